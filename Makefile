@@ -1,0 +1,111 @@
+# mtc build: `make` builds bin/, `make test` runs every test and ends with
+# "N passed, N failed", `make bench` prints benchmark figures,
+# `make install PREFIX=...`, `make SAN=1 test` for the ASan+UBSan build.
+
+PREFIX ?= /usr/local
+SAN ?= 0
+ifeq ($(SAN),1)
+B := build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+else
+B := build
+SANFLAGS :=
+endif
+BIN := $(B)/bin
+
+CC ?= cc
+OPT ?= -O2
+CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -Isrc $(SANFLAGS) -MMD -MP
+LDFLAGS := $(SANFLAGS)
+
+# Control plane: every module folder except train is one library.
+CP_MODULES := common store api cluster slurm provider health recipes
+CP_SRCS := $(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c))
+CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
+CP_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcurl -lcrypto -lpthread -lm
+
+# Trainer: OpenMP + OpenBLAS + MPI (flags from the MPI compiler wrapper).
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
+TRAIN_CFLAGS := -fopenmp -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
+TRAIN_SRCS := $(wildcard src/train/*.c src/train/cpu/*.c)
+TRAIN_OBJS := $(TRAIN_SRCS:%.c=$(B)/%.o)
+TRAIN_LIBS := -fopenmp -lopenblas -ljansson $(MPI_LIBS) -lpthread -lm
+
+COMMON_OBJS := $(filter $(B)/src/common/%,$(CP_OBJS))
+
+PROGS := $(patsubst src/cmd/%.c,%,$(wildcard src/cmd/*.c))
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
+FAKE_SRCS := $(wildcard tests/fakes/*.c)
+FAKE_LIBS := $(FAKE_SRCS:tests/fakes/%.c=$(B)/fakes/lib%.so)
+
+
+.SECONDEXPANSION:
+.PHONY: all test unit bench install clean format
+all: $(addprefix $(BIN)/,$(PROGS)) $(UNIT_BINS) $(FAKE_LIBS)
+
+$(B)/src/train/%.o: src/train/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TRAIN_CFLAGS) -c $< -o $@
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(B)/libmtc.a: $(CP_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/libmtctrain.a: $(TRAIN_OBJS) $(COMMON_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# A program is src/cmd/NAME.c plus the files in src/cmd/NAME/ when present.
+cmd_objs = $(patsubst %.c,$(B)/%.o,src/cmd/$(1).c $(wildcard src/cmd/$(1)/*.c))
+
+$(B)/src/cmd/mtc-train.o $(B)/src/cmd/mtc-train/%.o: CFLAGS += $(TRAIN_CFLAGS)
+
+$(BIN)/mtc-train: $(call cmd_objs,mtc-train) $(B)/libmtctrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TRAIN_LIBS)
+
+$(addprefix $(BIN)/,$(filter-out mtc-train,$(PROGS))): $(BIN)/%: $$(call cmd_objs,%) $(B)/libmtc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CP_LIBS)
+
+# Unit tests: test_train_* link the trainer, the rest the control plane.
+$(B)/tests/test_train_%: tests/unit/test_train_%.c $(B)/libmtctrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TRAIN_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $^ $(TRAIN_LIBS)
+
+$(B)/tests/test_%: tests/unit/test_%.c $(B)/libmtc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $^ $(CP_LIBS)
+
+$(B)/fakes/lib%.so: tests/fakes/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -shared -o $@ $< -lpthread
+
+test: all
+	@B=$(B) tests/run.sh $(TESTS)
+
+unit: all
+	@B=$(B) tests/run.sh unit
+
+bench: all
+	@B=$(B) bench/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/mtc
+	install -m 0755 $(addprefix $(BIN)/,$(PROGS)) $(DESTDIR)$(PREFIX)/bin/
+	cp -r data/. $(DESTDIR)$(PREFIX)/share/mtc/
+	cp -r recipes $(DESTDIR)$(PREFIX)/share/mtc/
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

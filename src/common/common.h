@@ -1,0 +1,77 @@
+/* common: small policy-free helpers every mtc module uses — errors, logging,
+ * files, names, subprocesses, time. Nothing here knows about clusters. */
+#ifndef MTC_COMMON_H
+#define MTC_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <syslog.h>
+
+/* Human-readable detail for a failure, filled by the callee. */
+typedef struct {
+    char text[256];
+} mtc_error_t;
+
+/* Format into err (may be NULL). Always returns -1 so callers can
+ * `return errprintf(err, ...)`. errno is preserved. */
+int errprintf(mtc_error_t *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Logging with syslog levels. log_open(NULL, ...) logs to stderr.
+ * Messages above `level` are dropped. Thread-safe. */
+int log_open(const char *path, const char *ident, int level);
+void log_close(void);
+void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Files. All return 0/-1 with errno unless noted. */
+int mtc_mkdir_p(const char *path, mode_t mode);
+int mtc_rm_rf(const char *path);
+int mtc_path_exists(const char *path);
+/* Read a whole file; NUL-terminated; *len (optional) gets the size. Caller frees. NULL+errno. */
+char *mtc_read_file(const char *path, size_t *len);
+/* Write via temp file + fsync + rename. */
+int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
+int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Names: lowercase letter first, then [a-z0-9-], length 1..maxlen, no trailing '-'. */
+int mtc_name_valid(const char *s, size_t maxlen);
+
+/* Find a data file shipped with mtc (catalog, recipes): $MTC_DATA_DIR, then
+ * <exe>/../share/mtc, then <exe>/../../data and <exe>/../.. (source tree). Caller frees. */
+char *mtc_data_path(const char *name);
+
+/* Subprocesses. argv[0] is looked up in PATH. env: extra "K=V" strings
+ * (NULL-terminated, may be NULL) added to the inherited environment.
+ * mtc_run waits up to timeout_ms (<=0: forever) and returns the exit status
+ * (0..255), 128+signal, or -1 (errno; ETIMEDOUT after kill). When out is
+ * non-NULL, stdout+stderr are captured into a malloc'd string. */
+int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms);
+/* Start a process detached in its own session, stdio to logpath (or /dev/null).
+ * Returns its pid or -1. The caller reaps it (or lets init do it). */
+pid_t mtc_spawn(char *const argv[], char *const env[], const char *logpath);
+/* 1 if the pid exists and is not a zombie, else 0. */
+int mtc_pid_alive(pid_t pid);
+/* Read a pid file; 0 if missing or malformed. */
+pid_t mtc_pid_read(const char *path);
+/* SIGTERM, wait up to ms, then SIGKILL. Returns 0 once gone. */
+int mtc_pid_stop(pid_t pid, int ms);
+
+/* A TCP port on 127.0.0.1 that is free right now (bound and released). 0 on failure. */
+int mtc_free_port(void);
+/* `count` consecutive free ports starting from a random base; first or 0. */
+int mtc_free_port_range(int count);
+
+/* Time. */
+int64_t mtc_now_ms(void);
+/* RFC 3339 UTC with milliseconds into buf (>= 32 bytes). */
+char *mtc_time_rfc3339(int64_t ms, char *buf, size_t len);
+void mtc_sleep_ms(int ms);
+
+/* Random hex string of 2*nbytes chars into buf (size >= 2*nbytes+1). 0/-1. */
+int mtc_random_hex(char *buf, size_t nbytes);
+/* SHA-256 hex of s into out[65]. */
+void mtc_sha256_hex(const char *s, char out[65]);
+
+#endif

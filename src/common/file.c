@@ -1,0 +1,204 @@
+/* file: directories, whole-file reads, atomic writes, data-file lookup. */
+#include "common/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int mtc_mkdir_p(const char *path, mode_t mode)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, mode) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, mode) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) < 0 && errno != ENOENT)
+        return -1;
+    return 0;
+}
+
+int mtc_rm_rf(const char *path)
+{
+    if (!path || !*path || strcmp(path, "/") == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+        return -1;
+    return 0;
+}
+
+int mtc_path_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+char *mtc_read_file(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        goto error;
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                goto error;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            goto error;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+error : {
+    int saved = errno;
+    free(buf);
+    close(fd);
+    errno = saved;
+    return NULL;
+}
+}
+
+int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -1;
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            goto error;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fchmod(fd, mode) < 0 || fsync(fd) < 0)
+        goto error;
+    if (close(fd) < 0) {
+        fd = -1;
+        goto error;
+    }
+    fd = -1;
+    if (rename(tmp, path) < 0)
+        goto error;
+    return 0;
+error : {
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    errno = saved;
+    return -1;
+}
+}
+
+int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
+{
+    char *s = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    int rc = mtc_write_file_atomic(path, s, (size_t)n, mode);
+    int saved = errno;
+    free(s);
+    errno = saved;
+    return rc;
+}
+
+int mtc_name_valid(const char *s, size_t maxlen)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > maxlen || s[0] < 'a' || s[0] > 'z' || s[n - 1] == '-')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+char *mtc_data_path(const char *name)
+{
+    char exe[PATH_MAX], *out = NULL;
+    const char *env = getenv("MTC_DATA_DIR");
+    if (env && *env) {
+        if (asprintf(&out, "%s/%s", env, name) < 0)
+            return NULL;
+        if (mtc_path_exists(out))
+            return out;
+        free(out);
+        out = NULL;
+    }
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    /* installed: PREFIX/bin -> PREFIX/share/mtc; source tree: build/bin -> data */
+    const char *rel[] = {"../share/mtc", "../../data", "../.."};
+    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+        if (asprintf(&out, "%s/%s/%s", exe, rel[i], name) < 0)
+            return NULL;
+        if (mtc_path_exists(out))
+            return out;
+        free(out);
+        out = NULL;
+    }
+    errno = ENOENT;
+    return NULL;
+}

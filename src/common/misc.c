@@ -1,0 +1,98 @@
+/* misc: time, ports, randomness and hashing. */
+#include "common/common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t mtc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *mtc_time_rfc3339(int64_t ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char base[32];
+    strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%03dZ", base, (int)(ms % 1000));
+    return buf;
+}
+
+void mtc_sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static int port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+int mtc_free_port(void)
+{
+    return mtc_free_port_range(1);
+}
+
+int mtc_free_port_range(int count)
+{
+    /* Stay below the kernel's ephemeral range (32768+) so clients' outgoing
+     * connections cannot take a daemon's port between our check and its bind. */
+    for (int attempt = 0; attempt < 200; attempt++) {
+        uint32_t r = 0;
+        if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+            return 0;
+        int base = 20000 + (int)(r % (12000u - (uint32_t)count));
+        int ok = 1;
+        for (int i = 0; i < count && ok; i++)
+            ok = port_free(base + i);
+        if (ok)
+            return base;
+    }
+    return 0;
+}
+
+int mtc_random_hex(char *buf, size_t nbytes)
+{
+    unsigned char raw[64];
+    if (nbytes > sizeof(raw)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (getrandom(raw, nbytes, 0) != (ssize_t)nbytes)
+        return -1;
+    for (size_t i = 0; i < nbytes; i++)
+        sprintf(buf + 2 * i, "%02x", raw[i]);
+    buf[2 * nbytes] = '\0';
+    return 0;
+}
+
+void mtc_sha256_hex(const char *s, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL);
+    for (unsigned int i = 0; i < n && i < 32; i++)
+        sprintf(out + 2 * i, "%02x", md[i]);
+    out[64] = '\0';
+}

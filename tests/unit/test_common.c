@@ -1,0 +1,63 @@
+/* Unit tests for src/common: names, files, subprocesses, hashing. */
+#include "check.h"
+#include "common/common.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int main(void)
+{
+    CHECK(mtc_name_valid("demo", 10), "plain name valid");
+    CHECK(mtc_name_valid("a3m-pool-1", 20), "dashes and digits valid");
+    CHECK(!mtc_name_valid("Demo", 10), "uppercase rejected");
+    CHECK(!mtc_name_valid("1abc", 10), "leading digit rejected");
+    CHECK(!mtc_name_valid("abc-", 10), "trailing dash rejected");
+    CHECK(!mtc_name_valid("a/b", 10), "slash rejected");
+    CHECK(!mtc_name_valid("", 10), "empty rejected");
+    CHECK(!mtc_name_valid("abcdefghijk", 10), "too long rejected");
+
+    char dir[] = "/tmp/mtc-unit-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[256];
+    snprintf(path, sizeof(path), "%s/a/b/c", dir);
+    CHECK(mtc_mkdir_p(path, 0755) == 0, "mkdir -p");
+    snprintf(path, sizeof(path), "%s/a/b/c/f.txt", dir);
+    CHECK(mtc_write_file_fmt(path, 0600, "hello %d\n", 42) == 0, "atomic write");
+    size_t len = 0;
+    char *s = mtc_read_file(path, &len);
+    CHECK_STR(s, "hello 42\n", "read back");
+    CHECK(len == 9, "length");
+    free(s);
+    CHECK(mtc_rm_rf(dir) == 0 && !mtc_path_exists(dir), "rm -rf");
+
+    char *out = NULL;
+    char *argv[] = {"sh", "-c", "echo out; echo err >&2; exit 3", NULL};
+    CHECK(mtc_run(argv, NULL, &out, 5000) == 3, "exit status returned");
+    CHECK(out && strstr(out, "out") && strstr(out, "err"), "stdout and stderr captured");
+    free(out);
+    char *env[] = {"MTC_X=yes", NULL};
+    char *argv2[] = {"sh", "-c", "printf %s \"$MTC_X\"", NULL};
+    CHECK(mtc_run(argv2, env, &out, 5000) == 0, "env run");
+    CHECK_STR(out, "yes", "extra env passed");
+    free(out);
+    char *argv3[] = {"sleep", "5", NULL};
+    int64_t t0 = mtc_now_ms();
+    CHECK(mtc_run(argv3, NULL, NULL, 200) == -1 && errno == ETIMEDOUT, "timeout kills");
+    CHECK(mtc_now_ms() - t0 < 3000, "timeout is prompt");
+
+    char *argv4[] = {"sleep", "30", NULL};
+    pid_t pid = mtc_spawn(argv4, NULL, NULL);
+    CHECK(pid > 0 && mtc_pid_alive(pid), "spawned process alive");
+    CHECK(mtc_pid_stop(pid, 2000) == 0 && !mtc_pid_alive(pid), "stopped by pid");
+
+    char h[65];
+    mtc_sha256_hex("abc", h);
+    CHECK_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "sha256");
+    char r1[33], r2[33];
+    CHECK(mtc_random_hex(r1, 16) == 0 && mtc_random_hex(r2, 16) == 0 && strcmp(r1, r2) != 0,
+          "random hex differs");
+    int port = mtc_free_port();
+    CHECK(port >= 20000 && port < 32768, "free port in range");
+    return check_done();
+}
