@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every benchmark script in bench/ (bench/NAME.sh), each printing its
+# figures. Usage: bench/run.sh [NAME...]. Benchmarks read ../shared/data when
+# present (never tests).
+set -u
+cd "$(dirname "$0")/.."
+B=${B:-build}
+export MTC_BUILD=$PWD/$B
+export PATH=$PWD/$B/bin:$PATH
+rc=0
+for b in bench/*.sh; do
+    name=$(basename "$b" .sh)
+    [ "$name" = run ] && continue
+    if [ $# -gt 0 ]; then
+        hit=0
+        for s in "$@"; do [ "$s" = "$name" ] && hit=1; done
+        [ $hit -eq 1 ] || continue
+    fi
+    echo "== $name"
+    bash "$b" || { echo "bench $name failed"; rc=1; }
+done
+exit $rc
