@@ -19,7 +19,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -Isrc $(SANFLAG
 LDFLAGS := $(SANFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common store api cluster slurm provider health recipes
+CP_MODULES := common store api control cluster slurm provider health recipes
 CP_SRCS := $(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
 CP_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcurl -lcrypto -lpthread -lm
@@ -68,20 +68,20 @@ $(B)/src/cmd/mtc-train.o $(B)/src/cmd/mtc-train/%.o: CFLAGS += $(TRAIN_CFLAGS)
 
 $(BIN)/mtc-train: $(call cmd_objs,mtc-train) $(B)/libmtctrain.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(TRAIN_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(TRAIN_LIBS)
 
 $(addprefix $(BIN)/,$(filter-out mtc-train,$(PROGS))): $(BIN)/%: $$(call cmd_objs,%) $(B)/libmtc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CP_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(CP_LIBS)
 
 # Unit tests: test_train_* link the trainer, the rest the control plane.
 $(B)/tests/test_train_%: tests/unit/test_train_%.c $(B)/libmtctrain.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(TRAIN_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $^ $(TRAIN_LIBS)
+	$(CC) $(CFLAGS) $(TRAIN_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(TRAIN_LIBS)
 
 $(B)/tests/test_%: tests/unit/test_%.c $(B)/libmtc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $^ $(CP_LIBS)
+	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(CP_LIBS)
 
 $(B)/fakes/lib%.so: tests/fakes/%.c
 	@mkdir -p $(dir $@)

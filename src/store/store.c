@@ -1,0 +1,547 @@
+/* store: SQLite persistence for mtcd. Schema changes are appended to the
+ * migrations table below; PRAGMA user_version records how many have run. */
+#include "store/store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct store {
+    sqlite3 *db;
+    pthread_mutex_t lock;
+};
+
+/* Each entry moves the schema from version i to i+1. Never edit a shipped one. */
+static const char *migrations[] = {
+    "CREATE TABLE clusters ("
+    "  id TEXT PRIMARY KEY, project TEXT NOT NULL, location TEXT NOT NULL,"
+    "  state TEXT NOT NULL, spec TEXT NOT NULL, nodes TEXT,"
+    "  create_ms INTEGER NOT NULL, update_ms INTEGER NOT NULL);"
+    "CREATE TABLE operations ("
+    "  id TEXT PRIMARY KEY, project TEXT NOT NULL, location TEXT NOT NULL,"
+    "  cluster_id TEXT NOT NULL, kind TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0,"
+    "  progress TEXT NOT NULL DEFAULT '', request TEXT, response TEXT,"
+    "  err_code INTEGER NOT NULL DEFAULT 0, err_message TEXT NOT NULL DEFAULT '',"
+    "  create_ms INTEGER NOT NULL, update_ms INTEGER NOT NULL);"
+    "CREATE INDEX operations_pending ON operations(done, create_ms);"
+    "CREATE TABLE events ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, cluster_id TEXT NOT NULL, time_ms INTEGER NOT NULL,"
+    "  type TEXT NOT NULL, node TEXT, message TEXT NOT NULL);"
+    "CREATE INDEX events_cluster ON events(cluster_id, seq);"
+    "CREATE TABLE tokens ("
+    "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL,"
+    "  hash TEXT NOT NULL UNIQUE, create_ms INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);",
+};
+#define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+static int exec_sql(sqlite3 *db, const char *sql, mtc_error_t *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        errprintf(err, "sqlite: %s", msg ? msg : "error");
+        sqlite3_free(msg);
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+static int user_version(sqlite3 *db)
+{
+    sqlite3_stmt *s;
+    int v = -1;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+static int migrate(sqlite3 *db, mtc_error_t *err)
+{
+    int v = user_version(db);
+    if (v < 0)
+        return errprintf(err, "sqlite: cannot read schema version");
+    if (v > N_MIGRATIONS)
+        return errprintf(err, "database schema version %d is newer than this mtcd (%d)", v,
+                         N_MIGRATIONS);
+    for (; v < N_MIGRATIONS; v++) {
+        char pragma[64];
+        snprintf(pragma, sizeof(pragma), "PRAGMA user_version=%d;", v + 1);
+        if (exec_sql(db, "BEGIN IMMEDIATE", err) < 0)
+            return -1;
+        if (exec_sql(db, migrations[v], err) < 0 || exec_sql(db, pragma, err) < 0) {
+            exec_sql(db, "ROLLBACK", NULL);
+            return -1;
+        }
+        if (exec_sql(db, "COMMIT", err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+struct store *store_open(const char *path, mtc_error_t *err)
+{
+    struct store *st = calloc(1, sizeof(*st));
+    if (!st) {
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&st->lock, NULL);
+    if (sqlite3_open_v2(path, &st->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        NULL) != SQLITE_OK) {
+        errprintf(err, "cannot open database %s: %s", path,
+                  st->db ? sqlite3_errmsg(st->db) : "out of memory");
+        goto error;
+    }
+    sqlite3_busy_timeout(st->db, 5000);
+    if (exec_sql(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                         "PRAGMA foreign_keys=ON;", err) < 0)
+        goto error;
+    if (migrate(st->db, err) < 0)
+        goto error;
+    return st;
+error:
+    store_close(st);
+    errno = EIO;
+    return NULL;
+}
+
+void store_close(struct store *st)
+{
+    if (!st)
+        return;
+    int saved = errno;
+    sqlite3_close(st->db);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+    errno = saved;
+}
+
+int store_schema_version(struct store *st)
+{
+    pthread_mutex_lock(&st->lock);
+    int v = user_version(st->db);
+    pthread_mutex_unlock(&st->lock);
+    return v;
+}
+
+/* --- statement helpers: bind by a tiny format string ---------------------
+ * 's' text (NULL → NULL), 'i' int, 'l' int64, 'j' json_t* serialised (NULL → NULL). */
+static sqlite3_stmt *prep(struct store *st, const char *sql, const char *fmt, ...)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+        return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    for (int i = 0; fmt[i]; i++) {
+        int col = i + 1;
+        switch (fmt[i]) {
+        case 's':
+            sqlite3_bind_text(s, col, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
+            break;
+        case 'i':
+            sqlite3_bind_int(s, col, va_arg(ap, int));
+            break;
+        case 'l':
+            sqlite3_bind_int64(s, col, va_arg(ap, int64_t));
+            break;
+        case 'j': {
+            const json_t *j = va_arg(ap, const json_t *);
+            char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
+            if (txt)
+                sqlite3_bind_text(s, col, txt, -1, free);
+            else
+                sqlite3_bind_null(s, col);
+            break;
+        }
+        }
+    }
+    va_end(ap);
+    return s;
+}
+
+/* Run a statement that returns no rows; finalizes it. */
+static int run(struct store *st, sqlite3_stmt *s)
+{
+    if (!s)
+        return -1;
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    (void)st;
+    if (rc == SQLITE_CONSTRAINT) {
+        errno = EEXIST;
+        return -1;
+    }
+    if (rc != SQLITE_DONE) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+static void col_text(sqlite3_stmt *s, int col, char *buf, size_t len)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    snprintf(buf, len, "%s", t ? (const char *)t : "");
+}
+
+static json_t *col_json(sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    return t ? json_loads((const char *)t, 0, NULL) : NULL;
+}
+
+/* --- clusters ------------------------------------------------------------ */
+
+#define CLUSTER_COLS "id, project, location, state, spec, nodes, create_ms, update_ms"
+
+static void read_cluster(sqlite3_stmt *s, struct store_cluster *c)
+{
+    memset(c, 0, sizeof(*c));
+    col_text(s, 0, c->id, sizeof(c->id));
+    col_text(s, 1, c->project, sizeof(c->project));
+    col_text(s, 2, c->location, sizeof(c->location));
+    col_text(s, 3, c->state, sizeof(c->state));
+    c->spec = col_json(s, 4);
+    c->nodes = col_json(s, 5);
+    c->create_ms = sqlite3_column_int64(s, 6);
+    c->update_ms = sqlite3_column_int64(s, 7);
+}
+
+void store_cluster_release(struct store_cluster *c)
+{
+    if (!c)
+        return;
+    json_decref(c->spec);
+    json_decref(c->nodes);
+    c->spec = c->nodes = NULL;
+}
+
+static int insert_op(struct store *st, const struct store_op *op)
+{
+    int64_t now = mtc_now_ms();
+    return run(st, prep(st,
+                        "INSERT INTO operations (id, project, location, cluster_id, kind, progress,"
+                        " request, create_ms, update_ms) VALUES (?,?,?,?,?,?,?,?,?)",
+                        "ssssssjll", op->id, op->project, op->location, op->cluster_id, op->kind,
+                        op->progress, op->request, now, now));
+}
+
+int store_cluster_create(struct store *st, const struct store_cluster *c, const struct store_op *op,
+                         mtc_error_t *err)
+{
+    int64_t now = mtc_now_ms();
+    int rc = -1;
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", err) < 0)
+        goto out;
+    if (run(st, prep(st,
+                     "INSERT INTO clusters (" CLUSTER_COLS ") VALUES (?,?,?,?,?,NULL,?,?)",
+                     "ssssjll", c->id, c->project, c->location, c->state, c->spec, now, now)) < 0) {
+        int e = errno;
+        exec_sql(st->db, "ROLLBACK", NULL);
+        errno = e;
+        errprintf(err, e == EEXIST ? "cluster %s already exists" : "cannot store cluster %s",
+                  c->id);
+        goto out;
+    }
+    if (insert_op(st, op) < 0) {
+        exec_sql(st->db, "ROLLBACK", NULL);
+        errprintf(err, "cannot store operation for cluster %s", c->id);
+        errno = EIO;
+        goto out;
+    }
+    rc = exec_sql(st->db, "COMMIT", err);
+out:
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_cluster_get(struct store *st, const char *id, struct store_cluster *out)
+{
+    int rc = -1;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st, "SELECT " CLUSTER_COLS " FROM clusters WHERE id=?", "s", id);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        read_cluster(s, out);
+        rc = 0;
+    } else {
+        errno = s ? ENOENT : EIO;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+struct store_cluster *store_cluster_list(struct store *st, const char *project, const char *location,
+                                         const char *after, int limit, int *n)
+{
+    *n = 0;
+    struct store_cluster *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
+    if (!arr)
+        return NULL;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT " CLUSTER_COLS " FROM clusters WHERE project=? AND location=?"
+                           " AND id > ? ORDER BY id LIMIT ?",
+                           "sssi", project, location, after ? after : "", limit);
+    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
+        read_cluster(s, &arr[(*n)++]);
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
+}
+
+json_t *store_cluster_ids(struct store *st)
+{
+    json_t *ids = json_array();
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st, "SELECT id FROM clusters ORDER BY id", "");
+    while (s && sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(ids, json_string((const char *)sqlite3_column_text(s, 0)));
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return ids;
+}
+
+static int update_one(struct store *st, sqlite3_stmt *s)
+{
+    pthread_mutex_lock(&st->lock);
+    int rc = run(st, s);
+    if (rc == 0 && sqlite3_changes(st->db) == 0) {
+        errno = ENOENT;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_cluster_set_state(struct store *st, const char *id, const char *state)
+{
+    return update_one(st, prep(st, "UPDATE clusters SET state=?, update_ms=? WHERE id=?", "sls",
+                               state, mtc_now_ms(), id));
+}
+
+int store_cluster_set_spec(struct store *st, const char *id, const json_t *spec, const char *state)
+{
+    return update_one(st, prep(st, "UPDATE clusters SET spec=?, state=?, update_ms=? WHERE id=?",
+                               "jsls", spec, state, mtc_now_ms(), id));
+}
+
+int store_cluster_set_nodes(struct store *st, const char *id, const json_t *nodes)
+{
+    return update_one(st, prep(st, "UPDATE clusters SET nodes=? WHERE id=?", "js", nodes, id));
+}
+
+int store_op_begin(struct store *st, const struct store_op *op, const char *cluster_state,
+                   char busy_op[48])
+{
+    int rc = -1;
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", NULL) < 0)
+        goto out;
+    sqlite3_stmt *s = prep(st, "SELECT id FROM operations WHERE cluster_id=? AND done=0", "s",
+                           op->cluster_id);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        col_text(s, 0, busy_op, 48);
+        sqlite3_finalize(s);
+        exec_sql(st->db, "ROLLBACK", NULL);
+        errno = EBUSY;
+        goto out;
+    }
+    sqlite3_finalize(s);
+    if (run(st, prep(st, "UPDATE clusters SET state=?, update_ms=? WHERE id=?", "sls",
+                     cluster_state, mtc_now_ms(), op->cluster_id)) < 0 ||
+        sqlite3_changes(st->db) == 0 || insert_op(st, op) < 0) {
+        int e = sqlite3_changes(st->db) == 0 ? ENOENT : EIO;
+        exec_sql(st->db, "ROLLBACK", NULL);
+        errno = e;
+        goto out;
+    }
+    rc = exec_sql(st->db, "COMMIT", NULL);
+out:
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_cluster_delete(struct store *st, const char *id)
+{
+    int rc;
+    pthread_mutex_lock(&st->lock);
+    rc = run(st, prep(st, "DELETE FROM clusters WHERE id=?", "s", id));
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+/* --- operations ---------------------------------------------------------- */
+
+void store_op_release(struct store_op *op)
+{
+    if (!op)
+        return;
+    json_decref(op->request);
+    json_decref(op->response);
+    op->request = op->response = NULL;
+}
+
+int store_op_get(struct store *st, const char *id, struct store_op *out)
+{
+    int rc = -1;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT id, project, location, cluster_id, kind, done, progress, request,"
+                           " response, err_code, err_message, create_ms, update_ms"
+                           " FROM operations WHERE id=?",
+                           "s", id);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        memset(out, 0, sizeof(*out));
+        col_text(s, 0, out->id, sizeof(out->id));
+        col_text(s, 1, out->project, sizeof(out->project));
+        col_text(s, 2, out->location, sizeof(out->location));
+        col_text(s, 3, out->cluster_id, sizeof(out->cluster_id));
+        col_text(s, 4, out->kind, sizeof(out->kind));
+        out->done = sqlite3_column_int(s, 5);
+        col_text(s, 6, out->progress, sizeof(out->progress));
+        out->request = col_json(s, 7);
+        out->response = col_json(s, 8);
+        out->err_code = sqlite3_column_int(s, 9);
+        col_text(s, 10, out->err_message, sizeof(out->err_message));
+        out->create_ms = sqlite3_column_int64(s, 11);
+        out->update_ms = sqlite3_column_int64(s, 12);
+        rc = 0;
+    } else {
+        errno = s ? ENOENT : EIO;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_op_progress(struct store *st, const char *id, const char *message)
+{
+    return update_one(st, prep(st, "UPDATE operations SET progress=?, update_ms=? WHERE id=?", "sls",
+                               message, mtc_now_ms(), id));
+}
+
+int store_op_finish(struct store *st, const char *id, const json_t *response, int err_code,
+                    const char *err_message)
+{
+    return update_one(st, prep(st,
+                               "UPDATE operations SET done=1, response=?, err_code=?,"
+                               " err_message=?, update_ms=? WHERE id=?",
+                               "jisls", err_code ? NULL : response, err_code,
+                               err_message ? err_message : "", mtc_now_ms(), id));
+}
+
+json_t *store_ops_pending(struct store *st)
+{
+    json_t *ids = json_array();
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st, "SELECT id FROM operations WHERE done=0 ORDER BY create_ms", "");
+    while (s && sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(ids, json_string((const char *)sqlite3_column_text(s, 0)));
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return ids;
+}
+
+/* --- events -------------------------------------------------------------- */
+
+int store_event_add(struct store *st, const char *cluster_id, const char *type, const char *node,
+                    const char *message)
+{
+    pthread_mutex_lock(&st->lock);
+    int rc = run(st, prep(st,
+                          "INSERT INTO events (cluster_id, time_ms, type, node, message)"
+                          " VALUES (?,?,?,?,?)",
+                          "slsss", cluster_id, mtc_now_ms(), type, node, message));
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+json_t *store_events(struct store *st, const char *cluster_id, int limit)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
+                           " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                           "si", cluster_id, limit);
+    while (s && sqlite3_step(s) == SQLITE_ROW) {
+        char ts[40];
+        json_t *e = json_pack("{s:s, s:s}", "eventTime",
+                              mtc_time_rfc3339(sqlite3_column_int64(s, 0), ts, sizeof(ts)),
+                              "eventType", (const char *)sqlite3_column_text(s, 1));
+        if (sqlite3_column_type(s, 2) != SQLITE_NULL)
+            json_object_set_new(e, "nodeName",
+                                json_string((const char *)sqlite3_column_text(s, 2)));
+        json_object_set_new(e, "description", json_string((const char *)sqlite3_column_text(s, 3)));
+        json_array_append_new(arr, e);
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
+}
+
+/* --- tokens -------------------------------------------------------------- */
+
+int store_token_add(struct store *st, const char *id, const char *name, const char *role,
+                    const char *hash)
+{
+    pthread_mutex_lock(&st->lock);
+    int rc = run(st, prep(st,
+                          "INSERT INTO tokens (id, name, role, hash, create_ms) VALUES (?,?,?,?,?)",
+                          "ssssl", id, name, role, hash, mtc_now_ms()));
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_token_role(struct store *st, const char *hash, char role[16])
+{
+    int rc = -1;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st, "SELECT role FROM tokens WHERE hash=? AND revoked=0", "s", hash);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        col_text(s, 0, role, 16);
+        rc = 0;
+    } else {
+        errno = ENOENT;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+json_t *store_token_list(struct store *st)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT id, name, role, create_ms FROM tokens WHERE revoked=0"
+                           " ORDER BY create_ms",
+                           "");
+    while (s && sqlite3_step(s) == SQLITE_ROW) {
+        char ts[40];
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:s, s:s}", "id", sqlite3_column_text(s, 0), "name",
+                           sqlite3_column_text(s, 1), "role", sqlite3_column_text(s, 2),
+                           "createTime",
+                           mtc_time_rfc3339(sqlite3_column_int64(s, 3), ts, sizeof(ts))));
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
+}
+
+int store_token_revoke(struct store *st, const char *id_or_name)
+{
+    return update_one(st, prep(st,
+                               "UPDATE tokens SET revoked=1 WHERE (id=? OR name=?) AND revoked=0",
+                               "ss", id_or_name, id_or_name));
+}

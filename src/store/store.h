@@ -1,0 +1,89 @@
+/* store: mtcd's state in SQLite (WAL) — clusters, long-running operations,
+ * cluster events and API tokens — with a versioned schema and migrations.
+ * One connection guarded by a mutex; every accessor is one transaction. */
+#ifndef MTC_STORE_H
+#define MTC_STORE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+struct store;
+
+/* Open (creating and migrating) the database at path. NULL + err on failure. */
+struct store *store_open(const char *path, mtc_error_t *err);
+void store_close(struct store *st);
+int store_schema_version(struct store *st);
+
+struct store_cluster {
+    char id[16];
+    char project[64];
+    char location[64];
+    char state[16];  /* PROVISIONING | RUNNING | UPDATING | STOPPING | ERROR */
+    json_t *spec;    /* canonical spec (owned) */
+    json_t *nodes;   /* last observed nodesStatus array (owned, may be NULL) */
+    int64_t create_ms, update_ms;
+};
+void store_cluster_release(struct store_cluster *c);
+
+struct store_op {
+    char id[48];       /* op-<hex> */
+    char project[64];
+    char location[64];
+    char cluster_id[16];
+    char kind[16];     /* CREATE | UPDATE | DELETE | REMEDIATE ... */
+    int done;
+    char progress[256];
+    json_t *request;   /* owned; e.g. the target spec of an UPDATE */
+    json_t *response;  /* owned; set when done without error */
+    int err_code;      /* google.rpc code when done with error, else 0 */
+    char err_message[256];
+    int64_t create_ms, update_ms;
+};
+void store_op_release(struct store_op *op);
+
+/* Clusters. Lookups return -1 with errno ENOENT when absent. */
+/* Insert the cluster and its first operation atomically; EEXIST if the id is taken. */
+int store_cluster_create(struct store *st, const struct store_cluster *c, const struct store_op *op,
+                         mtc_error_t *err);
+int store_cluster_get(struct store *st, const char *id, struct store_cluster *out);
+/* Up to limit clusters of project/location with id > after (NULL = from the start), by id.
+ * Returns a malloc'd array (caller releases each and frees), *n gets the count. */
+struct store_cluster *store_cluster_list(struct store *st, const char *project, const char *location,
+                                         const char *after, int limit, int *n);
+/* Ids of every cluster in any state (for the supervisor). Caller json_decref's. */
+json_t *store_cluster_ids(struct store *st);
+int store_cluster_set_state(struct store *st, const char *id, const char *state);
+int store_cluster_set_spec(struct store *st, const char *id, const json_t *spec, const char *state);
+int store_cluster_set_nodes(struct store *st, const char *id, const json_t *nodes);
+/* Start an operation on an existing cluster, setting its state, unless another
+ * operation on it is still running (then -1, errno EBUSY, busy_op gets its id). */
+int store_op_begin(struct store *st, const struct store_op *op, const char *cluster_state,
+                   char busy_op[48]);
+int store_cluster_delete(struct store *st, const char *id);
+
+/* Operations. */
+int store_op_get(struct store *st, const char *id, struct store_op *out);
+int store_op_progress(struct store *st, const char *id, const char *message);
+/* Mark done: with response (err_code 0) or with an error. */
+int store_op_finish(struct store *st, const char *id, const json_t *response, int err_code,
+                    const char *err_message);
+/* Ids of operations not done, oldest first. Caller json_decref's. */
+json_t *store_ops_pending(struct store *st);
+
+/* Events: newest `limit`, oldest first, as API objects
+ * {"eventType","eventTime","nodeName"?,"description"}. */
+int store_event_add(struct store *st, const char *cluster_id, const char *type, const char *node,
+                    const char *message);
+json_t *store_events(struct store *st, const char *cluster_id, int limit);
+
+/* Tokens: only the SHA-256 of a token is stored. */
+int store_token_add(struct store *st, const char *id, const char *name, const char *role,
+                    const char *hash);
+/* Role of a live token with this hash into role[16]; -1/ENOENT if none. */
+int store_token_role(struct store *st, const char *hash, char role[16]);
+json_t *store_token_list(struct store *st);
+int store_token_revoke(struct store *st, const char *id_or_name);
+
+#endif
