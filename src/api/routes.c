@@ -1,0 +1,413 @@
+/* routes: the API's route table and its handlers — clusters (create, get,
+ * list, patch, delete, env), operations, tokens, health. Handlers validate
+ * everything before touching the store, so a rejected request changes nothing. */
+#include "api/api.h"
+#include "cluster/cluster.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLUSTERS "/v1beta1/projects/*/locations/*/modelDevelopmentClusters"
+
+/* Project and location name path segments of every resource route. */
+static int check_parent(struct api_req *r, struct api_resp *out)
+{
+    if (!mtc_name_valid(r->cap[0], 63))
+        return api_error(out, 400, "project \"%s\": must match [a-z][a-z0-9-]{0,62}", r->cap[0]),
+               -1;
+    if (!mtc_name_valid(r->cap[1], 63))
+        return api_error(out, 400, "location \"%s\": must match [a-z][a-z0-9-]{0,62}",
+                         r->cap[1]),
+               -1;
+    return 0;
+}
+
+static int check_cluster_id(const char *id, struct api_resp *out)
+{
+    if (!cluster_id_valid(id))
+        return api_error(out, 400,
+                         "cluster id \"%.40s\": must match ^[a-z][a-z0-9]{0,9}$ (1-10 "
+                         "lowercase letters and digits, starting with a letter)",
+                         id),
+               -1;
+    return 0;
+}
+
+/* Load a cluster named by the path; 404 if absent or under another parent. */
+static int load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl)
+{
+    if (check_parent(r, out) < 0 || check_cluster_id(r->cap[2], out) < 0)
+        return -1;
+    if (store_cluster_get(r->st, r->cap[2], cl) < 0)
+        return api_error(out, 404, "cluster %s not found", r->cap[2]), -1;
+    if (strcmp(cl->project, r->cap[0]) != 0 || strcmp(cl->location, r->cap[1]) != 0) {
+        store_cluster_release(cl);
+        return api_error(out, 404, "cluster %s not found in projects/%s/locations/%s", r->cap[2],
+                         r->cap[0], r->cap[1]),
+               -1;
+    }
+    return 0;
+}
+
+static void new_op(struct store_op *op, const char *project, const char *location,
+                   const char *cluster, const char *kind, const char *progress)
+{
+    char hex[17];
+    memset(op, 0, sizeof(*op));
+    mtc_random_hex(hex, 8);
+    snprintf(op->id, sizeof(op->id), "op-%s", hex);
+    snprintf(op->project, sizeof(op->project), "%s", project);
+    snprintf(op->location, sizeof(op->location), "%s", location);
+    snprintf(op->cluster_id, sizeof(op->cluster_id), "%s", cluster);
+    snprintf(op->kind, sizeof(op->kind), "%s", kind);
+    snprintf(op->progress, sizeof(op->progress), "%s", progress);
+}
+
+/* Reply with the stored operation and start it. */
+static int start_op(struct api_req *r, struct api_resp *out, const char *op_id)
+{
+    mtc_error_t err = {""};
+    if (control_submit(r->ctl, op_id, &err) < 0)
+        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op_id, err.text);
+    struct store_op op;
+    if (store_op_get(r->st, op_id, &op) < 0)
+        return api_error(out, 500, "operation %s vanished", op_id);
+    out->body = control_op_json(&op);
+    store_op_release(&op);
+    return 0;
+}
+
+static int h_health(struct api_req *r, struct api_resp *out)
+{
+    out->body = json_pack("{s:s, s:i}", "status", "ok", "schemaVersion",
+                          store_schema_version(r->st));
+    return 0;
+}
+
+static int h_create(struct api_req *r, struct api_resp *out)
+{
+    if (check_parent(r, out) < 0)
+        return 0;
+    const char *id = api_query(r, "modelDevelopmentClusterId");
+    if (!id)
+        id = api_query(r, "model_development_cluster_id");
+    if (!id)
+        return api_error(out, 400, "model_development_cluster_id: required query parameter");
+    if (check_cluster_id(id, out) < 0)
+        return 0;
+    if (!r->body)
+        return api_error(out, 400, "request body: a ModelDevelopmentCluster object is required");
+    mtc_error_t err = {""};
+    json_t *spec = cluster_spec_normalize(r->body, &err);
+    if (!spec)
+        return api_error(out, 400, "%s", err.text);
+    struct store_cluster cl = {.spec = spec};
+    snprintf(cl.id, sizeof(cl.id), "%s", id);
+    snprintf(cl.project, sizeof(cl.project), "%s", r->cap[0]);
+    snprintf(cl.location, sizeof(cl.location), "%s", r->cap[1]);
+    snprintf(cl.state, sizeof(cl.state), "PROVISIONING");
+    struct store_op op;
+    new_op(&op, r->cap[0], r->cap[1], id, "CREATE", "queued");
+    op.request = spec;
+    int rc = store_cluster_create(r->st, &cl, &op, &err);
+    json_decref(spec);
+    if (rc < 0)
+        return api_error(out, errno == EEXIST ? 409 : 500, "%s", err.text);
+    log_msg(LOG_NOTICE, "create cluster %s: operation %s", id, op.id);
+    return start_op(r, out, op.id);
+}
+
+static int h_get(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    if (load_cluster(r, out, &cl) < 0)
+        return 0;
+    out->body = control_cluster_json(r->ctl, &cl, 1);
+    store_cluster_release(&cl);
+    return 0;
+}
+
+static int h_list(struct api_req *r, struct api_resp *out)
+{
+    if (check_parent(r, out) < 0)
+        return 0;
+    int size = 50;
+    const char *ps = api_query(r, "pageSize");
+    if (!ps)
+        ps = api_query(r, "page_size");
+    if (ps) {
+        char *end;
+        long v = strtol(ps, &end, 10);
+        if (*ps == '\0' || *end || v < 0 || v > 1000)
+            return api_error(out, 400, "pageSize: must be an integer from 0 to 1000, got \"%s\"",
+                             ps);
+        size = v == 0 ? 50 : (int)v;
+    }
+    const char *token = api_query(r, "pageToken");
+    if (!token)
+        token = api_query(r, "page_token");
+    if (token && *token && !cluster_id_valid(token))
+        return api_error(out, 400, "pageToken: not a token this API returned");
+    int n = 0;
+    /* one extra row tells whether another page follows */
+    struct store_cluster *arr =
+        store_cluster_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
+    json_t *items = json_array();
+    for (int i = 0; i < n && i < size; i++)
+        json_array_append_new(items, control_cluster_json(r->ctl, &arr[i], 0));
+    out->body = json_pack("{s:o}", "modelDevelopmentClusters", items);
+    if (n > size)
+        json_object_set_new(out->body, "nextPageToken", json_string(arr[size - 1].id));
+    for (int i = 0; i < n; i++)
+        store_cluster_release(&arr[i]);
+    free(arr);
+    return 0;
+}
+
+/* snake_case → camelCase for one field name (proto3 JSON accepts both). */
+static void camel(const char *in, char *out, size_t len)
+{
+    size_t o = 0;
+    for (int up = 0; *in && o + 1 < len; in++) {
+        if (*in == '_') {
+            up = 1;
+            continue;
+        }
+        out[o++] = up ? (char)toupper((unsigned char)*in) : *in;
+        up = 0;
+    }
+    out[o] = '\0';
+}
+
+/* The member of obj named key in camelCase or its snake_case spelling. */
+static json_t *get_field(json_t *obj, const char *camel_key)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v)
+    {
+        char c[128];
+        camel(k, c, sizeof(c));
+        if (strcmp(c, camel_key) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+static const char *output_only[] = {"name", "createTime", "updateTime", "clusterStatus",
+                                    "clusterEvents"};
+
+/* Copy each updateMask path from body into spec (absent in body → removed). */
+static int apply_mask(json_t *spec, json_t *body, const char *mask, struct api_resp *out)
+{
+    char *copy = strdup(mask), *save = NULL;
+    int rc = 0;
+    for (char *path = strtok_r(copy, ",", &save); path && rc == 0;
+         path = strtok_r(NULL, ",", &save)) {
+        while (*path == ' ')
+            path++;
+        json_t *dst = spec, *src = body;
+        char *seg_save = NULL, cseg[128] = "";
+        char *seg = strtok_r(path, ".", &seg_save);
+        camel(seg ? seg : "", cseg, sizeof(cseg));
+        for (size_t i = 0; i < sizeof(output_only) / sizeof(output_only[0]); i++)
+            if (strcmp(cseg, output_only[i]) == 0)
+                rc = api_error(out, 400, "updateMask: %s is output only", cseg);
+        if (!seg || rc)
+            break;
+        for (;;) {
+            char *next = strtok_r(NULL, ".", &seg_save);
+            if (!next)
+                break;
+            /* descend one level, creating intermediate objects in spec */
+            json_t *d = json_object_get(dst, cseg);
+            if (!json_is_object(d)) {
+                d = json_object();
+                json_object_set_new(dst, cseg, d);
+            }
+            dst = d;
+            src = src ? get_field(src, cseg) : NULL;
+            if (src && !json_is_object(src))
+                src = NULL;
+            camel(next, cseg, sizeof(cseg));
+        }
+        json_t *v = src ? get_field(src, cseg) : NULL;
+        if (v)
+            json_object_set(dst, cseg, v);
+        else
+            json_object_del(dst, cseg);
+    }
+    free(copy);
+    return rc;
+}
+
+static int h_patch(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    if (load_cluster(r, out, &cl) < 0)
+        return 0;
+    if (!r->body) {
+        store_cluster_release(&cl);
+        return api_error(out, 400, "request body: a ModelDevelopmentCluster object is required");
+    }
+    json_t *merged = json_deep_copy(cl.spec);
+    const char *mask = api_query(r, "updateMask");
+    if (!mask)
+        mask = api_query(r, "update_mask");
+    int rc = 0;
+    if (mask && *mask) {
+        rc = apply_mask(merged, r->body, mask, out);
+    } else { /* no mask: every field present in the body is replaced */
+        const char *k;
+        json_t *v;
+        json_object_foreach(r->body, k, v)
+        {
+            char c[128];
+            camel(k, c, sizeof(c));
+            int skip = 0;
+            for (size_t i = 0; i < sizeof(output_only) / sizeof(output_only[0]); i++)
+                skip |= strcmp(c, output_only[i]) == 0;
+            if (!skip)
+                json_object_set(merged, c, v);
+        }
+    }
+    mtc_error_t err = {""};
+    json_t *spec = rc == 0 ? cluster_spec_normalize(merged, &err) : NULL;
+    json_decref(merged);
+    if (rc == 0 && !spec)
+        api_error(out, 400, "%s", err.text);
+    if (!spec) {
+        store_cluster_release(&cl);
+        return 0;
+    }
+    struct store_op op;
+    new_op(&op, cl.project, cl.location, cl.id, "UPDATE", "queued");
+    op.request = spec;
+    char busy[48] = "";
+    rc = store_op_begin(r->st, &op, "UPDATING", busy);
+    json_decref(spec);
+    store_cluster_release(&cl);
+    if (rc < 0 && errno == EBUSY)
+        return api_error(out, 400, "precondition: cluster %s has an operation in progress: %s",
+                         r->cap[2], busy);
+    if (rc < 0)
+        return api_error(out, errno == ENOENT ? 404 : 500, "cluster %s: cannot start update",
+                         r->cap[2]);
+    log_msg(LOG_NOTICE, "update cluster %s: operation %s", r->cap[2], op.id);
+    return start_op(r, out, op.id);
+}
+
+static int h_delete(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    if (load_cluster(r, out, &cl) < 0)
+        return 0;
+    struct store_op op;
+    new_op(&op, cl.project, cl.location, cl.id, "DELETE", "queued");
+    store_cluster_release(&cl);
+    char busy[48] = "";
+    if (store_op_begin(r->st, &op, "STOPPING", busy) < 0) {
+        if (errno == EBUSY)
+            return api_error(out, 400,
+                             "precondition: cluster %s has an operation in progress: %s",
+                             r->cap[2], busy);
+        return api_error(out, errno == ENOENT ? 404 : 500, "cluster %s: cannot start delete",
+                         r->cap[2]);
+    }
+    log_msg(LOG_NOTICE, "delete cluster %s: operation %s", r->cap[2], op.id);
+    return start_op(r, out, op.id);
+}
+
+static int h_env(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    if (load_cluster(r, out, &cl) < 0)
+        return 0;
+    int running = strcmp(cl.state, "RUNNING") == 0;
+    store_cluster_release(&cl);
+    if (!running)
+        return api_error(out, 400, "precondition: cluster %s is not RUNNING", r->cap[2]);
+    mtc_error_t err = {""};
+    char *script = control_env(r->ctl, r->cap[2], &err);
+    if (!script)
+        return api_error(out, 500, "cluster %s: %s", r->cap[2], err.text);
+    out->body = json_pack("{s:s}", "script", script);
+    free(script);
+    return 0;
+}
+
+static int h_op_get(struct api_req *r, struct api_resp *out)
+{
+    if (check_parent(r, out) < 0)
+        return 0;
+    if (strncmp(r->cap[2], "op-", 3) != 0 || strlen(r->cap[2]) > 40)
+        return api_error(out, 400, "operation id \"%.40s\": not an operation id", r->cap[2]);
+    struct store_op op;
+    if (store_op_get(r->st, r->cap[2], &op) < 0 || strcmp(op.project, r->cap[0]) != 0 ||
+        strcmp(op.location, r->cap[1]) != 0) {
+        if (errno != ENOENT)
+            store_op_release(&op);
+        return api_error(out, 404, "operation %s not found", r->cap[2]);
+    }
+    out->body = control_op_json(&op);
+    store_op_release(&op);
+    return 0;
+}
+
+static int h_token_create(struct api_req *r, struct api_resp *out)
+{
+    const char *name = NULL, *role = "viewer";
+    json_error_t jerr;
+    if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:s, s?:s}", "name", &name,
+                                   "role", &role) < 0)
+        return api_error(out, 400, "token: body must be {\"name\": NAME, \"role\": ROLE}: %s",
+                         r->body ? jerr.text : "missing body");
+    if (!mtc_name_valid(name, 63))
+        return api_error(out, 400, "name \"%.64s\": must match [a-z][a-z0-9-]{0,62}", name);
+    if (api_role_parse(role) == ROLE_NONE)
+        return api_error(out, 400, "role \"%.32s\": must be viewer, editor or admin", role);
+    char secret[65], token[80], hash[65], id[24], hex[9];
+    mtc_random_hex(secret, 24);
+    snprintf(token, sizeof(token), "mtc_%s", secret);
+    mtc_sha256_hex(token, hash);
+    mtc_random_hex(hex, 4);
+    snprintf(id, sizeof(id), "tok-%s", hex);
+    if (store_token_add(r->st, id, name, role, hash) < 0)
+        return api_error(out, errno == EEXIST ? 409 : 500, "token %s: %s", name,
+                         errno == EEXIST ? "a token with this name exists" : "cannot store");
+    out->body = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name, "role", role, "token",
+                          token);
+    return 0;
+}
+
+static int h_token_list(struct api_req *r, struct api_resp *out)
+{
+    out->body = json_pack("{s:o}", "tokens", store_token_list(r->st));
+    return 0;
+}
+
+static int h_token_revoke(struct api_req *r, struct api_resp *out)
+{
+    if (store_token_revoke(r->st, r->cap[0]) < 0)
+        return api_error(out, 404, "token %.64s not found", r->cap[0]);
+    out->body = json_object();
+    return 0;
+}
+
+const struct api_route api_routes[] = {
+    {"GET", "/healthz", ROLE_VIEWER, h_health},
+    {"POST", CLUSTERS, ROLE_EDITOR, h_create},
+    {"GET", CLUSTERS, ROLE_VIEWER, h_list},
+    {"GET", CLUSTERS "/*", ROLE_VIEWER, h_get},
+    {"PATCH", CLUSTERS "/*", ROLE_EDITOR, h_patch},
+    {"DELETE", CLUSTERS "/*", ROLE_EDITOR, h_delete},
+    {"GET", CLUSTERS "/*:env", ROLE_VIEWER, h_env},
+    {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
+    {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
+    {"POST", "/v1/tokens", ROLE_ADMIN, h_token_create},
+    {"GET", "/v1/tokens", ROLE_ADMIN, h_token_list},
+    {"DELETE", "/v1/tokens/*", ROLE_ADMIN, h_token_revoke},
+};
+const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -1,0 +1,62 @@
+/* mtc: the command-line client of mtcd — clusters, operations, tokens, the
+ * daemon, and a shell on a cluster. Subcommands are a table. */
+#include "mtc/cli.h"
+
+#include <curl/curl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct cli_cmd commands[] = {
+    {"cluster", cmd_cluster, "create, get, list, update, delete clusters"},
+    {"operations", cmd_operations, "get or wait for a long-running operation"},
+    {"env", cmd_env, "print the shell environment of a cluster: eval \"$(mtc env ID)\""},
+    {"login", cmd_login, "open a shell on a cluster's login node"},
+    {"token", cmd_token, "create, list, revoke API tokens"},
+    {"daemon", cmd_daemon, "start, stop, status of mtcd"},
+    {NULL, NULL, NULL},
+};
+
+static const char global_help[] =
+    "\nglobal options (before the command): --home DIR (default $MTC_HOME or ~/.mtc),\n"
+    "  --project P, --location L (default local/local), --json.\n"
+    "environment: MTC_URL=http://HOST:PORT and MTC_TOKEN to use mtcd over TCP.\n";
+
+int main(int argc, char **argv)
+{
+    static char home[PATH_MAX];
+    struct cli c = {.home = getenv("MTC_HOME"), .project = "local", .location = "local",
+                    .url = getenv("MTC_URL"), .token = getenv("MTC_TOKEN")};
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--home") == 0 && i + 1 < argc)
+            c.home = argv[++i];
+        else if (strcmp(argv[i], "--project") == 0 && i + 1 < argc)
+            c.project = argv[++i];
+        else if (strcmp(argv[i], "--location") == 0 && i + 1 < argc)
+            c.location = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            c.json = 1;
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            break;
+        else
+            return cli_fail("unknown option \"%s\"", argv[i]), 2;
+    }
+    if (!c.home || !*c.home) {
+        const char *h = getenv("HOME");
+        snprintf(home, sizeof(home), "%s/.mtc", h ? h : "/root");
+        c.home = home;
+    }
+    if (!mtc_name_valid(c.project, 63) || !mtc_name_valid(c.location, 63))
+        return cli_fail("--project/--location: must match [a-z][a-z0-9-]{0,62}"), 2;
+    if (c.url && !*c.url)
+        c.url = NULL;
+    snprintf(c.sock, sizeof(c.sock), "%s/mtcd.sock", c.home);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = cli_dispatch(&c, "mtc", commands, argc - i, argv + i);
+    if (i >= argc || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+        fputs(global_help, rc == 0 ? stdout : stderr);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,55 @@
+/* cli: shared pieces of the `mtc` command — global options, the API client,
+ * output helpers, and the subcommand handlers' signatures. */
+#ifndef MTC_CLI_H
+#define MTC_CLI_H
+
+#include <jansson.h>
+
+#include "common/common.h"
+
+struct cli {
+    const char *home;     /* $MTC_HOME */
+    const char *project;  /* default "local" */
+    const char *location; /* default "local" */
+    const char *url;      /* MTC_URL: http://HOST:PORT, else the unix socket */
+    const char *token;    /* MTC_TOKEN for TCP */
+    int json;             /* --json: print the API's JSON */
+    char sock[4096];
+};
+
+/* One API call. body may be NULL. *out gets the parsed reply (caller decrefs).
+ * Returns the HTTP status, or -1 when mtcd could not be reached (err says how to
+ * start it). */
+int cli_call(struct cli *c, const char *method, const char *path, const json_t *body, json_t **out,
+             mtc_error_t *err);
+/* Like cli_call but turns a non-2xx reply into -1 with the API's message in err. */
+int cli_call_ok(struct cli *c, const char *method, const char *path, const json_t *body,
+                json_t **out, mtc_error_t *err);
+
+/* Print msg as "mtc: msg" on stderr; returns 1 (the exit status). */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_print_json(const json_t *j);
+/* "3m", "2h", "5d" since an RFC 3339 time. */
+void cli_age(const char *rfc3339, char *buf, size_t len);
+
+struct cli_cmd {
+    const char *name;
+    int (*run)(struct cli *c, int argc, char **argv);
+    const char *summary;
+};
+/* Run argv[0] from table, or print the table's help. group: "mtc cluster" etc. */
+int cli_dispatch(struct cli *c, const char *group, const struct cli_cmd *table, int argc,
+                 char **argv);
+
+int cmd_cluster(struct cli *c, int argc, char **argv);
+int cmd_operations(struct cli *c, int argc, char **argv);
+int cmd_env(struct cli *c, int argc, char **argv);
+int cmd_login(struct cli *c, int argc, char **argv);
+int cmd_token(struct cli *c, int argc, char **argv);
+int cmd_daemon(struct cli *c, int argc, char **argv);
+
+/* Wait for an operation (full name or id) to finish; *out gets the final
+ * operation JSON. timeout_s <= 0 waits forever. */
+int cli_wait_op(struct cli *c, const char *name, int timeout_s, json_t **out, mtc_error_t *err);
+
+#endif

@@ -1,0 +1,291 @@
+/* session: `mtc env`, `mtc login`, `mtc token`, `mtc daemon` — the commands
+ * around the daemon and a user's shell rather than a cluster's lifecycle. */
+#include "cli.h"
+#include "cluster/cluster.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The cluster's environment script from mtcd. Caller frees. */
+static char *env_script(struct cli *c, const char *id, mtc_error_t *err)
+{
+    if (!cluster_id_valid(id)) {
+        errprintf(err, "cluster id \"%s\": must match ^[a-z][a-z0-9]{0,9}$", id);
+        return NULL;
+    }
+    char path[512];
+    snprintf(path, sizeof(path), "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:env",
+             c->project, c->location, id);
+    json_t *r = NULL;
+    if (cli_call_ok(c, "GET", path, NULL, &r, err) < 0)
+        return NULL;
+    const char *s = json_string_value(json_object_get(r, "script"));
+    char *out = s ? strdup(s) : NULL;
+    json_decref(r);
+    if (!out)
+        errprintf(err, "mtcd sent no environment for %s", id);
+    return out;
+}
+
+static int one_id(int argc, char **argv, const char *use, const char **id)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return printf("usage: %s\n", use), 1;
+        if (argv[i][0] == '-' || *id)
+            return fprintf(stderr, "mtc: unexpected argument \"%s\"\nusage: %s\n", argv[i], use),
+                   -1;
+        *id = argv[i];
+    }
+    if (!*id)
+        return fprintf(stderr, "usage: %s\n", use), -1;
+    return 0;
+}
+
+int cmd_env(struct cli *c, int argc, char **argv)
+{
+    const char *id = NULL;
+    int p = one_id(argc, argv, "mtc env ID   (use as: eval \"$(mtc env ID)\")", &id);
+    if (p)
+        return p > 0 ? 0 : 2;
+    mtc_error_t err = {""};
+    char *s = env_script(c, id, &err);
+    if (!s)
+        return cli_fail("%s", err.text);
+    fputs(s, stdout);
+    free(s);
+    return 0;
+}
+
+int cmd_login(struct cli *c, int argc, char **argv)
+{
+    const char *id = NULL;
+    int p = one_id(argc, argv, "mtc login ID   (a shell on the cluster's login node)", &id);
+    if (p)
+        return p > 0 ? 0 : 2;
+    mtc_error_t err = {""};
+    char *s = env_script(c, id, &err);
+    if (!s)
+        return cli_fail("%s", err.text);
+    char rc[PATH_MAX];
+    snprintf(rc, sizeof(rc), "%s/login-%s.bashrc", c->home, id);
+    int w = mtc_write_file_fmt(rc, 0600,
+                               "[ -f ~/.bashrc ] && . ~/.bashrc\n%s\n"
+                               "PS1='[mtc %s] \\u@\\h:\\w\\$ '\n"
+                               "echo \"mtc: login shell for cluster %s (sinfo, sbatch, srun, "
+                               "squeue work here; exit to leave)\"\n",
+                               s, id, id);
+    free(s);
+    if (w < 0)
+        return cli_fail("cannot write %s: %s", rc, strerror(errno));
+    fflush(NULL);
+    execlp("bash", "bash", "--rcfile", rc, "-i", (char *)NULL);
+    return cli_fail("cannot start bash: %s", strerror(errno));
+}
+
+/* --- tokens ------------------------------------------------------------- */
+
+static int t_create(struct cli *c, int argc, char **argv)
+{
+    const char *name = NULL, *role = "viewer";
+    const char *use = "mtc token create --name NAME [--role viewer|editor|admin] [--json]";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
+            name = argv[++i];
+        else if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
+            role = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            c->json = 1;
+        else if (strcmp(argv[i], "--help") == 0)
+            return printf("usage: %s\n", use), 0;
+        else
+            return cli_fail("unexpected argument \"%s\"\nusage: %s", argv[i], use), 2;
+    }
+    if (!name)
+        return cli_fail("token create needs --name NAME\nusage: %s", use), 2;
+    json_t *body = json_pack("{s:s, s:s}", "name", name, "role", role), *r = NULL;
+    mtc_error_t err = {""};
+    int rc = cli_call_ok(c, "POST", "/v1/tokens", body, &r, &err);
+    json_decref(body);
+    if (rc < 0)
+        return cli_fail("%s", err.text);
+    if (c->json)
+        cli_print_json(r);
+    else
+        printf("%s\n# token %s (%s, role %s): shown once; keep it secret. Use with "
+               "MTC_URL=http://HOST:PORT MTC_TOKEN=...\n",
+               json_string_value(json_object_get(r, "token")),
+               json_string_value(json_object_get(r, "name")),
+               json_string_value(json_object_get(r, "id")), role);
+    json_decref(r);
+    return 0;
+}
+
+static int t_list(struct cli *c, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            c->json = 1;
+        else
+            return cli_fail("usage: mtc token list [--json]"), 2;
+    }
+    json_t *r = NULL;
+    mtc_error_t err = {""};
+    if (cli_call_ok(c, "GET", "/v1/tokens", NULL, &r, &err) < 0)
+        return cli_fail("%s", err.text);
+    if (c->json) {
+        cli_print_json(r);
+    } else {
+        printf("%-14s %-20s %-8s %s\n", "ID", "NAME", "ROLE", "CREATED");
+        size_t i;
+        json_t *t;
+        json_array_foreach(json_object_get(r, "tokens"), i, t)
+        printf("%-14s %-20s %-8s %s\n", json_string_value(json_object_get(t, "id")),
+               json_string_value(json_object_get(t, "name")),
+               json_string_value(json_object_get(t, "role")),
+               json_string_value(json_object_get(t, "createTime")));
+    }
+    json_decref(r);
+    return 0;
+}
+
+static int t_revoke(struct cli *c, int argc, char **argv)
+{
+    const char *id = NULL;
+    int p = one_id(argc, argv, "mtc token revoke ID|NAME", &id);
+    if (p)
+        return p > 0 ? 0 : 2;
+    if (!mtc_name_valid(id, 63))
+        return cli_fail("token \"%s\": not a token id or name", id);
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/tokens/%s", id);
+    json_t *r = NULL;
+    mtc_error_t err = {""};
+    if (cli_call_ok(c, "DELETE", path, NULL, &r, &err) < 0)
+        return cli_fail("%s", err.text);
+    json_decref(r);
+    printf("token %s revoked\n", id);
+    return 0;
+}
+
+static const struct cli_cmd token_cmds[] = {
+    {"create", t_create, "create an API token for TCP clients (shown once)"},
+    {"list", t_list, "list tokens (never their secrets)"},
+    {"revoke", t_revoke, "revoke a token by id or name"},
+    {NULL, NULL, NULL},
+};
+
+int cmd_token(struct cli *c, int argc, char **argv)
+{
+    return cli_dispatch(c, "mtc token", token_cmds, argc - 1, argv + 1);
+}
+
+/* --- daemon ------------------------------------------------------------- */
+
+static int healthy(struct cli *c, json_t **out)
+{
+    mtc_error_t err;
+    json_t *r = NULL;
+    int ok = cli_call_ok(c, "GET", "/healthz", NULL, &r, &err) == 0;
+    if (out)
+        *out = r;
+    else
+        json_decref(r);
+    return ok;
+}
+
+/* mtcd next to this mtc binary, else from PATH. */
+static void mtcd_path(char *buf, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(buf, len, "%s/mtcd", exe);
+            if (access(buf, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(buf, len, "mtcd");
+}
+
+static int d_start(struct cli *c, int argc, char **argv)
+{
+    const char *listen = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
+            listen = argv[++i];
+        else
+            return cli_fail("usage: mtc daemon start [--listen HOST:PORT]"), 2;
+    }
+    if (healthy(c, NULL)) {
+        printf("mtcd already running (%s)\n", c->sock);
+        return 0;
+    }
+    char bin[PATH_MAX + 8];
+    mtcd_path(bin, sizeof(bin));
+    char *args[] = {bin, "--daemon", "--home", (char *)c->home, listen ? "--listen" : NULL,
+                    (char *)listen, NULL};
+    char *out = NULL;
+    int rc = mtc_run(args, NULL, &out, 60000);
+    if (rc != 0) {
+        size_t n = out ? strlen(out) : 0;
+        while (n > 0 && out[n - 1] == '\n')
+            out[--n] = '\0';
+        cli_fail("cannot start mtcd: %s", out && *out ? out : strerror(errno));
+        free(out);
+        return 1;
+    }
+    free(out);
+    printf("mtcd started (home %s, log %s/log/mtcd.log)\n", c->home, c->home);
+    return 0;
+}
+
+static int d_stop(struct cli *c, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/mtcd.pid", c->home);
+    pid_t pid = mtc_pid_read(path);
+    if (pid <= 0 || !mtc_pid_alive(pid)) {
+        printf("mtcd is not running\n");
+        return 0;
+    }
+    if (mtc_pid_stop(pid, 15000) < 0)
+        return cli_fail("mtcd (pid %d) did not stop", (int)pid);
+    printf("mtcd stopped (clusters keep running; `mtc daemon start` adopts them)\n");
+    return 0;
+}
+
+static int d_status(struct cli *c, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    json_t *h = NULL;
+    if (!healthy(c, &h))
+        return printf("mtcd is not running; start it with `mtc daemon start`\n"), 1;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/mtcd.pid", c->home);
+    printf("mtcd running (pid %d, socket %s, schema v%d)\n", (int)mtc_pid_read(path), c->sock,
+           (int)json_integer_value(json_object_get(h, "schemaVersion")));
+    json_decref(h);
+    return 0;
+}
+
+static const struct cli_cmd daemon_cmds[] = {
+    {"start", d_start, "start mtcd in the background (adopts running clusters)"},
+    {"stop", d_stop, "stop mtcd (clusters keep running)"},
+    {"status", d_status, "is mtcd running?"},
+    {NULL, NULL, NULL},
+};
+
+int cmd_daemon(struct cli *c, int argc, char **argv)
+{
+    return cli_dispatch(c, "mtc daemon", daemon_cmds, argc - 1, argv + 1);
+}

@@ -1,0 +1,182 @@
+/* mtcd: the mtc daemon — HTTP API on $MTC_HOME/mtcd.sock (and optional TCP),
+ * SQLite store, operation runner and cluster supervisor. */
+#include "api/api.h"
+#include "control/control.h"
+#include "provider/provider.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: mtcd [--home DIR] [--listen HOST:PORT] [--daemon] [--supervise-ms N]\n"
+    "  --home DIR         state directory (default $MTC_HOME, else ~/.mtc)\n"
+    "  --listen HOST:PORT also serve the API on TCP; requests need a bearer token\n"
+    "                     (create one with `mtc token create`)\n"
+    "  --daemon           detach; returns once the API is ready\n"
+    "  --supervise-ms N   how often running clusters are checked (default 2000)\n"
+    "Stops cleanly on SIGTERM/SIGINT; clusters keep running and are adopted on restart.\n";
+
+static void die(int ready_fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void die(int ready_fd, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_msg(LOG_ERR, "%s", msg);
+    if (ready_fd >= 0) {
+        if (write(ready_fd, msg, strlen(msg)) < 0) {
+        }
+    } else {
+        fprintf(stderr, "mtcd: %s\n", msg);
+    }
+    exit(1);
+}
+
+/* --daemon: fork; the parent exits with the child's verdict (empty = ready). */
+static int daemonize(void)
+{
+    int p[2];
+    if (pipe(p) < 0) {
+        perror("mtcd: pipe");
+        exit(1);
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("mtcd: fork");
+        exit(1);
+    }
+    if (pid > 0) {
+        close(p[1]);
+        char buf[512];
+        ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+        if (n > 0) {
+            buf[n] = '\0';
+            fprintf(stderr, "mtcd: %s\n", buf);
+            exit(1);
+        }
+        exit(n == 0 ? 0 : 1);
+    }
+    close(p[0]);
+    setsid();
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    if (null > 2)
+        close(null);
+    return p[1];
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"home", required_argument, 0, 'H'},
+                                         {"listen", required_argument, 0, 'l'},
+                                         {"daemon", no_argument, 0, 'd'},
+                                         {"supervise-ms", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *home = getenv("MTC_HOME"), *listen = NULL;
+    int detach = 0, supervise_ms = 2000, c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'H': home = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'd': detach = 1; break;
+        case 's': supervise_ms = atoi(optarg); break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mtcd: unexpected argument \"%s\"\n%s", argv[optind], usage);
+        return 2;
+    }
+    char homebuf[PATH_MAX], path[PATH_MAX + 32], sock[PATH_MAX + 32];
+    if (!home || !*home) {
+        const char *h = getenv("HOME");
+        snprintf(homebuf, sizeof(homebuf), "%s/.mtc", h ? h : "/root");
+        home = homebuf;
+    }
+    snprintf(path, sizeof(path), "%s/log", home);
+    if (mtc_mkdir_p(path, 0700) < 0) {
+        fprintf(stderr, "mtcd: cannot create %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    /* One mtcd per home: a second one would double-start every daemon. */
+    snprintf(path, sizeof(path), "%s/mtcd.lock", home);
+    int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0) {
+        snprintf(path, sizeof(path), "%s/mtcd.pid", home);
+        fprintf(stderr, "mtcd: already running for %s (pid %d)\n", home, (int)mtc_pid_read(path));
+        return 1;
+    }
+    int ready_fd = detach ? daemonize() : -1;
+
+    snprintf(path, sizeof(path), "%s/log/mtcd.log", home);
+    if (log_open(path, "mtcd", LOG_INFO) < 0)
+        die(ready_fd, "cannot open log %s: %s", path, strerror(errno));
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits the mask */
+    signal(SIGPIPE, SIG_IGN);
+
+    mtc_error_t err = {""};
+    snprintf(path, sizeof(path), "%s/mtcd.db", home);
+    struct store *st = store_open(path, &err);
+    if (!st)
+        die(ready_fd, "%s", err.text);
+    struct provider *prov = provider_create("local", home, &err);
+    if (!prov)
+        die(ready_fd, "provider: %s", err.text);
+    struct control *ctl = control_create(st, prov, supervise_ms, &err);
+    if (!ctl)
+        die(ready_fd, "%s", err.text);
+    snprintf(sock, sizeof(sock), "%s/mtcd.sock", home);
+    struct api_config cfg = {.socket_path = sock, .listen = listen, .store = st, .control = ctl};
+    struct api *api = api_start(&cfg, &err);
+    if (!api)
+        die(ready_fd, "%s", err.text);
+    if (control_start(ctl, &err) < 0)
+        die(ready_fd, "%s", err.text);
+    snprintf(path, sizeof(path), "%s/mtcd.pid", home);
+    mtc_write_file_fmt(path, 0644, "%d\n", (int)getpid());
+    log_msg(LOG_NOTICE, "mtcd ready: home %s, socket %s%s%s (schema v%d)", home, sock,
+            listen ? ", tcp " : "", listen ? listen : "", store_schema_version(st));
+    if (ready_fd >= 0)
+        close(ready_fd);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    log_msg(LOG_NOTICE, "signal %d: shutting down", sig);
+    api_stop(api);
+    int left = control_stop(ctl, 5000);
+    unlink(path);
+    if (left > 0) {
+        /* their progress is stored; the next mtcd resumes them */
+        log_msg(LOG_NOTICE, "%d operation(s) still running; they resume on restart", left);
+        log_close();
+        _exit(0);
+    }
+    control_destroy(ctl);
+    provider_destroy(prov);
+    store_close(st);
+    log_msg(LOG_NOTICE, "stopped");
+    log_close();
+    return 0;
+}

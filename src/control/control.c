@@ -1,0 +1,359 @@
+/* control: the operation runner and the cluster supervisor. Operations are
+ * rows in the store; a worker thread per running operation drives the
+ * provider and records progress, so a killed mtcd resumes them on start. */
+#include "control/control.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct control {
+    struct store *st;
+    struct provider *prov;
+    int supervise_ms;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    json_t *busy;     /* cluster id -> op id, clusters with a running worker */
+    int running;      /* worker threads alive */
+    int stopping;
+    int supervisor_started;
+    pthread_t supervisor;
+};
+
+struct job {
+    struct control *c;
+    struct store_op op;
+};
+
+/* --- operation kinds ------------------------------------------------------ */
+
+static void progress_cb(void *arg, const char *message)
+{
+    struct job *j = arg;
+    store_op_progress(j->c->st, j->op.id, message);
+    log_msg(LOG_INFO, "%s %s %s: %s", j->op.kind, j->op.cluster_id, j->op.id, message);
+}
+
+static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
+{
+    struct control *c = j->c;
+    const char *id = j->op.cluster_id;
+    if (!j->op.request)
+        return errprintf(err, "operation %s has no target spec", j->op.id);
+    if (provider_apply(c->prov, id, j->op.request, progress_cb, j, err) < 0)
+        return -1;
+    if (store_cluster_set_spec(c->st, id, j->op.request, "RUNNING") < 0)
+        return errprintf(err, "cannot record cluster %s: %s", id, strerror(errno));
+    json_t *nodes = provider_nodes(c->prov, id, j->op.request, NULL);
+    if (nodes) {
+        store_cluster_set_nodes(c->st, id, nodes);
+        json_decref(nodes);
+    }
+    store_event_add(c->st, id, strcmp(j->op.kind, "CREATE") == 0 ? "CLUSTER_CREATED"
+                                                                  : "CLUSTER_UPDATED",
+                    NULL, "cluster is RUNNING");
+    struct store_cluster cl;
+    if (store_cluster_get(c->st, id, &cl) == 0) {
+        *response = control_cluster_json(c, &cl, 0);
+        store_cluster_release(&cl);
+    }
+    return 0;
+}
+
+static int run_delete(struct job *j, json_t **response, mtc_error_t *err)
+{
+    struct control *c = j->c;
+    if (provider_delete(c->prov, j->op.cluster_id, err) < 0)
+        return -1;
+    if (store_cluster_delete(c->st, j->op.cluster_id) < 0)
+        return errprintf(err, "cannot remove cluster %s from the store", j->op.cluster_id);
+    *response = json_object(); /* google.protobuf.Empty */
+    return 0;
+}
+
+static const struct op_kind {
+    const char *kind;
+    int (*run)(struct job *j, json_t **response, mtc_error_t *err);
+    const char *fail_state; /* cluster state when the operation fails */
+} op_kinds[] = {
+    {"CREATE", run_apply, "ERROR"},
+    {"UPDATE", run_apply, "ERROR"},
+    {"DELETE", run_delete, "ERROR"},
+};
+
+static const struct op_kind *find_kind(const char *kind)
+{
+    for (size_t i = 0; i < sizeof(op_kinds) / sizeof(op_kinds[0]); i++)
+        if (strcmp(op_kinds[i].kind, kind) == 0)
+            return &op_kinds[i];
+    return NULL;
+}
+
+static void *worker(void *arg)
+{
+    struct job *j = arg;
+    struct control *c = j->c;
+    mtc_error_t err = {""};
+    json_t *response = NULL;
+    const struct op_kind *k = find_kind(j->op.kind);
+    int rc = k ? k->run(j, &response, &err) : errprintf(&err, "unknown operation kind %s",
+                                                         j->op.kind);
+    if (rc == 0) {
+        store_op_finish(c->st, j->op.id, response, 0, NULL);
+        store_op_progress(c->st, j->op.id, "done");
+        log_msg(LOG_NOTICE, "%s %s %s done", j->op.kind, j->op.cluster_id, j->op.id);
+    } else {
+        if (k)
+            store_cluster_set_state(c->st, j->op.cluster_id, k->fail_state);
+        store_event_add(c->st, j->op.cluster_id, "OPERATION_FAILED", NULL, err.text);
+        store_op_finish(c->st, j->op.id, NULL, RPC_INTERNAL, err.text);
+        log_msg(LOG_ERR, "%s %s %s failed: %s", j->op.kind, j->op.cluster_id, j->op.id, err.text);
+    }
+    json_decref(response);
+    pthread_mutex_lock(&c->lock);
+    json_object_del(c->busy, j->op.cluster_id);
+    c->running--;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    store_op_release(&j->op);
+    free(j);
+    return NULL;
+}
+
+int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
+{
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return errprintf(err, "out of memory");
+    j->c = c;
+    if (store_op_get(c->st, op_id, &j->op) < 0) {
+        free(j);
+        return errprintf(err, "operation %s not found", op_id);
+    }
+    pthread_mutex_lock(&c->lock);
+    if (c->stopping || json_object_get(c->busy, j->op.cluster_id)) {
+        pthread_mutex_unlock(&c->lock);
+        store_op_release(&j->op);
+        free(j);
+        errno = EBUSY;
+        return errprintf(err, "cluster busy or mtcd stopping");
+    }
+    json_object_set_new(c->busy, j->op.cluster_id, json_string(op_id));
+    c->running++;
+    pthread_mutex_unlock(&c->lock);
+
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, worker, j);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        pthread_mutex_lock(&c->lock);
+        json_object_del(c->busy, j->op.cluster_id);
+        c->running--;
+        pthread_mutex_unlock(&c->lock);
+        store_op_release(&j->op);
+        free(j);
+        errno = rc;
+        return errprintf(err, "cannot start worker: %s", strerror(rc));
+    }
+    return 0;
+}
+
+/* --- supervisor ----------------------------------------------------------- */
+
+struct ev_ctx {
+    struct control *c;
+    const char *cluster;
+};
+
+static void event_cb(void *arg, const char *type, const char *node, const char *message)
+{
+    struct ev_ctx *e = arg;
+    store_event_add(e->c->st, e->cluster, type, node, message);
+    log_msg(LOG_WARNING, "cluster %s: %s %s: %s", e->cluster, type, node ? node : "-", message);
+}
+
+static void supervise_one(struct control *c, const char *id)
+{
+    struct store_cluster cl;
+    if (store_cluster_get(c->st, id, &cl) < 0)
+        return;
+    if (strcmp(cl.state, "RUNNING") == 0) {
+        mtc_error_t err = {""};
+        struct ev_ctx e = {c, id};
+        if (provider_supervise(c->prov, id, cl.spec, event_cb, &e, &err) < 0)
+            log_msg(LOG_ERR, "supervise %s: %s", id, err.text);
+        json_t *nodes = provider_nodes(c->prov, id, cl.spec, NULL);
+        if (nodes && !json_equal(nodes, cl.nodes))
+            store_cluster_set_nodes(c->st, id, nodes);
+        json_decref(nodes);
+    }
+    store_cluster_release(&cl);
+}
+
+static void *supervisor(void *arg)
+{
+    struct control *c = arg;
+    pthread_mutex_lock(&c->lock);
+    while (!c->stopping) {
+        pthread_mutex_unlock(&c->lock);
+        json_t *ids = store_cluster_ids(c->st);
+        size_t i;
+        json_t *v;
+        json_array_foreach(ids, i, v)
+        {
+            const char *id = json_string_value(v);
+            pthread_mutex_lock(&c->lock);
+            int skip = c->stopping || json_object_get(c->busy, id) != NULL;
+            pthread_mutex_unlock(&c->lock);
+            if (!skip)
+                supervise_one(c, id);
+        }
+        json_decref(ids);
+        pthread_mutex_lock(&c->lock);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += c->supervise_ms / 1000;
+        ts.tv_nsec += (long)(c->supervise_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (!c->stopping)
+            pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* --- lifetime ------------------------------------------------------------- */
+
+struct control *control_create(struct store *st, struct provider *prov, int supervise_ms,
+                               mtc_error_t *err)
+{
+    struct control *c = calloc(1, sizeof(*c));
+    if (!c) {
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    c->st = st;
+    c->prov = prov;
+    c->supervise_ms = supervise_ms > 0 ? supervise_ms : 2000;
+    c->busy = json_object();
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    return c;
+}
+
+int control_start(struct control *c, mtc_error_t *err)
+{
+    json_t *pending = store_ops_pending(c->st);
+    size_t i;
+    json_t *v;
+    json_array_foreach(pending, i, v)
+    {
+        mtc_error_t e = {""};
+        log_msg(LOG_NOTICE, "resuming operation %s", json_string_value(v));
+        if (control_submit(c, json_string_value(v), &e) < 0) {
+            /* a second unfinished op on the same cluster cannot run: fail it */
+            store_op_finish(c->st, json_string_value(v), NULL, RPC_ABORTED, e.text);
+        }
+    }
+    json_decref(pending);
+    if (pthread_create(&c->supervisor, NULL, supervisor, c) != 0)
+        return errprintf(err, "cannot start supervisor thread");
+    c->supervisor_started = 1;
+    return 0;
+}
+
+int control_stop(struct control *c, int wait_ms)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    if (c->supervisor_started) {
+        pthread_join(c->supervisor, NULL);
+        c->supervisor_started = 0;
+    }
+    int64_t deadline = mtc_now_ms() + wait_ms;
+    pthread_mutex_lock(&c->lock);
+    while (c->running > 0 && mtc_now_ms() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+    }
+    int left = c->running;
+    pthread_mutex_unlock(&c->lock);
+    return left;
+}
+
+void control_destroy(struct control *c)
+{
+    if (!c)
+        return;
+    int saved = errno;
+    control_stop(c, 0);
+    json_decref(c->busy);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+    errno = saved;
+}
+
+/* --- JSON views ----------------------------------------------------------- */
+
+json_t *control_cluster_json(struct control *c, const struct store_cluster *cl, int with_events)
+{
+    json_t *j = json_deep_copy(cl->spec);
+    char ts[40];
+    json_object_set_new(j, "name",
+                        json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
+                                     cl->project, cl->location, cl->id));
+    json_object_set_new(j, "createTime", json_string(mtc_time_rfc3339(cl->create_ms, ts, 40)));
+    json_object_set_new(j, "updateTime", json_string(mtc_time_rfc3339(cl->update_ms, ts, 40)));
+    json_t *status = json_pack("{s:s}", "state", cl->state);
+    json_object_set_new(status, "nodesStatus", cl->nodes ? json_incref(cl->nodes) : json_array());
+    json_object_set_new(j, "clusterStatus", status);
+    if (with_events)
+        json_object_set_new(j, "clusterEvents", store_events(c->st, cl->id, 100));
+    return j;
+}
+
+json_t *control_op_json(const struct store_op *op)
+{
+    char c_ts[40], u_ts[40];
+    json_t *j = json_pack(
+        "{s:o, s:b, s:{s:{s:s, s:s}, s:s, s:s, s:s}}", "name",
+        json_sprintf("projects/%s/locations/%s/operations/%s", op->project, op->location, op->id),
+        "done", op->done, "metadata", "genericMetadata", "createTime",
+        mtc_time_rfc3339(op->create_ms, c_ts, 40), "updateTime",
+        mtc_time_rfc3339(op->update_ms, u_ts, 40), "progressMessage", op->progress, "verb",
+        op->kind, "target", op->cluster_id);
+    json_object_set_new(json_object_get(j, "metadata"), "target",
+                        json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
+                                     op->project, op->location, op->cluster_id));
+    if (op->done && op->err_code)
+        json_object_set_new(j, "error",
+                            json_pack("{s:i, s:s}", "code", op->err_code, "message",
+                                      op->err_message));
+    else if (op->done)
+        json_object_set_new(j, "response",
+                            op->response ? json_incref(op->response) : json_object());
+    return j;
+}
+
+char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err)
+{
+    return provider_env(c->prov, cluster_id, err);
+}
