@@ -1,0 +1,59 @@
+/* cluster: the cluster spec (a ModelDevelopmentCluster JSON object) — parse,
+ * validate with one-line errors naming the field, normalize to canonical
+ * camelCase with defaults — and the machine-type catalog (data/machine-types.json). */
+#ifndef MTC_CLUSTER_H
+#define MTC_CLUSTER_H
+
+#include <jansson.h>
+
+#include "common/common.h"
+
+/* Validate a cluster spec (snake_case or camelCase keys) and return its
+ * canonical form: camelCase keys in a fixed order, defaults filled in,
+ * output-only fields (name, createTime, updateTime, clusterStatus,
+ * clusterEvents) dropped. NULL + errno=EINVAL and a one-line err
+ * ("nodePools[1].id: duplicate node pool id \"gpu\"") on error.
+ * The caller owns the result (json_decref). */
+json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err);
+
+/* 1 when id matches ^[a-z][a-z0-9]{0,9}$, else 0. */
+int cluster_id_valid(const char *id);
+
+/* Static compute nodes the spec asks for: the sum of scalingSpec.minNodeCount
+ * over the node pools that are not the login pool. Expects a normalized spec. */
+int cluster_spec_node_count(const json_t *spec);
+
+/* Partition ids in spec order, comma-separated ("a3m,cpu"); "" when none.
+ * Caller frees. NULL on allocation failure. */
+char *cluster_spec_partitions(const json_t *spec);
+
+/* The node pool object with this id in a normalized spec (borrowed), or NULL. */
+const json_t *cluster_spec_pool(const json_t *spec, const char *pool_id);
+
+/* The login pool id of a normalized spec (borrowed), or NULL when none. */
+const char *cluster_spec_login_pool(const json_t *spec);
+
+/* One machine type from the catalog. Host-sized types ("local", "local-gpu")
+ * have host_sized = 1 and vcpus/memory_mb 0: the provider sizes them. */
+struct cluster_machine_type {
+    char name[64];
+    int vcpus;
+    long memory_mb;
+    char accelerator_type[64]; /* "" for CPU-only types */
+    int accelerator_count;
+    char gres_type[32];        /* Slurm GRES type, e.g. "h100"; "" for CPU-only */
+    int host_sized;
+};
+
+/* Look a machine type up in the catalog (mtc_data_path("machine-types.json")).
+ * 0 on success; -1 with errno ENOENT (unknown type) or another errno (catalog
+ * unreadable or malformed) and err set. */
+int cluster_machine_type_lookup(const char *name, struct cluster_machine_type *out,
+                                mtc_error_t *err);
+
+/* Every machine type the catalog knows, families expanded, as a JSON array of
+ * {"name","vcpus","memoryMb","acceleratorType","acceleratorCount","hostSized"}.
+ * Caller owns. NULL + err on error. */
+json_t *cluster_catalog_list(mtc_error_t *err);
+
+#endif
