@@ -105,8 +105,8 @@ static int h_create(struct api_req *r, struct api_resp *out)
         return api_error(out, 400, "%s", err.text);
     struct store_cluster cl = {.spec = spec};
     snprintf(cl.id, sizeof(cl.id), "%s", id);
-    snprintf(cl.project, sizeof(cl.project), "%s", r->cap[0]);
-    snprintf(cl.location, sizeof(cl.location), "%s", r->cap[1]);
+    snprintf(cl.project, sizeof(cl.project), "%.63s", r->cap[0]);
+    snprintf(cl.location, sizeof(cl.location), "%.63s", r->cap[1]);
     snprintf(cl.state, sizeof(cl.state), "PROVISIONING");
     struct store_op op;
     new_op(&op, r->cap[0], r->cap[1], id, "CREATE", "queued");

@@ -47,3 +47,36 @@ t_cleanup() {
 trap t_cleanup EXIT
 
 done_testing() { echo "1..$T_N"; [ "$T_FAILED" -eq 0 ]; exit $?; }
+
+# --- mtcd helpers ---------------------------------------------------------
+# Start mtcd for this test's MTC_HOME (extra args passed through), record its pid.
+start_mtcd() {
+    mtcd --home "$MTC_HOME" --daemon --supervise-ms "${SUPERVISE_MS:-500}" "$@" || return 1
+    MTCD_PID=$(cat "$MTC_HOME/mtcd.pid")
+    track_pid "$MTCD_PID"
+}
+# API call over the unix socket: api METHOD PATH [BODY] → prints body, sets HTTP_STATUS.
+api() {
+    local out
+    out=$(curl -s --unix-socket "$MTC_HOME/mtcd.sock" -X "$1" -w '\n%{http_code}' \
+        -H 'Content-Type: application/json' ${3:+--data-binary "$3"} "http://localhost$2")
+    HTTP_STATUS=${out##*$'\n'}
+    printf '%s' "${out%$'\n'*}"
+}
+CLUSTERS=/v1beta1/projects/local/locations/local/modelDevelopmentClusters
+# Delete every cluster this test's mtcd knows, then stop mtcd (used in cleanup).
+delete_all_clusters() {
+    [ -S "$MTC_HOME/mtcd.sock" ] || return 0
+    local ids
+    ids=$(mtc --home "$MTC_HOME" cluster list --json 2>/dev/null |
+        python3 -c 'import json,sys; [print(c["name"].split("/")[-1]) for c in json.load(sys.stdin).get("modelDevelopmentClusters",[])]' 2>/dev/null)
+    for id in $ids; do mtc --home "$MTC_HOME" cluster delete "$id" >/dev/null 2>&1; done
+}
+# Pids of processes whose command line mentions this test's private directory
+# (our own daemons only: the directory is unique to this test run).
+pids_under() {
+    local d=$1 p
+    for p in /proc/[0-9]*; do
+        tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$d" && echo "${p#/proc/}"
+    done
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# A real Slurm cluster through mtcd and the CLI: create 2 nodes, sinfo/srun/
+# sbatch, update 2→3→2 with a queued job kept, kill -9 of slurmctld and a
+# slurmd (restarted, job kept, events), two clusters at once, delete leaves
+# no process and no file.
+. "$(dirname "$0")/lib.sh"
+
+t_extra_cleanup() { delete_all_clusters; }
+M() { mtc --home "$MTC_HOME" "$@"; }
+
+check "mtcd starts" start_mtcd
+out=$(M cluster create -f "$ROOT/examples/local-2node.json" --id demo 2>&1)
+diag "$out"
+check "create reports RUNNING with nodes and partitions" \
+    grep -q "done: cluster demo RUNNING (2 nodes, partitions: a3m)" <<<"$out"
+check "list shows the cluster RUNNING" bash -c "mtc --home '$MTC_HOME' cluster list | grep -E '^demo +RUNNING +2 +a3m'"
+json=$(M cluster get demo --json)
+check "get: nodesStatus has 2 RUNNING compute nodes" python3 -c '
+import json,sys; c=json.loads(sys.argv[1]); n=[x for x in c["clusterStatus"]["nodesStatus"] if x["nodePoolType"]=="NODE_POOL_TYPE_COMPUTE"]
+assert len(n)==2 and all(x["nodeState"]=="RUNNING" for x in n), n' "$json"
+
+eval "$(M env demo)"
+check "env sets SLURM_CONF inside the cluster dir" grep -q "$MTC_HOME/clusters/demo" <<<"$SLURM_CONF"
+out=$(sinfo -h -o '%P %D %t')
+diag "$out"
+check "sinfo shows the spec's default partition with 2 nodes" grep -qE '^a3m\* 2 idle' <<<"$out"
+out=$(timeout 60 srun -N2 -l printenv SLURMD_NODENAME | sort)
+check "srun -N2 runs on both nodes" test "$(echo $out)" = "0: demo-a3m-0 1: demo-a3m-1"
+out=$(timeout 30 srun -N1 --gres=gpu:8 bash -c 'echo $CUDA_VISIBLE_DEVICES' 2>&1)
+check "GRES gpu:8 allocatable" grep -q "0,1,2,3,4,5,6,7" <<<"$out"
+out=$(sbatch -p general --wrap true 2>&1)
+check "sbatch -p general: Slurm's invalid partition error" grep -q "invalid partition specified: general" <<<"$out"
+job=$(sbatch -H --parsable -p a3m --wrap true)
+check "held job queued" test -n "$job"
+
+out=$(M cluster update demo -f "$ROOT/examples/local-3node.json" 2>&1)
+diag "$out"
+check "update to 3 nodes" grep -q "done: cluster demo RUNNING (3 nodes" <<<"$out"
+check "sinfo shows 3 nodes" bash -c "sinfo -h -p a3m -o '%D' | grep -qx 3"
+check "queued job survives the update" bash -c "squeue -h -j $job -o %i | grep -qx $job"
+out=$(M cluster update demo -f "$ROOT/examples/local-2node.json" 2>&1)
+check "update back to 2 nodes" grep -q "done: cluster demo RUNNING (2 nodes" <<<"$out"
+check "sinfo shows 2 nodes again" bash -c "sinfo -h -p a3m -o '%D' | grep -qx 2"
+check "queued job survives shrinking" bash -c "squeue -h -j $job -o %i | grep -qx $job"
+check "removed node's slurmd stopped" bash -c "[ -z \"\$(pids_under '$MTC_HOME/clusters/demo' | xargs -r -n1 sh -c 'tr \"\\\\0\" \" \" </proc/\$0/cmdline' | grep demo-a3m-2)\" ]" 2>/dev/null
+
+ctld_pid() { scontrol ping >/dev/null 2>&1; pgrep_ctld; }
+pgrep_ctld() { for p in $(pids_under "$MTC_HOME/clusters/demo"); do tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q '^slurmctld ' && echo $p; done; }
+slurmd_pid() { for p in $(pids_under "$MTC_HOME/clusters/demo"); do tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q "^slurmd .*-N $1" && echo $p; done; }
+old=$(pgrep_ctld)
+check "slurmctld found" test -n "$old"
+kill -9 $old
+check "slurmctld restarted after kill -9" wait_for 30 bash -c "p=\$(for p in \$(pids_under '$MTC_HOME/clusters/demo'); do tr '\\0' ' ' </proc/\$p/cmdline 2>/dev/null | grep -q '^slurmctld ' && echo \$p; done); [ -n \"\$p\" ] && [ \"\$p\" != $old ] && scontrol ping | grep -q UP"
+check "queued job survives slurmctld kill -9" wait_for 10 bash -c "squeue -h -j $job -o %i | grep -qx $job"
+old=$(slurmd_pid demo-a3m-1)
+check "slurmd of demo-a3m-1 found" test -n "$old"
+kill -9 $old
+check "slurmd restarted after kill -9" wait_for 30 bash -c "sinfo -h -n demo-a3m-1 -o %t | grep -q idle && [ -n \"\$(for p in \$(pids_under '$MTC_HOME/clusters/demo'); do tr '\\0' ' ' </proc/\$p/cmdline 2>/dev/null | grep -q '^slurmd .*-N demo-a3m-1' && echo \$p; done)\" ]"
+out=$(M cluster get demo)
+diag "$(grep -i restart <<<"$out")"
+check "restart events recorded" bash -c "grep -qi 'slurmctld' <<<'$out' && grep -qi 'demo-a3m-1' <<<'$out'"
+scancel "$job"
+
+out=$(M cluster create -f "$ROOT/examples/local-cpu.json" --id second 2>&1)
+check "second cluster comes up beside the first" grep -q "done: cluster second RUNNING" <<<"$out"
+check "first cluster still answers" bash -c "timeout 60 srun -N2 true"
+(eval "$(M env second)"; timeout 60 srun -N1 true) 
+check "second cluster runs jobs" test $? -eq 0
+check "list shows both" bash -c "[ \$(mtc --home '$MTC_HOME' cluster list | grep -c RUNNING) = 2 ]"
+
+for id in second demo; do
+    out=$(M cluster delete $id 2>&1)
+    check "delete $id" grep -q "done: cluster deleted" <<<"$out"
+    check "no process left for $id" test -z "$(pids_under "$MTC_HOME/clusters/$id")"
+    check "no files left for $id" test ! -e "$MTC_HOME/clusters/$id"
+done
+out=$(M cluster get demo 2>&1)
+check "deleted cluster is gone from the API" grep -q "not found" <<<"$out"
+done_testing

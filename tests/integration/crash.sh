@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Operations survive kill -9 of mtcd: mid-create and mid-delete, a restarted
+# mtcd finishes the operation (or fails it with a reason) and no daemon is
+# orphaned; a restarted mtcd adopts a running cluster without double-starting.
+. "$(dirname "$0")/lib.sh"
+
+t_extra_cleanup() { delete_all_clusters; }
+M() { mtc --home "$MTC_HOME" "$@"; }
+count() { pids_under "$MTC_HOME/clusters/$1" | wc -l; }
+
+check "mtcd starts" start_mtcd
+op=$(M cluster create -f "$ROOT/examples/local-2node.json" --id crash --no-wait --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
+check "create accepted" test -n "$op"
+wait_for 20 test -e "$MTC_HOME/clusters/crash/slurm.conf"
+kill -9 "$MTCD_PID"
+diag "killed mtcd mid-create ($(count crash) cluster processes running)"
+check "mtcd restarts" start_mtcd
+out=$(M operations wait "$op" --timeout 120 2>&1)
+diag "$out"
+check "the create operation finishes after the restart" grep -q "DONE" <<<"$out"
+check "cluster RUNNING" bash -c "mtc --home '$MTC_HOME' cluster list | grep -qE '^crash +RUNNING'"
+n=$(count crash)
+check "one munged + slurmctld + 2 slurmd, no duplicates ($n)" test "$n" -eq 4
+(eval "$(M env crash)"; timeout 60 srun -N2 true)
+check "jobs run after recovery" test $? -eq 0
+
+kill -9 "$MTCD_PID"
+check "mtcd restarts again" start_mtcd
+sleep 2
+check "adoption does not double-start daemons" test "$(count crash)" -eq 4
+
+op=$(M cluster delete crash --no-wait --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
+kill -9 "$MTCD_PID"
+check "mtcd restarts after kill mid-delete" start_mtcd
+out=$(M operations wait "$op" --timeout 120 2>&1)
+check "the delete operation finishes" grep -q "DONE" <<<"$out"
+check "no orphaned daemon" test "$(count crash)" -eq 0
+check "cluster files removed" test ! -e "$MTC_HOME/clusters/crash"
+done_testing
