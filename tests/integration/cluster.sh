@@ -42,23 +42,24 @@ out=$(M cluster update demo -f "$ROOT/examples/local-2node.json" 2>&1)
 check "update back to 2 nodes" grep -q "done: cluster demo RUNNING (2 nodes" <<<"$out"
 check "sinfo shows 2 nodes again" bash -c "sinfo -h -p a3m -o '%D' | grep -qx 2"
 check "queued job survives shrinking" bash -c "squeue -h -j $job -o %i | grep -qx $job"
-check "removed node's slurmd stopped" bash -c "[ -z \"\$(pids_under '$MTC_HOME/clusters/demo' | xargs -r -n1 sh -c 'tr \"\\\\0\" \" \" </proc/\$0/cmdline' | grep demo-a3m-2)\" ]" 2>/dev/null
-
-ctld_pid() { scontrol ping >/dev/null 2>&1; pgrep_ctld; }
-pgrep_ctld() { for p in $(pids_under "$MTC_HOME/clusters/demo"); do tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q '^slurmctld ' && echo $p; done; }
-slurmd_pid() { for p in $(pids_under "$MTC_HOME/clusters/demo"); do tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q "^slurmd .*-N $1" && echo $p; done; }
-old=$(pgrep_ctld)
+D=$MTC_HOME/clusters/demo
+check "removed node's slurmd stopped" test -z "$(daemon_pids "$D" 'slurmd .*-N demo-a3m-2')"
+ctld_changed() { local p; p=$(daemon_pids "$D" 'slurmctld '); [ -n "$p" ] && [ "$p" != "$1" ] && scontrol ping | grep -q UP; }
+slurmd_back() { [ -n "$(daemon_pids "$D" "slurmd .*-N $1")" ] && sinfo -h -n "$1" -o %t | grep -q idle; }
+old=$(daemon_pids "$D" 'slurmctld ')
 check "slurmctld found" test -n "$old"
 kill -9 $old
-check "slurmctld restarted after kill -9" wait_for 30 bash -c "p=\$(for p in \$(pids_under '$MTC_HOME/clusters/demo'); do tr '\\0' ' ' </proc/\$p/cmdline 2>/dev/null | grep -q '^slurmctld ' && echo \$p; done); [ -n \"\$p\" ] && [ \"\$p\" != $old ] && scontrol ping | grep -q UP"
+check "slurmctld restarted after kill -9" wait_for 30 ctld_changed "$old"
 check "queued job survives slurmctld kill -9" wait_for 10 bash -c "squeue -h -j $job -o %i | grep -qx $job"
-old=$(slurmd_pid demo-a3m-1)
+old=$(daemon_pids "$D" 'slurmd .*-N demo-a3m-1')
 check "slurmd of demo-a3m-1 found" test -n "$old"
 kill -9 $old
-check "slurmd restarted after kill -9" wait_for 30 bash -c "sinfo -h -n demo-a3m-1 -o %t | grep -q idle && [ -n \"\$(for p in \$(pids_under '$MTC_HOME/clusters/demo'); do tr '\\0' ' ' </proc/\$p/cmdline 2>/dev/null | grep -q '^slurmd .*-N demo-a3m-1' && echo \$p; done)\" ]"
+sleep 1
+check "slurmd restarted after kill -9" wait_for 30 slurmd_back demo-a3m-1
 out=$(M cluster get demo)
 diag "$(grep -i restart <<<"$out")"
-check "restart events recorded" bash -c "grep -qi 'slurmctld' <<<'$out' && grep -qi 'demo-a3m-1' <<<'$out'"
+check "slurmctld restart event recorded" grep -qi 'slurmctld' <<<"$out"
+check "slurmd restart event recorded for the node" grep -q 'demo-a3m-1 .*' <<<"$(grep -i restart <<<"$out")"
 scancel "$job"
 
 out=$(M cluster create -f "$ROOT/examples/local-cpu.json" --id second 2>&1)

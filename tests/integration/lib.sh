@@ -80,3 +80,11 @@ pids_under() {
         tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$d" && echo "${p#/proc/}"
     done
 }
+# Pids under dir $1 whose command line starts with $2 (e.g. "slurmctld ", "slurmd .*-N x").
+daemon_pids() {
+    local p
+    for p in $(pids_under "$1"); do
+        tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qE "^(/[^ ]*/)?$2" && echo "$p"
+    done
+}
+export -f pids_under daemon_pids
