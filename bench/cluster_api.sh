@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Control-plane benchmark: time from create request to RUNNING for 2, 8 and 16
+# emulated nodes; RSS of mtcd and of one slurmd; API throughput and p99 latency
+# for GET of one cluster and for list with concurrent clients, beside
+# slurmrestd's node listing on the same cluster in the same run.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=${MTC_BUILD:-$ROOT/build}
+export PATH=$B/bin:$PATH
+W=$(mktemp -d /tmp/mtc-bench.XXXXXX)
+export MTC_HOME=$W/home
+SECS=${BENCH_SECONDS:-3}
+mkdir -p "$W/bin"
+cc -O2 -std=c11 -D_GNU_SOURCE -o "$W/bin/httpload" "$ROOT/bench/httpload.c" -lpthread || exit 1
+PIDS=()
+cleanup() {
+    for id in $(mtc cluster list --json 2>/dev/null | python3 -c 'import json,sys; [print(c["name"].split("/")[-1]) for c in json.load(sys.stdin)["modelDevelopmentClusters"]]' 2>/dev/null); do
+        mtc cluster delete "$id" >/dev/null 2>&1
+    done
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    sleep 0.5
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$W"
+}
+trap cleanup EXIT
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mtcd --home "$MTC_HOME" --daemon --listen 127.0.0.1:$PORT || exit 1
+MTCD=$(cat "$MTC_HOME/mtcd.pid"); PIDS+=("$MTCD")
+TOKEN=$(mtc token create --name bench --role viewer | head -1)
+rss() { awk '/VmRSS/ {print $2/1024}' /proc/$1/status; }
+
+spec() { # spec N → a CPU-only cluster spec with N static nodes
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); p=s["nodePools"][0]; p["scalingSpec"]={"minNodeCount":int(sys.argv[2]),"maxNodeCount":int(sys.argv[2])}; print(json.dumps(s))' "$ROOT/examples/local-cpu.json" "$1"
+}
+echo "create → RUNNING (local provider, CPU-only nodes):"
+for n in 2 8 16; do
+    spec $n >"$W/spec$n.json"
+    t0=$(date +%s.%N)
+    mtc cluster create -f "$W/spec$n.json" --id b$n >/dev/null || { echo "create of $n nodes failed"; exit 1; }
+    t1=$(date +%s.%N)
+    printf '  %2d nodes: %.2f s\n' $n "$(echo "$t1 - $t0" | bc -l)"
+    [ $n -ne 2 ] && mtc cluster delete b$n >/dev/null
+done
+slurmd=$(for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q "^slurmd .*$MTC_HOME/clusters/b2" && echo ${p#/proc/}; done | head -1)
+printf 'RSS: mtcd %.1f MiB, one slurmd %.1f MiB\n' "$(rss $MTCD)" "$(rss $slurmd)"
+
+C=/v1beta1/projects/local/locations/local/modelDevelopmentClusters
+echo "API (closed loop, ${SECS}s each):"
+for conns in 1 8; do
+    printf '  GET cluster, unix socket, %2d clients: ' $conns
+    "$W/bin/httpload" --unix "$MTC_HOME/mtcd.sock" --path "$C/b2" --conns $conns --seconds $SECS
+    printf '  GET cluster, TCP+token,   %2d clients: ' $conns
+    "$W/bin/httpload" --tcp 127.0.0.1:$PORT --header "Authorization: Bearer $TOKEN" --path "$C/b2" --conns $conns --seconds $SECS
+    printf '  list clusters, TCP+token, %2d clients: ' $conns
+    "$W/bin/httpload" --tcp 127.0.0.1:$PORT --header "Authorization: Bearer $TOKEN" --path "$C" --conns $conns --seconds $SECS
+done
+
+# slurmrestd on the same cluster: node listing, same load generator.
+eval "$(mtc env b2)"
+RSOCK=$W/slurmrestd.sock
+SLURM_JWT= slurmrestd -a rest_auth/local "unix:$RSOCK" >"$W/slurmrestd.log" 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 50); do [ -S "$RSOCK" ] && break; sleep 0.1; done
+echo "slurmrestd 22.05 (same cluster, rest_auth/local over a unix socket):"
+for conns in 1 8; do
+    printf '  GET /slurm/v0.0.38/nodes, %2d clients: ' $conns
+    "$W/bin/httpload" --unix "$RSOCK" --path /slurm/v0.0.38/nodes --conns $conns --seconds $SECS
+done
