@@ -1,0 +1,149 @@
+/* daemon: start slurmctld/slurmd for one cluster and talk to them through
+ * Slurm's own commands, always with SLURM_CONF naming that cluster's config. */
+#include "slurm/slurm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CMD_TIMEOUT_MS 15000
+
+int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms)
+{
+    char env0[4200];
+    snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
+    char *env[] = {env0, NULL};
+    return mtc_run(argv, env, out, timeout_ms > 0 ? timeout_ms : CMD_TIMEOUT_MS);
+}
+
+pid_t slurm_ctld_start(const char *conf, const char *logpath)
+{
+    char env0[4200];
+    snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
+    char *env[] = {env0, NULL};
+    /* -D: stay in the foreground so the pid we record is the daemon;
+     * -i: a half-written state file after a kill -9 must not stop recovery */
+    char *argv[] = {"slurmctld", "-D", "-i", "-f", (char *)conf, NULL};
+    return mtc_spawn(argv, env, logpath);
+}
+
+pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath)
+{
+    char env0[4200];
+    snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
+    char *env[] = {env0, NULL};
+    char *argv[] = {"slurmd", "-D", "-f", (char *)conf, "-N", (char *)node, NULL};
+    return mtc_spawn(argv, env, logpath);
+}
+
+int slurm_ctld_up(const char *conf)
+{
+    char *out = NULL;
+    char *argv[] = {"scontrol", "ping", NULL};
+    int rc = slurm_cmd(conf, argv, &out, 5000);
+    int up = rc == 0 && out && strstr(out, "is UP");
+    free(out);
+    return up;
+}
+
+int slurm_ctld_wait(const char *conf, int ms)
+{
+    int64_t deadline = mtc_now_ms() + ms;
+    for (;;) {
+        if (slurm_ctld_up(conf))
+            return 0;
+        if (mtc_now_ms() >= deadline) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        mtc_sleep_ms(200);
+    }
+}
+
+int slurm_reconfigure(const char *conf, mtc_error_t *err)
+{
+    char *out = NULL;
+    char *argv[] = {"scontrol", "reconfigure", NULL};
+    int rc = slurm_cmd(conf, argv, &out, 0);
+    if (rc != 0) {
+        char *nl = out ? strchr(out, '\n') : NULL;
+        if (nl)
+            *nl = '\0';
+        errprintf(err, "scontrol reconfigure failed: %s", out && *out ? out : "no output");
+        free(out);
+        return -1;
+    }
+    free(out);
+    return 0;
+}
+
+json_t *slurm_node_states(const char *conf, mtc_error_t *err)
+{
+    char *out = NULL;
+    /* sinfo only lists nodes that are in a partition; scontrol lists all */
+    char *argv[] = {"sinfo", "-h", "-N", "-o", "%N %t", NULL};
+    int rc = slurm_cmd(conf, argv, &out, 0);
+    if (rc != 0) {
+        errprintf(err, "sinfo failed: %.200s", out ? out : "");
+        free(out);
+        return NULL;
+    }
+    json_t *states = json_object();
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[128], st[64];
+        if (sscanf(line, "%127s %63s", name, st) == 2)
+            json_object_set_new(states, name, json_string(st));
+    }
+    free(out);
+    out = NULL;
+    char *argv2[] = {"scontrol", "show", "nodes", "-o", NULL};
+    if (slurm_cmd(conf, argv2, &out, 0) == 0) {
+        for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            char name[128], st[128];
+            char *s = strstr(line, " State=");
+            if (sscanf(line, "NodeName=%127s", name) != 1 || !s || json_object_get(states, name))
+                continue;
+            if (sscanf(s, " State=%127s", st) != 1)
+                continue;
+            /* not in a partition: give scontrol's state in sinfo's lower case */
+            for (char *c = st; *c; c++)
+                *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+            if (strstr(st, "+not_responding")) {
+                *strchr(st, '+') = '\0';
+                strcat(st, "*");
+            }
+            json_object_set_new(states, name, json_string(st));
+        }
+    }
+    free(out);
+    return states;
+}
+
+int slurm_state_registered(const char *state)
+{
+    static const char *const bad[] = {"down", "unk", "inval", "fail", NULL};
+    if (!state || !*state || strchr(state, '*'))
+        return 0;
+    for (const char *const *b = bad; *b; b++)
+        if (strncmp(state, *b, strlen(*b)) == 0)
+            return 0;
+    return 1;
+}
+
+int slurm_host_resources(int *cpus, long *memory_mb, mtc_error_t *err)
+{
+    char *out = NULL;
+    char *argv[] = {"slurmd", "-C", NULL};
+    int rc = mtc_run(argv, NULL, &out, CMD_TIMEOUT_MS);
+    char *c = out ? strstr(out, "CPUs=") : NULL, *m = out ? strstr(out, "RealMemory=") : NULL;
+    if (rc != 0 || !c || !m) {
+        free(out);
+        return errprintf(err, "slurmd -C failed (is slurmd installed?)");
+    }
+    *cpus = atoi(c + 5);
+    *memory_mb = atol(m + 11);
+    free(out);
+    return 0;
+}

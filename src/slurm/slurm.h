@@ -1,0 +1,71 @@
+/* slurm: everything mtc knows about Slurm itself — rendering slurm.conf and
+ * gres.conf from a normalized cluster spec plus a node layout, starting the
+ * daemons, and thin wrappers over scontrol/sinfo (always with SLURM_CONF). */
+#ifndef MTC_SLURM_H
+#define MTC_SLURM_H
+
+#include <jansson.h>
+#include <sys/types.h>
+
+#include "common/common.h"
+
+/* One compute node (one slurmd). */
+struct slurm_node {
+    char name[64];      /* <cluster>-<pool>-<index>, also the `slurmd -N` name */
+    char pool[32];      /* node pool id */
+    int port;           /* its slurmd Port= */
+    int cpus;
+    long memory_mb;     /* RealMemory= */
+    char gres_type[32]; /* "" when the node has no GPUs */
+    int gpus;
+};
+
+/* Where and how a cluster's daemons live. All paths absolute. */
+struct slurm_layout {
+    const char *cluster;  /* ClusterName (the cluster id) */
+    const char *dir;      /* the cluster directory: slurm.conf, state/, spool/, log/, run/ ... */
+    const char *hostname; /* this host's name for SlurmctldHost / NodeHostname */
+    int ctld_port;        /* SlurmctldPort */
+    int slurmd_port;      /* SlurmdPort (every node also has its own Port=) */
+    const struct slurm_node *nodes;
+    size_t nnodes;
+    int fake_gpus;        /* 1: GRES File= points at <dir>/dev/<node>/nvidiaN; 0: /dev/nvidiaN */
+    int prolog;           /* 1: Prolog=<dir>/etc/prolog.sh */
+    int epilog;           /* 1: Epilog=<dir>/etc/epilog.sh */
+};
+
+/* slurm.conf text for a normalized spec (partitions, default partition,
+ * partitions[].config and nodeSets[].config passed through, scheduling keys)
+ * and the layout. Caller frees. NULL + err on error. */
+char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_error_t *err);
+/* gres.conf text: one line per GPU node. Caller frees. NULL + err on error. */
+char *slurm_gres_render(const struct slurm_layout *l, mtc_error_t *err);
+
+/* Run a Slurm client command with SLURM_CONF=conf; returns like mtc_run.
+ * out (optional) receives stdout+stderr, caller frees. */
+int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms);
+
+/* Start daemons in the foreground of a detached session (mtc_spawn); stdio
+ * appended to logpath. Return the pid, or -1 with errno. */
+pid_t slurm_ctld_start(const char *conf, const char *logpath);
+pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath);
+
+/* 1 when slurmctld answers `scontrol ping`. */
+int slurm_ctld_up(const char *conf);
+/* Wait up to ms for slurmctld to answer. 0 or -1 (ETIMEDOUT). */
+int slurm_ctld_wait(const char *conf, int ms);
+/* `scontrol reconfigure`. 0 or -1 + err. */
+int slurm_reconfigure(const char *conf, mtc_error_t *err);
+
+/* Node states as sinfo's compact state ("idle", "alloc", "down*", "drain"...):
+ * a JSON object node name -> state, including nodes in no partition. Caller owns.
+ * NULL + err when slurmctld does not answer. */
+json_t *slurm_node_states(const char *conf, mtc_error_t *err);
+/* 1 when a compact state means the node's slurmd has registered and answers
+ * (not down, unknown, invalid or not responding). */
+int slurm_state_registered(const char *state);
+
+/* This host as slurmd sees it (`slurmd -C`): CPUs and RealMemory. 0/-1. */
+int slurm_host_resources(int *cpus, long *memory_mb, mtc_error_t *err);
+
+#endif
