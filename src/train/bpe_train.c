@@ -179,6 +179,10 @@ static int collect_words(struct trainer *tr, const char *corpus, size_t len, con
             end = (size_t)(e - corpus);
         for (size_t j = i; j < end;) {
             size_t k = tok_pretok_next(TOK_PRE_GPT2, s, end, j);
+            /* Very long pieces (runs of digits or punctuation) are counted in 256-byte slices:
+             * merges inside them are all that matters, and each merge rescans whole words. */
+            if (k - j > 256)
+                k = j + 256;
             int32_t *wi = tok_smap_get(&m, s + j, k - j);
             if (wi) {
                 tr->w[*wi].cnt++;

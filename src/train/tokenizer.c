@@ -499,6 +499,101 @@ static int bpe_piece(const struct tok *t, const unsigned char *p, size_t n, int3
     return 0;
 }
 
+/* Pieces longer than this use the heap merge, O(n log n) instead of O(n^2): long runs of
+ * digits, punctuation or spaces occur in real corpora. */
+#ifndef BPE_LONG_PIECE
+#define BPE_LONG_PIECE 128
+#endif
+
+struct hent {
+    int32_t rank, pos, a, b;
+};
+
+static int hless(const struct hent *x, const struct hent *y)
+{
+    return x->rank != y->rank ? x->rank < y->rank : x->pos < y->pos;
+}
+
+static void hpush(struct hent *h, size_t *n, struct hent e)
+{
+    size_t i = (*n)++;
+    while (i > 0 && hless(&e, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static struct hent hpop(struct hent *h, size_t *n)
+{
+    struct hent top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && hless(&h[c + 1], &h[c]))
+            c++;
+        if (!hless(&h[c], &last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = last;
+    return top;
+}
+
+static void push_pair(const struct tok *t, struct hent *h, size_t *hn, const int32_t *sym, int i,
+                      int j)
+{
+    const struct merge_ent *e = merge_get(t, sym[i], sym[j]);
+    if (e)
+        hpush(h, hn, (struct hent){e->rank, i, sym[i], sym[j]});
+}
+
+/* The same merges as bpe_piece, lowest (rank, position) first, over a linked list of symbols:
+ * what HF tokenizers does. Each merge pushes at most two pairs, so the heap holds < 3n. */
+static int bpe_long(const struct tok *t, const unsigned char *p, size_t n, struct idbuf *out)
+{
+    int32_t *sym = malloc(n * sizeof *sym), *nx = malloc(n * sizeof *nx), *pv = malloc(n * sizeof *pv);
+    struct hent *h = malloc(3 * n * sizeof *h);
+    size_t hn = 0;
+    int rc = -1;
+    if (!sym || !nx || !pv || !h)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        sym[i] = t->byte_id[p[i]];
+        nx[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+        pv[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        push_pair(t, h, &hn, sym, (int)i, (int)i + 1);
+    while (hn > 0) {
+        struct hent e = hpop(h, &hn);
+        int i = e.pos, j = nx[i];
+        if (sym[i] != e.a || j < 0 || sym[j] != e.b) /* stale: a neighbour merged first */
+            continue;
+        sym[i] = merge_get(t, e.a, e.b)->id;
+        sym[j] = -1;
+        nx[i] = nx[j];
+        if (nx[j] >= 0)
+            pv[nx[j]] = i;
+        if (pv[i] >= 0)
+            push_pair(t, h, &hn, sym, pv[i], i);
+        if (nx[i] >= 0)
+            push_pair(t, h, &hn, sym, i, nx[i]);
+    }
+    rc = 0;
+    for (int i = 0; i >= 0 && rc == 0; i = nx[i])
+        rc = push(out, sym[i]);
+out:
+    free(sym);
+    free(nx);
+    free(pv);
+    free(h);
+    return rc;
+}
+
 static int encode_plain(const struct tok *t, const unsigned char *s, size_t n, struct idbuf *out,
                         int32_t **scratch, size_t *scap)
 {
@@ -510,7 +605,8 @@ static int encode_plain(const struct tok *t, const unsigned char *s, size_t n, s
                 return -1;
             *scratch = ns, *scap = e - i;
         }
-        if (bpe_piece(t, s + i, e - i, *scratch, out) < 0)
+        if ((e - i > BPE_LONG_PIECE ? bpe_long(t, s + i, e - i, out)
+                                    : bpe_piece(t, s + i, e - i, *scratch, out)) < 0)
             return -1;
         i = e;
     }

@@ -169,6 +169,27 @@ static void test_gpt2_files(void)
           "exact round-trip of unicode, control bytes, invalid UTF-8 and specials");
     char nul[] = {'a', 0, 'b'};
     CHECK(roundtrip(t, nul, 3), "round-trip with a NUL byte");
+    /* pieces longer than the simple loop's limit take the heap path: same merges */
+    size_t big = 200000, n;
+    char *run = malloc(big + 1);
+    memset(run, 'l', big);
+    run[big] = 0;
+    int32_t *ids = enc(t, run, &n);
+    int all_ll = ids && n == big / 2;
+    for (size_t i = 0; all_ll && i < n; i++)
+        all_ll = ids[i] == 256 + 1;
+    CHECK(all_ll, "a 200 kB run of 'l' -> 100k x \"ll\" (heap merge on long pieces)");
+    free(ids);
+    for (size_t i = 0; i + 5 <= 600; i += 5)
+        memcpy(run + i, "hello", 5);
+    run[600] = 0;
+    ids = enc(t, run, &n);
+    int hellos = ids && n == 120;
+    for (size_t i = 0; hellos && i < n; i++)
+        hellos = ids[i] == 256 + 3;
+    CHECK(hellos, "600-byte \"hellohello...\" piece -> 120 x hello");
+    free(ids);
+    free(run);
     int32_t bad[] = {71, 99999, -1, 72};
     char *d = tok_decode(t, bad, 4);
     CHECK_STR(d, "hi", "decode skips out-of-range ids");
