@@ -231,10 +231,14 @@ static int ctld_start(const struct lc *c, mtc_error_t *err)
     if (pid < 0)
         return errprintf(err, "cannot start slurmctld: %s", strerror(errno));
     record_pid(c, "slurmctld", pid);
-    if (slurm_ctld_wait(c->conf, CTLD_WAIT_MS) < 0)
-        return errprintf(err, "slurmctld did not answer within %d s (see %s/log/slurmctld.log)",
+    for (int64_t end = mtc_now_ms() + CTLD_WAIT_MS; mtc_now_ms() < end; mtc_sleep_ms(100)) {
+        if (slurm_ctld_up(c->conf))
+            return 0;
+        if (!mtc_pid_alive(pid)) /* a config error: fail now, not after the wait */
+            return errprintf(err, "slurmctld exited at start (see %s/log/slurmctld.log)", c->dir);
+    }
+    return errprintf(err, "slurmctld did not answer within %d s (see %s/log/slurmctld.log)",
                          CTLD_WAIT_MS / 1000, c->dir);
-    return 0;
 }
 
 static int slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
