@@ -144,6 +144,11 @@ char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_er
     fprintf(f, "\n# nodes: one slurmd per node, each on its own port\n");
     for (size_t i = 0; i < l->nnodes; i++)
         node_line(f, l, &l->nodes[i], node_set_config(spec, l->nodes[i].pool));
+    /* slurmctld refuses to start without any node; a FUTURE node is never
+     * expected to register and is never scheduled */
+    if (l->nnodes == 0)
+        fprintf(f, "NodeName=%s-none NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=1 State=FUTURE\n",
+                l->cluster, l->hostname, l->slurmd_port);
 
     fprintf(f, "\n# partitions\n");
     const char *def = json_string_value(json_object_get(ss, "defaultPartitionId"));

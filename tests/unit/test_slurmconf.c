@@ -112,6 +112,13 @@ int main(void)
     CHECK(conf && has_line(conf, "Prolog=/d/etc/prolog.sh") && has_line(conf, "Epilog=/d/etc/epilog.sh"),
           "prolog and epilog");
     free(conf);
+    /* no compute node at all: a FUTURE placeholder keeps slurmctld starting */
+    l2.nnodes = 0;
+    conf = slurm_conf_render(s2, &l2, &err);
+    CHECK(conf && has_line(conf, "NodeName=c2-none NodeHostname=h NodeAddr=127.0.0.1 Port=22001 CPUs=1 State=FUTURE"),
+          "zero nodes: FUTURE placeholder node");
+    CHECK(conf && has_line(conf, "PartitionName=c Default=YES State=UP"), "zero nodes: partition without Nodes=");
+    free(conf);
     json_decref(s2);
     json_decref(spec);
     return check_done();

@@ -1,0 +1,98 @@
+/* provider: the table of provider kinds and the dispatching entry points. */
+#include "provider/provider.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/cluster.h"
+
+static const struct provider_ops *const kinds[] = {&provider_local_ops, NULL};
+
+struct provider *provider_create(const char *kind, const char *home, mtc_error_t *err)
+{
+    const struct provider_ops *ops = NULL;
+    for (size_t i = 0; kinds[i]; i++)
+        if (kind && strcmp(kinds[i]->kind, kind) == 0)
+            ops = kinds[i];
+    if (!ops) {
+        errno = EINVAL;
+        errprintf(err, "unknown provider kind \"%s\"", kind ? kind : "(null)");
+        return NULL;
+    }
+    if (!home || !*home) {
+        errno = EINVAL;
+        errprintf(err, "provider needs a home directory ($MTC_HOME)");
+        return NULL;
+    }
+    struct provider *p = calloc(1, sizeof(*p));
+    if (!p || !(p->home = strdup(home))) {
+        free(p);
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    p->ops = ops;
+    return p;
+}
+
+void provider_destroy(struct provider *p)
+{
+    if (!p)
+        return;
+    int saved = errno;
+    free(p->home);
+    free(p);
+    errno = saved;
+}
+
+int provider_cluster_dir(const struct provider *p, const char *id, char *buf, size_t len,
+                         mtc_error_t *err)
+{
+    if (!cluster_id_valid(id)) {
+        errno = EINVAL;
+        return errprintf(err, "invalid cluster id \"%.40s\" (want ^[a-z][a-z0-9]{0,9}$)",
+                         id ? id : "");
+    }
+    int n = snprintf(buf, len, "%s/clusters/%s", p->home, id);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return errprintf(err, "cluster directory path too long");
+    }
+    return 0;
+}
+
+int provider_apply(struct provider *p, const char *id, const json_t *spec,
+                   provider_progress_fn progress, void *arg, mtc_error_t *err)
+{
+    return p->ops->apply(p, id, spec, progress, arg, err);
+}
+
+int provider_delete(struct provider *p, const char *id, mtc_error_t *err)
+{
+    return p->ops->delete_(p, id, err);
+}
+
+json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
+{
+    return p->ops->nodes(p, id, spec, err);
+}
+
+int provider_supervise(struct provider *p, const char *id, const json_t *spec,
+                       provider_event_fn ev, void *arg, mtc_error_t *err)
+{
+    return p->ops->supervise(p, id, spec, ev, arg, err);
+}
+
+char *provider_env(struct provider *p, const char *id, mtc_error_t *err)
+{
+    return p->ops->env(p, id, err);
+}
+
+int provider_exists(struct provider *p, const char *id)
+{
+    char dir[4096];
+    if (provider_cluster_dir(p, id, dir, sizeof(dir), NULL) < 0)
+        return 0;
+    return mtc_path_exists(dir);
+}

@@ -1,0 +1,70 @@
+/* provider: bring a cluster spec to life on machines. One ops table per kind
+ * ("local": N emulated nodes on this host); callers use only the functions
+ * below, which dispatch through the table. */
+#ifndef MTC_PROVIDER_H
+#define MTC_PROVIDER_H
+
+#include <jansson.h>
+
+#include "common/common.h"
+
+typedef void (*provider_progress_fn)(void *arg, const char *message);
+/* type: "SLURMCTLD_RESTART", "SLURMD_RESTART", "MUNGED_RESTART"; node may be NULL */
+typedef void (*provider_event_fn)(void *arg, const char *type, const char *node,
+                                  const char *message);
+
+struct provider;
+
+/* kind: "local". home: $MTC_HOME (clusters live in home/clusters/<id>).
+ * NULL + err (unknown kind, ENOMEM). Destroy with provider_destroy. */
+struct provider *provider_create(const char *kind, const char *home, mtc_error_t *err);
+void provider_destroy(struct provider *p);
+
+/* Converge cluster id to the normalized spec: create when absent, else
+ * add/remove nodes and partitions without losing queued jobs. Idempotent and
+ * safe to call again after the caller died mid-way: running daemons are
+ * adopted (pid files + liveness), never started twice. Returns 0 once
+ * slurmctld answers and every node is registered; -1 + err otherwise.
+ * progress (may be NULL) receives one-line messages. */
+int provider_apply(struct provider *p, const char *id, const json_t *spec,
+                   provider_progress_fn progress, void *arg, mtc_error_t *err);
+/* Stop every daemon of the cluster and remove its directory. Idempotent. */
+int provider_delete(struct provider *p, const char *id, mtc_error_t *err);
+/* Per node: [{"instanceName","nodePoolId","nodePoolType","nodeState","slurmState"}].
+ * Caller owns. NULL + err on error. */
+json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
+/* One supervision pass: restart dead munged/slurmctld/slurmd, each reported
+ * through ev (may be NULL). Cheap (pid checks) when all is well; skips the
+ * pass (returns 0) while an apply or delete holds the cluster. */
+int provider_supervise(struct provider *p, const char *id, const json_t *spec,
+                       provider_event_fn ev, void *arg, mtc_error_t *err);
+/* Shell text for `eval "$(mtc env ID)"`. Caller frees. NULL + err. */
+char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
+/* 1 when the cluster's directory exists. */
+int provider_exists(struct provider *p, const char *id);
+
+/* ---- for provider implementations ---- */
+struct provider_ops {
+    const char *kind;
+    int (*apply)(struct provider *p, const char *id, const json_t *spec,
+                 provider_progress_fn progress, void *arg, mtc_error_t *err);
+    int (*delete_)(struct provider *p, const char *id, mtc_error_t *err);
+    json_t *(*nodes)(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
+    int (*supervise)(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                     void *arg, mtc_error_t *err);
+    char *(*env)(struct provider *p, const char *id, mtc_error_t *err);
+};
+
+struct provider {
+    const struct provider_ops *ops;
+    char *home;
+};
+
+/* The cluster directory <home>/clusters/<id> into buf. 0, or -1 + err when
+ * the id is invalid or the path too long. */
+int provider_cluster_dir(const struct provider *p, const char *id, char *buf, size_t len,
+                         mtc_error_t *err);
+
+extern const struct provider_ops provider_local_ops;
+
+#endif
