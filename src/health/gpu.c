@@ -34,8 +34,12 @@
 static int nvml_load(const struct health_ctx *ctx, struct health_runtime *rt, char *why,
                      size_t len)
 {
-    if (rt->nvml)
+    if (rt->nvml && strcmp(rt->nvml_path, ctx->nvml_library) == 0)
         return 0;
+    if (rt->nvml) { /* reconfigured to another library */
+        dlclose(rt->nvml);
+        rt->nvml = NULL;
+    }
     void *h = dlopen(ctx->nvml_library, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
@@ -70,6 +74,7 @@ static int nvml_load(const struct health_ctx *ctx, struct health_runtime *rt, ch
         memcpy((char *)a + syms[i].off, &p, sizeof(p));
     }
     rt->nvml = h;
+    snprintf(rt->nvml_path, sizeof(rt->nvml_path), "%s", ctx->nvml_library);
     return 0;
 }
 

@@ -190,14 +190,16 @@ int health_ctx_configure(struct health_ctx *ctx, const json_t *config, mtc_error
     return ctx->rt ? 0 : -1;
 }
 
-/* Does `name` (a check name or family) appear in the comma list / array? */
-static int in_csv(const char *csv, const struct health_check *c)
+/* Is the check selected by the comma list? A family selects its slow
+ * checks only in the prolog; naming a slow check always runs it. */
+static int in_csv(const struct health_ctx *ctx, const char *csv, const struct health_check *c)
 {
     const char *p = csv;
     while (*p) {
         size_t n = strcspn(p, ",");
         if ((strlen(c->name) == n && strncmp(p, c->name, n) == 0) ||
-            (strlen(c->family) == n && strncmp(p, c->family, n) == 0))
+            (strlen(c->family) == n && strncmp(p, c->family, n) == 0 &&
+             (!c->slow || ctx->mode == HEALTH_MODE_PROLOG)))
             return 1;
         p += n;
         if (*p == ',')
@@ -238,7 +240,7 @@ int health_run(const struct health_ctx *ctx, const char *only, struct health_res
         }
     }
     for (const struct health_check *c = health_checks; c->name; c++) {
-        if (only ? !in_csv(only, c) : !enabled(ctx, c))
+        if (only ? !in_csv(ctx, only, c) : !enabled(ctx, c))
             continue;
         if (n >= max) {
             health_gpu_end(ctx);

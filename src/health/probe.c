@@ -42,8 +42,8 @@ static int judge(const struct health_ctx *ctx, struct health_result *r, double v
                       base);
 }
 
-#define GEMM_N 192
-#define GEMM_REPS 3
+#define GEMM_N 512
+#define GEMM_REPS 5
 
 int health_speed_compute(const struct health_ctx *ctx, struct health_result *r)
 {
@@ -79,8 +79,8 @@ int health_speed_compute(const struct health_ctx *ctx, struct health_result *r)
     return judge(ctx, r, 2.0 * n * n * n / best / 1e9, ctx->baseline_gflops, "GFLOP/s");
 }
 
-#define COPY_BYTES (32u << 20)
-#define COPY_REPS 4
+#define COPY_BYTES (64u << 20)
+#define COPY_REPS 6
 
 int health_speed_membw(const struct health_ctx *ctx, struct health_result *r)
 {

@@ -21,6 +21,7 @@ struct nvml_api {
 
 struct health_runtime {
     void *nvml; /* dlopen handle, NULL until loaded */
+    char nvml_path[4096]; /* what nvml was loaded from */
     struct nvml_api api;
     int pass_tried, pass_up; /* nvmlInit attempted / succeeded in this pass */
     unsigned gpu_count;
