@@ -15,34 +15,34 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 const struct health_check health_checks[] = {
-    {"gpu.count", "gpu", health_gpu_count, HEALTH_SEV_REBOOT, 0,
+    {"gpu.count", "gpu", health_gpu_count, HEALTH_SEV_REBOOT, 0, 0,
      "NVML reachable and the expected number of GPUs visible"},
-    {"gpu.ecc", "gpu", health_gpu_ecc, HEALTH_SEV_REBOOT, 0,
+    {"gpu.ecc", "gpu", health_gpu_ecc, HEALTH_SEV_REBOOT, 0, 0,
      "volatile uncorrected ECC errors at most gpuMaxUncorrectedEcc"},
-    {"gpu.remap", "gpu", health_gpu_remap, HEALTH_SEV_REPLACE, 0,
+    {"gpu.remap", "gpu", health_gpu_remap, HEALTH_SEV_REPLACE, 0, 0,
      "no row-remapping failure or pending remap; retired pages at most gpuMaxRetiredPages"},
-    {"gpu.temp", "gpu", health_gpu_temp, HEALTH_SEV_REPLACE, 0,
+    {"gpu.temp", "gpu", health_gpu_temp, HEALTH_SEV_REPLACE, 0, 0,
      "GPU temperature below gpuTempWarnC / gpuTempFailC"},
-    {"gpu.throttle", "gpu", health_gpu_throttle, HEALTH_SEV_REPLACE, 0,
+    {"gpu.throttle", "gpu", health_gpu_throttle, HEALTH_SEV_REPLACE, 0, 0,
      "no hardware or thermal clock slowdown"},
-    {"gpu.xid", "gpu", health_xid, HEALTH_SEV_REBOOT, 0,
+    {"gpu.xid", "gpu", health_xid, HEALTH_SEV_REBOOT, 0, 0,
      "no critical NVRM Xid in the kernel log since the agent started"},
-    {"gpu.dcgm", "gpu", health_gpu_dcgm, HEALTH_SEV_REPLACE, 1,
+    {"gpu.dcgm", "gpu", health_gpu_dcgm, HEALTH_SEV_REPLACE, 1, 0,
      "dcgmi diag -r dcgmDiagLevel passes (prolog only; skipped without DCGM)"},
-    {"disk", "disk", health_disk, HEALTH_SEV_REIMAGE, 0,
+    {"disk", "disk", health_disk, HEALTH_SEV_REIMAGE, 0, 0,
      "free space and inodes on /, shared, local and checkpoint dirs"},
-    {"nic", "nic", health_nic, HEALTH_SEV_REBOOT, 0, "primary interface up with an IPv4 address"},
-    {"speed.compute", "speed", health_speed_compute, HEALTH_SEV_REPLACE, 0,
+    {"nic", "nic", health_nic, HEALTH_SEV_REBOOT, 0, 0, "primary interface up with an IPv4 address"},
+    {"speed.compute", "speed", health_speed_compute, HEALTH_SEV_REPLACE, 0, 1,
      "sgemm-like probe GFLOP/s against the machine type's baseline"},
-    {"speed.membw", "speed", health_speed_membw, HEALTH_SEV_REPLACE, 0,
+    {"speed.membw", "speed", health_speed_membw, HEALTH_SEV_REPLACE, 0, 1,
      "memory-copy GB/s against the machine type's baseline"},
-    {"sdc", "sdc", health_sdc, HEALTH_SEV_REPLACE, 0,
+    {"sdc", "sdc", health_sdc, HEALTH_SEV_REPLACE, 0, 0,
      "deterministic integer+FMA computation matches the known answer bit for bit"},
-    {"daemon.slurmd", "daemon", health_daemon_slurmd, HEALTH_SEV_RESTART, 0,
+    {"daemon.slurmd", "daemon", health_daemon_slurmd, HEALTH_SEV_RESTART, 0, 0,
      "slurmd alive (pid file) and accepting connections on its port"},
-    {"daemon.munged", "daemon", health_daemon_munged, HEALTH_SEV_RESTART, 0,
+    {"daemon.munged", "daemon", health_daemon_munged, HEALTH_SEV_RESTART, 0, 0,
      "munged answers: munge -n | unmunge round trip on its socket"},
-    {NULL, NULL, NULL, 0, 0, NULL},
+    {NULL, NULL, NULL, 0, 0, 0, NULL},
 };
 
 static const char *const status_names[] = {"PASS", "WARN", "FAIL"};
@@ -250,6 +250,12 @@ int health_run(const struct health_ctx *ctx, const char *only, struct health_res
         struct health_result *r = &out[n++];
         memset(r, 0, sizeof(*r));
         snprintf(r->check, sizeof(r->check), "%s", c->name);
+        int idx = (int)(c - health_checks);
+        struct health_result *cached = health_rt_cached(ctx, idx);
+        if (cached) { /* a probe that ran recently: do not load the node again */
+            *r = *cached;
+            continue;
+        }
         r->status = HEALTH_PASS;
         r->severity = -1;
         c->fn(ctx, r);
@@ -257,6 +263,8 @@ int health_run(const struct health_ctx *ctx, const char *only, struct health_res
             r->severity = HEALTH_SEV_NONE;
         else if (r->severity < 0)
             r->severity = c->severity;
+        if (c->costly)
+            health_rt_cache(ctx, idx, r);
     }
     health_gpu_end(ctx);
     return n;

@@ -54,6 +54,7 @@ struct health_policy {
     double disk_warn_free_percent, disk_min_free_percent, disk_min_free_inodes_percent;
     char nic_interface[32];             /* "" = the default-route interface */
     double speed_warn_fraction, speed_fail_fraction; /* of the baseline */
+    int probe_interval_seconds;         /* costly probes rerun at most this often */
 };
 
 struct health_runtime; /* kernel-log position, latched XIDs, NVML handle */
@@ -83,6 +84,7 @@ struct health_check {
     int (*fn)(const struct health_ctx *ctx, struct health_result *r);
     int severity;       /* default severity of a FAIL */
     int slow;           /* runs only in the prolog or when named */
+    int costly;         /* a probe: re-run at most every probeIntervalSeconds per ctx */
     const char *what;   /* one line for `mtc-agent checks` and the docs */
 };
 
@@ -147,6 +149,9 @@ uint64_t health_sdc_digest(void);
 
 struct health_runtime *health_rt_create(const struct health_ctx *ctx, mtc_error_t *err);
 void health_rt_destroy(struct health_runtime *rt);
+/* A costly check's result from less than probeIntervalSeconds ago, or NULL. */
+struct health_result *health_rt_cached(const struct health_ctx *ctx, int idx);
+void health_rt_cache(const struct health_ctx *ctx, int idx, const struct health_result *r);
 /* End of one pass: shut NVML down if a GPU check opened it. */
 void health_gpu_end(const struct health_ctx *ctx);
 /* Reporting helper for check functions: printf into r->reason, set status

@@ -41,6 +41,7 @@ static const struct pfield fields[] = {
     {"nicInterface", P_STR, 0, 0, 0, ""},
     {"speedWarnFraction", P_NUM, 0, 1, 0.8, NULL},
     {"speedFailFraction", P_NUM, 0, 1, 0.5, NULL},
+    {"probeIntervalSeconds", P_INT, 0, 86400, 300, NULL},
     {NULL, P_INT, 0, 0, 0, NULL},
 };
 
@@ -313,6 +314,7 @@ int health_policy_parse(const json_t *in, struct health_policy *p, mtc_error_t *
              json_string_value(json_object_get(c, "nicInterface")));
     p->speed_warn_fraction = D("speedWarnFraction");
     p->speed_fail_fraction = D("speedFailFraction");
+    p->probe_interval_seconds = I("probeIntervalSeconds");
 #undef I
 #undef D
     json_decref(c);

@@ -10,6 +10,27 @@
 #include <string.h>
 #include <time.h>
 
+#include "health/runtime.h"
+
+struct health_result *health_rt_cached(const struct health_ctx *ctx, int idx)
+{
+    struct health_runtime *rt = ctx->rt;
+    if (!rt || idx < 0 || idx >= HEALTH_MAX_CHECKS || !rt->cache_ms[idx] ||
+        !health_checks[idx].costly)
+        return NULL;
+    if (mtc_now_ms() - rt->cache_ms[idx] >= (int64_t)ctx->policy.probe_interval_seconds * 1000)
+        return NULL;
+    return &rt->cache[idx];
+}
+
+void health_rt_cache(const struct health_ctx *ctx, int idx, const struct health_result *r)
+{
+    if (!ctx->rt || idx < 0 || idx >= HEALTH_MAX_CHECKS)
+        return;
+    ctx->rt->cache[idx] = *r;
+    ctx->rt->cache_ms[idx] = mtc_now_ms();
+}
+
 /* Paths and messages go into fixed buffers; a truncated one only shortens a
  * reason line, so the truncation warning is noise here. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"

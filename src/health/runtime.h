@@ -3,7 +3,10 @@
 #ifndef MTC_HEALTH_RUNTIME_H
 #define MTC_HEALTH_RUNTIME_H
 
+#include <stdint.h>
 #include <sys/types.h>
+
+#include "health/health.h"
 
 /* NVML entry points (signatures from nvml.h; handles are opaque pointers). */
 struct nvml_api {
@@ -37,6 +40,10 @@ struct health_runtime {
     int latched_xid, latched_sev;
     char latched_reason[200];
     char state_path[4200]; /* "" = position kept in memory only */
+
+    /* costly probes' last results, by check-table index */
+    struct health_result cache[HEALTH_MAX_CHECKS];
+    int64_t cache_ms[HEALTH_MAX_CHECKS]; /* 0 = none */
 };
 
 #endif

@@ -60,6 +60,7 @@ static void test_policy(void)
           "defaults: diskMinFreePercent 5");
     CHECK(p && json_array_size(json_object_get(p, "checks")) == 6, "defaults: six families");
     CHECK(p && json_array_size(json_object_get(p, "xidFail")) == 8, "defaults: eight critical XIDs");
+    CHECK(p && json_object_size(p) == 18, "defaults: every field present (%zu)", json_object_size(p));
     json_decref(p);
 
     json_t *in = json_loads("{\"disk_min_free_percent\": 20, \"diskWarnFreePercent\": \"30\","
@@ -383,6 +384,14 @@ static void test_speed(void)
     struct health_ctx ctx;
     mtc_error_t err = {""};
     health_ctx_init(&ctx, &err);
+    /* the default probeIntervalSeconds reuses a probe's result for 300 s */
+    struct health_result c1 = run1(&ctx, "speed.membw");
+    ctx.baseline_mem_gbps = 1e6;
+    struct health_result c2 = run1(&ctx, "speed.membw");
+    CHECK(c1.value == c2.value && c2.status == HEALTH_PASS,
+          "a probe is not rerun within probeIntervalSeconds (%g == %g)", c1.value, c2.value);
+    ctx.baseline_mem_gbps = 0;
+    ctx.policy.probe_interval_seconds = 0;
     EXPECT(&ctx, "speed.compute", HEALTH_PASS, HEALTH_SEV_NONE, "GFLOP/s (no baseline)");
     struct health_result r = run1(&ctx, "speed.membw");
     CHECK(r.status == HEALTH_PASS && r.value > 0.1, "membw measured: %s", r.reason);
