@@ -295,3 +295,79 @@ enum health_status health_worst(const struct health_result *r, int n, int *sever
         *severity = sev;
     return w;
 }
+
+static int name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+
+int health_results_parse(const json_t *results, struct health_result *out, int max,
+                         mtc_error_t *err)
+{
+    size_t i;
+    json_t *e;
+    errno = EINVAL;
+    if (!json_is_array(results))
+        return errprintf(err, "results: must be an array");
+    if (json_array_size(results) > (size_t)max)
+        return errprintf(err, "results: at most %d entries", max);
+    json_array_foreach(results, i, e)
+    {
+        struct health_result *r = &out[i];
+        const char *k;
+        json_t *v;
+        memset(r, 0, sizeof(*r));
+        if (!json_is_object(e))
+            return errprintf(err, "results[%zu]: must be an object", i);
+        json_object_foreach(e, k, v)
+            if (strcmp(k, "check") && strcmp(k, "status") && strcmp(k, "severity") &&
+                strcmp(k, "reason") && strcmp(k, "value"))
+                return errprintf(err, "results[%zu].%.40s: unknown field", i, k);
+        const char *check = json_string_value(json_object_get(e, "check"));
+        const struct health_check *c = health_checks;
+        while (c->name && (!check || strcmp(c->name, check) != 0))
+            c++;
+        if (!c->name)
+            return errprintf(err, "results[%zu].check: unknown check \"%.40s\"", i,
+                             check ? check : "(missing)");
+        snprintf(r->check, sizeof(r->check), "%s", check);
+        int st = name_index(status_names, 3, json_string_value(json_object_get(e, "status")));
+        if (st < 0)
+            return errprintf(err, "results[%zu].status: must be one of PASS, WARN, FAIL", i);
+        r->status = (enum health_status)st;
+        json_t *sv = json_object_get(e, "severity");
+        r->severity = sv ? name_index(severity_names, 5, json_string_value(sv)) : HEALTH_SEV_NONE;
+        if (r->severity < 0)
+            return errprintf(err,
+                             "results[%zu].severity: must be one of NONE, RESTART, REBOOT, "
+                             "REIMAGE, REPLACE",
+                             i);
+        json_t *rv = json_object_get(e, "reason");
+        if (rv && (!json_is_string(rv) || strlen(json_string_value(rv)) >= sizeof(r->reason)))
+            return errprintf(err, "results[%zu].reason: must be a string of at most %zu bytes",
+                             i, sizeof(r->reason) - 1);
+        snprintf(r->reason, sizeof(r->reason), "%s", rv ? json_string_value(rv) : "");
+        json_t *nv = json_object_get(e, "value");
+        if (nv && !json_is_number(nv))
+            return errprintf(err, "results[%zu].value: must be a number", i);
+        r->value = nv ? json_number_value(nv) : 0;
+    }
+    errno = 0;
+    return (int)json_array_size(results);
+}
+
+const char *health_fault_behavior(const char *check)
+{
+    static const struct {
+        const char *prefix, *behavior;
+    } map[] = {{"gpu.", "UNRECOVERABLE_GPU_ERROR"},
+               {"sdc", "SILENT_DATA_CORRUPTION"},
+               {"speed.", "PERFORMANCE"}};
+    for (size_t i = 0; check && i < sizeof(map) / sizeof(map[0]); i++)
+        if (strncmp(check, map[i].prefix, strlen(map[i].prefix)) == 0)
+            return map[i].behavior;
+    return "BEHAVIOR_UNSPECIFIED";
+}

@@ -116,6 +116,19 @@ const char *health_severity_name(int sev);
 /* [{"check","status","severity","reason","value"}...]; caller owns. */
 json_t *health_results_json(const struct health_result *r, int n);
 
+/* mtcd's side of :reportHealth: parse a "results" array strictly (known
+ * check names, PASS/WARN/FAIL, NONE..REPLACE, reason a string up to 255
+ * bytes, value a number; unknown fields rejected). Returns the count, or -1 +
+ * errno EINVAL and err naming the element ("results[2].status: must be one
+ * of PASS, WARN, FAIL"). */
+int health_results_parse(const json_t *results, struct health_result *out, int max,
+                         mtc_error_t *err);
+
+/* reportFaultyNodes' faultReasons[].behavior for a failed check:
+ * gpu.* -> UNRECOVERABLE_GPU_ERROR, sdc -> SILENT_DATA_CORRUPTION,
+ * speed.* -> PERFORMANCE, others -> BEHAVIOR_UNSPECIFIED. */
+const char *health_fault_behavior(const char *check);
+
 /* Worst status over r[0..n) and, among FAILs, the highest severity. */
 enum health_status health_worst(const struct health_result *r, int n, int *severity);
 

@@ -216,7 +216,36 @@ static void test_gpu(void)
     CHECK_STR(json_string_value(json_object_get(e, "status")), "FAIL", "json status");
     CHECK_STR(json_string_value(json_object_get(e, "severity")), "REBOOT", "json severity");
     CHECK(json_number_value(json_object_get(e, "value")) == 1, "json value = ECC count");
+    /* mtcd parses what the agent sent back into the same structs */
+    struct health_result back[16];
+    CHECK(health_results_parse(j, back, 16, &err) == n && back[1].status == HEALTH_FAIL &&
+              back[1].severity == HEALTH_SEV_REBOOT && !strcmp(back[1].check, "gpu.ecc") &&
+              back[1].value == 1 && !strcmp(back[1].reason, r[1].reason),
+          "results JSON parses back: %s", err.text);
     json_decref(j);
+    static const struct {
+        const char *json, *msg;
+    } badr[] = {
+        {"[{\"check\": \"gpu.ecc\", \"status\": \"BAD\"}]",
+         "results[0].status: must be one of PASS, WARN, FAIL"},
+        {"[{\"check\": \"gpu.eccs\", \"status\": \"PASS\"}]",
+         "results[0].check: unknown check \"gpu.eccs\""},
+        {"[{\"check\": \"disk\", \"status\": \"FAIL\", \"severity\": \"NUKE\"}]",
+         "results[0].severity: must be one of NONE, RESTART, REBOOT, REIMAGE, REPLACE"},
+        {"[{\"check\": \"disk\", \"status\": \"PASS\", \"extra\": 1}]",
+         "results[0].extra: unknown field"},
+        {"{}", "results: must be an array"},
+    };
+    for (size_t i = 0; i < sizeof(badr) / sizeof(badr[0]); i++) {
+        j = json_loads(badr[i].json, 0, NULL);
+        CHECK(health_results_parse(j, back, 16, &err) < 0, "results rejected: %s", badr[i].json);
+        CHECK_STR(err.text, badr[i].msg, "results message");
+        json_decref(j);
+    }
+    CHECK_STR(health_fault_behavior("gpu.xid"), "UNRECOVERABLE_GPU_ERROR", "behavior gpu");
+    CHECK_STR(health_fault_behavior("sdc"), "SILENT_DATA_CORRUPTION", "behavior sdc");
+    CHECK_STR(health_fault_behavior("speed.membw"), "PERFORMANCE", "behavior speed");
+    CHECK_STR(health_fault_behavior("disk"), "BEHAVIOR_UNSPECIFIED", "behavior other");
 
     /* GPU-less host: no library at all */
     snprintf(ctx.nvml_library, sizeof(ctx.nvml_library), "%s/libnvml-missing.so", tmp);
