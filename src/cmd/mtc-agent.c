@@ -92,7 +92,7 @@ static int load_config(struct agent *a, const char *arg)
         cfg_str(cfg, "slurmConf", "slurm_conf", a->slurm_conf, sizeof(a->slurm_conf)) < 0 ||
         cfg_str(cfg, "tokenFile", "token_file", token_file, sizeof(token_file)) < 0)
         goto out;
-    if (*token_file) {
+    if (*token_file && !*a->token) { /* $MTC_TOKEN wins */
         char *t = mtc_read_file(token_file, NULL);
         if (!t) {
             fail("%s: cannot read %s: %s", path, token_file, strerror(errno));
@@ -204,10 +204,23 @@ static void drain_self(const struct agent *a, const struct health_result *r, int
     }
 }
 
+static int need_address(const struct agent *a, const char *cmd)
+{
+    if (!*a->cluster)
+        return fail("%s: no cluster id (--cluster or clusterId in --config)", cmd);
+    if (!*a->ctx.node)
+        return fail("%s: no node name (--node or nodeId in --config)", cmd);
+    if (!*a->url && !*a->socket)
+        return fail("%s: no mtcd address (--socket PATH or --url URL)", cmd);
+    return 0;
+}
+
 static int cmd_check(struct agent *a)
 {
     struct health_result r[MAX_RESULTS];
     mtc_error_t err = {""};
+    if (a->report && need_address(a, "check --report"))
+        return 2;
     int n = health_run(&a->ctx, a->only, r, MAX_RESULTS, &err);
     if (n < 0)
         return fail("%s", err.text);
@@ -245,12 +258,8 @@ static int cmd_run(struct agent *a)
     int nlast = -1;
     int64_t last_report = 0;
     mtc_error_t err = {""};
-    if (!*a->cluster)
-        return fail("run: no cluster id (--cluster or clusterId in --config)");
-    if (!*a->ctx.node)
-        return fail("run: no node name (--node or nodeId in --config)");
-    if (!*a->url && !*a->socket)
-        return fail("run: no mtcd address (--socket PATH or --url URL)");
+    if (need_address(a, "run"))
+        return 2;
     int interval = a->interval_ms > 0 ? a->interval_ms : a->ctx.policy.interval_seconds * 1000;
     int64_t every = (int64_t)a->ctx.policy.report_every_seconds * 1000;
     struct sigaction sa = {.sa_handler = on_signal};
