@@ -62,6 +62,28 @@ FAKE_NVML_STATE=$T_DIR/nvml2.state PATH=$T_DIR/bin:$PATH SLURMD_NODENAME=n7 \
 check "--drain runs scontrol update with the check and reason" \
     [ "$(cat "$T_DIR/scontrol.args" 2>/dev/null)" = "|update|nodename=n7|state=drain|reason=mtc-agent: gpu.remap: GPU 0: row remapping failed (0 uncorrectable rows remapped)|" ]
 
+# silent data corruption: the agent itself under a faulty fma() (LD_PRELOAD)
+out=$(LD_PRELOAD=$FAKES/libbadfma.so ASAN_OPTIONS=verify_asan_link_order=0 \
+    mtc-agent check --only sdc); rc=$?
+check "sdc FAILs REPLACE under a faulty fma()" \
+    eval '[ "$rc" -eq 1 ] && [[ "$out" == *"FAIL  sdc            REPLACE  silent data corruption: digest"* ]]'
+
+# prolog mode adds DCGM's diagnostic (a stand-in dcgmi that reports a failure)
+printf 'count 2\n' >"$STATE"
+out=$(mtc-agent check --config "$T_DIR/agent.json" --only gpu); rc=$?
+check "outside the prolog gpu.dcgm does not run" eval '[ "$rc" -eq 0 ] && [[ "$out" != *gpu.dcgm* ]]'
+out=$(SLURM_SCRIPT_CONTEXT=prolog_slurmd mtc-agent check --config "$T_DIR/agent.json" --only gpu.dcgm); rc=$?
+check "in the prolog without DCGM, gpu.dcgm is skipped" eval '[ "$rc" -eq 0 ] && [[ "$out" == *"skipped: DCGM not installed"* ]]'
+cat >"$T_DIR/bin/dcgmi" <<'EOF2'
+#!/bin/sh
+echo "| Memory                    | Fail - GPU 1 memory test found errors |"
+exit 226
+EOF2
+chmod +x "$T_DIR/bin/dcgmi"
+out=$(PATH=$T_DIR/bin:$PATH mtc-agent check --config "$T_DIR/agent.json" --mode prolog --only gpu); rc=$?
+check "prolog: dcgmi diag failure FAILs gpu.dcgm with its line" \
+    eval '[ "$rc" -eq 1 ] && [[ "$out" == *"FAIL  gpu.dcgm       REPLACE  dcgmi diag -r 1 failed (exit 226): | Memory"*"Fail - GPU 1 memory test found errors |"* ]]'
+
 # --- the run loop reporting to a receiver ---------------------------------
 cat >"$T_DIR/recv.py" <<'EOF'
 import http.server, json, os, socketserver, sys
