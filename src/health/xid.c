@@ -35,31 +35,43 @@ static const struct {
     {95, HEALTH_SEV_REBOOT, "uncontained ECC error"},
 };
 
+/* The kernel's boot id: kmsg sequence numbers and the XID latch are only
+ * meaningful within one boot. */
+static void boot_id(char out[40])
+{
+    char *s = mtc_read_file("/proc/sys/kernel/random/boot_id", NULL);
+    snprintf(out, 40, "%.36s", s ? s : "unknown");
+    free(s);
+}
+
 static void state_load(struct health_runtime *rt)
 {
     char *s = mtc_read_file(rt->state_path, NULL);
+    char boot[40], saved[40];
     long long pos, ino;
     int xid, sev, off = 0;
     if (!s)
         return;
-    if (sscanf(s, "%lld %lld %d %d %n", &pos, &ino, &xid, &sev, &off) == 4 && off > 0) {
-        if (rt->kmsg || (ino_t)ino == rt->ino) {
-            rt->pos = pos;
-            rt->latched_xid = xid;
-            rt->latched_sev = sev;
-            snprintf(rt->latched_reason, sizeof(rt->latched_reason), "%.*s",
-                     (int)strcspn(s + off, "\n"), s + off);
-        }
+    boot_id(boot);
+    if (sscanf(s, "%lld %lld %d %d %39s %n", &pos, &ino, &xid, &sev, saved, &off) == 5 &&
+        off > 0 && strcmp(saved, boot) == 0 && (rt->kmsg || (ino_t)ino == rt->ino)) {
+        rt->pos = pos;
+        rt->latched_xid = xid;
+        rt->latched_sev = sev;
+        snprintf(rt->latched_reason, sizeof(rt->latched_reason), "%.*s",
+                 (int)strcspn(s + off, "\n"), s + off);
     }
     free(s);
 }
 
 static void state_save(const struct health_runtime *rt)
 {
+    char boot[40];
     if (!*rt->state_path)
         return;
-    if (mtc_write_file_fmt(rt->state_path, 0644, "%lld %lld %d %d %s\n", rt->pos,
-                           (long long)rt->ino, rt->latched_xid, rt->latched_sev,
+    boot_id(boot);
+    if (mtc_write_file_fmt(rt->state_path, 0644, "%lld %lld %d %d %s %s\n", rt->pos,
+                           (long long)rt->ino, rt->latched_xid, rt->latched_sev, boot,
                            rt->latched_reason) < 0)
         log_msg(LOG_WARNING, "cannot save %s: %s", rt->state_path, strerror(errno));
 }

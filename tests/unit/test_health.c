@@ -5,6 +5,7 @@
  * real munged and pid files — plus healthPolicy validation messages. */
 #include <errno.h>
 #include <libgen.h>
+#include <sched.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -300,6 +301,25 @@ static void test_xid(void)
     EXPECT(&ctx, "gpu.xid", HEALTH_FAIL, HEALTH_SEV_REPLACE, "Xid 64");
     health_ctx_release(&ctx);
 
+    /* a state file from another boot does not latch (the reboot was the repair) */
+    char sfile[PATH_MAX + 32];
+    snprintf(sfile, sizeof(sfile), "%s/kernel-log.state", sdir);
+    char *saved = mtc_read_file(sfile, NULL);
+    CHECK(saved && strstr(saved, " 64 4 "), "state file holds the latched XID: %s", saved);
+    if (saved) {
+        char *boot = strchr(strstr(saved, " 64 4 ") + 1, ' ');
+        boot = strchr(boot + 1, ' ') + 1;
+        boot[0] = boot[0] == '0' ? '1' : '0'; /* another boot id */
+        mtc_write_file_atomic(sfile, saved, strlen(saved), 0644);
+    }
+    free(saved);
+    health_ctx_init(&ctx, &err);
+    c = json_pack("{s:s, s:s}", "kernelLog", klog, "stateDir", sdir);
+    health_ctx_configure(&ctx, c, &err);
+    json_decref(c);
+    EXPECT(&ctx, "gpu.xid", HEALTH_PASS, HEALTH_SEV_NONE, "no critical Xid");
+    health_ctx_release(&ctx);
+
     /* without a state dir, only lines after start count; a partial line waits */
     health_ctx_init(&ctx, &err);
     c = json_pack("{s:s}", "kernelLog", klog);
@@ -333,6 +353,10 @@ static void test_disk(void)
     mtc_error_t err = {""};
     health_ctx_init(&ctx, &err);
     snprintf(ctx.local_dir, sizeof(ctx.local_dir), "%s", mnt);
+    /* a private mount namespace: the tmpfs goes away with this process even
+     * if it crashes */
+    if (unshare(CLONE_NEWNS) == 0)
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
     if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m,nr_inodes=64") == 0) {
         EXPECT(&ctx, "disk", HEALTH_PASS, HEALTH_SEV_NONE, "all filesystems above 10% free");
         snprintf(fill, sizeof(fill), "%s/fill", mnt);
