@@ -111,8 +111,8 @@ out:
 static void print_results(const struct agent *a, const struct health_result *r, int n)
 {
     if (a->json) {
-        json_t *o = json_pack("{s:s, s:o}", "nodeId", a->ctx.node, "results",
-                              health_results_json(r, n));
+        json_t *o =
+            json_pack("{s:s, s:o}", "nodeId", a->ctx.node, "results", health_results_json(r, n));
         char *s = json_dumps(o, JSON_INDENT(2));
         puts(s ? s : "{}");
         free(s);
@@ -121,8 +121,7 @@ static void print_results(const struct agent *a, const struct health_result *r, 
     }
     for (int i = 0; i < n; i++)
         printf("%-4s  %-14s %-8s %s\n", health_status_name(r[i].status), r[i].check,
-               r[i].status == HEALTH_FAIL ? health_severity_name(r[i].severity) : "",
-               r[i].reason);
+               r[i].status == HEALTH_FAIL ? health_severity_name(r[i].severity) : "", r[i].reason);
 }
 
 /* The reply body of reportHealth is not needed. */
@@ -136,8 +135,8 @@ static size_t discard(char *p, size_t size, size_t n, void *u)
 static int report(const struct agent *a, const struct health_result *r, int n, mtc_error_t *err)
 {
     char url[2048], auth[600];
-    json_t *body = json_pack("{s:s, s:o}", "nodeId", a->ctx.node, "results",
-                             health_results_json(r, n));
+    json_t *body =
+        json_pack("{s:s, s:o}", "nodeId", a->ctx.node, "results", health_results_json(r, n));
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     CURL *h = curl_easy_init();
@@ -348,8 +347,7 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         for (int i = 0; commands[i].name; i++)
-            fprintf(argc < 2 ? stderr : stdout, "  %-8s %s\n", commands[i].name,
-                    commands[i].help);
+            fprintf(argc < 2 ? stderr : stdout, "  %-8s %s\n", commands[i].name, commands[i].help);
         return argc < 2 ? 2 : 0;
     }
     int ci = 0;
@@ -371,18 +369,49 @@ int main(int argc, char **argv)
     if (tok)
         snprintf(a.token, sizeof(a.token), "%s", tok);
 
-    enum { O_CONFIG = 256, O_ONLY, O_JSON, O_MODE, O_DRAIN, O_REPORT, O_INTERVAL, O_SOCKET, O_URL,
-           O_CLUSTER, O_NODE, O_PROJECT, O_LOCATION, O_NVML, O_KLOG, O_GPUS, O_STATE, O_HOME,
-           O_LOCAL, O_CKPT };
-    static const struct option opts[] = {
-        {"config", 1, 0, O_CONFIG}, {"only", 1, 0, O_ONLY}, {"json", 0, 0, O_JSON},
-        {"mode", 1, 0, O_MODE}, {"drain", 0, 0, O_DRAIN}, {"report", 0, 0, O_REPORT},
-        {"interval-ms", 1, 0, O_INTERVAL}, {"socket", 1, 0, O_SOCKET}, {"url", 1, 0, O_URL},
-        {"cluster", 1, 0, O_CLUSTER}, {"node", 1, 0, O_NODE}, {"project", 1, 0, O_PROJECT},
-        {"location", 1, 0, O_LOCATION}, {"nvml", 1, 0, O_NVML}, {"kernel-log", 1, 0, O_KLOG},
-        {"expected-gpus", 1, 0, O_GPUS}, {"state-dir", 1, 0, O_STATE},
-        {"home-dir", 1, 0, O_HOME}, {"local-dir", 1, 0, O_LOCAL},
-        {"checkpoint-dir", 1, 0, O_CKPT}, {0, 0, 0, 0}};
+    enum {
+        O_CONFIG = 256,
+        O_ONLY,
+        O_JSON,
+        O_MODE,
+        O_DRAIN,
+        O_REPORT,
+        O_INTERVAL,
+        O_SOCKET,
+        O_URL,
+        O_CLUSTER,
+        O_NODE,
+        O_PROJECT,
+        O_LOCATION,
+        O_NVML,
+        O_KLOG,
+        O_GPUS,
+        O_STATE,
+        O_HOME,
+        O_LOCAL,
+        O_CKPT
+    };
+    static const struct option opts[] = {{"config", 1, 0, O_CONFIG},
+                                         {"only", 1, 0, O_ONLY},
+                                         {"json", 0, 0, O_JSON},
+                                         {"mode", 1, 0, O_MODE},
+                                         {"drain", 0, 0, O_DRAIN},
+                                         {"report", 0, 0, O_REPORT},
+                                         {"interval-ms", 1, 0, O_INTERVAL},
+                                         {"socket", 1, 0, O_SOCKET},
+                                         {"url", 1, 0, O_URL},
+                                         {"cluster", 1, 0, O_CLUSTER},
+                                         {"node", 1, 0, O_NODE},
+                                         {"project", 1, 0, O_PROJECT},
+                                         {"location", 1, 0, O_LOCATION},
+                                         {"nvml", 1, 0, O_NVML},
+                                         {"kernel-log", 1, 0, O_KLOG},
+                                         {"expected-gpus", 1, 0, O_GPUS},
+                                         {"state-dir", 1, 0, O_STATE},
+                                         {"home-dir", 1, 0, O_HOME},
+                                         {"local-dir", 1, 0, O_LOCAL},
+                                         {"checkpoint-dir", 1, 0, O_CKPT},
+                                         {0, 0, 0, 0}};
     /* --config first, so flags given with it override the file */
     for (int i = 2; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--config") && load_config(&a, argv[i + 1]) < 0)
@@ -394,16 +423,29 @@ int main(int argc, char **argv)
         int bad = 0;
         char *end;
         switch (o) {
-        case O_CONFIG: break;
-        case O_ONLY: a.only = optarg; break;
-        case O_JSON: a.json = 1; break;
-        case O_DRAIN: a.drain = 1; break;
-        case O_REPORT: a.report = 1; break;
+        case O_CONFIG:
+            break;
+        case O_ONLY:
+            a.only = optarg;
+            break;
+        case O_JSON:
+            a.json = 1;
+            break;
+        case O_DRAIN:
+            a.drain = 1;
+            break;
+        case O_REPORT:
+            a.report = 1;
+            break;
         case O_MODE:
-            if (!strcmp(optarg, "health")) a.ctx.mode = HEALTH_MODE_HEALTH;
-            else if (!strcmp(optarg, "prolog")) a.ctx.mode = HEALTH_MODE_PROLOG;
-            else if (!strcmp(optarg, "epilog")) a.ctx.mode = HEALTH_MODE_EPILOG;
-            else return fail("--mode: must be health, prolog or epilog");
+            if (!strcmp(optarg, "health"))
+                a.ctx.mode = HEALTH_MODE_HEALTH;
+            else if (!strcmp(optarg, "prolog"))
+                a.ctx.mode = HEALTH_MODE_PROLOG;
+            else if (!strcmp(optarg, "epilog"))
+                a.ctx.mode = HEALTH_MODE_EPILOG;
+            else
+                return fail("--mode: must be health, prolog or epilog");
             break;
         case O_INTERVAL:
             a.interval_ms = (int)strtol(optarg, &end, 10);
@@ -415,11 +457,21 @@ int main(int argc, char **argv)
             if (*end || a.ctx.expected_gpus < 0 || a.ctx.expected_gpus > 64)
                 return fail("--expected-gpus: must be an integer from 0 to 64");
             break;
-        case O_SOCKET: bad = set_str(a.socket, sizeof(a.socket), optarg, "--socket"); break;
-        case O_URL: bad = set_str(a.url, sizeof(a.url), optarg, "--url"); break;
-        case O_CLUSTER: bad = set_str(a.cluster, sizeof(a.cluster), optarg, "--cluster"); break;
-        case O_NODE: bad = set_str(a.ctx.node, sizeof(a.ctx.node), optarg, "--node"); break;
-        case O_PROJECT: bad = set_str(a.project, sizeof(a.project), optarg, "--project"); break;
+        case O_SOCKET:
+            bad = set_str(a.socket, sizeof(a.socket), optarg, "--socket");
+            break;
+        case O_URL:
+            bad = set_str(a.url, sizeof(a.url), optarg, "--url");
+            break;
+        case O_CLUSTER:
+            bad = set_str(a.cluster, sizeof(a.cluster), optarg, "--cluster");
+            break;
+        case O_NODE:
+            bad = set_str(a.ctx.node, sizeof(a.ctx.node), optarg, "--node");
+            break;
+        case O_PROJECT:
+            bad = set_str(a.project, sizeof(a.project), optarg, "--project");
+            break;
         case O_LOCATION:
             bad = set_str(a.location, sizeof(a.location), optarg, "--location");
             break;
@@ -434,15 +486,18 @@ int main(int argc, char **argv)
             bad = set_str(a.ctx.state_dir, sizeof(a.ctx.state_dir), optarg, "--state-dir");
             rebuild = 1;
             break;
-        case O_HOME: bad = set_str(a.ctx.home_dir, sizeof(a.ctx.home_dir), optarg, "--home-dir"); break;
-        case O_LOCAL: bad = set_str(a.ctx.local_dir, sizeof(a.ctx.local_dir), optarg, "--local-dir"); break;
+        case O_HOME:
+            bad = set_str(a.ctx.home_dir, sizeof(a.ctx.home_dir), optarg, "--home-dir");
+            break;
+        case O_LOCAL:
+            bad = set_str(a.ctx.local_dir, sizeof(a.ctx.local_dir), optarg, "--local-dir");
+            break;
         case O_CKPT:
             bad = set_str(a.ctx.checkpoint_dir, sizeof(a.ctx.checkpoint_dir), optarg,
                           "--checkpoint-dir");
             break;
         default:
-            return fail("unknown or incomplete option \"%s\" (mtc-agent --help)",
-                        argv[optind - 1]);
+            return fail("unknown or incomplete option \"%s\" (mtc-agent --help)", argv[optind - 1]);
         }
         if (bad)
             return 2;

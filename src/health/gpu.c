@@ -31,8 +31,7 @@
 #define THROTTLE_HW_POWER_BRAKE 0x80ULL
 
 /* Resolve every symbol; a missing required one makes NVML unusable. */
-static int nvml_load(const struct health_ctx *ctx, struct health_runtime *rt, char *why,
-                     size_t len)
+static int nvml_load(const struct health_ctx *ctx, struct health_runtime *rt, char *why, size_t len)
 {
     if (rt->nvml && strcmp(rt->nvml_path, ctx->nvml_library) == 0)
         return 0;
@@ -163,8 +162,8 @@ static int each_gpu(const struct health_ctx *ctx, struct health_result *r, gpu_f
         else if (rc != NVML_SUCCESS)
             health_set(&g, HEALTH_WARN, -1, "GPU %u: %s: %s", i, what, rt->api.error_string(rc));
         checked++;
-        if (g.status > r->status || (g.status == r->status && g.status != HEALTH_PASS &&
-                                     g.severity > r->severity)) {
+        if (g.status > r->status ||
+            (g.status == r->status && g.status != HEALTH_PASS && g.severity > r->severity)) {
             r->status = g.status;
             r->severity = g.severity;
             snprintf(r->reason, sizeof(r->reason), "%s", g.reason);
@@ -224,9 +223,8 @@ static int remap_one(const struct health_ctx *ctx, unsigned i, void *dev, struct
         if (rc == NVML_SUCCESS) {
             *value += count;
             if (count > (unsigned)ctx->policy.gpu_max_retired_pages)
-                health_set(g, HEALTH_FAIL, HEALTH_SEV_REPLACE,
-                           "GPU %u: %u retired pages (max %d)", i, count,
-                           ctx->policy.gpu_max_retired_pages);
+                health_set(g, HEALTH_FAIL, HEALTH_SEV_REPLACE, "GPU %u: %u retired pages (max %d)",
+                           i, count, ctx->policy.gpu_max_retired_pages);
         }
     }
     return rc;

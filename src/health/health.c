@@ -31,7 +31,8 @@ const struct health_check health_checks[] = {
      "dcgmi diag -r dcgmDiagLevel passes (prolog only; skipped without DCGM)"},
     {"disk", "disk", health_disk, HEALTH_SEV_REIMAGE, 0, 0,
      "free space and inodes on /, shared, local and checkpoint dirs"},
-    {"nic", "nic", health_nic, HEALTH_SEV_REBOOT, 0, 0, "primary interface up with an IPv4 address"},
+    {"nic", "nic", health_nic, HEALTH_SEV_REBOOT, 0, 0,
+     "primary interface up with an IPv4 address"},
     {"speed.compute", "speed", health_speed_compute, HEALTH_SEV_REPLACE, 0, 1,
      "sgemm-like probe GFLOP/s against the machine type's baseline"},
     {"speed.membw", "speed", health_speed_membw, HEALTH_SEV_REPLACE, 0, 1,
@@ -98,8 +99,14 @@ struct cfield {
     enum ckind kind;
     size_t off, size;
 };
-#define S(n, m) {n, C_STR, offsetof(struct health_ctx, m), sizeof(((struct health_ctx *)0)->m)}
-#define N(n, k, m) {n, k, offsetof(struct health_ctx, m), 0}
+#define S(n, m)                                                                                    \
+    {                                                                                              \
+        n, C_STR, offsetof(struct health_ctx, m), sizeof(((struct health_ctx *)0)->m)              \
+    }
+#define N(n, k, m)                                                                                 \
+    {                                                                                              \
+        n, k, offsetof(struct health_ctx, m), 0                                                    \
+    }
 static const struct cfield cfields[] = {
     S("nodeId", node),
     S("homeDir", home_dir),
@@ -165,8 +172,7 @@ int health_ctx_configure(struct health_ctx *ctx, const json_t *config, mtc_error
             memcpy(dst, json_string_value(v), strlen(json_string_value(v)) + 1);
             break;
         case C_INT:
-            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                json_integer_value(v) > 65535)
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 65535)
                 return errprintf(err, "config.%s: must be an integer from 0 to 65535", f->name);
             *(int *)dst = (int)json_integer_value(v);
             break;
@@ -322,10 +328,12 @@ int health_results_parse(const json_t *results, struct health_result *out, int m
         memset(r, 0, sizeof(*r));
         if (!json_is_object(e))
             return errprintf(err, "results[%zu]: must be an object", i);
-        json_object_foreach(e, k, v)
-            if (strcmp(k, "check") && strcmp(k, "status") && strcmp(k, "severity") &&
-                strcmp(k, "reason") && strcmp(k, "value"))
-                return errprintf(err, "results[%zu].%.40s: unknown field", i, k);
+        json_object_foreach(
+            e, k, v) if (strcmp(k, "check") && strcmp(k, "status") && strcmp(k, "severity") &&
+                         strcmp(k, "reason") &&
+                         strcmp(k, "value")) return errprintf(err,
+                                                              "results[%zu].%.40s: unknown field",
+                                                              i, k);
         const char *check = json_string_value(json_object_get(e, "check"));
         const struct health_check *c = health_checks;
         while (c->name && (!check || strcmp(c->name, check) != 0))
@@ -347,8 +355,8 @@ int health_results_parse(const json_t *results, struct health_result *out, int m
                              i);
         json_t *rv = json_object_get(e, "reason");
         if (rv && (!json_is_string(rv) || strlen(json_string_value(rv)) >= sizeof(r->reason)))
-            return errprintf(err, "results[%zu].reason: must be a string of at most %zu bytes",
-                             i, sizeof(r->reason) - 1);
+            return errprintf(err, "results[%zu].reason: must be a string of at most %zu bytes", i,
+                             sizeof(r->reason) - 1);
         snprintf(r->reason, sizeof(r->reason), "%s", rv ? json_string_value(rv) : "");
         json_t *nv = json_object_get(e, "value");
         if (nv && !json_is_number(nv))

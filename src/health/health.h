@@ -27,11 +27,11 @@ enum health_severity {
 enum health_mode { HEALTH_MODE_HEALTH, HEALTH_MODE_PROLOG, HEALTH_MODE_EPILOG };
 
 struct health_result {
-    char check[32];        /* table name, e.g. "gpu.ecc" */
+    char check[32]; /* table name, e.g. "gpu.ecc" */
     enum health_status status;
-    int severity;          /* enum health_severity; NONE unless FAIL */
-    char reason[256];      /* one line; says what was measured against what */
-    double value;          /* the measured figure (count, °C, GFLOP/s, %free, ...) */
+    int severity;     /* enum health_severity; NONE unless FAIL */
+    char reason[256]; /* one line; says what was measured against what */
+    double value;     /* the measured figure (count, °C, GFLOP/s, %free, ...) */
 };
 
 #define HEALTH_MAX_CHECKS 32
@@ -41,20 +41,20 @@ struct health_result {
 struct health_policy {
     char checks[HEALTH_MAX_CHECKS][32]; /* enabled check names or families */
     int nchecks;
-    int interval_seconds;               /* agent loop period */
-    int slurm_interval_seconds;         /* Slurm HealthCheckInterval */
-    int report_every_seconds;           /* report at least this often */
-    int gpu_max_uncorrected_ecc;        /* volatile uncorrected ECC errors allowed */
-    int gpu_max_retired_pages;          /* double-bit retired pages allowed */
+    int interval_seconds;        /* agent loop period */
+    int slurm_interval_seconds;  /* Slurm HealthCheckInterval */
+    int report_every_seconds;    /* report at least this often */
+    int gpu_max_uncorrected_ecc; /* volatile uncorrected ECC errors allowed */
+    int gpu_max_retired_pages;   /* double-bit retired pages allowed */
     int gpu_temp_warn_c, gpu_temp_fail_c;
-    int gpu_throttle_fail;              /* hardware slowdown: FAIL instead of WARN */
-    int xid_fail[HEALTH_MAX_XIDS];      /* XIDs that FAIL; others WARN */
+    int gpu_throttle_fail;         /* hardware slowdown: FAIL instead of WARN */
+    int xid_fail[HEALTH_MAX_XIDS]; /* XIDs that FAIL; others WARN */
     int nxid_fail;
-    int dcgm_diag_level;                /* dcgmi diag -r N in the prolog; 0 = off */
+    int dcgm_diag_level; /* dcgmi diag -r N in the prolog; 0 = off */
     double disk_warn_free_percent, disk_min_free_percent, disk_min_free_inodes_percent;
-    char nic_interface[32];             /* "" = the default-route interface */
+    char nic_interface[32];                          /* "" = the default-route interface */
     double speed_warn_fraction, speed_fail_fraction; /* of the baseline */
-    int probe_interval_seconds;         /* costly probes rerun at most this often */
+    int probe_interval_seconds;                      /* costly probes rerun at most this often */
 };
 
 struct health_runtime; /* kernel-log position, latched XIDs, NVML handle */
@@ -69,12 +69,12 @@ struct health_ctx {
     char kernel_log[PATH_MAX];     /* default "/dev/kmsg"; a plain file works too */
     char state_dir[PATH_MAX];      /* "" = keep the kernel-log position in memory only */
     int expected_gpus;
-    char slurmd_pid_file[PATH_MAX]; /* "" = skip */
-    int slurmd_port;                /* 0 = do not probe the port */
-    char munge_socket[PATH_MAX];    /* "" = skip */
+    char slurmd_pid_file[PATH_MAX];            /* "" = skip */
+    int slurmd_port;                           /* 0 = do not probe the port */
+    char munge_socket[PATH_MAX];               /* "" = skip */
     double baseline_gflops, baseline_mem_gbps; /* 0 = no baseline: report only */
     struct health_policy policy;
-    struct health_runtime *rt;      /* owned; created by health_ctx_init */
+    struct health_runtime *rt; /* owned; created by health_ctx_init */
 };
 
 /* One row of the check table. */
@@ -82,10 +82,10 @@ struct health_check {
     const char *name;
     const char *family; /* "gpu", "disk", "nic", "speed", "sdc", "daemon" */
     int (*fn)(const struct health_ctx *ctx, struct health_result *r);
-    int severity;       /* default severity of a FAIL */
-    int slow;           /* runs only in the prolog or when named */
-    int costly;         /* a probe: re-run at most every probeIntervalSeconds per ctx */
-    const char *what;   /* one line for `mtc-agent checks` and the docs */
+    int severity;     /* default severity of a FAIL */
+    int slow;         /* runs only in the prolog or when named */
+    int costly;       /* a probe: re-run at most every probeIntervalSeconds per ctx */
+    const char *what; /* one line for `mtc-agent checks` and the docs */
 };
 
 /* The static check table, terminated by a row with name NULL. */

@@ -116,8 +116,9 @@ int health_nic(const struct health_ctx *ctx, struct health_result *r)
     freeifaddrs(ifs);
     r->value = up && *addr;
     if (!*name)
-        return health_set(r, HEALTH_FAIL, -1, "no primary interface (no default route, no "
-                                              "non-loopback interface up with IPv4)");
+        return health_set(r, HEALTH_FAIL, -1,
+                          "no primary interface (no default route, no "
+                          "non-loopback interface up with IPv4)");
     if (!exists)
         return health_set(r, HEALTH_FAIL, -1, "%s: no such interface", name);
     if (!up)
@@ -152,8 +153,8 @@ int health_daemon_slurmd(const struct health_ctx *ctx, struct health_result *r)
         return health_set(r, HEALTH_FAIL, -1, "slurmd not running (pid file %s)",
                           ctx->slurmd_pid_file);
     if (ctx->slurmd_port > 0 && !port_answers(ctx->slurmd_port))
-        return health_set(r, HEALTH_FAIL, -1, "slurmd (pid %d) not accepting on port %d",
-                          (int)pid, ctx->slurmd_port);
+        return health_set(r, HEALTH_FAIL, -1, "slurmd (pid %d) not accepting on port %d", (int)pid,
+                          ctx->slurmd_port);
     return health_set(r, HEALTH_PASS, -1, "slurmd pid %d alive", (int)pid);
 }
 
@@ -184,7 +185,9 @@ int health_daemon_munged(const struct health_ctx *ctx, struct health_result *r)
         if (nl)
             *nl = '\0';
         health_set(r, HEALTH_FAIL, -1, "munged not answering on %s: %s", ctx->munge_socket,
-                   out && *out ? out : rc < 0 ? strerror(errno) : "no output");
+                   out && *out ? out
+                   : rc < 0    ? strerror(errno)
+                               : "no output");
     } else {
         health_set(r, HEALTH_PASS, -1, "munge round trip in %.0f ms", r->value);
     }

@@ -304,8 +304,8 @@ int health_policy_parse(const json_t *in, struct health_policy *p, mtc_error_t *
     p->gpu_temp_warn_c = I("gpuTempWarnC");
     p->gpu_temp_fail_c = I("gpuTempFailC");
     p->gpu_throttle_fail = json_is_true(json_object_get(c, "gpuThrottleFail"));
-    json_array_foreach(json_object_get(c, "xidFail"), i, e)
-        p->xid_fail[p->nxid_fail++] = (int)json_integer_value(e);
+    json_array_foreach(json_object_get(c, "xidFail"), i, e) p->xid_fail[p->nxid_fail++] =
+        (int)json_integer_value(e);
     p->dcgm_diag_level = I("dcgmDiagLevel");
     p->disk_warn_free_percent = D("diskWarnFreePercent");
     p->disk_min_free_percent = D("diskMinFreePercent");

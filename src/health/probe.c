@@ -54,11 +54,13 @@ static int judge(const struct health_ctx *ctx, struct health_result *r, double v
     double frac = v / base;
     const struct health_policy *p = &ctx->policy;
     if (frac < p->speed_fail_fraction)
-        return health_set(r, HEALTH_FAIL, -1, "%.2f %s is %.0f%% of baseline %.2f (fail below %.0f%%)",
-                          v, unit, 100 * frac, base, 100 * p->speed_fail_fraction);
+        return health_set(r, HEALTH_FAIL, -1,
+                          "%.2f %s is %.0f%% of baseline %.2f (fail below %.0f%%)", v, unit,
+                          100 * frac, base, 100 * p->speed_fail_fraction);
     if (frac < p->speed_warn_fraction)
-        return health_set(r, HEALTH_WARN, -1, "%.2f %s is %.0f%% of baseline %.2f (warn below %.0f%%)",
-                          v, unit, 100 * frac, base, 100 * p->speed_warn_fraction);
+        return health_set(r, HEALTH_WARN, -1,
+                          "%.2f %s is %.0f%% of baseline %.2f (warn below %.0f%%)", v, unit,
+                          100 * frac, base, 100 * p->speed_warn_fraction);
     return health_set(r, HEALTH_PASS, -1, "%.2f %s, %.0f%% of baseline %.2f", v, unit, 100 * frac,
                       base);
 }

@@ -23,18 +23,18 @@ struct nvml_api {
 };
 
 struct health_runtime {
-    void *nvml; /* dlopen handle, NULL until loaded */
+    void *nvml;           /* dlopen handle, NULL until loaded */
     char nvml_path[4096]; /* what nvml was loaded from */
     struct nvml_api api;
     int pass_tried, pass_up; /* nvmlInit attempted / succeeded in this pass */
     unsigned gpu_count;
     char nvml_why[200];
 
-    int kfd;           /* kernel log, -1 when it cannot be opened */
-    int kmsg;          /* 1: /dev/kmsg records (pos = last sequence number) */
-    long long pos;     /* plain file: byte offset of the next unread line */
-    ino_t ino;         /* plain file: to notice rotation */
-    char kerr[160];    /* why the kernel log cannot be read */
+    int kfd;        /* kernel log, -1 when it cannot be opened */
+    int kmsg;       /* 1: /dev/kmsg records (pos = last sequence number) */
+    long long pos;  /* plain file: byte offset of the next unread line */
+    ino_t ino;      /* plain file: to notice rotation */
+    char kerr[160]; /* why the kernel log cannot be read */
     /* A critical XID latches: the GPU stays suspect until the node reboots
      * (which restarts the agent) or the state file is removed. */
     int latched_xid, latched_sev;

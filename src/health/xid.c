@@ -53,8 +53,8 @@ static void state_load(struct health_runtime *rt)
     if (!s)
         return;
     boot_id(boot);
-    if (sscanf(s, "%lld %lld %d %d %39s %n", &pos, &ino, &xid, &sev, saved, &off) == 5 &&
-        off > 0 && strcmp(saved, boot) == 0 && (rt->kmsg || (ino_t)ino == rt->ino)) {
+    if (sscanf(s, "%lld %lld %d %d %39s %n", &pos, &ino, &xid, &sev, saved, &off) == 5 && off > 0 &&
+        strcmp(saved, boot) == 0 && (rt->kmsg || (ino_t)ino == rt->ino)) {
         rt->pos = pos;
         rt->latched_xid = xid;
         rt->latched_sev = sev;

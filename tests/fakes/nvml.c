@@ -86,8 +86,15 @@ static void load(struct state *s)
 }
 
 /* NVML return codes (nvml.h) */
-enum { OK = 0, UNINIT = 1, INVALID = 2, NOT_SUPPORTED = 3, INSUFFICIENT = 7, NO_DRIVER = 9,
-       LOST = 15 };
+enum {
+    OK = 0,
+    UNINIT = 1,
+    INVALID = 2,
+    NOT_SUPPORTED = 3,
+    INSUFFICIENT = 7,
+    NO_DRIVER = 9,
+    LOST = 15
+};
 
 /* A device handle is index+1 disguised as a pointer. */
 static int gpu_of(void *dev, struct state *s, struct gpu **g)
@@ -123,14 +130,22 @@ int nvmlShutdown(void)
 const char *nvmlErrorString(int rc)
 {
     switch (rc) {
-    case OK: return "Success";
-    case UNINIT: return "Uninitialized";
-    case INVALID: return "Invalid Argument";
-    case NOT_SUPPORTED: return "Not Supported";
-    case INSUFFICIENT: return "Insufficient Size";
-    case NO_DRIVER: return "Driver Not Loaded";
-    case LOST: return "GPU is lost";
-    default: return "Unknown Error";
+    case OK:
+        return "Success";
+    case UNINIT:
+        return "Uninitialized";
+    case INVALID:
+        return "Invalid Argument";
+    case NOT_SUPPORTED:
+        return "Not Supported";
+    case INSUFFICIENT:
+        return "Insufficient Size";
+    case NO_DRIVER:
+        return "Driver Not Loaded";
+    case LOST:
+        return "GPU is lost";
+    default:
+        return "Unknown Error";
     }
 }
 

@@ -47,7 +47,7 @@ static struct health_result run1(const struct health_ctx *ctx, const char *name)
 #define EXPECT(ctx, name, st, sev, substr)                                                         \
     do {                                                                                           \
         struct health_result r_ = run1(ctx, name);                                                 \
-        CHECK(r_.status == (st) && r_.severity == (sev) && strstr(r_.reason, substr),             \
+        CHECK(r_.status == (st) && r_.severity == (sev) && strstr(r_.reason, substr),              \
               "%s: %s/%s \"%s\" (want %s/%s ~\"%s\")", name, health_status_name(r_.status),        \
               health_severity_name(r_.severity), r_.reason, health_status_name(st),                \
               health_severity_name(sev), substr);                                                  \
@@ -60,8 +60,10 @@ static void test_policy(void)
     CHECK(p && json_number_value(json_object_get(p, "diskMinFreePercent")) == 5,
           "defaults: diskMinFreePercent 5");
     CHECK(p && json_array_size(json_object_get(p, "checks")) == 6, "defaults: six families");
-    CHECK(p && json_array_size(json_object_get(p, "xidFail")) == 8, "defaults: eight critical XIDs");
-    CHECK(p && json_object_size(p) == 18, "defaults: every field present (%zu)", json_object_size(p));
+    CHECK(p && json_array_size(json_object_get(p, "xidFail")) == 8,
+          "defaults: eight critical XIDs");
+    CHECK(p && json_object_size(p) == 18, "defaults: every field present (%zu)",
+          json_object_size(p));
     json_decref(p);
 
     json_t *in = json_loads("{\"disk_min_free_percent\": 20, \"diskWarnFreePercent\": \"30\","
@@ -280,7 +282,8 @@ static void test_xid(void)
     json_decref(c);
     EXPECT(&ctx, "gpu.xid", HEALTH_PASS, HEALTH_SEV_NONE, "no critical Xid"); /* before start */
     append(klog, "[  9.0] NVRM: Xid (PCI:0000:5d:00): 13, Graphics Exception\n");
-    EXPECT(&ctx, "gpu.xid", HEALTH_WARN, HEALTH_SEV_NONE, "Xid 13 on PCI:0000:5d:00 (not critical)");
+    EXPECT(&ctx, "gpu.xid", HEALTH_WARN, HEALTH_SEV_NONE,
+           "Xid 13 on PCI:0000:5d:00 (not critical)");
     EXPECT(&ctx, "gpu.xid", HEALTH_PASS, HEALTH_SEV_NONE, "no critical Xid"); /* warn is per pass */
     append(klog, "[ 10.0] usb 1-1: new device\n[ 11.0] NVRM: Xid (PCI:0000:3b:00): 79, "
                  "pid=1234, name=python, GPU has fallen off the bus.\n");
@@ -367,8 +370,7 @@ static void test_disk(void)
         mtc_write_file_atomic(fill, buf, 1000 * 1024, 0644); /* ~98% used: fail */
         struct health_result r = run1(&ctx, "disk");
         CHECK(r.status == HEALTH_FAIL && r.severity == HEALTH_SEV_REIMAGE &&
-                  strstr(r.reason, mnt) && strstr(r.reason, "% space free (min 5%)") &&
-                  r.value < 5,
+                  strstr(r.reason, mnt) && strstr(r.reason, "% space free (min 5%)") && r.value < 5,
               "full tmpfs FAILs naming the dir: %s", r.reason);
         unlink(fill);
         free(buf);
