@@ -415,7 +415,11 @@ static void test_sdc(const char *self)
     char pre[PATH_MAX + 32], *out = NULL;
     snprintf(pre, sizeof(pre), "LD_PRELOAD=%s/libbadfma.so", fakes);
     /* the sanitizer build wants its runtime first; the fake does not disturb it */
-    char *env[] = {pre, "ASAN_OPTIONS=verify_asan_link_order=0", NULL};
+    char asan[512];
+    const char *opts = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0", opts ? opts : "",
+             opts && *opts ? ":" : "");
+    char *env[] = {pre, asan, NULL};
     char *argv[] = {(char *)self, "sdc-child", NULL};
     int rc = mtc_run(argv, env, &out, 30000);
     CHECK(rc == 0 && out && strstr(out, "FAIL REPLACE silent data corruption: digest"),
