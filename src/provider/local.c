@@ -142,13 +142,21 @@ static int cmdline_has(pid_t pid, const char *a, const char *b)
 }
 
 /* The live pid recorded in run/<name>.pid whose argv has a (and b), else 0.
- * The argv check keeps a recycled pid from being taken for our daemon. */
-static pid_t running(const struct lc *c, const char *name, const char *a, const char *b)
+ * The argv check keeps a recycled pid from being taken for our daemon. When
+ * the caller died between starting a daemon and recording its pid, the
+ * daemon's own pid file (own, relative to the cluster dir) finds it. */
+static pid_t running(const struct lc *c, const char *name, const char *own, const char *a,
+                     const char *b)
 {
     char path[PLEN];
     pid_t pid = mtc_pid_read(P(c, path, "run/%s.pid", name));
     if (pid > 0 && mtc_pid_alive(pid) && cmdline_has(pid, a, b))
         return pid;
+    pid = mtc_pid_read(P(c, path, "%s", own));
+    if (pid > 0 && mtc_pid_alive(pid) && cmdline_has(pid, a, b)) {
+        mtc_write_file_fmt(P(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
+        return pid;
+    }
     return 0;
 }
 
@@ -167,19 +175,20 @@ static pid_t munged_running(const struct lc *c)
 {
     char a[PLEN];
     munge_arg(c, a);
-    return running(c, "munged", a, NULL);
+    return running(c, "munged", "munge/pid", a, NULL);
 }
 
 static pid_t ctld_running(const struct lc *c)
 {
-    return running(c, "slurmctld", c->conf, NULL);
+    return running(c, "slurmctld", "run/slurm/slurmctld.pid", c->conf, NULL);
 }
 
 static pid_t slurmd_running(const struct lc *c, const char *node)
 {
-    char name[96];
+    char name[96], own[128];
     snprintf(name, sizeof(name), "slurmd-%s", node);
-    return running(c, name, c->conf, node);
+    snprintf(own, sizeof(own), "run/slurm/slurmd-%s.pid", node);
+    return running(c, name, own, c->conf, node);
 }
 
 static int munge_key(const struct lc *c, mtc_error_t *err)
