@@ -254,6 +254,7 @@ static int slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
 {
     char path[PLEN], name[96];
     mtc_mkdir_p(P(c, path, "spool/%s", node), 0755);
+    mtc_mkdir_p(P(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
     pid_t pid = slurm_slurmd_start(c->conf, node, P(c, path, "log/slurmd-%s.out", node));
     if (pid < 0)
         return errprintf(err, "cannot start slurmd for %s: %s", node, strerror(errno));
@@ -421,7 +422,7 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
 static int make_dirs(const struct lc *c, mtc_error_t *err)
 {
     static const char *const sub[] = {"", "state", "spool", "log", "run", "run/slurm", "home",
-                                       "dev", "etc", NULL};
+                                       "dev", "etc", "tmp", NULL};
     char path[PLEN];
     for (size_t i = 0; sub[i]; i++)
         if (mtc_mkdir_p(P(c, path, "%s", sub[i]), 0755) < 0)
@@ -585,6 +586,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         stop_pidfile(&c, name, slurmd_running(&c, old->nodes[i].name));
         mtc_rm_rf(P(&c, path, "spool/%s", old->nodes[i].name));
         mtc_rm_rf(P(&c, path, "dev/%s", old->nodes[i].name));
+        mtc_rm_rf(P(&c, path, "tmp/%s", old->nodes[i].name));
     }
     int any_slurmd = 0;
     for (size_t i = 0; i < l->nnodes; i++)

@@ -117,6 +117,9 @@ char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_er
     fprintf(f, "SlurmdPidFile=%s/run/slurm/slurmd-%%n.pid\n", d);
     fprintf(f, "SlurmctldLogFile=%s/log/slurmctld.log\nSlurmdLogFile=%s/log/slurmd-%%n.log\n", d, d);
     fprintf(f, "SlurmctldDebug=info\nSlurmdDebug=info\n");
+    /* per node: PMIx puts each step's spmix_appdir under TmpFS, which would
+     * collide between emulated nodes sharing one /tmp */
+    fprintf(f, "TmpFS=%s/tmp/%%n\n", d);
     /* no cgroups: emulated nodes share one host and one cgroup tree */
     fprintf(f, "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n");
     fprintf(f, "JobAcctGatherType=jobacct_gather/none\nMpiDefault=none\nMailProg=/bin/true\n");

@@ -264,6 +264,8 @@ int main(void)
           "srun -N2 runs on both nodes");
     CHECK(sh_eq(p, "ta", "srun -N1 --gres=gpu:h100:8 printenv CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"),
           "a job gets the node's 8 emulated GPUs");
+    CHECK(sh_eq(p, "ta", "srun --mpi=pmix -N2 -n2 printenv PMIX_RANK | sort", "0\n1"),
+          "srun --mpi=pmix sets up PMIx on both emulated nodes");
     rc = sh(p, "ta", "sbatch -p general --wrap true", &o);
     CHECK(rc != 0 && o && strstr(o, "invalid partition specified: general"),
           "sbatch -p general: Slurm's invalid partition error (%s)", o ? o : "");

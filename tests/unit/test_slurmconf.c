@@ -64,6 +64,7 @@ int main(void)
     CHECK(has_line(conf, "SlurmdSpoolDir=/tmp/mtc/clusters/c1/spool/%n"), "per-node spool (%%n)");
     CHECK(has_line(conf, "SlurmdPidFile=/tmp/mtc/clusters/c1/run/slurm/slurmd-%n.pid"), "per-node pid file");
     CHECK(has_line(conf, "ReturnToService=2"), "ReturnToService=2");
+    CHECK(has_line(conf, "TmpFS=/tmp/mtc/clusters/c1/tmp/%n"), "per-node TmpFS (PMIx dirs)");
     CHECK(has_line(conf, "SlurmUser=root"), "SlurmUser=root");
     CHECK(has_line(conf,
                    "NodeName=c1-gpu-0 NodeHostname=host1 NodeAddr=127.0.0.1 Port=21001 CPUs=2 "
