@@ -483,6 +483,18 @@ static int write_scripts(const struct lc *c, const json_t *scripts, const char *
     return 0;
 }
 
+/* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
+static int host_gpu_count(void)
+{
+    int n = 0;
+    char path[64];
+    for (;; n++) {
+        snprintf(path, sizeof(path), "/dev/nvidia%d", n);
+        if (!mtc_path_exists(path))
+            return n;
+    }
+}
+
 /* Write path when its content differs. 1 changed, 0 same, -1 error. */
 static int write_if_changed(const char *path, const char *text, mtc_error_t *err)
 {
@@ -558,8 +570,13 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     struct slurm_layout sl = {.cluster = id, .dir = c.dir, .hostname = hostname,
                               .ctld_port = l->ctld_port, .slurmd_port = l->slurmd_port,
                               .nodes = sizes, .nnodes = l->nnodes,
-                              .fake_gpus = !mtc_path_exists("/dev/nvidia0"),
+                              .fake_gpus = 0,
                               .prolog = json_array_size(pro) > 0, .epilog = json_array_size(epi) > 0};
+    /* real devices only when the host has as many as a node claims; an
+     * 8-GPU node emulated on a 1-GPU host gets device files of its own */
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (sizes[i].gpus > host_gpu_count())
+            sl.fake_gpus = 1;
     if (!(conf = slurm_conf_render(spec, &sl, err)) || !(gres = slurm_gres_render(&sl, err)))
         goto out;
     if ((sl.fake_gpus && fake_gpus(&c, sizes, l->nnodes, err) < 0) ||
