@@ -508,6 +508,48 @@ static int write_if_changed(const char *path, const char *text, mtc_error_t *err
     return 1;
 }
 
+/* Stop every slurmd that has a pid file (mtc's in run/ or Slurm's in
+ * run/slurm/) and is not a node of keep (NULL: stop all), and remove the
+ * node's directories. Scanning pid files rather than the saved layout also
+ * catches nodes an update removed before it was interrupted. */
+static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
+                               provider_progress_fn progress, void *arg)
+{
+    static const char *const dirs[] = {"run", "run/slurm"};
+    char path[PLEN], names[64][64];
+    size_t n = 0;
+    for (size_t k = 0; k < 2; k++) {
+        DIR *d = opendir(P(c, path, "%s", dirs[k]));
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (strncmp(e->d_name, "slurmd-", 7) != 0 || len < 12 || len - 11 >= 64 ||
+                strcmp(e->d_name + len - 4, ".pid") != 0)
+                continue;
+            char node[64];
+            snprintf(node, sizeof(node), "%.*s", (int)(len - 11), e->d_name + 7);
+            int seen = keep && layout_find(keep, node);
+            for (size_t i = 0; i < n; i++)
+                seen |= strcmp(names[i], node) == 0;
+            if (!seen && n < 64)
+                snprintf(names[n++], sizeof(names[0]), "%s", node);
+        }
+        if (d)
+            closedir(d);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char name[96];
+        snprintf(name, sizeof(name), "slurmd-%s", names[i]);
+        if (keep)
+            say(progress, arg, "removing node %s", names[i]);
+        stop_pidfile(c, name, slurmd_running(c, names[i]));
+        unlink(P(c, path, "run/slurm/%s.pid", name));
+        mtc_rm_rf(P(c, path, "spool/%s", names[i]));
+        mtc_rm_rf(P(c, path, "dev/%s", names[i]));
+        mtc_rm_rf(P(c, path, "tmp/%s", names[i]));
+    }
+}
+
 /* ---- convergence ---- */
 
 static int wait_registered(const struct lc *c, const struct layout *l, mtc_error_t *err)
@@ -544,10 +586,22 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     char *conf = NULL, *gres = NULL, hostname[256], path[PLEN], sha[65], names[PLEN];
     int rc = -1;
 
-    if (lc_init(&c, p, id, err) < 0 || make_dirs(&c, err) < 0)
+    if (lc_init(&c, p, id, err) < 0)
         return -1;
-    if (lc_lock(&c, 1) < 0)
+    /* callers pass the canonical form; normalizing again is cheap and
+     * guarantees every name below was validated */
+    json_t *norm = cluster_spec_normalize(spec, err);
+    if (!norm)
+        return -1;
+    spec = norm;
+    if (make_dirs(&c, err) < 0) {
+        json_decref(norm);
+        return -1;
+    }
+    if (lc_lock(&c, 1) < 0) {
+        json_decref(norm);
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
+    }
     old = calloc(1, sizeof(*old));
     l = calloc(1, sizeof(*l));
     sizes = calloc(MAX_NODES, sizeof(*sizes));
@@ -594,17 +648,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
             goto out;
     }
     /* nodes no longer in the spec: stop their slurmd first */
-    for (size_t i = 0; have_old && i < old->nnodes; i++) {
-        if (layout_find(l, old->nodes[i].name))
-            continue;
-        char name[96];
-        snprintf(name, sizeof(name), "slurmd-%s", old->nodes[i].name);
-        say(progress, arg, "removing node %s", old->nodes[i].name);
-        stop_pidfile(&c, name, slurmd_running(&c, old->nodes[i].name));
-        mtc_rm_rf(P(&c, path, "spool/%s", old->nodes[i].name));
-        mtc_rm_rf(P(&c, path, "dev/%s", old->nodes[i].name));
-        mtc_rm_rf(P(&c, path, "tmp/%s", old->nodes[i].name));
-    }
+    stop_other_slurmds(&c, l, progress, arg);
     int any_slurmd = 0;
     for (size_t i = 0; i < l->nnodes; i++)
         any_slurmd |= slurmd_running(&c, l->nodes[i].name) > 0;
@@ -656,6 +700,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     rc = 0;
 out:
     lc_unlock(&c);
+    json_decref(norm);
     free(conf);
     free(gres);
     free(old);
@@ -694,7 +739,6 @@ static void cancel_all_jobs(const struct lc *c)
 static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
 {
     struct lc c;
-    char path[PLEN];
     if (lc_init(&c, p, id, err) < 0)
         return -1;
     if (!mtc_path_exists(c.dir))
@@ -703,21 +747,7 @@ static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
     if (ctld_running(&c))
         cancel_all_jobs(&c);
-    /* every slurmd with a pid file, including nodes a crashed update left behind */
-    DIR *d = opendir(P(&c, path, "run"));
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char node[256];
-        size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, "slurmd-", 7) != 0 || n < 12 || strcmp(e->d_name + n - 4, ".pid"))
-            continue;
-        snprintf(node, sizeof(node), "%.*s", (int)(n - 11), e->d_name + 7);
-        char name[300];
-        snprintf(name, sizeof(name), "slurmd-%s", node);
-        stop_pidfile(&c, name, slurmd_running(&c, node));
-    }
-    if (d)
-        closedir(d);
+    stop_other_slurmds(&c, NULL, NULL, NULL);
     stop_pidfile(&c, "slurmctld", ctld_running(&c));
     stop_pidfile(&c, "munged", munged_running(&c));
     int rc = mtc_rm_rf(c.dir);

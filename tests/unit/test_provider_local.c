@@ -359,8 +359,17 @@ int main(void)
     CHECK(sh_eq(p, "ta", "srun -N3 -l printenv SLURMD_NODENAME | sort | tail -1", "2: ta-a3m-2"),
           "srun -N3 reaches the new node");
 
-    /* shrink to 2 and add a partition */
+    /* shrink to 2 and add a partition. First pretend an earlier shrink died
+     * after saving the new layout: the node is gone from cluster.json but its
+     * slurmd still runs, and apply must still stop it. */
     pid_t p2 = pid_of("ta", "slurmd-ta-a3m-2");
+    char lpath[1024];
+    snprintf(lpath, sizeof(lpath), "%s/clusters/ta/cluster.json", home);
+    json_t *lay = json_load_file(lpath, 0, NULL);
+    CHECK(lay && json_array_remove(json_object_get(lay, "nodes"), 2) == 0 &&
+              json_dump_file(lay, lpath, 0) == 0,
+          "layout rewritten without ta-a3m-2");
+    json_decref(lay);
     json_t *s2d = spec_n(2, 1);
     CHECK(provider_apply(p, "ta", s2d, on_progress, NULL, &err) == 0, "update 3 -> 2 nodes + partition debug (%s)", err.text);
     CHECK(!mtc_pid_alive(p2), "removed node's slurmd stopped");
