@@ -42,6 +42,9 @@ void provider_destroy(struct provider *p)
         return;
     int saved = errno;
     free(p->home);
+    free(p->hook_health);
+    free(p->hook_prolog);
+    free(p->hook_epilog);
     free(p);
     errno = saved;
 }
@@ -95,4 +98,48 @@ int provider_exists(struct provider *p, const char *id)
     if (provider_cluster_dir(p, id, dir, sizeof(dir), NULL) < 0)
         return 0;
     return mtc_path_exists(dir);
+}
+
+static int dup_hook(char **dst, const char *src)
+{
+    char *d = src && *src ? strdup(src) : NULL;
+    if (src && *src && !d)
+        return -1;
+    free(*dst);
+    *dst = d;
+    return 0;
+}
+
+int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err)
+{
+    if (dup_hook(&p->hook_health, h ? h->health_check : NULL) < 0 ||
+        dup_hook(&p->hook_prolog, h ? h->prolog : NULL) < 0 ||
+        dup_hook(&p->hook_epilog, h ? h->epilog : NULL) < 0)
+        return errprintf(err, "out of memory");
+    p->hook_health_interval = h && h->health_interval_s > 0 ? h->health_interval_s : 60;
+    return 0;
+}
+
+char *provider_hook_expand(const char *hook, const char *id, const char *dir)
+{
+    if (!hook || !*hook)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    for (const char *s = hook; *s; s++) {
+        if (strncmp(s, "{cluster}", 9) == 0) {
+            fputs(id, f);
+            s += 8;
+        } else if (strncmp(s, "{dir}", 5) == 0) {
+            fputs(dir, f);
+            s += 4;
+        } else {
+            fputc(*s, f);
+        }
+    }
+    fclose(f);
+    return buf;
 }

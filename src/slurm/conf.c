@@ -133,6 +133,10 @@ char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_er
         fprintf(f, "Prolog=%s/etc/prolog.sh\n", d);
     if (l->epilog)
         fprintf(f, "Epilog=%s/etc/epilog.sh\n", d);
+    if (l->health_interval > 0)
+        fprintf(f, "HealthCheckProgram=%s/etc/health.sh\nHealthCheckInterval=%d\n"
+                   "HealthCheckNodeState=ANY\n",
+                d, l->health_interval);
 
     const json_t *ss = slurm_spec(spec);
     const json_t *sch = json_object_get(ss, "scheduling");

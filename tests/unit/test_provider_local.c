@@ -384,6 +384,10 @@ int main(void)
     CHECK(job_pending(p, "ta", job), "queued job survived the partition change");
 
     /* a second cluster alongside */
+    struct provider_hooks hooks = {.health_check = "touch {dir}/health-$SLURMD_NODENAME",
+                                   .health_interval_s = 30,
+                                   .prolog = "echo {cluster} >> {dir}/prolog.log"};
+    CHECK(provider_set_hooks(p, &hooks, &err) == 0, "hooks set for clusters applied from now on");
     json_t *cpu = load_spec("{\"nodePools\":[{\"id\":\"cpu\",\"machineSpec\":{\"machineType\":\"local\"}}]}");
     CHECK(provider_apply(p, "tb", cpu, NULL, NULL, &err) == 0, "second cluster created (%s)", err.text);
     CHECK(sh_eq(p, "tb", "srun -N1 printenv SLURMD_NODENAME", "tb-cpu-0"), "second cluster runs jobs");
@@ -391,6 +395,13 @@ int main(void)
           "first cluster still works alongside");
     CHECK(job_pending(p, "ta", job), "first cluster's queued job untouched by the second");
     CHECK(sh_eq(p, "tb", "sinfo -h -o %P", "cpu*"), "each cluster sees only its own partitions");
+    CHECK(sh_eq(p, "tb", "cat $(dirname $SLURM_CONF)/prolog.log", "tb"), "prolog hook ran for the job");
+    char hpath[1024];
+    snprintf(hpath, sizeof(hpath), "%s/clusters/tb/health-tb-cpu-0", home);
+    int health_ran = 0;
+    for (int64_t end = mtc_now_ms() + 15000; !health_ran && mtc_now_ms() < end; mtc_sleep_ms(100))
+        health_ran = mtc_path_exists(hpath);
+    CHECK(health_ran, "HealthCheckProgram hook ran on the node");
 
     /* delete both */
     pid_t all[8] = {pid_of("ta", "munged"), pid_of("ta", "slurmctld"), pid_of("ta", "slurmd-ta-a3m-0"),

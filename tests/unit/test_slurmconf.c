@@ -120,7 +120,32 @@ int main(void)
           "zero nodes: FUTURE placeholder node");
     CHECK(conf && has_line(conf, "PartitionName=c Default=YES State=UP"), "zero nodes: partition without Nodes=");
     free(conf);
+    l2.health_interval = 30;
+    conf = slurm_conf_render(s2, &l2, &err);
+    CHECK(conf && has_line(conf, "HealthCheckProgram=/d/etc/health.sh") &&
+              has_line(conf, "HealthCheckInterval=30") && has_line(conf, "HealthCheckNodeState=ANY"),
+          "health check program");
+    free(conf);
     json_decref(s2);
     json_decref(spec);
+
+    /* the prolog wrapper runs the hook, then the scripts in order, and stops at a failure */
+    char dir[] = "/tmp/mtc-scripts.XXXXXX", cmd[512], hook[256], path[300];
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    snprintf(hook, sizeof(hook), "echo hook >> %s/out", dir);
+    snprintf(cmd, sizeof(cmd), "[\"echo one >> %s/out\", \"exit 3\", \"echo never >> %s/out\"]", dir, dir);
+    json_t *scripts = json_loads(cmd, 0, NULL);
+    CHECK(slurm_scripts_write(dir, "prolog", hook, scripts, &err) == 1, "prolog written");
+    snprintf(path, sizeof(path), "%s/etc/prolog.sh", dir);
+    char *argv[] = {"bash", path, NULL};
+    CHECK(mtc_run(argv, NULL, NULL, 10000) == 3, "prolog fails with the failing script's status");
+    snprintf(path, sizeof(path), "%s/out", dir);
+    char *out = mtc_read_file(path, NULL);
+    CHECK_STR(out, "hook\none\n", "hook first, then scripts in order, none after the failure");
+    free(out);
+    CHECK(slurm_scripts_write(dir, "epilog", NULL, NULL, &err) == 0, "nothing to run: no epilog");
+    CHECK(slurm_health_write(dir, "true", &err) == 1, "health wrapper written");
+    json_decref(scripts);
+    mtc_rm_rf(dir);
     return check_done();
 }
