@@ -613,6 +613,10 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     if (gethostname(hostname, sizeof(hostname)) < 0)
         snprintf(hostname, sizeof(hostname), "localhost");
     hostname[sizeof(hostname) - 1] = '\0';
+    /* slurmctld matches SlurmctldHost against its short host name */
+    char *dot = strchr(hostname, '.');
+    if (dot)
+        *dot = '\0';
 
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
     json_t *pro = json_object_get(ss, "prologBashScripts"), *epi = json_object_get(ss, "epilogBashScripts");
