@@ -57,6 +57,16 @@ int provider_cluster_dir(const struct provider *p, const char *id, char *buf, si
         return errprintf(err, "invalid cluster id \"%.40s\" (want ^[a-z][a-z0-9]{0,9}$)",
                          id ? id : "");
     }
+    /* the path goes into slurm.conf and shell text unquoted or in '' */
+    for (const char *c = p->home; *c; c++)
+        if (*c <= ' ' || strchr("'\"#\\$`;&|<>()*?[]{}%", *c)) {
+            errno = EINVAL;
+            if (*c <= ' ')
+                return errprintf(err, "MTC_HOME %.100s: blanks and control characters are not supported",
+                                 p->home);
+            return errprintf(err, "MTC_HOME %.100s: '%c' is not supported (it would reach slurm.conf and shell text)",
+                             p->home, *c);
+        }
     int n = snprintf(buf, len, "%s/clusters/%s", p->home, id);
     if (n < 0 || (size_t)n >= len) {
         errno = ENAMETOOLONG;

@@ -248,6 +248,10 @@ int main(void)
     if (!p)
         return check_done();
     CHECK(!provider_exists(p, "ta"), "cluster absent before apply");
+    struct provider *bad = provider_create("local", "/tmp/with space", &err);
+    CHECK(bad && provider_apply(bad, "ta", NULL, NULL, NULL, &err) < 0 && strstr(err.text, "MTC_HOME"),
+          "MTC_HOME with a blank rejected (%s)", err.text);
+    provider_destroy(bad);
 
     /* create */
     json_t *s2 = spec_n(2, 0);
