@@ -50,7 +50,7 @@ struct layout {
     int ctld_port, slurmd_port;
     struct lnode nodes[MAX_NODES];
     size_t nnodes;
-    char applied_sha[65]; /* sha256 of the slurm.conf slurmctld runs with */
+    char applied_sha[65];     /* sha256 of the slurm.conf slurmctld runs with */
     char applied_nodes[PLEN]; /* node names it runs with, comma list */
 };
 
@@ -247,7 +247,7 @@ static int ctld_start(const struct lc *c, mtc_error_t *err)
             return errprintf(err, "slurmctld exited at start (see %s/log/slurmctld.log)", c->dir);
     }
     return errprintf(err, "slurmctld did not answer within %d s (see %s/log/slurmctld.log)",
-                         CTLD_WAIT_MS / 1000, c->dir);
+                     CTLD_WAIT_MS / 1000, c->dir);
 }
 
 static int slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
@@ -293,8 +293,10 @@ static int layout_load(const struct lc *c, struct layout *l)
         if (l->nnodes >= MAX_NODES)
             break;
         struct lnode *ln = &l->nodes[l->nnodes++];
-        snprintf(ln->name, sizeof(ln->name), "%s", json_string_value(json_object_get(n, "name")) ?: "");
-        snprintf(ln->pool, sizeof(ln->pool), "%s", json_string_value(json_object_get(n, "pool")) ?: "");
+        snprintf(ln->name, sizeof(ln->name), "%s",
+                 json_string_value(json_object_get(n, "name")) ?: "");
+        snprintf(ln->pool, sizeof(ln->pool), "%s",
+                 json_string_value(json_object_get(n, "pool")) ?: "");
         ln->port = (int)json_integer_value(json_object_get(n, "port"));
     }
     json_decref(j);
@@ -387,7 +389,8 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
             s->cpus = mt.host_sized || mt.vcpus > host_cpus ? host_cpus : mt.vcpus;
             s->memory_mb = mt.host_sized || mt.memory_mb > host_mem ? host_mem : mt.memory_mb;
             s->gpus = (int)json_integer_value(json_object_get(ms, "acceleratorCount"));
-            snprintf(s->gres_type, sizeof(s->gres_type), "%s", mt.gres_type[0] ? mt.gres_type : "gpu");
+            snprintf(s->gres_type, sizeof(s->gres_type), "%s",
+                     mt.gres_type[0] ? mt.gres_type : "gpu");
         }
     }
     /* ports: one consecutive range on creation, single free ports for nodes added later */
@@ -421,8 +424,8 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
 
 static int make_dirs(const struct lc *c, mtc_error_t *err)
 {
-    static const char *const sub[] = {"", "state", "spool", "log", "run", "run/slurm", "home",
-                                       "dev", "etc", "tmp", NULL};
+    static const char *const sub[] = {"",     "state", "spool", "log", "run", "run/slurm",
+                                      "home", "dev",   "etc",   "tmp", NULL};
     char path[PLEN];
     for (size_t i = 0; sub[i]; i++)
         if (mtc_mkdir_p(P(c, path, "%s", sub[i]), 0755) < 0)
@@ -619,10 +622,15 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         *dot = '\0';
 
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
-    json_t *pro = json_object_get(ss, "prologBashScripts"), *epi = json_object_get(ss, "epilogBashScripts");
-    struct slurm_layout sl = {.cluster = id, .dir = c.dir, .hostname = hostname,
-                              .ctld_port = l->ctld_port, .slurmd_port = l->slurmd_port,
-                              .nodes = sizes, .nnodes = l->nnodes,
+    json_t *pro = json_object_get(ss, "prologBashScripts"),
+           *epi = json_object_get(ss, "epilogBashScripts");
+    struct slurm_layout sl = {.cluster = id,
+                              .dir = c.dir,
+                              .hostname = hostname,
+                              .ctld_port = l->ctld_port,
+                              .slurmd_port = l->slurmd_port,
+                              .nodes = sizes,
+                              .nnodes = l->nnodes,
                               .fake_gpus = 0,
                               .health_interval = p->hook_health ? p->hook_health_interval : 0};
     /* real devices only when the host has as many as a node claims; an
@@ -785,7 +793,8 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         if (ctld_start(&c, err) < 0)
             goto out;
         if (ev)
-            ev(arg, "SLURMCTLD_RESTART", NULL, "slurmctld was not running; restarted with saved state");
+            ev(arg, "SLURMCTLD_RESTART", NULL,
+               "slurmctld was not running; restarted with saved state");
         ctld_restarted = 1;
     }
     for (size_t i = 0; i < l->nnodes; i++) {
@@ -809,8 +818,7 @@ out:
     return rc;
 }
 
-static json_t *local_nodes(struct provider *p, const char *id, const json_t *spec,
-                           mtc_error_t *err)
+static json_t *local_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
 {
     struct lc c;
     struct layout *l = NULL;
@@ -829,8 +837,9 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
     for (size_t i = 0; i < l->nnodes; i++) {
         const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
         const char *ns = !slurmd_running(&c, l->nodes[i].name) ? (busy ? "PREPARING" : "ERROR")
-                         : slurm_state_registered(s) ? "RUNNING"
-                         : busy ? "UPDATING" : "PREPARING";
+                         : slurm_state_registered(s)           ? "RUNNING"
+                         : busy                                ? "UPDATING"
+                                                               : "PREPARING";
         json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName",
                                              l->nodes[i].name, "nodePoolId", l->nodes[i].pool,
                                              "nodePoolType", "NODE_POOL_TYPE_COMPUTE", "nodeState",
@@ -838,19 +847,20 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
     }
     const char *login = cluster_spec_login_pool(spec);
     const json_t *lp = login ? cluster_spec_pool(spec, login) : NULL;
-    int nlogin = lp ? (int)json_integer_value(json_object_get(json_object_get(lp, "scalingSpec"),
-                                                              "minNodeCount"))
+    int nlogin = lp ? (int)json_integer_value(
+                          json_object_get(json_object_get(lp, "scalingSpec"), "minNodeCount"))
                     : 0;
     for (int k = 0; k < nlogin; k++) {
         char name[64];
         snprintf(name, sizeof(name), "%s-%s-%d", id, login, k);
         /* the login node is this host with the cluster's environment */
         const char *ns = have && munged_running(&c) && ctld_running(&c) ? "RUNNING"
-                         : busy ? "PREPARING" : "ERROR";
-        json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName", name,
-                                             "nodePoolId", login, "nodePoolType",
-                                             "NODE_POOL_TYPE_LOGIN", "nodeState", ns, "slurmState",
-                                             "n/a"));
+                         : busy                                         ? "PREPARING"
+                                                                        : "ERROR";
+        json_array_append_new(out,
+                              json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName", name, "nodePoolId",
+                                        login, "nodePoolType", "NODE_POOL_TYPE_LOGIN", "nodeState",
+                                        ns, "slurmState", "n/a"));
     }
     json_decref(st);
     free(l);

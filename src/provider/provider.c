@@ -62,10 +62,13 @@ int provider_cluster_dir(const struct provider *p, const char *id, char *buf, si
         if (*c <= ' ' || strchr("'\"#\\$`;&|<>()*?[]{}%", *c)) {
             errno = EINVAL;
             if (*c <= ' ')
-                return errprintf(err, "MTC_HOME %.100s: blanks and control characters are not supported",
+                return errprintf(err,
+                                 "MTC_HOME %.100s: blanks and control characters are not supported",
                                  p->home);
-            return errprintf(err, "MTC_HOME %.100s: '%c' is not supported (it would reach slurm.conf and shell text)",
-                             p->home, *c);
+            return errprintf(
+                err,
+                "MTC_HOME %.100s: '%c' is not supported (it would reach slurm.conf and shell text)",
+                p->home, *c);
         }
     int n = snprintf(buf, len, "%s/clusters/%s", p->home, id);
     if (n < 0 || (size_t)n >= len) {
@@ -91,8 +94,8 @@ json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, m
     return p->ops->nodes(p, id, spec, err);
 }
 
-int provider_supervise(struct provider *p, const char *id, const json_t *spec,
-                       provider_event_fn ev, void *arg, mtc_error_t *err)
+int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                       void *arg, mtc_error_t *err)
 {
     return p->ops->supervise(p, id, spec, ev, arg, err);
 }

@@ -36,8 +36,8 @@ json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, m
 /* One supervision pass: restart dead munged/slurmctld/slurmd, each reported
  * through ev (may be NULL). Cheap (pid checks) when all is well; skips the
  * pass (returns 0) while an apply or delete holds the cluster. */
-int provider_supervise(struct provider *p, const char *id, const json_t *spec,
-                       provider_event_fn ev, void *arg, mtc_error_t *err);
+int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                       void *arg, mtc_error_t *err);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. NULL + err. */
 char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
 /* 1 when the cluster's directory exists. */

@@ -32,22 +32,22 @@ static void cleanup(void)
             continue;
         char run[1400];
         for (int k = 0; k < 3; k++) {
-        static const char *const sub[] = {"run", "run/slurm", "munge"};
-        snprintf(run, sizeof(run), "%s/%s/%s", path, c->d_name, sub[k]);
-        DIR *r = opendir(run);
-        struct dirent *e;
-        while (r && (e = readdir(r))) {
-            char pf[1800];
-            snprintf(pf, sizeof(pf), "%s/%s", run, e->d_name);
-            int pidfile = strstr(e->d_name, ".pid") || strcmp(e->d_name, "pid") == 0;
-            pid_t pid = pidfile ? mtc_pid_read(pf) : 0;
-            if (pid > 0 && mtc_pid_alive(pid)) {
-                printf("# cleanup: stopping pid %d (%s)\n", (int)pid, e->d_name);
-                mtc_pid_stop(pid, 3000);
+            static const char *const sub[] = {"run", "run/slurm", "munge"};
+            snprintf(run, sizeof(run), "%s/%s/%s", path, c->d_name, sub[k]);
+            DIR *r = opendir(run);
+            struct dirent *e;
+            while (r && (e = readdir(r))) {
+                char pf[1800];
+                snprintf(pf, sizeof(pf), "%s/%s", run, e->d_name);
+                int pidfile = strstr(e->d_name, ".pid") || strcmp(e->d_name, "pid") == 0;
+                pid_t pid = pidfile ? mtc_pid_read(pf) : 0;
+                if (pid > 0 && mtc_pid_alive(pid)) {
+                    printf("# cleanup: stopping pid %d (%s)\n", (int)pid, e->d_name);
+                    mtc_pid_stop(pid, 3000);
+                }
             }
-        }
-        if (r)
-            closedir(r);
+            if (r)
+                closedir(r);
         }
     }
     if (d)
@@ -84,7 +84,9 @@ static json_t *spec_n(int n, int debug)
              "{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"local\"}}],"
              "\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\",\"partitions\":["
              "{\"id\":\"a3m\",\"nodePoolIds\":[\"a3m\"]}%s],\"defaultPartitionId\":\"a3m\"}}}",
-             n, debug ? ",{\"id\":\"debug\",\"nodePoolIds\":[\"a3m\"],\"config\":{\"MaxTime\":\"10\"}}" : "");
+             n,
+             debug ? ",{\"id\":\"debug\",\"nodePoolIds\":[\"a3m\"],\"config\":{\"MaxTime\":\"10\"}}"
+                   : "");
     return load_spec(text);
 }
 
@@ -249,7 +251,8 @@ int main(void)
         return check_done();
     CHECK(!provider_exists(p, "ta"), "cluster absent before apply");
     struct provider *bad = provider_create("local", "/tmp/with space", &err);
-    CHECK(bad && provider_apply(bad, "ta", NULL, NULL, NULL, &err) < 0 && strstr(err.text, "MTC_HOME"),
+    CHECK(bad && provider_apply(bad, "ta", NULL, NULL, NULL, &err) < 0 &&
+              strstr(err.text, "MTC_HOME"),
           "MTC_HOME with a blank rejected (%s)", err.text);
     provider_destroy(bad);
 
@@ -266,7 +269,8 @@ int main(void)
     CHECK(sh_eq(p, "ta", "sinfo -h -o %P", "a3m*"), "partition a3m is the default");
     CHECK(sh_eq(p, "ta", "srun -N2 -l printenv SLURMD_NODENAME | sort", "0: ta-a3m-0\n1: ta-a3m-1"),
           "srun -N2 runs on both nodes");
-    CHECK(sh_eq(p, "ta", "srun -N1 --gres=gpu:h100:8 printenv CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"),
+    CHECK(sh_eq(p, "ta", "srun -N1 --gres=gpu:h100:8 printenv CUDA_VISIBLE_DEVICES",
+                "0,1,2,3,4,5,6,7"),
           "a job gets the node's 8 emulated GPUs");
     CHECK(sh_eq(p, "ta", "srun --mpi=pmix -N2 -n2 printenv PMIX_RANK | sort", "0\n1"),
           "srun --mpi=pmix sets up PMIx on both emulated nodes");
@@ -286,7 +290,8 @@ int main(void)
           "login node reported");
     json_decref(nodes);
     char *envtext = provider_env(p, "ta", &err);
-    CHECK(envtext && strstr(envtext, "export SLURM_CONF=") && strstr(envtext, "/clusters/ta/slurm.conf"),
+    CHECK(envtext && strstr(envtext, "export SLURM_CONF=") &&
+              strstr(envtext, "/clusters/ta/slurm.conf"),
           "env script exports SLURM_CONF");
     free(envtext);
 
@@ -304,7 +309,8 @@ int main(void)
     pid_t old = pid_of("ta", "slurmd-ta-a3m-0");
     CHECK(kill_and_wait(old), "slurmd of ta-a3m-0 killed by pid");
     CHECK(provider_supervise(p, "ta", s2, on_event, &ev, &err) == 0, "supervise (%s)", err.text);
-    CHECK(ev.n == 1 && strcmp(ev.types[0], "SLURMD_RESTART") == 0 && strcmp(ev.nodes[0], "ta-a3m-0") == 0,
+    CHECK(ev.n == 1 && strcmp(ev.types[0], "SLURMD_RESTART") == 0 &&
+              strcmp(ev.nodes[0], "ta-a3m-0") == 0,
           "SLURMD_RESTART reported for ta-a3m-0");
     pid_t now = pid_of("ta", "slurmd-ta-a3m-0");
     CHECK(now != old && mtc_pid_alive(now), "slurmd restarted with a new pid");
@@ -319,26 +325,32 @@ int main(void)
     CHECK(kill_and_wait(pid_of("ta", "munged")), "munged killed by pid");
     CHECK(provider_supervise(p, "ta", s2, on_event, &ev, &err) == 0, "supervise (%s)", err.text);
     CHECK(ev.n == 1 && strcmp(ev.types[0], "MUNGED_RESTART") == 0, "MUNGED_RESTART reported");
-    CHECK(sh_eq(p, "ta", "srun -N2 true >/dev/null 2>&1 && echo ok", "ok"), "jobs run after the restarts");
+    CHECK(sh_eq(p, "ta", "srun -N2 true >/dev/null 2>&1 && echo ok", "ok"),
+          "jobs run after the restarts");
     memset(&ev, 0, sizeof(ev));
     CHECK(provider_supervise(p, "ta", s2, on_event, &ev, &err) == 0 && ev.n == 0,
           "supervise with everything up reports nothing");
 
     /* the caller restarts: a new provider adopts the daemons */
-    pid_t pc = pid_of("ta", "slurmctld"), pd = pid_of("ta", "slurmd-ta-a3m-1"), pm = pid_of("ta", "munged");
+    pid_t pc = pid_of("ta", "slurmctld"), pd = pid_of("ta", "slurmd-ta-a3m-1"),
+          pm = pid_of("ta", "munged");
     provider_destroy(p);
     p = provider_create("local", home, &err);
-    CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0, "apply again after restart (%s)", err.text);
+    CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0, "apply again after restart (%s)",
+          err.text);
     CHECK(pid_of("ta", "slurmctld") == pc && pid_of("ta", "slurmd-ta-a3m-1") == pd &&
               pid_of("ta", "munged") == pm && mtc_pid_alive(pc),
           "running daemons adopted, none started twice");
 
     /* apply also restarts what died, and only that */
     pid_t pd0 = pid_of("ta", "slurmd-ta-a3m-0");
-    CHECK(kill_and_wait(pid_of("ta", "slurmd-ta-a3m-1")) && kill_and_wait(pid_of("ta", "slurmctld")),
+    CHECK(kill_and_wait(pid_of("ta", "slurmd-ta-a3m-1")) &&
+              kill_and_wait(pid_of("ta", "slurmctld")),
           "slurmctld and one slurmd killed");
-    CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0, "apply brings them back (%s)", err.text);
-    CHECK(mtc_pid_alive(pid_of("ta", "slurmctld")) && mtc_pid_alive(pid_of("ta", "slurmd-ta-a3m-1")) &&
+    CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0, "apply brings them back (%s)",
+          err.text);
+    CHECK(mtc_pid_alive(pid_of("ta", "slurmctld")) &&
+              mtc_pid_alive(pid_of("ta", "slurmd-ta-a3m-1")) &&
               pid_of("ta", "slurmd-ta-a3m-0") == pd0 && pid_of("ta", "munged") == pm,
           "dead daemons restarted, live ones kept");
     CHECK(job_pending(p, "ta", job), "queued job survived");
@@ -346,13 +358,15 @@ int main(void)
     char pf[1024];
     snprintf(pf, sizeof(pf), "%s/clusters/ta/run/slurmd-ta-a3m-0.pid", home);
     unlink(pf);
-    CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0 && pid_of("ta", "slurmd-ta-a3m-0") == pd0,
+    CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0 &&
+              pid_of("ta", "slurmd-ta-a3m-0") == pd0,
           "slurmd without mtc's pid file adopted, not started twice");
 
     /* grow to 3 nodes */
     json_t *s3 = spec_n(3, 0);
     int64_t t = mtc_now_ms();
-    CHECK(provider_apply(p, "ta", s3, on_progress, NULL, &err) == 0, "update 2 -> 3 nodes (%s)", err.text);
+    CHECK(provider_apply(p, "ta", s3, on_progress, NULL, &err) == 0, "update 2 -> 3 nodes (%s)",
+          err.text);
     printf("# 2->3 in %lld ms\n", (long long)(mtc_now_ms() - t));
     /* mix/alloc are fine: a job whose end the killed slurmctld never saved
      * may still be recovered as running for a while */
@@ -375,14 +389,16 @@ int main(void)
           "layout rewritten without ta-a3m-2");
     json_decref(lay);
     json_t *s2d = spec_n(2, 1);
-    CHECK(provider_apply(p, "ta", s2d, on_progress, NULL, &err) == 0, "update 3 -> 2 nodes + partition debug (%s)", err.text);
+    CHECK(provider_apply(p, "ta", s2d, on_progress, NULL, &err) == 0,
+          "update 3 -> 2 nodes + partition debug (%s)", err.text);
     CHECK(!mtc_pid_alive(p2), "removed node's slurmd stopped");
     CHECK(sh_eq(p, "ta", "sinfo -h -N -o '%N' | sort -u", "ta-a3m-0\nta-a3m-1"), "two nodes left");
     CHECK(sh_eq(p, "ta", "sinfo -h -o '%P %l' | sort", "a3m* infinite\ndebug 10:00"),
           "partition debug added with its MaxTime");
     CHECK(job_pending(p, "ta", job), "queued job survived the node removal");
     pc = pid_of("ta", "slurmctld");
-    CHECK(provider_apply(p, "ta", s2, on_progress, NULL, &err) == 0, "update: partition debug removed (%s)", err.text);
+    CHECK(provider_apply(p, "ta", s2, on_progress, NULL, &err) == 0,
+          "update: partition debug removed (%s)", err.text);
     CHECK(pid_of("ta", "slurmctld") == pc, "partition-only change reconfigures without a restart");
     CHECK(sh_eq(p, "ta", "sinfo -h -o %P", "a3m*"), "partition debug gone");
     CHECK(job_pending(p, "ta", job), "queued job survived the partition change");
@@ -392,14 +408,18 @@ int main(void)
                                    .health_interval_s = 30,
                                    .prolog = "echo {cluster} >> {dir}/prolog.log"};
     CHECK(provider_set_hooks(p, &hooks, &err) == 0, "hooks set for clusters applied from now on");
-    json_t *cpu = load_spec("{\"nodePools\":[{\"id\":\"cpu\",\"machineSpec\":{\"machineType\":\"local\"}}]}");
-    CHECK(provider_apply(p, "tb", cpu, NULL, NULL, &err) == 0, "second cluster created (%s)", err.text);
-    CHECK(sh_eq(p, "tb", "srun -N1 printenv SLURMD_NODENAME", "tb-cpu-0"), "second cluster runs jobs");
+    json_t *cpu =
+        load_spec("{\"nodePools\":[{\"id\":\"cpu\",\"machineSpec\":{\"machineType\":\"local\"}}]}");
+    CHECK(provider_apply(p, "tb", cpu, NULL, NULL, &err) == 0, "second cluster created (%s)",
+          err.text);
+    CHECK(sh_eq(p, "tb", "srun -N1 printenv SLURMD_NODENAME", "tb-cpu-0"),
+          "second cluster runs jobs");
     CHECK(sh_eq(p, "ta", "srun -N2 printenv SLURM_CLUSTER_NAME | sort -u", "ta"),
           "first cluster still works alongside");
     CHECK(job_pending(p, "ta", job), "first cluster's queued job untouched by the second");
     CHECK(sh_eq(p, "tb", "sinfo -h -o %P", "cpu*"), "each cluster sees only its own partitions");
-    CHECK(sh_eq(p, "tb", "cat $(dirname $SLURM_CONF)/prolog.log", "tb"), "prolog hook ran for the job");
+    CHECK(sh_eq(p, "tb", "cat $(dirname $SLURM_CONF)/prolog.log", "tb"),
+          "prolog hook ran for the job");
     char hpath[1024];
     snprintf(hpath, sizeof(hpath), "%s/clusters/tb/health-tb-cpu-0", home);
     int health_ran = 0;
@@ -408,8 +428,9 @@ int main(void)
     CHECK(health_ran, "HealthCheckProgram hook ran on the node");
 
     /* delete both */
-    pid_t all[8] = {pid_of("ta", "munged"), pid_of("ta", "slurmctld"), pid_of("ta", "slurmd-ta-a3m-0"),
-                    pid_of("ta", "slurmd-ta-a3m-1"), pid_of("tb", "munged"), pid_of("tb", "slurmctld"),
+    pid_t all[8] = {pid_of("ta", "munged"),          pid_of("ta", "slurmctld"),
+                    pid_of("ta", "slurmd-ta-a3m-0"), pid_of("ta", "slurmd-ta-a3m-1"),
+                    pid_of("tb", "munged"),          pid_of("tb", "slurmctld"),
                     pid_of("tb", "slurmd-tb-cpu-0"), 0};
     CHECK(provider_delete(p, "ta", &err) == 0, "cluster ta deleted (%s)", err.text);
     CHECK(provider_delete(p, "tb", &err) == 0, "cluster tb deleted (%s)", err.text);
@@ -420,7 +441,8 @@ int main(void)
     CHECK(!provider_exists(p, "ta") && !provider_exists(p, "tb"), "cluster directories removed");
     CHECK(provider_delete(p, "ta", &err) == 0, "delete is idempotent");
     CHECK(no_process_left(), "no process mentions the test's MTC_HOME");
-    CHECK(provider_apply(p, "Bad-Id", s2, NULL, NULL, &err) < 0 && strstr(err.text, "invalid cluster id"),
+    CHECK(provider_apply(p, "Bad-Id", s2, NULL, NULL, &err) < 0 &&
+              strstr(err.text, "invalid cluster id"),
           "invalid cluster id rejected before touching files");
 
     json_decref(s2);
