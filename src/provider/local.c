@@ -50,7 +50,7 @@ struct layout {
     int ctld_port, slurmd_port;
     struct lnode nodes[MAX_NODES];
     size_t nnodes;
-    char applied_sha[65]; /* sha256 of the slurm.conf slurmctld runs with */
+    char applied_sha[65];     /* sha256 of the slurm.conf slurmctld runs with */
     char applied_nodes[PLEN]; /* node names it runs with, comma list */
 };
 
@@ -142,13 +142,21 @@ static int cmdline_has(pid_t pid, const char *a, const char *b)
 }
 
 /* The live pid recorded in run/<name>.pid whose argv has a (and b), else 0.
- * The argv check keeps a recycled pid from being taken for our daemon. */
-static pid_t running(const struct lc *c, const char *name, const char *a, const char *b)
+ * The argv check keeps a recycled pid from being taken for our daemon. When
+ * the caller died between starting a daemon and recording its pid, the
+ * daemon's own pid file (own, relative to the cluster dir) finds it. */
+static pid_t running(const struct lc *c, const char *name, const char *own, const char *a,
+                     const char *b)
 {
     char path[PLEN];
     pid_t pid = mtc_pid_read(P(c, path, "run/%s.pid", name));
     if (pid > 0 && mtc_pid_alive(pid) && cmdline_has(pid, a, b))
         return pid;
+    pid = mtc_pid_read(P(c, path, "%s", own));
+    if (pid > 0 && mtc_pid_alive(pid) && cmdline_has(pid, a, b)) {
+        mtc_write_file_fmt(P(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
+        return pid;
+    }
     return 0;
 }
 
@@ -167,19 +175,20 @@ static pid_t munged_running(const struct lc *c)
 {
     char a[PLEN];
     munge_arg(c, a);
-    return running(c, "munged", a, NULL);
+    return running(c, "munged", "munge/pid", a, NULL);
 }
 
 static pid_t ctld_running(const struct lc *c)
 {
-    return running(c, "slurmctld", c->conf, NULL);
+    return running(c, "slurmctld", "run/slurm/slurmctld.pid", c->conf, NULL);
 }
 
 static pid_t slurmd_running(const struct lc *c, const char *node)
 {
-    char name[96];
+    char name[96], own[128];
     snprintf(name, sizeof(name), "slurmd-%s", node);
-    return running(c, name, c->conf, node);
+    snprintf(own, sizeof(own), "run/slurm/slurmd-%s.pid", node);
+    return running(c, name, own, c->conf, node);
 }
 
 static int munge_key(const struct lc *c, mtc_error_t *err)
@@ -238,13 +247,14 @@ static int ctld_start(const struct lc *c, mtc_error_t *err)
             return errprintf(err, "slurmctld exited at start (see %s/log/slurmctld.log)", c->dir);
     }
     return errprintf(err, "slurmctld did not answer within %d s (see %s/log/slurmctld.log)",
-                         CTLD_WAIT_MS / 1000, c->dir);
+                     CTLD_WAIT_MS / 1000, c->dir);
 }
 
 static int slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
 {
     char path[PLEN], name[96];
     mtc_mkdir_p(P(c, path, "spool/%s", node), 0755);
+    mtc_mkdir_p(P(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
     pid_t pid = slurm_slurmd_start(c->conf, node, P(c, path, "log/slurmd-%s.out", node));
     if (pid < 0)
         return errprintf(err, "cannot start slurmd for %s: %s", node, strerror(errno));
@@ -283,8 +293,10 @@ static int layout_load(const struct lc *c, struct layout *l)
         if (l->nnodes >= MAX_NODES)
             break;
         struct lnode *ln = &l->nodes[l->nnodes++];
-        snprintf(ln->name, sizeof(ln->name), "%s", json_string_value(json_object_get(n, "name")) ?: "");
-        snprintf(ln->pool, sizeof(ln->pool), "%s", json_string_value(json_object_get(n, "pool")) ?: "");
+        snprintf(ln->name, sizeof(ln->name), "%s",
+                 json_string_value(json_object_get(n, "name")) ?: "");
+        snprintf(ln->pool, sizeof(ln->pool), "%s",
+                 json_string_value(json_object_get(n, "pool")) ?: "");
         ln->port = (int)json_integer_value(json_object_get(n, "port"));
     }
     json_decref(j);
@@ -377,7 +389,8 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
             s->cpus = mt.host_sized || mt.vcpus > host_cpus ? host_cpus : mt.vcpus;
             s->memory_mb = mt.host_sized || mt.memory_mb > host_mem ? host_mem : mt.memory_mb;
             s->gpus = (int)json_integer_value(json_object_get(ms, "acceleratorCount"));
-            snprintf(s->gres_type, sizeof(s->gres_type), "%s", mt.gres_type[0] ? mt.gres_type : "gpu");
+            snprintf(s->gres_type, sizeof(s->gres_type), "%s",
+                     mt.gres_type[0] ? mt.gres_type : "gpu");
         }
     }
     /* ports: one consecutive range on creation, single free ports for nodes added later */
@@ -411,8 +424,8 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
 
 static int make_dirs(const struct lc *c, mtc_error_t *err)
 {
-    static const char *const sub[] = {"", "state", "spool", "log", "run", "run/slurm", "home",
-                                       "dev", "etc", NULL};
+    static const char *const sub[] = {"",     "state", "spool", "log", "run", "run/slurm",
+                                      "home", "dev",   "etc",   "tmp", NULL};
     char path[PLEN];
     for (size_t i = 0; sub[i]; i++)
         if (mtc_mkdir_p(P(c, path, "%s", sub[i]), 0755) < 0)
@@ -445,32 +458,39 @@ static int fake_gpus(const struct lc *c, const struct slurm_node *nodes, size_t 
     return 0;
 }
 
-/* etc/<kind>.d/NN.sh per script and etc/<kind>.sh running them in order. */
-static int write_scripts(const struct lc *c, const json_t *scripts, const char *kind,
-                         mtc_error_t *err)
+/* etc/prolog.sh, etc/epilog.sh, etc/health.sh from the provider's hooks and
+ * the spec's scripts; sets which of them slurm.conf names. */
+static int write_hooks(const struct provider *p, const struct lc *c, const json_t *pro,
+                       const json_t *epi, struct slurm_layout *sl, mtc_error_t *err)
 {
-    char path[PLEN], d[PLEN];
-    P(c, d, "etc/%s.d", kind);
-    mtc_rm_rf(d);
-    unlink(P(c, path, "etc/%s.sh", kind));
-    if (json_array_size(scripts) == 0)
-        return 0;
-    mtc_mkdir_p(d, 0755);
-    size_t i;
-    json_t *s;
-    json_array_foreach(scripts, i, s)
-    {
-        snprintf(path, sizeof(path), "%s/%02zu.sh", d, i);
-        if (mtc_write_file_fmt(path, 0755, "%s\n", json_string_value(s)) < 0)
-            return errprintf(err, "%s: %s", path, strerror(errno));
+    char *hp = provider_hook_expand(p->hook_prolog, c->id, c->dir);
+    char *he = provider_hook_expand(p->hook_epilog, c->id, c->dir);
+    char *hh = provider_hook_expand(p->hook_health, c->id, c->dir);
+    int rc = -1;
+    if ((sl->prolog = slurm_scripts_write(c->dir, "prolog", hp, pro, err)) < 0 ||
+        (sl->epilog = slurm_scripts_write(c->dir, "epilog", he, epi, err)) < 0 ||
+        slurm_health_write(c->dir, hh, err) < 0)
+        goto out;
+    if (!hh)
+        sl->health_interval = 0;
+    rc = 0;
+out:
+    free(hp);
+    free(he);
+    free(hh);
+    return rc;
+}
+
+/* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
+static int host_gpu_count(void)
+{
+    int n = 0;
+    char path[64];
+    for (;; n++) {
+        snprintf(path, sizeof(path), "/dev/nvidia%d", n);
+        if (!mtc_path_exists(path))
+            return n;
     }
-    if (mtc_write_file_fmt(P(c, path, "etc/%s.sh", kind), 0755,
-                           "#!/bin/bash\n# generated by mtc: runs the %sBashScripts in order;\n"
-                           "# a failing script fails the %s (Slurm then drains the node)\n"
-                           "for f in %s/*.sh; do bash \"$f\" || exit $?; done\n",
-                           kind, kind, d) < 0)
-        return errprintf(err, "%s: %s", path, strerror(errno));
-    return 0;
 }
 
 /* Write path when its content differs. 1 changed, 0 same, -1 error. */
@@ -484,6 +504,48 @@ static int write_if_changed(const char *path, const char *text, mtc_error_t *err
     if (mtc_write_file_atomic(path, text, strlen(text), 0644) < 0)
         return errprintf(err, "cannot write %s: %s", path, strerror(errno));
     return 1;
+}
+
+/* Stop every slurmd that has a pid file (mtc's in run/ or Slurm's in
+ * run/slurm/) and is not a node of keep (NULL: stop all), and remove the
+ * node's directories. Scanning pid files rather than the saved layout also
+ * catches nodes an update removed before it was interrupted. */
+static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
+                               provider_progress_fn progress, void *arg)
+{
+    static const char *const dirs[] = {"run", "run/slurm"};
+    char path[PLEN], names[64][64];
+    size_t n = 0;
+    for (size_t k = 0; k < 2; k++) {
+        DIR *d = opendir(P(c, path, "%s", dirs[k]));
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (strncmp(e->d_name, "slurmd-", 7) != 0 || len < 12 || len - 11 >= 64 ||
+                strcmp(e->d_name + len - 4, ".pid") != 0)
+                continue;
+            char node[64];
+            snprintf(node, sizeof(node), "%.*s", (int)(len - 11), e->d_name + 7);
+            int seen = keep && layout_find(keep, node);
+            for (size_t i = 0; i < n; i++)
+                seen |= strcmp(names[i], node) == 0;
+            if (!seen && n < 64)
+                snprintf(names[n++], sizeof(names[0]), "%s", node);
+        }
+        if (d)
+            closedir(d);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char name[96];
+        snprintf(name, sizeof(name), "slurmd-%s", names[i]);
+        if (keep)
+            say(progress, arg, "removing node %s", names[i]);
+        stop_pidfile(c, name, slurmd_running(c, names[i]));
+        unlink(P(c, path, "run/slurm/%s.pid", name));
+        mtc_rm_rf(P(c, path, "spool/%s", names[i]));
+        mtc_rm_rf(P(c, path, "dev/%s", names[i]));
+        mtc_rm_rf(P(c, path, "tmp/%s", names[i]));
+    }
 }
 
 /* ---- convergence ---- */
@@ -522,10 +584,22 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     char *conf = NULL, *gres = NULL, hostname[256], path[PLEN], sha[65], names[PLEN];
     int rc = -1;
 
-    if (lc_init(&c, p, id, err) < 0 || make_dirs(&c, err) < 0)
+    if (lc_init(&c, p, id, err) < 0)
         return -1;
-    if (lc_lock(&c, 1) < 0)
+    /* callers pass the canonical form; normalizing again is cheap and
+     * guarantees every name below was validated */
+    json_t *norm = cluster_spec_normalize(spec, err);
+    if (!norm)
+        return -1;
+    spec = norm;
+    if (make_dirs(&c, err) < 0) {
+        json_decref(norm);
+        return -1;
+    }
+    if (lc_lock(&c, 1) < 0) {
+        json_decref(norm);
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
+    }
     old = calloc(1, sizeof(*old));
     l = calloc(1, sizeof(*l));
     sizes = calloc(MAX_NODES, sizeof(*sizes));
@@ -542,18 +616,33 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     if (gethostname(hostname, sizeof(hostname)) < 0)
         snprintf(hostname, sizeof(hostname), "localhost");
     hostname[sizeof(hostname) - 1] = '\0';
+    /* slurmctld matches SlurmctldHost against its short host name */
+    char *dot = strchr(hostname, '.');
+    if (dot)
+        *dot = '\0';
 
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
-    json_t *pro = json_object_get(ss, "prologBashScripts"), *epi = json_object_get(ss, "epilogBashScripts");
-    struct slurm_layout sl = {.cluster = id, .dir = c.dir, .hostname = hostname,
-                              .ctld_port = l->ctld_port, .slurmd_port = l->slurmd_port,
-                              .nodes = sizes, .nnodes = l->nnodes,
-                              .fake_gpus = !mtc_path_exists("/dev/nvidia0"),
-                              .prolog = json_array_size(pro) > 0, .epilog = json_array_size(epi) > 0};
-    if (!(conf = slurm_conf_render(spec, &sl, err)) || !(gres = slurm_gres_render(&sl, err)))
+    json_t *pro = json_object_get(ss, "prologBashScripts"),
+           *epi = json_object_get(ss, "epilogBashScripts");
+    struct slurm_layout sl = {.cluster = id,
+                              .dir = c.dir,
+                              .hostname = hostname,
+                              .ctld_port = l->ctld_port,
+                              .slurmd_port = l->slurmd_port,
+                              .nodes = sizes,
+                              .nnodes = l->nnodes,
+                              .fake_gpus = 0,
+                              .health_interval = p->hook_health ? p->hook_health_interval : 0};
+    /* real devices only when the host has as many as a node claims; an
+     * 8-GPU node emulated on a 1-GPU host gets device files of its own */
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (sizes[i].gpus > host_gpu_count())
+            sl.fake_gpus = 1;
+    if (sl.fake_gpus && fake_gpus(&c, sizes, l->nnodes, err) < 0)
         goto out;
-    if ((sl.fake_gpus && fake_gpus(&c, sizes, l->nnodes, err) < 0) ||
-        write_scripts(&c, pro, "prolog", err) < 0 || write_scripts(&c, epi, "epilog", err) < 0)
+    if (write_hooks(p, &c, pro, epi, &sl, err) < 0)
+        goto out;
+    if (!(conf = slurm_conf_render(spec, &sl, err)) || !(gres = slurm_gres_render(&sl, err)))
         goto out;
     if (write_if_changed(P(&c, path, "gres.conf"), gres, err) < 0 ||
         write_if_changed(c.conf, conf, err) < 0 || layout_save(&c, l, err) < 0)
@@ -567,16 +656,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
             goto out;
     }
     /* nodes no longer in the spec: stop their slurmd first */
-    for (size_t i = 0; have_old && i < old->nnodes; i++) {
-        if (layout_find(l, old->nodes[i].name))
-            continue;
-        char name[96];
-        snprintf(name, sizeof(name), "slurmd-%s", old->nodes[i].name);
-        say(progress, arg, "removing node %s", old->nodes[i].name);
-        stop_pidfile(&c, name, slurmd_running(&c, old->nodes[i].name));
-        mtc_rm_rf(P(&c, path, "spool/%s", old->nodes[i].name));
-        mtc_rm_rf(P(&c, path, "dev/%s", old->nodes[i].name));
-    }
+    stop_other_slurmds(&c, l, progress, arg);
     int any_slurmd = 0;
     for (size_t i = 0; i < l->nnodes; i++)
         any_slurmd |= slurmd_running(&c, l->nodes[i].name) > 0;
@@ -628,6 +708,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     rc = 0;
 out:
     lc_unlock(&c);
+    json_decref(norm);
     free(conf);
     free(gres);
     free(old);
@@ -666,7 +747,6 @@ static void cancel_all_jobs(const struct lc *c)
 static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
 {
     struct lc c;
-    char path[PLEN];
     if (lc_init(&c, p, id, err) < 0)
         return -1;
     if (!mtc_path_exists(c.dir))
@@ -675,21 +755,7 @@ static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
     if (ctld_running(&c))
         cancel_all_jobs(&c);
-    /* every slurmd with a pid file, including nodes a crashed update left behind */
-    DIR *d = opendir(P(&c, path, "run"));
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char node[256];
-        size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, "slurmd-", 7) != 0 || n < 12 || strcmp(e->d_name + n - 4, ".pid"))
-            continue;
-        snprintf(node, sizeof(node), "%.*s", (int)(n - 11), e->d_name + 7);
-        char name[300];
-        snprintf(name, sizeof(name), "slurmd-%s", node);
-        stop_pidfile(&c, name, slurmd_running(&c, node));
-    }
-    if (d)
-        closedir(d);
+    stop_other_slurmds(&c, NULL, NULL, NULL);
     stop_pidfile(&c, "slurmctld", ctld_running(&c));
     stop_pidfile(&c, "munged", munged_running(&c));
     int rc = mtc_rm_rf(c.dir);
@@ -727,7 +793,8 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         if (ctld_start(&c, err) < 0)
             goto out;
         if (ev)
-            ev(arg, "SLURMCTLD_RESTART", NULL, "slurmctld was not running; restarted with saved state");
+            ev(arg, "SLURMCTLD_RESTART", NULL,
+               "slurmctld was not running; restarted with saved state");
         ctld_restarted = 1;
     }
     for (size_t i = 0; i < l->nnodes; i++) {
@@ -751,8 +818,7 @@ out:
     return rc;
 }
 
-static json_t *local_nodes(struct provider *p, const char *id, const json_t *spec,
-                           mtc_error_t *err)
+static json_t *local_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
 {
     struct lc c;
     struct layout *l = NULL;
@@ -771,8 +837,9 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
     for (size_t i = 0; i < l->nnodes; i++) {
         const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
         const char *ns = !slurmd_running(&c, l->nodes[i].name) ? (busy ? "PREPARING" : "ERROR")
-                         : slurm_state_registered(s) ? "RUNNING"
-                         : busy ? "UPDATING" : "PREPARING";
+                         : slurm_state_registered(s)           ? "RUNNING"
+                         : busy                                ? "UPDATING"
+                                                               : "PREPARING";
         json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName",
                                              l->nodes[i].name, "nodePoolId", l->nodes[i].pool,
                                              "nodePoolType", "NODE_POOL_TYPE_COMPUTE", "nodeState",
@@ -780,19 +847,20 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
     }
     const char *login = cluster_spec_login_pool(spec);
     const json_t *lp = login ? cluster_spec_pool(spec, login) : NULL;
-    int nlogin = lp ? (int)json_integer_value(json_object_get(json_object_get(lp, "scalingSpec"),
-                                                              "minNodeCount"))
+    int nlogin = lp ? (int)json_integer_value(
+                          json_object_get(json_object_get(lp, "scalingSpec"), "minNodeCount"))
                     : 0;
     for (int k = 0; k < nlogin; k++) {
         char name[64];
         snprintf(name, sizeof(name), "%s-%s-%d", id, login, k);
         /* the login node is this host with the cluster's environment */
         const char *ns = have && munged_running(&c) && ctld_running(&c) ? "RUNNING"
-                         : busy ? "PREPARING" : "ERROR";
-        json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName", name,
-                                             "nodePoolId", login, "nodePoolType",
-                                             "NODE_POOL_TYPE_LOGIN", "nodeState", ns, "slurmState",
-                                             "n/a"));
+                         : busy                                         ? "PREPARING"
+                                                                        : "ERROR";
+        json_array_append_new(out,
+                              json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName", name, "nodePoolId",
+                                        login, "nodePoolType", "NODE_POOL_TYPE_LOGIN", "nodeState",
+                                        ns, "slurmState", "n/a"));
     }
     json_decref(st);
     free(l);

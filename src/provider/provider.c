@@ -42,6 +42,9 @@ void provider_destroy(struct provider *p)
         return;
     int saved = errno;
     free(p->home);
+    free(p->hook_health);
+    free(p->hook_prolog);
+    free(p->hook_epilog);
     free(p);
     errno = saved;
 }
@@ -54,6 +57,19 @@ int provider_cluster_dir(const struct provider *p, const char *id, char *buf, si
         return errprintf(err, "invalid cluster id \"%.40s\" (want ^[a-z][a-z0-9]{0,9}$)",
                          id ? id : "");
     }
+    /* the path goes into slurm.conf and shell text unquoted or in '' */
+    for (const char *c = p->home; *c; c++)
+        if (*c <= ' ' || strchr("'\"#\\$`;&|<>()*?[]{}%", *c)) {
+            errno = EINVAL;
+            if (*c <= ' ')
+                return errprintf(err,
+                                 "MTC_HOME %.100s: blanks and control characters are not supported",
+                                 p->home);
+            return errprintf(
+                err,
+                "MTC_HOME %.100s: '%c' is not supported (it would reach slurm.conf and shell text)",
+                p->home, *c);
+        }
     int n = snprintf(buf, len, "%s/clusters/%s", p->home, id);
     if (n < 0 || (size_t)n >= len) {
         errno = ENAMETOOLONG;
@@ -78,8 +94,8 @@ json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, m
     return p->ops->nodes(p, id, spec, err);
 }
 
-int provider_supervise(struct provider *p, const char *id, const json_t *spec,
-                       provider_event_fn ev, void *arg, mtc_error_t *err)
+int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                       void *arg, mtc_error_t *err)
 {
     return p->ops->supervise(p, id, spec, ev, arg, err);
 }
@@ -95,4 +111,48 @@ int provider_exists(struct provider *p, const char *id)
     if (provider_cluster_dir(p, id, dir, sizeof(dir), NULL) < 0)
         return 0;
     return mtc_path_exists(dir);
+}
+
+static int dup_hook(char **dst, const char *src)
+{
+    char *d = src && *src ? strdup(src) : NULL;
+    if (src && *src && !d)
+        return -1;
+    free(*dst);
+    *dst = d;
+    return 0;
+}
+
+int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err)
+{
+    if (dup_hook(&p->hook_health, h ? h->health_check : NULL) < 0 ||
+        dup_hook(&p->hook_prolog, h ? h->prolog : NULL) < 0 ||
+        dup_hook(&p->hook_epilog, h ? h->epilog : NULL) < 0)
+        return errprintf(err, "out of memory");
+    p->hook_health_interval = h && h->health_interval_s > 0 ? h->health_interval_s : 60;
+    return 0;
+}
+
+char *provider_hook_expand(const char *hook, const char *id, const char *dir)
+{
+    if (!hook || !*hook)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    for (const char *s = hook; *s; s++) {
+        if (strncmp(s, "{cluster}", 9) == 0) {
+            fputs(id, f);
+            s += 8;
+        } else if (strncmp(s, "{dir}", 5) == 0) {
+            fputs(dir, f);
+            s += 4;
+        } else {
+            fputc(*s, f);
+        }
+    }
+    fclose(f);
+    return buf;
 }

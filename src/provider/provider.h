@@ -36,12 +36,25 @@ json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, m
 /* One supervision pass: restart dead munged/slurmctld/slurmd, each reported
  * through ev (may be NULL). Cheap (pid checks) when all is well; skips the
  * pass (returns 0) while an apply or delete holds the cluster. */
-int provider_supervise(struct provider *p, const char *id, const json_t *spec,
-                       provider_event_fn ev, void *arg, mtc_error_t *err);
+int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                       void *arg, mtc_error_t *err);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. NULL + err. */
 char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
 /* 1 when the cluster's directory exists. */
 int provider_exists(struct provider *p, const char *id);
+
+/* Commands slurmd runs on every node of every cluster this provider applies
+ * from now on (mtc-agent, for instance). In each, "{cluster}" becomes the
+ * cluster id and "{dir}" its directory; $SLURMD_NODENAME is the node at run
+ * time. NULL or "" = none. */
+struct provider_hooks {
+    const char *health_check; /* HealthCheckProgram */
+    int health_interval_s;    /* HealthCheckInterval; <= 0 means 60 */
+    const char *prolog;       /* runs before the spec's prologBashScripts */
+    const char *epilog;       /* runs before the spec's epilogBashScripts */
+};
+/* Copy the hooks into p (replacing earlier ones). 0, or -1 + err (ENOMEM). */
+int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err);
 
 /* ---- for provider implementations ---- */
 struct provider_ops {
@@ -58,7 +71,12 @@ struct provider_ops {
 struct provider {
     const struct provider_ops *ops;
     char *home;
+    char *hook_health, *hook_prolog, *hook_epilog; /* NULL: none */
+    int hook_health_interval;
 };
+
+/* hook with {cluster} and {dir} replaced; NULL when hook is NULL/empty. Caller frees. */
+char *provider_hook_expand(const char *hook, const char *id, const char *dir);
 
 /* The cluster directory <home>/clusters/<id> into buf. 0, or -1 + err when
  * the id is invalid or the path too long. */

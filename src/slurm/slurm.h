@@ -11,9 +11,9 @@
 
 /* One compute node (one slurmd). */
 struct slurm_node {
-    char name[64];      /* <cluster>-<pool>-<index>, also the `slurmd -N` name */
-    char pool[32];      /* node pool id */
-    int port;           /* its slurmd Port= */
+    char name[64]; /* <cluster>-<pool>-<index>, also the `slurmd -N` name */
+    char pool[32]; /* node pool id */
+    int port;      /* its slurmd Port= */
     int cpus;
     long memory_mb;     /* RealMemory= */
     char gres_type[32]; /* "" when the node has no GPUs */
@@ -29,9 +29,10 @@ struct slurm_layout {
     int slurmd_port;      /* SlurmdPort (every node also has its own Port=) */
     const struct slurm_node *nodes;
     size_t nnodes;
-    int fake_gpus;        /* 1: GRES File= points at <dir>/dev/<node>/nvidiaN; 0: /dev/nvidiaN */
-    int prolog;           /* 1: Prolog=<dir>/etc/prolog.sh */
-    int epilog;           /* 1: Epilog=<dir>/etc/epilog.sh */
+    int fake_gpus;       /* 1: GRES File= points at <dir>/dev/<node>/nvidiaN; 0: /dev/nvidiaN */
+    int prolog;          /* 1: Prolog=<dir>/etc/prolog.sh */
+    int epilog;          /* 1: Epilog=<dir>/etc/epilog.sh */
+    int health_interval; /* >0: HealthCheckProgram=<dir>/etc/health.sh every N s */
 };
 
 /* slurm.conf text for a normalized spec (partitions, default partition,
@@ -40,6 +41,15 @@ struct slurm_layout {
 char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_error_t *err);
 /* gres.conf text: one line per GPU node. Caller frees. NULL + err on error. */
 char *slurm_gres_render(const struct slurm_layout *l, mtc_error_t *err);
+
+/* Write <dir>/etc/<kind>.sh (kind "prolog" or "epilog"): runs hook (a shell
+ * command, may be NULL) and then each script of the JSON string array scripts
+ * (saved as <dir>/etc/<kind>.d/NN.sh) in order, failing on the first failure.
+ * Returns 1 when written, 0 when there is nothing to run (file removed), -1 + err. */
+int slurm_scripts_write(const char *dir, const char *kind, const char *hook, const json_t *scripts,
+                        mtc_error_t *err);
+/* Write <dir>/etc/health.sh running command (NULL/"": remove it). 1/0/-1 as above. */
+int slurm_health_write(const char *dir, const char *command, mtc_error_t *err);
 
 /* Run a Slurm client command with SLURM_CONF=conf; returns like mtc_run.
  * out (optional) receives stdout+stderr, caller frees. */
