@@ -647,7 +647,16 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     if (write_if_changed(P(&c, path, "gres.conf"), gres, err) < 0 ||
         write_if_changed(c.conf, conf, err) < 0 || layout_save(&c, l, err) < 0)
         goto out;
-    mtc_sha256_hex(conf, sha);
+    {
+        /* both files: slurmd re-reads gres.conf on reconfigure too */
+        char *both = NULL;
+        if (asprintf(&both, "%s\n%s", conf, gres) < 0) {
+            errprintf(err, "out of memory");
+            goto out;
+        }
+        mtc_sha256_hex(both, sha);
+        free(both);
+    }
     node_names(l, names, sizeof(names));
 
     if (!munged_running(&c)) {
