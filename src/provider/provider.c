@@ -156,3 +156,21 @@ char *provider_hook_expand(const char *hook, const char *id, const char *dir)
     fclose(f);
     return buf;
 }
+
+int provider_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
+                         const char *action, mtc_error_t *err)
+{
+    if (!p->ops->node_action)
+        return errprintf(err, "provider %s cannot %s nodes", p->ops->kind, action);
+    return p->ops->node_action(p, id, spec, node, action, err);
+}
+
+json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,
+                            const char *node, mtc_error_t *err)
+{
+    if (!p->ops->node_check) {
+        errprintf(err, "provider %s cannot check nodes", p->ops->kind);
+        return NULL;
+    }
+    return p->ops->node_check(p, id, spec, node, err);
+}

@@ -43,6 +43,18 @@ char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
 /* 1 when the cluster's directory exists. */
 int provider_exists(struct provider *p, const char *id);
 
+/* Node repair, for the remediation controller. action, in escalating order:
+ * "restart" (the node's daemons), "reboot" (every process of the node stopped
+ * and started again), "reimage" (the node's local state wiped and
+ * re-provisioned), "replace" (a new node — fresh state and hardware — takes
+ * the same Slurm name). Returns once the node's slurmd runs again. 0/-1+err. */
+int provider_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
+                         const char *action, mtc_error_t *err);
+/* Run the node's health checks once (mtc-agent check) and return its results
+ * array [{"check","status","severity","reason","value"}]. Caller owns. NULL+err. */
+json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,
+                            const char *node, mtc_error_t *err);
+
 /* Commands slurmd runs on every node of every cluster this provider applies
  * from now on (mtc-agent, for instance). In each, "{cluster}" becomes the
  * cluster id and "{dir}" its directory; $SLURMD_NODENAME is the node at run
@@ -66,6 +78,10 @@ struct provider_ops {
     int (*supervise)(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                      void *arg, mtc_error_t *err);
     char *(*env)(struct provider *p, const char *id, mtc_error_t *err);
+    int (*node_action)(struct provider *p, const char *id, const json_t *spec, const char *node,
+                       const char *action, mtc_error_t *err);
+    json_t *(*node_check)(struct provider *p, const char *id, const json_t *spec,
+                          const char *node, mtc_error_t *err);
 };
 
 struct provider {
