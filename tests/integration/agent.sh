@@ -164,4 +164,16 @@ check "unix socket: the report arrives once mtcd answers (no token sent)" \
     [ "$(head -1 "$T_DIR/unix.log" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auth"], d["body"]["nodeId"])')" = "None n1" ]
 check "an unreachable mtcd is logged in one line" grep -q "cannot reach mtcd at $SOCK" "$T_DIR/agent2.log"
 
+# nothing changes, yet mtcd hears from the node at least every reportEverySeconds
+kill -TERM $AGENT; wait $AGENT 2>/dev/null
+sed 's/"reportEverySeconds": 30/"reportEverySeconds": 1/' "$T_DIR/agent.json" >"$T_DIR/agent-1s.json"
+: >"$T_DIR/unix.log"
+mtc-agent run --config "$T_DIR/agent-1s.json" --socket "$SOCK" --interval-ms 200 \
+    2>"$T_DIR/agent3.log" & AGENT=$!; track_pid $AGENT
+sleep 3.3
+kill -TERM $AGENT; wait $AGENT 2>/dev/null
+n=$(wc -l <"$T_DIR/unix.log")
+check "unchanged results are still reported every reportEverySeconds (1 s: $n in 3.3 s)" \
+    eval '[ "$n" -ge 3 ] && [ "$n" -le 5 ]'
+
 done_testing
