@@ -108,11 +108,19 @@ out:
     return rc;
 }
 
+/* The reportHealth body, also what `check --json` prints. "mode" lets mtcd
+ * record PROLOG/EPILOG failures as VM_PROLOG_ERROR / VM_EPILOG_ERROR. */
+static json_t *body_json(const struct agent *a, const struct health_result *r, int n)
+{
+    static const char *const modes[] = {"HEALTH", "PROLOG", "EPILOG"};
+    return json_pack("{s:s, s:s, s:o}", "nodeId", a->ctx.node, "mode", modes[a->ctx.mode],
+                     "results", health_results_json(r, n));
+}
+
 static void print_results(const struct agent *a, const struct health_result *r, int n)
 {
     if (a->json) {
-        json_t *o =
-            json_pack("{s:s, s:o}", "nodeId", a->ctx.node, "results", health_results_json(r, n));
+        json_t *o = body_json(a, r, n);
         char *s = json_dumps(o, JSON_INDENT(2));
         puts(s ? s : "{}");
         free(s);
@@ -135,8 +143,7 @@ static size_t discard(char *p, size_t size, size_t n, void *u)
 static int report(const struct agent *a, const struct health_result *r, int n, mtc_error_t *err)
 {
     char url[2048], auth[600];
-    json_t *body =
-        json_pack("{s:s, s:o}", "nodeId", a->ctx.node, "results", health_results_json(r, n));
+    json_t *body = body_json(a, r, n);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     CURL *h = curl_easy_init();

@@ -126,9 +126,9 @@ EOF
 }
 export -f last_status
 wait_for 10 test -s "$T_DIR/tcp.log"
-first=$(head -1 "$T_DIR/tcp.log" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["path"], d["auth"], d["body"]["nodeId"], len(d["body"]["results"]), sorted(d["body"]["results"][0]))')
+first=$(head -1 "$T_DIR/tcp.log" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["path"], d["auth"], d["body"]["nodeId"], d["body"]["mode"], len(d["body"]["results"]), sorted(d["body"]), sorted(d["body"]["results"][0]))')
 check "run reports to :reportHealth with the bearer token and the body shape" \
-    [ "$first" = "/v1beta1/projects/local/locations/local/modelDevelopmentClusters/c1:reportHealth Bearer secret-token n1 8 ['check', 'reason', 'severity', 'status', 'value']" ]
+    [ "$first" = "/v1beta1/projects/local/locations/local/modelDevelopmentClusters/c1:reportHealth Bearer secret-token n1 HEALTH 8 ['mode', 'nodeId', 'results'] ['check', 'reason', 'severity', 'status', 'value']" ]
 sleep 1
 n_quiet=$(wc -l <"$T_DIR/tcp.log")
 check "nothing changed: no report every pass ($n_quiet in ~1.5 s at 200 ms)" [ "$n_quiet" -le 2 ]
@@ -163,5 +163,20 @@ wait_for 5 test -s "$T_DIR/unix.log"
 check "unix socket: the report arrives once mtcd answers (no token sent)" \
     [ "$(head -1 "$T_DIR/unix.log" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auth"], d["body"]["nodeId"])')" = "None n1" ]
 check "an unreachable mtcd is logged in one line" grep -q "cannot reach mtcd at $SOCK" "$T_DIR/agent2.log"
+mtc-agent check --config "$T_DIR/agent.json" --socket "$SOCK" --mode prolog --report --only disk >/dev/null
+check "check --mode prolog --report sends mode PROLOG" \
+    [ "$(tail -1 "$T_DIR/unix.log" | python3 -c 'import json,sys; d=json.load(sys.stdin)["body"]; print(d["mode"], [r["check"] for r in d["results"]])')" = "PROLOG ['disk']" ]
+
+# nothing changes, yet mtcd hears from the node at least every reportEverySeconds
+kill -TERM $AGENT; wait $AGENT 2>/dev/null
+sed 's/"reportEverySeconds": 30/"reportEverySeconds": 1/' "$T_DIR/agent.json" >"$T_DIR/agent-1s.json"
+: >"$T_DIR/unix.log"
+mtc-agent run --config "$T_DIR/agent-1s.json" --socket "$SOCK" --interval-ms 200 \
+    2>"$T_DIR/agent3.log" & AGENT=$!; track_pid $AGENT
+sleep 3.3
+kill -TERM $AGENT; wait $AGENT 2>/dev/null
+n=$(wc -l <"$T_DIR/unix.log")
+check "unchanged results are still reported every reportEverySeconds (1 s: $n in 3.3 s)" \
+    eval '[ "$n" -ge 3 ] && [ "$n" -le 5 ]'
 
 done_testing
