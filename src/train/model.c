@@ -3,6 +3,7 @@
  * that chain the kernels of src/train/cpu/. */
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,8 @@ struct acts {
     float *rcos, *rsin; // (cap_t, hd/2) RoPE tables
     int32_t *x, *y; // (M) inputs of the last forward
     void *block;
+    float *ascratch; // attention scratch: aslots per-thread slots sized for cap_t
+    int aslots;
 };
 
 struct model {
@@ -261,6 +264,7 @@ void model_destroy(struct model *m)
     free(m->grads);
     free(m->a.block);
     free(m->a.last);
+    free(m->a.ascratch);
     free(m);
     errno = e;
 }
@@ -362,6 +366,24 @@ void model_init_weights(struct model *m, uint64_t seed)
 
 /* ---- activations ---- */
 
+/* One attention scratch slot per OpenMP thread (the count OMP_NUM_THREADS gives now). */
+static int reserve_attention(struct model *m, mtc_error_t *err)
+{
+    struct acts *a = &m->a;
+    int slots = omp_get_max_threads();
+    if (slots <= a->aslots)
+        return 0;
+    size_t per = cpu_attention_scratch_floats(a->cap_t, m->hd);
+    float *p = realloc(a->ascratch, per * slots * sizeof(float));
+    if (!p) {
+        errno = ENOMEM;
+        return errprintf(err, "out of memory for attention scratch");
+    }
+    a->ascratch = p;
+    a->aslots = slots;
+    return 0;
+}
+
 int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
 {
     const struct model_config *c = &m->cfg;
@@ -372,7 +394,7 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
     struct acts *a = &m->a;
     int M = B * T;
     if (a->block && M <= a->cap_m && T <= a->cap_t)
-        return 0;
+        return reserve_attention(m, err);
     if (a->block) { // grow to cover both the old and the new shape
         M = M > a->cap_m ? M : a->cap_m;
         T = T > a->cap_t ? T : a->cap_t;
@@ -420,7 +442,8 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
         cpu_rope_tables(a->rcos, a->rsin, T, m->hd, c->rope_theta, c->rope_factor,
                         c->rope_low_freq, c->rope_high_freq, c->rope_orig_max);
     m->has_y = m->has_logits = 0;
-    return 0;
+    a->aslots = 0; // cap_t changed
+    return reserve_attention(m, err);
 }
 
 /* ---- forward / backward ---- */
@@ -498,7 +521,7 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
                            M, m->qkv, C);
         if (llama) // rotate q and k heads (the first H+KV heads of each row)
             cpu_rope(qkv, m->qkv, a->rcos, a->rsin, B, T, H + KV, m->hd, 0);
-        cpu_attention_forward(att, alse, qkv, B, T, H, KV, m->hd);
+        cpu_attention_forward(att, alse, qkv, B, T, H, KV, m->hd, a->ascratch, a->aslots);
         // res2 (M,C) = in + att @ Wo^T
         cpu_matmul_forward(res2, C, in, att, par(m, P, l, R_PROJ_W), par(m, P, l, R_PROJ_B), M, C,
                            m->q);
@@ -602,7 +625,9 @@ void model_backward(struct model *m, const float *dlogp)
         // attention: dres is now d(res2); db (M,Q) = d(att)
         cpu_matmul_backward(a->db, 0, par(m, G, l, R_PROJ_W), par(m, G, l, R_PROJ_B), a->dres, C,
                             att, par(m, P, l, R_PROJ_W), M, C, m->q);
-        cpu_attention_backward(a->da, a->db, qkv, att, alse, B, T, H, KV, m->hd); // da (M,QKV)
+        // da (M,QKV) = d(qkv)
+        cpu_attention_backward(a->da, a->db, qkv, att, alse, B, T, H, KV, m->hd, a->ascratch,
+                               a->aslots);
         if (llama) // back through the rotation: apply its transpose
             cpu_rope(a->da, m->qkv, a->rcos, a->rsin, B, T, H + KV, m->hd, 1);
         // db (M,C) = d(ln1)

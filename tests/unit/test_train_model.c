@@ -2,6 +2,7 @@
  * GPT-2 and Llama models, log-prob backward, padded vocab, determinism, a tiny model
  * learning a repeated sequence with SGD, presets and JSON configs. */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,12 +197,14 @@ static void test_rope(void)
 
 struct at {
     int B, T, H, KV, hd;
-    float *qkv, *out, *lse, *r;
+    float *qkv, *out, *lse, *r, *scr;
+    int slots;
 };
 static double at_loss(void *p)
 {
     struct at *c = p;
-    cpu_attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->H, c->KV, c->hd);
+    cpu_attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->H, c->KV, c->hd, c->scr,
+                          c->slots);
     return dotd(c->out, c->r, (size_t)c->B * c->T * c->H * c->hd);
 }
 static void test_attention(int H, int KV)
@@ -210,6 +213,8 @@ static void test_attention(int H, int KV)
     size_t nq = (size_t)c.B * c.T * (H + 2 * KV) * c.hd, no = (size_t)c.B * c.T * H * c.hd;
     c.qkv = rand_buf(nq, 1), c.out = zero_buf(no), c.lse = zero_buf(c.B * H * c.T);
     c.r = rand_buf(no, 1);
+    c.slots = omp_get_max_threads();
+    c.scr = zero_buf(cpu_attention_scratch_floats(c.T, c.hd) * c.slots);
     at_loss(&c);
     // causal: the first position attends only to itself, so its output is v_0
     int ld = (H + 2 * KV) * c.hd, kvh = (H - 1) / (H / KV);
@@ -217,10 +222,10 @@ static void test_attention(int H, int KV)
           "attention H=%d KV=%d: position 0 output is its value (causal, GQA head map)", H, KV);
     (void)ld;
     float *dqkv = rand_buf(nq, 1); // must be fully overwritten
-    cpu_attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.B, c.T, H, KV, c.hd);
+    cpu_attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.B, c.T, H, KV, c.hd, c.scr, c.slots);
     CHECK(fd_error(c.qkv, dqkv, nq, at_loss, &c, 1e-2f, 200) < TOL,
           "attention H=%d KV=%d d(q,k,v)", H, KV);
-    free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv);
+    free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv), free(c.scr);
 }
 
 /* ---- gelu, swiglu ---- */

@@ -6,6 +6,7 @@
 #ifndef MTC_TRAIN_CPU_KERNELS_H
 #define MTC_TRAIN_CPU_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* out (M,N) row stride ldo = [resid (M,N, stride ldo) +] [bias (N) +] in (M,K) @ w^T,
@@ -44,12 +45,16 @@ void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, i
 
 /* Causal attention. qkv (B,T,(H+2*KV)*hd) rows [q heads | k heads | v heads]; query head
  * h reads kv head h/(H/KV). out (B,T,H*hd); lse (B,H,T) log-sum-exp of each score row,
- * kept so backward recomputes probabilities instead of storing (B,H,T,T). */
+ * kept so backward recomputes probabilities instead of storing (B,H,T,T).
+ * scratch holds nslots slots of cpu_attention_scratch_floats(T, hd) floats, one per
+ * thread; the parallel region uses at most nslots threads. */
+size_t cpu_attention_scratch_floats(int T, int hd);
 void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int KV,
-                           int hd);
+                           int hd, float *scratch, int nslots);
 /* dqkv (B,T,(H+2*KV)*hd) written (not accumulated) from dout (B,T,H*hd). */
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                            const float *lse, int B, int T, int H, int KV, int hd);
+                            const float *lse, int B, int T, int H, int KV, int hd, float *scratch,
+                            int nslots);
 
 /* GELU, tanh approximation. out (n) = gelu(x); dx = dout * gelu'(x) (dx may alias dout). */
 void cpu_gelu_forward(float *out, const float *x, long n);

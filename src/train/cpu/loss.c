@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "train/cpu/kernels.h"
+#include "train/cpu/vmath.h"
 
 void cpu_logsoftmax_forward(float *logits, int ld, int V, const int32_t *y, float *lse, float *logp,
                             int M)
@@ -21,7 +22,7 @@ void cpu_logsoftmax_forward(float *logits, int ld, int V, const int32_t *y, floa
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
         for (int v = 0; v < V; v++)
-            sum += expf(l[v] - mx);
+            sum += vexpf(l[v] - mx);
         lse[r] = mx + logf(sum);
         if (logp)
             logp[r] = (y && y[r] >= 0) ? l[y[r]] - lse[r] : 0.0f;
@@ -42,7 +43,7 @@ void cpu_logsoftmax_backward(float *logits, int ld, int V, const int32_t *y, con
         }
 #pragma omp simd
         for (int v = 0; v < V; v++)
-            l[v] = -g * expf(l[v] - m);
+            l[v] = -g * vexpf(l[v] - m);
         l[y[r]] += g;
         for (int v = V; v < ld; v++)
             l[v] = 0.0f;
