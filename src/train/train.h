@@ -147,7 +147,11 @@ struct model *interop_import_hf(const char *dir, const struct model_config *want
 /* Read an llm.c GPT-2 model file (header 20240326, fp32). */
 struct model *interop_import_llmc(const char *path, const struct model_config *want,
                                   mtc_error_t *err);
-/* Load weights from a checkpoint dir or an HF dir (for --init). */
+/* Model with the weights of a checkpoint (a step_ dir, or a root: its newest complete
+ * one; the chosen dir goes to dir). Caller destroys. */
+struct model *interop_load_checkpoint(const char *arg, char *dir, size_t dlen, mtc_error_t *err);
+/* Load weights into m from a checkpoint (dir or root), an HF dir (config.json +
+ * model.safetensors) or an llm.c model file; shapes must match m (for --init). */
 int interop_load_weights(struct model *m, const char *path, mtc_error_t *err);
 
 /* ---- sampling (sample.c) ---- */
