@@ -49,6 +49,10 @@ int shard_write(const char *path, const int32_t *ids, size_t n, int width, mtc_e
 /* Read a whole shard (any supported format). Returns malloc'd ids (caller frees), *n the
  * count; NULL with err naming the file when missing, corrupt or truncated. */
 int32_t *shard_read(const char *path, size_t *n, mtc_error_t *err);
+/* Validate a shard header h (at least SHARD_HEADER_BYTES readable when fsize allows) against
+ * the file size: *width (2|4) and *count. 0, or -1 with err naming path. (Used by loader.c.) */
+int shard_parse_header(const unsigned char *h, size_t fsize, const char *path, int *width,
+                       uint64_t *count, mtc_error_t *err);
 
 /* ---- loader (loader.c) ----
  * Position: epoch, shard index (in sorted order), offset = global batch index within the shard.
