@@ -197,10 +197,27 @@ struct model *interop_import_hf(const char *dir, const struct model_config *want
     }
     if (model_preset(strcmp(mt, "gpt2") == 0 ? "tiny-gpt2" : "tiny-llama", &cfg, err) < 0)
         goto error;
+    // fields a config.json may omit take Hugging Face's defaults, not the preset's
+    cfg.padded_vocab = 0;
+    cfg.d_ff = 0;       // GPT-2: n_inner absent/null = 4*n_embd
+    cfg.n_kv_head = 0;  // Llama: num_key_value_heads absent = num_attention_heads
     if (strcmp(mt, "llama") == 0) {
-        // fields a config may omit when they take HF's defaults
-        cfg.rope_factor = 0;
+        cfg.rope_factor = cfg.rope_low_freq = cfg.rope_high_freq = 0;
+        cfg.rope_orig_max = 0;
+        cfg.rope_theta = 10000.0f;
+        cfg.norm_eps = 1e-6f;
         cfg.tied = 0;
+    } else {
+        cfg.norm_eps = 1e-5f;
+    }
+    // save_pretrained writes unset options as null ("n_inner": null): drop them
+    const char *k;
+    void *tmpk;
+    json_t *v;
+    json_object_foreach_safe(cj, tmpk, k, v)
+    {
+        if (json_is_null(v) && strcmp(k, "rope_scaling") != 0)
+            json_object_del(cj, k);
     }
     if (model_config_apply_json(&cfg, cj, err) < 0 || model_config_check(&cfg, err) < 0)
         goto error;
