@@ -439,6 +439,7 @@ static float train_step(struct run *r, double *gnorm, float *lr, mtc_error_t *er
     for (int k = 0; k < r->accum; k++) {
         if (loader_next(r->tl, r->x, r->y, err) < 0)
             return NAN;
+        errno = 0;
         float l = model_forward(r->m, r->x, r->y, NULL, norm, a->micro, a->seq);
         if (isnan(l) && errno == EINVAL) {
             errprintf(err, "model forward rejected the batch: token id >= vocab_size %d or seq > max_seq "
