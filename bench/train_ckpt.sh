@@ -42,8 +42,8 @@ mbi=$(printf '%.0f' "$mb")
 ddout=$(dd if=/dev/zero of="$W/dd.bin" bs=1M count="$mbi" conv=fsync 2>&1 | tail -1)
 ddsec=$(sed -E 's/.*copied, ([0-9.]+) s.*/\1/' <<<"$ddout")
 awk -v st="$stall" -v sy="$sync" -v ck="$ckrate" -v mb="$mbi" -v dd="$ddsec" \
-    -v tot="$(echo "$end - $start" | bc)" -v steps="$STEPS" 'BEGIN {
-    printf "run: %d steps in %.1f s\n", steps, tot
+    -v t0="$start" -v t1="$end" -v steps="$STEPS" 'BEGIN {
+    printf "run: %d steps in %.1f s\n", steps, t1 - t0
     printf "stall per async checkpoint: %.4f s = %.1f%% of a synchronous write (%.3f s)\n", st, 100*st/sy, sy
     printf "checkpoint write: %.0f MB/s; dd %d MB + fsync: %.0f MB/s (ratio %.2f)\n", ck, mb, mb/dd, ck/(mb/dd)
 }'

@@ -256,9 +256,8 @@ static int checkpoint(struct run *r, int sync, mtc_error_t *err)
     fill_meta(r, &meta, train);
     int rc = 0;
     if (r->rank == 0) {
-        rc = ckpt_writer_snapshot(r->cw, model_params(r->m), &r->opt, &meta, err);
-        if (rc == 0 && sync)
-            rc = ckpt_writer_wait(r->cw, err);
+        rc = sync ? ckpt_writer_save_sync(r->cw, model_params(r->m), &r->opt, &meta, err)
+                  : ckpt_writer_snapshot(r->cw, model_params(r->m), &r->opt, &meta, err);
     }
     json_decref(train);
     return rc;

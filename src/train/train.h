@@ -118,6 +118,10 @@ struct ckpt_writer *ckpt_writer_create(const char *dir, const struct model_confi
                                        size_t nparams, int keep, mtc_error_t *err);
 int ckpt_writer_snapshot(struct ckpt_writer *w, const float *params, const struct opt_state *opt,
                          const struct ckpt_meta *meta, mtc_error_t *err);
+/* Synchronous checkpoint through the same directory/keep policy: waits for a
+ * pending write, then writes params/opt on the calling thread. 0/-1. */
+int ckpt_writer_save_sync(struct ckpt_writer *w, const float *params, const struct opt_state *opt,
+                          const struct ckpt_meta *meta, mtc_error_t *err);
 /* Wait until the pending write (if any) is on disk. Returns -1 if it failed. */
 int ckpt_writer_wait(struct ckpt_writer *w, mtc_error_t *err);
 /* Seconds spent by the thread writing, and by callers in snapshot (stall). */
