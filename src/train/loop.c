@@ -505,10 +505,11 @@ static int run_loop(struct run *r, mtc_error_t *err)
                              r->step == first + 1)) {
             char b1[32], b2[32];
             double per = (t - t_start) / (double)(r->step - first);
-            fprintf(stderr, "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
+            fprintf(stdout, "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
                     r->step, a->steps, loss, lr, fmt_int(tps, b1, sizeof b1), mfu * 100,
                     fmt_dur(per * (double)(a->steps - r->step), b2, sizeof b2));
             last_logged = r->step;
+            fflush(stdout);
         }
         // every rank must see the signal to checkpoint together
         double stop = g_stop ? 1 : 0;

@@ -25,9 +25,9 @@ CFG='{"n_layer":2,"d_model":64,"n_head":4,"d_ff":256,"vocab_size":384,"max_seq":
 ARGS=(--model tiny-gpt2 --config "$CFG" --seq 32 --batch 8 --log-every 1000 --tokenizer "$D/tok.json")
 
 mtc-train "${ARGS[@]}" --data "$D/data" --steps 60 --lr 3e-3 --eval-every 30 \
-    --checkpoint-dir "$D/ck" 2>"$D/train.err"
+    --checkpoint-dir "$D/ck" >"$D/train.out" 2>"$D/train.err"
 check "training run" test $? -eq 0
-check "progress line format" grep -Eq '^step 60/60 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| [0-9 ]+ tok/s \| MFU [0-9]+% \| ETA ' "$D/train.err"
+check "progress line format" grep -Eq '^step 60/60 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| [0-9 ]+ tok/s \| MFU [0-9]+% \| ETA ' "$D/train.out"
 check "loss and val_loss go down" python3 - "$D/ck/metrics.jsonl" <<'PY'
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1])]
