@@ -12,6 +12,11 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_oversubscribe=1
 MPIRUN=(mpirun -np 2 --oversubscribe --bind-to none)
 
+# wait (polling every 10 ms, unlike lib.sh's wait_for) until a file exists
+poll_for() {
+    local end=$((SECONDS + $1))
+    while [ ! -e "$2" ] && [ $SECONDS -lt $end ]; do sleep 0.01; done
+}
 python3 - "$D/corpus.txt" <<'PY'
 import random, sys
 random.seed(11)
@@ -50,15 +55,20 @@ PY
 check "one metrics writer (rank 0)" test "$(wc -l <"$D/two/metrics.jsonl")" -eq 20
 
 # stop a 2-rank run with SIGUSR1 (mpirun forwards it), then resume on 2 ranks
-LONG=("${ARGS[@]}" --steps 400 --micro-batch 4 --checkpoint-every 10 --checkpoint-dir "$D/sig")
+LONG=("${ARGS[@]}" --steps 1000 --micro-batch 4 --checkpoint-every 10 --checkpoint-dir "$D/sig")
 "${MPIRUN[@]}" mtc-train "${LONG[@]}" >"$D/sig.out" 2>&1 &
 pid=$!
 track_pid $pid
-wait_for 60 test -e "$D/sig/step_00000010/DONE"
+poll_for 60 "$D/sig/step_00000010/DONE"
 kill -USR1 $pid
 wait $pid
 check "SIGUSR1 → exit 75 on 2 ranks" grep -q "exiting 75" "$D/sig.out"
-timeout 300 "${MPIRUN[@]}" mtc-train "${LONG[@]}" --steps 400 --resume auto >"$D/sig2.out" 2>&1
+stop=$(ls "$D/sig" | grep '^step_' | sort | tail -1)
+check "stopped before the end ($stop)" test -n "$stop" -a "$stop" != step_00001000
+# a few more steps are enough to show both ranks continue from it
+n=$((10#${stop#step_} + 5))
+timeout 300 "${MPIRUN[@]}" mtc-train "${LONG[@]}" --steps $n --resume auto >"$D/sig2.out" 2>&1
 check "2-rank resume completes" test $? -eq 0
-check "resumed from the signal checkpoint" grep -q "resuming from" "$D/sig2.out"
+check "resumed from the signal checkpoint" grep -q "resuming from .*$stop" "$D/sig2.out"
+check "continued to step $n" test -e "$D/sig/$(printf 'step_%08d' $n)/DONE"
 done_testing
