@@ -195,16 +195,22 @@ int ckpt_save(const char *dir, const struct model_config *cfg, const float *para
         errprintf(err, "checkpoint: fsync %s: %s", tmp, strerror(errno));
         goto error;
     }
-    // A same-step directory can exist from a run that died before DONE, or when
-    // SIGTERM follows a periodic checkpoint: replace it.
-    if (mtc_path_exists(final) && mtc_rm_rf(final) < 0) {
-        errprintf(err, "checkpoint: cannot replace %s: %s", final, strerror(errno));
-        goto error;
+    // A same-step directory can exist (a run that died before DONE, a re-import):
+    // move it aside first and delete it only once the new one is in place.
+    char old[4200] = "";
+    if (mtc_path_exists(final)) {
+        snprintf(old, sizeof old, "%s/.old-step_%08" PRId64 ".%d", dir, meta->step, (int)getpid());
+        if (rename(final, old) < 0) {
+            errprintf(err, "checkpoint: cannot move %s aside: %s", final, strerror(errno));
+            goto error;
+        }
     }
     if (rename(tmp, final) < 0) {
         errprintf(err, "checkpoint: rename to %s: %s", final, strerror(errno));
         goto error;
     }
+    if (old[0])
+        mtc_rm_rf(old);
     if (fsync_dir(dir) < 0)
         return errprintf(err, "checkpoint: fsync %s: %s", dir, strerror(errno));
     snprintf(path, sizeof path, "%s/DONE", final);
@@ -471,7 +477,8 @@ int ckpt_prune(const char *dir, int keep)
         snprintf(mine, sizeof mine, ".%d", (int)getpid());
         while ((de = readdir(d))) {
             size_t l = strlen(de->d_name), ml = strlen(mine);
-            if (strncmp(de->d_name, ".tmp-step_", 10) != 0)
+            if (strncmp(de->d_name, ".tmp-step_", 10) != 0 &&
+                strncmp(de->d_name, ".old-step_", 10) != 0)
                 continue;
             if (l > ml && strcmp(de->d_name + l - ml, mine) == 0)
                 continue;

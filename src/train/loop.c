@@ -227,6 +227,7 @@ struct run {
     int32_t *x, *y;
     int rank, nranks, accum;
     int64_t step;
+    int64_t ckpt_step;  // step of the newest checkpoint of this run (-1 none)
     double tokens_seen;
     float last_loss;
 };
@@ -249,8 +250,11 @@ static void fill_meta(struct run *r, struct ckpt_meta *meta, json_t *train)
 /* Checkpoint the current state (all ranks call; rank 0 writes). sync waits for the disk. */
 static int checkpoint(struct run *r, int sync, mtc_error_t *err)
 {
-    if (!r->a.ckpt_dir)
+    // a step's state is deterministic: one already checkpointed (periodic, then
+    // SIGTERM or the end at the same step) is not rewritten
+    if (!r->a.ckpt_dir || r->ckpt_step == r->step)
         return 0;
+    r->ckpt_step = r->step;
     static struct ckpt_meta meta;  // large (per-rank positions); one checkpoint at a time
     json_t *train = args_json(&r->a);
     fill_meta(r, &meta, train);
@@ -380,6 +384,7 @@ static int setup(struct run *r, mtc_error_t *err)
     r->oc.grad_clip = (float)a->clip;
 
     r->step = 0;
+    r->ckpt_step = -1;
     if (resume[0]) {
         static struct ckpt_meta meta;
         if (ckpt_load(resume, model_params(r->m), model_nparams(r->m), &r->opt, &meta, err) < 0)
@@ -391,7 +396,7 @@ static int setup(struct run *r, mtc_error_t *err)
                              resume, meta.nranks, r->nranks);
         if (loader_set_pos(r->tl, &meta.loader[r->rank], err) < 0)
             return -1;
-        r->step = meta.step;
+        r->step = r->ckpt_step = meta.step;
         r->tokens_seen = meta.tokens_seen;
         r->last_loss = meta.last_loss;
         if (r->rank == 0)
