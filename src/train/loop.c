@@ -326,11 +326,10 @@ static int setup(struct run *r, mtc_error_t *err)
     if (resume[0]) {
         if (ckpt_read_config(resume, &r->cfg, err) < 0)
             return -1;
-        if ((a->model || a->config) && !model_config_equal(&want, &r->cfg))
-            return errprintf(err, "--resume %s: checkpoint model shape differs from --model/--config "
-                                  "(d_model %d vs %d, layers %d vs %d, vocab %d vs %d)",
-                             resume, r->cfg.d_model, want.d_model, r->cfg.n_layer, want.n_layer,
-                             r->cfg.vocab_size, want.vocab_size);
+        char d[160];
+        if ((a->model || a->config) && !model_config_equal(&r->cfg, &want))
+            return errprintf(err, "--resume %s: the checkpoint's model differs from --model/--config (%s)",
+                             resume, interop_config_diff(&r->cfg, &want, d, sizeof d));
     }
     if (a->seq <= 0)
         a->seq = r->cfg.max_seq < 128 ? r->cfg.max_seq : 128;

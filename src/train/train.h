@@ -158,6 +158,11 @@ struct model *interop_load_checkpoint(const char *arg, char *dir, size_t dlen, m
  * model.safetensors) or an llm.c model file; shapes must match m (for --init). */
 int interop_load_weights(struct model *m, const char *path, mtc_error_t *err);
 
+/* Human text naming the fields where got and want differ ("family gpt2 vs llama,
+ * n_layer 2 vs 4") into buf; returns buf. */
+char *interop_config_diff(const struct model_config *got, const struct model_config *want,
+                          char *buf, size_t len);
+
 /* ---- sampling (sample.c) ---- */
 
 /* Generate up to ntok tokens after prompt ids (temperature 0 = greedy). Returns
