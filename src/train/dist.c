@@ -94,6 +94,12 @@ int dist_gather(const void *in, void *out, size_t nbytes)
                : -1;
 }
 
+void dist_abort(int code)
+{
+    if (g_mpi)
+        MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 void dist_barrier(void)
 {
     if (g_size > 1)

@@ -281,6 +281,10 @@ static float evaluate(struct run *r, mtc_error_t *err)
     }
     sum /= r->a.eval_batches;
     dist_allreduce_sum_d(&sum, 1);
+    if (!isfinite(sum)) {
+        errprintf(err, "validation loss is not finite at step %" PRId64, r->step);
+        return NAN;
+    }
     return (float)(sum / r->nranks);
 }
 
@@ -589,8 +593,14 @@ int train_main(int argc, char **argv)
         rc = -1;
         snprintf(err.text, sizeof err.text, "set-up failed on another rank");
     }
-    if (rc == 0)
+    if (rc == 0) {
         rc = run_loop(&r, &err);
+        // the other ranks may be inside a collective waiting for this one
+        if (rc < 0 && dist_size() > 1) {
+            fprintf(stderr, "mtc-train: rank %d: %s\n", dist_rank(), err.text);
+            dist_abort(1);
+        }
+    }
     if (rc < 0)
         fprintf(stderr, "mtc-train: %s\n", err.text);
     teardown(&r);

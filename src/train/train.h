@@ -78,6 +78,8 @@ int dist_bcast(void *buf, size_t nbytes);
 /* Gather nbytes from each rank into out (dist_size()*nbytes) on rank 0. */
 int dist_gather(const void *in, void *out, size_t nbytes);
 void dist_barrier(void);
+/* After an error on this rank: end every rank (they may wait in a collective). */
+void dist_abort(int code);
 
 /* ---- checkpoints (ckpt.c) ---- */
 
