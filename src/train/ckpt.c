@@ -503,7 +503,7 @@ struct ckpt_writer {
     struct ckpt_meta meta;
     int pending, has_opt, quit, failed;
     mtc_error_t err;
-    double write_s, stall_s;
+    double write_s, stall_s, wait_s;
     int count;
     pthread_t thr;
     pthread_mutex_t mu;
@@ -619,6 +619,7 @@ int ckpt_writer_snapshot(struct ckpt_writer *w, const float *params, const struc
     int64_t t0 = mtc_now_ms();
     if (ckpt_writer_wait(w, err) < 0)
         return -1;
+    int64_t t1 = mtc_now_ms();
     par_copy(w->stage, params, w->n);
     if (opt) {
         par_copy(w->sopt.m, opt->m, w->n);
@@ -631,6 +632,7 @@ int ckpt_writer_snapshot(struct ckpt_writer *w, const float *params, const struc
     w->meta.train = meta->train ? json_deep_copy(meta->train) : NULL;
     w->pending = 1;
     w->stall_s += (double)(mtc_now_ms() - t0) / 1000.0;
+    w->wait_s += (double)(t1 - t0) / 1000.0;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return 0;
@@ -653,7 +655,8 @@ int ckpt_writer_save_sync(struct ckpt_writer *w, const float *params, const stru
     return rc;
 }
 
-void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s, int *count)
+void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s,
+                       double *wait_s, int *count)
 {
     struct ckpt_writer *mw = (struct ckpt_writer *)w;
     pthread_mutex_lock(&mw->mu);
@@ -661,6 +664,8 @@ void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *sta
         *write_s = w->write_s;
     if (stall_s)
         *stall_s = w->stall_s;
+    if (wait_s)
+        *wait_s = w->wait_s;
     if (count)
         *count = w->count;
     pthread_mutex_unlock(&mw->mu);

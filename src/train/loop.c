@@ -537,21 +537,24 @@ static int run_loop(struct run *r, mtc_error_t *err)
     }
     // the async checkpoints' stall so far, then the final one written synchronously:
     // the two figures bench/train_ckpt.sh compares
-    double ws0 = 0, ss0 = 0;
+    double ws0 = 0, ss0 = 0, wt0 = 0;
     int n0 = 0;
     if (r->rank == 0 && r->cw && ckpt_writer_wait(r->cw, err) == 0)
-        ckpt_writer_stats(r->cw, &ws0, &ss0, &n0);
+        ckpt_writer_stats(r->cw, &ws0, &ss0, &wt0, &n0);
     double t0 = now_s();
     if (checkpoint(r, 1, err) < 0)
         return -1;
     double sync_s = now_s() - t0;
-    if (r->rank == 0 && r->cw) {
-        double mb = 3.0 * (double)model_nparams(r->m) * sizeof(float) / 1e6;
+    if (r->rank == 0)
         fprintf(stderr, "mtc-train: done, %" PRId64 " steps, final loss %.4f\n", r->step,
                 r->last_loss);
-        fprintf(stderr, "mtc-train: checkpoints: %d async, stall %.4f s each (%.2f s written in "
-                        "the background); final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
-                n0, n0 ? ss0 / n0 : 0.0, ws0, sync_s, mb, mb / (sync_s > 0 ? sync_s : 1e-9));
+    if (r->rank == 0 && r->cw && n0 > 0) {
+        double mb = 3.0 * (double)model_nparams(r->m) * sizeof(float) / 1e6;
+        fprintf(stderr, "mtc-train: checkpoints: %d async, stall %.4f s each (snapshot copy %.4f s, "
+                        "waiting for the previous write %.4f s; %.2f s written in the background); "
+                        "final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
+                n0, ss0 / n0, (ss0 - wt0) / n0, wt0 / n0, ws0, sync_s, mb,
+                mb / (sync_s > 0 ? sync_s : 1e-9));
     }
     return 0;
 }

@@ -126,8 +126,11 @@ int ckpt_writer_save_sync(struct ckpt_writer *w, const float *params, const stru
                           const struct ckpt_meta *meta, mtc_error_t *err);
 /* Wait until the pending write (if any) is on disk. Returns -1 if it failed. */
 int ckpt_writer_wait(struct ckpt_writer *w, mtc_error_t *err);
-/* Seconds spent by the thread writing, and by callers in snapshot (stall). */
-void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s, int *count);
+/* Seconds spent writing (thread and sync saves), by callers in snapshot (stall),
+ * and the part of the stall spent waiting for the previous write; writes done.
+ * Any pointer may be NULL. */
+void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s,
+                       double *wait_s, int *count);
 void ckpt_writer_destroy(struct ckpt_writer *w);
 
 /* ---- metrics (metrics.c) ---- */

@@ -194,7 +194,7 @@ static void test_checkpoint(const char *dir)
     p[0] = 99.0f;
     CHECK(ckpt_writer_wait(w, &err) == 0, "async writes succeed");
     int cnt;
-    ckpt_writer_stats(w, NULL, NULL, &cnt);
+    ckpt_writer_stats(w, NULL, NULL, NULL, &cnt);
     CHECK(cnt == 4, "4 async checkpoints written");
     ckpt_writer_destroy(w);
     snprintf(ck, sizeof ck, "%s/step_00000046", dir);
