@@ -13,7 +13,8 @@ cc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Isrc -fopenmp \
     -fopenmp -lopenblas -ljansson $(mpicc --showme:link 2>/dev/null) -lpthread -lm
 bin=$B/bench/train_speed
 echo "threads: OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} nproc=$(nproc)"
-peak=$("$bin" sgemm 2048 | awk '{print $2}')
-echo "sgemm peak (2048^3, all threads): $peak GFLOP/s"
+line=$("$bin" sgemm 2048)
+peak=$(echo "$line" | awk '{print $2}')
+echo "sgemm peak (2048^3, all threads): $peak GFLOP/s  [$line]"
 "$bin" model gpt2-124m 4 64 ${STEPS:-5} "$peak"
 "$bin" model tiny-llama 8 256 ${STEPS:-5} "$peak"

@@ -395,9 +395,11 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
     int M = B * T;
     if (a->block && M <= a->cap_m && T <= a->cap_t)
         return reserve_attention(m, err);
-    if (a->block) { // grow to cover both the old and the new shape
-        M = M > a->cap_m ? M : a->cap_m;
-        T = T > a->cap_t ? T : a->cap_t;
+    if (a->block) { // grow geometrically (a sampler lengthens T by one each call)
+        int m2 = a->cap_m * 2 < INT32_MAX / 8 ? a->cap_m * 2 : a->cap_m;
+        int t2 = a->cap_t * 2 < c->max_seq ? a->cap_t * 2 : c->max_seq;
+        M = M > m2 ? M : m2;
+        T = T > t2 ? T : t2;
     }
     size_t L = c->n_layer, C = c->d_model, F = c->d_ff, Vp = c->padded_vocab;
     size_t Mz = M, H = c->n_head, half = m->hd / 2;

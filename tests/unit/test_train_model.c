@@ -469,6 +469,19 @@ static void test_loss_norm(void)
     int32_t bad[8] = {1, 2, 3, 4, 5, 6, 7, 50};
     CHECK(isnan(model_forward(m, bad, NULL, NULL, 0, 2, 4)), "token id >= vocab is rejected");
     CHECK(isnan(model_forward(m, x, NULL, NULL, 0, 1, 17)), "T > max_seq is rejected");
+
+    // a sampler grows T one token at a time: activations regrow, results stay the same
+    struct model *f = model_create(&cfg, NULL);
+    model_init_weights(f, 1);
+    CHECK(model_reserve(f, 1, 16, NULL) == 0, "reserve up front");
+    int same = 1;
+    for (int t = 1; t <= 8; t++) {
+        model_forward(m, x, NULL, NULL, 0, 1, t);
+        model_forward(f, x, NULL, NULL, 0, 1, t);
+        same &= memcmp(model_last_logits(m), model_last_logits(f), sizeof(float) * 50) == 0;
+    }
+    CHECK(same, "growing T call by call gives the logits of a model reserved up front");
+    model_destroy(f);
     model_destroy(m);
 }
 
