@@ -19,29 +19,65 @@
 #define CKPT_FORMAT "mtc-checkpoint"
 #define CKPT_VERSION 1
 
-/* 64-bit FNV-style hash over 8-byte words in 4 independent lanes (so the
- * multiplies pipeline: ~4x a single chain): catches truncation and bit rot,
- * not an adversary. */
-static uint64_t hash_words(const void *data, size_t nbytes, uint64_t h)
+/* Streaming 64-bit FNV-style hash over 8-byte words in 4 independent lanes (so
+ * the multiplies pipeline): catches truncation and bit rot, not an adversary.
+ * Streaming so a checkpoint can be verified in chunks without holding it. */
+struct hasher {
+    uint64_t l[4];
+    unsigned char buf[32];
+    size_t nbuf;
+    uint64_t total;
+};
+#define HASH_SEED 0xcbf29ce484222325ull
+
+static void hs_init(struct hasher *hs)
+{
+    hs->l[0] = HASH_SEED;
+    hs->l[1] = HASH_SEED ^ 0x9e3779b97f4a7c15ull;
+    hs->l[2] = HASH_SEED ^ 0xbf58476d1ce4e5b9ull;
+    hs->l[3] = HASH_SEED ^ 0x94d049bb133111ebull;
+    hs->nbuf = 0;
+    hs->total = 0;
+}
+
+static void hs_block(struct hasher *hs, const unsigned char *p)
+{
+    uint64_t w[4];
+    memcpy(w, p, 32);
+    for (int k = 0; k < 4; k++) {
+        hs->l[k] = (hs->l[k] ^ w[k]) * 0x100000001b3ull;
+        hs->l[k] ^= hs->l[k] >> 29;
+    }
+}
+
+static void hs_update(struct hasher *hs, const void *data, size_t n)
 {
     const unsigned char *p = data;
-    uint64_t l[4] = {h, h ^ 0x9e3779b97f4a7c15ull, h ^ 0xbf58476d1ce4e5b9ull,
-                     h ^ 0x94d049bb133111ebull};
-    size_t nb = nbytes / 32;
-    for (size_t i = 0; i < nb; i++) {
-        uint64_t w[4];
-        memcpy(w, p + 32 * i, 32);
-        for (int k = 0; k < 4; k++) {
-            l[k] = (l[k] ^ w[k]) * 0x100000001b3ull;
-            l[k] ^= l[k] >> 29;
-        }
+    hs->total += n;
+    if (hs->nbuf) {
+        size_t take = 32 - hs->nbuf < n ? 32 - hs->nbuf : n;
+        memcpy(hs->buf + hs->nbuf, p, take);
+        hs->nbuf += take;
+        p += take;
+        n -= take;
+        if (hs->nbuf < 32)
+            return;
+        hs_block(hs, hs->buf);
+        hs->nbuf = 0;
     }
-    h = l[0] ^ (l[1] * 3) ^ (l[2] * 5) ^ (l[3] * 7);
-    for (size_t i = nb * 32; i < nbytes; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
+    for (; n >= 32; p += 32, n -= 32)
+        hs_block(hs, p);
+    memcpy(hs->buf, p, n);
+    hs->nbuf = n;
+}
+
+static uint64_t hs_final(const struct hasher *hs)
+{
+    uint64_t h = hs->l[0] ^ (hs->l[1] * 3) ^ (hs->l[2] * 5) ^ (hs->l[3] * 7) ^ hs->total;
+    for (size_t i = 0; i < hs->nbuf; i++)
+        h = (h ^ hs->buf[i]) * 0x100000001b3ull;
     return h;
 }
-#define HASH_SEED 0xcbf29ce484222325ull
 
 static int write_all(int fd, const void *buf, size_t n)
 {
@@ -151,15 +187,20 @@ int ckpt_save(const char *dir, const struct model_config *cfg, const float *para
     mtc_rm_rf(tmp);
     if (mkdir(tmp, 0755) < 0)
         return errprintf(err, "checkpoint: cannot create %s: %s", tmp, strerror(errno));
-    uint64_t hp = hash_words(params, nparams * sizeof(float), HASH_SEED), ho = 0;
+    struct hasher hs;
+    hs_init(&hs);
+    hs_update(&hs, params, nparams * sizeof(float));
+    uint64_t hp = hs_final(&hs), ho = 0;
     snprintf(path, sizeof path, "%s/params.bin", tmp);
     const void *pp[2] = {params};
     size_t pl[2] = {nparams * sizeof(float)};
     if (write_file(path, pp, pl, 1, err) < 0)
         goto error;
     if (opt) {
-        ho = hash_words(opt->m, opt->n * sizeof(float), HASH_SEED);
-        ho = hash_words(opt->v, opt->n * sizeof(float), ho);
+        hs_init(&hs);
+        hs_update(&hs, opt->m, opt->n * sizeof(float));
+        hs_update(&hs, opt->v, opt->n * sizeof(float));
+        ho = hs_final(&hs);
         snprintf(path, sizeof path, "%s/optim.bin", tmp);
         const void *op[2] = {opt->m, opt->v};
         size_t ol[2] = {opt->n * sizeof(float), opt->n * sizeof(float)};
@@ -283,7 +324,8 @@ static int read_exact(const char *path, void *const *bufs, const size_t *lens, i
         return errprintf(err, "checkpoint: %s has %lld bytes, expected %zu (corrupt or truncated)",
                          path, (long long)st.st_size, total);
     }
-    uint64_t h = HASH_SEED;
+    struct hasher hs;
+    hs_init(&hs);
     for (int i = 0; i < nb; i++) {
         char *p = bufs[i];
         size_t left = lens[i];
@@ -299,10 +341,10 @@ static int read_exact(const char *path, void *const *bufs, const size_t *lens, i
             p += r;
             left -= (size_t)r;
         }
-        h = hash_words(bufs[i], lens[i], h);
+        hs_update(&hs, bufs[i], lens[i]);
     }
     close(fd);
-    *hash = h;
+    *hash = hs_final(&hs);
     return 0;
 }
 
@@ -445,6 +487,82 @@ int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err
             continue;
         }
         json_decref(o);
+        snprintf(out, outlen, "%s", ck);
+        found = 1;
+    }
+    free(steps);
+    return found;
+}
+
+/* Hash a whole file in chunks and compare with meta.json's value. */
+static int verify_file(json_t *o, const char *ckdir, const char *file, const char *key,
+                       size_t want_bytes, mtc_error_t *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", ckdir, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errprintf(err, "checkpoint: cannot open %s: %s", path, strerror(errno));
+    enum { CHUNK = 8 << 20 };
+    char *buf = malloc(CHUNK);
+    if (!buf) {
+        close(fd);
+        return errprintf(err, "out of memory");
+    }
+    struct hasher hs;
+    hs_init(&hs);
+    size_t total = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, CHUNK);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            errprintf(err, "checkpoint: read %s: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        hs_update(&hs, buf, (size_t)r);
+        total += (size_t)r;
+    }
+    free(buf);
+    close(fd);
+    if (total != want_bytes)
+        return errprintf(err, "checkpoint: %s has %zu bytes, expected %zu (corrupt or truncated)",
+                         path, total, want_bytes);
+    return check_hash(o, key, hs_final(&hs), path, err);
+}
+
+int ckpt_verify(const char *ckdir, mtc_error_t *err)
+{
+    json_t *o = read_meta(ckdir, err);
+    if (!o)
+        return -1;
+    size_t n = (size_t)json_integer_value(json_object_get(o, "nparams"));
+    int rc = verify_file(o, ckdir, "params.bin", "params_hash", n * sizeof(float), err);
+    if (rc == 0 && json_is_integer(json_object_get(o, "optimizer")))
+        rc = verify_file(o, ckdir, "optim.bin", "optim_hash", 2 * n * sizeof(float), err);
+    json_decref(o);
+    return rc;
+}
+
+int ckpt_find_latest_valid(const char *dir, char *out, size_t outlen, mtc_error_t *err)
+{
+    int64_t *steps;
+    int n;
+    if (list_steps(dir, &steps, &n) < 0)
+        return errprintf(err, "checkpoint dir %s: %s", dir, strerror(errno));
+    int found = 0;
+    for (int i = 0; i < n && !found; i++) {
+        char ck[4096];
+        snprintf(ck, sizeof ck, "%s/step_%08" PRId64, dir, steps[i]);
+        mtc_error_t e2;
+        if (ckpt_verify(ck, &e2) < 0) {
+            log_msg(LOG_WARNING, "skipping %s", e2.text);
+            continue;
+        }
         snprintf(out, outlen, "%s", ck);
         found = 1;
     }

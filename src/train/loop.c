@@ -310,7 +310,7 @@ static int setup(struct run *r, mtc_error_t *err)
         char meta[4200];
         snprintf(meta, sizeof meta, "%s/meta.json", a->resume);
         if (strcmp(a->resume, "auto") == 0) {
-            if (ckpt_find_latest(a->ckpt_dir, resume, sizeof resume, err) < 0)
+            if (ckpt_find_latest_valid(a->ckpt_dir, resume, sizeof resume, err) < 0)
                 snprintf(resume, sizeof resume, "!%s", err->text);
         } else if (mtc_path_exists(meta)) {
             snprintf(resume, sizeof resume, "%s", a->resume);

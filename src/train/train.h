@@ -109,6 +109,13 @@ int ckpt_load(const char *ckdir, float *params, size_t nparams, struct opt_state
 /* Newest complete (DONE, valid meta) step_ directory under dir into out.
  * Returns 1 found, 0 none, -1 error. Incomplete ones are skipped with a log line. */
 int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err);
+/* Read a checkpoint's files and check sizes and checksums (chunked; no model
+ * needed). 0, or -1 with err naming the bad file. */
+int ckpt_verify(const char *ckdir, mtc_error_t *err);
+/* Like ckpt_find_latest, but also skips (with a warning) checkpoints that fail
+ * ckpt_verify: what --resume auto uses, so a corrupted newest checkpoint falls
+ * back to the previous one. */
+int ckpt_find_latest_valid(const char *dir, char *out, size_t outlen, mtc_error_t *err);
 /* Delete all but the newest `keep` complete checkpoints and stale temporaries. */
 int ckpt_prune(const char *dir, int keep);
 

@@ -26,7 +26,7 @@ check "corpus prepared" test -s "$D/tok.json"
 CFG='{"n_layer":2,"d_model":64,"n_head":4,"d_ff":256,"vocab_size":384,"max_seq":64}'
 ARGS=(--model tiny-gpt2 --config "$CFG" --seq 32 --batch 8 --log-every 1000 --tokenizer "$D/tok.json")
 
-mtc-train "${ARGS[@]}" --data "$D/data" --steps 60 --lr 3e-3 --eval-every 30 \
+mtc-train "${ARGS[@]}" --data "$D/data" --steps 60 --lr 3e-3 --eval-every 30 --checkpoint-every 30 \
     --checkpoint-dir "$D/ck" >"$D/train.out" 2>"$D/train.err"
 check "training run" test $? -eq 0
 check "progress line format" grep -Eq '^step 60/60 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| [0-9 ]+ tok/s \| MFU [0-9]+% \| ETA ' "$D/train.out"
@@ -94,6 +94,9 @@ cp -r "$D/ck" "$D/ckbad"
 last=$(ls -d "$D"/ckbad/step_* | tail -1)
 printf 'garbage' | dd of="$last/params.bin" bs=1 seek=64 conv=notrunc 2>/dev/null
 bad "corrupt checkpoint" mtc-train "${ARGS[@]}" --data "$D/data" --steps 70 --resume "$last"
+mtc-train "${ARGS[@]}" --data "$D/data" --steps 62 --checkpoint-dir "$D/ckbad" --resume auto >/dev/null 2>"$D/fallback.err"
+check "resume auto skips the corrupt newest checkpoint" grep -q "skipping.*step_00000060/params.bin is corrupt" "$D/fallback.err"
+check "and resumes from the previous one" grep -q "resuming from .*step_00000030" "$D/fallback.err"
 bad "non-finite loss" mtc-train "${ARGS[@]}" --data "$D/data" --steps 30 --lr 1e12 --grad-clip 0
 bad "import with mismatched preset" mtc-train import --from safetensors "$D/hf" --model tiny-llama --output "$D/x"
 bad "import of a non-llm.c file" mtc-train import --from llmc "$D/tok.json" --output "$D/x"
