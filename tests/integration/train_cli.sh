@@ -88,6 +88,10 @@ f=$(ls "$D"/trunc/train_*.bin | head -1)
 head -c 1500 "$f" >"$f.x" && mv "$f.x" "$f"
 bad "truncated shard" mtc-train "${ARGS[@]}" --data "$D/trunc" --steps 2
 bad "missing tokenizer" mtc-train --model tiny-gpt2 --config "$CFG" --data "$D/data" --steps 2 --tokenizer "$D/none.json"
+SMALL='{"n_layer":2,"d_model":64,"n_head":4,"d_ff":256,"vocab_size":256,"max_seq":64}'
+bad "tokenizer larger than the model's vocab" mtc-train --model tiny-gpt2 --config "$SMALL" --data "$D/data" --steps 2 --tokenizer "$D/tok.json"
+bad "token ids beyond the model's vocab" mtc-train --model tiny-gpt2 --config "$SMALL" --data "$D/data" --steps 2 --seq 32
+bad "unknown config key" mtc-train --model tiny-gpt2 --config '{"n_layers":3}' --data "$D/data" --steps 2
 bad "unknown preset" mtc-train --model gpt7 --data "$D/data" --steps 2
 bad "preset mismatch on resume" mtc-train --model tiny-llama --config "$CFG" --data "$D/data" --steps 70 --checkpoint-dir "$D/ck" --resume auto
 cp -r "$D/ck" "$D/ckbad"
