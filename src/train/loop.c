@@ -392,6 +392,20 @@ static int setup(struct run *r, mtc_error_t *err)
         static struct ckpt_meta meta;
         if (ckpt_load(resume, model_params(r->m), model_nparams(r->m), &r->opt, &meta, err) < 0)
             return -1;
+        // the loader position counts batches of micro x ranks windows of seq
+        // tokens: another shape would resume on other data
+        static const char *const shape_keys[] = {"micro_batch", "seq", "batch"};
+        int cur[] = {a->micro, a->seq, a->batch};
+        for (int k = 0; k < 3; k++) {
+            json_t *v = json_object_get(meta.train, shape_keys[k]);
+            if (json_is_integer(v) && json_integer_value(v) != cur[k]) {
+                errprintf(err, "checkpoint %s was trained with %s %lld, this run has %d "
+                               "(exact resume needs the same --batch/--micro-batch/--seq)",
+                          resume, shape_keys[k], (long long)json_integer_value(v), cur[k]);
+                json_decref(meta.train);
+                return -1;
+            }
+        }
         json_decref(meta.train);
         if (meta.nranks != r->nranks)
             return errprintf(err, "checkpoint %s was written by %d ranks, this run has %d "

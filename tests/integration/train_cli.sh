@@ -94,6 +94,7 @@ bad "token ids beyond the model's vocab" mtc-train --model tiny-gpt2 --config "$
 bad "unknown config key" mtc-train --model tiny-gpt2 --config '{"n_layers":3}' --data "$D/data" --steps 2
 bad "unknown preset" mtc-train --model gpt7 --data "$D/data" --steps 2
 bad "preset mismatch on resume" mtc-train --model tiny-llama --config "$CFG" --data "$D/data" --steps 70 --checkpoint-dir "$D/ck" --resume auto
+bad "batch shape change on resume" mtc-train "${ARGS[@]}" --data "$D/data" --steps 70 --seq 16 --checkpoint-dir "$D/ck" --resume auto
 cp -r "$D/ck" "$D/ckbad"
 last=$(ls -d "$D"/ckbad/step_* | tail -1)
 printf 'garbage' | dd of="$last/params.bin" bs=1 seek=64 conv=notrunc 2>/dev/null
