@@ -62,6 +62,8 @@ check "export/import/export round trip identical" cmp "$D/hf/model.safetensors" 
 out=$(mtc-train sample --checkpoint "$D/ck" --prompt "the cat" --tokens 12 --temperature 0.5 --seed 1 2>/dev/null)
 check "sample generates text after the prompt" test "${#out}" -gt 10
 diag "sample: $out"
+out2=$(mtc-train sample --checkpoint "$D/ck" --prompt "the cat" --tokens 12 --temperature 0.5 --seed 1 2>/dev/null)
+check "sampling is reproducible for a seed" test "$out" = "$out2"
 mtc-train "${ARGS[@]}" --data "$D/data" --steps 5 --init "$D/hf" --checkpoint-dir "$D/ck2" 2>/dev/null
 check "continued pretraining from HF weights (--init)" test -e "$D/ck2/step_00000005/DONE"
 check "--init starts from the imported loss" python3 - "$D/ck/metrics.jsonl" "$D/ck2/metrics.jsonl" <<'PY'
