@@ -30,7 +30,7 @@ MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
 TRAIN_CFLAGS := -fopenmp -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
 TRAIN_SRCS := $(wildcard src/train/*.c src/train/cpu/*.c)
 TRAIN_OBJS := $(TRAIN_SRCS:%.c=$(B)/%.o)
-TRAIN_LIBS := -fopenmp -lopenblas -ljansson $(MPI_LIBS) -lpthread -lm
+TRAIN_LIBS := -fopenmp -lopenblas -ljansson $(MPI_LIBS) -lcrypto -lpthread -lm
 
 COMMON_OBJS := $(filter $(B)/src/common/%,$(CP_OBJS))
 

@@ -1,0 +1,39 @@
+/* mtc-train: the trainer's command line — a table of subcommands (train is the
+ * default), each implemented in the trainer library. Exit 0 ok, 1 error, 2 usage,
+ * 75 (EX_TEMPFAIL) when SIGTERM/SIGUSR1 made it checkpoint and stop: requeue it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "train/data.h"
+#include "train/train.h"
+
+static const struct {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *help;
+} subcmds[] = {
+    {"train", train_main, "train a model (default; --help for options)"},
+    {"tokenizer", train_tokenizer_main, "train/encode/decode a byte-level BPE tokenizer"},
+    {"prepare", train_prepare_main, "tokenize text/jsonl into train/val shards"},
+    {"export", train_export_main, "checkpoint -> HF safetensors + config.json"},
+    {"import", train_import_main, "llm.c or HF safetensors -> checkpoint (for --init)"},
+    {"sample", train_sample_main, "generate text from a checkpoint"},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0)) {
+        printf("usage: mtc-train [SUBCOMMAND] [options]\n");
+        for (size_t i = 0; i < sizeof subcmds / sizeof subcmds[0]; i++)
+            printf("  %-10s %s\n", subcmds[i].name, subcmds[i].help);
+        return 0;
+    }
+    if (argc > 1 && argv[1][0] != '-') {
+        for (size_t i = 0; i < sizeof subcmds / sizeof subcmds[0]; i++)
+            if (strcmp(argv[1], subcmds[i].name) == 0)
+                return subcmds[i].main(argc - 1, argv + 1);
+        fprintf(stderr, "mtc-train: unknown subcommand '%s' (see mtc-train help)\n", argv[1]);
+        return 2;
+    }
+    return train_main(argc, argv);  // argv[0] stands in for "train"
+}

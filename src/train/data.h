@@ -1,0 +1,133 @@
+/* data: the trainer's data side — byte-level BPE tokenizer (load, encode, decode, train),
+ * token shards and the deterministic sharded data loader, TensorBoard event files,
+ * safetensors read/write, and the `tokenizer` / `prepare` CLI entry points. */
+#ifndef MTC_TRAIN_DATA_H
+#define MTC_TRAIN_DATA_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* ---- tokenizer (tokenizer.c, bpe_train.c) ---- */
+
+struct tok; /* byte-level BPE tokenizer */
+/* Load a Hugging Face tokenizer.json (model.type BPE, byte-level), or a GPT-2
+ * encoder.json with vocab.bpe beside it (or path "encoder.json:vocab.bpe").
+ * Returns a new tokenizer (free with tok_destroy) or NULL with err set. */
+struct tok *tok_load(const char *path, mtc_error_t *err);
+void tok_destroy(struct tok *t);
+/* Number of ids (max id + 1, including added/special tokens). */
+int tok_vocab_size(const struct tok *t);
+/* Id of a special/added token such as "<|endoftext|>", -1 if absent. */
+int tok_special(const struct tok *t, const char *name);
+/* End-of-text / end-of-sequence id ("<|endoftext|>", else "<|end_of_text|>", else "</s>"), or -1. */
+int tok_eot(const struct tok *t);
+/* Encode len bytes of text; special tokens written literally in the text become their ids.
+ * *ids is malloc'd (caller frees), *n its length. 0, or -1 with err. */
+int tok_encode(const struct tok *t, const char *text, size_t len, int32_t **ids, size_t *n,
+               mtc_error_t *err);
+/* Decode ids to a NUL-terminated malloc'd string (caller frees); out-of-range ids are
+ * skipped. NULL only on allocation failure. */
+char *tok_decode(const struct tok *t, const int32_t *ids, size_t n);
+/* Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on corpus with vocab_size ids
+ * (256 bytes + merges + "<|endoftext|>" as the last id) and write a HF tokenizer.json. */
+int tok_train(const char *corpus, size_t len, int vocab_size, const char *out_json,
+              mtc_error_t *err);
+
+/* ---- token shards (shard.c) ----
+ * Our format: 1024-byte header of 256 little-endian uint32: [0]=SHARD_MAGIC, [1]=SHARD_VERSION,
+ * [2]=token width in bytes (2|4), [3]=0, [4..5]=token count (uint64 LE); then the tokens
+ * (uint16 or uint32 LE). Also read: llm.c shards [0]=20240520 [1]=1 [2]=count, uint16 tokens,
+ * and [0]=20240801 [1]=7 [2]=count, uint32 tokens. */
+#define SHARD_MAGIC 0x3153544du /* "MTS1" */
+#define SHARD_VERSION 1u
+#define SHARD_HEADER_BYTES 1024
+/* Write n ids with width 2 (all ids must be < 65536) or 4, atomically (temp + rename). */
+int shard_write(const char *path, const int32_t *ids, size_t n, int width, mtc_error_t *err);
+/* Read a whole shard (any supported format). Returns malloc'd ids (caller frees), *n the
+ * count; NULL with err naming the file when missing, corrupt or truncated. */
+int32_t *shard_read(const char *path, size_t *n, mtc_error_t *err);
+/* Validate a shard header h (at least SHARD_HEADER_BYTES readable when fsize allows) against
+ * the file size: *width (2|4) and *count. 0, or -1 with err naming path. (Used by loader.c.) */
+int shard_parse_header(const unsigned char *h, size_t fsize, const char *path, int *width,
+                       uint64_t *count, mtc_error_t *err);
+
+/* ---- loader (loader.c) ----
+ * Position: epoch, shard index (in sorted order), offset = global batch index within the shard.
+ * rng is the seed of the current shard's window permutation (informational; it is derived from
+ * the loader seed, epoch and shard, so set_pos recomputes it). */
+struct loader_pos {
+    uint64_t epoch, shard, offset;
+    uint64_t rng;
+};
+struct loader;
+/* dir holds <split>_*.bin shards (prepare's output; llm.c's *_<split>.bin and *_<split>_*.bin
+ * are accepted too), walked in name order. Each shard is cut into windows of T+1 tokens
+ * (stride T); a global batch is B*nranks windows and rank r gets windows [r*B, r*B+B) of it.
+ * shuffle != 0 permutes the windows of each shard per epoch from seed (same on every rank).
+ * Returns NULL with err (naming the file) on a missing dir, no shards, or a bad shard. */
+struct loader *loader_create(const char *dir, const char *split, int B, int T, int rank,
+                             int nranks, uint64_t seed, int shuffle, mtc_error_t *err);
+/* Fill x (B,T) inputs and y (B,T) targets (next tokens) for this rank and advance. 0/-1. */
+int loader_next(struct loader *l, int32_t *x, int32_t *y, mtc_error_t *err);
+void loader_get_pos(const struct loader *l, struct loader_pos *pos);
+/* Continue exactly from pos (from loader_get_pos of a loader with the same arguments). 0/-1. */
+int loader_set_pos(struct loader *l, const struct loader_pos *pos, mtc_error_t *err);
+/* Global batches per epoch (over all shards); tokens in all shards. */
+uint64_t loader_batches_per_epoch(const struct loader *l);
+uint64_t loader_ntokens(const struct loader *l);
+void loader_destroy(struct loader *l);
+
+/* ---- TensorBoard event file writer (tboard.c; formats.md) ---- */
+struct tb_writer;
+/* Create log_dir (mkdir -p) and events.out.tfevents.<secs>.<hostname> in it, with the
+ * file_version record. NULL with err on failure. */
+struct tb_writer *tb_create(const char *log_dir, mtc_error_t *err);
+/* Append one scalar event and flush it. 0/-1 (errno). */
+int tb_scalar(struct tb_writer *w, const char *tag, int64_t step, float value);
+/* The event file's path (owned by w). */
+const char *tb_path(const struct tb_writer *w);
+void tb_destroy(struct tb_writer *w);
+
+/* ---- safetensors (safetensors.c; formats.md) ---- */
+struct st_tensor {
+    char *name;
+    char dtype[8]; /* "F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8", "U8", "BOOL" */
+    int ndim;
+    int64_t shape[8];
+    void *data;
+    size_t nbytes;
+};
+struct st_file {
+    struct st_tensor *t; /* sorted by data offset; data points into map */
+    int n;
+    json_t *metadata; /* "__metadata__" object or NULL (owned) */
+    void *map;
+    size_t map_len;
+};
+/* Write n tensors (dtype "" means F32; nbytes must match shape*dtype size): header sorted by
+ * name, padded with spaces to 8 bytes, contiguous offsets, __metadata__ {"format":"pt"}.
+ * Atomic (temp + rename). 0, or -1 with err. */
+int st_write(const char *path, const struct st_tensor *t, int n, mtc_error_t *err);
+/* mmap and validate (header size, JSON, dtypes, shapes vs sizes, offsets contiguous from 0,
+ * file size). Free with st_close. NULL with err naming the file. */
+struct st_file *st_open(const char *path, mtc_error_t *err);
+/* Tensor by name or NULL (pointer owned by f). */
+const struct st_tensor *st_find(const struct st_file *f, const char *name);
+/* Bytes per element of a dtype name, 0 if unknown. */
+size_t st_dtype_size(const char *dtype);
+void st_close(struct st_file *f);
+
+/* ---- CLI entry points called from mtc-train's subcommand table ---- */
+/* mtc-train tokenizer train --vocab-size N --input F --output tok.json
+ * mtc-train tokenizer encode --tokenizer T [--input F] (ids to stdout, one line)
+ * mtc-train tokenizer decode --tokenizer T [--input F] (ids from stdin/F, text to stdout)
+ * argv[0] is "tokenizer". Returns the process exit status. */
+int train_tokenizer_main(int argc, char **argv);
+/* mtc-train prepare --tokenizer T --input F(.txt|.jsonl) --output DIR [--val-fraction X]
+ * [--shard-tokens N]; argv[0] is "prepare". Returns the process exit status. */
+int train_prepare_main(int argc, char **argv);
+
+#endif

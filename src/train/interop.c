@@ -1,0 +1,506 @@
+/* interop: Hugging Face safetensors + config.json export/import (GPT-2 and
+ * Llama names; GPT-2 Conv1D weights transposed) and llm.c GPT-2 model files,
+ * plus the `export` and `import` subcommands. Llama q/k projections need no
+ * permutation: our RoPE already rotates the two halves of each head
+ * (HF rotate_half), the layout HF checkpoints are stored in. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/train.h"
+
+/* HF GPT-2 keeps these in Conv1D (in,out); we store (out,in). */
+static int is_conv1d(const struct model_config *c, const char *name)
+{
+    static const char *const sfx[] = {".attn.c_attn.weight", ".attn.c_proj.weight",
+                                      ".mlp.c_fc.weight", ".mlp.c_proj.weight", NULL};
+    if (c->family != MODEL_GPT2)
+        return 0;
+    size_t n = strlen(name);
+    for (int i = 0; sfx[i]; i++) {
+        size_t l = strlen(sfx[i]);
+        if (n > l && strcmp(name + n - l, sfx[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Embedding-like tensors carry padded_vocab rows here and vocab_size rows in HF. */
+static int is_vocab_rows(const struct model_config *c, const struct model_tensor *t)
+{
+    return t->ndim == 2 && t->shape[0] == c->padded_vocab &&
+           (strstr(t->name, "wte") || strstr(t->name, "embed_tokens") ||
+            strcmp(t->name, "lm_head.weight") == 0);
+}
+
+/* HF shape of tensor t into shape[], returns ndim. */
+static int hf_shape(const struct model_config *c, const struct model_tensor *t, int64_t *shape)
+{
+    for (int d = 0; d < t->ndim; d++)
+        shape[d] = t->shape[d];
+    if (is_vocab_rows(c, t))
+        shape[0] = c->vocab_size;
+    if (is_conv1d(c, t->name)) {
+        shape[0] = t->shape[1];
+        shape[1] = t->shape[0];
+    }
+    return t->ndim;
+}
+
+static json_t *hf_config(const struct model_config *c)
+{
+    if (c->family == MODEL_GPT2)
+        return json_pack("{s:s,s:[s],s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:f,s:b,s:s}", "model_type",
+                         "gpt2", "architectures", "GPT2LMHeadModel", "vocab_size", c->vocab_size,
+                         "n_positions", c->max_seq, "n_ctx", c->max_seq, "n_embd", c->d_model,
+                         "n_layer", c->n_layer, "n_head", c->n_head, "n_inner", c->d_ff,
+                         "activation_function", "gelu_new", "layer_norm_epsilon",
+                         (double)c->norm_eps, "tie_word_embeddings", 1, "torch_dtype", "float32");
+    json_t *o = json_pack(
+        "{s:s,s:[s],s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:b,s:s,s:s}", "model_type", "llama",
+        "architectures", "LlamaForCausalLM", "hidden_size", c->d_model, "intermediate_size",
+        c->d_ff, "num_hidden_layers", c->n_layer, "num_attention_heads", c->n_head,
+        "num_key_value_heads", c->n_kv_head, "vocab_size", c->vocab_size, "max_position_embeddings",
+        c->max_seq, "rms_norm_eps", (double)c->norm_eps, "rope_theta", (double)c->rope_theta,
+        "tie_word_embeddings", c->tied, "hidden_act", "silu", "torch_dtype", "float32");
+    if (c->rope_factor > 0)
+        json_object_set_new(o, "rope_scaling",
+                            json_pack("{s:s,s:f,s:f,s:f,s:i}", "rope_type", "llama3", "factor",
+                                      (double)c->rope_factor, "low_freq_factor",
+                                      (double)c->rope_low_freq, "high_freq_factor",
+                                      (double)c->rope_high_freq,
+                                      "original_max_position_embeddings", c->rope_orig_max));
+    return o;
+}
+
+int interop_export_hf(const struct model *m, const char *outdir, mtc_error_t *err)
+{
+    struct model *mm = (struct model *)m;
+    const struct model_config *c = model_cfg(m);
+    int nt = model_ntensors(m);
+    if (mtc_mkdir_p(outdir, 0755) < 0)
+        return errprintf(err, "cannot create %s: %s", outdir, strerror(errno));
+    struct st_tensor *st = calloc((size_t)nt, sizeof *st);
+    if (!st)
+        return errprintf(err, "out of memory");
+    int rc = -1;
+    const float *p = model_params(mm);
+    for (int i = 0; i < nt; i++) {
+        const struct model_tensor *t = model_tensor(m, i);
+        st[i].name = (char *)t->name;
+        strcpy(st[i].dtype, "F32");
+        st[i].ndim = hf_shape(c, t, st[i].shape);
+        size_t n = 1;
+        for (int d = 0; d < st[i].ndim; d++)
+            n *= (size_t)st[i].shape[d];
+        st[i].nbytes = n * sizeof(float);
+        if (is_conv1d(c, t->name)) {
+            // (out,in) -> (in,out)
+            int rows = t->shape[0], cols = t->shape[1];
+            float *tr = malloc(st[i].nbytes);
+            if (!tr) {
+                errprintf(err, "out of memory");
+                goto done;
+            }
+            for (int r = 0; r < rows; r++)
+                for (int k = 0; k < cols; k++)
+                    tr[(size_t)k * rows + r] = p[t->offset + (size_t)r * cols + k];
+            st[i].data = tr;
+        } else {
+            st[i].data = (void *)(p + t->offset);  // leading vocab_size rows when padded
+        }
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", outdir);
+    if (st_write(path, st, nt, err) < 0)
+        goto done;
+    json_t *cj = hf_config(c);
+    snprintf(path, sizeof path, "%s/config.json", outdir);
+    rc = json_dump_file(cj, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(cj);
+    if (rc < 0)
+        errprintf(err, "cannot write %s", path);
+done:
+    for (int i = 0; i < nt; i++)
+        if (is_conv1d(c, st[i].name ? st[i].name : ""))
+            free(st[i].data);
+    free(st);
+    return rc;
+}
+
+static float half_to_f32(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, f = h & 0x3ff;
+    float v;
+    if (e == 0)
+        v = ldexpf((float)f, -24);
+    else if (e == 31)
+        v = f ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(f | 0x400), (int)e - 25);
+    return s ? -v : v;
+}
+
+/* Copy n elements of an F32/BF16/F16 tensor into out as fp32. */
+static int to_f32(const struct st_tensor *t, float *out, size_t n, mtc_error_t *err)
+{
+    const unsigned char *d = t->data;
+    if (strcmp(t->dtype, "F32") == 0) {
+        memcpy(out, d, n * 4);
+    } else if (strcmp(t->dtype, "BF16") == 0) {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)(d[2 * i] | d[2 * i + 1] << 8) << 16;
+            memcpy(&out[i], &u, 4);
+        }
+    } else if (strcmp(t->dtype, "F16") == 0) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = half_to_f32((uint16_t)(d[2 * i] | d[2 * i + 1] << 8));
+    } else {
+        return errprintf(err, "tensor %s: dtype %s not supported (F32, BF16, F16)", t->name,
+                         t->dtype);
+    }
+    return 0;
+}
+
+static int check_want(const struct model_config *got, const struct model_config *want,
+                      const char *what, mtc_error_t *err)
+{
+    if (want && !model_config_equal(got, want))
+        return errprintf(err, "%s does not match the requested model (d_model %d vs %d, layers %d "
+                              "vs %d, heads %d vs %d, vocab %d vs %d)",
+                         what, got->d_model, want->d_model, got->n_layer, want->n_layer,
+                         got->n_head, want->n_head, got->vocab_size, want->vocab_size);
+    return 0;
+}
+
+struct model *interop_import_hf(const char *dir, const struct model_config *want, mtc_error_t *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t je;
+    json_t *cj = json_load_file(path, 0, &je);
+    if (!cj)
+        return errprintf(err, "%s: %s", path, je.text), NULL;
+    const char *mt = json_string_value(json_object_get(cj, "model_type"));
+    struct model_config cfg;
+    struct model *m = NULL;
+    struct st_file *sf = NULL;
+    float *tmp = NULL;
+    if (!mt || (strcmp(mt, "gpt2") != 0 && strcmp(mt, "llama") != 0)) {
+        errprintf(err, "%s: model_type must be \"gpt2\" or \"llama\"", path);
+        goto error;
+    }
+    if (model_preset(strcmp(mt, "gpt2") == 0 ? "tiny-gpt2" : "tiny-llama", &cfg, err) < 0)
+        goto error;
+    // fields a config.json may omit take Hugging Face's defaults, not the preset's
+    cfg.padded_vocab = 0;
+    cfg.d_ff = 0;       // GPT-2: n_inner absent/null = 4*n_embd
+    cfg.n_kv_head = 0;  // Llama: num_key_value_heads absent = num_attention_heads
+    if (strcmp(mt, "llama") == 0) {
+        cfg.rope_factor = cfg.rope_low_freq = cfg.rope_high_freq = 0;
+        cfg.rope_orig_max = 0;
+        cfg.rope_theta = 10000.0f;
+        cfg.norm_eps = 1e-6f;
+        cfg.tied = 0;
+    } else {
+        cfg.norm_eps = 1e-5f;
+    }
+    // save_pretrained writes unset options as null ("n_inner": null): drop them
+    const char *k;
+    void *tmpk;
+    json_t *v;
+    json_object_foreach_safe(cj, tmpk, k, v)
+    {
+        if (json_is_null(v) && strcmp(k, "rope_scaling") != 0)
+            json_object_del(cj, k);
+    }
+    if (model_config_apply_json(&cfg, cj, err) < 0 || model_config_check(&cfg, err) < 0)
+        goto error;
+    if (check_want(&cfg, want, dir, err) < 0)
+        goto error;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    sf = st_open(path, err);
+    if (!sf)
+        goto error;
+    m = model_create(&cfg, err);
+    if (!m)
+        goto error;
+    float *p = model_params(m);
+    for (int i = 0; i < model_ntensors(m); i++) {
+        const struct model_tensor *t = model_tensor(m, i);
+        const struct st_tensor *s = st_find(sf, t->name);
+        if (!s) {
+            errprintf(err, "%s: tensor %s missing", path, t->name);
+            goto error;
+        }
+        int64_t shape[4];
+        int nd = hf_shape(&cfg, t, shape);
+        int same = s->ndim == nd;
+        for (int d = 0; same && d < nd; d++)
+            same = s->shape[d] == shape[d];
+        if (!same) {
+            errprintf(err, "%s: tensor %s has the wrong shape for config.json", path, t->name);
+            goto error;
+        }
+        size_t n = 1;
+        for (int d = 0; d < nd; d++)
+            n *= (size_t)shape[d];
+        if (is_conv1d(&cfg, t->name)) {
+            free(tmp);
+            tmp = malloc(n * sizeof(float));
+            if (!tmp || to_f32(s, tmp, n, err) < 0)
+                goto error;
+            int rows = t->shape[0], cols = t->shape[1];  // ours (out,in); file (in,out)
+            for (int r = 0; r < rows; r++)
+                for (int k = 0; k < cols; k++)
+                    p[t->offset + (size_t)r * cols + k] = tmp[(size_t)k * rows + r];
+        } else if (to_f32(s, p + t->offset, n, err) < 0) {
+            goto error;
+        }
+    }
+    free(tmp);
+    st_close(sf);
+    json_decref(cj);
+    return m;
+error:
+    free(tmp);
+    model_destroy(m);
+    st_close(sf);
+    json_decref(cj);
+    return NULL;
+}
+
+/* llm.c's tensor order; each per-layer entry is (L, ...) across layers. */
+static const struct {
+    const char *fmt;  // HF name, %d = layer (NULL-layer entries have no %d)
+    int layered;
+} llmc_order[] = {
+    {"transformer.wte.weight", 0},        {"transformer.wpe.weight", 0},
+    {"transformer.h.%d.ln_1.weight", 1},  {"transformer.h.%d.ln_1.bias", 1},
+    {"transformer.h.%d.attn.c_attn.weight", 1}, {"transformer.h.%d.attn.c_attn.bias", 1},
+    {"transformer.h.%d.attn.c_proj.weight", 1}, {"transformer.h.%d.attn.c_proj.bias", 1},
+    {"transformer.h.%d.ln_2.weight", 1},  {"transformer.h.%d.ln_2.bias", 1},
+    {"transformer.h.%d.mlp.c_fc.weight", 1}, {"transformer.h.%d.mlp.c_fc.bias", 1},
+    {"transformer.h.%d.mlp.c_proj.weight", 1}, {"transformer.h.%d.mlp.c_proj.bias", 1},
+    {"transformer.ln_f.weight", 0},       {"transformer.ln_f.bias", 0},
+};
+
+struct model *interop_import_llmc(const char *path, const struct model_config *want,
+                                  mtc_error_t *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errprintf(err, "%s: %s", path, strerror(errno)), NULL;
+    int32_t h[256];
+    struct model *m = NULL;
+    if (fread(h, sizeof h, 1, f) != 1 || h[0] != 20240326) {
+        errprintf(err, "%s: not an llm.c model file (magic 20240326)", path);
+        goto error;
+    }
+    if (h[1] != 3) {
+        errprintf(err, "%s: llm.c model version %d; only 3 (fp32) is supported", path, h[1]);
+        goto error;
+    }
+    struct model_config cfg;
+    if (model_preset("tiny-gpt2", &cfg, err) < 0)
+        goto error;
+    cfg.max_seq = h[2];
+    cfg.vocab_size = h[3];
+    cfg.n_layer = h[4];
+    cfg.n_head = cfg.n_kv_head = h[5];
+    cfg.d_model = h[6];
+    cfg.d_ff = 4 * h[6];
+    cfg.padded_vocab = h[7];
+    if (model_config_check(&cfg, err) < 0 || check_want(&cfg, want, path, err) < 0)
+        goto error;
+    if (cfg.padded_vocab != h[7]) {
+        errprintf(err, "%s: padded vocab %d is not ours (%d)", path, h[7], cfg.padded_vocab);
+        goto error;
+    }
+    m = model_create(&cfg, err);
+    if (!m)
+        goto error;
+    float *p = model_params(m);
+    for (size_t e = 0; e < sizeof llmc_order / sizeof llmc_order[0]; e++) {
+        for (int l = 0; l < (llmc_order[e].layered ? cfg.n_layer : 1); l++) {
+            char name[128];
+            snprintf(name, sizeof name, llmc_order[e].fmt, l);
+            int i = model_find_tensor(m, name);
+            if (i < 0) {
+                errprintf(err, "internal: model has no tensor %s", name);
+                goto error;
+            }
+            const struct model_tensor *t = model_tensor(m, i);
+            if (fread(p + t->offset, sizeof(float), t->numel, f) != t->numel) {
+                errprintf(err, "%s: truncated at %s", path, name);
+                goto error;
+            }
+        }
+    }
+    char extra;
+    if (fread(&extra, 1, 1, f) == 1) {
+        errprintf(err, "%s: trailing data after the last tensor (shape mismatch?)", path);
+        goto error;
+    }
+    fclose(f);
+    return m;
+error:
+    model_destroy(m);
+    fclose(f);
+    return NULL;
+}
+
+int interop_load_weights(struct model *m, const char *path, mtc_error_t *err)
+{
+    char p2[4200], ck[4096];
+    const struct model_config *cfg = model_cfg(m);
+    snprintf(p2, sizeof p2, "%s/meta.json", path);
+    if (mtc_path_exists(p2) || ckpt_find_latest(path, ck, sizeof ck, err) == 1) {
+        const char *dir = mtc_path_exists(p2) ? path : ck;
+        struct model_config got;
+        if (ckpt_read_config(dir, &got, err) < 0 || check_want(&got, cfg, dir, err) < 0)
+            return -1;
+        return ckpt_load(dir, model_params(m), model_nparams(m), NULL, NULL, err);
+    }
+    snprintf(p2, sizeof p2, "%s/config.json", path);
+    struct model *src = mtc_path_exists(p2) ? interop_import_hf(path, cfg, err)
+                                            : interop_import_llmc(path, cfg, err);
+    if (!src)
+        return -1;
+    memcpy(model_params(m), model_params(src), model_nparams(m) * sizeof(float));
+    model_destroy(src);
+    return 0;
+}
+
+/* ---- subcommands ---- */
+
+static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mtc-train: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return 1;
+}
+
+/* Resolve a checkpoint argument: a step dir, or a root holding step_ dirs. */
+static int resolve_ckpt(const char *arg, char *out, size_t len, mtc_error_t *err)
+{
+    char meta[4200];
+    snprintf(meta, sizeof meta, "%s/meta.json", arg);
+    if (mtc_path_exists(meta)) {
+        snprintf(out, len, "%s", arg);
+        return 0;
+    }
+    int rc = ckpt_find_latest(arg, out, len, err);
+    if (rc == 0)
+        return errprintf(err, "%s: no complete checkpoint", arg);
+    return rc < 0 ? -1 : 0;
+}
+
+struct model *interop_load_checkpoint(const char *arg, char *dir, size_t dlen, mtc_error_t *err)
+{
+    struct model_config cfg;
+    if (resolve_ckpt(arg, dir, dlen, err) < 0 || ckpt_read_config(dir, &cfg, err) < 0)
+        return NULL;
+    struct model *m = model_create(&cfg, err);
+    if (!m)
+        return NULL;
+    if (ckpt_load(dir, model_params(m), model_nparams(m), NULL, NULL, err) < 0) {
+        model_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
+int train_export_main(int argc, char **argv)
+{
+    const char *ckarg = NULL, *format = "safetensors", *out = NULL;
+    static const struct option lo[] = {{"checkpoint", required_argument, NULL, 'c'},
+                                       {"format", required_argument, NULL, 'f'},
+                                       {"output", required_argument, NULL, 'o'},
+                                       {0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == 'c')
+            ckarg = optarg;
+        else if (c == 'f')
+            format = optarg;
+        else if (c == 'o')
+            out = optarg;
+        else
+            return die("usage: mtc-train export --checkpoint DIR --format safetensors --output DIR");
+    }
+    if (!ckarg || !out)
+        return die("export needs --checkpoint DIR and --output DIR");
+    if (strcmp(format, "safetensors") != 0)
+        return die("export: unknown --format %s (safetensors)", format);
+    mtc_error_t err;
+    char dir[4096];
+    struct model *m = interop_load_checkpoint(ckarg, dir, sizeof dir, &err);
+    if (!m || interop_export_hf(m, out, &err) < 0) {
+        model_destroy(m);
+        return die("%s", err.text);
+    }
+    model_destroy(m);
+    fprintf(stderr, "mtc-train: exported %s to %s\n", dir, out);
+    return 0;
+}
+
+int train_import_main(int argc, char **argv)
+{
+    const char *from = NULL, *out = NULL, *preset = NULL;
+    static const struct option lo[] = {{"from", required_argument, NULL, 'f'},
+                                       {"output", required_argument, NULL, 'o'},
+                                       {"model", required_argument, NULL, 'm'},
+                                       {0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == 'f')
+            from = optarg;
+        else if (c == 'o')
+            out = optarg;
+        else if (c == 'm')
+            preset = optarg;
+        else
+            return die("usage: mtc-train import --from llmc|safetensors PATH --output CKPTDIR "
+                       "[--model PRESET]");
+    }
+    if (!from || optind != argc - 1 || !out)
+        return die("usage: mtc-train import --from llmc|safetensors PATH --output CKPTDIR");
+    const char *src = argv[optind];
+    mtc_error_t err;
+    struct model_config want;
+    if (preset && model_preset(preset, &want, &err) < 0)
+        return die("%s", err.text);
+    if (preset && model_config_check(&want, &err) < 0)
+        return die("%s", err.text);
+    struct model *m;
+    if (strcmp(from, "llmc") == 0)
+        m = interop_import_llmc(src, preset ? &want : NULL, &err);
+    else if (strcmp(from, "safetensors") == 0 || strcmp(from, "hf") == 0)
+        m = interop_import_hf(src, preset ? &want : NULL, &err);
+    else
+        return die("import: unknown --from %s (llmc, safetensors)", from);
+    if (!m)
+        return die("%s", err.text);
+    static struct ckpt_meta meta;
+    meta.step = 0;
+    meta.nranks = 1;
+    int rc = ckpt_save(out, model_cfg(m), model_params(m), model_nparams(m), NULL, &meta, &err);
+    model_destroy(m);
+    if (rc < 0)
+        return die("%s", err.text);
+    fprintf(stderr, "mtc-train: imported %s into %s/step_00000000 (use --init %s)\n", src, out, out);
+    return 0;
+}

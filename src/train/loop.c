@@ -1,0 +1,595 @@
+/* loop: `mtc-train` (train) — options, model/data/optimizer set-up, resume, the
+ * step loop with gradient accumulation and data-parallel all-reduce, evaluation,
+ * metrics, asynchronous checkpoints, and SIGTERM/SIGUSR1 → checkpoint + exit 75. */
+#include <cblas.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train/train.h"
+
+struct targs {
+    const char *model, *config, *data, *ckpt_dir, *resume, *init, *log_dir, *tokenizer;
+    int steps, batch, micro, seq, warmup, ckpt_every, keep, eval_every, eval_batches;
+    int log_every, shuffle, seed;
+    double lr, min_lr, wd, clip;
+};
+
+enum otype { O_STR, O_INT, O_DBL, O_FLAG };
+struct optdef {
+    const char *name;
+    enum otype type;
+    size_t off;
+    const char *help;
+};
+
+#define F(x) offsetof(struct targs, x)
+static const struct optdef train_opts[] = {
+    {"model", O_STR, F(model), "preset name (default tiny-gpt2)"},
+    {"config", O_STR, F(config), "JSON object (or @file) of config overrides"},
+    {"data", O_STR, F(data), "directory of train_*.bin / val_*.bin shards"},
+    {"steps", O_INT, F(steps), "optimizer steps (default 100)"},
+    {"batch", O_INT, F(batch), "global batch in sequences (default 8)"},
+    {"micro-batch", O_INT, F(micro), "sequences per rank per micro-step (default batch/ranks)"},
+    {"seq", O_INT, F(seq), "sequence length (default min(128, max_seq))"},
+    {"lr", O_DBL, F(lr), "peak learning rate (3e-4)"},
+    {"min-lr", O_DBL, F(min_lr), "final learning rate (lr/10)"},
+    {"warmup", O_INT, F(warmup), "warmup steps (0)"},
+    {"weight-decay", O_DBL, F(wd), "AdamW decoupled weight decay (0.1)"},
+    {"grad-clip", O_DBL, F(clip), "global gradient norm clip, 0 = off (1.0)"},
+    {"seed", O_INT, F(seed), "seed for init and shuffling (1337)"},
+    {"shuffle", O_FLAG, F(shuffle), "shuffle windows within shards per epoch"},
+    {"checkpoint-dir", O_STR, F(ckpt_dir), "where step_%08d/ checkpoints go"},
+    {"checkpoint-every", O_INT, F(ckpt_every), "steps between checkpoints (0 = end only)"},
+    {"keep", O_INT, F(keep), "complete checkpoints kept (3)"},
+    {"resume", O_STR, F(resume), "auto | checkpoint path"},
+    {"init", O_STR, F(init), "initial weights: checkpoint or HF safetensors dir"},
+    {"log-dir", O_STR, F(log_dir), "metrics.jsonl + TensorBoard events (default checkpoint-dir)"},
+    {"eval-every", O_INT, F(eval_every), "steps between validation passes (0 = never)"},
+    {"eval-batches", O_INT, F(eval_batches), "validation batches per pass (4)"},
+    {"log-every", O_INT, F(log_every), "steps between progress lines (10)"},
+    {"tokenizer", O_STR, F(tokenizer), "tokenizer path recorded in checkpoints"},
+};
+#define NOPTS (int)(sizeof train_opts / sizeof train_opts[0])
+
+static volatile sig_atomic_t g_stop;
+static void on_stop(int sig)
+{
+    g_stop = sig;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: mtc-train [train] [options]\n");
+    for (int i = 0; i < NOPTS; i++)
+        fprintf(f, "  --%-18s %s%s\n", train_opts[i].name,
+                train_opts[i].type == O_FLAG ? "" : "X  ", train_opts[i].help);
+}
+
+static int parse_args(int argc, char **argv, struct targs *a)
+{
+    struct option lo[NOPTS + 2];
+    for (int i = 0; i < NOPTS; i++)
+        lo[i] = (struct option){train_opts[i].name,
+                                train_opts[i].type == O_FLAG ? no_argument : required_argument,
+                                NULL, 1000 + i};
+    lo[NOPTS] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[NOPTS + 1] = (struct option){0};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return 1;
+        }
+        if (c < 1000) {
+            usage(stderr);
+            return -1;
+        }
+        const struct optdef *d = &train_opts[c - 1000];
+        char *p = (char *)a + d->off, *end;
+        switch (d->type) {
+        case O_STR: *(const char **)p = optarg; break;
+        case O_FLAG: *(int *)p = 1; break;
+        case O_INT:
+            errno = 0;
+            *(int *)p = (int)strtol(optarg, &end, 10);
+            if (errno || *end || end == optarg) {
+                fprintf(stderr, "mtc-train: --%s wants an integer, got '%s'\n", d->name, optarg);
+                return -1;
+            }
+            break;
+        case O_DBL:
+            *(double *)p = strtod(optarg, &end);
+            if (*end || end == optarg) {
+                fprintf(stderr, "mtc-train: --%s wants a number, got '%s'\n", d->name, optarg);
+                return -1;
+            }
+            break;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mtc-train: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+double train_peak_flops(void)
+{
+    const char *env = getenv("MTC_PEAK_FLOPS");
+    if (env && atof(env) > 0)
+        return atof(env);
+    // One warm-up and three timed 512^3 sgemms: ~0.1 s, the best of which is the
+    // machine's practical fp32 peak for the BLAS the model uses.
+    enum { N = 512 };
+    float *a = malloc(sizeof(float) * N * N * 3);
+    if (!a)
+        return 1e11;
+    for (int i = 0; i < N * N * 3; i++)
+        a[i] = (float)(i % 7) * 0.01f;
+    double best = 0;
+    for (int r = 0; r < 4; r++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N,
+                    0.0f, a + 2 * N * N, N);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        double f = 2.0 * N * N * N / dt;
+        if (r > 0 && f > best)
+            best = f;
+    }
+    free(a);
+    return best;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* "1 830" — thousands separated by spaces for the progress line. */
+static char *fmt_int(double v, char *buf, size_t len)
+{
+    char raw[32];
+    snprintf(raw, sizeof raw, "%.0f", v < 0 ? 0 : v);
+    size_t n = strlen(raw), o = 0;
+    for (size_t i = 0; i < n && o + 2 < len; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buf[o++] = ' ';
+        buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static char *fmt_dur(double s, char *buf, size_t len)
+{
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60)
+        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, len, "%lds", t);
+    return buf;
+}
+
+/* Model config from --model and --config; *explicit says whether either was given. */
+static int build_config(const struct targs *a, struct model_config *cfg, mtc_error_t *err)
+{
+    if (model_preset(a->model ? a->model : "tiny-gpt2", cfg, err) < 0)
+        return -1;
+    if (a->config) {
+        json_error_t je;
+        json_t *o = a->config[0] == '@' ? json_load_file(a->config + 1, JSON_REJECT_DUPLICATES, &je)
+                                        : json_loads(a->config, JSON_REJECT_DUPLICATES, &je);
+        if (!o || !json_is_object(o)) {
+            json_decref(o);
+            return errprintf(err, "--config: not a JSON object: %s", o ? "" : je.text);
+        }
+        int rc = model_config_apply_json(cfg, o, err);
+        json_decref(o);
+        if (rc < 0)
+            return -1;
+    }
+    return model_config_check(cfg, err);
+}
+
+static json_t *args_json(const struct targs *a)
+{
+    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?}", "steps", a->steps,
+                     "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr", a->lr,
+                     "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd, "grad_clip",
+                     a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data);
+}
+
+struct run {
+    struct targs a;
+    struct model_config cfg;
+    struct model *m;
+    struct opt_state opt;
+    struct opt_config oc;
+    struct loader *tl, *vl;
+    struct loader_pos vl_start;
+    struct ckpt_writer *cw;
+    struct metrics *mt;
+    struct tok *tk;
+    int32_t *x, *y;
+    int rank, nranks, accum;
+    int64_t step;
+    double tokens_seen;
+    float last_loss;
+};
+
+static void fill_meta(struct run *r, struct ckpt_meta *meta, json_t *train)
+{
+    memset(meta, 0, sizeof *meta);
+    meta->step = r->step;
+    meta->nranks = r->nranks;
+    meta->seed = (uint64_t)r->a.seed;
+    meta->tokens_seen = r->tokens_seen;
+    meta->last_loss = r->last_loss;
+    meta->train = train;
+    snprintf(meta->tokenizer, sizeof meta->tokenizer, "%s", r->a.tokenizer ? r->a.tokenizer : "");
+    struct loader_pos mine;
+    loader_get_pos(r->tl, &mine);
+    dist_gather(&mine, meta->loader, sizeof mine);
+}
+
+/* Checkpoint the current state (all ranks call; rank 0 writes). sync waits for the disk. */
+static int checkpoint(struct run *r, int sync, mtc_error_t *err)
+{
+    if (!r->a.ckpt_dir)
+        return 0;
+    static struct ckpt_meta meta;  // large (per-rank positions); one checkpoint at a time
+    json_t *train = args_json(&r->a);
+    fill_meta(r, &meta, train);
+    int rc = 0;
+    if (r->rank == 0) {
+        rc = ckpt_writer_snapshot(r->cw, model_params(r->m), &r->opt, &meta, err);
+        if (rc == 0 && sync)
+            rc = ckpt_writer_wait(r->cw, err);
+    }
+    json_decref(train);
+    return rc;
+}
+
+static float evaluate(struct run *r, mtc_error_t *err)
+{
+    if (!r->vl)
+        return NAN;
+    if (loader_set_pos(r->vl, &r->vl_start, err) < 0)
+        return NAN;
+    double sum = 0;
+    for (int b = 0; b < r->a.eval_batches; b++) {
+        if (loader_next(r->vl, r->x, r->y, err) < 0)
+            return NAN;
+        sum += model_forward(r->m, r->x, r->y, NULL, 0, r->a.micro, r->a.seq);
+    }
+    sum /= r->a.eval_batches;
+    dist_allreduce_sum_d(&sum, 1);
+    return (float)(sum / r->nranks);
+}
+
+/* Set-up: config, model, data, optimizer, resume. 0, or -1 with err. */
+static int setup(struct run *r, mtc_error_t *err)
+{
+    struct targs *a = &r->a;
+    r->rank = dist_rank();
+    r->nranks = dist_size();
+    if (r->nranks > TRAIN_MAX_RANKS)
+        return errprintf(err, "at most %d ranks", TRAIN_MAX_RANKS);
+    if (!a->data)
+        return errprintf(err, "--data DIR is required (shards from `mtc-train prepare`)");
+    if (!a->log_dir)
+        a->log_dir = a->ckpt_dir;
+
+    // which checkpoint to resume from: rank 0 decides, every rank gets the same path
+    // rank 0 decides; a leading '!' carries an error so that every rank stops together
+    char resume[4096] = "";
+    if (a->resume && strcmp(a->resume, "auto") == 0 && !a->ckpt_dir)
+        return errprintf(err, "--resume auto needs --checkpoint-dir");
+    if (a->resume && r->rank == 0) {
+        char meta[4200];
+        snprintf(meta, sizeof meta, "%s/meta.json", a->resume);
+        if (strcmp(a->resume, "auto") == 0) {
+            if (ckpt_find_latest(a->ckpt_dir, resume, sizeof resume, err) < 0)
+                snprintf(resume, sizeof resume, "!%s", err->text);
+        } else if (mtc_path_exists(meta)) {
+            snprintf(resume, sizeof resume, "%s", a->resume);
+        } else if (ckpt_find_latest(a->resume, resume, sizeof resume, err) != 1) {
+            // a checkpoint root given as PATH resumes from its newest complete checkpoint
+            snprintf(resume, sizeof resume, "!--resume %s: no complete checkpoint there", a->resume);
+        }
+    }
+    dist_bcast(resume, sizeof resume);
+    if (resume[0] == '!')
+        return errprintf(err, "%s", resume + 1);
+
+    struct model_config want;
+    if (build_config(a, &want, err) < 0)
+        return -1;
+    r->cfg = want;
+    if (resume[0]) {
+        if (ckpt_read_config(resume, &r->cfg, err) < 0)
+            return -1;
+        if ((a->model || a->config) && !model_config_equal(&want, &r->cfg))
+            return errprintf(err, "--resume %s: checkpoint model shape differs from --model/--config "
+                                  "(d_model %d vs %d, layers %d vs %d, vocab %d vs %d)",
+                             resume, r->cfg.d_model, want.d_model, r->cfg.n_layer, want.n_layer,
+                             r->cfg.vocab_size, want.vocab_size);
+    }
+    if (a->seq <= 0)
+        a->seq = r->cfg.max_seq < 128 ? r->cfg.max_seq : 128;
+    if (a->seq > r->cfg.max_seq)
+        return errprintf(err, "--seq %d exceeds the model's max_seq %d", a->seq, r->cfg.max_seq);
+    if (a->micro <= 0)
+        a->micro = a->batch / r->nranks;
+    if (a->micro <= 0 || a->batch % (a->micro * r->nranks) != 0)
+        return errprintf(err, "--batch %d must be a multiple of --micro-batch %d x %d ranks",
+                         a->batch, a->micro, r->nranks);
+    r->accum = a->batch / (a->micro * r->nranks);
+
+    if (a->tokenizer) {
+        r->tk = tok_load(a->tokenizer, err);
+        if (!r->tk)
+            return -1;
+        if (tok_vocab_size(r->tk) > r->cfg.vocab_size)
+            return errprintf(err, "tokenizer %s has %d ids but the model's vocab_size is %d",
+                             a->tokenizer, tok_vocab_size(r->tk), r->cfg.vocab_size);
+    }
+    r->tl = loader_create(a->data, "train", a->micro, a->seq, r->rank, r->nranks,
+                          (uint64_t)a->seed, a->shuffle, err);
+    if (!r->tl)
+        return -1;
+    if (a->eval_every > 0) {
+        mtc_error_t e2;
+        r->vl = loader_create(a->data, "val", a->micro, a->seq, r->rank, r->nranks, 0, 0, &e2);
+        if (!r->vl)
+            return errprintf(err, "--eval-every needs validation shards: %s", e2.text);
+        loader_get_pos(r->vl, &r->vl_start);
+    }
+    r->m = model_create(&r->cfg, err);
+    if (!r->m)
+        return -1;
+    if (model_reserve(r->m, a->micro, a->seq, err) < 0)
+        return -1;
+    model_init_weights(r->m, (uint64_t)a->seed);
+    if (opt_init(&r->opt, model_nparams(r->m), err) < 0)
+        return -1;
+    r->x = malloc(sizeof(int32_t) * (size_t)a->micro * (size_t)a->seq);
+    r->y = malloc(sizeof(int32_t) * (size_t)a->micro * (size_t)a->seq);
+    if (!r->x || !r->y)
+        return errprintf(err, "out of memory");
+
+    opt_config_default(&r->oc);
+    r->oc.lr = (float)a->lr;
+    r->oc.min_lr = (float)a->min_lr;
+    r->oc.warmup = a->warmup;
+    r->oc.total_steps = a->steps;
+    r->oc.weight_decay = (float)a->wd;
+    r->oc.grad_clip = (float)a->clip;
+
+    r->step = 0;
+    if (resume[0]) {
+        static struct ckpt_meta meta;
+        if (ckpt_load(resume, model_params(r->m), model_nparams(r->m), &r->opt, &meta, err) < 0)
+            return -1;
+        json_decref(meta.train);
+        if (meta.nranks != r->nranks)
+            return errprintf(err, "checkpoint %s was written by %d ranks, this run has %d "
+                                  "(exact resume needs the same count)",
+                             resume, meta.nranks, r->nranks);
+        if (loader_set_pos(r->tl, &meta.loader[r->rank], err) < 0)
+            return -1;
+        r->step = meta.step;
+        r->tokens_seen = meta.tokens_seen;
+        r->last_loss = meta.last_loss;
+        if (r->rank == 0)
+            fprintf(stderr, "mtc-train: resuming from %s (step %" PRId64 ")\n", resume, r->step);
+    } else if (a->init) {
+        if (interop_load_weights(r->m, a->init, err) < 0)
+            return -1;
+    }
+    if (r->rank == 0 && a->ckpt_dir) {
+        r->cw = ckpt_writer_create(a->ckpt_dir, &r->cfg, model_nparams(r->m), a->keep, err);
+        if (!r->cw)
+            return -1;
+    }
+    if (r->rank == 0 && a->log_dir) {
+        r->mt = metrics_create(a->log_dir, resume[0] ? r->step : -1, err);
+        if (!r->mt)
+            return -1;
+    }
+    return 0;
+}
+
+static void teardown(struct run *r)
+{
+    ckpt_writer_destroy(r->cw);
+    metrics_destroy(r->mt);
+    loader_destroy(r->tl);
+    loader_destroy(r->vl);
+    opt_release(&r->opt);
+    model_destroy(r->m);
+    tok_destroy(r->tk);
+    free(r->x);
+    free(r->y);
+}
+
+/* One optimizer step: accumulate, all-reduce, clip, update. Returns the loss (NaN on error). */
+static float train_step(struct run *r, double *gnorm, float *lr, mtc_error_t *err)
+{
+    struct targs *a = &r->a;
+    model_zero_grad(r->m);
+    // every micro-batch's loss is divided by the tokens of the whole global batch,
+    // so summing gradients over micro-steps and ranks gives the global mean
+    float norm = (float)a->batch * (float)a->seq;
+    double loss = 0;
+    for (int k = 0; k < r->accum; k++) {
+        if (loader_next(r->tl, r->x, r->y, err) < 0)
+            return NAN;
+        errno = 0;
+        float l = model_forward(r->m, r->x, r->y, NULL, norm, a->micro, a->seq);
+        if (isnan(l) && errno == EINVAL) {
+            errprintf(err, "model forward rejected the batch: token id >= vocab_size %d or seq > max_seq "
+                           "(tokenizer/data do not match the model)",
+                      r->cfg.vocab_size);
+            return NAN;
+        }
+        model_backward(r->m, NULL);
+        loss += l;
+    }
+    if (dist_allreduce_sum(model_grads(r->m), model_nparams(r->m)) < 0 ||
+        dist_allreduce_sum_d(&loss, 1) < 0) {
+        errprintf(err, "MPI all-reduce failed");
+        return NAN;
+    }
+    if (!isfinite(loss)) {
+        errprintf(err, "loss is not finite at step %" PRId64 " (lower --lr?)", r->step + 1);
+        return NAN;
+    }
+    *gnorm = opt_clip(model_grads(r->m), model_nparams(r->m), r->oc.grad_clip);
+    *lr = opt_lr(&r->oc, r->step);
+    opt_step(&r->opt, &r->oc, r->m, *lr);
+    return (float)loss;
+}
+
+static int run_loop(struct run *r, mtc_error_t *err)
+{
+    struct targs *a = &r->a;
+    double peak = 0;
+    if (r->rank == 0)
+        peak = train_peak_flops();
+    dist_bcast(&peak, sizeof peak);
+    double fpt = model_flops_per_token(r->m, a->seq);
+    double t_start = now_s(), t_last = t_start;
+    int64_t first = r->step, last_logged = r->step;
+    double tok_per_step = (double)a->batch * a->seq;
+    while (r->step < a->steps) {
+        double gnorm = 0;
+        float lr = 0;
+        float loss = train_step(r, &gnorm, &lr, err);
+        if (isnan(loss))
+            return -1;
+        r->step++;
+        r->tokens_seen += tok_per_step;
+        r->last_loss = loss;
+        double t = now_s();
+        double tps = tok_per_step / (t - t_last > 1e-9 ? t - t_last : 1e-9);
+        t_last = t;
+        double mfu = peak > 0 ? tps * fpt / (peak * r->nranks) : 0;
+        json_t *f = json_pack("{s:f,s:f,s:f,s:f,s:f}", "loss", (double)loss, "lr", (double)lr,
+                              "grad_norm", gnorm, "tokens_per_s", tps, "mfu", mfu);
+        if (a->eval_every > 0 && (r->step % a->eval_every == 0 || r->step == a->steps)) {
+            float vl = evaluate(r, err);
+            if (isnan(vl)) {
+                json_decref(f);
+                return -1;
+            }
+            json_object_set_new(f, "val_loss", json_real(vl));
+        }
+        if (r->mt && metrics_log(r->mt, r->step, f) < 0)
+            log_msg(LOG_WARNING, "cannot write metrics: %s", strerror(errno));
+        json_decref(f);
+        if (r->rank == 0 && (r->step - last_logged >= a->log_every || r->step == a->steps ||
+                             r->step == first + 1)) {
+            char b1[32], b2[32];
+            double per = (t - t_start) / (double)(r->step - first);
+            fprintf(stderr, "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
+                    r->step, a->steps, loss, lr, fmt_int(tps, b1, sizeof b1), mfu * 100,
+                    fmt_dur(per * (double)(a->steps - r->step), b2, sizeof b2));
+            last_logged = r->step;
+        }
+        // every rank must see the signal to checkpoint together
+        double stop = g_stop ? 1 : 0;
+        dist_allreduce_sum_d(&stop, 1);
+        if (stop > 0) {
+            if (r->rank == 0)
+                fprintf(stderr, "mtc-train: signal received, checkpointing at step %" PRId64
+                                " and exiting %d (requeue)\n",
+                        r->step, TRAIN_EXIT_REQUEUE);
+            if (checkpoint(r, 1, err) < 0)
+                return -1;
+            return TRAIN_EXIT_REQUEUE;
+        }
+        if (a->ckpt_every > 0 && r->step % a->ckpt_every == 0 && r->step < a->steps &&
+            checkpoint(r, 0, err) < 0)
+            return -1;
+    }
+    // the async checkpoints' stall so far, then the final one written synchronously:
+    // the two figures bench/train_ckpt.sh compares
+    double ws0 = 0, ss0 = 0;
+    int n0 = 0;
+    if (r->rank == 0 && r->cw && ckpt_writer_wait(r->cw, err) == 0)
+        ckpt_writer_stats(r->cw, &ws0, &ss0, &n0);
+    double t0 = now_s();
+    if (checkpoint(r, 1, err) < 0)
+        return -1;
+    double sync_s = now_s() - t0;
+    if (r->rank == 0 && r->cw) {
+        double mb = 3.0 * (double)model_nparams(r->m) * sizeof(float) / 1e6;
+        fprintf(stderr, "mtc-train: done, %" PRId64 " steps, final loss %.4f\n", r->step,
+                r->last_loss);
+        fprintf(stderr, "mtc-train: checkpoints: %d async, stall %.4f s each (%.2f s written in "
+                        "the background); final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
+                n0, n0 ? ss0 / n0 : 0.0, ws0, sync_s, mb, mb / (sync_s > 0 ? sync_s : 1e-9));
+    }
+    return 0;
+}
+
+int train_main(int argc, char **argv)
+{
+    static struct run r;  // zeroed; large
+    struct targs *a = &r.a;
+    a->steps = 100;
+    a->batch = 8;
+    a->lr = 3e-4;
+    a->min_lr = -1;
+    a->wd = 0.1;
+    a->clip = 1.0;
+    a->seed = 1337;
+    a->keep = 3;
+    a->eval_batches = 4;
+    a->log_every = 10;
+    int pa = parse_args(argc, argv, a);
+    if (pa != 0)
+        return pa < 0 ? 2 : 0;
+    if (a->min_lr < 0)
+        a->min_lr = a->lr / 10;
+    mtc_error_t err = {{0}};
+    if (dist_init(&argc, &argv, &err) < 0) {
+        fprintf(stderr, "mtc-train: %s\n", err.text);
+        return 1;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    int rc = setup(&r, &err);
+    // set-up failures on any rank stop every rank
+    double bad = rc < 0 ? 1 : 0;
+    dist_allreduce_sum_d(&bad, 1);
+    if (rc == 0 && bad > 0) {
+        rc = -1;
+        snprintf(err.text, sizeof err.text, "set-up failed on another rank");
+    }
+    if (rc == 0)
+        rc = run_loop(&r, &err);
+    if (rc < 0)
+        fprintf(stderr, "mtc-train: %s\n", err.text);
+    teardown(&r);
+    dist_finalize();
+    return rc < 0 ? 1 : rc;
+}

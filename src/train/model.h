@@ -1,0 +1,112 @@
+/* model: decoder-only transformers (GPT-2 and Llama families) in fp32 on the CPU —
+ * configuration and presets, one flat parameter buffer with a named tensor table
+ * (Hugging Face names), forward, backward, per-token log-probs. */
+#ifndef MTC_TRAIN_MODEL_H
+#define MTC_TRAIN_MODEL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+enum model_family { MODEL_GPT2, MODEL_LLAMA };
+
+struct model_config {
+    enum model_family family;
+    int vocab_size;   // logical vocab
+    int padded_vocab; // rows of wte/lm_head, multiple of 64 >= vocab_size (0 → computed)
+    int max_seq;      // positions (GPT-2 wpe rows; Llama RoPE table length)
+    int n_layer, n_head, n_kv_head, d_model, d_ff; // n_kv_head 0 → n_head; d_ff 0 → 4*d_model
+    float norm_eps;
+    float rope_theta;                                 // Llama
+    float rope_factor, rope_low_freq, rope_high_freq; // Llama 3 scaling; factor 0 = none
+    int rope_orig_max;
+    int tied; // tie lm_head to wte (GPT-2 always 1)
+};
+
+/* Fill cfg with a named preset: gpt2-124m, gpt2-350m, llama3.2-1b, llama3.2-3b,
+ * llama3.1-8b, llama3p1-2b, tiny-gpt2, tiny-llama. 0, or -1 (errno EINVAL) naming the
+ * known presets in err. */
+int model_preset(const char *name, struct model_config *cfg, mtc_error_t *err);
+/* Apply overrides from a JSON object: our field names (family "gpt2"|"llama",
+ * vocab_size, padded_vocab, max_seq, n_layer, n_head, n_kv_head, d_model, d_ff,
+ * norm_eps, rope_theta, rope_factor, rope_low_freq, rope_high_freq, rope_orig_max,
+ * tied) or Hugging Face config.json names (hidden_size, intermediate_size,
+ * num_hidden_layers, num_attention_heads, num_key_value_heads, max_position_embeddings,
+ * rms_norm_eps, rope_theta, rope_scaling{factor,low_freq_factor,high_freq_factor,
+ * original_max_position_embeddings,rope_type}, tie_word_embeddings, n_embd, n_layer,
+ * n_head, n_positions, n_ctx, n_inner, layer_norm_epsilon, model_type; informational HF
+ * keys such as architectures, torch_dtype, bos_token_id are accepted and ignored).
+ * Unknown key or wrong type → -1 with err naming it. Derived fields (padded_vocab)
+ * are recomputed when vocab_size changes. */
+int model_config_apply_json(struct model_config *cfg, const json_t *obj, mtc_error_t *err);
+/* Our field names; new reference owned by the caller. */
+json_t *model_config_to_json(const struct model_config *cfg);
+/* 1 when every field is equal, else 0. */
+int model_config_equal(const struct model_config *a, const struct model_config *b);
+/* Fill defaults (padded_vocab, n_kv_head, d_ff, tied for GPT-2) and validate shapes.
+ * 0 or -1 with err. model_create calls it on its own copy. */
+int model_config_check(struct model_config *cfg, mtc_error_t *err);
+/* Number of parameters a model of this (checked) config holds (padded vocab rows included). */
+size_t model_config_nparams(const struct model_config *cfg);
+
+/* One named parameter tensor inside the flat parameter buffer. Weights are stored
+ * (out,in) row-major, the HF nn.Linear layout. GPT-2: HF's Conv1D stores (in,out), so
+ * c_attn, c_proj, c_fc, mlp.c_proj need a transpose on export/import. Embedding and
+ * lm_head tensors have padded_vocab rows; HF files carry vocab_size rows (rows beyond
+ * vocab_size are zero here). Names are HF names, e.g. "transformer.h.0.attn.c_attn.weight",
+ * "model.layers.3.self_attn.k_proj.weight", "lm_head.weight" (absent when tied). */
+struct model_tensor {
+    const char *name; // owned by the model
+    size_t offset;    // in floats, into model_params()/model_grads()
+    size_t numel;
+    int ndim;
+    int shape[4];
+    int decay; // 1 for 2-D weights (weight decay applies), 0 for norms and biases
+};
+
+struct model;
+/* Allocates parameters (zero) and gradients (zero). NULL with err on a bad config or ENOMEM. */
+struct model *model_create(const struct model_config *cfg, mtc_error_t *err);
+void model_destroy(struct model *m);
+const struct model_config *model_cfg(const struct model *m);
+float *model_params(struct model *m);
+size_t model_nparams(const struct model *m);
+float *model_grads(struct model *m); // same layout as params
+int model_ntensors(const struct model *m);
+const struct model_tensor *model_tensor(const struct model *m, int i);
+/* Index of the tensor with that name, or -1. */
+int model_find_tensor(const struct model *m, const char *name);
+/* GPT-2 style init: N(0,0.02) for weights, residual output projections (c_proj,
+ * mlp.c_proj, o_proj, down_proj) scaled by 1/sqrt(2*n_layer), norms 1, biases 0,
+ * padded vocab rows 0. Deterministic for a seed, independent of the thread count. */
+void model_init_weights(struct model *m, uint64_t seed);
+
+/* Size activations for B,T up front (forward does it on demand). 0 or -1 with err. */
+int model_reserve(struct model *m, int B, int T, mtc_error_t *err);
+/* Forward over x (B,T) token ids. When y is non-NULL computes per-token CE loss;
+ * y[i] < 0 means "no target" (weight 0, log-prob 0).
+ * w (B,T) optional per-token loss weights (NULL = all 1): loss = sum(w*ce) / loss_norm,
+ * loss_norm passed by caller (0 → sum of weights when w is given, else the count of
+ * targets), so SFT can normalise over a whole accumulated batch. Returns the loss
+ * (0 when y is NULL). Activations are sized for the largest B,T seen (reallocated when
+ * larger). Returns NAN with errno EINVAL (token id out of range, T > max_seq) or ENOMEM. */
+float model_forward(struct model *m, const int32_t *x, const int32_t *y, const float *w,
+                    float loss_norm, int B, int T);
+/* Per-token log-probs of y after a forward with y: out (B,T) = log p(y_t | x_<=t). */
+void model_token_logprobs(const struct model *m, float *out);
+/* Backward of the last forward (which must have had y); ACCUMULATES into grads (for
+ * gradient accumulation). dlogp optional (B,T): when non-NULL, backprop
+ * d(loss)/d(logprob) given per token instead of the CE loss (used by DPO). Overwrites
+ * the logits of the last forward. */
+void model_backward(struct model *m, const float *dlogp);
+void model_zero_grad(struct model *m);
+/* Logits of the last position of each sequence after a forward (for sampling):
+ * (B, padded_vocab) with row stride padded_vocab; entries >= vocab_size are -INFINITY. */
+const float *model_last_logits(const struct model *m);
+/* Training FLOPs per token: 6*N (N = weights used in matmuls, lm_head with vocab_size
+ * rows) + 12*n_layer*n_head*head_dim*T for attention, for MFU. */
+double model_flops_per_token(const struct model *m, int T);
+
+#endif

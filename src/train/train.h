@@ -1,0 +1,176 @@
+/* train: the training loop's interface — AdamW optimizer and schedule (opt_),
+ * checkpoints with asynchronous writes and exact resume (ckpt_), data-parallel
+ * MPI helpers (dist_), metrics (metrics_), HF/llm.c interop (interop_), sampling
+ * and the training driver itself (train_). Model and data live in model.h/data.h. */
+#ifndef MTC_TRAIN_H
+#define MTC_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/common.h"
+#include "train/data.h"
+#include "train/model.h"
+
+/* Checkpoints record each rank's loader position; more ranks than this is an error. */
+#define TRAIN_MAX_RANKS 256
+
+/* Exit status of mtc-train after SIGTERM/SIGUSR1: a checkpoint was written,
+ * requeue the job and run it again with --resume auto (EX_TEMPFAIL). */
+#define TRAIN_EXIT_REQUEUE 75
+
+/* ---- optimizer (optim.c) ---- */
+
+struct opt_config {
+    float lr, min_lr;     // peak and final learning rate
+    int64_t warmup;       // linear warmup steps (lr ramps from lr/warmup to lr)
+    int64_t total_steps;  // cosine decays from lr at step `warmup` to min_lr at total_steps
+    float beta1, beta2, eps;
+    float weight_decay;   // decoupled (AdamW); only tensors with model_tensor.decay
+    float grad_clip;      // global L2 norm; <= 0 disables
+};
+/* Defaults: lr 3e-4, min_lr 3e-5, warmup 0, beta 0.9/0.95, eps 1e-8, wd 0.1, clip 1.0. */
+void opt_config_default(struct opt_config *c);
+
+/* Learning rate at optimizer step `step` (0-based): warmup then cosine to min_lr. */
+float opt_lr(const struct opt_config *c, int64_t step);
+
+/* Global L2 norm of g[0..n), computed in double over fixed chunks so the result
+ * does not depend on the number of threads. */
+double opt_grad_norm(const float *g, size_t n);
+/* Clip g in place to global norm max_norm (<= 0: no clipping). Returns the norm
+ * before clipping. */
+double opt_clip(float *g, size_t n, float max_norm);
+
+/* AdamW moments. opt_init allocates zeroed m, v for n parameters (0/-1). */
+struct opt_state {
+    size_t n;
+    float *m, *v;  // (n) first and second moments, layout of the parameters
+    int64_t t;     // updates applied so far (bias correction uses t+1)
+};
+int opt_init(struct opt_state *s, size_t n, mtc_error_t *err);
+void opt_release(struct opt_state *s);
+
+/* One AdamW update of p[0..n) with gradients g at learning rate lr; weight
+ * decay applied when decay != 0. Does not advance s->t (opt_step does). */
+void opt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr,
+                      const struct opt_config *c, int decay, int64_t t);
+/* Update every tensor of the model from its gradients (per-tensor decay flag),
+ * then s->t++. */
+void opt_step(struct opt_state *s, const struct opt_config *c, struct model *m, float lr);
+
+/* ---- distributed (dist.c) ---- */
+
+/* Starts MPI when the process was launched by mpirun/srun (OMPI_*, PMIX_* or PMI_*
+ * in the environment); a plain run is rank 0 of 1 without MPI. 0/-1. */
+int dist_init(int *argc, char ***argv, mtc_error_t *err);
+void dist_finalize(void);
+int dist_rank(void);
+int dist_size(void);
+/* Sum x[0..n) over ranks in place (buckets of <= 16M floats). No-op on 1 rank. */
+int dist_allreduce_sum(float *x, size_t n);
+/* Same for doubles (loss, flags). */
+int dist_allreduce_sum_d(double *x, int n);
+/* Broadcast from rank 0. */
+int dist_bcast(void *buf, size_t nbytes);
+/* Gather nbytes from each rank into out (dist_size()*nbytes) on rank 0. */
+int dist_gather(const void *in, void *out, size_t nbytes);
+void dist_barrier(void);
+
+/* ---- checkpoints (ckpt.c) ---- */
+
+/* Everything beyond the arrays that exact resume needs. */
+struct ckpt_meta {
+    int64_t step;            // optimizer steps completed
+    int nranks;
+    struct loader_pos loader[TRAIN_MAX_RANKS];  // per-rank train loader positions
+    uint64_t seed;
+    double tokens_seen;
+    float last_loss;
+    json_t *train;           // training hyper-parameters (owned by caller; borrowed)
+    char tokenizer[1024];    // reference (path) given with --tokenizer, "" if none
+};
+
+/* Synchronous save into dir/step_%08d: files are written under a temporary name,
+ * fsynced, renamed, then DONE is written. opt may be NULL (weights only). */
+int ckpt_save(const char *dir, const struct model_config *cfg, const float *params,
+              size_t nparams, const struct opt_state *opt, const struct ckpt_meta *meta, mtc_error_t *err);
+
+/* Load a checkpoint directory (step_XXXXXXXX). cfg_out gets its model config;
+ * params_out/opt may be NULL to skip; sizes are checked against nparams.
+ * Checksums are verified; a corrupt checkpoint is an error naming the file. */
+int ckpt_read_config(const char *ckdir, struct model_config *cfg_out, mtc_error_t *err);
+int ckpt_load(const char *ckdir, float *params, size_t nparams, struct opt_state *opt,
+              struct ckpt_meta *meta, mtc_error_t *err);
+/* Newest complete (DONE, valid meta) step_ directory under dir into out.
+ * Returns 1 found, 0 none, -1 error. Incomplete ones are skipped with a log line. */
+int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err);
+/* Delete all but the newest `keep` complete checkpoints and stale temporaries. */
+int ckpt_prune(const char *dir, int keep);
+
+/* Asynchronous writer: ckpt_writer_snapshot copies params and moments into a
+ * staging buffer (the only cost to the step loop) and a thread writes them.
+ * A snapshot while a write is in flight waits for it first. */
+struct ckpt_writer;
+struct ckpt_writer *ckpt_writer_create(const char *dir, const struct model_config *cfg,
+                                       size_t nparams, int keep, mtc_error_t *err);
+int ckpt_writer_snapshot(struct ckpt_writer *w, const float *params, const struct opt_state *opt,
+                         const struct ckpt_meta *meta, mtc_error_t *err);
+/* Wait until the pending write (if any) is on disk. Returns -1 if it failed. */
+int ckpt_writer_wait(struct ckpt_writer *w, mtc_error_t *err);
+/* Seconds spent by the thread writing, and by callers in snapshot (stall). */
+void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s, int *count);
+void ckpt_writer_destroy(struct ckpt_writer *w);
+
+/* ---- metrics (metrics.c) ---- */
+
+struct metrics;
+/* Opens log_dir/metrics.jsonl (appending) and a TensorBoard event file. When
+ * resume_step >= 0 lines for later steps (written after that checkpoint by a run
+ * that was interrupted) are dropped first. */
+struct metrics *metrics_create(const char *log_dir, int64_t resume_step, mtc_error_t *err);
+/* One JSON object per line; every numeric field also goes to TensorBoard as
+ * "train/<key>" (or "val/<key>" for val_*). */
+int metrics_log(struct metrics *mt, int64_t step, json_t *fields);
+void metrics_destroy(struct metrics *mt);
+
+/* ---- interop (interop.c) ---- */
+
+/* Write model.safetensors + config.json (HF names, GPT-2 Conv1D transposed). */
+int interop_export_hf(const struct model *m, const char *outdir, mtc_error_t *err);
+/* Read an HF directory (config.json + model.safetensors) into a new model. When
+ * want is non-NULL its shape must match (error otherwise). Caller destroys. */
+struct model *interop_import_hf(const char *dir, const struct model_config *want,
+                                mtc_error_t *err);
+/* Read an llm.c GPT-2 model file (header 20240326, fp32). */
+struct model *interop_import_llmc(const char *path, const struct model_config *want,
+                                  mtc_error_t *err);
+/* Model with the weights of a checkpoint (a step_ dir, or a root: its newest complete
+ * one; the chosen dir goes to dir). Caller destroys. */
+struct model *interop_load_checkpoint(const char *arg, char *dir, size_t dlen, mtc_error_t *err);
+/* Load weights into m from a checkpoint (dir or root), an HF dir (config.json +
+ * model.safetensors) or an llm.c model file; shapes must match m (for --init). */
+int interop_load_weights(struct model *m, const char *path, mtc_error_t *err);
+
+/* ---- sampling (sample.c) ---- */
+
+/* Generate up to ntok tokens after prompt ids (temperature 0 = greedy). Returns
+ * the new ids (caller frees) and their count in *nout. */
+int32_t *sample_generate(struct model *m, const int32_t *prompt, size_t nprompt, int ntok,
+                         float temperature, uint64_t seed, int eot, size_t *nout,
+                         mtc_error_t *err);
+
+/* ---- driver (loop.c) ---- */
+
+/* Subcommand mains (argv[0] is the subcommand name). Return the process exit status. */
+int train_main(int argc, char **argv);
+int train_export_main(int argc, char **argv);
+int train_import_main(int argc, char **argv);
+int train_sample_main(int argc, char **argv);
+
+/* Peak FLOP/s for MFU: $MTC_PEAK_FLOPS, else a short sgemm measurement. */
+double train_peak_flops(void);
+
+#endif
