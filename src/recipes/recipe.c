@@ -410,26 +410,37 @@ json_t *recipe_catalog(mtc_error_t *err)
     return out;
 }
 
-/* "unknown recipe X; known recipes: a, b, c" (truncated to fit err). */
+/* "unknown recipe X; known: a, b, c": the recipes of X's task folder first, as
+ * many as fit in err; errno ENOENT so a caller can print the whole catalog. */
 static void unknown_recipe(const char *name, mtc_error_t *err)
 {
-    char list[220] = "";
+    char list[200] = "";
+    size_t used = 0, plen = strchr(name, '/') ? (size_t)(strchr(name, '/') - name + 1) : 0;
     json_t *cat = recipe_catalog(NULL);
-    size_t i, used = 0;
-    json_t *row;
-    json_array_foreach(cat, i, row)
-    {
-        const char *n = json_string_value(json_object_get(row, "name"));
-        int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", n);
-        if (w < 0 || used + (size_t)w >= sizeof(list) - 1) {
-            strcpy(list + (used < sizeof(list) - 8 ? used : sizeof(list) - 8), ", ...");
-            break;
+    int full = 0;
+    for (int pass = 0; pass < 2 && !full; pass++) {
+        size_t i;
+        json_t *row;
+        json_array_foreach(cat, i, row)
+        {
+            const char *n = json_string_value(json_object_get(row, "name"));
+            int same = plen && strncmp(n, name, plen) == 0;
+            if (same != (pass == 0) && plen)
+                continue;
+            if (!plen && pass == 1)
+                break;
+            int w = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", n);
+            if (w < 0 || used + (size_t)w >= sizeof(list) - 8) {
+                strcpy(list + used, ", ...");
+                full = 1;
+                break;
+            }
+            used += (size_t)w;
         }
-        used += (size_t)w;
     }
     json_decref(cat);
-    errprintf(err, "unknown recipe \"%s\"; known recipes (mtc recipes list): %s", name,
-              *list ? list : "(none)");
+    errprintf(err, "unknown recipe \"%s\"; known recipes: %s", name, *list ? list : "(none)");
+    errno = ENOENT;
 }
 
 json_t *recipe_load(const char *name, char *path, size_t len, mtc_error_t *err)

@@ -242,8 +242,19 @@ int cmd_run(struct cli *c, int argc, char **argv)
         return p > 0 ? 0 : 2;
     mtc_error_t err = {""};
     json_t *recipe = recipe_load(f.recipe, NULL, 0, &err);
-    if (!recipe)
-        return cli_fail("%s", err.text);
+    if (!recipe) {
+        cli_fail("%s", err.text);
+        if (strncmp(err.text, "unknown recipe", 14) == 0) {
+            json_t *cat = recipe_catalog(NULL);
+            size_t i;
+            json_t *row;
+            fprintf(stderr, "recipes (-s NAME, or -s FILE for your own copy):\n");
+            json_array_foreach(cat, i, row)
+            fprintf(stderr, "  %s\n", json_string_value(json_object_get(row, "name")));
+            json_decref(cat);
+        }
+        return 1;
+    }
     char trainer[PATH_MAX];
     if (sibling_program("mtc-train", trainer, sizeof(trainer)) < 0) {
         if (!f.dry_run) {
