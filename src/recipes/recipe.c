@@ -452,6 +452,9 @@ json_t *recipe_load(const char *name, char *path, size_t len, mtc_error_t *err)
         snprintf(file, sizeof(file), "%s", name);
         if (!realpath(name, file))
             snprintf(file, sizeof(file), "%s", name);
+    } else if (name[0] == '/' || strncmp(name, "./", 2) == 0 || strncmp(name, "../", 3) == 0) {
+        errprintf(err, "recipe file %s: %s", name, strerror(errno ? errno : ENOENT));
+        return NULL;
     } else {
         char base[PATH_MAX];
         snprintf(base, sizeof(base), "%s", name);
