@@ -230,6 +230,13 @@ static int slurm_q(const json_t *cfg, char *const argv[], char **out)
     if (conf && *conf && !(cur && *cur)) {
         snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
         env[0] = env0;
+    } else {
+        conf = cur && *cur ? cur : "/etc/slurm/slurm.conf";
+    }
+    /* a deleted cluster: Slurm's clients would retry its missing config for a minute */
+    if (!mtc_path_exists(conf)) {
+        errno = ENOENT;
+        return -1;
     }
     return mtc_run(argv, env, out, 15000);
 }

@@ -55,11 +55,14 @@ struct recipe_run {
 };
 
 /* Resolve a recipe for one run: cluster-type overrides applied, ranks and
- * batch sizes checked (global batch a multiple of micro-batch x ranks), paths
- * made absolute, the experiment's directories named. Returns the resolved
- * config (what config.json holds; caller decrefs) or NULL + err. Touches no
- * files. */
+ * micro-batch computed, paths made absolute, the experiment's directories
+ * named. Returns the resolved config (what config.json holds; caller decrefs)
+ * or NULL + err. Touches no files. Check it with recipe_check_batch. */
 json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err);
+
+/* The global batch must be a multiple of micro-batch x ranks (the trainer's
+ * rule), said before submitting. 0/-1 + err. */
+int recipe_check_batch(const json_t *resolved, mtc_error_t *err);
 
 /* Check what the job will read before submitting: the data directory (with
  * train_*.bin shards for pretraining), the tokenizer, an --init checkpoint.

@@ -142,15 +142,7 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
     int gb = geti(train, "global_batch", 0);
     int mb = geti(train, "micro_batch", 0);
     if (mb <= 0)
-        mb = gb / ranks;
-    if (mb <= 0 || gb % (mb * ranks) != 0) {
-        errprintf(err,
-                  "train.global_batch %d is not a multiple of micro_batch %d x %d ranks "
-                  "(%d nodes x %d per node on %s); change -n or the recipe",
-                  gb, mb > 0 ? mb : 1, ranks, nodes, rpn, ctname);
-        json_decref(train);
-        return NULL;
-    }
+        mb = gb / ranks > 0 ? gb / ranks : 1;
     json_object_set_new(train, "micro_batch", json_integer(mb));
 
     char run_id[160], task_dir[PATH_MAX], base[PATH_MAX];
@@ -248,6 +240,20 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
     json_object_update(json_object_get(out, "trainerArgs"),
                        json_object_get(recipe, "trainer_args"));
     return out;
+}
+
+int recipe_check_batch(const json_t *cfg, mtc_error_t *err)
+{
+    json_t *train = json_object_get(cfg, "train");
+    int gb = geti(train, "global_batch", 0), mb = geti(train, "micro_batch", 1);
+    int ranks = geti(cfg, "ranks", 1);
+    if (mb > 0 && gb % (mb * ranks) == 0)
+        return 0;
+    return errprintf(err,
+                     "train.global_batch %d is not a multiple of micro_batch %d x %d ranks "
+                     "(%d nodes x %d per node on %s); change -n or the recipe",
+                     gb, mb, ranks, geti(cfg, "nodes", 1), geti(cfg, "ranksPerNode", 1),
+                     json_string_value(json_object_get(cfg, "clusterType")));
 }
 
 static int has_shards(const char *dir)

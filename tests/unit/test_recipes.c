@@ -159,7 +159,8 @@ static void test_resolve_render(void)
                              .trainer = "/opt/mtc/bin/mtc-train", .data_dir = "/data",
                              .experiment = "demo-run"};
     json_t *cfg = resolve(base_recipe, &run, &err);
-    CHECK(cfg != NULL, "resolves on 2 local nodes (%s)", err.text);
+    CHECK(cfg != NULL && recipe_check_batch(cfg, &err) == 0, "resolves on 2 local nodes (%s)",
+          err.text);
     CHECK(json_integer_value(json_object_get(cfg, "ranks")) == 2, "2 ranks (1 per CPU node)");
     CHECK_STR(json_string_value(json_object_get(cfg, "taskDir")),
               "/h/experiments/demo-run/demo-run_1764424800/demo-run", "experiment directory layout");
@@ -198,8 +199,10 @@ static void test_resolve_render(void)
     /* GPU cluster type: 8 ranks per node, global batch must divide */
     run.cluster_type = "hcc-a3u";
     cfg = resolve(base_recipe, &run, &err);
-    CHECK(cfg == NULL && strstr(err.text, "global_batch 8 is not a multiple of micro_batch 1 x 16 ranks"),
+    CHECK(cfg && recipe_check_batch(cfg, &err) < 0 &&
+              strstr(err.text, "global_batch 8 is not a multiple of micro_batch 1 x 16 ranks"),
           "batch that does not divide across ranks is refused: %s", err.text);
+    json_decref(cfg);
     run.nodes = 1;
     cfg = resolve(base_recipe, &run, &err);
     CHECK(cfg && json_integer_value(json_object_get(cfg, "ranksPerNode")) == 8, "hcc-a3u: 8 ranks/node");

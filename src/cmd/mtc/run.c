@@ -53,6 +53,17 @@ static void chomp(char *s)
  * NULL + err when no Slurm answers in this shell. */
 static json_t *partitions(mtc_error_t *err)
 {
+    /* Slurm's clients retry a missing slurm.conf for a minute: say it now */
+    const char *conf = getenv("SLURM_CONF");
+    if (!conf || !*conf)
+        conf = "/etc/slurm/slurm.conf";
+    if (!mtc_path_exists(conf)) {
+        errprintf(err,
+                  "no Slurm cluster in this shell (%s does not exist); run eval \"$(mtc env ID)\" "
+                  "first, or use -e local",
+                  conf);
+        return NULL;
+    }
     char *out = NULL;
     char *argv[] = {"scontrol", "show", "partition", "-o", NULL};
     int rc = mtc_run(argv, NULL, &out, 15000);
@@ -280,6 +291,10 @@ int cmd_run(struct cli *c, int argc, char **argv)
     const char *image = json_string_value(json_object_get(cfg, "image"));
     int is_slurm = strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") == 0;
     if (f.dry_run) {
+        if (recipe_check_batch(cfg, &err) < 0) {
+            rc = cli_fail("%s", err.text);
+            goto out;
+        }
         fputs(script, stdout);
         if (recipe_check_inputs(cfg, &err) < 0)
             fprintf(stderr, "mtc: note: %s\n", err.text);
@@ -321,6 +336,11 @@ int cmd_run(struct cli *c, int argc, char **argv)
             goto out;
         }
     }
+    if (recipe_check_batch(cfg, &err) < 0) {
+        json_decref(parts);
+        rc = cli_fail("%s", err.text);
+        goto out;
+    }
     if (exp_create(cfg, script, &err) < 0) {
         json_decref(parts);
         rc = cli_fail("%s", err.text);
@@ -338,6 +358,12 @@ int cmd_run(struct cli *c, int argc, char **argv)
         if (slash)
             *slash = '\0';
         mtc_rm_rf(run_dir);
+        /* and the experiment's and experiments/ folders when that was all they held */
+        for (int up = 0; up < 2 && (slash = strrchr(run_dir, '/')); up++) {
+            *slash = '\0';
+            if (rmdir(run_dir) < 0)
+                break;
+        }
         rc = cli_fail("%s", err.text);
         goto out;
     }
