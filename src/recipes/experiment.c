@@ -248,7 +248,9 @@ static const char *from_exit_file(const json_t *cfg, const char *job, char *buf,
     char *s = mtc_read_file(path, NULL);
     if (!s)
         return NULL;
-    snprintf(buf, len, "%s", atoi(s) == 0 ? "COMPLETED" : "FAILED");
+    /* the script writes its exit status; `mtc experiment cancel` writes CANCELLED */
+    snprintf(buf, len, "%s",
+             strncmp(s, "CANCELLED", 9) == 0 ? "CANCELLED" : atoi(s) == 0 ? "COMPLETED" : "FAILED");
     free(s);
     return buf;
 }

@@ -150,8 +150,14 @@ static int e_cancel(struct cli *c, int argc, char **argv)
     } else if (strcmp(sget(cfg, "executor"), "local") == 0) {
         pid_t pid = (pid_t)atoi(job);
         /* the script runs in its own session: signal the group (trainer and mpirun too) */
-        if (pid > 1 && mtc_pid_alive(pid) && kill(-pid, SIGTERM) < 0 && kill(pid, SIGTERM) < 0)
-            rc = cli_fail("cannot stop pid %d: %s", (int)pid, strerror(errno));
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof(path), "%s/%s.exit", sget(cfg, "taskDir"), job);
+        if (pid > 1 && mtc_pid_alive(pid)) {
+            if (kill(-pid, SIGTERM) < 0 && kill(pid, SIGTERM) < 0)
+                rc = cli_fail("cannot stop pid %d: %s", (int)pid, strerror(errno));
+            else
+                mtc_write_file_atomic(path, "CANCELLED\n", 10, 0644);
+        }
     } else {
         char *out = NULL;
         char *argv2[] = {"scancel", (char *)job, NULL};
