@@ -500,7 +500,11 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     char *body = NULL;
     size_t blen = 0;
     FILE *f = open_memstream(&body, &blen);
+    char self[PATH_MAX];
+    if (sibling_program("mtc", self, sizeof(self)) < 0)
+        snprintf(self, sizeof(self), "mtc");
     char *qs = recipe_shell_quote(sabs), *qc = recipe_shell_quote(cwd);
+    char *qm = recipe_shell_quote(self);
     fprintf(f, "#!/bin/bash\n# mtc rl launch: %s job on cluster type %s.\n",
             interactive ? "interactive" : "batch", ctype);
     fprintf(f, "#SBATCH --job-name=mtc-rl\n#SBATCH --nodes=%d\n#SBATCH --time=%s\n", nodes, tlimit);
@@ -519,7 +523,8 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     if (interactive) {
         fprintf(f, "cat >\"$D/attach.sh\" <<EOF\n#!/bin/bash\n"
                    "# a shell inside job $SLURM_JOB_ID on node \\${1:-0} (of $SLURM_JOB_NODELIST)\n"
-                   "exec mtc attach $SLURM_JOB_ID \"\\${1:-0}\"\nEOF\nchmod +x \"$D/attach.sh\"\n");
+                   "exec %s attach $SLURM_JOB_ID \"\\${1:-0}\"\nEOF\nchmod +x \"$D/attach.sh\"\n",
+                qm);
     }
     if (*sabs)
         fprintf(f, "bash %s\nrc=$?\necho \"mtc: job script exited $rc\"\n", qs);
@@ -531,6 +536,7 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     fclose(f);
     free(qs);
     free(qc);
+    free(qm);
     char tmpl[] = "/tmp/mtc-rl.XXXXXX";
     int fd = mkstemp(tmpl);
     int w = fd >= 0 && write(fd, body, blen) == (ssize_t)blen;
