@@ -15,6 +15,11 @@ static const struct cli_cmd commands[] = {
     {"login", cmd_login, "open a shell on a cluster's login node"},
     {"token", cmd_token, "create, list, revoke API tokens"},
     {"daemon", cmd_daemon, "start, stop, status of mtcd"},
+    {"run", cmd_run, "run a training recipe as a Slurm job (or -e local): mtc run -s RECIPE"},
+    {"recipes", cmd_recipes, "list or show the prebuilt training recipes"},
+    {"experiment", cmd_experiment, "list, status, logs, cancel of recipe runs"},
+    {"rl", cmd_rl, "rl launch: an RL-style job directory, optionally interactive"},
+    {"attach", cmd_attach, "a shell inside a running job's allocation: mtc attach JOB [N]"},
     {NULL, NULL, NULL},
 };
 

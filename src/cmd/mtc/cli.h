@@ -47,6 +47,12 @@ int cmd_env(struct cli *c, int argc, char **argv);
 int cmd_login(struct cli *c, int argc, char **argv);
 int cmd_token(struct cli *c, int argc, char **argv);
 int cmd_daemon(struct cli *c, int argc, char **argv);
+/* recipes and experiments (run.c, experiment.c) */
+int cmd_run(struct cli *c, int argc, char **argv);
+int cmd_recipes(struct cli *c, int argc, char **argv);
+int cmd_experiment(struct cli *c, int argc, char **argv);
+int cmd_rl(struct cli *c, int argc, char **argv);
+int cmd_attach(struct cli *c, int argc, char **argv);
 
 /* Wait for an operation (full name or id) to finish; *out gets the final
  * operation JSON. timeout_s <= 0 waits forever. */

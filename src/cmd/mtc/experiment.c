@@ -1,0 +1,185 @@
+/* experiment: `mtc experiment list|status|logs|cancel` over the experiment
+ * directories `mtc run` creates under $MTC_HOME/experiments. */
+#include "cli.h"
+#include "recipes/recipes.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *sget(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "-";
+}
+
+static int e_list(struct cli *c, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            c->json = 1;
+        else
+            return cli_fail("usage: mtc experiment list [--json]"), 2;
+    }
+    mtc_error_t err = {""};
+    json_t *all = exp_list(c->home, &err);
+    if (!all)
+        return cli_fail("%s", err.text);
+    size_t i;
+    json_t *e;
+    char state[64];
+    if (!c->json)
+        printf("%-34s %-28s %-8s %-8s %s\n", "RUN", "RECIPE", "EXECUTOR", "JOB", "STATUS");
+    json_array_foreach(all, i, e)
+    {
+        exp_job_state(e, state, sizeof(state));
+        if (c->json)
+            json_object_set_new(e, "state", json_string(state));
+        else
+            printf("%-34s %-28s %-8s %-8s %s\n", sget(e, "runId"), sget(e, "recipe"),
+                   sget(e, "executor"), sget(e, "jobId"), state);
+    }
+    if (c->json)
+        cli_print_json(all);
+    json_decref(all);
+    return 0;
+}
+
+/* The one argument naming an experiment (name, run id or task directory). */
+static json_t *one(struct cli *c, int argc, char **argv, const char *use, int *follow)
+{
+    const char *ref = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (follow && (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0))
+            *follow = 1;
+        else if (strcmp(argv[i], "--json") == 0)
+            c->json = 1;
+        else if (argv[i][0] == '-' || ref)
+            return cli_fail("unexpected argument \"%s\"\nusage: %s", argv[i], use), NULL;
+        else
+            ref = argv[i];
+    }
+    if (!ref)
+        return cli_fail("usage: %s", use), NULL;
+    mtc_error_t err = {""};
+    json_t *cfg = exp_find(c->home, ref, &err);
+    if (!cfg)
+        cli_fail("%s", err.text);
+    return cfg;
+}
+
+static int e_status(struct cli *c, int argc, char **argv)
+{
+    json_t *cfg = one(c, argc, argv, "mtc experiment status NAME|RUN_ID [--json]", NULL);
+    if (!cfg)
+        return 1;
+    char state[64];
+    exp_job_state(cfg, state, sizeof(state));
+    if (c->json) {
+        json_object_set_new(cfg, "state", json_string(state));
+        cli_print_json(cfg);
+    } else {
+        exp_print_status(stdout, cfg, state);
+    }
+    json_decref(cfg);
+    return 0;
+}
+
+/* Copy what was appended to path since *off to stdout. */
+static void drain(const char *path, long *off)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fseek(f, *off, SEEK_SET) == 0) {
+        char buf[8192];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+            fwrite(buf, 1, n, stdout);
+            *off += (long)n;
+        }
+        fflush(stdout);
+    }
+    fclose(f);
+}
+
+static int e_logs(struct cli *c, int argc, char **argv)
+{
+    int follow = 0;
+    json_t *cfg = one(c, argc, argv, "mtc experiment logs [-f] NAME|RUN_ID", &follow);
+    if (!cfg)
+        return 1;
+    char path[PATH_MAX + 64], state[64];
+    exp_log_path(cfg, path, sizeof(path));
+    long off = 0;
+    if (!follow && !mtc_path_exists(path)) {
+        json_decref(cfg);
+        return cli_fail("%s: no log yet (the job has not started)", path);
+    }
+    drain(path, &off);
+    /* Follow until the job is over, then print what it wrote last. A requeued
+     * job keeps its id and appends to the same log. */
+    while (follow) {
+        exp_job_state(cfg, state, sizeof(state));
+        if (exp_state_final(state)) {
+            mtc_sleep_ms(300);
+            drain(path, &off);
+            break;
+        }
+        for (int i = 0; i < 10; i++) {
+            mtc_sleep_ms(100);
+            drain(path, &off);
+        }
+    }
+    json_decref(cfg);
+    return 0;
+}
+
+static int e_cancel(struct cli *c, int argc, char **argv)
+{
+    json_t *cfg = one(c, argc, argv, "mtc experiment cancel NAME|RUN_ID", NULL);
+    if (!cfg)
+        return 1;
+    const char *job = json_string_value(json_object_get(cfg, "jobId"));
+    int rc = 0;
+    if (!job) {
+        rc = cli_fail("%s was never submitted", sget(cfg, "runId"));
+    } else if (strcmp(sget(cfg, "executor"), "local") == 0) {
+        pid_t pid = (pid_t)atoi(job);
+        /* the script runs in its own session: signal the group (trainer and mpirun too) */
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof(path), "%s/%s.exit", sget(cfg, "taskDir"), job);
+        if (pid > 1 && mtc_pid_alive(pid)) {
+            if (kill(-pid, SIGTERM) < 0 && kill(pid, SIGTERM) < 0)
+                rc = cli_fail("cannot stop pid %d: %s", (int)pid, strerror(errno));
+            else
+                mtc_write_file_atomic(path, "CANCELLED\n", 10, 0644);
+        }
+    } else {
+        char *out = NULL;
+        char *argv2[] = {"scancel", (char *)job, NULL};
+        if (mtc_run(argv2, NULL, &out, 15000) != 0)
+            rc = cli_fail("scancel %s: %s", job, out ? out : "failed");
+        free(out);
+    }
+    if (rc == 0)
+        printf("cancelled %s (job %s)\n", sget(cfg, "runId"), job);
+    json_decref(cfg);
+    return rc;
+}
+
+static const struct cli_cmd exp_cmds[] = {
+    {"list", e_list, "runs under $MTC_HOME/experiments, newest first, with their job state"},
+    {"status", e_status, "the status block of an experiment's newest run"},
+    {"logs", e_logs, "print (-f: follow) the run's <JOB_ID>.log"},
+    {"cancel", e_cancel, "cancel the run's job"},
+    {NULL, NULL, NULL},
+};
+
+int cmd_experiment(struct cli *c, int argc, char **argv)
+{
+    return cli_dispatch(c, "mtc experiment", exp_cmds, argc - 1, argv + 1);
+}

@@ -1,0 +1,623 @@
+/* run: `mtc run` (a recipe as a Slurm job or a local process, NeMo-Run-style
+ * flags), `mtc recipes list|show`, `mtc rl launch` and `mtc attach`. The
+ * recipe logic lives in src/recipes; this file is flags, checks and output. */
+#include "cli.h"
+#include "recipes/recipes.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A program next to this mtc binary (build/bin, PREFIX/bin), else from PATH;
+ * absolute either way because the job runs it on other (emulated) nodes. */
+static int sibling_program(const char *name, char *buf, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            if (snprintf(buf, len, "%s/%s", exe, name) < (int)len && access(buf, X_OK) == 0)
+                return 0;
+        }
+    }
+    const char *path = getenv("PATH");
+    char *copy = strdup(path ? path : "/usr/bin:/bin"), *save = NULL;
+    for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        if (snprintf(buf, len, "%s/%s", d, name) < (int)len && d[0] == '/' &&
+            access(buf, X_OK) == 0) {
+            free(copy);
+            return 0;
+        }
+    }
+    free(copy);
+    return -1;
+}
+
+static void chomp(char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+}
+
+/* Partitions from `scontrol show partition -o`: {"name": {"nodes":N,"default":bool}}.
+ * NULL + err when no Slurm answers in this shell. */
+static json_t *partitions(mtc_error_t *err)
+{
+    /* Slurm's clients retry a missing slurm.conf for a minute: say it now */
+    const char *conf = getenv("SLURM_CONF");
+    if (!conf || !*conf)
+        conf = "/etc/slurm/slurm.conf";
+    if (!mtc_path_exists(conf)) {
+        errprintf(err,
+                  "no Slurm cluster in this shell (%s does not exist); run eval \"$(mtc env ID)\" "
+                  "first, or use -e local",
+                  conf);
+        return NULL;
+    }
+    char *out = NULL;
+    char *argv[] = {"scontrol", "show", "partition", "-o", NULL};
+    int rc = mtc_run(argv, NULL, &out, 15000);
+    if (rc != 0) {
+        chomp(out);
+        errprintf(err,
+                  "no Slurm cluster answers in this shell (%s); run eval \"$(mtc env ID)\" "
+                  "first, or use -e local",
+                  out && *out ? out : "scontrol failed");
+        free(out);
+        return NULL;
+    }
+    json_t *parts = json_object();
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *p = strstr(line, "PartitionName=");
+        if (!p)
+            continue;
+        char name[128];
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(p + 14, " "), p + 14);
+        char *t = strstr(line, " TotalNodes=");
+        char *d = strstr(line, " Default=YES");
+        json_object_set_new(parts, name,
+                            json_pack("{s:i, s:b}", "nodes", t ? atoi(t + 12) : 0, "default",
+                                      d != NULL));
+    }
+    free(out);
+    return parts;
+}
+
+static void partition_list(const json_t *parts, char *buf, size_t len)
+{
+    size_t used = 0;
+    const char *k;
+    json_t *v;
+    buf[0] = '\0';
+    json_object_foreach((json_t *)parts, k, v)
+    {
+        int w = snprintf(buf + used, len - used, "%s%s (%d nodes%s)", used ? ", " : "", k,
+                         (int)json_integer_value(json_object_get(v, "nodes")),
+                         json_is_true(json_object_get(v, "default")) ? ", default" : "");
+        if (w < 0 || used + (size_t)w >= len)
+            break;
+        used += (size_t)w;
+    }
+}
+
+/* -i IMAGE: a container runs only where enroot + pyxis (srun --container-image) are. */
+static int container_available(void)
+{
+    char buf[PATH_MAX];
+    if (sibling_program("enroot", buf, sizeof(buf)) < 0)
+        return 0;
+    char *out = NULL;
+    char *argv[] = {"srun", "--help", NULL};
+    mtc_run(argv, NULL, &out, 10000);
+    int ok = out && strstr(out, "--container-image");
+    free(out);
+    return ok;
+}
+
+static const char run_use[] =
+    "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
+    "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
+    "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
+    "               [--from-checkpoint PATH] [--dry-run]\n"
+    "  RECIPE is a catalog name (mtc recipes list), e.g. pretrain/tiny_gpt2_pt, or a path\n"
+    "  to your own recipe file. TYPE: hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local (default).\n";
+
+struct run_flags {
+    struct recipe_run r;
+    const char *recipe;
+    int dry_run;
+};
+
+static int parse_run(int argc, char **argv, struct run_flags *f)
+{
+    static const struct {
+        const char *s, *l;
+        size_t off;
+    } opts[] = {
+        {"-e", "--executor", offsetof(struct recipe_run, executor)},
+        {NULL, "--slurm-type", offsetof(struct recipe_run, cluster_type)},
+        {"-p", "--partition", offsetof(struct recipe_run, partition)},
+        {"-d", "--work-dir", offsetof(struct recipe_run, work_dir)},
+        {"-i", "--image", offsetof(struct recipe_run, image)},
+        {NULL, "--experiment-name", offsetof(struct recipe_run, experiment)},
+        {NULL, "--log-dir", offsetof(struct recipe_run, log_dir)},
+        {NULL, "--cache-dir", offsetof(struct recipe_run, cache_dir)},
+        {NULL, "--data-dir", offsetof(struct recipe_run, data_dir)},
+        {NULL, "--time", offsetof(struct recipe_run, time)},
+        {NULL, "--from-checkpoint", offsetof(struct recipe_run, from_checkpoint)},
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return fputs(run_use, stdout), 1;
+        if (strcmp(a, "--dry-run") == 0) {
+            f->dry_run = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return fprintf(stderr, "mtc: %s needs a value\n%s", a, run_use), -1;
+        if (strcmp(a, "-s") == 0 || strcmp(a, "--recipe") == 0) {
+            f->recipe = argv[++i];
+            continue;
+        }
+        if (strcmp(a, "-n") == 0 || strcmp(a, "--nodes") == 0) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end || n < 1 || n > 4096)
+                return fprintf(stderr, "mtc: -n %s: want a node count\n", argv[i]), -1;
+            f->r.nodes = (int)n;
+            continue;
+        }
+        size_t k = 0;
+        for (; k < sizeof(opts) / sizeof(opts[0]); k++)
+            if ((opts[k].s && strcmp(a, opts[k].s) == 0) || strcmp(a, opts[k].l) == 0)
+                break;
+        if (k == sizeof(opts) / sizeof(opts[0]))
+            return fprintf(stderr, "mtc: unknown option \"%s\"\n%s", a, run_use), -1;
+        *(const char **)((char *)&f->r + opts[k].off) = argv[++i];
+    }
+    if (!f->recipe)
+        return fprintf(stderr, "mtc: run needs -s RECIPE\n%s", run_use), -1;
+    return 0;
+}
+
+/* Wait briefly for a just-submitted job to start so the status block says RUNNING. */
+static const char *settle(const json_t *cfg, char *state, size_t len)
+{
+    for (int i = 0; i < 25; i++) {
+        exp_job_state(cfg, state, len);
+        if (strcmp(state, "PENDING") != 0 && strcmp(state, "CONFIGURING") != 0)
+            break;
+        mtc_sleep_ms(200);
+    }
+    return state;
+}
+
+static int submit_slurm(json_t *cfg, const char *script_path, mtc_error_t *err, const json_t *parts)
+{
+    char *out = NULL;
+    char *argv[] = {"sbatch", "--parsable", (char *)script_path, NULL};
+    int rc = mtc_run(argv, NULL, &out, 60000);
+    chomp(out);
+    if (rc != 0) {
+        char list[160];
+        partition_list(parts, list, sizeof(list));
+        fprintf(stderr, "%s\n", out && *out ? out : "sbatch failed");
+        errprintf(err, "submission failed%s%s", out && strstr(out, "partition") ? "; partitions: " : "",
+                  out && strstr(out, "partition") ? list : "");
+        free(out);
+        return -1;
+    }
+    /* --parsable prints "JOBID" or "JOBID;CLUSTER" on its last line */
+    char *last = out ? strrchr(out, '\n') : NULL;
+    last = last ? last + 1 : out;
+    char job[32];
+    snprintf(job, sizeof(job), "%.*s", (int)strspn(last ? last : "", "0123456789"), last ? last : "");
+    free(out);
+    if (!*job)
+        return errprintf(err, "sbatch printed no job id");
+    return exp_set_job(cfg, job, err);
+}
+
+static int submit_local(json_t *cfg, const char *script_path, mtc_error_t *err)
+{
+    /* the shell's own pid names the log: exec keeps it, so it is the job id */
+    char *argv[] = {"/bin/bash", "-c", "exec /bin/bash \"$0\" >>\"$1/$$.log\" 2>&1",
+                    (char *)script_path,
+                    (char *)json_string_value(json_object_get(cfg, "taskDir")), NULL};
+    char *env[] = {"SLURM_JOB_ID=", NULL};
+    pid_t pid = mtc_spawn(argv, env, NULL);
+    if (pid < 0)
+        return errprintf(err, "cannot start bash: %s", strerror(errno));
+    char job[32];
+    snprintf(job, sizeof(job), "%d", (int)pid);
+    return exp_set_job(cfg, job, err);
+}
+
+int cmd_run(struct cli *c, int argc, char **argv)
+{
+    struct run_flags f = {.r = {.home = c->home, .timestamp = (int64_t)time(NULL)}};
+    int p = parse_run(argc, argv, &f);
+    if (p)
+        return p > 0 ? 0 : 2;
+    mtc_error_t err = {""};
+    json_t *recipe = recipe_load(f.recipe, NULL, 0, &err);
+    if (!recipe) {
+        cli_fail("%s", err.text);
+        if (strncmp(err.text, "unknown recipe", 14) == 0) {
+            json_t *cat = recipe_catalog(NULL);
+            size_t i;
+            json_t *row;
+            fprintf(stderr, "recipes (-s NAME, or -s FILE for your own copy):\n");
+            json_array_foreach(cat, i, row)
+            fprintf(stderr, "  %s\n", json_string_value(json_object_get(row, "name")));
+            json_decref(cat);
+        }
+        return 1;
+    }
+    char trainer[PATH_MAX];
+    if (sibling_program("mtc-train", trainer, sizeof(trainer)) < 0) {
+        if (!f.dry_run) {
+            json_decref(recipe);
+            return cli_fail("mtc-train not found next to mtc or in PATH (build it with make)");
+        }
+        snprintf(trainer, sizeof(trainer), "mtc-train");
+    }
+    f.r.trainer = trainer;
+    json_t *cfg = recipe_resolve(recipe, &f.r, &err);
+    json_decref(recipe);
+    if (!cfg)
+        return cli_fail("%s", err.text);
+    const char *conf = getenv("SLURM_CONF");
+    if (conf && *conf)
+        json_object_set_new(cfg, "slurmConf", json_string(conf));
+    char *script = recipe_render_sbatch(cfg, &err);
+    if (!script) {
+        json_decref(cfg);
+        return cli_fail("%s", err.text);
+    }
+    int rc = 0;
+    const char *image = json_string_value(json_object_get(cfg, "image"));
+    int is_slurm = strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") == 0;
+    if (f.dry_run) {
+        if (recipe_check_batch(cfg, &err) < 0) {
+            rc = cli_fail("%s", err.text);
+            goto out;
+        }
+        fputs(script, stdout);
+        if (recipe_check_inputs(cfg, &err) < 0)
+            fprintf(stderr, "mtc: note: %s\n", err.text);
+        goto out;
+    }
+    if (image && !container_available()) {
+        rc = cli_fail("-i %s: running inside a container image needs enroot with the pyxis "
+                      "Slurm plugin (srun --container-image), which this machine lacks; "
+                      "container support is a later issue, run without -i",
+                      image);
+        goto out;
+    }
+    if (recipe_check_inputs(cfg, &err) < 0) {
+        rc = cli_fail("%s", err.text);
+        goto out;
+    }
+    json_t *parts = NULL;
+    if (is_slurm) {
+        parts = partitions(&err);
+        if (!parts) {
+            rc = cli_fail("%s", err.text);
+            goto out;
+        }
+        const char *pname = json_string_value(json_object_get(cfg, "partition"));
+        json_t *pi = NULL;
+        const char *k;
+        json_t *v;
+        if (pname)
+            pi = json_object_get(parts, pname);
+        else
+            json_object_foreach(parts, k, v) if (json_is_true(json_object_get(v, "default"))) pi = v,
+                                                                                              pname = k;
+        int have = pi ? (int)json_integer_value(json_object_get(pi, "nodes")) : 0;
+        int want = (int)json_integer_value(json_object_get(cfg, "nodes"));
+        if (pi && want > have) {
+            rc = cli_fail("-n %d: partition %s has %d node%s; ask for at most %d", want, pname, have,
+                          have == 1 ? "" : "s", have);
+            json_decref(parts);
+            goto out;
+        }
+    }
+    if (recipe_check_batch(cfg, &err) < 0) {
+        json_decref(parts);
+        rc = cli_fail("%s", err.text);
+        goto out;
+    }
+    if (exp_create(cfg, script, &err) < 0) {
+        json_decref(parts);
+        rc = cli_fail("%s", err.text);
+        goto out;
+    }
+    char spath[PATH_MAX + 16];
+    snprintf(spath, sizeof(spath), "%s/sbatch.sh", json_string_value(json_object_get(cfg, "taskDir")));
+    int s = is_slurm ? submit_slurm(cfg, spath, &err, parts) : submit_local(cfg, spath, &err);
+    json_decref(parts);
+    if (s < 0) {
+        /* nothing ran: leave no experiment behind */
+        char run_dir[PATH_MAX];
+        snprintf(run_dir, sizeof(run_dir), "%s", json_string_value(json_object_get(cfg, "taskDir")));
+        char *slash = strrchr(run_dir, '/');
+        if (slash)
+            *slash = '\0';
+        mtc_rm_rf(run_dir);
+        /* and the experiment's and experiments/ folders when that was all they held */
+        for (int up = 0; up < 2 && (slash = strrchr(run_dir, '/')); up++) {
+            *slash = '\0';
+            if (rmdir(run_dir) < 0)
+                break;
+        }
+        rc = cli_fail("%s", err.text);
+        goto out;
+    }
+    char state[64];
+    if (c->json) {
+        json_object_set_new(cfg, "state", json_string(settle(cfg, state, sizeof(state))));
+        cli_print_json(cfg);
+    } else {
+        exp_print_status(stdout, cfg, settle(cfg, state, sizeof(state)));
+    }
+out:
+    free(script);
+    json_decref(cfg);
+    return rc;
+}
+
+/* --- recipes ------------------------------------------------------------ */
+
+static int r_list(struct cli *c, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            c->json = 1;
+        else
+            return cli_fail("usage: mtc recipes list [--json]"), 2;
+    }
+    mtc_error_t err = {""};
+    json_t *cat = recipe_catalog(&err);
+    if (!cat)
+        return cli_fail("%s", err.text);
+    if (c->json) {
+        cli_print_json(cat);
+    } else {
+        printf("%-30s %-9s %-12s %s\n", "NAME", "TASK", "MODEL", "DESCRIPTION");
+        size_t i;
+        json_t *r;
+        json_array_foreach(cat, i, r)
+        printf("%-30s %-9s %-12s %s\n", json_string_value(json_object_get(r, "name")),
+               json_string_value(json_object_get(r, "task")),
+               json_string_value(json_object_get(r, "model")),
+               json_string_value(json_object_get(r, "description")));
+    }
+    json_decref(cat);
+    return 0;
+}
+
+static int r_show(struct cli *c, int argc, char **argv)
+{
+    (void)c;
+    if (argc != 2 || argv[1][0] == '-')
+        return cli_fail("usage: mtc recipes show NAME|FILE"), 2;
+    mtc_error_t err = {""};
+    char path[PATH_MAX];
+    json_t *r = recipe_load(argv[1], path, sizeof(path), &err);
+    if (!r)
+        return cli_fail("%s", err.text);
+    printf("# %s\n", path);
+    cli_print_json(r);
+    json_decref(r);
+    return 0;
+}
+
+static const struct cli_cmd recipes_cmds[] = {
+    {"list", r_list, "list the prebuilt recipes"},
+    {"show", r_show, "print a recipe (copy it, edit it, pass the file to mtc run -s)"},
+    {NULL, NULL, NULL},
+};
+
+int cmd_recipes(struct cli *c, int argc, char **argv)
+{
+    return cli_dispatch(c, "mtc recipes", recipes_cmds, argc - 1, argv + 1);
+}
+
+/* --- rl launch, attach ---------------------------------------------------- */
+
+static const char rl_use[] =
+    "usage: mtc rl launch -N NODES --job-script SCRIPT [--cluster-type TYPE] [-p PARTITION]\n"
+    "                     [--time D-HH:MM:SS] [--interactive]\n"
+    "  creates <job_id>/ here with checkpoints/, logs/, output.log; --interactive holds\n"
+    "  the allocation until `scancel JOB` and writes <job_id>/attach.sh.\n";
+
+static int rl_launch(struct cli *c, int argc, char **argv)
+{
+    (void)c;
+    const char *script = NULL, *ctype = "local", *part = NULL, *tlimit = "01:00:00";
+    int nodes = 1, interactive = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--interactive") == 0)
+            interactive = 1;
+        else if (strcmp(a, "--help") == 0)
+            return fputs(rl_use, stdout), 0;
+        else if (i + 1 >= argc)
+            return cli_fail("%s needs a value\n%s", a, rl_use), 2;
+        else if (strcmp(a, "-N") == 0 || strcmp(a, "--nodes") == 0)
+            nodes = atoi(argv[++i]);
+        else if (strcmp(a, "--job-script") == 0 || strcmp(a, "--job_script") == 0)
+            script = argv[++i];
+        else if (strcmp(a, "--cluster-type") == 0 || strcmp(a, "--cluster_type") == 0)
+            ctype = argv[++i];
+        else if (strcmp(a, "-p") == 0 || strcmp(a, "--partition") == 0)
+            part = argv[++i];
+        else if (strcmp(a, "--time") == 0)
+            tlimit = argv[++i];
+        else
+            return cli_fail("unknown option \"%s\"\n%s", a, rl_use), 2;
+    }
+    if (nodes < 1)
+        return cli_fail("-N: want a node count"), 2;
+    if (!recipe_cluster_type_known(ctype))
+        return cli_fail("--cluster-type %s: unknown (known: %s)", ctype, recipe_cluster_types()), 2;
+    if (!script && !interactive)
+        return cli_fail("rl launch needs --job-script SCRIPT or --interactive\n%s", rl_use), 2;
+    char sabs[PATH_MAX] = "";
+    if (script && !realpath(script, sabs))
+        return cli_fail("--job-script %s: %s", script, strerror(errno));
+    mtc_error_t err = {""};
+    json_t *parts = partitions(&err);
+    if (!parts)
+        return cli_fail("%s", err.text);
+    json_t *pi = part ? json_object_get(parts, part) : NULL;
+    if (pi && nodes > json_integer_value(json_object_get(pi, "nodes"))) {
+        int have = (int)json_integer_value(json_object_get(pi, "nodes"));
+        json_decref(parts);
+        return cli_fail("-N %d: partition %s has %d nodes", nodes, part, have);
+    }
+    int gpus = strcmp(ctype, "local") == 0 ? 0 : 8;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd))) {
+        json_decref(parts);
+        return cli_fail("getcwd: %s", strerror(errno));
+    }
+    /* The wrapper makes <job_id>/ itself (the job may start before we return). */
+    char *body = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&body, &blen);
+    char self[PATH_MAX];
+    if (sibling_program("mtc", self, sizeof(self)) < 0)
+        snprintf(self, sizeof(self), "mtc");
+    char *qs = recipe_shell_quote(sabs), *qc = recipe_shell_quote(cwd);
+    char *qm = recipe_shell_quote(self);
+    fprintf(f, "#!/bin/bash\n# mtc rl launch: %s job on cluster type %s.\n",
+            interactive ? "interactive" : "batch", ctype);
+    fprintf(f, "#SBATCH --job-name=mtc-rl\n#SBATCH --nodes=%d\n#SBATCH --time=%s\n", nodes, tlimit);
+    fprintf(f, "#SBATCH --output=/dev/null\n");
+    if (part)
+        fprintf(f, "#SBATCH --partition=%s\n", part);
+    if (gpus)
+        fprintf(f, "#SBATCH --gpus-per-node=%d\n", gpus);
+    fprintf(f, "D=%s/$SLURM_JOB_ID\nmkdir -p \"$D/checkpoints\" \"$D/logs\"\ncd \"$D\"\n", qc);
+    fprintf(f, "export MTC_CHECKPOINT_DIR=\"$D/checkpoints\" MTC_LOG_DIR=\"$D/logs\" "
+               "MTC_CLUSTER_TYPE=%s GPUS_PER_NODE=%d NNODES=%d\n",
+            ctype, gpus, nodes);
+    fprintf(f, "exec >>\"$D/output.log\" 2>&1\n");
+    fprintf(f, "echo \"mtc: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart "
+               "${SLURM_RESTART_COUNT:-0}\"\n");
+    if (interactive) {
+        fprintf(f, "cat >\"$D/attach.sh\" <<EOF\n#!/bin/bash\n"
+                   "# a shell inside job $SLURM_JOB_ID on node \\${1:-0} (of $SLURM_JOB_NODELIST)\n"
+                   "exec %s attach $SLURM_JOB_ID \"\\${1:-0}\"\nEOF\nchmod +x \"$D/attach.sh\"\n",
+                qm);
+    }
+    if (*sabs)
+        fprintf(f, "bash %s\nrc=$?\necho \"mtc: job script exited $rc\"\n", qs);
+    if (interactive)
+        fprintf(f, "echo \"mtc: allocation held; attach with bash $D/attach.sh [N]; release "
+                   "with scancel $SLURM_JOB_ID\"\nwhile :; do sleep 60; done\n");
+    else
+        fprintf(f, "exit $rc\n");
+    fclose(f);
+    free(qs);
+    free(qc);
+    free(qm);
+    char tmpl[] = "/tmp/mtc-rl.XXXXXX";
+    int fd = mkstemp(tmpl);
+    int w = fd >= 0 && write(fd, body, blen) == (ssize_t)blen;
+    if (fd >= 0)
+        close(fd);
+    free(body);
+    json_decref(parts);
+    if (!w)
+        return cli_fail("cannot write a temporary script: %s", strerror(errno));
+    char *out = NULL;
+    char *sb[] = {"sbatch", "--parsable", tmpl, NULL};
+    int rc = mtc_run(sb, NULL, &out, 60000);
+    unlink(tmpl);
+    chomp(out);
+    if (rc != 0) {
+        cli_fail("%s", out && *out ? out : "sbatch failed");
+        free(out);
+        return 1;
+    }
+    char *last = strrchr(out, '\n');
+    last = last ? last + 1 : out;
+    char job[32];
+    snprintf(job, sizeof(job), "%.*s", (int)strspn(last, "0123456789"), last);
+    free(out);
+    char d[PATH_MAX + 64];
+    snprintf(d, sizeof(d), "%s/%s/checkpoints", cwd, job);
+    mtc_mkdir_p(d, 0755);
+    snprintf(d, sizeof(d), "%s/%s/logs", cwd, job);
+    mtc_mkdir_p(d, 0755);
+    printf("Submitted job %s: %s/%s/ (checkpoints/, logs/, output.log%s)\n", job, cwd, job,
+           interactive ? ", attach.sh once it runs" : "");
+    return 0;
+}
+
+static const struct cli_cmd rl_cmds[] = {
+    {"launch", rl_launch, "submit an RL-style job script (or hold an interactive allocation)"},
+    {NULL, NULL, NULL},
+};
+
+int cmd_rl(struct cli *c, int argc, char **argv)
+{
+    return cli_dispatch(c, "mtc rl", rl_cmds, argc - 1, argv + 1);
+}
+
+int cmd_attach(struct cli *c, int argc, char **argv)
+{
+    (void)c;
+    if (argc < 2 || argc > 3 || argv[1][0] == '-')
+        return cli_fail("usage: mtc attach JOB [N]   (a shell in job JOB's allocation on its node N)"),
+               2;
+    const char *job = argv[1];
+    if (strspn(job, "0123456789") != strlen(job))
+        return cli_fail("JOB: a Slurm job id"), 2;
+    int n = argc == 3 ? atoi(argv[2]) : 0;
+    char *out = NULL;
+    char *sc[] = {"squeue", "-h", "-j", (char *)job, "-o", "%N", NULL};
+    int rc = mtc_run(sc, NULL, &out, 15000);
+    chomp(out);
+    if (rc != 0 || !out || !*out) {
+        cli_fail("job %s is not running%s%s", job, out && *out ? ": " : "", out ? out : "");
+        free(out);
+        return 1;
+    }
+    char *hl[] = {"scontrol", "show", "hostnames", out, NULL};
+    char *hosts = NULL;
+    rc = mtc_run(hl, NULL, &hosts, 15000);
+    free(out);
+    char node[128] = "";
+    int i = 0;
+    char *save = NULL;
+    for (char *h = strtok_r(hosts ? hosts : "", "\n", &save); h; h = strtok_r(NULL, "\n", &save), i++)
+        if (i == n)
+            snprintf(node, sizeof(node), "%s", h);
+    free(hosts);
+    if (!*node)
+        return cli_fail("job %s has %d node%s; N is 0..%d", job, i, i == 1 ? "" : "s", i - 1);
+    char jarg[64], warg[160];
+    snprintf(jarg, sizeof(jarg), "--jobid=%s", job);
+    snprintf(warg, sizeof(warg), "--nodelist=%s", node);
+    fflush(NULL);
+    execlp("srun", "srun", jarg, "--overlap", warg, "-N1", "-n1", "--pty", "bash", "-i",
+           (char *)NULL);
+    return cli_fail("cannot run srun: %s", strerror(errno));
+}

@@ -1,0 +1,322 @@
+/* experiment: experiment directories ($MTC_HOME/experiments/<name>/<name>_<ts>/
+ * <task>/ with the script, config.json, <JOB_ID>.log, checkpoints and logs) and
+ * the state of their jobs from squeue, `scontrol show job`, or the exit file. */
+#include "recipes/recipes.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int exp_name_valid(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > 64 || !isalnum((unsigned char)name[0]))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)name[i]) && !strchr("._-", name[i]))
+            return 0;
+    return 1;
+}
+
+static const char *sget(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* A directory the job writes that lives outside the task directory gets a
+ * link from it, so the experiment directory shows everything. */
+static int dir_and_link(const char *task_dir, const char *name, const char *target,
+                        mtc_error_t *err)
+{
+    if (mtc_mkdir_p(target, 0755) < 0)
+        return errprintf(err, "cannot create %s: %s", target, strerror(errno));
+    char link[PATH_MAX + 64];
+    snprintf(link, sizeof(link), "%s/%s", task_dir, name);
+    if (strcmp(link, target) == 0)
+        return 0;
+    if (symlink(target, link) < 0 && errno != EEXIST)
+        return errprintf(err, "cannot link %s: %s", link, strerror(errno));
+    return 0;
+}
+
+static int write_config(const json_t *cfg, mtc_error_t *err)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/config.json", sget(cfg, "taskDir"));
+    char *s = json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (!s)
+        return errprintf(err, "out of memory");
+    size_t n = strlen(s);
+    s[n] = '\n'; /* the terminating NUL becomes the file's final newline */
+    int rc = mtc_write_file_atomic(path, s, n + 1, 0644);
+    free(s);
+    if (rc < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int exp_create(const json_t *cfg, const char *script, mtc_error_t *err)
+{
+    const char *td = sget(cfg, "taskDir");
+    if (mtc_mkdir_p(td, 0755) < 0)
+        return errprintf(err, "cannot create %s: %s", td, strerror(errno));
+    if (dir_and_link(td, "checkpoints", sget(json_object_get(cfg, "checkpoint"), "dir"), err) < 0 ||
+        dir_and_link(td, "logs", sget(cfg, "logDir"), err) < 0)
+        return -1;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/sbatch.sh", td);
+    if (mtc_write_file_atomic(path, script, strlen(script), 0755) < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return write_config(cfg, err);
+}
+
+int exp_set_job(json_t *cfg, const char *job_id, mtc_error_t *err)
+{
+    json_object_set_new(cfg, "jobId", json_string(job_id));
+    return write_config(cfg, err);
+}
+
+static json_t *load_cfg(const char *task_dir)
+{
+    char path[PATH_MAX + 16];
+    if (snprintf(path, sizeof(path), "%s/config.json", task_dir) >= (int)sizeof(path))
+        return NULL;
+    return json_load_file(path, 0, NULL);
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Runs of one experiment (their config objects) appended to out. */
+static void add_runs(json_t *out, const char *exps, const char *name)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s/%s", exps, name) >= (int)sizeof(dir))
+        return;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char td[PATH_MAX * 2];
+        if (snprintf(td, sizeof(td), "%s/%s/%s", dir, e->d_name, name) >= (int)sizeof(td))
+            continue;
+        json_t *c = load_cfg(td);
+        if (c)
+            json_array_append_new(out, c);
+    }
+    closedir(d);
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "timestamp"));
+    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "timestamp"));
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static json_t *sorted(json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    json_t **v = calloc(n ? n : 1, sizeof(*v));
+    for (size_t i = 0; v && i < n; i++)
+        v[i] = json_incref(json_array_get(arr, i));
+    if (v)
+        qsort(v, n, sizeof(*v), newest_first);
+    json_t *out = json_array();
+    for (size_t i = 0; v && i < n; i++)
+        json_array_append_new(out, v[i]);
+    free(v);
+    json_decref(arr);
+    return out;
+}
+
+json_t *exp_list(const char *home, mtc_error_t *err)
+{
+    char exps[PATH_MAX];
+    snprintf(exps, sizeof(exps), "%s/experiments", home);
+    json_t *out = json_array();
+    DIR *d = opendir(exps);
+    if (!d) {
+        if (errno == ENOENT)
+            return out;
+        json_decref(out);
+        errprintf(err, "cannot read %s: %s", exps, strerror(errno));
+        return NULL;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            add_runs(out, exps, e->d_name);
+    closedir(d);
+    return sorted(out);
+}
+
+json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
+{
+    if (strchr(ref, '/')) {
+        json_t *c = is_dir(ref) ? load_cfg(ref) : NULL;
+        if (!c)
+            errprintf(err, "%s: not an experiment task directory (no config.json)", ref);
+        return c;
+    }
+    if (!exp_name_valid(ref)) {
+        errprintf(err, "experiment \"%s\": not a valid name", ref);
+        return NULL;
+    }
+    json_t *all = exp_list(home, err);
+    if (!all)
+        return NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(all, i, c)
+    {
+        if (strcmp(sget(c, "experiment"), ref) == 0 || strcmp(sget(c, "runId"), ref) == 0) {
+            json_incref(c);
+            json_decref(all);
+            return c;
+        }
+    }
+    char list[200] = "";
+    size_t used = 0;
+    json_array_foreach(all, i, c)
+    {
+        const char *n = sget(c, "experiment");
+        if (strstr(list, n))
+            continue;
+        int w = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", n);
+        if (w < 0 || used + (size_t)w >= sizeof(list))
+            break;
+        used += (size_t)w;
+    }
+    json_decref(all);
+    errprintf(err, "no experiment \"%s\" in %s/experiments (known: %s)", ref, home,
+              *list ? list : "none");
+    return NULL;
+}
+
+const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s.log", sget(cfg, "taskDir"), sget(cfg, "jobId") ? sget(cfg, "jobId") : "");
+    return buf;
+}
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+}
+
+/* A Slurm client command with the cluster's SLURM_CONF (recorded at submit)
+ * unless the caller's environment names one. */
+static int slurm_q(const json_t *cfg, char *const argv[], char **out)
+{
+    char env0[PATH_MAX + 16];
+    char *env[2] = {NULL, NULL};
+    const char *conf = sget(cfg, "slurmConf");
+    const char *cur = getenv("SLURM_CONF");
+    if (conf && *conf && !(cur && *cur)) {
+        snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
+        env[0] = env0;
+    } else {
+        conf = cur && *cur ? cur : "/etc/slurm/slurm.conf";
+    }
+    /* a deleted cluster: Slurm's clients would retry its missing config for a minute */
+    if (!mtc_path_exists(conf)) {
+        errno = ENOENT;
+        return -1;
+    }
+    return mtc_run(argv, env, out, 15000);
+}
+
+static const char *from_exit_file(const json_t *cfg, const char *job, char *buf, size_t len)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s.exit", sget(cfg, "taskDir"), job);
+    char *s = mtc_read_file(path, NULL);
+    if (!s)
+        return NULL;
+    /* the script writes its exit status; `mtc experiment cancel` writes CANCELLED */
+    snprintf(buf, len, "%s",
+             strncmp(s, "CANCELLED", 9) == 0 ? "CANCELLED" : atoi(s) == 0 ? "COMPLETED" : "FAILED");
+    free(s);
+    return buf;
+}
+
+const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
+{
+    const char *job = sget(cfg, "jobId");
+    if (!job) {
+        snprintf(buf, len, "NOT_SUBMITTED");
+        return buf;
+    }
+    if (strcmp(sget(cfg, "executor"), "local") == 0) {
+        if (from_exit_file(cfg, job, buf, len))
+            return buf;
+        snprintf(buf, len, "%s", mtc_pid_alive((pid_t)atoi(job)) ? "RUNNING" : "FAILED");
+        return buf;
+    }
+    char *out = NULL;
+    char *sq[] = {"squeue", "-h", "-j", (char *)job, "-o", "%T", NULL};
+    if (slurm_q(cfg, sq, &out) == 0 && out) {
+        trim(out);
+        if (*out && !strchr(out, ' ') && !strchr(out, '\n')) {
+            snprintf(buf, len, "%s", out);
+            free(out);
+            return buf;
+        }
+    }
+    free(out);
+    out = NULL;
+    char *sc[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
+    if (slurm_q(cfg, sc, &out) == 0 && out) {
+        char *p = strstr(out, "JobState=");
+        if (p) {
+            p += 9;
+            size_t n = strcspn(p, " \n");
+            snprintf(buf, len, "%.*s", (int)n, p);
+            free(out);
+            return buf;
+        }
+    }
+    free(out);
+    if (from_exit_file(cfg, job, buf, len))
+        return buf;
+    snprintf(buf, len, "UNKNOWN");
+    return buf;
+}
+
+int exp_state_final(const char *s)
+{
+    static const char *const live[] = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING",
+                                       "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",
+                                       "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
+                                       "RESV_DEL_HOLD", "NOT_SUBMITTED", NULL};
+    for (int i = 0; live[i]; i++)
+        if (strcmp(s, live[i]) == 0)
+            return 0;
+    return 1;
+}
+
+void exp_print_status(FILE *f, const json_t *cfg, const char *state)
+{
+    int local = strcmp(sget(cfg, "executor"), "local") == 0;
+    fprintf(f, "Experiment Status for %s\n\n", sget(cfg, "runId"));
+    fprintf(f, "Task 0: %s\n", sget(cfg, "taskName"));
+    fprintf(f, "- Status: %s\n", state);
+    fprintf(f, "- Executor: %s\n", local ? "LocalExecutor" : "SlurmExecutor on @localhost");
+    fprintf(f, "- Job id: %s\n", sget(cfg, "jobId") ? sget(cfg, "jobId") : "-");
+    fprintf(f, "- Local Directory: %s\n", sget(cfg, "taskDir"));
+}

@@ -1,0 +1,118 @@
+/* recipes: prebuilt training workloads as data — loading and validating recipe
+ * files, applying cluster-type overrides and `mtc run` options, rendering the
+ * sbatch script, and the experiment directories and job status behind it. */
+#ifndef MTC_RECIPES_H
+#define MTC_RECIPES_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/common.h"
+
+/* ---- recipe files (recipe.c) ---- */
+
+/* Load and validate a recipe. name is a path to a file (contains '/' and exists,
+ * or ends in .json), or a catalog name such as "pretrain/llama3p1_2b_pt" (a
+ * trailing ".py" or ".json" is ignored) looked up under the recipes/ data
+ * directory. path (optional, len bytes) gets the file used. Returns the recipe
+ * object (caller decrefs) with "name" set, or NULL + err: an unknown recipe
+ * lists the known ones; a bad field is named ("train.lr: must be a number"). */
+json_t *recipe_load(const char *name, char *path, size_t len, mtc_error_t *err);
+
+/* Validate a parsed recipe object; unknown fields are errors naming the path.
+ * Keys may be snake_case or camelCase. 0/-1 + err. */
+int recipe_validate(const json_t *recipe, mtc_error_t *err);
+
+/* The catalog: an array of {"name","task","model","description","path"}
+ * sorted by name. Caller decrefs. NULL + err when no recipes/ directory. */
+json_t *recipe_catalog(mtc_error_t *err);
+
+/* Cluster types the launcher knows (hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local). */
+int recipe_cluster_type_known(const char *type);
+/* "hcc-a3m, hcc-a3u, ..." for error messages. */
+const char *recipe_cluster_types(void);
+
+/* ---- resolving a run (render.c) ---- */
+
+/* The options of one `mtc run`. NULL/0 fields take the recipe's defaults. */
+struct recipe_run {
+    const char *executor;        /* "slurm" (default) | "local" */
+    const char *cluster_type;    /* --slurm-type; default "local" */
+    const char *partition;       /* -p */
+    const char *work_dir;        /* -d: checkpoints and logs go under it when set */
+    const char *image;           /* -i: container image (.sqsh) */
+    const char *log_dir;         /* --log-dir: metrics + TensorBoard */
+    const char *cache_dir;       /* --cache-dir: HF_HOME / MTC_CACHE_DIR in the job */
+    const char *data_dir;        /* --data-dir: base of relative data/tokenizer paths */
+    const char *time;            /* --time: Slurm time limit */
+    const char *from_checkpoint; /* --from-checkpoint: initial weights (--init) */
+    const char *trainer;         /* absolute path of mtc-train */
+    const char *home;            /* $MTC_HOME */
+    const char *experiment;      /* --experiment-name */
+    int nodes;                   /* -n; 0 = recipe's */
+    int64_t timestamp;           /* unix seconds of this run (names the run directory) */
+};
+
+/* Resolve a recipe for one run: cluster-type overrides applied, ranks and
+ * micro-batch computed, paths made absolute, the experiment's directories
+ * named. Returns the resolved config (what config.json holds; caller decrefs)
+ * or NULL + err. Touches no files. Check it with recipe_check_batch. */
+json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err);
+
+/* The global batch must be a multiple of micro-batch x ranks (the trainer's
+ * rule), said before submitting. 0/-1 + err. */
+int recipe_check_batch(const json_t *resolved, mtc_error_t *err);
+
+/* Check what the job will read before submitting: the data directory (with
+ * train_*.bin shards for pretraining), the tokenizer, an --init checkpoint.
+ * 0/-1 + err naming the missing path and the recipe field it came from. */
+int recipe_check_inputs(const json_t *resolved, mtc_error_t *err);
+
+/* The trainer's command line for a resolved config: a NULL-terminated argv
+ * (caller frees each string and the array) or NULL + err. */
+char **recipe_trainer_argv(const json_t *resolved, mtc_error_t *err);
+
+/* The sbatch script for a resolved config (also run by bash for the local
+ * executor). Secrets (HF_TOKEN, WANDB_API_KEY) are never written into it: the
+ * job inherits them from the submitting environment. Caller frees. */
+char *recipe_render_sbatch(const json_t *resolved, mtc_error_t *err);
+
+/* POSIX single-quote s for a shell ("'a'\''b'"). Caller frees. */
+char *recipe_shell_quote(const char *s);
+
+/* ---- experiments (experiment.c) ---- */
+
+/* Valid experiment/task name: [A-Za-z0-9][A-Za-z0-9._-]{0,63}. */
+int exp_name_valid(const char *name);
+
+/* Create <home>/experiments/<name>/<name>_<ts>/<task>/ and the directories the
+ * resolved config names (checkpoints, logs; links to them when they live
+ * elsewhere), and write script and config.json there. 0/-1 + err. */
+int exp_create(const json_t *resolved, const char *script, mtc_error_t *err);
+
+/* Record the job id in config.json (after submission). 0/-1 + err. */
+int exp_set_job(json_t *resolved, const char *job_id, mtc_error_t *err);
+
+/* Find the newest run of an experiment: ref is a name ("demo-run"), a run id
+ * ("demo-run_1764424800") or a task directory path. Returns its config.json
+ * (caller decrefs) or NULL + err listing the known experiments. */
+json_t *exp_find(const char *home, const char *ref, mtc_error_t *err);
+
+/* Every run under home, newest first: an array of config objects. */
+json_t *exp_list(const char *home, mtc_error_t *err);
+
+/* Current state of a run's job: "PENDING", "RUNNING", "COMPLETED", "FAILED",
+ * "CANCELLED", "REQUEUED", ... from squeue, then `scontrol show job`, then the
+ * exit-status file the script writes, for local runs the pid. into buf. */
+const char *exp_job_state(const json_t *cfg, char *buf, size_t len);
+/* 1 when a state is final (the job will write no more). */
+int exp_state_final(const char *state);
+
+/* The status block `mtc run` and `mtc experiment status` print. */
+void exp_print_status(FILE *f, const json_t *cfg, const char *state);
+
+/* Path of the run's log (<task dir>/<JOB_ID>.log) into buf. */
+const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,503 @@
+/* render: one run of a recipe — cluster-type overrides and `mtc run` options
+ * resolved into config.json, inputs checked before submitting, and the sbatch
+ * script (requeue, signal before the time limit, srun --mpi=pmix ranks). */
+#include "recipes/recipes.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* What each cluster type is, before a recipe's own overrides. Ranks follow
+ * GPUs (one rank per GPU); a type without GPUs runs ranks_per_node CPU ranks. */
+static const struct ctype {
+    const char *name;
+    int gpus_per_node;
+    int ranks_per_node; /* used when gpus_per_node == 0 */
+    int threads_per_rank;
+    const char *what;
+} ctypes[] = {
+    {"hcc-a3m", 8, 0, 8, "A3 Mega, 8x H100 80GB"},
+    {"hcc-a3u", 8, 0, 8, "A3 Ultra, 8x H200 141GB"},
+    {"hcc-a4", 8, 0, 8, "A4, 8x B200"},
+    {"hcc-a3h", 8, 0, 8, "A3 High, 8x H100 80GB"},
+    {"local", 0, 1, 1, "CPU nodes of a local (emulated) cluster"},
+};
+
+static const struct ctype *ctype_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(ctypes) / sizeof(ctypes[0]); i++)
+        if (strcmp(ctypes[i].name, name) == 0)
+            return &ctypes[i];
+    return NULL;
+}
+
+/* Recipe train/checkpoint keys → mtc-train flags. */
+static const struct tflag {
+    const char *section, *key, *flag;
+} tflags[] = {
+    {"train", "steps", "steps"},
+    {"train", "global_batch", "batch"},
+    {"train", "micro_batch", "micro-batch"},
+    {"train", "seq_length", "seq"},
+    {"train", "lr", "lr"},
+    {"train", "min_lr", "min-lr"},
+    {"train", "warmup", "warmup"},
+    {"train", "weight_decay", "weight-decay"},
+    {"train", "grad_clip", "grad-clip"},
+    {"train", "seed", "seed"},
+    {"train", "shuffle", "shuffle"},
+    {"train", "log_every", "log-every"},
+    {"train", "eval_every", "eval-every"},
+    {"train", "eval_batches", "eval-batches"},
+    {"checkpoint", "every", "checkpoint-every"},
+    {"checkpoint", "keep", "keep"},
+    {"checkpoint", "init", "init"},
+};
+
+static int geti(const json_t *o, const char *k, int dflt)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (int)json_integer_value(v) : dflt;
+}
+
+/* An absolute path for p: as is when absolute, else under base. */
+static json_t *abs_under(const char *base, const char *p)
+{
+    if (p[0] == '/' || !base)
+        return json_string(p);
+    char buf[PATH_MAX * 2];
+    snprintf(buf, sizeof(buf), "%s/%s", base, p);
+    return json_string(buf);
+}
+
+static char *absolute(const char *p)
+{
+    char buf[PATH_MAX];
+    if (realpath(p, buf))
+        return strdup(buf);
+    if (p[0] == '/')
+        return strdup(p);
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd)))
+        return strdup(p);
+    char *out = NULL;
+    if (asprintf(&out, "%s/%s", cwd, p) < 0)
+        return NULL;
+    return out;
+}
+
+json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err)
+{
+    const char *ctname = run->cluster_type ? run->cluster_type : "local";
+    const struct ctype *ct = ctype_find(ctname);
+    if (!ct) {
+        errprintf(err, "--slurm-type %s: unknown cluster type (known: %s)", ctname,
+                  recipe_cluster_types());
+        return NULL;
+    }
+    const char *exec = run->executor ? run->executor : "slurm";
+    if (strcmp(exec, "slurm") != 0 && strcmp(exec, "local") != 0) {
+        errprintf(err, "-e %s: the executor is slurm or local", exec);
+        return NULL;
+    }
+    const char *rname = json_string_value(json_object_get(recipe, "name"));
+    const char *exp = run->experiment;
+    char dflt[128];
+    if (!exp) {
+        /* "pretrain/tiny_gpt2_pt" → "tiny-gpt2-pt" */
+        const char *b = strrchr(rname, '/');
+        snprintf(dflt, sizeof(dflt), "%s", b ? b + 1 : rname);
+        for (char *p = dflt; *p; p++)
+            if (*p == '_')
+                *p = '-';
+        exp = dflt;
+    }
+    if (!exp_name_valid(exp)) {
+        errprintf(err, "--experiment-name \"%s\": use letters, digits, '.', '_' or '-' (max 64)",
+                  exp);
+        return NULL;
+    }
+    json_t *ov = json_object_get(json_object_get(recipe, "cluster_types"), ctname);
+    json_t *res = json_object_get(recipe, "resources");
+    int gpus = geti(ov, "gpus_per_node", ct->gpus_per_node);
+    int rpn = gpus > 0 ? gpus : geti(ov, "ranks_per_node", ct->ranks_per_node);
+    int threads = geti(ov, "threads_per_rank", ct->threads_per_rank);
+    int nodes = run->nodes > 0 ? run->nodes : geti(ov, "nodes", geti(res, "nodes", 1));
+    if (strcmp(exec, "local") == 0 && nodes > 1) {
+        /* the local executor runs every rank on this machine */
+        rpn *= nodes;
+        nodes = 1;
+    }
+    int ranks = nodes * rpn;
+
+    json_t *train = json_deep_copy(json_object_get(recipe, "train"));
+    if (json_object_get(ov, "global_batch"))
+        json_object_set(train, "global_batch", json_object_get(ov, "global_batch"));
+    if (json_object_get(ov, "micro_batch"))
+        json_object_set(train, "micro_batch", json_object_get(ov, "micro_batch"));
+    int gb = geti(train, "global_batch", 0);
+    int mb = geti(train, "micro_batch", 0);
+    if (mb <= 0)
+        mb = gb / ranks > 0 ? gb / ranks : 1;
+    json_object_set_new(train, "micro_batch", json_integer(mb));
+
+    char run_id[160], task_dir[PATH_MAX], base[PATH_MAX];
+    snprintf(run_id, sizeof(run_id), "%s_%lld", exp, (long long)run->timestamp);
+    snprintf(task_dir, sizeof(task_dir), "%s/experiments/%s/%s/%s", run->home, exp, run_id, exp);
+    if (run->work_dir) {
+        char *wd = absolute(run->work_dir);
+        snprintf(base, sizeof(base), "%s/experiments/%s/%s/%s", wd ? wd : run->work_dir, exp,
+                 run_id, exp);
+        free(wd);
+    } else {
+        snprintf(base, sizeof(base), "%s", task_dir);
+    }
+    char ckdir[PATH_MAX + 16], logdir[PATH_MAX + 200];
+    snprintf(ckdir, sizeof(ckdir), "%s/checkpoints", base);
+    if (run->log_dir) {
+        char *ld = absolute(run->log_dir);
+        snprintf(logdir, sizeof(logdir), "%s/%s", ld ? ld : run->log_dir, run_id);
+        free(ld);
+    } else {
+        snprintf(logdir, sizeof(logdir), "%s/logs", base);
+    }
+
+    char *data_base = NULL;
+    if (run->data_dir)
+        data_base = absolute(run->data_dir);
+    else if (asprintf(&data_base, "%s/data", run->home) < 0)
+        data_base = NULL;
+    json_t *data = json_object_get(recipe, "data");
+    json_t *rdata = json_pack("{s:o, s:o, s:s, s:s}", "path",
+                              abs_under(data_base, json_string_value(json_object_get(data, "path"))),
+                              "tokenizer",
+                              abs_under(data_base,
+                                        json_string_value(json_object_get(data, "tokenizer"))),
+                              "dataDir", data_base ? data_base : "", "recipePath",
+                              json_string_value(json_object_get(data, "path")));
+    free(data_base);
+
+    json_t *ck = json_deep_copy(json_object_get(recipe, "checkpoint"));
+    if (!ck)
+        ck = json_object();
+    if (run->from_checkpoint) {
+        char *p = absolute(run->from_checkpoint);
+        json_object_set_new(ck, "init", json_string(p ? p : run->from_checkpoint));
+        free(p);
+    } else if (json_object_get(ck, "init")) {
+        json_object_set_new(ck, "init",
+                            abs_under(json_string_value(json_object_get(rdata, "dataDir")),
+                                      json_string_value(json_object_get(ck, "init"))));
+    }
+    json_object_set_new(ck, "dir", json_string(ckdir));
+
+    json_t *env = json_object();
+    json_object_update(env, json_object_get(recipe, "env"));
+    json_object_update(env, json_object_get(ov, "env"));
+    json_object_set_new(env, "OMP_NUM_THREADS", json_sprintf("%d", threads));
+    if (run->cache_dir) {
+        char *cd = absolute(run->cache_dir);
+        json_object_set_new(env, "HF_HOME", json_string(cd ? cd : run->cache_dir));
+        json_object_set_new(env, "MTC_CACHE_DIR", json_string(cd ? cd : run->cache_dir));
+        free(cd);
+    }
+
+    const char *time = run->time ? run->time
+                                  : json_string_value(json_object_get(res, "time"));
+    json_t *out = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:i}",
+        "recipe", rname, "task", json_string_value(json_object_get(recipe, "task")), "experiment",
+        exp, "runId", run_id, "taskName", exp, "taskDir", task_dir, "timestamp",
+        (json_int_t)run->timestamp, "executor", exec, "clusterType", ctname, "clusterTypeInfo",
+        ct->what, "nodes", nodes, "ranksPerNode", rpn, "gpusPerNode", gpus, "threadsPerRank",
+        threads, "ranks", ranks, "time", time ? time : "01:00:00", "signalBeforeS",
+        geti(res, "signal_before_s", 120));
+    if (!out) {
+        errprintf(err, "out of memory");
+        json_decref(train), json_decref(rdata), json_decref(ck), json_decref(env);
+        return NULL;
+    }
+    if (run->partition)
+        json_object_set_new(out, "partition", json_string(run->partition));
+    if (run->image)
+        json_object_set_new(out, "image", json_string(run->image));
+    if (run->work_dir)
+        json_object_set_new(out, "workDir", json_string(base));
+    if (run->cache_dir)
+        json_object_set(out, "cacheDir", json_object_get(env, "HF_HOME"));
+    json_object_set_new(out, "trainer", json_string(run->trainer ? run->trainer : "mtc-train"));
+    json_object_set(out, "model", json_object_get(recipe, "model"));
+    json_object_set_new(out, "data", rdata);
+    json_object_set_new(out, "train", train);
+    json_object_set_new(out, "checkpoint", ck);
+    json_object_set_new(out, "logDir", json_string(logdir));
+    json_object_set_new(out, "env", env);
+    json_object_set_new(out, "trainerArgs", json_object());
+    json_object_update(json_object_get(out, "trainerArgs"),
+                       json_object_get(recipe, "trainer_args"));
+    return out;
+}
+
+int recipe_check_batch(const json_t *cfg, mtc_error_t *err)
+{
+    json_t *train = json_object_get(cfg, "train");
+    int gb = geti(train, "global_batch", 0), mb = geti(train, "micro_batch", 1);
+    int ranks = geti(cfg, "ranks", 1);
+    if (mb > 0 && gb % (mb * ranks) == 0)
+        return 0;
+    return errprintf(err,
+                     "train.global_batch %d is not a multiple of micro_batch %d x %d ranks "
+                     "(%d nodes x %d per node on %s); change -n or the recipe",
+                     gb, mb, ranks, geti(cfg, "nodes", 1), geti(cfg, "ranksPerNode", 1),
+                     json_string_value(json_object_get(cfg, "clusterType")));
+}
+
+static int has_shards(const char *dir)
+{
+    char pat[PATH_MAX + 32];
+    snprintf(pat, sizeof(pat), "%s/train_000000.bin", dir);
+    return mtc_path_exists(pat);
+}
+
+int recipe_check_inputs(const json_t *cfg, mtc_error_t *err)
+{
+    json_t *data = json_object_get(cfg, "data");
+    const char *path = json_string_value(json_object_get(data, "path"));
+    const char *tok = json_string_value(json_object_get(data, "tokenizer"));
+    const char *task = json_string_value(json_object_get(cfg, "task"));
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return errprintf(err,
+                         "data.path: %s does not exist (recipe's \"%s\" under --data-dir %s); "
+                         "prepare it with `mtc-train prepare`",
+                         path, json_string_value(json_object_get(data, "recipePath")),
+                         json_string_value(json_object_get(data, "dataDir")));
+    if ((strcmp(task, "pretrain") == 0 || strcmp(task, "cpt") == 0) && S_ISDIR(st.st_mode) &&
+        !has_shards(path))
+        return errprintf(err, "data.path: %s has no train_000000.bin shard (run `mtc-train prepare`)",
+                         path);
+    if (stat(tok, &st) < 0 || !S_ISREG(st.st_mode))
+        return errprintf(err, "data.tokenizer: %s does not exist", tok);
+    const char *init = json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "init"));
+    if (init && stat(init, &st) < 0)
+        return errprintf(err, "checkpoint.init (--from-checkpoint): %s does not exist", init);
+    return 0;
+}
+
+static int push(char ***v, size_t *n, const char *s)
+{
+    char **nv = realloc(*v, (*n + 2) * sizeof(char *));
+    if (!nv)
+        return -1;
+    *v = nv;
+    nv[*n] = strdup(s);
+    nv[*n + 1] = NULL;
+    return nv[(*n)++] ? 0 : -1;
+}
+
+static int push_val(char ***v, size_t *n, const char *flag, const json_t *val)
+{
+    char f[128], buf[64];
+    snprintf(f, sizeof(f), "--%s", flag);
+    if (json_is_true(val))
+        return push(v, n, f);
+    if (json_is_false(val) || json_is_null(val))
+        return 0;
+    if (push(v, n, f) < 0)
+        return -1;
+    if (json_is_string(val))
+        return push(v, n, json_string_value(val));
+    if (json_is_integer(val))
+        snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(val));
+    else
+        snprintf(buf, sizeof(buf), "%.10g", json_number_value(val));
+    return push(v, n, buf);
+}
+
+char **recipe_trainer_argv(const json_t *cfg, mtc_error_t *err)
+{
+    char **v = NULL;
+    size_t n = 0;
+    int rc = 0;
+    json_t *model = json_object_get(cfg, "model");
+    rc |= push(&v, &n, json_string_value(json_object_get(cfg, "trainer")));
+    rc |= push(&v, &n, "train");
+    rc |= push_val(&v, &n, "model", json_object_get(model, "preset"));
+    if (json_object_get(model, "config")) {
+        char *s = json_dumps(json_object_get(model, "config"), JSON_COMPACT | JSON_SORT_KEYS);
+        rc |= push(&v, &n, "--config");
+        rc |= s ? push(&v, &n, s) : -1;
+        free(s);
+    }
+    rc |= push_val(&v, &n, "data", json_object_get(json_object_get(cfg, "data"), "path"));
+    rc |= push_val(&v, &n, "tokenizer", json_object_get(json_object_get(cfg, "data"), "tokenizer"));
+    for (size_t i = 0; i < sizeof(tflags) / sizeof(tflags[0]); i++) {
+        json_t *val = json_object_get(json_object_get(cfg, tflags[i].section), tflags[i].key);
+        if (val)
+            rc |= push_val(&v, &n, tflags[i].flag, val);
+    }
+    const char *k;
+    json_t *val;
+    json_object_foreach(json_object_get(cfg, "trainerArgs"), k, val) rc |= push_val(&v, &n, k, val);
+    rc |= push(&v, &n, "--resume");
+    rc |= push(&v, &n, "auto");
+    rc |= push_val(&v, &n, "checkpoint-dir", json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
+    rc |= push_val(&v, &n, "log-dir", json_object_get(cfg, "logDir"));
+    if (rc) {
+        for (size_t i = 0; v && v[i]; i++)
+            free(v[i]);
+        free(v);
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    return v;
+}
+
+char *recipe_shell_quote(const char *s)
+{
+    size_t n = 2;
+    for (const char *p = s; *p; p++)
+        n += *p == '\'' ? 4 : 1;
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        return NULL;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return out;
+}
+
+static void put_q(FILE *f, const char *s)
+{
+    char *q = recipe_shell_quote(s);
+    fputs(q ? q : "''", f);
+    free(q);
+}
+
+/* Variables the job needs but whose values must never be written down: the job
+ * inherits them from the environment of `mtc run` (sbatch exports it). */
+static const char *const secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
+
+char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
+{
+    char **argv = recipe_trainer_argv(cfg, err);
+    if (!argv)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        for (size_t i = 0; argv[i]; i++)
+            free(argv[i]);
+        free(argv);
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    const char *task_dir = json_string_value(json_object_get(cfg, "taskDir"));
+    const char *part = json_string_value(json_object_get(cfg, "partition"));
+    const char *image = json_string_value(json_object_get(cfg, "image"));
+    int nodes = geti(cfg, "nodes", 1), rpn = geti(cfg, "ranksPerNode", 1);
+    int gpus = geti(cfg, "gpusPerNode", 0), threads = geti(cfg, "threadsPerRank", 1);
+
+    fprintf(f, "#!/bin/bash\n");
+    fprintf(f, "# mtc run: recipe %s, experiment %s (run %s), cluster type %s.\n",
+            json_string_value(json_object_get(cfg, "recipe")),
+            json_string_value(json_object_get(cfg, "experiment")),
+            json_string_value(json_object_get(cfg, "runId")),
+            json_string_value(json_object_get(cfg, "clusterType")));
+    fprintf(f, "# Rendered by mtc; the resolved configuration is config.json beside it.\n");
+    fprintf(f, "#SBATCH --job-name=%s\n", json_string_value(json_object_get(cfg, "experiment")));
+    if (part)
+        fprintf(f, "#SBATCH --partition=%s\n", part);
+    fprintf(f, "#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=%d\n", nodes, rpn);
+    /* GPU nodes are taken whole; CPU ranks ask for their threads */
+    if (gpus > 0)
+        fprintf(f, "#SBATCH --gpus-per-node=%d\n#SBATCH --exclusive\n", gpus);
+    else
+        fprintf(f, "#SBATCH --cpus-per-task=%d\n", threads);
+    fprintf(f, "#SBATCH --time=%s\n", json_string_value(json_object_get(cfg, "time")));
+    fprintf(f, "#SBATCH --output=%s/%%j.log\n#SBATCH --open-mode=append\n", task_dir);
+    fprintf(f, "# requeued after node failure or preemption; the trainer resumes from its newest\n"
+               "# checkpoint. USR1 before the time limit makes it checkpoint and exit 75.\n");
+    fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=USR1@%d\n",
+            geti(cfg, "signalBeforeS", 120));
+    fprintf(f, "\nset -u\nTASK_DIR=");
+    put_q(f, task_dir);
+    fprintf(f, "\nJOB_ID=${SLURM_JOB_ID:-$$}\n");
+    fprintf(f, "echo \"mtc: job $JOB_ID start $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ) on "
+               "${SLURM_JOB_NODELIST:-$(hostname)}, restart ${SLURM_RESTART_COUNT:-0}\"\n");
+    fprintf(f, "\n# environment of the job\n");
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(cfg, "env"), k, v)
+    {
+        fprintf(f, "export %s=", k);
+        put_q(f, json_string_value(v));
+        fprintf(f, "\n");
+    }
+    fprintf(f, "export MTC_EXPERIMENT=");
+    put_q(f, json_string_value(json_object_get(cfg, "runId")));
+    fprintf(f, " MTC_TASK_DIR=\"$TASK_DIR\"\n");
+    fprintf(f, "# secrets come from the submitting environment and are never written here\nfor v in");
+    for (int i = 0; secrets[i]; i++)
+        fprintf(f, " %s", secrets[i]);
+    fprintf(f, "; do\n    [ -n \"${!v:-}\" ] && echo \"mtc: $v is set (passed through)\"\ndone\n");
+
+    /* one flag (and its value) per line */
+    fprintf(f, "\nTRAIN=(");
+    for (size_t i = 0; argv[i]; i++) {
+        fprintf(f, "%s", i == 0 ? "" : strncmp(argv[i], "--", 2) == 0 || i == 1 ? "\n    " : " ");
+        put_q(f, argv[i]);
+    }
+    fprintf(f, ")\n\n");
+    fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    srun --mpi=pmix");
+    if (image) {
+        fprintf(f, " --container-image=");
+        put_q(f, image);
+        fprintf(f, " --container-mounts=\"$TASK_DIR:$TASK_DIR");
+        const char *mounts[] = {json_string_value(json_object_get(cfg, "workDir")),
+                                json_string_value(json_object_get(cfg, "logDir")),
+                                json_string_value(json_object_get(cfg, "cacheDir")),
+                                json_string_value(
+                                    json_object_get(json_object_get(cfg, "data"), "dataDir"))};
+        for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++)
+            if (mounts[i] && *mounts[i])
+                fprintf(f, ",%s:%s", mounts[i], mounts[i]);
+        fprintf(f, "\"");
+    }
+    fprintf(f, " \"${TRAIN[@]}\"\n");
+    fprintf(f, "elif [ %d -gt 1 ]; then\n", nodes * rpn);
+    fprintf(f, "    # local executor: every rank on this machine\n");
+    fprintf(f, "    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n");
+    fprintf(f, "    mpirun -np %d --oversubscribe --bind-to none \"${TRAIN[@]}\"\n", nodes * rpn);
+    fprintf(f, "else\n    \"${TRAIN[@]}\"\nfi\nrc=$?\n");
+    fprintf(f, "if [ $rc -eq 75 ] && [ -n \"${SLURM_JOB_ID:-}\" ]; then\n"
+               "    echo \"mtc: trainer checkpointed on a signal; requeueing job $JOB_ID\"\n"
+               "    scontrol requeue \"$JOB_ID\" && exit 0\n"
+               "fi\n");
+    fprintf(f, "echo \"$rc\" >\"$TASK_DIR/$JOB_ID.exit.tmp\" && mv -f \"$TASK_DIR/$JOB_ID.exit.tmp\" "
+               "\"$TASK_DIR/$JOB_ID.exit\"\n");
+    fprintf(f, "echo \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), exit status $rc\"\n");
+    fprintf(f, "exit $rc\n");
+    for (size_t i = 0; argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+    if (fclose(f) != 0) {
+        free(buf);
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    return buf;
+}

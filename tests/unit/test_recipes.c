@@ -1,0 +1,247 @@
+/* test_recipes: the recipe catalog validates; bad recipes fail with one line
+ * naming the field; cluster-type overrides and batch checks; the rendered
+ * sbatch script (requeue, signal, srun --mpi=pmix, resume, no secrets). */
+#include "check.h"
+#include "recipes/recipes.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static json_t *parse(const char *s)
+{
+    return json_loads(s, 0, NULL);
+}
+
+static const char *base_recipe =
+    "{\"task\":\"pretrain\",\"model\":{\"preset\":\"tiny-gpt2\"},"
+    "\"data\":{\"path\":\"corpus\",\"tokenizer\":\"corpus/tok.json\"},"
+    "\"train\":{\"steps\":10,\"global_batch\":8,\"seq_length\":64},"
+    "\"cluster_types\":{\"local\":{\"micro_batch\":2}}}";
+
+/* Validate base_recipe with one edit applied (a JSON object merged in). */
+static int validate_with(const char *patch_section, const char *patch, mtc_error_t *err)
+{
+    json_t *r = parse(base_recipe);
+    json_t *p = parse(patch);
+    if (patch_section)
+        json_object_update(json_object_get(r, patch_section), p);
+    else
+        json_object_update(r, p);
+    int rc = recipe_validate(r, err);
+    json_decref(r);
+    json_decref(p);
+    return rc;
+}
+
+static void test_catalog(void)
+{
+    mtc_error_t err = {""};
+    json_t *cat = recipe_catalog(&err);
+    CHECK(cat && json_array_size(cat) >= 16, "catalog has the prebuilt recipes (%s)", err.text);
+    const char *need[] = {"pretrain/llama3p1_2b_pt", "pretrain/tiny_gpt2_pt",
+                          "pretrain/gpt2_124m_pt",   "pretrain/llama3p1_8b_pt",
+                          "cpt/llama3p1_2b_cpt",     "sft/llama3p1_2b_sft",
+                          "dpo/llama3p1_2b_dpo",     "sft/tiny_llama_sft"};
+    for (size_t k = 0; k < sizeof(need) / sizeof(need[0]); k++) {
+        int found = 0;
+        size_t i;
+        json_t *row;
+        json_array_foreach(cat, i, row) found |=
+            strcmp(json_string_value(json_object_get(row, "name")), need[k]) == 0;
+        CHECK(found, "catalog lists %s", need[k]);
+    }
+    size_t i;
+    json_t *row;
+    int all_valid = 1;
+    json_array_foreach(cat, i, row)
+    {
+        mtc_error_t e2 = {""};
+        json_t *r = recipe_load(json_string_value(json_object_get(row, "name")), NULL, 0, &e2);
+        if (!r) {
+            all_valid = 0;
+            printf("# %s: %s\n", json_string_value(json_object_get(row, "name")), e2.text);
+        }
+        json_decref(r);
+    }
+    CHECK(all_valid, "every catalog recipe loads and validates");
+    json_decref(cat);
+}
+
+static void test_lookup(void)
+{
+    mtc_error_t err = {""};
+    char path[4096];
+    json_t *r = recipe_load("pretrain/llama3p1_2b_pt.py", path, sizeof(path), &err);
+    CHECK(r != NULL, "NeMo-style name with .py resolves (%s)", err.text);
+    CHECK_STR(json_string_value(json_object_get(r, "name")), "pretrain/llama3p1_2b_pt",
+              "name is the catalog name");
+    CHECK(strstr(path, "recipes/pretrain/llama3p1_2b_pt.json") != NULL, "path is the file");
+    json_decref(r);
+    r = recipe_load("pretrain/llama3p1_2b_pt", NULL, 0, &err);
+    CHECK(r != NULL, "plain catalog name resolves");
+    json_decref(r);
+
+    r = recipe_load("pretrain/nope", NULL, 0, &err);
+    CHECK(r == NULL && strstr(err.text, "unknown recipe \"pretrain/nope\"") &&
+              strstr(err.text, "pretrain/tiny_gpt2_pt"),
+          "unknown recipe lists the known ones: %s", err.text);
+    r = recipe_load("../etc/passwd", NULL, 0, &err);
+    CHECK(r == NULL, "path traversal is not a catalog name");
+
+    /* a user's copy, by path, with camelCase keys */
+    char tmpl[] = "/tmp/test_recipes.XXXXXX.json";
+    int fd = mkstemps(tmpl, 5);
+    const char *mine = "{\"task\":\"pretrain\",\"model\":{\"preset\":\"tiny-llama\"},"
+                       "\"data\":{\"path\":\"c\",\"tokenizer\":\"t.json\"},"
+                       "\"train\":{\"steps\":5,\"globalBatch\":4,\"seqLength\":32,\"microBatch\":2},"
+                       "\"clusterTypes\":{\"local\":{\"ranksPerNode\":2}}}";
+    CHECK(fd >= 0 && write(fd, mine, strlen(mine)) == (ssize_t)strlen(mine), "wrote a user recipe");
+    close(fd);
+    r = recipe_load(tmpl, NULL, 0, &err);
+    CHECK(r != NULL, "a user's recipe file loads by path (%s)", err.text);
+    CHECK(json_integer_value(json_object_get(json_object_get(r, "train"), "global_batch")) == 4,
+          "camelCase keys are normalised to snake_case");
+    CHECK(json_object_get(json_object_get(json_object_get(r, "cluster_types"), "local"),
+                          "ranks_per_node") != NULL,
+          "nested override keys normalised too");
+    json_decref(r);
+    unlink(tmpl);
+}
+
+static void test_validation(void)
+{
+    mtc_error_t err = {""};
+    CHECK(validate_with(NULL, "{}", &err) == 0, "base recipe is valid (%s)", err.text);
+    struct {
+        const char *section, *patch, *want;
+    } bad[] = {
+        {NULL, "{\"bogus\":1}", "bogus: unknown field"},
+        {"train", "{\"lr\":\"fast\"}", "train.lr: must be a number"},
+        {"train", "{\"steps\":0}", "train.steps: must be >= 1"},
+        {"train", "{\"microBatch\":16}", "train.micro_batch: larger than train.global_batch"},
+        {"train", "{\"shuffle\":1}", "train.shuffle: must be true or false"},
+        {NULL, "{\"task\":\"rlhf\"}", "task: \"rlhf\" is not one of"},
+        {"model", "{\"preset\":\"\"}", "model.preset: must be a non-empty string"},
+        {"data", "{\"extra\":\"x\"}", "data.extra: unknown field"},
+        {NULL, "{\"cluster_types\":{\"hcc-zz\":{}}}", "cluster_types.hcc-zz: unknown cluster type"},
+        {NULL, "{\"cluster_types\":{\"local\":{\"gpus\":8}}}", "cluster_types.local.gpus: unknown field"},
+        {NULL, "{\"env\":{\"A B\":\"x\"}}", "env.A B: not an environment variable name"},
+        {NULL, "{\"trainer_args\":{\"Mode\":\"sft\"}}", "trainer_args.Mode: flag names"},
+        {NULL, "{\"resources\":{\"time\":\"1h; rm -rf /\"}}", "resources.time"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err.text[0] = '\0';
+        int rc = validate_with(bad[i].section, bad[i].patch, &err);
+        CHECK(rc < 0 && strstr(err.text, bad[i].want) != NULL, "rejects %s: \"%s\"", bad[i].patch,
+              err.text);
+    }
+    json_t *r = parse(base_recipe);
+    json_object_del(json_object_get(r, "train"), "seq_length");
+    CHECK(recipe_validate(r, &err) < 0 && strstr(err.text, "train.seq_length: required"),
+          "missing field named: %s", err.text);
+    json_decref(r);
+}
+
+static json_t *resolve(const char *recipe_json, struct recipe_run *run, mtc_error_t *err)
+{
+    json_t *r = parse(recipe_json);
+    json_object_set_new(r, "name", json_string("pretrain/test_pt"));
+    json_t *cfg = recipe_resolve(r, run, err);
+    json_decref(r);
+    return cfg;
+}
+
+static void test_resolve_render(void)
+{
+    mtc_error_t err = {""};
+    struct recipe_run run = {.home = "/h", .nodes = 2, .partition = "a3m", .timestamp = 1764424800,
+                             .trainer = "/opt/mtc/bin/mtc-train", .data_dir = "/data",
+                             .experiment = "demo-run"};
+    json_t *cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg != NULL && recipe_check_batch(cfg, &err) == 0, "resolves on 2 local nodes (%s)",
+          err.text);
+    CHECK(json_integer_value(json_object_get(cfg, "ranks")) == 2, "2 ranks (1 per CPU node)");
+    CHECK_STR(json_string_value(json_object_get(cfg, "taskDir")),
+              "/h/experiments/demo-run/demo-run_1764424800/demo-run", "experiment directory layout");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(cfg, "data"), "path")),
+              "/data/corpus", "data path under --data-dir");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "dir")),
+              "/h/experiments/demo-run/demo-run_1764424800/demo-run/checkpoints",
+              "checkpoints in the task directory");
+
+    setenv("HF_TOKEN", "hf_secret_value_123", 1);
+    setenv("WANDB_API_KEY", "wandb_secret_456", 1);
+    char *s = recipe_render_sbatch(cfg, &err);
+    CHECK(s != NULL, "renders (%s)", err.text);
+    s = s ? s : strdup("");
+    CHECK(strstr(s, "#SBATCH --nodes=2\n") && strstr(s, "#SBATCH --partition=a3m\n"),
+          "nodes and partition");
+    CHECK(strstr(s, "#SBATCH --requeue\n") && strstr(s, "#SBATCH --signal=USR1@120\n"),
+          "requeue and a signal before the time limit");
+    CHECK(strstr(s, "#SBATCH --output=/h/experiments/demo-run/demo-run_1764424800/demo-run/%j.log"),
+          "log is <task dir>/<JOB_ID>.log");
+    CHECK(strstr(s, "#SBATCH --open-mode=append\n"), "restarts append to the same log");
+    CHECK(strstr(s, "srun --mpi=pmix \"${TRAIN[@]}\""), "srun --mpi=pmix launches the ranks");
+    CHECK(strstr(s, "'/opt/mtc/bin/mtc-train'") && strstr(s, "'--resume' 'auto'") &&
+              strstr(s, "'--micro-batch' '2'") && strstr(s, "'--batch' '8'"),
+          "trainer command line with resume auto and the local micro-batch");
+    CHECK(strstr(s, "export OMP_NUM_THREADS='1'"), "one thread per CPU rank");
+    CHECK(strstr(s, "SLURM_RESTART_COUNT"), "each start logs its restart count");
+    CHECK(strstr(s, "scontrol requeue") && strstr(s, "-eq 75"),
+          "exit 75 (checkpointed on signal) requeues");
+    CHECK(!strstr(s, "hf_secret_value_123") && !strstr(s, "wandb_secret_456"),
+          "secrets are never written into the script");
+    CHECK(strstr(s, "HF_TOKEN") && strstr(s, "WANDB_API_KEY"), "but their names are checked");
+    free(s);
+    json_decref(cfg);
+
+    /* GPU cluster type: 8 ranks per node, global batch must divide */
+    run.cluster_type = "hcc-a3u";
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg && recipe_check_batch(cfg, &err) < 0 &&
+              strstr(err.text, "global_batch 8 is not a multiple of micro_batch 1 x 16 ranks"),
+          "batch that does not divide across ranks is refused: %s", err.text);
+    json_decref(cfg);
+    run.nodes = 1;
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg && json_integer_value(json_object_get(cfg, "ranksPerNode")) == 8, "hcc-a3u: 8 ranks/node");
+    s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "#SBATCH --gpus-per-node=8\n") && strstr(s, "#SBATCH --ntasks-per-node=8\n"),
+          "GPU types ask for 8 GPUs and 8 tasks per node");
+    free(s);
+    json_decref(cfg);
+    run.cluster_type = "hcc-zz";
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg == NULL && strstr(err.text, "--slurm-type hcc-zz: unknown cluster type"),
+          "unknown cluster type: %s", err.text);
+    run.cluster_type = NULL;
+    run.experiment = "bad name!";
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg == NULL && strstr(err.text, "--experiment-name"), "bad experiment name refused");
+    run.experiment = NULL;
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg && strcmp(json_string_value(json_object_get(cfg, "experiment")), "test-pt") == 0,
+          "default experiment name from the recipe name");
+    CHECK(cfg && recipe_check_inputs(cfg, &err) < 0 &&
+              strstr(err.text, "data.path: /data/corpus does not exist"),
+          "missing data named before submitting: %s", err.text);
+    json_decref(cfg);
+}
+
+static void test_quote(void)
+{
+    char *q = recipe_shell_quote("it's $HOME");
+    CHECK_STR(q, "'it'\\''s $HOME'", "single quotes escape everything");
+    free(q);
+}
+
+int main(void)
+{
+    test_catalog();
+    test_lookup();
+    test_validation();
+    test_resolve_render();
+    test_quote();
+    return check_done();
+}
