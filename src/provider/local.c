@@ -492,6 +492,10 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
             say(progress, arg, "removing node %s", names[i]);
         local_stop_pidfile(c, name, local_slurmd_running(c, names[i]));
         local_agent_stop(c, names[i]);
+        /* what the daemons leave behind: steps, tasks, hook programs */
+        mtc_error_t e2;
+        if (local_node_kill(c, names[i], &e2) < 0)
+            log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
         unlink(local_path(c, path, "run/slurm/%s.pid", name));
         mtc_rm_rf(local_path(c, path, "spool/%s", names[i]));
         mtc_rm_rf(local_path(c, path, "nodes/%s", names[i]));
