@@ -3,6 +3,7 @@
  * semantic checks (references, uniqueness, catalog, slurm.conf keys) and
  * defaults follow, and a second structural pass fixes the key order. */
 #include "cluster/cluster.h"
+#include "health/health.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,7 +17,7 @@
  * message, so the compiler's truncation warning is noise here. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-enum kind { K_STR, K_INT, K_BOOL, K_ENUM, K_OBJ, K_OBJS, K_STRS, K_MAP, K_CONF };
+enum kind { K_STR, K_INT, K_BOOL, K_ENUM, K_OBJ, K_OBJS, K_STRS, K_MAP, K_CONF, K_HEALTH };
 
 struct field {
     const char *name;
@@ -172,6 +173,7 @@ static const struct field f_cluster[] = {
     {.name = "network", .kind = K_OBJ, .obj = f_network},
     {.name = "nodePools", .kind = K_OBJS, .obj = f_pool},
     {.name = "orchestratorSpec", .kind = K_OBJ, .obj = f_orchestrator},
+    {.name = "healthPolicy", .kind = K_HEALTH}, /* mtc's own: the node health checks */
     {.name = NULL}};
 
 /* Output-only fields of the resource: accepted in a request (a GET body sent
@@ -336,6 +338,14 @@ static int norm_value(const json_t *v, const struct field *f, const char *path, 
             if (!json_is_string(e) || !label_ok(json_string_value(e), 0))
                 return fail(err, sub, "invalid label value (want ^[a-z0-9_-]{0,63}$)");
             json_object_set(*out, k, e);
+        }
+        return 0;
+    case K_HEALTH:
+        /* its own module validates it; its messages already start "healthPolicy" */
+        *out = health_policy_normalize(v, err);
+        if (!*out) {
+            errno = EINVAL;
+            return -1;
         }
         return 0;
     case K_CONF:

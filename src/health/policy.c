@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum pkind { P_INT, P_NUM, P_BOOL, P_STR, P_CHECKS, P_INTS };
+enum pkind { P_INT, P_NUM, P_BOOL, P_STR, P_CHECKS, P_INTS, P_PATH };
 
 /* One policy field: its camelCase name, kind, range and default. */
 struct pfield {
     const char *name;
     enum pkind kind;
-    double lo, hi;    /* P_INT, P_NUM, P_INTS elements: inclusive range */
+    double lo, hi;    /* P_INT, P_NUM, P_INTS elements: inclusive range; P_PATH: lo 1 = absolute */
     double def;       /* P_INT, P_NUM, P_BOOL */
     const char *sdef; /* P_STR */
 };
@@ -42,6 +42,8 @@ static const struct pfield fields[] = {
     {"speedWarnFraction", P_NUM, 0, 1, 0.8, NULL},
     {"speedFailFraction", P_NUM, 0, 1, 0.5, NULL},
     {"probeIntervalSeconds", P_INT, 0, 86400, 300, NULL},
+    {"nvmlLibrary", P_PATH, 0, 0, 0, ""},
+    {"kernelLog", P_PATH, 1, 0, 0, ""},
     {NULL, P_INT, 0, 0, 0, NULL},
 };
 
@@ -95,6 +97,20 @@ static int ifname_ok(const char *s)
     return 1;
 }
 
+/* A library name or file path that reaches dlopen, a config file and shell
+ * text: no blanks, quotes or shell characters. "" = the provider's choice. */
+static int path_ok(const char *s, int absolute)
+{
+    if (!*s)
+        return 1;
+    if (strlen(s) > 255 || (absolute && *s != '/'))
+        return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("/._+-", *s))
+            return 0;
+    return 1;
+}
+
 /* proto3 JSON may quote numbers; accept "10" as 10. */
 static int number_of(const json_t *v, double *out)
 {
@@ -139,6 +155,13 @@ static json_t *norm_field(const struct pfield *f, const json_t *v, mtc_error_t *
     case P_STR:
         if (!json_is_string(v) || !ifname_ok(json_string_value(v))) {
             bad(err, f->name, "must be a network interface name (up to 15 of [A-Za-z0-9-_.:@])");
+            return NULL;
+        }
+        return json_deep_copy(v);
+    case P_PATH:
+        if (!json_is_string(v) || !path_ok(json_string_value(v), f->lo != 0)) {
+            bad(err, f->name, "must be %s of up to 255 of [A-Za-z0-9/._+-] (or \"\")",
+                f->lo != 0 ? "an absolute path" : "a library name or path");
             return NULL;
         }
         return json_deep_copy(v);
@@ -198,6 +221,7 @@ static json_t *default_of(const struct pfield *f)
     case P_BOOL:
         return json_boolean(f->def != 0);
     case P_STR:
+    case P_PATH:
         return json_string(f->sdef);
     case P_CHECKS:
         a = json_array();

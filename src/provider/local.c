@@ -2,7 +2,7 @@
  * (own key and socket), one slurmctld and one `slurmd -N <node>` per compute
  * node on its own port, all under $MTC_HOME/clusters/<id>; pid files under
  * run/ let a restarted caller adopt the daemons instead of starting them twice. */
-#include "provider/provider.h"
+#include "provider/local.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,39 +24,7 @@
  * (provider_cluster_dir), so truncation warnings are noise here. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-#define PLEN 4096
-#define CTLD_WAIT_MS 30000
-#define REGISTER_WAIT_MS 60000
-#define STOP_WAIT_MS 10000
-#define MAX_NODES 256
-
-struct lc {
-    char id[16];
-    char dir[PLEN];
-    char conf[PLEN];
-    char munge_socket[PLEN];
-    int lockfd;
-};
-
-struct lnode {
-    char name[64];
-    char pool[32];
-    int port;
-};
-
-/* cluster.json: what the daemons were set up with (ports are kept for the
- * life of the cluster) and what slurmctld last loaded. */
-struct layout {
-    int ctld_port, slurmd_port;
-    struct lnode nodes[MAX_NODES];
-    size_t nnodes;
-    char applied_sha[65];     /* sha256 of the slurm.conf slurmctld runs with */
-    char applied_nodes[PLEN]; /* node names it runs with, comma list */
-};
-
-static const char *P(const struct lc *c, char *buf, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static const char *P(const struct lc *c, char *buf, const char *fmt, ...)
+const char *local_path(const struct lc *c, char *buf, const char *fmt, ...)
 {
     char rel[PLEN];
     va_list ap;
@@ -81,7 +49,7 @@ static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
         progress(arg, msg);
 }
 
-static int lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t *err)
+int local_lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t *err)
 {
     memset(c, 0, sizeof(*c));
     c->lockfd = -1;
@@ -100,10 +68,10 @@ static int lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t
 }
 
 /* Serialise apply/supervise/delete of one cluster across threads and processes. */
-static int lc_lock(struct lc *c, int wait)
+int local_lock(struct lc *c, int wait)
 {
     char path[PLEN];
-    c->lockfd = open(P(c, path, ".lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    c->lockfd = open(local_path(c, path, ".lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (c->lockfd < 0)
         return -1;
     if (flock(c->lockfd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) < 0) {
@@ -114,7 +82,7 @@ static int lc_lock(struct lc *c, int wait)
     return 0;
 }
 
-static void lc_unlock(struct lc *c)
+void local_unlock(struct lc *c)
 {
     if (c->lockfd >= 0)
         close(c->lockfd);
@@ -124,7 +92,7 @@ static void lc_unlock(struct lc *c)
 /* ---- daemons by pid file, checked against their command line ---- */
 
 /* 1 when pid's argv contains a and (if given) b as whole arguments. */
-static int cmdline_has(pid_t pid, const char *a, const char *b)
+int local_cmdline_has(pid_t pid, const char *a, const char *b)
 {
     char path[64];
     size_t len = 0;
@@ -145,25 +113,25 @@ static int cmdline_has(pid_t pid, const char *a, const char *b)
  * The argv check keeps a recycled pid from being taken for our daemon. When
  * the caller died between starting a daemon and recording its pid, the
  * daemon's own pid file (own, relative to the cluster dir) finds it. */
-static pid_t running(const struct lc *c, const char *name, const char *own, const char *a,
+pid_t local_running(const struct lc *c, const char *name, const char *own, const char *a,
                      const char *b)
 {
     char path[PLEN];
-    pid_t pid = mtc_pid_read(P(c, path, "run/%s.pid", name));
-    if (pid > 0 && mtc_pid_alive(pid) && cmdline_has(pid, a, b))
+    pid_t pid = mtc_pid_read(local_path(c, path, "run/%s.pid", name));
+    if (pid > 0 && mtc_pid_alive(pid) && local_cmdline_has(pid, a, b))
         return pid;
-    pid = mtc_pid_read(P(c, path, "%s", own));
-    if (pid > 0 && mtc_pid_alive(pid) && cmdline_has(pid, a, b)) {
-        mtc_write_file_fmt(P(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
+    pid = mtc_pid_read(local_path(c, path, "%s", own));
+    if (pid > 0 && mtc_pid_alive(pid) && local_cmdline_has(pid, a, b)) {
+        mtc_write_file_fmt(local_path(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
         return pid;
     }
     return 0;
 }
 
-static int record_pid(const struct lc *c, const char *name, pid_t pid)
+int local_record_pid(const struct lc *c, const char *name, pid_t pid)
 {
     char path[PLEN];
-    return mtc_write_file_fmt(P(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
+    return mtc_write_file_fmt(local_path(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
 }
 
 static void munge_arg(const struct lc *c, char *buf)
@@ -175,27 +143,27 @@ static pid_t munged_running(const struct lc *c)
 {
     char a[PLEN];
     munge_arg(c, a);
-    return running(c, "munged", "munge/pid", a, NULL);
+    return local_running(c, "munged", "munge/pid", a, NULL);
 }
 
 static pid_t ctld_running(const struct lc *c)
 {
-    return running(c, "slurmctld", "run/slurm/slurmctld.pid", c->conf, NULL);
+    return local_running(c, "slurmctld", "run/slurm/slurmctld.pid", c->conf, NULL);
 }
 
-static pid_t slurmd_running(const struct lc *c, const char *node)
+pid_t local_slurmd_running(const struct lc *c, const char *node)
 {
     char name[96], own[128];
     snprintf(name, sizeof(name), "slurmd-%s", node);
     snprintf(own, sizeof(own), "run/slurm/slurmd-%s.pid", node);
-    return running(c, name, own, c->conf, node);
+    return local_running(c, name, own, c->conf, node);
 }
 
 static int munge_key(const struct lc *c, mtc_error_t *err)
 {
     char path[PLEN];
     unsigned char key[1024];
-    if (mtc_path_exists(P(c, path, "munge/key")))
+    if (mtc_path_exists(local_path(c, path, "munge/key")))
         return 0;
     if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key))
         return errprintf(err, "getrandom: %s", strerror(errno));
@@ -211,7 +179,7 @@ static int munged_start(const struct lc *c, mtc_error_t *err)
         return -1;
     /* a stale socket or lock from a killed munged would block the new one */
     unlink(c->munge_socket);
-    unlink(P(c, path, "munge/socket.lock"));
+    unlink(local_path(c, path, "munge/socket.lock"));
     munge_arg(c, a_sock);
     snprintf(a_key, PLEN, "--key-file=%s/munge/key", c->dir);
     snprintf(a_pid, PLEN, "--pid-file=%s/munge/pid", c->dir);
@@ -220,10 +188,10 @@ static int munged_start(const struct lc *c, mtc_error_t *err)
     /* -f: MTC_HOME may sit below a directory others cannot enter, which munged
      * otherwise refuses; all clients here run as root */
     char *argv[] = {"munged", "-F", "-f", a_sock, a_key, a_pid, a_log, a_seed, NULL};
-    pid_t pid = mtc_spawn(argv, NULL, P(c, path, "log/munged.out"));
+    pid_t pid = mtc_spawn(argv, NULL, local_path(c, path, "log/munged.out"));
     if (pid < 0)
         return errprintf(err, "cannot start munged: %s", strerror(errno));
-    record_pid(c, "munged", pid);
+    local_record_pid(c, "munged", pid);
     for (int64_t end = mtc_now_ms() + 10000; mtc_now_ms() < end; mtc_sleep_ms(50)) {
         if (mtc_path_exists(c->munge_socket))
             return 0;
@@ -236,10 +204,10 @@ static int munged_start(const struct lc *c, mtc_error_t *err)
 static int ctld_start(const struct lc *c, mtc_error_t *err)
 {
     char path[PLEN];
-    pid_t pid = slurm_ctld_start(c->conf, P(c, path, "log/slurmctld.out"));
+    pid_t pid = slurm_ctld_start(c->conf, local_path(c, path, "log/slurmctld.out"));
     if (pid < 0)
         return errprintf(err, "cannot start slurmctld: %s", strerror(errno));
-    record_pid(c, "slurmctld", pid);
+    local_record_pid(c, "slurmctld", pid);
     for (int64_t end = mtc_now_ms() + CTLD_WAIT_MS; mtc_now_ms() < end; mtc_sleep_ms(100)) {
         if (slurm_ctld_up(c->conf))
             return 0;
@@ -250,34 +218,34 @@ static int ctld_start(const struct lc *c, mtc_error_t *err)
                      CTLD_WAIT_MS / 1000, c->dir);
 }
 
-static int slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
+int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
 {
     char path[PLEN], name[96];
-    mtc_mkdir_p(P(c, path, "spool/%s", node), 0755);
-    mtc_mkdir_p(P(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
-    pid_t pid = slurm_slurmd_start(c->conf, node, P(c, path, "log/slurmd-%s.out", node));
+    mtc_mkdir_p(local_path(c, path, "spool/%s", node), 0755);
+    mtc_mkdir_p(local_path(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
+    pid_t pid = slurm_slurmd_start(c->conf, node, local_path(c, path, "log/slurmd-%s.out", node));
     if (pid < 0)
         return errprintf(err, "cannot start slurmd for %s: %s", node, strerror(errno));
     snprintf(name, sizeof(name), "slurmd-%s", node);
-    record_pid(c, name, pid);
+    local_record_pid(c, name, pid);
     return 0;
 }
 
-static void stop_pidfile(const struct lc *c, const char *name, pid_t pid)
+void local_stop_pidfile(const struct lc *c, const char *name, pid_t pid)
 {
     char path[PLEN];
     if (pid > 0)
         mtc_pid_stop(pid, STOP_WAIT_MS);
-    unlink(P(c, path, "run/%s.pid", name));
+    unlink(local_path(c, path, "run/%s.pid", name));
 }
 
 /* ---- layout (cluster.json) ---- */
 
-static int layout_load(const struct lc *c, struct layout *l)
+int local_layout_load(const struct lc *c, struct layout *l)
 {
     char path[PLEN];
     memset(l, 0, sizeof(*l));
-    json_t *j = json_load_file(P(c, path, "cluster.json"), 0, NULL);
+    json_t *j = json_load_file(local_path(c, path, "cluster.json"), 0, NULL);
     if (!j)
         return -1;
     l->ctld_port = (int)json_integer_value(json_object_get(j, "ctldPort"));
@@ -315,14 +283,14 @@ static int layout_save(const struct lc *c, const struct layout *l, mtc_error_t *
                           l->applied_sha, "appliedNodes", l->applied_nodes);
     char *s = json_dumps(j, JSON_INDENT(2));
     json_decref(j);
-    int rc = s ? mtc_write_file_atomic(P(c, path, "cluster.json"), s, strlen(s), 0644) : -1;
+    int rc = s ? mtc_write_file_atomic(local_path(c, path, "cluster.json"), s, strlen(s), 0644) : -1;
     free(s);
     if (rc < 0)
         return errprintf(err, "cannot write %s: %s", path, strerror(errno));
     return 0;
 }
 
-static const struct lnode *layout_find(const struct layout *l, const char *name)
+const struct lnode *local_layout_find(const struct layout *l, const char *name)
 {
     for (size_t i = 0; i < l->nnodes; i++)
         if (strcmp(l->nodes[i].name, name) == 0)
@@ -379,7 +347,7 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
             l->nnodes++;
             snprintf(n->name, sizeof(n->name), "%s-%s-%d", c->id, pid, k);
             snprintf(n->pool, sizeof(n->pool), "%s", pid);
-            const struct lnode *was = old ? layout_find(old, n->name) : NULL;
+            const struct lnode *was = old ? local_layout_find(old, n->name) : NULL;
             n->port = was ? was->port : 0;
             memset(s, 0, sizeof(*s));
             snprintf(s->name, sizeof(s->name), "%s", n->name);
@@ -425,36 +393,14 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
 static int make_dirs(const struct lc *c, mtc_error_t *err)
 {
     static const char *const sub[] = {"",     "state", "spool", "log", "run", "run/slurm",
-                                      "home", "dev",   "etc",   "tmp", NULL};
+                                      "home", "nodes", "etc",   "tmp", NULL};
     char path[PLEN];
     for (size_t i = 0; sub[i]; i++)
-        if (mtc_mkdir_p(P(c, path, "%s", sub[i]), 0755) < 0)
+        if (mtc_mkdir_p(local_path(c, path, "%s", sub[i]), 0755) < 0)
             return errprintf(err, "mkdir %s: %s", path, strerror(errno));
     /* munged wants its socket directory enterable by everyone */
-    if (mtc_mkdir_p(P(c, path, "munge"), 0755) < 0 || chmod(path, 0755) < 0)
+    if (mtc_mkdir_p(local_path(c, path, "munge"), 0755) < 0 || chmod(path, 0755) < 0)
         return errprintf(err, "mkdir %s: %s", path, strerror(errno));
-    return 0;
-}
-
-static int fake_gpus(const struct lc *c, const struct slurm_node *nodes, size_t n, mtc_error_t *err)
-{
-    char path[PLEN];
-    for (size_t i = 0; i < n; i++) {
-        if (nodes[i].gpus <= 0)
-            continue;
-        mtc_mkdir_p(P(c, path, "dev/%s", nodes[i].name), 0755);
-        for (int g = 0; g < nodes[i].gpus; g++) {
-            P(c, path, "dev/%s/nvidia%d", nodes[i].name, g);
-            if (mtc_path_exists(path))
-                continue;
-            /* Slurm wants a character device; 195 is the NVIDIA major, and
-             * with no driver loaded opening one fails harmlessly. Without
-             * CAP_MKNOD a plain file still gives Slurm the GPU count. */
-            if (mknod(path, S_IFCHR | 0666, makedev(195, (unsigned)g)) < 0 &&
-                mtc_write_file_atomic(path, "", 0, 0666) < 0)
-                return errprintf(err, "%s: %s", path, strerror(errno));
-        }
-    }
     return 0;
 }
 
@@ -482,7 +428,7 @@ out:
 }
 
 /* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
-static int host_gpu_count(void)
+int local_host_gpus(void)
 {
     int n = 0;
     char path[64];
@@ -494,7 +440,7 @@ static int host_gpu_count(void)
 }
 
 /* Write path when its content differs. 1 changed, 0 same, -1 error. */
-static int write_if_changed(const char *path, const char *text, mtc_error_t *err)
+int local_write_if_changed(const char *path, const char *text, mtc_error_t *err)
 {
     char *old = mtc_read_file(path, NULL);
     int same = old && strcmp(old, text) == 0;
@@ -506,8 +452,8 @@ static int write_if_changed(const char *path, const char *text, mtc_error_t *err
     return 1;
 }
 
-/* Stop every slurmd that has a pid file (mtc's in run/ or Slurm's in
- * run/slurm/) and is not a node of keep (NULL: stop all), and remove the
+/* Stop every slurmd and mtc-agent that has a pid file (mtc's in run/ or
+ * Slurm's in run/slurm/) and is not a node of keep (NULL: stop all), and remove the
  * node's directories. Scanning pid files rather than the saved layout also
  * catches nodes an update removed before it was interrupted. */
 static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
@@ -517,16 +463,20 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
     char path[PLEN], names[64][64];
     size_t n = 0;
     for (size_t k = 0; k < 2; k++) {
-        DIR *d = opendir(P(c, path, "%s", dirs[k]));
+        DIR *d = opendir(local_path(c, path, "%s", dirs[k]));
         struct dirent *e;
         while (d && (e = readdir(d))) {
             size_t len = strlen(e->d_name);
-            if (strncmp(e->d_name, "slurmd-", 7) != 0 || len < 12 || len - 11 >= 64 ||
+            /* slurmd-<node>.pid or agent-<node>.pid */
+            size_t pre = strncmp(e->d_name, "slurmd-", 7) == 0  ? 7
+                         : strncmp(e->d_name, "agent-", 6) == 0 ? 6
+                                                                 : 0;
+            if (!pre || len < pre + 5 || len - pre - 4 >= 64 ||
                 strcmp(e->d_name + len - 4, ".pid") != 0)
                 continue;
             char node[64];
-            snprintf(node, sizeof(node), "%.*s", (int)(len - 11), e->d_name + 7);
-            int seen = keep && layout_find(keep, node);
+            snprintf(node, sizeof(node), "%.*s", (int)(len - pre - 4), e->d_name + pre);
+            int seen = keep && local_layout_find(keep, node);
             for (size_t i = 0; i < n; i++)
                 seen |= strcmp(names[i], node) == 0;
             if (!seen && n < 64)
@@ -540,17 +490,22 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
         snprintf(name, sizeof(name), "slurmd-%s", names[i]);
         if (keep)
             say(progress, arg, "removing node %s", names[i]);
-        stop_pidfile(c, name, slurmd_running(c, names[i]));
-        unlink(P(c, path, "run/slurm/%s.pid", name));
-        mtc_rm_rf(P(c, path, "spool/%s", names[i]));
-        mtc_rm_rf(P(c, path, "dev/%s", names[i]));
-        mtc_rm_rf(P(c, path, "tmp/%s", names[i]));
+        local_stop_pidfile(c, name, local_slurmd_running(c, names[i]));
+        local_agent_stop(c, names[i]);
+        /* what the daemons leave behind: steps, tasks, hook programs */
+        mtc_error_t e2;
+        if (local_node_kill(c, names[i], &e2) < 0)
+            log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
+        unlink(local_path(c, path, "run/slurm/%s.pid", name));
+        mtc_rm_rf(local_path(c, path, "spool/%s", names[i]));
+        mtc_rm_rf(local_path(c, path, "nodes/%s", names[i]));
+        mtc_rm_rf(local_path(c, path, "tmp/%s", names[i]));
     }
 }
 
 /* ---- convergence ---- */
 
-static int wait_registered(const struct lc *c, const struct layout *l, mtc_error_t *err)
+static int local_wait_registered(const struct lc *c, const struct layout *l, mtc_error_t *err)
 {
     int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;
     char last[256] = "";
@@ -584,7 +539,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     char *conf = NULL, *gres = NULL, hostname[256], path[PLEN], sha[65], names[PLEN];
     int rc = -1;
 
-    if (lc_init(&c, p, id, err) < 0)
+    if (local_lc_init(&c, p, id, err) < 0)
         return -1;
     /* callers pass the canonical form; normalizing again is cheap and
      * guarantees every name below was validated */
@@ -596,7 +551,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         json_decref(norm);
         return -1;
     }
-    if (lc_lock(&c, 1) < 0) {
+    if (local_lock(&c, 1) < 0) {
         json_decref(norm);
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
     }
@@ -607,7 +562,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         errprintf(err, "out of memory");
         goto out;
     }
-    int have_old = layout_load(&c, old) == 0;
+    int have_old = local_layout_load(&c, old) == 0;
     say(progress, arg, have_old ? "updating cluster %s" : "creating cluster %s", id);
     if (plan_nodes(&c, spec, have_old ? old : NULL, l, sizes, err) < 0)
         goto out;
@@ -632,20 +587,24 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
                               .nodes = sizes,
                               .nnodes = l->nnodes,
                               .fake_gpus = 0,
-                              .health_interval = p->hook_health ? p->hook_health_interval : 0};
+                              .health_interval =
+                                  p->hook_health
+                                      ? local_health_interval(spec, p->hook_health_interval)
+                                      : 0};
     /* real devices only when the host has as many as a node claims; an
      * 8-GPU node emulated on a 1-GPU host gets device files of its own */
     for (size_t i = 0; i < l->nnodes; i++)
-        if (sizes[i].gpus > host_gpu_count())
+        if (sizes[i].gpus > local_host_gpus())
             sl.fake_gpus = 1;
-    if (sl.fake_gpus && fake_gpus(&c, sizes, l->nnodes, err) < 0)
-        goto out;
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (local_node_provision(&c, sizes[i].name, sizes[i].gpus, sl.fake_gpus, 0, err) < 0)
+            goto out;
     if (write_hooks(p, &c, pro, epi, &sl, err) < 0)
         goto out;
     if (!(conf = slurm_conf_render(spec, &sl, err)) || !(gres = slurm_gres_render(&sl, err)))
         goto out;
-    if (write_if_changed(P(&c, path, "gres.conf"), gres, err) < 0 ||
-        write_if_changed(c.conf, conf, err) < 0 || layout_save(&c, l, err) < 0)
+    if (local_write_if_changed(local_path(&c, path, "gres.conf"), gres, err) < 0 ||
+        local_write_if_changed(c.conf, conf, err) < 0 || layout_save(&c, l, err) < 0)
         goto out;
     {
         /* both files: slurmd re-reads gres.conf on reconfigure too */
@@ -668,7 +627,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     stop_other_slurmds(&c, l, progress, arg);
     int any_slurmd = 0;
     for (size_t i = 0; i < l->nnodes; i++)
-        any_slurmd |= slurmd_running(&c, l->nodes[i].name) > 0;
+        any_slurmd |= local_slurmd_running(&c, l->nodes[i].name) > 0;
 
     pid_t ctld = ctld_running(&c);
     int reconfigure_after = 0;
@@ -681,7 +640,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
             /* Slurm 22.05 only learns about added or removed nodes at start;
              * a clean stop saves the job queue in StateSaveLocation first */
             say(progress, arg, "restarting slurmctld for the new node set");
-            stop_pidfile(&c, "slurmctld", ctld);
+            local_stop_pidfile(&c, "slurmctld", ctld);
             ctld = 0;
             reconfigure_after = any_slurmd;
         }
@@ -704,19 +663,30 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     if (reconfigure_after && slurm_reconfigure(c.conf, err) < 0)
         goto out;
     for (size_t i = 0; i < l->nnodes; i++) {
-        if (slurmd_running(&c, l->nodes[i].name))
+        if (local_slurmd_running(&c, l->nodes[i].name))
             continue;
         say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
-        if (slurmd_start(&c, l->nodes[i].name, err) < 0)
+        if (local_slurmd_start(&c, l->nodes[i].name, err) < 0)
+            goto out;
+    }
+    for (size_t i = 0; i < l->nnodes; i++) {
+        const char *nn = l->nodes[i].name;
+        int changed = local_agent_config(p, &c, spec, nn, l->nodes[i].port, err);
+        if (changed < 0)
+            goto out;
+        pid_t agent = local_agent_running(&c, nn);
+        if (agent && (changed || !p->agent))
+            local_agent_stop(&c, nn); /* a new policy, or agents turned off */
+        if (p->agent && (changed || !agent) && local_agent_start(p, &c, nn, err) < 0)
             goto out;
     }
     say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
-    if (wait_registered(&c, l, err) < 0)
+    if (local_wait_registered(&c, l, err) < 0)
         goto out;
     say(progress, arg, "cluster %s is ready", id);
     rc = 0;
 out:
-    lc_unlock(&c);
+    local_unlock(&c);
     json_decref(norm);
     free(conf);
     free(gres);
@@ -756,19 +726,19 @@ static void cancel_all_jobs(const struct lc *c)
 static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
 {
     struct lc c;
-    if (lc_init(&c, p, id, err) < 0)
+    if (local_lc_init(&c, p, id, err) < 0)
         return -1;
     if (!mtc_path_exists(c.dir))
         return 0;
-    if (lc_lock(&c, 1) < 0)
+    if (local_lock(&c, 1) < 0)
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
     if (ctld_running(&c))
         cancel_all_jobs(&c);
     stop_other_slurmds(&c, NULL, NULL, NULL);
-    stop_pidfile(&c, "slurmctld", ctld_running(&c));
-    stop_pidfile(&c, "munged", munged_running(&c));
+    local_stop_pidfile(&c, "slurmctld", ctld_running(&c));
+    local_stop_pidfile(&c, "munged", munged_running(&c));
     int rc = mtc_rm_rf(c.dir);
-    lc_unlock(&c);
+    local_unlock(&c);
     if (rc < 0)
         return errprintf(err, "cannot remove %s: %s", c.dir, strerror(errno));
     return 0;
@@ -781,14 +751,13 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
     struct layout *l = NULL;
     char msg[256];
     int rc = -1, ctld_restarted = 0;
-    (void)spec;
-    if (lc_init(&c, p, id, err) < 0)
+    if (local_lc_init(&c, p, id, err) < 0)
         return -1;
     if (!mtc_path_exists(c.dir))
         return errprintf(err, "cluster %s has no directory %s", id, c.dir);
-    if (lc_lock(&c, 0) < 0)
+    if (local_lock(&c, 0) < 0)
         return 0; /* an apply or delete is at work; it starts what is missing */
-    if (!(l = calloc(1, sizeof(*l))) || layout_load(&c, l) < 0) {
+    if (!(l = calloc(1, sizeof(*l))) || local_layout_load(&c, l) < 0) {
         errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
         goto out;
     }
@@ -807,23 +776,35 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         ctld_restarted = 1;
     }
     for (size_t i = 0; i < l->nnodes; i++) {
-        if (slurmd_running(&c, l->nodes[i].name))
+        if (local_slurmd_running(&c, l->nodes[i].name))
             continue;
-        if (slurmd_start(&c, l->nodes[i].name, err) < 0)
+        if (local_slurmd_start(&c, l->nodes[i].name, err) < 0)
             goto out;
         snprintf(msg, sizeof(msg), "slurmd of %s was not running; restarted", l->nodes[i].name);
         if (ev)
             ev(arg, "SLURMD_RESTART", l->nodes[i].name, msg);
     }
-    /* a restarted slurmctld knows its nodes from saved state until each slurmd
-     * registers again; wait so the next job finds them up */
+    for (size_t i = 0; p->agent && i < l->nnodes; i++) {
+        const char *nn = l->nodes[i].name;
+        if (local_agent_running(&c, nn))
+            continue;
+        if (local_agent_config(p, &c, spec, nn, l->nodes[i].port, err) < 0 ||
+            local_agent_start(p, &c, nn, err) < 0)
+            goto out;
+        snprintf(msg, sizeof(msg), "mtc-agent of %s was not running; restarted", nn);
+        if (ev)
+            ev(arg, "AGENT_RESTART", nn, msg);
+    }
+    /* Never wait here: the supervisor has other daemons to look after. The
+     * slurmds answer a restarted slurmctld's pings on their own; a
+     * reconfigure makes them register at once. */
     mtc_error_t e2;
-    if (ctld_restarted && wait_registered(&c, l, &e2) < 0)
+    if (ctld_restarted && slurm_reconfigure(c.conf, &e2) < 0)
         log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
     rc = 0;
 out:
     free(l);
-    lc_unlock(&c);
+    local_unlock(&c);
     return rc;
 }
 
@@ -831,21 +812,21 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
 {
     struct lc c;
     struct layout *l = NULL;
-    if (lc_init(&c, p, id, err) < 0)
+    if (local_lc_init(&c, p, id, err) < 0)
         return NULL;
     if (!(l = calloc(1, sizeof(*l))))
         return NULL;
-    int have = layout_load(&c, l) == 0;
+    int have = local_layout_load(&c, l) == 0;
     json_t *out = json_array();
     mtc_error_t e2;
     json_t *st = have && ctld_running(&c) ? slurm_node_states(c.conf, &e2) : NULL;
     int busy = 0;
-    if (have && lc_lock(&c, 0) < 0)
+    if (have && local_lock(&c, 0) < 0)
         busy = 1;
-    lc_unlock(&c);
+    local_unlock(&c);
     for (size_t i = 0; i < l->nnodes; i++) {
         const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
-        const char *ns = !slurmd_running(&c, l->nodes[i].name) ? (busy ? "PREPARING" : "ERROR")
+        const char *ns = !local_slurmd_running(&c, l->nodes[i].name) ? (busy ? "PREPARING" : "ERROR")
                          : slurm_state_registered(s)           ? "RUNNING"
                          : busy                                ? "UPDATING"
                                                                : "PREPARING";
@@ -880,7 +861,7 @@ static char *local_env(struct provider *p, const char *id, mtc_error_t *err)
 {
     struct lc c;
     char *s = NULL;
-    if (lc_init(&c, p, id, err) < 0)
+    if (local_lc_init(&c, p, id, err) < 0)
         return NULL;
     if (!mtc_path_exists(c.conf)) {
         errno = ENOENT;
@@ -908,4 +889,6 @@ const struct provider_ops provider_local_ops = {
     .nodes = local_nodes,
     .supervise = local_supervise,
     .env = local_env,
+    .node_action = local_node_action,
+    .node_check = local_node_check,
 };

@@ -45,6 +45,7 @@ void provider_destroy(struct provider *p)
     free(p->hook_health);
     free(p->hook_prolog);
     free(p->hook_epilog);
+    free(p->agent);
     free(p);
     errno = saved;
 }
@@ -127,7 +128,8 @@ int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_e
 {
     if (dup_hook(&p->hook_health, h ? h->health_check : NULL) < 0 ||
         dup_hook(&p->hook_prolog, h ? h->prolog : NULL) < 0 ||
-        dup_hook(&p->hook_epilog, h ? h->epilog : NULL) < 0)
+        dup_hook(&p->hook_epilog, h ? h->epilog : NULL) < 0 ||
+        dup_hook(&p->agent, h ? h->agent : NULL) < 0)
         return errprintf(err, "out of memory");
     p->hook_health_interval = h && h->health_interval_s > 0 ? h->health_interval_s : 60;
     return 0;
@@ -149,6 +151,9 @@ char *provider_hook_expand(const char *hook, const char *id, const char *dir)
         } else if (strncmp(s, "{dir}", 5) == 0) {
             fputs(dir, f);
             s += 4;
+        } else if (strncmp(s, "{nodedir}", 9) == 0) {
+            fprintf(f, "%s/nodes/$SLURMD_NODENAME", dir);
+            s += 8;
         } else {
             fputc(*s, f);
         }

@@ -9,7 +9,8 @@
 #include "common/common.h"
 
 typedef void (*provider_progress_fn)(void *arg, const char *message);
-/* type: "SLURMCTLD_RESTART", "SLURMD_RESTART", "MUNGED_RESTART"; node may be NULL */
+/* type: "SLURMCTLD_RESTART", "SLURMD_RESTART", "MUNGED_RESTART", "AGENT_RESTART";
+ * node may be NULL */
 typedef void (*provider_event_fn)(void *arg, const char *type, const char *node,
                                   const char *message);
 
@@ -33,7 +34,7 @@ int provider_delete(struct provider *p, const char *id, mtc_error_t *err);
 /* Per node: [{"instanceName","nodePoolId","nodePoolType","nodeState","slurmState"}].
  * Caller owns. NULL + err on error. */
 json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
-/* One supervision pass: restart dead munged/slurmctld/slurmd, each reported
+/* One supervision pass: restart dead munged/slurmctld/slurmd/mtc-agent, each reported
  * through ev (may be NULL). Cheap (pid checks) when all is well; skips the
  * pass (returns 0) while an apply or delete holds the cluster. */
 int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
@@ -47,7 +48,9 @@ int provider_exists(struct provider *p, const char *id);
  * "restart" (the node's daemons), "reboot" (every process of the node stopped
  * and started again), "reimage" (the node's local state wiped and
  * re-provisioned), "replace" (a new node — fresh state and hardware — takes
- * the same Slurm name). Returns once the node's slurmd runs again. 0/-1+err. */
+ * the same Slurm name). Returns once the node's new slurmd has registered
+ * with slurmctld (bounded: 60 s), leaving its Slurm state (drain) as it was.
+ * 0, or -1 + err (unknown node or action, EINVAL; timeout, ETIMEDOUT). */
 int provider_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
                          const char *action, mtc_error_t *err);
 /* Run the node's health checks once (mtc-agent check) and return its results
@@ -57,13 +60,18 @@ json_t *provider_node_check(struct provider *p, const char *id, const json_t *sp
 
 /* Commands slurmd runs on every node of every cluster this provider applies
  * from now on (mtc-agent, for instance). In each, "{cluster}" becomes the
- * cluster id and "{dir}" its directory; $SLURMD_NODENAME is the node at run
- * time. NULL or "" = none. */
+ * cluster id, "{dir}" its directory and "{nodedir}" the running node's
+ * directory ({dir}/nodes/$SLURMD_NODENAME, holding agent.json and agent.env);
+ * $SLURMD_NODENAME is the node at run time. NULL or "" = none. */
 struct provider_hooks {
     const char *health_check; /* HealthCheckProgram */
-    int health_interval_s;    /* HealthCheckInterval; <= 0 means 60 */
+    int health_interval_s;    /* HealthCheckInterval; <= 0 means 60 (a spec's
+                                 healthPolicy.slurmIntervalSeconds wins) */
     const char *prolog;       /* runs before the spec's prologBashScripts */
     const char *epilog;       /* runs before the spec's epilogBashScripts */
+    const char *agent;        /* mtc-agent binary: one `mtc-agent run` per compute
+                                 node, supervised like slurmd; NULL = none (node
+                                 checks then use "mtc-agent" from PATH) */
 };
 /* Copy the hooks into p (replacing earlier ones). 0, or -1 + err (ENOMEM). */
 int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err);
@@ -88,10 +96,11 @@ struct provider {
     const struct provider_ops *ops;
     char *home;
     char *hook_health, *hook_prolog, *hook_epilog; /* NULL: none */
+    char *agent;                                   /* mtc-agent path; NULL: none */
     int hook_health_interval;
 };
 
-/* hook with {cluster} and {dir} replaced; NULL when hook is NULL/empty. Caller frees. */
+/* hook with {cluster}, {dir} and {nodedir} replaced; NULL when hook is NULL/empty. Caller frees. */
 char *provider_hook_expand(const char *hook, const char *id, const char *dir);
 
 /* The cluster directory <home>/clusters/<id> into buf. 0, or -1 + err when

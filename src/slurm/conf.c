@@ -212,7 +212,7 @@ char *slurm_gres_render(const struct slurm_layout *l, mtc_error_t *err)
             continue;
         fprintf(f, "NodeName=%s Name=gpu Type=%s File=", n->name, n->gres_type);
         if (l->fake_gpus)
-            fprintf(f, "%s/dev/%s/nvidia", l->dir, n->name);
+            fprintf(f, "%s/nodes/%s/hw/nvidia", l->dir, n->name);
         else
             fprintf(f, "/dev/nvidia");
         if (n->gpus == 1)

@@ -29,7 +29,7 @@ struct slurm_layout {
     int slurmd_port;      /* SlurmdPort (every node also has its own Port=) */
     const struct slurm_node *nodes;
     size_t nnodes;
-    int fake_gpus;       /* 1: GRES File= points at <dir>/dev/<node>/nvidiaN; 0: /dev/nvidiaN */
+    int fake_gpus;       /* 1: GRES File= points at <dir>/nodes/<node>/hw/nvidiaN; 0: /dev/nvidiaN */
     int prolog;          /* 1: Prolog=<dir>/etc/prolog.sh */
     int epilog;          /* 1: Epilog=<dir>/etc/epilog.sh */
     int health_interval; /* >0: HealthCheckProgram=<dir>/etc/health.sh every N s */
@@ -58,6 +58,7 @@ int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms);
 /* Start daemons in the foreground of a detached session (mtc_spawn); stdio
  * appended to logpath. Return the pid, or -1 with errno. */
 pid_t slurm_ctld_start(const char *conf, const char *logpath);
+/* slurmd gets MTC_NODE=<node> in its environment, which its slurmstepds inherit. */
 pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath);
 
 /* 1 when slurmctld answers `scontrol ping`. */
@@ -71,6 +72,9 @@ int slurm_reconfigure(const char *conf, mtc_error_t *err);
  * a JSON object node name -> state, including nodes in no partition. Caller owns.
  * NULL + err when slurmctld does not answer. */
 json_t *slurm_node_states(const char *conf, mtc_error_t *err);
+/* One field of `scontrol show node NODE -o` (e.g. "SlurmdStartTime", "State")
+ * into buf; values end at a blank. 0, or -1 (EIO: no answer, ENOENT: no such key). */
+int slurm_node_get(const char *conf, const char *node, const char *key, char *buf, size_t len);
 /* 1 when a compact state means the node's slurmd has registered and answers
  * (not down, unknown, invalid or not responding). */
 int slurm_state_registered(const char *state);

@@ -62,7 +62,7 @@ static void test_policy(void)
     CHECK(p && json_array_size(json_object_get(p, "checks")) == 6, "defaults: six families");
     CHECK(p && json_array_size(json_object_get(p, "xidFail")) == 8,
           "defaults: eight critical XIDs");
-    CHECK(p && json_object_size(p) == 18, "defaults: every field present (%zu)",
+    CHECK(p && json_object_size(p) == 20, "defaults: every field present (%zu)",
           json_object_size(p));
     json_decref(p);
 

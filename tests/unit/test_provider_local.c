@@ -273,7 +273,7 @@ int main(void)
      * allocates the GPUs but sets no CUDA_VISIBLE_DEVICES */
     char dev[1024];
     struct stat dst;
-    snprintf(dev, sizeof(dev), "%s/clusters/ta/dev/ta-a3m-0/nvidia7", home);
+    snprintf(dev, sizeof(dev), "%s/clusters/ta/nodes/ta-a3m-0/hw/nvidia7", home);
     if (stat(dev, &dst) == 0 && S_ISCHR(dst.st_mode))
         CHECK(sh_eq(p, "ta", "srun -N1 --gres=gpu:h100:8 printenv CUDA_VISIBLE_DEVICES",
                     "0,1,2,3,4,5,6,7"),

@@ -115,7 +115,7 @@ int main(void)
 
     char *gres = slurm_gres_render(&l, &err);
     CHECK(gres && has_line(gres, "NodeName=c1-gpu-0 Name=gpu Type=h100 "
-                                 "File=/tmp/mtc/clusters/c1/dev/c1-gpu-0/nvidia[0-7]"),
+                                 "File=/tmp/mtc/clusters/c1/nodes/c1-gpu-0/hw/nvidia[0-7]"),
           "gres line with fake device files");
     CHECK(gres && !strstr(gres, "c1-cpu-0"), "no gres line for a CPU node");
     free(gres);

@@ -182,6 +182,31 @@ static void e_label(json_t *s)
     json_object_set_new(s, "labels", json_pack("{s:s}", "Env", "x"));
 }
 
+static void e_health_value(json_t *s)
+{
+    json_object_set_new(s, "healthPolicy", json_pack("{s:i}", "diskMinFreePercent", 250));
+}
+
+static void e_health_field(json_t *s)
+{
+    json_object_set_new(s, "health_policy", json_pack("{s:i}", "gpuMaxEcc", 1));
+}
+
+static void e_health_nvml(json_t *s)
+{
+    json_object_set_new(s, "healthPolicy", json_pack("{s:s}", "nvmlLibrary", "lib nvml.so"));
+}
+
+static void e_health_klog(json_t *s)
+{
+    json_object_set_new(s, "healthPolicy", json_pack("{s:s}", "kernelLog", "kmsg"));
+}
+
+static void e_health_type(json_t *s)
+{
+    json_object_set_new(s, "healthPolicy", json_pack("[i]", 1));
+}
+
 static void test_rules(void)
 {
     CHECK_STR(norm_err(BASE), "", "the base spec is valid");
@@ -229,6 +254,13 @@ static void test_rules(void)
          "orchestratorSpec.slurmSpec.scheduling.preemptMode: invalid value \"REQUEUE,NOPE\" (comma "
          "list of OFF, CANCEL, GANG, REQUEUE, SUSPEND, WITHIN, PRIORITY)"},
         {e_label, "labels.Env: invalid label key (want ^[a-z][a-z0-9_-]{0,62}$)"},
+        {e_health_value, "healthPolicy.diskMinFreePercent: must be a number from 0 to 100"},
+        {e_health_field, "healthPolicy.gpuMaxEcc: unknown field"},
+        {e_health_nvml, "healthPolicy.nvmlLibrary: must be a library name or path of up to 255 "
+                        "of [A-Za-z0-9/._+-] (or \"\")"},
+        {e_health_klog, "healthPolicy.kernelLog: must be an absolute path of up to 255 of "
+                        "[A-Za-z0-9/._+-] (or \"\")"},
+        {e_health_type, "healthPolicy: must be an object"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const char *got = edit_err(cases[i].fn);
@@ -313,6 +345,33 @@ static void test_canonical(void)
     free(parts);
     free(s);
     json_decref(again);
+    json_decref(out);
+    json_decref(in);
+
+    /* healthPolicy: snake_case accepted, defaults filled, kept canonical */
+    in = parse("{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"local\"}}],"
+               "\"health_policy\":{\"disk_min_free_percent\":2,\"nvml_library\":"
+               "\"/opt/fake/libnvml.so\",\"kernelLog\":\"/var/log/kern.log\"}}");
+    out = cluster_spec_normalize(in, &err);
+    json_t *hp = json_object_get(out, "healthPolicy");
+    CHECK(hp && json_number_value(json_object_get(hp, "diskMinFreePercent")) == 2 &&
+              !strcmp(json_string_value(json_object_get(hp, "nvmlLibrary")) ?: "",
+                      "/opt/fake/libnvml.so") &&
+              !strcmp(json_string_value(json_object_get(hp, "kernelLog")) ?: "",
+                      "/var/log/kern.log") &&
+              json_integer_value(json_object_get(hp, "slurmIntervalSeconds")) == 60 &&
+              json_object_size(hp) == 20,
+          "healthPolicy normalized: camelCase, given values kept, every default filled (%s)",
+          err.text);
+    again = out ? cluster_spec_normalize(out, &err) : NULL;
+    CHECK(again && json_equal(again, out), "healthPolicy: normalize is idempotent");
+    json_decref(again);
+    json_decref(out);
+    json_decref(in);
+    in = parse("{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"local\"}}]}");
+    out = cluster_spec_normalize(in, &err);
+    CHECK(out && !json_object_get(out, "healthPolicy"),
+          "no healthPolicy given: none added (the defaults apply)");
     json_decref(out);
     json_decref(in);
 
