@@ -114,7 +114,7 @@ int local_cmdline_has(pid_t pid, const char *a, const char *b)
  * the caller died between starting a daemon and recording its pid, the
  * daemon's own pid file (own, relative to the cluster dir) finds it. */
 pid_t local_running(const struct lc *c, const char *name, const char *own, const char *a,
-                     const char *b)
+                    const char *b)
 {
     char path[PLEN];
     pid_t pid = mtc_pid_read(local_path(c, path, "run/%s.pid", name));
@@ -283,7 +283,8 @@ static int layout_save(const struct lc *c, const struct layout *l, mtc_error_t *
                           l->applied_sha, "appliedNodes", l->applied_nodes);
     char *s = json_dumps(j, JSON_INDENT(2));
     json_decref(j);
-    int rc = s ? mtc_write_file_atomic(local_path(c, path, "cluster.json"), s, strlen(s), 0644) : -1;
+    int rc =
+        s ? mtc_write_file_atomic(local_path(c, path, "cluster.json"), s, strlen(s), 0644) : -1;
     free(s);
     if (rc < 0)
         return errprintf(err, "cannot write %s: %s", path, strerror(errno));
@@ -470,7 +471,7 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
             /* slurmd-<node>.pid or agent-<node>.pid */
             size_t pre = strncmp(e->d_name, "slurmd-", 7) == 0  ? 7
                          : strncmp(e->d_name, "agent-", 6) == 0 ? 6
-                                                                 : 0;
+                                                                : 0;
             if (!pre || len < pre + 5 || len - pre - 4 >= 64 ||
                 strcmp(e->d_name + len - 4, ".pid") != 0)
                 continue;
@@ -579,18 +580,17 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
     json_t *pro = json_object_get(ss, "prologBashScripts"),
            *epi = json_object_get(ss, "epilogBashScripts");
-    struct slurm_layout sl = {.cluster = id,
-                              .dir = c.dir,
-                              .hostname = hostname,
-                              .ctld_port = l->ctld_port,
-                              .slurmd_port = l->slurmd_port,
-                              .nodes = sizes,
-                              .nnodes = l->nnodes,
-                              .fake_gpus = 0,
-                              .health_interval =
-                                  p->hook_health
-                                      ? local_health_interval(spec, p->hook_health_interval)
-                                      : 0};
+    struct slurm_layout sl = {
+        .cluster = id,
+        .dir = c.dir,
+        .hostname = hostname,
+        .ctld_port = l->ctld_port,
+        .slurmd_port = l->slurmd_port,
+        .nodes = sizes,
+        .nnodes = l->nnodes,
+        .fake_gpus = 0,
+        .health_interval =
+            p->hook_health ? local_health_interval(spec, p->hook_health_interval) : 0};
     /* real devices only when the host has as many as a node claims; an
      * 8-GPU node emulated on a 1-GPU host gets device files of its own */
     for (size_t i = 0; i < l->nnodes; i++)
@@ -826,10 +826,11 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
     local_unlock(&c);
     for (size_t i = 0; i < l->nnodes; i++) {
         const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
-        const char *ns = !local_slurmd_running(&c, l->nodes[i].name) ? (busy ? "PREPARING" : "ERROR")
-                         : slurm_state_registered(s)           ? "RUNNING"
-                         : busy                                ? "UPDATING"
-                                                               : "PREPARING";
+        const char *ns = !local_slurmd_running(&c, l->nodes[i].name)
+                             ? (busy ? "PREPARING" : "ERROR")
+                         : slurm_state_registered(s) ? "RUNNING"
+                         : busy                      ? "UPDATING"
+                                                     : "PREPARING";
         json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName",
                                              l->nodes[i].name, "nodePoolId", l->nodes[i].pool,
                                              "nodePoolType", "NODE_POOL_TYPE_COMPUTE", "nodeState",

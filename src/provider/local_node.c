@@ -33,8 +33,7 @@ static int new_instance(const struct lc *c, const char *node, mtc_error_t *err)
     char path[PLEN], hex[17];
     if (mtc_random_hex(hex, 8) < 0)
         return errprintf(err, "cannot make an instance id");
-    if (mtc_write_file_fmt(local_path(c, path, "nodes/%s/instance", node), 0644, "i-%s\n", hex) <
-        0)
+    if (mtc_write_file_fmt(local_path(c, path, "nodes/%s/instance", node), 0644, "i-%s\n", hex) < 0)
         return errprintf(err, "%s: %s", path, strerror(errno));
     return 0;
 }
@@ -143,10 +142,10 @@ int local_agent_config(const struct provider *p, const struct lc *c, const json_
     json_t *pol = spec_policy(spec) ? json_deep_copy(spec_policy(spec)) : json_object();
     json_t *cfg = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:s, s:o}",
-        "nodeId", node, "clusterId", c->id, "project", "local", "location", "local", "socket",
-        sock, "homeDir", home, "localDir", local, "nvmlLibrary", nvml, "kernelLog", klog,
-        "stateDir", state, "expectedGpus", gpus, "slurmdPidFile", pidf, "slurmdPort", port,
-        "mungeSocket", c->munge_socket, "slurmConf", c->conf, "healthPolicy", pol);
+        "nodeId", node, "clusterId", c->id, "project", "local", "location", "local", "socket", sock,
+        "homeDir", home, "localDir", local, "nvmlLibrary", nvml, "kernelLog", klog, "stateDir",
+        state, "expectedGpus", gpus, "slurmdPidFile", pidf, "slurmdPort", port, "mungeSocket",
+        c->munge_socket, "slurmConf", c->conf, "healthPolicy", pol);
     char *text = cfg ? json_dumps(cfg, JSON_INDENT(2)) : NULL;
     json_decref(cfg);
     if (!text)
@@ -412,11 +411,8 @@ static const struct action {
     const char *name;
     int (*fn)(const struct act_ctx *a, mtc_error_t *err);
 } actions[] = {
-    {"restart", act_restart},
-    {"reboot", act_reboot},
-    {"reimage", act_reimage},
-    {"replace", act_replace},
-    {NULL, NULL},
+    {"restart", act_restart}, {"reboot", act_reboot}, {"reimage", act_reimage},
+    {"replace", act_replace}, {NULL, NULL},
 };
 
 /* Wait until the node's new slurmd has registered: slurmctld shows a
@@ -492,8 +488,8 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
     if (act->fn(&a, err) < 0)
         goto out;
     /* up again: fresh config for a re-provisioned node, slurmd, then its agent */
-    if (local_node_provision(&c, n->name, node_gpus(spec, n), node_gpus(spec, n) > local_host_gpus(),
-                             0, err) < 0 ||
+    if (local_node_provision(&c, n->name, node_gpus(spec, n),
+                             node_gpus(spec, n) > local_host_gpus(), 0, err) < 0 ||
         local_agent_config(p, &c, spec, n->name, n->port, err) < 0)
         goto out;
     /* slurmctld shows the start time to the second: a new slurmd must start

@@ -88,8 +88,8 @@ struct provider_ops {
     char *(*env)(struct provider *p, const char *id, mtc_error_t *err);
     int (*node_action)(struct provider *p, const char *id, const json_t *spec, const char *node,
                        const char *action, mtc_error_t *err);
-    json_t *(*node_check)(struct provider *p, const char *id, const json_t *spec,
-                          const char *node, mtc_error_t *err);
+    json_t *(*node_check)(struct provider *p, const char *id, const json_t *spec, const char *node,
+                          mtc_error_t *err);
 };
 
 struct provider {

@@ -29,9 +29,9 @@ struct slurm_layout {
     int slurmd_port;      /* SlurmdPort (every node also has its own Port=) */
     const struct slurm_node *nodes;
     size_t nnodes;
-    int fake_gpus;       /* 1: GRES File= points at <dir>/nodes/<node>/hw/nvidiaN; 0: /dev/nvidiaN */
-    int prolog;          /* 1: Prolog=<dir>/etc/prolog.sh */
-    int epilog;          /* 1: Epilog=<dir>/etc/epilog.sh */
+    int fake_gpus; /* 1: GRES File= points at <dir>/nodes/<node>/hw/nvidiaN; 0: /dev/nvidiaN */
+    int prolog;    /* 1: Prolog=<dir>/etc/prolog.sh */
+    int epilog;    /* 1: Epilog=<dir>/etc/epilog.sh */
     int health_interval; /* >0: HealthCheckProgram=<dir>/etc/health.sh every N s */
 };
 

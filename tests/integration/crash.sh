@@ -8,6 +8,8 @@ t_extra_cleanup() { delete_all_clusters; }
 M() { mtc --home "$MTC_HOME" "$@"; }
 count() { pids_under "$MTC_HOME/clusters/$1" | wc -l; }
 # long-running daemons only (not a health check or prolog running just now)
+# kill -9 is asynchronous: restart only once the old mtcd (and its lock) is gone
+kill_mtcd() { kill -9 "$MTCD_PID"; wait_for 10 bash -c "! kill -0 $MTCD_PID 2>/dev/null"; }
 daemons() { daemon_pids "$MTC_HOME/clusters/$1" "(munged|slurmctld|slurmd|mtc-agent run) " | wc -l; }
 
 check "mtcd starts" start_mtcd
@@ -15,7 +17,7 @@ op=$(M cluster create -f "$ROOT/examples/local-2node.json" --id crash --no-wait 
     python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
 check "create accepted" test -n "$op"
 wait_for 20 test -e "$MTC_HOME/clusters/crash/slurm.conf"
-kill -9 "$MTCD_PID"
+kill_mtcd
 diag "killed mtcd mid-create ($(count crash) cluster processes running)"
 check "mtcd restarts" start_mtcd
 out=$(M operations wait "$op" --timeout 120 2>&1)
@@ -27,13 +29,13 @@ check "one munged + slurmctld + 2 slurmd + 2 mtc-agent, no duplicates ($n)" test
 (eval "$(M env crash)"; timeout 60 srun -N2 true)
 check "jobs run after recovery" test $? -eq 0
 
-kill -9 "$MTCD_PID"
+kill_mtcd
 check "mtcd restarts again" start_mtcd
 sleep 2
 check "adoption does not double-start daemons" test "$(daemons crash)" -eq 6
 
 op=$(M cluster delete crash --no-wait --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
-kill -9 "$MTCD_PID"
+kill_mtcd
 check "mtcd restarts after kill mid-delete" start_mtcd
 out=$(M operations wait "$op" --timeout 120 2>&1)
 check "the delete operation finishes" grep -q "DONE" <<<"$out"

@@ -157,8 +157,9 @@ static json_t *result(json_t *results, const char *check)
 {
     size_t i;
     json_t *r;
-    json_array_foreach(results, i, r) if (!strcmp(
-        json_string_value(json_object_get(r, "check")) ?: "", check)) return r;
+    json_array_foreach(
+        results, i,
+        r) if (!strcmp(json_string_value(json_object_get(r, "check")) ?: "", check)) return r;
     return NULL;
 }
 
@@ -214,8 +215,7 @@ static void check_action(struct provider *p, json_t *spec, const char *node, con
     CHECK(registered(node), "%s: %s is registered", action, node);
     pid_t agent = pid_of(agent_name);
     CHECK(agent > 0 && agent != old_agent && mtc_pid_alive(agent) && !mtc_pid_alive(old_agent),
-          "%s: the node's mtc-agent was restarted (%d -> %d)", action, (int)old_agent,
-          (int)agent);
+          "%s: the node's mtc-agent was restarted (%d -> %d)", action, (int)old_agent, (int)agent);
 }
 
 int main(void)
@@ -270,8 +270,7 @@ int main(void)
     if (!spec)
         return check_done();
     int rc = provider_apply(p, "tn", spec, NULL, NULL, &err);
-    CHECK(rc == 0, "2-node cluster up in %.1f s (%s)", (mtc_now_ms() - t_start) / 1000.0,
-          err.text);
+    CHECK(rc == 0, "2-node cluster up in %.1f s (%s)", (mtc_now_ms() - t_start) / 1000.0, err.text);
     if (rc < 0)
         return check_done();
     const char *n0 = "tn-a3m-0", *n1 = "tn-a3m-1";
@@ -288,8 +287,8 @@ int main(void)
               !strcmp(json_string_value(json_object_get(cfg, "nvmlLibrary")), nvml) &&
               strstr(json_string_value(json_object_get(cfg, "kernelLog")) ?: "",
                      "/nodes/tn-a3m-0/hw/") &&
-              json_integer_value(json_object_get(
-                  json_object_get(cfg, "healthPolicy"), "intervalSeconds")) == 2,
+              json_integer_value(
+                  json_object_get(json_object_get(cfg, "healthPolicy"), "intervalSeconds")) == 2,
           "agent.json: node, mtcd socket, 8 GPUs, emulated NVML, node's kernel log, policy");
     json_decref(cfg);
     CHECK(mtc_path_exists(node_file(n0, "hw/nvidia7")) &&
