@@ -20,7 +20,7 @@ cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     sleep 0.5
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$W"
+    [ -n "${KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
 
@@ -56,10 +56,15 @@ for conns in 1 8; do
     "$W/bin/httpload" --tcp 127.0.0.1:$PORT --header "Authorization: Bearer $TOKEN" --path "$C" --conns $conns --seconds $SECS
 done
 
-# slurmrestd on the same cluster: node listing, same load generator.
+# slurmrestd on the same cluster: node listing, same load generator. It refuses
+# to run as root, so it runs as nobody: the cluster's config and munge socket
+# are made reachable for that user in this throwaway MTC_HOME.
 eval "$(mtc env b2)"
-RSOCK=$W/slurmrestd.sock
-SLURM_JWT= slurmrestd -a rest_auth/local "unix:$RSOCK" >"$W/slurmrestd.log" 2>&1 &
+chmod o+x "$W" "$MTC_HOME" "$MTC_HOME/clusters" "$MTC_HOME/clusters/b2" "$MTC_HOME/clusters/b2/munge"
+chmod o+r "$MTC_HOME"/clusters/b2/*.conf
+mkdir -p "$W/rest" && chmod 777 "$W/rest"
+RSOCK=$W/rest/slurmrestd.sock
+slurmrestd -u nobody -g nogroup -s openapi/v0.0.38 -a rest_auth/local "unix:$RSOCK" >"$W/slurmrestd.log" 2>&1 &
 PIDS+=("$!")
 for _ in $(seq 50); do [ -S "$RSOCK" ] && break; sleep 0.1; done
 echo "slurmrestd 22.05 (same cluster, rest_auth/local over a unix socket):"

@@ -79,7 +79,12 @@ static int roundtrip(int fd, const char *req, size_t reqlen, int *reuse)
         if (body && (long)(have - (size_t)(body - buf)) >= clen)
             break;
     }
-    return strncmp(buf, "HTTP/1.1 200", 12) == 0 ? 0 : -1;
+    if (strncmp(buf, "HTTP/1.", 7) == 0 && strncmp(buf + 8, " 200", 4) == 0)
+        return 0;
+    static int told;
+    if (!told++) /* say once why requests fail */
+        fprintf(stderr, "httpload: %.*s\n", (int)strcspn(buf, "\r\n"), buf);
+    return -1;
 }
 
 static void *run(void *arg)

@@ -25,7 +25,7 @@ want() {
 
 run_one() {
     local name=$1; shift
-    local log="$B/test-logs/$name.log"
+    local log="$B/test-logs/${name//:/-}.log"
     local start=$SECONDS
     "$@" >"$log" 2>&1 </dev/null
     local rc=$?
@@ -50,6 +50,19 @@ for t in "$B"/tests/test_*; do
     want "$name" unit || continue
     run_one "$name" "$t"
 done
+# The sanitizer build's unit tests (make test sets SAN_B=build-san).
+if [ -n "${SAN_B:-}" ] && [ -d "$SAN_B/tests" ]; then
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+    export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
+    for t in "$SAN_B"/tests/test_*; do
+        [ -x "$t" ] || continue
+        name=san:$(basename "$t")
+        want "$name" unit || continue
+        run_one "$name" "$t"
+    done
+    unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+fi
 for t in tests/integration/*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)

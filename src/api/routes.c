@@ -3,6 +3,7 @@
  * everything before touching the store, so a rejected request changes nothing. */
 #include "api/api.h"
 #include "cluster/cluster.h"
+#include "health/health.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -338,6 +339,178 @@ static int h_env(struct api_req *r, struct api_resp *out)
     return 0;
 }
 
+/* 1 when node is a node of the cluster (as last observed, or by its name). */
+static int cluster_has_node(const struct store_cluster *cl, const char *node)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(cl->nodes, i, n)
+    {
+        const char *name = json_string_value(json_object_get(n, "instanceName"));
+        if (name && strcmp(name, node) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int h_report_health(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    if (load_cluster(r, out, &cl) < 0)
+        return 0;
+    const char *node = NULL, *mode = "HEALTH";
+    json_t *results = NULL;
+    json_error_t jerr;
+    if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:s, s:o, s?:s}", "nodeId",
+                                   &node, "results", &results, "mode", &mode) < 0) {
+        store_cluster_release(&cl);
+        return api_error(out, 400, "reportHealth: body must be {\"nodeId\", \"results\": [...], "
+                                   "\"mode\"?}: %s",
+                         r->body ? jerr.text : "missing body");
+    }
+    int known = cluster_has_node(&cl, node);
+    store_cluster_release(&cl);
+    if (!known)
+        return api_error(out, 404, "nodeId: %.64s is not a node of cluster %s", node, r->cap[2]);
+    if (strcmp(mode, "HEALTH") && strcmp(mode, "PROLOG") && strcmp(mode, "EPILOG"))
+        return api_error(out, 400, "mode: must be HEALTH, PROLOG or EPILOG");
+    struct health_result res[64];
+    mtc_error_t err = {""};
+    int n = health_results_parse(results, res, 64, &err);
+    if (n < 0)
+        return api_error(out, 400, "%s", err.text);
+    int sev = 0;
+    enum health_status worst = health_worst(res, n, &sev);
+    struct store_health h = {.results = results};
+    snprintf(h.status, sizeof(h.status), "%s", health_status_name(worst));
+    snprintf(h.severity, sizeof(h.severity), "%s", health_severity_name(sev));
+    for (int pass = 0; pass < 2 && !*h.failing_check; pass++) { /* first FAIL, else first WARN */
+        for (int i = 0; i < n; i++) {
+            if (res[i].status == (pass == 0 ? HEALTH_FAIL : HEALTH_WARN)) {
+                snprintf(h.failing_check, sizeof(h.failing_check), "%s", res[i].check);
+                snprintf(h.reason, sizeof(h.reason), "%s%s%s", res[i].reason,
+                         strcmp(mode, "HEALTH") ? " in " : "", strcmp(mode, "HEALTH") ? mode : "");
+                break;
+            }
+        }
+    }
+    if (store_health_put(r->st, r->cap[2], node, &h) < 0)
+        return api_error(out, 500, "cannot store the report");
+    if (worst == HEALTH_FAIL) {
+        log_msg(LOG_WARNING, "cluster %s node %s: %s failed: %s", r->cap[2], node,
+                h.failing_check, h.reason);
+        control_poke(r->ctl);
+    }
+    out->body = json_pack("{s:s}", "status", h.status);
+    return 0;
+}
+
+/* behavior → (check name, severity) for a manual fault report. */
+static const struct {
+    const char *behavior, *check, *severity;
+} behaviors[] = {
+    {"PERFORMANCE", "report.performance", "REBOOT"},
+    {"SILENT_DATA_CORRUPTION", "report.sdc", "REPLACE"},
+    {"UNRECOVERABLE_GPU_ERROR", "report.gpu", "REPLACE"},
+    {"BEHAVIOR_UNSPECIFIED", "report.unspecified", "REBOOT"},
+};
+
+static int h_report_faulty(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    if (load_cluster(r, out, &cl) < 0)
+        return 0;
+    json_t *actions = NULL, *items = json_array(), *a;
+    json_error_t jerr;
+    size_t i;
+    int bad = 0;
+    if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:o}", "nodeActions",
+                                   &actions) < 0 ||
+        !json_is_array(actions) || json_array_size(actions) == 0) {
+        bad = 1;
+        api_error(out, 400, "reportFaultyNodes: body must be {\"nodeActions\": [...]}");
+    }
+    json_array_foreach(bad ? NULL : actions, i, a)
+    {
+        const char *node = NULL;
+        json_t *host = NULL, *reasons = NULL;
+        if (json_unpack_ex(a, &jerr, JSON_STRICT, "{s:s, s?:o}", "nodeId", &node,
+                           "reportFaultyHost", &host) < 0) {
+            bad = 1;
+        api_error(out, 400, "nodeActions[%zu]: %s", i, jerr.text);
+            break;
+        }
+        if (!cluster_has_node(&cl, node)) {
+            bad = 1;
+        api_error(out, 404, "nodeActions[%zu].nodeId: %.64s is not a node of cluster %s",
+                            i, node, cl.id);
+            break;
+        }
+        const char *check = "report.deleted", *severity = "REPLACE";
+        char reason[256] = "node deleted by reportFaultyNodes (recreated: static node)";
+        if (host) {
+            if (json_unpack_ex(host, &jerr, JSON_STRICT, "{s:o}", "faultReasons", &reasons) < 0 ||
+                !json_is_array(reasons) || json_array_size(reasons) == 0) {
+                bad = 1;
+        api_error(out, 400,
+                                "nodeActions[%zu].reportFaultyHost.faultReasons: a non-empty list "
+                                "is required",
+                                i);
+                break;
+            }
+            json_t *fr = json_array_get(reasons, 0);
+            const char *behavior = "BEHAVIOR_UNSPECIFIED", *desc = "";
+            if (json_unpack_ex(fr, &jerr, JSON_STRICT, "{s?:s, s?:s}", "behavior", &behavior,
+                               "description", &desc) < 0) {
+                bad = 1;
+        api_error(out, 400, "nodeActions[%zu].reportFaultyHost.faultReasons[0]: %s",
+                                i, jerr.text);
+                break;
+            }
+            int k = -1;
+            for (size_t b = 0; b < sizeof(behaviors) / sizeof(behaviors[0]); b++)
+                if (strcmp(behaviors[b].behavior, behavior) == 0)
+                    k = (int)b;
+            if (k < 0) {
+                bad = 1;
+        api_error(out, 400,
+                                "nodeActions[%zu].reportFaultyHost.faultReasons[0].behavior: must "
+                                "be PERFORMANCE, SILENT_DATA_CORRUPTION, UNRECOVERABLE_GPU_ERROR "
+                                "or BEHAVIOR_UNSPECIFIED",
+                                i);
+                break;
+            }
+            check = behaviors[k].check;
+            severity = behaviors[k].severity;
+            snprintf(reason, sizeof(reason), "reported %s: %.200s", behavior, desc);
+        }
+        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s}", "node", node, "check",
+                                               check, "reason", reason, "severity", severity));
+    }
+    char project[64], location[64], op_id[48] = "";
+    snprintf(project, sizeof(project), "%s", cl.project);
+    snprintf(location, sizeof(location), "%s", cl.location);
+    store_cluster_release(&cl);
+    if (bad) {
+        json_decref(items);
+        return 0;
+    }
+    mtc_error_t err = {""};
+    int rc = control_start_remediation(r->ctl, project, location, r->cap[2], items, op_id, &err);
+    int busy = rc < 0 && errno == EBUSY;
+    json_decref(items);
+    if (rc < 0 && busy)
+        return api_error(out, 400, "precondition: %s", err.text);
+    if (rc < 0 && !*op_id)
+        return api_error(out, 500, "%s", err.text);
+    struct store_op op;
+    if (store_op_get(r->st, op_id, &op) < 0)
+        return api_error(out, 500, "operation %s vanished", op_id);
+    out->body = control_op_json(&op);
+    store_op_release(&op);
+    return 0;
+}
+
 static int h_op_get(struct api_req *r, struct api_resp *out)
 {
     if (check_parent(r, out) < 0)
@@ -404,6 +577,8 @@ const struct api_route api_routes[] = {
     {"PATCH", CLUSTERS "/*", ROLE_EDITOR, h_patch},
     {"DELETE", CLUSTERS "/*", ROLE_EDITOR, h_delete},
     {"GET", CLUSTERS "/*:env", ROLE_VIEWER, h_env},
+    {"POST", CLUSTERS "/*:reportHealth", ROLE_EDITOR, h_report_health},
+    {"POST", CLUSTERS "/*:reportFaultyNodes", ROLE_EDITOR, h_report_faulty},
     {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
     {"POST", "/v1/tokens", ROLE_ADMIN, h_token_create},

@@ -44,8 +44,8 @@ static void fill(struct cluster_machine_type *mt, const char *name, const json_t
 }
 
 /* Calls fn for every catalog entry (families expanded) until fn returns non-zero. */
-static int catalog_walk(const json_t *cat,
-                        int (*fn)(const struct cluster_machine_type *, void *), void *arg)
+static int catalog_walk(const json_t *cat, int (*fn)(const struct cluster_machine_type *, void *),
+                        void *arg)
 {
     size_t i, j;
     json_t *e, *v;
@@ -111,10 +111,10 @@ int cluster_machine_type_lookup(const char *name, struct cluster_machine_type *o
 
 static int list_cb(const struct cluster_machine_type *mt, void *arg)
 {
-    json_t *o = json_pack("{s:s, s:i, s:I, s:s, s:i, s:b}", "name", mt->name, "vcpus", mt->vcpus,
-                          "memoryMb", (json_int_t)mt->memory_mb, "acceleratorType",
-                          mt->accelerator_type, "acceleratorCount", mt->accelerator_count,
-                          "hostSized", mt->host_sized);
+    json_t *o =
+        json_pack("{s:s, s:i, s:I, s:s, s:i, s:b}", "name", mt->name, "vcpus", mt->vcpus,
+                  "memoryMb", (json_int_t)mt->memory_mb, "acceleratorType", mt->accelerator_type,
+                  "acceleratorCount", mt->accelerator_count, "hostSized", mt->host_sized);
     json_array_append_new(arg, o);
     return 0;
 }

@@ -41,7 +41,7 @@ struct cluster_machine_type {
     long memory_mb;
     char accelerator_type[64]; /* "" for CPU-only types */
     int accelerator_count;
-    char gres_type[32];        /* Slurm GRES type, e.g. "h100"; "" for CPU-only */
+    char gres_type[32]; /* Slurm GRES type, e.g. "h100"; "" for CPU-only */
     int host_sized;
 };
 

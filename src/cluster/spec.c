@@ -3,6 +3,7 @@
  * semantic checks (references, uniqueness, catalog, slurm.conf keys) and
  * defaults follow, and a second structural pass fixes the key order. */
 #include "cluster/cluster.h"
+#include "health/health.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,49 +17,88 @@
  * message, so the compiler's truncation warning is noise here. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-enum kind { K_STR, K_INT, K_BOOL, K_ENUM, K_OBJ, K_OBJS, K_STRS, K_MAP, K_CONF };
+enum kind { K_STR, K_INT, K_BOOL, K_ENUM, K_OBJ, K_OBJS, K_STRS, K_MAP, K_CONF, K_HEALTH };
 
 struct field {
     const char *name;
     enum kind kind;
-    const struct field *obj;    /* K_OBJ, K_OBJS */
-    const char *const *vals;    /* K_ENUM: allowed values; K_CONF: slurm.conf keys */
-    const char *level;          /* K_CONF: "partition" or "node" */
+    const struct field *obj; /* K_OBJ, K_OBJS */
+    const char *const *vals; /* K_ENUM: allowed values; K_CONF: slurm.conf keys */
+    const char *level;       /* K_CONF: "partition" or "node" */
 };
 
 /* Real Slurm 22.05 slurm.conf keys per level (man slurm.conf), canonical case.
  * Keys mtc itself writes are in the *_managed lists and rejected. */
-static const char *const partition_keys[] = {
-    "AllocNodes", "AllowAccounts", "AllowGroups", "AllowQos", "Alternate", "CpuBind",
-    "DefaultTime", "DefCpuPerGPU", "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode",
-    "DenyAccounts", "DenyQos", "DisableRootJobs", "ExclusiveUser", "GraceTime", "Hidden", "LLN",
-    "MaxCPUsPerNode", "MaxMemPerCPU", "MaxMemPerNode", "MaxNodes", "MaxTime", "MinNodes",
-    "OverSubscribe", "OverTimeLimit", "PowerDownOnIdle", "PreemptMode", "PriorityJobFactor",
-    "PriorityTier", "QOS", "ReqResv", "ResumeTimeout", "RootOnly", "SelectTypeParameters",
-    "State", "SuspendTime", "SuspendTimeout", "TRESBillingWeights", "Default", "Nodes",
-    "PartitionName", NULL};
+static const char *const partition_keys[] = {"AllocNodes",
+                                             "AllowAccounts",
+                                             "AllowGroups",
+                                             "AllowQos",
+                                             "Alternate",
+                                             "CpuBind",
+                                             "DefaultTime",
+                                             "DefCpuPerGPU",
+                                             "DefMemPerCPU",
+                                             "DefMemPerGPU",
+                                             "DefMemPerNode",
+                                             "DenyAccounts",
+                                             "DenyQos",
+                                             "DisableRootJobs",
+                                             "ExclusiveUser",
+                                             "GraceTime",
+                                             "Hidden",
+                                             "LLN",
+                                             "MaxCPUsPerNode",
+                                             "MaxMemPerCPU",
+                                             "MaxMemPerNode",
+                                             "MaxNodes",
+                                             "MaxTime",
+                                             "MinNodes",
+                                             "OverSubscribe",
+                                             "OverTimeLimit",
+                                             "PowerDownOnIdle",
+                                             "PreemptMode",
+                                             "PriorityJobFactor",
+                                             "PriorityTier",
+                                             "QOS",
+                                             "ReqResv",
+                                             "ResumeTimeout",
+                                             "RootOnly",
+                                             "SelectTypeParameters",
+                                             "State",
+                                             "SuspendTime",
+                                             "SuspendTimeout",
+                                             "TRESBillingWeights",
+                                             "Default",
+                                             "Nodes",
+                                             "PartitionName",
+                                             NULL};
 static const char *const partition_managed[] = {"Default", "Nodes", "PartitionName", NULL};
-static const char *const node_keys[] = {
-    "BcastAddr", "Boards", "CoreSpecCount", "CoresPerSocket", "CpuBind", "CPUs", "CpuSpecList",
-    "Features", "Gres", "MemSpecLimit", "Procs", "RealMemory", "Reason", "Sockets",
-    "SocketsPerBoard", "State", "ThreadsPerCore", "TmpDisk", "Weight", "NodeName", "NodeAddr",
-    "NodeHostname", "Port", NULL};
+static const char *const node_keys[] = {"BcastAddr",      "Boards",         "CoreSpecCount",
+                                        "CoresPerSocket", "CpuBind",        "CPUs",
+                                        "CpuSpecList",    "Features",       "Gres",
+                                        "MemSpecLimit",   "Procs",          "RealMemory",
+                                        "Reason",         "Sockets",        "SocketsPerBoard",
+                                        "State",          "ThreadsPerCore", "TmpDisk",
+                                        "Weight",         "NodeName",       "NodeAddr",
+                                        "NodeHostname",   "Port",           NULL};
 static const char *const node_managed[] = {"NodeName", "NodeAddr", "NodeHostname", "Port", NULL};
 
-static const char *const provisioning_models[] = {"ON_DEMAND", "RESERVATION", "SPOT",
-                                                  "FLEX_START", NULL};
+static const char *const provisioning_models[] = {"ON_DEMAND", "RESERVATION", "SPOT", "FLEX_START",
+                                                  NULL};
 static const char *const reservation_types[] = {"NO_RESERVATION", "ANY_RESERVATION",
-                                                 "SPECIFIC_RESERVATION", NULL};
-static const char *const boot_disk_types[] = {"pd-standard", "pd-balanced", "pd-ssd",
-                                              "pd-extreme", "hyperdisk-balanced", NULL};
+                                                "SPECIFIC_RESERVATION", NULL};
+static const char *const boot_disk_types[] = {"pd-standard", "pd-balanced",        "pd-ssd",
+                                              "pd-extreme",  "hyperdisk-balanced", NULL};
 static const char *const priority_types[] = {"priority/basic", "priority/multifactor", NULL};
-static const char *const preempt_types[] = {"preempt/none", "preempt/partition_prio",
-                                            "preempt/qos", NULL};
+static const char *const preempt_types[] = {"preempt/none", "preempt/partition_prio", "preempt/qos",
+                                            NULL};
 
 static const struct field f_network[] = {
     {.name = "network", .kind = K_STR}, {.name = "subnetwork", .kind = K_STR}, {.name = NULL}};
 static const struct field f_boot_disk[] = {
-    {.name = "bootDiskType", .kind = K_ENUM, .vals = boot_disk_types}, {.name = "bootDiskSizeGb", .kind = K_INT}, {.name = NULL}};
+    {.name = "bootDiskType", .kind = K_ENUM, .vals = boot_disk_types},
+    {.name = "bootDiskSizeGb", .kind = K_INT},
+    {.name = NULL}};
 static const struct field f_reservation[] = {
     {.name = "reservationAffinityType", .kind = K_ENUM, .vals = reservation_types},
     {.name = "key", .kind = K_STR},
@@ -70,11 +110,13 @@ static const struct field f_machine[] = {
     {.name = "acceleratorCount", .kind = K_INT},
     {.name = "reservationAffinity", .kind = K_OBJ, .obj = f_reservation},
     {.name = NULL}};
-static const struct field f_scaling[] = {
-    {.name = "minNodeCount", .kind = K_INT}, {.name = "maxNodeCount", .kind = K_INT}, {.name = NULL}};
+static const struct field f_scaling[] = {{.name = "minNodeCount", .kind = K_INT},
+                                         {.name = "maxNodeCount", .kind = K_INT},
+                                         {.name = NULL}};
 static const struct field f_filestore[] = {
     {.name = "filestore", .kind = K_STR}, {.name = "mountPath", .kind = K_STR}, {.name = NULL}};
-static const struct field f_lustre[] = {{.name = "lustre", .kind = K_STR}, {.name = "mountPath", .kind = K_STR}, {.name = NULL}};
+static const struct field f_lustre[] = {
+    {.name = "lustre", .kind = K_STR}, {.name = "mountPath", .kind = K_STR}, {.name = NULL}};
 static const struct field f_pool[] = {
     {.name = "id", .kind = K_STR},
     {.name = "zone", .kind = K_STR},
@@ -94,8 +136,11 @@ static const struct field f_partition[] = {
     {.name = "config", .kind = K_CONF, .vals = partition_keys, .level = "partition"},
     {.name = NULL}};
 static const struct field f_node_set[] = {
-    {.name = "nodePoolId", .kind = K_STR}, {.name = "config", .kind = K_CONF, .vals = node_keys, .level = "node"}, {.name = NULL}};
-static const struct field f_accounting[] = {{.name = "accountingStorageEnforce", .kind = K_STR}, {.name = NULL}};
+    {.name = "nodePoolId", .kind = K_STR},
+    {.name = "config", .kind = K_CONF, .vals = node_keys, .level = "node"},
+    {.name = NULL}};
+static const struct field f_accounting[] = {{.name = "accountingStorageEnforce", .kind = K_STR},
+                                            {.name = NULL}};
 static const struct field f_scheduling[] = {
     {.name = "priorityType", .kind = K_ENUM, .vals = priority_types},
     {.name = "priorityWeightAge", .kind = K_INT},
@@ -109,18 +154,18 @@ static const struct field f_scheduling[] = {
     {.name = "preemptMode", .kind = K_STR},
     {.name = "preemptExemptTime", .kind = K_STR},
     {.name = NULL}};
-static const struct field f_slurm[] = {
-    {.name = "homeDirectoryStorage", .kind = K_STR},
-    {.name = "loginNodePoolId", .kind = K_STR},
-    {.name = "partitions", .kind = K_OBJS, .obj = f_partition},
-    {.name = "defaultPartitionId", .kind = K_STR},
-    {.name = "nodeSets", .kind = K_OBJS, .obj = f_node_set},
-    {.name = "accounting", .kind = K_OBJ, .obj = f_accounting},
-    {.name = "scheduling", .kind = K_OBJ, .obj = f_scheduling},
-    {.name = "prologBashScripts", .kind = K_STRS},
-    {.name = "epilogBashScripts", .kind = K_STRS},
-    {.name = NULL}};
-static const struct field f_orchestrator[] = {{.name = "slurmSpec", .kind = K_OBJ, .obj = f_slurm}, {.name = NULL}};
+static const struct field f_slurm[] = {{.name = "homeDirectoryStorage", .kind = K_STR},
+                                       {.name = "loginNodePoolId", .kind = K_STR},
+                                       {.name = "partitions", .kind = K_OBJS, .obj = f_partition},
+                                       {.name = "defaultPartitionId", .kind = K_STR},
+                                       {.name = "nodeSets", .kind = K_OBJS, .obj = f_node_set},
+                                       {.name = "accounting", .kind = K_OBJ, .obj = f_accounting},
+                                       {.name = "scheduling", .kind = K_OBJ, .obj = f_scheduling},
+                                       {.name = "prologBashScripts", .kind = K_STRS},
+                                       {.name = "epilogBashScripts", .kind = K_STRS},
+                                       {.name = NULL}};
+static const struct field f_orchestrator[] = {{.name = "slurmSpec", .kind = K_OBJ, .obj = f_slurm},
+                                              {.name = NULL}};
 static const struct field f_cluster[] = {
     {.name = "displayName", .kind = K_STR},
     {.name = "description", .kind = K_STR},
@@ -128,12 +173,13 @@ static const struct field f_cluster[] = {
     {.name = "network", .kind = K_OBJ, .obj = f_network},
     {.name = "nodePools", .kind = K_OBJS, .obj = f_pool},
     {.name = "orchestratorSpec", .kind = K_OBJ, .obj = f_orchestrator},
+    {.name = "healthPolicy", .kind = K_HEALTH}, /* mtc's own: the node health checks */
     {.name = NULL}};
 
 /* Output-only fields of the resource: accepted in a request (a GET body sent
  * back) and dropped. */
-static const char *const output_only[] = {"name", "createTime", "updateTime", "clusterStatus",
-                                          "clusterEvents", NULL};
+static const char *const output_only[] = {"name",          "createTime",    "updateTime",
+                                          "clusterStatus", "clusterEvents", NULL};
 
 static int in_list(const char *const *list, const char *s)
 {
@@ -292,6 +338,14 @@ static int norm_value(const json_t *v, const struct field *f, const char *path, 
             if (!json_is_string(e) || !label_ok(json_string_value(e), 0))
                 return fail(err, sub, "invalid label value (want ^[a-z0-9_-]{0,63}$)");
             json_object_set(*out, k, e);
+        }
+        return 0;
+    case K_HEALTH:
+        /* its own module validates it; its messages already start "healthPolicy" */
+        *out = health_policy_normalize(v, err);
+        if (!*out) {
+            errno = EINVAL;
+            return -1;
         }
         return 0;
     case K_CONF:
@@ -460,8 +514,10 @@ static int check_pools(json_t *spec, mtc_error_t *err)
         if (!id)
             return fail(err, q, "required");
         if (!mtc_name_valid(id, POOL_ID_MAX))
-            return fail(err, q, "invalid node pool id \"%.60s\" (want ^[a-z][a-z0-9-]{0,%d}, no trailing '-')",
-                        id, POOL_ID_MAX - 1);
+            return fail(
+                err, q,
+                "invalid node pool id \"%.60s\" (want ^[a-z][a-z0-9-]{0,%d}, no trailing '-')", id,
+                POOL_ID_MAX - 1);
         if (pool_index(pools, id) != (int)i)
             return fail(err, q, "duplicate node pool id \"%s\"", id);
         if (check_machine(pool, path, err) < 0)
@@ -517,16 +573,20 @@ static int comma_list_ok(const char *s, const char *const *allowed)
 static int check_slurm_misc(json_t *ss, mtc_error_t *err)
 {
     static const char *const enforce[] = {"all", "associations", "limits", "nojobs", "nosteps",
-                                          "qos", "safe", "wckeys", NULL};
-    static const char *const modes[] = {"OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN",
-                                        "PRIORITY", NULL};
+                                          "qos", "safe",         "wckeys", NULL};
+    static const char *const modes[] = {"OFF",     "CANCEL", "GANG",     "REQUEUE",
+                                        "SUSPEND", "WITHIN", "PRIORITY", NULL};
     const char *base = "orchestratorSpec.slurmSpec";
     char q[512];
     json_t *acc = json_object_get(ss, "accounting");
-    const char *ase = acc ? json_string_value(json_object_get(acc, "accountingStorageEnforce")) : NULL;
+    const char *ase =
+        acc ? json_string_value(json_object_get(acc, "accountingStorageEnforce")) : NULL;
     if (ase && !comma_list_ok(ase, enforce)) {
         snprintf(q, sizeof(q), "%s.accounting.accountingStorageEnforce", base);
-        return fail(err, q, "invalid value \"%.60s\" (comma list of associations, limits, nojobs, nosteps, qos, safe, wckeys, all)", ase);
+        return fail(err, q,
+                    "invalid value \"%.60s\" (comma list of associations, limits, nojobs, nosteps, "
+                    "qos, safe, wckeys, all)",
+                    ase);
     }
     json_t *sch = json_object_get(ss, "scheduling");
     const char *k;
@@ -539,7 +599,9 @@ static int check_slurm_misc(json_t *ss, mtc_error_t *err)
         if (json_is_string(v) && !conf_value_ok(json_string_value(v)))
             return fail(err, q, "value must be non-empty, one line, without '#' or '\"'");
         if (strcmp(k, "preemptMode") == 0 && !comma_list_ok(json_string_value(v), modes))
-            return fail(err, q, "invalid value \"%.60s\" (comma list of OFF, CANCEL, GANG, REQUEUE, SUSPEND, WITHIN, PRIORITY)",
+            return fail(err, q,
+                        "invalid value \"%.60s\" (comma list of OFF, CANCEL, GANG, REQUEUE, "
+                        "SUSPEND, WITHIN, PRIORITY)",
                         json_string_value(v));
     }
     return 0;
@@ -584,8 +646,10 @@ static int check_slurm(json_t *spec, mtc_error_t *err)
         if (!id)
             return fail(err, q, "required");
         if (!mtc_name_valid(id, PARTITION_ID_MAX))
-            return fail(err, q, "invalid partition id \"%.60s\" (want ^[a-z][a-z0-9-]{0,%d}, no trailing '-')",
-                        id, PARTITION_ID_MAX - 1);
+            return fail(
+                err, q,
+                "invalid partition id \"%.60s\" (want ^[a-z][a-z0-9-]{0,%d}, no trailing '-')", id,
+                PARTITION_ID_MAX - 1);
         for (j = 0; j < i; j++)
             if (strcmp(json_string_value(json_object_get(json_array_get(parts, j), "id")), id) == 0)
                 return fail(err, q, "duplicate partition id \"%s\"", id);
@@ -601,17 +665,17 @@ static int check_slurm(json_t *spec, mtc_error_t *err)
             if (pool_index(pools, p) < 0)
                 return fail(err, q, "no node pool \"%.60s\"", p);
             if (login && strcmp(p, login) == 0)
-                return fail(err, q, "node pool \"%s\" is the login pool and cannot be in a partition", p);
+                return fail(err, q,
+                            "node pool \"%s\" is the login pool and cannot be in a partition", p);
         }
     }
     const char *def = json_string_value(json_object_get(ss, "defaultPartitionId"));
     if (!def) {
-        json_object_set(ss, "defaultPartitionId",
-                        json_object_get(json_array_get(parts, 0), "id"));
+        json_object_set(ss, "defaultPartitionId", json_object_get(json_array_get(parts, 0), "id"));
     } else {
         int found = 0;
-        json_array_foreach(parts, i, e)
-            found |= strcmp(json_string_value(json_object_get(e, "id")), def) == 0;
+        json_array_foreach(parts, i, e) found |=
+            strcmp(json_string_value(json_object_get(e, "id")), def) == 0;
         if (!found) {
             at(base, q, sizeof(q), "defaultPartitionId");
             return fail(err, q, "no partition \"%.60s\"", def);
@@ -691,7 +755,8 @@ int cluster_spec_node_count(const json_t *spec)
         const char *id = json_string_value(json_object_get(p, "id"));
         if (login && id && strcmp(id, login) == 0)
             continue;
-        n += (int)json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
+        n += (int)json_integer_value(
+            json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
     }
     return n;
 }
@@ -700,9 +765,10 @@ char *cluster_spec_partitions(const json_t *spec)
 {
     size_t i, len = 1;
     json_t *p;
-    json_t *parts = json_object_get(json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec"), "partitions");
-    json_array_foreach(parts, i, p)
-        len += strlen(json_string_value(json_object_get(p, "id")) ?: "") + 1;
+    json_t *parts = json_object_get(
+        json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec"), "partitions");
+    json_array_foreach(parts, i, p) len +=
+        strlen(json_string_value(json_object_get(p, "id")) ?: "") + 1;
     char *out = calloc(1, len);
     if (!out)
         return NULL;

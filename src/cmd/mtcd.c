@@ -79,6 +79,42 @@ static int daemonize(void)
     return p[1];
 }
 
+/* mtc-agent on every node: next to this binary. It runs continuously
+ * (started and supervised by the provider) and as Slurm's HealthCheckProgram,
+ * Prolog and Epilog, with the node's own config and environment ({nodedir}),
+ * draining its node on a failure. */
+static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
+{
+    char exe[PATH_MAX], agent[PATH_MAX + 16], health[2 * PATH_MAX], prolog[2 * PATH_MAX],
+        epilog[2 * PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+    if (slash)
+        *slash = '\0';
+    snprintf(agent, sizeof(agent), "%s/mtc-agent", slash ? exe : ".");
+    if (!slash || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
+        log_msg(LOG_WARNING, "no usable mtc-agent next to mtcd (%s): nodes run no health checks",
+                agent);
+        return 0;
+    }
+    static const char cmd[] = ". {nodedir}/agent.env && exec '%s' check --config "
+                              "{nodedir}/agent.json --mode %s --drain";
+    snprintf(health, sizeof(health), cmd, agent, "health");
+    /* in a subshell: the spec's own prolog/epilog scripts run after it */
+    char inner[2 * PATH_MAX - 8];
+    snprintf(inner, sizeof(inner), cmd, agent, "prolog");
+    snprintf(prolog, sizeof(prolog), "(%s)", inner);
+    snprintf(inner, sizeof(inner), cmd, agent, "epilog");
+    snprintf(epilog, sizeof(epilog), "(%s)", inner);
+    struct provider_hooks h = {.health_check = health,
+                               .health_interval_s = 30,
+                               .prolog = prolog,
+                               .epilog = epilog,
+                               .agent = agent};
+    log_msg(LOG_INFO, "nodes run %s", agent);
+    return provider_set_hooks(prov, &h, err);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"home", required_argument, 0, 'H'},
@@ -143,6 +179,8 @@ int main(int argc, char **argv)
         die(ready_fd, "%s", err.text);
     struct provider *prov = provider_create("local", home, &err);
     if (!prov)
+        die(ready_fd, "provider: %s", err.text);
+    if (set_agent_hooks(prov, &err) < 0)
         die(ready_fd, "provider: %s", err.text);
     struct control *ctl = control_create(st, prov, supervise_ms, &err);
     if (!ctl)

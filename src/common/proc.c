@@ -186,6 +186,7 @@ pid_t mtc_spawn(char *const argv[], char *const env[], const char *logpath)
     posix_spawn_file_actions_addopen(&fa, 1, logpath ? logpath : "/dev/null",
                                      O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3); /* a daemon keeps none of our sockets */
     int err = posix_spawnp(&pid, argv[0], &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);

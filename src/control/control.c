@@ -1,25 +1,13 @@
 /* control: the operation runner and the cluster supervisor. Operations are
  * rows in the store; a worker thread per running operation drives the
  * provider and records progress, so a killed mtcd resumes them on start. */
-#include "control/control.h"
+#include "control/internal.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct control {
-    struct store *st;
-    struct provider *prov;
-    int supervise_ms;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    json_t *busy;     /* cluster id -> op id, clusters with a running worker */
-    int running;      /* worker threads alive */
-    int stopping;
-    int supervisor_started;
-    pthread_t supervisor;
-};
 
 struct job {
     struct control *c;
@@ -66,10 +54,16 @@ static int run_delete(struct job *j, json_t **response, mtc_error_t *err)
     struct control *c = j->c;
     if (provider_delete(c->prov, j->op.cluster_id, err) < 0)
         return -1;
+    store_health_delete(c->st, j->op.cluster_id);
     if (store_cluster_delete(c->st, j->op.cluster_id) < 0)
         return errprintf(err, "cannot remove cluster %s from the store", j->op.cluster_id);
     *response = json_object(); /* google.protobuf.Empty */
     return 0;
+}
+
+static int run_remediate(struct job *j, json_t **response, mtc_error_t *err)
+{
+    return control_run_remediate(j->c, &j->op, response, err);
 }
 
 static const struct op_kind {
@@ -80,6 +74,7 @@ static const struct op_kind {
     {"CREATE", run_apply, "ERROR"},
     {"UPDATE", run_apply, "ERROR"},
     {"DELETE", run_delete, "ERROR"},
+    {"REMEDIATE", run_remediate, NULL}, /* a failed remediation leaves the cluster as it is */
 };
 
 static const struct op_kind *find_kind(const char *kind)
@@ -104,7 +99,7 @@ static void *worker(void *arg)
         store_op_progress(c->st, j->op.id, "done");
         log_msg(LOG_NOTICE, "%s %s %s done", j->op.kind, j->op.cluster_id, j->op.id);
     } else {
-        if (k)
+        if (k && k->fail_state)
             store_cluster_set_state(c->st, j->op.cluster_id, k->fail_state);
         store_event_add(c->st, j->op.cluster_id, "OPERATION_FAILED", NULL, err.text);
         store_op_finish(c->st, j->op.id, NULL, RPC_INTERNAL, err.text);
@@ -176,6 +171,38 @@ static void event_cb(void *arg, const char *type, const char *node, const char *
     log_msg(LOG_WARNING, "cluster %s: %s %s: %s", e->cluster, type, node ? node : "-", message);
 }
 
+/* Slurm's view: a compute node down or not responding for NODE_DOWN_GRACE_S
+ * (after the provider tried restarting its slurmd) counts as a failed node. */
+static void watch_down(struct control *c, const char *id, const json_t *nodes)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(nodes, i, n)
+    {
+        const char *name = json_string_value(json_object_get(n, "instanceName"));
+        const char *st = json_string_value(json_object_get(n, "slurmState"));
+        if (!name || !st || strcmp(json_string_value(json_object_get(n, "nodePoolType")),
+                                   "NODE_POOL_TYPE_COMPUTE") != 0)
+            continue;
+        char key[128];
+        snprintf(key, sizeof(key), "%s/%s", id, name);
+        int down = strstr(st, "down") || strchr(st, '*') || strstr(st, "fail");
+        pthread_mutex_lock(&c->lock);
+        json_t *since = json_object_get(c->down, key);
+        if (!down) {
+            json_object_del(c->down, key);
+        } else if (!since) {
+            json_object_set_new(c->down, key, json_integer(mtc_now_ms()));
+        } else if (mtc_now_ms() - json_integer_value(since) > NODE_DOWN_GRACE_S * 1000) {
+            json_object_del(c->down, key);
+            pthread_mutex_unlock(&c->lock);
+            control_node_down(c, id, name, st);
+            continue;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+}
+
 static void supervise_one(struct control *c, const char *id)
 {
     struct store_cluster cl;
@@ -189,7 +216,9 @@ static void supervise_one(struct control *c, const char *id)
         json_t *nodes = provider_nodes(c->prov, id, cl.spec, NULL);
         if (nodes && !json_equal(nodes, cl.nodes))
             store_cluster_set_nodes(c->st, id, nodes);
+        watch_down(c, id, nodes);
         json_decref(nodes);
+        control_check_health(c, &cl);
     }
     store_cluster_release(&cl);
 }
@@ -222,8 +251,9 @@ static void *supervisor(void *arg)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        if (!c->stopping)
+        if (!c->stopping && !c->poked)
             pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+        c->poked = 0;
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;
@@ -243,6 +273,7 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     c->prov = prov;
     c->supervise_ms = supervise_ms > 0 ? supervise_ms : 2000;
     c->busy = json_object();
+    c->down = json_object();
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     return c;
@@ -305,6 +336,7 @@ void control_destroy(struct control *c)
     int saved = errno;
     control_stop(c, 0);
     json_decref(c->busy);
+    json_decref(c->down);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     free(c);
@@ -312,6 +344,38 @@ void control_destroy(struct control *c)
 }
 
 /* --- JSON views ----------------------------------------------------------- */
+
+/* Add each node's last health report and remediation state to nodesStatus. */
+static void overlay_health(struct control *c, const char *id, json_t *nodes)
+{
+    int n = 0;
+    struct store_health *h = store_health_list(c->st, id, &n);
+    size_t i;
+    json_t *node;
+    json_array_foreach(nodes, i, node)
+    {
+        const char *name = json_string_value(json_object_get(node, "instanceName"));
+        for (int k = 0; name && k < n; k++) {
+            if (strcmp(h[k].node, name) != 0)
+                continue;
+            char ts[40];
+            json_object_set_new(node, "health", json_string(h[k].status));
+            json_object_set_new(node, "healthTime",
+                                json_string(mtc_time_rfc3339(h[k].time_ms, ts, sizeof(ts))));
+            if (*h[k].failing_check) {
+                json_object_set_new(node, "failingCheck", json_string(h[k].failing_check));
+                json_object_set_new(node, "failingReason", json_string(h[k].reason));
+            }
+            if (*h[k].remediation)
+                json_object_set_new(node, "remediation", json_string(h[k].remediation));
+            if (strcmp(h[k].remediation, "FAILED") == 0)
+                json_object_set_new(node, "nodeState", json_string("ERROR"));
+            else if (*h[k].remediation)
+                json_object_set_new(node, "nodeState", json_string("UPDATING"));
+        }
+    }
+    store_health_free(h, n);
+}
 
 json_t *control_cluster_json(struct control *c, const struct store_cluster *cl, int with_events)
 {
@@ -323,7 +387,9 @@ json_t *control_cluster_json(struct control *c, const struct store_cluster *cl, 
     json_object_set_new(j, "createTime", json_string(mtc_time_rfc3339(cl->create_ms, ts, 40)));
     json_object_set_new(j, "updateTime", json_string(mtc_time_rfc3339(cl->update_ms, ts, 40)));
     json_t *status = json_pack("{s:s}", "state", cl->state);
-    json_object_set_new(status, "nodesStatus", cl->nodes ? json_incref(cl->nodes) : json_array());
+    json_t *nodes = cl->nodes ? json_deep_copy(cl->nodes) : json_array();
+    overlay_health(c, cl->id, nodes);
+    json_object_set_new(status, "nodesStatus", nodes);
     json_object_set_new(j, "clusterStatus", status);
     if (with_events)
         json_object_set_new(j, "clusterEvents", store_events(c->st, cl->id, 100));
@@ -351,6 +417,14 @@ json_t *control_op_json(const struct store_op *op)
         json_object_set_new(j, "response",
                             op->response ? json_incref(op->response) : json_object());
     return j;
+}
+
+void control_poke(struct control *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->poked = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
 }
 
 char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err)

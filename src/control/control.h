@@ -32,6 +32,13 @@ json_t *control_op_json(const struct store_op *op);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. */
 char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err);
 
+/* Wake the supervisor now (a node reported a failure). */
+void control_poke(struct control *c);
+/* Start a REMEDIATE operation for items [{"node","check","reason","severity","mode"?}].
+ * -1 + errno EBUSY when another operation runs on the cluster. op_id gets its id. */
+int control_start_remediation(struct control *c, const char *project, const char *location,
+                              const char *id, json_t *items, char op_id[48], mtc_error_t *err);
+
 /* google.rpc canonical codes used in operation errors. */
 enum { RPC_INVALID_ARGUMENT = 3, RPC_NOT_FOUND = 5, RPC_FAILED_PRECONDITION = 9,
        RPC_ABORTED = 10, RPC_INTERNAL = 13 };

@@ -30,9 +30,12 @@ pid_t slurm_ctld_start(const char *conf, const char *logpath)
 
 pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath)
 {
-    char env0[4200];
+    char env0[4200], env1[128];
     snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
-    char *env[] = {env0, NULL};
+    /* slurmstepd inherits slurmd's environment: with SLURM_CONF this marks
+     * every process of an emulated node (slurm_node_pids) */
+    snprintf(env1, sizeof(env1), "MTC_NODE=%s", node);
+    char *env[] = {env0, env1, NULL};
     char *argv[] = {"slurmd", "-D", "-f", (char *)conf, "-N", (char *)node, NULL};
     return mtc_spawn(argv, env, logpath);
 }
@@ -144,6 +147,31 @@ int slurm_host_resources(int *cpus, long *memory_mb, mtc_error_t *err)
     }
     *cpus = atoi(c + 5);
     *memory_mb = atol(m + 11);
+    free(out);
+    return 0;
+}
+
+int slurm_node_get(const char *conf, const char *node, const char *key, char *buf, size_t len)
+{
+    char *out = NULL, pat[96];
+    char *argv[] = {"scontrol", "show", "node", (char *)node, "-o", NULL};
+    buf[0] = '\0';
+    if (slurm_cmd(conf, argv, &out, 0) != 0 || !out) {
+        free(out);
+        errno = EIO;
+        return -1;
+    }
+    snprintf(pat, sizeof(pat), " %s=", key);
+    char *s = strstr(out, pat);
+    if (!s && strncmp(out, pat + 1, strlen(pat + 1)) == 0)
+        s = out - 1; /* the first key has no blank before it */
+    if (!s) {
+        free(out);
+        errno = ENOENT;
+        return -1;
+    }
+    s += strlen(pat);
+    snprintf(buf, len, "%.*s", (int)strcspn(s, " \n"), s);
     free(out);
     return 0;
 }

@@ -11,9 +11,9 @@
 
 /* One compute node (one slurmd). */
 struct slurm_node {
-    char name[64];      /* <cluster>-<pool>-<index>, also the `slurmd -N` name */
-    char pool[32];      /* node pool id */
-    int port;           /* its slurmd Port= */
+    char name[64]; /* <cluster>-<pool>-<index>, also the `slurmd -N` name */
+    char pool[32]; /* node pool id */
+    int port;      /* its slurmd Port= */
     int cpus;
     long memory_mb;     /* RealMemory= */
     char gres_type[32]; /* "" when the node has no GPUs */
@@ -29,9 +29,10 @@ struct slurm_layout {
     int slurmd_port;      /* SlurmdPort (every node also has its own Port=) */
     const struct slurm_node *nodes;
     size_t nnodes;
-    int fake_gpus;        /* 1: GRES File= points at <dir>/dev/<node>/nvidiaN; 0: /dev/nvidiaN */
-    int prolog;           /* 1: Prolog=<dir>/etc/prolog.sh */
-    int epilog;           /* 1: Epilog=<dir>/etc/epilog.sh */
+    int fake_gpus;       /* 1: GRES File= points at <dir>/nodes/<node>/hw/nvidiaN; 0: /dev/nvidiaN */
+    int prolog;          /* 1: Prolog=<dir>/etc/prolog.sh */
+    int epilog;          /* 1: Epilog=<dir>/etc/epilog.sh */
+    int health_interval; /* >0: HealthCheckProgram=<dir>/etc/health.sh every N s */
 };
 
 /* slurm.conf text for a normalized spec (partitions, default partition,
@@ -41,6 +42,15 @@ char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_er
 /* gres.conf text: one line per GPU node. Caller frees. NULL + err on error. */
 char *slurm_gres_render(const struct slurm_layout *l, mtc_error_t *err);
 
+/* Write <dir>/etc/<kind>.sh (kind "prolog" or "epilog"): runs hook (a shell
+ * command, may be NULL) and then each script of the JSON string array scripts
+ * (saved as <dir>/etc/<kind>.d/NN.sh) in order, failing on the first failure.
+ * Returns 1 when written, 0 when there is nothing to run (file removed), -1 + err. */
+int slurm_scripts_write(const char *dir, const char *kind, const char *hook, const json_t *scripts,
+                        mtc_error_t *err);
+/* Write <dir>/etc/health.sh running command (NULL/"": remove it). 1/0/-1 as above. */
+int slurm_health_write(const char *dir, const char *command, mtc_error_t *err);
+
 /* Run a Slurm client command with SLURM_CONF=conf; returns like mtc_run.
  * out (optional) receives stdout+stderr, caller frees. */
 int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms);
@@ -48,6 +58,7 @@ int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms);
 /* Start daemons in the foreground of a detached session (mtc_spawn); stdio
  * appended to logpath. Return the pid, or -1 with errno. */
 pid_t slurm_ctld_start(const char *conf, const char *logpath);
+/* slurmd gets MTC_NODE=<node> in its environment, which its slurmstepds inherit. */
 pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath);
 
 /* 1 when slurmctld answers `scontrol ping`. */
@@ -61,6 +72,9 @@ int slurm_reconfigure(const char *conf, mtc_error_t *err);
  * a JSON object node name -> state, including nodes in no partition. Caller owns.
  * NULL + err when slurmctld does not answer. */
 json_t *slurm_node_states(const char *conf, mtc_error_t *err);
+/* One field of `scontrol show node NODE -o` (e.g. "SlurmdStartTime", "State")
+ * into buf; values end at a blank. 0, or -1 (EIO: no answer, ENOENT: no such key). */
+int slurm_node_get(const char *conf, const char *node, const char *key, char *buf, size_t len);
 /* 1 when a compact state means the node's slurmd has registered and answers
  * (not down, unknown, invalid or not responding). */
 int slurm_state_registered(const char *state);

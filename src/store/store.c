@@ -33,6 +33,17 @@ static const char *migrations[] = {
     "CREATE TABLE tokens ("
     "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL,"
     "  hash TEXT NOT NULL UNIQUE, create_ms INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);",
+    /* v2: node health as reported by mtc-agent, and the remediation history */
+    "CREATE TABLE node_health ("
+    "  cluster_id TEXT NOT NULL, node TEXT NOT NULL, time_ms INTEGER NOT NULL,"
+    "  status TEXT NOT NULL, failing_check TEXT NOT NULL DEFAULT '',"
+    "  reason TEXT NOT NULL DEFAULT '', severity TEXT NOT NULL DEFAULT 'NONE',"
+    "  results TEXT, remediation TEXT NOT NULL DEFAULT '',"
+    "  PRIMARY KEY (cluster_id, node));"
+    "CREATE TABLE remediations ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, cluster_id TEXT NOT NULL, node TEXT NOT NULL,"
+    "  time_ms INTEGER NOT NULL, action TEXT NOT NULL, check_name TEXT NOT NULL, op_id TEXT);"
+    "CREATE INDEX remediations_node ON remediations(cluster_id, node, time_ms);",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -544,4 +555,119 @@ int store_token_revoke(struct store *st, const char *id_or_name)
     return update_one(st, prep(st,
                                "UPDATE tokens SET revoked=1 WHERE (id=? OR name=?) AND revoked=0",
                                "ss", id_or_name, id_or_name));
+}
+
+/* --- node health and remediation history ---------------------------------- */
+
+int store_health_put(struct store *st, const char *cluster_id, const char *node,
+                     const struct store_health *h)
+{
+    pthread_mutex_lock(&st->lock);
+    int rc = run(st, prep(st,
+                          "INSERT INTO node_health (cluster_id, node, time_ms, status, failing_check,"
+                          " reason, severity, results) VALUES (?,?,?,?,?,?,?,?)"
+                          " ON CONFLICT (cluster_id, node) DO UPDATE SET time_ms=excluded.time_ms,"
+                          " status=excluded.status, failing_check=excluded.failing_check,"
+                          " reason=excluded.reason, severity=excluded.severity,"
+                          " results=excluded.results",
+                          "sslssssj", cluster_id, node, mtc_now_ms(), h->status, h->failing_check,
+                          h->reason, h->severity, h->results));
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_health_set_remediation(struct store *st, const char *cluster_id, const char *node,
+                                 const char *state)
+{
+    pthread_mutex_lock(&st->lock);
+    int rc = run(st, prep(st,
+                          "INSERT INTO node_health (cluster_id, node, time_ms, status, remediation)"
+                          " VALUES (?,?,?,'UNKNOWN',?) ON CONFLICT (cluster_id, node)"
+                          " DO UPDATE SET remediation=excluded.remediation",
+                          "ssls", cluster_id, node, mtc_now_ms(), state));
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+static void read_health(sqlite3_stmt *s, struct store_health *h)
+{
+    memset(h, 0, sizeof(*h));
+    col_text(s, 0, h->node, sizeof(h->node));
+    h->time_ms = sqlite3_column_int64(s, 1);
+    col_text(s, 2, h->status, sizeof(h->status));
+    col_text(s, 3, h->failing_check, sizeof(h->failing_check));
+    col_text(s, 4, h->reason, sizeof(h->reason));
+    col_text(s, 5, h->severity, sizeof(h->severity));
+    h->results = col_json(s, 6);
+    col_text(s, 7, h->remediation, sizeof(h->remediation));
+}
+
+struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n)
+{
+    *n = 0;
+    int cap = 16;
+    struct store_health *arr = calloc((size_t)cap, sizeof(*arr));
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT node, time_ms, status, failing_check, reason, severity, results,"
+                           " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
+                           "s", cluster_id);
+    while (arr && s && sqlite3_step(s) == SQLITE_ROW) {
+        if (*n == cap) {
+            struct store_health *na = realloc(arr, (size_t)cap * 2 * sizeof(*arr));
+            if (!na)
+                break;
+            arr = na;
+            cap *= 2;
+        }
+        read_health(s, &arr[(*n)++]);
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
+}
+
+void store_health_free(struct store_health *arr, int n)
+{
+    for (int i = 0; arr && i < n; i++)
+        json_decref(arr[i].results);
+    free(arr);
+}
+
+int store_health_delete(struct store *st, const char *cluster_id)
+{
+    pthread_mutex_lock(&st->lock);
+    int rc = run(st, prep(st, "DELETE FROM node_health WHERE cluster_id=?", "s", cluster_id));
+    if (rc == 0)
+        rc = run(st, prep(st, "DELETE FROM remediations WHERE cluster_id=?", "s", cluster_id));
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_remediation_add(struct store *st, const char *cluster_id, const char *node,
+                          const char *action, const char *check, const char *op_id)
+{
+    pthread_mutex_lock(&st->lock);
+    int rc = run(st, prep(st,
+                          "INSERT INTO remediations (cluster_id, node, time_ms, action, check_name,"
+                          " op_id) VALUES (?,?,?,?,?,?)",
+                          "sslsss", cluster_id, node, mtc_now_ms(), action, check, op_id));
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_remediation_count(struct store *st, const char *cluster_id, const char *node,
+                            int64_t since_ms)
+{
+    int n = -1;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT count(*) FROM remediations WHERE cluster_id=? AND node=?"
+                           " AND time_ms >= ?",
+                           "ssl", cluster_id, node, since_ms);
+    if (s && sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return n;
 }

@@ -86,4 +86,32 @@ int store_token_role(struct store *st, const char *hash, char role[16]);
 json_t *store_token_list(struct store *st);
 int store_token_revoke(struct store *st, const char *id_or_name);
 
+/* Node health: the latest report per node (mtc-agent or a manual report) and
+ * the node's remediation state ("" | "PENDING" | "REMEDIATING" | "FAILED"). */
+struct store_health {
+    char node[64];
+    int64_t time_ms;
+    char status[8];          /* PASS | WARN | FAIL | UNKNOWN */
+    char failing_check[64];  /* first FAIL (else WARN) check, "" when all pass */
+    char reason[256];
+    char severity[16];       /* NONE | RESTART | REBOOT | REIMAGE | REPLACE */
+    json_t *results;         /* the reported results array (owned, may be NULL) */
+    char remediation[16];
+};
+/* Insert or replace the report (keeps the remediation state). */
+int store_health_put(struct store *st, const char *cluster_id, const char *node,
+                     const struct store_health *h);
+int store_health_set_remediation(struct store *st, const char *cluster_id, const char *node,
+                                 const char *state);
+/* Every node's health row; free with store_health_free. */
+struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n);
+void store_health_free(struct store_health *arr, int n);
+/* Forget a deleted cluster's health and remediation history. */
+int store_health_delete(struct store *st, const char *cluster_id);
+/* Remediation history, for escalation and limits. */
+int store_remediation_add(struct store *st, const char *cluster_id, const char *node,
+                          const char *action, const char *check, const char *op_id);
+int store_remediation_count(struct store *st, const char *cluster_id, const char *node,
+                            int64_t since_ms);
+
 #endif

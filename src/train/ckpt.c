@@ -7,7 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <sched.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,23 +19,65 @@
 #define CKPT_FORMAT "mtc-checkpoint"
 #define CKPT_VERSION 1
 
-/* 64-bit FNV-style hash over 8-byte words: cheap enough for GBs, catches
- * truncation and bit rot (not an adversary). */
-static uint64_t hash_words(const void *data, size_t nbytes, uint64_t h)
+/* Streaming 64-bit FNV-style hash over 8-byte words in 4 independent lanes (so
+ * the multiplies pipeline): catches truncation and bit rot, not an adversary.
+ * Streaming so a checkpoint can be verified in chunks without holding it. */
+struct hasher {
+    uint64_t l[4];
+    unsigned char buf[32];
+    size_t nbuf;
+    uint64_t total;
+};
+#define HASH_SEED 0xcbf29ce484222325ull
+
+static void hs_init(struct hasher *hs)
+{
+    hs->l[0] = HASH_SEED;
+    hs->l[1] = HASH_SEED ^ 0x9e3779b97f4a7c15ull;
+    hs->l[2] = HASH_SEED ^ 0xbf58476d1ce4e5b9ull;
+    hs->l[3] = HASH_SEED ^ 0x94d049bb133111ebull;
+    hs->nbuf = 0;
+    hs->total = 0;
+}
+
+static void hs_block(struct hasher *hs, const unsigned char *p)
+{
+    uint64_t w[4];
+    memcpy(w, p, 32);
+    for (int k = 0; k < 4; k++) {
+        hs->l[k] = (hs->l[k] ^ w[k]) * 0x100000001b3ull;
+        hs->l[k] ^= hs->l[k] >> 29;
+    }
+}
+
+static void hs_update(struct hasher *hs, const void *data, size_t n)
 {
     const unsigned char *p = data;
-    size_t nw = nbytes / 8;
-    for (size_t i = 0; i < nw; i++) {
-        uint64_t w;
-        memcpy(&w, p + 8 * i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
+    hs->total += n;
+    if (hs->nbuf) {
+        size_t take = 32 - hs->nbuf < n ? 32 - hs->nbuf : n;
+        memcpy(hs->buf + hs->nbuf, p, take);
+        hs->nbuf += take;
+        p += take;
+        n -= take;
+        if (hs->nbuf < 32)
+            return;
+        hs_block(hs, hs->buf);
+        hs->nbuf = 0;
     }
-    for (size_t i = nw * 8; i < nbytes; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
+    for (; n >= 32; p += 32, n -= 32)
+        hs_block(hs, p);
+    memcpy(hs->buf, p, n);
+    hs->nbuf = n;
+}
+
+static uint64_t hs_final(const struct hasher *hs)
+{
+    uint64_t h = hs->l[0] ^ (hs->l[1] * 3) ^ (hs->l[2] * 5) ^ (hs->l[3] * 7) ^ hs->total;
+    for (size_t i = 0; i < hs->nbuf; i++)
+        h = (h ^ hs->buf[i]) * 0x100000001b3ull;
     return h;
 }
-#define HASH_SEED 0xcbf29ce484222325ull
 
 static int write_all(int fd, const void *buf, size_t n)
 {
@@ -145,15 +187,20 @@ int ckpt_save(const char *dir, const struct model_config *cfg, const float *para
     mtc_rm_rf(tmp);
     if (mkdir(tmp, 0755) < 0)
         return errprintf(err, "checkpoint: cannot create %s: %s", tmp, strerror(errno));
-    uint64_t hp = hash_words(params, nparams * sizeof(float), HASH_SEED), ho = 0;
+    struct hasher hs;
+    hs_init(&hs);
+    hs_update(&hs, params, nparams * sizeof(float));
+    uint64_t hp = hs_final(&hs), ho = 0;
     snprintf(path, sizeof path, "%s/params.bin", tmp);
     const void *pp[2] = {params};
     size_t pl[2] = {nparams * sizeof(float)};
     if (write_file(path, pp, pl, 1, err) < 0)
         goto error;
     if (opt) {
-        ho = hash_words(opt->m, opt->n * sizeof(float), HASH_SEED);
-        ho = hash_words(opt->v, opt->n * sizeof(float), ho);
+        hs_init(&hs);
+        hs_update(&hs, opt->m, opt->n * sizeof(float));
+        hs_update(&hs, opt->v, opt->n * sizeof(float));
+        ho = hs_final(&hs);
         snprintf(path, sizeof path, "%s/optim.bin", tmp);
         const void *op[2] = {opt->m, opt->v};
         size_t ol[2] = {opt->n * sizeof(float), opt->n * sizeof(float)};
@@ -189,16 +236,22 @@ int ckpt_save(const char *dir, const struct model_config *cfg, const float *para
         errprintf(err, "checkpoint: fsync %s: %s", tmp, strerror(errno));
         goto error;
     }
-    // A same-step directory can exist from a run that died before DONE, or when
-    // SIGTERM follows a periodic checkpoint: replace it.
-    if (mtc_path_exists(final) && mtc_rm_rf(final) < 0) {
-        errprintf(err, "checkpoint: cannot replace %s: %s", final, strerror(errno));
-        goto error;
+    // A same-step directory can exist (a run that died before DONE, a re-import):
+    // move it aside first and delete it only once the new one is in place.
+    char old[4200] = "";
+    if (mtc_path_exists(final)) {
+        snprintf(old, sizeof old, "%s/.old-step_%08" PRId64 ".%d", dir, meta->step, (int)getpid());
+        if (rename(final, old) < 0) {
+            errprintf(err, "checkpoint: cannot move %s aside: %s", final, strerror(errno));
+            goto error;
+        }
     }
     if (rename(tmp, final) < 0) {
         errprintf(err, "checkpoint: rename to %s: %s", final, strerror(errno));
         goto error;
     }
+    if (old[0])
+        mtc_rm_rf(old);
     if (fsync_dir(dir) < 0)
         return errprintf(err, "checkpoint: fsync %s: %s", dir, strerror(errno));
     snprintf(path, sizeof path, "%s/DONE", final);
@@ -271,7 +324,8 @@ static int read_exact(const char *path, void *const *bufs, const size_t *lens, i
         return errprintf(err, "checkpoint: %s has %lld bytes, expected %zu (corrupt or truncated)",
                          path, (long long)st.st_size, total);
     }
-    uint64_t h = HASH_SEED;
+    struct hasher hs;
+    hs_init(&hs);
     for (int i = 0; i < nb; i++) {
         char *p = bufs[i];
         size_t left = lens[i];
@@ -287,10 +341,10 @@ static int read_exact(const char *path, void *const *bufs, const size_t *lens, i
             p += r;
             left -= (size_t)r;
         }
-        h = hash_words(bufs[i], lens[i], h);
+        hs_update(&hs, bufs[i], lens[i]);
     }
     close(fd);
-    *hash = h;
+    *hash = hs_final(&hs);
     return 0;
 }
 
@@ -440,6 +494,82 @@ int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err
     return found;
 }
 
+/* Hash a whole file in chunks and compare with meta.json's value. */
+static int verify_file(json_t *o, const char *ckdir, const char *file, const char *key,
+                       size_t want_bytes, mtc_error_t *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", ckdir, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errprintf(err, "checkpoint: cannot open %s: %s", path, strerror(errno));
+    enum { CHUNK = 8 << 20 };
+    char *buf = malloc(CHUNK);
+    if (!buf) {
+        close(fd);
+        return errprintf(err, "out of memory");
+    }
+    struct hasher hs;
+    hs_init(&hs);
+    size_t total = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, CHUNK);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            errprintf(err, "checkpoint: read %s: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        hs_update(&hs, buf, (size_t)r);
+        total += (size_t)r;
+    }
+    free(buf);
+    close(fd);
+    if (total != want_bytes)
+        return errprintf(err, "checkpoint: %s has %zu bytes, expected %zu (corrupt or truncated)",
+                         path, total, want_bytes);
+    return check_hash(o, key, hs_final(&hs), path, err);
+}
+
+int ckpt_verify(const char *ckdir, mtc_error_t *err)
+{
+    json_t *o = read_meta(ckdir, err);
+    if (!o)
+        return -1;
+    size_t n = (size_t)json_integer_value(json_object_get(o, "nparams"));
+    int rc = verify_file(o, ckdir, "params.bin", "params_hash", n * sizeof(float), err);
+    if (rc == 0 && json_is_integer(json_object_get(o, "optimizer")))
+        rc = verify_file(o, ckdir, "optim.bin", "optim_hash", 2 * n * sizeof(float), err);
+    json_decref(o);
+    return rc;
+}
+
+int ckpt_find_latest_valid(const char *dir, char *out, size_t outlen, mtc_error_t *err)
+{
+    int64_t *steps;
+    int n;
+    if (list_steps(dir, &steps, &n) < 0)
+        return errprintf(err, "checkpoint dir %s: %s", dir, strerror(errno));
+    int found = 0;
+    for (int i = 0; i < n && !found; i++) {
+        char ck[4096];
+        snprintf(ck, sizeof ck, "%s/step_%08" PRId64, dir, steps[i]);
+        mtc_error_t e2;
+        if (ckpt_verify(ck, &e2) < 0) {
+            log_msg(LOG_WARNING, "skipping %s", e2.text);
+            continue;
+        }
+        snprintf(out, outlen, "%s", ck);
+        found = 1;
+    }
+    free(steps);
+    return found;
+}
+
 int ckpt_prune(const char *dir, int keep)
 {
     int64_t *steps;
@@ -465,7 +595,8 @@ int ckpt_prune(const char *dir, int keep)
         snprintf(mine, sizeof mine, ".%d", (int)getpid());
         while ((de = readdir(d))) {
             size_t l = strlen(de->d_name), ml = strlen(mine);
-            if (strncmp(de->d_name, ".tmp-step_", 10) != 0)
+            if (strncmp(de->d_name, ".tmp-step_", 10) != 0 &&
+                strncmp(de->d_name, ".old-step_", 10) != 0)
                 continue;
             if (l > ml && strcmp(de->d_name + l - ml, mine) == 0)
                 continue;
@@ -490,7 +621,7 @@ struct ckpt_writer {
     struct ckpt_meta meta;
     int pending, has_opt, quit, failed;
     mtc_error_t err;
-    double write_s, stall_s;
+    double write_s, stall_s, wait_s;
     int count;
     pthread_t thr;
     pthread_mutex_t mu;
@@ -500,12 +631,11 @@ struct ckpt_writer {
 static void *writer_main(void *arg)
 {
     struct ckpt_writer *w = arg;
-    // Idle priority: the writer only takes CPU the step loop leaves. With every
-    // core in the OpenMP team, a normal-priority writer preempts one team thread
-    // and every parallel region then waits at its barrier for that thread
-    // (steps measured 30x slower on 2 cores); idle priority avoids this.
-    struct sched_param sp = {0};
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    // Lowest nice level: the writer mostly takes CPU the step loop leaves. With
+    // every core in the OpenMP team, a normal-priority writer preempts one team
+    // thread and every parallel region then waits at its barrier for it. Nice 19
+    // rather than SCHED_IDLE so that on a loaded machine it still makes progress.
+    setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->pending && !w->quit)
@@ -557,6 +687,8 @@ struct ckpt_writer *ckpt_writer_create(const char *dir, const struct model_confi
                          3 * nparams * sizeof(float) >> 20),
                NULL;
     }
+    // fault the staging pages in now, not inside the first snapshot's stall
+    memset(w->stage, 0, 3 * nparams * sizeof(float));
     w->sopt.n = nparams;
     w->sopt.m = w->stage + nparams;
     w->sopt.v = w->stage + 2 * nparams;
@@ -586,16 +718,30 @@ int ckpt_writer_wait(struct ckpt_writer *w, mtc_error_t *err)
     return failed ? -1 : 0;
 }
 
+/* The snapshot is the whole stall: copy with every thread (memory bandwidth of
+ * one core is well below the socket's). */
+static void par_copy(float *dst, const float *src, size_t n)
+{
+    const size_t chunk = 1u << 18;  // 1 MiB of floats
+    long nchunks = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < nchunks; c++) {
+        size_t lo = (size_t)c * chunk, len = lo + chunk > n ? n - lo : chunk;
+        memcpy(dst + lo, src + lo, len * sizeof(float));
+    }
+}
+
 int ckpt_writer_snapshot(struct ckpt_writer *w, const float *params, const struct opt_state *opt,
                          const struct ckpt_meta *meta, mtc_error_t *err)
 {
     int64_t t0 = mtc_now_ms();
     if (ckpt_writer_wait(w, err) < 0)
         return -1;
-    memcpy(w->stage, params, w->n * sizeof(float));
+    int64_t t1 = mtc_now_ms();
+    par_copy(w->stage, params, w->n);
     if (opt) {
-        memcpy(w->sopt.m, opt->m, w->n * sizeof(float));
-        memcpy(w->sopt.v, opt->v, w->n * sizeof(float));
+        par_copy(w->sopt.m, opt->m, w->n);
+        par_copy(w->sopt.v, opt->v, w->n);
         w->sopt.t = opt->t;
     }
     pthread_mutex_lock(&w->mu);
@@ -604,12 +750,31 @@ int ckpt_writer_snapshot(struct ckpt_writer *w, const float *params, const struc
     w->meta.train = meta->train ? json_deep_copy(meta->train) : NULL;
     w->pending = 1;
     w->stall_s += (double)(mtc_now_ms() - t0) / 1000.0;
+    w->wait_s += (double)(t1 - t0) / 1000.0;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return 0;
 }
 
-void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s, int *count)
+int ckpt_writer_save_sync(struct ckpt_writer *w, const float *params, const struct opt_state *opt,
+                          const struct ckpt_meta *meta, mtc_error_t *err)
+{
+    if (ckpt_writer_wait(w, err) < 0)
+        return -1;
+    // on the caller's thread: full priority, and no staging copy is needed
+    int64_t t0 = mtc_now_ms();
+    int rc = ckpt_save(w->dir, &w->cfg, params, w->n, opt, meta, err);
+    if (rc == 0)
+        ckpt_prune(w->dir, w->keep);
+    pthread_mutex_lock(&w->mu);
+    w->write_s += (double)(mtc_now_ms() - t0) / 1000.0;
+    w->count++;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s,
+                       double *wait_s, int *count)
 {
     struct ckpt_writer *mw = (struct ckpt_writer *)w;
     pthread_mutex_lock(&mw->mu);
@@ -617,6 +782,8 @@ void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *sta
         *write_s = w->write_s;
     if (stall_s)
         *stall_s = w->stall_s;
+    if (wait_s)
+        *wait_s = w->wait_s;
     if (count)
         *count = w->count;
     pthread_mutex_unlock(&mw->mu);

@@ -32,7 +32,9 @@ int tok_encode(const struct tok *t, const char *text, size_t len, int32_t **ids,
  * skipped. NULL only on allocation failure. */
 char *tok_decode(const struct tok *t, const int32_t *ids, size_t n);
 /* Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on corpus with vocab_size ids
- * (256 bytes + merges + "<|endoftext|>" as the last id) and write a HF tokenizer.json. */
+ * (256 bytes + merges + "<|endoftext|>" as the last id) and write a HF tokenizer.json.
+ * Deterministic. When the corpus runs out of pairs the vocabulary comes out smaller (EOT still
+ * last): read tok_vocab_size of the result. 0, or -1 with err. */
 int tok_train(const char *corpus, size_t len, int vocab_size, const char *out_json,
               mtc_error_t *err);
 
@@ -73,7 +75,8 @@ struct loader *loader_create(const char *dir, const char *split, int B, int T, i
 /* Fill x (B,T) inputs and y (B,T) targets (next tokens) for this rank and advance. 0/-1. */
 int loader_next(struct loader *l, int32_t *x, int32_t *y, mtc_error_t *err);
 void loader_get_pos(const struct loader *l, struct loader_pos *pos);
-/* Continue exactly from pos (from loader_get_pos of a loader with the same arguments). 0/-1. */
+/* Continue exactly from pos (from loader_get_pos of a loader created with the same dir, split,
+ * B, T, nranks, seed and shuffle; each rank restores its own pos). 0/-1 with err. */
 int loader_set_pos(struct loader *l, const struct loader_pos *pos, mtc_error_t *err);
 /* Global batches per epoch (over all shards); tokens in all shards. */
 uint64_t loader_batches_per_epoch(const struct loader *l);

@@ -48,10 +48,9 @@ int dist_size(void)
     return g_size;
 }
 
-/* Buckets bound the size of one MPI message (int counts) and let the library
- * pipeline; overlapping with backward is not done: on CPU the backward already
- * uses every core and the all-reduce of a 124M model over shared memory is a
- * few percent of a step (see docs/trainer-usage.md). */
+/* Buckets bound the size of one MPI message (int counts). Overlapping with the
+ * backward is not done: on CPU the backward keeps every core busy, and the
+ * all-reduce's progress would take one from it (see docs/trainer-usage.md). */
 #define BUCKET (16u << 20)
 
 int dist_allreduce_sum(float *x, size_t n)
@@ -93,6 +92,12 @@ int dist_gather(const void *in, void *out, size_t nbytes)
                    MPI_SUCCESS
                ? 0
                : -1;
+}
+
+void dist_abort(int code)
+{
+    if (g_mpi)
+        MPI_Abort(MPI_COMM_WORLD, code);
 }
 
 void dist_barrier(void)

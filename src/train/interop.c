@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,14 +168,64 @@ static int to_f32(const struct st_tensor *t, float *out, size_t n, mtc_error_t *
     return 0;
 }
 
+char *interop_config_diff(const struct model_config *got, const struct model_config *want,
+                          char *buf, size_t len)
+{
+    static const char *const fam[] = {"gpt2", "llama"};
+    static const struct {
+        const char *name;
+        size_t off;
+    } ints[] = {
+        {"vocab_size", offsetof(struct model_config, vocab_size)},
+        {"padded_vocab", offsetof(struct model_config, padded_vocab)},
+        {"max_seq", offsetof(struct model_config, max_seq)},
+        {"n_layer", offsetof(struct model_config, n_layer)},
+        {"n_head", offsetof(struct model_config, n_head)},
+        {"n_kv_head", offsetof(struct model_config, n_kv_head)},
+        {"d_model", offsetof(struct model_config, d_model)},
+        {"d_ff", offsetof(struct model_config, d_ff)},
+        {"rope_orig_max", offsetof(struct model_config, rope_orig_max)},
+        {"tied", offsetof(struct model_config, tied)},
+    };
+    static const struct {
+        const char *name;
+        size_t off;
+    } floats[] = {
+        {"norm_eps", offsetof(struct model_config, norm_eps)},
+        {"rope_theta", offsetof(struct model_config, rope_theta)},
+        {"rope_factor", offsetof(struct model_config, rope_factor)},
+        {"rope_low_freq", offsetof(struct model_config, rope_low_freq)},
+        {"rope_high_freq", offsetof(struct model_config, rope_high_freq)},
+    };
+    size_t o = 0;
+    buf[0] = 0;
+    if (got->family != want->family)
+        o += (size_t)snprintf(buf + o, len - o, "family %s vs %s", fam[got->family & 1],
+                              fam[want->family & 1]);
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && o < len; i++) {
+        int a = *(const int *)((const char *)got + ints[i].off);
+        int b = *(const int *)((const char *)want + ints[i].off);
+        if (a != b)
+            o += (size_t)snprintf(buf + o, len - o, "%s%s %d vs %d", o ? ", " : "", ints[i].name,
+                                  a, b);
+    }
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0] && o < len; i++) {
+        float a = *(const float *)((const char *)got + floats[i].off);
+        float b = *(const float *)((const char *)want + floats[i].off);
+        if (a != b)
+            o += (size_t)snprintf(buf + o, len - o, "%s%s %g vs %g", o ? ", " : "",
+                                  floats[i].name, (double)a, (double)b);
+    }
+    return buf;
+}
+
 static int check_want(const struct model_config *got, const struct model_config *want,
                       const char *what, mtc_error_t *err)
 {
+    char d[160];
     if (want && !model_config_equal(got, want))
-        return errprintf(err, "%s does not match the requested model (d_model %d vs %d, layers %d "
-                              "vs %d, heads %d vs %d, vocab %d vs %d)",
-                         what, got->d_model, want->d_model, got->n_layer, want->n_layer,
-                         got->n_head, want->n_head, got->vocab_size, want->vocab_size);
+        return errprintf(err, "%s does not match the requested model (%s)", what,
+                         interop_config_diff(got, want, d, sizeof d));
     return 0;
 }
 

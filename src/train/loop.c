@@ -227,6 +227,7 @@ struct run {
     int32_t *x, *y;
     int rank, nranks, accum;
     int64_t step;
+    int64_t ckpt_step;  // step of the newest checkpoint of this run (-1 none)
     double tokens_seen;
     float last_loss;
 };
@@ -249,16 +250,18 @@ static void fill_meta(struct run *r, struct ckpt_meta *meta, json_t *train)
 /* Checkpoint the current state (all ranks call; rank 0 writes). sync waits for the disk. */
 static int checkpoint(struct run *r, int sync, mtc_error_t *err)
 {
-    if (!r->a.ckpt_dir)
+    // a step's state is deterministic: one already checkpointed (periodic, then
+    // SIGTERM or the end at the same step) is not rewritten
+    if (!r->a.ckpt_dir || r->ckpt_step == r->step)
         return 0;
+    r->ckpt_step = r->step;
     static struct ckpt_meta meta;  // large (per-rank positions); one checkpoint at a time
     json_t *train = args_json(&r->a);
     fill_meta(r, &meta, train);
     int rc = 0;
     if (r->rank == 0) {
-        rc = ckpt_writer_snapshot(r->cw, model_params(r->m), &r->opt, &meta, err);
-        if (rc == 0 && sync)
-            rc = ckpt_writer_wait(r->cw, err);
+        rc = sync ? ckpt_writer_save_sync(r->cw, model_params(r->m), &r->opt, &meta, err)
+                  : ckpt_writer_snapshot(r->cw, model_params(r->m), &r->opt, &meta, err);
     }
     json_decref(train);
     return rc;
@@ -278,6 +281,10 @@ static float evaluate(struct run *r, mtc_error_t *err)
     }
     sum /= r->a.eval_batches;
     dist_allreduce_sum_d(&sum, 1);
+    if (!isfinite(sum)) {
+        errprintf(err, "validation loss is not finite at step %" PRId64, r->step);
+        return NAN;
+    }
     return (float)(sum / r->nranks);
 }
 
@@ -303,7 +310,7 @@ static int setup(struct run *r, mtc_error_t *err)
         char meta[4200];
         snprintf(meta, sizeof meta, "%s/meta.json", a->resume);
         if (strcmp(a->resume, "auto") == 0) {
-            if (ckpt_find_latest(a->ckpt_dir, resume, sizeof resume, err) < 0)
+            if (ckpt_find_latest_valid(a->ckpt_dir, resume, sizeof resume, err) < 0)
                 snprintf(resume, sizeof resume, "!%s", err->text);
         } else if (mtc_path_exists(meta)) {
             snprintf(resume, sizeof resume, "%s", a->resume);
@@ -323,11 +330,10 @@ static int setup(struct run *r, mtc_error_t *err)
     if (resume[0]) {
         if (ckpt_read_config(resume, &r->cfg, err) < 0)
             return -1;
-        if ((a->model || a->config) && !model_config_equal(&want, &r->cfg))
-            return errprintf(err, "--resume %s: checkpoint model shape differs from --model/--config "
-                                  "(d_model %d vs %d, layers %d vs %d, vocab %d vs %d)",
-                             resume, r->cfg.d_model, want.d_model, r->cfg.n_layer, want.n_layer,
-                             r->cfg.vocab_size, want.vocab_size);
+        char d[160];
+        if ((a->model || a->config) && !model_config_equal(&r->cfg, &want))
+            return errprintf(err, "--resume %s: the checkpoint's model differs from --model/--config (%s)",
+                             resume, interop_config_diff(&r->cfg, &want, d, sizeof d));
     }
     if (a->seq <= 0)
         a->seq = r->cfg.max_seq < 128 ? r->cfg.max_seq : 128;
@@ -381,10 +387,25 @@ static int setup(struct run *r, mtc_error_t *err)
     r->oc.grad_clip = (float)a->clip;
 
     r->step = 0;
+    r->ckpt_step = -1;
     if (resume[0]) {
         static struct ckpt_meta meta;
         if (ckpt_load(resume, model_params(r->m), model_nparams(r->m), &r->opt, &meta, err) < 0)
             return -1;
+        // the loader position counts batches of micro x ranks windows of seq
+        // tokens: another shape would resume on other data
+        static const char *const shape_keys[] = {"micro_batch", "seq", "batch"};
+        int cur[] = {a->micro, a->seq, a->batch};
+        for (int k = 0; k < 3; k++) {
+            json_t *v = json_object_get(meta.train, shape_keys[k]);
+            if (json_is_integer(v) && json_integer_value(v) != cur[k]) {
+                errprintf(err, "checkpoint %s was trained with %s %lld, this run has %d "
+                               "(exact resume needs the same --batch/--micro-batch/--seq)",
+                          resume, shape_keys[k], (long long)json_integer_value(v), cur[k]);
+                json_decref(meta.train);
+                return -1;
+            }
+        }
         json_decref(meta.train);
         if (meta.nranks != r->nranks)
             return errprintf(err, "checkpoint %s was written by %d ranks, this run has %d "
@@ -392,7 +413,7 @@ static int setup(struct run *r, mtc_error_t *err)
                              resume, meta.nranks, r->nranks);
         if (loader_set_pos(r->tl, &meta.loader[r->rank], err) < 0)
             return -1;
-        r->step = meta.step;
+        r->step = r->ckpt_step = meta.step;
         r->tokens_seen = meta.tokens_seen;
         r->last_loss = meta.last_loss;
         if (r->rank == 0)
@@ -506,10 +527,11 @@ static int run_loop(struct run *r, mtc_error_t *err)
                              r->step == first + 1)) {
             char b1[32], b2[32];
             double per = (t - t_start) / (double)(r->step - first);
-            fprintf(stderr, "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
+            fprintf(stdout, "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
                     r->step, a->steps, loss, lr, fmt_int(tps, b1, sizeof b1), mfu * 100,
                     fmt_dur(per * (double)(a->steps - r->step), b2, sizeof b2));
             last_logged = r->step;
+            fflush(stdout);
         }
         // every rank must see the signal to checkpoint together
         double stop = g_stop ? 1 : 0;
@@ -529,21 +551,24 @@ static int run_loop(struct run *r, mtc_error_t *err)
     }
     // the async checkpoints' stall so far, then the final one written synchronously:
     // the two figures bench/train_ckpt.sh compares
-    double ws0 = 0, ss0 = 0;
+    double ws0 = 0, ss0 = 0, wt0 = 0;
     int n0 = 0;
     if (r->rank == 0 && r->cw && ckpt_writer_wait(r->cw, err) == 0)
-        ckpt_writer_stats(r->cw, &ws0, &ss0, &n0);
+        ckpt_writer_stats(r->cw, &ws0, &ss0, &wt0, &n0);
     double t0 = now_s();
     if (checkpoint(r, 1, err) < 0)
         return -1;
     double sync_s = now_s() - t0;
-    if (r->rank == 0 && r->cw) {
-        double mb = 3.0 * (double)model_nparams(r->m) * sizeof(float) / 1e6;
+    if (r->rank == 0)
         fprintf(stderr, "mtc-train: done, %" PRId64 " steps, final loss %.4f\n", r->step,
                 r->last_loss);
-        fprintf(stderr, "mtc-train: checkpoints: %d async, stall %.4f s each (%.2f s written in "
-                        "the background); final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
-                n0, n0 ? ss0 / n0 : 0.0, ws0, sync_s, mb, mb / (sync_s > 0 ? sync_s : 1e-9));
+    if (r->rank == 0 && r->cw && n0 > 0) {
+        double mb = 3.0 * (double)model_nparams(r->m) * sizeof(float) / 1e6;
+        fprintf(stderr, "mtc-train: checkpoints: %d async, stall %.4f s each (snapshot copy %.4f s, "
+                        "waiting for the previous write %.4f s; %.2f s written in the background); "
+                        "final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
+                n0, ss0 / n0, (ss0 - wt0) / n0, wt0 / n0, ws0, sync_s, mb,
+                mb / (sync_s > 0 ? sync_s : 1e-9));
     }
     return 0;
 }
@@ -585,8 +610,14 @@ int train_main(int argc, char **argv)
         rc = -1;
         snprintf(err.text, sizeof err.text, "set-up failed on another rank");
     }
-    if (rc == 0)
+    if (rc == 0) {
         rc = run_loop(&r, &err);
+        // the other ranks may be inside a collective waiting for this one
+        if (rc < 0 && dist_size() > 1) {
+            fprintf(stderr, "mtc-train: rank %d: %s\n", dist_rank(), err.text);
+            dist_abort(1);
+        }
+    }
     if (rc < 0)
         fprintf(stderr, "mtc-train: %s\n", err.text);
     teardown(&r);

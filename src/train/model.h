@@ -67,7 +67,11 @@ struct model_tensor {
 };
 
 struct model;
-/* Allocates parameters (zero) and gradients (zero). NULL with err on a bad config or ENOMEM. */
+/* Allocates parameters (zero) and gradients (zero). NULL with err on a bad config or ENOMEM.
+ * Threads: OMP_NUM_THREADS sets them all. Matmuls are OpenMP blocks of single-threaded
+ * cblas_sgemm calls (the kernels call openblas_set_num_threads(1) once, so OpenBLAS's own
+ * pool never competes with the OpenMP loops). Results are bitwise reproducible for a
+ * fixed thread count. */
 struct model *model_create(const struct model_config *cfg, mtc_error_t *err);
 void model_destroy(struct model *m);
 const struct model_config *model_cfg(const struct model *m);

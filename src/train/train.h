@@ -78,6 +78,8 @@ int dist_bcast(void *buf, size_t nbytes);
 /* Gather nbytes from each rank into out (dist_size()*nbytes) on rank 0. */
 int dist_gather(const void *in, void *out, size_t nbytes);
 void dist_barrier(void);
+/* After an error on this rank: end every rank (they may wait in a collective). */
+void dist_abort(int code);
 
 /* ---- checkpoints (ckpt.c) ---- */
 
@@ -107,6 +109,13 @@ int ckpt_load(const char *ckdir, float *params, size_t nparams, struct opt_state
 /* Newest complete (DONE, valid meta) step_ directory under dir into out.
  * Returns 1 found, 0 none, -1 error. Incomplete ones are skipped with a log line. */
 int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err);
+/* Read a checkpoint's files and check sizes and checksums (chunked; no model
+ * needed). 0, or -1 with err naming the bad file. */
+int ckpt_verify(const char *ckdir, mtc_error_t *err);
+/* Like ckpt_find_latest, but also skips (with a warning) checkpoints that fail
+ * ckpt_verify: what --resume auto uses, so a corrupted newest checkpoint falls
+ * back to the previous one. */
+int ckpt_find_latest_valid(const char *dir, char *out, size_t outlen, mtc_error_t *err);
 /* Delete all but the newest `keep` complete checkpoints and stale temporaries. */
 int ckpt_prune(const char *dir, int keep);
 
@@ -118,10 +127,17 @@ struct ckpt_writer *ckpt_writer_create(const char *dir, const struct model_confi
                                        size_t nparams, int keep, mtc_error_t *err);
 int ckpt_writer_snapshot(struct ckpt_writer *w, const float *params, const struct opt_state *opt,
                          const struct ckpt_meta *meta, mtc_error_t *err);
+/* Synchronous checkpoint through the same directory/keep policy: waits for a
+ * pending write, then writes params/opt on the calling thread. 0/-1. */
+int ckpt_writer_save_sync(struct ckpt_writer *w, const float *params, const struct opt_state *opt,
+                          const struct ckpt_meta *meta, mtc_error_t *err);
 /* Wait until the pending write (if any) is on disk. Returns -1 if it failed. */
 int ckpt_writer_wait(struct ckpt_writer *w, mtc_error_t *err);
-/* Seconds spent by the thread writing, and by callers in snapshot (stall). */
-void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s, int *count);
+/* Seconds spent writing (thread and sync saves), by callers in snapshot (stall),
+ * and the part of the stall spent waiting for the previous write; writes done.
+ * Any pointer may be NULL. */
+void ckpt_writer_stats(const struct ckpt_writer *w, double *write_s, double *stall_s,
+                       double *wait_s, int *count);
 void ckpt_writer_destroy(struct ckpt_writer *w);
 
 /* ---- metrics (metrics.c) ---- */
@@ -153,6 +169,11 @@ struct model *interop_load_checkpoint(const char *arg, char *dir, size_t dlen, m
 /* Load weights into m from a checkpoint (dir or root), an HF dir (config.json +
  * model.safetensors) or an llm.c model file; shapes must match m (for --init). */
 int interop_load_weights(struct model *m, const char *path, mtc_error_t *err);
+
+/* Human text naming the fields where got and want differ ("family gpt2 vs llama,
+ * n_layer 2 vs 4") into buf; returns buf. */
+char *interop_config_diff(const struct model_config *got, const struct model_config *want,
+                          char *buf, size_t len);
 
 /* ---- sampling (sample.c) ---- */
 

@@ -13,74 +13,74 @@ check "socket is mode 0600" test "$(stat -c %a "$MTC_HOME/mtcd.sock")" = 600
 check "log file written" test -s "$MTC_HOME/log/mtcd.log"
 check "a second mtcd on the same home refuses" bash -c "! mtcd --home '$MTC_HOME' --daemon 2>/dev/null"
 
-body=$(api GET /healthz)
+api GET /healthz; body=$BODY
 check "healthz ok over the socket" test "$HTTP_STATUS" = 200
-check "healthz reports schema version" grep -q '"schemaVersion":1' <<<"$body"
+check "healthz reports schema version" grep -q '"schemaVersion":2' <<<"$body"
 
 tcp() { # tcp TOKEN METHOD PATH [BODY]
     local out
     out=$(curl -s -X "$2" -w '\n%{http_code}' ${1:+-H "Authorization: Bearer $1"} \
         -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
     HTTP_STATUS=${out##*$'\n'}
-    printf '%s' "${out%$'\n'*}"
+    BODY=${out%$'\n'*}
 }
-body=$(tcp "" GET $CLUSTERS)
+tcp "" GET $CLUSTERS; body=$BODY
 check "TCP without a token: 401" test "$HTTP_STATUS" = 401
 check "401 is UNAUTHENTICATED" grep -q '"status":"UNAUTHENTICATED"' <<<"$body"
-tcp "mtc_bogus" GET /healthz >/dev/null
+tcp "mtc_bogus" GET /healthz
 check "TCP with an unknown token: 401" test "$HTTP_STATUS" = 401
 
 VIEWER=$(mtc --home "$MTC_HOME" token create --name ci-viewer --role viewer | head -1)
 EDITOR=$(mtc --home "$MTC_HOME" token create --name ci-editor --role editor | head -1)
 check "tokens created" test -n "$VIEWER" -a -n "$EDITOR"
 check "token hash stored, not the token" bash -c "! grep -qF '$VIEWER' '$MTC_HOME/mtcd.db'"
-tcp "$VIEWER" GET $CLUSTERS >/dev/null
+tcp "$VIEWER" GET $CLUSTERS
 check "viewer may list: 200" test "$HTTP_STATUS" = 200
-body=$(tcp "$VIEWER" POST "$CLUSTERS?modelDevelopmentClusterId=v1" '{}')
+tcp "$VIEWER" POST "$CLUSTERS?modelDevelopmentClusterId=v1" '{}'; body=$BODY
 check "viewer may not create: 403" test "$HTTP_STATUS" = 403
 check "403 is PERMISSION_DENIED" grep -q PERMISSION_DENIED <<<"$body"
-tcp "$EDITOR" GET /v1/tokens >/dev/null
+tcp "$EDITOR" GET /v1/tokens
 check "editor may not list tokens: 403" test "$HTTP_STATUS" = 403
 check "mtc token list shows both" bash -c "mtc --home '$MTC_HOME' token list | grep -q ci-editor"
 mtc --home "$MTC_HOME" token revoke ci-viewer >/dev/null
-tcp "$VIEWER" GET $CLUSTERS >/dev/null
+tcp "$VIEWER" GET $CLUSTERS
 check "revoked token: 401" test "$HTTP_STATUS" = 401
 body=$(MTC_URL=http://127.0.0.1:$PORT MTC_TOKEN=$EDITOR mtc cluster list 2>&1)
 check "CLI over TCP with a token" grep -q "^ID" <<<"$body"
 
-body=$(api POST "$CLUSTERS?modelDevelopmentClusterId=demo" '{"nodePools": [')
+api POST "$CLUSTERS?modelDevelopmentClusterId=demo" '{"nodePools": ['; body=$BODY
 check "malformed JSON: 400" test "$HTTP_STATUS" = 400
 check "malformed JSON: INVALID_ARGUMENT with a reason" grep -q '"status":"INVALID_ARGUMENT","message":"malformed JSON\|"message":"malformed JSON' <<<"$body"
-body=$(api POST "$CLUSTERS?modelDevelopmentClusterId=demo" '{"nodePools":[], "bogusField": 1}')
+api POST "$CLUSTERS?modelDevelopmentClusterId=demo" '{"nodePools":[], "bogusField": 1}'; body=$BODY
 check "unknown field: 400" test "$HTTP_STATUS" = 400
 check "unknown field named" grep -q 'bogusField' <<<"$body"
 big=$(head -c 1100000 /dev/zero | tr '\0' 'a')
 body=$(printf '{"displayName":"%s"}' "$big" | curl -s --unix-socket "$MTC_HOME/mtcd.sock" -w '\n%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @- "http://localhost$CLUSTERS?modelDevelopmentClusterId=big")
 check "body over 1 MiB: 413" test "${body##*$'\n'}" = 413
-body=$(api POST "$CLUSTERS?modelDevelopmentClusterId=Bad_Id" "$(cat "$ROOT/examples/local-2node.json")")
+api POST "$CLUSTERS?modelDevelopmentClusterId=Bad_Id" "$(cat "$ROOT/examples/local-2node.json")"; body=$BODY
 check "bad cluster id: 400" test "$HTTP_STATUS" = 400
 check "bad cluster id named" grep -q 'Bad_Id' <<<"$body"
-api POST "$CLUSTERS?modelDevelopmentClusterId=toolongclusterid" "$(cat "$ROOT/examples/local-2node.json")" >/dev/null
+api POST "$CLUSTERS?modelDevelopmentClusterId=toolongclusterid" "$(cat "$ROOT/examples/local-2node.json")"
 check "11-char id: 400" test "$HTTP_STATUS" = 400
-api POST "$CLUSTERS" "$(cat "$ROOT/examples/local-2node.json")" >/dev/null
+api POST "$CLUSTERS" "$(cat "$ROOT/examples/local-2node.json")"
 check "missing id: 400" test "$HTTP_STATUS" = 400
-api GET "/v1beta1/projects/BAD/locations/local/modelDevelopmentClusters" >/dev/null
+api GET "/v1beta1/projects/BAD/locations/local/modelDevelopmentClusters"
 check "bad project: 400" test "$HTTP_STATUS" = 400
-api GET "$CLUSTERS/nosuch" >/dev/null
+api GET "$CLUSTERS/nosuch"
 check "unknown cluster: 404" test "$HTTP_STATUS" = 404
-body=$(api GET "/v1/projects/local/locations/local/operations/op-0000")
+api GET "/v1/projects/local/locations/local/operations/op-0000"; body=$BODY
 check "unknown operation: 404 NOT_FOUND" grep -q NOT_FOUND <<<"$body"
-api GET "/v2/whatever" >/dev/null
+api GET "/v2/whatever"
 check "unknown path: 404" test "$HTTP_STATUS" = 404
-api PUT "$CLUSTERS/x" '{}' >/dev/null
+api PUT "$CLUSTERS/x" '{}'
 check "wrong method: 405" test "$HTTP_STATUS" = 405
-api GET "$CLUSTERS?pageSize=abc" >/dev/null
+api GET "$CLUSTERS?pageSize=abc"
 check "bad pageSize: 400" test "$HTTP_STATUS" = 400
 
 bad=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); s["nodePools"][0]["scalingSpec"]={"minNodeCount":3,"maxNodeCount":2}; print(json.dumps(s))' "$ROOT/examples/local-2node.json")
-body=$(api POST "$CLUSTERS?modelDevelopmentClusterId=demo" "$bad")
+api POST "$CLUSTERS?modelDevelopmentClusterId=demo" "$bad"; body=$BODY
 check "min > max rejected" test "$HTTP_STATUS" = 400
-body=$(api GET $CLUSTERS)
+api GET $CLUSTERS; body=$BODY
 check "a rejected create stores nothing" test "$body" = '{"modelDevelopmentClusters":[]}'
 out=$(mtc --home "$MTC_HOME" cluster create -f /dev/stdin --id demo <<<"$bad" 2>&1)
 rc=$?

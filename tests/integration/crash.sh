@@ -7,6 +7,8 @@
 t_extra_cleanup() { delete_all_clusters; }
 M() { mtc --home "$MTC_HOME" "$@"; }
 count() { pids_under "$MTC_HOME/clusters/$1" | wc -l; }
+# long-running daemons only (not a health check or prolog running just now)
+daemons() { daemon_pids "$MTC_HOME/clusters/$1" "(munged|slurmctld|slurmd|mtc-agent run) " | wc -l; }
 
 check "mtcd starts" start_mtcd
 op=$(M cluster create -f "$ROOT/examples/local-2node.json" --id crash --no-wait --json |
@@ -20,15 +22,15 @@ out=$(M operations wait "$op" --timeout 120 2>&1)
 diag "$out"
 check "the create operation finishes after the restart" grep -q "DONE" <<<"$out"
 check "cluster RUNNING" bash -c "mtc --home '$MTC_HOME' cluster list | grep -qE '^crash +RUNNING'"
-n=$(count crash)
-check "one munged + slurmctld + 2 slurmd, no duplicates ($n)" test "$n" -eq 4
+n=$(daemons crash)
+check "one munged + slurmctld + 2 slurmd + 2 mtc-agent, no duplicates ($n)" test "$n" -eq 6
 (eval "$(M env crash)"; timeout 60 srun -N2 true)
 check "jobs run after recovery" test $? -eq 0
 
 kill -9 "$MTCD_PID"
 check "mtcd restarts again" start_mtcd
 sleep 2
-check "adoption does not double-start daemons" test "$(count crash)" -eq 4
+check "adoption does not double-start daemons" test "$(daemons crash)" -eq 6
 
 op=$(M cluster delete crash --no-wait --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
 kill -9 "$MTCD_PID"

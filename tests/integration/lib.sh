@@ -55,13 +55,13 @@ start_mtcd() {
     MTCD_PID=$(cat "$MTC_HOME/mtcd.pid")
     track_pid "$MTCD_PID"
 }
-# API call over the unix socket: api METHOD PATH [BODY] → prints body, sets HTTP_STATUS.
+# API call over the unix socket: api METHOD PATH [BODY] → sets BODY and HTTP_STATUS.
 api() {
     local out
     out=$(curl -s --unix-socket "$MTC_HOME/mtcd.sock" -X "$1" -w '\n%{http_code}' \
         -H 'Content-Type: application/json' ${3:+--data-binary "$3"} "http://localhost$2")
     HTTP_STATUS=${out##*$'\n'}
-    printf '%s' "${out%$'\n'*}"
+    BODY=${out%$'\n'*}
 }
 CLUSTERS=/v1beta1/projects/local/locations/local/modelDevelopmentClusters
 # Delete every cluster this test's mtcd knows, then stop mtcd (used in cleanup).

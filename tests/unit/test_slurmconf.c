@@ -34,21 +34,43 @@ int main(void)
 {
     json_t *spec = spec_of(
         "{\"nodePools\":[{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
-        "\"scalingSpec\":{\"minNodeCount\":2}},{\"id\":\"cpu\",\"machineSpec\":{\"machineType\":\"n2-standard-4\"}},"
+        "\"scalingSpec\":{\"minNodeCount\":2}},{\"id\":\"cpu\",\"machineSpec\":{\"machineType\":"
+        "\"n2-standard-4\"}},"
         "{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"local\"}}],"
         "\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\",\"partitions\":["
-        "{\"id\":\"a3m\",\"nodePoolIds\":[\"gpu\"],\"config\":{\"MaxTime\":\"01:00:00\",\"OverSubscribe\":\"EXCLUSIVE\"}},"
-        "{\"id\":\"all\",\"nodePoolIds\":[\"gpu\",\"cpu\"],\"config\":{\"state\":\"DOWN\"}}],\"defaultPartitionId\":\"a3m\","
-        "\"nodeSets\":[{\"nodePoolId\":\"gpu\",\"config\":{\"Features\":\"h100,mega\",\"Weight\":\"5\",\"RealMemory\":\"1000\"}}],"
-        "\"scheduling\":{\"preemptType\":\"preempt/partition_prio\",\"preemptMode\":\"REQUEUE\",\"priorityWeightAge\":100}}}}");
+        "{\"id\":\"a3m\",\"nodePoolIds\":[\"gpu\"],\"config\":{\"MaxTime\":\"01:00:00\","
+        "\"OverSubscribe\":\"EXCLUSIVE\"}},"
+        "{\"id\":\"all\",\"nodePoolIds\":[\"gpu\",\"cpu\"],\"config\":{\"state\":\"DOWN\"}}],"
+        "\"defaultPartitionId\":\"a3m\","
+        "\"nodeSets\":[{\"nodePoolId\":\"gpu\",\"config\":{\"Features\":\"h100,mega\",\"Weight\":"
+        "\"5\",\"RealMemory\":\"1000\"}}],"
+        "\"scheduling\":{\"preemptType\":\"preempt/"
+        "partition_prio\",\"preemptMode\":\"REQUEUE\",\"priorityWeightAge\":100}}}}");
     CHECK(spec != NULL, "spec normalized");
     struct slurm_node nodes[3] = {
-        {.name = "c1-gpu-0", .pool = "gpu", .port = 21001, .cpus = 2, .memory_mb = 4000, .gres_type = "h100", .gpus = 8},
-        {.name = "c1-gpu-1", .pool = "gpu", .port = 21002, .cpus = 2, .memory_mb = 4000, .gres_type = "h100", .gpus = 8},
+        {.name = "c1-gpu-0",
+         .pool = "gpu",
+         .port = 21001,
+         .cpus = 2,
+         .memory_mb = 4000,
+         .gres_type = "h100",
+         .gpus = 8},
+        {.name = "c1-gpu-1",
+         .pool = "gpu",
+         .port = 21002,
+         .cpus = 2,
+         .memory_mb = 4000,
+         .gres_type = "h100",
+         .gpus = 8},
         {.name = "c1-cpu-0", .pool = "cpu", .port = 21003, .cpus = 2, .memory_mb = 3000},
     };
-    struct slurm_layout l = {.cluster = "c1", .dir = "/tmp/mtc/clusters/c1", .hostname = "host1",
-                             .ctld_port = 21000, .slurmd_port = 21001, .nodes = nodes, .nnodes = 3,
+    struct slurm_layout l = {.cluster = "c1",
+                             .dir = "/tmp/mtc/clusters/c1",
+                             .hostname = "host1",
+                             .ctld_port = 21000,
+                             .slurmd_port = 21001,
+                             .nodes = nodes,
+                             .nnodes = 3,
                              .fake_gpus = 1};
     mtc_error_t err = {{0}};
     char *conf = slurm_conf_render(spec, &l, &err);
@@ -62,8 +84,10 @@ int main(void)
     CHECK(has_line(conf, "AuthInfo=socket=/tmp/mtc/clusters/c1/munge/socket"), "own munge socket");
     CHECK(has_line(conf, "StateSaveLocation=/tmp/mtc/clusters/c1/state"), "StateSaveLocation");
     CHECK(has_line(conf, "SlurmdSpoolDir=/tmp/mtc/clusters/c1/spool/%n"), "per-node spool (%%n)");
-    CHECK(has_line(conf, "SlurmdPidFile=/tmp/mtc/clusters/c1/run/slurm/slurmd-%n.pid"), "per-node pid file");
+    CHECK(has_line(conf, "SlurmdPidFile=/tmp/mtc/clusters/c1/run/slurm/slurmd-%n.pid"),
+          "per-node pid file");
     CHECK(has_line(conf, "ReturnToService=2"), "ReturnToService=2");
+    CHECK(has_line(conf, "TmpFS=/tmp/mtc/clusters/c1/tmp/%n"), "per-node TmpFS (PMIx dirs)");
     CHECK(has_line(conf, "SlurmUser=root"), "SlurmUser=root");
     CHECK(has_line(conf,
                    "NodeName=c1-gpu-0 NodeHostname=host1 NodeAddr=127.0.0.1 Port=21001 CPUs=2 "
@@ -73,21 +97,25 @@ int main(void)
                    "NodeName=c1-gpu-1 NodeHostname=host1 NodeAddr=127.0.0.1 Port=21002 CPUs=2 "
                    "RealMemory=1000 Gres=gpu:h100:8 Features=h100,mega Weight=5"),
           "second gpu node on its own port");
-    CHECK(has_line(conf, "NodeName=c1-cpu-0 NodeHostname=host1 NodeAddr=127.0.0.1 Port=21003 CPUs=2 RealMemory=3000"),
+    CHECK(has_line(conf, "NodeName=c1-cpu-0 NodeHostname=host1 NodeAddr=127.0.0.1 Port=21003 "
+                         "CPUs=2 RealMemory=3000"),
           "cpu node without Gres");
-    CHECK(has_line(conf, "PartitionName=a3m Nodes=c1-gpu-0,c1-gpu-1 Default=YES MaxTime=01:00:00 OverSubscribe=EXCLUSIVE State=UP"),
+    CHECK(has_line(conf, "PartitionName=a3m Nodes=c1-gpu-0,c1-gpu-1 Default=YES MaxTime=01:00:00 "
+                         "OverSubscribe=EXCLUSIVE State=UP"),
           "default partition with config{} passed through");
-    CHECK(has_line(conf, "PartitionName=all Nodes=c1-gpu-0,c1-gpu-1,c1-cpu-0 Default=NO State=DOWN"),
-          "second partition, State from config{} replaces State=UP");
-    CHECK(has_line(conf, "PreemptType=preempt/partition_prio") && has_line(conf, "PreemptMode=REQUEUE") &&
-              has_line(conf, "PriorityWeightAge=100"),
+    CHECK(
+        has_line(conf, "PartitionName=all Nodes=c1-gpu-0,c1-gpu-1,c1-cpu-0 Default=NO State=DOWN"),
+        "second partition, State from config{} replaces State=UP");
+    CHECK(has_line(conf, "PreemptType=preempt/partition_prio") &&
+              has_line(conf, "PreemptMode=REQUEUE") && has_line(conf, "PriorityWeightAge=100"),
           "scheduling keys rendered");
     CHECK(!strstr(conf, "login"), "login pool gets no slurmd node line");
     CHECK(!strstr(conf, "Prolog="), "no Prolog without scripts");
     free(conf);
 
     char *gres = slurm_gres_render(&l, &err);
-    CHECK(gres && has_line(gres, "NodeName=c1-gpu-0 Name=gpu Type=h100 File=/tmp/mtc/clusters/c1/dev/c1-gpu-0/nvidia[0-7]"),
+    CHECK(gres && has_line(gres, "NodeName=c1-gpu-0 Name=gpu Type=h100 "
+                                 "File=/tmp/mtc/clusters/c1/nodes/c1-gpu-0/hw/nvidia[0-7]"),
           "gres line with fake device files");
     CHECK(gres && !strstr(gres, "c1-cpu-0"), "no gres line for a CPU node");
     free(gres);
@@ -98,21 +126,68 @@ int main(void)
     free(gres);
 
     /* a value with a blank is quoted; prolog/epilog point into the cluster dir */
-    json_t *s2 = spec_of("{\"nodePools\":[{\"id\":\"c\",\"machineSpec\":{\"machineType\":\"local\"}}],"
-                         "\"orchestratorSpec\":{\"slurmSpec\":{\"nodeSets\":[{\"nodePoolId\":\"c\","
-                         "\"config\":{\"Reason\":\"new disk\"}}]}}}");
-    struct slurm_node one = {.name = "c2-c-0", .pool = "c", .port = 22001, .cpus = 1, .memory_mb = 100};
-    struct slurm_layout l2 = {.cluster = "c2", .dir = "/d", .hostname = "h", .ctld_port = 22000,
-                              .slurmd_port = 22001, .nodes = &one, .nnodes = 1, .prolog = 1, .epilog = 1};
+    json_t *s2 =
+        spec_of("{\"nodePools\":[{\"id\":\"c\",\"machineSpec\":{\"machineType\":\"local\"}}],"
+                "\"orchestratorSpec\":{\"slurmSpec\":{\"nodeSets\":[{\"nodePoolId\":\"c\","
+                "\"config\":{\"Reason\":\"new disk\"}}]}}}");
+    struct slurm_node one = {
+        .name = "c2-c-0", .pool = "c", .port = 22001, .cpus = 1, .memory_mb = 100};
+    struct slurm_layout l2 = {.cluster = "c2",
+                              .dir = "/d",
+                              .hostname = "h",
+                              .ctld_port = 22000,
+                              .slurmd_port = 22001,
+                              .nodes = &one,
+                              .nnodes = 1,
+                              .prolog = 1,
+                              .epilog = 1};
     conf = slurm_conf_render(s2, &l2, &err);
-    CHECK(conf && has_line(conf, "NodeName=c2-c-0 NodeHostname=h NodeAddr=127.0.0.1 Port=22001 CPUs=1 RealMemory=100 Reason=\"new disk\""),
+    CHECK(conf && has_line(conf, "NodeName=c2-c-0 NodeHostname=h NodeAddr=127.0.0.1 Port=22001 "
+                                 "CPUs=1 RealMemory=100 Reason=\"new disk\""),
           "value with a blank is quoted");
     CHECK(conf && has_line(conf, "PartitionName=c Nodes=c2-c-0 Default=YES State=UP"),
           "default partition per compute pool");
-    CHECK(conf && has_line(conf, "Prolog=/d/etc/prolog.sh") && has_line(conf, "Epilog=/d/etc/epilog.sh"),
+    CHECK(conf && has_line(conf, "Prolog=/d/etc/prolog.sh") &&
+              has_line(conf, "Epilog=/d/etc/epilog.sh"),
           "prolog and epilog");
+    free(conf);
+    /* no compute node at all: a FUTURE placeholder keeps slurmctld starting */
+    l2.nnodes = 0;
+    conf = slurm_conf_render(s2, &l2, &err);
+    CHECK(conf && has_line(conf, "NodeName=c2-none NodeHostname=h NodeAddr=127.0.0.1 Port=22001 "
+                                 "CPUs=1 State=FUTURE"),
+          "zero nodes: FUTURE placeholder node");
+    CHECK(conf && has_line(conf, "PartitionName=c Default=YES State=UP"),
+          "zero nodes: partition without Nodes=");
+    free(conf);
+    l2.health_interval = 30;
+    conf = slurm_conf_render(s2, &l2, &err);
+    CHECK(conf && has_line(conf, "HealthCheckProgram=/d/etc/health.sh") &&
+              has_line(conf, "HealthCheckInterval=30") &&
+              has_line(conf, "HealthCheckNodeState=ANY"),
+          "health check program");
     free(conf);
     json_decref(s2);
     json_decref(spec);
+
+    /* the prolog wrapper runs the hook, then the scripts in order, and stops at a failure */
+    char dir[] = "/tmp/mtc-scripts.XXXXXX", cmd[512], hook[256], path[300];
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    snprintf(hook, sizeof(hook), "echo hook >> %s/out", dir);
+    snprintf(cmd, sizeof(cmd), "[\"echo one >> %s/out\", \"exit 3\", \"echo never >> %s/out\"]",
+             dir, dir);
+    json_t *scripts = json_loads(cmd, 0, NULL);
+    CHECK(slurm_scripts_write(dir, "prolog", hook, scripts, &err) == 1, "prolog written");
+    snprintf(path, sizeof(path), "%s/etc/prolog.sh", dir);
+    char *argv[] = {"bash", path, NULL};
+    CHECK(mtc_run(argv, NULL, NULL, 10000) == 3, "prolog fails with the failing script's status");
+    snprintf(path, sizeof(path), "%s/out", dir);
+    char *out = mtc_read_file(path, NULL);
+    CHECK_STR(out, "hook\none\n", "hook first, then scripts in order, none after the failure");
+    free(out);
+    CHECK(slurm_scripts_write(dir, "epilog", NULL, NULL, &err) == 0, "nothing to run: no epilog");
+    CHECK(slurm_health_write(dir, "true", &err) == 1, "health wrapper written");
+    json_decref(scripts);
+    mtc_rm_rf(dir);
     return check_done();
 }

@@ -68,20 +68,31 @@ static json_t *part(json_t *s, size_t i)
     return json_array_get(json_object_get(slurm(s), "partitions"), i);
 }
 
-static void e_dup_pool(json_t *s) { json_object_set_new(pool(s, 1), "id", json_string("gpu")); }
-static void e_bad_pool(json_t *s) { json_object_set_new(pool(s, 0), "id", json_string("GPU")); }
-static void e_unknown_top(json_t *s) { json_object_set_new(s, "colour", json_string("red")); }
+static void e_dup_pool(json_t *s)
+{
+    json_object_set_new(pool(s, 1), "id", json_string("gpu"));
+}
+static void e_bad_pool(json_t *s)
+{
+    json_object_set_new(pool(s, 0), "id", json_string("GPU"));
+}
+static void e_unknown_top(json_t *s)
+{
+    json_object_set_new(s, "colour", json_string("red"));
+}
 static void e_unknown_deep(json_t *s)
 {
     json_object_set_new(json_object_get(pool(s, 0), "machineSpec"), "gpuCount", json_integer(8));
 }
 static void e_min_gt_max(json_t *s)
 {
-    json_object_set_new(json_object_get(pool(s, 0), "scalingSpec"), "minNodeCount", json_integer(5));
+    json_object_set_new(json_object_get(pool(s, 0), "scalingSpec"), "minNodeCount",
+                        json_integer(5));
 }
 static void e_min_neg(json_t *s)
 {
-    json_object_set_new(json_object_get(pool(s, 0), "scalingSpec"), "minNodeCount", json_integer(-1));
+    json_object_set_new(json_object_get(pool(s, 0), "scalingSpec"), "minNodeCount",
+                        json_integer(-1));
 }
 static void e_machine(json_t *s)
 {
@@ -106,7 +117,10 @@ static void e_part_dup(json_t *s)
     json_array_append_new(json_object_get(slurm(s), "partitions"),
                           json_pack("{s:s,s:[s]}", "id", "a3m", "nodePoolIds", "gpu"));
 }
-static void e_part_bad(json_t *s) { json_object_set_new(part(s, 0), "id", json_string("a3m_x")); }
+static void e_part_bad(json_t *s)
+{
+    json_object_set_new(part(s, 0), "id", json_string("a3m_x"));
+}
 static void e_default(json_t *s)
 {
     json_object_set_new(slurm(s), "defaultPartitionId", json_string("general"));
@@ -137,8 +151,9 @@ static void e_conf_hash(json_t *s)
 }
 static void e_nodeset_key(json_t *s)
 {
-    json_object_set_new(slurm(s), "nodeSets",
-                        json_pack("[{s:s,s:{s:s}}]", "nodePoolId", "gpu", "config", "MaxTime", "1"));
+    json_object_set_new(
+        slurm(s), "nodeSets",
+        json_pack("[{s:s,s:{s:s}}]", "nodePoolId", "gpu", "config", "MaxTime", "1"));
 }
 static void e_nodeset_pool(json_t *s)
 {
@@ -154,12 +169,43 @@ static void e_type(json_t *s)
     json_object_set_new(json_object_get(pool(s, 0), "scalingSpec"), "maxNodeCount",
                         json_string("four"));
 }
-static void e_no_pools(json_t *s) { json_object_set_new(s, "nodePools", json_array()); }
+static void e_no_pools(json_t *s)
+{
+    json_object_set_new(s, "nodePools", json_array());
+}
 static void e_preempt(json_t *s)
 {
     json_object_set_new(slurm(s), "scheduling", json_pack("{s:s}", "preemptMode", "REQUEUE,NOPE"));
 }
-static void e_label(json_t *s) { json_object_set_new(s, "labels", json_pack("{s:s}", "Env", "x")); }
+static void e_label(json_t *s)
+{
+    json_object_set_new(s, "labels", json_pack("{s:s}", "Env", "x"));
+}
+
+static void e_health_value(json_t *s)
+{
+    json_object_set_new(s, "healthPolicy", json_pack("{s:i}", "diskMinFreePercent", 250));
+}
+
+static void e_health_field(json_t *s)
+{
+    json_object_set_new(s, "health_policy", json_pack("{s:i}", "gpuMaxEcc", 1));
+}
+
+static void e_health_nvml(json_t *s)
+{
+    json_object_set_new(s, "healthPolicy", json_pack("{s:s}", "nvmlLibrary", "lib nvml.so"));
+}
+
+static void e_health_klog(json_t *s)
+{
+    json_object_set_new(s, "healthPolicy", json_pack("{s:s}", "kernelLog", "kmsg"));
+}
+
+static void e_health_type(json_t *s)
+{
+    json_object_set_new(s, "healthPolicy", json_pack("[i]", 1));
+}
 
 static void test_rules(void)
 {
@@ -169,35 +215,57 @@ static void test_rules(void)
         const char *want;
     } cases[] = {
         {e_dup_pool, "nodePools[1].id: duplicate node pool id \"gpu\""},
-        {e_bad_pool, "nodePools[0].id: invalid node pool id \"GPU\" (want ^[a-z][a-z0-9-]{0,15}, no trailing '-')"},
+        {e_bad_pool, "nodePools[0].id: invalid node pool id \"GPU\" (want ^[a-z][a-z0-9-]{0,15}, "
+                     "no trailing '-')"},
         {e_unknown_top, "unknown field \"colour\""},
         {e_unknown_deep, "nodePools[0].machineSpec: unknown field \"gpuCount\""},
         {e_min_gt_max, "nodePools[0].scalingSpec: minNodeCount 5 > maxNodeCount 4"},
         {e_min_neg, "nodePools[0].scalingSpec: minNodeCount must be >= 0"},
         {e_machine, "nodePools[0].machineSpec.machineType: unknown machine type \"a9-fantasy\""},
-        {e_accel, "nodePools[0].machineSpec.acceleratorType: machine type a3-megagpu-8g has NVIDIA_H100_MEGA_80GB, not \"NVIDIA_B200\""},
-        {e_part_pool, "orchestratorSpec.slurmSpec.partitions[0].nodePoolIds[1]: no node pool \"nope\""},
-        {e_part_login, "orchestratorSpec.slurmSpec.partitions[0].nodePoolIds[1]: node pool \"login\" is the login pool and cannot be in a partition"},
+        {e_accel, "nodePools[0].machineSpec.acceleratorType: machine type a3-megagpu-8g has "
+                  "NVIDIA_H100_MEGA_80GB, not \"NVIDIA_B200\""},
+        {e_part_pool,
+         "orchestratorSpec.slurmSpec.partitions[0].nodePoolIds[1]: no node pool \"nope\""},
+        {e_part_login, "orchestratorSpec.slurmSpec.partitions[0].nodePoolIds[1]: node pool "
+                       "\"login\" is the login pool and cannot be in a partition"},
         {e_part_dup, "orchestratorSpec.slurmSpec.partitions[1].id: duplicate partition id \"a3m\""},
-        {e_part_bad, "orchestratorSpec.slurmSpec.partitions[0].id: invalid partition id \"a3m_x\" (want ^[a-z][a-z0-9-]{0,31}, no trailing '-')"},
+        {e_part_bad, "orchestratorSpec.slurmSpec.partitions[0].id: invalid partition id \"a3m_x\" "
+                     "(want ^[a-z][a-z0-9-]{0,31}, no trailing '-')"},
         {e_default, "orchestratorSpec.slurmSpec.defaultPartitionId: no partition \"general\""},
         {e_login, "orchestratorSpec.slurmSpec.loginNodePoolId: no node pool \"head\""},
-        {e_conf_key, "orchestratorSpec.slurmSpec.partitions[0].config: unknown slurm.conf partition key \"Foo\""},
-        {e_conf_node_key_in_part, "orchestratorSpec.slurmSpec.partitions[0].config: unknown slurm.conf partition key \"Weight\""},
-        {e_conf_managed, "orchestratorSpec.slurmSpec.partitions[0].config: slurm.conf partition key \"Nodes\" is set by mtc"},
-        {e_conf_nl, "orchestratorSpec.slurmSpec.partitions[0].config.MaxTime: value must be non-empty, one line, without '#' or '\"'"},
-        {e_conf_hash, "orchestratorSpec.slurmSpec.partitions[0].config.MaxTime: value must be non-empty, one line, without '#' or '\"'"},
-        {e_nodeset_key, "orchestratorSpec.slurmSpec.nodeSets[0].config: unknown slurm.conf node key \"MaxTime\""},
+        {e_conf_key, "orchestratorSpec.slurmSpec.partitions[0].config: unknown slurm.conf "
+                     "partition key \"Foo\""},
+        {e_conf_node_key_in_part, "orchestratorSpec.slurmSpec.partitions[0].config: unknown "
+                                  "slurm.conf partition key \"Weight\""},
+        {e_conf_managed, "orchestratorSpec.slurmSpec.partitions[0].config: slurm.conf partition "
+                         "key \"Nodes\" is set by mtc"},
+        {e_conf_nl, "orchestratorSpec.slurmSpec.partitions[0].config.MaxTime: value must be "
+                    "non-empty, one line, without '#' or '\"'"},
+        {e_conf_hash, "orchestratorSpec.slurmSpec.partitions[0].config.MaxTime: value must be "
+                      "non-empty, one line, without '#' or '\"'"},
+        {e_nodeset_key,
+         "orchestratorSpec.slurmSpec.nodeSets[0].config: unknown slurm.conf node key \"MaxTime\""},
         {e_nodeset_pool, "orchestratorSpec.slurmSpec.nodeSets[0].nodePoolId: no node pool \"cpu\""},
-        {e_enum, "nodePools[0].provisioningModel: invalid value \"CHEAP\" (one of ON_DEMAND, RESERVATION, SPOT, FLEX_START)"},
+        {e_enum, "nodePools[0].provisioningModel: invalid value \"CHEAP\" (one of ON_DEMAND, "
+                 "RESERVATION, SPOT, FLEX_START)"},
         {e_type, "nodePools[0].scalingSpec.maxNodeCount: must be an integer"},
         {e_no_pools, "nodePools: at least one node pool is required"},
-        {e_preempt, "orchestratorSpec.slurmSpec.scheduling.preemptMode: invalid value \"REQUEUE,NOPE\" (comma list of OFF, CANCEL, GANG, REQUEUE, SUSPEND, WITHIN, PRIORITY)"},
+        {e_preempt,
+         "orchestratorSpec.slurmSpec.scheduling.preemptMode: invalid value \"REQUEUE,NOPE\" (comma "
+         "list of OFF, CANCEL, GANG, REQUEUE, SUSPEND, WITHIN, PRIORITY)"},
         {e_label, "labels.Env: invalid label key (want ^[a-z][a-z0-9_-]{0,62}$)"},
+        {e_health_value, "healthPolicy.diskMinFreePercent: must be a number from 0 to 100"},
+        {e_health_field, "healthPolicy.gpuMaxEcc: unknown field"},
+        {e_health_nvml, "healthPolicy.nvmlLibrary: must be a library name or path of up to 255 "
+                        "of [A-Za-z0-9/._+-] (or \"\")"},
+        {e_health_klog, "healthPolicy.kernelLog: must be an absolute path of up to 255 of "
+                        "[A-Za-z0-9/._+-] (or \"\")"},
+        {e_health_type, "healthPolicy: must be an object"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const char *got = edit_err(cases[i].fn);
-        CHECK_STR(got, cases[i].want, "rule %zu rejected with a one-line message naming the field", i);
+        CHECK_STR(got, cases[i].want, "rule %zu rejected with a one-line message naming the field",
+                  i);
         CHECK(!strchr(got, '\n'), "rule %zu message is one line", i);
     }
     CHECK_STR(norm_err("[1]"), "cluster spec must be a JSON object", "non-object rejected");
@@ -206,43 +274,63 @@ static void test_rules(void)
 static void test_good_variants(void)
 {
     /* good counterparts of the rules */
-    CHECK_STR(norm_err("{\"nodePools\":[{\"id\":\"c\",\"machineSpec\":{\"machineType\":\"n2-standard-8\"},"
-                       "\"scalingSpec\":{\"minNodeCount\":0,\"maxNodeCount\":0}}]}"),
-              "", "min == max == 0 accepted");
-    CHECK_STR(norm_err("{\"nodePools\":[{\"id\":\"c\",\"machineSpec\":{\"machineType\":\"n2-standard-8\"},"
-                       "\"scalingSpec\":{\"minNodeCount\":\"2\",\"maxNodeCount\":\"3\"}}]}"),
-              "", "quoted integers (proto3 int64 style) accepted");
-    CHECK_STR(norm_err("{\"nodePools\":[{\"id\":\"g\",\"machineSpec\":{\"machineType\":\"a4-highgpu-8g\","
-                       "\"acceleratorType\":\"NVIDIA_B200\",\"acceleratorCount\":8}}],"
-                       "\"orchestratorSpec\":{\"slurmSpec\":{\"partitions\":[{\"id\":\"a4\",\"nodePoolIds\":[\"g\"],"
-                       "\"config\":{\"maxtime\":\"1:00:00\",\"OverSubscribe\":\"EXCLUSIVE\",\"PriorityTier\":5}}],"
-                       "\"nodeSets\":[{\"nodePoolId\":\"g\",\"config\":{\"Features\":\"b200\",\"Weight\":\"10\"}}]}}}"),
-              "", "matching accelerator, partition and node keys accepted");
-    CHECK_STR(norm_err("{\"nodePools\":[{\"id\":\"g\",\"machineSpec\":{\"machineType\":\"local-gpu\"}}],"
-                       "\"orchestratorSpec\":{\"slurmSpec\":{\"scheduling\":{\"preemptMode\":\"REQUEUE,GANG\","
-                       "\"preemptType\":\"preempt/partition_prio\"},\"accounting\":{\"accountingStorageEnforce\":\"limits,qos\"}}}}"),
-              "", "scheduling and accounting values accepted");
-    CHECK_STR(norm_err("{\"name\":\"projects/p/locations/l/modelDevelopmentClusters/x\",\"createTime\":\"2026-01-01T00:00:00Z\","
-                       "\"clusterStatus\":{\"state\":\"RUNNING\"},\"nodePools\":[{\"id\":\"c\",\"machineSpec\":{\"machineType\":\"local\"}}]}"),
+    CHECK_STR(
+        norm_err(
+            "{\"nodePools\":[{\"id\":\"c\",\"machineSpec\":{\"machineType\":\"n2-standard-8\"},"
+            "\"scalingSpec\":{\"minNodeCount\":0,\"maxNodeCount\":0}}]}"),
+        "", "min == max == 0 accepted");
+    CHECK_STR(
+        norm_err(
+            "{\"nodePools\":[{\"id\":\"c\",\"machineSpec\":{\"machineType\":\"n2-standard-8\"},"
+            "\"scalingSpec\":{\"minNodeCount\":\"2\",\"maxNodeCount\":\"3\"}}]}"),
+        "", "quoted integers (proto3 int64 style) accepted");
+    CHECK_STR(
+        norm_err("{\"nodePools\":[{\"id\":\"g\",\"machineSpec\":{\"machineType\":\"a4-highgpu-8g\","
+                 "\"acceleratorType\":\"NVIDIA_B200\",\"acceleratorCount\":8}}],"
+                 "\"orchestratorSpec\":{\"slurmSpec\":{\"partitions\":[{\"id\":\"a4\","
+                 "\"nodePoolIds\":[\"g\"],"
+                 "\"config\":{\"maxtime\":\"1:00:00\",\"OverSubscribe\":\"EXCLUSIVE\","
+                 "\"PriorityTier\":5}}],"
+                 "\"nodeSets\":[{\"nodePoolId\":\"g\",\"config\":{\"Features\":\"b200\",\"Weight\":"
+                 "\"10\"}}]}}}"),
+        "", "matching accelerator, partition and node keys accepted");
+    CHECK_STR(
+        norm_err(
+            "{\"nodePools\":[{\"id\":\"g\",\"machineSpec\":{\"machineType\":\"local-gpu\"}}],"
+            "\"orchestratorSpec\":{\"slurmSpec\":{\"scheduling\":{\"preemptMode\":\"REQUEUE,GANG\","
+            "\"preemptType\":\"preempt/"
+            "partition_prio\"},\"accounting\":{\"accountingStorageEnforce\":\"limits,qos\"}}}}"),
+        "", "scheduling and accounting values accepted");
+    CHECK_STR(norm_err("{\"name\":\"projects/p/locations/l/modelDevelopmentClusters/"
+                       "x\",\"createTime\":\"2026-01-01T00:00:00Z\","
+                       "\"clusterStatus\":{\"state\":\"RUNNING\"},\"nodePools\":[{\"id\":\"c\","
+                       "\"machineSpec\":{\"machineType\":\"local\"}}]}"),
               "", "output-only fields accepted and dropped");
 }
 
 static void test_canonical(void)
 {
     mtc_error_t err = {{0}};
-    json_t *in = parse(
-        "{\"display_name\":\"x\",\"node_pools\":[{\"id\":\"gpu\",\"machine_spec\":{\"machine_type\":\"a3-ultragpu-8g\"},"
-        "\"scaling_spec\":{\"min_node_count\":2}},{\"id\":\"login\",\"machine_spec\":{\"machine_type\":\"local\"}}],"
-        "\"orchestrator_spec\":{\"slurm_spec\":{\"login_node_pool_id\":\"login\"}},\"clusterEvents\":[]}");
+    json_t *in = parse("{\"display_name\":\"x\",\"node_pools\":[{\"id\":\"gpu\",\"machine_spec\":{"
+                       "\"machine_type\":\"a3-ultragpu-8g\"},"
+                       "\"scaling_spec\":{\"min_node_count\":2}},{\"id\":\"login\",\"machine_"
+                       "spec\":{\"machine_type\":\"local\"}}],"
+                       "\"orchestrator_spec\":{\"slurm_spec\":{\"login_node_pool_id\":\"login\"}},"
+                       "\"clusterEvents\":[]}");
     json_t *out = cluster_spec_normalize(in, &err);
     CHECK(out != NULL, "snake_case spec accepted (%s)", err.text);
     char *s = json_dumps(out, JSON_COMPACT);
     CHECK_STR(s,
-              "{\"displayName\":\"x\",\"nodePools\":[{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"a3-ultragpu-8g\","
-              "\"acceleratorType\":\"NVIDIA_H200_141GB\",\"acceleratorCount\":8},\"provisioningModel\":\"ON_DEMAND\","
-              "\"scalingSpec\":{\"minNodeCount\":2,\"maxNodeCount\":2}},{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"local\"},"
-              "\"provisioningModel\":\"ON_DEMAND\",\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":1}}],"
-              "\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\",\"partitions\":[{\"id\":\"gpu\","
+              "{\"displayName\":\"x\",\"nodePools\":[{\"id\":\"gpu\",\"machineSpec\":{"
+              "\"machineType\":\"a3-ultragpu-8g\","
+              "\"acceleratorType\":\"NVIDIA_H200_141GB\",\"acceleratorCount\":8},"
+              "\"provisioningModel\":\"ON_DEMAND\","
+              "\"scalingSpec\":{\"minNodeCount\":2,\"maxNodeCount\":2}},{\"id\":\"login\","
+              "\"machineSpec\":{\"machineType\":\"local\"},"
+              "\"provisioningModel\":\"ON_DEMAND\",\"scalingSpec\":{\"minNodeCount\":1,"
+              "\"maxNodeCount\":1}}],"
+              "\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\",\"partitions\":[{"
+              "\"id\":\"gpu\","
               "\"nodePoolIds\":[\"gpu\"]}],\"defaultPartitionId\":\"gpu\"}}}",
               "camelCase emitted, defaults filled, output-only dropped");
     /* idempotent: normalizing the canonical form changes nothing */
@@ -252,17 +340,46 @@ static void test_canonical(void)
     char *parts = cluster_spec_partitions(out);
     CHECK_STR(parts, "gpu", "partition list");
     CHECK_STR(cluster_spec_login_pool(out), "login", "login pool");
-    CHECK(cluster_spec_pool(out, "gpu") != NULL && cluster_spec_pool(out, "x") == NULL, "pool lookup");
+    CHECK(cluster_spec_pool(out, "gpu") != NULL && cluster_spec_pool(out, "x") == NULL,
+          "pool lookup");
     free(parts);
     free(s);
     json_decref(again);
     json_decref(out);
     json_decref(in);
 
+    /* healthPolicy: snake_case accepted, defaults filled, kept canonical */
+    in = parse("{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"local\"}}],"
+               "\"health_policy\":{\"disk_min_free_percent\":2,\"nvml_library\":"
+               "\"/opt/fake/libnvml.so\",\"kernelLog\":\"/var/log/kern.log\"}}");
+    out = cluster_spec_normalize(in, &err);
+    json_t *hp = json_object_get(out, "healthPolicy");
+    CHECK(hp && json_number_value(json_object_get(hp, "diskMinFreePercent")) == 2 &&
+              !strcmp(json_string_value(json_object_get(hp, "nvmlLibrary")) ?: "",
+                      "/opt/fake/libnvml.so") &&
+              !strcmp(json_string_value(json_object_get(hp, "kernelLog")) ?: "",
+                      "/var/log/kern.log") &&
+              json_integer_value(json_object_get(hp, "slurmIntervalSeconds")) == 60 &&
+              json_object_size(hp) == 20,
+          "healthPolicy normalized: camelCase, given values kept, every default filled (%s)",
+          err.text);
+    again = out ? cluster_spec_normalize(out, &err) : NULL;
+    CHECK(again && json_equal(again, out), "healthPolicy: normalize is idempotent");
+    json_decref(again);
+    json_decref(out);
+    json_decref(in);
+    in = parse("{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"local\"}}]}");
+    out = cluster_spec_normalize(in, &err);
+    CHECK(out && !json_object_get(out, "healthPolicy"),
+          "no healthPolicy given: none added (the defaults apply)");
+    json_decref(out);
+    json_decref(in);
+
     in = parse("{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"local\"}}],"
                "\"node_pools\":[]}");
     CHECK_STR(cluster_spec_normalize(in, &err) ? "" : err.text,
-              "nodePools: field given twice (snake_case and camelCase)", "both spellings at once rejected");
+              "nodePools: field given twice (snake_case and camelCase)",
+              "both spellings at once rejected");
     json_decref(in);
 }
 
@@ -279,7 +396,8 @@ static void test_ids_and_catalog(void)
     struct cluster_machine_type mt;
     mtc_error_t err;
     CHECK(cluster_machine_type_lookup("a3-megagpu-8g", &mt, &err) == 0 &&
-              strcmp(mt.accelerator_type, "NVIDIA_H100_MEGA_80GB") == 0 && mt.accelerator_count == 8,
+              strcmp(mt.accelerator_type, "NVIDIA_H100_MEGA_80GB") == 0 &&
+              mt.accelerator_count == 8,
           "a3-megagpu-8g: 8x H100 Mega");
     CHECK(cluster_machine_type_lookup("a3-ultragpu-8g", &mt, &err) == 0 &&
               strcmp(mt.accelerator_type, "NVIDIA_H200_141GB") == 0 && mt.accelerator_count == 8,
@@ -291,7 +409,8 @@ static void test_ids_and_catalog(void)
               mt.accelerator_count == 0 && mt.memory_mb == 32 * 4096,
           "n2-standard-32: 32 vCPUs, no GPU");
     CHECK(cluster_machine_type_lookup("n2-standard-3", &mt, &err) < 0, "n2-standard-3 unknown");
-    CHECK(cluster_machine_type_lookup("local", &mt, &err) == 0 && mt.host_sized, "local host-sized");
+    CHECK(cluster_machine_type_lookup("local", &mt, &err) == 0 && mt.host_sized,
+          "local host-sized");
     CHECK(cluster_machine_type_lookup("local-gpu", &mt, &err) == 0 && mt.host_sized &&
               mt.accelerator_count == 8,
           "local-gpu: host-sized with 8 emulated GPUs");

@@ -194,7 +194,7 @@ static void test_checkpoint(const char *dir)
     p[0] = 99.0f;
     CHECK(ckpt_writer_wait(w, &err) == 0, "async writes succeed");
     int cnt;
-    ckpt_writer_stats(w, NULL, NULL, &cnt);
+    ckpt_writer_stats(w, NULL, NULL, NULL, &cnt);
     CHECK(cnt == 4, "4 async checkpoints written");
     ckpt_writer_destroy(w);
     snprintf(ck, sizeof ck, "%s/step_00000046", dir);
@@ -213,6 +213,13 @@ static void test_checkpoint(const char *dir)
     snprintf(ck, sizeof ck, "%s/step_00000046", dir);
     CHECK(ckpt_load(ck, p2, n, NULL, NULL, &err) < 0 && strstr(err.text, "corrupt"),
           "corrupt params detected: %s", err.text);
+    CHECK(ckpt_verify(ck, &err) < 0 && strstr(err.text, "corrupt"), "ckpt_verify flags it");
+    CHECK(ckpt_find_latest_valid(dir, found, sizeof found, &err) == 1 &&
+              strstr(found, "step_00000045"),
+          "find_latest_valid falls back to the previous checkpoint: %s", found);
+    snprintf(ck, sizeof ck, "%s/step_00000045", dir);
+    CHECK(ckpt_verify(ck, &err) == 0, "previous checkpoint verifies");
+    snprintf(ck, sizeof ck, "%s/step_00000046", dir);
     // incomplete: no DONE → skipped by find_latest
     snprintf(ck, sizeof ck, "%s/step_00000046/DONE", dir);
     unlink(ck);

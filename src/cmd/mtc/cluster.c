@@ -66,6 +66,8 @@ static int report_op(struct cli *c, json_t *op, int wait)
         char line[512] = "cluster deleted";
         if (json_object_get(resp, "name"))
             summary(resp, line, sizeof(line));
+        else if (json_object_get(resp, "nodes"))
+            snprintf(line, sizeof(line), "remediation finished (see `mtc cluster nodes`)");
         printf("operation %s done: %s\n", name, line);
     }
     if (c->json && json_object_get(op, "error"))
@@ -303,12 +305,137 @@ static int c_list(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* GET a cluster for nodes/events: id validated, --json honoured. NULL on error (printed). */
+static json_t *get_cluster(struct cli *c, int argc, char **argv, const char *use)
+{
+    const char *id = NULL;
+    int p = simple_args(c, argc, argv, &id, use);
+    if (p > 0)
+        exit(0);
+    if (p < 0 || !id) {
+        cli_fail("usage: %s", use);
+        exit(2);
+    }
+    if (!cluster_id_valid(id)) {
+        cli_fail("cluster id \"%s\": must match ^[a-z][a-z0-9]{0,9}$", id);
+        return NULL;
+    }
+    char path[512];
+    clusters_path(c, path, sizeof(path), id, NULL);
+    mtc_error_t err = {""};
+    json_t *cl = NULL;
+    if (cli_call_ok(c, "GET", path, NULL, &cl, &err) < 0)
+        cli_fail("%s", err.text);
+    return cl;
+}
+
+static const char *str(const json_t *o, const char *k, const char *dflt)
+{
+    const char *v = json_string_value(json_object_get(o, k));
+    return v && *v ? v : dflt;
+}
+
+static int c_nodes(struct cli *c, int argc, char **argv)
+{
+    json_t *cl = get_cluster(c, argc, argv, "mtc cluster nodes ID [--json]");
+    if (!cl)
+        return 1;
+    json_t *nodes = json_object_get(json_object_get(cl, "clusterStatus"), "nodesStatus"), *n;
+    if (c->json) {
+        cli_print_json(nodes);
+        json_decref(cl);
+        return 0;
+    }
+    printf("%-22s %-8s %-9s %-10s %-7s %-12s %-22s %s\n", "NODE", "POOL", "STATE", "SLURM",
+           "HEALTH", "REMEDIATION", "LAST FAILING CHECK", "REASON");
+    size_t i;
+    json_array_foreach(nodes, i, n)
+    printf("%-22s %-8s %-9s %-10s %-7s %-12s %-22s %s\n", str(n, "instanceName", "?"),
+           str(n, "nodePoolId", "-"), str(n, "nodeState", "-"), str(n, "slurmState", "-"),
+           str(n, "health", "-"), str(n, "remediation", "-"), str(n, "failingCheck", "-"),
+           str(n, "failingReason", ""));
+    json_decref(cl);
+    return 0;
+}
+
+static int c_events(struct cli *c, int argc, char **argv)
+{
+    json_t *cl = get_cluster(c, argc, argv, "mtc cluster events ID [--json]");
+    if (!cl)
+        return 1;
+    json_t *events = json_object_get(cl, "clusterEvents"), *e;
+    if (c->json) {
+        cli_print_json(events);
+        json_decref(cl);
+        return 0;
+    }
+    printf("%-24s %-26s %-20s %s\n", "TIME", "TYPE", "NODE", "DESCRIPTION");
+    size_t i;
+    json_array_foreach(events, i, e)
+    printf("%-24s %-26s %-20s %s\n", str(e, "eventTime", "?"), str(e, "eventType", "?"),
+           str(e, "nodeName", "-"), str(e, "description", ""));
+    json_decref(cl);
+    return 0;
+}
+
+static int c_report_faulty(struct cli *c, int argc, char **argv)
+{
+    const char *use = "mtc cluster report-faulty ID NODE [--behavior PERFORMANCE|"
+                      "SILENT_DATA_CORRUPTION|UNRECOVERABLE_GPU_ERROR|BEHAVIOR_UNSPECIFIED] "
+                      "[--description TEXT] [--delete] [--no-wait] [--json]";
+    const char *id = NULL, *node = NULL, *behavior = "BEHAVIOR_UNSPECIFIED", *desc = "";
+    int del = 0, no_wait = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--behavior") == 0 && i + 1 < argc)
+            behavior = argv[++i];
+        else if (strcmp(argv[i], "--description") == 0 && i + 1 < argc)
+            desc = argv[++i];
+        else if (strcmp(argv[i], "--delete") == 0)
+            del = 1;
+        else if (strcmp(argv[i], "--no-wait") == 0)
+            no_wait = 1;
+        else if (strcmp(argv[i], "--json") == 0)
+            c->json = 1;
+        else if (strcmp(argv[i], "--help") == 0)
+            return printf("usage: %s\n", use), 0;
+        else if (argv[i][0] != '-' && !id)
+            id = argv[i];
+        else if (argv[i][0] != '-' && !node)
+            node = argv[i];
+        else
+            return cli_fail("unexpected argument \"%s\"\nusage: %s", argv[i], use), 2;
+    }
+    if (!id || !node)
+        return cli_fail("usage: %s", use), 2;
+    if (!cluster_id_valid(id))
+        return cli_fail("cluster id \"%s\": must match ^[a-z][a-z0-9]{0,9}$", id);
+    json_t *action = json_pack("{s:s}", "nodeId", node);
+    if (!del)
+        json_object_set_new(action, "reportFaultyHost",
+                            json_pack("{s:[{s:s, s:s}]}", "faultReasons", "behavior", behavior,
+                                      "description", desc));
+    json_t *body = json_pack("{s:[o]}", "nodeActions", action), *op = NULL;
+    char path[512];
+    clusters_path(c, path, sizeof(path), id, ":reportFaultyNodes");
+    mtc_error_t err = {""};
+    int rc = cli_call_ok(c, "POST", path, body, &op, &err);
+    json_decref(body);
+    if (rc < 0)
+        return cli_fail("%s", err.text);
+    rc = report_op(c, op, !no_wait);
+    json_decref(op);
+    return rc;
+}
+
 static const struct cli_cmd cluster_cmds[] = {
     {"create", c_create, "create a cluster from a JSON spec (-f FILE --id ID)"},
     {"get", c_get, "show a cluster, its nodes and events"},
     {"list", c_list, "list clusters: ID STATE NODES PARTITIONS AGE"},
     {"update", c_update, "change a cluster to a new spec (-f FILE)"},
     {"delete", c_delete, "stop a cluster's daemons and remove it"},
+    {"nodes", c_nodes, "each node's Slurm state, health, failing check, remediation"},
+    {"events", c_events, "the cluster's events (last 100)"},
+    {"report-faulty", c_report_faulty, "report a faulty node: drain, requeue, repair"},
     {NULL, NULL, NULL},
 };
 

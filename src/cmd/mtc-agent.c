@@ -1,0 +1,532 @@
+/* mtc-agent: runs a node's health checks — once (`check`: Slurm's
+ * HealthCheckProgram, Prolog, Epilog) or in a loop (`run`) reporting to mtcd's
+ * :reportHealth — and lists them (`checks`). Subcommands are a table. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "health/health.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define MAX_RESULTS 64
+
+struct agent {
+    struct health_ctx ctx;
+    char project[64], location[64], cluster[64];
+    char socket[PATH_MAX], url[1024], token[512], slurm_conf[PATH_MAX];
+    const char *only;
+    int json, drain, report, interval_ms;
+};
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("mtc-agent: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+/* Copy a string field of the config object (snake_case or camelCase). */
+static int cfg_str(const json_t *cfg, const char *camel, const char *snake, char *dst, size_t len)
+{
+    json_t *v = json_object_get(cfg, camel);
+    if (!v)
+        v = json_object_get(cfg, snake);
+    if (!v)
+        return 0;
+    if (!json_is_string(v) || strlen(json_string_value(v)) >= len)
+        return fail("config.%s: must be a string shorter than %zu", camel, len), -1;
+    snprintf(dst, len, "%s", json_string_value(v));
+    return 0;
+}
+
+/* "%n" in a config path is the Slurm node name, so one slurm.conf line
+ * (Prolog=..., HealthCheckProgram=...) serves every emulated node. */
+static void expand_node(const char *in, char *out, size_t len)
+{
+    const char *node = getenv("SLURMD_NODENAME");
+    size_t j = 0;
+    for (; *in && j + 1 < len; in++) {
+        if (in[0] == '%' && in[1] == 'n' && node) {
+            j += (size_t)snprintf(out + j, len - j, "%s", node);
+            if (j >= len)
+                j = len - 1;
+            in++;
+        } else {
+            out[j++] = *in;
+        }
+    }
+    out[j] = '\0';
+}
+
+static int load_config(struct agent *a, const char *arg)
+{
+    char path[PATH_MAX];
+    json_error_t je;
+    mtc_error_t err = {""};
+    expand_node(arg, path, sizeof(path));
+    json_t *cfg = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!cfg)
+        return fail("%s:%d: %s", path, je.line, je.text), -1;
+    char token_file[PATH_MAX] = "";
+    int rc = -1;
+    if (health_ctx_configure(&a->ctx, cfg, &err) < 0) {
+        fail("%s: %s", path, err.text);
+        goto out;
+    }
+    if (cfg_str(cfg, "project", "project", a->project, sizeof(a->project)) < 0 ||
+        cfg_str(cfg, "location", "location", a->location, sizeof(a->location)) < 0 ||
+        cfg_str(cfg, "clusterId", "cluster_id", a->cluster, sizeof(a->cluster)) < 0 ||
+        cfg_str(cfg, "socket", "socket", a->socket, sizeof(a->socket)) < 0 ||
+        cfg_str(cfg, "url", "url", a->url, sizeof(a->url)) < 0 ||
+        cfg_str(cfg, "slurmConf", "slurm_conf", a->slurm_conf, sizeof(a->slurm_conf)) < 0 ||
+        cfg_str(cfg, "tokenFile", "token_file", token_file, sizeof(token_file)) < 0)
+        goto out;
+    if (*token_file && !*a->token) { /* $MTC_TOKEN wins */
+        char *t = mtc_read_file(token_file, NULL);
+        if (!t) {
+            fail("%s: cannot read %s: %s", path, token_file, strerror(errno));
+            goto out;
+        }
+        t[strcspn(t, "\r\n")] = '\0';
+        snprintf(a->token, sizeof(a->token), "%s", t);
+        free(t);
+    }
+    rc = 0;
+out:
+    json_decref(cfg);
+    return rc;
+}
+
+/* The reportHealth body, also what `check --json` prints. "mode" lets mtcd
+ * record PROLOG/EPILOG failures as VM_PROLOG_ERROR / VM_EPILOG_ERROR. */
+static json_t *body_json(const struct agent *a, const struct health_result *r, int n)
+{
+    static const char *const modes[] = {"HEALTH", "PROLOG", "EPILOG"};
+    return json_pack("{s:s, s:s, s:o}", "nodeId", a->ctx.node, "mode", modes[a->ctx.mode],
+                     "results", health_results_json(r, n));
+}
+
+static void print_results(const struct agent *a, const struct health_result *r, int n)
+{
+    if (a->json) {
+        json_t *o = body_json(a, r, n);
+        char *s = json_dumps(o, JSON_INDENT(2));
+        puts(s ? s : "{}");
+        free(s);
+        json_decref(o);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        printf("%-4s  %-14s %-8s %s\n", health_status_name(r[i].status), r[i].check,
+               r[i].status == HEALTH_FAIL ? health_severity_name(r[i].severity) : "", r[i].reason);
+}
+
+/* The reply body of reportHealth is not needed. */
+static size_t discard(char *p, size_t size, size_t n, void *u)
+{
+    (void)p, (void)u;
+    return size * n;
+}
+
+/* POST …:reportHealth. 0 on a 2xx answer, else -1 with err. */
+static int report(const struct agent *a, const struct health_result *r, int n, mtc_error_t *err)
+{
+    char url[2048], auth[600];
+    json_t *body = body_json(a, r, n);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    long status = 0;
+    const char *base = *a->url ? a->url : "http://localhost";
+    snprintf(url, sizeof(url),
+             "%s/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:reportHealth", base,
+             a->project, a->location, a->cluster);
+    if (!h || !text) {
+        free(text);
+        curl_slist_free_all(hdrs);
+        curl_easy_cleanup(h);
+        return errprintf(err, "out of memory");
+    }
+    if (*a->url && *a->token) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", a->token);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
+    if (!*a->url)
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, a->socket);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    CURLcode rc = curl_easy_perform(h);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    free(text);
+    if (rc != CURLE_OK)
+        return errprintf(err, "cannot reach mtcd at %s: %s", *a->url ? a->url : a->socket,
+                         curl_easy_strerror(rc));
+    if (status < 200 || status > 299)
+        return errprintf(err, "mtcd answered HTTP %ld to reportHealth", status);
+    return 0;
+}
+
+/* Slurm ignores a HealthCheckProgram's exit status: the program drains its
+ * own node. The first FAIL names the reason. */
+static void drain_self(const struct agent *a, const struct health_result *r, int n)
+{
+    const char *node = getenv("SLURMD_NODENAME");
+    if (!node || !*node)
+        node = a->ctx.node;
+    for (int i = 0; i < n; i++) {
+        if (r[i].status != HEALTH_FAIL)
+            continue;
+        char nodearg[128], reason[300], env0[PATH_MAX + 16], *out = NULL;
+        snprintf(nodearg, sizeof(nodearg), "nodename=%s", node);
+        snprintf(reason, sizeof(reason), "reason=mtc-agent: %s: %.200s", r[i].check, r[i].reason);
+        snprintf(env0, sizeof(env0), "SLURM_CONF=%s", a->slurm_conf);
+        char *env[] = {env0, NULL};
+        char *argv[] = {"scontrol", "update", nodearg, "state=drain", reason, NULL};
+        int rc = mtc_run(argv, *a->slurm_conf ? env : NULL, &out, 15000);
+        if (rc != 0)
+            fprintf(stderr, "mtc-agent: scontrol update %s state=drain failed: %s\n", nodearg,
+                    out && *out ? out : strerror(errno));
+        free(out);
+        return;
+    }
+}
+
+static int need_address(const struct agent *a, const char *cmd)
+{
+    if (!*a->cluster)
+        return fail("%s: no cluster id (--cluster or clusterId in --config)", cmd);
+    if (!*a->ctx.node)
+        return fail("%s: no node name (--node or nodeId in --config)", cmd);
+    if (!*a->url && !*a->socket)
+        return fail("%s: no mtcd address (--socket PATH or --url URL)", cmd);
+    return 0;
+}
+
+static int cmd_check(struct agent *a)
+{
+    struct health_result r[MAX_RESULTS];
+    mtc_error_t err = {""};
+    if (a->report && need_address(a, "check --report"))
+        return 2;
+    int n = health_run(&a->ctx, a->only, r, MAX_RESULTS, &err);
+    if (n < 0)
+        return fail("%s", err.text);
+    print_results(a, r, n);
+    if (a->report && report(a, r, n, &err) < 0)
+        fprintf(stderr, "mtc-agent: %s\n", err.text);
+    int failed = health_worst(r, n, NULL) == HEALTH_FAIL;
+    if (failed && a->drain)
+        drain_self(a, r, n);
+    return failed ? 1 : 0;
+}
+
+static volatile sig_atomic_t stopping;
+static void on_signal(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
+
+/* The part of a result that, when it changes, must reach mtcd now. */
+static int changed(const struct health_result *a, int na, const struct health_result *b, int nb)
+{
+    if (na != nb)
+        return 1;
+    for (int i = 0; i < na; i++)
+        if (strcmp(a[i].check, b[i].check) || a[i].status != b[i].status ||
+            a[i].severity != b[i].severity)
+            return 1;
+    return 0;
+}
+
+static int cmd_run(struct agent *a)
+{
+    static struct health_result r[MAX_RESULTS], last[MAX_RESULTS];
+    int nlast = -1;
+    int64_t last_report = 0;
+    mtc_error_t err = {""};
+    if (need_address(a, "run"))
+        return 2;
+    int interval = a->interval_ms > 0 ? a->interval_ms : a->ctx.policy.interval_seconds * 1000;
+    int64_t every = (int64_t)a->ctx.policy.report_every_seconds * 1000;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    log_msg(LOG_INFO, "mtc-agent: node %s, cluster %s, every %d ms", a->ctx.node, a->cluster,
+            interval);
+    while (!stopping) {
+        int64_t t0 = mtc_now_ms();
+        int n = health_run(&a->ctx, a->only, r, MAX_RESULTS, &err);
+        if (n < 0)
+            return fail("%s", err.text);
+        int diff = changed(r, n, last, nlast);
+        for (int i = 0; diff && i < n; i++)
+            if (r[i].status != HEALTH_PASS)
+                log_msg(LOG_WARNING, "%s %s: %s", health_status_name(r[i].status), r[i].check,
+                        r[i].reason);
+        if (diff || t0 - last_report >= every) {
+            if (report(a, r, n, &err) == 0) {
+                memcpy(last, r, sizeof(r[0]) * (size_t)n);
+                nlast = n;
+                last_report = t0;
+            } else {
+                log_msg(LOG_ERR, "%s", err.text); /* retried next pass */
+            }
+        }
+        while (!stopping && mtc_now_ms() - t0 < interval)
+            mtc_sleep_ms(interval - (int)(mtc_now_ms() - t0) < 100
+                             ? interval - (int)(mtc_now_ms() - t0)
+                             : 100);
+    }
+    log_msg(LOG_INFO, "mtc-agent: stopping");
+    return 0;
+}
+
+static int cmd_checks(struct agent *a)
+{
+    for (const struct health_check *c = health_checks; c->name; c++) {
+        int on = 0;
+        for (int i = 0; i < a->ctx.policy.nchecks; i++)
+            on |= !strcmp(a->ctx.policy.checks[i], c->name) ||
+                  !strcmp(a->ctx.policy.checks[i], c->family);
+        printf("%-14s %-7s %-8s %-3s %s\n", c->name, c->family, health_severity_name(c->severity),
+               on ? (c->slow ? "pro" : "on") : "off", c->what);
+    }
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(struct agent *);
+    const char *help;
+} commands[] = {
+    {"check", cmd_check, "run the checks once; exit 1 when one FAILs"},
+    {"run", cmd_run, "run the checks every interval and report them to mtcd"},
+    {"checks", cmd_checks, "list the check table (name, family, severity, enabled, what)"},
+    {NULL, NULL, NULL},
+};
+
+static const char usage[] =
+    "usage: mtc-agent check|run|checks [options]\n"
+    "  --config FILE        agent config (JSON; %%n = $SLURMD_NODENAME)\n"
+    "  --only NAME,...      only these checks or families\n"
+    "  --json               print results as JSON (check)\n"
+    "  --mode M             health|prolog|epilog (default from $SLURM_SCRIPT_CONTEXT)\n"
+    "  --drain              on FAIL drain this node with scontrol (check)\n"
+    "  --report             also send the results to mtcd (check)\n"
+    "  --interval-ms N      loop period (run; default healthPolicy.intervalSeconds)\n"
+    "  --socket PATH | --url URL   mtcd address (token: $MTC_TOKEN)\n"
+    "  --cluster ID --node NAME --project P --location L\n"
+    "  --nvml LIB --kernel-log PATH --expected-gpus N --state-dir DIR\n"
+    "  --home-dir D --local-dir D --checkpoint-dir D\n";
+
+static int set_str(char *dst, size_t len, const char *v, const char *opt)
+{
+    if (strlen(v) >= len)
+        return fail("%s: too long", opt), -1;
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct agent a;
+    mtc_error_t err = {""};
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        for (int i = 0; commands[i].name; i++)
+            fprintf(argc < 2 ? stderr : stdout, "  %-8s %s\n", commands[i].name, commands[i].help);
+        return argc < 2 ? 2 : 0;
+    }
+    int ci = 0;
+    while (commands[ci].name && strcmp(commands[ci].name, argv[1]) != 0)
+        ci++;
+    if (!commands[ci].name)
+        return fail("unknown command \"%s\" (check, run, checks)", argv[1]);
+    log_open(NULL, "mtc-agent", LOG_INFO);
+    if (health_ctx_init(&a.ctx, &err) < 0)
+        return fail("%s", err.text);
+    snprintf(a.project, sizeof(a.project), "local");
+    snprintf(a.location, sizeof(a.location), "local");
+    const char *ctxenv = getenv("SLURM_SCRIPT_CONTEXT");
+    if (ctxenv && !strncmp(ctxenv, "prolog", 6))
+        a.ctx.mode = HEALTH_MODE_PROLOG;
+    else if (ctxenv && !strncmp(ctxenv, "epilog", 6))
+        a.ctx.mode = HEALTH_MODE_EPILOG;
+    const char *tok = getenv("MTC_TOKEN");
+    if (tok)
+        snprintf(a.token, sizeof(a.token), "%s", tok);
+
+    enum {
+        O_CONFIG = 256,
+        O_ONLY,
+        O_JSON,
+        O_MODE,
+        O_DRAIN,
+        O_REPORT,
+        O_INTERVAL,
+        O_SOCKET,
+        O_URL,
+        O_CLUSTER,
+        O_NODE,
+        O_PROJECT,
+        O_LOCATION,
+        O_NVML,
+        O_KLOG,
+        O_GPUS,
+        O_STATE,
+        O_HOME,
+        O_LOCAL,
+        O_CKPT
+    };
+    static const struct option opts[] = {{"config", 1, 0, O_CONFIG},
+                                         {"only", 1, 0, O_ONLY},
+                                         {"json", 0, 0, O_JSON},
+                                         {"mode", 1, 0, O_MODE},
+                                         {"drain", 0, 0, O_DRAIN},
+                                         {"report", 0, 0, O_REPORT},
+                                         {"interval-ms", 1, 0, O_INTERVAL},
+                                         {"socket", 1, 0, O_SOCKET},
+                                         {"url", 1, 0, O_URL},
+                                         {"cluster", 1, 0, O_CLUSTER},
+                                         {"node", 1, 0, O_NODE},
+                                         {"project", 1, 0, O_PROJECT},
+                                         {"location", 1, 0, O_LOCATION},
+                                         {"nvml", 1, 0, O_NVML},
+                                         {"kernel-log", 1, 0, O_KLOG},
+                                         {"expected-gpus", 1, 0, O_GPUS},
+                                         {"state-dir", 1, 0, O_STATE},
+                                         {"home-dir", 1, 0, O_HOME},
+                                         {"local-dir", 1, 0, O_LOCAL},
+                                         {"checkpoint-dir", 1, 0, O_CKPT},
+                                         {0, 0, 0, 0}};
+    /* --config first, so flags given with it override the file */
+    for (int i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--config") && load_config(&a, argv[i + 1]) < 0)
+            return 2;
+    int o, rebuild = 0;
+    optind = 2;
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int bad = 0;
+        char *end;
+        switch (o) {
+        case O_CONFIG:
+            break;
+        case O_ONLY:
+            a.only = optarg;
+            break;
+        case O_JSON:
+            a.json = 1;
+            break;
+        case O_DRAIN:
+            a.drain = 1;
+            break;
+        case O_REPORT:
+            a.report = 1;
+            break;
+        case O_MODE:
+            if (!strcmp(optarg, "health"))
+                a.ctx.mode = HEALTH_MODE_HEALTH;
+            else if (!strcmp(optarg, "prolog"))
+                a.ctx.mode = HEALTH_MODE_PROLOG;
+            else if (!strcmp(optarg, "epilog"))
+                a.ctx.mode = HEALTH_MODE_EPILOG;
+            else
+                return fail("--mode: must be health, prolog or epilog");
+            break;
+        case O_INTERVAL:
+            a.interval_ms = (int)strtol(optarg, &end, 10);
+            if (*end || a.interval_ms < 10 || a.interval_ms > 3600000)
+                return fail("--interval-ms: must be an integer from 10 to 3600000");
+            break;
+        case O_GPUS:
+            a.ctx.expected_gpus = (int)strtol(optarg, &end, 10);
+            if (*end || a.ctx.expected_gpus < 0 || a.ctx.expected_gpus > 64)
+                return fail("--expected-gpus: must be an integer from 0 to 64");
+            break;
+        case O_SOCKET:
+            bad = set_str(a.socket, sizeof(a.socket), optarg, "--socket");
+            break;
+        case O_URL:
+            bad = set_str(a.url, sizeof(a.url), optarg, "--url");
+            break;
+        case O_CLUSTER:
+            bad = set_str(a.cluster, sizeof(a.cluster), optarg, "--cluster");
+            break;
+        case O_NODE:
+            bad = set_str(a.ctx.node, sizeof(a.ctx.node), optarg, "--node");
+            break;
+        case O_PROJECT:
+            bad = set_str(a.project, sizeof(a.project), optarg, "--project");
+            break;
+        case O_LOCATION:
+            bad = set_str(a.location, sizeof(a.location), optarg, "--location");
+            break;
+        case O_NVML:
+            bad = set_str(a.ctx.nvml_library, sizeof(a.ctx.nvml_library), optarg, "--nvml");
+            break;
+        case O_KLOG:
+            bad = set_str(a.ctx.kernel_log, sizeof(a.ctx.kernel_log), optarg, "--kernel-log");
+            rebuild = 1;
+            break;
+        case O_STATE:
+            bad = set_str(a.ctx.state_dir, sizeof(a.ctx.state_dir), optarg, "--state-dir");
+            rebuild = 1;
+            break;
+        case O_HOME:
+            bad = set_str(a.ctx.home_dir, sizeof(a.ctx.home_dir), optarg, "--home-dir");
+            break;
+        case O_LOCAL:
+            bad = set_str(a.ctx.local_dir, sizeof(a.ctx.local_dir), optarg, "--local-dir");
+            break;
+        case O_CKPT:
+            bad = set_str(a.ctx.checkpoint_dir, sizeof(a.ctx.checkpoint_dir), optarg,
+                          "--checkpoint-dir");
+            break;
+        default:
+            return fail("unknown or incomplete option \"%s\" (mtc-agent --help)", argv[optind - 1]);
+        }
+        if (bad)
+            return 2;
+    }
+    if (optind < argc)
+        return fail("unexpected argument \"%s\"", argv[optind]);
+    /* names reach URLs: validate them like every other name */
+    if (!mtc_name_valid(a.project, 63) || !mtc_name_valid(a.location, 63) ||
+        (*a.cluster && !mtc_name_valid(a.cluster, 10)))
+        return fail("project, location and cluster id must match [a-z][a-z0-9-]*");
+    if (rebuild) { /* the kernel log or state dir changed after init: reopen */
+        health_rt_destroy(a.ctx.rt);
+        if (!(a.ctx.rt = health_rt_create(&a.ctx, &err)))
+            return fail("%s", err.text);
+    }
+    if (!*a.ctx.node) {
+        const char *n = getenv("SLURMD_NODENAME");
+        snprintf(a.ctx.node, sizeof(a.ctx.node), "%s", n ? n : "");
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = commands[ci].fn(&a);
+    curl_global_cleanup();
+    health_ctx_release(&a.ctx);
+    return rc;
+}

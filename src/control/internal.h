@@ -1,0 +1,37 @@
+/* internal: what control.c (operations, supervisor) and remediate.c (the
+ * resilience controller) share. Not part of the module's interface. */
+#ifndef MTC_CONTROL_INTERNAL_H
+#define MTC_CONTROL_INTERNAL_H
+
+#include <pthread.h>
+
+#include "control/control.h"
+
+/* Remediation policy: at most REMEDIATION_LIMIT actions per node within
+ * REMEDIATION_WINDOW_S; a node Slurm has had down for NODE_DOWN_GRACE_S (and
+ * that the supervisor could not restart) is treated as failed. */
+#define REMEDIATION_LIMIT 4
+#define REMEDIATION_WINDOW_S 3600
+#define NODE_DOWN_GRACE_S 10
+
+struct control {
+    struct store *st;
+    struct provider *prov;
+    int supervise_ms;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    json_t *busy;     /* cluster id -> op id, clusters with a running worker */
+    json_t *down;     /* "cluster/node" -> ms first seen down by Slurm */
+    int running;      /* worker threads alive */
+    int stopping;
+    int poked;        /* wake the supervisor early */
+    int supervisor_started;
+    pthread_t supervisor;
+};
+
+int control_run_remediate(struct control *c, struct store_op *op, json_t **response,
+                          mtc_error_t *err);
+void control_check_health(struct control *c, const struct store_cluster *cl);
+void control_node_down(struct control *c, const char *id, const char *node, const char *state);
+
+#endif

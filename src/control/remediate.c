@@ -1,0 +1,314 @@
+/* remediate: the hardware-resilience controller. A node whose health fails
+ * (mtc-agent report, Slurm says it is down, or a manual reportFaultyNodes) is
+ * drained, its jobs requeued, then restarted → rebooted → reimaged → replaced
+ * (escalating with the node's recent history) until its checks pass and it is
+ * resumed — or the per-node limit is reached and it stays drained in ERROR.
+ * Each remediation is a persisted REMEDIATE operation; every step is an event. */
+#include "control/internal.h"
+#include "health/health.h"
+#include "slurm/slurm.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Actions in escalation order, with the event each one records. */
+static const struct action {
+    const char *name;
+    const char *event;
+} actions[] = {
+    {"restart", "VM_RESTART"},
+    {"reboot", "VM_REBOOT"},
+    {"reimage", "VM_REIMAGE"},
+    {"replace", "VM_REPORT_AND_REPLACEMENT"},
+};
+#define N_ACTIONS ((int)(sizeof(actions) / sizeof(actions[0])))
+
+/* Severity name → the first action it asks for. */
+static int action_for(const char *severity)
+{
+    static const char *sev[] = {"RESTART", "REBOOT", "REIMAGE", "REPLACE"};
+    for (int i = 0; i < N_ACTIONS; i++)
+        if (severity && strcmp(severity, sev[i]) == 0)
+            return i;
+    return 0;
+}
+
+/* The detection event for a failing check. */
+static const char *detect_event(const char *check, const char *mode)
+{
+    if (mode && strcmp(mode, "PROLOG") == 0)
+        return "VM_PROLOG_ERROR";
+    if (mode && strcmp(mode, "EPILOG") == 0)
+        return "VM_EPILOG_ERROR";
+    if (strncmp(check, "gpu", 3) == 0 || strncmp(check, "xid", 3) == 0)
+        return "VM_CONTINUOUS_GPU_ERROR";
+    return "VM_SCAN_ERROR";
+}
+
+static int conf_path(struct control *c, const char *id, char *buf, size_t len, mtc_error_t *err)
+{
+    char dir[PATH_MAX];
+    if (provider_cluster_dir(c->prov, id, dir, sizeof(dir), err) < 0)
+        return -1;
+    if (snprintf(buf, len, "%s/slurm.conf", dir) >= (int)len)
+        return errprintf(err, "path too long");
+    return 0;
+}
+
+/* scontrol/squeue on the cluster; returns the exit status, output in *out. */
+static int slurm(const char *conf, char **out, const char *a0, const char *a1, const char *a2,
+                 const char *a3, const char *a4)
+{
+    char *argv[] = {(char *)a0, (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL};
+    return slurm_cmd(conf, argv, out, 30000);
+}
+
+static void event(struct control *c, const char *id, const char *type, const char *node,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void event(struct control *c, const char *id, const char *type, const char *node,
+                  const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    store_event_add(c->st, id, type, node, msg);
+    log_msg(LOG_WARNING, "cluster %s: %s %s: %s", id, type, node, msg);
+}
+
+/* Drain with a reason naming the check, then requeue the node's running jobs. */
+static int drain_and_requeue(struct control *c, const char *id, const char *conf,
+                             const char *node, const char *check, const char *reason)
+{
+    char arg_node[96], arg_reason[400], *out = NULL;
+    snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
+    snprintf(arg_reason, sizeof(arg_reason), "reason=mtc: %s: %.300s", check, reason);
+    for (char *p = arg_reason; *p; p++) /* one line, no quotes for scontrol's parser */
+        if (*p == '\n' || *p == '"')
+            *p = ' ';
+    int rc = slurm(conf, &out, "scontrol", "update", arg_node, "state=drain", arg_reason);
+    if (rc != 0) {
+        log_msg(LOG_ERR, "cluster %s: drain %s failed: %s", id, node, out ? out : "");
+        free(out);
+        return -1;
+    }
+    free(out);
+    event(c, id, "VM_SLURM_DRAIN", node, "drained: %s: %s", check, reason);
+
+    out = NULL;
+    char arg_w[96];
+    snprintf(arg_w, sizeof(arg_w), "--nodelist=%s", node);
+    if (slurm(conf, &out, "squeue", "-h", "-o", "%i", arg_w) == 0 && out) {
+        char *save = NULL;
+        for (char *job = strtok_r(out, "\n", &save); job; job = strtok_r(NULL, "\n", &save)) {
+            char *jout = NULL;
+            int jrc = slurm(conf, &jout, "scontrol", "requeue", job, NULL, NULL);
+            if (jrc == 0)
+                event(c, id, "JOB_REQUEUED", node, "job %s requeued (was running on %s)", job,
+                      node);
+            else
+                event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job,
+                      jout ? jout : "scontrol requeue failed");
+            free(jout);
+        }
+    }
+    free(out);
+    return 0;
+}
+
+/* Run the node's checks after an action. 1 pass, 0 fail, -1 error (err). */
+static int verify(struct control *c, const char *id, const json_t *spec, const char *node,
+                  mtc_error_t *err)
+{
+    json_t *results = provider_node_check(c->prov, id, spec, node, err);
+    if (!results)
+        return -1;
+    struct health_result r[HEALTH_MAX_CHECKS * 2];
+    mtc_error_t perr;
+    int n = health_results_parse(results, r, (int)(sizeof(r) / sizeof(r[0])), &perr);
+    int sev = 0;
+    enum health_status worst = n >= 0 ? health_worst(r, n, &sev) : HEALTH_FAIL;
+    struct store_health h = {.results = results};
+    snprintf(h.status, sizeof(h.status), "%s", health_status_name(worst));
+    snprintf(h.severity, sizeof(h.severity), "%s", health_severity_name(sev));
+    for (int i = 0; i < n; i++) {
+        if (r[i].status == HEALTH_FAIL) {
+            snprintf(h.failing_check, sizeof(h.failing_check), "%s", r[i].check);
+            snprintf(h.reason, sizeof(h.reason), "%s", r[i].reason);
+            break;
+        }
+    }
+    if (worst == HEALTH_FAIL)
+        errprintf(err, "%s: %s", h.failing_check, h.reason);
+    store_health_put(c->st, id, node, &h);
+    json_decref(results);
+    return worst != HEALTH_FAIL;
+}
+
+/* One node: detect event, drain + requeue, escalate through the actions. */
+static int remediate_node(struct control *c, struct store_op *op, const json_t *spec,
+                          const char *conf, const json_t *item, mtc_error_t *err)
+{
+    const char *id = op->cluster_id;
+    const char *node = json_string_value(json_object_get(item, "node"));
+    const char *check = json_string_value(json_object_get(item, "check"));
+    const char *reason = json_string_value(json_object_get(item, "reason"));
+    const char *severity = json_string_value(json_object_get(item, "severity"));
+    const char *mode = json_string_value(json_object_get(item, "mode"));
+    char progress[256];
+
+    store_health_set_remediation(c->st, id, node, "REMEDIATING");
+    event(c, id, detect_event(check, mode), node, "%s failed: %s", check, reason);
+    snprintf(progress, sizeof(progress), "%s: draining and requeueing jobs", node);
+    store_op_progress(c->st, op->id, progress);
+    if (drain_and_requeue(c, id, conf, node, check, reason) < 0)
+        return errprintf(err, "%s: cannot drain the node", node);
+
+    int64_t since = mtc_now_ms() - (int64_t)REMEDIATION_WINDOW_S * 1000;
+    int done = store_remediation_count(c->st, id, node, since);
+    int a = action_for(severity);
+    if (done > a)
+        a = done; /* the same node failing again within the window escalates */
+    for (;; a++) {
+        if (done >= REMEDIATION_LIMIT || a >= N_ACTIONS) {
+            char why[300];
+            snprintf(why, sizeof(why), "reason=mtc: remediation limit reached (%d actions in %d s); "
+                     "last failure %.200s", done, REMEDIATION_WINDOW_S, check);
+            char arg_node[96], *out = NULL;
+            snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
+            slurm(conf, &out, "scontrol", "update", arg_node, "state=drain", why);
+            free(out);
+            store_health_set_remediation(c->st, id, node, "FAILED");
+            event(c, id, "VM_REMEDIATION_FAILED", node,
+                  "left drained in ERROR after %d actions in %d s: %s", done,
+                  REMEDIATION_WINDOW_S, check);
+            return 0; /* the operation did what policy allows */
+        }
+        store_remediation_add(c->st, id, node, actions[a].name, check, op->id);
+        done++;
+        snprintf(progress, sizeof(progress), "%s: %s (attempt %d)", node, actions[a].name, done);
+        store_op_progress(c->st, op->id, progress);
+        event(c, id, actions[a].event, node, "%s %s after %s", actions[a].name, node, check);
+        mtc_error_t aerr = {""};
+        if (provider_node_action(c->prov, id, spec, node, actions[a].name, &aerr) < 0) {
+            event(c, id, "VM_ACTION_FAILED", node, "%s failed: %s", actions[a].name, aerr.text);
+            continue;
+        }
+        mtc_error_t verr = {""};
+        int ok = verify(c, id, spec, node, &verr);
+        if (ok == 1) {
+            char arg_node[96], *out = NULL;
+            snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
+            int rc = slurm(conf, &out, "scontrol", "update", arg_node, "state=resume", NULL);
+            if (rc != 0)
+                log_msg(LOG_ERR, "cluster %s: resume %s: %s", id, node, out ? out : "");
+            free(out);
+            store_health_set_remediation(c->st, id, node, "");
+            event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",
+                  actions[a].name);
+            return 0;
+        }
+        event(c, id, "VM_HEALTH_CHECK_FAILED", node, "after %s: %s", actions[a].name,
+              ok < 0 ? verr.text : verr.text);
+    }
+}
+
+int control_run_remediate(struct control *c, struct store_op *op, json_t **response,
+                          mtc_error_t *err)
+{
+    struct store_cluster cl;
+    char conf[PATH_MAX + 16];
+    if (store_cluster_get(c->st, op->cluster_id, &cl) < 0)
+        return errprintf(err, "cluster %s no longer exists", op->cluster_id);
+    int rc = conf_path(c, op->cluster_id, conf, sizeof(conf), err);
+    json_t *nodes = json_object_get(op->request, "nodes"), *item;
+    size_t i;
+    json_array_foreach(nodes, i, item)
+    {
+        if (rc < 0)
+            break;
+        rc = remediate_node(c, op, cl.spec, conf, item, err);
+    }
+    store_cluster_release(&cl);
+    if (rc == 0)
+        *response = json_pack("{s:O}", "nodes", nodes);
+    return rc;
+}
+
+/* --- triggers ------------------------------------------------------------- */
+
+/* Start a REMEDIATE operation for the given items; EBUSY when the cluster is busy. */
+int control_start_remediation(struct control *c, const char *project, const char *location,
+                              const char *id, json_t *items, char op_id[48], mtc_error_t *err)
+{
+    struct store_op op;
+    char hex[17];
+    memset(&op, 0, sizeof(op));
+    mtc_random_hex(hex, 8);
+    snprintf(op.id, sizeof(op.id), "op-%s", hex);
+    snprintf(op.project, sizeof(op.project), "%s", project);
+    snprintf(op.location, sizeof(op.location), "%s", location);
+    snprintf(op.cluster_id, sizeof(op.cluster_id), "%s", id);
+    snprintf(op.kind, sizeof(op.kind), "REMEDIATE");
+    snprintf(op.progress, sizeof(op.progress), "queued");
+    op.request = json_pack("{s:O}", "nodes", items);
+    char busy[48] = "";
+    int rc = store_op_begin(c->st, &op, "RUNNING", busy);
+    json_decref(op.request);
+    if (rc < 0) {
+        if (errno == EBUSY)
+            return errprintf(err, "cluster %s has an operation in progress: %s", id, busy);
+        return errprintf(err, "cluster %s: cannot start remediation", id);
+    }
+    size_t i;
+    json_t *item;
+    json_array_foreach(items, i, item)
+    store_health_set_remediation(c->st, id, json_string_value(json_object_get(item, "node")),
+                                 "PENDING");
+    snprintf(op_id, 48, "%s", op.id);
+    log_msg(LOG_NOTICE, "remediate cluster %s: operation %s", id, op.id);
+    return control_submit(c, op.id, err);
+}
+
+/* Supervisor pass: nodes whose health FAILs, or that Slurm has had down for a
+ * while, get a remediation unless one ran out of its limit. */
+void control_check_health(struct control *c, const struct store_cluster *cl)
+{
+    int n = 0;
+    struct store_health *h = store_health_list(c->st, cl->id, &n);
+    json_t *items = json_array();
+    for (int i = 0; i < n; i++) {
+        if (strcmp(h[i].status, "FAIL") != 0 || strcmp(h[i].remediation, "FAILED") == 0 ||
+            strcmp(h[i].remediation, "REMEDIATING") == 0)
+            continue;
+        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s}", "node", h[i].node, "check",
+                                               h[i].failing_check, "reason", h[i].reason,
+                                               "severity", h[i].severity));
+    }
+    store_health_free(h, n);
+    if (json_array_size(items) > 0) {
+        char op_id[48];
+        mtc_error_t err = {""};
+        if (control_start_remediation(c, cl->project, cl->location, cl->id, items, op_id, &err) <
+                0 &&
+            errno != EBUSY)
+            log_msg(LOG_ERR, "cluster %s: %s", cl->id, err.text);
+    }
+    json_decref(items);
+}
+
+/* Record that Slurm reports a node down (not responding) for too long. */
+void control_node_down(struct control *c, const char *id, const char *node, const char *state)
+{
+    struct store_health h = {0};
+    snprintf(h.status, sizeof(h.status), "FAIL");
+    snprintf(h.failing_check, sizeof(h.failing_check), "slurm.node");
+    snprintf(h.reason, sizeof(h.reason), "Slurm reports the node %s for over %d s", state,
+             NODE_DOWN_GRACE_S);
+    snprintf(h.severity, sizeof(h.severity), "REBOOT");
+    store_health_put(c->st, id, node, &h);
+}

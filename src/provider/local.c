@@ -1,0 +1,894 @@
+/* local: the "local" provider — a real Slurm cluster on this host. One munged
+ * (own key and socket), one slurmctld and one `slurmd -N <node>` per compute
+ * node on its own port, all under $MTC_HOME/clusters/<id>; pid files under
+ * run/ let a restarted caller adopt the daemons instead of starting them twice. */
+#include "provider/local.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cluster/cluster.h"
+#include "slurm/slurm.h"
+
+/* Paths go into fixed buffers; overlong ones are rejected up front
+ * (provider_cluster_dir), so truncation warnings are noise here. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+const char *local_path(const struct lc *c, char *buf, const char *fmt, ...)
+{
+    char rel[PLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof(rel), fmt, ap);
+    va_end(ap);
+    snprintf(buf, PLEN, "%s/%s", c->dir, rel);
+    return buf;
+}
+
+static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_msg(LOG_INFO, "%s", msg);
+    if (progress)
+        progress(arg, msg);
+}
+
+int local_lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t *err)
+{
+    memset(c, 0, sizeof(*c));
+    c->lockfd = -1;
+    if (provider_cluster_dir(p, id, c->dir, sizeof(c->dir), err) < 0)
+        return -1;
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    snprintf(c->conf, sizeof(c->conf), "%s/slurm.conf", c->dir);
+    snprintf(c->munge_socket, sizeof(c->munge_socket), "%s/munge/socket", c->dir);
+    /* unix socket paths are limited to 108 bytes */
+    if (strlen(c->munge_socket) >= 100) {
+        errno = ENAMETOOLONG;
+        return errprintf(err, "munge socket path %s too long; use a shorter MTC_HOME",
+                         c->munge_socket);
+    }
+    return 0;
+}
+
+/* Serialise apply/supervise/delete of one cluster across threads and processes. */
+int local_lock(struct lc *c, int wait)
+{
+    char path[PLEN];
+    c->lockfd = open(local_path(c, path, ".lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (c->lockfd < 0)
+        return -1;
+    if (flock(c->lockfd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) < 0) {
+        close(c->lockfd);
+        c->lockfd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+void local_unlock(struct lc *c)
+{
+    if (c->lockfd >= 0)
+        close(c->lockfd);
+    c->lockfd = -1;
+}
+
+/* ---- daemons by pid file, checked against their command line ---- */
+
+/* 1 when pid's argv contains a and (if given) b as whole arguments. */
+int local_cmdline_has(pid_t pid, const char *a, const char *b)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    char *s = mtc_read_file(path, &len);
+    if (!s)
+        return 0;
+    int fa = 0, fb = !b;
+    for (size_t i = 0; i < len; i += strlen(s + i) + 1) {
+        fa |= strcmp(s + i, a) == 0;
+        fb |= b && strcmp(s + i, b) == 0;
+    }
+    free(s);
+    return fa && fb;
+}
+
+/* The live pid recorded in run/<name>.pid whose argv has a (and b), else 0.
+ * The argv check keeps a recycled pid from being taken for our daemon. When
+ * the caller died between starting a daemon and recording its pid, the
+ * daemon's own pid file (own, relative to the cluster dir) finds it. */
+pid_t local_running(const struct lc *c, const char *name, const char *own, const char *a,
+                     const char *b)
+{
+    char path[PLEN];
+    pid_t pid = mtc_pid_read(local_path(c, path, "run/%s.pid", name));
+    if (pid > 0 && mtc_pid_alive(pid) && local_cmdline_has(pid, a, b))
+        return pid;
+    pid = mtc_pid_read(local_path(c, path, "%s", own));
+    if (pid > 0 && mtc_pid_alive(pid) && local_cmdline_has(pid, a, b)) {
+        mtc_write_file_fmt(local_path(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
+        return pid;
+    }
+    return 0;
+}
+
+int local_record_pid(const struct lc *c, const char *name, pid_t pid)
+{
+    char path[PLEN];
+    return mtc_write_file_fmt(local_path(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
+}
+
+static void munge_arg(const struct lc *c, char *buf)
+{
+    snprintf(buf, PLEN, "--socket=%s", c->munge_socket);
+}
+
+static pid_t munged_running(const struct lc *c)
+{
+    char a[PLEN];
+    munge_arg(c, a);
+    return local_running(c, "munged", "munge/pid", a, NULL);
+}
+
+static pid_t ctld_running(const struct lc *c)
+{
+    return local_running(c, "slurmctld", "run/slurm/slurmctld.pid", c->conf, NULL);
+}
+
+pid_t local_slurmd_running(const struct lc *c, const char *node)
+{
+    char name[96], own[128];
+    snprintf(name, sizeof(name), "slurmd-%s", node);
+    snprintf(own, sizeof(own), "run/slurm/slurmd-%s.pid", node);
+    return local_running(c, name, own, c->conf, node);
+}
+
+static int munge_key(const struct lc *c, mtc_error_t *err)
+{
+    char path[PLEN];
+    unsigned char key[1024];
+    if (mtc_path_exists(local_path(c, path, "munge/key")))
+        return 0;
+    if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key))
+        return errprintf(err, "getrandom: %s", strerror(errno));
+    if (mtc_write_file_atomic(path, key, sizeof(key), 0400) < 0)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
+static int munged_start(const struct lc *c, mtc_error_t *err)
+{
+    char a_sock[PLEN], a_key[PLEN], a_pid[PLEN], a_log[PLEN], a_seed[PLEN], path[PLEN];
+    if (munge_key(c, err) < 0)
+        return -1;
+    /* a stale socket or lock from a killed munged would block the new one */
+    unlink(c->munge_socket);
+    unlink(local_path(c, path, "munge/socket.lock"));
+    munge_arg(c, a_sock);
+    snprintf(a_key, PLEN, "--key-file=%s/munge/key", c->dir);
+    snprintf(a_pid, PLEN, "--pid-file=%s/munge/pid", c->dir);
+    snprintf(a_log, PLEN, "--log-file=%s/munge/log", c->dir);
+    snprintf(a_seed, PLEN, "--seed-file=%s/munge/seed", c->dir);
+    /* -f: MTC_HOME may sit below a directory others cannot enter, which munged
+     * otherwise refuses; all clients here run as root */
+    char *argv[] = {"munged", "-F", "-f", a_sock, a_key, a_pid, a_log, a_seed, NULL};
+    pid_t pid = mtc_spawn(argv, NULL, local_path(c, path, "log/munged.out"));
+    if (pid < 0)
+        return errprintf(err, "cannot start munged: %s", strerror(errno));
+    local_record_pid(c, "munged", pid);
+    for (int64_t end = mtc_now_ms() + 10000; mtc_now_ms() < end; mtc_sleep_ms(50)) {
+        if (mtc_path_exists(c->munge_socket))
+            return 0;
+        if (!mtc_pid_alive(pid))
+            break;
+    }
+    return errprintf(err, "munged did not come up (see %s/munge/log)", c->dir);
+}
+
+static int ctld_start(const struct lc *c, mtc_error_t *err)
+{
+    char path[PLEN];
+    pid_t pid = slurm_ctld_start(c->conf, local_path(c, path, "log/slurmctld.out"));
+    if (pid < 0)
+        return errprintf(err, "cannot start slurmctld: %s", strerror(errno));
+    local_record_pid(c, "slurmctld", pid);
+    for (int64_t end = mtc_now_ms() + CTLD_WAIT_MS; mtc_now_ms() < end; mtc_sleep_ms(100)) {
+        if (slurm_ctld_up(c->conf))
+            return 0;
+        if (!mtc_pid_alive(pid)) /* a config error: fail now, not after the wait */
+            return errprintf(err, "slurmctld exited at start (see %s/log/slurmctld.log)", c->dir);
+    }
+    return errprintf(err, "slurmctld did not answer within %d s (see %s/log/slurmctld.log)",
+                     CTLD_WAIT_MS / 1000, c->dir);
+}
+
+int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
+{
+    char path[PLEN], name[96];
+    mtc_mkdir_p(local_path(c, path, "spool/%s", node), 0755);
+    mtc_mkdir_p(local_path(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
+    pid_t pid = slurm_slurmd_start(c->conf, node, local_path(c, path, "log/slurmd-%s.out", node));
+    if (pid < 0)
+        return errprintf(err, "cannot start slurmd for %s: %s", node, strerror(errno));
+    snprintf(name, sizeof(name), "slurmd-%s", node);
+    local_record_pid(c, name, pid);
+    return 0;
+}
+
+void local_stop_pidfile(const struct lc *c, const char *name, pid_t pid)
+{
+    char path[PLEN];
+    if (pid > 0)
+        mtc_pid_stop(pid, STOP_WAIT_MS);
+    unlink(local_path(c, path, "run/%s.pid", name));
+}
+
+/* ---- layout (cluster.json) ---- */
+
+int local_layout_load(const struct lc *c, struct layout *l)
+{
+    char path[PLEN];
+    memset(l, 0, sizeof(*l));
+    json_t *j = json_load_file(local_path(c, path, "cluster.json"), 0, NULL);
+    if (!j)
+        return -1;
+    l->ctld_port = (int)json_integer_value(json_object_get(j, "ctldPort"));
+    l->slurmd_port = (int)json_integer_value(json_object_get(j, "slurmdPort"));
+    snprintf(l->applied_sha, sizeof(l->applied_sha), "%s",
+             json_string_value(json_object_get(j, "appliedConfSha256")) ?: "");
+    snprintf(l->applied_nodes, sizeof(l->applied_nodes), "%s",
+             json_string_value(json_object_get(j, "appliedNodes")) ?: "");
+    size_t i;
+    json_t *n;
+    json_array_foreach(json_object_get(j, "nodes"), i, n)
+    {
+        if (l->nnodes >= MAX_NODES)
+            break;
+        struct lnode *ln = &l->nodes[l->nnodes++];
+        snprintf(ln->name, sizeof(ln->name), "%s",
+                 json_string_value(json_object_get(n, "name")) ?: "");
+        snprintf(ln->pool, sizeof(ln->pool), "%s",
+                 json_string_value(json_object_get(n, "pool")) ?: "");
+        ln->port = (int)json_integer_value(json_object_get(n, "port"));
+    }
+    json_decref(j);
+    return l->ctld_port > 0 ? 0 : -1;
+}
+
+static int layout_save(const struct lc *c, const struct layout *l, mtc_error_t *err)
+{
+    char path[PLEN];
+    json_t *nodes = json_array();
+    for (size_t i = 0; i < l->nnodes; i++)
+        json_array_append_new(nodes, json_pack("{s:s,s:s,s:i}", "name", l->nodes[i].name, "pool",
+                                               l->nodes[i].pool, "port", l->nodes[i].port));
+    json_t *j = json_pack("{s:s,s:i,s:i,s:o,s:s,s:s}", "id", c->id, "ctldPort", l->ctld_port,
+                          "slurmdPort", l->slurmd_port, "nodes", nodes, "appliedConfSha256",
+                          l->applied_sha, "appliedNodes", l->applied_nodes);
+    char *s = json_dumps(j, JSON_INDENT(2));
+    json_decref(j);
+    int rc = s ? mtc_write_file_atomic(local_path(c, path, "cluster.json"), s, strlen(s), 0644) : -1;
+    free(s);
+    if (rc < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+const struct lnode *local_layout_find(const struct layout *l, const char *name)
+{
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (strcmp(l->nodes[i].name, name) == 0)
+            return &l->nodes[i];
+    return NULL;
+}
+
+static void node_names(const struct layout *l, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < l->nnodes; i++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "," : "", l->nodes[i].name);
+}
+
+static int port_taken(const struct layout *l, int port)
+{
+    if (port == l->ctld_port || port == l->slurmd_port)
+        return 1;
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (l->nodes[i].port == port)
+            return 1;
+    return 0;
+}
+
+/* The nodes the spec asks for; ports kept from old, new ones allocated.
+ * sizes[] gets each node's Slurm sizing. */
+static int plan_nodes(const struct lc *c, const json_t *spec, const struct layout *old,
+                      struct layout *l, struct slurm_node *sizes, mtc_error_t *err)
+{
+    int host_cpus;
+    long host_mem;
+    if (slurm_host_resources(&host_cpus, &host_mem, err) < 0)
+        return -1;
+    const char *login = cluster_spec_login_pool(spec);
+    size_t i;
+    json_t *pool;
+    json_array_foreach(json_object_get(spec, "nodePools"), i, pool)
+    {
+        const char *pid = json_string_value(json_object_get(pool, "id"));
+        if (login && strcmp(pid, login) == 0)
+            continue; /* the login pool is this host's shell: no slurmd */
+        json_t *ms = json_object_get(pool, "machineSpec");
+        struct cluster_machine_type mt;
+        if (cluster_machine_type_lookup(json_string_value(json_object_get(ms, "machineType")), &mt,
+                                        err) < 0)
+            return -1;
+        int count = (int)json_integer_value(
+            json_object_get(json_object_get(pool, "scalingSpec"), "minNodeCount"));
+        for (int k = 0; k < count; k++) {
+            if (l->nnodes >= MAX_NODES)
+                return errprintf(err, "more than %d nodes", MAX_NODES);
+            struct lnode *n = &l->nodes[l->nnodes];
+            struct slurm_node *s = &sizes[l->nnodes];
+            l->nnodes++;
+            snprintf(n->name, sizeof(n->name), "%s-%s-%d", c->id, pid, k);
+            snprintf(n->pool, sizeof(n->pool), "%s", pid);
+            const struct lnode *was = old ? local_layout_find(old, n->name) : NULL;
+            n->port = was ? was->port : 0;
+            memset(s, 0, sizeof(*s));
+            snprintf(s->name, sizeof(s->name), "%s", n->name);
+            snprintf(s->pool, sizeof(s->pool), "%s", pid);
+            /* never more than the host has: slurmd refuses to register a node
+             * configured larger than what `slurmd -C` sees */
+            s->cpus = mt.host_sized || mt.vcpus > host_cpus ? host_cpus : mt.vcpus;
+            s->memory_mb = mt.host_sized || mt.memory_mb > host_mem ? host_mem : mt.memory_mb;
+            s->gpus = (int)json_integer_value(json_object_get(ms, "acceleratorCount"));
+            snprintf(s->gres_type, sizeof(s->gres_type), "%s",
+                     mt.gres_type[0] ? mt.gres_type : "gpu");
+        }
+    }
+    /* ports: one consecutive range on creation, single free ports for nodes added later */
+    if (old && old->ctld_port > 0) {
+        l->ctld_port = old->ctld_port;
+        l->slurmd_port = old->slurmd_port;
+    } else {
+        int base = mtc_free_port_range((int)l->nnodes + 2);
+        if (!base)
+            return errprintf(err, "no free port range");
+        l->ctld_port = base;
+        l->slurmd_port = base + 1;
+        for (size_t k = 0; k < l->nnodes; k++)
+            l->nodes[k].port = base + 2 + (int)k;
+    }
+    for (size_t k = 0; k < l->nnodes; k++) {
+        int tries = 0;
+        while (!l->nodes[k].port && tries++ < 100) {
+            int p = mtc_free_port();
+            if (p && !port_taken(l, p) && !(old && port_taken(old, p)))
+                l->nodes[k].port = p;
+        }
+        if (!l->nodes[k].port)
+            return errprintf(err, "no free port for %s", l->nodes[k].name);
+        sizes[k].port = l->nodes[k].port;
+    }
+    return 0;
+}
+
+/* ---- files ---- */
+
+static int make_dirs(const struct lc *c, mtc_error_t *err)
+{
+    static const char *const sub[] = {"",     "state", "spool", "log", "run", "run/slurm",
+                                      "home", "nodes", "etc",   "tmp", NULL};
+    char path[PLEN];
+    for (size_t i = 0; sub[i]; i++)
+        if (mtc_mkdir_p(local_path(c, path, "%s", sub[i]), 0755) < 0)
+            return errprintf(err, "mkdir %s: %s", path, strerror(errno));
+    /* munged wants its socket directory enterable by everyone */
+    if (mtc_mkdir_p(local_path(c, path, "munge"), 0755) < 0 || chmod(path, 0755) < 0)
+        return errprintf(err, "mkdir %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* etc/prolog.sh, etc/epilog.sh, etc/health.sh from the provider's hooks and
+ * the spec's scripts; sets which of them slurm.conf names. */
+static int write_hooks(const struct provider *p, const struct lc *c, const json_t *pro,
+                       const json_t *epi, struct slurm_layout *sl, mtc_error_t *err)
+{
+    char *hp = provider_hook_expand(p->hook_prolog, c->id, c->dir);
+    char *he = provider_hook_expand(p->hook_epilog, c->id, c->dir);
+    char *hh = provider_hook_expand(p->hook_health, c->id, c->dir);
+    int rc = -1;
+    if ((sl->prolog = slurm_scripts_write(c->dir, "prolog", hp, pro, err)) < 0 ||
+        (sl->epilog = slurm_scripts_write(c->dir, "epilog", he, epi, err)) < 0 ||
+        slurm_health_write(c->dir, hh, err) < 0)
+        goto out;
+    if (!hh)
+        sl->health_interval = 0;
+    rc = 0;
+out:
+    free(hp);
+    free(he);
+    free(hh);
+    return rc;
+}
+
+/* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
+int local_host_gpus(void)
+{
+    int n = 0;
+    char path[64];
+    for (;; n++) {
+        snprintf(path, sizeof(path), "/dev/nvidia%d", n);
+        if (!mtc_path_exists(path))
+            return n;
+    }
+}
+
+/* Write path when its content differs. 1 changed, 0 same, -1 error. */
+int local_write_if_changed(const char *path, const char *text, mtc_error_t *err)
+{
+    char *old = mtc_read_file(path, NULL);
+    int same = old && strcmp(old, text) == 0;
+    free(old);
+    if (same)
+        return 0;
+    if (mtc_write_file_atomic(path, text, strlen(text), 0644) < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return 1;
+}
+
+/* Stop every slurmd and mtc-agent that has a pid file (mtc's in run/ or
+ * Slurm's in run/slurm/) and is not a node of keep (NULL: stop all), and remove the
+ * node's directories. Scanning pid files rather than the saved layout also
+ * catches nodes an update removed before it was interrupted. */
+static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
+                               provider_progress_fn progress, void *arg)
+{
+    static const char *const dirs[] = {"run", "run/slurm"};
+    char path[PLEN], names[64][64];
+    size_t n = 0;
+    for (size_t k = 0; k < 2; k++) {
+        DIR *d = opendir(local_path(c, path, "%s", dirs[k]));
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            /* slurmd-<node>.pid or agent-<node>.pid */
+            size_t pre = strncmp(e->d_name, "slurmd-", 7) == 0  ? 7
+                         : strncmp(e->d_name, "agent-", 6) == 0 ? 6
+                                                                 : 0;
+            if (!pre || len < pre + 5 || len - pre - 4 >= 64 ||
+                strcmp(e->d_name + len - 4, ".pid") != 0)
+                continue;
+            char node[64];
+            snprintf(node, sizeof(node), "%.*s", (int)(len - pre - 4), e->d_name + pre);
+            int seen = keep && local_layout_find(keep, node);
+            for (size_t i = 0; i < n; i++)
+                seen |= strcmp(names[i], node) == 0;
+            if (!seen && n < 64)
+                snprintf(names[n++], sizeof(names[0]), "%s", node);
+        }
+        if (d)
+            closedir(d);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char name[96];
+        snprintf(name, sizeof(name), "slurmd-%s", names[i]);
+        if (keep)
+            say(progress, arg, "removing node %s", names[i]);
+        local_stop_pidfile(c, name, local_slurmd_running(c, names[i]));
+        local_agent_stop(c, names[i]);
+        /* what the daemons leave behind: steps, tasks, hook programs */
+        mtc_error_t e2;
+        if (local_node_kill(c, names[i], &e2) < 0)
+            log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
+        unlink(local_path(c, path, "run/slurm/%s.pid", name));
+        mtc_rm_rf(local_path(c, path, "spool/%s", names[i]));
+        mtc_rm_rf(local_path(c, path, "nodes/%s", names[i]));
+        mtc_rm_rf(local_path(c, path, "tmp/%s", names[i]));
+    }
+}
+
+/* ---- convergence ---- */
+
+static int local_wait_registered(const struct lc *c, const struct layout *l, mtc_error_t *err)
+{
+    int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;
+    char last[256] = "";
+    for (;;) {
+        mtc_error_t e2;
+        json_t *st = slurm_node_states(c->conf, &e2);
+        size_t ok = 0;
+        for (size_t i = 0; st && i < l->nnodes; i++) {
+            const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
+            if (slurm_state_registered(s))
+                ok++;
+            else if (!last[0] || ok == i)
+                snprintf(last, sizeof(last), "%s is %s", l->nodes[i].name, s ? s : "missing");
+        }
+        json_decref(st);
+        if (st && ok == l->nnodes)
+            return 0;
+        if (mtc_now_ms() >= end)
+            return errprintf(err, "nodes did not register within %d s: %s (see %s/log)",
+                             REGISTER_WAIT_MS / 1000, st ? last : e2.text, c->dir);
+        mtc_sleep_ms(250);
+    }
+}
+
+static int local_apply(struct provider *p, const char *id, const json_t *spec,
+                       provider_progress_fn progress, void *arg, mtc_error_t *err)
+{
+    struct lc c;
+    struct layout *old = NULL, *l = NULL;
+    struct slurm_node *sizes = NULL;
+    char *conf = NULL, *gres = NULL, hostname[256], path[PLEN], sha[65], names[PLEN];
+    int rc = -1;
+
+    if (local_lc_init(&c, p, id, err) < 0)
+        return -1;
+    /* callers pass the canonical form; normalizing again is cheap and
+     * guarantees every name below was validated */
+    json_t *norm = cluster_spec_normalize(spec, err);
+    if (!norm)
+        return -1;
+    spec = norm;
+    if (make_dirs(&c, err) < 0) {
+        json_decref(norm);
+        return -1;
+    }
+    if (local_lock(&c, 1) < 0) {
+        json_decref(norm);
+        return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
+    }
+    old = calloc(1, sizeof(*old));
+    l = calloc(1, sizeof(*l));
+    sizes = calloc(MAX_NODES, sizeof(*sizes));
+    if (!old || !l || !sizes) {
+        errprintf(err, "out of memory");
+        goto out;
+    }
+    int have_old = local_layout_load(&c, old) == 0;
+    say(progress, arg, have_old ? "updating cluster %s" : "creating cluster %s", id);
+    if (plan_nodes(&c, spec, have_old ? old : NULL, l, sizes, err) < 0)
+        goto out;
+    snprintf(l->applied_sha, sizeof(l->applied_sha), "%s", have_old ? old->applied_sha : "");
+    snprintf(l->applied_nodes, sizeof(l->applied_nodes), "%s", have_old ? old->applied_nodes : "");
+    if (gethostname(hostname, sizeof(hostname)) < 0)
+        snprintf(hostname, sizeof(hostname), "localhost");
+    hostname[sizeof(hostname) - 1] = '\0';
+    /* slurmctld matches SlurmctldHost against its short host name */
+    char *dot = strchr(hostname, '.');
+    if (dot)
+        *dot = '\0';
+
+    const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
+    json_t *pro = json_object_get(ss, "prologBashScripts"),
+           *epi = json_object_get(ss, "epilogBashScripts");
+    struct slurm_layout sl = {.cluster = id,
+                              .dir = c.dir,
+                              .hostname = hostname,
+                              .ctld_port = l->ctld_port,
+                              .slurmd_port = l->slurmd_port,
+                              .nodes = sizes,
+                              .nnodes = l->nnodes,
+                              .fake_gpus = 0,
+                              .health_interval =
+                                  p->hook_health
+                                      ? local_health_interval(spec, p->hook_health_interval)
+                                      : 0};
+    /* real devices only when the host has as many as a node claims; an
+     * 8-GPU node emulated on a 1-GPU host gets device files of its own */
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (sizes[i].gpus > local_host_gpus())
+            sl.fake_gpus = 1;
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (local_node_provision(&c, sizes[i].name, sizes[i].gpus, sl.fake_gpus, 0, err) < 0)
+            goto out;
+    if (write_hooks(p, &c, pro, epi, &sl, err) < 0)
+        goto out;
+    if (!(conf = slurm_conf_render(spec, &sl, err)) || !(gres = slurm_gres_render(&sl, err)))
+        goto out;
+    if (local_write_if_changed(local_path(&c, path, "gres.conf"), gres, err) < 0 ||
+        local_write_if_changed(c.conf, conf, err) < 0 || layout_save(&c, l, err) < 0)
+        goto out;
+    {
+        /* both files: slurmd re-reads gres.conf on reconfigure too */
+        char *both = NULL;
+        if (asprintf(&both, "%s\n%s", conf, gres) < 0) {
+            errprintf(err, "out of memory");
+            goto out;
+        }
+        mtc_sha256_hex(both, sha);
+        free(both);
+    }
+    node_names(l, names, sizeof(names));
+
+    if (!munged_running(&c)) {
+        say(progress, arg, "starting munged");
+        if (munged_start(&c, err) < 0)
+            goto out;
+    }
+    /* nodes no longer in the spec: stop their slurmd first */
+    stop_other_slurmds(&c, l, progress, arg);
+    int any_slurmd = 0;
+    for (size_t i = 0; i < l->nnodes; i++)
+        any_slurmd |= local_slurmd_running(&c, l->nodes[i].name) > 0;
+
+    pid_t ctld = ctld_running(&c);
+    int reconfigure_after = 0;
+    if (ctld && strcmp(l->applied_sha, sha) != 0) {
+        if (strcmp(l->applied_nodes, names) == 0) {
+            say(progress, arg, "reconfiguring slurmctld");
+            if (slurm_ctld_wait(c.conf, CTLD_WAIT_MS) < 0 || slurm_reconfigure(c.conf, err) < 0)
+                goto out;
+        } else {
+            /* Slurm 22.05 only learns about added or removed nodes at start;
+             * a clean stop saves the job queue in StateSaveLocation first */
+            say(progress, arg, "restarting slurmctld for the new node set");
+            local_stop_pidfile(&c, "slurmctld", ctld);
+            ctld = 0;
+            reconfigure_after = any_slurmd;
+        }
+    }
+    if (!ctld) {
+        say(progress, arg, "starting slurmctld");
+        if (ctld_start(&c, err) < 0)
+            goto out;
+        if (strcmp(l->applied_sha, sha) != 0)
+            reconfigure_after = any_slurmd;
+    } else if (slurm_ctld_wait(c.conf, CTLD_WAIT_MS) < 0) {
+        errprintf(err, "slurmctld does not answer (see %s/log/slurmctld.log)", c.dir);
+        goto out;
+    }
+    snprintf(l->applied_sha, sizeof(l->applied_sha), "%s", sha);
+    snprintf(l->applied_nodes, sizeof(l->applied_nodes), "%s", names);
+    if (layout_save(&c, l, err) < 0)
+        goto out;
+    /* running slurmds re-read slurm.conf to learn the new node list */
+    if (reconfigure_after && slurm_reconfigure(c.conf, err) < 0)
+        goto out;
+    for (size_t i = 0; i < l->nnodes; i++) {
+        if (local_slurmd_running(&c, l->nodes[i].name))
+            continue;
+        say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
+        if (local_slurmd_start(&c, l->nodes[i].name, err) < 0)
+            goto out;
+    }
+    for (size_t i = 0; i < l->nnodes; i++) {
+        const char *nn = l->nodes[i].name;
+        int changed = local_agent_config(p, &c, spec, nn, l->nodes[i].port, err);
+        if (changed < 0)
+            goto out;
+        pid_t agent = local_agent_running(&c, nn);
+        if (agent && (changed || !p->agent))
+            local_agent_stop(&c, nn); /* a new policy, or agents turned off */
+        if (p->agent && (changed || !agent) && local_agent_start(p, &c, nn, err) < 0)
+            goto out;
+    }
+    say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
+    if (local_wait_registered(&c, l, err) < 0)
+        goto out;
+    say(progress, arg, "cluster %s is ready", id);
+    rc = 0;
+out:
+    local_unlock(&c);
+    json_decref(norm);
+    free(conf);
+    free(gres);
+    free(old);
+    free(l);
+    free(sizes);
+    return rc;
+}
+
+/* Cancel every job so no slurmstepd outlives its slurmd. */
+static void cancel_all_jobs(const struct lc *c)
+{
+    char *out = NULL;
+    char *list[] = {"squeue", "-h", "-o", "%A", NULL};
+    if (slurm_cmd(c->conf, list, &out, 0) != 0 || !out || !*out) {
+        free(out);
+        return;
+    }
+    char *argv[1026] = {"scancel"};
+    size_t n = 1;
+    char *save = NULL;
+    for (char *t = strtok_r(out, " \n", &save); t && n < 1025; t = strtok_r(NULL, " \n", &save))
+        argv[n++] = t;
+    argv[n] = NULL;
+    slurm_cmd(c->conf, argv, NULL, 0);
+    free(out);
+    for (int64_t end = mtc_now_ms() + 10000; mtc_now_ms() < end; mtc_sleep_ms(200)) {
+        out = NULL;
+        int rc = slurm_cmd(c->conf, list, &out, 0);
+        int empty = rc != 0 || !out || !*out;
+        free(out);
+        if (empty)
+            return;
+    }
+}
+
+static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
+{
+    struct lc c;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return -1;
+    if (!mtc_path_exists(c.dir))
+        return 0;
+    if (local_lock(&c, 1) < 0)
+        return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
+    if (ctld_running(&c))
+        cancel_all_jobs(&c);
+    stop_other_slurmds(&c, NULL, NULL, NULL);
+    local_stop_pidfile(&c, "slurmctld", ctld_running(&c));
+    local_stop_pidfile(&c, "munged", munged_running(&c));
+    int rc = mtc_rm_rf(c.dir);
+    local_unlock(&c);
+    if (rc < 0)
+        return errprintf(err, "cannot remove %s: %s", c.dir, strerror(errno));
+    return 0;
+}
+
+static int local_supervise(struct provider *p, const char *id, const json_t *spec,
+                           provider_event_fn ev, void *arg, mtc_error_t *err)
+{
+    struct lc c;
+    struct layout *l = NULL;
+    char msg[256];
+    int rc = -1, ctld_restarted = 0;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return -1;
+    if (!mtc_path_exists(c.dir))
+        return errprintf(err, "cluster %s has no directory %s", id, c.dir);
+    if (local_lock(&c, 0) < 0)
+        return 0; /* an apply or delete is at work; it starts what is missing */
+    if (!(l = calloc(1, sizeof(*l))) || local_layout_load(&c, l) < 0) {
+        errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
+        goto out;
+    }
+    if (!munged_running(&c)) {
+        if (munged_start(&c, err) < 0)
+            goto out;
+        if (ev)
+            ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
+    }
+    if (!ctld_running(&c)) {
+        if (ctld_start(&c, err) < 0)
+            goto out;
+        if (ev)
+            ev(arg, "SLURMCTLD_RESTART", NULL,
+               "slurmctld was not running; restarted with saved state");
+        ctld_restarted = 1;
+    }
+    for (size_t i = 0; i < l->nnodes; i++) {
+        if (local_slurmd_running(&c, l->nodes[i].name))
+            continue;
+        if (local_slurmd_start(&c, l->nodes[i].name, err) < 0)
+            goto out;
+        snprintf(msg, sizeof(msg), "slurmd of %s was not running; restarted", l->nodes[i].name);
+        if (ev)
+            ev(arg, "SLURMD_RESTART", l->nodes[i].name, msg);
+    }
+    for (size_t i = 0; p->agent && i < l->nnodes; i++) {
+        const char *nn = l->nodes[i].name;
+        if (local_agent_running(&c, nn))
+            continue;
+        if (local_agent_config(p, &c, spec, nn, l->nodes[i].port, err) < 0 ||
+            local_agent_start(p, &c, nn, err) < 0)
+            goto out;
+        snprintf(msg, sizeof(msg), "mtc-agent of %s was not running; restarted", nn);
+        if (ev)
+            ev(arg, "AGENT_RESTART", nn, msg);
+    }
+    /* Never wait here: the supervisor has other daemons to look after. The
+     * slurmds answer a restarted slurmctld's pings on their own; a
+     * reconfigure makes them register at once. */
+    mtc_error_t e2;
+    if (ctld_restarted && slurm_reconfigure(c.conf, &e2) < 0)
+        log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
+    rc = 0;
+out:
+    free(l);
+    local_unlock(&c);
+    return rc;
+}
+
+static json_t *local_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
+{
+    struct lc c;
+    struct layout *l = NULL;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return NULL;
+    if (!(l = calloc(1, sizeof(*l))))
+        return NULL;
+    int have = local_layout_load(&c, l) == 0;
+    json_t *out = json_array();
+    mtc_error_t e2;
+    json_t *st = have && ctld_running(&c) ? slurm_node_states(c.conf, &e2) : NULL;
+    int busy = 0;
+    if (have && local_lock(&c, 0) < 0)
+        busy = 1;
+    local_unlock(&c);
+    for (size_t i = 0; i < l->nnodes; i++) {
+        const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
+        const char *ns = !local_slurmd_running(&c, l->nodes[i].name) ? (busy ? "PREPARING" : "ERROR")
+                         : slurm_state_registered(s)           ? "RUNNING"
+                         : busy                                ? "UPDATING"
+                                                               : "PREPARING";
+        json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName",
+                                             l->nodes[i].name, "nodePoolId", l->nodes[i].pool,
+                                             "nodePoolType", "NODE_POOL_TYPE_COMPUTE", "nodeState",
+                                             ns, "slurmState", s ? s : "unknown"));
+    }
+    const char *login = cluster_spec_login_pool(spec);
+    const json_t *lp = login ? cluster_spec_pool(spec, login) : NULL;
+    int nlogin = lp ? (int)json_integer_value(
+                          json_object_get(json_object_get(lp, "scalingSpec"), "minNodeCount"))
+                    : 0;
+    for (int k = 0; k < nlogin; k++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s-%s-%d", id, login, k);
+        /* the login node is this host with the cluster's environment */
+        const char *ns = have && munged_running(&c) && ctld_running(&c) ? "RUNNING"
+                         : busy                                         ? "PREPARING"
+                                                                        : "ERROR";
+        json_array_append_new(out,
+                              json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName", name, "nodePoolId",
+                                        login, "nodePoolType", "NODE_POOL_TYPE_LOGIN", "nodeState",
+                                        ns, "slurmState", "n/a"));
+    }
+    json_decref(st);
+    free(l);
+    return out;
+}
+
+static char *local_env(struct provider *p, const char *id, mtc_error_t *err)
+{
+    struct lc c;
+    char *s = NULL;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return NULL;
+    if (!mtc_path_exists(c.conf)) {
+        errno = ENOENT;
+        errprintf(err, "cluster %s has no slurm.conf (not created?)", id);
+        return NULL;
+    }
+    if (asprintf(&s,
+                 "export SLURM_CONF='%s'\n"
+                 "export MTC_CLUSTER='%s'\n"
+                 "export MTC_CLUSTER_DIR='%s'\n"
+                 "export MTC_CLUSTER_HOME='%s/home'\n"
+                 "# munge and unmunge need: --socket=%s\n"
+                 "export MTC_MUNGE_SOCKET='%s'\n",
+                 c.conf, id, c.dir, c.dir, c.munge_socket, c.munge_socket) < 0) {
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    return s;
+}
+
+const struct provider_ops provider_local_ops = {
+    .kind = "local",
+    .apply = local_apply,
+    .delete_ = local_delete,
+    .nodes = local_nodes,
+    .supervise = local_supervise,
+    .env = local_env,
+    .node_action = local_node_action,
+    .node_check = local_node_check,
+};

@@ -1,0 +1,98 @@
+/* local.h: internal to the local provider (local.c: cluster daemons, apply,
+ * supervise, delete; local_node.c: per-node agent, emulated hardware and the
+ * node repair actions). Not part of the provider interface. */
+#ifndef MTC_PROVIDER_LOCAL_H
+#define MTC_PROVIDER_LOCAL_H
+
+#include <jansson.h>
+#include <sys/types.h>
+
+#include "provider/provider.h"
+
+#define PLEN 4096
+#define CTLD_WAIT_MS 30000
+#define REGISTER_WAIT_MS 60000
+#define STOP_WAIT_MS 10000
+#define MAX_NODES 256
+
+/* One cluster's paths and its lock. */
+struct lc {
+    char id[16];
+    char dir[PLEN];
+    char conf[PLEN];
+    char munge_socket[PLEN];
+    int lockfd;
+};
+
+struct lnode {
+    char name[64];
+    char pool[32];
+    int port;
+};
+
+/* cluster.json: what the daemons were set up with (ports are kept for the
+ * life of the cluster) and what slurmctld last loaded. */
+struct layout {
+    int ctld_port, slurmd_port;
+    struct lnode nodes[MAX_NODES];
+    size_t nnodes;
+    char applied_sha[65];     /* sha256 of the slurm.conf slurmctld runs with */
+    char applied_nodes[PLEN]; /* node names it runs with, comma list */
+};
+
+/* <cluster dir>/<fmt...> into buf (PLEN bytes); returns buf. */
+const char *local_path(const struct lc *c, char *buf, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int local_lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t *err);
+/* Cluster lock (apply/supervise/delete/node actions). wait 0: fail when held. 0/-1. */
+int local_lock(struct lc *c, int wait);
+void local_unlock(struct lc *c);
+/* 1 when pid's argv contains a and (if given) b as whole arguments. */
+int local_cmdline_has(pid_t pid, const char *a, const char *b);
+/* The live pid recorded in run/<name>.pid (or the daemon's own pid file own)
+ * whose argv has a (and b), else 0. */
+pid_t local_running(const struct lc *c, const char *name, const char *own, const char *a,
+                    const char *b);
+int local_record_pid(const struct lc *c, const char *name, pid_t pid);
+void local_stop_pidfile(const struct lc *c, const char *name, pid_t pid);
+pid_t local_slurmd_running(const struct lc *c, const char *node);
+int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err);
+int local_layout_load(const struct lc *c, struct layout *l);
+const struct lnode *local_layout_find(const struct layout *l, const char *name);
+/* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
+int local_host_gpus(void);
+/* Write path when its content differs. 1 changed, 0 same, -1 + err. */
+int local_write_if_changed(const char *path, const char *text, mtc_error_t *err);
+
+/* ---- local_node.c ---- */
+
+/* Emulated hardware of a node (nodes/<node>/hw: GPU device files when fake,
+ * nvml.state, kernel.log) and its instance id; created when missing, or
+ * afresh when fresh is set (a replacement machine). 0/-1 + err. */
+int local_node_provision(const struct lc *c, const char *node, int gpus, int fake_devices,
+                         int fresh, mtc_error_t *err);
+/* Write nodes/<node>/agent.json and agent.env from the spec. 1 when changed,
+ * 0 same, -1 + err. */
+int local_agent_config(const struct provider *p, const struct lc *c, const json_t *spec,
+                       const char *node, int port, mtc_error_t *err);
+pid_t local_agent_running(const struct lc *c, const char *node);
+/* Start `mtc-agent run` for node (p->agent must be set). 0/-1 + err. */
+int local_agent_start(const struct provider *p, const struct lc *c, const char *node,
+                      mtc_error_t *err);
+/* Stop the node's agent, if any. */
+void local_agent_stop(const struct lc *c, const char *node);
+/* Power the node off: freeze every process of it (slurmd, agent, slurmstepd,
+ * job tasks, hook programs — found by recorded pid, environment marker and
+ * parent pid, never by name) so none forks away, look again until nothing
+ * new appears, then SIGKILL them all and wait (5 s). 0/-1 + err. */
+int local_node_kill(const struct lc *c, const char *node, mtc_error_t *err);
+/* HealthCheckInterval for the spec: healthPolicy.slurmIntervalSeconds when
+ * the spec has a policy, else fallback. */
+int local_health_interval(const json_t *spec, int fallback);
+
+int local_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
+                      const char *action, mtc_error_t *err);
+json_t *local_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
+                         mtc_error_t *err);
+
+#endif

@@ -1,0 +1,559 @@
+/* local_node: one emulated node of the local provider — its mtc-agent (config,
+ * start, supervision), its emulated hardware (nodes/<node>/hw: GPU device
+ * files, NVML state, kernel log) and the repair actions restart, reboot,
+ * reimage and replace, plus running its checks once for the controller. */
+#include "provider/local.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/cluster.h"
+#include "health/health.h"
+#include "slurm/slurm.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define REAL_NVML "libnvidia-ml.so.1"
+#define CHECK_TIMEOUT_MS 120000
+#define KILL_WAIT_MS 5000
+
+/* ---- emulated hardware ---- */
+
+static int new_instance(const struct lc *c, const char *node, mtc_error_t *err)
+{
+    char path[PLEN], hex[17];
+    if (mtc_random_hex(hex, 8) < 0)
+        return errprintf(err, "cannot make an instance id");
+    if (mtc_write_file_fmt(local_path(c, path, "nodes/%s/instance", node), 0644, "i-%s\n", hex) <
+        0)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
+int local_node_provision(const struct lc *c, const char *node, int gpus, int fake_devices,
+                         int fresh, mtc_error_t *err)
+{
+    char path[PLEN], hw[PLEN];
+    local_path(c, hw, "nodes/%s/hw", node);
+    if (fresh && mtc_rm_rf(hw) < 0 && errno != ENOENT)
+        return errprintf(err, "cannot remove %s: %s", hw, strerror(errno));
+    if (mtc_mkdir_p(hw, 0755) < 0)
+        return errprintf(err, "mkdir %s: %s", hw, strerror(errno));
+    if (fresh || !mtc_path_exists(local_path(c, path, "nodes/%s/instance", node)))
+        if (new_instance(c, node, err) < 0)
+            return -1;
+    /* the emulated GPUs' NVML state (read by an NVML library named in
+     * healthPolicy.nvmlLibrary through $FAKE_NVML_STATE): healthy, all visible */
+    snprintf(path, sizeof(path), "%s/nvml.state", hw);
+    if (!mtc_path_exists(path) &&
+        mtc_write_file_fmt(path, 0644, "# emulated GPUs of %s (see docs/health.md)\ncount %d\n",
+                           node, gpus) < 0)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    /* the node's kernel log: XID lines land here */
+    snprintf(path, sizeof(path), "%s/kernel.log", hw);
+    if (!mtc_path_exists(path) && mtc_write_file_atomic(path, "", 0, 0644) < 0)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    for (int g = 0; fake_devices && g < gpus; g++) {
+        snprintf(path, sizeof(path), "%s/nvidia%d", hw, g);
+        if (mtc_path_exists(path))
+            continue;
+        /* Slurm wants a character device; 195 is the NVIDIA major, and with
+         * no driver loaded opening one fails harmlessly. Without CAP_MKNOD a
+         * plain file still gives Slurm the GPU count. */
+        if (mknod(path, S_IFCHR | 0666, makedev(195, (unsigned)g)) < 0 &&
+            mtc_write_file_atomic(path, "", 0, 0666) < 0)
+            return errprintf(err, "%s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+/* ---- the agent ---- */
+
+static const json_t *spec_policy(const json_t *spec)
+{
+    return json_object_get(spec, "healthPolicy");
+}
+
+int local_health_interval(const json_t *spec, int fallback)
+{
+    json_t *v = json_object_get(spec_policy(spec), "slurmIntervalSeconds");
+    return v ? (int)json_integer_value(v) : fallback;
+}
+
+/* The node's pool's GPU count from the spec (node names are <id>-<pool>-<k>). */
+static int node_gpus(const json_t *spec, const struct lnode *n)
+{
+    const json_t *pool = cluster_spec_pool(spec, n->pool);
+    return (int)json_integer_value(
+        json_object_get(json_object_get(pool, "machineSpec"), "acceleratorCount"));
+}
+
+/* Which NVML and kernel log the node's agent reads, and whether the NVML is
+ * an emulation that reads hw/nvml.state. */
+static void node_sources(const struct lc *c, const json_t *spec, const char *node, char *nvml,
+                         char *klog, int *emulated)
+{
+    const json_t *pol = spec_policy(spec);
+    const char *lib = json_string_value(json_object_get(pol, "nvmlLibrary"));
+    const char *kl = json_string_value(json_object_get(pol, "kernelLog"));
+    snprintf(nvml, PLEN, "%s", lib && *lib ? lib : REAL_NVML);
+    *emulated = strcmp(nvml, REAL_NVML) != 0;
+    /* a host with GPUs has their kernel log; an emulated node has its own */
+    if (kl && *kl)
+        snprintf(klog, PLEN, "%s", kl);
+    else if (local_host_gpus() > 0)
+        snprintf(klog, PLEN, "/dev/kmsg");
+    else
+        local_path(c, klog, "nodes/%s/hw/kernel.log", node);
+}
+
+int local_agent_config(const struct provider *p, const struct lc *c, const json_t *spec,
+                       const char *node, int port, mtc_error_t *err)
+{
+    char path[PLEN], nvml[PLEN], klog[PLEN], sock[PLEN], home[PLEN], local[PLEN], state[PLEN],
+        pidf[PLEN];
+    int emulated, gpus = 0;
+    struct layout *l = calloc(1, sizeof(*l));
+    if (!l)
+        return errprintf(err, "out of memory");
+    const struct lnode *n = local_layout_load(c, l) == 0 ? local_layout_find(l, node) : NULL;
+    if (n)
+        gpus = node_gpus(spec, n);
+    free(l);
+    node_sources(c, spec, node, nvml, klog, &emulated);
+    /* the real NVML sees only the host's GPUs; with none and no emulated
+     * NVML there is nothing to ask, so the GPU checks skip */
+    if (!emulated && gpus > local_host_gpus())
+        gpus = local_host_gpus();
+    snprintf(sock, sizeof(sock), "%s/mtcd.sock", p->home);
+    local_path(c, home, "home");
+    local_path(c, local, "tmp/%s", node);
+    local_path(c, state, "nodes/%s/agent", node);
+    local_path(c, pidf, "run/slurm/slurmd-%s.pid", node);
+    mtc_mkdir_p(state, 0755);
+    json_t *pol = spec_policy(spec) ? json_deep_copy(spec_policy(spec)) : json_object();
+    json_t *cfg = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:s, s:o}",
+        "nodeId", node, "clusterId", c->id, "project", "local", "location", "local", "socket",
+        sock, "homeDir", home, "localDir", local, "nvmlLibrary", nvml, "kernelLog", klog,
+        "stateDir", state, "expectedGpus", gpus, "slurmdPidFile", pidf, "slurmdPort", port,
+        "mungeSocket", c->munge_socket, "slurmConf", c->conf, "healthPolicy", pol);
+    char *text = cfg ? json_dumps(cfg, JSON_INDENT(2)) : NULL;
+    json_decref(cfg);
+    if (!text)
+        return errprintf(err, "out of memory");
+    int rc = local_write_if_changed(local_path(c, path, "nodes/%s/agent.json", node), text, err);
+    free(text);
+    if (rc < 0)
+        return -1;
+    /* the environment of every mtc-agent run on the node (sourced by the
+     * Slurm hooks through {nodedir}/agent.env): MTC_NODE and SLURM_CONF mark
+     * the processes as the node's (node_pids) */
+    char env[3 * PLEN];
+    snprintf(env, sizeof(env),
+             "# generated by mtc: the environment of this node's mtc-agent\n"
+             "export MTC_NODE='%s'\nexport SLURM_CONF='%s'\n",
+             node, c->conf);
+    if (emulated)
+        snprintf(env + strlen(env), sizeof(env) - strlen(env),
+                 "export FAKE_NVML_STATE='%s/nodes/%s/hw/nvml.state'\n", c->dir, node);
+    int rc2 = local_write_if_changed(local_path(c, path, "nodes/%s/agent.env", node), env, err);
+    if (rc2 < 0)
+        return -1;
+    return rc || rc2;
+}
+
+/* agent.env as "K=V" strings: up to 7 into env (NULL-terminated), text in
+ * buf. */
+static void agent_env(const struct lc *c, const char *node, char *buf, size_t len, char *env[8])
+{
+    char path[PLEN];
+    size_t n = 0, used = 0;
+    char *s = mtc_read_file(local_path(c, path, "nodes/%s/agent.env", node), NULL), *save = NULL;
+    for (char *line = s ? strtok_r(s, "\n", &save) : NULL; line && n < 7;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strncmp(line, "export ", 7) == 0 ? strchr(line, '=') : NULL;
+        if (!eq || eq[1] != '\'' || !strchr(eq + 2, '\''))
+            continue;
+        int w = snprintf(buf + used, len - used, "%.*s=%.*s", (int)(eq - line - 7), line + 7,
+                         (int)(strchr(eq + 2, '\'') - eq - 2), eq + 2);
+        if (w < 0 || used + (size_t)w + 1 >= len)
+            break;
+        env[n++] = buf + used;
+        used += (size_t)w + 1;
+    }
+    env[n] = NULL;
+    free(s);
+}
+
+pid_t local_agent_running(const struct lc *c, const char *node)
+{
+    char name[96], cfg[PLEN];
+    snprintf(name, sizeof(name), "agent-%s", node);
+    local_path(c, cfg, "nodes/%s/agent.json", node);
+    /* no pid file of its own: the argv check alone guards against reuse */
+    return local_running(c, name, "run/none", cfg, "run");
+}
+
+int local_agent_start(const struct provider *p, const struct lc *c, const char *node,
+                      mtc_error_t *err)
+{
+    char cfg[PLEN], logp[PLEN], name[96], envbuf[3 * PLEN], *env[8];
+    local_path(c, cfg, "nodes/%s/agent.json", node);
+    agent_env(c, node, envbuf, sizeof(envbuf), env);
+    char *argv[] = {p->agent, "run", "--config", cfg, NULL};
+    pid_t pid = mtc_spawn(argv, env, local_path(c, logp, "log/agent-%s.log", node));
+    if (pid < 0)
+        return errprintf(err, "cannot start %s for %s: %s", p->agent, node, strerror(errno));
+    snprintf(name, sizeof(name), "agent-%s", node);
+    local_record_pid(c, name, pid);
+    return 0;
+}
+
+void local_agent_stop(const struct lc *c, const char *node)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "agent-%s", node);
+    local_stop_pidfile(c, name, local_agent_running(c, node));
+}
+
+/* ---- every process of an emulated node ---- */
+
+struct proc {
+    pid_t pid, ppid;
+    int mine;
+};
+
+/* 1 when pid's initial environment has both "K=V" strings (b may be NULL). */
+static int environ_has(pid_t pid, const char *a, const char *b)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    char *s = mtc_read_file(path, &len);
+    if (!s)
+        return 0;
+    int fa = 0, fb = !b;
+    for (size_t i = 0; i < len; i += strlen(s + i) + 1) {
+        fa |= strcmp(s + i, a) == 0;
+        fb |= b && strcmp(s + i, b) == 0;
+    }
+    free(s);
+    return fa && fb;
+}
+
+/* The processes of node: its slurmd and agent (recorded pids), every process
+ * whose environment says it belongs to the node — slurmstepd inherits
+ * slurmd's MTC_NODE, job tasks get SLURMD_NODENAME — with this cluster's
+ * SLURM_CONF, and all their descendants (found through parent pids, so a
+ * job's children are found even with a cleaned environment). No cgroups, no
+ * name patterns. Returns the count written to out. */
+static size_t node_pids(const struct lc *c, const char *node, pid_t *out, size_t max)
+{
+    char conf[PLEN + 16], mark[128], task[128];
+    snprintf(conf, sizeof(conf), "SLURM_CONF=%s", c->conf);
+    snprintf(mark, sizeof(mark), "MTC_NODE=%s", node);
+    snprintf(task, sizeof(task), "SLURMD_NODENAME=%s", node);
+    pid_t roots[2] = {local_slurmd_running(c, node), local_agent_running(c, node)};
+    size_t n = 0, cap = 256;
+    struct proc *ps = malloc(cap * sizeof(*ps));
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t self = getpid(), parent = getppid();
+    while (ps && d && (e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        char path[64], *st;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (pid == self || pid == parent || !(st = mtc_read_file(path, NULL)))
+            continue;
+        char *rp = strrchr(st, ')');
+        int ppid = 0;
+        char state = 0;
+        if (rp)
+            sscanf(rp + 1, " %c %d", &state, &ppid);
+        free(st);
+        if (state == 'Z' || state == 'X')
+            continue;
+        if (n == cap) {
+            struct proc *np = realloc(ps, (cap *= 2) * sizeof(*ps));
+            if (!np)
+                break;
+            ps = np;
+        }
+        int mine = pid == roots[0] || pid == roots[1] || environ_has(pid, conf, mark) ||
+                   environ_has(pid, conf, task);
+        ps[n++] = (struct proc){pid, (pid_t)ppid, mine};
+    }
+    if (d)
+        closedir(d);
+    for (int changed = 1; changed && ps;) { /* descendants, to a fixed point */
+        changed = 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; !ps[i].mine && j < n; j++)
+                if (ps[j].mine && ps[j].pid == ps[i].ppid)
+                    ps[i].mine = changed = 1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; ps && i < n && k < max; i++)
+        if (ps[i].mine)
+            out[k++] = ps[i].pid;
+    free(ps);
+    return k;
+}
+
+int local_node_kill(const struct lc *c, const char *node, mtc_error_t *err)
+{
+    pid_t pids[1024];
+    size_t n = 0;
+    for (int round = 0; round < 5; round++) {
+        size_t before = n;
+        n = node_pids(c, node, pids, sizeof(pids) / sizeof(pids[0]));
+        for (size_t i = 0; i < n; i++)
+            kill(pids[i], SIGSTOP);
+        if (n == before && round > 0)
+            break;
+    }
+    for (size_t i = 0; i < n; i++)
+        kill(pids[i], SIGKILL);
+    for (int64_t end = mtc_now_ms() + KILL_WAIT_MS;; mtc_sleep_ms(50)) {
+        size_t alive = 0;
+        for (size_t i = 0; i < n; i++)
+            alive += mtc_pid_alive(pids[i]);
+        if (!alive)
+            break;
+        if (mtc_now_ms() >= end)
+            return errprintf(err, "%s: %zu process(es) survived SIGKILL", node, alive);
+    }
+    if (n)
+        log_msg(LOG_NOTICE, "cluster %s: node %s powered off (%zu processes)", c->id, node, n);
+    return 0;
+}
+
+/* ---- actions ---- */
+
+struct act_ctx {
+    struct provider *p;
+    const struct lc *c;
+    const json_t *spec;
+    const struct lnode *n;
+};
+
+/* slurmd and agent (gracefully): a daemon restart leaves the jobs running */
+static int stop_daemons(const struct act_ctx *a, mtc_error_t *err)
+{
+    char name[96];
+    (void)err;
+    snprintf(name, sizeof(name), "slurmd-%s", a->n->name);
+    local_stop_pidfile(a->c, name, local_slurmd_running(a->c, a->n->name));
+    local_agent_stop(a->c, a->n->name);
+    return 0;
+}
+
+/* A reboot loses the kernel's ring buffer and the agent's per-boot state
+ * (latched XIDs); the emulated hardware itself (nvml.state) is kept. */
+static int power_cycle(const struct act_ctx *a, mtc_error_t *err)
+{
+    char path[PLEN];
+    if (local_node_kill(a->c, a->n->name, err) < 0)
+        return -1;
+    mtc_rm_rf(local_path(a->c, path, "nodes/%s/agent", a->n->name));
+    if (truncate(local_path(a->c, path, "nodes/%s/hw/kernel.log", a->n->name), 0) < 0 &&
+        errno != ENOENT)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* Wipe the node's disks: Slurm spool, TmpFS scratch, agent state. */
+static int wipe_local(const struct act_ctx *a, mtc_error_t *err)
+{
+    static const char *const dirs[] = {"spool/%s", "tmp/%s", "nodes/%s/agent"};
+    char path[PLEN];
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+        if (mtc_rm_rf(local_path(a->c, path, dirs[i], a->n->name)) < 0 && errno != ENOENT)
+            return errprintf(err, "cannot wipe %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static int act_restart(const struct act_ctx *a, mtc_error_t *err)
+{
+    return stop_daemons(a, err);
+}
+
+static int act_reboot(const struct act_ctx *a, mtc_error_t *err)
+{
+    return power_cycle(a, err);
+}
+
+static int act_reimage(const struct act_ctx *a, mtc_error_t *err)
+{
+    return power_cycle(a, err) < 0 ? -1 : wipe_local(a, err);
+}
+
+static int act_replace(const struct act_ctx *a, mtc_error_t *err)
+{
+    if (power_cycle(a, err) < 0 || wipe_local(a, err) < 0)
+        return -1;
+    int gpus = node_gpus(a->spec, a->n);
+    return local_node_provision(a->c, a->n->name, gpus, gpus > local_host_gpus(), 1, err);
+}
+
+static const struct action {
+    const char *name;
+    int (*fn)(const struct act_ctx *a, mtc_error_t *err);
+} actions[] = {
+    {"restart", act_restart},
+    {"reboot", act_reboot},
+    {"reimage", act_reimage},
+    {"replace", act_replace},
+    {NULL, NULL},
+};
+
+/* Wait until the node's new slurmd has registered: slurmctld shows a
+ * SlurmdStartTime other than before and a registered state. */
+static int wait_new_slurmd(const struct lc *c, const char *node, const char *old_start,
+                           mtc_error_t *err)
+{
+    char start[64] = "", state[128] = "";
+    for (int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;; mtc_sleep_ms(250)) {
+        if (slurm_node_get(c->conf, node, "SlurmdStartTime", start, sizeof(start)) == 0 &&
+            strcmp(start, old_start) != 0 && strcmp(start, "None") != 0 &&
+            slurm_node_get(c->conf, node, "State", state, sizeof(state)) == 0) {
+            /* scontrol spells it IDLE+DRAIN, DOWN+NOT_RESPONDING ...; the
+             * compact form sinfo uses is what slurm_state_registered reads */
+            for (char *s = state; *s; s++)
+                *s = (char)tolower((unsigned char)*s);
+            if (!strstr(state, "not_responding") && !strstr(state, "down") &&
+                slurm_state_registered(state))
+                return 0;
+        }
+        if (!local_slurmd_running(c, node))
+            return errprintf(err, "%s: slurmd exited at start (see %s/log/slurmd-%s.log)", node,
+                             c->dir, node);
+        if (mtc_now_ms() >= end) {
+            errno = ETIMEDOUT;
+            return errprintf(err, "%s: slurmd did not register within %d s (state %s)", node,
+                             REGISTER_WAIT_MS / 1000, state[0] ? state : "unknown");
+        }
+    }
+}
+
+int local_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
+                      const char *action, mtc_error_t *err)
+{
+    struct lc c;
+    const struct action *act = actions;
+    while (act->name && (!action || strcmp(act->name, action) != 0))
+        act++;
+    if (!act->name) {
+        errno = EINVAL;
+        return errprintf(err, "unknown node action \"%.40s\" (restart, reboot, reimage, replace)",
+                         action ? action : "");
+    }
+    if (local_lc_init(&c, p, id, err) < 0)
+        return -1;
+    struct layout *l = calloc(1, sizeof(*l));
+    if (!l)
+        return errprintf(err, "out of memory");
+    int rc = -1;
+    if (local_layout_load(&c, l) < 0) {
+        errno = ENOENT;
+        errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
+        free(l);
+        return -1;
+    }
+    const struct lnode *n = node ? local_layout_find(l, node) : NULL;
+    if (!n) {
+        errno = EINVAL;
+        errprintf(err, "cluster %s has no compute node \"%.64s\"", id, node ? node : "");
+        free(l);
+        return -1;
+    }
+    /* the lock keeps supervise from restarting what the action stops */
+    if (local_lock(&c, 1) < 0) {
+        errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
+        free(l);
+        return -1;
+    }
+    char old_start[64] = "";
+    slurm_node_get(c.conf, n->name, "SlurmdStartTime", old_start, sizeof(old_start));
+    log_msg(LOG_NOTICE, "cluster %s: %s node %s", id, act->name, n->name);
+    struct act_ctx a = {p, &c, spec, n};
+    if (act->fn(&a, err) < 0)
+        goto out;
+    /* up again: fresh config for a re-provisioned node, slurmd, then its agent */
+    if (local_node_provision(&c, n->name, node_gpus(spec, n), node_gpus(spec, n) > local_host_gpus(),
+                             0, err) < 0 ||
+        local_agent_config(p, &c, spec, n->name, n->port, err) < 0)
+        goto out;
+    /* slurmctld shows the start time to the second: a new slurmd must start
+     * in a later second than the old one to be told apart from it */
+    for (int64_t end = mtc_now_ms() + 2000; mtc_now_ms() < end; mtc_sleep_ms(50)) {
+        char now[64];
+        time_t t = time(NULL);
+        struct tm tm;
+        strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%S", localtime_r(&t, &tm));
+        if (strcmp(now, old_start) > 0)
+            break;
+    }
+    if (!local_slurmd_running(&c, n->name) && local_slurmd_start(&c, n->name, err) < 0)
+        goto out;
+    if (p->agent && !local_agent_running(&c, n->name) && local_agent_start(p, &c, n->name, err) < 0)
+        goto out;
+    rc = wait_new_slurmd(&c, n->name, old_start, err);
+out:
+    local_unlock(&c);
+    free(l);
+    return rc;
+}
+
+json_t *local_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
+                         mtc_error_t *err)
+{
+    struct lc c;
+    char cfg[PLEN], envbuf[3 * PLEN], *env[8];
+    (void)spec;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return NULL;
+    if (!node || !mtc_name_valid(node, 63) ||
+        !mtc_path_exists(local_path(&c, cfg, "nodes/%s/agent.json", node))) {
+        errno = EINVAL;
+        errprintf(err, "cluster %s: node \"%.64s\" has no agent config", id, node ? node : "");
+        return NULL;
+    }
+    agent_env(&c, node, envbuf, sizeof(envbuf), env);
+    char *argv[] = {p->agent ? p->agent : "mtc-agent", "check", "--json", "--config", cfg, NULL};
+    char *out = NULL;
+    int rc = mtc_run(argv, env, &out, CHECK_TIMEOUT_MS);
+    /* 0 all pass, 1 a check failed: both print the results; 2 is a usage error */
+    json_t *o = NULL;
+    if ((rc == 0 || rc == 1) && out) {
+        /* stderr is merged in: the JSON object starts on a line of its own */
+        char *s = out[0] == '{' ? out : strstr(out, "\n{");
+        if (s)
+            o = json_loads(s + (*s == '\n'), JSON_DISABLE_EOF_CHECK, NULL);
+    }
+    json_t *res = json_incref(json_object_get(o, "results"));
+    json_decref(o);
+    if (!json_is_array(res)) {
+        json_decref(res);
+        res = NULL;
+        char *nl = out ? strchr(out, '\n') : NULL;
+        if (nl)
+            *nl = '\0';
+        errprintf(err, "%s: mtc-agent check failed (exit %d): %.150s", node, rc,
+                  out && *out ? out : strerror(errno));
+    }
+    free(out);
+    return res;
+}

@@ -1,0 +1,181 @@
+/* provider: the table of provider kinds and the dispatching entry points. */
+#include "provider/provider.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/cluster.h"
+
+static const struct provider_ops *const kinds[] = {&provider_local_ops, NULL};
+
+struct provider *provider_create(const char *kind, const char *home, mtc_error_t *err)
+{
+    const struct provider_ops *ops = NULL;
+    for (size_t i = 0; kinds[i]; i++)
+        if (kind && strcmp(kinds[i]->kind, kind) == 0)
+            ops = kinds[i];
+    if (!ops) {
+        errno = EINVAL;
+        errprintf(err, "unknown provider kind \"%s\"", kind ? kind : "(null)");
+        return NULL;
+    }
+    if (!home || !*home) {
+        errno = EINVAL;
+        errprintf(err, "provider needs a home directory ($MTC_HOME)");
+        return NULL;
+    }
+    struct provider *p = calloc(1, sizeof(*p));
+    if (!p || !(p->home = strdup(home))) {
+        free(p);
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    p->ops = ops;
+    return p;
+}
+
+void provider_destroy(struct provider *p)
+{
+    if (!p)
+        return;
+    int saved = errno;
+    free(p->home);
+    free(p->hook_health);
+    free(p->hook_prolog);
+    free(p->hook_epilog);
+    free(p->agent);
+    free(p);
+    errno = saved;
+}
+
+int provider_cluster_dir(const struct provider *p, const char *id, char *buf, size_t len,
+                         mtc_error_t *err)
+{
+    if (!cluster_id_valid(id)) {
+        errno = EINVAL;
+        return errprintf(err, "invalid cluster id \"%.40s\" (want ^[a-z][a-z0-9]{0,9}$)",
+                         id ? id : "");
+    }
+    /* the path goes into slurm.conf and shell text unquoted or in '' */
+    for (const char *c = p->home; *c; c++)
+        if (*c <= ' ' || strchr("'\"#\\$`;&|<>()*?[]{}%", *c)) {
+            errno = EINVAL;
+            if (*c <= ' ')
+                return errprintf(err,
+                                 "MTC_HOME %.100s: blanks and control characters are not supported",
+                                 p->home);
+            return errprintf(
+                err,
+                "MTC_HOME %.100s: '%c' is not supported (it would reach slurm.conf and shell text)",
+                p->home, *c);
+        }
+    int n = snprintf(buf, len, "%s/clusters/%s", p->home, id);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return errprintf(err, "cluster directory path too long");
+    }
+    return 0;
+}
+
+int provider_apply(struct provider *p, const char *id, const json_t *spec,
+                   provider_progress_fn progress, void *arg, mtc_error_t *err)
+{
+    return p->ops->apply(p, id, spec, progress, arg, err);
+}
+
+int provider_delete(struct provider *p, const char *id, mtc_error_t *err)
+{
+    return p->ops->delete_(p, id, err);
+}
+
+json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
+{
+    return p->ops->nodes(p, id, spec, err);
+}
+
+int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                       void *arg, mtc_error_t *err)
+{
+    return p->ops->supervise(p, id, spec, ev, arg, err);
+}
+
+char *provider_env(struct provider *p, const char *id, mtc_error_t *err)
+{
+    return p->ops->env(p, id, err);
+}
+
+int provider_exists(struct provider *p, const char *id)
+{
+    char dir[4096];
+    if (provider_cluster_dir(p, id, dir, sizeof(dir), NULL) < 0)
+        return 0;
+    return mtc_path_exists(dir);
+}
+
+static int dup_hook(char **dst, const char *src)
+{
+    char *d = src && *src ? strdup(src) : NULL;
+    if (src && *src && !d)
+        return -1;
+    free(*dst);
+    *dst = d;
+    return 0;
+}
+
+int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err)
+{
+    if (dup_hook(&p->hook_health, h ? h->health_check : NULL) < 0 ||
+        dup_hook(&p->hook_prolog, h ? h->prolog : NULL) < 0 ||
+        dup_hook(&p->hook_epilog, h ? h->epilog : NULL) < 0 ||
+        dup_hook(&p->agent, h ? h->agent : NULL) < 0)
+        return errprintf(err, "out of memory");
+    p->hook_health_interval = h && h->health_interval_s > 0 ? h->health_interval_s : 60;
+    return 0;
+}
+
+char *provider_hook_expand(const char *hook, const char *id, const char *dir)
+{
+    if (!hook || !*hook)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    for (const char *s = hook; *s; s++) {
+        if (strncmp(s, "{cluster}", 9) == 0) {
+            fputs(id, f);
+            s += 8;
+        } else if (strncmp(s, "{dir}", 5) == 0) {
+            fputs(dir, f);
+            s += 4;
+        } else if (strncmp(s, "{nodedir}", 9) == 0) {
+            fprintf(f, "%s/nodes/$SLURMD_NODENAME", dir);
+            s += 8;
+        } else {
+            fputc(*s, f);
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+int provider_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
+                         const char *action, mtc_error_t *err)
+{
+    if (!p->ops->node_action)
+        return errprintf(err, "provider %s cannot %s nodes", p->ops->kind, action);
+    return p->ops->node_action(p, id, spec, node, action, err);
+}
+
+json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,
+                            const char *node, mtc_error_t *err)
+{
+    if (!p->ops->node_check) {
+        errprintf(err, "provider %s cannot check nodes", p->ops->kind);
+        return NULL;
+    }
+    return p->ops->node_check(p, id, spec, node, err);
+}

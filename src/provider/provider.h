@@ -1,0 +1,113 @@
+/* provider: bring a cluster spec to life on machines. One ops table per kind
+ * ("local": N emulated nodes on this host); callers use only the functions
+ * below, which dispatch through the table. */
+#ifndef MTC_PROVIDER_H
+#define MTC_PROVIDER_H
+
+#include <jansson.h>
+
+#include "common/common.h"
+
+typedef void (*provider_progress_fn)(void *arg, const char *message);
+/* type: "SLURMCTLD_RESTART", "SLURMD_RESTART", "MUNGED_RESTART", "AGENT_RESTART";
+ * node may be NULL */
+typedef void (*provider_event_fn)(void *arg, const char *type, const char *node,
+                                  const char *message);
+
+struct provider;
+
+/* kind: "local". home: $MTC_HOME (clusters live in home/clusters/<id>).
+ * NULL + err (unknown kind, ENOMEM). Destroy with provider_destroy. */
+struct provider *provider_create(const char *kind, const char *home, mtc_error_t *err);
+void provider_destroy(struct provider *p);
+
+/* Converge cluster id to the normalized spec: create when absent, else
+ * add/remove nodes and partitions without losing queued jobs. Idempotent and
+ * safe to call again after the caller died mid-way: running daemons are
+ * adopted (pid files + liveness), never started twice. Returns 0 once
+ * slurmctld answers and every node is registered; -1 + err otherwise.
+ * progress (may be NULL) receives one-line messages. */
+int provider_apply(struct provider *p, const char *id, const json_t *spec,
+                   provider_progress_fn progress, void *arg, mtc_error_t *err);
+/* Stop every daemon of the cluster and remove its directory. Idempotent. */
+int provider_delete(struct provider *p, const char *id, mtc_error_t *err);
+/* Per node: [{"instanceName","nodePoolId","nodePoolType","nodeState","slurmState"}].
+ * Caller owns. NULL + err on error. */
+json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
+/* One supervision pass: restart dead munged/slurmctld/slurmd/mtc-agent, each reported
+ * through ev (may be NULL). Cheap (pid checks) when all is well; skips the
+ * pass (returns 0) while an apply or delete holds the cluster. */
+int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                       void *arg, mtc_error_t *err);
+/* Shell text for `eval "$(mtc env ID)"`. Caller frees. NULL + err. */
+char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
+/* 1 when the cluster's directory exists. */
+int provider_exists(struct provider *p, const char *id);
+
+/* Node repair, for the remediation controller. action, in escalating order:
+ * "restart" (the node's daemons), "reboot" (every process of the node stopped
+ * and started again), "reimage" (the node's local state wiped and
+ * re-provisioned), "replace" (a new node — fresh state and hardware — takes
+ * the same Slurm name). Returns once the node's new slurmd has registered
+ * with slurmctld (bounded: 60 s), leaving its Slurm state (drain) as it was.
+ * 0, or -1 + err (unknown node or action, EINVAL; timeout, ETIMEDOUT). */
+int provider_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
+                         const char *action, mtc_error_t *err);
+/* Run the node's health checks once (mtc-agent check) and return its results
+ * array [{"check","status","severity","reason","value"}]. Caller owns. NULL+err. */
+json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,
+                            const char *node, mtc_error_t *err);
+
+/* Commands slurmd runs on every node of every cluster this provider applies
+ * from now on (mtc-agent, for instance). In each, "{cluster}" becomes the
+ * cluster id, "{dir}" its directory and "{nodedir}" the running node's
+ * directory ({dir}/nodes/$SLURMD_NODENAME, holding agent.json and agent.env);
+ * $SLURMD_NODENAME is the node at run time. NULL or "" = none. */
+struct provider_hooks {
+    const char *health_check; /* HealthCheckProgram */
+    int health_interval_s;    /* HealthCheckInterval; <= 0 means 60 (a spec's
+                                 healthPolicy.slurmIntervalSeconds wins) */
+    const char *prolog;       /* runs before the spec's prologBashScripts */
+    const char *epilog;       /* runs before the spec's epilogBashScripts */
+    const char *agent;        /* mtc-agent binary: one `mtc-agent run` per compute
+                                 node, supervised like slurmd; NULL = none (node
+                                 checks then use "mtc-agent" from PATH) */
+};
+/* Copy the hooks into p (replacing earlier ones). 0, or -1 + err (ENOMEM). */
+int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err);
+
+/* ---- for provider implementations ---- */
+struct provider_ops {
+    const char *kind;
+    int (*apply)(struct provider *p, const char *id, const json_t *spec,
+                 provider_progress_fn progress, void *arg, mtc_error_t *err);
+    int (*delete_)(struct provider *p, const char *id, mtc_error_t *err);
+    json_t *(*nodes)(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
+    int (*supervise)(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                     void *arg, mtc_error_t *err);
+    char *(*env)(struct provider *p, const char *id, mtc_error_t *err);
+    int (*node_action)(struct provider *p, const char *id, const json_t *spec, const char *node,
+                       const char *action, mtc_error_t *err);
+    json_t *(*node_check)(struct provider *p, const char *id, const json_t *spec,
+                          const char *node, mtc_error_t *err);
+};
+
+struct provider {
+    const struct provider_ops *ops;
+    char *home;
+    char *hook_health, *hook_prolog, *hook_epilog; /* NULL: none */
+    char *agent;                                   /* mtc-agent path; NULL: none */
+    int hook_health_interval;
+};
+
+/* hook with {cluster}, {dir} and {nodedir} replaced; NULL when hook is NULL/empty. Caller frees. */
+char *provider_hook_expand(const char *hook, const char *id, const char *dir);
+
+/* The cluster directory <home>/clusters/<id> into buf. 0, or -1 + err when
+ * the id is invalid or the path too long. */
+int provider_cluster_dir(const struct provider *p, const char *id, char *buf, size_t len,
+                         mtc_error_t *err);
+
+extern const struct provider_ops provider_local_ops;
+
+#endif

@@ -1,0 +1,84 @@
+/* cpu kernels: forward and backward of every transformer layer on the CPU in fp32.
+ * Matmuls go through cblas_sgemm; the rest are OpenMP loops whose results do not
+ * depend on the thread count (no float reductions split across threads).
+ * Backward kernels ACCUMULATE (+=) into parameter gradients; activation gradients
+ * are written or accumulated as each comment says. M = B*T rows throughout. */
+#ifndef MTC_TRAIN_CPU_KERNELS_H
+#define MTC_TRAIN_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* out (M,N) row stride ldo = [resid (M,N, stride ldo) +] [bias (N) +] in (M,K) @ w^T,
+ * w (N,K) row-major. resid may equal out (in-place residual add). */
+void cpu_matmul_forward(float *out, int ldo, const float *resid, const float *in, const float *w,
+                        const float *bias, int M, int N, int K);
+/* dout (M,N) row stride lddo. din (M,K) = dout @ w (or += when din_accumulate);
+ * dw (N,K) += dout^T @ in; dbias (N) += column sums of dout. din, dbias may be NULL. */
+void cpu_matmul_backward(float *din, int din_accumulate, float *dw, float *dbias,
+                         const float *dout, int lddo, const float *in, const float *w, int M,
+                         int N, int K);
+/* dst (N) += sum over the M rows of src (M,N) row stride ld. */
+void cpu_colsum_add(float *dst, const float *src, int M, int N, int ld);
+
+/* LayerNorm over C: out (M,C), mean (M), rstd (M) saved for backward. */
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int M, int C, float eps);
+/* dx (M,C) += ; dw, db (C) += */
+void cpu_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            const float *w, const float *mean, const float *rstd, int M, int C);
+/* RMSNorm over C: out (M,C) = x * rstd * w, rstd (M). */
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int M, int C,
+                         float eps);
+/* dx (M,C) += ; dw (C) += */
+void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                          const float *rstd, int M, int C);
+
+/* RoPE tables for positions 0..T-1: cos, sin (T, hd/2), Llama 3 frequency scaling when
+ * factor > 0. */
+void cpu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta, float factor,
+                     float low_freq, float high_freq, int orig_max);
+/* Rotate, in place, the first nheads heads of each row of x (B,T, row stride ld), HF
+ * rotate_half layout: pairs (i, i+hd/2). inverse=1 applies the transpose (backward). */
+void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, int T, int nheads,
+              int hd, int inverse);
+
+/* Causal attention. qkv (B,T,(H+2*KV)*hd) rows [q heads | k heads | v heads]; query head
+ * h reads kv head h/(H/KV). out (B,T,H*hd); lse (B,H,T) log-sum-exp of each score row,
+ * kept so backward recomputes probabilities instead of storing (B,H,T,T).
+ * scratch holds nslots slots of cpu_attention_scratch_floats(T, hd) floats, one per
+ * thread; the parallel region uses at most nslots threads. */
+size_t cpu_attention_scratch_floats(int T, int hd);
+void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int KV,
+                           int hd, float *scratch, int nslots);
+/* dqkv (B,T,(H+2*KV)*hd) written (not accumulated) from dout (B,T,H*hd). */
+void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                            const float *lse, int B, int T, int H, int KV, int hd, float *scratch,
+                            int nslots);
+
+/* GELU, tanh approximation. out (n) = gelu(x); dx = dout * gelu'(x) (dx may alias dout). */
+void cpu_gelu_forward(float *out, const float *x, long n);
+void cpu_gelu_backward(float *dx, const float *dout, const float *x, long n);
+/* SwiGLU: gu (M,2F) rows [gate | up]; out (M,F) = silu(gate) * up.
+ * dgu (M,2F) written from dout (M,F). */
+void cpu_swiglu_forward(float *out, const float *gu, int M, int F);
+void cpu_swiglu_backward(float *dgu, const float *dout, const float *gu, int M, int F);
+
+/* out (B,T,C) = wte[x] (+ wpe[t] when wpe is non-NULL). */
+void cpu_embedding_forward(float *out, const int32_t *x, const float *wte, const float *wpe, int B,
+                           int T, int C);
+/* dwte[x] += dout, dwpe[t] += dout (when dwpe non-NULL). */
+void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *x, int B,
+                            int T, int C);
+
+/* Fused log-softmax over the first V columns of logits (M, row stride ld >= V):
+ * lse (M) = logsumexp, logp (M) = logits[y] - lse (0 when y < 0). Columns V..ld-1 are set
+ * to -INFINITY so padded vocab rows never get probability mass. No probability copy. */
+void cpu_logsoftmax_forward(float *logits, int ld, int V, const int32_t *y, float *lse, float *logp,
+                            int M);
+/* In place: logits (M,ld) become dlogits = dlogp * (onehot(y) - softmax) over V columns,
+ * 0 beyond. dlogp (M) = d(loss)/d(logp); rows with y < 0 or dlogp 0 become 0. */
+void cpu_logsoftmax_backward(float *logits, int ld, int V, const int32_t *y, const float *lse,
+                             const float *dlogp, int M);
+
+#endif

@@ -1,0 +1,127 @@
+/* cpu norms: LayerNorm (GPT-2) and RMSNorm (Llama), forward and backward. Row passes
+ * are parallel over rows; weight gradients are parallel over column blocks so their
+ * summation order does not depend on the thread count. */
+#include <math.h>
+#include <string.h>
+
+#include "train/cpu/kernels.h"
+
+#define COL_BLOCK 64
+
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int M, int C, float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < M; r++) {
+        const float *xr = x + (size_t)r * C;
+        float *o = out + (size_t)r * C;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++)
+            s += xr[c];
+        float mu = s / C, v = 0.0f;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++)
+            v += (xr[c] - mu) * (xr[c] - mu);
+        float rs = 1.0f / sqrtf(v / C + eps);
+        for (int c = 0; c < C; c++)
+            o[c] = (xr[c] - mu) * rs * w[c] + b[c];
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+}
+
+void cpu_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            const float *w, const float *mean, const float *rstd, int M, int C)
+{
+    // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < M; r++) {
+        const float *xr = x + (size_t)r * C, *d = dout + (size_t)r * C;
+        float *dxr = dx + (size_t)r * C;
+        float mu = mean[r], rs = rstd[r], sg = 0.0f, sgx = 0.0f;
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int c = 0; c < C; c++) {
+            float g = d[c] * w[c];
+            sg += g;
+            sgx += g * (xr[c] - mu) * rs;
+        }
+        sg /= C;
+        sgx /= C;
+        for (int c = 0; c < C; c++) {
+            float xhat = (xr[c] - mu) * rs;
+            dxr[c] += rs * (d[c] * w[c] - sg - xhat * sgx);
+        }
+    }
+    int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int bk = 0; bk < nblocks; bk++) {
+        int c0 = bk * COL_BLOCK, n = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+        float aw[COL_BLOCK], ab[COL_BLOCK];
+        memset(aw, 0, sizeof aw);
+        memset(ab, 0, sizeof ab);
+        for (int r = 0; r < M; r++) {
+            const float *xr = x + (size_t)r * C + c0, *d = dout + (size_t)r * C + c0;
+            float mu = mean[r], rs = rstd[r];
+            for (int c = 0; c < n; c++) {
+                aw[c] += d[c] * (xr[c] - mu) * rs;
+                ab[c] += d[c];
+            }
+        }
+        for (int c = 0; c < n; c++) {
+            dw[c0 + c] += aw[c];
+            db[c0 + c] += ab[c];
+        }
+    }
+}
+
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int M, int C,
+                         float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < M; r++) {
+        const float *xr = x + (size_t)r * C;
+        float *o = out + (size_t)r * C;
+        float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+        for (int c = 0; c < C; c++)
+            ss += xr[c] * xr[c];
+        float rs = 1.0f / sqrtf(ss / C + eps);
+        for (int c = 0; c < C; c++)
+            o[c] = xr[c] * rs * w[c];
+        rstd[r] = rs;
+    }
+}
+
+void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                          const float *rstd, int M, int C)
+{
+    // dx = rstd * (g - xhat * mean(g * xhat)), g = dout * w, xhat = x * rstd
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < M; r++) {
+        const float *xr = x + (size_t)r * C, *d = dout + (size_t)r * C;
+        float *dxr = dx + (size_t)r * C;
+        float rs = rstd[r], sgx = 0.0f;
+#pragma omp simd reduction(+ : sgx)
+        for (int c = 0; c < C; c++)
+            sgx += d[c] * w[c] * xr[c] * rs;
+        sgx /= C;
+        for (int c = 0; c < C; c++)
+            dxr[c] += rs * (d[c] * w[c] - xr[c] * rs * sgx);
+    }
+    int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int bk = 0; bk < nblocks; bk++) {
+        int c0 = bk * COL_BLOCK, n = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+        float aw[COL_BLOCK];
+        memset(aw, 0, sizeof aw);
+        for (int r = 0; r < M; r++) {
+            const float *xr = x + (size_t)r * C + c0, *d = dout + (size_t)r * C + c0;
+            float rs = rstd[r];
+            for (int c = 0; c < n; c++)
+                aw[c] += d[c] * xr[c] * rs;
+        }
+        for (int c = 0; c < n; c++)
+            dw[c0 + c] += aw[c];
+    }
+}

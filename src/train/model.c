@@ -1,0 +1,656 @@
+/* model: GPT-2 and Llama decoders on the CPU — the tensor table over one flat fp32
+ * parameter buffer, weight init, activation memory, and the forward/backward passes
+ * that chain the kernels of src/train/cpu/. */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/cpu/kernels.h"
+#include "train/model.h"
+
+/* What a tensor is used for; the passes find parameters by role, not by name. */
+enum role {
+    R_WTE, R_WPE, R_LNF_W, R_LNF_B, R_LM_HEAD, // global
+    R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_K_W, R_V_W, R_PROJ_W, R_PROJ_B,
+    R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_UP_W, R_FCPROJ_W, R_FCPROJ_B,
+    R_NROLES
+};
+enum dim { D_1, D_C, D_F, D_VP, D_T, D_Q, D_KV, D_QKV };
+enum init { I_NORMAL, I_RESID, I_ONE, I_ZERO };
+
+struct tdef {
+    enum role role;
+    const char *name; // "%d" is the layer index in layer tables
+    enum dim rows, cols; // cols D_1: a 1-D tensor
+    enum init init;
+};
+
+/* Storage order follows each table. Llama's q,k,v (and gate,up) are adjacent rows of one
+ * matrix, so one sgemm computes them together. */
+static const struct tdef gpt2_head[] = {
+    {R_WTE, "transformer.wte.weight", D_VP, D_C, I_NORMAL},
+    {R_WPE, "transformer.wpe.weight", D_T, D_C, I_NORMAL},
+};
+static const struct tdef gpt2_layer[] = {
+    {R_LN1_W, "transformer.h.%d.ln_1.weight", D_C, D_1, I_ONE},
+    {R_LN1_B, "transformer.h.%d.ln_1.bias", D_C, D_1, I_ZERO},
+    {R_QKV_W, "transformer.h.%d.attn.c_attn.weight", D_QKV, D_C, I_NORMAL},
+    {R_QKV_B, "transformer.h.%d.attn.c_attn.bias", D_QKV, D_1, I_ZERO},
+    {R_PROJ_W, "transformer.h.%d.attn.c_proj.weight", D_C, D_Q, I_RESID},
+    {R_PROJ_B, "transformer.h.%d.attn.c_proj.bias", D_C, D_1, I_ZERO},
+    {R_LN2_W, "transformer.h.%d.ln_2.weight", D_C, D_1, I_ONE},
+    {R_LN2_B, "transformer.h.%d.ln_2.bias", D_C, D_1, I_ZERO},
+    {R_FC_W, "transformer.h.%d.mlp.c_fc.weight", D_F, D_C, I_NORMAL},
+    {R_FC_B, "transformer.h.%d.mlp.c_fc.bias", D_F, D_1, I_ZERO},
+    {R_FCPROJ_W, "transformer.h.%d.mlp.c_proj.weight", D_C, D_F, I_RESID},
+    {R_FCPROJ_B, "transformer.h.%d.mlp.c_proj.bias", D_C, D_1, I_ZERO},
+};
+static const struct tdef gpt2_tail[] = {
+    {R_LNF_W, "transformer.ln_f.weight", D_C, D_1, I_ONE},
+    {R_LNF_B, "transformer.ln_f.bias", D_C, D_1, I_ZERO},
+};
+static const struct tdef llama_head[] = {
+    {R_WTE, "model.embed_tokens.weight", D_VP, D_C, I_NORMAL},
+};
+static const struct tdef llama_layer[] = {
+    {R_LN1_W, "model.layers.%d.input_layernorm.weight", D_C, D_1, I_ONE},
+    {R_QKV_W, "model.layers.%d.self_attn.q_proj.weight", D_Q, D_C, I_NORMAL},
+    {R_K_W, "model.layers.%d.self_attn.k_proj.weight", D_KV, D_C, I_NORMAL},
+    {R_V_W, "model.layers.%d.self_attn.v_proj.weight", D_KV, D_C, I_NORMAL},
+    {R_PROJ_W, "model.layers.%d.self_attn.o_proj.weight", D_C, D_Q, I_RESID},
+    {R_LN2_W, "model.layers.%d.post_attention_layernorm.weight", D_C, D_1, I_ONE},
+    {R_FC_W, "model.layers.%d.mlp.gate_proj.weight", D_F, D_C, I_NORMAL},
+    {R_UP_W, "model.layers.%d.mlp.up_proj.weight", D_F, D_C, I_NORMAL},
+    {R_FCPROJ_W, "model.layers.%d.mlp.down_proj.weight", D_C, D_F, I_RESID},
+};
+static const struct tdef llama_tail[] = {
+    {R_LNF_W, "model.norm.weight", D_C, D_1, I_ONE},
+    {R_LM_HEAD, "lm_head.weight", D_VP, D_C, I_NORMAL}, // only when untied
+};
+
+struct family_tables {
+    const struct tdef *head, *layer, *tail;
+    int nhead, nlayer, ntail;
+};
+static const struct family_tables families[] = {
+    [MODEL_GPT2] = {gpt2_head, gpt2_layer, gpt2_tail, 2, 12, 2},
+    [MODEL_LLAMA] = {llama_head, llama_layer, llama_tail, 1, 9, 2},
+};
+
+/* Activations of one forward, sized for up to cap_m = B*T rows and cap_t positions. */
+struct acts {
+    int cap_m, cap_t;
+    float *res;    // (L+1, M, C): res[0] embeddings, res[l+1] output of layer l
+    float *res2;   // (L, M, C) residual after attention
+    float *ln1, *ln2;                    // (L, M, C) normed inputs
+    float *mean1, *rstd1, *mean2, *rstd2; // (L, M)
+    float *qkv;    // (L, M, QKV) after RoPE for Llama
+    float *att;    // (L, M, Q) attention output before projection
+    float *alse;   // (L, B, H, T) attention log-sum-exp
+    float *fc;     // (L, M, FCN) fc pre-activation (GPT-2, FCN=F) or gate|up (Llama, 2F)
+    float *fch;    // (L, M, F) gelu / swiglu output
+    float *lnf, *meanf, *rstdf; // (M, C), (M), (M)
+    float *logits; // (M, Vp); dlogits after backward
+    float *lse, *logp, *dlogp; // (M)
+    float *last;   // (cap_b, Vp) last-position logits, allocated apart (B varies)
+    int cap_b;
+    float *dres;   // (M, C) gradient of the residual stream
+    float *da;     // (M, max(QKV, FCN))
+    float *db;     // (M, max(C, F, Q))
+    float *rcos, *rsin; // (cap_t, hd/2) RoPE tables
+    int32_t *x, *y; // (M) inputs of the last forward
+    void *block;
+    float *ascratch; // attention scratch: aslots per-thread slots sized for cap_t
+    int aslots;
+};
+
+struct model {
+    struct model_config cfg;
+    int hd, q, kv, qkv, fcn; // head dim, q width, kv width, qkv row, fc rows
+    float *params, *grads;
+    size_t nparams;
+    struct model_tensor *tensors;
+    int ntensors;
+    size_t goff[R_NROLES];
+    size_t (*loff)[R_NROLES]; // per layer
+    struct acts a;
+    int B, T, has_y, has_logits; // last forward
+};
+
+static int dim_value(const struct model_config *c, enum dim d)
+{
+    int hd = c->d_model / c->n_head;
+    const int v[] = {
+        [D_1] = 1, [D_C] = c->d_model, [D_F] = c->d_ff, [D_VP] = c->padded_vocab,
+        [D_T] = c->max_seq, [D_Q] = c->n_head * hd, [D_KV] = c->n_kv_head * hd,
+        [D_QKV] = (c->n_head + 2 * c->n_kv_head) * hd,
+    };
+    return v[d];
+}
+
+static int tdef_skip(const struct model_config *c, const struct tdef *d)
+{
+    return d->role == R_LM_HEAD && c->tied;
+}
+
+/* Walk the tables in storage order; visit(d, layer (-1 global), ctx). */
+static void walk_tables(const struct model_config *c,
+                        void (*visit)(const struct tdef *, int, void *), void *ctx)
+{
+    const struct family_tables *f = &families[c->family];
+    for (int i = 0; i < f->nhead; i++)
+        if (!tdef_skip(c, &f->head[i]))
+            visit(&f->head[i], -1, ctx);
+    for (int l = 0; l < c->n_layer; l++)
+        for (int i = 0; i < f->nlayer; i++)
+            visit(&f->layer[i], l, ctx);
+    for (int i = 0; i < f->ntail; i++)
+        if (!tdef_skip(c, &f->tail[i]))
+            visit(&f->tail[i], -1, ctx);
+}
+
+struct count_ctx {
+    const struct model_config *c;
+    size_t n;
+    int ntensors;
+};
+static void count_visit(const struct tdef *d, int layer, void *p)
+{
+    struct count_ctx *x = p;
+    (void)layer;
+    x->n += (size_t)dim_value(x->c, d->rows) * dim_value(x->c, d->cols);
+    x->ntensors++;
+}
+
+size_t model_config_nparams(const struct model_config *cfg)
+{
+    struct model_config c = *cfg;
+    if (model_config_check(&c, NULL) < 0)
+        return 0;
+    struct count_ctx x = {&c, 0, 0};
+    walk_tables(cfg, count_visit, &x);
+    return x.n;
+}
+
+struct build_ctx {
+    struct model *m;
+    size_t off;
+    int i;
+    int failed;
+};
+static void build_visit(const struct tdef *d, int layer, void *p)
+{
+    struct build_ctx *x = p;
+    struct model *m = x->m;
+    struct model_tensor *t = &m->tensors[x->i++];
+    char name[128];
+    snprintf(name, sizeof name, d->name, layer);
+    if (!(t->name = strdup(name)))
+        x->failed = 1;
+    t->offset = x->off;
+    t->shape[0] = dim_value(&m->cfg, d->rows);
+    t->ndim = d->cols == D_1 ? 1 : 2;
+    if (t->ndim == 2)
+        t->shape[1] = dim_value(&m->cfg, d->cols);
+    t->numel = (size_t)t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
+    t->decay = t->ndim == 2;
+    if (layer < 0)
+        m->goff[d->role] = x->off;
+    else
+        m->loff[layer][d->role] = x->off;
+    x->off += t->numel;
+}
+
+struct model *model_create(const struct model_config *cfg, mtc_error_t *err)
+{
+    struct model *m = calloc(1, sizeof *m);
+    if (!m) {
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    if (model_config_check(&m->cfg, err) < 0)
+        goto error;
+    const struct model_config *c = &m->cfg;
+    m->hd = c->d_model / c->n_head;
+    m->q = c->n_head * m->hd;
+    m->kv = c->n_kv_head * m->hd;
+    m->qkv = m->q + 2 * m->kv;
+    m->fcn = c->family == MODEL_LLAMA ? 2 * c->d_ff : c->d_ff;
+
+    struct count_ctx cnt = {c, 0, 0};
+    walk_tables(c, count_visit, &cnt);
+    m->nparams = cnt.n;
+    m->ntensors = cnt.ntensors;
+    m->tensors = calloc(cnt.ntensors, sizeof *m->tensors);
+    m->loff = calloc(c->n_layer, sizeof *m->loff);
+    // calloc: zero pages are mapped lazily, so huge presets cost nothing until touched.
+    m->params = calloc(m->nparams, sizeof(float));
+    m->grads = calloc(m->nparams, sizeof(float));
+    if (!m->tensors || !m->loff || !m->params || !m->grads) {
+        errprintf(err, "out of memory for %zu parameters", m->nparams);
+        goto error;
+    }
+    memset(m->goff, 0xff, sizeof m->goff); // SIZE_MAX: role absent in this family
+    memset(m->loff, 0xff, c->n_layer * sizeof *m->loff);
+    struct build_ctx b = {m, 0, 0, 0};
+    walk_tables(c, build_visit, &b);
+    if (b.failed) {
+        errprintf(err, "out of memory");
+        goto error;
+    }
+    if (c->tied)
+        m->goff[R_LM_HEAD] = m->goff[R_WTE];
+    return m;
+error:
+    model_destroy(m);
+    return NULL;
+}
+
+void model_destroy(struct model *m)
+{
+    if (!m)
+        return;
+    int e = errno;
+    for (int i = 0; m->tensors && i < m->ntensors; i++)
+        free((char *)m->tensors[i].name);
+    free(m->tensors);
+    free(m->loff);
+    free(m->params);
+    free(m->grads);
+    free(m->a.block);
+    free(m->a.last);
+    free(m->a.ascratch);
+    free(m);
+    errno = e;
+}
+
+const struct model_config *model_cfg(const struct model *m) { return &m->cfg; }
+float *model_params(struct model *m) { return m->params; }
+size_t model_nparams(const struct model *m) { return m->nparams; }
+float *model_grads(struct model *m) { return m->grads; }
+int model_ntensors(const struct model *m) { return m->ntensors; }
+
+const struct model_tensor *model_tensor(const struct model *m, int i)
+{
+    return i >= 0 && i < m->ntensors ? &m->tensors[i] : NULL;
+}
+
+int model_find_tensor(const struct model *m, const char *name)
+{
+    for (int i = 0; i < m->ntensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void model_zero_grad(struct model *m)
+{
+    memset(m->grads, 0, m->nparams * sizeof(float));
+}
+
+/* ---- init ---- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s) // (0, 1]
+{
+    return ((splitmix64(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+#define INIT_CHUNK 4096
+
+/* Fill p[0..n) with N(0,std). Chunks get their own stream seeded from (seed, tensor,
+ * chunk), so the result does not depend on how threads split the work. */
+static void fill_normal(float *p, size_t n, float std, uint64_t seed, int tensor)
+{
+    size_t nchunks = (n + INIT_CHUNK - 1) / INIT_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t ch = 0; ch < nchunks; ch++) {
+        uint64_t s = seed ^ ((uint64_t)tensor << 40) ^ ch;
+        splitmix64(&s);
+        size_t end = (ch + 1) * INIT_CHUNK < n ? (ch + 1) * INIT_CHUNK : n;
+        for (size_t i = ch * INIT_CHUNK; i < end; i += 2) {
+            double r = sqrt(-2.0 * log(uniform01(&s))), th = 2.0 * M_PI * uniform01(&s);
+            p[i] = (float)(std * r * cos(th));
+            if (i + 1 < end)
+                p[i + 1] = (float)(std * r * sin(th));
+        }
+    }
+}
+
+struct init_ctx {
+    struct model *m;
+    uint64_t seed;
+    int i;
+};
+static void init_visit(const struct tdef *d, int layer, void *p)
+{
+    struct init_ctx *x = p;
+    struct model *m = x->m;
+    const struct model_tensor *t = &m->tensors[x->i];
+    float *w = m->params + t->offset;
+    (void)layer;
+    if (d->init == I_ONE) {
+        for (size_t i = 0; i < t->numel; i++)
+            w[i] = 1.0f;
+    } else if (d->init == I_ZERO) {
+        memset(w, 0, t->numel * sizeof(float));
+    } else {
+        float std = 0.02f;
+        if (d->init == I_RESID)
+            std /= sqrtf(2.0f * m->cfg.n_layer);
+        fill_normal(w, t->numel, std, x->seed, x->i);
+        if (d->rows == D_VP) // padded vocab rows stay zero
+            memset(w + (size_t)m->cfg.vocab_size * t->shape[1], 0,
+                   (size_t)(m->cfg.padded_vocab - m->cfg.vocab_size) * t->shape[1] * sizeof(float));
+    }
+    x->i++;
+}
+
+void model_init_weights(struct model *m, uint64_t seed)
+{
+    struct init_ctx x = {m, seed, 0};
+    walk_tables(&m->cfg, init_visit, &x);
+}
+
+/* ---- activations ---- */
+
+/* One attention scratch slot per OpenMP thread (the count OMP_NUM_THREADS gives now). */
+static int reserve_attention(struct model *m, mtc_error_t *err)
+{
+    struct acts *a = &m->a;
+    int slots = omp_get_max_threads();
+    if (slots <= a->aslots)
+        return 0;
+    size_t per = cpu_attention_scratch_floats(a->cap_t, m->hd);
+    float *p = realloc(a->ascratch, per * slots * sizeof(float));
+    if (!p) {
+        errno = ENOMEM;
+        return errprintf(err, "out of memory for attention scratch");
+    }
+    a->ascratch = p;
+    a->aslots = slots;
+    return 0;
+}
+
+int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
+{
+    const struct model_config *c = &m->cfg;
+    if (B <= 0 || T <= 0 || T > c->max_seq || (int64_t)B * T > INT32_MAX / 4) {
+        errno = EINVAL;
+        return errprintf(err, "bad batch shape B=%d T=%d (max_seq %d)", B, T, c->max_seq);
+    }
+    struct acts *a = &m->a;
+    int M = B * T;
+    if (a->block && M <= a->cap_m && T <= a->cap_t)
+        return reserve_attention(m, err);
+    if (a->block) { // grow geometrically (a sampler lengthens T by one each call)
+        int m2 = a->cap_m * 2 < INT32_MAX / 8 ? a->cap_m * 2 : a->cap_m;
+        int t2 = a->cap_t * 2 < c->max_seq ? a->cap_t * 2 : c->max_seq;
+        M = M > m2 ? M : m2;
+        T = T > t2 ? T : t2;
+    }
+    size_t L = c->n_layer, C = c->d_model, F = c->d_ff, Vp = c->padded_vocab;
+    size_t Mz = M, H = c->n_head, half = m->hd / 2;
+    size_t da = (size_t)(m->qkv > m->fcn ? m->qkv : m->fcn);
+    size_t db = C > F ? C : F;
+    db = db > (size_t)m->q ? db : (size_t)m->q;
+    struct {
+        float **p;
+        size_t n;
+    } f[] = {
+        {&a->res, (L + 1) * Mz * C}, {&a->res2, L * Mz * C}, {&a->ln1, L * Mz * C},
+        {&a->ln2, L * Mz * C}, {&a->mean1, L * Mz}, {&a->rstd1, L * Mz},
+        {&a->mean2, L * Mz}, {&a->rstd2, L * Mz}, {&a->qkv, L * Mz * m->qkv},
+        {&a->att, L * Mz * m->q}, {&a->alse, L * Mz * H}, {&a->fc, L * Mz * m->fcn},
+        {&a->fch, L * Mz * F}, {&a->lnf, Mz * C}, {&a->meanf, Mz}, {&a->rstdf, Mz},
+        {&a->logits, Mz * Vp}, {&a->lse, Mz}, {&a->logp, Mz}, {&a->dlogp, Mz},
+        {&a->dres, Mz * C}, {&a->da, Mz * da}, {&a->db, Mz * db},
+        {&a->rcos, (size_t)T * half}, {&a->rsin, (size_t)T * half},
+        {(float **)&a->x, Mz}, {(float **)&a->y, Mz},
+    };
+    size_t total = 0, n = sizeof f / sizeof f[0];
+    for (size_t i = 0; i < n; i++)
+        total += (f[i].n + 15) & ~(size_t)15; // 64-byte aligned slices
+    float *block = aligned_alloc(64, total * sizeof(float));
+    if (!block) {
+        errno = ENOMEM;
+        return errprintf(err, "out of memory for activations (%.1f MiB)",
+                         total * 4.0 / (1 << 20));
+    }
+    free(a->block);
+    a->block = block;
+    free(a->last);
+    a->last = NULL;
+    a->cap_b = 0;
+    for (size_t i = 0, off = 0; i < n; i++) {
+        *f[i].p = block + off;
+        off += (f[i].n + 15) & ~(size_t)15;
+    }
+    a->cap_m = M;
+    a->cap_t = T;
+    if (c->family == MODEL_LLAMA)
+        cpu_rope_tables(a->rcos, a->rsin, T, m->hd, c->rope_theta, c->rope_factor,
+                        c->rope_low_freq, c->rope_high_freq, c->rope_orig_max);
+    m->has_y = m->has_logits = 0;
+    a->aslots = 0; // cap_t changed
+    return reserve_attention(m, err);
+}
+
+/* ---- forward / backward ---- */
+
+/* Parameter (or gradient, with base = m->grads) of a role; layer -1 for globals.
+ * NULL when the family has no such tensor (Llama has no biases). */
+static float *par(const struct model *m, float *base, int layer, enum role r)
+{
+    size_t o = layer < 0 ? m->goff[r] : m->loff[layer][r];
+    return o == SIZE_MAX ? NULL : base + o;
+}
+
+static void norm_forward(const struct model *m, float *out, float *mean, float *rstd,
+                         const float *x, const float *w, const float *b, int M)
+{
+    if (m->cfg.family == MODEL_GPT2)
+        cpu_layernorm_forward(out, mean, rstd, x, w, b, M, m->cfg.d_model, m->cfg.norm_eps);
+    else
+        cpu_rmsnorm_forward(out, rstd, x, w, M, m->cfg.d_model, m->cfg.norm_eps);
+}
+
+static void norm_backward(const struct model *m, float *dx, float *dw, float *db, const float *dout,
+                          const float *x, const float *w, const float *mean, const float *rstd,
+                          int M)
+{
+    if (m->cfg.family == MODEL_GPT2)
+        cpu_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, M, m->cfg.d_model);
+    else
+        cpu_rmsnorm_backward(dx, dw, dout, x, w, rstd, M, m->cfg.d_model);
+}
+
+float model_forward(struct model *m, const int32_t *x, const int32_t *y, const float *w,
+                    float loss_norm, int B, int T)
+{
+    const struct model_config *c = &m->cfg;
+    struct acts *a = &m->a;
+    m->has_y = m->has_logits = 0;
+    if (model_reserve(m, B, T, NULL) < 0)
+        return NAN;
+    int M = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, Vp = c->padded_vocab;
+    int H = c->n_head, KV = c->n_kv_head, llama = c->family == MODEL_LLAMA;
+    for (int i = 0; i < M; i++)
+        if (x[i] < 0 || x[i] >= V || (y && y[i] >= V)) {
+            errno = EINVAL;
+            return NAN;
+        }
+    if (B > a->cap_b) {
+        float *last = realloc(a->last, (size_t)B * Vp * sizeof(float));
+        if (!last) {
+            errno = ENOMEM;
+            return NAN;
+        }
+        a->last = last;
+        a->cap_b = B;
+    }
+    memcpy(a->x, x, M * sizeof(int32_t));
+    for (int i = 0; i < M; i++)
+        a->y[i] = y ? y[i] : -1;
+    float *P = m->params;
+    size_t MC = (size_t)M * C;
+
+    cpu_embedding_forward(a->res, x, par(m, P, -1, R_WTE), par(m, P, -1, R_WPE), B, T, C);
+    for (int l = 0; l < c->n_layer; l++) {
+        const float *in = a->res + l * MC; // (M,C)
+        float *res2 = a->res2 + l * MC, *out = a->res + (l + 1) * MC;
+        float *ln1 = a->ln1 + l * MC, *ln2 = a->ln2 + l * MC;
+        float *qkv = a->qkv + (size_t)l * M * m->qkv, *att = a->att + (size_t)l * M * m->q;
+        float *alse = a->alse + (size_t)l * M * H;
+        float *fc = a->fc + (size_t)l * M * m->fcn, *fch = a->fch + (size_t)l * M * F;
+
+        norm_forward(m, ln1, a->mean1 + l * M, a->rstd1 + l * M, in, par(m, P, l, R_LN1_W),
+                     par(m, P, l, R_LN1_B), M);
+        // qkv (M, QKV) = ln1 @ Wqkv^T
+        cpu_matmul_forward(qkv, m->qkv, NULL, ln1, par(m, P, l, R_QKV_W), par(m, P, l, R_QKV_B),
+                           M, m->qkv, C);
+        if (llama) // rotate q and k heads (the first H+KV heads of each row)
+            cpu_rope(qkv, m->qkv, a->rcos, a->rsin, B, T, H + KV, m->hd, 0);
+        cpu_attention_forward(att, alse, qkv, B, T, H, KV, m->hd, a->ascratch, a->aslots);
+        // res2 (M,C) = in + att @ Wo^T
+        cpu_matmul_forward(res2, C, in, att, par(m, P, l, R_PROJ_W), par(m, P, l, R_PROJ_B), M, C,
+                           m->q);
+        norm_forward(m, ln2, a->mean2 + l * M, a->rstd2 + l * M, res2, par(m, P, l, R_LN2_W),
+                     par(m, P, l, R_LN2_B), M);
+        // fc (M, FCN) = ln2 @ Wfc^T: GPT-2 c_fc, Llama [gate | up]
+        cpu_matmul_forward(fc, m->fcn, NULL, ln2, par(m, P, l, R_FC_W), par(m, P, l, R_FC_B), M,
+                           m->fcn, C);
+        if (llama)
+            cpu_swiglu_forward(fch, fc, M, F);
+        else
+            cpu_gelu_forward(fch, fc, (long)M * F);
+        // out (M,C) = res2 + fch @ Wdown^T
+        cpu_matmul_forward(out, C, res2, fch, par(m, P, l, R_FCPROJ_W), par(m, P, l, R_FCPROJ_B),
+                           M, C, F);
+    }
+    norm_forward(m, a->lnf, a->meanf, a->rstdf, a->res + c->n_layer * MC, par(m, P, -1, R_LNF_W),
+                 par(m, P, -1, R_LNF_B), M);
+    const float *wlm = par(m, P, -1, R_LM_HEAD);
+    m->B = B;
+    m->T = T;
+    if (!y) {
+        // Sampling: only the last position of each sequence needs logits.
+        for (int b = 0; b < B; b++)
+            memcpy(a->db + (size_t)b * C, a->lnf + ((size_t)b * T + T - 1) * C, C * sizeof(float));
+        cpu_matmul_forward(a->last, Vp, NULL, a->db, wlm, NULL, B, V, C);
+        for (int b = 0; b < B; b++)
+            for (int v = V; v < Vp; v++)
+                a->last[(size_t)b * Vp + v] = -INFINITY;
+        return 0.0f;
+    }
+    // logits (M, Vp): only the V real rows of the head are multiplied
+    cpu_matmul_forward(a->logits, Vp, NULL, a->lnf, wlm, NULL, M, V, C);
+    cpu_logsoftmax_forward(a->logits, Vp, V, a->y, a->lse, a->logp, M);
+    for (int b = 0; b < B; b++)
+        memcpy(a->last + (size_t)b * Vp, a->logits + ((size_t)b * T + T - 1) * Vp,
+               Vp * sizeof(float));
+    double norm = loss_norm, loss = 0.0;
+    if (norm <= 0) {
+        norm = 0.0;
+        for (int i = 0; i < M; i++)
+            if (a->y[i] >= 0)
+                norm += w ? w[i] : 1.0f;
+    }
+    for (int i = 0; i < M; i++) { // serial, fixed order: the loss is reproducible
+        float wi = (a->y[i] >= 0 && norm > 0) ? (w ? w[i] : 1.0f) : 0.0f;
+        loss -= (double)wi * a->logp[i];
+        a->dlogp[i] = norm > 0 ? (float)(-wi / norm) : 0.0f;
+    }
+    m->has_y = m->has_logits = 1;
+    return norm > 0 ? (float)(loss / norm) : 0.0f;
+}
+
+void model_token_logprobs(const struct model *m, float *out)
+{
+    if (m->has_y)
+        memcpy(out, m->a.logp, (size_t)m->B * m->T * sizeof(float));
+}
+
+void model_backward(struct model *m, const float *dlogp)
+{
+    const struct model_config *c = &m->cfg;
+    struct acts *a = &m->a;
+    if (!m->has_y || !m->has_logits)
+        return; // no forward with targets to differentiate
+    m->has_logits = 0; // logits become dlogits below
+    int B = m->B, T = m->T, M = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size;
+    int Vp = c->padded_vocab, H = c->n_head, KV = c->n_kv_head, llama = c->family == MODEL_LLAMA;
+    float *P = m->params, *G = m->grads;
+    size_t MC = (size_t)M * C;
+    if (dlogp)
+        for (int i = 0; i < M; i++)
+            a->dlogp[i] = a->y[i] >= 0 ? dlogp[i] : 0.0f;
+
+    cpu_logsoftmax_backward(a->logits, Vp, V, a->y, a->lse, a->dlogp, M);
+    // db (M,C) = dlogits @ Wlm ; dWlm += dlogits^T @ lnf
+    cpu_matmul_backward(a->db, 0, par(m, G, -1, R_LM_HEAD), NULL, a->logits, Vp, a->lnf,
+                        par(m, P, -1, R_LM_HEAD), M, V, C);
+    memset(a->dres, 0, MC * sizeof(float));
+    norm_backward(m, a->dres, par(m, G, -1, R_LNF_W), par(m, G, -1, R_LNF_B), a->db,
+                  a->res + c->n_layer * MC, par(m, P, -1, R_LNF_W), a->meanf, a->rstdf, M);
+    for (int l = c->n_layer - 1; l >= 0; l--) {
+        const float *in = a->res + l * MC, *res2 = a->res2 + l * MC;
+        const float *ln1 = a->ln1 + l * MC, *ln2 = a->ln2 + l * MC;
+        const float *qkv = a->qkv + (size_t)l * M * m->qkv, *att = a->att + (size_t)l * M * m->q;
+        const float *alse = a->alse + (size_t)l * M * H;
+        const float *fc = a->fc + (size_t)l * M * m->fcn, *fch = a->fch + (size_t)l * M * F;
+
+        // MLP: dres is d(out); db (M,F) = d(fch)
+        cpu_matmul_backward(a->db, 0, par(m, G, l, R_FCPROJ_W), par(m, G, l, R_FCPROJ_B), a->dres,
+                            C, fch, par(m, P, l, R_FCPROJ_W), M, C, F);
+        if (llama) // da (M,2F) = d[gate | up]
+            cpu_swiglu_backward(a->da, a->db, fc, M, F);
+        else // da (M,F) = d(fc)
+            cpu_gelu_backward(a->da, a->db, fc, (long)M * F);
+        // db (M,C) = d(ln2)
+        cpu_matmul_backward(a->db, 0, par(m, G, l, R_FC_W), par(m, G, l, R_FC_B), a->da, m->fcn,
+                            ln2, par(m, P, l, R_FC_W), M, m->fcn, C);
+        norm_backward(m, a->dres, par(m, G, l, R_LN2_W), par(m, G, l, R_LN2_B), a->db, res2,
+                      par(m, P, l, R_LN2_W), a->mean2 + l * M, a->rstd2 + l * M, M);
+        // attention: dres is now d(res2); db (M,Q) = d(att)
+        cpu_matmul_backward(a->db, 0, par(m, G, l, R_PROJ_W), par(m, G, l, R_PROJ_B), a->dres, C,
+                            att, par(m, P, l, R_PROJ_W), M, C, m->q);
+        // da (M,QKV) = d(qkv)
+        cpu_attention_backward(a->da, a->db, qkv, att, alse, B, T, H, KV, m->hd, a->ascratch,
+                               a->aslots);
+        if (llama) // back through the rotation: apply its transpose
+            cpu_rope(a->da, m->qkv, a->rcos, a->rsin, B, T, H + KV, m->hd, 1);
+        // db (M,C) = d(ln1)
+        cpu_matmul_backward(a->db, 0, par(m, G, l, R_QKV_W), par(m, G, l, R_QKV_B), a->da, m->qkv,
+                            ln1, par(m, P, l, R_QKV_W), M, m->qkv, C);
+        norm_backward(m, a->dres, par(m, G, l, R_LN1_W), par(m, G, l, R_LN1_B), a->db, in,
+                      par(m, P, l, R_LN1_W), a->mean1 + l * M, a->rstd1 + l * M, M);
+    }
+    cpu_embedding_backward(par(m, G, -1, R_WTE), par(m, G, -1, R_WPE), a->dres, a->x, B, T, C);
+}
+
+const float *model_last_logits(const struct model *m)
+{
+    return m->a.last;
+}
+
+double model_flops_per_token(const struct model *m, int T)
+{
+    const struct model_config *c = &m->cfg;
+    double per_layer = (double)c->d_model * m->qkv + (double)m->q * c->d_model +
+                       (double)m->fcn * c->d_model + (double)c->d_ff * c->d_model;
+    double n = c->n_layer * per_layer + (double)c->vocab_size * c->d_model;
+    return 6.0 * n + 12.0 * c->n_layer * m->q * (double)T;
+}

@@ -1,0 +1,243 @@
+/* Fake NVML (built as build/fakes/libnvml.so): exports the NVML entry points
+ * mtc-agent uses, answering from a state file named by $FAKE_NVML_STATE that
+ * is re-read on every call, so a test can break a GPU while the agent runs.
+ *
+ * State file, one directive per line ('#' comments):
+ *   unreachable 1          nvmlInit_v2 fails (driver not loaded)
+ *   count N                GPUs visible (default 0)
+ *   gpu I key=value ...    per GPU I: ecc=N (volatile uncorrected), temp=C,
+ *                          throttle=0xBITS, remap_pending=0|1, remap_failure=0|1,
+ *                          remap_unc=N, retired=N, lost=0|1, no_remap=1
+ *                          (remapped rows unsupported: use retired pages) */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXGPU 16
+
+struct gpu {
+    unsigned long long ecc, throttle;
+    unsigned temp, remap_pending, remap_failure, remap_unc, retired, lost, no_remap;
+};
+struct state {
+    int unreachable;
+    unsigned count;
+    struct gpu g[MAXGPU];
+};
+
+static int initialised;
+
+static void load(struct state *s)
+{
+    memset(s, 0, sizeof(*s));
+    for (int i = 0; i < MAXGPU; i++)
+        s->g[i].temp = 40;
+    const char *path = getenv("FAKE_NVML_STATE");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char line[512];
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned idx;
+        int off = 0;
+        if (sscanf(line, "unreachable %d", &s->unreachable) == 1)
+            continue;
+        if (sscanf(line, "count %u", &s->count) == 1) {
+            if (s->count > MAXGPU)
+                s->count = MAXGPU;
+            continue;
+        }
+        if (sscanf(line, "gpu %u %n", &idx, &off) != 1 || idx >= MAXGPU)
+            continue;
+        struct gpu *g = &s->g[idx];
+        for (char *tok = strtok(line + off, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
+            char *eq = strchr(tok, '=');
+            if (!eq)
+                continue;
+            *eq = '\0';
+            unsigned long long v = strtoull(eq + 1, NULL, 0);
+            static const struct {
+                const char *k;
+                size_t off;
+                int wide;
+            } keys[] = {
+                {"ecc", offsetof(struct gpu, ecc), 1},
+                {"throttle", offsetof(struct gpu, throttle), 1},
+                {"temp", offsetof(struct gpu, temp), 0},
+                {"remap_pending", offsetof(struct gpu, remap_pending), 0},
+                {"remap_failure", offsetof(struct gpu, remap_failure), 0},
+                {"remap_unc", offsetof(struct gpu, remap_unc), 0},
+                {"retired", offsetof(struct gpu, retired), 0},
+                {"lost", offsetof(struct gpu, lost), 0},
+                {"no_remap", offsetof(struct gpu, no_remap), 0},
+            };
+            for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+                if (strcmp(keys[k].k, tok) == 0) {
+                    if (keys[k].wide)
+                        *(unsigned long long *)((char *)g + keys[k].off) = v;
+                    else
+                        *(unsigned *)((char *)g + keys[k].off) = (unsigned)v;
+                }
+        }
+    }
+    fclose(f);
+}
+
+/* NVML return codes (nvml.h) */
+enum {
+    OK = 0,
+    UNINIT = 1,
+    INVALID = 2,
+    NOT_SUPPORTED = 3,
+    INSUFFICIENT = 7,
+    NO_DRIVER = 9,
+    LOST = 15
+};
+
+/* A device handle is index+1 disguised as a pointer. */
+static int gpu_of(void *dev, struct state *s, struct gpu **g)
+{
+    uintptr_t i = (uintptr_t)dev;
+    load(s);
+    if (!initialised)
+        return UNINIT;
+    if (i == 0 || i > s->count)
+        return INVALID;
+    *g = &s->g[i - 1];
+    return (*g)->lost ? LOST : OK;
+}
+
+int nvmlInit_v2(void)
+{
+    struct state s;
+    load(&s);
+    if (s.unreachable)
+        return NO_DRIVER;
+    initialised = 1;
+    return OK;
+}
+
+int nvmlShutdown(void)
+{
+    if (!initialised)
+        return UNINIT;
+    initialised = 0;
+    return OK;
+}
+
+const char *nvmlErrorString(int rc)
+{
+    switch (rc) {
+    case OK:
+        return "Success";
+    case UNINIT:
+        return "Uninitialized";
+    case INVALID:
+        return "Invalid Argument";
+    case NOT_SUPPORTED:
+        return "Not Supported";
+    case INSUFFICIENT:
+        return "Insufficient Size";
+    case NO_DRIVER:
+        return "Driver Not Loaded";
+    case LOST:
+        return "GPU is lost";
+    default:
+        return "Unknown Error";
+    }
+}
+
+int nvmlDeviceGetCount_v2(unsigned *count)
+{
+    struct state s;
+    load(&s);
+    if (!initialised)
+        return UNINIT;
+    *count = s.count;
+    return OK;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **dev)
+{
+    struct state s;
+    load(&s);
+    if (!initialised)
+        return UNINIT;
+    if (i >= s.count)
+        return INVALID;
+    *dev = (void *)(uintptr_t)(i + 1);
+    return OK;
+}
+
+int nvmlDeviceGetTotalEccErrors(void *dev, int type, int counter, unsigned long long *n)
+{
+    struct state s;
+    struct gpu *g;
+    int rc = gpu_of(dev, &s, &g);
+    if (rc != OK)
+        return rc;
+    /* only volatile (0) uncorrected (1) counts are modelled */
+    *n = (type == 1 && counter == 0) ? g->ecc : 0;
+    return OK;
+}
+
+int nvmlDeviceGetRemappedRows(void *dev, unsigned *corr, unsigned *unc, unsigned *pending,
+                              unsigned *failure)
+{
+    struct state s;
+    struct gpu *g;
+    int rc = gpu_of(dev, &s, &g);
+    if (rc != OK)
+        return rc;
+    if (g->no_remap)
+        return NOT_SUPPORTED;
+    *corr = 0;
+    *unc = g->remap_unc;
+    *pending = g->remap_pending;
+    *failure = g->remap_failure;
+    return OK;
+}
+
+int nvmlDeviceGetRetiredPages(void *dev, int cause, unsigned *count, unsigned long long *addrs)
+{
+    struct state s;
+    struct gpu *g;
+    int rc = gpu_of(dev, &s, &g);
+    if (rc != OK)
+        return rc;
+    unsigned n = cause == 1 ? g->retired : 0;
+    if (*count < n) {
+        *count = n;
+        return INSUFFICIENT;
+    }
+    for (unsigned i = 0; i < n && addrs; i++)
+        addrs[i] = 0x1000ULL * (i + 1);
+    *count = n;
+    return OK;
+}
+
+int nvmlDeviceGetTemperature(void *dev, int sensor, unsigned *temp)
+{
+    struct state s;
+    struct gpu *g;
+    int rc = gpu_of(dev, &s, &g);
+    if (rc != OK)
+        return rc;
+    if (sensor != 0)
+        return INVALID;
+    *temp = g->temp;
+    return OK;
+}
+
+int nvmlDeviceGetCurrentClocksThrottleReasons(void *dev, unsigned long long *reasons)
+{
+    struct state s;
+    struct gpu *g;
+    int rc = gpu_of(dev, &s, &g);
+    if (rc != OK)
+        return rc;
+    *reasons = g->throttle;
+    return OK;
+}

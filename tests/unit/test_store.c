@@ -1,0 +1,147 @@
+/* Unit tests for src/store: schema and migrations, clusters with their first
+ * operation, one operation per cluster, events, tokens, node health. */
+#include "check.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static struct store_op op_for(const char *id, const char *cluster, const char *kind)
+{
+    struct store_op op;
+    memset(&op, 0, sizeof(op));
+    snprintf(op.id, sizeof(op.id), "%s", id);
+    snprintf(op.project, sizeof(op.project), "local");
+    snprintf(op.location, sizeof(op.location), "local");
+    snprintf(op.cluster_id, sizeof(op.cluster_id), "%s", cluster);
+    snprintf(op.kind, sizeof(op.kind), "%s", kind);
+    return op;
+}
+
+static int create(struct store *st, const char *id, const char *op_id)
+{
+    struct store_cluster c = {.spec = json_pack("{s:s}", "displayName", id)};
+    snprintf(c.id, sizeof(c.id), "%s", id);
+    snprintf(c.project, sizeof(c.project), "local");
+    snprintf(c.location, sizeof(c.location), "local");
+    snprintf(c.state, sizeof(c.state), "PROVISIONING");
+    struct store_op op = op_for(op_id, id, "CREATE");
+    op.request = c.spec;
+    int rc = store_cluster_create(st, &c, &op, NULL);
+    json_decref(c.spec);
+    return rc;
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/mtc-store-XXXXXX", path[256];
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    snprintf(path, sizeof(path), "%s/db", dir);
+    mtc_error_t err;
+    struct store *st = store_open(path, &err);
+    CHECK(st != NULL, "open creates the database");
+    CHECK(store_schema_version(st) == 2, "migrated to the latest schema");
+
+    CHECK(create(st, "b", "op-1") == 0, "create cluster b with its operation");
+    CHECK(create(st, "a", "op-2") == 0, "create cluster a");
+    CHECK(create(st, "c", "op-3") == 0, "create cluster c");
+    CHECK(create(st, "a", "op-4") < 0 && errno == EEXIST, "duplicate id refused with EEXIST");
+    struct store_op op;
+    CHECK(store_op_get(st, "op-4", &op) < 0 && errno == ENOENT,
+          "a refused create stores no operation");
+
+    struct store_cluster cl;
+    CHECK(store_cluster_get(st, "a", &cl) == 0, "get a");
+    CHECK_STR(cl.state, "PROVISIONING", "state stored");
+    CHECK_STR(json_string_value(json_object_get(cl.spec, "displayName")), "a", "spec stored");
+    store_cluster_release(&cl);
+    CHECK(store_cluster_get(st, "zz", &cl) < 0 && errno == ENOENT, "missing cluster: ENOENT");
+
+    int n = 0;
+    struct store_cluster *page = store_cluster_list(st, "local", "local", NULL, 2, &n);
+    CHECK(n == 2 && !strcmp(page[0].id, "a") && !strcmp(page[1].id, "b"), "first page by id");
+    for (int i = 0; i < n; i++)
+        store_cluster_release(&page[i]);
+    free(page);
+    page = store_cluster_list(st, "local", "local", "b", 2, &n);
+    CHECK(n == 1 && !strcmp(page[0].id, "c"), "next page after the token");
+    store_cluster_release(&page[0]);
+    free(page);
+    page = store_cluster_list(st, "other", "local", NULL, 10, &n);
+    CHECK(n == 0, "other project sees nothing");
+    free(page);
+
+    char busy[48] = "";
+    struct store_op upd = op_for("op-5", "a", "UPDATE");
+    CHECK(store_op_begin(st, &upd, "UPDATING", busy) < 0 && errno == EBUSY,
+          "second operation refused while the create runs");
+    CHECK_STR(busy, "op-2", "the running operation is named");
+    CHECK(store_op_finish(st, "op-2", json_object(), 0, NULL) == 0, "finish create");
+    CHECK(store_op_begin(st, &upd, "UPDATING", busy) == 0, "update starts once it is done");
+    CHECK(store_cluster_get(st, "a", &cl) == 0 && !strcmp(cl.state, "UPDATING"),
+          "begin sets the cluster state");
+    store_cluster_release(&cl);
+    struct store_op ghost = op_for("op-6", "nope", "DELETE");
+    CHECK(store_op_begin(st, &ghost, "STOPPING", busy) < 0 && errno == ENOENT,
+          "operation on a missing cluster refused");
+    CHECK(store_op_finish(st, "op-5", NULL, 13, "boom") == 0, "finish with an error");
+    CHECK(store_op_get(st, "op-5", &op) == 0 && op.done && op.err_code == 13 &&
+              !strcmp(op.err_message, "boom"),
+          "error recorded");
+    store_op_release(&op);
+    json_t *pending = store_ops_pending(st);
+    CHECK(json_array_size(pending) == 2, "two creates still pending");
+    json_decref(pending);
+
+    for (int i = 0; i < 105; i++) {
+        char msg[32];
+        snprintf(msg, sizeof(msg), "event %d", i);
+        store_event_add(st, "a", "TEST", i % 2 ? "a-x-0" : NULL, msg);
+    }
+    json_t *ev = store_events(st, "a", 100);
+    CHECK(json_array_size(ev) == 100, "last 100 events");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(ev, 0), "description")), "event 5",
+              "oldest first");
+    CHECK(json_object_get(json_array_get(ev, 0), "nodeName") != NULL, "node recorded");
+    json_decref(ev);
+
+    char role[16];
+    CHECK(store_token_add(st, "tok-1", "ci", "editor", "h1") == 0, "token added");
+    CHECK(store_token_add(st, "tok-2", "ci", "viewer", "h2") < 0, "token names unique");
+    CHECK(store_token_role(st, "h1", role) == 0 && !strcmp(role, "editor"), "role by hash");
+    CHECK(store_token_revoke(st, "ci") == 0, "revoke by name");
+    CHECK(store_token_role(st, "h1", role) < 0, "revoked token is gone");
+
+    struct store_health h = {.results = json_array()};
+    snprintf(h.status, sizeof(h.status), "FAIL");
+    snprintf(h.failing_check, sizeof(h.failing_check), "gpu.ecc");
+    snprintf(h.severity, sizeof(h.severity), "REPLACE");
+    CHECK(store_health_put(st, "a", "a-x-0", &h) == 0, "health stored");
+    CHECK(store_health_set_remediation(st, "a", "a-x-0", "REMEDIATING") == 0, "remediation state");
+    snprintf(h.status, sizeof(h.status), "PASS");
+    CHECK(store_health_put(st, "a", "a-x-0", &h) == 0, "health replaced");
+    json_decref(h.results);
+    int nh = 0;
+    struct store_health *hl = store_health_list(st, "a", &nh);
+    CHECK(nh == 1 && !strcmp(hl[0].status, "PASS") && !strcmp(hl[0].remediation, "REMEDIATING"),
+          "a new report keeps the remediation state");
+    store_health_free(hl, nh);
+    store_remediation_add(st, "a", "a-x-0", "restart", "gpu.ecc", "op-9");
+    store_remediation_add(st, "a", "a-x-0", "reboot", "gpu.ecc", "op-9");
+    CHECK(store_remediation_count(st, "a", "a-x-0", 0) == 2, "remediation history counted");
+    CHECK(store_remediation_count(st, "a", "a-x-0", mtc_now_ms() + 1000) == 0, "window honoured");
+    store_close(st);
+
+    st = store_open(path, &err);
+    CHECK(st && store_cluster_get(st, "c", &cl) == 0, "data survives reopen");
+    store_cluster_release(&cl);
+    store_close(st);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "sqlite3 %s 'PRAGMA user_version=99'", path);
+    CHECK(system(cmd) == 0, "simulate a newer schema");
+    st = store_open(path, &err);
+    CHECK(st == NULL && strstr(err.text, "newer"), "a newer schema is refused: %s", err.text);
+    mtc_rm_rf(dir);
+    return check_done();
+}
