@@ -421,12 +421,13 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     fprintf(f, "#SBATCH --job-name=%s\n", json_string_value(json_object_get(cfg, "experiment")));
     if (part)
         fprintf(f, "#SBATCH --partition=%s\n", part);
-    fprintf(f, "#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=%d\n", nodes, rpn);
-    /* GPU nodes are taken whole; CPU ranks ask for their threads */
+    fprintf(f, "#SBATCH --nodes=%d\n", nodes);
+    /* GPU nodes are taken whole and srun starts one rank per GPU (below); CPU
+     * ranks ask for their threads */
     if (gpus > 0)
         fprintf(f, "#SBATCH --gpus-per-node=%d\n#SBATCH --exclusive\n", gpus);
     else
-        fprintf(f, "#SBATCH --cpus-per-task=%d\n", threads);
+        fprintf(f, "#SBATCH --ntasks-per-node=%d\n#SBATCH --cpus-per-task=%d\n", rpn, threads);
     fprintf(f, "#SBATCH --time=%s\n", json_string_value(json_object_get(cfg, "time")));
     fprintf(f, "#SBATCH --output=%s/%%j.log\n#SBATCH --open-mode=append\n", task_dir);
     fprintf(f, "# requeued after node failure or preemption; the trainer resumes from its newest\n"
@@ -462,7 +463,12 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
         put_q(f, argv[i]);
     }
     fprintf(f, ")\n\n");
-    fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    srun --mpi=pmix");
+    fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n");
+    /* --overcommit: emulated GPU nodes may have fewer CPUs than GPUs */
+    if (gpus > 0)
+        fprintf(f, "    srun --mpi=pmix --ntasks-per-node=%d --overcommit", rpn);
+    else
+        fprintf(f, "    srun --mpi=pmix");
     if (image) {
         fprintf(f, " --container-image=");
         put_q(f, image);

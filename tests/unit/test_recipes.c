@@ -207,8 +207,9 @@ static void test_resolve_render(void)
     cfg = resolve(base_recipe, &run, &err);
     CHECK(cfg && json_integer_value(json_object_get(cfg, "ranksPerNode")) == 8, "hcc-a3u: 8 ranks/node");
     s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
-    CHECK(s && strstr(s, "#SBATCH --gpus-per-node=8\n") && strstr(s, "#SBATCH --ntasks-per-node=8\n"),
-          "GPU types ask for 8 GPUs and 8 tasks per node");
+    CHECK(s && strstr(s, "#SBATCH --gpus-per-node=8\n") &&
+              strstr(s, "srun --mpi=pmix --ntasks-per-node=8 --overcommit"),
+          "GPU types ask for 8 GPUs per node and start 8 ranks per node");
     free(s);
     json_decref(cfg);
     run.cluster_type = "hcc-zz";
