@@ -230,6 +230,27 @@ static void test_resolve_render(void)
     json_decref(cfg);
 }
 
+static void test_finetune(void)
+{
+    mtc_error_t err = {""};
+    json_t *r = recipe_load("sft/llama3p1_2b_sft", NULL, 0, &err);
+    struct recipe_run run = {.home = "/h", .timestamp = 1, .trainer = "/bin/mtc-train",
+                             .from_checkpoint = "/ck/pt/step_00000100", .executor = "local",
+                             .nodes = 2};
+    json_t *cfg = r ? recipe_resolve(r, &run, &err) : NULL;
+    CHECK(cfg != NULL, "sft recipe resolves (%s)", err.text);
+    char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "'--init' '/ck/pt/step_00000100'"), "--from-checkpoint becomes --init");
+    CHECK(s && strstr(s, "'--mode' 'sft'"), "trainer_args pass through as flags");
+    CHECK(cfg && json_integer_value(json_object_get(cfg, "nodes")) == 1 &&
+              json_integer_value(json_object_get(cfg, "ranks")) == 2,
+          "-e local puts every rank on this machine");
+    CHECK(s && strstr(s, "mpirun -np 2"), "local executor starts 2 ranks with mpirun");
+    free(s);
+    json_decref(cfg);
+    json_decref(r);
+}
+
 static void test_quote(void)
 {
     char *q = recipe_shell_quote("it's $HOME");
@@ -243,6 +264,7 @@ int main(void)
     test_lookup();
     test_validation();
     test_resolve_render();
+    test_finetune();
     test_quote();
     return check_done();
 }
