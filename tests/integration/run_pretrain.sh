@@ -14,7 +14,9 @@ run_recipe "$D/my_pt.json" 40 10
 export HF_TOKEN=hf_do_not_store_123
 mtc run -e slurm --slurm-type local --partition a3m -d "$D/work" --data-dir "$D/data" \
     -s "$D/my_pt.json" -n 2 --experiment-name demo-run >"$D/run.out" 2>&1
-check "mtc run submits" test $? -eq 0
+rc=$?
+check "mtc run submits" test $rc -eq 0
+run_or_stop $rc "$D/run.out"
 cat "$D/run.out" | sed 's/^/# /'
 check "status block header" grep -qE '^Experiment Status for demo-run_[0-9]{10}$' "$D/run.out"
 check "status block task" grep -qx 'Task 0: demo-run' "$D/run.out"

@@ -14,7 +14,9 @@ check "tiny corpus tokenized" run_corpus "$D/data"
 run_recipe "$D/rq.json" 150 5
 
 mtc run -s "$D/rq.json" -n 2 --data-dir "$D/data" --experiment-name rq >"$D/run.out" 2>&1
-check "submitted" test $? -eq 0
+rc=$?
+check "submitted" test $rc -eq 0
+run_or_stop $rc "$D/run.out"
 TD=$(sed -n 's/^- Local Directory: //p' "$D/run.out")
 JOB=$(sed -n 's/^- Job id: //p' "$D/run.out")
 CK=$TD/checkpoints
