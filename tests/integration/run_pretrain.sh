@@ -32,6 +32,8 @@ ST=$(run_wait_final 240 demo-run)
 check "run completes (state $ST)" test "$ST" = COMPLETED
 mtc experiment status demo-run >"$D/status.out"
 check "experiment status prints the same block" grep -qx -- "- Local Directory: $TD" "$D/status.out"
+check "status from a shell without the cluster's environment (recorded at submit)" \
+    bash -c "unset SLURM_CONF; mtc experiment status demo-run | grep -qx -- '- Status: COMPLETED'"
 timeout 30 mtc experiment logs -f demo-run >"$D/logs.out" 2>&1
 check "experiment logs -f ends with the finished job" grep -q "exit status 0" "$D/logs.out"
 check "<JOB_ID>.log in the task directory" test -s "$TD/$JOB.log"
