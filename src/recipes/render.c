@@ -3,6 +3,7 @@
  * script (requeue, signal before the time limit, srun --mpi=pmix ranks). */
 #include "recipes/recipes.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -90,8 +91,36 @@ static char *absolute(const char *p)
     return out;
 }
 
+/* Values that reach #SBATCH lines: Slurm names and times, paths without
+ * newlines (a newline would start a new script line). */
+static int check_run(const struct recipe_run *run, mtc_error_t *err)
+{
+    if (run->partition) {
+        for (const char *p = run->partition; *p; p++)
+            if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
+                return errprintf(err, "-p %s: not a partition name", run->partition);
+    }
+    if (run->time) {
+        for (const char *p = run->time; *p; p++)
+            if (!isdigit((unsigned char)*p) && *p != ':' && *p != '-')
+                return errprintf(err, "--time %s: want minutes, HH:MM:SS or D-HH:MM:SS", run->time);
+    }
+    const struct {
+        const char *flag, *v;
+    } paths[] = {{"--home", run->home},         {"-d", run->work_dir},
+                 {"--log-dir", run->log_dir},   {"--cache-dir", run->cache_dir},
+                 {"--data-dir", run->data_dir}, {"-i", run->image},
+                 {"--from-checkpoint", run->from_checkpoint}};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        if (paths[i].v && strpbrk(paths[i].v, "\n\r"))
+            return errprintf(err, "%s: a path must not contain a newline", paths[i].flag);
+    return 0;
+}
+
 json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err)
 {
+    if (check_run(run, err) < 0)
+        return NULL;
     const char *ctname = run->cluster_type ? run->cluster_type : "local";
     const struct ctype *ct = ctype_find(ctname);
     if (!ct) {

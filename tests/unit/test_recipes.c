@@ -217,6 +217,14 @@ static void test_resolve_render(void)
     CHECK(cfg == NULL && strstr(err.text, "--slurm-type hcc-zz: unknown cluster type"),
           "unknown cluster type: %s", err.text);
     run.cluster_type = NULL;
+    run.partition = "a3m\n#SBATCH --uid=0";
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg == NULL && strstr(err.text, "not a partition name"), "partition checked: %s", err.text);
+    run.partition = "a3m";
+    run.time = "1:00:00\nrm";
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg == NULL && strstr(err.text, "--time"), "time checked: %s", err.text);
+    run.time = NULL;
     run.experiment = "bad name!";
     cfg = resolve(base_recipe, &run, &err);
     CHECK(cfg == NULL && strstr(err.text, "--experiment-name"), "bad experiment name refused");
