@@ -219,11 +219,11 @@ static void test_resolve_render(void)
     run.cluster_type = NULL;
     run.partition = "a3m\n#SBATCH --uid=0";
     cfg = resolve(base_recipe, &run, &err);
-    CHECK(cfg == NULL && strstr(err.text, "not a partition name"), "partition checked: %s", err.text);
+    CHECK(cfg == NULL && strstr(err.text, "not a partition name"), "partition checked before it reaches #SBATCH");
     run.partition = "a3m";
     run.time = "1:00:00\nrm";
     cfg = resolve(base_recipe, &run, &err);
-    CHECK(cfg == NULL && strstr(err.text, "--time"), "time checked: %s", err.text);
+    CHECK(cfg == NULL && strstr(err.text, "--time"), "time checked before it reaches #SBATCH");
     run.time = NULL;
     run.experiment = "bad name!";
     cfg = resolve(base_recipe, &run, &err);
