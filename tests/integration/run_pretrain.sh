@@ -20,7 +20,7 @@ run_or_stop $rc "$D/run.out"
 cat "$D/run.out" | sed 's/^/# /'
 check "status block header" grep -qE '^Experiment Status for demo-run_[0-9]{10}$' "$D/run.out"
 check "status block task" grep -qx 'Task 0: demo-run' "$D/run.out"
-check "status block state" grep -qE '^- Status: (RUNNING|PENDING|COMPLETED)$' "$D/run.out"
+check "status block state" grep -qE '^- Status: (RUNNING|PENDING|CONFIGURING|COMPLETING|COMPLETED)$' "$D/run.out"
 check "status block executor" grep -qx -- '- Executor: SlurmExecutor on @localhost' "$D/run.out"
 check "status block job id" grep -qE '^- Job id: [0-9]+$' "$D/run.out"
 TD=$(sed -n 's/^- Local Directory: //p' "$D/run.out")
