@@ -219,22 +219,24 @@ static void trim(char *s)
         s[--n] = '\0';
 }
 
-/* A Slurm client command with the cluster's SLURM_CONF (recorded at submit)
- * unless the caller's environment names one. */
-static int slurm_q(const json_t *cfg, char *const argv[], char **out)
+int exp_slurm_cmd(const json_t *cfg, char *const argv[], char **out)
 {
+    /* the run's own cluster, whatever cluster this shell points at */
     char env0[PATH_MAX + 16];
     char *env[2] = {NULL, NULL};
     const char *conf = sget(cfg, "slurmConf");
-    const char *cur = getenv("SLURM_CONF");
-    if (conf && *conf && !(cur && *cur)) {
+    if (conf && *conf) {
         snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
         env[0] = env0;
     } else {
-        conf = cur && *cur ? cur : "/etc/slurm/slurm.conf";
+        conf = getenv("SLURM_CONF");
+        if (!conf || !*conf)
+            conf = "/etc/slurm/slurm.conf";
     }
     /* a deleted cluster: Slurm's clients would retry its missing config for a minute */
     if (!mtc_path_exists(conf)) {
+        if (out)
+            *out = strdup("the run's Slurm cluster is gone (no slurm.conf)");
         errno = ENOENT;
         return -1;
     }
@@ -270,7 +272,7 @@ const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
     }
     char *out = NULL;
     char *sq[] = {"squeue", "-h", "-j", (char *)job, "-o", "%T", NULL};
-    if (slurm_q(cfg, sq, &out) == 0 && out) {
+    if (exp_slurm_cmd(cfg, sq, &out) == 0 && out) {
         trim(out);
         if (*out && !strchr(out, ' ') && !strchr(out, '\n')) {
             snprintf(buf, len, "%s", out);
@@ -281,7 +283,7 @@ const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
     free(out);
     out = NULL;
     char *sc[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
-    if (slurm_q(cfg, sc, &out) == 0 && out) {
+    if (exp_slurm_cmd(cfg, sc, &out) == 0 && out) {
         char *p = strstr(out, "JobState=");
         if (p) {
             p += 9;

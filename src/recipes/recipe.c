@@ -475,7 +475,7 @@ json_t *recipe_load(const char *name, char *path, size_t len, mtc_error_t *err)
         free(p);
         name = base;
         json_t *r = parse_file(file, err);
-        if (r && !json_object_get(r, "name"))
+        if (r) /* the catalog name is the recipe's name */
             json_object_set_new(r, "name", json_string(base));
         if (r && path)
             snprintf(path, len, "%s", file);

@@ -3,6 +3,7 @@
  * script (requeue, signal before the time limit, srun --mpi=pmix ranks). */
 #include "recipes/recipes.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -90,8 +91,36 @@ static char *absolute(const char *p)
     return out;
 }
 
+/* Values that reach #SBATCH lines: Slurm names and times, paths without
+ * newlines (a newline would start a new script line). */
+static int check_run(const struct recipe_run *run, mtc_error_t *err)
+{
+    if (run->partition) {
+        for (const char *p = run->partition; *p; p++)
+            if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
+                return errprintf(err, "-p %s: not a partition name", run->partition);
+    }
+    if (run->time) {
+        for (const char *p = run->time; *p; p++)
+            if (!isdigit((unsigned char)*p) && *p != ':' && *p != '-')
+                return errprintf(err, "--time %s: want minutes, HH:MM:SS or D-HH:MM:SS", run->time);
+    }
+    const struct {
+        const char *flag, *v;
+    } paths[] = {{"--home", run->home},         {"-d", run->work_dir},
+                 {"--log-dir", run->log_dir},   {"--cache-dir", run->cache_dir},
+                 {"--data-dir", run->data_dir}, {"-i", run->image},
+                 {"--from-checkpoint", run->from_checkpoint}};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        if (paths[i].v && strpbrk(paths[i].v, "\n\r"))
+            return errprintf(err, "%s: a path must not contain a newline", paths[i].flag);
+    return 0;
+}
+
 json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err)
 {
+    if (check_run(run, err) < 0)
+        return NULL;
     const char *ctname = run->cluster_type ? run->cluster_type : "local";
     const struct ctype *ct = ctype_find(ctname);
     if (!ct) {
@@ -421,12 +450,13 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     fprintf(f, "#SBATCH --job-name=%s\n", json_string_value(json_object_get(cfg, "experiment")));
     if (part)
         fprintf(f, "#SBATCH --partition=%s\n", part);
-    fprintf(f, "#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=%d\n", nodes, rpn);
-    /* GPU nodes are taken whole; CPU ranks ask for their threads */
+    fprintf(f, "#SBATCH --nodes=%d\n", nodes);
+    /* GPU nodes are taken whole and srun starts one rank per GPU (below); CPU
+     * ranks ask for their threads */
     if (gpus > 0)
         fprintf(f, "#SBATCH --gpus-per-node=%d\n#SBATCH --exclusive\n", gpus);
     else
-        fprintf(f, "#SBATCH --cpus-per-task=%d\n", threads);
+        fprintf(f, "#SBATCH --ntasks-per-node=%d\n#SBATCH --cpus-per-task=%d\n", rpn, threads);
     fprintf(f, "#SBATCH --time=%s\n", json_string_value(json_object_get(cfg, "time")));
     fprintf(f, "#SBATCH --output=%s/%%j.log\n#SBATCH --open-mode=append\n", task_dir);
     fprintf(f, "# requeued after node failure or preemption; the trainer resumes from its newest\n"
@@ -462,7 +492,12 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
         put_q(f, argv[i]);
     }
     fprintf(f, ")\n\n");
-    fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    srun --mpi=pmix");
+    fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n");
+    /* --overcommit: emulated GPU nodes may have fewer CPUs than GPUs */
+    if (gpus > 0)
+        fprintf(f, "    srun --mpi=pmix --ntasks-per-node=%d --overcommit", rpn);
+    else
+        fprintf(f, "    srun --mpi=pmix");
     if (image) {
         fprintf(f, " --container-image=");
         put_q(f, image);

@@ -33,7 +33,7 @@ done
 [ -n "$bad" ] && diag "dry-run problems:$bad"
 check "--dry-run renders all $n recipe x cluster-type scripts" test -z "$bad"
 mtc run -s pretrain/llama3p1_2b_pt.py --slurm-type hcc-a3u -p a3m -n 2 --experiment-name demo-run --dry-run >"$D/dry.out" 2>/dev/null
-check "NeMo-style .py name, 2 nodes x 8 GPUs" grep -qx '#SBATCH --ntasks-per-node=8' "$D/dry.out"
+check "NeMo-style .py name, 2 nodes x 8 GPUs" grep -q 'srun --mpi=pmix --ntasks-per-node=8 ' "$D/dry.out"
 check "--dry-run creates no experiment" test ! -e "$MTC_HOME/experiments"
 
 check "local 2-node cluster up" run_cluster re

@@ -11,7 +11,9 @@ check "tiny corpus tokenized" run_corpus "$D/data"
 run_recipe "$D/r.json" 30 10
 
 mtc run -e local -s "$D/r.json" --data-dir "$D/data" --experiment-name loc >"$D/run.out" 2>&1
-check "local run starts" test $? -eq 0
+rc=$?
+check "local run starts" test $rc -eq 0
+run_or_stop $rc "$D/run.out"
 sed 's/^/# /' "$D/run.out"
 check "status block: LocalExecutor" grep -qx -- '- Executor: LocalExecutor' "$D/run.out"
 TD=$(sed -n 's/^- Local Directory: //p' "$D/run.out")

@@ -14,11 +14,13 @@ run_recipe "$D/my_pt.json" 40 10
 export HF_TOKEN=hf_do_not_store_123
 mtc run -e slurm --slurm-type local --partition a3m -d "$D/work" --data-dir "$D/data" \
     -s "$D/my_pt.json" -n 2 --experiment-name demo-run >"$D/run.out" 2>&1
-check "mtc run submits" test $? -eq 0
+rc=$?
+check "mtc run submits" test $rc -eq 0
+run_or_stop $rc "$D/run.out"
 cat "$D/run.out" | sed 's/^/# /'
 check "status block header" grep -qE '^Experiment Status for demo-run_[0-9]{10}$' "$D/run.out"
 check "status block task" grep -qx 'Task 0: demo-run' "$D/run.out"
-check "status block state" grep -qE '^- Status: (RUNNING|PENDING|COMPLETED)$' "$D/run.out"
+check "status block state" grep -qE '^- Status: (RUNNING|PENDING|CONFIGURING|COMPLETING|COMPLETED)$' "$D/run.out"
 check "status block executor" grep -qx -- '- Executor: SlurmExecutor on @localhost' "$D/run.out"
 check "status block job id" grep -qE '^- Job id: [0-9]+$' "$D/run.out"
 TD=$(sed -n 's/^- Local Directory: //p' "$D/run.out")
@@ -30,6 +32,8 @@ ST=$(run_wait_final 240 demo-run)
 check "run completes (state $ST)" test "$ST" = COMPLETED
 mtc experiment status demo-run >"$D/status.out"
 check "experiment status prints the same block" grep -qx -- "- Local Directory: $TD" "$D/status.out"
+check "status from a shell without the cluster's environment (recorded at submit)" \
+    bash -c "unset SLURM_CONF; mtc experiment status demo-run | grep -qx -- '- Status: COMPLETED'"
 timeout 30 mtc experiment logs -f demo-run >"$D/logs.out" 2>&1
 check "experiment logs -f ends with the finished job" grep -q "exit status 0" "$D/logs.out"
 check "<JOB_ID>.log in the task directory" test -s "$TD/$JOB.log"

@@ -207,8 +207,9 @@ static void test_resolve_render(void)
     cfg = resolve(base_recipe, &run, &err);
     CHECK(cfg && json_integer_value(json_object_get(cfg, "ranksPerNode")) == 8, "hcc-a3u: 8 ranks/node");
     s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
-    CHECK(s && strstr(s, "#SBATCH --gpus-per-node=8\n") && strstr(s, "#SBATCH --ntasks-per-node=8\n"),
-          "GPU types ask for 8 GPUs and 8 tasks per node");
+    CHECK(s && strstr(s, "#SBATCH --gpus-per-node=8\n") &&
+              strstr(s, "srun --mpi=pmix --ntasks-per-node=8 --overcommit"),
+          "GPU types ask for 8 GPUs per node and start 8 ranks per node");
     free(s);
     json_decref(cfg);
     run.cluster_type = "hcc-zz";
@@ -216,6 +217,14 @@ static void test_resolve_render(void)
     CHECK(cfg == NULL && strstr(err.text, "--slurm-type hcc-zz: unknown cluster type"),
           "unknown cluster type: %s", err.text);
     run.cluster_type = NULL;
+    run.partition = "a3m\n#SBATCH --uid=0";
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg == NULL && strstr(err.text, "not a partition name"), "partition checked before it reaches #SBATCH");
+    run.partition = "a3m";
+    run.time = "1:00:00\nrm";
+    cfg = resolve(base_recipe, &run, &err);
+    CHECK(cfg == NULL && strstr(err.text, "--time"), "time checked before it reaches #SBATCH");
+    run.time = NULL;
     run.experiment = "bad name!";
     cfg = resolve(base_recipe, &run, &err);
     CHECK(cfg == NULL && strstr(err.text, "--experiment-name"), "bad experiment name refused");
@@ -227,6 +236,27 @@ static void test_resolve_render(void)
               strstr(err.text, "data.path: /data/corpus does not exist"),
           "missing data named before submitting: %s", err.text);
     json_decref(cfg);
+}
+
+static void test_finetune(void)
+{
+    mtc_error_t err = {""};
+    json_t *r = recipe_load("sft/llama3p1_2b_sft", NULL, 0, &err);
+    struct recipe_run run = {.home = "/h", .timestamp = 1, .trainer = "/bin/mtc-train",
+                             .from_checkpoint = "/ck/pt/step_00000100", .executor = "local",
+                             .nodes = 2};
+    json_t *cfg = r ? recipe_resolve(r, &run, &err) : NULL;
+    CHECK(cfg != NULL, "sft recipe resolves (%s)", err.text);
+    char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "'--init' '/ck/pt/step_00000100'"), "--from-checkpoint becomes --init");
+    CHECK(s && strstr(s, "'--mode' 'sft'"), "trainer_args pass through as flags");
+    CHECK(cfg && json_integer_value(json_object_get(cfg, "nodes")) == 1 &&
+              json_integer_value(json_object_get(cfg, "ranks")) == 2,
+          "-e local puts every rank on this machine");
+    CHECK(s && strstr(s, "mpirun -np 2"), "local executor starts 2 ranks with mpirun");
+    free(s);
+    json_decref(cfg);
+    json_decref(r);
 }
 
 static void test_quote(void)
@@ -242,6 +272,7 @@ int main(void)
     test_lookup();
     test_validation();
     test_resolve_render();
+    test_finetune();
     test_quote();
     return check_done();
 }

@@ -161,7 +161,7 @@ static int e_cancel(struct cli *c, int argc, char **argv)
     } else {
         char *out = NULL;
         char *argv2[] = {"scancel", (char *)job, NULL};
-        if (mtc_run(argv2, NULL, &out, 15000) != 0)
+        if (exp_slurm_cmd(cfg, argv2, &out) != 0)
             rc = cli_fail("scancel %s: %s", job, out ? out : "failed");
         free(out);
     }
