@@ -27,7 +27,9 @@ CP_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcurl -lcrypto -lpthread -lm
 # Trainer: OpenMP + OpenBLAS + MPI (flags from the MPI compiler wrapper).
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
-TRAIN_CFLAGS := -fopenmp -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
+# -fno-trapping-math and the dynamic vector cost model let GCC vectorize the kernels'
+# `omp simd` loops at -O2 (exp, softmax, SwiGLU, attention: 1.5-3x faster).
+TRAIN_CFLAGS := -fopenmp -fno-trapping-math -fvect-cost-model=dynamic -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
 TRAIN_SRCS := $(wildcard src/train/*.c src/train/cpu/*.c)
 TRAIN_OBJS := $(TRAIN_SRCS:%.c=$(B)/%.o)
 TRAIN_LIBS := -fopenmp -lopenblas -ljansson $(MPI_LIBS) -lcrypto -lpthread -lm

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 B=$(basename "${MTC_BUILD:-build}")
 [ -f "$B/libmtctrain.a" ] || make -s "$B/libmtctrain.a"
 mkdir -p "$B/bench"
-cc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Isrc -fopenmp \
+cc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Isrc -fopenmp -fno-trapping-math \
+    -fvect-cost-model=dynamic \
     -I/usr/include/x86_64-linux-gnu/openblas-pthread $(mpicc --showme:compile 2>/dev/null) \
     -o "$B/bench/train_speed" bench/train_speed.c "$B/libmtctrain.a" \
     -fopenmp -lopenblas -ljansson $(mpicc --showme:link 2>/dev/null) -lpthread -lm

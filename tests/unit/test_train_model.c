@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "train/cpu/kernels.h"
+#include "train/cpu/vmath.h"
 #include "train/model.h"
 
 /* ---- helpers ---- */
@@ -512,6 +513,45 @@ static void test_determinism(void)
     free(g[0]), free(g[1]);
 }
 
+/* Matmul blocks and attention slots follow the thread count: 1 and 3 threads agree. */
+static void test_thread_counts(void)
+{
+    struct model_config cfg = tiny_cfg(MODEL_LLAMA, 0);
+    cfg.d_model = 64, cfg.d_ff = 160, cfg.max_seq = 40; // matmul splits over 32-wide blocks
+    struct model *m = model_create(&cfg, NULL);
+    model_init_weights(m, 9);
+    int32_t x[80], y[80];
+    for (int i = 0; i < 80; i++)
+        x[i] = (i * 13) % 50, y[i] = (i * 17 + 1) % 50;
+    int saved = omp_get_max_threads();
+    float loss[2], *g[2];
+    for (int r = 0; r < 2; r++) {
+        omp_set_num_threads(r == 0 ? 1 : 3);
+        model_zero_grad(m);
+        loss[r] = model_forward(m, x, y, NULL, 0, 2, 40);
+        model_backward(m, NULL);
+        g[r] = malloc(model_nparams(m) * sizeof(float));
+        memcpy(g[r], model_grads(m), model_nparams(m) * sizeof(float));
+    }
+    omp_set_num_threads(saved);
+    double md = 0, mg = 0;
+    for (size_t i = 0; i < model_nparams(m); i++)
+        md = fmax(md, fabs(g[0][i] - g[1][i])), mg = fmax(mg, fabs(g[0][i]));
+    CHECK(fabsf(loss[0] - loss[1]) < 1e-5 && md < 1e-4 * mg,
+          "1 and 3 threads give the same loss and gradients (to rounding)");
+    free(g[0]), free(g[1]);
+    model_destroy(m);
+}
+
+static void test_vexpf(void)
+{
+    double worst = 0;
+    for (float x = -87.0f; x < 88.0f; x += 0.0137f)
+        worst = fmax(worst, fabs((double)vexpf(x) - exp(x)) / exp(x));
+    CHECK(worst < 1e-6 && vexpf(0.0f) == 1.0f && isnan(vexpf(NAN)),
+          "vectorized exp: relative error %.2g, exp(0) = 1, NaN stays NaN", worst);
+}
+
 static void test_learns(enum model_family fam)
 {
     struct model_config cfg = tiny_cfg(fam, 0);
@@ -668,6 +708,8 @@ int main(void)
     test_model_grads(MODEL_LLAMA, 0);
     test_loss_norm();
     test_determinism();
+    test_thread_counts();
+    test_vexpf();
     test_learns(MODEL_GPT2);
     test_learns(MODEL_LLAMA);
     test_presets();
