@@ -208,9 +208,9 @@ static double at_loss(void *p)
                           c->slots);
     return dotd(c->out, c->r, (size_t)c->B * c->T * c->H * c->hd);
 }
-static void test_attention(int H, int KV)
+static void test_attention(int T, int H, int KV)
 {
-    struct at c = {.B = 2, .T = 5, .H = H, .KV = KV, .hd = 8};
+    struct at c = {.B = 2, .T = T, .H = H, .KV = KV, .hd = 8};
     size_t nq = (size_t)c.B * c.T * (H + 2 * KV) * c.hd, no = (size_t)c.B * c.T * H * c.hd;
     c.qkv = rand_buf(nq, 1), c.out = zero_buf(no), c.lse = zero_buf(c.B * H * c.T);
     c.r = rand_buf(no, 1);
@@ -220,12 +220,13 @@ static void test_attention(int H, int KV)
     // causal: the first position attends only to itself, so its output is v_0
     int ld = (H + 2 * KV) * c.hd, kvh = (H - 1) / (H / KV);
     CHECK(fabsf(c.out[(H - 1) * c.hd + 3] - c.qkv[(H + KV + kvh) * c.hd + 3]) < 1e-6,
-          "attention H=%d KV=%d: position 0 output is its value (causal, GQA head map)", H, KV);
+          "attention T=%d H=%d KV=%d: position 0 output is its value (causal, GQA head map)", T,
+          H, KV);
     (void)ld;
     float *dqkv = rand_buf(nq, 1); // must be fully overwritten
     cpu_attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.B, c.T, H, KV, c.hd, c.scr, c.slots);
     CHECK(fd_error(c.qkv, dqkv, nq, at_loss, &c, 1e-2f, 200) < TOL,
-          "attention H=%d KV=%d d(q,k,v)", H, KV);
+          "attention T=%d H=%d KV=%d d(q,k,v)", T, H, KV);
     free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv), free(c.scr);
 }
 
@@ -696,9 +697,11 @@ int main(void)
     test_norm(0);
     test_norm(1);
     test_rope();
-    test_attention(4, 4);
-    test_attention(4, 2);
-    test_attention(6, 1);
+    test_attention(5, 4, 4);
+    test_attention(5, 4, 2);
+    test_attention(5, 6, 1);
+    test_attention(150, 2, 1); // three query tiles of 64
+
     test_elementwise(0);
     test_elementwise(1);
     test_embedding();

@@ -1,6 +1,8 @@
-/* cpu attention: fused causal multi-head attention with grouped-query heads, and RoPE
- * (HF rotate_half layout, Llama 3 frequency scaling). Forward keeps only the per-row
- * log-sum-exp; backward recomputes probabilities row by row (O(T) scratch, no (T,T)). */
+/* cpu attention: causal multi-head attention with grouped-query heads, and RoPE (HF
+ * rotate_half layout, Llama 3 frequency scaling). Works in query tiles with sgemm; forward
+ * keeps only the per-row log-sum-exp, backward recomputes the probabilities tile by tile
+ * (O(64*T) scratch per thread, never (T,T) per head). */
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -38,7 +40,7 @@ void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, i
 {
     int half = hd / 2;
     float sgn = inverse ? -1.0f : 1.0f;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((long)B * T * nheads * hd > CPU_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *row = x + ((size_t)b * T + t) * ld;
@@ -55,153 +57,134 @@ void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, i
         }
 }
 
-static inline float dot(const float *a, const float *b, int n)
-{
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
-static inline void axpy(float *y, float a, const float *x, int n)
-{
-#pragma omp simd
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
+/* Query rows per tile: scores of a tile are a (QTILE, keys) block in scratch. */
+#define QTILE 64
 
 size_t cpu_attention_scratch_floats(int T, int hd)
 {
-    return 5 * (size_t)T * hd + 3 * (size_t)T + 64;
+    (void)hd;
+    return 2 * (size_t)QTILE * T + 64;
 }
 
-/* Gather the rows of one kv head into contiguous (T,hd) and transposed (hd,T) copies,
- * so score and gradient loops run over contiguous memory. */
-static void gather(float *rows, float *cols, const float *src, size_t ld, int T, int hd)
+/* Softmax of each row i of s (R, n) over its causal keys 0..r0+i, in place; keys past
+ * the diagonal become 0. With lse NULL computes and stores lse (forward); with lse given
+ * uses it (backward recompute: p = exp(s - lse)). */
+static void causal_softmax(float *s, int R, int n, int r0, float *lse_out, const float *lse_in)
 {
-    for (int j = 0; j < T; j++) {
-        const float *r = src + j * ld;
-        if (rows)
-            memcpy(rows + (size_t)j * hd, r, sizeof(float) * hd);
-        if (cols)
-            for (int i = 0; i < hd; i++)
-                cols[(size_t)i * T + j] = r[i];
-    }
-}
-
-/* s[0..n) = scale * q . kt[:, j] with kt (hd, T): vectorized over keys j. */
-static void scores(float *s, const float *q, const float *kt, int T, int hd, int n, float scale)
-{
-    memset(s, 0, sizeof(float) * n);
-    for (int i = 0; i < hd; i++) {
-        const float *row = kt + (size_t)i * T;
-        float qi = q[i] * scale;
+    for (int i = 0; i < R; i++) {
+        float *row = s + (size_t)i * n;
+        int k = r0 + i + 1; // keys visible to query r0+i
+        float l;
+        if (lse_in) {
+            l = lse_in[i];
+        } else {
+            float mx = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
+            for (int j = 0; j < k; j++)
+                mx = row[j] > mx ? row[j] : mx;
+#pragma omp simd reduction(+ : sum)
+            for (int j = 0; j < k; j++)
+                sum += vexpf(row[j] - mx);
+            l = mx + logf(sum);
+            lse_out[i] = l;
+        }
 #pragma omp simd
-        for (int j = 0; j < n; j++)
-            s[j] += qi * row[j];
+        for (int j = 0; j < k; j++)
+            row[j] = vexpf(row[j] - l);
+        memset(row + k, 0, sizeof(float) * (n - k));
     }
 }
 
+/* The blocks below are small single-threaded sgemm calls made from inside the OpenMP
+ * loop (OpenBLAS runs single-threaded, see matmul.c). Per query tile of rows r0..r1:
+ * S = Q K^T * scale over keys 0..r1 only, so the causal mask wastes at most one tile. */
 void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int KV,
                            int hd, float *scratch, int nslots)
 {
-    size_t ld = (size_t)(H + 2 * KV) * hd, ldo = (size_t)H * hd;
-    int group = H / KV;
+    int ld = (H + 2 * KV) * hd, ldo = H * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
     size_t per = cpu_attention_scratch_floats(T, hd);
-    // One unit per (b, kv head): its K and V are gathered once for the whole group.
-#pragma omp parallel for collapse(2) schedule(static) num_threads(nslots)
+    int ntiles = (T + QTILE - 1) / QTILE;
+    cpu_blas_single_thread();
+#pragma omp parallel for collapse(3) schedule(dynamic) num_threads(nslots) \
+    if ((long)B * H * T * T * hd > CPU_PAR_MIN)
     for (int b = 0; b < B; b++)
-        for (int kh = 0; kh < KV; kh++) {
-            float *kt = scratch + per * omp_get_thread_num(); // (hd, T)
-            float *vr = kt + (size_t)T * hd;                   // (T, hd)
-            float *s = vr + (size_t)T * hd;                    // (T)
-            const float *base = qkv + (size_t)b * T * ld;
-            gather(NULL, kt, base + (size_t)(H + kh) * hd, ld, T, hd);
-            gather(vr, NULL, base + (size_t)(H + KV + kh) * hd, ld, T, hd);
-            for (int h = kh * group; h < (kh + 1) * group; h++)
-                for (int t = 0; t < T; t++) {
-                    const float *q = base + t * ld + (size_t)h * hd;
-                    float *o = out + ((size_t)b * T + t) * ldo + (size_t)h * hd;
-                    int n = t + 1; // causal: keys 0..t
-                    scores(s, q, kt, T, hd, n, scale);
-                    float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-                    for (int j = 0; j < n; j++)
-                        mx = s[j] > mx ? s[j] : mx;
-#pragma omp simd reduction(+ : sum)
-                    for (int j = 0; j < n; j++) {
-                        s[j] = vexpf(s[j] - mx);
-                        sum += s[j];
-                    }
-                    float inv = 1.0f / sum;
-                    memset(o, 0, sizeof(float) * hd);
-                    for (int j = 0; j < n; j++)
-                        axpy(o, s[j] * inv, vr + (size_t)j * hd, hd);
-                    lse[((size_t)b * H + h) * T + t] = mx + logf(sum);
-                }
-        }
+        for (int h = 0; h < H; h++)
+            for (int tile = 0; tile < ntiles; tile++) {
+                float *s = scratch + per * omp_get_thread_num(); // (R, n)
+                const float *base = qkv + (size_t)b * T * ld;
+                const float *k0 = base + (size_t)(H + h / group) * hd;
+                const float *v0 = base + (size_t)(H + KV + h / group) * hd;
+                int r0 = tile * QTILE, R = T - r0 < QTILE ? T - r0 : QTILE, n = r0 + R;
+                const float *q = base + (size_t)r0 * ld + (size_t)h * hd;
+                // s (R,n) = scale * q (R,hd) @ k (n,hd)^T
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, scale, q, ld, k0,
+                            ld, 0.0f, s, n);
+                causal_softmax(s, R, n, r0, lse + ((size_t)b * H + h) * T + r0, NULL);
+                // out (R,hd) = p (R,n) @ v (n,hd)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, s, n, v0,
+                            ld, 0.0f, out + ((size_t)b * T + r0) * ldo + (size_t)h * hd, ldo);
+            }
 }
 
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                             const float *lse, int B, int T, int H, int KV, int hd, float *scratch,
                             int nslots)
 {
-    size_t ld = (size_t)(H + 2 * KV) * hd, ldo = (size_t)H * hd, Thd = (size_t)T * hd;
-    int group = H / KV;
+    int ld = (H + 2 * KV) * hd, ldo = H * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
     size_t per = cpu_attention_scratch_floats(T, hd);
+    cpu_blas_single_thread();
     // One unit per (b, kv head): it owns dk, dv of that head and dq of its query
     // heads, so no two threads write the same gradient.
-#pragma omp parallel for collapse(2) schedule(static) num_threads(nslots)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nslots) \
+    if ((long)B * H * T * T * hd > CPU_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int kh = 0; kh < KV; kh++) {
-            float *kt = scratch + per * omp_get_thread_num(); // (hd, T)
-            float *kr = kt + Thd, *vt = kr + Thd;            // (T, hd), (hd, T)
-            float *dkt = vt + Thd, *dvt = dkt + Thd;         // (hd, T) accumulators
-            float *p = dvt + Thd, *ds = p + T;               // (T) each
+            float *p = scratch + per * omp_get_thread_num(); // (R, n) probabilities
+            float *ds = p + (size_t)QTILE * T;               // (R, n) dP, then dS
             const float *base = qkv + (size_t)b * T * ld;
             float *dbase = dqkv + (size_t)b * T * ld;
-            gather(kr, kt, base + (size_t)(H + kh) * hd, ld, T, hd);
-            gather(NULL, vt, base + (size_t)(H + KV + kh) * hd, ld, T, hd);
-            memset(dkt, 0, sizeof(float) * 2 * Thd);
-            for (int h = kh * group; h < (kh + 1) * group; h++)
-                for (int t = 0; t < T; t++) {
-                    const float *q = base + t * ld + (size_t)h * hd;
-                    float *dq = dbase + t * ld + (size_t)h * hd;
-                    const float *o = out + ((size_t)b * T + t) * ldo + (size_t)h * hd;
-                    const float *g = dout + ((size_t)b * T + t) * ldo + (size_t)h * hd;
-                    float l = lse[((size_t)b * H + h) * T + t], D = dot(g, o, hd);
-                    int n = t + 1;
-                    scores(p, q, kt, T, hd, n, scale);
-#pragma omp simd
-                    for (int j = 0; j < n; j++)
-                        p[j] = vexpf(p[j] - l); // probabilities, recomputed
-                    scores(ds, g, vt, T, hd, n, 1.0f); // dp_j = g . v_j
-#pragma omp simd
-                    for (int j = 0; j < n; j++)
-                        ds[j] = p[j] * (ds[j] - D) * scale;
-                    memset(dq, 0, sizeof(float) * hd);
-                    for (int j = 0; j < n; j++)
-                        axpy(dq, ds[j], kr + (size_t)j * hd, hd);
-                    for (int i = 0; i < hd; i++) {
-                        float *dkr = dkt + (size_t)i * T, *dvr = dvt + (size_t)i * T;
-                        float qi = q[i], gi = g[i];
-#pragma omp simd
-                        for (int j = 0; j < n; j++) {
-                            dkr[j] += qi * ds[j];
-                            dvr[j] += gi * p[j];
-                        }
-                    }
-                }
-            for (int j = 0; j < T; j++) { // scatter dk, dv back into their rows
-                float *dk = dbase + j * ld + (size_t)(H + kh) * hd;
-                float *dv = dbase + j * ld + (size_t)(H + KV + kh) * hd;
-                for (int i = 0; i < hd; i++) {
-                    dk[i] = dkt[(size_t)i * T + j];
-                    dv[i] = dvt[(size_t)i * T + j];
-                }
+            const float *k0 = base + (size_t)(H + kh) * hd, *v0 = base + (size_t)(H + KV + kh) * hd;
+            float *dk0 = dbase + (size_t)(H + kh) * hd, *dv0 = dbase + (size_t)(H + KV + kh) * hd;
+            for (int j = 0; j < T; j++) {
+                memset(dk0 + (size_t)j * ld, 0, sizeof(float) * hd);
+                memset(dv0 + (size_t)j * ld, 0, sizeof(float) * hd);
             }
+            for (int h = kh * group; h < (kh + 1) * group; h++)
+                for (int r0 = 0; r0 < T; r0 += QTILE) {
+                    int R = T - r0 < QTILE ? T - r0 : QTILE, n = r0 + R;
+                    const float *q = base + (size_t)r0 * ld + (size_t)h * hd;
+                    float *dq = dbase + (size_t)r0 * ld + (size_t)h * hd;
+                    const float *o = out + ((size_t)b * T + r0) * ldo + (size_t)h * hd;
+                    const float *g = dout + ((size_t)b * T + r0) * ldo + (size_t)h * hd;
+                    // recompute p (R,n) from the saved log-sum-exp
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, scale, q, ld,
+                                k0, ld, 0.0f, p, n);
+                    causal_softmax(p, R, n, r0, NULL, lse + ((size_t)b * H + h) * T + r0);
+                    // dP (R,n) = g (R,hd) @ v (n,hd)^T
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, 1.0f, g, ldo,
+                                v0, ld, 0.0f, ds, n);
+                    // dS = p * (dP - D) * scale, D_i = g_i . o_i (= sum_j p_ij dP_ij)
+                    for (int i = 0; i < R; i++) {
+                        const float *gi = g + (size_t)i * ldo, *oi = o + (size_t)i * ldo;
+                        float D = 0.0f;
+#pragma omp simd reduction(+ : D)
+                        for (int c = 0; c < hd; c++)
+                            D += gi[c] * oi[c];
+                        float *pr = p + (size_t)i * n, *dr = ds + (size_t)i * n;
+#pragma omp simd
+                        for (int j = 0; j < n; j++)
+                            dr[j] = pr[j] * (dr[j] - D) * scale;
+                    }
+                    // dq (R,hd) = dS (R,n) @ k (n,hd)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, ds, n,
+                                k0, ld, 0.0f, dq, ld);
+                    // dk (n,hd) += dS^T @ q ; dv (n,hd) += p^T @ g
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, R, 1.0f, ds, n, q,
+                                ld, 1.0f, dk0, ld);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, R, 1.0f, p, n, g,
+                                ldo, 1.0f, dv0, ld);
+                }
         }
 }

@@ -18,7 +18,7 @@ static inline float fast_tanh(float u)
 
 void cpu_gelu_forward(float *out, const float *x, long n)
 {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
     for (long i = 0; i < n; i++) {
         float v = x[i];
         out[i] = 0.5f * v * (1.0f + fast_tanh(GELU_K * (v + 0.044715f * v * v * v)));
@@ -27,7 +27,7 @@ void cpu_gelu_forward(float *out, const float *x, long n)
 
 void cpu_gelu_backward(float *dx, const float *dout, const float *x, long n)
 {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
     for (long i = 0; i < n; i++) {
         float v = x[i], u = GELU_K * (v + 0.044715f * v * v * v);
         float th = fast_tanh(u), sech2 = 1.0f - th * th;
@@ -38,7 +38,7 @@ void cpu_gelu_backward(float *dx, const float *dout, const float *x, long n)
 
 void cpu_swiglu_forward(float *out, const float *gu, int M, int F)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * F > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
         const float *g = gu + (size_t)r * 2 * F, *u = g + F;
         float *o = out + (size_t)r * F;
@@ -51,7 +51,7 @@ void cpu_swiglu_forward(float *out, const float *gu, int M, int F)
 void cpu_swiglu_backward(float *dgu, const float *dout, const float *gu, int M, int F)
 {
     // silu(g) = g*s, s = sigmoid(g); silu'(g) = s * (1 + g*(1-s))
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * F > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
         const float *g = gu + (size_t)r * 2 * F, *u = g + F, *d = dout + (size_t)r * F;
         float *dg = dgu + (size_t)r * 2 * F, *du = dg + F;
@@ -67,7 +67,7 @@ void cpu_swiglu_backward(float *dgu, const float *dout, const float *gu, int M, 
 void cpu_embedding_forward(float *out, const int32_t *x, const float *wte, const float *wpe, int B,
                            int T, int C)
 {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((long)B * T * C > CPU_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *o = out + ((size_t)b * T + t) * C;
@@ -88,7 +88,7 @@ void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const i
     // Threads split the channels, every thread walks all tokens in order: repeated
     // token ids never race and the sum order is fixed.
     int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)B * T * C > CPU_PAR_MIN)
     for (int bk = 0; bk < nblocks; bk++) {
         int c0 = bk * COL_BLOCK, c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int i = 0; i < B * T; i++) {

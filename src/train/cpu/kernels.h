@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Loops over fewer elements than this run on the calling thread: waking the team costs
+ * more than the work (tiny models, sampling). Results do not depend on it. */
+#define CPU_PAR_MIN 32768L
+
 /* out (M,N) row stride ldo = [resid (M,N, stride ldo) +] [bias (N) +] in (M,K) @ w^T,
  * w (N,K) row-major. resid may equal out (in-place residual add). */
 void cpu_matmul_forward(float *out, int ldo, const float *resid, const float *in, const float *w,
@@ -18,6 +22,9 @@ void cpu_matmul_forward(float *out, int ldo, const float *resid, const float *in
 void cpu_matmul_backward(float *din, int din_accumulate, float *dw, float *dbias,
                          const float *dout, int lddo, const float *in, const float *w, int M,
                          int N, int K);
+/* Set OpenBLAS to one thread (once): every kernel that calls sgemm does, so sgemm can run
+ * inside OpenMP loops and OpenBLAS's pool never competes with them. */
+void cpu_blas_single_thread(void);
 /* dst (N) += sum over the M rows of src (M,N) row stride ld. */
 void cpu_colsum_add(float *dst, const float *src, int M, int N, int ld);
 

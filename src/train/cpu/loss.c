@@ -10,7 +10,7 @@
 void cpu_logsoftmax_forward(float *logits, int ld, int V, const int32_t *y, float *lse, float *logp,
                             int M)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * V > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
         float *l = logits + (size_t)r * ld;
         for (int v = V; v < ld; v++)
@@ -33,7 +33,7 @@ void cpu_logsoftmax_backward(float *logits, int ld, int V, const int32_t *y, con
                              const float *dlogp, int M)
 {
     // d logp_y / d logit_v = onehot(v == y) - p_v
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * V > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
         float *l = logits + (size_t)r * ld;
         float g = dlogp[r], m = lse[r];

@@ -23,6 +23,11 @@ static void blas_single(void)
     openblas_set_num_threads(1); // see the file comment: threads come from OpenMP
 }
 
+void cpu_blas_single_thread(void)
+{
+    pthread_once(&blas_once, blas_single);
+}
+
 /* Number of blocks to split a dimension of n into, and the block size. */
 static int split(int n, int *blk)
 {
@@ -39,9 +44,9 @@ static void par_sgemm(int by_rows, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE
                       int k, const float *a, int lda, const float *b, int ldb, float beta,
                       float *c, int ldc)
 {
-    pthread_once(&blas_once, blas_single);
+    cpu_blas_single_thread();
     int blk, nb = split(by_rows ? m : n, &blk);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)m * n * k > 32.0 * CPU_PAR_MIN)
     for (int i = 0; i < nb; i++) {
         int lo = i * blk, len = (by_rows ? m : n) - lo;
         len = len < blk ? len : blk;
@@ -63,7 +68,7 @@ void cpu_matmul_forward(float *out, int ldo, const float *resid, const float *in
     float beta = 0.0f;
     if (resid || bias) {
         // Prefill out with resid + bias, then let sgemm accumulate (beta 1).
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * N > CPU_PAR_MIN)
         for (int r = 0; r < M; r++) {
             float *o = out + (size_t)r * ldo;
             const float *a = resid ? resid + (size_t)r * ldo : NULL;
@@ -93,7 +98,7 @@ void cpu_matmul_backward(float *din, int din_accumulate, float *dw, float *dbias
 void cpu_colsum_add(float *dst, const float *src, int M, int N, int ld)
 {
     int nblocks = (N + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * N > CPU_PAR_MIN)
     for (int bk = 0; bk < nblocks; bk++) {
         int c0 = bk * COL_BLOCK, c1 = c0 + COL_BLOCK < N ? c0 + COL_BLOCK : N;
         float acc[COL_BLOCK];

@@ -11,7 +11,7 @@
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
                            const float *b, int M, int C, float eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
         const float *xr = x + (size_t)r * C;
         float *o = out + (size_t)r * C;
@@ -35,7 +35,7 @@ void cpu_layernorm_backward(float *dx, float *dw, float *db, const float *dout, 
                             const float *w, const float *mean, const float *rstd, int M, int C)
 {
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
         const float *xr = x + (size_t)r * C, *d = dout + (size_t)r * C;
         float *dxr = dx + (size_t)r * C;
@@ -54,7 +54,7 @@ void cpu_layernorm_backward(float *dx, float *dw, float *db, const float *dout, 
         }
     }
     int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
     for (int bk = 0; bk < nblocks; bk++) {
         int c0 = bk * COL_BLOCK, n = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
         float aw[COL_BLOCK], ab[COL_BLOCK];
@@ -78,7 +78,7 @@ void cpu_layernorm_backward(float *dx, float *dw, float *db, const float *dout, 
 void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int M, int C,
                          float eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
         const float *xr = x + (size_t)r * C;
         float *o = out + (size_t)r * C;
@@ -97,7 +97,7 @@ void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *
                           const float *rstd, int M, int C)
 {
     // dx = rstd * (g - xhat * mean(g * xhat)), g = dout * w, xhat = x * rstd
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
         const float *xr = x + (size_t)r * C, *d = dout + (size_t)r * C;
         float *dxr = dx + (size_t)r * C;
@@ -110,7 +110,7 @@ void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *
             dxr[c] += rs * (d[c] * w[c] - xr[c] * rs * sgx);
     }
     int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
     for (int bk = 0; bk < nblocks; bk++) {
         int c0 = bk * COL_BLOCK, n = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
         float aw[COL_BLOCK];
