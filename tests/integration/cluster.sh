@@ -44,6 +44,21 @@ check "sinfo shows 2 nodes again" bash -c "sinfo -h -p a3m -o '%D' | grep -qx 2"
 check "queued job survives shrinking" bash -c "squeue -h -j $job -o %i | grep -qx $job"
 D=$MTC_HOME/clusters/demo
 check "removed node's slurmd stopped" test -z "$(daemon_pids "$D" 'slurmd .*-N demo-a3m-2')"
+# PATCH with an updateMask replaces just that field; a rejected update changes nothing.
+api PATCH "$CLUSTERS/demo?updateMask=labels" '{"labels":{"team":"infra"},"displayName":"ignored"}'
+check "PATCH with updateMask returns an operation" grep -q '"name":"projects/local/locations/local/operations/' <<<"$BODY"
+M operations wait "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["name"])' "$BODY")" >/dev/null
+json=$(M cluster get demo --json)
+check "masked field replaced, others kept" python3 -c '
+import json,sys; c=json.loads(sys.argv[1]); assert c["labels"]=={"team":"infra"}, c["labels"]; assert c["displayName"]!="ignored"' "$json"
+before=$(M cluster get demo --json | python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps(c["nodePools"],sort_keys=True))')
+api PATCH "$CLUSTERS/demo?update_mask=node_pools" '{"node_pools":[{"id":"a3m","machine_spec":{"machine_type":"no-such-type"}}]}'
+check "invalid update: 400 naming the field" bash -c "[ $HTTP_STATUS = 400 ] && grep -q machineType <<<'$BODY'"
+after=$(M cluster get demo --json | python3 -c 'import json,sys; c=json.load(sys.stdin); print(json.dumps(c["nodePools"],sort_keys=True))')
+check "a rejected update changes nothing" test "$before" = "$after"
+api PATCH "$CLUSTERS/demo?updateMask=createTime" '{}'
+check "output-only field in the mask: 400" test "$HTTP_STATUS" = 400
+
 ctld_changed() { local p; p=$(daemon_pids "$D" 'slurmctld '); [ -n "$p" ] && [ "$p" != "$1" ] && scontrol ping | grep -q UP; }
 slurmd_back() { [ -n "$(daemon_pids "$D" "slurmd .*-N $1")" ] && sinfo -h -n "$1" -o %t | grep -q idle; }
 old=$(daemon_pids "$D" 'slurmctld ')
