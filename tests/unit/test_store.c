@@ -77,7 +77,9 @@ int main(void)
     CHECK(store_op_begin(st, &upd, "UPDATING", busy) < 0 && errno == EBUSY,
           "second operation refused while the create runs");
     CHECK_STR(busy, "op-2", "the running operation is named");
-    CHECK(store_op_finish(st, "op-2", json_object(), 0, NULL) == 0, "finish create");
+    json_t *empty = json_object();
+    CHECK(store_op_finish(st, "op-2", empty, 0, NULL) == 0, "finish create");
+    json_decref(empty);
     CHECK(store_op_begin(st, &upd, "UPDATING", busy) == 0, "update starts once it is done");
     CHECK(store_cluster_get(st, "a", &cl) == 0 && !strcmp(cl.state, "UPDATING"),
           "begin sets the cluster state");
