@@ -80,6 +80,30 @@ static void event(struct control *c, const char *id, const char *type, const cha
     log_msg(LOG_WARNING, "cluster %s: %s %s: %s", id, type, node, msg);
 }
 
+/* Slurm holds a requeued batch job back for a while (its old credential must
+ * expire); a job requeued because its node broke should start again at once on
+ * healthy nodes, so once it is pending its start time is set to now. */
+static void release_requeued(const char *conf, const char *job)
+{
+    char arg_job[64];
+    snprintf(arg_job, sizeof(arg_job), "--jobs=%s", job);
+    for (int i = 0; i < 150; i++) { /* up to 30 s for the old run to end */
+        char *out = NULL;
+        int rc = slurm(conf, &out, "squeue", "-h", "-o", "%T", arg_job);
+        int pending = rc == 0 && out && strncmp(out, "PENDING", 7) == 0;
+        free(out);
+        if (pending) {
+            char jobid[64];
+            snprintf(jobid, sizeof(jobid), "JobId=%s", job);
+            out = NULL;
+            slurm(conf, &out, "scontrol", "update", jobid, "StartTime=now", NULL);
+            free(out);
+            return;
+        }
+        mtc_sleep_ms(200);
+    }
+}
+
 /* Drain with a reason naming the check, then requeue the node's running jobs. */
 static int drain_and_requeue(struct control *c, const char *id, const char *conf,
                              const char *node, const char *check, const char *reason)
@@ -107,9 +131,11 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
         for (char *job = strtok_r(out, "\n", &save); job; job = strtok_r(NULL, "\n", &save)) {
             char *jout = NULL;
             int jrc = slurm(conf, &jout, "scontrol", "requeue", job, NULL, NULL);
-            if (jrc == 0)
+            if (jrc == 0) {
+                release_requeued(conf, job);
                 event(c, id, "JOB_REQUEUED", node, "job %s requeued (was running on %s)", job,
                       node);
+            }
             else
                 event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job,
                       jout ? jout : "scontrol requeue failed");

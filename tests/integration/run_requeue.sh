@@ -54,6 +54,8 @@ N=$(ls -d "$CK"/step_* | tail -1); N=$((10#${N##*step_}))
 check "a checkpoint after the second restart (> step $N)" wait_for 120 ckpt_at_least $((N + 5))
 scontrol update NodeName=rq-a3m-1 State=DOWN Reason="run_requeue node failure"
 check "node failure ends the running step" wait_for 30 grep -q "NODE FAILURE" "$TD/$JOB.log"
+# bring the node back only once Slurm has requeued the job and the old step is gone from it
+check "job requeued after the node failure" wait_for 60 bash -c "squeue -h -j $JOB -o %T | grep -q PENDING"
 scontrol update NodeName=rq-a3m-1 State=IDLE
 release
 check "third restart after the node failure" wait_for 60 grep -q "restart 3" "$TD/$JOB.log"
