@@ -167,20 +167,6 @@ static int h_list(struct api_req *r, struct api_resp *out)
     return 0;
 }
 
-/* snake_case → camelCase for one field name (proto3 JSON accepts both). */
-static void camel(const char *in, char *out, size_t len)
-{
-    size_t o = 0;
-    for (int up = 0; *in && o + 1 < len; in++) {
-        if (*in == '_') {
-            up = 1;
-            continue;
-        }
-        out[o++] = up ? (char)toupper((unsigned char)*in) : *in;
-        up = 0;
-    }
-    out[o] = '\0';
-}
 
 /* The member of obj named key in camelCase or its snake_case spelling. */
 static json_t *get_field(json_t *obj, const char *camel_key)
@@ -190,7 +176,7 @@ static json_t *get_field(json_t *obj, const char *camel_key)
     json_object_foreach(obj, k, v)
     {
         char c[128];
-        camel(k, c, sizeof(c));
+        mtc_camel_case(k, c, sizeof(c));
         if (strcmp(c, camel_key) == 0)
             return v;
     }
@@ -212,7 +198,7 @@ static int apply_mask(json_t *spec, json_t *body, const char *mask, struct api_r
         json_t *dst = spec, *src = body;
         char *seg_save = NULL, cseg[128] = "";
         char *seg = strtok_r(path, ".", &seg_save);
-        camel(seg ? seg : "", cseg, sizeof(cseg));
+        mtc_camel_case(seg ? seg : "", cseg, sizeof(cseg));
         for (size_t i = 0; i < sizeof(output_only) / sizeof(output_only[0]); i++)
             if (strcmp(cseg, output_only[i]) == 0)
                 rc = api_error(out, 400, "updateMask: %s is output only", cseg);
@@ -232,7 +218,7 @@ static int apply_mask(json_t *spec, json_t *body, const char *mask, struct api_r
             src = src ? get_field(src, cseg) : NULL;
             if (src && !json_is_object(src))
                 src = NULL;
-            camel(next, cseg, sizeof(cseg));
+            mtc_camel_case(next, cseg, sizeof(cseg));
         }
         json_t *v = src ? get_field(src, cseg) : NULL;
         if (v)
@@ -266,7 +252,7 @@ static int h_patch(struct api_req *r, struct api_resp *out)
         json_object_foreach(r->body, k, v)
         {
             char c[128];
-            camel(k, c, sizeof(c));
+            mtc_camel_case(k, c, sizeof(c));
             int skip = 0;
             for (size_t i = 0; i < sizeof(output_only) / sizeof(output_only[0]); i++)
                 skip |= strcmp(c, output_only[i]) == 0;

@@ -189,21 +189,6 @@ static int in_list(const char *const *list, const char *s)
     return 0;
 }
 
-/* proto3 JSON: "machine_type" and "machineType" name the same field. */
-static void camelize(const char *in, char *out, size_t len)
-{
-    size_t j = 0;
-    int up = 0;
-    for (; *in && j + 1 < len; in++) {
-        if (*in == '_' && j > 0) {
-            up = 1;
-            continue;
-        }
-        out[j++] = up ? (char)toupper((unsigned char)*in) : *in;
-        up = 0;
-    }
-    out[j] = '\0';
-}
 
 static const char *at(const char *path, char *buf, size_t len, const char *name)
 {
@@ -396,7 +381,7 @@ static int norm_obj(const json_t *in, const struct field *schema, const char *pa
     json_t *tmp = json_object(); /* camelCase key -> normalized value */
     json_object_foreach((json_t *)in, k, v)
     {
-        camelize(k, camel, sizeof(camel));
+        mtc_camel_case(k, camel, sizeof(camel));
         if (schema == f_cluster && in_list(output_only, camel))
             continue;
         const struct field *f = schema;

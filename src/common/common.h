@@ -38,6 +38,9 @@ int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
 /* Names: lowercase letter first, then [a-z0-9-], length 1..maxlen, no trailing '-'. */
 int mtc_name_valid(const char *s, size_t maxlen);
 
+/* proto3 JSON field names: "machine_type" → "machineType" into out (len bytes). */
+void mtc_camel_case(const char *in, char *out, size_t len);
+
 /* Find a data file shipped with mtc (catalog, recipes): $MTC_DATA_DIR, then
  * <exe>/../share/mtc, then <exe>/../../data and <exe>/../.. (source tree). Caller frees. */
 char *mtc_data_path(const char *name);

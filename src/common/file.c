@@ -1,6 +1,7 @@
 /* file: directories, whole-file reads, atomic writes, data-file lookup. */
 #include "common/common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -168,6 +169,21 @@ int mtc_name_valid(const char *s, size_t maxlen)
             return 0;
     }
     return 1;
+}
+
+void mtc_camel_case(const char *in, char *out, size_t len)
+{
+    size_t j = 0;
+    int up = 0;
+    for (; *in && j + 1 < len; in++) {
+        if (*in == '_' && j > 0) {
+            up = 1;
+            continue;
+        }
+        out[j++] = up ? (char)toupper((unsigned char)*in) : *in;
+        up = 0;
+    }
+    out[j] = '\0';
 }
 
 char *mtc_data_path(const char *name)

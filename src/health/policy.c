@@ -62,20 +62,6 @@ static int bad(mtc_error_t *err, const char *field, const char *fmt, ...)
     return errprintf(err, PATH ".%s: %s", field, msg);
 }
 
-static void camelize(const char *in, char *out, size_t len)
-{
-    size_t j = 0;
-    int up = 0;
-    for (; *in && j + 1 < len; in++) {
-        if (*in == '_' && j > 0) {
-            up = 1;
-            continue;
-        }
-        out[j++] = up ? (char)toupper((unsigned char)*in) : *in;
-        up = 0;
-    }
-    out[j] = '\0';
-}
 
 /* A check name or family the table knows. */
 static int check_known(const char *s)
@@ -257,7 +243,7 @@ json_t *health_policy_normalize(const json_t *in, mtc_error_t *err)
     if (in && json_is_object(in)) {
         json_object_foreach((json_t *)in, k, v)
         {
-            camelize(k, camel, sizeof(camel));
+            mtc_camel_case(k, camel, sizeof(camel));
             const struct pfield *f = fields;
             while (f->name && strcmp(f->name, camel) != 0)
                 f++;

@@ -94,9 +94,16 @@ void local_unlock(struct lc *c)
 /* 1 when pid's argv contains a and (if given) b as whole arguments. */
 int local_cmdline_has(pid_t pid, const char *a, const char *b)
 {
+    return local_proc_has(pid, "cmdline", a, b);
+}
+
+/* 1 when /proc/<pid>/<file> (NUL-separated: cmdline, environ) holds a and
+ * (if given) b as whole entries. */
+int local_proc_has(pid_t pid, const char *file, const char *a, const char *b)
+{
     char path[64];
     size_t len = 0;
-    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
     char *s = mtc_read_file(path, &len);
     if (!s)
         return 0;

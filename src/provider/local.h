@@ -48,6 +48,7 @@ int local_lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t 
 int local_lock(struct lc *c, int wait);
 void local_unlock(struct lc *c);
 /* 1 when pid's argv contains a and (if given) b as whole arguments. */
+int local_proc_has(pid_t pid, const char *file, const char *a, const char *b);
 int local_cmdline_has(pid_t pid, const char *a, const char *b);
 /* The live pid recorded in run/<name>.pid (or the daemon's own pid file own)
  * whose argv has a (and b), else 0. */

@@ -235,19 +235,7 @@ struct proc {
 /* 1 when pid's initial environment has both "K=V" strings (b may be NULL). */
 static int environ_has(pid_t pid, const char *a, const char *b)
 {
-    char path[64];
-    size_t len = 0;
-    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-    char *s = mtc_read_file(path, &len);
-    if (!s)
-        return 0;
-    int fa = 0, fb = !b;
-    for (size_t i = 0; i < len; i += strlen(s + i) + 1) {
-        fa |= strcmp(s + i, a) == 0;
-        fb |= b && strcmp(s + i, b) == 0;
-    }
-    free(s);
-    return fa && fb;
+    return local_proc_has(pid, "environ", a, b);
 }
 
 /* The processes of node: its slurmd and agent (recorded pids), every process
