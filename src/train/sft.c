@@ -243,6 +243,24 @@ int ft_mode_of(const char *mode, mtc_error_t *err)
     return errprintf(err, "--mode %s: want pretrain, cpt, sft or dpo", mode);
 }
 
+int ft_resume_check(const json_t *train, int mode, const char *init, const char *ckdir,
+                    mtc_error_t *err)
+{
+    static const char *const names[] = {"pretrain", "sft", "dpo"};
+    const char *m = json_string_value(json_object_get(train, "mode"));
+    mtc_error_t e2;
+    int was = ft_mode_of(m, &e2);
+    if (was != mode)
+        return errprintf(err, "checkpoint %s was trained with --mode %s, this run has --mode %s",
+                         ckdir, was < 0 ? m : names[was], names[mode]);
+    const char *i0 = json_string_value(json_object_get(train, "init"));
+    if (mode == FT_DPO && strcmp(i0 ? i0 : "", init ? init : ""))
+        return errprintf(err, "checkpoint %s was trained with --init %s (the DPO reference), this "
+                              "run has %s",
+                         ckdir, i0 ? i0 : "(none)", init ? init : "(none)");
+    return 0;
+}
+
 size_t ft_size(const struct ft *f)
 {
     return f->train.n;

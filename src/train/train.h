@@ -227,6 +227,10 @@ struct ft;
 /* --mode: NULL, "pretrain" or "cpt" → 0 (token shards; cpt is pretraining from --init),
  * "sft" → FT_SFT, "dpo" → FT_DPO; anything else -1 with err. */
 int ft_mode_of(const char *mode, mtc_error_t *err);
+/* On resume: the checkpoint's recorded options (meta "train") must have the same mode
+ * and, for DPO, the same --init (the reference model). 0, or -1 with err naming ckdir. */
+int ft_resume_check(const json_t *train, int mode, const char *init, const char *ckdir,
+                    mtc_error_t *err);
 /* Load and tokenize the whole data set (every rank holds all of it); for DPO also build
  * the frozen reference model from cfg->init. NULL with err ("file:line: why" for bad
  * input). */

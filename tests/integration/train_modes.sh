@@ -155,6 +155,8 @@ bad "response longer than --seq" "long.jsonl:1: example of" \
 echo '{"prompt": "x", "chosen": "the sky"}' >"$D/dpobad.jsonl"
 bad "DPO line without rejected" "dpobad.jsonl:1: missing key \"rejected\"" \
     mtc-train "${ARGS[@]}" --mode dpo --data "$D/dpobad.jsonl" --steps 2
+bad "resume with another mode" "was trained with --mode pretrain, this run has --mode sft" \
+    mtc-train "${ARGS[@]}" --mode sft --data "$D/sft" --steps 40 --checkpoint-dir "$D/pt" --resume auto
 bad "unknown mode" "--mode rl" mtc-train "${ARGS[@]}" --mode rl --data "$D/dpo.jsonl" --steps 2
 bad "SFT without a tokenizer" "needs --tokenizer" \
     mtc-train --model tiny-gpt2 --config "$CFG" --mode sft --data "$D/sft" --steps 2
