@@ -2,7 +2,8 @@
 # train_modes: continued pretraining (--init: new data, schedule and step count from 0),
 # SFT on a JSONL set (loss falls; validation from val.jsonl; resume is bitwise equal to
 # a straight run; 2 MPI ranks match 1), DPO on a synthetic preference set (reward
-# accuracy rises to ~1, metrics in metrics.jsonl and TensorBoard), and bad JSONL input
+# accuracy rises to ~1, metrics in metrics.jsonl and TensorBoard, 2 ranks match 1),
+# resume under another mode is refused, and bad JSONL input
 # (one line naming file:line, non-zero exit).
 . "$(dirname "$0")/lib.sh"
 D=$T_DIR
@@ -109,6 +110,20 @@ import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 assert len(a) == len(b) == 4 and all(abs(x - y) <= 1e-4 * (1 + abs(x)) for x, y in zip(a, b)), (a, b)
+PY
+    P=(--mode dpo --data "$D/dpo.jsonl" --init "$D/pt" --steps 4 --lr 1e-3 --batch 8 --micro-batch 2)
+    mtc-train "${ARGS[@]}" "${P[@]}" --checkpoint-dir "$D/p1" >/dev/null 2>&1
+    timeout 300 mpirun -np 2 --oversubscribe --bind-to none mtc-train "${ARGS[@]}" "${P[@]}" \
+        --checkpoint-dir "$D/p2" >"$D/p2.out" 2>&1
+    check "DPO on 2 MPI ranks matches 1 rank (loss and reward metrics)" \
+        python3 - "$D/p1/metrics.jsonl" "$D/p2/metrics.jsonl" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+keys = ("loss", "rewards/chosen", "rewards/rejected", "rewards/accuracy", "rewards/margin")
+assert len(a) == len(b) == 4, (len(a), len(b))
+for x, y in zip(a, b):
+    assert all(abs(x[k] - y[k]) <= 1e-4 * (1 + abs(x[k])) for k in keys), (x, y)
 PY
 fi
 
