@@ -97,8 +97,8 @@ int chat_render(const struct tok *t, const json_t *msgs, int last_only, struct c
         while (r < sizeof roles / sizeof roles[0] && strcmp(role, roles[r]))
             r++;
         if (r == sizeof roles / sizeof roles[0])
-            return errprintf(err, "messages[%zu]: role \"%s\" is not system, user or assistant",
-                             i, role);
+            return errprintf(err, "messages[%zu]: role \"%s\" is not system, user or assistant", i,
+                             role);
         int asst = r == 2, train = asst && (!last_only || i == last_asst);
         if (train && !content[0])
             return errprintf(err, "messages[%zu]: empty assistant content", i);
@@ -148,8 +148,7 @@ int chat_parse_sft(const struct tok *t, const json_t *o, struct chat_seq *s, mtc
     if (need_string(o, "prompt", err) < 0 || need_string(o, "response", err) < 0) {
         char why[sizeof err->text];
         snprintf(why, sizeof why, "%s", err->text);
-        return errprintf(err, "%s (want {\"prompt\",\"response\"} or {\"messages\":[...]})",
-                         why);
+        return errprintf(err, "%s (want {\"prompt\",\"response\"} or {\"messages\":[...]})", why);
     }
     json_t *resp = json_object_get(o, "response");
     if (!json_string_length(resp))
@@ -196,7 +195,8 @@ int chat_parse_dpo(const struct tok *t, const json_t *o, struct chat_seq *chosen
     if (!json_object_get(o, "chosen") && !json_object_get(o, "rejected"))
         return errprintf(err, "missing keys \"chosen\" and \"rejected\" (want "
                               "{\"prompt\",\"chosen\",\"rejected\"})");
-    return dpo_side(t, o, "chosen", chosen, err) < 0 || dpo_side(t, o, "rejected", rejected, err) < 0
+    return dpo_side(t, o, "chosen", chosen, err) < 0 ||
+                   dpo_side(t, o, "rejected", rejected, err) < 0
                ? -1
                : 0;
 }
@@ -221,8 +221,9 @@ int chat_truncate(struct chat_seq **seqs, int nseq, size_t maxlen, mtc_error_t *
     for (int i = 0; i < nseq; i++) {
         // the first trained token needs one token before it to be predicted from
         if (first_trained(seqs[i]) < cut + 1)
-            return errprintf(err, "example of %zu tokens does not fit --seq %zu even without "
-                                  "its prompt (the response alone is too long)",
+            return errprintf(err,
+                             "example of %zu tokens does not fit --seq %zu even without "
+                             "its prompt (the response alone is too long)",
                              seqs[i]->n, maxlen - 1);
     }
     for (int i = 0; i < nseq; i++) {

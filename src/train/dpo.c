@@ -42,8 +42,9 @@ int dpo_batch(struct ft *f, struct model *m, const struct ft_set *set, uint64_t 
         errno = 0;
         float lr = model_forward(f->ref, f->x, f->y, NULL, 0, rows, T);
         if (isnan(lr) && errno == EINVAL)
-            return errprintf(err, "model forward rejected the batch: token id >= vocab_size %d "
-                                  "(tokenizer does not match the model)",
+            return errprintf(err,
+                             "model forward rejected the batch: token id >= vocab_size %d "
+                             "(tokenizer does not match the model)",
                              model_cfg(m)->vocab_size);
         model_token_logprobs(f->ref, f->lpr);
         model_forward(m, f->x, f->y, NULL, 0, rows, T);

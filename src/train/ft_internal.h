@@ -7,25 +7,25 @@
 
 struct ft_seq {
     int32_t *ids;
-    uint8_t *train;   // 1 where the token is trained (its log-prob counts)
-    uint32_t n;       // tokens, <= seq + 1
-    uint32_t ntrain;  // trained targets: train[1..n)
+    uint8_t *train;  // 1 where the token is trained (its log-prob counts)
+    uint32_t n;      // tokens, <= seq + 1
+    uint32_t ntrain; // trained targets: train[1..n)
 };
 struct ft_set {
-    size_t n;    // examples
-    int per;     // sequences per example: 1 (SFT) or 2 (DPO: chosen, rejected)
-    struct ft_seq *seq;  // (n * per)
+    size_t n;           // examples
+    int per;            // sequences per example: 1 (SFT) or 2 (DPO: chosen, rejected)
+    struct ft_seq *seq; // (n * per)
 };
 struct ft {
     struct ft_config c;
     struct ft_set train, val;
-    uint64_t pos;                   // training examples consumed (global)
-    uint32_t *perm;                 // (train.n) order of the epoch perm_epoch
+    uint64_t pos;   // training examples consumed (global)
+    uint32_t *perm; // (train.n) order of the epoch perm_epoch
     uint64_t perm_epoch;
-    int32_t *x, *y;                 // (rows, T), rows = micro * per
-    float *w, *lp, *lpr, *dlogp;    // (rows, T)
-    struct model *ref;              // DPO reference, frozen
-    double met[4];                  // DPO: rewards chosen, rejected, accuracy, margin
+    int32_t *x, *y;              // (rows, T), rows = micro * per
+    float *w, *lp, *lpr, *dlogp; // (rows, T)
+    struct model *ref;           // DPO reference, frozen
+    double met[4];               // DPO: rewards chosen, rejected, accuracy, margin
     int has_met;
 };
 

@@ -149,8 +149,9 @@ static int sft_batch(struct ft *f, struct model *m, const struct ft_set *set, ui
         errno = 0;
         float l = model_forward(m, f->x, f->y, f->w, (float)count, M, T);
         if (isnan(l) && errno == EINVAL)
-            return errprintf(err, "model forward rejected the batch: token id >= vocab_size %d "
-                                  "(tokenizer does not match the model)",
+            return errprintf(err,
+                             "model forward rejected the batch: token id >= vocab_size %d "
+                             "(tokenizer does not match the model)",
                              model_cfg(m)->vocab_size);
         if (backward)
             model_backward(m, NULL);
@@ -221,8 +222,9 @@ void ft_get_pos(const struct ft *f, struct loader_pos *pos)
 int ft_set_pos(struct ft *f, const struct loader_pos *pos, mtc_error_t *err)
 {
     if (pos->shard != 0 || pos->epoch != pos->offset / f->train.n)
-        return errprintf(err, "checkpoint's data position (epoch %llu, example %llu) does not fit "
-                              "%zu examples: the data set changed",
+        return errprintf(err,
+                         "checkpoint's data position (epoch %llu, example %llu) does not fit "
+                         "%zu examples: the data set changed",
                          (unsigned long long)pos->epoch, (unsigned long long)pos->offset,
                          f->train.n);
     f->pos = pos->offset;
@@ -255,8 +257,9 @@ int ft_resume_check(const json_t *train, int mode, const char *init, const char 
                          ckdir, was < 0 ? m : names[was], names[mode]);
     const char *i0 = json_string_value(json_object_get(train, "init"));
     if (mode == FT_DPO && strcmp(i0 ? i0 : "", init ? init : ""))
-        return errprintf(err, "checkpoint %s was trained with --init %s (the DPO reference), this "
-                              "run has %s",
+        return errprintf(err,
+                         "checkpoint %s was trained with --init %s (the DPO reference), this "
+                         "run has %s",
                          ckdir, i0 ? i0 : "(none)", init ? init : "(none)");
     return 0;
 }

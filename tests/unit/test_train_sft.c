@@ -54,7 +54,8 @@ static void test_template(void)
     CHECK(chat_parse_sft(tk, o, &s, &err) == 0, "prompt/response parses: %s", err.text);
     json_decref(o);
     char *all = decode(&s, 0), *tr = decode(&s, 1);
-    CHECK_STR(all, "<|endoftext|><|user|>\nwhat is the cat?\n<|assistant|>\nthe cat sat.<|endoftext|>",
+    CHECK_STR(all,
+              "<|endoftext|><|user|>\nwhat is the cat?\n<|assistant|>\nthe cat sat.<|endoftext|>",
               "plain template renders the exchange");
     CHECK_STR(tr, "the cat sat.<|endoftext|>", "only the response and its end token are trained");
     size_t f = 0;
@@ -63,25 +64,29 @@ static void test_template(void)
     int suffix = 1;
     for (size_t i = f; i < s.n; i++)
         suffix &= s.train[i];
-    CHECK(f > 0 && suffix, "trained tokens are the suffix after the prompt (from %zu of %zu)", f, s.n);
+    CHECK(f > 0 && suffix, "trained tokens are the suffix after the prompt (from %zu of %zu)", f,
+          s.n);
     free(all);
     free(tr);
 
     o = J("{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
           "{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"the cat\"},"
-          "{\"role\":\"user\",\"content\":\"more\"},{\"role\":\"assistant\",\"content\":\"a dog\"}]}");
+          "{\"role\":\"user\",\"content\":\"more\"},{\"role\":\"assistant\",\"content\":\"a "
+          "dog\"}]}");
     CHECK(chat_parse_sft(tk, o, &s, &err) == 0, "messages parse: %s", err.text);
     all = decode(&s, 0);
     tr = decode(&s, 1);
-    CHECK_STR(all, "<|endoftext|><|system|>\nbe brief\n<|user|>\nhi\n<|assistant|>\nthe cat<|endoftext|>"
-                   "<|user|>\nmore\n<|assistant|>\na dog<|endoftext|>",
+    CHECK_STR(all,
+              "<|endoftext|><|system|>\nbe brief\n<|user|>\nhi\n<|assistant|>\nthe cat<|endoftext|>"
+              "<|user|>\nmore\n<|assistant|>\na dog<|endoftext|>",
               "multi-turn chat rendering");
     CHECK_STR(tr, "the cat<|endoftext|>a dog<|endoftext|>", "SFT trains every assistant turn");
     free(all);
     free(tr);
     CHECK(chat_render(tk, json_object_get(o, "messages"), 1, &s, &err) == 0, "last-only render");
     tr = decode(&s, 1);
-    CHECK_STR(tr, "a dog<|endoftext|>", "last_only (DPO conversations) trains the last answer only");
+    CHECK_STR(tr, "a dog<|endoftext|>",
+              "last_only (DPO conversations) trains the last answer only");
     free(tr);
     json_decref(o);
 
@@ -95,7 +100,8 @@ static void test_template(void)
         {"[1,2]", "not a JSON object"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "no assistant message"},
         {"{\"messages\":[{\"role\":\"bot\",\"content\":\"x\"}]}", "no assistant message"},
-        {"{\"messages\":[{\"role\":\"king\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"y\"}]}",
+        {"{\"messages\":[{\"role\":\"king\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":"
+         "\"y\"}]}",
          "role \"king\""},
         {"{\"messages\":[]}", "non-empty array"},
     };
@@ -136,8 +142,8 @@ static void test_llama3_template(void)
                                         "<|end_header_id|>", "<|eot_id|>"};
     int base = tok_vocab_size(tk);
     for (int i = 0; i < 4; i++)
-        json_array_append_new(added, json_pack("{s:i,s:s,s:b}", "id", base + i, "content", names[i],
-                                               "special", 1));
+        json_array_append_new(
+            added, json_pack("{s:i,s:s,s:b}", "id", base + i, "content", names[i], "special", 1));
     json_dump_file(t, dst, 0);
     json_decref(t);
     mtc_error_t err = {{0}};
@@ -149,8 +155,9 @@ static void test_llama3_template(void)
     json_t *o = J("{\"prompt\":\"hi\",\"response\":\"the cat\"}");
     CHECK(chat_parse_sft(t3, o, &s, &err) == 0, "parse with the Llama 3 template");
     char *all = tok_decode(t3, s.ids, s.n);
-    CHECK_STR(all, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
-                   "<|start_header_id|>assistant<|end_header_id|>\n\nthe cat<|eot_id|>",
+    CHECK_STR(all,
+              "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+              "<|start_header_id|>assistant<|end_header_id|>\n\nthe cat<|eot_id|>",
               "Llama 3 chat template");
     int ntrain = 0, last_ok = s.train[s.n - 1] && s.ids[s.n - 1] == base + 3;
     for (size_t i = 0; i < s.n; i++)
@@ -158,7 +165,8 @@ static void test_llama3_template(void)
     int32_t *ids;
     size_t n;
     tok_encode(t3, "the cat", 7, &ids, &n, &err);
-    CHECK(last_ok && ntrain == (int)n + 1, "trained: the answer and <|eot_id|> (%d tokens)", ntrain);
+    CHECK(last_ok && ntrain == (int)n + 1, "trained: the answer and <|eot_id|> (%d tokens)",
+          ntrain);
     free(ids);
     free(all);
     json_decref(o);
@@ -256,8 +264,17 @@ static struct ft *make_ft(const char *data, enum ft_mode mode, int micro, int ac
                           const char *init, mtc_error_t *err)
 {
     struct model *m = tiny_model();
-    struct ft_config fc = {.mode = mode, .data = data, .tok = tk, .micro = micro, .accum = accum,
-                           .seq = 32, .rank = 0, .nranks = 1, .seed = 7, .beta = beta, .init = init};
+    struct ft_config fc = {.mode = mode,
+                           .data = data,
+                           .tok = tk,
+                           .micro = micro,
+                           .accum = accum,
+                           .seq = 32,
+                           .rank = 0,
+                           .nranks = 1,
+                           .seed = 7,
+                           .beta = beta,
+                           .init = init};
     struct ft *f = ft_create(&fc, model_cfg(m), err);
     model_destroy(m);
     return f;
@@ -270,7 +287,8 @@ static void test_normalisation(void)
     // responses of very different lengths: a per-micro-batch mean would weight them wrongly
     write_file(data, "{\"prompt\":\"the cat\",\"response\":\"a dog.\"}\n"
                      "\n"
-                     "{\"prompt\":\"the dog\",\"response\":\"the cat sat on the mat and the dog sat on the cat.\"}\n"
+                     "{\"prompt\":\"the dog\",\"response\":\"the cat sat on the mat and the dog "
+                     "sat on the cat.\"}\n"
                      "{\"prompt\":\"a\",\"response\":\"b\"}\n"
                      "{\"prompt\":\"x y\",\"response\":\"the mat.\"}\n");
     mtc_error_t err = {{0}};
@@ -322,7 +340,8 @@ static void test_normalisation(void)
         const char *text, *want;
     } bad[] = {
         {"{\"prompt\":\"a\",\"response\":\"b\"}\nnot json\n", "sft.jsonl:2: not a JSON line"},
-        {"{\"prompt\":\"a\",\"response\":\"b\"}\n\n{\"prompt\":\"a\"}\n", "sft.jsonl:3: missing key \"response\""},
+        {"{\"prompt\":\"a\",\"response\":\"b\"}\n\n{\"prompt\":\"a\"}\n",
+         "sft.jsonl:3: missing key \"response\""},
         {"{\"prompt\":\"a\",\"response\":\"\"}\n", "sft.jsonl:1: empty \"response\""},
         {"{\"prompt\":\"a\",\"response\":\"the cat sat on the mat and the dog sat on the cat and "
          "the cat sat on the mat and the dog sat on the cat and the cat sat on the mat.\"}\n",
@@ -342,7 +361,8 @@ static void test_normalisation(void)
 static void set_const_logits(struct model *m, double (*a)(int))
 {
     memset(model_params(m), 0, model_nparams(m) * sizeof(float));
-    const struct model_tensor *wte = model_tensor(m, model_find_tensor(m, "transformer.wte.weight"));
+    const struct model_tensor *wte =
+        model_tensor(m, model_find_tensor(m, "transformer.wte.weight"));
     const struct model_tensor *b = model_tensor(m, model_find_tensor(m, "transformer.ln_f.bias"));
     int C = model_cfg(m)->d_model;
     for (int v = 0; v < model_cfg(m)->vocab_size; v++)
@@ -399,12 +419,15 @@ static void test_dpo(void)
     char data[256], ck[256];
     snprintf(data, sizeof data, "%s/dpo.jsonl", dir);
     snprintf(ck, sizeof ck, "%s/ref", dir);
-    write_file(data, "{\"prompt\":\"what is the cat?\",\"chosen\":\"the cat sat.\",\"rejected\":\"a dog\"}\n");
+    write_file(
+        data,
+        "{\"prompt\":\"what is the cat?\",\"chosen\":\"the cat sat.\",\"rejected\":\"a dog\"}\n");
     struct model *ref = tiny_model();
     set_const_logits(ref, a_ref);
     static struct ckpt_meta meta;
     meta.nranks = 1;
-    CHECK(ckpt_save(ck, model_cfg(ref), model_params(ref), model_nparams(ref), NULL, &meta, &err) == 0,
+    CHECK(ckpt_save(ck, model_cfg(ref), model_params(ref), model_nparams(ref), NULL, &meta, &err) ==
+              0,
           "reference checkpoint: %s", err.text);
     char init[300];
     snprintf(init, sizeof init, "%s/step_00000000", ck);
@@ -441,7 +464,8 @@ static void test_dpo(void)
           "rewards/chosen %.5f, rejected %.5f, margin, accuracy match the hand values", rc, rr);
     json_decref(fields);
     // gradient w.r.t. a_v (wte[v][0], through the tied lm_head) against central differences
-    const struct model_tensor *wte = model_tensor(pol, model_find_tensor(pol, "transformer.wte.weight"));
+    const struct model_tensor *wte =
+        model_tensor(pol, model_find_tensor(pol, "transformer.wte.weight"));
     int C = model_cfg(pol)->d_model, gok = 1;
     int probe[] = {(int)c[0], (int)r[0], (int)c[nc - 1], 5};
     for (int i = 0; i < 4; i++) {
