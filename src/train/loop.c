@@ -209,8 +209,8 @@ static int build_config(const struct targs *a, struct model_config *cfg, mtc_err
 
 static json_t *args_json(const struct targs *a)
 {
-    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}", "steps", a->steps,
-                     "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr", a->lr,
+    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}",
+                     "steps", a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr", a->lr,
                      "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd, "grad_clip",
                      a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data, "mode",
                      a->mode, "dpo_beta", a->dpo_beta, "init", a->init);
