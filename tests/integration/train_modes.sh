@@ -3,7 +3,8 @@
 # SFT on a JSONL set (loss falls; validation from val.jsonl; resume is bitwise equal to
 # a straight run; 2 MPI ranks match 1), DPO on a synthetic preference set (reward
 # accuracy rises to ~1, metrics in metrics.jsonl and TensorBoard, 2 ranks match 1),
-# resume under another mode is refused, and bad JSONL input
+# resume under another mode is refused, the tiny SFT/DPO catalog recipes' rendered trainer
+# commands run as they are, and bad JSONL input
 # (one line naming file:line, non-zero exit).
 . "$(dirname "$0")/lib.sh"
 D=$T_DIR
@@ -144,6 +145,31 @@ assert m[-1]["loss"] < 0.6 and m[-1]["rewards/margin"] > 0.1, m[-1]
 assert abs(m[-1]["rewards/margin"] - (m[-1]["rewards/chosen"] - m[-1]["rewards/rejected"])) < 1e-5
 PY
 check "DPO metrics in TensorBoard" grep -qa "rewards/accuracy" "$(ls "$D"/dpo/events.out.tfevents.* | head -1)"
+
+# --- the catalog's tiny SFT and DPO recipes: the trainer command `mtc run` renders for
+# them (their trainer_args, --init from --from-checkpoint) runs as is; steps cut to 3
+mkdir -p "$D/dd/tiny-sft" "$D/dd/tiny-dpo" "$D/dd/tiny-corpus"
+cp "$D/sft/train.jsonl" "$D/dd/tiny-sft/train.jsonl"
+cp "$D/dpo.jsonl" "$D/dd/tiny-dpo/train.jsonl"
+cp "$D/tok.json" "$D/dd/tiny-corpus/tokenizer.json"
+mtc-train --model tiny-gpt2 --config '{"max_seq":128,"vocab_size":1024}' --data "$D/data" --steps 1 \
+    --seq 64 --checkpoint-dir "$D/rpt" >/dev/null 2>&1
+for r in sft/tiny_gpt2_sft dpo/tiny_gpt2_dpo; do
+    n=${r#*/}
+    python3 - "$ROOT/recipes/$r.json" "$D/$n.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["train"]["steps"] = 3
+r["checkpoint"]["every"] = 2
+json.dump(r, open(sys.argv[2], "w"))
+PY
+    mtc run -s "$D/$n.json" --data-dir "$D/dd" --from-checkpoint "$D/rpt/step_00000001" --dry-run \
+        >"$D/$n.sh" 2>"$D/$n.err"
+    bash "$D/$n.sh" >"$D/$n.out" 2>&1
+    check "recipe $r: the rendered trainer command runs" \
+        bash -c "grep -q 'done, 3 steps' '$D/$n.out' && ls -d '$MTC_HOME'/experiments/${n//_/-}/*/*/checkpoints/step_00000003 | grep -q ."
+done
+check "recipe dpo/tiny_gpt2_dpo: DPO metrics" bash -c "grep -q rewards/accuracy '$MTC_HOME'/experiments/tiny-gpt2-dpo/*/*/logs/metrics.jsonl"
 
 # --- bad input: exactly one line naming file:line, non-zero exit
 bad() {
