@@ -232,8 +232,9 @@ int ft_mode_of(const char *mode, mtc_error_t *err);
 int ft_resume_check(const json_t *train, int mode, const char *init, const char *ckdir,
                     mtc_error_t *err);
 /* Load and tokenize the whole data set (every rank holds all of it); for DPO also build
- * the frozen reference model from cfg->init. NULL with err ("file:line: why" for bad
- * input). */
+ * the frozen reference model (config mc) from c->init. c is copied (its strings are
+ * borrowed and must outlive f). Caller destroys with ft_destroy. NULL with err
+ * ("file:line: why" for bad input). */
 struct ft *ft_create(const struct ft_config *c, const struct model_config *mc, mtc_error_t *err);
 void ft_destroy(struct ft *f);
 /* One optimizer step's forward/backward over this rank's share of the next global batch
