@@ -15,10 +15,10 @@
 #include "train/train.h"
 
 struct targs {
-    const char *model, *config, *data, *ckpt_dir, *resume, *init, *log_dir, *tokenizer;
+    const char *model, *config, *data, *ckpt_dir, *resume, *init, *log_dir, *tokenizer, *mode;
     int steps, batch, micro, seq, warmup, ckpt_every, keep, eval_every, eval_batches;
     int log_every, shuffle, seed;
-    double lr, min_lr, wd, clip;
+    double lr, min_lr, wd, clip, dpo_beta;
 };
 
 enum otype { O_STR, O_INT, O_DBL, O_FLAG };
@@ -55,6 +55,8 @@ static const struct optdef train_opts[] = {
     {"eval-batches", O_INT, F(eval_batches), "validation batches per pass (4)"},
     {"log-every", O_INT, F(log_every), "steps between progress lines (10)"},
     {"tokenizer", O_STR, F(tokenizer), "tokenizer path recorded in checkpoints"},
+    {"mode", O_STR, F(mode), "pretrain (also cpt) | sft | dpo: --data is a JSONL file or dir"},
+    {"dpo-beta", O_DBL, F(dpo_beta), "DPO beta (0.1)"},
 };
 #define NOPTS (int)(sizeof train_opts / sizeof train_opts[0])
 
@@ -207,10 +209,11 @@ static int build_config(const struct targs *a, struct model_config *cfg, mtc_err
 
 static json_t *args_json(const struct targs *a)
 {
-    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?}", "steps", a->steps,
-                     "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr", a->lr,
+    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}",
+                     "steps", a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr", a->lr,
                      "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd, "grad_clip",
-                     a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data);
+                     a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data, "mode",
+                     a->mode, "dpo_beta", a->dpo_beta, "init", a->init);
 }
 
 struct run {
@@ -220,6 +223,7 @@ struct run {
     struct opt_state opt;
     struct opt_config oc;
     struct loader *tl, *vl;
+    struct ft *ft;  // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
     struct loader_pos vl_start;
     struct ckpt_writer *cw;
     struct metrics *mt;
@@ -243,7 +247,10 @@ static void fill_meta(struct run *r, struct ckpt_meta *meta, json_t *train)
     meta->train = train;
     snprintf(meta->tokenizer, sizeof meta->tokenizer, "%s", r->a.tokenizer ? r->a.tokenizer : "");
     struct loader_pos mine;
-    loader_get_pos(r->tl, &mine);
+    if (r->ft)
+        ft_get_pos(r->ft, &mine);
+    else
+        loader_get_pos(r->tl, &mine);
     dist_gather(&mine, meta->loader, sizeof mine);
 }
 
@@ -269,6 +276,8 @@ static int checkpoint(struct run *r, int sync, mtc_error_t *err)
 
 static float evaluate(struct run *r, mtc_error_t *err)
 {
+    if (r->ft)
+        return ft_evaluate(r->ft, r->m, r->a.eval_batches, err);
     if (!r->vl)
         return NAN;
     if (loader_set_pos(r->vl, &r->vl_start, err) < 0)
@@ -354,11 +363,23 @@ static int setup(struct run *r, mtc_error_t *err)
             return errprintf(err, "tokenizer %s has %d ids but the model's vocab_size is %d",
                              a->tokenizer, tok_vocab_size(r->tk), r->cfg.vocab_size);
     }
-    r->tl = loader_create(a->data, "train", a->micro, a->seq, r->rank, r->nranks,
-                          (uint64_t)a->seed, a->shuffle, err);
-    if (!r->tl)
+    int ftm = ft_mode_of(a->mode, err);
+    if (ftm < 0)
         return -1;
-    if (a->eval_every > 0) {
+    if (ftm > 0) {
+        struct ft_config fc = {.mode = (enum ft_mode)ftm, .data = a->data, .tok = r->tk,
+                               .micro = a->micro, .accum = r->accum, .seq = a->seq,
+                               .rank = r->rank, .nranks = r->nranks, .seed = (uint64_t)a->seed,
+                               .shuffle = a->shuffle, .want_val = a->eval_every > 0,
+                               .beta = (float)a->dpo_beta, .init = a->init};
+        r->ft = ft_create(&fc, &r->cfg, err);
+        if (!r->ft)
+            return -1;
+    } else if (!(r->tl = loader_create(a->data, "train", a->micro, a->seq, r->rank, r->nranks,
+                                       (uint64_t)a->seed, a->shuffle, err))) {
+        return -1;
+    }
+    if (a->eval_every > 0 && !r->ft) {
         mtc_error_t e2;
         r->vl = loader_create(a->data, "val", a->micro, a->seq, r->rank, r->nranks, 0, 0, &e2);
         if (!r->vl)
@@ -406,12 +427,17 @@ static int setup(struct run *r, mtc_error_t *err)
                 return -1;
             }
         }
+        if (ft_resume_check(meta.train, ftm, a->init, resume, err) < 0) {
+            json_decref(meta.train);
+            return -1;
+        }
         json_decref(meta.train);
         if (meta.nranks != r->nranks)
             return errprintf(err, "checkpoint %s was written by %d ranks, this run has %d "
                                   "(exact resume needs the same count)",
                              resume, meta.nranks, r->nranks);
-        if (loader_set_pos(r->tl, &meta.loader[r->rank], err) < 0)
+        if ((r->ft ? ft_set_pos(r->ft, &meta.loader[r->rank], err)
+                   : loader_set_pos(r->tl, &meta.loader[r->rank], err)) < 0)
             return -1;
         r->step = r->ckpt_step = meta.step;
         r->tokens_seen = meta.tokens_seen;
@@ -440,6 +466,7 @@ static void teardown(struct run *r)
     ckpt_writer_destroy(r->cw);
     metrics_destroy(r->mt);
     loader_destroy(r->tl);
+    ft_destroy(r->ft);
     loader_destroy(r->vl);
     opt_release(&r->opt);
     model_destroy(r->m);
@@ -457,7 +484,9 @@ static float train_step(struct run *r, double *gnorm, float *lr, mtc_error_t *er
     // so summing gradients over micro-steps and ranks gives the global mean
     float norm = (float)a->batch * (float)a->seq;
     double loss = 0;
-    for (int k = 0; k < r->accum; k++) {
+    if (r->ft && ft_accumulate(r->ft, r->m, &loss, err) < 0)
+        return NAN;
+    for (int k = 0; !r->ft && k < r->accum; k++) {
         if (loader_next(r->tl, r->x, r->y, err) < 0)
             return NAN;
         errno = 0;
@@ -512,6 +541,7 @@ static int run_loop(struct run *r, mtc_error_t *err)
         double mfu = peak > 0 ? tps * fpt / (peak * r->nranks) : 0;
         json_t *f = json_pack("{s:f,s:f,s:f,s:f,s:f}", "loss", (double)loss, "lr", (double)lr,
                               "grad_norm", gnorm, "tokens_per_s", tps, "mfu", mfu);
+        ft_metrics(r->ft, f);
         if (a->eval_every > 0 && (r->step % a->eval_every == 0 || r->step == a->steps)) {
             float vl = evaluate(r, err);
             if (isnan(vl)) {
@@ -587,6 +617,7 @@ int train_main(int argc, char **argv)
     a->keep = 3;
     a->eval_batches = 4;
     a->log_every = 10;
+    a->dpo_beta = 0.1;
     int pa = parse_args(argc, argv, a);
     if (pa != 0)
         return pa < 0 ? 2 : 0;

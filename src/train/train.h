@@ -183,6 +183,82 @@ int32_t *sample_generate(struct model *m, const int32_t *prompt, size_t nprompt,
                          float temperature, uint64_t seed, int eot, size_t *nout,
                          mtc_error_t *err);
 
+/* ---- fine-tuning modes: SFT and DPO on JSONL (chat.c, sft.c, dpo.c; docs/trainer.md) ---- */
+
+/* A rendered example: ids (n) and per-token flags, 1 where the token belongs to a
+ * trained assistant turn (its log-prob counts), else 0. Caller-owned; release frees. */
+struct chat_seq {
+    int32_t *ids;
+    uint8_t *train;
+    size_t n, cap;
+};
+void chat_seq_release(struct chat_seq *s);
+/* Render messages [{"role":"system"|"user"|"assistant","content":"..."}...] with the chat
+ * template (Llama 3 headers when the tokenizer has <|start_header_id|>, <|end_header_id|>
+ * and <|eot_id|>, else plain "<|role|>\n" text markers and <|endoftext|> after each
+ * assistant turn). Trains every assistant turn, or only the last one when last_only.
+ * s is reset first. 0, or -1 with err. */
+int chat_render(const struct tok *t, const json_t *messages, int last_only, struct chat_seq *s,
+                mtc_error_t *err);
+/* One SFT line: {"prompt","response"} or {"messages":[...]} (other keys ignored). */
+int chat_parse_sft(const struct tok *t, const json_t *obj, struct chat_seq *s, mtc_error_t *err);
+/* One DPO line: {"prompt","chosen","rejected"}; chosen/rejected are strings (answers to
+ * the prompt) or messages arrays (whole conversations; the last assistant turn counts). */
+int chat_parse_dpo(const struct tok *t, const json_t *obj, struct chat_seq *chosen,
+                   struct chat_seq *rejected, mtc_error_t *err);
+/* Cut the same number of tokens from the left of every seq so that none is longer than
+ * maxlen; -1 with err when a response would lose its first token or its context. */
+int chat_truncate(struct chat_seq **seqs, int nseq, size_t maxlen, mtc_error_t *err);
+
+enum ft_mode { FT_SFT = 1, FT_DPO = 2 };
+struct ft_config {
+    enum ft_mode mode;
+    const char *data;       // a JSONL file, or a directory with train.jsonl (+ val.jsonl)
+    const struct tok *tok;  // borrowed for ft_create only
+    int micro, accum, seq;  // examples per rank per micro-step, micro-steps per step, T
+    int rank, nranks;
+    uint64_t seed;
+    int shuffle;            // permute the examples per epoch from seed
+    int want_val;           // load the validation file (error when missing)
+    float beta;             // DPO β
+    const char *init;       // DPO reference weights (checkpoint/HF dir); NULL: init from seed
+};
+struct ft;
+/* --mode: NULL, "pretrain" or "cpt" → 0 (token shards; cpt is pretraining from --init),
+ * "sft" → FT_SFT, "dpo" → FT_DPO; anything else -1 with err. */
+int ft_mode_of(const char *mode, mtc_error_t *err);
+/* On resume: the checkpoint's recorded options (meta "train") must have the same mode
+ * and, for DPO, the same --init (the reference model). 0, or -1 with err naming ckdir. */
+int ft_resume_check(const json_t *train, int mode, const char *init, const char *ckdir,
+                    mtc_error_t *err);
+/* Load and tokenize the whole data set (every rank holds all of it); for DPO also build
+ * the frozen reference model (config mc) from c->init. c is copied (its strings are
+ * borrowed and must outlive f). Caller destroys with ft_destroy. NULL with err
+ * ("file:line: why" for bad input). */
+struct ft *ft_create(const struct ft_config *c, const struct model_config *mc, mtc_error_t *err);
+void ft_destroy(struct ft *f);
+/* One optimizer step's forward/backward over this rank's share of the next global batch
+ * (accum micro-steps), ACCUMULATING into m's gradients. *loss gets this rank's part of the
+ * global loss (the sum over ranks is the loss): SFT divides by the response tokens of the
+ * whole global batch; DPO averages over its pairs. 0, or -1 with err. */
+int ft_accumulate(struct ft *f, struct model *m, double *loss, mtc_error_t *err);
+/* Mean validation loss over nbatches global batches from the start of val (all ranks
+ * call; all-reduced). NAN with err. */
+float ft_evaluate(struct ft *f, struct model *m, int nbatches, mtc_error_t *err);
+/* Add the last step's mode metrics to fields (DPO: rewards/chosen, rewards/rejected,
+ * rewards/accuracy, rewards/margin — means over the global batch). */
+void ft_metrics(const struct ft *f, json_t *fields);
+/* Data position (offset = examples consumed, the same on every rank). */
+void ft_get_pos(const struct ft *f, struct loader_pos *pos);
+int ft_set_pos(struct ft *f, const struct loader_pos *pos, mtc_error_t *err);
+/* Examples in the training set; the DPO reference model (NULL for SFT), owned by f. */
+size_t ft_size(const struct ft *f);
+const struct model *ft_reference(const struct ft *f);
+/* DPO loss for one pair from summed response log-probs (policy chosen/rejected,
+ * reference chosen/rejected): -log σ(β((pc-rc)-(pr-rr))); *dz gets dL/dz where
+ * z = β((pc-rc)-(pr-rr)). */
+double dpo_pair_loss(double beta, double pc, double pr, double rc, double rr, double *dz);
+
 /* ---- driver (loop.c) ---- */
 
 /* Subcommand mains (argv[0] is the subcommand name). Return the process exit status. */
