@@ -77,6 +77,8 @@ delete_all_clusters() {
 pids_under() {
     local d=$1 p
     for p in /proc/[0-9]*; do
+        # not this shell (nor its subshell): a `bash -c "…$d…"` names the dir itself
+        [ "${p#/proc/}" = $$ ] || [ "${p#/proc/}" = "$BASHPID" ] && continue
         tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$d" && echo "${p#/proc/}"
     done
 }

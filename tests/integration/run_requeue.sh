@@ -56,6 +56,9 @@ scontrol update NodeName=rq-a3m-1 State=DOWN Reason="run_requeue node failure"
 check "node failure ends the running step" wait_for 30 grep -q "NODE FAILURE" "$TD/$JOB.log"
 # bring the node back only once Slurm has requeued the job and the old step is gone from it
 check "job requeued after the node failure" wait_for 60 bash -c "squeue -h -j $JOB -o %T | grep -q PENDING"
+# and once the failed run's processes (srun, mtc-train: their command lines name
+# the task dir) are gone, so a late kill for the old run cannot hit the new one
+check "the failed run's processes are gone" wait_for 60 bash -c "[ -z \"\$(pids_under '$TD')\" ]"
 scontrol update NodeName=rq-a3m-1 State=IDLE
 release
 check "third restart after the node failure" wait_for 60 grep -q "restart 3" "$TD/$JOB.log"
