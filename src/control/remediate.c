@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Actions in escalation order, with the event each one records. */
 static const struct action {
@@ -80,6 +81,32 @@ static void event(struct control *c, const char *id, const char *type, const cha
     log_msg(LOG_WARNING, "cluster %s: %s %s: %s", id, type, node, msg);
 }
 
+/* Slurm holds a requeued job about two minutes (its credential lifetime)
+ * before it may start again; a job moved off a bad node should resume at once
+ * on the healthy ones. Once it is PENDING again (its old steps ended: up to
+ * 15 s), StartTime=now releases it. Best effort: a job that does not become
+ * pending in time merely waits out Slurm's hold. */
+static void release_requeued(const char *conf, const char *job)
+{
+    char arg_j[64], arg_id[64];
+    snprintf(arg_j, sizeof(arg_j), "--jobs=%s", job);
+    snprintf(arg_id, sizeof(arg_id), "JobId=%s", job);
+    for (int64_t end = mtc_now_ms() + 15000; mtc_now_ms() < end;) {
+        char *out = NULL;
+        int rc = slurm(conf, &out, "squeue", "-h", "-o", "%T", arg_j);
+        int pending = rc == 0 && out && strncmp(out, "PENDING", 7) == 0;
+        free(out);
+        if (pending) {
+            out = NULL;
+            slurm(conf, &out, "scontrol", "update", arg_id, "StartTime=now", NULL);
+            free(out);
+            return;
+        }
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Drain with a reason naming the check, then requeue the node's running jobs. */
 static int drain_and_requeue(struct control *c, const char *id, const char *conf,
                              const char *node, const char *check, const char *reason)
@@ -107,10 +134,11 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
         for (char *job = strtok_r(out, "\n", &save); job; job = strtok_r(NULL, "\n", &save)) {
             char *jout = NULL;
             int jrc = slurm(conf, &jout, "scontrol", "requeue", job, NULL, NULL);
-            if (jrc == 0)
+            if (jrc == 0) {
                 event(c, id, "JOB_REQUEUED", node, "job %s requeued (was running on %s)", job,
                       node);
-            else
+                release_requeued(conf, job);
+            } else
                 event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job,
                       jout ? jout : "scontrol requeue failed");
             free(jout);
