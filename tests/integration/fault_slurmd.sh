@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # fault_slurmd: the slurmd of the training node is killed (-9) and cannot
-# come back: its spool directory (SlurmdSpoolDir) is replaced by a plain file,
-# as a corrupted local disk would leave it, so every restart of slurmd fails
-# ("Unable to initialize slurmd spooldir"). The agent's daemon.slurmd check
+# come back: its spool directory (SlurmdSpoolDir) is replaced by a dangling
+# symbolic link, as a corrupted local disk would leave it, so every start of
+# slurmd fails ("Unable to initialize slurmd spooldir"). The agent's daemon.slurmd check
 # (or Slurm's node-down path, slurm.node) fails; mtcd drains the node and
-# requeues the job (it resumes on a healthy node); restart and reboot do not
-# help, reimage wipes the node's disks (the spool) and slurmd starts again.
+# fences it (a reboot kills every process of the node: the job's old tasks
+# must not run on beside the requeued job) and only then requeues the job,
+# which resumes on a healthy node; the reboot does not bring slurmd back,
+# reimage wipes the node's disks (the spool) and slurmd starts again.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/fault_setup.inc"
@@ -20,8 +22,12 @@ N=$(job_node)
 SPID=$(cat "$CD/run/slurmd-$N.pid")
 diag "job $JOB on $N; killing its slurmd $SPID and breaking its spool"
 mv "$CD/spool/$N" "$CD/spool/$N.broken"
-: >"$CD/spool/$N"
+ln -s "$CD/spool/$N.gone/spool" "$CD/spool/$N"
 kill -9 "$SPID"
+# the provider restarts a killed slurmd at once; for the moment before it
+# fails again it re-registers without the job, and Slurm may requeue the job
+# onto the same node itself before mtc fences it: the job may restart there
+FAULT_SAME_NODE_OK=1
 fault_assert "$N" "\\(daemon.slurmd\\|slurm.node\\)"
 check "reimage (wiping the spool) brought it back" has_event VM_RESUMED "$N checks pass after reimage"
 fault_no_other_drain "$N"
