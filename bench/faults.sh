@@ -36,7 +36,9 @@ inject() { # kind node
     esac
 }
 
-# One trial of kind $1 (index $2): prints "detect recover" seconds or "fail".
+# One trial of kind $1 (index $2): prints "detect recover" seconds or "fail"
+# (to stdout, which the caller sends to a file: it must run in this shell,
+# as the mtcd kind replaces mtcd and its recorded pid).
 trial() {
     local kind=$1 id=b$2 n t0 td="" tr=""
     C=$id
@@ -98,7 +100,8 @@ for kind in $KINDS; do
     D=() R=()
     for t in $(seq "$TRIALS"); do
         i=$((i + 1))
-        read -r d r _ <<<"$(trial "$kind" "$i")"
+        trial "$kind" "$i" >"$T_DIR/res"
+        read -r d r _ <"$T_DIR/res"
         D+=("${d:-fail}"); R+=("${r:-fail}")
         echo "$kind trial $t: detect ${d:-fail} s, recover ${r:-fail} s" >>"$T_DIR/trials.log"
     done
