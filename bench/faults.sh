@@ -51,13 +51,9 @@ trial() {
     n=$(job_node)
     t0=$(now)
     inject "$kind" "$n"
-    if [ "$kind" = mtcd ]; then
-        wait_for 30 has_event VM_REBOOT "$n"
-        kill -9 "$MTCD_PID"; wait_for 10 bash -c "! kill -0 $MTCD_PID 2>/dev/null"
-        start_mtcd
-    fi
-    # poll both ends at 50 ms
-    td=$(python3 - "$t0" "$n" "$TD/$JOB.log" "$TD/logs/metrics.jsonl" <<'PY'
+    # poll both ends at 50 ms, in the background: the mtcd kind kills and
+    # restarts mtcd meanwhile
+    python3 - "$t0" "$n" "$TD/$JOB.log" "$TD/logs/metrics.jsonl" >"$T_DIR/lat" <<'PY' &
 import json, re, subprocess, sys, time
 t0, node, log, metrics = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 td = tr = None
@@ -78,7 +74,14 @@ while time.time() - t0 < 240 and (td is None or tr is None):
     time.sleep(0.05)
 print(f"{td:.2f}" if td is not None else "fail", f"{tr:.2f}" if tr is not None else "fail")
 PY
-)
+    local poller=$!
+    if [ "$kind" = mtcd ]; then
+        wait_for 30 has_event VM_REBOOT "$n"
+        kill -9 "$MTCD_PID"; wait_for 10 bash -c "! kill -0 $MTCD_PID 2>/dev/null"
+        start_mtcd
+    fi
+    wait "$poller"
+    td=$(cat "$T_DIR/lat")
     wait_for 180 has_event VM_RESUMED "$n" || td="$td (node not resumed)"
     scancel "$JOB" 2>/dev/null
     mtc cluster delete "$id" >/dev/null 2>&1
