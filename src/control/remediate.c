@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Actions in escalation order, with the event each one records. */
 static const struct action {
@@ -80,31 +81,48 @@ static void event(struct control *c, const char *id, const char *type, const cha
     log_msg(LOG_WARNING, "cluster %s: %s %s: %s", id, type, node, msg);
 }
 
-/* Slurm holds a requeued batch job back for a while (its old credential must
- * expire); a job requeued because its node broke should start again at once on
- * healthy nodes, so once it is pending its start time is set to now. */
+/* Slurm holds a requeued job about two minutes (its credential lifetime)
+ * before it may start again; a job moved off a bad node should resume at once
+ * on the healthy ones. Once it is PENDING again (its old steps ended: up to
+ * 15 s), StartTime=now releases it. Best effort: a job that does not become
+ * pending in time merely waits out Slurm's hold. */
 static void release_requeued(const char *conf, const char *job)
 {
-    char arg_job[64];
-    snprintf(arg_job, sizeof(arg_job), "--jobs=%s", job);
-    for (int i = 0; i < 150; i++) { /* up to 30 s for the old run to end */
+    char arg_j[64], arg_id[64];
+    snprintf(arg_j, sizeof(arg_j), "--jobs=%s", job);
+    snprintf(arg_id, sizeof(arg_id), "JobId=%s", job);
+    for (int64_t end = mtc_now_ms() + 15000; mtc_now_ms() < end;) {
         char *out = NULL;
-        int rc = slurm(conf, &out, "squeue", "-h", "-o", "%T", arg_job);
+        int rc = slurm(conf, &out, "squeue", "-h", "-o", "%T", arg_j);
         int pending = rc == 0 && out && strncmp(out, "PENDING", 7) == 0;
         free(out);
         if (pending) {
-            char jobid[64];
-            snprintf(jobid, sizeof(jobid), "JobId=%s", job);
             out = NULL;
-            slurm(conf, &out, "scontrol", "update", jobid, "StartTime=now", NULL);
+            slurm(conf, &out, "scontrol", "update", arg_id, "StartTime=now", NULL);
             free(out);
             return;
         }
-        mtc_sleep_ms(200);
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }
 
-/* Drain with a reason naming the check, then requeue the node's running jobs. */
+/* A node whose slurmd is dead or unreachable cannot stop its jobs: Slurm
+ * would requeue them and start them elsewhere while the old tasks still run
+ * (two trainers writing one checkpoint directory). Such a node is fenced
+ * first — at least a reboot, which kills every process of the node — and its
+ * jobs are requeued only after that. */
+static int needs_fence(const char *check)
+{
+    return strcmp(check, "daemon.slurmd") == 0 || strcmp(check, "slurm.node") == 0;
+}
+#define FENCE_ACTION 1 /* reboot */
+
+static void requeue_jobs(struct control *c, const char *id, const char *conf, const char *node,
+                         int fenced);
+
+/* Drain with a reason naming the check, then requeue the node's running jobs
+ * (unless the node must be fenced first). */
 static int drain_and_requeue(struct control *c, const char *id, const char *conf,
                              const char *node, const char *check, const char *reason)
 {
@@ -122,28 +140,48 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
     }
     free(out);
     event(c, id, "VM_SLURM_DRAIN", node, "drained: %s: %s", check, reason);
+    if (!needs_fence(check))
+        requeue_jobs(c, id, conf, node, 0);
+    return 0;
+}
 
-    out = NULL;
+static void requeue_jobs(struct control *c, const char *id, const char *conf, const char *node,
+                         int fenced)
+{
+    char *out = NULL;
     char arg_w[96];
     snprintf(arg_w, sizeof(arg_w), "--nodelist=%s", node);
-    if (slurm(conf, &out, "squeue", "-h", "-o", "%i", arg_w) == 0 && out) {
-        char *save = NULL;
-        for (char *job = strtok_r(out, "\n", &save); job; job = strtok_r(NULL, "\n", &save)) {
-            char *jout = NULL;
-            int jrc = slurm(conf, &jout, "scontrol", "requeue", job, NULL, NULL);
-            if (jrc == 0) {
-                release_requeued(conf, job);
-                event(c, id, "JOB_REQUEUED", node, "job %s requeued (was running on %s)", job,
-                      node);
-            }
-            else
-                event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job,
-                      jout ? jout : "scontrol requeue failed");
-            free(jout);
-        }
+    if (slurm(conf, &out, "squeue", "-h", "-o", "%i", arg_w) != 0 || !out) {
+        free(out);
+        return;
+    }
+    if (fenced) {
+        /* slurmctld would wait for the dead slurmd to confirm the kill before
+         * letting the jobs go; DOWN tells it the node's processes are gone
+         * (Slurm requeues a --requeue job itself, as after a node failure) */
+        char arg_node[96], *dout = NULL;
+        snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
+        slurm(conf, &dout, "scontrol", "update", arg_node, "state=down",
+              "reason=mtc: fenced after the node's slurmd failed: every process killed");
+        free(dout);
+    }
+    char *save = NULL;
+    for (char *job = strtok_r(out, "\n", &save); job; job = strtok_r(NULL, "\n", &save)) {
+        char *jout = NULL, *st = NULL, arg_j[64];
+        snprintf(arg_j, sizeof(arg_j), "--jobs=%s", job);
+        int already = fenced && slurm(conf, &st, "squeue", "-h", "-o", "%T", arg_j) == 0 && st &&
+                      strncmp(st, "RUNNING", 7) != 0 && strncmp(st, "COMPLETING", 10) != 0;
+        free(st);
+        int jrc = already ? 0 : slurm(conf, &jout, "scontrol", "requeue", job, NULL, NULL);
+        if (jrc == 0) {
+            event(c, id, "JOB_REQUEUED", node, "job %s requeued (was running on %s)", job, node);
+            release_requeued(conf, job);
+        } else
+            event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job,
+                  jout ? jout : "scontrol requeue failed");
+        free(jout);
     }
     free(out);
-    return 0;
 }
 
 /* Run the node's checks after an action. 1 pass, 0 fail, -1 error (err). */
@@ -199,6 +237,9 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
     int a = action_for(severity);
     if (done > a)
         a = done; /* the same node failing again within the window escalates */
+    int fence = needs_fence(check);
+    if (fence && a < FENCE_ACTION)
+        a = FENCE_ACTION;
     for (;; a++) {
         if (done >= REMEDIATION_LIMIT || a >= N_ACTIONS) {
             char why[300];
@@ -220,7 +261,12 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
         store_op_progress(c->st, op->id, progress);
         event(c, id, actions[a].event, node, "%s %s after %s", actions[a].name, node, check);
         mtc_error_t aerr = {""};
-        if (provider_node_action(c->prov, id, spec, node, actions[a].name, &aerr) < 0) {
+        int arc = provider_node_action(c->prov, id, spec, node, actions[a].name, &aerr);
+        if (fence) { /* the node's processes are gone (even when its slurmd did not come back) */
+            requeue_jobs(c, id, conf, node, 1);
+            fence = 0;
+        }
+        if (arc < 0) {
             event(c, id, "VM_ACTION_FAILED", node, "%s failed: %s", actions[a].name, aerr.text);
             continue;
         }
