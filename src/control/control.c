@@ -164,9 +164,25 @@ struct ev_ctx {
     const char *cluster;
 };
 
+/* A daemon that cannot start again would be restarted, and reported, on every
+ * supervisor tick: the same event for the same node is recorded at most once
+ * per EVENT_REPEAT_MS so it cannot push the rest out of the last-100 window. */
+#define EVENT_REPEAT_MS 30000
+
 static void event_cb(void *arg, const char *type, const char *node, const char *message)
 {
     struct ev_ctx *e = arg;
+    char key[256];
+    snprintf(key, sizeof(key), "%s/%s/%s", e->cluster, type, node ? node : "-");
+    int64_t now = mtc_now_ms();
+    pthread_mutex_lock(&e->c->lock);
+    json_t *last = json_object_get(e->c->recent, key);
+    int repeat = last && now - json_integer_value(last) < EVENT_REPEAT_MS;
+    if (!repeat)
+        json_object_set_new(e->c->recent, key, json_integer(now));
+    pthread_mutex_unlock(&e->c->lock);
+    if (repeat)
+        return;
     store_event_add(e->c->st, e->cluster, type, node, message);
     log_msg(LOG_WARNING, "cluster %s: %s %s: %s", e->cluster, type, node ? node : "-", message);
 }
@@ -274,6 +290,7 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     c->supervise_ms = supervise_ms > 0 ? supervise_ms : 2000;
     c->busy = json_object();
     c->down = json_object();
+    c->recent = json_object();
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     return c;
@@ -337,6 +354,7 @@ void control_destroy(struct control *c)
     control_stop(c, 0);
     json_decref(c->busy);
     json_decref(c->down);
+    json_decref(c->recent);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     free(c);

@@ -22,6 +22,7 @@ struct control {
     pthread_cond_t cond;
     json_t *busy;     /* cluster id -> op id, clusters with a running worker */
     json_t *down;     /* "cluster/node" -> ms first seen down by Slurm */
+    json_t *recent;   /* "cluster/type/node" -> ms a supervisor event was last recorded */
     int running;      /* worker threads alive */
     int stopping;
     int poked;        /* wake the supervisor early */

@@ -26,7 +26,7 @@ static const int default_xids[] = {48, 63, 64, 74, 79, 92, 94, 95};
 static const struct pfield fields[] = {
     {"checks", P_CHECKS, 0, 0, 0, NULL},
     {"intervalSeconds", P_INT, 1, 3600, 5, NULL},
-    {"slurmIntervalSeconds", P_INT, 10, 86400, 60, NULL},
+    {"slurmIntervalSeconds", P_INT, 10, 65535, 60, NULL}, /* Slurm caps HealthCheckInterval */
     {"reportEverySeconds", P_INT, 1, 3600, 30, NULL},
     {"gpuMaxUncorrectedEcc", P_INT, 0, 1000000, 0, NULL},
     {"gpuMaxRetiredPages", P_INT, 0, 100000, 60, NULL},
