@@ -114,6 +114,23 @@ static int parse_write(struct cli *c, int argc, char **argv, struct write_args *
     return 0;
 }
 
+/* Send the spec in file to path (create or update) and report the operation. */
+static int send_spec(struct cli *c, const char *method, const char *path, const char *file,
+                     int wait)
+{
+    mtc_error_t err = {""};
+    json_t *spec = load_spec(file, &err), *op = NULL;
+    if (!spec)
+        return cli_fail("%s", err.text);
+    int rc = cli_call_ok(c, method, path, spec, &op, &err);
+    json_decref(spec);
+    if (rc < 0)
+        return cli_fail("%s", err.text);
+    rc = report_op(c, op, wait);
+    json_decref(op);
+    return rc;
+}
+
 static int c_create(struct cli *c, int argc, char **argv)
 {
     struct write_args a = {0};
@@ -123,21 +140,11 @@ static int c_create(struct cli *c, int argc, char **argv)
         return p > 0 ? 0 : 2;
     if (!a.file || !a.id)
         return cli_fail("cluster create needs -f SPEC.json and --id ID\nusage: %s", use), 2;
-    mtc_error_t err = {""};
-    json_t *spec = load_spec(a.file, &err), *op = NULL;
-    if (!spec)
-        return cli_fail("%s", err.text);
     char path[512], q[128];
     clusters_path(c, path, sizeof(path), NULL, NULL);
     snprintf(q, sizeof(q), "?modelDevelopmentClusterId=%s", a.id);
     strncat(path, q, sizeof(path) - strlen(path) - 1);
-    int rc = cli_call_ok(c, "POST", path, spec, &op, &err);
-    json_decref(spec);
-    if (rc < 0)
-        return cli_fail("%s", err.text);
-    rc = report_op(c, op, !a.no_wait);
-    json_decref(op);
-    return rc;
+    return send_spec(c, "POST", path, a.file, !a.no_wait);
 }
 
 static int c_update(struct cli *c, int argc, char **argv)
@@ -151,21 +158,11 @@ static int c_update(struct cli *c, int argc, char **argv)
         return cli_fail("cluster update needs ID and -f SPEC.json\nusage: %s", use), 2;
     if (!cluster_id_valid(a.id))
         return cli_fail("cluster id \"%s\": must match ^[a-z][a-z0-9]{0,9}$", a.id);
-    mtc_error_t err = {""};
-    json_t *spec = load_spec(a.file, &err), *op = NULL;
-    if (!spec)
-        return cli_fail("%s", err.text);
     char path[1024], q[512] = "";
     if (a.mask)
         snprintf(q, sizeof(q), "?updateMask=%s", a.mask);
     clusters_path(c, path, sizeof(path), a.id, q);
-    int rc = cli_call_ok(c, "PATCH", path, spec, &op, &err);
-    json_decref(spec);
-    if (rc < 0)
-        return cli_fail("%s", err.text);
-    rc = report_op(c, op, !a.no_wait);
-    json_decref(op);
-    return rc;
+    return send_spec(c, "PATCH", path, a.file, !a.no_wait);
 }
 
 static int c_delete(struct cli *c, int argc, char **argv)
