@@ -39,6 +39,14 @@ descendants() {
         todo+=($(awk -v pp="$cur" '$2 == pp {print $1}' <<<"$all"))
     done
 }
+# The job's processes (SLURM_JOB_ID=$JOB in their environment).
+job_pids() {
+    local e p
+    for e in /proc/[0-9]*/environ; do
+        tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "SLURM_JOB_ID=$JOB" || continue
+        p=${e#/proc/}; echo "${p%/environ}"
+    done
+}
 
 # speed probes at most every 2 s; the rest as every fault test
 eval "fault_spec_base() $(declare -f fault_spec | tail -n +2)"
@@ -50,7 +58,10 @@ STEPS=${STEPS:-1500} EXP=slow FAULT_CHECKS='"gpu","disk","daemon","speed"'
 check "3-node cluster with agents up" fault_cluster fs
 t_cluster_cleanup() { cg_remove; delete_all_clusters; }
 t_extra_cleanup() { t_cluster_cleanup; }
-check "spec has speed checks every 2 s" grep -q '"speed".*"probeIntervalSeconds": 2' "$T_DIR/spec.json"
+check "spec has speed checks every 2 s" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))["healthPolicy"]
+assert "speed" in p["checks"] and p["probeIntervalSeconds"] == 2, p' "$T_DIR/spec.json"
 check "tiny corpus tokenized" run_corpus "$T_DIR/data"
 run_recipe "$T_DIR/recipe.json" "$STEPS" 10
 fault_submit "$EXP"; run_or_stop $? "$T_DIR/run.out"
@@ -58,11 +69,13 @@ check "training with a checkpoint" fault_wait_training 20
 N=$(job_node)
 check "no node drained before the throttle" test -z "$(events | awk '$1 == "VM_SLURM_DRAIN"')"
 echo 100000 >"$CG/cpu.cfs_period_us" && echo 10000 >"$CG/cpu.cfs_quota_us"
-pids=$( { descendants "$(cat "$CD/run/agent-$N.pid")"; descendants "$(cat "$CD/run/slurm/slurmd-$N.pid")"; } | sort -u)
+pids=$( { descendants "$(cat "$CD/run/agent-$N.pid")"; descendants "$(cat "$CD/run/slurm/slurmd-$N.pid")"; job_pids; } | sort -u)
 for p in $pids; do echo "$p" >"$CG/cgroup.procs" 2>/dev/null; done
 diag "job $JOB on $N; $(wc -l <"$CG/cgroup.procs") processes (agent, slurmd, job) limited to 10% of a CPU"
 check "throttled pids in the cgroup" grep -qx "$(cat "$CD/run/agent-$N.pid")" "$CG/cgroup.procs"
 fault_assert "$N" speed
+check "the cgroup really throttled ($(grep nr_throttled "$CG/cpu.stat"))" \
+    awk '$1 == "nr_throttled" && $2 > 0 {f = 1} END {exit !f}' "$CG/cpu.stat"
 check "detection event names the pool median" has_event VM_SCAN_ERROR "$N speed\.[a-z]* failed: .* of the pool median"
 check "the node's new processes run outside the throttle" \
     bash -c "! grep -qx \"\$(cat '$CD/run/agent-$N.pid')\" '$CG/cgroup.procs'"
