@@ -355,19 +355,26 @@ static int h_report_health(struct api_req *r, struct api_resp *out)
                          r->body ? jerr.text : "missing body");
     }
     int known = cluster_has_node(&cl, node);
-    store_cluster_release(&cl);
-    if (!known)
-        return api_error(out, 404, "nodeId: %.64s is not a node of cluster %s", node, r->cap[2]);
-    if (strcmp(mode, "HEALTH") && strcmp(mode, "PROLOG") && strcmp(mode, "EPILOG"))
-        return api_error(out, 400, "mode: must be HEALTH, PROLOG or EPILOG");
+    if (!known || (strcmp(mode, "HEALTH") && strcmp(mode, "PROLOG") && strcmp(mode, "EPILOG"))) {
+        store_cluster_release(&cl);
+        return !known ? api_error(out, 404, "nodeId: %.64s is not a node of cluster %s", node,
+                                  r->cap[2])
+                      : api_error(out, 400, "mode: must be HEALTH, PROLOG or EPILOG");
+    }
     struct health_result res[64];
     mtc_error_t err = {""};
     int n = health_results_parse(results, res, 64, &err);
-    if (n < 0)
+    if (n < 0) {
+        store_cluster_release(&cl);
         return api_error(out, 400, "%s", err.text);
+    }
+    /* speed probes are judged here, against the node pool's median */
+    int rejudged = control_speed_compare(r->st, &cl, node, res, n);
+    store_cluster_release(&cl);
     int sev = 0;
     enum health_status worst = health_worst(res, n, &sev);
-    struct store_health h = {.results = results};
+    json_t *stored = rejudged ? health_results_json(res, n) : json_incref(results);
+    struct store_health h = {.results = stored};
     snprintf(h.status, sizeof(h.status), "%s", health_status_name(worst));
     snprintf(h.severity, sizeof(h.severity), "%s", health_severity_name(sev));
     for (int pass = 0; pass < 2 && !*h.failing_check; pass++) { /* first FAIL, else first WARN */
@@ -380,7 +387,9 @@ static int h_report_health(struct api_req *r, struct api_resp *out)
             }
         }
     }
-    if (store_health_put(r->st, r->cap[2], node, &h) < 0)
+    int put = store_health_put(r->st, r->cap[2], node, &h);
+    json_decref(stored);
+    if (put < 0)
         return api_error(out, 500, "cannot store the report");
     if (worst == HEALTH_FAIL) {
         log_msg(LOG_WARNING, "cluster %s node %s: %s failed: %s", r->cap[2], node,

@@ -39,6 +39,24 @@ void control_poke(struct control *c);
 int control_start_remediation(struct control *c, const char *project, const char *location,
                               const char *id, json_t *items, char op_id[48], mtc_error_t *err);
 
+/* Stragglers: a node's speed.* results against its node pool's median. */
+#define CONTROL_SPEED_MIN_PEERS 2
+struct health_result;
+/* Median of v[0..n) (sorts v in place); 0 when n is 0. */
+double control_median(double *v, int n);
+/* value against the median of peers[0..npeers) (sorted in place): HEALTH_FAIL
+ * below fail_fraction x median, HEALTH_WARN below warn_fraction x median, else
+ * HEALTH_PASS; -1 (no verdict) with fewer than CONTROL_SPEED_MIN_PEERS peers or
+ * a zero median. Sets *median and *fraction (value / median) on a verdict. */
+int control_speed_judge(double value, double *peers, int npeers, double warn_fraction,
+                        double fail_fraction, double *median, double *fraction);
+/* Judge res[0..n)'s speed.compute / speed.membw results of node against the
+ * latest values stored for the other nodes of its node pool (the cluster's
+ * healthPolicy fractions); a worse verdict rewrites the result (FAIL: severity
+ * REBOOT, the reason names the median). Returns how many results changed. */
+int control_speed_compare(struct store *st, const struct store_cluster *cl, const char *node,
+                          struct health_result *res, int n);
+
 /* google.rpc canonical codes used in operation errors. */
 enum { RPC_INVALID_ARGUMENT = 3, RPC_NOT_FOUND = 5, RPC_FAILED_PRECONDITION = 9,
        RPC_ABORTED = 10, RPC_INTERNAL = 13 };

@@ -1,0 +1,120 @@
+/* straggler: a node's speed.* probe results judged against the median of the
+ * latest values of the other nodes of its node pool (same machine type), so a
+ * slowed node is found without a configured baseline. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/control.h"
+#include "health/health.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double control_median(double *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int control_speed_judge(double value, double *peers, int npeers, double warn_fraction,
+                        double fail_fraction, double *median, double *fraction)
+{
+    /* one peer is no majority: with two nodes either could be the slow one */
+    if (npeers < CONTROL_SPEED_MIN_PEERS)
+        return -1;
+    double m = control_median(peers, npeers);
+    if (m <= 0)
+        return -1;
+    *median = m;
+    *fraction = value / m;
+    if (*fraction < fail_fraction)
+        return HEALTH_FAIL;
+    return *fraction < warn_fraction ? HEALTH_WARN : HEALTH_PASS;
+}
+
+/* The node pool of node in the cluster's last observed nodes ("" if unknown). */
+static const char *node_pool(const struct store_cluster *cl, const char *node)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(cl->nodes, i, n)
+    {
+        const char *name = json_string_value(json_object_get(n, "instanceName"));
+        const char *pool = json_string_value(json_object_get(n, "nodePoolId"));
+        if (name && pool && strcmp(name, node) == 0)
+            return pool;
+    }
+    return "";
+}
+
+/* The value of check in a stored results array, or -1. */
+static double result_value(const json_t *results, const char *check)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(results, i, e)
+    {
+        const char *c = json_string_value(json_object_get(e, "check"));
+        json_t *v = json_object_get(e, "value");
+        if (c && strcmp(c, check) == 0 && json_is_number(v))
+            return json_number_value(v);
+    }
+    return -1;
+}
+
+static const struct {
+    const char *check, *unit;
+} speed_units[] = {{"speed.compute", "GFLOP/s"}, {"speed.membw", "GB/s"}};
+
+int control_speed_compare(struct store *st, const struct store_cluster *cl, const char *node,
+                          struct health_result *res, int n)
+{
+    struct health_policy pol;
+    mtc_error_t err = {""};
+    if (health_policy_parse(json_object_get(cl->spec, "healthPolicy"), &pol, &err) < 0)
+        return 0; /* the spec was validated when stored; nothing to judge against */
+    const char *pool = node_pool(cl, node);
+    if (!*pool)
+        return 0;
+    int nrows = 0, changed = 0;
+    struct store_health *rows = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *unit = NULL;
+        for (size_t u = 0; u < sizeof(speed_units) / sizeof(speed_units[0]); u++)
+            if (strcmp(res[i].check, speed_units[u].check) == 0)
+                unit = speed_units[u].unit;
+        if (!unit || res[i].value <= 0)
+            continue;
+        if (!rows && !(rows = store_health_list(st, cl->id, &nrows)))
+            break;
+        double peers[256];
+        int np = 0;
+        for (int k = 0; k < nrows && np < 256; k++) {
+            if (strcmp(rows[k].node, node) == 0 || strcmp(node_pool(cl, rows[k].node), pool))
+                continue;
+            double v = result_value(rows[k].results, res[i].check);
+            if (v > 0)
+                peers[np++] = v;
+        }
+        double median = 0, frac = 0;
+        int verdict = control_speed_judge(res[i].value, peers, np, pol.speed_warn_fraction,
+                                          pol.speed_fail_fraction, &median, &frac);
+        if (verdict < 0 || verdict <= (int)res[i].status)
+            continue; /* too few peers, or the agent's own verdict is as bad */
+        res[i].status = (enum health_status)verdict;
+        res[i].severity = verdict == HEALTH_FAIL ? HEALTH_SEV_REBOOT : HEALTH_SEV_NONE;
+        snprintf(res[i].reason, sizeof(res[i].reason),
+                 "%.1f %s is %.2f of the pool median %.1f (%s below %.2f, %d nodes)",
+                 res[i].value, unit, frac, median, verdict == HEALTH_FAIL ? "fail" : "warn",
+                 verdict == HEALTH_FAIL ? pol.speed_fail_fraction : pol.speed_warn_fraction,
+                 np);
+        changed++;
+    }
+    store_health_free(rows, nrows);
+    return changed;
+}
