@@ -178,6 +178,20 @@ static int any_fail(json_t *results)
     return 0;
 }
 
+/* 1 when pid's initial environment holds the string kv ("K=V") */
+static int env_has(pid_t pid, const char *kv)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    char *e = mtc_read_file(path, &len);
+    int found = 0;
+    for (size_t i = 0; e && i < len && !found; i += strlen(e + i) + 1)
+        found = strcmp(e + i, kv) == 0;
+    free(e);
+    return found;
+}
+
 struct events {
     int n;
     char types[8][32], nodes[8][64];
@@ -223,7 +237,7 @@ int main(void)
     mtc_error_t err = {{0}};
     char *o = NULL, path[1024], spec_text[2048];
     const char *build = getenv("MTC_BUILD");
-    char bdir[512], agent[700], nvml[700];
+    char bdir[512], agent[700], nvml[700], badfma[700];
     if (!build || !*build) {
         if (!getcwd(bdir, sizeof(bdir) - 8))
             return 1;
@@ -232,7 +246,8 @@ int main(void)
     }
     snprintf(agent, sizeof(agent), "%s/bin/mtc-agent", build);
     snprintf(nvml, sizeof(nvml), "%s/fakes/libnvml.so", build);
-    if (!mtc_path_exists(agent) || !mtc_path_exists(nvml)) {
+    snprintf(badfma, sizeof(badfma), "%s/fakes/libbadfma.so", build);
+    if (!mtc_path_exists(agent) || !mtc_path_exists(nvml) || !mtc_path_exists(badfma)) {
         printf("# %s or %s missing: run make first\n", agent, nvml);
         CHECK(0, "mtc-agent and the fake NVML are built");
         return check_done();
@@ -260,7 +275,7 @@ int main(void)
     snprintf(spec_text, sizeof(spec_text),
              "{\"nodePools\":[{\"id\":\"a3m\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
              "\"scalingSpec\":{\"minNodeCount\":2}}],"
-             "\"healthPolicy\":{\"checks\":[\"gpu\",\"disk\",\"daemon\"],\"intervalSeconds\":2,"
+             "\"healthPolicy\":{\"checks\":[\"gpu\",\"disk\",\"sdc\",\"daemon\"],\"intervalSeconds\":2,"
              "\"nvml_library\":\"%s\"}}",
              nvml);
     json_t *in = json_loads(spec_text, 0, NULL);
@@ -311,8 +326,24 @@ int main(void)
           "ECC errors in the node's NVML state: gpu.ecc FAIL REBOOT (%s)",
           ecc ? json_string_value(json_object_get(ecc, "reason")) : err.text);
     json_decref(res);
+    /* hw/env: the emulated hardware's environment, here a faulty fma();
+     * bad lines and keys mtc sets are ignored (the sanitizer build wants its
+     * runtime first in the library list: ASAN_OPTIONS) */
+    const char *asan = getenv("ASAN_OPTIONS");
+    mtc_write_file_fmt(node_file(n0, "hw/env"), 0644,
+                       "# a bad FPU\nLD_PRELOAD=%s\nASAN_OPTIONS=%s%sverify_asan_link_order=0\n"
+                       "\nlower_case=1\nMTC_NODE=tn-a3m-1\nno equals sign\nHW_NOTE=a b=c\n",
+                       badfma, asan ? asan : "", asan && *asan ? ":" : "");
+    res = provider_node_check(p, "tn", spec, n0, &err);
+    json_t *sdc = result(res, "sdc"), *slurmd = result(res, "daemon.slurmd");
+    CHECK(sdc && !strcmp(json_string_value(json_object_get(sdc, "status")), "FAIL") &&
+              !strcmp(json_string_value(json_object_get(sdc, "severity")), "REPLACE") && slurmd &&
+              !strcmp(json_string_value(json_object_get(slurmd, "status")), "PASS"),
+          "hw/env LD_PRELOAD=libbadfma: sdc FAIL REPLACE, daemon.slurmd still PASS (%s)",
+          sdc ? json_string_value(json_object_get(sdc, "reason")) : err.text);
+    json_decref(res);
     res = provider_node_check(p, "tn", spec, n1, &err);
-    CHECK(res && !any_fail(res), "the other node's GPUs are unaffected");
+    CHECK(res && !any_fail(res), "the other node's GPUs and FPU are unaffected");
     json_decref(res);
     CHECK(provider_node_check(p, "tn", spec, "tn-a3m-9", &err) == NULL,
           "node_check of an unknown node fails (%s)", err.text);
@@ -367,7 +398,14 @@ int main(void)
     CHECK(!mtc_path_exists(path) && !mtc_path_exists(tmpm),
           "reimage wiped the node's spool and scratch dirs");
     char *state = mtc_read_file(node_file(n0, "hw/nvml.state"), NULL);
-    CHECK(state && strstr(state, "ecc=4"), "reimage keeps the hardware (ECC errors remain)");
+    CHECK(state && strstr(state, "ecc=4") && mtc_path_exists(node_file(n0, "hw/env")),
+          "reimage keeps the hardware (ECC errors and hw/env remain)");
+    snprintf(path, sizeof(path), "LD_PRELOAD=%s", badfma);
+    a0 = pid_of("agent-tn-a3m-0");
+    CHECK(env_has(a0, path) && env_has(a0, "HW_NOTE=a b=c") &&
+              env_has(a0, "MTC_NODE=tn-a3m-0") && !env_has(a0, "MTC_NODE=tn-a3m-1") &&
+              !env_has(a0, "lower_case=1"),
+          "the node's agent runs with hw/env's valid lines, mtc's MTC_NODE kept");
     free(state);
 
     /* replace: fresh hardware and a new instance id */
@@ -383,6 +421,10 @@ int main(void)
     CHECK(state && !strstr(state, "ecc") && strstr(state, "count 8") && klog && !*klog &&
               mtc_path_exists(node_file(n0, "hw/nvidia7")),
           "replace: fresh hardware (healthy NVML state, empty kernel log, device files)");
+    a0 = pid_of("agent-tn-a3m-0");
+    CHECK(!mtc_path_exists(node_file(n0, "hw/env")) && a0 > 0 && !env_has(a0, path) &&
+              !env_has(a0, "HW_NOTE=a b=c"),
+          "replace drops hw/env: the new agent runs without it");
     free(inst);
     free(inst2);
     free(state);
