@@ -25,6 +25,10 @@
 #define REAL_NVML "libnvidia-ml.so.1"
 #define CHECK_TIMEOUT_MS 120000
 #define KILL_WAIT_MS 5000
+/* keys of agent.env that hw/env may not set: they mark the node's processes
+ * (node_pids) and point at its NVML state; a sh case pattern */
+#define HW_ENV_RESERVED_SH "MTC_NODE|SLURM_CONF|FAKE_NVML_STATE"
+static const char *const hw_env_reserved[] = {"MTC_NODE", "SLURM_CONF", "FAKE_NVML_STATE"};
 
 /* ---- emulated hardware ---- */
 
@@ -165,6 +169,19 @@ int local_agent_config(const struct provider *p, const struct lc *c, const json_
     if (emulated)
         snprintf(env + strlen(env), sizeof(env) - strlen(env),
                  "export FAKE_NVML_STATE='%s/nodes/%s/hw/nvml.state'\n", c->dir, node);
+    /* hw/env for the Slurm hooks, read as agent_env does (taken as is, no
+     * expansion; a bad line skipped); agent_env itself reads only the
+     * export lines above, then hw/env */
+    snprintf(env + strlen(env), sizeof(env) - strlen(env),
+             "# the emulated hardware's environment: nodes/<node>/hw/env, KEY=VALUE lines\n"
+             "_mtc_hw='%s/nodes/%s/hw/env' _mtc_cr=$(printf '\\r')\n"
+             "if [ -r \"$_mtc_hw\" ]; then while IFS= read -r _mtc_l || [ -n \"$_mtc_l\" ]; do\n"
+             "  _mtc_l=${_mtc_l%%\"$_mtc_cr\"}\n"
+             "  case $_mtc_l in ''|'#'*|*\"$_mtc_cr\"*) continue ;; *=*) ;; *) continue ;; esac\n"
+             "  case ${_mtc_l%%%%=*} in ''|[0-9]*|*[!A-Z0-9_]*|%s) continue ;; esac\n"
+             "  export \"$_mtc_l\"\n"
+             "done <\"$_mtc_hw\"; fi\n",
+             c->dir, node, HW_ENV_RESERVED_SH);
     int rc2 = local_write_if_changed(local_path(c, path, "nodes/%s/agent.env", node), env, err);
     if (rc2 < 0)
         return -1;
@@ -206,7 +223,7 @@ static void agent_env(const struct lc *c, const char *node, char *buf, size_t le
                       char *env[NODE_ENV_MAX + 1])
 {
     char path[PLEN];
-    size_t n = 0, used = 0, ngen;
+    size_t n = 0, used = 0;
     char *s = mtc_read_file(local_path(c, path, "nodes/%s/agent.env", node), NULL), *save = NULL;
     for (char *line = s ? strtok_r(s, "\n", &save) : NULL; line;
          line = strtok_r(NULL, "\n", &save)) {
@@ -218,7 +235,6 @@ static void agent_env(const struct lc *c, const char *node, char *buf, size_t le
             break;
     }
     free(s);
-    ngen = n;
     /* hw/env: one KEY=VALUE a line, the value taken as is (no quotes, no
      * expansion); blank lines and lines starting with '#' are comments */
     s = mtc_read_file(local_path(c, path, "nodes/%s/hw/env", node), NULL);
@@ -239,8 +255,9 @@ static void agent_env(const struct lc *c, const char *node, char *buf, size_t le
             why = "not KEY=VALUE with KEY ^[A-Z_][A-Z0-9_]*$";
         else if (strchr(eq + 1, '\r'))
             why = "value is not one line";
-        for (size_t i = 0; !why && i < ngen; i++)
-            if (strncmp(env[i], line, (size_t)(eq - line + 1)) == 0)
+        for (size_t i = 0; !why && i < sizeof(hw_env_reserved) / sizeof(*hw_env_reserved); i++)
+            if (strlen(hw_env_reserved[i]) == (size_t)(eq - line) &&
+                strncmp(hw_env_reserved[i], line, (size_t)(eq - line)) == 0)
                 why = "key is set by mtc (agent.env)";
         if (!why && env_add(buf, len, &used, env, &n, line, (int)(eq - line), eq + 1,
                             (int)strlen(eq + 1)) < 0)

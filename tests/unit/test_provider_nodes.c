@@ -2,7 +2,8 @@
  * MTC_HOME — restart, reboot (kills a running job step's processes),
  * reimage (wipes spool and scratch) and replace (fresh emulated hardware)
  * each come back with a new registered slurmd; node checks through mtc-agent
- * see ECC errors written into the node's emulated NVML state; every node runs
+ * see ECC errors written into the node's emulated NVML state and a faulty
+ * fma() preloaded through its hardware environment (hw/env); every node runs
  * an mtc-agent that supervise restarts. Every daemon is stopped by its
  * recorded pid at exit, also when a check fails. */
 #include <dirent.h>
@@ -235,7 +236,7 @@ static void check_action(struct provider *p, json_t *spec, const char *node, con
 int main(void)
 {
     mtc_error_t err = {{0}};
-    char *o = NULL, path[1024], spec_text[2048];
+    char *o = NULL, path[1024], spec_text[2048], cmd[1024];
     const char *build = getenv("MTC_BUILD");
     char bdir[512], agent[700], nvml[700], badfma[700];
     if (!build || !*build) {
@@ -342,6 +343,15 @@ int main(void)
           "hw/env LD_PRELOAD=libbadfma: sdc FAIL REPLACE, daemon.slurmd still PASS (%s)",
           sdc ? json_string_value(json_object_get(sdc, "reason")) : err.text);
     json_decref(res);
+    /* the Slurm hooks source agent.env (dash runs them): same lines taken */
+    snprintf(cmd, sizeof(cmd),
+             "dash -c '. %s/nodes/%s/agent.env && printf \"%%s|%%s|%%s\" \"$HW_NOTE\" "
+             "\"$MTC_NODE\" \"${lower_case-unset}\"'",
+             cdir, n0);
+    sh(cmd, &o);
+    CHECK(o && !strcmp(o, "a b=c|tn-a3m-0|unset"), "agent.env sourced by sh exports hw/env (%s)",
+          o ? o : "");
+    free(o);
     res = provider_node_check(p, "tn", spec, n1, &err);
     CHECK(res && !any_fail(res), "the other node's GPUs and FPU are unaffected");
     json_decref(res);
@@ -355,7 +365,6 @@ int main(void)
     check_action(p, spec, n1, "restart");
 
     /* reboot with a job step running on the node, drained as the controller does */
-    char cmd[1024];
     snprintf(cmd, sizeof(cmd), "SLURM_CONF=%s", conf);
     char *env[] = {cmd, NULL};
     char *srun[] = {"srun", "-w", (char *)n0, "sleep", "300", NULL};
