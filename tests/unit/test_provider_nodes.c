@@ -2,7 +2,8 @@
  * MTC_HOME — restart, reboot (kills a running job step's processes),
  * reimage (wipes spool and scratch) and replace (fresh emulated hardware)
  * each come back with a new registered slurmd; node checks through mtc-agent
- * see ECC errors written into the node's emulated NVML state; every node runs
+ * see ECC errors written into the node's emulated NVML state and a faulty
+ * fma() preloaded through its hardware environment (hw/env); every node runs
  * an mtc-agent that supervise restarts. Every daemon is stopped by its
  * recorded pid at exit, also when a check fails. */
 #include <dirent.h>
@@ -178,6 +179,20 @@ static int any_fail(json_t *results)
     return 0;
 }
 
+/* 1 when pid's initial environment holds the string kv ("K=V") */
+static int env_has(pid_t pid, const char *kv)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    char *e = mtc_read_file(path, &len);
+    int found = 0;
+    for (size_t i = 0; e && i < len && !found; i += strlen(e + i) + 1)
+        found = strcmp(e + i, kv) == 0;
+    free(e);
+    return found;
+}
+
 struct events {
     int n;
     char types[8][32], nodes[8][64];
@@ -221,9 +236,9 @@ static void check_action(struct provider *p, json_t *spec, const char *node, con
 int main(void)
 {
     mtc_error_t err = {{0}};
-    char *o = NULL, path[1024], spec_text[2048];
+    char *o = NULL, path[1024], spec_text[2048], cmd[1024];
     const char *build = getenv("MTC_BUILD");
-    char bdir[512], agent[700], nvml[700];
+    char bdir[512], agent[700], nvml[700], badfma[700];
     if (!build || !*build) {
         if (!getcwd(bdir, sizeof(bdir) - 8))
             return 1;
@@ -232,7 +247,8 @@ int main(void)
     }
     snprintf(agent, sizeof(agent), "%s/bin/mtc-agent", build);
     snprintf(nvml, sizeof(nvml), "%s/fakes/libnvml.so", build);
-    if (!mtc_path_exists(agent) || !mtc_path_exists(nvml)) {
+    snprintf(badfma, sizeof(badfma), "%s/fakes/libbadfma.so", build);
+    if (!mtc_path_exists(agent) || !mtc_path_exists(nvml) || !mtc_path_exists(badfma)) {
         printf("# %s or %s missing: run make first\n", agent, nvml);
         CHECK(0, "mtc-agent and the fake NVML are built");
         return check_done();
@@ -260,7 +276,7 @@ int main(void)
     snprintf(spec_text, sizeof(spec_text),
              "{\"nodePools\":[{\"id\":\"a3m\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
              "\"scalingSpec\":{\"minNodeCount\":2}}],"
-             "\"healthPolicy\":{\"checks\":[\"gpu\",\"disk\",\"daemon\"],\"intervalSeconds\":2,"
+             "\"healthPolicy\":{\"checks\":[\"gpu\",\"disk\",\"sdc\",\"daemon\"],\"intervalSeconds\":2,"
              "\"nvml_library\":\"%s\"}}",
              nvml);
     json_t *in = json_loads(spec_text, 0, NULL);
@@ -311,8 +327,33 @@ int main(void)
           "ECC errors in the node's NVML state: gpu.ecc FAIL REBOOT (%s)",
           ecc ? json_string_value(json_object_get(ecc, "reason")) : err.text);
     json_decref(res);
+    /* hw/env: the emulated hardware's environment, here a faulty fma();
+     * bad lines and keys mtc sets are ignored (the sanitizer build wants its
+     * runtime first in the library list: ASAN_OPTIONS) */
+    const char *asan = getenv("ASAN_OPTIONS");
+    mtc_write_file_fmt(node_file(n0, "hw/env"), 0644,
+                       "# a bad FPU\nLD_PRELOAD=%s\nASAN_OPTIONS=%s%sverify_asan_link_order=0\n"
+                       "\nlower_case=1\nMTC_NODE=tn-a3m-1\nno equals sign\nHW_NOTE=a b=c\n",
+                       badfma, asan ? asan : "", asan && *asan ? ":" : "");
+    res = provider_node_check(p, "tn", spec, n0, &err);
+    json_t *sdc = result(res, "sdc"), *slurmd = result(res, "daemon.slurmd");
+    CHECK(sdc && !strcmp(json_string_value(json_object_get(sdc, "status")), "FAIL") &&
+              !strcmp(json_string_value(json_object_get(sdc, "severity")), "REPLACE") && slurmd &&
+              !strcmp(json_string_value(json_object_get(slurmd, "status")), "PASS"),
+          "hw/env LD_PRELOAD=libbadfma: sdc FAIL REPLACE, daemon.slurmd still PASS (%s)",
+          sdc ? json_string_value(json_object_get(sdc, "reason")) : err.text);
+    json_decref(res);
+    /* the Slurm hooks source agent.env (dash runs them): same lines taken */
+    snprintf(cmd, sizeof(cmd),
+             "dash -c '. %s/nodes/%s/agent.env && printf \"%%s|%%s|%%s\" \"$HW_NOTE\" "
+             "\"$MTC_NODE\" \"${lower_case-unset}\"'",
+             cdir, n0);
+    sh(cmd, &o);
+    CHECK(o && !strcmp(o, "a b=c|tn-a3m-0|unset"), "agent.env sourced by sh exports hw/env (%s)",
+          o ? o : "");
+    free(o);
     res = provider_node_check(p, "tn", spec, n1, &err);
-    CHECK(res && !any_fail(res), "the other node's GPUs are unaffected");
+    CHECK(res && !any_fail(res), "the other node's GPUs and FPU are unaffected");
     json_decref(res);
     CHECK(provider_node_check(p, "tn", spec, "tn-a3m-9", &err) == NULL,
           "node_check of an unknown node fails (%s)", err.text);
@@ -324,7 +365,6 @@ int main(void)
     check_action(p, spec, n1, "restart");
 
     /* reboot with a job step running on the node, drained as the controller does */
-    char cmd[1024];
     snprintf(cmd, sizeof(cmd), "SLURM_CONF=%s", conf);
     char *env[] = {cmd, NULL};
     char *srun[] = {"srun", "-w", (char *)n0, "sleep", "300", NULL};
@@ -367,7 +407,14 @@ int main(void)
     CHECK(!mtc_path_exists(path) && !mtc_path_exists(tmpm),
           "reimage wiped the node's spool and scratch dirs");
     char *state = mtc_read_file(node_file(n0, "hw/nvml.state"), NULL);
-    CHECK(state && strstr(state, "ecc=4"), "reimage keeps the hardware (ECC errors remain)");
+    CHECK(state && strstr(state, "ecc=4") && mtc_path_exists(node_file(n0, "hw/env")),
+          "reimage keeps the hardware (ECC errors and hw/env remain)");
+    snprintf(path, sizeof(path), "LD_PRELOAD=%s", badfma);
+    a0 = pid_of("agent-tn-a3m-0");
+    CHECK(env_has(a0, path) && env_has(a0, "HW_NOTE=a b=c") &&
+              env_has(a0, "MTC_NODE=tn-a3m-0") && !env_has(a0, "MTC_NODE=tn-a3m-1") &&
+              !env_has(a0, "lower_case=1"),
+          "the node's agent runs with hw/env's valid lines, mtc's MTC_NODE kept");
     free(state);
 
     /* replace: fresh hardware and a new instance id */
@@ -383,6 +430,10 @@ int main(void)
     CHECK(state && !strstr(state, "ecc") && strstr(state, "count 8") && klog && !*klog &&
               mtc_path_exists(node_file(n0, "hw/nvidia7")),
           "replace: fresh hardware (healthy NVML state, empty kernel log, device files)");
+    a0 = pid_of("agent-tn-a3m-0");
+    CHECK(!mtc_path_exists(node_file(n0, "hw/env")) && a0 > 0 && !env_has(a0, path) &&
+              !env_has(a0, "HW_NOTE=a b=c"),
+          "replace drops hw/env: the new agent runs without it");
     free(inst);
     free(inst2);
     free(state);
