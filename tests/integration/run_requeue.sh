@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# run_requeue: a recipe run survives requeues — `scontrol requeue` mid-run, the
-# pre-time-limit signal (USR1: the trainer checkpoints, exits 75, the script
-# requeues itself) and a node failure (a node set DOWN) — resuming from the
-# newest checkpoint each time with no lost or repeated step; the log shows
-# every restart (SLURM_RESTART_COUNT).
+# run_requeue: a recipe run survives requeues — `scontrol requeue` mid-run and
+# the pre-time-limit signal (USR1: the trainer checkpoints, exits 75, the script
+# requeues itself) — resuming from the newest checkpoint each time with no lost
+# or repeated step; the log shows every restart (SLURM_RESTART_COUNT).
+# Node failures (the job requeued by mtcd's remediation after a drain) are the
+# fault_*.sh tests: setting a live node DOWN and IDLE by hand here raced
+# slurmd's cleanup of the old run and killed the restarted step now and then.
 # Slurm holds a requeued job ~2 minutes (credential expiry) before it may start
 # again; the test releases it at once with `scontrol update StartTime=now`.
 . "$(dirname "$0")/lib.sh"
@@ -50,27 +52,14 @@ check "trainer checkpointed on the signal and the script requeued the job" \
 release
 check "second restart logged" wait_for 60 grep -q "restart 2" "$TD/$JOB.log"
 
-N=$(ls -d "$CK"/step_* | tail -1); N=$((10#${N##*step_}))
-check "a checkpoint after the second restart (> step $N)" wait_for 120 ckpt_at_least $((N + 5))
-scontrol update NodeName=rq-a3m-1 State=DOWN Reason="run_requeue node failure"
-check "node failure ends the running step" wait_for 30 grep -q "NODE FAILURE" "$TD/$JOB.log"
-# bring the node back only once Slurm has requeued the job and the old step is gone from it
-check "job requeued after the node failure" wait_for 60 bash -c "squeue -h -j $JOB -o %T | grep -q PENDING"
-# and once the failed run's processes (srun, mtc-train: their command lines name
-# the task dir) are gone, so a late kill for the old run cannot hit the new one
-check "the failed run's processes are gone" wait_for 60 bash -c "[ -z \"\$(pids_under '$TD')\" ]"
-scontrol update NodeName=rq-a3m-1 State=IDLE
-release
-check "third restart after the node failure" wait_for 60 grep -q "restart 3" "$TD/$JOB.log"
-
 ST=$(run_wait_final 240 rq)
-check "run completes after three requeues (state $ST)" test "$ST" = COMPLETED
+check "run completes after two requeues (state $ST)" test "$ST" = COMPLETED
 grep -E "^mtc:|resuming|signal" "$TD/$JOB.log" | sed 's/^/# /'
 check "every step exactly once across the restarts" python3 - "$TD/logs/metrics.jsonl" <<'PY'
 import json, sys
 steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
 assert steps == list(range(1, 3001)), [s for s in steps if steps.count(s) > 1][:5] or len(steps)
 PY
-check "four starts in one log" test "$(grep -c '^mtc: job .* start ' "$TD/$JOB.log")" -eq 4
+check "three starts in one log" test "$(grep -c '^mtc: job .* start ' "$TD/$JOB.log")" -eq 3
 check "final checkpoint" test -e "$CK/step_00003000/DONE"
 done_testing
