@@ -104,15 +104,29 @@ int control_speed_compare(struct store *st, const struct store_cluster *cl, cons
         double median = 0, frac = 0;
         int verdict = control_speed_judge(res[i].value, peers, np, pol.speed_warn_fraction,
                                           pol.speed_fail_fraction, &median, &frac);
+        int first_strike = 0;
+        if (verdict == HEALTH_FAIL) {
+            /* One slow probe on a busy host is noise; a straggler is slow in two
+             * consecutive measurements (a repeated cached value is the same one). */
+            double prev = -1;
+            for (int k = 0; k < nrows; k++)
+                if (strcmp(rows[k].node, node) == 0)
+                    prev = result_value(rows[k].results, res[i].check);
+            if (prev <= 0 || prev == res[i].value || prev >= pol.speed_fail_fraction * median) {
+                verdict = HEALTH_WARN;
+                first_strike = 1;
+            }
+        }
         if (verdict < 0 || verdict <= (int)res[i].status)
             continue; /* too few peers, or the agent's own verdict is as bad */
         res[i].status = (enum health_status)verdict;
         res[i].severity = verdict == HEALTH_FAIL ? HEALTH_SEV_REBOOT : HEALTH_SEV_NONE;
         snprintf(res[i].reason, sizeof(res[i].reason),
-                 "%.1f %s is %.2f of the pool median %.1f (%s below %.2f, %d nodes)",
+                 "%.1f %s is %.2f of the pool median %.1f (%s below %.2f, %d nodes)%s",
                  res[i].value, unit, frac, median, verdict == HEALTH_FAIL ? "fail" : "warn",
-                 verdict == HEALTH_FAIL ? pol.speed_fail_fraction : pol.speed_warn_fraction,
-                 np);
+                 verdict == HEALTH_FAIL || first_strike ? pol.speed_fail_fraction
+                                                        : pol.speed_warn_fraction,
+                 np, first_strike ? "; fails if the next probe is as slow" : "");
         changed++;
     }
     store_health_free(rows, nrows);

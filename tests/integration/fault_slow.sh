@@ -52,7 +52,7 @@ job_pids() {
 eval "fault_spec_base() $(declare -f fault_spec | tail -n +2)"
 fault_spec() {
     fault_spec_base "$@"
-    sed -i 's/"probeIntervalSeconds": 0/"probeIntervalSeconds": 2/' "$T_DIR/spec.json"
+    sed -i 's/"probeIntervalSeconds": 0/"probeIntervalSeconds": 2, "speedFailFraction": 0.3/' "$T_DIR/spec.json"
 }
 STEPS=${STEPS:-1500} EXP=slow FAULT_CHECKS='"gpu","disk","daemon","speed"'
 check "3-node cluster with agents up" fault_cluster fs

@@ -67,8 +67,17 @@ int main(void)
     put(st, "n3", 80);
     put(st, "n1", 75); /* n1's own earlier value is not its peer */
     CHECK(control_speed_compare(st, &cl, "n1", &r, 1) == 1, "two peers: rejudged");
-    CHECK(r.status == HEALTH_FAIL && r.severity == HEALTH_SEV_REBOOT, "FAIL, severity REBOOT");
-    CHECK_STR(r.reason, "10.0 GFLOP/s is 0.14 of the pool median 70.0 (fail below 0.50, 2 nodes)",
+    CHECK(r.status == HEALTH_WARN && r.severity == HEALTH_SEV_NONE,
+          "one slow probe after a normal one only WARNs");
+    put(st, "n1", 10); /* the slow probe is now n1's stored value */
+    struct health_result again = {.check = "speed.compute", .status = HEALTH_PASS, .value = 10};
+    CHECK(control_speed_compare(st, &cl, "n1", &again, 1) == 1 && again.status == HEALTH_WARN,
+          "the same (cached) measurement reported again is no second strike");
+    struct health_result r2 = {.check = "speed.compute", .status = HEALTH_PASS, .value = 12};
+    CHECK(control_speed_compare(st, &cl, "n1", &r2, 1) == 1, "second slow probe: rejudged");
+    CHECK(r2.status == HEALTH_FAIL && r2.severity == HEALTH_SEV_REBOOT,
+          "two slow probes in a row: FAIL, severity REBOOT");
+    CHECK_STR(r2.reason, "12.0 GFLOP/s is 0.17 of the pool median 70.0 (fail below 0.50, 2 nodes)",
               "reason names the pool median");
     struct health_result ok = {.check = "speed.compute", .status = HEALTH_PASS, .value = 66};
     CHECK(control_speed_compare(st, &cl, "n1", &ok, 1) == 0 && ok.status == HEALTH_PASS,
