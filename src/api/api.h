@@ -32,9 +32,9 @@ enum api_role api_role_parse(const char *s);
 struct api_req {
     const char *method;
     const char *path;
-    char cap[4][128];   /* captured path segments, in order */
-    json_t *body;       /* parsed request body or NULL */
-    void *conn;         /* struct MHD_Connection*, for query arguments */
+    char cap[4][128]; /* captured path segments, in order */
+    json_t *body;     /* parsed request body or NULL */
+    void *conn;       /* struct MHD_Connection*, for query arguments */
     struct store *st;
     struct control *ctl;
 };

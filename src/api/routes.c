@@ -19,8 +19,7 @@ static int check_parent(struct api_req *r, struct api_resp *out)
         return api_error(out, 400, "project \"%s\": must match [a-z][a-z0-9-]{0,62}", r->cap[0]),
                -1;
     if (!mtc_name_valid(r->cap[1], 63))
-        return api_error(out, 400, "location \"%s\": must match [a-z][a-z0-9-]{0,62}",
-                         r->cap[1]),
+        return api_error(out, 400, "location \"%s\": must match [a-z][a-z0-9-]{0,62}", r->cap[1]),
                -1;
     return 0;
 }
@@ -82,8 +81,8 @@ static int start_op(struct api_req *r, struct api_resp *out, const char *op_id)
 
 static int h_health(struct api_req *r, struct api_resp *out)
 {
-    out->body = json_pack("{s:s, s:i}", "status", "ok", "schemaVersion",
-                          store_schema_version(r->st));
+    out->body =
+        json_pack("{s:s, s:i}", "status", "ok", "schemaVersion", store_schema_version(r->st));
     return 0;
 }
 
@@ -166,7 +165,6 @@ static int h_list(struct api_req *r, struct api_resp *out)
     free(arr);
     return 0;
 }
-
 
 /* The member of obj named key in camelCase or its snake_case spelling. */
 static json_t *get_field(json_t *obj, const char *camel_key)
@@ -297,8 +295,7 @@ static int h_delete(struct api_req *r, struct api_resp *out)
     char busy[48] = "";
     if (store_op_begin(r->st, &op, "STOPPING", busy) < 0) {
         if (errno == EBUSY)
-            return api_error(out, 400,
-                             "precondition: cluster %s has an operation in progress: %s",
+            return api_error(out, 400, "precondition: cluster %s has an operation in progress: %s",
                              r->cap[2], busy);
         return api_error(out, errno == ENOENT ? 404 : 500, "cluster %s: cannot start delete",
                          r->cap[2]);
@@ -347,11 +344,12 @@ static int h_report_health(struct api_req *r, struct api_resp *out)
     const char *node = NULL, *mode = "HEALTH";
     json_t *results = NULL;
     json_error_t jerr;
-    if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:s, s:o, s?:s}", "nodeId",
-                                   &node, "results", &results, "mode", &mode) < 0) {
+    if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:s, s:o, s?:s}", "nodeId", &node,
+                                   "results", &results, "mode", &mode) < 0) {
         store_cluster_release(&cl);
-        return api_error(out, 400, "reportHealth: body must be {\"nodeId\", \"results\": [...], "
-                                   "\"mode\"?}: %s",
+        return api_error(out, 400,
+                         "reportHealth: body must be {\"nodeId\", \"results\": [...], "
+                         "\"mode\"?}: %s",
                          r->body ? jerr.text : "missing body");
     }
     int known = cluster_has_node(&cl, node);
@@ -392,8 +390,8 @@ static int h_report_health(struct api_req *r, struct api_resp *out)
     if (put < 0)
         return api_error(out, 500, "cannot store the report");
     if (worst == HEALTH_FAIL) {
-        log_msg(LOG_WARNING, "cluster %s node %s: %s failed: %s", r->cap[2], node,
-                h.failing_check, h.reason);
+        log_msg(LOG_WARNING, "cluster %s node %s: %s failed: %s", r->cap[2], node, h.failing_check,
+                h.reason);
         control_poke(r->ctl);
     }
     out->body = json_pack("{s:s}", "status", h.status);
@@ -419,8 +417,8 @@ static int h_report_faulty(struct api_req *r, struct api_resp *out)
     json_error_t jerr;
     size_t i;
     int bad = 0;
-    if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:o}", "nodeActions",
-                                   &actions) < 0 ||
+    if (!r->body ||
+        json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:o}", "nodeActions", &actions) < 0 ||
         !json_is_array(actions) || json_array_size(actions) == 0) {
         bad = 1;
         api_error(out, 400, "reportFaultyNodes: body must be {\"nodeActions\": [...]}");
@@ -432,13 +430,13 @@ static int h_report_faulty(struct api_req *r, struct api_resp *out)
         if (json_unpack_ex(a, &jerr, JSON_STRICT, "{s:s, s?:o}", "nodeId", &node,
                            "reportFaultyHost", &host) < 0) {
             bad = 1;
-        api_error(out, 400, "nodeActions[%zu]: %s", i, jerr.text);
+            api_error(out, 400, "nodeActions[%zu]: %s", i, jerr.text);
             break;
         }
         if (!cluster_has_node(&cl, node)) {
             bad = 1;
-        api_error(out, 404, "nodeActions[%zu].nodeId: %.64s is not a node of cluster %s",
-                            i, node, cl.id);
+            api_error(out, 404, "nodeActions[%zu].nodeId: %.64s is not a node of cluster %s", i,
+                      node, cl.id);
             break;
         }
         const char *check = "report.deleted", *severity = "REPLACE";
@@ -447,10 +445,10 @@ static int h_report_faulty(struct api_req *r, struct api_resp *out)
             if (json_unpack_ex(host, &jerr, JSON_STRICT, "{s:o}", "faultReasons", &reasons) < 0 ||
                 !json_is_array(reasons) || json_array_size(reasons) == 0) {
                 bad = 1;
-        api_error(out, 400,
-                                "nodeActions[%zu].reportFaultyHost.faultReasons: a non-empty list "
-                                "is required",
-                                i);
+                api_error(out, 400,
+                          "nodeActions[%zu].reportFaultyHost.faultReasons: a non-empty list "
+                          "is required",
+                          i);
                 break;
             }
             json_t *fr = json_array_get(reasons, 0);
@@ -458,8 +456,8 @@ static int h_report_faulty(struct api_req *r, struct api_resp *out)
             if (json_unpack_ex(fr, &jerr, JSON_STRICT, "{s?:s, s?:s}", "behavior", &behavior,
                                "description", &desc) < 0) {
                 bad = 1;
-        api_error(out, 400, "nodeActions[%zu].reportFaultyHost.faultReasons[0]: %s",
-                                i, jerr.text);
+                api_error(out, 400, "nodeActions[%zu].reportFaultyHost.faultReasons[0]: %s", i,
+                          jerr.text);
                 break;
             }
             int k = -1;
@@ -468,19 +466,19 @@ static int h_report_faulty(struct api_req *r, struct api_resp *out)
                     k = (int)b;
             if (k < 0) {
                 bad = 1;
-        api_error(out, 400,
-                                "nodeActions[%zu].reportFaultyHost.faultReasons[0].behavior: must "
-                                "be PERFORMANCE, SILENT_DATA_CORRUPTION, UNRECOVERABLE_GPU_ERROR "
-                                "or BEHAVIOR_UNSPECIFIED",
-                                i);
+                api_error(out, 400,
+                          "nodeActions[%zu].reportFaultyHost.faultReasons[0].behavior: must "
+                          "be PERFORMANCE, SILENT_DATA_CORRUPTION, UNRECOVERABLE_GPU_ERROR "
+                          "or BEHAVIOR_UNSPECIFIED",
+                          i);
                 break;
             }
             check = behaviors[k].check;
             severity = behaviors[k].severity;
             snprintf(reason, sizeof(reason), "reported %s: %.200s", behavior, desc);
         }
-        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s}", "node", node, "check",
-                                               check, "reason", reason, "severity", severity));
+        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s}", "node", node, "check", check,
+                                               "reason", reason, "severity", severity));
     }
     char project[64], location[64], op_id[48] = "";
     snprintf(project, sizeof(project), "%s", cl.project);
@@ -545,8 +543,8 @@ static int h_token_create(struct api_req *r, struct api_resp *out)
     if (store_token_add(r->st, id, name, role, hash) < 0)
         return api_error(out, errno == EEXIST ? 409 : 500, "token %s: %s", name,
                          errno == EEXIST ? "a token with this name exists" : "cannot store");
-    out->body = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name, "role", role, "token",
-                          token);
+    out->body =
+        json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name, "role", role, "token", token);
     return 0;
 }
 

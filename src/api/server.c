@@ -39,9 +39,9 @@ static const struct {
     int http;
     const char *status;
 } statuses[] = {
-    {400, "INVALID_ARGUMENT"}, {401, "UNAUTHENTICATED"}, {403, "PERMISSION_DENIED"},
-    {404, "NOT_FOUND"},        {405, "METHOD_NOT_ALLOWED"}, {409, "ALREADY_EXISTS"},
-    {413, "PAYLOAD_TOO_LARGE"}, {500, "INTERNAL"},     {503, "UNAVAILABLE"},
+    {400, "INVALID_ARGUMENT"},  {401, "UNAUTHENTICATED"},    {403, "PERMISSION_DENIED"},
+    {404, "NOT_FOUND"},         {405, "METHOD_NOT_ALLOWED"}, {409, "ALREADY_EXISTS"},
+    {413, "PAYLOAD_TOO_LARGE"}, {500, "INTERNAL"},           {503, "UNAVAILABLE"},
 };
 
 int api_error(struct api_resp *out, int http, const char *fmt, ...)
@@ -62,8 +62,8 @@ int api_error(struct api_resp *out, int http, const char *fmt, ...)
     }
     json_decref(out->body);
     out->status = http;
-    out->body = json_pack("{s:{s:i, s:s, s:s}}", "error", "code", http, "message", msg, "status",
-                          status);
+    out->body =
+        json_pack("{s:{s:i, s:s, s:s}}", "error", "code", http, "message", msg, "status", status);
     return 0;
 }
 
@@ -153,11 +153,14 @@ static enum api_role authenticate(struct listener *l, struct MHD_Connection *con
     return api_role_parse(role);
 }
 
-static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *conn,
-                                const char *method, const char *url, struct conn_ctx *ctx)
+static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *conn, const char *method,
+                                const char *url, struct conn_ctx *ctx)
 {
-    struct api_req r = {.method = method, .path = url, .conn = conn,
-                        .st = l->a->cfg.store, .ctl = l->a->cfg.control};
+    struct api_req r = {.method = method,
+                        .path = url,
+                        .conn = conn,
+                        .st = l->a->cfg.store,
+                        .ctl = l->a->cfg.control};
     struct api_resp out = {200, NULL};
     const struct api_route *route = NULL;
     int path_matched = 0;
@@ -201,8 +204,8 @@ static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *conn,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
     struct listener *l = cls;
@@ -309,9 +312,8 @@ struct api *api_start(const struct api_config *cfg, mtc_error_t *err)
     if ((a->unix_fd = unix_listen(cfg->socket_path, err)) < 0)
         goto error;
     a->unix_d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &unix_listener,
-                                 MHD_OPTION_LISTEN_SOCKET, a->unix_fd,
-                                 MHD_OPTION_THREAD_POOL_SIZE, threads,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+                                 MHD_OPTION_LISTEN_SOCKET, a->unix_fd, MHD_OPTION_THREAD_POOL_SIZE,
+                                 threads, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
     if (!a->unix_d) {
         errprintf(err, "cannot start HTTP server on %s", cfg->socket_path);
@@ -322,11 +324,10 @@ struct api *api_start(const struct api_config *cfg, mtc_error_t *err)
         struct sockaddr_in sa;
         if (parse_listen(cfg->listen, &sa, err) < 0)
             goto error;
-        a->tcp_d = MHD_start_daemon(flags, ntohs(sa.sin_port), NULL, NULL, on_request,
-                                    &tcp_listener, MHD_OPTION_SOCK_ADDR, &sa,
-                                    MHD_OPTION_THREAD_POOL_SIZE, threads,
-                                    MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-                                    MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
+        a->tcp_d = MHD_start_daemon(
+            flags, ntohs(sa.sin_port), NULL, NULL, on_request, &tcp_listener, MHD_OPTION_SOCK_ADDR,
+            &sa, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+            MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
         if (!a->tcp_d) {
             errprintf(err, "cannot listen on %s: %s", cfg->listen, strerror(errno));
             goto error;

@@ -31,8 +31,11 @@ static const char global_help[] =
 int main(int argc, char **argv)
 {
     static char home[PATH_MAX];
-    struct cli c = {.home = getenv("MTC_HOME"), .project = "local", .location = "local",
-                    .url = getenv("MTC_URL"), .token = getenv("MTC_TOKEN")};
+    struct cli c = {.home = getenv("MTC_HOME"),
+                    .project = "local",
+                    .location = "local",
+                    .url = getenv("MTC_URL"),
+                    .token = getenv("MTC_TOKEN")};
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--home") == 0 && i + 1 < argc)

@@ -117,22 +117,32 @@ static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"home", required_argument, 0, 'H'},
-                                         {"listen", required_argument, 0, 'l'},
-                                         {"daemon", no_argument, 0, 'd'},
-                                         {"supervise-ms", required_argument, 0, 's'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"home", required_argument, 0, 'H'}, {"listen", required_argument, 0, 'l'},
+        {"daemon", no_argument, 0, 'd'},     {"supervise-ms", required_argument, 0, 's'},
+        {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
     const char *home = getenv("MTC_HOME"), *listen = NULL;
     int detach = 0, supervise_ms = 2000, c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'H': home = optarg; break;
-        case 'l': listen = optarg; break;
-        case 'd': detach = 1; break;
-        case 's': supervise_ms = atoi(optarg); break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        case 'H':
+            home = optarg;
+            break;
+        case 'l':
+            listen = optarg;
+            break;
+        case 'd':
+            detach = 1;
+            break;
+        case 's':
+            supervise_ms = atoi(optarg);
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return 2;
         }
     }
     if (optind < argc) {

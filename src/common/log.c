@@ -13,7 +13,7 @@ static char log_ident[32] = "mtc";
 static int log_level = LOG_INFO;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *level_names[] = {"emerg", "alert", "crit", "err",
+static const char *level_names[] = {"emerg",   "alert",  "crit", "err",
                                     "warning", "notice", "info", "debug"};
 
 int log_open(const char *path, const char *ident, int level)
@@ -61,8 +61,7 @@ void log_msg(int level, const char *fmt, ...)
     va_end(ap);
     pthread_mutex_lock(&log_lock);
     FILE *fp = log_fp ? log_fp : stderr;
-    fprintf(fp, "%s %s[%d] %s: %s\n", ts, log_ident, (int)getpid(),
-            level_names[level & 7], msg);
+    fprintf(fp, "%s %s[%d] %s: %s\n", ts, log_ident, (int)getpid(), level_names[level & 7], msg);
     fflush(fp);
     pthread_mutex_unlock(&log_lock);
     errno = saved;

@@ -180,8 +180,8 @@ pid_t mtc_spawn(char *const argv[], char *const env[], const char *logpath)
     sigemptyset(&none);
     posix_spawnattr_setsigdefault(&attr, &def);
     posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, logpath ? logpath : "/dev/null",
                                      O_WRONLY | O_CREAT | O_APPEND, 0600);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 struct job {
     struct control *c;
     struct store_op op;
@@ -38,9 +37,9 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
         store_cluster_set_nodes(c->st, id, nodes);
         json_decref(nodes);
     }
-    store_event_add(c->st, id, strcmp(j->op.kind, "CREATE") == 0 ? "CLUSTER_CREATED"
-                                                                  : "CLUSTER_UPDATED",
-                    NULL, "cluster is RUNNING");
+    store_event_add(c->st, id,
+                    strcmp(j->op.kind, "CREATE") == 0 ? "CLUSTER_CREATED" : "CLUSTER_UPDATED", NULL,
+                    "cluster is RUNNING");
     struct store_cluster cl;
     if (store_cluster_get(c->st, id, &cl) == 0) {
         *response = control_cluster_json(c, &cl, 0);
@@ -92,8 +91,8 @@ static void *worker(void *arg)
     mtc_error_t err = {""};
     json_t *response = NULL;
     const struct op_kind *k = find_kind(j->op.kind);
-    int rc = k ? k->run(j, &response, &err) : errprintf(&err, "unknown operation kind %s",
-                                                         j->op.kind);
+    int rc =
+        k ? k->run(j, &response, &err) : errprintf(&err, "unknown operation kind %s", j->op.kind);
     if (rc == 0) {
         store_op_finish(c->st, j->op.id, response, 0, NULL);
         store_op_progress(c->st, j->op.id, "done");
@@ -197,8 +196,9 @@ static void watch_down(struct control *c, const char *id, const json_t *nodes)
     {
         const char *name = json_string_value(json_object_get(n, "instanceName"));
         const char *st = json_string_value(json_object_get(n, "slurmState"));
-        if (!name || !st || strcmp(json_string_value(json_object_get(n, "nodePoolType")),
-                                   "NODE_POOL_TYPE_COMPUTE") != 0)
+        if (!name || !st ||
+            strcmp(json_string_value(json_object_get(n, "nodePoolType")),
+                   "NODE_POOL_TYPE_COMPUTE") != 0)
             continue;
         char key[128];
         snprintf(key, sizeof(key), "%s/%s", id, name);
@@ -428,9 +428,8 @@ json_t *control_op_json(const struct store_op *op)
                         json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
                                      op->project, op->location, op->cluster_id));
     if (op->done && op->err_code)
-        json_object_set_new(j, "error",
-                            json_pack("{s:i, s:s}", "code", op->err_code, "message",
-                                      op->err_message));
+        json_object_set_new(
+            j, "error", json_pack("{s:i, s:s}", "code", op->err_code, "message", op->err_message));
     else if (op->done)
         json_object_set_new(j, "response",
                             op->response ? json_incref(op->response) : json_object());

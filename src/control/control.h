@@ -58,7 +58,12 @@ int control_speed_compare(struct store *st, const struct store_cluster *cl, cons
                           struct health_result *res, int n);
 
 /* google.rpc canonical codes used in operation errors. */
-enum { RPC_INVALID_ARGUMENT = 3, RPC_NOT_FOUND = 5, RPC_FAILED_PRECONDITION = 9,
-       RPC_ABORTED = 10, RPC_INTERNAL = 13 };
+enum {
+    RPC_INVALID_ARGUMENT = 3,
+    RPC_NOT_FOUND = 5,
+    RPC_FAILED_PRECONDITION = 9,
+    RPC_ABORTED = 10,
+    RPC_INTERNAL = 13
+};
 
 #endif

@@ -20,12 +20,12 @@ struct control {
     int supervise_ms;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    json_t *busy;     /* cluster id -> op id, clusters with a running worker */
-    json_t *down;     /* "cluster/node" -> ms first seen down by Slurm */
-    json_t *recent;   /* "cluster/type/node" -> ms a supervisor event was last recorded */
-    int running;      /* worker threads alive */
+    json_t *busy;   /* cluster id -> op id, clusters with a running worker */
+    json_t *down;   /* "cluster/node" -> ms first seen down by Slurm */
+    json_t *recent; /* "cluster/type/node" -> ms a supervisor event was last recorded */
+    int running;    /* worker threads alive */
     int stopping;
-    int poked;        /* wake the supervisor early */
+    int poked; /* wake the supervisor early */
     int supervisor_started;
     pthread_t supervisor;
 };

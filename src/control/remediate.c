@@ -123,8 +123,8 @@ static void requeue_jobs(struct control *c, const char *id, const char *conf, co
 
 /* Drain with a reason naming the check, then requeue the node's running jobs
  * (unless the node must be fenced first). */
-static int drain_and_requeue(struct control *c, const char *id, const char *conf,
-                             const char *node, const char *check, const char *reason)
+static int drain_and_requeue(struct control *c, const char *id, const char *conf, const char *node,
+                             const char *check, const char *reason)
 {
     char arg_node[96], arg_reason[400], *out = NULL;
     snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
@@ -243,16 +243,18 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
     for (;; a++) {
         if (done >= REMEDIATION_LIMIT || a >= N_ACTIONS) {
             char why[300];
-            snprintf(why, sizeof(why), "reason=mtc: remediation limit reached (%d actions in %d s); "
-                     "last failure %.200s", done, REMEDIATION_WINDOW_S, check);
+            snprintf(why, sizeof(why),
+                     "reason=mtc: remediation limit reached (%d actions in %d s); "
+                     "last failure %.200s",
+                     done, REMEDIATION_WINDOW_S, check);
             char arg_node[96], *out = NULL;
             snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
             slurm(conf, &out, "scontrol", "update", arg_node, "state=drain", why);
             free(out);
             store_health_set_remediation(c->st, id, node, "FAILED");
             event(c, id, "VM_REMEDIATION_FAILED", node,
-                  "left drained in ERROR after %d actions in %d s: %s", done,
-                  REMEDIATION_WINDOW_S, check);
+                  "left drained in ERROR after %d actions in %d s: %s", done, REMEDIATION_WINDOW_S,
+                  check);
             return 0; /* the operation did what policy allows */
         }
         store_remediation_add(c->st, id, node, actions[a].name, check, op->id);
@@ -338,9 +340,8 @@ int control_start_remediation(struct control *c, const char *project, const char
     }
     size_t i;
     json_t *item;
-    json_array_foreach(items, i, item)
-    store_health_set_remediation(c->st, id, json_string_value(json_object_get(item, "node")),
-                                 "PENDING");
+    json_array_foreach(items, i, item) store_health_set_remediation(
+        c->st, id, json_string_value(json_object_get(item, "node")), "PENDING");
     snprintf(op_id, 48, "%s", op.id);
     log_msg(LOG_NOTICE, "remediate cluster %s: operation %s", id, op.id);
     return control_submit(c, op.id, err);

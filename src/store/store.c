@@ -110,8 +110,10 @@ struct store *store_open(const char *path, mtc_error_t *err)
         goto error;
     }
     sqlite3_busy_timeout(st->db, 5000);
-    if (exec_sql(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                         "PRAGMA foreign_keys=ON;", err) < 0)
+    if (exec_sql(st->db,
+                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                 "PRAGMA foreign_keys=ON;",
+                 err) < 0)
         goto error;
     if (migrate(st->db, err) < 0)
         goto error;
@@ -252,8 +254,7 @@ int store_cluster_create(struct store *st, const struct store_cluster *c, const 
     pthread_mutex_lock(&st->lock);
     if (exec_sql(st->db, "BEGIN IMMEDIATE", err) < 0)
         goto out;
-    if (run(st, prep(st,
-                     "INSERT INTO clusters (" CLUSTER_COLS ") VALUES (?,?,?,?,?,NULL,?,?)",
+    if (run(st, prep(st, "INSERT INTO clusters (" CLUSTER_COLS ") VALUES (?,?,?,?,?,NULL,?,?)",
                      "ssssjll", c->id, c->project, c->location, c->state, c->spec, now, now)) < 0) {
         int e = errno;
         exec_sql(st->db, "ROLLBACK", NULL);
@@ -290,8 +291,8 @@ int store_cluster_get(struct store *st, const char *id, struct store_cluster *ou
     return rc;
 }
 
-struct store_cluster *store_cluster_list(struct store *st, const char *project, const char *location,
-                                         const char *after, int limit, int *n)
+struct store_cluster *store_cluster_list(struct store *st, const char *project,
+                                         const char *location, const char *after, int limit, int *n)
 {
     *n = 0;
     struct store_cluster *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
@@ -319,6 +320,15 @@ json_t *store_cluster_ids(struct store *st)
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);
     return ids;
+}
+
+/* One statement that returns no rows, as its own transaction. */
+static int run_locked(struct store *st, sqlite3_stmt *s)
+{
+    pthread_mutex_lock(&st->lock);
+    int rc = run(st, s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
 }
 
 static int update_one(struct store *st, sqlite3_stmt *s)
@@ -357,8 +367,8 @@ int store_op_begin(struct store *st, const struct store_op *op, const char *clus
     pthread_mutex_lock(&st->lock);
     if (exec_sql(st->db, "BEGIN IMMEDIATE", NULL) < 0)
         goto out;
-    sqlite3_stmt *s = prep(st, "SELECT id FROM operations WHERE cluster_id=? AND done=0", "s",
-                           op->cluster_id);
+    sqlite3_stmt *s =
+        prep(st, "SELECT id FROM operations WHERE cluster_id=? AND done=0", "s", op->cluster_id);
     if (s && sqlite3_step(s) == SQLITE_ROW) {
         col_text(s, 0, busy_op, 48);
         sqlite3_finalize(s);
@@ -405,11 +415,12 @@ int store_op_get(struct store *st, const char *id, struct store_op *out)
 {
     int rc = -1;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT id, project, location, cluster_id, kind, done, progress, request,"
-                           " response, err_code, err_message, create_ms, update_ms"
-                           " FROM operations WHERE id=?",
-                           "s", id);
+    sqlite3_stmt *s =
+        prep(st,
+             "SELECT id, project, location, cluster_id, kind, done, progress, request,"
+             " response, err_code, err_message, create_ms, update_ms"
+             " FROM operations WHERE id=?",
+             "s", id);
     if (s && sqlite3_step(s) == SQLITE_ROW) {
         memset(out, 0, sizeof(*out));
         col_text(s, 0, out->id, sizeof(out->id));
@@ -436,8 +447,8 @@ int store_op_get(struct store *st, const char *id, struct store_op *out)
 
 int store_op_progress(struct store *st, const char *id, const char *message)
 {
-    return update_one(st, prep(st, "UPDATE operations SET progress=?, update_ms=? WHERE id=?", "sls",
-                               message, mtc_now_ms(), id));
+    return update_one(st, prep(st, "UPDATE operations SET progress=?, update_ms=? WHERE id=?",
+                               "sls", message, mtc_now_ms(), id));
 }
 
 int store_op_finish(struct store *st, const char *id, const json_t *response, int err_code,
@@ -467,13 +478,10 @@ json_t *store_ops_pending(struct store *st)
 int store_event_add(struct store *st, const char *cluster_id, const char *type, const char *node,
                     const char *message)
 {
-    pthread_mutex_lock(&st->lock);
-    int rc = run(st, prep(st,
-                          "INSERT INTO events (cluster_id, time_ms, type, node, message)"
-                          " VALUES (?,?,?,?,?)",
-                          "slsss", cluster_id, mtc_now_ms(), type, node, message));
-    pthread_mutex_unlock(&st->lock);
-    return rc;
+    return run_locked(st, prep(st,
+                               "INSERT INTO events (cluster_id, time_ms, type, node, message)"
+                               " VALUES (?,?,?,?,?)",
+                               "slsss", cluster_id, mtc_now_ms(), type, node, message));
 }
 
 json_t *store_events(struct store *st, const char *cluster_id, int limit)
@@ -505,12 +513,9 @@ json_t *store_events(struct store *st, const char *cluster_id, int limit)
 int store_token_add(struct store *st, const char *id, const char *name, const char *role,
                     const char *hash)
 {
-    pthread_mutex_lock(&st->lock);
-    int rc = run(st, prep(st,
-                          "INSERT INTO tokens (id, name, role, hash, create_ms) VALUES (?,?,?,?,?)",
-                          "ssssl", id, name, role, hash, mtc_now_ms()));
-    pthread_mutex_unlock(&st->lock);
-    return rc;
+    return run_locked(
+        st, prep(st, "INSERT INTO tokens (id, name, role, hash, create_ms) VALUES (?,?,?,?,?)",
+                 "ssssl", id, name, role, hash, mtc_now_ms()));
 }
 
 int store_token_role(struct store *st, const char *hash, char role[16])
@@ -540,10 +545,10 @@ json_t *store_token_list(struct store *st)
     while (s && sqlite3_step(s) == SQLITE_ROW) {
         char ts[40];
         json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:s, s:s}", "id", sqlite3_column_text(s, 0), "name",
-                           sqlite3_column_text(s, 1), "role", sqlite3_column_text(s, 2),
-                           "createTime",
-                           mtc_time_rfc3339(sqlite3_column_int64(s, 3), ts, sizeof(ts))));
+            arr,
+            json_pack("{s:s, s:s, s:s, s:s}", "id", sqlite3_column_text(s, 0), "name",
+                      sqlite3_column_text(s, 1), "role", sqlite3_column_text(s, 2), "createTime",
+                      mtc_time_rfc3339(sqlite3_column_int64(s, 3), ts, sizeof(ts))));
     }
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);
@@ -552,9 +557,9 @@ json_t *store_token_list(struct store *st)
 
 int store_token_revoke(struct store *st, const char *id_or_name)
 {
-    return update_one(st, prep(st,
-                               "UPDATE tokens SET revoked=1 WHERE (id=? OR name=?) AND revoked=0",
-                               "ss", id_or_name, id_or_name));
+    return update_one(st,
+                      prep(st, "UPDATE tokens SET revoked=1 WHERE (id=? OR name=?) AND revoked=0",
+                           "ss", id_or_name, id_or_name));
 }
 
 /* --- node health and remediation history ---------------------------------- */
@@ -562,31 +567,27 @@ int store_token_revoke(struct store *st, const char *id_or_name)
 int store_health_put(struct store *st, const char *cluster_id, const char *node,
                      const struct store_health *h)
 {
-    pthread_mutex_lock(&st->lock);
-    int rc = run(st, prep(st,
-                          "INSERT INTO node_health (cluster_id, node, time_ms, status, failing_check,"
-                          " reason, severity, results) VALUES (?,?,?,?,?,?,?,?)"
-                          " ON CONFLICT (cluster_id, node) DO UPDATE SET time_ms=excluded.time_ms,"
-                          " status=excluded.status, failing_check=excluded.failing_check,"
-                          " reason=excluded.reason, severity=excluded.severity,"
-                          " results=excluded.results",
-                          "sslssssj", cluster_id, node, mtc_now_ms(), h->status, h->failing_check,
-                          h->reason, h->severity, h->results));
-    pthread_mutex_unlock(&st->lock);
-    return rc;
+    return run_locked(
+        st, prep(st,
+                 "INSERT INTO node_health (cluster_id, node, time_ms, status, failing_check,"
+                 " reason, severity, results) VALUES (?,?,?,?,?,?,?,?)"
+                 " ON CONFLICT (cluster_id, node) DO UPDATE SET time_ms=excluded.time_ms,"
+                 " status=excluded.status, failing_check=excluded.failing_check,"
+                 " reason=excluded.reason, severity=excluded.severity,"
+                 " results=excluded.results",
+                 "sslssssj", cluster_id, node, mtc_now_ms(), h->status, h->failing_check, h->reason,
+                 h->severity, h->results));
 }
 
 int store_health_set_remediation(struct store *st, const char *cluster_id, const char *node,
                                  const char *state)
 {
-    pthread_mutex_lock(&st->lock);
-    int rc = run(st, prep(st,
-                          "INSERT INTO node_health (cluster_id, node, time_ms, status, remediation)"
-                          " VALUES (?,?,?,'UNKNOWN',?) ON CONFLICT (cluster_id, node)"
-                          " DO UPDATE SET remediation=excluded.remediation",
-                          "ssls", cluster_id, node, mtc_now_ms(), state));
-    pthread_mutex_unlock(&st->lock);
-    return rc;
+    return run_locked(
+        st, prep(st,
+                 "INSERT INTO node_health (cluster_id, node, time_ms, status, remediation)"
+                 " VALUES (?,?,?,'UNKNOWN',?) ON CONFLICT (cluster_id, node)"
+                 " DO UPDATE SET remediation=excluded.remediation",
+                 "ssls", cluster_id, node, mtc_now_ms(), state));
 }
 
 static void read_health(sqlite3_stmt *s, struct store_health *h)
@@ -647,13 +648,11 @@ int store_health_delete(struct store *st, const char *cluster_id)
 int store_remediation_add(struct store *st, const char *cluster_id, const char *node,
                           const char *action, const char *check, const char *op_id)
 {
-    pthread_mutex_lock(&st->lock);
-    int rc = run(st, prep(st,
-                          "INSERT INTO remediations (cluster_id, node, time_ms, action, check_name,"
-                          " op_id) VALUES (?,?,?,?,?,?)",
-                          "sslsss", cluster_id, node, mtc_now_ms(), action, check, op_id));
-    pthread_mutex_unlock(&st->lock);
-    return rc;
+    return run_locked(
+        st, prep(st,
+                 "INSERT INTO remediations (cluster_id, node, time_ms, action, check_name,"
+                 " op_id) VALUES (?,?,?,?,?,?)",
+                 "sslsss", cluster_id, node, mtc_now_ms(), action, check, op_id));
 }
 
 int store_remediation_count(struct store *st, const char *cluster_id, const char *node,

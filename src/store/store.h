@@ -20,24 +20,24 @@ struct store_cluster {
     char id[16];
     char project[64];
     char location[64];
-    char state[16];  /* PROVISIONING | RUNNING | UPDATING | STOPPING | ERROR */
-    json_t *spec;    /* canonical spec (owned) */
-    json_t *nodes;   /* last observed nodesStatus array (owned, may be NULL) */
+    char state[16]; /* PROVISIONING | RUNNING | UPDATING | STOPPING | ERROR */
+    json_t *spec;   /* canonical spec (owned) */
+    json_t *nodes;  /* last observed nodesStatus array (owned, may be NULL) */
     int64_t create_ms, update_ms;
 };
 void store_cluster_release(struct store_cluster *c);
 
 struct store_op {
-    char id[48];       /* op-<hex> */
+    char id[48]; /* op-<hex> */
     char project[64];
     char location[64];
     char cluster_id[16];
-    char kind[16];     /* CREATE | UPDATE | DELETE | REMEDIATE ... */
+    char kind[16]; /* CREATE | UPDATE | DELETE | REMEDIATE ... */
     int done;
     char progress[256];
-    json_t *request;   /* owned; e.g. the target spec of an UPDATE */
-    json_t *response;  /* owned; set when done without error */
-    int err_code;      /* google.rpc code when done with error, else 0 */
+    json_t *request;  /* owned; e.g. the target spec of an UPDATE */
+    json_t *response; /* owned; set when done without error */
+    int err_code;     /* google.rpc code when done with error, else 0 */
     char err_message[256];
     int64_t create_ms, update_ms;
 };
@@ -50,8 +50,9 @@ int store_cluster_create(struct store *st, const struct store_cluster *c, const 
 int store_cluster_get(struct store *st, const char *id, struct store_cluster *out);
 /* Up to limit clusters of project/location with id > after (NULL = from the start), by id.
  * Returns a malloc'd array (caller releases each and frees), *n gets the count. */
-struct store_cluster *store_cluster_list(struct store *st, const char *project, const char *location,
-                                         const char *after, int limit, int *n);
+struct store_cluster *store_cluster_list(struct store *st, const char *project,
+                                         const char *location, const char *after, int limit,
+                                         int *n);
 /* Ids of every cluster in any state (for the supervisor). Caller json_decref's. */
 json_t *store_cluster_ids(struct store *st);
 int store_cluster_set_state(struct store *st, const char *id, const char *state);
@@ -91,11 +92,11 @@ int store_token_revoke(struct store *st, const char *id_or_name);
 struct store_health {
     char node[64];
     int64_t time_ms;
-    char status[8];          /* PASS | WARN | FAIL | UNKNOWN */
-    char failing_check[64];  /* first FAIL (else WARN) check, "" when all pass */
+    char status[8];         /* PASS | WARN | FAIL | UNKNOWN */
+    char failing_check[64]; /* first FAIL (else WARN) check, "" when all pass */
     char reason[256];
-    char severity[16];       /* NONE | RESTART | REBOOT | REIMAGE | REPLACE */
-    json_t *results;         /* the reported results array (owned, may be NULL) */
+    char severity[16]; /* NONE | RESTART | REBOOT | REIMAGE | REPLACE */
+    json_t *results;   /* the reported results array (owned, may be NULL) */
     char remediation[16];
 };
 /* Insert or replace the report (keeps the remediation state). */

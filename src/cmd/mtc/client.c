@@ -146,8 +146,8 @@ int cli_dispatch(struct cli *c, const char *group, const struct cli_cmd *table, 
                              strcmp(argv[0], "help") == 0)
                    ? stdout
                    : stderr;
-    fprintf(fp, "usage: %s COMMAND [ARGS]   (%s COMMAND --help for details)\n\ncommands:\n",
-            group, group);
+    fprintf(fp, "usage: %s COMMAND [ARGS]   (%s COMMAND --help for details)\n\ncommands:\n", group,
+            group);
     for (const struct cli_cmd *t = table; t->name; t++)
         fprintf(fp, "  %-12s %s\n", t->name, t->summary);
     return fp == stdout ? 0 : 2;

@@ -96,13 +96,27 @@ static int parse_write(struct cli *c, int argc, char **argv, struct write_args *
     optind = 0;
     while ((o = getopt_long(argc, argv, "f:h", write_opts, NULL)) != -1) {
         switch (o) {
-        case 'f': a->file = optarg; break;
-        case 'i': a->id = optarg; break;
-        case 'm': a->mask = optarg; break;
-        case 'n': a->no_wait = 1; break;
-        case 'j': c->json = 1; break;
-        case 'h': printf("usage: %s\n", use); return 1;
-        default: fprintf(stderr, "usage: %s\n", use); return -1;
+        case 'f':
+            a->file = optarg;
+            break;
+        case 'i':
+            a->id = optarg;
+            break;
+        case 'm':
+            a->mask = optarg;
+            break;
+        case 'n':
+            a->no_wait = 1;
+            break;
+        case 'j':
+            c->json = 1;
+            break;
+        case 'h':
+            printf("usage: %s\n", use);
+            return 1;
+        default:
+            fprintf(stderr, "usage: %s\n", use);
+            return -1;
         }
     }
     if (optind < argc && !a->id)
@@ -347,10 +361,10 @@ static int c_nodes(struct cli *c, int argc, char **argv)
            "HEALTH", "REMEDIATION", "LAST FAILING CHECK", "REASON");
     size_t i;
     json_array_foreach(nodes, i, n)
-    printf("%-22s %-8s %-9s %-10s %-7s %-12s %-22s %s\n", str(n, "instanceName", "?"),
-           str(n, "nodePoolId", "-"), str(n, "nodeState", "-"), str(n, "slurmState", "-"),
-           str(n, "health", "-"), str(n, "remediation", "-"), str(n, "failingCheck", "-"),
-           str(n, "failingReason", ""));
+        printf("%-22s %-8s %-9s %-10s %-7s %-12s %-22s %s\n", str(n, "instanceName", "?"),
+               str(n, "nodePoolId", "-"), str(n, "nodeState", "-"), str(n, "slurmState", "-"),
+               str(n, "health", "-"), str(n, "remediation", "-"), str(n, "failingCheck", "-"),
+               str(n, "failingReason", ""));
     json_decref(cl);
     return 0;
 }
@@ -369,8 +383,8 @@ static int c_events(struct cli *c, int argc, char **argv)
     printf("%-24s %-26s %-20s %s\n", "TIME", "TYPE", "NODE", "DESCRIPTION");
     size_t i;
     json_array_foreach(events, i, e)
-    printf("%-24s %-26s %-20s %s\n", str(e, "eventTime", "?"), str(e, "eventType", "?"),
-           str(e, "nodeName", "-"), str(e, "description", ""));
+        printf("%-24s %-26s %-20s %s\n", str(e, "eventTime", "?"), str(e, "eventType", "?"),
+               str(e, "nodeName", "-"), str(e, "description", ""));
     json_decref(cl);
     return 0;
 }

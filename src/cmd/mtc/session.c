@@ -18,8 +18,9 @@ static char *env_script(struct cli *c, const char *id, mtc_error_t *err)
         return NULL;
     }
     char path[512];
-    snprintf(path, sizeof(path), "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:env",
-             c->project, c->location, id);
+    snprintf(path, sizeof(path),
+             "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:env", c->project,
+             c->location, id);
     json_t *r = NULL;
     if (cli_call_ok(c, "GET", path, NULL, &r, err) < 0)
         return NULL;
@@ -144,10 +145,10 @@ static int t_list(struct cli *c, int argc, char **argv)
         size_t i;
         json_t *t;
         json_array_foreach(json_object_get(r, "tokens"), i, t)
-        printf("%-14s %-20s %-8s %s\n", json_string_value(json_object_get(t, "id")),
-               json_string_value(json_object_get(t, "name")),
-               json_string_value(json_object_get(t, "role")),
-               json_string_value(json_object_get(t, "createTime")));
+            printf("%-14s %-20s %-8s %s\n", json_string_value(json_object_get(t, "id")),
+                   json_string_value(json_object_get(t, "name")),
+                   json_string_value(json_object_get(t, "role")),
+                   json_string_value(json_object_get(t, "createTime")));
     }
     json_decref(r);
     return 0;
@@ -231,8 +232,9 @@ static int d_start(struct cli *c, int argc, char **argv)
     }
     char bin[PATH_MAX + 8];
     mtcd_path(bin, sizeof(bin));
-    char *args[] = {bin, "--daemon", "--home", (char *)c->home, listen ? "--listen" : NULL,
-                    (char *)listen, NULL};
+    char *args[] = {
+        bin, "--daemon", "--home", (char *)c->home, listen ? "--listen" : NULL, (char *)listen,
+        NULL};
     char *out = NULL;
     int rc = mtc_run(args, NULL, &out, 60000);
     if (rc != 0) {
