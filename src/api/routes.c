@@ -51,20 +51,6 @@ static int load_cluster(struct api_req *r, struct api_resp *out, struct store_cl
     return 0;
 }
 
-static void new_op(struct store_op *op, const char *project, const char *location,
-                   const char *cluster, const char *kind, const char *progress)
-{
-    char hex[17];
-    memset(op, 0, sizeof(*op));
-    mtc_random_hex(hex, 8);
-    snprintf(op->id, sizeof(op->id), "op-%s", hex);
-    snprintf(op->project, sizeof(op->project), "%s", project);
-    snprintf(op->location, sizeof(op->location), "%s", location);
-    snprintf(op->cluster_id, sizeof(op->cluster_id), "%s", cluster);
-    snprintf(op->kind, sizeof(op->kind), "%s", kind);
-    snprintf(op->progress, sizeof(op->progress), "%s", progress);
-}
-
 /* Reply with the stored operation and start it. */
 static int start_op(struct api_req *r, struct api_resp *out, const char *op_id)
 {
@@ -77,6 +63,23 @@ static int start_op(struct api_req *r, struct api_resp *out, const char *op_id)
     out->body = control_op_json(&op);
     store_op_release(&op);
     return 0;
+}
+
+/* Begin op on an existing cluster (setting its state) and start it; the
+ * cluster being busy is FAILED_PRECONDITION naming the running operation. */
+static int begin_op(struct api_req *r, struct api_resp *out, struct store_op *op,
+                    const char *state)
+{
+    char busy[48] = "";
+    if (store_op_begin(r->st, op, state, busy) < 0) {
+        if (errno == EBUSY)
+            return api_error(out, 400, "precondition: cluster %s has an operation in progress: %s",
+                             op->cluster_id, busy);
+        return api_error(out, errno == ENOENT ? 404 : 500, "cluster %s: cannot start %s",
+                         op->cluster_id, op->kind);
+    }
+    log_msg(LOG_NOTICE, "%s cluster %s: operation %s", op->kind, op->cluster_id, op->id);
+    return start_op(r, out, op->id);
 }
 
 static int h_health(struct api_req *r, struct api_resp *out)
@@ -109,7 +112,7 @@ static int h_create(struct api_req *r, struct api_resp *out)
     snprintf(cl.location, sizeof(cl.location), "%.63s", r->cap[1]);
     snprintf(cl.state, sizeof(cl.state), "PROVISIONING");
     struct store_op op;
-    new_op(&op, r->cap[0], r->cap[1], id, "CREATE", "queued");
+    control_op_init(&op, r->cap[0], r->cap[1], id, "CREATE");
     op.request = spec;
     int rc = store_cluster_create(r->st, &cl, &op, &err);
     json_decref(spec);
@@ -268,20 +271,12 @@ static int h_patch(struct api_req *r, struct api_resp *out)
         return 0;
     }
     struct store_op op;
-    new_op(&op, cl.project, cl.location, cl.id, "UPDATE", "queued");
+    control_op_init(&op, cl.project, cl.location, cl.id, "UPDATE");
     op.request = spec;
-    char busy[48] = "";
-    rc = store_op_begin(r->st, &op, "UPDATING", busy);
-    json_decref(spec);
     store_cluster_release(&cl);
-    if (rc < 0 && errno == EBUSY)
-        return api_error(out, 400, "precondition: cluster %s has an operation in progress: %s",
-                         r->cap[2], busy);
-    if (rc < 0)
-        return api_error(out, errno == ENOENT ? 404 : 500, "cluster %s: cannot start update",
-                         r->cap[2]);
-    log_msg(LOG_NOTICE, "update cluster %s: operation %s", r->cap[2], op.id);
-    return start_op(r, out, op.id);
+    rc = begin_op(r, out, &op, "UPDATING");
+    json_decref(spec);
+    return rc;
 }
 
 static int h_delete(struct api_req *r, struct api_resp *out)
@@ -290,18 +285,9 @@ static int h_delete(struct api_req *r, struct api_resp *out)
     if (load_cluster(r, out, &cl) < 0)
         return 0;
     struct store_op op;
-    new_op(&op, cl.project, cl.location, cl.id, "DELETE", "queued");
+    control_op_init(&op, cl.project, cl.location, cl.id, "DELETE");
     store_cluster_release(&cl);
-    char busy[48] = "";
-    if (store_op_begin(r->st, &op, "STOPPING", busy) < 0) {
-        if (errno == EBUSY)
-            return api_error(out, 400, "precondition: cluster %s has an operation in progress: %s",
-                             r->cap[2], busy);
-        return api_error(out, errno == ENOENT ? 404 : 500, "cluster %s: cannot start delete",
-                         r->cap[2]);
-    }
-    log_msg(LOG_NOTICE, "delete cluster %s: operation %s", r->cap[2], op.id);
-    return start_op(r, out, op.id);
+    return begin_op(r, out, &op, "STOPPING");
 }
 
 static int h_env(struct api_req *r, struct api_resp *out)

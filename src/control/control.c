@@ -115,6 +115,20 @@ static void *worker(void *arg)
     return NULL;
 }
 
+void control_op_init(struct store_op *op, const char *project, const char *location,
+                     const char *cluster, const char *kind)
+{
+    char hex[17];
+    memset(op, 0, sizeof(*op));
+    mtc_random_hex(hex, 8);
+    snprintf(op->id, sizeof(op->id), "op-%s", hex);
+    snprintf(op->project, sizeof(op->project), "%s", project);
+    snprintf(op->location, sizeof(op->location), "%s", location);
+    snprintf(op->cluster_id, sizeof(op->cluster_id), "%s", cluster);
+    snprintf(op->kind, sizeof(op->kind), "%s", kind);
+    snprintf(op->progress, sizeof(op->progress), "queued");
+}
+
 int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
 {
     struct job *j = calloc(1, sizeof(*j));

@@ -22,6 +22,11 @@ int control_start(struct control *c, mtc_error_t *err);
 int control_stop(struct control *c, int wait_ms);
 void control_destroy(struct control *c);
 
+/* Fill op for a new operation of kind on cluster: a fresh "op-<hex>" id, progress
+ * "queued", no request. */
+void control_op_init(struct store_op *op, const char *project, const char *location,
+                     const char *cluster, const char *kind);
+
 /* Run a stored operation in the background. */
 int control_submit(struct control *c, const char *op_id, mtc_error_t *err);
 

@@ -320,15 +320,7 @@ int control_start_remediation(struct control *c, const char *project, const char
                               const char *id, json_t *items, char op_id[48], mtc_error_t *err)
 {
     struct store_op op;
-    char hex[17];
-    memset(&op, 0, sizeof(op));
-    mtc_random_hex(hex, 8);
-    snprintf(op.id, sizeof(op.id), "op-%s", hex);
-    snprintf(op.project, sizeof(op.project), "%s", project);
-    snprintf(op.location, sizeof(op.location), "%s", location);
-    snprintf(op.cluster_id, sizeof(op.cluster_id), "%s", id);
-    snprintf(op.kind, sizeof(op.kind), "REMEDIATE");
-    snprintf(op.progress, sizeof(op.progress), "queued");
+    control_op_init(&op, project, location, id, "REMEDIATE");
     op.request = json_pack("{s:O}", "nodes", items);
     char busy[48] = "";
     int rc = store_op_begin(c->st, &op, "RUNNING", busy);
