@@ -4,7 +4,14 @@
 
 PREFIX ?= /usr/local
 SAN ?= 0
-ifeq ($(SAN),1)
+FUZZ ?= 0
+FUZZ_S ?= 60
+ifeq ($(FUZZ),1)
+# libFuzzer build: clang, every object instrumented for coverage + ASan/UBSan.
+B := build-fuzz
+CC := clang
+SANFLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer
+else ifeq ($(SAN),1)
 B := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
 else
@@ -15,7 +22,9 @@ BIN := $(B)/bin
 
 CC ?= cc
 OPT ?= -O2
-CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -Isrc $(SANFLAGS) -MMD -MP
+# clang (make fuzz) does not know some GCC warning names used in pragmas.
+CC_WARN := $(if $(findstring clang,$(CC)),-Wno-unknown-warning-option,)
+CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isrc $(SANFLAGS) -MMD -MP
 LDFLAGS := $(SANFLAGS)
 
 # Control plane: every module folder except train is one library.
@@ -29,7 +38,8 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
 # -fno-trapping-math and the dynamic vector cost model let GCC vectorize the kernels'
 # `omp simd` loops at -O2 (exp, softmax, SwiGLU, attention: 1.5-3x faster).
-TRAIN_CFLAGS := -fopenmp -fno-trapping-math -fvect-cost-model=dynamic -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
+VECT_COST := $(if $(findstring clang,$(CC)),,-fvect-cost-model=dynamic)
+TRAIN_CFLAGS := -fopenmp -fno-trapping-math $(VECT_COST) -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
 TRAIN_SRCS := $(wildcard src/train/*.c src/train/cpu/*.c)
 TRAIN_OBJS := $(TRAIN_SRCS:%.c=$(B)/%.o)
 TRAIN_LIBS := -fopenmp -lopenblas -ljansson $(MPI_LIBS) -lcrypto -lpthread -lm
@@ -44,7 +54,7 @@ FAKE_LIBS := $(FAKE_SRCS:tests/fakes/%.c=$(B)/fakes/lib%.so)
 
 
 .SECONDEXPANSION:
-.PHONY: all test unit bench install clean format
+.PHONY: all test unit bench install clean format fuzz fuzz-build
 all: $(addprefix $(BIN)/,$(PROGS)) $(UNIT_BINS) $(FAKE_LIBS)
 
 $(B)/src/train/%.o: src/train/%.c
@@ -98,6 +108,26 @@ else
 	@B=$(B) tests/run.sh $(TESTS)
 endif
 
+# Fuzzing (clang + libFuzzer): fuzz/NAME.c is one harness; NAME train_* links
+# the trainer, the rest the control plane. `make fuzz FUZZ_S=N` builds them in
+# build-fuzz/ and runs each N seconds from fuzz/corpus/NAME (see fuzz/README.md).
+FUZZ_SRCS := $(wildcard fuzz/*.c)
+FUZZ_BINS := $(FUZZ_SRCS:fuzz/%.c=$(B)/fuzz/%)
+
+$(B)/fuzz/train_%: fuzz/train_%.c $(B)/libmtctrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TRAIN_CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.c %.a,$^) $(TRAIN_LIBS)
+
+$(B)/fuzz/%: fuzz/%.c $(B)/libmtc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.c %.a,$^) $(CP_LIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz:
+	@$(MAKE) --no-print-directory FUZZ=1 fuzz-build
+	@FUZZ_S=$(FUZZ_S) fuzz/run.sh $(FUZZERS)
+
 unit: all
 	@B=$(B) tests/run.sh unit
 
@@ -114,6 +144,6 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
