@@ -3,10 +3,13 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct store {
     sqlite3 *db;
@@ -44,6 +47,10 @@ static const char *migrations[] = {
     "  seq INTEGER PRIMARY KEY AUTOINCREMENT, cluster_id TEXT NOT NULL, node TEXT NOT NULL,"
     "  time_ms INTEGER NOT NULL, action TEXT NOT NULL, check_name TEXT NOT NULL, op_id TEXT);"
     "CREATE INDEX remediations_node ON remediations(cluster_id, node, time_ms);",
+    /* v3: node tokens — role "node", bound to one node of one cluster */
+    "ALTER TABLE tokens ADD COLUMN cluster_id TEXT;"
+    "ALTER TABLE tokens ADD COLUMN node TEXT;"
+    "CREATE INDEX tokens_node ON tokens(cluster_id, node);",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -102,6 +109,16 @@ struct store *store_open(const char *path, mtc_error_t *err)
         return NULL;
     }
     pthread_mutex_init(&st->lock, NULL);
+    /* the database holds token hashes: owner-only whatever the umask (SQLite
+     * gives its -wal and -shm files the database file's mode) */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || fchmod(fd, 0600) < 0) {
+        errprintf(err, "cannot open database %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        goto error;
+    }
+    close(fd);
     if (sqlite3_open_v2(path, &st->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                         NULL) != SQLITE_OK) {
@@ -110,8 +127,10 @@ struct store *store_open(const char *path, mtc_error_t *err)
         goto error;
     }
     sqlite3_busy_timeout(st->db, 5000);
+    /* synchronous=FULL: in WAL mode NORMAL may lose the last commits on power
+     * loss, and the API acknowledges an operation once its row is committed */
     if (exec_sql(st->db,
-                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
                  "PRAGMA foreign_keys=ON;",
                  err) < 0)
         goto error;
@@ -396,6 +415,9 @@ int store_cluster_delete(struct store *st, const char *id)
     int rc;
     pthread_mutex_lock(&st->lock);
     rc = run(st, prep(st, "DELETE FROM clusters WHERE id=?", "s", id));
+    /* its nodes' tokens die with it */
+    if (rc == 0)
+        rc = run(st, prep(st, "UPDATE tokens SET revoked=1 WHERE cluster_id=?", "s", id));
     pthread_mutex_unlock(&st->lock);
     return rc;
 }
@@ -413,7 +435,8 @@ void store_op_release(struct store_op *op)
 
 int store_op_get(struct store *st, const char *id, struct store_op *out)
 {
-    int rc = -1;
+    int rc = -1, step = SQLITE_ERROR;
+    memset(out, 0, sizeof(*out)); /* releasing it is safe whatever happens */
     pthread_mutex_lock(&st->lock);
     sqlite3_stmt *s =
         prep(st,
@@ -421,8 +444,7 @@ int store_op_get(struct store *st, const char *id, struct store_op *out)
              " response, err_code, err_message, create_ms, update_ms"
              " FROM operations WHERE id=?",
              "s", id);
-    if (s && sqlite3_step(s) == SQLITE_ROW) {
-        memset(out, 0, sizeof(*out));
+    if (s && (step = sqlite3_step(s)) == SQLITE_ROW) {
         col_text(s, 0, out->id, sizeof(out->id));
         col_text(s, 1, out->project, sizeof(out->project));
         col_text(s, 2, out->location, sizeof(out->location));
@@ -438,7 +460,7 @@ int store_op_get(struct store *st, const char *id, struct store_op *out)
         out->update_ms = sqlite3_column_int64(s, 12);
         rc = 0;
     } else {
-        errno = s ? ENOENT : EIO;
+        errno = step == SQLITE_DONE ? ENOENT : EIO;
     }
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);
@@ -518,13 +540,19 @@ int store_token_add(struct store *st, const char *id, const char *name, const ch
                  "ssssl", id, name, role, hash, mtc_now_ms()));
 }
 
-int store_token_role(struct store *st, const char *hash, char role[16])
+int store_token_lookup(struct store *st, const char *hash, struct store_principal *out)
 {
     int rc = -1;
+    memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st, "SELECT role FROM tokens WHERE hash=? AND revoked=0", "s", hash);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT role, COALESCE(cluster_id, ''), COALESCE(node, '') FROM tokens"
+                           " WHERE hash=? AND revoked=0",
+                           "s", hash);
     if (s && sqlite3_step(s) == SQLITE_ROW) {
-        col_text(s, 0, role, 16);
+        col_text(s, 0, out->role, sizeof(out->role));
+        col_text(s, 1, out->cluster, sizeof(out->cluster));
+        col_text(s, 2, out->node, sizeof(out->node));
         rc = 0;
     } else {
         errno = ENOENT;
@@ -534,21 +562,47 @@ int store_token_role(struct store *st, const char *hash, char role[16])
     return rc;
 }
 
+int store_node_token_set(struct store *st, const char *cluster_id, const char *node,
+                         const char *id, const char *hash)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "node-%s-%s", cluster_id, id);
+    pthread_mutex_lock(&st->lock);
+    int rc = exec_sql(st->db, "BEGIN IMMEDIATE", NULL);
+    if (rc == 0)
+        rc = run(st, prep(st, "UPDATE tokens SET revoked=1 WHERE cluster_id=? AND node=?", "ss",
+                          cluster_id, node));
+    if (rc == 0)
+        rc = run(st, prep(st,
+                          "INSERT INTO tokens (id, name, role, hash, create_ms, cluster_id, node)"
+                          " VALUES (?,?,'node',?,?,?,?)",
+                          "ssslss", id, name, hash, mtc_now_ms(), cluster_id, node));
+    int saved = errno;
+    exec_sql(st->db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL);
+    pthread_mutex_unlock(&st->lock);
+    errno = saved;
+    return rc;
+}
+
 json_t *store_token_list(struct store *st)
 {
     json_t *arr = json_array();
     pthread_mutex_lock(&st->lock);
     sqlite3_stmt *s = prep(st,
-                           "SELECT id, name, role, create_ms FROM tokens WHERE revoked=0"
-                           " ORDER BY create_ms",
+                           "SELECT id, name, role, create_ms, cluster_id, node FROM tokens"
+                           " WHERE revoked=0 ORDER BY create_ms",
                            "");
     while (s && sqlite3_step(s) == SQLITE_ROW) {
         char ts[40];
-        json_array_append_new(
-            arr,
+        json_t *t =
             json_pack("{s:s, s:s, s:s, s:s}", "id", sqlite3_column_text(s, 0), "name",
                       sqlite3_column_text(s, 1), "role", sqlite3_column_text(s, 2), "createTime",
-                      mtc_time_rfc3339(sqlite3_column_int64(s, 3), ts, sizeof(ts))));
+                      mtc_time_rfc3339(sqlite3_column_int64(s, 3), ts, sizeof(ts)));
+        if (sqlite3_column_type(s, 4) != SQLITE_NULL) {
+            json_object_set_new(t, "cluster", json_string((const char *)sqlite3_column_text(s, 4)));
+            json_object_set_new(t, "node", json_string((const char *)sqlite3_column_text(s, 5)));
+        }
+        json_array_append_new(arr, t);
     }
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);

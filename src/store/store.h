@@ -62,9 +62,12 @@ int store_cluster_set_nodes(struct store *st, const char *id, const json_t *node
  * operation on it is still running (then -1, errno EBUSY, busy_op gets its id). */
 int store_op_begin(struct store *st, const struct store_op *op, const char *cluster_state,
                    char busy_op[48]);
+/* Remove the cluster row and revoke its node tokens. */
 int store_cluster_delete(struct store *st, const char *id);
 
 /* Operations. */
+/* out is zeroed first, so store_op_release(out) is safe after a failure;
+ * -1 with errno ENOENT (no such operation) or EIO (the database failed). */
 int store_op_get(struct store *st, const char *id, struct store_op *out);
 int store_op_progress(struct store *st, const char *id, const char *message);
 /* Mark done: with response (err_code 0) or with an error. */
@@ -82,8 +85,19 @@ json_t *store_events(struct store *st, const char *cluster_id, int limit);
 /* Tokens: only the SHA-256 of a token is stored. */
 int store_token_add(struct store *st, const char *id, const char *name, const char *role,
                     const char *hash);
-/* Role of a live token with this hash into role[16]; -1/ENOENT if none. */
-int store_token_role(struct store *st, const char *hash, char role[16]);
+/* Who a live token is: its role ("viewer" | "editor" | "admin" | "node") and,
+ * for a node token, the one node of one cluster it speaks for ("" otherwise). */
+struct store_principal {
+    char role[16];
+    char cluster[16];
+    char node[64];
+};
+/* The principal of the live token with this hash into out; -1/ENOENT if none. */
+int store_token_lookup(struct store *st, const char *hash, struct store_principal *out);
+/* Make hash the one live node token of (cluster_id, node), revoking the ones
+ * before it (a replaced or reimaged node gets a new token). id: "tok-<hex>". */
+int store_node_token_set(struct store *st, const char *cluster_id, const char *node,
+                         const char *id, const char *hash);
 json_t *store_token_list(struct store *st);
 int store_token_revoke(struct store *st, const char *id_or_name);
 

@@ -4,6 +4,7 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -39,9 +40,14 @@ int main(void)
     CHECK(mkdtemp(dir) != NULL, "temp dir");
     snprintf(path, sizeof(path), "%s/db", dir);
     mtc_error_t err;
+    mode_t old_umask = umask(022);
     struct store *st = store_open(path, &err);
+    umask(old_umask);
     CHECK(st != NULL, "open creates the database");
-    CHECK(store_schema_version(st) == 2, "migrated to the latest schema");
+    CHECK(store_schema_version(st) == 3, "migrated to the latest schema");
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600,
+          "database created 0600 under umask 022 (mode %o)", (unsigned)(sb.st_mode & 0777));
 
     CHECK(create(st, "b", "op-1") == 0, "create cluster b with its operation");
     CHECK(create(st, "a", "op-2") == 0, "create cluster a");
@@ -108,12 +114,20 @@ int main(void)
     CHECK(json_object_get(json_array_get(ev, 0), "nodeName") != NULL, "node recorded");
     json_decref(ev);
 
-    char role[16];
     CHECK(store_token_add(st, "tok-1", "ci", "editor", "h1") == 0, "token added");
     CHECK(store_token_add(st, "tok-2", "ci", "viewer", "h2") < 0, "token names unique");
-    CHECK(store_token_role(st, "h1", role) == 0 && !strcmp(role, "editor"), "role by hash");
+    struct store_principal who;
+    CHECK(store_token_lookup(st, "h1", &who) == 0 && !strcmp(who.role, "editor") && !*who.node,
+          "role by hash");
     CHECK(store_token_revoke(st, "ci") == 0, "revoke by name");
-    CHECK(store_token_role(st, "h1", role) < 0, "revoked token is gone");
+    CHECK(store_token_lookup(st, "h1", &who) < 0, "revoked token is gone");
+    CHECK(store_node_token_set(st, "a", "a-x-0", "tok-n1", "n1") == 0, "node token set");
+    CHECK(store_token_lookup(st, "n1", &who) == 0 && !strcmp(who.role, "node") &&
+              !strcmp(who.cluster, "a") && !strcmp(who.node, "a-x-0"),
+          "node token names its cluster and node");
+    CHECK(store_node_token_set(st, "a", "a-x-0", "tok-n2", "n2") == 0 &&
+              store_token_lookup(st, "n1", &who) < 0 && store_token_lookup(st, "n2", &who) == 0,
+          "a new node token revokes the node's old one");
 
     struct store_health h = {.results = json_array()};
     snprintf(h.status, sizeof(h.status), "FAIL");
@@ -138,6 +152,8 @@ int main(void)
     st = store_open(path, &err);
     CHECK(st && store_cluster_get(st, "c", &cl) == 0, "data survives reopen");
     store_cluster_release(&cl);
+    CHECK(store_cluster_delete(st, "a") == 0 && store_token_lookup(st, "n2", &who) < 0,
+          "deleting a cluster revokes its node tokens");
     store_close(st);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "sqlite3 %s 'PRAGMA user_version=99'", path);
