@@ -30,7 +30,8 @@ int mtc_rm_rf(const char *path);
 int mtc_path_exists(const char *path);
 /* Read a whole file; NUL-terminated; *len (optional) gets the size. Caller frees. NULL+errno. */
 char *mtc_read_file(const char *path, size_t *len);
-/* Write via temp file + fsync + rename. */
+/* Write via a temp file (created with mode, never following a link) + fsync
+ * + rename + fsync of the directory: the new content is on disk on return. */
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
 int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -100,6 +100,28 @@ error : {
 }
 }
 
+/* The rename is durable only once the directory holding it is on disk. */
+static int fsync_parent(const char *path)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
     char tmp[PATH_MAX];
@@ -107,7 +129,7 @@ int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return -1;
     const char *p = data;
@@ -131,7 +153,7 @@ int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t
     fd = -1;
     if (rename(tmp, path) < 0)
         goto error;
-    return 0;
+    return fsync_parent(path);
 error : {
     int saved = errno;
     if (fd >= 0)
