@@ -610,6 +610,9 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         goto out;
     if (!(conf = slurm_conf_render(spec, &sl, err)) || !(gres = slurm_gres_render(&sl, err)))
         goto out;
+    /* a config Slurm would refuse never reaches the running daemons */
+    if (slurm_conf_check(conf, local_path(&c, path, "slurm.conf.check"), err) < 0)
+        goto out;
     if (local_write_if_changed(local_path(&c, path, "gres.conf"), gres, err) < 0 ||
         local_write_if_changed(c.conf, conf, err) < 0 || layout_save(&c, l, err) < 0)
         goto out;

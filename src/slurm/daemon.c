@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CMD_TIMEOUT_MS 15000
 
@@ -75,6 +76,27 @@ int slurm_reconfigure(const char *conf, mtc_error_t *err)
             *nl = '\0';
         errprintf(err, "scontrol reconfigure failed: %s", out && *out ? out : "no output");
         free(out);
+        return -1;
+    }
+    free(out);
+    return 0;
+}
+
+int slurm_conf_check(const char *text, const char *check_path, mtc_error_t *err)
+{
+    if (mtc_write_file_atomic(check_path, text, strlen(text), 0644) < 0)
+        return errprintf(err, "cannot write %s: %s", check_path, strerror(errno));
+    char *out = NULL;
+    char *argv[] = {"sinfo", "-V", NULL};
+    int rc = slurm_cmd(check_path, argv, &out, 0);
+    unlink(check_path);
+    if (rc != 0) {
+        /* "sinfo: error: Bad value "x" for MaxTime" → the part after "error: " */
+        const char *e = out ? strstr(out, "error: ") : NULL;
+        e = e ? e + 7 : (out && *out ? out : "rejected");
+        errprintf(err, "slurm.conf: %.*s", (int)strcspn(e, "\n"), e);
+        free(out);
+        errno = EINVAL;
         return -1;
     }
     free(out);

@@ -67,6 +67,10 @@ int slurm_ctld_up(const char *conf);
 int slurm_ctld_wait(const char *conf, int ms);
 /* `scontrol reconfigure`. 0 or -1 + err. */
 int slurm_reconfigure(const char *conf, mtc_error_t *err);
+/* Parse slurm.conf text the way every Slurm command does before it goes live
+ * (written to check_path, read by `sinfo -V`): 0, or -1 with Slurm's own
+ * complaint in err ("slurm.conf: Bad value \"x\" for MaxTime"). */
+int slurm_conf_check(const char *text, const char *check_path, mtc_error_t *err);
 
 /* Node states as sinfo's compact state ("idle", "alloc", "down*", "drain"...):
  * a JSON object node name -> state, including nodes in no partition. Caller owns.
