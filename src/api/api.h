@@ -9,11 +9,20 @@
 #include "store/store.h"
 
 #define API_MAX_BODY (1024 * 1024)
+/* Request bodies buffered at once, over all connections: past it → 503. */
+#define API_MAX_INFLIGHT (64 * 1024 * 1024)
 
 struct api_config {
     const char *socket_path; /* unix socket to create (required) */
     const char *listen;      /* "HOST:PORT" for TCP, or NULL */
     int threads;             /* HTTP worker threads (0 → 4) */
+    /* TCP limits (0 → the defaults in server.c): connections at once, per
+     * client address, and seconds a connection may stay idle */
+    int max_connections, max_per_ip, idle_timeout_s;
+    const char *tls_cert, *tls_key; /* PEM files: serve TCP over TLS (both or neither) */
+    /* NVML libraries a spec's healthPolicy.nvmlLibrary may name (NULL-terminated,
+     * may be NULL): mtcd's own configuration, never a client's choice */
+    const char *const *nvml_libraries;
     struct store *store;     /* not owned */
     struct control *control; /* not owned */
 };
@@ -24,9 +33,20 @@ void api_stop(struct api *a);
 /* The TCP port actually bound (useful with port 0), or 0. */
 int api_tcp_port(const struct api *a);
 
-/* Roles, weakest first. */
-enum api_role { ROLE_NONE = 0, ROLE_VIEWER, ROLE_EDITOR, ROLE_ADMIN };
+/* Roles. viewer < editor < admin each may do what the one before may; a node
+ * token (ROLE_NODE) may only report the health of its own node, and nothing
+ * else accepts a health report. docs/api.md lists what each role may do. */
+enum api_role { ROLE_NONE = 0, ROLE_NODE, ROLE_VIEWER, ROLE_EDITOR, ROLE_ADMIN };
+/* "node", "viewer", "editor", "admin" → the role; anything else ROLE_NONE. */
 enum api_role api_role_parse(const char *s);
+const char *api_role_name(enum api_role r);
+
+/* Who sent a request: the unix socket's owner (admin) or a token's holder. */
+struct api_principal {
+    enum api_role role;
+    char cluster[16]; /* ROLE_NODE: the cluster and node it speaks for */
+    char node[64];
+};
 
 /* What a route handler gets and fills (routes.c). */
 struct api_req {
@@ -34,7 +54,14 @@ struct api_req {
     const char *path;
     char cap[4][128]; /* captured path segments, in order */
     json_t *body;     /* parsed request body or NULL */
-    void *conn;       /* struct MHD_Connection*, for query arguments */
+    /* query arguments: looked up by the transport (server.c), else parsed
+     * from the raw query string ("a=1&b=2", no '?'; may be NULL) */
+    const char *(*query_get)(void *ctx, const char *key);
+    void *query_ctx;
+    const char *query;
+    char qbuf[512]; /* api_query's decoded value from query */
+    struct api_principal who;
+    const struct api_config *cfg;
     struct store *st;
     struct control *ctl;
 };
@@ -42,8 +69,8 @@ struct api_resp {
     int status;
     json_t *body;
 };
-/* Query argument or NULL. */
-const char *api_query(const struct api_req *r, const char *key);
+/* Query argument (percent-decoded) or NULL. Valid until the next call on r. */
+const char *api_query(struct api_req *r, const char *key);
 /* Fill a google.rpc-style error; returns 0 so handlers can `return api_error(...)`. */
 int api_error(struct api_resp *out, int http, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -51,10 +78,21 @@ int api_error(struct api_resp *out, int http, const char *fmt, ...)
 struct api_route {
     const char *method;
     const char *pattern; /* segments; "*" captures one, "*:verb" one with a verb suffix */
-    enum api_role role;
+    enum api_role role;  /* the least role; ROLE_NODE: node tokens only */
     int (*handler)(struct api_req *r, struct api_resp *out);
 };
 extern const struct api_route api_routes[];
 extern const size_t api_nroutes;
+
+/* The request pipeline without the HTTP transport (server.c, the fuzz harness).
+ * api_route_find: the route for method+path, its captures into r->cap; NULL
+ * with *status 404 (no such path) or 405 (path without this method).
+ * api_authorize: 0 when r->who may use route, else fills out (403) and -1.
+ * api_run: parse body[0..len) (len 0: none) as a JSON object and run the
+ * route's handler; out->body is always set (caller json_decref's). */
+const struct api_route *api_route_find(struct api_req *r, int *status);
+int api_authorize(const struct api_req *r, const struct api_route *route, struct api_resp *out);
+void api_run(struct api_req *r, const struct api_route *route, const char *body, size_t len,
+             struct api_resp *out);
 
 #endif

@@ -82,6 +82,36 @@ static int begin_op(struct api_req *r, struct api_resp *out, struct store_op *op
     return start_op(r, out, op->id);
 }
 
+/* A spec's root-executing fields (cluster_spec_privileged_change) are an
+ * admin's to set or change; a new NVML library must be one mtcd allows. */
+static int guard_spec(struct api_req *r, struct api_resp *out, const json_t *old,
+                      const json_t *spec)
+{
+    char field[128];
+    if (r->who.role < ROLE_ADMIN && cluster_spec_privileged_change(old, spec, field, sizeof(field)))
+        return api_error(out, 403,
+                         "%s: only an admin may set or change this field (it makes mtc or Slurm "
+                         "run something as root on the nodes)",
+                         field),
+               -1;
+    const char *path = "healthPolicy.nvmlLibrary";
+    const char *lib = json_string_value(json_object_get(json_object_get(spec, "healthPolicy"),
+                                                        "nvmlLibrary"));
+    const char *was = old ? json_string_value(json_object_get(
+                                json_object_get(old, "healthPolicy"), "nvmlLibrary"))
+                          : NULL;
+    if (!lib || !*lib || (was && strcmp(was, lib) == 0))
+        return 0;
+    for (const char *const *a = r->cfg ? r->cfg->nvml_libraries : NULL; a && *a; a++)
+        if (strcmp(*a, lib) == 0)
+            return 0;
+    return api_error(out, 400,
+                     "%s: \"%.200s\" is not an NVML library this mtcd allows (mtcd "
+                     "--nvml-library PATH)",
+                     path, lib),
+           -1;
+}
+
 static int h_health(struct api_req *r, struct api_resp *out)
 {
     out->body =
@@ -106,6 +136,10 @@ static int h_create(struct api_req *r, struct api_resp *out)
     json_t *spec = cluster_spec_normalize(r->body, &err);
     if (!spec)
         return api_error(out, 400, "%s", err.text);
+    if (guard_spec(r, out, NULL, spec) < 0) {
+        json_decref(spec);
+        return 0;
+    }
     struct store_cluster cl = {.spec = spec};
     snprintf(cl.id, sizeof(cl.id), "%s", id);
     snprintf(cl.project, sizeof(cl.project), "%.63s", r->cap[0]);
@@ -202,7 +236,7 @@ static int apply_mask(json_t *spec, json_t *body, const char *mask, struct api_r
         mtc_camel_case(seg ? seg : "", cseg, sizeof(cseg));
         for (size_t i = 0; i < sizeof(output_only) / sizeof(output_only[0]); i++)
             if (strcmp(cseg, output_only[i]) == 0)
-                rc = api_error(out, 400, "updateMask: %s is output only", cseg);
+                rc = (api_error(out, 400, "updateMask: %s is output only", cseg), -1);
         if (!seg || rc)
             break;
         for (;;) {
@@ -266,6 +300,10 @@ static int h_patch(struct api_req *r, struct api_resp *out)
     json_decref(merged);
     if (rc == 0 && !spec)
         api_error(out, 400, "%s", err.text);
+    if (spec && guard_spec(r, out, cl.spec, spec) < 0) {
+        json_decref(spec);
+        spec = NULL;
+    }
     if (!spec) {
         store_cluster_release(&cl);
         return 0;
@@ -337,6 +375,11 @@ static int h_report_health(struct api_req *r, struct api_resp *out)
                          "reportHealth: body must be {\"nodeId\", \"results\": [...], "
                          "\"mode\"?}: %s",
                          r->body ? jerr.text : "missing body");
+    }
+    if (strcmp(r->who.cluster, cl.id) != 0 || strcmp(r->who.node, node) != 0) {
+        store_cluster_release(&cl);
+        return api_error(out, 403, "nodeId: this node token speaks for node %s of cluster %s only",
+                         r->who.node, r->who.cluster);
     }
     int known = cluster_has_node(&cl, node);
     if (!known || (strcmp(mode, "HEALTH") && strcmp(mode, "PROLOG") && strcmp(mode, "EPILOG"))) {
@@ -497,10 +540,11 @@ static int h_op_get(struct api_req *r, struct api_resp *out)
     if (strncmp(r->cap[2], "op-", 3) != 0 || strlen(r->cap[2]) > 40)
         return api_error(out, 400, "operation id \"%.40s\": not an operation id", r->cap[2]);
     struct store_op op;
-    if (store_op_get(r->st, r->cap[2], &op) < 0 || strcmp(op.project, r->cap[0]) != 0 ||
-        strcmp(op.location, r->cap[1]) != 0) {
-        if (errno != ENOENT)
-            store_op_release(&op);
+    if (store_op_get(r->st, r->cap[2], &op) < 0)
+        return api_error(out, errno == ENOENT ? 404 : 500, "operation %s %s", r->cap[2],
+                         errno == ENOENT ? "not found" : "cannot be read");
+    if (strcmp(op.project, r->cap[0]) != 0 || strcmp(op.location, r->cap[1]) != 0) {
+        store_op_release(&op);
         return api_error(out, 404, "operation %s not found", r->cap[2]);
     }
     out->body = control_op_json(&op);
@@ -518,7 +562,8 @@ static int h_token_create(struct api_req *r, struct api_resp *out)
                          r->body ? jerr.text : "missing body");
     if (!mtc_name_valid(name, 63))
         return api_error(out, 400, "name \"%.64s\": must match [a-z][a-z0-9-]{0,62}", name);
-    if (api_role_parse(role) == ROLE_NONE)
+    enum api_role rl = api_role_parse(role);
+    if (rl == ROLE_NONE || rl == ROLE_NODE) /* node tokens are mtcd's to mint */
         return api_error(out, 400, "role \"%.32s\": must be viewer, editor or admin", role);
     char secret[65], token[80], hash[65], id[24], hex[9];
     mtc_random_hex(secret, 24);
@@ -556,7 +601,7 @@ const struct api_route api_routes[] = {
     {"PATCH", CLUSTERS "/*", ROLE_EDITOR, h_patch},
     {"DELETE", CLUSTERS "/*", ROLE_EDITOR, h_delete},
     {"GET", CLUSTERS "/*:env", ROLE_VIEWER, h_env},
-    {"POST", CLUSTERS "/*:reportHealth", ROLE_EDITOR, h_report_health},
+    {"POST", CLUSTERS "/*:reportHealth", ROLE_NODE, h_report_health},
     {"POST", CLUSTERS "/*:reportFaultyNodes", ROLE_EDITOR, h_report_faulty},
     {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},

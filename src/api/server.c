@@ -1,11 +1,14 @@
-/* server: libmicrohttpd glue — listening sockets, request bodies (1 MiB cap),
- * authentication, route matching and JSON replies. Handlers are in routes.c. */
+/* server: libmicrohttpd glue — listening sockets (unix, TCP, optional TLS),
+ * connection limits, authentication on a request's first callback (before any
+ * body is buffered), body buffering under a per-request and a global cap, and
+ * JSON replies. The request pipeline is call.c; handlers are routes.c. */
 #include "api/api.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,12 +17,21 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/* TCP defaults: enough for a CLI, agents and a console; an idle connection
+ * is closed after DEF_IDLE_S so idle sockets cannot pin the limit. */
+#define DEF_MAX_CONNECTIONS 512
+#define DEF_MAX_PER_IP 64
+#define DEF_IDLE_S 15
+#define UNIX_IDLE_S 60
+
 struct api {
     struct api_config cfg;
     struct MHD_Daemon *unix_d;
     struct MHD_Daemon *tcp_d;
     int unix_fd;
     int tcp_port;
+    char *tls_cert, *tls_key; /* PEM text (MHD keeps pointers to them) */
+    atomic_size_t inflight;   /* body bytes buffered now, all connections */
 };
 
 /* Which listener a connection came through (the MHD closure). */
@@ -29,58 +41,15 @@ struct listener {
 };
 static struct listener unix_listener, tcp_listener;
 
+/* One request's state across libmicrohttpd's callbacks. */
 struct conn_ctx {
+    struct api_req req;
+    const struct api_route *route;
     char *body;
     size_t len;
-    int too_large;
+    size_t reserved; /* bytes counted in api.inflight */
+    int too_large, busy;
 };
-
-static const struct {
-    int http;
-    const char *status;
-} statuses[] = {
-    {400, "INVALID_ARGUMENT"},  {401, "UNAUTHENTICATED"},    {403, "PERMISSION_DENIED"},
-    {404, "NOT_FOUND"},         {405, "METHOD_NOT_ALLOWED"}, {409, "ALREADY_EXISTS"},
-    {413, "PAYLOAD_TOO_LARGE"}, {500, "INTERNAL"},           {503, "UNAVAILABLE"},
-};
-
-int api_error(struct api_resp *out, int http, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    const char *status = "UNKNOWN";
-    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
-        if (statuses[i].http == http)
-            status = statuses[i].status;
-    /* FAILED_PRECONDITION shares 400 with INVALID_ARGUMENT: callers mark it with a prefix */
-    if (http == 400 && strncmp(msg, "precondition: ", 14) == 0) {
-        status = "FAILED_PRECONDITION";
-        memmove(msg, msg + 14, strlen(msg + 14) + 1);
-    }
-    json_decref(out->body);
-    out->status = http;
-    out->body =
-        json_pack("{s:{s:i, s:s, s:s}}", "error", "code", http, "message", msg, "status", status);
-    return 0;
-}
-
-enum api_role api_role_parse(const char *s)
-{
-    static const char *names[] = {"", "viewer", "editor", "admin"};
-    for (int i = 1; i < 4; i++)
-        if (s && strcmp(s, names[i]) == 0)
-            return (enum api_role)i;
-    return ROLE_NONE;
-}
-
-const char *api_query(const struct api_req *r, const char *key)
-{
-    return MHD_lookup_connection_value((struct MHD_Connection *)r->conn, MHD_GET_ARGUMENT_KIND,
-                                       key);
-}
 
 static enum MHD_Result reply(struct MHD_Connection *conn, int status, json_t *body)
 {
@@ -96,111 +65,99 @@ static enum MHD_Result reply(struct MHD_Connection *conn, int status, json_t *bo
     return rc;
 }
 
+static enum MHD_Result reply_resp(struct MHD_Connection *conn, struct api_resp *out)
+{
+    enum MHD_Result rc = reply(conn, out->status, out->body);
+    json_decref(out->body);
+    out->body = NULL;
+    return rc;
+}
+
 static enum MHD_Result reply_error(struct MHD_Connection *conn, int http, const char *msg)
 {
     struct api_resp out = {0, NULL};
     api_error(&out, http, "%s", msg);
-    enum MHD_Result rc = reply(conn, out.status, out.body);
-    json_decref(out.body);
-    return rc;
+    return reply_resp(conn, &out);
 }
 
-/* Match path against pattern, capturing "*" segments. 1 on match. */
-static int match(const char *pattern, const char *path, char cap[4][128])
+/* The unix socket's peer is the owner of $MTC_HOME (mode 0600): admin, unless
+ * it presents a token (an agent's node token). Over TCP a token is required. */
+static int authenticate(struct listener *l, struct MHD_Connection *conn, struct api_principal *who)
 {
-    int ncap = 0;
-    const char *p = pattern, *s = path;
-    while (*p && *s) {
-        if (*p != '/' || *s != '/')
-            return 0;
-        p++, s++;
-        size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
-        if (p[0] == '*') {
-            const char *verb = plen > 1 && p[1] == ':' ? p + 1 : NULL; /* ":verb" */
-            size_t vlen = verb ? plen - 1 : 0;
-            const char *colon = memchr(s, ':', slen);
-            size_t body = colon ? (size_t)(colon - s) : slen;
-            if (verb) {
-                if (!colon || slen - body != vlen || memcmp(colon, verb, vlen) != 0)
-                    return 0;
-            } else if (colon) {
-                return 0;
-            }
-            if (body == 0 || body >= 128 || ncap >= 4)
-                return 0;
-            memcpy(cap[ncap], s, body);
-            cap[ncap++][body] = '\0';
-        } else if (plen != slen || memcmp(p, s, plen) != 0) {
-            return 0;
-        }
-        p += plen, s += slen;
-    }
-    return *p == '\0' && *s == '\0';
-}
-
-static enum api_role authenticate(struct listener *l, struct MHD_Connection *conn)
-{
-    if (l->trusted)
-        return ROLE_ADMIN;
+    memset(who, 0, sizeof(*who));
     const char *auth =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!auth && l->trusted) {
+        who->role = ROLE_ADMIN;
+        return 0;
+    }
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
-        return ROLE_NONE;
-    char hash[65], role[16];
+        return -1;
+    char hash[65];
+    struct store_principal p;
     mtc_sha256_hex(auth + 7, hash);
-    if (store_token_role(l->a->cfg.store, hash, role) < 0)
-        return ROLE_NONE;
-    return api_role_parse(role);
+    if (store_token_lookup(l->a->cfg.store, hash, &p) < 0)
+        return -1;
+    who->role = api_role_parse(p.role);
+    snprintf(who->cluster, sizeof(who->cluster), "%s", p.cluster);
+    snprintf(who->node, sizeof(who->node), "%s", p.node);
+    return who->role == ROLE_NONE ? -1 : 0;
 }
 
-static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *conn, const char *method,
-                                const char *url, struct conn_ctx *ctx)
+/* The first callback of a request: who is asking, for which route — all
+ * decided from the headers, so an unauthenticated or unauthorized request is
+ * answered before a byte of its body is read. */
+static enum MHD_Result begin(struct listener *l, struct MHD_Connection *conn, const char *url,
+                             const char *method, struct conn_ctx *ctx)
 {
-    struct api_req r = {.method = method,
-                        .path = url,
-                        .conn = conn,
-                        .st = l->a->cfg.store,
-                        .ctl = l->a->cfg.control};
-    struct api_resp out = {200, NULL};
-    const struct api_route *route = NULL;
-    int path_matched = 0;
-    for (size_t i = 0; i < api_nroutes && !route; i++) {
-        if (!match(api_routes[i].pattern, url, r.cap))
-            continue;
-        path_matched = 1;
-        if (strcmp(api_routes[i].method, method) == 0)
-            route = &api_routes[i];
-    }
-    enum api_role role = authenticate(l, conn);
-    if (role == ROLE_NONE)
+    struct api_req *r = &ctx->req;
+    r->method = method;
+    r->path = url;
+    r->cfg = &l->a->cfg;
+    r->st = l->a->cfg.store;
+    r->ctl = l->a->cfg.control;
+    if (authenticate(l, conn, &r->who) < 0)
         return reply_error(conn, 401, "missing or invalid bearer token");
-    if (!route)
-        return reply_error(conn, path_matched ? 405 : 404,
-                           path_matched ? "method not allowed on this resource"
-                                        : "no such resource");
-    if (role < route->role)
-        return reply_error(conn, 403, "this token's role may not do this");
-    if (ctx->len > 0) {
-        json_error_t jerr;
-        r.body = json_loadb(ctx->body, ctx->len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!r.body) {
-            char msg[300];
-            snprintf(msg, sizeof(msg), "malformed JSON body at line %d column %d: %s", jerr.line,
-                     jerr.column, jerr.text);
-            return reply_error(conn, 400, msg);
-        }
-        if (!json_is_object(r.body)) {
-            json_decref(r.body);
-            return reply_error(conn, 400, "request body must be a JSON object");
-        }
+    int status = 404;
+    ctx->route = api_route_find(r, &status);
+    if (!ctx->route)
+        return reply_error(conn, status,
+                           status == 405 ? "method not allowed on this resource"
+                                         : "no such resource");
+    struct api_resp out = {0, NULL};
+    if (api_authorize(r, ctx->route, &out) < 0)
+        return reply_resp(conn, &out);
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY)
+        return reply_error(conn, 413, "request body larger than 1 MiB");
+    return MHD_YES;
+}
+
+/* Buffer one chunk of the body, counting it against the global cap. */
+static void take_chunk(struct api *a, struct conn_ctx *ctx, const char *data, size_t n)
+{
+    if (ctx->too_large || ctx->busy)
+        return;
+    if (ctx->len + n > API_MAX_BODY) {
+        ctx->too_large = 1;
+        return;
     }
-    route->handler(&r, &out);
-    json_decref(r.body);
-    if (!out.body)
-        out.body = json_object();
-    enum MHD_Result rc = reply(conn, out.status, out.body);
-    json_decref(out.body);
-    return rc;
+    size_t before = atomic_fetch_add(&a->inflight, n);
+    ctx->reserved += n;
+    char *nb = before + n <= API_MAX_INFLIGHT ? realloc(ctx->body, ctx->len + n + 1) : NULL;
+    if (!nb) {
+        ctx->busy = 1;
+        return;
+    }
+    ctx->body = nb;
+    memcpy(ctx->body + ctx->len, data, n);
+    ctx->len += n;
+}
+
+static const char *query_get(void *conn, const char *key)
+{
+    return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -211,41 +168,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct listener *l = cls;
     struct conn_ctx *ctx = *con_cls;
     if (!ctx) {
-        ctx = calloc(1, sizeof(*ctx));
-        if (!ctx)
+        if (!(ctx = calloc(1, sizeof(*ctx))))
             return MHD_NO;
         *con_cls = ctx;
-        const char *cl =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY)
-            ctx->too_large = 1;
-        return MHD_YES;
+        return begin(l, conn, url, method, ctx);
     }
     if (*upload_size > 0) {
-        if (!ctx->too_large && ctx->len + *upload_size <= API_MAX_BODY) {
-            char *nb = realloc(ctx->body, ctx->len + *upload_size + 1);
-            if (!nb)
-                return MHD_NO;
-            ctx->body = nb;
-            memcpy(ctx->body + ctx->len, upload_data, *upload_size);
-            ctx->len += *upload_size;
-        } else {
-            ctx->too_large = 1;
-        }
+        take_chunk(l->a, ctx, upload_data, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
     if (ctx->too_large)
         return reply_error(conn, 413, "request body larger than 1 MiB");
-    return dispatch(l, conn, method, url, ctx);
+    if (ctx->busy)
+        return reply_error(conn, 503, "server busy: too many request bodies in flight");
+    ctx->req.query_get = query_get;
+    ctx->req.query_ctx = conn;
+    struct api_resp out;
+    api_run(&ctx->req, ctx->route, ctx->body, ctx->len, &out);
+    return reply_resp(conn, &out);
 }
 
 static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
                     enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)conn, (void)toe;
+    (void)conn, (void)toe;
+    struct listener *l = cls;
     struct conn_ctx *ctx = *con_cls;
     if (ctx) {
+        atomic_fetch_sub(&l->a->inflight, ctx->reserved);
         free(ctx->body);
         free(ctx);
         *con_cls = NULL;
@@ -295,6 +246,42 @@ static int parse_listen(const char *spec, struct sockaddr_in *sa, mtc_error_t *e
     return 0;
 }
 
+static int start_tcp(struct api *a, unsigned flags, unsigned threads, mtc_error_t *err)
+{
+    const struct api_config *cfg = &a->cfg;
+    struct sockaddr_in sa;
+    if (parse_listen(cfg->listen, &sa, err) < 0)
+        return -1;
+    if (!cfg->tls_cert != !cfg->tls_key)
+        return errprintf(err, "--tls-cert and --tls-key go together");
+    if (cfg->tls_cert) {
+        if (!(a->tls_cert = mtc_read_file(cfg->tls_cert, NULL)))
+            return errprintf(err, "--tls-cert %s: %s", cfg->tls_cert, strerror(errno));
+        if (!(a->tls_key = mtc_read_file(cfg->tls_key, NULL)))
+            return errprintf(err, "--tls-key %s: %s", cfg->tls_key, strerror(errno));
+        flags |= MHD_USE_TLS;
+    }
+    unsigned max_conn =
+        cfg->max_connections > 0 ? (unsigned)cfg->max_connections : DEF_MAX_CONNECTIONS;
+    unsigned per_ip = cfg->max_per_ip > 0 ? (unsigned)cfg->max_per_ip : DEF_MAX_PER_IP;
+    unsigned idle = cfg->idle_timeout_s > 0 ? (unsigned)cfg->idle_timeout_s : DEF_IDLE_S;
+    /* TLS options last: MHD rejects them on a daemon without MHD_USE_TLS */
+    a->tcp_d = MHD_start_daemon(
+        flags, ntohs(sa.sin_port), NULL, NULL, on_request, &tcp_listener, MHD_OPTION_SOCK_ADDR, &sa,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_done, &tcp_listener,
+        MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_LIMIT, max_conn,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE, 256u,
+        a->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, a->tls_cert,
+        MHD_OPTION_HTTPS_MEM_KEY, a->tls_key, MHD_OPTION_END);
+    if (!a->tcp_d)
+        return errprintf(err, "cannot listen on %s%s: %s", cfg->listen,
+                         a->tls_cert ? " with TLS (check the certificate and key)" : "",
+                         strerror(errno));
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->tcp_d, MHD_DAEMON_INFO_BIND_PORT);
+    a->tcp_port = info ? info->port : ntohs(sa.sin_port);
+    return 0;
+}
+
 struct api *api_start(const struct api_config *cfg, mtc_error_t *err)
 {
     struct api *a = calloc(1, sizeof(*a));
@@ -311,30 +298,17 @@ struct api *api_start(const struct api_config *cfg, mtc_error_t *err)
 
     if ((a->unix_fd = unix_listen(cfg->socket_path, err)) < 0)
         goto error;
-    a->unix_d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &unix_listener,
-                                 MHD_OPTION_LISTEN_SOCKET, a->unix_fd, MHD_OPTION_THREAD_POOL_SIZE,
-                                 threads, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
+    a->unix_d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, &unix_listener, MHD_OPTION_LISTEN_SOCKET, a->unix_fd,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_done, &unix_listener,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)UNIX_IDLE_S, MHD_OPTION_END);
     if (!a->unix_d) {
         errprintf(err, "cannot start HTTP server on %s", cfg->socket_path);
         goto error;
     }
     a->unix_fd = -1; /* MHD closes the listening socket it was given */
-    if (cfg->listen) {
-        struct sockaddr_in sa;
-        if (parse_listen(cfg->listen, &sa, err) < 0)
-            goto error;
-        a->tcp_d = MHD_start_daemon(
-            flags, ntohs(sa.sin_port), NULL, NULL, on_request, &tcp_listener, MHD_OPTION_SOCK_ADDR,
-            &sa, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-            MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
-        if (!a->tcp_d) {
-            errprintf(err, "cannot listen on %s: %s", cfg->listen, strerror(errno));
-            goto error;
-        }
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->tcp_d, MHD_DAEMON_INFO_BIND_PORT);
-        a->tcp_port = info ? info->port : ntohs(sa.sin_port);
-    }
+    if (cfg->listen && start_tcp(a, flags, threads, err) < 0)
+        goto error;
     return a;
 error:
     api_stop(a);
@@ -354,6 +328,8 @@ void api_stop(struct api *a)
         close(a->unix_fd);
     if (a->cfg.socket_path)
         unlink(a->cfg.socket_path);
+    free(a->tls_cert);
+    free(a->tls_key);
     free(a);
     errno = saved;
 }

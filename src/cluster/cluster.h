@@ -16,6 +16,13 @@
  * The caller owns the result (json_decref). */
 json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err);
 
+/* Whether new_ sets or changes a field that makes mtc or Slurm execute (or
+ * read) something as root — healthPolicy.nvmlLibrary and .kernelLog, the
+ * prolog/epilog scripts, node pools' startupScript — compared with old (NULL
+ * for a create). 1 and the first such field's path into field[len], else 0.
+ * Both specs normalized. Only an admin may make such a change. */
+int cluster_spec_privileged_change(const json_t *old, const json_t *new_, char *field, size_t len);
+
 /* 1 when id matches ^[a-z][a-z0-9]{0,9}$, else 0. */
 int cluster_id_valid(const char *id);
 

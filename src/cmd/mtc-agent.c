@@ -159,7 +159,7 @@ static int report(const struct agent *a, const struct health_result *r, int n, m
         curl_easy_cleanup(h);
         return errprintf(err, "out of memory");
     }
-    if (*a->url && *a->token) {
+    if (*a->token) { /* a node token: also over the unix socket */
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", a->token);
         hdrs = curl_slist_append(hdrs, auth);
     }

@@ -18,13 +18,35 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: mtcd [--home DIR] [--listen HOST:PORT] [--daemon] [--supervise-ms N]\n"
+    "usage: mtcd [--home DIR] [--listen HOST:PORT [--tls-cert PEM --tls-key PEM]] [--daemon]\n"
+    "            [--supervise-ms N] [--nvml-library PATH]... [--max-connections N]\n"
+    "            [--max-per-ip N] [--idle-timeout S]\n"
     "  --home DIR         state directory (default $MTC_HOME, else ~/.mtc)\n"
     "  --listen HOST:PORT also serve the API on TCP; requests need a bearer token\n"
-    "                     (create one with `mtc token create`)\n"
+    "                     (create one with `mtc token create`); clear-text HTTP unless\n"
+    "  --tls-cert, --tls-key  PEM certificate and key: serve TCP over HTTPS\n"
     "  --daemon           detach; returns once the API is ready\n"
     "  --supervise-ms N   how often running clusters are checked (default 2000)\n"
+    "  --nvml-library PATH  an NVML library a spec's healthPolicy.nvmlLibrary may\n"
+    "                     name (repeatable; default: only the system's libnvidia-ml)\n"
+    "  --max-connections N, --max-per-ip N, --idle-timeout S\n"
+    "                     TCP limits (default 512 connections, 64 per client address,\n"
+    "                     15 s idle)\n"
     "Stops cleanly on SIGTERM/SIGINT; clusters keep running and are adopted on restart.\n";
+
+#define MAX_NVML 16
+
+/* A positive integer option value or exit 2 naming the option. */
+static int opt_int(const char *name, const char *v)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n <= 0 || n > 1000000) {
+        fprintf(stderr, "mtcd: --%s: want a positive integer, got \"%s\"\n", name, v);
+        exit(2);
+    }
+    return (int)n;
+}
 
 static void die(int ready_fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void die(int ready_fd, const char *fmt, ...)
@@ -117,14 +139,47 @@ static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"home", required_argument, 0, 'H'}, {"listen", required_argument, 0, 'l'},
-        {"daemon", no_argument, 0, 'd'},     {"supervise-ms", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+    static const struct option opts[] = {{"home", required_argument, 0, 'H'},
+                                         {"listen", required_argument, 0, 'l'},
+                                         {"daemon", no_argument, 0, 'd'},
+                                         {"supervise-ms", required_argument, 0, 's'},
+                                         {"nvml-library", required_argument, 0, 'N'},
+                                         {"max-connections", required_argument, 0, 'C'},
+                                         {"max-per-ip", required_argument, 0, 'I'},
+                                         {"idle-timeout", required_argument, 0, 'T'},
+                                         {"tls-cert", required_argument, 0, 'c'},
+                                         {"tls-key", required_argument, 0, 'k'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *home = getenv("MTC_HOME"), *listen = NULL;
-    int detach = 0, supervise_ms = 2000, c;
+    const char *nvml[MAX_NVML + 1] = {NULL};
+    int detach = 0, supervise_ms = 2000, c, nnvml = 0;
+    struct api_config cfg = {0};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
+        case 'N':
+            if (optarg[0] != '/' || nnvml == MAX_NVML) {
+                fprintf(stderr, "mtcd: --nvml-library: want an absolute path (at most %d)\n",
+                        MAX_NVML);
+                return 2;
+            }
+            nvml[nnvml++] = optarg;
+            break;
+        case 'C':
+            cfg.max_connections = opt_int("max-connections", optarg);
+            break;
+        case 'I':
+            cfg.max_per_ip = opt_int("max-per-ip", optarg);
+            break;
+        case 'T':
+            cfg.idle_timeout_s = opt_int("idle-timeout", optarg);
+            break;
+        case 'c':
+            cfg.tls_cert = optarg;
+            break;
+        case 'k':
+            cfg.tls_key = optarg;
+            break;
         case 'H':
             home = optarg;
             break;
@@ -147,6 +202,10 @@ int main(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "mtcd: unexpected argument \"%s\"\n%s", argv[optind], usage);
+        return 2;
+    }
+    if ((cfg.tls_cert || cfg.tls_key) && (!cfg.tls_cert || !cfg.tls_key || !listen)) {
+        fprintf(stderr, "mtcd: --tls-cert and --tls-key go together, with --listen\n");
         return 2;
     }
     char homebuf[PATH_MAX], path[PATH_MAX + 32], sock[PATH_MAX + 32];
@@ -196,7 +255,11 @@ int main(int argc, char **argv)
     if (!ctl)
         die(ready_fd, "%s", err.text);
     snprintf(sock, sizeof(sock), "%s/mtcd.sock", home);
-    struct api_config cfg = {.socket_path = sock, .listen = listen, .store = st, .control = ctl};
+    cfg.socket_path = sock;
+    cfg.listen = listen;
+    cfg.nvml_libraries = nvml;
+    cfg.store = st;
+    cfg.control = ctl;
     struct api *api = api_start(&cfg, &err);
     if (!api)
         die(ready_fd, "%s", err.text);

@@ -5,12 +5,14 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct job {
     struct control *c;
     struct store_op op;
+    int keep_state; /* the run failed but left the cluster in a working state */
 };
 
 /* --- operation kinds ------------------------------------------------------ */
@@ -22,6 +24,31 @@ static void progress_cb(void *arg, const char *message)
     log_msg(LOG_INFO, "%s %s %s: %s", j->op.kind, j->op.cluster_id, j->op.id, message);
 }
 
+/* An UPDATE the provider could not apply: bring the cluster back to the spec
+ * it last ran with (still the stored one) and fail the operation with the
+ * reason; the cluster stays RUNNING when the rollback works. */
+static int roll_back(struct job *j, mtc_error_t *err)
+{
+    struct control *c = j->c;
+    const char *id = j->op.cluster_id;
+    char why[sizeof(err->text)];
+    snprintf(why, sizeof(why), "%s", *err->text ? err->text : "the provider gave no reason");
+    struct store_cluster cl;
+    if (store_cluster_get(c->st, id, &cl) < 0)
+        return errprintf(err, "update failed: %s", why);
+    progress_cb(j, "update failed; restoring the previous configuration");
+    mtc_error_t e2 = {""};
+    int rc = provider_apply(c->prov, id, cl.spec, progress_cb, j, &e2);
+    store_cluster_release(&cl);
+    if (rc < 0)
+        return errprintf(err, "update failed: %.110s; restoring the previous configuration failed "
+                              "too: %.110s",
+                         why, e2.text);
+    store_cluster_set_state(c->st, id, "RUNNING");
+    j->keep_state = 1;
+    return errprintf(err, "update failed, cluster kept its previous configuration: %s", why);
+}
+
 static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
 {
     struct control *c = j->c;
@@ -29,7 +56,7 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
     if (!j->op.request)
         return errprintf(err, "operation %s has no target spec", j->op.id);
     if (provider_apply(c->prov, id, j->op.request, progress_cb, j, err) < 0)
-        return -1;
+        return strcmp(j->op.kind, "UPDATE") == 0 ? roll_back(j, err) : -1;
     if (store_cluster_set_spec(c->st, id, j->op.request, "RUNNING") < 0)
         return errprintf(err, "cannot record cluster %s: %s", id, strerror(errno));
     json_t *nodes = provider_nodes(c->prov, id, j->op.request, NULL);
@@ -98,8 +125,10 @@ static void *worker(void *arg)
         store_op_progress(c->st, j->op.id, "done");
         log_msg(LOG_NOTICE, "%s %s %s done", j->op.kind, j->op.cluster_id, j->op.id);
     } else {
-        if (k && k->fail_state)
+        if (k && k->fail_state && !j->keep_state)
             store_cluster_set_state(c->st, j->op.cluster_id, k->fail_state);
+        if (!*err.text)
+            errprintf(&err, "%s failed without a reason (see mtcd.log)", j->op.kind);
         store_event_add(c->st, j->op.cluster_id, "OPERATION_FAILED", NULL, err.text);
         store_op_finish(c->st, j->op.id, NULL, RPC_INTERNAL, err.text);
         log_msg(LOG_ERR, "%s %s %s failed: %s", j->op.kind, j->op.cluster_id, j->op.id, err.text);
@@ -289,6 +318,39 @@ static void *supervisor(void *arg)
     return NULL;
 }
 
+/* --- agents' identity, for the provider ---------------------------------- */
+
+static int cluster_parent(void *arg, const char *cluster, char project[64], char location[64])
+{
+    struct control *c = arg;
+    struct store_cluster cl;
+    if (store_cluster_get(c->st, cluster, &cl) < 0)
+        return -1;
+    snprintf(project, 64, "%s", cl.project);
+    snprintf(location, 64, "%s", cl.location);
+    store_cluster_release(&cl);
+    return 0;
+}
+
+static int mint_node_token(void *arg, const char *cluster, const char *node, char *token,
+                           size_t len)
+{
+    struct control *c = arg;
+    char secret[49], hash[65], hex[9], id[24];
+    if (len < 64 || mtc_random_hex(secret, 24) < 0 || mtc_random_hex(hex, 4) < 0)
+        return -1;
+    snprintf(token, len, "mtc_node_%s", secret);
+    snprintf(id, sizeof(id), "tok-%s", hex);
+    mtc_sha256_hex(token, hash);
+    explicit_bzero(secret, sizeof(secret));
+    if (store_node_token_set(c->st, cluster, node, id, hash) < 0) {
+        explicit_bzero(token, len);
+        return -1;
+    }
+    log_msg(LOG_INFO, "cluster %s: node token %s for %s", cluster, id, node);
+    return 0;
+}
+
 /* --- lifetime ------------------------------------------------------------- */
 
 struct control *control_create(struct store *st, struct provider *prov, int supervise_ms,
@@ -307,6 +369,8 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     c->recent = json_object();
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
+    struct provider_identity id = {cluster_parent, mint_node_token, c};
+    provider_set_identity(prov, &id);
     return c;
 }
 
@@ -366,6 +430,7 @@ void control_destroy(struct control *c)
         return;
     int saved = errno;
     control_stop(c, 0);
+    provider_set_identity(c->prov, NULL);
     json_decref(c->busy);
     json_decref(c->down);
     json_decref(c->recent);

@@ -39,6 +39,9 @@ static int new_instance(const struct lc *c, const char *node, mtc_error_t *err)
         return errprintf(err, "cannot make an instance id");
     if (mtc_write_file_fmt(local_path(c, path, "nodes/%s/instance", node), 0644, "i-%s\n", hex) < 0)
         return errprintf(err, "%s: %s", path, strerror(errno));
+    /* a new instance is a new machine: its agent gets a new token */
+    if (unlink(local_path(c, path, "nodes/%s/agent.token", node)) < 0 && errno != ENOENT)
+        return errprintf(err, "%s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -119,6 +122,28 @@ static void node_sources(const struct lc *c, const json_t *spec, const char *nod
         local_path(c, klog, "nodes/%s/hw/kernel.log", node);
 }
 
+/* The node's token file (0600), minted through the provider's identity when
+ * missing; "" into path when there is no identity to mint one. */
+static int node_token_file(const struct provider *p, const struct lc *c, const char *node,
+                           char *path, mtc_error_t *err)
+{
+    local_path(c, path, "nodes/%s/agent.token", node);
+    if (mtc_path_exists(path))
+        return 0;
+    char token[128];
+    if (!p->identity.node_token) {
+        *path = '\0';
+        return 0;
+    }
+    if (p->identity.node_token(p->identity.arg, c->id, node, token, sizeof(token)) < 0)
+        return errprintf(err, "cannot mint a node token for %s", node);
+    int rc = mtc_write_file_atomic(path, token, strlen(token), 0600);
+    explicit_bzero(token, sizeof(token));
+    if (rc < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
 int local_agent_config(const struct provider *p, const struct lc *c, const json_t *spec,
                        const char *node, int port, mtc_error_t *err)
 {
@@ -137,6 +162,11 @@ int local_agent_config(const struct provider *p, const struct lc *c, const json_
      * NVML there is nothing to ask, so the GPU checks skip */
     if (!emulated && gpus > local_host_gpus())
         gpus = local_host_gpus();
+    char token[PLEN], project[64] = "local", location[64] = "local";
+    if (node_token_file(p, c, node, token, err) < 0)
+        return -1;
+    if (p->identity.parent && p->identity.parent(p->identity.arg, c->id, project, location) < 0)
+        return errprintf(err, "cluster %s: unknown to mtcd's store", c->id);
     snprintf(sock, sizeof(sock), "%s/mtcd.sock", p->home);
     local_path(c, home, "home");
     local_path(c, local, "tmp/%s", node);
@@ -146,10 +176,12 @@ int local_agent_config(const struct provider *p, const struct lc *c, const json_
     json_t *pol = spec_policy(spec) ? json_deep_copy(spec_policy(spec)) : json_object();
     json_t *cfg = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:s, s:o}",
-        "nodeId", node, "clusterId", c->id, "project", "local", "location", "local", "socket", sock,
+        "nodeId", node, "clusterId", c->id, "project", project, "location", location, "socket", sock,
         "homeDir", home, "localDir", local, "nvmlLibrary", nvml, "kernelLog", klog, "stateDir",
         state, "expectedGpus", gpus, "slurmdPidFile", pidf, "slurmdPort", port, "mungeSocket",
         c->munge_socket, "slurmConf", c->conf, "healthPolicy", pol);
+    if (cfg && *token)
+        json_object_set_new(cfg, "tokenFile", json_string(token));
     char *text = cfg ? json_dumps(cfg, JSON_INDENT(2)) : NULL;
     json_decref(cfg);
     if (!text)

@@ -50,6 +50,14 @@ void provider_destroy(struct provider *p)
     errno = saved;
 }
 
+void provider_set_identity(struct provider *p, const struct provider_identity *id)
+{
+    if (id)
+        p->identity = *id;
+    else
+        memset(&p->identity, 0, sizeof(p->identity));
+}
+
 int provider_cluster_dir(const struct provider *p, const char *id, char *buf, size_t len,
                          mtc_error_t *err)
 {

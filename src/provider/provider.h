@@ -76,6 +76,19 @@ struct provider_hooks {
 /* Copy the hooks into p (replacing earlier ones). 0, or -1 + err (ENOMEM). */
 int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err);
 
+/* Who a cluster's agents are, from mtcd's store (set by the control layer).
+ * parent: the cluster's project and location, for the agents' report URL.
+ * node_token: a fresh node token for (cluster, node) into token[len], the
+ * ones before it revoked — only mtcd mints them (docs/api.md, "node").
+ * Both 0/-1. Without an identity, agents report as local/local, tokenless. */
+struct provider_identity {
+    int (*parent)(void *arg, const char *cluster, char project[64], char location[64]);
+    int (*node_token)(void *arg, const char *cluster, const char *node, char *token, size_t len);
+    void *arg;
+};
+/* Copy id into p (replacing an earlier one; NULL clears it). */
+void provider_set_identity(struct provider *p, const struct provider_identity *id);
+
 /* ---- for provider implementations ---- */
 struct provider_ops {
     const char *kind;
@@ -98,6 +111,7 @@ struct provider {
     char *hook_health, *hook_prolog, *hook_epilog; /* NULL: none */
     char *agent;                                   /* mtc-agent path; NULL: none */
     int hook_health_interval;
+    struct provider_identity identity; /* all NULL: none */
 };
 
 /* hook with {cluster}, {dir} and {nodedir} replaced; NULL when hook is NULL/empty. Caller frees. */

@@ -58,6 +58,18 @@ after=$(M cluster get demo --json | python3 -c 'import json,sys; c=json.load(sys
 check "a rejected update changes nothing" test "$before" = "$after"
 api PATCH "$CLUSTERS/demo?updateMask=createTime" '{}'
 check "output-only field in the mask: 400" test "$HTTP_STATUS" = 400
+check "... and no operation started" bash -c "! grep -q '\"name\"' <<<'$BODY'"
+# A valid spec whose slurm.conf Slurm refuses: the operation fails with Slurm's
+# reason, the cluster stays RUNNING on its previous configuration.
+conf_before=$(cat "$MTC_HOME/clusters/demo/slurm.conf")
+api PATCH "$CLUSTERS/demo?updateMask=orchestratorSpec.slurmSpec.partitions" \
+    '{"orchestratorSpec":{"slurmSpec":{"partitions":[{"id":"a3m","nodePoolIds":["a3m"],"config":{"MaxTime":"bogus"}}]}}}'
+out=$(M operations wait "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["name"])' "$BODY")" 2>&1)
+check "update Slurm refuses: the operation fails with Slurm's reason" grep -q 'kept its previous configuration: slurm.conf: Bad value "bogus" for MaxTime' <<<"$out"
+state=$(M cluster get demo --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusterStatus"]["state"])')
+check "... the cluster stays RUNNING" test "$state" = RUNNING
+check "... on its previous slurm.conf" test "$(cat "$MTC_HOME/clusters/demo/slurm.conf")" = "$conf_before"
+check "... and still runs jobs" bash -c "srun -p a3m -N1 true"
 
 ctld_changed() { local p; p=$(daemon_pids "$D" 'slurmctld '); [ -n "$p" ] && [ "$p" != "$1" ] && scontrol ping | grep -q UP; }
 slurmd_back() { [ -n "$(daemon_pids "$D" "slurmd .*-N $1")" ] && sinfo -h -n "$1" -o %t | grep -q idle; }

@@ -51,7 +51,9 @@ done_testing() { echo "1..$T_N"; [ "$T_FAILED" -eq 0 ]; exit $?; }
 # --- mtcd helpers ---------------------------------------------------------
 # Start mtcd for this test's MTC_HOME (extra args passed through), record its pid.
 start_mtcd() {
-    mtcd --home "$MTC_HOME" --daemon --supervise-ms "${SUPERVISE_MS:-500}" "$@" || return 1
+    # the fake NVML (tests/fakes/nvml.c) is a library this test mtcd allows
+    mtcd --home "$MTC_HOME" --daemon --supervise-ms "${SUPERVISE_MS:-500}" \
+        --nvml-library "$B/fakes/libnvml.so" "$@" || return 1
     MTCD_PID=$(cat "$MTC_HOME/mtcd.pid")
     track_pid "$MTCD_PID"
 }

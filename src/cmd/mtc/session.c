@@ -219,24 +219,26 @@ static void mtcd_path(char *buf, size_t len)
 
 static int d_start(struct cli *c, int argc, char **argv)
 {
-    const char *listen = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
-            listen = argv[++i];
-        else
-            return cli_fail("usage: mtc daemon start [--listen HOST:PORT]"), 2;
-    }
     if (healthy(c, NULL)) {
         printf("mtcd already running (%s)\n", c->sock);
         return 0;
     }
+    /* mtcd's own options pass through (mtcd checks them) */
     char bin[PATH_MAX + 8];
     mtcd_path(bin, sizeof(bin));
-    char *args[] = {
-        bin, "--daemon", "--home", (char *)c->home, listen ? "--listen" : NULL, (char *)listen,
-        NULL};
+    char **args = calloc((size_t)argc + 5, sizeof(*args));
+    if (!args)
+        return cli_fail("out of memory"), 1;
+    int n = 0;
+    args[n++] = bin;
+    args[n++] = "--daemon";
+    args[n++] = "--home";
+    args[n++] = (char *)c->home;
+    for (int i = 1; i < argc; i++)
+        args[n++] = argv[i];
     char *out = NULL;
     int rc = mtc_run(args, NULL, &out, 60000);
+    free(args);
     if (rc != 0) {
         size_t n = out ? strlen(out) : 0;
         while (n > 0 && out[n - 1] == '\n')
