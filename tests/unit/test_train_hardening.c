@@ -1,0 +1,157 @@
+/* test_train_hardening: the trainer's file readers against malicious input (issue 8) — model
+ * dimensions that wrap size computations (llm.c header, config.json, meta.json), shard
+ * headers claiming 2^63 tokens, safetensors shapes whose byte size wraps, tokenizer ids far
+ * beyond the vocabulary — each must fail with one clean line. Each malicious file is built
+ * here; `test_train_hardening NAME` runs only the cases whose name contains NAME. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "train/train.h"
+
+static char dir[64];
+static const char *only;
+
+static int want(const char *name)
+{
+    return !only || strstr(name, only);
+}
+
+static void write_raw(const char *path, const void *a, size_t na, const void *b, size_t nb)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return;
+    fwrite(a, 1, na, f);
+    if (b && nb)
+        fwrite(b, 1, nb, f);
+    fclose(f);
+}
+
+static void write_text(const char *path, const char *s)
+{
+    write_raw(path, s, strlen(s), NULL, 0);
+}
+
+/* A failure is one line: non-empty, no newline. */
+static int one_line(const mtc_error_t *e)
+{
+    return e->text[0] && !strchr(e->text, '\n');
+}
+
+/* ---- item 2: model dimensions ---- */
+
+/* int sizes that wrap: 4*d_model and 3*d_model overflow int, and the parameter count of
+ * this shape (1018 layers of width 1075014995, 1606460472 positions) wraps modulo 2^64 to
+ * 188 floats — the importer allocated 752 bytes and read the file's 16 KiB of "weights"
+ * into them (ASan: heap-buffer-overflow in fread). */
+static const int32_t wrap_hdr[8] = {20240326, 3, 1606460472, 64, 1018, 1, 1075014995, 64};
+
+static void test_llmc_wrap(void)
+{
+    if (!want("llmc"))
+        return;
+    char p[200];
+    snprintf(p, sizeof p, "%s/wrap.llmc", dir);
+    int32_t h[256] = {0};
+    memcpy(h, wrap_hdr, sizeof wrap_hdr);
+    static float body[4096]; // 16 KiB, far more than the wrapped 188 parameters
+    write_raw(p, h, sizeof h, body, sizeof body);
+    mtc_error_t err = {{0}};
+    struct model *m = interop_import_llmc(p, NULL, &err);
+    CHECK(!m && one_line(&err) && strstr(err.text, "wrap.llmc") && strstr(err.text, "limit"),
+          "llm.c header with wrapping dimensions refused: %s", err.text);
+    model_destroy(m);
+
+    /* in-bounds dimensions, but the file holds 1 KiB of the 124M floats its header needs:
+     * refused from the file size, before a 500 MB model is allocated */
+    int32_t g[256] = {20240326, 3, 1024, 50257, 12, 12, 768, 50304};
+    snprintf(p, sizeof p, "%s/short.llmc", dir);
+    write_raw(p, g, sizeof g, body, 1024);
+    m = interop_import_llmc(p, NULL, &err);
+    CHECK(!m && one_line(&err) && strstr(err.text, "short.llmc") && strstr(err.text, "truncated"),
+          "llm.c file shorter than its header's model refused: %s", err.text);
+    model_destroy(m);
+}
+
+static void test_config_bounds(void)
+{
+    if (!want("config"))
+        return;
+    static const struct {
+        const char *json, *field;
+    } cases[] = {
+        {"{\"d_model\":1090523771,\"n_head\":1,\"d_ff\":64}", "d_model"},
+        {"{\"vocab_size\":2147483584}", "vocab_size"},
+        {"{\"padded_vocab\":2147483584}", "padded_vocab"},
+        {"{\"max_seq\":2080854279}", "max_seq"},
+        {"{\"n_layer\":1000000}", "n_layer"},
+        {"{\"d_ff\":2000000000}", "d_ff"},
+        {"{\"n_embd\":1073741840,\"n_head\":16}", "d_model"},
+        {"{\"rope_orig_max\":2147483647,\"rope_factor\":8}", "rope_orig_max"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct model_config c;
+        mtc_error_t err = {{0}};
+        model_preset(i == 7 ? "tiny-llama" : "tiny-gpt2", &c, &err);
+        json_t *o = json_loads(cases[i].json, 0, NULL);
+        int rc = model_config_apply_json(&c, o, &err);
+        json_decref(o);
+        CHECK(rc < 0 && one_line(&err) && strstr(err.text, cases[i].field) &&
+                  strstr(err.text, "limit"),
+              "config %s refused naming %s: %s", cases[i].json, cases[i].field, err.text);
+    }
+    /* the largest shapes stay representable: 2^24 vocab, 2^16 width, 1024 layers */
+    struct model_config c;
+    mtc_error_t err = {{0}};
+    model_preset("llama3.1-8b", &c, &err);
+    c.vocab_size = 1 << 24, c.padded_vocab = 0, c.d_model = 1 << 16, c.n_head = 512;
+    c.n_kv_head = 128, c.d_ff = 1 << 18, c.n_layer = 1024;
+    CHECK(model_config_check(&c, &err) == 0 && model_config_nparams(&c) > ((size_t)1 << 45),
+          "the largest allowed shape passes and its size does not wrap: %s", err.text);
+
+    /* the same wrapping shape through HF config.json and checkpoint meta.json */
+    char d[200], p[300];
+    snprintf(d, sizeof d, "%s/hf", dir);
+    mtc_mkdir_p(d, 0755);
+    snprintf(p, sizeof p, "%s/config.json", d);
+    write_text(p, "{\"model_type\":\"gpt2\",\"vocab_size\":64,\"n_positions\":1606460472,"
+                  "\"n_embd\":1075014995,\"n_layer\":1018,\"n_head\":1,\"n_inner\":5092684}");
+    struct model *m = interop_import_hf(d, NULL, &err);
+    CHECK(!m && one_line(&err) && strstr(err.text, "limit"),
+          "HF config.json with wrapping dimensions refused: %s", err.text);
+    model_destroy(m);
+
+    snprintf(d, sizeof d, "%s/ck/step_00000000", dir);
+    mtc_mkdir_p(d, 0755);
+    snprintf(p, sizeof p, "%s/DONE", d);
+    write_text(p, "ok\n");
+    snprintf(p, sizeof p, "%s/meta.json", d);
+    write_text(p, "{\"format\":\"mtc-checkpoint\",\"version\":1,\"step\":0,\"nparams\":188,"
+                  "\"model\":{\"family\":\"gpt2\",\"vocab_size\":64,\"padded_vocab\":64,"
+                  "\"max_seq\":1606460472,\"n_layer\":1018,\"n_head\":1,\"n_kv_head\":1,"
+                  "\"d_model\":1075014995,\"d_ff\":5092684}}");
+    snprintf(p, sizeof p, "%s/params.bin", d);
+    static float body[188];
+    write_raw(p, body, sizeof body, NULL, 0);
+    CHECK(ckpt_read_config(d, &c, &err) < 0 && one_line(&err) && strstr(err.text, "limit"),
+          "checkpoint meta.json with wrapping dimensions refused: %s", err.text);
+    char got[4096];
+    m = interop_load_checkpoint(d, got, sizeof got, &err);
+    CHECK(!m && one_line(&err), "loading that checkpoint fails cleanly: %s", err.text);
+    model_destroy(m);
+}
+
+int main(int argc, char **argv)
+{
+    only = argc > 1 ? argv[1] : NULL;
+    snprintf(dir, sizeof dir, "/tmp/test_train_hardening.XXXXXX");
+    if (!mkdtemp(dir))
+        return 1;
+    test_llmc_wrap();
+    test_config_bounds();
+    mtc_rm_rf(dir);
+    return check_done();
+}
