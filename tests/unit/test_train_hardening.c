@@ -144,6 +144,66 @@ static void test_config_bounds(void)
     model_destroy(m);
 }
 
+/* ---- item 3: token shard header count ---- */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void shard_header(unsigned char *h, int width, uint64_t count)
+{
+    memset(h, 0, SHARD_HEADER_BYTES);
+    put_u32(h, SHARD_MAGIC);
+    put_u32(h + 4, SHARD_VERSION);
+    put_u32(h + 8, (uint32_t)width);
+    put_u32(h + 16, (uint32_t)count);
+    put_u32(h + 20, (uint32_t)(count >> 32));
+}
+
+static void test_shard_count(void)
+{
+    if (!want("shard"))
+        return;
+    unsigned char h[SHARD_HEADER_BYTES];
+    char p[300];
+    mtc_error_t err = {{0}};
+    /* a 1 KiB file claiming 2^63 tokens: 1024 + 2^63 * 2 wraps to 1024, the file size */
+    snprintf(p, sizeof p, "%s/huge.bin", dir);
+    shard_header(h, 2, (uint64_t)1 << 63);
+    write_raw(p, h, sizeof h, NULL, 0);
+    size_t n = 0;
+    int32_t *ids = shard_read(p, &n, &err);
+    CHECK(!ids && one_line(&err) && strstr(err.text, "huge.bin") && strstr(err.text, "tokens"),
+          "shard claiming 2^63 tokens in 1 KiB refused: %s", err.text);
+    free(ids);
+    CHECK(shard_parse_header(h, sizeof h, p, &(int){0}, &(uint64_t){0}, &err) < 0,
+          "shard_parse_header refuses it too");
+    /* width 4: 2^62 tokens also wrap to 0 bytes */
+    shard_header(h, 4, (uint64_t)1 << 62);
+    CHECK(shard_parse_header(h, sizeof h, p, &(int){0}, &(uint64_t){0}, &err) < 0,
+          "uint32 shard claiming 2^62 tokens refused: %s", err.text);
+
+    /* 2^63 + 9 tokens in 18 bytes: with --shuffle the window order (2^61 + 2 entries)
+     * was allocated as 16 bytes and written past its end */
+    char d[200];
+    snprintf(d, sizeof d, "%s/shuf", dir);
+    mtc_mkdir_p(d, 0755);
+    snprintf(p, sizeof p, "%s/train_000000.bin", d);
+    shard_header(h, 2, ((uint64_t)1 << 63) + 9);
+    static const unsigned char toks[18] = {1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 8, 0, 9, 0};
+    write_raw(p, h, sizeof h, toks, sizeof toks);
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        struct loader *l = loader_create(d, "train", 1, 4, 0, 1, 1, shuffle, &err);
+        int32_t x[4], y[4];
+        int rc = l ? loader_next(l, x, y, &err) : -1;
+        CHECK(!l && rc < 0 && one_line(&err) && strstr(err.text, "train_000000.bin"),
+              "loader (shuffle %d) refuses the wrapping shard naming it: %s", shuffle, err.text);
+        loader_destroy(l);
+    }
+}
+
 int main(int argc, char **argv)
 {
     only = argc > 1 ? argv[1] : NULL;
@@ -152,6 +212,7 @@ int main(int argc, char **argv)
         return 1;
     test_llmc_wrap();
     test_config_bounds();
+    test_shard_count();
     mtc_rm_rf(dir);
     return check_done();
 }
