@@ -204,6 +204,52 @@ static void test_shard_count(void)
     }
 }
 
+/* ---- item 4: safetensors numel * dtype size ---- */
+
+static void write_st(const char *path, const char *hdr, size_t datalen)
+{
+    unsigned char len8[8];
+    size_t hl = strlen(hdr);
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return;
+    fwrite(len8, 1, 8, f);
+    fwrite(hdr, 1, hl, f);
+    for (size_t i = 0; i < datalen; i++)
+        fputc(0, f);
+    fclose(f);
+}
+
+static void test_safetensors_wrap(void)
+{
+    if (!want("safetensors"))
+        return;
+    static const char *const hdrs[] = {
+        // 2^62 * 4 F32 elements = 2^64 bytes: wraps to the 0 bytes its offsets give
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}",
+        // 2^32 * 2^32 elements: numel itself wraps to 0
+        "{\"w\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}",
+        // 2^61 * 2^3 * 2 bytes wraps to 0; a real tensor after it
+        "{\"w\":{\"dtype\":\"BF16\",\"shape\":[2305843009213693952,8],\"data_offsets\":[0,0]},"
+        "\"v\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+        // wraps to exactly the 8 data bytes: 2^62 + 2 F32 elements
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387906],\"data_offsets\":[0,8]}}",
+    };
+    for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
+        char p[200];
+        snprintf(p, sizeof p, "%s/wrap%zu.safetensors", dir, i);
+        write_st(p, hdrs[i], i >= 2 ? 8 : 0);
+        mtc_error_t err = {{0}};
+        struct st_file *f = st_open(p, &err);
+        CHECK(!f && one_line(&err) && strstr(err.text, "tensor w") &&
+                  strstr(err.text, "too large"),
+              "safetensors shape whose byte size wraps refused (%zu): %s", i, err.text);
+        st_close(f);
+    }
+}
+
 int main(int argc, char **argv)
 {
     only = argc > 1 ? argv[1] : NULL;
@@ -213,6 +259,7 @@ int main(int argc, char **argv)
     test_llmc_wrap();
     test_config_bounds();
     test_shard_count();
+    test_safetensors_wrap();
     mtc_rm_rf(dir);
     return check_done();
 }
