@@ -250,6 +250,108 @@ static void test_safetensors_wrap(void)
     }
 }
 
+/* ---- item 5: tokenizer ids ---- */
+
+/* A valid byte-level tokenizer.json (tok_train on a small corpus) parsed back. */
+static json_t *small_tokenizer(void)
+{
+    char p[200];
+    snprintf(p, sizeof p, "%s/base_tok.json", dir);
+    const char *text = "the cat sat on the mat; the dog sat on the log. ";
+    mtc_error_t err;
+    if (tok_train(text, strlen(text), 270, p, &err) < 0)
+        return NULL;
+    return json_load_file(p, 0, NULL);
+}
+
+static void check_tok(const char *name, const char *json, const char *id)
+{
+    char p[200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    write_text(p, json);
+    mtc_error_t err = {{0}};
+    struct tok *t = tok_load(p, &err);
+    CHECK(!t && one_line(&err) && strstr(err.text, id) && strstr(err.text, "out of range"),
+          "%s: token id %s refused in one line: %s", name, id, err.text);
+    tok_destroy(t);
+}
+
+static void test_tokenizer_ids(void)
+{
+    if (!want("tokenizer"))
+        return;
+    /* 62 bytes: id 2^30 made tok_load allocate 12 GB (a pointer and a length per id) */
+    const char *tiny = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"ab\":1073741824},\"merges\":[]}}";
+    CHECK(strlen(tiny) == 62, "the tiny tokenizer.json is 62 bytes");
+    check_tok("tiny_tok.json", tiny, "1073741824");
+
+    json_t *base = small_tokenizer();
+    CHECK(base != NULL, "base tokenizer trained");
+    if (!base)
+        return;
+    char p[200];
+    snprintf(p, sizeof p, "%s/base_tok.json", dir);
+    mtc_error_t err = {{0}};
+    struct tok *t = tok_load(p, &err);
+    CHECK(t && tok_vocab_size(t) == 270, "the unmodified tokenizer loads: %s", err.text);
+    tok_destroy(t);
+
+    /* an id a million past a 270-entry vocabulary, in model.vocab */
+    json_t *o = json_deep_copy(base);
+    json_object_set_new(json_object_get(json_object_get(o, "model"), "vocab"), "zzz",
+                        json_integer(1000000));
+    char *s = json_dumps(o, 0);
+    check_tok("far_vocab.json", s, "1000000");
+    free(s);
+    json_decref(o);
+
+    /* an added token whose id does not fit an int (2^32 + 65 was read as 65) */
+    o = json_deep_copy(base);
+    json_array_append_new(json_object_get(o, "added_tokens"),
+                          json_pack("{s:I,s:s}", "id", (json_int_t)4294967361LL, "content",
+                                    "<|pad|>"));
+    s = json_dumps(o, 0);
+    check_tok("wide_added.json", s, "4294967361");
+    free(s);
+    json_decref(o);
+
+    /* a negative id */
+    o = json_deep_copy(base);
+    json_object_set_new(json_object_get(json_object_get(o, "model"), "vocab"), "zzz",
+                        json_integer(-5));
+    s = json_dumps(o, 0);
+    check_tok("negative.json", s, "-5");
+    free(s);
+    json_decref(o);
+
+    /* ids just past the entries stay accepted (ids may leave holes, e.g. reserved specials) */
+    o = json_deep_copy(base);
+    json_array_append_new(json_object_get(o, "added_tokens"),
+                          json_pack("{s:i,s:s}", "id", 270 + 500, "content", "<|reserved|>"));
+    s = json_dumps(o, 0);
+    snprintf(p, sizeof p, "%s/hole.json", dir);
+    write_text(p, s);
+    free(s);
+    json_decref(o);
+    t = tok_load(p, &err);
+    CHECK(t && tok_vocab_size(t) == 771 && tok_special(t, "<|reserved|>") == 770,
+          "a special id 500 past the vocabulary still loads: %s", t ? "ok" : err.text);
+    tok_destroy(t);
+
+    /* the GPT-2 encoder.json + vocab.bpe path caps ids the same way */
+    snprintf(p, sizeof p, "%s/encoder.json", dir);
+    write_text(p, "{\"a\":0,\"b\":1,\"<|endoftext|>\":1073741824}");
+    snprintf(p, sizeof p, "%s/vocab.bpe", dir);
+    write_text(p, "#version: 0.2\na b\n");
+    snprintf(p, sizeof p, "%s/encoder.json", dir);
+    t = tok_load(p, &err);
+    CHECK(!t && one_line(&err) && strstr(err.text, "1073741824") &&
+              strstr(err.text, "out of range"),
+          "encoder.json with id 2^30 refused: %s", err.text);
+    tok_destroy(t);
+    json_decref(base);
+}
+
 int main(int argc, char **argv)
 {
     only = argc > 1 ? argv[1] : NULL;
@@ -260,6 +362,7 @@ int main(int argc, char **argv)
     test_config_bounds();
     test_shard_count();
     test_safetensors_wrap();
+    test_tokenizer_ids();
     mtc_rm_rf(dir);
     return check_done();
 }
