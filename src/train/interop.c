@@ -286,8 +286,8 @@ struct model *interop_import_hf(const char *dir, const struct model_config *want
     // rows excepted: a config.json far larger than its weights is refused before the
     // model is allocated
     size_t nparams = model_config_nparams(&cfg);
-    size_t pad = (size_t)(cfg.padded_vocab - cfg.vocab_size) * (size_t)cfg.d_model *
-                 (cfg.tied ? 1u : 2u);
+    size_t pad =
+        (size_t)(cfg.padded_vocab - cfg.vocab_size) * (size_t)cfg.d_model * (cfg.tied ? 1u : 2u);
     if (nparams == 0 || nparams - pad > sf->map_len / 2) {
         errprintf(err, "%s: %zu bytes cannot hold the %zu parameters of config.json", path,
                   sf->map_len, nparams - pad);

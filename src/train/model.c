@@ -434,9 +434,8 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
     int wrap = 0;
     for (size_t i = 0; i < n; i++)
         wrap |= mtc_size_add(total, (f[i].n + 15) & ~(size_t)15, &total); // 64-byte aligned
-    float *block = wrap || mtc_size_mul(total, sizeof(float), &bytes) < 0
-                       ? NULL
-                       : aligned_alloc(64, bytes);
+    float *block =
+        wrap || mtc_size_mul(total, sizeof(float), &bytes) < 0 ? NULL : aligned_alloc(64, bytes);
     if (!block) {
         errno = ENOMEM;
         return errprintf(err, "out of memory for activations (%.1f MiB)",

@@ -98,8 +98,10 @@ int model_config_check(struct model_config *c, mtc_error_t *err)
     const struct {
         const char *name;
         float v;
-    } floats[] = {{"norm_eps", c->norm_eps},           {"rope_theta", c->rope_theta},
-                  {"rope_factor", c->rope_factor},     {"rope_low_freq", c->rope_low_freq},
+    } floats[] = {{"norm_eps", c->norm_eps},
+                  {"rope_theta", c->rope_theta},
+                  {"rope_factor", c->rope_factor},
+                  {"rope_low_freq", c->rope_low_freq},
                   {"rope_high_freq", c->rope_high_freq}};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         if (!isfinite(floats[i].v))

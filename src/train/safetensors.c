@@ -74,8 +74,7 @@ int st_write(const char *path, const struct st_tensor *t, int n, mtc_error_t *er
         }
         size_t bytes;
         if (shape_bytes(s[i], es, NULL, &bytes) < 0 || bytes != s[i]->nbytes ||
-            (i > 0 && !strcmp(s[i]->name, s[i - 1]->name)) ||
-            !strcmp(s[i]->name, "__metadata__")) {
+            (i > 0 && !strcmp(s[i]->name, s[i - 1]->name)) || !strcmp(s[i]->name, "__metadata__")) {
             errprintf(err, "%s: tensor %s: size %zu does not match its shape, or duplicate name",
                       path, s[i]->name, s[i]->nbytes);
             goto out;

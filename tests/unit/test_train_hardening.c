@@ -243,8 +243,7 @@ static void test_safetensors_wrap(void)
         write_st(p, hdrs[i], i >= 2 ? 8 : 0);
         mtc_error_t err = {{0}};
         struct st_file *f = st_open(p, &err);
-        CHECK(!f && one_line(&err) && strstr(err.text, "tensor w") &&
-                  strstr(err.text, "too large"),
+        CHECK(!f && one_line(&err) && strstr(err.text, "tensor w") && strstr(err.text, "too large"),
               "safetensors shape whose byte size wraps refused (%zu): %s", i, err.text);
         st_close(f);
     }
@@ -307,9 +306,9 @@ static void test_tokenizer_ids(void)
 
     /* an added token whose id does not fit an int (2^32 + 65 was read as 65) */
     o = json_deep_copy(base);
-    json_array_append_new(json_object_get(o, "added_tokens"),
-                          json_pack("{s:I,s:s}", "id", (json_int_t)4294967361LL, "content",
-                                    "<|pad|>"));
+    json_array_append_new(
+        json_object_get(o, "added_tokens"),
+        json_pack("{s:I,s:s}", "id", (json_int_t)4294967361LL, "content", "<|pad|>"));
     s = json_dumps(o, 0);
     check_tok("wide_added.json", s, "4294967361");
     free(s);
