@@ -73,6 +73,11 @@ int64_t mtc_now_ms(void);
 char *mtc_time_rfc3339(int64_t ms, char *buf, size_t len);
 void mtc_sleep_ms(int ms);
 
+/* Checked size arithmetic, for every size that comes from a file: *out = a * b (a + b).
+ * 0, or -1 with errno EOVERFLOW (*out then undefined) when the result does not fit. */
+int mtc_size_mul(size_t a, size_t b, size_t *out);
+int mtc_size_add(size_t a, size_t b, size_t *out);
+
 /* Random hex string of 2*nbytes chars into buf (size >= 2*nbytes+1). 0/-1. */
 int mtc_random_hex(char *buf, size_t nbytes);
 /* SHA-256 hex of s into out[65]. */

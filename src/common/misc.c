@@ -1,4 +1,4 @@
-/* misc: time, ports, randomness and hashing. */
+/* misc: time, ports, randomness, hashing and checked size arithmetic. */
 #include "common/common.h"
 
 #include <arpa/inet.h>
@@ -11,6 +11,24 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+int mtc_size_mul(size_t a, size_t b, size_t *out)
+{
+    if (__builtin_mul_overflow(a, b, out)) {
+        errno = EOVERFLOW;
+        return -1;
+    }
+    return 0;
+}
+
+int mtc_size_add(size_t a, size_t b, size_t *out)
+{
+    if (__builtin_add_overflow(a, b, out)) {
+        errno = EOVERFLOW;
+        return -1;
+    }
+    return 0;
+}
 
 int64_t mtc_now_ms(void)
 {

@@ -303,9 +303,37 @@ int ckpt_read_config(const char *ckdir, struct model_config *cfg, mtc_error_t *e
     const char *fam = json_string_value(json_object_get(json_object_get(o, "model"), "family"));
     model_preset(fam && strcmp(fam, "llama") == 0 ? "tiny-llama" : "tiny-gpt2", cfg, &e2);
     int rc = model_config_apply_json(cfg, json_object_get(o, "model"), &e2);
+    json_int_t n = json_integer_value(json_object_get(o, "nparams"));
     json_decref(o);
     if (rc < 0)
         return errprintf(err, "checkpoint %s: model config: %s", ckdir, e2.text);
+    // a model is allocated from this config next: it must be the one params.bin holds
+    size_t want = model_config_nparams(cfg), bytes;
+    if (n < 0 || (size_t)n != want)
+        return errprintf(err, "checkpoint %s: meta.json says %lld parameters, its model has %zu",
+                         ckdir, (long long)n, want);
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/params.bin", ckdir);
+    if (stat(path, &st) < 0)
+        return errprintf(err, "checkpoint: cannot open %s: %s", path, strerror(errno));
+    if (mtc_size_mul(want, sizeof(float), &bytes) < 0 || (uint64_t)st.st_size != bytes)
+        return errprintf(err, "checkpoint: %s has %lld bytes, expected %zu (corrupt or truncated)",
+                         path, (long long)st.st_size, want * sizeof(float));
+    return 0;
+}
+
+/* meta.json's parameter count and the bytes of its files (params.bin: n floats, optim.bin:
+ * 2n): -1 with err when negative or when the sizes overflow. */
+static int meta_sizes(json_t *o, const char *ckdir, size_t *n, size_t *pbytes, size_t *obytes,
+                      mtc_error_t *err)
+{
+    json_int_t v = json_integer_value(json_object_get(o, "nparams"));
+    if (v < 0 || mtc_size_mul((size_t)v, sizeof(float), pbytes) < 0 ||
+        mtc_size_mul(*pbytes, 2, obytes) < 0)
+        return errprintf(err, "checkpoint %s: meta.json nparams %lld is out of range", ckdir,
+                         (long long)v);
+    *n = (size_t)v;
     return 0;
 }
 
@@ -540,10 +568,12 @@ int ckpt_verify(const char *ckdir, mtc_error_t *err)
     json_t *o = read_meta(ckdir, err);
     if (!o)
         return -1;
-    size_t n = (size_t)json_integer_value(json_object_get(o, "nparams"));
-    int rc = verify_file(o, ckdir, "params.bin", "params_hash", n * sizeof(float), err);
+    size_t n, pbytes, obytes;
+    int rc = meta_sizes(o, ckdir, &n, &pbytes, &obytes, err);
+    if (rc == 0)
+        rc = verify_file(o, ckdir, "params.bin", "params_hash", pbytes, err);
     if (rc == 0 && json_is_integer(json_object_get(o, "optimizer")))
-        rc = verify_file(o, ckdir, "optim.bin", "optim_hash", 2 * n * sizeof(float), err);
+        rc = verify_file(o, ckdir, "optim.bin", "optim_hash", obytes, err);
     json_decref(o);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "train/train.h"
 
@@ -270,14 +271,28 @@ struct model *interop_import_hf(const char *dir, const struct model_config *want
         if (json_is_null(v) && strcmp(k, "rope_scaling") != 0)
             json_object_del(cj, k);
     }
-    if (model_config_apply_json(&cfg, cj, err) < 0 || model_config_check(&cfg, err) < 0)
+    mtc_error_t why;
+    if (model_config_apply_json(&cfg, cj, &why) < 0 || model_config_check(&cfg, &why) < 0) {
+        errprintf(err, "%s: %s", path, why.text);
         goto error;
+    }
     if (check_want(&cfg, want, dir, err) < 0)
         goto error;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     sf = st_open(path, err);
     if (!sf)
         goto error;
+    // every tensor must be in the file at >= 2 bytes an element (F16/BF16), padded vocab
+    // rows excepted: a config.json far larger than its weights is refused before the
+    // model is allocated
+    size_t nparams = model_config_nparams(&cfg);
+    size_t pad =
+        (size_t)(cfg.padded_vocab - cfg.vocab_size) * (size_t)cfg.d_model * (cfg.tied ? 1u : 2u);
+    if (nparams == 0 || nparams - pad > sf->map_len / 2) {
+        errprintf(err, "%s: %zu bytes cannot hold the %zu parameters of config.json", path,
+                  sf->map_len, nparams - pad);
+        goto error;
+    }
     m = model_create(&cfg, err);
     if (!m)
         goto error;
@@ -365,12 +380,35 @@ struct model *interop_import_llmc(const char *path, const struct model_config *w
     cfg.n_layer = h[4];
     cfg.n_head = cfg.n_kv_head = h[5];
     cfg.d_model = h[6];
-    cfg.d_ff = 4 * h[6];
+    cfg.d_ff = 0; // 4 * d_model, once model_config_check has bounded d_model
     cfg.padded_vocab = h[7];
-    if (model_config_check(&cfg, err) < 0 || check_want(&cfg, want, path, err) < 0)
+    mtc_error_t why;
+    if (model_config_check(&cfg, &why) < 0) {
+        errprintf(err, "%s: %s", path, why.text);
+        goto error;
+    }
+    if (check_want(&cfg, want, path, err) < 0)
         goto error;
     if (cfg.padded_vocab != h[7]) {
         errprintf(err, "%s: padded vocab %d is not ours (%d)", path, h[7], cfg.padded_vocab);
+        goto error;
+    }
+    // the file must hold exactly the header's model: checked before allocating it
+    struct stat st;
+    size_t nparams = model_config_nparams(&cfg), need;
+    if (fstat(fileno(f), &st) < 0 || nparams == 0 ||
+        mtc_size_mul(nparams, sizeof(float), &need) < 0 ||
+        mtc_size_add(need, sizeof h, &need) < 0) {
+        errprintf(err, "%s: cannot size the model of its header", path);
+        goto error;
+    }
+    if ((uint64_t)st.st_size < need) {
+        errprintf(err, "%s: truncated: %lld bytes, its header's model needs %zu", path,
+                  (long long)st.st_size, need);
+        goto error;
+    }
+    if ((uint64_t)st.st_size > need) {
+        errprintf(err, "%s: trailing data after the last tensor (shape mismatch?)", path);
         goto error;
     }
     m = model_create(&cfg, err);

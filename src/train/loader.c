@@ -108,7 +108,9 @@ static int map_cur(struct loader *l, mtc_error_t *err)
     uint64_t x = l->seed ^ (l->pos.epoch * 0x100000001b3ull) ^ ((uint64_t)i << 40);
     l->pos.rng = splitmix64(&x);
     if (l->shuffle) {
-        l->perm = malloc(s->nwin * sizeof *l->perm);
+        size_t bytes; // nwin < count <= the file's size / width, checked all the same
+        if (mtc_size_mul(s->nwin ? s->nwin : 1, sizeof *l->perm, &bytes) == 0)
+            l->perm = malloc(bytes);
         if (!l->perm) {
             unmap_cur(l);
             return errprintf(err, "%s: out of memory for window order", s->path);

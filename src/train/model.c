@@ -157,12 +157,15 @@ struct count_ctx {
     const struct model_config *c;
     size_t n;
     int ntensors;
+    int overflow; // cannot happen within the MODEL_MAX_* bounds; checked all the same
 };
 static void count_visit(const struct tdef *d, int layer, void *p)
 {
     struct count_ctx *x = p;
+    size_t rows = (size_t)dim_value(x->c, d->rows), cols = (size_t)dim_value(x->c, d->cols), numel;
     (void)layer;
-    x->n += (size_t)dim_value(x->c, d->rows) * dim_value(x->c, d->cols);
+    if (mtc_size_mul(rows, cols, &numel) < 0 || mtc_size_add(x->n, numel, &x->n) < 0)
+        x->overflow = 1;
     x->ntensors++;
 }
 
@@ -171,9 +174,9 @@ size_t model_config_nparams(const struct model_config *cfg)
     struct model_config c = *cfg;
     if (model_config_check(&c, NULL) < 0)
         return 0;
-    struct count_ctx x = {&c, 0, 0};
-    walk_tables(cfg, count_visit, &x);
-    return x.n;
+    struct count_ctx x = {&c, 0, 0, 0};
+    walk_tables(&c, count_visit, &x);
+    return x.overflow ? 0 : x.n;
 }
 
 struct build_ctx {
@@ -222,8 +225,13 @@ struct model *model_create(const struct model_config *cfg, mtc_error_t *err)
     m->qkv = m->q + 2 * m->kv;
     m->fcn = c->family == MODEL_LLAMA ? 2 * c->d_ff : c->d_ff;
 
-    struct count_ctx cnt = {c, 0, 0};
+    struct count_ctx cnt = {c, 0, 0, 0};
     walk_tables(c, count_visit, &cnt);
+    if (cnt.overflow) {
+        errno = EOVERFLOW;
+        errprintf(err, "model too large: its parameter count overflows");
+        goto error;
+    }
     m->nparams = cnt.n;
     m->ntensors = cnt.ntensors;
     m->tensors = calloc(cnt.ntensors, sizeof *m->tensors);
@@ -420,10 +428,14 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
         {&a->rcos, (size_t)T * half}, {&a->rsin, (size_t)T * half},
         {(float **)&a->x, Mz}, {(float **)&a->y, Mz},
     };
-    size_t total = 0, n = sizeof f / sizeof f[0];
+    // the products above stay < 2^59 within the MODEL_MAX_* bounds and B*T < 2^29;
+    // the sum and the byte count are checked all the same
+    size_t total = 0, n = sizeof f / sizeof f[0], bytes;
+    int wrap = 0;
     for (size_t i = 0; i < n; i++)
-        total += (f[i].n + 15) & ~(size_t)15; // 64-byte aligned slices
-    float *block = aligned_alloc(64, total * sizeof(float));
+        wrap |= mtc_size_add(total, (f[i].n + 15) & ~(size_t)15, &total); // 64-byte aligned
+    float *block =
+        wrap || mtc_size_mul(total, sizeof(float), &bytes) < 0 ? NULL : aligned_alloc(64, bytes);
     if (!block) {
         errno = ENOMEM;
         return errprintf(err, "out of memory for activations (%.1f MiB)",

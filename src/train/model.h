@@ -45,8 +45,21 @@ int model_config_apply_json(struct model_config *cfg, const json_t *obj, mtc_err
 json_t *model_config_to_json(const struct model_config *cfg);
 /* 1 when every field is equal, else 0. */
 int model_config_equal(const struct model_config *a, const struct model_config *b);
-/* Fill defaults (padded_vocab, n_kv_head, d_ff, tied for GPT-2) and validate shapes.
- * 0 or -1 with err. model_create calls it on its own copy. */
+/* Upper bounds of the model dimensions, the one place every config read from a file
+ * (llm.c header, HF config.json, checkpoint meta.json, --config) is checked against
+ * (model_config_check). Far above any published shape (Llama 3.1 405B: vocab 128256,
+ * d_model 16384, d_ff 53248, 126 layers), and low enough that no size derived from a
+ * checked config wraps: parameters < 2^47, every int shape product < 2^31. */
+#define MODEL_MAX_VOCAB (1 << 24)   // vocab_size, padded_vocab
+#define MODEL_MAX_SEQ (1 << 24)     // max_seq, rope_orig_max
+#define MODEL_MAX_LAYERS 1024       // n_layer
+#define MODEL_MAX_D_MODEL (1 << 16) // d_model (so n_head, n_kv_head <= it too)
+#define MODEL_MAX_D_FF (1 << 18)    // d_ff
+
+/* Fill defaults (padded_vocab, n_kv_head, d_ff, tied for GPT-2) and validate shapes: each
+ * dimension within the MODEL_MAX_* bounds (checked before anything is derived from it),
+ * positive, divisible as the layers need; floats finite. 0 or -1 with err naming the
+ * field. model_create calls it on its own copy. */
 int model_config_check(struct model_config *cfg, mtc_error_t *err);
 /* Number of parameters a model of this (checked) config holds (padded vocab rows included). */
 size_t model_config_nparams(const struct model_config *cfg);

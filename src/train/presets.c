@@ -64,11 +64,48 @@ static int pad_vocab(int v)
     return (v + 63) / 64 * 64;
 }
 
+/* The bound of each dimension (model.h); checked first, so that the defaults derived
+ * below (4*d_model, padded vocab) and every size computed from the config cannot wrap. */
+static const struct {
+    const char *name;
+    size_t off;
+    int max;
+} bounds[] = {
+    {"vocab_size", offsetof(struct model_config, vocab_size), MODEL_MAX_VOCAB},
+    {"padded_vocab", offsetof(struct model_config, padded_vocab), MODEL_MAX_VOCAB},
+    {"max_seq", offsetof(struct model_config, max_seq), MODEL_MAX_SEQ},
+    {"n_layer", offsetof(struct model_config, n_layer), MODEL_MAX_LAYERS},
+    {"n_head", offsetof(struct model_config, n_head), MODEL_MAX_D_MODEL},
+    {"n_kv_head", offsetof(struct model_config, n_kv_head), MODEL_MAX_D_MODEL},
+    {"d_model", offsetof(struct model_config, d_model), MODEL_MAX_D_MODEL},
+    {"d_ff", offsetof(struct model_config, d_ff), MODEL_MAX_D_FF},
+    {"rope_orig_max", offsetof(struct model_config, rope_orig_max), MODEL_MAX_SEQ},
+};
+
 int model_config_check(struct model_config *c, mtc_error_t *err)
 {
     errno = EINVAL;
     if (c->family != MODEL_GPT2 && c->family != MODEL_LLAMA)
         return errprintf(err, "unknown model family %d", (int)c->family);
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+        int v = *(const int *)((const char *)c + bounds[i].off);
+        if (v < 0)
+            return errprintf(err, "model sizes must be positive (%s %d)", bounds[i].name, v);
+        if (v > bounds[i].max)
+            return errprintf(err, "model %s %d is above the limit %d", bounds[i].name, v,
+                             bounds[i].max);
+    }
+    const struct {
+        const char *name;
+        float v;
+    } floats[] = {{"norm_eps", c->norm_eps},
+                  {"rope_theta", c->rope_theta},
+                  {"rope_factor", c->rope_factor},
+                  {"rope_low_freq", c->rope_low_freq},
+                  {"rope_high_freq", c->rope_high_freq}};
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        if (!isfinite(floats[i].v))
+            return errprintf(err, "model %s must be finite", floats[i].name);
     if (c->n_kv_head == 0)
         c->n_kv_head = c->n_head;
     if (c->d_ff == 0)

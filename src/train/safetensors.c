@@ -36,12 +36,17 @@ static int cmp_name(const void *a, const void *b)
                   (*(const struct st_tensor *const *)b)->name);
 }
 
-static size_t numel(const struct st_tensor *t)
+/* Bytes of t's shape at es bytes an element into *bytes (elements into *n when non-NULL);
+ * -1 when the product does not fit a size_t (a shape of 2^62 F32 wraps to 0 bytes). */
+static int shape_bytes(const struct st_tensor *t, size_t es, size_t *n, size_t *bytes)
 {
-    size_t n = 1;
+    size_t e = 1;
     for (int d = 0; d < t->ndim; d++)
-        n *= (size_t)t->shape[d];
-    return n;
+        if (t->shape[d] < 0 || mtc_size_mul(e, (size_t)t->shape[d], &e) < 0)
+            return -1;
+    if (n)
+        *n = e;
+    return mtc_size_mul(e, es, bytes);
 }
 
 int st_write(const char *path, const struct st_tensor *t, int n, mtc_error_t *err)
@@ -67,8 +72,9 @@ int st_write(const char *path, const struct st_tensor *t, int n, mtc_error_t *er
                       s[i]->ndim);
             goto out;
         }
-        if (numel(s[i]) * es != s[i]->nbytes || (i > 0 && !strcmp(s[i]->name, s[i - 1]->name)) ||
-            !strcmp(s[i]->name, "__metadata__")) {
+        size_t bytes;
+        if (shape_bytes(s[i], es, NULL, &bytes) < 0 || bytes != s[i]->nbytes ||
+            (i > 0 && !strcmp(s[i]->name, s[i - 1]->name)) || !strcmp(s[i]->name, "__metadata__")) {
             errprintf(err, "%s: tensor %s: size %zu does not match its shape, or duplicate name",
                       path, s[i]->name, s[i]->nbytes);
             goto out;
@@ -164,9 +170,12 @@ static int parse_entry(const char *path, const char *key, json_t *v, unsigned ch
         return errprintf(err, "%s: tensor %s: data_offsets outside the data (%zu bytes)", path, key,
                          datalen);
     t->nbytes = (size_t)(json_integer_value(e) - json_integer_value(b));
-    if (numel(t) * es != t->nbytes)
+    size_t n, bytes;
+    if (shape_bytes(t, es, &n, &bytes) < 0)
+        return errprintf(err, "%s: tensor %s: shape too large (its size overflows)", path, key);
+    if (bytes != t->nbytes)
         return errprintf(err, "%s: tensor %s: %zu bytes for shape of %zu %s elements", path, key,
-                         t->nbytes, numel(t), dt);
+                         t->nbytes, n, dt);
     t->data = data + json_integer_value(b);
     if (!(t->name = strdup(key)))
         return errprintf(err, "%s: out of memory", path);

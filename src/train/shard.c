@@ -30,9 +30,10 @@ int shard_write(const char *path, const int32_t *ids, size_t n, int width, mtc_e
             return errprintf(err, "%s: token %d at %zu does not fit %d bytes", path, ids[i], i,
                              width);
     }
-    size_t len = SHARD_HEADER_BYTES + n * (size_t)width;
-    unsigned char *buf = calloc(1, len);
-    if (!buf)
+    size_t len;
+    unsigned char *buf = NULL;
+    if (mtc_size_mul(n, (size_t)width, &len) < 0 ||
+        mtc_size_add(len, SHARD_HEADER_BYTES, &len) < 0 || !(buf = calloc(1, len)))
         return errprintf(err, "%s: out of memory", path);
     put_u32(buf, SHARD_MAGIC);
     put_u32(buf + 4, SHARD_VERSION);
@@ -78,13 +79,15 @@ int shard_parse_header(const unsigned char *h, size_t fsize, const char *path, i
     } else {
         return errprintf(err, "%s: not a token shard (bad magic 0x%08x)", path, magic);
     }
-    uint64_t need = SHARD_HEADER_BYTES + *count * (uint64_t)*width;
-    if (fsize < need)
-        return errprintf(err, "%s: truncated shard: %zu bytes, header says %llu tokens (%llu bytes)",
-                         path, fsize, (unsigned long long)*count, (unsigned long long)need);
-    if (fsize > need)
+    // by division: 1024 + count * width wraps for a count near 2^63 (a 1 KiB file could
+    // claim 2^63 tokens); within the file, the products below cannot
+    size_t body = fsize - SHARD_HEADER_BYTES, have = body / (size_t)*width;
+    if (*count > have)
+        return errprintf(err, "%s: truncated shard: %zu bytes, header says %llu tokens of %d bytes",
+                         path, fsize, (unsigned long long)*count, *width);
+    if (*count < have || body % (size_t)*width)
         return errprintf(err, "%s: corrupt shard: %zu bytes, %llu expected", path, fsize,
-                         (unsigned long long)need);
+                         (unsigned long long)(SHARD_HEADER_BYTES + *count * (uint64_t)*width));
     return 0;
 }
 
@@ -102,7 +105,10 @@ int32_t *shard_read(const char *path, size_t *n, mtc_error_t *err)
         free(buf);
         return NULL;
     }
-    int32_t *ids = malloc((count ? count : 1) * sizeof *ids);
+    size_t bytes; // count <= the file's size / width: checked all the same
+    int32_t *ids = NULL;
+    if (mtc_size_mul(count ? count : 1, sizeof *ids, &bytes) == 0)
+        ids = malloc(bytes);
     if (!ids) {
         free(buf);
         errprintf(err, "%s: out of memory", path);

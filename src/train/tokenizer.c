@@ -20,6 +20,12 @@ struct special {
     int id;
 };
 
+/* Ids a tokenizer file may use: below its number of entries (vocabulary + added tokens) plus
+ * this slack, which leaves room for reserved ids missing from the file. Each id up to the
+ * largest costs a pointer and a length, so the cap keeps that proportional to the file:
+ * a 62-byte tokenizer.json with the id 2^30 used to allocate 12 GB. */
+#define TOK_ID_SLACK 1024
+
 struct tok {
     int nvocab;
     char **bytes; /* raw bytes of each id (specials: their text); NULL when unused */
@@ -158,6 +164,18 @@ static int add_special(struct tok *t, const char *s, int id)
     return set_token(t, id, s, len, 0);
 }
 
+/* An id read from path (what: where) must be in [0, limit): one line naming it otherwise. */
+static int check_id(json_int_t id, size_t limit, const char *path, const char *what,
+                    mtc_error_t *err)
+{
+    if (id < 0 || (uint64_t)id >= limit)
+        return errprintf(err,
+                         "%s: %s id %lld is out of range (ids must be below %zu: the "
+                         "entries plus %d)",
+                         path, what, (long long)id, limit, TOK_ID_SLACK);
+    return 0;
+}
+
 static int add_vocab_entry(struct tok *t, const char *key, int id, mtc_error_t *err)
 {
     size_t kl = strlen(key);
@@ -264,6 +282,8 @@ static struct tok *load_hf(const char *path, json_t *root, mtc_error_t *err)
         goto error;
     }
     t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+    json_t *added = json_object_get(root, "added_tokens");
+    size_t limit = json_object_size(vocab) + json_array_size(added) + TOK_ID_SLACK;
     const char *key;
     json_t *v;
     json_object_foreach(vocab, key, v)
@@ -272,7 +292,8 @@ static struct tok *load_hf(const char *path, json_t *root, mtc_error_t *err)
             errprintf(err, "%s: model.vocab[%s] is not an integer", path, key);
             goto error;
         }
-        if (add_vocab_entry(t, key, (int)json_integer_value(v), err) < 0)
+        if (check_id(json_integer_value(v), limit, path, "model.vocab", err) < 0 ||
+            add_vocab_entry(t, key, (int)json_integer_value(v), err) < 0)
             goto error;
     }
     if (alloc_merges(t, json_array_size(merges)) < 0) {
@@ -296,7 +317,6 @@ static struct tok *load_hf(const char *path, json_t *root, mtc_error_t *err)
         }
         add_merge(t, a, al, b, bl, (int)i);
     }
-    json_t *added = json_object_get(root, "added_tokens");
     json_array_foreach(added, i, v)
     {
         json_t *c = json_object_get(v, "content"), *id = json_object_get(v, "id");
@@ -304,6 +324,10 @@ static struct tok *load_hf(const char *path, json_t *root, mtc_error_t *err)
             errprintf(err, "%s: added_tokens[%zu] needs content and id", path, i);
             goto error;
         }
+        char what[48];
+        snprintf(what, sizeof what, "added_tokens[%zu]", i);
+        if (check_id(json_integer_value(id), limit, path, what, err) < 0)
+            goto error;
         if (add_special(t, json_string_value(c), (int)json_integer_value(id)) < 0) {
             errprintf(err, "%s: added_tokens[%zu]: bad id", path, i);
             goto error;
@@ -327,6 +351,7 @@ static struct tok *load_gpt2(const char *enc_path, json_t *enc, const char *bpe_
         goto error;
     }
     t->pre = TOK_PRE_GPT2;
+    size_t limit = json_object_size(enc) + TOK_ID_SLACK;
     const char *key;
     json_t *v;
     json_object_foreach(enc, key, v)
@@ -335,6 +360,8 @@ static struct tok *load_gpt2(const char *enc_path, json_t *enc, const char *bpe_
             errprintf(err, "%s: value of %s is not an integer", enc_path, key);
             goto error;
         }
+        if (check_id(json_integer_value(v), limit, enc_path, "encoder.json", err) < 0)
+            goto error;
         int id = (int)json_integer_value(v);
         size_t kl = strlen(key);
         /* GPT-2 ships <|endoftext|> inside encoder.json: it is a special token. */
