@@ -9,8 +9,13 @@
 #include <stdio.h>
 
 #include "common/common.h"
+#include "schema/schema.h"
 
 /* ---- recipe files (recipe.c) ---- */
+
+/* A recipe's task ("task" in the file; names in recipe_task_enum). */
+enum recipe_task { RECIPE_PRETRAIN, RECIPE_CPT, RECIPE_SFT, RECIPE_DPO };
+extern const struct schema_enum recipe_task_enum;
 
 /* Load and validate a recipe. name is a path to a file (contains '/' and exists,
  * or ends in .json), or a catalog name such as "pretrain/llama3p1_2b_pt" (a
