@@ -24,52 +24,35 @@
 /* ---- enums: names as the API writes them; the cloud API's proto names
  * (PROVISIONING_MODEL_SPOT) are accepted on input ---- */
 
-static const char *const provisioning_names[] = {
-    [CLUSTER_PROVISIONING_ON_DEMAND] = "ON_DEMAND",
-    [CLUSTER_PROVISIONING_RESERVATION] = "RESERVATION",
-    [CLUSTER_PROVISIONING_SPOT] = "SPOT",
-    [CLUSTER_PROVISIONING_FLEX_START] = "FLEX_START",
-};
-const struct schema_enum cluster_provisioning_model_enum =
-    SCHEMA_ENUM(provisioning_names, "PROVISIONING_MODEL_");
+const struct schema_enum cluster_provisioning_model_enum = SCHEMA_NAMES(
+    "PROVISIONING_MODEL_", [CLUSTER_PROVISIONING_ON_DEMAND] = "ON_DEMAND",
+    [CLUSTER_PROVISIONING_RESERVATION] = "RESERVATION", [CLUSTER_PROVISIONING_SPOT] = "SPOT",
+    [CLUSTER_PROVISIONING_FLEX_START] = "FLEX_START");
 
-static const char *const reservation_names[] = {
-    [CLUSTER_NO_RESERVATION] = "NO_RESERVATION",
-    [CLUSTER_ANY_RESERVATION] = "ANY_RESERVATION",
-    [CLUSTER_SPECIFIC_RESERVATION] = "SPECIFIC_RESERVATION",
-};
 const struct schema_enum cluster_reservation_affinity_enum =
-    SCHEMA_ENUM(reservation_names, "RESERVATION_AFFINITY_TYPE_");
+    SCHEMA_NAMES("RESERVATION_AFFINITY_TYPE_", [CLUSTER_NO_RESERVATION] = "NO_RESERVATION",
+                 [CLUSTER_ANY_RESERVATION] = "ANY_RESERVATION",
+                 [CLUSTER_SPECIFIC_RESERVATION] = "SPECIFIC_RESERVATION");
 
-static const char *const boot_disk_names[] = {
-    [CLUSTER_PD_STANDARD] = "pd-standard",
-    [CLUSTER_PD_BALANCED] = "pd-balanced",
-    [CLUSTER_PD_SSD] = "pd-ssd",
-    [CLUSTER_PD_EXTREME] = "pd-extreme",
-    [CLUSTER_HYPERDISK_BALANCED] = "hyperdisk-balanced",
-};
-const struct schema_enum cluster_boot_disk_type_enum = SCHEMA_ENUM(boot_disk_names, NULL);
+const struct schema_enum cluster_boot_disk_type_enum =
+    SCHEMA_NAMES(NULL, [CLUSTER_PD_STANDARD] = "pd-standard", [CLUSTER_PD_BALANCED] = "pd-balanced",
+                 [CLUSTER_PD_SSD] = "pd-ssd", [CLUSTER_PD_EXTREME] = "pd-extreme",
+                 [CLUSTER_HYPERDISK_BALANCED] = "hyperdisk-balanced");
 
-static const char *const priority_names[] = {
-    [CLUSTER_PRIORITY_BASIC] = "priority/basic",
-    [CLUSTER_PRIORITY_MULTIFACTOR] = "priority/multifactor",
-};
-const struct schema_enum cluster_priority_type_enum = SCHEMA_ENUM(priority_names, NULL);
+const struct schema_enum cluster_priority_type_enum =
+    SCHEMA_NAMES(NULL, [CLUSTER_PRIORITY_BASIC] = "priority/basic",
+                 [CLUSTER_PRIORITY_MULTIFACTOR] = "priority/multifactor");
 
-static const char *const preempt_names[] = {
-    [CLUSTER_PREEMPT_NONE] = "preempt/none",
-    [CLUSTER_PREEMPT_PARTITION_PRIO] = "preempt/partition_prio",
-    [CLUSTER_PREEMPT_QOS] = "preempt/qos",
-};
-const struct schema_enum cluster_preempt_type_enum = SCHEMA_ENUM(preempt_names, NULL);
+const struct schema_enum cluster_preempt_type_enum =
+    SCHEMA_NAMES(NULL, [CLUSTER_PREEMPT_NONE] = "preempt/none",
+                 [CLUSTER_PREEMPT_PARTITION_PRIO] = "preempt/partition_prio",
+                 [CLUSTER_PREEMPT_QOS] = "preempt/qos");
 
 /* Vocabularies of slurm.conf comma lists (matched in any case). */
-static const char *const preempt_mode_names[] = {"OFF",     "CANCEL", "GANG",    "REQUEUE",
-                                                 "SUSPEND", "WITHIN", "PRIORITY"};
-static const struct schema_enum preempt_modes = SCHEMA_ENUM(preempt_mode_names, NULL);
-static const char *const enforce_names[] = {"associations", "limits", "nojobs", "nosteps",
-                                            "qos",          "safe",   "wckeys", "all"};
-static const struct schema_enum enforce_values = SCHEMA_ENUM(enforce_names, NULL);
+static const struct schema_enum preempt_modes =
+    SCHEMA_NAMES(NULL, "OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN", "PRIORITY");
+static const struct schema_enum enforce_values = SCHEMA_NAMES(
+    NULL, "associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys", "all");
 
 /* Real Slurm 22.05 slurm.conf keys per level (man slurm.conf), canonical case.
  * Keys mtc itself writes are in the *_managed lists and rejected. */
@@ -186,48 +169,39 @@ static int in_list(const char *const *list, const char *s)
     return 0;
 }
 
-/* Hook: a config{} map of slurm.conf Key: "Value" (a bare integer is a fair
- * way to write "10"); keys in Slurm's spelling, values quoted when blank. */
+/* One Key: "Value" of a config{} map (a bare integer is a fair way to write
+ * "10"): the key in Slurm's spelling, the value on one line. */
+static int conf_entry(json_t *out, const char *k, const json_t *e, const char *path,
+                      const void *arg, mtc_error_t *err)
+{
+    const struct conf_level *lv = arg;
+    char sub[PATH_LEN], num[32];
+    const char *canon = NULL, *s = json_string_value(e), *why;
+    for (const char *const *c = lv->keys; *c; c++)
+        if (strcasecmp(*c, k) == 0)
+            canon = *c;
+    if (!canon)
+        return schema_error(err, path, "unknown slurm.conf %s key \"%.60s\"", lv->level, k);
+    if (in_list(lv->managed, canon))
+        return schema_error(err, path, "slurm.conf %s key \"%s\" is set by mtc", lv->level, canon);
+    schema_join(sub, sizeof(sub), path, canon);
+    if (json_is_integer(e)) {
+        snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(e));
+        s = num;
+    }
+    if (!s)
+        return schema_error(err, sub, "must be a string");
+    if ((why = conf_value_bad(s, 1)))
+        return schema_error(err, sub, "%s", why);
+    if (json_object_get(out, canon))
+        return schema_error(err, sub, "key given twice");
+    return json_object_set_new(out, canon, json_string(s));
+}
+
+/* Hook: a config{} map of slurm.conf keys of one level (values quoted when blank). */
 static int conf_map(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
-    const struct conf_level *lv = f->arg;
-    char sub[PATH_LEN], num[32];
-    const char *k;
-    json_t *e;
-    if (!json_is_object(*v))
-        return schema_error(err, path, "must be an object of slurm.conf Key: \"Value\"");
-    json_t *out = json_object();
-    json_object_foreach(*v, k, e)
-    {
-        const char *canon = NULL, *s = json_string_value(e), *why = NULL;
-        for (const char *const *c = lv->keys; *c; c++)
-            if (strcasecmp(*c, k) == 0)
-                canon = *c;
-        if (json_is_integer(e)) {
-            snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(e));
-            s = num;
-        }
-        if (canon)
-            schema_join(sub, sizeof(sub), path, canon);
-        if (!canon)
-            schema_error(err, path, "unknown slurm.conf %s key \"%.60s\"", lv->level, k);
-        else if (in_list(lv->managed, canon))
-            schema_error(err, path, "slurm.conf %s key \"%s\" is set by mtc", lv->level, canon);
-        else if (!s)
-            schema_error(err, sub, "must be a string");
-        else if ((why = conf_value_bad(s, 1)))
-            schema_error(err, sub, "%s", why);
-        else if (json_object_get(out, canon))
-            schema_error(err, sub, "key given twice");
-        if (!canon || in_list(lv->managed, canon) || !s || why || json_object_get(out, canon)) {
-            json_decref(out);
-            return -1;
-        }
-        json_object_set_new(out, canon, json_string(s));
-    }
-    json_decref(*v);
-    *v = out;
-    return 0;
+    return schema_map(v, path, "slurm.conf Key: \"Value\"", conf_entry, f->arg, err);
 }
 
 static const struct conf_level partition_level = {"partition", partition_keys, partition_managed};
@@ -312,19 +286,16 @@ static int check_scaling(json_t *sc, const char *path, mtc_error_t *err)
 #define SPEC (SCHEMA_PROTO3 | SCHEMA_QUOTING)
 #define STR(n) .name = n, .kind = SCHEMA_STR
 #define OBJ(n, t) .name = n, .kind = SCHEMA_OBJ, .obj = &t
+#define CONF(level) .name = "config", .kind = SCHEMA_CUSTOM, .check = conf_map, .arg = &level
 
 static const struct schema_field f_network[] = {
-    {STR("network")},
-    {STR("subnetwork")},
-    {.name = NULL},
-};
+    {STR("network")}, {STR("subnetwork")}, {.name = NULL}};
 static const struct schema s_network = {f_network, SPEC, NULL, NULL};
 
 static const struct schema_field f_boot_disk[] = {
     {.name = "bootDiskType", .kind = SCHEMA_ENUM, .enm = &cluster_boot_disk_type_enum},
     {.name = "bootDiskSizeGb", .kind = SCHEMA_INT, .flags = SCHEMA_LO, .lo = 10},
-    {.name = NULL},
-};
+    {.name = NULL}};
 static const struct schema s_boot_disk = {f_boot_disk, SPEC, NULL, NULL};
 
 static const struct schema_field f_reservation[] = {
@@ -349,21 +320,13 @@ static const struct schema s_machine = {f_machine, SPEC, NULL, check_machine};
 static const struct schema_field f_scaling[] = {
     {.name = "minNodeCount", .kind = SCHEMA_INT, .dflt = "0"},
     {.name = "maxNodeCount", .kind = SCHEMA_INT},
-    {.name = NULL},
-};
+    {.name = NULL}};
 static const struct schema s_scaling = {f_scaling, SPEC, NULL, check_scaling};
 
 static const struct schema_field f_filestore[] = {
-    {STR("filestore")},
-    {STR("mountPath")},
-    {.name = NULL},
-};
+    {STR("filestore")}, {STR("mountPath")}, {.name = NULL}};
 static const struct schema s_filestore = {f_filestore, SPEC, NULL, NULL};
-static const struct schema_field f_lustre[] = {
-    {STR("lustre")},
-    {STR("mountPath")},
-    {.name = NULL},
-};
+static const struct schema_field f_lustre[] = {{STR("lustre")}, {STR("mountPath")}, {.name = NULL}};
 static const struct schema s_lustre = {f_lustre, SPEC, NULL, NULL};
 
 static const struct schema_field f_pool[] = {
@@ -396,16 +359,15 @@ static const struct schema_field f_partition[] = {
      .check = id_ok,
      .arg = &partition_id},
     {.name = "nodePoolIds", .kind = SCHEMA_STRS},
-    {.name = "config", .kind = SCHEMA_CUSTOM, .check = conf_map, .arg = &partition_level},
+    {CONF(partition_level)},
     {.name = NULL},
 };
 static const struct schema s_partition = {f_partition, SPEC, NULL, NULL};
 
 static const struct schema_field f_node_set[] = {
     {.name = "nodePoolId", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED},
-    {.name = "config", .kind = SCHEMA_CUSTOM, .check = conf_map, .arg = &node_level},
-    {.name = NULL},
-};
+    {CONF(node_level)},
+    {.name = NULL}};
 static const struct schema s_node_set = {f_node_set, SPEC, NULL, NULL};
 
 static const struct schema_field f_accounting[] = {
@@ -451,10 +413,7 @@ static const struct schema_field f_slurm[] = {
 };
 static const struct schema s_slurm = {f_slurm, SPEC, NULL, NULL};
 
-static const struct schema_field f_orchestrator[] = {
-    {OBJ("slurmSpec", s_slurm)},
-    {.name = NULL},
-};
+static const struct schema_field f_orchestrator[] = {{OBJ("slurmSpec", s_slurm)}, {.name = NULL}};
 static const struct schema s_orchestrator = {f_orchestrator, SPEC, NULL, NULL};
 
 /* Output-only fields of the resource: accepted in a request (a GET body sent

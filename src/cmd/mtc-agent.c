@@ -357,15 +357,15 @@ static const struct str_opt {
 };
 #define N_STR_OPTS (sizeof(str_opts) / sizeof(str_opts[0]))
 
-/* Options that switch an int of struct agent on. */
+/* Options that switch an int of struct agent on: --json, --drain, --report. */
+#define FLAG(m)                                                                                    \
+    {                                                                                              \
+#m, offsetof(struct agent, m)                                                              \
+    }
 static const struct flag_opt {
     const char *name;
     size_t off;
-} flag_opts[] = {
-    {"json", offsetof(struct agent, json)},
-    {"drain", offsetof(struct agent, drain)},
-    {"report", offsetof(struct agent, report)},
-};
+} flag_opts[] = {FLAG(json), FLAG(drain), FLAG(report)};
 #define N_FLAG_OPTS (sizeof(flag_opts) / sizeof(flag_opts[0]))
 
 /* The rest take a value with a rule of its own. */

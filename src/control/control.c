@@ -8,22 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const state_names[] = {
-    [CONTROL_PROVISIONING] = "PROVISIONING",
-    [CONTROL_RUNNING] = "RUNNING",
-    [CONTROL_UPDATING] = "UPDATING",
-    [CONTROL_STOPPING] = "STOPPING",
-    [CONTROL_ERROR] = "ERROR",
-};
-const struct schema_enum control_state_enum = SCHEMA_ENUM(state_names, NULL);
+const struct schema_enum control_state_enum = SCHEMA_NAMES(
+    NULL, [CONTROL_PROVISIONING] = "PROVISIONING", [CONTROL_RUNNING] = "RUNNING",
+    [CONTROL_UPDATING] = "UPDATING", [CONTROL_STOPPING] = "STOPPING", [CONTROL_ERROR] = "ERROR");
 
-static const char *const kind_names[] = {
-    [CONTROL_CREATE] = "CREATE",
-    [CONTROL_UPDATE] = "UPDATE",
-    [CONTROL_DELETE] = "DELETE",
-    [CONTROL_REMEDIATE] = "REMEDIATE",
-};
-const struct schema_enum control_op_kind_enum = SCHEMA_ENUM(kind_names, NULL);
+const struct schema_enum control_op_kind_enum =
+    SCHEMA_NAMES(NULL, [CONTROL_CREATE] = "CREATE", [CONTROL_UPDATE] = "UPDATE",
+                 [CONTROL_DELETE] = "DELETE", [CONTROL_REMEDIATE] = "REMEDIATE");
 
 struct job {
     struct control *c;

@@ -15,13 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const remediation_names[] = {
-    [CONTROL_REM_NONE] = "",
-    [CONTROL_REM_PENDING] = "PENDING",
-    [CONTROL_REM_REMEDIATING] = "REMEDIATING",
-    [CONTROL_REM_FAILED] = "FAILED",
-};
-const struct schema_enum control_remediation_enum = SCHEMA_ENUM(remediation_names, NULL);
+const struct schema_enum control_remediation_enum =
+    SCHEMA_NAMES(NULL, [CONTROL_REM_NONE] = "", [CONTROL_REM_PENDING] = "PENDING",
+                 [CONTROL_REM_REMEDIATING] = "REMEDIATING", [CONTROL_REM_FAILED] = "FAILED");
 
 /* Actions in escalation order: the name the provider and the history know
  * them by, and the event each one records. */

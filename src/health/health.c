@@ -55,19 +55,14 @@ static const char *const status_names[] = {
 const struct schema_enum health_status_enum = SCHEMA_ENUM(status_names, NULL);
 const struct schema_enum health_result_status_enum = {status_names, HEALTH_FAIL + 1, NULL};
 
-static const char *const severity_names[] = {
-    [HEALTH_SEV_NONE] = "NONE",       [HEALTH_SEV_RESTART] = "RESTART",
-    [HEALTH_SEV_REBOOT] = "REBOOT",   [HEALTH_SEV_REIMAGE] = "REIMAGE",
-    [HEALTH_SEV_REPLACE] = "REPLACE",
-};
-const struct schema_enum health_severity_enum = SCHEMA_ENUM(severity_names, NULL);
+const struct schema_enum health_severity_enum =
+    SCHEMA_NAMES(NULL, [HEALTH_SEV_NONE] = "NONE", [HEALTH_SEV_RESTART] = "RESTART",
+                 [HEALTH_SEV_REBOOT] = "REBOOT", [HEALTH_SEV_REIMAGE] = "REIMAGE",
+                 [HEALTH_SEV_REPLACE] = "REPLACE");
 
-static const char *const mode_names[] = {
-    [HEALTH_MODE_HEALTH] = "HEALTH",
-    [HEALTH_MODE_PROLOG] = "PROLOG",
-    [HEALTH_MODE_EPILOG] = "EPILOG",
-};
-const struct schema_enum health_mode_enum = SCHEMA_ENUM(mode_names, NULL);
+const struct schema_enum health_mode_enum =
+    SCHEMA_NAMES(NULL, [HEALTH_MODE_HEALTH] = "HEALTH", [HEALTH_MODE_PROLOG] = "PROLOG",
+                 [HEALTH_MODE_EPILOG] = "EPILOG");
 
 const char *health_status_name(enum health_status s)
 {

@@ -94,16 +94,19 @@ static int policy_rules(json_t *p, const char *path, mtc_error_t *err)
 }
 
 #define P(m) SCHEMA_MEMBER(struct health_policy, m)
-#define INT(lo_, hi_, d) .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = lo_, .hi = hi_, .dflt = d
-#define NUM(lo_, hi_, d) .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = lo_, .hi = hi_, .dflt = d
+/* an array member and its count */
+#define LIST(k, max, m, n)                                                                         \
+    .kind = k, .max_items = max, P(m), .count_off = offsetof(struct health_policy, n)
+/* XIDs that mean a broken GPU or driver: FAIL */
+#define CRITICAL_XIDS "[48, 63, 64, 74, 79, 92, 94, 95]"
+#define RANGE(lo_, hi_, d) .flags = SCHEMA_RANGE, .lo = lo_, .hi = hi_, .dflt = d
+#define INT(lo_, hi_, d) .kind = SCHEMA_INT, RANGE(lo_, hi_, d)
+#define NUM(lo_, hi_, d) .kind = SCHEMA_NUM, RANGE(lo_, hi_, d)
 
 static const struct schema_field fields[] = {
     {.name = "checks",
-     .kind = SCHEMA_STRS,
-     .max_items = HEALTH_MAX_CHECKS,
-     .check = known_checks,
-     P(checks),
-     .count_off = offsetof(struct health_policy, nchecks)},
+     LIST(SCHEMA_STRS, HEALTH_MAX_CHECKS, checks, nchecks),
+     .check = known_checks},
     {.name = "intervalSeconds", INT(1, 3600, "5"), P(interval_seconds)},
     /* Slurm caps HealthCheckInterval */
     {.name = "slurmIntervalSeconds", INT(10, 65535, "60"), P(slurm_interval_seconds)},
@@ -114,14 +117,8 @@ static const struct schema_field fields[] = {
     {.name = "gpuTempFailC", INT(0, 200, "95"), P(gpu_temp_fail_c)},
     {.name = "gpuThrottleFail", .kind = SCHEMA_BOOL, .dflt = "false", P(gpu_throttle_fail)},
     {.name = "xidFail",
-     .kind = SCHEMA_INTS,
-     .flags = SCHEMA_RANGE,
-     .lo = 1,
-     .hi = 1000,
-     .dflt = "[48, 63, 64, 74, 79, 92, 94, 95]",
-     .max_items = HEALTH_MAX_XIDS,
-     P(xid_fail),
-     .count_off = offsetof(struct health_policy, nxid_fail)},
+     LIST(SCHEMA_INTS, HEALTH_MAX_XIDS, xid_fail, nxid_fail),
+     RANGE(1, 1000, CRITICAL_XIDS)},
     {.name = "dcgmDiagLevel", INT(0, 4, "1"), P(dcgm_diag_level)},
     {.name = "diskWarnFreePercent", NUM(0, 100, "10"), P(disk_warn_free_percent)},
     {.name = "diskMinFreePercent", NUM(0, 100, "5"), P(disk_min_free_percent)},

@@ -14,16 +14,11 @@
 #include <sys/stat.h>
 
 /* Tasks and cluster types a recipe may name. */
-static const char *const task_names[] = {
-    [RECIPE_PRETRAIN] = "pretrain",
-    [RECIPE_CPT] = "cpt",
-    [RECIPE_SFT] = "sft",
-    [RECIPE_DPO] = "dpo",
-};
-const struct schema_enum recipe_task_enum = SCHEMA_ENUM(task_names, NULL);
-static const char *const cluster_type_names[] = {"hcc-a3m", "hcc-a3u", "hcc-a4", "hcc-a3h",
-                                                 "local"};
-static const struct schema_enum cluster_types = SCHEMA_ENUM(cluster_type_names, NULL);
+const struct schema_enum recipe_task_enum =
+    SCHEMA_NAMES(NULL, [RECIPE_PRETRAIN] = "pretrain", [RECIPE_CPT] = "cpt", [RECIPE_SFT] = "sft",
+                 [RECIPE_DPO] = "dpo");
+static const struct schema_enum cluster_types =
+    SCHEMA_NAMES(NULL, "hcc-a3m", "hcc-a3u", "hcc-a4", "hcc-a3h", "local");
 
 int recipe_cluster_type_known(const char *type)
 {
@@ -68,48 +63,48 @@ static int env_name_ok(const char *k)
 }
 
 /* Environment variables for the job: NAME: "one line". */
+static int env_entry(json_t *out, const char *k, const json_t *x, const char *path, const void *arg,
+                     mtc_error_t *err)
+{
+    (void)arg;
+    char sub[300];
+    schema_join(sub, sizeof(sub), path, k);
+    if (!env_name_ok(k))
+        return schema_error(err, sub, "not an environment variable name");
+    if (!json_is_string(x))
+        return schema_error(err, sub, "must be a string");
+    if (strchr(json_string_value(x), '\n'))
+        return schema_error(err, sub, "must not contain a newline");
+    return json_object_set(out, k, (json_t *)x);
+}
+
 static int env_map(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
     (void)f;
-    char sub[300];
-    const char *k;
-    json_t *x;
-    if (!json_is_object(*v))
-        return schema_error(err, path, "must be an object of NAME: \"value\"");
-    json_object_foreach(*v, k, x)
-    {
-        schema_join(sub, sizeof(sub), path, k);
-        if (!env_name_ok(k))
-            return schema_error(err, sub, "not an environment variable name");
-        if (!json_is_string(x))
-            return schema_error(err, sub, "must be a string");
-        if (strchr(json_string_value(x), '\n'))
-            return schema_error(err, sub, "must not contain a newline");
-    }
-    return 0;
+    return schema_map(v, path, "NAME: \"value\"", env_entry, NULL, err);
 }
 
 /* Extra trainer flags: names reach its command line, [a-z][a-z0-9-]*. */
+static int arg_entry(json_t *out, const char *k, const json_t *x, const char *path, const void *arg,
+                     mtc_error_t *err)
+{
+    (void)arg;
+    char sub[300];
+    int ok = islower((unsigned char)k[0]);
+    for (const char *p = k; ok && *p; p++)
+        ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-';
+    schema_join(sub, sizeof(sub), path, k);
+    if (!ok)
+        return schema_error(err, sub, "flag names are lowercase words joined by '-'");
+    if (!json_is_string(x) && !json_is_number(x) && !json_is_boolean(x))
+        return schema_error(err, sub, "must be a string, number or boolean");
+    return json_object_set(out, k, (json_t *)x);
+}
+
 static int args_map(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
     (void)f;
-    char sub[300];
-    const char *k;
-    json_t *x;
-    if (!json_is_object(*v))
-        return schema_error(err, path, "must be an object of flag: value");
-    json_object_foreach(*v, k, x)
-    {
-        int ok = islower((unsigned char)k[0]);
-        for (const char *p = k; ok && *p; p++)
-            ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-';
-        schema_join(sub, sizeof(sub), path, k);
-        if (!ok)
-            return schema_error(err, sub, "flag names are lowercase words joined by '-'");
-        if (!json_is_string(x) && !json_is_number(x) && !json_is_boolean(x))
-            return schema_error(err, sub, "must be a string, number or boolean");
-    }
-    return 0;
+    return schema_map(v, path, "flag: value", arg_entry, NULL, err);
 }
 
 /* ---- the tables: canonical names are snake_case, matched in any case ---- */
@@ -122,18 +117,13 @@ static int args_map(const struct schema_field *f, json_t **v, const char *path, 
 #define ENV(n) .name = n, .kind = SCHEMA_CUSTOM, .check = env_map
 
 static const struct schema_field f_model[] = {
-    {STR("preset", SCHEMA_REQUIRED)},
-    {.name = "config", .kind = SCHEMA_OBJ},
-    {.name = NULL},
-};
+    {STR("preset", SCHEMA_REQUIRED)}, {.name = "config", .kind = SCHEMA_OBJ}, {.name = NULL}};
 static const struct schema s_model = {f_model, RECIPE, NULL, NULL};
 
-static const struct schema_field f_data[] = {
-    {STR("path", SCHEMA_REQUIRED)},
-    {STR("tokenizer", SCHEMA_REQUIRED)},
-    {STR("source", 0)},
-    {.name = NULL},
-};
+static const struct schema_field f_data[] = {{STR("path", SCHEMA_REQUIRED)},
+                                             {STR("tokenizer", SCHEMA_REQUIRED)},
+                                             {STR("source", 0)},
+                                             {.name = NULL}};
 static const struct schema s_data = {f_data, RECIPE, NULL, NULL};
 
 static int train_rules(json_t *tr, const char *path, mtc_error_t *err)
@@ -166,11 +156,7 @@ static const struct schema_field f_train[] = {
 static const struct schema s_train = {f_train, RECIPE, NULL, train_rules};
 
 static const struct schema_field f_checkpoint[] = {
-    {INT("every", 0, 0)},
-    {INT("keep", 0, 1)},
-    {STR("init", 0)},
-    {.name = NULL},
-};
+    {INT("every", 0, 0)}, {INT("keep", 0, 1)}, {STR("init", 0)}, {.name = NULL}};
 static const struct schema s_checkpoint = {f_checkpoint, RECIPE, NULL, NULL};
 
 static const struct schema_field f_resources[] = {
@@ -198,33 +184,23 @@ static const struct schema_field f_override[] = {
 static const struct schema s_override = {f_override, RECIPE, NULL, NULL};
 
 /* Per-cluster-type overrides: {"hcc-a3m": {...}, ...}. */
+static int override_entry(json_t *out, const char *k, const json_t *x, const char *path,
+                          const void *arg, mtc_error_t *err)
+{
+    (void)arg;
+    char sub[300];
+    schema_join(sub, sizeof(sub), path, k);
+    if (!recipe_cluster_type_known(k))
+        return schema_error(err, sub, "unknown cluster type (known: %s)", recipe_cluster_types());
+    json_t *o = schema_normalize(x, &s_override, sub, err);
+    return o ? json_object_set_new(out, k, o) : -1;
+}
+
 static int cluster_type_map(const struct schema_field *f, json_t **v, const char *path,
                             mtc_error_t *err)
 {
     (void)f;
-    char sub[300];
-    const char *k;
-    json_t *x;
-    if (!json_is_object(*v))
-        return schema_error(err, path, "must be an object of cluster type: overrides");
-    json_t *out = json_object();
-    json_object_foreach(*v, k, x)
-    {
-        schema_join(sub, sizeof(sub), path, k);
-        json_t *o =
-            recipe_cluster_type_known(k) ? schema_normalize(x, &s_override, sub, err) : NULL;
-        if (!o) {
-            json_decref(out);
-            if (!recipe_cluster_type_known(k))
-                return schema_error(err, sub, "unknown cluster type (known: %s)",
-                                    recipe_cluster_types());
-            return -1;
-        }
-        json_object_set_new(out, k, o);
-    }
-    json_decref(*v);
-    *v = out;
-    return 0;
+    return schema_map(v, path, "cluster type: overrides", override_entry, NULL, err);
 }
 
 static const struct schema_field f_recipe[] = {
@@ -246,8 +222,7 @@ static const struct schema_field f_recipe[] = {
 };
 static const struct schema s_recipe = {f_recipe, RECIPE, NULL, NULL};
 
-/* The canonical recipe (snake_case names, table order) or NULL + err. */
-static json_t *normalize(const json_t *r, mtc_error_t *err)
+json_t *recipe_normalize(const json_t *r, mtc_error_t *err)
 {
     if (!json_is_object(r)) {
         errprintf(err, "a recipe is a JSON object");
@@ -258,7 +233,7 @@ static json_t *normalize(const json_t *r, mtc_error_t *err)
 
 int recipe_validate(const json_t *recipe, mtc_error_t *err)
 {
-    json_t *canon = normalize(recipe, err);
+    json_t *canon = recipe_normalize(recipe, err);
     json_decref(canon);
     return canon ? 0 : -1;
 }
@@ -272,7 +247,7 @@ static json_t *parse_file(const char *path, mtc_error_t *err)
         return NULL;
     }
     mtc_error_t e2 = {""};
-    json_t *canon = normalize(r, &e2);
+    json_t *canon = recipe_normalize(r, &e2);
     json_decref(r);
     if (!canon)
         errprintf(err, "%s: %s", path, e2.text);

@@ -66,6 +66,28 @@ const char *schema_join(char *buf, size_t len, const char *path, const char *nam
     return buf;
 }
 
+int schema_map(json_t **v, const char *path, const char *what,
+               int (*each)(json_t *out, const char *key, const json_t *val, const char *path,
+                           const void *arg, mtc_error_t *err),
+               const void *arg, mtc_error_t *err)
+{
+    const char *k;
+    json_t *e;
+    if (!json_is_object(*v))
+        return schema_error(err, path, "must be an object of %s", what);
+    json_t *out = json_object();
+    json_object_foreach(*v, k, e)
+    {
+        if (each(out, k, e, path, arg, err) < 0) {
+            json_decref(out);
+            return -1;
+        }
+    }
+    json_decref(*v);
+    *v = out;
+    return 0;
+}
+
 int schema_error(mtc_error_t *err, const char *path, const char *fmt, ...)
 {
     char msg[256];
@@ -265,29 +287,27 @@ static int label_ok(const char *s, int key)
     return 1;
 }
 
+static int label_entry(json_t *out, const char *k, const json_t *e, const char *path,
+                       const void *arg, mtc_error_t *err)
+{
+    (void)arg;
+    char sub[PATH_LEN];
+    schema_join(sub, sizeof(sub), path, k);
+    if (!label_ok(k, 1))
+        return schema_error(err, sub, "invalid label key (want ^[a-z][a-z0-9_-]{0,62}$)");
+    if (!json_is_string(e) || !label_ok(json_string_value(e), 0))
+        return schema_error(err, sub, "invalid label value (want ^[a-z0-9_-]{0,63}$)");
+    return json_object_set_new(out, k, json_string(json_string_value(e)));
+}
+
 static json_t *k_labels(const json_t *v, const struct schema_field *f, unsigned tflags,
                         const char *path, mtc_error_t *err)
 {
     (void)f, (void)tflags;
-    char sub[PATH_LEN];
-    const char *k;
-    json_t *e;
-    if (!json_is_object(v))
-        return fail(err, path, "must be an object");
-    json_t *out = json_object();
-    json_object_foreach((json_t *)v, k, e)
-    {
-        schema_join(sub, sizeof(sub), path, k);
-        const char *why = NULL;
-        if (!label_ok(k, 1))
-            why = "invalid label key (want ^[a-z][a-z0-9_-]{0,62}$)";
-        else if (!json_is_string(e) || !label_ok(json_string_value(e), 0))
-            why = "invalid label value (want ^[a-z0-9_-]{0,63}$)";
-        if (why) {
-            json_decref(out);
-            return fail(err, sub, "%s", why);
-        }
-        json_object_set_new(out, k, json_string(json_string_value(e)));
+    json_t *out = json_deep_copy(v);
+    if (schema_map(&out, path, "labels", label_entry, NULL, err) < 0) {
+        json_decref(out);
+        return NULL;
     }
     return out;
 }

@@ -22,11 +22,12 @@ struct schema_enum {
                                * proto form ("PROVISIONING_MODEL_" + "SPOT"); NULL = none */
 };
 
-/* The enum descriptor of a names[] array: SCHEMA_ENUM(names, NULL). */
-#define SCHEMA_ENUM(names_, prefix_)                                                               \
-    {                                                                                              \
-        names_, (int)(sizeof(names_) / sizeof(names_[0])), prefix_                                 \
-    }
+/* The enum descriptor of a names[] array: SCHEMA_ENUM(names, NULL); or with
+ * the names in place: SCHEMA_NAMES(NULL, [RED] = "RED", [BLUE] = "BLUE"). */
+// clang-format off
+#define SCHEMA_ENUM(names_, prefix_) {names_, (int)(sizeof(names_) / sizeof(names_[0])), prefix_}
+#define SCHEMA_NAMES(prefix_, ...) SCHEMA_ENUM(((const char *const[]){__VA_ARGS__}), prefix_)
+// clang-format on
 
 /* schema_enum_parse flags */
 #define SCHEMA_ENUM_ANYCASE 1 /* "prolog" names PROLOG (command-line spellings) */
@@ -140,6 +141,16 @@ int schema_fill(const json_t *canon, const struct schema *s, void *base);
  * "nodePools[].startupScript". Returns how many fields matched. */
 int schema_walk(const struct schema *s, unsigned flags,
                 void (*fn)(const char *path, const struct schema_field *f, void *arg), void *arg);
+
+/* For a hook over a map (an object of free keys: env, config{}, per-type
+ * overrides): *v must be an object ("path: must be an object of <what>");
+ * each member goes through each(out, key, value, path, arg, err), which
+ * puts what it accepts into out (under any key) or returns -1 with err; out
+ * then replaces *v. 0/-1. */
+int schema_map(json_t **v, const char *path, const char *what,
+               int (*each)(json_t *out, const char *key, const json_t *val, const char *path,
+                           const void *arg, mtc_error_t *err),
+               const void *arg, mtc_error_t *err);
 
 /* "path.name", or "name" when path is "", into buf; returns buf. */
 const char *schema_join(char *buf, size_t len, const char *path, const char *name);

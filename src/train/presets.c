@@ -109,10 +109,9 @@ int model_config_check(struct model_config *c, mtc_error_t *err)
 
 /* ---- JSON: one field table for our names and Hugging Face config.json's ---- */
 
-static const char *const family_names[] = {[MODEL_GPT2] = "gpt2", [MODEL_LLAMA] = "llama"};
-static const struct schema_enum family_enum = SCHEMA_ENUM(family_names, NULL);
-static const char *const rope_type_names[] = {"llama3"};
-static const struct schema_enum rope_type_enum = SCHEMA_ENUM(rope_type_names, NULL);
+static const struct schema_enum family_enum =
+    SCHEMA_NAMES(NULL, [MODEL_GPT2] = "gpt2", [MODEL_LLAMA] = "llama");
+static const struct schema_enum rope_type_enum = SCHEMA_NAMES(NULL, "llama3");
 
 #define MC(m) SCHEMA_MEMBER(struct model_config, m)
 #define NAT .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = INT32_MAX
