@@ -22,16 +22,17 @@
 
 int schema_enum_parse(const struct schema_enum *e, const char *s, int flags)
 {
+    int nocase = flags & SCHEMA_ENUM_ANYCASE;
     size_t plen = e->prefix ? strlen(e->prefix) : 0;
     for (int pass = 0; s && pass < 2; pass++) {
         if (pass == 1) { /* the prefixed proto spelling, once */
-            if (!plen || strncmp(s, e->prefix, plen) != 0)
+            if (!plen || (nocase ? strncasecmp : strncmp)(s, e->prefix, plen) != 0)
                 break;
             s += plen;
         }
         for (int i = 0; i < e->n; i++) {
             const char *n = e->names[i];
-            if (n && ((flags & SCHEMA_ENUM_ANYCASE) ? strcasecmp(n, s) : strcmp(n, s)) == 0)
+            if (n && (nocase ? strcasecmp : strcmp)(n, s) == 0)
                 return i;
         }
     }

@@ -134,6 +134,8 @@ static void test_enums(void)
     CHECK(schema_enum_parse(&colours, "COLOUR_COLOUR_BLUE", 0) < 0, "prefix counts once");
     CHECK(schema_enum_parse(&colours, "blue", 0) < 0, "case matters by default");
     CHECK(schema_enum_parse(&colours, "blue", SCHEMA_ENUM_ANYCASE) == BLUE, "unless asked");
+    CHECK(schema_enum_parse(&colours, "colour_blue", SCHEMA_ENUM_ANYCASE) == BLUE,
+          "prefix too, when asked");
     CHECK(schema_enum_parse(&colours, NULL, 0) < 0, "NULL is no name");
     CHECK_STR(schema_enum_name(&colours, GREEN), "GREEN", "name of a value");
     CHECK(schema_enum_name(&colours, 7) == NULL && schema_enum_name(&colours, -1) == NULL,
