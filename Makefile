@@ -29,7 +29,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isr
 LDFLAGS := $(SANFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common store api control cluster slurm provider health recipes
+CP_MODULES := common schema store api control cluster slurm provider health recipes
 CP_SRCS := $(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
 CP_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcurl -lcrypto -lpthread -lm
@@ -45,7 +45,8 @@ TRAIN_SRCS := $(wildcard src/train/*.c src/train/cpu/*.c)
 TRAIN_OBJS := $(TRAIN_SRCS:%.c=$(B)/%.o)
 TRAIN_LIBS := -fopenmp -lopenblas -ljansson $(MPI_LIBS) -lcrypto -lpthread -lm
 
-COMMON_OBJS := $(filter $(B)/src/common/%,$(CP_OBJS))
+# The trainer shares the policy-free modules: common and the schema engine.
+COMMON_OBJS := $(filter $(B)/src/common/% $(B)/src/schema/%,$(CP_OBJS))
 
 PROGS := $(patsubst src/cmd/%.c,%,$(wildcard src/cmd/*.c))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)

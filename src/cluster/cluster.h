@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "common/common.h"
+#include "schema/schema.h"
 
 /* Validate a cluster spec (snake_case or camelCase keys) and return its
  * canonical form: camelCase keys in a fixed order, defaults filled in,
@@ -22,6 +23,47 @@ json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err);
  * for a create). 1 and the first such field's path into field[len], else 0.
  * Both specs normalized. Only an admin may make such a change. */
 int cluster_spec_privileged_change(const json_t *old, const json_t *new_, char *field, size_t len);
+
+/* The spec's field table (static; not owned by callers). Fields that make mtc
+ * or Slurm execute something as root carry SCHEMA_ROOT_EXEC:
+ * schema_walk(&cluster_spec_schema, SCHEMA_ROOT_EXEC, fn, arg) lists their
+ * paths ("orchestratorSpec.slurmSpec.prologBashScripts",
+ * "nodePools[].startupScript", "healthPolicy.nvmlLibrary"). */
+extern const struct schema cluster_spec_schema;
+
+/* The spec's enums. JSON carries the names (canonical: the short ones, e.g.
+ * "SPOT"); input may also use the cloud API's proto names where it has them
+ * ("PROVISIONING_MODEL_SPOT", "RESERVATION_AFFINITY_TYPE_SPECIFIC_RESERVATION"). */
+enum cluster_provisioning_model {
+    CLUSTER_PROVISIONING_ON_DEMAND,
+    CLUSTER_PROVISIONING_RESERVATION,
+    CLUSTER_PROVISIONING_SPOT,
+    CLUSTER_PROVISIONING_FLEX_START,
+};
+extern const struct schema_enum cluster_provisioning_model_enum;
+enum cluster_reservation_affinity {
+    CLUSTER_NO_RESERVATION,
+    CLUSTER_ANY_RESERVATION,
+    CLUSTER_SPECIFIC_RESERVATION,
+};
+extern const struct schema_enum cluster_reservation_affinity_enum;
+enum cluster_boot_disk_type {
+    CLUSTER_PD_STANDARD,
+    CLUSTER_PD_BALANCED,
+    CLUSTER_PD_SSD,
+    CLUSTER_PD_EXTREME,
+    CLUSTER_HYPERDISK_BALANCED,
+};
+extern const struct schema_enum cluster_boot_disk_type_enum;
+/* slurmSpec.scheduling's plugin names, as slurm.conf writes them */
+enum cluster_priority_type { CLUSTER_PRIORITY_BASIC, CLUSTER_PRIORITY_MULTIFACTOR };
+extern const struct schema_enum cluster_priority_type_enum;
+enum cluster_preempt_type {
+    CLUSTER_PREEMPT_NONE,
+    CLUSTER_PREEMPT_PARTITION_PRIO,
+    CLUSTER_PREEMPT_QOS,
+};
+extern const struct schema_enum cluster_preempt_type_enum;
 
 /* 1 when id matches ^[a-z][a-z0-9]{0,9}$, else 0. */
 int cluster_id_valid(const char *id);

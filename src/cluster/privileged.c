@@ -1,21 +1,12 @@
-/* privileged: the spec fields that make mtc or Slurm execute (or read) something
- * as root on a node — a library it loads, scripts, hook commands. Only an admin
- * may set or change them; the API asks here whether a request does. */
+/* privileged: does a spec set or change a field that makes mtc or Slurm
+ * execute (or read) something as root on a node — the fields the spec's table
+ * flags SCHEMA_ROOT_EXEC (a library the agent loads, scripts, hook commands)?
+ * Only an admin may; the API asks here. */
 #include "cluster/cluster.h"
+#include "schema/schema.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* "a.b.c" from the spec root; "nodePools[].x" is field x of every node pool
- * (matched by pool id between the old and the new spec). */
-static const char *const privileged[] = {
-    "healthPolicy.nvmlLibrary",                     /* dlopen'ed by mtc-agent (root) */
-    "healthPolicy.kernelLog",                       /* read by mtc-agent (root) */
-    "orchestratorSpec.slurmSpec.prologBashScripts", /* run by slurmd (root) */
-    "orchestratorSpec.slurmSpec.epilogBashScripts",
-    "nodePools[].startupScript", /* run as root on a node where a provider supports it */
-    NULL,
-};
 
 /* The value at a dotted path below obj, or NULL. */
 static const json_t *get_path(const json_t *obj, const char *path)
@@ -61,29 +52,48 @@ static const json_t *pool_by_id(const json_t *spec, const char *id)
     return NULL;
 }
 
-int cluster_spec_privileged_change(const json_t *old, const json_t *new_, char *field, size_t len)
+struct walk {
+    const json_t *old, *new_;
+    char *field;
+    size_t len;
+    int found;
+};
+
+/* One flagged path: "a.b.c", or "nodePools[].x" for field x of every node
+ * pool (a pool compared with the old pool of the same id). */
+static void visit(const char *path, const struct schema_field *f, void *arg)
 {
-    for (const char *const *f = privileged; *f; f++) {
-        const char *pools = strstr(*f, "[].");
-        if (!pools) {
-            if (differ(old ? get_path(old, *f) : NULL, get_path(new_, *f))) {
-                snprintf(field, len, "%s", *f);
-                return 1;
-            }
-            continue;
+    (void)f;
+    struct walk *w = arg;
+    if (w->found)
+        return;
+    const char *rest = strstr(path, "[].");
+    if (!rest) {
+        if (differ(w->old ? get_path(w->old, path) : NULL, get_path(w->new_, path))) {
+            snprintf(w->field, w->len, "%s", path);
+            w->found = 1;
         }
-        /* per node pool: compare each pool of the new spec with its old self */
-        size_t i;
-        json_t *p;
-        json_array_foreach(json_object_get(new_, "nodePools"), i, p)
-        {
-            const char *id = json_string_value(json_object_get(p, "id"));
-            const json_t *was = old ? pool_by_id(old, id) : NULL;
-            if (differ(was ? get_path(was, pools + 3) : NULL, get_path(p, pools + 3))) {
-                snprintf(field, len, "nodePools[%zu].%s", i, pools + 3);
-                return 1;
-            }
+        return;
+    }
+    if (strncmp(path, "nodePools[]", 11) != 0)
+        return; /* no other repeated section holds such fields */
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(w->new_, "nodePools"), i, p)
+    {
+        const char *id = json_string_value(json_object_get(p, "id"));
+        const json_t *was = w->old ? pool_by_id(w->old, id) : NULL;
+        if (differ(was ? get_path(was, rest + 3) : NULL, get_path(p, rest + 3))) {
+            snprintf(w->field, w->len, "nodePools[%zu].%s", i, rest + 3);
+            w->found = 1;
+            return;
         }
     }
-    return 0;
+}
+
+int cluster_spec_privileged_change(const json_t *old, const json_t *new_, char *field, size_t len)
+{
+    struct walk w = {old, new_, field, len, 0};
+    schema_walk(&cluster_spec_schema, SCHEMA_ROOT_EXEC, visit, &w);
+    return w.found;
 }

@@ -1,13 +1,13 @@
-/* spec: parse, validate and normalize a cluster spec. A table-driven schema
- * does the structural pass (known fields, types, snake_case -> camelCase);
- * semantic checks (references, uniqueness, catalog, slurm.conf keys) and
- * defaults follow, and a second structural pass fixes the key order. */
+/* spec: parse, validate and normalize a cluster spec. The field tables below
+ * drive the schema engine (known fields, kinds, enums, snake_case ->
+ * camelCase, per-field and per-object rules); the checks that span the whole
+ * spec (references between pools and partitions, uniqueness) and their
+ * defaults follow, and a second pass puts what they added in table order. */
 #include "cluster/cluster.h"
 #include "health/health.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,15 +17,42 @@
  * message, so the compiler's truncation warning is noise here. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-enum kind { K_STR, K_INT, K_BOOL, K_ENUM, K_OBJ, K_OBJS, K_STRS, K_MAP, K_CONF, K_HEALTH };
+#define PATH_LEN 512
+#define POOL_ID_MAX 16
+#define PARTITION_ID_MAX 32
 
-struct field {
-    const char *name;
-    enum kind kind;
-    const struct field *obj; /* K_OBJ, K_OBJS */
-    const char *const *vals; /* K_ENUM: allowed values; K_CONF: slurm.conf keys */
-    const char *level;       /* K_CONF: "partition" or "node" */
-};
+/* ---- enums: names as the API writes them; the cloud API's proto names
+ * (PROVISIONING_MODEL_SPOT) are accepted on input ---- */
+
+const struct schema_enum cluster_provisioning_model_enum = SCHEMA_NAMES(
+    "PROVISIONING_MODEL_", [CLUSTER_PROVISIONING_ON_DEMAND] = "ON_DEMAND",
+    [CLUSTER_PROVISIONING_RESERVATION] = "RESERVATION", [CLUSTER_PROVISIONING_SPOT] = "SPOT",
+    [CLUSTER_PROVISIONING_FLEX_START] = "FLEX_START");
+
+const struct schema_enum cluster_reservation_affinity_enum =
+    SCHEMA_NAMES("RESERVATION_AFFINITY_TYPE_", [CLUSTER_NO_RESERVATION] = "NO_RESERVATION",
+                 [CLUSTER_ANY_RESERVATION] = "ANY_RESERVATION",
+                 [CLUSTER_SPECIFIC_RESERVATION] = "SPECIFIC_RESERVATION");
+
+const struct schema_enum cluster_boot_disk_type_enum =
+    SCHEMA_NAMES(NULL, [CLUSTER_PD_STANDARD] = "pd-standard", [CLUSTER_PD_BALANCED] = "pd-balanced",
+                 [CLUSTER_PD_SSD] = "pd-ssd", [CLUSTER_PD_EXTREME] = "pd-extreme",
+                 [CLUSTER_HYPERDISK_BALANCED] = "hyperdisk-balanced");
+
+const struct schema_enum cluster_priority_type_enum =
+    SCHEMA_NAMES(NULL, [CLUSTER_PRIORITY_BASIC] = "priority/basic",
+                 [CLUSTER_PRIORITY_MULTIFACTOR] = "priority/multifactor");
+
+const struct schema_enum cluster_preempt_type_enum =
+    SCHEMA_NAMES(NULL, [CLUSTER_PREEMPT_NONE] = "preempt/none",
+                 [CLUSTER_PREEMPT_PARTITION_PRIO] = "preempt/partition_prio",
+                 [CLUSTER_PREEMPT_QOS] = "preempt/qos");
+
+/* Vocabularies of slurm.conf comma lists (matched in any case). */
+static const struct schema_enum preempt_modes =
+    SCHEMA_NAMES(NULL, "OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN", "PRIORITY");
+static const struct schema_enum enforce_values = SCHEMA_NAMES(
+    NULL, "associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys", "all");
 
 /* Real Slurm 22.05 slurm.conf keys per level (man slurm.conf), canonical case.
  * Keys mtc itself writes are in the *_managed lists and rejected. */
@@ -83,103 +110,56 @@ static const char *const node_keys[] = {"BcastAddr",      "Boards",         "Cor
                                         "NodeHostname",   "Port",           NULL};
 static const char *const node_managed[] = {"NodeName", "NodeAddr", "NodeHostname", "Port", NULL};
 
-static const char *const provisioning_models[] = {"ON_DEMAND", "RESERVATION", "SPOT", "FLEX_START",
-                                                  NULL};
-static const char *const reservation_types[] = {"NO_RESERVATION", "ANY_RESERVATION",
-                                                "SPECIFIC_RESERVATION", NULL};
-static const char *const boot_disk_types[] = {"pd-standard", "pd-balanced",        "pd-ssd",
-                                              "pd-extreme",  "hyperdisk-balanced", NULL};
-static const char *const priority_types[] = {"priority/basic", "priority/multifactor", NULL};
-static const char *const preempt_types[] = {"preempt/none", "preempt/partition_prio", "preempt/qos",
-                                            NULL};
+/* ---- slurm.conf values ---- */
 
-static const struct field f_network[] = {
-    {.name = "network", .kind = K_STR}, {.name = "subnetwork", .kind = K_STR}, {.name = NULL}};
-static const struct field f_boot_disk[] = {
-    {.name = "bootDiskType", .kind = K_ENUM, .vals = boot_disk_types},
-    {.name = "bootDiskSizeGb", .kind = K_INT},
-    {.name = NULL}};
-static const struct field f_reservation[] = {
-    {.name = "reservationAffinityType", .kind = K_ENUM, .vals = reservation_types},
-    {.name = "key", .kind = K_STR},
-    {.name = "values", .kind = K_STRS},
-    {.name = NULL}};
-static const struct field f_machine[] = {
-    {.name = "machineType", .kind = K_STR},
-    {.name = "acceleratorType", .kind = K_STR},
-    {.name = "acceleratorCount", .kind = K_INT},
-    {.name = "reservationAffinity", .kind = K_OBJ, .obj = f_reservation},
-    {.name = NULL}};
-static const struct field f_scaling[] = {{.name = "minNodeCount", .kind = K_INT},
-                                         {.name = "maxNodeCount", .kind = K_INT},
-                                         {.name = NULL}};
-static const struct field f_filestore[] = {
-    {.name = "filestore", .kind = K_STR}, {.name = "mountPath", .kind = K_STR}, {.name = NULL}};
-static const struct field f_lustre[] = {
-    {.name = "lustre", .kind = K_STR}, {.name = "mountPath", .kind = K_STR}, {.name = NULL}};
-static const struct field f_pool[] = {
-    {.name = "id", .kind = K_STR},
-    {.name = "zone", .kind = K_STR},
-    {.name = "enablePublicIps", .kind = K_BOOL},
-    {.name = "bootDisk", .kind = K_OBJ, .obj = f_boot_disk},
-    {.name = "machineSpec", .kind = K_OBJ, .obj = f_machine},
-    {.name = "provisioningModel", .kind = K_ENUM, .vals = provisioning_models},
-    {.name = "scalingSpec", .kind = K_OBJ, .obj = f_scaling},
-    {.name = "startupScript", .kind = K_STR},
-    {.name = "nodeImage", .kind = K_STR},
-    {.name = "filestores", .kind = K_OBJS, .obj = f_filestore},
-    {.name = "lustres", .kind = K_OBJS, .obj = f_lustre},
-    {.name = NULL}};
-static const struct field f_partition[] = {
-    {.name = "id", .kind = K_STR},
-    {.name = "nodePoolIds", .kind = K_STRS},
-    {.name = "config", .kind = K_CONF, .vals = partition_keys, .level = "partition"},
-    {.name = NULL}};
-static const struct field f_node_set[] = {
-    {.name = "nodePoolId", .kind = K_STR},
-    {.name = "config", .kind = K_CONF, .vals = node_keys, .level = "node"},
-    {.name = NULL}};
-static const struct field f_accounting[] = {{.name = "accountingStorageEnforce", .kind = K_STR},
-                                            {.name = NULL}};
-static const struct field f_scheduling[] = {
-    {.name = "priorityType", .kind = K_ENUM, .vals = priority_types},
-    {.name = "priorityWeightAge", .kind = K_INT},
-    {.name = "priorityWeightAssoc", .kind = K_INT},
-    {.name = "priorityWeightFairshare", .kind = K_INT},
-    {.name = "priorityWeightJobSize", .kind = K_INT},
-    {.name = "priorityWeightPartition", .kind = K_INT},
-    {.name = "priorityWeightQos", .kind = K_INT},
-    {.name = "priorityWeightTres", .kind = K_STR},
-    {.name = "preemptType", .kind = K_ENUM, .vals = preempt_types},
-    {.name = "preemptMode", .kind = K_STR},
-    {.name = "preemptExemptTime", .kind = K_STR},
-    {.name = NULL}};
-static const struct field f_slurm[] = {{.name = "homeDirectoryStorage", .kind = K_STR},
-                                       {.name = "loginNodePoolId", .kind = K_STR},
-                                       {.name = "partitions", .kind = K_OBJS, .obj = f_partition},
-                                       {.name = "defaultPartitionId", .kind = K_STR},
-                                       {.name = "nodeSets", .kind = K_OBJS, .obj = f_node_set},
-                                       {.name = "accounting", .kind = K_OBJ, .obj = f_accounting},
-                                       {.name = "scheduling", .kind = K_OBJ, .obj = f_scheduling},
-                                       {.name = "prologBashScripts", .kind = K_STRS},
-                                       {.name = "epilogBashScripts", .kind = K_STRS},
-                                       {.name = NULL}};
-static const struct field f_orchestrator[] = {{.name = "slurmSpec", .kind = K_OBJ, .obj = f_slurm},
-                                              {.name = NULL}};
-static const struct field f_cluster[] = {
-    {.name = "displayName", .kind = K_STR},
-    {.name = "description", .kind = K_STR},
-    {.name = "labels", .kind = K_MAP},
-    {.name = "network", .kind = K_OBJ, .obj = f_network},
-    {.name = "nodePools", .kind = K_OBJS, .obj = f_pool},
-    {.name = "orchestratorSpec", .kind = K_OBJ, .obj = f_orchestrator},
-    {.name = "healthPolicy", .kind = K_HEALTH}, /* mtc's own: the node health checks */
-    {.name = NULL}};
+/* Why a slurm.conf value would break its line, or NULL when it is fine: it must
+ * not end the line, start a comment, break our quoting or continue onto the
+ * next line; unquoted (scheduling keys are written bare) it must also be one
+ * word, or the rest would be read as other keys. */
+static const char *conf_value_bad(const char *v, int quoted)
+{
+    if (!*v)
+        return "value must be non-empty, one line, without '#' or '\"'";
+    for (const char *p = v; *p; p++)
+        if (*p == '#' || *p == '"' || iscntrl((unsigned char)*p))
+            return "value must be non-empty, one line, without '#' or '\"'";
+    if (strchr(v, '\\'))
+        return "value must not contain '\\' (slurm.conf would join the next line to it)";
+    if (!quoted && strpbrk(v, " \t"))
+        return "value must be one word: a blank would end it and start another key";
+    return NULL;
+}
 
-/* Output-only fields of the resource: accepted in a request (a GET body sent
- * back) and dropped. */
-static const char *const output_only[] = {"name",          "createTime",    "updateTime",
-                                          "clusterStatus", "clusterEvents", NULL};
+/* Hook: a scheduling value slurm.conf gets bare (Key=value). */
+static int conf_word(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    (void)f;
+    const char *why = conf_value_bad(json_string_value(*v), 0);
+    return why ? schema_error(err, path, "%s", why) : 0;
+}
+
+/* Hook: a comma list whose items all come from f->arg (any case), one word. */
+static int comma_list(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    const struct schema_enum *allowed = f->arg;
+    const char *s = json_string_value(*v);
+    char buf[256], list[200];
+    int ok = *s && strlen(s) < sizeof(buf) && s[strlen(s) - 1] != ',';
+    snprintf(buf, sizeof(buf), "%s", s);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); ok && t; t = strtok_r(NULL, ",", &save))
+        ok = schema_enum_parse(allowed, t, SCHEMA_ENUM_ANYCASE) >= 0;
+    if (!ok)
+        return schema_error(err, path, "invalid value \"%.60s\" (comma list of %s)", s,
+                            schema_enum_list(allowed, list, sizeof(list)));
+    return conf_word(f, v, path, err);
+}
+
+/* The keys of one slurm.conf level a config{} map may set. */
+struct conf_level {
+    const char *level; /* "partition", "node" */
+    const char *const *keys, *const *managed;
+};
 
 static int in_list(const char *const *list, const char *s)
 {
@@ -189,236 +169,271 @@ static int in_list(const char *const *list, const char *s)
     return 0;
 }
 
-
-static const char *at(const char *path, char *buf, size_t len, const char *name)
+/* One Key: "Value" of a config{} map (a bare integer is a fair way to write
+ * "10"): the key in Slurm's spelling, the value on one line. */
+static int conf_entry(json_t *out, const char *k, const json_t *e, const char *path,
+                      const void *arg, mtc_error_t *err)
 {
-    if (!*path)
-        snprintf(buf, len, "%s", name);
-    else
-        snprintf(buf, len, "%s.%s", path, name);
-    return buf;
-}
-
-static int fail(mtc_error_t *err, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(mtc_error_t *err, const char *path, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    errno = EINVAL;
-    if (*path)
-        return errprintf(err, "%s: %s", path, msg);
-    return errprintf(err, "%s", msg);
-}
-
-/* A slurm.conf value: one token on one line; it must not end the line, start
- * a comment or break our quoting. */
-static int conf_value_ok(const char *v)
-{
-    if (!*v)
-        return 0;
-    for (; *v; v++)
-        if (*v == '\n' || *v == '\r' || *v == '#' || *v == '"' || iscntrl((unsigned char)*v))
-            return 0;
-    return 1;
-}
-
-static int label_ok(const char *s, int key)
-{
-    size_t n = strlen(s);
-    if (n > 63 || (key && (n == 0 || !islower((unsigned char)s[0]))))
-        return 0;
-    for (; *s; s++)
-        if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) && *s != '_' && *s != '-')
-            return 0;
-    return 1;
-}
-
-static int norm_obj(const json_t *in, const struct field *schema, const char *path, json_t **out,
-                    mtc_error_t *err);
-
-static int norm_value(const json_t *v, const struct field *f, const char *path, json_t **out,
-                      mtc_error_t *err)
-{
-    char sub[512];
-    size_t i;
-    const char *k;
-    json_t *e;
-    switch (f->kind) {
-    case K_STR:
-        if (!json_is_string(v))
-            return fail(err, path, "must be a string");
-        *out = json_deep_copy(v);
-        return 0;
-    case K_ENUM:
-        if (!json_is_string(v))
-            return fail(err, path, "must be a string");
-        if (!in_list(f->vals, json_string_value(v))) {
-            char allowed[200] = "";
-            for (const char *const *a = f->vals; *a; a++)
-                snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s",
-                         a == f->vals ? "" : ", ", *a);
-            return fail(err, path, "invalid value \"%.60s\" (one of %s)", json_string_value(v),
-                        allowed);
-        }
-        *out = json_deep_copy(v);
-        return 0;
-    case K_BOOL:
-        if (!json_is_boolean(v))
-            return fail(err, path, "must be true or false");
-        *out = json_deep_copy(v);
-        return 0;
-    case K_INT: {
-        long long n;
-        if (json_is_integer(v)) {
-            n = json_integer_value(v);
-        } else if (json_is_string(v)) { /* proto3 JSON may quote integers */
-            const char *s = json_string_value(v);
-            char *end;
-            errno = 0;
-            n = strtoll(s, &end, 10);
-            if (!*s || *end || errno)
-                return fail(err, path, "must be an integer");
-        } else {
-            return fail(err, path, "must be an integer");
-        }
-        if (n < INT_MIN || n > INT_MAX)
-            return fail(err, path, "integer out of range");
-        *out = json_integer(n);
-        return 0;
+    const struct conf_level *lv = arg;
+    char sub[PATH_LEN], num[32];
+    const char *canon = NULL, *s = json_string_value(e), *why;
+    for (const char *const *c = lv->keys; *c; c++)
+        if (strcasecmp(*c, k) == 0)
+            canon = *c;
+    if (!canon)
+        return schema_error(err, path, "unknown slurm.conf %s key \"%.60s\"", lv->level, k);
+    if (in_list(lv->managed, canon))
+        return schema_error(err, path, "slurm.conf %s key \"%s\" is set by mtc", lv->level, canon);
+    schema_join(sub, sizeof(sub), path, canon);
+    if (json_is_integer(e)) {
+        snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(e));
+        s = num;
     }
-    case K_OBJ:
-        return norm_obj(v, f->obj, path, out, err);
-    case K_OBJS:
-    case K_STRS:
-        if (!json_is_array(v))
-            return fail(err, path, "must be an array");
-        *out = json_array();
-        json_array_foreach(v, i, e)
-        {
-            json_t *n = NULL;
-            snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
-            if (f->kind == K_STRS) {
-                if (!json_is_string(e))
-                    return fail(err, sub, "must be a string");
-                n = json_deep_copy(e);
-            } else if (norm_obj(e, f->obj, sub, &n, err) < 0) {
-                return -1;
-            }
-            json_array_append_new(*out, n);
-        }
-        return 0;
-    case K_MAP:
-        if (!json_is_object(v))
-            return fail(err, path, "must be an object");
-        *out = json_object();
-        json_object_foreach((json_t *)v, k, e)
-        {
-            at(path, sub, sizeof(sub), k);
-            if (!label_ok(k, 1))
-                return fail(err, sub, "invalid label key (want ^[a-z][a-z0-9_-]{0,62}$)");
-            if (!json_is_string(e) || !label_ok(json_string_value(e), 0))
-                return fail(err, sub, "invalid label value (want ^[a-z0-9_-]{0,63}$)");
-            json_object_set(*out, k, e);
-        }
-        return 0;
-    case K_HEALTH:
-        /* its own module validates it; its messages already start "healthPolicy" */
-        *out = health_policy_normalize(v, err);
-        if (!*out) {
-            errno = EINVAL;
-            return -1;
-        }
-        return 0;
-    case K_CONF:
-        if (!json_is_object(v))
-            return fail(err, path, "must be an object of slurm.conf Key: \"Value\"");
-        *out = json_object();
-        json_object_foreach((json_t *)v, k, e)
-        {
-            const char *canon = NULL;
-            for (const char *const *c = f->vals; *c; c++)
-                if (strcasecmp(*c, k) == 0)
-                    canon = *c;
-            if (!canon)
-                return fail(err, path, "unknown slurm.conf %s key \"%.60s\"", f->level, k);
-            const char *const *managed =
-                strcmp(f->level, "partition") == 0 ? partition_managed : node_managed;
-            if (in_list(managed, canon))
-                return fail(err, path, "slurm.conf %s key \"%s\" is set by mtc", f->level, canon);
-            at(path, sub, sizeof(sub), canon);
-            char num[32];
-            const char *s = json_string_value(e);
-            if (json_is_integer(e)) { /* a bare number is a fair way to write "10" */
-                snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(e));
-                s = num;
-            }
-            if (!s)
-                return fail(err, sub, "must be a string");
-            if (!conf_value_ok(s))
-                return fail(err, sub, "value must be non-empty, one line, without '#' or '\"'");
-            if (json_object_get(*out, canon))
-                return fail(err, sub, "key given twice");
-            json_object_set_new(*out, canon, json_string(s));
-        }
-        return 0;
-    }
-    return fail(err, path, "unsupported field kind");
+    if (!s)
+        return schema_error(err, sub, "must be a string");
+    if ((why = conf_value_bad(s, 1)))
+        return schema_error(err, sub, "%s", why);
+    if (json_object_get(out, canon))
+        return schema_error(err, sub, "key given twice");
+    return json_object_set_new(out, canon, json_string(s));
 }
 
-static int norm_obj(const json_t *in, const struct field *schema, const char *path, json_t **out,
-                    mtc_error_t *err)
+/* Hook: a config{} map of slurm.conf keys of one level (values quoted when blank). */
+static int conf_map(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
-    char camel[128], sub[512];
-    const char *k;
-    json_t *v;
-    *out = NULL;
-    if (!json_is_object(in))
-        return fail(err, path, "must be an object");
-    json_t *tmp = json_object(); /* camelCase key -> normalized value */
-    json_object_foreach((json_t *)in, k, v)
-    {
-        mtc_camel_case(k, camel, sizeof(camel));
-        if (schema == f_cluster && in_list(output_only, camel))
-            continue;
-        const struct field *f = schema;
-        while (f->name && strcmp(f->name, camel) != 0)
-            f++;
-        if (!f->name) {
-            json_decref(tmp);
-            return fail(err, path, "unknown field \"%.60s\"", k);
-        }
-        at(path, sub, sizeof(sub), f->name);
-        if (json_object_get(tmp, f->name)) {
-            json_decref(tmp);
-            return fail(err, sub, "field given twice (snake_case and camelCase)");
-        }
-        if (json_is_null(v))
-            continue; /* proto3: null means "not set" */
-        json_t *n = NULL;
-        if (norm_value(v, f, sub, &n, err) < 0) {
-            json_decref(n);
-            json_decref(tmp);
-            return -1;
-        }
-        json_object_set_new(tmp, f->name, n);
+    return schema_map(v, path, "slurm.conf Key: \"Value\"", conf_entry, f->arg, err);
+}
+
+static const struct conf_level partition_level = {"partition", partition_keys, partition_managed};
+static const struct conf_level node_level = {"node", node_keys, node_managed};
+
+/* ---- per-object rules ---- */
+
+struct id_rule {
+    const char *what;
+    size_t max;
+};
+
+/* Hook: a node pool or partition id, which names Slurm objects and paths. */
+static int id_ok(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    const struct id_rule *r = f->arg;
+    const char *id = json_string_value(*v);
+    if (mtc_name_valid(id, r->max))
+        return 0;
+    return schema_error(err, path,
+                        "invalid %s id \"%.60s\" (want ^[a-z][a-z0-9-]{0,%zu}, no trailing '-')",
+                        r->what, id, r->max - 1);
+}
+
+static const struct id_rule pool_id = {"node pool", POOL_ID_MAX};
+static const struct id_rule partition_id = {"partition", PARTITION_ID_MAX};
+
+/* machineSpec: the catalog knows the type; accelerators match it and default to it. */
+static int check_machine(json_t *ms, const char *path, mtc_error_t *err)
+{
+    char q[PATH_LEN];
+    const char *mt = json_string_value(json_object_get(ms, "machineType"));
+    struct cluster_machine_type info;
+    mtc_error_t e2;
+    if (cluster_machine_type_lookup(mt, &info, &e2) < 0) {
+        schema_join(q, sizeof(q), path, "machineType");
+        if (errno == ENOENT)
+            return schema_error(err, q, "unknown machine type \"%.60s\"", mt);
+        return schema_error(err, q, "%s", e2.text);
     }
-    /* re-emit in schema order so the canonical form is stable */
-    *out = json_object();
-    for (const struct field *f = schema; f->name; f++)
-        if ((v = json_object_get(tmp, f->name)))
-            json_object_set(*out, f->name, v);
-    json_decref(tmp);
+    const char *acc = json_string_value(json_object_get(ms, "acceleratorType"));
+    json_t *ac = json_object_get(ms, "acceleratorCount");
+    if (acc && strcmp(acc, info.accelerator_type) != 0) {
+        schema_join(q, sizeof(q), path, "acceleratorType");
+        if (!info.accelerator_type[0])
+            return schema_error(err, q, "machine type %s has no accelerators", mt);
+        return schema_error(err, q, "machine type %s has %s, not \"%.60s\"", mt,
+                            info.accelerator_type, acc);
+    }
+    if (ac && (json_integer_value(ac) < 0 || json_integer_value(ac) > info.accelerator_count)) {
+        schema_join(q, sizeof(q), path, "acceleratorCount");
+        return schema_error(err, q, "must be 0..%d for machine type %s", info.accelerator_count,
+                            mt);
+    }
+    if (info.accelerator_type[0]) {
+        if (!acc)
+            json_object_set_new(ms, "acceleratorType", json_string(info.accelerator_type));
+        if (!ac)
+            json_object_set_new(ms, "acceleratorCount", json_integer(info.accelerator_count));
+    }
     return 0;
 }
 
-/* ---- semantic checks and defaults on the camelCase object ---- */
+/* scalingSpec: max defaults to min; 0 <= min <= max. */
+static int check_scaling(json_t *sc, const char *path, mtc_error_t *err)
+{
+    json_t *mn = json_object_get(sc, "minNodeCount"), *mx = json_object_get(sc, "maxNodeCount");
+    if (!mx)
+        json_object_set_new(sc, "maxNodeCount", mx = json_integer(json_integer_value(mn)));
+    if (json_integer_value(mn) < 0)
+        return schema_error(err, path, "minNodeCount must be >= 0");
+    if (json_integer_value(mx) < 0)
+        return schema_error(err, path, "maxNodeCount must be >= 0");
+    if (json_integer_value(mn) > json_integer_value(mx))
+        return schema_error(err, path, "minNodeCount %lld > maxNodeCount %lld",
+                            (long long)json_integer_value(mn), (long long)json_integer_value(mx));
+    return 0;
+}
 
-#define POOL_ID_MAX 16
-#define PARTITION_ID_MAX 32
+/* ---- the tables ---- */
+
+#define SPEC (SCHEMA_PROTO3 | SCHEMA_QUOTING)
+#define STR(n) .name = n, .kind = SCHEMA_STR
+#define OBJ(n, t) .name = n, .kind = SCHEMA_OBJ, .obj = &t
+#define CONF(level) .name = "config", .kind = SCHEMA_CUSTOM, .check = conf_map, .arg = &level
+
+static const struct schema_field f_network[] = {
+    {STR("network")}, {STR("subnetwork")}, {.name = NULL}};
+static const struct schema s_network = {f_network, SPEC, NULL, NULL};
+
+static const struct schema_field f_boot_disk[] = {
+    {.name = "bootDiskType", .kind = SCHEMA_ENUM, .enm = &cluster_boot_disk_type_enum},
+    {.name = "bootDiskSizeGb", .kind = SCHEMA_INT, .flags = SCHEMA_LO, .lo = 10},
+    {.name = NULL}};
+static const struct schema s_boot_disk = {f_boot_disk, SPEC, NULL, NULL};
+
+static const struct schema_field f_reservation[] = {
+    {.name = "reservationAffinityType",
+     .kind = SCHEMA_ENUM,
+     .enm = &cluster_reservation_affinity_enum},
+    {STR("key")},
+    {.name = "values", .kind = SCHEMA_STRS},
+    {.name = NULL},
+};
+static const struct schema s_reservation = {f_reservation, SPEC, NULL, NULL};
+
+static const struct schema_field f_machine[] = {
+    {.name = "machineType", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED},
+    {STR("acceleratorType")},
+    {.name = "acceleratorCount", .kind = SCHEMA_INT},
+    {OBJ("reservationAffinity", s_reservation)},
+    {.name = NULL},
+};
+static const struct schema s_machine = {f_machine, SPEC, NULL, check_machine};
+
+static const struct schema_field f_scaling[] = {
+    {.name = "minNodeCount", .kind = SCHEMA_INT, .dflt = "0"},
+    {.name = "maxNodeCount", .kind = SCHEMA_INT},
+    {.name = NULL}};
+static const struct schema s_scaling = {f_scaling, SPEC, NULL, check_scaling};
+
+static const struct schema_field f_filestore[] = {
+    {STR("filestore")}, {STR("mountPath")}, {.name = NULL}};
+static const struct schema s_filestore = {f_filestore, SPEC, NULL, NULL};
+static const struct schema_field f_lustre[] = {{STR("lustre")}, {STR("mountPath")}, {.name = NULL}};
+static const struct schema s_lustre = {f_lustre, SPEC, NULL, NULL};
+
+static const struct schema_field f_pool[] = {
+    {.name = "id", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED, .check = id_ok, .arg = &pool_id},
+    {STR("zone")},
+    {.name = "enablePublicIps", .kind = SCHEMA_BOOL},
+    {OBJ("bootDisk", s_boot_disk)},
+    {.name = "machineSpec", .kind = SCHEMA_OBJ, .flags = SCHEMA_REQUIRED, .obj = &s_machine},
+    {.name = "provisioningModel",
+     .kind = SCHEMA_ENUM,
+     .enm = &cluster_provisioning_model_enum,
+     .dflt = "\"ON_DEMAND\""},
+    {.name = "scalingSpec",
+     .kind = SCHEMA_OBJ,
+     .obj = &s_scaling,
+     .dflt = "{\"minNodeCount\": 1, \"maxNodeCount\": 1}"},
+    /* no provider runs it today; a node's startup script runs as root where one does */
+    {.name = "startupScript", .kind = SCHEMA_STR, .flags = SCHEMA_ROOT_EXEC},
+    {STR("nodeImage")},
+    {.name = "filestores", .kind = SCHEMA_OBJS, .obj = &s_filestore},
+    {.name = "lustres", .kind = SCHEMA_OBJS, .obj = &s_lustre},
+    {.name = NULL},
+};
+static const struct schema s_pool = {f_pool, SPEC, NULL, NULL};
+
+static const struct schema_field f_partition[] = {
+    {.name = "id",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_REQUIRED,
+     .check = id_ok,
+     .arg = &partition_id},
+    {.name = "nodePoolIds", .kind = SCHEMA_STRS},
+    {CONF(partition_level)},
+    {.name = NULL},
+};
+static const struct schema s_partition = {f_partition, SPEC, NULL, NULL};
+
+static const struct schema_field f_node_set[] = {
+    {.name = "nodePoolId", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED},
+    {CONF(node_level)},
+    {.name = NULL}};
+static const struct schema s_node_set = {f_node_set, SPEC, NULL, NULL};
+
+static const struct schema_field f_accounting[] = {
+    {.name = "accountingStorageEnforce",
+     .kind = SCHEMA_STR,
+     .check = comma_list,
+     .arg = &enforce_values},
+    {.name = NULL},
+};
+static const struct schema s_accounting = {f_accounting, SPEC, NULL, NULL};
+
+#define WEIGHT(n) .name = n, .kind = SCHEMA_INT, .flags = SCHEMA_LO, .lo = 0
+#define CONF_WORD(n) .name = n, .kind = SCHEMA_STR, .check = conf_word
+static const struct schema_field f_scheduling[] = {
+    {.name = "priorityType", .kind = SCHEMA_ENUM, .enm = &cluster_priority_type_enum},
+    {WEIGHT("priorityWeightAge")},
+    {WEIGHT("priorityWeightAssoc")},
+    {WEIGHT("priorityWeightFairshare")},
+    {WEIGHT("priorityWeightJobSize")},
+    {WEIGHT("priorityWeightPartition")},
+    {WEIGHT("priorityWeightQos")},
+    {CONF_WORD("priorityWeightTres")},
+    {.name = "preemptType", .kind = SCHEMA_ENUM, .enm = &cluster_preempt_type_enum},
+    {.name = "preemptMode", .kind = SCHEMA_STR, .check = comma_list, .arg = &preempt_modes},
+    {CONF_WORD("preemptExemptTime")},
+    {.name = NULL},
+};
+static const struct schema s_scheduling = {f_scheduling, SPEC, NULL, NULL};
+
+/* Prolog/epilog scripts run as root on every node around every job. */
+#define SCRIPTS(n) .name = n, .kind = SCHEMA_STRS, .flags = SCHEMA_ROOT_EXEC
+static const struct schema_field f_slurm[] = {
+    {STR("homeDirectoryStorage")},
+    {STR("loginNodePoolId")},
+    {.name = "partitions", .kind = SCHEMA_OBJS, .obj = &s_partition},
+    {STR("defaultPartitionId")},
+    {.name = "nodeSets", .kind = SCHEMA_OBJS, .obj = &s_node_set},
+    {OBJ("accounting", s_accounting)},
+    {OBJ("scheduling", s_scheduling)},
+    {SCRIPTS("prologBashScripts")},
+    {SCRIPTS("epilogBashScripts")},
+    {.name = NULL},
+};
+static const struct schema s_slurm = {f_slurm, SPEC, NULL, NULL};
+
+static const struct schema_field f_orchestrator[] = {{OBJ("slurmSpec", s_slurm)}, {.name = NULL}};
+static const struct schema s_orchestrator = {f_orchestrator, SPEC, NULL, NULL};
+
+/* Output-only fields of the resource: accepted in a request (a GET body sent
+ * back) and dropped. */
+static const char *const output_only[] = {"name",          "createTime",    "updateTime",
+                                          "clusterStatus", "clusterEvents", NULL};
+
+static const struct schema_field f_cluster[] = {
+    {STR("displayName")},
+    {STR("description")},
+    {.name = "labels", .kind = SCHEMA_LABELS},
+    {OBJ("network", s_network)},
+    {.name = "nodePools", .kind = SCHEMA_OBJS, .obj = &s_pool},
+    {OBJ("orchestratorSpec", s_orchestrator)},
+    {OBJ("healthPolicy", health_policy_schema)}, /* mtc's own: the node health checks */
+    {.name = NULL},
+};
+const struct schema cluster_spec_schema = {f_cluster, SPEC, output_only, NULL};
+
+/* ---- checks across the spec, on the canonical object ---- */
 
 static int pool_index(const json_t *pools, const char *id)
 {
@@ -427,7 +442,7 @@ static int pool_index(const json_t *pools, const char *id)
     json_array_foreach(pools, i, p)
     {
         const char *pid = json_string_value(json_object_get(p, "id"));
-        if (pid && strcmp(pid, id) == 0)
+        if (pid && id && strcmp(pid, id) == 0)
             return (int)i;
     }
     return -1;
@@ -443,244 +458,131 @@ static json_t *ensure_obj(json_t *parent, const char *key)
     return o;
 }
 
-static int check_machine(json_t *pool, const char *path, mtc_error_t *err)
+static int check_pools(const json_t *pools, mtc_error_t *err)
 {
-    char p[512], q[512];
-    snprintf(p, sizeof(p), "%s.machineSpec", path);
-    json_t *ms = json_object_get(pool, "machineSpec");
-    if (!ms)
-        return fail(err, p, "required (machineSpec.machineType names the machine type)");
-    const char *mt = json_string_value(json_object_get(ms, "machineType"));
-    at(p, q, sizeof(q), "machineType");
-    if (!mt || !*mt)
-        return fail(err, q, "required");
-    struct cluster_machine_type info;
-    mtc_error_t e2;
-    if (cluster_machine_type_lookup(mt, &info, &e2) < 0) {
-        if (errno == ENOENT)
-            return fail(err, q, "unknown machine type \"%.60s\"", mt);
-        return fail(err, q, "%s", e2.text);
-    }
-    const char *at_ = json_string_value(json_object_get(ms, "acceleratorType"));
-    json_t *ac = json_object_get(ms, "acceleratorCount");
-    if (at_ && strcmp(at_, info.accelerator_type) != 0) {
-        at(p, q, sizeof(q), "acceleratorType");
-        if (!info.accelerator_type[0])
-            return fail(err, q, "machine type %s has no accelerators", mt);
-        return fail(err, q, "machine type %s has %s, not \"%.60s\"", mt, info.accelerator_type,
-                    at_);
-    }
-    if (ac && (json_integer_value(ac) < 0 || json_integer_value(ac) > info.accelerator_count)) {
-        at(p, q, sizeof(q), "acceleratorCount");
-        return fail(err, q, "must be 0..%d for machine type %s", info.accelerator_count, mt);
-    }
-    if (info.accelerator_type[0]) {
-        if (!at_)
-            json_object_set_new(ms, "acceleratorType", json_string(info.accelerator_type));
-        if (!ac)
-            json_object_set_new(ms, "acceleratorCount", json_integer(info.accelerator_count));
-    }
-    return 0;
-}
-
-static int check_pools(json_t *spec, mtc_error_t *err)
-{
-    char path[512], q[512];
+    char q[PATH_LEN];
     size_t i;
     json_t *pool;
-    json_t *pools = json_object_get(spec, "nodePools");
-    if (!pools || json_array_size(pools) == 0)
-        return fail(err, "nodePools", "at least one node pool is required");
+    if (json_array_size(pools) == 0)
+        return schema_error(err, "nodePools", "at least one node pool is required");
     json_array_foreach(pools, i, pool)
     {
-        snprintf(path, sizeof(path), "nodePools[%zu]", i);
         const char *id = json_string_value(json_object_get(pool, "id"));
-        at(path, q, sizeof(q), "id");
-        if (!id)
-            return fail(err, q, "required");
-        if (!mtc_name_valid(id, POOL_ID_MAX))
-            return fail(
-                err, q,
-                "invalid node pool id \"%.60s\" (want ^[a-z][a-z0-9-]{0,%d}, no trailing '-')", id,
-                POOL_ID_MAX - 1);
+        snprintf(q, sizeof(q), "nodePools[%zu].id", i);
         if (pool_index(pools, id) != (int)i)
-            return fail(err, q, "duplicate node pool id \"%s\"", id);
-        if (check_machine(pool, path, err) < 0)
-            return -1;
-        if (!json_object_get(pool, "provisioningModel"))
-            json_object_set_new(pool, "provisioningModel", json_string("ON_DEMAND"));
-        json_t *sc = json_object_get(pool, "scalingSpec");
-        if (!sc) {
-            sc = json_pack("{s:i,s:i}", "minNodeCount", 1, "maxNodeCount", 1);
-            json_object_set_new(pool, "scalingSpec", sc);
-        }
-        json_t *mn = json_object_get(sc, "minNodeCount"), *mx = json_object_get(sc, "maxNodeCount");
-        if (!mn)
-            json_object_set_new(sc, "minNodeCount", mn = json_integer(0));
-        if (!mx)
-            json_object_set_new(sc, "maxNodeCount", mx = json_integer(json_integer_value(mn)));
-        snprintf(q, sizeof(q), "%s.scalingSpec", path);
-        if (json_integer_value(mn) < 0)
-            return fail(err, q, "minNodeCount must be >= 0");
-        if (json_integer_value(mx) < 0)
-            return fail(err, q, "maxNodeCount must be >= 0");
-        if (json_integer_value(mn) > json_integer_value(mx))
-            return fail(err, q, "minNodeCount %lld > maxNodeCount %lld",
-                        (long long)json_integer_value(mn), (long long)json_integer_value(mx));
-        json_t *bd = json_object_get(pool, "bootDisk");
-        json_t *sz = bd ? json_object_get(bd, "bootDiskSizeGb") : NULL;
-        if (sz && json_integer_value(sz) < 10) {
-            snprintf(q, sizeof(q), "%s.bootDisk.bootDiskSizeGb", path);
-            return fail(err, q, "must be >= 10");
-        }
+            return schema_error(err, q, "duplicate node pool id \"%s\"", id);
     }
     return 0;
 }
 
-/* A comma list whose items all come from allowed (case-insensitive). */
-static int comma_list_ok(const char *s, const char *const *allowed)
+#define SLURM_SPEC "orchestratorSpec.slurmSpec"
+
+/* Default: one partition per compute pool, named after the pool. */
+static void default_partitions(json_t *ss, const json_t *pools, const char *login)
 {
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", s);
-    if (!*buf || strlen(s) >= sizeof(buf))
-        return 0;
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int ok = 0;
-        for (const char *const *a = allowed; *a; a++)
-            ok |= strcasecmp(*a, t) == 0;
-        if (!ok)
-            return 0;
+    size_t i;
+    json_t *e;
+    if (json_object_get(ss, "partitions"))
+        return;
+    json_t *parts = json_array();
+    json_array_foreach(pools, i, e)
+    {
+        const char *id = json_string_value(json_object_get(e, "id"));
+        if (login && strcmp(id, login) == 0)
+            continue;
+        json_array_append_new(parts, json_pack("{s:s,s:[s]}", "id", id, "nodePoolIds", id));
     }
-    return s[strlen(s) - 1] != ',';
+    json_object_set_new(ss, "partitions", parts);
 }
 
-static int check_slurm_misc(json_t *ss, mtc_error_t *err)
+/* Partition i: a unique id, existing compute pools. */
+static int check_partition(const json_t *parts, size_t i, const json_t *pools, const char *login,
+                           mtc_error_t *err)
 {
-    static const char *const enforce[] = {"all", "associations", "limits", "nojobs", "nosteps",
-                                          "qos", "safe",         "wckeys", NULL};
-    static const char *const modes[] = {"OFF",     "CANCEL", "GANG",     "REQUEUE",
-                                        "SUSPEND", "WITHIN", "PRIORITY", NULL};
-    const char *base = "orchestratorSpec.slurmSpec";
-    char q[512];
-    json_t *acc = json_object_get(ss, "accounting");
-    const char *ase =
-        acc ? json_string_value(json_object_get(acc, "accountingStorageEnforce")) : NULL;
-    if (ase && !comma_list_ok(ase, enforce)) {
-        snprintf(q, sizeof(q), "%s.accounting.accountingStorageEnforce", base);
-        return fail(err, q,
-                    "invalid value \"%.60s\" (comma list of associations, limits, nojobs, nosteps, "
-                    "qos, safe, wckeys, all)",
-                    ase);
-    }
-    json_t *sch = json_object_get(ss, "scheduling");
-    const char *k;
-    json_t *v;
-    json_object_foreach(sch, k, v)
+    char path[PATH_LEN], q[PATH_LEN];
+    size_t j;
+    json_t *pid;
+    const json_t *e = json_array_get(parts, i);
+    const char *id = json_string_value(json_object_get(e, "id"));
+    snprintf(path, sizeof(path), SLURM_SPEC ".partitions[%zu]", i);
+    for (j = 0; j < i; j++)
+        if (strcmp(json_string_value(json_object_get(json_array_get(parts, j), "id")), id) == 0)
+            return schema_error(err, schema_join(q, sizeof(q), path, "id"),
+                                "duplicate partition id \"%s\"", id);
+    json_t *ids = json_object_get(e, "nodePoolIds");
+    if (json_array_size(ids) == 0)
+        return schema_error(err, schema_join(q, sizeof(q), path, "nodePoolIds"),
+                            "at least one node pool id is required");
+    json_array_foreach(ids, j, pid)
     {
-        snprintf(q, sizeof(q), "%s.scheduling.%s", base, k);
-        if (json_is_integer(v) && json_integer_value(v) < 0)
-            return fail(err, q, "must be >= 0");
-        if (json_is_string(v) && !conf_value_ok(json_string_value(v)))
-            return fail(err, q, "value must be non-empty, one line, without '#' or '\"'");
-        if (strcmp(k, "preemptMode") == 0 && !comma_list_ok(json_string_value(v), modes))
-            return fail(err, q,
-                        "invalid value \"%.60s\" (comma list of OFF, CANCEL, GANG, REQUEUE, "
-                        "SUSPEND, WITHIN, PRIORITY)",
-                        json_string_value(v));
+        const char *p = json_string_value(pid);
+        snprintf(q, sizeof(q), "%s.nodePoolIds[%zu]", path, j);
+        if (pool_index(pools, p) < 0)
+            return schema_error(err, q, "no node pool \"%.60s\"", p);
+        if (login && strcmp(p, login) == 0)
+            return schema_error(
+                err, q, "node pool \"%s\" is the login pool and cannot be in a partition", p);
+    }
+    return 0;
+}
+
+/* defaultPartitionId names a partition; default: the first. */
+static int check_default_partition(json_t *ss, mtc_error_t *err)
+{
+    size_t i;
+    json_t *e;
+    json_t *parts = json_object_get(ss, "partitions");
+    const char *def = json_string_value(json_object_get(ss, "defaultPartitionId"));
+    if (!def) {
+        json_object_set(ss, "defaultPartitionId", json_object_get(json_array_get(parts, 0), "id"));
+        return 0;
+    }
+    json_array_foreach(parts, i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "id")), def) == 0)
+            return 0;
+    }
+    return schema_error(err, SLURM_SPEC ".defaultPartitionId", "no partition \"%.60s\"", def);
+}
+
+/* At most one node set per existing pool. */
+static int check_node_sets(const json_t *ss, const json_t *pools, mtc_error_t *err)
+{
+    char q[PATH_LEN];
+    size_t i, j;
+    json_t *e;
+    const json_t *sets = json_object_get(ss, "nodeSets");
+    json_array_foreach(sets, i, e)
+    {
+        const char *p = json_string_value(json_object_get(e, "nodePoolId"));
+        snprintf(q, sizeof(q), SLURM_SPEC ".nodeSets[%zu].nodePoolId", i);
+        if (pool_index(pools, p) < 0)
+            return schema_error(err, q, "no node pool \"%.60s\"", p);
+        for (j = 0; j < i; j++)
+            if (strcmp(json_string_value(json_object_get(json_array_get(sets, j), "nodePoolId")),
+                       p) == 0)
+                return schema_error(err, q, "duplicate node set for node pool \"%s\"", p);
     }
     return 0;
 }
 
 static int check_slurm(json_t *spec, mtc_error_t *err)
 {
-    char path[512], q[512];
-    size_t i, j;
-    json_t *e, *pid;
-    const char *base = "orchestratorSpec.slurmSpec";
-    json_t *pools = json_object_get(spec, "nodePools");
+    const json_t *pools = json_object_get(spec, "nodePools");
     json_t *ss = ensure_obj(ensure_obj(spec, "orchestratorSpec"), "slurmSpec");
-
     const char *login = json_string_value(json_object_get(ss, "loginNodePoolId"));
-    if (login && pool_index(pools, login) < 0) {
-        at(base, q, sizeof(q), "loginNodePoolId");
-        return fail(err, q, "no node pool \"%.60s\"", login);
-    }
+    if (login && pool_index(pools, login) < 0)
+        return schema_error(err, SLURM_SPEC ".loginNodePoolId", "no node pool \"%.60s\"", login);
+    default_partitions(ss, pools, login);
     json_t *parts = json_object_get(ss, "partitions");
-    if (!parts) {
-        /* default: one partition per compute pool, named after the pool */
-        parts = json_array();
-        json_array_foreach(pools, i, e)
-        {
-            const char *id = json_string_value(json_object_get(e, "id"));
-            if (login && strcmp(id, login) == 0)
-                continue;
-            json_array_append_new(parts, json_pack("{s:s,s:[s]}", "id", id, "nodePoolIds", id));
-        }
-        json_object_set_new(ss, "partitions", parts);
-    }
-    if (json_array_size(parts) == 0) {
-        at(base, q, sizeof(q), "partitions");
-        return fail(err, q, "at least one partition is required");
-    }
-    json_array_foreach(parts, i, e)
-    {
-        snprintf(path, sizeof(path), "%s.partitions[%zu]", base, i);
-        const char *id = json_string_value(json_object_get(e, "id"));
-        at(path, q, sizeof(q), "id");
-        if (!id)
-            return fail(err, q, "required");
-        if (!mtc_name_valid(id, PARTITION_ID_MAX))
-            return fail(
-                err, q,
-                "invalid partition id \"%.60s\" (want ^[a-z][a-z0-9-]{0,%d}, no trailing '-')", id,
-                PARTITION_ID_MAX - 1);
-        for (j = 0; j < i; j++)
-            if (strcmp(json_string_value(json_object_get(json_array_get(parts, j), "id")), id) == 0)
-                return fail(err, q, "duplicate partition id \"%s\"", id);
-        json_t *ids = json_object_get(e, "nodePoolIds");
-        if (!ids || json_array_size(ids) == 0) {
-            at(path, q, sizeof(q), "nodePoolIds");
-            return fail(err, q, "at least one node pool id is required");
-        }
-        json_array_foreach(ids, j, pid)
-        {
-            snprintf(q, sizeof(q), "%s.nodePoolIds[%zu]", path, j);
-            const char *p = json_string_value(pid);
-            if (pool_index(pools, p) < 0)
-                return fail(err, q, "no node pool \"%.60s\"", p);
-            if (login && strcmp(p, login) == 0)
-                return fail(err, q,
-                            "node pool \"%s\" is the login pool and cannot be in a partition", p);
-        }
-    }
-    const char *def = json_string_value(json_object_get(ss, "defaultPartitionId"));
-    if (!def) {
-        json_object_set(ss, "defaultPartitionId", json_object_get(json_array_get(parts, 0), "id"));
-    } else {
-        int found = 0;
-        json_array_foreach(parts, i, e) found |=
-            strcmp(json_string_value(json_object_get(e, "id")), def) == 0;
-        if (!found) {
-            at(base, q, sizeof(q), "defaultPartitionId");
-            return fail(err, q, "no partition \"%.60s\"", def);
-        }
-    }
-    json_array_foreach(json_object_get(ss, "nodeSets"), i, e)
-    {
-        snprintf(q, sizeof(q), "%s.nodeSets[%zu].nodePoolId", base, i);
-        const char *p = json_string_value(json_object_get(e, "nodePoolId"));
-        if (!p)
-            return fail(err, q, "required");
-        if (pool_index(pools, p) < 0)
-            return fail(err, q, "no node pool \"%.60s\"", p);
-        for (j = 0; j < i; j++)
-            if (strcmp(json_string_value(json_object_get(
-                           json_array_get(json_object_get(ss, "nodeSets"), j), "nodePoolId")),
-                       p) == 0)
-                return fail(err, q, "duplicate node set for node pool \"%s\"", p);
-    }
-    return check_slurm_misc(ss, err);
+    if (json_array_size(parts) == 0)
+        return schema_error(err, SLURM_SPEC ".partitions", "at least one partition is required");
+    for (size_t i = 0; i < json_array_size(parts); i++)
+        if (check_partition(parts, i, pools, login, err) < 0)
+            return -1;
+    if (check_default_partition(ss, err) < 0)
+        return -1;
+    return check_node_sets(ss, pools, err);
 }
 
 int cluster_id_valid(const char *id)
@@ -697,21 +599,21 @@ json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err)
 {
     json_t *first = NULL, *out = NULL;
     if (!in || !json_is_object(in)) {
-        fail(err, "", "cluster spec must be a JSON object");
+        schema_error(err, "", "cluster spec must be a JSON object");
         return NULL;
     }
-    if (norm_obj(in, f_cluster, "", &first, err) < 0)
+    first = schema_normalize(in, &cluster_spec_schema, "", err);
+    if (!first || check_pools(json_object_get(first, "nodePools"), err) < 0 ||
+        check_slurm(first, err) < 0)
         goto error;
-    if (check_pools(first, err) < 0 || check_slurm(first, err) < 0)
-        goto error;
-    /* defaults were appended; a second pass restores schema order */
-    if (norm_obj(first, f_cluster, "", &out, err) < 0)
+    /* the checks above added defaults at the end; a second pass restores table order */
+    out = schema_normalize(first, &cluster_spec_schema, "", err);
+    if (!out)
         goto error;
     json_decref(first);
     return out;
 error:
     json_decref(first);
-    json_decref(out);
     errno = EINVAL;
     return NULL;
 }

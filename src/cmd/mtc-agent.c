@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,9 +113,9 @@ out:
  * record PROLOG/EPILOG failures as VM_PROLOG_ERROR / VM_EPILOG_ERROR. */
 static json_t *body_json(const struct agent *a, const struct health_result *r, int n)
 {
-    static const char *const modes[] = {"HEALTH", "PROLOG", "EPILOG"};
-    return json_pack("{s:s, s:s, s:o}", "nodeId", a->ctx.node, "mode", modes[a->ctx.mode],
-                     "results", health_results_json(r, n));
+    return json_pack("{s:s, s:s, s:o}", "nodeId", a->ctx.node, "mode",
+                     schema_enum_name(&health_mode_enum, (int)a->ctx.mode), "results",
+                     health_results_json(r, n));
 }
 
 static void print_results(const struct agent *a, const struct health_result *r, int n)
@@ -339,191 +340,173 @@ static const char usage[] =
     "  --nvml LIB --kernel-log PATH --expected-gpus N --state-dir DIR\n"
     "  --home-dir D --local-dir D --checkpoint-dir D\n";
 
-static int set_str(char *dst, size_t len, const char *v, const char *opt)
+/* Options that set a string of struct agent; rebuild: the health runtime
+ * reads it (kernel log, state dir) and must be made again. */
+#define AT(m) offsetof(struct agent, m), sizeof(((struct agent *)0)->m)
+static const struct str_opt {
+    const char *name;
+    size_t off, size;
+    int rebuild;
+} str_opts[] = {
+    {"socket", AT(socket), 0},           {"url", AT(url), 0},
+    {"cluster", AT(cluster), 0},         {"node", AT(ctx.node), 0},
+    {"project", AT(project), 0},         {"location", AT(location), 0},
+    {"nvml", AT(ctx.nvml_library), 0},   {"kernel-log", AT(ctx.kernel_log), 1},
+    {"state-dir", AT(ctx.state_dir), 1}, {"home-dir", AT(ctx.home_dir), 0},
+    {"local-dir", AT(ctx.local_dir), 0}, {"checkpoint-dir", AT(ctx.checkpoint_dir), 0},
+};
+#define N_STR_OPTS (sizeof(str_opts) / sizeof(str_opts[0]))
+
+/* Options that switch an int of struct agent on: --json, --drain, --report. */
+#define FLAG(m)                                                                                    \
+    {                                                                                              \
+#m, offsetof(struct agent, m)                                                              \
+    }
+static const struct flag_opt {
+    const char *name;
+    size_t off;
+} flag_opts[] = {FLAG(json), FLAG(drain), FLAG(report)};
+#define N_FLAG_OPTS (sizeof(flag_opts) / sizeof(flag_opts[0]))
+
+/* The rest take a value with a rule of its own. */
+enum { O_CONFIG = 1, O_ONLY, O_MODE, O_INTERVAL, O_GPUS, O_FLAG = 100, O_STR = 200 };
+
+/* An integer option from lo to hi; 0, or 2 after saying why. */
+static int int_opt(const char *v, const char *opt, int lo, int hi, int *out)
 {
-    if (strlen(v) >= len)
-        return fail("%s: too long", opt), -1;
-    memcpy(dst, v, strlen(v) + 1);
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < lo || n > hi)
+        return fail("--%s: must be an integer from %d to %d", opt, lo, hi);
+    *out = (int)n;
+    return 0;
+}
+
+/* Phase 1: what the environment says (defaults, Slurm's script context, token). */
+static int agent_defaults(struct agent *a)
+{
+    mtc_error_t err = {""};
+    log_open(NULL, "mtc-agent", LOG_INFO);
+    if (health_ctx_init(&a->ctx, &err) < 0)
+        return fail("%s", err.text);
+    snprintf(a->project, sizeof(a->project), "local");
+    snprintf(a->location, sizeof(a->location), "local");
+    const char *ctxenv = getenv("SLURM_SCRIPT_CONTEXT");
+    if (ctxenv && !strncmp(ctxenv, "prolog", 6))
+        a->ctx.mode = HEALTH_MODE_PROLOG;
+    else if (ctxenv && !strncmp(ctxenv, "epilog", 6))
+        a->ctx.mode = HEALTH_MODE_EPILOG;
+    const char *tok = getenv("MTC_TOKEN");
+    if (tok)
+        snprintf(a->token, sizeof(a->token), "%s", tok);
+    return 0;
+}
+
+/* One option with a rule of its own. 0, or 2 after saying why. */
+static int other_opt(struct agent *a, int o, const char *v)
+{
+    int m;
+    switch (o) {
+    case O_CONFIG: /* read before the others */
+        return 0;
+    case O_ONLY:
+        a->only = v;
+        return 0;
+    case O_MODE:
+        if ((m = schema_enum_parse(&health_mode_enum, v, SCHEMA_ENUM_ANYCASE)) < 0)
+            return fail("--mode: must be health, prolog or epilog");
+        a->ctx.mode = (enum health_mode)m;
+        return 0;
+    case O_INTERVAL:
+        return int_opt(v, "interval-ms", 10, 3600000, &a->interval_ms);
+    case O_GPUS:
+        return int_opt(v, "expected-gpus", 0, 64, &a->ctx.expected_gpus);
+    }
+    return 2;
+}
+
+/* Phase 2: the options; --config first, so flags given with it override the
+ * file. *rebuild: an option changed what the health runtime reads. */
+static int agent_options(struct agent *a, int argc, char **argv, int *rebuild)
+{
+    static const struct option others[] = {{"config", 1, 0, O_CONFIG},
+                                           {"only", 1, 0, O_ONLY},
+                                           {"mode", 1, 0, O_MODE},
+                                           {"interval-ms", 1, 0, O_INTERVAL},
+                                           {"expected-gpus", 1, 0, O_GPUS}};
+    struct option opts[sizeof(others) / sizeof(others[0]) + N_FLAG_OPTS + N_STR_OPTS + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+        opts[n++] = others[i];
+    for (size_t i = 0; i < N_FLAG_OPTS; i++)
+        opts[n++] = (struct option){flag_opts[i].name, 0, 0, O_FLAG + (int)i};
+    for (size_t i = 0; i < N_STR_OPTS; i++)
+        opts[n++] = (struct option){str_opts[i].name, 1, 0, O_STR + (int)i};
+    opts[n] = (struct option){0, 0, 0, 0};
+
+    for (int i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--config") && load_config(a, argv[i + 1]) < 0)
+            return 2;
+    int o;
+    optind = 2;
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (o >= O_STR && o < O_STR + (int)N_STR_OPTS) {
+            const struct str_opt *so = &str_opts[o - O_STR];
+            if (strlen(optarg) >= so->size)
+                return fail("--%s: too long", so->name);
+            memcpy((char *)a + so->off, optarg, strlen(optarg) + 1);
+            *rebuild |= so->rebuild;
+        } else if (o >= O_FLAG && o < O_FLAG + (int)N_FLAG_OPTS) {
+            *(int *)(void *)((char *)a + flag_opts[o - O_FLAG].off) = 1;
+        } else if (o == '?' || o == ':') {
+            return fail("unknown or incomplete option \"%s\" (mtc-agent --help)", argv[optind - 1]);
+        } else if (other_opt(a, o, optarg) != 0) {
+            return 2;
+        }
+    }
+    if (optind < argc)
+        return fail("unexpected argument \"%s\"", argv[optind]);
+    return 0;
+}
+
+/* Phase 3: names checked, the runtime rebuilt if needed, the node named. */
+static int agent_finish(struct agent *a, int rebuild)
+{
+    mtc_error_t err = {""};
+    /* names reach URLs: validate them like every other name */
+    if (!mtc_name_valid(a->project, 63) || !mtc_name_valid(a->location, 63) ||
+        (*a->cluster && !mtc_name_valid(a->cluster, 10)))
+        return fail("project, location and cluster id must match [a-z][a-z0-9-]*");
+    if (rebuild) { /* the kernel log or state dir changed after init: reopen */
+        health_rt_destroy(a->ctx.rt);
+        if (!(a->ctx.rt = health_rt_create(&a->ctx, &err)))
+            return fail("%s", err.text);
+    }
+    if (!*a->ctx.node) {
+        const char *n = getenv("SLURMD_NODENAME");
+        snprintf(a->ctx.node, sizeof(a->ctx.node), "%s", n ? n : "");
+    }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     static struct agent a;
-    mtc_error_t err = {""};
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         for (int i = 0; commands[i].name; i++)
             fprintf(argc < 2 ? stderr : stdout, "  %-8s %s\n", commands[i].name, commands[i].help);
         return argc < 2 ? 2 : 0;
     }
-    int ci = 0;
+    int ci = 0, rebuild = 0;
     while (commands[ci].name && strcmp(commands[ci].name, argv[1]) != 0)
         ci++;
     if (!commands[ci].name)
         return fail("unknown command \"%s\" (check, run, checks)", argv[1]);
-    log_open(NULL, "mtc-agent", LOG_INFO);
-    if (health_ctx_init(&a.ctx, &err) < 0)
-        return fail("%s", err.text);
-    snprintf(a.project, sizeof(a.project), "local");
-    snprintf(a.location, sizeof(a.location), "local");
-    const char *ctxenv = getenv("SLURM_SCRIPT_CONTEXT");
-    if (ctxenv && !strncmp(ctxenv, "prolog", 6))
-        a.ctx.mode = HEALTH_MODE_PROLOG;
-    else if (ctxenv && !strncmp(ctxenv, "epilog", 6))
-        a.ctx.mode = HEALTH_MODE_EPILOG;
-    const char *tok = getenv("MTC_TOKEN");
-    if (tok)
-        snprintf(a.token, sizeof(a.token), "%s", tok);
-
-    enum {
-        O_CONFIG = 256,
-        O_ONLY,
-        O_JSON,
-        O_MODE,
-        O_DRAIN,
-        O_REPORT,
-        O_INTERVAL,
-        O_SOCKET,
-        O_URL,
-        O_CLUSTER,
-        O_NODE,
-        O_PROJECT,
-        O_LOCATION,
-        O_NVML,
-        O_KLOG,
-        O_GPUS,
-        O_STATE,
-        O_HOME,
-        O_LOCAL,
-        O_CKPT
-    };
-    static const struct option opts[] = {{"config", 1, 0, O_CONFIG},
-                                         {"only", 1, 0, O_ONLY},
-                                         {"json", 0, 0, O_JSON},
-                                         {"mode", 1, 0, O_MODE},
-                                         {"drain", 0, 0, O_DRAIN},
-                                         {"report", 0, 0, O_REPORT},
-                                         {"interval-ms", 1, 0, O_INTERVAL},
-                                         {"socket", 1, 0, O_SOCKET},
-                                         {"url", 1, 0, O_URL},
-                                         {"cluster", 1, 0, O_CLUSTER},
-                                         {"node", 1, 0, O_NODE},
-                                         {"project", 1, 0, O_PROJECT},
-                                         {"location", 1, 0, O_LOCATION},
-                                         {"nvml", 1, 0, O_NVML},
-                                         {"kernel-log", 1, 0, O_KLOG},
-                                         {"expected-gpus", 1, 0, O_GPUS},
-                                         {"state-dir", 1, 0, O_STATE},
-                                         {"home-dir", 1, 0, O_HOME},
-                                         {"local-dir", 1, 0, O_LOCAL},
-                                         {"checkpoint-dir", 1, 0, O_CKPT},
-                                         {0, 0, 0, 0}};
-    /* --config first, so flags given with it override the file */
-    for (int i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--config") && load_config(&a, argv[i + 1]) < 0)
-            return 2;
-    int o, rebuild = 0;
-    optind = 2;
-    opterr = 0;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        int bad = 0;
-        char *end;
-        switch (o) {
-        case O_CONFIG:
-            break;
-        case O_ONLY:
-            a.only = optarg;
-            break;
-        case O_JSON:
-            a.json = 1;
-            break;
-        case O_DRAIN:
-            a.drain = 1;
-            break;
-        case O_REPORT:
-            a.report = 1;
-            break;
-        case O_MODE:
-            if (!strcmp(optarg, "health"))
-                a.ctx.mode = HEALTH_MODE_HEALTH;
-            else if (!strcmp(optarg, "prolog"))
-                a.ctx.mode = HEALTH_MODE_PROLOG;
-            else if (!strcmp(optarg, "epilog"))
-                a.ctx.mode = HEALTH_MODE_EPILOG;
-            else
-                return fail("--mode: must be health, prolog or epilog");
-            break;
-        case O_INTERVAL:
-            a.interval_ms = (int)strtol(optarg, &end, 10);
-            if (*end || a.interval_ms < 10 || a.interval_ms > 3600000)
-                return fail("--interval-ms: must be an integer from 10 to 3600000");
-            break;
-        case O_GPUS:
-            a.ctx.expected_gpus = (int)strtol(optarg, &end, 10);
-            if (*end || a.ctx.expected_gpus < 0 || a.ctx.expected_gpus > 64)
-                return fail("--expected-gpus: must be an integer from 0 to 64");
-            break;
-        case O_SOCKET:
-            bad = set_str(a.socket, sizeof(a.socket), optarg, "--socket");
-            break;
-        case O_URL:
-            bad = set_str(a.url, sizeof(a.url), optarg, "--url");
-            break;
-        case O_CLUSTER:
-            bad = set_str(a.cluster, sizeof(a.cluster), optarg, "--cluster");
-            break;
-        case O_NODE:
-            bad = set_str(a.ctx.node, sizeof(a.ctx.node), optarg, "--node");
-            break;
-        case O_PROJECT:
-            bad = set_str(a.project, sizeof(a.project), optarg, "--project");
-            break;
-        case O_LOCATION:
-            bad = set_str(a.location, sizeof(a.location), optarg, "--location");
-            break;
-        case O_NVML:
-            bad = set_str(a.ctx.nvml_library, sizeof(a.ctx.nvml_library), optarg, "--nvml");
-            break;
-        case O_KLOG:
-            bad = set_str(a.ctx.kernel_log, sizeof(a.ctx.kernel_log), optarg, "--kernel-log");
-            rebuild = 1;
-            break;
-        case O_STATE:
-            bad = set_str(a.ctx.state_dir, sizeof(a.ctx.state_dir), optarg, "--state-dir");
-            rebuild = 1;
-            break;
-        case O_HOME:
-            bad = set_str(a.ctx.home_dir, sizeof(a.ctx.home_dir), optarg, "--home-dir");
-            break;
-        case O_LOCAL:
-            bad = set_str(a.ctx.local_dir, sizeof(a.ctx.local_dir), optarg, "--local-dir");
-            break;
-        case O_CKPT:
-            bad = set_str(a.ctx.checkpoint_dir, sizeof(a.ctx.checkpoint_dir), optarg,
-                          "--checkpoint-dir");
-            break;
-        default:
-            return fail("unknown or incomplete option \"%s\" (mtc-agent --help)", argv[optind - 1]);
-        }
-        if (bad)
-            return 2;
-    }
-    if (optind < argc)
-        return fail("unexpected argument \"%s\"", argv[optind]);
-    /* names reach URLs: validate them like every other name */
-    if (!mtc_name_valid(a.project, 63) || !mtc_name_valid(a.location, 63) ||
-        (*a.cluster && !mtc_name_valid(a.cluster, 10)))
-        return fail("project, location and cluster id must match [a-z][a-z0-9-]*");
-    if (rebuild) { /* the kernel log or state dir changed after init: reopen */
-        health_rt_destroy(a.ctx.rt);
-        if (!(a.ctx.rt = health_rt_create(&a.ctx, &err)))
-            return fail("%s", err.text);
-    }
-    if (!*a.ctx.node) {
-        const char *n = getenv("SLURMD_NODENAME");
-        snprintf(a.ctx.node, sizeof(a.ctx.node), "%s", n ? n : "");
-    }
+    if (agent_defaults(&a) != 0 || agent_options(&a, argc, argv, &rebuild) != 0 ||
+        agent_finish(&a, rebuild) != 0)
+        return 2;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int rc = commands[ci].fn(&a);
     curl_global_cleanup();

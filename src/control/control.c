@@ -9,6 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+const struct schema_enum control_state_enum = SCHEMA_NAMES(
+    NULL, [CONTROL_PROVISIONING] = "PROVISIONING", [CONTROL_RUNNING] = "RUNNING",
+    [CONTROL_UPDATING] = "UPDATING", [CONTROL_STOPPING] = "STOPPING", [CONTROL_ERROR] = "ERROR");
+
+const struct schema_enum control_op_kind_enum =
+    SCHEMA_NAMES(NULL, [CONTROL_CREATE] = "CREATE", [CONTROL_UPDATE] = "UPDATE",
+                 [CONTROL_DELETE] = "DELETE", [CONTROL_REMEDIATE] = "REMEDIATE");
+
 struct job {
     struct control *c;
     struct store_op op;
@@ -44,7 +52,7 @@ static int roll_back(struct job *j, mtc_error_t *err)
         return errprintf(err, "update failed: %.110s; restoring the previous configuration failed "
                               "too: %.110s",
                          why, e2.text);
-    store_cluster_set_state(c->st, id, "RUNNING");
+    store_cluster_set_state(c->st, id, CONTROL_NAME(control_state_enum, CONTROL_RUNNING));
     j->keep_state = 1;
     return errprintf(err, "update failed, cluster kept its previous configuration: %s", why);
 }
@@ -56,16 +64,19 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
     if (!j->op.request)
         return errprintf(err, "operation %s has no target spec", j->op.id);
     if (provider_apply(c->prov, id, j->op.request, progress_cb, j, err) < 0)
-        return strcmp(j->op.kind, "UPDATE") == 0 ? roll_back(j, err) : -1;
-    if (store_cluster_set_spec(c->st, id, j->op.request, "RUNNING") < 0)
+        return schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_UPDATE
+                   ? roll_back(j, err)
+                   : -1;
+    if (store_cluster_set_spec(c->st, id, j->op.request,
+                               CONTROL_NAME(control_state_enum, CONTROL_RUNNING)) < 0)
         return errprintf(err, "cannot record cluster %s: %s", id, strerror(errno));
     json_t *nodes = provider_nodes(c->prov, id, j->op.request, NULL);
     if (nodes) {
         store_cluster_set_nodes(c->st, id, nodes);
         json_decref(nodes);
     }
-    store_event_add(c->st, id,
-                    strcmp(j->op.kind, "CREATE") == 0 ? "CLUSTER_CREATED" : "CLUSTER_UPDATED", NULL,
+    int create = schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_CREATE;
+    store_event_add(c->st, id, create ? "CLUSTER_CREATED" : "CLUSTER_UPDATED", NULL,
                     "cluster is RUNNING");
     struct store_cluster cl;
     if (store_cluster_get(c->st, id, &cl) == 0) {
@@ -93,22 +104,20 @@ static int run_remediate(struct job *j, json_t **response, mtc_error_t *err)
 }
 
 static const struct op_kind {
-    const char *kind;
     int (*run)(struct job *j, json_t **response, mtc_error_t *err);
-    const char *fail_state; /* cluster state when the operation fails */
+    int fail_state; /* enum control_state of the cluster when the operation fails; -1 = kept */
 } op_kinds[] = {
-    {"CREATE", run_apply, "ERROR"},
-    {"UPDATE", run_apply, "ERROR"},
-    {"DELETE", run_delete, "ERROR"},
-    {"REMEDIATE", run_remediate, NULL}, /* a failed remediation leaves the cluster as it is */
+    [CONTROL_CREATE] = {run_apply, CONTROL_ERROR},
+    [CONTROL_UPDATE] = {run_apply, CONTROL_ERROR},
+    [CONTROL_DELETE] = {run_delete, CONTROL_ERROR},
+    /* a failed remediation leaves the cluster as it is */
+    [CONTROL_REMEDIATE] = {run_remediate, -1},
 };
 
 static const struct op_kind *find_kind(const char *kind)
 {
-    for (size_t i = 0; i < sizeof(op_kinds) / sizeof(op_kinds[0]); i++)
-        if (strcmp(op_kinds[i].kind, kind) == 0)
-            return &op_kinds[i];
-    return NULL;
+    int k = schema_enum_parse(&control_op_kind_enum, kind, 0);
+    return k < 0 ? NULL : &op_kinds[k];
 }
 
 static void *worker(void *arg)
@@ -125,8 +134,9 @@ static void *worker(void *arg)
         store_op_progress(c->st, j->op.id, "done");
         log_msg(LOG_NOTICE, "%s %s %s done", j->op.kind, j->op.cluster_id, j->op.id);
     } else {
-        if (k && k->fail_state && !j->keep_state)
-            store_cluster_set_state(c->st, j->op.cluster_id, k->fail_state);
+        if (k && k->fail_state >= 0 && !j->keep_state)
+            store_cluster_set_state(c->st, j->op.cluster_id,
+                                    CONTROL_NAME(control_state_enum, k->fail_state));
         if (!*err.text)
             errprintf(&err, "%s failed without a reason (see mtcd.log)", j->op.kind);
         store_event_add(c->st, j->op.cluster_id, "OPERATION_FAILED", NULL, err.text);
@@ -267,7 +277,7 @@ static void supervise_one(struct control *c, const char *id)
     struct store_cluster cl;
     if (store_cluster_get(c->st, id, &cl) < 0)
         return;
-    if (strcmp(cl.state, "RUNNING") == 0) {
+    if (schema_enum_parse(&control_state_enum, cl.state, 0) == CONTROL_RUNNING) {
         mtc_error_t err = {""};
         struct ev_ctx e = {c, id};
         if (provider_supervise(c->prov, id, cl.spec, event_cb, &e, &err) < 0)
@@ -463,12 +473,13 @@ static void overlay_health(struct control *c, const char *id, json_t *nodes)
                 json_object_set_new(node, "failingCheck", json_string(h[k].failing_check));
                 json_object_set_new(node, "failingReason", json_string(h[k].reason));
             }
-            if (*h[k].remediation)
+            int rem = schema_enum_parse(&control_remediation_enum, h[k].remediation, 0);
+            if (rem >
+                CONTROL_REM_NONE) { /* a node being remediated is UPDATING, a given-up one ERROR */
                 json_object_set_new(node, "remediation", json_string(h[k].remediation));
-            if (strcmp(h[k].remediation, "FAILED") == 0)
-                json_object_set_new(node, "nodeState", json_string("ERROR"));
-            else if (*h[k].remediation)
-                json_object_set_new(node, "nodeState", json_string("UPDATING"));
+                json_object_set_new(node, "nodeState",
+                                    json_string(rem == CONTROL_REM_FAILED ? "ERROR" : "UPDATING"));
+            }
         }
     }
     store_health_free(h, n);

@@ -8,7 +8,22 @@
 
 #include "common/common.h"
 #include "provider/provider.h"
+#include "schema/schema.h"
 #include "store/store.h"
+
+/* A cluster's state (clusterStatus.state; the store keeps its name). */
+enum control_state {
+    CONTROL_PROVISIONING,
+    CONTROL_RUNNING,
+    CONTROL_UPDATING,
+    CONTROL_STOPPING,
+    CONTROL_ERROR,
+};
+extern const struct schema_enum control_state_enum;
+
+/* An operation's kind (its metadata's verb; the store keeps its name). */
+enum control_op_kind { CONTROL_CREATE, CONTROL_UPDATE, CONTROL_DELETE, CONTROL_REMEDIATE };
+extern const struct schema_enum control_op_kind_enum;
 
 struct control;
 

@@ -14,6 +14,17 @@
 #define REMEDIATION_WINDOW_S 3600
 #define NODE_DOWN_GRACE_S 10
 
+/* A node's remediation state (the store keeps its name; "" is none). */
+enum control_remediation {
+    CONTROL_REM_NONE,
+    CONTROL_REM_PENDING,
+    CONTROL_REM_REMEDIATING,
+    CONTROL_REM_FAILED,
+};
+extern const struct schema_enum control_remediation_enum;
+/* The name of a value of one of the module's enums (never NULL for a valid one). */
+#define CONTROL_NAME(e, v) schema_enum_name(&(e), (v))
+
 struct control {
     struct store *st;
     struct provider *prov;

@@ -15,35 +15,43 @@
 #include <string.h>
 #include <time.h>
 
-/* Actions in escalation order, with the event each one records. */
+const struct schema_enum control_remediation_enum =
+    SCHEMA_NAMES(NULL, [CONTROL_REM_NONE] = "", [CONTROL_REM_PENDING] = "PENDING",
+                 [CONTROL_REM_REMEDIATING] = "REMEDIATING", [CONTROL_REM_FAILED] = "FAILED");
+
+/* Actions in escalation order: the name the provider and the history know
+ * them by, and the event each one records. */
+enum action_kind { ACT_RESTART, ACT_REBOOT, ACT_REIMAGE, ACT_REPLACE, N_ACTIONS };
 static const struct action {
     const char *name;
     const char *event;
 } actions[] = {
-    {"restart", "VM_RESTART"},
-    {"reboot", "VM_REBOOT"},
-    {"reimage", "VM_REIMAGE"},
-    {"replace", "VM_REPORT_AND_REPLACEMENT"},
+    [ACT_RESTART] = {"restart", "VM_RESTART"},
+    [ACT_REBOOT] = {"reboot", "VM_REBOOT"},
+    [ACT_REIMAGE] = {"reimage", "VM_REIMAGE"},
+    [ACT_REPLACE] = {"replace", "VM_REPORT_AND_REPLACEMENT"},
 };
-#define N_ACTIONS ((int)(sizeof(actions) / sizeof(actions[0])))
 
-/* Severity name → the first action it asks for. */
-static int action_for(const char *severity)
+/* The first action a severity asks for: the ladders run in step. */
+static enum action_kind action_for(enum health_severity sev)
 {
-    static const char *sev[] = {"RESTART", "REBOOT", "REIMAGE", "REPLACE"};
-    for (int i = 0; i < N_ACTIONS; i++)
-        if (severity && strcmp(severity, sev[i]) == 0)
-            return i;
-    return 0;
+    return sev > HEALTH_SEV_RESTART ? (enum action_kind)(sev - HEALTH_SEV_RESTART) : ACT_RESTART;
+}
+
+/* Set a node's remediation state (the store keeps its name). */
+static void set_remediation(struct control *c, const char *id, const char *node,
+                            enum control_remediation state)
+{
+    store_health_set_remediation(c->st, id, node, CONTROL_NAME(control_remediation_enum, state));
 }
 
 /* The detection event for a failing check. */
-static const char *detect_event(const char *check, const char *mode)
+static const char *detect_event(const char *check, enum health_mode mode)
 {
-    if (mode && strcmp(mode, "PROLOG") == 0)
-        return "VM_PROLOG_ERROR";
-    if (mode && strcmp(mode, "EPILOG") == 0)
-        return "VM_EPILOG_ERROR";
+    static const char *const by_mode[] = {
+        [HEALTH_MODE_PROLOG] = "VM_PROLOG_ERROR", [HEALTH_MODE_EPILOG] = "VM_EPILOG_ERROR"};
+    if (by_mode[mode])
+        return by_mode[mode];
     if (strncmp(check, "gpu", 3) == 0 || strncmp(check, "xid", 3) == 0)
         return "VM_CONTINUOUS_GPU_ERROR";
     return "VM_SCAN_ERROR";
@@ -116,7 +124,7 @@ static int needs_fence(const char *check)
 {
     return strcmp(check, "daemon.slurmd") == 0 || strcmp(check, "slurm.node") == 0;
 }
-#define FENCE_ACTION 1 /* reboot */
+#define FENCE_ACTION ACT_REBOOT
 
 static void requeue_jobs(struct control *c, const char *id, const char *conf, const char *node,
                          int fenced);
@@ -221,12 +229,16 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
     const char *node = json_string_value(json_object_get(item, "node"));
     const char *check = json_string_value(json_object_get(item, "check"));
     const char *reason = json_string_value(json_object_get(item, "reason"));
-    const char *severity = json_string_value(json_object_get(item, "severity"));
-    const char *mode = json_string_value(json_object_get(item, "mode"));
+    /* the item is JSON (the operation's stored request): names to enums here */
+    int sev = schema_enum_parse(&health_severity_enum,
+                                json_string_value(json_object_get(item, "severity")), 0);
+    int mode =
+        schema_enum_parse(&health_mode_enum, json_string_value(json_object_get(item, "mode")), 0);
     char progress[256];
 
-    store_health_set_remediation(c->st, id, node, "REMEDIATING");
-    event(c, id, detect_event(check, mode), node, "%s failed: %s", check, reason);
+    set_remediation(c, id, node, CONTROL_REM_REMEDIATING);
+    event(c, id, detect_event(check, mode < 0 ? HEALTH_MODE_HEALTH : (enum health_mode)mode), node,
+          "%s failed: %s", check, reason);
     snprintf(progress, sizeof(progress), "%s: draining and requeueing jobs", node);
     store_op_progress(c->st, op->id, progress);
     if (drain_and_requeue(c, id, conf, node, check, reason) < 0)
@@ -234,7 +246,7 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
 
     int64_t since = mtc_now_ms() - (int64_t)REMEDIATION_WINDOW_S * 1000;
     int done = store_remediation_count(c->st, id, node, since);
-    int a = action_for(severity);
+    int a = (int)action_for(sev < 0 ? HEALTH_SEV_NONE : (enum health_severity)sev);
     if (done > a)
         a = done; /* the same node failing again within the window escalates */
     int fence = needs_fence(check);
@@ -251,7 +263,7 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
             snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
             slurm(conf, &out, "scontrol", "update", arg_node, "state=drain", why);
             free(out);
-            store_health_set_remediation(c->st, id, node, "FAILED");
+            set_remediation(c, id, node, CONTROL_REM_FAILED);
             event(c, id, "VM_REMEDIATION_FAILED", node,
                   "left drained in ERROR after %d actions in %d s: %s", done, REMEDIATION_WINDOW_S,
                   check);
@@ -281,7 +293,7 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
             if (rc != 0)
                 log_msg(LOG_ERR, "cluster %s: resume %s: %s", id, node, out ? out : "");
             free(out);
-            store_health_set_remediation(c->st, id, node, "");
+            set_remediation(c, id, node, CONTROL_REM_NONE);
             event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",
                   actions[a].name);
             return 0;
@@ -320,10 +332,11 @@ int control_start_remediation(struct control *c, const char *project, const char
                               const char *id, json_t *items, char op_id[48], mtc_error_t *err)
 {
     struct store_op op;
-    control_op_init(&op, project, location, id, "REMEDIATE");
+    control_op_init(&op, project, location, id,
+                    CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
     op.request = json_pack("{s:O}", "nodes", items);
     char busy[48] = "";
-    int rc = store_op_begin(c->st, &op, "RUNNING", busy);
+    int rc = store_op_begin(c->st, &op, CONTROL_NAME(control_state_enum, CONTROL_RUNNING), busy);
     json_decref(op.request);
     if (rc < 0) {
         if (errno == EBUSY)
@@ -332,8 +345,11 @@ int control_start_remediation(struct control *c, const char *project, const char
     }
     size_t i;
     json_t *item;
-    json_array_foreach(items, i, item) store_health_set_remediation(
-        c->st, id, json_string_value(json_object_get(item, "node")), "PENDING");
+    json_array_foreach(items, i, item)
+    {
+        set_remediation(c, id, json_string_value(json_object_get(item, "node")),
+                        CONTROL_REM_PENDING);
+    }
     snprintf(op_id, 48, "%s", op.id);
     log_msg(LOG_NOTICE, "remediate cluster %s: operation %s", id, op.id);
     return control_submit(c, op.id, err);
@@ -347,8 +363,9 @@ void control_check_health(struct control *c, const struct store_cluster *cl)
     struct store_health *h = store_health_list(c->st, cl->id, &n);
     json_t *items = json_array();
     for (int i = 0; i < n; i++) {
-        if (strcmp(h[i].status, "FAIL") != 0 || strcmp(h[i].remediation, "FAILED") == 0 ||
-            strcmp(h[i].remediation, "REMEDIATING") == 0)
+        int rem = schema_enum_parse(&control_remediation_enum, h[i].remediation, 0);
+        if (schema_enum_parse(&health_status_enum, h[i].status, 0) != HEALTH_FAIL ||
+            rem == CONTROL_REM_FAILED || rem == CONTROL_REM_REMEDIATING)
             continue;
         json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s}", "node", h[i].node, "check",
                                                h[i].failing_check, "reason", h[i].reason,
@@ -370,10 +387,10 @@ void control_check_health(struct control *c, const struct store_cluster *cl)
 void control_node_down(struct control *c, const char *id, const char *node, const char *state)
 {
     struct store_health h = {0};
-    snprintf(h.status, sizeof(h.status), "FAIL");
+    snprintf(h.status, sizeof(h.status), "%s", health_status_name(HEALTH_FAIL));
     snprintf(h.failing_check, sizeof(h.failing_check), "slurm.node");
     snprintf(h.reason, sizeof(h.reason), "Slurm reports the node %s for over %d s", state,
              NODE_DOWN_GRACE_S);
-    snprintf(h.severity, sizeof(h.severity), "REBOOT");
+    snprintf(h.severity, sizeof(h.severity), "%s", health_severity_name(HEALTH_SEV_REBOOT));
     store_health_put(c->st, id, node, &h);
 }

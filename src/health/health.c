@@ -46,17 +46,32 @@ const struct health_check health_checks[] = {
     {NULL, NULL, NULL, 0, 0, 0, NULL},
 };
 
-static const char *const status_names[] = {"PASS", "WARN", "FAIL"};
-static const char *const severity_names[] = {"NONE", "RESTART", "REBOOT", "REIMAGE", "REPLACE"};
+static const char *const status_names[] = {
+    [HEALTH_PASS] = "PASS",
+    [HEALTH_WARN] = "WARN",
+    [HEALTH_FAIL] = "FAIL",
+    [HEALTH_UNKNOWN] = "UNKNOWN",
+};
+const struct schema_enum health_status_enum = SCHEMA_ENUM(status_names, NULL);
+const struct schema_enum health_result_status_enum = {status_names, HEALTH_FAIL + 1, NULL};
+
+const struct schema_enum health_severity_enum =
+    SCHEMA_NAMES(NULL, [HEALTH_SEV_NONE] = "NONE", [HEALTH_SEV_RESTART] = "RESTART",
+                 [HEALTH_SEV_REBOOT] = "REBOOT", [HEALTH_SEV_REIMAGE] = "REIMAGE",
+                 [HEALTH_SEV_REPLACE] = "REPLACE");
+
+const struct schema_enum health_mode_enum =
+    SCHEMA_NAMES(NULL, [HEALTH_MODE_HEALTH] = "HEALTH", [HEALTH_MODE_PROLOG] = "PROLOG",
+                 [HEALTH_MODE_EPILOG] = "EPILOG");
 
 const char *health_status_name(enum health_status s)
 {
-    return (s >= HEALTH_PASS && s <= HEALTH_FAIL) ? status_names[s] : "FAIL";
+    return schema_enum_name(&health_status_enum, (int)s) ?: "FAIL";
 }
 
 const char *health_severity_name(int sev)
 {
-    return (sev >= HEALTH_SEV_NONE && sev <= HEALTH_SEV_REPLACE) ? severity_names[sev] : "NONE";
+    return schema_enum_name(&health_severity_enum, sev) ?: "NONE";
 }
 
 int health_set(struct health_result *r, enum health_status st, int sev, const char *fmt, ...)
@@ -92,99 +107,41 @@ void health_ctx_release(struct health_ctx *ctx)
     errno = e;
 }
 
-/* Config-file fields the ctx takes: camelCase name, kind, destination. */
-enum ckind { C_STR, C_INT, C_NUM, C_IGNORE };
-struct cfield {
-    const char *name;
-    enum ckind kind;
-    size_t off, size;
+/* The mtc-agent config fields the ctx takes (docs/health.md). */
+#define CTX(m) SCHEMA_MEMBER(struct health_ctx, m)
+#define CTX_STR(n, m) .name = n, .kind = SCHEMA_STR, CTX(m)
+#define CTX_INT(n, m) .name = n, .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .hi = 65535, CTX(m)
+#define CTX_NUM(n, m) .name = n, .kind = SCHEMA_NUM, .flags = SCHEMA_LO, CTX(m)
+static const struct schema_field ctx_fields[] = {
+    {CTX_STR("nodeId", node)},
+    {CTX_STR("homeDir", home_dir)},
+    {CTX_STR("localDir", local_dir)},
+    {CTX_STR("checkpointDir", checkpoint_dir)},
+    /* the agent runs as root in Slurm's HealthCheckProgram and prolog and dlopens it */
+    {.name = "nvmlLibrary", .kind = SCHEMA_STR, .flags = SCHEMA_ROOT_EXEC, CTX(nvml_library)},
+    {CTX_STR("kernelLog", kernel_log)},
+    {CTX_STR("stateDir", state_dir)},
+    {CTX_INT("expectedGpus", expected_gpus)},
+    {CTX_STR("slurmdPidFile", slurmd_pid_file)},
+    {CTX_INT("slurmdPort", slurmd_port)},
+    {CTX_STR("mungeSocket", munge_socket)},
+    {CTX_NUM("baselineGflops", baseline_gflops)},
+    {CTX_NUM("baselineMemGbps", baseline_mem_gbps)},
+    {.name = NULL},
 };
-#define S(n, m)                                                                                    \
-    {                                                                                              \
-        n, C_STR, offsetof(struct health_ctx, m), sizeof(((struct health_ctx *)0)->m)              \
-    }
-#define N(n, k, m)                                                                                 \
-    {                                                                                              \
-        n, k, offsetof(struct health_ctx, m), 0                                                    \
-    }
-static const struct cfield cfields[] = {
-    S("nodeId", node),
-    S("homeDir", home_dir),
-    S("localDir", local_dir),
-    S("checkpointDir", checkpoint_dir),
-    S("nvmlLibrary", nvml_library),
-    S("kernelLog", kernel_log),
-    S("stateDir", state_dir),
-    N("expectedGpus", C_INT, expected_gpus),
-    S("slurmdPidFile", slurmd_pid_file),
-    N("slurmdPort", C_INT, slurmd_port),
-    S("mungeSocket", munge_socket),
-    N("baselineGflops", C_NUM, baseline_gflops),
-    N("baselineMemGbps", C_NUM, baseline_mem_gbps),
-    /* the agent's own fields (transport, identity, Slurm) */
-    {"project", C_IGNORE, 0, 0},
-    {"location", C_IGNORE, 0, 0},
-    {"clusterId", C_IGNORE, 0, 0},
-    {"socket", C_IGNORE, 0, 0},
-    {"url", C_IGNORE, 0, 0},
-    {"tokenFile", C_IGNORE, 0, 0},
-    {"slurmConf", C_IGNORE, 0, 0},
-    {"healthPolicy", C_IGNORE, 0, 0},
-    {NULL, C_STR, 0, 0},
-};
-#undef S
-#undef N
+/* the agent's own fields (transport, identity, Slurm) and the policy, read apart */
+static const char *const agent_fields[] = {"project",   "location",     "clusterId",
+                                           "socket",    "url",          "tokenFile",
+                                           "slurmConf", "healthPolicy", NULL};
+static const struct schema ctx_schema = {ctx_fields, 0, agent_fields, NULL};
 
 int health_ctx_configure(struct health_ctx *ctx, const json_t *config, mtc_error_t *err)
 {
-    const char *k;
-    json_t *v;
-    char camel[64];
-    if (!json_is_object(config)) {
-        errno = EINVAL;
-        return errprintf(err, "config: must be a JSON object");
-    }
-    json_object_foreach((json_t *)config, k, v)
-    {
-        size_t j = 0;
-        int up = 0;
-        for (const char *p = k; *p && j + 1 < sizeof(camel); p++) {
-            if (*p == '_' && j > 0) {
-                up = 1;
-                continue;
-            }
-            camel[j++] = up ? (char)toupper((unsigned char)*p) : *p;
-            up = 0;
-        }
-        camel[j] = '\0';
-        const struct cfield *f = cfields;
-        while (f->name && strcmp(f->name, camel) != 0)
-            f++;
-        errno = EINVAL;
-        if (!f->name)
-            return errprintf(err, "config.%.60s: unknown field", k);
-        char *dst = (char *)ctx + f->off;
-        switch (f->kind) {
-        case C_STR:
-            if (!json_is_string(v) || strlen(json_string_value(v)) >= f->size)
-                return errprintf(err, "config.%s: must be a string shorter than %zu", f->name,
-                                 f->size);
-            memcpy(dst, json_string_value(v), strlen(json_string_value(v)) + 1);
-            break;
-        case C_INT:
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 65535)
-                return errprintf(err, "config.%s: must be an integer from 0 to 65535", f->name);
-            *(int *)dst = (int)json_integer_value(v);
-            break;
-        case C_NUM:
-            if (!json_is_number(v) || json_number_value(v) < 0)
-                return errprintf(err, "config.%s: must be a number >= 0", f->name);
-            *(double *)dst = json_number_value(v);
-            break;
-        case C_IGNORE:
-            break;
-        }
-    }
+    json_t *c = schema_normalize(config, &ctx_schema, "config", err);
+    int rc = c ? schema_fill(c, &ctx_schema, ctx) : -1;
+    json_decref(c);
+    if (rc < 0)
+        return c ? errprintf(err, "config: does not fit the health context") : -1;
     json_t *pol = json_object_get(config, "healthPolicy");
     if (!pol)
         pol = json_object_get(config, "health_policy");
@@ -302,13 +259,38 @@ enum health_status health_worst(const struct health_result *r, int n, int *sever
     return w;
 }
 
-static int name_index(const char *const *names, int n, const char *s)
+/* Hook: a result names a check of the table. */
+static int check_name(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
-    for (int i = 0; s && i < n; i++)
-        if (strcmp(names[i], s) == 0)
-            return i;
-    return -1;
+    (void)f;
+    for (const struct health_check *c = health_checks; c->name; c++)
+        if (strcmp(c->name, json_string_value(*v)) == 0)
+            return 0;
+    return schema_error(err, path, "unknown check \"%.40s\"", json_string_value(*v));
 }
+
+#define RES(m) SCHEMA_MEMBER(struct health_result, m)
+static const struct schema_field result_fields[] = {
+    {.name = "check",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_REQUIRED,
+     .check = check_name,
+     RES(check)},
+    {.name = "status",
+     .kind = SCHEMA_ENUM,
+     .flags = SCHEMA_REQUIRED,
+     .enm = &health_result_status_enum,
+     RES(status)},
+    {.name = "severity",
+     .kind = SCHEMA_ENUM,
+     .enm = &health_severity_enum,
+     .dflt = "\"NONE\"",
+     RES(severity)},
+    {.name = "reason", .kind = SCHEMA_STR, .dflt = "\"\"", RES(reason)},
+    {.name = "value", .kind = SCHEMA_NUM, RES(value)},
+    {.name = NULL},
+};
+static const struct schema result_schema = {result_fields, SCHEMA_EXACT, NULL, NULL};
 
 int health_results_parse(const json_t *results, struct health_result *out, int max,
                          mtc_error_t *err)
@@ -322,46 +304,14 @@ int health_results_parse(const json_t *results, struct health_result *out, int m
         return errprintf(err, "results: at most %d entries", max);
     json_array_foreach(results, i, e)
     {
-        struct health_result *r = &out[i];
-        const char *k;
-        json_t *v;
-        memset(r, 0, sizeof(*r));
-        if (!json_is_object(e))
-            return errprintf(err, "results[%zu]: must be an object", i);
-        json_object_foreach(
-            e, k, v) if (strcmp(k, "check") && strcmp(k, "status") && strcmp(k, "severity") &&
-                         strcmp(k, "reason") &&
-                         strcmp(k, "value")) return errprintf(err,
-                                                              "results[%zu].%.40s: unknown field",
-                                                              i, k);
-        const char *check = json_string_value(json_object_get(e, "check"));
-        const struct health_check *c = health_checks;
-        while (c->name && (!check || strcmp(c->name, check) != 0))
-            c++;
-        if (!c->name)
-            return errprintf(err, "results[%zu].check: unknown check \"%.40s\"", i,
-                             check ? check : "(missing)");
-        snprintf(r->check, sizeof(r->check), "%s", check);
-        int st = name_index(status_names, 3, json_string_value(json_object_get(e, "status")));
-        if (st < 0)
-            return errprintf(err, "results[%zu].status: must be one of PASS, WARN, FAIL", i);
-        r->status = (enum health_status)st;
-        json_t *sv = json_object_get(e, "severity");
-        r->severity = sv ? name_index(severity_names, 5, json_string_value(sv)) : HEALTH_SEV_NONE;
-        if (r->severity < 0)
-            return errprintf(err,
-                             "results[%zu].severity: must be one of NONE, RESTART, REBOOT, "
-                             "REIMAGE, REPLACE",
-                             i);
-        json_t *rv = json_object_get(e, "reason");
-        if (rv && (!json_is_string(rv) || strlen(json_string_value(rv)) >= sizeof(r->reason)))
-            return errprintf(err, "results[%zu].reason: must be a string of at most %zu bytes", i,
-                             sizeof(r->reason) - 1);
-        snprintf(r->reason, sizeof(r->reason), "%s", rv ? json_string_value(rv) : "");
-        json_t *nv = json_object_get(e, "value");
-        if (nv && !json_is_number(nv))
-            return errprintf(err, "results[%zu].value: must be a number", i);
-        r->value = nv ? json_number_value(nv) : 0;
+        char path[32];
+        snprintf(path, sizeof(path), "results[%zu]", i);
+        json_t *r = schema_normalize(e, &result_schema, path, err);
+        memset(&out[i], 0, sizeof(out[i]));
+        int rc = r ? schema_fill(r, &result_schema, &out[i]) : -1;
+        json_decref(r);
+        if (rc < 0)
+            return -1;
     }
     errno = 0;
     return (int)json_array_size(results);

@@ -9,8 +9,13 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "schema/schema.h"
 
-enum health_status { HEALTH_PASS, HEALTH_WARN, HEALTH_FAIL };
+/* A check's verdict; a node no report has reached yet (only its remediation
+ * state is known) is UNKNOWN. Names: health_status_enum (PASS, WARN, FAIL,
+ * UNKNOWN); a check result is one of the first three (health_result_status_enum). */
+enum health_status { HEALTH_PASS, HEALTH_WARN, HEALTH_FAIL, HEALTH_UNKNOWN };
+extern const struct schema_enum health_status_enum, health_result_status_enum;
 
 /* The remediation a failure asks for, in escalating order; the controller
  * may escalate further (restart limits) but never de-escalate. */
@@ -21,10 +26,14 @@ enum health_severity {
     HEALTH_SEV_REIMAGE, /* wipe local disks and reinstall */
     HEALTH_SEV_REPLACE, /* the hardware is bad: replace the node */
 };
+/* NONE, RESTART, REBOOT, REIMAGE, REPLACE */
+extern const struct schema_enum health_severity_enum;
 
 /* Why a check runs: the agent's loop / HealthCheckProgram, or a job's
  * prolog/epilog. Slow checks (gpu.dcgm) run only in the prolog or by name. */
 enum health_mode { HEALTH_MODE_HEALTH, HEALTH_MODE_PROLOG, HEALTH_MODE_EPILOG };
+/* HEALTH, PROLOG, EPILOG (reportHealth's "mode") */
+extern const struct schema_enum health_mode_enum;
 
 struct health_result {
     char check[32]; /* table name, e.g. "gpu.ecc" */
@@ -109,7 +118,8 @@ int health_ctx_configure(struct health_ctx *ctx, const json_t *config, mtc_error
 int health_run(const struct health_ctx *ctx, const char *only, struct health_result *out, int max,
                mtc_error_t *err);
 
-/* Names for the wire: "PASS"/"WARN"/"FAIL", "NONE"/"RESTART"/.../"REPLACE". */
+/* Names for the wire: "PASS"/"WARN"/"FAIL"/"UNKNOWN" ("FAIL" for a value out
+ * of range), "NONE"/"RESTART"/.../"REPLACE" ("NONE" out of range). */
 const char *health_status_name(enum health_status s);
 const char *health_severity_name(int sev);
 
@@ -131,6 +141,9 @@ const char *health_fault_behavior(const char *check);
 
 /* Worst status over r[0..n) and, among FAILs, the highest severity. */
 enum health_status health_worst(const struct health_result *r, int n, int *severity);
+
+/* The healthPolicy field table (the cluster spec's nests it). */
+extern const struct schema health_policy_schema;
 
 /* Validate a healthPolicy object (snake_case or camelCase; NULL = all
  * defaults) and return its canonical camelCase form with every default

@@ -2,6 +2,7 @@
  * validation against a field table (snake_case or camelCase keys, one-line
  * errors naming the field), and the catalog behind `mtc recipes list`. */
 #include "recipes/recipes.h"
+#include "schema/schema.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -12,108 +13,43 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum ftype { F_STR, F_INT, F_NUM, F_BOOL, F_OBJ, F_SECTION, F_TYPES, F_ARGS, F_ENV };
-
-struct field {
-    const char *section; /* "" for the top level */
-    const char *name;    /* canonical snake_case */
-    enum ftype type;
-    int required;
-    double min; /* for numbers: smallest allowed value */
-};
-
-/* Every field a recipe may have. Sections are validated recursively; F_TYPES
- * is the per-cluster-type override map, F_ARGS extra trainer flags, F_ENV
- * environment variables for the job. */
-static const struct field fields[] = {
-    {"", "name", F_STR, 0, 0},
-    {"", "description", F_STR, 0, 0},
-    {"", "task", F_STR, 1, 0},
-    {"", "model", F_SECTION, 1, 0},
-    {"", "data", F_SECTION, 1, 0},
-    {"", "train", F_SECTION, 1, 0},
-    {"", "checkpoint", F_SECTION, 0, 0},
-    {"", "resources", F_SECTION, 0, 0},
-    {"", "cluster_types", F_TYPES, 0, 0},
-    {"", "trainer_args", F_ARGS, 0, 0},
-    {"", "env", F_ENV, 0, 0},
-    {"model", "preset", F_STR, 1, 0},
-    {"model", "config", F_OBJ, 0, 0},
-    {"data", "path", F_STR, 1, 0},
-    {"data", "tokenizer", F_STR, 1, 0},
-    {"data", "source", F_STR, 0, 0},
-    {"train", "steps", F_INT, 1, 1},
-    {"train", "global_batch", F_INT, 1, 1},
-    {"train", "micro_batch", F_INT, 0, 1},
-    {"train", "seq_length", F_INT, 1, 1},
-    {"train", "lr", F_NUM, 0, 0},
-    {"train", "min_lr", F_NUM, 0, 0},
-    {"train", "warmup", F_INT, 0, 0},
-    {"train", "weight_decay", F_NUM, 0, 0},
-    {"train", "grad_clip", F_NUM, 0, 0},
-    {"train", "seed", F_INT, 0, 0},
-    {"train", "shuffle", F_BOOL, 0, 0},
-    {"train", "log_every", F_INT, 0, 1},
-    {"train", "eval_every", F_INT, 0, 0},
-    {"train", "eval_batches", F_INT, 0, 1},
-    {"checkpoint", "every", F_INT, 0, 0},
-    {"checkpoint", "keep", F_INT, 0, 1},
-    {"checkpoint", "init", F_STR, 0, 0},
-    {"resources", "nodes", F_INT, 0, 1},
-    {"resources", "time", F_STR, 0, 0},
-    {"resources", "signal_before_s", F_INT, 0, 10},
-    {"override", "gpus_per_node", F_INT, 0, 0},
-    {"override", "ranks_per_node", F_INT, 0, 1},
-    {"override", "threads_per_rank", F_INT, 0, 1},
-    {"override", "micro_batch", F_INT, 0, 1},
-    {"override", "global_batch", F_INT, 0, 1},
-    {"override", "nodes", F_INT, 0, 1},
-    {"override", "env", F_ENV, 0, 0},
-};
-#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
-
-static const char *const tasks[] = {"pretrain", "cpt", "sft", "dpo", NULL};
-static const char *const cluster_types[] = {"hcc-a3m", "hcc-a3u", "hcc-a4", "hcc-a3h", "local",
-                                            NULL};
+/* Tasks and cluster types a recipe may name. */
+const struct schema_enum recipe_task_enum =
+    SCHEMA_NAMES(NULL, [RECIPE_PRETRAIN] = "pretrain", [RECIPE_CPT] = "cpt", [RECIPE_SFT] = "sft",
+                 [RECIPE_DPO] = "dpo");
+static const struct schema_enum cluster_types =
+    SCHEMA_NAMES(NULL, "hcc-a3m", "hcc-a3u", "hcc-a4", "hcc-a3h", "local");
 
 int recipe_cluster_type_known(const char *type)
 {
-    for (int i = 0; type && cluster_types[i]; i++)
-        if (strcmp(type, cluster_types[i]) == 0)
-            return 1;
-    return 0;
+    return schema_enum_parse(&cluster_types, type, 0) >= 0;
 }
 
 const char *recipe_cluster_types(void)
 {
-    return "hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local";
+    static char list[128];
+    return schema_enum_list(&cluster_types, list, sizeof(list));
 }
 
-/* "globalBatch", "global_batch" and "GLOBAL_BATCH" name the same field. */
-static int key_eq(const char *key, const char *canon)
+/* ---- hooks for what the kinds cannot say ---- */
+
+static int task_known(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
-    while (*key || *canon) {
-        if (*key == '_') {
-            key++;
-            continue;
-        }
-        if (*canon == '_') {
-            canon++;
-            continue;
-        }
-        if (tolower((unsigned char)*key) != tolower((unsigned char)*canon))
-            return 0;
-        key++, canon++;
-    }
-    return 1;
+    (void)f;
+    char list[64];
+    if (schema_enum_parse(&recipe_task_enum, json_string_value(*v), 0) >= 0)
+        return 0;
+    return schema_error(err, path, "\"%s\" is not one of %s", json_string_value(*v),
+                        schema_enum_list(&recipe_task_enum, list, sizeof(list)));
 }
 
-static const struct field *find_field(const char *section, const char *key)
+static int slurm_time(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
-    for (size_t i = 0; i < NFIELDS; i++)
-        if (strcmp(fields[i].section, section) == 0 && key_eq(key, fields[i].name))
-            return &fields[i];
-    return NULL;
+    (void)f;
+    const char *t = json_string_value(*v);
+    if (strspn(t, "0123456789:-") == strlen(t))
+        return 0;
+    return schema_error(err, path, "\"%s\" is not a Slurm time (D-HH:MM:SS)", t);
 }
 
 static int env_name_ok(const char *k)
@@ -126,182 +62,180 @@ static int env_name_ok(const char *k)
     return 1;
 }
 
-static int check_env(const json_t *v, const char *where, mtc_error_t *err)
+/* Environment variables for the job: NAME: "one line". */
+static int env_entry(json_t *out, const char *k, const json_t *x, const char *path, const void *arg,
+                     mtc_error_t *err)
 {
-    if (!json_is_object(v))
-        return errprintf(err, "%s: must be an object of NAME: \"value\"", where);
-    const char *k;
-    json_t *x;
-    json_object_foreach((json_t *)v, k, x)
-    {
-        if (!env_name_ok(k))
-            return errprintf(err, "%s.%s: not an environment variable name", where, k);
-        if (!json_is_string(x))
-            return errprintf(err, "%s.%s: must be a string", where, k);
-        if (strchr(json_string_value(x), '\n'))
-            return errprintf(err, "%s.%s: must not contain a newline", where, k);
-    }
-    return 0;
+    (void)arg;
+    char sub[300];
+    schema_join(sub, sizeof(sub), path, k);
+    if (!env_name_ok(k))
+        return schema_error(err, sub, "not an environment variable name");
+    if (!json_is_string(x))
+        return schema_error(err, sub, "must be a string");
+    if (strchr(json_string_value(x), '\n'))
+        return schema_error(err, sub, "must not contain a newline");
+    return json_object_set(out, k, (json_t *)x);
 }
 
-/* Flag names reach the trainer's command line: [a-z][a-z0-9-]*. */
-static int check_args(const json_t *v, const char *where, mtc_error_t *err)
+static int env_map(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
-    if (!json_is_object(v))
-        return errprintf(err, "%s: must be an object of flag: value", where);
-    const char *k;
-    json_t *x;
-    json_object_foreach((json_t *)v, k, x)
-    {
-        int ok = islower((unsigned char)k[0]);
-        for (const char *p = k; ok && *p; p++)
-            ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-';
-        if (!ok)
-            return errprintf(err, "%s.%s: flag names are lowercase words joined by '-'", where, k);
-        if (!json_is_string(x) && !json_is_number(x) && !json_is_boolean(x))
-            return errprintf(err, "%s.%s: must be a string, number or boolean", where, k);
-    }
-    return 0;
+    (void)f;
+    return schema_map(v, path, "NAME: \"value\"", env_entry, NULL, err);
 }
 
-static int normalize_section(json_t *obj, const char *section, const char *where,
-                             mtc_error_t *err);
-
-/* Check one value against its field; rewrite nested sections. */
-static int check_value(const struct field *f, json_t *v, const char *where, mtc_error_t *err)
+/* Extra trainer flags: names reach its command line, [a-z][a-z0-9-]*. */
+static int arg_entry(json_t *out, const char *k, const json_t *x, const char *path, const void *arg,
+                     mtc_error_t *err)
 {
-    switch (f->type) {
-    case F_STR:
-        if (!json_is_string(v) || !*json_string_value(v))
-            return errprintf(err, "%s: must be a non-empty string", where);
-        if (strchr(json_string_value(v), '\n'))
-            return errprintf(err, "%s: must not contain a newline", where);
-        return 0;
-    case F_INT:
-        if (!json_is_integer(v))
-            return errprintf(err, "%s: must be an integer", where);
-        if ((double)json_integer_value(v) < f->min)
-            return errprintf(err, "%s: must be >= %g", where, f->min);
-        return 0;
-    case F_NUM:
-        if (!json_is_number(v))
-            return errprintf(err, "%s: must be a number", where);
-        if (json_number_value(v) < f->min)
-            return errprintf(err, "%s: must be >= %g", where, f->min);
-        return 0;
-    case F_BOOL:
-        return json_is_boolean(v) ? 0 : errprintf(err, "%s: must be true or false", where);
-    case F_OBJ:
-        return json_is_object(v) ? 0 : errprintf(err, "%s: must be an object", where);
-    case F_SECTION:
-        if (!json_is_object(v))
-            return errprintf(err, "%s: must be an object", where);
-        return normalize_section(v, f->name, where, err);
-    case F_ARGS:
-        return check_args(v, where, err);
-    case F_ENV:
-        return check_env(v, where, err);
-    case F_TYPES: {
-        if (!json_is_object(v))
-            return errprintf(err, "%s: must be an object of cluster type: overrides", where);
-        const char *k;
-        json_t *x;
-        json_object_foreach(v, k, x)
-        {
-            char w[256];
-            if (snprintf(w, sizeof(w), "%s.%s", where, k) >= (int)sizeof(w))
-                return errprintf(err, "%s: name too long", where);
-            if (!recipe_cluster_type_known(k))
-                return errprintf(err, "%s: unknown cluster type (known: %s)", w,
-                                 recipe_cluster_types());
-            if (!json_is_object(x))
-                return errprintf(err, "%s: must be an object", w);
-            if (normalize_section(x, "override", w, err) < 0)
-                return -1;
-        }
-        return 0;
-    }
-    }
-    return 0;
+    (void)arg;
+    char sub[300];
+    int ok = islower((unsigned char)k[0]);
+    for (const char *p = k; ok && *p; p++)
+        ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-';
+    schema_join(sub, sizeof(sub), path, k);
+    if (!ok)
+        return schema_error(err, sub, "flag names are lowercase words joined by '-'");
+    if (!json_is_string(x) && !json_is_number(x) && !json_is_boolean(x))
+        return schema_error(err, sub, "must be a string, number or boolean");
+    return json_object_set(out, k, (json_t *)x);
 }
 
-/* Validate obj's keys against the section's fields and rename them to the
- * canonical snake_case, so later code can use json_object_get. */
-static int normalize_section(json_t *obj, const char *section, const char *where,
-                             mtc_error_t *err)
+static int args_map(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
-    json_t *renamed = json_object();
-    const char *k;
-    json_t *v;
-    void *tmp;
-    int rc = 0;
-    json_object_foreach_safe(obj, tmp, k, v)
-    {
-        char w[256];
-        snprintf(w, sizeof(w), "%s%s%s", where, *where ? "." : "", k);
-        const struct field *f = find_field(section, k);
-        if (!f) {
-            rc = errprintf(err, "%s: unknown field", w);
-            break;
-        }
-        if (json_object_get(renamed, f->name)) {
-            rc = errprintf(err, "%s: given twice (as %s too)", w, f->name);
-            break;
-        }
-        if (check_value(f, v, w, err) < 0) {
-            rc = -1;
-            break;
-        }
-        json_object_set(renamed, f->name, v);
-    }
-    if (rc == 0) {
-        for (size_t i = 0; i < NFIELDS; i++)
-            if (strcmp(fields[i].section, section) == 0 && fields[i].required &&
-                !json_object_get(renamed, fields[i].name)) {
-                rc = errprintf(err, "%s%s%s: required field missing", where, *where ? "." : "",
-                               fields[i].name);
-                break;
-            }
-        json_object_clear(obj);
-        json_object_update(obj, renamed);
-    }
-    json_decref(renamed);
-    return rc;
+    (void)f;
+    return schema_map(v, path, "flag: value", arg_entry, NULL, err);
 }
 
-static int normalize(json_t *r, mtc_error_t *err)
+/* ---- the tables: canonical names are snake_case, matched in any case ---- */
+
+#define RECIPE SCHEMA_ANYNAME
+#define STR(n, fl) .name = n, .kind = SCHEMA_STR, .flags = SCHEMA_NONEMPTY | SCHEMA_ONELINE | (fl)
+#define INT(n, fl, min) .name = n, .kind = SCHEMA_INT, .flags = SCHEMA_LO | (fl), .lo = min
+#define NUM(n) .name = n, .kind = SCHEMA_NUM, .flags = SCHEMA_LO, .lo = 0
+#define SECTION(n, fl, t) .name = n, .kind = SCHEMA_OBJ, .flags = (fl), .obj = &t
+#define ENV(n) .name = n, .kind = SCHEMA_CUSTOM, .check = env_map
+
+static const struct schema_field f_model[] = {
+    {STR("preset", SCHEMA_REQUIRED)}, {.name = "config", .kind = SCHEMA_OBJ}, {.name = NULL}};
+static const struct schema s_model = {f_model, RECIPE, NULL, NULL};
+
+static const struct schema_field f_data[] = {{STR("path", SCHEMA_REQUIRED)},
+                                             {STR("tokenizer", SCHEMA_REQUIRED)},
+                                             {STR("source", 0)},
+                                             {.name = NULL}};
+static const struct schema s_data = {f_data, RECIPE, NULL, NULL};
+
+static int train_rules(json_t *tr, const char *path, mtc_error_t *err)
 {
-    if (!json_is_object(r))
-        return errprintf(err, "a recipe is a JSON object");
-    if (normalize_section(r, "", "", err) < 0)
-        return -1;
-    const char *task = json_string_value(json_object_get(r, "task"));
-    int known = 0;
-    for (int i = 0; tasks[i]; i++)
-        known |= strcmp(task, tasks[i]) == 0;
-    if (!known)
-        return errprintf(err, "task: \"%s\" is not one of pretrain, cpt, sft, dpo", task);
-    json_t *tr = json_object_get(r, "train");
+    char q[300];
     json_t *mb = json_object_get(tr, "micro_batch");
     if (mb && json_integer_value(mb) > json_integer_value(json_object_get(tr, "global_batch")))
-        return errprintf(err, "train.micro_batch: larger than train.global_batch");
-    const char *t = json_string_value(json_object_get(json_object_get(r, "resources"), "time"));
-    if (t) {
-        for (const char *p = t; *p; p++)
-            if (!isdigit((unsigned char)*p) && *p != ':' && *p != '-')
-                return errprintf(err, "resources.time: \"%s\" is not a Slurm time (D-HH:MM:SS)", t);
-    }
+        return schema_error(err, schema_join(q, sizeof(q), path, "micro_batch"),
+                            "larger than train.global_batch");
     return 0;
+}
+
+static const struct schema_field f_train[] = {
+    {INT("steps", SCHEMA_REQUIRED, 1)},
+    {INT("global_batch", SCHEMA_REQUIRED, 1)},
+    {INT("micro_batch", 0, 1)},
+    {INT("seq_length", SCHEMA_REQUIRED, 1)},
+    {NUM("lr")},
+    {NUM("min_lr")},
+    {INT("warmup", 0, 0)},
+    {NUM("weight_decay")},
+    {NUM("grad_clip")},
+    {INT("seed", 0, 0)},
+    {.name = "shuffle", .kind = SCHEMA_BOOL},
+    {INT("log_every", 0, 1)},
+    {INT("eval_every", 0, 0)},
+    {INT("eval_batches", 0, 1)},
+    {.name = NULL},
+};
+static const struct schema s_train = {f_train, RECIPE, NULL, train_rules};
+
+static const struct schema_field f_checkpoint[] = {
+    {INT("every", 0, 0)}, {INT("keep", 0, 1)}, {STR("init", 0)}, {.name = NULL}};
+static const struct schema s_checkpoint = {f_checkpoint, RECIPE, NULL, NULL};
+
+static const struct schema_field f_resources[] = {
+    {INT("nodes", 0, 1)},
+    {.name = "time",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_NONEMPTY | SCHEMA_ONELINE,
+     .check = slurm_time},
+    {INT("signal_before_s", 0, 10)},
+    {.name = NULL},
+};
+static const struct schema s_resources = {f_resources, RECIPE, NULL, NULL};
+
+/* What a cluster type may override. */
+static const struct schema_field f_override[] = {
+    {INT("gpus_per_node", 0, 0)},
+    {INT("ranks_per_node", 0, 1)},
+    {INT("threads_per_rank", 0, 1)},
+    {INT("micro_batch", 0, 1)},
+    {INT("global_batch", 0, 1)},
+    {INT("nodes", 0, 1)},
+    {ENV("env")},
+    {.name = NULL},
+};
+static const struct schema s_override = {f_override, RECIPE, NULL, NULL};
+
+/* Per-cluster-type overrides: {"hcc-a3m": {...}, ...}. */
+static int override_entry(json_t *out, const char *k, const json_t *x, const char *path,
+                          const void *arg, mtc_error_t *err)
+{
+    (void)arg;
+    char sub[300];
+    schema_join(sub, sizeof(sub), path, k);
+    if (!recipe_cluster_type_known(k))
+        return schema_error(err, sub, "unknown cluster type (known: %s)", recipe_cluster_types());
+    json_t *o = schema_normalize(x, &s_override, sub, err);
+    return o ? json_object_set_new(out, k, o) : -1;
+}
+
+static int cluster_type_map(const struct schema_field *f, json_t **v, const char *path,
+                            mtc_error_t *err)
+{
+    (void)f;
+    return schema_map(v, path, "cluster type: overrides", override_entry, NULL, err);
+}
+
+static const struct schema_field f_recipe[] = {
+    {STR("name", 0)},
+    {STR("description", 0)},
+    {.name = "task",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_REQUIRED | SCHEMA_NONEMPTY | SCHEMA_ONELINE,
+     .check = task_known},
+    {SECTION("model", SCHEMA_REQUIRED, s_model)},
+    {SECTION("data", SCHEMA_REQUIRED, s_data)},
+    {SECTION("train", SCHEMA_REQUIRED, s_train)},
+    {SECTION("checkpoint", 0, s_checkpoint)},
+    {SECTION("resources", 0, s_resources)},
+    {.name = "cluster_types", .kind = SCHEMA_CUSTOM, .check = cluster_type_map},
+    {.name = "trainer_args", .kind = SCHEMA_CUSTOM, .check = args_map},
+    {ENV("env")},
+    {.name = NULL},
+};
+static const struct schema s_recipe = {f_recipe, RECIPE, NULL, NULL};
+
+json_t *recipe_normalize(const json_t *r, mtc_error_t *err)
+{
+    if (!json_is_object(r)) {
+        errprintf(err, "a recipe is a JSON object");
+        return NULL;
+    }
+    return schema_normalize(r, &s_recipe, "", err);
 }
 
 int recipe_validate(const json_t *recipe, mtc_error_t *err)
 {
-    json_t *copy = json_deep_copy(recipe);
-    if (!copy)
-        return errprintf(err, "a recipe is a JSON object");
-    int rc = normalize(copy, err);
-    json_decref(copy);
-    return rc;
+    json_t *canon = recipe_normalize(recipe, err);
+    json_decref(canon);
+    return canon ? 0 : -1;
 }
 
 static json_t *parse_file(const char *path, mtc_error_t *err)
@@ -313,12 +247,11 @@ static json_t *parse_file(const char *path, mtc_error_t *err)
         return NULL;
     }
     mtc_error_t e2 = {""};
-    if (normalize(r, &e2) < 0) {
+    json_t *canon = recipe_normalize(r, &e2);
+    json_decref(r);
+    if (!canon)
         errprintf(err, "%s: %s", path, e2.text);
-        json_decref(r);
-        return NULL;
-    }
-    return r;
+    return canon;
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -366,8 +299,7 @@ static void add_catalog(json_t *arr, const char *root, const char *rel)
                 json_object_set(row, "model",
                                 json_object_get(json_object_get(r, "model"), "preset"));
                 json_t *desc = json_object_get(r, "description");
-                json_object_set_new(row, "description",
-                                    desc ? json_incref(desc) : json_string(""));
+                json_object_set_new(row, "description", desc ? json_incref(desc) : json_string(""));
             } else {
                 json_object_set_new(row, "task", json_string("?"));
                 json_object_set_new(row, "model", json_string("?"));

@@ -9,8 +9,13 @@
 #include <stdio.h>
 
 #include "common/common.h"
+#include "schema/schema.h"
 
 /* ---- recipe files (recipe.c) ---- */
+
+/* A recipe's task ("task" in the file; names in recipe_task_enum). */
+enum recipe_task { RECIPE_PRETRAIN, RECIPE_CPT, RECIPE_SFT, RECIPE_DPO };
+extern const struct schema_enum recipe_task_enum;
 
 /* Load and validate a recipe. name is a path to a file (contains '/' and exists,
  * or ends in .json), or a catalog name such as "pretrain/llama3p1_2b_pt" (a
@@ -23,6 +28,9 @@ json_t *recipe_load(const char *name, char *path, size_t len, mtc_error_t *err);
 /* Validate a parsed recipe object; unknown fields are errors naming the path.
  * Keys may be snake_case or camelCase. 0/-1 + err. */
 int recipe_validate(const json_t *recipe, mtc_error_t *err);
+/* The same, returning the canonical recipe (snake_case names in table order;
+ * normalizing it again gives it back). Caller owns it; NULL + err. */
+json_t *recipe_normalize(const json_t *recipe, mtc_error_t *err);
 
 /* The catalog: an array of {"name","task","model","description","path"}
  * sorted by name. Caller decrefs. NULL + err when no recipes/ directory. */

@@ -297,7 +297,8 @@ int recipe_check_inputs(const json_t *cfg, mtc_error_t *err)
     json_t *data = json_object_get(cfg, "data");
     const char *path = json_string_value(json_object_get(data, "path"));
     const char *tok = json_string_value(json_object_get(data, "tokenizer"));
-    const char *task = json_string_value(json_object_get(cfg, "task"));
+    int task =
+        schema_enum_parse(&recipe_task_enum, json_string_value(json_object_get(cfg, "task")), 0);
     struct stat st;
     if (stat(path, &st) < 0)
         return errprintf(err,
@@ -305,8 +306,7 @@ int recipe_check_inputs(const json_t *cfg, mtc_error_t *err)
                          "prepare it with `mtc-train prepare`",
                          path, json_string_value(json_object_get(data, "recipePath")),
                          json_string_value(json_object_get(data, "dataDir")));
-    if ((strcmp(task, "pretrain") == 0 || strcmp(task, "cpt") == 0) && S_ISDIR(st.st_mode) &&
-        !has_shards(path))
+    if ((task == RECIPE_PRETRAIN || task == RECIPE_CPT) && S_ISDIR(st.st_mode) && !has_shards(path))
         return errprintf(err, "data.path: %s has no train_000000.bin shard (run `mtc-train prepare`)",
                          path);
     if (stat(tok, &st) < 0 || !S_ISREG(st.st_mode))

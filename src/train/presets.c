@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "schema/schema.h"
 #include "train/model.h"
 
 #define LLAMA3_ROPE(f) .rope_theta = 500000.0f, .rope_factor = (f), .rope_low_freq = 1.0f, \
@@ -143,160 +144,135 @@ int model_config_check(struct model_config *c, mtc_error_t *err)
     return 0;
 }
 
-/* ---- JSON ---- */
+/* ---- JSON: one field table for our names and Hugging Face config.json's ---- */
 
-enum ftype { F_INT, F_FLOAT, F_BOOL, F_FAMILY, F_ROPE_SCALING, F_IGNORE, F_HEAD_DIM };
-struct field {
-    const char *key;
-    enum ftype type;
-    size_t off;
+static const struct schema_enum family_enum =
+    SCHEMA_NAMES(NULL, [MODEL_GPT2] = "gpt2", [MODEL_LLAMA] = "llama");
+static const struct schema_enum rope_type_enum = SCHEMA_NAMES(NULL, "llama3");
+
+#define MC(m) SCHEMA_MEMBER(struct model_config, m)
+#define NAT .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = INT32_MAX
+#define REAL .kind = SCHEMA_NUM
+// clang-format off
+#define ALIASES(...) .aliases = (const char *const[]){__VA_ARGS__, NULL}
+// clang-format on
+
+/* rope_scaling{}: Llama 3 RoPE scaling, into the same struct. */
+static const struct schema_field rope_fields[] = {
+    {.name = "factor", REAL, MC(rope_factor)},
+    {.name = "low_freq_factor", REAL, MC(rope_low_freq)},
+    {.name = "high_freq_factor", REAL, MC(rope_high_freq)},
+    {.name = "original_max_position_embeddings", .kind = SCHEMA_INT, MC(rope_orig_max)},
+    {.name = "rope_type", .kind = SCHEMA_ENUM, .enm = &rope_type_enum},
+    {.name = "type", .kind = SCHEMA_ENUM, .enm = &rope_type_enum},
+    {.name = NULL},
 };
-#define I(k, f) {k, F_INT, offsetof(struct model_config, f)}
-#define R(k, f) {k, F_FLOAT, offsetof(struct model_config, f)}
+static const struct schema rope_schema = {rope_fields, SCHEMA_EXACT, NULL, NULL};
 
-static const struct field fields[] = {
-    // ours (model_config_to_json writes these)
-    {"family", F_FAMILY, 0}, I("vocab_size", vocab_size), I("padded_vocab", padded_vocab),
-    I("max_seq", max_seq), I("n_layer", n_layer), I("n_head", n_head),
-    I("n_kv_head", n_kv_head), I("d_model", d_model), I("d_ff", d_ff), R("norm_eps", norm_eps),
-    R("rope_theta", rope_theta), R("rope_factor", rope_factor),
-    R("rope_low_freq", rope_low_freq), R("rope_high_freq", rope_high_freq),
-    I("rope_orig_max", rope_orig_max), {"tied", F_BOOL, offsetof(struct model_config, tied)},
-    // Hugging Face Llama config.json
-    {"model_type", F_FAMILY, 0}, I("hidden_size", d_model), I("intermediate_size", d_ff),
-    I("num_hidden_layers", n_layer), I("num_attention_heads", n_head),
-    I("num_key_value_heads", n_kv_head), I("max_position_embeddings", max_seq),
-    R("rms_norm_eps", norm_eps), {"rope_scaling", F_ROPE_SCALING, 0},
-    {"tie_word_embeddings", F_BOOL, offsetof(struct model_config, tied)},
-    {"head_dim", F_HEAD_DIM, 0},
-    // Hugging Face GPT-2 config.json
-    I("n_embd", d_model), I("n_positions", max_seq), I("n_ctx", max_seq), I("n_inner", d_ff),
-    R("layer_norm_epsilon", norm_eps),
-    // informational HF keys that do not change the shape
-    {"architectures", F_IGNORE, 0}, {"torch_dtype", F_IGNORE, 0},
-    {"transformers_version", F_IGNORE, 0}, {"bos_token_id", F_IGNORE, 0},
-    {"eos_token_id", F_IGNORE, 0}, {"pad_token_id", F_IGNORE, 0}, {"hidden_act", F_IGNORE, 0},
-    {"activation_function", F_IGNORE, 0}, {"initializer_range", F_IGNORE, 0},
-    {"attention_bias", F_IGNORE, 0}, {"attention_dropout", F_IGNORE, 0},
-    {"mlp_bias", F_IGNORE, 0}, {"pretraining_tp", F_IGNORE, 0}, {"use_cache", F_IGNORE, 0},
-    {"resid_pdrop", F_IGNORE, 0}, {"embd_pdrop", F_IGNORE, 0}, {"attn_pdrop", F_IGNORE, 0},
-    {"scale_attn_weights", F_IGNORE, 0}, {"summary_activation", F_IGNORE, 0},
-    {"summary_first_dropout", F_IGNORE, 0}, {"summary_proj_to_labels", F_IGNORE, 0},
-    {"summary_type", F_IGNORE, 0}, {"summary_use_proj", F_IGNORE, 0},
-    {"task_specific_params", F_IGNORE, 0}, {"reorder_and_upcast_attn", F_IGNORE, 0},
-    {"scale_attn_by_inverse_layer_idx", F_IGNORE, 0},
-};
-
-static const struct {
-    const char *key;
-    size_t off;
-    int is_int;
-} rope_fields[] = {
-    {"factor", offsetof(struct model_config, rope_factor), 0},
-    {"low_freq_factor", offsetof(struct model_config, rope_low_freq), 0},
-    {"high_freq_factor", offsetof(struct model_config, rope_high_freq), 0},
-    {"original_max_position_embeddings", offsetof(struct model_config, rope_orig_max), 1},
-};
-
-static int apply_rope_scaling(struct model_config *c, const json_t *v, mtc_error_t *err)
+/* Hook: rope_scaling is an object, or null for "no scaling". */
+static int rope_scaling(const struct schema_field *f, json_t **v, const char *path,
+                        mtc_error_t *err)
 {
-    if (json_is_null(v)) {
-        c->rope_factor = 0.0f;
-        return 0;
-    }
-    if (!json_is_object(v))
-        return errprintf(err, "rope_scaling must be an object or null");
-    const char *k;
-    json_t *x;
-    json_object_foreach((json_t *)v, k, x) {
-        if (strcmp(k, "rope_type") == 0 || strcmp(k, "type") == 0) {
-            if (!json_is_string(x) || strcmp(json_string_value(x), "llama3") != 0)
-                return errprintf(err, "rope_scaling.%s: only \"llama3\" is supported", k);
-            continue;
-        }
-        size_t i, n = sizeof rope_fields / sizeof rope_fields[0];
-        for (i = 0; i < n && strcmp(rope_fields[i].key, k) != 0; i++)
-            ;
-        if (i == n)
-            return errprintf(err, "unknown model config key 'rope_scaling.%s'", k);
-        if (rope_fields[i].is_int ? !json_is_integer(x) : !json_is_number(x))
-            return errprintf(err, "rope_scaling.%s must be a number", k);
-        char *p = (char *)c + rope_fields[i].off;
-        if (rope_fields[i].is_int)
-            *(int *)p = (int)json_integer_value(x);
-        else
-            *(float *)p = (float)json_number_value(x);
-    }
+    json_t *n = json_is_null(*v) ? json_pack("{s:f}", "factor", 0.0)
+                                 : schema_normalize(*v, f->obj, path, err);
+    if (!n)
+        return -1;
+    json_decref(*v);
+    *v = n;
     return 0;
 }
 
-static int apply_field(struct model_config *c, const struct field *f, const char *k,
-                       const json_t *v, int *head_dim, mtc_error_t *err)
+/* Hook: tie_word_embeddings may be written 0/1. */
+static int bool_or_int(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
-    char *p = (char *)c + f->off;
-    switch (f->type) {
-    case F_INT:
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-            return errprintf(err, "model config '%s' must be a non-negative integer", k);
-        *(int *)p = (int)json_integer_value(v);
-        return 0;
-    case F_FLOAT:
-        if (!json_is_number(v))
-            return errprintf(err, "model config '%s' must be a number", k);
-        *(float *)p = (float)json_number_value(v);
-        return 0;
-    case F_BOOL:
-        if (!json_is_boolean(v) && !json_is_integer(v))
-            return errprintf(err, "model config '%s' must be a boolean", k);
-        *(int *)p = json_is_boolean(v) ? json_is_true(v) : json_integer_value(v) != 0;
-        return 0;
-    case F_FAMILY:
-        if (json_is_string(v) && strcmp(json_string_value(v), "gpt2") == 0)
-            c->family = MODEL_GPT2;
-        else if (json_is_string(v) && strcmp(json_string_value(v), "llama") == 0)
-            c->family = MODEL_LLAMA;
-        else
-            return errprintf(err, "model config '%s' must be \"gpt2\" or \"llama\"", k);
-        return 0;
-    case F_ROPE_SCALING:
-        return apply_rope_scaling(c, v, err);
-    case F_HEAD_DIM:
-        if (!json_is_integer(v))
-            return errprintf(err, "model config '%s' must be an integer", k);
-        *head_dim = (int)json_integer_value(v);
-        return 0;
-    case F_IGNORE:
-        return 0;
-    }
+    (void)f;
+    if (!json_is_boolean(*v) && !json_is_integer(*v))
+        return schema_error(err, path, "must be a boolean");
+    json_t *b = json_boolean(json_is_true(*v) || json_integer_value(*v) != 0);
+    json_decref(*v);
+    *v = b;
     return 0;
 }
+
+/* Ours first (model_config_to_json writes them, in this order), HF names as aliases. */
+static const struct schema_field config_fields[] = {
+    {.name = "family", .kind = SCHEMA_ENUM, .enm = &family_enum, ALIASES("model_type"), MC(family)},
+    {.name = "vocab_size", NAT, MC(vocab_size)},
+    {.name = "padded_vocab", NAT, MC(padded_vocab)},
+    {.name = "max_seq",
+     NAT,
+     ALIASES("max_position_embeddings", "n_positions", "n_ctx"),
+     MC(max_seq)},
+    {.name = "n_layer", NAT, ALIASES("num_hidden_layers"), MC(n_layer)},
+    {.name = "n_head", NAT, ALIASES("num_attention_heads"), MC(n_head)},
+    {.name = "n_kv_head", NAT, ALIASES("num_key_value_heads"), MC(n_kv_head)},
+    {.name = "d_model", NAT, ALIASES("hidden_size", "n_embd"), MC(d_model)},
+    {.name = "d_ff", NAT, ALIASES("intermediate_size", "n_inner"), MC(d_ff)},
+    {.name = "norm_eps", REAL, ALIASES("rms_norm_eps", "layer_norm_epsilon"), MC(norm_eps)},
+    {.name = "rope_theta", REAL, MC(rope_theta)},
+    {.name = "rope_factor", REAL, MC(rope_factor)},
+    {.name = "rope_low_freq", REAL, MC(rope_low_freq)},
+    {.name = "rope_high_freq", REAL, MC(rope_high_freq)},
+    {.name = "rope_orig_max", NAT, MC(rope_orig_max)},
+    {.name = "tied",
+     .kind = SCHEMA_CUSTOM,
+     .check = bool_or_int,
+     ALIASES("tie_word_embeddings"),
+     MC(tied)},
+    /* HF only */
+    {.name = "rope_scaling",
+     .kind = SCHEMA_CUSTOM,
+     .check = rope_scaling,
+     .obj = &rope_schema,
+     .size = sizeof(struct model_config)},
+    {.name = "head_dim", .kind = SCHEMA_INT}, /* checked against the shape below */
+    {.name = NULL},
+};
+
+/* informational HF keys that do not change the shape */
+static const char *const hf_info[] = {"architectures",
+                                      "torch_dtype",
+                                      "transformers_version",
+                                      "bos_token_id",
+                                      "eos_token_id",
+                                      "pad_token_id",
+                                      "hidden_act",
+                                      "activation_function",
+                                      "initializer_range",
+                                      "attention_bias",
+                                      "attention_dropout",
+                                      "mlp_bias",
+                                      "pretraining_tp",
+                                      "use_cache",
+                                      "resid_pdrop",
+                                      "embd_pdrop",
+                                      "attn_pdrop",
+                                      "scale_attn_weights",
+                                      "summary_activation",
+                                      "summary_first_dropout",
+                                      "summary_proj_to_labels",
+                                      "summary_type",
+                                      "summary_use_proj",
+                                      "task_specific_params",
+                                      "reorder_and_upcast_attn",
+                                      "scale_attn_by_inverse_layer_idx",
+                                      NULL};
+
+static const struct schema config_schema = {config_fields, SCHEMA_EXACT, hf_info, NULL};
 
 int model_config_apply_json(struct model_config *cfg, const json_t *obj, mtc_error_t *err)
 {
-    if (!json_is_object(obj)) {
-        errno = EINVAL;
-        return errprintf(err, "model config must be a JSON object");
-    }
+    json_t *canon = schema_normalize(obj, &config_schema, "", err);
+    if (!canon)
+        return -1;
     struct model_config c = *cfg;
-    int head_dim = 0, vocab_before = c.vocab_size, padded_given = 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)obj, k, v) {
-        size_t i, n = sizeof fields / sizeof fields[0];
-        for (i = 0; i < n && strcmp(fields[i].key, k) != 0; i++)
-            ;
-        if (i == n) {
-            errno = EINVAL;
-            return errprintf(err, "unknown model config key '%s'", k);
-        }
-        if (apply_field(&c, &fields[i], k, v, &head_dim, err) < 0) {
-            errno = EINVAL;
-            return -1;
-        }
-        padded_given |= strcmp(k, "padded_vocab") == 0;
-    }
-    if (c.vocab_size != vocab_before && !padded_given)
+    int rc = schema_fill(canon, &config_schema, &c);
+    int head_dim = (int)json_integer_value(json_object_get(canon, "head_dim"));
+    if (c.vocab_size != cfg->vocab_size && !json_object_get(canon, "padded_vocab"))
         c.padded_vocab = 0; // recomputed by the check
+    json_decref(canon);
+    if (rc < 0)
+        return errprintf(err, "model config does not fit struct model_config");
     if (model_config_check(&c, err) < 0)
         return -1;
     if (head_dim && head_dim != c.d_model / c.n_head) {

@@ -438,9 +438,174 @@ static void test_examples(void)
     }
 }
 
+/* The cloud API's proto enum names are accepted; the short name comes out. */
+static void test_prefixed_enums(void)
+{
+    mtc_error_t err = {{0}};
+    json_t *in = parse(
+        "{\"nodePools\":[{\"id\":\"g\",\"provisioningModel\":\"PROVISIONING_MODEL_SPOT\","
+        "\"machineSpec\":{\"machineType\":\"local\",\"reservationAffinity\":{"
+        "\"reservationAffinityType\":\"RESERVATION_AFFINITY_TYPE_SPECIFIC_RESERVATION\","
+        "\"key\":\"compute.googleapis.com/reservation-name\",\"values\":[\"r1\"]}}},"
+        "{\"id\":\"h\",\"provisioning_model\":\"FLEX_START\",\"machineSpec\":{\"machineType\":"
+        "\"local\",\"reservationAffinity\":{\"reservationAffinityType\":\"ANY_RESERVATION\"}}}]}");
+    json_t *out = cluster_spec_normalize(in, &err);
+    json_t *p0 = out ? json_array_get(json_object_get(out, "nodePools"), 0) : NULL;
+    json_t *p1 = out ? json_array_get(json_object_get(out, "nodePools"), 1) : NULL;
+    const char *ra = json_string_value(
+        json_object_get(json_object_get(json_object_get(p0, "machineSpec"), "reservationAffinity"),
+                        "reservationAffinityType"));
+    CHECK(out && !strcmp(json_string_value(json_object_get(p0, "provisioningModel")), "SPOT") &&
+              ra && !strcmp(ra, "SPECIFIC_RESERVATION") &&
+              !strcmp(json_string_value(json_object_get(p1, "provisioningModel")), "FLEX_START"),
+          "prefixed and short enum names in, short names out (%s)", err.text);
+    json_t *again = out ? cluster_spec_normalize(out, &err) : NULL;
+    CHECK(again && json_equal(again, out), "enum names: normalize is idempotent");
+    json_decref(again);
+    json_decref(out);
+    json_decref(in);
+    CHECK_STR(
+        norm_err("{\"nodePools\":[{\"id\":\"g\",\"provisioningModel\":"
+                 "\"PROVISIONING_MODEL_CHEAP\",\"machineSpec\":{\"machineType\":\"local\"}}]}"),
+        "nodePools[0].provisioningModel: invalid value \"PROVISIONING_MODEL_CHEAP\" (one of "
+        "ON_DEMAND, RESERVATION, SPOT, FLEX_START)",
+        "an unknown prefixed name is rejected, the short names listed");
+    CHECK_STR(norm_err("{\"nodePools\":[{\"id\":\"g\",\"provisioningModel\":\"spot\","
+                       "\"machineSpec\":{\"machineType\":\"local\"}}]}"),
+              "nodePools[0].provisioningModel: invalid value \"spot\" (one of ON_DEMAND, "
+              "RESERVATION, SPOT, FLEX_START)",
+              "enum names are case-sensitive, as proto3 JSON's are");
+}
+
+/* Defect 8: slurm.conf values that would break their line are rejected,
+ * naming the field; scheduling values are written bare, so they must be one
+ * word (a blank would start another key: "1 SlurmUser=root"). */
+static json_t *with_slurm(const char *slurm_spec)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"nodePools\":[{\"id\":\"g\",\"machineSpec\":{\"machineType\":\"local\"}}],"
+             "\"orchestratorSpec\":{\"slurmSpec\":%s}}",
+             slurm_spec);
+    return parse(text);
+}
+
+static void test_conf_values(void)
+{
+    static const struct {
+        const char *slurm, *want;
+    } cases[] = {
+        {"{\"scheduling\":{\"preemptExemptTime\":\"00:10:00\",\"priorityWeightTres\":"
+         "\"CPU=1000,Mem=2000,GRES/gpu=3000\",\"preemptMode\":\"requeue,gang\"}}",
+         ""},
+        {"{\"nodeSets\":[{\"nodePoolId\":\"g\",\"config\":{\"Reason\":\"new disk\"}}]}", ""},
+        {"{\"scheduling\":{\"preemptExemptTime\":\"1 day\"}}",
+         "orchestratorSpec.slurmSpec.scheduling.preemptExemptTime: value must be one word: a "
+         "blank would end it and start another key"},
+        {"{\"scheduling\":{\"priorityWeightTres\":\"CPU=1\\tSlurmUser=root\"}}",
+         "orchestratorSpec.slurmSpec.scheduling.priorityWeightTres: value must be non-empty, "
+         "one line, without '#' or '\"'"},
+        {"{\"scheduling\":{\"priorityWeightTres\":\"CPU=1 SlurmUser=root\"}}",
+         "orchestratorSpec.slurmSpec.scheduling.priorityWeightTres: value must be one word: a "
+         "blank would end it and start another key"},
+        {"{\"scheduling\":{\"preemptExemptTime\":\"\"}}",
+         "orchestratorSpec.slurmSpec.scheduling.preemptExemptTime: value must be non-empty, one "
+         "line, without '#' or '\"'"},
+        {"{\"scheduling\":{\"preemptExemptTime\":\"1\\\\\"}}",
+         "orchestratorSpec.slurmSpec.scheduling.preemptExemptTime: value must not contain '\\' "
+         "(slurm.conf would join the next line to it)"},
+        {"{\"scheduling\":{\"preemptMode\":\"REQUEUE, GANG\"}}",
+         "orchestratorSpec.slurmSpec.scheduling.preemptMode: invalid value \"REQUEUE, GANG\" "
+         "(comma list of OFF, CANCEL, GANG, REQUEUE, SUSPEND, WITHIN, PRIORITY)"},
+        {"{\"accounting\":{\"accountingStorageEnforce\":\"limits, qos\"}}",
+         "orchestratorSpec.slurmSpec.accounting.accountingStorageEnforce: invalid value \"limits, "
+         "qos\" (comma list of associations, limits, nojobs, nosteps, qos, safe, wckeys, all)"},
+        {"{\"nodeSets\":[{\"nodePoolId\":\"g\",\"config\":{\"Reason\":\"disk\\\\\"}}]}",
+         "orchestratorSpec.slurmSpec.nodeSets[0].config.Reason: value must not contain '\\' "
+         "(slurm.conf would join the next line to it)"},
+        {"{\"partitions\":[{\"id\":\"p\",\"nodePoolIds\":[\"g\"],\"config\":{\"MaxTime\":"
+         "\"1\\r\"}}]}",
+         "orchestratorSpec.slurmSpec.partitions[0].config.MaxTime: value must be non-empty, one "
+         "line, without '#' or '\"'"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        mtc_error_t err = {{0}};
+        json_t *in = with_slurm(cases[i].slurm);
+        json_t *out = in ? cluster_spec_normalize(in, &err) : NULL;
+        CHECK_STR(out ? "" : err.text, cases[i].want, "slurm.conf value %zu: %s", i,
+                  cases[i].slurm);
+        json_decref(out);
+        json_decref(in);
+    }
+}
+
+static void collect_path(const char *path, const struct schema_field *f, void *arg)
+{
+    (void)f;
+    char *buf = arg;
+    snprintf(buf + strlen(buf), 512 - strlen(buf), "%s%s", *buf ? " " : "", path);
+}
+
+/* The fields that make mtc or Slurm run something as root, from the table. */
+static void test_root_exec(void)
+{
+    char paths[512] = "";
+    schema_walk(&cluster_spec_schema, SCHEMA_ROOT_EXEC, collect_path, paths);
+    CHECK_STR(paths,
+              "nodePools[].startupScript orchestratorSpec.slurmSpec.prologBashScripts "
+              "orchestratorSpec.slurmSpec.epilogBashScripts healthPolicy.nvmlLibrary "
+              "healthPolicy.kernelLog",
+              "root-executing fields listed from the spec's table");
+
+    /* what an editor may not do: set or change one of them */
+    mtc_error_t err;
+    const char *base = "{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":"
+                       "\"n2-standard-4\"}}]";
+    char text[1024];
+    snprintf(text, sizeof(text), "%s}", base);
+    json_t *in = json_loads(text, 0, NULL), *plain = cluster_spec_normalize(in, &err);
+    json_decref(in);
+    snprintf(text, sizeof(text),
+             "%s,\"orchestratorSpec\":{\"slurmSpec\":{\"prologBashScripts\":[\"id\"]}}}", base);
+    in = json_loads(text, 0, NULL);
+    json_t *prolog = cluster_spec_normalize(in, &err);
+    json_decref(in);
+    snprintf(text, sizeof(text),
+             "{\"nodePools\":[{\"id\":\"a\",\"startupScript\":\"x\",\"machineSpec\":{"
+             "\"machineType\":\"n2-standard-4\"}}],\"healthPolicy\":{\"kernelLog\":\"/etc/"
+             "shadow\"}}");
+    in = json_loads(text, 0, NULL);
+    json_t *both = cluster_spec_normalize(in, &err);
+    json_decref(in);
+    char field[128] = "";
+    CHECK(plain && prolog && both, "privileged test specs normalize");
+    CHECK(!cluster_spec_privileged_change(NULL, plain, field, sizeof(field)),
+          "a create without root-executing fields is no privileged change");
+    CHECK(!cluster_spec_privileged_change(prolog, prolog, field, sizeof(field)),
+          "resending the same prolog is no change");
+    CHECK(cluster_spec_privileged_change(plain, prolog, field, sizeof(field)) &&
+              !strcmp(field, "orchestratorSpec.slurmSpec.prologBashScripts"),
+          "adding a prolog script is (%s)", field);
+    CHECK(cluster_spec_privileged_change(prolog, plain, field, sizeof(field)),
+          "removing one is too");
+    CHECK(cluster_spec_privileged_change(plain, both, field, sizeof(field)) &&
+              !strcmp(field, "nodePools[0].startupScript"),
+          "a node pool's startupScript is (%s)", field);
+    json_object_del(json_array_get(json_object_get(both, "nodePools"), 0), "startupScript");
+    CHECK(cluster_spec_privileged_change(plain, both, field, sizeof(field)) &&
+              !strcmp(field, "healthPolicy.kernelLog"),
+          "healthPolicy.kernelLog is (%s)", field);
+    json_decref(plain);
+    json_decref(prolog);
+    json_decref(both);
+}
+
 int main(void)
 {
     test_rules();
+    test_prefixed_enums();
+    test_conf_values();
+    test_root_exec();
     test_good_variants();
     test_canonical();
     test_ids_and_catalog();
