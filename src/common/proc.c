@@ -232,7 +232,7 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
         close(in_fd);
     /* output closed (or not captured): wait for exit, still honouring the deadline */
     for (;;) {
-        pid_t w = waitpid(pid, &status, deadline && !timed_out ? WNOHANG : 0);
+        pid_t w = waitpid(pid, &status, deadline ? WNOHANG : 0);
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR)

@@ -45,6 +45,11 @@ int main(void)
     int64_t t0 = mtc_now_ms();
     CHECK(mtc_run(argv3, NULL, NULL, 200) == -1 && errno == ETIMEDOUT, "timeout kills");
     CHECK(mtc_now_ms() - t0 < 3000, "timeout is prompt");
+    t0 = mtc_now_ms();
+    CHECK(mtc_run(argv3, NULL, &out, 200) == -1 && errno == ETIMEDOUT,
+          "timeout kills while output is captured");
+    CHECK(mtc_now_ms() - t0 < 3000, "timeout with captured output is prompt (killed, not awaited)");
+    free(out);
 
     /* mtc_run_io: stdin fed, stdout and stderr apart; a child that stops
      * reading early does not kill us with SIGPIPE */
