@@ -53,11 +53,14 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 FAKE_SRCS := $(wildcard tests/fakes/*.c)
 FAKE_LIBS := $(FAKE_SRCS:tests/fakes/%.c=$(B)/fakes/lib%.so)
+# Test tools: programs integration tests drive (not run by tests/run.sh).
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(B)/tests/tools/%)
 
 
 .SECONDEXPANSION:
 .PHONY: all test unit bench install clean format fuzz fuzz-build
-all: $(addprefix $(BIN)/,$(PROGS)) $(UNIT_BINS) $(FAKE_LIBS)
+all: $(addprefix $(BIN)/,$(PROGS)) $(UNIT_BINS) $(FAKE_LIBS) $(TOOL_BINS)
 
 $(B)/src/train/%.o: src/train/%.c
 	@mkdir -p $(dir $@)
@@ -96,6 +99,10 @@ $(B)/tests/test_train_%: tests/unit/test_train_%.c $(B)/libmtctrain.a
 $(B)/tests/test_%: tests/unit/test_%.c $(B)/libmtc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(CP_LIBS)
+
+$(B)/tests/tools/%: tests/tools/%.c $(B)/libmtc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(CP_LIBS)
 
 $(B)/fakes/lib%.so: tests/fakes/%.c
 	@mkdir -p $(dir $@)

@@ -52,6 +52,17 @@ char *mtc_data_path(const char *name);
  * (0..255), 128+signal, or -1 (errno; ETIMEDOUT after kill). When out is
  * non-NULL, stdout+stderr are captured into a malloc'd string. */
 int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms);
+/* mtc_run with stdin data and separate stdout/stderr. Uncaptured streams are
+ * inherited; stdin is /dev/null unless in is set (written, then closed; a
+ * child that exits early does not raise SIGPIPE here). */
+enum { MTC_IO_OUT = 1, MTC_IO_ERR = 2, MTC_IO_MERGE = 4 /* stderr into out */ };
+struct mtc_io {
+    const void *in; /* stdin bytes (borrowed), or NULL */
+    size_t in_len;
+    int capture;     /* MTC_IO_* */
+    char *out, *err; /* set by mtc_run_io when captured (even on -1): caller frees */
+};
+int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms);
 /* Start a process detached in its own session, stdio to logpath (or /dev/null).
  * Returns its pid or -1. The caller reaps it (or lets init do it). */
 pid_t mtc_spawn(char *const argv[], char *const env[], const char *logpath);

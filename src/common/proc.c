@@ -5,12 +5,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -42,21 +44,102 @@ static char **merge_env(char *const extra[])
     return env;
 }
 
-int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms)
+/* One captured stream: a growing NUL-terminated buffer. */
+struct sink {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+/* Read what is available into k; 0 on EOF or error (fd closed), 1 otherwise. */
+static int sink_read(struct sink *k)
 {
-    int pfd[2] = {-1, -1};
+    if (k->len + 4096 + 1 > k->cap) {
+        size_t ncap = k->cap ? k->cap * 2 : 8192;
+        char *nb = realloc(k->buf, ncap);
+        if (!nb)
+            goto eof;
+        k->buf = nb;
+        k->cap = ncap;
+    }
+    ssize_t r = read(k->fd, k->buf + k->len, k->cap - k->len - 1);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        return 1;
+    if (r <= 0)
+        goto eof;
+    k->len += (size_t)r;
+    return 1;
+eof:
+    close(k->fd);
+    k->fd = -1;
+    return 0;
+}
+
+static char *sink_take(struct sink *k)
+{
+    if (k->fd >= 0)
+        close(k->fd);
+    char *s = k->buf ? k->buf : calloc(1, 1);
+    if (k->buf)
+        s[k->len] = '\0';
+    k->buf = NULL;
+    return s;
+}
+
+/* Write the next chunk of stdin without dying of SIGPIPE when the child has
+ * gone (SIGPIPE blocked for this thread, a pending one consumed).
+ * Returns bytes written, or -1 when stdin is finished or broken. */
+static ssize_t feed(int fd, const char *p, size_t n)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ssize_t w = write(fd, p, n > 65536 ? 65536 : n);
+    int saved = errno;
+    if (w < 0 && errno == EPIPE) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    if (w < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    return w;
+}
+
+int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms)
+{
+    struct mtc_io none = {0};
+    if (!io)
+        io = &none;
+    int want_out = io->capture & (MTC_IO_OUT | MTC_IO_MERGE);
+    int want_err = (io->capture & MTC_IO_ERR) && !(io->capture & MTC_IO_MERGE);
+    int ipfd[2] = {-1, -1}, opfd[2] = {-1, -1}, epfd[2] = {-1, -1};
+    struct sink out = {.fd = -1}, errs = {.fd = -1};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    char **envp = merge_env(env);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
     pid_t pid = -1;
     int status = 0, rc = -1;
+    size_t in_off = 0;
 
+    io->out = io->err = NULL;
+    char **envp = merge_env(env);
     if (!envp)
         return -1;
-    if (pipe2(pfd, O_CLOEXEC) < 0) {
+    if ((io->in && pipe2(ipfd, O_CLOEXEC) < 0) || (want_out && pipe2(opfd, O_CLOEXEC) < 0) ||
+        (want_err && pipe2(epfd, O_CLOEXEC) < 0)) {
+        int saved = errno;
+        for (int i = 0; i < 2; i++) {
+            if (ipfd[i] >= 0)
+                close(ipfd[i]);
+            if (opfd[i] >= 0)
+                close(opfd[i]);
+            if (epfd[i] >= 0)
+                close(epfd[i]);
+        }
         free(envp);
+        errno = saved;
         return -1;
     }
     posix_spawn_file_actions_init(&fa);
@@ -68,33 +151,52 @@ int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms)
     sigaddset(&def, SIGINT);
     sigaddset(&def, SIGCHLD);
     sigaddset(&def, SIGHUP);
-    sigset_t none;
-    sigemptyset(&none);
+    sigset_t nomask;
+    sigemptyset(&nomask);
     posix_spawnattr_setsigdefault(&attr, &def);
-    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigmask(&attr, &nomask);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (out) {
-        posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
-        posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
-    }
+    if (io->in)
+        posix_spawn_file_actions_adddup2(&fa, ipfd[0], 0);
+    else
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (want_out)
+        posix_spawn_file_actions_adddup2(&fa, opfd[1], 1);
+    if (want_err)
+        posix_spawn_file_actions_adddup2(&fa, epfd[1], 2);
+    else if (io->capture & MTC_IO_MERGE)
+        posix_spawn_file_actions_adddup2(&fa, opfd[1], 2);
     int err = posix_spawnp(&pid, argv[0], &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     free(envp);
-    close(pfd[1]);
+    if (ipfd[0] >= 0)
+        close(ipfd[0]);
+    if (opfd[1] >= 0)
+        close(opfd[1]);
+    if (epfd[1] >= 0)
+        close(epfd[1]);
+    out.fd = opfd[0];
+    errs.fd = epfd[0];
+    int in_fd = ipfd[1];
     if (err) {
-        close(pfd[0]);
+        if (in_fd >= 0)
+            close(in_fd);
+        free(sink_take(&out));
+        free(sink_take(&errs));
         errno = err;
         return -1;
     }
-    int64_t deadline = timeout_ms > 0 ? mtc_now_ms() + timeout_ms : 0;
-    int timed_out = 0, eof = !out;
-    if (!out) {
-        close(pfd[0]);
-        pfd[0] = -1;
+    if (in_fd >= 0) {
+        fcntl(in_fd, F_SETFL, fcntl(in_fd, F_GETFL) | O_NONBLOCK);
+        if (io->in_len == 0) {
+            close(in_fd);
+            in_fd = -1;
+        }
     }
-    while (!eof) {
+    int64_t deadline = timeout_ms > 0 ? mtc_now_ms() + timeout_ms : 0;
+    int timed_out = 0;
+    while (out.fd >= 0 || errs.fd >= 0 || in_fd >= 0) {
         int wait = -1;
         if (deadline) {
             int64_t left = deadline - mtc_now_ms();
@@ -104,33 +206,33 @@ int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms)
             }
             wait = (int)left;
         }
-        struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-        int pr = poll(&p, 1, wait);
-        if (pr < 0 && errno == EINTR)
-            continue;
+        struct pollfd p[3] = {{.fd = out.fd, .events = POLLIN},
+                              {.fd = errs.fd, .events = POLLIN},
+                              {.fd = in_fd, .events = POLLOUT}};
+        int pr = poll(p, 3, wait);
         if (pr <= 0)
-            continue;
-        if (len + 4096 + 1 > cap) {
-            size_t ncap = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, ncap);
-            if (!nb)
-                break;
-            buf = nb;
-            cap = ncap;
+            continue; /* EINTR or the deadline: checked above */
+        if (p[0].revents)
+            sink_read(&out);
+        if (p[1].revents)
+            sink_read(&errs);
+        if (p[2].revents) {
+            ssize_t w = (p[2].revents & POLLOUT)
+                            ? feed(in_fd, (const char *)io->in + in_off, io->in_len - in_off)
+                            : -1;
+            if (w > 0)
+                in_off += (size_t)w;
+            if (w < 0 || in_off == io->in_len) {
+                close(in_fd);
+                in_fd = -1;
+            }
         }
-        ssize_t r = read(pfd[0], buf + len, cap - len - 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            eof = 1;
-        else
-            len += (size_t)r;
     }
-    if (pfd[0] >= 0)
-        close(pfd[0]);
+    if (in_fd >= 0)
+        close(in_fd);
     /* output closed (or not captured): wait for exit, still honouring the deadline */
     for (;;) {
-        pid_t w = waitpid(pid, &status, deadline && !timed_out ? WNOHANG : 0);
+        pid_t w = waitpid(pid, &status, deadline ? WNOHANG : 0);
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR)
@@ -152,16 +254,22 @@ int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms)
     } else if (WIFSIGNALED(status)) {
         rc = 128 + WTERMSIG(status);
     }
-done:
-    if (out) {
-        if (!buf)
-            buf = calloc(1, 1);
-        else
-            buf[len] = '\0';
-        *out = buf;
-    } else {
-        free(buf);
-    }
+done:;
+    int saved = errno;
+    if (want_out)
+        io->out = sink_take(&out);
+    if (want_err)
+        io->err = sink_take(&errs);
+    errno = saved;
+    return rc;
+}
+
+int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms)
+{
+    struct mtc_io io = {.capture = out ? MTC_IO_MERGE : 0};
+    int rc = mtc_run_io(argv, env, &io, timeout_ms);
+    if (out)
+        *out = io.out;
     return rc;
 }
 

@@ -45,6 +45,34 @@ int main(void)
     int64_t t0 = mtc_now_ms();
     CHECK(mtc_run(argv3, NULL, NULL, 200) == -1 && errno == ETIMEDOUT, "timeout kills");
     CHECK(mtc_now_ms() - t0 < 3000, "timeout is prompt");
+    t0 = mtc_now_ms();
+    CHECK(mtc_run(argv3, NULL, &out, 200) == -1 && errno == ETIMEDOUT,
+          "timeout kills while output is captured");
+    CHECK(mtc_now_ms() - t0 < 3000, "timeout with captured output is prompt (killed, not awaited)");
+    free(out);
+
+    /* mtc_run_io: stdin fed, stdout and stderr apart; a child that stops
+     * reading early does not kill us with SIGPIPE */
+    struct mtc_io io = {.in = "abc\n", .in_len = 4, .capture = MTC_IO_OUT | MTC_IO_ERR};
+    char *argv5[] = {"sh", "-c", "tr a-z A-Z; echo oops >&2; exit 2", NULL};
+    CHECK(mtc_run_io(argv5, NULL, &io, 5000) == 2, "run_io exit status");
+    CHECK_STR(io.out, "ABC\n", "run_io stdin reached the child, stdout captured");
+    CHECK_STR(io.err, "oops\n", "run_io stderr captured apart");
+    free(io.out);
+    free(io.err);
+    size_t big = 4 << 20;
+    char *data = calloc(1, big);
+    struct mtc_io io2 = {.in = data, .in_len = big, .capture = MTC_IO_OUT};
+    char *argv6[] = {"head", "-c", "10", NULL};
+    CHECK(mtc_run_io(argv6, NULL, &io2, 5000) == 0, "child exiting before reading all stdin");
+    CHECK(io2.out && strlen(io2.out) == 0, "its output captured (10 NUL bytes read as empty)");
+    free(io2.out);
+    struct mtc_io io3 = {.in = data, .in_len = big, .capture = MTC_IO_OUT};
+    char *argv7[] = {"wc", "-c", NULL};
+    CHECK(mtc_run_io(argv7, NULL, &io3, 10000) == 0 && io3.out && atol(io3.out) == (long)big,
+          "4 MiB of stdin delivered whole");
+    free(io3.out);
+    free(data);
 
     char *argv4[] = {"sleep", "30", NULL};
     pid_t pid = mtc_spawn(argv4, NULL, NULL);
