@@ -86,6 +86,12 @@ char **recipe_trainer_argv(const json_t *resolved, mtc_error_t *err);
  * job inherits them from the submitting environment. Caller frees. */
 char *recipe_render_sbatch(const json_t *resolved, mtc_error_t *err);
 
+/* Names that reach #SBATCH lines, with the rules `mtc run` and `mtc rl launch`
+ * share. A partition: [A-Za-z0-9_.-], 1-64. A time limit: minutes,
+ * MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED or infinite. 1 if valid. */
+int recipe_partition_valid(const char *s);
+int recipe_time_valid(const char *s);
+
 /* POSIX single-quote s for a shell ("'a'\''b'"). Caller frees. */
 char *recipe_shell_quote(const char *s);
 

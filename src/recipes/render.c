@@ -91,20 +91,59 @@ static char *absolute(const char *p)
     return out;
 }
 
+int recipe_partition_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 64)
+        return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("_.-", *s))
+            return 0;
+    return 1;
+}
+
+/* 1..3 colon-separated groups of 1..2 digits (the first up to 6: minutes). */
+static int clock_ok(const char *s, int max_groups)
+{
+    int groups = 0;
+    while (*s) {
+        size_t n = strspn(s, "0123456789");
+        if (n == 0 || n > (groups == 0 ? 6u : 2u) || ++groups > max_groups)
+            return 0;
+        s += n;
+        if (*s == ':' && s[1])
+            s++;
+        else if (*s)
+            return 0;
+    }
+    return groups > 0;
+}
+
+int recipe_time_valid(const char *s)
+{
+    if (!s || !*s || strlen(s) > 32)
+        return 0;
+    if (strcmp(s, "UNLIMITED") == 0 || strcmp(s, "infinite") == 0)
+        return 1;
+    const char *dash = strchr(s, '-');
+    if (!dash) /* minutes, minutes:seconds, hours:minutes:seconds */
+        return clock_ok(s, 3);
+    /* days-hours, days-hours:minutes, days-hours:minutes:seconds */
+    size_t nd = (size_t)(dash - s);
+    if (nd == 0 || nd > 4 || strspn(s, "0123456789") != nd)
+        return 0;
+    return clock_ok(dash + 1, 3) && strlen(dash + 1) <= 8;
+}
+
 /* Values that reach #SBATCH lines: Slurm names and times, paths without
  * newlines (a newline would start a new script line). */
 static int check_run(const struct recipe_run *run, mtc_error_t *err)
 {
-    if (run->partition) {
-        for (const char *p = run->partition; *p; p++)
-            if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
-                return errprintf(err, "-p %s: not a partition name", run->partition);
-    }
-    if (run->time) {
-        for (const char *p = run->time; *p; p++)
-            if (!isdigit((unsigned char)*p) && *p != ':' && *p != '-')
-                return errprintf(err, "--time %s: want minutes, HH:MM:SS or D-HH:MM:SS", run->time);
-    }
+    if (run->partition && !recipe_partition_valid(run->partition))
+        return errprintf(err, "-p %.80s: not a partition name ([A-Za-z0-9_.-], 1-64)",
+                         run->partition);
+    if (run->time && !recipe_time_valid(run->time))
+        return errprintf(err, "--time %.80s: want minutes, HH:MM:SS or D-HH:MM:SS", run->time);
     const struct {
         const char *flag, *v;
     } paths[] = {{"--home", run->home},         {"-d", run->work_dir},
@@ -419,8 +458,23 @@ static void put_q(FILE *f, const char *s)
  * inherits them from the environment of `mtc run` (sbatch exports it). */
 static const char *const secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
 
+#define NMOUNTS 4
+
 char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
 {
+    const char *image = json_string_value(json_object_get(cfg, "image"));
+    /* the directories a container sees, as pyxis's SRC:DST[,SRC:DST] list */
+    const char *mounts[NMOUNTS] = {
+        json_string_value(json_object_get(cfg, "workDir")),
+        json_string_value(json_object_get(cfg, "logDir")),
+        json_string_value(json_object_get(cfg, "cacheDir")),
+        json_string_value(json_object_get(json_object_get(cfg, "data"), "dataDir"))};
+    for (size_t i = 0; image && i < NMOUNTS; i++)
+        if (mounts[i] && strpbrk(mounts[i], ",:")) {
+            errprintf(err, "-i: %.200s cannot be mounted into a container (',' or ':' in the path)",
+                      mounts[i]);
+            return NULL;
+        }
     char **argv = recipe_trainer_argv(cfg, err);
     if (!argv)
         return NULL;
@@ -436,7 +490,6 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     }
     const char *task_dir = json_string_value(json_object_get(cfg, "taskDir"));
     const char *part = json_string_value(json_object_get(cfg, "partition"));
-    const char *image = json_string_value(json_object_get(cfg, "image"));
     int nodes = geti(cfg, "nodes", 1), rpn = geti(cfg, "ranksPerNode", 1);
     int gpus = geti(cfg, "gpusPerNode", 0), threads = geti(cfg, "threadsPerRank", 1);
 
@@ -501,16 +554,17 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     if (image) {
         fprintf(f, " --container-image=");
         put_q(f, image);
-        fprintf(f, " --container-mounts=\"$TASK_DIR:$TASK_DIR");
-        const char *mounts[] = {json_string_value(json_object_get(cfg, "workDir")),
-                                json_string_value(json_object_get(cfg, "logDir")),
-                                json_string_value(json_object_get(cfg, "cacheDir")),
-                                json_string_value(
-                                    json_object_get(json_object_get(cfg, "data"), "dataDir"))};
-        for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++)
-            if (mounts[i] && *mounts[i])
-                fprintf(f, ",%s:%s", mounts[i], mounts[i]);
-        fprintf(f, "\"");
+        /* "$TASK_DIR:$TASK_DIR" then each path quoted on its own (adjacent
+         * shell words join): no path text is ever inside double quotes */
+        fprintf(f, " --container-mounts=\"$TASK_DIR:$TASK_DIR\"");
+        for (size_t i = 0; i < NMOUNTS; i++) {
+            if (!mounts[i] || !*mounts[i])
+                continue;
+            fputc(',', f);
+            put_q(f, mounts[i]);
+            fputc(':', f);
+            put_q(f, mounts[i]);
+        }
     }
     fprintf(f, " \"${TRAIN[@]}\"\n");
     fprintf(f, "elif [ %d -gt 1 ]; then\n", nodes * rpn);

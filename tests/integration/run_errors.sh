@@ -15,6 +15,14 @@ mtc recipes list >"$D/list.out"
 check "recipes list shows the 2B pretraining recipe" grep -q "^pretrain/llama3p1_2b_pt " "$D/list.out"
 mtc recipes show sft/llama3p1_2b_sft >"$D/show.out"
 check "recipes show prints the recipe" grep -q '"task": "sft"' "$D/show.out"
+# values that reach #SBATCH lines: mtc rl launch checks them as mtc run does
+out=$(mtc rl launch -N 1 --interactive --time $'1:00:00\ntouch /tmp/pwned' 2>&1); rc=$?
+check "rl launch --time with a newline: exit 2, one line naming --time" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <<<'$out') = 1 ] && grep -q -- '--time' <<<'$out'"
+out=$(mtc rl launch -N 1 --interactive -p $'a3m\n#SBATCH --uid=0' 2>&1); rc=$?
+check "rl launch -p with a newline: exit 2 naming -p" bash -c "[ $rc = 2 ] && grep -q -- '-p a3m' <<<'$out'"
+out=$(mtc run -s pretrain/tiny_gpt2_pt -p a3m --time '1h; id' --dry-run 2>&1); rc=$?
+check "mtc run --time '1h; id': refused" bash -c "[ $rc != 0 ] && grep -q -- '--time' <<<'$out'"
 bad=""
 n=0
 for r in $(python3 -c 'import json,sys; [print(x["name"]) for x in json.load(open(sys.argv[1]))]' "$D/cat.json"); do

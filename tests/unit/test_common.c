@@ -6,8 +6,25 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* An error is one line whatever the input it quotes. */
+static void test_errprintf_one_line(void)
+{
+    mtc_error_t err;
+    errno = EINVAL;
+    CHECK(errprintf(&err, "name \"%s\": bad", "a\nFAKE: line\r\t\x01") == -1 && errno == EINVAL,
+          "errprintf returns -1 and keeps errno");
+    CHECK_STR(err.text, "name \"a\\nFAKE: line\\r\\t\\x01\": bad",
+              "control characters escaped: one line");
+    char longs[600];
+    memset(longs, '\n', sizeof(longs) - 1);
+    longs[sizeof(longs) - 1] = '\0';
+    errprintf(&err, "%s", longs);
+    CHECK(strlen(err.text) < sizeof(err.text) && !strchr(err.text, '\n'), "truncated, still one line");
+}
+
 int main(void)
 {
+    test_errprintf_one_line();
     CHECK(mtc_name_valid("demo", 10), "plain name valid");
     CHECK(mtc_name_valid("a3m-pool-1", 20), "dashes and digits valid");
     CHECK(!mtc_name_valid("Demo", 10), "uppercase rejected");

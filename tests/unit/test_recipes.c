@@ -259,6 +259,46 @@ static void test_finetune(void)
     json_decref(r);
 }
 
+/* The names `mtc run` and `mtc rl launch` put on #SBATCH lines. */
+static void test_sbatch_names(void)
+{
+    const char *good_t[] = {"30", "30:00", "1:00:00", "2-12", "2-12:30", "2-12:30:00", "UNLIMITED"};
+    const char *bad_t[] = {"", "1:00:00\nrm -rf /", "1h", "-1", "1:2:3:4", "1::2", "1:", "a-1",
+                           "1-", "1:00:00 --uid=0"};
+    for (size_t i = 0; i < sizeof(good_t) / sizeof(good_t[0]); i++)
+        CHECK(recipe_time_valid(good_t[i]), "time \"%s\" accepted", good_t[i]);
+    for (size_t i = 0; i < sizeof(bad_t) / sizeof(bad_t[0]); i++)
+        CHECK(!recipe_time_valid(bad_t[i]), "time \"%s\" refused", bad_t[i]);
+    CHECK(recipe_partition_valid("a3m") && recipe_partition_valid("gpu_big.2"), "partitions");
+    CHECK(!recipe_partition_valid("") && !recipe_partition_valid("a b") &&
+              !recipe_partition_valid("a\n#SBATCH --uid=0") && !recipe_partition_valid("$(id)"),
+          "bad partition names refused");
+}
+
+/* -i: every mounted path is shell-quoted, never raw inside double quotes. */
+static void test_container_mounts(void)
+{
+    mtc_error_t err = {""};
+    json_t *r = recipe_load("pretrain/tiny_gpt2_pt", NULL, 0, &err);
+    struct recipe_run run = {.home = "/h", .timestamp = 1, .trainer = "/bin/mtc-train",
+                             .image = "/img/x.sqsh", .work_dir = "/w/$(touch /tmp/pwned)\"x"};
+    json_t *cfg = r ? recipe_resolve(r, &run, &err) : NULL;
+    char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "--container-mounts=\"$TASK_DIR:$TASK_DIR\",'/w/$(touch /tmp/pwned)\"x/") &&
+              !strstr(s, ",/w/"),
+          "mount paths single-quoted (%s)", err.text);
+    free(s);
+    json_decref(cfg);
+    run.work_dir = "/w/a,b";
+    cfg = r ? recipe_resolve(r, &run, &err) : NULL;
+    s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(!s && strstr(err.text, "cannot be mounted"), "a ',' in a mounted path refused: %s",
+          err.text);
+    free(s);
+    json_decref(cfg);
+    json_decref(r);
+}
+
 static void test_quote(void)
 {
     char *q = recipe_shell_quote("it's $HOME");
@@ -274,5 +314,7 @@ int main(void)
     test_resolve_render();
     test_finetune();
     test_quote();
+    test_sbatch_names();
+    test_container_mounts();
     return check_done();
 }

@@ -458,8 +458,11 @@ static int rl_launch(struct cli *c, int argc, char **argv)
             return fputs(rl_use, stdout), 0;
         else if (i + 1 >= argc)
             return cli_fail("%s needs a value\n%s", a, rl_use), 2;
-        else if (strcmp(a, "-N") == 0 || strcmp(a, "--nodes") == 0)
-            nodes = atoi(argv[++i]);
+        else if (strcmp(a, "-N") == 0 || strcmp(a, "--nodes") == 0) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            nodes = *argv[i] && !*end && n > 0 && n <= 100000 ? (int)n : 0;
+        }
         else if (strcmp(a, "--job-script") == 0 || strcmp(a, "--job_script") == 0)
             script = argv[++i];
         else if (strcmp(a, "--cluster-type") == 0 || strcmp(a, "--cluster_type") == 0)
@@ -473,6 +476,14 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     }
     if (nodes < 1)
         return cli_fail("-N: want a node count"), 2;
+    /* the same rules as mtc run: these reach #SBATCH lines */
+    mtc_error_t bad = {""}; /* errprintf keeps a newline in the value from breaking the line */
+    if (part && !recipe_partition_valid(part))
+        errprintf(&bad, "-p %.80s: not a partition name ([A-Za-z0-9_.-], 1-64)", part);
+    else if (!recipe_time_valid(tlimit))
+        errprintf(&bad, "--time %.80s: want minutes, HH:MM:SS or D-HH:MM:SS", tlimit);
+    if (*bad.text)
+        return cli_fail("%s", bad.text), 2;
     if (!recipe_cluster_type_known(ctype))
         return cli_fail("--cluster-type %s: unknown (known: %s)", ctype, recipe_cluster_types()), 2;
     if (!script && !interactive)
