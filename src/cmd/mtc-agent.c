@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "health/health.h"
+#include "slurm/slurm.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -20,7 +21,7 @@
 struct agent {
     struct health_ctx ctx;
     char project[64], location[64], cluster[64];
-    char socket[PATH_MAX], url[1024], token[512], slurm_conf[PATH_MAX];
+    char socket[PATH_MAX], url[1024], token[512], slurm_conf[PATH_MAX], ca_file[PATH_MAX];
     const char *only;
     int json, drain, report, interval_ms;
 };
@@ -91,7 +92,8 @@ static int load_config(struct agent *a, const char *arg)
         cfg_str(cfg, "socket", "socket", a->socket, sizeof(a->socket)) < 0 ||
         cfg_str(cfg, "url", "url", a->url, sizeof(a->url)) < 0 ||
         cfg_str(cfg, "slurmConf", "slurm_conf", a->slurm_conf, sizeof(a->slurm_conf)) < 0 ||
-        cfg_str(cfg, "tokenFile", "token_file", token_file, sizeof(token_file)) < 0)
+        cfg_str(cfg, "tokenFile", "token_file", token_file, sizeof(token_file)) < 0 ||
+        cfg_str(cfg, "caFile", "ca_file", a->ca_file, sizeof(a->ca_file)) < 0)
         goto out;
     if (*token_file && !*a->token) { /* $MTC_TOKEN wins */
         char *t = mtc_read_file(token_file, NULL);
@@ -170,6 +172,8 @@ static int report(const struct agent *a, const struct health_result *r, int n, m
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+    if (*a->ca_file) /* https:// to an mtcd whose certificate this CA signs */
+        curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
     CURLcode rc = curl_easy_perform(h);
@@ -196,17 +200,11 @@ static void drain_self(const struct agent *a, const struct health_result *r, int
     for (int i = 0; i < n; i++) {
         if (r[i].status != HEALTH_FAIL)
             continue;
-        char nodearg[128], reason[300], env0[PATH_MAX + 16], *out = NULL;
-        snprintf(nodearg, sizeof(nodearg), "nodename=%s", node);
-        snprintf(reason, sizeof(reason), "reason=mtc-agent: %s: %.200s", r[i].check, r[i].reason);
-        snprintf(env0, sizeof(env0), "SLURM_CONF=%s", a->slurm_conf);
-        char *env[] = {env0, NULL};
-        char *argv[] = {"scontrol", "update", nodearg, "state=drain", reason, NULL};
-        int rc = mtc_run(argv, *a->slurm_conf ? env : NULL, &out, 15000);
-        if (rc != 0)
-            fprintf(stderr, "mtc-agent: scontrol update %s state=drain failed: %s\n", nodearg,
-                    out && *out ? out : strerror(errno));
-        free(out);
+        char reason[300];
+        mtc_error_t err = {""};
+        snprintf(reason, sizeof(reason), "mtc-agent: %s: %.200s", r[i].check, r[i].reason);
+        if (slurm_node_set(a->slurm_conf, node, SLURM_NODE_DRAIN, reason, &err) < 0)
+            fprintf(stderr, "mtc-agent: drain %s failed: %s\n", node, err.text);
         return;
     }
 }

@@ -26,7 +26,8 @@ static const struct cli_cmd commands[] = {
 static const char global_help[] =
     "\nglobal options (before the command): --home DIR (default $MTC_HOME or ~/.mtc),\n"
     "  --project P, --location L (default local/local), --json.\n"
-    "environment: MTC_URL=http://HOST:PORT and MTC_TOKEN to use mtcd over TCP.\n";
+    "environment: MTC_URL=http://HOST:PORT (or https://) and MTC_TOKEN to use mtcd over TCP;\n"
+    "             MTC_CA_CERT=PEM when mtcd's certificate is not signed by a system CA.\n";
 
 int main(int argc, char **argv)
 {
@@ -35,7 +36,8 @@ int main(int argc, char **argv)
                     .project = "local",
                     .location = "local",
                     .url = getenv("MTC_URL"),
-                    .token = getenv("MTC_TOKEN")};
+                    .token = getenv("MTC_TOKEN"),
+                    .ca_cert = getenv("MTC_CA_CERT")};
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--home") == 0 && i + 1 < argc)

@@ -67,14 +67,6 @@ static int conf_path(struct control *c, const char *id, char *buf, size_t len, m
     return 0;
 }
 
-/* scontrol/squeue on the cluster; returns the exit status, output in *out. */
-static int slurm(const char *conf, char **out, const char *a0, const char *a1, const char *a2,
-                 const char *a3, const char *a4)
-{
-    char *argv[] = {(char *)a0, (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL};
-    return slurm_cmd(conf, argv, out, 30000);
-}
-
 static void event(struct control *c, const char *id, const char *type, const char *node,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void event(struct control *c, const char *id, const char *type, const char *node,
@@ -96,22 +88,12 @@ static void event(struct control *c, const char *id, const char *type, const cha
  * pending in time merely waits out Slurm's hold. */
 static void release_requeued(const char *conf, const char *job)
 {
-    char arg_j[64], arg_id[64];
-    snprintf(arg_j, sizeof(arg_j), "--jobs=%s", job);
-    snprintf(arg_id, sizeof(arg_id), "JobId=%s", job);
-    for (int64_t end = mtc_now_ms() + 15000; mtc_now_ms() < end;) {
-        char *out = NULL;
-        int rc = slurm(conf, &out, "squeue", "-h", "-o", "%T", arg_j);
-        int pending = rc == 0 && out && strncmp(out, "PENDING", 7) == 0;
-        free(out);
-        if (pending) {
-            out = NULL;
-            slurm(conf, &out, "scontrol", "update", arg_id, "StartTime=now", NULL);
-            free(out);
+    for (int64_t end = mtc_now_ms() + 15000; mtc_now_ms() < end; mtc_sleep_ms(200)) {
+        char state[32];
+        if (slurm_job_state(conf, job, state, sizeof(state)) == 0 && strcmp(state, "PENDING") == 0) {
+            slurm_job_release(conf, job, NULL);
             return;
         }
-        struct timespec ts = {0, 200 * 1000000L};
-        nanosleep(&ts, NULL);
     }
 }
 
@@ -134,19 +116,13 @@ static void requeue_jobs(struct control *c, const char *id, const char *conf, co
 static int drain_and_requeue(struct control *c, const char *id, const char *conf, const char *node,
                              const char *check, const char *reason)
 {
-    char arg_node[96], arg_reason[400], *out = NULL;
-    snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
-    snprintf(arg_reason, sizeof(arg_reason), "reason=mtc: %s: %.300s", check, reason);
-    for (char *p = arg_reason; *p; p++) /* one line, no quotes for scontrol's parser */
-        if (*p == '\n' || *p == '"')
-            *p = ' ';
-    int rc = slurm(conf, &out, "scontrol", "update", arg_node, "state=drain", arg_reason);
-    if (rc != 0) {
-        log_msg(LOG_ERR, "cluster %s: drain %s failed: %s", id, node, out ? out : "");
-        free(out);
+    char why[400];
+    mtc_error_t err = {""};
+    snprintf(why, sizeof(why), "mtc: %s: %.300s", check, reason);
+    if (slurm_node_set(conf, node, SLURM_NODE_DRAIN, why, &err) < 0) {
+        log_msg(LOG_ERR, "cluster %s: drain %s failed: %s", id, node, err.text);
         return -1;
     }
-    free(out);
     event(c, id, "VM_SLURM_DRAIN", node, "drained: %s: %s", check, reason);
     if (!needs_fence(check))
         requeue_jobs(c, id, conf, node, 0);
@@ -156,40 +132,31 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
 static void requeue_jobs(struct control *c, const char *id, const char *conf, const char *node,
                          int fenced)
 {
-    char *out = NULL;
-    char arg_w[96];
-    snprintf(arg_w, sizeof(arg_w), "--nodelist=%s", node);
-    if (slurm(conf, &out, "squeue", "-h", "-o", "%i", arg_w) != 0 || !out) {
-        free(out);
+    json_t *jobs = slurm_node_jobs(conf, node, NULL);
+    if (!jobs)
         return;
-    }
-    if (fenced) {
-        /* slurmctld would wait for the dead slurmd to confirm the kill before
-         * letting the jobs go; DOWN tells it the node's processes are gone
-         * (Slurm requeues a --requeue job itself, as after a node failure) */
-        char arg_node[96], *dout = NULL;
-        snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
-        slurm(conf, &dout, "scontrol", "update", arg_node, "state=down",
-              "reason=mtc: fenced after the node's slurmd failed: every process killed");
-        free(dout);
-    }
-    char *save = NULL;
-    for (char *job = strtok_r(out, "\n", &save); job; job = strtok_r(NULL, "\n", &save)) {
-        char *jout = NULL, *st = NULL, arg_j[64];
-        snprintf(arg_j, sizeof(arg_j), "--jobs=%s", job);
-        int already = fenced && slurm(conf, &st, "squeue", "-h", "-o", "%T", arg_j) == 0 && st &&
-                      strncmp(st, "RUNNING", 7) != 0 && strncmp(st, "COMPLETING", 10) != 0;
-        free(st);
-        int jrc = already ? 0 : slurm(conf, &jout, "scontrol", "requeue", job, NULL, NULL);
-        if (jrc == 0) {
+    if (fenced) /* slurmctld would wait for the dead slurmd to confirm the kill before
+                 * letting the jobs go; DOWN tells it the node's processes are gone
+                 * (Slurm requeues a --requeue job itself, as after a node failure) */
+        slurm_node_set(conf, node, SLURM_NODE_DOWN,
+                       "mtc: fenced after the node's slurmd failed: every process killed", NULL);
+    size_t i;
+    json_t *j;
+    json_array_foreach(jobs, i, j)
+    {
+        const char *job = json_string_value(j);
+        char st[32] = "";
+        int already = fenced && slurm_job_state(conf, job, st, sizeof(st)) == 0 &&
+                      strcmp(st, "RUNNING") != 0 && strcmp(st, "COMPLETING") != 0;
+        mtc_error_t jerr = {""};
+        if (already || slurm_job_requeue(conf, job, &jerr) == 0) {
             event(c, id, "JOB_REQUEUED", node, "job %s requeued (was running on %s)", job, node);
             release_requeued(conf, job);
-        } else
-            event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job,
-                  jout ? jout : "scontrol requeue failed");
-        free(jout);
+        } else {
+            event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job, jerr.text);
+        }
     }
-    free(out);
+    json_decref(jobs);
 }
 
 /* Run the node's checks after an action. 1 pass, 0 fail, -1 error (err). */
@@ -256,13 +223,9 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
         if (done >= REMEDIATION_LIMIT || a >= N_ACTIONS) {
             char why[300];
             snprintf(why, sizeof(why),
-                     "reason=mtc: remediation limit reached (%d actions in %d s); "
-                     "last failure %.200s",
+                     "mtc: remediation limit reached (%d actions in %d s); last failure %.200s",
                      done, REMEDIATION_WINDOW_S, check);
-            char arg_node[96], *out = NULL;
-            snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
-            slurm(conf, &out, "scontrol", "update", arg_node, "state=drain", why);
-            free(out);
+            slurm_node_set(conf, node, SLURM_NODE_DRAIN, why, NULL);
             set_remediation(c, id, node, CONTROL_REM_FAILED);
             event(c, id, "VM_REMEDIATION_FAILED", node,
                   "left drained in ERROR after %d actions in %d s: %s", done, REMEDIATION_WINDOW_S,
@@ -287,12 +250,9 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
         mtc_error_t verr = {""};
         int ok = verify(c, id, spec, node, &verr);
         if (ok == 1) {
-            char arg_node[96], *out = NULL;
-            snprintf(arg_node, sizeof(arg_node), "nodename=%s", node);
-            int rc = slurm(conf, &out, "scontrol", "update", arg_node, "state=resume", NULL);
-            if (rc != 0)
-                log_msg(LOG_ERR, "cluster %s: resume %s: %s", id, node, out ? out : "");
-            free(out);
+            mtc_error_t rerr = {""};
+            if (slurm_node_set(conf, node, SLURM_NODE_RESUME, NULL, &rerr) < 0)
+                log_msg(LOG_ERR, "cluster %s: resume %s: %s", id, node, rerr.text);
             set_remediation(c, id, node, CONTROL_REM_NONE);
             event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",
                   actions[a].name);

@@ -706,32 +706,6 @@ out:
     return rc;
 }
 
-/* Cancel every job so no slurmstepd outlives its slurmd. */
-static void cancel_all_jobs(const struct lc *c)
-{
-    char *out = NULL;
-    char *list[] = {"squeue", "-h", "-o", "%A", NULL};
-    if (slurm_cmd(c->conf, list, &out, 0) != 0 || !out || !*out) {
-        free(out);
-        return;
-    }
-    char *argv[1026] = {"scancel"};
-    size_t n = 1;
-    char *save = NULL;
-    for (char *t = strtok_r(out, " \n", &save); t && n < 1025; t = strtok_r(NULL, " \n", &save))
-        argv[n++] = t;
-    argv[n] = NULL;
-    slurm_cmd(c->conf, argv, NULL, 0);
-    free(out);
-    for (int64_t end = mtc_now_ms() + 10000; mtc_now_ms() < end; mtc_sleep_ms(200)) {
-        out = NULL;
-        int rc = slurm_cmd(c->conf, list, &out, 0);
-        int empty = rc != 0 || !out || !*out;
-        free(out);
-        if (empty)
-            return;
-    }
-}
 
 static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
 {
@@ -743,7 +717,7 @@ static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
     if (local_lock(&c, 1) < 0)
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
     if (ctld_running(&c))
-        cancel_all_jobs(&c);
+        slurm_cancel_all(c.conf, 10000); /* no slurmstepd outlives its slurmd */
     stop_other_slurmds(&c, NULL, NULL, NULL);
     local_stop_pidfile(&c, "slurmctld", ctld_running(&c));
     local_stop_pidfile(&c, "munged", munged_running(&c));

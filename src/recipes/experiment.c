@@ -2,6 +2,7 @@
  * <task>/ with the script, config.json, <JOB_ID>.log, checkpoints and logs) and
  * the state of their jobs from squeue, `scontrol show job`, or the exit file. */
 #include "recipes/recipes.h"
+#include "slurm/slurm.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -212,35 +213,23 @@ const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
     return buf;
 }
 
-static void trim(char *s)
-{
-    size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)s[n - 1]))
-        s[--n] = '\0';
-}
 
-int exp_slurm_cmd(const json_t *cfg, char *const argv[], char **out)
+int exp_slurm_conf(const json_t *cfg, const char **conf)
 {
     /* the run's own cluster, whatever cluster this shell points at */
-    char env0[PATH_MAX + 16];
-    char *env[2] = {NULL, NULL};
-    const char *conf = sget(cfg, "slurmConf");
-    if (conf && *conf) {
-        snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
-        env[0] = env0;
-    } else {
-        conf = getenv("SLURM_CONF");
-        if (!conf || !*conf)
-            conf = "/etc/slurm/slurm.conf";
+    const char *c = sget(cfg, "slurmConf");
+    *conf = c && *c ? c : NULL;
+    if (!*conf) {
+        c = getenv("SLURM_CONF");
+        if (!c || !*c)
+            c = "/etc/slurm/slurm.conf";
     }
     /* a deleted cluster: Slurm's clients would retry its missing config for a minute */
-    if (!mtc_path_exists(conf)) {
-        if (out)
-            *out = strdup("the run's Slurm cluster is gone (no slurm.conf)");
+    if (!mtc_path_exists(c)) {
         errno = ENOENT;
         return -1;
     }
-    return mtc_run(argv, env, out, 15000);
+    return 0;
 }
 
 static const char *from_exit_file(const json_t *cfg, const char *job, char *buf, size_t len)
@@ -270,30 +259,9 @@ const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
         snprintf(buf, len, "%s", mtc_pid_alive((pid_t)atoi(job)) ? "RUNNING" : "FAILED");
         return buf;
     }
-    char *out = NULL;
-    char *sq[] = {"squeue", "-h", "-j", (char *)job, "-o", "%T", NULL};
-    if (exp_slurm_cmd(cfg, sq, &out) == 0 && out) {
-        trim(out);
-        if (*out && !strchr(out, ' ') && !strchr(out, '\n')) {
-            snprintf(buf, len, "%s", out);
-            free(out);
-            return buf;
-        }
-    }
-    free(out);
-    out = NULL;
-    char *sc[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
-    if (exp_slurm_cmd(cfg, sc, &out) == 0 && out) {
-        char *p = strstr(out, "JobState=");
-        if (p) {
-            p += 9;
-            size_t n = strcspn(p, " \n");
-            snprintf(buf, len, "%.*s", (int)n, p);
-            free(out);
-            return buf;
-        }
-    }
-    free(out);
+    const char *conf;
+    if (exp_slurm_conf(cfg, &conf) == 0 && slurm_job_state(conf, job, buf, len) == 0)
+        return buf;
     if (from_exit_file(cfg, job, buf, len))
         return buf;
     snprintf(buf, len, "UNKNOWN");

@@ -120,11 +120,10 @@ json_t *exp_list(const char *home, mtc_error_t *err);
  * "CANCELLED", "REQUEUED", ... from squeue, then `scontrol show job`, then the
  * exit-status file the script writes, for local runs the pid. into buf. */
 const char *exp_job_state(const json_t *cfg, char *buf, size_t len);
-/* Run a Slurm client command (squeue, scancel, ...) against the run's own
- * cluster (the SLURM_CONF recorded at submit, else the environment's). Returns
- * like mtc_run; -1 + ENOENT when that cluster's slurm.conf is gone. out
- * (optional) gets the output, caller frees. */
-int exp_slurm_cmd(const json_t *cfg, char *const argv[], char **out);
+/* The run's own cluster for src/slurm's operations: *conf = the slurm.conf
+ * recorded at submit, else NULL (the environment's). 0, or -1 + ENOENT when
+ * that cluster's slurm.conf is gone (a deleted cluster). */
+int exp_slurm_conf(const json_t *cfg, const char **conf);
 
 /* 1 when a state is final (the job will write no more). */
 int exp_state_final(const char *state);

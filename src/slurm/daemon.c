@@ -13,9 +13,10 @@
 int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms)
 {
     char env0[4200];
-    snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
+    snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf ? conf : "");
     char *env[] = {env0, NULL};
-    return mtc_run(argv, env, out, timeout_ms > 0 ? timeout_ms : CMD_TIMEOUT_MS);
+    return mtc_run(argv, conf && *conf ? env : NULL, out,
+                   timeout_ms > 0 ? timeout_ms : CMD_TIMEOUT_MS);
 }
 
 pid_t slurm_ctld_start(const char *conf, const char *logpath)

@@ -51,7 +51,8 @@ int slurm_scripts_write(const char *dir, const char *kind, const char *hook, con
 /* Write <dir>/etc/health.sh running command (NULL/"": remove it). 1/0/-1 as above. */
 int slurm_health_write(const char *dir, const char *command, mtc_error_t *err);
 
-/* Run a Slurm client command with SLURM_CONF=conf; returns like mtc_run.
+/* Run a Slurm client command with SLURM_CONF=conf (conf NULL or "": the
+ * caller's environment decides); returns like mtc_run.
  * out (optional) receives stdout+stderr, caller frees. */
 int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms);
 
@@ -82,6 +83,32 @@ int slurm_node_get(const char *conf, const char *node, const char *key, char *bu
 /* 1 when a compact state means the node's slurmd has registered and answers
  * (not down, unknown, invalid or not responding). */
 int slurm_state_registered(const char *state);
+
+/* ---- node and job operations (ops.c). conf: the cluster's slurm.conf, or
+ * NULL for whatever the caller's environment names ($SLURM_CONF, configless).
+ * 0/-1 with err naming the command and Slurm's first line of output. ---- */
+enum slurm_node_op { SLURM_NODE_DRAIN, SLURM_NODE_RESUME, SLURM_NODE_DOWN };
+/* `scontrol update nodename=NODE state=…` with reason (drain, down; one line). */
+int slurm_node_set(const char *conf, const char *node, enum slurm_node_op op, const char *reason,
+                   mtc_error_t *err);
+/* Ids of the jobs on node / of every job, as a JSON array of strings. Caller owns. */
+json_t *slurm_node_jobs(const char *conf, const char *node, mtc_error_t *err);
+json_t *slurm_jobs(const char *conf, mtc_error_t *err);
+/* A job's state ("RUNNING", "PENDING", "COMPLETED"…) into state; -1/ENOENT unknown. */
+int slurm_job_state(const char *conf, const char *job, char *state, size_t len);
+int slurm_job_requeue(const char *conf, const char *job, mtc_error_t *err);
+/* StartTime=now: a requeued job may start without Slurm's hold. */
+int slurm_job_release(const char *conf, const char *job, mtc_error_t *err);
+int slurm_job_cancel(const char *conf, const char *job, mtc_error_t *err);
+/* Cancel every job and wait up to wait_ms for the queue to empty. 0, or -1 (ETIMEDOUT). */
+int slurm_cancel_all(const char *conf, int wait_ms);
+/* The hostnames of a running job's nodes, in order (JSON array). -1/ENOENT not running. */
+json_t *slurm_job_nodes(const char *conf, const char *job, mtc_error_t *err);
+/* {"name": {"nodes": N, "default": bool}} from `scontrol show partition -o`. */
+json_t *slurm_partitions(const char *conf, mtc_error_t *err);
+/* sbatch --parsable script: the job id into job. out (optional) gets sbatch's
+ * output (its complaint on failure), caller frees. 0, or -1 (EIO). */
+int slurm_submit(const char *conf, const char *script, char job[32], char **out);
 
 /* This host as slurmd sees it (`slurmd -C`): CPUs and RealMemory. 0/-1. */
 int slurm_host_resources(int *cpus, long *memory_mb, mtc_error_t *err);

@@ -13,6 +13,7 @@ struct cli {
     const char *location; /* default "local" */
     const char *url;      /* MTC_URL: http://HOST:PORT, else the unix socket */
     const char *token;    /* MTC_TOKEN for TCP */
+    const char *ca_cert;  /* MTC_CA_CERT: PEM that signs mtcd's certificate (https://) */
     int json;             /* --json: print the API's JSON */
     char sock[4096];
 };

@@ -57,6 +57,8 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (c->ca_cert)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_cert);
     if (text)
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
     CURLcode rc = curl_easy_perform(h);

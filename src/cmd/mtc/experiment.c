@@ -2,6 +2,7 @@
  * directories `mtc run` creates under $MTC_HOME/experiments. */
 #include "cli.h"
 #include "recipes/recipes.h"
+#include "slurm/slurm.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -159,11 +160,12 @@ static int e_cancel(struct cli *c, int argc, char **argv)
                 mtc_write_file_atomic(path, "CANCELLED\n", 10, 0644);
         }
     } else {
-        char *out = NULL;
-        char *argv2[] = {"scancel", (char *)job, NULL};
-        if (exp_slurm_cmd(cfg, argv2, &out) != 0)
-            rc = cli_fail("scancel %s: %s", job, out ? out : "failed");
-        free(out);
+        const char *conf;
+        mtc_error_t err = {""};
+        if (exp_slurm_conf(cfg, &conf) < 0)
+            rc = cli_fail("job %s: the run's Slurm cluster is gone (no slurm.conf)", job);
+        else if (slurm_job_cancel(conf, job, &err) < 0)
+            rc = cli_fail("%s", err.text);
     }
     if (rc == 0)
         printf("cancelled %s (job %s)\n", sget(cfg, "runId"), job);

@@ -3,6 +3,7 @@
  * recipe logic lives in src/recipes; this file is flags, checks and output. */
 #include "cli.h"
 #include "recipes/recipes.h"
+#include "slurm/slurm.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -64,33 +65,13 @@ static json_t *partitions(mtc_error_t *err)
                   conf);
         return NULL;
     }
-    char *out = NULL;
-    char *argv[] = {"scontrol", "show", "partition", "-o", NULL};
-    int rc = mtc_run(argv, NULL, &out, 15000);
-    if (rc != 0) {
-        chomp(out);
+    mtc_error_t e2 = {""};
+    json_t *parts = slurm_partitions(NULL, &e2);
+    if (!parts)
         errprintf(err,
                   "no Slurm cluster answers in this shell (%s); run eval \"$(mtc env ID)\" "
                   "first, or use -e local",
-                  out && *out ? out : "scontrol failed");
-        free(out);
-        return NULL;
-    }
-    json_t *parts = json_object();
-    char *save = NULL;
-    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *p = strstr(line, "PartitionName=");
-        if (!p)
-            continue;
-        char name[128];
-        snprintf(name, sizeof(name), "%.*s", (int)strcspn(p + 14, " "), p + 14);
-        char *t = strstr(line, " TotalNodes=");
-        char *d = strstr(line, " Default=YES");
-        json_object_set_new(parts, name,
-                            json_pack("{s:i, s:b}", "nodes", t ? atoi(t + 12) : 0, "default",
-                                      d != NULL));
-    }
-    free(out);
+                  e2.text);
     return parts;
 }
 
@@ -206,10 +187,8 @@ static const char *settle(const json_t *cfg, char *state, size_t len)
 
 static int submit_slurm(json_t *cfg, const char *script_path, mtc_error_t *err, const json_t *parts)
 {
-    char *out = NULL;
-    char *argv[] = {"sbatch", "--parsable", (char *)script_path, NULL};
-    int rc = mtc_run(argv, NULL, &out, 60000);
-    chomp(out);
+    char *out = NULL, job[32];
+    int rc = slurm_submit(NULL, script_path, job, &out);
     if (rc != 0) {
         char list[160];
         partition_list(parts, list, sizeof(list));
@@ -219,14 +198,7 @@ static int submit_slurm(json_t *cfg, const char *script_path, mtc_error_t *err, 
         free(out);
         return -1;
     }
-    /* --parsable prints "JOBID" or "JOBID;CLUSTER" on its last line */
-    char *last = out ? strrchr(out, '\n') : NULL;
-    last = last ? last + 1 : out;
-    char job[32];
-    snprintf(job, sizeof(job), "%.*s", (int)strspn(last ? last : "", "0123456789"), last ? last : "");
     free(out);
-    if (!*job)
-        return errprintf(err, "sbatch printed no job id");
     return exp_set_job(cfg, job, err);
 }
 
@@ -557,9 +529,8 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     json_decref(parts);
     if (!w)
         return cli_fail("cannot write a temporary script: %s", strerror(errno));
-    char *out = NULL;
-    char *sb[] = {"sbatch", "--parsable", tmpl, NULL};
-    int rc = mtc_run(sb, NULL, &out, 60000);
+    char *out = NULL, job[32];
+    int rc = slurm_submit(NULL, tmpl, job, &out);
     unlink(tmpl);
     chomp(out);
     if (rc != 0) {
@@ -567,10 +538,6 @@ static int rl_launch(struct cli *c, int argc, char **argv)
         free(out);
         return 1;
     }
-    char *last = strrchr(out, '\n');
-    last = last ? last + 1 : out;
-    char job[32];
-    snprintf(job, sizeof(job), "%.*s", (int)strspn(last, "0123456789"), last);
     free(out);
     char d[PATH_MAX + 64];
     snprintf(d, sizeof(d), "%s/%s/checkpoints", cwd, job);
@@ -602,26 +569,15 @@ int cmd_attach(struct cli *c, int argc, char **argv)
     if (strspn(job, "0123456789") != strlen(job))
         return cli_fail("JOB: a Slurm job id"), 2;
     int n = argc == 3 ? atoi(argv[2]) : 0;
-    char *out = NULL;
-    char *sc[] = {"squeue", "-h", "-j", (char *)job, "-o", "%N", NULL};
-    int rc = mtc_run(sc, NULL, &out, 15000);
-    chomp(out);
-    if (rc != 0 || !out || !*out) {
-        cli_fail("job %s is not running%s%s", job, out && *out ? ": " : "", out ? out : "");
-        free(out);
-        return 1;
-    }
-    char *hl[] = {"scontrol", "show", "hostnames", out, NULL};
-    char *hosts = NULL;
-    rc = mtc_run(hl, NULL, &hosts, 15000);
-    free(out);
+    mtc_error_t err = {""};
+    json_t *nodes = slurm_job_nodes(NULL, job, &err);
+    if (!nodes)
+        return cli_fail("%s", err.text), 1;
     char node[128] = "";
-    int i = 0;
-    char *save = NULL;
-    for (char *h = strtok_r(hosts ? hosts : "", "\n", &save); h; h = strtok_r(NULL, "\n", &save), i++)
-        if (i == n)
-            snprintf(node, sizeof(node), "%s", h);
-    free(hosts);
+    int i = (int)json_array_size(nodes);
+    if (n >= 0 && n < i)
+        snprintf(node, sizeof(node), "%s", json_string_value(json_array_get(nodes, (size_t)n)));
+    json_decref(nodes);
     if (!*node)
         return cli_fail("job %s has %d node%s; N is 0..%d", job, i, i == 1 ? "" : "s", i - 1);
     char jarg[64], warg[160];
