@@ -84,6 +84,14 @@ struct api_route {
 extern const struct api_route api_routes[];
 extern const size_t api_nroutes;
 
+/* JSON views (views.c) of what the store holds; each returns a new reference.
+ * A cluster resource (with_events: clusterEvents, the last 100), an
+ * operation, the last limit events of a cluster, the live tokens. */
+json_t *api_cluster_json(struct store *st, const struct store_cluster *cl, int with_events);
+json_t *api_op_json(struct store *st, const struct store_op *op);
+json_t *api_events_json(struct store *st, const char *cluster_id, int limit);
+json_t *api_tokens_json(struct store *st);
+
 /* The request pipeline without the HTTP transport (server.c, the fuzz harness).
  * api_route_find: the route for method+path, its captures into r->cap; NULL
  * with *status 404 (no such path) or 405 (path without this method).

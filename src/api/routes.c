@@ -51,16 +51,13 @@ static int load_cluster(struct api_req *r, struct api_resp *out, struct store_cl
     return 0;
 }
 
-/* Reply with the stored operation and start it. */
-static int start_op(struct api_req *r, struct api_resp *out, const char *op_id)
+/* Reply with a stored operation. */
+static int reply_op(struct api_req *r, struct api_resp *out, const char *op_id)
 {
-    mtc_error_t err = {""};
-    if (control_submit(r->ctl, op_id, &err) < 0)
-        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op_id, err.text);
     struct store_op op;
     if (store_op_get(r->st, op_id, &op) < 0)
         return api_error(out, 500, "operation %s vanished", op_id);
-    out->body = control_op_json(&op);
+    out->body = api_op_json(r->st, &op);
     store_op_release(&op);
     return 0;
 }
@@ -68,18 +65,16 @@ static int start_op(struct api_req *r, struct api_resp *out, const char *op_id)
 /* Begin op on an existing cluster (setting its state) and start it; the
  * cluster being busy is FAILED_PRECONDITION naming the running operation. */
 static int begin_op(struct api_req *r, struct api_resp *out, struct store_op *op,
-                    const char *state)
+                    enum control_state state)
 {
     char busy[48] = "";
-    if (store_op_begin(r->st, op, state, busy) < 0) {
+    mtc_error_t err = {""};
+    if (control_begin_op(r->ctl, op, state, busy, &err) < 0) {
         if (errno == EBUSY)
-            return api_error(out, 400, "precondition: cluster %s has an operation in progress: %s",
-                             op->cluster_id, busy);
-        return api_error(out, errno == ENOENT ? 404 : 500, "cluster %s: cannot start %s",
-                         op->cluster_id, op->kind);
+            return api_error(out, 400, "precondition: %s", err.text);
+        return api_error(out, errno == ENOENT ? 404 : 500, "%s", err.text);
     }
-    log_msg(LOG_NOTICE, "%s cluster %s: operation %s", op->kind, op->cluster_id, op->id);
-    return start_op(r, out, op->id);
+    return reply_op(r, out, op->id);
 }
 
 /* A spec's root-executing fields (cluster_spec_privileged_change) are an
@@ -95,10 +90,10 @@ static int guard_spec(struct api_req *r, struct api_resp *out, const json_t *old
                          field),
                -1;
     const char *path = "healthPolicy.nvmlLibrary";
-    const char *lib = json_string_value(json_object_get(json_object_get(spec, "healthPolicy"),
-                                                        "nvmlLibrary"));
-    const char *was = old ? json_string_value(json_object_get(
-                                json_object_get(old, "healthPolicy"), "nvmlLibrary"))
+    const char *lib =
+        json_string_value(json_object_get(json_object_get(spec, "healthPolicy"), "nvmlLibrary"));
+    const char *was = old ? json_string_value(json_object_get(json_object_get(old, "healthPolicy"),
+                                                              "nvmlLibrary"))
                           : NULL;
     if (!lib || !*lib || (was && strcmp(was, lib) == 0))
         return 0;
@@ -144,16 +139,17 @@ static int h_create(struct api_req *r, struct api_resp *out)
     snprintf(cl.id, sizeof(cl.id), "%s", id);
     snprintf(cl.project, sizeof(cl.project), "%.63s", r->cap[0]);
     snprintf(cl.location, sizeof(cl.location), "%.63s", r->cap[1]);
-    snprintf(cl.state, sizeof(cl.state), "PROVISIONING");
+    snprintf(cl.state, sizeof(cl.state), "%s",
+             schema_enum_name(&control_state_enum, CONTROL_PROVISIONING));
     struct store_op op;
-    control_op_init(&op, r->cap[0], r->cap[1], id, "CREATE");
+    control_op_init(&op, r->cap[0], r->cap[1], id,
+                    schema_enum_name(&control_op_kind_enum, CONTROL_CREATE));
     op.request = spec;
-    int rc = store_cluster_create(r->st, &cl, &op, &err);
+    int rc = control_create_cluster(r->ctl, &cl, &op, &err);
     json_decref(spec);
     if (rc < 0)
         return api_error(out, errno == EEXIST ? 409 : 500, "%s", err.text);
-    log_msg(LOG_NOTICE, "create cluster %s: operation %s", id, op.id);
-    return start_op(r, out, op.id);
+    return reply_op(r, out, op.id);
 }
 
 static int h_get(struct api_req *r, struct api_resp *out)
@@ -161,7 +157,7 @@ static int h_get(struct api_req *r, struct api_resp *out)
     struct store_cluster cl;
     if (load_cluster(r, out, &cl) < 0)
         return 0;
-    out->body = control_cluster_json(r->ctl, &cl, 1);
+    out->body = api_cluster_json(r->st, &cl, 1);
     store_cluster_release(&cl);
     return 0;
 }
@@ -193,7 +189,7 @@ static int h_list(struct api_req *r, struct api_resp *out)
         store_cluster_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
     json_t *items = json_array();
     for (int i = 0; i < n && i < size; i++)
-        json_array_append_new(items, control_cluster_json(r->ctl, &arr[i], 0));
+        json_array_append_new(items, api_cluster_json(r->st, &arr[i], 0));
     out->body = json_pack("{s:o}", "modelDevelopmentClusters", items);
     if (n > size)
         json_object_set_new(out->body, "nextPageToken", json_string(arr[size - 1].id));
@@ -218,8 +214,14 @@ static json_t *get_field(json_t *obj, const char *camel_key)
     return NULL;
 }
 
-static const char *output_only[] = {"name", "createTime", "updateTime", "clusterStatus",
-                                    "clusterEvents"};
+/* 1 when a camelCase top-level field is output only. */
+static int output_only(const char *camel)
+{
+    for (const char *const *o = cluster_output_only; *o; o++)
+        if (strcmp(*o, camel) == 0)
+            return 1;
+    return 0;
+}
 
 /* Copy each updateMask path from body into spec (absent in body → removed). */
 static int apply_mask(json_t *spec, json_t *body, const char *mask, struct api_resp *out)
@@ -234,9 +236,8 @@ static int apply_mask(json_t *spec, json_t *body, const char *mask, struct api_r
         char *seg_save = NULL, cseg[128] = "";
         char *seg = strtok_r(path, ".", &seg_save);
         mtc_camel_case(seg ? seg : "", cseg, sizeof(cseg));
-        for (size_t i = 0; i < sizeof(output_only) / sizeof(output_only[0]); i++)
-            if (strcmp(cseg, output_only[i]) == 0)
-                rc = (api_error(out, 400, "updateMask: %s is output only", cseg), -1);
+        if (output_only(cseg))
+            rc = (api_error(out, 400, "updateMask: %s is output only", cseg), -1);
         if (!seg || rc)
             break;
         for (;;) {
@@ -288,10 +289,7 @@ static int h_patch(struct api_req *r, struct api_resp *out)
         {
             char c[128];
             mtc_camel_case(k, c, sizeof(c));
-            int skip = 0;
-            for (size_t i = 0; i < sizeof(output_only) / sizeof(output_only[0]); i++)
-                skip |= strcmp(c, output_only[i]) == 0;
-            if (!skip)
+            if (!output_only(c))
                 json_object_set(merged, c, v);
         }
     }
@@ -309,10 +307,11 @@ static int h_patch(struct api_req *r, struct api_resp *out)
         return 0;
     }
     struct store_op op;
-    control_op_init(&op, cl.project, cl.location, cl.id, "UPDATE");
+    control_op_init(&op, cl.project, cl.location, cl.id,
+                    schema_enum_name(&control_op_kind_enum, CONTROL_UPDATE));
     op.request = spec;
     store_cluster_release(&cl);
-    rc = begin_op(r, out, &op, "UPDATING");
+    rc = begin_op(r, out, &op, CONTROL_UPDATING);
     json_decref(spec);
     return rc;
 }
@@ -323,9 +322,10 @@ static int h_delete(struct api_req *r, struct api_resp *out)
     if (load_cluster(r, out, &cl) < 0)
         return 0;
     struct store_op op;
-    control_op_init(&op, cl.project, cl.location, cl.id, "DELETE");
+    control_op_init(&op, cl.project, cl.location, cl.id,
+                    schema_enum_name(&control_op_kind_enum, CONTROL_DELETE));
     store_cluster_release(&cl);
-    return begin_op(r, out, &op, "STOPPING");
+    return begin_op(r, out, &op, CONTROL_STOPPING);
 }
 
 static int h_env(struct api_req *r, struct api_resp *out)
@@ -333,7 +333,7 @@ static int h_env(struct api_req *r, struct api_resp *out)
     struct store_cluster cl;
     if (load_cluster(r, out, &cl) < 0)
         return 0;
-    int running = strcmp(cl.state, "RUNNING") == 0;
+    int running = schema_enum_parse(&control_state_enum, cl.state, 0) == CONTROL_RUNNING;
     store_cluster_release(&cl);
     if (!running)
         return api_error(out, 400, "precondition: cluster %s is not RUNNING", r->cap[2]);
@@ -382,48 +382,19 @@ static int h_report_health(struct api_req *r, struct api_resp *out)
                          r->who.node, r->who.cluster);
     }
     int known = cluster_has_node(&cl, node);
-    if (!known || (strcmp(mode, "HEALTH") && strcmp(mode, "PROLOG") && strcmp(mode, "EPILOG"))) {
+    int m = schema_enum_parse(&health_mode_enum, mode, 0);
+    if (!known || m < 0) {
         store_cluster_release(&cl);
         return !known ? api_error(out, 404, "nodeId: %.64s is not a node of cluster %s", node,
                                   r->cap[2])
                       : api_error(out, 400, "mode: must be HEALTH, PROLOG or EPILOG");
     }
-    struct health_result res[64];
     mtc_error_t err = {""};
-    int n = health_results_parse(results, res, 64, &err);
-    if (n < 0) {
-        store_cluster_release(&cl);
-        return api_error(out, 400, "%s", err.text);
-    }
-    /* speed probes are judged here, against the node pool's median */
-    int rejudged = control_speed_compare(r->st, &cl, node, res, n);
+    int worst = control_report_health(r->ctl, &cl, node, (enum health_mode)m, results, &err);
     store_cluster_release(&cl);
-    int sev = 0;
-    enum health_status worst = health_worst(res, n, &sev);
-    json_t *stored = rejudged ? health_results_json(res, n) : json_incref(results);
-    struct store_health h = {.results = stored};
-    snprintf(h.status, sizeof(h.status), "%s", health_status_name(worst));
-    snprintf(h.severity, sizeof(h.severity), "%s", health_severity_name(sev));
-    for (int pass = 0; pass < 2 && !*h.failing_check; pass++) { /* first FAIL, else first WARN */
-        for (int i = 0; i < n; i++) {
-            if (res[i].status == (pass == 0 ? HEALTH_FAIL : HEALTH_WARN)) {
-                snprintf(h.failing_check, sizeof(h.failing_check), "%s", res[i].check);
-                snprintf(h.reason, sizeof(h.reason), "%s%s%s", res[i].reason,
-                         strcmp(mode, "HEALTH") ? " in " : "", strcmp(mode, "HEALTH") ? mode : "");
-                break;
-            }
-        }
-    }
-    int put = store_health_put(r->st, r->cap[2], node, &h);
-    json_decref(stored);
-    if (put < 0)
-        return api_error(out, 500, "cannot store the report");
-    if (worst == HEALTH_FAIL) {
-        log_msg(LOG_WARNING, "cluster %s node %s: %s failed: %s", r->cap[2], node, h.failing_check,
-                h.reason);
-        control_poke(r->ctl);
-    }
-    out->body = json_pack("{s:s}", "status", h.status);
+    if (worst < 0)
+        return api_error(out, errno == EINVAL ? 400 : 500, "%s", err.text);
+    out->body = json_pack("{s:s}", "status", health_status_name((enum health_status)worst));
     return 0;
 }
 
@@ -528,7 +499,7 @@ static int h_report_faulty(struct api_req *r, struct api_resp *out)
     struct store_op op;
     if (store_op_get(r->st, op_id, &op) < 0)
         return api_error(out, 500, "operation %s vanished", op_id);
-    out->body = control_op_json(&op);
+    out->body = api_op_json(r->st, &op);
     store_op_release(&op);
     return 0;
 }
@@ -547,7 +518,7 @@ static int h_op_get(struct api_req *r, struct api_resp *out)
         store_op_release(&op);
         return api_error(out, 404, "operation %s not found", r->cap[2]);
     }
-    out->body = control_op_json(&op);
+    out->body = api_op_json(r->st, &op);
     store_op_release(&op);
     return 0;
 }
@@ -581,7 +552,7 @@ static int h_token_create(struct api_req *r, struct api_resp *out)
 
 static int h_token_list(struct api_req *r, struct api_resp *out)
 {
-    out->body = json_pack("{s:o}", "tokens", store_token_list(r->st));
+    out->body = json_pack("{s:o}", "tokens", api_tokens_json(r->st));
     return 0;
 }
 

@@ -24,6 +24,10 @@ json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err);
  * Both specs normalized. Only an admin may make such a change. */
 int cluster_spec_privileged_change(const json_t *old, const json_t *new_, char *field, size_t len);
 
+/* The resource's output-only fields (name, createTime, …; NULL-terminated):
+ * accepted in a request (a GET body sent back) and dropped. */
+extern const char *const cluster_output_only[];
+
 /* The spec's field table (static; not owned by callers). Fields that make mtc
  * or Slurm execute something as root carry SCHEMA_ROOT_EXEC:
  * schema_walk(&cluster_spec_schema, SCHEMA_ROOT_EXEC, fn, arg) lists their

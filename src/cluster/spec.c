@@ -418,7 +418,7 @@ static const struct schema s_orchestrator = {f_orchestrator, SPEC, NULL, NULL};
 
 /* Output-only fields of the resource: accepted in a request (a GET body sent
  * back) and dropped. */
-static const char *const output_only[] = {"name",          "createTime",    "updateTime",
+const char *const cluster_output_only[] = {"name",          "createTime",    "updateTime",
                                           "clusterStatus", "clusterEvents", NULL};
 
 static const struct schema_field f_cluster[] = {
@@ -431,7 +431,7 @@ static const struct schema_field f_cluster[] = {
     {OBJ("healthPolicy", health_policy_schema)}, /* mtc's own: the node health checks */
     {.name = NULL},
 };
-const struct schema cluster_spec_schema = {f_cluster, SPEC, output_only, NULL};
+const struct schema cluster_spec_schema = {f_cluster, SPEC, cluster_output_only, NULL};
 
 /* ---- checks across the spec, on the canonical object ---- */
 

@@ -49,8 +49,9 @@ static int roll_back(struct job *j, mtc_error_t *err)
     int rc = provider_apply(c->prov, id, cl.spec, progress_cb, j, &e2);
     store_cluster_release(&cl);
     if (rc < 0)
-        return errprintf(err, "update failed: %.110s; restoring the previous configuration failed "
-                              "too: %.110s",
+        return errprintf(err,
+                         "update failed: %.110s; restoring the previous configuration failed "
+                         "too: %.110s",
                          why, e2.text);
     store_cluster_set_state(c->st, id, CONTROL_NAME(control_state_enum, CONTROL_RUNNING));
     j->keep_state = 1;
@@ -78,11 +79,8 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
     int create = schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_CREATE;
     store_event_add(c->st, id, create ? "CLUSTER_CREATED" : "CLUSTER_UPDATED", NULL,
                     "cluster is RUNNING");
-    struct store_cluster cl;
-    if (store_cluster_get(c->st, id, &cl) == 0) {
-        *response = control_cluster_json(c, &cl, 0);
-        store_cluster_release(&cl);
-    }
+    /* the response is the cluster resource: the API shows it (views.c) */
+    (void)response;
     return 0;
 }
 
@@ -166,6 +164,42 @@ void control_op_init(struct store_op *op, const char *project, const char *locat
     snprintf(op->cluster_id, sizeof(op->cluster_id), "%s", cluster);
     snprintf(op->kind, sizeof(op->kind), "%s", kind);
     snprintf(op->progress, sizeof(op->progress), "queued");
+}
+
+/* Start a stored operation now; one that cannot start (mtcd stopping, the
+ * cluster's worker still finishing) stays stored and resumes on restart. */
+static void submit_or_defer(struct control *c, const char *op_id)
+{
+    mtc_error_t err = {""};
+    if (control_submit(c, op_id, &err) < 0)
+        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op_id, err.text);
+}
+
+int control_begin_op(struct control *c, const struct store_op *op, enum control_state state,
+                     char busy[48], mtc_error_t *err)
+{
+    if (store_op_begin(c->st, op, CONTROL_NAME(control_state_enum, state), busy) < 0) {
+        int e = errno;
+        if (e == EBUSY)
+            errprintf(err, "cluster %s has an operation in progress: %s", op->cluster_id, busy);
+        else
+            errprintf(err, "cluster %s: cannot start %s", op->cluster_id, op->kind);
+        errno = e;
+        return -1;
+    }
+    log_msg(LOG_NOTICE, "%s cluster %s: operation %s", op->kind, op->cluster_id, op->id);
+    submit_or_defer(c, op->id);
+    return 0;
+}
+
+int control_create_cluster(struct control *c, const struct store_cluster *cl,
+                           const struct store_op *op, mtc_error_t *err)
+{
+    if (store_cluster_create(c->st, cl, op, err) < 0)
+        return -1;
+    log_msg(LOG_NOTICE, "create cluster %s: operation %s", cl->id, op->id);
+    submit_or_defer(c, op->id);
+    return 0;
 }
 
 int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
@@ -448,82 +482,6 @@ void control_destroy(struct control *c)
     pthread_cond_destroy(&c->cond);
     free(c);
     errno = saved;
-}
-
-/* --- JSON views ----------------------------------------------------------- */
-
-/* Add each node's last health report and remediation state to nodesStatus. */
-static void overlay_health(struct control *c, const char *id, json_t *nodes)
-{
-    int n = 0;
-    struct store_health *h = store_health_list(c->st, id, &n);
-    size_t i;
-    json_t *node;
-    json_array_foreach(nodes, i, node)
-    {
-        const char *name = json_string_value(json_object_get(node, "instanceName"));
-        for (int k = 0; name && k < n; k++) {
-            if (strcmp(h[k].node, name) != 0)
-                continue;
-            char ts[40];
-            json_object_set_new(node, "health", json_string(h[k].status));
-            json_object_set_new(node, "healthTime",
-                                json_string(mtc_time_rfc3339(h[k].time_ms, ts, sizeof(ts))));
-            if (*h[k].failing_check) {
-                json_object_set_new(node, "failingCheck", json_string(h[k].failing_check));
-                json_object_set_new(node, "failingReason", json_string(h[k].reason));
-            }
-            int rem = schema_enum_parse(&control_remediation_enum, h[k].remediation, 0);
-            if (rem >
-                CONTROL_REM_NONE) { /* a node being remediated is UPDATING, a given-up one ERROR */
-                json_object_set_new(node, "remediation", json_string(h[k].remediation));
-                json_object_set_new(node, "nodeState",
-                                    json_string(rem == CONTROL_REM_FAILED ? "ERROR" : "UPDATING"));
-            }
-        }
-    }
-    store_health_free(h, n);
-}
-
-json_t *control_cluster_json(struct control *c, const struct store_cluster *cl, int with_events)
-{
-    json_t *j = json_deep_copy(cl->spec);
-    char ts[40];
-    json_object_set_new(j, "name",
-                        json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
-                                     cl->project, cl->location, cl->id));
-    json_object_set_new(j, "createTime", json_string(mtc_time_rfc3339(cl->create_ms, ts, 40)));
-    json_object_set_new(j, "updateTime", json_string(mtc_time_rfc3339(cl->update_ms, ts, 40)));
-    json_t *status = json_pack("{s:s}", "state", cl->state);
-    json_t *nodes = cl->nodes ? json_deep_copy(cl->nodes) : json_array();
-    overlay_health(c, cl->id, nodes);
-    json_object_set_new(status, "nodesStatus", nodes);
-    json_object_set_new(j, "clusterStatus", status);
-    if (with_events)
-        json_object_set_new(j, "clusterEvents", store_events(c->st, cl->id, 100));
-    return j;
-}
-
-json_t *control_op_json(const struct store_op *op)
-{
-    char c_ts[40], u_ts[40];
-    json_t *j = json_pack(
-        "{s:o, s:b, s:{s:{s:s, s:s}, s:s, s:s, s:s}}", "name",
-        json_sprintf("projects/%s/locations/%s/operations/%s", op->project, op->location, op->id),
-        "done", op->done, "metadata", "genericMetadata", "createTime",
-        mtc_time_rfc3339(op->create_ms, c_ts, 40), "updateTime",
-        mtc_time_rfc3339(op->update_ms, u_ts, 40), "progressMessage", op->progress, "verb",
-        op->kind, "target", op->cluster_id);
-    json_object_set_new(json_object_get(j, "metadata"), "target",
-                        json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
-                                     op->project, op->location, op->cluster_id));
-    if (op->done && op->err_code)
-        json_object_set_new(
-            j, "error", json_pack("{s:i, s:s}", "code", op->err_code, "message", op->err_message));
-    else if (op->done)
-        json_object_set_new(j, "response",
-                            op->response ? json_incref(op->response) : json_object());
-    return j;
 }
 
 void control_poke(struct control *c)

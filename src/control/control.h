@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "common/common.h"
+#include "health/health.h"
 #include "provider/provider.h"
 #include "schema/schema.h"
 #include "store/store.h"
@@ -45,12 +46,25 @@ void control_op_init(struct store_op *op, const char *project, const char *locat
 /* Run a stored operation in the background. */
 int control_submit(struct control *c, const char *op_id, mtc_error_t *err);
 
-/* The API's JSON for a stored cluster / operation. Caller owns the result.
- * with_events adds clusterEvents (the last 100). */
-json_t *control_cluster_json(struct control *c, const struct store_cluster *cl, int with_events);
-json_t *control_op_json(const struct store_op *op);
+/* Record op, a new operation on an existing cluster, setting the cluster's
+ * state, and start it (if it cannot start now it resumes when mtcd restarts).
+ * -1 with errno EBUSY (another operation runs: busy gets its id), ENOENT (no
+ * such cluster) or EIO, and a one-line err. */
+int control_begin_op(struct control *c, const struct store_op *op, enum control_state state,
+                     char busy[48], mtc_error_t *err);
+/* Store a new cluster with its CREATE operation atomically and start it.
+ * -1 with errno EEXIST (the id is taken) or EIO, and err. */
+int control_create_cluster(struct control *c, const struct store_cluster *cl,
+                           const struct store_op *op, mtc_error_t *err);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. */
 char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err);
+
+/* A node's health results as its agent reported them (results: the
+ * reportHealth array) in mode: judged (speed probes against the pool),
+ * summarized and stored; a FAIL wakes the supervisor. Returns the worst
+ * status (enum health_status), or -1 + err (bad results, store failure). */
+int control_report_health(struct control *c, const struct store_cluster *cl, const char *node,
+                          enum health_mode mode, const json_t *results, mtc_error_t *err);
 
 /* Wake the supervisor now (a node reported a failure). */
 void control_poke(struct control *c);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "control/control.h"
+#include "health/health.h"
 
 /* Remediation policy: at most REMEDIATION_LIMIT actions per node within
  * REMEDIATION_WINDOW_S; a node Slurm has had down for NODE_DOWN_GRACE_S (and
@@ -40,6 +41,15 @@ struct control {
     int supervisor_started;
     pthread_t supervisor;
 };
+
+struct health_result;
+/* Store res[0..n) as node's health (results: the reported JSON, or NULL to
+ * store res itself), its speed probes first judged against the pool when
+ * judge_speed; wakes the supervisor on a FAIL. The worst status, or -1 when
+ * the store failed. */
+enum health_status control_record_health(struct control *c, const struct store_cluster *cl,
+                                         const char *node, enum health_mode mode, int judge_speed,
+                                         struct health_result *res, int n, const json_t *results);
 
 int control_run_remediate(struct control *c, struct store_op *op, json_t **response,
                           mtc_error_t *err);

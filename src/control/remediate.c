@@ -159,39 +159,35 @@ static void requeue_jobs(struct control *c, const char *id, const char *conf, co
     json_decref(jobs);
 }
 
-/* Run the node's checks after an action. 1 pass, 0 fail, -1 error (err). */
-static int verify(struct control *c, const char *id, const json_t *spec, const char *node,
+/* Run the node's checks after an action and store them as its health.
+ * 1 pass, 0 fail (err names the failing check), -1 error (err). */
+static int verify(struct control *c, const struct store_cluster *cl, const char *node,
                   mtc_error_t *err)
 {
-    json_t *results = provider_node_check(c->prov, id, spec, node, err);
+    json_t *results = provider_node_check(c->prov, cl->id, cl->spec, node, err);
     if (!results)
         return -1;
     struct health_result r[HEALTH_MAX_CHECKS * 2];
     mtc_error_t perr;
     int n = health_results_parse(results, r, (int)(sizeof(r) / sizeof(r[0])), &perr);
-    int sev = 0;
-    enum health_status worst = n >= 0 ? health_worst(r, n, &sev) : HEALTH_FAIL;
-    struct store_health h = {.results = results};
-    snprintf(h.status, sizeof(h.status), "%s", health_status_name(worst));
-    snprintf(h.severity, sizeof(h.severity), "%s", health_severity_name(sev));
-    for (int i = 0; i < n; i++) {
-        if (r[i].status == HEALTH_FAIL) {
-            snprintf(h.failing_check, sizeof(h.failing_check), "%s", r[i].check);
-            snprintf(h.reason, sizeof(h.reason), "%s", r[i].reason);
-            break;
-        }
+    if (n < 0) {
+        json_decref(results);
+        return errprintf(err, "%s", perr.text);
     }
-    if (worst == HEALTH_FAIL)
-        errprintf(err, "%s: %s", h.failing_check, h.reason);
-    store_health_put(c->st, id, node, &h);
+    enum health_status worst =
+        control_record_health(c, cl, node, HEALTH_MODE_HEALTH, 0, r, n, results);
     json_decref(results);
+    for (int i = 0; worst == HEALTH_FAIL && i < n; i++)
+        if (r[i].status == HEALTH_FAIL)
+            return errprintf(err, "%s: %s", r[i].check, r[i].reason), 0;
     return worst != HEALTH_FAIL;
 }
 
 /* One node: detect event, drain + requeue, escalate through the actions. */
-static int remediate_node(struct control *c, struct store_op *op, const json_t *spec,
+static int remediate_node(struct control *c, struct store_op *op, const struct store_cluster *cl,
                           const char *conf, const json_t *item, mtc_error_t *err)
 {
+    const json_t *spec = cl->spec;
     const char *id = op->cluster_id;
     const char *node = json_string_value(json_object_get(item, "node"));
     const char *check = json_string_value(json_object_get(item, "check"));
@@ -248,7 +244,7 @@ static int remediate_node(struct control *c, struct store_op *op, const json_t *
             continue;
         }
         mtc_error_t verr = {""};
-        int ok = verify(c, id, spec, node, &verr);
+        int ok = verify(c, cl, node, &verr);
         if (ok == 1) {
             mtc_error_t rerr = {""};
             if (slurm_node_set(conf, node, SLURM_NODE_RESUME, NULL, &rerr) < 0)
@@ -277,7 +273,7 @@ int control_run_remediate(struct control *c, struct store_op *op, json_t **respo
     {
         if (rc < 0)
             break;
-        rc = remediate_node(c, op, cl.spec, conf, item, err);
+        rc = remediate_node(c, op, &cl, conf, item, err);
     }
     store_cluster_release(&cl);
     if (rc == 0)
@@ -296,6 +292,7 @@ int control_start_remediation(struct control *c, const char *project, const char
                     CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
     op.request = json_pack("{s:O}", "nodes", items);
     char busy[48] = "";
+    /* the nodes are PENDING before the worker may run */
     int rc = store_op_begin(c->st, &op, CONTROL_NAME(control_state_enum, CONTROL_RUNNING), busy);
     json_decref(op.request);
     if (rc < 0) {

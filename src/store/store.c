@@ -506,24 +506,23 @@ int store_event_add(struct store *st, const char *cluster_id, const char *type, 
                                "slsss", cluster_id, mtc_now_ms(), type, node, message));
 }
 
-json_t *store_events(struct store *st, const char *cluster_id, int limit)
+struct store_event *store_events(struct store *st, const char *cluster_id, int limit, int *n)
 {
-    json_t *arr = json_array();
+    *n = 0;
+    struct store_event *arr = calloc(limit > 0 ? (size_t)limit : 1, sizeof(*arr));
+    if (!arr)
+        return NULL;
     pthread_mutex_lock(&st->lock);
     sqlite3_stmt *s = prep(st,
                            "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
                            " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
                            "si", cluster_id, limit);
-    while (s && sqlite3_step(s) == SQLITE_ROW) {
-        char ts[40];
-        json_t *e = json_pack("{s:s, s:s}", "eventTime",
-                              mtc_time_rfc3339(sqlite3_column_int64(s, 0), ts, sizeof(ts)),
-                              "eventType", (const char *)sqlite3_column_text(s, 1));
-        if (sqlite3_column_type(s, 2) != SQLITE_NULL)
-            json_object_set_new(e, "nodeName",
-                                json_string((const char *)sqlite3_column_text(s, 2)));
-        json_object_set_new(e, "description", json_string((const char *)sqlite3_column_text(s, 3)));
-        json_array_append_new(arr, e);
+    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW) {
+        struct store_event *e = &arr[(*n)++];
+        e->time_ms = sqlite3_column_int64(s, 0);
+        col_text(s, 1, e->type, sizeof(e->type));
+        col_text(s, 2, e->node, sizeof(e->node));
+        col_text(s, 3, e->message, sizeof(e->message));
     }
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);
@@ -584,25 +583,34 @@ int store_node_token_set(struct store *st, const char *cluster_id, const char *n
     return rc;
 }
 
-json_t *store_token_list(struct store *st)
+struct store_token *store_token_list(struct store *st, int *n)
 {
-    json_t *arr = json_array();
+    *n = 0;
+    size_t cap = 16;
+    struct store_token *arr = calloc(cap, sizeof(*arr));
+    if (!arr)
+        return NULL;
     pthread_mutex_lock(&st->lock);
     sqlite3_stmt *s = prep(st,
-                           "SELECT id, name, role, create_ms, cluster_id, node FROM tokens"
-                           " WHERE revoked=0 ORDER BY create_ms",
+                           "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
+                           " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
                            "");
     while (s && sqlite3_step(s) == SQLITE_ROW) {
-        char ts[40];
-        json_t *t =
-            json_pack("{s:s, s:s, s:s, s:s}", "id", sqlite3_column_text(s, 0), "name",
-                      sqlite3_column_text(s, 1), "role", sqlite3_column_text(s, 2), "createTime",
-                      mtc_time_rfc3339(sqlite3_column_int64(s, 3), ts, sizeof(ts)));
-        if (sqlite3_column_type(s, 4) != SQLITE_NULL) {
-            json_object_set_new(t, "cluster", json_string((const char *)sqlite3_column_text(s, 4)));
-            json_object_set_new(t, "node", json_string((const char *)sqlite3_column_text(s, 5)));
+        if ((size_t)*n == cap) {
+            struct store_token *na = realloc(arr, 2 * cap * sizeof(*arr));
+            if (!na)
+                break;
+            arr = na;
+            cap *= 2;
         }
-        json_array_append_new(arr, t);
+        struct store_token *t = &arr[(*n)++];
+        memset(t, 0, sizeof(*t));
+        col_text(s, 0, t->id, sizeof(t->id));
+        col_text(s, 1, t->name, sizeof(t->name));
+        col_text(s, 2, t->who.role, sizeof(t->who.role));
+        t->create_ms = sqlite3_column_int64(s, 3);
+        col_text(s, 4, t->who.cluster, sizeof(t->who.cluster));
+        col_text(s, 5, t->who.node, sizeof(t->who.node));
     }
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);

@@ -76,11 +76,18 @@ int store_op_finish(struct store *st, const char *id, const json_t *response, in
 /* Ids of operations not done, oldest first. Caller json_decref's. */
 json_t *store_ops_pending(struct store *st);
 
-/* Events: newest `limit`, oldest first, as API objects
- * {"eventType","eventTime","nodeName"?,"description"}. */
+/* Events: one line each about a cluster (node may be NULL). */
+struct store_event {
+    int64_t time_ms;
+    char type[64];
+    char node[64]; /* "" when about the whole cluster */
+    char message[512];
+};
 int store_event_add(struct store *st, const char *cluster_id, const char *type, const char *node,
                     const char *message);
-json_t *store_events(struct store *st, const char *cluster_id, int limit);
+/* The newest limit events, oldest first: a malloc'd array (caller frees), *n
+ * its length; NULL on allocation failure. */
+struct store_event *store_events(struct store *st, const char *cluster_id, int limit, int *n);
 
 /* Tokens: only the SHA-256 of a token is stored. */
 int store_token_add(struct store *st, const char *id, const char *name, const char *role,
@@ -98,7 +105,14 @@ int store_token_lookup(struct store *st, const char *hash, struct store_principa
  * before it (a replaced or reimaged node gets a new token). id: "tok-<hex>". */
 int store_node_token_set(struct store *st, const char *cluster_id, const char *node,
                          const char *id, const char *hash);
-json_t *store_token_list(struct store *st);
+struct store_token {
+    char id[24];
+    char name[128];
+    struct store_principal who;
+    int64_t create_ms;
+};
+/* Live tokens, oldest first: malloc'd array (caller frees), *n its length. */
+struct store_token *store_token_list(struct store *st, int *n);
 int store_token_revoke(struct store *st, const char *id_or_name);
 
 /* Node health: the latest report per node (mtc-agent or a manual report) and

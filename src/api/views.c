@@ -1,0 +1,140 @@
+/* views: the API's JSON for what the store holds — a cluster resource (its
+ * spec, state, nodes with their health, events), a long-running operation, a
+ * token — in the cloud API's shape (reference/api.md). Nothing else builds
+ * wire JSON for these. */
+#include "api/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/control.h"
+
+/* Add each node's last health report and remediation state to nodesStatus:
+ * a node being remediated is UPDATING, one given up on is ERROR. */
+static void overlay_health(struct store *st, const char *id, json_t *nodes)
+{
+    int n = 0;
+    struct store_health *h = store_health_list(st, id, &n);
+    size_t i;
+    json_t *node;
+    json_array_foreach(nodes, i, node)
+    {
+        const char *name = json_string_value(json_object_get(node, "instanceName"));
+        for (int k = 0; name && k < n; k++) {
+            if (strcmp(h[k].node, name) != 0)
+                continue;
+            char ts[40];
+            json_object_set_new(node, "health", json_string(h[k].status));
+            json_object_set_new(node, "healthTime",
+                                json_string(mtc_time_rfc3339(h[k].time_ms, ts, sizeof(ts))));
+            if (*h[k].failing_check) {
+                json_object_set_new(node, "failingCheck", json_string(h[k].failing_check));
+                json_object_set_new(node, "failingReason", json_string(h[k].reason));
+            }
+            if (*h[k].remediation) {
+                json_object_set_new(node, "remediation", json_string(h[k].remediation));
+                json_object_set_new(
+                    node, "nodeState",
+                    json_string(strcmp(h[k].remediation, "FAILED") == 0 ? "ERROR" : "UPDATING"));
+            }
+        }
+    }
+    store_health_free(h, n);
+}
+
+json_t *api_events_json(struct store *st, const char *cluster_id, int limit)
+{
+    int n = 0;
+    struct store_event *ev = store_events(st, cluster_id, limit, &n);
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        char ts[40];
+        json_t *e =
+            json_pack("{s:s, s:s}", "eventTime", mtc_time_rfc3339(ev[i].time_ms, ts, sizeof(ts)),
+                      "eventType", ev[i].type);
+        if (*ev[i].node)
+            json_object_set_new(e, "nodeName", json_string(ev[i].node));
+        json_object_set_new(e, "description", json_string(ev[i].message));
+        json_array_append_new(arr, e);
+    }
+    free(ev);
+    return arr;
+}
+
+json_t *api_cluster_json(struct store *st, const struct store_cluster *cl, int with_events)
+{
+    json_t *j = json_deep_copy(cl->spec);
+    char ts[40];
+    json_object_set_new(j, "name",
+                        json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
+                                     cl->project, cl->location, cl->id));
+    json_object_set_new(j, "createTime", json_string(mtc_time_rfc3339(cl->create_ms, ts, 40)));
+    json_object_set_new(j, "updateTime", json_string(mtc_time_rfc3339(cl->update_ms, ts, 40)));
+    json_t *status = json_pack("{s:s}", "state", cl->state);
+    json_t *nodes = cl->nodes ? json_deep_copy(cl->nodes) : json_array();
+    overlay_health(st, cl->id, nodes);
+    json_object_set_new(status, "nodesStatus", nodes);
+    json_object_set_new(j, "clusterStatus", status);
+    if (with_events)
+        json_object_set_new(j, "clusterEvents", api_events_json(st, cl->id, 100));
+    return j;
+}
+
+/* A finished create or update answers with the cluster resource (as it is
+ * now); the other kinds with what they stored (remediation: its nodes;
+ * delete: google.protobuf.Empty). */
+static json_t *op_response(struct store *st, const struct store_op *op)
+{
+    if (op->response)
+        return json_incref(op->response);
+    int kind = schema_enum_parse(&control_op_kind_enum, op->kind, 0);
+    struct store_cluster cl;
+    if ((kind == CONTROL_CREATE || kind == CONTROL_UPDATE) &&
+        store_cluster_get(st, op->cluster_id, &cl) == 0) {
+        json_t *j = api_cluster_json(st, &cl, 0);
+        store_cluster_release(&cl);
+        return j;
+    }
+    return json_object();
+}
+
+json_t *api_op_json(struct store *st, const struct store_op *op)
+{
+    char c_ts[40], u_ts[40];
+    json_t *j = json_pack(
+        "{s:o, s:b, s:{s:{s:s, s:s}, s:s, s:s, s:s}}", "name",
+        json_sprintf("projects/%s/locations/%s/operations/%s", op->project, op->location, op->id),
+        "done", op->done, "metadata", "genericMetadata", "createTime",
+        mtc_time_rfc3339(op->create_ms, c_ts, 40), "updateTime",
+        mtc_time_rfc3339(op->update_ms, u_ts, 40), "progressMessage", op->progress, "verb",
+        op->kind, "target", op->cluster_id);
+    json_object_set_new(json_object_get(j, "metadata"), "target",
+                        json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
+                                     op->project, op->location, op->cluster_id));
+    if (op->done && op->err_code)
+        json_object_set_new(
+            j, "error", json_pack("{s:i, s:s}", "code", op->err_code, "message", op->err_message));
+    else if (op->done)
+        json_object_set_new(j, "response", op_response(st, op));
+    return j;
+}
+
+json_t *api_tokens_json(struct store *st)
+{
+    int n = 0;
+    struct store_token *t = store_token_list(st, &n);
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        char ts[40];
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "id", t[i].id, "name", t[i].name, "role",
+                              t[i].who.role, "createTime",
+                              mtc_time_rfc3339(t[i].create_ms, ts, sizeof(ts)));
+        if (*t[i].who.node) {
+            json_object_set_new(o, "cluster", json_string(t[i].who.cluster));
+            json_object_set_new(o, "node", json_string(t[i].who.node));
+        }
+        json_array_append_new(arr, o);
+    }
+    free(t);
+    return arr;
+}
