@@ -76,7 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(text);
         return 0;
     }
-    r.who.role = (enum api_role)((unsigned char)nl1[1] % 5);
+    unsigned char rc = (unsigned char)nl1[1];
+    r.who.role = (enum api_role)(rc >= '0' && rc <= '4' ? rc - '0' : rc % 5);
     sscanf(nl1 + 2, " %15s %63s", r.who.cluster, r.who.node);
     const char *body = nl2 + 1;
     size_t len = size - (size_t)(body - text);

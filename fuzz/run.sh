@@ -28,7 +28,7 @@ for n in "${names[@]}"; do
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-    line=$(grep -E '^#[0-9]+' "$log" | tail -1)
+    line=$(grep -a -E '^#[0-9]+' "$log" | tail -1)
     edges=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$line")
     ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$line")
     corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$line")
@@ -36,7 +36,7 @@ for n in "${names[@]}"; do
     printf '%-22s %6s %12s %9s %7s %8s %6s %s\n' "$n" "$S" "${execs:-?}" "${rate:-?}" "${edges:-?}" "${ft:-?}" "${corp:-?}" "$found"
     if [ "$rc" -ne 0 ] || [ "$found" -gt 0 ]; then
         crashed=1
-        grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5 | sed 's/^/    /'
+        grep -a -E 'ERROR|SUMMARY|runtime error' "$log" | head -5 | sed 's/^/    /'
     fi
 done
 exit $crashed
