@@ -146,9 +146,12 @@ static int check_run(const struct recipe_run *run, mtc_error_t *err)
         return errprintf(err, "--time %.80s: want minutes, HH:MM:SS or D-HH:MM:SS", run->time);
     const struct {
         const char *flag, *v;
-    } paths[] = {{"--home", run->home},         {"-d", run->work_dir},
-                 {"--log-dir", run->log_dir},   {"--cache-dir", run->cache_dir},
-                 {"--data-dir", run->data_dir}, {"-i", run->image},
+    } paths[] = {{"--home", run->home},
+                 {"-d", run->work_dir},
+                 {"--log-dir", run->log_dir},
+                 {"--cache-dir", run->cache_dir},
+                 {"--data-dir", run->data_dir},
+                 {"-i", run->image},
                  {"--from-checkpoint", run->from_checkpoint}};
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
         if (paths[i].v && strpbrk(paths[i].v, "\n\r"))
@@ -240,13 +243,11 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
     else if (asprintf(&data_base, "%s/data", run->home) < 0)
         data_base = NULL;
     json_t *data = json_object_get(recipe, "data");
-    json_t *rdata = json_pack("{s:o, s:o, s:s, s:s}", "path",
-                              abs_under(data_base, json_string_value(json_object_get(data, "path"))),
-                              "tokenizer",
-                              abs_under(data_base,
-                                        json_string_value(json_object_get(data, "tokenizer"))),
-                              "dataDir", data_base ? data_base : "", "recipePath",
-                              json_string_value(json_object_get(data, "path")));
+    json_t *rdata = json_pack(
+        "{s:o, s:o, s:s, s:s}", "path",
+        abs_under(data_base, json_string_value(json_object_get(data, "path"))), "tokenizer",
+        abs_under(data_base, json_string_value(json_object_get(data, "tokenizer"))), "dataDir",
+        data_base ? data_base : "", "recipePath", json_string_value(json_object_get(data, "path")));
     free(data_base);
 
     json_t *ck = json_deep_copy(json_object_get(recipe, "checkpoint"));
@@ -274,8 +275,7 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
         free(cd);
     }
 
-    const char *time = run->time ? run->time
-                                  : json_string_value(json_object_get(res, "time"));
+    const char *time = run->time ? run->time : json_string_value(json_object_get(res, "time"));
     json_t *out = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:i}",
         "recipe", rname, "task", json_string_value(json_object_get(recipe, "task")), "experiment",
@@ -346,11 +346,12 @@ int recipe_check_inputs(const json_t *cfg, mtc_error_t *err)
                          path, json_string_value(json_object_get(data, "recipePath")),
                          json_string_value(json_object_get(data, "dataDir")));
     if ((task == RECIPE_PRETRAIN || task == RECIPE_CPT) && S_ISDIR(st.st_mode) && !has_shards(path))
-        return errprintf(err, "data.path: %s has no train_000000.bin shard (run `mtc-train prepare`)",
-                         path);
+        return errprintf(
+            err, "data.path: %s has no train_000000.bin shard (run `mtc-train prepare`)", path);
     if (stat(tok, &st) < 0 || !S_ISREG(st.st_mode))
         return errprintf(err, "data.tokenizer: %s does not exist", tok);
-    const char *init = json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "init"));
+    const char *init =
+        json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "init"));
     if (init && stat(init, &st) < 0)
         return errprintf(err, "checkpoint.init (--from-checkpoint): %s does not exist", init);
     return 0;
@@ -413,7 +414,8 @@ char **recipe_trainer_argv(const json_t *cfg, mtc_error_t *err)
     json_object_foreach(json_object_get(cfg, "trainerArgs"), k, val) rc |= push_val(&v, &n, k, val);
     rc |= push(&v, &n, "--resume");
     rc |= push(&v, &n, "auto");
-    rc |= push_val(&v, &n, "checkpoint-dir", json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
+    rc |= push_val(&v, &n, "checkpoint-dir",
+                   json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
     rc |= push_val(&v, &n, "log-dir", json_object_get(cfg, "logDir"));
     if (rc) {
         for (size_t i = 0; v && v[i]; i++)
@@ -514,8 +516,7 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     fprintf(f, "#SBATCH --output=%s/%%j.log\n#SBATCH --open-mode=append\n", task_dir);
     fprintf(f, "# requeued after node failure or preemption; the trainer resumes from its newest\n"
                "# checkpoint. USR1 before the time limit makes it checkpoint and exit 75.\n");
-    fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=USR1@%d\n",
-            geti(cfg, "signalBeforeS", 120));
+    fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=USR1@%d\n", geti(cfg, "signalBeforeS", 120));
     fprintf(f, "\nset -u\nTASK_DIR=");
     put_q(f, task_dir);
     fprintf(f, "\nJOB_ID=${SLURM_JOB_ID:-$$}\n");
@@ -533,7 +534,8 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     fprintf(f, "export MTC_EXPERIMENT=");
     put_q(f, json_string_value(json_object_get(cfg, "runId")));
     fprintf(f, " MTC_TASK_DIR=\"$TASK_DIR\"\n");
-    fprintf(f, "# secrets come from the submitting environment and are never written here\nfor v in");
+    fprintf(f,
+            "# secrets come from the submitting environment and are never written here\nfor v in");
     for (int i = 0; secrets[i]; i++)
         fprintf(f, " %s", secrets[i]);
     fprintf(f, "; do\n    [ -n \"${!v:-}\" ] && echo \"mtc: $v is set (passed through)\"\ndone\n");
@@ -576,9 +578,11 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
                "    echo \"mtc: trainer checkpointed on a signal; requeueing job $JOB_ID\"\n"
                "    scontrol requeue \"$JOB_ID\" && exit 0\n"
                "fi\n");
-    fprintf(f, "echo \"$rc\" >\"$TASK_DIR/$JOB_ID.exit.tmp\" && mv -f \"$TASK_DIR/$JOB_ID.exit.tmp\" "
-               "\"$TASK_DIR/$JOB_ID.exit\"\n");
-    fprintf(f, "echo \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), exit status $rc\"\n");
+    fprintf(f,
+            "echo \"$rc\" >\"$TASK_DIR/$JOB_ID.exit.tmp\" && mv -f \"$TASK_DIR/$JOB_ID.exit.tmp\" "
+            "\"$TASK_DIR/$JOB_ID.exit\"\n");
+    fprintf(
+        f, "echo \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), exit status $rc\"\n");
     fprintf(f, "exit $rc\n");
     for (size_t i = 0; argv[i]; i++)
         free(argv[i]);

@@ -97,8 +97,12 @@ static int parse_args(int argc, char **argv, struct targs *a)
         const struct optdef *d = &train_opts[c - 1000];
         char *p = (char *)a + d->off, *end;
         switch (d->type) {
-        case O_STR: *(const char **)p = optarg; break;
-        case O_FLAG: *(int *)p = 1; break;
+        case O_STR:
+            *(const char **)p = optarg;
+            break;
+        case O_FLAG:
+            *(int *)p = 1;
+            break;
         case O_INT:
             errno = 0;
             *(int *)p = (int)strtol(optarg, &end, 10);
@@ -209,11 +213,11 @@ static int build_config(const struct targs *a, struct model_config *cfg, mtc_err
 
 static json_t *args_json(const struct targs *a)
 {
-    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}",
-                     "steps", a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr", a->lr,
-                     "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd, "grad_clip",
-                     a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data, "mode",
-                     a->mode, "dpo_beta", a->dpo_beta, "init", a->init);
+    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}", "steps",
+                     a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr",
+                     a->lr, "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd,
+                     "grad_clip", a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data,
+                     "mode", a->mode, "dpo_beta", a->dpo_beta, "init", a->init);
 }
 
 struct run {
@@ -223,7 +227,7 @@ struct run {
     struct opt_state opt;
     struct opt_config oc;
     struct loader *tl, *vl;
-    struct ft *ft;  // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
+    struct ft *ft; // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
     struct loader_pos vl_start;
     struct ckpt_writer *cw;
     struct metrics *mt;
@@ -231,7 +235,7 @@ struct run {
     int32_t *x, *y;
     int rank, nranks, accum;
     int64_t step;
-    int64_t ckpt_step;  // step of the newest checkpoint of this run (-1 none)
+    int64_t ckpt_step; // step of the newest checkpoint of this run (-1 none)
     double tokens_seen;
     float last_loss;
 };
@@ -262,7 +266,7 @@ static int checkpoint(struct run *r, int sync, mtc_error_t *err)
     if (!r->a.ckpt_dir || r->ckpt_step == r->step)
         return 0;
     r->ckpt_step = r->step;
-    static struct ckpt_meta meta;  // large (per-rank positions); one checkpoint at a time
+    static struct ckpt_meta meta; // large (per-rank positions); one checkpoint at a time
     json_t *train = args_json(&r->a);
     fill_meta(r, &meta, train);
     int rc = 0;
@@ -325,7 +329,8 @@ static int setup(struct run *r, mtc_error_t *err)
             snprintf(resume, sizeof resume, "%s", a->resume);
         } else if (ckpt_find_latest(a->resume, resume, sizeof resume, err) != 1) {
             // a checkpoint root given as PATH resumes from its newest complete checkpoint
-            snprintf(resume, sizeof resume, "!--resume %s: no complete checkpoint there", a->resume);
+            snprintf(resume, sizeof resume, "!--resume %s: no complete checkpoint there",
+                     a->resume);
         }
     }
     dist_bcast(resume, sizeof resume);
@@ -341,8 +346,9 @@ static int setup(struct run *r, mtc_error_t *err)
             return -1;
         char d[160];
         if ((a->model || a->config) && !model_config_equal(&r->cfg, &want))
-            return errprintf(err, "--resume %s: the checkpoint's model differs from --model/--config (%s)",
-                             resume, interop_config_diff(&r->cfg, &want, d, sizeof d));
+            return errprintf(
+                err, "--resume %s: the checkpoint's model differs from --model/--config (%s)",
+                resume, interop_config_diff(&r->cfg, &want, d, sizeof d));
     }
     if (a->seq <= 0)
         a->seq = r->cfg.max_seq < 128 ? r->cfg.max_seq : 128;
@@ -367,11 +373,19 @@ static int setup(struct run *r, mtc_error_t *err)
     if (ftm < 0)
         return -1;
     if (ftm > 0) {
-        struct ft_config fc = {.mode = (enum ft_mode)ftm, .data = a->data, .tok = r->tk,
-                               .micro = a->micro, .accum = r->accum, .seq = a->seq,
-                               .rank = r->rank, .nranks = r->nranks, .seed = (uint64_t)a->seed,
-                               .shuffle = a->shuffle, .want_val = a->eval_every > 0,
-                               .beta = (float)a->dpo_beta, .init = a->init};
+        struct ft_config fc = {.mode = (enum ft_mode)ftm,
+                               .data = a->data,
+                               .tok = r->tk,
+                               .micro = a->micro,
+                               .accum = r->accum,
+                               .seq = a->seq,
+                               .rank = r->rank,
+                               .nranks = r->nranks,
+                               .seed = (uint64_t)a->seed,
+                               .shuffle = a->shuffle,
+                               .want_val = a->eval_every > 0,
+                               .beta = (float)a->dpo_beta,
+                               .init = a->init};
         r->ft = ft_create(&fc, &r->cfg, err);
         if (!r->ft)
             return -1;
@@ -420,8 +434,9 @@ static int setup(struct run *r, mtc_error_t *err)
         for (int k = 0; k < 3; k++) {
             json_t *v = json_object_get(meta.train, shape_keys[k]);
             if (json_is_integer(v) && json_integer_value(v) != cur[k]) {
-                errprintf(err, "checkpoint %s was trained with %s %lld, this run has %d "
-                               "(exact resume needs the same --batch/--micro-batch/--seq)",
+                errprintf(err,
+                          "checkpoint %s was trained with %s %lld, this run has %d "
+                          "(exact resume needs the same --batch/--micro-batch/--seq)",
                           resume, shape_keys[k], (long long)json_integer_value(v), cur[k]);
                 json_decref(meta.train);
                 return -1;
@@ -433,8 +448,9 @@ static int setup(struct run *r, mtc_error_t *err)
         }
         json_decref(meta.train);
         if (meta.nranks != r->nranks)
-            return errprintf(err, "checkpoint %s was written by %d ranks, this run has %d "
-                                  "(exact resume needs the same count)",
+            return errprintf(err,
+                             "checkpoint %s was written by %d ranks, this run has %d "
+                             "(exact resume needs the same count)",
                              resume, meta.nranks, r->nranks);
         if ((r->ft ? ft_set_pos(r->ft, &meta.loader[r->rank], err)
                    : loader_set_pos(r->tl, &meta.loader[r->rank], err)) < 0)
@@ -492,9 +508,11 @@ static float train_step(struct run *r, double *gnorm, float *lr, mtc_error_t *er
         errno = 0;
         float l = model_forward(r->m, r->x, r->y, NULL, norm, a->micro, a->seq);
         if (isnan(l) && errno == EINVAL) {
-            errprintf(err, "model forward rejected the batch: token id >= vocab_size %d or seq > max_seq "
-                           "(tokenizer/data do not match the model)",
-                      r->cfg.vocab_size);
+            errprintf(
+                err,
+                "model forward rejected the batch: token id >= vocab_size %d or seq > max_seq "
+                "(tokenizer/data do not match the model)",
+                r->cfg.vocab_size);
             return NAN;
         }
         model_backward(r->m, NULL);
@@ -557,7 +575,8 @@ static int run_loop(struct run *r, mtc_error_t *err)
                              r->step == first + 1)) {
             char b1[32], b2[32];
             double per = (t - t_start) / (double)(r->step - first);
-            fprintf(stdout, "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
+            fprintf(stdout,
+                    "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
                     r->step, a->steps, loss, lr, fmt_int(tps, b1, sizeof b1), mfu * 100,
                     fmt_dur(per * (double)(a->steps - r->step), b2, sizeof b2));
             last_logged = r->step;
@@ -568,8 +587,9 @@ static int run_loop(struct run *r, mtc_error_t *err)
         dist_allreduce_sum_d(&stop, 1);
         if (stop > 0) {
             if (r->rank == 0)
-                fprintf(stderr, "mtc-train: signal received, checkpointing at step %" PRId64
-                                " and exiting %d (requeue)\n",
+                fprintf(stderr,
+                        "mtc-train: signal received, checkpointing at step %" PRId64
+                        " and exiting %d (requeue)\n",
                         r->step, TRAIN_EXIT_REQUEUE);
             if (checkpoint(r, 1, err) < 0)
                 return -1;
@@ -594,9 +614,10 @@ static int run_loop(struct run *r, mtc_error_t *err)
                 r->last_loss);
     if (r->rank == 0 && r->cw && n0 > 0) {
         double mb = 3.0 * (double)model_nparams(r->m) * sizeof(float) / 1e6;
-        fprintf(stderr, "mtc-train: checkpoints: %d async, stall %.4f s each (snapshot copy %.4f s, "
-                        "waiting for the previous write %.4f s; %.2f s written in the background); "
-                        "final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
+        fprintf(stderr,
+                "mtc-train: checkpoints: %d async, stall %.4f s each (snapshot copy %.4f s, "
+                "waiting for the previous write %.4f s; %.2f s written in the background); "
+                "final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
                 n0, ss0 / n0, (ss0 - wt0) / n0, wt0 / n0, ws0, sync_s, mb,
                 mb / (sync_s > 0 ? sync_s : 1e-9));
     }
@@ -605,7 +626,7 @@ static int run_loop(struct run *r, mtc_error_t *err)
 
 int train_main(int argc, char **argv)
 {
-    static struct run r;  // zeroed; large
+    static struct run r; // zeroed; large
     struct targs *a = &r.a;
     a->steps = 100;
     a->batch = 8;

@@ -19,7 +19,8 @@ static void test_errprintf_one_line(void)
     memset(longs, '\n', sizeof(longs) - 1);
     longs[sizeof(longs) - 1] = '\0';
     errprintf(&err, "%s", longs);
-    CHECK(strlen(err.text) < sizeof(err.text) && !strchr(err.text, '\n'), "truncated, still one line");
+    CHECK(strlen(err.text) < sizeof(err.text) && !strchr(err.text, '\n'),
+          "truncated, still one line");
 }
 
 int main(void)

@@ -273,12 +273,13 @@ int main(void)
         return check_done();
     struct provider_hooks hooks = {.agent = agent};
     provider_set_hooks(p, &hooks, &err);
-    snprintf(spec_text, sizeof(spec_text),
-             "{\"nodePools\":[{\"id\":\"a3m\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
-             "\"scalingSpec\":{\"minNodeCount\":2}}],"
-             "\"healthPolicy\":{\"checks\":[\"gpu\",\"disk\",\"sdc\",\"daemon\"],\"intervalSeconds\":2,"
-             "\"nvml_library\":\"%s\"}}",
-             nvml);
+    snprintf(
+        spec_text, sizeof(spec_text),
+        "{\"nodePools\":[{\"id\":\"a3m\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
+        "\"scalingSpec\":{\"minNodeCount\":2}}],"
+        "\"healthPolicy\":{\"checks\":[\"gpu\",\"disk\",\"sdc\",\"daemon\"],\"intervalSeconds\":2,"
+        "\"nvml_library\":\"%s\"}}",
+        nvml);
     json_t *in = json_loads(spec_text, 0, NULL);
     json_t *spec = cluster_spec_normalize(in, &err);
     json_decref(in);
@@ -411,9 +412,8 @@ int main(void)
           "reimage keeps the hardware (ECC errors and hw/env remain)");
     snprintf(path, sizeof(path), "LD_PRELOAD=%s", badfma);
     a0 = pid_of("agent-tn-a3m-0");
-    CHECK(env_has(a0, path) && env_has(a0, "HW_NOTE=a b=c") &&
-              env_has(a0, "MTC_NODE=tn-a3m-0") && !env_has(a0, "MTC_NODE=tn-a3m-1") &&
-              !env_has(a0, "lower_case=1"),
+    CHECK(env_has(a0, path) && env_has(a0, "HW_NOTE=a b=c") && env_has(a0, "MTC_NODE=tn-a3m-0") &&
+              !env_has(a0, "MTC_NODE=tn-a3m-1") && !env_has(a0, "lower_case=1"),
           "the node's agent runs with hw/env's valid lines, mtc's MTC_NODE kept");
     free(state);
 

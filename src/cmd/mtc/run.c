@@ -193,7 +193,8 @@ static int submit_slurm(json_t *cfg, const char *script_path, mtc_error_t *err, 
         char list[160];
         partition_list(parts, list, sizeof(list));
         fprintf(stderr, "%s\n", out && *out ? out : "sbatch failed");
-        errprintf(err, "submission failed%s%s", out && strstr(out, "partition") ? "; partitions: " : "",
+        errprintf(err, "submission failed%s%s",
+                  out && strstr(out, "partition") ? "; partitions: " : "",
                   out && strstr(out, "partition") ? list : "");
         free(out);
         return -1;
@@ -205,9 +206,12 @@ static int submit_slurm(json_t *cfg, const char *script_path, mtc_error_t *err, 
 static int submit_local(json_t *cfg, const char *script_path, mtc_error_t *err)
 {
     /* the shell's own pid names the log: exec keeps it, so it is the job id */
-    char *argv[] = {"/bin/bash", "-c", "exec /bin/bash \"$0\" >>\"$1/$$.log\" 2>&1",
+    char *argv[] = {"/bin/bash",
+                    "-c",
+                    "exec /bin/bash \"$0\" >>\"$1/$$.log\" 2>&1",
                     (char *)script_path,
-                    (char *)json_string_value(json_object_get(cfg, "taskDir")), NULL};
+                    (char *)json_string_value(json_object_get(cfg, "taskDir")),
+                    NULL};
     char *env[] = {"SLURM_JOB_ID=", NULL};
     pid_t pid = mtc_spawn(argv, env, NULL);
     if (pid < 0)
@@ -233,7 +237,7 @@ int cmd_run(struct cli *c, int argc, char **argv)
             json_t *row;
             fprintf(stderr, "recipes (-s NAME, or -s FILE for your own copy):\n");
             json_array_foreach(cat, i, row)
-            fprintf(stderr, "  %s\n", json_string_value(json_object_get(row, "name")));
+                fprintf(stderr, "  %s\n", json_string_value(json_object_get(row, "name")));
             json_decref(cat);
         }
         return 1;
@@ -297,13 +301,14 @@ int cmd_run(struct cli *c, int argc, char **argv)
         if (pname)
             pi = json_object_get(parts, pname);
         else
-            json_object_foreach(parts, k, v) if (json_is_true(json_object_get(v, "default"))) pi = v,
-                                                                                              pname = k;
+            json_object_foreach(parts, k, v) if (json_is_true(json_object_get(v, "default")))
+                pi = v,
+                pname = k;
         int have = pi ? (int)json_integer_value(json_object_get(pi, "nodes")) : 0;
         int want = (int)json_integer_value(json_object_get(cfg, "nodes"));
         if (pi && want > have) {
-            rc = cli_fail("-n %d: partition %s has %d node%s; ask for at most %d", want, pname, have,
-                          have == 1 ? "" : "s", have);
+            rc = cli_fail("-n %d: partition %s has %d node%s; ask for at most %d", want, pname,
+                          have, have == 1 ? "" : "s", have);
             json_decref(parts);
             goto out;
         }
@@ -319,13 +324,15 @@ int cmd_run(struct cli *c, int argc, char **argv)
         goto out;
     }
     char spath[PATH_MAX + 16];
-    snprintf(spath, sizeof(spath), "%s/sbatch.sh", json_string_value(json_object_get(cfg, "taskDir")));
+    snprintf(spath, sizeof(spath), "%s/sbatch.sh",
+             json_string_value(json_object_get(cfg, "taskDir")));
     int s = is_slurm ? submit_slurm(cfg, spath, &err, parts) : submit_local(cfg, spath, &err);
     json_decref(parts);
     if (s < 0) {
         /* nothing ran: leave no experiment behind */
         char run_dir[PATH_MAX];
-        snprintf(run_dir, sizeof(run_dir), "%s", json_string_value(json_object_get(cfg, "taskDir")));
+        snprintf(run_dir, sizeof(run_dir), "%s",
+                 json_string_value(json_object_get(cfg, "taskDir")));
         char *slash = strrchr(run_dir, '/');
         if (slash)
             *slash = '\0';
@@ -373,10 +380,10 @@ static int r_list(struct cli *c, int argc, char **argv)
         size_t i;
         json_t *r;
         json_array_foreach(cat, i, r)
-        printf("%-30s %-9s %-12s %s\n", json_string_value(json_object_get(r, "name")),
-               json_string_value(json_object_get(r, "task")),
-               json_string_value(json_object_get(r, "model")),
-               json_string_value(json_object_get(r, "description")));
+            printf("%-30s %-9s %-12s %s\n", json_string_value(json_object_get(r, "name")),
+                   json_string_value(json_object_get(r, "task")),
+                   json_string_value(json_object_get(r, "model")),
+                   json_string_value(json_object_get(r, "description")));
     }
     json_decref(cat);
     return 0;
@@ -434,8 +441,7 @@ static int rl_launch(struct cli *c, int argc, char **argv)
             char *end;
             long n = strtol(argv[++i], &end, 10);
             nodes = *argv[i] && !*end && n > 0 && n <= 100000 ? (int)n : 0;
-        }
-        else if (strcmp(a, "--job-script") == 0 || strcmp(a, "--job_script") == 0)
+        } else if (strcmp(a, "--job-script") == 0 || strcmp(a, "--job_script") == 0)
             script = argv[++i];
         else if (strcmp(a, "--cluster-type") == 0 || strcmp(a, "--cluster_type") == 0)
             ctype = argv[++i];
@@ -497,16 +503,18 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     if (gpus)
         fprintf(f, "#SBATCH --gpus-per-node=%d\n", gpus);
     fprintf(f, "D=%s/$SLURM_JOB_ID\nmkdir -p \"$D/checkpoints\" \"$D/logs\"\ncd \"$D\"\n", qc);
-    fprintf(f, "export MTC_CHECKPOINT_DIR=\"$D/checkpoints\" MTC_LOG_DIR=\"$D/logs\" "
-               "MTC_CLUSTER_TYPE=%s GPUS_PER_NODE=%d NNODES=%d\n",
+    fprintf(f,
+            "export MTC_CHECKPOINT_DIR=\"$D/checkpoints\" MTC_LOG_DIR=\"$D/logs\" "
+            "MTC_CLUSTER_TYPE=%s GPUS_PER_NODE=%d NNODES=%d\n",
             ctype, gpus, nodes);
     fprintf(f, "exec >>\"$D/output.log\" 2>&1\n");
     fprintf(f, "echo \"mtc: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart "
                "${SLURM_RESTART_COUNT:-0}\"\n");
     if (interactive) {
-        fprintf(f, "cat >\"$D/attach.sh\" <<EOF\n#!/bin/bash\n"
-                   "# a shell inside job $SLURM_JOB_ID on node \\${1:-0} (of $SLURM_JOB_NODELIST)\n"
-                   "exec %s attach $SLURM_JOB_ID \"\\${1:-0}\"\nEOF\nchmod +x \"$D/attach.sh\"\n",
+        fprintf(f,
+                "cat >\"$D/attach.sh\" <<EOF\n#!/bin/bash\n"
+                "# a shell inside job $SLURM_JOB_ID on node \\${1:-0} (of $SLURM_JOB_NODELIST)\n"
+                "exec %s attach $SLURM_JOB_ID \"\\${1:-0}\"\nEOF\nchmod +x \"$D/attach.sh\"\n",
                 qm);
     }
     if (*sabs)
@@ -563,7 +571,8 @@ int cmd_attach(struct cli *c, int argc, char **argv)
 {
     (void)c;
     if (argc < 2 || argc > 3 || argv[1][0] == '-')
-        return cli_fail("usage: mtc attach JOB [N]   (a shell in job JOB's allocation on its node N)"),
+        return cli_fail(
+                   "usage: mtc attach JOB [N]   (a shell in job JOB's allocation on its node N)"),
                2;
     const char *job = argv[1];
     if (strspn(job, "0123456789") != strlen(job))
