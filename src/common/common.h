@@ -63,6 +63,9 @@ struct mtc_io {
     char *out, *err; /* set by mtc_run_io when captured (even on -1): caller frees */
 };
 int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms);
+/* s single-quoted for a POSIX shell ("it's" → 'it'\''s'): one word, nothing
+ * expanded. Caller frees; NULL when out of memory. */
+char *mtc_shell_quote(const char *s);
 /* Start a process detached in its own session, stdio to logpath (or /dev/null).
  * Returns its pid or -1. The caller reaps it (or lets init do it). */
 pid_t mtc_spawn(char *const argv[], char *const env[], const char *logpath);

@@ -1,5 +1,5 @@
 /* proc: run commands (capturing output, with a timeout), spawn daemons,
- * and manage processes by recorded pid — never by name. */
+ * manage processes by recorded pid — never by name — and quote words for a shell. */
 #include "common/common.h"
 
 #include <errno.h>
@@ -262,6 +262,28 @@ done:;
         io->err = sink_take(&errs);
     errno = saved;
     return rc;
+}
+
+char *mtc_shell_quote(const char *s)
+{
+    size_t n = 3; /* the two quotes and the NUL */
+    for (const char *p = s; *p; p++)
+        n += *p == '\'' ? 4 : 1;
+    char *out = malloc(n), *o = out;
+    if (!out)
+        return NULL;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return out;
 }
 
 int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms)

@@ -427,31 +427,9 @@ char **recipe_trainer_argv(const json_t *cfg, mtc_error_t *err)
     return v;
 }
 
-char *recipe_shell_quote(const char *s)
-{
-    size_t n = 2;
-    for (const char *p = s; *p; p++)
-        n += *p == '\'' ? 4 : 1;
-    char *out = malloc(n + 1), *o = out;
-    if (!out)
-        return NULL;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return out;
-}
-
 static void put_q(FILE *f, const char *s)
 {
-    char *q = recipe_shell_quote(s);
+    char *q = mtc_shell_quote(s);
     fputs(q ? q : "''", f);
     free(q);
 }

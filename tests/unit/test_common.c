@@ -23,9 +23,32 @@ static void test_errprintf_one_line(void)
           "truncated, still one line");
 }
 
+/* One shell word, nothing expanded (recipes' sbatch scripts, the hosts provider's ssh). */
+static void test_shell_quote(void)
+{
+    char *q = mtc_shell_quote("it's $HOME");
+    CHECK_STR(q, "'it'\\''s $HOME'", "single quotes escape everything");
+    free(q);
+    q = mtc_shell_quote("");
+    CHECK_STR(q, "''", "the empty word stays a word");
+    free(q);
+    q = mtc_shell_quote("''");
+    CHECK_STR(q, "''\\'''\\'''", "quotes only");
+    free(q);
+    char *argv[] = {"sh", "-c", NULL, NULL}, *out = NULL, cmd[128];
+    q = mtc_shell_quote("a'b \"$(x)\" `y` \\ *");
+    snprintf(cmd, sizeof(cmd), "printf %%s %s", q ? q : "");
+    argv[2] = cmd;
+    CHECK(mtc_run(argv, NULL, &out, 5000) == 0, "quoted word runs");
+    CHECK_STR(out, "a'b \"$(x)\" `y` \\ *", "the shell reads back the same bytes");
+    free(out);
+    free(q);
+}
+
 int main(void)
 {
     test_errprintf_one_line();
+    test_shell_quote();
     CHECK(mtc_name_valid("demo", 10), "plain name valid");
     CHECK(mtc_name_valid("a3m-pool-1", 20), "dashes and digits valid");
     CHECK(!mtc_name_valid("Demo", 10), "uppercase rejected");

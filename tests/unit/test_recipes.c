@@ -314,13 +314,6 @@ static void test_container_mounts(void)
     json_decref(r);
 }
 
-static void test_quote(void)
-{
-    char *q = recipe_shell_quote("it's $HOME");
-    CHECK_STR(q, "'it'\\''s $HOME'", "single quotes escape everything");
-    free(q);
-}
-
 int main(void)
 {
     test_catalog();
@@ -328,7 +321,6 @@ int main(void)
     test_validation();
     test_resolve_render();
     test_finetune();
-    test_quote();
     test_sbatch_names();
     test_container_mounts();
     return check_done();

@@ -492,8 +492,8 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     char self[PATH_MAX];
     if (sibling_program("mtc", self, sizeof(self)) < 0)
         snprintf(self, sizeof(self), "mtc");
-    char *qs = recipe_shell_quote(sabs), *qc = recipe_shell_quote(cwd);
-    char *qm = recipe_shell_quote(self);
+    char *qs = mtc_shell_quote(sabs), *qc = mtc_shell_quote(cwd);
+    char *qm = mtc_shell_quote(self);
     fprintf(f, "#!/bin/bash\n# mtc rl launch: %s job on cluster type %s.\n",
             interactive ? "interactive" : "batch", ctype);
     fprintf(f, "#SBATCH --job-name=mtc-rl\n#SBATCH --nodes=%d\n#SBATCH --time=%s\n", nodes, tlimit);
