@@ -405,12 +405,8 @@ int cmd_run(struct cli *c, int argc, char **argv)
 
 static int r_list(struct cli *c, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            c->json = 1;
-        else
-            return cli_fail("usage: mtc recipes list [--json]"), 2;
-    }
+    if (cli_json_only(c, argc, argv, "mtc recipes list [--json]"))
+        return 2;
     mtc_error_t err = {""};
     json_t *cat = recipe_catalog(&err);
     if (!cat)
@@ -418,14 +414,12 @@ static int r_list(struct cli *c, int argc, char **argv)
     if (c->json) {
         cli_print_json(cat);
     } else {
-        printf("%-30s %-9s %-12s %s\n", "NAME", "TASK", "MODEL", "DESCRIPTION");
-        size_t i;
-        json_t *r;
-        json_array_foreach(cat, i, r)
-            printf("%-30s %-9s %-12s %s\n", json_string_value(json_object_get(r, "name")),
-                   json_string_value(json_object_get(r, "task")),
-                   json_string_value(json_object_get(r, "model")),
-                   json_string_value(json_object_get(r, "description")));
+        static const struct cli_col cols[] = {{"NAME", "name", 30, NULL},
+                                              {"TASK", "task", 9, NULL},
+                                              {"MODEL", "model", 12, NULL},
+                                              {"DESCRIPTION", "description", 0, NULL},
+                                              {NULL, NULL, 0, NULL}};
+        cli_print_table(cols, cat);
     }
     json_decref(cat);
     return 0;
