@@ -40,6 +40,9 @@ struct cli_col {
 };
 /* A heading line, then one line per object of rows. cols ends with a NULL heading. */
 void cli_print_table(const struct cli_col *cols, const json_t *rows);
+/* A listing: all as JSON with --json, else rows (within all) as a table. */
+void cli_print_list(const struct cli *c, const json_t *all, const json_t *rows,
+                    const struct cli_col *cols);
 /* The arguments of a command whose only option is --json (sets c->json). 0, or 2
  * (the exit status) after printing "usage: USE". */
 int cli_json_only(struct cli *c, int argc, char **argv, const char *use);

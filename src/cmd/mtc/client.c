@@ -134,6 +134,15 @@ void cli_print_table(const struct cli_col *cols, const json_t *rows)
     json_array_foreach(rows, i, row) print_cells(cols, row);
 }
 
+void cli_print_list(const struct cli *c, const json_t *all, const json_t *rows,
+                    const struct cli_col *cols)
+{
+    if (c->json)
+        cli_print_json(all);
+    else
+        cli_print_table(cols, rows);
+}
+
 int cli_json_only(struct cli *c, int argc, char **argv, const char *use)
 {
     for (int i = 1; i < argc; i++) {

@@ -340,30 +340,32 @@ static json_t *get_cluster(struct cli *c, int argc, char **argv, const char *use
     return cl;
 }
 
+static const struct cli_col node_cols[] = {{"NODE", "instanceName", 22, "?"},
+                                           {"POOL", "nodePoolId", 8, "-"},
+                                           {"STATE", "nodeState", 9, "-"},
+                                           {"SLURM", "slurmState", 10, "-"},
+                                           {"HEALTH", "health", 7, "-"},
+                                           {"REMEDIATION", "remediation", 12, "-"},
+                                           {"LAST FAILING CHECK", "failingCheck", 22, "-"},
+                                           {"REASON", "failingReason", 0, ""},
+                                           {NULL, NULL, 0, NULL}};
+
 static int c_nodes(struct cli *c, int argc, char **argv)
 {
     json_t *cl = get_cluster(c, argc, argv, "mtc cluster nodes ID [--json]");
     if (!cl)
         return 1;
     json_t *nodes = json_object_get(json_object_get(cl, "clusterStatus"), "nodesStatus");
-    if (c->json) {
-        cli_print_json(nodes);
-        json_decref(cl);
-        return 0;
-    }
-    static const struct cli_col cols[] = {{"NODE", "instanceName", 22, "?"},
-                                          {"POOL", "nodePoolId", 8, "-"},
-                                          {"STATE", "nodeState", 9, "-"},
-                                          {"SLURM", "slurmState", 10, "-"},
-                                          {"HEALTH", "health", 7, "-"},
-                                          {"REMEDIATION", "remediation", 12, "-"},
-                                          {"LAST FAILING CHECK", "failingCheck", 22, "-"},
-                                          {"REASON", "failingReason", 0, ""},
-                                          {NULL, NULL, 0, NULL}};
-    cli_print_table(cols, nodes);
+    cli_print_list(c, nodes, nodes, node_cols);
     json_decref(cl);
     return 0;
 }
+
+static const struct cli_col event_cols[] = {{"TIME", "eventTime", 24, "?"},
+                                            {"TYPE", "eventType", 26, "?"},
+                                            {"NODE", "nodeName", 20, "-"},
+                                            {"DESCRIPTION", "description", 0, ""},
+                                            {NULL, NULL, 0, NULL}};
 
 static int c_events(struct cli *c, int argc, char **argv)
 {
@@ -371,17 +373,7 @@ static int c_events(struct cli *c, int argc, char **argv)
     if (!cl)
         return 1;
     json_t *events = json_object_get(cl, "clusterEvents");
-    if (c->json) {
-        cli_print_json(events);
-        json_decref(cl);
-        return 0;
-    }
-    static const struct cli_col cols[] = {{"TIME", "eventTime", 24, "?"},
-                                          {"TYPE", "eventType", 26, "?"},
-                                          {"NODE", "nodeName", 20, "-"},
-                                          {"DESCRIPTION", "description", 0, ""},
-                                          {NULL, NULL, 0, NULL}};
-    cli_print_table(cols, events);
+    cli_print_list(c, events, events, event_cols);
     json_decref(cl);
     return 0;
 }

@@ -411,16 +411,12 @@ static int r_list(struct cli *c, int argc, char **argv)
     json_t *cat = recipe_catalog(&err);
     if (!cat)
         return cli_fail("%s", err.text);
-    if (c->json) {
-        cli_print_json(cat);
-    } else {
-        static const struct cli_col cols[] = {{"NAME", "name", 30, NULL},
-                                              {"TASK", "task", 9, NULL},
-                                              {"MODEL", "model", 12, NULL},
-                                              {"DESCRIPTION", "description", 0, NULL},
-                                              {NULL, NULL, 0, NULL}};
-        cli_print_table(cols, cat);
-    }
+    static const struct cli_col cols[] = {{"NAME", "name", 30, NULL},
+                                          {"TASK", "task", 9, NULL},
+                                          {"MODEL", "model", 12, NULL},
+                                          {"DESCRIPTION", "description", 0, NULL},
+                                          {NULL, NULL, 0, NULL}};
+    cli_print_list(c, cat, cat, cols);
     json_decref(cat);
     return 0;
 }

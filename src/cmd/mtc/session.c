@@ -147,16 +147,12 @@ static int t_list(struct cli *c, int argc, char **argv)
     mtc_error_t err = {""};
     if (cli_call_ok(c, "GET", "/v1/tokens", NULL, &r, &err) < 0)
         return cli_fail("%s", err.text);
-    if (c->json) {
-        cli_print_json(r);
-    } else {
-        static const struct cli_col cols[] = {{"ID", "id", 14, NULL},
-                                              {"NAME", "name", 20, NULL},
-                                              {"ROLE", "role", 8, NULL},
-                                              {"CREATED", "createTime", 0, NULL},
-                                              {NULL, NULL, 0, NULL}};
-        cli_print_table(cols, json_object_get(r, "tokens"));
-    }
+    static const struct cli_col cols[] = {{"ID", "id", 14, NULL},
+                                          {"NAME", "name", 20, NULL},
+                                          {"ROLE", "role", 8, NULL},
+                                          {"CREATED", "createTime", 0, NULL},
+                                          {NULL, NULL, 0, NULL}};
+    cli_print_list(c, r, json_object_get(r, "tokens"), cols);
     json_decref(r);
     return 0;
 }
