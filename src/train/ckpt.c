@@ -498,7 +498,20 @@ static int list_steps(const char *dir, int64_t **out, int *n)
     return 0;
 }
 
-int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err)
+/* A checkpoint whose meta.json reads back whole. 0, or -1 with err. */
+static int meta_readable(const char *ckdir, mtc_error_t *err)
+{
+    json_t *o = read_meta(ckdir, err);
+    if (!o)
+        return -1;
+    json_decref(o);
+    return 0;
+}
+
+/* The newest step_ directory under dir that ok() accepts, into out; the others
+ * are skipped with a log line. 1 found, 0 none, -1 error. */
+static int find_newest(const char *dir, int (*ok)(const char *ckdir, mtc_error_t *err), char *out,
+                       size_t outlen, mtc_error_t *err)
 {
     int64_t *steps;
     int n;
@@ -509,17 +522,20 @@ int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err
         char ck[4096];
         snprintf(ck, sizeof ck, "%s/step_%08" PRId64, dir, steps[i]);
         mtc_error_t e2;
-        json_t *o = read_meta(ck, &e2);
-        if (!o) {
+        if (ok(ck, &e2) < 0) {
             log_msg(LOG_WARNING, "skipping %s", e2.text);
             continue;
         }
-        json_decref(o);
         snprintf(out, outlen, "%s", ck);
         found = 1;
     }
     free(steps);
     return found;
+}
+
+int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err)
+{
+    return find_newest(dir, meta_readable, out, outlen, err);
 }
 
 /* Hash a whole file in chunks and compare with meta.json's value. */
@@ -580,24 +596,7 @@ int ckpt_verify(const char *ckdir, mtc_error_t *err)
 
 int ckpt_find_latest_valid(const char *dir, char *out, size_t outlen, mtc_error_t *err)
 {
-    int64_t *steps;
-    int n;
-    if (list_steps(dir, &steps, &n) < 0)
-        return errprintf(err, "checkpoint dir %s: %s", dir, strerror(errno));
-    int found = 0;
-    for (int i = 0; i < n && !found; i++) {
-        char ck[4096];
-        snprintf(ck, sizeof ck, "%s/step_%08" PRId64, dir, steps[i]);
-        mtc_error_t e2;
-        if (ckpt_verify(ck, &e2) < 0) {
-            log_msg(LOG_WARNING, "skipping %s", e2.text);
-            continue;
-        }
-        snprintf(out, outlen, "%s", ck);
-        found = 1;
-    }
-    free(steps);
-    return found;
+    return find_newest(dir, ckpt_verify, out, outlen, err);
 }
 
 int ckpt_prune(const char *dir, int keep)
