@@ -201,12 +201,9 @@ static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
 {
     char exe[PATH_MAX], agent[PATH_MAX + 16], health[2 * PATH_MAX], prolog[2 * PATH_MAX],
         epilog[2 * PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
-    if (slash)
-        *slash = '\0';
-    snprintf(agent, sizeof(agent), "%s/mtc-agent", slash ? exe : ".");
-    if (!slash || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
+    int have_dir = mtc_exe_dir(exe, sizeof(exe)) == 0;
+    snprintf(agent, sizeof(agent), "%s/mtc-agent", have_dir ? exe : ".");
+    if (!have_dir || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
         log_msg(LOG_WARNING, "no usable mtc-agent next to mtcd (%s): nodes run no health checks",
                 agent);
         return 0;

@@ -42,6 +42,9 @@ int mtc_name_valid(const char *s, size_t maxlen);
 /* proto3 JSON field names: "machine_type" → "machineType" into out (len bytes). */
 void mtc_camel_case(const char *in, char *out, size_t len);
 
+/* The directory of the running program (/proc/self/exe less its last
+ * component) into buf. 0, or -1 with errno when it cannot be read. */
+int mtc_exe_dir(char *buf, size_t len);
 /* Find a data file shipped with mtc (catalog, recipes): $MTC_DATA_DIR, then
  * <exe>/../share/mtc, then <exe>/../../data and <exe>/../.. (source tree). Caller frees. */
 char *mtc_data_path(const char *name);

@@ -208,6 +208,21 @@ void mtc_camel_case(const char *in, char *out, size_t len)
     out[j] = '\0';
 }
 
+int mtc_exe_dir(char *buf, size_t len)
+{
+    ssize_t n = len > 1 ? readlink("/proc/self/exe", buf, len - 1) : -1;
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash) {
+        errno = ENOENT;
+        return -1;
+    }
+    *slash = '\0';
+    return 0;
+}
+
 char *mtc_data_path(const char *name)
 {
     char exe[PATH_MAX], *out = NULL;
@@ -220,13 +235,8 @@ char *mtc_data_path(const char *name)
         free(out);
         out = NULL;
     }
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
+    if (mtc_exe_dir(exe, sizeof(exe)) < 0)
         return NULL;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = '\0';
     /* installed: PREFIX/bin -> PREFIX/share/mtc; source tree: build/bin -> data */
     const char *rel[] = {"../share/mtc", "../../data", "../.."};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {

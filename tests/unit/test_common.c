@@ -120,6 +120,12 @@ int main(void)
     CHECK(pid > 0 && mtc_pid_alive(pid), "spawned process alive");
     CHECK(mtc_pid_stop(pid, 2000) == 0 && !mtc_pid_alive(pid), "stopped by pid");
 
+    char exe[4096], self[4200];
+    CHECK(mtc_exe_dir(exe, sizeof(exe)) == 0 && exe[0] == '/', "program directory: %s", exe);
+    snprintf(self, sizeof(self), "%s/test_common", exe);
+    CHECK(mtc_path_exists(self), "this test lives there");
+    CHECK(mtc_exe_dir(exe, 1) == -1, "no room: -1");
+
     char h[65];
     mtc_sha256_hex("abc", h);
     CHECK_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "sha256");

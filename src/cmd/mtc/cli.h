@@ -71,6 +71,9 @@ int cmd_experiment(struct cli *c, int argc, char **argv);
 int cmd_rl(struct cli *c, int argc, char **argv);
 int cmd_attach(struct cli *c, int argc, char **argv);
 
+/* NAME next to this mtc binary (build/bin, PREFIX/bin) into buf, when it is
+ * there and executable. 0, or -1. */
+int cli_sibling(const char *name, char *buf, size_t len);
 /* The API path of an operation, from its full name or its id, into buf. */
 void cli_op_path(struct cli *c, const char *name, char *buf, size_t len);
 /* Wait for an operation (full name or id) to finish; *out gets the final

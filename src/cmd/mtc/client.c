@@ -1,12 +1,15 @@
 /* client: the `mtc` command's HTTP client (libcurl) for mtcd's API, over the
- * unix socket by default or TCP with a bearer token (MTC_URL, MTC_TOKEN). */
+ * unix socket by default or TCP with a bearer token (MTC_URL, MTC_TOKEN), and
+ * what the subcommands share: dispatch, tables, operation waits, siblings. */
 #include "cli.h"
 
 #include <curl/curl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct buf {
     char *data;
@@ -192,6 +195,14 @@ int cli_dispatch(struct cli *c, const char *group, const struct cli_cmd *table, 
     for (const struct cli_cmd *t = table; t->name; t++)
         fprintf(fp, "  %-12s %s\n", t->name, t->summary);
     return fp == stdout ? 0 : 2;
+}
+
+int cli_sibling(const char *name, char *buf, size_t len)
+{
+    char dir[PATH_MAX];
+    if (mtc_exe_dir(dir, sizeof(dir)) < 0)
+        return -1;
+    return snprintf(buf, len, "%s/%s", dir, name) < (int)len && access(buf, X_OK) == 0 ? 0 : -1;
 }
 
 void cli_op_path(struct cli *c, const char *name, char *buf, size_t len)

@@ -19,17 +19,8 @@
  * absolute either way because the job runs it on other (emulated) nodes. */
 static int sibling_program(const char *name, char *buf, size_t len)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            if (snprintf(buf, len, "%s/%s", exe, name) < (int)len && access(buf, X_OK) == 0)
-                return 0;
-        }
-    }
+    if (cli_sibling(name, buf, len) == 0)
+        return 0;
     const char *path = getenv("PATH");
     char *copy = strdup(path ? path : "/usr/bin:/bin"), *save = NULL;
     for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {

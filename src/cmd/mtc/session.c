@@ -205,19 +205,8 @@ static int healthy(struct cli *c, json_t **out)
 /* mtcd next to this mtc binary, else from PATH. */
 static void mtcd_path(char *buf, size_t len)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(buf, len, "%s/mtcd", exe);
-            if (access(buf, X_OK) == 0)
-                return;
-        }
-    }
-    snprintf(buf, len, "mtcd");
+    if (cli_sibling("mtcd", buf, len) < 0)
+        snprintf(buf, len, "mtcd");
 }
 
 static int d_start(struct cli *c, int argc, char **argv)
