@@ -210,16 +210,21 @@ void mtc_camel_case(const char *in, char *out, size_t len)
 
 int mtc_exe_dir(char *buf, size_t len)
 {
-    ssize_t n = len > 1 ? readlink("/proc/self/exe", buf, len - 1) : -1;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0)
         return -1;
-    buf[n] = '\0';
-    char *slash = strrchr(buf, '/');
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
     if (!slash) {
         errno = ENOENT;
         return -1;
     }
     *slash = '\0';
+    if (snprintf(buf, len, "%s", exe) >= (int)len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     return 0;
 }
 
