@@ -3,30 +3,21 @@
 # emulated nodes; RSS of mtcd and of one slurmd; API throughput and p99 latency
 # for GET of one cluster and for list with concurrent clients, beside
 # slurmrestd's node listing on the same cluster in the same run.
-set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B=${MTC_BUILD:-$ROOT/build}
-export PATH=$B/bin:$PATH
-W=$(mktemp -d /tmp/mtc-bench.XXXXXX)
-export MTC_HOME=$W/home
+. "$(dirname "$0")/lib.inc"
 SECS=${BENCH_SECONDS:-3}
 mkdir -p "$W/bin"
 cc -O2 -std=c11 -D_GNU_SOURCE -o "$W/bin/httpload" "$ROOT/bench/httpload.c" -lpthread || exit 1
-PIDS=()
 cleanup() {
     for id in $(mtc cluster list --json 2>/dev/null | python3 -c 'import json,sys; [print(c["name"].split("/")[-1]) for c in json.load(sys.stdin)["modelDevelopmentClusters"]]' 2>/dev/null); do
         mtc cluster delete "$id" >/dev/null 2>&1
     done
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    sleep 0.5
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    bench_stop_pids
     [ -n "${KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mtcd --home "$MTC_HOME" --daemon --listen 127.0.0.1:$PORT || exit 1
-MTCD=$(cat "$MTC_HOME/mtcd.pid"); PIDS+=("$MTCD")
+bench_start_mtcd --listen 127.0.0.1:$PORT || exit 1
 TOKEN=$(mtc token create --name bench --role viewer | head -1)
 rss() { awk '/VmRSS/ {print $2/1024}' /proc/$1/status; }
 

@@ -5,25 +5,16 @@
 # 1 node in the same run (scaling efficiency = tps2 / (2 x tps1); 1 CPU rank
 # per node, 1 thread each). Corpus: ../shared/data/tinyshakespeare.txt when
 # present, else the Debian license texts.
-set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B=${MTC_BUILD:-$ROOT/build}
-export PATH=$B/bin:$PATH
-W=$(mktemp -d /tmp/mtc-bench.XXXXXX)
-export MTC_HOME=$W/home
+. "$(dirname "$0")/lib.inc"
 STEPS=${BENCH_STEPS:-60}
-PIDS=()
 cleanup() {
     mtc cluster delete bs >/dev/null 2>&1
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    sleep 0.5
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    bench_stop_pids
     rm -rf "$W"
 }
 trap cleanup EXIT
 mkdir -p "$MTC_HOME"
-mtcd --home "$MTC_HOME" --daemon || exit 1
-PIDS+=("$(cat "$MTC_HOME/mtcd.pid")")
+bench_start_mtcd || exit 1
 mtc cluster create -f "$ROOT/examples/local-2node.json" --id bs >/dev/null || { echo "cluster create failed"; exit 1; }
 eval "$(mtc env bs)"
 

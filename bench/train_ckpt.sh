@@ -9,6 +9,7 @@
 #   fsync on the same disk. Knobs: CKPT_DIR (default a temp dir on /tmp's disk),
 #   BENCH_STEPS, BENCH_DMODEL.
 set -u
+. "$(dirname "$0")/../tests/integration/train_setup.inc"
 B=${MTC_BUILD:-build}
 BIN=$B/bin/mtc-train
 [ -x "$BIN" ] || { echo "bench train_ckpt: $BIN missing (run make)"; exit 1; }
@@ -16,17 +17,7 @@ W=$(mktemp -d "${CKPT_DIR:-/tmp}/mtc-bench-ckpt.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 STEPS=${BENCH_STEPS:-60}
 DM=${BENCH_DMODEL:-320}
-python3 - "$W/data" <<'PY'
-import os, random, struct, sys
-random.seed(2)
-os.makedirs(sys.argv[1])
-for name, n in (("train_000000.bin", 100000), ("val_000000.bin", 5000)):
-    toks = [random.randrange(500) for _ in range(n)]
-    hdr = [0] * 256
-    hdr[0], hdr[1], hdr[2], hdr[4] = 0x3153544D, 1, 2, n
-    open(os.path.join(sys.argv[1], name), "wb").write(
-        struct.pack("<256I", *hdr) + struct.pack("<%dH" % n, *toks))
-PY
+train_shards "$W/data" 100000
 CFG="{\"n_layer\":4,\"d_model\":$DM,\"n_head\":4,\"d_ff\":$((4 * DM)),\"vocab_size\":512,\"max_seq\":32}"
 start=$(date +%s.%N)
 "$BIN" --model tiny-gpt2 --config "$CFG" --data "$W/data" --steps "$STEPS" --batch 2 --seq 32 \

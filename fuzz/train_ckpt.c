@@ -7,15 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
 #include "train/train.h"
 
-static char dir[64], root[128], ck[160];
+static char root[128], ck[160];
 static struct loader *ld; /* over a fixed two-shard data set */
 
 static void cleanup(void)
 {
     loader_destroy(ld);
-    mtc_rm_rf(dir);
 }
 
 static void put(const char *d, const char *name, const void *p, size_t n, int twice)
@@ -36,16 +36,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc, (void)argv;
     setenv("OMP_NUM_THREADS", "1", 1);
     log_open(NULL, "fuzz", LOG_ERR); // ckpt_find_latest warns about each bad checkpoint
-    snprintf(dir, sizeof dir, "/dev/shm/mtc-fuzz-ckpt.XXXXXX");
-    if (!mkdtemp(dir))
-        abort();
+    fuzz_make_dir("ckpt");
     atexit(cleanup);
-    snprintf(root, sizeof root, "%s/ck", dir);
+    fuzz_path(root, sizeof root, "ck");
     snprintf(ck, sizeof ck, "%s/step_00000001", root);
     if (mtc_mkdir_p(ck, 0755) < 0)
         abort();
     char data[128], path[256];
-    snprintf(data, sizeof data, "%s/data", dir);
+    fuzz_path(data, sizeof data, "data");
     mtc_mkdir_p(data, 0755);
     int32_t ids[200];
     for (int i = 0; i < 200; i++)

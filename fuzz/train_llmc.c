@@ -5,25 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
 #include "train/train.h"
 
-static char dir[64], path[128];
+static char path[128];
 static struct model_config want; /* the shape of the seed files */
-
-static void cleanup(void)
-{
-    mtc_rm_rf(dir);
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     setenv("OMP_NUM_THREADS", "1", 1);
-    snprintf(dir, sizeof dir, "/dev/shm/mtc-fuzz-llmc.XXXXXX");
-    if (!mkdtemp(dir))
-        abort();
-    atexit(cleanup);
-    snprintf(path, sizeof path, "%s/model.bin", dir);
+    fuzz_make_dir("llmc");
+    fuzz_path(path, sizeof path, "model.bin");
     mtc_error_t err;
     if (model_preset("tiny-gpt2", &want, &err) < 0)
         abort();
@@ -36,10 +29,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f || (size && fwrite(data, 1, size, f) != size))
-        abort();
-    fclose(f);
+    fuzz_put(path, data, size);
     mtc_error_t err;
     struct model *m = interop_import_llmc(path, NULL, &err);
     if (m && (size_t)size != 1024 + model_nparams(m) * sizeof(float))

@@ -6,44 +6,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
 #include "train/train.h"
 
-static char dir[64], st_path[128];
+static char st_path[128];
 static volatile unsigned sink;
-
-static void cleanup(void)
-{
-    mtc_rm_rf(dir);
-}
-
-static void put(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || (n && fwrite(p, 1, n, f) != n))
-        abort();
-    fclose(f);
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     setenv("OMP_NUM_THREADS", "1", 1);
-    snprintf(dir, sizeof dir, "/dev/shm/mtc-fuzz-st.XXXXXX");
-    if (!mkdtemp(dir))
-        abort();
-    atexit(cleanup);
-    snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
+    fuzz_make_dir("st");
+    fuzz_path(st_path, sizeof st_path, "model.safetensors");
     char cfg[128];
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    fuzz_path(cfg, sizeof cfg, "config.json");
     static const char cj[] = "{\"model_type\":\"gpt2\",\"vocab_size\":8,\"n_positions\":4,"
                              "\"n_embd\":4,\"n_layer\":1,\"n_head\":1}";
-    put(cfg, cj, sizeof cj - 1);
+    fuzz_put(cfg, cj, sizeof cj - 1);
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    put(st_path, data, size);
+    fuzz_put(st_path, data, size);
     mtc_error_t err;
     struct st_file *f = st_open(st_path, &err);
     if (f) {
@@ -65,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sink = sum;
         st_close(f);
     }
-    struct model *m = interop_import_hf(dir, NULL, &err);
+    struct model *m = interop_import_hf(fuzz_dir, NULL, &err);
     model_destroy(m);
     return 0;
 }

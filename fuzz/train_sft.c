@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
 #include "train/train.h"
 
-static char dir[64], train_path[128], val_path[128];
+static char train_path[128], val_path[128];
 static struct tok *toks[2]; /* plain "<|role|>" markers; Llama 3 header tokens */
 static struct model *policy;
 static struct model_config mc;
@@ -18,33 +19,22 @@ static void cleanup(void)
     tok_destroy(toks[0]);
     tok_destroy(toks[1]);
     model_destroy(policy);
-    mtc_rm_rf(dir);
-}
-
-static void put(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || (n && fwrite(p, 1, n, f) != n))
-        abort();
-    fclose(f);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     setenv("OMP_NUM_THREADS", "1", 1);
-    snprintf(dir, sizeof dir, "/dev/shm/mtc-fuzz-sft.XXXXXX");
-    if (!mkdtemp(dir))
-        abort();
+    fuzz_make_dir("sft");
     atexit(cleanup);
-    snprintf(train_path, sizeof train_path, "%s/train.jsonl", dir);
-    snprintf(val_path, sizeof val_path, "%s/val.jsonl", dir);
+    fuzz_path(train_path, sizeof train_path, "train.jsonl");
+    fuzz_path(val_path, sizeof val_path, "val.jsonl");
     static const char corpus[] = "<|system|>\nYou are terse.\n<|user|>\nWhat is two plus two?\n"
                                  "<|assistant|>\nFour.<|endoftext|> user assistant system "
                                  "the cat sat on the mat. 0123456789 {}[]\":, \n\n";
     char p1[160], p2[160];
-    snprintf(p1, sizeof p1, "%s/tok.json", dir);
-    snprintf(p2, sizeof p2, "%s/tok3.json", dir);
+    fuzz_path(p1, sizeof p1, "tok.json");
+    fuzz_path(p2, sizeof p2, "tok3.json");
     mtc_error_t err;
     if (tok_train(corpus, sizeof corpus - 1, 300, p1, &err) < 0 || !(toks[0] = tok_load(p1, &err)))
         abort();
@@ -70,8 +60,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    put(train_path, data, size);
-    put(val_path, data, size);
+    fuzz_put(train_path, data, size);
+    fuzz_put(val_path, data, size);
     for (int k = 0; k < 2; k++)
         for (int mode = FT_SFT; mode <= FT_DPO; mode++) {
             struct ft_config c = {.mode = mode,

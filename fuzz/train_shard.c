@@ -6,23 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
 #include "train/data.h"
 
-static char dir[64], path[128];
-
-static void cleanup(void)
-{
-    mtc_rm_rf(dir);
-}
+static char path[128];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    snprintf(dir, sizeof dir, "/dev/shm/mtc-fuzz-shard.XXXXXX");
-    if (!mkdtemp(dir))
-        abort();
-    atexit(cleanup);
-    snprintf(path, sizeof path, "%s/train_000000.bin", dir);
+    fuzz_make_dir("shard");
+    fuzz_path(path, sizeof path, "train_000000.bin");
     return 0;
 }
 
@@ -36,7 +29,7 @@ static int cmp_i32(const void *a, const void *b)
 static void run_loader(int B, int T, int shuffle, size_t ntok, const int32_t *tok)
 {
     mtc_error_t err;
-    struct loader *l = loader_create(dir, "train", B, T, 0, 1, 42, shuffle, &err);
+    struct loader *l = loader_create(fuzz_dir, "train", B, T, 0, 1, 42, shuffle, &err);
     if (!l)
         return;
     int32_t x[64], y[64], x2[64], y2[64];
@@ -65,10 +58,7 @@ static void run_loader(int B, int T, int shuffle, size_t ntok, const int32_t *to
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f || (size && fwrite(data, 1, size, f) != size))
-        abort();
-    fclose(f);
+    fuzz_put(path, data, size);
     mtc_error_t err;
     size_t n = 0;
     int32_t *ids = shard_read(path, &n, &err);

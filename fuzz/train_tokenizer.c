@@ -6,33 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
 #include "train/data.h"
 
-static char dir[64], json_path[128], bpe_path[128];
-
-static void cleanup(void)
-{
-    mtc_rm_rf(dir);
-}
+static char json_path[128], bpe_path[128];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    snprintf(dir, sizeof dir, "/dev/shm/mtc-fuzz-tok.XXXXXX");
-    if (!mkdtemp(dir))
-        abort();
-    atexit(cleanup);
-    snprintf(json_path, sizeof json_path, "%s/tokenizer.json", dir);
-    snprintf(bpe_path, sizeof bpe_path, "%s/vocab.bpe", dir);
+    fuzz_make_dir("tok");
+    fuzz_path(json_path, sizeof json_path, "tokenizer.json");
+    fuzz_path(bpe_path, sizeof bpe_path, "vocab.bpe");
     return 0;
-}
-
-static void put(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || (n && fwrite(p, 1, n, f) != n))
-        abort();
-    fclose(f);
 }
 
 static void encode(const struct tok *t, const char *s, size_t n)
@@ -55,8 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t jl = nul ? (size_t)(nul - data) : size;
     const char *rest = nul ? (const char *)nul + 1 : "";
     size_t rl = nul ? size - jl - 1 : 0;
-    put(json_path, data, jl);
-    put(bpe_path, rest, rl);
+    fuzz_put(json_path, data, jl);
+    fuzz_put(bpe_path, rest, rl);
     mtc_error_t err;
     struct tok *t = tok_load(json_path, &err);
     if (!t)

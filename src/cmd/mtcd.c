@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,42 @@ static const char usage[] =
 
 #define MAX_NVML 16
 
+/* What the command line sets. */
+struct mtcd_args {
+    const char *home, *listen;
+    const char *nvml[MAX_NVML + 1]; /* NULL-terminated */
+    int nnvml, detach, supervise_ms;
+    struct api_config api; /* the TCP limits and TLS files */
+};
+
+/* How an option stores its value at off in struct mtcd_args. */
+enum okind {
+    O_STR,   /* the string */
+    O_FLAG,  /* 1 */
+    O_INT,   /* atoi */
+    O_COUNT, /* a positive integer, else exit 2 */
+    O_NVML,  /* appended to nvml[]: an absolute path, at most MAX_NVML */
+};
+#define A(x) offsetof(struct mtcd_args, x)
+static const struct mtcd_opt {
+    const char *name;
+    enum okind kind;
+    size_t off;
+} mtcd_opts[] = {
+    {"home", O_STR, A(home)},
+    {"listen", O_STR, A(listen)},
+    {"daemon", O_FLAG, A(detach)},
+    {"supervise-ms", O_INT, A(supervise_ms)},
+    {"nvml-library", O_NVML, 0},
+    {"max-connections", O_COUNT, A(api.max_connections)},
+    {"max-per-ip", O_COUNT, A(api.max_per_ip)},
+    {"idle-timeout", O_COUNT, A(api.idle_timeout_s)},
+    {"tls-cert", O_STR, A(api.tls_cert)},
+    {"tls-key", O_STR, A(api.tls_key)},
+};
+#undef A
+#define NOPTS (sizeof(mtcd_opts) / sizeof(mtcd_opts[0]))
+
 /* A positive integer option value or exit 2 naming the option. */
 static int opt_int(const char *name, const char *v)
 {
@@ -46,6 +83,61 @@ static int opt_int(const char *name, const char *v)
         exit(2);
     }
     return (int)n;
+}
+
+/* Store one option's value v. 0, or -1 after saying why on stderr. */
+static int set_opt(struct mtcd_args *a, const struct mtcd_opt *o, const char *v)
+{
+    char *p = (char *)a + o->off;
+    switch (o->kind) {
+    case O_STR:
+        *(const char **)p = v;
+        break;
+    case O_FLAG:
+        *(int *)p = 1;
+        break;
+    case O_INT:
+        *(int *)p = atoi(v);
+        break;
+    case O_COUNT:
+        *(int *)p = opt_int(o->name, v);
+        break;
+    case O_NVML:
+        if (v[0] != '/' || a->nnvml == MAX_NVML) {
+            fprintf(stderr, "mtcd: --nvml-library: want an absolute path (at most %d)\n", MAX_NVML);
+            return -1;
+        }
+        a->nvml[a->nnvml++] = v;
+        break;
+    }
+    return 0;
+}
+
+/* The command line into a. 0 to run, 1 when --help was printed, -1 on a bad
+ * command line (said on stderr). */
+static int parse_args(int argc, char **argv, struct mtcd_args *a)
+{
+    struct option lo[NOPTS + 2];
+    for (size_t i = 0; i < NOPTS; i++)
+        lo[i] = (struct option){mtcd_opts[i].name,
+                                mtcd_opts[i].kind == O_FLAG ? no_argument : required_argument, NULL,
+                                1000 + (int)i};
+    lo[NOPTS] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[NOPTS + 1] = (struct option){0};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        if (c == 'h')
+            return fputs(usage, stdout), 1;
+        if (c < 1000)
+            return fputs(usage, stderr), -1;
+        if (set_opt(a, &mtcd_opts[c - 1000], optarg) < 0)
+            return -1;
+    }
+    if (optind < argc)
+        return fprintf(stderr, "mtcd: unexpected argument \"%s\"\n%s", argv[optind], usage), -1;
+    if ((a->api.tls_cert || a->api.tls_key) && (!a->api.tls_cert || !a->api.tls_key || !a->listen))
+        return fprintf(stderr, "mtcd: --tls-cert and --tls-key go together, with --listen\n"), -1;
+    return 0;
 }
 
 static void die(int ready_fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -109,12 +201,9 @@ static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
 {
     char exe[PATH_MAX], agent[PATH_MAX + 16], health[2 * PATH_MAX], prolog[2 * PATH_MAX],
         epilog[2 * PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
-    if (slash)
-        *slash = '\0';
-    snprintf(agent, sizeof(agent), "%s/mtc-agent", slash ? exe : ".");
-    if (!slash || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
+    int have_dir = mtc_exe_dir(exe, sizeof(exe)) == 0;
+    snprintf(agent, sizeof(agent), "%s/mtc-agent", have_dir ? exe : ".");
+    if (!have_dir || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
         log_msg(LOG_WARNING, "no usable mtc-agent next to mtcd (%s): nodes run no health checks",
                 agent);
         return 0;
@@ -137,157 +226,138 @@ static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
     return provider_set_hooks(prov, &h, err);
 }
 
-int main(int argc, char **argv)
+/* The running daemon: its home, its parts, and what it must undo at exit. */
+struct mtcd {
+    const char *home;
+    int ready_fd; /* --daemon: the pipe the waiting parent reads, else -1 */
+    struct store *st;
+    struct provider *prov;
+    struct control *ctl;
+    struct api *api;
+    char sock[PATH_MAX + 32], pidfile[PATH_MAX + 32];
+};
+
+/* --home, else $MTC_HOME, else ~/.mtc (into buf). */
+static const char *home_dir(const char *home, char *buf, size_t len)
 {
-    static const struct option opts[] = {{"home", required_argument, 0, 'H'},
-                                         {"listen", required_argument, 0, 'l'},
-                                         {"daemon", no_argument, 0, 'd'},
-                                         {"supervise-ms", required_argument, 0, 's'},
-                                         {"nvml-library", required_argument, 0, 'N'},
-                                         {"max-connections", required_argument, 0, 'C'},
-                                         {"max-per-ip", required_argument, 0, 'I'},
-                                         {"idle-timeout", required_argument, 0, 'T'},
-                                         {"tls-cert", required_argument, 0, 'c'},
-                                         {"tls-key", required_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *home = getenv("MTC_HOME"), *listen = NULL;
-    const char *nvml[MAX_NVML + 1] = {NULL};
-    int detach = 0, supervise_ms = 2000, c, nnvml = 0;
-    struct api_config cfg = {0};
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'N':
-            if (optarg[0] != '/' || nnvml == MAX_NVML) {
-                fprintf(stderr, "mtcd: --nvml-library: want an absolute path (at most %d)\n",
-                        MAX_NVML);
-                return 2;
-            }
-            nvml[nnvml++] = optarg;
-            break;
-        case 'C':
-            cfg.max_connections = opt_int("max-connections", optarg);
-            break;
-        case 'I':
-            cfg.max_per_ip = opt_int("max-per-ip", optarg);
-            break;
-        case 'T':
-            cfg.idle_timeout_s = opt_int("idle-timeout", optarg);
-            break;
-        case 'c':
-            cfg.tls_cert = optarg;
-            break;
-        case 'k':
-            cfg.tls_key = optarg;
-            break;
-        case 'H':
-            home = optarg;
-            break;
-        case 'l':
-            listen = optarg;
-            break;
-        case 'd':
-            detach = 1;
-            break;
-        case 's':
-            supervise_ms = atoi(optarg);
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return 0;
-        default:
-            fputs(usage, stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "mtcd: unexpected argument \"%s\"\n%s", argv[optind], usage);
-        return 2;
-    }
-    if ((cfg.tls_cert || cfg.tls_key) && (!cfg.tls_cert || !cfg.tls_key || !listen)) {
-        fprintf(stderr, "mtcd: --tls-cert and --tls-key go together, with --listen\n");
-        return 2;
-    }
-    char homebuf[PATH_MAX], path[PATH_MAX + 32], sock[PATH_MAX + 32];
-    if (!home || !*home) {
-        const char *h = getenv("HOME");
-        snprintf(homebuf, sizeof(homebuf), "%s/.mtc", h ? h : "/root");
-        home = homebuf;
-    }
+    if (home && *home)
+        return home;
+    const char *h = getenv("HOME");
+    snprintf(buf, len, "%s/.mtc", h ? h : "/root");
+    return buf;
+}
+
+/* home/log exists and this process holds home's lock for as long as it runs
+ * (one mtcd per home: a second one would double-start every daemon).
+ * 0, or -1 after saying why on stderr. */
+static int claim_home(const char *home)
+{
+    char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/log", home);
     if (mtc_mkdir_p(path, 0700) < 0) {
         fprintf(stderr, "mtcd: cannot create %s: %s\n", path, strerror(errno));
-        return 1;
+        return -1;
     }
-    /* One mtcd per home: a second one would double-start every daemon. */
     snprintf(path, sizeof(path), "%s/mtcd.lock", home);
     int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0) {
         snprintf(path, sizeof(path), "%s/mtcd.pid", home);
         fprintf(stderr, "mtcd: already running for %s (pid %d)\n", home, (int)mtc_pid_read(path));
-        return 1;
+        return -1;
     }
-    int ready_fd = detach ? daemonize() : -1;
+    return 0;
+}
 
-    snprintf(path, sizeof(path), "%s/log/mtcd.log", home);
+/* The log file, and the stop signals blocked in every thread (sigwait takes them). */
+static void prepare_process(const struct mtcd *m, sigset_t *sigs)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/log/mtcd.log", m->home);
     if (log_open(path, "mtcd", LOG_INFO) < 0)
-        die(ready_fd, "cannot open log %s: %s", path, strerror(errno));
-
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits the mask */
+        die(m->ready_fd, "cannot open log %s: %s", path, strerror(errno));
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL); /* every thread inherits the mask */
     signal(SIGPIPE, SIG_IGN);
+}
 
+/* Store, provider (with the agent hooks), controller and API, started in that
+ * order; any failure ends the process with the reason (to the parent with --daemon). */
+static void start_services(struct mtcd *m, struct mtcd_args *a)
+{
     mtc_error_t err = {""};
-    snprintf(path, sizeof(path), "%s/mtcd.db", home);
-    struct store *st = store_open(path, &err);
-    if (!st)
-        die(ready_fd, "%s", err.text);
-    struct provider *prov = provider_create("local", home, &err);
-    if (!prov)
-        die(ready_fd, "provider: %s", err.text);
-    if (set_agent_hooks(prov, &err) < 0)
-        die(ready_fd, "provider: %s", err.text);
-    struct control *ctl = control_create(st, prov, supervise_ms, &err);
-    if (!ctl)
-        die(ready_fd, "%s", err.text);
-    snprintf(sock, sizeof(sock), "%s/mtcd.sock", home);
-    cfg.socket_path = sock;
-    cfg.listen = listen;
-    cfg.nvml_libraries = nvml;
-    cfg.store = st;
-    cfg.control = ctl;
-    struct api *api = api_start(&cfg, &err);
-    if (!api)
-        die(ready_fd, "%s", err.text);
-    if (control_start(ctl, &err) < 0)
-        die(ready_fd, "%s", err.text);
-    snprintf(path, sizeof(path), "%s/mtcd.pid", home);
-    mtc_write_file_fmt(path, 0644, "%d\n", (int)getpid());
-    log_msg(LOG_NOTICE, "mtcd ready: home %s, socket %s%s%s (schema v%d)", home, sock,
-            listen ? ", tcp " : "", listen ? listen : "", store_schema_version(st));
-    if (ready_fd >= 0)
-        close(ready_fd);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/mtcd.db", m->home);
+    if (!(m->st = store_open(path, &err)))
+        die(m->ready_fd, "%s", err.text);
+    if (!(m->prov = provider_create("local", m->home, &err)))
+        die(m->ready_fd, "provider: %s", err.text);
+    if (set_agent_hooks(m->prov, &err) < 0)
+        die(m->ready_fd, "provider: %s", err.text);
+    if (!(m->ctl = control_create(m->st, m->prov, a->supervise_ms, &err)))
+        die(m->ready_fd, "%s", err.text);
+    snprintf(m->sock, sizeof(m->sock), "%s/mtcd.sock", m->home);
+    a->api.socket_path = m->sock;
+    a->api.listen = a->listen;
+    a->api.nvml_libraries = a->nvml;
+    a->api.store = m->st;
+    a->api.control = m->ctl;
+    if (!(m->api = api_start(&a->api, &err)))
+        die(m->ready_fd, "%s", err.text);
+    if (control_start(m->ctl, &err) < 0)
+        die(m->ready_fd, "%s", err.text);
+}
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
+/* The pid file, the log line, and the waiting parent released. */
+static void announce_ready(struct mtcd *m, const char *listen)
+{
+    snprintf(m->pidfile, sizeof(m->pidfile), "%s/mtcd.pid", m->home);
+    mtc_write_file_fmt(m->pidfile, 0644, "%d\n", (int)getpid());
+    log_msg(LOG_NOTICE, "mtcd ready: home %s, socket %s%s%s (schema v%d)", m->home, m->sock,
+            listen ? ", tcp " : "", listen ? listen : "", store_schema_version(m->st));
+    if (m->ready_fd >= 0)
+        close(m->ready_fd);
+}
+
+/* After a stop signal: the API first, then the controller; operations still
+ * running are left to resume on restart (their progress is stored). */
+static int shut_down(struct mtcd *m, int sig)
+{
     log_msg(LOG_NOTICE, "signal %d: shutting down", sig);
-    api_stop(api);
-    int left = control_stop(ctl, 5000);
-    unlink(path);
+    api_stop(m->api);
+    int left = control_stop(m->ctl, 5000);
+    unlink(m->pidfile);
     if (left > 0) {
-        /* their progress is stored; the next mtcd resumes them */
         log_msg(LOG_NOTICE, "%d operation(s) still running; they resume on restart", left);
         log_close();
         _exit(0);
     }
-    control_destroy(ctl);
-    provider_destroy(prov);
-    store_close(st);
+    control_destroy(m->ctl);
+    provider_destroy(m->prov);
+    store_close(m->st);
     log_msg(LOG_NOTICE, "stopped");
     log_close();
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct mtcd_args a = {.home = getenv("MTC_HOME"), .supervise_ms = 2000};
+    int p = parse_args(argc, argv, &a);
+    if (p)
+        return p > 0 ? 0 : 2;
+    char homebuf[PATH_MAX];
+    struct mtcd m = {.home = home_dir(a.home, homebuf, sizeof(homebuf))};
+    if (claim_home(m.home) < 0)
+        return 1;
+    m.ready_fd = a.detach ? daemonize() : -1;
+    sigset_t sigs;
+    prepare_process(&m, &sigs);
+    start_services(&m, &a);
+    announce_ready(&m, a.listen);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    return shut_down(&m, sig);
 }

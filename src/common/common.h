@@ -42,6 +42,9 @@ int mtc_name_valid(const char *s, size_t maxlen);
 /* proto3 JSON field names: "machine_type" → "machineType" into out (len bytes). */
 void mtc_camel_case(const char *in, char *out, size_t len);
 
+/* The directory of the running program (/proc/self/exe less its last
+ * component) into buf. 0, or -1 with errno when it cannot be read. */
+int mtc_exe_dir(char *buf, size_t len);
 /* Find a data file shipped with mtc (catalog, recipes): $MTC_DATA_DIR, then
  * <exe>/../share/mtc, then <exe>/../../data and <exe>/../.. (source tree). Caller frees. */
 char *mtc_data_path(const char *name);
@@ -63,6 +66,9 @@ struct mtc_io {
     char *out, *err; /* set by mtc_run_io when captured (even on -1): caller frees */
 };
 int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms);
+/* s single-quoted for a POSIX shell ("it's" → 'it'\''s'): one word, nothing
+ * expanded. Caller frees; NULL when out of memory. */
+char *mtc_shell_quote(const char *s);
 /* Start a process detached in its own session, stdio to logpath (or /dev/null).
  * Returns its pid or -1. The caller reaps it (or lets init do it). */
 pid_t mtc_spawn(char *const argv[], char *const env[], const char *logpath);

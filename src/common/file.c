@@ -208,6 +208,26 @@ void mtc_camel_case(const char *in, char *out, size_t len)
     out[j] = '\0';
 }
 
+int mtc_exe_dir(char *buf, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) {
+        errno = ENOENT;
+        return -1;
+    }
+    *slash = '\0';
+    if (snprintf(buf, len, "%s", exe) >= (int)len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
 char *mtc_data_path(const char *name)
 {
     char exe[PATH_MAX], *out = NULL;
@@ -220,13 +240,8 @@ char *mtc_data_path(const char *name)
         free(out);
         out = NULL;
     }
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
+    if (mtc_exe_dir(exe, sizeof(exe)) < 0)
         return NULL;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = '\0';
     /* installed: PREFIX/bin -> PREFIX/share/mtc; source tree: build/bin -> data */
     const char *rel[] = {"../share/mtc", "../../data", "../.."};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {

@@ -1,5 +1,5 @@
 /* proc: run commands (capturing output, with a timeout), spawn daemons,
- * and manage processes by recorded pid — never by name. */
+ * manage processes by recorded pid — never by name — and quote words for a shell. */
 #include "common/common.h"
 
 #include <errno.h>
@@ -108,40 +108,32 @@ static ssize_t feed(int fd, const char *p, size_t n)
     return w;
 }
 
-int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms)
+/* Pipes p[0] (stdin), p[1] (stdout), p[2] (stderr) for the streams wanted,
+ * close-on-exec; the others stay -1. 0, or -1 with errno and none left open. */
+static int open_pipes(int p[3][2], const int want[3])
 {
-    struct mtc_io none = {0};
-    if (!io)
-        io = &none;
-    int want_out = io->capture & (MTC_IO_OUT | MTC_IO_MERGE);
-    int want_err = (io->capture & MTC_IO_ERR) && !(io->capture & MTC_IO_MERGE);
-    int ipfd[2] = {-1, -1}, opfd[2] = {-1, -1}, epfd[2] = {-1, -1};
-    struct sink out = {.fd = -1}, errs = {.fd = -1};
+    for (int i = 0; i < 3; i++) {
+        if (want[i] && pipe2(p[i], O_CLOEXEC) < 0) {
+            int saved = errno;
+            for (int j = 0; j < 3; j++)
+                for (int k = 0; k < 2; k++)
+                    if (p[j][k] >= 0)
+                        close(p[j][k]);
+            errno = saved;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Start argv with the pipes as its stdio — stdin from p[0] or /dev/null, stdout
+ * into p[1], stderr into p[2] or (merge) into p[1] — and the signals we block or
+ * ignore back to their defaults. The child's ends are closed here.
+ * Returns 0 or an errno value. */
+static int spawn_child(char *const argv[], char **envp, int p[3][2], int merge, pid_t *pid)
+{
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    pid_t pid = -1;
-    int status = 0, rc = -1;
-    size_t in_off = 0;
-
-    io->out = io->err = NULL;
-    char **envp = merge_env(env);
-    if (!envp)
-        return -1;
-    if ((io->in && pipe2(ipfd, O_CLOEXEC) < 0) || (want_out && pipe2(opfd, O_CLOEXEC) < 0) ||
-        (want_err && pipe2(epfd, O_CLOEXEC) < 0)) {
-        int saved = errno;
-        for (int i = 0; i < 2; i++) {
-            if (ipfd[i] >= 0)
-                close(ipfd[i]);
-            if (opfd[i] >= 0)
-                close(opfd[i]);
-            if (epfd[i] >= 0)
-                close(epfd[i]);
-        }
-        free(envp);
-        errno = saved;
-        return -1;
-    }
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&attr);
     sigset_t def;
@@ -156,47 +148,62 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
     posix_spawnattr_setsigdefault(&attr, &def);
     posix_spawnattr_setsigmask(&attr, &nomask);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    if (io->in)
-        posix_spawn_file_actions_adddup2(&fa, ipfd[0], 0);
+    if (p[0][0] >= 0)
+        posix_spawn_file_actions_adddup2(&fa, p[0][0], 0);
     else
         posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (want_out)
-        posix_spawn_file_actions_adddup2(&fa, opfd[1], 1);
-    if (want_err)
-        posix_spawn_file_actions_adddup2(&fa, epfd[1], 2);
-    else if (io->capture & MTC_IO_MERGE)
-        posix_spawn_file_actions_adddup2(&fa, opfd[1], 2);
-    int err = posix_spawnp(&pid, argv[0], &fa, &attr, argv, envp);
+    if (p[1][1] >= 0)
+        posix_spawn_file_actions_adddup2(&fa, p[1][1], 1);
+    if (p[2][1] >= 0)
+        posix_spawn_file_actions_adddup2(&fa, p[2][1], 2);
+    else if (merge)
+        posix_spawn_file_actions_adddup2(&fa, p[1][1], 2);
+    int err = posix_spawnp(pid, argv[0], &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
-    free(envp);
-    if (ipfd[0] >= 0)
-        close(ipfd[0]);
-    if (opfd[1] >= 0)
-        close(opfd[1]);
-    if (epfd[1] >= 0)
-        close(epfd[1]);
-    out.fd = opfd[0];
-    errs.fd = epfd[0];
-    int in_fd = ipfd[1];
-    if (err) {
-        if (in_fd >= 0)
-            close(in_fd);
-        free(sink_take(&out));
-        free(sink_take(&errs));
-        errno = err;
-        return -1;
+    int child_end[3] = {p[0][0], p[1][1], p[2][1]};
+    for (int i = 0; i < 3; i++)
+        if (child_end[i] >= 0)
+            close(child_end[i]);
+    return err;
+}
+
+/* A started child seen from our side: its stdin being fed, its output being read. */
+struct child {
+    pid_t pid;
+    int in_fd;     /* our end of its stdin, -1 once closed */
+    size_t in_off; /* bytes of io->in written so far */
+    struct sink out, errs;
+};
+
+/* Write more of io->in when the child's stdin is ready (revents); close it when
+ * all is written or the child stopped reading. */
+static void feed_stdin(struct child *c, const struct mtc_io *io, short revents)
+{
+    ssize_t w = (revents & POLLOUT)
+                    ? feed(c->in_fd, (const char *)io->in + c->in_off, io->in_len - c->in_off)
+                    : -1;
+    if (w > 0)
+        c->in_off += (size_t)w;
+    if (w < 0 || c->in_off == io->in_len) {
+        close(c->in_fd);
+        c->in_fd = -1;
     }
-    if (in_fd >= 0) {
-        fcntl(in_fd, F_SETFL, fcntl(in_fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* Feed stdin and drain stdout and stderr until all three are closed or the
+ * deadline (0: none) passes; stdin is closed either way. 1 if it passed. */
+static int pump(struct child *c, const struct mtc_io *io, int64_t deadline)
+{
+    if (c->in_fd >= 0) {
+        fcntl(c->in_fd, F_SETFL, fcntl(c->in_fd, F_GETFL) | O_NONBLOCK);
         if (io->in_len == 0) {
-            close(in_fd);
-            in_fd = -1;
+            close(c->in_fd);
+            c->in_fd = -1;
         }
     }
-    int64_t deadline = timeout_ms > 0 ? mtc_now_ms() + timeout_ms : 0;
     int timed_out = 0;
-    while (out.fd >= 0 || errs.fd >= 0 || in_fd >= 0) {
+    while (c->out.fd >= 0 || c->errs.fd >= 0 || c->in_fd >= 0) {
         int wait = -1;
         if (deadline) {
             int64_t left = deadline - mtc_now_ms();
@@ -206,37 +213,37 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
             }
             wait = (int)left;
         }
-        struct pollfd p[3] = {{.fd = out.fd, .events = POLLIN},
-                              {.fd = errs.fd, .events = POLLIN},
-                              {.fd = in_fd, .events = POLLOUT}};
+        struct pollfd p[3] = {{.fd = c->out.fd, .events = POLLIN},
+                              {.fd = c->errs.fd, .events = POLLIN},
+                              {.fd = c->in_fd, .events = POLLOUT}};
         int pr = poll(p, 3, wait);
         if (pr <= 0)
             continue; /* EINTR or the deadline: checked above */
         if (p[0].revents)
-            sink_read(&out);
+            sink_read(&c->out);
         if (p[1].revents)
-            sink_read(&errs);
-        if (p[2].revents) {
-            ssize_t w = (p[2].revents & POLLOUT)
-                            ? feed(in_fd, (const char *)io->in + in_off, io->in_len - in_off)
-                            : -1;
-            if (w > 0)
-                in_off += (size_t)w;
-            if (w < 0 || in_off == io->in_len) {
-                close(in_fd);
-                in_fd = -1;
-            }
-        }
+            sink_read(&c->errs);
+        if (p[2].revents)
+            feed_stdin(c, io, p[2].revents);
     }
-    if (in_fd >= 0)
-        close(in_fd);
-    /* output closed (or not captured): wait for exit, still honouring the deadline */
+    if (c->in_fd >= 0) {
+        close(c->in_fd);
+        c->in_fd = -1;
+    }
+    return timed_out;
+}
+
+/* Wait for the child's exit, still honouring the deadline (SIGKILL once it has
+ * passed). Its exit status (0..255), 128+signal, or -1 (errno; ETIMEDOUT). */
+static int reap(pid_t pid, int64_t deadline, int timed_out)
+{
+    int status = 0;
     for (;;) {
         pid_t w = waitpid(pid, &status, deadline ? WNOHANG : 0);
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR)
-            goto done;
+            return -1;
         if (timed_out || (deadline && mtc_now_ms() >= deadline)) {
             timed_out = 1;
             kill(pid, SIGKILL);
@@ -248,20 +255,76 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
     }
     if (timed_out) {
         errno = ETIMEDOUT;
-        rc = -1;
-    } else if (WIFEXITED(status)) {
-        rc = WEXITSTATUS(status);
-    } else if (WIFSIGNALED(status)) {
-        rc = 128 + WTERMSIG(status);
+        return -1;
     }
-done:;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return -1;
+}
+
+int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms)
+{
+    struct mtc_io none = {0};
+    if (!io)
+        io = &none;
+    int want_out = io->capture & (MTC_IO_OUT | MTC_IO_MERGE);
+    int want_err = (io->capture & MTC_IO_ERR) && !(io->capture & MTC_IO_MERGE);
+    int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
+
+    io->out = io->err = NULL;
+    char **envp = merge_env(env);
+    if (!envp)
+        return -1;
+    if (open_pipes(p, (const int[3]){io->in != NULL, want_out, want_err}) < 0) {
+        int saved = errno;
+        free(envp);
+        errno = saved;
+        return -1;
+    }
+    struct child c = {.pid = -1, .in_fd = p[0][1], .out = {.fd = p[1][0]}, .errs = {.fd = p[2][0]}};
+    int err = spawn_child(argv, envp, p, io->capture & MTC_IO_MERGE, &c.pid);
+    free(envp);
+    if (err) {
+        if (c.in_fd >= 0)
+            close(c.in_fd);
+        free(sink_take(&c.out));
+        free(sink_take(&c.errs));
+        errno = err;
+        return -1;
+    }
+    int64_t deadline = timeout_ms > 0 ? mtc_now_ms() + timeout_ms : 0;
+    int rc = reap(c.pid, deadline, pump(&c, io, deadline));
     int saved = errno;
     if (want_out)
-        io->out = sink_take(&out);
+        io->out = sink_take(&c.out);
     if (want_err)
-        io->err = sink_take(&errs);
+        io->err = sink_take(&c.errs);
     errno = saved;
     return rc;
+}
+
+char *mtc_shell_quote(const char *s)
+{
+    size_t n = 3; /* the two quotes and the NUL */
+    for (const char *p = s; *p; p++)
+        n += *p == '\'' ? 4 : 1;
+    char *out = malloc(n), *o = out;
+    if (!out)
+        return NULL;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return out;
 }
 
 int mtc_run(char *const argv[], char *const env[], char **out, int timeout_ms)

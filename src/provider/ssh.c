@@ -218,29 +218,6 @@ int ssh_master_alive(struct ssh_conn *c)
     return rc == 0;
 }
 
-/* 'command' quoted for a POSIX shell into a malloc'd string. */
-static char *sh_quote(const char *s)
-{
-    size_t n = 3;
-    for (const char *p = s; *p; p++)
-        n += *p == '\'' ? 4 : 1;
-    char *q = malloc(n), *o = q;
-    if (!q)
-        return NULL;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return q;
-}
-
 /* For the log: the command on one line, shortened. */
 static void one_line(const char *s, char *buf, size_t len)
 {
@@ -374,7 +351,7 @@ int ssh_run(struct ssh_conn *c, const char *command, char **out, int timeout_ms,
         one_line(command, logged, sizeof(logged));
     /* the remote `timeout` kills the command (its process group) at the same
      * deadline even when this side loses the connection */
-    char *q = sh_quote(command), *wrapped = NULL;
+    char *q = mtc_shell_quote(command), *wrapped = NULL;
     if (!q || asprintf(&wrapped, "exec timeout -k %d %d sh -c %s", KILL_AFTER_S,
                        (timeout_ms + 999) / 1000, q) < 0) {
         free(q);

@@ -209,10 +209,10 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
 
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%s.log", sget(cfg, "taskDir"), sget(cfg, "jobId") ? sget(cfg, "jobId") : "");
+    snprintf(buf, len, "%s/%s.log", sget(cfg, "taskDir"),
+             sget(cfg, "jobId") ? sget(cfg, "jobId") : "");
     return buf;
 }
-
 
 int exp_slurm_conf(const json_t *cfg, const char **conf)
 {
@@ -241,7 +241,9 @@ static const char *from_exit_file(const json_t *cfg, const char *job, char *buf,
         return NULL;
     /* the script writes its exit status; `mtc experiment cancel` writes CANCELLED */
     snprintf(buf, len, "%s",
-             strncmp(s, "CANCELLED", 9) == 0 ? "CANCELLED" : atoi(s) == 0 ? "COMPLETED" : "FAILED");
+             strncmp(s, "CANCELLED", 9) == 0 ? "CANCELLED"
+             : atoi(s) == 0                  ? "COMPLETED"
+                                             : "FAILED");
     free(s);
     return buf;
 }
@@ -270,10 +272,10 @@ const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
 
 int exp_state_final(const char *s)
 {
-    static const char *const live[] = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING",
-                                       "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",
-                                       "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
-                                       "RESV_DEL_HOLD", "NOT_SUBMITTED", NULL};
+    static const char *const live[] = {
+        "PENDING",     "RUNNING",      "CONFIGURING",   "COMPLETING",    "REQUEUED",
+        "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",      "SUSPENDED",     "STOPPED",
+        "SIGNALING",   "STAGE_OUT",    "RESV_DEL_HOLD", "NOT_SUBMITTED", NULL};
     for (int i = 0; live[i]; i++)
         if (strcmp(s, live[i]) == 0)
             return 0;

@@ -92,9 +92,6 @@ char *recipe_render_sbatch(const json_t *resolved, mtc_error_t *err);
 int recipe_partition_valid(const char *s);
 int recipe_time_valid(const char *s);
 
-/* POSIX single-quote s for a shell ("'a'\''b'"). Caller frees. */
-char *recipe_shell_quote(const char *s);
-
 /* ---- experiments (experiment.c) ---- */
 
 /* Valid experiment/task name: [A-Za-z0-9][A-Za-z0-9._-]{0,63}. */

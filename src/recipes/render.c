@@ -146,9 +146,12 @@ static int check_run(const struct recipe_run *run, mtc_error_t *err)
         return errprintf(err, "--time %.80s: want minutes, HH:MM:SS or D-HH:MM:SS", run->time);
     const struct {
         const char *flag, *v;
-    } paths[] = {{"--home", run->home},         {"-d", run->work_dir},
-                 {"--log-dir", run->log_dir},   {"--cache-dir", run->cache_dir},
-                 {"--data-dir", run->data_dir}, {"-i", run->image},
+    } paths[] = {{"--home", run->home},
+                 {"-d", run->work_dir},
+                 {"--log-dir", run->log_dir},
+                 {"--cache-dir", run->cache_dir},
+                 {"--data-dir", run->data_dir},
+                 {"-i", run->image},
                  {"--from-checkpoint", run->from_checkpoint}};
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
         if (paths[i].v && strpbrk(paths[i].v, "\n\r"))
@@ -156,52 +159,73 @@ static int check_run(const struct recipe_run *run, mtc_error_t *err)
     return 0;
 }
 
-json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err)
+/* What recipe_resolve works out, phase by phase, before config.json is assembled. */
+struct resolved {
+    const struct ctype *ct;
+    const char *ctname, *exec, *exp;
+    char exp_buf[128];
+    int gpus, rpn, threads, nodes, ranks;
+    char run_id[160], task_dir[PATH_MAX], base[PATH_MAX];
+    char ckdir[PATH_MAX + 16], logdir[PATH_MAX + 200];
+    json_t *train, *data, *ck, *env; /* config.json's sections (owned) */
+};
+
+/* The cluster type (--slurm-type, default local) and the executor (-e: slurm or local). */
+static int resolve_target(const struct recipe_run *run, struct resolved *v, mtc_error_t *err)
 {
-    if (check_run(run, err) < 0)
-        return NULL;
-    const char *ctname = run->cluster_type ? run->cluster_type : "local";
-    const struct ctype *ct = ctype_find(ctname);
-    if (!ct) {
-        errprintf(err, "--slurm-type %s: unknown cluster type (known: %s)", ctname,
-                  recipe_cluster_types());
-        return NULL;
-    }
-    const char *exec = run->executor ? run->executor : "slurm";
-    if (strcmp(exec, "slurm") != 0 && strcmp(exec, "local") != 0) {
-        errprintf(err, "-e %s: the executor is slurm or local", exec);
-        return NULL;
-    }
-    const char *rname = json_string_value(json_object_get(recipe, "name"));
-    const char *exp = run->experiment;
-    char dflt[128];
-    if (!exp) {
-        /* "pretrain/tiny_gpt2_pt" → "tiny-gpt2-pt" */
+    v->ctname = run->cluster_type ? run->cluster_type : "local";
+    v->ct = ctype_find(v->ctname);
+    if (!v->ct)
+        return errprintf(err, "--slurm-type %s: unknown cluster type (known: %s)", v->ctname,
+                         recipe_cluster_types());
+    v->exec = run->executor ? run->executor : "slurm";
+    if (strcmp(v->exec, "slurm") != 0 && strcmp(v->exec, "local") != 0)
+        return errprintf(err, "-e %s: the executor is slurm or local", v->exec);
+    return 0;
+}
+
+/* --experiment-name, else the recipe's name: "pretrain/tiny_gpt2_pt" → "tiny-gpt2-pt". */
+static int resolve_experiment(const json_t *recipe, const struct recipe_run *run,
+                              struct resolved *v, mtc_error_t *err)
+{
+    v->exp = run->experiment;
+    if (!v->exp) {
+        const char *rname = json_string_value(json_object_get(recipe, "name"));
         const char *b = strrchr(rname, '/');
-        snprintf(dflt, sizeof(dflt), "%s", b ? b + 1 : rname);
-        for (char *p = dflt; *p; p++)
+        snprintf(v->exp_buf, sizeof(v->exp_buf), "%s", b ? b + 1 : rname);
+        for (char *p = v->exp_buf; *p; p++)
             if (*p == '_')
                 *p = '-';
-        exp = dflt;
+        v->exp = v->exp_buf;
     }
-    if (!exp_name_valid(exp)) {
-        errprintf(err, "--experiment-name \"%s\": use letters, digits, '.', '_' or '-' (max 64)",
-                  exp);
-        return NULL;
-    }
-    json_t *ov = json_object_get(json_object_get(recipe, "cluster_types"), ctname);
-    json_t *res = json_object_get(recipe, "resources");
-    int gpus = geti(ov, "gpus_per_node", ct->gpus_per_node);
-    int rpn = gpus > 0 ? gpus : geti(ov, "ranks_per_node", ct->ranks_per_node);
-    int threads = geti(ov, "threads_per_rank", ct->threads_per_rank);
-    int nodes = run->nodes > 0 ? run->nodes : geti(ov, "nodes", geti(res, "nodes", 1));
-    if (strcmp(exec, "local") == 0 && nodes > 1) {
-        /* the local executor runs every rank on this machine */
-        rpn *= nodes;
-        nodes = 1;
-    }
-    int ranks = nodes * rpn;
+    if (!exp_name_valid(v->exp))
+        return errprintf(
+            err, "--experiment-name \"%s\": use letters, digits, '.', '_' or '-' (max 64)", v->exp);
+    return 0;
+}
 
+/* Nodes, ranks per node (one per GPU, else the type's CPU ranks) and threads per
+ * rank: the cluster type's, the recipe's overrides for it (ov), then -n. */
+static void resolve_layout(const json_t *recipe, const json_t *ov, const struct recipe_run *run,
+                           struct resolved *v)
+{
+    json_t *res = json_object_get(recipe, "resources");
+    v->gpus = geti(ov, "gpus_per_node", v->ct->gpus_per_node);
+    v->rpn = v->gpus > 0 ? v->gpus : geti(ov, "ranks_per_node", v->ct->ranks_per_node);
+    v->threads = geti(ov, "threads_per_rank", v->ct->threads_per_rank);
+    v->nodes = run->nodes > 0 ? run->nodes : geti(ov, "nodes", geti(res, "nodes", 1));
+    if (strcmp(v->exec, "local") == 0 && v->nodes > 1) {
+        /* the local executor runs every rank on this machine */
+        v->rpn *= v->nodes;
+        v->nodes = 1;
+    }
+    v->ranks = v->nodes * v->rpn;
+}
+
+/* The recipe's train section with the cluster type's batch overrides (ov);
+ * micro_batch defaults to global_batch / ranks, at least 1. */
+static json_t *resolve_train(const json_t *recipe, const json_t *ov, int ranks)
+{
     json_t *train = json_deep_copy(json_object_get(recipe, "train"));
     if (json_object_get(ov, "global_batch"))
         json_object_set(train, "global_batch", json_object_get(ov, "global_batch"));
@@ -212,43 +236,59 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
     if (mb <= 0)
         mb = gb / ranks > 0 ? gb / ranks : 1;
     json_object_set_new(train, "micro_batch", json_integer(mb));
+    return train;
+}
 
-    char run_id[160], task_dir[PATH_MAX], base[PATH_MAX];
-    snprintf(run_id, sizeof(run_id), "%s_%lld", exp, (long long)run->timestamp);
-    snprintf(task_dir, sizeof(task_dir), "%s/experiments/%s/%s/%s", run->home, exp, run_id, exp);
+/* The run's directories: its task directory under --home; the base of its
+ * checkpoints and logs (the task directory, or the same path under -d); its
+ * log directory (under the base, or RUN_ID under --log-dir). */
+static void resolve_dirs(const struct recipe_run *run, struct resolved *v)
+{
+    snprintf(v->run_id, sizeof(v->run_id), "%s_%lld", v->exp, (long long)run->timestamp);
+    snprintf(v->task_dir, sizeof(v->task_dir), "%s/experiments/%s/%s/%s", run->home, v->exp,
+             v->run_id, v->exp);
     if (run->work_dir) {
         char *wd = absolute(run->work_dir);
-        snprintf(base, sizeof(base), "%s/experiments/%s/%s/%s", wd ? wd : run->work_dir, exp,
-                 run_id, exp);
+        snprintf(v->base, sizeof(v->base), "%s/experiments/%s/%s/%s", wd ? wd : run->work_dir,
+                 v->exp, v->run_id, v->exp);
         free(wd);
     } else {
-        snprintf(base, sizeof(base), "%s", task_dir);
+        snprintf(v->base, sizeof(v->base), "%s", v->task_dir);
     }
-    char ckdir[PATH_MAX + 16], logdir[PATH_MAX + 200];
-    snprintf(ckdir, sizeof(ckdir), "%s/checkpoints", base);
+    snprintf(v->ckdir, sizeof(v->ckdir), "%s/checkpoints", v->base);
     if (run->log_dir) {
         char *ld = absolute(run->log_dir);
-        snprintf(logdir, sizeof(logdir), "%s/%s", ld ? ld : run->log_dir, run_id);
+        snprintf(v->logdir, sizeof(v->logdir), "%s/%s", ld ? ld : run->log_dir, v->run_id);
         free(ld);
     } else {
-        snprintf(logdir, sizeof(logdir), "%s/logs", base);
+        snprintf(v->logdir, sizeof(v->logdir), "%s/logs", v->base);
     }
+}
 
+/* The data section: the recipe's path and tokenizer made absolute under
+ * --data-dir (default HOME/data), which is kept as dataDir. */
+static json_t *resolve_data(const json_t *recipe, const struct recipe_run *run)
+{
     char *data_base = NULL;
     if (run->data_dir)
         data_base = absolute(run->data_dir);
     else if (asprintf(&data_base, "%s/data", run->home) < 0)
         data_base = NULL;
     json_t *data = json_object_get(recipe, "data");
-    json_t *rdata = json_pack("{s:o, s:o, s:s, s:s}", "path",
-                              abs_under(data_base, json_string_value(json_object_get(data, "path"))),
-                              "tokenizer",
-                              abs_under(data_base,
-                                        json_string_value(json_object_get(data, "tokenizer"))),
-                              "dataDir", data_base ? data_base : "", "recipePath",
-                              json_string_value(json_object_get(data, "path")));
+    json_t *rdata = json_pack(
+        "{s:o, s:o, s:s, s:s}", "path",
+        abs_under(data_base, json_string_value(json_object_get(data, "path"))), "tokenizer",
+        abs_under(data_base, json_string_value(json_object_get(data, "tokenizer"))), "dataDir",
+        data_base ? data_base : "", "recipePath", json_string_value(json_object_get(data, "path")));
     free(data_base);
+    return rdata;
+}
 
+/* The checkpoint section: init from --from-checkpoint, else the recipe's init
+ * under the data directory; dir under the run's base. */
+static json_t *resolve_checkpoint(const json_t *recipe, const struct recipe_run *run,
+                                  const json_t *rdata, const char *ckdir)
+{
     json_t *ck = json_deep_copy(json_object_get(recipe, "checkpoint"));
     if (!ck)
         ck = json_object();
@@ -262,7 +302,14 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
                                       json_string_value(json_object_get(ck, "init"))));
     }
     json_object_set_new(ck, "dir", json_string(ckdir));
+    return ck;
+}
 
+/* The job's environment: the recipe's, the cluster type's (ov), OMP_NUM_THREADS,
+ * and --cache-dir as HF_HOME and MTC_CACHE_DIR. */
+static json_t *resolve_env(const json_t *recipe, const json_t *ov, const struct recipe_run *run,
+                           int threads)
+{
     json_t *env = json_object();
     json_object_update(env, json_object_get(recipe, "env"));
     json_object_update(env, json_object_get(ov, "env"));
@@ -273,20 +320,27 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
         json_object_set_new(env, "MTC_CACHE_DIR", json_string(cd ? cd : run->cache_dir));
         free(cd);
     }
+    return env;
+}
 
-    const char *time = run->time ? run->time
-                                  : json_string_value(json_object_get(res, "time"));
+/* config.json from what the phases resolved; it takes v's sections (released on failure). */
+static json_t *assemble(const json_t *recipe, const struct recipe_run *run, struct resolved *v,
+                        mtc_error_t *err)
+{
+    json_t *res = json_object_get(recipe, "resources");
+    const char *time = run->time ? run->time : json_string_value(json_object_get(res, "time"));
     json_t *out = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:i}",
-        "recipe", rname, "task", json_string_value(json_object_get(recipe, "task")), "experiment",
-        exp, "runId", run_id, "taskName", exp, "taskDir", task_dir, "timestamp",
-        (json_int_t)run->timestamp, "executor", exec, "clusterType", ctname, "clusterTypeInfo",
-        ct->what, "nodes", nodes, "ranksPerNode", rpn, "gpusPerNode", gpus, "threadsPerRank",
-        threads, "ranks", ranks, "time", time ? time : "01:00:00", "signalBeforeS",
-        geti(res, "signal_before_s", 120));
+        "recipe", json_string_value(json_object_get(recipe, "name")), "task",
+        json_string_value(json_object_get(recipe, "task")), "experiment", v->exp, "runId",
+        v->run_id, "taskName", v->exp, "taskDir", v->task_dir, "timestamp",
+        (json_int_t)run->timestamp, "executor", v->exec, "clusterType", v->ctname,
+        "clusterTypeInfo", v->ct->what, "nodes", v->nodes, "ranksPerNode", v->rpn, "gpusPerNode",
+        v->gpus, "threadsPerRank", v->threads, "ranks", v->ranks, "time", time ? time : "01:00:00",
+        "signalBeforeS", geti(res, "signal_before_s", 120));
     if (!out) {
         errprintf(err, "out of memory");
-        json_decref(train), json_decref(rdata), json_decref(ck), json_decref(env);
+        json_decref(v->train), json_decref(v->data), json_decref(v->ck), json_decref(v->env);
         return NULL;
     }
     if (run->partition)
@@ -294,20 +348,36 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
     if (run->image)
         json_object_set_new(out, "image", json_string(run->image));
     if (run->work_dir)
-        json_object_set_new(out, "workDir", json_string(base));
+        json_object_set_new(out, "workDir", json_string(v->base));
     if (run->cache_dir)
-        json_object_set(out, "cacheDir", json_object_get(env, "HF_HOME"));
+        json_object_set(out, "cacheDir", json_object_get(v->env, "HF_HOME"));
     json_object_set_new(out, "trainer", json_string(run->trainer ? run->trainer : "mtc-train"));
     json_object_set(out, "model", json_object_get(recipe, "model"));
-    json_object_set_new(out, "data", rdata);
-    json_object_set_new(out, "train", train);
-    json_object_set_new(out, "checkpoint", ck);
-    json_object_set_new(out, "logDir", json_string(logdir));
-    json_object_set_new(out, "env", env);
+    json_object_set_new(out, "data", v->data);
+    json_object_set_new(out, "train", v->train);
+    json_object_set_new(out, "checkpoint", v->ck);
+    json_object_set_new(out, "logDir", json_string(v->logdir));
+    json_object_set_new(out, "env", v->env);
     json_object_set_new(out, "trainerArgs", json_object());
     json_object_update(json_object_get(out, "trainerArgs"),
                        json_object_get(recipe, "trainer_args"));
     return out;
+}
+
+json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err)
+{
+    struct resolved v;
+    if (check_run(run, err) < 0 || resolve_target(run, &v, err) < 0 ||
+        resolve_experiment(recipe, run, &v, err) < 0)
+        return NULL;
+    json_t *ov = json_object_get(json_object_get(recipe, "cluster_types"), v.ctname);
+    resolve_layout(recipe, ov, run, &v);
+    v.train = resolve_train(recipe, ov, v.ranks);
+    resolve_dirs(run, &v);
+    v.data = resolve_data(recipe, run);
+    v.ck = resolve_checkpoint(recipe, run, v.data, v.ckdir);
+    v.env = resolve_env(recipe, ov, run, v.threads);
+    return assemble(recipe, run, &v, err);
 }
 
 int recipe_check_batch(const json_t *cfg, mtc_error_t *err)
@@ -346,11 +416,12 @@ int recipe_check_inputs(const json_t *cfg, mtc_error_t *err)
                          path, json_string_value(json_object_get(data, "recipePath")),
                          json_string_value(json_object_get(data, "dataDir")));
     if ((task == RECIPE_PRETRAIN || task == RECIPE_CPT) && S_ISDIR(st.st_mode) && !has_shards(path))
-        return errprintf(err, "data.path: %s has no train_000000.bin shard (run `mtc-train prepare`)",
-                         path);
+        return errprintf(
+            err, "data.path: %s has no train_000000.bin shard (run `mtc-train prepare`)", path);
     if (stat(tok, &st) < 0 || !S_ISREG(st.st_mode))
         return errprintf(err, "data.tokenizer: %s does not exist", tok);
-    const char *init = json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "init"));
+    const char *init =
+        json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "init"));
     if (init && stat(init, &st) < 0)
         return errprintf(err, "checkpoint.init (--from-checkpoint): %s does not exist", init);
     return 0;
@@ -386,6 +457,14 @@ static int push_val(char ***v, size_t *n, const char *flag, const json_t *val)
     return push(v, n, buf);
 }
 
+/* A NULL-terminated vector of malloc'd strings, and the strings (argv may be NULL). */
+static void free_argv(char **argv)
+{
+    for (size_t i = 0; argv && argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+}
+
 char **recipe_trainer_argv(const json_t *cfg, mtc_error_t *err)
 {
     char **v = NULL;
@@ -413,43 +492,20 @@ char **recipe_trainer_argv(const json_t *cfg, mtc_error_t *err)
     json_object_foreach(json_object_get(cfg, "trainerArgs"), k, val) rc |= push_val(&v, &n, k, val);
     rc |= push(&v, &n, "--resume");
     rc |= push(&v, &n, "auto");
-    rc |= push_val(&v, &n, "checkpoint-dir", json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
+    rc |= push_val(&v, &n, "checkpoint-dir",
+                   json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
     rc |= push_val(&v, &n, "log-dir", json_object_get(cfg, "logDir"));
     if (rc) {
-        for (size_t i = 0; v && v[i]; i++)
-            free(v[i]);
-        free(v);
+        free_argv(v);
         errprintf(err, "out of memory");
         return NULL;
     }
     return v;
 }
 
-char *recipe_shell_quote(const char *s)
-{
-    size_t n = 2;
-    for (const char *p = s; *p; p++)
-        n += *p == '\'' ? 4 : 1;
-    char *out = malloc(n + 1), *o = out;
-    if (!out)
-        return NULL;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return out;
-}
-
 static void put_q(FILE *f, const char *s)
 {
-    char *q = recipe_shell_quote(s);
+    char *q = mtc_shell_quote(s);
     fputs(q ? q : "''", f);
     free(q);
 }
@@ -460,39 +516,30 @@ static const char *const secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
 
 #define NMOUNTS 4
 
-char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
+/* The directories a container sees, as pyxis's SRC:DST[,SRC:DST] list (NULL
+ * where unset); with an image, a ',' or ':' in one is refused. */
+static int container_mounts(const json_t *cfg, const char *image, const char *mounts[NMOUNTS],
+                            mtc_error_t *err)
 {
-    const char *image = json_string_value(json_object_get(cfg, "image"));
-    /* the directories a container sees, as pyxis's SRC:DST[,SRC:DST] list */
-    const char *mounts[NMOUNTS] = {
-        json_string_value(json_object_get(cfg, "workDir")),
-        json_string_value(json_object_get(cfg, "logDir")),
-        json_string_value(json_object_get(cfg, "cacheDir")),
-        json_string_value(json_object_get(json_object_get(cfg, "data"), "dataDir"))};
+    mounts[0] = json_string_value(json_object_get(cfg, "workDir"));
+    mounts[1] = json_string_value(json_object_get(cfg, "logDir"));
+    mounts[2] = json_string_value(json_object_get(cfg, "cacheDir"));
+    mounts[3] = json_string_value(json_object_get(json_object_get(cfg, "data"), "dataDir"));
     for (size_t i = 0; image && i < NMOUNTS; i++)
-        if (mounts[i] && strpbrk(mounts[i], ",:")) {
-            errprintf(err, "-i: %.200s cannot be mounted into a container (',' or ':' in the path)",
-                      mounts[i]);
-            return NULL;
-        }
-    char **argv = recipe_trainer_argv(cfg, err);
-    if (!argv)
-        return NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) {
-        for (size_t i = 0; argv[i]; i++)
-            free(argv[i]);
-        free(argv);
-        errprintf(err, "out of memory");
-        return NULL;
-    }
-    const char *task_dir = json_string_value(json_object_get(cfg, "taskDir"));
-    const char *part = json_string_value(json_object_get(cfg, "partition"));
-    int nodes = geti(cfg, "nodes", 1), rpn = geti(cfg, "ranksPerNode", 1);
-    int gpus = geti(cfg, "gpusPerNode", 0), threads = geti(cfg, "threadsPerRank", 1);
+        if (mounts[i] && strpbrk(mounts[i], ",:"))
+            return errprintf(
+                err, "-i: %.200s cannot be mounted into a container (',' or ':' in the path)",
+                mounts[i]);
+    return 0;
+}
 
+/* The #SBATCH lines: name, partition, nodes and what each takes, time, output,
+ * requeue and the signal before the time limit. */
+static void put_header(FILE *f, const json_t *cfg)
+{
+    const char *part = json_string_value(json_object_get(cfg, "partition"));
+    int rpn = geti(cfg, "ranksPerNode", 1);
+    int gpus = geti(cfg, "gpusPerNode", 0), threads = geti(cfg, "threadsPerRank", 1);
     fprintf(f, "#!/bin/bash\n");
     fprintf(f, "# mtc run: recipe %s, experiment %s (run %s), cluster type %s.\n",
             json_string_value(json_object_get(cfg, "recipe")),
@@ -503,7 +550,7 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     fprintf(f, "#SBATCH --job-name=%s\n", json_string_value(json_object_get(cfg, "experiment")));
     if (part)
         fprintf(f, "#SBATCH --partition=%s\n", part);
-    fprintf(f, "#SBATCH --nodes=%d\n", nodes);
+    fprintf(f, "#SBATCH --nodes=%d\n", geti(cfg, "nodes", 1));
     /* GPU nodes are taken whole and srun starts one rank per GPU (below); CPU
      * ranks ask for their threads */
     if (gpus > 0)
@@ -511,13 +558,19 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     else
         fprintf(f, "#SBATCH --ntasks-per-node=%d\n#SBATCH --cpus-per-task=%d\n", rpn, threads);
     fprintf(f, "#SBATCH --time=%s\n", json_string_value(json_object_get(cfg, "time")));
-    fprintf(f, "#SBATCH --output=%s/%%j.log\n#SBATCH --open-mode=append\n", task_dir);
+    fprintf(f, "#SBATCH --output=%s/%%j.log\n#SBATCH --open-mode=append\n",
+            json_string_value(json_object_get(cfg, "taskDir")));
     fprintf(f, "# requeued after node failure or preemption; the trainer resumes from its newest\n"
                "# checkpoint. USR1 before the time limit makes it checkpoint and exit 75.\n");
-    fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=USR1@%d\n",
-            geti(cfg, "signalBeforeS", 120));
+    fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=USR1@%d\n", geti(cfg, "signalBeforeS", 120));
+}
+
+/* TASK_DIR, JOB_ID, the start line, the job's environment, and which secrets
+ * pass through from the submitting environment. */
+static void put_environment(FILE *f, const json_t *cfg)
+{
     fprintf(f, "\nset -u\nTASK_DIR=");
-    put_q(f, task_dir);
+    put_q(f, json_string_value(json_object_get(cfg, "taskDir")));
     fprintf(f, "\nJOB_ID=${SLURM_JOB_ID:-$$}\n");
     fprintf(f, "echo \"mtc: job $JOB_ID start $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ) on "
                "${SLURM_JOB_NODELIST:-$(hostname)}, restart ${SLURM_RESTART_COUNT:-0}\"\n");
@@ -533,21 +586,33 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     fprintf(f, "export MTC_EXPERIMENT=");
     put_q(f, json_string_value(json_object_get(cfg, "runId")));
     fprintf(f, " MTC_TASK_DIR=\"$TASK_DIR\"\n");
-    fprintf(f, "# secrets come from the submitting environment and are never written here\nfor v in");
+    fprintf(f,
+            "# secrets come from the submitting environment and are never written here\nfor v in");
     for (int i = 0; secrets[i]; i++)
         fprintf(f, " %s", secrets[i]);
     fprintf(f, "; do\n    [ -n \"${!v:-}\" ] && echo \"mtc: $v is set (passed through)\"\ndone\n");
+}
 
-    /* one flag (and its value) per line */
+/* TRAIN=(...): the trainer's command line, one flag (and its value) per line. */
+static void put_train_array(FILE *f, char *const argv[])
+{
     fprintf(f, "\nTRAIN=(");
     for (size_t i = 0; argv[i]; i++) {
         fprintf(f, "%s", i == 0 ? "" : strncmp(argv[i], "--", 2) == 0 || i == 1 ? "\n    " : " ");
         put_q(f, argv[i]);
     }
     fprintf(f, ")\n\n");
+}
+
+/* The ranks: srun under Slurm (in the image, with the mounts, when there is one),
+ * mpirun for several local ranks, else the trainer itself. */
+static void put_launch(FILE *f, const json_t *cfg, const char *image,
+                       const char *const mounts[NMOUNTS])
+{
+    int nodes = geti(cfg, "nodes", 1), rpn = geti(cfg, "ranksPerNode", 1);
     fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n");
     /* --overcommit: emulated GPU nodes may have fewer CPUs than GPUs */
-    if (gpus > 0)
+    if (geti(cfg, "gpusPerNode", 0) > 0)
         fprintf(f, "    srun --mpi=pmix --ntasks-per-node=%d --overcommit", rpn);
     else
         fprintf(f, "    srun --mpi=pmix");
@@ -572,17 +637,47 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     fprintf(f, "    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n");
     fprintf(f, "    mpirun -np %d --oversubscribe --bind-to none \"${TRAIN[@]}\"\n", nodes * rpn);
     fprintf(f, "else\n    \"${TRAIN[@]}\"\nfi\nrc=$?\n");
+}
+
+/* Exit 75 (checkpointed on a signal) requeues the job; else the exit status is
+ * recorded atomically in TASK_DIR/JOB_ID.exit and becomes the job's. */
+static void put_epilogue(FILE *f)
+{
     fprintf(f, "if [ $rc -eq 75 ] && [ -n \"${SLURM_JOB_ID:-}\" ]; then\n"
                "    echo \"mtc: trainer checkpointed on a signal; requeueing job $JOB_ID\"\n"
                "    scontrol requeue \"$JOB_ID\" && exit 0\n"
                "fi\n");
-    fprintf(f, "echo \"$rc\" >\"$TASK_DIR/$JOB_ID.exit.tmp\" && mv -f \"$TASK_DIR/$JOB_ID.exit.tmp\" "
-               "\"$TASK_DIR/$JOB_ID.exit\"\n");
-    fprintf(f, "echo \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), exit status $rc\"\n");
+    fprintf(f,
+            "echo \"$rc\" >\"$TASK_DIR/$JOB_ID.exit.tmp\" && mv -f \"$TASK_DIR/$JOB_ID.exit.tmp\" "
+            "\"$TASK_DIR/$JOB_ID.exit\"\n");
+    fprintf(
+        f, "echo \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), exit status $rc\"\n");
     fprintf(f, "exit $rc\n");
-    for (size_t i = 0; argv[i]; i++)
-        free(argv[i]);
-    free(argv);
+}
+
+char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
+{
+    const char *image = json_string_value(json_object_get(cfg, "image"));
+    const char *mounts[NMOUNTS];
+    if (container_mounts(cfg, image, mounts, err) < 0)
+        return NULL;
+    char **argv = recipe_trainer_argv(cfg, err);
+    if (!argv)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        free_argv(argv);
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    put_header(f, cfg);
+    put_environment(f, cfg);
+    put_train_array(f, argv);
+    put_launch(f, cfg, image, mounts);
+    put_epilogue(f);
+    free_argv(argv);
     if (fclose(f) != 0) {
         free(buf);
         errprintf(err, "out of memory");

@@ -130,8 +130,8 @@ static int fsync_dir(const char *path)
 }
 
 static json_t *meta_to_json(const struct model_config *cfg, size_t nparams,
-                            const struct opt_state *opt, const struct ckpt_meta *meta,
-                            uint64_t hp, uint64_t ho)
+                            const struct opt_state *opt, const struct ckpt_meta *meta, uint64_t hp,
+                            uint64_t ho)
 {
     char buf[32];
     json_t *o = json_object();
@@ -175,9 +175,8 @@ static json_t *meta_to_json(const struct model_config *cfg, size_t nparams,
     return o;
 }
 
-int ckpt_save(const char *dir, const struct model_config *cfg, const float *params,
-              size_t nparams, const struct opt_state *opt, const struct ckpt_meta *meta,
-              mtc_error_t *err)
+int ckpt_save(const char *dir, const struct model_config *cfg, const float *params, size_t nparams,
+              const struct opt_state *opt, const struct ckpt_meta *meta, mtc_error_t *err)
 {
     char final[4096], tmp[4096], path[4200];
     snprintf(final, sizeof final, "%s/step_%08" PRId64, dir, meta->step);
@@ -409,7 +408,8 @@ int ckpt_load(const char *ckdir, float *params, size_t nparams, struct opt_state
         snprintf(path, sizeof path, "%s/params.bin", ckdir);
         void *b[1] = {params};
         size_t l[1] = {nparams * sizeof(float)};
-        if (read_exact(path, b, l, 1, &h, err) < 0 || check_hash(o, "params_hash", h, path, err) < 0)
+        if (read_exact(path, b, l, 1, &h, err) < 0 ||
+            check_hash(o, "params_hash", h, path, err) < 0)
             goto error;
     }
     if (opt) {
@@ -442,7 +442,7 @@ int ckpt_load(const char *ckdir, float *params, size_t nparams, struct opt_state
         }
         const char *tk = json_string_value(json_object_get(o, "tokenizer"));
         snprintf(meta->tokenizer, sizeof meta->tokenizer, "%s", tk ? tk : "");
-        meta->train = json_incref(json_object_get(o, "train"));  // caller decrefs
+        meta->train = json_incref(json_object_get(o, "train")); // caller decrefs
     }
     json_decref(o);
     return 0;
@@ -489,7 +489,7 @@ static int list_steps(const char *dir, int64_t **out, int *n)
         (*out)[(*n)++] = s;
     }
     closedir(d);
-    for (int i = 1; i < *n; i++)  // insertion sort, descending
+    for (int i = 1; i < *n; i++) // insertion sort, descending
         for (int j = i; j > 0 && (*out)[j] > (*out)[j - 1]; j--) {
             int64_t t = (*out)[j];
             (*out)[j] = (*out)[j - 1];
@@ -498,7 +498,20 @@ static int list_steps(const char *dir, int64_t **out, int *n)
     return 0;
 }
 
-int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err)
+/* A checkpoint whose meta.json reads back whole. 0, or -1 with err. */
+static int meta_readable(const char *ckdir, mtc_error_t *err)
+{
+    json_t *o = read_meta(ckdir, err);
+    if (!o)
+        return -1;
+    json_decref(o);
+    return 0;
+}
+
+/* The newest step_ directory under dir that ok() accepts, into out; the others
+ * are skipped with a log line. 1 found, 0 none, -1 error. */
+static int find_newest(const char *dir, int (*ok)(const char *ckdir, mtc_error_t *err), char *out,
+                       size_t outlen, mtc_error_t *err)
 {
     int64_t *steps;
     int n;
@@ -509,17 +522,20 @@ int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err
         char ck[4096];
         snprintf(ck, sizeof ck, "%s/step_%08" PRId64, dir, steps[i]);
         mtc_error_t e2;
-        json_t *o = read_meta(ck, &e2);
-        if (!o) {
+        if (ok(ck, &e2) < 0) {
             log_msg(LOG_WARNING, "skipping %s", e2.text);
             continue;
         }
-        json_decref(o);
         snprintf(out, outlen, "%s", ck);
         found = 1;
     }
     free(steps);
     return found;
+}
+
+int ckpt_find_latest(const char *dir, char *out, size_t outlen, mtc_error_t *err)
+{
+    return find_newest(dir, meta_readable, out, outlen, err);
 }
 
 /* Hash a whole file in chunks and compare with meta.json's value. */
@@ -580,24 +596,7 @@ int ckpt_verify(const char *ckdir, mtc_error_t *err)
 
 int ckpt_find_latest_valid(const char *dir, char *out, size_t outlen, mtc_error_t *err)
 {
-    int64_t *steps;
-    int n;
-    if (list_steps(dir, &steps, &n) < 0)
-        return errprintf(err, "checkpoint dir %s: %s", dir, strerror(errno));
-    int found = 0;
-    for (int i = 0; i < n && !found; i++) {
-        char ck[4096];
-        snprintf(ck, sizeof ck, "%s/step_%08" PRId64, dir, steps[i]);
-        mtc_error_t e2;
-        if (ckpt_verify(ck, &e2) < 0) {
-            log_msg(LOG_WARNING, "skipping %s", e2.text);
-            continue;
-        }
-        snprintf(out, outlen, "%s", ck);
-        found = 1;
-    }
-    free(steps);
-    return found;
+    return find_newest(dir, ckpt_verify, out, outlen, err);
 }
 
 int ckpt_prune(const char *dir, int keep)
@@ -613,7 +612,7 @@ int ckpt_prune(const char *dir, int keep)
         if (mtc_path_exists(done) && ++complete <= keep)
             continue;
         if (keep > 0 && !mtc_path_exists(done) && complete == 0)
-            continue;  // newer than every complete one: may be being written by another process
+            continue; // newer than every complete one: may be being written by another process
         mtc_rm_rf(ck);
     }
     free(steps);
@@ -646,7 +645,7 @@ struct ckpt_writer {
     struct model_config cfg;
     size_t n;
     int keep;
-    float *stage;  // (3n): params, m, v
+    float *stage; // (3n): params, m, v
     struct opt_state sopt;
     struct ckpt_meta meta;
     int pending, has_opt, quit, failed;
@@ -679,8 +678,8 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         int64_t t0 = mtc_now_ms();
         mtc_error_t e;
-        int rc = ckpt_save(w->dir, &w->cfg, w->stage, w->n, w->has_opt ? &w->sopt : NULL, &w->meta,
-                           &e);
+        int rc =
+            ckpt_save(w->dir, &w->cfg, w->stage, w->n, w->has_opt ? &w->sopt : NULL, &w->meta, &e);
         if (rc == 0)
             ckpt_prune(w->dir, w->keep);
         else
@@ -756,7 +755,7 @@ int ckpt_writer_wait(struct ckpt_writer *w, mtc_error_t *err)
  * one core is well below the socket's). */
 static void par_copy(float *dst, const float *src, size_t n)
 {
-    const size_t chunk = 1u << 18;  // 1 MiB of floats
+    const size_t chunk = 1u << 18; // 1 MiB of floats
     long nchunks = (long)((n + chunk - 1) / chunk);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < nchunks; c++) {

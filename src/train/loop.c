@@ -97,8 +97,12 @@ static int parse_args(int argc, char **argv, struct targs *a)
         const struct optdef *d = &train_opts[c - 1000];
         char *p = (char *)a + d->off, *end;
         switch (d->type) {
-        case O_STR: *(const char **)p = optarg; break;
-        case O_FLAG: *(int *)p = 1; break;
+        case O_STR:
+            *(const char **)p = optarg;
+            break;
+        case O_FLAG:
+            *(int *)p = 1;
+            break;
         case O_INT:
             errno = 0;
             *(int *)p = (int)strtol(optarg, &end, 10);
@@ -209,11 +213,11 @@ static int build_config(const struct targs *a, struct model_config *cfg, mtc_err
 
 static json_t *args_json(const struct targs *a)
 {
-    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}",
-                     "steps", a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr", a->lr,
-                     "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd, "grad_clip",
-                     a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data, "mode",
-                     a->mode, "dpo_beta", a->dpo_beta, "init", a->init);
+    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}", "steps",
+                     a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr",
+                     a->lr, "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd,
+                     "grad_clip", a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data,
+                     "mode", a->mode, "dpo_beta", a->dpo_beta, "init", a->init);
 }
 
 struct run {
@@ -223,7 +227,7 @@ struct run {
     struct opt_state opt;
     struct opt_config oc;
     struct loader *tl, *vl;
-    struct ft *ft;  // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
+    struct ft *ft; // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
     struct loader_pos vl_start;
     struct ckpt_writer *cw;
     struct metrics *mt;
@@ -231,7 +235,7 @@ struct run {
     int32_t *x, *y;
     int rank, nranks, accum;
     int64_t step;
-    int64_t ckpt_step;  // step of the newest checkpoint of this run (-1 none)
+    int64_t ckpt_step; // step of the newest checkpoint of this run (-1 none)
     double tokens_seen;
     float last_loss;
 };
@@ -262,7 +266,7 @@ static int checkpoint(struct run *r, int sync, mtc_error_t *err)
     if (!r->a.ckpt_dir || r->ckpt_step == r->step)
         return 0;
     r->ckpt_step = r->step;
-    static struct ckpt_meta meta;  // large (per-rank positions); one checkpoint at a time
+    static struct ckpt_meta meta; // large (per-rank positions); one checkpoint at a time
     json_t *train = args_json(&r->a);
     fill_meta(r, &meta, train);
     int rc = 0;
@@ -297,41 +301,38 @@ static float evaluate(struct run *r, mtc_error_t *err)
     return (float)(sum / r->nranks);
 }
 
-/* Set-up: config, model, data, optimizer, resume. 0, or -1 with err. */
-static int setup(struct run *r, mtc_error_t *err)
+/* Which checkpoint to resume from into resume[len] ("" none): rank 0 decides and
+ * every rank gets the same path; a leading '!' carries rank 0's error so that
+ * every rank stops together. 0, or -1 with err. */
+static int choose_resume(struct run *r, char *resume, size_t len, mtc_error_t *err)
 {
-    struct targs *a = &r->a;
-    r->rank = dist_rank();
-    r->nranks = dist_size();
-    if (r->nranks > TRAIN_MAX_RANKS)
-        return errprintf(err, "at most %d ranks", TRAIN_MAX_RANKS);
-    if (!a->data)
-        return errprintf(err, "--data DIR is required (shards from `mtc-train prepare`)");
-    if (!a->log_dir)
-        a->log_dir = a->ckpt_dir;
-
-    // which checkpoint to resume from: rank 0 decides, every rank gets the same path
-    // rank 0 decides; a leading '!' carries an error so that every rank stops together
-    char resume[4096] = "";
+    const struct targs *a = &r->a;
     if (a->resume && strcmp(a->resume, "auto") == 0 && !a->ckpt_dir)
         return errprintf(err, "--resume auto needs --checkpoint-dir");
     if (a->resume && r->rank == 0) {
         char meta[4200];
         snprintf(meta, sizeof meta, "%s/meta.json", a->resume);
         if (strcmp(a->resume, "auto") == 0) {
-            if (ckpt_find_latest_valid(a->ckpt_dir, resume, sizeof resume, err) < 0)
-                snprintf(resume, sizeof resume, "!%s", err->text);
+            if (ckpt_find_latest_valid(a->ckpt_dir, resume, len, err) < 0)
+                snprintf(resume, len, "!%s", err->text);
         } else if (mtc_path_exists(meta)) {
-            snprintf(resume, sizeof resume, "%s", a->resume);
-        } else if (ckpt_find_latest(a->resume, resume, sizeof resume, err) != 1) {
+            snprintf(resume, len, "%s", a->resume);
+        } else if (ckpt_find_latest(a->resume, resume, len, err) != 1) {
             // a checkpoint root given as PATH resumes from its newest complete checkpoint
-            snprintf(resume, sizeof resume, "!--resume %s: no complete checkpoint there", a->resume);
+            snprintf(resume, len, "!--resume %s: no complete checkpoint there", a->resume);
         }
     }
-    dist_bcast(resume, sizeof resume);
+    dist_bcast(resume, len);
     if (resume[0] == '!')
         return errprintf(err, "%s", resume + 1);
+    return 0;
+}
 
+/* The model config: --model/--config, or the checkpoint's when resuming (which
+ * must then equal any --model/--config given). */
+static int resolve_config(struct run *r, const char *resume, mtc_error_t *err)
+{
+    const struct targs *a = &r->a;
     struct model_config want;
     if (build_config(a, &want, err) < 0)
         return -1;
@@ -341,9 +342,18 @@ static int setup(struct run *r, mtc_error_t *err)
             return -1;
         char d[160];
         if ((a->model || a->config) && !model_config_equal(&r->cfg, &want))
-            return errprintf(err, "--resume %s: the checkpoint's model differs from --model/--config (%s)",
-                             resume, interop_config_diff(&r->cfg, &want, d, sizeof d));
+            return errprintf(
+                err, "--resume %s: the checkpoint's model differs from --model/--config (%s)",
+                resume, interop_config_diff(&r->cfg, &want, d, sizeof d));
     }
+    return 0;
+}
+
+/* --seq and --micro-batch (defaults from the model and the rank count) and the
+ * gradient accumulation steps that make up --batch. */
+static int resolve_shapes(struct run *r, mtc_error_t *err)
+{
+    struct targs *a = &r->a;
     if (a->seq <= 0)
         a->seq = r->cfg.max_seq < 128 ? r->cfg.max_seq : 128;
     if (a->seq > r->cfg.max_seq)
@@ -354,7 +364,14 @@ static int setup(struct run *r, mtc_error_t *err)
         return errprintf(err, "--batch %d must be a multiple of --micro-batch %d x %d ranks",
                          a->batch, a->micro, r->nranks);
     r->accum = a->batch / (a->micro * r->nranks);
+    return 0;
+}
 
+/* The tokenizer, the training data (pretraining shards, or SFT/DPO JSONL by
+ * --mode: *ftm, 0 for pretraining) and the validation shards. */
+static int open_data(struct run *r, int *ftm, mtc_error_t *err)
+{
+    const struct targs *a = &r->a;
     if (a->tokenizer) {
         r->tk = tok_load(a->tokenizer, err);
         if (!r->tk)
@@ -363,15 +380,24 @@ static int setup(struct run *r, mtc_error_t *err)
             return errprintf(err, "tokenizer %s has %d ids but the model's vocab_size is %d",
                              a->tokenizer, tok_vocab_size(r->tk), r->cfg.vocab_size);
     }
-    int ftm = ft_mode_of(a->mode, err);
-    if (ftm < 0)
+    int mode = ft_mode_of(a->mode, err);
+    if (mode < 0)
         return -1;
-    if (ftm > 0) {
-        struct ft_config fc = {.mode = (enum ft_mode)ftm, .data = a->data, .tok = r->tk,
-                               .micro = a->micro, .accum = r->accum, .seq = a->seq,
-                               .rank = r->rank, .nranks = r->nranks, .seed = (uint64_t)a->seed,
-                               .shuffle = a->shuffle, .want_val = a->eval_every > 0,
-                               .beta = (float)a->dpo_beta, .init = a->init};
+    *ftm = mode;
+    if (mode > 0) {
+        struct ft_config fc = {.mode = (enum ft_mode)mode,
+                               .data = a->data,
+                               .tok = r->tk,
+                               .micro = a->micro,
+                               .accum = r->accum,
+                               .seq = a->seq,
+                               .rank = r->rank,
+                               .nranks = r->nranks,
+                               .seed = (uint64_t)a->seed,
+                               .shuffle = a->shuffle,
+                               .want_val = a->eval_every > 0,
+                               .beta = (float)a->dpo_beta,
+                               .init = a->init};
         r->ft = ft_create(&fc, &r->cfg, err);
         if (!r->ft)
             return -1;
@@ -386,6 +412,14 @@ static int setup(struct run *r, mtc_error_t *err)
             return errprintf(err, "--eval-every needs validation shards: %s", e2.text);
         loader_get_pos(r->vl, &r->vl_start);
     }
+    return 0;
+}
+
+/* The model with fresh weights and activations for micro x seq, the optimizer
+ * state and schedule, and the batch buffers x, y (micro, seq). */
+static int create_model(struct run *r, mtc_error_t *err)
+{
+    const struct targs *a = &r->a;
     r->m = model_create(&r->cfg, err);
     if (!r->m)
         return -1;
@@ -406,48 +440,66 @@ static int setup(struct run *r, mtc_error_t *err)
     r->oc.total_steps = a->steps;
     r->oc.weight_decay = (float)a->wd;
     r->oc.grad_clip = (float)a->clip;
+    return 0;
+}
 
+/* An exact resume needs the checkpoint's batch shape, fine-tuning mode and rank count. */
+static int check_resume_meta(const struct run *r, const struct ckpt_meta *meta, int ftm,
+                             const char *resume, mtc_error_t *err)
+{
+    const struct targs *a = &r->a;
+    // the loader position counts batches of micro x ranks windows of seq
+    // tokens: another shape would resume on other data
+    static const char *const shape_keys[] = {"micro_batch", "seq", "batch"};
+    int cur[] = {a->micro, a->seq, a->batch};
+    for (int k = 0; k < 3; k++) {
+        json_t *v = json_object_get(meta->train, shape_keys[k]);
+        if (json_is_integer(v) && json_integer_value(v) != cur[k])
+            return errprintf(err,
+                             "checkpoint %s was trained with %s %lld, this run has %d "
+                             "(exact resume needs the same --batch/--micro-batch/--seq)",
+                             resume, shape_keys[k], (long long)json_integer_value(v), cur[k]);
+    }
+    if (ft_resume_check(meta->train, ftm, a->init, resume, err) < 0)
+        return -1;
+    if (meta->nranks != r->nranks)
+        return errprintf(err,
+                         "checkpoint %s was written by %d ranks, this run has %d "
+                         "(exact resume needs the same count)",
+                         resume, meta->nranks, r->nranks);
+    return 0;
+}
+
+/* Weights, optimizer moments, data position and counters from the checkpoint
+ * being resumed, else initial weights from --init, if any. */
+static int restore_state(struct run *r, const char *resume, int ftm, mtc_error_t *err)
+{
     r->step = 0;
     r->ckpt_step = -1;
-    if (resume[0]) {
-        static struct ckpt_meta meta;
-        if (ckpt_load(resume, model_params(r->m), model_nparams(r->m), &r->opt, &meta, err) < 0)
-            return -1;
-        // the loader position counts batches of micro x ranks windows of seq
-        // tokens: another shape would resume on other data
-        static const char *const shape_keys[] = {"micro_batch", "seq", "batch"};
-        int cur[] = {a->micro, a->seq, a->batch};
-        for (int k = 0; k < 3; k++) {
-            json_t *v = json_object_get(meta.train, shape_keys[k]);
-            if (json_is_integer(v) && json_integer_value(v) != cur[k]) {
-                errprintf(err, "checkpoint %s was trained with %s %lld, this run has %d "
-                               "(exact resume needs the same --batch/--micro-batch/--seq)",
-                          resume, shape_keys[k], (long long)json_integer_value(v), cur[k]);
-                json_decref(meta.train);
-                return -1;
-            }
-        }
-        if (ft_resume_check(meta.train, ftm, a->init, resume, err) < 0) {
-            json_decref(meta.train);
-            return -1;
-        }
-        json_decref(meta.train);
-        if (meta.nranks != r->nranks)
-            return errprintf(err, "checkpoint %s was written by %d ranks, this run has %d "
-                                  "(exact resume needs the same count)",
-                             resume, meta.nranks, r->nranks);
-        if ((r->ft ? ft_set_pos(r->ft, &meta.loader[r->rank], err)
-                   : loader_set_pos(r->tl, &meta.loader[r->rank], err)) < 0)
-            return -1;
-        r->step = r->ckpt_step = meta.step;
-        r->tokens_seen = meta.tokens_seen;
-        r->last_loss = meta.last_loss;
-        if (r->rank == 0)
-            fprintf(stderr, "mtc-train: resuming from %s (step %" PRId64 ")\n", resume, r->step);
-    } else if (a->init) {
-        if (interop_load_weights(r->m, a->init, err) < 0)
-            return -1;
-    }
+    if (!resume[0])
+        return r->a.init ? interop_load_weights(r->m, r->a.init, err) : 0;
+    static struct ckpt_meta meta;
+    if (ckpt_load(resume, model_params(r->m), model_nparams(r->m), &r->opt, &meta, err) < 0)
+        return -1;
+    int rc = check_resume_meta(r, &meta, ftm, resume, err);
+    json_decref(meta.train);
+    if (rc < 0)
+        return -1;
+    if ((r->ft ? ft_set_pos(r->ft, &meta.loader[r->rank], err)
+               : loader_set_pos(r->tl, &meta.loader[r->rank], err)) < 0)
+        return -1;
+    r->step = r->ckpt_step = meta.step;
+    r->tokens_seen = meta.tokens_seen;
+    r->last_loss = meta.last_loss;
+    if (r->rank == 0)
+        fprintf(stderr, "mtc-train: resuming from %s (step %" PRId64 ")\n", resume, r->step);
+    return 0;
+}
+
+/* Rank 0 writes the checkpoints and the metrics (continuing after a resumed step). */
+static int open_outputs(struct run *r, const char *resume, mtc_error_t *err)
+{
+    const struct targs *a = &r->a;
     if (r->rank == 0 && a->ckpt_dir) {
         r->cw = ckpt_writer_create(a->ckpt_dir, &r->cfg, model_nparams(r->m), a->keep, err);
         if (!r->cw)
@@ -459,6 +511,27 @@ static int setup(struct run *r, mtc_error_t *err)
             return -1;
     }
     return 0;
+}
+
+/* Set-up: config, model, data, optimizer, resume. 0, or -1 with err. */
+static int setup(struct run *r, mtc_error_t *err)
+{
+    struct targs *a = &r->a;
+    r->rank = dist_rank();
+    r->nranks = dist_size();
+    if (r->nranks > TRAIN_MAX_RANKS)
+        return errprintf(err, "at most %d ranks", TRAIN_MAX_RANKS);
+    if (!a->data)
+        return errprintf(err, "--data DIR is required (shards from `mtc-train prepare`)");
+    if (!a->log_dir)
+        a->log_dir = a->ckpt_dir;
+    char resume[4096] = "";
+    int ftm = 0;
+    if (choose_resume(r, resume, sizeof resume, err) < 0 || resolve_config(r, resume, err) < 0 ||
+        resolve_shapes(r, err) < 0 || open_data(r, &ftm, err) < 0 || create_model(r, err) < 0 ||
+        restore_state(r, resume, ftm, err) < 0)
+        return -1;
+    return open_outputs(r, resume, err);
 }
 
 static void teardown(struct run *r)
@@ -492,9 +565,11 @@ static float train_step(struct run *r, double *gnorm, float *lr, mtc_error_t *er
         errno = 0;
         float l = model_forward(r->m, r->x, r->y, NULL, norm, a->micro, a->seq);
         if (isnan(l) && errno == EINVAL) {
-            errprintf(err, "model forward rejected the batch: token id >= vocab_size %d or seq > max_seq "
-                           "(tokenizer/data do not match the model)",
-                      r->cfg.vocab_size);
+            errprintf(
+                err,
+                "model forward rejected the batch: token id >= vocab_size %d or seq > max_seq "
+                "(tokenizer/data do not match the model)",
+                r->cfg.vocab_size);
             return NAN;
         }
         model_backward(r->m, NULL);
@@ -557,7 +632,8 @@ static int run_loop(struct run *r, mtc_error_t *err)
                              r->step == first + 1)) {
             char b1[32], b2[32];
             double per = (t - t_start) / (double)(r->step - first);
-            fprintf(stdout, "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
+            fprintf(stdout,
+                    "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
                     r->step, a->steps, loss, lr, fmt_int(tps, b1, sizeof b1), mfu * 100,
                     fmt_dur(per * (double)(a->steps - r->step), b2, sizeof b2));
             last_logged = r->step;
@@ -568,8 +644,9 @@ static int run_loop(struct run *r, mtc_error_t *err)
         dist_allreduce_sum_d(&stop, 1);
         if (stop > 0) {
             if (r->rank == 0)
-                fprintf(stderr, "mtc-train: signal received, checkpointing at step %" PRId64
-                                " and exiting %d (requeue)\n",
+                fprintf(stderr,
+                        "mtc-train: signal received, checkpointing at step %" PRId64
+                        " and exiting %d (requeue)\n",
                         r->step, TRAIN_EXIT_REQUEUE);
             if (checkpoint(r, 1, err) < 0)
                 return -1;
@@ -594,9 +671,10 @@ static int run_loop(struct run *r, mtc_error_t *err)
                 r->last_loss);
     if (r->rank == 0 && r->cw && n0 > 0) {
         double mb = 3.0 * (double)model_nparams(r->m) * sizeof(float) / 1e6;
-        fprintf(stderr, "mtc-train: checkpoints: %d async, stall %.4f s each (snapshot copy %.4f s, "
-                        "waiting for the previous write %.4f s; %.2f s written in the background); "
-                        "final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
+        fprintf(stderr,
+                "mtc-train: checkpoints: %d async, stall %.4f s each (snapshot copy %.4f s, "
+                "waiting for the previous write %.4f s; %.2f s written in the background); "
+                "final synchronous write %.3f s (%.1f MB, %.0f MB/s)\n",
                 n0, ss0 / n0, (ss0 - wt0) / n0, wt0 / n0, ws0, sync_s, mb,
                 mb / (sync_s > 0 ? sync_s : 1e-9));
     }
@@ -605,7 +683,7 @@ static int run_loop(struct run *r, mtc_error_t *err)
 
 int train_main(int argc, char **argv)
 {
-    static struct run r;  // zeroed; large
+    static struct run r; // zeroed; large
     struct targs *a = &r.a;
     a->steps = 100;
     a->batch = 8;

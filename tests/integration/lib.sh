@@ -32,6 +32,13 @@ wait_for() {
     "$@" >/dev/null 2>&1
 }
 
+# Wait up to $1 seconds until file $2 exists, polling every 10 ms (for events
+# shorter than wait_for's 0.2 s).
+poll_for() {
+    local end=$((SECONDS + $1))
+    while [ ! -e "$2" ] && [ $SECONDS -lt $end ]; do sleep 0.01; done
+}
+
 t_cleanup() {
     local rc=$?
     [ "$(type -t t_extra_cleanup)" = function ] && t_extra_cleanup

@@ -4,23 +4,14 @@
 # complete checkpoint intact: resume auto continues from it, the partial write is
 # cleaned up, and the surviving checkpoint still exports.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/train_setup.inc"
 D=$T_DIR
 # one thread: on a loaded shared machine an OpenMP team waits at every barrier
 # for a descheduled member (seconds per step); results do not depend on it
 export OMP_NUM_THREADS=1
 
-python3 - "$D/data" <<'PY'
-import os, random, struct, sys
 # token shards in our format directly (the tokenizer is not under test here)
-random.seed(2)
-os.makedirs(sys.argv[1])
-for name, n in (("train_000000.bin", 50000), ("val_000000.bin", 5000)):
-    toks = [random.randrange(500) for _ in range(n)]
-    hdr = [0] * 256
-    hdr[0], hdr[1], hdr[2], hdr[4] = 0x3153544D, 1, 2, n
-    with open(os.path.join(sys.argv[1], name), "wb") as f:
-        f.write(struct.pack("<256I", *hdr) + struct.pack("<%dH" % n, *toks))
-PY
+train_shards "$D/data" 50000
 # ~6.5M parameters: 78 MB per checkpoint (weights + two moments)
 CFG='{"n_layer":4,"d_model":320,"n_head":4,"d_ff":1280,"vocab_size":512,"max_seq":32}'
 ARGS=(--model tiny-gpt2 --config "$CFG" --data "$D/data" --steps 30 --batch 1 --seq 16

@@ -4,21 +4,13 @@
 # corrupt checkpoint, preset mismatch on resume, missing tokenizer, non-finite
 # loss, import shape mismatch) fails with one clear line and a non-zero exit.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/train_setup.inc"
 D=$T_DIR
 # one thread: on a loaded shared machine an OpenMP team waits at every barrier
 # for a descheduled member (seconds per step); results do not depend on it
 export OMP_NUM_THREADS=1
 
-python3 - "$D/corpus.txt" <<'PY'
-import random, sys
-random.seed(3)
-subj = "the cat|a dog|my friend|the old man|a small bird|the teacher".split("|")
-verb = "sat on|looked at|ran to|jumped over|talked about|found".split("|")
-obj = "the mat|a red house|the green tree|a big river|the blue car|the garden".split("|")
-with open(sys.argv[1], "w") as f:
-    for i in range(3000):
-        f.write(f"{random.choice(subj)} {random.choice(verb)} {random.choice(obj)}. ")
-PY
+train_corpus "$D/corpus.txt" 3
 mtc-train tokenizer train --vocab-size 384 --input "$D/corpus.txt" --output "$D/tok.json" 2>/dev/null
 mtc-train prepare --tokenizer "$D/tok.json" --input "$D/corpus.txt" --output "$D/data" --val-fraction 0.1 2>/dev/null
 check "corpus prepared" test -s "$D/tok.json"

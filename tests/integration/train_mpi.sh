@@ -15,11 +15,6 @@ export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_oversubscribe=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 MPIRUN=(mpirun -np 2 --oversubscribe --bind-to none)
 
-# wait (polling every 10 ms, unlike lib.sh's wait_for) until a file exists
-poll_for() {
-    local end=$((SECONDS + $1))
-    while [ ! -e "$2" ] && [ $SECONDS -lt $end ]; do sleep 0.01; done
-}
 python3 - "$D/corpus.txt" <<'PY'
 import random, sys
 random.seed(11)

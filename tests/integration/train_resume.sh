@@ -3,29 +3,14 @@
 # with --resume auto is BITWISE identical to an uninterrupted run: every logged
 # loss, the final parameters and optimizer moments, and the exported safetensors.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/train_setup.inc"
 D=$T_DIR
 # one thread: on a loaded shared machine an OpenMP team waits at every barrier
 # for a descheduled member (seconds per step); results do not depend on it
 export OMP_NUM_THREADS=1
 
 # a small corpus with structure to learn, a tokenizer trained on it, shards
-# wait (polling every 10 ms, unlike lib.sh's wait_for) until a file exists
-poll_for() {
-    local end=$((SECONDS + $1))
-    while [ ! -e "$2" ] && [ $SECONDS -lt $end ]; do sleep 0.01; done
-}
-python3 - "$D/corpus.txt" <<'PY'
-import random, sys
-random.seed(7)
-subj = "the cat|a dog|my friend|the old man|a small bird|the teacher".split("|")
-verb = "sat on|looked at|ran to|jumped over|talked about|found".split("|")
-obj = "the mat|a red house|the green tree|a big river|the blue car|the garden".split("|")
-with open(sys.argv[1], "w") as f:
-    for i in range(3000):
-        f.write(f"{random.choice(subj)} {random.choice(verb)} {random.choice(obj)}. ")
-        if i % 10 == 9:
-            f.write("\n")
-PY
+train_corpus "$D/corpus.txt" 7 10
 check "tokenizer train" mtc-train tokenizer train --vocab-size 384 --input "$D/corpus.txt" --output "$D/tok.json"
 check "prepare shards" mtc-train prepare --tokenizer "$D/tok.json" --input "$D/corpus.txt" --output "$D/data" --val-fraction 0.1
 

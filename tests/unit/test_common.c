@@ -19,12 +19,36 @@ static void test_errprintf_one_line(void)
     memset(longs, '\n', sizeof(longs) - 1);
     longs[sizeof(longs) - 1] = '\0';
     errprintf(&err, "%s", longs);
-    CHECK(strlen(err.text) < sizeof(err.text) && !strchr(err.text, '\n'), "truncated, still one line");
+    CHECK(strlen(err.text) < sizeof(err.text) && !strchr(err.text, '\n'),
+          "truncated, still one line");
+}
+
+/* One shell word, nothing expanded (recipes' sbatch scripts, the hosts provider's ssh). */
+static void test_shell_quote(void)
+{
+    char *q = mtc_shell_quote("it's $HOME");
+    CHECK_STR(q, "'it'\\''s $HOME'", "single quotes escape everything");
+    free(q);
+    q = mtc_shell_quote("");
+    CHECK_STR(q, "''", "the empty word stays a word");
+    free(q);
+    q = mtc_shell_quote("''");
+    CHECK_STR(q, "''\\'''\\'''", "quotes only");
+    free(q);
+    char *argv[] = {"sh", "-c", NULL, NULL}, *out = NULL, cmd[128];
+    q = mtc_shell_quote("a'b \"$(x)\" `y` \\ *");
+    snprintf(cmd, sizeof(cmd), "printf %%s %s", q ? q : "");
+    argv[2] = cmd;
+    CHECK(mtc_run(argv, NULL, &out, 5000) == 0, "quoted word runs");
+    CHECK_STR(out, "a'b \"$(x)\" `y` \\ *", "the shell reads back the same bytes");
+    free(out);
+    free(q);
 }
 
 int main(void)
 {
     test_errprintf_one_line();
+    test_shell_quote();
     CHECK(mtc_name_valid("demo", 10), "plain name valid");
     CHECK(mtc_name_valid("a3m-pool-1", 20), "dashes and digits valid");
     CHECK(!mtc_name_valid("Demo", 10), "uppercase rejected");
@@ -95,6 +119,12 @@ int main(void)
     pid_t pid = mtc_spawn(argv4, NULL, NULL);
     CHECK(pid > 0 && mtc_pid_alive(pid), "spawned process alive");
     CHECK(mtc_pid_stop(pid, 2000) == 0 && !mtc_pid_alive(pid), "stopped by pid");
+
+    char exe[4096], self[4200];
+    CHECK(mtc_exe_dir(exe, sizeof(exe)) == 0 && exe[0] == '/', "program directory: %s", exe);
+    snprintf(self, sizeof(self), "%s/test_common", exe);
+    CHECK(mtc_path_exists(self), "this test lives there");
+    CHECK(mtc_exe_dir(exe, 1) == -1, "no room: -1");
 
     char h[65];
     mtc_sha256_hex("abc", h);

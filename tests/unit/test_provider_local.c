@@ -14,54 +14,7 @@
 #include "check.h"
 #include "cluster/cluster.h"
 #include "provider/provider.h"
-
-static char home[256];
-
-/* Kill whatever pid files under home/clusters/ name, if the process is ours
- * (its argv mentions home), then remove home. */
-static void cleanup(void)
-{
-    char path[1024];
-    if (!home[0])
-        return;
-    snprintf(path, sizeof(path), "%s/clusters", home);
-    DIR *d = opendir(path);
-    struct dirent *c;
-    while (d && (c = readdir(d))) {
-        if (c->d_name[0] == '.')
-            continue;
-        char run[1400];
-        for (int k = 0; k < 3; k++) {
-            static const char *const sub[] = {"run", "run/slurm", "munge"};
-            snprintf(run, sizeof(run), "%s/%s/%s", path, c->d_name, sub[k]);
-            DIR *r = opendir(run);
-            struct dirent *e;
-            while (r && (e = readdir(r))) {
-                char pf[1800];
-                snprintf(pf, sizeof(pf), "%s/%s", run, e->d_name);
-                int pidfile = strstr(e->d_name, ".pid") || strcmp(e->d_name, "pid") == 0;
-                pid_t pid = pidfile ? mtc_pid_read(pf) : 0;
-                if (pid > 0 && mtc_pid_alive(pid)) {
-                    printf("# cleanup: stopping pid %d (%s)\n", (int)pid, e->d_name);
-                    mtc_pid_stop(pid, 3000);
-                }
-            }
-            if (r)
-                closedir(r);
-        }
-    }
-    if (d)
-        closedir(d);
-    mtc_rm_rf(home);
-    home[0] = '\0';
-}
-
-static void on_signal(int sig)
-{
-    cleanup();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
+#include "provider_fixture.h"
 
 static json_t *load_spec(const char *text)
 {
@@ -109,18 +62,7 @@ static int sh(struct provider *p, const char *id, const char *cmd, char **out)
 {
     char env0[1024];
     conf_env(p, id, env0, sizeof(env0));
-    char *env[] = {env0, NULL};
-    char *argv[] = {"bash", "-c", (char *)cmd, NULL};
-    char *o = NULL;
-    int rc = mtc_run(argv, env, &o, 60000);
-    size_t n = o ? strlen(o) : 0;
-    while (n && (o[n - 1] == '\n' || o[n - 1] == ' '))
-        o[--n] = '\0';
-    if (out)
-        *out = o;
-    else
-        free(o);
-    return rc;
+    return fixture_sh(env0, cmd, out, 60000);
 }
 
 static int sh_eq(struct provider *p, const char *id, const char *cmd, const char *want)
@@ -134,13 +76,6 @@ static int sh_eq(struct provider *p, const char *id, const char *cmd, const char
     return ok;
 }
 
-static pid_t pid_of(const char *id, const char *name)
-{
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/clusters/%s/run/%s.pid", home, id, name);
-    return mtc_pid_read(path);
-}
-
 /* kill -9 by recorded pid and wait until it is gone */
 static int kill_and_wait(pid_t pid)
 {
@@ -150,23 +85,6 @@ static int kill_and_wait(pid_t pid)
         if (!mtc_pid_alive(pid))
             return 1;
     return 0;
-}
-
-struct events {
-    int n;
-    char types[16][32];
-    char nodes[16][64];
-};
-
-static void on_event(void *arg, const char *type, const char *node, const char *message)
-{
-    struct events *e = arg;
-    printf("# event %s %s: %s\n", type, node ? node : "-", message);
-    if (e->n < 16) {
-        snprintf(e->types[e->n], sizeof(e->types[0]), "%s", type);
-        snprintf(e->nodes[e->n], sizeof(e->nodes[0]), "%s", node ? node : "");
-        e->n++;
-    }
 }
 
 static void on_progress(void *arg, const char *msg)
@@ -232,16 +150,8 @@ int main(void)
 {
     mtc_error_t err = {{0}};
     char *o = NULL;
-    snprintf(home, sizeof(home), "/tmp/mtcpl.XXXXXX");
-    if (!mkdtemp(home)) {
-        perror("mkdtemp");
+    if (fixture_home("/tmp/mtcpl.XXXXXX") < 0)
         return 1;
-    }
-    atexit(cleanup);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGSEGV, on_signal);
-    signal(SIGABRT, on_signal);
     int64_t t_start = mtc_now_ms();
 
     struct provider *p = provider_create("local", home, &err);
@@ -319,53 +229,56 @@ int main(void)
     CHECK(job[0], "held job submitted (%s)", job);
     CHECK(wait_state_saved("ta", t_sub), "job queue saved to StateSaveLocation");
 
-    struct events ev = {0};
-    pid_t old = pid_of("ta", "slurmd-ta-a3m-0");
+    struct fixture_events ev = {0};
+    pid_t old = fixture_pid("ta", "slurmd-ta-a3m-0");
     CHECK(kill_and_wait(old), "slurmd of ta-a3m-0 killed by pid");
-    CHECK(provider_supervise(p, "ta", s2, on_event, &ev, &err) == 0, "supervise (%s)", err.text);
+    CHECK(provider_supervise(p, "ta", s2, fixture_on_event, &ev, &err) == 0, "supervise (%s)",
+          err.text);
     CHECK(ev.n == 1 && strcmp(ev.types[0], "SLURMD_RESTART") == 0 &&
               strcmp(ev.nodes[0], "ta-a3m-0") == 0,
           "SLURMD_RESTART reported for ta-a3m-0");
-    pid_t now = pid_of("ta", "slurmd-ta-a3m-0");
+    pid_t now = fixture_pid("ta", "slurmd-ta-a3m-0");
     CHECK(now != old && mtc_pid_alive(now), "slurmd restarted with a new pid");
 
     memset(&ev, 0, sizeof(ev));
-    CHECK(kill_and_wait(pid_of("ta", "slurmctld")), "slurmctld killed by pid");
-    CHECK(provider_supervise(p, "ta", s2, on_event, &ev, &err) == 0, "supervise (%s)", err.text);
+    CHECK(kill_and_wait(fixture_pid("ta", "slurmctld")), "slurmctld killed by pid");
+    CHECK(provider_supervise(p, "ta", s2, fixture_on_event, &ev, &err) == 0, "supervise (%s)",
+          err.text);
     CHECK(ev.n == 1 && strcmp(ev.types[0], "SLURMCTLD_RESTART") == 0, "SLURMCTLD_RESTART reported");
     CHECK(job_pending(p, "ta", job), "queued job survived the slurmctld kill");
 
     memset(&ev, 0, sizeof(ev));
-    CHECK(kill_and_wait(pid_of("ta", "munged")), "munged killed by pid");
-    CHECK(provider_supervise(p, "ta", s2, on_event, &ev, &err) == 0, "supervise (%s)", err.text);
+    CHECK(kill_and_wait(fixture_pid("ta", "munged")), "munged killed by pid");
+    CHECK(provider_supervise(p, "ta", s2, fixture_on_event, &ev, &err) == 0, "supervise (%s)",
+          err.text);
     CHECK(ev.n == 1 && strcmp(ev.types[0], "MUNGED_RESTART") == 0, "MUNGED_RESTART reported");
     CHECK(sh_eq(p, "ta", "srun -N2 true >/dev/null 2>&1 && echo ok", "ok"),
           "jobs run after the restarts");
     memset(&ev, 0, sizeof(ev));
-    CHECK(provider_supervise(p, "ta", s2, on_event, &ev, &err) == 0 && ev.n == 0,
+    CHECK(provider_supervise(p, "ta", s2, fixture_on_event, &ev, &err) == 0 && ev.n == 0,
           "supervise with everything up reports nothing");
 
     /* the caller restarts: a new provider adopts the daemons */
-    pid_t pc = pid_of("ta", "slurmctld"), pd = pid_of("ta", "slurmd-ta-a3m-1"),
-          pm = pid_of("ta", "munged");
+    pid_t pc = fixture_pid("ta", "slurmctld"), pd = fixture_pid("ta", "slurmd-ta-a3m-1"),
+          pm = fixture_pid("ta", "munged");
     provider_destroy(p);
     p = provider_create("local", home, &err);
     CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0, "apply again after restart (%s)",
           err.text);
-    CHECK(pid_of("ta", "slurmctld") == pc && pid_of("ta", "slurmd-ta-a3m-1") == pd &&
-              pid_of("ta", "munged") == pm && mtc_pid_alive(pc),
+    CHECK(fixture_pid("ta", "slurmctld") == pc && fixture_pid("ta", "slurmd-ta-a3m-1") == pd &&
+              fixture_pid("ta", "munged") == pm && mtc_pid_alive(pc),
           "running daemons adopted, none started twice");
 
     /* apply also restarts what died, and only that */
-    pid_t pd0 = pid_of("ta", "slurmd-ta-a3m-0");
-    CHECK(kill_and_wait(pid_of("ta", "slurmd-ta-a3m-1")) &&
-              kill_and_wait(pid_of("ta", "slurmctld")),
+    pid_t pd0 = fixture_pid("ta", "slurmd-ta-a3m-0");
+    CHECK(kill_and_wait(fixture_pid("ta", "slurmd-ta-a3m-1")) &&
+              kill_and_wait(fixture_pid("ta", "slurmctld")),
           "slurmctld and one slurmd killed");
     CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0, "apply brings them back (%s)",
           err.text);
-    CHECK(mtc_pid_alive(pid_of("ta", "slurmctld")) &&
-              mtc_pid_alive(pid_of("ta", "slurmd-ta-a3m-1")) &&
-              pid_of("ta", "slurmd-ta-a3m-0") == pd0 && pid_of("ta", "munged") == pm,
+    CHECK(mtc_pid_alive(fixture_pid("ta", "slurmctld")) &&
+              mtc_pid_alive(fixture_pid("ta", "slurmd-ta-a3m-1")) &&
+              fixture_pid("ta", "slurmd-ta-a3m-0") == pd0 && fixture_pid("ta", "munged") == pm,
           "dead daemons restarted, live ones kept");
     CHECK(job_pending(p, "ta", job), "queued job survived");
     /* a pid file lost (caller died right after the start): found by Slurm's own pid file */
@@ -373,7 +286,7 @@ int main(void)
     snprintf(pf, sizeof(pf), "%s/clusters/ta/run/slurmd-ta-a3m-0.pid", home);
     unlink(pf);
     CHECK(provider_apply(p, "ta", s2, NULL, NULL, &err) == 0 &&
-              pid_of("ta", "slurmd-ta-a3m-0") == pd0,
+              fixture_pid("ta", "slurmd-ta-a3m-0") == pd0,
           "slurmd without mtc's pid file adopted, not started twice");
 
     /* grow to 3 nodes */
@@ -394,7 +307,7 @@ int main(void)
     /* shrink to 2 and add a partition. First pretend an earlier shrink died
      * after saving the new layout: the node is gone from cluster.json but its
      * slurmd still runs, and apply must still stop it. */
-    pid_t p2 = pid_of("ta", "slurmd-ta-a3m-2");
+    pid_t p2 = fixture_pid("ta", "slurmd-ta-a3m-2");
     char lpath[1024];
     snprintf(lpath, sizeof(lpath), "%s/clusters/ta/cluster.json", home);
     json_t *lay = json_load_file(lpath, 0, NULL);
@@ -410,10 +323,11 @@ int main(void)
     CHECK(sh_eq(p, "ta", "sinfo -h -o '%P %l' | sort", "a3m* infinite\ndebug 10:00"),
           "partition debug added with its MaxTime");
     CHECK(job_pending(p, "ta", job), "queued job survived the node removal");
-    pc = pid_of("ta", "slurmctld");
+    pc = fixture_pid("ta", "slurmctld");
     CHECK(provider_apply(p, "ta", s2, on_progress, NULL, &err) == 0,
           "update: partition debug removed (%s)", err.text);
-    CHECK(pid_of("ta", "slurmctld") == pc, "partition-only change reconfigures without a restart");
+    CHECK(fixture_pid("ta", "slurmctld") == pc,
+          "partition-only change reconfigures without a restart");
     CHECK(sh_eq(p, "ta", "sinfo -h -o %P", "a3m*"), "partition debug gone");
     CHECK(job_pending(p, "ta", job), "queued job survived the partition change");
 
@@ -442,10 +356,10 @@ int main(void)
     CHECK(health_ran, "HealthCheckProgram hook ran on the node");
 
     /* delete both */
-    pid_t all[8] = {pid_of("ta", "munged"),          pid_of("ta", "slurmctld"),
-                    pid_of("ta", "slurmd-ta-a3m-0"), pid_of("ta", "slurmd-ta-a3m-1"),
-                    pid_of("tb", "munged"),          pid_of("tb", "slurmctld"),
-                    pid_of("tb", "slurmd-tb-cpu-0"), 0};
+    pid_t all[8] = {fixture_pid("ta", "munged"),          fixture_pid("ta", "slurmctld"),
+                    fixture_pid("ta", "slurmd-ta-a3m-0"), fixture_pid("ta", "slurmd-ta-a3m-1"),
+                    fixture_pid("tb", "munged"),          fixture_pid("tb", "slurmctld"),
+                    fixture_pid("tb", "slurmd-tb-cpu-0"), 0};
     CHECK(provider_delete(p, "ta", &err) == 0, "cluster ta deleted (%s)", err.text);
     CHECK(provider_delete(p, "tb", &err) == 0, "cluster tb deleted (%s)", err.text);
     int dead = 1;

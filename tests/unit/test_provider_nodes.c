@@ -16,75 +16,29 @@
 #include "check.h"
 #include "cluster/cluster.h"
 #include "provider/provider.h"
+#include "provider_fixture.h"
 #include "slurm/slurm.h"
 
-static char home[256], cdir[512], conf[600];
+static char cdir[512], conf[600];
 static pid_t srun_pid;
 
-static void stop_pids_in(const char *dir)
+/* The job step's srun, before the cluster's daemons. */
+static void stop_srun(void)
 {
-    DIR *r = opendir(dir);
-    struct dirent *e;
-    while (r && (e = readdir(r))) {
-        char pf[2048];
-        snprintf(pf, sizeof(pf), "%s/%s", dir, e->d_name);
-        int pidfile = strstr(e->d_name, ".pid") || strcmp(e->d_name, "pid") == 0;
-        pid_t pid = pidfile ? mtc_pid_read(pf) : 0;
-        if (pid > 0 && mtc_pid_alive(pid)) {
-            printf("# cleanup: stopping pid %d (%s)\n", (int)pid, e->d_name);
-            mtc_pid_stop(pid, 3000);
-        }
-    }
-    if (r)
-        closedir(r);
-}
-
-static void cleanup(void)
-{
-    char path[1400];
-    if (!home[0])
-        return;
     if (srun_pid > 0)
         mtc_pid_stop(srun_pid, 2000);
-    static const char *const sub[] = {"run", "run/slurm", "munge"};
-    for (int k = 0; k < 3; k++) {
-        snprintf(path, sizeof(path), "%s/%s", cdir, sub[k]);
-        stop_pids_in(path);
-    }
-    mtc_rm_rf(home);
-    home[0] = '\0';
-}
-
-static void on_signal(int sig)
-{
-    cleanup();
-    signal(sig, SIG_DFL);
-    raise(sig);
 }
 
 static int sh(const char *cmd, char **out)
 {
     char env0[700];
     snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
-    char *env[] = {env0, NULL};
-    char *argv[] = {"bash", "-c", (char *)cmd, NULL};
-    char *o = NULL;
-    int rc = mtc_run(argv, env, &o, 30000);
-    size_t n = o ? strlen(o) : 0;
-    while (n && (o[n - 1] == '\n' || o[n - 1] == ' '))
-        o[--n] = '\0';
-    if (out)
-        *out = o;
-    else
-        free(o);
-    return rc;
+    return fixture_sh(env0, cmd, out, 30000);
 }
 
 static pid_t pid_of(const char *name)
 {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/run/%s.pid", cdir, name);
-    return mtc_pid_read(path);
+    return fixture_pid("tn", name);
 }
 
 static char *node_file(const char *node, const char *rel)
@@ -92,6 +46,20 @@ static char *node_file(const char *node, const char *rel)
     static char path[1024];
     snprintf(path, sizeof(path), "%s/nodes/%s/%s", cdir, node, rel);
     return path;
+}
+
+/* 1 when pid's initial environment holds the string kv ("K=V") */
+static int env_has(pid_t pid, const char *kv)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    char *e = mtc_read_file(path, &len);
+    int found = 0;
+    for (size_t i = 0; e && i < len && !found; i += strlen(e + i) + 1)
+        found = strcmp(e + i, kv) == 0;
+    free(e);
+    return found;
 }
 
 /* A process whose environment has SLURMD_NODENAME=node and whose argv is
@@ -116,14 +84,8 @@ static pid_t find_task(const char *node)
         int sleep300 = c && strcmp(base, "sleep") == 0 && strlen(c) + 4 < len &&
                        strcmp(c + strlen(c) + 1, "300") == 0;
         free(c);
-        if (!sleep300)
-            continue;
-        snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-        char *env = mtc_read_file(path, &len);
-        for (size_t i = 0; env && i < len; i += strlen(env + i) + 1)
-            if (strcmp(env + i, want) == 0)
-                found = pid;
-        free(env);
+        if (sleep300 && env_has(pid, want))
+            found = pid;
     }
     if (d)
         closedir(d);
@@ -179,36 +141,6 @@ static int any_fail(json_t *results)
     return 0;
 }
 
-/* 1 when pid's initial environment holds the string kv ("K=V") */
-static int env_has(pid_t pid, const char *kv)
-{
-    char path[64];
-    size_t len = 0;
-    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-    char *e = mtc_read_file(path, &len);
-    int found = 0;
-    for (size_t i = 0; e && i < len && !found; i += strlen(e + i) + 1)
-        found = strcmp(e + i, kv) == 0;
-    free(e);
-    return found;
-}
-
-struct events {
-    int n;
-    char types[8][32], nodes[8][64];
-};
-
-static void on_event(void *arg, const char *type, const char *node, const char *message)
-{
-    struct events *e = arg;
-    printf("# event %s %s: %s\n", type, node ? node : "-", message);
-    if (e->n < 8) {
-        snprintf(e->types[e->n], sizeof(e->types[0]), "%s", type);
-        snprintf(e->nodes[e->n], sizeof(e->nodes[0]), "%s", node ? node : "");
-        e->n++;
-    }
-}
-
 /* The action left the node with a new live slurmd (old one gone) that is registered. */
 static void check_action(struct provider *p, json_t *spec, const char *node, const char *action)
 {
@@ -253,18 +185,11 @@ int main(void)
         CHECK(0, "mtc-agent and the fake NVML are built");
         return check_done();
     }
-    snprintf(home, sizeof(home), "/tmp/mtcpn.XXXXXX");
-    if (!mkdtemp(home)) {
-        perror("mkdtemp");
+    fixture_before_cleanup = stop_srun;
+    if (fixture_home("/tmp/mtcpn.XXXXXX") < 0)
         return 1;
-    }
     snprintf(cdir, sizeof(cdir), "%s/clusters/tn", home);
     snprintf(conf, sizeof(conf), "%s/slurm.conf", cdir);
-    atexit(cleanup);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGSEGV, on_signal);
-    signal(SIGABRT, on_signal);
     int64_t t_start = mtc_now_ms();
 
     struct provider *p = provider_create("local", home, &err);
@@ -273,12 +198,13 @@ int main(void)
         return check_done();
     struct provider_hooks hooks = {.agent = agent};
     provider_set_hooks(p, &hooks, &err);
-    snprintf(spec_text, sizeof(spec_text),
-             "{\"nodePools\":[{\"id\":\"a3m\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
-             "\"scalingSpec\":{\"minNodeCount\":2}}],"
-             "\"healthPolicy\":{\"checks\":[\"gpu\",\"disk\",\"sdc\",\"daemon\"],\"intervalSeconds\":2,"
-             "\"nvml_library\":\"%s\"}}",
-             nvml);
+    snprintf(
+        spec_text, sizeof(spec_text),
+        "{\"nodePools\":[{\"id\":\"a3m\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
+        "\"scalingSpec\":{\"minNodeCount\":2}}],"
+        "\"healthPolicy\":{\"checks\":[\"gpu\",\"disk\",\"sdc\",\"daemon\"],\"intervalSeconds\":2,"
+        "\"nvml_library\":\"%s\"}}",
+        nvml);
     json_t *in = json_loads(spec_text, 0, NULL);
     json_t *spec = cluster_spec_normalize(in, &err);
     json_decref(in);
@@ -411,9 +337,8 @@ int main(void)
           "reimage keeps the hardware (ECC errors and hw/env remain)");
     snprintf(path, sizeof(path), "LD_PRELOAD=%s", badfma);
     a0 = pid_of("agent-tn-a3m-0");
-    CHECK(env_has(a0, path) && env_has(a0, "HW_NOTE=a b=c") &&
-              env_has(a0, "MTC_NODE=tn-a3m-0") && !env_has(a0, "MTC_NODE=tn-a3m-1") &&
-              !env_has(a0, "lower_case=1"),
+    CHECK(env_has(a0, path) && env_has(a0, "HW_NOTE=a b=c") && env_has(a0, "MTC_NODE=tn-a3m-0") &&
+              !env_has(a0, "MTC_NODE=tn-a3m-1") && !env_has(a0, "lower_case=1"),
           "the node's agent runs with hw/env's valid lines, mtc's MTC_NODE kept");
     free(state);
 
@@ -448,8 +373,8 @@ int main(void)
         kill(a1, SIGKILL);
     for (int64_t end = mtc_now_ms() + 3000; mtc_now_ms() < end && mtc_pid_alive(a1);)
         mtc_sleep_ms(20);
-    struct events ev = {0};
-    rc = provider_supervise(p, "tn", spec, on_event, &ev, &err);
+    struct fixture_events ev = {0};
+    rc = provider_supervise(p, "tn", spec, fixture_on_event, &ev, &err);
     pid_t a1b = pid_of("agent-tn-a3m-1");
     CHECK(rc == 0 && ev.n == 1 && !strcmp(ev.types[0], "AGENT_RESTART") &&
               !strcmp(ev.nodes[0], n1) && a1b != a1 && mtc_pid_alive(a1b),

@@ -24,12 +24,11 @@ static json_t *parse(const char *text)
     return j;
 }
 
-/* Normalize text; return the error text ("" when accepted). */
-static const char *norm_err(const char *text)
+/* Normalize in (consumed); the error text, "" when accepted. */
+static const char *normalize_err(json_t *in)
 {
     static mtc_error_t err;
     memset(&err, 0, sizeof(err));
-    json_t *in = parse(text);
     json_t *out = cluster_spec_normalize(in, &err);
     json_decref(in);
     if (out) {
@@ -39,20 +38,18 @@ static const char *norm_err(const char *text)
     return err.text;
 }
 
+/* Normalize text; return the error text ("" when accepted). */
+static const char *norm_err(const char *text)
+{
+    return normalize_err(parse(text));
+}
+
 /* BASE with one JSON pointer-ish edit done through jansson. */
 static const char *edit_err(void (*fn)(json_t *))
 {
-    static mtc_error_t err;
-    memset(&err, 0, sizeof(err));
     json_t *in = parse(BASE);
     fn(in);
-    json_t *out = cluster_spec_normalize(in, &err);
-    json_decref(in);
-    if (out) {
-        json_decref(out);
-        return "";
-    }
-    return err.text;
+    return normalize_err(in);
 }
 
 static json_t *slurm(json_t *s)

@@ -30,6 +30,22 @@ int cli_call_ok(struct cli *c, const char *method, const char *path, const json_
 /* Print msg as "mtc: msg" on stderr; returns 1 (the exit status). */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_print_json(const json_t *j);
+/* One column of a table: its heading, the key of the row objects' string shown
+ * under it, its width (0 for the last column: not padded), and what stands in
+ * for a missing or empty value (NULL: the value as it is). */
+struct cli_col {
+    const char *heading, *key;
+    int width;
+    const char *dflt;
+};
+/* A heading line, then one line per object of rows. cols ends with a NULL heading. */
+void cli_print_table(const struct cli_col *cols, const json_t *rows);
+/* A listing: all as JSON with --json, else rows (within all) as a table. */
+void cli_print_list(const struct cli *c, const json_t *all, const json_t *rows,
+                    const struct cli_col *cols);
+/* The arguments of a command whose only option is --json (sets c->json). 0, or 2
+ * (the exit status) after printing "usage: USE". */
+int cli_json_only(struct cli *c, int argc, char **argv, const char *use);
 /* "3m", "2h", "5d" since an RFC 3339 time. */
 void cli_age(const char *rfc3339, char *buf, size_t len);
 
@@ -55,6 +71,11 @@ int cmd_experiment(struct cli *c, int argc, char **argv);
 int cmd_rl(struct cli *c, int argc, char **argv);
 int cmd_attach(struct cli *c, int argc, char **argv);
 
+/* NAME next to this mtc binary (build/bin, PREFIX/bin) into buf, when it is
+ * there and executable. 0, or -1. */
+int cli_sibling(const char *name, char *buf, size_t len);
+/* The API path of an operation, from its full name or its id, into buf. */
+void cli_op_path(struct cli *c, const char *name, char *buf, size_t len);
 /* Wait for an operation (full name or id) to finish; *out gets the final
  * operation JSON. timeout_s <= 0 waits forever. */
 int cli_wait_op(struct cli *c, const char *name, int timeout_s, json_t **out, mtc_error_t *err);

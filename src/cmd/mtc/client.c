@@ -1,12 +1,15 @@
 /* client: the `mtc` command's HTTP client (libcurl) for mtcd's API, over the
- * unix socket by default or TCP with a bearer token (MTC_URL, MTC_TOKEN). */
+ * unix socket by default or TCP with a bearer token (MTC_URL, MTC_TOKEN), and
+ * what the subcommands share: dispatch, tables, operation waits, siblings. */
 #include "cli.h"
 
 #include <curl/curl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct buf {
     char *data;
@@ -114,6 +117,45 @@ void cli_print_json(const json_t *j)
     free(s);
 }
 
+/* One line of a table: the headings (row NULL) or row's values. */
+static void print_cells(const struct cli_col *cols, const json_t *row)
+{
+    for (const struct cli_col *k = cols; k->heading; k++) {
+        const char *v = row ? json_string_value(json_object_get(row, k->key)) : k->heading;
+        if (row && k->dflt && !(v && *v))
+            v = k->dflt;
+        printf("%s%-*s", k == cols ? "" : " ", k->width, v);
+    }
+    putchar('\n');
+}
+
+void cli_print_table(const struct cli_col *cols, const json_t *rows)
+{
+    size_t i;
+    json_t *row;
+    print_cells(cols, NULL);
+    json_array_foreach(rows, i, row) print_cells(cols, row);
+}
+
+void cli_print_list(const struct cli *c, const json_t *all, const json_t *rows,
+                    const struct cli_col *cols)
+{
+    if (c->json)
+        cli_print_json(all);
+    else
+        cli_print_table(cols, rows);
+}
+
+int cli_json_only(struct cli *c, int argc, char **argv, const char *use)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") != 0)
+            return cli_fail("usage: %s", use), 2;
+        c->json = 1;
+    }
+    return 0;
+}
+
 void cli_age(const char *rfc3339, char *buf, size_t len)
 {
     struct tm tm = {0};
@@ -155,14 +197,27 @@ int cli_dispatch(struct cli *c, const char *group, const struct cli_cmd *table, 
     return fp == stdout ? 0 : 2;
 }
 
+int cli_sibling(const char *name, char *buf, size_t len)
+{
+    char dir[PATH_MAX];
+    if (mtc_exe_dir(dir, sizeof(dir)) < 0)
+        return -1;
+    return snprintf(buf, len, "%s/%s", dir, name) < (int)len && access(buf, X_OK) == 0 ? 0 : -1;
+}
+
+void cli_op_path(struct cli *c, const char *name, char *buf, size_t len)
+{
+    if (strncmp(name, "projects/", 9) == 0)
+        snprintf(buf, len, "/v1/%s", name);
+    else
+        snprintf(buf, len, "/v1/projects/%s/locations/%s/operations/%s", c->project, c->location,
+                 name);
+}
+
 int cli_wait_op(struct cli *c, const char *name, int timeout_s, json_t **out, mtc_error_t *err)
 {
     char path[512];
-    if (strncmp(name, "projects/", 9) == 0)
-        snprintf(path, sizeof(path), "/v1/%s", name);
-    else
-        snprintf(path, sizeof(path), "/v1/projects/%s/locations/%s/operations/%s", c->project,
-                 c->location, name);
+    cli_op_path(c, name, path, sizeof(path));
     int64_t deadline = timeout_s > 0 ? mtc_now_ms() + (int64_t)timeout_s * 1000 : 0;
     int delay = 100;
     for (;;) {

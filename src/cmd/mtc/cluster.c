@@ -340,51 +340,40 @@ static json_t *get_cluster(struct cli *c, int argc, char **argv, const char *use
     return cl;
 }
 
-static const char *str(const json_t *o, const char *k, const char *dflt)
-{
-    const char *v = json_string_value(json_object_get(o, k));
-    return v && *v ? v : dflt;
-}
+static const struct cli_col node_cols[] = {{"NODE", "instanceName", 22, "?"},
+                                           {"POOL", "nodePoolId", 8, "-"},
+                                           {"STATE", "nodeState", 9, "-"},
+                                           {"SLURM", "slurmState", 10, "-"},
+                                           {"HEALTH", "health", 7, "-"},
+                                           {"REMEDIATION", "remediation", 12, "-"},
+                                           {"LAST FAILING CHECK", "failingCheck", 22, "-"},
+                                           {"REASON", "failingReason", 0, ""},
+                                           {NULL, NULL, 0, NULL}};
 
 static int c_nodes(struct cli *c, int argc, char **argv)
 {
     json_t *cl = get_cluster(c, argc, argv, "mtc cluster nodes ID [--json]");
     if (!cl)
         return 1;
-    json_t *nodes = json_object_get(json_object_get(cl, "clusterStatus"), "nodesStatus"), *n;
-    if (c->json) {
-        cli_print_json(nodes);
-        json_decref(cl);
-        return 0;
-    }
-    printf("%-22s %-8s %-9s %-10s %-7s %-12s %-22s %s\n", "NODE", "POOL", "STATE", "SLURM",
-           "HEALTH", "REMEDIATION", "LAST FAILING CHECK", "REASON");
-    size_t i;
-    json_array_foreach(nodes, i, n)
-        printf("%-22s %-8s %-9s %-10s %-7s %-12s %-22s %s\n", str(n, "instanceName", "?"),
-               str(n, "nodePoolId", "-"), str(n, "nodeState", "-"), str(n, "slurmState", "-"),
-               str(n, "health", "-"), str(n, "remediation", "-"), str(n, "failingCheck", "-"),
-               str(n, "failingReason", ""));
+    json_t *nodes = json_object_get(json_object_get(cl, "clusterStatus"), "nodesStatus");
+    cli_print_list(c, nodes, nodes, node_cols);
     json_decref(cl);
     return 0;
 }
+
+static const struct cli_col event_cols[] = {{"TIME", "eventTime", 24, "?"},
+                                            {"TYPE", "eventType", 26, "?"},
+                                            {"NODE", "nodeName", 20, "-"},
+                                            {"DESCRIPTION", "description", 0, ""},
+                                            {NULL, NULL, 0, NULL}};
 
 static int c_events(struct cli *c, int argc, char **argv)
 {
     json_t *cl = get_cluster(c, argc, argv, "mtc cluster events ID [--json]");
     if (!cl)
         return 1;
-    json_t *events = json_object_get(cl, "clusterEvents"), *e;
-    if (c->json) {
-        cli_print_json(events);
-        json_decref(cl);
-        return 0;
-    }
-    printf("%-24s %-26s %-20s %s\n", "TIME", "TYPE", "NODE", "DESCRIPTION");
-    size_t i;
-    json_array_foreach(events, i, e)
-        printf("%-24s %-26s %-20s %s\n", str(e, "eventTime", "?"), str(e, "eventType", "?"),
-               str(e, "nodeName", "-"), str(e, "description", ""));
+    json_t *events = json_object_get(cl, "clusterEvents");
+    cli_print_list(c, events, events, event_cols);
     json_decref(cl);
     return 0;
 }
@@ -484,11 +473,7 @@ static int o_get_or_wait(struct cli *c, int argc, char **argv, int wait)
             return cli_fail("%s", err.text);
     } else {
         char path[512];
-        if (strncmp(name, "projects/", 9) == 0)
-            snprintf(path, sizeof(path), "/v1/%s", name);
-        else
-            snprintf(path, sizeof(path), "/v1/projects/%s/locations/%s/operations/%s", c->project,
-                     c->location, name);
+        cli_op_path(c, name, path, sizeof(path));
         if (cli_call_ok(c, "GET", path, NULL, &op, &err) < 0)
             return cli_fail("%s", err.text);
     }

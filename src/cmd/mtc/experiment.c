@@ -19,12 +19,8 @@ static const char *sget(const json_t *o, const char *k)
 
 static int e_list(struct cli *c, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            c->json = 1;
-        else
-            return cli_fail("usage: mtc experiment list [--json]"), 2;
-    }
+    if (cli_json_only(c, argc, argv, "mtc experiment list [--json]"))
+        return 2;
     mtc_error_t err = {""};
     json_t *all = exp_list(c->home, &err);
     if (!all)

@@ -19,17 +19,8 @@
  * absolute either way because the job runs it on other (emulated) nodes. */
 static int sibling_program(const char *name, char *buf, size_t len)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            if (snprintf(buf, len, "%s/%s", exe, name) < (int)len && access(buf, X_OK) == 0)
-                return 0;
-        }
-    }
+    if (cli_sibling(name, buf, len) == 0)
+        return 0;
     const char *path = getenv("PATH");
     char *copy = strdup(path ? path : "/usr/bin:/bin"), *save = NULL;
     for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
@@ -193,7 +184,8 @@ static int submit_slurm(json_t *cfg, const char *script_path, mtc_error_t *err, 
         char list[160];
         partition_list(parts, list, sizeof(list));
         fprintf(stderr, "%s\n", out && *out ? out : "sbatch failed");
-        errprintf(err, "submission failed%s%s", out && strstr(out, "partition") ? "; partitions: " : "",
+        errprintf(err, "submission failed%s%s",
+                  out && strstr(out, "partition") ? "; partitions: " : "",
                   out && strstr(out, "partition") ? list : "");
         free(out);
         return -1;
@@ -205,9 +197,12 @@ static int submit_slurm(json_t *cfg, const char *script_path, mtc_error_t *err, 
 static int submit_local(json_t *cfg, const char *script_path, mtc_error_t *err)
 {
     /* the shell's own pid names the log: exec keeps it, so it is the job id */
-    char *argv[] = {"/bin/bash", "-c", "exec /bin/bash \"$0\" >>\"$1/$$.log\" 2>&1",
+    char *argv[] = {"/bin/bash",
+                    "-c",
+                    "exec /bin/bash \"$0\" >>\"$1/$$.log\" 2>&1",
                     (char *)script_path,
-                    (char *)json_string_value(json_object_get(cfg, "taskDir")), NULL};
+                    (char *)json_string_value(json_object_get(cfg, "taskDir")),
+                    NULL};
     char *env[] = {"SLURM_JOB_ID=", NULL};
     pid_t pid = mtc_spawn(argv, env, NULL);
     if (pid < 0)
@@ -217,128 +212,159 @@ static int submit_local(json_t *cfg, const char *script_path, mtc_error_t *err)
     return exp_set_job(cfg, job, err);
 }
 
-int cmd_run(struct cli *c, int argc, char **argv)
+/* The recipe -s names; for an unknown name, the catalog's names too. NULL
+ * after saying why. */
+static json_t *load_recipe(const char *name)
 {
-    struct run_flags f = {.r = {.home = c->home, .timestamp = (int64_t)time(NULL)}};
-    int p = parse_run(argc, argv, &f);
-    if (p)
-        return p > 0 ? 0 : 2;
     mtc_error_t err = {""};
-    json_t *recipe = recipe_load(f.recipe, NULL, 0, &err);
-    if (!recipe) {
-        cli_fail("%s", err.text);
-        if (strncmp(err.text, "unknown recipe", 14) == 0) {
-            json_t *cat = recipe_catalog(NULL);
-            size_t i;
-            json_t *row;
-            fprintf(stderr, "recipes (-s NAME, or -s FILE for your own copy):\n");
-            json_array_foreach(cat, i, row)
+    json_t *recipe = recipe_load(name, NULL, 0, &err);
+    if (recipe)
+        return recipe;
+    cli_fail("%s", err.text);
+    if (strncmp(err.text, "unknown recipe", 14) == 0) {
+        json_t *cat = recipe_catalog(NULL);
+        size_t i;
+        json_t *row;
+        fprintf(stderr, "recipes (-s NAME, or -s FILE for your own copy):\n");
+        json_array_foreach(cat, i, row)
             fprintf(stderr, "  %s\n", json_string_value(json_object_get(row, "name")));
-            json_decref(cat);
-        }
-        return 1;
+        json_decref(cat);
     }
-    char trainer[PATH_MAX];
-    if (sibling_program("mtc-train", trainer, sizeof(trainer)) < 0) {
-        if (!f.dry_run) {
+    return NULL;
+}
+
+/* The run's resolved config.json (*cfg, with this shell's SLURM_CONF) and its
+ * sbatch script (*script); trainer[len] holds the mtc-train they name.
+ * 0, or -1 after saying why. */
+static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **cfg, char **script)
+{
+    json_t *recipe = load_recipe(f->recipe);
+    if (!recipe)
+        return -1;
+    if (sibling_program("mtc-train", trainer, len) < 0) {
+        if (!f->dry_run) {
             json_decref(recipe);
-            return cli_fail("mtc-train not found next to mtc or in PATH (build it with make)");
+            return cli_fail("mtc-train not found next to mtc or in PATH (build it with make)"), -1;
         }
-        snprintf(trainer, sizeof(trainer), "mtc-train");
+        snprintf(trainer, len, "mtc-train");
     }
-    f.r.trainer = trainer;
-    json_t *cfg = recipe_resolve(recipe, &f.r, &err);
+    f->r.trainer = trainer;
+    mtc_error_t err = {""};
+    *cfg = recipe_resolve(recipe, &f->r, &err);
     json_decref(recipe);
-    if (!cfg)
-        return cli_fail("%s", err.text);
+    if (!*cfg)
+        return cli_fail("%s", err.text), -1;
     const char *conf = getenv("SLURM_CONF");
     if (conf && *conf)
-        json_object_set_new(cfg, "slurmConf", json_string(conf));
-    char *script = recipe_render_sbatch(cfg, &err);
-    if (!script) {
-        json_decref(cfg);
+        json_object_set_new(*cfg, "slurmConf", json_string(conf));
+    *script = recipe_render_sbatch(*cfg, &err);
+    if (!*script) {
+        json_decref(*cfg);
+        return cli_fail("%s", err.text), -1;
+    }
+    return 0;
+}
+
+/* --dry-run: the script on stdout once the batch fits the ranks; missing
+ * inputs are only a note. */
+static int dry_run(const json_t *cfg, const char *script)
+{
+    mtc_error_t err = {""};
+    if (recipe_check_batch(cfg, &err) < 0)
         return cli_fail("%s", err.text);
-    }
-    int rc = 0;
-    const char *image = json_string_value(json_object_get(cfg, "image"));
-    int is_slurm = strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") == 0;
-    if (f.dry_run) {
-        if (recipe_check_batch(cfg, &err) < 0) {
-            rc = cli_fail("%s", err.text);
-            goto out;
-        }
-        fputs(script, stdout);
-        if (recipe_check_inputs(cfg, &err) < 0)
-            fprintf(stderr, "mtc: note: %s\n", err.text);
-        goto out;
-    }
-    if (image && !container_available()) {
-        rc = cli_fail("-i %s: running inside a container image needs enroot with the pyxis "
-                      "Slurm plugin (srun --container-image), which this machine lacks; "
-                      "container support is a later issue, run without -i",
-                      image);
-        goto out;
-    }
-    if (recipe_check_inputs(cfg, &err) < 0) {
-        rc = cli_fail("%s", err.text);
-        goto out;
-    }
-    json_t *parts = NULL;
-    if (is_slurm) {
-        parts = partitions(&err);
-        if (!parts) {
-            rc = cli_fail("%s", err.text);
-            goto out;
-        }
-        const char *pname = json_string_value(json_object_get(cfg, "partition"));
-        json_t *pi = NULL;
-        const char *k;
-        json_t *v;
-        if (pname)
-            pi = json_object_get(parts, pname);
-        else
-            json_object_foreach(parts, k, v) if (json_is_true(json_object_get(v, "default"))) pi = v,
-                                                                                              pname = k;
-        int have = pi ? (int)json_integer_value(json_object_get(pi, "nodes")) : 0;
-        int want = (int)json_integer_value(json_object_get(cfg, "nodes"));
-        if (pi && want > have) {
-            rc = cli_fail("-n %d: partition %s has %d node%s; ask for at most %d", want, pname, have,
-                          have == 1 ? "" : "s", have);
-            json_decref(parts);
-            goto out;
+    fputs(script, stdout);
+    if (recipe_check_inputs(cfg, &err) < 0)
+        fprintf(stderr, "mtc: note: %s\n", err.text);
+    return 0;
+}
+
+/* Slurm's partitions in this shell (*parts, caller decrefs), and -n within the
+ * node count of the partition the job goes to (-p, else the default one).
+ * 0, or 1 after saying why (*parts then NULL). */
+static int check_partition(const json_t *cfg, json_t **parts)
+{
+    mtc_error_t err = {""};
+    *parts = partitions(&err);
+    if (!*parts)
+        return cli_fail("%s", err.text);
+    const char *pname = json_string_value(json_object_get(cfg, "partition"));
+    json_t *pi = NULL;
+    const char *k;
+    json_t *v;
+    if (pname) {
+        pi = json_object_get(*parts, pname);
+    } else {
+        json_object_foreach(*parts, k, v)
+        {
+            if (json_is_true(json_object_get(v, "default")))
+                pi = v, pname = k;
         }
     }
-    if (recipe_check_batch(cfg, &err) < 0) {
-        json_decref(parts);
-        rc = cli_fail("%s", err.text);
-        goto out;
+    int have = pi ? (int)json_integer_value(json_object_get(pi, "nodes")) : 0;
+    int want = (int)json_integer_value(json_object_get(cfg, "nodes"));
+    if (pi && want > have) {
+        int rc = cli_fail("-n %d: partition %s has %d node%s; ask for at most %d", want, pname,
+                          have, have == 1 ? "" : "s", have);
+        json_decref(*parts);
+        *parts = NULL;
+        return rc;
     }
-    if (exp_create(cfg, script, &err) < 0) {
-        json_decref(parts);
-        rc = cli_fail("%s", err.text);
-        goto out;
+    return 0;
+}
+
+/* Nothing ran: the run's directory goes, and the experiment's and experiments/
+ * with it when that was all they held. */
+static void remove_run(const json_t *cfg)
+{
+    char run_dir[PATH_MAX];
+    snprintf(run_dir, sizeof(run_dir), "%s", json_string_value(json_object_get(cfg, "taskDir")));
+    char *slash = strrchr(run_dir, '/');
+    if (slash)
+        *slash = '\0';
+    mtc_rm_rf(run_dir);
+    for (int up = 0; up < 2 && (slash = strrchr(run_dir, '/')); up++) {
+        *slash = '\0';
+        if (rmdir(run_dir) < 0)
+            break;
     }
+}
+
+/* The experiment directory, then the job: sbatch, or bash for -e local. */
+static int submit(json_t *cfg, const char *script, const json_t *parts, mtc_error_t *err)
+{
+    if (recipe_check_batch(cfg, err) < 0 || exp_create(cfg, script, err) < 0)
+        return -1;
     char spath[PATH_MAX + 16];
-    snprintf(spath, sizeof(spath), "%s/sbatch.sh", json_string_value(json_object_get(cfg, "taskDir")));
-    int s = is_slurm ? submit_slurm(cfg, spath, &err, parts) : submit_local(cfg, spath, &err);
-    json_decref(parts);
-    if (s < 0) {
-        /* nothing ran: leave no experiment behind */
-        char run_dir[PATH_MAX];
-        snprintf(run_dir, sizeof(run_dir), "%s", json_string_value(json_object_get(cfg, "taskDir")));
-        char *slash = strrchr(run_dir, '/');
-        if (slash)
-            *slash = '\0';
-        mtc_rm_rf(run_dir);
-        /* and the experiment's and experiments/ folders when that was all they held */
-        for (int up = 0; up < 2 && (slash = strrchr(run_dir, '/')); up++) {
-            *slash = '\0';
-            if (rmdir(run_dir) < 0)
-                break;
-        }
-        rc = cli_fail("%s", err.text);
-        goto out;
+    snprintf(spath, sizeof(spath), "%s/sbatch.sh",
+             json_string_value(json_object_get(cfg, "taskDir")));
+    int is_slurm = strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") == 0;
+    if ((is_slurm ? submit_slurm(cfg, spath, err, parts) : submit_local(cfg, spath, err)) < 0) {
+        remove_run(cfg);
+        return -1;
     }
+    return 0;
+}
+
+/* Check what the job needs here, submit it, and show its status. */
+static int launch(struct cli *c, json_t *cfg, const char *script)
+{
+    mtc_error_t err = {""};
+    const char *image = json_string_value(json_object_get(cfg, "image"));
+    if (image && !container_available())
+        return cli_fail("-i %s: running inside a container image needs enroot with the pyxis "
+                        "Slurm plugin (srun --container-image), which this machine lacks; "
+                        "container support is a later issue, run without -i",
+                        image);
+    if (recipe_check_inputs(cfg, &err) < 0)
+        return cli_fail("%s", err.text);
+    json_t *parts = NULL;
+    int is_slurm = strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") == 0;
+    if (is_slurm && check_partition(cfg, &parts) != 0)
+        return 1;
+    int s = submit(cfg, script, parts, &err);
+    json_decref(parts);
+    if (s < 0)
+        return cli_fail("%s", err.text);
     char state[64];
     if (c->json) {
         json_object_set_new(cfg, "state", json_string(settle(cfg, state, sizeof(state))));
@@ -346,7 +372,21 @@ int cmd_run(struct cli *c, int argc, char **argv)
     } else {
         exp_print_status(stdout, cfg, settle(cfg, state, sizeof(state)));
     }
-out:
+    return 0;
+}
+
+int cmd_run(struct cli *c, int argc, char **argv)
+{
+    struct run_flags f = {.r = {.home = c->home, .timestamp = (int64_t)time(NULL)}};
+    int p = parse_run(argc, argv, &f);
+    if (p)
+        return p > 0 ? 0 : 2;
+    char trainer[PATH_MAX];
+    json_t *cfg = NULL;
+    char *script = NULL;
+    if (prepare_job(&f, trainer, sizeof(trainer), &cfg, &script) < 0)
+        return 1;
+    int rc = f.dry_run ? dry_run(cfg, script) : launch(c, cfg, script);
     free(script);
     json_decref(cfg);
     return rc;
@@ -356,28 +396,18 @@ out:
 
 static int r_list(struct cli *c, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            c->json = 1;
-        else
-            return cli_fail("usage: mtc recipes list [--json]"), 2;
-    }
+    if (cli_json_only(c, argc, argv, "mtc recipes list [--json]"))
+        return 2;
     mtc_error_t err = {""};
     json_t *cat = recipe_catalog(&err);
     if (!cat)
         return cli_fail("%s", err.text);
-    if (c->json) {
-        cli_print_json(cat);
-    } else {
-        printf("%-30s %-9s %-12s %s\n", "NAME", "TASK", "MODEL", "DESCRIPTION");
-        size_t i;
-        json_t *r;
-        json_array_foreach(cat, i, r)
-        printf("%-30s %-9s %-12s %s\n", json_string_value(json_object_get(r, "name")),
-               json_string_value(json_object_get(r, "task")),
-               json_string_value(json_object_get(r, "model")),
-               json_string_value(json_object_get(r, "description")));
-    }
+    static const struct cli_col cols[] = {{"NAME", "name", 30, NULL},
+                                          {"TASK", "task", 9, NULL},
+                                          {"MODEL", "model", 12, NULL},
+                                          {"DESCRIPTION", "description", 0, NULL},
+                                          {NULL, NULL, 0, NULL}};
+    cli_print_list(c, cat, cat, cols);
     json_decref(cat);
     return 0;
 }
@@ -417,101 +447,102 @@ static const char rl_use[] =
     "  creates <job_id>/ here with checkpoints/, logs/, output.log; --interactive holds\n"
     "  the allocation until `scancel JOB` and writes <job_id>/attach.sh.\n";
 
-static int rl_launch(struct cli *c, int argc, char **argv)
+struct rl_flags {
+    const char *script, *ctype, *part, *tlimit;
+    int nodes, interactive;
+};
+
+/* rl launch's command line into r. 0, 1 when --help was printed, or 2 (the exit
+ * status) after saying what is wrong. */
+static int parse_rl(int argc, char **argv, struct rl_flags *r)
 {
-    (void)c;
-    const char *script = NULL, *ctype = "local", *part = NULL, *tlimit = "01:00:00";
-    int nodes = 1, interactive = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--interactive") == 0)
-            interactive = 1;
+            r->interactive = 1;
         else if (strcmp(a, "--help") == 0)
-            return fputs(rl_use, stdout), 0;
+            return fputs(rl_use, stdout), 1;
         else if (i + 1 >= argc)
             return cli_fail("%s needs a value\n%s", a, rl_use), 2;
         else if (strcmp(a, "-N") == 0 || strcmp(a, "--nodes") == 0) {
             char *end;
             long n = strtol(argv[++i], &end, 10);
-            nodes = *argv[i] && !*end && n > 0 && n <= 100000 ? (int)n : 0;
-        }
-        else if (strcmp(a, "--job-script") == 0 || strcmp(a, "--job_script") == 0)
-            script = argv[++i];
+            r->nodes = *argv[i] && !*end && n > 0 && n <= 100000 ? (int)n : 0;
+        } else if (strcmp(a, "--job-script") == 0 || strcmp(a, "--job_script") == 0)
+            r->script = argv[++i];
         else if (strcmp(a, "--cluster-type") == 0 || strcmp(a, "--cluster_type") == 0)
-            ctype = argv[++i];
+            r->ctype = argv[++i];
         else if (strcmp(a, "-p") == 0 || strcmp(a, "--partition") == 0)
-            part = argv[++i];
+            r->part = argv[++i];
         else if (strcmp(a, "--time") == 0)
-            tlimit = argv[++i];
+            r->tlimit = argv[++i];
         else
             return cli_fail("unknown option \"%s\"\n%s", a, rl_use), 2;
     }
-    if (nodes < 1)
+    return 0;
+}
+
+/* The values that reach #SBATCH lines, with mtc run's rules. 0, or 2 after
+ * saying what is wrong. */
+static int check_rl(const struct rl_flags *r)
+{
+    if (r->nodes < 1)
         return cli_fail("-N: want a node count"), 2;
-    /* the same rules as mtc run: these reach #SBATCH lines */
     mtc_error_t bad = {""}; /* errprintf keeps a newline in the value from breaking the line */
-    if (part && !recipe_partition_valid(part))
-        errprintf(&bad, "-p %.80s: not a partition name ([A-Za-z0-9_.-], 1-64)", part);
-    else if (!recipe_time_valid(tlimit))
-        errprintf(&bad, "--time %.80s: want minutes, HH:MM:SS or D-HH:MM:SS", tlimit);
+    if (r->part && !recipe_partition_valid(r->part))
+        errprintf(&bad, "-p %.80s: not a partition name ([A-Za-z0-9_.-], 1-64)", r->part);
+    else if (!recipe_time_valid(r->tlimit))
+        errprintf(&bad, "--time %.80s: want minutes, HH:MM:SS or D-HH:MM:SS", r->tlimit);
     if (*bad.text)
         return cli_fail("%s", bad.text), 2;
-    if (!recipe_cluster_type_known(ctype))
-        return cli_fail("--cluster-type %s: unknown (known: %s)", ctype, recipe_cluster_types()), 2;
-    if (!script && !interactive)
+    if (!recipe_cluster_type_known(r->ctype))
+        return cli_fail("--cluster-type %s: unknown (known: %s)", r->ctype, recipe_cluster_types()),
+               2;
+    if (!r->script && !r->interactive)
         return cli_fail("rl launch needs --job-script SCRIPT or --interactive\n%s", rl_use), 2;
-    char sabs[PATH_MAX] = "";
-    if (script && !realpath(script, sabs))
-        return cli_fail("--job-script %s: %s", script, strerror(errno));
-    mtc_error_t err = {""};
-    json_t *parts = partitions(&err);
-    if (!parts)
-        return cli_fail("%s", err.text);
-    json_t *pi = part ? json_object_get(parts, part) : NULL;
-    if (pi && nodes > json_integer_value(json_object_get(pi, "nodes"))) {
-        int have = (int)json_integer_value(json_object_get(pi, "nodes"));
-        json_decref(parts);
-        return cli_fail("-N %d: partition %s has %d nodes", nodes, part, have);
-    }
-    int gpus = strcmp(ctype, "local") == 0 ? 0 : 8;
-    char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof(cwd))) {
-        json_decref(parts);
-        return cli_fail("getcwd: %s", strerror(errno));
-    }
-    /* The wrapper makes <job_id>/ itself (the job may start before we return). */
-    char *body = NULL;
-    size_t blen = 0;
-    FILE *f = open_memstream(&body, &blen);
+    return 0;
+}
+
+/* The wrapper job script (malloc'd into *body, *blen): it makes <job_id>/ under
+ * cwd itself (the job may start before sbatch returns), runs the job script
+ * sabs ("" none) and, --interactive, writes attach.sh and holds the allocation. */
+static void rl_script(const struct rl_flags *r, const char *sabs, const char *cwd, char **body,
+                      size_t *blen)
+{
+    int gpus = strcmp(r->ctype, "local") == 0 ? 0 : 8;
+    FILE *f = open_memstream(body, blen);
     char self[PATH_MAX];
     if (sibling_program("mtc", self, sizeof(self)) < 0)
         snprintf(self, sizeof(self), "mtc");
-    char *qs = recipe_shell_quote(sabs), *qc = recipe_shell_quote(cwd);
-    char *qm = recipe_shell_quote(self);
+    char *qs = mtc_shell_quote(sabs), *qc = mtc_shell_quote(cwd);
+    char *qm = mtc_shell_quote(self);
     fprintf(f, "#!/bin/bash\n# mtc rl launch: %s job on cluster type %s.\n",
-            interactive ? "interactive" : "batch", ctype);
-    fprintf(f, "#SBATCH --job-name=mtc-rl\n#SBATCH --nodes=%d\n#SBATCH --time=%s\n", nodes, tlimit);
+            r->interactive ? "interactive" : "batch", r->ctype);
+    fprintf(f, "#SBATCH --job-name=mtc-rl\n#SBATCH --nodes=%d\n#SBATCH --time=%s\n", r->nodes,
+            r->tlimit);
     fprintf(f, "#SBATCH --output=/dev/null\n");
-    if (part)
-        fprintf(f, "#SBATCH --partition=%s\n", part);
+    if (r->part)
+        fprintf(f, "#SBATCH --partition=%s\n", r->part);
     if (gpus)
         fprintf(f, "#SBATCH --gpus-per-node=%d\n", gpus);
     fprintf(f, "D=%s/$SLURM_JOB_ID\nmkdir -p \"$D/checkpoints\" \"$D/logs\"\ncd \"$D\"\n", qc);
-    fprintf(f, "export MTC_CHECKPOINT_DIR=\"$D/checkpoints\" MTC_LOG_DIR=\"$D/logs\" "
-               "MTC_CLUSTER_TYPE=%s GPUS_PER_NODE=%d NNODES=%d\n",
-            ctype, gpus, nodes);
+    fprintf(f,
+            "export MTC_CHECKPOINT_DIR=\"$D/checkpoints\" MTC_LOG_DIR=\"$D/logs\" "
+            "MTC_CLUSTER_TYPE=%s GPUS_PER_NODE=%d NNODES=%d\n",
+            r->ctype, gpus, r->nodes);
     fprintf(f, "exec >>\"$D/output.log\" 2>&1\n");
     fprintf(f, "echo \"mtc: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart "
                "${SLURM_RESTART_COUNT:-0}\"\n");
-    if (interactive) {
-        fprintf(f, "cat >\"$D/attach.sh\" <<EOF\n#!/bin/bash\n"
-                   "# a shell inside job $SLURM_JOB_ID on node \\${1:-0} (of $SLURM_JOB_NODELIST)\n"
-                   "exec %s attach $SLURM_JOB_ID \"\\${1:-0}\"\nEOF\nchmod +x \"$D/attach.sh\"\n",
+    if (r->interactive) {
+        fprintf(f,
+                "cat >\"$D/attach.sh\" <<EOF\n#!/bin/bash\n"
+                "# a shell inside job $SLURM_JOB_ID on node \\${1:-0} (of $SLURM_JOB_NODELIST)\n"
+                "exec %s attach $SLURM_JOB_ID \"\\${1:-0}\"\nEOF\nchmod +x \"$D/attach.sh\"\n",
                 qm);
     }
     if (*sabs)
         fprintf(f, "bash %s\nrc=$?\necho \"mtc: job script exited $rc\"\n", qs);
-    if (interactive)
+    if (r->interactive)
         fprintf(f, "echo \"mtc: allocation held; attach with bash $D/attach.sh [N]; release "
                    "with scancel $SLURM_JOB_ID\"\nwhile :; do sleep 60; done\n");
     else
@@ -520,16 +551,20 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     free(qs);
     free(qc);
     free(qm);
+}
+
+/* sbatch the script text through a temporary file; job[32] gets its id.
+ * 0, or 1 after saying why. */
+static int rl_submit(const char *body, size_t blen, char job[32])
+{
     char tmpl[] = "/tmp/mtc-rl.XXXXXX";
     int fd = mkstemp(tmpl);
     int w = fd >= 0 && write(fd, body, blen) == (ssize_t)blen;
     if (fd >= 0)
         close(fd);
-    free(body);
-    json_decref(parts);
     if (!w)
         return cli_fail("cannot write a temporary script: %s", strerror(errno));
-    char *out = NULL, job[32];
+    char *out = NULL;
     int rc = slurm_submit(NULL, tmpl, job, &out);
     unlink(tmpl);
     chomp(out);
@@ -539,13 +574,51 @@ static int rl_launch(struct cli *c, int argc, char **argv)
         return 1;
     }
     free(out);
+    return 0;
+}
+
+static int rl_launch(struct cli *c, int argc, char **argv)
+{
+    (void)c;
+    struct rl_flags r = {.ctype = "local", .tlimit = "01:00:00", .nodes = 1};
+    int p = parse_rl(argc, argv, &r);
+    if (p)
+        return p == 1 ? 0 : p;
+    if ((p = check_rl(&r)) != 0)
+        return p;
+    char sabs[PATH_MAX] = "";
+    if (r.script && !realpath(r.script, sabs))
+        return cli_fail("--job-script %s: %s", r.script, strerror(errno));
+    mtc_error_t err = {""};
+    json_t *parts = partitions(&err);
+    if (!parts)
+        return cli_fail("%s", err.text);
+    json_t *pi = r.part ? json_object_get(parts, r.part) : NULL;
+    if (pi && r.nodes > json_integer_value(json_object_get(pi, "nodes"))) {
+        int have = (int)json_integer_value(json_object_get(pi, "nodes"));
+        json_decref(parts);
+        return cli_fail("-N %d: partition %s has %d nodes", r.nodes, r.part, have);
+    }
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd))) {
+        json_decref(parts);
+        return cli_fail("getcwd: %s", strerror(errno));
+    }
+    char *body = NULL, job[32];
+    size_t blen = 0;
+    rl_script(&r, sabs, cwd, &body, &blen);
+    json_decref(parts);
+    int rc = rl_submit(body, blen, job);
+    free(body);
+    if (rc != 0)
+        return rc;
     char d[PATH_MAX + 64];
     snprintf(d, sizeof(d), "%s/%s/checkpoints", cwd, job);
     mtc_mkdir_p(d, 0755);
     snprintf(d, sizeof(d), "%s/%s/logs", cwd, job);
     mtc_mkdir_p(d, 0755);
     printf("Submitted job %s: %s/%s/ (checkpoints/, logs/, output.log%s)\n", job, cwd, job,
-           interactive ? ", attach.sh once it runs" : "");
+           r.interactive ? ", attach.sh once it runs" : "");
     return 0;
 }
 
@@ -563,7 +636,8 @@ int cmd_attach(struct cli *c, int argc, char **argv)
 {
     (void)c;
     if (argc < 2 || argc > 3 || argv[1][0] == '-')
-        return cli_fail("usage: mtc attach JOB [N]   (a shell in job JOB's allocation on its node N)"),
+        return cli_fail(
+                   "usage: mtc attach JOB [N]   (a shell in job JOB's allocation on its node N)"),
                2;
     const char *job = argv[1];
     if (strspn(job, "0123456789") != strlen(job))

@@ -47,16 +47,31 @@ static int one_id(int argc, char **argv, const char *use, const char **id)
     return 0;
 }
 
+/* The environment script of the one cluster id in argv (*id). NULL with *rc the
+ * exit status once said why (0 after --help). Caller frees. */
+static char *id_env_script(struct cli *c, int argc, char **argv, const char *use, const char **id,
+                           int *rc)
+{
+    int p = one_id(argc, argv, use, id);
+    if (p) {
+        *rc = p > 0 ? 0 : 2;
+        return NULL;
+    }
+    mtc_error_t err = {""};
+    char *s = env_script(c, *id, &err);
+    if (!s)
+        *rc = cli_fail("%s", err.text);
+    return s;
+}
+
 int cmd_env(struct cli *c, int argc, char **argv)
 {
     const char *id = NULL;
-    int p = one_id(argc, argv, "mtc env ID   (use as: eval \"$(mtc env ID)\")", &id);
-    if (p)
-        return p > 0 ? 0 : 2;
-    mtc_error_t err = {""};
-    char *s = env_script(c, id, &err);
+    int status;
+    char *s =
+        id_env_script(c, argc, argv, "mtc env ID   (use as: eval \"$(mtc env ID)\")", &id, &status);
     if (!s)
-        return cli_fail("%s", err.text);
+        return status;
     fputs(s, stdout);
     free(s);
     return 0;
@@ -65,13 +80,11 @@ int cmd_env(struct cli *c, int argc, char **argv)
 int cmd_login(struct cli *c, int argc, char **argv)
 {
     const char *id = NULL;
-    int p = one_id(argc, argv, "mtc login ID   (a shell on the cluster's login node)", &id);
-    if (p)
-        return p > 0 ? 0 : 2;
-    mtc_error_t err = {""};
-    char *s = env_script(c, id, &err);
+    int status;
+    char *s = id_env_script(c, argc, argv, "mtc login ID   (a shell on the cluster's login node)",
+                            &id, &status);
     if (!s)
-        return cli_fail("%s", err.text);
+        return status;
     char rc[PATH_MAX];
     snprintf(rc, sizeof(rc), "%s/login-%s.bashrc", c->home, id);
     int w = mtc_write_file_fmt(rc, 0600,
@@ -128,28 +141,18 @@ static int t_create(struct cli *c, int argc, char **argv)
 
 static int t_list(struct cli *c, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            c->json = 1;
-        else
-            return cli_fail("usage: mtc token list [--json]"), 2;
-    }
+    if (cli_json_only(c, argc, argv, "mtc token list [--json]"))
+        return 2;
     json_t *r = NULL;
     mtc_error_t err = {""};
     if (cli_call_ok(c, "GET", "/v1/tokens", NULL, &r, &err) < 0)
         return cli_fail("%s", err.text);
-    if (c->json) {
-        cli_print_json(r);
-    } else {
-        printf("%-14s %-20s %-8s %s\n", "ID", "NAME", "ROLE", "CREATED");
-        size_t i;
-        json_t *t;
-        json_array_foreach(json_object_get(r, "tokens"), i, t)
-            printf("%-14s %-20s %-8s %s\n", json_string_value(json_object_get(t, "id")),
-                   json_string_value(json_object_get(t, "name")),
-                   json_string_value(json_object_get(t, "role")),
-                   json_string_value(json_object_get(t, "createTime")));
-    }
+    static const struct cli_col cols[] = {{"ID", "id", 14, NULL},
+                                          {"NAME", "name", 20, NULL},
+                                          {"ROLE", "role", 8, NULL},
+                                          {"CREATED", "createTime", 0, NULL},
+                                          {NULL, NULL, 0, NULL}};
+    cli_print_list(c, r, json_object_get(r, "tokens"), cols);
     json_decref(r);
     return 0;
 }
@@ -202,19 +205,8 @@ static int healthy(struct cli *c, json_t **out)
 /* mtcd next to this mtc binary, else from PATH. */
 static void mtcd_path(char *buf, size_t len)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(buf, len, "%s/mtcd", exe);
-            if (access(buf, X_OK) == 0)
-                return;
-        }
-    }
-    snprintf(buf, len, "mtcd");
+    if (cli_sibling("mtcd", buf, len) < 0)
+        snprintf(buf, len, "mtcd");
 }
 
 static int d_start(struct cli *c, int argc, char **argv)
