@@ -112,6 +112,45 @@ static int guard_spec(struct api_req *r, struct api_resp *out, const json_t *old
            -1;
 }
 
+/* A host serves one cluster at a time: none of spec's hosts (and spares) may
+ * be listed by another stored cluster. 409 naming the host and the cluster. */
+static int guard_hosts(struct api_req *r, struct api_resp *out, const char *id, const json_t *spec)
+{
+    if (!cluster_spec_on_hosts(spec))
+        return 0;
+    static const char *const lists[] = {"hosts", "spareHosts"};
+    json_t *ids = store_cluster_ids(r->st);
+    size_t k;
+    json_t *other;
+    int rc = 0;
+    json_array_foreach(ids, k, other)
+    {
+        struct store_cluster cl;
+        if (!strcmp(json_string_value(other), id) ||
+            store_cluster_get(r->st, json_string_value(other), &cl) < 0)
+            continue;
+        size_t i, n;
+        json_t *p, *h;
+        json_array_foreach(json_object_get(spec, "nodePools"), i, p) for (int l = 0; l < 2 && !rc;
+                                                                          l++)
+            json_array_foreach(json_object_get(p, lists[l]), n, h)
+        {
+            if (rc || !cluster_spec_host_listed(cl.spec, json_string_value(h)))
+                continue;
+            rc = -1;
+            api_error(out, 409,
+                      "nodePools[%zu].%s[%zu]: host %s belongs to cluster %s "
+                      "(projects/%s/locations/%s); a host serves one cluster at a time",
+                      i, lists[l], n, json_string_value(h), cl.id, cl.project, cl.location);
+        }
+        store_cluster_release(&cl);
+        if (rc)
+            break;
+    }
+    json_decref(ids);
+    return rc;
+}
+
 static int h_health(struct api_req *r, struct api_resp *out)
 {
     out->body =
@@ -136,7 +175,7 @@ static int h_create(struct api_req *r, struct api_resp *out)
     json_t *spec = cluster_spec_normalize(r->body, &err);
     if (!spec)
         return api_error(out, 400, "%s", err.text);
-    if (guard_spec(r, out, NULL, spec) < 0) {
+    if (guard_spec(r, out, NULL, spec) < 0 || guard_hosts(r, out, id, spec) < 0) {
         json_decref(spec);
         return 0;
     }
@@ -300,7 +339,15 @@ static int h_patch(struct api_req *r, struct api_resp *out)
     json_decref(merged);
     if (rc == 0 && !spec)
         api_error(out, 400, "%s", err.text);
-    if (spec && guard_spec(r, out, cl.spec, spec) < 0) {
+    if (spec && cluster_spec_on_hosts(spec) != cluster_spec_on_hosts(cl.spec)) {
+        api_error(out, 400,
+                  "nodePools: cluster %s runs %s; a cluster cannot move between local and hosts "
+                  "(delete it and create it again)",
+                  cl.id, cluster_spec_on_hosts(cl.spec) ? "on hosts" : "locally");
+        json_decref(spec);
+        spec = NULL;
+    }
+    if (spec && (guard_spec(r, out, cl.spec, spec) < 0 || guard_hosts(r, out, cl.id, spec) < 0)) {
         json_decref(spec);
         spec = NULL;
     }
@@ -343,6 +390,10 @@ static int h_env(struct api_req *r, struct api_resp *out)
         return api_error(out, 500, "cluster %s: %s", r->cap[2], err.text);
     out->body = json_pack("{s:s}", "script", script);
     free(script);
+    /* a login node on another host: how `mtc login` reaches it */
+    json_t *login = control_login(r->ctl, r->cap[2], &err);
+    if (login)
+        json_object_set_new(out->body, "login", login);
     return 0;
 }
 

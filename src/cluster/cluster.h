@@ -73,6 +73,8 @@ int cluster_host_valid(const char *host);
 /* 1 when the spec's node pools list hosts (the cluster runs on real hosts
  * through the hosts provider), else 0. Normalized or not. */
 int cluster_spec_on_hosts(const json_t *spec);
+/* 1 when a node pool of spec lists host (hosts or spareHosts, any case). */
+int cluster_spec_host_listed(const json_t *spec, const char *host);
 /* cluster_spec_normalize's rules for hosts, on the canonical object: every
  * pool lists hosts or none does (naming the pool), minNodeCount equals the
  * number of hosts, no host twice, the hosts-only sections only on hosts.

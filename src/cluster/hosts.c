@@ -69,6 +69,17 @@ int cluster_spec_on_hosts(const json_t *spec)
     return 0;
 }
 
+int cluster_spec_host_listed(const json_t *spec, const char *host)
+{
+    static const char *const lists[] = {"hosts", "spareHosts"};
+    size_t i, k;
+    json_t *p, *h;
+    json_array_foreach(json_object_get(spec, "nodePools"), i, p) for (int l = 0; l < 2; l++)
+        json_array_foreach(json_object_get(p, lists[l]), k,
+                           h) if (host && strcasecmp(json_string_value(h), host) == 0) return 1;
+    return 0;
+}
+
 /* Where host h (case-insensitive) first appears among the pools' hosts and
  * spareHosts, as a path, before position (pool, list, index); 0 when it does not. */
 static int seen_before(const json_t *pools, const char *h, size_t pool, int list, size_t idx,

@@ -21,6 +21,7 @@ struct agent {
     struct health_ctx ctx;
     char project[64], location[64], cluster[64];
     char socket[PATH_MAX], url[1024], token[512], slurm_conf[PATH_MAX];
+    char ca_file[PATH_MAX]; /* CA for an https url ("" = the system's) */
     const char *only;
     int json, drain, report, interval_ms;
 };
@@ -91,6 +92,7 @@ static int load_config(struct agent *a, const char *arg)
         cfg_str(cfg, "socket", "socket", a->socket, sizeof(a->socket)) < 0 ||
         cfg_str(cfg, "url", "url", a->url, sizeof(a->url)) < 0 ||
         cfg_str(cfg, "slurmConf", "slurm_conf", a->slurm_conf, sizeof(a->slurm_conf)) < 0 ||
+        cfg_str(cfg, "caFile", "ca_file", a->ca_file, sizeof(a->ca_file)) < 0 ||
         cfg_str(cfg, "tokenFile", "token_file", token_file, sizeof(token_file)) < 0)
         goto out;
     if (*token_file && !*a->token) { /* $MTC_TOKEN wins */
@@ -166,6 +168,8 @@ static int report(const struct agent *a, const struct health_result *r, int n, m
     }
     if (!*a->url)
         curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, a->socket);
+    if (*a->ca_file) /* mtcd's own CA (a self-signed certificate) */
+        curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
@@ -336,6 +340,7 @@ static const char usage[] =
     "  --report             also send the results to mtcd (check)\n"
     "  --interval-ms N      loop period (run; default healthPolicy.intervalSeconds)\n"
     "  --socket PATH | --url URL   mtcd address (token: $MTC_TOKEN)\n"
+    "  --ca-file PEM        CA to trust for an https --url\n"
     "  --cluster ID --node NAME --project P --location L\n"
     "  --nvml LIB --kernel-log PATH --expected-gpus N --state-dir DIR\n"
     "  --home-dir D --local-dir D --checkpoint-dir D\n";
@@ -354,6 +359,7 @@ static const struct str_opt {
     {"nvml", AT(ctx.nvml_library), 0},   {"kernel-log", AT(ctx.kernel_log), 1},
     {"state-dir", AT(ctx.state_dir), 1}, {"home-dir", AT(ctx.home_dir), 0},
     {"local-dir", AT(ctx.local_dir), 0}, {"checkpoint-dir", AT(ctx.checkpoint_dir), 0},
+    {"ca-file", AT(ca_file), 0},
 };
 #define N_STR_OPTS (sizeof(str_opts) / sizeof(str_opts[0]))
 

@@ -18,13 +18,16 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: mtcd [--home DIR] [--listen HOST:PORT [--tls-cert PEM --tls-key PEM]] [--daemon]\n"
+    "usage: mtcd [--home DIR] [--listen HOST:PORT [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]]\n"
+    "            [--daemon]\n"
     "            [--supervise-ms N] [--nvml-library PATH]... [--max-connections N]\n"
     "            [--max-per-ip N] [--idle-timeout S]\n"
     "  --home DIR         state directory (default $MTC_HOME, else ~/.mtc)\n"
     "  --listen HOST:PORT also serve the API on TCP; requests need a bearer token\n"
     "                     (create one with `mtc token create`); clear-text HTTP unless\n"
     "  --tls-cert, --tls-key  PEM certificate and key: serve TCP over HTTPS\n"
+    "  --tls-ca PEM       the CA agents on a cluster's hosts trust for mtcd's\n"
+    "                     certificate (default: the certificate itself, self-signed)\n"
     "  --daemon           detach; returns once the API is ready\n"
     "  --supervise-ms N   how often running clusters are checked (default 2000)\n"
     "  --nvml-library PATH  an NVML library a spec's healthPolicy.nvmlLibrary may\n"
@@ -101,12 +104,16 @@ static int daemonize(void)
     return p[1];
 }
 
-/* mtc-agent on every node: next to this binary. It runs continuously
- * (started and supervised by the provider) and as Slurm's HealthCheckProgram,
- * Prolog and Epilog, with the node's own config and environment ({nodedir}),
- * draining its node on a failure. */
-static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
+/* mtc-agent on every node: next to this binary (copied to a cluster's hosts).
+ * It runs continuously (started and supervised by the provider) and as
+ * Slurm's HealthCheckProgram, Prolog and Epilog, with the node's own config
+ * and environment ({nodedir}), draining its node on a failure. Agents on
+ * other hosts report to mtcd's TCP address (listen), over https with tls. */
+static int set_agent_hooks(struct provider *prov, const char *listen, const char *tls_cert,
+                           const char *tls_ca, mtc_error_t *err)
 {
+    struct provider_hooks h = {
+        .listen = listen, .tls = tls_cert != NULL, .ca_file = tls_ca ? tls_ca : tls_cert};
     char exe[PATH_MAX], agent[PATH_MAX + 16], health[2 * PATH_MAX], prolog[2 * PATH_MAX],
         epilog[2 * PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -117,22 +124,23 @@ static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
     if (!slash || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
         log_msg(LOG_WARNING, "no usable mtc-agent next to mtcd (%s): nodes run no health checks",
                 agent);
-        return 0;
+        return provider_set_hooks(prov, &h, err);
     }
-    static const char cmd[] = ". {nodedir}/agent.env && exec '%s' check --config "
+    /* {agent}: this binary here, its copy on a cluster's hosts */
+    static const char cmd[] = ". {nodedir}/agent.env && exec '{agent}' check --config "
                               "{nodedir}/agent.json --mode %s --drain";
-    snprintf(health, sizeof(health), cmd, agent, "health");
+    snprintf(health, sizeof(health), cmd, "health");
     /* in a subshell: the spec's own prolog/epilog scripts run after it */
     char inner[2 * PATH_MAX - 8];
-    snprintf(inner, sizeof(inner), cmd, agent, "prolog");
+    snprintf(inner, sizeof(inner), cmd, "prolog");
     snprintf(prolog, sizeof(prolog), "(%s)", inner);
-    snprintf(inner, sizeof(inner), cmd, agent, "epilog");
+    snprintf(inner, sizeof(inner), cmd, "epilog");
     snprintf(epilog, sizeof(epilog), "(%s)", inner);
-    struct provider_hooks h = {.health_check = health,
-                               .health_interval_s = 30,
-                               .prolog = prolog,
-                               .epilog = epilog,
-                               .agent = agent};
+    h.health_check = health;
+    h.health_interval_s = 30;
+    h.prolog = prolog;
+    h.epilog = epilog;
+    h.agent = agent;
     log_msg(LOG_INFO, "nodes run %s", agent);
     return provider_set_hooks(prov, &h, err);
 }
@@ -149,9 +157,10 @@ int main(int argc, char **argv)
                                          {"idle-timeout", required_argument, 0, 'T'},
                                          {"tls-cert", required_argument, 0, 'c'},
                                          {"tls-key", required_argument, 0, 'k'},
+                                         {"tls-ca", required_argument, 0, 'A'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *home = getenv("MTC_HOME"), *listen = NULL;
+    const char *home = getenv("MTC_HOME"), *listen = NULL, *tls_ca = NULL;
     const char *nvml[MAX_NVML + 1] = {NULL};
     int detach = 0, supervise_ms = 2000, c, nnvml = 0;
     struct api_config cfg = {0};
@@ -180,6 +189,9 @@ int main(int argc, char **argv)
         case 'k':
             cfg.tls_key = optarg;
             break;
+        case 'A':
+            tls_ca = optarg;
+            break;
         case 'H':
             home = optarg;
             break;
@@ -206,6 +218,10 @@ int main(int argc, char **argv)
     }
     if ((cfg.tls_cert || cfg.tls_key) && (!cfg.tls_cert || !cfg.tls_key || !listen)) {
         fprintf(stderr, "mtcd: --tls-cert and --tls-key go together, with --listen\n");
+        return 2;
+    }
+    if (tls_ca && !cfg.tls_cert) {
+        fprintf(stderr, "mtcd: --tls-ca goes with --tls-cert\n");
         return 2;
     }
     char homebuf[PATH_MAX], path[PATH_MAX + 32], sock[PATH_MAX + 32];
@@ -249,7 +265,7 @@ int main(int argc, char **argv)
     struct provider *prov = provider_create("local", home, &err);
     if (!prov)
         die(ready_fd, "provider: %s", err.text);
-    if (set_agent_hooks(prov, &err) < 0)
+    if (set_agent_hooks(prov, listen, cfg.tls_cert, tls_ca, &err) < 0)
         die(ready_fd, "provider: %s", err.text);
     struct control *ctl = control_create(st, prov, supervise_ms, &err);
     if (!ctl)

@@ -61,6 +61,7 @@ struct mtc_io {
     size_t in_len;
     int capture;     /* MTC_IO_* */
     char *out, *err; /* set by mtc_run_io when captured (even on -1): caller frees */
+    size_t out_len;  /* bytes in out (it may hold NULs: binary output) */
 };
 int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms);
 /* Start a process detached in its own session, stdio to logpath (or /dev/null).

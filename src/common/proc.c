@@ -124,6 +124,7 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
     size_t in_off = 0;
 
     io->out = io->err = NULL;
+    io->out_len = 0;
     char **envp = merge_env(env);
     if (!envp)
         return -1;
@@ -256,6 +257,7 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
     }
 done:;
     int saved = errno;
+    io->out_len = out.len;
     if (want_out)
         io->out = sink_take(&out);
     if (want_err)

@@ -498,6 +498,10 @@ json_t *control_cluster_json(struct control *c, const struct store_cluster *cl, 
     json_t *nodes = cl->nodes ? json_deep_copy(cl->nodes) : json_array();
     overlay_health(c, cl->id, nodes);
     json_object_set_new(status, "nodesStatus", nodes);
+    /* a cluster on hosts: every host, its node or role (spare, quarantined) */
+    json_t *hosts = provider_hosts(c->prov, cl->id);
+    if (hosts)
+        json_object_set_new(status, "hosts", hosts);
     json_object_set_new(j, "clusterStatus", status);
     if (with_events)
         json_object_set_new(j, "clusterEvents", store_events(c->st, cl->id, 100));
@@ -537,4 +541,9 @@ void control_poke(struct control *c)
 char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err)
 {
     return provider_env(c->prov, cluster_id, err);
+}
+
+json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err)
+{
+    return provider_login(c->prov, cluster_id, err);
 }

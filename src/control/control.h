@@ -51,6 +51,9 @@ json_t *control_cluster_json(struct control *c, const struct store_cluster *cl, 
 json_t *control_op_json(const struct store_op *op);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. */
 char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err);
+/* How `mtc login` reaches a cluster's login node on another host
+ * (provider_login), or NULL when it is this host. Caller owns. */
+json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err);
 
 /* Wake the supervisor now (a node reported a failure). */
 void control_poke(struct control *c);

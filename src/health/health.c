@@ -130,9 +130,9 @@ static const struct schema_field ctx_fields[] = {
     {.name = NULL},
 };
 /* the agent's own fields (transport, identity, Slurm) and the policy, read apart */
-static const char *const agent_fields[] = {"project",   "location",     "clusterId",
-                                           "socket",    "url",          "tokenFile",
-                                           "slurmConf", "healthPolicy", NULL};
+static const char *const agent_fields[] = {"project", "location",  "clusterId", "socket",
+                                           "url",     "tokenFile", "slurmConf", "healthPolicy",
+                                           "caFile",  NULL};
 static const struct schema ctx_schema = {ctx_fields, 0, agent_fields, NULL};
 
 int health_ctx_configure(struct health_ctx *ctx, const json_t *config, mtc_error_t *err)

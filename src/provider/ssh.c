@@ -197,6 +197,17 @@ void ssh_destroy(struct ssh_conn *c)
     errno = saved;
 }
 
+void ssh_free(struct ssh_conn *c)
+{
+    if (!c)
+        return;
+    int saved = errno;
+    for (int i = 0; i < c->nopts; i++)
+        free(c->opts[i]);
+    free(c);
+    errno = saved;
+}
+
 const char *ssh_host(const struct ssh_conn *c)
 {
     return c->host;
@@ -367,6 +378,12 @@ static int run(struct ssh_conn *c, const char *logged, const char *command, cons
 int ssh_run(struct ssh_conn *c, const char *command, char **out, int timeout_ms, int flags,
             mtc_error_t *err)
 {
+    return ssh_run_in(c, command, NULL, 0, out, timeout_ms, flags, err);
+}
+
+int ssh_run_in(struct ssh_conn *c, const char *command, const void *in, size_t in_len, char **out,
+               int timeout_ms, int flags, mtc_error_t *err)
+{
     if (timeout_ms <= 0)
         timeout_ms = DEFAULT_TIMEOUT_MS;
     char logged[320] = "[secret]";
@@ -384,7 +401,9 @@ int ssh_run(struct ssh_conn *c, const char *command, char **out, int timeout_ms,
         return errprintf(err, "out of memory");
     }
     free(q);
-    int rc = run(c, logged, wrapped, NULL, 0, out, timeout_ms, flags, err);
+    if (in && in_len)
+        snprintf(logged + strlen(logged), sizeof(logged) - strlen(logged), " <%zu bytes>", in_len);
+    int rc = run(c, logged, wrapped, in, in_len, out, timeout_ms, flags, err);
     int saved = errno;
     free(wrapped);
     errno = saved;

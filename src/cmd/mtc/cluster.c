@@ -389,6 +389,34 @@ static int c_events(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+static int c_hosts(struct cli *c, int argc, char **argv)
+{
+    json_t *cl = get_cluster(c, argc, argv, "mtc cluster hosts ID [--json]");
+    if (!cl)
+        return 1;
+    json_t *hosts = json_object_get(json_object_get(cl, "clusterStatus"), "hosts"), *h;
+    if (!hosts) {
+        const char *name = json_string_value(json_object_get(cl, "name"));
+        cli_fail("cluster %s runs on this host (local provider): it has no hosts",
+                 name && strrchr(name, '/') ? strrchr(name, '/') + 1 : "?");
+        json_decref(cl);
+        return 1;
+    }
+    if (c->json) {
+        cli_print_json(hosts);
+        json_decref(cl);
+        return 0;
+    }
+    printf("%-24s %-20s %-8s %-22s %-12s %s\n", "HOST", "HOSTNAME", "POOL", "NODE", "ROLE",
+           "REASON");
+    size_t i;
+    json_array_foreach(hosts, i, h) printf(
+        "%-24s %-20s %-8s %-22s %-12s %s\n", str(h, "host", "?"), str(h, "hostname", "-"),
+        str(h, "nodePoolId", "-"), str(h, "node", "-"), str(h, "role", "?"), str(h, "reason", ""));
+    json_decref(cl);
+    return 0;
+}
+
 static int c_report_faulty(struct cli *c, int argc, char **argv)
 {
     const char *use = "mtc cluster report-faulty ID NODE [--behavior PERFORMANCE|"
@@ -446,6 +474,7 @@ static const struct cli_cmd cluster_cmds[] = {
     {"delete", c_delete, "stop a cluster's daemons and remove it"},
     {"nodes", c_nodes, "each node's Slurm state, health, failing check, remediation"},
     {"events", c_events, "the cluster's events (last 100)"},
+    {"hosts", c_hosts, "a cluster on hosts: each host's node or role (spare, quarantined)"},
     {"report-faulty", c_report_faulty, "report a faulty node: drain, requeue, repair"},
     {NULL, NULL, NULL},
 };
