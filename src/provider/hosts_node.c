@@ -101,8 +101,14 @@ static int act_reboot(const struct act *a, mtc_error_t *err)
     sh_quote(cmd ? cmd : HOSTS_REBOOT_DEFAULT, q, sizeof(q));
     if (node_op(a, "mark", err) < 0)
         return -1;
-    /* detached: the connection may die with the host */
-    snprintf(line, sizeof(line), "setsid sh -c %s </dev/null >/dev/null 2>&1 &", q);
+    /* detached, for the connection may die with the host; a command that
+     * fails at once (not found, refused) fails the action at once */
+    snprintf(line, sizeof(line),
+             "r=" SLURM_HOST_RUN "; ( setsid sh -c %s </dev/null >$r/reboot.out 2>&1; echo $? "
+             ">$r/reboot.rc ) </dev/null >/dev/null 2>&1 & sleep 2; if [ -s $r/reboot.rc ] && "
+             "[ \"$(cat $r/reboot.rc)\" != 0 ]; then echo \"reboot command failed (exit $(cat "
+             "$r/reboot.rc)): $(tail -n 1 $r/reboot.out)\" >&2; exit 3; fi",
+             a->s->uid, q);
     struct ssh_conn *ssh = hosts_ssh(a->p, a->s, a->n->host, err);
     mtc_error_t e2 = {""};
     int rc = ssh ? ssh_run(ssh, line, NULL, 30000, 0, &e2) : -1;
