@@ -404,7 +404,7 @@ static void clean_unused(struct provider *p, const struct lc *c, struct hstate *
         goto out;
     j->p = p, j->c = c, j->s = s, j->op = "clean", j->close_ssh = every_host;
     for (size_t i = 0; i < s->nhosts; i++)
-        if ((every_host || s->hosts[i].role == HOST_TOUCHED) && !hosts_in_use(s, s->hosts[i].host))
+        if (every_host || (s->hosts[i].role == HOST_TOUCHED && !hosts_in_use(s, s->hosts[i].host)))
             j->hosts[n++] = s->hosts[i].host;
     for (size_t i = 0; every_host && i < s->nnodes; i++)
         if (!hosts_host_find(s, s->nodes[i].host))

@@ -95,7 +95,8 @@ static const char mtc_host_sh[] =
     "    else MTC_UID=$U slurmd --conf-server $S -N $N </dev/null >>$V/log/slurmd.out 2>&1; fi\n"
     "    sleep 0.5; alive slurmd && return 0\n"
     "    t=$((t + 1)); sleep 1; done\n"
-    "  die \"slurmd did not start: $(tail -n 1 $V/log/slurmd.log 2>/dev/null)\"\n"
+    "  die \"slurmd did not start: $(tail -q -n 1 $V/log/slurmd.log $V/log/slurmd.out "
+    "2>/dev/null | tail -n 1)\"\n"
     "}\n"
     "start_agent() {\n"
     "  [ -r $E/nodes/$N/agent.json ] && [ -x $V/bin/mtc-agent ] || return 0\n"
@@ -189,12 +190,27 @@ static void op_command(const struct hstate *s, const char *op, const char *node,
              s->ctld_addr, s->ctld_port, gpus);
 }
 
+/* "host H: command exited with status 3: mtc-host: <why>" → "host H: <why>":
+ * the script's own one-line reasons need no transport wording. */
+static void tidy(struct ssh_conn *ssh, mtc_error_t *err)
+{
+    const char *m = err ? strstr(err->text, ": mtc-host: ") : NULL;
+    if (!m)
+        return;
+    char why[256];
+    snprintf(why, sizeof(why), "%s", m + 12);
+    errprintf(err, "host %s: %s", ssh_host(ssh), why);
+}
+
 int hosts_remote_op(struct ssh_conn *ssh, const struct hstate *s, const char *op, const char *node,
                     int gpus_fake, char **out, int timeout_ms, mtc_error_t *err)
 {
     char cmd[1024];
     op_command(s, op, node, gpus_fake, cmd, sizeof(cmd));
-    return ssh_run_in(ssh, cmd, mtc_host_sh, strlen(mtc_host_sh), out, timeout_ms, 0, err);
+    int rc = ssh_run_in(ssh, cmd, mtc_host_sh, strlen(mtc_host_sh), out, timeout_ms, 0, err);
+    if (rc > 0)
+        tidy(ssh, err);
+    return rc;
 }
 
 const char *hosts_script(void)
@@ -477,6 +493,8 @@ int hosts_remote_up(struct ssh_conn *ssh, const struct lc *c, const struct hstat
              s->ctld_port, gpus_fake);
     int rc = ssh_run_in(ssh, cmd, io.out, len, NULL, UP_MS, 0, err);
     free(io.out);
+    if (rc > 0)
+        tidy(ssh, err);
     return rc == 0 ? 0 : -1;
 }
 

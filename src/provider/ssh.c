@@ -22,6 +22,7 @@
 /* ssh binds the master socket at ControlPath plus ".<16 random chars>" first */
 #define CM_SUFFIX_LEN 17
 #define CM_HASH_LEN 40 /* %C: hex SHA-1 */
+#define CM_KEY_LEN 9   /* "-" and 8 hex of the identity: a master per key */
 
 struct ssh_conn {
     char host[256];
@@ -114,7 +115,8 @@ struct ssh_conn *ssh_create(const struct ssh_target *t, const char *state_dir, m
         return NULL;
     }
     struct sockaddr_un sun;
-    if (strlen(state_dir) + strlen("/cm-") + CM_HASH_LEN + CM_SUFFIX_LEN >= sizeof(sun.sun_path)) {
+    if (strlen(state_dir) + strlen("/cm-") + CM_HASH_LEN + CM_KEY_LEN + CM_SUFFIX_LEN >=
+        sizeof(sun.sun_path)) {
         errno = ENAMETOOLONG;
         errprintf(err, "ssh state directory %s too long for a control socket; use a shorter path",
                   state_dir);
@@ -128,6 +130,10 @@ struct ssh_conn *ssh_create(const struct ssh_target *t, const char *state_dir, m
         errprintf(err, "out of memory");
         return NULL;
     }
+    /* a master authenticated with one key must not serve a handle with another
+     * (a changed ssh.keyFile takes effect at once) */
+    char key_tag[65];
+    mtc_sha256_hex(t->key_file ? t->key_file : "(default identities)", key_tag);
     snprintf(c->host, sizeof(c->host), "%s", t->host);
     snprintf(c->user, sizeof(c->user), "%s", user);
     snprintf(c->known_hosts, sizeof(c->known_hosts), "%s/known_hosts", state_dir);
@@ -140,7 +146,8 @@ struct ssh_conn *ssh_create(const struct ssh_target *t, const char *state_dir, m
              add_opt(c, "-oCheckHostIP=no") | add_opt(c, "-oConnectTimeout=%d", cto) |
              add_opt(c, "-oServerAliveInterval=%d", ALIVE_INTERVAL_S) |
              add_opt(c, "-oServerAliveCountMax=%d", ALIVE_COUNT) |
-             add_opt(c, "-oControlMaster=auto") | add_opt(c, "-oControlPath=%s/cm-%%C", state_dir) |
+             add_opt(c, "-oControlMaster=auto") |
+             add_opt(c, "-oControlPath=%s/cm-%%C-%.8s", state_dir, key_tag) |
              add_opt(c, "-oControlPersist=%d", PERSIST_S) |
              add_opt(c, "-oPreferredAuthentications=publickey");
     if (rc == 0 && t->key_file)

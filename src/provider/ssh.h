@@ -28,7 +28,7 @@ enum {
 
 /* A connection handle for target. state_dir (created 0700 if missing; e.g.
  * $MTC_HOME/ssh) holds known_hosts, mtc's own, and the ControlMaster sockets
- * cm-<hash>. Nothing is sent yet: the first command opens the master.
+ * cm-<hash>-<key>. Nothing is sent yet: the first command opens the master.
  * Returns a handle the caller frees with ssh_destroy, or NULL + errno (EINVAL:
  * bad host, user or key path; ENAMETOOLONG: state_dir too long for a unix
  * socket path) and err. */
