@@ -113,7 +113,13 @@ static int act_reboot(const struct act *a, mtc_error_t *err)
     mtc_error_t e2 = {""};
     int rc = ssh ? ssh_run(ssh, line, NULL, 30000, 0, &e2) : -1;
     ssh_destroy(ssh); /* the master dies with the host anyway */
-    if (rc > 0)
+    /* 3: the command itself failed; anything else (255, a lost connection)
+     * may be the host going down: its boot tells */
+    if (rc == 3)
+        return errprintf(err, "host %s: %s", a->n->host,
+                         strstr(e2.text, "reboot command") ? strstr(e2.text, "reboot command")
+                                                           : e2.text);
+    if (!ssh)
         return errprintf(err, "%s", e2.text);
     log_msg(LOG_NOTICE, "cluster %s: reboot command sent to %s; waiting up to %d s", a->c->id,
             a->n->host, a->boot_timeout_s);
