@@ -39,8 +39,12 @@ check "5 test hosts up" testhosts_up 5
 [ "$T_FAILED" -eq 0 ] || done_testing
 H=("" "${TESTHOSTS_ADDRS[@]}")
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
-check "mtcd starts, listening on the bridge for the agents" \
-    start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
+# mtcd serves TCP over TLS with a self-signed certificate for the bridge address:
+# the agents on the hosts trust it through their config's caFile
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=mtcd \
+    -addext "subjectAltName=IP:$TESTHOSTS_CTL_ADDR" -keyout "$T_DIR/key.pem" -out "$T_DIR/cert.pem" 2>/dev/null
+check "mtcd starts, listening on the bridge for the agents (https)" \
+    start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT" --tls-cert "$T_DIR/cert.pem" --tls-key "$T_DIR/key.pem"
 
 spec() { # $1: the gpu pool's hosts as a JSON list body, $2 their count
     cat <<JSON
@@ -101,8 +105,9 @@ check "agents on both compute hosts report PASS (project lab, location west, nod
     wait_for 60 nodes_pass
 out=$(M cluster nodes hc)
 diag "$out"
-check "the agent reports over TCP to mtcd's listen address" \
-    grep -q "\"url\": \"http://$TESTHOSTS_CTL_ADDR:$PORT\"" "$MTC_HOME"/clusters/hc/nodes/hc-gpu-0/image/etc/mtc/*/nodes/hc-gpu-0/agent.json
+cfg=$(echo "$MTC_HOME"/clusters/hc/nodes/hc-gpu-0/image/etc/mtc/*/nodes/hc-gpu-0/agent.json)
+check "the agent reports over https to mtcd's listen address, trusting mtcd's certificate" \
+    bash -c "grep -q '\"url\": \"https://$TESTHOSTS_CTL_ADDR:$PORT\"' $cfg && grep -q '\"caFile\": \"/etc/mtc/.*/ca.pem\"' $cfg"
 UID_=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["uid"])' "$MTC_HOME/clusters/hc/hosts.json")
 check "the munge key on a host is 0400, under /etc/mtc/<uid>" \
     testhost_exec 2 test "$(testhost_exec 2 stat -c %a "/etc/mtc/$UID_/munge.key")" = 400
