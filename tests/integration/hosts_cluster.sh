@@ -144,6 +144,21 @@ check "update removes it again" grep -q "done: cluster hc RUNNING (2 nodes" <<<"
 check "sinfo shows 2 nodes" bash -c "sinfo -h -p gpu -o %D | grep -qx 2"
 check "host 5 left clean (no process, no file)" wait_for 20 host_clean 5
 
+# an update that cannot be applied loses nothing
+spec "\"${H[2]}\", \"${H[3]}\", \"$TESTHOSTS_UNUSED_ADDR\"" 3 >"$T_DIR/bad.json"
+out=$(M cluster update hc -f "$T_DIR/bad.json" 2>&1)
+diag "$out"
+check "an update adding an unreachable host fails in one line naming it" \
+    grep -q "update failed, cluster kept its previous configuration: host $TESTHOSTS_UNUSED_ADDR: unreachable" <<<"$out"
+json=$(M cluster get hc --json)
+check "  the cluster stays RUNNING with its stored spec" python3 -c '
+import json, sys
+c = json.loads(sys.argv[1])
+assert c["clusterStatus"]["state"] == "RUNNING", c["clusterStatus"]["state"]
+assert [p for p in c["nodePools"] if p["id"] == "gpu"][0]["hosts"] == sys.argv[2:], c["nodePools"]' \
+    "$json" "${H[2]}" "${H[3]}"
+check "  and runs jobs on both hosts" bash -c "timeout 60 srun -N2 true"
+
 out=$(M cluster delete hc 2>&1)
 check "delete" grep -q "done: cluster deleted" <<<"$out"
 for i in 1 2 3 4 5; do
