@@ -93,60 +93,71 @@ static int node_token(const struct provider *p, const struct lc *c, const char *
     return rc < 0 ? errprintf(err, "cannot write %s: %s", path, strerror(errno)) : 0;
 }
 
-int hosts_node_files(const struct provider *p, const struct lc *c, const struct hstate *s,
-                     const json_t *spec, const struct hnode *n, int fresh, mtc_error_t *err)
+/* The agent's config for node n on its host (paths there), or NULL + err. */
+static json_t *agent_config(const struct provider *p, const struct lc *c, const struct hstate *s,
+                            const json_t *spec, const struct hnode *n, int have_token,
+                            mtc_error_t *err)
 {
-    char dir[PLEN], path[PLEN], url[512] = "", run[64], var[64], etc[64], tok[PLEN];
+    char url[512] = "", run[64], var[64], etc[64], klog[PLEN];
     snprintf(run, sizeof(run), SLURM_HOST_RUN, s->uid);
     snprintf(var, sizeof(var), SLURM_HOST_VAR, s->uid);
     snprintf(etc, sizeof(etc), SLURM_HOST_ETC, s->uid);
-    local_path(c, dir, "nodes/%s/image/etc/mtc/%s/nodes/%s", n->name, s->uid, n->name);
-    if (mtc_mkdir_p(dir, 0755) < 0)
-        return errprintf(err, "mkdir %s: %s", dir, strerror(errno));
-    snprintf(path, sizeof(path), "%s/agent.token", dir);
-    if (node_token(p, c, n->name, path, fresh, err) < 0)
-        return -1;
-    int have_token = mtc_path_exists(path);
-    snprintf(tok, sizeof(tok), "%s/nodes/%s/agent.token", etc, n->name);
     char project[64] = "local", location[64] = "local";
-    if (p->identity.parent && p->identity.parent(p->identity.arg, c->id, project, location) < 0)
-        return errprintf(err, "cluster %s: unknown to mtcd's store", c->id);
+    if (p->identity.parent && p->identity.parent(p->identity.arg, c->id, project, location) < 0) {
+        errprintf(err, "cluster %s: unknown to mtcd's store", c->id);
+        return NULL;
+    }
     if (p->agent && agent_url(p, s, url, sizeof(url), err) < 0)
-        return -1;
+        return NULL;
     const json_t *pol = json_object_get(spec, "healthPolicy");
     const char *lib = json_string_value(json_object_get(pol, "nvmlLibrary"));
     const char *kl = json_string_value(json_object_get(pol, "kernelLog"));
-    int fake = hosts_fake_gpus(spec, n);
-    char klog[PLEN], cfg_path[PLEN];
     if (kl && *kl)
         snprintf(klog, sizeof(klog), "%s", kl);
-    else if (fake >= 0) /* an emulated node's kernel log, where XIDs are injected */
+    else if (hosts_fake_gpus(spec, n) >= 0) /* an emulated node's, where XIDs are injected */
         snprintf(klog, sizeof(klog), "%s/hw/kernel.log", var);
     else
         snprintf(klog, sizeof(klog), "/dev/kmsg");
-    json_t *cfg =
-        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:s, s:o}",
-                  "nodeId", n->name, "clusterId", c->id, "project", project, "location", location,
-                  "url", url, "localDir", run, "nvmlLibrary", lib && *lib ? lib : REAL_NVML,
-                  "kernelLog", klog, "stateDir", run, "expectedGpus", n->gpus, "slurmdPidFile", run,
-                  "slurmdPort", HOSTS_SLURMD_PORT, "mungeSocket", run, "slurmConf", var,
-                  "healthPolicy", pol ? json_deep_copy(pol) : json_object());
-    if (!cfg)
-        return errprintf(err, "out of memory");
-    /* the paths above are the roots; the files under them */
+    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:o}", "nodeId", n->name,
+                            "clusterId", c->id, "project", project, "location", location, "url",
+                            url, "nvmlLibrary", lib && *lib ? lib : REAL_NVML, "kernelLog", klog,
+                            "expectedGpus", n->gpus, "slurmdPort", HOSTS_SLURMD_PORT,
+                            "healthPolicy", pol ? json_deep_copy(pol) : json_object());
+    if (!cfg) {
+        errprintf(err, "out of memory");
+        return NULL;
+    }
     json_object_set_new(cfg, "localDir", json_sprintf("%s/tmp", run));
     json_object_set_new(cfg, "stateDir", json_sprintf("%s/agent", run));
     json_object_set_new(cfg, "slurmdPidFile", json_sprintf("%s/slurmd.pid", run));
     json_object_set_new(cfg, "mungeSocket", json_sprintf("%s/munge/munge.socket.2", run));
     json_object_set_new(cfg, "slurmConf", json_sprintf("%s/spool/conf-cache/slurm.conf", var));
     if (have_token)
-        json_object_set_new(cfg, "tokenFile", json_string(tok));
+        json_object_set_new(cfg, "tokenFile",
+                            json_sprintf("%s/nodes/%s/agent.token", etc, n->name));
     if (p->tls && p->ca_file)
         json_object_set_new(cfg, "caFile", json_sprintf("%s/ca.pem", etc));
-    char *text = json_dumps(cfg, JSON_INDENT(2));
+    return cfg;
+}
+
+int hosts_node_files(const struct provider *p, const struct lc *c, const struct hstate *s,
+                     const json_t *spec, const struct hnode *n, int fresh, mtc_error_t *err)
+{
+    char dir[PLEN], path[PLEN], var[64];
+    snprintf(var, sizeof(var), SLURM_HOST_VAR, s->uid);
+    local_path(c, dir, "nodes/%s/image/etc/mtc/%s/nodes/%s", n->name, s->uid, n->name);
+    if (mtc_mkdir_p(dir, 0755) < 0)
+        return errprintf(err, "mkdir %s: %s", dir, strerror(errno));
+    snprintf(path, sizeof(path), "%s/agent.token", dir);
+    if (node_token(p, c, n->name, path, fresh, err) < 0)
+        return -1;
+    json_t *cfg = agent_config(p, c, s, spec, n, mtc_path_exists(path), err);
+    char *text = cfg ? json_dumps(cfg, JSON_INDENT(2)) : NULL;
     json_decref(cfg);
-    snprintf(cfg_path, sizeof(cfg_path), "%s/agent.json", dir);
-    int rc = text ? local_write_if_changed(cfg_path, text, err) : errprintf(err, "out of memory");
+    if (!text)
+        return cfg ? errprintf(err, "out of memory") : -1;
+    snprintf(path, sizeof(path), "%s/agent.json", dir);
+    int rc = local_write_if_changed(path, text, err);
     free(text);
     if (rc < 0)
         return -1;
@@ -156,7 +167,7 @@ int hosts_node_files(const struct provider *p, const struct lc *c, const struct 
              "# generated by mtc: the environment of this node's mtc-agent\n"
              "export MTC_NODE='%s'\nexport SLURM_CONF='%s/spool/conf-cache/slurm.conf'\n",
              n->name, var);
-    if (fake >= 0)
+    if (hosts_fake_gpus(spec, n) >= 0)
         snprintf(env + strlen(env), sizeof(env) - strlen(env),
                  "export FAKE_NVML_STATE='%s/hw/nvml.state'\n", var);
     snprintf(path, sizeof(path), "%s/agent.env", dir);
@@ -236,18 +247,9 @@ int hosts_bundle(const struct provider *p, const struct lc *c, const struct hsta
     return 0;
 }
 
-int hosts_write_conf(const struct provider *p, const struct lc *c, const struct hstate *s,
-                     const json_t *spec, char sha[65], mtc_error_t *err)
+/* s's nodes as Slurm sees them into sizes; 1 when any node's GPUs are emulated. */
+static int conf_nodes(const json_t *spec, const struct hstate *s, struct slurm_node *sizes)
 {
-    struct slurm_node *sizes = calloc(s->nnodes ? s->nnodes : 1, sizeof(*sizes));
-    char ctl_host[256], path[PLEN];
-    if (!sizes)
-        return errprintf(err, "out of memory");
-    struct hcontroller ctl;
-    gethostname(ctl_host, sizeof(ctl_host));
-    ctl_host[sizeof(ctl_host) - 1] = '\0';
-    ctl_host[strcspn(ctl_host, ".")] = '\0'; /* slurmctld matches its short name */
-    (void)ctl;
     int fake = 0;
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct hnode *n = &s->nodes[i];
@@ -263,45 +265,51 @@ int hosts_write_conf(const struct provider *p, const struct lc *c, const struct 
         const json_t *pool = cluster_spec_pool(spec, n->pool);
         const char *type =
             json_string_value(json_object_get(json_object_get(pool, "machineSpec"), "machineType"));
-        snprintf(z->gres_type, sizeof(z->gres_type), "%s",
-                 cluster_machine_type_lookup(type, &mt, NULL) == 0 && mt.gres_type[0] ? mt.gres_type
-                                                                                      : "gpu");
+        int known = cluster_machine_type_lookup(type, &mt, NULL) == 0 && mt.gres_type[0];
+        snprintf(z->gres_type, sizeof(z->gres_type), "%s", known ? mt.gres_type : "gpu");
         fake |= hosts_fake_gpus(spec, n) >= 0;
     }
-    char etc[PLEN];
+    return fake;
+}
+
+int hosts_write_conf(const struct provider *p, const struct lc *c, const struct hstate *s,
+                     const json_t *spec, char sha[65], mtc_error_t *err)
+{
+    struct slurm_node *sizes = calloc(s->nnodes ? s->nnodes : 1, sizeof(*sizes));
+    char ctl_host[256], path[PLEN], etc[PLEN];
+    if (!sizes)
+        return errprintf(err, "out of memory");
+    if (gethostname(ctl_host, sizeof(ctl_host)) < 0)
+        snprintf(ctl_host, sizeof(ctl_host), "localhost");
+    ctl_host[sizeof(ctl_host) - 1] = '\0';
+    ctl_host[strcspn(ctl_host, ".")] = '\0'; /* slurmctld matches its short name */
     local_path(c, etc, "image/etc/mtc/%s/etc", s->uid);
-    struct slurm_layout sl = {
-        .cluster = c->id,
-        .dir = c->dir,
-        .hostname = ctl_host,
-        .ctld_port = s->ctld_port,
-        .slurmd_port = HOSTS_SLURMD_PORT,
-        .nodes = sizes,
-        .nnodes = s->nnodes,
-        .fake_gpus = fake,
-        .uid = s->uid,
-        .ctld_addr = s->ctld_addr,
-    };
-    snprintf(path, sizeof(path), "%s/prolog.sh", etc);
-    sl.prolog = mtc_path_exists(path);
-    snprintf(path, sizeof(path), "%s/epilog.sh", etc);
-    sl.epilog = mtc_path_exists(path);
-    snprintf(path, sizeof(path), "%s/health.sh", etc);
-    if (mtc_path_exists(path))
+    struct slurm_layout sl = {.cluster = c->id,
+                              .dir = c->dir,
+                              .hostname = ctl_host,
+                              .ctld_port = s->ctld_port,
+                              .slurmd_port = HOSTS_SLURMD_PORT,
+                              .nodes = sizes,
+                              .nnodes = s->nnodes,
+                              .fake_gpus = conf_nodes(spec, s, sizes),
+                              .uid = s->uid,
+                              .ctld_addr = s->ctld_addr};
+    /* the scripts hosts_bundle wrote */
+    sl.prolog = mtc_path_exists((snprintf(path, sizeof(path), "%s/prolog.sh", etc), path));
+    sl.epilog = mtc_path_exists((snprintf(path, sizeof(path), "%s/epilog.sh", etc), path));
+    if (mtc_path_exists((snprintf(path, sizeof(path), "%s/health.sh", etc), path)))
         sl.health_interval = local_health_interval(spec, p->hook_health_interval);
     char *conf = slurm_conf_render(spec, &sl, err),
          *gres = conf ? slurm_gres_render(&sl, err) : NULL;
+    char *both = NULL;
     free(sizes);
     int rc = -1;
-    if (!conf || !gres)
-        goto out;
     /* a config Slurm would refuse never reaches the running daemons */
-    if (slurm_conf_check(conf, local_path(c, path, "slurm.conf.check"), err) < 0)
-        goto out;
-    if (local_write_if_changed(local_path(c, path, "gres.conf"), gres, err) < 0 ||
+    if (!conf || !gres ||
+        slurm_conf_check(conf, local_path(c, path, "slurm.conf.check"), err) < 0 ||
+        local_write_if_changed(local_path(c, path, "gres.conf"), gres, err) < 0 ||
         local_write_if_changed(c->conf, conf, err) < 0)
         goto out;
-    char *both = NULL;
     if (asprintf(&both, "%s\n%s", conf, gres) < 0) {
         errprintf(err, "out of memory");
         goto out;
@@ -570,6 +578,43 @@ static void teardown(struct provider *p, struct lc *c, struct hstate *s)
         mtc_rm_rf(run);
 }
 
+/* Preflight every node's host in parallel, size the nodes, and record the
+ * hosts before anything is written to them. 0/-1 + err. */
+static int check_hosts(struct job *j, const json_t *spec, mtc_error_t *errs,
+                       provider_progress_fn progress, void *arg, mtc_error_t *err)
+{
+    struct hstate *s = j->s;
+    say(progress, arg, "checking %zu host(s)", s->nnodes);
+    long bad = hosts_parallel(s->nnodes, t_preflight, j, errs);
+    if (bad >= 0)
+        return errprintf(err, "%s", errs[bad].text);
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (hosts_size_node(spec, &s->nodes[i], &j->facts[i], err) < 0)
+            return -1;
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (!hosts_host_find(s, s->nodes[i].host))
+            hosts_host_set(s, s->nodes[i].host, s->nodes[i].pool, HOST_TOUCHED, NULL);
+    return hosts_state_save(j->c, s, err);
+}
+
+/* The controller's files: node files, munge key (munged), the image, slurm.conf. */
+static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error_t *err)
+{
+    char dir[PLEN];
+    for (size_t i = 0; i < j->s->nnodes; i++)
+        if (hosts_node_files(j->p, j->c, j->s, j->spec, &j->s->nodes[i], 0, err) < 0)
+            return -1;
+    snprintf(dir, sizeof(dir), SLURM_HOST_RUN "/munge", j->s->uid);
+    if (mtc_mkdir_p(dir, 0755) < 0)
+        return errprintf(err, "mkdir %s: %s (the controller needs /run/mtc writable)", dir,
+                         strerror(errno));
+    if (!local_munged_running(j->c) && local_munged_start(j->c, err) < 0) /* makes the key */
+        return -1;
+    if (hosts_bundle(j->p, j->c, j->s, j->spec, b, err) < 0)
+        return -1;
+    return hosts_write_conf(j->p, j->c, j->s, j->spec, sha, err);
+}
+
 /* The body of apply, with the cluster locked; *touched tells whether hosts were written to. */
 static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, struct hstate *old,
                         int have_old, struct hstate *s, int *touched, provider_progress_fn progress,
@@ -577,7 +622,7 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
 {
     struct hcontroller ctl;
     struct hbundle b;
-    char sha[65];
+    char sha[65], url[512];
     mtc_error_t *errs = calloc(HOSTS_MAX, sizeof(*errs));
     struct job *j = calloc(1, sizeof(*j));
     int rc = -1;
@@ -586,10 +631,9 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
         goto out;
     }
     if (hosts_plan(c->id, spec, have_old ? old : NULL, s, err) < 0 ||
-        settings(spec, have_old ? old : NULL, s, err) < 0 || hosts_controller_facts(&ctl, err) < 0)
-        goto out;
-    char url[512];
-    if (p->agent && agent_url(p, s, url, sizeof(url), err) < 0)
+        settings(spec, have_old ? old : NULL, s, err) < 0 ||
+        hosts_controller_facts(&ctl, err) < 0 ||
+        (p->agent && agent_url(p, s, url, sizeof(url), err) < 0))
         goto out;
     hosts_lc_socket(c, s);
     *j = (struct job){.p = p,
@@ -599,43 +643,17 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
                       .ctl = &ctl,
                       .b = &b,
                       .install = json_is_true(json_object_get(spec, "installPackages"))};
-    say(progress, arg, "checking %zu host(s)", s->nnodes);
-    long bad = hosts_parallel(s->nnodes, t_preflight, j, errs);
-    if (bad >= 0) {
-        errprintf(err, "%s", errs[bad].text);
-        goto out;
-    }
-    for (size_t i = 0; i < s->nnodes; i++)
-        if (hosts_size_node(spec, &s->nodes[i], &j->facts[i], err) < 0)
-            goto out;
-    /* from here on hosts are written to: remember them first */
-    for (size_t i = 0; i < s->nnodes; i++)
-        if (!hosts_host_find(s, s->nodes[i].host))
-            hosts_host_set(s, s->nodes[i].host, s->nodes[i].pool, HOST_TOUCHED, NULL);
-    if (hosts_state_save(c, s, err) < 0)
+    if (check_hosts(j, spec, errs, progress, arg, err) < 0)
         goto out;
     *touched = 1;
-    for (size_t i = 0; i < s->nnodes; i++)
-        if (hosts_node_files(p, c, s, spec, &s->nodes[i], 0, err) < 0)
-            goto out;
-    char dir[PLEN];
-    snprintf(dir, sizeof(dir), SLURM_HOST_RUN "/munge", s->uid);
-    if (mtc_mkdir_p(dir, 0755) < 0) {
-        errprintf(err, "mkdir %s: %s (the controller needs /run/mtc writable)", dir,
-                  strerror(errno));
+    if (write_files(j, &b, sha, err) < 0)
         goto out;
-    }
-    if (!local_munged_running(c) && local_munged_start(c, err) < 0) /* makes the key */
-        goto out;
-    if (hosts_bundle(p, c, s, spec, &b, err) < 0 || hosts_write_conf(p, c, s, spec, sha, err) < 0)
-        goto out;
-    /* nodes leave their old hosts before they start on new ones */
-    clean_unused(p, c, s, 0, progress, arg);
+    clean_unused(p, c, s, 0, progress, arg); /* nodes leave old hosts before starting on new ones */
     if (controller_up(c, s, sha, progress, arg, err) < 0)
         goto out;
     move_nodes(c, have_old ? old : NULL, s);
     say(progress, arg, "starting %zu node(s) on their hosts", s->nnodes);
-    bad = hosts_parallel(s->nnodes, t_up, j, errs);
+    long bad = hosts_parallel(s->nnodes, t_up, j, errs);
     if (bad >= 0) {
         errprintf(err, "%s", errs[bad].text);
         goto out;

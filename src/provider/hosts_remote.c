@@ -443,22 +443,13 @@ static int bundle_tar(const struct lc *c, const struct hstate *s, const struct h
     snprintf(agent, sizeof(agent), "var/lib/mtc/%s/bin/mtc-agent", s->uid);
     local_path(c, node_dir, "nodes/%s/image", n->name);
     snprintf(node_etc, sizeof(node_etc), "etc/mtc/%s/nodes/%s", s->uid, n->name);
-    char *argv[] = {"tar",
-                    "-cf",
-                    "-",
-                    "--owner=0",
-                    "--group=0",
-                    "--numeric-owner",
-                    "-C",
-                    (char *)b->image,
-                    etc,
-                    host_sh,
-                    with_agent ? agent : NULL,
-                    NULL,
-                    NULL,
-                    NULL,
-                    NULL};
-    int k = with_agent ? 11 : 10;
+    /* the image's members, the agent when wanted, then the node's own files */
+    char *argv[16] = {
+        "tar", "-cf",  "-", "--owner=0", "--group=0", "--numeric-owner", "-C", (char *)b->image,
+        etc,   host_sh};
+    int k = 10;
+    if (with_agent)
+        argv[k++] = agent;
     argv[k++] = "-C";
     argv[k++] = node_dir;
     argv[k++] = node_etc;

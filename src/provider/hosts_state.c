@@ -240,6 +240,38 @@ static void place(const struct hstate *old, struct hstate *next, const json_t *p
     }
 }
 
+/* Nodes left without a host (theirs is quarantined): the pool's next free
+ * spare each; -1 + err naming the host when none is left. */
+static int take_spares(const char *id, const json_t *spec, struct hstate *next, mtc_error_t *err)
+{
+    size_t i, k;
+    json_t *p, *h;
+    json_array_foreach(json_object_get(spec, "nodePools"), i, p)
+    {
+        const char *pool = json_string_value(json_object_get(p, "id"));
+        json_array_foreach(json_object_get(p, "hosts"), k, h)
+        {
+            char name[64];
+            snprintf(name, sizeof(name), "%s-%s-%zu", id, pool, k);
+            struct hnode *n = hosts_node_find(next, name);
+            if (!n || n->host[0])
+                continue;
+            const char *spare = hosts_free_spare(next, pool);
+            if (!spare) {
+                const struct hhost *q = hosts_host_find(next, json_string_value(h));
+                errno = EINVAL;
+                return errprintf(err,
+                                 "nodePools[%zu].hosts[%zu]: host %s is quarantined (%.80s) and "
+                                 "node pool %s has no free spare host; add one to spareHosts or "
+                                 "remove the host from the pool",
+                                 i, k, json_string_value(h), q ? q->reason : "", pool);
+            }
+            snprintf(n->host, sizeof(n->host), "%s", spare);
+        }
+    }
+    return 0;
+}
+
 int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, struct hstate *next,
                mtc_error_t *err)
 {
@@ -269,30 +301,8 @@ int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, str
             place(old, next, p, n, k);
         }
     }
-    /* nodes whose host is quarantined: the pool's next free spare */
-    json_array_foreach(json_object_get(spec, "nodePools"), i, p)
-    {
-        const char *pool = json_string_value(json_object_get(p, "id"));
-        json_array_foreach(json_object_get(p, "hosts"), k, h)
-        {
-            char name[64];
-            snprintf(name, sizeof(name), "%s-%s-%zu", id, pool, k);
-            struct hnode *n = hosts_node_find(next, name);
-            if (!n || n->host[0])
-                continue;
-            const char *spare = hosts_free_spare(next, pool);
-            if (!spare) {
-                const struct hhost *q = hosts_host_find(next, json_string_value(h));
-                errno = EINVAL;
-                return errprintf(err,
-                                 "nodePools[%zu].hosts[%zu]: host %s is quarantined (%.80s) and "
-                                 "node pool %s has no free spare host; add one to spareHosts or "
-                                 "remove the host from the pool",
-                                 i, k, json_string_value(h), q ? q->reason : "", pool);
-            }
-            snprintf(n->host, sizeof(n->host), "%s", spare);
-        }
-    }
+    if (take_spares(id, spec, next, err) < 0)
+        return -1;
     /* hosts a node used to run on and runs on no more: to be cleaned */
     for (i = 0; old && i < old->nnodes; i++) {
         const char *oh = old->nodes[i].host;
