@@ -18,9 +18,9 @@
 struct sup {
     struct provider *p;
     struct hstate *s;
-    char *out[HOSTS_MAX];
-    int quarantine; /* the task runs over quarantined hosts with a pending stop */
-    const char *hosts[HOSTS_MAX];
+    char *out[HOSTS_MAX];         /* each node's host's answer to "check" */
+    int rc[HOSTS_MAX];            /* its status (-1: not reached) */
+    const char *hosts[HOSTS_MAX]; /* quarantined hosts to stop */
 };
 
 static int t_check(void *arg, size_t i, mtc_error_t *err)
@@ -30,6 +30,7 @@ static int t_check(void *arg, size_t i, mtc_error_t *err)
     struct ssh_conn *ssh = hosts_ssh(u->p, u->s, n->host, err);
     int rc = ssh ? hosts_remote_op(ssh, u->s, "check", n->name, -1, &u->out[i], 20000, err) : -1;
     ssh_free(ssh);
+    u->rc[i] = rc;
     return rc == 0 ? 0 : -1;
 }
 
@@ -78,11 +79,9 @@ static void supervise_hosts(struct provider *p, const struct lc *c, struct hstat
     hosts_parallel(s->nnodes, t_check, u, errs);
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct hnode *n = &s->nodes[i];
-        if (errs[i].text[0]) {
-            log_msg(LOG_WARNING, "cluster %s: %s: %s", c->id, n->name, errs[i].text);
-            if (ev)
-                ev(arg, "HOST_UNREACHABLE", n->name, errs[i].text);
-        }
+        if (errs[i].text[0] && ev) /* the transport logged it */
+            ev(arg, u->rc[i] < 0 ? "HOST_UNREACHABLE" : "DAEMON_START_FAILED", n->name,
+               errs[i].text);
         for (size_t k = 0; u->out[i] && k < sizeof(restarts) / sizeof(restarts[0]); k++)
             if (strstr(u->out[i], restarts[k].line) && ev) {
                 snprintf(msg, sizeof(msg), "%s of %s on %s was not running; restarted",
