@@ -8,37 +8,19 @@
 # process in any test namespace and no file in the hosts' private dirs.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
+. "$(dirname "$0")/hosts_setup.inc"
 
 MT=(mtc --home "$MTC_HOME" --project lab --location west)
 M() { "${MT[@]}" "$@"; }
 t_extra_cleanup() {
-    local p
     [ -S "$MTC_HOME/mtcd.sock" ] && M cluster delete hc >/dev/null 2>&1
-    # ssh masters mtcd left behind (their control path is under this test's dir)
-    for p in $(pids_under "$T_DIR"); do
-        [ "$(cat /proc/$p/comm 2>/dev/null)" = ssh ] && kill -TERM "$p" 2>/dev/null
-    done
-    testhosts_down
+    hosts_cleanup
 }
-# Processes of host I other than its sshd.
-host_procs() {
-    local p
-    for p in $(testhost_pids "$1"); do
-        [ "$(cat /proc/$p/comm 2>/dev/null)" = sshd ] || echo "$p"
-    done
-}
-# No process but sshd on host I and nothing in its private mtc dirs.
-host_clean() {
-    [ -z "$(host_procs "$1")" ] &&
-        [ -z "$(find "$TESTHOSTS_DIR/h$1/var-lib-mtc" "$TESTHOSTS_DIR/h$1/etc-mtc" -mindepth 1)" ] &&
-        testhost_exec "$1" sh -c '[ -z "$(find /run/mtc /run/munge /run/slurm -mindepth 1)" ]'
-}
-json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 check "5 test hosts up" testhosts_up 5
 [ "$T_FAILED" -eq 0 ] || done_testing
 H=("" "${TESTHOSTS_ADDRS[@]}")
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 # mtcd serves TCP over TLS with a self-signed certificate for the bridge address:
 # the agents on the hosts trust it through their config's caFile
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=mtcd \

@@ -10,29 +10,11 @@
 # on any host or on the controller.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
+. "$(dirname "$0")/hosts_setup.inc"
 
 t_extra_cleanup() {
-    local p
-    delete_all_clusters
     [ -n "${MTCD2:-}" ] && kill -TERM "$MTCD2" 2>/dev/null
-    for p in $(pids_under "$T_DIR"); do
-        [ "$(cat /proc/$p/comm 2>/dev/null)" = ssh ] && kill -TERM "$p" 2>/dev/null
-    done
-    testhosts_down
-}
-host_procs() {
-    local p
-    for p in $(testhost_pids "$1"); do
-        [ "$(cat /proc/$p/comm 2>/dev/null)" = sshd ] || echo "$p"
-    done
-}
-# No process but sshd on host I and nothing of mtc's in its private dirs
-# (but $2, a file the test itself put there).
-host_clean() {
-    [ -z "$(host_procs "$1")" ] &&
-        [ -z "$(find "$TESTHOSTS_DIR/h$1/var-lib-mtc" "$TESTHOSTS_DIR/h$1/etc-mtc" -mindepth 1 \
-            ! -path "${2:-/none}")" ] &&
-        testhost_exec "$1" sh -c "[ -z \"\$(find /run/mtc /run/munge /run/slurm -mindepth 1 ! -path '${2:-/none}')\" ]"
+    hosts_cleanup
 }
 # Every host clean, and on the controller neither the cluster's directory
 # nor its /run/mtc/<uid> (the uid from mtcd's log) nor a daemon of it.
@@ -70,7 +52,7 @@ create_fails() {
 check "4 test hosts up" testhosts_up 4
 [ "$T_FAILED" -eq 0 ] || done_testing
 H=("" "${TESTHOSTS_ADDRS[@]}")
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 check "mtcd starts, listening on the bridge" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
 
 # --- refused by the API: nothing stored --------------------------------------

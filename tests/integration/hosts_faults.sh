@@ -10,31 +10,15 @@
 # Delete leaves nothing on any host, quarantined ones included.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
+. "$(dirname "$0")/hosts_setup.inc"
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/fault_setup.inc"
 
 STEPS=${STEPS:-1500} EXP=hecc C=hf
 export C
 t_extra_cleanup() {
-    local p
     [ -n "${WATCHER:-}" ] && kill -TERM "$WATCHER" 2>/dev/null && wait "$WATCHER" 2>/dev/null
-    delete_all_clusters
-    for p in $(pids_under "$T_DIR"); do
-        [ "$(cat /proc/$p/comm 2>/dev/null)" = ssh ] && kill -TERM "$p" 2>/dev/null
-    done
-    testhosts_down
-}
-host_procs() {
-    local p
-    for p in $(testhost_pids "$1"); do
-        [ "$(cat /proc/$p/comm 2>/dev/null)" = sshd ] || echo "$p"
-    done
-}
-host_quiet() { [ -z "$(host_procs "$1")" ]; } # nothing but sshd
-host_clean() {
-    [ -z "$(host_procs "$1")" ] &&
-        [ -z "$(find "$TESTHOSTS_DIR/h$1/var-lib-mtc" "$TESTHOSTS_DIR/h$1/etc-mtc" -mindepth 1)" ] &&
-        testhost_exec "$1" sh -c '[ -z "$(find /run/mtc /run/munge /run/slurm -mindepth 1)" ]'
+    hosts_cleanup
 }
 # Host index of address $1.
 host_index() {
@@ -75,7 +59,7 @@ H=("" "${TESTHOSTS_ADDRS[@]}")
 ) &
 WATCHER=$!
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 check "mtcd starts, listening on the bridge" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
 cat >"$T_DIR/spec.json" <<JSON
 {"ssh": {"keyFile": "$TESTHOSTS_KEY"},
