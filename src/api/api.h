@@ -87,8 +87,9 @@ extern const size_t api_nroutes;
 /* JSON views (views.c) of what the store holds; each returns a new reference.
  * A cluster resource (with_events: clusterEvents, the last 100), an
  * operation, the last limit events of a cluster, the live tokens. */
-json_t *api_cluster_json(struct store *st, const struct store_cluster *cl, int with_events);
-json_t *api_op_json(struct store *st, const struct store_op *op);
+json_t *api_cluster_json(struct store *st, struct control *ctl, const struct store_cluster *cl,
+                         int with_events);
+json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op);
 json_t *api_events_json(struct store *st, const char *cluster_id, int limit);
 json_t *api_tokens_json(struct store *st);
 

@@ -57,7 +57,7 @@ static int reply_op(struct api_req *r, struct api_resp *out, const char *op_id)
     struct store_op op;
     if (store_op_get(r->st, op_id, &op) < 0)
         return api_error(out, 500, "operation %s vanished", op_id);
-    out->body = api_op_json(r->st, &op);
+    out->body = api_op_json(r->st, r->ctl, &op);
     store_op_release(&op);
     return 0;
 }
@@ -107,6 +107,39 @@ static int guard_spec(struct api_req *r, struct api_resp *out, const json_t *old
            -1;
 }
 
+/* A host serves one cluster at a time: none of spec's hosts (and spares) may
+ * be listed by another stored cluster. 409 naming the host and the cluster. */
+static int guard_hosts(struct api_req *r, struct api_resp *out, const char *id, const json_t *spec)
+{
+    if (!cluster_spec_on_hosts(spec))
+        return 0;
+    json_t *ids = store_cluster_ids(r->st);
+    size_t k;
+    json_t *other;
+    int rc = 0;
+    json_array_foreach(ids, k, other)
+    {
+        struct store_cluster cl;
+        if (!strcmp(json_string_value(other), id) ||
+            store_cluster_get(r->st, json_string_value(other), &cl) < 0)
+            continue;
+        char where[64];
+        const char *h = cluster_spec_shared_host(spec, cl.spec, where, sizeof(where));
+        if (h) {
+            api_error(out, 409,
+                      "%s: host %s belongs to cluster %s (projects/%s/locations/%s); a host "
+                      "serves one cluster at a time",
+                      where, h, cl.id, cl.project, cl.location);
+            rc = -1;
+        }
+        store_cluster_release(&cl);
+        if (h)
+            break;
+    }
+    json_decref(ids);
+    return rc;
+}
+
 static int h_health(struct api_req *r, struct api_resp *out)
 {
     out->body =
@@ -131,7 +164,7 @@ static int h_create(struct api_req *r, struct api_resp *out)
     json_t *spec = cluster_spec_normalize(r->body, &err);
     if (!spec)
         return api_error(out, 400, "%s", err.text);
-    if (guard_spec(r, out, NULL, spec) < 0) {
+    if (guard_spec(r, out, NULL, spec) < 0 || guard_hosts(r, out, id, spec) < 0) {
         json_decref(spec);
         return 0;
     }
@@ -157,7 +190,7 @@ static int h_get(struct api_req *r, struct api_resp *out)
     struct store_cluster cl;
     if (load_cluster(r, out, &cl) < 0)
         return 0;
-    out->body = api_cluster_json(r->st, &cl, 1);
+    out->body = api_cluster_json(r->st, r->ctl, &cl, 1);
     store_cluster_release(&cl);
     return 0;
 }
@@ -189,7 +222,7 @@ static int h_list(struct api_req *r, struct api_resp *out)
         store_cluster_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
     json_t *items = json_array();
     for (int i = 0; i < n && i < size; i++)
-        json_array_append_new(items, api_cluster_json(r->st, &arr[i], 0));
+        json_array_append_new(items, api_cluster_json(r->st, r->ctl, &arr[i], 0));
     out->body = json_pack("{s:o}", "modelDevelopmentClusters", items);
     if (n > size)
         json_object_set_new(out->body, "nextPageToken", json_string(arr[size - 1].id));
@@ -298,7 +331,15 @@ static int h_patch(struct api_req *r, struct api_resp *out)
     json_decref(merged);
     if (rc == 0 && !spec)
         api_error(out, 400, "%s", err.text);
-    if (spec && guard_spec(r, out, cl.spec, spec) < 0) {
+    if (spec && cluster_spec_on_hosts(spec) != cluster_spec_on_hosts(cl.spec)) {
+        api_error(out, 400,
+                  "nodePools: cluster %s runs %s; a cluster cannot move between local and hosts "
+                  "(delete it and create it again)",
+                  cl.id, cluster_spec_on_hosts(cl.spec) ? "on hosts" : "locally");
+        json_decref(spec);
+        spec = NULL;
+    }
+    if (spec && (guard_spec(r, out, cl.spec, spec) < 0 || guard_hosts(r, out, cl.id, spec) < 0)) {
         json_decref(spec);
         spec = NULL;
     }
@@ -343,6 +384,10 @@ static int h_env(struct api_req *r, struct api_resp *out)
         return api_error(out, 500, "cluster %s: %s", r->cap[2], err.text);
     out->body = json_pack("{s:s}", "script", script);
     free(script);
+    /* a login node on another host: how `mtc login` reaches it */
+    json_t *login = control_login(r->ctl, r->cap[2], &err);
+    if (login)
+        json_object_set_new(out->body, "login", login);
     return 0;
 }
 
@@ -499,7 +544,7 @@ static int h_report_faulty(struct api_req *r, struct api_resp *out)
     struct store_op op;
     if (store_op_get(r->st, op_id, &op) < 0)
         return api_error(out, 500, "operation %s vanished", op_id);
-    out->body = api_op_json(r->st, &op);
+    out->body = api_op_json(r->st, r->ctl, &op);
     store_op_release(&op);
     return 0;
 }
@@ -518,7 +563,7 @@ static int h_op_get(struct api_req *r, struct api_resp *out)
         store_op_release(&op);
         return api_error(out, 404, "operation %s not found", r->cap[2]);
     }
-    out->body = api_op_json(r->st, &op);
+    out->body = api_op_json(r->st, r->ctl, &op);
     store_op_release(&op);
     return 0;
 }

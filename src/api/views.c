@@ -61,7 +61,8 @@ json_t *api_events_json(struct store *st, const char *cluster_id, int limit)
     return arr;
 }
 
-json_t *api_cluster_json(struct store *st, const struct store_cluster *cl, int with_events)
+json_t *api_cluster_json(struct store *st, struct control *ctl, const struct store_cluster *cl,
+                         int with_events)
 {
     json_t *j = json_deep_copy(cl->spec);
     char ts[40];
@@ -74,6 +75,10 @@ json_t *api_cluster_json(struct store *st, const struct store_cluster *cl, int w
     json_t *nodes = cl->nodes ? json_deep_copy(cl->nodes) : json_array();
     overlay_health(st, cl->id, nodes);
     json_object_set_new(status, "nodesStatus", nodes);
+    /* a cluster on hosts: every host, its node or role (spare, quarantined) */
+    json_t *hosts = ctl ? control_hosts(ctl, cl->id) : NULL;
+    if (hosts)
+        json_object_set_new(status, "hosts", hosts);
     json_object_set_new(j, "clusterStatus", status);
     if (with_events)
         json_object_set_new(j, "clusterEvents", api_events_json(st, cl->id, 100));
@@ -83,7 +88,7 @@ json_t *api_cluster_json(struct store *st, const struct store_cluster *cl, int w
 /* A finished create or update answers with the cluster resource (as it is
  * now); the other kinds with what they stored (remediation: its nodes;
  * delete: google.protobuf.Empty). */
-static json_t *op_response(struct store *st, const struct store_op *op)
+static json_t *op_response(struct store *st, struct control *ctl, const struct store_op *op)
 {
     if (op->response)
         return json_incref(op->response);
@@ -91,14 +96,14 @@ static json_t *op_response(struct store *st, const struct store_op *op)
     struct store_cluster cl;
     if ((kind == CONTROL_CREATE || kind == CONTROL_UPDATE) &&
         store_cluster_get(st, op->cluster_id, &cl) == 0) {
-        json_t *j = api_cluster_json(st, &cl, 0);
+        json_t *j = api_cluster_json(st, ctl, &cl, 0);
         store_cluster_release(&cl);
         return j;
     }
     return json_object();
 }
 
-json_t *api_op_json(struct store *st, const struct store_op *op)
+json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op)
 {
     char c_ts[40], u_ts[40];
     json_t *j = json_pack(
@@ -115,7 +120,7 @@ json_t *api_op_json(struct store *st, const struct store_op *op)
         json_object_set_new(
             j, "error", json_pack("{s:i, s:s}", "code", op->err_code, "message", op->err_message));
     else if (op->done)
-        json_object_set_new(j, "response", op_response(st, op));
+        json_object_set_new(j, "response", op_response(st, ctl, op));
     return j;
 }
 

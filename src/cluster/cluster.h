@@ -69,6 +69,26 @@ enum cluster_preempt_type {
 };
 extern const struct schema_enum cluster_preempt_type_enum;
 
+/* ---- clusters on hosts (hosts.c) ---- */
+
+/* 1 when host is an IPv4 or IPv6 address or a DNS name (labels of
+ * [A-Za-z0-9-]), safe on a command line and in slurm.conf; else 0. */
+int cluster_host_valid(const char *host);
+/* 1 when the spec's node pools list hosts (the cluster runs on real hosts
+ * through the hosts provider), else 0. Normalized or not. */
+int cluster_spec_on_hosts(const json_t *spec);
+/* 1 when a node pool of spec lists host (hosts or spareHosts, any case). */
+int cluster_spec_host_listed(const json_t *spec, const char *host);
+/* The first host of spec (hosts or spareHosts) that other lists too, with its
+ * path in spec ("nodePools[1].hosts[0]") in where; NULL when they share none. */
+const char *cluster_spec_shared_host(const json_t *spec, const json_t *other, char *where,
+                                     size_t len);
+/* cluster_spec_normalize's rules for hosts, on the canonical object: every
+ * pool lists hosts or none does (naming the pool), minNodeCount equals the
+ * number of hosts, no host twice, the hosts-only sections only on hosts.
+ * 0, or -1 + err ("nodePools[1].hosts[0]: host \"a\" is also ..."). */
+int cluster_spec_hosts_check(json_t *spec, mtc_error_t *err);
+
 /* 1 when id matches ^[a-z][a-z0-9]{0,9}$, else 0. */
 int cluster_id_valid(const char *id);
 

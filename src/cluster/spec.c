@@ -281,6 +281,74 @@ static int check_scaling(json_t *sc, const char *path, mtc_error_t *err)
     return 0;
 }
 
+/* ---- clusters on hosts (rules across pools: hosts.c) ---- */
+
+/* Hook: every element of a host list is an address or a DNS name: it reaches
+ * ssh's and slurm.conf's command lines. */
+static int host_list(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    (void)f;
+    char q[PATH_LEN];
+    size_t i;
+    json_t *h;
+    json_array_foreach(*v, i, h)
+    {
+        if (cluster_host_valid(json_string_value(h)))
+            continue;
+        snprintf(q, sizeof(q), "%s[%zu]", path, i);
+        return schema_error(err, q,
+                            "invalid host \"%.60s\" (want an IPv4 or IPv6 address or a DNS name)",
+                            json_string_value(h));
+    }
+    return 0;
+}
+
+static int host_one(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    (void)f;
+    if (cluster_host_valid(json_string_value(*v)))
+        return 0;
+    return schema_error(err, path,
+                        "invalid host \"%.60s\" (want an IPv4 or IPv6 address or a DNS name)",
+                        json_string_value(*v));
+}
+
+/* Hook: the ssh login name: ^[a-z_][a-z0-9_.-]{0,31}$ */
+static int ssh_user(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    (void)f;
+    const char *u = json_string_value(*v);
+    int ok = *u && strlen(u) <= 32 && (islower((unsigned char)*u) || *u == '_');
+    for (const char *c = u; ok && *c; c++)
+        ok = islower((unsigned char)*c) || isdigit((unsigned char)*c) || strchr("_.-", *c);
+    return ok ? 0
+              : schema_error(err, path, "invalid user \"%.40s\" (want ^[a-z_][a-z0-9_.-]{0,31}$)",
+                             u);
+}
+
+/* Hook: an absolute path of [A-Za-z0-9/._+-], up to 255 (it reaches ssh's command line). */
+static int abs_path(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    (void)f;
+    const char *s = json_string_value(*v);
+    int ok = s[0] == '/' && strlen(s) <= 255 && !strstr(s, "/../");
+    for (const char *c = s; ok && *c; c++)
+        ok = isalnum((unsigned char)*c) || strchr("/._+-", *c);
+    return ok ? 0
+              : schema_error(err, path,
+                             "must be an absolute path of up to 255 of [A-Za-z0-9/._+-]");
+}
+
+/* Hook: a shell command mtc runs as root: one line, up to 1000 bytes. */
+static int command(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    (void)f;
+    const char *s = json_string_value(*v);
+    if (strlen(s) > 1000)
+        return schema_error(err, path, "must be at most 1000 bytes");
+    return 0;
+}
+
 /* ---- the tables ---- */
 
 #define SPEC (SCHEMA_PROTO3 | SCHEMA_QUOTING)
@@ -348,6 +416,10 @@ static const struct schema_field f_pool[] = {
     {STR("nodeImage")},
     {.name = "filestores", .kind = SCHEMA_OBJS, .obj = &s_filestore},
     {.name = "lustres", .kind = SCHEMA_OBJS, .obj = &s_lustre},
+    /* mtc's own: the real hosts the pool runs on (node i = hosts[i]), and the
+     * spares a replaced node moves to */
+    {.name = "hosts", .kind = SCHEMA_STRS, .check = host_list},
+    {.name = "spareHosts", .kind = SCHEMA_STRS, .check = host_list},
     {.name = NULL},
 };
 static const struct schema s_pool = {f_pool, SPEC, NULL, NULL};
@@ -416,6 +488,30 @@ static const struct schema s_slurm = {f_slurm, SPEC, NULL, NULL};
 static const struct schema_field f_orchestrator[] = {{OBJ("slurmSpec", s_slurm)}, {.name = NULL}};
 static const struct schema s_orchestrator = {f_orchestrator, SPEC, NULL, NULL};
 
+/* mtc's own sections for a cluster on hosts (hosts.c says which pools need them) */
+static const struct schema_field f_ssh[] = {
+    {.name = "user", .kind = SCHEMA_STR, .check = ssh_user},
+    /* mtcd reads the private key as root */
+    {.name = "keyFile", .kind = SCHEMA_STR, .flags = SCHEMA_ROOT_EXEC, .check = abs_path},
+    {.name = "port", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 1, .hi = 65535},
+    {.name = NULL}};
+static const struct schema s_ssh = {f_ssh, SPEC, NULL, NULL};
+
+static const struct schema_field f_controller[] = {
+    {.name = "address", .kind = SCHEMA_STR, .check = host_one}, {.name = NULL}};
+static const struct schema s_controller = {f_controller, SPEC, NULL, NULL};
+
+/* the reboot command runs as root on a host, the reimage command as root on the mtcd host */
+#define COMMAND(n)                                                                                 \
+    .name = n, .kind = SCHEMA_STR, .flags = SCHEMA_ROOT_EXEC | SCHEMA_NONEMPTY | SCHEMA_ONELINE,   \
+    .check = command
+static const struct schema_field f_host_remediation[] = {
+    {COMMAND("rebootCommand")},
+    {COMMAND("reimageCommand")},
+    {.name = "bootTimeoutSeconds", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 5, .hi = 7200},
+    {.name = NULL}};
+static const struct schema s_host_remediation = {f_host_remediation, SPEC, NULL, NULL};
+
 /* Output-only fields of the resource: accepted in a request (a GET body sent
  * back) and dropped. */
 const char *const cluster_output_only[] = {"name",          "createTime",    "updateTime",
@@ -429,6 +525,10 @@ static const struct schema_field f_cluster[] = {
     {.name = "nodePools", .kind = SCHEMA_OBJS, .obj = &s_pool},
     {OBJ("orchestratorSpec", s_orchestrator)},
     {OBJ("healthPolicy", health_policy_schema)}, /* mtc's own: the node health checks */
+    {OBJ("ssh", s_ssh)},                         /* mtc's own, from here: clusters on hosts */
+    {OBJ("controller", s_controller)},
+    {.name = "installPackages", .kind = SCHEMA_BOOL},
+    {OBJ("hostRemediation", s_host_remediation)},
     {.name = NULL},
 };
 const struct schema cluster_spec_schema = {f_cluster, SPEC, cluster_output_only, NULL};
@@ -604,7 +704,7 @@ json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err)
     }
     first = schema_normalize(in, &cluster_spec_schema, "", err);
     if (!first || check_pools(json_object_get(first, "nodePools"), err) < 0 ||
-        check_slurm(first, err) < 0)
+        cluster_spec_hosts_check(first, err) < 0 || check_slurm(first, err) < 0)
         goto error;
     /* the checks above added defaults at the end; a second pass restores table order */
     out = schema_normalize(first, &cluster_spec_schema, "", err);

@@ -168,12 +168,12 @@ static int report(const struct agent *a, const struct health_result *r, int n, m
     }
     if (!*a->url)
         curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, a->socket);
+    if (*a->ca_file) /* mtcd's own CA (a self-signed certificate) */
+        curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
-    if (*a->ca_file) /* https:// to an mtcd whose certificate this CA signs */
-        curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
     CURLcode rc = curl_easy_perform(h);
@@ -334,6 +334,7 @@ static const char usage[] =
     "  --report             also send the results to mtcd (check)\n"
     "  --interval-ms N      loop period (run; default healthPolicy.intervalSeconds)\n"
     "  --socket PATH | --url URL   mtcd address (token: $MTC_TOKEN)\n"
+    "  --ca-file PEM        CA to trust for an https --url\n"
     "  --cluster ID --node NAME --project P --location L\n"
     "  --nvml LIB --kernel-log PATH --expected-gpus N --state-dir DIR\n"
     "  --home-dir D --local-dir D --checkpoint-dir D\n";
@@ -352,6 +353,7 @@ static const struct str_opt {
     {"nvml", AT(ctx.nvml_library), 0},   {"kernel-log", AT(ctx.kernel_log), 1},
     {"state-dir", AT(ctx.state_dir), 1}, {"home-dir", AT(ctx.home_dir), 0},
     {"local-dir", AT(ctx.local_dir), 0}, {"checkpoint-dir", AT(ctx.checkpoint_dir), 0},
+    {"ca-file", AT(ca_file), 0},
 };
 #define N_STR_OPTS (sizeof(str_opts) / sizeof(str_opts[0]))
 

@@ -19,13 +19,16 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: mtcd [--home DIR] [--listen HOST:PORT [--tls-cert PEM --tls-key PEM]] [--daemon]\n"
+    "usage: mtcd [--home DIR] [--listen HOST:PORT [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]]\n"
+    "            [--daemon]\n"
     "            [--supervise-ms N] [--nvml-library PATH]... [--max-connections N]\n"
     "            [--max-per-ip N] [--idle-timeout S]\n"
     "  --home DIR         state directory (default $MTC_HOME, else ~/.mtc)\n"
     "  --listen HOST:PORT also serve the API on TCP; requests need a bearer token\n"
     "                     (create one with `mtc token create`); clear-text HTTP unless\n"
     "  --tls-cert, --tls-key  PEM certificate and key: serve TCP over HTTPS\n"
+    "  --tls-ca PEM       the CA agents on a cluster's hosts trust for mtcd's\n"
+    "                     certificate (default: the certificate itself, self-signed)\n"
     "  --daemon           detach; returns once the API is ready\n"
     "  --supervise-ms N   how often running clusters are checked (default 2000)\n"
     "  --nvml-library PATH  an NVML library a spec's healthPolicy.nvmlLibrary may\n"
@@ -39,7 +42,7 @@ static const char usage[] =
 
 /* What the command line sets. */
 struct mtcd_args {
-    const char *home, *listen;
+    const char *home, *listen, *tls_ca;
     const char *nvml[MAX_NVML + 1]; /* NULL-terminated */
     int nnvml, detach, supervise_ms;
     struct api_config api; /* the TCP limits and TLS files */
@@ -69,6 +72,7 @@ static const struct mtcd_opt {
     {"idle-timeout", O_COUNT, A(api.idle_timeout_s)},
     {"tls-cert", O_STR, A(api.tls_cert)},
     {"tls-key", O_STR, A(api.tls_key)},
+    {"tls-ca", O_STR, A(tls_ca)},
 };
 #undef A
 #define NOPTS (sizeof(mtcd_opts) / sizeof(mtcd_opts[0]))
@@ -137,6 +141,8 @@ static int parse_args(int argc, char **argv, struct mtcd_args *a)
         return fprintf(stderr, "mtcd: unexpected argument \"%s\"\n%s", argv[optind], usage), -1;
     if ((a->api.tls_cert || a->api.tls_key) && (!a->api.tls_cert || !a->api.tls_key || !a->listen))
         return fprintf(stderr, "mtcd: --tls-cert and --tls-key go together, with --listen\n"), -1;
+    if (a->tls_ca && !a->api.tls_cert)
+        return fprintf(stderr, "mtcd: --tls-ca goes with --tls-cert\n"), -1;
     return 0;
 }
 
@@ -193,12 +199,16 @@ static int daemonize(void)
     return p[1];
 }
 
-/* mtc-agent on every node: next to this binary. It runs continuously
- * (started and supervised by the provider) and as Slurm's HealthCheckProgram,
- * Prolog and Epilog, with the node's own config and environment ({nodedir}),
- * draining its node on a failure. */
-static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
+/* mtc-agent on every node: next to this binary (copied to a cluster's hosts).
+ * It runs continuously (started and supervised by the provider) and as
+ * Slurm's HealthCheckProgram, Prolog and Epilog, with the node's own config
+ * and environment ({nodedir}), draining its node on a failure. Agents on
+ * other hosts report to mtcd's TCP address (listen), over https with tls. */
+static int set_agent_hooks(struct provider *prov, const char *listen, const char *tls_cert,
+                           const char *tls_ca, mtc_error_t *err)
 {
+    struct provider_hooks h = {
+        .listen = listen, .tls = tls_cert != NULL, .ca_file = tls_ca ? tls_ca : tls_cert};
     char exe[PATH_MAX], agent[PATH_MAX + 16], health[2 * PATH_MAX], prolog[2 * PATH_MAX],
         epilog[2 * PATH_MAX];
     int have_dir = mtc_exe_dir(exe, sizeof(exe)) == 0;
@@ -206,22 +216,23 @@ static int set_agent_hooks(struct provider *prov, mtc_error_t *err)
     if (!have_dir || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
         log_msg(LOG_WARNING, "no usable mtc-agent next to mtcd (%s): nodes run no health checks",
                 agent);
-        return 0;
+        return provider_set_hooks(prov, &h, err);
     }
-    static const char cmd[] = ". {nodedir}/agent.env && exec '%s' check --config "
+    /* {agent}: this binary here, its copy on a cluster's hosts */
+    static const char cmd[] = ". {nodedir}/agent.env && exec '{agent}' check --config "
                               "{nodedir}/agent.json --mode %s --drain";
-    snprintf(health, sizeof(health), cmd, agent, "health");
+    snprintf(health, sizeof(health), cmd, "health");
     /* in a subshell: the spec's own prolog/epilog scripts run after it */
     char inner[2 * PATH_MAX - 8];
-    snprintf(inner, sizeof(inner), cmd, agent, "prolog");
+    snprintf(inner, sizeof(inner), cmd, "prolog");
     snprintf(prolog, sizeof(prolog), "(%s)", inner);
-    snprintf(inner, sizeof(inner), cmd, agent, "epilog");
+    snprintf(inner, sizeof(inner), cmd, "epilog");
     snprintf(epilog, sizeof(epilog), "(%s)", inner);
-    struct provider_hooks h = {.health_check = health,
-                               .health_interval_s = 30,
-                               .prolog = prolog,
-                               .epilog = epilog,
-                               .agent = agent};
+    h.health_check = health;
+    h.health_interval_s = 30;
+    h.prolog = prolog;
+    h.epilog = epilog;
+    h.agent = agent;
     log_msg(LOG_INFO, "nodes run %s", agent);
     return provider_set_hooks(prov, &h, err);
 }
@@ -294,7 +305,7 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
         die(m->ready_fd, "%s", err.text);
     if (!(m->prov = provider_create("local", m->home, &err)))
         die(m->ready_fd, "provider: %s", err.text);
-    if (set_agent_hooks(m->prov, &err) < 0)
+    if (set_agent_hooks(m->prov, a->listen, a->api.tls_cert, a->tls_ca, &err) < 0)
         die(m->ready_fd, "provider: %s", err.text);
     if (!(m->ctl = control_create(m->st, m->prov, a->supervise_ms, &err)))
         die(m->ready_fd, "%s", err.text);

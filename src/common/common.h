@@ -64,6 +64,7 @@ struct mtc_io {
     size_t in_len;
     int capture;     /* MTC_IO_* */
     char *out, *err; /* set by mtc_run_io when captured (even on -1): caller frees */
+    size_t out_len;  /* bytes in out (it may hold NULs: binary output) */
 };
 int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms);
 /* s single-quoted for a POSIX shell ("it's" → 'it'\''s'): one word, nothing

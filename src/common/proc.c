@@ -274,6 +274,7 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
     int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
 
     io->out = io->err = NULL;
+    io->out_len = 0;
     char **envp = merge_env(env);
     if (!envp)
         return -1;
@@ -297,6 +298,7 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
     int64_t deadline = timeout_ms > 0 ? mtc_now_ms() + timeout_ms : 0;
     int rc = reap(c.pid, deadline, pump(&c, io, deadline));
     int saved = errno;
+    io->out_len = c.out.len;
     if (want_out)
         io->out = sink_take(&c.out);
     if (want_err)

@@ -496,3 +496,13 @@ char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err)
 {
     return provider_env(c->prov, cluster_id, err);
 }
+
+json_t *control_hosts(struct control *c, const char *cluster_id)
+{
+    return provider_hosts(c->prov, cluster_id);
+}
+
+json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err)
+{
+    return provider_login(c->prov, cluster_id, err);
+}

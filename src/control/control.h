@@ -58,6 +58,12 @@ int control_create_cluster(struct control *c, const struct store_cluster *cl,
                            const struct store_op *op, mtc_error_t *err);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. */
 char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err);
+/* A cluster on hosts: its hosts and what each is (provider_hosts), else NULL.
+ * Caller owns. */
+json_t *control_hosts(struct control *c, const char *cluster_id);
+/* How `mtc login` reaches a cluster's login node on another host
+ * (provider_login), or NULL when it is this host. Caller owns. */
+json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err);
 
 /* A node's health results as its agent reported them (results: the
  * reportHealth array) in mode: judged (speed probes against the pool),

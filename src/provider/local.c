@@ -146,14 +146,14 @@ static void munge_arg(const struct lc *c, char *buf)
     snprintf(buf, PLEN, "--socket=%s", c->munge_socket);
 }
 
-static pid_t munged_running(const struct lc *c)
+pid_t local_munged_running(const struct lc *c)
 {
     char a[PLEN];
     munge_arg(c, a);
     return local_running(c, "munged", "munge/pid", a, NULL);
 }
 
-static pid_t ctld_running(const struct lc *c)
+pid_t local_ctld_running(const struct lc *c)
 {
     return local_running(c, "slurmctld", "run/slurm/slurmctld.pid", c->conf, NULL);
 }
@@ -179,14 +179,15 @@ static int munge_key(const struct lc *c, mtc_error_t *err)
     return 0;
 }
 
-static int munged_start(const struct lc *c, mtc_error_t *err)
+int local_munged_start(const struct lc *c, mtc_error_t *err)
 {
     char a_sock[PLEN], a_key[PLEN], a_pid[PLEN], a_log[PLEN], a_seed[PLEN], path[PLEN];
     if (munge_key(c, err) < 0)
         return -1;
     /* a stale socket or lock from a killed munged would block the new one */
     unlink(c->munge_socket);
-    unlink(local_path(c, path, "munge/socket.lock"));
+    snprintf(path, sizeof(path), "%s.lock", c->munge_socket);
+    unlink(path);
     munge_arg(c, a_sock);
     snprintf(a_key, PLEN, "--key-file=%s/munge/key", c->dir);
     snprintf(a_pid, PLEN, "--pid-file=%s/munge/pid", c->dir);
@@ -208,7 +209,7 @@ static int munged_start(const struct lc *c, mtc_error_t *err)
     return errprintf(err, "munged did not come up (see %s/munge/log)", c->dir);
 }
 
-static int ctld_start(const struct lc *c, mtc_error_t *err)
+int local_ctld_start(const struct lc *c, mtc_error_t *err)
 {
     char path[PLEN];
     pid_t pid = slurm_ctld_start(c->conf, local_path(c, path, "log/slurmctld.out"));
@@ -398,7 +399,7 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
 
 /* ---- files ---- */
 
-static int make_dirs(const struct lc *c, mtc_error_t *err)
+int local_make_dirs(const struct lc *c, mtc_error_t *err)
 {
     static const char *const sub[] = {"",     "state", "spool", "log", "run", "run/slurm",
                                       "home", "nodes", "etc",   "tmp", NULL};
@@ -417,9 +418,9 @@ static int make_dirs(const struct lc *c, mtc_error_t *err)
 static int write_hooks(const struct provider *p, const struct lc *c, const json_t *pro,
                        const json_t *epi, struct slurm_layout *sl, mtc_error_t *err)
 {
-    char *hp = provider_hook_expand(p->hook_prolog, c->id, c->dir);
-    char *he = provider_hook_expand(p->hook_epilog, c->id, c->dir);
-    char *hh = provider_hook_expand(p->hook_health, c->id, c->dir);
+    char *hp = provider_hook_expand(p->hook_prolog, c->id, c->dir, p->agent);
+    char *he = provider_hook_expand(p->hook_epilog, c->id, c->dir, p->agent);
+    char *hh = provider_hook_expand(p->hook_health, c->id, c->dir, p->agent);
     int rc = -1;
     if ((sl->prolog = slurm_scripts_write(c->dir, "prolog", hp, pro, err)) < 0 ||
         (sl->epilog = slurm_scripts_write(c->dir, "epilog", he, epi, err)) < 0 ||
@@ -555,7 +556,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     if (!norm)
         return -1;
     spec = norm;
-    if (make_dirs(&c, err) < 0) {
+    if (local_make_dirs(&c, err) < 0) {
         json_decref(norm);
         return -1;
     }
@@ -628,9 +629,9 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     }
     node_names(l, names, sizeof(names));
 
-    if (!munged_running(&c)) {
+    if (!local_munged_running(&c)) {
         say(progress, arg, "starting munged");
-        if (munged_start(&c, err) < 0)
+        if (local_munged_start(&c, err) < 0)
             goto out;
     }
     /* nodes no longer in the spec: stop their slurmd first */
@@ -639,7 +640,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     for (size_t i = 0; i < l->nnodes; i++)
         any_slurmd |= local_slurmd_running(&c, l->nodes[i].name) > 0;
 
-    pid_t ctld = ctld_running(&c);
+    pid_t ctld = local_ctld_running(&c);
     int reconfigure_after = 0;
     if (ctld && strcmp(l->applied_sha, sha) != 0) {
         if (strcmp(l->applied_nodes, names) == 0) {
@@ -657,7 +658,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     }
     if (!ctld) {
         say(progress, arg, "starting slurmctld");
-        if (ctld_start(&c, err) < 0)
+        if (local_ctld_start(&c, err) < 0)
             goto out;
         if (strcmp(l->applied_sha, sha) != 0)
             reconfigure_after = any_slurmd;
@@ -716,11 +717,11 @@ static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
         return 0;
     if (local_lock(&c, 1) < 0)
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
-    if (ctld_running(&c))
+    if (local_ctld_running(&c))
         slurm_cancel_all(c.conf, 10000); /* no slurmstepd outlives its slurmd */
     stop_other_slurmds(&c, NULL, NULL, NULL);
-    local_stop_pidfile(&c, "slurmctld", ctld_running(&c));
-    local_stop_pidfile(&c, "munged", munged_running(&c));
+    local_stop_pidfile(&c, "slurmctld", local_ctld_running(&c));
+    local_stop_pidfile(&c, "munged", local_munged_running(&c));
     int rc = mtc_rm_rf(c.dir);
     local_unlock(&c);
     if (rc < 0)
@@ -745,14 +746,14 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
         goto out;
     }
-    if (!munged_running(&c)) {
-        if (munged_start(&c, err) < 0)
+    if (!local_munged_running(&c)) {
+        if (local_munged_start(&c, err) < 0)
             goto out;
         if (ev)
             ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
     }
-    if (!ctld_running(&c)) {
-        if (ctld_start(&c, err) < 0)
+    if (!local_ctld_running(&c)) {
+        if (local_ctld_start(&c, err) < 0)
             goto out;
         if (ev)
             ev(arg, "SLURMCTLD_RESTART", NULL,
@@ -803,7 +804,7 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
     int have = local_layout_load(&c, l) == 0;
     json_t *out = json_array();
     mtc_error_t e2;
-    json_t *st = have && ctld_running(&c) ? slurm_node_states(c.conf, &e2) : NULL;
+    json_t *st = have && local_ctld_running(&c) ? slurm_node_states(c.conf, &e2) : NULL;
     int busy = 0;
     if (have && local_lock(&c, 0) < 0)
         busy = 1;
@@ -829,9 +830,9 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
         char name[64];
         snprintf(name, sizeof(name), "%s-%s-%d", id, login, k);
         /* the login node is this host with the cluster's environment */
-        const char *ns = have && munged_running(&c) && ctld_running(&c) ? "RUNNING"
-                         : busy                                         ? "PREPARING"
-                                                                        : "ERROR";
+        const char *ns = have && local_munged_running(&c) && local_ctld_running(&c) ? "RUNNING"
+                         : busy                                                     ? "PREPARING"
+                                                                                    : "ERROR";
         json_array_append_new(out,
                               json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName", name, "nodePoolId",
                                         login, "nodePoolType", "NODE_POOL_TYPE_LOGIN", "nodeState",

@@ -1,6 +1,8 @@
 /* local.h: internal to the local provider (local.c: cluster daemons, apply,
  * supervise, delete; local_node.c: per-node agent, emulated hardware and the
- * node repair actions). Not part of the provider interface. */
+ * node repair actions). The hosts provider reuses the controller side (the
+ * cluster directory, its lock, munged and slurmctld by pid file). Not part of
+ * the provider interface. */
 #ifndef MTC_PROVIDER_LOCAL_H
 #define MTC_PROVIDER_LOCAL_H
 
@@ -57,6 +59,14 @@ pid_t local_running(const struct lc *c, const char *name, const char *own, const
 int local_record_pid(const struct lc *c, const char *name, pid_t pid);
 void local_stop_pidfile(const struct lc *c, const char *name, pid_t pid);
 pid_t local_slurmd_running(const struct lc *c, const char *node);
+/* The cluster directory's subdirectories (state, log, run, munge ...). 0/-1 + err. */
+int local_make_dirs(const struct lc *c, mtc_error_t *err);
+/* munged on c->munge_socket with the key <dir>/munge/key (made when missing). */
+pid_t local_munged_running(const struct lc *c);
+int local_munged_start(const struct lc *c, mtc_error_t *err);
+/* slurmctld on c->conf; start waits until it answers. */
+pid_t local_ctld_running(const struct lc *c);
+int local_ctld_start(const struct lc *c, mtc_error_t *err);
 int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err);
 int local_layout_load(const struct lc *c, struct layout *l);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);

@@ -1,4 +1,6 @@
-/* provider: the table of provider kinds and the dispatching entry points. */
+/* provider: the table of provider kinds and the dispatching entry points,
+ * which pick each cluster's kind: the one recorded in its directory (file
+ * "provider", written by every kind but the default), else its spec's. */
 #include "provider/provider.h"
 
 #include <errno.h>
@@ -8,14 +10,53 @@
 
 #include "cluster/cluster.h"
 
-static const struct provider_ops *const kinds[] = {&provider_local_ops, NULL};
+static const struct provider_ops *const kinds[] = {&provider_local_ops, &provider_hosts_ops, NULL};
+
+static const struct provider_ops *find_kind(const char *kind)
+{
+    for (size_t i = 0; kinds[i]; i++)
+        if (kind && strcmp(kinds[i]->kind, kind) == 0)
+            return kinds[i];
+    return NULL;
+}
+
+/* The kind recorded for cluster id: the directory's "provider" file, the
+ * default kind for a directory without one, NULL when there is no directory. */
+static const struct provider_ops *recorded(struct provider *p, const char *id)
+{
+    char dir[4096], path[4200];
+    if (provider_cluster_dir(p, id, dir, sizeof(dir), NULL) < 0 || !mtc_path_exists(dir))
+        return NULL;
+    snprintf(path, sizeof(path), "%s/provider", dir);
+    char *s = mtc_read_file(path, NULL);
+    if (!s)
+        return p->ops;
+    s[strcspn(s, "\n")] = '\0';
+    const struct provider_ops *ops = find_kind(s);
+    free(s);
+    return ops ? ops : p->ops;
+}
+
+/* The kind a spec asks for. */
+static const struct provider_ops *wanted(struct provider *p, const json_t *spec)
+{
+    return spec && cluster_spec_on_hosts(spec) ? &provider_hosts_ops : p->ops;
+}
+
+static const struct provider_ops *ops_for(struct provider *p, const char *id, const json_t *spec)
+{
+    const struct provider_ops *ops = recorded(p, id);
+    return ops ? ops : wanted(p, spec);
+}
+
+const char *provider_kind(struct provider *p, const char *id, const json_t *spec)
+{
+    return ops_for(p, id, spec)->kind;
+}
 
 struct provider *provider_create(const char *kind, const char *home, mtc_error_t *err)
 {
-    const struct provider_ops *ops = NULL;
-    for (size_t i = 0; kinds[i]; i++)
-        if (kind && strcmp(kinds[i]->kind, kind) == 0)
-            ops = kinds[i];
+    const struct provider_ops *ops = find_kind(kind);
     if (!ops) {
         errno = EINVAL;
         errprintf(err, "unknown provider kind \"%s\"", kind ? kind : "(null)");
@@ -46,6 +87,8 @@ void provider_destroy(struct provider *p)
     free(p->hook_prolog);
     free(p->hook_epilog);
     free(p->agent);
+    free(p->listen);
+    free(p->ca_file);
     free(p);
     errno = saved;
 }
@@ -90,28 +133,48 @@ int provider_cluster_dir(const struct provider *p, const char *id, char *buf, si
 int provider_apply(struct provider *p, const char *id, const json_t *spec,
                    provider_progress_fn progress, void *arg, mtc_error_t *err)
 {
-    return p->ops->apply(p, id, spec, progress, arg, err);
+    const struct provider_ops *was = recorded(p, id), *want = wanted(p, spec);
+    if (was && was != want) {
+        errno = EINVAL;
+        return errprintf(err,
+                         "cluster %s runs on %s; a cluster cannot move between local and hosts "
+                         "(delete it and create it again)",
+                         id, was->kind);
+    }
+    return want->apply(p, id, spec, progress, arg, err);
 }
 
 int provider_delete(struct provider *p, const char *id, mtc_error_t *err)
 {
-    return p->ops->delete_(p, id, err);
+    return ops_for(p, id, NULL)->delete_(p, id, err);
 }
 
 json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
 {
-    return p->ops->nodes(p, id, spec, err);
+    return ops_for(p, id, spec)->nodes(p, id, spec, err);
 }
 
 int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                        void *arg, mtc_error_t *err)
 {
-    return p->ops->supervise(p, id, spec, ev, arg, err);
+    return ops_for(p, id, spec)->supervise(p, id, spec, ev, arg, err);
 }
 
 char *provider_env(struct provider *p, const char *id, mtc_error_t *err)
 {
-    return p->ops->env(p, id, err);
+    return ops_for(p, id, NULL)->env(p, id, err);
+}
+
+json_t *provider_hosts(struct provider *p, const char *id)
+{
+    const struct provider_ops *ops = ops_for(p, id, NULL);
+    return ops->hosts ? ops->hosts(p, id) : NULL;
+}
+
+json_t *provider_login(struct provider *p, const char *id, mtc_error_t *err)
+{
+    const struct provider_ops *ops = ops_for(p, id, NULL);
+    return ops->login ? ops->login(p, id, err) : NULL;
 }
 
 int provider_exists(struct provider *p, const char *id)
@@ -137,13 +200,16 @@ int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_e
     if (dup_hook(&p->hook_health, h ? h->health_check : NULL) < 0 ||
         dup_hook(&p->hook_prolog, h ? h->prolog : NULL) < 0 ||
         dup_hook(&p->hook_epilog, h ? h->epilog : NULL) < 0 ||
-        dup_hook(&p->agent, h ? h->agent : NULL) < 0)
+        dup_hook(&p->agent, h ? h->agent : NULL) < 0 ||
+        dup_hook(&p->listen, h ? h->listen : NULL) < 0 ||
+        dup_hook(&p->ca_file, h ? h->ca_file : NULL) < 0)
         return errprintf(err, "out of memory");
+    p->tls = h ? h->tls : 0;
     p->hook_health_interval = h && h->health_interval_s > 0 ? h->health_interval_s : 60;
     return 0;
 }
 
-char *provider_hook_expand(const char *hook, const char *id, const char *dir)
+char *provider_hook_expand(const char *hook, const char *id, const char *dir, const char *agent)
 {
     if (!hook || !*hook)
         return NULL;
@@ -162,6 +228,9 @@ char *provider_hook_expand(const char *hook, const char *id, const char *dir)
         } else if (strncmp(s, "{nodedir}", 9) == 0) {
             fprintf(f, "%s/nodes/$SLURMD_NODENAME", dir);
             s += 8;
+        } else if (strncmp(s, "{agent}", 7) == 0) {
+            fputs(agent ? agent : "mtc-agent", f);
+            s += 6;
         } else {
             fputc(*s, f);
         }
@@ -173,17 +242,19 @@ char *provider_hook_expand(const char *hook, const char *id, const char *dir)
 int provider_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
                          const char *action, mtc_error_t *err)
 {
-    if (!p->ops->node_action)
-        return errprintf(err, "provider %s cannot %s nodes", p->ops->kind, action);
-    return p->ops->node_action(p, id, spec, node, action, err);
+    const struct provider_ops *ops = ops_for(p, id, spec);
+    if (!ops->node_action)
+        return errprintf(err, "provider %s cannot %s nodes", ops->kind, action);
+    return ops->node_action(p, id, spec, node, action, err);
 }
 
 json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,
                             const char *node, mtc_error_t *err)
 {
-    if (!p->ops->node_check) {
-        errprintf(err, "provider %s cannot check nodes", p->ops->kind);
+    const struct provider_ops *ops = ops_for(p, id, spec);
+    if (!ops->node_check) {
+        errprintf(err, "provider %s cannot check nodes", ops->kind);
         return NULL;
     }
-    return p->ops->node_check(p, id, spec, node, err);
+    return ops->node_check(p, id, spec, node, err);
 }

@@ -1,6 +1,8 @@
 /* provider: bring a cluster spec to life on machines. One ops table per kind
- * ("local": N emulated nodes on this host); callers use only the functions
- * below, which dispatch through the table. */
+ * ("local": N emulated nodes on this host; "hosts": real servers over ssh);
+ * callers use only the functions below, which pick the kind per cluster (a
+ * spec whose pools list hosts runs on "hosts"; the kind is recorded in the
+ * cluster's directory, so it survives restarts and is known to delete). */
 #ifndef MTC_PROVIDER_H
 #define MTC_PROVIDER_H
 
@@ -16,8 +18,9 @@ typedef void (*provider_event_fn)(void *arg, const char *type, const char *node,
 
 struct provider;
 
-/* kind: "local". home: $MTC_HOME (clusters live in home/clusters/<id>).
- * NULL + err (unknown kind, ENOMEM). Destroy with provider_destroy. */
+/* kind: the kind of a cluster whose spec does not say ("local"). home:
+ * $MTC_HOME (clusters live in home/clusters/<id>). NULL + err (unknown kind,
+ * ENOMEM). Destroy with provider_destroy. */
 struct provider *provider_create(const char *kind, const char *home, mtc_error_t *err);
 void provider_destroy(struct provider *p);
 
@@ -43,6 +46,18 @@ int provider_supervise(struct provider *p, const char *id, const json_t *spec, p
 char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
 /* 1 when the cluster's directory exists. */
 int provider_exists(struct provider *p, const char *id);
+/* The kind ("local", "hosts") cluster id runs on, or would run on with spec
+ * (may be NULL): the recorded kind first, else the spec's. Static string. */
+const char *provider_kind(struct provider *p, const char *id, const json_t *spec);
+/* A cluster on hosts: every host it knows, [{"host","hostname","nodePoolId",
+ * "node","role":"node"|"spare"|"quarantined","reason"?}], from the provider's
+ * state (no remote call). NULL for a cluster that runs on no hosts. Caller owns. */
+json_t *provider_hosts(struct provider *p, const char *id);
+/* How `mtc login` reaches the cluster's login node when that is another
+ * machine: {"host","user","port","keyFile"?,"knownHosts","remoteEnv"} where
+ * remoteEnv is shell text that sets the Slurm environment there. NULL (no
+ * err) when the login node is this host; NULL + err on error. Caller owns. */
+json_t *provider_login(struct provider *p, const char *id, mtc_error_t *err);
 
 /* Node repair, for the remediation controller. action, in escalating order:
  * "restart" (the node's daemons), "reboot" (every process of the node stopped
@@ -61,8 +76,10 @@ json_t *provider_node_check(struct provider *p, const char *id, const json_t *sp
 /* Commands slurmd runs on every node of every cluster this provider applies
  * from now on (mtc-agent, for instance). In each, "{cluster}" becomes the
  * cluster id, "{dir}" its directory and "{nodedir}" the running node's
- * directory ({dir}/nodes/$SLURMD_NODENAME, holding agent.json and agent.env);
- * $SLURMD_NODENAME is the node at run time. NULL or "" = none. */
+ * directory ({dir}/nodes/$SLURMD_NODENAME, holding agent.json and agent.env),
+ * "{agent}" the mtc-agent binary — on a cluster on hosts, the paths there
+ * (/etc/mtc/<uid>, /var/lib/mtc/<uid>/bin/mtc-agent); $SLURMD_NODENAME is the
+ * node at run time. NULL or "" = none. */
 struct provider_hooks {
     const char *health_check; /* HealthCheckProgram */
     int health_interval_s;    /* HealthCheckInterval; <= 0 means 60 (a spec's
@@ -71,7 +88,15 @@ struct provider_hooks {
     const char *epilog;       /* runs before the spec's epilogBashScripts */
     const char *agent;        /* mtc-agent binary: one `mtc-agent run` per compute
                                  node, supervised like slurmd; NULL = none (node
-                                 checks then use "mtc-agent" from PATH) */
+                                 checks then use "mtc-agent" from PATH). Copied
+                                 to the hosts of a cluster on hosts. */
+    /* Agents on other hosts report over TCP: mtcd's --listen "HOST:PORT"
+     * (NULL: mtcd does not listen, and a cluster on hosts cannot be created),
+     * https when tls, trusting ca_file (copied to the hosts; NULL: the hosts'
+     * system CAs). */
+    const char *listen;
+    int tls;
+    const char *ca_file;
 };
 /* Copy the hooks into p (replacing earlier ones). 0, or -1 + err (ENOMEM). */
 int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err);
@@ -103,19 +128,24 @@ struct provider_ops {
                        const char *action, mtc_error_t *err);
     json_t *(*node_check)(struct provider *p, const char *id, const json_t *spec, const char *node,
                           mtc_error_t *err);
+    json_t *(*hosts)(struct provider *p, const char *id);                   /* may be NULL */
+    json_t *(*login)(struct provider *p, const char *id, mtc_error_t *err); /* may be NULL */
 };
 
 struct provider {
-    const struct provider_ops *ops;
+    const struct provider_ops *ops; /* the default kind */
     char *home;
     char *hook_health, *hook_prolog, *hook_epilog; /* NULL: none */
     char *agent;                                   /* mtc-agent path; NULL: none */
     int hook_health_interval;
+    char *listen, *ca_file; /* mtcd's TCP address and CA for remote agents; NULL: none */
+    int tls;
     struct provider_identity identity; /* all NULL: none */
 };
 
-/* hook with {cluster}, {dir} and {nodedir} replaced; NULL when hook is NULL/empty. Caller frees. */
-char *provider_hook_expand(const char *hook, const char *id, const char *dir);
+/* hook with {cluster}, {dir}, {nodedir} and {agent} replaced; NULL when hook
+ * is NULL/empty. Caller frees. */
+char *provider_hook_expand(const char *hook, const char *id, const char *dir, const char *agent);
 
 /* The cluster directory <home>/clusters/<id> into buf. 0, or -1 + err when
  * the id is invalid or the path too long. */
@@ -123,5 +153,6 @@ int provider_cluster_dir(const struct provider *p, const char *id, char *buf, si
                          mtc_error_t *err);
 
 extern const struct provider_ops provider_local_ops;
+extern const struct provider_ops provider_hosts_ops;
 
 #endif

@@ -22,6 +22,7 @@
 /* ssh binds the master socket at ControlPath plus ".<16 random chars>" first */
 #define CM_SUFFIX_LEN 17
 #define CM_HASH_LEN 40 /* %C: hex SHA-1 */
+#define CM_KEY_LEN 9   /* "-" and 8 hex of the identity: a master per key */
 
 struct ssh_conn {
     char host[256];
@@ -114,7 +115,8 @@ struct ssh_conn *ssh_create(const struct ssh_target *t, const char *state_dir, m
         return NULL;
     }
     struct sockaddr_un sun;
-    if (strlen(state_dir) + strlen("/cm-") + CM_HASH_LEN + CM_SUFFIX_LEN >= sizeof(sun.sun_path)) {
+    if (strlen(state_dir) + strlen("/cm-") + CM_HASH_LEN + CM_KEY_LEN + CM_SUFFIX_LEN >=
+        sizeof(sun.sun_path)) {
         errno = ENAMETOOLONG;
         errprintf(err, "ssh state directory %s too long for a control socket; use a shorter path",
                   state_dir);
@@ -128,6 +130,10 @@ struct ssh_conn *ssh_create(const struct ssh_target *t, const char *state_dir, m
         errprintf(err, "out of memory");
         return NULL;
     }
+    /* a master authenticated with one key must not serve a handle with another
+     * (a changed ssh.keyFile takes effect at once) */
+    char key_tag[65];
+    mtc_sha256_hex(t->key_file ? t->key_file : "(default identities)", key_tag);
     snprintf(c->host, sizeof(c->host), "%s", t->host);
     snprintf(c->user, sizeof(c->user), "%s", user);
     snprintf(c->known_hosts, sizeof(c->known_hosts), "%s/known_hosts", state_dir);
@@ -140,7 +146,8 @@ struct ssh_conn *ssh_create(const struct ssh_target *t, const char *state_dir, m
              add_opt(c, "-oCheckHostIP=no") | add_opt(c, "-oConnectTimeout=%d", cto) |
              add_opt(c, "-oServerAliveInterval=%d", ALIVE_INTERVAL_S) |
              add_opt(c, "-oServerAliveCountMax=%d", ALIVE_COUNT) |
-             add_opt(c, "-oControlMaster=auto") | add_opt(c, "-oControlPath=%s/cm-%%C", state_dir) |
+             add_opt(c, "-oControlMaster=auto") |
+             add_opt(c, "-oControlPath=%s/cm-%%C-%.8s", state_dir, key_tag) |
              add_opt(c, "-oControlPersist=%d", PERSIST_S) |
              add_opt(c, "-oPreferredAuthentications=publickey");
     if (rc == 0 && t->key_file)
@@ -191,6 +198,17 @@ void ssh_destroy(struct ssh_conn *c)
         free(io.out);
         free(argv);
     }
+    for (int i = 0; i < c->nopts; i++)
+        free(c->opts[i]);
+    free(c);
+    errno = saved;
+}
+
+void ssh_free(struct ssh_conn *c)
+{
+    if (!c)
+        return;
+    int saved = errno;
     for (int i = 0; i < c->nopts; i++)
         free(c->opts[i]);
     free(c);
@@ -344,6 +362,12 @@ static int run(struct ssh_conn *c, const char *logged, const char *command, cons
 int ssh_run(struct ssh_conn *c, const char *command, char **out, int timeout_ms, int flags,
             mtc_error_t *err)
 {
+    return ssh_run_in(c, command, NULL, 0, out, timeout_ms, flags, err);
+}
+
+int ssh_run_in(struct ssh_conn *c, const char *command, const void *in, size_t in_len, char **out,
+               int timeout_ms, int flags, mtc_error_t *err)
+{
     if (timeout_ms <= 0)
         timeout_ms = DEFAULT_TIMEOUT_MS;
     char logged[320] = "[secret]";
@@ -361,7 +385,9 @@ int ssh_run(struct ssh_conn *c, const char *command, char **out, int timeout_ms,
         return errprintf(err, "out of memory");
     }
     free(q);
-    int rc = run(c, logged, wrapped, NULL, 0, out, timeout_ms, flags, err);
+    if (in && in_len)
+        snprintf(logged + strlen(logged), sizeof(logged) - strlen(logged), " <%zu bytes>", in_len);
+    int rc = run(c, logged, wrapped, in, in_len, out, timeout_ms, flags, err);
     int saved = errno;
     free(wrapped);
     errno = saved;

@@ -28,7 +28,7 @@ enum {
 
 /* A connection handle for target. state_dir (created 0700 if missing; e.g.
  * $MTC_HOME/ssh) holds known_hosts, mtc's own, and the ControlMaster sockets
- * cm-<hash>. Nothing is sent yet: the first command opens the master.
+ * cm-<hash>-<key>. Nothing is sent yet: the first command opens the master.
  * Returns a handle the caller frees with ssh_destroy, or NULL + errno (EINVAL:
  * bad host, user or key path; ENAMETOOLONG: state_dir too long for a unix
  * socket path) and err. */
@@ -36,6 +36,9 @@ struct ssh_conn *ssh_create(const struct ssh_target *target, const char *state_d
                             mtc_error_t *err);
 /* Closes the master connection (`ssh -O exit`) and frees. NULL is fine; errno kept. */
 void ssh_destroy(struct ssh_conn *c);
+/* Frees the handle and leaves the master running for the next handle to the
+ * same host (it exits by itself after ControlPersist idle seconds). */
+void ssh_free(struct ssh_conn *c);
 
 /* The host as given and the known_hosts path (owned by c). */
 const char *ssh_host(const struct ssh_conn *c);
@@ -57,6 +60,11 @@ const char *ssh_known_hosts(const struct ssh_conn *c);
  * Every call is logged (LOG_INFO): host, command (or "[secret]"), result, duration. */
 int ssh_run(struct ssh_conn *c, const char *command, char **out, int timeout_ms, int flags,
             mtc_error_t *err);
+/* ssh_run with in_len bytes of in (borrowed) on the command's stdin: a script
+ * for `sh -s`, an archive for `tar -x`. The bytes are never logged; with
+ * SSH_SECRET the command is not either. */
+int ssh_run_in(struct ssh_conn *c, const char *command, const void *in, size_t in_len, char **out,
+               int timeout_ms, int flags, mtc_error_t *err);
 
 /* Write len bytes of data to remote_path (absolute, [A-Za-z0-9._/+@-]) atomically:
  * a temp file in the same directory (created 0600, so the content is never

@@ -18,6 +18,10 @@ struct slurm_node {
     long memory_mb;     /* RealMemory= */
     char gres_type[32]; /* "" when the node has no GPUs */
     int gpus;
+    /* on hosts (slurm_layout.uid set): NodeHostname= and NodeAddr=; the
+     * local layout uses the layout's hostname and 127.0.0.1 */
+    char hostname[256];
+    char addr[256];
 };
 
 /* Where and how a cluster's daemons live. All paths absolute. */
@@ -33,7 +37,17 @@ struct slurm_layout {
     int prolog;    /* 1: Prolog=<dir>/etc/prolog.sh */
     int epilog;    /* 1: Epilog=<dir>/etc/epilog.sh */
     int health_interval; /* >0: HealthCheckProgram=<dir>/etc/health.sh every N s */
+    /* A cluster on hosts: slurmd runs on each node's own host in configless
+     * mode (fetching this slurm.conf from slurmctld), every path slurmd reads
+     * resolves on the host, under /run/mtc/<uid>, /var/lib/mtc/<uid> and
+     * /etc/mtc/<uid> (scripts in /etc/mtc/<uid>/etc). NULL: the local layout. */
+    const char *uid;
+    const char *ctld_addr; /* with uid: the address hosts reach slurmctld at */
 };
+/* The directories of a cluster on hosts, on every host (printf formats of the uid). */
+#define SLURM_HOST_RUN "/run/mtc/%s"     /* runtime: sockets, pid files, TmpFS */
+#define SLURM_HOST_VAR "/var/lib/mtc/%s" /* state: spool, logs, binaries */
+#define SLURM_HOST_ETC "/etc/mtc/%s"     /* configuration: munge key, agent, scripts */
 
 /* slurm.conf text for a normalized spec (partitions, default partition,
  * partitions[].config and nodeSets[].config passed through, scheduling keys)
@@ -48,6 +62,10 @@ char *slurm_gres_render(const struct slurm_layout *l, mtc_error_t *err);
  * Returns 1 when written, 0 when there is nothing to run (file removed), -1 + err. */
 int slurm_scripts_write(const char *dir, const char *kind, const char *hook, const json_t *scripts,
                         mtc_error_t *err);
+/* The same, written under dir but naming run_dir (where slurmd will find
+ * them: a host's /etc/mtc/<uid>) in the wrapper. */
+int slurm_scripts_write_at(const char *dir, const char *run_dir, const char *kind, const char *hook,
+                           const json_t *scripts, mtc_error_t *err);
 /* Write <dir>/etc/health.sh running command (NULL/"": remove it). 1/0/-1 as above. */
 int slurm_health_write(const char *dir, const char *command, mtc_error_t *err);
 

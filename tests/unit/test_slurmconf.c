@@ -2,6 +2,7 @@
  * partitions with Default=YES, gres lines, config{} pass-through, scheduling. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "cluster/cluster.h"
@@ -169,6 +170,94 @@ int main(void)
     free(conf);
     json_decref(s2);
     json_decref(spec);
+
+    /* a cluster on hosts: configless, real host names and addresses, every
+     * slurmd path under the cluster uid's directories on the hosts */
+    json_t *s3 =
+        spec_of("{\"nodePools\":[{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"host\"},"
+                "\"hosts\":[\"10.2.0.2\"]},{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":"
+                "\"host\"},\"scalingSpec\":{\"minNodeCount\":2},\"hosts\":[\"10.2.0.3\",\"n4\"]}],"
+                "\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\"}}}");
+    struct slurm_node hn[3] = {
+        {.name = "h1-gpu-0",
+         .pool = "gpu",
+         .cpus = 4,
+         .memory_mb = 900,
+         .gres_type = "gpu",
+         .gpus = 2,
+         .hostname = "th-3",
+         .addr = "10.2.0.3"},
+        {.name = "h1-gpu-1",
+         .pool = "gpu",
+         .cpus = 4,
+         .memory_mb = 900,
+         .hostname = "n4",
+         .addr = "n4"},
+        {.name = "h1-login-0",
+         .pool = "login",
+         .cpus = 2,
+         .memory_mb = 500,
+         .hostname = "th-2",
+         .addr = "10.2.0.2"},
+    };
+    struct slurm_layout lh = {.cluster = "h1",
+                              .dir = "/m/clusters/h1",
+                              .hostname = "ctl",
+                              .ctld_port = 23000,
+                              .slurmd_port = 6818,
+                              .nodes = hn,
+                              .nnodes = 3,
+                              .fake_gpus = 1,
+                              .prolog = 1,
+                              .health_interval = 30,
+                              .uid = "u1234",
+                              .ctld_addr = "10.2.0.1"};
+    conf = s3 ? slurm_conf_render(s3, &lh, &err) : NULL;
+    CHECK(conf != NULL, "hosts slurm.conf rendered (%s)", err.text);
+    CHECK(conf && has_line(conf, "SlurmctldHost=ctl(10.2.0.1)"),
+          "slurmctld on the controller, at the address the hosts reach");
+    CHECK(conf && has_line(conf, "SlurmctldParameters=enable_configless") &&
+              has_line(conf, "SlurmdPort=6818"),
+          "configless, one SlurmdPort");
+    CHECK(conf && has_line(conf, "AuthInfo=socket=/run/mtc/u1234/munge/munge.socket.2"),
+          "the cluster's munge socket, same path everywhere");
+    CHECK(conf && has_line(conf, "StateSaveLocation=/m/clusters/h1/state") &&
+              has_line(conf, "SlurmctldLogFile=/m/clusters/h1/log/slurmctld.log"),
+          "slurmctld's files in the cluster dir");
+    CHECK(conf && has_line(conf, "SlurmdSpoolDir=/var/lib/mtc/u1234/spool") &&
+              has_line(conf, "SlurmdPidFile=/run/mtc/u1234/slurmd.pid") &&
+              has_line(conf, "SlurmdLogFile=/var/lib/mtc/u1234/log/slurmd.log") &&
+              has_line(conf, "TmpFS=/run/mtc/u1234/tmp"),
+          "slurmd's files under the uid's directories on the hosts");
+    CHECK(conf && has_line(conf, "Prolog=/etc/mtc/u1234/etc/prolog.sh") &&
+              has_line(conf, "HealthCheckProgram=/etc/mtc/u1234/etc/health.sh"),
+          "scripts where the hosts have them");
+    CHECK(conf && has_line(conf, "NodeName=h1-gpu-0 NodeHostname=th-3 NodeAddr=10.2.0.3 CPUs=4 "
+                                 "RealMemory=900 Gres=gpu:gpu:2"),
+          "a node on its host: NodeHostname, NodeAddr, no Port");
+    CHECK(conf && has_line(conf, "NodeName=h1-gpu-1 NodeHostname=n4 NodeAddr=n4 CPUs=4 "
+                                 "RealMemory=900"),
+          "a host given by name");
+    CHECK(conf && has_line(conf, "NodeName=h1-login-0 NodeHostname=th-2 NodeAddr=10.2.0.2 CPUs=2 "
+                                 "RealMemory=500"),
+          "the login host has a slurmd node");
+    CHECK(conf && has_line(conf, "PartitionName=gpu Nodes=h1-gpu-0,h1-gpu-1 Default=YES State=UP"),
+          "the login node is in no partition");
+    CHECK(conf && !strstr(conf, "127.0.0.1") && !strstr(conf, "%n"), "nothing local left");
+    char check_path[] = "/tmp/mtc-hostsconf.XXXXXX";
+    int fd = mkstemp(check_path);
+    if (fd >= 0)
+        close(fd);
+    mtc_error_t cerr = {{0}};
+    CHECK(conf && slurm_conf_check(conf, check_path, &cerr) == 0,
+          "Slurm parses the hosts slurm.conf (%s)", cerr.text);
+    free(conf);
+    gres = slurm_gres_render(&lh, &err);
+    CHECK(gres && has_line(gres, "NodeName=h1-gpu-0 Name=gpu Type=gpu "
+                                 "File=/var/lib/mtc/u1234/hw/nvidia[0-1]"),
+          "emulated GPUs of a test host under its /var/lib/mtc/<uid>/hw");
+    free(gres);
+    json_decref(s3);
 
     /* the prolog wrapper runs the hook, then the scripts in order, and stops at a failure */
     char dir[] = "/tmp/mtc-scripts.XXXXXX", cmd[512], hook[256], path[300];

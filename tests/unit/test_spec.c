@@ -419,7 +419,8 @@ static void test_ids_and_catalog(void)
 static void test_examples(void)
 {
     const char *files[] = {"examples/local-2node.json", "examples/local-3node.json",
-                           "examples/local-cpu.json", "examples/cloud-style.json"};
+                           "examples/local-cpu.json", "examples/cloud-style.json",
+                           "examples/hosts.json"};
     int counts[] = {2, 3, 2, 2};
     for (size_t i = 0; i < 4; i++) {
         /* tests run from the repo root (tests/run.sh cds there) */
@@ -536,6 +537,114 @@ static void test_conf_values(void)
     }
 }
 
+/* A cluster on hosts: two pools, a spare, the hosts-only sections. HOSTS_POOLS
+ * is patched per case with printf-style replacements. */
+#define HOSTS_SPEC(top, pools)                                                                     \
+    "{" top "\"nodePools\":[" pools "],\"orchestratorSpec\":{\"slurmSpec\":{"                      \
+    "\"loginNodePoolId\":\"login\",\"partitions\":[{\"id\":\"gpu\",\"nodePoolIds\":[\"gpu\"]}]}}}"
+#define LOGIN_POOL                                                                                 \
+    "{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"host\"},\"hosts\":[\"login.lab\"]}"
+#define GPU_POOL(hosts, min, extra)                                                                \
+    "{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"host\"},\"scalingSpec\":{"                 \
+    "\"minNodeCount\":" min "},\"hosts\":[" hosts "]" extra "}"
+
+static void test_hosts(void)
+{
+    struct {
+        const char *spec, *want;
+    } cases[] = {
+        {HOSTS_SPEC("\"ssh\":{\"user\":\"root\",\"port\":2222},\"controller\":{\"address\":"
+                    "\"10.20.0.1\"},\"installPackages\":true,\"hostRemediation\":{"
+                    "\"rebootCommand\":\"systemctl reboot\",\"bootTimeoutSeconds\":60},",
+                    LOGIN_POOL
+                    "," GPU_POOL("\"10.20.0.3\",\"fe80::1\"", "2", ",\"spareHosts\":[\"n5.lab\"]")),
+         ""},
+        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"10.20.0.3\"", "2", "")),
+         "nodePools[1].scalingSpec.minNodeCount: must equal the number of hosts (1), got 2"},
+        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("", "0", "")),
+         "nodePools[1].hosts: at least one host is required"},
+        {HOSTS_SPEC("", LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"local\"}}"),
+         "nodePools[1]: node pool \"gpu\" lists no hosts; a cluster runs either on hosts (every "
+         "node pool lists its hosts) or locally (none does)"},
+        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"10.20.0.3;reboot\"", "1", "")),
+         "nodePools[1].hosts[0]: invalid host \"10.20.0.3;reboot\" (want an IPv4 or IPv6 address "
+         "or a DNS name)"},
+        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"-oProxyCommand=x\"", "1", "")),
+         "nodePools[1].hosts[0]: invalid host \"-oProxyCommand=x\" (want an IPv4 or IPv6 "
+         "address or a DNS name)"},
+        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"10.20.0.300\"", "1", "")),
+         "nodePools[1].hosts[0]: invalid host \"10.20.0.300\" (want an IPv4 or IPv6 address or "
+         "a DNS name)"},
+        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"a.lab\",\"LOGIN.lab\"", "2", "")),
+         "nodePools[1].hosts[1]: host \"LOGIN.lab\" is also nodePools[0].hosts[0] (one node "
+         "per host)"},
+        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", ",\"spareHosts\":[\"a.lab\"]")),
+         "nodePools[1].spareHosts[0]: host \"a.lab\" is also nodePools[1].hosts[0] (one node "
+         "per host)"},
+        {HOSTS_SPEC("", LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"local\"},"
+                                   "\"hosts\":[\"a.lab\"]}"),
+         "nodePools[1].machineSpec.machineType: machine type \"local\" emulates nodes on the "
+         "mtcd host; a pool on hosts uses \"host\" (whatever the host has) or a catalog type"},
+        {HOSTS_SPEC("\"ssh\":{\"user\":\"root; id\"},",
+                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+         "ssh.user: invalid user \"root; id\" (want ^[a-z_][a-z0-9_.-]{0,31}$)"},
+        {HOSTS_SPEC("\"ssh\":{\"keyFile\":\"id_rsa\"},",
+                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+         "ssh.keyFile: must be an absolute path of up to 255 of [A-Za-z0-9/._+-]"},
+        {HOSTS_SPEC("\"ssh\":{\"port\":0},", LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+         "ssh.port: must be an integer from 1 to 65535"},
+        {HOSTS_SPEC("\"controller\":{\"address\":\"a b\"},",
+                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+         "controller.address: invalid host \"a b\" (want an IPv4 or IPv6 address or a DNS name)"},
+        {HOSTS_SPEC("\"hostRemediation\":{\"rebootCommand\":\"\"},",
+                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+         "hostRemediation.rebootCommand: must be a non-empty string"},
+        {HOSTS_SPEC("\"hostRemediation\":{\"reimageCommand\":\"a\\nb\"},",
+                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+         "hostRemediation.reimageCommand: must not contain a newline"},
+        /* a local cluster may not carry the hosts-only sections */
+        {"{\"ssh\":{\"user\":\"root\"},\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{"
+         "\"machineType\":\"local\"}}]}",
+         "ssh: only a cluster on hosts (nodePools[].hosts) uses this field"},
+        {"{\"installPackages\":false,\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{"
+         "\"machineType\":\"local\"}}]}",
+         "installPackages: only a cluster on hosts (nodePools[].hosts) uses this field"},
+        {"{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"local\"},"
+         "\"spareHosts\":[\"b.lab\"]}]}",
+         "nodePools[0].spareHosts: only a node pool with hosts has spare hosts"},
+        {"{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"host\"}}]}",
+         "nodePools[0].machineSpec.machineType: machine type \"host\" describes the pool's "
+         "hosts, and the pool lists none"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK_STR(norm_err(cases[i].spec), cases[i].want, "hosts rule %zu", i);
+
+    static const char *const good[] = {"10.0.0.1",       "::1", "fe80::1", "node-1",
+                                       "n1.lab.example", "a"};
+    static const char *const bad[] = {"",          "-a",        "a b", "a;b",   "a..b", "a-.b",
+                                      "1.2.3.4.5", "999.1.1.1", "a_b", "$(id)", "a/b"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        CHECK(cluster_host_valid(good[i]), "host \"%s\" valid", good[i]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK(!cluster_host_valid(bad[i]), "host \"%s\" rejected", bad[i]);
+
+    mtc_error_t err;
+    json_t *in = parse(HOSTS_SPEC("\"ssh\":{\"key_file\":\"/root/k\"},", LOGIN_POOL
+                                  "," GPU_POOL("\"a.lab\"", "1", ",\"spare_hosts\":[\"b\"]")));
+    json_t *out = cluster_spec_normalize(in, &err);
+    json_decref(in);
+    CHECK(out && cluster_spec_on_hosts(out), "snake_case hosts spec accepted, on hosts");
+    const json_t *gp = out ? cluster_spec_pool(out, "gpu") : NULL;
+    CHECK(gp && json_array_size(json_object_get(gp, "spareHosts")) == 1 &&
+              !strcmp(json_string_value(json_object_get(json_object_get(out, "ssh"), "keyFile")),
+                      "/root/k"),
+          "spare_hosts and key_file emitted camelCase");
+    CHECK(out && !json_object_get(json_object_get(out, "ssh"), "user") &&
+              !json_object_get(out, "hostRemediation"),
+          "no defaults filled in for the hosts sections (the provider has them)");
+    json_decref(out);
+}
+
 static void collect_path(const char *path, const struct schema_field *f, void *arg)
 {
     (void)f;
@@ -551,7 +660,8 @@ static void test_root_exec(void)
     CHECK_STR(paths,
               "nodePools[].startupScript orchestratorSpec.slurmSpec.prologBashScripts "
               "orchestratorSpec.slurmSpec.epilogBashScripts healthPolicy.nvmlLibrary "
-              "healthPolicy.kernelLog",
+              "healthPolicy.kernelLog ssh.keyFile hostRemediation.rebootCommand "
+              "hostRemediation.reimageCommand",
               "root-executing fields listed from the spec's table");
 
     /* what an editor may not do: set or change one of them */
@@ -603,6 +713,7 @@ int main(void)
     test_prefixed_enums();
     test_conf_values();
     test_root_exec();
+    test_hosts();
     test_good_variants();
     test_canonical();
     test_ids_and_catalog();

@@ -378,6 +378,31 @@ static int c_events(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+static int c_hosts(struct cli *c, int argc, char **argv)
+{
+    json_t *cl = get_cluster(c, argc, argv, "mtc cluster hosts ID [--json]");
+    if (!cl)
+        return 1;
+    json_t *hosts = json_object_get(json_object_get(cl, "clusterStatus"), "hosts");
+    if (!hosts) {
+        const char *name = json_string_value(json_object_get(cl, "name"));
+        cli_fail("cluster %s runs on this host (local provider): it has no hosts",
+                 name && strrchr(name, '/') ? strrchr(name, '/') + 1 : "?");
+        json_decref(cl);
+        return 1;
+    }
+    static const struct cli_col cols[] = {{"HOST", "host", 24, "?"},
+                                          {"HOSTNAME", "hostname", 20, "-"},
+                                          {"POOL", "nodePoolId", 8, "-"},
+                                          {"NODE", "node", 22, "-"},
+                                          {"ROLE", "role", 12, "?"},
+                                          {"REASON", "reason", 0, ""},
+                                          {NULL, NULL, 0, NULL}};
+    cli_print_list(c, hosts, hosts, cols);
+    json_decref(cl);
+    return 0;
+}
+
 static int c_report_faulty(struct cli *c, int argc, char **argv)
 {
     const char *use = "mtc cluster report-faulty ID NODE [--behavior PERFORMANCE|"
@@ -435,6 +460,7 @@ static const struct cli_cmd cluster_cmds[] = {
     {"delete", c_delete, "stop a cluster's daemons and remove it"},
     {"nodes", c_nodes, "each node's Slurm state, health, failing check, remediation"},
     {"events", c_events, "the cluster's events (last 100)"},
+    {"hosts", c_hosts, "a cluster on hosts: each host's node or role (spare, quarantined)"},
     {"report-faulty", c_report_faulty, "report a faulty node: drain, requeue, repair"},
     {NULL, NULL, NULL},
 };

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The cluster's environment script from mtcd. Caller frees. */
-static char *env_script(struct cli *c, const char *id, mtc_error_t *err)
+/* mtcd's :env reply for a cluster ({"script", "login"?}). Caller owns. */
+static json_t *env_reply(struct cli *c, const char *id, mtc_error_t *err)
 {
     if (!cluster_id_valid(id)) {
         errprintf(err, "cluster id \"%s\": must match ^[a-z][a-z0-9]{0,9}$", id);
@@ -23,6 +23,15 @@ static char *env_script(struct cli *c, const char *id, mtc_error_t *err)
              c->location, id);
     json_t *r = NULL;
     if (cli_call_ok(c, "GET", path, NULL, &r, err) < 0)
+        return NULL;
+    return r;
+}
+
+/* The cluster's environment script from mtcd. Caller frees. */
+static char *env_script(struct cli *c, const char *id, mtc_error_t *err)
+{
+    json_t *r = env_reply(c, id, err);
+    if (!r)
         return NULL;
     const char *s = json_string_value(json_object_get(r, "script"));
     char *out = s ? strdup(s) : NULL;
@@ -77,26 +86,129 @@ int cmd_env(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* " " (unless first) and text quoted for a POSIX shell, appended to buf.
+ * 0, or -1 when it does not fit (nothing appended). */
+static int append_quoted(char *buf, size_t len, const char *text, int first)
+{
+    char *q = mtc_shell_quote(text);
+    size_t k = strlen(buf);
+    int n = q ? snprintf(buf + k, len - k, "%s%s", first ? "" : " ", q) : -1;
+    free(q);
+    if (n < 0 || (size_t)n >= len - k) {
+        buf[k] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* A cluster on hosts: ssh to the login host (mtc's known_hosts, the spec's
+ * key), with the cluster's Slurm environment; the command, or a shell. */
+static int login_ssh(const json_t *l, int argc, char **argv)
+{
+    const char *host = json_string_value(json_object_get(l, "host"));
+    const char *user = json_string_value(json_object_get(l, "user"));
+    const char *kh = json_string_value(json_object_get(l, "knownHosts"));
+    const char *key = json_string_value(json_object_get(l, "keyFile"));
+    const char *env = json_string_value(json_object_get(l, "remoteEnv"));
+    const char *id = json_string_value(json_object_get(l, "cluster"));
+    if (!host || !user || !kh || !env)
+        return cli_fail("mtcd sent an incomplete login description");
+    char port[16], o_kh[4200], o_key[4200], remote[8192];
+    snprintf(port, sizeof(port), "%d", (int)json_integer_value(json_object_get(l, "port")));
+    snprintf(o_kh, sizeof(o_kh), "UserKnownHostsFile=%s", kh);
+    snprintf(o_key, sizeof(o_key), "IdentityFile=%s", key ? key : "");
+    snprintf(remote, sizeof(remote), "%s; ", env);
+    if (argc > 0) {
+        for (int i = 0; i < argc; i++)
+            if (append_quoted(remote, sizeof(remote), argv[i], i == 0) < 0)
+                return cli_fail("command too long for mtc login (at most %zu bytes)",
+                                sizeof(remote) - strlen(env) - 64);
+    } else {
+        snprintf(remote + strlen(remote), sizeof(remote) - strlen(remote),
+                 "echo \"mtc: login shell for cluster %s on $(hostname) (sinfo, sbatch, srun, "
+                 "squeue work here; exit to leave)\"; exec bash -i",
+                 id ? id : "");
+    }
+    char *args[32] = {"ssh",
+                      "-F",
+                      "none",
+                      "-p",
+                      port,
+                      "-l",
+                      (char *)user,
+                      "-o",
+                      o_kh,
+                      "-o",
+                      "GlobalKnownHostsFile=/dev/null",
+                      "-o",
+                      "StrictHostKeyChecking=yes",
+                      "-o",
+                      "CheckHostIP=no",
+                      "-o",
+                      "LogLevel=ERROR"};
+    int n = 17;
+    if (key) {
+        args[n++] = "-o";
+        args[n++] = o_key;
+        args[n++] = "-o";
+        args[n++] = "IdentitiesOnly=yes";
+    }
+    args[n++] = argc > 0 ? "-T" : "-t";
+    args[n++] = "--";
+    args[n++] = (char *)host;
+    args[n++] = remote;
+    args[n] = NULL;
+    fflush(NULL);
+    execvp("ssh", args);
+    return cli_fail("cannot start ssh: %s", strerror(errno));
+}
+
 int cmd_login(struct cli *c, int argc, char **argv)
 {
-    const char *id = NULL;
-    int status;
-    char *s = id_env_script(c, argc, argv, "mtc login ID   (a shell on the cluster's login node)",
-                            &id, &status);
-    if (!s)
-        return status;
+    const char *use = "mtc login ID [COMMAND...]   (a shell, or the command, on the cluster's "
+                      "login node)";
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+        return argc < 2 ? (fprintf(stderr, "usage: %s\n", use), 2)
+                        : (printf("usage: %s\n", use), 0);
+    const char *id = argv[1];
+    int cargc = argc - 2;
+    char **cargv = argv + 2;
+    if (cargc > 0 && !strcmp(cargv[0], "--"))
+        cargc--, cargv++;
+    mtc_error_t err = {""};
+    json_t *r = env_reply(c, id, &err);
+    if (!r)
+        return cli_fail("%s", err.text);
+    json_t *login = json_object_get(r, "login");
+    if (login)
+        return login_ssh(login, cargc, cargv); /* returns only on failure */
+    const char *s = json_string_value(json_object_get(r, "script"));
     char rc[PATH_MAX];
     snprintf(rc, sizeof(rc), "%s/login-%s.bashrc", c->home, id);
-    int w = mtc_write_file_fmt(rc, 0600,
-                               "[ -f ~/.bashrc ] && . ~/.bashrc\n%s\n"
-                               "PS1='[mtc %s] \\u@\\h:\\w\\$ '\n"
-                               "echo \"mtc: login shell for cluster %s (sinfo, sbatch, srun, "
-                               "squeue work here; exit to leave)\"\n",
-                               s, id, id);
-    free(s);
+    int w = cargc > 0 ? mtc_write_file_fmt(rc, 0600, "%s\n", s ? s : "")
+                      : mtc_write_file_fmt(rc, 0600,
+                                           "[ -f ~/.bashrc ] && . ~/.bashrc\n%s\n"
+                                           "PS1='[mtc %s] \\u@\\h:\\w\\$ '\n"
+                                           "echo \"mtc: login shell for cluster %s (sinfo, sbatch, "
+                                           "srun, squeue work here; exit to leave)\"\n",
+                                           s ? s : "", id, id);
+    json_decref(r);
     if (w < 0)
         return cli_fail("cannot write %s: %s", rc, strerror(errno));
     fflush(NULL);
+    if (cargc > 0) { /* the command with the cluster's environment */
+        char **args = calloc((size_t)cargc + 6, sizeof(*args));
+        if (!args)
+            return cli_fail("out of memory");
+        args[0] = "bash";
+        args[1] = "-c";
+        args[2] = ". \"$0\" && exec \"$@\"";
+        args[3] = rc;
+        for (int i = 0; i < cargc; i++)
+            args[4 + i] = cargv[i];
+        execvp("bash", args);
+        return cli_fail("cannot start bash: %s", strerror(errno));
+    }
     execlp("bash", "bash", "--rcfile", rc, "-i", (char *)NULL);
     return cli_fail("cannot start bash: %s", strerror(errno));
 }

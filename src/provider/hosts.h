@@ -1,0 +1,199 @@
+/* hosts.h: internal to the hosts provider — one Slurm cluster across real
+ * servers over ssh. hosts.c: apply, delete, supervise, views (the controller
+ * side reuses local.h's); hosts_state.c: the cluster's state file and the
+ * placement of nodes on hosts (pure); hosts_view.c: supervision and the
+ * views (nodes, hosts, env, login); hosts_remote.c: what runs on a host (the
+ * mtc-host script, preflight, the bundle of files, parallel runs);
+ * hosts_node.c: node repair actions and checks. Not part of the provider
+ * interface. */
+#ifndef MTC_PROVIDER_HOSTS_H
+#define MTC_PROVIDER_HOSTS_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "provider/local.h"
+#include "provider/ssh.h"
+
+#define HOSTS_MAX 256            /* nodes, and hosts of each role */
+#define HOSTS_SLURMD_PORT 6818   /* a host serves one cluster: Slurm's default port */
+#define HOSTS_CHECK_MS 2000      /* supervise looks at the hosts at most this often */
+#define HOSTS_BOOT_TIMEOUT_S 600 /* hostRemediation.bootTimeoutSeconds default */
+#define HOSTS_REBOOT_DEFAULT "systemctl reboot"
+#define HOSTS_MIN_FREE_MB 1024 /* free disk a host needs under /var/lib/mtc */
+
+/* One Slurm node on one host. */
+struct hnode {
+    char name[64];      /* <cluster>-<pool>-<i> */
+    char pool[32];      /* node pool id */
+    int login;          /* a node of the login pool (in no partition) */
+    char host[256];     /* where it runs: the ssh target and NodeAddr, as the spec lists it */
+    char hostname[256]; /* NodeHostname: the host's own name */
+    int cpus;
+    long memory_mb;
+    int gpus;
+};
+
+enum hrole { HOST_NODE, HOST_SPARE, HOST_QUARANTINED, HOST_TOUCHED };
+
+/* A host mtc knows for the cluster, other than through a node. */
+struct hhost {
+    char host[256];
+    char pool[32];
+    enum hrole role; /* SPARE, QUARANTINED, or TOUCHED (written to; cleaned when unused) */
+    char reason[200];
+    int64_t since_ms;
+    int stop_pending; /* quarantined while unreachable: stop its daemons when it answers */
+};
+
+/* clusters/<id>/hosts.json */
+struct hstate {
+    char uid[17];        /* per cluster: /run/mtc/<uid>, /var/lib/mtc/<uid>, /etc/mtc/<uid> */
+    int ctld_port;       /* kept for the life of the cluster */
+    char ctld_addr[256]; /* where hosts reach slurmctld and mtcd */
+    char ssh_user[64];   /* the spec's ssh settings as last applied (for login, delete) */
+    int ssh_port;
+    char ssh_key[256];
+    struct hnode nodes[HOSTS_MAX];
+    size_t nnodes;
+    struct hhost hosts[2 * HOSTS_MAX];
+    size_t nhosts;
+    char applied_sha[65];
+    char applied_nodes[PLEN];
+};
+
+/* ---- hosts_state.c ---- */
+
+/* Load clusters/<id>/hosts.json into s (zeroed first). 0, or -1 (ENOENT: never applied). */
+int hosts_state_load(const struct lc *c, struct hstate *s);
+int hosts_state_save(const struct lc *c, const struct hstate *s, mtc_error_t *err);
+struct hnode *hosts_node_find(struct hstate *s, const char *name);
+struct hhost *hosts_host_find(struct hstate *s, const char *host);
+/* Record host with role (replacing its earlier record). 0, or -1 when full. */
+int hosts_host_set(struct hstate *s, const char *host, const char *pool, enum hrole role,
+                   const char *reason);
+void hosts_host_forget(struct hstate *s, const char *host);
+/* 1 when host runs a node of s. */
+int hosts_in_use(const struct hstate *s, const char *host);
+/* The first spare of pool that runs no node and is not quarantined, or NULL. */
+const char *hosts_free_spare(const struct hstate *s, const char *pool);
+/* Place the spec's nodes on hosts into next (sizes left 0), given old (the
+ * last state, may be NULL): node i of a pool runs on hosts[i], unless old
+ * moved it to one of the pool's spares (it stays there) or hosts[i] is
+ * quarantined (the next free spare takes it). Quarantine records of hosts
+ * still in the spec are kept, touched hosts carried over, spares listed.
+ * 0, or -1 + err naming the host when a quarantined host has no spare left. */
+int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, struct hstate *next,
+               mtc_error_t *err);
+/* Node names, comma-separated, in order (for "which nodes slurmctld knows"). */
+void hosts_node_names(const struct hstate *s, char *buf, size_t len);
+
+/* ---- hosts_remote.c ---- */
+
+/* What the preflight learned about a host. */
+struct hfacts {
+    char hostname[256];
+    int cpus;
+    long memory_mb;
+    int gpus;       /* /dev/nvidiaN devices */
+    int systemd;    /* the host runs systemd */
+    char agent[65]; /* sha256 of the mtc-agent copy there ("" none) */
+};
+
+/* The controller's own facts the hosts must match. */
+struct hcontroller {
+    char arch[64];
+    char slurm[64]; /* version, e.g. "22.05.8" */
+    char munge[64]; /* "munge-0.5.15" */
+    char hostname[256];
+};
+int hosts_controller_facts(struct hcontroller *ctl, mtc_error_t *err);
+
+/* An ssh connection to host with the state's ssh settings; mtc's known_hosts
+ * under <home>/ssh. NULL + err. Free with ssh_free (keeps the master) or
+ * ssh_destroy (closes it). */
+struct ssh_conn *hosts_ssh(const struct provider *p, const struct hstate *s, const char *host,
+                           mtc_error_t *err);
+
+/* Preflight host: (with install) apt-get the packages first; then reachable,
+ * Linux, the controller's architecture, Slurm and munge versions, free disk,
+ * no munged of the distribution on /run/munge/munge.socket.2, port 6818 free,
+ * not another cluster's (its /etc/mtc/owner). 0 and facts, or -1 + err
+ * ("host H: ..."). */
+int hosts_preflight(struct ssh_conn *ssh, const struct hstate *s, const struct hcontroller *ctl,
+                    int install, struct hfacts *facts, mtc_error_t *err);
+
+/* The files every host of the cluster gets, under <dir>/image (the munge key
+ * linked, the scripts, the mtc-host script, the agent binary, the CA). */
+struct hbundle {
+    char image[PLEN];
+    char agent_sha[65]; /* "" when no agent is copied */
+    char owner[512];    /* /etc/mtc/owner's line for this cluster */
+};
+/* Bring node n up on its host: claim the host (/etc/mtc/owner), unpack the
+ * bundle and the node's own files (<dir>/nodes/<node>/image), start munged,
+ * the default-socket link, slurmd --conf-server and the agent (kept when
+ * running with the same config). with_agent: copy the agent binary too.
+ * gpus_fake: emulated GPUs to provide (-1: real hardware). 0 or -1 + err. */
+int hosts_remote_up(struct ssh_conn *ssh, const struct lc *c, const struct hstate *s,
+                    const struct hbundle *b, const struct hnode *n, int with_agent, int gpus_fake,
+                    mtc_error_t *err);
+/* Run one mtc-host operation on host ("check", "restart", "up", "stop",
+ * "clean", "mark", "booted") for node (may be ""); stdout into out (may be
+ * NULL, caller frees). Returns the remote status or -1 + err like ssh_run. */
+int hosts_remote_op(struct ssh_conn *ssh, const struct hstate *s, const char *op, const char *node,
+                    int gpus_fake, char **out, int timeout_ms, mtc_error_t *err);
+
+/* The mtc-host script's text (static). */
+const char *hosts_script(void);
+
+/* Run fn(arg, i, &errs[i]) for i in [0, n) on up to 16 threads at once.
+ * Returns the index of the first failure (by index), or -1 when all succeed. */
+typedef int (*hosts_task_fn)(void *arg, size_t i, mtc_error_t *err);
+long hosts_parallel(size_t n, hosts_task_fn fn, void *arg, mtc_error_t *errs);
+
+/* The default controller address: this host's source address on the route to host. */
+int hosts_route_source(const char *host, char *addr, size_t len, mtc_error_t *err);
+/* sha256 of a buffer as hex into out[65]. */
+void hosts_sha256(const void *data, size_t len, char out[65]);
+
+/* ---- hosts.c, shared with hosts_node.c ---- */
+
+/* Write the node's own files (agent.json, agent.env, token) under
+ * <dir>/nodes/<node>/image; fresh: a new machine (new token). 0/-1 + err. */
+int hosts_node_files(const struct provider *p, const struct lc *c, const struct hstate *s,
+                     const json_t *spec, const struct hnode *n, int fresh, mtc_error_t *err);
+/* Emulated GPUs of node n's pool (-1: real hardware). */
+int hosts_fake_gpus(const json_t *spec, const struct hnode *n);
+/* Render and write slurm.conf + gres.conf for s (checked by Slurm first);
+ * sha gets the sha256 of both. 0/-1 + err. */
+int hosts_write_conf(const struct provider *p, const struct lc *c, const struct hstate *s,
+                     const json_t *spec, char sha[65], mtc_error_t *err);
+/* The bundle (every host's files) for the cluster: image dir filled. 0/-1 + err. */
+int hosts_bundle(const struct provider *p, const struct lc *c, const struct hstate *s,
+                 const json_t *spec, struct hbundle *b, mtc_error_t *err);
+/* Fill node n's sizes and hostname from its host's facts, checking the pool's
+ * machine type against them ("host": what the host has). 0/-1 + err naming the host. */
+int hosts_size_node(const json_t *spec, struct hnode *n, const struct hfacts *f, mtc_error_t *err);
+/* Wait until slurmctld sees every node of s registered. 0/-1 + err. */
+int hosts_wait_registered(const struct lc *c, const struct hstate *s, mtc_error_t *err);
+/* lc for cluster id, with the controller's munge socket /run/mtc/<uid>/... once s is known. */
+void hosts_lc_socket(struct lc *c, const struct hstate *s);
+
+/* ---- hosts_view.c ---- */
+
+int hosts_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                    void *arg, mtc_error_t *err);
+json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
+json_t *hosts_hosts(struct provider *p, const char *id);
+char *hosts_env(struct provider *p, const char *id, mtc_error_t *err);
+json_t *hosts_login(struct provider *p, const char *id, mtc_error_t *err);
+
+/* ---- hosts_node.c ---- */
+
+int hosts_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
+                      const char *action, mtc_error_t *err);
+json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
+                         mtc_error_t *err);
+
+#endif

@@ -1,0 +1,386 @@
+/* hosts_node: repairing one node of a cluster on hosts — restart (its
+ * daemons), reboot (hostRemediation.rebootCommand on the host, then SSH and
+ * slurmd back), reimage (hostRemediation.reimageCommand here, then a full
+ * bring-up; without one the controller escalates to replace), replace (the
+ * node moves to the pool's next spare host under the same Slurm name, the
+ * old host is quarantined) — and running a node's checks for the controller. */
+#include "provider/hosts.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster/cluster.h"
+#include "slurm/slurm.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define ACTION_OP_MS 60000
+#define CHECK_TIMEOUT_MS 120000
+#define POLL_MS 1000
+
+struct act {
+    struct provider *p;
+    struct lc *c;
+    struct hstate *s;
+    const json_t *spec;
+    struct hnode *n;
+    int boot_timeout_s;
+};
+
+static const json_t *remediation(const json_t *spec, const char *key)
+{
+    return json_object_get(json_object_get(spec, "hostRemediation"), key);
+}
+
+/* Run op on the node's host. 0/-1 + err. */
+static int node_op(const struct act *a, const char *op, mtc_error_t *err)
+{
+    struct ssh_conn *ssh = hosts_ssh(a->p, a->s, a->n->host, err);
+    int rc = ssh ? hosts_remote_op(ssh, a->s, op, a->n->name, hosts_fake_gpus(a->spec, a->n), NULL,
+                                   ACTION_OP_MS, err)
+                 : -1;
+    ssh_free(ssh);
+    return rc == 0 ? 0 : -1;
+}
+
+/* Wait (bootTimeoutSeconds) until the host answers over SSH and its
+ * /run/mtc/<uid>/boot-mark is gone: it has rebooted (or was reinstalled). */
+static int wait_booted(const struct act *a, mtc_error_t *err)
+{
+    char last[256] = "no answer yet";
+    for (int64_t end = mtc_now_ms() + (int64_t)a->boot_timeout_s * 1000;;) {
+        mtc_error_t e2 = {""};
+        struct ssh_conn *ssh = hosts_ssh(a->p, a->s, a->n->host, &e2);
+        int rc = ssh ? hosts_remote_op(ssh, a->s, "booted", "", -1, NULL, 10000, &e2) : -1;
+        ssh_free(ssh);
+        if (rc == 0)
+            return 0;
+        if (*e2.text)
+            snprintf(last, sizeof(last), "%s", e2.text);
+        else if (rc == 1)
+            snprintf(last, sizeof(last), "host %s has not rebooted", a->n->host);
+        if (mtc_now_ms() >= end) {
+            errno = ETIMEDOUT;
+            return errprintf(err, "host %s did not come back within %d s (%.150s)", a->n->host,
+                             a->boot_timeout_s, last);
+        }
+        mtc_sleep_ms(POLL_MS);
+    }
+}
+
+/* 'text' quoted for a POSIX shell. */
+static void sh_quote(const char *text, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[k++] = '\'';
+    for (const char *p = text; *p && k + 5 < len; p++) {
+        if (*p == '\'') {
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else {
+            buf[k++] = *p;
+        }
+    }
+    buf[k++] = '\'';
+    buf[k] = '\0';
+}
+
+static int act_restart(const struct act *a, mtc_error_t *err)
+{
+    return node_op(a, "restart", err);
+}
+
+static int act_reboot(const struct act *a, mtc_error_t *err)
+{
+    const char *cmd = json_string_value(remediation(a->spec, "rebootCommand"));
+    char q[2200], line[2400];
+    sh_quote(cmd ? cmd : HOSTS_REBOOT_DEFAULT, q, sizeof(q));
+    if (node_op(a, "mark", err) < 0)
+        return -1;
+    /* detached, for the connection may die with the host; a command that
+     * fails at once (not found, refused) fails the action at once */
+    snprintf(line, sizeof(line),
+             "r=" SLURM_HOST_RUN "; ( setsid sh -c %s </dev/null >$r/reboot.out 2>&1; echo $? "
+             ">$r/reboot.rc ) </dev/null >/dev/null 2>&1 & sleep 2; if [ -s $r/reboot.rc ] && "
+             "[ \"$(cat $r/reboot.rc)\" != 0 ]; then echo \"reboot command failed (exit $(cat "
+             "$r/reboot.rc)): $(tail -n 1 $r/reboot.out)\" >&2; exit 3; fi",
+             a->s->uid, q);
+    struct ssh_conn *ssh = hosts_ssh(a->p, a->s, a->n->host, err);
+    mtc_error_t e2 = {""};
+    int rc = ssh ? ssh_run(ssh, line, NULL, 30000, 0, &e2) : -1;
+    ssh_destroy(ssh); /* the master dies with the host anyway */
+    /* 3: the command itself failed; anything else (255, a lost connection)
+     * may be the host going down: its boot tells */
+    if (rc == 3)
+        return errprintf(err, "host %s: %s", a->n->host,
+                         strstr(e2.text, "reboot command") ? strstr(e2.text, "reboot command")
+                                                           : e2.text);
+    if (!ssh)
+        return errprintf(err, "%s", e2.text);
+    log_msg(LOG_NOTICE, "cluster %s: reboot command sent to %s; waiting up to %d s", a->c->id,
+            a->n->host, a->boot_timeout_s);
+    if (wait_booted(a, err) < 0)
+        return -1;
+    return node_op(a, "up", err);
+}
+
+/* Bring the node up on its (fresh or new) host: preflight, files, daemons. */
+static int full_up(const struct act *a, struct hfacts *f, mtc_error_t *err)
+{
+    struct hcontroller ctl;
+    struct hbundle b;
+    if (hosts_controller_facts(&ctl, err) < 0)
+        return -1;
+    struct ssh_conn *ssh = hosts_ssh(a->p, a->s, a->n->host, err);
+    if (!ssh)
+        return -1;
+    int rc = -1;
+    if (hosts_preflight(ssh, a->s, &ctl, json_is_true(json_object_get(a->spec, "installPackages")),
+                        f, err) < 0)
+        goto out;
+    if (hosts_bundle(a->p, a->c, a->s, a->spec, &b, err) < 0)
+        goto out;
+    rc = hosts_remote_up(ssh, a->c, a->s, &b, a->n, b.agent_sha[0] && strcmp(f->agent, b.agent_sha),
+                         hosts_fake_gpus(a->spec, a->n), err);
+out:
+    ssh_free(ssh);
+    return rc;
+}
+
+static int act_reimage(const struct act *a, mtc_error_t *err)
+{
+    const char *cmd = json_string_value(remediation(a->spec, "reimageCommand"));
+    if (!cmd || !*cmd) {
+        errno = ENOTSUP;
+        return errprintf(err,
+                         "no hostRemediation.reimageCommand configured: escalating to replace");
+    }
+    /* {host} {node} {cluster}: validated names, safe on a command line */
+    char line[2400] = "";
+    for (const char *p = cmd; *p && strlen(line) + 300 < sizeof(line); p++) {
+        const char *v = NULL;
+        size_t skip = 0;
+        if (!strncmp(p, "{host}", 6))
+            v = a->n->host, skip = 5;
+        else if (!strncmp(p, "{node}", 6))
+            v = a->n->name, skip = 5;
+        else if (!strncmp(p, "{cluster}", 9))
+            v = a->c->id, skip = 8;
+        if (v) {
+            strcat(line, v);
+            p += skip;
+        } else {
+            size_t k = strlen(line);
+            line[k] = *p, line[k + 1] = '\0';
+        }
+    }
+    log_msg(LOG_NOTICE, "cluster %s: reimage %s: %s", a->c->id, a->n->host, line);
+    char *argv[] = {"sh", "-c", line, NULL}, *out = NULL;
+    int rc = mtc_run(argv, NULL, &out, a->boot_timeout_s * 1000);
+    if (rc != 0) {
+        char *nl = out ? strrchr(out, '\n') : NULL;
+        while (nl && nl > out && !nl[1]) { /* the last non-empty line */
+            *nl = '\0';
+            nl = strrchr(out, '\n');
+        }
+        errprintf(err, "reimage command for %s failed (exit %d): %.150s", a->n->host, rc,
+                  nl    ? nl + 1
+                  : out ? out
+                        : "");
+        free(out);
+        return -1;
+    }
+    free(out);
+    /* a reinstalled host has a new host key: forget the old one (trust on first use again) */
+    char kh[PLEN];
+    snprintf(kh, sizeof(kh), "%s/ssh/known_hosts", a->p->home);
+    char *keygen[] = {"ssh-keygen", "-R", a->n->host, "-f", kh, NULL};
+    mtc_run(keygen, NULL, NULL, 10000);
+    if (wait_booted(a, err) < 0)
+        return -1;
+    struct hfacts f;
+    if (hosts_node_files(a->p, a->c, a->s, a->spec, a->n, 1, err) < 0)
+        return -1;
+    return full_up(a, &f, err);
+}
+
+static int act_replace(const struct act *a, mtc_error_t *err)
+{
+    const char *spare = hosts_free_spare(a->s, a->n->pool);
+    if (!spare) {
+        errno = ENOSPC;
+        return errprintf(err, "no free spare host in node pool %s (spareHosts)", a->n->pool);
+    }
+    char old[256], reason[200], ts[40], sha[65];
+    snprintf(old, sizeof(old), "%s", a->n->host);
+    snprintf(reason, sizeof(reason), "%s replaced by %s at %s", a->n->name, spare,
+             mtc_time_rfc3339(mtc_now_ms(), ts, sizeof(ts)));
+    /* the old host: stopped now, or when it answers again; never reused by itself */
+    mtc_error_t e2 = {""};
+    int stopped = node_op(a, "stop", &e2) == 0;
+    if (!stopped)
+        log_msg(LOG_WARNING, "cluster %s: %s not stopped now (%s); retried when it answers",
+                a->c->id, old, e2.text);
+    hosts_host_set(a->s, old, a->n->pool, HOST_QUARANTINED, reason);
+    hosts_host_find(a->s, old)->stop_pending = !stopped;
+    log_msg(LOG_NOTICE, "cluster %s: %s quarantined: %s", a->c->id, old, reason);
+    snprintf(a->n->host, sizeof(a->n->host), "%s", spare);
+    struct hcontroller ctl;
+    struct hfacts f;
+    struct ssh_conn *ssh = hosts_ssh(a->p, a->s, spare, err);
+    int rc =
+        ssh && hosts_controller_facts(&ctl, err) == 0
+            ? hosts_preflight(ssh, a->s, &ctl,
+                              json_is_true(json_object_get(a->spec, "installPackages")), &f, err)
+            : -1;
+    ssh_free(ssh);
+    if (rc < 0 || hosts_size_node(a->spec, a->n, &f, err) < 0 ||
+        hosts_node_files(a->p, a->c, a->s, a->spec, a->n, 1, err) < 0 ||
+        hosts_write_conf(a->p, a->c, a->s, a->spec, sha, err) < 0) {
+        /* the node stays where it was (drained); the old host stays quarantined */
+        snprintf(a->n->host, sizeof(a->n->host), "%s", old);
+        hosts_state_save(a->c, a->s, &e2);
+        return -1;
+    }
+    /* slurmctld: the new address now, and the rewritten slurm.conf for good */
+    char a1[96], a2[300], a3[300], *out = NULL;
+    snprintf(a1, sizeof(a1), "NodeName=%s", a->n->name);
+    snprintf(a2, sizeof(a2), "NodeAddr=%s", a->n->host);
+    snprintf(a3, sizeof(a3), "NodeHostname=%s", a->n->hostname);
+    char *argv[] = {"scontrol", "update", a1, a2, a3, NULL};
+    if (slurm_cmd(a->c->conf, argv, &out, 0) != 0)
+        log_msg(LOG_WARNING, "cluster %s: scontrol update %s %s: %s", a->c->id, a1, a2,
+                out ? out : "");
+    free(out);
+    if (slurm_reconfigure(a->c->conf, err) < 0)
+        return -1;
+    snprintf(a->s->applied_sha, sizeof(a->s->applied_sha), "%s", sha);
+    if (hosts_state_save(a->c, a->s, err) < 0)
+        return -1;
+    return full_up(a, &f, err);
+}
+
+static const struct action {
+    const char *name;
+    int (*fn)(const struct act *a, mtc_error_t *err);
+} actions[] = {
+    {"restart", act_restart}, {"reboot", act_reboot}, {"reimage", act_reimage},
+    {"replace", act_replace}, {NULL, NULL},
+};
+
+/* Until slurmctld shows the node's slurmd with a start time other than
+ * old_start and a registered state (REGISTER_WAIT_MS). */
+static int wait_new_slurmd(const struct lc *c, const struct hnode *n, const char *old_start,
+                           mtc_error_t *err)
+{
+    char start[64] = "", state[128] = "";
+    for (int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;; mtc_sleep_ms(250)) {
+        if (slurm_node_get(c->conf, n->name, "SlurmdStartTime", start, sizeof(start)) == 0 &&
+            strcmp(start, old_start) != 0 && strcmp(start, "None") != 0 &&
+            slurm_node_get(c->conf, n->name, "State", state, sizeof(state)) == 0) {
+            for (char *s = state; *s; s++)
+                *s = (char)tolower((unsigned char)*s);
+            if (!strstr(state, "not_responding") && !strstr(state, "down") &&
+                slurm_state_registered(state))
+                return 0;
+        }
+        if (mtc_now_ms() >= end) {
+            errno = ETIMEDOUT;
+            return errprintf(err, "%s: slurmd on %s did not register within %d s (state %s)",
+                             n->name, n->host, REGISTER_WAIT_MS / 1000,
+                             state[0] ? state : "unknown");
+        }
+    }
+}
+
+int hosts_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
+                      const char *action, mtc_error_t *err)
+{
+    const struct action *act = actions;
+    while (act->name && (!action || strcmp(act->name, action) != 0))
+        act++;
+    if (!act->name) {
+        errno = EINVAL;
+        return errprintf(err, "unknown node action \"%.40s\" (restart, reboot, reimage, replace)",
+                         action ? action : "");
+    }
+    struct lc c;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return -1;
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (!s)
+        return errprintf(err, "out of memory");
+    int rc = -1;
+    if (local_lock(&c, 1) < 0) {
+        free(s);
+        return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
+    }
+    struct hnode *n = NULL;
+    if (hosts_state_load(&c, s) < 0) {
+        errno = ENOENT;
+        errprintf(err, "cluster %s: no hosts.json (never applied?)", id);
+        goto out;
+    }
+    if (!node || !(n = hosts_node_find(s, node))) {
+        errno = EINVAL;
+        errprintf(err, "cluster %s has no node \"%.64s\"", id, node ? node : "");
+        goto out;
+    }
+    hosts_lc_socket(&c, s);
+    const json_t *bt = remediation(spec, "bootTimeoutSeconds");
+    struct act a = {p, &c, s, spec, n, bt ? (int)json_integer_value(bt) : HOSTS_BOOT_TIMEOUT_S};
+    char old_start[64] = "";
+    slurm_node_get(c.conf, n->name, "SlurmdStartTime", old_start, sizeof(old_start));
+    log_msg(LOG_NOTICE, "cluster %s: %s node %s on %s", id, act->name, n->name, n->host);
+    if (act->fn(&a, err) < 0)
+        goto out;
+    rc = wait_new_slurmd(&c, n, old_start, err);
+out:
+    local_unlock(&c);
+    free(s);
+    return rc;
+}
+
+json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
+                         mtc_error_t *err)
+{
+    (void)spec;
+    struct lc c;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return NULL;
+    struct hstate *s = calloc(1, sizeof(*s));
+    struct hnode *n = NULL;
+    json_t *res = NULL;
+    if (!s || hosts_state_load(&c, s) < 0 || !node || !(n = hosts_node_find(s, node))) {
+        errno = EINVAL;
+        errprintf(err, "cluster %s: no node \"%.64s\"", id, node ? node : "");
+        free(s);
+        return NULL;
+    }
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             ". " SLURM_HOST_ETC "/nodes/%s/agent.env && exec " SLURM_HOST_VAR
+             "/bin/mtc-agent check --json --config " SLURM_HOST_ETC "/nodes/%s/agent.json",
+             s->uid, n->name, s->uid, s->uid, n->name);
+    struct ssh_conn *ssh = hosts_ssh(p, s, n->host, err);
+    mtc_error_t e2 = {""};
+    int rc = ssh ? ssh_run(ssh, cmd, &out, CHECK_TIMEOUT_MS, 0, &e2) : -1;
+    ssh_free(ssh);
+    /* 0 all pass, 1 a check failed: both print the results */
+    json_t *o = (rc == 0 || rc == 1) && out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+    res = json_incref(json_object_get(o, "results"));
+    json_decref(o);
+    if (!json_is_array(res)) {
+        json_decref(res);
+        res = NULL;
+        errprintf(err, "%s: mtc-agent check on %s failed: %.150s", node, n->host,
+                  *e2.text ? e2.text : "no results");
+    }
+    free(out);
+    free(s);
+    return res;
+}

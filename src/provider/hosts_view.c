@@ -1,0 +1,298 @@
+/* hosts_view: a cluster on hosts seen from mtcd — supervision (the
+ * controller's daemons every pass; each host's, at most every HOSTS_CHECK_MS,
+ * in one ssh command per host that restarts what died and says so), the
+ * nodes and hosts lists, `mtc env` and how `mtc login` reaches the login host. */
+#include "provider/hosts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slurm/slurm.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+/* ---- supervise ---- */
+
+struct sup {
+    struct provider *p;
+    struct hstate *s;
+    char *out[HOSTS_MAX];         /* each node's host's answer to "check" */
+    int rc[HOSTS_MAX];            /* its status (-1: not reached) */
+    const char *hosts[HOSTS_MAX]; /* quarantined hosts to stop */
+};
+
+static int t_check(void *arg, size_t i, mtc_error_t *err)
+{
+    struct sup *u = arg;
+    const struct hnode *n = &u->s->nodes[i];
+    struct ssh_conn *ssh = hosts_ssh(u->p, u->s, n->host, err);
+    int rc = ssh ? hosts_remote_op(ssh, u->s, "check", n->name, -1, &u->out[i], 20000, err) : -1;
+    ssh_free(ssh);
+    u->rc[i] = rc;
+    return rc == 0 ? 0 : -1;
+}
+
+static int t_fence(void *arg, size_t i, mtc_error_t *err)
+{
+    struct sup *u = arg;
+    struct ssh_conn *ssh = hosts_ssh(u->p, u->s, u->hosts[i], err);
+    int rc = ssh ? hosts_remote_op(ssh, u->s, "stop", "", -1, NULL, 20000, err) : -1;
+    ssh_free(ssh);
+    return rc == 0 ? 0 : -1;
+}
+
+/* 1 when the hosts were last looked at less than HOSTS_CHECK_MS ago; else
+ * record now and 0. */
+static int checked_recently(const struct lc *c)
+{
+    char path[PLEN];
+    local_path(c, path, "run/hosts-checked");
+    char *t = mtc_read_file(path, NULL);
+    int64_t last = t ? strtoll(t, NULL, 10) : 0, now = mtc_now_ms();
+    free(t);
+    if (now - last < HOSTS_CHECK_MS && now >= last)
+        return 1;
+    mtc_write_file_fmt(path, 0644, "%lld\n", (long long)now);
+    return 0;
+}
+
+static const struct {
+    const char *line, *event, *what;
+} restarts[] = {
+    {"mtc-host: restarted munged", "MUNGED_RESTART", "munged"},
+    {"mtc-host: restarted slurmd", "SLURMD_RESTART", "slurmd"},
+    {"mtc-host: restarted agent", "AGENT_RESTART", "mtc-agent"},
+};
+
+/* One pass over the hosts: each restarts what is dead and says so. */
+static void supervise_hosts(struct provider *p, const struct lc *c, struct hstate *s,
+                            provider_event_fn ev, void *arg)
+{
+    struct sup *u = calloc(1, sizeof(*u));
+    mtc_error_t *errs = calloc(HOSTS_MAX, sizeof(*errs));
+    char msg[400];
+    if (!u || !errs)
+        goto out;
+    u->p = p, u->s = s;
+    hosts_parallel(s->nnodes, t_check, u, errs);
+    for (size_t i = 0; i < s->nnodes; i++) {
+        const struct hnode *n = &s->nodes[i];
+        if (errs[i].text[0] && ev) /* the transport logged it */
+            ev(arg, u->rc[i] < 0 ? "HOST_UNREACHABLE" : "DAEMON_START_FAILED", n->name,
+               errs[i].text);
+        for (size_t k = 0; u->out[i] && k < sizeof(restarts) / sizeof(restarts[0]); k++)
+            if (strstr(u->out[i], restarts[k].line) && ev) {
+                snprintf(msg, sizeof(msg), "%s of %s on %s was not running; restarted",
+                         restarts[k].what, n->name, n->host);
+                ev(arg, restarts[k].event, n->name, msg);
+            }
+        free(u->out[i]);
+    }
+    /* quarantined hosts that could not be stopped then: try again */
+    size_t nq = 0;
+    for (size_t i = 0; i < s->nhosts && nq < HOSTS_MAX; i++)
+        if (s->hosts[i].role == HOST_QUARANTINED && s->hosts[i].stop_pending)
+            u->hosts[nq++] = s->hosts[i].host;
+    if (nq) {
+        mtc_error_t e2;
+        hosts_parallel(nq, t_fence, u, errs);
+        for (size_t i = 0; i < nq; i++)
+            if (!errs[i].text[0])
+                hosts_host_find(s, u->hosts[i])->stop_pending = 0;
+        hosts_state_save(c, s, &e2);
+    }
+out:
+    free(u);
+    free(errs);
+}
+
+int hosts_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
+                    void *arg, mtc_error_t *err)
+{
+    (void)spec;
+    struct lc c;
+    int rc = -1;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return -1;
+    if (!mtc_path_exists(c.dir))
+        return errprintf(err, "cluster %s has no directory %s", id, c.dir);
+    if (local_lock(&c, 0) < 0)
+        return 0; /* an apply, delete or node action is at work */
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (!s || hosts_state_load(&c, s) < 0) {
+        errprintf(err, "cluster %s: no hosts.json (never applied?)", id);
+        goto out;
+    }
+    hosts_lc_socket(&c, s);
+    if (!local_munged_running(&c)) {
+        if (local_munged_start(&c, err) < 0)
+            goto out;
+        if (ev)
+            ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
+    }
+    int ctld_restarted = 0;
+    if (!local_ctld_running(&c)) {
+        if (local_ctld_start(&c, err) < 0)
+            goto out;
+        if (ev)
+            ev(arg, "SLURMCTLD_RESTART", NULL,
+               "slurmctld was not running; restarted with saved state");
+        ctld_restarted = 1;
+    }
+    if (!checked_recently(&c))
+        supervise_hosts(p, &c, s, ev, arg);
+    mtc_error_t e2;
+    if (ctld_restarted && slurm_reconfigure(c.conf, &e2) < 0)
+        log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
+    rc = 0;
+out:
+    free(s);
+    local_unlock(&c);
+    return rc;
+}
+
+/* ---- views ---- */
+
+json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
+{
+    (void)spec;
+    struct lc c;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return NULL;
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    int have = hosts_state_load(&c, s) == 0;
+    json_t *out = json_array();
+    mtc_error_t e2;
+    if (have)
+        hosts_lc_socket(&c, s);
+    json_t *st = have && local_ctld_running(&c) ? slurm_node_states(c.conf, &e2) : NULL;
+    int busy = have && local_lock(&c, 0) < 0;
+    local_unlock(&c);
+    for (size_t i = 0; i < s->nnodes; i++) {
+        const struct hnode *n = &s->nodes[i];
+        const char *v = json_string_value(json_object_get(st, n->name));
+        const char *ns = slurm_state_registered(v) ? "RUNNING" : busy ? "UPDATING" : "ERROR";
+        json_array_append_new(
+            out,
+            json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "instanceName", n->name, "nodePoolId",
+                      n->pool, "nodePoolType",
+                      n->login ? "NODE_POOL_TYPE_LOGIN" : "NODE_POOL_TYPE_COMPUTE", "nodeState", ns,
+                      "slurmState", v ? v : "unknown", "host", n->host, "hostname", n->hostname));
+    }
+    json_decref(st);
+    free(s);
+    return out;
+}
+
+json_t *hosts_hosts(struct provider *p, const char *id)
+{
+    struct lc c;
+    if (local_lc_init(&c, p, id, NULL) < 0)
+        return NULL;
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (!s || hosts_state_load(&c, s) < 0) {
+        free(s);
+        return NULL;
+    }
+    json_t *out = json_array();
+    for (size_t i = 0; i < s->nnodes; i++)
+        json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "host", s->nodes[i].host,
+                                             "hostname", s->nodes[i].hostname, "nodePoolId",
+                                             s->nodes[i].pool, "node", s->nodes[i].name, "role",
+                                             "node"));
+    for (size_t i = 0; i < s->nhosts; i++) {
+        const struct hhost *h = &s->hosts[i];
+        if (h->role == HOST_TOUCHED || hosts_in_use(s, h->host))
+            continue;
+        char ts[40];
+        json_t *o = json_pack("{s:s,s:s,s:s}", "host", h->host, "nodePoolId", h->pool, "role",
+                              h->role == HOST_SPARE ? "spare" : "quarantined");
+        if (h->role == HOST_QUARANTINED) {
+            json_object_set_new(o, "reason", json_string(h->reason));
+            json_object_set_new(o, "since",
+                                json_string(mtc_time_rfc3339(h->since_ms, ts, sizeof(ts))));
+        }
+        json_array_append_new(out, o);
+    }
+    free(s);
+    return out;
+}
+
+/* The login node's host (else the first node's), from s. */
+static const struct hnode *login_node(const struct hstate *s)
+{
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (s->nodes[i].login)
+            return &s->nodes[i];
+    return s->nnodes ? &s->nodes[0] : NULL;
+}
+
+char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
+{
+    struct lc c;
+    char *out = NULL;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return NULL;
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (!s || hosts_state_load(&c, s) < 0 || !mtc_path_exists(c.conf)) {
+        free(s);
+        errno = ENOENT;
+        errprintf(err, "cluster %s has no slurm.conf (not created?)", id);
+        return NULL;
+    }
+    hosts_lc_socket(&c, s);
+    const struct hnode *l = login_node(s);
+    if (asprintf(&out,
+                 "export SLURM_CONF='%s'\n"
+                 "export MTC_CLUSTER='%s'\n"
+                 "export MTC_CLUSTER_DIR='%s'\n"
+                 "export MTC_CLUSTER_HOME='%s/home'\n"
+                 "# munge and unmunge need: --socket=%s\n"
+                 "export MTC_MUNGE_SOCKET='%s'\n"
+                 "# the cluster runs on hosts; its login node: mtc login %s\n"
+                 "export MTC_LOGIN_HOST='%s'\n",
+                 c.conf, id, c.dir, c.dir, c.munge_socket, c.munge_socket, id,
+                 l ? l->host : "") < 0) {
+        errprintf(err, "out of memory");
+        out = NULL;
+    }
+    free(s);
+    return out;
+}
+
+json_t *hosts_login(struct provider *p, const char *id, mtc_error_t *err)
+{
+    struct lc c;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return NULL;
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (!s || hosts_state_load(&c, s) < 0 || !login_node(s)) {
+        free(s);
+        errno = ENOENT;
+        errprintf(err, "cluster %s has no node on a host yet", id);
+        return NULL;
+    }
+    const struct hnode *l = login_node(s);
+    char var[64], env[1024], kh[PLEN];
+    snprintf(var, sizeof(var), SLURM_HOST_VAR, s->uid);
+    /* the login node's slurmd keeps the config; its controller as a fallback */
+    snprintf(env, sizeof(env),
+             "if [ -r %s/spool/conf-cache/slurm.conf ]; then export "
+             "SLURM_CONF=%s/spool/conf-cache/slurm.conf; else export SLURM_CONF_SERVER=%s%s%s:%d; "
+             "fi; export MTC_CLUSTER=%s",
+             var, var, strchr(s->ctld_addr, ':') ? "[" : "", s->ctld_addr,
+             strchr(s->ctld_addr, ':') ? "]" : "", s->ctld_port, id);
+    snprintf(kh, sizeof(kh), "%s/ssh/known_hosts", p->home);
+    json_t *o =
+        json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s}", "node", l->name, "host", l->host, "user",
+                  s->ssh_user[0] ? s->ssh_user : "root", "port", s->ssh_port ? s->ssh_port : 22,
+                  "knownHosts", kh, "remoteEnv", env, "cluster", id);
+    if (o && s->ssh_key[0])
+        json_object_set_new(o, "keyFile", json_string(s->ssh_key));
+    free(s);
+    return o;
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# hosts_errors: bad input and bad hosts get one line naming the field or the
+# host, and leave nothing behind. Spec errors (mixing local and hosts pools,
+# minNodeCount != len(hosts), a host in another stored cluster) are refused by
+# the API: nothing stored. Host errors are found by the create operation
+# (unreachable, wrong key, changed host key, Slurm version mismatch, a host
+# another cluster owns, the distribution's munged on the default socket, a
+# slurmd that cannot start after others did, mtcd not listening on TCP): the
+# cluster stays in ERROR with the reason, and no process and no file is left
+# on any host or on the controller.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/testhosts.inc"
+. "$(dirname "$0")/hosts_setup.inc"
+
+t_extra_cleanup() {
+    [ -n "${MTCD2:-}" ] && kill -TERM "$MTCD2" 2>/dev/null
+    hosts_cleanup
+}
+# Every host clean, and on the controller neither the cluster's directory
+# nor its /run/mtc/<uid> (the uid from mtcd's log) nor a daemon of it.
+all_clean() {
+    local i uid
+    for i in 1 2 3 4; do host_clean "$i" "${2:-}" || return 1; done
+    uid=$(sed -n "s/.*creating cluster $1 on hosts (uid \([0-9a-f]*\)).*/\1/p" "$MTC_HOME/log/mtcd.log" | tail -1)
+    [ -n "$uid" ] && [ ! -e "/run/mtc/$uid" ] && [ ! -e "$MTC_HOME/clusters/$1" ] &&
+        [ -z "$(pids_under "$MTC_HOME/clusters/$1")" ]
+}
+stored_error() { [ "$(state_of "$1")" = ERROR ] && mtc cluster events "$1" | grep -qE -- "OPERATION_FAILED .*$2"; }
+# spec ID_OF_FILE GPU_HOSTS_JSON COUNT [EXTRA_TOP_LEVEL]
+spec() {
+    cat >"$T_DIR/$1.json" <<JSON
+{"ssh": {"keyFile": "${KEY:-$TESTHOSTS_KEY}"},${4:-}
+ "nodePools": [{"id": "gpu", "machineSpec": {"machineType": "host"},
+   "scalingSpec": {"minNodeCount": $3}, "hosts": [$2]}]}
+JSON
+}
+state_of() { mtc cluster get "$1" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusterStatus"]["state"])'; }
+# The create of $1 fails naming $2 (a pattern), in one line, the cluster in
+# ERROR with the reason as an event; then nothing is left anywhere; delete.
+create_fails() {
+    local id=$1 want=$2 out
+    out=$(mtc cluster create -f "$T_DIR/$id.json" --id "$id" 2>&1)
+    diag "$id: $out"
+    check "$id: the create fails naming ${3:-it}" grep -qE "$want" <<<"$out"
+    check "$id: in one line" test "$(wc -l <<<"$out")" = 1
+    check "$id: stored in ERROR, the reason an event" stored_error "$id" "$want"
+    check "$id: nothing left on any host or on the controller" wait_for 10 all_clean "$id" "${4:-}"
+    out=$(mtc cluster delete "$id" 2>&1)
+    check "$id: delete removes it" bash -c "grep -q 'done: cluster deleted' <<<'$out' && ! mtc cluster get $id >/dev/null 2>&1"
+}
+
+check "4 test hosts up" testhosts_up 4
+[ "$T_FAILED" -eq 0 ] || done_testing
+H=("" "${TESTHOSTS_ADDRS[@]}")
+PORT=$(free_port)
+check "mtcd starts, listening on the bridge" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
+
+# --- refused by the API: nothing stored --------------------------------------
+cat >"$T_DIR/mix.json" <<JSON
+{"nodePools": [{"id": "gpu", "machineSpec": {"machineType": "host"}, "hosts": ["${H[1]}"]},
+               {"id": "cpu", "machineSpec": {"machineType": "local"}}]}
+JSON
+out=$(mtc cluster create -f "$T_DIR/mix.json" --id mix 2>&1)
+diag "$out"
+check "mixing local and hosts pools: one line naming the pool" \
+    grep -q 'nodePools\[1\]: node pool "cpu" lists no hosts; a cluster runs either on hosts' <<<"$out"
+spec count "\"${H[1]}\", \"${H[2]}\"" 1
+out=$(mtc cluster create -f "$T_DIR/count.json" --id count 2>&1)
+diag "$out"
+check "minNodeCount != len(hosts): one line naming the field" \
+    grep -q 'nodePools\[0\].scalingSpec.minNodeCount: must equal the number of hosts (2), got 1' <<<"$out"
+check "neither is stored" bash -c "! mtc cluster get mix >/dev/null 2>&1 && ! mtc cluster get count >/dev/null 2>&1"
+
+spec one "\"${H[1]}\"" 1
+out=$(mtc cluster create -f "$T_DIR/one.json" --id one 2>&1)
+check "a cluster on host 1 (first contact: host 1's key is now known)" grep -q "done: cluster one RUNNING" <<<"$out"
+spec two "\"${H[2]}\", \"${H[1]}\"" 2
+out=$(mtc cluster create -f "$T_DIR/two.json" --id two 2>&1)
+diag "$out"
+check "a host in another cluster: refused naming the host and the cluster" \
+    grep -q "nodePools\[0\].hosts\[1\]: host ${H[1]} belongs to cluster one (projects/local/locations/local)" <<<"$out"
+check "  not stored" bash -c "! mtc cluster get two >/dev/null 2>&1"
+check "  host 2 untouched" host_clean 2
+out=$(mtc cluster delete one 2>&1)
+check "delete the first cluster" grep -q "done: cluster deleted" <<<"$out"
+
+# --- found by the create: ERROR with the reason, nothing left ------------------
+testhost_rekey 1
+spec rekey "\"${H[1]}\"" 1
+create_fails rekey "host ${H[1]}: host key changed; if the host was reinstalled, remove line [0-9]+ of $MTC_HOME/ssh/known_hosts" "the host and the known_hosts line"
+
+spec unreach "\"${H[2]}\", \"$TESTHOSTS_UNUSED_ADDR\"" 2
+create_fails unreach "host $TESTHOSTS_UNUSED_ADDR: unreachable" "the unreachable host"
+
+ssh-keygen -q -t ed25519 -N '' -f "$T_DIR/wrong_key"
+KEY=$T_DIR/wrong_key spec wrongkey "\"${H[2]}\"" 1
+create_fails wrongkey "host ${H[2]}: authentication refused" "the host"
+
+# host 3's slurmd: a wrapper earlier in PATH, in host 3's mount namespace only
+mkdir -p "$T_DIR/sbin"
+cat >"$T_DIR/sbin/slurmd" <<EOF
+#!/bin/sh
+case "\$(cat $T_DIR/slurmd-mode)" in
+old) [ "\$1" = -V ] && { echo "slurm-wlm 21.08.8"; exit 0; } ;;
+broken) case "\$1" in -V | -C) ;; *) echo "slurmd: fatal: simulated start failure" >&2; exit 1 ;; esac ;;
+esac
+exec /usr/sbin/slurmd "\$@"
+EOF
+chmod 0755 "$T_DIR/sbin/slurmd"
+echo old >"$T_DIR/slurmd-mode"
+check "host 3: a different slurmd -V" testhost_exec 3 mount --bind "$T_DIR/sbin" /usr/local/sbin
+spec version "\"${H[2]}\", \"${H[3]}\"" 2
+create_fails version "host ${H[3]}: slurmd is 21.08.8, the controller runs Slurm $(slurmctld -V | awk '{print $2}')" "host 3 and both versions"
+
+# the rollback: slurmd starts on host 2, cannot start on host 3
+echo broken >"$T_DIR/slurmd-mode"
+spec rollback "\"${H[2]}\", \"${H[3]}\"" 2
+create_fails rollback "host ${H[3]}: .*slurmd did not start" "host 3"
+
+owner="uid=0123456789ab cluster=other controller=elsewhere home=/srv/mtc"
+testhost_exec 4 sh -c "echo '$owner' >/etc/mtc/owner"
+spec owned "\"${H[4]}\"" 1
+create_fails owned "host ${H[4]}: belongs to another cluster \(/etc/mtc/owner: uid=0123456789ab cluster=other" "the host and the owner" "*/owner"
+check "  the other cluster's marker is kept" testhost_exec 4 grep -qx "$owner" /etc/mtc/owner
+testhost_exec 4 rm -f /etc/mtc/owner
+
+testhost_exec 2 python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/run/munge/munge.socket.2")'
+spec munge "\"${H[2]}\"" 1
+create_fails munge "host ${H[2]}: a munged mtc did not start owns /run/munge/munge.socket.2 .*stop and disable munge.service" "the host and what to do" "*/munge.socket.2"
+testhost_exec 2 rm -f /run/munge/munge.socket.2
+
+# mtcd without --listen: agents on hosts could not report
+mkdir -p "$T_DIR/home2"
+mtcd --home "$T_DIR/home2" --daemon && MTCD2=$(cat "$T_DIR/home2/mtcd.pid") && track_pid "$MTCD2"
+spec nolisten "\"${H[2]}\"" 1
+out=$(mtc --home "$T_DIR/home2" cluster create -f "$T_DIR/nolisten.json" --id nolisten 2>&1)
+diag "$out"
+check "mtcd not listening on TCP: the create fails saying so" \
+    grep -q "mtcd does not listen on TCP, and agents on hosts report over TCP: start mtcd with --listen ADDR:PORT" <<<"$out"
+check "  host 2 untouched" host_clean 2
+mtc --home "$T_DIR/home2" cluster delete nolisten >/dev/null 2>&1
+done_testing
