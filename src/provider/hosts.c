@@ -232,9 +232,20 @@ int hosts_bundle(const struct provider *p, const struct lc *c, const struct hsta
     snprintf(path, sizeof(path), "%s/mtc-host", bin);
     if (local_write_if_changed(path, hosts_script(), err) < 0)
         return -1;
-    snprintf(path, sizeof(path), "%s/mtc-agent", bin);
-    if (p->agent && copy_file(p->agent, path, 0755, b->agent_sha, err) < 0)
-        return -1;
+    /* the programs, from beside mtcd's mtc-agent */
+    for (int k = 0; p->agent && k < HOSTS_NBIN; k++) {
+        char src[PLEN];
+        const char *slash = strrchr(p->agent, '/');
+        snprintf(src, sizeof(src), "%.*s%s", slash ? (int)(slash - p->agent + 1) : 0, p->agent,
+                 hosts_bin_names[k]);
+        snprintf(path, sizeof(path), "%s/%s", bin, hosts_bin_names[k]);
+        if (k != HOSTS_BIN_AGENT && access(src, X_OK) < 0) {
+            unlink(path); /* not built: recipes then need their own copy on the hosts */
+            continue;
+        }
+        if (copy_file(src, path, 0755, b->sha[k], err) < 0)
+            return -1;
+    }
     char host[256];
     if (gethostname(host, sizeof(host)) < 0)
         snprintf(host, sizeof(host), "unknown");
@@ -379,8 +390,7 @@ static int t_up(void *arg, size_t i, mtc_error_t *err)
     struct job *j = arg;
     const struct hnode *n = &j->s->nodes[i];
     struct ssh_conn *ssh = hosts_ssh(j->p, j->s, n->host, err);
-    int with_agent = j->b->agent_sha[0] && strcmp(j->facts[i].agent, j->b->agent_sha) != 0;
-    int rc = ssh ? hosts_remote_up(ssh, j->c, j->s, j->b, n, with_agent,
+    int rc = ssh ? hosts_remote_up(ssh, j->c, j->s, j->b, n, hosts_bins_stale(j->b, &j->facts[i]),
                                    hosts_fake_gpus(j->spec, n), err)
                  : -1;
     ssh_free(ssh);

@@ -91,13 +91,19 @@ void hosts_node_names(const struct hstate *s, char *buf, size_t len);
 /* ---- hosts_remote.c ---- */
 
 /* What the preflight learned about a host. */
+/* The programs mtc copies into every host's /var/lib/mtc/<uid>/bin from
+ * beside mtcd (a host's copy is replaced only when it differs): the agent,
+ * and the trainer the recipes run on the cluster's nodes. */
+enum hosts_bin { HOSTS_BIN_AGENT, HOSTS_BIN_TRAIN, HOSTS_NBIN };
+extern const char *const hosts_bin_names[HOSTS_NBIN];
+
 struct hfacts {
     char hostname[256];
     int cpus;
     long memory_mb;
     int gpus;       /* /dev/nvidiaN devices */
     int systemd;    /* the host runs systemd */
-    char agent[65]; /* sha256 of the mtc-agent copy there ("" none) */
+    char sha[HOSTS_NBIN][65]; /* sha256 of each program's copy there ("" none) */
 };
 
 /* The controller's own facts the hosts must match. */
@@ -127,16 +133,20 @@ int hosts_preflight(struct ssh_conn *ssh, const struct hstate *s, const struct h
  * linked, the scripts, the mtc-host script, the agent binary, the CA). */
 struct hbundle {
     char image[PLEN];
-    char agent_sha[65]; /* "" when no agent is copied */
+    char sha[HOSTS_NBIN][65]; /* of each program copied ("" when not copied) */
     char owner[512];    /* /etc/mtc/owner's line for this cluster */
 };
+/* The programs of b whose copy on the host (f) differs: a bit (1 << enum
+ * hosts_bin) each. */
+unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f);
 /* Bring node n up on its host: claim the host (/etc/mtc/owner), unpack the
  * bundle and the node's own files (<dir>/nodes/<node>/image), start munged,
  * the default-socket link, slurmd --conf-server and the agent (kept when
- * running with the same config). with_agent: copy the agent binary too.
+ * running with the same config). send: the programs to copy too
+ * (hosts_bins_stale).
  * gpus_fake: emulated GPUs to provide (-1: real hardware). 0 or -1 + err. */
 int hosts_remote_up(struct ssh_conn *ssh, const struct lc *c, const struct hstate *s,
-                    const struct hbundle *b, const struct hnode *n, int with_agent, int gpus_fake,
+                    const struct hbundle *b, const struct hnode *n, unsigned send, int gpus_fake,
                     mtc_error_t *err);
 /* Run one mtc-host operation on host ("check", "restart", "up", "stop",
  * "clean", "mark", "booted") for node (may be ""); stdout into out (may be

@@ -144,7 +144,7 @@ static int full_up(const struct act *a, struct hfacts *f, mtc_error_t *err)
         goto out;
     if (hosts_bundle(a->p, a->c, a->s, a->spec, &b, err) < 0)
         goto out;
-    rc = hosts_remote_up(ssh, a->c, a->s, &b, a->n, b.agent_sha[0] && strcmp(f->agent, b.agent_sha),
+    rc = hosts_remote_up(ssh, a->c, a->s, &b, a->n, hosts_bins_stale(&b, f),
                          hosts_fake_gpus(a->spec, a->n), err);
 out:
     ssh_free(ssh);

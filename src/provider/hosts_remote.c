@@ -169,7 +169,8 @@ static const char mtc_host_sh[] =
     "  sysd && echo systemd=1 || echo systemd=0\n"
     "  echo \"resources=$(slurmd -C 2>/dev/null | head -n 1)\"\n"
     "  echo \"gpus=$(ls /dev 2>/dev/null | grep -c '^nvidia[0-9][0-9]*$')\"\n"
-    "  echo \"agent=$(sha256sum $V/bin/mtc-agent 2>/dev/null | cut -c 1-64)\"\n"
+    "  for b in mtc-agent mtc-train; do echo \"$b=$(sha256sum $V/bin/$b 2>/dev/null | cut -c "
+    "1-64)\"; done\n"
     "  if alive slurmd; then echo port=ours; elif awk '$4 == \"0A\" && $2 ~ /:1AA2$/' "
     "/proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q .; then echo port=busy; else echo "
     "port=free; fi\n"
@@ -325,14 +326,15 @@ static const char *fact(const char *out, const char *key, char *buf, size_t len)
     return buf;
 }
 
-/* The packages a host needs, installed with apt (installPackages). */
+/* The packages a host needs, installed with apt (installPackages): Slurm and
+ * munge, and the libraries of mtc-agent and mtc-train. */
 static int install(struct ssh_conn *ssh, mtc_error_t *err)
 {
     static const char cmd[] =
         "command -v apt-get >/dev/null || { echo 'installPackages needs apt-get (Debian, "
         "Ubuntu)' >&2; exit 3; }; export DEBIAN_FRONTEND=noninteractive; "
         "apt-get install -y -q -o Dpkg::Options::=--force-confold slurmd slurm-client munge "
-        "libjansson4 libcurl4 >/dev/null";
+        "libjansson4 libcurl4 libopenblas0-pthread libopenmpi3 libgomp1 >/dev/null";
     if (ssh_run(ssh, cmd, NULL, INSTALL_MS, 0, err) != 0)
         return -1;
     return 0;
@@ -426,30 +428,45 @@ int hosts_preflight(struct ssh_conn *ssh, const struct hstate *s, const struct h
     }
     facts->gpus = atoi(fact(out, "gpus", v, sizeof(v)));
     facts->systemd = atoi(fact(out, "systemd", v, sizeof(v)));
-    snprintf(facts->agent, sizeof(facts->agent), "%s", fact(out, "agent", v, sizeof(v)));
+    for (int k = 0; k < HOSTS_NBIN; k++)
+        snprintf(facts->sha[k], sizeof(facts->sha[k]), "%s",
+                 fact(out, hosts_bin_names[k], v, sizeof(v)));
     free(out);
     return 0;
 }
 
 /* ---- bring-up ---- */
 
-/* tar of the bundle and the node's files (optionally the agent binary) into a buffer. */
-static int bundle_tar(const struct lc *c, const struct hstate *s, const struct hbundle *b,
-                      const struct hnode *n, int with_agent, struct mtc_io *io, mtc_error_t *err)
+const char *const hosts_bin_names[HOSTS_NBIN] = {"mtc-agent", "mtc-train"};
+
+unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f)
 {
-    char etc[128], host_sh[160], agent[160], node_dir[PLEN], node_etc[256];
+    unsigned send = 0;
+    for (int k = 0; k < HOSTS_NBIN; k++)
+        if (b->sha[k][0] && strcmp(f->sha[k], b->sha[k]) != 0)
+            send |= 1u << k;
+    return send;
+}
+
+/* tar of the bundle and the node's files (and the programs in send) into a buffer. */
+static int bundle_tar(const struct lc *c, const struct hstate *s, const struct hbundle *b,
+                      const struct hnode *n, unsigned send, struct mtc_io *io, mtc_error_t *err)
+{
+    char etc[128], host_sh[160], bins[HOSTS_NBIN][160], node_dir[PLEN], node_etc[256];
     snprintf(etc, sizeof(etc), "etc/mtc/%s", s->uid);
     snprintf(host_sh, sizeof(host_sh), "var/lib/mtc/%s/bin/mtc-host", s->uid);
-    snprintf(agent, sizeof(agent), "var/lib/mtc/%s/bin/mtc-agent", s->uid);
     local_path(c, node_dir, "nodes/%s/image", n->name);
     snprintf(node_etc, sizeof(node_etc), "etc/mtc/%s/nodes/%s", s->uid, n->name);
-    /* the image's members, the agent when wanted, then the node's own files */
-    char *argv[16] = {
+    /* the image's members, the programs wanted, then the node's own files */
+    char *argv[16 + HOSTS_NBIN] = {
         "tar", "-cf",  "-", "--owner=0", "--group=0", "--numeric-owner", "-C", (char *)b->image,
         etc,   host_sh};
     int k = 10;
-    if (with_agent)
-        argv[k++] = agent;
+    for (int i = 0; i < HOSTS_NBIN; i++) {
+        snprintf(bins[i], sizeof(bins[i]), "var/lib/mtc/%s/bin/%s", s->uid, hosts_bin_names[i]);
+        if (send & (1u << i))
+            argv[k++] = bins[i];
+    }
     argv[k++] = "-C";
     argv[k++] = node_dir;
     argv[k++] = node_etc;
@@ -469,12 +486,12 @@ static int bundle_tar(const struct lc *c, const struct hstate *s, const struct h
 }
 
 int hosts_remote_up(struct ssh_conn *ssh, const struct lc *c, const struct hstate *s,
-                    const struct hbundle *b, const struct hnode *n, int with_agent, int gpus_fake,
+                    const struct hbundle *b, const struct hnode *n, unsigned send, int gpus_fake,
                     mtc_error_t *err)
 {
     struct mtc_io io = {0};
     size_t len = 0;
-    if (bundle_tar(c, s, b, n, with_agent, &io, err) < 0)
+    if (bundle_tar(c, s, b, n, send, &io, err) < 0)
         return -1;
     len = io.out_len; /* binary: NULs inside */
     char cmd[2048];

@@ -4,10 +4,14 @@
  * nodes and hosts lists, `mtc env` and how `mtc login` reaches the login host. */
 #include "provider/hosts.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "slurm/slurm.h"
 
@@ -231,6 +235,45 @@ static const struct hnode *login_node(const struct hstate *s)
     return s->nnodes ? &s->nodes[0] : NULL;
 }
 
+/* The network (CIDR, into buf) of the controller's interface that holds
+ * address addr: where the hosts reach each other's addresses too. 0, or -1
+ * when no interface here holds addr. */
+static int addr_network(const char *addr, char *buf, size_t len)
+{
+    unsigned char want[16];
+    int family = strchr(addr, ':') ? AF_INET6 : AF_INET;
+    size_t alen = family == AF_INET6 ? 16 : 4;
+    struct ifaddrs *all, *i;
+    if (inet_pton(family, addr, want) != 1 || getifaddrs(&all) < 0)
+        return -1;
+    int rc = -1;
+    for (i = all; i && rc < 0; i = i->ifa_next) {
+        if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != family)
+            continue;
+        const unsigned char *a, *m;
+        if (family == AF_INET6) {
+            a = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr.s6_addr;
+            m = ((struct sockaddr_in6 *)i->ifa_netmask)->sin6_addr.s6_addr;
+        } else {
+            a = (const unsigned char *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+            m = (const unsigned char *)&((struct sockaddr_in *)i->ifa_netmask)->sin_addr;
+        }
+        if (memcmp(a, want, alen) != 0)
+            continue;
+        unsigned char net[16];
+        int bits = 0;
+        for (size_t k = 0; k < alen; k++) {
+            net[k] = a[k] & m[k];
+            bits += __builtin_popcount(m[k]);
+        }
+        char text[INET6_ADDRSTRLEN];
+        if (inet_ntop(family, net, text, sizeof(text)))
+            rc = snprintf(buf, len, "%s/%d", text, bits) < (int)len ? 0 : -1;
+    }
+    freeifaddrs(all);
+    return rc;
+}
+
 char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
 {
     struct lc c;
@@ -246,6 +289,15 @@ char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
     }
     hosts_lc_socket(&c, s);
     const struct hnode *l = login_node(s);
+    /* mtc run's jobs: MPI over TCP on the hosts' network, the trainer mtc
+     * copied to every host (when it was built beside mtcd) */
+    char net[64] = "", train[PLEN] = "", mpi[160] = "", trainer[PLEN + 64] = "";
+    if (addr_network(s->ctld_addr, net, sizeof(net)) == 0)
+        snprintf(mpi, sizeof(mpi), "export MTC_MPI_NETWORK='%s'\n", net);
+    local_path(&c, train, "image/var/lib/mtc/%s/bin/mtc-train", s->uid);
+    if (access(train, X_OK) == 0)
+        snprintf(trainer, sizeof(trainer), "export MTC_TRAINER='" SLURM_HOST_VAR "/bin/mtc-train'\n",
+                 s->uid);
     if (asprintf(&out,
                  "export SLURM_CONF='%s'\n"
                  "export MTC_CLUSTER='%s'\n"
@@ -254,9 +306,10 @@ char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
                  "# munge and unmunge need: --socket=%s\n"
                  "export MTC_MUNGE_SOCKET='%s'\n"
                  "# the cluster runs on hosts; its login node: mtc login %s\n"
-                 "export MTC_LOGIN_HOST='%s'\n",
-                 c.conf, id, c.dir, c.dir, c.munge_socket, c.munge_socket, id,
-                 l ? l->host : "") < 0) {
+                 "export MTC_LOGIN_HOST='%s'\n"
+                 "# mtc run: the trainer on the hosts, MPI between them over TCP\n%s%s",
+                 c.conf, id, c.dir, c.dir, c.munge_socket, c.munge_socket, id, l ? l->host : "",
+                 trainer, mpi) < 0) {
         errprintf(err, "out of memory");
         out = NULL;
     }

@@ -56,6 +56,7 @@ struct recipe_run {
     const char *time;            /* --time: Slurm time limit */
     const char *from_checkpoint; /* --from-checkpoint: initial weights (--init) */
     const char *trainer;         /* absolute path of mtc-train */
+    const char *mpi_network;     /* CIDR the ranks' MPI uses (a cluster on hosts), or NULL */
     const char *home;            /* $MTC_HOME */
     const char *experiment;      /* --experiment-name */
     int nodes;                   /* -n; 0 = recipe's */
@@ -86,6 +87,8 @@ char **recipe_trainer_argv(const json_t *resolved, mtc_error_t *err);
  * job inherits them from the submitting environment. Caller frees. */
 char *recipe_render_sbatch(const json_t *resolved, mtc_error_t *err);
 
+/* 1 when cidr is an IPv4 or IPv6 network as address/prefix ("10.20.0.0/24"). */
+int recipe_network_valid(const char *cidr);
 /* Names that reach #SBATCH lines, with the rules `mtc run` and `mtc rl launch`
  * share. A partition: [A-Za-z0-9_.-], 1-64. A time limit: minutes,
  * MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED or infinite. 1 if valid. */

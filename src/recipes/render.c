@@ -3,6 +3,7 @@
  * script (requeue, signal before the time limit, srun --mpi=pmix ranks). */
 #include "recipes/recipes.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -91,6 +92,19 @@ static char *absolute(const char *p)
     return out;
 }
 
+int recipe_network_valid(const char *cidr)
+{
+    const char *slash = strchr(cidr, '/');
+    unsigned char addr[16];
+    char a[INET6_ADDRSTRLEN];
+    if (!slash || (size_t)(slash - cidr) >= sizeof(a) || !slash[1] || strlen(slash + 1) > 3 ||
+        strspn(slash + 1, "0123456789") != strlen(slash + 1))
+        return 0;
+    snprintf(a, sizeof(a), "%.*s", (int)(slash - cidr), cidr);
+    int v6 = strchr(a, ':') != NULL;
+    return inet_pton(v6 ? AF_INET6 : AF_INET, a, addr) == 1 && atoi(slash + 1) <= (v6 ? 128 : 32);
+}
+
 int recipe_partition_valid(const char *s)
 {
     size_t n = s ? strlen(s) : 0;
@@ -144,6 +158,9 @@ static int check_run(const struct recipe_run *run, mtc_error_t *err)
                          run->partition);
     if (run->time && !recipe_time_valid(run->time))
         return errprintf(err, "--time %.80s: want minutes, HH:MM:SS or D-HH:MM:SS", run->time);
+    if (run->mpi_network && !recipe_network_valid(run->mpi_network))
+        return errprintf(err, "MTC_MPI_NETWORK %.80s: want an address/prefix (10.20.0.0/24)",
+                         run->mpi_network);
     const struct {
         const char *flag, *v;
     } paths[] = {{"--home", run->home},
@@ -352,6 +369,8 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
     if (run->cache_dir)
         json_object_set(out, "cacheDir", json_object_get(v->env, "HF_HOME"));
     json_object_set_new(out, "trainer", json_string(run->trainer ? run->trainer : "mtc-train"));
+    if (run->mpi_network)
+        json_object_set_new(out, "mpiNetwork", json_string(run->mpi_network));
     json_object_set(out, "model", json_object_get(recipe, "model"));
     json_object_set_new(out, "data", v->data);
     json_object_set_new(out, "train", v->train);
@@ -610,7 +629,13 @@ static void put_launch(FILE *f, const json_t *cfg, const char *image,
                        const char *const mounts[NMOUNTS])
 {
     int nodes = geti(cfg, "nodes", 1), rpn = geti(cfg, "ranksPerNode", 1);
+    const char *net = json_string_value(json_object_get(cfg, "mpiNetwork"));
     fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n");
+    if (net) { /* ranks on several hosts: Open MPI over TCP on the cluster's network */
+        fprintf(f, "    export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=");
+        put_q(f, net);
+        fprintf(f, "\n");
+    }
     /* --overcommit: emulated GPU nodes may have fewer CPUs than GPUs */
     if (geti(cfg, "gpusPerNode", 0) > 0)
         fprintf(f, "    srun --mpi=pmix --ntasks-per-node=%d --overcommit", rpn);

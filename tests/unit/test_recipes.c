@@ -314,6 +314,32 @@ static void test_container_mounts(void)
     json_decref(r);
 }
 
+/* A cluster on hosts: MPI over TCP on its network, the address/prefix checked. */
+static void test_mpi_network(void)
+{
+    mtc_error_t err = {""};
+    CHECK(recipe_network_valid("10.20.0.0/24") && recipe_network_valid("fd00::/64"), "networks");
+    CHECK(!recipe_network_valid("10.20.0.0") && !recipe_network_valid("10.20.0.0/33") &&
+              !recipe_network_valid("10.20.0.0/24' x") && !recipe_network_valid("/24") &&
+              !recipe_network_valid("x/24") && !recipe_network_valid("10.0.0.0/"),
+          "bad networks refused");
+    json_t *r = recipe_load("pretrain/tiny_gpt2_pt", NULL, 0, &err);
+    struct recipe_run run = {
+        .home = "/h", .timestamp = 1, .trainer = "/bin/mtc-train", .mpi_network = "10.20.0.0/24"};
+    json_t *cfg = r ? recipe_resolve(r, &run, &err) : NULL;
+    char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp "
+                         "OMPI_MCA_btl_tcp_if_include='10.20.0.0/24'\n    srun --mpi=pmix"),
+          "ranks use TCP on the network (%s)", err.text);
+    free(s);
+    json_decref(cfg);
+    run.mpi_network = "10.20.0.0/24; id";
+    cfg = r ? recipe_resolve(r, &run, &err) : NULL;
+    CHECK(!cfg && strstr(err.text, "MTC_MPI_NETWORK"), "a bad network named: %s", err.text);
+    json_decref(cfg);
+    json_decref(r);
+}
+
 int main(void)
 {
     test_catalog();
@@ -323,5 +349,6 @@ int main(void)
     test_finetune();
     test_sbatch_names();
     test_container_mounts();
+    test_mpi_network();
     return check_done();
 }

@@ -241,7 +241,13 @@ static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **
     json_t *recipe = load_recipe(f->recipe);
     if (!recipe)
         return -1;
-    if (sibling_program("mtc-train", trainer, len) < 0) {
+    /* a cluster on hosts: the trainer mtc copied to them, MPI over TCP on
+     * their network (from `mtc env`) */
+    const char *remote = getenv("MTC_TRAINER"), *net = getenv("MTC_MPI_NETWORK");
+    f->r.mpi_network = net && *net ? net : NULL;
+    if (remote && remote[0] == '/' && strlen(remote) < len) {
+        snprintf(trainer, len, "%s", remote);
+    } else if (sibling_program("mtc-train", trainer, len) < 0) {
         if (!f->dry_run) {
             json_decref(recipe);
             return cli_fail("mtc-train not found next to mtc or in PATH (build it with make)"), -1;
