@@ -539,13 +539,162 @@ static int local_wait_registered(const struct lc *c, const struct layout *l, mtc
     }
 }
 
+/* The short host name (slurmctld matches SlurmctldHost against it). */
+static void short_hostname(char *buf, size_t len)
+{
+    if (gethostname(buf, len) < 0)
+        snprintf(buf, len, "localhost");
+    buf[len - 1] = '\0';
+    char *dot = strchr(buf, '.');
+    if (dot)
+        *dot = '\0';
+}
+
+/* Apply, phase 1: each node's directories, the hook scripts, slurm.conf and
+ * gres.conf rendered, checked by Slurm and written; sha of both (what the
+ * daemons must run). 0/-1 + err. */
+static int write_config(struct provider *p, struct lc *c, const json_t *spec, struct layout *l,
+                        struct slurm_node *sizes, char sha[65], mtc_error_t *err)
+{
+    char hostname[256], path[PLEN];
+    short_hostname(hostname, sizeof(hostname));
+    const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
+    struct slurm_layout sl = {
+        .cluster = c->id,
+        .dir = c->dir,
+        .hostname = hostname,
+        .ctld_port = l->ctld_port,
+        .slurmd_port = l->slurmd_port,
+        .nodes = sizes,
+        .nnodes = l->nnodes,
+        .fake_gpus = 0,
+        .health_interval =
+            p->hook_health ? local_health_interval(spec, p->hook_health_interval) : 0};
+    /* real devices only when the host has as many as a node claims; an
+     * 8-GPU node emulated on a 1-GPU host gets device files of its own */
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (sizes[i].gpus > local_host_gpus())
+            sl.fake_gpus = 1;
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (local_node_provision(c, sizes[i].name, sizes[i].gpus, sl.fake_gpus, 0, err) < 0)
+            return -1;
+    if (write_hooks(p, c, json_object_get(ss, "prologBashScripts"),
+                    json_object_get(ss, "epilogBashScripts"), &sl, err) < 0)
+        return -1;
+    char *conf = slurm_conf_render(spec, &sl, err);
+    char *gres = conf ? slurm_gres_render(&sl, err) : NULL;
+    char *both = NULL;
+    int rc = -1;
+    if (!gres)
+        goto out;
+    /* a config Slurm would refuse never reaches the running daemons */
+    if (slurm_conf_check(conf, local_path(c, path, "slurm.conf.check"), err) < 0 ||
+        local_write_if_changed(local_path(c, path, "gres.conf"), gres, err) < 0 ||
+        local_write_if_changed(c->conf, conf, err) < 0 || layout_save(c, l, err) < 0)
+        goto out;
+    /* both files: slurmd re-reads gres.conf on reconfigure too */
+    if (asprintf(&both, "%s\n%s", conf, gres) < 0) {
+        both = NULL;
+        errprintf(err, "out of memory");
+        goto out;
+    }
+    mtc_sha256_hex(both, sha);
+    rc = 0;
+out:
+    free(both);
+    free(conf);
+    free(gres);
+    return rc;
+}
+
+/* Apply, phase 2: munged, and slurmctld running the config of sha —
+ * reconfigured, or restarted when the node set changed (slurmds of removed
+ * nodes stopped first). 0/-1 + err. */
+static int start_controller(struct lc *c, struct layout *l, const char *sha,
+                            provider_progress_fn progress, void *arg, mtc_error_t *err)
+{
+    char names[PLEN];
+    node_names(l, names, sizeof(names));
+    if (!local_munged_running(c)) {
+        say(progress, arg, "starting munged");
+        if (local_munged_start(c, err) < 0)
+            return -1;
+    }
+    /* nodes no longer in the spec: stop their slurmd first */
+    stop_other_slurmds(c, l, progress, arg);
+    int any_slurmd = 0;
+    for (size_t i = 0; i < l->nnodes; i++)
+        any_slurmd |= local_slurmd_running(c, l->nodes[i].name) > 0;
+
+    pid_t ctld = local_ctld_running(c);
+    int reconfigure_after = 0;
+    if (ctld && strcmp(l->applied_sha, sha) != 0) {
+        if (strcmp(l->applied_nodes, names) == 0) {
+            say(progress, arg, "reconfiguring slurmctld");
+            if (slurm_ctld_wait(c->conf, CTLD_WAIT_MS) < 0 || slurm_reconfigure(c->conf, err) < 0)
+                return -1;
+        } else {
+            /* Slurm 22.05 only learns about added or removed nodes at start;
+             * a clean stop saves the job queue in StateSaveLocation first */
+            say(progress, arg, "restarting slurmctld for the new node set");
+            local_stop_pidfile(c, "slurmctld", ctld);
+            ctld = 0;
+            reconfigure_after = any_slurmd;
+        }
+    }
+    if (!ctld) {
+        say(progress, arg, "starting slurmctld");
+        if (local_ctld_start(c, err) < 0)
+            return -1;
+        if (strcmp(l->applied_sha, sha) != 0)
+            reconfigure_after = any_slurmd;
+    } else if (slurm_ctld_wait(c->conf, CTLD_WAIT_MS) < 0) {
+        return errprintf(err, "slurmctld does not answer (see %s/log/slurmctld.log)", c->dir);
+    }
+    snprintf(l->applied_sha, sizeof(l->applied_sha), "%s", sha);
+    snprintf(l->applied_nodes, sizeof(l->applied_nodes), "%s", names);
+    if (layout_save(c, l, err) < 0)
+        return -1;
+    /* running slurmds re-read slurm.conf to learn the new node list */
+    if (reconfigure_after && slurm_reconfigure(c->conf, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Apply, phase 3: a slurmd per node, and its agent (restarted for a new
+ * policy, stopped when agents are off). 0/-1 + err. */
+static int start_nodes(struct provider *p, struct lc *c, const json_t *spec,
+                       const struct layout *l, provider_progress_fn progress, void *arg,
+                       mtc_error_t *err)
+{
+    for (size_t i = 0; i < l->nnodes; i++) {
+        if (local_slurmd_running(c, l->nodes[i].name))
+            continue;
+        say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
+        if (local_slurmd_start(c, l->nodes[i].name, err) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < l->nnodes; i++) {
+        const char *nn = l->nodes[i].name;
+        int changed = local_agent_config(p, c, spec, nn, l->nodes[i].port, err);
+        if (changed < 0)
+            return -1;
+        pid_t agent = local_agent_running(c, nn);
+        if (agent && (changed || !p->agent))
+            local_agent_stop(c, nn); /* a new policy, or agents turned off */
+        if (p->agent && (changed || !agent) && local_agent_start(p, c, nn, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int local_apply(struct provider *p, const char *id, const json_t *spec,
                        provider_progress_fn progress, void *arg, mtc_error_t *err)
 {
     struct lc c;
     struct layout *old = NULL, *l = NULL;
     struct slurm_node *sizes = NULL;
-    char *conf = NULL, *gres = NULL, hostname[256], path[PLEN], sha[65], names[PLEN];
+    char sha[65];
     int rc = -1;
 
     if (local_lc_init(&c, p, id, err) < 0)
@@ -577,120 +726,10 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         goto out;
     snprintf(l->applied_sha, sizeof(l->applied_sha), "%s", have_old ? old->applied_sha : "");
     snprintf(l->applied_nodes, sizeof(l->applied_nodes), "%s", have_old ? old->applied_nodes : "");
-    if (gethostname(hostname, sizeof(hostname)) < 0)
-        snprintf(hostname, sizeof(hostname), "localhost");
-    hostname[sizeof(hostname) - 1] = '\0';
-    /* slurmctld matches SlurmctldHost against its short host name */
-    char *dot = strchr(hostname, '.');
-    if (dot)
-        *dot = '\0';
-
-    const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
-    json_t *pro = json_object_get(ss, "prologBashScripts"),
-           *epi = json_object_get(ss, "epilogBashScripts");
-    struct slurm_layout sl = {
-        .cluster = id,
-        .dir = c.dir,
-        .hostname = hostname,
-        .ctld_port = l->ctld_port,
-        .slurmd_port = l->slurmd_port,
-        .nodes = sizes,
-        .nnodes = l->nnodes,
-        .fake_gpus = 0,
-        .health_interval =
-            p->hook_health ? local_health_interval(spec, p->hook_health_interval) : 0};
-    /* real devices only when the host has as many as a node claims; an
-     * 8-GPU node emulated on a 1-GPU host gets device files of its own */
-    for (size_t i = 0; i < l->nnodes; i++)
-        if (sizes[i].gpus > local_host_gpus())
-            sl.fake_gpus = 1;
-    for (size_t i = 0; i < l->nnodes; i++)
-        if (local_node_provision(&c, sizes[i].name, sizes[i].gpus, sl.fake_gpus, 0, err) < 0)
-            goto out;
-    if (write_hooks(p, &c, pro, epi, &sl, err) < 0)
+    if (write_config(p, &c, spec, l, sizes, sha, err) < 0 ||
+        start_controller(&c, l, sha, progress, arg, err) < 0 ||
+        start_nodes(p, &c, spec, l, progress, arg, err) < 0)
         goto out;
-    if (!(conf = slurm_conf_render(spec, &sl, err)) || !(gres = slurm_gres_render(&sl, err)))
-        goto out;
-    /* a config Slurm would refuse never reaches the running daemons */
-    if (slurm_conf_check(conf, local_path(&c, path, "slurm.conf.check"), err) < 0)
-        goto out;
-    if (local_write_if_changed(local_path(&c, path, "gres.conf"), gres, err) < 0 ||
-        local_write_if_changed(c.conf, conf, err) < 0 || layout_save(&c, l, err) < 0)
-        goto out;
-    {
-        /* both files: slurmd re-reads gres.conf on reconfigure too */
-        char *both = NULL;
-        if (asprintf(&both, "%s\n%s", conf, gres) < 0) {
-            errprintf(err, "out of memory");
-            goto out;
-        }
-        mtc_sha256_hex(both, sha);
-        free(both);
-    }
-    node_names(l, names, sizeof(names));
-
-    if (!local_munged_running(&c)) {
-        say(progress, arg, "starting munged");
-        if (local_munged_start(&c, err) < 0)
-            goto out;
-    }
-    /* nodes no longer in the spec: stop their slurmd first */
-    stop_other_slurmds(&c, l, progress, arg);
-    int any_slurmd = 0;
-    for (size_t i = 0; i < l->nnodes; i++)
-        any_slurmd |= local_slurmd_running(&c, l->nodes[i].name) > 0;
-
-    pid_t ctld = local_ctld_running(&c);
-    int reconfigure_after = 0;
-    if (ctld && strcmp(l->applied_sha, sha) != 0) {
-        if (strcmp(l->applied_nodes, names) == 0) {
-            say(progress, arg, "reconfiguring slurmctld");
-            if (slurm_ctld_wait(c.conf, CTLD_WAIT_MS) < 0 || slurm_reconfigure(c.conf, err) < 0)
-                goto out;
-        } else {
-            /* Slurm 22.05 only learns about added or removed nodes at start;
-             * a clean stop saves the job queue in StateSaveLocation first */
-            say(progress, arg, "restarting slurmctld for the new node set");
-            local_stop_pidfile(&c, "slurmctld", ctld);
-            ctld = 0;
-            reconfigure_after = any_slurmd;
-        }
-    }
-    if (!ctld) {
-        say(progress, arg, "starting slurmctld");
-        if (local_ctld_start(&c, err) < 0)
-            goto out;
-        if (strcmp(l->applied_sha, sha) != 0)
-            reconfigure_after = any_slurmd;
-    } else if (slurm_ctld_wait(c.conf, CTLD_WAIT_MS) < 0) {
-        errprintf(err, "slurmctld does not answer (see %s/log/slurmctld.log)", c.dir);
-        goto out;
-    }
-    snprintf(l->applied_sha, sizeof(l->applied_sha), "%s", sha);
-    snprintf(l->applied_nodes, sizeof(l->applied_nodes), "%s", names);
-    if (layout_save(&c, l, err) < 0)
-        goto out;
-    /* running slurmds re-read slurm.conf to learn the new node list */
-    if (reconfigure_after && slurm_reconfigure(c.conf, err) < 0)
-        goto out;
-    for (size_t i = 0; i < l->nnodes; i++) {
-        if (local_slurmd_running(&c, l->nodes[i].name))
-            continue;
-        say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
-        if (local_slurmd_start(&c, l->nodes[i].name, err) < 0)
-            goto out;
-    }
-    for (size_t i = 0; i < l->nnodes; i++) {
-        const char *nn = l->nodes[i].name;
-        int changed = local_agent_config(p, &c, spec, nn, l->nodes[i].port, err);
-        if (changed < 0)
-            goto out;
-        pid_t agent = local_agent_running(&c, nn);
-        if (agent && (changed || !p->agent))
-            local_agent_stop(&c, nn); /* a new policy, or agents turned off */
-        if (p->agent && (changed || !agent) && local_agent_start(p, &c, nn, err) < 0)
-            goto out;
-    }
     say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
     if (local_wait_registered(&c, l, err) < 0)
         goto out;
@@ -699,8 +738,6 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
 out:
     local_unlock(&c);
     json_decref(norm);
-    free(conf);
-    free(gres);
     free(old);
     free(l);
     free(sizes);
