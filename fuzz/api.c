@@ -15,6 +15,7 @@
 #include "control/control.h"
 #include "provider/provider.h"
 #include "store/store.h"
+#include "files.h"
 
 static struct store *st;
 static struct provider *prov;
@@ -24,14 +25,13 @@ static struct api_config cfg = {.nvml_libraries = nvml};
 
 static void setup(void)
 {
-    char dir[] = "/dev/shm/mtc-fuzz-api.XXXXXX", path[128];
+    char path[128];
     mtc_error_t err;
-    if (!mkdtemp(dir))
-        abort();
-    snprintf(path, sizeof(path), "%s/mtcd.db", dir);
+    fuzz_make_dir("api"); /* removed at exit */
+    fuzz_path(path, sizeof(path), "mtcd.db");
     log_open("/dev/null", "fuzz", LOG_EMERG);
     st = store_open(path, &err);
-    prov = st ? provider_create("local", dir, &err) : NULL;
+    prov = st ? provider_create("local", fuzz_dir, &err) : NULL;
     ctl = prov ? control_create(st, prov, 1000, &err) : NULL;
     if (!ctl)
         abort();
