@@ -72,23 +72,6 @@ static int wait_booted(const struct act *a, mtc_error_t *err)
     }
 }
 
-/* 'text' quoted for a POSIX shell. */
-static void sh_quote(const char *text, char *buf, size_t len)
-{
-    size_t k = 0;
-    buf[k++] = '\'';
-    for (const char *p = text; *p && k + 5 < len; p++) {
-        if (*p == '\'') {
-            memcpy(buf + k, "'\\''", 4);
-            k += 4;
-        } else {
-            buf[k++] = *p;
-        }
-    }
-    buf[k++] = '\'';
-    buf[k] = '\0';
-}
-
 static int act_restart(const struct act *a, mtc_error_t *err)
 {
     return node_op(a, "restart", err);
@@ -97,10 +80,14 @@ static int act_restart(const struct act *a, mtc_error_t *err)
 static int act_reboot(const struct act *a, mtc_error_t *err)
 {
     const char *cmd = json_string_value(remediation(a->spec, "rebootCommand"));
-    char q[2200], line[2400];
-    sh_quote(cmd ? cmd : HOSTS_REBOOT_DEFAULT, q, sizeof(q));
-    if (node_op(a, "mark", err) < 0)
+    char line[2400];
+    char *q = mtc_shell_quote(cmd ? cmd : HOSTS_REBOOT_DEFAULT);
+    if (!q)
+        return errprintf(err, "out of memory");
+    if (node_op(a, "mark", err) < 0) {
+        free(q);
         return -1;
+    }
     /* detached, for the connection may die with the host; a command that
      * fails at once (not found, refused) fails the action at once */
     snprintf(line, sizeof(line),
@@ -109,6 +96,7 @@ static int act_reboot(const struct act *a, mtc_error_t *err)
              "[ \"$(cat $r/reboot.rc)\" != 0 ]; then echo \"reboot command failed (exit $(cat "
              "$r/reboot.rc)): $(tail -n 1 $r/reboot.out)\" >&2; exit 3; fi",
              a->s->uid, q);
+    free(q);
     struct ssh_conn *ssh = hosts_ssh(a->p, a->s, a->n->host, err);
     mtc_error_t e2 = {""};
     int rc = ssh ? ssh_run(ssh, line, NULL, 30000, 0, &e2) : -1;
@@ -178,6 +166,12 @@ static int act_reimage(const struct act *a, mtc_error_t *err)
             line[k] = *p, line[k + 1] = '\0';
         }
     }
+    /* a host that still answers gets the boot mark: mtc waits for the
+     * reinstalled system, not the old one */
+    mtc_error_t e2 = {""};
+    if (node_op(a, "mark", &e2) < 0)
+        log_msg(LOG_NOTICE, "cluster %s: reimage %s: no boot mark (%s)", a->c->id, a->n->host,
+                e2.text);
     log_msg(LOG_NOTICE, "cluster %s: reimage %s: %s", a->c->id, a->n->host, line);
     char *argv[] = {"sh", "-c", line, NULL}, *out = NULL;
     int rc = mtc_run(argv, NULL, &out, a->boot_timeout_s * 1000);
@@ -196,9 +190,13 @@ static int act_reimage(const struct act *a, mtc_error_t *err)
     }
     free(out);
     /* a reinstalled host has a new host key: forget the old one (trust on first use again) */
-    char kh[PLEN];
+    char kh[PLEN], name[300];
     snprintf(kh, sizeof(kh), "%s/ssh/known_hosts", a->p->home);
-    char *keygen[] = {"ssh-keygen", "-R", a->n->host, "-f", kh, NULL};
+    if (a->s->ssh_port && a->s->ssh_port != 22) /* known_hosts names it [host]:port */
+        snprintf(name, sizeof(name), "[%s]:%d", a->n->host, a->s->ssh_port);
+    else
+        snprintf(name, sizeof(name), "%s", a->n->host);
+    char *keygen[] = {"ssh-keygen", "-R", name, "-f", kh, NULL};
     mtc_run(keygen, NULL, NULL, 10000);
     if (wait_booted(a, err) < 0)
         return -1;

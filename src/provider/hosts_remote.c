@@ -5,6 +5,7 @@
  * work in parallel threads. */
 #include "provider/hosts.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <openssl/evp.h>
@@ -12,10 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include "cluster/cluster.h"
 #include "slurm/slurm.h"
@@ -51,11 +52,12 @@ static const char mtc_host_sh[] =
     "  p=$(cat \"$(pidfile $1)\" 2>/dev/null) || return 1\n"
     "  [ -n \"$p\" ] && tr '\\0' '\\n' </proc/$p/environ 2>/dev/null | grep -qx \"MTC_UID=$U\"\n"
     "}\n"
-    /* run NAME CMD...: start a daemon in the foreground of a unit, or detached */
+    /* unit NAME CMD...: a daemon in the foreground of a transient unit; stopping
+     * it stops the daemon alone (KillMode=process): job steps keep running */
     "unit() {\n"
     "  n=$1; shift\n"
     "  systemctl reset-failed mtc-$U-$n >/dev/null 2>&1\n"
-    "  systemd-run --quiet --collect --unit=mtc-$U-$n -E MTC_UID=$U \"$@\"\n"
+    "  systemd-run --quiet --collect --unit=mtc-$U-$n -p KillMode=process -E MTC_UID=$U \"$@\"\n"
     "}\n"
     "dirs() {\n"
     "  umask 022\n"
@@ -94,7 +96,7 @@ static const char mtc_host_sh[] =
     "  t=0; while [ $t -lt 5 ]; do\n"
     "    if sysd; then unit slurmd slurmd -D --conf-server $S -N $N\n"
     "    else MTC_UID=$U slurmd --conf-server $S -N $N </dev/null >>$V/log/slurmd.out 2>&1; fi\n"
-    "    sleep 0.5; alive slurmd && return 0\n"
+    "    sleep 0.5; alive slurmd && echo $N >$R/slurmd.node && return 0\n"
     "    t=$((t + 1)); sleep 1; done\n"
     "  die \"slurmd did not start: $(tail -q -n 1 $V/log/slurmd.log $V/log/slurmd.out "
     "2>/dev/null | tail -n 1)\"\n"
@@ -148,6 +150,7 @@ static const char mtc_host_sh[] =
     "  dirs\n"
     "  alive munged || { start_munged; [ $OP = check ] && say restarted munged; }\n"
     "  link\n"
+    "  alive slurmd && [ \"$(cat $R/slurmd.node 2>/dev/null)\" != \"$N\" ] && stop_one slurmd\n"
     "  alive slurmd || { start_slurmd; [ $OP = check ] && say restarted slurmd; }\n"
     "  sum=$(cat $E/nodes/$N/agent.json $E/nodes/$N/agent.env 2>/dev/null | cksum)\n"
     "  if alive agent; then [ $OP = up ] && [ \"$sum\" != \"$(cat $R/agent.sum 2>/dev/null)\" ] && "
@@ -333,8 +336,14 @@ static int install(struct ssh_conn *ssh, mtc_error_t *err)
     static const char cmd[] =
         "command -v apt-get >/dev/null || { echo 'installPackages needs apt-get (Debian, "
         "Ubuntu)' >&2; exit 3; }; export DEBIAN_FRONTEND=noninteractive; "
+        "had=$(dpkg-query -W -f='${Status}' munge 2>/dev/null | grep -c ' installed'); "
+        "apt-get update -q >/dev/null && "
         "apt-get install -y -q -o Dpkg::Options::=--force-confold slurmd slurm-client munge "
-        "libjansson4 libcurl4 libopenblas0-pthread libopenmpi3 libgomp1 >/dev/null";
+        "libjansson4 libcurl4 libopenblas0-pthread libopenmpi3 libgomp1 >/dev/null && "
+        /* a munge.service that came with this install would hold the default
+         * socket: mtc runs its own munged (one it did not install stays) */
+        "{ [ \"$had\" = 1 ] || ! command -v systemctl >/dev/null || "
+        "systemctl disable --now munge.service >/dev/null 2>&1 || true; }";
     if (ssh_run(ssh, cmd, NULL, INSTALL_MS, 0, err) != 0)
         return -1;
     return 0;
@@ -347,6 +356,12 @@ static int judge(const char *h, const char *out, const struct hstate *s,
     char v[512], w[128];
     if (strcmp(fact(out, "kernel", v, sizeof(v)), "Linux") != 0)
         return errprintf(err, "host %s: runs %s, not Linux", h, *v ? v : "an unknown system");
+    /* the controller's own munged and slurmctld hold this uid's paths here */
+    fact(out, "hostname", v, sizeof(v));
+    if (strncasecmp(v, ctl->hostname, strlen(ctl->hostname)) == 0 &&
+        (v[strlen(ctl->hostname)] == '\0' || v[strlen(ctl->hostname)] == '.'))
+        return errprintf(err, "host %s: is mtcd's own host (%s); list only the other hosts", h,
+                         ctl->hostname);
     if (strcmp(fact(out, "arch", v, sizeof(v)), ctl->arch) != 0)
         return errprintf(err,
                          "host %s: architecture %s, the controller is %s (mtc copies its own "

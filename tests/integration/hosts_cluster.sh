@@ -141,6 +141,16 @@ assert [p for p in c["nodePools"] if p["id"] == "gpu"][0]["hosts"] == sys.argv[2
     "$json" "${H[2]}" "${H[3]}"
 check "  and runs jobs on both hosts" bash -c "timeout 60 srun -N2 true"
 
+# the first host leaves the pool: node 0 moves onto the second host, whose
+# slurmd (running as node 1) restarts under its new name
+spec "\"${H[3]}\"" 1 >"$T_DIR/one.json"
+out=$(M cluster update hc -f "$T_DIR/one.json" 2>&1)
+diag "$out"
+check "update removing the pool's first host" grep -q "done: cluster hc RUNNING (1 node," <<<"$out"
+check "  hc-gpu-0 now runs on the second host" \
+    bash -c "timeout 60 srun -N1 -w hc-gpu-0 hostname | grep -qx '${TESTHOSTS_NAMES[3]}'"
+check "  the first host left clean" wait_for 20 host_clean 2
+
 out=$(M cluster delete hc 2>&1)
 check "delete" grep -q "done: cluster deleted" <<<"$out"
 for i in 1 2 3 4 5; do
