@@ -19,20 +19,6 @@
 
 #define REAL_NVML "libnvidia-ml.so.1"
 
-static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    log_msg(LOG_INFO, "%s", msg);
-    if (progress)
-        progress(arg, msg);
-}
-
 void hosts_lc_socket(struct lc *c, const struct hstate *s)
 {
     snprintf(c->munge_socket, sizeof(c->munge_socket), SLURM_HOST_RUN "/munge/munge.socket.2",
@@ -429,7 +415,7 @@ static void clean_unused(struct provider *p, const struct lc *c, struct hstate *
             j->hosts[n++] = s->nodes[i].host;
     if (n == 0)
         goto out;
-    say(progress, arg, "cleaning %zu host(s)", n);
+    local_say(progress, arg, "cleaning %zu host(s)", n);
     hosts_parallel(n, t_op, j, errs);
     for (size_t i = 0; i < n; i++) {
         if (errs[i].text[0]) {
@@ -517,7 +503,7 @@ static int controller_up(const struct lc *c, struct hstate *s, const char *sha,
         return errprintf(err, "mkdir %s: %s (the controller needs /run/mtc writable)", dir,
                          strerror(errno));
     if (!local_munged_running(c)) {
-        say(progress, arg, "starting munged");
+        local_say(progress, arg, "starting munged");
         if (local_munged_start(c, err) < 0)
             return -1;
     }
@@ -528,21 +514,21 @@ static int controller_up(const struct lc *c, struct hstate *s, const char *sha,
         if (strcmp(s->applied_nodes, names) == 0) {
             reconfigure = 1;
         } else { /* 22.05 learns of added or removed nodes only at start */
-            say(progress, arg, "restarting slurmctld for the new node set");
+            local_say(progress, arg, "restarting slurmctld for the new node set");
             local_stop_pidfile(c, "slurmctld", ctld);
             ctld = 0;
             reconfigure = 1; /* running slurmds fetch the new config */
         }
     }
     if (!ctld) {
-        say(progress, arg, "starting slurmctld");
+        local_say(progress, arg, "starting slurmctld");
         if (local_ctld_start(c, err) < 0)
             return -1;
     } else if (slurm_ctld_wait(c->conf, CTLD_WAIT_MS) < 0) {
         return errprintf(err, "slurmctld does not answer (see %s/log/slurmctld.log)", c->dir);
     }
     if (reconfigure && s->applied_sha[0]) {
-        say(progress, arg, "reconfiguring slurmctld");
+        local_say(progress, arg, "reconfiguring slurmctld");
         if (slurm_reconfigure(c->conf, err) < 0)
             return -1;
     }
@@ -594,7 +580,7 @@ static int check_hosts(struct job *j, const json_t *spec, mtc_error_t *errs,
                        provider_progress_fn progress, void *arg, mtc_error_t *err)
 {
     struct hstate *s = j->s;
-    say(progress, arg, "checking %zu host(s)", s->nnodes);
+    local_say(progress, arg, "checking %zu host(s)", s->nnodes);
     long bad = hosts_parallel(s->nnodes, t_preflight, j, errs);
     if (bad >= 0)
         return errprintf(err, "%s", errs[bad].text);
@@ -662,13 +648,13 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
     if (controller_up(c, s, sha, progress, arg, err) < 0)
         goto out;
     move_nodes(c, have_old ? old : NULL, s);
-    say(progress, arg, "starting %zu node(s) on their hosts", s->nnodes);
+    local_say(progress, arg, "starting %zu node(s) on their hosts", s->nnodes);
     long bad = hosts_parallel(s->nnodes, t_up, j, errs);
     if (bad >= 0) {
         errprintf(err, "%s", errs[bad].text);
         goto out;
     }
-    say(progress, arg, "waiting for %zu node(s) to register", s->nnodes);
+    local_say(progress, arg, "waiting for %zu node(s) to register", s->nnodes);
     if (hosts_wait_registered(c, s, err) < 0)
         goto out;
     for (size_t i = 0; i < s->nhosts;) /* hosts in use need no cleaning record */
@@ -717,11 +703,11 @@ static int hosts_apply(struct provider *p, const char *id, const json_t *spec_in
         errprintf(err, "cannot pick a cluster uid and port");
         goto out;
     }
-    say(progress, arg, "%s cluster %s on hosts (uid %s)", have_old ? "updating" : "creating", id,
+    local_say(progress, arg, "%s cluster %s on hosts (uid %s)", have_old ? "updating" : "creating", id,
         s->uid);
     rc = apply_locked(p, &c, spec, old, have_old, s, &touched, progress, arg, err);
     if (rc == 0) {
-        say(progress, arg, "cluster %s is ready", id);
+        local_say(progress, arg, "cluster %s is ready", id);
     } else if (!have_old || !old->applied_sha[0]) {
         /* a create that failed leaves nothing behind, here or on any host */
         log_msg(LOG_WARNING, "cluster %s: create failed (%s); removing what was started", id,

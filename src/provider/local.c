@@ -35,16 +35,14 @@ const char *local_path(const struct lc *c, char *buf, const char *fmt, ...)
     return buf;
 }
 
-static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
+/* Format, log and pass on one line of an apply's progress. */
+void local_say(provider_progress_fn progress, void *arg, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    log_vformat(LOG_INFO, msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    log_msg(LOG_INFO, "%s", msg);
     if (progress)
         progress(arg, msg);
 }
@@ -498,7 +496,7 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
         char name[96];
         snprintf(name, sizeof(name), "slurmd-%s", names[i]);
         if (keep)
-            say(progress, arg, "removing node %s", names[i]);
+            local_say(progress, arg, "removing node %s", names[i]);
         local_stop_pidfile(c, name, local_slurmd_running(c, names[i]));
         local_agent_stop(c, names[i]);
         /* what the daemons leave behind: steps, tasks, hook programs */
@@ -616,7 +614,7 @@ static int start_controller(struct lc *c, struct layout *l, const char *sha,
     char names[PLEN];
     node_names(l, names, sizeof(names));
     if (!local_munged_running(c)) {
-        say(progress, arg, "starting munged");
+        local_say(progress, arg, "starting munged");
         if (local_munged_start(c, err) < 0)
             return -1;
     }
@@ -630,20 +628,20 @@ static int start_controller(struct lc *c, struct layout *l, const char *sha,
     int reconfigure_after = 0;
     if (ctld && strcmp(l->applied_sha, sha) != 0) {
         if (strcmp(l->applied_nodes, names) == 0) {
-            say(progress, arg, "reconfiguring slurmctld");
+            local_say(progress, arg, "reconfiguring slurmctld");
             if (slurm_ctld_wait(c->conf, CTLD_WAIT_MS) < 0 || slurm_reconfigure(c->conf, err) < 0)
                 return -1;
         } else {
             /* Slurm 22.05 only learns about added or removed nodes at start;
              * a clean stop saves the job queue in StateSaveLocation first */
-            say(progress, arg, "restarting slurmctld for the new node set");
+            local_say(progress, arg, "restarting slurmctld for the new node set");
             local_stop_pidfile(c, "slurmctld", ctld);
             ctld = 0;
             reconfigure_after = any_slurmd;
         }
     }
     if (!ctld) {
-        say(progress, arg, "starting slurmctld");
+        local_say(progress, arg, "starting slurmctld");
         if (local_ctld_start(c, err) < 0)
             return -1;
         if (strcmp(l->applied_sha, sha) != 0)
@@ -670,7 +668,7 @@ static int start_nodes(struct provider *p, struct lc *c, const json_t *spec,
     for (size_t i = 0; i < l->nnodes; i++) {
         if (local_slurmd_running(c, l->nodes[i].name))
             continue;
-        say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
+        local_say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
         if (local_slurmd_start(c, l->nodes[i].name, err) < 0)
             return -1;
     }
@@ -721,7 +719,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         goto out;
     }
     int have_old = local_layout_load(&c, old) == 0;
-    say(progress, arg, have_old ? "updating cluster %s" : "creating cluster %s", id);
+    local_say(progress, arg, have_old ? "updating cluster %s" : "creating cluster %s", id);
     if (plan_nodes(&c, spec, have_old ? old : NULL, l, sizes, err) < 0)
         goto out;
     snprintf(l->applied_sha, sizeof(l->applied_sha), "%s", have_old ? old->applied_sha : "");
@@ -730,10 +728,10 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         start_controller(&c, l, sha, progress, arg, err) < 0 ||
         start_nodes(p, &c, spec, l, progress, arg, err) < 0)
         goto out;
-    say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
+    local_say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
     if (local_wait_registered(&c, l, err) < 0)
         goto out;
-    say(progress, arg, "cluster %s is ready", id);
+    local_say(progress, arg, "cluster %s is ready", id);
     rc = 0;
 out:
     local_unlock(&c);

@@ -45,6 +45,10 @@ struct layout {
 /* <cluster dir>/<fmt...> into buf (PLEN bytes); returns buf. */
 const char *local_path(const struct lc *c, char *buf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A line of an apply's progress: logged (LOG_INFO) and passed to progress
+ * (may be NULL). */
+void local_say(provider_progress_fn progress, void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int local_lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t *err);
 /* Cluster lock (apply/supervise/delete/node actions). wait 0: fail when held. 0/-1. */
 int local_lock(struct lc *c, int wait);
