@@ -322,28 +322,10 @@ out:
 
 int hosts_wait_registered(const struct lc *c, const struct hstate *s, mtc_error_t *err)
 {
-    int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;
-    char last[256] = "";
-    for (;;) {
-        mtc_error_t e2;
-        json_t *st = slurm_node_states(c->conf, &e2);
-        size_t ok = 0;
-        for (size_t i = 0; st && i < s->nnodes; i++) {
-            const char *v = json_string_value(json_object_get(st, s->nodes[i].name));
-            if (slurm_state_registered(v))
-                ok++;
-            else if (!last[0] || ok == i)
-                snprintf(last, sizeof(last), "%s on %s is %s", s->nodes[i].name, s->nodes[i].host,
-                         v ? v : "missing");
-        }
-        json_decref(st);
-        if (st && ok == s->nnodes)
-            return 0;
-        if (mtc_now_ms() >= end)
-            return errprintf(err, "nodes did not register within %d s: %s", REGISTER_WAIT_MS / 1000,
-                             st ? last : e2.text);
-        mtc_sleep_ms(250);
-    }
+    const char *names[HOSTS_MAX], *hosts[HOSTS_MAX];
+    for (size_t i = 0; i < s->nnodes; i++)
+        names[i] = s->nodes[i].name, hosts[i] = s->nodes[i].host;
+    return local_wait_registered(c, names, hosts, s->nnodes, err);
 }
 
 /* ---- per-host work, in parallel ---- */
@@ -729,30 +711,23 @@ out:
 
 /* ---- delete ---- */
 
-static int hosts_delete(struct provider *p, const char *id, mtc_error_t *err)
+/* Delete, under the lock: what runs on the hosts and here stopped (teardown). */
+static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
 {
-    struct lc c;
-    if (local_lc_init(&c, p, id, err) < 0)
-        return -1;
-    if (!mtc_path_exists(c.dir))
-        return 0;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s)
         return errprintf(err, "out of memory");
-    if (local_lock(&c, 1) < 0) {
-        free(s);
-        return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
+    if (hosts_state_load(c, s) == 0) {
+        hosts_lc_socket(c, s);
+        teardown(p, c, s);
     }
-    if (hosts_state_load(&c, s) == 0) {
-        hosts_lc_socket(&c, s);
-        teardown(p, &c, s);
-    }
-    int rc = mtc_rm_rf(c.dir);
-    local_unlock(&c);
     free(s);
-    if (rc < 0)
-        return errprintf(err, "cannot remove %s: %s", c.dir, strerror(errno));
     return 0;
+}
+
+static int hosts_delete(struct provider *p, const char *id, mtc_error_t *err)
+{
+    return local_delete_with(p, id, delete_stop, err);
 }
 
 const struct provider_ops provider_hosts_ops = {

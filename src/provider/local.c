@@ -512,27 +512,32 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
 
 /* ---- convergence ---- */
 
-static int local_wait_registered(const struct lc *c, const struct layout *l, mtc_error_t *err)
+/* Both providers' wait for a whole cluster to register (local.h). */
+int local_wait_registered(const struct lc *c, const char *const *names, const char *const *hosts,
+                          size_t n, mtc_error_t *err)
 {
     int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;
-    char last[256] = "";
+    char last[256] = "", see[PLEN + 16] = "";
+    if (!hosts)
+        snprintf(see, sizeof(see), " (see %s/log)", c->dir);
     for (;;) {
         mtc_error_t e2;
         json_t *st = slurm_node_states(c->conf, &e2);
         size_t ok = 0;
-        for (size_t i = 0; st && i < l->nnodes; i++) {
-            const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
+        for (size_t i = 0; st && i < n; i++) {
+            const char *s = json_string_value(json_object_get(st, names[i]));
             if (slurm_state_registered(s))
                 ok++;
             else if (!last[0] || ok == i)
-                snprintf(last, sizeof(last), "%s is %s", l->nodes[i].name, s ? s : "missing");
+                snprintf(last, sizeof(last), "%s%s%s is %s", names[i], hosts ? " on " : "",
+                         hosts ? hosts[i] : "", s ? s : "missing");
         }
         json_decref(st);
-        if (st && ok == l->nnodes)
+        if (st && ok == n)
             return 0;
         if (mtc_now_ms() >= end)
-            return errprintf(err, "nodes did not register within %d s: %s (see %s/log)",
-                             REGISTER_WAIT_MS / 1000, st ? last : e2.text, c->dir);
+            return errprintf(err, "nodes did not register within %d s: %s%s",
+                             REGISTER_WAIT_MS / 1000, st ? last : e2.text, see);
         mtc_sleep_ms(250);
     }
 }
@@ -729,7 +734,10 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         start_nodes(p, &c, spec, l, progress, arg, err) < 0)
         goto out;
     local_say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
-    if (local_wait_registered(&c, l, err) < 0)
+    const char *names[MAX_NODES];
+    for (size_t i = 0; i < l->nnodes; i++)
+        names[i] = l->nodes[i].name;
+    if (local_wait_registered(&c, names, NULL, l->nnodes, err) < 0)
         goto out;
     local_say(progress, arg, "cluster %s is ready", id);
     rc = 0;
@@ -743,7 +751,8 @@ out:
 }
 
 
-static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
+/* The delete of either provider: lock, stop, remove (local.h). */
+int local_delete_with(struct provider *p, const char *id, local_stop_fn stop, mtc_error_t *err)
 {
     struct lc c;
     if (local_lc_init(&c, p, id, err) < 0)
@@ -752,16 +761,28 @@ static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
         return 0;
     if (local_lock(&c, 1) < 0)
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
-    if (local_ctld_running(&c))
-        slurm_cancel_all(c.conf, 10000); /* no slurmstepd outlives its slurmd */
-    stop_other_slurmds(&c, NULL, NULL, NULL);
-    local_stop_pidfile(&c, "slurmctld", local_ctld_running(&c));
-    local_stop_pidfile(&c, "munged", local_munged_running(&c));
-    int rc = mtc_rm_rf(c.dir);
+    int rc = stop(p, &c, err);
+    if (rc == 0 && (rc = mtc_rm_rf(c.dir)) < 0)
+        errprintf(err, "cannot remove %s: %s", c.dir, strerror(errno));
     local_unlock(&c);
-    if (rc < 0)
-        return errprintf(err, "cannot remove %s: %s", c.dir, strerror(errno));
+    return rc;
+}
+
+/* Delete, under the lock: the jobs cancelled, then every daemon stopped. */
+static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
+{
+    (void)p, (void)err;
+    if (local_ctld_running(c))
+        slurm_cancel_all(c->conf, 10000); /* no slurmstepd outlives its slurmd */
+    stop_other_slurmds(c, NULL, NULL, NULL);
+    local_stop_pidfile(c, "slurmctld", local_ctld_running(c));
+    local_stop_pidfile(c, "munged", local_munged_running(c));
     return 0;
+}
+
+static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
+{
+    return local_delete_with(p, id, delete_stop, err);
 }
 
 static int local_supervise(struct provider *p, const char *id, const json_t *spec,

@@ -53,6 +53,11 @@ int local_lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t 
 /* Cluster lock (apply/supervise/delete/node actions). wait 0: fail when held. 0/-1. */
 int local_lock(struct lc *c, int wait);
 void local_unlock(struct lc *c);
+/* Delete cluster id (provider_delete): under its lock, stop(p, c, err) stops
+ * what runs, then the directory is removed. No directory: 0. A stop that
+ * fails leaves the directory. 0/-1 + err. */
+typedef int (*local_stop_fn)(struct provider *p, struct lc *c, mtc_error_t *err);
+int local_delete_with(struct provider *p, const char *id, local_stop_fn stop, mtc_error_t *err);
 /* 1 when pid's argv contains a and (if given) b as whole arguments. */
 int local_proc_has(pid_t pid, const char *file, const char *a, const char *b);
 int local_cmdline_has(pid_t pid, const char *a, const char *b);
@@ -74,6 +79,11 @@ int local_ctld_start(const struct lc *c, mtc_error_t *err);
 int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err);
 int local_layout_load(const struct lc *c, struct layout *l);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);
+/* Wait (REGISTER_WAIT_MS) until slurmctld shows the n nodes names[]
+ * registered. hosts[] (NULL: this host, whose log directory the error
+ * names): where each runs, named in the error. 0/-1 + err. */
+int local_wait_registered(const struct lc *c, const char *const *names, const char *const *hosts,
+                          size_t n, mtc_error_t *err);
 /* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
 int local_host_gpus(void);
 /* Write path when its content differs. 1 changed, 0 same, -1 + err. */
