@@ -115,6 +115,22 @@ int local_node_kill(const struct lc *c, const char *node, mtc_error_t *err);
  * the spec has a policy, else fallback. */
 int local_health_interval(const json_t *spec, int fallback);
 
+/* The node repair actions (provider_node_action), in escalating order; each
+ * provider has its own table of them. */
+enum local_action { LOCAL_RESTART, LOCAL_REBOOT, LOCAL_REIMAGE, LOCAL_REPLACE, LOCAL_NACTIONS };
+extern const char *const local_action_names[LOCAL_NACTIONS];
+/* action's index in local_action_names, or -1 + err (EINVAL) when it is none. */
+int local_action_find(const char *action, mtc_error_t *err);
+/* Wait (REGISTER_WAIT_MS) until slurmctld shows node's slurmd with a start
+ * time other than old_start, and registered. host: where it runs, named in
+ * the error; NULL: this host, where a slurmd that exited ends the wait at
+ * once. 0/-1 + err (ETIMEDOUT). */
+int local_wait_new_slurmd(const struct lc *c, const char *node, const char *host,
+                          const char *old_start, mtc_error_t *err);
+/* The "results" array of `mtc-agent check --json`'s output object o
+ * (consumed; may be NULL), or NULL when it has none. */
+json_t *local_check_results(json_t *o);
+
 int local_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
                       const char *action, mtc_error_t *err);
 json_t *local_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,

@@ -502,18 +502,34 @@ static int act_replace(const struct act_ctx *a, mtc_error_t *err)
     return local_node_provision(a->c, a->n->name, gpus, gpus > local_host_gpus(), 1, err);
 }
 
-static const struct action {
-    const char *name;
-    int (*fn)(const struct act_ctx *a, mtc_error_t *err);
-} actions[] = {
-    {"restart", act_restart}, {"reboot", act_reboot}, {"reimage", act_reimage},
-    {"replace", act_replace}, {NULL, NULL},
+static int (*const actions[LOCAL_NACTIONS])(const struct act_ctx *a, mtc_error_t *err) = {
+    [LOCAL_RESTART] = act_restart,
+    [LOCAL_REBOOT] = act_reboot,
+    [LOCAL_REIMAGE] = act_reimage,
+    [LOCAL_REPLACE] = act_replace,
 };
 
-/* Wait until the node's new slurmd has registered: slurmctld shows a
- * SlurmdStartTime other than before and a registered state. */
-static int wait_new_slurmd(const struct lc *c, const char *node, const char *old_start,
-                           mtc_error_t *err)
+const char *const local_action_names[LOCAL_NACTIONS] = {
+    [LOCAL_RESTART] = "restart",
+    [LOCAL_REBOOT] = "reboot",
+    [LOCAL_REIMAGE] = "reimage",
+    [LOCAL_REPLACE] = "replace",
+};
+
+/* The index of action in local_action_names (local.h). */
+int local_action_find(const char *action, mtc_error_t *err)
+{
+    for (int k = 0; action && k < LOCAL_NACTIONS; k++)
+        if (strcmp(local_action_names[k], action) == 0)
+            return k;
+    errno = EINVAL;
+    return errprintf(err, "unknown node action \"%.40s\" (restart, reboot, reimage, replace)",
+                     action ? action : "");
+}
+
+/* Both providers' wait for a node's new slurmd (local.h). */
+int local_wait_new_slurmd(const struct lc *c, const char *node, const char *host,
+                          const char *old_start, mtc_error_t *err)
 {
     char start[64] = "", state[128] = "";
     for (int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;; mtc_sleep_ms(250)) {
@@ -528,13 +544,14 @@ static int wait_new_slurmd(const struct lc *c, const char *node, const char *old
                 slurm_state_registered(state))
                 return 0;
         }
-        if (!local_slurmd_running(c, node))
+        if (!host && !local_slurmd_running(c, node))
             return errprintf(err, "%s: slurmd exited at start (see %s/log/slurmd-%s.log)", node,
                              c->dir, node);
         if (mtc_now_ms() >= end) {
             errno = ETIMEDOUT;
-            return errprintf(err, "%s: slurmd did not register within %d s (state %s)", node,
-                             REGISTER_WAIT_MS / 1000, state[0] ? state : "unknown");
+            return errprintf(err, "%s: slurmd%s%s did not register within %d s (state %s)", node,
+                             host ? " on " : "", host ? host : "", REGISTER_WAIT_MS / 1000,
+                             state[0] ? state : "unknown");
         }
     }
 }
@@ -543,15 +560,8 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
                       const char *action, mtc_error_t *err)
 {
     struct lc c;
-    const struct action *act = actions;
-    while (act->name && (!action || strcmp(act->name, action) != 0))
-        act++;
-    if (!act->name) {
-        errno = EINVAL;
-        return errprintf(err, "unknown node action \"%.40s\" (restart, reboot, reimage, replace)",
-                         action ? action : "");
-    }
-    if (local_lc_init(&c, p, id, err) < 0)
+    int k = local_action_find(action, err);
+    if (k < 0 || local_lc_init(&c, p, id, err) < 0)
         return -1;
     struct layout *l = calloc(1, sizeof(*l));
     if (!l)
@@ -578,9 +588,9 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
     }
     char old_start[64] = "";
     slurm_node_get(c.conf, n->name, "SlurmdStartTime", old_start, sizeof(old_start));
-    log_msg(LOG_NOTICE, "cluster %s: %s node %s", id, act->name, n->name);
+    log_msg(LOG_NOTICE, "cluster %s: %s node %s", id, local_action_names[k], n->name);
     struct act_ctx a = {p, &c, spec, n};
-    if (act->fn(&a, err) < 0)
+    if (actions[k](&a, err) < 0)
         goto out;
     /* up again: fresh config for a re-provisioned node, slurmd, then its agent */
     if (local_node_provision(&c, n->name, node_gpus(spec, n),
@@ -601,11 +611,22 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
         goto out;
     if (p->agent && !local_agent_running(&c, n->name) && local_agent_start(p, &c, n->name, err) < 0)
         goto out;
-    rc = wait_new_slurmd(&c, n->name, old_start, err);
+    rc = local_wait_new_slurmd(&c, n->name, NULL, old_start, err);
 out:
     local_unlock(&c);
     free(l);
     return rc;
+}
+
+/* The results of mtc-agent check for both providers (local.h). */
+json_t *local_check_results(json_t *o)
+{
+    json_t *res = json_incref(json_object_get(o, "results"));
+    json_decref(o);
+    if (json_is_array(res))
+        return res;
+    json_decref(res);
+    return NULL;
 }
 
 json_t *local_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
@@ -634,11 +655,8 @@ json_t *local_node_check(struct provider *p, const char *id, const json_t *spec,
         if (s)
             o = json_loads(s + (*s == '\n'), JSON_DISABLE_EOF_CHECK, NULL);
     }
-    json_t *res = json_incref(json_object_get(o, "results"));
-    json_decref(o);
-    if (!json_is_array(res)) {
-        json_decref(res);
-        res = NULL;
+    json_t *res = local_check_results(o);
+    if (!res) {
         char *nl = out ? strchr(out, '\n') : NULL;
         if (nl)
             *nl = '\0';
