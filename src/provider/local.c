@@ -785,6 +785,28 @@ static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
     return local_delete_with(p, id, delete_stop, err);
 }
 
+/* The controller's part of both providers' supervise (local.h). */
+int local_supervise_controller(const struct lc *c, provider_event_fn ev, void *arg,
+                               int *ctld_restarted, mtc_error_t *err)
+{
+    *ctld_restarted = 0;
+    if (!local_munged_running(c)) {
+        if (local_munged_start(c, err) < 0)
+            return -1;
+        if (ev)
+            ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
+    }
+    if (!local_ctld_running(c)) {
+        if (local_ctld_start(c, err) < 0)
+            return -1;
+        if (ev)
+            ev(arg, "SLURMCTLD_RESTART", NULL,
+               "slurmctld was not running; restarted with saved state");
+        *ctld_restarted = 1;
+    }
+    return 0;
+}
+
 static int local_supervise(struct provider *p, const char *id, const json_t *spec,
                            provider_event_fn ev, void *arg, mtc_error_t *err)
 {
@@ -802,20 +824,8 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
         goto out;
     }
-    if (!local_munged_running(&c)) {
-        if (local_munged_start(&c, err) < 0)
-            goto out;
-        if (ev)
-            ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
-    }
-    if (!local_ctld_running(&c)) {
-        if (local_ctld_start(&c, err) < 0)
-            goto out;
-        if (ev)
-            ev(arg, "SLURMCTLD_RESTART", NULL,
-               "slurmctld was not running; restarted with saved state");
-        ctld_restarted = 1;
-    }
+    if (local_supervise_controller(&c, ev, arg, &ctld_restarted, err) < 0)
+        goto out;
     for (size_t i = 0; i < l->nnodes; i++) {
         if (local_slurmd_running(&c, l->nodes[i].name))
             continue;

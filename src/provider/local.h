@@ -76,6 +76,11 @@ int local_munged_start(const struct lc *c, mtc_error_t *err);
 /* slurmctld on c->conf; start waits until it answers. */
 pid_t local_ctld_running(const struct lc *c);
 int local_ctld_start(const struct lc *c, mtc_error_t *err);
+/* A supervision pass over the controller: munged and slurmctld started again
+ * when dead, each reported through ev (may be NULL). 0 (*ctld_restarted: 1
+ * when slurmctld was), or -1 + err. */
+int local_supervise_controller(const struct lc *c, provider_event_fn ev, void *arg,
+                               int *ctld_restarted, mtc_error_t *err);
 int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err);
 int local_layout_load(const struct lc *c, struct layout *l);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);
