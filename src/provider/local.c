@@ -459,6 +459,18 @@ int local_write_if_changed(const char *path, const char *text, mtc_error_t *err)
     return 1;
 }
 
+/* local_write_if_changed of j's indented text (local.h). */
+int local_json_write_if_changed(const char *path, json_t *j, mtc_error_t *err)
+{
+    char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    json_decref(j);
+    if (!text)
+        return errprintf(err, "out of memory");
+    int rc = local_write_if_changed(path, text, err);
+    free(text);
+    return rc;
+}
+
 /* Stop every slurmd and mtc-agent that has a pid file (mtc's in run/ or
  * Slurm's in run/slurm/) and is not a node of keep (NULL: stop all), and remove the
  * node's directories. Scanning pid files rather than the saved layout also
@@ -749,7 +761,6 @@ out:
     free(sizes);
     return rc;
 }
-
 
 /* The delete of either provider: lock, stop, remove (local.h). */
 int local_delete_with(struct provider *p, const char *id, local_stop_fn stop, mtc_error_t *err)

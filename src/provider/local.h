@@ -93,6 +93,8 @@ int local_wait_registered(const struct lc *c, const char *const *names, const ch
 int local_host_gpus(void);
 /* Write path when its content differs. 1 changed, 0 same, -1 + err. */
 int local_write_if_changed(const char *path, const char *text, mtc_error_t *err);
+/* The same with j (consumed; NULL: out of memory) as indented JSON text. */
+int local_json_write_if_changed(const char *path, json_t *j, mtc_error_t *err);
 
 /* ---- local_node.c ---- */
 
@@ -105,6 +107,10 @@ int local_node_provision(const struct lc *c, const char *node, int gpus, int fak
  * 0 same, -1 + err. */
 int local_agent_config(const struct provider *p, const struct lc *c, const json_t *spec,
                        const char *node, int port, mtc_error_t *err);
+/* The lines every node's agent.env starts with, into buf: MTC_NODE, SLURM_CONF
+ * (conf) and, with emulated GPUs (nvml_state set), FAKE_NVML_STATE. */
+void local_agent_env_head(char *buf, size_t len, const char *node, const char *conf,
+                          const char *nvml_state);
 pid_t local_agent_running(const struct lc *c, const char *node);
 /* Start `mtc-agent run` for node (p->agent must be set). 0/-1 + err. */
 int local_agent_start(const struct provider *p, const struct lc *c, const char *node,
