@@ -287,14 +287,7 @@ static int layout_save(const struct lc *c, const struct layout *l, mtc_error_t *
     json_t *j = json_pack("{s:s,s:i,s:i,s:o,s:s,s:s}", "id", c->id, "ctldPort", l->ctld_port,
                           "slurmdPort", l->slurmd_port, "nodes", nodes, "appliedConfSha256",
                           l->applied_sha, "appliedNodes", l->applied_nodes);
-    char *s = json_dumps(j, JSON_INDENT(2));
-    json_decref(j);
-    int rc =
-        s ? mtc_write_file_atomic(local_path(c, path, "cluster.json"), s, strlen(s), 0644) : -1;
-    free(s);
-    if (rc < 0)
-        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
-    return 0;
+    return local_json_save(local_path(c, path, "cluster.json"), j, 0644, err);
 }
 
 const struct lnode *local_layout_find(const struct layout *l, const char *name)
@@ -457,6 +450,20 @@ int local_write_if_changed(const char *path, const char *text, mtc_error_t *err)
     if (mtc_write_file_atomic(path, text, strlen(text), 0644) < 0)
         return errprintf(err, "cannot write %s: %s", path, strerror(errno));
     return 1;
+}
+
+/* A state file of either provider (local.h). */
+int local_json_save(const char *path, json_t *j, mode_t mode, mtc_error_t *err)
+{
+    char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    json_decref(j);
+    if (!text)
+        return errprintf(err, "cannot write %s: out of memory", path);
+    int rc = mtc_write_file_atomic(path, text, strlen(text), mode);
+    free(text);
+    if (rc < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return 0;
 }
 
 /* local_write_if_changed of j's indented text (local.h). */

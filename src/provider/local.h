@@ -93,7 +93,10 @@ int local_wait_registered(const struct lc *c, const char *const *names, const ch
 int local_host_gpus(void);
 /* Write path when its content differs. 1 changed, 0 same, -1 + err. */
 int local_write_if_changed(const char *path, const char *text, mtc_error_t *err);
-/* The same with j (consumed; NULL: out of memory) as indented JSON text. */
+/* j (consumed; NULL: out of memory) as indented JSON text, written atomically
+ * to path with mode. 0/-1 + err. */
+int local_json_save(const char *path, json_t *j, mode_t mode, mtc_error_t *err);
+/* local_write_if_changed with j (consumed; NULL: out of memory) as indented JSON text. */
 int local_json_write_if_changed(const char *path, json_t *j, mtc_error_t *err);
 
 /* ---- local_node.c ---- */
