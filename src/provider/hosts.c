@@ -269,10 +269,7 @@ int hosts_write_conf(const struct provider *p, const struct lc *c, const struct 
     char ctl_host[256], path[PLEN], etc[PLEN];
     if (!sizes)
         return errprintf(err, "out of memory");
-    if (gethostname(ctl_host, sizeof(ctl_host)) < 0)
-        snprintf(ctl_host, sizeof(ctl_host), "localhost");
-    ctl_host[sizeof(ctl_host) - 1] = '\0';
-    ctl_host[strcspn(ctl_host, ".")] = '\0'; /* slurmctld matches its short name */
+    local_short_hostname(ctl_host, sizeof(ctl_host));
     local_path(c, etc, "image/etc/mtc/%s/etc", s->uid);
     struct slurm_layout sl = {.cluster = c->id,
                               .dir = c->dir,
@@ -289,27 +286,8 @@ int hosts_write_conf(const struct provider *p, const struct lc *c, const struct 
     sl.epilog = mtc_path_exists((snprintf(path, sizeof(path), "%s/epilog.sh", etc), path));
     if (mtc_path_exists((snprintf(path, sizeof(path), "%s/health.sh", etc), path)))
         sl.health_interval = local_health_interval(spec, p->hook_health_interval);
-    char *conf = slurm_conf_render(spec, &sl, err),
-         *gres = conf ? slurm_gres_render(&sl, err) : NULL;
-    char *both = NULL;
+    int rc = local_conf_write(c, spec, &sl, sha, err);
     free(sizes);
-    int rc = -1;
-    /* a config Slurm would refuse never reaches the running daemons */
-    if (!conf || !gres ||
-        slurm_conf_check(conf, local_path(c, path, "slurm.conf.check"), err) < 0 ||
-        local_write_if_changed(local_path(c, path, "gres.conf"), gres, err) < 0 ||
-        local_write_if_changed(c->conf, conf, err) < 0)
-        goto out;
-    if (asprintf(&both, "%s\n%s", conf, gres) < 0) {
-        errprintf(err, "out of memory");
-        goto out;
-    }
-    mtc_sha256_hex(both, sha);
-    free(both);
-    rc = 0;
-out:
-    free(conf);
-    free(gres);
     return rc;
 }
 

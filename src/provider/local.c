@@ -561,8 +561,8 @@ int local_wait_registered(const struct lc *c, const char *const *names, const ch
     }
 }
 
-/* The short host name (slurmctld matches SlurmctldHost against it). */
-static void short_hostname(char *buf, size_t len)
+/* The short host name, for both providers (local.h). */
+void local_short_hostname(char *buf, size_t len)
 {
     if (gethostname(buf, len) < 0)
         snprintf(buf, len, "localhost");
@@ -578,8 +578,8 @@ static void short_hostname(char *buf, size_t len)
 static int write_config(struct provider *p, struct lc *c, const json_t *spec, struct layout *l,
                         struct slurm_node *sizes, char sha[65], mtc_error_t *err)
 {
-    char hostname[256], path[PLEN];
-    short_hostname(hostname, sizeof(hostname));
+    char hostname[256];
+    local_short_hostname(hostname, sizeof(hostname));
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
     struct slurm_layout sl = {
         .cluster = c->id,
@@ -603,8 +603,18 @@ static int write_config(struct provider *p, struct lc *c, const json_t *spec, st
     if (write_hooks(p, c, json_object_get(ss, "prologBashScripts"),
                     json_object_get(ss, "epilogBashScripts"), &sl, err) < 0)
         return -1;
-    char *conf = slurm_conf_render(spec, &sl, err);
-    char *gres = conf ? slurm_gres_render(&sl, err) : NULL;
+    if (local_conf_write(c, spec, &sl, sha, err) < 0 || layout_save(c, l, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Both providers' slurm.conf and gres.conf (local.h). */
+int local_conf_write(const struct lc *c, const json_t *spec, const struct slurm_layout *sl,
+                     char sha[65], mtc_error_t *err)
+{
+    char path[PLEN];
+    char *conf = slurm_conf_render(spec, sl, err);
+    char *gres = conf ? slurm_gres_render(sl, err) : NULL;
     char *both = NULL;
     int rc = -1;
     if (!gres)
@@ -612,7 +622,7 @@ static int write_config(struct provider *p, struct lc *c, const json_t *spec, st
     /* a config Slurm would refuse never reaches the running daemons */
     if (slurm_conf_check(conf, local_path(c, path, "slurm.conf.check"), err) < 0 ||
         local_write_if_changed(local_path(c, path, "gres.conf"), gres, err) < 0 ||
-        local_write_if_changed(c->conf, conf, err) < 0 || layout_save(c, l, err) < 0)
+        local_write_if_changed(c->conf, conf, err) < 0)
         goto out;
     /* both files: slurmd re-reads gres.conf on reconfigure too */
     if (asprintf(&both, "%s\n%s", conf, gres) < 0) {

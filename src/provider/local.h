@@ -89,6 +89,14 @@ const struct lnode *local_layout_find(const struct layout *l, const char *name);
  * names): where each runs, named in the error. 0/-1 + err. */
 int local_wait_registered(const struct lc *c, const char *const *names, const char *const *hosts,
                           size_t n, mtc_error_t *err);
+/* This host's name up to the first dot (slurmctld matches SlurmctldHost
+ * against it), "localhost" when it has none. */
+void local_short_hostname(char *buf, size_t len);
+/* Render slurm.conf and gres.conf for spec and sl, have Slurm check them, and
+ * write each that differs; sha: the sha256 of both. 0/-1 + err. */
+struct slurm_layout;
+int local_conf_write(const struct lc *c, const json_t *spec, const struct slurm_layout *sl,
+                     char sha[65], mtc_error_t *err);
 /* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
 int local_host_gpus(void);
 /* Write path when its content differs. 1 changed, 0 same, -1 + err. */
