@@ -71,22 +71,7 @@ kill "$ATT" 2>/dev/null
 echo "while 127.0.0.2 holds idle conns:  $idle  (attacker connected: $now open, peak $peak)"
 
 rss0=$(rss)
-python3 - "$PORT" <<'PY' &
-import socket, sys, threading
-port = int(sys.argv[1])
-def post():
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.3", 0))
-        s.sendall(b"POST /v1beta1/projects/p/locations/l/modelDevelopmentClusters HTTP/1.1\r\n"
-                  b"Host: x\r\nContent-Length: 1048576\r\n\r\n" + b"a" * 1048576)
-        s.close()
-    except OSError:
-        pass
-for _ in range(10):
-    ts = [threading.Thread(target=post) for _ in range(20)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
-PY
+python3 "$ROOT/tests/tools/post_flood.py" "$PORT" &
 POSTS=$!
 PIDS+=("$POSTS")
 flood=$(load)

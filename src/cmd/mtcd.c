@@ -152,9 +152,8 @@ static void die(int ready_fd, const char *fmt, ...)
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    log_vformat(LOG_ERR, msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    log_msg(LOG_ERR, "%s", msg);
     if (ready_fd >= 0) {
         if (write(ready_fd, msg, strlen(msg)) < 0) {
         }

@@ -23,6 +23,10 @@ int errprintf(mtc_error_t *err, const char *fmt, ...) __attribute__((format(prin
 int log_open(const char *path, const char *ident, int level);
 void log_close(void);
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Format fmt/ap into buf (len bytes) and log it at level: for a message that
+ * is also shown elsewhere (progress lines, a daemon's last words). Returns buf. */
+const char *log_vformat(int level, char *buf, size_t len, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 /* Files. All return 0/-1 with errno unless noted. */
 int mtc_mkdir_p(const char *path, mode_t mode);

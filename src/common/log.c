@@ -66,3 +66,10 @@ void log_msg(int level, const char *fmt, ...)
     pthread_mutex_unlock(&log_lock);
     errno = saved;
 }
+
+const char *log_vformat(int level, char *buf, size_t len, const char *fmt, va_list ap)
+{
+    vsnprintf(buf, len, fmt, ap);
+    log_msg(level, "%s", buf);
+    return buf;
+}

@@ -262,52 +262,19 @@ static int act_replace(const struct act *a, mtc_error_t *err)
     return full_up(a, &f, err);
 }
 
-static const struct action {
-    const char *name;
-    int (*fn)(const struct act *a, mtc_error_t *err);
-} actions[] = {
-    {"restart", act_restart}, {"reboot", act_reboot}, {"reimage", act_reimage},
-    {"replace", act_replace}, {NULL, NULL},
+static int (*const actions[LOCAL_NACTIONS])(const struct act *a, mtc_error_t *err) = {
+    [LOCAL_RESTART] = act_restart,
+    [LOCAL_REBOOT] = act_reboot,
+    [LOCAL_REIMAGE] = act_reimage,
+    [LOCAL_REPLACE] = act_replace,
 };
-
-/* Until slurmctld shows the node's slurmd with a start time other than
- * old_start and a registered state (REGISTER_WAIT_MS). */
-static int wait_new_slurmd(const struct lc *c, const struct hnode *n, const char *old_start,
-                           mtc_error_t *err)
-{
-    char start[64] = "", state[128] = "";
-    for (int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;; mtc_sleep_ms(250)) {
-        if (slurm_node_get(c->conf, n->name, "SlurmdStartTime", start, sizeof(start)) == 0 &&
-            strcmp(start, old_start) != 0 && strcmp(start, "None") != 0 &&
-            slurm_node_get(c->conf, n->name, "State", state, sizeof(state)) == 0) {
-            for (char *s = state; *s; s++)
-                *s = (char)tolower((unsigned char)*s);
-            if (!strstr(state, "not_responding") && !strstr(state, "down") &&
-                slurm_state_registered(state))
-                return 0;
-        }
-        if (mtc_now_ms() >= end) {
-            errno = ETIMEDOUT;
-            return errprintf(err, "%s: slurmd on %s did not register within %d s (state %s)",
-                             n->name, n->host, REGISTER_WAIT_MS / 1000,
-                             state[0] ? state : "unknown");
-        }
-    }
-}
 
 int hosts_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
                       const char *action, mtc_error_t *err)
 {
-    const struct action *act = actions;
-    while (act->name && (!action || strcmp(act->name, action) != 0))
-        act++;
-    if (!act->name) {
-        errno = EINVAL;
-        return errprintf(err, "unknown node action \"%.40s\" (restart, reboot, reimage, replace)",
-                         action ? action : "");
-    }
     struct lc c;
-    if (local_lc_init(&c, p, id, err) < 0)
+    int k = local_action_find(action, err);
+    if (k < 0 || local_lc_init(&c, p, id, err) < 0)
         return -1;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s)
@@ -333,10 +300,11 @@ int hosts_node_action(struct provider *p, const char *id, const json_t *spec, co
     struct act a = {p, &c, s, spec, n, bt ? (int)json_integer_value(bt) : HOSTS_BOOT_TIMEOUT_S};
     char old_start[64] = "";
     slurm_node_get(c.conf, n->name, "SlurmdStartTime", old_start, sizeof(old_start));
-    log_msg(LOG_NOTICE, "cluster %s: %s node %s on %s", id, act->name, n->name, n->host);
-    if (act->fn(&a, err) < 0)
+    log_msg(LOG_NOTICE, "cluster %s: %s node %s on %s", id, local_action_names[k], n->name,
+            n->host);
+    if (actions[k](&a, err) < 0)
         goto out;
-    rc = wait_new_slurmd(&c, n, old_start, err);
+    rc = local_wait_new_slurmd(&c, n->name, n->host, old_start, err);
 out:
     local_unlock(&c);
     free(s);
@@ -370,14 +338,9 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
     ssh_free(ssh);
     /* 0 all pass, 1 a check failed: both print the results */
     json_t *o = (rc == 0 || rc == 1) && out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
-    res = json_incref(json_object_get(o, "results"));
-    json_decref(o);
-    if (!json_is_array(res)) {
-        json_decref(res);
-        res = NULL;
+    if (!(res = local_check_results(o)))
         errprintf(err, "%s: mtc-agent check on %s failed: %.150s", node, n->host,
                   *e2.text ? e2.text : "no results");
-    }
     free(out);
     free(s);
     return res;

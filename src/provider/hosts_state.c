@@ -100,15 +100,7 @@ int hosts_state_save(const struct lc *c, const struct hstate *s, mtc_error_t *er
                   "ctldPort", s->ctld_port, "ctldAddr", s->ctld_addr, "ssh", "user", s->ssh_user,
                   "port", s->ssh_port, "keyFile", s->ssh_key, "nodes", nodes, "hosts", hosts,
                   "appliedConfSha256", s->applied_sha, "appliedNodes", s->applied_nodes);
-    char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
-    json_decref(j);
-    int rc =
-        text ? mtc_write_file_atomic(local_path(c, path, "hosts.json"), text, strlen(text), 0600)
-             : -1;
-    free(text);
-    if (rc < 0)
-        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
-    return 0;
+    return local_json_save(local_path(c, path, "hosts.json"), j, 0600, err);
 }
 
 struct hnode *hosts_node_find(struct hstate *s, const char *name)

@@ -130,21 +130,9 @@ int hosts_supervise(struct provider *p, const char *id, const json_t *spec, prov
         goto out;
     }
     hosts_lc_socket(&c, s);
-    if (!local_munged_running(&c)) {
-        if (local_munged_start(&c, err) < 0)
-            goto out;
-        if (ev)
-            ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
-    }
-    int ctld_restarted = 0;
-    if (!local_ctld_running(&c)) {
-        if (local_ctld_start(&c, err) < 0)
-            goto out;
-        if (ev)
-            ev(arg, "SLURMCTLD_RESTART", NULL,
-               "slurmctld was not running; restarted with saved state");
-        ctld_restarted = 1;
-    }
+    int ctld_restarted;
+    if (local_supervise_controller(&c, ev, arg, &ctld_restarted, err) < 0)
+        goto out;
     if (!checked_recently(&c))
         supervise_hosts(p, &c, s, ev, arg);
     mtc_error_t e2;

@@ -35,16 +35,14 @@ const char *local_path(const struct lc *c, char *buf, const char *fmt, ...)
     return buf;
 }
 
-static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void say(provider_progress_fn progress, void *arg, const char *fmt, ...)
+/* Format, log and pass on one line of an apply's progress. */
+void local_say(provider_progress_fn progress, void *arg, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    log_vformat(LOG_INFO, msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    log_msg(LOG_INFO, "%s", msg);
     if (progress)
         progress(arg, msg);
 }
@@ -289,14 +287,7 @@ static int layout_save(const struct lc *c, const struct layout *l, mtc_error_t *
     json_t *j = json_pack("{s:s,s:i,s:i,s:o,s:s,s:s}", "id", c->id, "ctldPort", l->ctld_port,
                           "slurmdPort", l->slurmd_port, "nodes", nodes, "appliedConfSha256",
                           l->applied_sha, "appliedNodes", l->applied_nodes);
-    char *s = json_dumps(j, JSON_INDENT(2));
-    json_decref(j);
-    int rc =
-        s ? mtc_write_file_atomic(local_path(c, path, "cluster.json"), s, strlen(s), 0644) : -1;
-    free(s);
-    if (rc < 0)
-        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
-    return 0;
+    return local_json_save(local_path(c, path, "cluster.json"), j, 0644, err);
 }
 
 const struct lnode *local_layout_find(const struct layout *l, const char *name)
@@ -461,6 +452,32 @@ int local_write_if_changed(const char *path, const char *text, mtc_error_t *err)
     return 1;
 }
 
+/* A state file of either provider (local.h). */
+int local_json_save(const char *path, json_t *j, mode_t mode, mtc_error_t *err)
+{
+    char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    json_decref(j);
+    if (!text)
+        return errprintf(err, "cannot write %s: out of memory", path);
+    int rc = mtc_write_file_atomic(path, text, strlen(text), mode);
+    free(text);
+    if (rc < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* local_write_if_changed of j's indented text (local.h). */
+int local_json_write_if_changed(const char *path, json_t *j, mtc_error_t *err)
+{
+    char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    json_decref(j);
+    if (!text)
+        return errprintf(err, "out of memory");
+    int rc = local_write_if_changed(path, text, err);
+    free(text);
+    return rc;
+}
+
 /* Stop every slurmd and mtc-agent that has a pid file (mtc's in run/ or
  * Slurm's in run/slurm/) and is not a node of keep (NULL: stop all), and remove the
  * node's directories. Scanning pid files rather than the saved layout also
@@ -498,7 +515,7 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
         char name[96];
         snprintf(name, sizeof(name), "slurmd-%s", names[i]);
         if (keep)
-            say(progress, arg, "removing node %s", names[i]);
+            local_say(progress, arg, "removing node %s", names[i]);
         local_stop_pidfile(c, name, local_slurmd_running(c, names[i]));
         local_agent_stop(c, names[i]);
         /* what the daemons leave behind: steps, tasks, hook programs */
@@ -514,33 +531,38 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
 
 /* ---- convergence ---- */
 
-static int local_wait_registered(const struct lc *c, const struct layout *l, mtc_error_t *err)
+/* Both providers' wait for a whole cluster to register (local.h). */
+int local_wait_registered(const struct lc *c, const char *const *names, const char *const *hosts,
+                          size_t n, mtc_error_t *err)
 {
     int64_t end = mtc_now_ms() + REGISTER_WAIT_MS;
-    char last[256] = "";
+    char last[256] = "", see[PLEN + 16] = "";
+    if (!hosts)
+        snprintf(see, sizeof(see), " (see %s/log)", c->dir);
     for (;;) {
         mtc_error_t e2;
         json_t *st = slurm_node_states(c->conf, &e2);
         size_t ok = 0;
-        for (size_t i = 0; st && i < l->nnodes; i++) {
-            const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
+        for (size_t i = 0; st && i < n; i++) {
+            const char *s = json_string_value(json_object_get(st, names[i]));
             if (slurm_state_registered(s))
                 ok++;
             else if (!last[0] || ok == i)
-                snprintf(last, sizeof(last), "%s is %s", l->nodes[i].name, s ? s : "missing");
+                snprintf(last, sizeof(last), "%s%s%s is %s", names[i], hosts ? " on " : "",
+                         hosts ? hosts[i] : "", s ? s : "missing");
         }
         json_decref(st);
-        if (st && ok == l->nnodes)
+        if (st && ok == n)
             return 0;
         if (mtc_now_ms() >= end)
-            return errprintf(err, "nodes did not register within %d s: %s (see %s/log)",
-                             REGISTER_WAIT_MS / 1000, st ? last : e2.text, c->dir);
+            return errprintf(err, "nodes did not register within %d s: %s%s",
+                             REGISTER_WAIT_MS / 1000, st ? last : e2.text, see);
         mtc_sleep_ms(250);
     }
 }
 
-/* The short host name (slurmctld matches SlurmctldHost against it). */
-static void short_hostname(char *buf, size_t len)
+/* The short host name, for both providers (local.h). */
+void local_short_hostname(char *buf, size_t len)
 {
     if (gethostname(buf, len) < 0)
         snprintf(buf, len, "localhost");
@@ -556,8 +578,8 @@ static void short_hostname(char *buf, size_t len)
 static int write_config(struct provider *p, struct lc *c, const json_t *spec, struct layout *l,
                         struct slurm_node *sizes, char sha[65], mtc_error_t *err)
 {
-    char hostname[256], path[PLEN];
-    short_hostname(hostname, sizeof(hostname));
+    char hostname[256];
+    local_short_hostname(hostname, sizeof(hostname));
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
     struct slurm_layout sl = {
         .cluster = c->id,
@@ -581,8 +603,18 @@ static int write_config(struct provider *p, struct lc *c, const json_t *spec, st
     if (write_hooks(p, c, json_object_get(ss, "prologBashScripts"),
                     json_object_get(ss, "epilogBashScripts"), &sl, err) < 0)
         return -1;
-    char *conf = slurm_conf_render(spec, &sl, err);
-    char *gres = conf ? slurm_gres_render(&sl, err) : NULL;
+    if (local_conf_write(c, spec, &sl, sha, err) < 0 || layout_save(c, l, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Both providers' slurm.conf and gres.conf (local.h). */
+int local_conf_write(const struct lc *c, const json_t *spec, const struct slurm_layout *sl,
+                     char sha[65], mtc_error_t *err)
+{
+    char path[PLEN];
+    char *conf = slurm_conf_render(spec, sl, err);
+    char *gres = conf ? slurm_gres_render(sl, err) : NULL;
     char *both = NULL;
     int rc = -1;
     if (!gres)
@@ -590,7 +622,7 @@ static int write_config(struct provider *p, struct lc *c, const json_t *spec, st
     /* a config Slurm would refuse never reaches the running daemons */
     if (slurm_conf_check(conf, local_path(c, path, "slurm.conf.check"), err) < 0 ||
         local_write_if_changed(local_path(c, path, "gres.conf"), gres, err) < 0 ||
-        local_write_if_changed(c->conf, conf, err) < 0 || layout_save(c, l, err) < 0)
+        local_write_if_changed(c->conf, conf, err) < 0)
         goto out;
     /* both files: slurmd re-reads gres.conf on reconfigure too */
     if (asprintf(&both, "%s\n%s", conf, gres) < 0) {
@@ -616,7 +648,7 @@ static int start_controller(struct lc *c, struct layout *l, const char *sha,
     char names[PLEN];
     node_names(l, names, sizeof(names));
     if (!local_munged_running(c)) {
-        say(progress, arg, "starting munged");
+        local_say(progress, arg, "starting munged");
         if (local_munged_start(c, err) < 0)
             return -1;
     }
@@ -630,20 +662,20 @@ static int start_controller(struct lc *c, struct layout *l, const char *sha,
     int reconfigure_after = 0;
     if (ctld && strcmp(l->applied_sha, sha) != 0) {
         if (strcmp(l->applied_nodes, names) == 0) {
-            say(progress, arg, "reconfiguring slurmctld");
+            local_say(progress, arg, "reconfiguring slurmctld");
             if (slurm_ctld_wait(c->conf, CTLD_WAIT_MS) < 0 || slurm_reconfigure(c->conf, err) < 0)
                 return -1;
         } else {
             /* Slurm 22.05 only learns about added or removed nodes at start;
              * a clean stop saves the job queue in StateSaveLocation first */
-            say(progress, arg, "restarting slurmctld for the new node set");
+            local_say(progress, arg, "restarting slurmctld for the new node set");
             local_stop_pidfile(c, "slurmctld", ctld);
             ctld = 0;
             reconfigure_after = any_slurmd;
         }
     }
     if (!ctld) {
-        say(progress, arg, "starting slurmctld");
+        local_say(progress, arg, "starting slurmctld");
         if (local_ctld_start(c, err) < 0)
             return -1;
         if (strcmp(l->applied_sha, sha) != 0)
@@ -670,7 +702,7 @@ static int start_nodes(struct provider *p, struct lc *c, const json_t *spec,
     for (size_t i = 0; i < l->nnodes; i++) {
         if (local_slurmd_running(c, l->nodes[i].name))
             continue;
-        say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
+        local_say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
         if (local_slurmd_start(c, l->nodes[i].name, err) < 0)
             return -1;
     }
@@ -721,7 +753,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         goto out;
     }
     int have_old = local_layout_load(&c, old) == 0;
-    say(progress, arg, have_old ? "updating cluster %s" : "creating cluster %s", id);
+    local_say(progress, arg, have_old ? "updating cluster %s" : "creating cluster %s", id);
     if (plan_nodes(&c, spec, have_old ? old : NULL, l, sizes, err) < 0)
         goto out;
     snprintf(l->applied_sha, sizeof(l->applied_sha), "%s", have_old ? old->applied_sha : "");
@@ -730,10 +762,13 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         start_controller(&c, l, sha, progress, arg, err) < 0 ||
         start_nodes(p, &c, spec, l, progress, arg, err) < 0)
         goto out;
-    say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
-    if (local_wait_registered(&c, l, err) < 0)
+    local_say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
+    const char *names[MAX_NODES];
+    for (size_t i = 0; i < l->nnodes; i++)
+        names[i] = l->nodes[i].name;
+    if (local_wait_registered(&c, names, NULL, l->nnodes, err) < 0)
         goto out;
-    say(progress, arg, "cluster %s is ready", id);
+    local_say(progress, arg, "cluster %s is ready", id);
     rc = 0;
 out:
     local_unlock(&c);
@@ -744,8 +779,8 @@ out:
     return rc;
 }
 
-
-static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
+/* The delete of either provider: lock, stop, remove (local.h). */
+int local_delete_with(struct provider *p, const char *id, local_stop_fn stop, mtc_error_t *err)
 {
     struct lc c;
     if (local_lc_init(&c, p, id, err) < 0)
@@ -754,15 +789,49 @@ static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
         return 0;
     if (local_lock(&c, 1) < 0)
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
-    if (local_ctld_running(&c))
-        slurm_cancel_all(c.conf, 10000); /* no slurmstepd outlives its slurmd */
-    stop_other_slurmds(&c, NULL, NULL, NULL);
-    local_stop_pidfile(&c, "slurmctld", local_ctld_running(&c));
-    local_stop_pidfile(&c, "munged", local_munged_running(&c));
-    int rc = mtc_rm_rf(c.dir);
+    int rc = stop(p, &c, err);
+    if (rc == 0 && (rc = mtc_rm_rf(c.dir)) < 0)
+        errprintf(err, "cannot remove %s: %s", c.dir, strerror(errno));
     local_unlock(&c);
-    if (rc < 0)
-        return errprintf(err, "cannot remove %s: %s", c.dir, strerror(errno));
+    return rc;
+}
+
+/* Delete, under the lock: the jobs cancelled, then every daemon stopped. */
+static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
+{
+    (void)p, (void)err;
+    if (local_ctld_running(c))
+        slurm_cancel_all(c->conf, 10000); /* no slurmstepd outlives its slurmd */
+    stop_other_slurmds(c, NULL, NULL, NULL);
+    local_stop_pidfile(c, "slurmctld", local_ctld_running(c));
+    local_stop_pidfile(c, "munged", local_munged_running(c));
+    return 0;
+}
+
+static int local_delete(struct provider *p, const char *id, mtc_error_t *err)
+{
+    return local_delete_with(p, id, delete_stop, err);
+}
+
+/* The controller's part of both providers' supervise (local.h). */
+int local_supervise_controller(const struct lc *c, provider_event_fn ev, void *arg,
+                               int *ctld_restarted, mtc_error_t *err)
+{
+    *ctld_restarted = 0;
+    if (!local_munged_running(c)) {
+        if (local_munged_start(c, err) < 0)
+            return -1;
+        if (ev)
+            ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
+    }
+    if (!local_ctld_running(c)) {
+        if (local_ctld_start(c, err) < 0)
+            return -1;
+        if (ev)
+            ev(arg, "SLURMCTLD_RESTART", NULL,
+               "slurmctld was not running; restarted with saved state");
+        *ctld_restarted = 1;
+    }
     return 0;
 }
 
@@ -783,20 +852,8 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
         goto out;
     }
-    if (!local_munged_running(&c)) {
-        if (local_munged_start(&c, err) < 0)
-            goto out;
-        if (ev)
-            ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
-    }
-    if (!local_ctld_running(&c)) {
-        if (local_ctld_start(&c, err) < 0)
-            goto out;
-        if (ev)
-            ev(arg, "SLURMCTLD_RESTART", NULL,
-               "slurmctld was not running; restarted with saved state");
-        ctld_restarted = 1;
-    }
+    if (local_supervise_controller(&c, ev, arg, &ctld_restarted, err) < 0)
+        goto out;
     for (size_t i = 0; i < l->nnodes; i++) {
         if (local_slurmd_running(&c, l->nodes[i].name))
             continue;

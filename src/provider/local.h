@@ -45,10 +45,19 @@ struct layout {
 /* <cluster dir>/<fmt...> into buf (PLEN bytes); returns buf. */
 const char *local_path(const struct lc *c, char *buf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A line of an apply's progress: logged (LOG_INFO) and passed to progress
+ * (may be NULL). */
+void local_say(provider_progress_fn progress, void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int local_lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t *err);
 /* Cluster lock (apply/supervise/delete/node actions). wait 0: fail when held. 0/-1. */
 int local_lock(struct lc *c, int wait);
 void local_unlock(struct lc *c);
+/* Delete cluster id (provider_delete): under its lock, stop(p, c, err) stops
+ * what runs, then the directory is removed. No directory: 0. A stop that
+ * fails leaves the directory. 0/-1 + err. */
+typedef int (*local_stop_fn)(struct provider *p, struct lc *c, mtc_error_t *err);
+int local_delete_with(struct provider *p, const char *id, local_stop_fn stop, mtc_error_t *err);
 /* 1 when pid's argv contains a and (if given) b as whole arguments. */
 int local_proc_has(pid_t pid, const char *file, const char *a, const char *b);
 int local_cmdline_has(pid_t pid, const char *a, const char *b);
@@ -67,13 +76,36 @@ int local_munged_start(const struct lc *c, mtc_error_t *err);
 /* slurmctld on c->conf; start waits until it answers. */
 pid_t local_ctld_running(const struct lc *c);
 int local_ctld_start(const struct lc *c, mtc_error_t *err);
+/* A supervision pass over the controller: munged and slurmctld started again
+ * when dead, each reported through ev (may be NULL). 0 (*ctld_restarted: 1
+ * when slurmctld was), or -1 + err. */
+int local_supervise_controller(const struct lc *c, provider_event_fn ev, void *arg,
+                               int *ctld_restarted, mtc_error_t *err);
 int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err);
 int local_layout_load(const struct lc *c, struct layout *l);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);
+/* Wait (REGISTER_WAIT_MS) until slurmctld shows the n nodes names[]
+ * registered. hosts[] (NULL: this host, whose log directory the error
+ * names): where each runs, named in the error. 0/-1 + err. */
+int local_wait_registered(const struct lc *c, const char *const *names, const char *const *hosts,
+                          size_t n, mtc_error_t *err);
+/* This host's name up to the first dot (slurmctld matches SlurmctldHost
+ * against it), "localhost" when it has none. */
+void local_short_hostname(char *buf, size_t len);
+/* Render slurm.conf and gres.conf for spec and sl, have Slurm check them, and
+ * write each that differs; sha: the sha256 of both. 0/-1 + err. */
+struct slurm_layout;
+int local_conf_write(const struct lc *c, const json_t *spec, const struct slurm_layout *sl,
+                     char sha[65], mtc_error_t *err);
 /* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
 int local_host_gpus(void);
 /* Write path when its content differs. 1 changed, 0 same, -1 + err. */
 int local_write_if_changed(const char *path, const char *text, mtc_error_t *err);
+/* j (consumed; NULL: out of memory) as indented JSON text, written atomically
+ * to path with mode. 0/-1 + err. */
+int local_json_save(const char *path, json_t *j, mode_t mode, mtc_error_t *err);
+/* local_write_if_changed with j (consumed; NULL: out of memory) as indented JSON text. */
+int local_json_write_if_changed(const char *path, json_t *j, mtc_error_t *err);
 
 /* ---- local_node.c ---- */
 
@@ -86,6 +118,10 @@ int local_node_provision(const struct lc *c, const char *node, int gpus, int fak
  * 0 same, -1 + err. */
 int local_agent_config(const struct provider *p, const struct lc *c, const json_t *spec,
                        const char *node, int port, mtc_error_t *err);
+/* The lines every node's agent.env starts with, into buf: MTC_NODE, SLURM_CONF
+ * (conf) and, with emulated GPUs (nvml_state set), FAKE_NVML_STATE. */
+void local_agent_env_head(char *buf, size_t len, const char *node, const char *conf,
+                          const char *nvml_state);
 pid_t local_agent_running(const struct lc *c, const char *node);
 /* Start `mtc-agent run` for node (p->agent must be set). 0/-1 + err. */
 int local_agent_start(const struct provider *p, const struct lc *c, const char *node,
@@ -100,6 +136,22 @@ int local_node_kill(const struct lc *c, const char *node, mtc_error_t *err);
 /* HealthCheckInterval for the spec: healthPolicy.slurmIntervalSeconds when
  * the spec has a policy, else fallback. */
 int local_health_interval(const json_t *spec, int fallback);
+
+/* The node repair actions (provider_node_action), in escalating order; each
+ * provider has its own table of them. */
+enum local_action { LOCAL_RESTART, LOCAL_REBOOT, LOCAL_REIMAGE, LOCAL_REPLACE, LOCAL_NACTIONS };
+extern const char *const local_action_names[LOCAL_NACTIONS];
+/* action's index in local_action_names, or -1 + err (EINVAL) when it is none. */
+int local_action_find(const char *action, mtc_error_t *err);
+/* Wait (REGISTER_WAIT_MS) until slurmctld shows node's slurmd with a start
+ * time other than old_start, and registered. host: where it runs, named in
+ * the error; NULL: this host, where a slurmd that exited ends the wait at
+ * once. 0/-1 + err (ETIMEDOUT). */
+int local_wait_new_slurmd(const struct lc *c, const char *node, const char *host,
+                          const char *old_start, mtc_error_t *err);
+/* The "results" array of `mtc-agent check --json`'s output object o
+ * (consumed; may be NULL), or NULL when it has none. */
+json_t *local_check_results(json_t *o);
 
 int local_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
                       const char *action, mtc_error_t *err);

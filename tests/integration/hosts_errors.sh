@@ -35,12 +35,19 @@ spec() {
 JSON
 }
 state_of() { mtc cluster get "$1" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusterStatus"]["state"])'; }
+# create ID [MTC_OPTION...]: mtc cluster create of $T_DIR/ID.json as cluster
+# ID; its output into out (the caller's), and into the log.
+create() {
+    local id=$1
+    shift
+    out=$(mtc "$@" cluster create -f "$T_DIR/$id.json" --id "$id" 2>&1)
+    diag "$id: $out"
+}
 # The create of $1 fails naming $2 (a pattern), in one line, the cluster in
 # ERROR with the reason as an event; then nothing is left anywhere; delete.
 create_fails() {
     local id=$1 want=$2 out
-    out=$(mtc cluster create -f "$T_DIR/$id.json" --id "$id" 2>&1)
-    diag "$id: $out"
+    create "$id"
     check "$id: the create fails naming ${3:-it}" grep -qE "$want" <<<"$out"
     check "$id: in one line" test "$(wc -l <<<"$out")" = 1
     check "$id: stored in ERROR, the reason an event" stored_error "$id" "$want"
@@ -60,23 +67,20 @@ cat >"$T_DIR/mix.json" <<JSON
 {"nodePools": [{"id": "gpu", "machineSpec": {"machineType": "host"}, "hosts": ["${H[1]}"]},
                {"id": "cpu", "machineSpec": {"machineType": "local"}}]}
 JSON
-out=$(mtc cluster create -f "$T_DIR/mix.json" --id mix 2>&1)
-diag "$out"
+create mix
 check "mixing local and hosts pools: one line naming the pool" \
     grep -q 'nodePools\[1\]: node pool "cpu" lists no hosts; a cluster runs either on hosts' <<<"$out"
 spec count "\"${H[1]}\", \"${H[2]}\"" 1
-out=$(mtc cluster create -f "$T_DIR/count.json" --id count 2>&1)
-diag "$out"
+create count
 check "minNodeCount != len(hosts): one line naming the field" \
     grep -q 'nodePools\[0\].scalingSpec.minNodeCount: must equal the number of hosts (2), got 1' <<<"$out"
 check "neither is stored" bash -c "! mtc cluster get mix >/dev/null 2>&1 && ! mtc cluster get count >/dev/null 2>&1"
 
 spec one "\"${H[1]}\"" 1
-out=$(mtc cluster create -f "$T_DIR/one.json" --id one 2>&1)
+create one
 check "a cluster on host 1 (first contact: host 1's key is now known)" grep -q "done: cluster one RUNNING" <<<"$out"
 spec two "\"${H[2]}\", \"${H[1]}\"" 2
-out=$(mtc cluster create -f "$T_DIR/two.json" --id two 2>&1)
-diag "$out"
+create two
 check "a host in another cluster: refused naming the host and the cluster" \
     grep -q "nodePools\[0\].hosts\[1\]: host ${H[1]} belongs to cluster one (projects/local/locations/local)" <<<"$out"
 check "  not stored" bash -c "! mtc cluster get two >/dev/null 2>&1"
@@ -133,8 +137,7 @@ testhost_exec 2 rm -f /run/munge/munge.socket.2
 mkdir -p "$T_DIR/home2"
 mtcd --home "$T_DIR/home2" --daemon && MTCD2=$(cat "$T_DIR/home2/mtcd.pid") && track_pid "$MTCD2"
 spec nolisten "\"${H[2]}\"" 1
-out=$(mtc --home "$T_DIR/home2" cluster create -f "$T_DIR/nolisten.json" --id nolisten 2>&1)
-diag "$out"
+create nolisten --home "$T_DIR/home2"
 check "mtcd not listening on TCP: the create fails saying so" \
     grep -q "mtcd does not listen on TCP, and agents on hosts report over TCP: start mtcd with --listen ADDR:PORT" <<<"$out"
 check "  host 2 untouched" host_clean 2

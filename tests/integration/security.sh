@@ -98,24 +98,8 @@ check "token list shows the node token with its node" bash -c \
 
 # --- connections ----------------------------------------------------------------
 RSS0=$(awk '/VmRSS/ {print $2}' "/proc/$MTCD_PID/status")
-python3 - "$PORT" >"$T_DIR/flood.out" 2>&1 <<'PY'
-import socket, sys, threading
-port = int(sys.argv[1])
 # 200 unauthenticated 1 MiB POSTs from 127.0.0.3, 20 at a time
-def post():
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.3", 0))
-        s.sendall(b"POST /v1beta1/projects/p/locations/l/modelDevelopmentClusters HTTP/1.1\r\n"
-                  b"Host: x\r\nContent-Length: 1048576\r\n\r\n" + b"a" * 1048576)
-        s.close()
-    except OSError:
-        pass
-for _ in range(10):
-    ts = [threading.Thread(target=post) for _ in range(20)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
-print("flood done")
-PY
+python3 "$ROOT/tests/tools/post_flood.py" "$PORT" >"$T_DIR/flood.out" 2>&1
 RSS1=$(awk '/VmRSS/ {print $2}' "/proc/$MTCD_PID/status")
 diag "mtcd RSS ${RSS0} kB before, ${RSS1} kB after 200 unauthenticated 1 MiB POSTs"
 check "unauthenticated bodies are not buffered (RSS grew < 32 MiB)" test $((RSS1 - RSS0)) -lt 32768

@@ -537,8 +537,8 @@ static void test_conf_values(void)
     }
 }
 
-/* A cluster on hosts: two pools, a spare, the hosts-only sections. HOSTS_POOLS
- * is patched per case with printf-style replacements. */
+/* A cluster on hosts: two pools, a spare, the hosts-only sections. HOSTS_SPEC
+ * takes the text added at the top level and the node pools. */
 #define HOSTS_SPEC(top, pools)                                                                     \
     "{" top "\"nodePools\":[" pools "],\"orchestratorSpec\":{\"slurmSpec\":{"                      \
     "\"loginNodePoolId\":\"login\",\"partitions\":[{\"id\":\"gpu\",\"nodePoolIds\":[\"gpu\"]}]}}}"
@@ -547,60 +547,55 @@ static void test_conf_values(void)
 #define GPU_POOL(hosts, min, extra)                                                                \
     "{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"host\"},\"scalingSpec\":{"                 \
     "\"minNodeCount\":" min "},\"hosts\":[" hosts "]" extra "}"
+/* The login pool and the gpu pool. */
+#define LOGIN_GPU(top, hosts, min, extra)                                                          \
+    HOSTS_SPEC(top, LOGIN_POOL "," GPU_POOL(hosts, min, extra))
+/* The gpu pool's one node on a.lab, the top level patched with top. */
+#define ON_A_LAB(top) LOGIN_GPU(top, "\"a.lab\"", "1", "")
+#define WANT_HOST "(want an IPv4 or IPv6 address or a DNS name)"
+/* A case: the gpu pool on h (a quoted JSON string), which is no host name. */
+#define BAD_HOST(h)                                                                                \
+    LOGIN_GPU("", h, "1", ""), "nodePools[1].hosts[0]: invalid host " h " " WANT_HOST
 
 static void test_hosts(void)
 {
     struct {
         const char *spec, *want;
     } cases[] = {
-        {HOSTS_SPEC("\"ssh\":{\"user\":\"root\",\"port\":2222},\"controller\":{\"address\":"
-                    "\"10.20.0.1\"},\"installPackages\":true,\"hostRemediation\":{"
-                    "\"rebootCommand\":\"systemctl reboot\",\"bootTimeoutSeconds\":60},",
-                    LOGIN_POOL
-                    "," GPU_POOL("\"10.20.0.3\",\"fe80::1\"", "2", ",\"spareHosts\":[\"n5.lab\"]")),
+        {LOGIN_GPU("\"ssh\":{\"user\":\"root\",\"port\":2222},\"controller\":{\"address\":"
+                   "\"10.20.0.1\"},\"installPackages\":true,\"hostRemediation\":{"
+                   "\"rebootCommand\":\"systemctl reboot\",\"bootTimeoutSeconds\":60},",
+                   "\"10.20.0.3\",\"fe80::1\"", "2", ",\"spareHosts\":[\"n5.lab\"]"),
          ""},
-        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"10.20.0.3\"", "2", "")),
+        {LOGIN_GPU("", "\"10.20.0.3\"", "2", ""),
          "nodePools[1].scalingSpec.minNodeCount: must equal the number of hosts (1), got 2"},
-        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("", "0", "")),
-         "nodePools[1].hosts: at least one host is required"},
+        {LOGIN_GPU("", "", "0", ""), "nodePools[1].hosts: at least one host is required"},
         {HOSTS_SPEC("", LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"local\"}}"),
          "nodePools[1]: node pool \"gpu\" lists no hosts; a cluster runs either on hosts (every "
          "node pool lists its hosts) or locally (none does)"},
-        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"10.20.0.3;reboot\"", "1", "")),
-         "nodePools[1].hosts[0]: invalid host \"10.20.0.3;reboot\" (want an IPv4 or IPv6 address "
-         "or a DNS name)"},
-        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"-oProxyCommand=x\"", "1", "")),
-         "nodePools[1].hosts[0]: invalid host \"-oProxyCommand=x\" (want an IPv4 or IPv6 "
-         "address or a DNS name)"},
-        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"10.20.0.300\"", "1", "")),
-         "nodePools[1].hosts[0]: invalid host \"10.20.0.300\" (want an IPv4 or IPv6 address or "
-         "a DNS name)"},
-        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"a.lab\",\"LOGIN.lab\"", "2", "")),
+        {BAD_HOST("\"10.20.0.3;reboot\"")},
+        {BAD_HOST("\"-oProxyCommand=x\"")},
+        {BAD_HOST("\"10.20.0.300\"")},
+        {LOGIN_GPU("", "\"a.lab\",\"LOGIN.lab\"", "2", ""),
          "nodePools[1].hosts[1]: host \"LOGIN.lab\" is also nodePools[0].hosts[0] (one node "
          "per host)"},
-        {HOSTS_SPEC("", LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", ",\"spareHosts\":[\"a.lab\"]")),
+        {LOGIN_GPU("", "\"a.lab\"", "1", ",\"spareHosts\":[\"a.lab\"]"),
          "nodePools[1].spareHosts[0]: host \"a.lab\" is also nodePools[1].hosts[0] (one node "
          "per host)"},
         {HOSTS_SPEC("", LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"local\"},"
                                    "\"hosts\":[\"a.lab\"]}"),
          "nodePools[1].machineSpec.machineType: machine type \"local\" emulates nodes on the "
          "mtcd host; a pool on hosts uses \"host\" (whatever the host has) or a catalog type"},
-        {HOSTS_SPEC("\"ssh\":{\"user\":\"root; id\"},",
-                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+        {ON_A_LAB("\"ssh\":{\"user\":\"root; id\"},"),
          "ssh.user: invalid user \"root; id\" (want ^[a-z_][a-z0-9_.-]{0,31}$)"},
-        {HOSTS_SPEC("\"ssh\":{\"keyFile\":\"id_rsa\"},",
-                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+        {ON_A_LAB("\"ssh\":{\"keyFile\":\"id_rsa\"},"),
          "ssh.keyFile: must be an absolute path of up to 255 of [A-Za-z0-9/._+-]"},
-        {HOSTS_SPEC("\"ssh\":{\"port\":0},", LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
-         "ssh.port: must be an integer from 1 to 65535"},
-        {HOSTS_SPEC("\"controller\":{\"address\":\"a b\"},",
-                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
-         "controller.address: invalid host \"a b\" (want an IPv4 or IPv6 address or a DNS name)"},
-        {HOSTS_SPEC("\"hostRemediation\":{\"rebootCommand\":\"\"},",
-                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+        {ON_A_LAB("\"ssh\":{\"port\":0},"), "ssh.port: must be an integer from 1 to 65535"},
+        {ON_A_LAB("\"controller\":{\"address\":\"a b\"},"),
+         "controller.address: invalid host \"a b\" " WANT_HOST},
+        {ON_A_LAB("\"hostRemediation\":{\"rebootCommand\":\"\"},"),
          "hostRemediation.rebootCommand: must be a non-empty string"},
-        {HOSTS_SPEC("\"hostRemediation\":{\"reimageCommand\":\"a\\nb\"},",
-                    LOGIN_POOL "," GPU_POOL("\"a.lab\"", "1", "")),
+        {ON_A_LAB("\"hostRemediation\":{\"reimageCommand\":\"a\\nb\"},"),
          "hostRemediation.reimageCommand: must not contain a newline"},
         /* a local cluster may not carry the hosts-only sections */
         {"{\"ssh\":{\"user\":\"root\"},\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{"
@@ -629,8 +624,8 @@ static void test_hosts(void)
         CHECK(!cluster_host_valid(bad[i]), "host \"%s\" rejected", bad[i]);
 
     mtc_error_t err;
-    json_t *in = parse(HOSTS_SPEC("\"ssh\":{\"key_file\":\"/root/k\"},", LOGIN_POOL
-                                  "," GPU_POOL("\"a.lab\"", "1", ",\"spare_hosts\":[\"b\"]")));
+    json_t *in = parse(LOGIN_GPU("\"ssh\":{\"key_file\":\"/root/k\"},", "\"a.lab\"", "1",
+                                 ",\"spare_hosts\":[\"b\"]"));
     json_t *out = cluster_spec_normalize(in, &err);
     json_decref(in);
     CHECK(out && cluster_spec_on_hosts(out), "snake_case hosts spec accepted, on hosts");
