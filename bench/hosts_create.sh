@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Control plane on hosts: create → RUNNING and delete time (the operation's
-# duration in mtcd, createTime to done, for `mtc cluster create` / `delete`) of a hosts
-# cluster on 2, 4 and 8 test hosts (network namespaces with their own sshd,
+# Control plane on hosts: create → RUNNING and delete → gone of a hosts cluster
+# on 2, 4 and 8 test hosts (network namespaces with their own sshd,
 # tests/integration/testhosts.inc): 1 login + N-1 compute nodes, one node per
 # host. Beside it, in the same run and through the same mtcd, a local-provider
 # cluster of the same shape (1 login + N-1 compute emulated nodes); printed as
-# hosts/local ratios (the machine is shared and noisy). BENCH_TRIALS (default
-# 3) trials per size, local and hosts interleaved; the figure is the median.
-# Traffic: loopback and the test hosts' private bridge only. Everything (test
-# hosts, clusters, daemons) is torn down on exit, failure and signals included.
+# hosts/local ratios (the machine is shared and noisy). Figure: wall time from
+# before `mtc cluster create|delete --no-wait` to the operation seen done
+# (polled every 50 ms over mtcd's unix socket; the CLI's own wait polls at a
+# growing 0.1..1 s), and the operation's own duration in mtcd (createTime →
+# done). BENCH_TRIALS (default 3) trials per size (BENCH_SIZES, default
+# "2 4 8"), local and hosts interleaved; the figure is the median. Note: all
+# test hosts share this machine's cores, so the hosts' parallel bring-up is not
+# parallel here. Traffic: loopback and the test hosts' private bridge only.
+# Everything (test hosts, clusters, daemons) is torn down on exit, failure and
+# signals included.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # test hosts are network namespaces: root and iproute2 needed
@@ -91,14 +96,14 @@ PY
 # create+delete of spec $2 as cluster $1, expecting $3 nodes in its status:
 # writes "create delete create_op delete_op" seconds to $T_DIR/t
 create_delete() {
-    local id=$1 spec=$2 nodes=$3 c d co do st n
+    local id=$1 spec=$2 nodes=$3 c d co dop st n
     read -r c co st n < <(timed_op create -f "$spec" --id "$id")
     echo "$id create: $c s (operation $co s) $st $n nodes"
     [ "$st" = RUNNING ] && [ "$n" = "$nodes" ] || return 1
-    read -r d do st n < <(timed_op delete "$id")
-    echo "$id delete: $d s (operation $do s) $st"
+    read -r d dop st n < <(timed_op delete "$id")
+    echo "$id delete: $d s (operation $dop s) $st"
     [ "$st" = deleted ] || return 1
-    echo "$c $d $co $do" >"$T_DIR/t"
+    echo "$c $d $co $dop" >"$T_DIR/t"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -113,9 +118,9 @@ for t in $(seq "$TRIALS"); do
             else
                 create_delete "h${n}t$t" "$T_DIR/hosts$n.json" "$n" || fail "hosts cluster on $n hosts failed"
             fi
-            read -r c d co do <"$T_DIR/t"
+            read -r c d co dop <"$T_DIR/t"
             V[${p}c,$n]="${V[${p}c,$n]:-} $c" V[${p}d,$n]="${V[${p}d,$n]:-} $d"
-            V[${p}C,$n]="${V[${p}C,$n]:-} $co" V[${p}D,$n]="${V[${p}D,$n]:-} $do"
+            V[${p}C,$n]="${V[${p}C,$n]:-} $co" V[${p}D,$n]="${V[${p}D,$n]:-} $dop"
         done
         for i in $(seq "$n"); do
             host_clean "$i" || fail "test host $i not clean after the delete of h${n}t$t"
@@ -124,20 +129,22 @@ for t in $(seq "$TRIALS"); do
 done
 
 # "median s (a/b/…)" of V[$1]
+# shellcheck disable=SC2086 # V values are space-separated lists
 cell() { printf '%.2f s (%s)' "$(median ${V[$1]})" "$(echo ${V[$1]} | tr ' ' /)"; }
+# shellcheck disable=SC2086
 rat() { awk -v a="$(median ${V[$1]})" -v b="$(median ${V[$2]})" 'BEGIN { printf "%.2fx", a / b }'; }
 {
     echo "create → RUNNING and delete → gone, hosts provider (N test hosts over ssh) vs local provider (N emulated nodes),"
     echo "1 login + N-1 compute nodes, same mtcd, median of $TRIALS (trials); wall time from the CLI's request to the operation done (polled every 50 ms):"
-    printf '  %-3s %-22s %-22s %-7s | %-22s %-22s %s\n' N "create local" "create hosts" ratio "delete local" "delete hosts" ratio
+    printf '  %-3s %-26s %-26s %-7s | %-26s %-26s %s\n' N "create local" "create hosts" ratio "delete local" "delete hosts" ratio
     for n in $SIZES; do
-        printf '  %-3s %-22s %-22s %-7s | %-22s %-22s %s\n' "$n" "$(cell lc,$n)" "$(cell hc,$n)" "$(rat hc,$n lc,$n)" \
-            "$(cell ld,$n)" "$(cell hd,$n)" "$(rat hd,$n ld,$n)"
+        printf '  %-3s %-26s %-26s %-7s | %-26s %-26s %s\n' "$n" "$(cell "lc,$n")" "$(cell "hc,$n")" "$(rat "hc,$n" "lc,$n")" \
+            "$(cell "ld,$n")" "$(cell "hd,$n")" "$(rat "hd,$n" "ld,$n")"
     done
     echo "the operations' own durations in mtcd (createTime → done):"
     for n in $SIZES; do
-        printf '  %-3s %-22s %-22s %-7s | %-22s %-22s %s\n' "$n" "$(cell lC,$n)" "$(cell hC,$n)" "$(rat hC,$n lC,$n)" \
-            "$(cell lD,$n)" "$(cell hD,$n)" "$(rat hD,$n lD,$n)"
+        printf '  %-3s %-26s %-26s %-7s | %-26s %-26s %s\n' "$n" "$(cell "lC,$n")" "$(cell "hC,$n")" "$(rat "hC,$n" "lC,$n")" \
+            "$(cell "lD,$n")" "$(cell "hD,$n")" "$(rat "hD,$n" "lD,$n")"
     done
 } >&3
 echo "  load average (1/5/15 min) at the start: $LOAD0, at the end: $(cut -d" " -f1-3 /proc/loadavg) ($(nproc) cores)" >&3

@@ -13,11 +13,17 @@
 #           (hosts: none configured, fails), replace (hosts: onto a spare
 #           host), VM_RESUMED (node back in service);
 #   link    (hosts only) the host's interface set down with a sleep job on the
-#           node → Slurm sets it DOWN (SlurmdTimeout) → mtc's detection
+#           node → Slurm stops hearing from it (not responding, state*; DOWN
+#           at SlurmdTimeout) → mtc's detection
 #           (slurm.node, after NODE_DOWN_GRACE_S) and drain → fence (reboot,
 #           fails: unreachable) → job requeued → replaced onto the second
 #           spare → VM_RESUMED. No local counterpart: printed beside the
-#           configured timeouts.
+#           configured timeouts. 3 s after the link goes down, a slurmd of
+#           the local cluster (still up, same mtcd) is killed: its restart
+#           time shows what an unreachable host costs the other clusters'
+#           supervision.
+# For ecc and link also: when the API (clusterStatus.nodesStatus[].host) shows
+# the node on its spare.
 # Every time is seconds from the moment the fault was injected: event times
 # from `mtc cluster events ID --json` (ms), Slurm states polled every 0.2 s.
 # Health policy on both: checks gpu and disk every 1 s, mtcd supervising
@@ -85,6 +91,28 @@ since_t0_when() {
         sleep 0.2
     done
     echo "-"
+}
+# In the background from $T0: seconds until the API (GET cluster, its
+# clusterStatus.nodesStatus[].host) shows node $2 of cluster $1 on host $3,
+# polled every 0.2 s over mtcd's unix socket by one process, written to file $4.
+api_host_when() {
+    python3 - "$T0" "$MTC_HOME/mtcd.sock" "$CLUSTERS/$1" "$2" "$3" >"$4" <<'PY' &
+import http.client, json, socket, sys, time
+t0, sock, path, node, host = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+class C(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX); self.sock.connect(sock)
+while time.time() - t0 < 300:
+    try:
+        c = C("localhost"); c.request("GET", path); o = json.loads(c.getresponse().read()); c.close()
+        if any(n.get("instanceName") == node and n.get("host") == host
+               for n in o.get("clusterStatus", {}).get("nodesStatus", [])):
+            print("%.2f" % (time.time() - t0)); sys.exit(0)
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.2)
+print("-")
+PY
 }
 slurmd_start() { scontrol show node "$1" | grep -o 'SlurmdStartTime=[^ ]*'; }
 # node $1 registered by a new slurmd (start time other than $2) and idle
@@ -230,6 +258,8 @@ N=hf-gpu-1
 sleep_job "$N" || fail "hosts: sleep job on $N did not start"
 T0=$(now)
 testhost_exec 2 sh -c "printf 'count 1\ngpu 0 ecc=4\n' >>/var/lib/mtc/$UID_/hw/nvml.state"
+api_host_when hf "$N" "${H[3]}" "$T_DIR/api_ecc"
+APIP=$!
 HE_DRAIN=$(since_t0_when 60 node_drained_or_down "$N")
 wait_for 300 has_event VM_RESUMED "$N" || say "# hosts ecc: $N not resumed within 300 s"
 HE_IDLE=$(since_t0_when 30 node_in_service "$N")
@@ -239,9 +269,8 @@ for ev in VM_CONTINUOUS_GPU_ERROR VM_SLURM_DRAIN JOB_REQUEUED VM_REBOOT VM_REIMA
 done
 HE_BOOT=$(awk -v n="${TESTHOSTS_NAMES[2]}" -v t0="$T0" '$1 == n { printf "%.2f", $2 - t0; exit }' "$T_DIR/rebooted" 2>/dev/null)
 HE_TRAIL=$(ev_trail hf "$T0" "$N")
-HE_HOST=$(mtc cluster get hf --json | python3 -c '
-import json, sys
-print([n.get("host") for n in json.load(sys.stdin)["clusterStatus"]["nodesStatus"] if n["instanceName"] == sys.argv[1]][0])' "$N")
+wait "$APIP"
+HE_API=$(cat "$T_DIR/api_ecc")
 scancel "$SJOB" 2>/dev/null
 
 # link of host 1 (hf-gpu-0) down: DOWN after SlurmdTimeout, fenced, replaced onto host 4
@@ -259,6 +288,8 @@ testhost_link 1 down || fail "link down failed"
     slurmd_trial lf lf-a3m-0 cat "$CD/run/slurmd-lf-a3m-0.pid"
 ) >"$T_DIR/stall" 2>"$T_DIR/stall.err" &
 STALL=$!
+api_host_when hf "$N" "${H[4]}" "$T_DIR/api_link"
+APIP=$!
 HL_DOWN=$(since_t0_when 120 node_unresponsive "$N")
 wait_for 240 has_event VM_RESUMED "$N" || say "# hosts link: $N not resumed within 240 s"
 HL_IDLE=$(since_t0_when 30 node_in_service "$N")
@@ -267,10 +298,9 @@ for ev in VM_SCAN_ERROR VM_SLURM_DRAIN VM_REBOOT JOB_REQUEUED VM_REIMAGE VM_REPO
     HL[$ev]=$(ev_at hf "$T0" "$ev" "$N")
 done
 HL_TRAIL=$(ev_trail hf "$T0" "$N")
-HL_HOST=$(mtc cluster get hf --json | python3 -c '
-import json, sys
-print([n.get("host") for n in json.load(sys.stdin)["clusterStatus"]["nodesStatus"] if n["instanceName"] == sys.argv[1]][0])' "$N")
 scancel "$SJOB" 2>/dev/null
+wait "$APIP"
+HL_API=$(cat "$T_DIR/api_link")
 testhost_link 1 up
 wait "$STALL"
 read -r SE SR <"$T_DIR/stall"
@@ -299,7 +329,7 @@ row "reimage starts (VM_REIMAGE)" "${LE[VM_REIMAGE]}" "${HE[VM_REIMAGE]}"
 row "replace starts (VM_REPORT_AND_REPLACEMENT)" "${LE[VM_REPORT_AND_REPLACEMENT]}" "${HE[VM_REPORT_AND_REPLACEMENT]}"
 row "back in service (VM_RESUMED)" "${LE[VM_RESUMED]}" "${HE[VM_RESUMED]}"
 row "in service in sinfo (polled)" "$LE_IDLE" "$HE_IDLE"
-say "  hosts: the test host's BMC reboot done at +${HE_BOOT:--} s; node now on $HE_HOST (spare ${H[3]})"
+say "  hosts: the test host's BMC reboot done at +${HE_BOOT:--} s; the API shows the node on the spare ${H[3]} at +$HE_API s"
 say "  local event trail:"
 say "$LE_TRAIL"
 say "  hosts event trail:"
@@ -314,7 +344,8 @@ say "  reimage starts (VM_REIMAGE)                  ${HL[VM_REIMAGE]}"
 say "  replace starts (VM_REPORT_AND_REPLACEMENT)   ${HL[VM_REPORT_AND_REPLACEMENT]}"
 say "  back in service (VM_RESUMED)                 ${HL[VM_RESUMED]}"
 say "  in service in sinfo (polled)                ${HL_IDLE}"
-say "  node now on $HL_HOST (spare ${H[4]}); after link up, the old host's daemons stopped within ${HL_QUIET} s"
+say "  API shows the node on the spare (${H[4]})          ${HL_API}"
+say "  after link up, the old host's daemons stopped within ${HL_QUIET} s"
 say "  event trail:"
 say "$HL_TRAIL"
 say "local slurmd kill -9 3 s after the host's link went down (same mtcd): SLURMD_RESTART +${SE:--} s, registered again +${SR:--} s"

@@ -71,6 +71,7 @@ for r in $(seq "$REPEATS"); do
     done
 done
 grep -h "^# 2 ranks" "$T_DIR"/hosts.1 "$T_DIR"/local.1 | sed 's/^/  /' >"$T_DIR/ranks"
+# shellcheck disable=SC2086 # KINDS: a list
 python3 - "$T_DIR" "$REPEATS" $KINDS <<'PY' >&3
 import statistics, sys
 d, reps, kinds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
