@@ -698,7 +698,12 @@ static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
 
 static int hosts_delete(struct provider *p, const char *id, mtc_error_t *err)
 {
-    return local_delete_with(p, id, delete_stop, err);
+    int rc = local_delete_with(p, id, delete_stop, err);
+    struct lc c;
+    mtc_error_t e2;
+    if (local_lc_init(&c, p, id, &e2) == 0)
+        hosts_checks_forget(c.dir);
+    return rc;
 }
 
 const struct provider_ops provider_hosts_ops = {

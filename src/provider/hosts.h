@@ -192,6 +192,15 @@ void hosts_lc_socket(struct lc *c, const struct hstate *s);
 
 /* ---- hosts_view.c ---- */
 
+/* Wait until no pass over a cluster's hosts is at work (before the provider
+ * goes away). */
+void hosts_checks_wait(void);
+/* Drop what the passes over the cluster in dir found and did not report yet
+ * (it is being deleted). */
+void hosts_checks_forget(const char *dir);
+/* provider_supervise: the controller's daemons now; the hosts (at most every
+ * HOSTS_CHECK_MS) by a pass in a thread of its own, whose findings are
+ * reported (ev) by the next call. */
 int hosts_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                     void *arg, mtc_error_t *err);
 json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);

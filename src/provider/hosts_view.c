@@ -1,6 +1,7 @@
 /* hosts_view: a cluster on hosts seen from mtcd — supervision (the
  * controller's daemons every pass; each host's, at most every HOSTS_CHECK_MS,
- * in one ssh command per host that restarts what died and says so), the
+ * in one ssh command per host that restarts what died and says so, run in a
+ * thread of its own so an unreachable host never stalls other clusters), the
  * nodes and hosts lists, `mtc env` and how `mtc login` reaches the login host. */
 #include "provider/hosts.h"
 
@@ -8,6 +9,7 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +72,60 @@ static const struct {
     {"mtc-host: restarted agent", "AGENT_RESTART", "mtc-agent"},
 };
 
+/* ---- the hosts' pass, in a thread of its own ----
+ * An unreachable host costs a pass many seconds of ssh timeouts; in its own
+ * thread it never stalls the supervision of the other clusters (one control
+ * thread walks them all). Its findings wait in the cluster's slot and are
+ * reported by the next supervise call. */
+
+#define CHECK_SLOTS 64
+#define CHECK_EVENTS (HOSTS_MAX + 8)
+struct check_event {
+    char type[24], node[64], msg[400];
+};
+struct check_slot {
+    char dir[PLEN];    /* the cluster's directory ("" = free slot) */
+    int running;       /* a pass is at work */
+    size_t nev;        /* findings not yet reported */
+    struct check_event ev[CHECK_EVENTS];
+};
+static pthread_mutex_t checks_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t checks_cv = PTHREAD_COND_INITIALIZER;
+static struct check_slot checks[CHECK_SLOTS];
+static int checks_running;
+
+/* The slot of the cluster in dir (made when absent); NULL when all are taken.
+ * checks_mu held. */
+static struct check_slot *slot_of(const char *dir)
+{
+    struct check_slot *free_slot = NULL;
+    for (size_t i = 0; i < CHECK_SLOTS; i++) {
+        if (!strcmp(checks[i].dir, dir))
+            return &checks[i];
+        if (!checks[i].dir[0] && !free_slot)
+            free_slot = &checks[i];
+    }
+    if (free_slot) {
+        memset(free_slot, 0, sizeof(*free_slot));
+        snprintf(free_slot->dir, sizeof(free_slot->dir), "%s", dir);
+    }
+    return free_slot;
+}
+
+/* A finding of the pass (provider_event_fn): kept in the slot. */
+static void keep_event(void *arg, const char *type, const char *node, const char *msg)
+{
+    struct check_slot *slot = arg;
+    pthread_mutex_lock(&checks_mu);
+    if (slot->nev < CHECK_EVENTS) {
+        struct check_event *e = &slot->ev[slot->nev++];
+        snprintf(e->type, sizeof(e->type), "%s", type);
+        snprintf(e->node, sizeof(e->node), "%s", node ? node : "");
+        snprintf(e->msg, sizeof(e->msg), "%s", msg);
+    }
+    pthread_mutex_unlock(&checks_mu);
+}
+
 /* One pass over the hosts: each restarts what is dead and says so. */
 static void supervise_hosts(struct provider *p, const struct lc *c, struct hstate *s,
                             provider_event_fn ev, void *arg)
@@ -112,6 +168,99 @@ out:
     free(errs);
 }
 
+struct check_job {
+    struct provider *p;
+    struct lc c;
+    struct check_slot *slot;
+};
+
+/* The pass, under the cluster's lock (an apply, delete or node action in
+ * between waits for it; one that holds the lock makes the pass wait). */
+static void *check_thread(void *arg)
+{
+    struct check_job *j = arg;
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (s && local_lock(&j->c, 1) == 0) {
+        if (mtc_path_exists(j->c.dir) && hosts_state_load(&j->c, s) == 0)
+            supervise_hosts(j->p, &j->c, s, keep_event, j->slot);
+        local_unlock(&j->c);
+    }
+    free(s);
+    pthread_mutex_lock(&checks_mu);
+    j->slot->running = 0;
+    checks_running--;
+    pthread_cond_broadcast(&checks_cv);
+    pthread_mutex_unlock(&checks_mu);
+    free(j);
+    return NULL;
+}
+
+/* Report what the last pass found (ev), and start the next one unless one is
+ * at work or the hosts were looked at within HOSTS_CHECK_MS. */
+static void check_hosts(struct provider *p, const struct lc *c, provider_event_fn ev, void *arg)
+{
+    struct check_event *found = calloc(CHECK_EVENTS, sizeof(*found));
+    size_t n = 0;
+    int start = 0;
+    pthread_mutex_lock(&checks_mu);
+    struct check_slot *slot = slot_of(c->dir);
+    if (slot && found) {
+        n = slot->nev;
+        memcpy(found, slot->ev, n * sizeof(*found));
+        slot->nev = 0;
+        start = !slot->running && !checked_recently(c);
+        if (start) {
+            slot->running = 1;
+            checks_running++;
+        }
+    }
+    pthread_mutex_unlock(&checks_mu);
+    for (size_t i = 0; ev && i < n; i++)
+        ev(arg, found[i].type, found[i].node, found[i].msg);
+    free(found);
+    if (!start)
+        return;
+    struct check_job *j = calloc(1, sizeof(*j));
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (j) {
+        j->p = p, j->slot = slot;
+        j->c = *c;
+        j->c.lockfd = -1;
+    }
+    if (!j || pthread_create(&t, &attr, check_thread, j) != 0) {
+        free(j);
+        pthread_mutex_lock(&checks_mu);
+        slot->running = 0;
+        checks_running--;
+        pthread_cond_broadcast(&checks_cv);
+        pthread_mutex_unlock(&checks_mu);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+void hosts_checks_wait(void)
+{
+    pthread_mutex_lock(&checks_mu);
+    while (checks_running > 0)
+        pthread_cond_wait(&checks_cv, &checks_mu);
+    pthread_mutex_unlock(&checks_mu);
+}
+
+void hosts_checks_forget(const char *dir)
+{
+    pthread_mutex_lock(&checks_mu);
+    for (size_t i = 0; i < CHECK_SLOTS; i++)
+        if (!strcmp(checks[i].dir, dir)) {
+            checks[i].nev = 0;
+            if (!checks[i].running)
+                checks[i].dir[0] = '\0';
+        }
+    pthread_mutex_unlock(&checks_mu);
+}
+
 int hosts_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                     void *arg, mtc_error_t *err)
 {
@@ -133,8 +282,7 @@ int hosts_supervise(struct provider *p, const char *id, const json_t *spec, prov
     int ctld_restarted;
     if (local_supervise_controller(&c, ev, arg, &ctld_restarted, err) < 0)
         goto out;
-    if (!checked_recently(&c))
-        supervise_hosts(p, &c, s, ev, arg);
+    check_hosts(p, &c, ev, arg);
     mtc_error_t e2;
     if (ctld_restarted && slurm_reconfigure(c.conf, &e2) < 0)
         log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);

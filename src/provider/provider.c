@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cluster/cluster.h"
+#include "provider/hosts.h"
 
 static const struct provider_ops *const kinds[] = {&provider_local_ops, &provider_hosts_ops, NULL};
 
@@ -82,6 +83,7 @@ void provider_destroy(struct provider *p)
     if (!p)
         return;
     int saved = errno;
+    hosts_checks_wait(); /* passes over hosts use p */
     free(p->home);
     free(p->hook_health);
     free(p->hook_prolog);
