@@ -326,6 +326,15 @@ static void supervise_one(struct control *c, const char *id)
     store_cluster_release(&cl);
 }
 
+void control_refresh_nodes(struct control *c, const char *id, const json_t *spec,
+                           const json_t *stored)
+{
+    json_t *nodes = provider_nodes(c->prov, id, spec, NULL);
+    if (nodes && !json_equal(nodes, stored))
+        store_cluster_set_nodes(c->st, id, nodes);
+    json_decref(nodes);
+}
+
 static void *supervisor(void *arg)
 {
     struct control *c = arg;
