@@ -108,7 +108,7 @@ fault_no_other_drain "$N"
 O=$( [ "$N" = "$C-gpu-0" ] && echo "$C-gpu-1" || echo "$C-gpu-0" )
 OH=$(node_host "$O")
 OI=$(host_index "$OH")
-job2=$(sbatch --parsable --requeue -N1 -w "$O" --wrap 'sleep 600')
+job2=$(sbatch --parsable --requeue -N1 -w "$O" -o /dev/null --wrap 'sleep 600')
 check "a job on $O (host $OI)" wait_for 30 bash -c "squeue -h -j $job2 -t RUNNING | grep -q ."
 diag "link of host $OI ($OH) down at $(date +%T)"
 check "host $OI: link down" testhost_link "$OI" down

@@ -221,7 +221,16 @@ unset OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include OMPI_MCA_pml
 # --- kill -9 of every process on a host, then the provider's restart -----------
 # (a node killed while a job is completing stays "comp" until slurmctld resends
 # TERMINATE_JOB, up to a minute or two: start from idle nodes)
-check "both nodes idle before the kill" wait_for 120 both_idle
+# (seen once in ~10 runs on a loaded runner: a node stayed "mix" for minutes
+# after the 0.3 s MPI job, its step never reported complete — a hung
+# slurmstepd; it is reported here, and the node cycled down/resume so the rest
+# of the test still runs)
+if ! wait_for 60 both_idle; then
+    diag "not idle after 60 s: $(S sinfo -h -N -o '%N %t %C' | xargs); steps: $(R 1 'ps -eo pid,etime,args | grep -c [s]lurmstepd') on host 1"
+    S scontrol update nodename="$N0,$N1" state=down reason="hosts_proto: stuck after the MPI job"
+    S scontrol update nodename="$N0,$N1" state=resume
+fi
+check "both nodes idle before the kill" wait_for 60 both_idle
 check "host 2: kill -9 of every process" testhost_kill 2
 check "  its /run/mtc and /run/munge are empty (like a reboot)" testhost_exec 2 bash -c \
     '[ -z "$(find /run/mtc /run/munge /run/slurm -mindepth 1)" ]'
