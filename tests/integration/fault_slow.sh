@@ -75,7 +75,7 @@ diag "job $JOB on $N; $(wc -l <"$CG/cgroup.procs") processes (agent, slurmd, job
 check "throttled pids in the cgroup" grep -qx "$(cat "$CD/run/agent-$N.pid")" "$CG/cgroup.procs"
 # the throttled agent itself runs at 10% of a CPU: its probe rounds take
 # several times longer than on an idle node, more so on a loaded runner
-FAULT_DETECT_WAIT=120 fault_assert "$N" speed
+FAULT_DETECT_WAIT=120 FAULT_RESTART_WAIT=300 fault_assert "$N" speed
 check "the cgroup really throttled ($(grep nr_throttled "$CG/cpu.stat"))" \
     awk '$1 == "nr_throttled" && $2 > 0 {f = 1} END {exit !f}' "$CG/cpu.stat"
 check "detection event names the pool median" has_event VM_SCAN_ERROR "$N speed\.[a-z]* failed: .* of the pool median"
