@@ -14,20 +14,10 @@
 # parallel here. Traffic: loopback and the test hosts' private bridge only.
 # Everything (test hosts, clusters, daemons) is torn down on exit, failure and
 # signals included.
-set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# test hosts are network namespaces: root and iproute2 needed
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then echo "skipped: needs root (network namespaces)"; exit 0; fi
-. "$ROOT/tests/integration/lib.sh" >/dev/null
-. "$ROOT/tests/integration/testhosts.inc"
-. "$ROOT/tests/integration/hosts_setup.inc"
+BENCH_NAME=hosts_create
+. "$(dirname "$0")/hosts.inc"
 TRIALS=${BENCH_TRIALS:-3}
 SIZES=${BENCH_SIZES:-2 4 8}
-LOAD0=$(cut -d" " -f1-3 /proc/loadavg)
-exec 3>&1 >"$T_DIR/bench.log" 2>&1 # chatter to the log, figures to stdout
-T_FAILED=1 # keep $T_DIR on a failure for inspection; reset at the end
-t_extra_cleanup() { hosts_cleanup; }
-fail() { echo "hosts_create: $* (log: $T_DIR/bench.log)" >&3; exit 1; }
 
 MAX=0
 for n in $SIZES; do [ "$n" -gt "$MAX" ] && MAX=$n; done

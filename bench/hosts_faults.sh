@@ -29,25 +29,16 @@
 # Health policy on both: checks gpu and disk every 1 s, mtcd supervising
 # every 500 ms (hosts: each host checked at most every 2 s). Traffic: the
 # test hosts' private bridge only; everything is torn down on exit.
-set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# test hosts are network namespaces: root and iproute2 needed
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then echo "skipped: needs root (network namespaces)"; exit 0; fi
-. "$ROOT/tests/integration/lib.sh" >/dev/null
-. "$ROOT/tests/integration/testhosts.inc"
-. "$ROOT/tests/integration/hosts_setup.inc"
+BENCH_NAME=hosts_faults
+. "$(dirname "$0")/hosts.inc"
 . "$ROOT/tests/integration/run_setup.inc"
 . "$ROOT/tests/integration/fault_setup.inc"
 TRIALS=${BENCH_TRIALS:-3}
-LOAD0=$(cut -d" " -f1-3 /proc/loadavg)
-exec 3>&1 >"$T_DIR/bench.log" 2>&1 # chatter to the log, figures to stdout
-T_FAILED=1 # keep $T_DIR on a failure for inspection; reset at the end
 WATCHER=
 t_extra_cleanup() {
-    [ -n "$WATCHER" ] && kill -TERM "$WATCHER" 2>/dev/null && wait "$WATCHER" 2>/dev/null
+    hosts_bmc_stop
     hosts_cleanup
 }
-fail() { echo "hosts_faults: $* (log: $T_DIR/bench.log)" >&3; exit 1; }
 now() { date +%s.%N; }
 say() { echo "$*" >&3; echo "## $*"; }
 
@@ -209,23 +200,7 @@ scancel "$SJOB" 2>/dev/null
 # (lf stays up until the end: a local slurmd is killed while a host is unreachable)
 
 # --- hosts provider: 2 nodes on hosts 1-2, spares 3-4 ------------------------------
-# The hosts' "BMC": a reboot command appends the host's name to reboot.req;
-# this loop reboots that test host (kill everything, fresh /run, sshd back).
-: >"$T_DIR/reboot.req"
-(
-    seen=0
-    while sleep 0.3; do
-        while [ "$seen" -lt "$(wc -l <"$T_DIR/reboot.req")" ]; do
-            seen=$((seen + 1))
-            name=$(sed -n "${seen}p" "$T_DIR/reboot.req")
-            for i in 1 2 3 4; do
-                [ "${TESTHOSTS_NAMES[$i]}" = "$name" ] && testhost_reboot "$i" 1 &&
-                    echo "$name $(date +%s.%N)" >>"$T_DIR/rebooted"
-            done
-        done
-    done
-) &
-WATCHER=$!
+hosts_bmc_start 4 # reboot requests of the spec's rebootCommand
 C=hf
 export C
 cat >"$T_DIR/hspec.json" <<JSON

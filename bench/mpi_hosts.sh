@@ -12,19 +12,9 @@
 # BENCH_REPEATS (default 3) runs of each, interleaved; per size the median.
 # Traffic: loopback and the test hosts' private bridge only; everything is torn
 # down on exit.
-set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# test hosts are network namespaces: root and iproute2 needed
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then echo "skipped: needs root (network namespaces)"; exit 0; fi
-. "$ROOT/tests/integration/lib.sh" >/dev/null
-. "$ROOT/tests/integration/testhosts.inc"
-. "$ROOT/tests/integration/hosts_setup.inc"
+BENCH_NAME=mpi_hosts
+. "$(dirname "$0")/hosts.inc"
 REPEATS=${BENCH_REPEATS:-3}
-LOAD0=$(cut -d" " -f1-3 /proc/loadavg)
-exec 3>&1 >"$T_DIR/bench.log" 2>&1 # chatter to the log, figures to stdout
-T_FAILED=1 # keep $T_DIR on a failure for inspection; reset at the end
-t_extra_cleanup() { hosts_cleanup; }
-fail() { echo "mpi_hosts: $* (log: $T_DIR/bench.log)" >&3; exit 1; }
 command -v mpicc >/dev/null || fail "mpicc not installed"
 
 # the program lives under $T_DIR (/tmp): the test hosts share this root filesystem

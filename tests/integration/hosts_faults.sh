@@ -17,7 +17,7 @@
 STEPS=${STEPS:-1500} EXP=hecc C=hf
 export C
 t_extra_cleanup() {
-    [ -n "${WATCHER:-}" ] && kill -TERM "$WATCHER" 2>/dev/null && wait "$WATCHER" 2>/dev/null
+    hosts_bmc_stop
     hosts_cleanup
 }
 # Host index of address $1.
@@ -41,23 +41,7 @@ print(" ".join(h["role"] for h in json.load(sys.stdin) if h["host"] == sys.argv[
 check "4 test hosts up (2 for nodes, 2 spares)" testhosts_up 4
 [ "$T_FAILED" -eq 0 ] || done_testing
 H=("" "${TESTHOSTS_ADDRS[@]}")
-# The hosts' "BMC": a reboot command appends the host's name to reboot.req;
-# this loop reboots that test host (kill everything, fresh /run, sshd back).
-: >"$T_DIR/reboot.req"
-(
-    seen=0
-    while sleep 0.3; do
-        while [ "$seen" -lt "$(wc -l <"$T_DIR/reboot.req")" ]; do
-            seen=$((seen + 1))
-            name=$(sed -n "${seen}p" "$T_DIR/reboot.req")
-            for i in 1 2 3 4; do
-                [ "${TESTHOSTS_NAMES[$i]}" = "$name" ] && testhost_reboot "$i" 1 &&
-                    echo "$name" >>"$T_DIR/rebooted"
-            done
-        done
-    done
-) &
-WATCHER=$!
+hosts_bmc_start 4 # reboot requests of the spec's rebootCommand
 
 PORT=$(free_port)
 check "mtcd starts, listening on the bridge" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
@@ -89,7 +73,7 @@ diag "job $JOB on $N (host $NI, $NH); ECC errors on its GPU"
 testhost_exec "$NI" sh -c "printf 'count 1\ngpu 0 ecc=4\n' >>/var/lib/mtc/$UID_/hw/nvml.state"
 FAULT_SAME_NODE_OK=1 fault_assert "$N" gpu.ecc
 check "detection event names the ECC errors" has_event VM_CONTINUOUS_GPU_ERROR "$N gpu.ecc failed: GPU 0: 4 volatile"
-check "the host was rebooted by its reboot command" grep -qx "${TESTHOSTS_NAMES[$NI]}" "$T_DIR/rebooted"
+check "the host was rebooted by its reboot command" grep -q "^${TESTHOSTS_NAMES[$NI]} " "$T_DIR/rebooted"
 check "after the reboot it still failed" has_event VM_HEALTH_CHECK_FAILED "$N after reboot: gpu.ecc"
 check "no reimage command: escalated to replace" has_event VM_ACTION_FAILED "$N reimage failed: no hostRemediation.reimageCommand"
 check "replaced (VM_REPORT_AND_REPLACEMENT)" has_event VM_REPORT_AND_REPLACEMENT "$N"
