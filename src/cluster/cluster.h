@@ -89,6 +89,38 @@ const char *cluster_spec_shared_host(const json_t *spec, const json_t *other, ch
  * 0, or -1 + err ("nodePools[1].hosts[0]: host \"a\" is also ..."). */
 int cluster_spec_hosts_check(json_t *spec, mtc_error_t *err);
 
+/* ---- shared storage (storage.c) ---- */
+
+/* 1 when s is an NFS export "ADDRESS:/share" ("[v6]:/share"), else 0. */
+int cluster_nfs_source_valid(const char *s);
+/* 1 when s is a Lustre target "NID[,NID][:NID]:/fsname" (NID host@net), else 0. */
+int cluster_lustre_source_valid(const char *s);
+/* 1 with why[len] when s is no usable mount point (not a clean absolute path,
+ * or a system directory or mtc's own); 0 when fine. */
+int cluster_mount_path_bad(const char *s, char *why, size_t len);
+/* 1 with why[len] when s is no acceptable mountOptions (a comma list of
+ * [A-Za-z0-9_.=-] options, none naming a helper, file or user, no suid/dev). */
+int cluster_mount_options_bad(const char *s, char *why, size_t len);
+/* The spec tables' hooks for these fields. */
+int cluster_hook_nfs(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err);
+int cluster_hook_lustre(const struct schema_field *f, json_t **v, const char *path,
+                        mtc_error_t *err);
+int cluster_hook_mount_path(const struct schema_field *f, json_t **v, const char *path,
+                            mtc_error_t *err);
+int cluster_hook_mount_options(const struct schema_field *f, json_t **v, const char *path,
+                               mtc_error_t *err);
+int cluster_hook_experiment_root(const struct schema_field *f, json_t **v, const char *path,
+                                 mtc_error_t *err);
+/* cluster_spec_normalize's storage rules across the spec: on hosts every entry
+ * is a mount source (not a cloud instance name); no path mounted twice on a
+ * pool's nodes. 0, or -1 + err naming the field. */
+int cluster_spec_storage_check(const json_t *spec, mtc_error_t *err);
+/* What a node of pool_id mounts, in order (the home storage at /home first,
+ * then the pool's filestores, then its lustres): [{"type": "nfs"|"lustre",
+ * "source", "path", "options"}] with options starting "nosuid,nodev". Cloud
+ * instance names are skipped. Caller owns. */
+json_t *cluster_spec_mounts(const json_t *spec, const char *pool_id);
+
 /* 1 when id matches ^[a-z][a-z0-9]{0,9}$, else 0. */
 int cluster_id_valid(const char *id);
 

@@ -391,10 +391,23 @@ static const struct schema_field f_scaling[] = {
     {.name = NULL}};
 static const struct schema s_scaling = {f_scaling, SPEC, NULL, check_scaling};
 
+/* Shared storage (storage.c): on hosts, root mounts each entry on every node of
+ * the pool (nosuid,nodev; options from a safe set) */
+#define MOUNT_PATH                                                                                 \
+    .name = "mountPath", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED,                            \
+    .check = cluster_hook_mount_path
+#define MOUNT_OPTIONS(n) .name = n, .kind = SCHEMA_STR, .check = cluster_hook_mount_options
 static const struct schema_field f_filestore[] = {
-    {STR("filestore")}, {STR("mountPath")}, {.name = NULL}};
+    {.name = "filestore", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED, .check = cluster_hook_nfs},
+    {MOUNT_PATH},
+    {MOUNT_OPTIONS("mountOptions")},
+    {.name = NULL}};
 static const struct schema s_filestore = {f_filestore, SPEC, NULL, NULL};
-static const struct schema_field f_lustre[] = {{STR("lustre")}, {STR("mountPath")}, {.name = NULL}};
+static const struct schema_field f_lustre[] = {
+    {.name = "lustre", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED, .check = cluster_hook_lustre},
+    {MOUNT_PATH},
+    {MOUNT_OPTIONS("mountOptions")},
+    {.name = NULL}};
 static const struct schema s_lustre = {f_lustre, SPEC, NULL, NULL};
 
 static const struct schema_field f_pool[] = {
@@ -414,8 +427,17 @@ static const struct schema_field f_pool[] = {
     /* no provider runs it today; a node's startup script runs as root where one does */
     {.name = "startupScript", .kind = SCHEMA_STR, .flags = SCHEMA_ROOT_EXEC},
     {STR("nodeImage")},
-    {.name = "filestores", .kind = SCHEMA_OBJS, .obj = &s_filestore},
-    {.name = "lustres", .kind = SCHEMA_OBJS, .obj = &s_lustre},
+    /* what root mounts on the pool's hosts: admin-only, like the scripts */
+    {.name = "filestores",
+     .kind = SCHEMA_OBJS,
+     .flags = SCHEMA_ROOT_EXEC,
+     .max_items = 16,
+     .obj = &s_filestore},
+    {.name = "lustres",
+     .kind = SCHEMA_OBJS,
+     .flags = SCHEMA_ROOT_EXEC,
+     .max_items = 16,
+     .obj = &s_lustre},
     /* mtc's own: the real hosts the pool runs on (node i = hosts[i]), and the
      * spares a replaced node moves to */
     {.name = "hosts", .kind = SCHEMA_STRS, .check = host_list},
@@ -472,7 +494,12 @@ static const struct schema s_scheduling = {f_scheduling, SPEC, NULL, NULL};
 /* Prolog/epilog scripts run as root on every node around every job. */
 #define SCRIPTS(n) .name = n, .kind = SCHEMA_STRS, .flags = SCHEMA_ROOT_EXEC
 static const struct schema_field f_slurm[] = {
-    {STR("homeDirectoryStorage")},
+    /* mounted as root at /home on every host of a cluster on hosts */
+    {.name = "homeDirectoryStorage",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_ROOT_EXEC,
+     .check = cluster_hook_nfs},
+    {MOUNT_OPTIONS("homeDirectoryMountOptions")},
     {STR("loginNodePoolId")},
     {.name = "partitions", .kind = SCHEMA_OBJS, .obj = &s_partition},
     {STR("defaultPartitionId")},
@@ -529,6 +556,12 @@ static const struct schema_field f_cluster[] = {
     {OBJ("controller", s_controller)},
     {.name = "installPackages", .kind = SCHEMA_BOOL},
     {OBJ("hostRemediation", s_host_remediation)},
+    /* mtc's own: where `mtc run` writes experiments; on hosts, shared storage
+     * (checked by a marker mtcd writes there as root) */
+    {.name = "experimentRoot",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_ROOT_EXEC,
+     .check = cluster_hook_experiment_root},
     {.name = NULL},
 };
 const struct schema cluster_spec_schema = {f_cluster, SPEC, cluster_output_only, NULL};
@@ -704,7 +737,8 @@ json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err)
     }
     first = schema_normalize(in, &cluster_spec_schema, "", err);
     if (!first || check_pools(json_object_get(first, "nodePools"), err) < 0 ||
-        cluster_spec_hosts_check(first, err) < 0 || check_slurm(first, err) < 0)
+        cluster_spec_hosts_check(first, err) < 0 ||
+        cluster_spec_storage_check(first, err) < 0 || check_slurm(first, err) < 0)
         goto error;
     /* the checks above added defaults at the end; a second pass restores table order */
     out = schema_normalize(first, &cluster_spec_schema, "", err);

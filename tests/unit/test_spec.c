@@ -653,10 +653,12 @@ static void test_root_exec(void)
     char paths[512] = "";
     schema_walk(&cluster_spec_schema, SCHEMA_ROOT_EXEC, collect_path, paths);
     CHECK_STR(paths,
-              "nodePools[].startupScript orchestratorSpec.slurmSpec.prologBashScripts "
+              "nodePools[].startupScript nodePools[].filestores nodePools[].lustres "
+              "orchestratorSpec.slurmSpec.homeDirectoryStorage "
+              "orchestratorSpec.slurmSpec.prologBashScripts "
               "orchestratorSpec.slurmSpec.epilogBashScripts healthPolicy.nvmlLibrary "
               "healthPolicy.kernelLog ssh.keyFile hostRemediation.rebootCommand "
-              "hostRemediation.reimageCommand",
+              "hostRemediation.reimageCommand experimentRoot",
               "root-executing fields listed from the spec's table");
 
     /* what an editor may not do: set or change one of them */
@@ -702,6 +704,117 @@ static void test_root_exec(void)
     json_decref(both);
 }
 
+/* Shared storage: NFS and Lustre sources, mount paths and options, the
+ * experiment root, on hosts and locally; the mounts a node gets. */
+#define FS(pool_extra) LOGIN_GPU("", "\"a.lab\"", "1", ",\"filestores\":[" pool_extra "]")
+static void test_storage(void)
+{
+    struct {
+        const char *spec, *want;
+    } cases[] = {
+        {FS("{\"filestore\":\"10.0.0.2:/vol1\",\"mountPath\":\"/shared\","
+            "\"mountOptions\":\"vers=4.1,nconnect=8\"}"),
+         ""},
+        {FS("{\"filestore\":\"nfs.lab:/\",\"mount_path\":\"/data/x\"}"), ""},
+        {FS("{\"filestore\":\"[fd00::2]:/v\",\"mountPath\":\"/d\"}"), ""},
+        {FS("{\"filestore\":\"10.0.0.2:vol1\",\"mountPath\":\"/shared\"}"),
+         "nodePools[1].filestores[0].filestore: must be an NFS export ADDRESS:/share (10.0.0.2:/home, "
+         "nfs.example.com:/vol1) or a Filestore instance name (projects/P/locations/L/instances/I), "
+         "got \"10.0.0.2:vol1\""},
+        {FS("{\"filestore\":\"a;b:/x\",\"mountPath\":\"/shared\"}"),
+         "nodePools[1].filestores[0].filestore: must be an NFS export ADDRESS:/share (10.0.0.2:/home, "
+         "nfs.example.com:/vol1) or a Filestore instance name (projects/P/locations/L/instances/I), "
+         "got \"a;b:/x\""},
+        {FS("{\"filestore\":\"10.0.0.2:/v\"}"),
+         "nodePools[1].filestores[0].mountPath: required field missing"},
+        {FS("{\"filestore\":\"10.0.0.2:/v\",\"mountPath\":\"/etc/x\"}"),
+         "nodePools[1].filestores[0].mountPath: \"/etc/x\" is a system directory (or mtc's own on "
+         "a host)"},
+        {FS("{\"filestore\":\"10.0.0.2:/v\",\"mountPath\":\"/a/../etc\"}"),
+         "nodePools[1].filestores[0].mountPath: must be an absolute path of up to 255 of "
+         "[A-Za-z0-9/._+-] (no \"..\", no trailing /)"},
+        {FS("{\"filestore\":\"10.0.0.2:/v\",\"mountPath\":\"/d\",\"mountOptions\":"
+            "\"helper=/tmp/x\"}"),
+         "nodePools[1].filestores[0].mountOptions: option \"helper=/tmp/x\": only [A-Za-z0-9_.=-]"},
+        {FS("{\"filestore\":\"10.0.0.2:/v\",\"mountPath\":\"/d\",\"mountOptions\":"
+            "\"vers=3,suid\"}"),
+         "nodePools[1].filestores[0].mountOptions: option \"suid\" is refused (mtc mounts "
+         "nosuid,nodev and passes no helper, file or user option)"},
+        {FS("{\"filestore\":\"10.0.0.2:/v\",\"mountPath\":\"/d\",\"mountOptions\":"
+            "\"ro,,soft\"}"),
+         "nodePools[1].filestores[0].mountOptions: empty option (a comma list: "
+         "\"vers=4.1,nconnect=8\")"},
+        {FS("{\"filestore\":\"10.0.0.2:/v\",\"mountPath\":\"/d\"},"
+            "{\"filestore\":\"10.0.0.3:/w\",\"mountPath\":\"/d\"}"),
+         "nodePools[1].filestores[1].mountPath: \"/d\" is mounted twice on the pool's nodes"},
+        {FS("{\"filestore\":\"projects/p/locations/l/instances/i\",\"mountPath\":\"/d\"}"),
+         "nodePools[1].filestores[0].filestore: a cluster on hosts mounts an NFS export "
+         "ADDRESS:/share; \"projects/p/locations/l/instances/i\" names a cloud instance"},
+        {LOGIN_GPU("", "\"a.lab\"", "1",
+                   ",\"lustres\":[{\"lustre\":\"10.0.0.5@tcp:/lfs\",\"mountPath\":\"/lustre\"},"
+                   "{\"lustre\":\"mgs1@o2ib1,mgs1b@tcp:mgs2@tcp:/scr_1\",\"mountPath\":"
+                   "\"/scratch\",\"mountOptions\":\"flock\"}]"),
+         ""},
+        {LOGIN_GPU("", "\"a.lab\"", "1",
+                   ",\"lustres\":[{\"lustre\":\"10.0.0.5:/lfs\",\"mountPath\":\"/l\"}]"),
+         "nodePools[1].lustres[0].lustre: must be a Lustre target MGS@NET:/fsname (10.0.0.5@tcp:/lfs, "
+         "fsname up to 8 of [A-Za-z0-9_-]) or a Managed Lustre instance name, got \"10.0.0.5:/lfs\""},
+        {LOGIN_GPU("", "\"a.lab\"", "1",
+                   ",\"lustres\":[{\"lustre\":\"m@tcp:/toolongname\",\"mountPath\":\"/l\"}]"),
+         "nodePools[1].lustres[0].lustre: must be a Lustre target MGS@NET:/fsname (10.0.0.5@tcp:/lfs, "
+         "fsname up to 8 of [A-Za-z0-9_-]) or a Managed Lustre instance name, got "
+         "\"m@tcp:/toolongname\""},
+        {ON_A_LAB("\"experimentRoot\":\"/shared/exp\","), ""},
+        {ON_A_LAB("\"experiment_root\":\"shared\","),
+         "experimentRoot: must be an absolute path of up to 255 of [A-Za-z0-9/._+-] (no \"..\", "
+         "no trailing /)"},
+        {ON_A_LAB("\"experimentRoot\":\"/var/lib/mtc/x\","),
+         "experimentRoot: \"/var/lib/mtc/x\" is a system directory (or mtc's own on a host)"},
+        /* the home storage: cloud names are kept locally, refused on hosts */
+        {"{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"local\"},"
+         "\"filestores\":[{\"filestore\":\"projects/p/locations/l/instances/i\",\"mountPath\":"
+         "\"/d\"}]}],\"orchestratorSpec\":{\"slurmSpec\":{\"homeDirectoryStorage\":"
+         "\"projects/p/locations/l/instances/h\"}}}",
+         ""},
+        {"{\"nodePools\":[" LOGIN_POOL "],\"orchestratorSpec\":{\"slurmSpec\":{"
+         "\"homeDirectoryStorage\":\"projects/p/locations/l/instances/h\"}}}",
+         "orchestratorSpec.slurmSpec.homeDirectoryStorage: a cluster on hosts mounts an NFS export "
+         "ADDRESS:/share at /home; \"projects/p/locations/l/instances/h\" names a cloud instance"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK_STR(norm_err(cases[i].spec), cases[i].want, "storage rule %zu", i);
+
+    /* what each node mounts, in order, with nosuid,nodev first */
+    mtc_error_t err;
+    json_t *in = parse(
+        "{\"nodePools\":[" LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":"
+        "\"host\"},\"hosts\":[\"a.lab\"],\"lustres\":[{\"lustre\":\"m@tcp:/l\","
+        "\"mountPath\":\"/l\"}],\"filestores\":[{\"filestore\":\"n:/d\",\"mountPath\":"
+        "\"/d\",\"mountOptions\":\"vers=4.1\"}]}],\"orchestratorSpec\":{\"slurmSpec\":{"
+        "\"loginNodePoolId\":\"login\",\"homeDirectoryStorage\":\"n:/home\","
+        "\"home_directory_mount_options\":\"nconnect=4\"}}}");
+    json_t *out = cluster_spec_normalize(in, &err);
+    json_decref(in);
+    CHECK(out != NULL, "storage spec normalizes (%s)", out ? "" : err.text);
+    json_t *m = out ? cluster_spec_mounts(out, "gpu") : NULL, *l = out ? cluster_spec_mounts(out, "login") : NULL;
+    char *ms = m ? json_dumps(m, JSON_COMPACT) : NULL, *ls = l ? json_dumps(l, JSON_COMPACT) : NULL;
+    CHECK_STR(ms ? ms : "",
+              "[{\"type\":\"nfs\",\"source\":\"n:/home\",\"path\":\"/home\",\"options\":"
+              "\"nosuid,nodev,nconnect=4\"},{\"type\":\"nfs\",\"source\":\"n:/d\",\"path\":"
+              "\"/d\",\"options\":\"nosuid,nodev,vers=4.1\"},{\"type\":\"lustre\",\"source\":"
+              "\"m@tcp:/l\",\"path\":\"/l\",\"options\":\"nosuid,nodev\"}]",
+              "a compute node mounts home, then filestores, then lustres");
+    CHECK_STR(ls ? ls : "",
+              "[{\"type\":\"nfs\",\"source\":\"n:/home\",\"path\":\"/home\",\"options\":"
+              "\"nosuid,nodev,nconnect=4\"}]",
+              "the login node mounts home only");
+    free(ms);
+    free(ls);
+    json_decref(m);
+    json_decref(l);
+    json_decref(out);
+}
+
 int main(void)
 {
     test_rules();
@@ -709,6 +822,7 @@ int main(void)
     test_conf_values();
     test_root_exec();
     test_hosts();
+    test_storage();
     test_good_variants();
     test_canonical();
     test_ids_and_catalog();
