@@ -43,6 +43,11 @@ const struct health_check health_checks[] = {
      "slurmd alive (pid file) and accepting connections on its port"},
     {"daemon.munged", "daemon", health_daemon_munged, HEALTH_SEV_RESTART, 0, 0,
      "munged answers: munge -n | unmunge round trip on its socket"},
+    /* a restart remounts what vanished (mtc-host up); a node that still does
+     * not see the experiment root escalates */
+    {"storage.shared", "storage", health_storage_shared, HEALTH_SEV_RESTART, 0, 0,
+     "shared mounts in place; the experiment root holds the controller's marker and takes a "
+     "small write+fsync (value: ms)"},
     {NULL, NULL, NULL, 0, 0, 0, NULL},
 };
 
@@ -127,6 +132,14 @@ static const struct schema_field ctx_fields[] = {
     {CTX_STR("mungeSocket", munge_socket)},
     {CTX_NUM("baselineGflops", baseline_gflops)},
     {CTX_NUM("baselineMemGbps", baseline_mem_gbps)},
+    {.name = "mounts",
+     .kind = SCHEMA_STRS,
+     .max_items = HEALTH_MAX_MOUNTS,
+     CTX(mounts),
+     .count_off = offsetof(struct health_ctx, nmounts)},
+    {CTX_STR("experimentRoot", experiment_root)},
+    {CTX_STR("storageMarker", storage_marker)},
+    {CTX_STR("storageMarkerContent", storage_marker_content)},
     {.name = NULL},
 };
 /* the agent's own fields (transport, identity, Slurm) and the policy, read apart */

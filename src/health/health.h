@@ -1,5 +1,6 @@
 /* health: node health checks (GPU via NVML loaded with dlopen, kernel-log XIDs,
- * disk, NIC, speed and silent-data-corruption probes, Slurm daemons), the
+ * disk, NIC, speed and silent-data-corruption probes, Slurm daemons, shared
+ * storage), the
  * healthPolicy section of the cluster spec, and the mtc-agent config file. */
 #ifndef MTC_HEALTH_H
 #define MTC_HEALTH_H
@@ -45,6 +46,7 @@ struct health_result {
 
 #define HEALTH_MAX_CHECKS 32
 #define HEALTH_MAX_XIDS 32
+#define HEALTH_MAX_MOUNTS 33 /* the home storage and 16 filestores and 16 lustres */
 
 /* The canonical healthPolicy as C values (see docs/health.md for each field). */
 struct health_policy {
@@ -82,6 +84,11 @@ struct health_ctx {
     int slurmd_port;                           /* 0 = do not probe the port */
     char munge_socket[PATH_MAX];               /* "" = skip */
     double baseline_gflops, baseline_mem_gbps; /* 0 = no baseline: report only */
+    char mounts[HEALTH_MAX_MOUNTS][256];       /* shared mounts that must be in place */
+    int nmounts;
+    char experiment_root[PATH_MAX];            /* shared by every node ("" = skip) */
+    char storage_marker[PATH_MAX];             /* the controller's marker in it */
+    char storage_marker_content[64];           /* what the marker must hold */
     struct health_policy policy;
     struct health_runtime *rt; /* owned; created by health_ctx_init */
 };
@@ -170,6 +177,7 @@ int health_daemon_munged(const struct health_ctx *, struct health_result *);
 int health_speed_compute(const struct health_ctx *, struct health_result *);
 int health_speed_membw(const struct health_ctx *, struct health_result *);
 int health_sdc(const struct health_ctx *, struct health_result *);
+int health_storage_shared(const struct health_ctx *, struct health_result *);
 /* The SDC probe's digest (the check compares it with the known answer). */
 uint64_t health_sdc_digest(void);
 

@@ -59,7 +59,7 @@ static void test_policy(void)
     json_t *p = health_policy_normalize(NULL, &err);
     CHECK(p && json_number_value(json_object_get(p, "diskMinFreePercent")) == 5,
           "defaults: diskMinFreePercent 5");
-    CHECK(p && json_array_size(json_object_get(p, "checks")) == 6, "defaults: six families");
+    CHECK(p && json_array_size(json_object_get(p, "checks")) == 7, "defaults: seven families");
     CHECK(p && json_array_size(json_object_get(p, "xidFail")) == 8,
           "defaults: eight critical XIDs");
     CHECK(p && json_object_size(p) == 20, "defaults: every field present (%zu)",
@@ -391,6 +391,45 @@ static void test_disk(void)
     health_ctx_release(&ctx);
 }
 
+/* storage.shared through the agent's config: the marker decides, a mount
+ * that is not one fails, the write+fsync latency is the value. */
+static void test_storage(void)
+{
+    char root[PATH_MAX + 16], marker[PATH_MAX + 64], text[3 * PATH_MAX];
+    snprintf(root, sizeof(root), "%s/exp", tmp);
+    snprintf(marker, sizeof(marker), "%s/.mtc/c-u.marker", root);
+    mtc_mkdir_p(root, 0755);
+    struct health_ctx ctx;
+    mtc_error_t err = {""};
+    health_ctx_init(&ctx, &err);
+    EXPECT(&ctx, "storage.shared", HEALTH_PASS, HEALTH_SEV_NONE, "skipped: no shared storage");
+    snprintf(text, sizeof(text),
+             "{\"nodeId\":\"n1\",\"mounts\":[\"/\"],\"experimentRoot\":\"%s\","
+             "\"storageMarker\":\"%s\",\"storageMarkerContent\":\"0123abcd\"}",
+             root, marker);
+    json_t *c = json_loads(text, 0, NULL);
+    CHECK(health_ctx_configure(&ctx, c, &err) == 0 && ctx.nmounts == 1,
+          "configure storage: %s", err.text);
+    json_decref(c);
+    EXPECT(&ctx, "storage.shared", HEALTH_FAIL, HEALTH_SEV_RESTART, "marker");
+    struct health_result r = run1(&ctx, "storage.shared");
+    CHECK(strstr(r.reason, "is not the controller's shared storage here") &&
+              strstr(r.reason, "missing"),
+          "no marker: %s", r.reason);
+    mtc_mkdir_p(strrchr(strcpy(text, marker), '/') ? dirname(text) : text, 0755);
+    mtc_write_file_fmt(marker, 0644, "ffff\n");
+    EXPECT(&ctx, "storage.shared", HEALTH_FAIL, HEALTH_SEV_RESTART, "holds other content");
+    mtc_write_file_fmt(marker, 0644, "0123abcd\n");
+    r = run1(&ctx, "storage.shared");
+    CHECK(r.status == HEALTH_PASS && strstr(r.reason, "write+fsync") && r.value >= 0,
+          "same marker: PASS with the write latency (%s, %g ms)", r.reason, r.value);
+    snprintf(ctx.mounts[1], sizeof(ctx.mounts[1]), "%s", root); /* a plain directory */
+    ctx.nmounts = 2;
+    EXPECT(&ctx, "storage.shared", HEALTH_FAIL, HEALTH_SEV_RESTART,
+           "exp is gone (nothing mounted there)");
+    health_ctx_release(&ctx);
+}
+
 static void test_nic(void)
 {
     struct health_ctx ctx;
@@ -546,6 +585,7 @@ int main(int argc, char **argv)
     test_gpu();
     test_xid();
     test_disk();
+    test_storage();
     test_nic();
     test_sdc(self);
     test_speed();
