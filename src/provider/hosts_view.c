@@ -142,6 +142,14 @@ static void supervise_hosts(struct provider *p, const struct lc *c, struct hstat
         if (errs[i].text[0] && ev) /* the transport logged it */
             ev(arg, u->rc[i] < 0 ? "HOST_UNREACHABLE" : "DAEMON_START_FAILED", n->name,
                errs[i].text);
+        /* a vanished shared mount: a node fault (the agent's storage.shared
+         * drains the node; its restart remounts) */
+        for (const char *l = u->out[i]; l && ev && (l = strstr(l, "mtc-host: lost mount "));) {
+            l += 21;
+            snprintf(msg, sizeof(msg), "shared mount %.*s of %s on %s is gone",
+                     (int)strcspn(l, "\n"), l, n->name, n->host);
+            ev(arg, "STORAGE_MOUNT_LOST", n->name, msg);
+        }
         for (size_t k = 0; u->out[i] && k < sizeof(restarts) / sizeof(restarts[0]); k++)
             if (strstr(u->out[i], restarts[k].line) && ev) {
                 snprintf(msg, sizeof(msg), "%s of %s on %s was not running; restarted",
@@ -442,6 +450,7 @@ char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
                  "# munge and unmunge need: --socket=%s\n"
                  "export MTC_MUNGE_SOCKET='%s'\n"
                  "# the cluster runs on hosts; its login node: mtc login %s\n"
+                 "export MTC_PROVIDER='hosts'\n"
                  "export MTC_LOGIN_HOST='%s'\n"
                  "# mtc run: the trainer on the hosts, MPI between them over TCP\n%s%s",
                  c.conf, id, c.dir, c.dir, c.munge_socket, c.munge_socket, id, l ? l->host : "",
