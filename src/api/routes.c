@@ -375,6 +375,12 @@ static int h_env(struct api_req *r, struct api_resp *out)
     if (load_cluster(r, out, &cl) < 0)
         return 0;
     int running = schema_enum_parse(&control_state_enum, cl.state, 0) == CONTROL_RUNNING;
+    /* the spec's experiment root (a checked path: safe in single quotes) for mtc run */
+    char root[400] = "";
+    const char *er = json_string_value(json_object_get(cl.spec, "experimentRoot"));
+    if (er && *er)
+        snprintf(root, sizeof(root), "# mtc run: experiments and checkpoints\n"
+                 "export MTC_EXPERIMENT_ROOT='%.255s'\n", er);
     store_cluster_release(&cl);
     if (!running)
         return api_error(out, 400, "precondition: cluster %s is not RUNNING", r->cap[2]);
@@ -382,13 +388,34 @@ static int h_env(struct api_req *r, struct api_resp *out)
     char *script = control_env(r->ctl, r->cap[2], &err);
     if (!script)
         return api_error(out, 500, "cluster %s: %s", r->cap[2], err.text);
-    out->body = json_pack("{s:s}", "script", script);
+    out->body = json_pack("{s:s+}", "script", script, root);
     free(script);
     /* a login node on another host: how `mtc login` reaches it */
     json_t *login = control_login(r->ctl, r->cap[2], &err);
     if (login)
         json_object_set_new(out->body, "login", login);
     return 0;
+}
+
+/* :checkStorage — before `mtc run` submits: every host of the cluster sees
+ * the experiment root (the controller's marker there). {"experimentRoot"}
+ * ("" when the spec sets none), or FAILED_PRECONDITION naming the hosts. */
+static int h_check_storage(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    if (load_cluster(r, out, &cl) < 0)
+        return 0;
+    if (schema_enum_parse(&control_state_enum, cl.state, 0) != CONTROL_RUNNING) {
+        store_cluster_release(&cl);
+        return api_error(out, 400, "precondition: cluster %s is not RUNNING", r->cap[2]);
+    }
+    mtc_error_t err = {""};
+    int rc = control_check_storage(r->ctl, r->cap[2], cl.spec, &err);
+    const char *root = json_string_value(json_object_get(cl.spec, "experimentRoot"));
+    if (rc == 0)
+        out->body = json_pack("{s:s}", "experimentRoot", root ? root : "");
+    store_cluster_release(&cl);
+    return rc == 0 ? 0 : api_error(out, 400, "precondition: cluster %s: %s", r->cap[2], err.text);
 }
 
 /* 1 when node is a node of the cluster (as last observed, or by its name). */
@@ -617,6 +644,7 @@ const struct api_route api_routes[] = {
     {"PATCH", CLUSTERS "/*", ROLE_EDITOR, h_patch},
     {"DELETE", CLUSTERS "/*", ROLE_EDITOR, h_delete},
     {"GET", CLUSTERS "/*:env", ROLE_VIEWER, h_env},
+    {"POST", CLUSTERS "/*:checkStorage", ROLE_EDITOR, h_check_storage},
     {"POST", CLUSTERS "/*:reportHealth", ROLE_NODE, h_report_health},
     {"POST", CLUSTERS "/*:reportFaultyNodes", ROLE_EDITOR, h_report_faulty},
     {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},

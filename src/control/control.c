@@ -511,6 +511,12 @@ json_t *control_hosts(struct control *c, const char *cluster_id)
     return provider_hosts(c->prov, cluster_id);
 }
 
+int control_check_storage(struct control *c, const char *cluster_id, const json_t *spec,
+                          mtc_error_t *err)
+{
+    return provider_check_storage(c->prov, cluster_id, spec, err);
+}
+
 json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err)
 {
     return provider_login(c->prov, cluster_id, err);

@@ -61,6 +61,10 @@ char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err);
 /* A cluster on hosts: its hosts and what each is (provider_hosts), else NULL.
  * Caller owns. */
 json_t *control_hosts(struct control *c, const char *cluster_id);
+/* The cluster's experiment root is seen by every host (provider_check_storage;
+ * spec: the cluster's canonical spec). 0, or -1 + err naming the hosts. */
+int control_check_storage(struct control *c, const char *cluster_id, const json_t *spec,
+                          mtc_error_t *err);
 /* How `mtc login` reaches a cluster's login node on another host
  * (provider_login), or NULL when it is this host. Caller owns. */
 json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err);

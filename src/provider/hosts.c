@@ -123,6 +123,22 @@ static json_t *agent_config(const struct provider *p, const struct lc *c, const 
                             json_sprintf("%s/nodes/%s/agent.token", etc, n->name));
     if (p->tls && p->ca_file)
         json_object_set_new(cfg, "caFile", json_sprintf("%s/ca.pem", etc));
+    /* storage.shared: the node's mounts and the experiment root's marker */
+    char marker[PLEN], content[33];
+    if (hosts_storage_marker(c, s, spec, marker, content, err) < 0) {
+        json_decref(cfg);
+        return NULL;
+    }
+    json_t *mounts = cluster_spec_mounts(spec, n->pool), *paths = json_array(), *e;
+    size_t i;
+    json_array_foreach(mounts, i, e) json_array_append(paths, json_object_get(e, "path"));
+    json_decref(mounts);
+    json_object_set_new(cfg, "mounts", paths);
+    if (marker[0]) {
+        json_object_set_new(cfg, "experimentRoot", json_string(hosts_experiment_root(spec)));
+        json_object_set_new(cfg, "storageMarker", json_string(marker));
+        json_object_set_new(cfg, "storageMarkerContent", json_string(content));
+    }
     return cfg;
 }
 
@@ -141,7 +157,7 @@ int hosts_node_files(const struct provider *p, const struct lc *c, const struct 
     if (!cfg)
         return -1;
     snprintf(path, sizeof(path), "%s/agent.json", dir);
-    if (local_json_write_if_changed(path, cfg, err) < 0)
+    if (local_json_write_if_changed(path, cfg, err) < 0 || hosts_node_mounts(c, s, spec, n, err) < 0)
         return -1;
     /* the environment of every mtc-agent run on the node (the Slurm hooks source it) */
     char env[2 * PLEN], conf[128], nvml[128];
@@ -521,6 +537,7 @@ static void teardown(struct provider *p, struct lc *c, struct hstate *s)
     clean_unused(p, c, s, 1, NULL, NULL);
     local_stop_pidfile(c, "slurmctld", local_ctld_running(c));
     local_stop_pidfile(c, "munged", local_munged_running(c));
+    hosts_storage_forget(c);
     char run[64];
     snprintf(run, sizeof(run), SLURM_HOST_RUN, s->uid);
     if (s->uid[0])
@@ -610,6 +627,11 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
     local_say(progress, arg, "waiting for %zu node(s) to register", s->nnodes);
     if (hosts_wait_registered(c, s, err) < 0)
         goto out;
+    if (hosts_experiment_root(spec)) {
+        local_say(progress, arg, "checking that every host sees the experiment root");
+        if (hosts_storage_verify(p, c, s, spec, err) < 0)
+            goto out;
+    }
     for (size_t i = 0; i < s->nhosts;) /* hosts in use need no cleaning record */
         if (s->hosts[i].role == HOST_TOUCHED && hosts_in_use(s, s->hosts[i].host))
             hosts_host_forget(s, s->hosts[i].host);
@@ -717,4 +739,5 @@ const struct provider_ops provider_hosts_ops = {
     .node_check = hosts_node_check,
     .hosts = hosts_hosts,
     .login = hosts_login,
+    .check_storage = hosts_check_storage,
 };

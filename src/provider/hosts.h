@@ -190,6 +190,31 @@ int hosts_wait_registered(const struct lc *c, const struct hstate *s, mtc_error_
 /* lc for cluster id, with the controller's munge socket /run/mtc/<uid>/... once s is known. */
 void hosts_lc_socket(struct lc *c, const struct hstate *s);
 
+/* ---- hosts_storage.c ---- */
+
+/* The spec's experimentRoot (borrowed), or NULL when it sets none. */
+const char *hosts_experiment_root(const json_t *spec);
+/* The marker of the cluster's experiment root: its path there
+ * (<root>/.mtc/<id>-<uid>.marker) and content (32 hex, made once and kept in
+ * clusters/<id>/storage.marker). path "" when the spec has no experimentRoot.
+ * 0/-1 + err. */
+int hosts_storage_marker(const struct lc *c, const struct hstate *s, const json_t *spec,
+                         char path[PLEN], char content[33], mtc_error_t *err);
+/* Write node n's mounts file (TYPE SOURCE PATH OPTIONS a line, for mtc-host)
+ * into its image. 0/-1 + err. */
+int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *spec,
+                      const struct hnode *n, mtc_error_t *err);
+/* Write the marker into the experiment root here and check, on every node's
+ * host in parallel, that it reads the same content at the same path. 0 (also
+ * when there is no experimentRoot), or -1 + err naming the hosts that do not
+ * see it. */
+int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hstate *s,
+                         const json_t *spec, mtc_error_t *err);
+/* Remove the marker verify wrote (the cluster is going away). */
+void hosts_storage_forget(const struct lc *c);
+/* provider_check_storage for a cluster on hosts. */
+int hosts_check_storage(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
+
 /* ---- hosts_view.c ---- */
 
 /* Wait until no pass over a cluster's hosts is at work (before the provider

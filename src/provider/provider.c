@@ -179,6 +179,13 @@ json_t *provider_login(struct provider *p, const char *id, mtc_error_t *err)
     return ops->login ? ops->login(p, id, err) : NULL;
 }
 
+int provider_check_storage(struct provider *p, const char *id, const json_t *spec,
+                           mtc_error_t *err)
+{
+    const struct provider_ops *ops = ops_for(p, id, spec);
+    return ops->check_storage ? ops->check_storage(p, id, spec, err) : 0;
+}
+
 int provider_exists(struct provider *p, const char *id)
 {
     char dir[4096];

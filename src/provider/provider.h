@@ -53,6 +53,11 @@ const char *provider_kind(struct provider *p, const char *id, const json_t *spec
  * "node","role":"node"|"spare"|"quarantined","reason"?}], from the provider's
  * state (no remote call). NULL for a cluster that runs on no hosts. Caller owns. */
 json_t *provider_hosts(struct provider *p, const char *id);
+/* The cluster's experiment root is shared storage: every node's host sees
+ * the marker the controller writes there (hosts; nothing to check for a
+ * cluster on one machine). 0, or -1 + err naming the hosts that do not. */
+int provider_check_storage(struct provider *p, const char *id, const json_t *spec,
+                           mtc_error_t *err);
 /* How `mtc login` reaches the cluster's login node when that is another
  * machine: {"host","user","port","keyFile"?,"knownHosts","remoteEnv"} where
  * remoteEnv is shell text that sets the Slurm environment there. NULL (no
@@ -130,6 +135,8 @@ struct provider_ops {
                           mtc_error_t *err);
     json_t *(*hosts)(struct provider *p, const char *id);                   /* may be NULL */
     json_t *(*login)(struct provider *p, const char *id, mtc_error_t *err); /* may be NULL */
+    int (*check_storage)(struct provider *p, const char *id, const json_t *spec,
+                         mtc_error_t *err); /* may be NULL: one machine sees its own files */
 };
 
 struct provider {

@@ -47,6 +47,7 @@ PORT=$(free_port)
 check "mtcd starts, listening on the bridge" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
 cat >"$T_DIR/spec.json" <<JSON
 {"ssh": {"keyFile": "$TESTHOSTS_KEY"},
+ "experimentRoot": "$T_DIR",
  "hostRemediation": {"rebootCommand": "echo \$(hostname) >>$T_DIR/reboot.req",
                      "bootTimeoutSeconds": 60},
  "nodePools": [{"id": "gpu", "machineSpec": {"machineType": "host"},

@@ -20,6 +20,7 @@ cat >"$D/spec.json" <<JSON
 {"displayName": "recipes across hosts",
  "ssh": {"user": "root", "keyFile": "$TESTHOSTS_KEY"},
  "controller": {"address": "$TESTHOSTS_CTL_ADDR"},
+ "experimentRoot": "$D",
  "nodePools": [
    {"id": "login", "machineSpec": {"machineType": "host"},
     "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1}, "hosts": ["${H[1]}"]},
@@ -33,6 +34,7 @@ check "cluster on 3 hosts created" mtc cluster create -f "$D/spec.json" --id hr
 eval "$(mtc env hr)"
 NET=$(python3 -c 'import ipaddress, sys; print(ipaddress.ip_interface(sys.argv[1] + "/24").network)' "$TESTHOSTS_CTL_ADDR")
 check "mtc env names the hosts' network for MPI ($MTC_MPI_NETWORK)" test "${MTC_MPI_NETWORK:-}" = "$NET"
+check "mtc env names the shared experiment root ($MTC_EXPERIMENT_ROOT)" test "${MTC_EXPERIMENT_ROOT:-}" = "$D"
 check "mtc env names the trainer copied to the hosts ($MTC_TRAINER)" \
     bash -c '[[ "$MTC_TRAINER" == /var/lib/mtc/*/bin/mtc-train ]]'
 for i in 2 3; do

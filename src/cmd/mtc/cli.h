@@ -70,6 +70,10 @@ int cmd_recipes(struct cli *c, int argc, char **argv);
 int cmd_experiment(struct cli *c, int argc, char **argv);
 int cmd_rl(struct cli *c, int argc, char **argv);
 int cmd_attach(struct cli *c, int argc, char **argv);
+/* Where experiments live: the cluster's experiment root from `mtc env`
+ * ($MTC_EXPERIMENT_ROOT, shared by every host of a cluster on hosts), else
+ * $MTC_HOME (borrowed). */
+const char *cli_experiments_home(const struct cli *c);
 
 /* NAME next to this mtc binary (build/bin, PREFIX/bin) into buf, when it is
  * there and executable. 0, or -1. */

@@ -1,5 +1,6 @@
 /* experiment: `mtc experiment list|status|logs|cancel` over the experiment
- * directories `mtc run` creates under $MTC_HOME/experiments. */
+ * directories `mtc run` creates under $MTC_HOME/experiments (the cluster's
+ * experiment root's experiments/ when `mtc env` names one). */
 #include "cli.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
@@ -17,12 +18,18 @@ static const char *sget(const json_t *o, const char *k)
     return s ? s : "-";
 }
 
+const char *cli_experiments_home(const struct cli *c)
+{
+    const char *root = getenv("MTC_EXPERIMENT_ROOT");
+    return root && root[0] == '/' ? root : c->home;
+}
+
 static int e_list(struct cli *c, int argc, char **argv)
 {
     if (cli_json_only(c, argc, argv, "mtc experiment list [--json]"))
         return 2;
     mtc_error_t err = {""};
-    json_t *all = exp_list(c->home, &err);
+    json_t *all = exp_list(cli_experiments_home(c), &err);
     if (!all)
         return cli_fail("%s", err.text);
     size_t i;
@@ -62,7 +69,7 @@ static json_t *one(struct cli *c, int argc, char **argv, const char *use, int *f
     if (!ref)
         return cli_fail("usage: %s", use), NULL;
     mtc_error_t err = {""};
-    json_t *cfg = exp_find(c->home, ref, &err);
+    json_t *cfg = exp_find(cli_experiments_home(c), ref, &err);
     if (!cfg)
         cli_fail("%s", err.text);
     return cfg;

@@ -2,6 +2,7 @@
  * flags), `mtc recipes list|show`, `mtc rl launch` and `mtc attach`. The
  * recipe logic lives in src/recipes; this file is flags, checks and output. */
 #include "cli.h"
+#include "cluster/cluster.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
 
@@ -381,12 +382,61 @@ static int launch(struct cli *c, json_t *cfg, const char *script)
     return 0;
 }
 
+/* 1 when path is dir or below it. */
+static int path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* The cluster's experiment root (from `mtc env`): experiments and (without -d)
+ * checkpoints go there. On a cluster on hosts it is required, -d must be in
+ * it, and mtcd checks that every host sees it (:checkStorage) before anything
+ * is submitted. 0, or 1 after saying why. */
+static int shared_storage(struct cli *c, struct run_flags *f)
+{
+    const char *root = getenv("MTC_EXPERIMENT_ROOT"), *kind = getenv("MTC_PROVIDER");
+    const char *id = getenv("MTC_CLUSTER");
+    int hosts = kind && strcmp(kind, "hosts") == 0;
+    int slurm = !f->r.executor || strcmp(f->r.executor, "slurm") == 0;
+    if (root && root[0] == '/') {
+        f->r.home = root;
+        if (!f->r.work_dir)
+            f->r.work_dir = root;
+    }
+    if (!hosts || !slurm)
+        return 0;
+    if (!root || root[0] != '/')
+        return cli_fail("cluster %s runs on hosts and its spec sets no experimentRoot: every "
+                        "host must see the job's files; set experimentRoot to a directory on "
+                        "storage shared by all of them (docs/hosts.md, \"Shared storage\")",
+                        id ? id : "?");
+    if (f->r.work_dir && !path_under(f->r.work_dir, root))
+        return cli_fail("-d %s is not under the cluster's experimentRoot %s, the directory every "
+                        "host is checked to share",
+                        f->r.work_dir, root);
+    if (f->dry_run || !id || !cluster_id_valid(id))
+        return 0;
+    char path[512];
+    snprintf(path, sizeof(path),
+             "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:checkStorage",
+             c->project, c->location, id);
+    mtc_error_t err = {""};
+    json_t *r = NULL, *body = json_object();
+    int rc = cli_call_ok(c, "POST", path, body, &r, &err);
+    json_decref(body);
+    json_decref(r);
+    return rc < 0 ? cli_fail("%s; nothing submitted", err.text) : 0;
+}
+
 int cmd_run(struct cli *c, int argc, char **argv)
 {
     struct run_flags f = {.r = {.home = c->home, .timestamp = (int64_t)time(NULL)}};
     int p = parse_run(argc, argv, &f);
     if (p)
         return p > 0 ? 0 : 2;
+    if (shared_storage(c, &f) != 0)
+        return 1;
     char trainer[PATH_MAX];
     json_t *cfg = NULL;
     char *script = NULL;
