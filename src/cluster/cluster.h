@@ -101,16 +101,19 @@ int cluster_mount_path_bad(const char *s, char *why, size_t len);
 /* 1 with why[len] when s is no acceptable mountOptions (a comma list of
  * [A-Za-z0-9_.=-] options, none naming a helper, file or user, no suid/dev). */
 int cluster_mount_options_bad(const char *s, char *why, size_t len);
-/* The spec tables' hooks for these fields. */
-int cluster_hook_nfs(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err);
-int cluster_hook_lustre(const struct schema_field *f, json_t **v, const char *path,
-                        mtc_error_t *err);
-int cluster_hook_mount_path(const struct schema_field *f, json_t **v, const char *path,
-                            mtc_error_t *err);
-int cluster_hook_mount_options(const struct schema_field *f, json_t **v, const char *path,
-                               mtc_error_t *err);
-int cluster_hook_experiment_root(const struct schema_field *f, json_t **v, const char *path,
-                                 mtc_error_t *err);
+/* A storage field's rule, the .arg of cluster_hook_storage in the spec's
+ * tables: a mount source (valid(s), or a cloud instance name; else "must be
+ * <want>"), or bad(s, why, len) (1 with the reason in why): NFS sources,
+ * Lustre targets, mount paths (and the experiment root), mount options. */
+struct cluster_storage_rule {
+    int (*valid)(const char *s);
+    const char *want;
+    int (*bad)(const char *s, char *why, size_t len);
+};
+extern const struct cluster_storage_rule cluster_rule_nfs, cluster_rule_lustre, cluster_rule_path,
+    cluster_rule_options;
+int cluster_hook_storage(const struct schema_field *f, json_t **v, const char *path,
+                         mtc_error_t *err);
 /* cluster_spec_normalize's storage rules across the spec: on hosts every entry
  * is a mount source (not a cloud instance name); no path mounted twice on a
  * pool's nodes. 0, or -1 + err naming the field. */

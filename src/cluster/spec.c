@@ -393,18 +393,17 @@ static const struct schema s_scaling = {f_scaling, SPEC, NULL, check_scaling};
 
 /* Shared storage (storage.c): on hosts, root mounts each entry on every node of
  * the pool (nosuid,nodev; options from a safe set) */
-#define MOUNT_PATH                                                                                 \
-    .name = "mountPath", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED,                            \
-    .check = cluster_hook_mount_path
-#define MOUNT_OPTIONS(n) .name = n, .kind = SCHEMA_STR, .check = cluster_hook_mount_options
+#define STORAGE(rule) .kind = SCHEMA_STR, .check = cluster_hook_storage, .arg = &cluster_rule_##rule
+#define MOUNT_PATH .name = "mountPath", .flags = SCHEMA_REQUIRED, STORAGE(path)
+#define MOUNT_OPTIONS(n) .name = n, STORAGE(options)
 static const struct schema_field f_filestore[] = {
-    {.name = "filestore", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED, .check = cluster_hook_nfs},
+    {.name = "filestore", .flags = SCHEMA_REQUIRED, STORAGE(nfs)},
     {MOUNT_PATH},
     {MOUNT_OPTIONS("mountOptions")},
     {.name = NULL}};
 static const struct schema s_filestore = {f_filestore, SPEC, NULL, NULL};
 static const struct schema_field f_lustre[] = {
-    {.name = "lustre", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED, .check = cluster_hook_lustre},
+    {.name = "lustre", .flags = SCHEMA_REQUIRED, STORAGE(lustre)},
     {MOUNT_PATH},
     {MOUNT_OPTIONS("mountOptions")},
     {.name = NULL}};
@@ -495,10 +494,7 @@ static const struct schema s_scheduling = {f_scheduling, SPEC, NULL, NULL};
 #define SCRIPTS(n) .name = n, .kind = SCHEMA_STRS, .flags = SCHEMA_ROOT_EXEC
 static const struct schema_field f_slurm[] = {
     /* mounted as root at /home on every host of a cluster on hosts */
-    {.name = "homeDirectoryStorage",
-     .kind = SCHEMA_STR,
-     .flags = SCHEMA_ROOT_EXEC,
-     .check = cluster_hook_nfs},
+    {.name = "homeDirectoryStorage", .flags = SCHEMA_ROOT_EXEC, STORAGE(nfs)},
     {MOUNT_OPTIONS("homeDirectoryMountOptions")},
     {STR("loginNodePoolId")},
     {.name = "partitions", .kind = SCHEMA_OBJS, .obj = &s_partition},
@@ -558,10 +554,7 @@ static const struct schema_field f_cluster[] = {
     {OBJ("hostRemediation", s_host_remediation)},
     /* mtc's own: where `mtc run` writes experiments; on hosts, shared storage
      * (checked by a marker mtcd writes there as root) */
-    {.name = "experimentRoot",
-     .kind = SCHEMA_STR,
-     .flags = SCHEMA_ROOT_EXEC,
-     .check = cluster_hook_experiment_root},
+    {.name = "experimentRoot", .flags = SCHEMA_ROOT_EXEC, STORAGE(path)},
     {.name = NULL},
 };
 const struct schema cluster_spec_schema = {f_cluster, SPEC, cluster_output_only, NULL};

@@ -55,7 +55,7 @@ int cluster_mount_path_bad(const char *s, char *why, size_t len)
         return 1;
     }
     for (const char *const *r = reserved; *r; r++)
-        if (under(s, *r) || (strcmp(s, "/var") == 0)) {
+        if (under(s, *r) || strcmp(s, "/var") == 0) {
             snprintf(why, len, "\"%s\" is a system directory (or mtc's own on a host)", s);
             return 1;
         }
@@ -184,68 +184,30 @@ int cluster_mount_options_bad(const char *s, char *why, size_t len)
     return 0;
 }
 
-/* ---- hooks for the spec's tables (spec.c) ---- */
+/* ---- the rules of the spec's fields (spec.c: cluster_hook_storage) ---- */
 
-int cluster_hook_nfs(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+const struct cluster_storage_rule
+    cluster_rule_nfs = {.valid = cluster_nfs_source_valid,
+                        .want = "an NFS export ADDRESS:/share (10.0.0.2:/home, "
+                                "nfs.example.com:/vol1) or a Filestore instance name "
+                                "(projects/P/locations/L/instances/I)"},
+    cluster_rule_lustre = {.valid = cluster_lustre_source_valid,
+                           .want = "a Lustre target MGS@NET:/fsname (10.0.0.5@tcp:/lfs, fsname up "
+                                   "to 8 of [A-Za-z0-9_-]) or a Managed Lustre instance name"},
+    cluster_rule_path = {.bad = cluster_mount_path_bad},
+    cluster_rule_options = {.bad = cluster_mount_options_bad};
+
+int cluster_hook_storage(const struct schema_field *f, json_t **v, const char *path,
+                         mtc_error_t *err)
 {
-    (void)f;
+    const struct cluster_storage_rule *rule = f->arg;
     const char *s = json_string_value(*v);
-    if (cluster_nfs_source_valid(s) || cloud_name(s))
-        return 0;
-    return schema_error(err, path,
-                        "must be an NFS export ADDRESS:/share (10.0.0.2:/home, "
-                        "nfs.example.com:/vol1) or a Filestore instance name (projects/P/"
-                        "locations/L/instances/I), got \"%.100s\"",
-                        s);
-}
-
-int cluster_hook_lustre(const struct schema_field *f, json_t **v, const char *path,
-                        mtc_error_t *err)
-{
-    (void)f;
-    const char *s = json_string_value(*v);
-    if (cluster_lustre_source_valid(s) || cloud_name(s))
-        return 0;
-    return schema_error(err, path,
-                        "must be a Lustre target MGS@NET:/fsname (10.0.0.5@tcp:/lfs, fsname up "
-                        "to 8 of [A-Za-z0-9_-]) or a Managed Lustre instance name, got \"%.100s\"",
-                        s);
-}
-
-int cluster_hook_mount_path(const struct schema_field *f, json_t **v, const char *path,
-                            mtc_error_t *err)
-{
-    (void)f;
-    char why[200];
-    return cluster_mount_path_bad(json_string_value(*v), why, sizeof(why))
-               ? schema_error(err, path, "%s", why)
-               : 0;
-}
-
-int cluster_hook_mount_options(const struct schema_field *f, json_t **v, const char *path,
-                               mtc_error_t *err)
-{
-    (void)f;
-    char why[200];
-    return cluster_mount_options_bad(json_string_value(*v), why, sizeof(why))
-               ? schema_error(err, path, "%s", why)
-               : 0;
-}
-
-int cluster_hook_experiment_root(const struct schema_field *f, json_t **v, const char *path,
-                                 mtc_error_t *err)
-{
-    (void)f;
-    const char *s = json_string_value(*v);
-    if (!clean_path(s))
-        return schema_error(err, path,
-                            "must be an absolute path of up to 255 of [A-Za-z0-9/._+-] (no "
-                            "\"..\", no trailing /)");
-    for (const char *const *r = reserved; *r; r++)
-        if (under(s, *r))
-            return schema_error(err, path, "\"%s\" is a system directory (or mtc's own on a host)",
-                                s);
-    return 0;
+    char why[400];
+    if (rule->valid) /* a mount source; a cloud instance name is kept (hosts refuse it later) */
+        return rule->valid(s) || cloud_name(s)
+                   ? 0
+                   : schema_error(err, path, "must be %s, got \"%.100s\"", rule->want, s);
+    return rule->bad(s, why, sizeof(why)) ? schema_error(err, path, "%s", why) : 0;
 }
 
 /* ---- the mounts of a node ---- */
@@ -259,41 +221,95 @@ static int add_mount(json_t *out, const char *type, const char *src, const char 
                                                 "path", at, "options", all));
 }
 
+/* A node pool's storage lists. */
+static const struct kind {
+    const char *list, *key, *type, *want;
+    int (*valid)(const char *s);
+} kinds[] = {
+    {"filestores", "filestore", "nfs", "an NFS export ADDRESS:/share", cluster_nfs_source_valid},
+    {"lustres", "lustre", "lustre", "a Lustre target MGS@NET:/fsname",
+     cluster_lustre_source_valid},
+};
+
+typedef int (*entry_fn)(const struct kind *k, size_t j, const json_t *e, void *arg);
+
+/* fn for every entry of the pool's lists, filestores first; the first
+ * nonzero return ends the walk and is returned. */
+static int each_entry(const json_t *pool, entry_fn fn, void *arg)
+{
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        size_t j;
+        json_t *e;
+        json_array_foreach(json_object_get(pool, kinds[k].list), j, e)
+        {
+            int rc = fn(&kinds[k], j, e, arg);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static const char *sget(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static int mount_of(const struct kind *k, size_t j, const json_t *e, void *arg)
+{
+    (void)j;
+    const char *src = sget(e, k->key), *at = sget(e, "mountPath");
+    if (src && at && k->valid(src)) /* a cloud instance name is not mounted */
+        add_mount(arg, k->type, src, at, sget(e, "mountOptions"));
+    return 0;
+}
+
 json_t *cluster_spec_mounts(const json_t *spec, const char *pool_id)
 {
     json_t *out = json_array();
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
-    const char *home = json_string_value(json_object_get(ss, "homeDirectoryStorage"));
+    const char *home = sget(ss, "homeDirectoryStorage");
     if (home && cluster_nfs_source_valid(home))
-        add_mount(out, "nfs", home, "/home",
-                  json_string_value(json_object_get(ss, "homeDirectoryMountOptions")));
-    static const char *const kinds[][3] = {{"filestores", "filestore", "nfs"},
-                                           {"lustres", "lustre", "lustre"}};
-    const json_t *pool = cluster_spec_pool(spec, pool_id);
-    for (int k = 0; k < 2; k++) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(pool, kinds[k][0]), i, e)
-        {
-            const char *src = json_string_value(json_object_get(e, kinds[k][1]));
-            const char *at = json_string_value(json_object_get(e, "mountPath"));
-            if (src && at && (k ? cluster_lustre_source_valid(src) : cluster_nfs_source_valid(src)))
-                add_mount(out, kinds[k][2], src, at,
-                          json_string_value(json_object_get(e, "mountOptions")));
-        }
-    }
+        add_mount(out, "nfs", home, "/home", sget(ss, "homeDirectoryMountOptions"));
+    each_entry(cluster_spec_pool(spec, pool_id), mount_of, out);
     return out;
 }
 
 /* ---- rules across the spec for clusters on hosts ---- */
 
+struct pool_check {
+    size_t pool;
+    int on_hosts;
+    const char *seen[64]; /* the pool's mount paths so far */
+    size_t nseen;
+    mtc_error_t *err;
+};
+
+static int check_entry(const struct kind *k, size_t j, const json_t *e, void *arg)
+{
+    struct pool_check *pc = arg;
+    char path[PATH_LEN];
+    const char *src = sget(e, k->key), *at = sget(e, "mountPath");
+    snprintf(path, sizeof(path), "nodePools[%zu].%s[%zu].", pc->pool, k->list, j);
+    if (pc->on_hosts && src && !k->valid(src))
+        return schema_error(pc->err, strcat(path, k->key),
+                            "a cluster on hosts mounts %s; \"%.100s\" names a cloud instance",
+                            k->want, src);
+    for (size_t q = 0; at && q < pc->nseen; q++)
+        if (strcmp(pc->seen[q], at) == 0)
+            return schema_error(pc->err, strcat(path, "mountPath"),
+                                "\"%s\" is mounted twice on the pool's nodes", at);
+    if (at && pc->nseen < sizeof(pc->seen) / sizeof(pc->seen[0]))
+        pc->seen[pc->nseen++] = at;
+    return 0;
+}
+
 /* On hosts every storage entry is mounted: it must be a mount source, not a
  * cloud instance name; no two mounts of a node on one path. */
 int cluster_spec_storage_check(const json_t *spec, mtc_error_t *err)
 {
-    char path[PATH_LEN];
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
-    const char *home = json_string_value(json_object_get(ss, "homeDirectoryStorage"));
+    const char *home = sget(ss, "homeDirectoryStorage");
     int on_hosts = cluster_spec_on_hosts(spec);
     if (on_hosts && home && !cluster_nfs_source_valid(home))
         return schema_error(err, "orchestratorSpec.slurmSpec.homeDirectoryStorage",
@@ -304,35 +320,11 @@ int cluster_spec_storage_check(const json_t *spec, mtc_error_t *err)
     json_t *p;
     json_array_foreach(json_object_get(spec, "nodePools"), i, p)
     {
-        static const char *const kinds[][2] = {{"filestores", "filestore"}, {"lustres", "lustre"}};
-        const char *seen[64];
-        size_t nseen = 0;
+        struct pool_check pc = {.pool = i, .on_hosts = on_hosts, .err = err};
         if (home)
-            seen[nseen++] = "/home";
-        for (int k = 0; k < 2; k++) {
-            size_t j;
-            json_t *e;
-            json_array_foreach(json_object_get(p, kinds[k][0]), j, e)
-            {
-                const char *src = json_string_value(json_object_get(e, kinds[k][1]));
-                const char *at = json_string_value(json_object_get(e, "mountPath"));
-                snprintf(path, sizeof(path), "nodePools[%zu].%s[%zu]", i, kinds[k][0], j);
-                if (on_hosts && src &&
-                    !(k ? cluster_lustre_source_valid(src) : cluster_nfs_source_valid(src)))
-                    return schema_error(err, strcat(path, k ? ".lustre" : ".filestore"),
-                                        "a cluster on hosts mounts %s; \"%.100s\" names a "
-                                        "cloud instance",
-                                        k ? "a Lustre target MGS@NET:/fsname"
-                                          : "an NFS export ADDRESS:/share",
-                                        src);
-                for (size_t q = 0; at && q < nseen; q++)
-                    if (strcmp(seen[q], at) == 0)
-                        return schema_error(err, strcat(path, ".mountPath"),
-                                            "\"%s\" is mounted twice on the pool's nodes", at);
-                if (at && nseen < 64)
-                    seen[nseen++] = at;
-            }
-        }
+            pc.seen[pc.nseen++] = "/home";
+        if (each_entry(p, check_entry, &pc))
+            return -1;
     }
     return 0;
 }
