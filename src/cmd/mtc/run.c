@@ -389,8 +389,8 @@ static int path_under(const char *path, const char *dir)
     return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* The cluster's experiment root (from `mtc env`): experiments and (without -d)
- * checkpoints go there. On a cluster on hosts it is required, -d must be in
+/* The cluster's experiment root (from `mtc env`): the experiment directories
+ * (with the checkpoints, without -d) go there. On a cluster on hosts it is required, -d must be in
  * it, and mtcd checks that every host sees it (:checkStorage) before anything
  * is submitted. 0, or 1 after saying why. */
 static int shared_storage(struct cli *c, struct run_flags *f)
@@ -399,11 +399,8 @@ static int shared_storage(struct cli *c, struct run_flags *f)
     const char *id = getenv("MTC_CLUSTER");
     int hosts = kind && strcmp(kind, "hosts") == 0;
     int slurm = !f->r.executor || strcmp(f->r.executor, "slurm") == 0;
-    if (root && root[0] == '/') {
+    if (root && root[0] == '/') /* the run's directory (and, without -d, its checkpoints) */
         f->r.home = root;
-        if (!f->r.work_dir)
-            f->r.work_dir = root;
-    }
     if (!hosts || !slurm)
         return 0;
     if (!root || root[0] != '/')
