@@ -96,7 +96,7 @@ struct health_ctx {
 /* One row of the check table. */
 struct health_check {
     const char *name;
-    const char *family; /* "gpu", "disk", "nic", "speed", "sdc", "daemon" */
+    const char *family; /* "gpu", "disk", "nic", "speed", "sdc", "daemon", "storage" */
     int (*fn)(const struct health_ctx *ctx, struct health_result *r);
     int severity;     /* default severity of a FAIL */
     int slow;         /* runs only in the prolog or when named */
