@@ -51,7 +51,10 @@ int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *
                       const struct hnode *n, mtc_error_t *err)
 {
     char path[PLEN];
-    local_path(c, path, "nodes/%s/image/etc/mtc/%s/nodes/%s/mounts", n->name, s->uid, n->name);
+    local_path(c, path, "nodes/%s/image/etc/mtc/%s/nodes/%s", n->name, s->uid, n->name);
+    if (mtc_mkdir_p(path, 0755) < 0)
+        return errprintf(err, "mkdir %s: %s", path, strerror(errno));
+    strncat(path, "/mounts", sizeof(path) - strlen(path) - 1);
     json_t *m = cluster_spec_mounts(spec, n->pool);
     size_t len = 0, i;
     json_t *e;
@@ -70,7 +73,7 @@ int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *
     json_decref(m);
     int rc = local_write_if_changed(path, text, err);
     free(text);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 struct marker_job {

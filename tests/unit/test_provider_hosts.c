@@ -1,8 +1,9 @@
 /* test_provider_hosts: the hosts provider's pure parts — placing a spec's
  * nodes on hosts (node i on hosts[i], a replaced node staying on its spare, a
  * quarantined host's node taking the next free spare, hosts no node uses any
- * more marked for cleaning), the state file round trip, and the mtc-host
- * script (syntax, and its read-only `facts` run here). */
+ * more marked for cleaning), the state file round trip, the node's mounts
+ * file and storage marker, and the mtc-host script (syntax, and its
+ * read-only `facts` run here). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -173,10 +174,66 @@ static void test_script(void)
     free(io2.err);
 }
 
+/* The node's mounts file (what mtc-host mounts, in order) and the marker of
+ * the experiment root (its path per cluster, its content made once and kept). */
+static void test_storage(void)
+{
+    char dir[] = "/tmp/mtc-hstore.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    struct lc c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.id, sizeof(c.id), "c");
+    snprintf(c.dir, sizeof(c.dir), "%s", dir);
+    struct hstate *s = calloc(1, sizeof(*s));
+    mtc_error_t err = {""};
+    const char *text =
+        "{\"experimentRoot\":\"/shared/exp\",\"nodePools\":[{\"id\":\"login\",\"machineSpec\":"
+        "{\"machineType\":\"host\"},\"hosts\":[\"l1\"]},{\"id\":\"gpu\",\"machineSpec\":{"
+        "\"machineType\":\"host\"},\"hosts\":[\"g1\"],\"filestores\":[{\"filestore\":"
+        "\"10.0.0.2:/v\",\"mountPath\":\"/shared\",\"mountOptions\":\"vers=4.1\"}]}],"
+        "\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\","
+        "\"homeDirectoryStorage\":\"10.0.0.2:/home\"}}}";
+    json_t *in = json_loads(text, 0, NULL), *spec = cluster_spec_normalize(in, &err);
+    json_decref(in);
+    CHECK(spec != NULL, "storage spec (%s)", err.text);
+    hosts_plan("c", spec, NULL, s, &err);
+    snprintf(s->uid, sizeof(s->uid), "0123456789ab");
+    char path[PLEN], want[64], path2[PLEN], want2[64], file[PLEN];
+    CHECK(hosts_node_mounts(&c, s, spec, &s->nodes[0], &err) == 0 &&
+              hosts_node_mounts(&c, s, spec, &s->nodes[1], &err) == 0,
+          "mounts files written (%s)", err.text);
+    snprintf(file, sizeof(file), "%s/nodes/c-gpu-0/image/etc/mtc/0123456789ab/nodes/c-gpu-0/mounts",
+             dir);
+    char *m = mtc_read_file(file, NULL);
+    CHECK_STR(m ? m : "",
+              "nfs 10.0.0.2:/home /home nosuid,nodev\n"
+              "nfs 10.0.0.2:/v /shared nosuid,nodev,vers=4.1\n",
+              "a compute node mounts home, then its pool's filestore");
+    free(m);
+    snprintf(file, sizeof(file),
+             "%s/nodes/c-login-0/image/etc/mtc/0123456789ab/nodes/c-login-0/mounts", dir);
+    m = mtc_read_file(file, NULL);
+    CHECK_STR(m ? m : "", "nfs 10.0.0.2:/home /home nosuid,nodev\n", "the login node: home only");
+    free(m);
+    CHECK(hosts_storage_marker(&c, s, spec, path, want, &err) == 0 &&
+              hosts_storage_marker(&c, s, spec, path2, want2, &err) == 0,
+          "marker (%s)", err.text);
+    CHECK_STR(path, "/shared/exp/.mtc/c-0123456789ab.marker", "marker path in the experiment root");
+    CHECK(strlen(want) == 32 && !strcmp(want, want2) && !strcmp(path, path2),
+          "marker content made once and kept (%s)", want);
+    json_object_del(spec, "experimentRoot");
+    CHECK(hosts_storage_marker(&c, s, spec, path, want, &err) == 0 && !path[0],
+          "no experimentRoot: no marker");
+    json_decref(spec);
+    free(s);
+    mtc_rm_rf(dir);
+}
+
 int main(void)
 {
     test_plan();
     test_state_file();
+    test_storage();
     test_script();
     return check_done();
 }
