@@ -107,14 +107,20 @@ static void test_plan(void)
     free(b);
 }
 
+/* Cluster "c" in a fresh temp dir (dir: a mkdtemp template, filled in). */
+static void temp_cluster(struct lc *c, char *dir)
+{
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    memset(c, 0, sizeof(*c));
+    snprintf(c->id, sizeof(c->id), "c");
+    snprintf(c->dir, sizeof(c->dir), "%s", dir);
+}
+
 static void test_state_file(void)
 {
     char dir[] = "/tmp/mtc-hstate.XXXXXX";
-    CHECK(mkdtemp(dir) != NULL, "temp dir");
     struct lc c;
-    memset(&c, 0, sizeof(c));
-    snprintf(c.id, sizeof(c.id), "c");
-    snprintf(c.dir, sizeof(c.dir), "%s", dir);
+    temp_cluster(&c, dir);
     struct hstate *s = calloc(1, sizeof(*s)), *t = calloc(1, sizeof(*t));
     mtc_error_t err = {""};
     json_t *spec = spec_of("\"g1\",\"g2\"", 2, "\"s1\"");
@@ -179,11 +185,8 @@ static void test_script(void)
 static void test_storage(void)
 {
     char dir[] = "/tmp/mtc-hstore.XXXXXX";
-    CHECK(mkdtemp(dir) != NULL, "temp dir");
     struct lc c;
-    memset(&c, 0, sizeof(c));
-    snprintf(c.id, sizeof(c.id), "c");
-    snprintf(c.dir, sizeof(c.dir), "%s", dir);
+    temp_cluster(&c, dir);
     struct hstate *s = calloc(1, sizeof(*s));
     mtc_error_t err = {""};
     const char *text =
