@@ -46,6 +46,7 @@ static int under(const char *path, const char *dir)
     return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* A mount point (or experiment root): clean, and off the reserved directories. */
 int cluster_mount_path_bad(const char *s, char *why, size_t len)
 {
     if (!clean_path(s)) {
@@ -73,6 +74,7 @@ static int cloud_name(const char *s)
     return 1;
 }
 
+/* ADDRESS:/share, ADDRESS a host name or IPv4 address, or [IPv6]. */
 int cluster_nfs_source_valid(const char *s)
 {
     const char *colon = strstr(s, ":/");
@@ -115,6 +117,7 @@ static int nid_valid(const char *s, size_t n)
     return cluster_host_valid(buf);
 }
 
+/* NIDs, then ":/fsname". */
 int cluster_lustre_source_valid(const char *s)
 {
     const char *fs = strstr(s, ":/");
@@ -145,6 +148,7 @@ static const char *const refused_opts[] = {"helper", "uhelper", "suid",      "de
                                           "loop",   "offset",  "sizelimit", "context",
                                           "fscontext", "defcontext", "rootcontext", NULL};
 
+/* Each comma-separated option: safe characters, and not a refused one. */
 int cluster_mount_options_bad(const char *s, char *why, size_t len)
 {
     if (strlen(s) > 200) {
@@ -197,6 +201,7 @@ const struct cluster_storage_rule
     cluster_rule_path = {.bad = cluster_mount_path_bad},
     cluster_rule_options = {.bad = cluster_mount_options_bad};
 
+/* The spec tables' hook: the field's rule (.arg) on its string value. */
 int cluster_hook_storage(const struct schema_field *f, json_t **v, const char *path,
                          mtc_error_t *err)
 {
@@ -250,11 +255,13 @@ static int each_entry(const json_t *pool, entry_fn fn, void *arg)
     return 0;
 }
 
+/* A string member of o, or NULL. */
 static const char *sget(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
 }
 
+/* entry_fn: the entry as a mount, unless it names a cloud instance. */
 static int mount_of(const struct kind *k, size_t j, const json_t *e, void *arg)
 {
     (void)j;
@@ -264,6 +271,7 @@ static int mount_of(const struct kind *k, size_t j, const json_t *e, void *arg)
     return 0;
 }
 
+/* Home first, then the pool's entries. */
 json_t *cluster_spec_mounts(const json_t *spec, const char *pool_id)
 {
     json_t *out = json_array();
@@ -285,6 +293,7 @@ struct pool_check {
     mtc_error_t *err;
 };
 
+/* entry_fn: a mount source on hosts, and a path not mounted twice. */
 static int check_entry(const struct kind *k, size_t j, const json_t *e, void *arg)
 {
     struct pool_check *pc = arg;

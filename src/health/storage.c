@@ -46,6 +46,7 @@ static double write_fsync_ms(const char *dir, const char *node)
     return ok ? (double)(mtc_now_ms() - t0) : -1;
 }
 
+/* Mounts first (a lost one explains the rest), then the marker, then the write. */
 int health_storage_shared(const struct health_ctx *ctx, struct health_result *r)
 {
     if (ctx->nmounts == 0 && !ctx->experiment_root[0])

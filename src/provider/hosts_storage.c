@@ -17,12 +17,14 @@
 
 #define MARKER_MS 20000
 
+/* The spec's experimentRoot, NULL when unset or "". */
 const char *hosts_experiment_root(const json_t *spec)
 {
     const char *r = json_string_value(json_object_get(spec, "experimentRoot"));
     return r && *r ? r : NULL;
 }
 
+/* The marker's path from the spec, its content from the cluster dir (made once). */
 int hosts_storage_marker(const struct lc *c, const struct hstate *s, const json_t *spec,
                          char path[PLEN], char content[33], mtc_error_t *err)
 {
@@ -47,6 +49,7 @@ int hosts_storage_marker(const struct lc *c, const struct hstate *s, const json_
     return 0;
 }
 
+/* The node's mounts file in its image, a line per mount. */
 int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *spec,
                       const struct hnode *n, mtc_error_t *err)
 {
@@ -83,6 +86,7 @@ struct marker_job {
     int *seen; /* 1: same content, 0: not */
 };
 
+/* One node's host: cat the marker (seen: 1 same, 0 not, -1 unreachable). */
 static int t_marker(void *arg, size_t i, mtc_error_t *err)
 {
     struct marker_job *j = arg;
@@ -97,6 +101,7 @@ static int t_marker(void *arg, size_t i, mtc_error_t *err)
     return 0;
 }
 
+/* Write the marker here, read it on every node's host. */
 int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hstate *s,
                          const json_t *spec, mtc_error_t *err)
 {
@@ -164,6 +169,7 @@ void hosts_storage_forget(const struct lc *c)
     free(path);
 }
 
+/* provider_ops.check_storage: the state's nodes against the stored spec. */
 int hosts_check_storage(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
 {
     struct lc c;
