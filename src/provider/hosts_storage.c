@@ -157,6 +157,7 @@ int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hs
     return 0;
 }
 
+/* The marker (its path recorded by verify) and <root>/.mtc when empty. */
 void hosts_storage_forget(const struct lc *c)
 {
     char mine[PLEN];

@@ -18,6 +18,7 @@ static const char *sget(const json_t *o, const char *k)
     return s ? s : "-";
 }
 
+/* $MTC_EXPERIMENT_ROOT when `mtc env` set one, else $MTC_HOME. */
 const char *cli_experiments_home(const struct cli *c)
 {
     const char *root = getenv("MTC_EXPERIMENT_ROOT");
