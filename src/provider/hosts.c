@@ -563,7 +563,8 @@ static int check_hosts(struct job *j, const json_t *spec, mtc_error_t *errs,
     return hosts_state_save(j->c, s, err);
 }
 
-/* The controller's files: node files, munge key (munged), the image, slurm.conf. */
+/* The controller's files: node files, munge key (munged), the image, the
+ * experiment root's marker, slurm.conf. */
 static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error_t *err)
 {
     char dir[PLEN];
@@ -576,7 +577,8 @@ static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error
                          strerror(errno));
     if (!local_munged_running(j->c) && local_munged_start(j->c, err) < 0) /* makes the key */
         return -1;
-    if (hosts_bundle(j->p, j->c, j->s, j->spec, b, err) < 0)
+    if (hosts_bundle(j->p, j->c, j->s, j->spec, b, err) < 0 ||
+        hosts_storage_write(j->c, j->s, j->spec, err) < 0)
         return -1;
     return hosts_write_conf(j->p, j->c, j->s, j->spec, sha, err);
 }

@@ -204,6 +204,11 @@ int hosts_storage_marker(const struct lc *c, const struct hstate *s, const json_
  * into its image. 0/-1 + err. */
 int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *spec,
                       const struct hnode *n, mtc_error_t *err);
+/* Write the marker into the experiment root here (the agents compare it from
+ * their first pass: before the hosts start). 0, or -1 + err when the root is
+ * missing here or not writable. */
+int hosts_storage_write(const struct lc *c, const struct hstate *s, const json_t *spec,
+                        mtc_error_t *err);
 /* Write the marker into the experiment root here and check, on every node's
  * host in parallel, that it reads the same content at the same path. 0 (also
  * when there is no experimentRoot), or -1 + err naming the hosts that do not

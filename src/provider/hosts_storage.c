@@ -101,14 +101,14 @@ static int t_marker(void *arg, size_t i, mtc_error_t *err)
     return 0;
 }
 
-/* Write the marker here, read it on every node's host. */
-int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hstate *s,
-                         const json_t *spec, mtc_error_t *err)
+/* The marker into the experiment root here (before any agent looks for it). */
+int hosts_storage_write(const struct lc *c, const struct hstate *s, const json_t *spec,
+                        mtc_error_t *err)
 {
     char path[PLEN], want[33], dir[PLEN];
     if (hosts_storage_marker(c, s, spec, path, want, err) < 0)
         return -1;
-    if (!path[0] || s->nnodes == 0)
+    if (!path[0])
         return 0;
     const char *root = hosts_experiment_root(spec);
     snprintf(dir, sizeof(dir), "%s/.mtc", root);
@@ -125,6 +125,20 @@ int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hs
         return -1;
     if (mtc_mkdir_p(dir, 0755) < 0 || mtc_write_file_atomic(path, text, 33, 0644) < 0)
         return errprintf(err, "cannot write the storage marker %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* Write the marker here (again: it may have been removed), read it on every node's host. */
+int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hstate *s,
+                         const json_t *spec, mtc_error_t *err)
+{
+    char path[PLEN], want[33];
+    if (hosts_storage_write(c, s, spec, err) < 0 ||
+        hosts_storage_marker(c, s, spec, path, want, err) < 0)
+        return -1;
+    if (!path[0] || s->nnodes == 0)
+        return 0;
+    const char *root = hosts_experiment_root(spec);
     char *q = mtc_shell_quote(path), cmd[PLEN + 64];
     snprintf(cmd, sizeof(cmd), "cat -- %s", q ? q : "/nonexistent");
     free(q);

@@ -123,6 +123,9 @@ n = {x["instanceName"]: x for x in json.load(sys.stdin)["clusterStatus"]["nodesS
 sys.exit(0 if n[sys.argv[1]].get("health") == sys.argv[2] else 1)' "$1" "$2"; }
 both_pass() { node_health sa-cpu-0 PASS && node_health sa-cpu-1 PASS; }
 check "storage.shared PASSes on the compute nodes" wait_for 20 both_pass
+eval "$(mtc env sa)"
+idle() { [ "$(sinfo -h -N -p cpu -o %t | sort -u)" = idle ]; }
+check "  and they are idle, not drained (the marker was there before any agent looked)" idle
 sed 's/"displayName"/"x"/; s/{"ssh"/{"displayName": "again", "ssh"/' "$D/spec.json" >"$D/spec2.json"
 n0=$(grep -c ' mount ' "$LOG")
 out=$(mtc cluster update sa -f "$D/spec2.json" 2>&1)
@@ -148,7 +151,6 @@ check "the restart remounts it" wait_for 60 mounted 2 "$LFS"
 check "sa-cpu-0 back in service" wait_for 60 has_ev "VM_RESUMED.*sa-cpu-0"
 
 # --- the experiment root hidden on host 3 after the create -------------------
-eval "$(mtc env sa)"
 check "mtc env names the experiment root" test "$MTC_EXPERIMENT_ROOT" = "$D/exp"
 testhost_exec 3 mount -t tmpfs -o size=1m tmpfs "$D/exp"
 out=$(mtc run -s pretrain/tiny_gpt2_pt -p cpu -n 2 --experiment-name hid 2>&1)
