@@ -71,11 +71,7 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
     if (store_cluster_set_spec(c->st, id, j->op.request,
                                CONTROL_NAME(control_state_enum, CONTROL_RUNNING)) < 0)
         return errprintf(err, "cannot record cluster %s: %s", id, strerror(errno));
-    json_t *nodes = provider_nodes(c->prov, id, j->op.request, NULL);
-    if (nodes) {
-        store_cluster_set_nodes(c->st, id, nodes);
-        json_decref(nodes);
-    }
+    json_decref(control_refresh_nodes(c, id, j->op.request, NULL));
     int create = schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_CREATE;
     store_event_add(c->st, id, create ? "CLUSTER_CREATED" : "CLUSTER_UPDATED", NULL,
                     "cluster is RUNNING");
@@ -316,9 +312,7 @@ static void supervise_one(struct control *c, const char *id)
         struct ev_ctx e = {c, id};
         if (provider_supervise(c->prov, id, cl.spec, event_cb, &e, &err) < 0)
             log_msg(LOG_ERR, "supervise %s: %s", id, err.text);
-        json_t *nodes = provider_nodes(c->prov, id, cl.spec, NULL);
-        if (nodes && !json_equal(nodes, cl.nodes))
-            store_cluster_set_nodes(c->st, id, nodes);
+        json_t *nodes = control_refresh_nodes(c, id, cl.spec, cl.nodes);
         watch_down(c, id, nodes);
         json_decref(nodes);
         control_check_health(c, &cl);
@@ -326,13 +320,13 @@ static void supervise_one(struct control *c, const char *id)
     store_cluster_release(&cl);
 }
 
-void control_refresh_nodes(struct control *c, const char *id, const json_t *spec,
-                           const json_t *stored)
+json_t *control_refresh_nodes(struct control *c, const char *id, const json_t *spec,
+                              const json_t *stored)
 {
     json_t *nodes = provider_nodes(c->prov, id, spec, NULL);
     if (nodes && !json_equal(nodes, stored))
         store_cluster_set_nodes(c->st, id, nodes);
-    json_decref(nodes);
+    return nodes;
 }
 
 static void *supervisor(void *arg)

@@ -54,10 +54,11 @@ enum health_status control_record_health(struct control *c, const struct store_c
 int control_run_remediate(struct control *c, struct store_op *op, json_t **response,
                           mtc_error_t *err);
 void control_check_health(struct control *c, const struct store_cluster *cl);
-/* The provider's view of the cluster's nodes stored when it changed (a node
- * moved to another host, a state). */
-void control_refresh_nodes(struct control *c, const char *id, const json_t *spec,
-                           const json_t *stored);
+/* The provider's view of the cluster's nodes, stored when it differs from
+ * stored (a node moved to another host, a state). Returns it (NULL when the
+ * provider has none); caller decrefs. */
+json_t *control_refresh_nodes(struct control *c, const char *id, const json_t *spec,
+                              const json_t *stored);
 void control_node_down(struct control *c, const char *id, const char *node, const char *state);
 
 #endif

@@ -243,7 +243,8 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
             event(c, id, "VM_ACTION_FAILED", node, "%s failed: %s", actions[a].name, aerr.text);
             continue;
         }
-        control_refresh_nodes(c, id, spec, cl->nodes); /* a replace moves it to another host */
+        /* a replace moves the node to another host */
+        json_decref(control_refresh_nodes(c, id, spec, cl->nodes));
         mtc_error_t verr = {""};
         int ok = verify(c, cl, node, &verr);
         if (ok == 1) {
