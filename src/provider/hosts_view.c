@@ -49,21 +49,6 @@ static int t_fence(void *arg, size_t i, mtc_error_t *err)
     return rc == 0 ? 0 : -1;
 }
 
-/* 1 when the hosts were last looked at less than HOSTS_CHECK_MS ago; else
- * record now and 0. */
-static int checked_recently(const struct lc *c)
-{
-    char path[PLEN];
-    local_path(c, path, "run/hosts-checked");
-    char *t = mtc_read_file(path, NULL);
-    int64_t last = t ? strtoll(t, NULL, 10) : 0, now = mtc_now_ms();
-    free(t);
-    if (now - last < HOSTS_CHECK_MS && now >= last)
-        return 1;
-    mtc_write_file_fmt(path, 0644, "%lld\n", (long long)now);
-    return 0;
-}
-
 static const struct {
     const char *line, *event, *what;
 } restarts[] = {
@@ -86,6 +71,7 @@ struct check_event {
 struct check_slot {
     char dir[PLEN];    /* the cluster's directory ("" = free slot) */
     int running;       /* a pass is at work */
+    int64_t last_ms;   /* when the last pass started */
     size_t nev;        /* findings not yet reported */
     struct check_event ev[CHECK_EVENTS];
 };
@@ -216,8 +202,10 @@ static void check_hosts(struct provider *p, const struct lc *c, provider_event_f
         n = slot->nev;
         memcpy(found, slot->ev, n * sizeof(*found));
         slot->nev = 0;
-        start = !slot->running && !checked_recently(c);
+        int64_t now = mtc_now_ms();
+        start = !slot->running && (now - slot->last_ms >= HOSTS_CHECK_MS || now < slot->last_ms);
         if (start) {
+            slot->last_ms = now;
             slot->running = 1;
             checks_running++;
         }
