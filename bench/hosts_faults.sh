@@ -42,23 +42,9 @@ t_extra_cleanup() {
 now() { date +%s.%N; }
 say() { echo "$*" >&3; echo "## $*"; }
 
-# Seconds from $2 (epoch) to the first event of type $3 for node $4 at or after
-# it, whose description contains $5 (optional), in cluster $1; "-" if none.
-ev_at() {
-    mtc cluster events "$1" --json | python3 -c '
-import datetime, json, sys
-t0, typ, node, sub = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-for e in json.load(sys.stdin) or []:
-    t = datetime.datetime.strptime(e["eventTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-        tzinfo=datetime.timezone.utc).timestamp()
-    if t >= t0 - 0.001 and e.get("eventType") == typ and e.get("nodeName") == node \
-            and sub in e.get("description", ""):
-        print("%.2f" % (t - t0)); break
-else:
-    print("-")' "$2" "$3" "$4" "${5:-}"
-}
-# Every event of cluster $1 for node $3 from epoch $2 on, as "+S TYPE description".
-ev_trail() {
+# The events of cluster $1 for node $3 from epoch $2 on, one per line:
+# "SECONDS-SINCE<TAB>TYPE<TAB>DESCRIPTION" (one API call).
+ev_since() {
     mtc cluster events "$1" --json | python3 -c '
 import datetime, json, sys
 t0, node = float(sys.argv[1]), sys.argv[2]
@@ -66,7 +52,28 @@ for e in json.load(sys.stdin) or []:
     t = datetime.datetime.strptime(e["eventTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
         tzinfo=datetime.timezone.utc).timestamp()
     if t >= t0 - 0.001 and e.get("nodeName") == node:
-        print("    +%7.2f s  %-26s %s" % (t - t0, e["eventType"], e.get("description", "")))' "$2" "$3"
+        print("%.2f\t%s\t%s" % (t - t0, e["eventType"], e.get("description", "")))' "$2" "$3"
+}
+# Seconds of the first of ev_since's lines $1 of type $2 whose description
+# contains $3 (optional); "-" if none.
+ev_first() {
+    awk -F'\t' -v typ="$2" -v sub_="${3:-}" '
+        $2 == typ && (sub_ == "" || index($3, sub_)) { print $1; f = 1; exit }
+        END { if (!f) print "-" }' <<<"$1"
+}
+# Seconds from $2 (epoch) to the first event of type $3 for node $4 at or after
+# it, whose description contains $5 (optional), in cluster $1; "-" if none.
+ev_at() { ev_first "$(ev_since "$1" "$2" "$4")" "$3" "${5:-}"; }
+# Into the associative array named $1: for each TYPE in $5..., the seconds
+# from $3 (epoch) to the node $4's first TYPE event in cluster $2 ("-" if
+# none); and "trail", every event of the node since, as "+S TYPE description".
+# One API call.
+ev_times() {
+    local -n into=$1
+    local typ all
+    all=$(ev_since "$2" "$3" "$4")
+    for typ in "${@:5}"; do into[$typ]=$(ev_first "$all" "$typ"); done
+    into[trail]=$(awk -F'\t' 'NF { printf "    +%7.2f s  %-26s %s\n", $1, $2, $3 }' <<<"$all")
 }
 # Poll (0.2 s) until command "$2..." succeeds, at most $1 s; prints seconds
 # since $T0 when it did, "-" if it never did.
@@ -192,10 +199,8 @@ LE_DRAIN=$(since_t0_when 60 node_drained_or_down "$N")
 wait_for 240 has_event VM_RESUMED "$N" || say "# local ecc: $N not resumed within 240 s"
 LE_IDLE=$(since_t0_when 30 node_in_service "$N")
 declare -A LE
-for ev in VM_CONTINUOUS_GPU_ERROR VM_SLURM_DRAIN JOB_REQUEUED VM_REBOOT VM_REIMAGE VM_REPORT_AND_REPLACEMENT VM_RESUMED; do
-    LE[$ev]=$(ev_at lf "$T0" "$ev" "$N")
-done
-LE_TRAIL=$(ev_trail lf "$T0" "$N")
+ev_times LE lf "$T0" "$N" VM_CONTINUOUS_GPU_ERROR VM_SLURM_DRAIN JOB_REQUEUED VM_REBOOT VM_REIMAGE VM_REPORT_AND_REPLACEMENT VM_RESUMED
+LE_TRAIL=${LE[trail]}
 scancel "$SJOB" 2>/dev/null
 # (lf stays up until the end: a local slurmd is killed while a host is unreachable)
 
@@ -203,17 +208,7 @@ scancel "$SJOB" 2>/dev/null
 hosts_bmc_start 4 # reboot requests of the spec's rebootCommand
 C=hf
 export C
-cat >"$T_DIR/hspec.json" <<JSON
-{"ssh": {"keyFile": "$TESTHOSTS_KEY"},
- "hostRemediation": {"rebootCommand": "echo \$(hostname) >>$T_DIR/reboot.req",
-                     "bootTimeoutSeconds": 60},
- "nodePools": [{"id": "gpu", "machineSpec": {"machineType": "host"},
-   "scalingSpec": {"minNodeCount": 2}, "hosts": ["${H[1]}", "${H[2]}"],
-   "spareHosts": ["${H[3]}", "${H[4]}"]}],
- "healthPolicy": {"checks": ["gpu", "disk"], "intervalSeconds": 1, "reportEverySeconds": 5,
-                  "slurmIntervalSeconds": 3600, "probeIntervalSeconds": 0,
-                  "nvmlLibrary": "$B/fakes/libnvml.so"}}
-JSON
+hosts_fault_spec >"$T_DIR/hspec.json"
 out=$(mtc cluster create -f "$T_DIR/hspec.json" --id hf 2>&1)
 grep -q "done: cluster hf RUNNING (2 nodes" <<<"$out" || fail "hosts cluster: $out"
 eval "$(mtc env hf)"
@@ -239,11 +234,9 @@ HE_DRAIN=$(since_t0_when 60 node_drained_or_down "$N")
 wait_for 300 has_event VM_RESUMED "$N" || say "# hosts ecc: $N not resumed within 300 s"
 HE_IDLE=$(since_t0_when 30 node_in_service "$N")
 declare -A HE
-for ev in VM_CONTINUOUS_GPU_ERROR VM_SLURM_DRAIN JOB_REQUEUED VM_REBOOT VM_REIMAGE VM_REPORT_AND_REPLACEMENT VM_RESUMED; do
-    HE[$ev]=$(ev_at hf "$T0" "$ev" "$N")
-done
+ev_times HE hf "$T0" "$N" VM_CONTINUOUS_GPU_ERROR VM_SLURM_DRAIN JOB_REQUEUED VM_REBOOT VM_REIMAGE VM_REPORT_AND_REPLACEMENT VM_RESUMED
 HE_BOOT=$(awk -v n="${TESTHOSTS_NAMES[2]}" -v t0="$T0" '$1 == n { printf "%.2f", $2 - t0; exit }' "$T_DIR/rebooted" 2>/dev/null)
-HE_TRAIL=$(ev_trail hf "$T0" "$N")
+HE_TRAIL=${HE[trail]}
 wait "$APIP"
 HE_API=$(cat "$T_DIR/api_ecc")
 scancel "$SJOB" 2>/dev/null
@@ -270,10 +263,8 @@ HL_DOWN=$(since_t0_when 120 node_unresponsive "$N")
 wait_for 240 has_event VM_RESUMED "$N" || say "# hosts link: $N not resumed within 240 s"
 HL_IDLE=$(since_t0_when 30 node_in_service "$N")
 declare -A HL
-for ev in VM_SCAN_ERROR VM_SLURM_DRAIN VM_REBOOT JOB_REQUEUED VM_REIMAGE VM_REPORT_AND_REPLACEMENT VM_RESUMED; do
-    HL[$ev]=$(ev_at hf "$T0" "$ev" "$N")
-done
-HL_TRAIL=$(ev_trail hf "$T0" "$N")
+ev_times HL hf "$T0" "$N" VM_SCAN_ERROR VM_SLURM_DRAIN VM_REBOOT JOB_REQUEUED VM_REIMAGE VM_REPORT_AND_REPLACEMENT VM_RESUMED
+HL_TRAIL=${HL[trail]}
 scancel "$SJOB" 2>/dev/null
 wait "$APIP"
 HL_API=$(cat "$T_DIR/api_link")

@@ -45,18 +45,7 @@ hosts_bmc_start 4 # reboot requests of the spec's rebootCommand
 
 PORT=$(free_port)
 check "mtcd starts, listening on the bridge" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
-cat >"$T_DIR/spec.json" <<JSON
-{"ssh": {"keyFile": "$TESTHOSTS_KEY"},
- "experimentRoot": "$T_DIR",
- "hostRemediation": {"rebootCommand": "echo \$(hostname) >>$T_DIR/reboot.req",
-                     "bootTimeoutSeconds": 60},
- "nodePools": [{"id": "gpu", "machineSpec": {"machineType": "host"},
-   "scalingSpec": {"minNodeCount": 2}, "hosts": ["${H[1]}", "${H[2]}"],
-   "spareHosts": ["${H[3]}", "${H[4]}"]}],
- "healthPolicy": {"checks": ["gpu", "disk"], "intervalSeconds": 1, "reportEverySeconds": 5,
-                  "slurmIntervalSeconds": 3600, "probeIntervalSeconds": 0,
-                  "nvmlLibrary": "$B/fakes/libnvml.so"}}
-JSON
+hosts_fault_spec >"$T_DIR/spec.json"
 out=$(mtc cluster create -f "$T_DIR/spec.json" --id "$C" 2>&1)
 check "cluster on 2 hosts with 2 spares" grep -q "done: cluster $C RUNNING (2 nodes" <<<"$out"
 eval "$(mtc env "$C")"
