@@ -29,8 +29,9 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isr
 LDFLAGS := $(SANFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common schema store api control cluster slurm provider health recipes
-CP_SRCS := $(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c))
+CP_MODULES := common schema store api control cluster slurm provider health recipes spank
+# src/spank/plugin.c holds Slurm's SPANK entry points: only in the plugin
+CP_SRCS := $(filter-out src/spank/plugin.c,$(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c)))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
 CP_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcurl -lcrypto -lpthread -lm
 
@@ -58,9 +59,26 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(B)/tests/tools/%)
 
 
+# The container plugin Slurm loads (srun, sbatch, slurmstepd): position-
+# independent objects of src/spank and the common helpers it uses.
+SPANK_SO := $(B)/lib/mtc/spank_mtc.so
+SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/common/err.c src/common/file.c)
+
 .SECONDEXPANSION:
 .PHONY: all test unit bench install clean format fuzz fuzz-build
-all: $(addprefix $(BIN)/,$(PROGS)) $(UNIT_BINS) $(FAKE_LIBS) $(TOOL_BINS)
+all: $(addprefix $(BIN)/,$(PROGS)) $(SPANK_SO) $(UNIT_BINS) $(FAKE_LIBS) $(TOOL_BINS)
+
+$(B)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -fvisibility=$(PIC_VIS) -c $< -o $@
+
+# only the plugin's entry points are exported
+PIC_VIS := hidden
+$(B)/pic/src/spank/plugin.o: PIC_VIS := default
+
+$(SPANK_SO): $(SPANK_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -fPIC -o $@ $^ -lcrypto
 
 $(B)/src/train/%.o: src/train/%.c
 	@mkdir -p $(dir $@)
@@ -146,6 +164,8 @@ bench: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/mtc
 	install -m 0755 $(addprefix $(BIN)/,$(PROGS)) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/lib/mtc
+	install -m 0644 $(SPANK_SO) $(DESTDIR)$(PREFIX)/lib/mtc/
 	cp -r data/. $(DESTDIR)$(PREFIX)/share/mtc/
 	cp -r recipes $(DESTDIR)$(PREFIX)/share/mtc/
 

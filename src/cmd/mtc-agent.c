@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "health/health.h"
+#include "spank/container.h"
 #include "slurm/slurm.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -220,10 +221,28 @@ static int need_address(const struct agent *a, const char *cmd)
     return 0;
 }
 
+/* The Epilog's first duty: whatever the job's containers mounted on this node
+ * (their image, named containers — also what a killed task or step left)
+ * is unmounted, under $MTC_CONTAINERS/jobs/$SLURM_JOB_ID. */
+static void sweep_job_containers(void)
+{
+    const char *dir = getenv("MTC_CONTAINERS"), *job = getenv("SLURM_JOB_ID");
+    char path[PATH_MAX];
+    if (!dir || !*dir || !job || !*job || strspn(job, "0123456789") != strlen(job) ||
+        snprintf(path, sizeof(path), "%s/jobs/%s", dir, job) >= (int)sizeof(path) ||
+        !mtc_path_exists(path))
+        return;
+    mtc_error_t err = {""};
+    if (container_sweep(path, &err) < 0)
+        fprintf(stderr, "mtc-agent: job %s's containers: %s\n", job, err.text);
+}
+
 static int cmd_check(struct agent *a)
 {
     struct health_result r[MAX_RESULTS];
     mtc_error_t err = {""};
+    if (a->ctx.mode == HEALTH_MODE_EPILOG)
+        sweep_job_containers();
     if (a->report && need_address(a, "check --report"))
         return 2;
     int n = health_run(&a->ctx, a->only, r, MAX_RESULTS, &err);

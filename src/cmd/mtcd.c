@@ -211,6 +211,13 @@ static int set_agent_hooks(struct provider *prov, const char *listen, const char
     char exe[PATH_MAX], agent[PATH_MAX + 16], health[2 * PATH_MAX], prolog[2 * PATH_MAX],
         epilog[2 * PATH_MAX];
     int have_dir = mtc_exe_dir(exe, sizeof(exe)) == 0;
+    /* the container plugin: <exe>/../lib/mtc (the build tree and an install alike) */
+    char so[PATH_MAX + 32], spank[PATH_MAX];
+    snprintf(so, sizeof(so), "%s/../lib/mtc/spank_mtc.so", have_dir ? exe : ".");
+    if (have_dir && realpath(so, spank) && !strpbrk(spank, " \t\n'"))
+        h.spank = spank;
+    else
+        log_msg(LOG_WARNING, "no container plugin at %s: clusters run no containers", so);
     snprintf(agent, sizeof(agent), "%s/mtc-agent", have_dir ? exe : ".");
     if (!have_dir || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
         log_msg(LOG_WARNING, "no usable mtc-agent next to mtcd (%s): nodes run no health checks",

@@ -160,10 +160,11 @@ int hosts_node_files(const struct provider *p, const struct lc *c, const struct 
     if (local_json_write_if_changed(path, cfg, err) < 0 || hosts_node_mounts(c, s, spec, n, err) < 0)
         return -1;
     /* the environment of every mtc-agent run on the node (the Slurm hooks source it) */
-    char env[2 * PLEN], conf[128], nvml[128];
+    char env[2 * PLEN], conf[128], nvml[128], containers[128];
     snprintf(conf, sizeof(conf), "%s/spool/conf-cache/slurm.conf", var);
+    snprintf(containers, sizeof(containers), "%s/containers", var);
     snprintf(nvml, sizeof(nvml), "%s/hw/nvml.state", var);
-    local_agent_env_head(env, sizeof(env), n->name, conf,
+    local_agent_env_head(env, sizeof(env), n->name, conf, containers,
                          hosts_fake_gpus(spec, n) >= 0 ? nvml : NULL);
     snprintf(path, sizeof(path), "%s/agent.env", dir);
     return local_write_if_changed(path, env, err) < 0 ? -1 : 0;

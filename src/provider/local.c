@@ -3,6 +3,7 @@
  * node on its own port, all under $MTC_HOME/clusters/<id>; pid files under
  * run/ let a restarted caller adopt the daemons instead of starting them twice. */
 #include "provider/local.h"
+#include "spank/container.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -523,6 +524,7 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
         if (local_node_kill(c, names[i], &e2) < 0)
             log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
         unlink(local_path(c, path, "run/slurm/%s.pid", name));
+        container_sweep(local_path(c, path, "nodes/%s/containers", names[i]), NULL);
         mtc_rm_rf(local_path(c, path, "spool/%s", names[i]));
         mtc_rm_rf(local_path(c, path, "nodes/%s", names[i]));
         mtc_rm_rf(local_path(c, path, "tmp/%s", names[i]));
@@ -590,6 +592,7 @@ static int write_config(struct provider *p, struct lc *c, const json_t *spec, st
         .nodes = sizes,
         .nnodes = l->nnodes,
         .fake_gpus = 0,
+        .spank = p->spank,
         .health_interval =
             p->hook_health ? local_health_interval(spec, p->hook_health_interval) : 0};
     /* real devices only when the host has as many as a node claims; an
@@ -615,9 +618,13 @@ int local_conf_write(const struct lc *c, const json_t *spec, const struct slurm_
     char path[PLEN];
     char *conf = slurm_conf_render(spec, sl, err);
     char *gres = conf ? slurm_gres_render(sl, err) : NULL;
+    char *plug = gres && sl->spank ? slurm_plugstack_render(sl, err) : NULL;
     char *both = NULL;
     int rc = -1;
-    if (!gres)
+    if (!gres || (sl->spank && !plug))
+        goto out;
+    if (plug && (mtc_mkdir_p(local_path(c, path, "etc"), 0755) < 0 ||
+                 local_write_if_changed(local_path(c, path, "etc/plugstack.conf"), plug, err) < 0))
         goto out;
     /* a config Slurm would refuse never reaches the running daemons */
     if (slurm_conf_check(conf, local_path(c, path, "slurm.conf.check"), err) < 0 ||
@@ -625,7 +632,7 @@ int local_conf_write(const struct lc *c, const json_t *spec, const struct slurm_
         local_write_if_changed(c->conf, conf, err) < 0)
         goto out;
     /* both files: slurmd re-reads gres.conf on reconfigure too */
-    if (asprintf(&both, "%s\n%s", conf, gres) < 0) {
+    if (asprintf(&both, "%s\n%s\n%s", conf, gres, plug ? plug : "") < 0) {
         both = NULL;
         errprintf(err, "out of memory");
         goto out;
@@ -636,6 +643,7 @@ out:
     free(both);
     free(conf);
     free(gres);
+    free(plug);
     return rc;
 }
 
@@ -790,8 +798,10 @@ int local_delete_with(struct provider *p, const char *id, local_stop_fn stop, mt
     if (local_lock(&c, 1) < 0)
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
     int rc = stop(p, &c, err);
-    if (rc == 0 && (rc = mtc_rm_rf(c.dir)) < 0)
-        errprintf(err, "cannot remove %s: %s", c.dir, strerror(errno));
+    /* with what containers left mounted under it (a sweep never crosses a
+     * mount it could not remove) */
+    if (rc == 0 && container_sweep(c.dir, err) < 0)
+        rc = -1;
     local_unlock(&c);
     return rc;
 }

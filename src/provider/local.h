@@ -119,9 +119,10 @@ int local_node_provision(const struct lc *c, const char *node, int gpus, int fak
 int local_agent_config(const struct provider *p, const struct lc *c, const json_t *spec,
                        const char *node, int port, mtc_error_t *err);
 /* The lines every node's agent.env starts with, into buf: MTC_NODE, SLURM_CONF
- * (conf) and, with emulated GPUs (nvml_state set), FAKE_NVML_STATE. */
+ * (conf), MTC_CONTAINERS (the container plugin's runtime directory, swept at
+ * each job's end) and, with emulated GPUs (nvml_state set), FAKE_NVML_STATE. */
 void local_agent_env_head(char *buf, size_t len, const char *node, const char *conf,
-                          const char *nvml_state);
+                          const char *containers, const char *nvml_state);
 pid_t local_agent_running(const struct lc *c, const char *node);
 /* Start `mtc-agent run` for node (p->agent must be set). 0/-1 + err. */
 int local_agent_start(const struct provider *p, const struct lc *c, const char *node,

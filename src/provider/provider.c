@@ -89,6 +89,7 @@ void provider_destroy(struct provider *p)
     free(p->hook_prolog);
     free(p->hook_epilog);
     free(p->agent);
+    free(p->spank);
     free(p->listen);
     free(p->ca_file);
     free(p);
@@ -210,6 +211,7 @@ int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_e
         dup_hook(&p->hook_prolog, h ? h->prolog : NULL) < 0 ||
         dup_hook(&p->hook_epilog, h ? h->epilog : NULL) < 0 ||
         dup_hook(&p->agent, h ? h->agent : NULL) < 0 ||
+        dup_hook(&p->spank, h ? h->spank : NULL) < 0 ||
         dup_hook(&p->listen, h ? h->listen : NULL) < 0 ||
         dup_hook(&p->ca_file, h ? h->ca_file : NULL) < 0)
         return errprintf(err, "out of memory");

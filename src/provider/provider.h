@@ -102,6 +102,9 @@ struct provider_hooks {
     const char *listen;
     int tls;
     const char *ca_file;
+    /* The container plugin, spank_mtc.so (docs/containers.md): in every
+     * cluster's plugstack.conf, copied to the hosts. NULL: none. */
+    const char *spank;
 };
 /* Copy the hooks into p (replacing earlier ones). 0, or -1 + err (ENOMEM). */
 int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_error_t *err);
@@ -144,6 +147,7 @@ struct provider {
     char *home;
     char *hook_health, *hook_prolog, *hook_epilog; /* NULL: none */
     char *agent;                                   /* mtc-agent path; NULL: none */
+    char *spank;                                   /* spank_mtc.so path; NULL: none */
     int hook_health_interval;
     char *listen, *ca_file; /* mtcd's TCP address and CA for remote agents; NULL: none */
     int tls;

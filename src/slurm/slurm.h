@@ -43,6 +43,9 @@ struct slurm_layout {
      * /etc/mtc/<uid> (scripts in /etc/mtc/<uid>/etc). NULL: the local layout. */
     const char *uid;
     const char *ctld_addr; /* with uid: the address hosts reach slurmctld at */
+    /* The container plugin (spank_mtc.so) as slurmd, slurmstepd and srun find
+     * it: PlugStackConfig=<etc>/plugstack.conf loads it. NULL: no plugin. */
+    const char *spank;
 };
 /* The directories of a cluster on hosts, on every host (printf formats of the uid). */
 #define SLURM_HOST_RUN "/run/mtc/%s"     /* runtime: sockets, pid files, TmpFS */
@@ -55,6 +58,10 @@ struct slurm_layout {
 char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_error_t *err);
 /* gres.conf text: one line per GPU node. Caller frees. NULL + err on error. */
 char *slurm_gres_render(const struct slurm_layout *l, mtc_error_t *err);
+/* plugstack.conf text loading l->spank with each node's container runtime
+ * directory, its emulated GPU files and PMIx's directory (bound into
+ * containers). Caller frees; NULL + err (also when l->spank is NULL). */
+char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err);
 
 /* Write <dir>/etc/<kind>.sh (kind "prolog" or "epilog"): runs hook (a shell
  * command, may be NULL) and then each script of the JSON string array scripts

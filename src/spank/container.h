@@ -1,0 +1,145 @@
+/* container: run Slurm tasks inside squashfs images, the way pyxis does, for
+ * the SPANK plugin (plugin.c) and the providers' cleanup.
+ *
+ * opts.c     the pyxis options (--container-image, -mounts, -name, ...) and
+ *            their PYXIS_CONTAINER_* environment forms, parsed and checked
+ * runtime.c  the node side, as root in the host's mount namespace: the image
+ *            mounted read-only (kernel squashfs on a loop device) once per job
+ *            and node, keyed by the image's sha256, and each container's
+ *            overlay (per step, or per --container-name for the whole job);
+ *            the sweep that unmounts a job's leftovers
+ * enter.c    the task side: a private mount namespace with /proc, /sys, /dev
+ *            (GPU files too), /tmp, home and the requested mounts bound in,
+ *            pivot_root into the container, the image's environment
+ *
+ * On a node, under the runtime directory R (plugstack.conf's runtime=):
+ *   R/digests/DEV-INO-SIZE-MTIME   sha256 of an image file (a cache)
+ *   R/jobs/JOB/images/SHA256       the image, mounted ro,nosuid,nodev
+ *   R/jobs/JOB/named/NAME/         a named container: upper/ work/ root/ + meta
+ *   R/jobs/JOB/steps/STEP/         a step's container: upper/ work/ root/
+ * Everything under R/jobs/JOB is unmounted and removed when the job ends. */
+#ifndef MTC_CONTAINER_H
+#define MTC_CONTAINER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/common.h"
+
+/* --container-name=NAME[:FLAG] */
+enum container_name_mode {
+    CONTAINER_NAME_AUTO,    /* reuse the job's container of that name, else create it */
+    CONTAINER_NAME_CREATE,  /* a fresh container, replacing one of that name */
+    CONTAINER_NAME_EXEC,    /* the existing one (an error when there is none) */
+    CONTAINER_NAME_NO_EXEC, /* the same here: every step enters a new namespace */
+};
+
+/* One --container-mounts entry, SRC:DST[:FLAGS]. */
+struct container_mount {
+    char src[1024]; /* absolute host path (made absolute against the job's cwd) */
+    char dst[1024]; /* absolute path inside the container, normalized, no ".." */
+    int ro;         /* 1: read-only */
+};
+
+#define CONTAINER_MAX_MOUNTS 32
+#define CONTAINER_MAX_ENV 64
+
+/* The options of one step, as given (-1: unset for the tri-states). */
+struct container_opts {
+    char image[1024];
+    char workdir[1024];
+    char name[64];
+    enum container_name_mode name_mode;
+    struct container_mount mounts[CONTAINER_MAX_MOUNTS];
+    size_t nmounts;
+    char env[CONTAINER_MAX_ENV][128]; /* --container-env names */
+    size_t nenv;
+    int writable, mount_home, remap_root; /* -1 unset, 0, 1 */
+    int have_mounts, have_env;            /* given (so an environment form does not add) */
+};
+
+/* The option table, one row per user-visible option: its name, what it
+ * takes (NULL: a flag), its help text, and the value a flag sets. */
+struct container_optdef {
+    const char *name, *arginfo, *usage;
+    int val;
+};
+extern const struct container_optdef container_optdefs[];
+extern const size_t container_noptdefs;
+
+/* Reset o to "nothing given". */
+void container_opts_init(struct container_opts *o);
+/* Apply option `name` (a row of container_optdefs) with arg (NULL for a flag);
+ * cwd makes relative mount sources and images absolute (NULL: refused).
+ * 0, or -1 with err naming the option and what is wrong. */
+int container_opt_set(struct container_opts *o, const char *name, const char *arg, const char *cwd,
+                      mtc_error_t *err);
+/* Fill what the command line left unset from PYXIS_CONTAINER_* variables,
+ * read through getenv_fn (a NULL return: unset). 0/-1 + err. */
+int container_opts_from_env(struct container_opts *o, const char *(*getenv_fn)(void *, const char *),
+                            void *arg, const char *cwd, mtc_error_t *err);
+/* 1 when the step runs in a container (an image or a name was given). */
+int container_opts_active(const struct container_opts *o);
+/* Parse one --container-mounts value (comma-separated entries) into o. */
+int container_mounts_parse(struct container_opts *o, const char *spec, const char *cwd,
+                           mtc_error_t *err);
+/* A path inside the container: absolute, "." and "//" folded, ".." refused.
+ * Into out (len bytes); 0/-1 + err naming what. */
+int container_path_normalize(const char *what, const char *in, char *out, size_t len,
+                             mtc_error_t *err);
+
+/* Where a step's container lives on a node, and what it needs. */
+struct container_step {
+    char runtime[512]; /* R */
+    unsigned job, step;
+    uid_t uid;
+    gid_t gid;
+    char home[1024];  /* the user's home ("" when none) */
+    char cwd[1024];   /* the step's working directory on the host */
+    char binds[8][1024]; /* host directories seen at the same path inside (PMIx's,
+                            the batch script's) */
+    size_t nbinds;
+    char root[1200];  /* out: the container's root (an overlay mount) */
+    char image_digest[72];
+    int writable; /* out: resolved */
+};
+
+/* s->root: R/jobs/JOB/named/NAME/root or R/jobs/JOB/steps/STEP/root. */
+void container_step_root(struct container_step *s, const struct container_opts *o);
+/* As root, in the host's mount namespace: mount the image (once per job),
+ * create or find the container's overlay and the mount points the task will
+ * need (proc, sys, dev, tmp, home, each mount's destination, the step's cwd
+ * and the workdir). Fills s->root. 0, or -1 + err (nothing is left mounted
+ * that this call mounted). */
+int container_prepare(struct container_step *s, const struct container_opts *o, mtc_error_t *err);
+/* At the end of a step: unmount and remove the step's own container. */
+void container_step_done(const char *runtime, unsigned job, unsigned step);
+/* Unmount (lazily, deepest first) every mount under prefix, then remove
+ * prefix. For the end of a job (R/jobs/JOB) and for a node being reset (R).
+ * Returns the number of mounts removed, or -1 + err. */
+int container_sweep(const char *prefix, mtc_error_t *err);
+/* sha256 of an image file as "sha256:<hex>", cached under R/digests by the
+ * file's identity (dev, inode, size, mtime). R may be NULL (no cache). */
+int container_image_digest(const char *runtime, const char *path, char out[72], mtc_error_t *err);
+
+/* The task side, as root in the task's process before privileges are
+ * dropped: a private mount namespace, the binds, pivot_root into s->root.
+ * gpu_dir: where emulated GPU device files are (NULL: none); gpus: the
+ * step's GPU indices ("0,1,..", NULL: none). 0/-1 + err. */
+int container_enter(const struct container_step *s, const struct container_opts *o,
+                    const char *gpu_dir, const char *gpus, mtc_error_t *err);
+/* The image's default environment (/etc/environment in the container,
+ * KEY=VALUE lines), merged into the task's by pyxis's rule: the image's value
+ * wins, except for the --container-env names, where the job's value (when it
+ * has one) wins. set_fn(arg, key, value) sets one variable. 0/-1 + err. */
+int container_env_apply(const struct container_opts *o, const char *(*getenv_fn)(void *, const char *),
+                        int (*set_fn)(void *, const char *, const char *), void *arg,
+                        mtc_error_t *err);
+/* As the user, just before exec: map the user to root in a new user
+ * namespace (--container-remap-root). 0/-1 + err. */
+int container_remap_root(uid_t uid, gid_t gid, mtc_error_t *err);
+/* argv0 as the container would run it: a path, or found in PATH (path).
+ * 1 found, 0 not. */
+int container_find_command(const char *argv0, const char *path);
+
+#endif

@@ -1,0 +1,249 @@
+/* enter: the task side of a container. As root in the task's own process,
+ * before Slurm drops to the user: a private mount namespace (so every mount
+ * below dies with the task, SIGKILL included), /proc, /sys, a small /dev
+ * (with the step's GPU files), /tmp, /dev/shm, home, PMIx's directories and
+ * the requested mounts bound into the container's root, then pivot_root.
+ * As the user, just before exec: the image's environment and workdir, and the
+ * optional user namespace that maps the user to root. */
+#include "spank/container.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int open_in(int rootfd, const char *path, int flags)
+{
+    struct open_how how = {.flags = (unsigned long long)(flags | O_CLOEXEC),
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+}
+
+/* Mount src (fstype NULL: a bind, recursive) onto path inside the root at
+ * rootfd, resolved inside it; ro remounts the bind read-only. */
+static int mount_in(int rootfd, const char *src, const char *path, const char *fstype,
+                    unsigned long flags, const char *data, int ro, mtc_error_t *err)
+{
+    int fd = open_in(rootfd, path, O_PATH);
+    if (fd < 0)
+        return errprintf(err, "%.200s in the container: %s", path, strerror(errno));
+    char target[64];
+    snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
+    int rc = mount(src, target, fstype, fstype ? flags : flags | MS_BIND | MS_REC, data);
+    if (rc == 0 && ro) {
+        /* the remount acts on the new mount: reopen the path to reach it */
+        int fd2 = open_in(rootfd, path, O_PATH);
+        snprintf(target, sizeof(target), "/proc/self/fd/%d", fd2);
+        rc = fd2 < 0 ? -1
+                     : mount(NULL, target, NULL,
+                             MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+        if (fd2 >= 0)
+            close(fd2);
+    }
+    int e = errno;
+    close(fd);
+    if (rc < 0)
+        return errprintf(err, "cannot mount %.200s on %.200s: %s", src, path, strerror(e));
+    return 0;
+}
+
+/* A small /dev: the usual character devices, pts, shm, the standard links,
+ * and the step's GPUs (the node's /dev/nvidia* or its emulated files). */
+static int make_dev(int rootfd, const char *gpu_dir, const char *gpus, mtc_error_t *err)
+{
+    if (mount_in(rootfd, "tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m", 0,
+                 err) < 0)
+        return -1;
+    int dev = open_in(rootfd, "/dev", O_PATH | O_DIRECTORY);
+    if (dev < 0)
+        return errprintf(err, "/dev in the container: %s", strerror(errno));
+    char names[48][64];
+    const char *srcs[48];
+    char srcbuf[48][1100];
+    size_t n = 0;
+    static const char *const chars[] = {"null",           "zero",          "full",
+                                        "random",         "urandom",       "tty",
+                                        "nvidiactl",      "nvidia-uvm",    "nvidia-uvm-tools",
+                                        "nvidia-modeset"};
+    for (size_t i = 0; i < sizeof(chars) / sizeof(chars[0]); i++) {
+        snprintf(srcbuf[n], sizeof(srcbuf[n]), "/dev/%s", chars[i]);
+        if (access(srcbuf[n], F_OK) < 0)
+            continue;
+        snprintf(names[n], sizeof(names[n]), "%s", chars[i]);
+        srcs[n] = srcbuf[n];
+        n++;
+    }
+    for (const char *p = gpus; p && *p && n < 48;) {
+        char *end;
+        long g = strtol(p, &end, 10);
+        if (end == p || g < 0 || g > 1023)
+            break;
+        if (gpu_dir)
+            snprintf(srcbuf[n], sizeof(srcbuf[n]), "%s/nvidia%ld", gpu_dir, g);
+        else
+            snprintf(srcbuf[n], sizeof(srcbuf[n]), "/dev/nvidia%ld", g);
+        if (access(srcbuf[n], F_OK) == 0) {
+            snprintf(names[n], sizeof(names[n]), "nvidia%ld", g);
+            srcs[n] = srcbuf[n];
+            n++;
+        }
+        p = *end == ',' ? end + 1 : end;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int f = openat(dev, names[i], O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (f >= 0)
+            close(f);
+        char path[80];
+        snprintf(path, sizeof(path), "/dev/%s", names[i]);
+        rc = mount_in(rootfd, srcs[i], path, NULL, 0, NULL, 0, err);
+    }
+    static const char *const dirs[][2] = {{"pts", "/dev/pts"}, {"shm", "/dev/shm"}};
+    for (size_t i = 0; i < 2 && rc == 0; i++) {
+        mkdirat(dev, dirs[i][0], 0755);
+        rc = mount_in(rootfd, dirs[i][1], dirs[i][1], NULL, 0, NULL, 0, err);
+    }
+    static const char *const links[][2] = {{"pts/ptmx", "ptmx"},         {"/proc/self/fd", "fd"},
+                                           {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
+                                           {"/proc/self/fd/2", "stderr"}};
+    for (size_t i = 0; i < 5 && rc == 0; i++)
+        if (symlinkat(links[i][0], dev, links[i][1]) < 0 && errno != EEXIST)
+            rc = errprintf(err, "/dev/%s in the container: %s", links[i][1], strerror(errno));
+    close(dev);
+    return rc;
+}
+
+int container_enter(const struct container_step *s, const struct container_opts *o,
+                    const char *gpu_dir, const char *gpus, mtc_error_t *err)
+{
+    if (unshare(CLONE_NEWNS) < 0)
+        return errprintf(err, "cannot make a mount namespace: %s", strerror(errno));
+    /* nothing mounted from here on reaches the host; the host's unmounts still
+     * reach here */
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+        return errprintf(err, "cannot make / a slave mount: %s", strerror(errno));
+    int rootfd = open(s->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0)
+        return errprintf(err, "%s: %s", s->root, strerror(errno));
+    int rc = mount_in(rootfd, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0,
+                      err);
+    if (rc == 0)
+        rc = mount_in(rootfd, "/sys", "/sys", NULL, 0, NULL, 0, err);
+    if (rc == 0)
+        rc = make_dev(rootfd, gpu_dir, gpus, err);
+    if (rc == 0)
+        rc = mount_in(rootfd, "/tmp", "/tmp", NULL, 0, NULL, 0, err);
+    if (rc == 0 && o->mount_home != 0 && s->home[0] && strcmp(s->home, "/") != 0 &&
+        access(s->home, F_OK) == 0)
+        rc = mount_in(rootfd, s->home, s->home, NULL, 0, NULL, 0, err);
+    for (size_t i = 0; i < s->nbinds && rc == 0; i++)
+        if (access(s->binds[i], F_OK) == 0)
+            rc = mount_in(rootfd, s->binds[i], s->binds[i], NULL, MS_NOSUID | MS_NODEV, NULL, 0,
+                          err);
+    for (size_t i = 0; i < o->nmounts && rc == 0; i++)
+        rc = mount_in(rootfd, o->mounts[i].src, o->mounts[i].dst, NULL, MS_NOSUID | MS_NODEV, NULL,
+                      o->mounts[i].ro, err);
+    if (rc == 0 && !s->writable &&
+        mount(NULL, s->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+            0)
+        rc = errprintf(err, "cannot make the container read-only: %s", strerror(errno));
+    close(rootfd);
+    if (rc < 0)
+        return -1;
+    /* pivot_root with the old root stacked under the new one, then detached */
+    if (chdir(s->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+        umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+        return errprintf(err, "cannot enter the container: %s", strerror(errno));
+    return 0;
+}
+
+int container_env_apply(const struct container_opts *o, const char *(*getenv_fn)(void *, const char *),
+                        int (*set_fn)(void *, const char *, const char *), void *arg,
+                        mtc_error_t *err)
+{
+    FILE *f = fopen("/etc/environment", "re");
+    if (!f)
+        return 0; /* an image without defaults */
+    char line[8192];
+    int rc = 0;
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *k = line;
+        while (*k == ' ' || *k == '\t')
+            k++;
+        if (strncmp(k, "export ", 7) == 0)
+            k += 7;
+        char *eq = strchr(k, '=');
+        if (!*k || *k == '#' || !eq || eq == k)
+            continue;
+        *eq = '\0';
+        char *v = eq + 1;
+        size_t vl = strlen(v);
+        if (vl >= 2 && (v[0] == '"' || v[0] == '\'') && v[vl - 1] == v[0]) {
+            v[vl - 1] = '\0';
+            v++;
+        }
+        int keep_job = 0;
+        for (size_t i = 0; i < o->nenv && !keep_job; i++)
+            keep_job = strcmp(o->env[i], k) == 0 && getenv_fn(arg, k) != NULL;
+        if (!keep_job && set_fn(arg, k, v) < 0)
+            rc = errprintf(err, "cannot set %.100s from the image", k);
+    }
+    fclose(f);
+    return rc;
+}
+
+int container_remap_root(uid_t uid, gid_t gid, mtc_error_t *err)
+{
+    if (unshare(CLONE_NEWUSER) < 0)
+        return errprintf(err, "--container-remap-root: cannot make a user namespace: %s",
+                         strerror(errno));
+    /* setgroups must be denied before an unprivileged gid_map (absent: old kernels) */
+    int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t w = write(fd, "deny", 4);
+        close(fd);
+        if (w < 0)
+            return errprintf(err, "--container-remap-root: setgroups: %s", strerror(errno));
+    }
+    char map[64];
+    static const char *const files[] = {"/proc/self/uid_map", "/proc/self/gid_map"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(map, sizeof(map), "0 %u 1\n", i == 0 ? (unsigned)uid : (unsigned)gid);
+        fd = open(files[i], O_WRONLY | O_CLOEXEC);
+        ssize_t w = fd < 0 ? -1 : write(fd, map, strlen(map));
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (w < 0)
+            return errprintf(err, "--container-remap-root: %s: %s", files[i], strerror(e));
+    }
+    return 0;
+}
+
+int container_find_command(const char *argv0, const char *path)
+{
+    if (!argv0 || !*argv0)
+        return 0;
+    if (strchr(argv0, '/'))
+        return access(argv0, X_OK) == 0;
+    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+        size_t n = strcspn(p, ":");
+        char full[4096];
+        snprintf(full, sizeof(full), "%.*s/%s", (int)(n ? n : 1), n ? p : ".", argv0);
+        struct stat st;
+        if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0)
+            return 1;
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    return 0;
+}

@@ -1,0 +1,427 @@
+/* plugin: the SPANK entry points of spank_mtc.so, the container plugin every
+ * mtc cluster's plugstack.conf loads:
+ *
+ *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [bind=DIR]...
+ *
+ * (%n in a path becomes the node's name: emulated nodes share one host).
+ *   srun / sbatch (local, allocator): the options, checked, with a one-line
+ *       "srun: error: mtc: ..." for bad input before anything is submitted
+ *   slurmstepd user_init (once per step and node): the image mounted and the
+ *       container's overlay made, by a child that regains root
+ *   task_init_privileged (each task, root): into the container
+ *   task_init (each task, the user): environment, workdir, command check,
+ *       user namespace for --container-remap-root
+ *   exit (end of the step): the step's own container removed
+ * What the job mounted on a node (its image, named containers) goes in the
+ * node's Epilog: `mtc-agent check --mode epilog` sweeps R/jobs/JOB. */
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <slurm/spank.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spank/container.h"
+
+SPANK_PLUGIN(mtc, 1);
+
+#define NOPT 16
+#define SLURM_BATCH_STEP 0xfffffffbu
+
+static char *given[NOPT]; /* each option's value as given ("" for a flag) */
+static struct spank_option spank_opts[NOPT + 1];
+static struct container_opts opts;
+static struct container_step step;
+static int active;
+static char arg_runtime[512], arg_gpus[512], arg_binds[4][512];
+static size_t arg_nbinds;
+
+static int opt_given(int val, const char *optarg, int remote)
+{
+    (void)remote;
+    if (val < 0 || (size_t)val >= container_noptdefs)
+        return -1;
+    const char *v = optarg ? optarg : "";
+    /* Slurm may call twice with the same value */
+    if (given[val] && strcmp(given[val], v) != 0) {
+        slurm_error("mtc: --%s given twice with different values", container_optdefs[val].name);
+        return -1;
+    }
+    free(given[val]);
+    given[val] = strdup(v);
+    return given[val] ? 0 : -1;
+}
+
+/* "key=value" plugin arguments from plugstack.conf. */
+static int plugin_args(int ac, char **av)
+{
+    for (int i = 0; i < ac; i++) {
+        char *dst = NULL;
+        const char *v = NULL;
+        if (strncmp(av[i], "runtime=", 8) == 0)
+            dst = arg_runtime, v = av[i] + 8;
+        else if (strncmp(av[i], "gpus=", 5) == 0)
+            dst = arg_gpus, v = av[i] + 5;
+        else if (strncmp(av[i], "bind=", 5) == 0 && arg_nbinds < 4)
+            dst = arg_binds[arg_nbinds++], v = av[i] + 5;
+        if (!dst || strpbrk(v, ",:") || strlen(v) >= 512) {
+            slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR bind=DIR)",
+                        av[i]);
+            return -1;
+        }
+        snprintf(dst, 512, "%s", v);
+    }
+    return 0;
+}
+
+/* path with %n replaced by node, into out. */
+static void expand(const char *path, const char *node, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = path; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'n') {
+            o += (size_t)snprintf(out + o, len - o, "%s", node ? node : "");
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o < len ? o : len - 1] = '\0';
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    if (plugin_args(ac, av) < 0)
+        return -1;
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR && ctx != S_CTX_REMOTE)
+        return 0;
+    for (size_t i = 0; i < container_noptdefs && i < NOPT; i++) {
+        const struct container_optdef *d = &container_optdefs[i];
+        spank_opts[i] = (struct spank_option){(char *)d->name, (char *)d->arginfo, (char *)d->usage,
+                                              d->arginfo != NULL, (int)i, opt_given};
+        if (spank_option_register(sp, &spank_opts[i]) != ESPANK_SUCCESS) {
+            slurm_error("mtc: cannot register --%s", d->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* getenv for the options' environment forms: the process's own in srun and
+ * sbatch, the job's in slurmstepd. */
+static const char *env_local(void *arg, const char *name)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+static const char *env_job(void *arg, const char *name)
+{
+    static char buf[8][PATH_MAX];
+    static int slot;
+    char *b = buf[slot++ % 8];
+    return spank_getenv((spank_t)arg, name, b, PATH_MAX) == ESPANK_SUCCESS ? b : NULL;
+}
+
+/* The options from the command line and then the environment, checked.
+ * 0 (active tells whether there is a container), or -1 after an error line. */
+static int resolve(spank_t sp, const char *cwd)
+{
+    container_opts_init(&opts);
+    mtc_error_t err;
+    for (size_t i = 0; i < container_noptdefs; i++)
+        if (given[i] && container_opt_set(&opts, container_optdefs[i].name, given[i], cwd, &err) < 0)
+            goto error;
+    if (container_opts_from_env(&opts, spank_remote(sp) ? env_job : env_local, sp, cwd, &err) < 0)
+        goto error;
+    active = container_opts_active(&opts);
+    if (!active && (opts.nmounts || opts.workdir[0] || opts.nenv || opts.writable != -1 ||
+                    opts.remap_root != -1 || opts.mount_home != -1)) {
+        errprintf(&err, "container options need --container-image or --container-name");
+        goto error;
+    }
+    return 0;
+error:
+    slurm_error("mtc: %s", err.text);
+    return -1;
+}
+
+/* srun and sbatch: the options checked before anything is submitted; an
+ * image that is here (the same files as the nodes, or shared storage) must
+ * be a squashfs image. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR)
+        return 0;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd)))
+        snprintf(cwd, sizeof(cwd), "/");
+    if (resolve(sp, cwd) < 0)
+        return -1;
+    if (!active || !opts.image[0])
+        return 0;
+    FILE *f = fopen(opts.image, "re");
+    if (!f) {
+        slurm_error("mtc: --container-image: %s: %s", opts.image, strerror(errno));
+        return -1;
+    }
+    char magic[4] = {0};
+    size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    if (n != 4 || memcmp(magic, "hsqs", 4) != 0) {
+        slurm_error("mtc: --container-image: %s is not a squashfs image", opts.image);
+        return -1;
+    }
+    for (size_t i = 0; i < opts.nmounts; i++)
+        if (access(opts.mounts[i].src, F_OK) < 0) {
+            slurm_error("mtc: --container-mounts: %s: %s", opts.mounts[i].src, strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
+/* As the user (slurmstepd's effective ids in user_init): can they read path? */
+static int user_can_read(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -1;
+    if (S_ISDIR(st.st_mode))
+        return access(path, R_OK | X_OK);
+    return access(path, R_OK);
+}
+
+/* container_prepare in a child that takes back root (slurmstepd runs
+ * user_init with the user's effective ids; its saved id is root's). */
+static int prepare_as_root(mtc_error_t *err)
+{
+    int p[2];
+    if (pipe(p) < 0)
+        return errprintf(err, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return errprintf(err, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(p[0]);
+        mtc_error_t e = {""};
+        int rc = setresuid(0, 0, 0) < 0 || setresgid(0, 0, 0) < 0
+                     ? errprintf(&e, "cannot regain root: %s", strerror(errno))
+                     : container_prepare(&step, &opts, &e);
+        if (rc < 0 && write(p[1], e.text, strlen(e.text)) < 0)
+            _exit(2);
+        _exit(rc < 0 ? 1 : 0);
+    }
+    close(p[1]);
+    char msg[sizeof(err->text)] = "";
+    ssize_t n = read(p[0], msg, sizeof(msg) - 1);
+    close(p[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    msg[n > 0 ? n : 0] = '\0';
+    return errprintf(err, "%s", msg[0] ? msg : "preparing the container failed");
+}
+
+/* This node's name: slurmstepd's job environment has it only as the
+ * topology address (".."-joined switches, the node last; plain with the
+ * default topology), the task's later as SLURMD_NODENAME. */
+static void node_name(spank_t sp, char *out, size_t len)
+{
+    char addr[256];
+    if (spank_getenv(sp, "SLURMD_NODENAME", out, (int)len) == ESPANK_SUCCESS && *out)
+        return;
+    out[0] = '\0';
+    if (spank_getenv(sp, "SLURM_TOPOLOGY_ADDR", addr, sizeof(addr)) == ESPANK_SUCCESS) {
+        const char *dot = strrchr(addr, '.');
+        snprintf(out, len, "%s", dot ? dot + 1 : addr);
+    }
+}
+
+/* The step's identity, paths and the user's home. */
+static int step_init(spank_t sp, mtc_error_t *err)
+{
+    memset(&step, 0, sizeof(step));
+    char node[256];
+    node_name(sp, node, sizeof(node));
+    if (!arg_runtime[0])
+        return errprintf(err, "plugstack.conf gives no runtime= directory");
+    expand(arg_runtime, node, step.runtime, sizeof(step.runtime));
+    uint32_t job = 0, stp = 0;
+    if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_STEPID, &stp) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_UID, &step.uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &step.gid) != ESPANK_SUCCESS)
+        return errprintf(err, "cannot read the step's ids");
+    step.job = job;
+    step.step = stp;
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    if (getpwuid_r(step.uid, &pw, buf, sizeof(buf), &res) == 0 && res && res->pw_dir)
+        snprintf(step.home, sizeof(step.home), "%s", res->pw_dir);
+    if (spank_getenv(sp, "PWD", step.cwd, sizeof(step.cwd)) != ESPANK_SUCCESS)
+        step.cwd[0] = '\0';
+    for (size_t i = 0; i < arg_nbinds; i++)
+        expand(arg_binds[i], node, step.binds[step.nbinds++], sizeof(step.binds[0]));
+    /* a batch step runs its script from slurmd's spool: that directory too */
+    int argc = 0;
+    char **argv = NULL;
+    if (stp == SLURM_BATCH_STEP && spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS &&
+        argc > 0 && argv[0][0] == '/' && step.nbinds < 8) {
+        snprintf(step.binds[step.nbinds], sizeof(step.binds[0]), "%s", argv[0]);
+        char *slash = strrchr(step.binds[step.nbinds], '/');
+        if (slash && slash != step.binds[step.nbinds])
+            *slash = '\0', step.nbinds++;
+    }
+    return 0;
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp))
+        return 0;
+    mtc_error_t err;
+    char cwd[PATH_MAX] = "";
+    spank_getenv(sp, "PWD", cwd, sizeof(cwd));
+    if (resolve(sp, cwd[0] ? cwd : NULL) < 0)
+        return -1;
+    if (!active)
+        return 0;
+    if (step_init(sp, &err) < 0)
+        goto error;
+    if (opts.image[0] && user_can_read(opts.image) < 0) {
+        errprintf(&err, "--container-image: %s: %s", opts.image, strerror(errno));
+        goto error;
+    }
+    for (size_t i = 0; i < opts.nmounts; i++)
+        if (user_can_read(opts.mounts[i].src) < 0) {
+            errprintf(&err, "--container-mounts: %s: %s", opts.mounts[i].src, strerror(errno));
+            goto error;
+        }
+    container_step_root(&step, &opts);
+    if (prepare_as_root(&err) < 0)
+        goto error;
+    /* the parent knows the container by its path; its record says if writable */
+    if (opts.name[0]) {
+        char meta[1300];
+        snprintf(meta, sizeof(meta), "%.1200s/../meta", step.root);
+        char *t = mtc_read_file(meta, NULL);
+        step.writable = t && sscanf(t, "%71s %d", step.image_digest, &step.writable) == 2
+                            ? step.writable
+                            : opts.writable != 0;
+        free(t);
+    } else {
+        step.writable = opts.writable != 0;
+    }
+    return 0;
+error:
+    slurm_error("mtc: %s", err.text);
+    active = 0;
+    return -1;
+}
+
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp) || !active)
+        return 0;
+    char node[256], gpu_dir[600] = "", gpus[256] = "";
+    node_name(sp, node, sizeof(node));
+    if (arg_gpus[0])
+        expand(arg_gpus, node, gpu_dir, sizeof(gpu_dir));
+    if (spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof(gpus)) != ESPANK_SUCCESS &&
+        spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) != ESPANK_SUCCESS)
+        gpus[0] = '\0';
+    mtc_error_t err;
+    if (container_enter(&step, &opts, gpu_dir[0] ? gpu_dir : NULL, gpus[0] ? gpus : NULL, &err) <
+        0) {
+        slurm_error("mtc: %s", err.text);
+        return -1;
+    }
+    return 0;
+}
+
+static int env_set(void *arg, const char *k, const char *v)
+{
+    return spank_setenv((spank_t)arg, k, v, 1) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+/* The image's workingDir, from /.mtc/image.json ("" when none). */
+static void image_workdir(char *out, size_t len)
+{
+    out[0] = '\0';
+    char *t = mtc_read_file("/.mtc/image.json", NULL);
+    const char *k = t ? strstr(t, "\"workingDir\"") : NULL;
+    const char *q = k ? strchr(k + 12, '"') : NULL;
+    const char *e = q ? strchr(q + 1, '"') : NULL;
+    if (q && e && (size_t)(e - q - 1) < len && q[1] == '/') {
+        memcpy(out, q + 1, (size_t)(e - q - 1));
+        out[e - q - 1] = '\0';
+    }
+    free(t);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp) || !active)
+        return 0;
+    mtc_error_t err;
+    if (container_env_apply(&opts, env_job, env_set, sp, &err) < 0)
+        goto error;
+    char wd[1024];
+    snprintf(wd, sizeof(wd), "%s", opts.workdir);
+    if (!wd[0])
+        image_workdir(wd, sizeof(wd));
+    if (wd[0] && chdir(wd) < 0) {
+        errprintf(&err, "--container-workdir: %s: %s", wd, strerror(errno));
+        goto error;
+    }
+    if (wd[0])
+        spank_setenv(sp, "PWD", wd, 1);
+    int argc = 0;
+    char **argv = NULL;
+    char path[PATH_MAX] = "";
+    spank_getenv(sp, "PATH", path, sizeof(path));
+    if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
+        !container_find_command(argv[0], path[0] ? path : NULL)) {
+        errprintf(&err, "%s: command not found in the image %s", argv[0],
+                  opts.image[0] ? opts.image : opts.name);
+        goto error;
+    }
+    if (opts.remap_root == 1 && container_remap_root(step.uid, step.gid, &err) < 0)
+        goto error;
+    return 0;
+error:
+    slurm_error("mtc: %s", err.text);
+    return -1;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (spank_remote(sp) && active && getuid() == 0 && geteuid() == 0 && !opts.name[0])
+        container_step_done(step.runtime, step.job, step.step);
+    for (size_t i = 0; i < NOPT; i++) {
+        free(given[i]);
+        given[i] = NULL;
+    }
+    return 0;
+}
