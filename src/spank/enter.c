@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -202,6 +203,9 @@ int container_env_apply(const struct container_opts *o, const char *(*getenv_fn)
 
 int container_remap_root(uid_t uid, gid_t gid, mtc_error_t *err)
 {
+    /* a process that changed its uid is not dumpable, and its /proc files
+     * stay root's: it could not write its own maps */
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     if (unshare(CLONE_NEWUSER) < 0)
         return errprintf(err, "--container-remap-root: cannot make a user namespace: %s",
                          strerror(errno));

@@ -15,6 +15,7 @@
  * What the job mounted on a node (its image, named containers) goes in the
  * node's Epilog: `mtc-agent check --mode epilog` sweeps R/jobs/JOB. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <slurm/spank.h>
@@ -188,15 +189,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* As the user (slurmstepd's effective ids in user_init): can they read path? */
+/* As the user (slurmstepd's effective ids in user_init, its real ones still
+ * root's: hence AT_EACCESS): can they read path? */
 static int user_can_read(const char *path)
 {
     struct stat st;
     if (stat(path, &st) < 0)
         return -1;
-    if (S_ISDIR(st.st_mode))
-        return access(path, R_OK | X_OK);
-    return access(path, R_OK);
+    return faccessat(AT_FDCWD, path, S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK, AT_EACCESS);
 }
 
 /* container_prepare in a child that takes back root (slurmstepd runs
