@@ -212,6 +212,12 @@ error:
     return NULL;
 }
 
+static int is_index_type(const json_t *mt)
+{
+    const char *s = json_string_value(mt);
+    return s && (strcmp(s, OCI_INDEX) == 0 || strcmp(s, DOCKER_LIST) == 0);
+}
+
 /* The image manifest an index leads to: the linux/amd64 entry when entries
  * name platforms, else the first; nested indexes followed. */
 static json_t *oci_manifest(const char *dir, mtc_error_t *err)
@@ -241,17 +247,14 @@ static json_t *oci_manifest(const char *dir, mtc_error_t *err)
             free(b.path);
             break;
         }
-        const char *mt = json_string_value(json_object_get(pick, "mediaType"));
+        int is_index = is_index_type(json_object_get(pick, "mediaType"));
         json_t *next = load_json(dir, b.path, err);
         free(b.path);
         json_decref(idx);
         idx = next;
         if (!idx)
             return NULL;
-        const char *inner = json_string_value(json_object_get(idx, "mediaType"));
-        int is_index = (mt && (strcmp(mt, OCI_INDEX) == 0 || strcmp(mt, DOCKER_LIST) == 0)) ||
-                       (inner && (strcmp(inner, OCI_INDEX) == 0 || strcmp(inner, DOCKER_LIST) == 0));
-        if (!is_index)
+        if (!is_index && !is_index_type(json_object_get(idx, "mediaType")))
             return idx;
     }
     if (idx)
