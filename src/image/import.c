@@ -118,8 +118,9 @@ static int layer_apply(const char *root, const char *file, const char *what, mtc
     free(listing);
     if (rc < 0)
         return -1;
-    char *argv[] = {"tar", "-xf", (char *)file, "-C", (char *)root, "--no-same-owner", "-p",
-                    "--exclude=.wh.*", NULL};
+    char *argv[] = {
+        "tar", "-xf", (char *)file, "-C", (char *)root, "--no-same-owner", "-p", "--exclude=.wh.*",
+        NULL};
     return image_tool(argv, what, NULL, err);
 }
 
@@ -184,8 +185,8 @@ static int from_rootfs(const char *dir, const char *root, const char *source, js
         return -1;
     snprintf(envpath, sizeof(envpath), "%s/etc/environment", root);
     struct stat st;
-    char *text = lstat(envpath, &st) == 0 && S_ISREG(st.st_mode) ? mtc_read_file(envpath, NULL)
-                                                                : NULL;
+    char *text =
+        lstat(envpath, &st) == 0 && S_ISREG(st.st_mode) ? mtc_read_file(envpath, NULL) : NULL;
     json_t *cfg = json_pack("{s:{s:o}}", "config", "Env", image_env_parse(text));
     free(text);
     *meta = image_meta_from_config(cfg, source, err);
@@ -242,7 +243,7 @@ int image_import(const char *src, const char *out, mtc_error_t *err)
     }
     int is_layout = has(layout, "index.json") || has(layout, "manifest.json");
     mtc_error_t e = {""};
-    int r = is_layout            ? from_layout(layout, root, source, &meta, &e)
+    int r = is_layout             ? from_layout(layout, root, source, &meta, &e)
             : S_ISDIR(st.st_mode) ? from_rootfs(src, root, source, &meta, &e)
                                   : errprintf(&e, "not an OCI image layout or docker-save archive "
                                                   "(no index.json or manifest.json)");

@@ -118,10 +118,17 @@ static int blob_check(const char *dir, struct image_blob *b, const char *what, m
         return errprintf(err, "the manifest names %s \"%s\", which is not a path inside the image",
                          what, b->path);
     snprintf(full, sizeof(full), "%s/%s", dir, clean);
+    /* docker save links a repeated layer to its first copy: links are fine
+     * while they stay inside the layout */
+    char real[PATH_MAX], top[PATH_MAX];
     struct stat st;
-    if (lstat(full, &st) < 0 || !S_ISREG(st.st_mode))
+    if (stat(full, &st) < 0 || !S_ISREG(st.st_mode) || !realpath(full, real) || !realpath(dir, top))
         return errprintf(err, "the manifest names %s %s, which is not in the image", what,
                          b->digest[0] ? b->digest : b->path);
+    size_t tl = strlen(top);
+    if (strncmp(real, top, tl) != 0 || real[tl] != '/')
+        return errprintf(err, "the manifest names %s \"%s\", which leads out of the image", what,
+                         b->path);
     return 0;
 }
 
@@ -144,14 +151,15 @@ static int blob_from_digest(struct image_blob *b, const char *digest, const char
  * "blobs/sha256/<hex>". */
 static void digest_of_path(const char *path, char out[72])
 {
-    char d[72 + 8];
     const char *p = strncmp(path, "blobs/sha256/", 13) == 0 ? path + 13 : path;
-    snprintf(d, sizeof(d), "sha256:%.64s", p);
-    const char *rest = p + (strlen(p) >= 64 ? 64 : strlen(p));
-    int tail_ok = !*rest || strcmp(rest, ".json") == 0 || strcmp(rest, "/layer.tar") == 0;
+    size_t n = strspn(p, "0123456789abcdef");
+    const char *rest = p + n;
     out[0] = '\0';
-    if (tail_ok && image_digest_valid(d))
-        memcpy(out, d, 7 + 64 + 1);
+    if (n == 64 && (!*rest || strcmp(rest, ".json") == 0 || strcmp(rest, "/layer.tar") == 0)) {
+        memcpy(out, "sha256:", 7);
+        memcpy(out + 7, p, 64);
+        out[71] = '\0';
+    }
 }
 
 static json_t *load_json(const char *dir, const char *name, mtc_error_t *err)
@@ -311,7 +319,8 @@ struct image_plan *image_plan_read(const char *dir, mtc_error_t *err)
     snprintf(path, sizeof(path), "%s/manifest.json", dir);
     if (mtc_path_exists(path))
         return plan_docker(dir, err);
-    errprintf(err, "not an OCI image layout or docker-save archive (no index.json or manifest.json)");
+    errprintf(err,
+              "not an OCI image layout or docker-save archive (no index.json or manifest.json)");
     return NULL;
 }
 
@@ -327,8 +336,9 @@ char *image_env_format(const json_t *env, mtc_error_t *err)
         if (!s || !strchr(s, '=') || s[0] == '=')
             return errprintf(err, "Env[%zu] is not KEY=VALUE", i), NULL;
         if (strchr(s, '\n'))
-            return errprintf(err, "Env %.*s: the value holds a newline, which /etc/environment "
-                                  "cannot keep",
+            return errprintf(err,
+                             "Env %.*s: the value holds a newline, which /etc/environment "
+                             "cannot keep",
                              (int)(strchr(s, '=') - s), s),
                    NULL;
         cap += strlen(s) + 1;
@@ -389,7 +399,8 @@ json_t *image_meta_from_config(const json_t *config, const char *source, mtc_err
         c = json_object_get(config, "container_config");
     json_t *meta = json_object();
     char now[40];
-    if (str_array(c, "Env", meta, "env", err) < 0 || str_array(c, "Entrypoint", meta, "entrypoint", err) < 0 ||
+    if (str_array(c, "Env", meta, "env", err) < 0 ||
+        str_array(c, "Entrypoint", meta, "entrypoint", err) < 0 ||
         str_array(c, "Cmd", meta, "cmd", err) < 0)
         goto error;
     char *envtext = image_env_format(json_object_get(meta, "env"), err);
@@ -404,7 +415,8 @@ json_t *image_meta_from_config(const json_t *config, const char *source, mtc_err
     const char *w = json_string_value(wd);
     json_object_set_new(meta, "workingDir", json_string(w && *w ? w : "/"));
     json_object_set_new(meta, "source", json_string(source ? source : ""));
-    json_object_set_new(meta, "created", json_string(mtc_time_rfc3339(mtc_now_ms(), now, sizeof(now))));
+    json_object_set_new(meta, "created",
+                        json_string(mtc_time_rfc3339(mtc_now_ms(), now, sizeof(now))));
     return meta;
 error:
     json_decref(meta);

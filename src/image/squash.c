@@ -163,8 +163,14 @@ int image_squash(const char *root, const char *out, mtc_error_t *err)
     /* mkdtemp made the work directory 0700: the image's / must be 0755 */
     if (chmod(root, 0755) < 0)
         return errprintf(err, "chmod %s: %s", root, strerror(errno));
-    char *argv[] = {"mksquashfs", (char *)root, tmp, "-noappend", "-all-root", "-no-progress",
-                    mksquashfs_quiet() ? "-quiet" : NULL, NULL};
+    char *argv[] = {"mksquashfs",
+                    (char *)root,
+                    tmp,
+                    "-noappend",
+                    "-all-root",
+                    "-no-progress",
+                    mksquashfs_quiet() ? "-quiet" : NULL,
+                    NULL};
     if (image_tool(argv, "mksquashfs", NULL, err) < 0) {
         unlink(tmp);
         return -1;

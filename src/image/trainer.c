@@ -16,10 +16,10 @@
 
 /* The userland: dash as /bin/sh and the coreutils a job script reaches for. */
 static const char *const userland[] = {
-    "/bin/sh",        "/bin/dash",      "/usr/bin/cat",   "/usr/bin/ls",    "/usr/bin/env",
-    "/usr/bin/echo",  "/usr/bin/id",    "/usr/bin/pwd",   "/usr/bin/mkdir", "/usr/bin/touch",
-    "/usr/bin/true",  "/usr/bin/false", "/usr/bin/rm",    "/usr/bin/sleep", "/usr/bin/hostname",
-    NULL,
+    "/bin/sh",        "/bin/dash",      "/usr/bin/cat",      "/usr/bin/ls",
+    "/usr/bin/env",   "/usr/bin/echo",  "/usr/bin/id",       "/usr/bin/pwd",
+    "/usr/bin/mkdir", "/usr/bin/touch", "/usr/bin/true",     "/usr/bin/false",
+    "/usr/bin/rm",    "/usr/bin/sleep", "/usr/bin/hostname", NULL,
 };
 
 /* Trees copied whole when the host has them; plugins: their .so files' libraries come too. */
@@ -54,14 +54,14 @@ static const struct {
     const char *path;
     mode_t mode;
 } dirs[] = {
-    {"tmp", 01777}, {"var/tmp", 01777}, {"proc", 0755}, {"sys", 0755}, {"dev", 0755},
+    {"tmp", 01777}, {"var/tmp", 01777}, {"proc", 0755}, {"sys", 0755},     {"dev", 0755},
     {"home", 0755}, {"root", 0700},     {"run", 0755},  {"usr/bin", 0755}, {NULL, 0},
 };
 
 struct build {
     const char *root;
-    json_t *seen; /* host names installed */
-    json_t *scan; /* files whose libraries are required (array of paths) */
+    json_t *seen;    /* host names installed */
+    json_t *scan;    /* files whose libraries are required (array of paths) */
     json_t *plugins; /* files whose missing libraries are tolerated */
 };
 
@@ -175,7 +175,8 @@ static int copy_tree(struct build *b, const struct tree *t, mtc_error_t *err)
     snprintf(parent, sizeof(parent), "%s", t->path);
     snprintf(dst, sizeof(dst), "%s%s/", b->root, dirname(parent));
     char *argv[] = {"cp", "-a", (char *)t->path, dst, NULL};
-    if (image_root_dir(b->root, parent + 1, 0755, err) < 0 || image_tool(argv, t->path, NULL, err) < 0)
+    if (image_root_dir(b->root, parent + 1, 0755, err) < 0 ||
+        image_tool(argv, t->path, NULL, err) < 0)
         return -1;
     if (t->plugins) {
         walk_build = b;
@@ -214,9 +215,9 @@ static int skeleton(struct build *b, const char *version, mtc_error_t *err)
     char vline[128] = "";
     if (version && *version)
         snprintf(vline, sizeof(vline), "VERSION_ID=\"%s\"\nVERSION=\"%s\"\n", version, version);
-    if (mtc_write_file_fmt(dst, 0644,
-                           "NAME=\"mtc trainer\"\nID=mtc-trainer\n%sPRETTY_NAME=\"mtc trainer%s%s\"\n",
-                           vline, vline[0] ? " " : "", vline[0] ? version : "") < 0)
+    if (mtc_write_file_fmt(
+            dst, 0644, "NAME=\"mtc trainer\"\nID=mtc-trainer\n%sPRETTY_NAME=\"mtc trainer%s%s\"\n",
+            vline, vline[0] ? " " : "", vline[0] ? version : "") < 0)
         return errprintf(err, "/etc/os-release: %s", strerror(errno));
     return 0;
 }
@@ -252,8 +253,7 @@ static int assemble(struct build *b, const char *trainer, const char *version, m
     return rc;
 }
 
-int image_build_trainer(const char *trainer, const char *version, const char *out,
-                        mtc_error_t *err)
+int image_build_trainer(const char *trainer, const char *version, const char *out, mtc_error_t *err)
 {
     char work[PATH_MAX], root[PATH_MAX + 8];
     if (access(trainer, X_OK) < 0)
@@ -261,8 +261,8 @@ int image_build_trainer(const char *trainer, const char *version, const char *ou
     if (image_out_check(out, err) < 0 || image_workdir(work, sizeof(work), err) < 0)
         return -1;
     snprintf(root, sizeof(root), "%s/root", work);
-    struct build b = {.root = root, .seen = json_object(), .scan = json_array(),
-                      .plugins = json_array()};
+    struct build b = {
+        .root = root, .seen = json_object(), .scan = json_array(), .plugins = json_array()};
     int rc = -1;
     if (mkdir(root, 0755) < 0)
         errprintf(err, "%s: %s", root, strerror(errno));

@@ -20,8 +20,8 @@ static void test_members(void)
     static const struct {
         const char *in, *want;
     } ok[] = {
-        {"./etc/passwd", "etc/passwd"}, {"/etc//x/", "etc/x"}, {"./", ""},
-        {"a/./b", "a/b"},               {"..a/b..", "..a/b.."},
+        {"./etc/passwd", "etc/passwd"}, {"/etc//x/", "etc/x"}, {"./", ""}, {"a/./b", "a/b"},
+        {"..a/b..", "..a/b.."},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++) {
         snprintf(s, sizeof(s), "%s", ok[i].in);
@@ -34,8 +34,7 @@ static void test_members(void)
         CHECK(image_member_clean(s) < 0, "member \"%s\" refused", bad[i]);
     }
     snprintf(s, sizeof(s), "%s", "a\\\\b\\nc\\303\\251 d");
-    CHECK(image_tar_unescape(s) == 0 && strcmp(s, "a\\b\nc\xc3\xa9 d") == 0,
-          "tar escapes undone");
+    CHECK(image_tar_unescape(s) == 0 && strcmp(s, "a\\b\nc\xc3\xa9 d") == 0, "tar escapes undone");
     snprintf(s, sizeof(s), "%s", "bad\\q");
     CHECK(image_tar_unescape(s) < 0, "a malformed escape refused");
 }
@@ -196,7 +195,8 @@ static void test_layouts(void)
     mkdir(path, 0755);
     CHECK(!image_plan_read(path, &err) && strstr(err.text, "no index.json or manifest.json"),
           "neither index.json nor manifest.json");
-    if (!getenv("KEEP")) mtc_rm_rf(dir);
+    if (!getenv("KEEP"))
+        mtc_rm_rf(dir);
 }
 
 int main(void)

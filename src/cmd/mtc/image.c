@@ -80,8 +80,8 @@ static void print_image(const json_t *j)
     const char *s;
     human_size((long long)json_integer_value(json_object_get(j, "size")), hs, sizeof(hs));
     printf("%-12s%s\n", "image", json_string_value(json_object_get(j, "path")));
-    printf("%-12s%lld bytes (%s)\n", "size", (long long)json_integer_value(json_object_get(j, "size")),
-           hs);
+    printf("%-12s%lld bytes (%s)\n", "size",
+           (long long)json_integer_value(json_object_get(j, "size")), hs);
     printf("%-12s%s\n", "digest", json_string_value(json_object_get(j, "digest")));
     static const char *const strs[] = {"source", "created", "workingDir"};
     for (size_t i = 0; i < sizeof(strs) / sizeof(*strs); i++)
@@ -123,7 +123,8 @@ static int finish(struct cli *c, int rc, const char *out, mtc_error_t *err)
 static int i_import(struct cli *c, int argc, char **argv)
 {
     const char *src = NULL, *out = NULL;
-    if (args(c, argc, argv, 1, &src, &out, "mtc image import OCI_ARCHIVE|DIR -o NAME.sqsh [--json]"))
+    if (args(c, argc, argv, 1, &src, &out,
+             "mtc image import OCI_ARCHIVE|DIR -o NAME.sqsh [--json]"))
         return 2;
     mtc_error_t err = {""};
     catch_signals();
