@@ -1,5 +1,5 @@
 /* mtc: the command-line client of mtcd — clusters, operations, tokens, the
- * daemon, and a shell on a cluster. Subcommands are a table. */
+ * daemon, a shell on a cluster, container images. Subcommands are a table. */
 #include "mtc/cli.h"
 
 #include <curl/curl.h>
@@ -20,6 +20,7 @@ static const struct cli_cmd commands[] = {
     {"experiment", cmd_experiment, "list, status, logs, cancel of recipe runs"},
     {"rl", cmd_rl, "rl launch: an RL-style job directory, optionally interactive"},
     {"attach", cmd_attach, "a shell inside a running job's allocation: mtc attach JOB [N]"},
+    {"image", cmd_image, "import, build-trainer, inspect squashfs container images"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,88 @@
+/* image: squashfs container images for the container plugin — import from an
+ * OCI image layout, a docker-save archive or a root directory, the trainer
+ * image, and inspection. An image keeps its config in /etc/environment
+ * (KEY=VALUE lines) and /.mtc/image.json. */
+#ifndef MTC_IMAGE_H
+#define MTC_IMAGE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/common.h"
+
+/* Import src — an OCI image layout (directory or tarball), a docker-save
+ * archive, or a root filesystem directory — into the squashfs image out.
+ * Work happens in a temporary directory under $TMPDIR, removed before return;
+ * out is written as out.tmp and renamed, so a failure leaves neither.
+ * 0, or -1 with err (one line naming what was wrong). */
+int image_import(const char *src, const char *out, mtc_error_t *err);
+
+/* The trainer image: trainer (the mtc-train binary) as /usr/bin/mtc-train with
+ * its shared libraries and the loader, Open MPI's and PMIx's plugins, config and
+ * help files, and a minimal userland (dash as /bin/sh, coreutils). version (may
+ * be NULL) goes into /etc/os-release. 0, or -1 with err; out as image_import. */
+int image_build_trainer(const char *trainer, const char *version, const char *out,
+                        mtc_error_t *err);
+
+/* What an image file holds: {"path", "size", "digest" ("sha256:<hex>" of the
+ * whole file), "env", "workingDir", "entrypoint", "cmd", "source", "created"}
+ * (the last six from /.mtc/image.json and /etc/environment; null or [] when the
+ * image has none). Caller decrefs. NULL with err when path is not a readable
+ * squashfs image. */
+json_t *image_inspect(const char *path, mtc_error_t *err);
+
+/* "sha256:<hex>" of a file's bytes into out[72]. 0, or -1 with err. */
+int image_sha256_file(const char *path, char out[72], mtc_error_t *err);
+
+/* --- the pieces, exposed for the unit tests ----------------------------- */
+
+/* A blob of an image layout: its path relative to the layout's root, and its
+ * digest ("sha256:<hex>"; "" when the layout does not say it). */
+struct image_blob {
+    char *path;
+    char digest[72];
+};
+/* What to apply: the config and the layers, bottom first. */
+struct image_plan {
+    struct image_blob config;
+    struct image_blob *layers;
+    size_t nlayers;
+    int oci; /* 1: OCI layout (index.json), 0: docker save (manifest.json) */
+};
+/* Read the plan of the layout in dir: index.json → manifest → config + layers
+ * (OCI), else manifest.json (docker save; layer digests from the config's
+ * rootfs.diff_ids where the paths do not carry them). Every blob named must be
+ * a file in dir. Caller destroys. NULL with err. */
+struct image_plan *image_plan_read(const char *dir, mtc_error_t *err);
+void image_plan_destroy(struct image_plan *p);
+
+/* 1 when d is "sha256:" and 64 lowercase hex digits, else 0. */
+int image_digest_valid(const char *d);
+
+/* Undo GNU tar's escape quoting (--quoting-style=escape) of a listed member
+ * name, in place. 0, or -1 (EINVAL) on a malformed escape. */
+int image_tar_unescape(char *s);
+/* A member name made relative and canonical, in place: leading "/" and "./"
+ * dropped, "//" and "/./" collapsed, trailing "/" dropped ("" is the root).
+ * -1 (EINVAL) when a component is "..". */
+int image_member_clean(char *name);
+
+enum image_wh { IMAGE_WH_NONE, IMAGE_WH_FILE, IMAGE_WH_OPAQUE };
+/* Classify a cleaned member name: IMAGE_WH_FILE for "D/.wh.NAME" (target gets
+ * "D/NAME": remove it), IMAGE_WH_OPAQUE for "D/.wh..wh..opq" (target gets "D",
+ * "" for the root: empty it), else IMAGE_WH_NONE. A whiteout of "." or ".." is
+ * IMAGE_WH_NONE with target "" (refused by the caller). */
+enum image_wh image_whiteout(const char *name, char *target, size_t len);
+
+/* The image.json object for a config (OCI or docker: its "config" member's
+ * Env, WorkingDir, Entrypoint, Cmd) and source. Caller decrefs. NULL with err
+ * when a field has the wrong type or an Env value holds a newline. */
+json_t *image_meta_from_config(const json_t *config, const char *source, mtc_error_t *err);
+/* /etc/environment text (KEY=VALUE lines) from a JSON array of "KEY=VALUE".
+ * Caller frees. NULL with err for a value with a newline or an entry with no KEY. */
+char *image_env_format(const json_t *env, mtc_error_t *err);
+/* The KEY=VALUE lines of /etc/environment text (blank lines and # comments
+ * skipped; "export " and one level of quotes dropped) as a JSON array. Caller decrefs. */
+json_t *image_env_parse(const char *text);
+
+#endif
