@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_errors: the errors users meet with `mtc run`, each said before anything
 # is submitted where it can be (unknown recipe, missing data or tokenizer, more
-# nodes than the partition has, a container image without a runtime), and
+# nodes than the partition has, a container image that is missing or no image), and
 # Slurm's own message plus the partitions for an unknown partition; --dry-run
 # prints a complete sbatch script for every recipe and cluster type.
 . "$(dirname "$0")/lib.sh"
@@ -80,7 +80,11 @@ check "too many nodes with -p" grep -q -- "-n 5: partition a3m has 2 nodes" "$D/
 check "still nothing submitted" test -z "$(squeue -h)"
 
 mtc run -s "$D/r.json" --data-dir "$D/data" -i "$D/image.sqsh" >"$D/e8" 2>&1
-check "container image without a runtime: clear error" grep -q "enroot" "$D/e8"
+check "a missing container image: named, non-zero exit" \
+    bash -c "[ $? -ne 0 ] && grep -q -- '-i $D/image.sqsh: No such file' '$D/e8'"
+echo "not squashfs" >"$D/bad.sqsh"
+mtc run -s "$D/r.json" --data-dir "$D/data" -i "$D/bad.sqsh" >"$D/e8b" 2>&1
+check "a file that is no image: named" grep -q "bad.sqsh: not a squashfs image" "$D/e8b"
 mtc run -s "$D/r.json" --data-dir "$D/data" --slurm-type hcc-x >"$D/e9" 2>&1
 check "unknown cluster type listed" grep -q "known: hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local" "$D/e9"
 echo '{"task":"pretrain","model":{"preset":"tiny-gpt2"},"data":{"path":"tiny","tokenizer":"t"},"train":{"steps":1,"global_batch":8,"seq_length":64,"learning_rate":1}}' >"$D/bad.json"

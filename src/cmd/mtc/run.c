@@ -84,18 +84,37 @@ static void partition_list(const json_t *parts, char *buf, size_t len)
     }
 }
 
-/* -i IMAGE: a container runs only where enroot + pyxis (srun --container-image) are. */
+/* -i IMAGE: the cluster's srun must know --container-image (mtc's container
+ * plugin, or pyxis). */
 static int container_available(void)
 {
-    char buf[PATH_MAX];
-    if (sibling_program("enroot", buf, sizeof(buf)) < 0)
-        return 0;
     char *out = NULL;
     char *argv[] = {"srun", "--help", NULL};
     mtc_run(argv, NULL, &out, 10000);
     int ok = out && strstr(out, "--container-image");
     free(out);
     return ok;
+}
+
+/* -i IMAGE made absolute (the nodes resolve it, not this shell) and checked
+ * to be a squashfs image, into buf. 0, or -1 after saying why. */
+static int image_path(const char *image, char *buf, size_t len)
+{
+    char full[PATH_MAX];
+    if (!realpath(image, full))
+        return cli_fail("-i %s: %s", image, strerror(errno)), -1;
+    FILE *f = fopen(full, "re");
+    char magic[4] = {0};
+    size_t n = f ? fread(magic, 1, 4, f) : 0;
+    if (f)
+        fclose(f);
+    if (n != 4 || memcmp(magic, "hsqs", 4) != 0)
+        return cli_fail("-i %s: not a squashfs image (make one with mtc image import)", image),
+               -1;
+    if (strlen(full) >= len || strpbrk(full, ",:"))
+        return cli_fail("-i %s: the path cannot be passed to srun (',' or ':' in it)", image), -1;
+    snprintf(buf, len, "%s", full);
+    return 0;
 }
 
 static const char run_use[] =
@@ -246,7 +265,15 @@ static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **
      * their network (from `mtc env`) */
     const char *remote = getenv("MTC_TRAINER"), *net = getenv("MTC_MPI_NETWORK");
     f->r.mpi_network = net && *net ? net : NULL;
-    if (remote && remote[0] == '/' && strlen(remote) < len) {
+    static char image[PATH_MAX];
+    if (f->r.image && image_path(f->r.image, image, sizeof(image)) < 0) {
+        json_decref(recipe);
+        return -1;
+    }
+    if (f->r.image) { /* the image's own trainer, found in its PATH */
+        f->r.image = image;
+        snprintf(trainer, len, "mtc-train");
+    } else if (remote && remote[0] == '/' && strlen(remote) < len) {
         snprintf(trainer, len, "%s", remote);
     } else if (sibling_program("mtc-train", trainer, len) < 0) {
         if (!f->dry_run) {
@@ -357,10 +384,13 @@ static int launch(struct cli *c, json_t *cfg, const char *script)
 {
     mtc_error_t err = {""};
     const char *image = json_string_value(json_object_get(cfg, "image"));
+    if (image && strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") != 0)
+        return cli_fail("-i %s: containers run through Slurm (srun --container-image); "
+                        "use -e slurm",
+                        image);
     if (image && !container_available())
-        return cli_fail("-i %s: running inside a container image needs enroot with the pyxis "
-                        "Slurm plugin (srun --container-image), which this machine lacks; "
-                        "container support is a later issue, run without -i",
+        return cli_fail("-i %s: this cluster's srun has no --container-image (no container "
+                        "plugin in its plugstack.conf)",
                         image);
     if (recipe_check_inputs(cfg, &err) < 0)
         return cli_fail("%s", err.text);
