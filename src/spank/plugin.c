@@ -38,6 +38,9 @@ static struct spank_option spank_opts[NOPT + 1];
 static struct container_opts opts;
 static struct container_step step;
 static int active;
+/* what user_init could not do, said by each task (a failed task fails srun;
+ * a failed user_init only makes Slurm report a launch failure, exit 0) */
+static char deferred[sizeof(((mtc_error_t *)0)->text)];
 static char arg_runtime[512], arg_gpus[512], arg_binds[4][512];
 static size_t arg_nbinds;
 
@@ -329,9 +332,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     }
     return 0;
 error:
-    slurm_error("mtc: %s", err.text);
-    active = 0;
-    return -1;
+    snprintf(deferred, sizeof(deferred), "%s", err.text);
+    return 0;
 }
 
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
@@ -340,6 +342,10 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     (void)av;
     if (!spank_remote(sp) || !active)
         return 0;
+    if (deferred[0]) {
+        slurm_error("mtc: %s", deferred);
+        return -1;
+    }
     char node[256], gpu_dir[600] = "", gpus[256] = "";
     node_name(sp, node, sizeof(node));
     if (arg_gpus[0])
@@ -417,7 +423,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
-    if (spank_remote(sp) && active && getuid() == 0 && geteuid() == 0 && !opts.name[0])
+    if (spank_remote(sp) && active && !deferred[0] && getuid() == 0 && geteuid() == 0 &&
+        !opts.name[0])
         container_step_done(step.runtime, step.job, step.step);
     for (size_t i = 0; i < NOPT; i++) {
         free(given[i]);
