@@ -228,17 +228,28 @@ int hosts_bundle(const struct provider *p, const struct lc *c, const struct hsta
     snprintf(path, sizeof(path), "%s/mtc-host", bin);
     if (local_write_if_changed(path, hosts_script(), err) < 0)
         return -1;
-    /* the programs, from beside mtcd's mtc-agent */
-    for (int k = 0; p->agent && k < HOSTS_NBIN; k++) {
-        char src[PLEN];
-        const char *slash = strrchr(p->agent, '/');
-        snprintf(src, sizeof(src), "%.*s%s", slash ? (int)(slash - p->agent + 1) : 0, p->agent,
-                 hosts_bin_names[k]);
-        snprintf(path, sizeof(path), "%s/%s", bin, hosts_bin_names[k]);
-        if (k != HOSTS_BIN_AGENT && access(src, X_OK) < 0) {
+    /* the programs: the agent and the trainer from beside mtcd's mtc-agent,
+     * the container plugin mtcd found beside itself */
+    for (int k = 0; k < HOSTS_NBIN; k++) {
+        char src[PLEN] = "";
+        const char *slash = p->agent ? strrchr(p->agent, '/') : NULL;
+        if (k == HOSTS_BIN_SPANK && p->spank)
+            snprintf(src, sizeof(src), "%s", p->spank);
+        else if (k != HOSTS_BIN_SPANK && p->agent)
+            snprintf(src, sizeof(src), "%.*s%s", slash ? (int)(slash - p->agent + 1) : 0, p->agent,
+                     strrchr(hosts_bin_names[k], '/') + 1);
+        snprintf(path, sizeof(path), "%s/var/lib/mtc/%s/%s", b->image, s->uid, hosts_bin_names[k]);
+        if (!src[0] ||
+            (k != HOSTS_BIN_AGENT && access(src, k == HOSTS_BIN_SPANK ? R_OK : X_OK) < 0)) {
             unlink(path); /* not built: recipes then need their own copy on the hosts */
             continue;
         }
+        char *slash2 = strrchr(path, '/');
+        *slash2 = '\0';
+        int made = mtc_mkdir_p(path, 0755);
+        *slash2 = '/';
+        if (made < 0)
+            return errprintf(err, "mkdir %s: %s", path, strerror(errno));
         if (copy_file(src, path, 0755, b->sha[k], err) < 0)
             return -1;
     }
@@ -279,6 +290,51 @@ static int conf_nodes(const json_t *spec, const struct hstate *s, struct slurm_n
     return fake;
 }
 
+/* PlugStackConfig names /etc/mtc/<uid>/etc/plugstack.conf, read where each
+ * Slurm program runs: on the hosts (slurmd, slurmstepd, srun in a batch
+ * script) the image's copy, loading the plugin copied to the host; here
+ * (srun, sbatch, salloc with the cluster's SLURM_CONF) a link to the copy
+ * local_conf_write made, loading mtcd's. Without a plugin neither exists
+ * (a missing file is an empty plugin stack to Slurm). img_etc: the image's
+ * etc/mtc/<uid>/etc. 0/-1 + err. */
+static int plugstack_write(const struct lc *c, const struct hstate *s,
+                           const struct slurm_layout *sl, const char *img_etc, mtc_error_t *err)
+{
+    char img[PLEN], here[128], dir[128], local[PLEN], so[128];
+    snprintf(img, sizeof(img), "%s/plugstack.conf", img_etc);
+    snprintf(dir, sizeof(dir), SLURM_HOST_ETC "/etc", s->uid);
+    snprintf(here, sizeof(here), "%s/plugstack.conf", dir);
+    local_path(c, local, "etc/plugstack.conf");
+    if (!sl->spank) {
+        unlink(img);
+        unlink(here);
+        return 0;
+    }
+    struct slurm_layout on_host = *sl;
+    snprintf(so, sizeof(so), SLURM_HOST_VAR "/%s", s->uid, hosts_bin_names[HOSTS_BIN_SPANK]);
+    on_host.spank = so;
+    char *text = slurm_plugstack_render(&on_host, err);
+    if (!text)
+        return -1;
+    int rc = mtc_mkdir_p(img_etc, 0755) < 0
+                 ? errprintf(err, "mkdir %s: %s", img_etc, strerror(errno))
+                 : local_write_if_changed(img, text, err);
+    free(text);
+    if (rc < 0)
+        return -1;
+    if (mtc_mkdir_p(dir, 0755) < 0)
+        return errprintf(err, "mkdir %s: %s (the controller needs /etc/mtc writable)", dir,
+                         strerror(errno));
+    char cur[PLEN];
+    ssize_t n = readlink(here, cur, sizeof(cur) - 1);
+    if (n > 0 && (size_t)n == strlen(local) && memcmp(cur, local, (size_t)n) == 0)
+        return 0;
+    unlink(here);
+    if (symlink(local, here) < 0)
+        return errprintf(err, "cannot link %s to %s: %s", here, local, strerror(errno));
+    return 0;
+}
+
 int hosts_write_conf(const struct provider *p, const struct lc *c, const struct hstate *s,
                      const json_t *spec, char sha[65], mtc_error_t *err)
 {
@@ -303,7 +359,13 @@ int hosts_write_conf(const struct provider *p, const struct lc *c, const struct 
     sl.epilog = mtc_path_exists((snprintf(path, sizeof(path), "%s/epilog.sh", etc), path));
     if (mtc_path_exists((snprintf(path, sizeof(path), "%s/health.sh", etc), path)))
         sl.health_interval = local_health_interval(spec, p->hook_health_interval);
+    /* the container plugin: srun and sbatch here load mtcd's own copy (the
+     * controller's plugstack.conf, <dir>/etc/plugstack.conf), slurmd and
+     * slurmstepd on the hosts theirs */
+    sl.spank = p->spank;
     int rc = local_conf_write(c, spec, &sl, sha, err);
+    if (rc == 0)
+        rc = plugstack_write(c, s, &sl, etc, err);
     free(sizes);
     return rc;
 }
@@ -539,10 +601,13 @@ static void teardown(struct provider *p, struct lc *c, struct hstate *s)
     local_stop_pidfile(c, "slurmctld", local_ctld_running(c));
     local_stop_pidfile(c, "munged", local_munged_running(c));
     hosts_storage_forget(c);
-    char run[64];
+    char run[64], etc[64];
     snprintf(run, sizeof(run), SLURM_HOST_RUN, s->uid);
-    if (s->uid[0])
+    snprintf(etc, sizeof(etc), SLURM_HOST_ETC, s->uid);
+    if (s->uid[0]) {
         mtc_rm_rf(run);
+        mtc_rm_rf(etc); /* the plugstack.conf link (plugstack_write); /etc/mtc itself stays */
+    }
 }
 
 /* Preflight every node's host in parallel, size the nodes, and record the

@@ -90,13 +90,14 @@ void hosts_node_names(const struct hstate *s, char *buf, size_t len);
 
 /* ---- hosts_remote.c ---- */
 
-/* What the preflight learned about a host. */
-/* The programs mtc copies into every host's /var/lib/mtc/<uid>/bin from
- * beside mtcd (a host's copy is replaced only when it differs): the agent,
- * and the trainer the recipes run on the cluster's nodes. */
-enum hosts_bin { HOSTS_BIN_AGENT, HOSTS_BIN_TRAIN, HOSTS_NBIN };
+/* The programs mtc copies into every host's /var/lib/mtc/<uid> (a host's
+ * copy is replaced only when it differs): the agent and the trainer the
+ * recipes run, from beside mtcd, into bin/; the container plugin (mtcd's
+ * spank_mtc.so) into lib/. Names are paths under /var/lib/mtc/<uid>. */
+enum hosts_bin { HOSTS_BIN_AGENT, HOSTS_BIN_TRAIN, HOSTS_BIN_SPANK, HOSTS_NBIN };
 extern const char *const hosts_bin_names[HOSTS_NBIN];
 
+/* What the preflight learned about a host. */
 struct hfacts {
     char hostname[256];
     int cpus;
@@ -175,8 +176,11 @@ int hosts_node_files(const struct provider *p, const struct lc *c, const struct 
                      const json_t *spec, const struct hnode *n, int fresh, mtc_error_t *err);
 /* Emulated GPUs of node n's pool (-1: real hardware). */
 int hosts_fake_gpus(const json_t *spec, const struct hnode *n);
-/* Render and write slurm.conf + gres.conf for s (checked by Slurm first);
- * sha gets the sha256 of both. 0/-1 + err. */
+/* Render and write slurm.conf + gres.conf for s (checked by Slurm first)
+ * and, with the container plugin, its plugstack.conf: the hosts' copy in the
+ * image, and /etc/mtc/<uid>/etc/plugstack.conf here (a link to the
+ * controller's copy) for srun and sbatch run here; sha gets the sha256 of
+ * what slurmd reads. 0/-1 + err. */
 int hosts_write_conf(const struct provider *p, const struct lc *c, const struct hstate *s,
                      const json_t *spec, char sha[65], mtc_error_t *err);
 /* The bundle (every host's files) for the cluster: image dir filled. 0/-1 + err. */

@@ -177,13 +177,32 @@ static const char mtc_host_sh[] =
     "1 } } } for (p in m) print p }')\n"
     "    kill -STOP $all 2>/dev/null; kill -KILL $all 2>/dev/null; sleep 0.2; k=$((k + 1)); done\n"
     "}\n"
+    /* sweep DIR: what containers left mounted at or under DIR (a job's image
+     * and overlays, when its Epilog did not run: the node died, stopped or
+     * rebooted) unmounted lazily, deepest first, a few passes for mounts
+     * stacked on one point (as container_sweep); then DIR removed, never
+     * crossing into a mount still there */
+    "sweep() {\n"
+    "  [ -d $1 ] || return 0\n"
+    "  w=0; while [ $w -lt 8 ]; do\n"
+    "    m=$(awk -v p=$1 'index($5 \"/\", p \"/\") == 1 { print length($5), $5 }' "
+    "/proc/self/mountinfo | sort -rn | cut -d' ' -f2)\n"
+    "    [ -n \"$m\" ] || break\n"
+    "    for x in $m; do umount -l $x 2>/dev/null; done; w=$((w + 1)); done\n"
+    "  [ -z \"$m\" ] || say cannot unmount $m\n"
+    "  rm -rf --one-file-system $1\n"
+    "}\n"
+    /* after stop_all no job runs here: nothing of theirs stays mounted */
     "stop_all() { stop_one agent; stop_one slurmd; stop_one munged; kill_ours\n"
+    "  sweep $V/containers/jobs\n"
     "  [ -L $LINK ] && [ \"$(readlink $LINK)\" = $SOCK ] && rm -f $LINK\n"
     "  case $(readlink /run/slurm/conf 2>/dev/null) in $V/*) rm -f /run/slurm/conf ;; esac\n"
     "  return 0\n"
     "}\n"
     /* up/check: what is missing is started; check says what it restarted */
     "up() {\n"
+    /* no $R: /run is fresh, the host booted, and the jobs that ran here died */
+    "  [ -d $R ] || sweep $V/containers/jobs\n"
     "  dirs\n"
     /* the storage before slurmd: a job must never start on a node without it;
      * a vanished mount is a fault (check says so), remounted by restart */
@@ -212,8 +231,8 @@ static const char mtc_host_sh[] =
     "  sysd && echo systemd=1 || echo systemd=0\n"
     "  echo \"resources=$(slurmd -C 2>/dev/null | head -n 1)\"\n"
     "  echo \"gpus=$(ls /dev 2>/dev/null | grep -c '^nvidia[0-9][0-9]*$')\"\n"
-    "  for b in mtc-agent mtc-train; do echo \"$b=$(sha256sum $V/bin/$b 2>/dev/null | cut -c "
-    "1-64)\"; done\n"
+    "  for b in bin/mtc-agent bin/mtc-train lib/spank_mtc.so; do echo \"$b=$(sha256sum $V/$b "
+    "2>/dev/null | cut -c 1-64)\"; done\n"
     "  if alive slurmd; then echo port=ours; elif awk '$4 == \"0A\" && $2 ~ /:1AA2$/' "
     "/proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q .; then echo port=busy; else echo "
     "port=free; fi\n"
@@ -223,7 +242,7 @@ static const char mtc_host_sh[] =
     "up|check) up ;;\n"
     "restart) stop_one agent; stop_one slurmd; up ;;\n"
     "stop) stop_all ;;\n"
-    "clean) stop_all; unmounts all; rm -rf $R $V $E\n"
+    "clean) stop_all; unmounts all; sweep $V/containers; rm -rf --one-file-system $R $V $E\n"
     "  case $(cat /etc/mtc/owner 2>/dev/null) in \"uid=$U \"*) rm -f /etc/mtc/owner ;; esac\n"
     "  rmdir /etc/mtc /var/lib/mtc /run/mtc 2>/dev/null; return 0 2>/dev/null; exit 0 ;;\n"
     "mark) install -d -m 0755 $R && : >$R/boot-mark ;;\n"
@@ -493,7 +512,9 @@ int hosts_preflight(struct ssh_conn *ssh, const struct hstate *s, const struct h
 
 /* ---- bring-up ---- */
 
-const char *const hosts_bin_names[HOSTS_NBIN] = {"mtc-agent", "mtc-train"};
+/* the facts op of mtc_host_sh lists the same paths */
+const char *const hosts_bin_names[HOSTS_NBIN] = {"bin/mtc-agent", "bin/mtc-train",
+                                                 "lib/spank_mtc.so"};
 
 unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f)
 {
@@ -519,7 +540,7 @@ static int bundle_tar(const struct lc *c, const struct hstate *s, const struct h
         etc,   host_sh};
     int k = 10;
     for (int i = 0; i < HOSTS_NBIN; i++) {
-        snprintf(bins[i], sizeof(bins[i]), "var/lib/mtc/%s/bin/%s", s->uid, hosts_bin_names[i]);
+        snprintf(bins[i], sizeof(bins[i]), "var/lib/mtc/%s/%s", s->uid, hosts_bin_names[i]);
         if (send & (1u << i))
             argv[k++] = bins[i];
     }

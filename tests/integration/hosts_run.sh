@@ -3,7 +3,10 @@
 # (1 login + 2 compute) runs the trainer's two MPI ranks on the two compute
 # hosts, each from the copy mtc put in its /var/lib/mtc, talking TCP between
 # the hosts' own addresses on the cluster's network; its losses equal a
-# 1-host run with the same global batch (to float tolerance).
+# 1-host run with the same global batch (to float tolerance). Containers:
+# the plugin is copied to every host, `srun -N2 --container-image` from the
+# controller runs in the image on both compute hosts and leaves nothing
+# mounted there, and `mtc run -i` of a trainer image completes across them.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"
@@ -41,6 +44,35 @@ for i in 2 3; do
     check "host $i has the trainer, identical to the build's" \
         testhost_exec "$i" cmp -s "$MTC_TRAINER" "$B/bin/mtc-train"
 done
+
+# --- containers: the plugin on every host, an image run from the controller
+CU=${MTC_TRAINER#/var/lib/mtc/}; CU=${CU%%/*}
+for i in 1 2 3; do
+    check "host $i has the container plugin, identical to the build's" \
+        testhost_exec "$i" cmp -s "/var/lib/mtc/$CU/lib/spank_mtc.so" "$B/lib/mtc/spank_mtc.so"
+done
+# a tiny root: dash as /bin/sh, cat, and an os-release of its own
+mkdir -p "$D/root/bin" "$D/root/etc"
+for f in /bin/dash /bin/cat; do
+    cp "$f" "$D/root/bin/"
+    for l in $(ldd "$f" | grep -o '/[^ ]*'); do mkdir -p "$D/root${l%/*}"; cp -L "$l" "$D/root$l"; done
+done
+ln -s dash "$D/root/bin/sh"
+echo 'PRETTY_NAME="mtc hosts_run image"' >"$D/root/etc/os-release"
+check "tiny image imported" mtc image import "$D/root" -o "$D/tiny.sqsh"
+srun -N2 -l --container-image="$D/tiny.sqsh" cat /etc/os-release >"$D/srun.out" 2>&1
+check "srun -N2 --container-image from the controller: both nodes print the image's file" \
+    test "$(grep -c '^[01]: PRETTY_NAME="mtc hosts_run image"$' "$D/srun.out")" = 2
+sed 's/^/# /' "$D/srun.out"
+# what the job mounted on each host (its own mount namespace) is gone after it
+no_container_mounts() { ! testhost_exec "$1" grep -q " /var/lib/mtc/$CU/containers/" /proc/self/mountinfo; }
+for i in 2 3; do
+    check "host $i: nothing left mounted under /var/lib/mtc/<uid>/containers" \
+        wait_for 20 no_container_mounts "$i"
+    check "host $i: the job's container directory swept" \
+        bash -c '[ -z "$(ls -A "$1" 2>/dev/null)" ]' _ "$TESTHOSTS_DIR/h$i/var-lib-mtc/$CU/containers/jobs"
+done
+
 check "tiny corpus tokenized" run_corpus "$D/data"
 STEPS=120
 run_recipe "$D/pt.json" "$STEPS" 1000
@@ -89,6 +121,21 @@ assert d < 1e-4, "loss diff %g" % d
 print("# %d steps, max loss diff %.3g, final loss %.4f" % (n, d, a[-1]["loss"]))
 PY
 
+# the recipe in a trainer image, across both hosts
+check "trainer image built" mtc image build-trainer -o "$D/trainer.sqsh"
+run_recipe "$D/short.json" 10 1000
+mtc run -e slurm --slurm-type local -p cpu -d "$D/work" --data-dir "$D/data" \
+    -s "$D/short.json" -n 2 -i "$D/trainer.sqsh" --experiment-name img >"$D/img.out" 2>&1
+rc=$?
+check "mtc run -n 2 -i IMAGE submits" test $rc -eq 0
+run_or_stop $rc "$D/img.out"
+ST=$(run_wait_final 240 img)
+check "2-host run in the image completes (state $ST)" test "$ST" = COMPLETED
+for i in 2 3; do
+    check "host $i: nothing left mounted after the image run" wait_for 20 no_container_mounts "$i"
+done
+
 check "delete" mtc cluster delete hr
 for i in 1 2 3; do check "host $i clean after delete" host_clean "$i"; done
+check "the controller's /etc/mtc/<uid> (plugstack.conf) removed by delete" test ! -e "/etc/mtc/$CU"
 done_testing
