@@ -17,6 +17,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,10 +28,30 @@ static int open_in(int rootfd, const char *path, int flags)
     return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
 }
 
+/* The flags a remount of the bind at target must keep (a remount replaces
+ * them all: dropping the source's noexec or rdonly would loosen it). */
+static unsigned long kept_flags(const char *target)
+{
+    struct statvfs v;
+    if (statvfs(target, &v) < 0)
+        return 0;
+    static const struct {
+        unsigned long st, ms;
+    } map[] = {{ST_RDONLY, MS_RDONLY},   {ST_NOSUID, MS_NOSUID},         {ST_NODEV, MS_NODEV},
+               {ST_NOEXEC, MS_NOEXEC},   {ST_NOATIME, MS_NOATIME},       {ST_NODIRATIME, MS_NODIRATIME},
+               {ST_RELATIME, MS_RELATIME}};
+    unsigned long ms = 0;
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (v.f_flag & map[i].st)
+            ms |= map[i].ms;
+    return ms;
+}
+
 /* Mount src (fstype NULL: a bind, recursive) onto path inside the root at
- * rootfd, resolved inside it; ro remounts the bind read-only. */
+ * rootfd, resolved inside it. A bind then gets the extra per-mount flags
+ * `add` (MS_RDONLY, MS_NOSUID, MS_NODEV) by a remount. */
 static int mount_in(int rootfd, const char *src, const char *path, const char *fstype,
-                    unsigned long flags, const char *data, int ro, mtc_error_t *err)
+                    unsigned long flags, const char *data, unsigned long add, mtc_error_t *err)
 {
     int fd = open_in(rootfd, path, O_PATH);
     if (fd < 0)
@@ -38,13 +59,13 @@ static int mount_in(int rootfd, const char *src, const char *path, const char *f
     char target[64];
     snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
     int rc = mount(src, target, fstype, fstype ? flags : flags | MS_BIND | MS_REC, data);
-    if (rc == 0 && ro) {
+    if (rc == 0 && !fstype && add) {
         /* the remount acts on the new mount: reopen the path to reach it */
         int fd2 = open_in(rootfd, path, O_PATH);
         snprintf(target, sizeof(target), "/proc/self/fd/%d", fd2);
         rc = fd2 < 0 ? -1
-                     : mount(NULL, target, NULL,
-                             MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+                     : mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | kept_flags(target) | add,
+                             NULL);
         if (fd2 >= 0)
             close(fd2);
     }
@@ -140,17 +161,17 @@ int container_enter(const struct container_step *s, const struct container_opts 
     if (rc == 0)
         rc = make_dev(rootfd, gpu_dir, gpus, err);
     if (rc == 0)
-        rc = mount_in(rootfd, "/tmp", "/tmp", NULL, 0, NULL, 0, err);
+        rc = mount_in(rootfd, "/tmp", "/tmp", NULL, 0, NULL, MS_NOSUID | MS_NODEV, err);
     if (rc == 0 && o->mount_home != 0 && s->home[0] && strcmp(s->home, "/") != 0 &&
         access(s->home, F_OK) == 0)
-        rc = mount_in(rootfd, s->home, s->home, NULL, 0, NULL, 0, err);
+        rc = mount_in(rootfd, s->home, s->home, NULL, 0, NULL, MS_NOSUID | MS_NODEV, err);
     for (size_t i = 0; i < s->nbinds && rc == 0; i++)
         if (access(s->binds[i], F_OK) == 0)
-            rc = mount_in(rootfd, s->binds[i], s->binds[i], NULL, MS_NOSUID | MS_NODEV, NULL, 0,
+            rc = mount_in(rootfd, s->binds[i], s->binds[i], NULL, 0, NULL, MS_NOSUID | MS_NODEV,
                           err);
     for (size_t i = 0; i < o->nmounts && rc == 0; i++)
-        rc = mount_in(rootfd, o->mounts[i].src, o->mounts[i].dst, NULL, MS_NOSUID | MS_NODEV, NULL,
-                      o->mounts[i].ro, err);
+        rc = mount_in(rootfd, o->mounts[i].src, o->mounts[i].dst, NULL, 0, NULL,
+                      MS_NOSUID | MS_NODEV | (o->mounts[i].ro ? MS_RDONLY : 0), err);
     if (rc == 0 && !s->writable &&
         mount(NULL, s->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
             0)

@@ -7,7 +7,8 @@
 # image, GPU files with --gres=gpu:8, read-only, remap-root and a user who may
 # not mount what they cannot read, `mtc run -i` losses equal to a run without,
 # kill -9 and a step time limit leaving no mount or loop device, and every bad
-# input failing with one "error: mtc: ..." line and nothing left mounted.
+# input failing with one "error: mtc: ..." line and nothing left mounted;
+# `mtc rl launch -i` runs the job script's sruns in the image.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -146,6 +147,14 @@ import json, sys
 a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
 assert len(a) == len(b) == 20 and a == b, (a[-1], b[-1])
 PY
+
+# mtc rl launch -i: the job script's sruns run in the image
+mkdir -p "$D/rl" && printf 'srun -N1 cat /etc/os-release\nsrun -N1 ls "$MTC_LOG_DIR"\n' >"$D/rl/job.sh"
+(cd "$D/rl" && mtc rl launch -N 1 --job-script job.sh -i "$I") >"$D/rl.out" 2>&1
+check "mtc rl launch -i submits" test $? -eq 0
+RLJOB=$(sed -n 's/^Submitted job \([0-9]*\).*/\1/p' "$D/rl.out")
+check "its sruns ran in the image, the launch directory mounted" wait_for 60 bash -c \
+    "grep -q 'mtc test image' '$D/rl/$RLJOB/output.log' && grep -q 'job script exited 0' '$D/rl/$RLJOB/output.log'"
 
 # --- a killed task, a timed-out step ---------------------------------------
 srun -w cont-a3m-0 --container-image="$I" sleep 300 >"$D/kill.out" 2>&1 &

@@ -526,12 +526,14 @@ int cmd_recipes(struct cli *c, int argc, char **argv)
 
 static const char rl_use[] =
     "usage: mtc rl launch -N NODES --job-script SCRIPT [--cluster-type TYPE] [-p PARTITION]\n"
-    "                     [--time D-HH:MM:SS] [--interactive]\n"
+    "                     [--time D-HH:MM:SS] [-i IMAGE.sqsh] [--interactive]\n"
     "  creates <job_id>/ here with checkpoints/, logs/, output.log; --interactive holds\n"
-    "  the allocation until `scancel JOB` and writes <job_id>/attach.sh.\n";
+    "  the allocation until `scancel JOB` and writes <job_id>/attach.sh. With -i, every\n"
+    "  srun of the job script runs in the image (PYXIS_CONTAINER_IMAGE), this directory\n"
+    "  mounted at the same path.\n";
 
 struct rl_flags {
-    const char *script, *ctype, *part, *tlimit;
+    const char *script, *ctype, *part, *tlimit, *image;
     int nodes, interactive;
 };
 
@@ -559,6 +561,9 @@ static int parse_rl(int argc, char **argv, struct rl_flags *r)
             r->part = argv[++i];
         else if (strcmp(a, "--time") == 0)
             r->tlimit = argv[++i];
+        else if (strcmp(a, "-i") == 0 || strcmp(a, "--image") == 0 ||
+                 strcmp(a, "--container-image") == 0)
+            r->image = argv[++i];
         else
             return cli_fail("unknown option \"%s\"\n%s", a, rl_use), 2;
     }
@@ -589,8 +594,8 @@ static int check_rl(const struct rl_flags *r)
 /* The wrapper job script (malloc'd into *body, *blen): it makes <job_id>/ under
  * cwd itself (the job may start before sbatch returns), runs the job script
  * sabs ("" none) and, --interactive, writes attach.sh and holds the allocation. */
-static void rl_script(const struct rl_flags *r, const char *sabs, const char *cwd, char **body,
-                      size_t *blen)
+static void rl_script(const struct rl_flags *r, const char *sabs, const char *cwd,
+                      const char *image, char **body, size_t *blen)
 {
     int gpus = strcmp(r->ctype, "local") == 0 ? 0 : 8;
     FILE *f = open_memstream(body, blen);
@@ -613,6 +618,11 @@ static void rl_script(const struct rl_flags *r, const char *sabs, const char *cw
             "export MTC_CHECKPOINT_DIR=\"$D/checkpoints\" MTC_LOG_DIR=\"$D/logs\" "
             "MTC_CLUSTER_TYPE=%s GPUS_PER_NODE=%d NNODES=%d\n",
             r->ctype, gpus, r->nodes);
+    if (*image) { /* pyxis's environment forms: each srun of the job script */
+        char *qi = mtc_shell_quote(image);
+        fprintf(f, "export PYXIS_CONTAINER_IMAGE=%s PYXIS_CONTAINER_MOUNTS=%s\n", qi, qc);
+        free(qi);
+    }
     fprintf(f, "exec >>\"$D/output.log\" 2>&1\n");
     fprintf(f, "echo \"mtc: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart "
                "${SLURM_RESTART_COUNT:-0}\"\n");
@@ -687,9 +697,20 @@ static int rl_launch(struct cli *c, int argc, char **argv)
         json_decref(parts);
         return cli_fail("getcwd: %s", strerror(errno));
     }
+    char image[PATH_MAX] = "";
+    if (r.image && (image_path(r.image, image, sizeof(image)) < 0 ||
+                    (!container_available() &&
+                     cli_fail("-i %s: this cluster's srun has no --container-image", r.image)))) {
+        json_decref(parts);
+        return 1;
+    }
+    if (r.image && strpbrk(cwd, ",:")) {
+        json_decref(parts);
+        return cli_fail("-i: %s cannot be mounted into a container (',' or ':' in it)", cwd);
+    }
     char *body = NULL, job[32];
     size_t blen = 0;
-    rl_script(&r, sabs, cwd, &body, &blen);
+    rl_script(&r, sabs, cwd, image, &body, &blen);
     json_decref(parts);
     int rc = rl_submit(body, blen, job);
     free(body);
