@@ -4,9 +4,10 @@
 #  1. start: `srun -N1 -n1 --container-image=small.sqsh true` vs plain
 #     `srun -N1 -n1 true` (each its own job on the same node), BENCH_STARTS
 #     (default 20) of each, interleaved, after one unmeasured warm-up of each
-#     (it hashes small.sqsh); medians in ms and their ratio. small.sqsh is
-#     `mtc image import` of a root with dash as /bin/sh, true, cat and the
-#     shared libraries ldd names for them.
+#     (it hashes small.sqsh), the node idle before each (no job's Epilog in
+#     the figure); medians in ms and their ratio. Then the same pair as
+#     steps of one job (salloc). small.sqsh is `mtc image import` of a root
+#     with dash as /bin/sh, true, cat and the shared libraries ldd names.
 #  2. first vs cached use, BENCH_TRIALS (default 5) trials, each with a new
 #     copy of a BENCH_IMAGE_MB (default 256) MB image (small root + random
 #     data; a new file identity, so its digest is not cached): job A runs
@@ -15,7 +16,8 @@
 #     step 2 (cached use: image mounted, digest cached) and a plain step; job B
 #     on the same node runs a plain step and one container step (digest cached,
 #     the image mounted again for the new job). Every step timed in the job
-#     script ($EPOCHREALTIME around srun); medians and ratios.
+#     script ($EPOCHREALTIME around srun); medians and ratios. Steps run with
+#     --overlap: none waits for the previous step's resources to be released.
 #  3. `mtc image import DIR` vs `mksquashfs DIR X -noappend -all-root
 #     -no-progress -quiet` (import's own flags) on one tree: small root + the
 #     first BENCH_TREE_MB (default 40) MB of /usr/lib/x86_64-linux-gnu's files;
@@ -68,7 +70,7 @@ cleanup() {
     fi
     bench_stop_pids
     if [ "$FAILED" -ne 0 ]; then
-        echo "--- the end of $W/bench.log:" >&3
+        echo "--- the end of bench.log (BENCH_KEEP=1 keeps it):" >&3
         tail -n 25 "$W/bench.log" >&3
     fi
     if grep -qF " $W/" /proc/self/mountinfo; then
@@ -80,7 +82,7 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+trap 'FAILED=1; echo "containers: interrupted" >&3; exit 1' INT TERM HUP
 fail() { FAILED=1; echo "containers: $*" >&3; exit 1; }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
