@@ -2,8 +2,9 @@
 # Runs every benchmark script in bench/ (bench/NAME.sh), each printing its
 # figures. Usage: bench/run.sh [NAME...]. Benchmarks read ../shared/data when
 # present (never tests). hosts_create, hosts_faults and mpi_hosts (the hosts
-# provider on test hosts: network namespaces) need root; they say "skipped"
-# without it.
+# provider on test hosts: network namespaces) and containers (the container
+# plugin mounts images on loop devices) need root; they say "skipped" without
+# it.
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
