@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -186,12 +187,24 @@ static void test_digest_and_sweep(void)
     CHECK(container_image_digest(rt, "/nonexistent.sqsh", out, &err) < 0 &&
               strstr(err.text, "/nonexistent.sqsh"),
           "missing image named");
-    char sub[160];
+    char sub[160], deep[200];
     snprintf(sub, sizeof(sub), "%s/jobs/7/images/x", rt);
     mtc_mkdir_p(sub, 0755);
+    int mounted = 0;
+    if (geteuid() == 0 && mount("tmpfs", sub, "tmpfs", 0, "size=1m") == 0) {
+        /* nested, and two stacked on one point: what a crashed job can leave */
+        snprintf(deep, sizeof(deep), "%s/inner", sub);
+        mounted = mkdir(deep, 0755) == 0 && mount("tmpfs", deep, "tmpfs", 0, "size=1m") == 0 &&
+                  mount("tmpfs", deep, "tmpfs", 0, "size=1m") == 0;
+    }
     snprintf(sub, sizeof(sub), "%s/jobs", rt);
-    CHECK(container_sweep(sub, &err) == 0 && !mtc_path_exists(sub),
-          "sweep of an unmounted tree removes it");
+    int n = container_sweep(sub, &err);
+    CHECK(n >= 0 && !mtc_path_exists(sub), "sweep removes the tree (%d mounts)", n);
+    if (mounted) {
+        char *mi = mtc_read_file("/proc/self/mountinfo", NULL);
+        CHECK(n >= 1 && mi && !strstr(mi, dir), "nested and stacked mounts all gone");
+        free(mi);
+    }
     mtc_rm_rf(dir);
 }
 
