@@ -26,15 +26,18 @@
 
 static int digest_file(int fd, char out[72], mtc_error_t *err)
 {
+    enum { BUF = 1 << 20 };
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+    unsigned char *buf = malloc(BUF);
+    if (!ctx || !buf || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
         EVP_MD_CTX_free(ctx);
+        free(buf);
         return errprintf(err, "sha256: out of memory");
     }
-    static __thread unsigned char buf[1 << 20];
     ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0)
+    while ((n = read(fd, buf, BUF)) > 0)
         EVP_DigestUpdate(ctx, buf, (size_t)n);
+    free(buf);
     unsigned char md[32];
     unsigned int mdlen = 0;
     EVP_DigestFinal_ex(ctx, md, &mdlen);
