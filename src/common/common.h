@@ -104,5 +104,11 @@ int mtc_size_add(size_t a, size_t b, size_t *out);
 int mtc_random_hex(char *buf, size_t nbytes);
 /* SHA-256 hex of s into out[65]. */
 void mtc_sha256_hex(const char *s, char out[65]);
+/* "sha256:<hex>" of a whole file's bytes into out[72] (an image's digest). 0,
+ * or -1 + err "PATH: ..." when it cannot be opened, read or hashed. */
+int mtc_sha256_file(const char *path, char out[72], mtc_error_t *err);
+/* 1 when path is a regular file starting with squashfs's magic "hsqs", 0 when
+ * it is anything else, -1 + errno when it cannot be opened. */
+int mtc_is_squashfs(const char *path);
 
 #endif

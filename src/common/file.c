@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <openssl/evp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,4 +255,42 @@ char *mtc_data_path(const char *name)
     }
     errno = ENOENT;
     return NULL;
+}
+
+int mtc_sha256_file(const char *path, char out[72], mtc_error_t *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    enum { BUF = 1 << 20 };
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char *buf = malloc(BUF), md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    ssize_t r = 0;
+    int ok = ctx && buf && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    while (ok && (r = read(fd, buf, BUF)) > 0)
+        ok = EVP_DigestUpdate(ctx, buf, (size_t)r);
+    ok = ok && r == 0 && EVP_DigestFinal_ex(ctx, md, &n) && n == 32;
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    close(fd);
+    if (!ok)
+        return errprintf(err, "%s: cannot read or hash it", path);
+    memcpy(out, "sha256:", 7);
+    for (unsigned int i = 0; i < 32; i++)
+        snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+int mtc_is_squashfs(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    char magic[4];
+    int yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, magic, 4, 0) == 4 &&
+              memcmp(magic, "hsqs", 4) == 0;
+    close(fd);
+    return yes;
 }

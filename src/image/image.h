@@ -31,9 +31,6 @@ int image_build_trainer(const char *trainer, const char *version, const char *ou
  * squashfs image. */
 json_t *image_inspect(const char *path, mtc_error_t *err);
 
-/* "sha256:<hex>" of a file's bytes into out[72]. 0, or -1 with err. */
-int image_sha256_file(const char *path, char out[72], mtc_error_t *err);
-
 /* --- the pieces, exposed for the unit tests ----------------------------- */
 
 /* A blob of an image layout: its path relative to the layout's root, and its

@@ -131,7 +131,7 @@ static int blob_verify(const char *dir, const struct image_blob *b, const char *
     snprintf(path, sizeof(path), "%s/%s", dir, b->path);
     if (!b->digest[0])
         return 0;
-    if (image_sha256_file(path, got, err) < 0)
+    if (mtc_sha256_file(path, got, err) < 0)
         return -1;
     if (strcmp(got, b->digest) != 0)
         return errprintf(err, "%s: digest mismatch: the manifest says %s, the blob is %s", what,

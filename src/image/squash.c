@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,29 +184,6 @@ int image_squash(const char *root, const char *out, mtc_error_t *err)
 
 /* --- inspect ------------------------------------------------------------- */
 
-int image_sha256_file(const char *path, char out[72], mtc_error_t *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errprintf(err, "%s: %s", path, strerror(errno));
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned char buf[1 << 16], md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    size_t r;
-    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    while (ok && (r = fread(buf, 1, sizeof(buf), f)) > 0)
-        ok = EVP_DigestUpdate(ctx, buf, r);
-    ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &n) && n == 32;
-    EVP_MD_CTX_free(ctx);
-    fclose(f);
-    if (!ok)
-        return errprintf(err, "%s: cannot read or hash it", path);
-    strcpy(out, "sha256:");
-    for (unsigned int i = 0; i < 32; i++)
-        sprintf(out + 7 + 2 * i, "%02x", md[i]);
-    return 0;
-}
-
 /* A file of the image, or NULL when it has none (unsquashfs fails). */
 static char *cat_file(const char *image, const char *path)
 {
@@ -224,17 +200,13 @@ static char *cat_file(const char *image, const char *path)
 
 json_t *image_inspect(const char *path, mtc_error_t *err)
 {
-    char magic[4] = {0}, digest[72];
-    struct stat st;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char digest[72];
+    int sq = mtc_is_squashfs(path);
+    if (sq < 0)
         return errprintf(err, "%s: %s", path, strerror(errno)), NULL;
-    size_t got = fread(magic, 1, 4, f);
-    int isdir = fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode);
-    fclose(f);
-    if (isdir || got != 4 || memcmp(magic, "hsqs", 4) != 0)
+    if (!sq)
         return errprintf(err, "%s: not a squashfs image", path), NULL;
-    if (image_sha256_file(path, digest, err) < 0)
+    if (mtc_sha256_file(path, digest, err) < 0)
         return NULL;
     json_t *j = json_object();
     json_object_set_new(j, "path", json_string(path));

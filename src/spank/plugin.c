@@ -172,15 +172,12 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return -1;
     if (!active || !opts.image[0])
         return 0;
-    FILE *f = fopen(opts.image, "re");
-    if (!f) {
+    int sq = mtc_is_squashfs(opts.image);
+    if (sq < 0) {
         slurm_error("mtc: --container-image: %s: %s", opts.image, strerror(errno));
         return -1;
     }
-    char magic[4] = {0};
-    size_t n = fread(magic, 1, 4, f);
-    fclose(f);
-    if (n != 4 || memcmp(magic, "hsqs", 4) != 0) {
+    if (!sq) {
         slurm_error("mtc: --container-image: %s is not a squashfs image", opts.image);
         return -1;
     }

@@ -11,7 +11,6 @@
 #include <ftw.h>
 #include <linux/loop.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,40 +23,13 @@
 
 /* ---- the image's digest ---- */
 
-static int digest_file(int fd, char out[72], mtc_error_t *err)
-{
-    enum { BUF = 1 << 20 };
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned char *buf = malloc(BUF);
-    if (!ctx || !buf || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-        EVP_MD_CTX_free(ctx);
-        free(buf);
-        return errprintf(err, "sha256: out of memory");
-    }
-    ssize_t n;
-    while ((n = read(fd, buf, BUF)) > 0)
-        EVP_DigestUpdate(ctx, buf, (size_t)n);
-    free(buf);
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    EVP_DigestFinal_ex(ctx, md, &mdlen);
-    EVP_MD_CTX_free(ctx);
-    if (n < 0)
-        return errprintf(err, "cannot read the image: %s", strerror(errno));
-    int o = snprintf(out, 72, "sha256:");
-    for (unsigned i = 0; i < mdlen; i++)
-        o += snprintf(out + o, 72 - (size_t)o, "%02x", md[i]);
-    return 0;
-}
-
 int container_image_digest(const char *runtime, const char *path, char out[72], mtc_error_t *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errprintf(err, "image %.200s: %s", path, strerror(errno));
     struct stat st;
     char key[1024] = "";
-    if (fstat(fd, &st) == 0 && runtime)
+    if (stat(path, &st) < 0)
+        return errprintf(err, "image %.200s: %s", path, strerror(errno));
+    if (runtime)
         snprintf(key, sizeof(key), "%s/digests/%llx-%llx-%lld-%lld.%09ld", runtime,
                  (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
                  (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
@@ -66,12 +38,10 @@ int container_image_digest(const char *runtime, const char *path, char out[72], 
         memcpy(out, cached, 71);
         out[71] = '\0';
         free(cached);
-        close(fd);
         return 0;
     }
     free(cached);
-    int rc = digest_file(fd, out, err);
-    close(fd);
+    int rc = mtc_sha256_file(path, out, err);
     if (rc == 0 && key[0]) {
         char dir[600];
         snprintf(dir, sizeof(dir), "%s/digests", runtime);

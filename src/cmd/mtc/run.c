@@ -103,12 +103,7 @@ static int image_path(const char *image, char *buf, size_t len)
     char full[PATH_MAX];
     if (!realpath(image, full))
         return cli_fail("-i %s: %s", image, strerror(errno)), -1;
-    FILE *f = fopen(full, "re");
-    char magic[4] = {0};
-    size_t n = f ? fread(magic, 1, 4, f) : 0;
-    if (f)
-        fclose(f);
-    if (n != 4 || memcmp(magic, "hsqs", 4) != 0)
+    if (mtc_is_squashfs(full) != 1)
         return cli_fail("-i %s: not a squashfs image (make one with mtc image import)", image),
                -1;
     if (strlen(full) >= len || strpbrk(full, ",:"))
