@@ -104,6 +104,10 @@ struct container_step {
     int writable; /* out: resolved */
 };
 
+/* openat2 of path under rootfd with every symlink resolved inside it
+ * (RESOLVE_IN_ROOT, no magic links): how both sides reach a path in the
+ * container. An fd (O_CLOEXEC added) or -1 + errno. */
+int container_open_in(int rootfd, const char *path, int flags);
 /* s->root: R/jobs/JOB/named/NAME/root or R/jobs/JOB/steps/STEP/root. */
 void container_step_root(struct container_step *s, const struct container_opts *o);
 /* As root, in the host's mount namespace: mount the image (once per job),
@@ -112,6 +116,9 @@ void container_step_root(struct container_step *s, const struct container_opts *
  * and the workdir). Fills s->root. 0, or -1 + err (nothing is left mounted
  * that this call mounted). */
 int container_prepare(struct container_step *s, const struct container_opts *o, mtc_error_t *err);
+/* A named container's record beside s->root (written when it was made): its
+ * image's digest and whether it is writable, into s. 0, or -1 when absent. */
+int container_meta_read(struct container_step *s);
 /* At the end of a step: unmount and remove the step's own container. */
 void container_step_done(const char *runtime, unsigned job, unsigned step);
 /* Unmount (lazily, deepest first) every mount under prefix, then remove

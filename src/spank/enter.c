@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +19,6 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-static int open_in(int rootfd, const char *path, int flags)
-{
-    struct open_how how = {.flags = (unsigned long long)(flags | O_CLOEXEC),
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
-}
 
 /* The flags a remount of the bind at target must keep (a remount replaces
  * them all: dropping the source's noexec or rdonly would loosen it). */
@@ -53,7 +45,7 @@ static unsigned long kept_flags(const char *target)
 static int mount_in(int rootfd, const char *src, const char *path, const char *fstype,
                     unsigned long flags, const char *data, unsigned long add, mtc_error_t *err)
 {
-    int fd = open_in(rootfd, path, O_PATH);
+    int fd = container_open_in(rootfd, path, O_PATH);
     if (fd < 0)
         return errprintf(err, "%.200s in the container: %s", path, strerror(errno));
     char target[64];
@@ -61,7 +53,7 @@ static int mount_in(int rootfd, const char *src, const char *path, const char *f
     int rc = mount(src, target, fstype, fstype ? flags : flags | MS_BIND | MS_REC, data);
     if (rc == 0 && !fstype && add) {
         /* the remount acts on the new mount: reopen the path to reach it */
-        int fd2 = open_in(rootfd, path, O_PATH);
+        int fd2 = container_open_in(rootfd, path, O_PATH);
         snprintf(target, sizeof(target), "/proc/self/fd/%d", fd2);
         rc = fd2 < 0 ? -1
                      : mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | kept_flags(target) | add,
@@ -83,7 +75,7 @@ static int make_dev(int rootfd, const char *gpu_dir, const char *gpus, mtc_error
     if (mount_in(rootfd, "tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m", 0,
                  err) < 0)
         return -1;
-    int dev = open_in(rootfd, "/dev", O_PATH | O_DIRECTORY);
+    int dev = container_open_in(rootfd, "/dev", O_PATH | O_DIRECTORY);
     if (dev < 0)
         return errprintf(err, "/dev in the container: %s", strerror(errno));
     char names[48][64];

@@ -316,17 +316,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     if (prepare_as_root(&err) < 0)
         goto error;
     /* the parent knows the container by its path; its record says if writable */
-    if (opts.name[0]) {
-        char meta[1300];
-        snprintf(meta, sizeof(meta), "%.1200s/../meta", step.root);
-        char *t = mtc_read_file(meta, NULL);
-        step.writable = t && sscanf(t, "%71s %d", step.image_digest, &step.writable) == 2
-                            ? step.writable
-                            : opts.writable != 0;
-        free(t);
-    } else {
+    if (!opts.name[0] || container_meta_read(&step) < 0)
         step.writable = opts.writable != 0;
-    }
     return 0;
 error:
     snprintf(deferred, sizeof(deferred), "%s", err.text);

@@ -116,8 +116,7 @@ static int is_mount(const char *dir)
     return stat(dir, &a) == 0 && stat(parent, &b) == 0 && (a.st_dev != b.st_dev);
 }
 
-/* openat2 under root, symlinks resolved inside it. */
-static int open_in(int rootfd, const char *path, int flags)
+int container_open_in(int rootfd, const char *path, int flags)
 {
     struct open_how how = {.flags = (unsigned long long)(flags | O_CLOEXEC),
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
@@ -138,7 +137,7 @@ static int mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err)
         memcpy(prefix, path, i);
         prefix[i] = '\0';
         int last = i == len;
-        int fd = open_in(rootfd, prefix, O_PATH);
+        int fd = container_open_in(rootfd, prefix, O_PATH);
         if (fd >= 0) {
             close(fd);
             continue;
@@ -147,7 +146,7 @@ static int mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err)
             return errprintf(err, "%.200s in the container: %s", prefix, strerror(errno));
         char *slash = strrchr(prefix, '/');
         *slash = '\0';
-        int pfd = open_in(rootfd, prefix[0] ? prefix : "/", O_PATH | O_DIRECTORY);
+        int pfd = container_open_in(rootfd, prefix[0] ? prefix : "/", O_PATH | O_DIRECTORY);
         if (pfd < 0)
             return errprintf(err, "%.200s in the container: %s", path, strerror(errno));
         int rc;
@@ -228,18 +227,17 @@ static int overlay_mount(const char *d, const char *lower, const struct containe
     return 0;
 }
 
-/* A named container's record: its image and whether it is writable. */
-static int named_meta_read(const char *d, char digest[72], int *writable)
+int container_meta_read(struct container_step *s)
 {
     char path[1300];
-    snprintf(path, sizeof(path), "%s/meta", d);
+    snprintf(path, sizeof(path), "%.1200s/../meta", s->root);
     char *t = mtc_read_file(path, NULL);
     if (!t)
         return -1;
     int w = 0;
-    int n = sscanf(t, "%71s %d", digest, &w);
+    int n = sscanf(t, "%71s %d", s->image_digest, &w);
     free(t);
-    *writable = w;
+    s->writable = w;
     return n == 2 ? 0 : -1;
 }
 
@@ -276,7 +274,7 @@ int container_prepare(struct container_step *s, const struct container_opts *o, 
         exists = 0;
     }
     if (exists) {
-        if (named_meta_read(d, s->image_digest, &s->writable) < 0) {
+        if (container_meta_read(s) < 0) {
             errprintf(err, "container %s: its record is missing", o->name);
             goto out;
         }
