@@ -206,6 +206,9 @@ json_t *image_inspect(const char *path, mtc_error_t *err)
         return errprintf(err, "%s: %s", path, strerror(errno)), NULL;
     if (!sq)
         return errprintf(err, "%s: not a squashfs image", path), NULL;
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return errprintf(err, "%s: %s", path, strerror(errno)), NULL;
     if (mtc_sha256_file(path, digest, err) < 0)
         return NULL;
     json_t *j = json_object();
