@@ -177,7 +177,7 @@ int main(void)
     CHECK(sh_eq(p, "ta", "sinfo -h -N -o '%N %t' | sort -u", "ta-a3m-0 idle\nta-a3m-1 idle"),
           "sinfo lists both emulated nodes idle");
     CHECK(sh_eq(p, "ta", "sinfo -h -o %P", "a3m*"), "partition a3m is the default");
-    CHECK(sh_eq(p, "ta", "srun -N2 -l printenv SLURMD_NODENAME | sort", "0: ta-a3m-0\n1: ta-a3m-1"),
+    CHECK(sh_eq(p, "ta", "srun -Q -N2 -l printenv SLURMD_NODENAME | sort", "0: ta-a3m-0\n1: ta-a3m-1"),
           "srun -N2 runs on both nodes");
     /* without CAP_MKNOD the device files are plain files: Slurm still
      * allocates the GPUs but sets no CUDA_VISIBLE_DEVICES */
@@ -185,18 +185,18 @@ int main(void)
     struct stat dst;
     snprintf(dev, sizeof(dev), "%s/clusters/ta/nodes/ta-a3m-0/hw/nvidia7", home);
     if (stat(dev, &dst) == 0 && S_ISCHR(dst.st_mode))
-        CHECK(sh_eq(p, "ta", "srun -N1 --gres=gpu:h100:8 printenv CUDA_VISIBLE_DEVICES",
+        CHECK(sh_eq(p, "ta", "srun -Q -N1 --gres=gpu:h100:8 printenv CUDA_VISIBLE_DEVICES",
                     "0,1,2,3,4,5,6,7"),
               "a job gets the node's 8 emulated GPUs");
     else
-        CHECK(sh_eq(p, "ta", "srun -N1 --gres=gpu:h100:8 printenv SLURM_GPUS_ON_NODE", "8"),
+        CHECK(sh_eq(p, "ta", "srun -Q -N1 --gres=gpu:h100:8 printenv SLURM_GPUS_ON_NODE", "8"),
               "a job gets the node's 8 emulated GPUs (plain device files)");
     CHECK(sh_eq(p, "ta",
                 "srun -N1 --gres=gpu:h100:9 true 2>&1 | grep -c 'Requested node configuration is "
                 "not available'",
                 "1"),
           "more GPUs than a node has is refused");
-    CHECK(sh_eq(p, "ta", "srun --mpi=pmix -N2 -n2 printenv PMIX_RANK | sort", "0\n1"),
+    CHECK(sh_eq(p, "ta", "srun -Q --mpi=pmix -N2 -n2 printenv PMIX_RANK | sort", "0\n1"),
           "srun --mpi=pmix sets up PMIx on both emulated nodes");
     rc = sh(p, "ta", "sbatch -p general --wrap true", &o);
     CHECK(rc != 0 && o && strstr(o, "invalid partition specified: general"),
@@ -301,7 +301,7 @@ int main(void)
                 "ta-a3m-0 up\nta-a3m-1 up\nta-a3m-2 up"),
           "three nodes up");
     CHECK(job_pending(p, "ta", job), "queued job survived the node add");
-    CHECK(sh_eq(p, "ta", "srun -N3 -l printenv SLURMD_NODENAME | sort | tail -1", "2: ta-a3m-2"),
+    CHECK(sh_eq(p, "ta", "srun -Q -N3 -l printenv SLURMD_NODENAME | sort | tail -1", "2: ta-a3m-2"),
           "srun -N3 reaches the new node");
 
     /* shrink to 2 and add a partition. First pretend an earlier shrink died
