@@ -1,5 +1,5 @@
-/* api: mtcd's HTTP/JSON server — the modelDevelopmentClusters resource,
- * operations, tokens and /healthz — on a unix socket (trusted, mode 0600)
+/* api: mtcd's HTTP/JSON server — the modelDevelopmentClusters resource and
+ * its trainingJobs, operations, tokens and /healthz — on a unix socket (trusted, mode 0600)
  * and optionally on TCP, where every request needs a bearer token. */
 #ifndef MTC_API_H
 #define MTC_API_H
@@ -23,6 +23,9 @@ struct api_config {
     /* NVML libraries a spec's healthPolicy.nvmlLibrary may name (NULL-terminated,
      * may be NULL): mtcd's own configuration, never a client's choice */
     const char *const *nvml_libraries;
+    /* mtcd's home: training jobs' experiments go under <home>/experiments
+     * unless the cluster's spec names an experimentRoot */
+    const char *home;
     struct store *store;     /* not owned */
     struct control *control; /* not owned */
 };
@@ -92,6 +95,19 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
 json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op);
 json_t *api_events_json(struct store *st, const char *cluster_id, int limit);
 json_t *api_tokens_json(struct store *st);
+
+/* Helpers the route handlers share (routes.c). api_load_cluster: the
+ * cluster named by the path's captures 0-2 into cl (caller releases), or -1
+ * with out filled (400 bad name, 404 absent or under another parent). */
+int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl);
+/* pageSize (default 50, 0..1000) into *size; -1 with out filled (400). */
+int api_page_size(struct api_req *r, struct api_resp *out, int *size);
+
+/* trainingJobs of a cluster (jobs.c): create, get, list, :cancel. */
+int api_job_create(struct api_req *r, struct api_resp *out);
+int api_job_get(struct api_req *r, struct api_resp *out);
+int api_job_list(struct api_req *r, struct api_resp *out);
+int api_job_cancel(struct api_req *r, struct api_resp *out);
 
 /* The request pipeline without the HTTP transport (server.c, the fuzz harness).
  * api_route_find: the route for method+path, its captures into r->cap; NULL

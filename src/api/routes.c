@@ -1,5 +1,5 @@
 /* routes: the API's route table and its handlers — clusters (create, get,
- * list, patch, delete, env), operations, tokens, health. Handlers validate
+ * list, patch, delete, env), operations, tokens, health (trainingJobs: jobs.c). Handlers validate
  * everything before touching the store, so a rejected request changes nothing. */
 #include "api/api.h"
 #include "cluster/cluster.h"
@@ -36,7 +36,7 @@ static int check_cluster_id(const char *id, struct api_resp *out)
 }
 
 /* Load a cluster named by the path; 404 if absent or under another parent. */
-static int load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl)
+int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl)
 {
     if (check_parent(r, out) < 0 || check_cluster_id(r->cap[2], out) < 0)
         return -1;
@@ -188,18 +188,16 @@ static int h_create(struct api_req *r, struct api_resp *out)
 static int h_get(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     out->body = api_cluster_json(r->st, r->ctl, &cl, 1);
     store_cluster_release(&cl);
     return 0;
 }
 
-static int h_list(struct api_req *r, struct api_resp *out)
+int api_page_size(struct api_req *r, struct api_resp *out, int *size)
 {
-    if (check_parent(r, out) < 0)
-        return 0;
-    int size = 50;
+    *size = 50;
     const char *ps = api_query(r, "pageSize");
     if (!ps)
         ps = api_query(r, "page_size");
@@ -207,10 +205,21 @@ static int h_list(struct api_req *r, struct api_resp *out)
         char *end;
         long v = strtol(ps, &end, 10);
         if (*ps == '\0' || *end || v < 0 || v > 1000)
-            return api_error(out, 400, "pageSize: must be an integer from 0 to 1000, got \"%s\"",
-                             ps);
-        size = v == 0 ? 50 : (int)v;
+            return api_error(out, 400, "pageSize: must be an integer from 0 to 1000, got \"%.40s\"",
+                             ps),
+                   -1;
+        *size = v == 0 ? 50 : (int)v;
     }
+    return 0;
+}
+
+static int h_list(struct api_req *r, struct api_resp *out)
+{
+    if (check_parent(r, out) < 0)
+        return 0;
+    int size;
+    if (api_page_size(r, out, &size) < 0)
+        return 0;
     const char *token = api_query(r, "pageToken");
     if (!token)
         token = api_query(r, "page_token");
@@ -302,7 +311,7 @@ static int apply_mask(json_t *spec, json_t *body, const char *mask, struct api_r
 static int h_patch(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     if (!r->body) {
         store_cluster_release(&cl);
@@ -360,7 +369,7 @@ static int h_patch(struct api_req *r, struct api_resp *out)
 static int h_delete(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     struct store_op op;
     control_op_init(&op, cl.project, cl.location, cl.id,
@@ -372,7 +381,7 @@ static int h_delete(struct api_req *r, struct api_resp *out)
 static int h_env(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     int running = schema_enum_parse(&control_state_enum, cl.state, 0) == CONTROL_RUNNING;
     /* the spec's experiment root (a checked path: safe in single quotes) for mtc run */
@@ -403,7 +412,7 @@ static int h_env(struct api_req *r, struct api_resp *out)
 static int h_check_storage(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     if (schema_enum_parse(&control_state_enum, cl.state, 0) != CONTROL_RUNNING) {
         store_cluster_release(&cl);
@@ -435,7 +444,7 @@ static int cluster_has_node(const struct store_cluster *cl, const char *node)
 static int h_report_health(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     const char *node = NULL, *mode = "HEALTH";
     json_t *results = NULL;
@@ -483,7 +492,7 @@ static const struct {
 static int h_report_faulty(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     json_t *actions = NULL, *items = json_array(), *a;
     json_error_t jerr;
@@ -647,6 +656,10 @@ const struct api_route api_routes[] = {
     {"POST", CLUSTERS "/*:checkStorage", ROLE_EDITOR, h_check_storage},
     {"POST", CLUSTERS "/*:reportHealth", ROLE_NODE, h_report_health},
     {"POST", CLUSTERS "/*:reportFaultyNodes", ROLE_EDITOR, h_report_faulty},
+    {"POST", CLUSTERS "/*/trainingJobs", ROLE_EDITOR, api_job_create},
+    {"GET", CLUSTERS "/*/trainingJobs", ROLE_VIEWER, api_job_list},
+    {"GET", CLUSTERS "/*/trainingJobs/*", ROLE_VIEWER, api_job_get},
+    {"POST", CLUSTERS "/*/trainingJobs/*:cancel", ROLE_EDITOR, api_job_cancel},
     {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
     {"POST", "/v1/tokens", ROLE_ADMIN, h_token_create},

@@ -319,6 +319,9 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
     a->api.socket_path = m->sock;
     a->api.listen = a->listen;
     a->api.nvml_libraries = a->nvml;
+    /* training jobs' experiments: an absolute path, whatever the cwd */
+    static char home_abs[PATH_MAX];
+    a->api.home = realpath(m->home, home_abs) ? home_abs : m->home;
     a->api.store = m->st;
     a->api.control = m->ctl;
     if (!(m->api = api_start(&a->api, &err)))

@@ -118,6 +118,20 @@ int slurm_job_state(const char *conf, const char *job, char *state, size_t len)
     return -1;
 }
 
+int slurm_job_restarts(const char *conf, const char *job)
+{
+    char *out = NULL;
+    char *sc[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
+    int n = -1;
+    if (run(conf, sc, &out, "scontrol show job", NULL) == 0 && out) {
+        const char *p = strstr(out, " Restarts=");
+        if (p)
+            n = atoi(p + 10);
+    }
+    free(out);
+    return n;
+}
+
 int slurm_job_requeue(const char *conf, const char *job, mtc_error_t *err)
 {
     char *argv[] = {"scontrol", "requeue", (char *)job, NULL};

@@ -121,6 +121,8 @@ json_t *slurm_node_jobs(const char *conf, const char *node, mtc_error_t *err);
 json_t *slurm_jobs(const char *conf, mtc_error_t *err);
 /* A job's state ("RUNNING", "PENDING", "COMPLETED"…) into state; -1/ENOENT unknown. */
 int slurm_job_state(const char *conf, const char *job, char *state, size_t len);
+/* How many times Slurm requeued a job it still knows (Restarts=), or -1. */
+int slurm_job_restarts(const char *conf, const char *job);
 int slurm_job_requeue(const char *conf, const char *job, mtc_error_t *err);
 /* StartTime=now: a requeued job may start without Slurm's hold. */
 int slurm_job_release(const char *conf, const char *job, mtc_error_t *err);

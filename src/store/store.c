@@ -51,6 +51,13 @@ static const char *migrations[] = {
     "ALTER TABLE tokens ADD COLUMN cluster_id TEXT;"
     "ALTER TABLE tokens ADD COLUMN node TEXT;"
     "CREATE INDEX tokens_node ON tokens(cluster_id, node);",
+    /* v4: training jobs submitted through the API (seq orders them for pages) */
+    "CREATE TABLE training_jobs ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, project TEXT NOT NULL,"
+    "  location TEXT NOT NULL, cluster_id TEXT NOT NULL, slurm_job TEXT NOT NULL DEFAULT '',"
+    "  state TEXT NOT NULL, restart_count INTEGER NOT NULL DEFAULT 0, request TEXT,"
+    "  config TEXT, create_ms INTEGER NOT NULL, update_ms INTEGER NOT NULL,"
+    "  UNIQUE (cluster_id, id));",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -418,6 +425,9 @@ int store_cluster_delete(struct store *st, const char *id)
     /* its nodes' tokens die with it */
     if (rc == 0)
         rc = run(st, prep(st, "UPDATE tokens SET revoked=1 WHERE cluster_id=?", "s", id));
+    /* and so does its job history (a new cluster of the same id starts empty) */
+    if (rc == 0)
+        rc = run(st, prep(st, "DELETE FROM training_jobs WHERE cluster_id=?", "s", id));
     pthread_mutex_unlock(&st->lock);
     return rc;
 }
@@ -731,4 +741,95 @@ int store_remediation_count(struct store *st, const char *cluster_id, const char
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);
     return n;
+}
+
+/* --- training jobs ------------------------------------------------------- */
+
+#define JOB_COLS                                                                                   \
+    "seq, id, project, location, cluster_id, slurm_job, state, restart_count, request, config,"    \
+    " create_ms, update_ms"
+
+static void read_job(sqlite3_stmt *s, struct store_job *j)
+{
+    memset(j, 0, sizeof(*j));
+    j->seq = sqlite3_column_int64(s, 0);
+    col_text(s, 1, j->id, sizeof(j->id));
+    col_text(s, 2, j->project, sizeof(j->project));
+    col_text(s, 3, j->location, sizeof(j->location));
+    col_text(s, 4, j->cluster_id, sizeof(j->cluster_id));
+    col_text(s, 5, j->slurm_job, sizeof(j->slurm_job));
+    col_text(s, 6, j->state, sizeof(j->state));
+    j->restart_count = sqlite3_column_int(s, 7);
+    j->request = col_json(s, 8);
+    j->config = col_json(s, 9);
+    j->create_ms = sqlite3_column_int64(s, 10);
+    j->update_ms = sqlite3_column_int64(s, 11);
+}
+
+void store_job_release(struct store_job *j)
+{
+    if (!j)
+        return;
+    json_decref(j->request);
+    json_decref(j->config);
+    j->request = j->config = NULL;
+}
+
+int store_job_create(struct store *st, const struct store_job *j)
+{
+    int64_t now = mtc_now_ms();
+    return run_locked(st, prep(st,
+                               "INSERT INTO training_jobs (id, project, location, cluster_id,"
+                               " slurm_job, state, restart_count, request, config, create_ms,"
+                               " update_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                               "ssssssijjll", j->id, j->project, j->location, j->cluster_id,
+                               j->slurm_job, j->state, j->restart_count, j->request, j->config, now,
+                               now));
+}
+
+int store_job_get(struct store *st, const char *cluster_id, const char *id, struct store_job *out)
+{
+    int rc = -1;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st, "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND id=?",
+                           "ss", cluster_id, id);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        read_job(s, out);
+        rc = 0;
+    } else {
+        errno = s ? ENOENT : EIO;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+struct store_job *store_job_list(struct store *st, const char *cluster_id, const char *state,
+                                 int64_t after, int limit, int *n)
+{
+    *n = 0;
+    struct store_job *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
+    if (!arr)
+        return NULL;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND seq > ?"
+                           " AND (? = '' OR state = ?) ORDER BY seq LIMIT ?",
+                           "slssi", cluster_id, after, state ? state : "", state ? state : "",
+                           limit);
+    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
+        read_job(s, &arr[(*n)++]);
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
+}
+
+int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
+                        const char *state, int restart_count)
+{
+    return update_one(st, prep(st,
+                               "UPDATE training_jobs SET state=?, restart_count=?, update_ms=?"
+                               " WHERE cluster_id=? AND id=?",
+                               "silss", state, restart_count, mtc_now_ms(), cluster_id, id));
 }

@@ -1,5 +1,5 @@
 /* store: mtcd's state in SQLite (WAL) — clusters, long-running operations,
- * cluster events and API tokens — with a versioned schema and migrations.
+ * cluster events, API tokens and training jobs — with a versioned schema and migrations.
  * One connection guarded by a mutex; every accessor is one transaction. */
 #ifndef MTC_STORE_H
 #define MTC_STORE_H
@@ -142,5 +142,33 @@ int store_remediation_add(struct store *st, const char *cluster_id, const char *
                           const char *action, const char *check, const char *op_id);
 int store_remediation_count(struct store *st, const char *cluster_id, const char *node,
                             int64_t since_ms);
+
+/* Training jobs (the API's trainingJobs): one Slurm job submitted from a
+ * recipe, with the request it came from and the resolved config.json. */
+struct store_job {
+    int64_t seq; /* creation order: list pages continue after it */
+    char id[64]; /* unique within its cluster */
+    char project[64];
+    char location[64];
+    char cluster_id[16];
+    char slurm_job[32];
+    char state[16]; /* last observed: PENDING | RUNNING | COMPLETED | ... */
+    int restart_count;
+    json_t *request; /* canonical request body (owned) */
+    json_t *config;  /* the run's config.json (owned) */
+    int64_t create_ms, update_ms;
+};
+void store_job_release(struct store_job *j);
+/* Insert; -1 with errno EEXIST when the cluster has a job of this id. */
+int store_job_create(struct store *st, const struct store_job *j);
+/* out is zeroed first; -1 with errno ENOENT (no such job) or EIO. */
+int store_job_get(struct store *st, const char *cluster_id, const char *id, struct store_job *out);
+/* Up to limit jobs of a cluster with seq > after, oldest first, only those in
+ * state when it is not NULL. A malloc'd array (caller releases each and
+ * frees), *n its length. */
+struct store_job *store_job_list(struct store *st, const char *cluster_id, const char *state,
+                                 int64_t after, int limit, int *n);
+int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
+                        const char *state, int restart_count);
 
 #endif
