@@ -151,12 +151,8 @@ static int cluster_target(struct api_req *r, struct api_resp *out, struct target
     int rc = env_get(env, "SLURM_CONF", t->conf, sizeof(t->conf));
     if (env_get(env, "MTC_TRAINER", t->trainer, sizeof(t->trainer)) < 0) {
         /* the trainer built beside mtcd, as `mtc run` finds it beside mtc */
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        self[n > 0 ? n : 0] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash)
-            *slash = '\0';
+        char self[PATH_MAX] = "";
+        mtc_exe_dir(self, sizeof(self));
         snprintf(t->trainer, sizeof(t->trainer), "%.4000s/mtc-train", self);
         if (access(t->trainer, X_OK) < 0)
             rc = -1, snprintf(err.text, sizeof(err.text), "mtc-train is not installed beside mtcd");
@@ -294,7 +290,8 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
         return api_error(out, 400, "%s", err.text), -1;
     json_object_set_new(*cfg, "slurmConf", json_string(t.conf));
     char *script = recipe_render_sbatch(*cfg, &err);
-    int rc = script ? recipe_submit(*cfg, script, t.conf, &err) : -1;
+    int rc = script ? recipe_submit(*cfg, script, t.conf, json_object_get(req, "secretEnv"), &err)
+                    : -1;
     free(script);
     if (rc < 0) {
         json_decref(*cfg);
@@ -345,6 +342,7 @@ int api_job_create(struct api_req *r, struct api_resp *out)
     }
     if (submit_run(r, out, &cl, req, &run, &cfg) < 0)
         goto done;
+    json_object_del(req, "secretEnv"); /* never stored */
     snprintf(j.id, sizeof(j.id), "%s", id);
     snprintf(j.project, sizeof(j.project), "%s", cl.project);
     snprintf(j.location, sizeof(j.location), "%s", cl.location);

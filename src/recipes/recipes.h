@@ -93,6 +93,10 @@ char **recipe_trainer_argv(const json_t *resolved, mtc_error_t *err);
  * job inherits them from the submitting environment. Caller frees. */
 char *recipe_render_sbatch(const json_t *resolved, mtc_error_t *err);
 
+/* Variables a job needs whose values are never written down (script,
+ * config.json, store): HF_TOKEN, WANDB_API_KEY; NULL-terminated. */
+extern const char *const recipe_secrets[];
+
 /* 1 when cidr is an IPv4 or IPv6 network as address/prefix ("10.20.0.0/24"). */
 int recipe_network_valid(const char *cidr);
 /* Names that reach #SBATCH lines, with the rules `mtc run` and `mtc rl launch`
@@ -105,7 +109,9 @@ int recipe_time_valid(const char *s);
 
 /* The field table of struct recipe_run as JSON: the API's trainingJobs body
  * (camelCase, snake_case accepted) and what `mtc run`'s flags build. Besides
- * the members: "overrides", an object merged into the recipe. trainer,
+ * the members: "overrides", an object merged into the recipe, and
+ * "secretEnv", values of recipe_secrets for the job's environment (never
+ * stored: whoever keeps the request drops it first). trainer,
  * mpiNetwork, home and timestamp are set by whoever submits, never by a request. */
 extern const struct schema recipe_request_schema;
 
@@ -142,7 +148,10 @@ const char *recipe_request_cli_text(const char *msg, char *buf, size_t len);
  * for; the experiment directory is created, the script sbatch'ed and the job
  * id recorded in cfg and config.json. On failure nothing is left behind.
  * 0, or -1 + err naming the request field or Slurm's complaint. */
-int recipe_submit(json_t *cfg, const char *script, const char *conf, mtc_error_t *err);
+/* secrets (may be NULL): {"HF_TOKEN": value, ...} put in sbatch's
+ * environment, which the job inherits (the request's secretEnv). */
+int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_t *secrets,
+                  mtc_error_t *err);
 
 /* ---- experiments (experiment.c) ---- */
 

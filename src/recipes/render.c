@@ -531,7 +531,7 @@ static void put_q(FILE *f, const char *s)
 
 /* Variables the job needs but whose values must never be written down: the job
  * inherits them from the environment of `mtc run` (sbatch exports it). */
-static const char *const secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
+const char *const recipe_secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
 
 #define NMOUNTS 4
 
@@ -607,8 +607,8 @@ static void put_environment(FILE *f, const json_t *cfg)
     fprintf(f, " MTC_TASK_DIR=\"$TASK_DIR\"\n");
     fprintf(f,
             "# secrets come from the submitting environment and are never written here\nfor v in");
-    for (int i = 0; secrets[i]; i++)
-        fprintf(f, " %s", secrets[i]);
+    for (int i = 0; recipe_secrets[i]; i++)
+        fprintf(f, " %s", recipe_secrets[i]);
     fprintf(f, "; do\n    [ -n \"${!v:-}\" ] && echo \"mtc: $v is set (passed through)\"\ndone\n");
 }
 

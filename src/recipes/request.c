@@ -90,6 +90,30 @@ static int check_experiment(const struct schema_field *f, json_t **v, const char
     return schema_error(err, path, "%.80s: want [A-Za-z0-9][A-Za-z0-9._-]{0,63}", s);
 }
 
+/* secretEnv: {"HF_TOKEN": "..."} — only recipe_secrets, one-line strings. */
+static int secret_entry(json_t *out, const char *k, const json_t *v, const char *path,
+                        const void *arg, mtc_error_t *err)
+{
+    (void)arg;
+    char sub[300];
+    schema_join(sub, sizeof(sub), path, k);
+    int known = 0;
+    for (int i = 0; recipe_secrets[i]; i++)
+        known |= strcmp(recipe_secrets[i], k) == 0;
+    if (!known)
+        return schema_error(err, sub, "not a secret mtc passes (HF_TOKEN, WANDB_API_KEY)");
+    if (!json_is_string(v) || strpbrk(json_string_value(v), "\n\r"))
+        return schema_error(err, sub, "must be a one-line string");
+    return json_object_set(out, k, (json_t *)v);
+}
+
+static int check_secrets(const struct schema_field *f, json_t **v, const char *path,
+                         mtc_error_t *err)
+{
+    (void)f;
+    return schema_map(v, path, "secrets", secret_entry, NULL, err);
+}
+
 #define RUN(m) SCHEMA_MEMBER(struct recipe_run, m)
 #define STR(field, m, hook)                                                                        \
     {.name = field, .kind = SCHEMA_STR, .flags = SCHEMA_REF | SCHEMA_NONEMPTY | SCHEMA_ONELINE,    \
@@ -147,6 +171,7 @@ static const struct schema_field f_request[] = {
      RUN(nodes)},
     {.name = "timestamp", .kind = SCHEMA_INT, .flags = SCHEMA_NOINPUT, RUN(timestamp)},
     {.name = "overrides", .kind = SCHEMA_OBJ},
+    {.name = "secretEnv", .kind = SCHEMA_CUSTOM, .check = check_secrets},
     {.name = NULL},
 };
 

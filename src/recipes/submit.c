@@ -65,7 +65,8 @@ static void first_error(const char *out, char *buf, size_t len)
         snprintf(buf, len, "sbatch failed");
 }
 
-int recipe_submit(json_t *cfg, const char *script, const char *conf, mtc_error_t *err)
+int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_t *secrets,
+                  mtc_error_t *err)
 {
     if (recipe_check_inputs(cfg, err) < 0)
         return -1;
@@ -81,7 +82,21 @@ int recipe_submit(json_t *cfg, const char *script, const char *conf, mtc_error_t
     char spath[PATH_MAX + 16], job[32], *out = NULL;
     snprintf(spath, sizeof(spath), "%s/sbatch.sh",
              json_string_value(json_object_get(cfg, "taskDir")));
-    if (slurm_submit(conf, spath, job, &out) < 0) {
+    char *env[8] = {NULL};
+    int nenv = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)secrets, k, v)
+    {
+        if (nenv < 7 && asprintf(&env[nenv], "%s=%s", k, json_string_value(v)) >= 0)
+            nenv++;
+    }
+    int rc = slurm_submit_env(conf, env, spath, job, &out);
+    for (int i = 0; i < nenv; i++) {
+        explicit_bzero(env[i], strlen(env[i]));
+        free(env[i]);
+    }
+    if (rc < 0) {
         char first[256], list[200];
         first_error(out, first, sizeof(first));
         partition_list(parts, list, sizeof(list));

@@ -228,9 +228,15 @@ json_t *slurm_partitions(const char *conf, mtc_error_t *err)
 
 int slurm_submit(const char *conf, const char *script, char job[32], char **out)
 {
+    return slurm_submit_env(conf, NULL, script, job, out);
+}
+
+int slurm_submit_env(const char *conf, char *const env[], const char *script, char job[32],
+                     char **out)
+{
     char *o = NULL;
     char *argv[] = {"sbatch", "--parsable", (char *)script, NULL};
-    int rc = slurm_cmd(conf, argv, &o, 60000);
+    int rc = slurm_cmd_env(conf, env, argv, &o, 60000);
     trim(o);
     *job = '\0';
     if (rc == 0 && o) {

@@ -362,6 +362,14 @@ static int launch_api(struct cli *c, struct run_flags *f, json_t *req)
         }
         json_object_set_new(body, "recipe", recipe);
     }
+    /* secrets reach the job through sbatch's environment, as they did from this shell */
+    json_t *secrets = json_object();
+    for (int i = 0; recipe_secrets[i]; i++)
+        if (getenv(recipe_secrets[i]))
+            json_object_set_new(secrets, recipe_secrets[i], json_string(getenv(recipe_secrets[i])));
+    if (json_object_size(secrets))
+        json_object_set(body, "secretEnv", secrets);
+    json_decref(secrets);
     char path[512];
     snprintf(path, sizeof(path),
              "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s/trainingJobs",
