@@ -17,10 +17,9 @@
 
 /* A training job's state as the API says it. */
 enum job_state { JOB_PENDING, JOB_RUNNING, JOB_COMPLETED, JOB_FAILED, JOB_CANCELLED, JOB_REQUEUED };
-static const struct schema_enum job_state_enum =
-    SCHEMA_NAMES(NULL, [JOB_PENDING] = "PENDING", [JOB_RUNNING] = "RUNNING",
-                 [JOB_COMPLETED] = "COMPLETED", [JOB_FAILED] = "FAILED",
-                 [JOB_CANCELLED] = "CANCELLED", [JOB_REQUEUED] = "REQUEUED");
+static const struct schema_enum job_state_enum = SCHEMA_NAMES(
+    NULL, [JOB_PENDING] = "PENDING", [JOB_RUNNING] = "RUNNING", [JOB_COMPLETED] = "COMPLETED",
+    [JOB_FAILED] = "FAILED", [JOB_CANCELLED] = "CANCELLED", [JOB_REQUEUED] = "REQUEUED");
 
 /* Slurm's job states (squeue %T, scontrol JobState) and the experiment's exit
  * record → the API's. Not listed: FAILED (TIMEOUT, NODE_FAIL, OUT_OF_MEMORY ...). */
@@ -28,10 +27,10 @@ static const struct {
     const char *slurm;
     enum job_state state;
 } slurm_states[] = {
-    {"PENDING", JOB_PENDING},      {"CONFIGURING", JOB_RUNNING}, {"RUNNING", JOB_RUNNING},
-    {"COMPLETING", JOB_RUNNING},   {"SUSPENDED", JOB_RUNNING},   {"STOPPED", JOB_RUNNING},
-    {"SIGNALING", JOB_RUNNING},    {"STAGE_OUT", JOB_RUNNING},   {"RESIZING", JOB_RUNNING},
-    {"COMPLETED", JOB_COMPLETED},  {"CANCELLED", JOB_CANCELLED}, {"REQUEUED", JOB_REQUEUED},
+    {"PENDING", JOB_PENDING},       {"CONFIGURING", JOB_RUNNING},  {"RUNNING", JOB_RUNNING},
+    {"COMPLETING", JOB_RUNNING},    {"SUSPENDED", JOB_RUNNING},    {"STOPPED", JOB_RUNNING},
+    {"SIGNALING", JOB_RUNNING},     {"STAGE_OUT", JOB_RUNNING},    {"RESIZING", JOB_RUNNING},
+    {"COMPLETED", JOB_COMPLETED},   {"CANCELLED", JOB_CANCELLED},  {"REQUEUED", JOB_REQUEUED},
     {"REQUEUE_HOLD", JOB_REQUEUED}, {"REQUEUE_FED", JOB_REQUEUED},
 };
 
@@ -41,7 +40,7 @@ static enum job_state state_of(const char *slurm, int restarts)
         if (strcmp(slurm_states[i].slurm, slurm) == 0)
             /* requeued and waiting to run again */
             return slurm_states[i].state == JOB_PENDING && restarts > 0 ? JOB_REQUEUED
-                                                                         : slurm_states[i].state;
+                                                                        : slurm_states[i].state;
     return JOB_FAILED;
 }
 
@@ -92,16 +91,23 @@ static json_t *job_json(const struct store_job *j)
     const json_t *cfg = j->config, *req = j->request;
     json_t *o = json_pack("{s:s, s:s}", "name", name, "id", j->id);
     json_t *recipe = json_object_get(req, "recipe");
-    json_object_set_new(o, "recipe",
-                        json_string(json_is_string(recipe) ? json_string_value(recipe)
-                                                           : cget(cfg, "recipe")));
+    json_object_set_new(
+        o, "recipe",
+        json_string(json_is_string(recipe) ? json_string_value(recipe) : cget(cfg, "recipe")));
     if (json_object_get(req, "overrides"))
         json_object_set(o, "overrides", json_object_get(req, "overrides"));
-    json_object_set_new(o, "nodeCount", json_integer(json_integer_value(json_object_get(cfg, "nodes"))));
+    json_object_set_new(o, "nodeCount",
+                        json_integer(json_integer_value(json_object_get(cfg, "nodes"))));
     static const char *const copy[][2] = {
-        {"partition", "partition"}, {"containerImage", "image"}, {"clusterType", "clusterType"},
-        {"time", "time"},           {"task", "task"},            {"experimentName", "experiment"},
-        {"runId", "runId"},         {"taskDir", "taskDir"},      {"logDir", "logDir"},
+        {"partition", "partition"},
+        {"containerImage", "image"},
+        {"clusterType", "clusterType"},
+        {"time", "time"},
+        {"task", "task"},
+        {"experimentName", "experiment"},
+        {"runId", "runId"},
+        {"taskDir", "taskDir"},
+        {"logDir", "logDir"},
         {"slurmJobId", "jobId"},
     };
     for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
@@ -290,8 +296,8 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
         return api_error(out, 400, "%s", err.text), -1;
     json_object_set_new(*cfg, "slurmConf", json_string(t.conf));
     char *script = recipe_render_sbatch(*cfg, &err);
-    int rc = script ? recipe_submit(*cfg, script, t.conf, json_object_get(req, "secretEnv"), &err)
-                    : -1;
+    int rc =
+        script ? recipe_submit(*cfg, script, t.conf, json_object_get(req, "secretEnv"), &err) : -1;
     free(script);
     if (rc < 0) {
         json_decref(*cfg);
@@ -455,8 +461,8 @@ int api_job_list(struct api_req *r, struct api_resp *out)
     }
     free(all);
     /* one extra row tells whether another page follows */
-    struct store_job *arr = store_job_list(r->st, r->cap[2], *state ? state : NULL, after,
-                                           size + 1, &n);
+    struct store_job *arr =
+        store_job_list(r->st, r->cap[2], *state ? state : NULL, after, size + 1, &n);
     json_t *items = json_array();
     for (int i = 0; i < n && i < size; i++)
         json_array_append_new(items, job_json(&arr[i]));

@@ -65,7 +65,8 @@ struct recipe_run {
     const char *mpi_network;     /* CIDR the ranks' MPI uses (a cluster on hosts), or NULL */
     const char *home;            /* $MTC_HOME */
     const char *experiment;      /* --experiment-name */
-    int nodes;                   /* -n; 0 = recipe's */
+    int64_t nodes;               /* -n; 0 = recipe's (64 bits: the struct has no padding,
+                                  * so request.c's layout check sees any new member) */
     int64_t timestamp;           /* unix seconds of this run (names the run directory) */
 };
 

@@ -230,7 +230,7 @@ static void resolve_layout(const json_t *recipe, const json_t *ov, const struct 
     v->gpus = geti(ov, "gpus_per_node", v->ct->gpus_per_node);
     v->rpn = v->gpus > 0 ? v->gpus : geti(ov, "ranks_per_node", v->ct->ranks_per_node);
     v->threads = geti(ov, "threads_per_rank", v->ct->threads_per_rank);
-    v->nodes = run->nodes > 0 ? run->nodes : geti(ov, "nodes", geti(res, "nodes", 1));
+    v->nodes = run->nodes > 0 ? (int)run->nodes : geti(ov, "nodes", geti(res, "nodes", 1));
     if (strcmp(v->exec, "local") == 0 && v->nodes > 1) {
         /* the local executor runs every rank on this machine */
         v->rpn *= v->nodes;

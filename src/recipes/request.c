@@ -33,8 +33,7 @@ static int check_executor(const struct schema_field *f, json_t **v, const char *
     return schema_error(err, path, "%.60s: want slurm or local", s);
 }
 
-static int check_ctype(const struct schema_field *f, json_t **v, const char *path,
-                       mtc_error_t *err)
+static int check_ctype(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
     (void)f;
     const char *s = json_string_value(*v);
@@ -54,8 +53,7 @@ static int check_partition(const struct schema_field *f, json_t **v, const char 
     return schema_error(err, path, "%.80s: not a partition name ([A-Za-z0-9_.-], 1-64)", s);
 }
 
-static int check_time(const struct schema_field *f, json_t **v, const char *path,
-                      mtc_error_t *err)
+static int check_time(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
     (void)f;
     const char *s = json_string_value(*v);
@@ -66,8 +64,7 @@ static int check_time(const struct schema_field *f, json_t **v, const char *path
 
 /* Paths reach the script and the job's command lines: absolute (the submitter
  * and the nodes agree on them), one line, no "..". */
-static int check_path(const struct schema_field *f, json_t **v, const char *path,
-                      mtc_error_t *err)
+static int check_path(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
     (void)f;
     const char *s = json_string_value(*v);
@@ -116,10 +113,14 @@ static int check_secrets(const struct schema_field *f, json_t **v, const char *p
 
 #define RUN(m) SCHEMA_MEMBER(struct recipe_run, m)
 #define STR(field, m, hook)                                                                        \
-    {.name = field, .kind = SCHEMA_STR, .flags = SCHEMA_REF | SCHEMA_NONEMPTY | SCHEMA_ONELINE,    \
-     .check = hook, RUN(m)}
+    {                                                                                              \
+        .name = field, .kind = SCHEMA_STR, .flags = SCHEMA_REF | SCHEMA_NONEMPTY | SCHEMA_ONELINE, \
+        .check = hook, RUN(m)                                                                      \
+    }
 #define SERVER(field, m)                                                                           \
-    {.name = field, .kind = SCHEMA_STR, .flags = SCHEMA_REF | SCHEMA_NOINPUT, RUN(m)}
+    {                                                                                              \
+        .name = field, .kind = SCHEMA_STR, .flags = SCHEMA_REF | SCHEMA_NOINPUT, RUN(m)            \
+    }
 
 static const char *const image_aliases[] = {"image", NULL};
 static const char *const ctype_aliases[] = {"slurmType", NULL};
@@ -182,7 +183,7 @@ static const struct schema_field f_request[] = {
 #define M_OFF(m) offsetof(struct recipe_run, m)
 #define M_END(m) (M_OFF(m) + sizeof(((struct recipe_run *)0)->m))
 #define M_ALIGN(m) _Alignof(__typeof__(((struct recipe_run *)0)->m))
-#define ALIGN_UP(n, a) (((n) + (a) - 1) / (a) * (a))
+#define ALIGN_UP(n, a) (((n) + (a)-1) / (a) * (a))
 #define FOLLOWS(a, b)                                                                              \
     _Static_assert(M_OFF(b) == ALIGN_UP(M_END(a), M_ALIGN(b)),                                     \
                    "struct recipe_run: a member between " #a " and " #b                            \

@@ -47,8 +47,8 @@ static int check_nodes(const json_t *cfg, const json_t *parts, mtc_error_t *err)
     int have = pi ? (int)json_integer_value(json_object_get(pi, "nodes")) : 0;
     int want = (int)json_integer_value(json_object_get(cfg, "nodes"));
     if (pi && want > have)
-        return errprintf(err, "nodeCount: %d: partition %s has %d node%s; ask for at most %d",
-                         want, pname, have, have == 1 ? "" : "s", have);
+        return errprintf(err, "nodeCount: %d: partition %s has %d node%s; ask for at most %d", want,
+                         pname, have, have == 1 ? "" : "s", have);
     return 0;
 }
 
