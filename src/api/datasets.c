@@ -68,8 +68,11 @@ static int begin(struct api_req *r, struct api_resp *out, const struct store_dat
     op->request = NULL;
     if (rc < 0)
         return api_error(out,
-                         e == EEXIST ? 409 : e == ENOENT ? 404 : e == EBUSY ? 400 : 500, "%s%s",
-                         e == EBUSY ? "precondition: " : "", err.text);
+                         e == EEXIST   ? 409
+                         : e == ENOENT ? 404
+                         : e == EBUSY  ? 400
+                                       : 500,
+                         "%s%s", e == EBUSY ? "precondition: " : "", err.text);
     return api_reply_op(r, out, op->id);
 }
 
@@ -162,7 +165,8 @@ int api_dataset_list(struct api_req *r, struct api_resp *out)
     if (api_check_parent(r, out) < 0 || api_page_args(r, out, dataset_name_valid, &size, token) < 0)
         return 0;
     /* one extra row tells whether another page follows */
-    struct store_dataset *arr = store_dataset_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
+    struct store_dataset *arr =
+        store_dataset_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
     json_t *items = json_array();
     for (int i = 0; i < n && i < size; i++)
         json_array_append_new(items, api_dataset_json(r->st, &arr[i], 0));

@@ -73,8 +73,8 @@ static void on_line(void *arg, const char *line)
 
 /* A source or tokenizer as mtc-train gets it: a builtin as it is, a path
  * resolved (and, restricted, inside the roots). */
-static int where(struct control *c, const char *field, const char *value, int restricted,
-                 char *out, size_t len, int *code, mtc_error_t *err)
+static int where(struct control *c, const char *field, const char *value, int restricted, char *out,
+                 size_t len, int *code, mtc_error_t *err)
 {
     if (dataset_is_builtin(value)) {
         snprintf(out, len, "%s", value);
@@ -97,8 +97,7 @@ static json_t *run_prepare(struct control *c, const struct store_op *op, const c
     char src[PATH_MAX], tok[PATH_MAX];
     if (!trainer || !c->datasets.cache_dir) {
         *code = RPC_FAILED_PRECONDITION;
-        return errprintf(err, "mtcd has no mtc-train next to it: it cannot prepare datasets"),
-               NULL;
+        return errprintf(err, "mtcd has no mtc-train next to it: it cannot prepare datasets"), NULL;
     }
     if (!source || !kind) {
         *code = RPC_INVALID_ARGUMENT;
@@ -159,8 +158,8 @@ static json_t *run_prepare(struct control *c, const struct store_op *op, const c
 static void settle_failure(struct control *c, const struct store_op *op, const char *name)
 {
     int n = 0;
-    struct store_dataset_version *v = store_dataset_versions(c->st, op->project, op->location,
-                                                             name, &n);
+    struct store_dataset_version *v =
+        store_dataset_versions(c->st, op->project, op->location, name, &n);
     store_dataset_versions_free(v, n);
     if (n == 0)
         store_dataset_delete(c->st, op->project, op->location, name, op->id, NULL, NULL);
@@ -194,12 +193,11 @@ int control_run_dataset(struct control *c, struct store_op *op, json_t **respons
         settle_failure(c, op, name);
         return -1;
     }
-    *response = json_pack("{s:o, s:o, s:b, s:b}", "dataset",
-                          json_sprintf("projects/%s/locations/%s/datasets/%s", op->project,
-                                       op->location, name),
-                          "version", dataset_version_json(version, rec, mtc_now_ms()),
-                          "newVersion", added, "cached",
-                          json_is_true(json_object_get(rec, "cached")));
+    *response = json_pack(
+        "{s:o, s:o, s:b, s:b}", "dataset",
+        json_sprintf("projects/%s/locations/%s/datasets/%s", op->project, op->location, name),
+        "version", dataset_version_json(version, rec, mtc_now_ms()), "newVersion", added, "cached",
+        json_is_true(json_object_get(rec, "cached")));
     /* the version's createTime is the stored one when it already existed */
     if (!added) {
         int n = 0;
@@ -211,8 +209,8 @@ int control_run_dataset(struct control *c, struct store_op *op, json_t **respons
                                     dataset_version_json(version, v[i].record, v[i].create_ms));
         store_dataset_versions_free(v, n);
     }
-    log_msg(LOG_NOTICE, "dataset %s: %s version %d (key %s%s)", name,
-            added ? "new" : "unchanged,", version, json_string_value(json_object_get(rec, "key")),
+    log_msg(LOG_NOTICE, "dataset %s: %s version %d (key %s%s)", name, added ? "new" : "unchanged,",
+            version, json_string_value(json_object_get(rec, "key")),
             json_is_true(json_object_get(rec, "cached")) ? ", cached" : "");
     json_decref(rec);
     return 0;

@@ -38,8 +38,7 @@ int dataset_is_builtin(const char *source)
 
 /* A source or tokenizer: "builtin:NAME" with a name like a dataset's, or an
  * absolute path without control characters (it reaches a command line). */
-static int where_check(const struct schema_field *f, json_t **v, const char *path,
-                       mtc_error_t *err)
+static int where_check(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
     (void)f;
     const char *s = json_string_value(*v);
@@ -52,9 +51,8 @@ static int where_check(const struct schema_field *f, json_t **v, const char *pat
         return 0;
     }
     if (s[0] != '/')
-        return schema_error(err, path,
-                            "\"%.80s\": must be an absolute path (mtcd reads it) or builtin:NAME",
-                            s);
+        return schema_error(
+            err, path, "\"%.80s\": must be an absolute path (mtcd reads it) or builtin:NAME", s);
     for (const char *p = s; *p; p++)
         if (iscntrl((unsigned char)*p))
             return schema_error(err, path, "must not contain control characters");
@@ -62,11 +60,13 @@ static int where_check(const struct schema_field *f, json_t **v, const char *pat
 }
 
 #define WHERE_FIELD(name_, flags_)                                                                 \
-    {.name = name_, .kind = SCHEMA_STR, .flags = (flags_) | SCHEMA_NONEMPTY | SCHEMA_ONELINE,       \
-     .size = PATH_MAX, .check = where_check}
+    {                                                                                              \
+        .name = name_, .kind = SCHEMA_STR, .flags = (flags_) | SCHEMA_NONEMPTY | SCHEMA_ONELINE,   \
+        .size = PATH_MAX, .check = where_check                                                     \
+    }
 
 /* The resource's output-only fields: a GET body sent back is accepted. */
-static const char *const output_only[] = {"name",     "state",   "versions", "latestVersion",
+static const char *const output_only[] = {"name",       "state",      "versions", "latestVersion",
                                           "createTime", "updateTime", NULL};
 
 static const struct schema_field create_fields[] = {
@@ -128,8 +128,8 @@ int dataset_resolve(const char *field, const char *path, const char *const *root
         if (!realpath(*r, root))
             continue; /* a root that does not exist holds nothing */
         size_t n = strlen(root);
-        inside = strncmp(real, root, n) == 0 && (real[n] == '/' || real[n] == '\0' ||
-                                                 (n == 1 && root[0] == '/'));
+        inside = strncmp(real, root, n) == 0 &&
+                 (real[n] == '/' || real[n] == '\0' || (n == 1 && root[0] == '/'));
     }
     if (!inside) {
         errno = EACCES;
@@ -150,8 +150,7 @@ int dataset_resolve(const char *field, const char *path, const char *const *root
 
 /* A count (records, tokens, bytes): a JSON integer >= 0 (64-bit: token counts
  * pass 2^31). */
-static int count_check(const struct schema_field *f, json_t **v, const char *path,
-                       mtc_error_t *err)
+static int count_check(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
     (void)f;
     if (!json_is_integer(*v) || json_integer_value(*v) < 0)
@@ -164,8 +163,8 @@ static int key_check(const struct schema_field *f, json_t **v, const char *path,
 {
     (void)f;
     const char *s = json_string_value(*v);
-    if (s[0] == '.' || strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-                           strlen(s))
+    if (s[0] == '.' ||
+        strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(s))
         return schema_error(err, path, "\"%.80s\" is not a cache key ([A-Za-z0-9._-])", s);
     return 0;
 }
@@ -179,9 +178,13 @@ static int abs_check(const struct schema_field *f, json_t **v, const char *path,
 }
 
 #define COUNT_FIELD(name_, flags_)                                                                 \
-    {.name = name_, .kind = SCHEMA_CUSTOM, .flags = (flags_), .check = count_check}
+    {                                                                                              \
+        .name = name_, .kind = SCHEMA_CUSTOM, .flags = (flags_), .check = count_check              \
+    }
 #define TEXT_FIELD(name_, flags_, size_)                                                           \
-    {.name = name_, .kind = SCHEMA_STR, .flags = (flags_) | SCHEMA_ONELINE, .size = (size_)}
+    {                                                                                              \
+        .name = name_, .kind = SCHEMA_STR, .flags = (flags_) | SCHEMA_ONELINE, .size = (size_)     \
+    }
 
 static const struct schema_field prepared_fields[] = {
     {.name = "key",
@@ -222,8 +225,8 @@ json_t *dataset_prepared_parse(const char *text, mtc_error_t *err)
     if (!json_is_object(in)) {
         json_decref(in);
         errno = EINVAL;
-        errprintf(err, "mtc-train data prepare printed no JSON record%s%.120s",
-                  start ? ": " : "", start ? jerr.text : "");
+        errprintf(err, "mtc-train data prepare printed no JSON record%s%.120s", start ? ": " : "",
+                  start ? jerr.text : "");
         return NULL;
     }
     /* another program's output: fields a newer trainer adds are dropped */

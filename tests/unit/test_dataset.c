@@ -29,8 +29,8 @@ static void test_names_and_requests(void)
     dataset_name_error("Bad_Name", &err);
     CHECK(strstr(err.text, "Bad_Name") && strstr(err.text, "[a-z]"), "name error: %s", err.text);
 
-    json_t *j = norm("{\"source\":\"builtin:tiny-sft\",\"kind\":\"sft\",\"labels\":{\"team\":\"x\"}}",
-                     1, &err);
+    json_t *j = norm(
+        "{\"source\":\"builtin:tiny-sft\",\"kind\":\"sft\",\"labels\":{\"team\":\"x\"}}", 1, &err);
     CHECK(j && !strcmp(json_string_value(json_object_get(j, "kind")), "sft"), "create body");
     json_decref(j);
     j = norm("{\"source\":\"/data/a.jsonl\",\"kind\":\"dpo\",\"tokenizer\":\"/t/tok.json\"}", 1,
@@ -49,7 +49,7 @@ static void test_names_and_requests(void)
         {"{\"source\":\"builtin:tiny-sft\"}", "kind: required"},
         {"{\"source\":\"builtin:tiny-sft\",\"kind\":\"chat\"}", "kind: must be one of pretrain"},
         {"{\"source\":\"data/a.jsonl\",\"kind\":\"sft\"}", "source: \"data/a.jsonl\": must be an "
-                                                          "absolute path"},
+                                                           "absolute path"},
         {"{\"source\":\"builtin:Tiny\",\"kind\":\"sft\"}", "source: \"builtin:Tiny\""},
         {"{\"source\":\"/a\\nb\",\"kind\":\"sft\"}", "source: must not contain a newline"},
         {"{\"source\":\"/a\",\"kind\":\"sft\",\"colour\":1}", "colour: unknown field"},
@@ -89,8 +89,8 @@ static void test_resolve(const char *dir)
     CHECK(dataset_resolve("source", inside, roots, out, sizeof(out), &err) == 0 &&
               strstr(out, "/data/a.txt"),
           "a file under a root resolves");
-    CHECK(dataset_resolve("source", outside, roots, out, sizeof(out), &err) < 0 && errno == EACCES &&
-              strstr(err.text, "source:") && strstr(err.text, "admin"),
+    CHECK(dataset_resolve("source", outside, roots, out, sizeof(out), &err) < 0 &&
+              errno == EACCES && strstr(err.text, "source:") && strstr(err.text, "admin"),
           "a file outside the roots: EACCES naming the field: %s", err.text);
     CHECK(dataset_resolve("source", link, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
           "a link leading out of a root is outside");

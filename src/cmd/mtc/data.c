@@ -14,8 +14,8 @@
 static void datasets_path(struct cli *c, char *buf, size_t len, const char *name,
                           const char *suffix)
 {
-    snprintf(buf, len, "/v1beta1/projects/%s/locations/%s/datasets%s%s%s", c->project,
-             c->location, name ? "/" : "", name ? name : "", suffix ? suffix : "");
+    snprintf(buf, len, "/v1beta1/projects/%s/locations/%s/datasets%s%s%s", c->project, c->location,
+             name ? "/" : "", name ? name : "", suffix ? suffix : "");
 }
 
 /* A JSON integer member as text ("-" when absent). */
@@ -40,8 +40,8 @@ static json_t *list_row(const json_t *ds)
     cli_age(json_string_value(json_object_get(ds, "createTime")), age, sizeof(age));
     return json_pack("{s:s, s:O, s:O, s:s, s:s, s:s, s:O, s:s}", "name",
                      name && strrchr(name, '/') ? strrchr(name, '/') + 1 : "?", "kind",
-                     json_object_get(ds, "kind"), "state", json_object_get(ds, "state"),
-                     "version", version, "records", records, "tokens", tokens, "source",
+                     json_object_get(ds, "kind"), "state", json_object_get(ds, "state"), "version",
+                     version, "records", records, "tokens", tokens, "source",
                      json_object_get(ds, "source"), "age", age);
 }
 
@@ -68,10 +68,10 @@ static int d_list(struct cli *c, int argc, char **argv)
         json_decref(page);
     } while (*token);
     static const struct cli_col cols[] = {
-        {"NAME", "name", 20, "?"},       {"KIND", "kind", 9, "?"},
-        {"STATE", "state", 10, "?"},     {"VERSION", "version", 8, "-"},
-        {"RECORDS", "records", 9, "-"},  {"TRAIN TOKENS", "tokens", 13, "-"},
-        {"AGE", "age", 5, "-"},          {"SOURCE", "source", 0, ""},
+        {"NAME", "name", 20, "?"},      {"KIND", "kind", 9, "?"},
+        {"STATE", "state", 10, "?"},    {"VERSION", "version", 8, "-"},
+        {"RECORDS", "records", 9, "-"}, {"TRAIN TOKENS", "tokens", 13, "-"},
+        {"AGE", "age", 5, "-"},         {"SOURCE", "source", 0, ""},
         {NULL, NULL, 0, NULL}};
     json_t *rows = json_array(), *ds;
     size_t i;
@@ -143,9 +143,9 @@ static int d_show(struct cli *c, int argc, char **argv)
            json_string_value(json_object_get(ds, "state")),
            json_string_value(json_object_get(ds, "source")),
            tok ? tok
-               : latest && json_string_value(json_object_get(latest, "tokenizer"))
-                     ? json_string_value(json_object_get(latest, "tokenizer"))
-                     : "(the trainer's default)");
+           : latest && json_string_value(json_object_get(latest, "tokenizer"))
+               ? json_string_value(json_object_get(latest, "tokenizer"))
+               : "(the trainer's default)");
     if (desc && *desc)
         printf("description: %s\n", desc);
     if (latest)
@@ -192,8 +192,8 @@ static int wait_progress(struct cli *c, const char *name, json_t **final, mtc_er
         json_t *op = NULL;
         if (cli_call_ok(c, "GET", path, NULL, &op, err) < 0)
             return -1;
-        const char *msg = json_string_value(
-            json_object_get(json_object_get(op, "metadata"), "progressMessage"));
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(op, "metadata"), "progressMessage"));
         int done = json_is_true(json_object_get(op, "done"));
         const char *failed =
             json_string_value(json_object_get(json_object_get(op, "error"), "message"));
