@@ -41,14 +41,15 @@ static int check_files(struct api_req *r, struct api_resp *out, const json_t *sp
     static const char *const fields[] = {"source", "tokenizer"};
     int restricted = r->who.role < ROLE_ADMIN;
     const struct control_datasets *cfg = control_datasets(r->ctl);
+    static const char *const none[] = {NULL}; /* no roots configured: nowhere */
+    const char *const *roots = cfg->roots ? cfg->roots : none;
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         const char *v = json_string_value(json_object_get(spec, fields[i]));
         char real[PATH_MAX];
         mtc_error_t err = {""};
         if (!v || dataset_is_builtin(v))
             continue;
-        if (dataset_resolve(fields[i], v, restricted ? cfg->roots : NULL, real, sizeof(real),
-                            &err) < 0)
+        if (dataset_resolve(fields[i], v, restricted ? roots : NULL, real, sizeof(real), &err) < 0)
             return api_error(out, errno == EACCES ? 403 : 400, "%s", err.text), -1;
     }
     return 0;

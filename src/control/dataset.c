@@ -80,7 +80,9 @@ static int where(struct control *c, const char *field, const char *value, int re
         snprintf(out, len, "%s", value);
         return 0;
     }
-    if (dataset_resolve(field, value, restricted ? c->datasets.roots : NULL, out, len, err) == 0)
+    static const char *const none[] = {NULL}; /* no roots configured: nowhere */
+    const char *const *roots = c->datasets.roots ? c->datasets.roots : none;
+    if (dataset_resolve(field, value, restricted ? roots : NULL, out, len, err) == 0)
         return 0;
     *code = errno == EACCES ? RPC_PERMISSION_DENIED : RPC_INVALID_ARGUMENT;
     return -1;

@@ -941,17 +941,21 @@ int store_dataset_record(struct store *st, const char *project, const char *loca
     sqlite3_finalize(s);
     int same = latest > 0 && strcmp(latest_key, key) == 0;
     *version = same ? latest : latest + 1;
+    int e = 0;
     if (run(st, prep(st,
                      "UPDATE datasets SET state='READY', spec=COALESCE(?, spec), update_ms=?"
                      " WHERE project=? AND location=? AND name=?",
-                     "jlsss", spec, now, project, location, name)) < 0 ||
-        sqlite3_changes(st->db) == 0 ||
-        (!same && run(st, prep(st,
-                                "INSERT INTO dataset_versions (project, location, name, version,"
-                                " key, record, create_ms) VALUES (?,?,?,?,?,?,?)",
-                                "sssisjl", project, location, name, *version, key, record,
-                                now)) < 0)) {
-        int e = sqlite3_changes(st->db) == 0 ? ENOENT : EIO;
+                     "jlsss", spec, now, project, location, name)) < 0)
+        e = EIO;
+    else if (sqlite3_changes(st->db) == 0)
+        e = ENOENT;
+    else if (!same && run(st, prep(st,
+                                   "INSERT INTO dataset_versions (project, location, name,"
+                                   " version, key, record, create_ms) VALUES (?,?,?,?,?,?,?)",
+                                   "sssisjl", project, location, name, *version, key, record,
+                                   now)) < 0)
+        e = EIO;
+    if (e) {
         exec_sql(st->db, "ROLLBACK", NULL);
         errno = e;
         goto out;

@@ -187,7 +187,7 @@ static int wait_progress(struct cli *c, const char *name, json_t **final, mtc_er
 {
     char path[512], shown[512] = "", pending[512] = "";
     cli_op_path(c, name, path, sizeof(path));
-    int delay = 100;
+    int delay = 50; /* short: a cached preparation takes a fraction of a second */
     for (;;) {
         json_t *op = NULL;
         if (cli_call_ok(c, "GET", path, NULL, &op, err) < 0)
@@ -213,8 +213,8 @@ static int wait_progress(struct cli *c, const char *name, json_t **final, mtc_er
         }
         json_decref(op);
         mtc_sleep_ms(delay);
-        if (delay < 500)
-            delay += 100;
+        if (delay < 250)
+            delay += 50;
     }
 }
 
