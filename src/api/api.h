@@ -1,5 +1,5 @@
-/* api: mtcd's HTTP/JSON server — the modelDevelopmentClusters resource and
- * its trainingJobs, operations, tokens and /healthz — on a unix socket (trusted, mode 0600)
+/* api: mtcd's HTTP/JSON server — the modelDevelopmentClusters (with their
+ * trainingJobs) and datasets resources, operations, tokens and /healthz — on a unix socket (trusted, mode 0600)
  * and optionally on TCP, where every request needs a bearer token. */
 #ifndef MTC_API_H
 #define MTC_API_H
@@ -95,19 +95,9 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
 json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op);
 json_t *api_events_json(struct store *st, const char *cluster_id, int limit);
 json_t *api_tokens_json(struct store *st);
-
-/* Helpers the route handlers share (routes.c). api_load_cluster: the
- * cluster named by the path's captures 0-2 into cl (caller releases), or -1
- * with out filled (400 bad name, 404 absent or under another parent). */
-int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl);
-/* pageSize (default 50, 0..1000) into *size; -1 with out filled (400). */
-int api_page_size(struct api_req *r, struct api_resp *out, int *size);
-
-/* trainingJobs of a cluster (jobs.c): create, get, list, :cancel. */
-int api_job_create(struct api_req *r, struct api_resp *out);
-int api_job_get(struct api_req *r, struct api_resp *out);
-int api_job_list(struct api_req *r, struct api_resp *out);
-int api_job_cancel(struct api_req *r, struct api_resp *out);
+/* A dataset resource: its request fields, state, times, latestVersion and,
+ * with_versions, every version (oldest first). */
+json_t *api_dataset_json(struct store *st, const struct store_dataset *d, int with_versions);
 
 /* The request pipeline without the HTTP transport (server.c, the fuzz harness).
  * api_route_find: the route for method+path, its captures into r->cap; NULL

@@ -3,7 +3,7 @@
  * say (get, list with pages and a state filter), and :cancel (scancel). The
  * body is recipes' request table; everything is checked before anything is
  * submitted, and a failed submission leaves nothing behind. */
-#include "api/api.h"
+#include "api/internal.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
 
@@ -431,6 +431,12 @@ static int state_filter(struct api_req *r, struct api_resp *out, char *state, si
     return 0;
 }
 
+/* A list's page token: the creation sequence number of the last job shown. */
+static int page_token_valid(const char *t)
+{
+    return strlen(t) <= 18 && strspn(t, "0123456789") == strlen(t);
+}
+
 int api_job_list(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
@@ -438,20 +444,11 @@ int api_job_list(struct api_req *r, struct api_resp *out)
         return 0;
     store_cluster_release(&cl);
     int size;
-    char state[40];
-    if (api_page_size(r, out, &size) < 0 || state_filter(r, out, state, sizeof(state)) < 0)
+    char state[40], token[128];
+    if (api_page_args(r, out, page_token_valid, &size, token) < 0 ||
+        state_filter(r, out, state, sizeof(state)) < 0)
         return 0;
-    const char *token = api_query(r, "pageToken");
-    if (!token)
-        token = api_query(r, "page_token");
-    int64_t after = 0;
-    if (token && *token) {
-        char *end;
-        long long v = strtoll(token, &end, 10);
-        if (*end || v < 0)
-            return api_error(out, 400, "pageToken: not a token this API returned");
-        after = v;
-    }
+    int64_t after = *token ? strtoll(token, NULL, 10) : 0;
     /* the states first, so the filter sees what Slurm says now */
     int n = 0;
     struct store_job *all = store_job_list(r->st, r->cap[2], NULL, after, 10000, &n);

@@ -1,7 +1,8 @@
 /* routes: the API's route table and its handlers — clusters (create, get,
- * list, patch, delete, env), operations, tokens, health (trainingJobs: jobs.c). Handlers validate
+ * list, patch, delete, env), operations, tokens, health (datasets' handlers
+ * are in datasets.c, trainingJobs' in jobs.c). Handlers validate
  * everything before touching the store, so a rejected request changes nothing. */
-#include "api/api.h"
+#include "api/internal.h"
 #include "cluster/cluster.h"
 #include "health/health.h"
 
@@ -9,8 +10,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CLUSTERS "/v1beta1/projects/*/locations/*/modelDevelopmentClusters"
 
 /* Project and location name path segments of every resource route. */
 static int check_parent(struct api_req *r, struct api_resp *out)
@@ -140,6 +139,16 @@ static int guard_hosts(struct api_req *r, struct api_resp *out, const char *id, 
     return rc;
 }
 
+int api_check_parent(struct api_req *r, struct api_resp *out)
+{
+    return check_parent(r, out);
+}
+
+int api_reply_op(struct api_req *r, struct api_resp *out, const char *op_id)
+{
+    return reply_op(r, out, op_id);
+}
+
 static int h_health(struct api_req *r, struct api_resp *out)
 {
     out->body =
@@ -195,9 +204,11 @@ static int h_get(struct api_req *r, struct api_resp *out)
     return 0;
 }
 
-int api_page_size(struct api_req *r, struct api_resp *out, int *size)
+int api_page_args(struct api_req *r, struct api_resp *out, int (*token_valid)(const char *),
+                  int *size, char token[128])
 {
     *size = 50;
+    token[0] = '\0';
     const char *ps = api_query(r, "pageSize");
     if (!ps)
         ps = api_query(r, "page_size");
@@ -205,26 +216,26 @@ int api_page_size(struct api_req *r, struct api_resp *out, int *size)
         char *end;
         long v = strtol(ps, &end, 10);
         if (*ps == '\0' || *end || v < 0 || v > 1000)
-            return api_error(out, 400, "pageSize: must be an integer from 0 to 1000, got \"%.40s\"",
+            return api_error(out, 400, "pageSize: must be an integer from 0 to 1000, got \"%s\"",
                              ps),
                    -1;
         *size = v == 0 ? 50 : (int)v;
     }
+    const char *t = api_query(r, "pageToken");
+    if (!t)
+        t = api_query(r, "page_token");
+    if (t && *t && (strlen(t) >= 128 || !token_valid(t)))
+        return api_error(out, 400, "pageToken: not a token this API returned"), -1;
+    snprintf(token, 128, "%s", t ? t : "");
     return 0;
 }
 
 static int h_list(struct api_req *r, struct api_resp *out)
 {
-    if (check_parent(r, out) < 0)
-        return 0;
     int size;
-    if (api_page_size(r, out, &size) < 0)
+    char token[128];
+    if (check_parent(r, out) < 0 || api_page_args(r, out, cluster_id_valid, &size, token) < 0)
         return 0;
-    const char *token = api_query(r, "pageToken");
-    if (!token)
-        token = api_query(r, "page_token");
-    if (token && *token && !cluster_id_valid(token))
-        return api_error(out, 400, "pageToken: not a token this API returned");
     int n = 0;
     /* one extra row tells whether another page follows */
     struct store_cluster *arr =
@@ -656,6 +667,11 @@ const struct api_route api_routes[] = {
     {"POST", CLUSTERS "/*:checkStorage", ROLE_EDITOR, h_check_storage},
     {"POST", CLUSTERS "/*:reportHealth", ROLE_NODE, h_report_health},
     {"POST", CLUSTERS "/*:reportFaultyNodes", ROLE_EDITOR, h_report_faulty},
+    {"POST", DATASETS, ROLE_EDITOR, api_dataset_create},
+    {"GET", DATASETS, ROLE_VIEWER, api_dataset_list},
+    {"GET", DATASETS "/*", ROLE_VIEWER, api_dataset_get},
+    {"DELETE", DATASETS "/*", ROLE_EDITOR, api_dataset_delete},
+    {"POST", DATASETS "/*:prepare", ROLE_EDITOR, api_dataset_prepare},
     {"POST", CLUSTERS "/*/trainingJobs", ROLE_EDITOR, api_job_create},
     {"GET", CLUSTERS "/*/trainingJobs", ROLE_VIEWER, api_job_list},
     {"GET", CLUSTERS "/*/trainingJobs/*", ROLE_VIEWER, api_job_get},

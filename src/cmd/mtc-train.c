@@ -15,6 +15,7 @@ static const struct {
     {"train", train_main, "train a model (default; --help for options)"},
     {"tokenizer", train_tokenizer_main, "train/encode/decode a byte-level BPE tokenizer"},
     {"prepare", train_prepare_main, "tokenize text/jsonl into train/val shards"},
+    {"data", train_data_main, "datasets: generate built-ins, prepare into a cache, check"},
     {"export", train_export_main, "checkpoint -> HF safetensors + config.json"},
     {"import", train_import_main, "llm.c or HF safetensors -> checkpoint (for --init)"},
     {"sample", train_sample_main, "generate text from a checkpoint"},

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "schema/schema.h"
 
 /* ---- tokenizer (tokenizer.c, bpe_train.c) ---- */
 
@@ -123,6 +124,73 @@ const struct st_tensor *st_find(const struct st_file *f, const char *name);
 size_t st_dtype_size(const char *dtype);
 void st_close(struct st_file *f);
 
+/* ---- preparation (prepare.c): shared by `mtc-train prepare` and the dataset cache ---- */
+struct prep_ids {
+    int32_t *v;
+    size_t n, cap;
+};
+void prep_ids_release(struct prep_ids *b);
+/* Tokenize len bytes of s, named name in errors and progress lines, as plain text (one
+ * document) or JSONL {"text": ...} per line; PREP_AUTO: JSONL when name ends in .jsonl or s
+ * starts with '{'.
+ * Appends to out an end-of-text token then the documents separated by end-of-text (when the
+ * tokenizer has one). Progress lines on stderr. 0, or -1 with err ("name:line: why"). */
+enum { PREP_AUTO, PREP_TEXT, PREP_JSONL };
+int prep_encode(const struct tok *t, const char *name, const char *s, size_t len, int as,
+                struct prep_ids *out, mtc_error_t *err);
+/* Write v[0..n) as dir/<split>_NNNNNN.bin shards of at most per tokens, width 2|4 bytes. */
+int prep_write_shards(const char *dir, const char *split, const int32_t *v, size_t n, size_t per,
+                      int width, mtc_error_t *err);
+/* dir/meta.json: the tokenizer (as named), its vocabulary size and EOT, token counts. */
+int prep_write_meta(const char *dir, const char *tokenizer, const struct tok *t, size_t train,
+                    size_t val, mtc_error_t *err);
+
+/* ---- datasets (dataset.c, dataset_src.c, dataset_gen.c; docs/datasets.md) ----
+ * A dataset is a source (a .txt/.jsonl/.csv file, a directory — Hugging Face splits
+ * train/validation/test.jsonl, or text files — or builtin:<generator>), a kind and a
+ * tokenizer; prepared into <cache>/datasets/<key>/ where the key hashes the source's
+ * content, the tokenizer's, the kind and the format version. */
+enum dset_kind { DSET_PRETRAIN, DSET_SFT, DSET_DPO, DSET_RL };
+extern const struct schema_enum dset_kind_enum; /* "pretrain", "sft", "dpo", "rl" */
+#define DSET_FORMAT 1 /* the prepared layout's version: part of every key */
+
+/* The built-in generators: "tiny-corpus" (text), "tiny-sft", "tiny-dpo", "tiny-rl" (JSONL).
+ * Deterministic, no network. dset_generate returns the content (malloc'd, caller frees,
+ * *len its size) or NULL with err (unknown name, unreadable corpus). */
+char *dset_generate(const char *name, size_t *len, mtc_error_t *err);
+/* The kind a generator's records are (-1 when name is not a generator). */
+int dset_generator_kind(const char *name);
+
+struct dset_options {
+    const char *source;    /* SRC as above */
+    enum dset_kind kind;
+    const char *cache_dir; /* prepare only */
+    const char *tokenizer; /* a tokenizer path or "builtin:tiny-corpus" (default) */
+    int vocab_size;        /* the built-in tokenizer's size (default 1024) */
+    const char *name;      /* optional: <cache>/datasets/by-name/NAME -> key */
+    double val_fraction;   /* pretrain val split, and sft/dpo/rl when the source has none */
+    int quiet;             /* no progress lines */
+};
+struct dset_result {
+    char key[64], path[4096], tokenizer_path[4200];
+    char source_fp[72], tokenizer_fp[72]; /* "sha256:<hex>" */
+    size_t records, bytes;
+    uint64_t train_tokens, val_tokens;
+    int cached; /* 1: found prepared, nothing tokenized */
+};
+/* Validate o->source as o->kind without writing anything: r->records, r->bytes,
+ * r->source_fp. 0, or -1 with err naming the problem (a JSONL/CSV one as "file:line: why"). */
+int dset_check(const struct dset_options *o, struct dset_result *r, mtc_error_t *err);
+/* Prepare (or find already prepared) o->source into o->cache_dir. Written under a temporary
+ * name and renamed; stale temporaries of dead preparers are swept first. 0, or -1 with err;
+ * nothing under an existing key is touched on failure. */
+int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_t *err);
+/* The result as the JSON object `data prepare --json` prints (new reference). */
+json_t *dset_result_json(const struct dset_options *o, const struct dset_result *r);
+/* The content fingerprint of a tokenizer file ("sha256:<hex>" of its bytes) into out[72].
+ * 0, or -1 with err. (A checkpoint and a dataset agree when these do.) */
+int dset_tokenizer_fingerprint(const char *path, char out[72], mtc_error_t *err);
+
 /* ---- CLI entry points called from mtc-train's subcommand table ---- */
 /* mtc-train tokenizer train --vocab-size N --input F --output tok.json
  * mtc-train tokenizer encode --tokenizer T [--input F] (ids to stdout, one line)
@@ -132,5 +200,7 @@ int train_tokenizer_main(int argc, char **argv);
 /* mtc-train prepare --tokenizer T --input F(.txt|.jsonl) --output DIR [--val-fraction X]
  * [--shard-tokens N]; argv[0] is "prepare". Returns the process exit status. */
 int train_prepare_main(int argc, char **argv);
+/* mtc-train data generate|prepare|check ... (docs/datasets.md); argv[0] is "data". */
+int train_data_main(int argc, char **argv);
 
 #endif

@@ -155,12 +155,13 @@ int train_tokenizer_main(int argc, char **argv)
     return 2;
 }
 
-struct ids {
-    int32_t *v;
-    size_t n, cap;
-};
+void prep_ids_release(struct prep_ids *b)
+{
+    if (b)
+        free(b->v), memset(b, 0, sizeof *b);
+}
 
-static int append(struct ids *b, const int32_t *v, size_t n)
+static int append(struct prep_ids *b, const int32_t *v, size_t n)
 {
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 1 << 20;
@@ -176,7 +177,7 @@ static int append(struct ids *b, const int32_t *v, size_t n)
     return 0;
 }
 
-static int encode_into(const struct tok *t, const char *s, size_t len, struct ids *out,
+static int encode_into(const struct tok *t, const char *s, size_t len, struct prep_ids *out,
                        mtc_error_t *err)
 {
     int32_t *ids;
@@ -190,7 +191,7 @@ static int encode_into(const struct tok *t, const char *s, size_t len, struct id
 
 /* Plain text: one document, encoded in ~1 MB pieces cut after a newline that is followed by
  * an ASCII letter or digit, where neither pre-tokenizer joins across the cut. */
-static int encode_text(const struct tok *t, const char *s, size_t len, struct ids *out,
+static int encode_text(const struct tok *t, const char *s, size_t len, struct prep_ids *out,
                        mtc_error_t *err)
 {
     size_t at = 0, step = 1 << 20;
@@ -212,7 +213,7 @@ static int encode_text(const struct tok *t, const char *s, size_t len, struct id
 
 /* JSONL: one {"text": ...} document per line, each preceded by end-of-text. */
 static int encode_jsonl(const struct tok *t, const char *path, const char *s, size_t len,
-                        int32_t eot, struct ids *out, mtc_error_t *err)
+                        int32_t eot, struct prep_ids *out, mtc_error_t *err)
 {
     size_t line = 0, docs = 0;
     for (const char *p = s, *end = s + len, *nl; p < end; p = nl + 1) {
@@ -247,7 +248,7 @@ static int encode_jsonl(const struct tok *t, const char *path, const char *s, si
     return 0;
 }
 
-static int write_shards(const char *dir, const char *split, const int32_t *v, size_t n,
+int prep_write_shards(const char *dir, const char *split, const int32_t *v, size_t n,
                         size_t per, int width, mtc_error_t *err)
 {
     for (size_t i = 0, k = 0; i < n; i += per, k++) {
@@ -257,6 +258,38 @@ static int write_shards(const char *dir, const char *split, const int32_t *v, si
             return -1;
         fprintf(stderr, "prepare: wrote %s (%zu tokens)\n", path, n - i < per ? n - i : per);
     }
+    return 0;
+}
+
+int prep_encode(const struct tok *t, const char *name, const char *s, size_t len, int as,
+                struct prep_ids *out, mtc_error_t *err)
+{
+    int32_t eot = tok_eot(t);
+    if (eot >= 0 && append(out, &eot, 1) < 0) /* every document starts after an EOT */
+        return errprintf(err, "prepare: out of memory");
+    size_t il = strlen(name), skip = strspn(s, " \t\r\n");
+    int jsonl = as == PREP_AUTO ? (il > 6 && !strcmp(name + il - 6, ".jsonl")) ||
+                                      (skip < len && s[skip] == '{')
+                                : as == PREP_JSONL;
+    return jsonl ? encode_jsonl(t, name, s, len, eot, out, err) : encode_text(t, s, len, out, err);
+}
+
+int prep_write_meta(const char *dir, const char *tokenizer, const struct tok *t, size_t train,
+                    size_t val, mtc_error_t *err)
+{
+    char meta[8192];
+    snprintf(meta, sizeof meta, "%s/meta.json", dir);
+    json_t *m = json_pack("{s:s, s:i, s:i, s:I, s:I, s:i}", "tokenizer", tokenizer, "vocabSize",
+                          tok_vocab_size(t), "eot", tok_eot(t), "trainTokens", (json_int_t)train,
+                          "valTokens", (json_int_t)val, "tokenBytes",
+                          tok_vocab_size(t) <= 65536 ? 2 : 4);
+    char *ms = m ? json_dumps(m, JSON_INDENT(2)) : NULL;
+    json_decref(m);
+    if (!ms || mtc_write_file_atomic(meta, ms, strlen(ms), 0644) < 0) {
+        free(ms);
+        return errprintf(err, "%s: %s", meta, strerror(errno));
+    }
+    free(ms);
     return 0;
 }
 
@@ -275,7 +308,7 @@ int train_prepare_main(int argc, char **argv)
         return 2;
     }
     mtc_error_t err = {0};
-    struct ids out = {0};
+    struct prep_ids out = {0};
     size_t len = 0;
     char *s = NULL;
     int rc = 1;
@@ -290,31 +323,14 @@ int train_prepare_main(int argc, char **argv)
         errprintf(&err, "%s: %s", outdir, strerror(errno));
         goto fail;
     }
-    int32_t eot = tok_eot(t);
-    if (eot >= 0 && append(&out, &eot, 1) < 0) /* every document starts after an EOT */
-        goto fail;
-    size_t il = strlen(in), skip = strspn(s, " \t\r\n");
-    int jsonl = (il > 6 && !strcmp(in + il - 6, ".jsonl")) || (skip < len && s[skip] == '{');
-    if ((jsonl ? encode_jsonl(t, in, s, len, eot, &out, &err) : encode_text(t, s, len, &out, &err)) < 0)
+    if (prep_encode(t, in, s, len, PREP_AUTO, &out, &err) < 0)
         goto fail;
     size_t nval = frac > 0 ? (size_t)ceil(frac * (double)out.n) : 0;
     int width = tok_vocab_size(t) <= 65536 ? 2 : 4;
-    if (write_shards(outdir, "val", out.v, nval, (size_t)per, width, &err) < 0 ||
-        write_shards(outdir, "train", out.v + nval, out.n - nval, (size_t)per, width, &err) < 0)
+    if (prep_write_shards(outdir, "val", out.v, nval, (size_t)per, width, &err) < 0 ||
+        prep_write_shards(outdir, "train", out.v + nval, out.n - nval, (size_t)per, width, &err) < 0 ||
+        prep_write_meta(outdir, tk, t, out.n - nval, nval, &err) < 0)
         goto fail;
-    char meta[8192];
-    snprintf(meta, sizeof meta, "%s/meta.json", outdir);
-    json_t *m = json_pack("{s:s, s:i, s:i, s:I, s:I, s:i}", "tokenizer", tk, "vocabSize",
-                          tok_vocab_size(t), "eot", eot, "trainTokens", (json_int_t)(out.n - nval),
-                          "valTokens", (json_int_t)nval, "tokenBytes", width);
-    char *ms = m ? json_dumps(m, JSON_INDENT(2)) : NULL;
-    json_decref(m);
-    if (!ms || mtc_write_file_atomic(meta, ms, strlen(ms), 0644) < 0) {
-        free(ms);
-        errprintf(&err, "%s: %s", meta, strerror(errno));
-        goto fail;
-    }
-    free(ms);
     fprintf(stderr, "prepare: %zu train + %zu val tokens in %s\n", out.n - nval, nval, outdir);
     rc = 0;
     goto out;

@@ -1,0 +1,243 @@
+/* dataset_gen: the built-in tiny datasets, generated locally and deterministically — a
+ * pretraining corpus (the machine's license texts), chat SFT, DPO preference pairs and RL
+ * prompts with verifiable answers, all from templated arithmetic and string tasks. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/data.h"
+
+/* Debian base-files' license texts: every Debian machine has them (scripts/quickstart). */
+#define CORPUS_DIR "/usr/share/common-licenses"
+
+struct buf {
+    char *s;
+    size_t n, cap;
+};
+
+static int put(struct buf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 1 << 16;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns)
+            return -1;
+        b->s = ns, b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every file of CORPUS_DIR (links followed) in byte order of their names, concatenated. */
+static char *gen_corpus(size_t *len, mtc_error_t *err)
+{
+    DIR *d = opendir(CORPUS_DIR);
+    if (!d)
+        return errprintf(err, "builtin:tiny-corpus: %s: %s", CORPUS_DIR, strerror(errno)), NULL;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (n == cap) {
+            char **nn = realloc(names, (cap = cap ? cap * 2 : 32) * sizeof *nn);
+            if (!nn)
+                break;
+            names = nn;
+        }
+        if (!(names[n] = strdup(e->d_name)))
+            break;
+        n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    struct buf b = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char path[4096];
+        size_t fl;
+        snprintf(path, sizeof path, "%s/%s", CORPUS_DIR, names[i]);
+        char *f = mtc_read_file(path, &fl);
+        if (!f)
+            rc = errprintf(err, "builtin:tiny-corpus: %s: %s", path, strerror(errno));
+        else if (put(&b, f, fl) < 0)
+            rc = errprintf(err, "builtin:tiny-corpus: out of memory");
+        free(f);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (rc == 0 && b.n == 0)
+        rc = errprintf(err, "builtin:tiny-corpus: %s has no texts", CORPUS_DIR);
+    if (rc < 0) {
+        free(b.s);
+        return NULL;
+    }
+    *len = b.n;
+    return b.s;
+}
+
+/* ---- templated tasks ---- */
+
+static uint64_t next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int pick(uint64_t *s, int n)
+{
+    return (int)(next(s) % (uint64_t)n);
+}
+
+static const char *const words[] = {
+    "apple",  "river",  "stone",  "garden", "window", "silver", "planet", "forest", "candle",
+    "bridge", "market", "pencil", "rocket", "winter", "summer", "yellow", "orange", "purple",
+    "castle", "dragon", "island", "mirror", "button", "coffee", "turtle", "rabbit", "spider",
+    "cloud",  "ocean",  "tiger",  "lemon",  "honey",  "music",  "paper",  "light",  "green",
+    "table",  "chair",  "house",  "water",  "bread",  "horse",  "train",  "clock",  "smile",
+    "storm",  "brick",  "flute",  "grape",  "mango",  "piano",  "robot",  "sugar",  "zebra",
+    "cat",    "dog",    "sun",    "moon",   "star",   "tree",   "fish",   "bird",   "book",
+};
+#define NWORDS (int)(sizeof words / sizeof words[0])
+
+/* One task: the prompt, the correct answer and a plausible wrong one. */
+struct task {
+    char prompt[160], answer[64], wrong[64];
+};
+
+static void make_task(uint64_t *s, struct task *t, int arithmetic_only)
+{
+    int kind = arithmetic_only ? pick(s, 3) : pick(s, 8);
+    int a = pick(s, 100), b = pick(s, 100), off = 1 + pick(s, 9);
+    const char *w = words[pick(s, NWORDS)];
+    size_t wl = strlen(w);
+    switch (kind) {
+    case 0:
+        snprintf(t->prompt, sizeof t->prompt, "What is %d + %d?", a, b);
+        snprintf(t->answer, sizeof t->answer, "%d", a + b);
+        snprintf(t->wrong, sizeof t->wrong, "%d", a + b + off);
+        break;
+    case 1:
+        if (a < b) {
+            int x = a;
+            a = b, b = x;
+        }
+        snprintf(t->prompt, sizeof t->prompt, "What is %d - %d?", a, b);
+        snprintf(t->answer, sizeof t->answer, "%d", a - b);
+        snprintf(t->wrong, sizeof t->wrong, "%d", a - b + off);
+        break;
+    case 2:
+        a = 1 + a % 12, b = 1 + b % 12;
+        snprintf(t->prompt, sizeof t->prompt, "What is %d times %d?", a, b);
+        snprintf(t->answer, sizeof t->answer, "%d", a * b);
+        snprintf(t->wrong, sizeof t->wrong, "%d", a * b + off);
+        break;
+    case 3:
+        snprintf(t->prompt, sizeof t->prompt, "Reverse the word \"%s\".", w);
+        for (size_t i = 0; i < wl; i++)
+            t->answer[i] = w[wl - 1 - i];
+        t->answer[wl] = 0;
+        snprintf(t->wrong, sizeof t->wrong, "%s", w); /* copied, not reversed */
+        break;
+    case 4:
+        snprintf(t->prompt, sizeof t->prompt, "Write \"%s\" in capital letters.", w);
+        for (size_t i = 0; i <= wl; i++)
+            t->answer[i] = (char)(w[i] >= 'a' && w[i] <= 'z' ? w[i] - 32 : w[i]);
+        snprintf(t->wrong, sizeof t->wrong, "%s", w);
+        break;
+    case 5:
+        snprintf(t->prompt, sizeof t->prompt, "How many letters are in \"%s\"?", w);
+        snprintf(t->answer, sizeof t->answer, "%zu", wl);
+        snprintf(t->wrong, sizeof t->wrong, "%zu", wl + (size_t)off);
+        break;
+    case 6:
+        snprintf(t->prompt, sizeof t->prompt, "What is the first letter of \"%s\"?", w);
+        snprintf(t->answer, sizeof t->answer, "%c", w[0]);
+        snprintf(t->wrong, sizeof t->wrong, "%c", w[wl - 1] != w[0] ? w[wl - 1] : 'x');
+        break;
+    default:
+        snprintf(t->prompt, sizeof t->prompt, "What number comes after %d?", a);
+        snprintf(t->answer, sizeof t->answer, "%d", a + 1);
+        snprintf(t->wrong, sizeof t->wrong, "%d", a > 0 ? a - 1 : a + 2);
+        break;
+    }
+}
+
+/* records JSONL lines of kind (DSET_SFT / DSET_DPO / DSET_RL) from a fixed seed */
+static char *gen_tasks(int kind, size_t records, uint64_t seed, size_t *len, mtc_error_t *err)
+{
+    struct buf b = {0};
+    uint64_t s = seed;
+    for (size_t i = 0; i < records; i++) {
+        struct task t;
+        make_task(&s, &t, kind == DSET_RL);
+        json_t *o =
+            kind == DSET_SFT   ? json_pack("{s:s,s:s}", "prompt", t.prompt, "response", t.answer)
+            : kind == DSET_DPO ? json_pack("{s:s,s:s,s:s}", "prompt", t.prompt, "chosen", t.answer,
+                                           "rejected", t.wrong)
+                               : json_pack("{s:s,s:s}", "prompt", t.prompt, "answer", t.answer);
+        char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(o);
+        int bad = !line || put(&b, line, strlen(line)) < 0 || put(&b, "\n", 1) < 0;
+        free(line);
+        if (bad) {
+            free(b.s);
+            return errprintf(err, "builtin generator: out of memory"), NULL;
+        }
+    }
+    *len = b.n;
+    return b.s;
+}
+
+static const struct {
+    const char *name;
+    int kind;
+    size_t records;
+    uint64_t seed;
+} generators[] = {
+    {"tiny-corpus", DSET_PRETRAIN, 0, 0},
+    {"tiny-sft", DSET_SFT, 4000, 0x5f7u},
+    {"tiny-dpo", DSET_DPO, 2000, 0xd90u},
+    {"tiny-rl", DSET_RL, 1000, 0x41u},
+};
+#define NGEN (sizeof generators / sizeof generators[0])
+
+int dset_generator_kind(const char *name)
+{
+    for (size_t i = 0; name && i < NGEN; i++)
+        if (!strcmp(name, generators[i].name))
+            return generators[i].kind;
+    return -1;
+}
+
+char *dset_generate(const char *name, size_t *len, mtc_error_t *err)
+{
+    for (size_t i = 0; name && i < NGEN; i++) {
+        if (strcmp(name, generators[i].name))
+            continue;
+        if (generators[i].kind == DSET_PRETRAIN)
+            return gen_corpus(len, err);
+        return gen_tasks(generators[i].kind, generators[i].records, generators[i].seed, len, err);
+    }
+    char list[128] = "";
+    for (size_t i = 0; i < NGEN; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 generators[i].name);
+    return errprintf(err, "unknown built-in dataset \"%s\" (one of %s)", name ? name : "", list),
+           NULL;
+}

@@ -1,0 +1,47 @@
+/* ds_internal: what dataset.c (the cache, the CLI) shares with dataset_src.c (reading a
+ * source into parts, fingerprinting it, validating its records). Not an interface. */
+#ifndef MTC_TRAIN_DS_INTERNAL_H
+#define MTC_TRAIN_DS_INTERNAL_H
+
+#include "train/data.h"
+
+enum ds_fmt { DS_TXT, DS_JSONL, DS_CSV };
+
+/* One file of a source. role: "train", "validation", "test" (a Hugging Face split), or ""
+ * (the whole source: prepare carves the validation split out of it). */
+struct ds_part {
+    char name[512]; /* in errors: the path as given, or DIR's split file's name */
+    char role[16];
+    enum ds_fmt fmt;
+    char *data; /* NUL-terminated, owned */
+    size_t len;
+};
+struct ds_source {
+    struct ds_part *parts; /* owned */
+    size_t n;
+    size_t bytes;
+    const char *builtin; /* the generator's name (borrowed from the source string) or NULL */
+    char fp[72];         /* "sha256:<hex>" of every part's role, format and content */
+};
+/* Read src (a file, a directory, builtin:<generator>) into s. 0, or -1 with err naming
+ * the problem (missing, empty, unsupported, unknown generator). Release with
+ * ds_source_release even on failure. */
+int ds_source_load(const char *src, struct ds_source *s, mtc_error_t *err);
+void ds_source_release(struct ds_source *s);
+
+/* Records of one part for kind, validated and normalized: for pretrain each is
+ * {"text"} (a .txt part is one record); sft {"prompt","response"} or {"messages"}; dpo
+ * {"prompt","chosen","rejected"}; rl {"prompt","answer"}. Appended to *v (new references).
+ * 0, or -1 with err "name:line: why" (or "name: why"). */
+struct ds_records {
+    json_t **v;
+    size_t n, cap;
+};
+int ds_part_records(const struct ds_part *p, enum dset_kind kind, struct ds_records *out,
+                    mtc_error_t *err);
+void ds_records_release(struct ds_records *r);
+
+/* "sha256:<hex>" of len bytes into out[72]. */
+void ds_sha256(const void *data, size_t len, char out[72]);
+
+#endif
