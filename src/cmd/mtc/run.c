@@ -116,9 +116,13 @@ static const char run_use[] =
     "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
     "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
-    "               [--from-checkpoint PATH] [--dry-run]\n"
+    "               [--from-checkpoint PATH | --from-experiment NAME] [--data PATH]\n"
+    "               [--dry-run]\n"
     "  RECIPE is a catalog name (mtc recipes list), e.g. pretrain/tiny_gpt2_pt, or a path\n"
-    "  to your own recipe file. TYPE: hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local (default).\n";
+    "  to your own recipe file. TYPE: hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local (default).\n"
+    "  --data: your own dataset (.txt/.jsonl/.csv or a directory of splits), prepared by\n"
+    "  the job into --cache-dir (default $MTC_HOME/cache); --from-experiment: start from\n"
+    "  that experiment's final checkpoint.\n";
 
 struct run_flags {
     struct recipe_run r;
@@ -143,6 +147,8 @@ static int parse_run(int argc, char **argv, struct run_flags *f)
         {NULL, "--data-dir", offsetof(struct recipe_run, data_dir)},
         {NULL, "--time", offsetof(struct recipe_run, time)},
         {NULL, "--from-checkpoint", offsetof(struct recipe_run, from_checkpoint)},
+        {NULL, "--from-experiment", offsetof(struct recipe_run, from_experiment)},
+        {NULL, "--data", offsetof(struct recipe_run, data)},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
