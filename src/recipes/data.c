@@ -157,8 +157,8 @@ static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err
         if (rc < 0 || rc == 127 || !*line)
             errprintf(err, "data: cannot check %s with %s (exit %d)", sget(data, "source"),
                       trainer, rc);
-        else
-            errprintf(err, "data %s: %s", sget(data, "source"), line);
+        else // the trainer's line names the file (and line) already
+            errprintf(err, "data: %s", line);
     }
     free(io.out);
     free(io.err);
@@ -210,11 +210,12 @@ static int check_init_tokenizer(const json_t *cfg, const json_t *data, mtc_error
         if (mtc_sha256_file(ctok, a, &e2) == 0 && mtc_sha256_file(mine, b, &e2) == 0 &&
             strcmp(a, b) != 0)
             rc = errprintf(err,
-                           "tokenizer mismatch: the checkpoint %s%s%s was trained with %s, the "
-                           "data is tokenized with %s (%s)",
-                           init, sget(ck, "fromExperiment") ? " of " : "",
-                           sget(ck, "fromExperiment") ? sget(ck, "fromExperiment") : "", ctok,
-                           sget(data, "tokenizer"), mine);
+                           "tokenizer mismatch: checkpoint %s%s%s was trained with another "
+                           "tokenizer than the data's %.100s",
+                           strrchr(init, '/') ? strrchr(init, '/') + 1 : init,
+                           sget(ck, "fromExperiment") ? " of " : "",
+                           sget(ck, "fromExperiment") ? sget(ck, "fromExperiment") : "",
+                           sget(data, "tokenizer"));
     }
     free(mine);
     json_decref(m);
