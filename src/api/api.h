@@ -1,5 +1,5 @@
-/* api: mtcd's HTTP/JSON server — the modelDevelopmentClusters resource,
- * operations, tokens and /healthz — on a unix socket (trusted, mode 0600)
+/* api: mtcd's HTTP/JSON server — the modelDevelopmentClusters (with their
+ * trainingJobs) and datasets resources, operations, tokens and /healthz — on a unix socket (trusted, mode 0600)
  * and optionally on TCP, where every request needs a bearer token. */
 #ifndef MTC_API_H
 #define MTC_API_H
@@ -23,6 +23,9 @@ struct api_config {
     /* NVML libraries a spec's healthPolicy.nvmlLibrary may name (NULL-terminated,
      * may be NULL): mtcd's own configuration, never a client's choice */
     const char *const *nvml_libraries;
+    /* mtcd's home: training jobs' experiments go under <home>/experiments
+     * unless the cluster's spec names an experimentRoot */
+    const char *home;
     struct store *store;     /* not owned */
     struct control *control; /* not owned */
 };
@@ -92,6 +95,9 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
 json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op);
 json_t *api_events_json(struct store *st, const char *cluster_id, int limit);
 json_t *api_tokens_json(struct store *st);
+/* A dataset resource: its request fields, state, times, latestVersion and,
+ * with_versions, every version (oldest first). */
+json_t *api_dataset_json(struct store *st, const struct store_dataset *d, int with_versions);
 
 /* The request pipeline without the HTTP transport (server.c, the fuzz harness).
  * api_route_find: the route for method+path, its captures into r->cap; NULL

@@ -1,7 +1,8 @@
 /* routes: the API's route table and its handlers — clusters (create, get,
- * list, patch, delete, env), operations, tokens, health. Handlers validate
+ * list, patch, delete, env), operations, tokens, health (datasets' handlers
+ * are in datasets.c, trainingJobs' in jobs.c). Handlers validate
  * everything before touching the store, so a rejected request changes nothing. */
-#include "api/api.h"
+#include "api/internal.h"
 #include "cluster/cluster.h"
 #include "health/health.h"
 
@@ -9,8 +10,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CLUSTERS "/v1beta1/projects/*/locations/*/modelDevelopmentClusters"
 
 /* Project and location name path segments of every resource route. */
 static int check_parent(struct api_req *r, struct api_resp *out)
@@ -36,7 +35,7 @@ static int check_cluster_id(const char *id, struct api_resp *out)
 }
 
 /* Load a cluster named by the path; 404 if absent or under another parent. */
-static int load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl)
+int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl)
 {
     if (check_parent(r, out) < 0 || check_cluster_id(r->cap[2], out) < 0)
         return -1;
@@ -140,6 +139,16 @@ static int guard_hosts(struct api_req *r, struct api_resp *out, const char *id, 
     return rc;
 }
 
+int api_check_parent(struct api_req *r, struct api_resp *out)
+{
+    return check_parent(r, out);
+}
+
+int api_reply_op(struct api_req *r, struct api_resp *out, const char *op_id)
+{
+    return reply_op(r, out, op_id);
+}
+
 static int h_health(struct api_req *r, struct api_resp *out)
 {
     out->body =
@@ -188,18 +197,18 @@ static int h_create(struct api_req *r, struct api_resp *out)
 static int h_get(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     out->body = api_cluster_json(r->st, r->ctl, &cl, 1);
     store_cluster_release(&cl);
     return 0;
 }
 
-static int h_list(struct api_req *r, struct api_resp *out)
+int api_page_args(struct api_req *r, struct api_resp *out, int (*token_valid)(const char *),
+                  int *size, char token[128])
 {
-    if (check_parent(r, out) < 0)
-        return 0;
-    int size = 50;
+    *size = 50;
+    token[0] = '\0';
     const char *ps = api_query(r, "pageSize");
     if (!ps)
         ps = api_query(r, "page_size");
@@ -208,14 +217,25 @@ static int h_list(struct api_req *r, struct api_resp *out)
         long v = strtol(ps, &end, 10);
         if (*ps == '\0' || *end || v < 0 || v > 1000)
             return api_error(out, 400, "pageSize: must be an integer from 0 to 1000, got \"%s\"",
-                             ps);
-        size = v == 0 ? 50 : (int)v;
+                             ps),
+                   -1;
+        *size = v == 0 ? 50 : (int)v;
     }
-    const char *token = api_query(r, "pageToken");
-    if (!token)
-        token = api_query(r, "page_token");
-    if (token && *token && !cluster_id_valid(token))
-        return api_error(out, 400, "pageToken: not a token this API returned");
+    const char *t = api_query(r, "pageToken");
+    if (!t)
+        t = api_query(r, "page_token");
+    if (t && *t && (strlen(t) >= 128 || !token_valid(t)))
+        return api_error(out, 400, "pageToken: not a token this API returned"), -1;
+    snprintf(token, 128, "%s", t ? t : "");
+    return 0;
+}
+
+static int h_list(struct api_req *r, struct api_resp *out)
+{
+    int size;
+    char token[128];
+    if (check_parent(r, out) < 0 || api_page_args(r, out, cluster_id_valid, &size, token) < 0)
+        return 0;
     int n = 0;
     /* one extra row tells whether another page follows */
     struct store_cluster *arr =
@@ -302,7 +322,7 @@ static int apply_mask(json_t *spec, json_t *body, const char *mask, struct api_r
 static int h_patch(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     if (!r->body) {
         store_cluster_release(&cl);
@@ -360,7 +380,7 @@ static int h_patch(struct api_req *r, struct api_resp *out)
 static int h_delete(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     struct store_op op;
     control_op_init(&op, cl.project, cl.location, cl.id,
@@ -372,7 +392,7 @@ static int h_delete(struct api_req *r, struct api_resp *out)
 static int h_env(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     int running = schema_enum_parse(&control_state_enum, cl.state, 0) == CONTROL_RUNNING;
     /* the spec's experiment root (a checked path: safe in single quotes) for mtc run */
@@ -403,7 +423,7 @@ static int h_env(struct api_req *r, struct api_resp *out)
 static int h_check_storage(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     if (schema_enum_parse(&control_state_enum, cl.state, 0) != CONTROL_RUNNING) {
         store_cluster_release(&cl);
@@ -435,7 +455,7 @@ static int cluster_has_node(const struct store_cluster *cl, const char *node)
 static int h_report_health(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     const char *node = NULL, *mode = "HEALTH";
     json_t *results = NULL;
@@ -483,7 +503,7 @@ static const struct {
 static int h_report_faulty(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     json_t *actions = NULL, *items = json_array(), *a;
     json_error_t jerr;
@@ -647,6 +667,15 @@ const struct api_route api_routes[] = {
     {"POST", CLUSTERS "/*:checkStorage", ROLE_EDITOR, h_check_storage},
     {"POST", CLUSTERS "/*:reportHealth", ROLE_NODE, h_report_health},
     {"POST", CLUSTERS "/*:reportFaultyNodes", ROLE_EDITOR, h_report_faulty},
+    {"POST", DATASETS, ROLE_EDITOR, api_dataset_create},
+    {"GET", DATASETS, ROLE_VIEWER, api_dataset_list},
+    {"GET", DATASETS "/*", ROLE_VIEWER, api_dataset_get},
+    {"DELETE", DATASETS "/*", ROLE_EDITOR, api_dataset_delete},
+    {"POST", DATASETS "/*:prepare", ROLE_EDITOR, api_dataset_prepare},
+    {"POST", CLUSTERS "/*/trainingJobs", ROLE_EDITOR, api_job_create},
+    {"GET", CLUSTERS "/*/trainingJobs", ROLE_VIEWER, api_job_list},
+    {"GET", CLUSTERS "/*/trainingJobs/*", ROLE_VIEWER, api_job_get},
+    {"POST", CLUSTERS "/*/trainingJobs/*:cancel", ROLE_EDITOR, api_job_cancel},
     {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get},
     {"POST", "/v1/tokens", ROLE_ADMIN, h_token_create},

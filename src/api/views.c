@@ -1,6 +1,6 @@
 /* views: the API's JSON for what the store holds — a cluster resource (its
- * spec, state, nodes with their health, events), a long-running operation, a
- * token — in the cloud API's shape (reference/api.md). Nothing else builds
+ * spec, state, nodes with their health, events), a dataset with its
+ * versions, a long-running operation, a token — in the cloud API's shape (reference/api.md). Nothing else builds
  * wire JSON for these. */
 #include "api/api.h"
 
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "control/control.h"
+#include "dataset/dataset.h"
 
 /* Add each node's last health report and remediation state to nodesStatus:
  * a node being remediated is UPDATING, one given up on is ERROR. */
@@ -114,8 +115,11 @@ json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op
         mtc_time_rfc3339(op->update_ms, u_ts, 40), "progressMessage", op->progress, "verb",
         op->kind, "target", op->cluster_id);
     json_object_set_new(json_object_get(j, "metadata"), "target",
-                        json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
-                                     op->project, op->location, op->cluster_id));
+                        op->target[0]
+                            ? json_sprintf("projects/%s/locations/%s/%s", op->project,
+                                           op->location, op->target)
+                            : json_sprintf("projects/%s/locations/%s/modelDevelopmentClusters/%s",
+                                           op->project, op->location, op->cluster_id));
     if (op->done && op->err_code)
         json_object_set_new(
             j, "error", json_pack("{s:i, s:s}", "code", op->err_code, "message", op->err_message));
@@ -142,4 +146,32 @@ json_t *api_tokens_json(struct store *st)
     }
     free(t);
     return arr;
+}
+
+json_t *api_dataset_json(struct store *st, const struct store_dataset *d, int with_versions)
+{
+    char ts[40];
+    json_t *j = json_pack("{s:o}", "name",
+                          json_sprintf("projects/%s/locations/%s/datasets/%s", d->project,
+                                       d->location, d->name));
+    json_object_update(j, d->spec);
+    json_object_set_new(j, "state", json_string(d->state));
+    json_object_set_new(j, "createTime", json_string(mtc_time_rfc3339(d->create_ms, ts, 40)));
+    json_object_set_new(j, "updateTime", json_string(mtc_time_rfc3339(d->update_ms, ts, 40)));
+    int n = 0;
+    struct store_dataset_version *v =
+        store_dataset_versions(st, d->project, d->location, d->name, &n);
+    if (n > 0)
+        json_object_set_new(
+            j, "latestVersion",
+            dataset_version_json(v[n - 1].version, v[n - 1].record, v[n - 1].create_ms));
+    if (with_versions) {
+        json_t *arr = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(arr,
+                                  dataset_version_json(v[i].version, v[i].record, v[i].create_ms));
+        json_object_set_new(j, "versions", arr);
+    }
+    store_dataset_versions_free(v, n);
+    return j;
 }

@@ -1,5 +1,5 @@
 /* mtc: the command-line client of mtcd — clusters, operations, tokens, the
- * daemon, a shell on a cluster, container images. Subcommands are a table. */
+ * daemon, a shell on a cluster, container images, datasets. Subcommands are a table. */
 #include "mtc/cli.h"
 
 #include <curl/curl.h>
@@ -21,6 +21,7 @@ static const struct cli_cmd commands[] = {
     {"rl", cmd_rl, "rl launch: an RL-style job directory, optionally interactive"},
     {"attach", cmd_attach, "a shell inside a running job's allocation: mtc attach JOB [N]"},
     {"image", cmd_image, "import, build-trainer, inspect squashfs container images"},
+    {"data", cmd_data, "list, show, prepare, delete datasets (named, versioned, cached)"},
     {NULL, NULL, NULL},
 };
 

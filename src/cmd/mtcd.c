@@ -22,7 +22,7 @@ static const char usage[] =
     "usage: mtcd [--home DIR] [--listen HOST:PORT [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]]\n"
     "            [--daemon]\n"
     "            [--supervise-ms N] [--nvml-library PATH]... [--max-connections N]\n"
-    "            [--max-per-ip N] [--idle-timeout S]\n"
+    "            [--max-per-ip N] [--idle-timeout S] [--cache-dir DIR] [--data-root DIR]...\n"
     "  --home DIR         state directory (default $MTC_HOME, else ~/.mtc)\n"
     "  --listen HOST:PORT also serve the API on TCP; requests need a bearer token\n"
     "                     (create one with `mtc token create`); clear-text HTTP unless\n"
@@ -36,15 +36,20 @@ static const char usage[] =
     "  --max-connections N, --max-per-ip N, --idle-timeout S\n"
     "                     TCP limits (default 512 connections, 64 per client address,\n"
     "                     15 s idle)\n"
+    "  --cache-dir DIR    where datasets are prepared (default HOME/cache)\n"
+    "  --data-root DIR    a directory a non-admin's dataset source may lie in\n"
+    "                     (repeatable; HOME/data always is one)\n"
     "Stops cleanly on SIGTERM/SIGINT; clusters keep running and are adopted on restart.\n";
 
 #define MAX_NVML 16
+#define MAX_ROOTS 16
 
 /* What the command line sets. */
 struct mtcd_args {
-    const char *home, *listen, *tls_ca;
+    const char *home, *listen, *tls_ca, *cache_dir;
     const char *nvml[MAX_NVML + 1]; /* NULL-terminated */
-    int nnvml, detach, supervise_ms;
+    const char *roots[MAX_ROOTS + 2]; /* HOME/data, then --data-root's; NULL-terminated */
+    int nnvml, nroots, detach, supervise_ms;
     struct api_config api; /* the TCP limits and TLS files */
 };
 
@@ -55,6 +60,7 @@ enum okind {
     O_INT,   /* atoi */
     O_COUNT, /* a positive integer, else exit 2 */
     O_NVML,  /* appended to nvml[]: an absolute path, at most MAX_NVML */
+    O_ROOT,  /* appended to roots[]: an absolute path, at most MAX_ROOTS */
 };
 #define A(x) offsetof(struct mtcd_args, x)
 static const struct mtcd_opt {
@@ -73,6 +79,8 @@ static const struct mtcd_opt {
     {"tls-cert", O_STR, A(api.tls_cert)},
     {"tls-key", O_STR, A(api.tls_key)},
     {"tls-ca", O_STR, A(tls_ca)},
+    {"cache-dir", O_STR, A(cache_dir)},
+    {"data-root", O_ROOT, 0},
 };
 #undef A
 #define NOPTS (sizeof(mtcd_opts) / sizeof(mtcd_opts[0]))
@@ -113,6 +121,13 @@ static int set_opt(struct mtcd_args *a, const struct mtcd_opt *o, const char *v)
         }
         a->nvml[a->nnvml++] = v;
         break;
+    case O_ROOT: /* roots[0] is HOME/data, set once the home is known */
+        if (v[0] != '/' || a->nroots == MAX_ROOTS) {
+            fprintf(stderr, "mtcd: --data-root: want an absolute path (at most %d)\n", MAX_ROOTS);
+            return -1;
+        }
+        a->roots[1 + a->nroots++] = v;
+        break;
     }
     return 0;
 }
@@ -143,6 +158,8 @@ static int parse_args(int argc, char **argv, struct mtcd_args *a)
         return fprintf(stderr, "mtcd: --tls-cert and --tls-key go together, with --listen\n"), -1;
     if (a->tls_ca && !a->api.tls_cert)
         return fprintf(stderr, "mtcd: --tls-ca goes with --tls-cert\n"), -1;
+    if (a->cache_dir && a->cache_dir[0] != '/')
+        return fprintf(stderr, "mtcd: --cache-dir: want an absolute path\n"), -1;
     return 0;
 }
 
@@ -243,6 +260,32 @@ static int set_agent_hooks(struct provider *prov, const char *listen, const char
     return provider_set_hooks(prov, &h, err);
 }
 
+/* Datasets: mtc-train next to this binary prepares them into the cache
+ * (HOME/cache unless --cache-dir); non-admins' sources lie under HOME/data or
+ * a --data-root. Both directories are made here. */
+static void set_datasets(struct control *ctl, const char *home, struct mtcd_args *a)
+{
+    static char trainer[PATH_MAX + 16], cache[PATH_MAX + 16], data[PATH_MAX + 16];
+    char exe[PATH_MAX];
+    struct control_datasets d = {.roots = a->roots};
+    if (mtc_exe_dir(exe, sizeof(exe)) == 0) {
+        snprintf(trainer, sizeof(trainer), "%s/mtc-train", exe);
+        if (access(trainer, X_OK) == 0)
+            d.trainer = trainer;
+    }
+    if (!d.trainer)
+        log_msg(LOG_WARNING, "no mtc-train next to mtcd: datasets cannot be prepared");
+    snprintf(cache, sizeof(cache), "%s", a->cache_dir ? a->cache_dir : "");
+    if (!a->cache_dir)
+        snprintf(cache, sizeof(cache), "%s/cache", home);
+    snprintf(data, sizeof(data), "%s/data", home);
+    if (mtc_mkdir_p(cache, 0700) < 0 || mtc_mkdir_p(data, 0700) < 0)
+        log_msg(LOG_WARNING, "cannot create %s or %s: %s", cache, data, strerror(errno));
+    d.cache_dir = cache;
+    a->roots[0] = data;
+    control_set_datasets(ctl, &d);
+}
+
 /* The running daemon: its home, its parts, and what it must undo at exit. */
 struct mtcd {
     const char *home;
@@ -315,10 +358,14 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
         die(m->ready_fd, "provider: %s", err.text);
     if (!(m->ctl = control_create(m->st, m->prov, a->supervise_ms, &err)))
         die(m->ready_fd, "%s", err.text);
+    set_datasets(m->ctl, m->home, a);
     snprintf(m->sock, sizeof(m->sock), "%s/mtcd.sock", m->home);
     a->api.socket_path = m->sock;
     a->api.listen = a->listen;
     a->api.nvml_libraries = a->nvml;
+    /* training jobs' experiments: an absolute path, whatever the cwd */
+    static char home_abs[PATH_MAX];
+    a->api.home = realpath(m->home, home_abs) ? home_abs : m->home;
     a->api.store = m->st;
     a->api.control = m->ctl;
     if (!(m->api = api_start(&a->api, &err)))

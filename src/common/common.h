@@ -69,6 +69,10 @@ struct mtc_io {
     int capture;     /* MTC_IO_* */
     char *out, *err; /* set by mtc_run_io when captured (even on -1): caller frees */
     size_t out_len;  /* bytes in out (it may hold NULs: binary output) */
+    /* With MTC_IO_ERR: called with each line of stderr (newline stripped) as
+     * it arrives, from the calling thread (progress lines); may be NULL. */
+    void (*err_line)(void *arg, const char *line);
+    void *err_line_arg;
 };
 int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms);
 /* s single-quoted for a POSIX shell ("it's" → 'it'\''s'): one word, nothing

@@ -174,7 +174,28 @@ struct child {
     int in_fd;     /* our end of its stdin, -1 once closed */
     size_t in_off; /* bytes of io->in written so far */
     struct sink out, errs;
+    size_t err_done; /* bytes of errs already passed to io->err_line */
 };
+
+/* Pass the complete lines of stderr read since the last call to io->err_line
+ * (all of it, a last line without a newline too, when final). */
+static void err_lines(struct child *c, const struct mtc_io *io, int final)
+{
+    if (!io->err_line || !c->errs.buf)
+        return;
+    char *buf = c->errs.buf;
+    while (c->err_done < c->errs.len) {
+        char *nl = memchr(buf + c->err_done, '\n', c->errs.len - c->err_done);
+        if (!nl && !final)
+            break;
+        char *end = nl ? nl : buf + c->errs.len;
+        char saved = *end; /* buf has room for a NUL past len */
+        *end = '\0';
+        io->err_line(io->err_line_arg, buf + c->err_done);
+        *end = saved;
+        c->err_done = (size_t)(end - buf) + (nl ? 1 : 0);
+    }
+}
 
 /* Write more of io->in when the child's stdin is ready (revents); close it when
  * all is written or the child stopped reading. */
@@ -221,8 +242,10 @@ static int pump(struct child *c, const struct mtc_io *io, int64_t deadline)
             continue; /* EINTR or the deadline: checked above */
         if (p[0].revents)
             sink_read(&c->out);
-        if (p[1].revents)
+        if (p[1].revents) {
             sink_read(&c->errs);
+            err_lines(c, io, 0);
+        }
         if (p[2].revents)
             feed_stdin(c, io, p[2].revents);
     }
@@ -230,6 +253,7 @@ static int pump(struct child *c, const struct mtc_io *io, int64_t deadline)
         close(c->in_fd);
         c->in_fd = -1;
     }
+    err_lines(c, io, 1);
     return timed_out;
 }
 

@@ -15,13 +15,22 @@ const struct schema_enum control_state_enum = SCHEMA_NAMES(
 
 const struct schema_enum control_op_kind_enum =
     SCHEMA_NAMES(NULL, [CONTROL_CREATE] = "CREATE", [CONTROL_UPDATE] = "UPDATE",
-                 [CONTROL_DELETE] = "DELETE", [CONTROL_REMEDIATE] = "REMEDIATE");
+                 [CONTROL_DELETE] = "DELETE", [CONTROL_REMEDIATE] = "REMEDIATE",
+                 [CONTROL_PREPARE] = "PREPARE");
 
 struct job {
     struct control *c;
     struct store_op op;
     int keep_state; /* the run failed but left the cluster in a working state */
+    int code;       /* google.rpc code of a failure (RPC_INTERNAL unless the run says) */
 };
+
+/* What an operation holds while it runs (one at a time each): its cluster,
+ * or the other resource it is about. */
+static const char *op_key(const struct store_op *op)
+{
+    return op->target[0] ? op->target : op->cluster_id;
+}
 
 /* --- operation kinds ------------------------------------------------------ */
 
@@ -97,6 +106,11 @@ static int run_remediate(struct job *j, json_t **response, mtc_error_t *err)
     return control_run_remediate(j->c, &j->op, response, err);
 }
 
+static int run_dataset(struct job *j, json_t **response, mtc_error_t *err)
+{
+    return control_run_dataset(j->c, &j->op, response, &j->code, err);
+}
+
 static const struct op_kind {
     int (*run)(struct job *j, json_t **response, mtc_error_t *err);
     int fail_state; /* enum control_state of the cluster when the operation fails; -1 = kept */
@@ -106,12 +120,17 @@ static const struct op_kind {
     [CONTROL_DELETE] = {run_delete, CONTROL_ERROR},
     /* a failed remediation leaves the cluster as it is */
     [CONTROL_REMEDIATE] = {run_remediate, -1},
+    [CONTROL_PREPARE] = {NULL, -1}, /* datasets only */
 };
+/* Every operation on a dataset (CREATE, PREPARE) prepares it. */
+static const struct op_kind dataset_kind = {run_dataset, -1};
 
-static const struct op_kind *find_kind(const char *kind)
+static const struct op_kind *find_kind(const struct store_op *op)
 {
-    int k = schema_enum_parse(&control_op_kind_enum, kind, 0);
-    return k < 0 ? NULL : &op_kinds[k];
+    if (strncmp(op->target, "datasets/", 9) == 0)
+        return &dataset_kind;
+    int k = op->target[0] ? -1 : schema_enum_parse(&control_op_kind_enum, op->kind, 0);
+    return k < 0 || !op_kinds[k].run ? NULL : &op_kinds[k];
 }
 
 static void *worker(void *arg)
@@ -120,26 +139,28 @@ static void *worker(void *arg)
     struct control *c = j->c;
     mtc_error_t err = {""};
     json_t *response = NULL;
-    const struct op_kind *k = find_kind(j->op.kind);
+    const struct op_kind *k = find_kind(&j->op);
+    j->code = RPC_INTERNAL;
     int rc =
         k ? k->run(j, &response, &err) : errprintf(&err, "unknown operation kind %s", j->op.kind);
     if (rc == 0) {
         store_op_finish(c->st, j->op.id, response, 0, NULL);
         store_op_progress(c->st, j->op.id, "done");
-        log_msg(LOG_NOTICE, "%s %s %s done", j->op.kind, j->op.cluster_id, j->op.id);
+        log_msg(LOG_NOTICE, "%s %s %s done", j->op.kind, op_key(&j->op), j->op.id);
     } else {
         if (k && k->fail_state >= 0 && !j->keep_state)
             store_cluster_set_state(c->st, j->op.cluster_id,
                                     CONTROL_NAME(control_state_enum, k->fail_state));
         if (!*err.text)
             errprintf(&err, "%s failed without a reason (see mtcd.log)", j->op.kind);
-        store_event_add(c->st, j->op.cluster_id, "OPERATION_FAILED", NULL, err.text);
-        store_op_finish(c->st, j->op.id, NULL, RPC_INTERNAL, err.text);
-        log_msg(LOG_ERR, "%s %s %s failed: %s", j->op.kind, j->op.cluster_id, j->op.id, err.text);
+        if (!j->op.target[0]) /* events are a cluster's */
+            store_event_add(c->st, j->op.cluster_id, "OPERATION_FAILED", NULL, err.text);
+        store_op_finish(c->st, j->op.id, NULL, j->code, err.text);
+        log_msg(LOG_ERR, "%s %s %s failed: %s", j->op.kind, op_key(&j->op), j->op.id, err.text);
     }
     json_decref(response);
     pthread_mutex_lock(&c->lock);
-    json_object_del(c->busy, j->op.cluster_id);
+    json_object_del(c->busy, op_key(&j->op));
     c->running--;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
@@ -209,14 +230,14 @@ int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
         return errprintf(err, "operation %s not found", op_id);
     }
     pthread_mutex_lock(&c->lock);
-    if (c->stopping || json_object_get(c->busy, j->op.cluster_id)) {
+    if (c->stopping || json_object_get(c->busy, op_key(&j->op))) {
         pthread_mutex_unlock(&c->lock);
         store_op_release(&j->op);
         free(j);
         errno = EBUSY;
         return errprintf(err, "cluster busy or mtcd stopping");
     }
-    json_object_set_new(c->busy, j->op.cluster_id, json_string(op_id));
+    json_object_set_new(c->busy, op_key(&j->op), json_string(op_id));
     c->running++;
     pthread_mutex_unlock(&c->lock);
 
@@ -228,7 +249,7 @@ int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
     pthread_attr_destroy(&attr);
     if (rc != 0) {
         pthread_mutex_lock(&c->lock);
-        json_object_del(c->busy, j->op.cluster_id);
+        json_object_del(c->busy, op_key(&j->op));
         c->running--;
         pthread_mutex_unlock(&c->lock);
         store_op_release(&j->op);

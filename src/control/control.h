@@ -23,10 +23,36 @@ enum control_state {
 extern const struct schema_enum control_state_enum;
 
 /* An operation's kind (its metadata's verb; the store keeps its name). */
-enum control_op_kind { CONTROL_CREATE, CONTROL_UPDATE, CONTROL_DELETE, CONTROL_REMEDIATE };
+enum control_op_kind {
+    CONTROL_CREATE,
+    CONTROL_UPDATE,
+    CONTROL_DELETE,
+    CONTROL_REMEDIATE,
+    CONTROL_PREPARE /* a dataset's :prepare (its CREATE prepares too) */
+};
 extern const struct schema_enum control_op_kind_enum;
 
 struct control;
+
+/* Datasets: what mtcd's preparations run and where they read and write. */
+struct control_datasets {
+    const char *trainer;      /* mtc-train (absolute path), or NULL: none found */
+    const char *cache_dir;    /* prepared data: mtc-train --cache-dir */
+    const char *const *roots; /* NULL-terminated: where a non-admin's source or
+                               * tokenizer file may lie */
+};
+/* Set them (borrowed: they must outlive c); before control_start. */
+void control_set_datasets(struct control *c, const struct control_datasets *d);
+const struct control_datasets *control_datasets(const struct control *c);
+
+/* Record op, a dataset's CREATE or PREPARE (op->target "datasets/NAME",
+ * op->request {"spec": the dataset's canonical request, "restricted": true
+ * when its files must lie under the roots}), and start it. For a CREATE the
+ * dataset row d is stored with it (-1, EEXIST when the name is taken); a
+ * PREPARE needs the dataset (-1, ENOENT) and no operation running on it (-1,
+ * EBUSY, busy gets its id). err says why. */
+int control_dataset_begin(struct control *c, const struct store_dataset *d,
+                          const struct store_op *op, char busy[48], mtc_error_t *err);
 
 /* Neither st nor prov is owned; both must outlive the control. */
 struct control *control_create(struct store *st, struct provider *prov, int supervise_ms,
@@ -105,6 +131,7 @@ int control_speed_compare(struct store *st, const struct store_cluster *cl, cons
 enum {
     RPC_INVALID_ARGUMENT = 3,
     RPC_NOT_FOUND = 5,
+    RPC_PERMISSION_DENIED = 7,
     RPC_FAILED_PRECONDITION = 9,
     RPC_ABORTED = 10,
     RPC_INTERNAL = 13

@@ -40,6 +40,7 @@ struct control {
     int poked; /* wake the supervisor early */
     int supervisor_started;
     pthread_t supervisor;
+    struct control_datasets datasets;
 };
 
 struct health_result;
@@ -53,6 +54,10 @@ enum health_status control_record_health(struct control *c, const struct store_c
 
 int control_run_remediate(struct control *c, struct store_op *op, json_t **response,
                           mtc_error_t *err);
+/* A dataset's CREATE or PREPARE (dataset.c): 0 with *response, or -1 with err
+ * and *code, the google.rpc code of the failure. */
+int control_run_dataset(struct control *c, struct store_op *op, json_t **response, int *code,
+                        mtc_error_t *err);
 void control_check_health(struct control *c, const struct store_cluster *cl);
 /* The provider's view of the cluster's nodes, stored when it differs from
  * stored (a node moved to another host, a state). Returns it (NULL when the

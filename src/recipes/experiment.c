@@ -77,6 +77,21 @@ int exp_create(const json_t *cfg, const char *script, mtc_error_t *err)
     return write_config(cfg, err);
 }
 
+void exp_remove(const json_t *cfg)
+{
+    char run_dir[PATH_MAX];
+    snprintf(run_dir, sizeof(run_dir), "%s", sget(cfg, "taskDir"));
+    char *slash = strrchr(run_dir, '/');
+    if (slash)
+        *slash = '\0';
+    mtc_rm_rf(run_dir);
+    for (int up = 0; up < 2 && (slash = strrchr(run_dir, '/')); up++) {
+        *slash = '\0';
+        if (rmdir(run_dir) < 0)
+            break;
+    }
+}
+
 int exp_set_job(json_t *cfg, const char *job_id, mtc_error_t *err)
 {
     json_object_set_new(cfg, "jobId", json_string(job_id));

@@ -386,6 +386,33 @@ static void unknown_recipe(const char *name, mtc_error_t *err)
     errno = ENOENT;
 }
 
+json_t *recipe_load_catalog(const char *name, char *path, size_t len, mtc_error_t *err)
+{
+    char base[PATH_MAX], file[PATH_MAX];
+    snprintf(base, sizeof(base), "%s", name);
+    if (ends_with(base, ".py") || ends_with(base, ".json"))
+        *strrchr(base, '.') = '\0';
+    if (!catalog_name_ok(base)) {
+        unknown_recipe(name, err);
+        return NULL;
+    }
+    char rel[PATH_MAX + 16];
+    snprintf(rel, sizeof(rel), "recipes/%s.json", base);
+    char *p = mtc_data_path(rel);
+    if (!p) {
+        unknown_recipe(name, err);
+        return NULL;
+    }
+    snprintf(file, sizeof(file), "%s", p);
+    free(p);
+    json_t *r = parse_file(file, err);
+    if (r) /* the catalog name is the recipe's name */
+        json_object_set_new(r, "name", json_string(base));
+    if (r && path)
+        snprintf(path, len, "%s", file);
+    return r;
+}
+
 json_t *recipe_load(const char *name, char *path, size_t len, mtc_error_t *err)
 {
     char file[PATH_MAX];
@@ -399,30 +426,7 @@ json_t *recipe_load(const char *name, char *path, size_t len, mtc_error_t *err)
         errprintf(err, "recipe file %s: %s", name, strerror(errno ? errno : ENOENT));
         return NULL;
     } else {
-        char base[PATH_MAX];
-        snprintf(base, sizeof(base), "%s", name);
-        if (ends_with(base, ".py") || ends_with(base, ".json"))
-            *strrchr(base, '.') = '\0';
-        if (!catalog_name_ok(base)) {
-            unknown_recipe(name, err);
-            return NULL;
-        }
-        char rel[PATH_MAX + 16];
-        snprintf(rel, sizeof(rel), "recipes/%s.json", base);
-        char *p = mtc_data_path(rel);
-        if (!p) {
-            unknown_recipe(name, err);
-            return NULL;
-        }
-        snprintf(file, sizeof(file), "%s", p);
-        free(p);
-        name = base;
-        json_t *r = parse_file(file, err);
-        if (r) /* the catalog name is the recipe's name */
-            json_object_set_new(r, "name", json_string(base));
-        if (r && path)
-            snprintf(path, len, "%s", file);
-        return r;
+        return recipe_load_catalog(name, path, len, err);
     }
     json_t *r = parse_file(file, err);
     if (r && !json_object_get(r, "name")) {

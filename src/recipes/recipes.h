@@ -25,6 +25,9 @@ extern const struct schema_enum recipe_task_enum;
  * lists the known ones; a bad field is named ("train.lr: must be a number"). */
 json_t *recipe_load(const char *name, char *path, size_t len, mtc_error_t *err);
 
+/* The same for catalog names only (never a file path: what mtcd accepts). */
+json_t *recipe_load_catalog(const char *name, char *path, size_t len, mtc_error_t *err);
+
 /* Validate a parsed recipe object; unknown fields are errors naming the path.
  * Keys may be snake_case or camelCase. 0/-1 + err. */
 int recipe_validate(const json_t *recipe, mtc_error_t *err);
@@ -43,8 +46,11 @@ const char *recipe_cluster_types(void);
 
 /* ---- resolving a run (render.c) ---- */
 
-/* The options of one `mtc run`. NULL/0 fields take the recipe's defaults. */
+/* The options of one `mtc run` — and the body of an API trainingJobs create:
+ * request.c's field table has a row for every member (the build checks it).
+ * NULL/0 fields take the recipe's defaults. */
 struct recipe_run {
+    const char *recipe;          /* -s: a catalog name, or (CLI) a recipe file */
     const char *executor;        /* "slurm" (default) | "local" */
     const char *cluster_type;    /* --slurm-type; default "local" */
     const char *partition;       /* -p */
@@ -61,7 +67,8 @@ struct recipe_run {
     const char *mpi_network;     /* CIDR the ranks' MPI uses (a cluster on hosts), or NULL */
     const char *home;            /* $MTC_HOME */
     const char *experiment;      /* --experiment-name */
-    int nodes;                   /* -n; 0 = recipe's */
+    int64_t nodes;               /* -n; 0 = recipe's (64 bits: the struct has no padding,
+                                  * so request.c's layout check sees any new member) */
     int64_t timestamp;           /* unix seconds of this run (names the run directory) */
 };
 
@@ -88,6 +95,10 @@ char **recipe_trainer_argv(const json_t *resolved, mtc_error_t *err);
  * executor). Secrets (HF_TOKEN, WANDB_API_KEY) are never written into it: the
  * job inherits them from the submitting environment. Caller frees. */
 char *recipe_render_sbatch(const json_t *resolved, mtc_error_t *err);
+
+/* Variables a job needs whose values are never written down (script,
+ * config.json, store): HF_TOKEN, WANDB_API_KEY; NULL-terminated. */
+extern const char *const recipe_secrets[];
 
 /* 1 when cidr is an IPv4 or IPv6 network as address/prefix ("10.20.0.0/24"). */
 int recipe_network_valid(const char *cidr);
@@ -121,6 +132,54 @@ int recipe_put_prepare(FILE *f, const json_t *resolved);
 #define RECIPE_DATA_ARG "${MTC_DATA}"
 #define RECIPE_TOKENIZER_ARG "${MTC_DATA}/tokenizer.json"
 
+/* ---- one run as a request (request.c) ---- */
+
+/* The field table of struct recipe_run as JSON: the API's trainingJobs body
+ * (camelCase, snake_case accepted) and what `mtc run`'s flags build. Besides
+ * the members: "overrides", an object merged into the recipe, and
+ * "secretEnv", values of recipe_secrets for the job's environment (never
+ * stored: whoever keeps the request drops it first). trainer,
+ * mpiNetwork, home and timestamp are set by whoever submits, never by a request. */
+extern const struct schema recipe_request_schema;
+
+/* One request field's `mtc run` flag. */
+struct recipe_flag {
+    const char *field;       /* the field's name in recipe_request_schema */
+    const char *short_, *long_; /* "-p" (or NULL), "--partition" */
+    int path;                   /* a path: `mtc run` makes it absolute before sending it */
+};
+/* `mtc run`'s flags that take a value, ending with a NULL field. */
+extern const struct recipe_flag recipe_flags[];
+/* The flag row of a field name, or of a flag ("-p", "--partition"); NULL if none. */
+const struct recipe_flag *recipe_flag_find(const char *field_or_flag);
+
+/* Check body against recipe_request_schema and fill *run from it: *canon gets
+ * the canonical body (caller decrefs; run's strings point into it, so it
+ * must outlive run). A recipe given as an object (not a name) leaves
+ * run->recipe NULL: it is in (*canon)["recipe"]. 0, or -1 + err
+ * ("nodeCount: must be <= 4096"). */
+int recipe_request_parse(const json_t *body, struct recipe_run *run, json_t **canon,
+                         mtc_error_t *err);
+/* The request body of run (its set fields; not trainer, mpiNetwork, home,
+ * timestamp). Caller decrefs. */
+json_t *recipe_request_json(const struct recipe_run *run);
+/* msg, an error naming a request field first ("nodeCount: 3: ..."), as
+ * `mtc run` says it, naming the flag ("-n 3: ..."), into buf; returns buf. */
+const char *recipe_request_cli_text(const char *msg, char *buf, size_t len);
+
+/* ---- submitting to Slurm (submit.c) ---- */
+
+/* The checks before anything is submitted, then the submission of a resolved
+ * run (cfg, with its script) to the Slurm cluster of slurm.conf conf: the
+ * batch fits the ranks, the inputs exist, the partition has the nodes asked
+ * for; the experiment directory is created, the script sbatch'ed and the job
+ * id recorded in cfg and config.json. On failure nothing is left behind.
+ * 0, or -1 + err naming the request field or Slurm's complaint. */
+/* secrets (may be NULL): {"HF_TOKEN": value, ...} put in sbatch's
+ * environment, which the job inherits (the request's secretEnv). */
+int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_t *secrets,
+                  mtc_error_t *err);
+
 /* ---- experiments (experiment.c) ---- */
 
 /* Valid experiment/task name: [A-Za-z0-9][A-Za-z0-9._-]{0,63}. */
@@ -130,6 +189,10 @@ int exp_name_valid(const char *name);
  * resolved config names (checkpoints, logs; links to them when they live
  * elsewhere), and write script and config.json there. 0/-1 + err. */
 int exp_create(const json_t *resolved, const char *script, mtc_error_t *err);
+
+/* Nothing ran: remove the run's directory, and the experiment's and
+ * experiments/ with it when that was all they held. */
+void exp_remove(const json_t *cfg);
 
 /* Record the job id in config.json (after submission). 0/-1 + err. */
 int exp_set_job(json_t *resolved, const char *job_id, mtc_error_t *err);

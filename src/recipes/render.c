@@ -232,7 +232,7 @@ static void resolve_layout(const json_t *recipe, const json_t *ov, const struct 
     v->gpus = geti(ov, "gpus_per_node", v->ct->gpus_per_node);
     v->rpn = v->gpus > 0 ? v->gpus : geti(ov, "ranks_per_node", v->ct->ranks_per_node);
     v->threads = geti(ov, "threads_per_rank", v->ct->threads_per_rank);
-    v->nodes = run->nodes > 0 ? run->nodes : geti(ov, "nodes", geti(res, "nodes", 1));
+    v->nodes = run->nodes > 0 ? (int)run->nodes : geti(ov, "nodes", geti(res, "nodes", 1));
     if (strcmp(v->exec, "local") == 0 && v->nodes > 1) {
         /* the local executor runs every rank on this machine */
         v->rpn *= v->nodes;
@@ -531,7 +531,7 @@ static void put_q(FILE *f, const char *s)
 
 /* Variables the job needs but whose values must never be written down: the job
  * inherits them from the environment of `mtc run` (sbatch exports it). */
-static const char *const secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
+const char *const recipe_secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
 
 #define NMOUNTS 5
 
@@ -610,8 +610,8 @@ static void put_environment(FILE *f, const json_t *cfg)
     fprintf(f, " MTC_TASK_DIR=\"$TASK_DIR\"\n");
     fprintf(f,
             "# secrets come from the submitting environment and are never written here\nfor v in");
-    for (int i = 0; secrets[i]; i++)
-        fprintf(f, " %s", secrets[i]);
+    for (int i = 0; recipe_secrets[i]; i++)
+        fprintf(f, " %s", recipe_secrets[i]);
     fprintf(f, "; do\n    [ -n \"${!v:-}\" ] && echo \"mtc: $v is set (passed through)\"\ndone\n");
 }
 

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +166,7 @@ static json_t *k_str(const json_t *v, const struct schema_field *f, unsigned tfl
 {
     (void)tflags;
     const char *s = json_string_value(v);
-    size_t cap = f->size; /* the member's size bounds the length */
+    size_t cap = (f->flags & SCHEMA_REF) ? 0 : f->size; /* a char[] member bounds the length */
     if (f->kind == SCHEMA_STRS && f->max_items)
         cap = f->size / (size_t)f->max_items;
     if (!s || ((f->flags & SCHEMA_NONEMPTY) && !*s))
@@ -402,6 +403,8 @@ static int put_given(json_t *tmp, const struct schema *s, const char *k, const j
         return schema_error(err, schema_join(sub, sizeof(sub), path, name), "unknown field");
     }
     schema_join(sub, sizeof(sub), path, f->name);
+    if (f->flags & SCHEMA_NOINPUT)
+        return schema_error(err, sub, "set by the server, not by a request");
     json_t *prev = json_object_get(tmp, f->name);
     if (prev && !f->aliases)
         return schema_error(err, sub, "field given twice (snake_case and camelCase)");
@@ -481,12 +484,18 @@ json_t *schema_normalize(const json_t *in, const struct schema *s, const char *p
 
 static int fill_scalar(const json_t *v, const struct schema_field *f, char *dst)
 {
-    if (json_is_string(v) && f->kind == SCHEMA_ENUM) {
+    if (json_is_string(v) && (f->flags & SCHEMA_REF)) {
+        if (f->size != sizeof(const char *))
+            return -1;
+        *(const char **)dst = json_string_value(v);
+    } else if (json_is_string(v) && f->kind == SCHEMA_ENUM) {
         if (f->size != sizeof(int))
             return -1;
         *(int *)dst = schema_enum_parse(f->enm, json_string_value(v), 0);
     } else if (json_is_string(v)) {
         snprintf(dst, f->size, "%s", json_string_value(v));
+    } else if (json_is_integer(v) && f->size == sizeof(int64_t)) {
+        *(int64_t *)dst = json_integer_value(v);
     } else if (json_is_boolean(v) || json_is_integer(v)) {
         if (f->size != sizeof(int))
             return -1;
@@ -541,6 +550,48 @@ int schema_fill(const json_t *canon, const struct schema *s, void *base)
         }
     }
     return 0;
+}
+
+/* One scalar member as JSON, or NULL when it is not set. */
+static json_t *dump_scalar(const struct schema_field *f, const char *src)
+{
+    if (f->flags & SCHEMA_REF) { /* a STR (or a CUSTOM that may be one) */
+        const char *p = *(const char *const *)src;
+        return p ? json_string(p) : NULL;
+    }
+    switch (f->kind) {
+    case SCHEMA_STR:
+    case SCHEMA_ENUM:
+        if (f->kind == SCHEMA_ENUM && f->size == sizeof(int))
+            return *(const int *)src >= 0 ? json_string(schema_enum_name(f->enm, *(const int *)src))
+                                          : NULL;
+        return *src ? json_stringn(src, strnlen(src, f->size)) : NULL;
+    case SCHEMA_INT:
+        if (f->size == sizeof(int64_t))
+            return *(const int64_t *)src ? json_integer(*(const int64_t *)src) : NULL;
+        return *(const int *)src ? json_integer(*(const int *)src) : NULL;
+    case SCHEMA_NUM:
+        return f->size == sizeof(double) && *(const double *)src != 0.0
+                   ? json_real(*(const double *)src)
+                   : NULL;
+    case SCHEMA_BOOL:
+        return *(const int *)src ? json_true() : NULL;
+    default:
+        return NULL;
+    }
+}
+
+json_t *schema_dump(const struct schema *s, const void *base)
+{
+    json_t *out = json_object();
+    for (const struct schema_field *f = s->fields; f->name; f++) {
+        if (!f->size || (f->flags & SCHEMA_NOINPUT))
+            continue;
+        json_t *v = dump_scalar(f, (const char *)base + f->off);
+        if (v)
+            json_object_set_new(out, f->name, v);
+    }
+    return out;
 }
 
 /* ---- walking the tables ---- */

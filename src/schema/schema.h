@@ -65,6 +65,11 @@ enum schema_kind {
 #define SCHEMA_ROOT_EXEC                                                                           \
     0x20 /* the value makes mtc or Slurm execute (or read) something as root                       \
           * (a script, a library it loads, a file it reads): see schema_walk */
+#define SCHEMA_REF 0x40     /* STR: the member is a `const char *` that schema_fill points
+                             * into the canonical object (borrowed: valid while it lives) */
+#define SCHEMA_NOINPUT 0x80 /* set by the program, never by input: given, it is an error
+                             * ("path.field: set by the server, not by a request");
+                             * schema_dump leaves it out */
 
 struct schema;
 struct schema_field;
@@ -135,6 +140,13 @@ json_t *schema_normalize(const json_t *in, const struct schema *s, const char *p
  * SCHEMA_OBJ and hooks with .obj fill their table at base + off). 0, or -1 with
  * errno EINVAL when a member's size does not fit its kind (a table bug). */
 int schema_fill(const json_t *canon, const struct schema *s, void *base);
+
+/* The canonical object of the C struct at base, from the members of s's
+ * scalar rows (STR: a char[] or, with SCHEMA_REF, a const char *; INT: int or
+ * int64_t; NUM: double; BOOL: int): an empty string, a NULL string and a zero
+ * number are "not set" and left out, and so are SCHEMA_NOINPUT rows. The
+ * inverse of schema_fill for such tables. Caller owns the result. */
+json_t *schema_dump(const struct schema *s, const void *base);
 
 /* Call fn for every field of s (nested tables included) that has all the
  * given flags, with its path from the top: "healthPolicy.nvmlLibrary",

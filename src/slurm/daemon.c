@@ -12,11 +12,21 @@
 
 int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms)
 {
+    return slurm_cmd_env(conf, NULL, argv, out, timeout_ms);
+}
+
+int slurm_cmd_env(const char *conf, char *const extra[], char *const argv[], char **out,
+                  int timeout_ms)
+{
     char env0[4200];
     snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf ? conf : "");
-    char *env[] = {env0, NULL};
-    return mtc_run(argv, conf && *conf ? env : NULL, out,
-                   timeout_ms > 0 ? timeout_ms : CMD_TIMEOUT_MS);
+    char *env[34] = {NULL};
+    int n = 0;
+    if (conf && *conf)
+        env[n++] = env0;
+    for (int i = 0; extra && extra[i] && n < 33; i++)
+        env[n++] = extra[i];
+    return mtc_run(argv, n ? env : NULL, out, timeout_ms > 0 ? timeout_ms : CMD_TIMEOUT_MS);
 }
 
 pid_t slurm_ctld_start(const char *conf, const char *logpath)

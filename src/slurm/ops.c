@@ -118,6 +118,20 @@ int slurm_job_state(const char *conf, const char *job, char *state, size_t len)
     return -1;
 }
 
+int slurm_job_restarts(const char *conf, const char *job)
+{
+    char *out = NULL;
+    char *sc[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
+    int n = -1;
+    if (run(conf, sc, &out, "scontrol show job", NULL) == 0 && out) {
+        const char *p = strstr(out, " Restarts=");
+        if (p)
+            n = atoi(p + 10);
+    }
+    free(out);
+    return n;
+}
+
 int slurm_job_requeue(const char *conf, const char *job, mtc_error_t *err)
 {
     char *argv[] = {"scontrol", "requeue", (char *)job, NULL};
@@ -214,9 +228,15 @@ json_t *slurm_partitions(const char *conf, mtc_error_t *err)
 
 int slurm_submit(const char *conf, const char *script, char job[32], char **out)
 {
+    return slurm_submit_env(conf, NULL, script, job, out);
+}
+
+int slurm_submit_env(const char *conf, char *const env[], const char *script, char job[32],
+                     char **out)
+{
     char *o = NULL;
     char *argv[] = {"sbatch", "--parsable", (char *)script, NULL};
-    int rc = slurm_cmd(conf, argv, &o, 60000);
+    int rc = slurm_cmd_env(conf, env, argv, &o, 60000);
     trim(o);
     *job = '\0';
     if (rc == 0 && o) {

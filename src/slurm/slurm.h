@@ -80,6 +80,9 @@ int slurm_health_write(const char *dir, const char *command, mtc_error_t *err);
  * caller's environment decides); returns like mtc_run.
  * out (optional) receives stdout+stderr, caller frees. */
 int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms);
+/* The same with extra "K=V" strings (up to 32, NULL-terminated) in its environment. */
+int slurm_cmd_env(const char *conf, char *const extra[], char *const argv[], char **out,
+                  int timeout_ms);
 
 /* Start daemons in the foreground of a detached session (mtc_spawn); stdio
  * appended to logpath. Return the pid, or -1 with errno. */
@@ -121,6 +124,8 @@ json_t *slurm_node_jobs(const char *conf, const char *node, mtc_error_t *err);
 json_t *slurm_jobs(const char *conf, mtc_error_t *err);
 /* A job's state ("RUNNING", "PENDING", "COMPLETED"…) into state; -1/ENOENT unknown. */
 int slurm_job_state(const char *conf, const char *job, char *state, size_t len);
+/* How many times Slurm requeued a job it still knows (Restarts=), or -1. */
+int slurm_job_restarts(const char *conf, const char *job);
 int slurm_job_requeue(const char *conf, const char *job, mtc_error_t *err);
 /* StartTime=now: a requeued job may start without Slurm's hold. */
 int slurm_job_release(const char *conf, const char *job, mtc_error_t *err);
@@ -134,6 +139,10 @@ json_t *slurm_partitions(const char *conf, mtc_error_t *err);
 /* sbatch --parsable script: the job id into job. out (optional) gets sbatch's
  * output (its complaint on failure), caller frees. 0, or -1 (EIO). */
 int slurm_submit(const char *conf, const char *script, char job[32], char **out);
+/* The same with env ("K=V", NULL-terminated) added to sbatch's environment,
+ * which the job inherits: secrets reach the job without being written down. */
+int slurm_submit_env(const char *conf, char *const env[], const char *script, char job[32],
+                     char **out);
 
 /* This host as slurmd sees it (`slurmd -C`): CPUs and RealMemory. 0/-1. */
 int slurm_host_resources(int *cpus, long *memory_mb, mtc_error_t *err);

@@ -51,6 +51,26 @@ static const char *migrations[] = {
     "ALTER TABLE tokens ADD COLUMN cluster_id TEXT;"
     "ALTER TABLE tokens ADD COLUMN node TEXT;"
     "CREATE INDEX tokens_node ON tokens(cluster_id, node);",
+    /* v4: datasets and their prepared versions; an operation may be about a
+     * resource other than a cluster (target: "datasets/NAME") */
+    "CREATE TABLE datasets ("
+    "  project TEXT NOT NULL, location TEXT NOT NULL, name TEXT NOT NULL,"
+    "  state TEXT NOT NULL, spec TEXT NOT NULL,"
+    "  create_ms INTEGER NOT NULL, update_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (project, location, name));"
+    "CREATE TABLE dataset_versions ("
+    "  project TEXT NOT NULL, location TEXT NOT NULL, name TEXT NOT NULL,"
+    "  version INTEGER NOT NULL, key TEXT NOT NULL, record TEXT NOT NULL,"
+    "  create_ms INTEGER NOT NULL, PRIMARY KEY (project, location, name, version));"
+    "CREATE INDEX dataset_versions_key ON dataset_versions(key);"
+    "ALTER TABLE operations ADD COLUMN target TEXT NOT NULL DEFAULT '';",
+    /* v5: training jobs submitted through the API (seq orders them for pages) */
+    "CREATE TABLE training_jobs ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, project TEXT NOT NULL,"
+    "  location TEXT NOT NULL, cluster_id TEXT NOT NULL, slurm_job TEXT NOT NULL DEFAULT '',"
+    "  state TEXT NOT NULL, restart_count INTEGER NOT NULL DEFAULT 0, request TEXT,"
+    "  config TEXT, create_ms INTEGER NOT NULL, update_ms INTEGER NOT NULL,"
+    "  UNIQUE (cluster_id, id));",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -260,9 +280,9 @@ static int insert_op(struct store *st, const struct store_op *op)
     int64_t now = mtc_now_ms();
     return run(st, prep(st,
                         "INSERT INTO operations (id, project, location, cluster_id, kind, progress,"
-                        " request, create_ms, update_ms) VALUES (?,?,?,?,?,?,?,?,?)",
-                        "ssssssjll", op->id, op->project, op->location, op->cluster_id, op->kind,
-                        op->progress, op->request, now, now));
+                        " request, create_ms, update_ms, target) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        "ssssssjlls", op->id, op->project, op->location, op->cluster_id, op->kind,
+                        op->progress, op->request, now, now, op->target));
 }
 
 int store_cluster_create(struct store *st, const struct store_cluster *c, const struct store_op *op,
@@ -418,6 +438,9 @@ int store_cluster_delete(struct store *st, const char *id)
     /* its nodes' tokens die with it */
     if (rc == 0)
         rc = run(st, prep(st, "UPDATE tokens SET revoked=1 WHERE cluster_id=?", "s", id));
+    /* and so does its job history (a new cluster of the same id starts empty) */
+    if (rc == 0)
+        rc = run(st, prep(st, "DELETE FROM training_jobs WHERE cluster_id=?", "s", id));
     pthread_mutex_unlock(&st->lock);
     return rc;
 }
@@ -441,7 +464,7 @@ int store_op_get(struct store *st, const char *id, struct store_op *out)
     sqlite3_stmt *s =
         prep(st,
              "SELECT id, project, location, cluster_id, kind, done, progress, request,"
-             " response, err_code, err_message, create_ms, update_ms"
+             " response, err_code, err_message, create_ms, update_ms, target"
              " FROM operations WHERE id=?",
              "s", id);
     if (s && (step = sqlite3_step(s)) == SQLITE_ROW) {
@@ -458,6 +481,7 @@ int store_op_get(struct store *st, const char *id, struct store_op *out)
         col_text(s, 10, out->err_message, sizeof(out->err_message));
         out->create_ms = sqlite3_column_int64(s, 11);
         out->update_ms = sqlite3_column_int64(s, 12);
+        col_text(s, 13, out->target, sizeof(out->target));
         rc = 0;
     } else {
         errno = step == SQLITE_DONE ? ENOENT : EIO;
@@ -731,4 +755,379 @@ int store_remediation_count(struct store *st, const char *cluster_id, const char
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);
     return n;
+}
+
+/* --- datasets -------------------------------------------------------------- */
+
+#define DATASET_COLS "project, location, name, state, spec, create_ms, update_ms"
+
+static void read_dataset(sqlite3_stmt *s, struct store_dataset *d)
+{
+    memset(d, 0, sizeof(*d));
+    col_text(s, 0, d->project, sizeof(d->project));
+    col_text(s, 1, d->location, sizeof(d->location));
+    col_text(s, 2, d->name, sizeof(d->name));
+    col_text(s, 3, d->state, sizeof(d->state));
+    d->spec = col_json(s, 4);
+    d->create_ms = sqlite3_column_int64(s, 5);
+    d->update_ms = sqlite3_column_int64(s, 6);
+}
+
+void store_dataset_release(struct store_dataset *d)
+{
+    if (!d)
+        return;
+    json_decref(d->spec);
+    d->spec = NULL;
+}
+
+void store_dataset_versions_free(struct store_dataset_version *v, int n)
+{
+    for (int i = 0; v && i < n; i++)
+        json_decref(v[i].record);
+    free(v);
+}
+
+int store_dataset_create(struct store *st, const struct store_dataset *d, const struct store_op *op,
+                         mtc_error_t *err)
+{
+    int64_t now = mtc_now_ms();
+    int rc = -1;
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", err) < 0)
+        goto out;
+    if (run(st, prep(st, "INSERT INTO datasets (" DATASET_COLS ") VALUES (?,?,?,?,?,?,?)",
+                     "ssssjll", d->project, d->location, d->name, d->state, d->spec, now,
+                     now)) < 0 ||
+        insert_op(st, op) < 0) {
+        int e = errno == EEXIST ? EEXIST : EIO;
+        exec_sql(st->db, "ROLLBACK", NULL);
+        errno = e;
+        errprintf(err, e == EEXIST ? "dataset %s already exists" : "cannot store dataset %s",
+                  d->name);
+        goto out;
+    }
+    rc = exec_sql(st->db, "COMMIT", err);
+out:
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_dataset_get(struct store *st, const char *project, const char *location,
+                      const char *name, struct store_dataset *out)
+{
+    int rc = -1;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT " DATASET_COLS " FROM datasets WHERE project=? AND location=?"
+                           " AND name=?",
+                           "sss", project, location, name);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        read_dataset(s, out);
+        rc = 0;
+    } else {
+        errno = s ? ENOENT : EIO;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+struct store_dataset *store_dataset_list(struct store *st, const char *project,
+                                         const char *location, const char *after, int limit, int *n)
+{
+    *n = 0;
+    struct store_dataset *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
+    if (!arr)
+        return NULL;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT " DATASET_COLS " FROM datasets WHERE project=? AND location=?"
+                           " AND name > ? ORDER BY name LIMIT ?",
+                           "sssi", project, location, after ? after : "", limit);
+    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
+        read_dataset(s, &arr[(*n)++]);
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
+}
+
+struct store_dataset_version *store_dataset_versions(struct store *st, const char *project,
+                                                     const char *location, const char *name,
+                                                     int *n)
+{
+    *n = 0;
+    int cap = 0;
+    struct store_dataset_version *arr = NULL;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT version, key, record, create_ms FROM dataset_versions"
+                           " WHERE project=? AND location=? AND name=? ORDER BY version",
+                           "sss", project, location, name);
+    while (s && sqlite3_step(s) == SQLITE_ROW) {
+        if (*n == cap) {
+            int ncap = cap ? cap * 2 : 8;
+            struct store_dataset_version *na = realloc(arr, (size_t)ncap * sizeof(*arr));
+            if (!na)
+                break;
+            arr = na;
+            cap = ncap;
+        }
+        struct store_dataset_version *v = &arr[(*n)++];
+        memset(v, 0, sizeof(*v));
+        v->version = sqlite3_column_int(s, 0);
+        col_text(s, 1, v->key, sizeof(v->key));
+        v->record = col_json(s, 2);
+        v->create_ms = sqlite3_column_int64(s, 3);
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
+}
+
+/* The id of a running operation on target in project/location other than
+ * except (may be NULL) into busy_op: 1, else 0. Under the lock. */
+static int target_busy(struct store *st, const char *project, const char *location,
+                       const char *target, const char *except, char busy_op[48])
+{
+    sqlite3_stmt *s = prep(st,
+                           "SELECT id FROM operations WHERE project=? AND location=? AND target=?"
+                           " AND done=0 AND id != ?",
+                           "ssss", project, location, target, except ? except : "");
+    int busy = s && sqlite3_step(s) == SQLITE_ROW;
+    if (busy && busy_op)
+        col_text(s, 0, busy_op, 48);
+    sqlite3_finalize(s);
+    return busy;
+}
+
+int store_dataset_op_begin(struct store *st, const struct store_op *op, const char *name,
+                           char busy_op[48])
+{
+    int rc = -1, e = EIO;
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", NULL) < 0)
+        goto out;
+    if (target_busy(st, op->project, op->location, op->target, NULL, busy_op)) {
+        e = EBUSY;
+    } else if (run(st, prep(st,
+                            "UPDATE datasets SET state='PREPARING', update_ms=? WHERE project=?"
+                            " AND location=? AND name=?",
+                            "lsss", mtc_now_ms(), op->project, op->location, name)) < 0) {
+        e = EIO;
+    } else if (sqlite3_changes(st->db) == 0) {
+        e = ENOENT;
+    } else if (insert_op(st, op) == 0) {
+        rc = exec_sql(st->db, "COMMIT", NULL);
+        goto out;
+    }
+    exec_sql(st->db, "ROLLBACK", NULL);
+    errno = e;
+out:
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_dataset_record(struct store *st, const char *project, const char *location,
+                         const char *name, const json_t *spec, const char *key,
+                         const json_t *record, int *version, int *added)
+{
+    int rc = -1, latest = 0;
+    char latest_key[160] = "";
+    int64_t now = mtc_now_ms();
+    *added = 0;
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", NULL) < 0)
+        goto out;
+    sqlite3_stmt *s = prep(st,
+                           "SELECT version, key FROM dataset_versions WHERE project=? AND"
+                           " location=? AND name=? ORDER BY version DESC LIMIT 1",
+                           "sss", project, location, name);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        latest = sqlite3_column_int(s, 0);
+        col_text(s, 1, latest_key, sizeof(latest_key));
+    }
+    sqlite3_finalize(s);
+    int same = latest > 0 && strcmp(latest_key, key) == 0;
+    *version = same ? latest : latest + 1;
+    int e = 0;
+    if (run(st, prep(st,
+                     "UPDATE datasets SET state='READY', spec=COALESCE(?, spec), update_ms=?"
+                     " WHERE project=? AND location=? AND name=?",
+                     "jlsss", spec, now, project, location, name)) < 0)
+        e = EIO;
+    else if (sqlite3_changes(st->db) == 0)
+        e = ENOENT;
+    else if (!same && run(st, prep(st,
+                                   "INSERT INTO dataset_versions (project, location, name,"
+                                   " version, key, record, create_ms) VALUES (?,?,?,?,?,?,?)",
+                                   "sssisjl", project, location, name, *version, key, record,
+                                   now)) < 0)
+        e = EIO;
+    if (e) {
+        exec_sql(st->db, "ROLLBACK", NULL);
+        errno = e;
+        goto out;
+    }
+    rc = exec_sql(st->db, "COMMIT", NULL);
+    *added = rc == 0 && !same;
+out:
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_dataset_set_state(struct store *st, const char *project, const char *location,
+                            const char *name, const char *state)
+{
+    return update_one(st, prep(st,
+                               "UPDATE datasets SET state=?, update_ms=? WHERE project=? AND"
+                               " location=? AND name=?",
+                               "slsss", state, mtc_now_ms(), project, location, name));
+}
+
+int store_dataset_delete(struct store *st, const char *project, const char *location,
+                         const char *name, const char *except_op, char busy_op[48],
+                         json_t **orphans)
+{
+    int rc = -1, e = EIO;
+    char target[96];
+    snprintf(target, sizeof(target), "datasets/%s", name);
+    if (orphans)
+        *orphans = NULL;
+    json_t *gone = json_array();
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", NULL) < 0)
+        goto out;
+    if (target_busy(st, project, location, target, except_op, busy_op)) {
+        e = EBUSY;
+        goto rollback;
+    }
+    if (run(st, prep(st, "DELETE FROM datasets WHERE project=? AND location=? AND name=?", "sss",
+                     project, location, name)) < 0)
+        goto rollback;
+    if (sqlite3_changes(st->db) == 0) {
+        e = ENOENT;
+        goto rollback;
+    }
+    /* one record per key of this dataset that no other dataset's version uses */
+    sqlite3_stmt *s = prep(st,
+                           "SELECT record FROM dataset_versions v WHERE project=? AND location=?"
+                           " AND name=? AND NOT EXISTS (SELECT 1 FROM dataset_versions o WHERE"
+                           " o.key = v.key AND NOT (o.project=v.project AND"
+                           " o.location=v.location AND o.name=v.name)) GROUP BY key",
+                           "sss", project, location, name);
+    while (s && sqlite3_step(s) == SQLITE_ROW) {
+        json_t *r = col_json(s, 0);
+        if (r)
+            json_array_append_new(gone, r);
+    }
+    sqlite3_finalize(s);
+    if (run(st, prep(st, "DELETE FROM dataset_versions WHERE project=? AND location=? AND name=?",
+                     "sss", project, location, name)) < 0)
+        goto rollback;
+    rc = exec_sql(st->db, "COMMIT", NULL);
+    if (rc == 0 && orphans) {
+        *orphans = gone;
+        gone = NULL;
+    }
+    goto out;
+rollback:
+    exec_sql(st->db, "ROLLBACK", NULL);
+    errno = e;
+out:
+    pthread_mutex_unlock(&st->lock);
+    json_decref(gone);
+    return rc;
+}
+
+/* --- training jobs ------------------------------------------------------- */
+
+#define JOB_COLS                                                                                   \
+    "seq, id, project, location, cluster_id, slurm_job, state, restart_count, request, config,"    \
+    " create_ms, update_ms"
+
+static void read_job(sqlite3_stmt *s, struct store_job *j)
+{
+    memset(j, 0, sizeof(*j));
+    j->seq = sqlite3_column_int64(s, 0);
+    col_text(s, 1, j->id, sizeof(j->id));
+    col_text(s, 2, j->project, sizeof(j->project));
+    col_text(s, 3, j->location, sizeof(j->location));
+    col_text(s, 4, j->cluster_id, sizeof(j->cluster_id));
+    col_text(s, 5, j->slurm_job, sizeof(j->slurm_job));
+    col_text(s, 6, j->state, sizeof(j->state));
+    j->restart_count = sqlite3_column_int(s, 7);
+    j->request = col_json(s, 8);
+    j->config = col_json(s, 9);
+    j->create_ms = sqlite3_column_int64(s, 10);
+    j->update_ms = sqlite3_column_int64(s, 11);
+}
+
+void store_job_release(struct store_job *j)
+{
+    if (!j)
+        return;
+    json_decref(j->request);
+    json_decref(j->config);
+    j->request = j->config = NULL;
+}
+
+int store_job_create(struct store *st, const struct store_job *j)
+{
+    int64_t now = mtc_now_ms();
+    return run_locked(st, prep(st,
+                               "INSERT INTO training_jobs (id, project, location, cluster_id,"
+                               " slurm_job, state, restart_count, request, config, create_ms,"
+                               " update_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                               "ssssssijjll", j->id, j->project, j->location, j->cluster_id,
+                               j->slurm_job, j->state, j->restart_count, j->request, j->config, now,
+                               now));
+}
+
+int store_job_get(struct store *st, const char *cluster_id, const char *id, struct store_job *out)
+{
+    int rc = -1;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st, "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND id=?",
+                           "ss", cluster_id, id);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        read_job(s, out);
+        rc = 0;
+    } else {
+        errno = s ? ENOENT : EIO;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+struct store_job *store_job_list(struct store *st, const char *cluster_id, const char *state,
+                                 int64_t after, int limit, int *n)
+{
+    *n = 0;
+    struct store_job *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
+    if (!arr)
+        return NULL;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND seq > ?"
+                           " AND (? = '' OR state = ?) ORDER BY seq LIMIT ?",
+                           "slssi", cluster_id, after, state ? state : "", state ? state : "",
+                           limit);
+    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
+        read_job(s, &arr[(*n)++]);
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
+}
+
+int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
+                        const char *state, int restart_count)
+{
+    return update_one(st, prep(st,
+                               "UPDATE training_jobs SET state=?, restart_count=?, update_ms=?"
+                               " WHERE cluster_id=? AND id=?",
+                               "silss", state, restart_count, mtc_now_ms(), cluster_id, id));
 }

@@ -1,5 +1,5 @@
 /* store: mtcd's state in SQLite (WAL) — clusters, long-running operations,
- * cluster events and API tokens — with a versioned schema and migrations.
+ * cluster events, API tokens and training jobs — with a versioned schema and migrations.
  * One connection guarded by a mutex; every accessor is one transaction. */
 #ifndef MTC_STORE_H
 #define MTC_STORE_H
@@ -31,8 +31,8 @@ struct store_op {
     char id[48]; /* op-<hex> */
     char project[64];
     char location[64];
-    char cluster_id[16];
-    char kind[16]; /* CREATE | UPDATE | DELETE | REMEDIATE ... */
+    char cluster_id[16]; /* the cluster it is about, "" when it is about target */
+    char kind[16];       /* CREATE | UPDATE | DELETE | REMEDIATE | PREPARE ... */
     int done;
     char progress[256];
     json_t *request;  /* owned; e.g. the target spec of an UPDATE */
@@ -40,6 +40,8 @@ struct store_op {
     int err_code;     /* google.rpc code when done with error, else 0 */
     char err_message[256];
     int64_t create_ms, update_ms;
+    char target[96]; /* another resource it is about, relative to its location
+                      * ("datasets/NAME"), or "" for a cluster's operation */
 };
 void store_op_release(struct store_op *op);
 
@@ -75,6 +77,64 @@ int store_op_finish(struct store *st, const char *id, const json_t *response, in
                     const char *err_message);
 /* Ids of operations not done, oldest first. Caller json_decref's. */
 json_t *store_ops_pending(struct store *st);
+
+/* Datasets: a name in a project/location, the canonical request it was made
+ * from ({source, kind, tokenizer, description, labels}) and its state; its
+ * versions are what each preparation produced (mtc-train's record). Lookups
+ * return -1 with errno ENOENT when absent. */
+struct store_dataset {
+    char project[64];
+    char location[64];
+    char name[64];
+    char state[16]; /* PREPARING | READY */
+    json_t *spec;   /* owned */
+    int64_t create_ms, update_ms;
+};
+void store_dataset_release(struct store_dataset *d);
+struct store_dataset_version {
+    int version; /* 1, 2, ... per dataset */
+    char key[160];
+    json_t *record; /* owned: the preparation record */
+    int64_t create_ms;
+};
+void store_dataset_versions_free(struct store_dataset_version *v, int n);
+/* Insert the dataset and its first operation (op->target names it)
+ * atomically; -1 with errno EEXIST when the name is taken in its location. */
+int store_dataset_create(struct store *st, const struct store_dataset *d, const struct store_op *op,
+                         mtc_error_t *err);
+int store_dataset_get(struct store *st, const char *project, const char *location,
+                      const char *name, struct store_dataset *out);
+/* Up to limit datasets of project/location with name > after (NULL: from the
+ * start), by name: a malloc'd array (release each, free it), *n its length. */
+struct store_dataset *store_dataset_list(struct store *st, const char *project,
+                                         const char *location, const char *after, int limit,
+                                         int *n);
+/* The dataset's versions, oldest first: a malloc'd array (free with
+ * store_dataset_versions_free), *n its length; NULL when there are none. */
+struct store_dataset_version *store_dataset_versions(struct store *st, const char *project,
+                                                     const char *location, const char *name,
+                                                     int *n);
+/* Start op (op->target names the dataset) on an existing dataset, setting it
+ * PREPARING, unless another operation on it is still running: -1 with errno
+ * EBUSY (busy_op gets its id), ENOENT or EIO. */
+int store_dataset_op_begin(struct store *st, const struct store_op *op, const char *name,
+                           char busy_op[48]);
+/* Record a preparation of the dataset with key and record: when key is the
+ * latest version's, nothing is added and *version is that version (*added 0);
+ * else version latest+1 is added (*added 1). spec (may be NULL) replaces the
+ * stored request; the state becomes READY. One transaction. */
+int store_dataset_record(struct store *st, const char *project, const char *location,
+                         const char *name, const json_t *spec, const char *key,
+                         const json_t *record, int *version, int *added);
+int store_dataset_set_state(struct store *st, const char *project, const char *location,
+                            const char *name, const char *state);
+/* Remove the dataset and its versions unless an operation other than
+ * except_op (may be NULL) runs on it (-1, EBUSY, busy_op gets its id).
+ * *orphans (may be NULL) gets the records of its versions whose key no other
+ * version (of any dataset) uses, one per key: their prepared data may go. */
+int store_dataset_delete(struct store *st, const char *project, const char *location,
+                         const char *name, const char *except_op, char busy_op[48],
+                         json_t **orphans);
 
 /* Events: one line each about a cluster (node may be NULL). */
 struct store_event {
@@ -142,5 +202,33 @@ int store_remediation_add(struct store *st, const char *cluster_id, const char *
                           const char *action, const char *check, const char *op_id);
 int store_remediation_count(struct store *st, const char *cluster_id, const char *node,
                             int64_t since_ms);
+
+/* Training jobs (the API's trainingJobs): one Slurm job submitted from a
+ * recipe, with the request it came from and the resolved config.json. */
+struct store_job {
+    int64_t seq; /* creation order: list pages continue after it */
+    char id[64]; /* unique within its cluster */
+    char project[64];
+    char location[64];
+    char cluster_id[16];
+    char slurm_job[32];
+    char state[16]; /* last observed: PENDING | RUNNING | COMPLETED | ... */
+    int restart_count;
+    json_t *request; /* canonical request body (owned) */
+    json_t *config;  /* the run's config.json (owned) */
+    int64_t create_ms, update_ms;
+};
+void store_job_release(struct store_job *j);
+/* Insert; -1 with errno EEXIST when the cluster has a job of this id. */
+int store_job_create(struct store *st, const struct store_job *j);
+/* out is zeroed first; -1 with errno ENOENT (no such job) or EIO. */
+int store_job_get(struct store *st, const char *cluster_id, const char *id, struct store_job *out);
+/* Up to limit jobs of a cluster with seq > after, oldest first, only those in
+ * state when it is not NULL. A malloc'd array (caller releases each and
+ * frees), *n its length. */
+struct store_job *store_job_list(struct store *st, const char *cluster_id, const char *state,
+                                 int64_t after, int limit, int *n);
+int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
+                        const char *state, int restart_count);
 
 #endif

@@ -24,6 +24,12 @@ static void test_errprintf_one_line(void)
 }
 
 /* One shell word, nothing expanded (recipes' sbatch scripts, the hosts provider's ssh). */
+static void collect_line(void *arg, const char *line)
+{
+    strcat(arg, line);
+    strcat(arg, "|");
+}
+
 static void test_shell_quote(void)
 {
     char *q = mtc_shell_quote("it's $HOME");
@@ -114,6 +120,17 @@ int main(void)
           "4 MiB of stdin delivered whole");
     free(io3.out);
     free(data);
+    /* err_line: each stderr line as it comes, the last one without a newline too */
+    char lines[256] = "";
+    struct mtc_io io4 = {.capture = MTC_IO_OUT | MTC_IO_ERR, .err_line = collect_line,
+                         .err_line_arg = lines};
+    char *argv8[] = {"sh", "-c", "echo one >&2; echo out; sleep 0.1; echo two >&2; printf three >&2",
+                     NULL};
+    CHECK(mtc_run_io(argv8, NULL, &io4, 5000) == 0 && !strcmp(lines, "one|two|three|") &&
+              io4.err && !strcmp(io4.err, "one\ntwo\nthree") && !strcmp(io4.out, "out\n"),
+          "stderr lines passed one by one, still captured whole (%s)", lines);
+    free(io4.out);
+    free(io4.err);
 
     char *argv4[] = {"sleep", "30", NULL};
     pid_t pid = mtc_spawn(argv4, NULL, NULL);

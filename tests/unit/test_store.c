@@ -34,6 +34,59 @@ static int create(struct store *st, const char *id, const char *op_id)
     return rc;
 }
 
+/* Training jobs: unique per cluster, pages by creation order, the state
+ * filter, state updates, and gone with their cluster. */
+static void test_jobs(struct store *st)
+{
+    const char *const ids[] = {"j-b", "j-a", "j-c"};
+    for (int i = 0; i < 3; i++) {
+        struct store_job j = {.restart_count = 0};
+        snprintf(j.id, sizeof(j.id), "%s", ids[i]);
+        snprintf(j.project, sizeof(j.project), "local");
+        snprintf(j.location, sizeof(j.location), "local");
+        snprintf(j.cluster_id, sizeof(j.cluster_id), "c");
+        snprintf(j.slurm_job, sizeof(j.slurm_job), "%d", i + 1);
+        snprintf(j.state, sizeof(j.state), i == 1 ? "RUNNING" : "PENDING");
+        j.request = json_pack("{s:s}", "recipe", "pretrain/tiny_gpt2_pt");
+        j.config = json_pack("{s:s}", "jobId", j.slurm_job);
+        CHECK(store_job_create(st, &j) == 0, "job %s stored", ids[i]);
+        if (i == 0)
+            CHECK(store_job_create(st, &j) < 0 && errno == EEXIST, "a job id is unique in its cluster");
+        json_decref(j.request);
+        json_decref(j.config);
+    }
+    struct store_job g;
+    CHECK(store_job_get(st, "c", "j-a", &g) == 0 && !strcmp(g.slurm_job, "2") &&
+              !strcmp(json_string_value(json_object_get(g.request, "recipe")),
+                      "pretrain/tiny_gpt2_pt"),
+          "get a job with its request");
+    store_job_release(&g);
+    CHECK(store_job_get(st, "b", "j-a", &g) < 0 && errno == ENOENT, "another cluster's job: ENOENT");
+    int n = 0;
+    struct store_job *page = store_job_list(st, "c", NULL, 0, 2, &n);
+    CHECK(n == 2 && !strcmp(page[0].id, "j-b") && !strcmp(page[1].id, "j-a"),
+          "first page in creation order");
+    int64_t after = n == 2 ? page[1].seq : 0;
+    for (int i = 0; i < n; i++)
+        store_job_release(&page[i]);
+    free(page);
+    page = store_job_list(st, "c", NULL, after, 2, &n);
+    CHECK(n == 1 && !strcmp(page[0].id, "j-c"), "next page after the token");
+    store_job_release(&page[0]);
+    free(page);
+    page = store_job_list(st, "c", "RUNNING", 0, 10, &n);
+    CHECK(n == 1 && !strcmp(page[0].id, "j-a"), "state filter");
+    store_job_release(&page[0]);
+    free(page);
+    CHECK(store_job_set_state(st, "c", "j-a", "REQUEUED", 1) == 0 &&
+              store_job_get(st, "c", "j-a", &g) == 0 && !strcmp(g.state, "REQUEUED") &&
+              g.restart_count == 1,
+          "state and restart count updated");
+    store_job_release(&g);
+    CHECK(store_job_set_state(st, "c", "nope", "FAILED", 0) < 0 && errno == ENOENT,
+          "updating a missing job: ENOENT");
+}
+
 int main(void)
 {
     char dir[] = "/tmp/mtc-store-XXXXXX", path[256];
@@ -44,7 +97,7 @@ int main(void)
     struct store *st = store_open(path, &err);
     umask(old_umask);
     CHECK(st != NULL, "open creates the database");
-    CHECK(store_schema_version(st) == 3, "migrated to the latest schema");
+    CHECK(store_schema_version(st) == 5, "migrated to the latest schema");
     struct stat sb;
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600,
           "database created 0600 under umask 022 (mode %o)", (unsigned)(sb.st_mode & 0777));
@@ -152,6 +205,7 @@ int main(void)
     store_remediation_add(st, "a", "a-x-0", "reboot", "gpu.ecc", "op-9");
     CHECK(store_remediation_count(st, "a", "a-x-0", 0) == 2, "remediation history counted");
     CHECK(store_remediation_count(st, "a", "a-x-0", mtc_now_ms() + 1000) == 0, "window honoured");
+    test_jobs(st);
     store_close(st);
 
     st = store_open(path, &err);
@@ -159,6 +213,12 @@ int main(void)
     store_cluster_release(&cl);
     CHECK(store_cluster_delete(st, "a") == 0 && store_token_lookup(st, "n2", &who) < 0,
           "deleting a cluster revokes its node tokens");
+    struct store_job g;
+    CHECK(store_job_get(st, "c", "j-c", &g) == 0, "jobs survive reopen");
+    store_job_release(&g);
+    int nj = 0;
+    CHECK(store_cluster_delete(st, "c") == 0 && (free(store_job_list(st, "c", NULL, 0, 10, &nj)), nj == 0),
+          "deleting a cluster forgets its jobs");
     store_close(st);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "sqlite3 %s 'PRAGMA user_version=99'", path);

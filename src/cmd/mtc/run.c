@@ -67,23 +67,6 @@ static json_t *partitions(mtc_error_t *err)
     return parts;
 }
 
-static void partition_list(const json_t *parts, char *buf, size_t len)
-{
-    size_t used = 0;
-    const char *k;
-    json_t *v;
-    buf[0] = '\0';
-    json_object_foreach((json_t *)parts, k, v)
-    {
-        int w = snprintf(buf + used, len - used, "%s%s (%d nodes%s)", used ? ", " : "", k,
-                         (int)json_integer_value(json_object_get(v, "nodes")),
-                         json_is_true(json_object_get(v, "default")) ? ", default" : "");
-        if (w < 0 || used + (size_t)w >= len)
-            break;
-        used += (size_t)w;
-    }
-}
-
 /* -i IMAGE: the cluster's srun must know --container-image (mtc's container
  * plugin, or pyxis). */
 static int container_available(void)
@@ -125,31 +108,28 @@ static const char run_use[] =
     "  that experiment's final checkpoint.\n";
 
 struct run_flags {
-    struct recipe_run r;
-    const char *recipe;
+    struct recipe_run r; /* from body, through the request table */
+    json_t *body;        /* the flags as a trainingJobs request (recipe_request_schema) */
     int dry_run;
 };
 
+/* A path flag's value made absolute against this shell's cwd (the job, or
+ * mtcd, resolves it elsewhere). Caller frees. */
+static char *absolute_path(const char *p)
+{
+    char buf[PATH_MAX], cwd[PATH_MAX];
+    if (realpath(p, buf))
+        return strdup(buf);
+    if (p[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+        return strdup(p);
+    char *out = NULL;
+    return asprintf(&out, "%s/%s", cwd, p) < 0 ? NULL : out;
+}
+
+/* The flags into f->body: each value-taking flag is a row of the request
+ * table (recipe_flags), so the CLI and the API take the same fields. */
 static int parse_run(int argc, char **argv, struct run_flags *f)
 {
-    static const struct {
-        const char *s, *l;
-        size_t off;
-    } opts[] = {
-        {"-e", "--executor", offsetof(struct recipe_run, executor)},
-        {NULL, "--slurm-type", offsetof(struct recipe_run, cluster_type)},
-        {"-p", "--partition", offsetof(struct recipe_run, partition)},
-        {"-d", "--work-dir", offsetof(struct recipe_run, work_dir)},
-        {"-i", "--image", offsetof(struct recipe_run, image)},
-        {NULL, "--experiment-name", offsetof(struct recipe_run, experiment)},
-        {NULL, "--log-dir", offsetof(struct recipe_run, log_dir)},
-        {NULL, "--cache-dir", offsetof(struct recipe_run, cache_dir)},
-        {NULL, "--data-dir", offsetof(struct recipe_run, data_dir)},
-        {NULL, "--time", offsetof(struct recipe_run, time)},
-        {NULL, "--from-checkpoint", offsetof(struct recipe_run, from_checkpoint)},
-        {NULL, "--from-experiment", offsetof(struct recipe_run, from_experiment)},
-        {NULL, "--data", offsetof(struct recipe_run, data)},
-    };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
@@ -158,29 +138,17 @@ static int parse_run(int argc, char **argv, struct run_flags *f)
             f->dry_run = 1;
             continue;
         }
+        const struct recipe_flag *fl = a[0] == '-' ? recipe_flag_find(a) : NULL;
+        if (!fl)
+            return fprintf(stderr, "mtc: unknown option \"%s\"\n%s", a, run_use), -1;
         if (i + 1 >= argc)
             return fprintf(stderr, "mtc: %s needs a value\n%s", a, run_use), -1;
-        if (strcmp(a, "-s") == 0 || strcmp(a, "--recipe") == 0) {
-            f->recipe = argv[++i];
-            continue;
-        }
-        if (strcmp(a, "-n") == 0 || strcmp(a, "--nodes") == 0) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || n < 1 || n > 4096)
-                return fprintf(stderr, "mtc: -n %s: want a node count\n", argv[i]), -1;
-            f->r.nodes = (int)n;
-            continue;
-        }
-        size_t k = 0;
-        for (; k < sizeof(opts) / sizeof(opts[0]); k++)
-            if ((opts[k].s && strcmp(a, opts[k].s) == 0) || strcmp(a, opts[k].l) == 0)
-                break;
-        if (k == sizeof(opts) / sizeof(opts[0]))
-            return fprintf(stderr, "mtc: unknown option \"%s\"\n%s", a, run_use), -1;
-        *(const char **)((char *)&f->r + opts[k].off) = argv[++i];
+        const char *v = argv[++i];
+        char *abs = fl->path && *v ? absolute_path(v) : NULL;
+        json_object_set_new(f->body, fl->field, json_string(abs ? abs : v));
+        free(abs);
     }
-    if (!f->recipe)
+    if (!json_object_get(f->body, "recipe"))
         return fprintf(stderr, "mtc: run needs -s RECIPE\n%s", run_use), -1;
     return 0;
 }
@@ -195,24 +163,6 @@ static const char *settle(const json_t *cfg, char *state, size_t len)
         mtc_sleep_ms(200);
     }
     return state;
-}
-
-static int submit_slurm(json_t *cfg, const char *script_path, mtc_error_t *err, const json_t *parts)
-{
-    char *out = NULL, job[32];
-    int rc = slurm_submit(NULL, script_path, job, &out);
-    if (rc != 0) {
-        char list[160];
-        partition_list(parts, list, sizeof(list));
-        fprintf(stderr, "%s\n", out && *out ? out : "sbatch failed");
-        errprintf(err, "submission failed%s%s",
-                  out && strstr(out, "partition") ? "; partitions: " : "",
-                  out && strstr(out, "partition") ? list : "");
-        free(out);
-        return -1;
-    }
-    free(out);
-    return exp_set_job(cfg, job, err);
 }
 
 static int submit_local(json_t *cfg, const char *script_path, mtc_error_t *err)
@@ -259,7 +209,7 @@ static json_t *load_recipe(const char *name)
  * 0, or -1 after saying why. */
 static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **cfg, char **script)
 {
-    json_t *recipe = load_recipe(f->recipe);
+    json_t *recipe = load_recipe(f->r.recipe);
     if (!recipe)
         return -1;
     /* a cluster on hosts: the trainer mtc copied to them, MPI over TCP on
@@ -313,96 +263,24 @@ static int dry_run(const json_t *cfg, const char *script)
     return 0;
 }
 
-/* Slurm's partitions in this shell (*parts, caller decrefs), and -n within the
- * node count of the partition the job goes to (-p, else the default one).
- * 0, or 1 after saying why (*parts then NULL). */
-static int check_partition(const json_t *cfg, json_t **parts)
-{
-    mtc_error_t err = {""};
-    *parts = partitions(&err);
-    if (!*parts)
-        return cli_fail("%s", err.text);
-    const char *pname = json_string_value(json_object_get(cfg, "partition"));
-    json_t *pi = NULL;
-    const char *k;
-    json_t *v;
-    if (pname) {
-        pi = json_object_get(*parts, pname);
-    } else {
-        json_object_foreach(*parts, k, v)
-        {
-            if (json_is_true(json_object_get(v, "default")))
-                pi = v, pname = k;
-        }
-    }
-    int have = pi ? (int)json_integer_value(json_object_get(pi, "nodes")) : 0;
-    int want = (int)json_integer_value(json_object_get(cfg, "nodes"));
-    if (pi && want > have) {
-        int rc = cli_fail("-n %d: partition %s has %d node%s; ask for at most %d", want, pname,
-                          have, have == 1 ? "" : "s", have);
-        json_decref(*parts);
-        *parts = NULL;
-        return rc;
-    }
-    return 0;
-}
-
-/* Nothing ran: the run's directory goes, and the experiment's and experiments/
- * with it when that was all they held. */
-static void remove_run(const json_t *cfg)
-{
-    char run_dir[PATH_MAX];
-    snprintf(run_dir, sizeof(run_dir), "%s", json_string_value(json_object_get(cfg, "taskDir")));
-    char *slash = strrchr(run_dir, '/');
-    if (slash)
-        *slash = '\0';
-    mtc_rm_rf(run_dir);
-    for (int up = 0; up < 2 && (slash = strrchr(run_dir, '/')); up++) {
-        *slash = '\0';
-        if (rmdir(run_dir) < 0)
-            break;
-    }
-}
-
-/* The experiment directory, then the job: sbatch, or bash for -e local. */
-static int submit(json_t *cfg, const char *script, const json_t *parts, mtc_error_t *err)
+/* -e local: the experiment directory, then bash. */
+static int submit(json_t *cfg, const char *script, mtc_error_t *err)
 {
     if (recipe_check_batch(cfg, err) < 0 || exp_create(cfg, script, err) < 0)
         return -1;
     char spath[PATH_MAX + 16];
     snprintf(spath, sizeof(spath), "%s/sbatch.sh",
              json_string_value(json_object_get(cfg, "taskDir")));
-    int is_slurm = strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") == 0;
-    if ((is_slurm ? submit_slurm(cfg, spath, err, parts) : submit_local(cfg, spath, err)) < 0) {
-        remove_run(cfg);
+    if (submit_local(cfg, spath, err) < 0) {
+        exp_remove(cfg);
         return -1;
     }
     return 0;
 }
 
-/* Check what the job needs here, submit it, and show its status. */
-static int launch(struct cli *c, json_t *cfg, const char *script)
+/* The status block (or --json: the run's config with its state). */
+static void show_status(struct cli *c, json_t *cfg)
 {
-    mtc_error_t err = {""};
-    const char *image = json_string_value(json_object_get(cfg, "image"));
-    if (image && strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") != 0)
-        return cli_fail("-i %s: containers run through Slurm (srun --container-image); "
-                        "use -e slurm",
-                        image);
-    if (image && !container_available())
-        return cli_fail("-i %s: this cluster's srun has no --container-image (no container "
-                        "plugin in its plugstack.conf)",
-                        image);
-    if (recipe_check_inputs(cfg, &err) < 0)
-        return cli_fail("%s", err.text);
-    json_t *parts = NULL;
-    int is_slurm = strcmp(json_string_value(json_object_get(cfg, "executor")), "slurm") == 0;
-    if (is_slurm && check_partition(cfg, &parts) != 0)
-        return 1;
-    int s = submit(cfg, script, parts, &err);
-    json_decref(parts);
-    if (s < 0)
-        return cli_fail("%s", err.text);
     char state[64];
     if (c->json) {
         json_object_set_new(cfg, "state", json_string(settle(cfg, state, sizeof(state))));
@@ -410,6 +288,112 @@ static int launch(struct cli *c, json_t *cfg, const char *script)
     } else {
         exp_print_status(stdout, cfg, settle(cfg, state, sizeof(state)));
     }
+}
+
+/* -e local: check what the job needs here, start it, and show its status. */
+static int launch(struct cli *c, json_t *cfg, const char *script)
+{
+    mtc_error_t err = {""};
+    const char *image = json_string_value(json_object_get(cfg, "image"));
+    if (image)
+        return cli_fail("-i %s: containers run through Slurm (srun --container-image); "
+                        "use -e slurm",
+                        image);
+    if (recipe_check_inputs(cfg, &err) < 0 || submit(cfg, script, &err) < 0)
+        return cli_fail("%s", err.text);
+    show_status(c, cfg);
+    return 0;
+}
+
+/* The cluster this shell's Slurm is (…/clusters/ID/slurm.conf from `mtc env`),
+ * else $MTC_CLUSTER, into id. 0, or 1 after saying why. */
+static int shell_cluster(char *id, size_t len)
+{
+    const char *conf = getenv("SLURM_CONF"), *env = getenv("MTC_CLUSTER");
+    if (conf && *conf && !mtc_path_exists(conf))
+        return cli_fail("no Slurm cluster in this shell (%s does not exist); run eval "
+                        "\"$(mtc env ID)\" first, or use -e local",
+                        conf);
+    const char *p = conf ? strstr(conf, "/clusters/") : NULL;
+    if (p) {
+        p += 10;
+        snprintf(id, len, "%.*s", (int)strcspn(p, "/"), p);
+        if (cluster_id_valid(id) && strcmp(p + strlen(id), "/slurm.conf") == 0)
+            return 0;
+    }
+    if (env && cluster_id_valid(env)) {
+        snprintf(id, len, "%s", env);
+        return 0;
+    }
+    return cli_fail("no cluster in this shell: run eval \"$(mtc env ID)\" first (or set "
+                    "MTC_CLUSTER), or use -e local");
+}
+
+/* The run's config.json, read from the directory mtcd made; without it (mtcd
+ * on another host), what the job resource says. Caller decrefs. */
+static json_t *job_config(const json_t *job)
+{
+    char path[PATH_MAX + 16];
+    const char *dir = json_string_value(json_object_get(job, "taskDir"));
+    snprintf(path, sizeof(path), "%s/config.json", dir ? dir : "");
+    json_t *cfg = json_load_file(path, 0, NULL);
+    if (cfg)
+        return cfg;
+    return json_pack("{s:s?, s:s?, s:s?, s:s?, s:s}", "runId",
+                     json_string_value(json_object_get(job, "runId")), "taskName",
+                     json_string_value(json_object_get(job, "experimentName")), "jobId",
+                     json_string_value(json_object_get(job, "slurmJobId")), "taskDir", dir,
+                     "executor", "slurm");
+}
+
+/* -e slurm: the run as a trainingJobs request to mtcd, which checks it,
+ * submits it to the cluster's Slurm and says what it did. */
+static int launch_api(struct cli *c, struct run_flags *f, json_t *req)
+{
+    char id[16];
+    if (shell_cluster(id, sizeof(id)) != 0)
+        return 1;
+    /* a recipe file of the user's is sent as its content: mtcd reads no client path */
+    const char *name = f->r.recipe;
+    struct stat st;
+    json_t *body = json_deep_copy(req);
+    if ((strchr(name, '/') || strstr(name, ".json")) && stat(name, &st) == 0 &&
+        S_ISREG(st.st_mode)) {
+        json_t *recipe = load_recipe(name);
+        if (!recipe) {
+            json_decref(body);
+            return 1;
+        }
+        json_object_set_new(body, "recipe", recipe);
+    }
+    /* secrets reach the job through sbatch's environment, as they did from this shell */
+    json_t *secrets = json_object();
+    for (int i = 0; recipe_secrets[i]; i++)
+        if (getenv(recipe_secrets[i]))
+            json_object_set_new(secrets, recipe_secrets[i], json_string(getenv(recipe_secrets[i])));
+    if (json_object_size(secrets))
+        json_object_set(body, "secretEnv", secrets);
+    json_decref(secrets);
+    char path[512];
+    snprintf(path, sizeof(path),
+             "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s/trainingJobs",
+             c->project, c->location, id);
+    mtc_error_t err = {""};
+    json_t *job = NULL;
+    int rc = cli_call_ok(c, "POST", path, body, &job, &err);
+    json_decref(body);
+    if (rc < 0) {
+        char text[sizeof(err.text) + 32];
+        cli_fail("%s", recipe_request_cli_text(err.text, text, sizeof(text)));
+        if (strstr(err.text, "unknown recipe"))
+            json_decref(load_recipe(name)); /* lists the catalog */
+        return 1;
+    }
+    json_t *cfg = job_config(job);
+    json_object_set(cfg, "trainingJob", json_object_get(job, "name"));
+    json_decref(job);
+    show_status(c, cfg);
+    json_decref(cfg);
     return 0;
 }
 
@@ -459,20 +443,41 @@ static int shared_storage(struct cli *c, struct run_flags *f)
 
 int cmd_run(struct cli *c, int argc, char **argv)
 {
-    struct run_flags f = {.r = {.home = c->home, .timestamp = (int64_t)time(NULL)}};
+    struct run_flags f = {.body = json_object()};
     int p = parse_run(argc, argv, &f);
-    if (p)
-        return p > 0 ? 0 : 2;
+    json_t *req = NULL;
+    mtc_error_t err = {""};
+    char text[sizeof(err.text) + 32];
+    int rc = 1;
+    if (p) {
+        rc = p > 0 ? 0 : 2;
+        goto out;
+    }
+    if (recipe_request_parse(f.body, &f.r, &req, &err) < 0) {
+        cli_fail("%s", recipe_request_cli_text(err.text, text, sizeof(text)));
+        if (strstr(err.text, "unknown option"))
+            fputs(run_use, stderr);
+        goto out;
+    }
+    f.r.home = c->home;
+    f.r.timestamp = (int64_t)time(NULL);
     if (shared_storage(c, &f) != 0)
-        return 1;
+        goto out;
+    if (!f.dry_run && (!f.r.executor || strcmp(f.r.executor, "slurm") == 0)) {
+        rc = launch_api(c, &f, req);
+        goto out;
+    }
     char trainer[PATH_MAX];
     json_t *cfg = NULL;
     char *script = NULL;
     if (prepare_job(&f, trainer, sizeof(trainer), &cfg, &script) < 0)
-        return 1;
-    int rc = f.dry_run ? dry_run(cfg, script) : launch(c, cfg, script);
+        goto out;
+    rc = f.dry_run ? dry_run(cfg, script) : launch(c, cfg, script);
     free(script);
     json_decref(cfg);
+out:
+    json_decref(req);
+    json_decref(f.body);
     return rc;
 }
 

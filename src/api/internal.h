@@ -1,0 +1,39 @@
+/* internal: what the API's handler files (routes.c, datasets.c, jobs.c) share. Not
+ * part of the module's interface. */
+#ifndef MTC_API_INTERNAL_H
+#define MTC_API_INTERNAL_H
+
+#include "api/api.h"
+
+#define CLUSTERS "/v1beta1/projects/*/locations/*/modelDevelopmentClusters"
+#define DATASETS "/v1beta1/projects/*/locations/*/datasets"
+
+/* The project and location segments (r->cap[0], r->cap[1]) are valid names:
+ * 0, else out is a 400 naming the bad one and -1. */
+int api_check_parent(struct api_req *r, struct api_resp *out);
+/* Reply with the stored operation op_id; returns 0. */
+int api_reply_op(struct api_req *r, struct api_resp *out, const char *op_id);
+/* pageSize (0..1000; 0 or absent: 50) and pageToken (absent: "", else it
+ * must pass token_valid) of a list request, snake_case accepted. 0, else out
+ * is a 400 naming the argument and -1. */
+int api_page_args(struct api_req *r, struct api_resp *out, int (*token_valid)(const char *),
+                  int *size, char token[128]);
+
+/* The cluster named by the path's captures 0-2 into cl (caller releases),
+ * or -1 with out filled (400 bad name, 404 absent or under another parent). */
+int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl);
+
+/* trainingJobs of a cluster (jobs.c): create, get, list, :cancel. */
+int api_job_create(struct api_req *r, struct api_resp *out);
+int api_job_get(struct api_req *r, struct api_resp *out);
+int api_job_list(struct api_req *r, struct api_resp *out);
+int api_job_cancel(struct api_req *r, struct api_resp *out);
+
+/* Datasets (datasets.c): create, list, get, delete, :prepare. */
+int api_dataset_create(struct api_req *r, struct api_resp *out);
+int api_dataset_list(struct api_req *r, struct api_resp *out);
+int api_dataset_get(struct api_req *r, struct api_resp *out);
+int api_dataset_delete(struct api_req *r, struct api_resp *out);
+int api_dataset_prepare(struct api_req *r, struct api_resp *out);
+
+#endif

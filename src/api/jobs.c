@@ -1,0 +1,505 @@
+/* jobs: a cluster's trainingJobs — a recipe run submitted to the cluster's
+ * Slurm by mtcd (create), its state as Slurm and the experiment's exit record
+ * say (get, list with pages and a state filter), and :cancel (scancel). The
+ * body is recipes' request table; everything is checked before anything is
+ * submitted, and a failed submission leaves nothing behind. */
+#include "api/internal.h"
+#include "recipes/recipes.h"
+#include "slurm/slurm.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A training job's state as the API says it. */
+enum job_state { JOB_PENDING, JOB_RUNNING, JOB_COMPLETED, JOB_FAILED, JOB_CANCELLED, JOB_REQUEUED };
+static const struct schema_enum job_state_enum = SCHEMA_NAMES(
+    NULL, [JOB_PENDING] = "PENDING", [JOB_RUNNING] = "RUNNING", [JOB_COMPLETED] = "COMPLETED",
+    [JOB_FAILED] = "FAILED", [JOB_CANCELLED] = "CANCELLED", [JOB_REQUEUED] = "REQUEUED");
+
+/* Slurm's job states (squeue %T, scontrol JobState) and the experiment's exit
+ * record → the API's. Not listed: FAILED (TIMEOUT, NODE_FAIL, OUT_OF_MEMORY ...). */
+static const struct {
+    const char *slurm;
+    enum job_state state;
+} slurm_states[] = {
+    {"PENDING", JOB_PENDING},       {"CONFIGURING", JOB_RUNNING},  {"RUNNING", JOB_RUNNING},
+    {"COMPLETING", JOB_RUNNING},    {"SUSPENDED", JOB_RUNNING},    {"STOPPED", JOB_RUNNING},
+    {"SIGNALING", JOB_RUNNING},     {"STAGE_OUT", JOB_RUNNING},    {"RESIZING", JOB_RUNNING},
+    {"COMPLETED", JOB_COMPLETED},   {"CANCELLED", JOB_CANCELLED},  {"REQUEUED", JOB_REQUEUED},
+    {"REQUEUE_HOLD", JOB_REQUEUED}, {"REQUEUE_FED", JOB_REQUEUED},
+};
+
+static enum job_state state_of(const char *slurm, int restarts)
+{
+    for (size_t i = 0; i < sizeof(slurm_states) / sizeof(slurm_states[0]); i++)
+        if (strcmp(slurm_states[i].slurm, slurm) == 0)
+            /* requeued and waiting to run again */
+            return slurm_states[i].state == JOB_PENDING && restarts > 0 ? JOB_REQUEUED
+                                                                        : slurm_states[i].state;
+    return JOB_FAILED;
+}
+
+static int state_final(const char *s)
+{
+    int v = schema_enum_parse(&job_state_enum, s, 0);
+    return v == JOB_COMPLETED || v == JOB_FAILED || v == JOB_CANCELLED;
+}
+
+/* Look at Slurm (then the experiment's exit record) and store what changed.
+ * A final state is kept; a job nobody knows keeps its last state. */
+static void refresh(struct store *st, struct store_job *j)
+{
+    if (state_final(j->state) || !j->config)
+        return;
+    char slurm[64];
+    exp_job_state(j->config, slurm, sizeof(slurm));
+    if (strcmp(slurm, "UNKNOWN") == 0 || strcmp(slurm, "NOT_SUBMITTED") == 0)
+        return;
+    const char *conf = NULL;
+    int restarts = j->restart_count;
+    if (exp_slurm_conf(j->config, &conf) == 0) {
+        int n = slurm_job_restarts(conf, j->slurm_job);
+        if (n > restarts)
+            restarts = n;
+    }
+    const char *now = schema_enum_name(&job_state_enum, state_of(slurm, restarts));
+    if (strcmp(now, j->state) == 0 && restarts == j->restart_count)
+        return;
+    if (store_job_set_state(st, j->cluster_id, j->id, now, restarts) == 0) {
+        snprintf(j->state, sizeof(j->state), "%s", now);
+        j->restart_count = restarts;
+    }
+}
+
+static const char *cget(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* The trainingJob resource. */
+static json_t *job_json(const struct store_job *j)
+{
+    char name[400], t[40], dir[PATH_MAX];
+    snprintf(name, sizeof(name),
+             "projects/%s/locations/%s/modelDevelopmentClusters/%s/trainingJobs/%s", j->project,
+             j->location, j->cluster_id, j->id);
+    const json_t *cfg = j->config, *req = j->request;
+    json_t *o = json_pack("{s:s, s:s}", "name", name, "id", j->id);
+    json_t *recipe = json_object_get(req, "recipe");
+    json_object_set_new(
+        o, "recipe",
+        json_string(json_is_string(recipe) ? json_string_value(recipe) : cget(cfg, "recipe")));
+    if (json_object_get(req, "overrides"))
+        json_object_set(o, "overrides", json_object_get(req, "overrides"));
+    json_object_set_new(o, "nodeCount",
+                        json_integer(json_integer_value(json_object_get(cfg, "nodes"))));
+    static const char *const copy[][2] = {
+        {"partition", "partition"},
+        {"containerImage", "image"},
+        {"clusterType", "clusterType"},
+        {"time", "time"},
+        {"task", "task"},
+        {"experimentName", "experiment"},
+        {"runId", "runId"},
+        {"taskDir", "taskDir"},
+        {"logDir", "logDir"},
+        {"slurmJobId", "jobId"},
+    };
+    for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
+        if (cget(cfg, copy[i][1]))
+            json_object_set_new(o, copy[i][0], json_string(cget(cfg, copy[i][1])));
+    /* the run's directory: <experiments>/<name>/<name>_<ts> */
+    snprintf(dir, sizeof(dir), "%s", cget(cfg, "taskDir") ? cget(cfg, "taskDir") : "");
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    json_object_set_new(o, "experimentDir", json_string(dir));
+    json_object_set_new(o, "state", json_string(j->state));
+    json_object_set_new(o, "restartCount", json_integer(j->restart_count));
+    json_object_set_new(o, "createTime", json_string(mtc_time_rfc3339(j->create_ms, t, sizeof(t))));
+    json_object_set_new(o, "updateTime", json_string(mtc_time_rfc3339(j->update_ms, t, sizeof(t))));
+    return o;
+}
+
+/* KEY's value in the shell text `mtc env` prints (export KEY='VALUE'). */
+static int env_get(const char *script, const char *key, char *buf, size_t len)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "export %s='", key);
+    const char *p = strstr(script, pat);
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    size_t n = strcspn(p, "'\n");
+    if (n == 0 || n >= len)
+        return -1;
+    snprintf(buf, len, "%.*s", (int)n, p);
+    return 0;
+}
+
+/* The cluster's Slurm for a job: its slurm.conf, and on hosts the trainer
+ * mtc copied there and the MPI network. */
+struct target {
+    char conf[PATH_MAX], trainer[PATH_MAX], mpi[64];
+};
+
+static int cluster_target(struct api_req *r, struct api_resp *out, struct target *t)
+{
+    mtc_error_t err = {""};
+    char *env = control_env(r->ctl, r->cap[2], &err);
+    if (!env)
+        return api_error(out, 400, "precondition: cluster %s: %s", r->cap[2], err.text), -1;
+    int rc = env_get(env, "SLURM_CONF", t->conf, sizeof(t->conf));
+    if (env_get(env, "MTC_TRAINER", t->trainer, sizeof(t->trainer)) < 0) {
+        /* the trainer built beside mtcd, as `mtc run` finds it beside mtc */
+        char self[PATH_MAX] = "";
+        mtc_exe_dir(self, sizeof(self));
+        snprintf(t->trainer, sizeof(t->trainer), "%.4000s/mtc-train", self);
+        if (access(t->trainer, X_OK) < 0)
+            rc = -1, snprintf(err.text, sizeof(err.text), "mtc-train is not installed beside mtcd");
+    }
+    if (env_get(env, "MTC_MPI_NETWORK", t->mpi, sizeof(t->mpi)) < 0)
+        t->mpi[0] = '\0';
+    free(env);
+    if (rc < 0)
+        return api_error(out, 500, "cluster %s: %s", r->cap[2],
+                         *err.text ? err.text : "no slurm.conf in its environment"),
+               -1;
+    return 0;
+}
+
+/* Objects merged member by member (overrides into a recipe); anything else replaced. */
+static void merge(json_t *dst, const json_t *src)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)src, k, v)
+    {
+        json_t *d = json_object_get(dst, k);
+        if (json_is_object(d) && json_is_object(v))
+            merge(d, v);
+        else
+            json_object_set(dst, k, v);
+    }
+}
+
+/* The recipe of a request: a catalog name (never a file: mtcd reads no path a
+ * client names) or an object, with the overrides merged in and validated. */
+static json_t *request_recipe(const json_t *req, struct api_resp *out)
+{
+    mtc_error_t err = {""};
+    json_t *given = json_object_get(req, "recipe"), *recipe;
+    if (json_is_string(given)) {
+        recipe = recipe_load_catalog(json_string_value(given), NULL, 0, &err);
+        if (!recipe)
+            return api_error(out, 400, "recipe: %s", err.text), NULL;
+    } else {
+        recipe = json_deep_copy(given);
+        if (!json_object_get(recipe, "name"))
+            json_object_set_new(recipe, "name", json_string("custom"));
+    }
+    json_t *ov = json_object_get(req, "overrides");
+    if (ov)
+        merge(recipe, ov);
+    if (recipe_validate(recipe, &err) < 0) {
+        json_decref(recipe);
+        return api_error(out, 400, "%s: %s", ov ? "overrides" : "recipe", err.text), NULL;
+    }
+    return recipe;
+}
+
+/* -i: a squashfs image, and a srun on the cluster that can run it. */
+static int check_image(const char *conf, const char *image, char *full, size_t len,
+                       struct api_resp *out)
+{
+    char buf[PATH_MAX];
+    if (!realpath(image, buf))
+        return api_error(out, 400, "containerImage: %.200s: %s", image, strerror(errno)), -1;
+    if (mtc_is_squashfs(buf) != 1)
+        return api_error(out, 400,
+                         "containerImage: %.200s: not a squashfs image (make one with mtc image "
+                         "import)",
+                         image),
+               -1;
+    if (strpbrk(buf, ",:") || strlen(buf) >= len)
+        return api_error(out, 400,
+                         "containerImage: %.200s: the path cannot be passed to srun (',' or ':' "
+                         "in it)",
+                         image),
+               -1;
+    char *o = NULL;
+    char *argv[] = {"srun", "--help", NULL};
+    slurm_cmd(conf, argv, &o, 10000);
+    int ok = o && strstr(o, "--container-image");
+    free(o);
+    if (!ok)
+        return api_error(out, 400,
+                         "containerImage: %.200s: this cluster's srun has no --container-image (no "
+                         "container plugin in its plugstack.conf)",
+                         image),
+               -1;
+    snprintf(full, len, "%s", buf);
+    return 0;
+}
+
+/* The job's id: ?trainingJobId=, else job-<hex>. */
+static int job_id(struct api_req *r, struct api_resp *out, char *id, size_t len)
+{
+    const char *q = api_query(r, "trainingJobId");
+    if (!q)
+        q = api_query(r, "training_job_id");
+    if (!q) {
+        char hex[9];
+        mtc_random_hex(hex, 4);
+        snprintf(id, len, "job-%s", hex);
+        return 0;
+    }
+    if (!mtc_name_valid(q, 63))
+        return api_error(out, 400, "trainingJobId \"%.64s\": must match [a-z][a-z0-9-]{0,62}", q),
+               -1;
+    snprintf(id, len, "%s", q);
+    return 0;
+}
+
+/* Resolve, check and submit; *cfg gets the submitted run's config. 0, or -1
+ * with out filled. */
+static int submit_run(struct api_req *r, struct api_resp *out, const struct store_cluster *cl,
+                      const json_t *req, struct recipe_run *run, json_t **cfg)
+{
+    struct target t;
+    if (cluster_target(r, out, &t) < 0)
+        return -1;
+    json_t *recipe = request_recipe(req, out);
+    if (!recipe)
+        return -1;
+    char image[PATH_MAX];
+    if (run->image && check_image(t.conf, run->image, image, sizeof(image), out) < 0) {
+        json_decref(recipe);
+        return -1;
+    }
+    const char *root = cget(cl->spec, "experimentRoot");
+    run->executor = "slurm";
+    run->home = root && *root ? root : r->cfg->home;
+    run->trainer = run->image ? "mtc-train" : t.trainer; /* the image's own, from its PATH */
+    run->image = run->image ? image : NULL;
+    run->mpi_network = *t.mpi ? t.mpi : NULL;
+    run->timestamp = (int64_t)time(NULL);
+    mtc_error_t err = {""};
+    *cfg = recipe_resolve(recipe, run, &err);
+    json_decref(recipe);
+    if (!*cfg)
+        return api_error(out, 400, "%s", err.text), -1;
+    json_object_set_new(*cfg, "slurmConf", json_string(t.conf));
+    char *script = recipe_render_sbatch(*cfg, &err);
+    int rc =
+        script ? recipe_submit(*cfg, script, t.conf, json_object_get(req, "secretEnv"), &err) : -1;
+    free(script);
+    if (rc < 0) {
+        json_decref(*cfg);
+        *cfg = NULL;
+        return api_error(out, 400, "%s", err.text), -1;
+    }
+    return 0;
+}
+
+int api_job_create(struct api_req *r, struct api_resp *out)
+{
+    if (geteuid() == 0 && r->who.role < ROLE_ADMIN)
+        return api_error(out, 403,
+                         "trainingJobs: mtcd runs as root, so its jobs would run as root: only an "
+                         "admin may create one");
+    struct store_cluster cl;
+    if (api_load_cluster(r, out, &cl) < 0)
+        return 0;
+    char id[64];
+    json_t *req = NULL, *cfg = NULL;
+    struct recipe_run run = {0};
+    mtc_error_t err = {""};
+    struct store_job j = {0};
+    if (schema_enum_parse(&control_state_enum, cl.state, 0) != CONTROL_RUNNING) {
+        api_error(out, 400, "precondition: cluster %s is not RUNNING", cl.id);
+        goto done;
+    }
+    if (job_id(r, out, id, sizeof(id)) < 0)
+        goto done;
+    if (store_job_get(r->st, cl.id, id, &j) == 0) {
+        api_error(out, 409, "trainingJob %s already exists in cluster %s", id, cl.id);
+        goto done;
+    }
+    if (!r->body) {
+        api_error(out, 400, "request body: a TrainingJob object is required");
+        goto done;
+    }
+    if (recipe_request_parse(r->body, &run, &req, &err) < 0) {
+        api_error(out, 400, "%s", err.text);
+        goto done;
+    }
+    if (run.executor && strcmp(run.executor, "slurm") != 0) {
+        api_error(out, 400,
+                  "executor: %s: a training job runs on the cluster's Slurm (slurm); `mtc run -e "
+                  "local` runs on your own machine",
+                  run.executor);
+        goto done;
+    }
+    if (submit_run(r, out, &cl, req, &run, &cfg) < 0)
+        goto done;
+    json_object_del(req, "secretEnv"); /* never stored */
+    snprintf(j.id, sizeof(j.id), "%s", id);
+    snprintf(j.project, sizeof(j.project), "%s", cl.project);
+    snprintf(j.location, sizeof(j.location), "%s", cl.location);
+    snprintf(j.cluster_id, sizeof(j.cluster_id), "%s", cl.id);
+    snprintf(j.slurm_job, sizeof(j.slurm_job), "%s", cget(cfg, "jobId"));
+    snprintf(j.state, sizeof(j.state), "PENDING");
+    j.request = req;
+    j.config = cfg;
+    if (store_job_create(r->st, &j) < 0) {
+        int e = errno;
+        slurm_job_cancel(cget(cfg, "slurmConf"), j.slurm_job, NULL);
+        exp_remove(cfg);
+        api_error(out, e == EEXIST ? 409 : 500, "trainingJob %s: %s", id,
+                  e == EEXIST ? "already exists" : "cannot be stored; the job was cancelled");
+        j.request = j.config = NULL;
+        goto done;
+    }
+    j.create_ms = j.update_ms = mtc_now_ms();
+    refresh(r->st, &j);
+    out->body = job_json(&j);
+    j.request = j.config = NULL;
+done:
+    store_job_release(&j);
+    json_decref(req);
+    json_decref(cfg);
+    store_cluster_release(&cl);
+    return 0;
+}
+
+static int load_job(struct api_req *r, struct api_resp *out, struct store_job *j)
+{
+    struct store_cluster cl;
+    if (api_load_cluster(r, out, &cl) < 0)
+        return -1;
+    store_cluster_release(&cl);
+    if (!mtc_name_valid(r->cap[3], 63))
+        return api_error(out, 400, "trainingJob id \"%.64s\": must match [a-z][a-z0-9-]{0,62}",
+                         r->cap[3]),
+               -1;
+    if (store_job_get(r->st, r->cap[2], r->cap[3], j) < 0)
+        return api_error(out, errno == ENOENT ? 404 : 500, "trainingJob %s %s", r->cap[3],
+                         errno == ENOENT ? "not found" : "cannot be read"),
+               -1;
+    return 0;
+}
+
+int api_job_get(struct api_req *r, struct api_resp *out)
+{
+    struct store_job j;
+    if (load_job(r, out, &j) < 0)
+        return 0;
+    refresh(r->st, &j);
+    out->body = job_json(&j);
+    store_job_release(&j);
+    return 0;
+}
+
+/* filter=state=RUNNING (or state="RUNNING", state:RUNNING): the state, else NULL. */
+static int state_filter(struct api_req *r, struct api_resp *out, char *state, size_t len)
+{
+    const char *f = api_query(r, "filter");
+    *state = '\0';
+    if (!f || !*f)
+        return 0;
+    char v[40] = "";
+    if (strncmp(f, "state", 5) == 0 && (f[5] == '=' || f[5] == ':')) {
+        const char *p = f + 6 + (f[6] == '=');
+        while (*p == ' ')
+            p++;
+        snprintf(v, sizeof(v), "%.*s", (int)strcspn(p, "\" "), p + (*p == '"'));
+        if (*p == '"')
+            snprintf(v, sizeof(v), "%.*s", (int)strcspn(p + 1, "\""), p + 1);
+    }
+    char names[160];
+    if (schema_enum_parse(&job_state_enum, v, 0) < 0)
+        return api_error(out, 400, "filter \"%.60s\": want state=STATE, one of %s", f,
+                         schema_enum_list(&job_state_enum, names, sizeof(names))),
+               -1;
+    snprintf(state, len, "%s", v);
+    return 0;
+}
+
+/* A list's page token: the creation sequence number of the last job shown. */
+static int page_token_valid(const char *t)
+{
+    return strlen(t) <= 18 && strspn(t, "0123456789") == strlen(t);
+}
+
+int api_job_list(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    if (api_load_cluster(r, out, &cl) < 0)
+        return 0;
+    store_cluster_release(&cl);
+    int size;
+    char state[40], token[128];
+    if (api_page_args(r, out, page_token_valid, &size, token) < 0 ||
+        state_filter(r, out, state, sizeof(state)) < 0)
+        return 0;
+    int64_t after = *token ? strtoll(token, NULL, 10) : 0;
+    /* the states first, so the filter sees what Slurm says now */
+    int n = 0;
+    struct store_job *all = store_job_list(r->st, r->cap[2], NULL, after, 10000, &n);
+    for (int i = 0; i < n; i++) {
+        refresh(r->st, &all[i]);
+        store_job_release(&all[i]);
+    }
+    free(all);
+    /* one extra row tells whether another page follows */
+    struct store_job *arr =
+        store_job_list(r->st, r->cap[2], *state ? state : NULL, after, size + 1, &n);
+    json_t *items = json_array();
+    for (int i = 0; i < n && i < size; i++)
+        json_array_append_new(items, job_json(&arr[i]));
+    out->body = json_pack("{s:o}", "trainingJobs", items);
+    if (n > size) {
+        char tok[32];
+        snprintf(tok, sizeof(tok), "%lld", (long long)arr[size - 1].seq);
+        json_object_set_new(out->body, "nextPageToken", json_string(tok));
+    }
+    for (int i = 0; i < n; i++)
+        store_job_release(&arr[i]);
+    free(arr);
+    return 0;
+}
+
+int api_job_cancel(struct api_req *r, struct api_resp *out)
+{
+    struct store_job j;
+    if (load_job(r, out, &j) < 0)
+        return 0;
+    refresh(r->st, &j);
+    if (state_final(j.state)) {
+        api_error(out, 400, "precondition: trainingJob %s is already %s", j.id, j.state);
+        store_job_release(&j);
+        return 0;
+    }
+    const char *conf = NULL;
+    mtc_error_t err = {""};
+    if (exp_slurm_conf(j.config, &conf) < 0 || slurm_job_cancel(conf, j.slurm_job, &err) < 0) {
+        api_error(out, 500, "trainingJob %s: %s", j.id,
+                  *err.text ? err.text : "its cluster's slurm.conf is gone");
+        store_job_release(&j);
+        return 0;
+    }
+    /* Slurm says CANCELLED within moments; the reply shows it when it has */
+    for (int i = 0; i < 20 && !state_final(j.state); i++) {
+        mtc_sleep_ms(100);
+        refresh(r->st, &j);
+    }
+    out->body = job_json(&j);
+    store_job_release(&j);
+    return 0;
+}

@@ -1,0 +1,65 @@
+/* dataset: what mtc knows about a dataset wherever it is kept — its kinds, its
+ * name pattern, the field tables of the API's request body and of the record
+ * `mtc-train data prepare --json` prints, and where a source may lie. Pure:
+ * mtcd (API, operation runner) and the CLI link it alike. */
+#ifndef MTC_DATASET_H
+#define MTC_DATASET_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/common.h"
+#include "schema/schema.h"
+
+/* A dataset's kind: what its records are (pretraining text, chat SFT,
+ * preference pairs, prompts with verifiable answers). Names as mtc-train's
+ * --kind takes them: "pretrain", "sft", "dpo", "rl". */
+enum dataset_kind { DATASET_PRETRAIN, DATASET_SFT, DATASET_DPO, DATASET_RL };
+extern const struct schema_enum dataset_kind_enum;
+
+/* A dataset's state: PREPARING while an operation prepares it, READY once a
+ * version exists and nothing runs (names in dataset_state_enum). */
+enum dataset_state { DATASET_PREPARING, DATASET_READY };
+extern const struct schema_enum dataset_state_enum;
+
+/* Dataset names: [a-z][a-z0-9-]{0,62} (no trailing '-'), like project names;
+ * one reaches mtc-train's command line and the cache's record. 1 when valid. */
+#define DATASET_NAME_MAX 63
+int dataset_name_valid(const char *name);
+/* The error text for an invalid name, "dataset name \"x\": must match …", into err; -1. */
+int dataset_name_error(const char *name, mtc_error_t *err);
+
+/* The request body of a create ({source, kind, tokenizer, description,
+ * labels}; source and kind required) or of a :prepare (every field optional:
+ * what is absent stays as stored). snake_case or camelCase; unknown fields,
+ * a bad kind, a relative path or a malformed builtin name are errors naming
+ * the field. Canonical camelCase object (caller owns), or NULL + err. */
+json_t *dataset_request_normalize(const json_t *body, int create, mtc_error_t *err);
+extern const struct schema dataset_create_schema, dataset_prepare_schema;
+
+/* "builtin:NAME" (a generator built into mtc-train): 1, else 0. */
+int dataset_is_builtin(const char *source);
+
+/* The real path of the absolute path `path` (links and ".." resolved) into
+ * out[len]; with roots (NULL-terminated, may be NULL = any place) it must lie
+ * in one of them. field names the request field in messages. 0, or -1 with
+ * errno ENOENT (it does not exist), EACCES (outside the roots) or EINVAL,
+ * and a one-line err. */
+int dataset_resolve(const char *field, const char *path, const char *const *roots, char *out,
+                    size_t len, mtc_error_t *err);
+
+/* The JSON object `mtc-train data prepare --json` prints on stdout, checked
+ * against its field table (key, path, kind, source, sourceFingerprint,
+ * tokenizer, tokenizerFingerprint, records, trainTokens, valTokens, bytes,
+ * cached; other fields a newer trainer adds are dropped). The key must be a
+ * plain file name ([A-Za-z0-9._-], no leading '.') and the path absolute.
+ * Canonical object (caller owns) or NULL + err. */
+json_t *dataset_prepared_parse(const char *text, mtc_error_t *err);
+extern const struct schema dataset_prepared_schema;
+
+/* A version as the API shows it: {"versionId", "createTime", then the
+ * record's fields but "cached" (a fact of one preparation, not of the
+ * version)}. New reference. */
+json_t *dataset_version_json(int version, const json_t *record, int64_t create_ms);
+
+#endif

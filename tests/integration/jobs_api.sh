@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# jobs_api: training jobs through the HTTP API (curl) — a job created with a
+# recipe object is in squeue and `mtc experiment list` and completes; :cancel
+# ends a running one (CANCELLED); list pages (pageSize/pageToken) and filters
+# by state; bad bodies get one-line google.rpc errors and submit nothing; a
+# secret reaches the job but is stored nowhere; roles (viewer, editor, and
+# admin-only while mtcd runs as root); `mtc run` is a client of the same API
+# and says so in one line when mtcd is not running.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/run_setup.inc"
+D=$T_DIR
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+start_mtcd() { # run_cluster's, on loopback TCP too (tokens and roles)
+    mtcd --home "$MTC_HOME" --daemon --supervise-ms 500 --listen 127.0.0.1:$PORT || return 1
+    MTCD_PID=$(cat "$MTC_HOME/mtcd.pid")
+    track_pid "$MTCD_PID"
+}
+check "local 2-node cluster up" run_cluster ja
+check "tiny corpus tokenized" run_corpus "$D/data"
+JOBS=$CLUSTERS/ja/trainingJobs
+
+# The request body: the test's recipe as an object, $1 steps, plus $2 (JSON members).
+body() {
+    run_recipe "$D/r.json" "$1" 5
+    python3 - "$D/r.json" "$2" <<'PY'
+import json, sys
+extra = json.loads("{" + sys.argv[2] + "}")
+print(json.dumps(dict({"recipe": json.load(open(sys.argv[1]))}, **extra)))
+PY
+}
+field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
+one_line_error() { # $1 HTTP status, $2 substring of the message
+    [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" <<'PY'
+import json, sys
+e = json.loads(sys.argv[1])["error"]
+assert e["status"] in ("INVALID_ARGUMENT", "PERMISSION_DENIED", "FAILED_PRECONDITION"), e
+assert "\n" not in e["message"] and sys.argv[2] in e["message"], e
+PY
+}
+job_state() { api GET "$JOBS/$1"; field '["state"]' <<<"$BODY"; }
+wait_state() { # $1 job, $2 state, $3 seconds
+    local end=$((SECONDS + $3)) st=""
+    while [ $SECONDS -lt $end ]; do
+        st=$(job_state "$1")
+        [ "$st" = "$2" ] && return 0
+        sleep 1
+    done
+    echo "# $1: $st" >&2
+    return 1
+}
+
+# --- a job that completes ---------------------------------------------------
+api POST "$JOBS?trainingJobId=first" "$(body 60 "\"dataDir\":\"$D/data\",\"experiment_name\":\"apijob\",\"nodeCount\":1,\"secretEnv\":{\"HF_TOKEN\":\"hf_api_secret_456\"}")"
+check "create: 200" test "$HTTP_STATUS" = 200
+echo "$BODY" >"$D/first.json"
+JOB=$(field '["slurmJobId"]' <"$D/first.json")
+TD=$(field '["taskDir"]' <"$D/first.json")
+check "the resource names the job, its Slurm id and its experiment" python3 - "$D/first.json" <<PY
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["name"] == "projects/local/locations/local/modelDevelopmentClusters/ja/trainingJobs/first", j
+assert j["slurmJobId"].isdigit() and j["experimentName"] == "apijob" and j["nodeCount"] == 1, j
+assert j["experimentDir"].startswith("$MTC_HOME/experiments/apijob/apijob_"), j
+assert j["state"] in ("PENDING", "RUNNING") and j["restartCount"] == 0 and j["createTime"], j
+PY
+check "visible in squeue" bash -c "squeue -h -o %i | grep -qx '$JOB'"
+mtc experiment list >"$D/list.out"
+check "visible in mtc experiment list" grep -qE "^apijob_[0-9]+ .* slurm +$JOB " "$D/list.out"
+check "completes (state COMPLETED)" wait_state first COMPLETED 240
+check "the secret reached the job" grep -q "HF_TOKEN is set" "$TD/$JOB.log"
+check "the secret is stored nowhere (store, experiment, mtcd's log)" \
+    bash -c "! grep -rqa hf_api_secret_456 '$MTC_HOME/mtcd.db'* '$MTC_HOME/experiments' '$MTC_HOME/log'"
+api POST "$JOBS?trainingJobId=first" "$(body 10 "\"dataDir\":\"$D/data\"")"
+check "the same id again: 409" test "$HTTP_STATUS" = 409
+
+# --- bad bodies: one line each, nothing submitted ---------------------------
+NJOBS=$(squeue -h | wc -l)
+NEXP=$(ls "$MTC_HOME/experiments" | wc -l)
+api POST "$JOBS" '{"recipe":"pretrain/no_such_recipe"}'
+check "unknown recipe: 400, named" one_line_error 400 'unknown recipe "pretrain/no_such_recipe"'
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"nodeCount\":0")"
+check "nodeCount 0: 400" one_line_error 400 "nodeCount"
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"nodeCount\":5")"
+check "more nodes than the partition: 400" one_line_error 400 "nodeCount: 5: partition a3m has 2 nodes"
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"partition\":\"a3m; id\"")"
+check "bad partition name: 400" one_line_error 400 "partition: a3m; id: not a partition name"
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"partition\":\"general\"")"
+check "unknown partition: 400 with Slurm's word and the partitions" \
+    one_line_error 400 "invalid partition specified: general; partitions: a3m (2 nodes, default)"
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"colour\":\"red\"")"
+check "unknown field: 400, named" one_line_error 400 "colour: unknown field"
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"experimentName\":\"../etc\"")"
+check "bad experiment name: 400" one_line_error 400 "experimentName: ../etc"
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"trainer\":\"/bin/sh\"")"
+check "the trainer is mtcd's to choose: 400" one_line_error 400 "trainer: set by the server"
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/nodata\"")"
+check "missing data: 400, the path named" one_line_error 400 "data.path: $D/nodata/tiny does not exist"
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"overrides\":{\"train\":{\"lr\":\"fast\"}}")"
+check "a bad override: 400" one_line_error 400 "overrides: train.lr"
+api POST "$JOBS" '{"recipe":"pretrain/tiny_gpt2_pt","executor":"local"}'
+check "executor local: 400" one_line_error 400 "executor: local"
+check "nothing was submitted" test "$(squeue -h | wc -l)" = "$NJOBS"
+check "no experiment left behind" test "$(ls "$MTC_HOME/experiments" | wc -l)" = "$NEXP"
+
+# --- roles (TCP with tokens) and cancel --------------------------------------
+VIEWER=$(mtc token create --name ja-viewer --role viewer | head -1)
+EDITOR=$(mtc token create --name ja-editor --role editor | head -1)
+tcp() { # tcp TOKEN METHOD PATH [BODY]
+    local out
+    out=$(curl -s -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
+        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
+    HTTP_STATUS=${out##*$'\n'}
+    BODY=${out%$'\n'*}
+}
+LONG=$(body 3000 "\"dataDir\":\"$D/data\",\"experimentName\":\"longjob\",\"overrides\":{\"train\":{\"log_every\":50}}")
+tcp "$VIEWER" POST "$JOBS?trainingJobId=long" "$LONG"
+check "viewer may not create: 403" test "$HTTP_STATUS" = 403
+tcp "$VIEWER" GET "$JOBS/first"
+check "viewer may read a job" test "$HTTP_STATUS" = 200
+tcp "$EDITOR" POST "$JOBS?trainingJobId=long" "$LONG"
+if [ "$(id -u)" = 0 ]; then
+    check "mtcd runs as root: an editor may not create (403, one line)" \
+        one_line_error 403 "only an admin may create one"
+    api POST "$JOBS?trainingJobId=long" "$LONG" # the socket's owner is admin
+fi
+check "created (editor, or admin when mtcd is root)" test "$HTTP_STATUS" = 200
+check "the override reached the config" python3 - "$(field '["taskDir"]' <<<"$BODY")/config.json" <<'PY'
+import json, sys
+assert json.load(open(sys.argv[1]))["train"]["log_every"] == 50
+PY
+check "long job running" wait_state long RUNNING 60
+tcp "$VIEWER" POST "$JOBS/long:cancel"
+check "viewer may not cancel: 403" test "$HTTP_STATUS" = 403
+api POST "$JOBS/long:cancel"
+check "cancel: 200" test "$HTTP_STATUS" = 200
+check "cancelled (state CANCELLED)" wait_state long CANCELLED 30
+LJOB=$(api GET "$JOBS/long"; field '["slurmJobId"]' <<<"$BODY")
+check "gone from squeue" wait_for 30 bash -c "! squeue -h -o %i | grep -qx '$LJOB'"
+api POST "$JOBS/long:cancel"
+check "cancel a finished job: FAILED_PRECONDITION" one_line_error 400 "already CANCELLED"
+api GET "$JOBS/nope"
+check "unknown job: 404" test "$HTTP_STATUS" = 404
+
+# --- mtc run is a client of the same API ------------------------------------
+run_recipe "$D/c.json" 10 5
+mtc run -s "$D/c.json" --data-dir "$D/data" --experiment-name clijob >"$D/cli.out" 2>&1
+check "mtc run: submitted, the status block" grep -q "^- Status: " "$D/cli.out"
+api GET "$JOBS?pageSize=100"
+check "mtc run: its job is a trainingJob" grep -qE '"experimentName": *"clijob"' <<<"$BODY"
+check "mtc run's job completes" wait_for 120 bash -c "mtc experiment status clijob | grep -q 'Status: COMPLETED'"
+
+# --- list: pages and the state filter -----------------------------------------
+api GET "$JOBS?pageSize=1"
+check "page 1: the first job" test "$(field '["trainingJobs"][0]["id"]' <<<"$BODY")" = first
+TOKEN=$(field '.get("nextPageToken", "")' <<<"$BODY")
+check "page 1: a token for the next" test -n "$TOKEN"
+api GET "$JOBS?pageSize=1&pageToken=$TOKEN"
+check "page 2: the next job" test "$(field '["trainingJobs"][0]["id"]' <<<"$BODY")" = long
+api GET "$JOBS?pageSize=10&pageToken=$TOKEN"
+check "the last page has no token" test "$(field '.get("nextPageToken", "none")' <<<"$BODY")" = none
+api GET "$JOBS?filter=state%3DCANCELLED"
+check "filter state=CANCELLED: the cancelled job only" \
+    test "$(field '["trainingJobs"]' <<<"$BODY" | grep -o "'id': '[a-z-]*'")" = "'id': 'long'"
+api GET "$JOBS?filter=state%3DCOMPLETED"
+check "filter state=COMPLETED: the two that completed" test "$(field '["trainingJobs"].__len__()' <<<"$BODY")" = 2
+api GET "$JOBS?filter=state%3DBOGUS"
+check "a bad filter: 400" one_line_error 400 "want state=STATE"
+api GET "$JOBS?pageToken=xyz"
+check "a bad page token: 400" test "$HTTP_STATUS" = 400
+
+# --- mtcd not running: one line from mtc run ---------------------------------
+out=$(MTC_HOME=$D/elsewhere mtc run -s "$D/c.json" --data-dir "$D/data" 2>&1); rc=$?
+check "mtcd not running: non-zero, one line" bash -c "[ $rc != 0 ] && [ \$(wc -l <<<'$out') = 1 ]"
+diag "$out"
+done_testing
