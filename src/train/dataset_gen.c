@@ -175,7 +175,7 @@ static void make_task(uint64_t *s, struct task *t, int arithmetic_only)
     default:
         snprintf(t->prompt, sizeof t->prompt, "What number comes after %d?", a);
         snprintf(t->answer, sizeof t->answer, "%d", a + 1);
-        snprintf(t->wrong, sizeof t->wrong, "%d", a);
+        snprintf(t->wrong, sizeof t->wrong, "after %d", a);
         break;
     }
 }
