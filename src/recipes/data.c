@@ -158,7 +158,7 @@ static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err
             errprintf(err, "data: cannot check %s with %s (exit %d)", sget(data, "source"),
                       trainer, rc);
         else // the trainer's line names the file (and line) already
-            errprintf(err, "data: %s", line);
+            errprintf(err, "dataset: %s", line);
     }
     free(io.out);
     free(io.err);
