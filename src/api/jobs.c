@@ -294,9 +294,11 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     /* fromModel: a registered version's files are the initial weights */
     static __thread char init[PATH_MAX];
     char mtc[PATH_MAX];
-    if (run->from_model && run->from_checkpoint) {
+    if (run->from_model && (run->from_checkpoint || run->from_experiment)) {
         json_decref(recipe);
-        return api_error(out, 400, "fromModel and fromCheckpoint: give one of them"), -1;
+        return api_error(out, 400, "fromModel and from%s: give one of them",
+                         run->from_checkpoint ? "Checkpoint" : "Experiment"),
+               -1;
     }
     if (run->from_model) {
         if (registry_resolve(r->cfg->home, r->cap[0], r->cap[1], run->from_model, -1,

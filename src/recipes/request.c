@@ -178,6 +178,8 @@ static const struct schema_field f_request[] = {
     STR("dataDir", data_dir, check_path),
     STR("time", time, check_time),
     STR("fromCheckpoint", from_checkpoint, check_path),
+    STR("fromExperiment", from_experiment, check_experiment),
+    STR("data", data, check_path),
     SERVER("trainer", trainer),
     SERVER("mpiNetwork", mpi_network),
     SERVER("home", home),
@@ -226,7 +228,9 @@ FOLLOWS(log_dir, cache_dir);
 FOLLOWS(cache_dir, data_dir);
 FOLLOWS(data_dir, time);
 FOLLOWS(time, from_checkpoint);
-FOLLOWS(from_checkpoint, trainer);
+FOLLOWS(from_checkpoint, from_experiment);
+FOLLOWS(from_experiment, data);
+FOLLOWS(data, trainer);
 FOLLOWS(trainer, mpi_network);
 FOLLOWS(mpi_network, home);
 FOLLOWS(home, experiment);
@@ -253,6 +257,8 @@ const struct recipe_flag recipe_flags[] = {
     {"dataDir", NULL, "--data-dir", 1},
     {"time", NULL, "--time", 0},
     {"fromCheckpoint", NULL, "--from-checkpoint", 1},
+    {"fromExperiment", NULL, "--from-experiment", 0},
+    {"data", NULL, "--data", 1},
     {"experimentName", NULL, "--experiment-name", 0},
     {"modelName", NULL, "--model-name", 0},
     {"fromModel", NULL, "--from-model", 0},

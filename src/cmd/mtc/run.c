@@ -100,10 +100,13 @@ static const char run_use[] =
     "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
     "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
-    "               [--from-checkpoint PATH | --from-model NAME@ALIAS] [--model-name NAME]\n"
-    "               [--dry-run]\n"
+    "               [--from-checkpoint PATH | --from-experiment NAME | --from-model NAME@ALIAS]\n"
+    "               [--data PATH] [--model-name NAME] [--dry-run]\n"
     "  RECIPE is a catalog name (mtc recipes list), e.g. pretrain/tiny_gpt2_pt, or a path\n"
     "  to your own recipe file. TYPE: hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local (default).\n"
+    "  --data: your own dataset (.txt/.jsonl/.csv or a directory of splits), prepared by\n"
+    "  the job into --cache-dir (default $MTC_HOME/cache); --from-experiment: start from\n"
+    "  that experiment's final checkpoint; --from-model: from a registered model version.\n"
     "  A run that completes registers its final checkpoint as a new version of the model\n"
     "  --model-name (default: the experiment's name) unless the recipe says \"register\": false.\n";
 
@@ -238,9 +241,11 @@ static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t
     mtc_error_t err = {""};
     /* --from-model: the registered version's files are the initial weights */
     static char init[PATH_MAX], mtc[PATH_MAX];
-    if (f->r.from_model && f->r.from_checkpoint) {
+    if (f->r.from_model && (f->r.from_checkpoint || f->r.from_experiment)) {
         json_decref(recipe);
-        return cli_fail("--from-model and --from-checkpoint: give one of them"), -1;
+        return cli_fail("--from-model and --from-%s: give one of them",
+                        f->r.from_checkpoint ? "checkpoint" : "experiment"),
+               -1;
     }
     if (f->r.from_model) {
         if (registry_resolve(c->home, c->project, c->location, f->r.from_model, -1, NULL, init,
