@@ -8,12 +8,14 @@
 #include "dataset/dataset.h"
 #include "registry/registry.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A change to a model and the rewrite of its refs file, one at a time. */
 static pthread_mutex_t refs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -243,6 +245,52 @@ static json_t *last_metric(const char *metrics, const char *key, json_int_t *ste
     return found;
 }
 
+/* A prepared dataset's fingerprint: mtc-train data prepare's manifest says
+ * its source's; a directory from mtc-train prepare gets "sha256:" of its
+ * meta.json (token counts, tokenizer) and its shards' names and sizes. */
+static int data_fingerprint(const char *dir, char fp[72])
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/manifest.json", dir);
+    json_t *m = json_load_file(path, 0, NULL);
+    const char *src = jstr(m, "sourceFingerprint");
+    if (src) {
+        snprintf(fp, 72, "%s", src);
+        json_decref(m);
+        return 0;
+    }
+    json_decref(m);
+    snprintf(path, sizeof(path), "%s/meta.json", dir);
+    char *meta = mtc_read_file(path, NULL);
+    DIR *d = meta ? opendir(dir) : NULL;
+    if (!d) {
+        free(meta);
+        return -1;
+    }
+    json_t *files = json_object();
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        struct stat sb;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        size_t n = strlen(de->d_name);
+        if (n > 4 && strcmp(de->d_name + n - 4, ".bin") == 0 && stat(path, &sb) == 0)
+            json_object_set_new(files, de->d_name, json_integer((json_int_t)sb.st_size));
+    }
+    closedir(d);
+    char *listing = json_dumps(files, JSON_SORT_KEYS | JSON_COMPACT), hex[65];
+    char *all = NULL;
+    int ok = listing && asprintf(&all, "%s\n%s", meta, listing) >= 0;
+    if (ok) {
+        mtc_sha256_hex(all, hex);
+        snprintf(fp, 72, "sha256:%s", hex);
+    }
+    free(all);
+    free(listing);
+    free(meta);
+    json_decref(files);
+    return ok ? 0 : -1;
+}
+
 /* The lineage of a version made by the run whose task directory is run
  * (its config.json, the checkpoint stored, metrics.jsonl). */
 static json_t *run_lineage(const char *run, const char *ckdir)
@@ -275,13 +323,9 @@ static json_t *run_lineage(const char *run, const char *ckdir)
         json_object_set_new(l, "tokenizer", json_string(jstr(data, "tokenizer")));
     if (jstr(data, "path")) {
         json_object_set_new(l, "dataset", json_string(jstr(data, "path")));
-        snprintf(path, sizeof(path), "%s/manifest.json", jstr(data, "path"));
-        json_t *dm = json_load_file(path, 0, NULL);
-        const char *fp = jstr(dm, "sourceFingerprint") ? jstr(dm, "sourceFingerprint")
-                                                       : jstr(dm, "key");
-        if (fp)
+        char fp[72];
+        if (data_fingerprint(jstr(data, "path"), fp) == 0)
             json_object_set_new(l, "datasetFingerprint", json_string(fp));
-        json_decref(dm);
     }
     const char *init = jstr(json_object_get(cfg, "checkpoint"), "init");
     if (init && !json_object_get(l, "parentModel"))
