@@ -119,6 +119,12 @@ check "upload the HF directory (format detected)" grep -q "registered from-hf@1 
 mtc models export from-hf "$D/native" --format native >/dev/null 2>&1
 mtc-train export --checkpoint "$D/native" --format safetensors --output "$D/hf2" >/dev/null 2>&1
 check "export HF -> upload -> export: identical tensors" cmp "$D/hf/model.safetensors" "$D/hf2/model.safetensors"
+mtc models export tiny-run@1 "$D/llmc" --format llmc >/dev/null 2>&1
+check "export as llm.c: one .bin" test -f "$D/llmc/model.bin"
+out=$(mtc models upload "$D/llmc/model.bin" --name from-llmc 2>&1)
+check "upload the llm.c file (format detected)" grep -q "registered from-llmc@1 (llmc" <<<"$out"
+mtc models export from-llmc "$D/n2" --format native >/dev/null 2>&1
+check "export llm.c -> upload -> export native: the same weights" cmp "$D/n2/params.bin" "$P1/params.bin"
 mtc models export tiny-run@1 "$D/ck" >/dev/null 2>&1
 check "export as stored (native): the checkpoint's own files" cmp "$D/ck/params.bin" "$P1/params.bin"
 
@@ -175,5 +181,5 @@ api GET "$M/tiny-run"
 check "delete: the model is gone" test "$HTTP_STATUS" = 404
 check "its refs file is gone" test ! -e "$MTC_HOME/models/refs/local/local/tiny-run.json"
 check "its blobs are gone, others' stay ($B1 -> $(blobs))" test "$(blobs)" -lt "$B1" -a "$(blobs)" -gt 0
-check "tuned and from-hf still resolve" test "$(mtc --json models list | jq_ 'sorted(m["name"].split("/")[-1] for m in d["models"])')" = "['from-hf', 'tuned']"
+check "the other models stay" test "$(mtc --json models list | jq_ 'sorted(m["name"].split("/")[-1] for m in d["models"])')" = "['from-hf', 'from-llmc', 'tuned']"
 done_testing
