@@ -207,7 +207,7 @@ struct serve_stream {
 
 static void sse_put(struct serve_stream *r, json_t *chunk)
 {
-    char *js = json_dumps(chunk, JSON_COMPACT);
+    char *js = chunk ? json_dumps(chunk, JSON_COMPACT) : NULL;
     json_decref(chunk);
     if (!js)
         return;
@@ -312,10 +312,10 @@ static void on_done(struct gen_seq *q)
             emit_delta(r, r->text + r->emitted, r->tlen - r->emitted, finish_name(q->finish));
             r->emitted = r->tlen;
             if (r->include_usage) {
-                json_t *c = chunk_of(r, NULL);
-                json_object_set_new(c, "choices", json_array());
-                json_object_set_new(c, "usage", usage_of(r));
-                sse_put(r, c);
+                sse_put(r, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", r->id, "object",
+                                     r->chat ? "chat.completion.chunk" : "text_completion",
+                                     "created", (json_int_t)r->created, "model", r->s->name,
+                                     "choices", "usage", usage_of(r)));
             }
             const char *end = "data: [DONE]\n\n";
             char *b = realloc(r->sse, r->sse_len + strlen(end) + 1);
