@@ -120,11 +120,22 @@ static const struct schema_field f_model[] = {
     {STR("preset", SCHEMA_REQUIRED)}, {.name = "config", .kind = SCHEMA_OBJ}, {.name = NULL}};
 static const struct schema s_model = {f_model, RECIPE, NULL, NULL};
 
-static const struct schema_field f_data[] = {{STR("path", SCHEMA_REQUIRED)},
+/* data: a prepared "path", or a "dataset" (builtin:NAME or a path) prepared by the job */
+static int data_rules(json_t *d, const char *path, mtc_error_t *err)
+{
+    int has_path = json_object_get(d, "path") != NULL, has_ds = json_object_get(d, "dataset") != NULL;
+    if (has_path == has_ds)
+        return schema_error(err, path, "give one of \"path\" (prepared data) or \"dataset\" "
+                                       "(builtin:NAME or a file, prepared by the job)");
+    return 0;
+}
+
+static const struct schema_field f_data[] = {{STR("path", 0)},
+                                             {STR("dataset", 0)},
                                              {STR("tokenizer", SCHEMA_REQUIRED)},
                                              {STR("source", 0)},
                                              {.name = NULL}};
-static const struct schema s_data = {f_data, RECIPE, NULL, NULL};
+static const struct schema s_data = {f_data, RECIPE, NULL, data_rules};
 
 static int train_rules(json_t *tr, const char *path, mtc_error_t *err)
 {
@@ -218,6 +229,8 @@ static const struct schema_field f_recipe[] = {
     {.name = "cluster_types", .kind = SCHEMA_CUSTOM, .check = cluster_type_map},
     {.name = "trainer_args", .kind = SCHEMA_CUSTOM, .check = args_map},
     {ENV("env")},
+    /* false: a completed run does not register its checkpoint in the model registry */
+    {.name = "register", .kind = SCHEMA_BOOL},
     {.name = NULL},
 };
 static const struct schema s_recipe = {f_recipe, RECIPE, NULL, NULL};

@@ -61,10 +61,18 @@ struct recipe_run {
     const char *data_dir;        /* --data-dir: base of relative data/tokenizer paths */
     const char *time;            /* --time: Slurm time limit */
     const char *from_checkpoint; /* --from-checkpoint: initial weights (--init) */
+    const char *from_experiment; /* --from-experiment: its newest run's final checkpoint */
+    const char *data;            /* --data: the user's own dataset source (file or dir) */
     const char *trainer;         /* absolute path of mtc-train */
     const char *mpi_network;     /* CIDR the ranks' MPI uses (a cluster on hosts), or NULL */
     const char *home;            /* $MTC_HOME */
     const char *experiment;      /* --experiment-name */
+    const char *model_name;      /* --model-name: the registry model the final checkpoint
+                                  * registers under (default: from the experiment's name) */
+    const char *from_model;      /* --from-model NAME@alias|NAME@N: initial weights from the
+                                  * registry (whoever submits resolves it into from_checkpoint) */
+    const char *registrar;       /* the mtc program the job's last step registers with; NULL:
+                                  * no registration */
     int64_t nodes;               /* -n; 0 = recipe's (64 bits: the struct has no padding,
                                   * so request.c's layout check sees any new member) */
     int64_t timestamp;           /* unix seconds of this run (names the run directory) */
@@ -105,6 +113,30 @@ int recipe_network_valid(const char *cidr);
  * MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED or infinite. 1 if valid. */
 int recipe_partition_valid(const char *s);
 int recipe_time_valid(const char *s);
+
+/* ---- datasets and chaining (data.c; docs/datasets.md) ---- */
+
+/* The data section of a resolved run. A recipe's "dataset" (builtin:NAME or a path under
+ * --data-dir) or --data makes it a prepared one: {"prepare":true, "source", "kind",
+ * "tokenizer" (builtin:tiny-corpus or an absolute path), "cacheDir" (--cache-dir, else
+ * HOME/cache)}, which the job prepares as its first step; otherwise {"path","tokenizer"}
+ * as before. Both keep "dataDir" and "recipePath". New reference; NULL + err. */
+json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err);
+/* --from-experiment: ck's "init" becomes the final checkpoint of the experiment's newest
+ * run, which must be COMPLETED and have one; "fromExperiment" names the run. 0 when
+ * run->from_experiment is unset; 0, or -1 + err (one line). */
+int recipe_resolve_chain(const struct recipe_run *run, json_t *ck, mtc_error_t *err);
+/* The data checks before submitting: the source exists and is of the task's kind (the
+ * trainer's `data check`: a bad JSONL line is named), the tokenizer exists, and an init
+ * checkpoint's tokenizer is the run's. 0, or -1 + err. */
+int recipe_check_data(const json_t *resolved, mtc_error_t *err);
+/* The job script's data step (the prepared kind only; nothing otherwise): runs
+ * `mtc-train data prepare` (in the image with image) and sets MTC_DATA to the prepared
+ * directory, rc to non-zero on failure. Returns 1 when it wrote one, else 0. */
+int recipe_put_prepare(FILE *f, const json_t *resolved);
+/* The trainer arguments standing for the prepared data, expanded by the job's shell. */
+#define RECIPE_DATA_ARG "${MTC_DATA}"
+#define RECIPE_TOKENIZER_ARG "${MTC_DATA}/tokenizer.json"
 
 /* ---- one run as a request (request.c) ---- */
 

@@ -2,6 +2,7 @@
  * resolved into config.json, inputs checked before submitting, and the sbatch
  * script (requeue, signal before the time limit, srun --mpi=pmix ranks). */
 #include "recipes/recipes.h"
+#include "registry/registry.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -169,7 +170,9 @@ static int check_run(const struct recipe_run *run, mtc_error_t *err)
                  {"--cache-dir", run->cache_dir},
                  {"--data-dir", run->data_dir},
                  {"-i", run->image},
-                 {"--from-checkpoint", run->from_checkpoint}};
+                 {"--from-checkpoint", run->from_checkpoint},
+                 {"--from-experiment", run->from_experiment},
+                 {"--data", run->data}};
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
         if (paths[i].v && strpbrk(paths[i].v, "\n\r"))
             return errprintf(err, "%s: a path must not contain a newline", paths[i].flag);
@@ -282,25 +285,6 @@ static void resolve_dirs(const struct recipe_run *run, struct resolved *v)
     }
 }
 
-/* The data section: the recipe's path and tokenizer made absolute under
- * --data-dir (default HOME/data), which is kept as dataDir. */
-static json_t *resolve_data(const json_t *recipe, const struct recipe_run *run)
-{
-    char *data_base = NULL;
-    if (run->data_dir)
-        data_base = absolute(run->data_dir);
-    else if (asprintf(&data_base, "%s/data", run->home) < 0)
-        data_base = NULL;
-    json_t *data = json_object_get(recipe, "data");
-    json_t *rdata = json_pack(
-        "{s:o, s:o, s:s, s:s}", "path",
-        abs_under(data_base, json_string_value(json_object_get(data, "path"))), "tokenizer",
-        abs_under(data_base, json_string_value(json_object_get(data, "tokenizer"))), "dataDir",
-        data_base ? data_base : "", "recipePath", json_string_value(json_object_get(data, "path")));
-    free(data_base);
-    return rdata;
-}
-
 /* The checkpoint section: init from --from-checkpoint, else the recipe's init
  * under the data directory; dir under the run's base. */
 static json_t *resolve_checkpoint(const json_t *recipe, const struct recipe_run *run,
@@ -380,6 +364,17 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
     json_object_set_new(out, "trainerArgs", json_object());
     json_object_update(json_object_get(out, "trainerArgs"),
                        json_object_get(recipe, "trainer_args"));
+    if (run->from_model)
+        json_object_set_new(out, "fromModel", json_string(run->from_model));
+    /* the job's last step registers the final checkpoint (unless the recipe
+     * says "register": false); the submitter adds mtcd's home, project and
+     * location */
+    char model[REGISTRY_NAME_MAX + 1];
+    if (run->registrar && !json_is_false(json_object_get(recipe, "register")) &&
+        (run->model_name ? snprintf(model, sizeof(model), "%s", run->model_name) >= 0
+                         : registry_name_from(v->exp, model) == 0))
+        json_object_set_new(out, "register",
+                            json_pack("{s:s, s:s}", "model", model, "mtc", run->registrar));
     return out;
 }
 
@@ -393,8 +388,16 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
     resolve_layout(recipe, ov, run, &v);
     v.train = resolve_train(recipe, ov, v.ranks);
     resolve_dirs(run, &v);
-    v.data = resolve_data(recipe, run);
+    v.data = recipe_resolve_data(recipe, run, err);
+    if (!v.data) {
+        json_decref(v.train);
+        return NULL;
+    }
     v.ck = resolve_checkpoint(recipe, run, v.data, v.ckdir);
+    if (recipe_resolve_chain(run, v.ck, err) < 0) {
+        json_decref(v.train), json_decref(v.data), json_decref(v.ck);
+        return NULL;
+    }
     v.env = resolve_env(recipe, ov, run, v.threads);
     return assemble(recipe, run, &v, err);
 }
@@ -428,6 +431,8 @@ int recipe_check_inputs(const json_t *cfg, mtc_error_t *err)
     int task =
         schema_enum_parse(&recipe_task_enum, json_string_value(json_object_get(cfg, "task")), 0);
     struct stat st;
+    if (json_is_true(json_object_get(data, "prepare"))) // the job prepares it
+        goto init;
     if (stat(path, &st) < 0)
         return errprintf(err,
                          "data.path: %s does not exist (recipe's \"%s\" under --data-dir %s); "
@@ -439,11 +444,12 @@ int recipe_check_inputs(const json_t *cfg, mtc_error_t *err)
             err, "data.path: %s has no train_000000.bin shard (run `mtc-train prepare`)", path);
     if (stat(tok, &st) < 0 || !S_ISREG(st.st_mode))
         return errprintf(err, "data.tokenizer: %s does not exist", tok);
+init:;
     const char *init =
         json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "init"));
     if (init && stat(init, &st) < 0)
         return errprintf(err, "checkpoint.init (--from-checkpoint): %s does not exist", init);
-    return 0;
+    return recipe_check_data(cfg, err);
 }
 
 static int push(char ***v, size_t *n, const char *s)
@@ -499,8 +505,14 @@ char **recipe_trainer_argv(const json_t *cfg, mtc_error_t *err)
         rc |= s ? push(&v, &n, s) : -1;
         free(s);
     }
-    rc |= push_val(&v, &n, "data", json_object_get(json_object_get(cfg, "data"), "path"));
-    rc |= push_val(&v, &n, "tokenizer", json_object_get(json_object_get(cfg, "data"), "tokenizer"));
+    json_t *data = json_object_get(cfg, "data");
+    if (json_is_true(json_object_get(data, "prepare"))) { // the job's data step sets MTC_DATA
+        rc |= push(&v, &n, "--data") | push(&v, &n, RECIPE_DATA_ARG);
+        rc |= push(&v, &n, "--tokenizer") | push(&v, &n, RECIPE_TOKENIZER_ARG);
+    } else {
+        rc |= push_val(&v, &n, "data", json_object_get(data, "path"));
+        rc |= push_val(&v, &n, "tokenizer", json_object_get(data, "tokenizer"));
+    }
     for (size_t i = 0; i < sizeof(tflags) / sizeof(tflags[0]); i++) {
         json_t *val = json_object_get(json_object_get(cfg, tflags[i].section), tflags[i].key);
         if (val)
@@ -533,7 +545,7 @@ static void put_q(FILE *f, const char *s)
  * inherits them from the environment of `mtc run` (sbatch exports it). */
 const char *const recipe_secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
 
-#define NMOUNTS 4
+#define NMOUNTS 5
 
 /* The directories a container sees, as pyxis's SRC:DST[,SRC:DST] list (NULL
  * where unset); with an image, a ',' or ':' in one is refused. */
@@ -544,6 +556,9 @@ static int container_mounts(const json_t *cfg, const char *image, const char *mo
     mounts[1] = json_string_value(json_object_get(cfg, "logDir"));
     mounts[2] = json_string_value(json_object_get(cfg, "cacheDir"));
     mounts[3] = json_string_value(json_object_get(json_object_get(cfg, "data"), "dataDir"));
+    mounts[4] = json_string_value(json_object_get(json_object_get(cfg, "data"), "cacheDir"));
+    if (mounts[4] && mounts[2] && !strcmp(mounts[4], mounts[2]))
+        mounts[4] = NULL; // --cache-dir holds the datasets too: mounted once
     for (size_t i = 0; image && i < NMOUNTS; i++)
         if (mounts[i] && strpbrk(mounts[i], ",:"))
             return errprintf(
@@ -618,7 +633,10 @@ static void put_train_array(FILE *f, char *const argv[])
     fprintf(f, "\nTRAIN=(");
     for (size_t i = 0; argv[i]; i++) {
         fprintf(f, "%s", i == 0 ? "" : strncmp(argv[i], "--", 2) == 0 || i == 1 ? "\n    " : " ");
-        put_q(f, argv[i]);
+        if (!strcmp(argv[i], RECIPE_DATA_ARG) || !strcmp(argv[i], RECIPE_TOKENIZER_ARG))
+            fprintf(f, "\"%s\"", argv[i]); // set by the data step; ours, never user text
+        else
+            put_q(f, argv[i]);
     }
     fprintf(f, ")\n\n");
 }
@@ -664,6 +682,42 @@ static void put_launch(FILE *f, const json_t *cfg, const char *image,
     fprintf(f, "else\n    \"${TRAIN[@]}\"\nfi\nrc=$?\n");
 }
 
+/* A completed run registers its final checkpoint in the model registry
+ * (mtc models upload through mtcd); a failed registration leaves the
+ * checkpoint where it is, says so in the log and keeps the job's status. */
+static void put_register(FILE *f, const json_t *cfg)
+{
+    const json_t *reg = json_object_get(cfg, "register");
+    const char *model = json_string_value(json_object_get(reg, "model"));
+    const char *mtc = json_string_value(json_object_get(reg, "mtc"));
+    const char *home = json_string_value(json_object_get(reg, "home"));
+    const char *ck = json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
+    if (!model || !mtc || !ck)
+        return;
+    fprintf(f, "if [ $rc -eq 0 ]; then\n    # the model registry: the final checkpoint as a new "
+               "version of model %s\n    CKPT_DIR=",
+            model);
+    put_q(f, ck);
+    fprintf(f, "\n    ");
+    if (home) {
+        fprintf(f, "MTC_HOME=");
+        put_q(f, home);
+        fprintf(f, " ");
+    }
+    put_q(f, mtc);
+    static const char *const scope[] = {"project", "location"};
+    for (int i = 0; i < 2; i++)
+        if (json_string_value(json_object_get(reg, scope[i]))) {
+            fprintf(f, " --%s ", scope[i]);
+            put_q(f, json_string_value(json_object_get(reg, scope[i])));
+        }
+    fprintf(f, " models upload \"$CKPT_DIR\" --name %s --run \"$TASK_DIR\" ||\n"
+               "        echo \"mtc: the model registry did not take the checkpoint; it stays in "
+               "$CKPT_DIR (register it with: mtc models upload $CKPT_DIR --name %s --run "
+               "$TASK_DIR)\"\nfi\n",
+            model, model);
+}
+
 /* Exit 75 (checkpointed on a signal) requeues the job; else the exit status is
  * recorded atomically in TASK_DIR/JOB_ID.exit and becomes the job's. */
 static void put_epilogue(FILE *f)
@@ -699,8 +753,14 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     }
     put_header(f, cfg);
     put_environment(f, cfg);
+    int prep = recipe_put_prepare(f, cfg);
     put_train_array(f, argv);
+    if (prep)
+        fprintf(f, "if [ $rc -eq 0 ]; then\n");
     put_launch(f, cfg, image, mounts);
+    if (prep)
+        fprintf(f, "fi\n");
+    put_register(f, cfg);
     put_epilogue(f);
     free_argv(argv);
     if (fclose(f) != 0) {

@@ -115,7 +115,9 @@ static const char *const words[] = {
 };
 #define NWORDS (int)(sizeof words / sizeof words[0])
 
-/* One task: the prompt, the correct answer and a plausible wrong one. */
+/* One task: the prompt, the correct answer and a wrong one. The wrong answers echo the
+ * question instead of answering it (the numbers run together, the word unchanged), a
+ * failure small models make and can learn to avoid from a few hundred pairs. */
 struct task {
     char prompt[160], answer[64], wrong[64];
 };
@@ -123,14 +125,14 @@ struct task {
 static void make_task(uint64_t *s, struct task *t, int arithmetic_only)
 {
     int kind = arithmetic_only ? pick(s, 3) : pick(s, 8);
-    int a = pick(s, 100), b = pick(s, 100), off = 1 + pick(s, 9);
+    int a = pick(s, 100), b = pick(s, 100);
     const char *w = words[pick(s, NWORDS)];
     size_t wl = strlen(w);
     switch (kind) {
     case 0:
         snprintf(t->prompt, sizeof t->prompt, "What is %d + %d?", a, b);
         snprintf(t->answer, sizeof t->answer, "%d", a + b);
-        snprintf(t->wrong, sizeof t->wrong, "%d", a + b + off);
+        snprintf(t->wrong, sizeof t->wrong, "%d%d", a, b);
         break;
     case 1:
         if (a < b) {
@@ -139,13 +141,13 @@ static void make_task(uint64_t *s, struct task *t, int arithmetic_only)
         }
         snprintf(t->prompt, sizeof t->prompt, "What is %d - %d?", a, b);
         snprintf(t->answer, sizeof t->answer, "%d", a - b);
-        snprintf(t->wrong, sizeof t->wrong, "%d", a - b + off);
+        snprintf(t->wrong, sizeof t->wrong, "%d%d", a, b);
         break;
     case 2:
         a = 1 + a % 12, b = 1 + b % 12;
         snprintf(t->prompt, sizeof t->prompt, "What is %d times %d?", a, b);
         snprintf(t->answer, sizeof t->answer, "%d", a * b);
-        snprintf(t->wrong, sizeof t->wrong, "%d", a * b + off);
+        snprintf(t->wrong, sizeof t->wrong, "%d%d", a, b);
         break;
     case 3:
         snprintf(t->prompt, sizeof t->prompt, "Reverse the word \"%s\".", w);
@@ -163,17 +165,17 @@ static void make_task(uint64_t *s, struct task *t, int arithmetic_only)
     case 5:
         snprintf(t->prompt, sizeof t->prompt, "How many letters are in \"%s\"?", w);
         snprintf(t->answer, sizeof t->answer, "%zu", wl);
-        snprintf(t->wrong, sizeof t->wrong, "%zu", wl + (size_t)off);
+        snprintf(t->wrong, sizeof t->wrong, "%s", w);
         break;
     case 6:
         snprintf(t->prompt, sizeof t->prompt, "What is the first letter of \"%s\"?", w);
         snprintf(t->answer, sizeof t->answer, "%c", w[0]);
-        snprintf(t->wrong, sizeof t->wrong, "%c", w[wl - 1] != w[0] ? w[wl - 1] : 'x');
+        snprintf(t->wrong, sizeof t->wrong, "%s", w);
         break;
     default:
         snprintf(t->prompt, sizeof t->prompt, "What number comes after %d?", a);
         snprintf(t->answer, sizeof t->answer, "%d", a + 1);
-        snprintf(t->wrong, sizeof t->wrong, "%d", a > 0 ? a - 1 : a + 2);
+        snprintf(t->wrong, sizeof t->wrong, "after %d", a);
         break;
     }
 }

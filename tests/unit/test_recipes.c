@@ -340,6 +340,84 @@ static void test_mpi_network(void)
     json_decref(r);
 }
 
+
+/* Recipes naming a dataset: the job prepares it first (MTC_DATA), --data replaces it,
+ * --from-experiment needs a completed run with a checkpoint. */
+static void test_datasets(void)
+{
+    mtc_error_t err = {""};
+    CHECK(validate_with("data", "{\"dataset\":\"builtin:tiny-corpus\"}", &err) < 0 &&
+              strstr(err.text, "give one of \"path\""),
+          "path and dataset together refused: %s", err.text);
+    const char *cat[] = {"pretrain/tiny_gpt2_pt", "pretrain/tiny_llama_pt", "cpt/tiny_gpt2_cpt",
+                         "cpt/tiny_llama_cpt",    "sft/tiny_gpt2_sft",      "sft/tiny_llama_sft",
+                         "dpo/tiny_gpt2_dpo",     "dpo/tiny_llama_dpo"};
+    for (size_t i = 0; i < sizeof(cat) / sizeof(cat[0]); i++) {
+        json_t *r = recipe_load(cat[i], NULL, 0, &err);
+        const char *ds = json_string_value(json_object_get(json_object_get(r, "data"), "dataset"));
+        CHECK(ds && !strncmp(ds, "builtin:tiny-", 13), "%s names a built-in dataset (%s)", cat[i],
+              ds ? ds : err.text);
+        json_decref(r);
+    }
+    json_t *r = recipe_load("sft/tiny_gpt2_sft", NULL, 0, &err);
+    struct recipe_run run = {.home = "/h", .timestamp = 1, .trainer = "/bin/mtc-train"};
+    json_t *cfg = r ? recipe_resolve(r, &run, &err) : NULL;
+    json_t *d = json_object_get(cfg, "data");
+    CHECK(json_is_true(json_object_get(d, "prepare")) &&
+              !strcmp(json_string_value(json_object_get(d, "source")), "builtin:tiny-sft") &&
+              !strcmp(json_string_value(json_object_get(d, "kind")), "sft") &&
+              !strcmp(json_string_value(json_object_get(d, "cacheDir")), "/h/cache"),
+          "a built-in dataset: prepared as sft into HOME/cache (%s)", err.text);
+    char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "PREPARE=('/bin/mtc-train' data prepare --source 'builtin:tiny-sft' "
+                         "--kind 'sft' --cache-dir '/h/cache' --tokenizer 'builtin:tiny-corpus')"),
+          "the script prepares the data first");
+    CHECK(s && strstr(s, "'--data' \"${MTC_DATA}\"") &&
+              strstr(s, "'--tokenizer' \"${MTC_DATA}/tokenizer.json\"") &&
+              strstr(s, "if [ $rc -eq 0 ]; then\nif [ -n \"${SLURM_JOB_ID:-}\" ]"),
+          "and trains on what it prepared, only when that worked");
+    CHECK(s && strstr(s, "mtc: data: preparing"), "with a progress line in the job log");
+    free(s);
+    json_decref(cfg);
+    run.data = "/u/mine.jsonl";
+    run.cache_dir = "/c";
+    cfg = recipe_resolve(r, &run, &err);
+    d = json_object_get(cfg, "data");
+    CHECK(d && !strcmp(json_string_value(json_object_get(d, "source")), "/u/mine.jsonl") &&
+              !strcmp(json_string_value(json_object_get(d, "cacheDir")), "/c"),
+          "--data and --cache-dir replace the recipe's dataset and cache");
+    json_decref(cfg);
+    run.data = "/u/a\nb";
+    cfg = recipe_resolve(r, &run, &err);
+    CHECK(!cfg && strstr(err.text, "--data"), "a newline in --data refused: %s", err.text);
+    run.data = NULL;
+    run.from_experiment = "nope";
+    run.home = "/nonexistent-home";
+    cfg = recipe_resolve(r, &run, &err);
+    CHECK(!cfg && strstr(err.text, "--from-experiment nope: no experiment \"nope\""),
+          "--from-experiment of an unknown experiment: %s", err.text);
+    run.from_checkpoint = "/ck";
+    cfg = recipe_resolve(r, &run, &err);
+    CHECK(!cfg && strstr(err.text, "give one of them"), "--from-experiment with "
+                                                         "--from-checkpoint: %s",
+          err.text);
+    json_decref(r);
+    /* a path-style recipe keeps its path */
+    r = parse(base_recipe);
+    json_object_set_new(r, "name", json_string("test/pt"));
+    run = (struct recipe_run){.home = "/h", .timestamp = 1, .trainer = "/t", .data_dir = "/d"};
+    cfg = recipe_resolve(r, &run, &err);
+    d = json_object_get(cfg, "data");
+    CHECK(d && !json_object_get(d, "prepare") &&
+              !strcmp(json_string_value(json_object_get(d, "path")), "/d/corpus"),
+          "a path recipe is not prepared");
+    s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && !strstr(s, "PREPARE") && strstr(s, "'--data' '/d/corpus'"), "nor is its script");
+    free(s);
+    json_decref(cfg);
+    json_decref(r);
+}
+
 int main(void)
 {
     test_catalog();
@@ -350,5 +428,6 @@ int main(void)
     test_sbatch_names();
     test_container_mounts();
     test_mpi_network();
+    test_datasets();
     return check_done();
 }
