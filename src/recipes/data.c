@@ -64,9 +64,11 @@ json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, 
             errprintf(err, "dataset: %s is not resolved (mtcd or mtc looks it up)", run->dataset);
         else if (asprintf(&dtok, "%s/tokenizer.json", run->dataset_path) < 0)
             dtok = NULL;
-        out = dtok ? json_pack("{s:s, s:s, s:s, s:s, s:s?}", "path", run->dataset_path, "tokenizer",
-                               dtok, "dataset", run->dataset, "dataDir", base ? base : "",
-                               "recipePath", ds ? ds : path)
+        /* cacheDir: the one directory of the cache a container needs mounted */
+        out = dtok ? json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?}", "path", run->dataset_path,
+                               "tokenizer", dtok, "dataset", run->dataset, "cacheDir",
+                               run->dataset_path, "dataDir", base ? base : "", "recipePath",
+                               ds ? ds : path)
                    : NULL;
         free(dtok);
         free(base);

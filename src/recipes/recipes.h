@@ -69,6 +69,12 @@ struct recipe_run {
     const char *mpi_network;     /* CIDR the ranks' MPI uses (a cluster on hosts), or NULL */
     const char *home;            /* $MTC_HOME */
     const char *experiment;      /* --experiment-name */
+    const char *model_name;      /* --model-name: the registry model the final checkpoint
+                                  * registers under (default: from the experiment's name) */
+    const char *from_model;      /* --from-model NAME@alias|NAME@N: initial weights from the
+                                  * registry (whoever submits resolves it into from_checkpoint) */
+    const char *registrar;       /* the mtc program the job's last step registers with; NULL:
+                                  * no registration */
     int64_t nodes;               /* -n; 0 = recipe's (64 bits: the struct has no padding,
                                   * so request.c's layout check sees any new member) */
     int64_t timestamp;           /* unix seconds of this run (names the run directory) */
@@ -114,7 +120,8 @@ int recipe_time_valid(const char *s);
 
 /* The data section of a resolved run. --dataset (run->dataset_path: a registered
  * dataset's version, prepared already) is read as it is: {"path": its directory,
- * "tokenizer": the tokenizer.json in it, "dataset": NAME[@VERSION]}. A recipe's "dataset"
+ * "tokenizer": the tokenizer.json in it, "dataset": NAME[@VERSION], "cacheDir": the
+ * directory again (a container mounts it)}. A recipe's "dataset"
  * (builtin:NAME or a path under --data-dir) or --data makes it a prepared one:
  * {"prepare":true, "source", "kind", "tokenizer" (builtin:tiny-corpus or an absolute
  * path), "cacheDir" (--cache-dir, else HOME/cache)}, which the job prepares as its first
