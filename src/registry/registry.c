@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,8 +262,15 @@ static json_t *artifact_files(const char *real, int format, char *dir, size_t le
     return names;
 }
 
-/* Copy from to a new file to (mode); 0/-1 + err. */
+/* Copy from to a new file to (mode); with hex (65 bytes), the sha256 of the
+ * bytes copied goes there. 0/-1 + err. */
+static int copy_hash(const char *from, const char *to, mode_t mode, char *hex, mtc_error_t *err);
 static int copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *err)
+{
+    return copy_hash(from, to, mode, NULL, err);
+}
+
+static int copy_hash(const char *from, const char *to, mode_t mode, char *hex, mtc_error_t *err)
 {
     int in = open(from, O_RDONLY | O_CLOEXEC);
     if (in < 0)
@@ -277,15 +285,26 @@ static int copy_file(const char *from, const char *to, mode_t mode, mtc_error_t 
     enum { BUF = 1 << 20 };
     char *buf = malloc(BUF);
     ssize_t r = 0;
-    int ok = buf != NULL;
-    while (ok && (r = read(in, buf, BUF)) > 0)
+    EVP_MD_CTX *md = hex ? EVP_MD_CTX_new() : NULL;
+    int ok = buf != NULL && (!hex || (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL)));
+    while (ok && (r = read(in, buf, BUF)) > 0) {
+        ok = !md || EVP_DigestUpdate(md, buf, (size_t)r);
         for (ssize_t off = 0; ok && off < r;) {
             ssize_t w = write(out, buf + off, (size_t)(r - off));
             ok = w > 0;
             off += w > 0 ? w : 0;
         }
+    }
     ok = ok && r == 0 && fsync(out) == 0;
+    unsigned char sum[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (ok && md) {
+        ok = EVP_DigestFinal_ex(md, sum, &n) && n == 32;
+        for (unsigned int i = 0; ok && i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+    }
     int e = errno;
+    EVP_MD_CTX_free(md);
     free(buf);
     close(in);
     if (close(out) != 0)
@@ -307,12 +326,14 @@ static int put_blob(const char *models, const char *file, const char *digest, ch
     snprintf(blob, len, "%s/blobs/sha256/%s", models, digest + 7);
     if (mtc_path_exists(blob))
         return 0; /* stored already: this registration costs no space */
-    char hex[17], again[72];
+    char hex[17], again[65];
     mtc_random_hex(hex, 8);
     snprintf(tmp, sizeof(tmp), "%s/blobs/tmp/%s", models, hex);
-    if (copy_file(file, tmp, 0444, err) < 0)
+    /* the blob holds the bytes hashed while copying: a source that changed
+     * since it was hashed is caught here */
+    if (copy_hash(file, tmp, 0444, again, err) < 0)
         return -1;
-    if (mtc_sha256_file(tmp, again, err) < 0 || strcmp(again, digest) != 0) {
+    if (strcmp(again, digest + 7) != 0) {
         unlink(tmp);
         errno = EAGAIN;
         return errprintf(err, "source: %.200s changed while it was being stored", file);
@@ -333,8 +354,24 @@ static int64_t file_size(const char *path)
     return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
 }
 
+/* 1 when path resolves (links followed) to a place under one of roots. */
+static int under_roots(const char *path, const char *const *roots)
+{
+    char real[PATH_MAX], root[PATH_MAX];
+    if (!realpath(path, real))
+        return 0;
+    for (const char *const *r = roots; *r; r++) {
+        if (!realpath(*r, root))
+            continue;
+        size_t n = strlen(root);
+        if (strncmp(real, root, n) == 0 && (real[n] == '/' || real[n] == '\0' || n == 1))
+            return 1;
+    }
+    return 0;
+}
+
 int registry_ingest(const char *models, const char *real, int format, const char *tokenizer,
-                    json_t **manifest, mtc_error_t *err)
+                    const char *const *roots, json_t **manifest, mtc_error_t *err)
 {
     char dir[PATH_MAX], sub[PATH_MAX], vdir[PATH_MAX], tmpdir[PATH_MAX], hex[17];
     *manifest = NULL;
@@ -349,7 +386,7 @@ int registry_ingest(const char *models, const char *real, int format, const char
         return -1;
     /* the run's tokenizer goes with the weights (mtc-serve reads it there) */
     int add_tok = tokenizer && *tokenizer && !is_file(dir, "tokenizer.json") &&
-                  mtc_path_exists(tokenizer);
+                  mtc_path_exists(tokenizer) && (!roots || under_roots(tokenizer, roots));
     if (add_tok)
         json_array_append_new(names, json_string("tokenizer.json"));
     mtc_random_hex(hex, 8);
@@ -373,6 +410,11 @@ int registry_ingest(const char *models, const char *real, int format, const char
         snprintf(file, sizeof(file), "%s/%s", dir, name);
         if (strcmp(name, "tokenizer.json") == 0 && add_tok)
             snprintf(file, sizeof(file), "%s", tokenizer);
+        if (roots && !under_roots(file, roots)) { /* a link out of where mtcd may read */
+            errno = EACCES;
+            errprintf(err, "%.200s leads outside the directories mtcd reads for you", file);
+            goto out;
+        }
         if (mtc_sha256_file(file, digest, err) < 0 ||
             put_blob(models, file, digest, blob, sizeof(blob), err) < 0)
             goto out;
@@ -400,12 +442,14 @@ int registry_ingest(const char *models, const char *real, int format, const char
                           files, "digest", sum, "sizeBytes", (json_int_t)total);
     files = NULL;
     rc = 0;
-out:
+out:;
+    int e = errno;
     if (rc < 0)
         mtc_rm_rf(tmpdir);
     pthread_mutex_unlock(&blob_lock);
     json_decref(files);
     json_decref(names);
+    errno = e;
     return rc;
 }
 
@@ -687,28 +731,31 @@ int registry_refs_write(const char *models, const char *project, const char *loc
     return rc;
 }
 
-int registry_resolve(const char *home, const char *project, const char *location, const char *ref,
-                     int format, const char *trainer, char *out, size_t len, mtc_error_t *err)
+/* The refs file's version a reference names: its manifest (borrowed from
+ * *refs, which the caller decrefs) and number. NULL + err, errno ENOENT. */
+static const json_t *lookup(const char *home, const char *project, const char *location,
+                            const char *ref, json_t **refs, int *number, mtc_error_t *err)
 {
     struct registry_ref r;
     char models[PATH_MAX], path[PATH_MAX + 256];
+    *refs = NULL;
     if (registry_ref_parse(ref, &r, err) < 0)
-        return -1;
+        return NULL;
     if (!home || !*home) {
         errno = EINVAL;
-        return errprintf(err, "no MTC_HOME to find the registry in");
+        return errprintf(err, "no MTC_HOME to find the registry in"), NULL;
     }
     snprintf(models, sizeof(models), "%s/models", home);
     refs_path(models, project ? project : "local", location ? location : "local", r.name, path,
               sizeof(path));
-    json_t *refs = json_load_file(path, 0, NULL);
-    if (!refs) {
+    *refs = json_load_file(path, 0, NULL);
+    if (!*refs) {
         errno = ENOENT;
-        return errprintf(err, "model %s not found", r.name);
+        return errprintf(err, "model %s not found", r.name), NULL;
     }
     int version = r.version;
     const char *alias = r.version ? NULL : *r.alias ? r.alias : "default";
-    json_t *versions = json_object_get(refs, "versions"), *aliases = json_object_get(refs, "aliases");
+    json_t *versions = json_object_get(*refs, "versions"), *aliases = json_object_get(*refs, "aliases");
     if (alias) {
         json_t *v = json_object_get(aliases, alias);
         if (!json_is_integer(v)) {
@@ -720,9 +767,9 @@ int registry_resolve(const char *home, const char *project, const char *location
                 size_t l = strlen(known);
                 snprintf(known + l, sizeof(known) - l, "%s%s", l ? ", " : "", k);
             }
-            json_decref(refs);
             errno = ENOENT;
-            return errprintf(err, "model %s: no alias %s (aliases: %s)", r.name, alias, known);
+            return errprintf(err, "model %s: no alias %s (aliases: %s)", r.name, alias, known),
+                   NULL;
         }
         version = (int)json_integer_value(v);
     }
@@ -730,11 +777,34 @@ int registry_resolve(const char *home, const char *project, const char *location
     snprintf(key, sizeof(key), "%d", version);
     const json_t *manifest = json_object_get(versions, key);
     if (!manifest) {
-        json_decref(refs);
         errno = ENOENT;
-        return errprintf(err, "model %s: no version %d", r.name, version);
+        return errprintf(err, "model %s: no version %d", r.name, version), NULL;
     }
-    int rc = registry_materialize(models, manifest, format, trainer, out, len, err);
+    *number = version;
+    return manifest;
+}
+
+int registry_resolve(const char *home, const char *project, const char *location, const char *ref,
+                     int format, const char *trainer, char *out, size_t len, mtc_error_t *err)
+{
+    json_t *refs = NULL;
+    int version = 0;
+    char models[PATH_MAX];
+    const json_t *manifest = lookup(home, project, location, ref, &refs, &version, err);
+    int rc = -1;
+    if (manifest) {
+        snprintf(models, sizeof(models), "%s/models", home);
+        rc = registry_materialize(models, manifest, format, trainer, out, len, err);
+    }
     json_decref(refs);
     return rc;
+}
+
+int registry_resolve_version(const char *home, const char *project, const char *location,
+                             const char *ref, int *version, mtc_error_t *err)
+{
+    json_t *refs = NULL;
+    const json_t *manifest = lookup(home, project, location, ref, &refs, version, err);
+    json_decref(refs);
+    return manifest ? 0 : -1;
 }

@@ -1,0 +1,75 @@
+/* serve load: the model REF of mtc-serve — a registered version (NAME, NAME@N, NAME@alias,
+ * through registry_resolve), a checkpoint directory (a root: its newest complete step_N; or
+ * a step_N itself) whose tokenizer is tokenizer.json beside it or the one recorded at
+ * training time, or a Hugging Face directory (config.json + model.safetensors +
+ * tokenizer.json). */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "registry/registry.h"
+#include "serve/internal.h"
+
+static int is_hf_dir(const char *dir)
+{
+    char p[4200];
+    if (snprintf(p, sizeof p, "%s/config.json", dir) >= (int)sizeof p || !mtc_path_exists(p))
+        return 0;
+    if (snprintf(p, sizeof p, "%s/model.safetensors", dir) >= (int)sizeof p)
+        return 0;
+    return mtc_path_exists(p);
+}
+
+int serve_load_model(struct serve *s, mtc_error_t *err)
+{
+    const char *ref = s->cfg.model;
+    char dir[4000], tkpath[4200] = "", resolved[4000];
+    if (!ref || !*ref || strlen(ref) >= 4000) {
+        errno = EINVAL;
+        return errprintf(err, "--model needs a registered model or a checkpoint or Hugging Face "
+                              "directory");
+    }
+    if (!strchr(ref, '/') && !mtc_path_exists(ref)) { // a registry reference
+        if (registry_resolve(s->cfg.home, s->cfg.project, s->cfg.location, ref, -1, NULL,
+                             resolved, sizeof resolved, err) < 0)
+            return -1;
+        ref = resolved;
+    } else if (!mtc_path_exists(ref)) {
+        errno = ENOENT;
+        return errprintf(err, "model %s: no such directory", ref);
+    }
+    if (is_hf_dir(ref)) {
+        s->m = interop_import_hf(ref, NULL, err);
+        snprintf(tkpath, sizeof tkpath, "%s/tokenizer.json", ref);
+        if (!mtc_path_exists(tkpath))
+            tkpath[0] = 0;
+    } else {
+        s->m = interop_load_checkpoint(ref, dir, sizeof dir, err);
+        static struct ckpt_meta meta; // large (per-rank loader positions)
+        snprintf(tkpath, sizeof tkpath, "%s/tokenizer.json", s->m ? dir : ref);
+        if (s->m && mtc_path_exists(tkpath)) // stored with a registered version
+            ;
+        else if (s->m && ckpt_load(dir, NULL, model_nparams(s->m), NULL, &meta, NULL) == 0) {
+            snprintf(tkpath, sizeof tkpath, "%s", meta.tokenizer);
+            json_decref(meta.train);
+        }
+    }
+    if (!s->m)
+        return -1;
+    if (s->cfg.tokenizer)
+        snprintf(tkpath, sizeof tkpath, "%s", s->cfg.tokenizer);
+    if (!tkpath[0]) {
+        errno = EINVAL;
+        return errprintf(err, "model %s: no tokenizer recorded; pass --tokenizer", ref);
+    }
+    s->tk = tok_load(tkpath, err);
+    if (!s->tk)
+        return -1;
+    if (tok_vocab_size(s->tk) > model_cfg(s->m)->vocab_size) {
+        errno = EINVAL;
+        return errprintf(err, "tokenizer %s has %d ids; the model only %d", tkpath,
+                         tok_vocab_size(s->tk), model_cfg(s->m)->vocab_size);
+    }
+    return 0;
+}
