@@ -310,6 +310,10 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     }
     run->dataset_path = run->dataset ? dataset : NULL;
     const char *root = cget(cl->spec, "experimentRoot");
+    if ((!root || !*root) && !r->cfg->home) {
+        json_decref(recipe);
+        return api_error(out, 500, "mtcd has no home for experiments"), -1;
+    }
     run->executor = "slurm";
     run->home = root && *root ? root : r->cfg->home;
     run->trainer = run->image ? "mtc-train" : t.trainer; /* the image's own, from its PATH */
