@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # jobs_api: training jobs through the HTTP API (curl) — a job created with a
 # recipe object is in squeue and `mtc experiment list` and completes; :cancel
-# ends a running one (CANCELLED); list pages (pageSize/pageToken) and filters
+# ends a running one (CANCELLED); a requeued one is REQUEUED with its restart
+# count; list pages (pageSize/pageToken) and filters
 # by state; bad bodies get one-line google.rpc errors and submit nothing; a
 # secret reaches the job but is stored nowhere; roles (viewer, editor, and
 # admin-only while mtcd runs as root); `mtc run` is a client of the same API
@@ -130,12 +131,18 @@ import json, sys
 assert json.load(open(sys.argv[1]))["train"]["log_every"] == 50
 PY
 check "long job running" wait_state long RUNNING 60
+LJOB=$(api GET "$JOBS/long"; field '["slurmJobId"]' <<<"$BODY")
+scontrol requeue "$LJOB"
+requeued() {
+    api GET "$JOBS/long"
+    [ "$(field '["state"]' <<<"$BODY") $(field '["restartCount"]' <<<"$BODY")" = "REQUEUED 1" ]
+}
+check "scontrol requeue: state REQUEUED, restartCount 1" wait_for 30 requeued
 tcp "$VIEWER" POST "$JOBS/long:cancel"
 check "viewer may not cancel: 403" test "$HTTP_STATUS" = 403
 api POST "$JOBS/long:cancel"
 check "cancel: 200" test "$HTTP_STATUS" = 200
 check "cancelled (state CANCELLED)" wait_state long CANCELLED 30
-LJOB=$(api GET "$JOBS/long"; field '["slurmJobId"]' <<<"$BODY")
 check "gone from squeue" wait_for 30 bash -c "! squeue -h -o %i | grep -qx '$LJOB'"
 api POST "$JOBS/long:cancel"
 check "cancel a finished job: FAILED_PRECONDITION" one_line_error 400 "already CANCELLED"
