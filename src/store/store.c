@@ -1506,3 +1506,22 @@ json_t *store_model_all(struct store *st)
     pthread_mutex_unlock(&st->lock);
     return all;
 }
+
+int store_model_op_begin(struct store *st, const struct store_op *op, char busy_op[48])
+{
+    int rc = -1, e = EIO;
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", NULL) < 0)
+        goto out;
+    if (target_busy(st, op->project, op->location, op->target, NULL, busy_op))
+        e = EBUSY;
+    else if (insert_op(st, op) == 0) {
+        rc = exec_sql(st->db, "COMMIT", NULL);
+        goto out;
+    }
+    exec_sql(st->db, "ROLLBACK", NULL);
+    errno = e;
+out:
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
