@@ -4,7 +4,8 @@
 # runs sbatch) and as `mtc run` (the CLI, a client of that API), against
 # `sbatch` of the same rendered script run directly, in the same run on the
 # same local cluster. Figures: seconds per submission and the ratios to sbatch.
-# BENCH_N sets the submissions per way (10). Every job is held (never runs).
+# BENCH_N sets the submissions per way (10). The partition is DOWN: the jobs
+# queue and never run.
 . "$(dirname "$0")/lib.inc"
 N=${BENCH_N:-10}
 cleanup() {
@@ -34,9 +35,9 @@ cat >"$W/r.json" <<'JSON'
  "resources": {"nodes": 1, "time": "00:10:00"},
  "cluster_types": {"local": {"micro_batch": 4}}}
 JSON
-# Every job waits behind a held one, so nothing runs while we time submissions.
-scontrol update PartitionName=a3m State=DRAIN >/dev/null 2>&1 ||
-    { echo "cannot hold the partition"; exit 1; }
+# The partition DOWN: jobs queue but never run while submissions are timed.
+scontrol update PartitionName=a3m State=DOWN >/dev/null 2>&1 ||
+    { echo "cannot stop the partition"; exit 1; }
 mtc run -s "$W/r.json" --data-dir "$W/data" --dry-run >"$W/script.sh" 2>/dev/null ||
     { echo "dry run failed"; exit 1; }
 BODY=$(python3 -c "import json,sys; print(json.dumps({'recipe': json.load(open(sys.argv[1])), 'dataDir': sys.argv[2]}))" "$W/r.json" "$W/data")
