@@ -122,6 +122,11 @@ static json_t *job_json(const struct store_job *j)
     if (slash)
         *slash = '\0';
     json_object_set_new(o, "experimentDir", json_string(dir));
+    /* the registry model its final checkpoint registers under (docs/models.md) */
+    const char *model = cget(json_object_get(cfg, "register"), "model");
+    if (model)
+        json_object_set_new(o, "model", json_sprintf("projects/%s/locations/%s/models/%s",
+                                                     j->project, j->location, model));
     json_object_set_new(o, "state", json_string(j->state));
     json_object_set_new(o, "restartCount", json_integer(j->restart_count));
     json_object_set_new(o, "createTime", json_string(mtc_time_rfc3339(j->create_ms, t, sizeof(t))));
