@@ -64,11 +64,18 @@ assert j["name"] == "projects/local/locations/local/modelDevelopmentClusters/ja/
 assert j["slurmJobId"].isdigit() and j["experimentName"] == "apijob" and j["nodeCount"] == 1, j
 assert j["experimentDir"].startswith("$MTC_HOME/experiments/apijob/apijob_"), j
 assert j["state"] in ("PENDING", "RUNNING") and j["restartCount"] == 0 and j["createTime"], j
+assert j["model"] == "projects/local/locations/local/models/apijob", j
 PY
 check "visible in squeue" bash -c "squeue -h -o %i | grep -qx '$JOB'"
 mtc experiment list >"$D/list.out"
 check "visible in mtc experiment list" grep -qE "^apijob_[0-9]+ .* slurm +$JOB " "$D/list.out"
 check "completes (state COMPLETED)" wait_state first COMPLETED 240
+api GET /v1beta1/projects/local/locations/local/models/apijob
+check "the completed job registered its final checkpoint: apijob@1, lineage with cluster and job" python3 -c "
+import json, sys; d = json.loads(sys.argv[1]); l = d['lineage']
+assert d['versionId'] == '1' and l['cluster'] == 'ja' and l['slurmJobId'] == '$JOB' and l['step'] == 60, d" "$BODY"
+api GET "$CLUSTERS/ja"
+check "the cluster's events say so (MODEL_REGISTERED)" grep -q 'MODEL_REGISTERED' <<<"$BODY"
 check "the secret reached the job" grep -q "HF_TOKEN is set" "$TD/$JOB.log"
 check "the secret is stored nowhere (store, experiment, mtcd's log)" \
     bash -c "! grep -rqa hf_api_secret_456 '$MTC_HOME/mtcd.db'* '$MTC_HOME/experiments' '$MTC_HOME/log'"
