@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +255,42 @@ static int read_rewards(const char *cmd, const char *out, int n, float *reward, 
     return rc;
 }
 
+/* s with every byte that is not part of valid UTF-8 replaced by U+FFFD (a completion can
+ * end inside a multi-byte character), as a new JSON string. */
+static json_t *utf8_string(const char *s)
+{
+    size_t n = strlen(s), o = 0;
+    char *b = malloc(3 * n + 1);
+    if (!b)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = ((unsigned char)s[i + k] >> 6) == 2;
+        if (ok && len > 1) { // reject what jansson rejects: overlong forms, surrogates, > U+10FFFF
+            uint32_t cp = c & (0x7f >> len);
+            for (size_t k = 1; k < len; k++)
+                cp = cp << 6 | ((unsigned char)s[i + k] & 0x3f);
+            ok = !(cp < (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u)) &&
+                 !(cp >= 0xd800 && cp <= 0xdfff) && cp <= 0x10ffff;
+        }
+        if (ok) {
+            memcpy(b + o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(b + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    json_t *j = json_stringn(b, o);
+    free(b);
+    return j;
+}
+
 static int command_rewards(const char *cmd, int n, const char *const *prompt,
                            const char *const *answer, const char *const *completion, float *reward,
                            int *correct, mtc_error_t *err)
@@ -275,8 +312,8 @@ static int command_rewards(const char *cmd, int n, const char *const *prompt,
     FILE *f = fdopen(fi, "w");
     int rc = f ? 0 : errprintf(err, "environment command: %s", strerror(errno));
     for (int i = 0; rc == 0 && i < n; i++) {
-        json_t *o = json_pack("{s:s,s:s,s:s}", "prompt", prompt[i], "answer", answer[i],
-                              "completion", completion[i]);
+        json_t *o = json_pack("{s:o,s:o,s:o}", "prompt", utf8_string(prompt[i]), "answer",
+                              utf8_string(answer[i]), "completion", utf8_string(completion[i]));
         if (!o || json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER) < 0 || fputc('\n', f) < 0)
             rc = errprintf(err, "environment command: cannot write %s", in);
         json_decref(o);
