@@ -4,7 +4,9 @@
  * body is recipes' request table; everything is checked before anything is
  * submitted, and a failed submission leaves nothing behind. */
 #include "api/internal.h"
+#include "dataset/dataset.h"
 #include "recipes/recipes.h"
+#include "registry/registry.h"
 #include "slurm/slurm.h"
 
 #include <errno.h>
@@ -266,6 +268,28 @@ static int job_id(struct api_req *r, struct api_resp *out, char *id, size_t len)
     return 0;
 }
 
+/* --dataset NAME[@VERSION]: the registered dataset's version (in the job's
+ * project and location) whose prepared data the run reads, of the recipe's
+ * kind, into path. 0, or -1 with out a 400 naming the field. */
+static int resolve_dataset(struct api_req *r, struct api_resp *out, const json_t *recipe,
+                           const char *ref, char *path, size_t len)
+{
+    char name[DATASET_NAME_MAX + 1];
+    int version;
+    mtc_error_t err = {""};
+    struct store_dataset d;
+    if (dataset_ref_parse("dataset", ref, name, &version, &err) < 0)
+        return api_error(out, 400, "%s", err.text), -1;
+    if (store_dataset_get(r->st, r->cap[0], r->cap[1], name, &d) < 0)
+        return api_error(out, 400, "dataset: dataset %s not found (mtc data list)", name), -1;
+    json_t *ds = api_dataset_json(r->st, &d, 1);
+    store_dataset_release(&d);
+    const char *kind = recipe_task_kind(json_string_value(json_object_get(recipe, "task")));
+    int rc = dataset_pick("dataset", ds, ref, kind, path, len, &err);
+    json_decref(ds);
+    return rc < 0 ? api_error(out, 400, "%s", err.text), -1 : 0;
+}
+
 /* Resolve, check and submit; *cfg gets the submitted run's config. 0, or -1
  * with out filled. */
 static int submit_run(struct api_req *r, struct api_resp *out, const struct store_cluster *cl,
@@ -277,12 +301,19 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     json_t *recipe = request_recipe(req, out);
     if (!recipe)
         return -1;
-    char image[PATH_MAX];
-    if (run->image && check_image(t.conf, run->image, image, sizeof(image), out) < 0) {
+    char image[PATH_MAX], dataset[PATH_MAX];
+    if ((run->image && check_image(t.conf, run->image, image, sizeof(image), out) < 0) ||
+        (run->dataset &&
+         resolve_dataset(r, out, recipe, run->dataset, dataset, sizeof(dataset)) < 0)) {
         json_decref(recipe);
         return -1;
     }
+    run->dataset_path = run->dataset ? dataset : NULL;
     const char *root = cget(cl->spec, "experimentRoot");
+    if ((!root || !*root) && !r->cfg->home) {
+        json_decref(recipe);
+        return api_error(out, 500, "mtcd has no home for experiments"), -1;
+    }
     run->executor = "slurm";
     run->home = root && *root ? root : r->cfg->home;
     run->trainer = run->image ? "mtc-train" : t.trainer; /* the image's own, from its PATH */
@@ -290,10 +321,44 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     run->mpi_network = *t.mpi ? t.mpi : NULL;
     run->timestamp = (int64_t)time(NULL);
     mtc_error_t err = {""};
+    /* fromModel: a registered version's files are the initial weights */
+    static __thread char init[PATH_MAX];
+    char mtc[PATH_MAX];
+    if (run->from_model && (run->from_checkpoint || run->from_experiment)) {
+        json_decref(recipe);
+        return api_error(out, 400, "fromModel and from%s: give one of them",
+                         run->from_checkpoint ? "Checkpoint" : "Experiment"),
+               -1;
+    }
+    if (run->from_model) {
+        if (registry_resolve(r->cfg->home, r->cap[0], r->cap[1], run->from_model, -1,
+                             control_datasets(r->ctl)->trainer, init, sizeof(init), &err) < 0) {
+            json_decref(recipe);
+            return api_error(out, errno == ENOENT ? 404 : 400, "fromModel: %s", err.text), -1;
+        }
+        run->from_checkpoint = init;
+    }
+    /* the job's last step registers the final checkpoint with mtc next to mtcd */
+    if (mtc_exe_dir(mtc, sizeof(mtc) - 8) == 0) {
+        strcat(mtc, "/mtc");
+        if (access(mtc, X_OK) == 0)
+            run->registrar = mtc;
+    }
     *cfg = recipe_resolve(recipe, run, &err);
     json_decref(recipe);
     if (!*cfg)
         return api_error(out, 400, "%s", err.text), -1;
+    int fv = 0;
+    if (run->from_model && registry_resolve_version(r->cfg->home, r->cap[0], r->cap[1],
+                                                    run->from_model, &fv, NULL) == 0)
+        json_object_set_new(*cfg, "fromModelVersion",
+                            json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"),
+                                         run->from_model, fv));
+    json_t *reg = json_object_get(*cfg, "register");
+    if (reg)
+        json_object_set_new(reg, "home", json_string(r->cfg->home)),
+            json_object_set_new(reg, "project", json_string(r->cap[0])),
+            json_object_set_new(reg, "location", json_string(r->cap[1]));
     json_object_set_new(*cfg, "slurmConf", json_string(t.conf));
     char *script = recipe_render_sbatch(*cfg, &err);
     int rc =

@@ -368,6 +368,7 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
     a->api.home = realpath(m->home, home_abs) ? home_abs : m->home;
     a->api.store = m->st;
     a->api.control = m->ctl;
+    api_models_recover(m->st, a->api.home);
     if (!(m->api = api_start(&a->api, &err)))
         die(m->ready_fd, "%s", err.text);
     if (control_start(m->ctl, &err) < 0)

@@ -2,6 +2,8 @@
  * `mtc run`'s flags and the API's trainingJobs body, so the two cannot drift:
  * every member of struct recipe_run has a row (checked when this compiles). */
 #include "recipes/recipes.h"
+#include "dataset/dataset.h"
+#include "registry/registry.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -77,6 +79,16 @@ static int check_path(const struct schema_field *f, json_t **v, const char *path
     return 0;
 }
 
+/* --dataset: NAME or NAME@VERSION of a registered dataset (src/dataset). */
+static int check_dataset(const struct schema_field *f, json_t **v, const char *path,
+                         mtc_error_t *err)
+{
+    (void)f;
+    char name[DATASET_NAME_MAX + 1];
+    int version;
+    return dataset_ref_parse(path, json_string_value(*v), name, &version, err);
+}
+
 static int check_experiment(const struct schema_field *f, json_t **v, const char *path,
                             mtc_error_t *err)
 {
@@ -85,6 +97,29 @@ static int check_experiment(const struct schema_field *f, json_t **v, const char
     if (exp_name_valid(s))
         return 0;
     return schema_error(err, path, "%.80s: want [A-Za-z0-9][A-Za-z0-9._-]{0,63}", s);
+}
+
+/* modelName: a registry model name. */
+static int check_model_name(const struct schema_field *f, json_t **v, const char *path,
+                            mtc_error_t *err)
+{
+    (void)f;
+    const char *s = json_string_value(*v);
+    if (registry_name_valid(s))
+        return 0;
+    return schema_error(err, path, "%.80s: want a model name [a-z][a-z0-9-]{0,62}", s);
+}
+
+/* fromModel: NAME, NAME@N or NAME@alias. */
+static int check_model_ref(const struct schema_field *f, json_t **v, const char *path,
+                           mtc_error_t *err)
+{
+    (void)f;
+    struct registry_ref ref;
+    mtc_error_t e2 = {""};
+    if (registry_ref_parse(json_string_value(*v), &ref, &e2) == 0)
+        return 0;
+    return schema_error(err, path, "%s", e2.text);
 }
 
 /* secretEnv: {"HF_TOKEN": "..."} — only recipe_secrets, one-line strings. */
@@ -156,6 +191,8 @@ static const struct schema_field f_request[] = {
     STR("fromCheckpoint", from_checkpoint, check_path),
     STR("fromExperiment", from_experiment, check_experiment),
     STR("data", data, check_path),
+    STR("dataset", dataset, check_dataset),
+    SERVER("datasetPath", dataset_path),
     SERVER("trainer", trainer),
     SERVER("mpiNetwork", mpi_network),
     SERVER("home", home),
@@ -165,6 +202,9 @@ static const struct schema_field f_request[] = {
      .aliases = exp_aliases,
      .check = check_experiment,
      RUN(experiment)},
+    STR("modelName", model_name, check_model_name),
+    STR("fromModel", from_model, check_model_ref),
+    SERVER("registrar", registrar),
     {.name = "nodeCount",
      .kind = SCHEMA_INT,
      .flags = SCHEMA_RANGE,
@@ -203,11 +243,16 @@ FOLLOWS(data_dir, time);
 FOLLOWS(time, from_checkpoint);
 FOLLOWS(from_checkpoint, from_experiment);
 FOLLOWS(from_experiment, data);
-FOLLOWS(data, trainer);
+FOLLOWS(data, dataset);
+FOLLOWS(dataset, dataset_path);
+FOLLOWS(dataset_path, trainer);
 FOLLOWS(trainer, mpi_network);
 FOLLOWS(mpi_network, home);
 FOLLOWS(home, experiment);
-FOLLOWS(experiment, nodes);
+FOLLOWS(experiment, model_name);
+FOLLOWS(model_name, from_model);
+FOLLOWS(from_model, registrar);
+FOLLOWS(registrar, nodes);
 FOLLOWS(nodes, timestamp);
 _Static_assert(sizeof(struct recipe_run) == ALIGN_UP(M_END(timestamp), _Alignof(struct recipe_run)),
                "struct recipe_run: a member after timestamp has no row in request.c's f_request");
@@ -229,7 +274,10 @@ const struct recipe_flag recipe_flags[] = {
     {"fromCheckpoint", NULL, "--from-checkpoint", 1},
     {"fromExperiment", NULL, "--from-experiment", 0},
     {"data", NULL, "--data", 1},
+    {"dataset", NULL, "--dataset", 0},
     {"experimentName", NULL, "--experiment-name", 0},
+    {"modelName", NULL, "--model-name", 0},
+    {"fromModel", NULL, "--from-model", 0},
     {"nodeCount", "-n", "--nodes", 0},
     {NULL, NULL, NULL, 0},
 };

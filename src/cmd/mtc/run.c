@@ -2,8 +2,10 @@
  * flags), `mtc recipes list|show`, `mtc rl launch` and `mtc attach`. The
  * recipe logic lives in src/recipes; this file is flags, checks and output. */
 #include "cli.h"
+#include "dataset/dataset.h"
 #include "cluster/cluster.h"
 #include "recipes/recipes.h"
+#include "registry/registry.h"
 #include "slurm/slurm.h"
 
 #include <ctype.h>
@@ -99,13 +101,17 @@ static const char run_use[] =
     "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
     "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
-    "               [--from-checkpoint PATH | --from-experiment NAME] [--data PATH]\n"
-    "               [--dry-run]\n"
+    "               [--from-checkpoint PATH | --from-experiment NAME | --from-model NAME@ALIAS]\n"
+    "               [--data PATH | --dataset NAME[@VERSION]] [--model-name NAME] [--dry-run]\n"
     "  RECIPE is a catalog name (mtc recipes list), e.g. pretrain/tiny_gpt2_pt, or a path\n"
     "  to your own recipe file. TYPE: hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local (default).\n"
     "  --data: your own dataset (.txt/.jsonl/.csv or a directory of splits), prepared by\n"
     "  the job into --cache-dir (default $MTC_HOME/cache); --from-experiment: start from\n"
-    "  that experiment's final checkpoint.\n";
+    "  that experiment's final checkpoint; --from-model: from a registered model version;\n"
+    "  --dataset: a dataset of `mtc data list`, its latest (or the given) version's\n"
+    "  prepared data as it is.\n"
+    "  A run that completes registers its final checkpoint as a new version of the model\n"
+    "  --model-name (default: the experiment's name) unless the recipe says \"register\": false.\n";
 
 struct run_flags {
     struct recipe_run r; /* from body, through the request table */
@@ -207,7 +213,8 @@ static json_t *load_recipe(const char *name)
 /* The run's resolved config.json (*cfg, with this shell's SLURM_CONF) and its
  * sbatch script (*script); trainer[len] holds the mtc-train they name.
  * 0, or -1 after saying why. */
-static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **cfg, char **script)
+static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t len, json_t **cfg,
+                       char **script)
 {
     json_t *recipe = load_recipe(f->r.recipe);
     if (!recipe)
@@ -235,10 +242,41 @@ static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **
     }
     f->r.trainer = trainer;
     mtc_error_t err = {""};
+    /* --from-model: the registered version's files are the initial weights */
+    static char init[PATH_MAX], mtc[PATH_MAX];
+    if (f->r.from_model && (f->r.from_checkpoint || f->r.from_experiment)) {
+        json_decref(recipe);
+        return cli_fail("--from-model and --from-%s: give one of them",
+                        f->r.from_checkpoint ? "checkpoint" : "experiment"),
+               -1;
+    }
+    if (f->r.from_model) {
+        if (registry_resolve(c->home, c->project, c->location, f->r.from_model, -1, NULL, init,
+                             sizeof(init), &err) < 0) {
+            json_decref(recipe);
+            return cli_fail("--from-model %s: %s", f->r.from_model, err.text), -1;
+        }
+        f->r.from_checkpoint = init;
+    }
+    /* the job's last step registers the final checkpoint with this mtc */
+    if (cli_sibling("mtc", mtc, sizeof(mtc)) == 0)
+        f->r.registrar = mtc;
     *cfg = recipe_resolve(recipe, &f->r, &err);
     json_decref(recipe);
     if (!*cfg)
         return cli_fail("%s", err.text), -1;
+    int fv = 0;
+    if (f->r.from_model &&
+        registry_resolve_version(c->home, c->project, c->location, f->r.from_model, &fv, NULL) == 0)
+        json_object_set_new(*cfg, "fromModelVersion",
+                            json_sprintf("%.*s@%d", (int)strcspn(f->r.from_model, "@"),
+                                         f->r.from_model, fv));
+    json_t *reg = json_object_get(*cfg, "register");
+    if (reg) {
+        json_object_set_new(reg, "home", json_string(c->home));
+        json_object_set_new(reg, "project", json_string(c->project));
+        json_object_set_new(reg, "location", json_string(c->location));
+    }
     const char *conf = getenv("SLURM_CONF");
     if (conf && *conf)
         json_object_set_new(*cfg, "slurmConf", json_string(conf));
@@ -247,6 +285,38 @@ static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **
         json_decref(*cfg);
         return cli_fail("%s", err.text), -1;
     }
+    return 0;
+}
+
+/* --dataset NAME[@VERSION] for a run resolved here (-e local, --dry-run; mtcd
+ * resolves the ones it submits): the registered dataset's version, of the
+ * recipe's kind, from mtcd; its prepared directory becomes the run's data.
+ * 0, or 1 after saying why. */
+static int resolve_dataset(struct cli *c, struct run_flags *f)
+{
+    static char dir[PATH_MAX];
+    char name[DATASET_NAME_MAX + 1], path[512];
+    int version;
+    mtc_error_t err = {""};
+    if (!f->r.dataset)
+        return 0;
+    if (dataset_ref_parse("dataset", f->r.dataset, name, &version, &err) < 0)
+        return cli_fail("%s", err.text);
+    json_t *recipe = load_recipe(f->r.recipe), *ds = NULL;
+    if (!recipe)
+        return 1;
+    snprintf(path, sizeof(path), "/v1beta1/projects/%s/locations/%s/datasets/%s", c->project,
+             c->location, name);
+    int rc = cli_call_ok(c, "GET", path, NULL, &ds, &err) < 0 ||
+             dataset_pick("dataset", ds, f->r.dataset,
+                          recipe_task_kind(json_string_value(json_object_get(recipe, "task"))), dir,
+                          sizeof(dir), &err) < 0;
+    json_decref(recipe);
+    json_decref(ds);
+    if (rc)
+        return cli_fail("dataset: %s; nothing submitted",
+                        strncmp(err.text, "dataset: ", 9) ? err.text : err.text + 9);
+    f->r.dataset_path = dir;
     return 0;
 }
 
@@ -470,7 +540,8 @@ int cmd_run(struct cli *c, int argc, char **argv)
     char trainer[PATH_MAX];
     json_t *cfg = NULL;
     char *script = NULL;
-    if (prepare_job(&f, trainer, sizeof(trainer), &cfg, &script) < 0)
+    if (resolve_dataset(c, &f) != 0 ||
+        prepare_job(c, &f, trainer, sizeof(trainer), &cfg, &script) < 0)
         goto out;
     rc = f.dry_run ? dry_run(cfg, script) : launch(c, cfg, script);
     free(script);
