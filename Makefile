@@ -49,6 +49,10 @@ TRAIN_LIBS := -fopenmp -lopenblas -ljansson $(MPI_LIBS) -lcrypto -lpthread -lm
 # The trainer shares the policy-free modules: common and the schema engine.
 COMMON_OBJS := $(filter $(B)/src/common/% $(B)/src/schema/%,$(CP_OBJS))
 
+# mtc-serve: the HTTP front (src/serve) over the trainer library's generation engine.
+SERVE_OBJS := $(patsubst %.c,$(B)/%.o,$(wildcard src/serve/*.c))
+SERVE_LIBS := -lmicrohttpd $(TRAIN_LIBS)
+
 PROGS := $(patsubst src/cmd/%.c,%,$(wildcard src/cmd/*.c))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
@@ -105,7 +109,11 @@ $(BIN)/mtc-train: $(call cmd_objs,mtc-train) $(B)/libmtctrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(TRAIN_LIBS)
 
-$(addprefix $(BIN)/,$(filter-out mtc-train,$(PROGS))): $(BIN)/%: $$(call cmd_objs,%) $(B)/libmtc.a
+$(BIN)/mtc-serve: $(call cmd_objs,mtc-serve) $(SERVE_OBJS) $(B)/libmtctrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(SERVE_LIBS)
+
+$(addprefix $(BIN)/,$(filter-out mtc-train mtc-serve,$(PROGS))): $(BIN)/%: $$(call cmd_objs,%) $(B)/libmtc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(CP_LIBS)
 

@@ -2,6 +2,7 @@
  * example's messages to token ids with a per-token "trained" flag (assistant turns
  * only), and cuts over-long examples from the left of the prompt. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,27 +67,14 @@ static int llama3_ids(const struct tok *t, int *sh, int *eh, int *eot)
 
 static const char *const roles[] = {"system", "user", "assistant"};
 
-int chat_render(const struct tok *t, const json_t *msgs, int last_only, struct chat_seq *s,
-                mtc_error_t *err)
+/* The messages after the begin token; trains assistant turn i when train_from <= i (and
+ * every assistant turn when !last_only). */
+static int render_msgs(const struct tok *t, const json_t *msgs, int last_only, size_t last_asst,
+                       struct chat_seq *s, mtc_error_t *err)
 {
-    s->n = 0;
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return errprintf(err, "\"messages\" must be a non-empty array");
     int sh, eh, eot3, l3 = llama3_ids(t, &sh, &eh, &eot3);
     int eot = tok_eot(t);
-    if (!l3 && eot < 0)
-        return errprintf(err, "the tokenizer has no end-of-text token for the chat template");
-    int bos = l3 ? tok_special(t, "<|begin_of_text|>") : eot;
-    if (bos >= 0 && push_id(s, bos, 0, err) < 0)
-        return -1;
-    size_t n = json_array_size(msgs), last_asst = n;
-    for (size_t i = 0; i < n; i++) {
-        const char *role = json_string_value(json_object_get(json_array_get(msgs, i), "role"));
-        if (role && !strcmp(role, "assistant"))
-            last_asst = i;
-    }
-    if (last_asst == n)
-        return errprintf(err, "no assistant message to train on");
+    size_t n = json_array_size(msgs);
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(msgs, i);
         const char *role = json_string_value(json_object_get(m, "role"));
@@ -119,6 +107,52 @@ int chat_render(const struct tok *t, const json_t *msgs, int last_only, struct c
             return -1;
     }
     return 0;
+}
+
+/* The begin token of the template: <|begin_of_text|> (Llama 3) or <|endoftext|>. */
+static int push_begin(const struct tok *t, struct chat_seq *s, mtc_error_t *err)
+{
+    int sh, eh, eot3, l3 = llama3_ids(t, &sh, &eh, &eot3);
+    if (!l3 && tok_eot(t) < 0)
+        return errprintf(err, "the tokenizer has no end-of-text token for the chat template");
+    int bos = l3 ? tok_special(t, "<|begin_of_text|>") : tok_eot(t);
+    return bos >= 0 ? push_id(s, bos, 0, err) : 0;
+}
+
+int chat_render(const struct tok *t, const json_t *msgs, int last_only, struct chat_seq *s,
+                mtc_error_t *err)
+{
+    s->n = 0;
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return errprintf(err, "\"messages\" must be a non-empty array");
+    size_t n = json_array_size(msgs), last_asst = n;
+    for (size_t i = 0; i < n; i++) {
+        const char *role = json_string_value(json_object_get(json_array_get(msgs, i), "role"));
+        if (role && !strcmp(role, "assistant"))
+            last_asst = i;
+    }
+    if (last_asst == n)
+        return errprintf(err, "no assistant message to train on");
+    if (push_begin(t, s, err) < 0)
+        return -1;
+    return render_msgs(t, msgs, last_only, last_asst, s, err);
+}
+
+int chat_render_prompt(const struct tok *t, const json_t *msgs, struct chat_seq *s,
+                       mtc_error_t *err)
+{
+    s->n = 0;
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return errprintf(err, "\"messages\" must be a non-empty array");
+    if (push_begin(t, s, err) < 0 || render_msgs(t, msgs, 1, SIZE_MAX, s, err) < 0)
+        return -1;
+    int sh, eh, eot3;
+    if (llama3_ids(t, &sh, &eh, &eot3))
+        return push_id(s, sh, 0, err) || push_text(t, s, "assistant", 0, err) ||
+                       push_id(s, eh, 0, err) || push_text(t, s, "\n\n", 0, err)
+                   ? -1
+                   : 0;
+    return push_text(t, s, "<|assistant|>\n", 0, err);
 }
 
 /* [{"role":"user","content":prompt},{"role":"assistant","content":response}] */

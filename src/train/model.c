@@ -666,3 +666,237 @@ double model_flops_per_token(const struct model *m, int T)
     double n = c->n_layer * per_layer + (double)c->vocab_size * c->d_model;
     return 6.0 * n + 12.0 * c->n_layer * m->q * (double)T;
 }
+
+/* ---- incremental decoding with a KV cache ---- */
+
+/* K and V of every layer for nslots sequences of up to ctx positions, and the workspace of
+ * one decode call (grown to the largest row count seen). */
+struct model_kv {
+    int nslots, ctx, nlayer, kvw; // kvw = n_kv_head * head_dim floats per position
+    float *k, *v;         // (L, nslots, ctx, kvw)
+    float *rcos, *rsin;   // (ctx, hd/2) RoPE tables (Llama)
+    int cap;              // rows the workspace holds
+    float *x, *ln, *qkv, *att, *fc, *fch; // (cap, C|C|QKV|Q|FCN|F)
+    float *last;          // (cap, C) normed rows that want logits
+    float *scratch;       // (nthreads, ctx) attention scores
+    int nscratch;
+};
+
+struct model_kv *model_kv_create(const struct model *m, int nslots, int ctx, mtc_error_t *err)
+{
+    const struct model_config *c = &m->cfg;
+    if (nslots <= 0 || ctx <= 0 || ctx > c->max_seq) {
+        errno = EINVAL;
+        errprintf(err, "bad KV cache shape: %d slots of %d positions (the model has %d)", nslots,
+                  ctx, c->max_seq);
+        return NULL;
+    }
+    struct model_kv *kv = calloc(1, sizeof *kv);
+    size_t n, bytes;
+    if (!kv)
+        goto nomem;
+    kv->nslots = nslots;
+    kv->ctx = ctx;
+    kv->nlayer = c->n_layer;
+    kv->kvw = c->n_kv_head * m->hd;
+    if (mtc_size_mul((size_t)c->n_layer * nslots, (size_t)ctx * kv->kvw, &n) < 0 ||
+        mtc_size_mul(n, sizeof(float), &bytes) < 0)
+        goto nomem;
+    kv->k = malloc(bytes);
+    kv->v = malloc(bytes);
+    kv->rcos = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
+    kv->rsin = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
+    if (!kv->k || !kv->v || !kv->rcos || !kv->rsin)
+        goto nomem;
+    if (c->family == MODEL_LLAMA)
+        cpu_rope_tables(kv->rcos, kv->rsin, ctx, m->hd, c->rope_theta, c->rope_factor,
+                        c->rope_low_freq, c->rope_high_freq, c->rope_orig_max);
+    return kv;
+nomem:
+    model_kv_destroy(kv);
+    errno = ENOMEM;
+    errprintf(err, "out of memory for a KV cache of %d slots x %d positions", nslots, ctx);
+    return NULL;
+}
+
+void model_kv_destroy(struct model_kv *kv)
+{
+    if (!kv)
+        return;
+    int e = errno;
+    free(kv->k);
+    free(kv->v);
+    free(kv->rcos);
+    free(kv->rsin);
+    free(kv->x);
+    free(kv->scratch);
+    free(kv);
+    errno = e;
+}
+
+size_t model_kv_bytes(const struct model_kv *kv)
+{
+    return 2 * sizeof(float) * (size_t)kv->nslots * kv->ctx * kv->kvw * (size_t)kv->nlayer;
+}
+
+int model_kv_ctx(const struct model_kv *kv)
+{
+    return kv->ctx;
+}
+
+int model_kv_slots(const struct model_kv *kv)
+{
+    return kv->nslots;
+}
+
+/* Workspace for n rows (one allocation; the old rows are not kept). */
+static int kv_workspace(const struct model *m, struct model_kv *kv, int n)
+{
+    int threads = omp_get_max_threads();
+    if (threads > kv->nscratch) {
+        float *s = realloc(kv->scratch, (size_t)threads * kv->ctx * sizeof(float));
+        if (!s)
+            return -1;
+        kv->scratch = s;
+        kv->nscratch = threads;
+    }
+    if (n <= kv->cap)
+        return 0;
+    size_t C = m->cfg.d_model, F = m->cfg.d_ff, N = n;
+    size_t w[] = {C, C, (size_t)m->qkv, (size_t)m->q, (size_t)m->fcn, F, C};
+    float **p[] = {&kv->x, &kv->ln, &kv->qkv, &kv->att, &kv->fc, &kv->fch, &kv->last};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        total += N * w[i];
+    float *block = malloc(total * sizeof(float));
+    if (!block)
+        return -1;
+    free(kv->x);
+    for (size_t i = 0, off = 0; i < sizeof w / sizeof w[0]; i++) {
+        *p[i] = block + off;
+        off += N * w[i];
+    }
+    kv->cap = n;
+    return 0;
+}
+
+/* Causal attention of n rows against the cache: row i (query heads in q) attends to the
+ * positions 0..pos[i] of its slot in layer l's K and V. out (n, Q). */
+static void kv_attention(const struct model *m, struct model_kv *kv, int l, const float *q,
+                         int ldq, float *out, const int32_t *slot, const int32_t *pos, int n)
+{
+    int H = m->cfg.n_head, KV = m->cfg.n_kv_head, hd = m->hd, group = H / KV, kvw = kv->kvw;
+    float scale = 1.0f / sqrtf((float)hd);
+    long work = 0;
+    for (int i = 0; i < n; i++)
+        work += (long)(pos[i] + 1) * H * hd;
+#pragma omp parallel for collapse(2) schedule(dynamic) if (work > CPU_PAR_MIN)
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) {
+            float *s = kv->scratch + (size_t)omp_get_thread_num() * kv->ctx;
+            size_t base = ((size_t)l * kv->nslots + slot[i]) * kv->ctx;
+            const float *kc = kv->k + base * kvw + (size_t)(h / group) * hd;
+            const float *vc = kv->v + base * kvw + (size_t)(h / group) * hd;
+            const float *qi = q + (size_t)i * ldq + (size_t)h * hd;
+            int np = pos[i] + 1;
+            float mx = -INFINITY, sum = 0.0f;
+            for (int j = 0; j < np; j++) {
+                const float *kj = kc + (size_t)j * kvw;
+                float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+                for (int c = 0; c < hd; c++)
+                    d += qi[c] * kj[c];
+                s[j] = d * scale;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int j = 0; j < np; j++)
+                sum += s[j] = expf(s[j] - mx);
+            float *o = out + (size_t)i * m->q + (size_t)h * hd, inv = 1.0f / sum;
+            memset(o, 0, sizeof(float) * hd);
+            for (int j = 0; j < np; j++) {
+                const float *vj = vc + (size_t)j * kvw;
+                float p = s[j] * inv;
+#pragma omp simd
+                for (int c = 0; c < hd; c++)
+                    o[c] += p * vj[c];
+            }
+        }
+}
+
+int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const int32_t *slot,
+                 const int32_t *pos, const uint8_t *want, int n, float *logits, mtc_error_t *err)
+{
+    const struct model_config *c = &m->cfg;
+    int C = c->d_model, F = c->d_ff, V = c->vocab_size, Vp = c->padded_vocab;
+    int H = c->n_head, KV = c->n_kv_head, hd = m->hd, llama = c->family == MODEL_LLAMA;
+    if (n <= 0) {
+        errno = EINVAL;
+        return errprintf(err, "no tokens to decode");
+    }
+    for (int i = 0; i < n; i++)
+        if (tok[i] < 0 || tok[i] >= V || slot[i] < 0 || slot[i] >= kv->nslots || pos[i] < 0 ||
+            pos[i] >= kv->ctx) {
+            errno = EINVAL;
+            return errprintf(err, "row %d: token %d at position %d of slot %d is out of range", i,
+                             tok[i], pos[i], slot[i]);
+        }
+    if (kv_workspace(m, kv, n) < 0) {
+        errno = ENOMEM;
+        return errprintf(err, "out of memory for a decode step of %d tokens", n);
+    }
+    float *P = m->params;
+    const float *wte = par(m, P, -1, R_WTE), *wpe = par(m, P, -1, R_WPE);
+    for (int i = 0; i < n; i++) { // x (n,C) = wte[tok] (+ wpe[pos])
+        float *o = kv->x + (size_t)i * C;
+        const float *e = wte + (size_t)tok[i] * C;
+        for (int j = 0; j < C; j++)
+            o[j] = e[j] + (wpe ? wpe[(size_t)pos[i] * C + j] : 0.0f);
+    }
+    float *mean = kv->fch, *rstd = kv->fch + n; // norm statistics are not kept: scratch
+    size_t kvw = kv->kvw;
+    for (int l = 0; l < c->n_layer; l++) {
+        norm_forward(m, kv->ln, mean, rstd, kv->x, par(m, P, l, R_LN1_W), par(m, P, l, R_LN1_B),
+                     n);
+        // qkv (n, QKV) = ln @ Wqkv^T
+        cpu_matmul_forward(kv->qkv, m->qkv, NULL, kv->ln, par(m, P, l, R_QKV_W),
+                           par(m, P, l, R_QKV_B), n, m->qkv, C);
+        for (int i = 0; i < n; i++) {
+            float *row = kv->qkv + (size_t)i * m->qkv;
+            if (llama) // rotate q and k heads at this row's position
+                cpu_rope(row, m->qkv, kv->rcos + (size_t)pos[i] * (hd / 2),
+                         kv->rsin + (size_t)pos[i] * (hd / 2), 1, 1, H + KV, hd, 0);
+            size_t at = (((size_t)l * kv->nslots + slot[i]) * kv->ctx + pos[i]) * kvw;
+            memcpy(kv->k + at, row + (size_t)H * hd, kvw * sizeof(float));
+            memcpy(kv->v + at, row + (size_t)(H + KV) * hd, kvw * sizeof(float));
+        }
+        kv_attention(m, kv, l, kv->qkv, m->qkv, kv->att, slot, pos, n);
+        // x (n,C) += att @ Wo^T
+        cpu_matmul_forward(kv->x, C, kv->x, kv->att, par(m, P, l, R_PROJ_W),
+                           par(m, P, l, R_PROJ_B), n, C, m->q);
+        norm_forward(m, kv->ln, mean, rstd, kv->x, par(m, P, l, R_LN2_W), par(m, P, l, R_LN2_B),
+                     n);
+        cpu_matmul_forward(kv->fc, m->fcn, NULL, kv->ln, par(m, P, l, R_FC_W),
+                           par(m, P, l, R_FC_B), n, m->fcn, C);
+        if (llama)
+            cpu_swiglu_forward(kv->fch, kv->fc, n, F);
+        else
+            cpu_gelu_forward(kv->fch, kv->fc, (long)n * F);
+        // x (n,C) += fch @ Wdown^T
+        cpu_matmul_forward(kv->x, C, kv->x, kv->fch, par(m, P, l, R_FCPROJ_W),
+                           par(m, P, l, R_FCPROJ_B), n, C, F);
+    }
+    int nw = 0;
+    for (int i = 0; i < n; i++)
+        if (want[i])
+            memcpy(kv->ln + (size_t)nw++ * C, kv->x + (size_t)i * C, C * sizeof(float));
+    if (nw == 0)
+        return 0;
+    norm_forward(m, kv->last, mean, rstd, kv->ln, par(m, P, -1, R_LNF_W), par(m, P, -1, R_LNF_B),
+                 nw);
+    // logits (nw, Vp): only the V real rows of the head
+    cpu_matmul_forward(logits, Vp, NULL, kv->last, par(m, P, -1, R_LM_HEAD), NULL, nw, V, C);
+    for (int i = 0; i < nw; i++)
+        for (int v = V; v < Vp; v++)
+            logits[(size_t)i * Vp + v] = -INFINITY;
+    return 0;
+}

@@ -126,4 +126,24 @@ const float *model_last_logits(const struct model *m);
  * rows) + 12*n_layer*n_head*head_dim*T for attention, for MFU. */
 double model_flops_per_token(const struct model *m, int T);
 
+/* ---- incremental decoding (the KV cache of mtc-serve and of GRPO's rollouts) ---- */
+
+/* K and V of every layer for nslots sequences of up to ctx positions (ctx <= max_seq),
+ * plus the workspace of one model_decode call. NULL with err (EINVAL, ENOMEM). */
+struct model_kv;
+struct model_kv *model_kv_create(const struct model *m, int nslots, int ctx, mtc_error_t *err);
+void model_kv_destroy(struct model_kv *kv);
+size_t model_kv_bytes(const struct model_kv *kv); // K and V storage
+int model_kv_ctx(const struct model_kv *kv);
+int model_kv_slots(const struct model_kv *kv);
+/* One forward over n new tokens of any number of sequences: row i is token tok[i] at
+ * position pos[i] of the sequence in slot slot[i]. Its K and V are written to the cache at
+ * that position and it attends to positions 0..pos[i] of its slot (earlier positions come
+ * from earlier calls or from earlier rows of this call). Rows with want[i] != 0 get logits,
+ * in row order, in logits (count of want, padded_vocab); entries >= vocab_size are
+ * -INFINITY. Each row's result depends only on its own sequence. 0, or -1 with err
+ * (EINVAL: a token, slot or position out of range; ENOMEM). */
+int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const int32_t *slot,
+                 const int32_t *pos, const uint8_t *want, int n, float *logits, mtc_error_t *err);
+
 #endif

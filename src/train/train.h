@@ -200,6 +200,11 @@ void chat_seq_release(struct chat_seq *s);
  * s is reset first. 0, or -1 with err. */
 int chat_render(const struct tok *t, const json_t *messages, int last_only, struct chat_seq *s,
                 mtc_error_t *err);
+/* The prompt of a conversation to continue (mtc-serve's chat completions): the messages
+ * with the same template (no assistant turn needed; nothing is flagged trained), then the
+ * header of the assistant's turn. 0, or -1 with err. */
+int chat_render_prompt(const struct tok *t, const json_t *messages, struct chat_seq *s,
+                       mtc_error_t *err);
 /* One SFT line: {"prompt","response"} or {"messages":[...]} (other keys ignored). */
 int chat_parse_sft(const struct tok *t, const json_t *obj, struct chat_seq *s, mtc_error_t *err);
 /* One DPO line: {"prompt","chosen","rejected"}; chosen/rejected are strings (answers to

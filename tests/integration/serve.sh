@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# serve: mtc-serve on loopback with tiny models trained here (a Llama checkpoint and a
+# GPT-2 Hugging Face export) — greedy completions equal `mtc-train sample` token for token,
+# chat, SSE streams ending with [DONE], seeds, stop strings, /v1/models, /metrics, 16
+# concurrent clients on 4 KV slots getting what they get alone, and every bad input an
+# OpenAI-style 4xx after which the server keeps serving.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/train_setup.inc"
+D=$T_DIR
+export OMP_NUM_THREADS=1
+
+train_corpus "$D/corpus.txt" 3
+mtc-train tokenizer train --vocab-size 384 --input "$D/corpus.txt" --output "$D/tok.json" 2>/dev/null
+mtc-train prepare --tokenizer "$D/tok.json" --input "$D/corpus.txt" --output "$D/data" --val-fraction 0.1 2>/dev/null
+LCFG='{"n_layer":2,"d_model":64,"n_head":4,"n_kv_head":2,"d_ff":192,"vocab_size":384,"max_seq":128}'
+GCFG='{"n_layer":2,"d_model":64,"n_head":4,"d_ff":256,"vocab_size":384,"max_seq":96}'
+mtc-train --model tiny-llama --config "$LCFG" --seq 32 --batch 8 --steps 40 --lr 3e-3 --log-every 1000 \
+    --tokenizer "$D/tok.json" --data "$D/data" --checkpoint-every 40 --checkpoint-dir "$D/llama" >/dev/null 2>&1
+mtc-train --model tiny-gpt2 --config "$GCFG" --seq 32 --batch 8 --steps 30 --lr 3e-3 --log-every 1000 \
+    --tokenizer "$D/tok.json" --data "$D/data" --checkpoint-every 30 --checkpoint-dir "$D/gpt2" >/dev/null 2>&1
+mtc-train export --checkpoint "$D/gpt2" --format safetensors --output "$D/gpt2-hf" 2>/dev/null
+cp "$D/tok.json" "$D/gpt2-hf/tokenizer.json"
+check "tiny models trained (llama checkpoint, gpt2 HF export)" test -e "$D/gpt2-hf/model.safetensors" -a -d "$D/llama"
+
+# start_serve NAME ARGS...: start mtc-serve, record its pid, set URL_NAME from its "serving" line
+start_serve() {
+    local name=$1; shift
+    mtc-serve --listen 127.0.0.1:0 "$@" >"$D/$name.out" 2>"$D/$name.err" &
+    track_pid $!
+    eval "PID_$name=$!"
+    poll_for 30 "$D/$name.out"
+    wait_for 30 grep -q 'serving' "$D/$name.out"
+    local port
+    port=$(sed -n 's/^mtc-serve: serving .* on 127.0.0.1:\([0-9]*\)$/\1/p' "$D/$name.out")
+    eval "URL_$name=http://127.0.0.1:$port"
+}
+start_serve L --model "$D/llama" --max-batch 4 --served-name tiny-llama
+start_serve G --model "$D/gpt2-hf" --max-batch 2 --ctx 64
+check "mtc-serve starts on loopback and answers /health 200" \
+    test "$(curl -s -o /dev/null -w '%{http_code}' "$URL_L/health")" = 200
+check "the served name defaults to the model directory's name" \
+    grep -q '"id":"gpt2-hf"' <(curl -s "$URL_G/v1/models")
+
+# py URL CODE...: run python with the server's URL as U and helpers post/get
+py() {
+    local url=$1; shift
+    python3 - "$url" <<PY
+import json, sys, urllib.request, urllib.error, concurrent.futures
+U = sys.argv[1]
+def req(path, body=None, raw=None, method=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    r = urllib.request.Request(U + path, data=data, method=method,
+                               headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(r, timeout=60) as f:
+            return f.status, f.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+def post(path, body):
+    code, text = req(path, body)
+    assert code == 200, (code, text)
+    return json.loads(text)
+$*
+PY
+}
+
+for fam in L G; do
+    url=URL_$fam; url=${!url}
+    model=$([ $fam = L ] && echo "$D/llama" || echo "$D/gpt2")
+    name=$([ $fam = L ] && echo tiny-llama || echo gpt2-hf)
+    for prompt in "the cat" "a small bird looked at"; do
+        want=$(mtc-train sample --checkpoint "$model" --prompt "$prompt" --tokens 20 --temperature 0 2>/dev/null)
+        got=$(py "$url" "print('$prompt' + post('/v1/completions', {'model': '$name', 'prompt': '$prompt', 'max_tokens': 20, 'temperature': 0})['choices'][0]['text'])")
+        check "$fam: greedy completion of '$prompt' equals mtc-train sample" test "$got" = "$want"
+        diag "$fam: $got"
+    done
+done
+
+check "completion: usage counts, finish_reason length, OpenAI shape" py "$URL_L" "
+r = post('/v1/completions', {'model': 'tiny-llama', 'prompt': 'the cat', 'max_tokens': 7, 'seed': 1})
+assert r['object'] == 'text_completion' and r['model'] == 'tiny-llama' and r['id'].startswith('cmpl-'), r
+c = r['choices'][0]
+assert c['finish_reason'] == 'length' and c['index'] == 0, c
+u = r['usage']
+assert u['prompt_tokens'] == 3 and u['completion_tokens'] == 7 and u['total_tokens'] == 10, u
+"
+check "same seed, same text; another seed, other text" py "$URL_L" "
+b = {'model': 'tiny-llama', 'prompt': 'the', 'max_tokens': 24, 'temperature': 1.0, 'seed': 5}
+a1 = post('/v1/completions', b)['choices'][0]['text']
+a2 = post('/v1/completions', b)['choices'][0]['text']
+b['seed'] = 6
+a3 = post('/v1/completions', b)['choices'][0]['text']
+assert a1 == a2 and a1 != a3, (a1, a2, a3)
+"
+check "stop strings end the text before them (finish_reason stop)" py "$URL_L" "
+r = post('/v1/completions', {'model': 'tiny-llama', 'prompt': 'the cat', 'max_tokens': 40, 'temperature': 0, 'stop': ['.', 'zzz']})
+full = post('/v1/completions', {'model': 'tiny-llama', 'prompt': 'the cat', 'max_tokens': 40, 'temperature': 0})['choices'][0]['text']
+c = r['choices'][0]
+assert '.' in full and c['text'] == full[:full.index('.')] and c['finish_reason'] == 'stop', (c, full)
+"
+check "chat completion: an assistant message with usage" py "$URL_L" "
+r = post('/v1/chat/completions', {'model': 'tiny-llama', 'messages': [{'role': 'system', 'content': 'be brief'}, {'role': 'user', 'content': 'the cat'}], 'max_tokens': 6, 'seed': 2})
+m = r['choices'][0]['message']
+assert r['object'] == 'chat.completion' and m['role'] == 'assistant' and isinstance(m['content'], str), r
+assert r['usage']['completion_tokens'] == 6 and r['usage']['prompt_tokens'] > 6, r
+"
+check "SSE stream: OpenAI chunks, the same text as without, usage, ending with [DONE]" py "$URL_L" "
+b = {'model': 'tiny-llama', 'prompt': 'the dog', 'max_tokens': 12, 'seed': 9}
+want = post('/v1/completions', b)['choices'][0]['text']
+b.update(stream=True, stream_options={'include_usage': True})
+code, text = req('/v1/completions', b)
+events = [e for e in text.split('\n\n') if e]
+assert code == 200 and events[-1] == 'data: [DONE]', text
+chunks = [json.loads(e[6:]) for e in events[:-1]]
+got = ''.join(c['choices'][0]['text'] for c in chunks if c['choices'])
+assert got == want, (got, want)
+assert chunks[-2]['choices'][0]['finish_reason'] == 'length' and chunks[-1]['usage']['completion_tokens'] == 12
+assert all(c['object'] == 'text_completion' and c['id'] == chunks[0]['id'] for c in chunks)
+"
+check "chat SSE stream: chat.completion.chunk deltas ending with [DONE]" py "$URL_L" "
+code, text = req('/v1/chat/completions', {'model': 'tiny-llama', 'messages': [{'role': 'user', 'content': 'hi'}], 'max_tokens': 5, 'stream': True})
+events = [e for e in text.split('\n\n') if e]
+chunks = [json.loads(e[6:]) for e in events[:-1]]
+assert events[-1] == 'data: [DONE]' and all(c['object'] == 'chat.completion.chunk' for c in chunks), text
+assert chunks[-1]['choices'][0]['finish_reason'] == 'length' and 'content' in chunks[0]['choices'][0]['delta']
+"
+# 16 clients at once on 4 KV slots (the rest wait in the queue): each gets what it gets alone
+check "16 concurrent clients on 4 slots all succeed with their single-request text" py "$URL_L" "
+bodies = [{'model': 'tiny-llama', 'prompt': ['the cat', 'a dog', 'my friend ran', 'the'][i % 4],
+           'max_tokens': 10 + i, 'seed': 100 + i, 'temperature': 0.9, 'top_k': [0, 40][i % 2],
+           'top_p': [1, 0.9][i // 8]} for i in range(16)]
+alone = [post('/v1/completions', b)['choices'][0]['text'] for b in bodies]
+with concurrent.futures.ThreadPoolExecutor(16) as ex:
+    together = list(ex.map(lambda b: post('/v1/completions', b)['choices'][0]['text'], bodies))
+assert alone == together, [(a, t) for a, t in zip(alone, together) if a != t]
+"
+check "/metrics: token totals, latency and TTFT histograms, running, waiting, KV use" py "$URL_L" "
+code, text = req('/metrics')
+m = {}
+for line in text.splitlines():
+    if line and not line.startswith('#'):
+        k, v = line.rsplit(' ', 1)
+        m[k] = float(v)
+assert code == 200 and m['mtc_serve_prompt_tokens_total'] > 50 and m['mtc_serve_generation_tokens_total'] > 300, m
+assert m['mtc_serve_request_duration_seconds_count'] >= 40 and m['mtc_serve_time_to_first_token_seconds_count'] >= 40
+assert m['mtc_serve_requests_running'] == 0 and m['mtc_serve_requests_waiting'] == 0
+assert m['mtc_serve_kv_cache_slots'] == 4 and m['mtc_serve_kv_cache_usage_ratio'] == 0 and m['mtc_serve_kv_cache_bytes'] > 0
+assert m['mtc_serve_request_duration_seconds_bucket{le=\"+Inf\"}'] == m['mtc_serve_request_duration_seconds_count']
+"
+
+# bad input: an OpenAI-style error with the right 4xx, then the server still serves
+bad() {
+    local what=$1 code=$2 path=$3 body=$4 method=${5:-POST}
+    check "bad input ($what) → $code with an OpenAI error naming it" py "$URL_L" "
+code, text = req('$path', raw=$body, method='$method')
+e = json.loads(text)['error']
+assert code == $code and e['code'] == $code and e['type'] and e['message'], (code, text)
+print('# ' + e['message'])
+"
+}
+long=$(python3 -c "print('the cat sat. ' * 80)")
+bad "invalid JSON" 400 /v1/completions "b'{\"model\": \"tiny-llama\", \"prompt\": '"
+bad "body not an object" 400 /v1/completions "b'[1, 2]'"
+bad "empty body" 400 /v1/completions "b''"
+bad "unknown model" 404 /v1/completions "json.dumps({'model': 'nope', 'prompt': 'x'}).encode()"
+bad "prompt longer than the context" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': '$long'}).encode()"
+bad "prompt plus max_tokens beyond the context" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 'the cat', 'max_tokens': 126}).encode()"
+bad "max_tokens 0" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 'x', 'max_tokens': 0}).encode()"
+bad "max_tokens -5" 400 /v1/chat/completions "json.dumps({'model': 'tiny-llama', 'messages': [{'role': 'user', 'content': 'x'}], 'max_tokens': -5}).encode()"
+bad "temperature a string" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 'x', 'temperature': 'hot'}).encode()"
+bad "stream not a boolean" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 'x', 'stream': 'yes'}).encode()"
+bad "prompt a number" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 7}).encode()"
+bad "messages not an array" 400 /v1/chat/completions "json.dumps({'model': 'tiny-llama', 'messages': 'hi'}).encode()"
+bad "unknown role" 400 /v1/chat/completions "json.dumps({'model': 'tiny-llama', 'messages': [{'role': 'robot', 'content': 'x'}]}).encode()"
+bad "unknown field" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 'x', 'best_of': 3}).encode()"
+bad "token id outside the vocabulary" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': [1, 99999]}).encode()"
+bad "top_p 0" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 'x', 'top_p': 0}).encode()"
+bad "body over the limit" 413 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 'x' * 2000000}).encode()"
+bad "unknown route" 404 /v1/engines "None" GET
+bad "GET on a POST route" 405 /v1/completions "None" GET
+check "after all that the server still serves" py "$URL_L" "
+assert req('/health')[0] == 200
+r = post('/v1/completions', {'model': 'tiny-llama', 'prompt': 'the cat', 'max_tokens': 3})
+assert r['usage']['completion_tokens'] == 3
+"
+kill -0 "$PID_L" 2>/dev/null
+check "the server process is still running" test $? -eq 0
+
+kill -TERM "$PID_L"
+for _ in $(seq 50); do kill -0 "$PID_L" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$PID_L" 2>/dev/null
+check "SIGTERM stops mtc-serve" test $? -eq 0
+mtc-serve --model "$D/nowhere" --listen 127.0.0.1:0 >/dev/null 2>"$D/err1"
+check "a missing model: exit 1 with one line" test $? -eq 1 -a "$(wc -l <"$D/err1")" -eq 1
+mtc-serve --model "$D/llama" --listen nohost:80 >/dev/null 2>"$D/err2"
+check "a bad --listen: exit 1 naming it" grep -q -- "--listen nohost:80" "$D/err2"
+mtc-serve --model "$D/llama" --listen 127.0.0.1:0 --ctx 1000 >/dev/null 2>"$D/err3"
+check "--ctx beyond the model: exit 1 naming it" grep -q -- "--ctx 1000" "$D/err3"
+done_testing
