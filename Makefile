@@ -29,7 +29,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isr
 LDFLAGS := $(SANFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common schema store dataset api control cluster slurm provider health recipes image spank
+CP_MODULES := common schema store dataset registry api control cluster slurm provider health recipes image spank
 # src/spank/plugin.c holds Slurm's SPANK entry points: only in the plugin
 CP_SRCS := $(filter-out src/spank/plugin.c,$(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c)))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
@@ -46,8 +46,9 @@ TRAIN_SRCS := $(wildcard src/train/*.c src/train/cpu/*.c)
 TRAIN_OBJS := $(TRAIN_SRCS:%.c=$(B)/%.o)
 TRAIN_LIBS := -fopenmp -lopenblas -ljansson $(MPI_LIBS) -lcrypto -lpthread -lm
 
-# The trainer shares the policy-free modules: common and the schema engine.
-COMMON_OBJS := $(filter $(B)/src/common/% $(B)/src/schema/%,$(CP_OBJS))
+# The trainer shares the policy-free modules: common, the schema engine and the
+# registry's files (registry_resolve, for mtc-serve).
+COMMON_OBJS := $(filter $(B)/src/common/% $(B)/src/schema/% $(B)/src/registry/%,$(CP_OBJS))
 
 # mtc-serve: the HTTP front (src/serve) over the trainer library's generation engine.
 SERVE_OBJS := $(patsubst %.c,$(B)/%.o,$(wildcard src/serve/*.c))

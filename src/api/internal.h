@@ -7,6 +7,7 @@
 
 #define CLUSTERS "/v1beta1/projects/*/locations/*/modelDevelopmentClusters"
 #define DATASETS "/v1beta1/projects/*/locations/*/datasets"
+#define MODELS "/v1beta1/projects/*/locations/*/models"
 
 /* The project and location segments (r->cap[0], r->cap[1]) are valid names:
  * 0, else out is a 400 naming the bad one and -1. */
@@ -35,5 +36,16 @@ int api_dataset_list(struct api_req *r, struct api_resp *out);
 int api_dataset_get(struct api_req *r, struct api_resp *out);
 int api_dataset_delete(struct api_req *r, struct api_resp *out);
 int api_dataset_prepare(struct api_req *r, struct api_resp *out);
+
+/* The model registry (models.c): upload, get, list, listVersions, patch,
+ * mergeVersionAliases, delete (a model, or a version: NAME@V), export. */
+int api_model_upload(struct api_req *r, struct api_resp *out);
+int api_model_get(struct api_req *r, struct api_resp *out);
+int api_model_list(struct api_req *r, struct api_resp *out);
+int api_model_versions(struct api_req *r, struct api_resp *out);
+int api_model_patch(struct api_req *r, struct api_resp *out);
+int api_model_aliases(struct api_req *r, struct api_resp *out);
+int api_model_delete(struct api_req *r, struct api_resp *out);
+int api_model_export(struct api_req *r, struct api_resp *out);
 
 #endif

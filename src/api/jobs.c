@@ -5,6 +5,7 @@
  * submitted, and a failed submission leaves nothing behind. */
 #include "api/internal.h"
 #include "recipes/recipes.h"
+#include "registry/registry.h"
 #include "slurm/slurm.h"
 
 #include <errno.h>
@@ -290,10 +291,38 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     run->mpi_network = *t.mpi ? t.mpi : NULL;
     run->timestamp = (int64_t)time(NULL);
     mtc_error_t err = {""};
+    /* fromModel: a registered version's files are the initial weights */
+    static __thread char init[PATH_MAX];
+    char mtc[PATH_MAX];
+    if (run->from_model && (run->from_checkpoint || run->from_experiment)) {
+        json_decref(recipe);
+        return api_error(out, 400, "fromModel and from%s: give one of them",
+                         run->from_checkpoint ? "Checkpoint" : "Experiment"),
+               -1;
+    }
+    if (run->from_model) {
+        if (registry_resolve(r->cfg->home, r->cap[0], r->cap[1], run->from_model, -1,
+                             control_datasets(r->ctl)->trainer, init, sizeof(init), &err) < 0) {
+            json_decref(recipe);
+            return api_error(out, errno == ENOENT ? 404 : 400, "fromModel: %s", err.text), -1;
+        }
+        run->from_checkpoint = init;
+    }
+    /* the job's last step registers the final checkpoint with mtc next to mtcd */
+    if (mtc_exe_dir(mtc, sizeof(mtc) - 8) == 0) {
+        strcat(mtc, "/mtc");
+        if (access(mtc, X_OK) == 0)
+            run->registrar = mtc;
+    }
     *cfg = recipe_resolve(recipe, run, &err);
     json_decref(recipe);
     if (!*cfg)
         return api_error(out, 400, "%s", err.text), -1;
+    json_t *reg = json_object_get(*cfg, "register");
+    if (reg)
+        json_object_set_new(reg, "home", json_string(r->cfg->home)),
+            json_object_set_new(reg, "project", json_string(r->cap[0])),
+            json_object_set_new(reg, "location", json_string(r->cap[1]));
     json_object_set_new(*cfg, "slurmConf", json_string(t.conf));
     char *script = recipe_render_sbatch(*cfg, &err);
     int rc =

@@ -1,6 +1,6 @@
 /* routes: the API's route table and its handlers — clusters (create, get,
  * list, patch, delete, env), operations, tokens, health (datasets' handlers
- * are in datasets.c, trainingJobs' in jobs.c). Handlers validate
+ * are in datasets.c, trainingJobs' in jobs.c, models' in models.c). Handlers validate
  * everything before touching the store, so a rejected request changes nothing. */
 #include "api/internal.h"
 #include "cluster/cluster.h"
@@ -672,6 +672,14 @@ const struct api_route api_routes[] = {
     {"GET", DATASETS "/*", ROLE_VIEWER, api_dataset_get},
     {"DELETE", DATASETS "/*", ROLE_EDITOR, api_dataset_delete},
     {"POST", DATASETS "/*:prepare", ROLE_EDITOR, api_dataset_prepare},
+    {"POST", MODELS ":upload", ROLE_EDITOR, api_model_upload},
+    {"GET", MODELS, ROLE_VIEWER, api_model_list},
+    {"GET", MODELS "/*", ROLE_VIEWER, api_model_get},
+    {"PATCH", MODELS "/*", ROLE_EDITOR, api_model_patch},
+    {"DELETE", MODELS "/*", ROLE_EDITOR, api_model_delete},
+    {"GET", MODELS "/*:listVersions", ROLE_VIEWER, api_model_versions},
+    {"POST", MODELS "/*:mergeVersionAliases", ROLE_EDITOR, api_model_aliases},
+    {"POST", MODELS "/*:export", ROLE_EDITOR, api_model_export},
     {"POST", CLUSTERS "/*/trainingJobs", ROLE_EDITOR, api_job_create},
     {"GET", CLUSTERS "/*/trainingJobs", ROLE_VIEWER, api_job_list},
     {"GET", CLUSTERS "/*/trainingJobs/*", ROLE_VIEWER, api_job_get},

@@ -1,5 +1,5 @@
 /* mtc: the command-line client of mtcd — clusters, operations, tokens, the
- * daemon, a shell on a cluster, container images, datasets. Subcommands are a table. */
+ * daemon, a shell on a cluster, container images, datasets, models. Subcommands are a table. */
 #include "mtc/cli.h"
 
 #include <curl/curl.h>
@@ -22,6 +22,7 @@ static const struct cli_cmd commands[] = {
     {"attach", cmd_attach, "a shell inside a running job's allocation: mtc attach JOB [N]"},
     {"image", cmd_image, "import, build-trainer, inspect squashfs container images"},
     {"data", cmd_data, "list, show, prepare, delete datasets (named, versioned, cached)"},
+    {"models", cmd_models, "the model registry: list, show, versions, alias, export, delete, upload"},
     {NULL, NULL, NULL},
 };
 

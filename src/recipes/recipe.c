@@ -229,6 +229,8 @@ static const struct schema_field f_recipe[] = {
     {.name = "cluster_types", .kind = SCHEMA_CUSTOM, .check = cluster_type_map},
     {.name = "trainer_args", .kind = SCHEMA_CUSTOM, .check = args_map},
     {ENV("env")},
+    /* false: a completed run does not register its checkpoint in the model registry */
+    {.name = "register", .kind = SCHEMA_BOOL},
     {.name = NULL},
 };
 static const struct schema s_recipe = {f_recipe, RECIPE, NULL, NULL};

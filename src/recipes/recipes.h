@@ -67,6 +67,12 @@ struct recipe_run {
     const char *mpi_network;     /* CIDR the ranks' MPI uses (a cluster on hosts), or NULL */
     const char *home;            /* $MTC_HOME */
     const char *experiment;      /* --experiment-name */
+    const char *model_name;      /* --model-name: the registry model the final checkpoint
+                                  * registers under (default: from the experiment's name) */
+    const char *from_model;      /* --from-model NAME@alias|NAME@N: initial weights from the
+                                  * registry (whoever submits resolves it into from_checkpoint) */
+    const char *registrar;       /* the mtc program the job's last step registers with; NULL:
+                                  * no registration */
     int64_t nodes;               /* -n; 0 = recipe's (64 bits: the struct has no padding,
                                   * so request.c's layout check sees any new member) */
     int64_t timestamp;           /* unix seconds of this run (names the run directory) */

@@ -2,6 +2,7 @@
  * resolved into config.json, inputs checked before submitting, and the sbatch
  * script (requeue, signal before the time limit, srun --mpi=pmix ranks). */
 #include "recipes/recipes.h"
+#include "registry/registry.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -363,6 +364,17 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
     json_object_set_new(out, "trainerArgs", json_object());
     json_object_update(json_object_get(out, "trainerArgs"),
                        json_object_get(recipe, "trainer_args"));
+    if (run->from_model)
+        json_object_set_new(out, "fromModel", json_string(run->from_model));
+    /* the job's last step registers the final checkpoint (unless the recipe
+     * says "register": false); the submitter adds mtcd's home, project and
+     * location */
+    char model[REGISTRY_NAME_MAX + 1];
+    if (run->registrar && !json_is_false(json_object_get(recipe, "register")) &&
+        (run->model_name ? snprintf(model, sizeof(model), "%s", run->model_name) >= 0
+                         : registry_name_from(v->exp, model) == 0))
+        json_object_set_new(out, "register",
+                            json_pack("{s:s, s:s}", "model", model, "mtc", run->registrar));
     return out;
 }
 
@@ -670,6 +682,42 @@ static void put_launch(FILE *f, const json_t *cfg, const char *image,
     fprintf(f, "else\n    \"${TRAIN[@]}\"\nfi\nrc=$?\n");
 }
 
+/* A completed run registers its final checkpoint in the model registry
+ * (mtc models upload through mtcd); a failed registration leaves the
+ * checkpoint where it is, says so in the log and keeps the job's status. */
+static void put_register(FILE *f, const json_t *cfg)
+{
+    const json_t *reg = json_object_get(cfg, "register");
+    const char *model = json_string_value(json_object_get(reg, "model"));
+    const char *mtc = json_string_value(json_object_get(reg, "mtc"));
+    const char *home = json_string_value(json_object_get(reg, "home"));
+    const char *ck = json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
+    if (!model || !mtc || !ck)
+        return;
+    fprintf(f, "if [ $rc -eq 0 ]; then\n    # the model registry: the final checkpoint as a new "
+               "version of model %s\n    CKPT_DIR=",
+            model);
+    put_q(f, ck);
+    fprintf(f, "\n    ");
+    if (home) {
+        fprintf(f, "MTC_HOME=");
+        put_q(f, home);
+        fprintf(f, " ");
+    }
+    put_q(f, mtc);
+    static const char *const scope[] = {"project", "location"};
+    for (int i = 0; i < 2; i++)
+        if (json_string_value(json_object_get(reg, scope[i]))) {
+            fprintf(f, " --%s ", scope[i]);
+            put_q(f, json_string_value(json_object_get(reg, scope[i])));
+        }
+    fprintf(f, " models upload \"$CKPT_DIR\" --name %s --run \"$TASK_DIR\" ||\n"
+               "        echo \"mtc: the model registry did not take the checkpoint; it stays in "
+               "$CKPT_DIR (register it with: mtc models upload $CKPT_DIR --name %s --run "
+               "$TASK_DIR)\"\nfi\n",
+            model, model);
+}
+
 /* Exit 75 (checkpointed on a signal) requeues the job; else the exit status is
  * recorded atomically in TASK_DIR/JOB_ID.exit and becomes the job's. */
 static void put_epilogue(FILE *f)
@@ -712,6 +760,7 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     put_launch(f, cfg, image, mounts);
     if (prep)
         fprintf(f, "fi\n");
+    put_register(f, cfg);
     put_epilogue(f);
     free_argv(argv);
     if (fclose(f) != 0) {

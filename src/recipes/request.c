@@ -2,6 +2,7 @@
  * `mtc run`'s flags and the API's trainingJobs body, so the two cannot drift:
  * every member of struct recipe_run has a row (checked when this compiles). */
 #include "recipes/recipes.h"
+#include "registry/registry.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -87,6 +88,29 @@ static int check_experiment(const struct schema_field *f, json_t **v, const char
     return schema_error(err, path, "%.80s: want [A-Za-z0-9][A-Za-z0-9._-]{0,63}", s);
 }
 
+/* modelName: a registry model name. */
+static int check_model_name(const struct schema_field *f, json_t **v, const char *path,
+                            mtc_error_t *err)
+{
+    (void)f;
+    const char *s = json_string_value(*v);
+    if (registry_name_valid(s))
+        return 0;
+    return schema_error(err, path, "%.80s: want a model name [a-z][a-z0-9-]{0,62}", s);
+}
+
+/* fromModel: NAME, NAME@N or NAME@alias. */
+static int check_model_ref(const struct schema_field *f, json_t **v, const char *path,
+                           mtc_error_t *err)
+{
+    (void)f;
+    struct registry_ref ref;
+    mtc_error_t e2 = {""};
+    if (registry_ref_parse(json_string_value(*v), &ref, &e2) == 0)
+        return 0;
+    return schema_error(err, path, "%s", e2.text);
+}
+
 /* secretEnv: {"HF_TOKEN": "..."} — only recipe_secrets, one-line strings. */
 static int secret_entry(json_t *out, const char *k, const json_t *v, const char *path,
                         const void *arg, mtc_error_t *err)
@@ -165,6 +189,9 @@ static const struct schema_field f_request[] = {
      .aliases = exp_aliases,
      .check = check_experiment,
      RUN(experiment)},
+    STR("modelName", model_name, check_model_name),
+    STR("fromModel", from_model, check_model_ref),
+    SERVER("registrar", registrar),
     {.name = "nodeCount",
      .kind = SCHEMA_INT,
      .flags = SCHEMA_RANGE,
@@ -207,7 +234,10 @@ FOLLOWS(data, trainer);
 FOLLOWS(trainer, mpi_network);
 FOLLOWS(mpi_network, home);
 FOLLOWS(home, experiment);
-FOLLOWS(experiment, nodes);
+FOLLOWS(experiment, model_name);
+FOLLOWS(model_name, from_model);
+FOLLOWS(from_model, registrar);
+FOLLOWS(registrar, nodes);
 FOLLOWS(nodes, timestamp);
 _Static_assert(sizeof(struct recipe_run) == ALIGN_UP(M_END(timestamp), _Alignof(struct recipe_run)),
                "struct recipe_run: a member after timestamp has no row in request.c's f_request");
@@ -230,6 +260,8 @@ const struct recipe_flag recipe_flags[] = {
     {"fromExperiment", NULL, "--from-experiment", 0},
     {"data", NULL, "--data", 1},
     {"experimentName", NULL, "--experiment-name", 0},
+    {"modelName", NULL, "--model-name", 0},
+    {"fromModel", NULL, "--from-model", 0},
     {"nodeCount", "-n", "--nodes", 0},
     {NULL, NULL, NULL, 0},
 };

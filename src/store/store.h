@@ -136,6 +136,57 @@ int store_dataset_delete(struct store *st, const char *project, const char *loca
                          const char *name, const char *except_op, char busy_op[48],
                          json_t **orphans);
 
+/* Models (the registry): a name in a project/location with meta
+ * ({displayName, description, labels}); versions numbered 1, 2, ... (never
+ * reused while the model lives), each with its aliases (a JSON array; exactly
+ * one version holds "default"), the artifact's manifest and its lineage.
+ * Lookups return -1 with errno ENOENT when absent. */
+struct store_model {
+    char project[64];
+    char location[64];
+    char name[64];
+    json_t *meta; /* owned */
+    int64_t create_ms, update_ms;
+};
+void store_model_release(struct store_model *m);
+struct store_model_version {
+    int version;
+    json_t *aliases, *manifest, *lineage; /* owned; lineage may be NULL */
+    int64_t create_ms, update_ms;
+};
+void store_model_versions_free(struct store_model_version *v, int n);
+int store_model_get(struct store *st, const char *project, const char *location,
+                    const char *name, struct store_model *out);
+/* Up to limit models with name > after, by name (release each, free the array). */
+struct store_model *store_model_list(struct store *st, const char *project, const char *location,
+                                     const char *after, int limit, int *n);
+/* Oldest first (free with store_model_versions_free); NULL and *n 0 when none. */
+struct store_model_version *store_model_versions(struct store *st, const char *project,
+                                                 const char *location, const char *name, int *n);
+/* Add the next version (*version gets its number), creating the model with
+ * meta when it does not exist; the model's first version gets "default". One
+ * transaction. 0/-1 + errno. */
+int store_model_add_version(struct store *st, const char *project, const char *location,
+                            const char *name, const json_t *meta, const json_t *manifest,
+                            const json_t *lineage, int *version);
+/* Replace the model's meta. 0/-1 (ENOENT). */
+int store_model_set_meta(struct store *st, const char *project, const char *location,
+                         const char *name, const json_t *meta);
+/* Give version the aliases of add (each moves from the version that held it)
+ * and take those of remove from it (arrays of valid alias strings). -1 with
+ * errno ENOENT (no such version) or EPERM (removing "default" from the
+ * version holding it: move it by adding it to another). One transaction. */
+int store_model_aliases(struct store *st, const char *project, const char *location,
+                        const char *name, int version, const json_t *add, const json_t *remove);
+/* Delete one version (*manifest gets its manifest, caller decrefs); a
+ * "default" it held moves to the newest remaining version. -1 with errno
+ * ENOENT, or EBUSY when it is the model's only version (delete the model). */
+int store_model_delete_version(struct store *st, const char *project, const char *location,
+                               const char *name, int version, json_t **manifest);
+/* Delete the model and its versions; *manifests gets theirs (an array). -1, ENOENT. */
+int store_model_delete(struct store *st, const char *project, const char *location,
+                       const char *name, json_t **manifests);
+
 /* Events: one line each about a cluster (node may be NULL). */
 struct store_event {
     int64_t time_ms;

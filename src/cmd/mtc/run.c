@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "cluster/cluster.h"
 #include "recipes/recipes.h"
+#include "registry/registry.h"
 #include "slurm/slurm.h"
 
 #include <ctype.h>
@@ -99,13 +100,15 @@ static const char run_use[] =
     "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
     "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
-    "               [--from-checkpoint PATH | --from-experiment NAME] [--data PATH]\n"
-    "               [--dry-run]\n"
+    "               [--from-checkpoint PATH | --from-experiment NAME | --from-model NAME@ALIAS]\n"
+    "               [--data PATH] [--model-name NAME] [--dry-run]\n"
     "  RECIPE is a catalog name (mtc recipes list), e.g. pretrain/tiny_gpt2_pt, or a path\n"
     "  to your own recipe file. TYPE: hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local (default).\n"
     "  --data: your own dataset (.txt/.jsonl/.csv or a directory of splits), prepared by\n"
     "  the job into --cache-dir (default $MTC_HOME/cache); --from-experiment: start from\n"
-    "  that experiment's final checkpoint.\n";
+    "  that experiment's final checkpoint; --from-model: from a registered model version.\n"
+    "  A run that completes registers its final checkpoint as a new version of the model\n"
+    "  --model-name (default: the experiment's name) unless the recipe says \"register\": false.\n";
 
 struct run_flags {
     struct recipe_run r; /* from body, through the request table */
@@ -207,7 +210,8 @@ static json_t *load_recipe(const char *name)
 /* The run's resolved config.json (*cfg, with this shell's SLURM_CONF) and its
  * sbatch script (*script); trainer[len] holds the mtc-train they name.
  * 0, or -1 after saying why. */
-static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **cfg, char **script)
+static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t len, json_t **cfg,
+                       char **script)
 {
     json_t *recipe = load_recipe(f->r.recipe);
     if (!recipe)
@@ -235,10 +239,35 @@ static int prepare_job(struct run_flags *f, char *trainer, size_t len, json_t **
     }
     f->r.trainer = trainer;
     mtc_error_t err = {""};
+    /* --from-model: the registered version's files are the initial weights */
+    static char init[PATH_MAX], mtc[PATH_MAX];
+    if (f->r.from_model && (f->r.from_checkpoint || f->r.from_experiment)) {
+        json_decref(recipe);
+        return cli_fail("--from-model and --from-%s: give one of them",
+                        f->r.from_checkpoint ? "checkpoint" : "experiment"),
+               -1;
+    }
+    if (f->r.from_model) {
+        if (registry_resolve(c->home, c->project, c->location, f->r.from_model, -1, NULL, init,
+                             sizeof(init), &err) < 0) {
+            json_decref(recipe);
+            return cli_fail("--from-model %s: %s", f->r.from_model, err.text), -1;
+        }
+        f->r.from_checkpoint = init;
+    }
+    /* the job's last step registers the final checkpoint with this mtc */
+    if (cli_sibling("mtc", mtc, sizeof(mtc)) == 0)
+        f->r.registrar = mtc;
     *cfg = recipe_resolve(recipe, &f->r, &err);
     json_decref(recipe);
     if (!*cfg)
         return cli_fail("%s", err.text), -1;
+    json_t *reg = json_object_get(*cfg, "register");
+    if (reg) {
+        json_object_set_new(reg, "home", json_string(c->home));
+        json_object_set_new(reg, "project", json_string(c->project));
+        json_object_set_new(reg, "location", json_string(c->location));
+    }
     const char *conf = getenv("SLURM_CONF");
     if (conf && *conf)
         json_object_set_new(*cfg, "slurmConf", json_string(conf));
@@ -470,7 +499,7 @@ int cmd_run(struct cli *c, int argc, char **argv)
     char trainer[PATH_MAX];
     json_t *cfg = NULL;
     char *script = NULL;
-    if (prepare_job(&f, trainer, sizeof(trainer), &cfg, &script) < 0)
+    if (prepare_job(c, &f, trainer, sizeof(trainer), &cfg, &script) < 0)
         goto out;
     rc = f.dry_run ? dry_run(cfg, script) : launch(c, cfg, script);
     free(script);

@@ -1,0 +1,788 @@
+/* models: the model registry's handlers — upload (import an artifact, with
+ * the lineage of the run that made it), get (NAME = its default version,
+ * NAME@3, NAME@alias), list, listVersions, patch, mergeVersionAliases,
+ * deleteVersion, delete, export. Records live in the store, artifacts under
+ * <home>/models (src/registry); every change rewrites the model's refs file
+ * that registry_resolve reads. Bad input is refused before anything changes. */
+#include "api/internal.h"
+#include "dataset/dataset.h"
+#include "registry/registry.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* A change to a model and the rewrite of its refs file, one at a time. */
+static pthread_mutex_t refs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *models_dir(struct api_req *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/models", r->cfg && r->cfg->home ? r->cfg->home : ".");
+    return buf;
+}
+
+/* Rewrite NAME's refs file from the store (under refs_lock). */
+static void sync_refs(struct api_req *r, const char *name)
+{
+    char models[PATH_MAX];
+    int n = 0;
+    struct store_model_version *v = store_model_versions(r->st, r->cap[0], r->cap[1], name, &n);
+    json_t *versions = json_object(), *aliases = json_object();
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "%d", v[i].version);
+        json_object_set(versions, key, v[i].manifest);
+        size_t k;
+        json_t *a;
+        json_array_foreach(v[i].aliases, k, a)
+            json_object_set_new(aliases, json_string_value(a), json_integer(v[i].version));
+    }
+    if (registry_refs_write(models_dir(r, models, sizeof(models)), r->cap[0], r->cap[1], name,
+                            versions, aliases) < 0)
+        log_msg(LOG_ERR, "model %s: cannot write its refs file: %s", name, strerror(errno));
+    json_decref(versions);
+    json_decref(aliases);
+    store_model_versions_free(v, n);
+}
+
+/* ---- views ---- */
+
+static json_t *version_json(struct api_req *r, const struct store_model *m,
+                            const struct store_model_version *v)
+{
+    char t[40];
+    json_t *o = json_pack("{s:s+++++, s:s, s:O}", "name", "projects/", m->project, "/locations/",
+                          m->location, "/models/", m->name, "displayName",
+                          json_string_value(json_object_get(m->meta, "displayName"))
+                              ? json_string_value(json_object_get(m->meta, "displayName"))
+                              : m->name,
+                          "labels",
+                          json_object_get(m->meta, "labels") ? json_object_get(m->meta, "labels")
+                                                             : json_object());
+    if (json_object_get(m->meta, "description"))
+        json_object_set(o, "description", json_object_get(m->meta, "description"));
+    json_object_set_new(o, "versionId", json_sprintf("%d", v->version));
+    json_object_set(o, "versionAliases", v->aliases);
+    json_object_set_new(o, "createTime", json_string(mtc_time_rfc3339(m->create_ms, t, sizeof t)));
+    json_object_set_new(o, "updateTime", json_string(mtc_time_rfc3339(m->update_ms, t, sizeof t)));
+    json_object_set_new(o, "versionCreateTime",
+                        json_string(mtc_time_rfc3339(v->create_ms, t, sizeof t)));
+    json_object_set_new(o, "versionUpdateTime",
+                        json_string(mtc_time_rfc3339(v->update_ms, t, sizeof t)));
+    const json_t *mf = v->manifest;
+    json_object_set(o, "artifactUri", json_object_get(mf, "dir"));
+    json_object_set_new(o, "artifact",
+                        json_pack("{s:O, s:O, s:O, s:O}", "format", json_object_get(mf, "format"),
+                                  "sizeBytes", json_object_get(mf, "sizeBytes"), "digest",
+                                  json_object_get(mf, "digest"), "files",
+                                  json_object_get(mf, "files")));
+    json_object_set_new(o, "lineage", v->lineage ? json_incref(v->lineage) : json_object());
+    (void)r;
+    return o;
+}
+
+/* The version of the model sel picks (a registry_ref: number, alias, or
+ * neither = default) among v[0..n): its index, or -1 with out a 404. */
+static int pick(struct api_resp *out, const struct registry_ref *ref,
+                const struct store_model_version *v, int n)
+{
+    const char *alias = ref->version ? NULL : *ref->alias ? ref->alias : "default";
+    for (int i = 0; i < n; i++) {
+        if (ref->version && v[i].version == ref->version)
+            return i;
+        size_t k;
+        json_t *a;
+        json_array_foreach(v[i].aliases, k, a) if (alias && strcmp(json_string_value(a), alias) == 0) return i;
+    }
+    if (ref->version)
+        api_error(out, 404, "model %s has no version %d", ref->name, ref->version);
+    else
+        api_error(out, 404, "model %s has no version with alias %s", ref->name, alias);
+    return -1;
+}
+
+/* The model and its versions named by the path (cap[2]: NAME[@SEL]) into m,
+ * *v, *n, ref; -1 with out filled (400 bad reference, 404). */
+static int load(struct api_req *r, struct api_resp *out, struct registry_ref *ref,
+                struct store_model *m, struct store_model_version **v, int *n)
+{
+    mtc_error_t err = {""};
+    *v = NULL;
+    *n = 0;
+    if (api_check_parent(r, out) < 0)
+        return -1;
+    if (registry_ref_parse(r->cap[2], ref, &err) < 0)
+        return api_error(out, 400, "%s", err.text), -1;
+    if (store_model_get(r->st, r->cap[0], r->cap[1], ref->name, m) < 0)
+        return api_error(out, errno == ENOENT ? 404 : 500, "model %s %s", ref->name,
+                         errno == ENOENT ? "not found" : "cannot be read"),
+               -1;
+    *v = store_model_versions(r->st, r->cap[0], r->cap[1], ref->name, n);
+    return 0;
+}
+
+/* ---- where mtcd may read and write for a non-admin ---- */
+
+/* A path field of a request, resolved; a non-admin's must lie under mtcd's
+ * data roots or its experiments directory (datasets' mechanism). 0 or -1 +
+ * out (400 / 403 / 404 naming the field). */
+static int allowed_path(struct api_req *r, struct api_resp *out, const char *field,
+                        const char *path, char *real, size_t len)
+{
+    const struct control_datasets *cfg = control_datasets(r->ctl);
+    const char *roots[66];
+    char exps[PATH_MAX];
+    int n = 0;
+    for (const char *const *p = cfg->roots; p && *p && n < 64; p++)
+        roots[n++] = *p;
+    if (r->cfg && r->cfg->home) {
+        snprintf(exps, sizeof(exps), "%s/experiments", r->cfg->home);
+        roots[n++] = exps;
+    }
+    roots[n] = NULL;
+    mtc_error_t err = {""};
+    if (dataset_resolve(field, path, r->who.role < ROLE_ADMIN ? roots : NULL, real, len, &err) == 0)
+        return 0;
+    return api_error(out, errno == EACCES ? 403 : errno == ENOENT ? 404 : 400, "%s", err.text), -1;
+}
+
+/* ---- upload ---- */
+
+static const char *const alias_list_desc = "version aliases: [a-z][a-z0-9-]{0,126}, not a number";
+
+static int alias_check(const struct schema_field *f, json_t **v, const char *path,
+                       mtc_error_t *err)
+{
+    (void)f;
+    size_t i;
+    json_t *a;
+    json_array_foreach(*v, i, a)
+    {
+        const char *s = json_string_value(a);
+        if (!registry_alias_valid(s + (f->arg && s[0] == '-')))
+            return schema_error(err, path, "\"%.80s\": %s", s, alias_list_desc);
+    }
+    return 0;
+}
+
+static int abs_path_check(const struct schema_field *f, json_t **v, const char *path,
+                          mtc_error_t *err)
+{
+    (void)f;
+    if (json_string_value(*v)[0] != '/')
+        return schema_error(err, path, "\"%.80s\": must be an absolute path (mtcd reads it)",
+                            json_string_value(*v));
+    return 0;
+}
+
+#define PATH_FIELD(name_, flags_)                                                                  \
+    {                                                                                              \
+        .name = name_, .kind = SCHEMA_STR, .flags = (flags_) | SCHEMA_NONEMPTY | SCHEMA_ONELINE,   \
+        .size = PATH_MAX, .check = abs_path_check                                                  \
+    }
+
+/* The Model object of an upload: what the model says of itself, and where
+ * its artifact lies. */
+static const char *const model_output_only[] = {
+    "name",       "versionId",         "createTime",        "updateTime", "artifact",
+    "lineage",    "versionCreateTime", "versionUpdateTime", NULL};
+static const struct schema_field model_fields[] = {
+    {.name = "displayName", .kind = SCHEMA_STR, .flags = SCHEMA_ONELINE, .size = 129},
+    {.name = "description", .kind = SCHEMA_STR, .size = 2049},
+    {.name = "labels", .kind = SCHEMA_LABELS},
+    PATH_FIELD("artifactUri", SCHEMA_REQUIRED),
+    {.name = "format", .kind = SCHEMA_ENUM, .enm = &registry_format_enum},
+    {.name = "versionAliases",
+     .kind = SCHEMA_STRS,
+     .flags = SCHEMA_NONEMPTY,
+     .max_items = 32,
+     .check = alias_check},
+    PATH_FIELD("sourceRun", 0),
+    {.name = NULL},
+};
+static const struct schema model_schema = {
+    .fields = model_fields, .flags = SCHEMA_PROTO3, .ignore = model_output_only};
+
+static const struct schema_field upload_fields[] = {
+    {.name = "modelId",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_REQUIRED | SCHEMA_NONEMPTY | SCHEMA_ONELINE,
+     .size = 128},
+    {.name = "model", .kind = SCHEMA_OBJ, .flags = SCHEMA_REQUIRED, .obj = &model_schema},
+    {.name = NULL},
+};
+static const struct schema upload_schema = {.fields = upload_fields, .flags = SCHEMA_PROTO3};
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* The last value of key in a metrics.jsonl (and the step of its line). */
+static json_t *last_metric(const char *metrics, const char *key, json_int_t *step)
+{
+    FILE *f = fopen(metrics, "r");
+    if (!f)
+        return NULL;
+    char line[4096];
+    json_t *found = NULL;
+    while (fgets(line, sizeof(line), f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        json_t *v = json_object_get(o, key);
+        if (json_is_number(v)) {
+            json_decref(found);
+            found = json_incref(v);
+            *step = json_integer_value(json_object_get(o, "step"));
+        }
+        json_decref(o);
+    }
+    fclose(f);
+    return found;
+}
+
+/* A prepared dataset's fingerprint: mtc-train data prepare's manifest says
+ * its source's; a directory from mtc-train prepare gets "sha256:" of its
+ * meta.json (token counts, tokenizer) and its shards' names and sizes. */
+static int data_fingerprint(const char *dir, char fp[72])
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/manifest.json", dir);
+    json_t *m = json_load_file(path, 0, NULL);
+    const char *src = jstr(m, "sourceFingerprint");
+    if (src) {
+        snprintf(fp, 72, "%s", src);
+        json_decref(m);
+        return 0;
+    }
+    json_decref(m);
+    snprintf(path, sizeof(path), "%s/meta.json", dir);
+    char *meta = mtc_read_file(path, NULL);
+    DIR *d = meta ? opendir(dir) : NULL;
+    if (!d) {
+        free(meta);
+        return -1;
+    }
+    json_t *files = json_object();
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        struct stat sb;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        size_t n = strlen(de->d_name);
+        if (n > 4 && strcmp(de->d_name + n - 4, ".bin") == 0 && stat(path, &sb) == 0)
+            json_object_set_new(files, de->d_name, json_integer((json_int_t)sb.st_size));
+    }
+    closedir(d);
+    char *listing = json_dumps(files, JSON_SORT_KEYS | JSON_COMPACT), hex[65];
+    char *all = NULL;
+    int ok = listing && asprintf(&all, "%s\n%s", meta, listing) >= 0;
+    if (ok) {
+        mtc_sha256_hex(all, hex);
+        snprintf(fp, 72, "sha256:%s", hex);
+    }
+    free(all);
+    free(listing);
+    free(meta);
+    json_decref(files);
+    return ok ? 0 : -1;
+}
+
+/* The lineage of a version made by the run whose task directory is run
+ * (its config.json, the checkpoint stored, metrics.jsonl). */
+static json_t *run_lineage(const char *run, const char *ckdir)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/config.json", run);
+    json_t *cfg = json_load_file(path, 0, NULL), *l = json_object();
+    if (!cfg)
+        return l;
+    static const char *const copy[][2] = {
+        {"experiment", "experiment"}, {"runId", "runId"},   {"slurmJobId", "jobId"},
+        {"recipe", "recipe"},         {"task", "task"},     {"taskDir", "taskDir"},
+        {"parentModel", "fromModel"}, {"executor", "executor"},
+    };
+    for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
+        if (jstr(cfg, copy[i][1]))
+            json_object_set_new(l, copy[i][0], json_string(jstr(cfg, copy[i][1])));
+    /* the cluster: the trainingJob's, else the slurm.conf's .../clusters/ID/ */
+    const char *conf = jstr(cfg, "slurmConf"), *p = conf ? strstr(conf, "/clusters/") : NULL;
+    if (p)
+        json_object_set_new(l, "cluster", json_sprintf("%.*s", (int)strcspn(p + 10, "/"), p + 10));
+    if (jstr(cfg, "trainingJob"))
+        json_object_set_new(l, "trainingJob", json_string(jstr(cfg, "trainingJob")));
+    if (json_object_get(cfg, "overrides"))
+        json_object_set(l, "recipeOverrides", json_object_get(cfg, "overrides"));
+    json_object_set(l, "train", json_object_get(cfg, "train"));
+    json_object_set(l, "modelConfig", json_object_get(cfg, "model"));
+    const json_t *data = json_object_get(cfg, "data");
+    if (jstr(data, "tokenizer"))
+        json_object_set_new(l, "tokenizer", json_string(jstr(data, "tokenizer")));
+    if (jstr(data, "path")) {
+        json_object_set_new(l, "dataset", json_string(jstr(data, "path")));
+        char fp[72];
+        if (data_fingerprint(jstr(data, "path"), fp) == 0)
+            json_object_set_new(l, "datasetFingerprint", json_string(fp));
+    }
+    const char *init = jstr(json_object_get(cfg, "checkpoint"), "init");
+    if (init && !json_object_get(l, "parentModel"))
+        json_object_set_new(l, "parentCheckpoint", json_string(init));
+    json_object_set_new(l, "checkpoint", json_string(ckdir));
+    snprintf(path, sizeof(path), "%s/meta.json", ckdir);
+    json_t *meta = json_load_file(path, 0, NULL);
+    if (json_object_get(meta, "tokens_seen"))
+        json_object_set_new(l, "tokensSeen",
+                            json_integer((json_int_t)json_number_value(
+                                json_object_get(meta, "tokens_seen"))));
+    if (json_object_get(meta, "step"))
+        json_object_set(l, "step", json_object_get(meta, "step"));
+    json_decref(meta);
+    if (jstr(cfg, "logDir")) {
+        json_int_t step = 0;
+        snprintf(path, sizeof(path), "%s/metrics.jsonl", jstr(cfg, "logDir"));
+        json_t *v = last_metric(path, "loss", &step);
+        if (v)
+            json_object_set_new(l, "finalTrainLoss", v);
+        v = last_metric(path, "val_loss", &step);
+        if (v)
+            json_object_set_new(l, "finalValLoss", v);
+    }
+    json_decref(cfg);
+    return l;
+}
+
+/* Log a registration's failure where mtcd's log and events keep it. */
+static void report_failure(struct api_req *r, const char *name, const char *why)
+{
+    log_msg(LOG_ERR, "model %s: registration failed: %s", name, why);
+    (void)r;
+}
+
+int api_model_upload(struct api_req *r, struct api_resp *out)
+{
+    if (api_check_parent(r, out) < 0)
+        return 0;
+    if (!r->body)
+        return api_error(out, 400, "request body: {\"modelId\", \"model\": {\"artifactUri\"}} is "
+                                   "required");
+    mtc_error_t err = {""};
+    json_t *req = schema_normalize(r->body, &upload_schema, "", &err);
+    if (!req)
+        return api_error(out, 400, "%s", err.text);
+    const json_t *model = json_object_get(req, "model");
+    const char *name = jstr(req, "modelId");
+    char src[PATH_MAX], real[PATH_MAX], run[PATH_MAX], models[PATH_MAX];
+    int format = json_object_get(model, "format")
+                     ? schema_enum_parse(&registry_format_enum, jstr(model, "format"), 0)
+                     : -1;
+    json_t *manifest = NULL, *lineage = NULL, *meta = NULL;
+    if (!registry_name_valid(name)) {
+        registry_name_error(name, &err);
+        api_error(out, 400, "modelId: %s", err.text);
+        goto out;
+    }
+    if (allowed_path(r, out, "model.artifactUri", jstr(model, "artifactUri"), src, sizeof(src)) <
+            0 ||
+        (jstr(model, "sourceRun") &&
+         allowed_path(r, out, "model.sourceRun", jstr(model, "sourceRun"), run, sizeof(run)) < 0))
+        goto out;
+    if (registry_detect(src, &format, real, sizeof(real), &err) < 0) {
+        api_error(out, errno == ENOENT ? 404 : 400, "model.artifactUri: %s", err.text);
+        goto out;
+    }
+    if (jstr(model, "sourceRun"))
+        lineage = run_lineage(run, real);
+    else
+        lineage = json_object();
+    if (registry_ingest(models_dir(r, models, sizeof(models)), real, format,
+                        jstr(lineage, "tokenizer"), &manifest, &err) < 0) {
+        report_failure(r, name, err.text);
+        api_error(out, 500, "model %s: %s", name, err.text);
+        goto out;
+    }
+    meta = json_object();
+    static const char *const keep[] = {"displayName", "description", "labels"};
+    for (size_t i = 0; i < 3; i++)
+        if (json_object_get(model, keep[i]))
+            json_object_set(meta, keep[i], json_object_get(model, keep[i]));
+    int version = 0;
+    pthread_mutex_lock(&refs_lock);
+    int rc = store_model_add_version(r->st, r->cap[0], r->cap[1], name, meta, manifest, lineage,
+                                     &version);
+    if (rc == 0 && json_array_size(json_object_get(model, "versionAliases")))
+        rc = store_model_aliases(r->st, r->cap[0], r->cap[1], name, version,
+                                 json_object_get(model, "versionAliases"), NULL);
+    if (rc == 0)
+        sync_refs(r, name);
+    pthread_mutex_unlock(&refs_lock);
+    if (rc < 0) {
+        mtc_error_t e2 = {""};
+        registry_remove(models, manifest, &e2);
+        report_failure(r, name, strerror(errno));
+        api_error(out, 500, "model %s: cannot store the new version", name);
+        goto out;
+    }
+    log_msg(LOG_NOTICE, "model %s: version %d registered (%s, %lld bytes, digest %.12s)", name,
+            version, jstr(manifest, "format"),
+            (long long)json_integer_value(json_object_get(manifest, "sizeBytes")),
+            jstr(manifest, "digest"));
+    /* UploadModelResponse, and the version as get shows it */
+    struct store_model m;
+    int n = 0;
+    struct store_model_version *v = store_model_versions(r->st, r->cap[0], r->cap[1], name, &n);
+    out->body = json_pack("{s:s+++++, s:o}", "model", "projects/", r->cap[0], "/locations/",
+                          r->cap[1], "/models/", name, "modelVersionId",
+                          json_sprintf("%d", version));
+    if (store_model_get(r->st, r->cap[0], r->cap[1], name, &m) == 0) {
+        for (int i = 0; i < n; i++)
+            if (v[i].version == version)
+                json_object_set_new(out->body, "version", version_json(r, &m, &v[i]));
+        store_model_release(&m);
+    }
+    store_model_versions_free(v, n);
+out:
+    json_decref(meta);
+    json_decref(manifest);
+    json_decref(lineage);
+    json_decref(req);
+    return 0;
+}
+
+/* ---- reads ---- */
+
+int api_model_get(struct api_req *r, struct api_resp *out)
+{
+    struct registry_ref ref;
+    struct store_model m;
+    struct store_model_version *v;
+    int n;
+    if (load(r, out, &ref, &m, &v, &n) < 0)
+        return 0;
+    int i = pick(out, &ref, v, n);
+    if (i >= 0)
+        out->body = version_json(r, &m, &v[i]);
+    store_model_versions_free(v, n);
+    store_model_release(&m);
+    return 0;
+}
+
+int api_model_list(struct api_req *r, struct api_resp *out)
+{
+    int size, n = 0;
+    char token[128];
+    if (api_check_parent(r, out) < 0 ||
+        api_page_args(r, out, registry_name_valid, &size, token) < 0)
+        return 0;
+    struct store_model *arr = store_model_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
+    json_t *items = json_array();
+    struct registry_ref def = {.version = 0};
+    for (int i = 0; i < n && i < size; i++) {
+        int nv = 0;
+        struct store_model_version *v =
+            store_model_versions(r->st, r->cap[0], r->cap[1], arr[i].name, &nv);
+        struct api_resp scratch = {0};
+        int k = pick(&scratch, &def, v, nv);
+        json_decref(scratch.body);
+        if (k >= 0) {
+            json_t *o = version_json(r, &arr[i], &v[k]);
+            json_object_set_new(o, "versionCount", json_integer(nv));
+            json_array_append_new(items, o);
+        }
+        store_model_versions_free(v, nv);
+    }
+    out->body = json_pack("{s:o}", "models", items);
+    if (n > size)
+        json_object_set_new(out->body, "nextPageToken", json_string(arr[size - 1].name));
+    for (int i = 0; i < n; i++)
+        store_model_release(&arr[i]);
+    free(arr);
+    return 0;
+}
+
+int api_model_versions(struct api_req *r, struct api_resp *out)
+{
+    struct registry_ref ref;
+    struct store_model m;
+    struct store_model_version *v;
+    int n;
+    if (load(r, out, &ref, &m, &v, &n) < 0)
+        return 0;
+    if (ref.version || *ref.alias) {
+        api_error(out, 400, "listVersions takes a model (NAME), not a version (%s)", r->cap[2]);
+    } else {
+        json_t *items = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(items, version_json(r, &m, &v[i]));
+        out->body = json_pack("{s:o}", "models", items);
+    }
+    store_model_versions_free(v, n);
+    store_model_release(&m);
+    return 0;
+}
+
+/* ---- changes ---- */
+
+static const struct schema_field patch_fields[] = {
+    {.name = "displayName", .kind = SCHEMA_STR, .flags = SCHEMA_ONELINE, .size = 129},
+    {.name = "description", .kind = SCHEMA_STR, .size = 2049},
+    {.name = "labels", .kind = SCHEMA_LABELS},
+    {.name = NULL},
+};
+static const char *const patch_ignore[] = {
+    "name",       "versionId",  "versionAliases",    "createTime",        "updateTime",
+    "artifact",   "lineage",    "versionCreateTime", "versionUpdateTime", "artifactUri",
+    "versionCount", NULL};
+static const struct schema patch_schema = {
+    .fields = patch_fields, .flags = SCHEMA_PROTO3, .ignore = patch_ignore};
+
+int api_model_patch(struct api_req *r, struct api_resp *out)
+{
+    struct registry_ref ref;
+    struct store_model m;
+    struct store_model_version *v;
+    int n;
+    if (load(r, out, &ref, &m, &v, &n) < 0)
+        return 0;
+    mtc_error_t err = {""};
+    json_t *body = r->body ? schema_normalize(r->body, &patch_schema, "", &err) : json_object();
+    const char *mask = api_query(r, "updateMask");
+    if (!mask)
+        mask = api_query(r, "update_mask");
+    char maskbuf[512];
+    snprintf(maskbuf, sizeof(maskbuf), "%s", mask ? mask : "");
+    int i = pick(out, &ref, v, n);
+    if (!body) {
+        api_error(out, 400, "%s", err.text);
+    } else if (i >= 0) {
+        json_t *meta = json_deep_copy(m.meta);
+        int bad = 0;
+        if (mask) { /* the fields named, set or cleared */
+            for (char *save = NULL, *f = strtok_r(maskbuf, ",", &save); f && !bad;
+                 f = strtok_r(NULL, ",", &save)) {
+                char camel[64];
+                mtc_camel_case(f, camel, sizeof(camel));
+                if (strcmp(camel, "displayName") && strcmp(camel, "description") &&
+                    strcmp(camel, "labels")) {
+                    api_error(out, 400,
+                              "updateMask: \"%.60s\": only displayName, description and labels "
+                              "can change",
+                              f);
+                    bad = 1;
+                } else if (json_object_get(body, camel)) {
+                    json_object_set(meta, camel, json_object_get(body, camel));
+                } else {
+                    json_object_del(meta, camel);
+                }
+            }
+        } else {
+            json_object_update(meta, body);
+        }
+        if (!bad && store_model_set_meta(r->st, r->cap[0], r->cap[1], ref.name, meta) < 0) {
+            api_error(out, 500, "model %s cannot be updated", ref.name);
+            bad = 1;
+        }
+        if (!bad) {
+            json_decref(m.meta);
+            m.meta = json_incref(meta);
+            out->body = version_json(r, &m, &v[i]);
+        }
+        json_decref(meta);
+    }
+    json_decref(body);
+    store_model_versions_free(v, n);
+    store_model_release(&m);
+    return 0;
+}
+
+int api_model_aliases(struct api_req *r, struct api_resp *out)
+{
+    struct registry_ref ref;
+    struct store_model m;
+    struct store_model_version *v;
+    int n;
+    if (load(r, out, &ref, &m, &v, &n) < 0)
+        return 0;
+    const json_t *list = json_object_get(r->body, "versionAliases");
+    if (!list)
+        list = json_object_get(r->body, "version_aliases");
+    json_t *add = json_array(), *del = json_array();
+    int i = pick(out, &ref, v, n), bad = i < 0;
+    const char *k;
+    json_t *x;
+    json_object_foreach(r->body, k, x) if (!bad && strcmp(k, "versionAliases") &&
+                                           strcmp(k, "version_aliases"))
+    {
+        api_error(out, 400, "%.60s: unknown field (the body is {\"versionAliases\": [...]})", k);
+        bad = 1;
+    }
+    if (!bad && (!json_is_array(list) || json_array_size(list) == 0)) {
+        api_error(out, 400, "versionAliases: a non-empty array of aliases (\"-alias\" removes one) "
+                            "is required");
+        bad = 1;
+    }
+    size_t j;
+    json_array_foreach(list, j, x)
+    {
+        const char *s = json_string_value(x);
+        if (bad)
+            break;
+        int minus = s && s[0] == '-';
+        if (!s || !registry_alias_valid(s + minus)) {
+            api_error(out, 400, "versionAliases[%zu]: \"%.80s\": %s", j, s ? s : "(not a string)",
+                      alias_list_desc);
+            bad = 1;
+        } else {
+            json_array_append_new(minus ? del : add, json_string(s + minus));
+        }
+    }
+    if (!bad) {
+        pthread_mutex_lock(&refs_lock);
+        int rc = store_model_aliases(r->st, r->cap[0], r->cap[1], ref.name, v[i].version, add, del);
+        int e = errno;
+        if (rc == 0)
+            sync_refs(r, ref.name);
+        pthread_mutex_unlock(&refs_lock);
+        if (rc < 0 && e == EPERM)
+            api_error(out, 400,
+                      "precondition: version %d holds default, which exactly one version holds: "
+                      "give default to another version instead",
+                      v[i].version);
+        else if (rc < 0)
+            api_error(out, e == ENOENT ? 404 : 500, "model %s: aliases cannot be changed",
+                      ref.name);
+        else {
+            int n2 = 0;
+            struct store_model_version *v2 =
+                store_model_versions(r->st, r->cap[0], r->cap[1], ref.name, &n2);
+            for (int q = 0; q < n2; q++)
+                if (v2[q].version == v[i].version)
+                    out->body = version_json(r, &m, &v2[q]);
+            store_model_versions_free(v2, n2);
+            log_msg(LOG_NOTICE, "model %s: version %d aliases changed", ref.name, v[i].version);
+        }
+    }
+    json_decref(add);
+    json_decref(del);
+    store_model_versions_free(v, n);
+    store_model_release(&m);
+    return 0;
+}
+
+/* DELETE models/NAME (the model) or models/NAME@V (deleteVersion). */
+int api_model_delete(struct api_req *r, struct api_resp *out)
+{
+    struct registry_ref ref;
+    struct store_model m;
+    struct store_model_version *v;
+    int n;
+    if (load(r, out, &ref, &m, &v, &n) < 0)
+        return 0;
+    char models[PATH_MAX];
+    models_dir(r, models, sizeof(models));
+    json_t *gone = NULL;
+    mtc_error_t err = {""};
+    if (ref.version || *ref.alias) {
+        int i = pick(out, &ref, v, n);
+        if (i >= 0) {
+            pthread_mutex_lock(&refs_lock);
+            int rc = store_model_delete_version(r->st, r->cap[0], r->cap[1], ref.name,
+                                                v[i].version, &gone);
+            int e = errno;
+            if (rc == 0)
+                sync_refs(r, ref.name);
+            pthread_mutex_unlock(&refs_lock);
+            if (rc < 0 && e == EBUSY)
+                api_error(out, 400,
+                          "precondition: version %d is model %s's only version: delete the model",
+                          v[i].version, ref.name);
+            else if (rc < 0)
+                api_error(out, e == ENOENT ? 404 : 500, "model %s: version %d cannot be deleted",
+                          ref.name, v[i].version);
+            else if (registry_remove(models, gone, &err) < 0)
+                log_msg(LOG_WARNING, "model %s@%d: %s", ref.name, v[i].version, err.text);
+            if (rc == 0)
+                log_msg(LOG_NOTICE, "model %s: version %d deleted", ref.name, v[i].version);
+        }
+    } else {
+        pthread_mutex_lock(&refs_lock);
+        int rc = store_model_delete(r->st, r->cap[0], r->cap[1], ref.name, &gone);
+        if (rc == 0)
+            sync_refs(r, ref.name);
+        pthread_mutex_unlock(&refs_lock);
+        if (rc < 0) {
+            api_error(out, errno == ENOENT ? 404 : 500, "model %s cannot be deleted", ref.name);
+        } else {
+            size_t k;
+            json_t *mf;
+            json_array_foreach(gone, k, mf) if (registry_remove(models, mf, &err) < 0)
+                log_msg(LOG_WARNING, "model %s: %s", ref.name, err.text);
+            log_msg(LOG_NOTICE, "model %s deleted (%d versions)", ref.name, n);
+        }
+    }
+    if (!out->body)
+        out->body = json_object(); /* google.protobuf.Empty */
+    json_decref(gone);
+    store_model_versions_free(v, n);
+    store_model_release(&m);
+    return 0;
+}
+
+static const struct schema_field export_fields[] = {
+    PATH_FIELD("outputDir", SCHEMA_REQUIRED),
+    {.name = "format", .kind = SCHEMA_ENUM, .enm = &registry_format_enum},
+    {.name = NULL},
+};
+static const struct schema export_schema = {.fields = export_fields, .flags = SCHEMA_PROTO3};
+
+int api_model_export(struct api_req *r, struct api_resp *out)
+{
+    struct registry_ref ref;
+    struct store_model m;
+    struct store_model_version *v;
+    int n;
+    if (load(r, out, &ref, &m, &v, &n) < 0)
+        return 0;
+    mtc_error_t err = {""};
+    json_t *body = r->body ? schema_normalize(r->body, &export_schema, "", &err) : NULL;
+    int i = pick(out, &ref, v, n);
+    char dir[PATH_MAX], models[PATH_MAX], parent[PATH_MAX];
+    if (i < 0) {
+        /* 404 said */
+    } else if (!body) {
+        api_error(out, 400, "%s", *err.text ? err.text : "request body: {\"outputDir\"} is required");
+    } else {
+        const char *od = jstr(body, "outputDir");
+        int format = json_object_get(body, "format")
+                         ? schema_enum_parse(&registry_format_enum, jstr(body, "format"), 0)
+                         : -1;
+        /* the directory may not exist yet: its parent must be where mtcd may write */
+        snprintf(parent, sizeof(parent), "%s", od);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent)
+            *slash = '\0';
+        else
+            snprintf(parent, sizeof(parent), "/");
+        if (allowed_path(r, out, "outputDir", parent, dir, sizeof(dir)) == 0) {
+            snprintf(dir, sizeof(dir), "%s", od);
+            if (registry_export(models_dir(r, models, sizeof(models)), v[i].manifest, format,
+                                control_datasets(r->ctl)->trainer, dir, &err) < 0)
+                api_error(out, 500, "model %s@%d: export: %s", ref.name, v[i].version, err.text);
+            else
+                out->body = json_pack(
+                    "{s:s, s:s, s:s}", "model", r->cap[2], "outputDir", dir, "format",
+                    format < 0 ? jstr(v[i].manifest, "format")
+                               : schema_enum_name(&registry_format_enum, format));
+            if (out->body && !json_object_get(out->body, "error")) {
+                json_object_set_new(out->body, "versionId", json_sprintf("%d", v[i].version));
+                log_msg(LOG_NOTICE, "model %s@%d exported to %s", ref.name, v[i].version, dir);
+            }
+        }
+    }
+    json_decref(body);
+    store_model_versions_free(v, n);
+    store_model_release(&m);
+    return 0;
+}

@@ -1,0 +1,740 @@
+/* registry: names, references and aliases of registered models, and their
+ * artifacts on disk — blobs stored once by content, a hard-link directory per
+ * version, conversions between formats through mtc-train, and the refs files
+ * registry_resolve reads. */
+#include "registry/registry.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const struct schema_enum registry_format_enum = SCHEMA_NAMES(
+    NULL, [REGISTRY_NATIVE] = "native", [REGISTRY_HF] = "hf", [REGISTRY_LLMC] = "llmc");
+
+/* Ingest and removal link and unlink blobs: one at a time in a process. */
+static pthread_mutex_t blob_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- names ---- */
+
+int registry_name_valid(const char *name)
+{
+    return name && mtc_name_valid(name, REGISTRY_NAME_MAX);
+}
+
+int registry_name_error(const char *name, mtc_error_t *err)
+{
+    errno = EINVAL;
+    return errprintf(err,
+                     "model name \"%.64s\": must match [a-z][a-z0-9-]{0,62} (lowercase letters, "
+                     "digits and '-', starting with a letter)",
+                     name ? name : "");
+}
+
+int registry_name_from(const char *experiment, char out[REGISTRY_NAME_MAX + 1])
+{
+    size_t o = 0;
+    if (experiment && isdigit((unsigned char)experiment[0])) {
+        memcpy(out, "m-", 2);
+        o = 2;
+    }
+    for (const char *p = experiment; p && *p && o < REGISTRY_NAME_MAX; p++) {
+        int c = tolower((unsigned char)*p);
+        if (c == '_' || c == '.')
+            c = '-';
+        if (!(islower(c) || isdigit(c) || c == '-'))
+            continue;
+        if (c == '-' && (o == 0 || out[o - 1] == '-'))
+            continue;
+        out[o++] = (char)c;
+    }
+    while (o > 0 && out[o - 1] == '-')
+        o--;
+    out[o] = '\0';
+    if (!registry_name_valid(out)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return 0;
+}
+
+int registry_alias_valid(const char *alias)
+{
+    size_t n = alias ? strlen(alias) : 0;
+    if (n == 0 || n > REGISTRY_ALIAS_MAX || !islower((unsigned char)alias[0]))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)alias[i]) && !isdigit((unsigned char)alias[i]) &&
+            alias[i] != '-')
+            return 0;
+    return 1; /* a lowercase letter first: never a number */
+}
+
+int registry_ref_parse(const char *ref, struct registry_ref *out, mtc_error_t *err)
+{
+    memset(out, 0, sizeof(*out));
+    errno = EINVAL;
+    if (!ref || !*ref)
+        return errprintf(err, "model reference: empty (want NAME, NAME@VERSION or NAME@ALIAS)");
+    const char *at = strchr(ref, '@');
+    size_t n = at ? (size_t)(at - ref) : strlen(ref);
+    if (n > REGISTRY_NAME_MAX)
+        return registry_name_error(ref, err);
+    memcpy(out->name, ref, n);
+    out->name[n] = '\0';
+    if (!registry_name_valid(out->name))
+        return registry_name_error(out->name, err);
+    if (!at)
+        return 0;
+    const char *sel = at + 1;
+    if (*sel && strspn(sel, "0123456789") == strlen(sel)) {
+        long v = strtol(sel, NULL, 10);
+        if (v < 1 || v > 1000000000 || sel[0] == '0')
+            return errprintf(err, "model reference \"%.80s\": version must be 1 or more", ref);
+        out->version = (int)v;
+        return 0;
+    }
+    if (!registry_alias_valid(sel))
+        return errprintf(err,
+                         "model reference \"%.80s\": after '@' comes a version number or an alias "
+                         "([a-z][a-z0-9-]{0,126})",
+                         ref);
+    snprintf(out->alias, sizeof(out->alias), "%s", sel);
+    return 0;
+}
+
+/* ---- detecting what a source holds ---- */
+
+static int is_file(const char *dir, const char *name)
+{
+    char p[PATH_MAX + 512];
+    struct stat sb;
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* The newest step_ directory of root with a DONE marker and a meta.json. */
+static int newest_step(const char *root, char *out, size_t len)
+{
+    DIR *d = opendir(root);
+    if (!d)
+        return -1;
+    char best[256] = "";
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char p[PATH_MAX];
+        if (strncmp(de->d_name, "step_", 5) != 0 || strlen(de->d_name) >= sizeof(best))
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", root, de->d_name);
+        if (is_file(p, "DONE") && is_file(p, "meta.json") && strcmp(de->d_name, best) > 0)
+            snprintf(best, sizeof(best), "%s", de->d_name);
+    }
+    closedir(d);
+    if (!*best || snprintf(out, len, "%s/%s", root, best) >= (int)len)
+        return -1;
+    return 0;
+}
+
+/* The one *.bin file of dir into out. */
+static int one_bin(const char *dir, char *out, size_t len)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d)
+        return -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        if (l > 4 && strcmp(de->d_name + l - 4, ".bin") == 0 && is_file(dir, de->d_name)) {
+            snprintf(out, len, "%s/%s", dir, de->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    return n == 1 ? 0 : -1;
+}
+
+int registry_detect(const char *src, int *format, char *real, size_t len, mtc_error_t *err)
+{
+    char path[PATH_MAX], step[PATH_MAX];
+    struct stat sb;
+    if (!src || !realpath(src, path) || stat(path, &sb) < 0) {
+        int e = errno;
+        errprintf(err, "source: %.200s: %s", src ? src : "", strerror(e));
+        errno = e == ENOTDIR ? ENOENT : e;
+        return -1;
+    }
+    int want = *format, dir = S_ISDIR(sb.st_mode);
+    int native = dir && ((is_file(path, "meta.json") && is_file(path, "DONE")) ||
+                         newest_step(path, step, sizeof(step)) == 0);
+    int hf = dir && is_file(path, "model.safetensors") && is_file(path, "config.json");
+    int llmc = (!dir && S_ISREG(sb.st_mode) && strlen(path) > 4 &&
+                strcmp(path + strlen(path) - 4, ".bin") == 0) ||
+               (dir && !native && one_bin(path, step, sizeof(step)) == 0);
+    if (want < 0)
+        want = native ? REGISTRY_NATIVE : hf ? REGISTRY_HF : llmc ? REGISTRY_LLMC : -1;
+    errno = EINVAL;
+    if (want < 0)
+        return errprintf(err,
+                         "source: %.200s holds no model: want a checkpoint (step_ directory or "
+                         "its root), an HF directory (model.safetensors + config.json) or an "
+                         "llm.c .bin file",
+                         src);
+    const char *what = NULL;
+    if (want == REGISTRY_NATIVE && !native)
+        what = "no complete checkpoint (meta.json + DONE, or step_ directories)";
+    else if (want == REGISTRY_HF && !hf)
+        what = "no model.safetensors + config.json";
+    else if (want == REGISTRY_LLMC && !llmc)
+        what = "not an llm.c .bin file (nor a directory with exactly one)";
+    if (what)
+        return errprintf(err, "source: %.200s: %s for format %s", src, what,
+                         schema_enum_name(&registry_format_enum, want));
+    const char *chosen = path;
+    if (want == REGISTRY_NATIVE && !(is_file(path, "meta.json") && is_file(path, "DONE")))
+        chosen = step; /* the root's newest complete step */
+    else if (want == REGISTRY_LLMC && dir)
+        chosen = step;
+    if (strlen(chosen) >= len) {
+        errno = ENAMETOOLONG;
+        return errprintf(err, "source: path too long");
+    }
+    memmove(real, chosen, strlen(chosen) + 1);
+    *format = want;
+    return 0;
+}
+
+/* ---- blobs ---- */
+
+/* The files of an artifact to store: a checkpoint's every regular file, an
+ * HF directory's weights, config and tokenizer files, an llm.c file. A JSON
+ * array of names (relative to dir), sorted; NULL + err. */
+static json_t *artifact_files(const char *real, int format, char *dir, size_t len,
+                              mtc_error_t *err)
+{
+    static const char *const hf_files[] = {
+        "model.safetensors",       "config.json",  "tokenizer.json", "tokenizer_config.json",
+        "special_tokens_map.json", "vocab.json",   "merges.txt",     "generation_config.json",
+        "chat_template.jinja",     NULL};
+    json_t *names = json_array();
+    if (format == REGISTRY_LLMC) {
+        const char *slash = strrchr(real, '/');
+        snprintf(dir, len, "%.*s", (int)(slash - real), real);
+        json_array_append_new(names, json_string(slash + 1));
+        return names;
+    }
+    snprintf(dir, len, "%s", real);
+    if (format == REGISTRY_HF) {
+        for (int i = 0; hf_files[i]; i++)
+            if (is_file(real, hf_files[i]))
+                json_array_append_new(names, json_string(hf_files[i]));
+        return names;
+    }
+    DIR *d = opendir(real);
+    if (!d) {
+        json_decref(names);
+        errprintf(err, "source: %.200s: %s", real, strerror(errno));
+        return NULL;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.' && is_file(real, de->d_name))
+            json_array_append_new(names, json_string(de->d_name));
+    closedir(d);
+    /* readdir's order is the filesystem's: sort for a stable digest */
+    size_t n = json_array_size(names);
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(json_string_value(json_array_get(names, j - 1)),
+                                           json_string_value(json_array_get(names, j))) > 0;
+             j--) {
+            json_t *a = json_incref(json_array_get(names, j - 1));
+            json_array_set(names, j - 1, json_array_get(names, j));
+            json_array_set_new(names, j, a);
+        }
+    return names;
+}
+
+/* Copy from to a new file to (mode); 0/-1 + err. */
+static int copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *err)
+{
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return errprintf(err, "%.200s: %s", from, strerror(errno));
+    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        errno = e;
+        return errprintf(err, "%.200s: %s", to, strerror(e));
+    }
+    enum { BUF = 1 << 20 };
+    char *buf = malloc(BUF);
+    ssize_t r = 0;
+    int ok = buf != NULL;
+    while (ok && (r = read(in, buf, BUF)) > 0)
+        for (ssize_t off = 0; ok && off < r;) {
+            ssize_t w = write(out, buf + off, (size_t)(r - off));
+            ok = w > 0;
+            off += w > 0 ? w : 0;
+        }
+    ok = ok && r == 0 && fsync(out) == 0;
+    int e = errno;
+    free(buf);
+    close(in);
+    if (close(out) != 0)
+        ok = 0;
+    if (!ok) {
+        unlink(to);
+        errno = e ? e : EIO;
+        return errprintf(err, "cannot copy %.150s to %.150s: %s", from, to, strerror(errno));
+    }
+    return 0;
+}
+
+/* The blob of file (its digest hex: sha256:<hex>) under models, copied in
+ * when absent. Under blob_lock. 0/-1 + err. */
+static int put_blob(const char *models, const char *file, const char *digest, char *blob,
+                    size_t len, mtc_error_t *err)
+{
+    char tmp[PATH_MAX];
+    snprintf(blob, len, "%s/blobs/sha256/%s", models, digest + 7);
+    if (mtc_path_exists(blob))
+        return 0; /* stored already: this registration costs no space */
+    char hex[17], again[72];
+    mtc_random_hex(hex, 8);
+    snprintf(tmp, sizeof(tmp), "%s/blobs/tmp/%s", models, hex);
+    if (copy_file(file, tmp, 0444, err) < 0)
+        return -1;
+    if (mtc_sha256_file(tmp, again, err) < 0 || strcmp(again, digest) != 0) {
+        unlink(tmp);
+        errno = EAGAIN;
+        return errprintf(err, "source: %.200s changed while it was being stored", file);
+    }
+    int rc = link(tmp, blob);
+    int e = errno;
+    unlink(tmp);
+    if (rc < 0 && e != EEXIST) {
+        errno = e;
+        return errprintf(err, "%.200s: %s", blob, strerror(e));
+    }
+    return 0;
+}
+
+static int64_t file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+}
+
+int registry_ingest(const char *models, const char *real, int format, const char *tokenizer,
+                    json_t **manifest, mtc_error_t *err)
+{
+    char dir[PATH_MAX], sub[PATH_MAX], vdir[PATH_MAX], tmpdir[PATH_MAX], hex[17];
+    *manifest = NULL;
+    static const char *const subs[] = {"blobs/sha256", "blobs/tmp", "versions", "tmp"};
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+        snprintf(sub, sizeof(sub), "%s/%s", models, subs[i]);
+        if (mtc_mkdir_p(sub, 0700) < 0)
+            return errprintf(err, "%.200s: %s", sub, strerror(errno));
+    }
+    json_t *names = artifact_files(real, format, dir, sizeof(dir), err);
+    if (!names)
+        return -1;
+    /* the run's tokenizer goes with the weights (mtc-serve reads it there) */
+    int add_tok = tokenizer && *tokenizer && !is_file(dir, "tokenizer.json") &&
+                  mtc_path_exists(tokenizer);
+    if (add_tok)
+        json_array_append_new(names, json_string("tokenizer.json"));
+    mtc_random_hex(hex, 8);
+    snprintf(tmpdir, sizeof(tmpdir), "%s/tmp/%s", models, hex);
+    snprintf(vdir, sizeof(vdir), "%s/versions/%s", models, hex);
+    json_t *files = json_array();
+    int64_t total = 0;
+    char listing[8192] = "";
+    int rc = -1;
+    pthread_mutex_lock(&blob_lock);
+    if (mkdir(tmpdir, 0700) < 0) {
+        errprintf(err, "%.200s: %s", tmpdir, strerror(errno));
+        goto out;
+    }
+    size_t i;
+    json_t *nm;
+    json_array_foreach(names, i, nm)
+    {
+        char file[PATH_MAX + 256], digest[72], blob[PATH_MAX], ln[PATH_MAX + 256];
+        const char *name = json_string_value(nm);
+        snprintf(file, sizeof(file), "%s/%s", dir, name);
+        if (strcmp(name, "tokenizer.json") == 0 && add_tok)
+            snprintf(file, sizeof(file), "%s", tokenizer);
+        if (mtc_sha256_file(file, digest, err) < 0 ||
+            put_blob(models, file, digest, blob, sizeof(blob), err) < 0)
+            goto out;
+        snprintf(ln, sizeof(ln), "%s/%s", tmpdir, name);
+        if (link(blob, ln) < 0) {
+            errprintf(err, "%.200s: %s", ln, strerror(errno));
+            goto out;
+        }
+        int64_t size = file_size(blob);
+        total += size;
+        json_array_append_new(files,
+                              json_pack("{s:s, s:s, s:I}", "path", name, "sha256", digest + 7,
+                                        "size", (json_int_t)size));
+        size_t l = strlen(listing);
+        snprintf(listing + l, sizeof(listing) - l, "%s %s\n", digest + 7, name);
+    }
+    if (rename(tmpdir, vdir) < 0) {
+        errprintf(err, "%.200s: %s", vdir, strerror(errno));
+        goto out;
+    }
+    char sum[65];
+    mtc_sha256_hex(listing, sum);
+    *manifest = json_pack("{s:s, s:s, s:o, s:s, s:I}", "format",
+                          schema_enum_name(&registry_format_enum, format), "dir", vdir, "files",
+                          files, "digest", sum, "sizeBytes", (json_int_t)total);
+    files = NULL;
+    rc = 0;
+out:
+    if (rc < 0)
+        mtc_rm_rf(tmpdir);
+    pthread_mutex_unlock(&blob_lock);
+    json_decref(files);
+    json_decref(names);
+    return rc;
+}
+
+/* models/versions/X with X a plain name: the only directories removed. */
+static int version_dir_ok(const char *models, const char *dir)
+{
+    size_t n = strlen(models);
+    if (!dir || strncmp(dir, models, n) != 0 || strncmp(dir + n, "/versions/", 10) != 0)
+        return 0;
+    const char *x = dir + n + 10;
+    return *x && x[0] != '.' && !strchr(x, '/');
+}
+
+int registry_remove(const char *models, const json_t *manifest, mtc_error_t *err)
+{
+    const char *dir = json_string_value(json_object_get(manifest, "dir"));
+    const char *digest = json_string_value(json_object_get(manifest, "digest"));
+    if (!version_dir_ok(models, dir)) {
+        errno = EINVAL;
+        return errprintf(err, "artifact directory %.200s is not in %.200s/versions",
+                         dir ? dir : "(none)", models);
+    }
+    int rc = 0, shared = 0;
+    pthread_mutex_lock(&blob_lock);
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(manifest, "files"), i, f)
+    {
+        const char *hex = json_string_value(json_object_get(f, "sha256"));
+        char blob[PATH_MAX];
+        struct stat sb;
+        if (!hex || strspn(hex, "0123456789abcdef") != 64 || strlen(hex) != 64)
+            continue;
+        snprintf(blob, sizeof(blob), "%s/blobs/sha256/%s", models, hex);
+        /* the version's own link goes with its directory below: one link
+         * more than this means another version holds the blob */
+        if (stat(blob, &sb) == 0 && sb.st_nlink <= 2) {
+            if (unlink(blob) < 0)
+                rc = errprintf(err, "%.200s: %s", blob, strerror(errno));
+        } else {
+            shared = 1;
+        }
+    }
+    if (mtc_rm_rf(dir) < 0 && errno != ENOENT)
+        rc = errprintf(err, "%.200s: %s", dir, strerror(errno));
+    /* conversions go with the last version of this content */
+    for (int fmt = 0; !shared && digest && fmt < registry_format_enum.n; fmt++) {
+        char conv[PATH_MAX];
+        snprintf(conv, sizeof(conv), "%s/converted/%.64s-%s", models, digest,
+                 schema_enum_name(&registry_format_enum, fmt));
+        mtc_rm_rf(conv);
+    }
+    pthread_mutex_unlock(&blob_lock);
+    return rc;
+}
+
+/* ---- conversions ---- */
+
+static int run_trainer(const char *trainer, char *const argv[], mtc_error_t *err)
+{
+    char *out = NULL;
+    int st = mtc_run(argv, NULL, &out, 30 * 60 * 1000);
+    if (st != 0) {
+        /* mtc-train's last line says why */
+        char *last = out ? out : "";
+        size_t n = out ? strlen(out) : 0;
+        while (n > 0 && (out[n - 1] == '\n'))
+            out[--n] = '\0';
+        char *nl = out ? strrchr(out, '\n') : NULL;
+        if (nl)
+            last = nl + 1;
+        errprintf(err, "%s %s failed: %.180s", trainer, argv[1],
+                  st < 0 ? strerror(errno) : last);
+        free(out);
+        errno = EIO;
+        return -1;
+    }
+    free(out);
+    return 0;
+}
+
+/* The directory holding a manifest's files in its own format. */
+static const char *own_dir(const json_t *manifest)
+{
+    return json_string_value(json_object_get(manifest, "dir"));
+}
+
+/* An llm.c artifact's file: dir/<its one file>. */
+static int llmc_file(const char *dir, char *out, size_t len)
+{
+    return one_bin(dir, out, len);
+}
+
+/* Convert src (format from, a directory or an llm.c file) into the new
+ * directory tmp in format to (one step: either side native). */
+static int convert(const char *trainer, const char *src, int from, int to, const char *tmp,
+                   mtc_error_t *err)
+{
+    if (to == REGISTRY_NATIVE) {
+        char *argv[] = {(char *)trainer, "import", "--from",
+                        from == REGISTRY_HF ? "hf" : "llmc", (char *)src, "--output",
+                        (char *)tmp, NULL};
+        return run_trainer(trainer, argv, err);
+    }
+    char out[PATH_MAX + 16];
+    snprintf(out, sizeof(out), "%s%s", tmp, to == REGISTRY_LLMC ? "/model.bin" : "");
+    if (to == REGISTRY_LLMC && mkdir(tmp, 0700) < 0)
+        return errprintf(err, "%.200s: %s", tmp, strerror(errno));
+    char *argv[] = {(char *)trainer, "export",       "--checkpoint",
+                    (char *)src,     "--format",     to == REGISTRY_HF ? "safetensors" : "llmc",
+                    "--output",      (char *)out,    NULL};
+    return run_trainer(trainer, argv, err);
+}
+
+/* The trainer next to the running program when none is given. */
+static const char *find_trainer(const char *trainer, char *buf, size_t len)
+{
+    if (trainer)
+        return trainer;
+    if (mtc_exe_dir(buf, len - 16) == 0) {
+        strcat(buf, "/mtc-train");
+        if (access(buf, X_OK) == 0)
+            return buf;
+    }
+    return NULL;
+}
+
+int registry_materialize(const char *models, const json_t *manifest, int format,
+                         const char *trainer, char *out, size_t len, mtc_error_t *err)
+{
+    int from = schema_enum_parse(&registry_format_enum,
+                                 json_string_value(json_object_get(manifest, "format")), 0);
+    const char *dir = own_dir(manifest), *digest = json_string_value(json_object_get(manifest, "digest"));
+    if (from < 0 || !dir || !digest || strspn(digest, "0123456789abcdef") != 64) {
+        errno = EINVAL;
+        return errprintf(err, "a stored version's manifest is malformed");
+    }
+    if (format < 0)
+        format = from;
+    char src[PATH_MAX], tb[PATH_MAX];
+    if (from == REGISTRY_LLMC) {
+        if (llmc_file(dir, src, sizeof(src)) < 0)
+            return errprintf(err, "%.200s: the stored llm.c file is missing", dir);
+    } else {
+        snprintf(src, sizeof(src), "%s", dir);
+    }
+    if (format == from) {
+        if (strlen(src) >= len)
+            return errprintf(err, "path too long");
+        memcpy(out, src, strlen(src) + 1);
+        return 0;
+    }
+    char conv[PATH_MAX], tmp[PATH_MAX], hex[17], mid[PATH_MAX];
+    const char *fname = schema_enum_name(&registry_format_enum, format);
+    snprintf(conv, sizeof(conv), "%s/converted/%s-%s", models, digest, fname);
+    if (!mtc_path_exists(conv)) {
+        trainer = find_trainer(trainer, tb, sizeof(tb));
+        if (!trainer) {
+            errno = ENOENT;
+            return errprintf(err, "no mtc-train to convert %s to %s",
+                             schema_enum_name(&registry_format_enum, from), fname);
+        }
+        /* hf <-> llmc goes through the native checkpoint */
+        if (from != REGISTRY_NATIVE && format != REGISTRY_NATIVE) {
+            if (registry_materialize(models, manifest, REGISTRY_NATIVE, trainer, mid, sizeof(mid),
+                                     err) < 0)
+                return -1;
+            snprintf(src, sizeof(src), "%s", mid);
+            from = REGISTRY_NATIVE;
+        }
+        snprintf(tmp, sizeof(tmp), "%s/converted", models);
+        if (mtc_mkdir_p(tmp, 0700) < 0)
+            return errprintf(err, "%.200s: %s", tmp, strerror(errno));
+        mtc_random_hex(hex, 8);
+        snprintf(tmp, sizeof(tmp), "%s/converted/.tmp-%s", models, hex);
+        if (convert(trainer, src, from, format, tmp, err) < 0) {
+            mtc_rm_rf(tmp);
+            return -1;
+        }
+        /* the tokenizer stays with the weights (not for llm.c: one file) */
+        char tok[PATH_MAX + 32], tto[PATH_MAX + 64];
+        snprintf(tok, sizeof(tok), "%s/tokenizer.json", own_dir(manifest));
+        /* mtc-train import writes <out>/step_00000000 */
+        char step[PATH_MAX];
+        const char *made = tmp;
+        if (format == REGISTRY_NATIVE) {
+            if (newest_step(tmp, step, sizeof(step)) < 0) {
+                mtc_rm_rf(tmp);
+                return errprintf(err, "mtc-train import left no checkpoint in %.200s", tmp);
+            }
+            made = step;
+        }
+        snprintf(tto, sizeof(tto), "%s/tokenizer.json", made);
+        if (format != REGISTRY_LLMC && mtc_path_exists(tok) && !mtc_path_exists(tto) &&
+            copy_file(tok, tto, 0644, err) < 0) {
+            mtc_rm_rf(tmp);
+            return -1;
+        }
+        if (rename(made, conv) < 0 && errno != EEXIST && errno != ENOTEMPTY) {
+            int e = errno;
+            mtc_rm_rf(tmp);
+            errno = e;
+            return errprintf(err, "%.200s: %s", conv, strerror(e));
+        }
+        mtc_rm_rf(tmp);
+    }
+    if (format == REGISTRY_LLMC)
+        return llmc_file(conv, out, len) < 0 ? errprintf(err, "%.200s: no .bin", conv) : 0;
+    if (strlen(conv) >= len)
+        return errprintf(err, "path too long");
+    memcpy(out, conv, strlen(conv) + 1);
+    return 0;
+}
+
+int registry_export(const char *models, const json_t *manifest, int format, const char *trainer,
+                    const char *dir, mtc_error_t *err)
+{
+    char src[PATH_MAX];
+    if (registry_materialize(models, manifest, format, trainer, src, sizeof(src), err) < 0)
+        return -1;
+    if (mtc_mkdir_p(dir, 0755) < 0)
+        return errprintf(err, "outputDir: %.200s: %s", dir, strerror(errno));
+    struct stat sb;
+    if (stat(src, &sb) == 0 && S_ISREG(sb.st_mode)) { /* llm.c: one file */
+        char to[PATH_MAX + 256];
+        const char *base = strrchr(src, '/') + 1;
+        snprintf(to, sizeof(to), "%s/%s", dir, base);
+        unlink(to);
+        return copy_file(src, to, 0644, err);
+    }
+    DIR *d = opendir(src);
+    if (!d)
+        return errprintf(err, "%.200s: %s", src, strerror(errno));
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' || !is_file(src, de->d_name))
+            continue;
+        char from[PATH_MAX + 256], to[PATH_MAX + 256];
+        snprintf(from, sizeof(from), "%s/%s", src, de->d_name);
+        snprintf(to, sizeof(to), "%s/%s", dir, de->d_name);
+        unlink(to);
+        rc = copy_file(from, to, 0644, err);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ---- refs ---- */
+
+static void refs_path(const char *models, const char *project, const char *location,
+                      const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/refs/%s/%s/%s.json", models, project, location, name);
+}
+
+int registry_refs_write(const char *models, const char *project, const char *location,
+                        const char *name, const json_t *versions, const json_t *aliases)
+{
+    char path[PATH_MAX + 256], dir[PATH_MAX + 256];
+    if (!mtc_name_valid(project, 63) || !mtc_name_valid(location, 63) ||
+        !registry_name_valid(name)) {
+        errno = EINVAL;
+        return -1;
+    }
+    refs_path(models, project, location, name, path, sizeof(path));
+    if (!versions || json_object_size(versions) == 0)
+        return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+    snprintf(dir, sizeof(dir), "%s/refs/%s/%s", models, project, location);
+    if (mtc_mkdir_p(dir, 0700) < 0)
+        return -1;
+    json_t *o = json_pack("{s:O, s:O}", "versions", versions, "aliases", aliases);
+    char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    if (!text)
+        return errno = ENOMEM, -1;
+    int rc = mtc_write_file_atomic(path, text, strlen(text), 0600);
+    free(text);
+    return rc;
+}
+
+int registry_resolve(const char *home, const char *project, const char *location, const char *ref,
+                     int format, const char *trainer, char *out, size_t len, mtc_error_t *err)
+{
+    struct registry_ref r;
+    char models[PATH_MAX], path[PATH_MAX + 256];
+    if (registry_ref_parse(ref, &r, err) < 0)
+        return -1;
+    if (!home || !*home) {
+        errno = EINVAL;
+        return errprintf(err, "no MTC_HOME to find the registry in");
+    }
+    snprintf(models, sizeof(models), "%s/models", home);
+    refs_path(models, project ? project : "local", location ? location : "local", r.name, path,
+              sizeof(path));
+    json_t *refs = json_load_file(path, 0, NULL);
+    if (!refs) {
+        errno = ENOENT;
+        return errprintf(err, "model %s not found", r.name);
+    }
+    int version = r.version;
+    const char *alias = r.version ? NULL : *r.alias ? r.alias : "default";
+    json_t *versions = json_object_get(refs, "versions"), *aliases = json_object_get(refs, "aliases");
+    if (alias) {
+        json_t *v = json_object_get(aliases, alias);
+        if (!json_is_integer(v)) {
+            char known[256] = "";
+            const char *k;
+            json_t *x;
+            json_object_foreach(aliases, k, x)
+            {
+                size_t l = strlen(known);
+                snprintf(known + l, sizeof(known) - l, "%s%s", l ? ", " : "", k);
+            }
+            json_decref(refs);
+            errno = ENOENT;
+            return errprintf(err, "model %s: no alias %s (aliases: %s)", r.name, alias, known);
+        }
+        version = (int)json_integer_value(v);
+    }
+    char key[16];
+    snprintf(key, sizeof(key), "%d", version);
+    const json_t *manifest = json_object_get(versions, key);
+    if (!manifest) {
+        json_decref(refs);
+        errno = ENOENT;
+        return errprintf(err, "model %s: no version %d", r.name, version);
+    }
+    int rc = registry_materialize(models, manifest, format, trainer, out, len, err);
+    json_decref(refs);
+    return rc;
+}
