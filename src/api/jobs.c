@@ -318,6 +318,12 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     json_decref(recipe);
     if (!*cfg)
         return api_error(out, 400, "%s", err.text), -1;
+    int fv = 0;
+    if (run->from_model && registry_resolve_version(r->cfg->home, r->cap[0], r->cap[1],
+                                                    run->from_model, &fv, NULL) == 0)
+        json_object_set_new(*cfg, "fromModelVersion",
+                            json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"),
+                                         run->from_model, fv));
     json_t *reg = json_object_get(*cfg, "register");
     if (reg)
         json_object_set_new(reg, "home", json_string(r->cfg->home)),

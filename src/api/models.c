@@ -131,22 +131,32 @@ static int load(struct api_req *r, struct api_resp *out, struct registry_ref *re
 /* A path field of a request, resolved; a non-admin's must lie under mtcd's
  * data roots or its experiments directory (datasets' mechanism). 0 or -1 +
  * out (400 / 403 / 404 naming the field). */
+struct roots {
+    const char *list[66];
+    char exps[PATH_MAX];
+};
+
+/* Where a non-admin's files may lie (NULL for an admin: anywhere). */
+static const char *const *roots_of(struct api_req *r, struct roots *rt)
+{
+    const struct control_datasets *cfg = control_datasets(r->ctl);
+    int n = 0;
+    for (const char *const *p = cfg->roots; p && *p && n < 64; p++)
+        rt->list[n++] = *p;
+    if (r->cfg && r->cfg->home) {
+        snprintf(rt->exps, sizeof(rt->exps), "%s/experiments", r->cfg->home);
+        rt->list[n++] = rt->exps;
+    }
+    rt->list[n] = NULL;
+    return r->who.role < ROLE_ADMIN ? rt->list : NULL;
+}
+
 static int allowed_path(struct api_req *r, struct api_resp *out, const char *field,
                         const char *path, char *real, size_t len)
 {
-    const struct control_datasets *cfg = control_datasets(r->ctl);
-    const char *roots[66];
-    char exps[PATH_MAX];
-    int n = 0;
-    for (const char *const *p = cfg->roots; p && *p && n < 64; p++)
-        roots[n++] = *p;
-    if (r->cfg && r->cfg->home) {
-        snprintf(exps, sizeof(exps), "%s/experiments", r->cfg->home);
-        roots[n++] = exps;
-    }
-    roots[n] = NULL;
+    struct roots rt;
     mtc_error_t err = {""};
-    if (dataset_resolve(field, path, r->who.role < ROLE_ADMIN ? roots : NULL, real, len, &err) == 0)
+    if (dataset_resolve(field, path, roots_of(r, &rt), real, len, &err) == 0)
         return 0;
     return api_error(out, errno == EACCES ? 403 : errno == ENOENT ? 404 : 400, "%s", err.text), -1;
 }
@@ -304,6 +314,7 @@ static json_t *run_lineage(const char *run, const char *ckdir)
         {"experiment", "experiment"}, {"runId", "runId"},   {"slurmJobId", "jobId"},
         {"recipe", "recipe"},         {"task", "task"},     {"taskDir", "taskDir"},
         {"parentModel", "fromModel"}, {"executor", "executor"},
+        {"parentModel", "fromModelVersion"},
     };
     for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
         if (jstr(cfg, copy[i][1]))
@@ -354,11 +365,26 @@ static json_t *run_lineage(const char *run, const char *ckdir)
     return l;
 }
 
-/* Log a registration's failure where mtcd's log and events keep it. */
-static void report_failure(struct api_req *r, const char *name, const char *why)
+/* A registration (failed: why set) in mtcd's log and, for a run on one of
+ * mtcd's clusters, in that cluster's events. */
+static void report(struct api_req *r, const json_t *lineage, const char *name, int version,
+                   const char *why)
 {
-    log_msg(LOG_ERR, "model %s: registration failed: %s", name, why);
-    (void)r;
+    char msg[400];
+    if (why)
+        snprintf(msg, sizeof(msg), "model %s: registration of %s failed: %s", name,
+                 jstr(lineage, "runId") ? jstr(lineage, "runId") : "an upload", why);
+    else
+        snprintf(msg, sizeof(msg), "model %s: version %d registered from run %s", name, version,
+                 jstr(lineage, "runId"));
+    log_msg(why ? LOG_ERR : LOG_NOTICE, "%s", msg);
+    struct store_cluster cl;
+    const char *id = jstr(lineage, "cluster");
+    if (id && store_cluster_get(r->st, id, &cl) == 0) {
+        store_event_add(r->st, id, why ? "MODEL_REGISTRATION_FAILED" : "MODEL_REGISTERED", NULL,
+                        msg);
+        store_cluster_release(&cl);
+    }
 }
 
 int api_model_upload(struct api_req *r, struct api_resp *out)
@@ -397,10 +423,12 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
         lineage = run_lineage(run, real);
     else
         lineage = json_object();
+    struct roots rt;
     if (registry_ingest(models_dir(r, models, sizeof(models)), real, format,
-                        jstr(lineage, "tokenizer"), &manifest, &err) < 0) {
-        report_failure(r, name, err.text);
-        api_error(out, 500, "model %s: %s", name, err.text);
+                        jstr(lineage, "tokenizer"), roots_of(r, &rt), &manifest, &err) < 0) {
+        int e = errno;
+        report(r, lineage, name, 0, err.text);
+        api_error(out, e == EACCES ? 403 : 500, "model.artifactUri: %s", err.text);
         goto out;
     }
     meta = json_object();
@@ -421,10 +449,12 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     if (rc < 0) {
         mtc_error_t e2 = {""};
         registry_remove(models, manifest, &e2);
-        report_failure(r, name, strerror(errno));
+        report(r, lineage, name, 0, strerror(errno));
         api_error(out, 500, "model %s: cannot store the new version", name);
         goto out;
     }
+    if (jstr(lineage, "runId"))
+        report(r, lineage, name, version, NULL);
     log_msg(LOG_NOTICE, "model %s: version %d registered (%s, %lld bytes, digest %.12s)", name,
             version, jstr(manifest, "format"),
             (long long)json_integer_value(json_object_get(manifest, "sizeBytes")),

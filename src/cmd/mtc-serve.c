@@ -14,9 +14,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mtc-serve --model REF --listen HOST:PORT [--max-batch N] [--ctx N]\n"
                "                 [--threads N] [--served-name NAME] [--tokenizer PATH]\n"
-               "                 [--max-connections N] [--max-body BYTES]\n"
-               "  REF: a checkpoint directory (its newest step, or a step_N directory) or a\n"
-               "  Hugging Face directory (config.json, model.safetensors, tokenizer.json)\n");
+               "                 [--max-connections N] [--max-body BYTES] [--home DIR]\n"
+               "                 [--project P --location L]\n"
+               "  REF: a registered model version NAME, NAME@N or NAME@ALIAS (registry in\n"
+               "  --home, default $MTC_HOME or ~/.mtc), a checkpoint directory (its newest\n"
+               "  step, or a step_N directory) or a Hugging Face directory (config.json,\n"
+               "  model.safetensors, tokenizer.json)\n");
 }
 
 /* A whole number in [lo, hi] or exit 2 naming the option. */
@@ -41,6 +44,8 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 't'},   {"served-name", required_argument, NULL, 'n'},
         {"tokenizer", required_argument, NULL, 'k'}, {"max-connections", required_argument, NULL, 'C'},
         {"max-body", required_argument, NULL, 'B'},  {"help", no_argument, NULL, 'h'},
+        {"home", required_argument, NULL, 'H'},      {"project", required_argument, NULL, 'P'},
+        {"location", required_argument, NULL, 'L'},
         {0}};
     int o;
     while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -54,6 +59,9 @@ int main(int argc, char **argv)
         case 'k': c.tokenizer = optarg; break;
         case 'C': c.max_conn = (int)number("max-connections", optarg, 1, 100000); break;
         case 'B': c.max_body = (size_t)number("max-body", optarg, 1024, 1L << 30); break;
+        case 'H': c.home = optarg; break;
+        case 'P': c.project = optarg; break;
+        case 'L': c.location = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -63,6 +71,13 @@ int main(int argc, char **argv)
                 optind < argc ? "unexpected argument" : "--model and --listen are required");
         usage(stderr);
         return 2;
+    }
+    static char home[4096];
+    if (!c.home && getenv("MTC_HOME") && *getenv("MTC_HOME"))
+        c.home = getenv("MTC_HOME");
+    if (!c.home) {
+        snprintf(home, sizeof home, "%s/.mtc", getenv("HOME") ? getenv("HOME") : "/root");
+        c.home = home;
     }
     // signals are taken by sigwait below; every thread started after this inherits the mask
     sigset_t set;

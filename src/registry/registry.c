@@ -333,8 +333,24 @@ static int64_t file_size(const char *path)
     return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
 }
 
+/* 1 when path resolves (links followed) to a place under one of roots. */
+static int under_roots(const char *path, const char *const *roots)
+{
+    char real[PATH_MAX], root[PATH_MAX];
+    if (!realpath(path, real))
+        return 0;
+    for (const char *const *r = roots; *r; r++) {
+        if (!realpath(*r, root))
+            continue;
+        size_t n = strlen(root);
+        if (strncmp(real, root, n) == 0 && (real[n] == '/' || real[n] == '\0' || n == 1))
+            return 1;
+    }
+    return 0;
+}
+
 int registry_ingest(const char *models, const char *real, int format, const char *tokenizer,
-                    json_t **manifest, mtc_error_t *err)
+                    const char *const *roots, json_t **manifest, mtc_error_t *err)
 {
     char dir[PATH_MAX], sub[PATH_MAX], vdir[PATH_MAX], tmpdir[PATH_MAX], hex[17];
     *manifest = NULL;
@@ -349,7 +365,7 @@ int registry_ingest(const char *models, const char *real, int format, const char
         return -1;
     /* the run's tokenizer goes with the weights (mtc-serve reads it there) */
     int add_tok = tokenizer && *tokenizer && !is_file(dir, "tokenizer.json") &&
-                  mtc_path_exists(tokenizer);
+                  mtc_path_exists(tokenizer) && (!roots || under_roots(tokenizer, roots));
     if (add_tok)
         json_array_append_new(names, json_string("tokenizer.json"));
     mtc_random_hex(hex, 8);
@@ -373,6 +389,11 @@ int registry_ingest(const char *models, const char *real, int format, const char
         snprintf(file, sizeof(file), "%s/%s", dir, name);
         if (strcmp(name, "tokenizer.json") == 0 && add_tok)
             snprintf(file, sizeof(file), "%s", tokenizer);
+        if (roots && !under_roots(file, roots)) { /* a link out of where mtcd may read */
+            errno = EACCES;
+            errprintf(err, "%.200s leads outside the directories mtcd reads for you", file);
+            goto out;
+        }
         if (mtc_sha256_file(file, digest, err) < 0 ||
             put_blob(models, file, digest, blob, sizeof(blob), err) < 0)
             goto out;
@@ -400,12 +421,14 @@ int registry_ingest(const char *models, const char *real, int format, const char
                           files, "digest", sum, "sizeBytes", (json_int_t)total);
     files = NULL;
     rc = 0;
-out:
+out:;
+    int e = errno;
     if (rc < 0)
         mtc_rm_rf(tmpdir);
     pthread_mutex_unlock(&blob_lock);
     json_decref(files);
     json_decref(names);
+    errno = e;
     return rc;
 }
 
@@ -687,28 +710,31 @@ int registry_refs_write(const char *models, const char *project, const char *loc
     return rc;
 }
 
-int registry_resolve(const char *home, const char *project, const char *location, const char *ref,
-                     int format, const char *trainer, char *out, size_t len, mtc_error_t *err)
+/* The refs file's version a reference names: its manifest (borrowed from
+ * *refs, which the caller decrefs) and number. NULL + err, errno ENOENT. */
+static const json_t *lookup(const char *home, const char *project, const char *location,
+                            const char *ref, json_t **refs, int *number, mtc_error_t *err)
 {
     struct registry_ref r;
     char models[PATH_MAX], path[PATH_MAX + 256];
+    *refs = NULL;
     if (registry_ref_parse(ref, &r, err) < 0)
-        return -1;
+        return NULL;
     if (!home || !*home) {
         errno = EINVAL;
-        return errprintf(err, "no MTC_HOME to find the registry in");
+        return errprintf(err, "no MTC_HOME to find the registry in"), NULL;
     }
     snprintf(models, sizeof(models), "%s/models", home);
     refs_path(models, project ? project : "local", location ? location : "local", r.name, path,
               sizeof(path));
-    json_t *refs = json_load_file(path, 0, NULL);
-    if (!refs) {
+    *refs = json_load_file(path, 0, NULL);
+    if (!*refs) {
         errno = ENOENT;
-        return errprintf(err, "model %s not found", r.name);
+        return errprintf(err, "model %s not found", r.name), NULL;
     }
     int version = r.version;
     const char *alias = r.version ? NULL : *r.alias ? r.alias : "default";
-    json_t *versions = json_object_get(refs, "versions"), *aliases = json_object_get(refs, "aliases");
+    json_t *versions = json_object_get(*refs, "versions"), *aliases = json_object_get(*refs, "aliases");
     if (alias) {
         json_t *v = json_object_get(aliases, alias);
         if (!json_is_integer(v)) {
@@ -720,9 +746,9 @@ int registry_resolve(const char *home, const char *project, const char *location
                 size_t l = strlen(known);
                 snprintf(known + l, sizeof(known) - l, "%s%s", l ? ", " : "", k);
             }
-            json_decref(refs);
             errno = ENOENT;
-            return errprintf(err, "model %s: no alias %s (aliases: %s)", r.name, alias, known);
+            return errprintf(err, "model %s: no alias %s (aliases: %s)", r.name, alias, known),
+                   NULL;
         }
         version = (int)json_integer_value(v);
     }
@@ -730,11 +756,34 @@ int registry_resolve(const char *home, const char *project, const char *location
     snprintf(key, sizeof(key), "%d", version);
     const json_t *manifest = json_object_get(versions, key);
     if (!manifest) {
-        json_decref(refs);
         errno = ENOENT;
-        return errprintf(err, "model %s: no version %d", r.name, version);
+        return errprintf(err, "model %s: no version %d", r.name, version), NULL;
     }
-    int rc = registry_materialize(models, manifest, format, trainer, out, len, err);
+    *number = version;
+    return manifest;
+}
+
+int registry_resolve(const char *home, const char *project, const char *location, const char *ref,
+                     int format, const char *trainer, char *out, size_t len, mtc_error_t *err)
+{
+    json_t *refs = NULL;
+    int version = 0;
+    char models[PATH_MAX];
+    const json_t *manifest = lookup(home, project, location, ref, &refs, &version, err);
+    int rc = -1;
+    if (manifest) {
+        snprintf(models, sizeof(models), "%s/models", home);
+        rc = registry_materialize(models, manifest, format, trainer, out, len, err);
+    }
     json_decref(refs);
     return rc;
+}
+
+int registry_resolve_version(const char *home, const char *project, const char *location,
+                             const char *ref, int *version, mtc_error_t *err)
+{
+    json_t *refs = NULL;
+    const json_t *manifest = lookup(home, project, location, ref, &refs, version, err);
+    json_decref(refs);
+    return manifest ? 0 : -1;
 }

@@ -62,11 +62,14 @@ int registry_detect(const char *src, int *format, char *real, size_t len, mtc_er
  * bytes once as blobs/sha256/<hex> (read-only; a blob already there is not
  * copied again), then a new directory of hard links to them,
  * versions/<random>/. tokenizer (may be NULL): a file stored as the
- * artifact's tokenizer.json when it has none (the run's tokenizer). *manifest (caller owns) gets {"format", "dir",
+ * artifact's tokenizer.json when it has none (the run's tokenizer). roots
+ * (NULL-terminated, or NULL: anywhere): every file read, links followed,
+ * must lie under one of them (-1, errno EACCES), and a tokenizer outside
+ * them is left out. *manifest (caller owns) gets {"format", "dir",
  * "files":[{"path","sha256","size"}], "digest" (of the file list), "sizeBytes"}.
  * 0, or -1 + err. */
 int registry_ingest(const char *models, const char *real, int format, const char *tokenizer,
-                    json_t **manifest, mtc_error_t *err);
+                    const char *const *roots, json_t **manifest, mtc_error_t *err);
 
 /* Remove a version's directory (manifest "dir", which must lie in
  * models/versions) and every blob of it no other version links to, and the
@@ -103,5 +106,11 @@ int registry_refs_write(const char *models, const char *project, const char *loc
  * files, so it works without mtcd. */
 int registry_resolve(const char *home, const char *project, const char *location, const char *ref,
                      int format, const char *trainer, char *out, size_t len, mtc_error_t *err);
+
+/* The version number ref names now (NAME@prod -> 3) into *version: for
+ * lineage, which records the version, not the alias. 0, or -1 + err as
+ * registry_resolve. */
+int registry_resolve_version(const char *home, const char *project, const char *location,
+                             const char *ref, int *version, mtc_error_t *err);
 
 #endif

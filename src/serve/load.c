@@ -1,32 +1,41 @@
-/* serve load: the model REF of mtc-serve — a checkpoint directory (a root: its newest
- * complete step_N; or a step_N itself) whose tokenizer is the one recorded at training
- * time, or a Hugging Face directory (config.json + model.safetensors + tokenizer.json). */
+/* serve load: the model REF of mtc-serve — a registered version (NAME, NAME@N, NAME@alias,
+ * through registry_resolve), a checkpoint directory (a root: its newest complete step_N; or
+ * a step_N itself) whose tokenizer is tokenizer.json beside it or the one recorded at
+ * training time, or a Hugging Face directory (config.json + model.safetensors +
+ * tokenizer.json). */
 #include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "registry/registry.h"
 #include "serve/internal.h"
 
 static int is_hf_dir(const char *dir)
 {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    if (!mtc_path_exists(p))
+    char p[4200];
+    if (snprintf(p, sizeof p, "%s/config.json", dir) >= (int)sizeof p || !mtc_path_exists(p))
         return 0;
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (snprintf(p, sizeof p, "%s/model.safetensors", dir) >= (int)sizeof p)
+        return 0;
     return mtc_path_exists(p);
 }
 
 int serve_load_model(struct serve *s, mtc_error_t *err)
 {
     const char *ref = s->cfg.model;
-    char dir[4096], tkpath[4096] = "";
+    char dir[4000], tkpath[4200] = "", resolved[4000];
     if (!ref || !*ref || strlen(ref) >= 4000) {
         errno = EINVAL;
-        return errprintf(err, "--model needs a checkpoint or Hugging Face directory");
+        return errprintf(err, "--model needs a registered model or a checkpoint or Hugging Face "
+                              "directory");
     }
-    if (!mtc_path_exists(ref)) {
+    if (!strchr(ref, '/') && !mtc_path_exists(ref)) { // a registry reference
+        if (registry_resolve(s->cfg.home, s->cfg.project, s->cfg.location, ref, -1, NULL,
+                             resolved, sizeof resolved, err) < 0)
+            return -1;
+        ref = resolved;
+    } else if (!mtc_path_exists(ref)) {
         errno = ENOENT;
         return errprintf(err, "model %s: no such directory", ref);
     }
@@ -38,7 +47,10 @@ int serve_load_model(struct serve *s, mtc_error_t *err)
     } else {
         s->m = interop_load_checkpoint(ref, dir, sizeof dir, err);
         static struct ckpt_meta meta; // large (per-rank loader positions)
-        if (s->m && ckpt_load(dir, NULL, model_nparams(s->m), NULL, &meta, NULL) == 0) {
+        snprintf(tkpath, sizeof tkpath, "%s/tokenizer.json", s->m ? dir : ref);
+        if (s->m && mtc_path_exists(tkpath)) // stored with a registered version
+            ;
+        else if (s->m && ckpt_load(dir, NULL, model_nparams(s->m), NULL, &meta, NULL) == 0) {
             snprintf(tkpath, sizeof tkpath, "%s", meta.tokenizer);
             json_decref(meta.train);
         }

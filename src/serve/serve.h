@@ -9,7 +9,10 @@
 #include "common/common.h"
 
 struct serve_config {
-    const char *model;       // REF: a checkpoint directory (root or step_N) or an HF directory
+    const char *model;       // REF: NAME[@N|@alias] in the registry, a checkpoint directory
+                             // (root or step_N) or an HF directory
+    const char *home;        // the registry's MTC_HOME (NAME refs)
+    const char *project, *location; // the registry's (NULL: local, local)
     const char *tokenizer;   // NULL: the one recorded in the checkpoint / the HF dir's
     const char *listen;      // "HOST:PORT", IPv4 address or "localhost"; port 0 picks one
     const char *served_name; // NULL: the model directory's base name

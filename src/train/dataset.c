@@ -64,8 +64,9 @@ static int builtin_tokenizer(const struct dset_options *o, char *path, size_t pl
         free(corpus);
         return 0;
     }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s/.tmp-tokenizer-%d.json", dir, (int)getpid());
+    char tmp[4400], host[128] = "";
+    gethostname(host, sizeof host - 1); // a shared cache: pids repeat across hosts
+    snprintf(tmp, sizeof tmp, "%s/.tmp-tokenizer-%s-%d.json", dir, host, (int)getpid());
     progress(o, "training the built-in tokenizer (BPE, vocab %d) on the tiny corpus (%zu bytes)",
              o->vocab_size, len);
     int rc = mtc_mkdir_p(dir, 0755) < 0 ? errprintf(err, "%s: %s", dir, strerror(errno))

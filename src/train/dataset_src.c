@@ -433,8 +433,13 @@ static int csv_records(const struct ds_part *p, enum dset_kind kind, struct ds_r
             rc = errprintf(err, "%s:1: truncated header (an unterminated quoted field)", p->name);
             goto out;
         }
-        json_array_append_new(hdr, json_string(f));
+        json_t *name = json_string(f);
         free(f);
+        if (!name) {
+            rc = errprintf(err, "%s:1: the header is not valid UTF-8", p->name);
+            goto out;
+        }
+        json_array_append_new(hdr, name);
     }
     while (s < end && rc == 0) {
         size_t start = line;
@@ -453,9 +458,18 @@ static int csv_records(const struct ds_part *p, enum dset_kind kind, struct ds_r
                                p->name, start);
                 goto out;
             }
-            if (col < json_array_size(hdr))
-                json_object_set_new(o, json_string_value(json_array_get(hdr, col)), json_string(f));
+            json_t *v = json_string(f);
             free(f);
+            if (!v) {
+                json_decref(o);
+                rc = errprintf(err, "%s:%zu: field %zu is not valid UTF-8", p->name, start,
+                               col + 1);
+                goto out;
+            }
+            if (col < json_array_size(hdr))
+                json_object_set_new(o, json_string_value(json_array_get(hdr, col)), v);
+            else
+                json_decref(v);
             col++;
         }
         if (col != json_array_size(hdr)) {
@@ -492,7 +506,8 @@ int ds_part_records(const struct ds_part *p, enum dset_kind kind, struct ds_reco
                              kind == DSET_SFT   ? "\"prompt\",\"response\""
                              : kind == DSET_DPO ? "\"prompt\",\"chosen\",\"rejected\""
                                                 : "\"prompt\",\"answer\"");
-        return push(out, json_pack("{s:s%}", "text", p->data, p->len), err);
+        // one document; its bytes are tokenized from the part (text need not be UTF-8)
+        return push(out, json_pack("{s:I}", "bytes", (json_int_t)p->len), err);
     }
     return p->fmt == DS_JSONL ? jsonl_records(p, kind, out, err) : csv_records(p, kind, out, err);
 }

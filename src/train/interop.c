@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "train/train.h"
 
@@ -444,6 +445,57 @@ error:
     return NULL;
 }
 
+int interop_export_llmc(const struct model *m, const char *path, mtc_error_t *err)
+{
+    /* llm.c holds one shape of model: the importer's GPT-2 with this one's sizes */
+    const struct model_config *got = model_cfg(m);
+    struct model_config want;
+    char diff[256];
+    if (model_preset("tiny-gpt2", &want, err) < 0)
+        return -1;
+    want.max_seq = got->max_seq;
+    want.vocab_size = got->vocab_size;
+    want.n_layer = got->n_layer;
+    want.n_head = want.n_kv_head = got->n_head;
+    want.d_model = got->d_model;
+    want.d_ff = 0;
+    want.padded_vocab = got->padded_vocab;
+    if (model_config_check(&want, err) < 0)
+        return -1;
+    if (interop_config_diff(got, &want, diff, sizeof diff)[0])
+        return errprintf(err, "llm.c's format holds GPT-2 models only; this one differs: %s",
+                         diff);
+    int32_t h[256] = {20240326, 3,           got->max_seq, got->vocab_size,
+                      got->n_layer, got->n_head, got->d_model, got->padded_vocab};
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return errprintf(err, "%s: %s", tmp, strerror(errno));
+    int ok = fwrite(h, sizeof h, 1, f) == 1;
+    const float *p = model_params((struct model *)m);
+    for (size_t e = 0; ok && e < sizeof llmc_order / sizeof llmc_order[0]; e++)
+        for (int l = 0; ok && l < (llmc_order[e].layered ? got->n_layer : 1); l++) {
+            char name[128];
+            snprintf(name, sizeof name, llmc_order[e].fmt, l);
+            int i = model_find_tensor((struct model *)m, name);
+            if (i < 0) {
+                fclose(f);
+                unlink(tmp);
+                return errprintf(err, "internal: model has no tensor %s", name);
+            }
+            const struct model_tensor *t = model_tensor((struct model *)m, i);
+            ok = fwrite(p + t->offset, sizeof(float), t->numel, f) == t->numel;
+        }
+    ok = fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
+    if (fclose(f) != 0 || !ok || rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return errprintf(err, "%s: %s", path, strerror(e));
+    }
+    return 0;
+}
+
 int interop_load_weights(struct model *m, const char *path, mtc_error_t *err)
 {
     char p2[4200], ck[4096];
@@ -527,16 +579,18 @@ int train_export_main(int argc, char **argv)
         else if (c == 'o')
             out = optarg;
         else
-            return die("usage: mtc-train export --checkpoint DIR --format safetensors --output DIR");
+            return die("usage: mtc-train export --checkpoint DIR --format safetensors|llmc "
+                       "--output DIR|FILE.bin");
     }
     if (!ckarg || !out)
         return die("export needs --checkpoint DIR and --output DIR");
-    if (strcmp(format, "safetensors") != 0)
-        return die("export: unknown --format %s (safetensors)", format);
+    int llmc = strcmp(format, "llmc") == 0;
+    if (strcmp(format, "safetensors") != 0 && !llmc)
+        return die("export: unknown --format %s (safetensors, llmc)", format);
     mtc_error_t err;
     char dir[4096];
     struct model *m = interop_load_checkpoint(ckarg, dir, sizeof dir, &err);
-    if (!m || interop_export_hf(m, out, &err) < 0) {
+    if (!m || (llmc ? interop_export_llmc(m, out, &err) : interop_export_hf(m, out, &err)) < 0) {
         model_destroy(m);
         return die("%s", err.text);
     }

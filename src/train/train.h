@@ -160,6 +160,11 @@ int interop_export_hf(const struct model *m, const char *outdir, mtc_error_t *er
  * want is non-NULL its shape must match (error otherwise). Caller destroys. */
 struct model *interop_import_hf(const char *dir, const struct model_config *want,
                                 mtc_error_t *err);
+/* Write m as an llm.c GPT-2 model file (header 20240326, version 3, fp32) at
+ * path (via path.tmp + rename): the inverse of interop_import_llmc. A model
+ * llm.c cannot hold (Llama, other GPT-2 variants) is an error naming the
+ * difference. 0/-1 + err. */
+int interop_export_llmc(const struct model *m, const char *path, mtc_error_t *err);
 /* Read an llm.c GPT-2 model file (header 20240326, fp32). */
 struct model *interop_import_llmc(const char *path, const struct model_config *want,
                                   mtc_error_t *err);

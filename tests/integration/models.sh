@@ -58,7 +58,7 @@ check "--from-model run completes ($ST)" test "$ST" = COMPLETED
 FTD=$(sed -n 's/^- Local Directory: //p' "$D/ft.out")
 check "its trainer started from the registered version's files" grep -q "models/versions/" "$FTD/config.json"
 api GET "$M/tuned@1"
-check "registered as tuned@1 with parentModel tiny-run@default" test "$(jq_ 'd["lineage"]["parentModel"]' <<<"$BODY")" = "tiny-run@default"
+check "registered as tuned@1 with parentModel tiny-run@1 (the version default named)" test "$(jq_ 'd["lineage"]["parentModel"]' <<<"$BODY")" = "tiny-run@1"
 out=$(mtc run -e local -s "$D/r.json" --data-dir "$D/data" --experiment-name x --from-model tiny-run@nope 2>&1)
 check "--from-model unknown alias: one line" one_error "$out" "no alias nope"
 out=$(mtc run -e local -s "$D/r.json" --data-dir "$D/data" --experiment-name x --from-model ghost 2>&1)
@@ -119,6 +119,12 @@ check "upload the HF directory (format detected)" grep -q "registered from-hf@1 
 mtc models export from-hf "$D/native" --format native >/dev/null 2>&1
 mtc-train export --checkpoint "$D/native" --format safetensors --output "$D/hf2" >/dev/null 2>&1
 check "export HF -> upload -> export: identical tensors" cmp "$D/hf/model.safetensors" "$D/hf2/model.safetensors"
+mtc models export tiny-run@1 "$D/llmc" --format llmc >/dev/null 2>&1
+check "export as llm.c: one .bin" test -f "$D/llmc/model.bin"
+out=$(mtc models upload "$D/llmc/model.bin" --name from-llmc 2>&1)
+check "upload the llm.c file (format detected)" grep -q "registered from-llmc@1 (llmc" <<<"$out"
+mtc models export from-llmc "$D/n2" --format native >/dev/null 2>&1
+check "export llm.c -> upload -> export native: the same weights" cmp "$D/n2/params.bin" "$P1/params.bin"
 mtc models export tiny-run@1 "$D/ck" >/dev/null 2>&1
 check "export as stored (native): the checkpoint's own files" cmp "$D/ck/params.bin" "$P1/params.bin"
 
@@ -161,6 +167,11 @@ tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"stolen\",\"model\":{\"artifactUri
 check "editor: a source outside mtcd's roots is refused (403)" reply 403 "outside the directories"
 tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"tiny-copy\",\"model\":{\"artifactUri\":\"$CK\"}}"
 check "editor: a run's checkpoint under MTC_HOME/experiments is allowed" test "$HTTP_STATUS" = 200
+mkdir -p "$MTC_HOME/data/sneaky"
+cp "$D/hf/config.json" "$MTC_HOME/data/sneaky/"
+ln -s "$D/hf/model.safetensors" "$MTC_HOME/data/sneaky/model.safetensors"
+tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"sneaky\",\"model\":{\"artifactUri\":\"$MTC_HOME/data/sneaky\"}}"
+check "editor: a link from the data root to a file outside it is refused (403)" reply 403 "leads outside"
 tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$D/out-editor\"}"
 check "editor: export outside the roots refused (403)" test "$HTTP_STATUS" = 403
 
@@ -175,5 +186,19 @@ api GET "$M/tiny-run"
 check "delete: the model is gone" test "$HTTP_STATUS" = 404
 check "its refs file is gone" test ! -e "$MTC_HOME/models/refs/local/local/tiny-run.json"
 check "its blobs are gone, others' stay ($B1 -> $(blobs))" test "$(blobs)" -lt "$B1" -a "$(blobs)" -gt 0
-check "tuned and from-hf still resolve" test "$(mtc --json models list | jq_ 'sorted(m["name"].split("/")[-1] for m in d["models"])')" = "['from-hf', 'tuned']"
+check "the other models stay" test "$(mtc --json models list | jq_ 'sorted(m["name"].split("/")[-1] for m in d["models"])')" = "['from-hf', 'from-llmc', 'tuned']"
+# --- a registration that fails loses nothing ----------------------------------------
+kill "$MTCD_PID"
+wait_for 10 bash -c "! kill -0 $MTCD_PID"
+mtc run -e local -s "$D/r.json" --data-dir "$D/data" --experiment-name lonely >"$D/lonely.out" 2>&1
+ST=$(run_wait_final 120 lonely)
+LTD=$(sed -n 's/^- Local Directory: //p' "$D/lonely.out")
+LJOB=$(sed -n 's/^- Job id: //p' "$D/lonely.out")
+check "mtcd down: the run still completes ($ST)" test "$ST" = COMPLETED
+check "the job log says the registry did not take it, and where the checkpoint stays" grep -q "the model registry did not take the checkpoint; it stays in $LTD/checkpoints" "$LTD/$LJOB.log"
+check "the checkpoint is there" test -e "$LTD/checkpoints/step_00000006/DONE"
+start_mtcd
+cmd=$(sed -n 's/.*(register it with: \(mtc models upload .*\))$/\1/p' "$LTD/$LJOB.log")
+out=$($cmd 2>&1)
+check "the command the log gives registers it by hand" grep -q "registered lonely@1" <<<"$out"
 done_testing

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# serve: mtc-serve on loopback with tiny models trained here (a Llama checkpoint and a
-# GPT-2 Hugging Face export) — greedy completions equal `mtc-train sample` token for token,
+# serve: mtc-serve on loopback with tiny models trained here (a Llama checkpoint, the same
+# registered in the model registry and served as NAME@alias, and a GPT-2 Hugging Face
+# export) — greedy completions equal `mtc-train sample` token for token,
 # chat, SSE streams ending with [DONE], seeds, stop strings, /v1/models, /metrics, 16
 # concurrent clients on 4 KV slots getting what they get alone, and every bad input an
 # OpenAI-style 4xx after which the server keeps serving.
@@ -63,6 +64,20 @@ def post(path, body):
 $*
 PY
 }
+
+# a registered version: mtcd's registry (upload, alias), mtc-serve --model NAME@alias
+check "mtcd starts (the model registry)" start_mtcd
+mtc models upload "$D/llama" --name tiny-serve >/dev/null 2>&1 && mtc models alias tiny-serve@1 prod >/dev/null 2>&1
+check "the llama checkpoint is registered as tiny-serve@prod" test $? -eq 0
+start_serve R --model tiny-serve@prod --max-batch 2
+check "a registry reference is served under its name" grep -q '"id":"tiny-serve@prod"' <(curl -s "$URL_R/v1/models")
+want=$(mtc-train sample --checkpoint "$D/llama" --prompt "the cat" --tokens 12 --temperature 0 2>/dev/null)
+got=$(curl -s "$URL_R/v1/completions" -d '{"model":"tiny-serve@prod","prompt":"the cat","max_tokens":12,"temperature":0}' |
+    python3 -c 'import json,sys; print("the cat" + json.load(sys.stdin)["choices"][0]["text"])')
+check "tiny-serve@prod: greedy completion equals mtc-train sample of the checkpoint" test "$got" = "$want"
+kill -TERM "$PID_R"
+mtc-serve --model tiny-serve@nope --listen 127.0.0.1:0 >/dev/null 2>"$D/err0"
+check "an unknown alias: exit 1 naming it" grep -q "no alias nope" "$D/err0"
 
 for fam in L G; do
     url=URL_$fam; url=${!url}

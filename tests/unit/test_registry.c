@@ -106,9 +106,9 @@ static void test_artifacts(const char *dir)
     json_t *m1 = NULL, *m2 = NULL;
     fmt = -1;
     registry_detect(ck, &fmt, real, sizeof(real), &err);
-    CHECK(registry_ingest(models, real, fmt, NULL, &m1, &err) == 0, "ingest 1: %s", err.text);
+    CHECK(registry_ingest(models, real, fmt, NULL, NULL, &m1, &err) == 0, "ingest 1: %s", err.text);
     registry_detect(ck2, &fmt, real, sizeof(real), &err);
-    CHECK(registry_ingest(models, real, fmt, NULL, &m2, &err) == 0, "ingest 2: %s", err.text);
+    CHECK(registry_ingest(models, real, fmt, NULL, NULL, &m2, &err) == 0, "ingest 2: %s", err.text);
     const char *d1 = json_string_value(json_object_get(m1, "dir"));
     const char *d2 = json_string_value(json_object_get(m2, "dir"));
     CHECK(d1 && d2 && strcmp(d1, d2) != 0, "two version directories");
@@ -140,6 +140,10 @@ static void test_artifacts(const char *dir)
                            &err) == 0 &&
               !strcmp(out, d1),
           "NAME@1 in its own format");
+    int ver = 0;
+    CHECK(registry_resolve_version(dir, NULL, NULL, "tiny@prod", &ver, &err) == 0 && ver == 1 &&
+              registry_resolve_version(dir, NULL, NULL, "tiny", &ver, &err) == 0 && ver == 2,
+          "the version an alias names now");
     CHECK(registry_resolve(dir, NULL, NULL, "tiny@staging", -1, NULL, out, sizeof(out), &err) <
                   0 &&
               errno == ENOENT && strstr(err.text, "no alias staging (aliases: default, prod)"),

@@ -163,6 +163,13 @@ static void test_bad_input(void)
     fclose(f);
     CHECK(check_err(p, DSET_PRETRAIN, why, sizeof why) < 0 && strstr(why, "not a text file"),
           "a binary file: %s", why);
+    put("latin1.csv", "prompt,response\na,caf\xe9\n");
+    CHECK(check_err(at("latin1.csv"), DSET_SFT, why, sizeof why) < 0 &&
+              strstr(why, "latin1.csv:2: field 2 is not valid UTF-8"),
+          "a CSV field that is not UTF-8: %s", why);
+    put("latin1.txt", "caf\xe9 au lait\n");
+    CHECK(check_err(at("latin1.txt"), DSET_PRETRAIN, why, sizeof why) == 0,
+          "text need not be UTF-8 to be pretraining data (%s)", why);
     put("role.jsonl", "{\"messages\":[{\"role\":\"bot\",\"content\":\"x\"}]}\n");
     CHECK(check_err(at("role.jsonl"), DSET_SFT, why, sizeof why) < 0 &&
               strstr(why, "role.jsonl:1:") && strstr(why, "\"bot\""),

@@ -262,6 +262,12 @@ static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t
     json_decref(recipe);
     if (!*cfg)
         return cli_fail("%s", err.text), -1;
+    int fv = 0;
+    if (f->r.from_model &&
+        registry_resolve_version(c->home, c->project, c->location, f->r.from_model, &fv, NULL) == 0)
+        json_object_set_new(*cfg, "fromModelVersion",
+                            json_sprintf("%.*s@%d", (int)strcspn(f->r.from_model, "@"),
+                                         f->r.from_model, fv));
     json_t *reg = json_object_get(*cfg, "register");
     if (reg) {
         json_object_set_new(reg, "home", json_string(c->home));
