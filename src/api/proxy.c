@@ -142,7 +142,7 @@ static void *worker(void *arg)
     char tried[TRIES][16];
     int ntried = 0;
     char why[400] = "";
-    int http = 502;
+    int http = 503;
     for (int t = 0; t < TRIES; t++) {
         mtc_error_t err = {""};
         struct endpoint_pick pick;
@@ -209,7 +209,7 @@ static void *worker(void *arg)
         /* nothing reached the client: the same request on another replica */
         snprintf(why, sizeof(why), "endpoint %s: replica %s failed: %s", p->name, pick.replica,
                  curl_easy_strerror(rc));
-        http = 502;
+        http = 503;
         snprintf(tried[ntried++], 16, "%s", pick.replica);
     }
     pthread_mutex_lock(&p->lock);

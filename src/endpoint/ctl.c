@@ -27,11 +27,13 @@
 #define STARTUP_MS (180 * 1000) /* a replica not ready by then is replaced */
 #define HEALTH_FAILS 3          /* failed /health checks in a row that replace a ready replica */
 #define MAX_DEPS 256
+#define DRAIN_MS (60 * 1000)    /* a draining replica is stopped by then, requests or not */
 
 struct rt_rep {
     char id[16];
     char address[80];
-    int running; /* requests now */
+    int running;  /* requests now */
+    int draining; /* scaled down: no new requests, stopped when running is 0 */
 };
 struct rt_dep {
     char key[200];
@@ -261,6 +263,19 @@ static struct rt_dep *rt_find(struct endpoint_ctl *c, const char *key, const cha
     return NULL;
 }
 
+/* Requests running on replica id of deployed model dep now. */
+static int rt_running(struct endpoint_ctl *c, const char *key, const char *dep, const char *id)
+{
+    int n = 0;
+    pthread_mutex_lock(&c->rt_lock);
+    struct rt_dep *d = rt_find(c, key, dep);
+    for (int k = 0; d && k < d->nrep; k++)
+        if (strcmp(d->rep[k].id, id) == 0)
+            n = d->rep[k].running;
+    pthread_mutex_unlock(&c->rt_lock);
+    return n;
+}
+
 /* Rebuild key's entries from the stored spec and status: ready replicas with
  * their addresses, the split's weights; running counts carry over by id. */
 static void rt_rebuild(struct endpoint_ctl *c, const char *key, const struct store_endpoint *e)
@@ -302,11 +317,14 @@ static void rt_rebuild(struct endpoint_ctl *c, const char *key, const struct sto
         json_t *r;
         json_array_foreach(jget(e->status, "replicas"), j, r)
         {
-            if (strcmp(sget(r, "deployedModelId"), n->id) || strcmp(sget(r, "state"), "READY") ||
+            int draining = strcmp(sget(r, "state"), "DRAINING") == 0;
+            if (strcmp(sget(r, "deployedModelId"), n->id) ||
+                (strcmp(sget(r, "state"), "READY") && !draining) ||
                 n->nrep >= ENDPOINT_MAX_REPLICAS)
                 continue;
             struct rt_rep *p = &n->rep[n->nrep++];
             memset(p, 0, sizeof(*p));
+            p->draining = draining;
             snprintf(p->id, sizeof(p->id), "%s", sget(r, "id"));
             snprintf(p->address, sizeof(p->address), "%s", sget(r, "address"));
             for (int k = 0; o && k < o->nrep; k++)
@@ -333,7 +351,7 @@ int endpoint_pick(struct endpoint_ctl *c, const char *project, const char *locat
         known = 1;
         int usable = 0;
         for (int k = 0; k < d->nrep && !usable; k++) {
-            usable = 1;
+            usable = !d->rep[k].draining;
             for (int t = 0; t < ntried; t++)
                 if (strcmp(tried[t], d->rep[k].id) == 0)
                     usable = 0;
@@ -359,16 +377,18 @@ int endpoint_pick(struct endpoint_ctl *c, const char *project, const char *locat
     best->cur -= total;
     /* the replica with the fewest requests running, round robin among equals */
     struct rt_rep *rep = NULL;
+    unsigned at = 0;
     for (int k = 0; k < best->nrep; k++) {
-        struct rt_rep *r = &best->rep[(k + best->rr) % (unsigned)best->nrep];
-        int skip = 0;
+        unsigned idx = (best->rr + (unsigned)k) % (unsigned)best->nrep;
+        struct rt_rep *r = &best->rep[idx];
+        int skip = r->draining;
         for (int t = 0; t < ntried; t++)
             if (strcmp(tried[t], r->id) == 0)
                 skip = 1;
         if (!skip && (!rep || r->running < rep->running))
-            rep = r;
+            rep = r, at = idx;
     }
-    best->rr++;
+    best->rr = at + 1; /* ties go round, from the one after the last chosen */
     rep->running++;
     best->running++;
     if (best->running > best->peak)
@@ -465,6 +485,12 @@ static void tick_endpoint(struct endpoint_ctl *c, struct store_endpoint *e,
             continue;
         }
         int64_t age = now - json_integer_value(jget(r, "startMs"));
+        if (strcmp(sget(r, "state"), "DRAINING") == 0) {
+            if (rt_running(c, key, sget(dep, "id"), sget(r, "id")) == 0 ||
+                now - json_integer_value(jget(r, "drainMs")) > DRAIN_MS)
+                stop_replica(c, reps, i, x->conf);
+            continue;
+        }
         if (!*sget(r, "address")) {
             char addr[80];
             if (replica_address(x->conf, r, addr, sizeof(addr)) == 0)
@@ -503,7 +529,8 @@ static void tick_endpoint(struct endpoint_ctl *c, struct store_endpoint *e,
         int n = 0;
         size_t i;
         json_t *r;
-        json_array_foreach(reps, i, r) n += strcmp(sget(r, "deployedModelId"), id) == 0;
+        json_array_foreach(reps, i, r) n += strcmp(sget(r, "deployedModelId"), id) == 0 &&
+                                           strcmp(sget(r, "state"), "DRAINING") != 0;
         pthread_mutex_lock(&c->rt_lock);
         struct rt_dep *d = rt_find(c, key, id);
         int peak = d ? d->peak : 0;
@@ -531,17 +558,26 @@ static void tick_endpoint(struct endpoint_ctl *c, struct store_endpoint *e,
         } else if (need >= n || n <= lo) {
             busy = now;
         } else if (now - busy >= delay || n > hi) {
-            /* one down per idle period: a starting replica first, else the newest */
-            size_t victim = (size_t)-1;
+            /* one down per idle period: a starting replica first (stopped now),
+             * else the newest ready one, which drains first (no new requests;
+             * stopped once those it has are done) */
+            size_t victim = (size_t)-1, starting = (size_t)-1;
             json_array_foreach(reps, i, r)
             {
                 if (strcmp(sget(r, "deployedModelId"), id))
                     continue;
-                if (victim == (size_t)-1 || strcmp(sget(r, "state"), "READY"))
+                if (strcmp(sget(r, "state"), "STARTING") == 0)
+                    starting = i;
+                else if (strcmp(sget(r, "state"), "READY") == 0)
                     victim = i;
             }
-            if (victim != (size_t)-1)
-                stop_replica(c, reps, victim, x->conf);
+            if (starting != (size_t)-1) {
+                stop_replica(c, reps, starting, x->conf);
+            } else if (victim != (size_t)-1) {
+                r = json_array_get(reps, victim);
+                json_object_set_new(r, "state", json_string("DRAINING"));
+                json_object_set_new(r, "drainMs", json_integer(now));
+            }
             busy = now;
         }
         pthread_mutex_lock(&c->rt_lock);
@@ -669,13 +705,6 @@ void endpoint_ctl_destroy(struct endpoint_ctl *c)
 
 /* ---- mutations ---- */
 
-static void rfc3339(int64_t ms, char buf[32])
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
 
 int endpoint_create(struct endpoint_ctl *c, const char *project, const char *location,
                     const char *name, const json_t *spec, mtc_error_t *err)
@@ -707,27 +736,10 @@ static int resolve_model(struct endpoint_ctl *c, const char *project, const char
     if (registry_resolve(c->home, project, location, ref, -1, NULL, path, plen, err) < 0)
         return -1;
     struct registry_ref r;
-    if (registry_ref_parse(ref, &r, err) < 0)
+    int v = 0;
+    if (registry_ref_parse(ref, &r, err) < 0 ||
+        registry_resolve_version(c->home, project, location, ref, &v, err) < 0)
         return -1;
-    int n = 0, v = 0;
-    struct store_model_version *vs = store_model_versions(c->cfg.store, project, location, r.name,
-                                                          &n);
-    const char *want = strchr(ref, '@') ? strchr(ref, '@') + 1 : "default";
-    for (int i = 0; i < n && !v; i++) {
-        char num[16];
-        snprintf(num, sizeof(num), "%d", vs[i].version);
-        if (strcmp(num, want) == 0)
-            v = vs[i].version;
-        size_t k;
-        json_t *a;
-        json_array_foreach(vs[i].aliases, k, a) if (strcmp(json_string_value(a), want) == 0) v =
-            vs[i].version;
-    }
-    store_model_versions_free(vs, n);
-    if (!v) {
-        errno = ENOENT;
-        return errprintf(err, "model %s: no such version", ref);
-    }
     snprintf(version, vlen, "%s@%d", r.name, v);
     return 0;
 }
@@ -803,8 +815,8 @@ int endpoint_deploy(struct endpoint_ctl *c, const char *project, const char *loc
     next = next > 0 ? next : 1;
     snprintf(id, 16, "d%d", next);
     json_t *d = json_deep_copy(deployed);
-    char now[32];
-    rfc3339(mtc_now_ms(), now);
+    char now[40];
+    mtc_time_rfc3339(mtc_now_ms(), now, sizeof(now));
     json_object_set_new(d, "id", json_string(id));
     json_object_set_new(d, "modelVersion", json_string(version));
     json_object_set_new(d, "artifact", json_string(path));
@@ -887,14 +899,13 @@ int endpoint_undeploy(struct endpoint_ctl *c, const char *project, const char *l
     }
     if (!newsplit)
         goto out;
-    json_object_set_new(e.spec, "deployedModels", json_incref(after));
-    json_object_set_new(e.spec, "trafficSplit", newsplit);
-    /* its replicas go now */
+    /* its replicas go now (the cluster read before deps is replaced) */
     json_t *reps = jget(e.status, "replicas");
     char conf[PATH_MAX];
     mtc_error_t e2 = {""};
-    const char *cluster = sget(find_id(deps, id), "cluster");
-    int have_conf = cluster_conf(c, cluster, conf, sizeof(conf), &e2) == 0;
+    int have_conf = cluster_conf(c, sget(find_id(deps, id), "cluster"), conf, sizeof(conf), &e2) == 0;
+    json_object_set_new(e.spec, "deployedModels", json_incref(after));
+    json_object_set_new(e.spec, "trafficSplit", newsplit);
     for (size_t k = json_array_size(reps); k-- > 0;)
         if (strcmp(sget(json_array_get(reps, k), "deployedModelId"), id) == 0)
             stop_replica(c, reps, k, have_conf ? conf : NULL);
@@ -942,10 +953,10 @@ int endpoint_delete(struct endpoint_ctl *c, const char *project, const char *loc
 
 json_t *endpoint_json(struct endpoint_ctl *c, const struct store_endpoint *e)
 {
-    char key[200], ct[32], ut[32];
+    char key[200], ct[40], ut[40];
     key_of(key, sizeof(key), e->project, e->location, e->name);
-    rfc3339(e->create_ms, ct);
-    rfc3339(e->update_ms, ut);
+    mtc_time_rfc3339(e->create_ms, ct, sizeof(ct));
+    mtc_time_rfc3339(e->update_ms, ut, sizeof(ut));
     json_t *o = json_pack("{s:s+++++, s:s, s:O, s:s, s:s}", "name", "projects/", e->project,
                           "/locations/", e->location, "/endpoints/", e->name, "displayName",
                           sget(e->spec, "displayName"), "trafficSplit",
