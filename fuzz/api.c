@@ -36,6 +36,7 @@ static void setup(void)
     if (!ctl)
         abort();
     control_stop(ctl, 0); /* submits are refused: nothing runs */
+    cfg.home = fuzz_dir;
     cfg.store = st;
     cfg.control = ctl;
 }

@@ -4,6 +4,7 @@
  * body is recipes' request table; everything is checked before anything is
  * submitted, and a failed submission leaves nothing behind. */
 #include "api/internal.h"
+#include "dataset/dataset.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"
 #include "slurm/slurm.h"
@@ -267,6 +268,28 @@ static int job_id(struct api_req *r, struct api_resp *out, char *id, size_t len)
     return 0;
 }
 
+/* --dataset NAME[@VERSION]: the registered dataset's version (in the job's
+ * project and location) whose prepared data the run reads, of the recipe's
+ * kind, into path. 0, or -1 with out a 400 naming the field. */
+static int resolve_dataset(struct api_req *r, struct api_resp *out, const json_t *recipe,
+                           const char *ref, char *path, size_t len)
+{
+    char name[DATASET_NAME_MAX + 1];
+    int version;
+    mtc_error_t err = {""};
+    struct store_dataset d;
+    if (dataset_ref_parse("dataset", ref, name, &version, &err) < 0)
+        return api_error(out, 400, "%s", err.text), -1;
+    if (store_dataset_get(r->st, r->cap[0], r->cap[1], name, &d) < 0)
+        return api_error(out, 400, "dataset: dataset %s not found (mtc data list)", name), -1;
+    json_t *ds = api_dataset_json(r->st, &d, 1);
+    store_dataset_release(&d);
+    const char *kind = recipe_task_kind(json_string_value(json_object_get(recipe, "task")));
+    int rc = dataset_pick("dataset", ds, ref, kind, path, len, &err);
+    json_decref(ds);
+    return rc < 0 ? api_error(out, 400, "%s", err.text), -1 : 0;
+}
+
 /* Resolve, check and submit; *cfg gets the submitted run's config. 0, or -1
  * with out filled. */
 static int submit_run(struct api_req *r, struct api_resp *out, const struct store_cluster *cl,
@@ -278,12 +301,19 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     json_t *recipe = request_recipe(req, out);
     if (!recipe)
         return -1;
-    char image[PATH_MAX];
-    if (run->image && check_image(t.conf, run->image, image, sizeof(image), out) < 0) {
+    char image[PATH_MAX], dataset[PATH_MAX];
+    if ((run->image && check_image(t.conf, run->image, image, sizeof(image), out) < 0) ||
+        (run->dataset &&
+         resolve_dataset(r, out, recipe, run->dataset, dataset, sizeof(dataset)) < 0)) {
         json_decref(recipe);
         return -1;
     }
+    run->dataset_path = run->dataset ? dataset : NULL;
     const char *root = cget(cl->spec, "experimentRoot");
+    if ((!root || !*root) && !r->cfg->home) {
+        json_decref(recipe);
+        return api_error(out, 500, "mtcd has no home for experiments"), -1;
+    }
     run->executor = "slurm";
     run->home = root && *root ? root : r->cfg->home;
     run->trainer = run->image ? "mtc-train" : t.trainer; /* the image's own, from its PATH */

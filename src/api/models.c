@@ -22,8 +22,17 @@ static pthread_mutex_t refs_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *models_dir(struct api_req *r, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/models", r->cfg && r->cfg->home ? r->cfg->home : ".");
+    snprintf(buf, len, "%s/models", r->cfg && r->cfg->home ? r->cfg->home : "/nonexistent");
     return buf;
+}
+
+/* The registry's files need mtcd's home (the fuzz harness runs without one). */
+static int have_home(struct api_req *r, struct api_resp *out)
+{
+    if (r->cfg && r->cfg->home && r->cfg->home[0] == '/')
+        return 1;
+    api_error(out, 500, "mtcd has no home directory for the model registry");
+    return 0;
 }
 
 /* Rewrite NAME's refs file from the store (under refs_lock). */
@@ -389,7 +398,7 @@ static void report(struct api_req *r, const json_t *lineage, const char *name, i
 
 int api_model_upload(struct api_req *r, struct api_resp *out)
 {
-    if (api_check_parent(r, out) < 0)
+    if (api_check_parent(r, out) < 0 || !have_home(r, out))
         return 0;
     if (!r->body)
         return api_error(out, 400, "request body: {\"modelId\", \"model\": {\"artifactUri\"}} is "
@@ -779,8 +788,8 @@ int api_model_export(struct api_req *r, struct api_resp *out)
     json_t *body = r->body ? schema_normalize(r->body, &export_schema, "", &err) : NULL;
     int i = pick(out, &ref, v, n);
     char dir[PATH_MAX], models[PATH_MAX], parent[PATH_MAX];
-    if (i < 0) {
-        /* 404 said */
+    if (i < 0 || !have_home(r, out)) {
+        /* 404 or 500 said */
     } else if (!body) {
         api_error(out, 400, "%s", *err.text ? err.text : "request body: {\"outputDir\"} is required");
     } else {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const struct schema_enum dataset_kind_enum =
     SCHEMA_NAMES(NULL, [DATASET_PRETRAIN] = "pretrain", [DATASET_SFT] = "sft",
@@ -253,4 +254,67 @@ json_t *dataset_version_json(int version, const json_t *record, int64_t create_m
             json_object_set(j, k, v);
     }
     return j;
+}
+
+int dataset_ref_parse(const char *field, const char *ref, char *name, int *version,
+                      mtc_error_t *err)
+{
+    const char *at = ref ? strchr(ref, '@') : NULL;
+    size_t n = at ? (size_t)(at - ref) : ref ? strlen(ref) : 0;
+    *version = 0;
+    if (at) {
+        char *end;
+        long v = strtol(at + 1, &end, 10);
+        if (!isdigit((unsigned char)at[1]) || *end || v < 1 || v > 1000000000)
+            return schema_error(err, field,
+                                "\"%.80s\": want NAME or NAME@VERSION (a version id >= 1)", ref);
+        *version = (int)v;
+    }
+    if (n == 0 || n > DATASET_NAME_MAX)
+        return schema_error(err, field, "\"%.80s\": want NAME or NAME@VERSION", ref ? ref : "");
+    memcpy(name, ref, n);
+    name[n] = '\0';
+    if (!dataset_name_valid(name))
+        return schema_error(err, field, "\"%.80s\": the name must match [a-z][a-z0-9-]{0,62}", ref);
+    return 0;
+}
+
+int dataset_pick(const char *field, const json_t *ds, const char *ref, const char *kind, char *path,
+                 size_t len, mtc_error_t *err)
+{
+    char name[DATASET_NAME_MAX + 1], ids[120] = "";
+    int want;
+    if (dataset_ref_parse(field, ref, name, &want, err) < 0)
+        return -1;
+    const json_t *versions = json_object_get(ds, "versions"), *v, *found = NULL;
+    size_t i, used = 0;
+    json_array_foreach(versions, i, v)
+    {
+        int id = (int)json_integer_value(json_object_get(v, "versionId"));
+        if (used < sizeof(ids))
+            used += (size_t)snprintf(ids + used, sizeof(ids) - used, "%s%d", used ? ", " : "", id);
+        if (want == 0 || id == want)
+            found = v; /* the last one when no version is asked for */
+    }
+    if (!found && want == 0)
+        return schema_error(err, field, "dataset %s has no prepared version yet", name);
+    if (!found)
+        return schema_error(err, field, "%.80s: no such version (dataset %s has %s)", ref, name,
+                            *ids ? ids : "none");
+    const char *vkind = json_string_value(json_object_get(found, "kind"));
+    const char *dir = json_string_value(json_object_get(found, "path"));
+    struct stat sb;
+    if (kind && vkind && strcmp(kind, vkind) != 0)
+        return schema_error(err, field, "dataset %s holds %s data; this run needs %s data", name,
+                            vkind, kind);
+    if (!dir || dir[0] != '/' || stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
+        return schema_error(err, field,
+                            "dataset %s version %d: its data %.120s is gone (mtc data "
+                            "prepare %s makes it again)",
+                            name, (int)json_integer_value(json_object_get(found, "versionId")),
+                            dir ? dir : "(none)", name);
+    if (strlen(dir) >= len)
+        return schema_error(err, field, "dataset %s: path too long", name);
+    snprintf(path, len, "%s", dir);
+    return 0;
 }

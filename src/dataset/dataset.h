@@ -62,4 +62,17 @@ extern const struct schema dataset_prepared_schema;
  * version)}. New reference. */
 json_t *dataset_version_json(int version, const json_t *record, int64_t create_ms);
 
+/* A run's reference to a registered dataset, "NAME" (its latest version) or
+ * "NAME@VERSION": the name into name[DATASET_NAME_MAX + 1], the version into
+ * *version (0: the latest). 0, or -1 + err naming field. */
+int dataset_ref_parse(const char *field, const char *ref, char *name, int *version,
+                      mtc_error_t *err);
+/* The prepared data a run reads for ref: in ds (a dataset resource as the API
+ * shows it, with "versions"), the version asked for (*version; 0: the latest,
+ * set to its id) must exist, be of kind `kind` (NULL: any) and its data
+ * directory exist; its path into path[len]. 0, or -1 + a one-line err
+ * ("dataset: chat@3: no such version (chat has 1, 2)"). */
+int dataset_pick(const char *field, const json_t *ds, const char *ref, const char *kind, char *path,
+                 size_t len, mtc_error_t *err);
+
 #endif

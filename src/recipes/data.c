@@ -39,7 +39,7 @@ static char *under(const char *base, const char *p)
 }
 
 /* The dataset kind of a recipe task: pretraining text for pretrain and cpt. */
-static const char *task_kind(const char *task)
+const char *recipe_task_kind(const char *task)
 {
     int t = schema_enum_parse(&recipe_task_enum, task ? task : "", 0);
     return t == RECIPE_SFT ? "sft" : t == RECIPE_DPO ? "dpo" : "pretrain";
@@ -56,6 +56,27 @@ json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, 
     const char *path = sget(data, "path"), *ds = sget(data, "dataset");
     char *tok = under(base, sget(data, "tokenizer"));
     json_t *out;
+    if (run->dataset) { /* a registered dataset's version: its prepared directory as it is */
+        char *dtok = NULL;
+        if (run->data)
+            errprintf(err, "--data and --dataset: give one of them");
+        else if (!run->dataset_path)
+            errprintf(err, "dataset: %s is not resolved (mtcd or mtc looks it up)", run->dataset);
+        else if (asprintf(&dtok, "%s/tokenizer.json", run->dataset_path) < 0)
+            dtok = NULL;
+        /* cacheDir: the one directory of the cache a container needs mounted */
+        out = dtok ? json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?}", "path", run->dataset_path,
+                               "tokenizer", dtok, "dataset", run->dataset, "cacheDir",
+                               run->dataset_path, "dataDir", base ? base : "", "recipePath",
+                               ds ? ds : path)
+                   : NULL;
+        free(dtok);
+        free(base);
+        free(tok);
+        if (!out && !*err->text)
+            errprintf(err, "out of memory");
+        return out;
+    }
     if (run->data || ds) {
         char *src = run->data ? absolute(run->data) : under(base, ds);
         if (run->cache_dir)
@@ -63,7 +84,7 @@ json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, 
         else if (asprintf(&cache, "%s/cache", run->home) < 0)
             cache = NULL;
         out = json_pack("{s:b, s:s?, s:s, s:s?, s:s?, s:s, s:s?}", "prepare", 1, "source", src,
-                        "kind", task_kind(sget(recipe, "task")), "tokenizer", tok, "cacheDir",
+                        "kind", recipe_task_kind(sget(recipe, "task")), "tokenizer", tok, "cacheDir",
                         cache, "dataDir", base ? base : "", "recipePath", ds ? ds : path);
         free(src);
     } else {

@@ -63,6 +63,8 @@ struct recipe_run {
     const char *from_checkpoint; /* --from-checkpoint: initial weights (--init) */
     const char *from_experiment; /* --from-experiment: its newest run's final checkpoint */
     const char *data;            /* --data: the user's own dataset source (file or dir) */
+    const char *dataset;         /* --dataset: a registered dataset, NAME[@VERSION] */
+    const char *dataset_path;    /* its version's prepared data (mtcd or mtc resolves it) */
     const char *trainer;         /* absolute path of mtc-train */
     const char *mpi_network;     /* CIDR the ranks' MPI uses (a cluster on hosts), or NULL */
     const char *home;            /* $MTC_HOME */
@@ -116,12 +118,17 @@ int recipe_time_valid(const char *s);
 
 /* ---- datasets and chaining (data.c; docs/datasets.md) ---- */
 
-/* The data section of a resolved run. A recipe's "dataset" (builtin:NAME or a path under
- * --data-dir) or --data makes it a prepared one: {"prepare":true, "source", "kind",
- * "tokenizer" (builtin:tiny-corpus or an absolute path), "cacheDir" (--cache-dir, else
- * HOME/cache)}, which the job prepares as its first step; otherwise {"path","tokenizer"}
- * as before. Both keep "dataDir" and "recipePath". New reference; NULL + err. */
+/* The data section of a resolved run. --dataset (run->dataset_path: a registered
+ * dataset's version, prepared already) is read as it is: {"path": its directory,
+ * "tokenizer": the tokenizer.json in it, "dataset": NAME[@VERSION], "cacheDir": the
+ * directory again (a container mounts it)}. A recipe's "dataset"
+ * (builtin:NAME or a path under --data-dir) or --data makes it a prepared one:
+ * {"prepare":true, "source", "kind", "tokenizer" (builtin:tiny-corpus or an absolute
+ * path), "cacheDir" (--cache-dir, else HOME/cache)}, which the job prepares as its first
+ * step; otherwise {"path","tokenizer"} as before. Both keep "dataDir" and "recipePath". New reference; NULL + err. */
 json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err);
+/* The dataset kind a recipe task trains on ("pretrain" for pretrain and cpt, "sft", "dpo"). */
+const char *recipe_task_kind(const char *task);
 /* --from-experiment: ck's "init" becomes the final checkpoint of the experiment's newest
  * run, which must be COMPLETED and have one; "fromExperiment" names the run. 0 when
  * run->from_experiment is unset; 0, or -1 + err (one line). */

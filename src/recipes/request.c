@@ -2,6 +2,7 @@
  * `mtc run`'s flags and the API's trainingJobs body, so the two cannot drift:
  * every member of struct recipe_run has a row (checked when this compiles). */
 #include "recipes/recipes.h"
+#include "dataset/dataset.h"
 #include "registry/registry.h"
 
 #include <errno.h>
@@ -76,6 +77,16 @@ static int check_path(const struct schema_field *f, json_t **v, const char *path
     if (strstr(s, "/../") || (strlen(s) >= 3 && strcmp(s + strlen(s) - 3, "/..") == 0))
         return schema_error(err, path, "%.200s: \"..\" is not allowed in a path", s);
     return 0;
+}
+
+/* --dataset: NAME or NAME@VERSION of a registered dataset (src/dataset). */
+static int check_dataset(const struct schema_field *f, json_t **v, const char *path,
+                         mtc_error_t *err)
+{
+    (void)f;
+    char name[DATASET_NAME_MAX + 1];
+    int version;
+    return dataset_ref_parse(path, json_string_value(*v), name, &version, err);
 }
 
 static int check_experiment(const struct schema_field *f, json_t **v, const char *path,
@@ -180,6 +191,8 @@ static const struct schema_field f_request[] = {
     STR("fromCheckpoint", from_checkpoint, check_path),
     STR("fromExperiment", from_experiment, check_experiment),
     STR("data", data, check_path),
+    STR("dataset", dataset, check_dataset),
+    SERVER("datasetPath", dataset_path),
     SERVER("trainer", trainer),
     SERVER("mpiNetwork", mpi_network),
     SERVER("home", home),
@@ -230,7 +243,9 @@ FOLLOWS(data_dir, time);
 FOLLOWS(time, from_checkpoint);
 FOLLOWS(from_checkpoint, from_experiment);
 FOLLOWS(from_experiment, data);
-FOLLOWS(data, trainer);
+FOLLOWS(data, dataset);
+FOLLOWS(dataset, dataset_path);
+FOLLOWS(dataset_path, trainer);
 FOLLOWS(trainer, mpi_network);
 FOLLOWS(mpi_network, home);
 FOLLOWS(home, experiment);
@@ -259,6 +274,7 @@ const struct recipe_flag recipe_flags[] = {
     {"fromCheckpoint", NULL, "--from-checkpoint", 1},
     {"fromExperiment", NULL, "--from-experiment", 0},
     {"data", NULL, "--data", 1},
+    {"dataset", NULL, "--dataset", 0},
     {"experimentName", NULL, "--experiment-name", 0},
     {"modelName", NULL, "--model-name", 0},
     {"fromModel", NULL, "--from-model", 0},

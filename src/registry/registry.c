@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,8 +262,15 @@ static json_t *artifact_files(const char *real, int format, char *dir, size_t le
     return names;
 }
 
-/* Copy from to a new file to (mode); 0/-1 + err. */
+/* Copy from to a new file to (mode); with hex (65 bytes), the sha256 of the
+ * bytes copied goes there. 0/-1 + err. */
+static int copy_hash(const char *from, const char *to, mode_t mode, char *hex, mtc_error_t *err);
 static int copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *err)
+{
+    return copy_hash(from, to, mode, NULL, err);
+}
+
+static int copy_hash(const char *from, const char *to, mode_t mode, char *hex, mtc_error_t *err)
 {
     int in = open(from, O_RDONLY | O_CLOEXEC);
     if (in < 0)
@@ -277,15 +285,26 @@ static int copy_file(const char *from, const char *to, mode_t mode, mtc_error_t 
     enum { BUF = 1 << 20 };
     char *buf = malloc(BUF);
     ssize_t r = 0;
-    int ok = buf != NULL;
-    while (ok && (r = read(in, buf, BUF)) > 0)
+    EVP_MD_CTX *md = hex ? EVP_MD_CTX_new() : NULL;
+    int ok = buf != NULL && (!hex || (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL)));
+    while (ok && (r = read(in, buf, BUF)) > 0) {
+        ok = !md || EVP_DigestUpdate(md, buf, (size_t)r);
         for (ssize_t off = 0; ok && off < r;) {
             ssize_t w = write(out, buf + off, (size_t)(r - off));
             ok = w > 0;
             off += w > 0 ? w : 0;
         }
+    }
     ok = ok && r == 0 && fsync(out) == 0;
+    unsigned char sum[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (ok && md) {
+        ok = EVP_DigestFinal_ex(md, sum, &n) && n == 32;
+        for (unsigned int i = 0; ok && i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+    }
     int e = errno;
+    EVP_MD_CTX_free(md);
     free(buf);
     close(in);
     if (close(out) != 0)
@@ -307,12 +326,14 @@ static int put_blob(const char *models, const char *file, const char *digest, ch
     snprintf(blob, len, "%s/blobs/sha256/%s", models, digest + 7);
     if (mtc_path_exists(blob))
         return 0; /* stored already: this registration costs no space */
-    char hex[17], again[72];
+    char hex[17], again[65];
     mtc_random_hex(hex, 8);
     snprintf(tmp, sizeof(tmp), "%s/blobs/tmp/%s", models, hex);
-    if (copy_file(file, tmp, 0444, err) < 0)
+    /* the blob holds the bytes hashed while copying: a source that changed
+     * since it was hashed is caught here */
+    if (copy_hash(file, tmp, 0444, again, err) < 0)
         return -1;
-    if (mtc_sha256_file(tmp, again, err) < 0 || strcmp(again, digest) != 0) {
+    if (strcmp(again, digest + 7) != 0) {
         unlink(tmp);
         errno = EAGAIN;
         return errprintf(err, "source: %.200s changed while it was being stored", file);

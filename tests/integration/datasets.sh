@@ -166,6 +166,25 @@ m data prepare chat >/dev/null 2>&1
 check "a bad line in a re-prepare loses nothing" test "$(m --json data show chat | jq_ 'len(d["versions"])')" = 1 -a -d "$PC"
 check "every refusal left corpus as it was" test "$(m --json data show corpus | jq_ '(len(d["versions"]), d["state"])')" = "(2, 'READY')"
 
+# --- mtc run --dataset: a recipe reads a registered version as it is ------------
+PT=$(m --json data show tiny-chat | jq_ 'd["latestVersion"]["path"]')
+out=$(m run -s sft/tiny_gpt2_sft --dataset tiny-chat --dry-run 2>&1)
+check "run --dataset: the trainer reads the latest version's data" grep -qF -- "'--data' '$PT'" <<<"$out"
+check "... with its tokenizer" grep -qF -- "'--tokenizer' '$PT/tokenizer.json'" <<<"$out"
+check "... and no preparation step" bash -c "! grep -q 'data prepare' <<<\"\$0\"" "$out"
+out=$(m run -s sft/tiny_gpt2_sft --dataset tiny-chat@1 --dry-run 2>&1)
+check "run --dataset NAME@VERSION" grep -qF -- "'--data' '$PT'" <<<"$out"
+out=$(m run -s dpo/tiny_gpt2_dpo --dataset tiny-chat --dry-run 2>&1)
+check "run --dataset of another kind: one line, nothing submitted" one_line "$out" "mtc: dataset: dataset tiny-chat holds sft data; this run needs dpo data; nothing submitted"
+out=$(m run -s sft/tiny_gpt2_sft --dataset nosuch --dry-run 2>&1)
+check "run --dataset unknown: one line" one_line "$out" "dataset nosuch not found"
+out=$(m run -s sft/tiny_gpt2_sft --dataset tiny-chat@7 --dry-run 2>&1)
+check "run --dataset unknown version: one line naming the versions" one_line "$out" "tiny-chat@7: no such version (dataset tiny-chat has 1)"
+out=$(m run -s sft/tiny_gpt2_sft --dataset tiny-chat --data "$D/chat.jsonl" --dry-run 2>&1)
+check "run --dataset with --data: one line" one_line "$out" "give one of them"
+out=$(m run -s sft/tiny_gpt2_sft --dataset 'Tiny@x' --dry-run 2>&1)
+check "run --dataset malformed: one line" one_line "$out" "want NAME or NAME@VERSION"
+
 # --- delete: the record goes, data another dataset uses stays ----------------
 check "a second dataset with extra's content (corpus's version 2)" bash -c "mtc --home '$MTC_HOME' data prepare twin --source '$EXTRA/extra.txt' --kind pretrain >/dev/null 2>&1"
 KT=$(m --json data show twin | jq_ 'd["latestVersion"]["key"]')

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # jobs_api: training jobs through the HTTP API (curl) — a job created with a
 # recipe object is in squeue and `mtc experiment list` and completes; :cancel
-# ends a running one (CANCELLED); list pages (pageSize/pageToken) and filters
+# ends a running one (CANCELLED); a requeued one is REQUEUED with its restart
+# count; list pages (pageSize/pageToken) and filters
 # by state; bad bodies get one-line google.rpc errors and submit nothing; a
 # secret reaches the job but is stored nowhere; roles (viewer, editor, and
 # admin-only while mtcd runs as root); `mtc run` is a client of the same API
@@ -68,6 +69,12 @@ check "visible in squeue" bash -c "squeue -h -o %i | grep -qx '$JOB'"
 mtc experiment list >"$D/list.out"
 check "visible in mtc experiment list" grep -qE "^apijob_[0-9]+ .* slurm +$JOB " "$D/list.out"
 check "completes (state COMPLETED)" wait_state first COMPLETED 240
+api GET /v1beta1/projects/local/locations/local/models/apijob
+check "the completed job registered its final checkpoint: apijob@1, lineage with cluster and job" python3 -c "
+import json, sys; d = json.loads(sys.argv[1]); l = d['lineage']
+assert d['versionId'] == '1' and l['cluster'] == 'ja' and l['slurmJobId'] == '$JOB' and l['step'] == 60, d" "$BODY"
+api GET "$CLUSTERS/ja"
+check "the cluster's events say so (MODEL_REGISTERED)" grep -q 'MODEL_REGISTERED' <<<"$BODY"
 check "the secret reached the job" grep -q "HF_TOKEN is set" "$TD/$JOB.log"
 check "the secret is stored nowhere (store, experiment, mtcd's log)" \
     bash -c "! grep -rqa hf_api_secret_456 '$MTC_HOME/mtcd.db'* '$MTC_HOME/experiments' '$MTC_HOME/log'"
@@ -130,12 +137,18 @@ import json, sys
 assert json.load(open(sys.argv[1]))["train"]["log_every"] == 50
 PY
 check "long job running" wait_state long RUNNING 60
+LJOB=$(api GET "$JOBS/long"; field '["slurmJobId"]' <<<"$BODY")
+scontrol requeue "$LJOB"
+requeued() {
+    api GET "$JOBS/long"
+    [ "$(field '["state"]' <<<"$BODY") $(field '["restartCount"]' <<<"$BODY")" = "REQUEUED 1" ]
+}
+check "scontrol requeue: state REQUEUED, restartCount 1" wait_for 30 requeued
 tcp "$VIEWER" POST "$JOBS/long:cancel"
 check "viewer may not cancel: 403" test "$HTTP_STATUS" = 403
 api POST "$JOBS/long:cancel"
 check "cancel: 200" test "$HTTP_STATUS" = 200
 check "cancelled (state CANCELLED)" wait_state long CANCELLED 30
-LJOB=$(api GET "$JOBS/long"; field '["slurmJobId"]' <<<"$BODY")
 check "gone from squeue" wait_for 30 bash -c "! squeue -h -o %i | grep -qx '$LJOB'"
 api POST "$JOBS/long:cancel"
 check "cancel a finished job: FAILED_PRECONDITION" one_line_error 400 "already CANCELLED"

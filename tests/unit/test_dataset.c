@@ -158,6 +158,52 @@ static void test_record(void)
     CHECK(!dataset_prepared_parse(NULL, &err), "no output at all");
 }
 
+static void test_refs(const char *dir)
+{
+    mtc_error_t err = {""};
+    char name[DATASET_NAME_MAX + 1], path[PATH_MAX], v1[PATH_MAX], v2[PATH_MAX];
+    int version = -1;
+    CHECK(dataset_ref_parse("dataset", "chat", name, &version, &err) == 0 &&
+              !strcmp(name, "chat") && version == 0,
+          "NAME: the latest version");
+    CHECK(dataset_ref_parse("dataset", "chat@12", name, &version, &err) == 0 && version == 12,
+          "NAME@VERSION");
+    const char *bad[] = {"chat@", "chat@0", "chat@x", "chat@1x", "@2", "Chat", "a/b@1", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK(dataset_ref_parse("dataset", bad[i], name, &version, &err) < 0 &&
+                  !strncmp(err.text, "dataset: ", 9),
+              "bad reference \"%s\" refused: %s", bad[i], err.text);
+
+    snprintf(v1, sizeof(v1), "%s/v1", dir);
+    snprintf(v2, sizeof(v2), "%s/v2", dir);
+    mtc_mkdir_p(v1, 0700);
+    mtc_mkdir_p(v2, 0700);
+    json_t *ds = json_pack("{s:[{s:i, s:s, s:s}, {s:i, s:s, s:s}]}", "versions", "versionId", 1,
+                           "kind", "sft", "path", v1, "versionId", 2, "kind", "sft", "path", v2);
+    CHECK(dataset_pick("dataset", ds, "chat", "sft", path, sizeof(path), &err) == 0 &&
+              !strcmp(path, v2),
+          "no version: the latest one's data");
+    CHECK(dataset_pick("dataset", ds, "chat@1", "sft", path, sizeof(path), &err) == 0 &&
+              !strcmp(path, v1),
+          "@1: version 1's data");
+    CHECK(dataset_pick("dataset", ds, "chat@3", "sft", path, sizeof(path), &err) < 0 &&
+              strstr(err.text, "no such version (dataset chat has 1, 2)"),
+          "an unknown version named with the ones there are: %s", err.text);
+    CHECK(dataset_pick("dataset", ds, "chat", "dpo", path, sizeof(path), &err) < 0 &&
+              strstr(err.text, "holds sft data; this run needs dpo data"),
+          "another kind refused: %s", err.text);
+    mtc_rm_rf(v2);
+    CHECK(dataset_pick("dataset", ds, "chat@2", NULL, path, sizeof(path), &err) < 0 &&
+              strstr(err.text, "is gone"),
+          "data that is gone: %s", err.text);
+    json_decref(ds);
+    ds = json_pack("{s:[]}", "versions");
+    CHECK(dataset_pick("dataset", ds, "chat", NULL, path, sizeof(path), &err) < 0 &&
+              strstr(err.text, "no prepared version yet"),
+          "a dataset still preparing its first version: %s", err.text);
+    json_decref(ds);
+}
+
 static struct store_op ds_op(const char *id, const char *name, const char *kind)
 {
     struct store_op op;
@@ -285,6 +331,7 @@ int main(void)
     test_names_and_requests();
     test_resolve(dir);
     test_record();
+    test_refs(dir);
     test_store(dir);
     mtc_rm_rf(dir);
     return check_done();

@@ -2,6 +2,7 @@
  * flags), `mtc recipes list|show`, `mtc rl launch` and `mtc attach`. The
  * recipe logic lives in src/recipes; this file is flags, checks and output. */
 #include "cli.h"
+#include "dataset/dataset.h"
 #include "cluster/cluster.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"
@@ -101,12 +102,14 @@ static const char run_use[] =
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
     "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
     "               [--from-checkpoint PATH | --from-experiment NAME | --from-model NAME@ALIAS]\n"
-    "               [--data PATH] [--model-name NAME] [--dry-run]\n"
+    "               [--data PATH | --dataset NAME[@VERSION]] [--model-name NAME] [--dry-run]\n"
     "  RECIPE is a catalog name (mtc recipes list), e.g. pretrain/tiny_gpt2_pt, or a path\n"
     "  to your own recipe file. TYPE: hcc-a3m, hcc-a3u, hcc-a4, hcc-a3h, local (default).\n"
     "  --data: your own dataset (.txt/.jsonl/.csv or a directory of splits), prepared by\n"
     "  the job into --cache-dir (default $MTC_HOME/cache); --from-experiment: start from\n"
-    "  that experiment's final checkpoint; --from-model: from a registered model version.\n"
+    "  that experiment's final checkpoint; --from-model: from a registered model version;\n"
+    "  --dataset: a dataset of `mtc data list`, its latest (or the given) version's\n"
+    "  prepared data as it is.\n"
     "  A run that completes registers its final checkpoint as a new version of the model\n"
     "  --model-name (default: the experiment's name) unless the recipe says \"register\": false.\n";
 
@@ -282,6 +285,38 @@ static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t
         json_decref(*cfg);
         return cli_fail("%s", err.text), -1;
     }
+    return 0;
+}
+
+/* --dataset NAME[@VERSION] for a run resolved here (-e local, --dry-run; mtcd
+ * resolves the ones it submits): the registered dataset's version, of the
+ * recipe's kind, from mtcd; its prepared directory becomes the run's data.
+ * 0, or 1 after saying why. */
+static int resolve_dataset(struct cli *c, struct run_flags *f)
+{
+    static char dir[PATH_MAX];
+    char name[DATASET_NAME_MAX + 1], path[512];
+    int version;
+    mtc_error_t err = {""};
+    if (!f->r.dataset)
+        return 0;
+    if (dataset_ref_parse("dataset", f->r.dataset, name, &version, &err) < 0)
+        return cli_fail("%s", err.text);
+    json_t *recipe = load_recipe(f->r.recipe), *ds = NULL;
+    if (!recipe)
+        return 1;
+    snprintf(path, sizeof(path), "/v1beta1/projects/%s/locations/%s/datasets/%s", c->project,
+             c->location, name);
+    int rc = cli_call_ok(c, "GET", path, NULL, &ds, &err) < 0 ||
+             dataset_pick("dataset", ds, f->r.dataset,
+                          recipe_task_kind(json_string_value(json_object_get(recipe, "task"))), dir,
+                          sizeof(dir), &err) < 0;
+    json_decref(recipe);
+    json_decref(ds);
+    if (rc)
+        return cli_fail("dataset: %s; nothing submitted",
+                        strncmp(err.text, "dataset: ", 9) ? err.text : err.text + 9);
+    f->r.dataset_path = dir;
     return 0;
 }
 
@@ -505,7 +540,8 @@ int cmd_run(struct cli *c, int argc, char **argv)
     char trainer[PATH_MAX];
     json_t *cfg = NULL;
     char *script = NULL;
-    if (prepare_job(c, &f, trainer, sizeof(trainer), &cfg, &script) < 0)
+    if (resolve_dataset(c, &f) != 0 ||
+        prepare_job(c, &f, trainer, sizeof(trainer), &cfg, &script) < 0)
         goto out;
     rc = f.dry_run ? dry_run(cfg, script) : launch(c, cfg, script);
     free(script);
