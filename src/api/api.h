@@ -107,6 +107,11 @@ json_t *api_tokens_json(struct store *st);
  * with_versions, every version (oldest first). */
 json_t *api_dataset_json(struct store *st, const struct store_dataset *d, int with_versions);
 
+/* Before the API starts: rewrite every model's refs file from the store and
+ * sweep what an interrupted registration left under <home>/models
+ * (registry_sweep). 0, or -1 (logged; the registry still works). */
+int api_models_recover(struct store *st, const char *home);
+
 /* The request pipeline without the HTTP transport (server.c, the fuzz harness).
  * api_route_find: the route for method+path, its captures into r->cap; NULL
  * with *status 404 (no such path) or 405 (path without this method).

@@ -35,28 +35,60 @@ static int have_home(struct api_req *r, struct api_resp *out)
     return 0;
 }
 
-/* Rewrite NAME's refs file from the store (under refs_lock). */
-static void sync_refs(struct api_req *r, const char *name)
+/* Rewrite a model's refs file from the store (under refs_lock; at start-up
+ * before the API serves); dirs (may be NULL) gets its versions' directories. */
+static void write_refs(struct store *st, const char *models, const char *project,
+                       const char *location, const char *name, json_t *dirs)
 {
-    char models[PATH_MAX];
     int n = 0;
-    struct store_model_version *v = store_model_versions(r->st, r->cap[0], r->cap[1], name, &n);
+    struct store_model_version *v = store_model_versions(st, project, location, name, &n);
     json_t *versions = json_object(), *aliases = json_object();
     for (int i = 0; i < n; i++) {
         char key[16];
         snprintf(key, sizeof(key), "%d", v[i].version);
         json_object_set(versions, key, v[i].manifest);
+        if (dirs)
+            json_array_append(dirs, json_object_get(v[i].manifest, "dir"));
         size_t k;
         json_t *a;
         json_array_foreach(v[i].aliases, k, a)
             json_object_set_new(aliases, json_string_value(a), json_integer(v[i].version));
     }
-    if (registry_refs_write(models_dir(r, models, sizeof(models)), r->cap[0], r->cap[1], name,
-                            versions, aliases) < 0)
+    if (registry_refs_write(models, project, location, name, versions, aliases) < 0)
         log_msg(LOG_ERR, "model %s: cannot write its refs file: %s", name, strerror(errno));
     json_decref(versions);
     json_decref(aliases);
     store_model_versions_free(v, n);
+}
+
+static void sync_refs(struct api_req *r, const char *name)
+{
+    char models[PATH_MAX];
+    write_refs(r->st, models_dir(r, models, sizeof(models)), r->cap[0], r->cap[1], name, NULL);
+}
+
+int api_models_recover(struct store *st, const char *home)
+{
+    char models[PATH_MAX];
+    mtc_error_t err = {""};
+    int removed = 0;
+    snprintf(models, sizeof(models), "%s/models", home);
+    if (!mtc_path_exists(models))
+        return 0;
+    json_t *all = store_model_all(st), *dirs = json_array(), *m;
+    size_t i;
+    json_array_foreach(all, i, m) write_refs(st, models, json_string_value(json_object_get(m, "project")),
+                                              json_string_value(json_object_get(m, "location")),
+                                              json_string_value(json_object_get(m, "name")), dirs);
+    int rc = registry_sweep(models, dirs, &removed, &err);
+    if (rc < 0)
+        log_msg(LOG_WARNING, "model registry: %s", err.text);
+    if (removed)
+        log_msg(LOG_NOTICE, "model registry: removed %d leftovers of interrupted registrations",
+                removed);
+    json_decref(all);
+    json_decref(dirs);
+    return rc;
 }
 
 /* ---- views ---- */

@@ -370,6 +370,7 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
     a->api.home = realpath(m->home, home_abs) ? home_abs : m->home;
     a->api.store = m->st;
     a->api.control = m->ctl;
+    api_models_recover(m->st, a->api.home);
     /* endpoints: replicas run mtc-serve built beside mtcd */
     static char serve[PATH_MAX];
     if (mtc_exe_dir(serve, sizeof(serve) - 16) == 0)

@@ -506,6 +506,87 @@ int registry_remove(const char *models, const json_t *manifest, mtc_error_t *err
     return rc;
 }
 
+/* Remove every entry of dir (a temporary area); 0/-1. */
+static int empty_dir(const char *dir, int *removed)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d)) != NULL) {
+        char p[PATH_MAX * 2 + 512];
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+        if (mtc_rm_rf(p) < 0)
+            rc = -1;
+        else
+            (*removed)++;
+    }
+    closedir(d);
+    return rc;
+}
+
+int registry_sweep(const char *models, const json_t *dirs, int *removed, mtc_error_t *err)
+{
+    char p[PATH_MAX + 512];
+    int rc = 0;
+    *removed = 0;
+    pthread_mutex_lock(&blob_lock);
+    /* what an ingest or a conversion cut short left behind */
+    static const char *const tmps[] = {"tmp", "blobs/tmp"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof(p), "%s/%s", models, tmps[i]);
+        if (empty_dir(p, removed) < 0)
+            rc = errprintf(err, "%.200s: %s", p, strerror(errno));
+    }
+    /* version directories no stored version names (made, then not recorded) */
+    snprintf(p, sizeof(p), "%s/versions", models);
+    DIR *d = opendir(p);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        char v[PATH_MAX + 256];
+        int known = 0;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(v, sizeof(v), "%s/versions/%s", models, de->d_name);
+        size_t i;
+        json_t *x;
+        json_array_foreach(dirs, i, x) known |= json_is_string(x) && !strcmp(json_string_value(x), v);
+        if (!known && mtc_rm_rf(v) == 0)
+            (*removed)++;
+    }
+    if (d)
+        closedir(d);
+    /* blobs no version links to any more */
+    snprintf(p, sizeof(p), "%s/blobs/sha256", models);
+    d = opendir(p);
+    while (d && (de = readdir(d)) != NULL) {
+        char b[PATH_MAX * 2 + 512];
+        struct stat sb;
+        snprintf(b, sizeof(b), "%s/%s", p, de->d_name);
+        if (de->d_name[0] != '.' && lstat(b, &sb) == 0 && S_ISREG(sb.st_mode) &&
+            sb.st_nlink == 1 && unlink(b) == 0)
+            (*removed)++;
+    }
+    if (d)
+        closedir(d);
+    snprintf(p, sizeof(p), "%s/converted", models);
+    d = opendir(p);
+    while (d && (de = readdir(d)) != NULL) /* conversions cut short */
+        if (strncmp(de->d_name, ".tmp-", 5) == 0) {
+            char c[PATH_MAX * 2 + 512];
+            snprintf(c, sizeof(c), "%s/%s", p, de->d_name);
+            if (mtc_rm_rf(c) == 0)
+                (*removed)++;
+        }
+    if (d)
+        closedir(d);
+    pthread_mutex_unlock(&blob_lock);
+    return rc;
+}
+
 /* ---- conversions ---- */
 
 static int run_trainer(const char *trainer, char *const argv[], mtc_error_t *err)

@@ -76,6 +76,12 @@ int registry_ingest(const char *models, const char *real, int format, const char
  * conversions made from it. 0/-1 + err (what could not be removed). */
 int registry_remove(const char *models, const json_t *manifest, mtc_error_t *err);
 
+/* After a crash, before anything else uses models: empty its temporary
+ * areas, remove version directories that dirs (a JSON array of every stored
+ * version's manifest "dir") does not name, and every blob no version links
+ * to. *removed counts what went. 0, or -1 + err (what could not go). */
+int registry_sweep(const char *models, const json_t *dirs, int *removed, mtc_error_t *err);
+
 /* The artifact of manifest in format: its own directory when it is in that
  * format, else a conversion made by trainer (mtc-train export/import) into
  * models/converted/<digest>-<format> once and kept. The directory (or, for

@@ -1499,6 +1499,21 @@ out:
     return rc;
 }
 
+json_t *store_model_all(struct store *st)
+{
+    json_t *all = json_array();
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st, "SELECT project, location, name FROM models ORDER BY 1, 2, 3", "");
+    while (s && sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(all, json_pack("{s:s, s:s, s:s}", "project",
+                                             (const char *)sqlite3_column_text(s, 0), "location",
+                                             (const char *)sqlite3_column_text(s, 1), "name",
+                                             (const char *)sqlite3_column_text(s, 2)));
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return all;
+}
+
 /* --- endpoints ----------------------------------------------------------- */
 
 #define EP_COLS "project, location, name, spec, status, create_ms, update_ms"

@@ -183,6 +183,8 @@ int store_model_aliases(struct store *st, const char *project, const char *locat
  * ENOENT, or EBUSY when it is the model's only version (delete the model). */
 int store_model_delete_version(struct store *st, const char *project, const char *location,
                                const char *name, int version, json_t **manifest);
+/* Every model: [{"project","location","name"}], sorted (caller decrefs). */
+json_t *store_model_all(struct store *st);
 /* Delete the model and its versions; *manifests gets theirs (an array). -1, ENOENT. */
 int store_model_delete(struct store *st, const char *project, const char *location,
                        const char *name, json_t **manifests);

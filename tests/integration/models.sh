@@ -197,7 +197,16 @@ LJOB=$(sed -n 's/^- Job id: //p' "$D/lonely.out")
 check "mtcd down: the run still completes ($ST)" test "$ST" = COMPLETED
 check "the job log says the registry did not take it, and where the checkpoint stays" grep -q "the model registry did not take the checkpoint; it stays in $LTD/checkpoints" "$LTD/$LJOB.log"
 check "the checkpoint is there" test -e "$LTD/checkpoints/step_00000006/DONE"
+# what a crash between the steps of a registration leaves: an unrecorded
+# version directory (with a blob of its own), temporaries, a stale refs file
+mkdir -p "$MTC_HOME/models/versions/orphan" "$MTC_HOME/models/tmp/half"
+head -c 1000 /dev/urandom >"$MTC_HOME/models/blobs/sha256/$(printf 'a%.0s' $(seq 64))"
+ln "$MTC_HOME/models/blobs/sha256/$(printf 'a%.0s' $(seq 64))" "$MTC_HOME/models/versions/orphan/params.bin"
+rm "$MTC_HOME/models/refs/local/local/tuned.json"
 start_mtcd
+check "restart: the unrecorded version, its blob and the temporaries are swept" test ! -e "$MTC_HOME/models/versions/orphan" -a ! -e "$MTC_HOME/models/tmp/half" -a ! -e "$MTC_HOME/models/blobs/sha256/$(printf 'a%.0s' $(seq 64))"
+check "restart: refs files are rewritten from the store" test -f "$MTC_HOME/models/refs/local/local/tuned.json"
+check "restart: the recorded versions keep their files" test -f "$(mtc --json models show tuned | jq_ 'd["artifactUri"]')/params.bin"
 cmd=$(sed -n 's/.*(register it with: \(mtc models upload .*\))$/\1/p' "$LTD/$LJOB.log")
 out=$($cmd 2>&1)
 check "the command the log gives registers it by hand" grep -q "registered lonely@1" <<<"$out"

@@ -3,8 +3,8 @@
 # llama) runs to completion on the local Slurm cluster with no preparation by the test —
 # the job prepares its built-in dataset first (a few steps each, from copies of the
 # catalog recipes). Prepared once, used again without re-tokenizing; a user's --data
-# file, changed, is prepared again; every bad input is one line with nothing submitted
-# and nothing prepared touched.
+# file, changed, is prepared again; a Hugging Face split directory is read as it is;
+# every bad input is one line with nothing submitted and nothing prepared touched.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -77,6 +77,17 @@ st=$(run_wait_final 300 mine2)
 check "the changed file: completes ($st)" test "$st" = COMPLETED
 check "the changed file was prepared again under a new key" test "$(ls -d "$CACHE"/datasets/sft-* | wc -l)" = $((nsft + 1))
 check "its job log says it prepared 65 records" bash -c "cat '$MTC_HOME'/experiments/mine2/*/*/*.log | grep -q 'sft, 65 records'"
+
+# a Hugging Face layout: the splits read as they are (validation becomes val.jsonl)
+mkdir -p "$D/hf"
+head -40 "$D/mine.jsonl" >"$D/hf/train.jsonl"
+tail -8 "$D/mine.jsonl" >"$D/hf/validation.jsonl"
+mtc run -s "$D/tiny-gpt2-sft.json" --data "$D/hf" --experiment-name hf >"$D/hf.out" 2>&1
+st=$(run_wait_final 300 hf)
+check "--data DIR (train.jsonl + validation.jsonl): completes ($st)" test "$st" = COMPLETED
+HFD=$(sed -n 's/^mtc: data: \(\/.*\)$/\1/p' "$MTC_HOME"/experiments/hf/*/*/*.log | tail -1)
+check "its splits kept: 40 train, 8 validation records" \
+    test "$(wc -l <"$HFD/train.jsonl") $(wc -l <"$HFD/val.jsonl")" = "40 8"
 
 # bad input: one line, exit non-zero, nothing submitted, nothing prepared touched
 sums() { (cd "$CACHE" && find . -type f | sort | xargs md5sum) | md5sum; }

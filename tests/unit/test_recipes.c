@@ -387,6 +387,18 @@ static void test_datasets(void)
               !strcmp(json_string_value(json_object_get(d, "cacheDir")), "/c"),
           "--data and --cache-dir replace the recipe's dataset and cache");
     json_decref(cfg);
+    run.data = NULL;
+    run.image = "/img/t.sqsh";
+    cfg = recipe_resolve(r, &run, &err);
+    s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "PREPARE=('mtc-train' data prepare") &&
+              strstr(s, "MTC_DATA=$(srun --nodes=1 --ntasks=1 --container-image='/img/t.sqsh' "
+                        "--container-mounts='/c':'/c' \"${PREPARE[@]}\")") &&
+              strstr(s, ",'/c':'/c'"),
+          "-i: the image's trainer prepares, the cache mounted for it and for the ranks");
+    free(s);
+    json_decref(cfg);
+    run.image = NULL;
     run.data = "/u/a\nb";
     cfg = recipe_resolve(r, &run, &err);
     CHECK(!cfg && strstr(err.text, "--data"), "a newline in --data refused: %s", err.text);

@@ -155,6 +155,20 @@ static void test_artifacts(const char *dir)
               errno == ENOENT && strstr(err.text, "ghost not found"),
           "unknown model");
 
+    /* a sweep keeps what is recorded, removes what is not */
+    char orphan[PATH_MAX + 64], tmpf[PATH_MAX + 64];
+    snprintf(orphan, sizeof(orphan), "%s/versions/orphan", models);
+    snprintf(tmpf, sizeof(tmpf), "%s/blobs/tmp/x", models);
+    mtc_mkdir_p(orphan, 0700);
+    mtc_write_file_fmt(tmpf, 0600, "half a blob");
+    json_t *dirs = json_pack("[s,s]", d1, d2);
+    int removed = 0;
+    CHECK(registry_sweep(models, dirs, &removed, &err) == 0 && removed == 2 &&
+              !mtc_path_exists(orphan) && !mtc_path_exists(tmpf) && mtc_path_exists(d1) &&
+              mtc_path_exists(d2),
+          "sweep: the orphan and the temporary go, recorded versions stay (%d)", removed);
+    json_decref(dirs);
+
     /* removal keeps what another version links to */
     CHECK(registry_remove(models, m1, &err) == 0 && !mtc_path_exists(d1), "version 1 removed");
     snprintf(p, sizeof(p), "%s/params.bin", d2);
