@@ -89,9 +89,9 @@ def monitor():
         time.sleep(0.2)
 m = threading.Thread(target=monitor); m.start()
 def one(i):
-    time.sleep(0.8 + (i % 16) * 0.02)
+    time.sleep(0.5 + (i % 16) * 0.02)
     st, data, dt, rep = call("POST", EP + "/v1/completions",
-                             {"prompt": "the cat sat", "max_tokens": 48, "temperature": 0})
+                             {"prompt": "the cat sat", "max_tokens": 100, "temperature": 0})
     ok = st == 200 and json.loads(data)["choices"][0]["text"] is not None
     return ok, rep, (st, data[:200])
 t0 = time.time()
