@@ -16,7 +16,7 @@ cc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Isrc -fopenmp -fno-trapp
     -fopenmp -lopenblas -ljansson $(mpicc --showme:link 2>/dev/null) -lcrypto -lpthread -lm
 export PATH=$PWD/$B/bin:$PATH
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} # a loaded shared machine stalls OpenMP teams at barriers
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), nproc $(nproc)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), nproc $(nproc --all)"
 echo "-- engine"
 "$B/bench/serve_speed" tiny-llama 32 ${TINY_TOKENS:-128}
 "$B/bench/serve_speed" gpt2-124m 32 ${GPT2_TOKENS:-64}

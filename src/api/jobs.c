@@ -4,6 +4,7 @@
  * body is recipes' request table; everything is checked before anything is
  * submitted, and a failed submission leaves nothing behind. */
 #include "api/internal.h"
+#include "cluster/cluster.h"
 #include "dataset/dataset.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"
@@ -121,6 +122,11 @@ static json_t *job_json(const struct store_job *j)
     if (slash)
         *slash = '\0';
     json_object_set_new(o, "experimentDir", json_string(dir));
+    /* the registry model its final checkpoint registers under (docs/models.md) */
+    const char *model = cget(json_object_get(cfg, "register"), "model");
+    if (model)
+        json_object_set_new(o, "model", json_sprintf("projects/%s/locations/%s/models/%s",
+                                                     j->project, j->location, model));
     json_object_set_new(o, "state", json_string(j->state));
     json_object_set_new(o, "restartCount", json_integer(j->restart_count));
     json_object_set_new(o, "createTime", json_string(mtc_time_rfc3339(j->create_ms, t, sizeof(t))));
@@ -270,9 +276,11 @@ static int job_id(struct api_req *r, struct api_resp *out, char *id, size_t len)
 
 /* --dataset NAME[@VERSION]: the registered dataset's version (in the job's
  * project and location) whose prepared data the run reads, of the recipe's
- * kind, into path. 0, or -1 with out a 400 naming the field. */
-static int resolve_dataset(struct api_req *r, struct api_resp *out, const json_t *recipe,
-                           const char *ref, char *path, size_t len)
+ * kind, into path; on a cluster on hosts it must lie under the experiment
+ * root, the storage every host shares. 0, or -1 with out a 400 naming the
+ * field. */
+static int resolve_dataset(struct api_req *r, struct api_resp *out, const struct store_cluster *cl,
+                           const json_t *recipe, const char *ref, char *path, size_t len)
 {
     char name[DATASET_NAME_MAX + 1];
     int version;
@@ -287,7 +295,19 @@ static int resolve_dataset(struct api_req *r, struct api_resp *out, const json_t
     const char *kind = recipe_task_kind(json_string_value(json_object_get(recipe, "task")));
     int rc = dataset_pick("dataset", ds, ref, kind, path, len, &err);
     json_decref(ds);
-    return rc < 0 ? api_error(out, 400, "%s", err.text), -1 : 0;
+    if (rc < 0)
+        return api_error(out, 400, "%s", err.text), -1;
+    const char *root = cget(cl->spec, "experimentRoot");
+    size_t n = root ? strlen(root) : 0;
+    if (cluster_spec_on_hosts(cl->spec) &&
+        (!n || strncmp(path, root, n) != 0 || (path[n] != '/' && root[n - 1] != '/')))
+        return api_error(out, 400,
+                         "dataset: %s's data %.120s is not on the storage cluster %s's hosts "
+                         "share (its experimentRoot); start mtcd with --cache-dir under it and "
+                         "prepare the dataset again",
+                         name, path, cl->id),
+               -1;
+    return 0;
 }
 
 /* Resolve, check and submit; *cfg gets the submitted run's config. 0, or -1
@@ -304,7 +324,7 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     char image[PATH_MAX], dataset[PATH_MAX];
     if ((run->image && check_image(t.conf, run->image, image, sizeof(image), out) < 0) ||
         (run->dataset &&
-         resolve_dataset(r, out, recipe, run->dataset, dataset, sizeof(dataset)) < 0)) {
+         resolve_dataset(r, out, cl, recipe, run->dataset, dataset, sizeof(dataset)) < 0)) {
         json_decref(recipe);
         return -1;
     }

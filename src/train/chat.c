@@ -67,8 +67,8 @@ static int llama3_ids(const struct tok *t, int *sh, int *eh, int *eot)
 
 static const char *const roles[] = {"system", "user", "assistant"};
 
-/* The messages after the begin token; trains assistant turn i when train_from <= i (and
- * every assistant turn when !last_only). */
+/* The messages after the begin token; flags an assistant turn trained when it is turn
+ * last_asst, or any assistant turn when !last_only. */
 static int render_msgs(const struct tok *t, const json_t *msgs, int last_only, size_t last_asst,
                        struct chat_seq *s, mtc_error_t *err)
 {

@@ -418,8 +418,6 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
     memset(&src, 0, sizeof src);
     if (valid_options(o, err) < 0)
         return -1;
-    if (o->source && !strncmp(o->source, "builtin:", 8))
-        progress(o, "generating %s", o->source);
     if (ds_source_load(o->source, &src, err) < 0)
         goto out;
     if (src.builtin && dset_generator_kind(src.builtin) != (int)o->kind) {
@@ -428,6 +426,13 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
                   schema_enum_name(&dset_kind_enum, (int)o->kind));
         goto out;
     }
+    // validate everything before anything is said, trained, tokenized or written: bad input
+    // is one line
+    if (read_splits(&src, o, &sp, err) < 0)
+        goto out;
+    r->records = sp.train.n + sp.val.n + sp.test.n;
+    if (src.builtin)
+        progress(o, "generated %s: %zu records, %zu bytes", o->source, r->records, src.bytes);
     r->bytes = src.bytes;
     snprintf(r->source_fp, sizeof r->source_fp, "%s", src.fp);
     if (resolve_tokenizer(o, tokpath, sizeof tokpath, err) < 0 ||
@@ -451,10 +456,6 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
         rc = o->name ? link_name(o, dsdir, r->key, err) : 0;
         goto out;
     }
-    // validate everything before tokenizing or writing anything
-    if (read_splits(&src, o, &sp, err) < 0)
-        goto out;
-    r->records = sp.train.n + sp.val.n + sp.test.n;
     if (!(t = tok_load(tokpath, err)))
         goto out;
     sweep(dsdir, o);

@@ -64,6 +64,7 @@ assert j["name"] == "projects/local/locations/local/modelDevelopmentClusters/ja/
 assert j["slurmJobId"].isdigit() and j["experimentName"] == "apijob" and j["nodeCount"] == 1, j
 assert j["experimentDir"].startswith("$MTC_HOME/experiments/apijob/apijob_"), j
 assert j["state"] in ("PENDING", "RUNNING") and j["restartCount"] == 0 and j["createTime"], j
+assert j["model"] == "projects/local/locations/local/models/apijob", j
 PY
 check "visible in squeue" bash -c "squeue -h -o %i | grep -qx '$JOB'"
 mtc experiment list >"$D/list.out"
