@@ -207,19 +207,22 @@ static int count_tokens(const struct tok *t, enum dset_kind kind, const struct d
     int rc = 0;
     for (size_t i = 0; i < r->n && rc == 0; i++) {
         mtc_error_t e2 = {{0}};
-        if (kind == DSET_SFT)
+        size_t n = 0;
+        if (kind == DSET_SFT) {
             rc = chat_parse_sft(t, r->v[i], &a, &e2);
-        else if (kind == DSET_DPO)
+            n = a.n;
+        } else if (kind == DSET_DPO) {
             rc = chat_parse_dpo(t, r->v[i], &a, &b, &e2);
-        else {
+            n = a.n + b.n;
+        } else { // RL: the prompts, what a policy is given
             int32_t *ids = NULL;
             const char *p = json_string_value(json_object_get(r->v[i], "prompt"));
-            rc = tok_encode(t, p, strlen(p), &ids, &a.n, &e2);
+            rc = tok_encode(t, p, strlen(p), &ids, &n, &e2);
             free(ids);
         }
         if (rc < 0)
             rc = errprintf(err, "%s split, record %zu: %s", split, i + 1, e2.text);
-        *tokens += a.n + (kind == DSET_DPO ? b.n : 0);
+        *tokens += n;
     }
     chat_seq_release(&a);
     chat_seq_release(&b);
