@@ -200,7 +200,8 @@ int exp_name_valid(const char *name);
 
 /* Create <home>/experiments/<name>/<name>_<ts>/<task>/ and the directories the
  * resolved config names (checkpoints, logs; links to them when they live
- * elsewhere), and write script and config.json there. 0/-1 + err. */
+ * elsewhere), and write script and config.json there. The run directory
+ * <name>_<ts> must not exist yet (-1, errno EEXIST: another run's). 0/-1 + err. */
 int exp_create(const json_t *resolved, const char *script, mtc_error_t *err);
 
 /* Nothing ran: remove the run's directory, and the experiment's and
