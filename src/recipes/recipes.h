@@ -14,7 +14,7 @@
 /* ---- recipe files (recipe.c) ---- */
 
 /* A recipe's task ("task" in the file; names in recipe_task_enum). */
-enum recipe_task { RECIPE_PRETRAIN, RECIPE_CPT, RECIPE_SFT, RECIPE_DPO };
+enum recipe_task { RECIPE_PRETRAIN, RECIPE_CPT, RECIPE_SFT, RECIPE_DPO, RECIPE_GRPO };
 extern const struct schema_enum recipe_task_enum;
 
 /* Load and validate a recipe. name is a path to a file (contains '/' and exists,
