@@ -189,6 +189,11 @@ api GET "$M/sneaky"
 check "... and registers nothing" test "$HTTP_STATUS" = 404
 tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$D/out-editor\"}"
 check "editor: export outside the roots refused (403)" test "$HTTP_STATUS" = 403
+ln -s "$D" "$MTC_HOME/data/escape"
+tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$MTC_HOME/data/escape\"}"
+check "editor: export into a link from the data root to outside it refused (403)" test "$HTTP_STATUS" = 403
+tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$MTC_HOME/data/mine/\"}"
+check "editor: export to a new directory under the data root" test "$HTTP_STATUS" = 200 -a -f "$MTC_HOME/data/mine/params.bin"
 
 # --- registry_resolve's files, and delete -----------------------------------------
 check "refs file mirrors the aliases" python3 -c "
