@@ -55,7 +55,7 @@ static int state_final(const char *s)
 
 /* Look at Slurm (then the experiment's exit record) and store what changed.
  * A final state is kept; a job nobody knows keeps its last state. */
-static void refresh(struct store *st, struct store_job *j)
+void api_job_refresh(struct store *st, struct store_job *j)
 {
     if (state_final(j->state) || !j->config)
         return;
@@ -476,7 +476,7 @@ int api_job_create(struct api_req *r, struct api_resp *out)
         goto done;
     }
     j.create_ms = j.update_ms = mtc_now_ms();
-    refresh(r->st, &j);
+    api_job_refresh(r->st, &j);
     out->body = job_json(&j);
     j.request = j.config = NULL;
 done:
@@ -509,7 +509,7 @@ int api_job_get(struct api_req *r, struct api_resp *out)
     struct store_job j;
     if (load_job(r, out, &j) < 0)
         return 0;
-    refresh(r->st, &j);
+    api_job_refresh(r->st, &j);
     out->body = job_json(&j);
     store_job_release(&j);
     return 0;
@@ -562,7 +562,7 @@ int api_job_list(struct api_req *r, struct api_resp *out)
     int n = 0;
     struct store_job *all = store_job_list(r->st, r->cap[2], NULL, after, 10000, &n);
     for (int i = 0; i < n; i++) {
-        refresh(r->st, &all[i]);
+        api_job_refresh(r->st, &all[i]);
         store_job_release(&all[i]);
     }
     free(all);
@@ -589,7 +589,7 @@ int api_job_cancel(struct api_req *r, struct api_resp *out)
     struct store_job j;
     if (load_job(r, out, &j) < 0)
         return 0;
-    refresh(r->st, &j);
+    api_job_refresh(r->st, &j);
     if (state_final(j.state)) {
         api_error(out, 400, "precondition: trainingJob %s is already %s", j.id, j.state);
         store_job_release(&j);
@@ -606,7 +606,7 @@ int api_job_cancel(struct api_req *r, struct api_resp *out)
     /* Slurm says CANCELLED within moments; the reply shows it when it has */
     for (int i = 0; i < 20 && !state_final(j.state); i++) {
         mtc_sleep_ms(100);
-        refresh(r->st, &j);
+        api_job_refresh(r->st, &j);
     }
     out->body = job_json(&j);
     store_job_release(&j);
