@@ -129,6 +129,15 @@ static json_t *job_json(const struct store_job *j)
                                                      j->project, j->location, model));
     json_object_set_new(o, "state", json_string(j->state));
     json_object_set_new(o, "restartCount", json_integer(j->restart_count));
+    /* goodput, steps and early problem detection (docs/observability.md) */
+    struct exp_track *tr = malloc(sizeof(*tr));
+    double now = (double)mtc_now_ms() / 1000.0;
+    if (tr && api_metrics_track(cfg, now, tr) == 0) {
+        char msg[256];
+        int alerts = exp_monitor_check(tr, &exp_monitor_default, now, msg, sizeof(msg));
+        json_object_set_new(o, "progress", exp_track_json(tr, alerts, msg));
+    }
+    free(tr);
     json_object_set_new(o, "createTime", json_string(mtc_time_rfc3339(j->create_ms, t, sizeof(t))));
     json_object_set_new(o, "updateTime", json_string(mtc_time_rfc3339(j->update_ms, t, sizeof(t))));
     return o;

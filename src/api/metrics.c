@@ -141,7 +141,7 @@ static void clusters(struct api_req *r, struct text *t)
         size_t j;
         json_t *node;
         esc(json_string_value(json_object_get(v, "id")), c, sizeof(c));
-        json_t *nodes = json_object_get(json_object_get(json_object_get(v, "view"), "status"),
+        json_t *nodes = json_object_get(json_object_get(json_object_get(v, "view"), "clusterStatus"),
                                         "nodesStatus");
         json_array_foreach(nodes, j, node)
         put(t, "mtc_nodes{cluster=\"%s\",node=\"%s\",pool=\"%s\",state=\"%s\"} 1\n",
@@ -334,7 +334,7 @@ static void runs(struct api_req *r, struct text *t)
             esc(rows[k].job, j, sizeof(j));
             if (m == 8) {
                 for (int a = 0; a < 4; a++)
-                    put(t, "%s{cluster=\"%s\",experiment=\"%s\",job=\"%s\",kind=\"%s\"} %d\n",
+                    put(t, "%s{cluster=\"%s\",experiment=\"%s\",training_job=\"%s\",kind=\"%s\"} %d\n",
                         run_metrics[m].name, c, e, j, alert_kind[a], (rows[k].alerts >> a) & 1);
                 continue;
             }
@@ -346,7 +346,7 @@ static void runs(struct api_req *r, struct text *t)
                        : m == 5 ? x->goodput
                        : m == 6 ? (double)x->repeated
                                 : (double)x->lost;
-            put(t, "%s{cluster=\"%s\",experiment=\"%s\",job=\"%s\"} %s\n", run_metrics[m].name, c,
+            put(t, "%s{cluster=\"%s\",experiment=\"%s\",training_job=\"%s\"} %s\n", run_metrics[m].name, c,
                 e, j, num(v, b, sizeof(b)));
         }
     }
@@ -380,8 +380,8 @@ static void requests(struct text *t)
         cum = 0;
         for (size_t k = 0; k < NBUCKETS; k++) {
             cum += snap[i].bucket[k];
-            put(t, "mtc_api_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} %llu\n", rt,
-                num(bucket_le[k], b, sizeof(b)), cum);
+            put(t, "mtc_api_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", rt,
+                bucket_le[k], cum);
         }
         cum += snap[i].bucket[NBUCKETS];
         put(t, "mtc_api_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n", rt, cum);

@@ -248,3 +248,39 @@ int exp_monitor_check(const struct exp_track *t, const struct exp_monitor *m, do
 #undef SAY
     return found;
 }
+
+json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
+{
+    json_t *o = json_pack("{s:f, s:f, s:f, s:I, s:i, s:I, s:I}", "goodput", t->goodput,
+                          "productiveSeconds", t->kept_s, "wallSeconds", t->wall_s, "step",
+                          (json_int_t)t->step, "restarts", t->restarts, "stepsRepeated",
+                          (json_int_t)t->repeated, "stepsLost", (json_int_t)t->lost);
+    if (t->rows > 0 && isfinite(t->loss))
+        json_object_set_new(o, "loss", json_real(t->loss));
+    if (t->rows > 0) {
+        json_object_set_new(o, "tokensPerSecond", json_real(t->tokens_per_s));
+        json_object_set_new(o, "mfu", json_real(t->mfu));
+    }
+    if (alerts) {
+        static const char *const kind[] = {"NONFINITE", "LOSS_SPIKE", "THROUGHPUT_DROP", "STALL"};
+        json_t *a = json_array();
+        for (int i = 0; i < 4; i++)
+            if (alerts & (1 << i))
+                json_array_append_new(a, json_string(kind[i]));
+        json_object_set_new(o, "alerts", a);
+        json_object_set_new(o, "alertMessage", json_string(msg));
+    }
+    return o;
+}
+
+void exp_track_print(FILE *f, const struct exp_track *t, int alerts, const char *msg)
+{
+    if (t->first_start == 0)
+        return;
+    fprintf(f, "- Goodput: %.1f%% (productive %.1f s of %.1f s since the first start)\n",
+            100 * t->goodput, t->kept_s, t->wall_s);
+    fprintf(f, "- Step: %lld, restarts %d, steps repeated %lld, steps lost %lld\n",
+            (long long)t->step, t->restarts, (long long)t->repeated, (long long)t->lost);
+    if (alerts)
+        fprintf(f, "- Problem: %s\n", msg);
+}

@@ -280,5 +280,10 @@ enum exp_alert { EXP_ALERT_NONFINITE = 1, EXP_ALERT_SPIKE = 2, EXP_ALERT_DROP = 
 /* The alerts (EXP_ALERT_* bits) the newest row and now raise; msg: the first's text. */
 int exp_monitor_check(const struct exp_track *t, const struct exp_monitor *m, double now,
                       char *msg, size_t len);
+/* The API's "progress" object (goodput, productiveSeconds, wallSeconds, step,
+ * restarts, stepsRepeated, stepsLost, loss, tokensPerSecond, mfu, alerts,
+ * alertMessage) and the status block's lines (none before the first start). */
+json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg);
+void exp_track_print(FILE *f, const struct exp_track *t, int alerts, const char *msg);
 
 #endif
