@@ -825,6 +825,11 @@ void model_backward(struct model *m, const float *dlogp)
     cpu_embedding_backward(par(m, G, -1, R_WTE), par(m, G, -1, R_WPE), a->dres, a->x, B, T, C);
 }
 
+const float *model_logits(const struct model *m)
+{
+    return m->has_y && m->has_logits ? m->a.logits : NULL;
+}
+
 const float *model_last_logits(const struct model *m)
 {
     return m->a.last;

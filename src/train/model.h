@@ -133,6 +133,9 @@ void model_token_logprobs(const struct model *m, float *out);
  * the logits of the last forward. */
 void model_backward(struct model *m, const float *dlogp);
 void model_zero_grad(struct model *m);
+/* All logits of the last forward with targets, before its backward: (B*T, padded_vocab) rows
+ * (soft-capped when the model caps them); NULL when there are none. */
+const float *model_logits(const struct model *m);
 /* Logits of the last position of each sequence after a forward (for sampling):
  * (B, padded_vocab) with row stride padded_vocab; entries >= vocab_size are -INFINITY. */
 const float *model_last_logits(const struct model *m);
