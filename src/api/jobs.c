@@ -310,6 +310,43 @@ static int resolve_dataset(struct api_req *r, struct api_resp *out, const struct
     return 0;
 }
 
+/* One attempt of submit_run's: resolve the run (its timestamp names the
+ * run directory), render and submit. 0, or -1 + err (errno EEXIST: that run
+ * directory is another run's). */
+static int resolve_submit(struct api_req *r, struct recipe_run *run, const json_t *recipe,
+                          const json_t *req, const struct target *t, json_t **cfg,
+                          mtc_error_t *err)
+{
+    *cfg = recipe_resolve(recipe, run, err);
+    if (!*cfg) {
+        errno = EINVAL;
+        return -1;
+    }
+    int fv = 0;
+    if (run->from_model && registry_resolve_version(r->cfg->home, r->cap[0], r->cap[1],
+                                                    run->from_model, &fv, NULL) == 0)
+        json_object_set_new(*cfg, "fromModelVersion",
+                            json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"),
+                                         run->from_model, fv));
+    json_t *reg = json_object_get(*cfg, "register");
+    if (reg)
+        json_object_set_new(reg, "home", json_string(r->cfg->home)),
+            json_object_set_new(reg, "project", json_string(r->cap[0])),
+            json_object_set_new(reg, "location", json_string(r->cap[1]));
+    json_object_set_new(*cfg, "slurmConf", json_string(t->conf));
+    char *script = recipe_render_sbatch(*cfg, err);
+    int rc = script ? recipe_submit(*cfg, script, t->conf, json_object_get(req, "secretEnv"), err)
+                    : -1;
+    int e = script ? errno : EINVAL;
+    free(script);
+    if (rc < 0) {
+        json_decref(*cfg);
+        *cfg = NULL;
+        errno = e;
+    }
+    return rc;
+}
+
 /* Resolve, check and submit; *cfg gets the submitted run's config. 0, or -1
  * with out filled. */
 static int submit_run(struct api_req *r, struct api_resp *out, const struct store_cluster *cl,
@@ -343,7 +380,7 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     mtc_error_t err = {""};
     /* fromModel: a registered version's files are the initial weights */
     static __thread char init[PATH_MAX];
-    char mtc[PATH_MAX];
+    static __thread char mtc[PATH_MAX]; /* run->registrar outlives this call */
     if (run->from_model && (run->from_checkpoint || run->from_experiment)) {
         json_decref(recipe);
         return api_error(out, 400, "fromModel and from%s: give one of them",
@@ -364,31 +401,18 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
         if (access(mtc, X_OK) == 0)
             run->registrar = mtc;
     }
-    *cfg = recipe_resolve(recipe, run, &err);
-    json_decref(recipe);
-    if (!*cfg)
-        return api_error(out, 400, "%s", err.text), -1;
-    int fv = 0;
-    if (run->from_model && registry_resolve_version(r->cfg->home, r->cap[0], r->cap[1],
-                                                    run->from_model, &fv, NULL) == 0)
-        json_object_set_new(*cfg, "fromModelVersion",
-                            json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"),
-                                         run->from_model, fv));
-    json_t *reg = json_object_get(*cfg, "register");
-    if (reg)
-        json_object_set_new(reg, "home", json_string(r->cfg->home)),
-            json_object_set_new(reg, "project", json_string(r->cap[0])),
-            json_object_set_new(reg, "location", json_string(r->cap[1]));
-    json_object_set_new(*cfg, "slurmConf", json_string(t.conf));
-    char *script = recipe_render_sbatch(*cfg, &err);
-    int rc =
-        script ? recipe_submit(*cfg, script, t.conf, json_object_get(req, "secretEnv"), &err) : -1;
-    free(script);
-    if (rc < 0) {
-        json_decref(*cfg);
-        *cfg = NULL;
-        return api_error(out, 400, "%s", err.text), -1;
+    /* a run directory is claimed, never shared: another run of this
+     * experiment in the same second takes the next second's name */
+    int rc = -1;
+    int64_t base = run->timestamp;
+    for (int i = 0; i < 60; i++) {
+        run->timestamp = base + i;
+        if ((rc = resolve_submit(r, run, recipe, req, &t, cfg, &err)) == 0 || errno != EEXIST)
+            break;
     }
+    json_decref(recipe);
+    if (rc < 0)
+        return api_error(out, 400, "%s", err.text), -1;
     return 0;
 }
 

@@ -42,7 +42,7 @@ static char *under(const char *base, const char *p)
 const char *recipe_task_kind(const char *task)
 {
     int t = schema_enum_parse(&recipe_task_enum, task ? task : "", 0);
-    return t == RECIPE_SFT ? "sft" : t == RECIPE_DPO ? "dpo" : "pretrain";
+    return t == RECIPE_SFT ? "sft" : t == RECIPE_DPO ? "dpo" : t == RECIPE_GRPO ? "rl" : "pretrain";
 }
 
 json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err)
@@ -78,7 +78,9 @@ json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, 
         return out;
     }
     if (run->data || ds) {
-        char *src = run->data ? absolute(run->data) : under(base, ds);
+        char *src = !run->data                           ? under(base, ds)
+                    : !strncmp(run->data, "builtin:", 8) ? strdup(run->data)
+                                                         : absolute(run->data);
         if (run->cache_dir)
             cache = absolute(run->cache_dir);
         else if (asprintf(&cache, "%s/cache", run->home) < 0)
