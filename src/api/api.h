@@ -8,6 +8,8 @@
 #include "control/control.h"
 #include "store/store.h"
 
+struct endpoint_ctl;
+
 #define API_MAX_BODY (1024 * 1024)
 /* Request bodies buffered at once, over all connections: past it → 503. */
 #define API_MAX_INFLIGHT (64 * 1024 * 1024)
@@ -28,6 +30,7 @@ struct api_config {
     const char *home;
     struct store *store;     /* not owned */
     struct control *control; /* not owned */
+    struct endpoint_ctl *endpoints; /* not owned; NULL: no endpoints */
 };
 
 struct api;
@@ -78,11 +81,16 @@ const char *api_query(struct api_req *r, const char *key);
 int api_error(struct api_resp *out, int http, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* api_route flags */
+#define API_ROUTE_PROXY 1 /* routed to an endpoint's replica by the HTTP server (proxy.c),
+                           * the body passed through unparsed */
+
 struct api_route {
     const char *method;
     const char *pattern; /* segments; "*" captures one, "*:verb" one with a verb suffix */
     enum api_role role;  /* the least role; ROLE_NODE: node tokens only */
     int (*handler)(struct api_req *r, struct api_resp *out);
+    unsigned flags; /* API_ROUTE_* */
 };
 extern const struct api_route api_routes[];
 extern const size_t api_nroutes;

@@ -8,6 +8,7 @@
 #define CLUSTERS "/v1beta1/projects/*/locations/*/modelDevelopmentClusters"
 #define DATASETS "/v1beta1/projects/*/locations/*/datasets"
 #define MODELS "/v1beta1/projects/*/locations/*/models"
+#define ENDPOINTS "/v1beta1/projects/*/locations/*/endpoints"
 
 /* The project and location segments (r->cap[0], r->cap[1]) are valid names:
  * 0, else out is a 400 naming the bad one and -1. */
@@ -47,5 +48,16 @@ int api_model_patch(struct api_req *r, struct api_resp *out);
 int api_model_aliases(struct api_req *r, struct api_resp *out);
 int api_model_delete(struct api_req *r, struct api_resp *out);
 int api_model_export(struct api_req *r, struct api_resp *out);
+
+/* Endpoints (endpoints.c): create, get, list, delete, :deployModel,
+ * :undeployModel; api_endpoint_route: the checks of a routed request. */
+int api_endpoint_create(struct api_req *r, struct api_resp *out);
+int api_endpoint_get(struct api_req *r, struct api_resp *out);
+int api_endpoint_list(struct api_req *r, struct api_resp *out);
+int api_endpoint_delete(struct api_req *r, struct api_resp *out);
+int api_endpoint_deploy(struct api_req *r, struct api_resp *out);
+int api_endpoint_undeploy(struct api_req *r, struct api_resp *out);
+int api_endpoint_route(struct api_req *r, struct api_resp *out);
+
 
 #endif

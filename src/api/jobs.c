@@ -4,6 +4,7 @@
  * body is recipes' request table; everything is checked before anything is
  * submitted, and a failed submission leaves nothing behind. */
 #include "api/internal.h"
+#include "cluster/cluster.h"
 #include "dataset/dataset.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"
@@ -121,6 +122,11 @@ static json_t *job_json(const struct store_job *j)
     if (slash)
         *slash = '\0';
     json_object_set_new(o, "experimentDir", json_string(dir));
+    /* the registry model its final checkpoint registers under (docs/models.md) */
+    const char *model = cget(json_object_get(cfg, "register"), "model");
+    if (model)
+        json_object_set_new(o, "model", json_sprintf("projects/%s/locations/%s/models/%s",
+                                                     j->project, j->location, model));
     json_object_set_new(o, "state", json_string(j->state));
     json_object_set_new(o, "restartCount", json_integer(j->restart_count));
     json_object_set_new(o, "createTime", json_string(mtc_time_rfc3339(j->create_ms, t, sizeof(t))));
@@ -270,9 +276,11 @@ static int job_id(struct api_req *r, struct api_resp *out, char *id, size_t len)
 
 /* --dataset NAME[@VERSION]: the registered dataset's version (in the job's
  * project and location) whose prepared data the run reads, of the recipe's
- * kind, into path. 0, or -1 with out a 400 naming the field. */
-static int resolve_dataset(struct api_req *r, struct api_resp *out, const json_t *recipe,
-                           const char *ref, char *path, size_t len)
+ * kind, into path; on a cluster on hosts it must lie under the experiment
+ * root, the storage every host shares. 0, or -1 with out a 400 naming the
+ * field. */
+static int resolve_dataset(struct api_req *r, struct api_resp *out, const struct store_cluster *cl,
+                           const json_t *recipe, const char *ref, char *path, size_t len)
 {
     char name[DATASET_NAME_MAX + 1];
     int version;
@@ -287,7 +295,56 @@ static int resolve_dataset(struct api_req *r, struct api_resp *out, const json_t
     const char *kind = recipe_task_kind(json_string_value(json_object_get(recipe, "task")));
     int rc = dataset_pick("dataset", ds, ref, kind, path, len, &err);
     json_decref(ds);
-    return rc < 0 ? api_error(out, 400, "%s", err.text), -1 : 0;
+    if (rc < 0)
+        return api_error(out, 400, "%s", err.text), -1;
+    const char *root = cget(cl->spec, "experimentRoot");
+    size_t n = root ? strlen(root) : 0;
+    if (cluster_spec_on_hosts(cl->spec) &&
+        (!n || strncmp(path, root, n) != 0 || (path[n] != '/' && root[n - 1] != '/')))
+        return api_error(out, 400,
+                         "dataset: %s's data %.120s is not on the storage cluster %s's hosts "
+                         "share (its experimentRoot); start mtcd with --cache-dir under it and "
+                         "prepare the dataset again",
+                         name, path, cl->id),
+               -1;
+    return 0;
+}
+
+/* One attempt of submit_run's: resolve the run (its timestamp names the
+ * run directory), render and submit. 0, or -1 + err (errno EEXIST: that run
+ * directory is another run's). */
+static int resolve_submit(struct api_req *r, struct recipe_run *run, const json_t *recipe,
+                          const json_t *req, const struct target *t, json_t **cfg,
+                          mtc_error_t *err)
+{
+    *cfg = recipe_resolve(recipe, run, err);
+    if (!*cfg) {
+        errno = EINVAL;
+        return -1;
+    }
+    int fv = 0;
+    if (run->from_model && registry_resolve_version(r->cfg->home, r->cap[0], r->cap[1],
+                                                    run->from_model, &fv, NULL) == 0)
+        json_object_set_new(*cfg, "fromModelVersion",
+                            json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"),
+                                         run->from_model, fv));
+    json_t *reg = json_object_get(*cfg, "register");
+    if (reg)
+        json_object_set_new(reg, "home", json_string(r->cfg->home)),
+            json_object_set_new(reg, "project", json_string(r->cap[0])),
+            json_object_set_new(reg, "location", json_string(r->cap[1]));
+    json_object_set_new(*cfg, "slurmConf", json_string(t->conf));
+    char *script = recipe_render_sbatch(*cfg, err);
+    int rc = script ? recipe_submit(*cfg, script, t->conf, json_object_get(req, "secretEnv"), err)
+                    : -1;
+    int e = script ? errno : EINVAL;
+    free(script);
+    if (rc < 0) {
+        json_decref(*cfg);
+        *cfg = NULL;
+        errno = e;
+    }
+    return rc;
 }
 
 /* Resolve, check and submit; *cfg gets the submitted run's config. 0, or -1
@@ -304,7 +361,7 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     char image[PATH_MAX], dataset[PATH_MAX];
     if ((run->image && check_image(t.conf, run->image, image, sizeof(image), out) < 0) ||
         (run->dataset &&
-         resolve_dataset(r, out, recipe, run->dataset, dataset, sizeof(dataset)) < 0)) {
+         resolve_dataset(r, out, cl, recipe, run->dataset, dataset, sizeof(dataset)) < 0)) {
         json_decref(recipe);
         return -1;
     }
@@ -323,7 +380,7 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
     mtc_error_t err = {""};
     /* fromModel: a registered version's files are the initial weights */
     static __thread char init[PATH_MAX];
-    char mtc[PATH_MAX];
+    static __thread char mtc[PATH_MAX]; /* run->registrar outlives this call */
     if (run->from_model && (run->from_checkpoint || run->from_experiment)) {
         json_decref(recipe);
         return api_error(out, 400, "fromModel and from%s: give one of them",
@@ -344,31 +401,18 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
         if (access(mtc, X_OK) == 0)
             run->registrar = mtc;
     }
-    *cfg = recipe_resolve(recipe, run, &err);
-    json_decref(recipe);
-    if (!*cfg)
-        return api_error(out, 400, "%s", err.text), -1;
-    int fv = 0;
-    if (run->from_model && registry_resolve_version(r->cfg->home, r->cap[0], r->cap[1],
-                                                    run->from_model, &fv, NULL) == 0)
-        json_object_set_new(*cfg, "fromModelVersion",
-                            json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"),
-                                         run->from_model, fv));
-    json_t *reg = json_object_get(*cfg, "register");
-    if (reg)
-        json_object_set_new(reg, "home", json_string(r->cfg->home)),
-            json_object_set_new(reg, "project", json_string(r->cap[0])),
-            json_object_set_new(reg, "location", json_string(r->cap[1]));
-    json_object_set_new(*cfg, "slurmConf", json_string(t.conf));
-    char *script = recipe_render_sbatch(*cfg, &err);
-    int rc =
-        script ? recipe_submit(*cfg, script, t.conf, json_object_get(req, "secretEnv"), &err) : -1;
-    free(script);
-    if (rc < 0) {
-        json_decref(*cfg);
-        *cfg = NULL;
-        return api_error(out, 400, "%s", err.text), -1;
+    /* a run directory is claimed, never shared: another run of this
+     * experiment in the same second takes the next second's name */
+    int rc = -1;
+    int64_t base = run->timestamp;
+    for (int i = 0; i < 60; i++) {
+        run->timestamp = base + i;
+        if ((rc = resolve_submit(r, run, recipe, req, &t, cfg, &err)) == 0 || errno != EEXIST)
+            break;
     }
+    json_decref(recipe);
+    if (rc < 0)
+        return api_error(out, 400, "%s", err.text), -1;
     return 0;
 }
 

@@ -3,6 +3,7 @@
  * body is buffered), body buffering under a per-request and a global cap, and
  * JSON replies. The request pipeline is call.c; handlers are routes.c. */
 #include "api/api.h"
+#include "api/proxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,6 +50,7 @@ struct conn_ctx {
     size_t len;
     size_t reserved; /* bytes counted in api.inflight */
     int too_large, busy;
+    struct api_proxy *proxy; /* a routed request's (API_ROUTE_PROXY) */
 };
 
 static enum MHD_Result reply(struct MHD_Connection *conn, int status, json_t *body)
@@ -184,6 +186,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return reply_error(conn, 503, "server busy: too many request bodies in flight");
     ctx->req.query_get = query_get;
     ctx->req.query_ctx = conn;
+    if (ctx->route->flags & API_ROUTE_PROXY) {
+        char *body = ctx->proxy ? NULL : ctx->body;
+        if (!ctx->proxy)
+            ctx->body = NULL; /* the proxy's now */
+        return api_proxy_request(conn, &ctx->req, body, body ? ctx->len : 0, &ctx->proxy);
+    }
     struct api_resp out;
     api_run(&ctx->req, ctx->route, ctx->body, ctx->len, &out);
     return reply_resp(conn, &out);
@@ -197,6 +205,7 @@ static void on_done(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct conn_ctx *ctx = *con_cls;
     if (ctx) {
         atomic_fetch_sub(&l->a->inflight, ctx->reserved);
+        api_proxy_end(ctx->proxy);
         free(ctx->body);
         free(ctx);
         *con_cls = NULL;
@@ -291,8 +300,10 @@ struct api *api_start(const struct api_config *cfg, mtc_error_t *err)
     }
     a->cfg = *cfg;
     a->unix_fd = -1;
+    api_proxy_allow();
     unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 4;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                     MHD_ALLOW_SUSPEND_RESUME; /* the endpoint proxy's */
     unix_listener = (struct listener){a, 1};
     tcp_listener = (struct listener){a, 0};
 
@@ -320,6 +331,7 @@ void api_stop(struct api *a)
     if (!a)
         return;
     int saved = errno;
+    api_proxy_stop(5000); /* resumes every suspended connection before MHD stops */
     if (a->tcp_d)
         MHD_stop_daemon(a->tcp_d);
     if (a->unix_d)

@@ -23,6 +23,7 @@ static const struct cli_cmd commands[] = {
     {"image", cmd_image, "import, build-trainer, inspect squashfs container images"},
     {"data", cmd_data, "list, show, prepare, delete datasets (named, versioned, cached)"},
     {"models", cmd_models, "the model registry: list, show, versions, alias, export, delete, upload"},
+    {"endpoints", cmd_endpoints, "inference endpoints: create, deploy, undeploy, list, predict, delete"},
     {NULL, NULL, NULL},
 };
 

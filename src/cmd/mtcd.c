@@ -2,6 +2,7 @@
  * SQLite store, operation runner and cluster supervisor. */
 #include "api/api.h"
 #include "control/control.h"
+#include "endpoint/endpoint.h"
 #include "provider/provider.h"
 #include "store/store.h"
 
@@ -293,6 +294,7 @@ struct mtcd {
     struct store *st;
     struct provider *prov;
     struct control *ctl;
+    struct endpoint_ctl *ep;
     struct api *api;
     char sock[PATH_MAX + 32], pidfile[PATH_MAX + 32];
 };
@@ -369,9 +371,18 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
     a->api.store = m->st;
     a->api.control = m->ctl;
     api_models_recover(m->st, a->api.home);
+    /* endpoints: replicas run mtc-serve built beside mtcd */
+    static char serve[PATH_MAX];
+    if (mtc_exe_dir(serve, sizeof(serve) - 16) == 0)
+        strcat(serve, "/mtc-serve");
+    struct endpoint_config ec = {.store = m->st, .control = m->ctl, .home = a->api.home,
+                                 .serve = serve};
+    if (!(m->ep = endpoint_ctl_create(&ec, &err)))
+        die(m->ready_fd, "%s", err.text);
+    a->api.endpoints = m->ep;
     if (!(m->api = api_start(&a->api, &err)))
         die(m->ready_fd, "%s", err.text);
-    if (control_start(m->ctl, &err) < 0)
+    if (control_start(m->ctl, &err) < 0 || endpoint_ctl_start(m->ep, &err) < 0)
         die(m->ready_fd, "%s", err.text);
 }
 
@@ -392,6 +403,7 @@ static int shut_down(struct mtcd *m, int sig)
 {
     log_msg(LOG_NOTICE, "signal %d: shutting down", sig);
     api_stop(m->api);
+    endpoint_ctl_destroy(m->ep); /* replicas keep running: the next mtcd adopts them */
     int left = control_stop(m->ctl, 5000);
     unlink(m->pidfile);
     if (left > 0) {

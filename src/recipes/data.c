@@ -42,7 +42,7 @@ static char *under(const char *base, const char *p)
 const char *recipe_task_kind(const char *task)
 {
     int t = schema_enum_parse(&recipe_task_enum, task ? task : "", 0);
-    return t == RECIPE_SFT ? "sft" : t == RECIPE_DPO ? "dpo" : "pretrain";
+    return t == RECIPE_SFT ? "sft" : t == RECIPE_DPO ? "dpo" : t == RECIPE_GRPO ? "rl" : "pretrain";
 }
 
 json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, mtc_error_t *err)
@@ -83,9 +83,10 @@ json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, 
             cache = absolute(run->cache_dir);
         else if (asprintf(&cache, "%s/cache", run->home) < 0)
             cache = NULL;
-        out = json_pack("{s:b, s:s?, s:s, s:s?, s:s?, s:s, s:s?}", "prepare", 1, "source", src,
-                        "kind", recipe_task_kind(sget(recipe, "task")), "tokenizer", tok, "cacheDir",
-                        cache, "dataDir", base ? base : "", "recipePath", ds ? ds : path);
+        out =
+            json_pack("{s:b, s:s?, s:s, s:s?, s:s?, s:s, s:s?}", "prepare", 1, "source", src,
+                      "kind", recipe_task_kind(sget(recipe, "task")), "tokenizer", tok, "cacheDir",
+                      cache, "dataDir", base ? base : "", "recipePath", ds ? ds : path);
         free(src);
     } else {
         char *p = under(base, path);
@@ -163,8 +164,14 @@ static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err
     const char *trainer = sget(cfg, "trainer");
     if (!trainer || trainer[0] != '/') // an image's trainer: check with the one here, if any
         trainer = "mtc-train";
-    char *argv[] = {(char *)trainer, "data", "check", "--source", (char *)sget(data, "source"),
-                    "--kind", (char *)sget(data, "kind"), NULL};
+    char *argv[] = {(char *)trainer,
+                    "data",
+                    "check",
+                    "--source",
+                    (char *)sget(data, "source"),
+                    "--kind",
+                    (char *)sget(data, "kind"),
+                    NULL};
     struct mtc_io io = {.capture = MTC_IO_OUT | MTC_IO_ERR};
     int rc = mtc_run_io(argv, NULL, &io, 120000);
     if (rc != 0) {
@@ -176,8 +183,8 @@ static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err
         snprintf(line, sizeof(line), "%s", why ? why : "");
         line[strcspn(line, "\n")] = 0;
         if (rc < 0 || rc == 127 || !*line)
-            errprintf(err, "data: cannot check %s with %s (exit %d)", sget(data, "source"),
-                      trainer, rc);
+            errprintf(err, "data: cannot check %s with %s (exit %d)", sget(data, "source"), trainer,
+                      rc);
         else // the trainer's line names the file (and line) already
             errprintf(err, "dataset: %s", line);
     }
@@ -196,7 +203,8 @@ static char *tokenizer_file(const json_t *data)
     if (strcmp(tok, BUILTIN_TOKENIZER) != 0)
         return strdup(tok);
     char dir[PATH_MAX + 16], *found = NULL;
-    snprintf(dir, sizeof(dir), "%s/tokenizers", sget(data, "cacheDir") ? sget(data, "cacheDir") : "");
+    snprintf(dir, sizeof(dir), "%s/tokenizers",
+             sget(data, "cacheDir") ? sget(data, "cacheDir") : "");
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) && !found)
@@ -250,8 +258,9 @@ int recipe_check_data(const json_t *cfg, mtc_error_t *err)
         return check_init_tokenizer(cfg, data, err);
     const char *tok = sget(data, "tokenizer");
     if (!strncmp(tok, "builtin:", 8) && strcmp(tok, BUILTIN_TOKENIZER) != 0)
-        return errprintf(err, "data.tokenizer: unknown built-in tokenizer \"%s\" (the one built in "
-                              "is %s)",
+        return errprintf(err,
+                         "data.tokenizer: unknown built-in tokenizer \"%s\" (the one built in "
+                         "is %s)",
                          tok, BUILTIN_TOKENIZER);
     struct stat st;
     if (strncmp(tok, "builtin:", 8) != 0 && (stat(tok, &st) < 0 || !S_ISREG(st.st_mode)))
@@ -287,8 +296,8 @@ int recipe_put_prepare(FILE *f, const json_t *cfg)
         fprintf(f, " %s ", args[i][0]);
         put_q(f, args[i][1]);
     }
-    fprintf(f, ")\necho \"mtc: data: preparing %s (%s) in %s\"\n", "${PREPARE[4]}",
-            "${PREPARE[6]}", "${PREPARE[8]}");
+    fprintf(f, ")\necho \"mtc: data: preparing %s (%s) in %s\"\n", "${PREPARE[4]}", "${PREPARE[6]}",
+            "${PREPARE[8]}");
     if (image) { // the image's trainer, in the image, with the cache mounted
         fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    MTC_DATA=$(srun --nodes=1 "
                    "--ntasks=1 --container-image=");

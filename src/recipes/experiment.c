@@ -65,6 +65,28 @@ static int write_config(const json_t *cfg, mtc_error_t *err)
 int exp_create(const json_t *cfg, const char *script, mtc_error_t *err)
 {
     const char *td = sget(cfg, "taskDir");
+    /* the run directory (<exp>/<exp>_<ts>) is claimed: two runs never share one */
+    char run_dir[PATH_MAX];
+    snprintf(run_dir, sizeof(run_dir), "%s", td);
+    char *slash = strrchr(run_dir, '/');
+    if (slash)
+        *slash = '\0';
+    slash = strrchr(run_dir, '/');
+    if (slash) {
+        *slash = '\0';
+        int rc = mtc_mkdir_p(run_dir, 0755);
+        *slash = '/';
+        if (rc < 0)
+            return errprintf(err, "cannot create %s: %s", run_dir, strerror(errno));
+    }
+    if (mkdir(run_dir, 0755) < 0) {
+        int e = errno;
+        errprintf(err, "%s: %s", run_dir,
+                  e == EEXIST ? "another run of this experiment started this second"
+                              : strerror(e));
+        errno = e;
+        return -1;
+    }
     if (mtc_mkdir_p(td, 0755) < 0)
         return errprintf(err, "cannot create %s: %s", td, strerror(errno));
     if (dir_and_link(td, "checkpoints", sget(json_object_get(cfg, "checkpoint"), "dir"), err) < 0 ||

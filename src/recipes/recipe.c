@@ -16,7 +16,7 @@
 /* Tasks and cluster types a recipe may name. */
 const struct schema_enum recipe_task_enum =
     SCHEMA_NAMES(NULL, [RECIPE_PRETRAIN] = "pretrain", [RECIPE_CPT] = "cpt", [RECIPE_SFT] = "sft",
-                 [RECIPE_DPO] = "dpo");
+                 [RECIPE_DPO] = "dpo", [RECIPE_GRPO] = "grpo");
 static const struct schema_enum cluster_types =
     SCHEMA_NAMES(NULL, "hcc-a3m", "hcc-a3u", "hcc-a4", "hcc-a3h", "local");
 

@@ -14,7 +14,7 @@
 /* ---- recipe files (recipe.c) ---- */
 
 /* A recipe's task ("task" in the file; names in recipe_task_enum). */
-enum recipe_task { RECIPE_PRETRAIN, RECIPE_CPT, RECIPE_SFT, RECIPE_DPO };
+enum recipe_task { RECIPE_PRETRAIN, RECIPE_CPT, RECIPE_SFT, RECIPE_DPO, RECIPE_GRPO };
 extern const struct schema_enum recipe_task_enum;
 
 /* Load and validate a recipe. name is a path to a file (contains '/' and exists,
@@ -200,7 +200,8 @@ int exp_name_valid(const char *name);
 
 /* Create <home>/experiments/<name>/<name>_<ts>/<task>/ and the directories the
  * resolved config names (checkpoints, logs; links to them when they live
- * elsewhere), and write script and config.json there. 0/-1 + err. */
+ * elsewhere), and write script and config.json there. The run directory
+ * <name>_<ts> must not exist yet (-1, errno EEXIST: another run's). 0/-1 + err. */
 int exp_create(const json_t *resolved, const char *script, mtc_error_t *err);
 
 /* Nothing ran: remove the run's directory, and the experiment's and

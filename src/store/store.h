@@ -189,6 +189,31 @@ json_t *store_model_all(struct store *st);
 int store_model_delete(struct store *st, const char *project, const char *location,
                        const char *name, json_t **manifests);
 
+/* Endpoints: a name in a project/location; spec ({displayName,
+ * deployedModels, trafficSplit, nextId}) is what was asked, status
+ * ({replicas}) what mtcd runs for it — both JSON objects, owned. Lookups
+ * return -1 with errno ENOENT when absent; create EEXIST when present. */
+struct store_endpoint {
+    char project[64];
+    char location[64];
+    char name[64];
+    json_t *spec, *status;
+    int64_t create_ms, update_ms;
+};
+void store_endpoint_release(struct store_endpoint *e);
+int store_endpoint_create(struct store *st, const struct store_endpoint *e);
+int store_endpoint_get(struct store *st, const char *project, const char *location,
+                       const char *name, struct store_endpoint *out);
+/* Replace spec and status. 0/-1 (ENOENT). */
+int store_endpoint_put(struct store *st, const struct store_endpoint *e);
+int store_endpoint_delete(struct store *st, const char *project, const char *location,
+                          const char *name);
+/* Up to limit endpoints with name > after, by name; project NULL: every
+ * endpoint (release each, free the array). */
+struct store_endpoint *store_endpoint_list(struct store *st, const char *project,
+                                           const char *location, const char *after, int limit,
+                                           int *n);
+
 /* Events: one line each about a cluster (node may be NULL). */
 struct store_event {
     int64_t time_ms;

@@ -154,7 +154,8 @@ enum dset_kind { DSET_PRETRAIN, DSET_SFT, DSET_DPO, DSET_RL };
 extern const struct schema_enum dset_kind_enum; /* "pretrain", "sft", "dpo", "rl" */
 #define DSET_FORMAT 1 /* the prepared layout's version: part of every key */
 
-/* The built-in generators: "tiny-corpus" (text), "tiny-sft", "tiny-dpo", "tiny-rl" (JSONL).
+/* The built-in generators: "tiny-corpus" (text), "tiny-sft", "tiny-dpo", "tiny-rl",
+ * "tiny-countdown" (JSONL).
  * Deterministic, no network. dset_generate returns the content (malloc'd, caller frees,
  * *len its size) or NULL with err (unknown name, unreadable corpus). */
 char *dset_generate(const char *name, size_t *len, mtc_error_t *err);

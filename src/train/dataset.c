@@ -207,19 +207,22 @@ static int count_tokens(const struct tok *t, enum dset_kind kind, const struct d
     int rc = 0;
     for (size_t i = 0; i < r->n && rc == 0; i++) {
         mtc_error_t e2 = {{0}};
-        if (kind == DSET_SFT)
+        size_t n = 0;
+        if (kind == DSET_SFT) {
             rc = chat_parse_sft(t, r->v[i], &a, &e2);
-        else if (kind == DSET_DPO)
+            n = a.n;
+        } else if (kind == DSET_DPO) {
             rc = chat_parse_dpo(t, r->v[i], &a, &b, &e2);
-        else {
+            n = a.n + b.n;
+        } else { // RL: the prompts, what a policy is given
             int32_t *ids = NULL;
             const char *p = json_string_value(json_object_get(r->v[i], "prompt"));
-            rc = tok_encode(t, p, strlen(p), &ids, &a.n, &e2);
+            rc = tok_encode(t, p, strlen(p), &ids, &n, &e2);
             free(ids);
         }
         if (rc < 0)
             rc = errprintf(err, "%s split, record %zu: %s", split, i + 1, e2.text);
-        *tokens += a.n + (kind == DSET_DPO ? b.n : 0);
+        *tokens += n;
     }
     chat_seq_release(&a);
     chat_seq_release(&b);
@@ -418,8 +421,6 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
     memset(&src, 0, sizeof src);
     if (valid_options(o, err) < 0)
         return -1;
-    if (o->source && !strncmp(o->source, "builtin:", 8))
-        progress(o, "generating %s", o->source);
     if (ds_source_load(o->source, &src, err) < 0)
         goto out;
     if (src.builtin && dset_generator_kind(src.builtin) != (int)o->kind) {
@@ -428,6 +429,13 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
                   schema_enum_name(&dset_kind_enum, (int)o->kind));
         goto out;
     }
+    // validate everything before anything is said, trained, tokenized or written: bad input
+    // is one line
+    if (read_splits(&src, o, &sp, err) < 0)
+        goto out;
+    r->records = sp.train.n + sp.val.n + sp.test.n;
+    if (src.builtin)
+        progress(o, "generated %s: %zu records, %zu bytes", o->source, r->records, src.bytes);
     r->bytes = src.bytes;
     snprintf(r->source_fp, sizeof r->source_fp, "%s", src.fp);
     if (resolve_tokenizer(o, tokpath, sizeof tokpath, err) < 0 ||
@@ -451,10 +459,6 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
         rc = o->name ? link_name(o, dsdir, r->key, err) : 0;
         goto out;
     }
-    // validate everything before tokenizing or writing anything
-    if (read_splits(&src, o, &sp, err) < 0)
-        goto out;
-    r->records = sp.train.n + sp.val.n + sp.test.n;
     if (!(t = tok_load(tokpath, err)))
         goto out;
     sweep(dsdir, o);

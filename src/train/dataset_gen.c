@@ -206,6 +206,40 @@ static char *gen_tasks(int kind, size_t records, uint64_t seed, size_t *len, mtc
     return b.s;
 }
 
+/* Countdown (GRPO's countdown environment): three numbers 1..9 and a target made from all
+ * three with + - *, so every prompt has an answer; the numbers in [..] are what the
+ * environment reads. The answer field is the target. */
+static char *gen_countdown(size_t records, uint64_t seed, size_t *len, mtc_error_t *err)
+{
+    struct buf b = {0};
+    uint64_t s = seed;
+    for (size_t i = 0; i < records; i++) {
+        int n[3], v;
+        for (int k = 0; k < 3; k++)
+            n[k] = 1 + pick(&s, 9);
+        do {
+            int o1 = pick(&s, 3), o2 = pick(&s, 3);
+            v = o1 == 0 ? n[0] + n[1] : o1 == 1 ? n[0] * n[1] : n[0] - n[1];
+            v = o2 == 0 ? v + n[2] : o2 == 1 ? v * n[2] : v - n[2];
+        } while (v <= 0 && (n[0] = 1 + pick(&s, 9)));
+        char prompt[128], answer[16];
+        snprintf(prompt, sizeof prompt, "Using the numbers [%d, %d, %d], make %d.", n[0], n[1],
+                 n[2], v);
+        snprintf(answer, sizeof answer, "%d", v);
+        json_t *o = json_pack("{s:s,s:s}", "prompt", prompt, "answer", answer);
+        char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(o);
+        int bad = !line || put(&b, line, strlen(line)) < 0 || put(&b, "\n", 1) < 0;
+        free(line);
+        if (bad) {
+            free(b.s);
+            return errprintf(err, "builtin generator: out of memory"), NULL;
+        }
+    }
+    *len = b.n;
+    return b.s;
+}
+
 static const struct {
     const char *name;
     int kind;
@@ -216,6 +250,7 @@ static const struct {
     {"tiny-sft", DSET_SFT, 4000, 0x5f7u},
     {"tiny-dpo", DSET_DPO, 2000, 0xd90u},
     {"tiny-rl", DSET_RL, 1000, 0x41u},
+    {"tiny-countdown", DSET_RL, 1000, 0xc0du},
 };
 #define NGEN (sizeof generators / sizeof generators[0])
 
@@ -234,9 +269,11 @@ char *dset_generate(const char *name, size_t *len, mtc_error_t *err)
             continue;
         if (generators[i].kind == DSET_PRETRAIN)
             return gen_corpus(len, err);
+        if (!strcmp(name, "tiny-countdown"))
+            return gen_countdown(generators[i].records, generators[i].seed, len, err);
         return gen_tasks(generators[i].kind, generators[i].records, generators[i].seed, len, err);
     }
-    char list[128] = "";
+    char list[160] = "";
     for (size_t i = 0; i < NGEN; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                  generators[i].name);

@@ -462,8 +462,8 @@ static int csv_records(const struct ds_part *p, enum dset_kind kind, struct ds_r
             free(f);
             if (!v) {
                 json_decref(o);
-                rc = errprintf(err, "%s:%zu: field %zu is not valid UTF-8", p->name, start,
-                               col + 1);
+                rc =
+                    errprintf(err, "%s:%zu: field %zu is not valid UTF-8", p->name, start, col + 1);
                 goto out;
             }
             if (col < json_array_size(hdr))

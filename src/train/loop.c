@@ -19,6 +19,10 @@ struct targs {
     int steps, batch, micro, seq, warmup, ckpt_every, keep, eval_every, eval_batches;
     int log_every, shuffle, seed;
     double lr, min_lr, wd, clip, dpo_beta;
+    // --mode grpo
+    const char *env, *env_cmd;
+    int prompts, gens, max_new, inner, loo, std_norm;
+    double temperature, clip_low, clip_high, kl_beta;
 };
 
 enum otype { O_STR, O_INT, O_DBL, O_FLAG };
@@ -55,8 +59,20 @@ static const struct optdef train_opts[] = {
     {"eval-batches", O_INT, F(eval_batches), "validation batches per pass (4)"},
     {"log-every", O_INT, F(log_every), "steps between progress lines (10)"},
     {"tokenizer", O_STR, F(tokenizer), "tokenizer path recorded in checkpoints"},
-    {"mode", O_STR, F(mode), "pretrain (also cpt) | sft | dpo: --data is a JSONL file or dir"},
+    {"mode", O_STR, F(mode), "pretrain (also cpt) | sft | dpo | grpo: --data is JSONL"},
     {"dpo-beta", O_DBL, F(dpo_beta), "DPO beta (0.1)"},
+    {"prompts-per-step", O_INT, F(prompts), "GRPO: prompts per step, all ranks (8)"},
+    {"generations-per-prompt", O_INT, F(gens), "GRPO: completions per prompt, G (8)"},
+    {"max-new-tokens", O_INT, F(max_new), "GRPO: generated tokens at most (16)"},
+    {"temperature", O_DBL, F(temperature), "GRPO: sampling temperature (1.0)"},
+    {"clip-low", O_DBL, F(clip_low), "GRPO: ratio clip epsilon below 1 (0.2)"},
+    {"clip-high", O_DBL, F(clip_high), "GRPO: ratio clip epsilon above 1 (0.2)"},
+    {"kl-beta", O_DBL, F(kl_beta), "GRPO: k3 KL penalty to the reference (0.01)"},
+    {"leave-one-out", O_INT, F(loo), "GRPO: 1 leave-one-out baseline, 0 group mean (1)"},
+    {"std-norm", O_INT, F(std_norm), "GRPO: 1 divide advantages by the group std (1)"},
+    {"inner-steps", O_INT, F(inner), "GRPO: updates per batch of rollouts (1)"},
+    {"env", O_STR, F(env), "GRPO: arithmetic | countdown | command (arithmetic)"},
+    {"env-command", O_STR, F(env_cmd), "GRPO: the verifier of --env command (sh -c)"},
 };
 #define NOPTS (int)(sizeof train_opts / sizeof train_opts[0])
 
@@ -213,11 +229,22 @@ static int build_config(const struct targs *a, struct model_config *cfg, mtc_err
 
 static json_t *args_json(const struct targs *a)
 {
-    return json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}", "steps",
+    json_t *o = json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}", "steps",
                      a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr",
                      a->lr, "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd,
                      "grad_clip", a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data,
                      "mode", a->mode, "dpo_beta", a->dpo_beta, "init", a->init);
+    if (o && a->mode && !strcmp(a->mode, "grpo")) {
+        json_t *g = json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:i,s:i,s:s,s:s?}", "prompts_per_step",
+                              a->prompts, "generations_per_prompt", a->gens, "max_new_tokens",
+                              a->max_new, "inner_steps", a->inner, "temperature", a->temperature,
+                              "clip_low", a->clip_low, "clip_high", a->clip_high, "kl_beta",
+                              a->kl_beta, "leave_one_out", a->loo, "std_norm", a->std_norm, "env",
+                              a->env ? a->env : "arithmetic", "env_command", a->env_cmd);
+        json_object_update(o, g);
+        json_decref(g);
+    }
+    return o;
 }
 
 struct run {
@@ -228,6 +255,7 @@ struct run {
     struct opt_config oc;
     struct loader *tl, *vl;
     struct ft *ft; // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
+    struct grpo *grpo; // --mode grpo (grpo.c)
     struct loader_pos vl_start;
     struct ckpt_writer *cw;
     struct metrics *mt;
@@ -253,6 +281,8 @@ static void fill_meta(struct run *r, struct ckpt_meta *meta, json_t *train)
     struct loader_pos mine;
     if (r->ft)
         ft_get_pos(r->ft, &mine);
+    else if (r->grpo)
+        grpo_get_pos(r->grpo, &mine);
     else
         loader_get_pos(r->tl, &mine);
     dist_gather(&mine, meta->loader, sizeof mine);
@@ -280,6 +310,10 @@ static int checkpoint(struct run *r, int sync, mtc_error_t *err)
 
 static float evaluate(struct run *r, mtc_error_t *err)
 {
+    if (r->grpo) {
+        errprintf(err, "--eval-every is not supported with --mode grpo");
+        return NAN;
+    }
     if (r->ft)
         return ft_evaluate(r->ft, r->m, r->a.eval_batches, err);
     if (!r->vl)
@@ -384,7 +418,9 @@ static int open_data(struct run *r, int *ftm, mtc_error_t *err)
     if (mode < 0)
         return -1;
     *ftm = mode;
-    if (mode > 0) {
+    if (mode == FT_GRPO) {
+        return 0; // grpo_create once the model exists (its generation engine runs it)
+    } else if (mode > 0) {
         struct ft_config fc = {.mode = (enum ft_mode)mode,
                                .data = a->data,
                                .tok = r->tk,
@@ -485,8 +521,9 @@ static int restore_state(struct run *r, const char *resume, int ftm, mtc_error_t
     json_decref(meta.train);
     if (rc < 0)
         return -1;
-    if ((r->ft ? ft_set_pos(r->ft, &meta.loader[r->rank], err)
-               : loader_set_pos(r->tl, &meta.loader[r->rank], err)) < 0)
+    if ((r->ft     ? ft_set_pos(r->ft, &meta.loader[r->rank], err)
+         : r->grpo ? grpo_set_pos(r->grpo, &meta.loader[r->rank], err)
+                   : loader_set_pos(r->tl, &meta.loader[r->rank], err)) < 0)
         return -1;
     r->step = r->ckpt_step = meta.step;
     r->tokens_seen = meta.tokens_seen;
@@ -513,6 +550,38 @@ static int open_outputs(struct run *r, const char *resume, mtc_error_t *err)
     return 0;
 }
 
+/* --mode grpo: prompts, environment, reference model and generation engine. */
+static int create_grpo(struct run *r, mtc_error_t *err)
+{
+    const struct targs *a = &r->a;
+    if (a->eval_every > 0)
+        return errprintf(err, "--eval-every is not supported with --mode grpo");
+    struct grpo_config c;
+    grpo_config_default(&c);
+    c.data = a->data;
+    c.tok = r->tk;
+    c.prompts = a->prompts;
+    c.gens = a->gens;
+    c.micro = a->micro;
+    c.seq = a->seq;
+    c.max_new = a->max_new;
+    c.inner = a->inner;
+    c.rank = r->rank;
+    c.nranks = r->nranks;
+    c.seed = (uint64_t)a->seed;
+    c.shuffle = a->shuffle;
+    c.temperature = (float)a->temperature;
+    c.eps_low = (float)a->clip_low;
+    c.eps_high = (float)a->clip_high;
+    c.beta = (float)a->kl_beta;
+    c.leave_one_out = a->loo;
+    c.std_norm = a->std_norm;
+    c.env = a->env;
+    c.env_cmd = a->env_cmd;
+    r->grpo = grpo_create(&c, r->m, err);
+    return r->grpo ? 0 : -1;
+}
+
 /* Set-up: config, model, data, optimizer, resume. 0, or -1 with err. */
 static int setup(struct run *r, mtc_error_t *err)
 {
@@ -527,9 +596,12 @@ static int setup(struct run *r, mtc_error_t *err)
         a->log_dir = a->ckpt_dir;
     char resume[4096] = "";
     int ftm = 0;
+    if (a->mode && !strcmp(a->mode, "grpo"))
+        a->batch = a->prompts * a->gens; // the sequences of a step, all ranks
     if (choose_resume(r, resume, sizeof resume, err) < 0 || resolve_config(r, resume, err) < 0 ||
         resolve_shapes(r, err) < 0 || open_data(r, &ftm, err) < 0 || create_model(r, err) < 0 ||
-        restore_state(r, resume, ftm, err) < 0)
+        (ftm == FT_GRPO && create_grpo(r, err) < 0) || restore_state(r, resume, ftm, err) < 0 ||
+        (r->grpo && grpo_reference_init(r->grpo, r->m, resume, a->ckpt_dir, r->rank, err) < 0))
         return -1;
     return open_outputs(r, resume, err);
 }
@@ -540,6 +612,7 @@ static void teardown(struct run *r)
     metrics_destroy(r->mt);
     loader_destroy(r->tl);
     ft_destroy(r->ft);
+    grpo_destroy(r->grpo);
     loader_destroy(r->vl);
     opt_release(&r->opt);
     model_destroy(r->m);
@@ -552,6 +625,12 @@ static void teardown(struct run *r)
 static float train_step(struct run *r, double *gnorm, float *lr, mtc_error_t *err)
 {
     struct targs *a = &r->a;
+    if (r->grpo) {
+        double l = 0;
+        return grpo_step(r->grpo, r->m, &r->opt, &r->oc, r->step, &l, gnorm, lr, err) < 0
+                   ? NAN
+                   : (float)l;
+    }
     model_zero_grad(r->m);
     // every micro-batch's loss is divided by the tokens of the whole global batch,
     // so summing gradients over micro-steps and ranks gives the global mean
@@ -617,6 +696,7 @@ static int run_loop(struct run *r, mtc_error_t *err)
         json_t *f = json_pack("{s:f,s:f,s:f,s:f,s:f}", "loss", (double)loss, "lr", (double)lr,
                               "grad_norm", gnorm, "tokens_per_s", tps, "mfu", mfu);
         ft_metrics(r->ft, f);
+        grpo_metrics(r->grpo, f);
         if (a->eval_every > 0 && (r->step % a->eval_every == 0 || r->step == a->steps)) {
             float vl = evaluate(r, err);
             if (isnan(vl)) {
@@ -630,11 +710,13 @@ static int run_loop(struct run *r, mtc_error_t *err)
         json_decref(f);
         if (r->rank == 0 && (r->step - last_logged >= a->log_every || r->step == a->steps ||
                              r->step == first + 1)) {
-            char b1[32], b2[32];
+            char b1[32], b2[32], gs[96] = "";
             double per = (t - t_start) / (double)(r->step - first);
+            if (r->grpo)
+                grpo_summary(r->grpo, gs, sizeof gs);
             fprintf(stdout,
-                    "step %" PRId64 "/%d | loss %.4f | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
-                    r->step, a->steps, loss, lr, fmt_int(tps, b1, sizeof b1), mfu * 100,
+                    "step %" PRId64 "/%d | loss %.4f%s | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
+                    r->step, a->steps, loss, gs, lr, fmt_int(tps, b1, sizeof b1), mfu * 100,
                     fmt_dur(per * (double)(a->steps - r->step), b2, sizeof b2));
             last_logged = r->step;
             fflush(stdout);
@@ -696,6 +778,18 @@ int train_main(int argc, char **argv)
     a->eval_batches = 4;
     a->log_every = 10;
     a->dpo_beta = 0.1;
+    struct grpo_config gd;
+    grpo_config_default(&gd);
+    a->prompts = gd.prompts;
+    a->gens = gd.gens;
+    a->max_new = gd.max_new;
+    a->inner = gd.inner;
+    a->temperature = gd.temperature;
+    a->clip_low = gd.eps_low;
+    a->clip_high = gd.eps_high;
+    a->kl_beta = gd.beta;
+    a->loo = gd.leave_one_out;
+    a->std_norm = gd.std_norm;
     int pa = parse_args(argc, argv, a);
     if (pa != 0)
         return pa < 0 ? 2 : 0;

@@ -236,19 +236,19 @@ int ft_mode_of(const char *mode, mtc_error_t *err)
     static const struct {
         const char *name;
         int mode;
-    } modes[] = {{"pretrain", 0}, {"cpt", 0}, {"sft", FT_SFT}, {"dpo", FT_DPO}};
+    } modes[] = {{"pretrain", 0}, {"cpt", 0}, {"sft", FT_SFT}, {"dpo", FT_DPO}, {"grpo", FT_GRPO}};
     if (!mode)
         return 0;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(mode, modes[i].name))
             return modes[i].mode;
-    return errprintf(err, "--mode %s: want pretrain, cpt, sft or dpo", mode);
+    return errprintf(err, "--mode %s: want pretrain, cpt, sft, dpo or grpo", mode);
 }
 
 int ft_resume_check(const json_t *train, int mode, const char *init, const char *ckdir,
                     mtc_error_t *err)
 {
-    static const char *const names[] = {"pretrain", "sft", "dpo"};
+    static const char *const names[] = {"pretrain", "sft", "dpo", "grpo"};
     const char *m = json_string_value(json_object_get(train, "mode"));
     mtc_error_t e2;
     int was = ft_mode_of(m, &e2);

@@ -220,7 +220,7 @@ int chat_parse_dpo(const struct tok *t, const json_t *obj, struct chat_seq *chos
  * maxlen; -1 with err when a response would lose its first token or its context. */
 int chat_truncate(struct chat_seq **seqs, int nseq, size_t maxlen, mtc_error_t *err);
 
-enum ft_mode { FT_SFT = 1, FT_DPO = 2 };
+enum ft_mode { FT_SFT = 1, FT_DPO = 2, FT_GRPO = 3 };
 struct ft_config {
     enum ft_mode mode;
     const char *data;       // a JSONL file, or a directory with train.jsonl (+ val.jsonl)
@@ -235,7 +235,7 @@ struct ft_config {
 };
 struct ft;
 /* --mode: NULL, "pretrain" or "cpt" → 0 (token shards; cpt is pretraining from --init),
- * "sft" → FT_SFT, "dpo" → FT_DPO; anything else -1 with err. */
+ * "sft" → FT_SFT, "dpo" → FT_DPO, "grpo" → FT_GRPO (grpo.c); anything else -1 with err. */
 int ft_mode_of(const char *mode, mtc_error_t *err);
 /* On resume: the checkpoint's recorded options (meta "train") must have the same mode
  * and, for DPO, the same --init (the reference model). 0, or -1 with err naming ckdir. */
@@ -268,6 +268,80 @@ const struct model *ft_reference(const struct ft *f);
  * reference chosen/rejected): -log σ(β((pc-rc)-(pr-rr))); *dz gets dL/dz where
  * z = β((pc-rc)-(pr-rr)). */
 double dpo_pair_loss(double beta, double pc, double pr, double rc, double rr, double *dz);
+
+/* ---- GRPO: group relative policy optimisation (grpo.c, grpo_env.c; docs/rl.md) ---- */
+
+#define GRPO_ENV_COMMAND 100 /* grpo_env_of("command"): the user's verifier, a command */
+struct grpo_config {
+    const char *data;      // prompts: a JSONL file, or a directory with train.jsonl, of
+                           // {"prompt","answer"} (other keys ignored)
+    const struct tok *tok; // borrowed; renders prompts as chat, decodes completions
+    int prompts, gens;     // num_prompts_per_step (global), num_generations_per_prompt (G)
+    int micro, seq;        // training rows per micro-step; T (prompt + completion <= T+1)
+    int max_new;           // generated tokens at most
+    int inner;             // optimizer updates per batch of rollouts (1: on-policy)
+    int rank, nranks;
+    uint64_t seed;
+    int shuffle;
+    float temperature;
+    float eps_low, eps_high; // ratio clipped to [1-eps_low, 1+eps_high]
+    float beta, kl_clamp;    // β of the k3 KL penalty; its value clamped to kl_clamp
+    int leave_one_out;       // baseline: mean of the other G-1 rewards (else the group mean)
+    int std_norm;            // divide advantages by the group's std when it is > 0
+    const char *env;         // "arithmetic" | "countdown" | "command"
+    const char *env_cmd;     // the command (sh -c) of env "command"
+};
+/* NeMo-RL's defaults where they apply (docs/rl.md): G 8 (NeMo-RL 16), P 8 (32), β 0.01,
+ * ε 0.2/0.2, leave-one-out and std normalization on, temperature 1, 16 new tokens. */
+void grpo_config_default(struct grpo_config *c);
+struct grpo;
+/* Load and render the prompts, the frozen reference model and a generation engine over
+ * policy (borrowed; must outlive g). c is copied (strings borrowed). NULL with err. */
+struct grpo *grpo_create(const struct grpo_config *c, struct model *policy, mtc_error_t *err);
+void grpo_destroy(struct grpo *g);
+/* The reference weights: on resume those saved next to the resumed checkpoint
+ * (<root>/reference/), else a copy of policy's (after --init) which rank 0 writes to
+ * <ckpt_dir>/reference/ for later resumes. 0, or -1 with err. */
+int grpo_reference_init(struct grpo *g, struct model *policy, const char *resume,
+                        const char *ckpt_dir, int rank, mtc_error_t *err);
+/* One GRPO step: rollouts, rewards, advantages, then c.inner clipped updates of m with
+ * AdamW (gradients all-reduced, clipped to oc->grad_clip). *loss = the global loss of the
+ * first update. 0, or -1 with err (an environment failing on any rank fails every rank). */
+int grpo_step(struct grpo *g, struct model *m, struct opt_state *opt, const struct opt_config *oc,
+              int64_t step, double *loss, double *gnorm, float *lr, mtc_error_t *err);
+/* The last step's metrics (reward_mean, reward_std, accuracy, kl, clip_fraction,
+ * response_length, entropy, gen_tokens_per_s, train_tokens_per_s, ...) into f; a short
+ * " | reward … | acc …" for the progress line; completion i of the last step (borrowed). */
+void grpo_metrics(const struct grpo *g, json_t *f);
+void grpo_summary(const struct grpo *g, char *buf, size_t len);
+const char *grpo_completion(const struct grpo *g, int i);
+/* Data position: prompts consumed (offset). */
+void grpo_get_pos(const struct grpo *g, struct loader_pos *pos);
+int grpo_set_pos(struct grpo *g, const struct loader_pos *pos, mtc_error_t *err);
+/* The loss of one generated token: max(-A·r, -A·clip(r, 1-ε_lo, 1+ε_hi)) + β·k3, r =
+ * exp(lp - lp_old), k3 = exp(x) - x - 1, x = lp_ref - lp. *dlp = d(loss)/d(lp); *clipped
+ * when the clipped branch was taken; *kl the (clamped) k3. */
+double grpo_token_loss(double lp, double lp_old, double lp_ref, double adv,
+                       const struct grpo_config *c, double *dlp, int *clipped, double *kl);
+/* Forward rows x,y (B,T) with mask w (1 on generated targets) through m; st[0] += sum of
+ * token losses / norm, st[1] += k3, st[2] += clipped tokens, st[3] = max |ratio - 1|; with
+ * backward, the gradient is ACCUMULATED into m's. lp, dlogp: (B,T) scratch. 0/-1. */
+int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const float *w,
+                    const float *lp_old, const float *lp_ref, const float *adv, int B, int T,
+                    double norm, const struct grpo_config *c, int backward, float *lp,
+                    float *dlogp, double st[4], mtc_error_t *err);
+/* Advantages of n rewards in groups of G (n a multiple of G). Identical rewards in a
+ * group give exactly 0. */
+void grpo_advantages(const float *reward, int n, int G, int leave_one_out, int std_norm,
+                     float *adv);
+/* Environments: index of a built-in by name, GRPO_ENV_COMMAND for "command", or -1 with
+ * err. grpo_env_rewards scores n completions (reward[i], correct[i]); for the command env,
+ * cmd gets JSONL {"prompt","answer","completion"} on stdin and must print n lines
+ * {"reward": number[, "correct": bool]} and exit 0, else -1 with one line in err. */
+int grpo_env_of(const char *name, mtc_error_t *err);
+int grpo_env_rewards(int env, const char *cmd, int n, const char *const *prompt,
+                     const char *const *answer, const char *const *completion, float *reward,
+                     int *correct, mtc_error_t *err);
 
 /* ---- driver (loop.c) ---- */
 

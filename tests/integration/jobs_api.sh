@@ -64,6 +64,7 @@ assert j["name"] == "projects/local/locations/local/modelDevelopmentClusters/ja/
 assert j["slurmJobId"].isdigit() and j["experimentName"] == "apijob" and j["nodeCount"] == 1, j
 assert j["experimentDir"].startswith("$MTC_HOME/experiments/apijob/apijob_"), j
 assert j["state"] in ("PENDING", "RUNNING") and j["restartCount"] == 0 and j["createTime"], j
+assert j["model"] == "projects/local/locations/local/models/apijob", j
 PY
 check "visible in squeue" bash -c "squeue -h -o %i | grep -qx '$JOB'"
 mtc experiment list >"$D/list.out"
@@ -80,6 +81,21 @@ check "the secret is stored nowhere (store, experiment, mtcd's log)" \
     bash -c "! grep -rqa hf_api_secret_456 '$MTC_HOME/mtcd.db'* '$MTC_HOME/experiments' '$MTC_HOME/log'"
 api POST "$JOBS?trainingJobId=first" "$(body 10 "\"dataDir\":\"$D/data\"")"
 check "the same id again: 409" test "$HTTP_STATUS" = 409
+
+# two runs of one experiment in the same second: each its own run directory
+TWIN=$(body 5 "\"dataDir\":\"$D/data\",\"experimentName\":\"twin\"")
+api POST "$JOBS?trainingJobId=twin-a" "$TWIN"; A=$BODY
+api POST "$JOBS?trainingJobId=twin-b" "$TWIN"; B2=$BODY
+check "same experiment, same second: two runs, two directories" python3 - "$A" "$B2" <<'PY'
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert a["experimentDir"] != b["experimentDir"] and a["slurmJobId"] != b["slurmJobId"], (a, b)
+PY
+check "both twins complete" bash -c "
+    for i in \$(seq 120); do
+        n=\$(curl -s --unix-socket '$MTC_HOME/mtcd.sock' 'http://localhost$JOBS?filter=state%3DCOMPLETED' | grep -o '\"id\": *\"twin-[ab]\"' | wc -l)
+        [ \"\$n\" = 2 ] && exit 0; sleep 1
+    done; exit 1"
 
 # --- bad bodies: one line each, nothing submitted ---------------------------
 NJOBS=$(squeue -h | wc -l)
@@ -169,14 +185,14 @@ check "page 1: the first job" test "$(field '["trainingJobs"][0]["id"]' <<<"$BOD
 TOKEN=$(field '.get("nextPageToken", "")' <<<"$BODY")
 check "page 1: a token for the next" test -n "$TOKEN"
 api GET "$JOBS?pageSize=1&pageToken=$TOKEN"
-check "page 2: the next job" test "$(field '["trainingJobs"][0]["id"]' <<<"$BODY")" = long
+check "page 2: the next job" test "$(field '["trainingJobs"][0]["id"]' <<<"$BODY")" = twin-a
 api GET "$JOBS?pageSize=10&pageToken=$TOKEN"
 check "the last page has no token" test "$(field '.get("nextPageToken", "none")' <<<"$BODY")" = none
 api GET "$JOBS?filter=state%3DCANCELLED"
 check "filter state=CANCELLED: the cancelled job only" \
     test "$(field '["trainingJobs"]' <<<"$BODY" | grep -o "'id': '[a-z-]*'")" = "'id': 'long'"
 api GET "$JOBS?filter=state%3DCOMPLETED"
-check "filter state=COMPLETED: the two that completed" test "$(field '["trainingJobs"].__len__()' <<<"$BODY")" = 2
+check "filter state=COMPLETED: the four that completed" test "$(field '["trainingJobs"].__len__()' <<<"$BODY")" = 4
 api GET "$JOBS?filter=state%3DBOGUS"
 check "a bad filter: 400" one_line_error 400 "want state=STATE"
 api GET "$JOBS?pageToken=xyz"

@@ -137,4 +137,11 @@ mtc experiment cancel unfinished >/dev/null 2>&1
 wait_for 30 bash -c "mtc experiment status unfinished | grep -qx -- '- Status: CANCELLED'"
 bad "chained from a cancelled experiment" 'is CANCELLED, not COMPLETED' -s sft/tiny_gpt2_sft --from-experiment unfinished
 check "nothing prepared was touched by the bad inputs" test "$(sums)" = "$SUMS"
+# the trainer's own command, with a cache that has nothing yet (no tokenizer either)
+for src in "$D/wrong.jsonl" builtin:tiny-nothing "$D/trunc.jsonl"; do
+    mtc-train data prepare --source "$src" --kind sft --cache-dir "$D/fresh" >/dev/null 2>"$D/prep.err"
+    rc=$?
+    check "data prepare $(basename "$src"): exit 1, one line ($(head -c 120 "$D/prep.err"))" \
+        bash -c "[ $rc = 1 ] && [ \$(wc -l <'$D/prep.err') = 1 ]"
+done
 done_testing
