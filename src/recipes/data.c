@@ -78,7 +78,9 @@ json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, 
         return out;
     }
     if (run->data || ds) {
-        char *src = run->data ? absolute(run->data) : under(base, ds);
+        char *src = !run->data                           ? under(base, ds)
+                    : !strncmp(run->data, "builtin:", 8) ? strdup(run->data)
+                                                         : absolute(run->data);
         if (run->cache_dir)
             cache = absolute(run->cache_dir);
         else if (asprintf(&cache, "%s/cache", run->home) < 0)

@@ -89,6 +89,20 @@ static int check_dataset(const struct schema_field *f, json_t **v, const char *p
     return dataset_ref_parse(path, json_string_value(*v), name, &version, err);
 }
 
+/* data: a built-in dataset (builtin:NAME; the trainer knows the names) or a path. */
+static int check_source(const struct schema_field *f, json_t **v, const char *path,
+                        mtc_error_t *err)
+{
+    const char *s = json_string_value(*v);
+    if (strncmp(s, "builtin:", 8) != 0)
+        return check_path(f, v, path, err);
+    size_t n = strlen(s + 8);
+    if (n == 0 || n > 64 || strspn(s + 8, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+        return schema_error(err, path, "%.80s: want builtin:NAME ([a-z0-9-]) or an absolute path",
+                            s);
+    return 0;
+}
+
 static int check_experiment(const struct schema_field *f, json_t **v, const char *path,
                             mtc_error_t *err)
 {
@@ -190,7 +204,7 @@ static const struct schema_field f_request[] = {
     STR("time", time, check_time),
     STR("fromCheckpoint", from_checkpoint, check_path),
     STR("fromExperiment", from_experiment, check_experiment),
-    STR("data", data, check_path),
+    STR("data", data, check_source),
     STR("dataset", dataset, check_dataset),
     SERVER("datasetPath", dataset_path),
     SERVER("trainer", trainer),

@@ -7,7 +7,8 @@
 # replicas go back to the minimum when idle; an 80/20 split measured over 500
 # requests; mtcd's other requests are not held up by the proxied ones; bad
 # input in one line (google.rpc) with nothing changed, OpenAI errors passed
-# through; undeploy and delete stop the jobs.
+# through; a restarted mtcd adopts the replicas; undeploy and delete stop
+# the jobs.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/train_setup.inc"
@@ -157,6 +158,17 @@ sed 's/^/# /' "$D/split.out"
 check "80/20 split within ±5% over 500 requests" awk '/^d1 /{a=$2} /^d2 /{b=$2} END{exit !(a+b==500 && a>=375 && a<=425)}' "$D/split.out"
 check "each answer names the version that served it (tiny@1 / tiny@2)" \
     awk '/^models /{exit !($2+$3==500)}' "$D/split.out"
+
+# --- mtcd restarts: the replicas are adopted, not restarted ------------------
+IDS=$(api GET "$E/chat"; jq_ 'sorted(r["slurmJobId"] for x in d["deployedModels"] for r in x["replicas"])' <<<"$BODY")
+kill -TERM "$MTCD_PID"
+wait_for 20 bash -c "! kill -0 $MTCD_PID"
+check "mtcd restarts" start_mtcd
+out=$(mtc endpoints predict chat "the cat" --max-tokens 4 2>&1)
+check "right after the restart the endpoint answers (routing from the store)" test $? -eq 0 -a -n "$out"
+sleep 2
+check "... through the same replicas' jobs (adopted, none restarted)" \
+    test "$(api GET "$E/chat"; jq_ 'sorted(r["slurmJobId"] for x in d["deployedModels"] for r in x["replicas"])' <<<"$BODY")" = "$IDS"
 
 # --- bad input: one line, nothing changed --------------------------------------
 BEFORE=$(api GET "$E/chat"; jq_ '(d["trafficSplit"], [x["id"] for x in d["deployedModels"]])' <<<"$BODY")

@@ -17,6 +17,17 @@ jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv
 # one_error OUTPUT PATTERN: exactly one "mtc:" line and nothing else, matching PATTERN
 one_error() { [ "$(wc -l <<<"$1")" -eq 1 ] && grep -q '^mtc: ' <<<"$1" && grep -q -- "$2" <<<"$1"; }
 reply() { [ "$HTTP_STATUS" = "$1" ] && grep -q -- "$2" <<<"$BODY"; }
+# wait_op NAME: poll the operation until done; its JSON in OP
+wait_op() {
+    local end=$((SECONDS + 120))
+    while [ $SECONDS -lt $end ]; do
+        api GET "/v1/$1"
+        OP=$BODY
+        [ "$(jq_ 'd.get("done", False)' <<<"$OP")" = True ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
 tcp() { # tcp TOKEN METHOD PATH [BODY]
     local out
     out=$(curl -s -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
@@ -167,11 +178,15 @@ tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"stolen\",\"model\":{\"artifactUri
 check "editor: a source outside mtcd's roots is refused (403)" reply 403 "outside the directories"
 tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"tiny-copy\",\"model\":{\"artifactUri\":\"$CK\"}}"
 check "editor: a run's checkpoint under MTC_HOME/experiments is allowed" test "$HTTP_STATUS" = 200
+check "... its operation registers tiny-copy@1" bash -c "$(declare -f api wait_op jq_); wait_op '$(jq_ 'd["name"]' <<<"$BODY")' && grep -q '\"modelVersionId\":\"1\"' <<<\"\$OP\""
 mkdir -p "$MTC_HOME/data/sneaky"
 cp "$D/hf/config.json" "$MTC_HOME/data/sneaky/"
 ln -s "$D/hf/model.safetensors" "$MTC_HOME/data/sneaky/model.safetensors"
 tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"sneaky\",\"model\":{\"artifactUri\":\"$MTC_HOME/data/sneaky\"}}"
-check "editor: a link from the data root to a file outside it is refused (403)" reply 403 "leads outside"
+check "editor: the upload is an operation" wait_op "$(jq_ 'd["name"]' <<<"$BODY")"
+check "... that fails PERMISSION_DENIED: a link from the data root to a file outside it" test "$(jq_ '(d["error"]["code"], "leads outside" in d["error"]["message"])' <<<"$OP")" = "(7, True)"
+api GET "$M/sneaky"
+check "... and registers nothing" test "$HTTP_STATUS" = 404
 tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$D/out-editor\"}"
 check "editor: export outside the roots refused (403)" test "$HTTP_STATUS" = 403
 

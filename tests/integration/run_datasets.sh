@@ -115,6 +115,7 @@ printf '{"prompt":"a","response":"b"}\n{"prompt":"a","resp' >"$D/trunc.jsonl"
 bad "a truncated file" 'trunc.jsonl:2: truncated record' -s sft/tiny_gpt2_sft --data "$D/trunc.jsonl"
 printf '{"prompt":"a","response":"b"}\n{"prompt":"a","answer":"b"}\n' >"$D/wrong.jsonl"
 bad "JSONL with a wrong field" 'wrong.jsonl:2: field "response" missing' -s sft/tiny_gpt2_sft --data "$D/wrong.jsonl"
+bad "a built-in dataset of another kind" 'builtin:tiny-sft is sft data, not dpo' -s dpo/tiny_gpt2_dpo --data builtin:tiny-sft
 echo "not records" >"$D/plain.txt"
 bad "text for a DPO recipe" 'plain text is pretraining data, not dpo' -s dpo/tiny_gpt2_dpo --data "$D/plain.txt"
 python3 -c 'print("the quick brown fox jumps over the lazy dog " * 200)' >"$D/other.txt"

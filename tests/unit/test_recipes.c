@@ -399,6 +399,12 @@ static void test_datasets(void)
     free(s);
     json_decref(cfg);
     run.image = NULL;
+    run.data = "builtin:tiny-rl";
+    cfg = recipe_resolve(r, &run, &err);
+    CHECK(cfg && !strcmp(json_string_value(json_object_get(json_object_get(cfg, "data"), "source")),
+                         "builtin:tiny-rl"),
+          "--data builtin:NAME stays a name");
+    json_decref(cfg);
     run.data = "/u/a\nb";
     cfg = recipe_resolve(r, &run, &err);
     CHECK(!cfg && strstr(err.text, "--data"), "a newline in --data refused: %s", err.text);

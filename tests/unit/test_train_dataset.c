@@ -306,6 +306,27 @@ static void test_cache(void)
     CHECK(mtc_path_exists(t2), "a live preparer's temporary was left alone");
     rmdir(t2);
 
+    // two preparers of the same new key at once: both succeed, one whole key, no temporary
+    put("race.jsonl", "{\"prompt\":\"r\",\"response\":\"s\"}\n{\"prompt\":\"t\",\"response\":\"u\"}\n");
+    pid_t kids[4];
+    for (int i = 0; i < 4; i++)
+        if ((kids[i] = fork()) == 0) {
+            struct dset_result rr;
+            _exit(prep(at("race.jsonl"), DSET_SFT, NULL, &rr, NULL) == 0 ? 0 : 1);
+        }
+    int all_ok = 1;
+    for (int i = 0; i < 4; i++) {
+        int st = 1;
+        waitpid(kids[i], &st, 0);
+        all_ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    CHECK(all_ok, "four preparers of one new key at once all succeed");
+    CHECK(prep(at("race.jsonl"), DSET_SFT, NULL, &r1, why) == 0 && r1.cached && r1.records == 2,
+          "and leave it whole (%s)", why);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls -a %s/datasets | grep -q '^\\.tmp-'", cache);
+    CHECK(system(cmd) != 0, "with no temporary left");
+
     // --name: by-name/NAME -> the key
     struct dset_options o = opts("builtin:tiny-sft", DSET_SFT);
     o.name = "my-sft";

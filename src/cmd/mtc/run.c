@@ -150,7 +150,8 @@ static int parse_run(int argc, char **argv, struct run_flags *f)
         if (i + 1 >= argc)
             return fprintf(stderr, "mtc: %s needs a value\n%s", a, run_use), -1;
         const char *v = argv[++i];
-        char *abs = fl->path && *v ? absolute_path(v) : NULL;
+        // a built-in dataset (--data builtin:tiny-rl) is a name, not a path
+        char *abs = fl->path && *v && strncmp(v, "builtin:", 8) != 0 ? absolute_path(v) : NULL;
         json_object_set_new(f->body, fl->field, json_string(abs ? abs : v));
         free(abs);
     }
