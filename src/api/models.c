@@ -602,19 +602,32 @@ int api_model_export(struct api_req *r, struct api_resp *out)
     } else if (!body) {
         api_error(out, 400, "%s", *err.text ? err.text : "request body: {\"outputDir\"} is required");
     } else {
-        const char *od = jstr(body, "outputDir");
+        char odb[PATH_MAX];
+        snprintf(odb, sizeof(odb), "%s", jstr(body, "outputDir"));
+        for (size_t l = strlen(odb); l > 1 && odb[l - 1] == '/'; l--)
+            odb[l - 1] = '\0'; /* "hf/" is "hf" */
+        const char *od = odb;
         int format = json_object_get(body, "format")
                          ? schema_enum_parse(&registry_format_enum, jstr(body, "format"), 0)
                          : -1;
-        /* the directory may not exist yet: its parent must be where mtcd may write */
+        /* an existing directory (or a link) must itself lead where mtcd may
+         * write; a new one's parent must */
         snprintf(parent, sizeof(parent), "%s", od);
         char *slash = strrchr(parent, '/');
-        if (slash && slash != parent)
+        struct stat sb;
+        if (lstat(od, &sb) == 0)
+            snprintf(parent, sizeof(parent), "%s", od);
+        else if (slash && slash != parent)
             *slash = '\0';
         else
             snprintf(parent, sizeof(parent), "/");
         if (allowed_path(r, out, "outputDir", parent, dir, sizeof(dir)) == 0) {
-            snprintf(dir, sizeof(dir), "%s", od);
+            if (lstat(od, &sb) != 0) /* made below by mtcd: the parent resolved, and the name */
+                snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%s", strrchr(od, '/') + 1);
+            else if (!S_ISDIR(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+                api_error(out, 400, "outputDir: %.200s exists and is not a directory", od);
+                goto done;
+            }
             if (registry_export(models_dir(r, models, sizeof(models)), v[i].manifest, format,
                                 control_datasets(r->ctl)->trainer, dir, &err) < 0)
                 api_error(out, 500, "model %s@%d: export: %s", ref.name, v[i].version, err.text);
@@ -629,6 +642,7 @@ int api_model_export(struct api_req *r, struct api_resp *out)
             }
         }
     }
+done:
     json_decref(body);
     store_model_versions_free(v, n);
     store_model_release(&m);

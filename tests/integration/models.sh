@@ -189,6 +189,11 @@ api GET "$M/sneaky"
 check "... and registers nothing" test "$HTTP_STATUS" = 404
 tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$D/out-editor\"}"
 check "editor: export outside the roots refused (403)" test "$HTTP_STATUS" = 403
+ln -s "$D" "$MTC_HOME/data/escape"
+tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$MTC_HOME/data/escape\"}"
+check "editor: export into a link from the data root to outside it refused (403)" test "$HTTP_STATUS" = 403
+tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$MTC_HOME/data/mine/\"}"
+check "editor: export to a new directory under the data root" test "$HTTP_STATUS" = 200 -a -f "$MTC_HOME/data/mine/params.bin"
 
 # --- registry_resolve's files, and delete -----------------------------------------
 check "refs file mirrors the aliases" python3 -c "
@@ -225,4 +230,20 @@ check "restart: the recorded versions keep their files" test -f "$(mtc --json mo
 cmd=$(sed -n 's/.*(register it with: \(mtc models upload .*\))$/\1/p' "$LTD/$LJOB.log")
 out=$($cmd 2>&1)
 check "the command the log gives registers it by hand" grep -q "registered lonely@1" <<<"$out"
+
+# --- mtcd killed during an upload: the operation resumes, one version ------------
+mkdir -p "$D/big/step_00000001"
+head -c $((48 * 1024 * 1024)) /dev/urandom >"$D/big/step_00000001/params.bin"
+echo '{"step":1}' >"$D/big/step_00000001/meta.json"
+echo ok >"$D/big/step_00000001/DONE"
+api POST "$M:upload" "{\"modelId\":\"big\",\"model\":{\"artifactUri\":\"$D/big\"}}"
+kill -9 "$MTCD_PID" # at once: the files are still being stored
+BIGOP=$(jq_ 'd["name"]' <<<"$BODY")
+wait_for 10 bash -c "! kill -0 $MTCD_PID"
+start_mtcd
+check "after kill -9 and a restart the upload operation finishes" wait_op "$BIGOP"
+check "... without an error" test "$(jq_ '"error" in d' <<<"$OP")" = False
+api GET "$M/big:listVersions"
+check "... with exactly one version" test "$(jq_ '[v["versionId"] for v in d["models"]]' <<<"$BODY")" = "['1']"
+check "... and nothing left in the temporaries" test -z "$(find "$MTC_HOME/models/tmp" "$MTC_HOME/models/blobs/tmp" -mindepth 1)"
 done_testing
