@@ -358,9 +358,20 @@ static void wait_done(struct serve_stream *r, int cancel)
 
 size_t serve_stream_read(struct serve_stream *r, char *buf, size_t max)
 {
+    // an SSE comment when nothing came for a third of the idle timeout (a long prompt, a
+    // queue): the connection stays alive and clients ignore it
+    static const char keepalive[] = ": keep-alive\n\n";
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += r->s->cfg.idle_timeout / 3 > 0 ? r->s->cfg.idle_timeout / 3 : 1;
     pthread_mutex_lock(&r->mu);
     while (r->sse_off == r->sse_len && !r->done)
-        pthread_cond_wait(&r->cv, &r->mu);
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &until) == ETIMEDOUT &&
+            r->sse_off == r->sse_len && !r->done && max >= sizeof keepalive) {
+            pthread_mutex_unlock(&r->mu);
+            memcpy(buf, keepalive, sizeof keepalive - 1);
+            return sizeof keepalive - 1;
+        }
     size_t n = r->sse_len - r->sse_off;
     n = n < max ? n : max;
     memcpy(buf, r->sse + r->sse_off, n);
