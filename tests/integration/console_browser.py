@@ -96,7 +96,9 @@ try:
 
     # 3. create from the local 2-node reference architecture; see it RUNNING
     d.get(URL + "/#/clusters")
-    wait(10, lambda: d.find_elements(By.ID, "create-form"), "create form again")
+    d.refresh()  # a fresh page: no view of the last step still rendering
+    wait(10, lambda: d.find_elements(By.ID, "create-form") and d.find_elements(By.ID, "new-arch")
+         and len(Select(d.find_element(By.ID, "new-arch")).options) > 1, "create form again")
     d.find_element(By.ID, "new-id").send_keys("web")
     Select(d.find_element(By.ID, "new-arch")).select_by_value("local-2node")
     d.find_element(By.ID, "create-btn").click()
