@@ -684,6 +684,7 @@ const struct api_route api_routes[] = {
     {"GET", ENDPOINTS, ROLE_VIEWER, api_endpoint_list, 0},
     {"GET", ENDPOINTS "/*", ROLE_VIEWER, api_endpoint_get, 0},
     {"DELETE", ENDPOINTS "/*", ROLE_EDITOR, api_endpoint_delete, 0},
+    {"PATCH", ENDPOINTS "/*", ROLE_EDITOR, api_endpoint_patch, 0},
     {"POST", ENDPOINTS "/*:deployModel", ROLE_EDITOR, api_endpoint_deploy, 0},
     {"POST", ENDPOINTS "/*:undeployModel", ROLE_EDITOR, api_endpoint_undeploy, 0},
     {"POST", ENDPOINTS "/*/v1/completions", ROLE_VIEWER, api_endpoint_route, API_ROUTE_PROXY},
