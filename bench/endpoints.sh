@@ -4,7 +4,6 @@
 # …/endpoints/E/v1/completions (unix socket, and TCP with a token), in the
 # same run against the same single replica: p50/p99 latency of N sequential
 # requests (max_tokens 1: the overhead, not generation, dominates), and of
-# 8 concurrent clients; the ratio to direct. Local 2-node cluster, tiny Llama.
 # BENCH_N sets the requests per case (300).
 . "$(dirname "$0")/lib.inc"
 N=${BENCH_N:-300}
@@ -93,4 +92,30 @@ cb = conc["direct (mtc-serve)"]
 for name, (lat, rps) in conc.items():
     print(f"  {name:24s} p50 {pct(lat,.5):7.2f} ms  p99 {pct(lat,.99):7.2f} ms  {rps:7.1f} req/s "
           f"(x{rps/cb[1]:.2f} of direct)")
+import threading
+def healthz(n):
+    c = UC(); lat = []
+    for _ in range(n):
+        t = time.perf_counter(); c.request("GET", "/healthz"); c.getresponse().read()
+        lat.append(time.perf_counter() - t)
+    c.close(); return lat
+idle = healthz(200)
+stop = False
+durs = []
+def stream():
+    while not stop:
+        c = UC(); t = time.perf_counter()
+        c.request("POST", EP + "/v1/completions", headers=H, body=json.dumps(
+            {"prompt": "the cat", "max_tokens": 100, "stream": True, "temperature": 0}))
+        c.getresponse().read(); c.close(); durs.append(time.perf_counter() - t)
+ts = [threading.Thread(target=stream) for _ in range(16)]
+[t.start() for t in ts]
+time.sleep(0.5)
+busy = healthz(200)
+stop = True
+[t.join() for t in ts]
+print("mtcd's GET /healthz (unix socket, 200 each):")
+print(f"  idle                     p50 {pct(idle,.5):7.2f} ms  p99 {pct(idle,.99):7.2f} ms")
+print(f"  (each stream {pct(durs,.5):.0f} ms p50 over {len(durs)} streams, 100 tokens)")
+print(f"  16 proxied streams       p50 {pct(busy,.5):7.2f} ms  p99 {pct(busy,.99):7.2f} ms  (p50 x{pct(busy,.5)/pct(idle,.5):.2f})")
 PY

@@ -67,5 +67,6 @@ sb, api, cli = (t1 - t0) / n, (t2 - t1) / n, (t3 - t2) / n
 print(f"submissions per way: {n} ({sys.argv[6]} jobs queued, none ran)")
 print(f"sbatch of the rendered script:   {sb * 1000:8.1f} ms per job   1.00x")
 print(f"POST trainingJobs (curl):        {api * 1000:8.1f} ms per job   {api / sb:5.2f}x")
-print(f"mtc run (CLI -> API, status):    {cli * 1000:8.1f} ms per job   {cli / sb:5.2f}x")
+print(f"mtc run (CLI -> API, status):    {cli * 1000:8.1f} ms per job   {cli / sb:5.2f}x"
+      "  (its status block waits up to 5 s for RUNNING; these jobs never start)")
 PY

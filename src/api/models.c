@@ -17,8 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* A change to a model and the rewrite of its refs file, one at a time. */
-static pthread_mutex_t refs_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *models_dir(struct api_req *r, char *buf, size_t len)
 {
@@ -35,36 +33,11 @@ static int have_home(struct api_req *r, struct api_resp *out)
     return 0;
 }
 
-/* Rewrite a model's refs file from the store (under refs_lock; at start-up
- * before the API serves); dirs (may be NULL) gets its versions' directories. */
-static void write_refs(struct store *st, const char *models, const char *project,
-                       const char *location, const char *name, json_t *dirs)
-{
-    int n = 0;
-    struct store_model_version *v = store_model_versions(st, project, location, name, &n);
-    json_t *versions = json_object(), *aliases = json_object();
-    for (int i = 0; i < n; i++) {
-        char key[16];
-        snprintf(key, sizeof(key), "%d", v[i].version);
-        json_object_set(versions, key, v[i].manifest);
-        if (dirs)
-            json_array_append(dirs, json_object_get(v[i].manifest, "dir"));
-        size_t k;
-        json_t *a;
-        json_array_foreach(v[i].aliases, k, a)
-            json_object_set_new(aliases, json_string_value(a), json_integer(v[i].version));
-    }
-    if (registry_refs_write(models, project, location, name, versions, aliases) < 0)
-        log_msg(LOG_ERR, "model %s: cannot write its refs file: %s", name, strerror(errno));
-    json_decref(versions);
-    json_decref(aliases);
-    store_model_versions_free(v, n);
-}
-
 static void sync_refs(struct api_req *r, const char *name)
 {
     char models[PATH_MAX];
-    write_refs(r->st, models_dir(r, models, sizeof(models)), r->cap[0], r->cap[1], name, NULL);
+    control_model_refs(r->st, models_dir(r, models, sizeof(models)), r->cap[0], r->cap[1], name,
+                       NULL);
 }
 
 int api_models_recover(struct store *st, const char *home)
@@ -77,7 +50,7 @@ int api_models_recover(struct store *st, const char *home)
         return 0;
     json_t *all = store_model_all(st), *dirs = json_array(), *m;
     size_t i;
-    json_array_foreach(all, i, m) write_refs(st, models, json_string_value(json_object_get(m, "project")),
+    json_array_foreach(all, i, m) control_model_refs(st, models, json_string_value(json_object_get(m, "project")),
                                               json_string_value(json_object_get(m, "location")),
                                               json_string_value(json_object_get(m, "name")), dirs);
     int rc = registry_sweep(models, dirs, &removed, &err);
@@ -274,160 +247,6 @@ static const char *jstr(const json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
-/* The last value of key in a metrics.jsonl (and the step of its line). */
-static json_t *last_metric(const char *metrics, const char *key, json_int_t *step)
-{
-    FILE *f = fopen(metrics, "r");
-    if (!f)
-        return NULL;
-    char line[4096];
-    json_t *found = NULL;
-    while (fgets(line, sizeof(line), f)) {
-        json_t *o = json_loads(line, 0, NULL);
-        json_t *v = json_object_get(o, key);
-        if (json_is_number(v)) {
-            json_decref(found);
-            found = json_incref(v);
-            *step = json_integer_value(json_object_get(o, "step"));
-        }
-        json_decref(o);
-    }
-    fclose(f);
-    return found;
-}
-
-/* A prepared dataset's fingerprint: mtc-train data prepare's manifest says
- * its source's; a directory from mtc-train prepare gets "sha256:" of its
- * meta.json (token counts, tokenizer) and its shards' names and sizes. */
-static int data_fingerprint(const char *dir, char fp[72])
-{
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/manifest.json", dir);
-    json_t *m = json_load_file(path, 0, NULL);
-    const char *src = jstr(m, "sourceFingerprint");
-    if (src) {
-        snprintf(fp, 72, "%s", src);
-        json_decref(m);
-        return 0;
-    }
-    json_decref(m);
-    snprintf(path, sizeof(path), "%s/meta.json", dir);
-    char *meta = mtc_read_file(path, NULL);
-    DIR *d = meta ? opendir(dir) : NULL;
-    if (!d) {
-        free(meta);
-        return -1;
-    }
-    json_t *files = json_object();
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        struct stat sb;
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        size_t n = strlen(de->d_name);
-        if (n > 4 && strcmp(de->d_name + n - 4, ".bin") == 0 && stat(path, &sb) == 0)
-            json_object_set_new(files, de->d_name, json_integer((json_int_t)sb.st_size));
-    }
-    closedir(d);
-    char *listing = json_dumps(files, JSON_SORT_KEYS | JSON_COMPACT), hex[65];
-    char *all = NULL;
-    int ok = listing && asprintf(&all, "%s\n%s", meta, listing) >= 0;
-    if (ok) {
-        mtc_sha256_hex(all, hex);
-        snprintf(fp, 72, "sha256:%s", hex);
-    }
-    free(all);
-    free(listing);
-    free(meta);
-    json_decref(files);
-    return ok ? 0 : -1;
-}
-
-/* The lineage of a version made by the run whose task directory is run
- * (its config.json, the checkpoint stored, metrics.jsonl). */
-static json_t *run_lineage(const char *run, const char *ckdir)
-{
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/config.json", run);
-    json_t *cfg = json_load_file(path, 0, NULL), *l = json_object();
-    if (!cfg)
-        return l;
-    static const char *const copy[][2] = {
-        {"experiment", "experiment"}, {"runId", "runId"},   {"slurmJobId", "jobId"},
-        {"recipe", "recipe"},         {"task", "task"},     {"taskDir", "taskDir"},
-        {"parentModel", "fromModel"}, {"executor", "executor"},
-        {"parentModel", "fromModelVersion"},
-    };
-    for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
-        if (jstr(cfg, copy[i][1]))
-            json_object_set_new(l, copy[i][0], json_string(jstr(cfg, copy[i][1])));
-    /* the cluster: the trainingJob's, else the slurm.conf's .../clusters/ID/ */
-    const char *conf = jstr(cfg, "slurmConf"), *p = conf ? strstr(conf, "/clusters/") : NULL;
-    if (p)
-        json_object_set_new(l, "cluster", json_sprintf("%.*s", (int)strcspn(p + 10, "/"), p + 10));
-    if (jstr(cfg, "trainingJob"))
-        json_object_set_new(l, "trainingJob", json_string(jstr(cfg, "trainingJob")));
-    if (json_object_get(cfg, "overrides"))
-        json_object_set(l, "recipeOverrides", json_object_get(cfg, "overrides"));
-    json_object_set(l, "train", json_object_get(cfg, "train"));
-    json_object_set(l, "modelConfig", json_object_get(cfg, "model"));
-    const json_t *data = json_object_get(cfg, "data");
-    if (jstr(data, "tokenizer"))
-        json_object_set_new(l, "tokenizer", json_string(jstr(data, "tokenizer")));
-    if (jstr(data, "path")) {
-        json_object_set_new(l, "dataset", json_string(jstr(data, "path")));
-        char fp[72];
-        if (data_fingerprint(jstr(data, "path"), fp) == 0)
-            json_object_set_new(l, "datasetFingerprint", json_string(fp));
-    }
-    const char *init = jstr(json_object_get(cfg, "checkpoint"), "init");
-    if (init && !json_object_get(l, "parentModel"))
-        json_object_set_new(l, "parentCheckpoint", json_string(init));
-    json_object_set_new(l, "checkpoint", json_string(ckdir));
-    snprintf(path, sizeof(path), "%s/meta.json", ckdir);
-    json_t *meta = json_load_file(path, 0, NULL);
-    if (json_object_get(meta, "tokens_seen"))
-        json_object_set_new(l, "tokensSeen",
-                            json_integer((json_int_t)json_number_value(
-                                json_object_get(meta, "tokens_seen"))));
-    if (json_object_get(meta, "step"))
-        json_object_set(l, "step", json_object_get(meta, "step"));
-    json_decref(meta);
-    if (jstr(cfg, "logDir")) {
-        json_int_t step = 0;
-        snprintf(path, sizeof(path), "%s/metrics.jsonl", jstr(cfg, "logDir"));
-        json_t *v = last_metric(path, "loss", &step);
-        if (v)
-            json_object_set_new(l, "finalTrainLoss", v);
-        v = last_metric(path, "val_loss", &step);
-        if (v)
-            json_object_set_new(l, "finalValLoss", v);
-    }
-    json_decref(cfg);
-    return l;
-}
-
-/* A registration (failed: why set) in mtcd's log and, for a run on one of
- * mtcd's clusters, in that cluster's events. */
-static void report(struct api_req *r, const json_t *lineage, const char *name, int version,
-                   const char *why)
-{
-    char msg[400];
-    if (why)
-        snprintf(msg, sizeof(msg), "model %s: registration of %s failed: %s", name,
-                 jstr(lineage, "runId") ? jstr(lineage, "runId") : "an upload", why);
-    else
-        snprintf(msg, sizeof(msg), "model %s: version %d registered from run %s", name, version,
-                 jstr(lineage, "runId"));
-    log_msg(why ? LOG_ERR : LOG_NOTICE, "%s", msg);
-    struct store_cluster cl;
-    const char *id = jstr(lineage, "cluster");
-    if (id && store_cluster_get(r->st, id, &cl) == 0) {
-        store_event_add(r->st, id, why ? "MODEL_REGISTRATION_FAILED" : "MODEL_REGISTERED", NULL,
-                        msg);
-        store_cluster_release(&cl);
-    }
-}
-
 int api_model_upload(struct api_req *r, struct api_resp *out)
 {
     if (api_check_parent(r, out) < 0 || !have_home(r, out))
@@ -441,16 +260,16 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
         return api_error(out, 400, "%s", err.text);
     const json_t *model = json_object_get(req, "model");
     const char *name = jstr(req, "modelId");
-    char src[PATH_MAX], real[PATH_MAX], run[PATH_MAX], models[PATH_MAX];
+    char src[PATH_MAX], real[PATH_MAX], run[PATH_MAX], busy[48] = "";
     int format = json_object_get(model, "format")
                      ? schema_enum_parse(&registry_format_enum, jstr(model, "format"), 0)
                      : -1;
-    json_t *manifest = NULL, *lineage = NULL, *meta = NULL;
     if (!registry_name_valid(name)) {
         registry_name_error(name, &err);
         api_error(out, 400, "modelId: %s", err.text);
         goto out;
     }
+    /* what can be said now is said now; the operation checks again */
     if (allowed_path(r, out, "model.artifactUri", jstr(model, "artifactUri"), src, sizeof(src)) <
             0 ||
         (jstr(model, "sourceRun") &&
@@ -460,64 +279,22 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
         api_error(out, errno == ENOENT ? 404 : 400, "model.artifactUri: %s", err.text);
         goto out;
     }
-    if (jstr(model, "sourceRun"))
-        lineage = run_lineage(run, real);
+    struct store_op op;
+    control_op_init(&op, r->cap[0], r->cap[1], "",
+                    schema_enum_name(&control_op_kind_enum, CONTROL_UPLOAD));
+    snprintf(op.target, sizeof(op.target), "models/%s", name);
+    op.request = json_pack("{s:s, s:O, s:b, s:s}", "modelId", name, "model", model, "restricted",
+                           r->who.role < ROLE_ADMIN, "home", r->cfg->home);
+    int rc = control_model_begin(r->ctl, &op, busy, &err);
+    int e = errno;
+    json_decref(op.request);
+    op.request = NULL;
+    if (rc < 0)
+        api_error(out, e == EBUSY ? 400 : 500, "%s%s", e == EBUSY ? "precondition: " : "",
+                  err.text);
     else
-        lineage = json_object();
-    struct roots rt;
-    if (registry_ingest(models_dir(r, models, sizeof(models)), real, format,
-                        jstr(lineage, "tokenizer"), roots_of(r, &rt), &manifest, &err) < 0) {
-        int e = errno;
-        report(r, lineage, name, 0, err.text);
-        api_error(out, e == EACCES ? 403 : 500, "model.artifactUri: %s", err.text);
-        goto out;
-    }
-    meta = json_object();
-    static const char *const keep[] = {"displayName", "description", "labels"};
-    for (size_t i = 0; i < 3; i++)
-        if (json_object_get(model, keep[i]))
-            json_object_set(meta, keep[i], json_object_get(model, keep[i]));
-    int version = 0;
-    pthread_mutex_lock(&refs_lock);
-    int rc = store_model_add_version(r->st, r->cap[0], r->cap[1], name, meta, manifest, lineage,
-                                     &version);
-    if (rc == 0 && json_array_size(json_object_get(model, "versionAliases")))
-        rc = store_model_aliases(r->st, r->cap[0], r->cap[1], name, version,
-                                 json_object_get(model, "versionAliases"), NULL);
-    if (rc == 0)
-        sync_refs(r, name);
-    pthread_mutex_unlock(&refs_lock);
-    if (rc < 0) {
-        mtc_error_t e2 = {""};
-        registry_remove(models, manifest, &e2);
-        report(r, lineage, name, 0, strerror(errno));
-        api_error(out, 500, "model %s: cannot store the new version", name);
-        goto out;
-    }
-    if (jstr(lineage, "runId"))
-        report(r, lineage, name, version, NULL);
-    log_msg(LOG_NOTICE, "model %s: version %d registered (%s, %lld bytes, digest %.12s)", name,
-            version, jstr(manifest, "format"),
-            (long long)json_integer_value(json_object_get(manifest, "sizeBytes")),
-            jstr(manifest, "digest"));
-    /* UploadModelResponse, and the version as get shows it */
-    struct store_model m;
-    int n = 0;
-    struct store_model_version *v = store_model_versions(r->st, r->cap[0], r->cap[1], name, &n);
-    out->body = json_pack("{s:s+++++, s:o}", "model", "projects/", r->cap[0], "/locations/",
-                          r->cap[1], "/models/", name, "modelVersionId",
-                          json_sprintf("%d", version));
-    if (store_model_get(r->st, r->cap[0], r->cap[1], name, &m) == 0) {
-        for (int i = 0; i < n; i++)
-            if (v[i].version == version)
-                json_object_set_new(out->body, "version", version_json(r, &m, &v[i]));
-        store_model_release(&m);
-    }
-    store_model_versions_free(v, n);
+        api_reply_op(r, out, op.id);
 out:
-    json_decref(meta);
-    json_decref(manifest);
-    json_decref(lineage);
     json_decref(req);
     return 0;
 }
@@ -710,12 +487,12 @@ int api_model_aliases(struct api_req *r, struct api_resp *out)
         }
     }
     if (!bad) {
-        pthread_mutex_lock(&refs_lock);
+        control_models_lock();
         int rc = store_model_aliases(r->st, r->cap[0], r->cap[1], ref.name, v[i].version, add, del);
         int e = errno;
         if (rc == 0)
             sync_refs(r, ref.name);
-        pthread_mutex_unlock(&refs_lock);
+        control_models_unlock();
         if (rc < 0 && e == EPERM)
             api_error(out, 400,
                       "precondition: version %d holds default, which exactly one version holds: "
@@ -758,13 +535,13 @@ int api_model_delete(struct api_req *r, struct api_resp *out)
     if (ref.version || *ref.alias) {
         int i = pick(out, &ref, v, n);
         if (i >= 0) {
-            pthread_mutex_lock(&refs_lock);
+            control_models_lock();
             int rc = store_model_delete_version(r->st, r->cap[0], r->cap[1], ref.name,
                                                 v[i].version, &gone);
             int e = errno;
             if (rc == 0)
                 sync_refs(r, ref.name);
-            pthread_mutex_unlock(&refs_lock);
+            control_models_unlock();
             if (rc < 0 && e == EBUSY)
                 api_error(out, 400,
                           "precondition: version %d is model %s's only version: delete the model",
@@ -778,11 +555,11 @@ int api_model_delete(struct api_req *r, struct api_resp *out)
                 log_msg(LOG_NOTICE, "model %s: version %d deleted", ref.name, v[i].version);
         }
     } else {
-        pthread_mutex_lock(&refs_lock);
+        control_models_lock();
         int rc = store_model_delete(r->st, r->cap[0], r->cap[1], ref.name, &gone);
         if (rc == 0)
             sync_refs(r, ref.name);
-        pthread_mutex_unlock(&refs_lock);
+        control_models_unlock();
         if (rc < 0) {
             api_error(out, errno == ENOENT ? 404 : 500, "model %s cannot be deleted", ref.name);
         } else {
@@ -825,19 +602,32 @@ int api_model_export(struct api_req *r, struct api_resp *out)
     } else if (!body) {
         api_error(out, 400, "%s", *err.text ? err.text : "request body: {\"outputDir\"} is required");
     } else {
-        const char *od = jstr(body, "outputDir");
+        char odb[PATH_MAX];
+        snprintf(odb, sizeof(odb), "%s", jstr(body, "outputDir"));
+        for (size_t l = strlen(odb); l > 1 && odb[l - 1] == '/'; l--)
+            odb[l - 1] = '\0'; /* "hf/" is "hf" */
+        const char *od = odb;
         int format = json_object_get(body, "format")
                          ? schema_enum_parse(&registry_format_enum, jstr(body, "format"), 0)
                          : -1;
-        /* the directory may not exist yet: its parent must be where mtcd may write */
+        /* an existing directory (or a link) must itself lead where mtcd may
+         * write; a new one's parent must */
         snprintf(parent, sizeof(parent), "%s", od);
         char *slash = strrchr(parent, '/');
-        if (slash && slash != parent)
+        struct stat sb;
+        if (lstat(od, &sb) == 0)
+            snprintf(parent, sizeof(parent), "%s", od);
+        else if (slash && slash != parent)
             *slash = '\0';
         else
             snprintf(parent, sizeof(parent), "/");
         if (allowed_path(r, out, "outputDir", parent, dir, sizeof(dir)) == 0) {
-            snprintf(dir, sizeof(dir), "%s", od);
+            if (lstat(od, &sb) != 0) /* made below by mtcd: the parent resolved, and the name */
+                snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%s", strrchr(od, '/') + 1);
+            else if (!S_ISDIR(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+                api_error(out, 400, "outputDir: %.200s exists and is not a directory", od);
+                goto done;
+            }
             if (registry_export(models_dir(r, models, sizeof(models)), v[i].manifest, format,
                                 control_datasets(r->ctl)->trainer, dir, &err) < 0)
                 api_error(out, 500, "model %s@%d: export: %s", ref.name, v[i].version, err.text);
@@ -852,6 +642,7 @@ int api_model_export(struct api_req *r, struct api_resp *out)
             }
         }
     }
+done:
     json_decref(body);
     store_model_versions_free(v, n);
     store_model_release(&m);

@@ -16,7 +16,7 @@ const struct schema_enum control_state_enum = SCHEMA_NAMES(
 const struct schema_enum control_op_kind_enum =
     SCHEMA_NAMES(NULL, [CONTROL_CREATE] = "CREATE", [CONTROL_UPDATE] = "UPDATE",
                  [CONTROL_DELETE] = "DELETE", [CONTROL_REMEDIATE] = "REMEDIATE",
-                 [CONTROL_PREPARE] = "PREPARE");
+                 [CONTROL_PREPARE] = "PREPARE", [CONTROL_UPLOAD] = "UPLOAD");
 
 struct job {
     struct control *c;
@@ -111,6 +111,11 @@ static int run_dataset(struct job *j, json_t **response, mtc_error_t *err)
     return control_run_dataset(j->c, &j->op, response, &j->code, err);
 }
 
+static int run_model(struct job *j, json_t **response, mtc_error_t *err)
+{
+    return control_run_model(j->c, &j->op, response, &j->code, err);
+}
+
 static const struct op_kind {
     int (*run)(struct job *j, json_t **response, mtc_error_t *err);
     int fail_state; /* enum control_state of the cluster when the operation fails; -1 = kept */
@@ -121,14 +126,18 @@ static const struct op_kind {
     /* a failed remediation leaves the cluster as it is */
     [CONTROL_REMEDIATE] = {run_remediate, -1},
     [CONTROL_PREPARE] = {NULL, -1}, /* datasets only */
+    [CONTROL_UPLOAD] = {NULL, -1},  /* models only */
 };
 /* Every operation on a dataset (CREATE, PREPARE) prepares it. */
 static const struct op_kind dataset_kind = {run_dataset, -1};
+static const struct op_kind model_kind = {run_model, -1};
 
 static const struct op_kind *find_kind(const struct store_op *op)
 {
     if (strncmp(op->target, "datasets/", 9) == 0)
         return &dataset_kind;
+    if (strncmp(op->target, "models/", 7) == 0)
+        return &model_kind;
     int k = op->target[0] ? -1 : schema_enum_parse(&control_op_kind_enum, op->kind, 0);
     return k < 0 || !op_kinds[k].run ? NULL : &op_kinds[k];
 }

@@ -28,7 +28,8 @@ enum control_op_kind {
     CONTROL_UPDATE,
     CONTROL_DELETE,
     CONTROL_REMEDIATE,
-    CONTROL_PREPARE /* a dataset's :prepare (its CREATE prepares too) */
+    CONTROL_PREPARE, /* a dataset's :prepare (its CREATE prepares too) */
+    CONTROL_UPLOAD   /* a model's upload: a new version in the registry */
 };
 extern const struct schema_enum control_op_kind_enum;
 
@@ -53,6 +54,22 @@ const struct control_datasets *control_datasets(const struct control *c);
  * EBUSY, busy gets its id). err says why. */
 int control_dataset_begin(struct control *c, const struct store_dataset *d,
                           const struct store_op *op, char busy[48], mtc_error_t *err);
+
+/* Record op, a model's UPLOAD (op->target "models/NAME", op->request
+ * {"modelId", "model": the canonical Model of the request, "restricted": true
+ * when its files must lie under the roots, "home": mtcd's home}), unless
+ * another operation runs on that model (-1, EBUSY, busy gets its id), and
+ * start it. err says why. */
+int control_model_begin(struct control *c, const struct store_op *op, char busy[48],
+                        mtc_error_t *err);
+/* Rewrite the refs file (registry_refs_write) of project/location/name under
+ * models from the store; dirs (may be NULL) gets its versions' directories.
+ * Callers that change a model hold control_models_lock around the change and
+ * this rewrite, so refs files are written in the order of the changes. */
+void control_model_refs(struct store *st, const char *models, const char *project,
+                        const char *location, const char *name, json_t *dirs);
+void control_models_lock(void);
+void control_models_unlock(void);
 
 /* Neither st nor prov is owned; both must outlive the control. */
 struct control *control_create(struct store *st, struct provider *prov, int supervise_ms,

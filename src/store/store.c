@@ -1514,6 +1514,25 @@ json_t *store_model_all(struct store *st)
     return all;
 }
 
+int store_model_op_begin(struct store *st, const struct store_op *op, char busy_op[48])
+{
+    int rc = -1, e = EIO;
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", NULL) < 0)
+        goto out;
+    if (target_busy(st, op->project, op->location, op->target, NULL, busy_op))
+        e = EBUSY;
+    else if (insert_op(st, op) == 0) {
+        rc = exec_sql(st->db, "COMMIT", NULL);
+        goto out;
+    }
+    exec_sql(st->db, "ROLLBACK", NULL);
+    errno = e;
+out:
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
 /* --- endpoints ----------------------------------------------------------- */
 
 #define EP_COLS "project, location, name, spec, status, create_ms, update_ms"

@@ -183,6 +183,9 @@ int store_model_aliases(struct store *st, const char *project, const char *locat
  * ENOENT, or EBUSY when it is the model's only version (delete the model). */
 int store_model_delete_version(struct store *st, const char *project, const char *location,
                                const char *name, int version, json_t **manifest);
+/* Record op (op->target "models/NAME": an upload) unless another operation
+ * runs on that target: -1 with errno EBUSY (busy_op gets its id) or EIO. */
+int store_model_op_begin(struct store *st, const struct store_op *op, char busy_op[48]);
 /* Every model: [{"project","location","name"}], sorted (caller decrefs). */
 json_t *store_model_all(struct store *st);
 /* Delete the model and its versions; *manifests gets theirs (an array). -1, ENOENT. */

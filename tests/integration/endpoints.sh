@@ -7,7 +7,8 @@
 # replicas go back to the minimum when idle; an 80/20 split measured over 500
 # requests; mtcd's other requests are not held up by the proxied ones; bad
 # input in one line (google.rpc) with nothing changed, OpenAI errors passed
-# through; undeploy and delete stop the jobs.
+# through; a restarted mtcd adopts the replicas; undeploy and delete stop
+# the jobs.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/train_setup.inc"
@@ -158,6 +159,29 @@ check "80/20 split within ±5% over 500 requests" awk '/^d1 /{a=$2} /^d2 /{b=$2}
 check "each answer names the version that served it (tiny@1 / tiny@2)" \
     awk '/^models /{exit !($2+$3==500)}' "$D/split.out"
 
+api PATCH "$E/chat?updateMask=trafficSplit" '{"trafficSplit":{"d1":30,"d2":70}}'
+check "PATCH trafficSplit d1=30, d2=70" test "$HTTP_STATUS" = 200 -a "$(jq_ 'd["trafficSplit"]' <<<"$BODY")" = "{'d1': 30, 'd2': 70}"
+n2=0
+for i in $(seq 20); do
+    h=$(curl -s -o /dev/null -D - --unix-socket "$MTC_HOME/mtcd.sock" -H 'Content-Type: application/json' \
+        -d '{"prompt":"a","max_tokens":1}' "http://localhost$E/chat/v1/completions" | tr -d '\r' | sed -n 's/^X-Mtc-Deployed-Model: //p')
+    [ "$h" = d2 ] && n2=$((n2 + 1))
+done
+check "... the next 20 requests follow it (d2: $n2 of 20)" test "$n2" -eq 14
+api PATCH "$E/chat" '{"trafficSplit":{"d1":80,"d2":20}}'
+check "PATCH back to 80/20" test "$HTTP_STATUS" = 200
+
+# --- mtcd restarts: the replicas are adopted, not restarted ------------------
+IDS=$(api GET "$E/chat"; jq_ 'sorted(r["slurmJobId"] for x in d["deployedModels"] for r in x["replicas"])' <<<"$BODY")
+kill -TERM "$MTCD_PID"
+wait_for 20 bash -c "! kill -0 $MTCD_PID"
+check "mtcd restarts" start_mtcd
+out=$(mtc endpoints predict chat "the cat" --max-tokens 4 2>&1)
+check "right after the restart the endpoint answers (routing from the store)" test $? -eq 0 -a -n "$out"
+sleep 2
+check "... through the same replicas' jobs (adopted, none restarted)" \
+    test "$(api GET "$E/chat"; jq_ 'sorted(r["slurmJobId"] for x in d["deployedModels"] for r in x["replicas"])' <<<"$BODY")" = "$IDS"
+
 # --- bad input: one line, nothing changed --------------------------------------
 BEFORE=$(api GET "$E/chat"; jq_ '(d["trafficSplit"], [x["id"] for x in d["deployedModels"]])' <<<"$BODY")
 api POST "$E/chat:deployModel" '{"deployedModel":{"model":"ghost","cluster":"ep"}}'
@@ -176,6 +200,10 @@ api POST "$E/chat:deployModel" '{"deployedModel":{"model":"../etc","cluster":"ep
 check "bad model name: 400" one_line_rpc 400 "deployedModel.model"
 api POST "$E/chat:deployModel" '{"deployedModel":{"model":"tiny","cluster":"ep","partition":"nopart"}}'
 check "unknown partition: 400" one_line_rpc 400 "no partition nopart"
+api PATCH "$E/chat" '{"trafficSplit":{"d1":50,"d2":40}}'
+check "PATCH a split summing to 90: 400" one_line_rpc 400 "sum to 90, not 100"
+api PATCH "$E/chat?updateMask=deployedModels" '{"trafficSplit":{"d1":50,"d2":50}}'
+check "PATCH an output-only field: 400" one_line_rpc 400 "only displayName and trafficSplit"
 api POST "$E?endpointId=Bad_Name" '{}'
 check "bad endpoint name: 400" one_line_rpc 400 'endpoint "Bad_Name"'
 api POST "$E?endpointId=chat" '{}'

@@ -17,6 +17,17 @@ jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv
 # one_error OUTPUT PATTERN: exactly one "mtc:" line and nothing else, matching PATTERN
 one_error() { [ "$(wc -l <<<"$1")" -eq 1 ] && grep -q '^mtc: ' <<<"$1" && grep -q -- "$2" <<<"$1"; }
 reply() { [ "$HTTP_STATUS" = "$1" ] && grep -q -- "$2" <<<"$BODY"; }
+# wait_op NAME: poll the operation until done; its JSON in OP
+wait_op() {
+    local end=$((SECONDS + 120))
+    while [ $SECONDS -lt $end ]; do
+        api GET "/v1/$1"
+        OP=$BODY
+        [ "$(jq_ 'd.get("done", False)' <<<"$OP")" = True ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
 tcp() { # tcp TOKEN METHOD PATH [BODY]
     local out
     out=$(curl -s -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
@@ -167,13 +178,22 @@ tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"stolen\",\"model\":{\"artifactUri
 check "editor: a source outside mtcd's roots is refused (403)" reply 403 "outside the directories"
 tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"tiny-copy\",\"model\":{\"artifactUri\":\"$CK\"}}"
 check "editor: a run's checkpoint under MTC_HOME/experiments is allowed" test "$HTTP_STATUS" = 200
+check "... its operation registers tiny-copy@1" bash -c "$(declare -f api wait_op jq_); wait_op '$(jq_ 'd["name"]' <<<"$BODY")' && grep -q '\"modelVersionId\":\"1\"' <<<\"\$OP\""
 mkdir -p "$MTC_HOME/data/sneaky"
 cp "$D/hf/config.json" "$MTC_HOME/data/sneaky/"
 ln -s "$D/hf/model.safetensors" "$MTC_HOME/data/sneaky/model.safetensors"
 tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"sneaky\",\"model\":{\"artifactUri\":\"$MTC_HOME/data/sneaky\"}}"
-check "editor: a link from the data root to a file outside it is refused (403)" reply 403 "leads outside"
+check "editor: the upload is an operation" wait_op "$(jq_ 'd["name"]' <<<"$BODY")"
+check "... that fails PERMISSION_DENIED: a link from the data root to a file outside it" test "$(jq_ '(d["error"]["code"], "leads outside" in d["error"]["message"])' <<<"$OP")" = "(7, True)"
+api GET "$M/sneaky"
+check "... and registers nothing" test "$HTTP_STATUS" = 404
 tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$D/out-editor\"}"
 check "editor: export outside the roots refused (403)" test "$HTTP_STATUS" = 403
+ln -s "$D" "$MTC_HOME/data/escape"
+tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$MTC_HOME/data/escape\"}"
+check "editor: export into a link from the data root to outside it refused (403)" test "$HTTP_STATUS" = 403
+tcp "$EDITOR" POST "$M/tiny-run@1:export" "{\"outputDir\":\"$MTC_HOME/data/mine/\"}"
+check "editor: export to a new directory under the data root" test "$HTTP_STATUS" = 200 -a -f "$MTC_HOME/data/mine/params.bin"
 
 # --- registry_resolve's files, and delete -----------------------------------------
 check "refs file mirrors the aliases" python3 -c "
@@ -210,4 +230,20 @@ check "restart: the recorded versions keep their files" test -f "$(mtc --json mo
 cmd=$(sed -n 's/.*(register it with: \(mtc models upload .*\))$/\1/p' "$LTD/$LJOB.log")
 out=$($cmd 2>&1)
 check "the command the log gives registers it by hand" grep -q "registered lonely@1" <<<"$out"
+
+# --- mtcd killed during an upload: the operation resumes, one version ------------
+mkdir -p "$D/big/step_00000001"
+head -c $((48 * 1024 * 1024)) /dev/urandom >"$D/big/step_00000001/params.bin"
+echo '{"step":1}' >"$D/big/step_00000001/meta.json"
+echo ok >"$D/big/step_00000001/DONE"
+api POST "$M:upload" "{\"modelId\":\"big\",\"model\":{\"artifactUri\":\"$D/big\"}}"
+kill -9 "$MTCD_PID" # at once: the files are still being stored
+BIGOP=$(jq_ 'd["name"]' <<<"$BODY")
+wait_for 10 bash -c "! kill -0 $MTCD_PID"
+start_mtcd
+check "after kill -9 and a restart the upload operation finishes" wait_op "$BIGOP"
+check "... without an error" test "$(jq_ '"error" in d' <<<"$OP")" = False
+api GET "$M/big:listVersions"
+check "... with exactly one version" test "$(jq_ '[v["versionId"] for v in d["models"]]' <<<"$BODY")" = "['1']"
+check "... and nothing left in the temporaries" test -z "$(find "$MTC_HOME/models/tmp" "$MTC_HOME/models/blobs/tmp" -mindepth 1)"
 done_testing

@@ -257,6 +257,15 @@ static void test_store(const char *dir)
     CHECK(store_model_get(st, "p", "l", "m", &m) < 0 && errno == ENOENT, "gone");
     CHECK(store_model_add_version(st, "p", "l", "m", meta, mf, NULL, &v) == 0 && v == 1,
           "a new model of that name starts at 1");
+    struct store_op op = {.id = "op-m1", .project = "p", .location = "l", .kind = "UPLOAD",
+                          .progress = "queued", .target = "models/m"};
+    char busy[48] = "";
+    CHECK(store_model_op_begin(st, &op, busy) == 0, "an upload operation is recorded");
+    snprintf(op.id, sizeof(op.id), "op-m2");
+    CHECK(store_model_op_begin(st, &op, busy) < 0 && errno == EBUSY && !strcmp(busy, "op-m1"),
+          "one operation at a time per model (busy: %s)", busy);
+    store_op_finish(st, "op-m1", NULL, 0, NULL);
+    CHECK(store_model_op_begin(st, &op, busy) == 0, "the next one once it is done");
     json_decref(add);
     json_decref(none);
     json_decref(rm);

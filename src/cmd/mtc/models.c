@@ -346,16 +346,41 @@ static int m_upload(struct cli *c, int argc, char **argv)
     json_decref(body);
     if (rc < 0)
         return cli_fail("%s", err.text);
+    /* an operation: the files are stored in the background */
+    json_t *op = NULL, *v = NULL;
+    char opname[256];
+    snprintf(opname, sizeof(opname), "%s", jstr(r, "name") ? jstr(r, "name") : "");
+    json_decref(r);
+    if (cli_wait_op(c, opname, 0, &op, &err) < 0)
+        return cli_fail("%s", err.text);
+    const json_t *e = json_object_get(op, "error");
+    if (e) {
+        cli_fail("%s", jstr(e, "message") ? jstr(e, "message") : "the upload failed");
+        json_decref(op);
+        return 1;
+    }
+    const json_t *resp = json_object_get(op, "response");
+    char ref[128];
+    snprintf(ref, sizeof(ref), "%s@%s", name, jstr(resp, "modelVersionId"));
+    models_path(c, path, sizeof(path), ref, NULL);
+    if (cli_call_ok(c, "GET", path, NULL, &v, &err) < 0) {
+        json_decref(op);
+        return cli_fail("%s", err.text);
+    }
     if (c->json) {
-        cli_print_json(r);
+        json_t *o = json_pack("{s:O, s:O, s:O}", "model", json_object_get(resp, "model"),
+                              "modelVersionId", json_object_get(resp, "modelVersionId"), "version",
+                              v);
+        cli_print_json(o);
+        json_decref(o);
     } else {
         char al[256], sz[32];
-        const json_t *v = json_object_get(r, "version");
-        printf("registered %s@%s (%s, %s; aliases: %s)\n", name, jstr(r, "modelVersionId"),
+        printf("registered %s (%s, %s; aliases: %s)\n", ref,
                jstr(json_object_get(v, "artifact"), "format"), size_text(v, sz, sizeof(sz)),
                aliases_text(v, al, sizeof(al)));
     }
-    json_decref(r);
+    json_decref(v);
+    json_decref(op);
     return 0;
 }
 

@@ -1,0 +1,359 @@
+/* model: the operation that registers a model version (an upload) — the
+ * artifact's files stored once by content (src/registry), the version and its
+ * lineage (the run's config.json, checkpoint and metrics.jsonl) recorded, the
+ * model's refs file rewritten — and the refs files themselves. A resumed
+ * operation finds the version it already recorded. */
+#include "control/internal.h"
+#include "dataset/dataset.h"
+#include "registry/registry.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* A change to a model and the rewrite of its refs file, one at a time. */
+static pthread_mutex_t refs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void control_models_lock(void)
+{
+    pthread_mutex_lock(&refs_lock);
+}
+
+void control_models_unlock(void)
+{
+    pthread_mutex_unlock(&refs_lock);
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+void control_model_refs(struct store *st, const char *models, const char *project,
+                        const char *location, const char *name, json_t *dirs)
+{
+    int n = 0;
+    struct store_model_version *v = store_model_versions(st, project, location, name, &n);
+    json_t *versions = json_object(), *aliases = json_object();
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "%d", v[i].version);
+        json_object_set(versions, key, v[i].manifest);
+        if (dirs)
+            json_array_append(dirs, json_object_get(v[i].manifest, "dir"));
+        size_t k;
+        json_t *a;
+        json_array_foreach(v[i].aliases, k, a)
+            json_object_set_new(aliases, json_string_value(a), json_integer(v[i].version));
+    }
+    if (registry_refs_write(models, project, location, name, versions, aliases) < 0)
+        log_msg(LOG_ERR, "model %s: cannot write its refs file: %s", name, strerror(errno));
+    json_decref(versions);
+    json_decref(aliases);
+    store_model_versions_free(v, n);
+}
+
+int control_model_begin(struct control *c, const struct store_op *op, char busy[48],
+                        mtc_error_t *err)
+{
+    const char *name = op->target + strlen("models/");
+    if (store_model_op_begin(c->st, op, busy) < 0) {
+        int e = errno;
+        if (e == EBUSY)
+            errprintf(err, "model %s has an operation in progress: %s", name, busy);
+        else
+            errprintf(err, "model %s: cannot start %s", name, op->kind);
+        errno = e;
+        return -1;
+    }
+    log_msg(LOG_NOTICE, "%s model %s: operation %s", op->kind, name, op->id);
+    mtc_error_t e2 = {""};
+    if (control_submit(c, op->id, &e2) < 0) /* stored: it resumes when mtcd restarts */
+        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op->id, e2.text);
+    return 0;
+}
+
+/* The last value of key in a metrics.jsonl (and the step of its line). */
+static json_t *last_metric(const char *metrics, const char *key, json_int_t *step)
+{
+    FILE *f = fopen(metrics, "r");
+    if (!f)
+        return NULL;
+    char line[4096];
+    json_t *found = NULL;
+    while (fgets(line, sizeof(line), f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        json_t *v = json_object_get(o, key);
+        if (json_is_number(v)) {
+            json_decref(found);
+            found = json_incref(v);
+            *step = json_integer_value(json_object_get(o, "step"));
+        }
+        json_decref(o);
+    }
+    fclose(f);
+    return found;
+}
+
+/* A prepared dataset's fingerprint: mtc-train data prepare's manifest says
+ * its source's; a directory from mtc-train prepare gets "sha256:" of its
+ * meta.json (token counts, tokenizer) and its shards' names and sizes. */
+static int data_fingerprint(const char *dir, char fp[72])
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/manifest.json", dir);
+    json_t *m = json_load_file(path, 0, NULL);
+    const char *src = jstr(m, "sourceFingerprint");
+    if (src) {
+        snprintf(fp, 72, "%s", src);
+        json_decref(m);
+        return 0;
+    }
+    json_decref(m);
+    snprintf(path, sizeof(path), "%s/meta.json", dir);
+    char *meta = mtc_read_file(path, NULL);
+    DIR *d = meta ? opendir(dir) : NULL;
+    if (!d) {
+        free(meta);
+        return -1;
+    }
+    json_t *files = json_object();
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        struct stat sb;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        size_t n = strlen(de->d_name);
+        if (n > 4 && strcmp(de->d_name + n - 4, ".bin") == 0 && stat(path, &sb) == 0)
+            json_object_set_new(files, de->d_name, json_integer((json_int_t)sb.st_size));
+    }
+    closedir(d);
+    char *listing = json_dumps(files, JSON_SORT_KEYS | JSON_COMPACT), hex[65];
+    char *all = NULL;
+    int ok = listing && asprintf(&all, "%s\n%s", meta, listing) >= 0;
+    if (ok) {
+        mtc_sha256_hex(all, hex);
+        snprintf(fp, 72, "sha256:%s", hex);
+    }
+    free(all);
+    free(listing);
+    free(meta);
+    json_decref(files);
+    return ok ? 0 : -1;
+}
+
+/* The lineage of a version made by the run whose task directory is run
+ * (its config.json, the checkpoint stored, metrics.jsonl). */
+static json_t *run_lineage(const char *run, const char *ckdir)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/config.json", run);
+    json_t *cfg = json_load_file(path, 0, NULL), *l = json_object();
+    if (!cfg)
+        return l;
+    static const char *const copy[][2] = {
+        {"experiment", "experiment"}, {"runId", "runId"},   {"slurmJobId", "jobId"},
+        {"recipe", "recipe"},         {"task", "task"},     {"taskDir", "taskDir"},
+        {"parentModel", "fromModel"}, {"executor", "executor"},
+        {"parentModel", "fromModelVersion"},
+    };
+    for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
+        if (jstr(cfg, copy[i][1]))
+            json_object_set_new(l, copy[i][0], json_string(jstr(cfg, copy[i][1])));
+    /* the cluster: the trainingJob's, else the slurm.conf's .../clusters/ID/ */
+    const char *conf = jstr(cfg, "slurmConf"), *p = conf ? strstr(conf, "/clusters/") : NULL;
+    if (p)
+        json_object_set_new(l, "cluster", json_sprintf("%.*s", (int)strcspn(p + 10, "/"), p + 10));
+    if (jstr(cfg, "trainingJob"))
+        json_object_set_new(l, "trainingJob", json_string(jstr(cfg, "trainingJob")));
+    if (json_object_get(cfg, "overrides"))
+        json_object_set(l, "recipeOverrides", json_object_get(cfg, "overrides"));
+    json_object_set(l, "train", json_object_get(cfg, "train"));
+    json_object_set(l, "modelConfig", json_object_get(cfg, "model"));
+    const json_t *data = json_object_get(cfg, "data");
+    if (jstr(data, "tokenizer"))
+        json_object_set_new(l, "tokenizer", json_string(jstr(data, "tokenizer")));
+    if (jstr(data, "path")) {
+        json_object_set_new(l, "dataset", json_string(jstr(data, "path")));
+        char fp[72];
+        if (data_fingerprint(jstr(data, "path"), fp) == 0)
+            json_object_set_new(l, "datasetFingerprint", json_string(fp));
+    }
+    const char *init = jstr(json_object_get(cfg, "checkpoint"), "init");
+    if (init && !json_object_get(l, "parentModel"))
+        json_object_set_new(l, "parentCheckpoint", json_string(init));
+    json_object_set_new(l, "checkpoint", json_string(ckdir));
+    snprintf(path, sizeof(path), "%s/meta.json", ckdir);
+    json_t *meta = json_load_file(path, 0, NULL);
+    if (json_object_get(meta, "tokens_seen"))
+        json_object_set_new(l, "tokensSeen",
+                            json_integer((json_int_t)json_number_value(
+                                json_object_get(meta, "tokens_seen"))));
+    if (json_object_get(meta, "step"))
+        json_object_set(l, "step", json_object_get(meta, "step"));
+    json_decref(meta);
+    if (jstr(cfg, "logDir")) {
+        json_int_t step = 0;
+        snprintf(path, sizeof(path), "%s/metrics.jsonl", jstr(cfg, "logDir"));
+        json_t *v = last_metric(path, "loss", &step);
+        if (v)
+            json_object_set_new(l, "finalTrainLoss", v);
+        v = last_metric(path, "val_loss", &step);
+        if (v)
+            json_object_set_new(l, "finalValLoss", v);
+    }
+    json_decref(cfg);
+    return l;
+}
+
+/* A registration (failed: why set) in mtcd's log and, for a run on one of
+ * mtcd's clusters, in that cluster's events. */
+static void report(struct store *st, const json_t *lineage, const char *name, int version,
+                   const char *why)
+{
+    char msg[400];
+    if (why)
+        snprintf(msg, sizeof(msg), "model %s: registration of %s failed: %s", name,
+                 jstr(lineage, "runId") ? jstr(lineage, "runId") : "an upload", why);
+    else
+        snprintf(msg, sizeof(msg), "model %s: version %d registered from run %s", name, version,
+                 jstr(lineage, "runId"));
+    log_msg(why ? LOG_ERR : LOG_NOTICE, "%s", msg);
+    struct store_cluster cl;
+    const char *id = jstr(lineage, "cluster");
+    if (id && store_cluster_get(st, id, &cl) == 0) {
+        store_event_add(st, id, why ? "MODEL_REGISTRATION_FAILED" : "MODEL_REGISTERED", NULL,
+                        msg);
+        store_cluster_release(&cl);
+    }
+}
+
+
+/* The version this operation recorded before mtcd stopped (0: none). */
+static int recorded(struct store *st, const struct store_op *op, const char *name)
+{
+    int n = 0, found = 0;
+    struct store_model_version *v = store_model_versions(st, op->project, op->location, name, &n);
+    for (int i = 0; i < n; i++)
+        if (jstr(v[i].lineage, "operation") && !strcmp(jstr(v[i].lineage, "operation"), op->id))
+            found = v[i].version;
+    store_model_versions_free(v, n);
+    return found;
+}
+
+/* A path of the request resolved; restricted: under the roots (the data
+ * roots and <home>/experiments). 0, or -1 + err and *code. */
+static int where(struct control *c, const char *home, const char *field, const char *path,
+                 int restricted, char *out, size_t len, int *code, mtc_error_t *err)
+{
+    const char *roots[66];
+    char exps[PATH_MAX];
+    int n = 0;
+    for (const char *const *p = c->datasets.roots; p && *p && n < 64; p++)
+        roots[n++] = *p;
+    snprintf(exps, sizeof(exps), "%s/experiments", home);
+    roots[n++] = exps;
+    roots[n] = NULL;
+    if (dataset_resolve(field, path, restricted ? roots : NULL, out, len, err) == 0)
+        return 0;
+    *code = errno == EACCES ? RPC_PERMISSION_DENIED
+            : errno == ENOENT ? RPC_NOT_FOUND
+                              : RPC_INVALID_ARGUMENT;
+    return -1;
+}
+
+int control_run_model(struct control *c, struct store_op *op, json_t **response, int *code,
+                      mtc_error_t *err)
+{
+    const char *name = op->target + strlen("models/");
+    const json_t *req = op->request, *model = json_object_get(req, "model");
+    const char *home = jstr(req, "home");
+    int restricted = json_is_true(json_object_get(req, "restricted"));
+    char models[PATH_MAX], src[PATH_MAX], real[PATH_MAX], run[PATH_MAX];
+    *code = RPC_INTERNAL;
+    if (!registry_name_valid(name) || !home || home[0] != '/' || !jstr(model, "artifactUri")) {
+        *code = RPC_INVALID_ARGUMENT;
+        return errprintf(err, "operation %s: a malformed upload request", op->id);
+    }
+    snprintf(models, sizeof(models), "%s/models", home);
+    int version = recorded(c->st, op, name);
+    if (version > 0)
+        goto done; /* mtcd stopped after recording it */
+    int format = jstr(model, "format")
+                     ? schema_enum_parse(&registry_format_enum, jstr(model, "format"), 0)
+                     : -1;
+    if (where(c, home, "model.artifactUri", jstr(model, "artifactUri"), restricted, src,
+              sizeof(src), code, err) < 0 ||
+        (jstr(model, "sourceRun") && where(c, home, "model.sourceRun", jstr(model, "sourceRun"),
+                                           restricted, run, sizeof(run), code, err) < 0))
+        return -1;
+    if (registry_detect(src, &format, real, sizeof(real), err) < 0) {
+        *code = errno == ENOENT ? RPC_NOT_FOUND : RPC_INVALID_ARGUMENT;
+        return -1;
+    }
+    json_t *lineage = jstr(model, "sourceRun") ? run_lineage(run, real) : json_object();
+    json_object_set_new(lineage, "operation", json_string(op->id));
+    const char *roots[66];
+    char exps[PATH_MAX];
+    int n = 0;
+    for (const char *const *p = c->datasets.roots; p && *p && n < 64; p++)
+        roots[n++] = *p;
+    snprintf(exps, sizeof(exps), "%s/experiments", home);
+    roots[n++] = exps;
+    roots[n] = NULL;
+    char progress[PATH_MAX + 64];
+    snprintf(progress, sizeof(progress), "storing %.200s (%s)", real,
+             schema_enum_name(&registry_format_enum, format));
+    store_op_progress(c->st, op->id, progress);
+    json_t *manifest = NULL, *meta = json_object();
+    if (registry_ingest(models, real, format, jstr(lineage, "tokenizer"),
+                        restricted ? roots : NULL, &manifest, err) < 0) {
+        *code = errno == EACCES ? RPC_PERMISSION_DENIED : RPC_INTERNAL;
+        report(c->st, lineage, name, 0, err->text);
+        json_decref(lineage);
+        json_decref(meta);
+        return -1;
+    }
+    static const char *const keep[] = {"displayName", "description", "labels"};
+    for (size_t i = 0; i < 3; i++)
+        if (json_object_get(model, keep[i]))
+            json_object_set(meta, keep[i], json_object_get(model, keep[i]));
+    control_models_lock();
+    int rc = store_model_add_version(c->st, op->project, op->location, name, meta, manifest,
+                                     lineage, &version);
+    if (rc == 0 && json_array_size(json_object_get(model, "versionAliases")))
+        rc = store_model_aliases(c->st, op->project, op->location, name, version,
+                                 json_object_get(model, "versionAliases"), NULL);
+    if (rc == 0)
+        control_model_refs(c->st, models, op->project, op->location, name, NULL);
+    control_models_unlock();
+    if (rc < 0) {
+        mtc_error_t e2 = {""};
+        registry_remove(models, manifest, &e2);
+        errprintf(err, "model %s: cannot store the new version", name);
+        report(c->st, lineage, name, 0, err->text);
+    } else {
+        if (jstr(lineage, "runId"))
+            report(c->st, lineage, name, version, NULL);
+        log_msg(LOG_NOTICE, "model %s: version %d registered (%s, %lld bytes, digest %.12s)", name,
+                version, jstr(manifest, "format"),
+                (long long)json_integer_value(json_object_get(manifest, "sizeBytes")),
+                jstr(manifest, "digest"));
+    }
+    json_decref(manifest);
+    json_decref(lineage);
+    json_decref(meta);
+    if (rc < 0)
+        return -1;
+done:
+    /* UploadModelResponse */
+    *response = json_pack("{s:o, s:o}", "model",
+                          json_sprintf("projects/%s/locations/%s/models/%s", op->project,
+                                       op->location, name),
+                          "modelVersionId", json_sprintf("%d", version));
+    return 0;
+}
