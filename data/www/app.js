@@ -216,10 +216,15 @@ async function runView(cluster, job) {
   let after = -1;
   every(2000, async () => {
     const [j, m] = await Promise.all([api("GET", path), api("GET", path + ":metrics?afterStep=" + after)]);
-    const goodput = j.goodput !== undefined ? el("span", {}, " · goodput ", String(typeof j.goodput === "object" ? JSON.stringify(j.goodput) : j.goodput)) : null;
+    // goodput and early-problem alerts: the trainingJob's "progress" (docs/observability.md)
+    const pr = j.progress || {};
+    const goodput = typeof pr.goodput === "number" ? el("span", {}, " · goodput ",
+      el("span", { id: "run-goodput" }, (100 * pr.goodput).toFixed(1) + "%"),
+      " · steps lost ", String(pr.stepsLost || 0), " · repeated ", String(pr.stepsRepeated || 0)) : null;
+    const alert = pr.alertMessage ? el("p", { class: "error", id: "run-alert" }, pr.alertMessage) : null;
     status.replaceChildren(el("p", {}, "State: ", el("span", { id: "run-state", class: "state-" + j.state }, j.state),
       " · restarts ", el("span", { id: "run-restarts" }, String(j.restartCount || 0)),
-      " · Slurm job ", j.slurmJobId || "-", " · ", j.experimentName || "", goodput));
+      " · Slurm job ", j.slurmJobId || "-", " · ", j.experimentName || "", goodput), alert);
     for (const p of m.points || []) {
       after = Math.max(after, p.step);
       for (const [key] of SERIES) if (typeof p[key] === "number") charts[key].data.datasets[0].data.push({ x: p.step, y: p[key] });

@@ -21,6 +21,7 @@ struct session {
     char id[ID_HEX + 1]; /* "" when free */
     enum api_role role;
     int64_t expires_ms;
+    char token_hash[65]; /* the token it was made from ("": a one-time link) */
 };
 static struct session sessions[MAX_SESSIONS], codes[MAX_CODES];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -46,7 +47,7 @@ static const char CSP[] = "default-src 'none'; script-src 'self'; style-src 'sel
 /* Put a new entry with a fresh random id into table (the first free or
  * expired slot, else the one expiring soonest). Caller holds lock. */
 static void table_add(struct session *table, size_t n, enum api_role role, int64_t ttl,
-                      char id[ID_HEX + 1])
+                      const char *token_hash, char id[ID_HEX + 1])
 {
     int64_t now = mtc_now_ms();
     size_t pick = 0;
@@ -61,11 +62,14 @@ static void table_add(struct session *table, size_t n, enum api_role role, int64
     mtc_random_hex(table[pick].id, ID_HEX / 2);
     table[pick].role = role;
     table[pick].expires_ms = now + ttl;
+    snprintf(table[pick].token_hash, sizeof(table[pick].token_hash), "%s", token_hash);
     memcpy(id, table[pick].id, ID_HEX + 1);
 }
 
-/* The live entry with this id (its role), ROLE_NONE if none; take: remove it. */
-static enum api_role table_find(struct session *table, size_t n, const char *id, int take)
+/* The live entry with this id (its role, and its token's hash into hash
+ * when not NULL), ROLE_NONE if none; take: remove it. */
+static enum api_role table_find_hash(struct session *table, size_t n, const char *id, int take,
+                                     char hash[65])
 {
     if (!id || strlen(id) != ID_HEX)
         return ROLE_NONE;
@@ -81,13 +85,35 @@ static enum api_role table_find(struct session *table, size_t n, const char *id,
             diff |= (unsigned)(table[i].id[k] ^ id[k]);
         if (diff)
             continue;
-        if (table[i].expires_ms > now)
+        if (table[i].expires_ms > now) {
             role = table[i].role;
+            if (hash)
+                memcpy(hash, table[i].token_hash, 65);
+        }
         if (take || table[i].expires_ms <= now)
             table[i].id[0] = '\0';
         break;
     }
     pthread_mutex_unlock(&lock);
+    return role;
+}
+
+static enum api_role table_find(struct session *table, size_t n, const char *id, int take)
+{
+    return table_find_hash(table, n, id, take, NULL);
+}
+
+/* A session's role now: a session made from a token lasts only while the
+ * token does (revoking it logs its sessions out). */
+static enum api_role session_role(struct store *st, const char *id)
+{
+    char hash[65] = "";
+    enum api_role role = table_find_hash(sessions, MAX_SESSIONS, id, 0, hash);
+    struct store_principal p;
+    if (role != ROLE_NONE && hash[0] && store_token_lookup(st, hash, &p) < 0) {
+        table_find(sessions, MAX_SESSIONS, id, 1);
+        return ROLE_NONE;
+    }
     return role;
 }
 
@@ -112,13 +138,13 @@ static int has_csrf(struct MHD_Connection *conn)
     return h && strcmp(h, "1") == 0;
 }
 
-int api_console_principal(struct MHD_Connection *conn, const char *method,
+int api_console_principal(struct MHD_Connection *conn, struct store *st, const char *method,
                           struct api_principal *who, const char **why)
 {
     const char *id = session_id(conn);
     if (!id)
         return 0;
-    enum api_role role = table_find(sessions, MAX_SESSIONS, id, 0);
+    enum api_role role = session_role(st, id);
     if (role == ROLE_NONE) {
         *why = "console session unknown or expired: log in again";
         return -1;
@@ -212,7 +238,7 @@ static enum MHD_Result login_token(struct MHD_Connection *conn, struct store *st
         return send_error(conn, 401, "missing or invalid bearer token");
     char id[ID_HEX + 1], cookie[256];
     pthread_mutex_lock(&lock);
-    table_add(sessions, MAX_SESSIONS, role, SESSION_TTL_MS, id);
+    table_add(sessions, MAX_SESSIONS, role, SESSION_TTL_MS, hash, id);
     pthread_mutex_unlock(&lock);
     cookie_for(cookie, sizeof(cookie), id, tls);
     return send_json(conn, 200, json_pack("{s:s}", "role", api_role_name(role)), cookie);
@@ -227,7 +253,7 @@ static enum MHD_Result login_code(struct MHD_Connection *conn, int tls)
         return send_error(conn, 401, "login link unknown, used or expired: run `mtc console` again");
     char id[ID_HEX + 1], cookie[256];
     pthread_mutex_lock(&lock);
-    table_add(sessions, MAX_SESSIONS, role, SESSION_TTL_MS, id);
+    table_add(sessions, MAX_SESSIONS, role, SESSION_TTL_MS, "", id);
     pthread_mutex_unlock(&lock);
     cookie_for(cookie, sizeof(cookie), id, tls);
     return respond(conn, 303, "text/plain", NULL, 0, cookie, "/");
@@ -240,7 +266,7 @@ enum MHD_Result api_console_handle(struct MHD_Connection *conn, const char *url,
     if (strcmp(url, "/") == 0 && get) {
         /* the app to a session, the login page to anyone else */
         const char *id = session_id(conn);
-        int in = table_find(sessions, MAX_SESSIONS, id, 0) != ROLE_NONE;
+        int in = session_role(st, id) != ROLE_NONE;
         return send_file(conn, in ? "www/index.html" : "www/login.html",
                          "text/html; charset=utf-8");
     }
@@ -259,7 +285,7 @@ enum MHD_Result api_console_handle(struct MHD_Connection *conn, const char *url,
         return send_json(conn, 200, json_object(), cookie);
     }
     if (strcmp(url, "/console/session") == 0 && get) {
-        enum api_role role = table_find(sessions, MAX_SESSIONS, session_id(conn), 0);
+        enum api_role role = session_role(st, session_id(conn));
         if (role == ROLE_NONE)
             return send_error(conn, 401, "no console session: log in");
         return send_json(conn, 200, json_pack("{s:s}", "role", api_role_name(role)), NULL);
@@ -282,7 +308,7 @@ int api_console_link(struct api_req *r, struct api_resp *out)
         snprintf(host, sizeof(host), "127.0.0.1");
     char id[ID_HEX + 1];
     pthread_mutex_lock(&lock);
-    table_add(codes, MAX_CODES, r->who.role, CODE_TTL_MS, id);
+    table_add(codes, MAX_CODES, r->who.role, CODE_TTL_MS, "", id);
     pthread_mutex_unlock(&lock);
     char base[200], login[400];
     snprintf(base, sizeof(base), "%s://%s:%d/", r->cfg->tls_cert ? "https" : "http", host,

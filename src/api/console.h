@@ -21,9 +21,9 @@ enum MHD_Result api_console_handle(struct MHD_Connection *conn, const char *url,
                                    const char *method, struct store *st, int tls);
 /* The principal of a request without an Authorization header from its
  * session cookie: 1 (who filled), 0 (no session cookie), -1 (an unknown or
- * expired session, or a state-changing request without the CSRF header;
- * *why says which). */
-int api_console_principal(struct MHD_Connection *conn, const char *method,
+ * expired session, one whose token was revoked, or a state-changing request
+ * without the CSRF header; *why says which). */
+int api_console_principal(struct MHD_Connection *conn, struct store *st, const char *method,
                           struct api_principal *who, const char **why);
 /* POST /v1/consoleLinks (admin): a one-time login link to the console,
  * valid 5 minutes, for mtcd's TCP address. */

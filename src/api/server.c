@@ -96,7 +96,7 @@ static int authenticate(struct listener *l, struct MHD_Connection *conn, const c
         return 0;
     }
     if (!auth) { /* the web console's session cookie (console.c) */
-        int rc = api_console_principal(conn, method, who, why);
+        int rc = api_console_principal(conn, l->a->cfg.store, method, who, why);
         if (rc != 0)
             return rc > 0 ? 0 : -1;
     }

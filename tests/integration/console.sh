@@ -6,7 +6,7 @@
 # recipe's loss chart gets new points. Security with curl: no page or API
 # without a session, the cookie is HttpOnly + SameSite=Strict, a
 # state-changing request without the CSRF header is refused, a viewer cannot
-# create or delete, static files are a fixed set (no traversal), CSP is
+# create or delete, revoking a token ends its sessions, static files are a fixed set (no traversal), CSP is
 # strict; `mtc console`'s one-time link works once. Screenshots go to
 # $MTC_ARTIFACTS (else the test's temp dir).
 . "$(dirname "$0")/lib.sh"
@@ -58,6 +58,9 @@ check "the link logs in once (303 to / with a cookie) ..." bash -c "curl -s -D -
 check "... and not twice" test "$(code "$LINK")" = 401
 curl -s -b "$D/admin.jar" -c "$D/admin2.jar" -X POST -H 'X-MTC-CSRF: 1' $U/console/logout >/dev/null
 check "after logout the session is gone" test "$(code -b "$D/admin.jar" $U$CLUSTERS)" = 401
+TMP=$(tok web-tmp viewer); login "$TMP" "$D/tmp.jar"
+mtc token revoke web-tmp >/dev/null
+check "revoking a token ends its console sessions" test "$(code -b "$D/tmp.jar" $U$CLUSTERS)" = 401
 login "$ADMIN" "$D/admin.jar"
 
 # --- the browser ------------------------------------------------------------------
