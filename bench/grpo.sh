@@ -20,7 +20,7 @@ echo "threads: OMP_NUM_THREADS=$OMP_NUM_THREADS nproc=$(nproc)"
 
 echo "== KV-cache rollouts vs cache-less sampling (same model, prompts, seeds)"
 "$B/bench/grpo_rollout" tiny-llama 64 32 32
-"$B/bench/grpo_rollout" gpt2-124m 8 32 32
+"$B/bench/grpo_rollout" gpt2-124m 4 16 16
 
 echo "== the tiny setup: SFT on sums, then GRPO on arithmetic (8 prompts x 8 generations)"
 RL=$(mtc-train data prepare --source builtin:tiny-rl --kind rl --cache-dir "$W/cache" 2>/dev/null | cut -d' ' -f2)

@@ -43,8 +43,8 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < nseq; i++) {
         q[i] = (struct gen_seq){.prompt = prompt, .nprompt = np, .eot = -1};
-        q[i].s = (struct gen_sampling){.temperature = 1, .top_p = 1, .max_tokens = nn,
-                                       .seed = 1000 + i};
+        q[i].s =
+            (struct gen_sampling){.temperature = 1, .top_p = 1, .max_tokens = nn, .seed = 1000 + i};
         qp[i] = &q[i];
     }
     double t0 = gen_now();

@@ -413,6 +413,11 @@ static struct serve_stream *start(struct serve *s, const json_t *body, int chat,
         return NULL;
     }
     struct serve_stream *r = calloc(1, sizeof *r);
+    if (!r) {
+        serve_error(rep, 500, "out of memory");
+        json_decref(canon);
+        return NULL;
+    }
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->s = s;
@@ -436,7 +441,10 @@ static struct serve_stream *start(struct serve *s, const json_t *body, int chat,
         if (json_is_array(p) && json_is_integer(json_array_get(p, 0))) {
             r->nids = json_array_size(p);
             r->ids = malloc(sizeof(int32_t) * r->nids);
-            json_array_foreach(p, i, e)
+            if (!r->ids)
+                r->nids = 0, rc = errprintf(&err, "out of memory");
+            else
+                json_array_foreach(p, i, e)
             {
                 json_int_t v = json_integer_value(e);
                 r->ids[i] = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
@@ -446,9 +454,12 @@ static struct serve_stream *start(struct serve *s, const json_t *body, int chat,
             rc = tok_encode(s->tk, text, strlen(text), &r->ids, &r->nids, &err);
         }
         if (rc == 0 && r->nids == 0 && tok_eot(s->tk) >= 0) { // as mtc-train sample does
-            r->ids = realloc(r->ids, sizeof(int32_t));
-            r->ids[0] = tok_eot(s->tk);
-            r->nids = 1;
+            int32_t *one = realloc(r->ids, sizeof(int32_t));
+            if (one) {
+                r->ids = one;
+                r->ids[0] = tok_eot(s->tk);
+                r->nids = 1;
+            }
         }
     }
     json_decref(canon);
