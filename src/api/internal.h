@@ -30,6 +30,8 @@ int api_job_create(struct api_req *r, struct api_resp *out);
 int api_job_get(struct api_req *r, struct api_resp *out);
 int api_job_list(struct api_req *r, struct api_resp *out);
 int api_job_cancel(struct api_req *r, struct api_resp *out);
+/* :metrics (the console's run page): curve points after ?afterStep, log tail, checkpoints. */
+int api_job_metrics(struct api_req *r, struct api_resp *out);
 
 /* Datasets (datasets.c): create, list, get, delete, :prepare. */
 int api_dataset_create(struct api_req *r, struct api_resp *out);
