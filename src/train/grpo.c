@@ -384,6 +384,8 @@ int grpo_reference_init(struct grpo *g, struct model *policy, const char *resume
     if (resume && resume[0]) {
         // the reference written next to the checkpoints when the run began
         snprintf(root, sizeof root, "%s", resume);
+        for (size_t n = strlen(root); n > 1 && root[n - 1] == '/'; n--)
+            root[n - 1] = 0; // "…/step_00000005/" names the same checkpoint
         char *slash = strrchr(root, '/');
         if (slash)
             *slash = 0;
