@@ -150,8 +150,8 @@ int api_console_principal(struct MHD_Connection *conn, struct store *st, const c
         return -1;
     }
     if (state_changing(method) && !has_csrf(conn)) {
-        *why = "a console request that changes state needs the " API_CONSOLE_CSRF_HEADER
-               ": 1 header";
+        *why =
+            "a console request that changes state needs the " API_CONSOLE_CSRF_HEADER ": 1 header";
         return -1;
     }
     memset(who, 0, sizeof(*who));
@@ -169,12 +169,11 @@ static void security_headers(struct MHD_Response *resp, const char *type)
     MHD_add_response_header(resp, "Cache-Control", "no-store");
 }
 
-static enum MHD_Result respond(struct MHD_Connection *conn, int status, const char *type, char *body,
-                            size_t len, const char *cookie, const char *location)
+static enum MHD_Result respond(struct MHD_Connection *conn, int status, const char *type,
+                               char *body, size_t len, const char *cookie, const char *location)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, body ? body : "", body ? MHD_RESPMEM_MUST_FREE
-                                                                    : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, body ? body : "", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp)
         return MHD_NO;
     security_headers(resp, type);
@@ -223,7 +222,8 @@ static void cookie_for(char *buf, size_t len, const char *id, int tls)
 static enum MHD_Result login_token(struct MHD_Connection *conn, struct store *st, int tls)
 {
     if (!has_csrf(conn))
-        return send_error(conn, 403, "console login needs the " API_CONSOLE_CSRF_HEADER ": 1 header");
+        return send_error(conn, 403,
+                          "console login needs the " API_CONSOLE_CSRF_HEADER ": 1 header");
     const char *auth =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
@@ -250,7 +250,8 @@ static enum MHD_Result login_code(struct MHD_Connection *conn, int tls)
     const char *code = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "code");
     enum api_role role = table_find(codes, MAX_CODES, code, 1);
     if (role == ROLE_NONE)
-        return send_error(conn, 401, "login link unknown, used or expired: run `mtc console` again");
+        return send_error(conn, 401,
+                          "login link unknown, used or expired: run `mtc console` again");
     char id[ID_HEX + 1], cookie[256];
     pthread_mutex_lock(&lock);
     table_add(sessions, MAX_SESSIONS, role, SESSION_TTL_MS, "", id);
@@ -259,8 +260,8 @@ static enum MHD_Result login_code(struct MHD_Connection *conn, int tls)
     return respond(conn, 303, "text/plain", NULL, 0, cookie, "/");
 }
 
-enum MHD_Result api_console_handle(struct MHD_Connection *conn, const char *url,
-                                   const char *method, struct store *st, int tls)
+enum MHD_Result api_console_handle(struct MHD_Connection *conn, const char *url, const char *method,
+                                   struct store *st, int tls)
 {
     int get = strcmp(method, "GET") == 0;
     if (strcmp(url, "/") == 0 && get) {

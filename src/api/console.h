@@ -17,8 +17,8 @@
 /* Is url one of the console's own paths ("/", "/console/...")? */
 int api_console_owns(const char *url);
 /* Answer a console path: a static file, the login page or a login/logout. */
-enum MHD_Result api_console_handle(struct MHD_Connection *conn, const char *url,
-                                   const char *method, struct store *st, int tls);
+enum MHD_Result api_console_handle(struct MHD_Connection *conn, const char *url, const char *method,
+                                   struct store *st, int tls);
 /* The principal of a request without an Authorization header from its
  * session cookie: 1 (who filled), 0 (no session cookie), -1 (an unknown or
  * expired session, one whose token was revoked, or a state-changing request

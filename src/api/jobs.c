@@ -663,9 +663,9 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
             json_array_append_new(ckpts, json_string(e->d_name));
     if (d)
         closedir(d);
-    out->body = json_pack("{s:s, s:i, s:o, s:s, s:o}", "state", j.state, "restartCount",
-                          j.restart_count, "points", points, "logTail", tail ? tail : "",
-                          "checkpoints", ckpts);
+    out->body =
+        json_pack("{s:s, s:i, s:o, s:s, s:o}", "state", j.state, "restartCount", j.restart_count,
+                  "points", points, "logTail", tail ? tail : "", "checkpoints", ckpts);
     free(tail);
     store_job_release(&j);
     return 0;
