@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+static int only_members(struct api_resp *out, const json_t *body, const char *const *allowed);
+
 static int name_ok(const char *s)
 {
     return mtc_name_valid(s, 63);
@@ -111,6 +113,54 @@ int api_endpoint_delete(struct api_req *r, struct api_resp *out)
         return fail(out, &err);
     out->body = json_object();
     return 0;
+}
+
+/* PATCH: displayName and trafficSplit (updateMask, if given, names which). */
+int api_endpoint_patch(struct api_req *r, struct api_resp *out)
+{
+    if (check_name(r, out, r->cap[2]) < 0)
+        return 0;
+    if (!r->body)
+        return api_error(out, 400, "request body: {\"trafficSplit\": {...}} or "
+                                   "{\"displayName\": ...} is required");
+    static const char *const allowed[] = {"displayName", "display_name", "trafficSplit",
+                                          "traffic_split", NULL};
+    if (only_members(out, r->body, allowed) < 0)
+        return 0;
+    json_t *name = json_object_get(r->body, "displayName");
+    name = name ? name : json_object_get(r->body, "display_name");
+    json_t *split = json_object_get(r->body, "trafficSplit");
+    split = split ? split : json_object_get(r->body, "traffic_split");
+    const char *mask = api_query(r, "updateMask");
+    mask = mask ? mask : api_query(r, "update_mask");
+    if (mask) {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", mask);
+        int want_name = 0, want_split = 0;
+        for (char *save = NULL, *f = strtok_r(buf, ",", &save); f;
+             f = strtok_r(NULL, ",", &save)) {
+            char camel[64];
+            mtc_camel_case(f, camel, sizeof(camel));
+            if (strcmp(camel, "displayName") == 0)
+                want_name = 1;
+            else if (strcmp(camel, "trafficSplit") == 0)
+                want_split = 1;
+            else
+                return api_error(out, 400,
+                                 "updateMask: \"%.60s\": only displayName and trafficSplit "
+                                 "can change",
+                                 f);
+        }
+        name = want_name ? name : NULL;
+        split = want_split ? split : NULL;
+    }
+    if (name && (!json_is_string(name) || strpbrk(json_string_value(name), "\r\n")))
+        return api_error(out, 400, "displayName: must be a string of one line");
+    mtc_error_t err = {""};
+    if (endpoint_update(r->cfg->endpoints, r->cap[0], r->cap[1], r->cap[2],
+                        name ? json_string_value(name) : NULL, split, &err) < 0)
+        return fail(out, &err);
+    return reply_endpoint(r, out, r->cap[2]);
 }
 
 /* Replicas run as mtcd's user: as root, only an admin may start them. */

@@ -30,6 +30,8 @@ int api_job_create(struct api_req *r, struct api_resp *out);
 int api_job_get(struct api_req *r, struct api_resp *out);
 int api_job_list(struct api_req *r, struct api_resp *out);
 int api_job_cancel(struct api_req *r, struct api_resp *out);
+/* :metrics (the console's run page): curve points after ?afterStep, log tail, checkpoints. */
+int api_job_metrics(struct api_req *r, struct api_resp *out);
 
 /* Look at Slurm (then the experiment's exit record) and store a job's state
  * and restarts when they changed (jobs.c). */
@@ -61,12 +63,13 @@ int api_model_aliases(struct api_req *r, struct api_resp *out);
 int api_model_delete(struct api_req *r, struct api_resp *out);
 int api_model_export(struct api_req *r, struct api_resp *out);
 
-/* Endpoints (endpoints.c): create, get, list, delete, :deployModel,
+/* Endpoints (endpoints.c): create, get, list, delete, patch, :deployModel,
  * :undeployModel; api_endpoint_route: the checks of a routed request. */
 int api_endpoint_create(struct api_req *r, struct api_resp *out);
 int api_endpoint_get(struct api_req *r, struct api_resp *out);
 int api_endpoint_list(struct api_req *r, struct api_resp *out);
 int api_endpoint_delete(struct api_req *r, struct api_resp *out);
+int api_endpoint_patch(struct api_req *r, struct api_resp *out);
 int api_endpoint_deploy(struct api_req *r, struct api_resp *out);
 int api_endpoint_undeploy(struct api_req *r, struct api_resp *out);
 int api_endpoint_route(struct api_req *r, struct api_resp *out);

@@ -10,6 +10,7 @@
 #include "registry/registry.h"
 #include "slurm/slurm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -618,6 +619,63 @@ int api_job_cancel(struct api_req *r, struct api_resp *out)
         api_job_refresh(r->st, &j);
     }
     out->body = job_json(&j);
+    store_job_release(&j);
+    return 0;
+}
+
+/* :metrics — the run's training curve (the lines of <logDir>/metrics.jsonl
+ * after step afterStep, at most 2000), the last 8 KiB of its log and its
+ * checkpoint directory's entries: what the console's run page polls. */
+int api_job_metrics(struct api_req *r, struct api_resp *out)
+{
+    const char *after_s = api_query(r, "afterStep");
+    long long after = -1;
+    if (after_s) {
+        char *end;
+        after = strtoll(after_s, &end, 10);
+        if (!*after_s || *end || after < -1)
+            return api_error(out, 400, "afterStep \"%.20s\": want a step number", after_s);
+    }
+    struct store_job j;
+    if (load_job(r, out, &j) < 0)
+        return 0;
+    refresh(r->st, &j);
+    json_t *points = json_array(), *ckpts = json_array();
+    char path[PATH_MAX + 32];
+    const char *logdir = cget(j.config, "logDir");
+    FILE *f = NULL;
+    if (logdir && snprintf(path, sizeof(path), "%s/metrics.jsonl", logdir) < (int)sizeof(path))
+        f = fopen(path, "re");
+    char line[4096];
+    while (f && fgets(line, sizeof(line), f) && json_array_size(points) < 2000) {
+        json_t *o = json_loads(line, 0, NULL);
+        json_int_t step = json_integer_value(json_object_get(o, "step"));
+        if (o && step > after)
+            json_array_append(points, o);
+        json_decref(o);
+    }
+    if (f)
+        fclose(f);
+    char *tail = NULL;
+    if (j.config && exp_log_path(j.config, path, sizeof(path))) {
+        size_t len = 0;
+        char *text = mtc_read_file(path, &len);
+        size_t from = len > 8192 ? len - 8192 : 0;
+        tail = text ? strdup(text + from) : NULL;
+        free(text);
+    }
+    const char *ckdir = cget(json_object_get(j.config, "checkpoint"), "dir");
+    DIR *d = ckdir ? opendir(ckdir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) && json_array_size(ckpts) < 200)
+        if (e->d_name[0] != '.')
+            json_array_append_new(ckpts, json_string(e->d_name));
+    if (d)
+        closedir(d);
+    out->body =
+        json_pack("{s:s, s:i, s:o, s:s, s:o}", "state", j.state, "restartCount", j.restart_count,
+                  "points", points, "logTail", tail ? tail : "", "checkpoints", ckpts);
+    free(tail);
     store_job_release(&j);
     return 0;
 }

@@ -6,7 +6,8 @@
  * collects its answer; the connection is resumed to send the status and
  * headers, then each chunk as it arrives (SSE streams pass through). A
  * replica that fails before its first byte (refused, reset, killed) is
- * marked not ready and the request goes to another (at most 3 tries). */
+ * marked not ready and the request goes to another (at most 3 tries).
+ * Idle libcurl handles are kept per replica (their connections stay open). */
 #include "api/internal.h"
 #include "api/proxy.h"
 #include "endpoint/endpoint.h"
@@ -44,6 +45,45 @@ struct api_proxy {
 
 static atomic_int nproxies;
 static atomic_int stopping;
+
+/* Idle libcurl handles by replica address: a handle keeps its connection
+ * open, so the next request to that replica skips the connect. */
+#define POOL_MAX 64
+static struct {
+    char address[80];
+    CURL *h;
+} pool[POOL_MAX];
+static int npool;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CURL *handle_get(const char *address)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&pool_lock);
+    for (int i = npool - 1; i >= 0 && !h; i--)
+        if (strcmp(pool[i].address, address) == 0) {
+            h = pool[i].h;
+            pool[i] = pool[--npool];
+        }
+    pthread_mutex_unlock(&pool_lock);
+    if (h)
+        curl_easy_reset(h); /* options cleared, the connection kept */
+    return h ? h : curl_easy_init();
+}
+
+/* Back to the pool after a clean transfer; otherwise closed. */
+static void handle_put(const char *address, CURL *h, int ok)
+{
+    pthread_mutex_lock(&pool_lock);
+    if (ok && npool < POOL_MAX && !atomic_load(&stopping)) {
+        snprintf(pool[npool].address, sizeof(pool[npool].address), "%s", address);
+        pool[npool++].h = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (h)
+        curl_easy_cleanup(h);
+}
 
 static void unref(struct api_proxy *p)
 {
@@ -155,7 +195,7 @@ static void *worker(void *arg)
             break;
         }
         p->pick = pick;
-        CURL *h = curl_easy_init();
+        CURL *h = handle_get(pick.address);
         if (!h) {
             endpoint_done(p->ec, &pick, 0);
             snprintf(why, sizeof(why), "out of memory");
@@ -196,7 +236,7 @@ static void *worker(void *arg)
         p->status = 0;
         CURLcode rc = curl_easy_perform(h);
         curl_slist_free_all(hdr);
-        curl_easy_cleanup(h);
+        handle_put(pick.address, h, rc == CURLE_OK);
         free(send);
         pthread_mutex_lock(&p->lock);
         int started = p->headers;
@@ -386,4 +426,8 @@ void api_proxy_stop(int wait_ms)
     atomic_store(&stopping, 1);
     for (int i = 0; i < wait_ms / 10 && atomic_load(&nproxies) > 0; i++)
         usleep(10000);
+    pthread_mutex_lock(&pool_lock);
+    while (npool > 0)
+        curl_easy_cleanup(pool[--npool].h);
+    pthread_mutex_unlock(&pool_lock);
 }

@@ -3,6 +3,7 @@
  * are in datasets.c, trainingJobs' in jobs.c, models' in models.c). Handlers validate
  * everything before touching the store, so a rejected request changes nothing. */
 #include "api/internal.h"
+#include "api/console.h"
 #include "cluster/cluster.h"
 #include "health/health.h"
 
@@ -685,6 +686,7 @@ const struct api_route api_routes[] = {
     {"GET", ENDPOINTS, ROLE_VIEWER, api_endpoint_list, 0},
     {"GET", ENDPOINTS "/*", ROLE_VIEWER, api_endpoint_get, 0},
     {"DELETE", ENDPOINTS "/*", ROLE_EDITOR, api_endpoint_delete, 0},
+    {"PATCH", ENDPOINTS "/*", ROLE_EDITOR, api_endpoint_patch, 0},
     {"POST", ENDPOINTS "/*:deployModel", ROLE_EDITOR, api_endpoint_deploy, 0},
     {"POST", ENDPOINTS "/*:undeployModel", ROLE_EDITOR, api_endpoint_undeploy, 0},
     {"POST", ENDPOINTS "/*/v1/completions", ROLE_VIEWER, api_endpoint_route, API_ROUTE_PROXY},
@@ -694,10 +696,12 @@ const struct api_route api_routes[] = {
     {"POST", CLUSTERS "/*/trainingJobs", ROLE_EDITOR, api_job_create, 0},
     {"GET", CLUSTERS "/*/trainingJobs", ROLE_VIEWER, api_job_list, 0},
     {"GET", CLUSTERS "/*/trainingJobs/*", ROLE_VIEWER, api_job_get, 0},
+    {"GET", CLUSTERS "/*/trainingJobs/*:metrics", ROLE_VIEWER, api_job_metrics, 0},
     {"POST", CLUSTERS "/*/trainingJobs/*:cancel", ROLE_EDITOR, api_job_cancel, 0},
     {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get, 0},
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get, 0},
     {"POST", "/v1/tokens", ROLE_ADMIN, h_token_create, 0},
+    {"POST", "/v1/consoleLinks", ROLE_ADMIN, api_console_link, 0},
     {"GET", "/v1/tokens", ROLE_ADMIN, h_token_list, 0},
     {"DELETE", "/v1/tokens/*", ROLE_ADMIN, h_token_revoke, 0},
 };

@@ -3,6 +3,7 @@
  * body is buffered), body buffering under a per-request and a global cap, and
  * JSON replies. The request pipeline is call.c; handlers are routes.c. */
 #include "api/api.h"
+#include "api/console.h"
 #include "api/proxy.h"
 
 #include <arpa/inet.h>
@@ -95,7 +96,8 @@ static enum MHD_Result reply_error(struct MHD_Connection *conn, int http, const 
 
 /* The unix socket's peer is the owner of $MTC_HOME (mode 0600): admin, unless
  * it presents a token (an agent's node token). Over TCP a token is required. */
-static int authenticate(struct listener *l, struct MHD_Connection *conn, struct api_principal *who)
+static int authenticate(struct listener *l, struct MHD_Connection *conn, const char *method,
+                        struct api_principal *who, const char **why)
 {
     memset(who, 0, sizeof(*who));
     const char *auth =
@@ -103,6 +105,11 @@ static int authenticate(struct listener *l, struct MHD_Connection *conn, struct 
     if (!auth && l->trusted) {
         who->role = ROLE_ADMIN;
         return 0;
+    }
+    if (!auth) { /* the web console's session cookie (console.c) */
+        int rc = api_console_principal(conn, l->a->cfg.store, method, who, why);
+        if (rc != 0)
+            return rc > 0 ? 0 : -1;
     }
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
         return -1;
@@ -129,8 +136,11 @@ static enum MHD_Result begin(struct listener *l, struct MHD_Connection *conn, co
     r->cfg = &l->a->cfg;
     r->st = l->a->cfg.store;
     r->ctl = l->a->cfg.control;
-    if (authenticate(l, conn, &r->who) < 0)
-        return reply_error(conn, 401, "missing or invalid bearer token");
+    if (!l->trusted && api_console_owns(url))
+        return api_console_handle(conn, url, method, r->st, l->a->tls_cert != NULL);
+    const char *why = "missing or invalid bearer token";
+    if (authenticate(l, conn, method, &r->who, &why) < 0)
+        return reply_error(conn, strstr(why, "header") ? 403 : 401, why);
     int status = 404;
     ctx->route = api_route_find(r, &status);
     if (!ctx->route)
@@ -299,6 +309,7 @@ static int start_tcp(struct api *a, unsigned flags, unsigned threads, mtc_error_
                          strerror(errno));
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->tcp_d, MHD_DAEMON_INFO_BIND_PORT);
     a->tcp_port = info ? info->port : ntohs(sa.sin_port);
+    a->cfg.bound_port = a->tcp_port;
     return 0;
 }
 

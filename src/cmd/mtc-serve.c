@@ -14,7 +14,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mtc-serve --model REF --listen HOST:PORT [--max-batch N] [--ctx N]\n"
                "                 [--threads N] [--served-name NAME] [--tokenizer PATH]\n"
-               "                 [--max-connections N] [--max-body BYTES] [--home DIR]\n"
+               "                 [--max-connections N] [--max-body BYTES] [--idle-timeout S]\n"
+               "                 [--home DIR]\n"
                "                 [--project P --location L]\n"
                "  REF: a registered model version NAME, NAME@N or NAME@ALIAS (registry in\n"
                "  --home, default $MTC_HOME or ~/.mtc), a checkpoint directory (its newest\n"
@@ -45,7 +46,7 @@ int main(int argc, char **argv)
         {"tokenizer", required_argument, NULL, 'k'}, {"max-connections", required_argument, NULL, 'C'},
         {"max-body", required_argument, NULL, 'B'},  {"help", no_argument, NULL, 'h'},
         {"home", required_argument, NULL, 'H'},      {"project", required_argument, NULL, 'P'},
-        {"location", required_argument, NULL, 'L'},
+        {"location", required_argument, NULL, 'L'},  {"idle-timeout", required_argument, NULL, 'I'},
         {0}};
     int o;
     while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -60,6 +61,7 @@ int main(int argc, char **argv)
         case 'C': c.max_conn = (int)number("max-connections", optarg, 1, 100000); break;
         case 'B': c.max_body = (size_t)number("max-body", optarg, 1024, 1L << 30); break;
         case 'H': c.home = optarg; break;
+        case 'I': c.idle_timeout = (int)number("idle-timeout", optarg, 1, 86400); break;
         case 'P': c.project = optarg; break;
         case 'L': c.location = optarg; break;
         case 'h': usage(stdout); return 0;

@@ -24,6 +24,7 @@ static const struct cli_cmd commands[] = {
     {"data", cmd_data, "list, show, prepare, delete datasets (named, versioned, cached)"},
     {"models", cmd_models, "the model registry: list, show, versions, alias, export, delete, upload"},
     {"endpoints", cmd_endpoints, "inference endpoints: create, deploy, undeploy, list, predict, delete"},
+    {"console", cmd_console, "the web console: start mtcd on 127.0.0.1 if needed, print a login link"},
     {NULL, NULL, NULL},
 };
 

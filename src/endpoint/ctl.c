@@ -922,6 +922,39 @@ out:
     return rc;
 }
 
+int endpoint_update(struct endpoint_ctl *c, const char *project, const char *location,
+                    const char *name, const char *display, const json_t *split,
+                    mtc_error_t *err)
+{
+    pthread_mutex_lock(&c->lock);
+    struct store_endpoint e;
+    if (store_endpoint_get(c->cfg.store, project, location, name, &e) < 0) {
+        pthread_mutex_unlock(&c->lock);
+        errno = ENOENT;
+        return errprintf(err, "endpoint %s not found", name);
+    }
+    int rc = -1;
+    json_t *newsplit = NULL;
+    if (split && !(newsplit = endpoint_split_check(split, jget(e.spec, "deployedModels"), NULL,
+                                                   err)))
+        goto out;
+    if (newsplit)
+        json_object_set_new(e.spec, "trafficSplit", newsplit);
+    if (display)
+        json_object_set_new(e.spec, "displayName", json_string(display));
+    if ((rc = store_endpoint_put(c->cfg.store, &e)) < 0) {
+        errprintf(err, "store: cannot update endpoint %s", name);
+        goto out;
+    }
+    char key[200];
+    key_of(key, sizeof(key), project, location, name);
+    rt_rebuild(c, key, &e);
+out:
+    store_endpoint_release(&e);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
 int endpoint_delete(struct endpoint_ctl *c, const char *project, const char *location,
                     const char *name, mtc_error_t *err)
 {

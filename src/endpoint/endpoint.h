@@ -62,6 +62,11 @@ int endpoint_deploy(struct endpoint_ctl *c, const char *project, const char *loc
                     char id[16], mtc_error_t *err);
 int endpoint_undeploy(struct endpoint_ctl *c, const char *project, const char *location,
                       const char *name, const char *id, const json_t *split, mtc_error_t *err);
+/* displayName (NULL: unchanged) and the split (NULL: unchanged; checked
+ * over the deployed models) of an endpoint. */
+int endpoint_update(struct endpoint_ctl *c, const char *project, const char *location,
+                    const char *name, const char *display, const json_t *split,
+                    mtc_error_t *err);
 /* Cancel every replica's job and forget the endpoint. */
 int endpoint_delete(struct endpoint_ctl *c, const char *project, const char *location,
                     const char *name, mtc_error_t *err);

@@ -252,6 +252,8 @@ struct serve *serve_create(const struct serve_config *cfg, mtc_error_t *err)
         s->cfg.max_conn = 64;
     if (!s->cfg.max_body)
         s->cfg.max_body = 1 << 20;
+    if (s->cfg.idle_timeout <= 0)
+        s->cfg.idle_timeout = 60;
     pthread_mutex_init(&s->id_mu, NULL);
     if (cfg->served_name) {
         snprintf(s->name, sizeof s->name, "%s", cfg->served_name);
@@ -281,7 +283,7 @@ struct serve *serve_create(const struct serve_config *cfg, mtc_error_t *err)
                             0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_conn,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.idle_timeout, MHD_OPTION_LISTEN_BACKLOG_SIZE,
                             128u, MHD_OPTION_END);
     if (!s->d) {
         errprintf(err, "cannot listen on %s: %s", cfg->listen, strerror(errno));

@@ -136,16 +136,24 @@ void serve_error(struct serve_reply *r, int status, const char *fmt, ...)
 
 /* ---- UTF-8 ---- */
 
-/* Length of a valid UTF-8 sequence at s (n bytes left), 0 when invalid or cut short. */
+/* Length of a valid UTF-8 sequence at s (n bytes left), 0 when invalid or cut short.
+ * Strict as Jansson is (a string it refuses makes no reply): no overlong forms, no
+ * surrogates, nothing above U+10FFFF. */
 static int utf8_seq(const unsigned char *s, size_t n)
 {
     int len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
                               : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (!len || (size_t)len > n || (len == 2 && s[0] < 0xC2))
+    if (!len || (size_t)len > n)
         return 0;
-    for (int i = 1; i < len; i++)
+    uint32_t cp = len == 1 ? s[0] : s[0] & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
         if ((s[i] & 0xC0) != 0x80)
             return 0;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
     return len;
 }
 
@@ -358,9 +366,20 @@ static void wait_done(struct serve_stream *r, int cancel)
 
 size_t serve_stream_read(struct serve_stream *r, char *buf, size_t max)
 {
+    // an SSE comment when nothing came for a third of the idle timeout (a long prompt, a
+    // queue): the connection stays alive and clients ignore it
+    static const char keepalive[] = ": keep-alive\n\n";
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += r->s->cfg.idle_timeout / 3 > 0 ? r->s->cfg.idle_timeout / 3 : 1;
     pthread_mutex_lock(&r->mu);
     while (r->sse_off == r->sse_len && !r->done)
-        pthread_cond_wait(&r->cv, &r->mu);
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &until) == ETIMEDOUT &&
+            r->sse_off == r->sse_len && !r->done && max >= sizeof keepalive) {
+            pthread_mutex_unlock(&r->mu);
+            memcpy(buf, keepalive, sizeof keepalive - 1);
+            return sizeof keepalive - 1;
+        }
     size_t n = r->sse_len - r->sse_off;
     n = n < max ? n : max;
     memcpy(buf, r->sse + r->sse_off, n);
@@ -402,6 +421,11 @@ static struct serve_stream *start(struct serve *s, const json_t *body, int chat,
         return NULL;
     }
     struct serve_stream *r = calloc(1, sizeof *r);
+    if (!r) {
+        serve_error(rep, 500, "out of memory");
+        json_decref(canon);
+        return NULL;
+    }
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->s = s;
@@ -425,7 +449,10 @@ static struct serve_stream *start(struct serve *s, const json_t *body, int chat,
         if (json_is_array(p) && json_is_integer(json_array_get(p, 0))) {
             r->nids = json_array_size(p);
             r->ids = malloc(sizeof(int32_t) * r->nids);
-            json_array_foreach(p, i, e)
+            if (!r->ids)
+                r->nids = 0, rc = errprintf(&err, "out of memory");
+            else
+                json_array_foreach(p, i, e)
             {
                 json_int_t v = json_integer_value(e);
                 r->ids[i] = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
@@ -435,9 +462,12 @@ static struct serve_stream *start(struct serve *s, const json_t *body, int chat,
             rc = tok_encode(s->tk, text, strlen(text), &r->ids, &r->nids, &err);
         }
         if (rc == 0 && r->nids == 0 && tok_eot(s->tk) >= 0) { // as mtc-train sample does
-            r->ids = realloc(r->ids, sizeof(int32_t));
-            r->ids[0] = tok_eot(s->tk);
-            r->nids = 1;
+            int32_t *one = realloc(r->ids, sizeof(int32_t));
+            if (one) {
+                r->ids = one;
+                r->ids[0] = tok_eot(s->tk);
+                r->nids = 1;
+            }
         }
     }
     json_decref(canon);

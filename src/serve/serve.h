@@ -21,6 +21,7 @@ struct serve_config {
     int threads;             // OpenMP threads (0: OMP_NUM_THREADS or the cores)
     int max_conn;            // concurrent connections (default 64)
     size_t max_body;         // request body bytes (default 1 MiB)
+    int idle_timeout;        // seconds a client may send nothing (default 60)
 };
 
 struct serve;

@@ -300,7 +300,10 @@ int ckpt_read_config(const char *ckdir, struct model_config *cfg, mtc_error_t *e
     memset(cfg, 0, sizeof *cfg);
     // start from the family's preset so fields missing from older JSON have defaults
     const char *fam = json_string_value(json_object_get(json_object_get(o, "model"), "family"));
-    model_preset(fam && strcmp(fam, "llama") == 0 ? "tiny-llama" : "tiny-gpt2", cfg, &e2);
+    char tiny[32];
+    snprintf(tiny, sizeof tiny, "tiny-%s", fam ? fam : "gpt2");
+    if (model_preset(tiny, cfg, &e2) < 0)
+        model_preset("tiny-gpt2", cfg, &e2);
     int rc = model_config_apply_json(cfg, json_object_get(o, "model"), &e2);
     json_int_t n = json_integer_value(json_object_get(o, "nparams"));
     json_decref(o);

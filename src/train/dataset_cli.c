@@ -84,7 +84,7 @@ static int cmd_generate(int argc, char **argv)
         return 2;
     if (!v[A_NAME] || !v[A_OUTPUT]) {
         fprintf(stderr, "usage: mtc-train data generate --name tiny-corpus|tiny-sft|tiny-dpo|"
-                        "tiny-rl --output PATH\n");
+                        "tiny-rl|tiny-countdown --output PATH\n");
         return 2;
     }
     mtc_error_t err = {{0}};

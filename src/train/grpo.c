@@ -21,8 +21,21 @@ struct gprompt {
 
 /* Global sums of one step, all-reduced in one call (the order is the index). */
 enum {
-    S_SEQS, S_REWARD, S_REWARD2, S_CORRECT, S_GEN_TOK, S_NEGLP, S_KL, S_CLIPPED, S_TOKENS,
-    S_GEN_S, S_TRAIN_S, S_TRAIN_TOK, S_LPERR, S_LOSS, S_N
+    S_SEQS,
+    S_REWARD,
+    S_REWARD2,
+    S_CORRECT,
+    S_GEN_TOK,
+    S_NEGLP,
+    S_KL,
+    S_CLIPPED,
+    S_TOKENS,
+    S_GEN_S,
+    S_TRAIN_S,
+    S_TRAIN_TOK,
+    S_LPERR,
+    S_LOSS,
+    S_N
 };
 
 struct grpo {
@@ -40,12 +53,12 @@ struct grpo {
     struct gen_seq **sp;
     char **text; // (rows) decoded completions
     const char **pr, **an;
-    int32_t *x, *y;                         // (rows, T)
-    float *w, *lp_old, *lp_ref, *lp, *dlp;  // (rows, T)
-    float *adv, *reward;                    // (rows)
-    int *correct;                           // (rows)
-    double s[S_N]; // last step's sums
-    double ratio_dev; // max |ratio - 1| of the first update on this rank
+    int32_t *x, *y;                        // (rows, T)
+    float *w, *lp_old, *lp_ref, *lp, *dlp; // (rows, T)
+    float *adv, *reward;                   // (rows)
+    int *correct;                          // (rows)
+    double s[S_N];                         // last step's sums
+    double ratio_dev;                      // max |ratio - 1| of the first update on this rank
     int has_met;
 };
 
@@ -104,8 +117,8 @@ double grpo_token_loss(double lp, double lp_old, double lp_ref, double adv,
 
 int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const float *w,
                     const float *lp_old, const float *lp_ref, const float *adv, int B, int T,
-                    double norm, const struct grpo_config *c, int backward, float *lp,
-                    float *dlogp, double st[4], mtc_error_t *err)
+                    double norm, const struct grpo_config *c, int backward, float *lp, float *dlogp,
+                    double st[4], mtc_error_t *err)
 {
     errno = 0;
     float l = model_forward(m, x, y, NULL, 0, B, T);
@@ -135,8 +148,7 @@ int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const f
     return 0;
 }
 
-void grpo_advantages(const float *reward, int n, int G, int leave_one_out, int std_norm,
-                     float *adv)
+void grpo_advantages(const float *reward, int n, int G, int leave_one_out, int std_norm, float *adv)
 {
     for (int g0 = 0; g0 + G <= n; g0 += G) {
         double sum = 0, sq = 0;
@@ -257,8 +269,7 @@ struct grpo *grpo_create(const struct grpo_config *c, struct model *policy, mtc_
 {
     const struct model_config *mc = model_cfg(policy);
     if (!c->tok)
-        return errprintf(err, "--mode grpo needs --tokenizer (prompts are rendered as chat)"),
-               NULL;
+        return errprintf(err, "--mode grpo needs --tokenizer (prompts are rendered as chat)"), NULL;
     if (c->prompts <= 0 || c->gens <= 0 || c->max_new <= 0 || c->inner <= 0)
         return errprintf(err, "--prompts-per-step, --generations-per-prompt, --max-new-tokens "
                               "and --inner-steps must be positive"),
@@ -313,9 +324,8 @@ struct grpo *grpo_create(const struct grpo_config *c, struct model *policy, mtc_
     g->adv = malloc(rows * sizeof(float));
     g->reward = malloc(rows * sizeof(float));
     g->correct = malloc(rows * sizeof(int));
-    if (!g->perm || !g->seqs || !g->sp || !g->text || !g->pr || !g->an || !g->x || !g->y ||
-        !g->w || !g->lp_old || !g->lp_ref || !g->lp || !g->dlp || !g->adv || !g->reward ||
-        !g->correct) {
+    if (!g->perm || !g->seqs || !g->sp || !g->text || !g->pr || !g->an || !g->x || !g->y || !g->w ||
+        !g->lp_old || !g->lp_ref || !g->lp || !g->dlp || !g->adv || !g->reward || !g->correct) {
         errprintf(err, "out of memory");
         goto error;
     }
@@ -374,6 +384,8 @@ int grpo_reference_init(struct grpo *g, struct model *policy, const char *resume
     if (resume && resume[0]) {
         // the reference written next to the checkpoints when the run began
         snprintf(root, sizeof root, "%s", resume);
+        for (size_t n = strlen(root); n > 1 && root[n - 1] == '/'; n--)
+            root[n - 1] = 0; // "…/step_00000005/" names the same checkpoint
         char *slash = strrchr(root, '/');
         if (slash)
             *slash = 0;
@@ -413,9 +425,9 @@ static int rollout(struct grpo *g, int64_t step, mtc_error_t *err)
         struct gen_seq *q = &g->seqs[i];
         gen_seq_release(q);
         memset(q, 0, sizeof *q);
-        uint64_t s = g->c.seed * 0x9e3779b97f4a7c15ull + (uint64_t)step * 0xbf58476d1ce4e5b9ull +
-                     ((q0 + (uint64_t)(i / G)) * (uint64_t)G + (uint64_t)(i % G)) *
-                         0x94d049bb133111ebull;
+        uint64_t s =
+            g->c.seed * 0x9e3779b97f4a7c15ull + (uint64_t)step * 0xbf58476d1ce4e5b9ull +
+            ((q0 + (uint64_t)(i / G)) * (uint64_t)G + (uint64_t)(i % G)) * 0x94d049bb133111ebull;
         int room = g->ctx - p->nids;
         q->prompt = p->ids;
         q->nprompt = p->nids;
@@ -444,8 +456,8 @@ static void fill_rows(struct grpo *g)
             int real = t + 1 < n;
             int32_t a = t < q->nprompt ? q->prompt[t] : q->out[t - q->nprompt];
             g->x[k] = real ? a : 0;
-            g->y[k] = real ? (t + 1 < q->nprompt ? q->prompt[t + 1] : q->out[t + 1 - q->nprompt])
-                           : -1;
+            g->y[k] =
+                real ? (t + 1 < q->nprompt ? q->prompt[t + 1] : q->out[t + 1 - q->nprompt]) : -1;
             g->w[k] = real && t + 1 >= q->nprompt ? 1.0f : 0.0f;
         }
     }
@@ -520,8 +532,8 @@ int grpo_step(struct grpo *g, struct model *m, struct opt_state *opt, const stru
             if (g->w[(size_t)i * T + t] != 0) {
                 ntok += 1;
                 // the sampler's log-prob (KV cache) vs the training forward's
-                s[S_LPERR] += fabs((double)q->logprob[t + 1 - q->nprompt] -
-                                   g->lp_old[(size_t)i * T + t]);
+                s[S_LPERR] +=
+                    fabs((double)q->logprob[t + 1 - q->nprompt] - g->lp_old[(size_t)i * T + t]);
             }
     }
     // every token of the global batch counts once: the summed gradient is the global mean
@@ -597,8 +609,8 @@ void grpo_summary(const struct grpo *g, char *buf, size_t len)
 {
     const double *s = g->s;
     double n = s[S_SEQS] > 0 ? s[S_SEQS] : 1;
-    snprintf(buf, len, " | reward %.3f | acc %.2f | len %.1f", s[S_REWARD] / n,
-             s[S_CORRECT] / n, s[S_GEN_TOK] / n);
+    snprintf(buf, len, " | reward %.3f | acc %.2f | len %.1f", s[S_REWARD] / n, s[S_CORRECT] / n,
+             s[S_GEN_TOK] / n);
 }
 
 const char *grpo_completion(const struct grpo *g, int i)

@@ -237,7 +237,8 @@ static int read_rewards(const char *cmd, const char *out, int n, float *reward, 
         json_t *r = json_object_get(o, "reward"), *c = json_object_get(o, "correct");
         if (k >= n)
             rc = errprintf(err, "environment command '%s' wrote more than %d rewards", cmd, n);
-        else if (!json_is_number(r) || !isfinite(json_number_value(r)) || (c && !json_is_boolean(c)))
+        else if (!json_is_number(r) || !isfinite(json_number_value(r)) ||
+                 (c && !json_is_boolean(c)))
             rc = errprintf(err,
                            "environment command '%s': output line %d is not {\"reward\": number}",
                            cmd, k + 1);
@@ -273,7 +274,9 @@ static json_t *utf8_string(const char *s)
             uint32_t cp = c & (0x7f >> len);
             for (size_t k = 1; k < len; k++)
                 cp = cp << 6 | ((unsigned char)s[i + k] & 0x3f);
-            ok = !(cp < (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u)) &&
+            ok = !(cp < (len == 2   ? 0x80u
+                         : len == 3 ? 0x800u
+                                    : 0x10000u)) &&
                  !(cp >= 0xd800 && cp <= 0xdfff) && cp <= 0x10ffff;
         }
         if (ok) {

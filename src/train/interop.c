@@ -1,5 +1,5 @@
-/* interop: Hugging Face safetensors + config.json export/import (GPT-2 and
- * Llama names; GPT-2 Conv1D weights transposed) and llm.c GPT-2 model files,
+/* interop: Hugging Face safetensors + config.json export/import (GPT-2, Llama,
+ * Gemma 2 and Gemma 3 names; GPT-2 Conv1D weights transposed) and llm.c GPT-2 model files,
  * plus the `export` and `import` subcommands. Llama q/k projections need no
  * permutation: our RoPE already rotates the two halves of each head
  * (HF rotate_half), the layout HF checkpoints are stored in. */
@@ -55,6 +55,42 @@ static int hf_shape(const struct model_config *c, const struct model_tensor *t, 
     return t->ndim;
 }
 
+/* Gemma2ForCausalLM / Gemma3ForCausalLM (model_type gemma3_text) config.json. */
+static json_t *hf_gemma_config(const struct model_config *c)
+{
+    int g3 = c->family == MODEL_GEMMA3;
+    json_t *types = json_array();
+    for (int l = 0; l < c->n_layer; l++)
+        json_array_append_new(types, json_string(model_layer_local(c, l) ? "sliding_attention"
+                                                                         : "full_attention"));
+    json_t *o = json_pack(
+        "{s:s,s:[s],s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:b,s:s,s:s,s:f,s:i,s:i,s:o}",
+        "model_type", g3 ? "gemma3_text" : "gemma2", "architectures",
+        g3 ? "Gemma3ForCausalLM" : "Gemma2ForCausalLM", "hidden_size", c->d_model,
+        "intermediate_size", c->d_ff, "num_hidden_layers", c->n_layer, "num_attention_heads",
+        c->n_head, "num_key_value_heads", c->n_kv_head, "head_dim", c->head_dim, "vocab_size",
+        c->vocab_size, "max_position_embeddings", c->max_seq, "rms_norm_eps", (double)c->norm_eps,
+        "rope_theta", (double)c->rope_theta, "tie_word_embeddings", c->tied, "hidden_activation",
+        "gelu_pytorch_tanh", "torch_dtype", "float32", "query_pre_attn_scalar",
+        (double)(c->query_scalar > 0 ? c->query_scalar : (float)c->head_dim), "sliding_window",
+        c->window, "sliding_window_pattern", c->local_period, "layer_types", types);
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "attn_logit_softcapping",
+                        c->attn_softcap > 0 ? json_real(c->attn_softcap) : json_null());
+    json_object_set_new(o, "final_logit_softcapping",
+                        c->final_softcap > 0 ? json_real(c->final_softcap) : json_null());
+    if (g3) {
+        json_object_set_new(o, "rope_local_base_freq",
+                            json_real(c->rope_local_theta > 0 ? c->rope_local_theta : c->rope_theta));
+        json_object_set_new(o, "rope_scaling",
+                            c->rope_linear > 0 ? json_pack("{s:s,s:f}", "rope_type", "linear",
+                                                           "factor", (double)c->rope_linear)
+                                               : json_null());
+    }
+    return o;
+}
+
 static json_t *hf_config(const struct model_config *c)
 {
     if (c->family == MODEL_GPT2)
@@ -64,6 +100,8 @@ static json_t *hf_config(const struct model_config *c)
                          "n_layer", c->n_layer, "n_head", c->n_head, "n_inner", c->d_ff,
                          "activation_function", "gelu_new", "layer_norm_epsilon",
                          (double)c->norm_eps, "tie_word_embeddings", 1, "torch_dtype", "float32");
+    if (MODEL_IS_GEMMA(c))
+        return hf_gemma_config(c);
     json_t *o = json_pack(
         "{s:s,s:[s],s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:b,s:s,s:s}", "model_type", "llama",
         "architectures", "LlamaForCausalLM", "hidden_size", c->d_model, "intermediate_size",
@@ -173,7 +211,7 @@ static int to_f32(const struct st_tensor *t, float *out, size_t n, mtc_error_t *
 char *interop_config_diff(const struct model_config *got, const struct model_config *want,
                           char *buf, size_t len)
 {
-    static const char *const fam[] = {"gpt2", "llama"};
+    static const char *const fam[] = {"gpt2", "llama", "gemma2", "gemma3"};
     static const struct {
         const char *name;
         size_t off;
@@ -188,6 +226,9 @@ char *interop_config_diff(const struct model_config *got, const struct model_con
         {"d_ff", offsetof(struct model_config, d_ff)},
         {"rope_orig_max", offsetof(struct model_config, rope_orig_max)},
         {"tied", offsetof(struct model_config, tied)},
+        {"head_dim", offsetof(struct model_config, head_dim)},
+        {"window", offsetof(struct model_config, window)},
+        {"local_period", offsetof(struct model_config, local_period)},
     };
     static const struct {
         const char *name;
@@ -198,12 +239,17 @@ char *interop_config_diff(const struct model_config *got, const struct model_con
         {"rope_factor", offsetof(struct model_config, rope_factor)},
         {"rope_low_freq", offsetof(struct model_config, rope_low_freq)},
         {"rope_high_freq", offsetof(struct model_config, rope_high_freq)},
+        {"query_scalar", offsetof(struct model_config, query_scalar)},
+        {"attn_softcap", offsetof(struct model_config, attn_softcap)},
+        {"final_softcap", offsetof(struct model_config, final_softcap)},
+        {"rope_local_theta", offsetof(struct model_config, rope_local_theta)},
+        {"rope_linear", offsetof(struct model_config, rope_linear)},
     };
     size_t o = 0;
     buf[0] = 0;
     if (got->family != want->family)
-        o += (size_t)snprintf(buf + o, len - o, "family %s vs %s", fam[got->family & 1],
-                              fam[want->family & 1]);
+        o += (size_t)snprintf(buf + o, len - o, "family %s vs %s", fam[got->family & 3],
+                              fam[want->family & 3]);
     for (size_t i = 0; i < sizeof ints / sizeof ints[0] && o < len; i++) {
         int a = *(const int *)((const char *)got + ints[i].off);
         int b = *(const int *)((const char *)want + ints[i].off);
@@ -244,17 +290,37 @@ struct model *interop_import_hf(const char *dir, const struct model_config *want
     struct model *m = NULL;
     struct st_file *sf = NULL;
     float *tmp = NULL;
-    if (!mt || (strcmp(mt, "gpt2") != 0 && strcmp(mt, "llama") != 0)) {
-        errprintf(err, "%s: model_type must be \"gpt2\" or \"llama\"", path);
+    static const char *const types[][2] = {{"gpt2", "tiny-gpt2"},
+                                           {"llama", "tiny-llama"},
+                                           {"gemma2", "tiny-gemma2"},
+                                           {"gemma3_text", "tiny-gemma3"}};
+    int ti = -1;
+    for (int i = 0; mt && i < 4; i++)
+        if (strcmp(mt, types[i][0]) == 0)
+            ti = i;
+    if (ti < 0) {
+        errprintf(err, "%s: model_type must be \"gpt2\", \"llama\", \"gemma2\" or \"gemma3_text\"",
+                  path);
         goto error;
     }
-    if (model_preset(strcmp(mt, "gpt2") == 0 ? "tiny-gpt2" : "tiny-llama", &cfg, err) < 0)
+    if (model_preset(types[ti][1], &cfg, err) < 0)
         goto error;
     // fields a config.json may omit take Hugging Face's defaults, not the preset's
     cfg.padded_vocab = 0;
     cfg.d_ff = 0;       // GPT-2: n_inner absent/null = 4*n_embd
     cfg.n_kv_head = 0;  // Llama: num_key_value_heads absent = num_attention_heads
-    if (strcmp(mt, "llama") == 0) {
+    if (ti >= 2) { // Gemma2Config / Gemma3TextConfig defaults
+        cfg.head_dim = 256;
+        cfg.query_scalar = 256.0f;
+        cfg.window = 4096;
+        cfg.norm_eps = 1e-6f;
+        cfg.tied = 1;
+        cfg.attn_softcap = ti == 2 ? 50.0f : 0.0f;
+        cfg.final_softcap = ti == 2 ? 30.0f : 0.0f;
+        cfg.rope_theta = ti == 2 ? 10000.0f : 1000000.0f;
+        cfg.rope_local_theta = ti == 2 ? 0.0f : 10000.0f;
+        cfg.rope_linear = 0.0f;
+    } else if (strcmp(mt, "llama") == 0) {
         cfg.rope_factor = cfg.rope_low_freq = cfg.rope_high_freq = 0;
         cfg.rope_orig_max = 0;
         cfg.rope_theta = 10000.0f;
@@ -269,7 +335,8 @@ struct model *interop_import_hf(const char *dir, const struct model_config *want
     json_t *v;
     json_object_foreach_safe(cj, tmpk, k, v)
     {
-        if (json_is_null(v) && strcmp(k, "rope_scaling") != 0)
+        if (json_is_null(v) && strcmp(k, "rope_scaling") != 0 &&
+            strcmp(k, "attn_logit_softcapping") != 0 && strcmp(k, "final_logit_softcapping") != 0)
             json_object_del(cj, k);
     }
     mtc_error_t why;

@@ -229,18 +229,19 @@ static int build_config(const struct targs *a, struct model_config *cfg, mtc_err
 
 static json_t *args_json(const struct targs *a)
 {
-    json_t *o = json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}", "steps",
-                     a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr",
-                     a->lr, "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd,
-                     "grad_clip", a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data,
-                     "mode", a->mode, "dpo_beta", a->dpo_beta, "init", a->init);
+    json_t *o =
+        json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:f,s:i,s:b,s:s?,s:s?,s:f,s:s?}", "steps",
+                  a->steps, "batch", a->batch, "micro_batch", a->micro, "seq", a->seq, "lr", a->lr,
+                  "min_lr", a->min_lr, "warmup", a->warmup, "weight_decay", a->wd, "grad_clip",
+                  a->clip, "seed", a->seed, "shuffle", a->shuffle, "data", a->data, "mode", a->mode,
+                  "dpo_beta", a->dpo_beta, "init", a->init);
     if (o && a->mode && !strcmp(a->mode, "grpo")) {
-        json_t *g = json_pack("{s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:i,s:i,s:s,s:s?}", "prompts_per_step",
-                              a->prompts, "generations_per_prompt", a->gens, "max_new_tokens",
-                              a->max_new, "inner_steps", a->inner, "temperature", a->temperature,
-                              "clip_low", a->clip_low, "clip_high", a->clip_high, "kl_beta",
-                              a->kl_beta, "leave_one_out", a->loo, "std_norm", a->std_norm, "env",
-                              a->env ? a->env : "arithmetic", "env_command", a->env_cmd);
+        json_t *g = json_pack(
+            "{s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:i,s:i,s:s,s:s?}", "prompts_per_step", a->prompts,
+            "generations_per_prompt", a->gens, "max_new_tokens", a->max_new, "inner_steps",
+            a->inner, "temperature", a->temperature, "clip_low", a->clip_low, "clip_high",
+            a->clip_high, "kl_beta", a->kl_beta, "leave_one_out", a->loo, "std_norm", a->std_norm,
+            "env", a->env ? a->env : "arithmetic", "env_command", a->env_cmd);
         json_object_update(o, g);
         json_decref(g);
     }
@@ -254,7 +255,7 @@ struct run {
     struct opt_state opt;
     struct opt_config oc;
     struct loader *tl, *vl;
-    struct ft *ft; // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
+    struct ft *ft;     // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
     struct grpo *grpo; // --mode grpo (grpo.c)
     struct loader_pos vl_start;
     struct ckpt_writer *cw;
@@ -715,7 +716,8 @@ static int run_loop(struct run *r, mtc_error_t *err)
             if (r->grpo)
                 grpo_summary(r->grpo, gs, sizeof gs);
             fprintf(stdout,
-                    "step %" PRId64 "/%d | loss %.4f%s | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
+                    "step %" PRId64
+                    "/%d | loss %.4f%s | lr %.1e | %s tok/s | MFU %.0f%% | ETA %s\n",
                     r->step, a->steps, loss, gs, lr, fmt_int(tps, b1, sizeof b1), mfu * 100,
                     fmt_dur(per * (double)(a->steps - r->step), b2, sizeof b2));
             last_logged = r->step;

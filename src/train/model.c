@@ -1,6 +1,7 @@
-/* model: GPT-2 and Llama decoders on the CPU — the tensor table over one flat fp32
- * parameter buffer, weight init, activation memory, and the forward/backward passes
- * that chain the kernels of src/train/cpu/. */
+/* model: GPT-2, Llama, Gemma 2 and Gemma 3 decoders on the CPU — the tensor table over one
+ * flat fp32 parameter buffer, weight init, activation memory, and the forward/backward
+ * passes that chain the kernels of src/train/cpu/. What differs between the families is
+ * one row of families[] (tensor tables and traits), not branches on the family. */
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -17,9 +18,10 @@ enum role {
     R_WTE, R_WPE, R_LNF_W, R_LNF_B, R_LM_HEAD, // global
     R_LN1_W, R_LN1_B, R_QKV_W, R_QKV_B, R_K_W, R_V_W, R_PROJ_W, R_PROJ_B,
     R_LN2_W, R_LN2_B, R_FC_W, R_FC_B, R_UP_W, R_FCPROJ_W, R_FCPROJ_B,
+    R_PATT_W, R_PFF_W, R_QN_W, R_KN_W, // Gemma: post-attention / post-MLP norms, QK-norm
     R_NROLES
 };
-enum dim { D_1, D_C, D_F, D_VP, D_T, D_Q, D_KV, D_QKV };
+enum dim { D_1, D_C, D_F, D_VP, D_T, D_Q, D_KV, D_QKV, D_HD };
 enum init { I_NORMAL, I_RESID, I_ONE, I_ZERO };
 
 struct tdef {
@@ -72,13 +74,63 @@ static const struct tdef llama_tail[] = {
     {R_LM_HEAD, "lm_head.weight", D_VP, D_C, I_NORMAL}, // only when untied
 };
 
+/* Gemma: every norm is RMSNorm (1 + w), so its weights start at 0. q, k, v stay adjacent
+ * (one matrix); Gemma 3's per-head q_norm, k_norm follow them. */
+#define GEMMA_LAYER_QKV                                                                            \
+    {R_LN1_W, "model.layers.%d.input_layernorm.weight", D_C, D_1, I_ZERO},                        \
+        {R_QKV_W, "model.layers.%d.self_attn.q_proj.weight", D_Q, D_C, I_NORMAL},                 \
+        {R_K_W, "model.layers.%d.self_attn.k_proj.weight", D_KV, D_C, I_NORMAL},                  \
+        {R_V_W, "model.layers.%d.self_attn.v_proj.weight", D_KV, D_C, I_NORMAL}
+#define GEMMA_LAYER_REST                                                                           \
+    {R_PROJ_W, "model.layers.%d.self_attn.o_proj.weight", D_C, D_Q, I_RESID},                     \
+        {R_PATT_W, "model.layers.%d.post_attention_layernorm.weight", D_C, D_1, I_ZERO},          \
+        {R_LN2_W, "model.layers.%d.pre_feedforward_layernorm.weight", D_C, D_1, I_ZERO},          \
+        {R_FC_W, "model.layers.%d.mlp.gate_proj.weight", D_F, D_C, I_NORMAL},                     \
+        {R_UP_W, "model.layers.%d.mlp.up_proj.weight", D_F, D_C, I_NORMAL},                       \
+        {R_FCPROJ_W, "model.layers.%d.mlp.down_proj.weight", D_C, D_F, I_RESID},                  \
+        {R_PFF_W, "model.layers.%d.post_feedforward_layernorm.weight", D_C, D_1, I_ZERO}
+static const struct tdef gemma_head[] = {
+    {R_WTE, "model.embed_tokens.weight", D_VP, D_C, I_NORMAL},
+};
+static const struct tdef gemma2_layer[] = {GEMMA_LAYER_QKV, GEMMA_LAYER_REST};
+static const struct tdef gemma3_layer[] = {
+    GEMMA_LAYER_QKV,
+    {R_QN_W, "model.layers.%d.self_attn.q_norm.weight", D_HD, D_1, I_ZERO},
+    {R_KN_W, "model.layers.%d.self_attn.k_norm.weight", D_HD, D_1, I_ZERO},
+    GEMMA_LAYER_REST,
+};
+static const struct tdef gemma_tail[] = {
+    {R_LNF_W, "model.norm.weight", D_C, D_1, I_ZERO},
+    {R_LM_HEAD, "lm_head.weight", D_VP, D_C, I_NORMAL}, // only when untied
+};
+
+enum norm_kind { NORM_LAYER, NORM_RMS, NORM_RMS1P }; // LayerNorm, RMSNorm w, RMSNorm (1 + w)
+enum mlp_kind { MLP_GELU, MLP_SWIGLU, MLP_GEGLU };
+
+#define NT(a) a, (int)(sizeof a / sizeof a[0])
+/* One row per family: its tensors and the traits the passes follow. */
 struct family_tables {
-    const struct tdef *head, *layer, *tail;
-    int nhead, nlayer, ntail;
+    const struct tdef *head;
+    int nhead;
+    const struct tdef *layer;
+    int nlayer;
+    const struct tdef *tail;
+    int ntail;
+    enum norm_kind norm;
+    enum mlp_kind mlp;
+    int rope;        // q, k rotated
+    int embed_scale; // embeddings times sqrt(d_model)
+    int post_norms;  // a norm on the attention and MLP outputs before the residual add
+    int qk_norm;     // per-head RMSNorm of q and k
 };
 static const struct family_tables families[] = {
-    [MODEL_GPT2] = {gpt2_head, gpt2_layer, gpt2_tail, 2, 12, 2},
-    [MODEL_LLAMA] = {llama_head, llama_layer, llama_tail, 1, 9, 2},
+    [MODEL_GPT2] = {NT(gpt2_head), NT(gpt2_layer), NT(gpt2_tail), NORM_LAYER, MLP_GELU, 0, 0, 0, 0},
+    [MODEL_LLAMA] = {NT(llama_head), NT(llama_layer), NT(llama_tail), NORM_RMS, MLP_SWIGLU, 1, 0, 0,
+                     0},
+    [MODEL_GEMMA2] = {NT(gemma_head), NT(gemma2_layer), NT(gemma_tail), NORM_RMS1P, MLP_GEGLU, 1, 1,
+                      1, 0},
+    [MODEL_GEMMA3] = {NT(gemma_head), NT(gemma3_layer), NT(gemma_tail), NORM_RMS1P, MLP_GEGLU, 1, 1,
+                      1, 1},
 };
 
 /* Activations of one forward, sized for up to cap_m = B*T rows and cap_t positions. */
@@ -101,7 +153,12 @@ struct acts {
     float *dres;   // (M, C) gradient of the residual stream
     float *da;     // (M, max(QKV, FCN))
     float *db;     // (M, max(C, F, Q))
-    float *rcos, *rsin; // (cap_t, hd/2) RoPE tables
+    float *rcos, *rsin; // (cap_t, hd/2) RoPE tables (global layers)
+    float *rcos_l, *rsin_l; // (cap_t, hd/2) RoPE tables of the local layers (Gemma)
+    float *patt, *pff;  // (L, M, C) attention / MLP outputs before their post-norm (Gemma)
+    float *rstdpa, *rstdpf; // (L, M)
+    float *qkn, *qkr;   // (L, M, (H+KV)*hd) q,k before the QK-norm; (L, M, H+KV) its rstd
+    float *dc;          // (M, C) gradient scratch (post-norms)
     int32_t *x, *y; // (M) inputs of the last forward
     void *block;
     float *ascratch; // attention scratch: aslots per-thread slots sized for cap_t
@@ -110,6 +167,7 @@ struct acts {
 
 struct model {
     struct model_config cfg;
+    const struct family_tables *fam;
     int hd, q, kv, qkv, fcn; // head dim, q width, kv width, qkv row, fc rows
     float *params, *grads;
     size_t nparams;
@@ -123,11 +181,11 @@ struct model {
 
 static int dim_value(const struct model_config *c, enum dim d)
 {
-    int hd = c->d_model / c->n_head;
+    int hd = c->head_dim;
     const int v[] = {
         [D_1] = 1, [D_C] = c->d_model, [D_F] = c->d_ff, [D_VP] = c->padded_vocab,
         [D_T] = c->max_seq, [D_Q] = c->n_head * hd, [D_KV] = c->n_kv_head * hd,
-        [D_QKV] = (c->n_head + 2 * c->n_kv_head) * hd,
+        [D_QKV] = (c->n_head + 2 * c->n_kv_head) * hd, [D_HD] = hd,
     };
     return v[d];
 }
@@ -219,11 +277,12 @@ struct model *model_create(const struct model_config *cfg, mtc_error_t *err)
     if (model_config_check(&m->cfg, err) < 0)
         goto error;
     const struct model_config *c = &m->cfg;
-    m->hd = c->d_model / c->n_head;
+    m->fam = &families[c->family];
+    m->hd = c->head_dim;
     m->q = c->n_head * m->hd;
     m->kv = c->n_kv_head * m->hd;
     m->qkv = m->q + 2 * m->kv;
-    m->fcn = c->family == MODEL_LLAMA ? 2 * c->d_ff : c->d_ff;
+    m->fcn = m->fam->mlp == MLP_GELU ? c->d_ff : 2 * c->d_ff;
 
     struct count_ctx cnt = {c, 0, 0, 0};
     walk_tables(c, count_visit, &cnt);
@@ -374,6 +433,31 @@ void model_init_weights(struct model *m, uint64_t seed)
 
 /* ---- activations ---- */
 
+/* RoPE tables for positions 0..T-1: the global layers' (Llama 3 or linear scaling) and the
+ * local layers' (their own base) when the family rotates. */
+static void rope_tables(const struct model *m, float *cs, float *sn, float *cs_l, float *sn_l, int T)
+{
+    const struct model_config *c = &m->cfg;
+    if (!m->fam->rope)
+        return;
+    if (c->rope_linear > 0)
+        cpu_rope_tables_linear(cs, sn, T, m->hd, c->rope_theta, c->rope_linear);
+    else
+        cpu_rope_tables(cs, sn, T, m->hd, c->rope_theta, c->rope_factor, c->rope_low_freq,
+                        c->rope_high_freq, c->rope_orig_max);
+    cpu_rope_tables(cs_l, sn_l, T, m->hd, c->rope_local_theta > 0 ? c->rope_local_theta : c->rope_theta,
+                    0.0f, 0, 0, 0);
+}
+
+/* The attention of layer l: query scale, soft-cap, and the window when it is local. */
+static struct cpu_attn layer_attn(const struct model *m, int l)
+{
+    const struct model_config *c = &m->cfg;
+    float qs = c->query_scalar > 0 ? c->query_scalar : (float)m->hd;
+    struct cpu_attn o = {1.0f / sqrtf(qs), c->attn_softcap, model_layer_local(c, l) ? c->window : 0};
+    return o;
+}
+
 /* One attention scratch slot per OpenMP thread (the count OMP_NUM_THREADS gives now). */
 static int reserve_attention(struct model *m, mtc_error_t *err)
 {
@@ -411,6 +495,7 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
     }
     size_t L = c->n_layer, C = c->d_model, F = c->d_ff, Vp = c->padded_vocab;
     size_t Mz = M, H = c->n_head, half = m->hd / 2;
+    size_t pn = m->fam->post_norms, qn = m->fam->qk_norm, nqk = H + c->n_kv_head;
     size_t da = (size_t)(m->qkv > m->fcn ? m->qkv : m->fcn);
     size_t db = C > F ? C : F;
     db = db > (size_t)m->q ? db : (size_t)m->q;
@@ -426,6 +511,10 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
         {&a->logits, Mz * Vp}, {&a->lse, Mz}, {&a->logp, Mz}, {&a->dlogp, Mz},
         {&a->dres, Mz * C}, {&a->da, Mz * da}, {&a->db, Mz * db},
         {&a->rcos, (size_t)T * half}, {&a->rsin, (size_t)T * half},
+        {&a->rcos_l, (size_t)T * half}, {&a->rsin_l, (size_t)T * half},
+        {&a->patt, pn * L * Mz * C}, {&a->pff, pn * L * Mz * C}, {&a->rstdpa, pn * L * Mz},
+        {&a->rstdpf, pn * L * Mz}, {&a->qkn, qn * L * Mz * nqk * m->hd}, {&a->qkr, qn * L * Mz * nqk},
+        {&a->dc, pn * Mz * C},
         {(float **)&a->x, Mz}, {(float **)&a->y, Mz},
     };
     // the products above stay < 2^59 within the MODEL_MAX_* bounds and B*T < 2^29;
@@ -452,9 +541,7 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
     }
     a->cap_m = M;
     a->cap_t = T;
-    if (c->family == MODEL_LLAMA)
-        cpu_rope_tables(a->rcos, a->rsin, T, m->hd, c->rope_theta, c->rope_factor,
-                        c->rope_low_freq, c->rope_high_freq, c->rope_orig_max);
+    rope_tables(m, a->rcos, a->rsin, a->rcos_l, a->rsin_l, T);
     m->has_y = m->has_logits = 0;
     a->aslots = 0; // cap_t changed
     return reserve_attention(m, err);
@@ -473,20 +560,57 @@ static float *par(const struct model *m, float *base, int layer, enum role r)
 static void norm_forward(const struct model *m, float *out, float *mean, float *rstd,
                          const float *x, const float *w, const float *b, int M)
 {
-    if (m->cfg.family == MODEL_GPT2)
+    if (m->fam->norm == NORM_LAYER)
         cpu_layernorm_forward(out, mean, rstd, x, w, b, M, m->cfg.d_model, m->cfg.norm_eps);
-    else
+    else if (m->fam->norm == NORM_RMS)
         cpu_rmsnorm_forward(out, rstd, x, w, M, m->cfg.d_model, m->cfg.norm_eps);
+    else
+        cpu_rmsnorm1p_forward(out, rstd, x, w, M, m->cfg.d_model, m->cfg.norm_eps);
 }
 
 static void norm_backward(const struct model *m, float *dx, float *dw, float *db, const float *dout,
                           const float *x, const float *w, const float *mean, const float *rstd,
                           int M)
 {
-    if (m->cfg.family == MODEL_GPT2)
+    if (m->fam->norm == NORM_LAYER)
         cpu_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, M, m->cfg.d_model);
-    else
+    else if (m->fam->norm == NORM_RMS)
         cpu_rmsnorm_backward(dx, dw, dout, x, w, rstd, M, m->cfg.d_model);
+    else
+        cpu_rmsnorm1p_backward(dx, dw, dout, x, w, rstd, M, m->cfg.d_model);
+}
+
+static void mlp_forward(const struct model *m, float *fch, const float *fc, int M)
+{
+    int F = m->cfg.d_ff;
+    if (m->fam->mlp == MLP_SWIGLU)
+        cpu_swiglu_forward(fch, fc, M, F);
+    else if (m->fam->mlp == MLP_GEGLU)
+        cpu_geglu_forward(fch, fc, M, F);
+    else
+        cpu_gelu_forward(fch, fc, (long)M * F);
+}
+
+static void mlp_backward(const struct model *m, float *dfc, const float *dfch, const float *fc, int M)
+{
+    int F = m->cfg.d_ff;
+    if (m->fam->mlp == MLP_SWIGLU)
+        cpu_swiglu_backward(dfc, dfch, fc, M, F);
+    else if (m->fam->mlp == MLP_GEGLU)
+        cpu_geglu_backward(dfc, dfch, fc, M, F);
+    else
+        cpu_gelu_backward(dfc, dfch, fc, (long)M * F);
+}
+
+/* out (M,C) = resid + RMSNorm1p(x) (Gemma's post-norm before the residual add). */
+static void post_norm_add(const struct model *m, float *out, float *rstd, const float *resid,
+                          const float *x, const float *w, int M)
+{
+    long n = (long)M * m->cfg.d_model;
+    cpu_rmsnorm1p_forward(out, rstd, x, w, M, m->cfg.d_model, m->cfg.norm_eps);
+#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
+    for (long i = 0; i < n; i++)
+        out[i] += resid[i];
 }
 
 float model_forward(struct model *m, const int32_t *x, const int32_t *y, const float *w,
@@ -498,7 +622,8 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
     if (model_reserve(m, B, T, NULL) < 0)
         return NAN;
     int M = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, Vp = c->padded_vocab;
-    int H = c->n_head, KV = c->n_kv_head, llama = c->family == MODEL_LLAMA;
+    int H = c->n_head, KV = c->n_kv_head;
+    const struct family_tables *fm = m->fam;
     for (int i = 0; i < M; i++)
         if (x[i] < 0 || x[i] >= V || (y && y[i] >= V)) {
             errno = EINVAL;
@@ -520,6 +645,8 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
     size_t MC = (size_t)M * C;
 
     cpu_embedding_forward(a->res, x, par(m, P, -1, R_WTE), par(m, P, -1, R_WPE), B, T, C);
+    if (fm->embed_scale)
+        cpu_scale(a->res, (long)MC, sqrtf((float)C));
     for (int l = 0; l < c->n_layer; l++) {
         const float *in = a->res + l * MC; // (M,C)
         float *res2 = a->res2 + l * MC, *out = a->res + (l + 1) * MC;
@@ -533,24 +660,37 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
         // qkv (M, QKV) = ln1 @ Wqkv^T
         cpu_matmul_forward(qkv, m->qkv, NULL, ln1, par(m, P, l, R_QKV_W), par(m, P, l, R_QKV_B),
                            M, m->qkv, C);
-        if (llama) // rotate q and k heads (the first H+KV heads of each row)
-            cpu_rope(qkv, m->qkv, a->rcos, a->rsin, B, T, H + KV, m->hd, 0);
-        cpu_attention_forward(att, alse, qkv, B, T, H, KV, m->hd, a->ascratch, a->aslots);
-        // res2 (M,C) = in + att @ Wo^T
-        cpu_matmul_forward(res2, C, in, att, par(m, P, l, R_PROJ_W), par(m, P, l, R_PROJ_B), M, C,
-                           m->q);
+        if (fm->qk_norm)
+            cpu_headnorm_forward(qkv, m->qkv, a->qkn + (size_t)l * M * (H + KV) * m->hd,
+                                 a->qkr + (size_t)l * M * (H + KV), par(m, P, l, R_QN_W),
+                                 par(m, P, l, R_KN_W), M, H, KV, m->hd, c->norm_eps);
+        struct cpu_attn ao = layer_attn(m, l);
+        if (fm->rope) // rotate q and k heads (the first H+KV heads of each row)
+            cpu_rope(qkv, m->qkv, ao.window ? a->rcos_l : a->rcos, ao.window ? a->rsin_l : a->rsin,
+                     B, T, H + KV, m->hd, 0);
+        cpu_attention_forward(att, alse, qkv, B, T, H, KV, m->hd, &ao, a->ascratch, a->aslots);
+        if (fm->post_norms) { // res2 (M,C) = in + norm(att @ Wo^T)
+            float *patt = a->patt + l * MC;
+            cpu_matmul_forward(patt, C, NULL, att, par(m, P, l, R_PROJ_W), NULL, M, C, m->q);
+            post_norm_add(m, res2, a->rstdpa + l * M, in, patt, par(m, P, l, R_PATT_W), M);
+        } else { // res2 (M,C) = in + att @ Wo^T
+            cpu_matmul_forward(res2, C, in, att, par(m, P, l, R_PROJ_W), par(m, P, l, R_PROJ_B), M,
+                               C, m->q);
+        }
         norm_forward(m, ln2, a->mean2 + l * M, a->rstd2 + l * M, res2, par(m, P, l, R_LN2_W),
                      par(m, P, l, R_LN2_B), M);
         // fc (M, FCN) = ln2 @ Wfc^T: GPT-2 c_fc, Llama [gate | up]
         cpu_matmul_forward(fc, m->fcn, NULL, ln2, par(m, P, l, R_FC_W), par(m, P, l, R_FC_B), M,
                            m->fcn, C);
-        if (llama)
-            cpu_swiglu_forward(fch, fc, M, F);
-        else
-            cpu_gelu_forward(fch, fc, (long)M * F);
-        // out (M,C) = res2 + fch @ Wdown^T
-        cpu_matmul_forward(out, C, res2, fch, par(m, P, l, R_FCPROJ_W), par(m, P, l, R_FCPROJ_B),
-                           M, C, F);
+        mlp_forward(m, fch, fc, M);
+        if (fm->post_norms) { // out (M,C) = res2 + norm(fch @ Wdown^T)
+            float *pff = a->pff + l * MC;
+            cpu_matmul_forward(pff, C, NULL, fch, par(m, P, l, R_FCPROJ_W), NULL, M, C, F);
+            post_norm_add(m, out, a->rstdpf + l * M, res2, pff, par(m, P, l, R_PFF_W), M);
+        } else { // out (M,C) = res2 + fch @ Wdown^T
+            cpu_matmul_forward(out, C, res2, fch, par(m, P, l, R_FCPROJ_W),
+                               par(m, P, l, R_FCPROJ_B), M, C, F);
+        }
     }
     norm_forward(m, a->lnf, a->meanf, a->rstdf, a->res + c->n_layer * MC, par(m, P, -1, R_LNF_W),
                  par(m, P, -1, R_LNF_B), M);
@@ -562,6 +702,8 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
         for (int b = 0; b < B; b++)
             memcpy(a->db + (size_t)b * C, a->lnf + ((size_t)b * T + T - 1) * C, C * sizeof(float));
         cpu_matmul_forward(a->last, Vp, NULL, a->db, wlm, NULL, B, V, C);
+        if (c->final_softcap > 0)
+            cpu_softcap_forward(a->last, Vp, V, B, c->final_softcap);
         for (int b = 0; b < B; b++)
             for (int v = V; v < Vp; v++)
                 a->last[(size_t)b * Vp + v] = -INFINITY;
@@ -569,6 +711,8 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
     }
     // logits (M, Vp): only the V real rows of the head are multiplied
     cpu_matmul_forward(a->logits, Vp, NULL, a->lnf, wlm, NULL, M, V, C);
+    if (c->final_softcap > 0)
+        cpu_softcap_forward(a->logits, Vp, V, M, c->final_softcap);
     cpu_logsoftmax_forward(a->logits, Vp, V, a->y, a->lse, a->logp, M);
     for (int b = 0; b < B; b++)
         memcpy(a->last + (size_t)b * Vp, a->logits + ((size_t)b * T + T - 1) * Vp,
@@ -603,14 +747,19 @@ void model_backward(struct model *m, const float *dlogp)
         return; // no forward with targets to differentiate
     m->has_logits = 0; // logits become dlogits below
     int B = m->B, T = m->T, M = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size;
-    int Vp = c->padded_vocab, H = c->n_head, KV = c->n_kv_head, llama = c->family == MODEL_LLAMA;
+    int Vp = c->padded_vocab, H = c->n_head, KV = c->n_kv_head;
+    const struct family_tables *fm = m->fam;
     float *P = m->params, *G = m->grads;
     size_t MC = (size_t)M * C;
     if (dlogp)
         for (int i = 0; i < M; i++)
             a->dlogp[i] = a->y[i] >= 0 ? dlogp[i] : 0.0f;
 
-    cpu_logsoftmax_backward(a->logits, Vp, V, a->y, a->lse, a->dlogp, M);
+    if (c->final_softcap > 0)
+        cpu_logsoftmax_softcap_backward(a->logits, Vp, V, a->y, a->lse, a->dlogp, M,
+                                        c->final_softcap);
+    else
+        cpu_logsoftmax_backward(a->logits, Vp, V, a->y, a->lse, a->dlogp, M);
     // db (M,C) = dlogits @ Wlm ; dWlm += dlogits^T @ lnf
     cpu_matmul_backward(a->db, 0, par(m, G, -1, R_LM_HEAD), NULL, a->logits, Vp, a->lnf,
                         par(m, P, -1, R_LM_HEAD), M, V, C);
@@ -624,33 +773,61 @@ void model_backward(struct model *m, const float *dlogp)
         const float *alse = a->alse + (size_t)l * M * H;
         const float *fc = a->fc + (size_t)l * M * m->fcn, *fch = a->fch + (size_t)l * M * F;
 
-        // MLP: dres is d(out); db (M,F) = d(fch)
-        cpu_matmul_backward(a->db, 0, par(m, G, l, R_FCPROJ_W), par(m, G, l, R_FCPROJ_B), a->dres,
-                            C, fch, par(m, P, l, R_FCPROJ_W), M, C, F);
-        if (llama) // da (M,2F) = d[gate | up]
-            cpu_swiglu_backward(a->da, a->db, fc, M, F);
-        else // da (M,F) = d(fc)
-            cpu_gelu_backward(a->da, a->db, fc, (long)M * F);
+        // MLP: dres is d(out); dmlp = d(MLP output) (through the post-norm: dc)
+        const float *dmlp = a->dres;
+        if (fm->post_norms) {
+            memset(a->dc, 0, MC * sizeof(float));
+            cpu_rmsnorm1p_backward(a->dc, par(m, G, l, R_PFF_W), a->dres, a->pff + l * MC,
+                                   par(m, P, l, R_PFF_W), a->rstdpf + l * M, M, C);
+            dmlp = a->dc;
+        }
+        // db (M,F) = d(fch)
+        cpu_matmul_backward(a->db, 0, par(m, G, l, R_FCPROJ_W), par(m, G, l, R_FCPROJ_B), dmlp, C,
+                            fch, par(m, P, l, R_FCPROJ_W), M, C, F);
+        // da (M,FCN) = d(fc): d[gate | up] or d(c_fc)
+        mlp_backward(m, a->da, a->db, fc, M);
         // db (M,C) = d(ln2)
         cpu_matmul_backward(a->db, 0, par(m, G, l, R_FC_W), par(m, G, l, R_FC_B), a->da, m->fcn,
                             ln2, par(m, P, l, R_FC_W), M, m->fcn, C);
         norm_backward(m, a->dres, par(m, G, l, R_LN2_W), par(m, G, l, R_LN2_B), a->db, res2,
                       par(m, P, l, R_LN2_W), a->mean2 + l * M, a->rstd2 + l * M, M);
-        // attention: dres is now d(res2); db (M,Q) = d(att)
-        cpu_matmul_backward(a->db, 0, par(m, G, l, R_PROJ_W), par(m, G, l, R_PROJ_B), a->dres, C,
+        // attention: dres is now d(res2); datt = d(attention output) (through the post-norm)
+        const float *datt = a->dres;
+        if (fm->post_norms) {
+            memset(a->dc, 0, MC * sizeof(float));
+            cpu_rmsnorm1p_backward(a->dc, par(m, G, l, R_PATT_W), a->dres, a->patt + l * MC,
+                                   par(m, P, l, R_PATT_W), a->rstdpa + l * M, M, C);
+            datt = a->dc;
+        }
+        // db (M,Q) = d(att)
+        cpu_matmul_backward(a->db, 0, par(m, G, l, R_PROJ_W), par(m, G, l, R_PROJ_B), datt, C,
                             att, par(m, P, l, R_PROJ_W), M, C, m->q);
         // da (M,QKV) = d(qkv)
-        cpu_attention_backward(a->da, a->db, qkv, att, alse, B, T, H, KV, m->hd, a->ascratch,
+        struct cpu_attn ao = layer_attn(m, l);
+        cpu_attention_backward(a->da, a->db, qkv, att, alse, B, T, H, KV, m->hd, &ao, a->ascratch,
                                a->aslots);
-        if (llama) // back through the rotation: apply its transpose
-            cpu_rope(a->da, m->qkv, a->rcos, a->rsin, B, T, H + KV, m->hd, 1);
+        if (fm->rope) // back through the rotation: apply its transpose
+            cpu_rope(a->da, m->qkv, ao.window ? a->rcos_l : a->rcos, ao.window ? a->rsin_l : a->rsin,
+                     B, T, H + KV, m->hd, 1);
+        if (fm->qk_norm)
+            cpu_headnorm_backward(a->da, m->qkv, par(m, G, l, R_QN_W), par(m, G, l, R_KN_W),
+                                  a->qkn + (size_t)l * M * (H + KV) * m->hd,
+                                  a->qkr + (size_t)l * M * (H + KV), par(m, P, l, R_QN_W),
+                                  par(m, P, l, R_KN_W), M, H, KV, m->hd);
         // db (M,C) = d(ln1)
         cpu_matmul_backward(a->db, 0, par(m, G, l, R_QKV_W), par(m, G, l, R_QKV_B), a->da, m->qkv,
                             ln1, par(m, P, l, R_QKV_W), M, m->qkv, C);
         norm_backward(m, a->dres, par(m, G, l, R_LN1_W), par(m, G, l, R_LN1_B), a->db, in,
                       par(m, P, l, R_LN1_W), a->mean1 + l * M, a->rstd1 + l * M, M);
     }
+    if (fm->embed_scale)
+        cpu_scale(a->dres, (long)MC, sqrtf((float)C));
     cpu_embedding_backward(par(m, G, -1, R_WTE), par(m, G, -1, R_WPE), a->dres, a->x, B, T, C);
+}
+
+const float *model_logits(const struct model *m)
+{
+    return m->has_y && m->has_logits ? m->a.logits : NULL;
 }
 
 const float *model_last_logits(const struct model *m)
@@ -674,9 +851,11 @@ double model_flops_per_token(const struct model *m, int T)
 struct model_kv {
     int nslots, ctx, nlayer, kvw; // kvw = n_kv_head * head_dim floats per position
     float *k, *v;         // (L, nslots, ctx, kvw)
-    float *rcos, *rsin;   // (ctx, hd/2) RoPE tables (Llama)
+    float *rcos, *rsin;   // (ctx, hd/2) RoPE tables (global layers)
+    float *rcos_l, *rsin_l; // (ctx, hd/2) RoPE tables of the local layers (Gemma)
     int cap;              // rows the workspace holds
     float *x, *ln, *qkv, *att, *fc, *fch; // (cap, C|C|QKV|Q|FCN|F)
+    float *tmp, *qkn;     // (cap, C) post-norm input; (cap, QKV + H + KV) QK-norm scratch
     float *last;          // (cap, C) normed rows that want logits
     float *scratch;       // (nthreads, ctx) attention scores
     int nscratch;
@@ -706,11 +885,11 @@ struct model_kv *model_kv_create(const struct model *m, int nslots, int ctx, mtc
     kv->v = malloc(bytes);
     kv->rcos = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
     kv->rsin = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
-    if (!kv->k || !kv->v || !kv->rcos || !kv->rsin)
+    kv->rcos_l = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
+    kv->rsin_l = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
+    if (!kv->k || !kv->v || !kv->rcos || !kv->rsin || !kv->rcos_l || !kv->rsin_l)
         goto nomem;
-    if (c->family == MODEL_LLAMA)
-        cpu_rope_tables(kv->rcos, kv->rsin, ctx, m->hd, c->rope_theta, c->rope_factor,
-                        c->rope_low_freq, c->rope_high_freq, c->rope_orig_max);
+    rope_tables(m, kv->rcos, kv->rsin, kv->rcos_l, kv->rsin_l, ctx);
     return kv;
 nomem:
     model_kv_destroy(kv);
@@ -728,6 +907,8 @@ void model_kv_destroy(struct model_kv *kv)
     free(kv->v);
     free(kv->rcos);
     free(kv->rsin);
+    free(kv->rcos_l);
+    free(kv->rsin_l);
     free(kv->x);
     free(kv->scratch);
     free(kv);
@@ -749,6 +930,16 @@ int model_kv_slots(const struct model_kv *kv)
     return kv->nslots;
 }
 
+/* x (n,C) += RMSNorm1p(t), t normed in place (decode keeps no activations). */
+static void norm_add_inplace(const struct model *m, float *x, float *t, float *rstd,
+                             const float *w, int n)
+{
+    long N = (long)n * m->cfg.d_model;
+    cpu_rmsnorm1p_forward(t, rstd, t, w, n, m->cfg.d_model, m->cfg.norm_eps);
+    for (long i = 0; i < N; i++)
+        x[i] += t[i];
+}
+
 /* Workspace for n rows (one allocation; the old rows are not kept). */
 static int kv_workspace(const struct model *m, struct model_kv *kv, int n)
 {
@@ -763,8 +954,10 @@ static int kv_workspace(const struct model *m, struct model_kv *kv, int n)
     if (n <= kv->cap)
         return 0;
     size_t C = m->cfg.d_model, F = m->cfg.d_ff, N = n;
-    size_t w[] = {C, C, (size_t)m->qkv, (size_t)m->q, (size_t)m->fcn, F, C};
-    float **p[] = {&kv->x, &kv->ln, &kv->qkv, &kv->att, &kv->fc, &kv->fch, &kv->last};
+    size_t nqk = (size_t)m->cfg.n_head + m->cfg.n_kv_head;
+    size_t w[] = {C, C, (size_t)m->qkv, (size_t)m->q, (size_t)m->fcn, F, C, C, m->qkv + nqk};
+    float **p[] = {&kv->x,   &kv->ln,   &kv->qkv,  &kv->att, &kv->fc,
+                   &kv->fch, &kv->last, &kv->tmp, &kv->qkn};
     size_t total = 0;
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         total += N * w[i];
@@ -781,12 +974,14 @@ static int kv_workspace(const struct model *m, struct model_kv *kv, int n)
 }
 
 /* Causal attention of n rows against the cache: row i (query heads in q) attends to the
- * positions 0..pos[i] of its slot in layer l's K and V. out (n, Q). */
+ * positions 0..pos[i] of its slot in layer l's K and V (pos[i]-window+1..pos[i] in a local
+ * layer), scaled and soft-capped as the layer says. out (n, Q). */
 static void kv_attention(const struct model *m, struct model_kv *kv, int l, const float *q,
                          int ldq, float *out, const int32_t *slot, const int32_t *pos, int n)
 {
     int H = m->cfg.n_head, KV = m->cfg.n_kv_head, hd = m->hd, group = H / KV, kvw = kv->kvw;
-    float scale = 1.0f / sqrtf((float)hd);
+    struct cpu_attn ao = layer_attn(m, l);
+    float scale = ao.scale, cap = ao.softcap;
     long work = 0;
     for (int i = 0; i < n; i++)
         work += (long)(pos[i] + 1) * H * hd;
@@ -799,21 +994,24 @@ static void kv_attention(const struct model *m, struct model_kv *kv, int l, cons
             const float *vc = kv->v + base * kvw + (size_t)(h / group) * hd;
             const float *qi = q + (size_t)i * ldq + (size_t)h * hd;
             int np = pos[i] + 1;
+            int j0 = ao.window > 0 && np - ao.window > 0 ? np - ao.window : 0;
             float mx = -INFINITY, sum = 0.0f;
-            for (int j = 0; j < np; j++) {
+            for (int j = j0; j < np; j++) {
                 const float *kj = kc + (size_t)j * kvw;
                 float d = 0.0f;
 #pragma omp simd reduction(+ : d)
                 for (int c = 0; c < hd; c++)
                     d += qi[c] * kj[c];
                 s[j] = d * scale;
+                if (cap > 0)
+                    s[j] = cap * tanhf(s[j] / cap);
                 mx = s[j] > mx ? s[j] : mx;
             }
-            for (int j = 0; j < np; j++)
+            for (int j = j0; j < np; j++)
                 sum += s[j] = expf(s[j] - mx);
             float *o = out + (size_t)i * m->q + (size_t)h * hd, inv = 1.0f / sum;
             memset(o, 0, sizeof(float) * hd);
-            for (int j = 0; j < np; j++) {
+            for (int j = j0; j < np; j++) {
                 const float *vj = vc + (size_t)j * kvw;
                 float p = s[j] * inv;
 #pragma omp simd
@@ -828,7 +1026,8 @@ int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const
 {
     const struct model_config *c = &m->cfg;
     int C = c->d_model, F = c->d_ff, V = c->vocab_size, Vp = c->padded_vocab;
-    int H = c->n_head, KV = c->n_kv_head, hd = m->hd, llama = c->family == MODEL_LLAMA;
+    int H = c->n_head, KV = c->n_kv_head, hd = m->hd;
+    const struct family_tables *fm = m->fam;
     if (n <= 0) {
         errno = EINVAL;
         return errprintf(err, "no tokens to decode");
@@ -852,6 +1051,8 @@ int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const
         for (int j = 0; j < C; j++)
             o[j] = e[j] + (wpe ? wpe[(size_t)pos[i] * C + j] : 0.0f);
     }
+    if (fm->embed_scale)
+        cpu_scale(kv->x, (long)n * C, sqrtf((float)C));
     float *mean = kv->fch, *rstd = kv->fch + n; // norm statistics are not kept: scratch
     size_t kvw = kv->kvw;
     for (int l = 0; l < c->n_layer; l++) {
@@ -860,30 +1061,41 @@ int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const
         // qkv (n, QKV) = ln @ Wqkv^T
         cpu_matmul_forward(kv->qkv, m->qkv, NULL, kv->ln, par(m, P, l, R_QKV_W),
                            par(m, P, l, R_QKV_B), n, m->qkv, C);
+        if (fm->qk_norm) // (the saved input is not needed: scratch)
+            cpu_headnorm_forward(kv->qkv, m->qkv, kv->qkn, kv->qkn + (size_t)n * m->qkv,
+                                 par(m, P, l, R_QN_W), par(m, P, l, R_KN_W), n, H, KV, hd,
+                                 c->norm_eps);
+        int local = layer_attn(m, l).window > 0;
+        const float *rc = local ? kv->rcos_l : kv->rcos, *rs = local ? kv->rsin_l : kv->rsin;
         for (int i = 0; i < n; i++) {
             float *row = kv->qkv + (size_t)i * m->qkv;
-            if (llama) // rotate q and k heads at this row's position
-                cpu_rope(row, m->qkv, kv->rcos + (size_t)pos[i] * (hd / 2),
-                         kv->rsin + (size_t)pos[i] * (hd / 2), 1, 1, H + KV, hd, 0);
+            if (fm->rope) // rotate q and k heads at this row's position
+                cpu_rope(row, m->qkv, rc + (size_t)pos[i] * (hd / 2), rs + (size_t)pos[i] * (hd / 2),
+                         1, 1, H + KV, hd, 0);
             size_t at = (((size_t)l * kv->nslots + slot[i]) * kv->ctx + pos[i]) * kvw;
             memcpy(kv->k + at, row + (size_t)H * hd, kvw * sizeof(float));
             memcpy(kv->v + at, row + (size_t)(H + KV) * hd, kvw * sizeof(float));
         }
         kv_attention(m, kv, l, kv->qkv, m->qkv, kv->att, slot, pos, n);
-        // x (n,C) += att @ Wo^T
-        cpu_matmul_forward(kv->x, C, kv->x, kv->att, par(m, P, l, R_PROJ_W),
-                           par(m, P, l, R_PROJ_B), n, C, m->q);
+        if (fm->post_norms) { // x (n,C) += norm(att @ Wo^T)
+            cpu_matmul_forward(kv->tmp, C, NULL, kv->att, par(m, P, l, R_PROJ_W), NULL, n, C, m->q);
+            norm_add_inplace(m, kv->x, kv->tmp, rstd, par(m, P, l, R_PATT_W), n);
+        } else { // x (n,C) += att @ Wo^T
+            cpu_matmul_forward(kv->x, C, kv->x, kv->att, par(m, P, l, R_PROJ_W),
+                               par(m, P, l, R_PROJ_B), n, C, m->q);
+        }
         norm_forward(m, kv->ln, mean, rstd, kv->x, par(m, P, l, R_LN2_W), par(m, P, l, R_LN2_B),
                      n);
         cpu_matmul_forward(kv->fc, m->fcn, NULL, kv->ln, par(m, P, l, R_FC_W),
                            par(m, P, l, R_FC_B), n, m->fcn, C);
-        if (llama)
-            cpu_swiglu_forward(kv->fch, kv->fc, n, F);
-        else
-            cpu_gelu_forward(kv->fch, kv->fc, (long)n * F);
-        // x (n,C) += fch @ Wdown^T
-        cpu_matmul_forward(kv->x, C, kv->x, kv->fch, par(m, P, l, R_FCPROJ_W),
-                           par(m, P, l, R_FCPROJ_B), n, C, F);
+        mlp_forward(m, kv->fch, kv->fc, n);
+        if (fm->post_norms) { // x (n,C) += norm(fch @ Wdown^T)
+            cpu_matmul_forward(kv->tmp, C, NULL, kv->fch, par(m, P, l, R_FCPROJ_W), NULL, n, C, F);
+            norm_add_inplace(m, kv->x, kv->tmp, rstd, par(m, P, l, R_PFF_W), n);
+        } else { // x (n,C) += fch @ Wdown^T
+            cpu_matmul_forward(kv->x, C, kv->x, kv->fch, par(m, P, l, R_FCPROJ_W),
+                               par(m, P, l, R_FCPROJ_B), n, C, F);
+        }
     }
     int nw = 0;
     for (int i = 0; i < n; i++)
@@ -895,6 +1107,8 @@ int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const
                  nw);
     // logits (nw, Vp): only the V real rows of the head
     cpu_matmul_forward(logits, Vp, NULL, kv->last, par(m, P, -1, R_LM_HEAD), NULL, nw, V, C);
+    if (c->final_softcap > 0)
+        cpu_softcap_forward(logits, Vp, V, nw, c->final_softcap);
     for (int i = 0; i < nw; i++)
         for (int v = V; v < Vp; v++)
             logits[(size_t)i * Vp + v] = -INFINITY;

@@ -1,4 +1,4 @@
-/* model: decoder-only transformers (GPT-2 and Llama families) in fp32 on the CPU —
+/* model: decoder-only transformers (GPT-2, Llama, Gemma 2 and Gemma 3) in fp32 on the CPU —
  * configuration and presets, one flat parameter buffer with a named tensor table
  * (Hugging Face names), forward, backward, per-token log-probs. */
 #ifndef MTC_TRAIN_MODEL_H
@@ -10,7 +10,7 @@
 
 #include "common/common.h"
 
-enum model_family { MODEL_GPT2, MODEL_LLAMA };
+enum model_family { MODEL_GPT2, MODEL_LLAMA, MODEL_GEMMA2, MODEL_GEMMA3 };
 
 struct model_config {
     enum model_family family;
@@ -23,10 +23,24 @@ struct model_config {
     float rope_factor, rope_low_freq, rope_high_freq; // Llama 3 scaling; factor 0 = none
     int rope_orig_max;
     int tied; // tie lm_head to wte (GPT-2 always 1)
+    /* Gemma (0 = off / derived): */
+    int head_dim;          // 0 → d_model / n_head
+    float query_scalar;    // query_pre_attn_scalar: scores scaled by its -1/2 (0 → head_dim)
+    float attn_softcap;    // attention logits → cap*tanh(s/cap) (Gemma 2)
+    float final_softcap;   // output logits likewise (Gemma 2)
+    int window;            // sliding window of the local layers (keys i-window+1..i)
+    int local_period;      // layer l is local unless (l+1) % local_period == 0 (2: Gemma 2, 6: Gemma 3)
+    float rope_local_theta; // RoPE base of local layers (0 → rope_theta)
+    float rope_linear;     // linear RoPE scaling of the global layers (Gemma 3), 0 = none
 };
+/* 1 for the Gemma families. */
+#define MODEL_IS_GEMMA(c) ((c)->family == MODEL_GEMMA2 || (c)->family == MODEL_GEMMA3)
+/* 1 when layer l of c attends through its sliding window. */
+int model_layer_local(const struct model_config *c, int l);
 
 /* Fill cfg with a named preset: gpt2-124m, gpt2-350m, llama3.2-1b, llama3.2-3b,
- * llama3.1-8b, llama3p1-2b, tiny-gpt2, tiny-llama. 0, or -1 (errno EINVAL) naming the
+ * llama3.1-8b, llama3p1-2b, gemma2-2b, gemma3-1b, gemma3-4b, tiny-gpt2, tiny-llama,
+ * tiny-gemma2, tiny-gemma3. 0, or -1 (errno EINVAL) naming the
  * known presets in err. */
 int model_preset(const char *name, struct model_config *cfg, mtc_error_t *err);
 /* Apply overrides from a JSON object: our field names (family "gpt2"|"llama",
@@ -119,6 +133,9 @@ void model_token_logprobs(const struct model *m, float *out);
  * the logits of the last forward. */
 void model_backward(struct model *m, const float *dlogp);
 void model_zero_grad(struct model *m);
+/* All logits of the last forward with targets, before its backward: (B*T, padded_vocab) rows
+ * (soft-capped when the model caps them); NULL when there are none. */
+const float *model_logits(const struct model *m);
 /* Logits of the last position of each sequence after a forward (for sampling):
  * (B, padded_vocab) with row stride padded_vocab; entries >= vocab_size are -INFINITY. */
 const float *model_last_logits(const struct model *m);

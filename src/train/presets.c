@@ -1,4 +1,4 @@
-/* presets: published model shapes by name, JSON overrides (our names and Hugging Face
+/* presets: published model shapes by name (GPT-2, Llama 3, Gemma 2, Gemma 3), JSON overrides (our names and Hugging Face
  * config.json names), config validation, equality and JSON output. */
 #include <errno.h>
 #include <math.h>
@@ -37,6 +37,23 @@ static const struct preset {
     {"llama3p1-2b", {.family = MODEL_LLAMA, .vocab_size = 128256, .max_seq = 131072,
                      .n_layer = 24, .n_head = 32, .n_kv_head = 8, .d_model = 2048,
                      .d_ff = 8192, .norm_eps = 1e-5f, LLAMA3_ROPE(8.0f), .tied = 0}},
+    /* Gemma: shapes of the published text decoders (HF config.json of google/gemma-2-2b,
+     * google/gemma-3-1b-pt and the text model of google/gemma-3-4b-pt); their parameter
+     * counts are in docs/trainer.md. */
+    {"gemma2-2b", {.family = MODEL_GEMMA2, .vocab_size = 256000, .max_seq = 8192, .n_layer = 26,
+                   .n_head = 8, .n_kv_head = 4, .d_model = 2304, .d_ff = 9216, .norm_eps = 1e-6f,
+                   .rope_theta = 10000.0f, .tied = 1, .head_dim = 256, .query_scalar = 256.0f,
+                   .attn_softcap = 50.0f, .final_softcap = 30.0f, .window = 4096,
+                   .local_period = 2}},
+    {"gemma3-1b", {.family = MODEL_GEMMA3, .vocab_size = 262144, .max_seq = 32768, .n_layer = 26,
+                   .n_head = 4, .n_kv_head = 1, .d_model = 1152, .d_ff = 6912, .norm_eps = 1e-6f,
+                   .rope_theta = 1000000.0f, .rope_local_theta = 10000.0f, .tied = 1,
+                   .head_dim = 256, .query_scalar = 256.0f, .window = 512, .local_period = 6}},
+    {"gemma3-4b", {.family = MODEL_GEMMA3, .vocab_size = 262208, .max_seq = 131072, .n_layer = 34,
+                   .n_head = 8, .n_kv_head = 4, .d_model = 2560, .d_ff = 10240, .norm_eps = 1e-6f,
+                   .rope_theta = 1000000.0f, .rope_local_theta = 10000.0f, .rope_linear = 8.0f,
+                   .tied = 1, .head_dim = 256, .query_scalar = 256.0f, .window = 1024,
+                   .local_period = 6}},
     /* Tiny shapes for tests and CPU smoke runs: a few million FLOPs per token. */
     {"tiny-gpt2", {.family = MODEL_GPT2, .vocab_size = 4096, .max_seq = 256, .n_layer = 4,
                    .n_head = 4, .n_kv_head = 4, .d_model = 128, .d_ff = 512, .norm_eps = 1e-5f,
@@ -44,7 +61,24 @@ static const struct preset {
     {"tiny-llama", {.family = MODEL_LLAMA, .vocab_size = 4096, .max_seq = 256, .n_layer = 4,
                     .n_head = 4, .n_kv_head = 2, .d_model = 128, .d_ff = 384, .norm_eps = 1e-5f,
                     LLAMA3_ROPE(8.0f), .tied = 1}},
+    /* tiny Gemmas: head_dim 48 (4 heads: 192 != d_model), query_pre_attn_scalar 64 != head_dim,
+     * a 64-token window, so every Gemma-only path changes the numbers */
+    {"tiny-gemma2", {.family = MODEL_GEMMA2, .vocab_size = 4096, .max_seq = 256, .n_layer = 4,
+                     .n_head = 4, .n_kv_head = 2, .d_model = 128, .d_ff = 384, .norm_eps = 1e-6f,
+                     .rope_theta = 10000.0f, .tied = 1, .head_dim = 48, .query_scalar = 64.0f,
+                     .attn_softcap = 50.0f, .final_softcap = 30.0f, .window = 64,
+                     .local_period = 2}},
+    {"tiny-gemma3", {.family = MODEL_GEMMA3, .vocab_size = 4096, .max_seq = 256, .n_layer = 6,
+                     .n_head = 4, .n_kv_head = 2, .d_model = 128, .d_ff = 384, .norm_eps = 1e-6f,
+                     .rope_theta = 1000000.0f, .rope_local_theta = 10000.0f, .rope_linear = 8.0f,
+                     .tied = 1, .head_dim = 48, .query_scalar = 64.0f, .window = 64,
+                     .local_period = 6}},
 };
+
+int model_layer_local(const struct model_config *c, int l)
+{
+    return c->window > 0 && c->local_period > 0 && (l + 1) % c->local_period != 0;
+}
 
 int model_preset(const char *name, struct model_config *cfg, mtc_error_t *err)
 {
@@ -56,7 +90,8 @@ int model_preset(const char *name, struct model_config *cfg, mtc_error_t *err)
     errno = EINVAL;
     return errprintf(err,
                      "unknown model preset '%s' (known: gpt2-124m, gpt2-350m, llama3.2-1b, "
-                     "llama3.2-3b, llama3.1-8b, llama3p1-2b, tiny-gpt2, tiny-llama)",
+                     "llama3.2-3b, llama3.1-8b, llama3p1-2b, gemma2-2b, gemma3-1b, gemma3-4b, "
+                     "tiny-gpt2, tiny-llama, tiny-gemma2, tiny-gemma3)",
                      name);
 }
 
@@ -81,12 +116,15 @@ static const struct {
     {"d_model", offsetof(struct model_config, d_model), MODEL_MAX_D_MODEL},
     {"d_ff", offsetof(struct model_config, d_ff), MODEL_MAX_D_FF},
     {"rope_orig_max", offsetof(struct model_config, rope_orig_max), MODEL_MAX_SEQ},
+    {"head_dim", offsetof(struct model_config, head_dim), MODEL_MAX_D_MODEL},
+    {"window", offsetof(struct model_config, window), MODEL_MAX_SEQ},
+    {"local_period", offsetof(struct model_config, local_period), MODEL_MAX_LAYERS},
 };
 
 int model_config_check(struct model_config *c, mtc_error_t *err)
 {
     errno = EINVAL;
-    if (c->family != MODEL_GPT2 && c->family != MODEL_LLAMA)
+    if ((unsigned)c->family > MODEL_GEMMA3)
         return errprintf(err, "unknown model family %d", (int)c->family);
     for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
         int v = *(const int *)((const char *)c + bounds[i].off);
@@ -103,10 +141,17 @@ int model_config_check(struct model_config *c, mtc_error_t *err)
                   {"rope_theta", c->rope_theta},
                   {"rope_factor", c->rope_factor},
                   {"rope_low_freq", c->rope_low_freq},
-                  {"rope_high_freq", c->rope_high_freq}};
+                  {"rope_high_freq", c->rope_high_freq},
+                  {"query_scalar", c->query_scalar},
+                  {"attn_softcap", c->attn_softcap},
+                  {"final_softcap", c->final_softcap},
+                  {"rope_local_theta", c->rope_local_theta},
+                  {"rope_linear", c->rope_linear}};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         if (!isfinite(floats[i].v))
             return errprintf(err, "model %s must be finite", floats[i].name);
+        else if (i >= 5 && floats[i].v < 0)
+            return errprintf(err, "model %s must be >= 0", floats[i].name);
     if (c->n_kv_head == 0)
         c->n_kv_head = c->n_head;
     if (c->d_ff == 0)
@@ -123,16 +168,31 @@ int model_config_check(struct model_config *c, mtc_error_t *err)
     if (c->padded_vocab < c->vocab_size || c->padded_vocab % 64)
         return errprintf(err, "padded_vocab %d must be a multiple of 64 >= vocab_size %d",
                          c->padded_vocab, c->vocab_size);
-    if (c->d_model % c->n_head)
-        return errprintf(err, "d_model %d is not a multiple of n_head %d", c->d_model, c->n_head);
+    if (!MODEL_IS_GEMMA(c)) { // head_dim is derived, the rest is Gemma's alone
+        if (c->d_model % c->n_head)
+            return errprintf(err, "d_model %d is not a multiple of n_head %d", c->d_model,
+                             c->n_head);
+        c->head_dim = c->d_model / c->n_head;
+        c->query_scalar = c->attn_softcap = c->final_softcap = 0.0f;
+        c->rope_local_theta = c->rope_linear = 0.0f;
+        c->window = c->local_period = 0;
+    } else if (c->head_dim == 0) {
+        if (c->d_model % c->n_head)
+            return errprintf(err, "d_model %d is not a multiple of n_head %d (and no head_dim)",
+                             c->d_model, c->n_head);
+        c->head_dim = c->d_model / c->n_head;
+    }
+    if ((int64_t)c->head_dim * (c->n_head + 2 * c->n_kv_head) > MODEL_MAX_D_FF * 4)
+        return errprintf(err, "head_dim %d x %d heads is above the limit", c->head_dim,
+                         c->n_head + 2 * c->n_kv_head);
     if (c->n_head % c->n_kv_head)
         return errprintf(err, "n_head %d is not a multiple of n_kv_head %d", c->n_head,
                          c->n_kv_head);
-    if (c->family == MODEL_LLAMA && (c->d_model / c->n_head) % 2)
+    if (c->family != MODEL_GPT2 && c->head_dim % 2)
         return errprintf(err, "RoPE needs an even head dimension");
     if (!(c->norm_eps > 0))
         return errprintf(err, "norm_eps must be > 0");
-    if (c->family == MODEL_LLAMA) {
+    if (c->family != MODEL_GPT2) {
         if (!(c->rope_theta > 0))
             return errprintf(err, "rope_theta must be > 0");
         if (c->rope_factor > 0 && (c->rope_orig_max <= 0 || !(c->rope_low_freq > 0) ||
@@ -147,8 +207,9 @@ int model_config_check(struct model_config *c, mtc_error_t *err)
 /* ---- JSON: one field table for our names and Hugging Face config.json's ---- */
 
 static const struct schema_enum family_enum =
-    SCHEMA_NAMES(NULL, [MODEL_GPT2] = "gpt2", [MODEL_LLAMA] = "llama");
-static const struct schema_enum rope_type_enum = SCHEMA_NAMES(NULL, "llama3");
+    SCHEMA_NAMES(NULL, [MODEL_GPT2] = "gpt2", [MODEL_LLAMA] = "llama", [MODEL_GEMMA2] = "gemma2",
+                 [MODEL_GEMMA3] = "gemma3");
+static const struct schema_enum rope_type_enum = SCHEMA_NAMES(NULL, "llama3", "linear", "default");
 
 #define MC(m) SCHEMA_MEMBER(struct model_config, m)
 #define NAT .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = INT32_MAX
@@ -165,6 +226,7 @@ static const struct schema_field rope_fields[] = {
     {.name = "original_max_position_embeddings", .kind = SCHEMA_INT, MC(rope_orig_max)},
     {.name = "rope_type", .kind = SCHEMA_ENUM, .enm = &rope_type_enum},
     {.name = "type", .kind = SCHEMA_ENUM, .enm = &rope_type_enum},
+    {.name = "linear_factor", REAL, MC(rope_linear)}, // rope_type "linear" (the hook's)
     {.name = NULL},
 };
 static const struct schema rope_schema = {rope_fields, SCHEMA_EXACT, NULL, NULL};
@@ -173,8 +235,25 @@ static const struct schema rope_schema = {rope_fields, SCHEMA_EXACT, NULL, NULL}
 static int rope_scaling(const struct schema_field *f, json_t **v, const char *path,
                         mtc_error_t *err)
 {
-    json_t *n = json_is_null(*v) ? json_pack("{s:f}", "factor", 0.0)
-                                 : schema_normalize(*v, f->obj, path, err);
+    json_t *type = json_is_object(*v) ? json_object_get(*v, "rope_type") : NULL;
+    if (!type && json_is_object(*v))
+        type = json_object_get(*v, "type");
+    json_t *n;
+    if (json_is_null(*v)) {
+        n = json_pack("{s:f,s:f}", "factor", 0.0, "linear_factor", 0.0);
+    } else if (type && json_is_string(type) && strcmp(json_string_value(type), "linear") == 0) {
+        // Gemma 3: positions divided by factor (the global layers' RoPE)
+        json_t *lin = json_deep_copy(*v), *fac = json_object_get(*v, "factor");
+        json_object_del(lin, "rope_type");
+        json_object_del(lin, "type");
+        json_object_del(lin, "factor");
+        json_object_set(lin, "linear_factor", fac ? fac : json_null());
+        json_object_set_new(lin, "factor", json_real(0.0));
+        n = schema_normalize(lin, f->obj, path, err);
+        json_decref(lin);
+    } else {
+        n = schema_normalize(*v, f->obj, path, err);
+    }
     if (!n)
         return -1;
     json_decref(*v);
@@ -225,7 +304,17 @@ static const struct schema_field config_fields[] = {
      .check = rope_scaling,
      .obj = &rope_schema,
      .size = sizeof(struct model_config)},
-    {.name = "head_dim", .kind = SCHEMA_INT}, /* checked against the shape below */
+    {.name = "head_dim", NAT, MC(head_dim)},
+    {.name = "query_scalar", REAL, ALIASES("query_pre_attn_scalar"), MC(query_scalar)},
+    {.name = "attn_softcap", REAL, ALIASES("attn_logit_softcapping"), MC(attn_softcap)},
+    {.name = "final_softcap", REAL, ALIASES("final_logit_softcapping"), MC(final_softcap)},
+    {.name = "window", NAT, ALIASES("sliding_window"), MC(window)},
+    {.name = "local_period",
+     NAT,
+     ALIASES("sliding_window_pattern", "_sliding_window_pattern"),
+     MC(local_period)},
+    {.name = "rope_local_theta", REAL, ALIASES("rope_local_base_freq"), MC(rope_local_theta)},
+    {.name = "rope_linear", REAL, MC(rope_linear)},
     {.name = NULL},
 };
 
@@ -256,26 +345,93 @@ static const char *const hf_info[] = {"architectures",
                                       "task_specific_params",
                                       "reorder_and_upcast_attn",
                                       "scale_attn_by_inverse_layer_idx",
+                                      "hidden_activation",
+                                      "cache_implementation",
+                                      "layer_types", // checked against local_period below
+                                      "use_bidirectional_attention",
                                       NULL};
 
 static const struct schema config_schema = {config_fields, SCHEMA_EXACT, hf_info, NULL};
 
+/* HF Gemma spellings into ours: model_type gemma3_text is family gemma3; null soft-caps are
+ * none; the local/global alternation HF leaves implicit (Gemma 2 alternates, Gemma 3
+ * defaults to 6). New reference. */
+static json_t *hf_gemma_in(const json_t *obj)
+{
+    json_t *o = json_copy((json_t *)obj);
+    const char *mt = json_string_value(json_object_get(o, "model_type"));
+    static const char *const nullable[] = {"attn_logit_softcapping", "final_logit_softcapping",
+                                           NULL};
+    for (int i = 0; nullable[i]; i++)
+        if (json_is_null(json_object_get(o, nullable[i])))
+            json_object_set_new(o, nullable[i], json_real(0.0));
+    if (json_is_null(json_object_get(o, "sliding_window")))
+        json_object_set_new(o, "sliding_window", json_integer(0));
+    if (!mt)
+        return o;
+    int has_pattern = json_object_get(o, "sliding_window_pattern") ||
+                      json_object_get(o, "_sliding_window_pattern");
+    if (strcmp(mt, "gemma3_text") == 0) {
+        json_object_set_new(o, "model_type", json_string("gemma3"));
+        if (!has_pattern)
+            json_object_set_new(o, "sliding_window_pattern", json_integer(6));
+    } else if (strcmp(mt, "gemma2") == 0 && !has_pattern) {
+        json_object_set_new(o, "sliding_window_pattern", json_integer(2));
+    }
+    return o;
+}
+
+/* layer_types (newer HF configs) must say what local_period says. */
+static int check_layer_types(const json_t *types, const struct model_config *c, mtc_error_t *err)
+{
+    if (!types)
+        return 0;
+    errno = EINVAL;
+    if (!json_is_array(types) || (int)json_array_size(types) != c->n_layer)
+        return errprintf(err, "layer_types must list num_hidden_layers (%d) layers", c->n_layer);
+    for (int l = 0; l < c->n_layer; l++) {
+        const char *t = json_string_value(json_array_get(types, l));
+        const char *want = model_layer_local(c, l) ? "sliding_attention" : "full_attention";
+        if (!t || strcmp(t, want) != 0)
+            return errprintf(err, "layer_types[%d] is %s, the sliding window pattern says %s", l,
+                             t ? t : "not a string", want);
+    }
+    errno = 0;
+    return 0;
+}
+
 int model_config_apply_json(struct model_config *cfg, const json_t *obj, mtc_error_t *err)
 {
-    json_t *canon = schema_normalize(obj, &config_schema, "", err);
-    if (!canon)
+    if (!json_is_object(obj)) {
+        errno = EINVAL;
+        return errprintf(err, "model config must be a JSON object");
+    }
+    json_t *in = hf_gemma_in(obj);
+    json_t *canon = in ? schema_normalize(in, &config_schema, "", err) : NULL;
+    json_t *types = in ? json_incref(json_object_get(in, "layer_types")) : NULL;
+    json_decref(in);
+    if (!canon) {
+        json_decref(types);
         return -1;
+    }
     struct model_config c = *cfg;
     int rc = schema_fill(canon, &config_schema, &c);
+    if (!MODEL_IS_GEMMA(&c) && !json_object_get(canon, "head_dim"))
+        c.head_dim = 0; // derived again below
     int head_dim = (int)json_integer_value(json_object_get(canon, "head_dim"));
     if (c.vocab_size != cfg->vocab_size && !json_object_get(canon, "padded_vocab"))
         c.padded_vocab = 0; // recomputed by the check
     json_decref(canon);
-    if (rc < 0)
+    if (rc < 0) {
+        json_decref(types);
         return errprintf(err, "model config does not fit struct model_config");
-    if (model_config_check(&c, err) < 0)
+    }
+    if (model_config_check(&c, err) < 0 || check_layer_types(types, &c, err) < 0) {
+        json_decref(types);
         return -1;
-    if (head_dim && head_dim != c.d_model / c.n_head) {
+    }
+    json_decref(types);
+    if (!MODEL_IS_GEMMA(&c) && head_dim && head_dim != c.d_model / c.n_head) {
         errno = EINVAL;
         return errprintf(err, "head_dim %d != hidden_size/num_attention_heads (%d)", head_dim,
                          c.d_model / c.n_head);
@@ -286,9 +442,9 @@ int model_config_apply_json(struct model_config *cfg, const json_t *obj, mtc_err
 
 json_t *model_config_to_json(const struct model_config *c)
 {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
                      "s:i, s:b}",
-                     "family", c->family == MODEL_LLAMA ? "llama" : "gpt2", "vocab_size",
+                     "family", schema_enum_name(&family_enum, c->family), "vocab_size",
                      c->vocab_size, "padded_vocab", c->padded_vocab, "max_seq", c->max_seq,
                      "n_layer", c->n_layer, "n_head", c->n_head, "n_kv_head", c->n_kv_head,
                      "d_model", c->d_model, "d_ff", c->d_ff, "norm_eps", (double)c->norm_eps,
@@ -296,6 +452,20 @@ json_t *model_config_to_json(const struct model_config *c)
                      "rope_low_freq", (double)c->rope_low_freq, "rope_high_freq",
                      (double)c->rope_high_freq, "rope_orig_max", c->rope_orig_max, "tied",
                      c->tied);
+    json_t *g = NULL;
+    if (o && MODEL_IS_GEMMA(c) &&
+        json_object_update(o, g = json_pack("{s:i, s:f, s:f, s:f, s:i, s:i, s:f, s:f}", "head_dim",
+                                        c->head_dim, "query_scalar", (double)c->query_scalar,
+                                        "attn_softcap", (double)c->attn_softcap, "final_softcap",
+                                        (double)c->final_softcap, "window", c->window,
+                                        "local_period", c->local_period, "rope_local_theta",
+                                        (double)c->rope_local_theta, "rope_linear",
+                                        (double)c->rope_linear)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    json_decref(g);
+    return o;
 }
 
 int model_config_equal(const struct model_config *a, const struct model_config *b)
@@ -306,5 +476,9 @@ int model_config_equal(const struct model_config *a, const struct model_config *
            a->d_model == b->d_model && a->d_ff == b->d_ff && a->norm_eps == b->norm_eps &&
            a->rope_theta == b->rope_theta && a->rope_factor == b->rope_factor &&
            a->rope_low_freq == b->rope_low_freq && a->rope_high_freq == b->rope_high_freq &&
-           a->rope_orig_max == b->rope_orig_max && a->tied == b->tied;
+           a->rope_orig_max == b->rope_orig_max && a->tied == b->tied &&
+           a->head_dim == b->head_dim && a->query_scalar == b->query_scalar &&
+           a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap &&
+           a->window == b->window && a->local_period == b->local_period &&
+           a->rope_local_theta == b->rope_local_theta && a->rope_linear == b->rope_linear;
 }

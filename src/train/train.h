@@ -328,8 +328,8 @@ double grpo_token_loss(double lp, double lp_old, double lp_ref, double adv,
  * backward, the gradient is ACCUMULATED into m's. lp, dlogp: (B,T) scratch. 0/-1. */
 int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const float *w,
                     const float *lp_old, const float *lp_ref, const float *adv, int B, int T,
-                    double norm, const struct grpo_config *c, int backward, float *lp,
-                    float *dlogp, double st[4], mtc_error_t *err);
+                    double norm, const struct grpo_config *c, int backward, float *lp, float *dlogp,
+                    double st[4], mtc_error_t *err);
 /* Advantages of n rewards in groups of G (n a multiple of G). Identical rewards in a
  * group give exactly 0. */
 void grpo_advantages(const float *reward, int n, int G, int leave_one_out, int std_norm,

@@ -159,6 +159,18 @@ check "80/20 split within ±5% over 500 requests" awk '/^d1 /{a=$2} /^d2 /{b=$2}
 check "each answer names the version that served it (tiny@1 / tiny@2)" \
     awk '/^models /{exit !($2+$3==500)}' "$D/split.out"
 
+api PATCH "$E/chat?updateMask=trafficSplit" '{"trafficSplit":{"d1":30,"d2":70}}'
+check "PATCH trafficSplit d1=30, d2=70" test "$HTTP_STATUS" = 200 -a "$(jq_ 'd["trafficSplit"]' <<<"$BODY")" = "{'d1': 30, 'd2': 70}"
+n2=0
+for i in $(seq 20); do
+    h=$(curl -s -o /dev/null -D - --unix-socket "$MTC_HOME/mtcd.sock" -H 'Content-Type: application/json' \
+        -d '{"prompt":"a","max_tokens":1}' "http://localhost$E/chat/v1/completions" | tr -d '\r' | sed -n 's/^X-Mtc-Deployed-Model: //p')
+    [ "$h" = d2 ] && n2=$((n2 + 1))
+done
+check "... the next 20 requests follow it (d2: $n2 of 20)" test "$n2" -eq 14
+api PATCH "$E/chat" '{"trafficSplit":{"d1":80,"d2":20}}'
+check "PATCH back to 80/20" test "$HTTP_STATUS" = 200
+
 # --- mtcd restarts: the replicas are adopted, not restarted ------------------
 IDS=$(api GET "$E/chat"; jq_ 'sorted(r["slurmJobId"] for x in d["deployedModels"] for r in x["replicas"])' <<<"$BODY")
 kill -TERM "$MTCD_PID"
@@ -188,6 +200,10 @@ api POST "$E/chat:deployModel" '{"deployedModel":{"model":"../etc","cluster":"ep
 check "bad model name: 400" one_line_rpc 400 "deployedModel.model"
 api POST "$E/chat:deployModel" '{"deployedModel":{"model":"tiny","cluster":"ep","partition":"nopart"}}'
 check "unknown partition: 400" one_line_rpc 400 "no partition nopart"
+api PATCH "$E/chat" '{"trafficSplit":{"d1":50,"d2":40}}'
+check "PATCH a split summing to 90: 400" one_line_rpc 400 "sum to 90, not 100"
+api PATCH "$E/chat?updateMask=deployedModels" '{"trafficSplit":{"d1":50,"d2":50}}'
+check "PATCH an output-only field: 400" one_line_rpc 400 "only displayName and trafficSplit"
 api POST "$E?endpointId=Bad_Name" '{}'
 check "bad endpoint name: 400" one_line_rpc 400 'endpoint "Bad_Name"'
 api POST "$E?endpointId=chat" '{}'

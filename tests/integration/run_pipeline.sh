@@ -10,7 +10,8 @@ D=$T_DIR
 
 check "local cluster up" run_cluster pipe
 export MTC_CLUSTER=pipe
-"$ROOT/scripts/quickstart-train" --pipeline >"$D/qs.out" 2>&1
+# bounded: a stage that hangs fails the test instead of waiting out its time limit
+timeout 1500 "$ROOT/scripts/quickstart-train" --pipeline >"$D/qs.out" 2>&1
 rc=$?
 grep -E '^(quickstart|mtc: |\+ mtc run)' "$D/qs.out" | sed 's/^/# /'
 check "quickstart-train --pipeline succeeds" test $rc -eq 0

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run_rl: `mtc rl launch` makes <job_id>/ in the current directory with
 # checkpoints/, logs/ and output.log; --interactive holds the allocation and
-# writes attach.sh, which opens a shell inside the job on node N (mtc attach).
+# writes attach.sh, which opens a shell inside the job on node N (mtc attach);
+# examples/rl/algorithms/{grpo,sft,dpo}.sh train with mtc-train on both nodes into
+# that layout.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -41,4 +43,22 @@ mtc attach "$J2" 5 >"$D/a5" 2>&1
 check "attach to a node the job lacks" grep -q "job $J2 has 2 nodes" "$D/a5"
 scancel "$J2"
 check "released with scancel" wait_for 30 bash -c "! squeue -h -j $J2 -o %T | grep -q RUNNING"
+
+# --- the algorithm scripts, NeMo-RL style: mtc-train on 2 nodes, one rank each
+mkdir -p "$D/nemo" && cp -r "$ROOT/examples/rl/algorithms" "$D/nemo/" && cd "$D/nemo" || exit 1
+export MTC_CACHE_DIR=$D/nemo-cache
+for a in grpo sft dpo; do
+    STEPS=2 mtc rl launch -N 2 --cluster-type local --job-script "algorithms/$a.sh" >"$D/$a.out" 2>&1
+    J=$(sed -n 's/^Submitted job \([0-9]*\):.*/\1/p' "$D/$a.out")
+    check "algorithms/$a.sh submitted" test -n "$J"
+    [ $a = grpo ] && JG=$J
+    wait_for 300 grep -q "job script exited" "$J/output.log"
+    check "$a: the script exited 0" grep -q "job script exited 0" "$J/output.log"
+    grep -E "step 2/2|mtc-train:" "$J/output.log" | sed 's/^/# /'
+    check "$a: <job_id>/checkpoints/step_00000002 and 2 lines in <job_id>/logs/metrics.jsonl" \
+        bash -c "test -e '$J/checkpoints/step_00000002/DONE' && [ \$(wc -l <'$J/logs/metrics.jsonl') -eq 2 ]"
+    check "$a: written by 2 ranks" grep -q '"nranks": 2' "$J/checkpoints/step_00000002/meta.json"
+done
+check "grpo: rewards in the metrics, the reference beside the checkpoints" bash -c \
+    "grep -q reward_mean '$JG/logs/metrics.jsonl' && test -e '$JG/checkpoints/reference/step_00000000/DONE'"
 done_testing

@@ -101,6 +101,12 @@ b = [[json.loads(l)[x] for x in k] for l in open(sys.argv[2])]
 assert len(a) == 6 and a == b, (a, b)
 PY
 
+mv "$D/stopped/reference" "$D/stopped/reference.moved"
+mtc-train "${S[@]}" --steps 7 --checkpoint-dir "$D/stopped" --resume auto >/dev/null 2>"$D/noref.err"
+rc=$?
+check "resume without the reference: exit 1, one line naming it" bash -c \
+    "[ $rc -eq 1 ] && [ \$(grep -vc resuming '$D/noref.err') -eq 1 ] && grep -q 'no GRPO reference model in .*/stopped/reference' '$D/noref.err' && ! test -e '$D/stopped/step_00000007'"
+
 # --- 2 ranks = 1 rank
 if command -v mpirun >/dev/null; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -46,20 +46,22 @@ static void token_derivative(void)
     struct grpo_config c = cfg(0.05f);
     // (lp, lp_old, lp_ref, adv): inside the clip range, clipped above with A > 0, clipped
     // below with A < 0, outside but unclipped (A < 0 above the range), a large KL
-    const double cases[][4] = {{-1.0, -1.05, -0.7, 1.3}, {-1.0, -1.6, -1.2, 0.8},
-                               {-2.0, -1.4, -2.5, -0.9}, {-1.0, -1.6, -0.4, -0.5},
+    const double cases[][4] = {{-1.0, -1.05, -0.7, 1.3},
+                               {-1.0, -1.6, -1.2, 0.8},
+                               {-2.0, -1.4, -2.5, -0.9},
+                               {-1.0, -1.6, -0.4, -0.5},
                                {-3.0, -3.0, -0.2, 0.4}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         double d, kl, dp, dm, h = 1e-6;
         int cl, cp;
         grpo_token_loss(cases[k][0], cases[k][1], cases[k][2], cases[k][3], &c, &d, &cl, &kl);
-        double lp = grpo_token_loss(cases[k][0] + h, cases[k][1], cases[k][2], cases[k][3], &c,
-                                    &dp, &cp, &kl);
-        double lm = grpo_token_loss(cases[k][0] - h, cases[k][1], cases[k][2], cases[k][3], &c,
-                                    &dm, &cp, &kl);
+        double lp = grpo_token_loss(cases[k][0] + h, cases[k][1], cases[k][2], cases[k][3], &c, &dp,
+                                    &cp, &kl);
+        double lm = grpo_token_loss(cases[k][0] - h, cases[k][1], cases[k][2], cases[k][3], &c, &dm,
+                                    &cp, &kl);
         double fd = (lp - lm) / (2 * h);
-        CHECK(fabs(fd - d) < 1e-6, "token case %zu: d(loss)/d(lp) %.8f, finite difference %.8f",
-              k, d, fd);
+        CHECK(fabs(fd - d) < 1e-6, "token case %zu: d(loss)/d(lp) %.8f, finite difference %.8f", k,
+              d, fd);
         CHECK(cl == (k == 1 || k == 2), "token case %zu: clipped %d", k, cl);
     }
 }
@@ -221,8 +223,8 @@ static void environments(void)
     float rw[2];
     int cr[2];
     int c = GRPO_ENV_COMMAND;
-    CHECK(grpo_env_rewards(c, "while read l; do echo '{\"reward\": 0.5}'; done", 2, pr, an, co,
-                           rw, cr, &err) == 0 &&
+    CHECK(grpo_env_rewards(c, "while read l; do echo '{\"reward\": 0.5}'; done", 2, pr, an, co, rw,
+                           cr, &err) == 0 &&
               rw[0] == 0.5f && rw[1] == 0.5f && !cr[0],
           "command: two rewards");
     CHECK(grpo_env_rewards(c,
@@ -231,14 +233,19 @@ static void environments(void)
                            2, pr, an, co, rw, cr, &err) == 0 &&
               rw[1] == 2.0f && cr[0] && !cr[1],
           "command: gets JSONL prompt/answer/completion; correct flag");
+    const char *cut = "1\xe2\x82"; // a completion that ends inside a character
+    CHECK(grpo_env_rewards(c, "grep -q \"1$(printf '\\357\\277\\275')\" && echo '{\"reward\": 1}'",
+                           1, pr, an, &cut, rw, cr, &err) == 0 &&
+              rw[0] == 1.0f,
+          "command: a cut multi-byte character reaches it as U+FFFD (valid JSON)");
     CHECK(grpo_env_rewards(c, "cat >/dev/null; exit 3", 2, pr, an, co, rw, cr, &err) < 0 &&
               strstr(err.text, "exited with status 3") && !strchr(err.text, '\n'),
           "command exits 3: %s", err.text);
     CHECK(grpo_env_rewards(c, "echo '{\"reward\": 1}'", 2, pr, an, co, rw, cr, &err) < 0 &&
               strstr(err.text, "wrote 1 rewards for 2 completions"),
           "command: too few: %s", err.text);
-    CHECK(grpo_env_rewards(c, "echo '{\"reward\": 1}'; echo oops", 2, pr, an, co, rw, cr,
-                           &err) < 0 &&
+    CHECK(grpo_env_rewards(c, "echo '{\"reward\": 1}'; echo oops", 2, pr, an, co, rw, cr, &err) <
+                  0 &&
               strstr(err.text, "output line 2"),
           "command: bad line: %s", err.text);
     CHECK(grpo_env_rewards(c, "kill -9 $$", 2, pr, an, co, rw, cr, &err) < 0 &&

@@ -75,8 +75,12 @@ static struct model *tiny(enum model_family fam, uint64_t seed)
 {
     struct model_config cfg;
     mtc_error_t err;
-    model_preset(fam == MODEL_GPT2 ? "tiny-gpt2" : "tiny-llama", &cfg, &err);
+    static const char *const preset[] = {[MODEL_GPT2] = "tiny-gpt2", [MODEL_LLAMA] = "tiny-llama",
+                                         [MODEL_GEMMA2] = "tiny-gemma2",
+                                         [MODEL_GEMMA3] = "tiny-gemma3"};
+    model_preset(preset[fam], &cfg, &err);
     cfg.n_layer = 2;
+    cfg.head_dim = 12;
     cfg.d_model = 32;
     cfg.n_head = 4;
     cfg.n_kv_head = fam == MODEL_GPT2 ? 4 : 2;
@@ -241,13 +245,14 @@ static void test_hf_roundtrip(const char *dir, enum model_family fam)
     char out[4096];
     snprintf(out, sizeof out, "%s/hf-%d", dir, (int)fam);
     int rc = interop_export_hf(m, out, &err);
-    CHECK(rc == 0, "export %s: %s", fam == MODEL_GPT2 ? "gpt2" : "llama", rc ? err.text : "ok");
+    static const char *const fname[] = {"gpt2", "llama", "gemma2", "gemma3"};
+    CHECK(rc == 0, "export %s: %s", fname[fam], rc ? err.text : "ok");
     struct model *b = interop_import_hf(out, model_cfg(m), &err);
     CHECK(b != NULL, "import: %s", b ? "ok" : err.text);
     if (b)
         CHECK(model_nparams(b) == model_nparams(m) &&
                   memcmp(model_params(b), model_params(m), model_nparams(m) * 4) == 0,
-              "%s safetensors round trip is bitwise", fam == MODEL_GPT2 ? "gpt2" : "llama");
+              "%s safetensors round trip is bitwise, config equal", fname[fam]);
     model_destroy(b);
     struct st_file *sf;
     char p[4200];
@@ -260,7 +265,22 @@ static void test_hf_roundtrip(const char *dir, enum model_family fam)
         CHECK(t && t->shape[0] == 100, "wte exported with vocab_size rows");
     } else {
         const struct st_tensor *t = sf ? st_find(sf, "model.layers.1.self_attn.k_proj.weight") : NULL;
-        CHECK(t && t->shape[0] == 16 && t->shape[1] == 32, "llama k_proj (kv*hd, d)");
+        int kvw = model_cfg(m)->n_kv_head * model_cfg(m)->head_dim;
+        CHECK(t && t->shape[0] == kvw && t->shape[1] == 32, "%s k_proj (kv*hd, d)", fname[fam]);
+    }
+    if (fam == MODEL_GEMMA3) {
+        const struct st_tensor *t = sf ? st_find(sf, "model.layers.0.self_attn.q_norm.weight") : NULL;
+        CHECK(t && t->ndim == 1 && t->shape[0] == 12, "gemma3 q_norm (head_dim)");
+    }
+    if (MODEL_IS_GEMMA(model_cfg(m))) {
+        snprintf(p, sizeof p, "%s/config.json", out);
+        json_t *cj = json_load_file(p, 0, NULL);
+        const char *mt = json_string_value(json_object_get(cj, "model_type"));
+        CHECK(mt && strcmp(mt, fam == MODEL_GEMMA2 ? "gemma2" : "gemma3_text") == 0 &&
+                  json_integer_value(json_object_get(cj, "head_dim")) == 12 &&
+                  !json_object_get(cj, "lm_head.weight"),
+              "%s config.json: model_type %s, head_dim", fname[fam], mt ? mt : "(none)");
+        json_decref(cj);
     }
     st_close(sf);
     // a mismatched shape is a clear error
@@ -269,6 +289,77 @@ static void test_hf_roundtrip(const char *dir, enum model_family fam)
     b = interop_import_hf(out, &other, &err);
     CHECK(!b && strstr(err.text, "does not match"), "import shape mismatch: %s", err.text);
     model_destroy(m);
+}
+
+/* The published config.json files (text models) give the presets, whose parameter counts
+ * are the published ones (gemma-2-2b, gemma-3-1b; gemma-3-4b's text decoder, without the
+ * vision tower its 4.3B count includes). */
+static void test_hf_gemma_configs(void)
+{
+    static const struct {
+        const char *preset, *json;
+        size_t nparams;
+    } cases[] = {
+        {"gemma2-2b",
+         "{\"architectures\":[\"Gemma2ForCausalLM\"],\"attention_bias\":false,"
+         "\"attention_dropout\":0.0,\"attn_logit_softcapping\":50.0,\"bos_token_id\":2,"
+         "\"cache_implementation\":\"hybrid\",\"eos_token_id\":1,\"final_logit_softcapping\":30.0,"
+         "\"head_dim\":256,\"hidden_act\":\"gelu_pytorch_tanh\",\"hidden_activation\":"
+         "\"gelu_pytorch_tanh\",\"hidden_size\":2304,\"initializer_range\":0.02,"
+         "\"intermediate_size\":9216,\"max_position_embeddings\":8192,\"model_type\":\"gemma2\","
+         "\"num_attention_heads\":8,\"num_hidden_layers\":26,\"num_key_value_heads\":4,"
+         "\"pad_token_id\":0,\"query_pre_attn_scalar\":256,\"rms_norm_eps\":1e-06,"
+         "\"rope_theta\":10000.0,\"sliding_window\":4096,\"torch_dtype\":\"float32\","
+         "\"transformers_version\":\"4.42.4\",\"use_cache\":true,\"vocab_size\":256000}",
+         2614341888u},
+        {"gemma3-1b",
+         "{\"architectures\":[\"Gemma3ForCausalLM\"],\"attention_bias\":false,"
+         "\"attention_dropout\":0.0,\"attn_logit_softcapping\":null,\"bos_token_id\":2,"
+         "\"cache_implementation\":\"hybrid\",\"eos_token_id\":[1,106],"
+         "\"final_logit_softcapping\":null,\"head_dim\":256,\"hidden_activation\":"
+         "\"gelu_pytorch_tanh\",\"hidden_size\":1152,\"initializer_range\":0.02,"
+         "\"intermediate_size\":6912,\"max_position_embeddings\":32768,\"model_type\":"
+         "\"gemma3_text\",\"num_attention_heads\":4,\"num_hidden_layers\":26,"
+         "\"num_key_value_heads\":1,\"pad_token_id\":0,\"query_pre_attn_scalar\":256,"
+         "\"rms_norm_eps\":1e-06,\"rope_local_base_freq\":10000,\"rope_scaling\":null,"
+         "\"rope_theta\":1000000,\"sliding_window\":512,\"sliding_window_pattern\":6,"
+         "\"torch_dtype\":\"bfloat16\",\"use_cache\":true,\"vocab_size\":262144}",
+         999885952u},
+        {"gemma3-4b",
+         "{\"model_type\":\"gemma3_text\",\"hidden_size\":2560,\"intermediate_size\":10240,"
+         "\"num_hidden_layers\":34,\"num_attention_heads\":8,\"num_key_value_heads\":4,"
+         "\"head_dim\":256,\"query_pre_attn_scalar\":256,\"rms_norm_eps\":1e-06,"
+         "\"max_position_embeddings\":131072,\"rope_theta\":1000000.0,"
+         "\"rope_local_base_freq\":10000.0,\"rope_scaling\":{\"factor\":8.0,\"rope_type\":"
+         "\"linear\"},\"sliding_window\":1024,\"sliding_window_pattern\":6,"
+         "\"final_logit_softcapping\":null,\"attn_logit_softcapping\":null,\"vocab_size\":262208}",
+         3880263168u}, // the text decoder: 671,252,480 embeddings + 34 x 94,382,592 + 2,560
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct model_config want, got;
+        mtc_error_t err = {{0}};
+        model_preset(cases[i].preset, &want, NULL);
+        model_preset(MODEL_IS_GEMMA(&want) && want.family == MODEL_GEMMA2 ? "tiny-gemma2"
+                                                                           : "tiny-gemma3",
+                     &got, NULL);
+        json_t *j = json_loads(cases[i].json, 0, NULL);
+        int rc = model_config_apply_json(&got, j, &err);
+        json_decref(j);
+        char d[400];
+        CHECK(rc == 0 && model_config_equal(&got, &want), "HF config.json of %s gives the preset (%s)",
+              cases[i].preset, rc ? err.text : interop_config_diff(&got, &want, d, sizeof d));
+        CHECK(model_config_nparams(&want) == cases[i].nparams, "%s has %zu parameters (published %zu)",
+              cases[i].preset, model_config_nparams(&want), cases[i].nparams);
+    }
+    // layer_types that disagree with the pattern are refused
+    struct model_config c;
+    mtc_error_t err;
+    model_preset("tiny-gemma2", &c, NULL);
+    json_t *j = json_pack("{s:s,s:i,s:[s,s]}", "model_type", "gemma2", "num_hidden_layers", 2,
+                          "layer_types", "full_attention", "sliding_attention");
+    CHECK(model_config_apply_json(&c, j, &err) < 0 && strstr(err.text, "layer_types[0]"),
+          "layer_types against the pattern: %s", err.text);
+    json_decref(j);
 }
 
 static void test_llmc(const char *dir)
@@ -330,6 +421,9 @@ int main(void)
     test_checkpoint(dir);
     test_hf_roundtrip(dir, MODEL_GPT2);
     test_hf_roundtrip(dir, MODEL_LLAMA);
+    test_hf_roundtrip(dir, MODEL_GEMMA2);
+    test_hf_roundtrip(dir, MODEL_GEMMA3);
+    test_hf_gemma_configs();
     test_llmc(dir);
     mtc_rm_rf(dir);
     return check_done();

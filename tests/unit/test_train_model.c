@@ -204,7 +204,7 @@ struct at {
 static double at_loss(void *p)
 {
     struct at *c = p;
-    cpu_attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->H, c->KV, c->hd, c->scr,
+    cpu_attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->H, c->KV, c->hd, NULL, c->scr,
                           c->slots);
     return dotd(c->out, c->r, (size_t)c->B * c->T * c->H * c->hd);
 }
@@ -224,7 +224,8 @@ static void test_attention(int T, int H, int KV)
           H, KV);
     (void)ld;
     float *dqkv = rand_buf(nq, 1); // must be fully overwritten
-    cpu_attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.B, c.T, H, KV, c.hd, c.scr, c.slots);
+    cpu_attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.B, c.T, H, KV, c.hd, NULL, c.scr,
+                           c.slots);
     CHECK(fd_error(c.qkv, dqkv, nq, at_loss, &c, 1e-2f, 200) < TOL,
           "attention T=%d H=%d KV=%d d(q,k,v)", T, H, KV);
     free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv), free(c.scr);

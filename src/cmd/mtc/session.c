@@ -397,3 +397,55 @@ int cmd_daemon(struct cli *c, int argc, char **argv)
 {
     return cli_dispatch(c, "mtc daemon", daemon_cmds, argc - 1, argv + 1);
 }
+
+/* --- console ------------------------------------------------------------ */
+
+/* mtc console [--port N]: start mtcd on 127.0.0.1:N (default 8470) unless it
+ * runs, then print the console's URL and a one-time login link (admin, as the
+ * owner of $MTC_HOME; valid 5 minutes, one use). */
+int cmd_console(struct cli *c, int argc, char **argv)
+{
+    const char *use = "mtc console [--port N]";
+    long port = 8470;
+    for (int i = 1; i < argc; i++) {
+        char *end = NULL;
+        if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
+            port = strtol(argv[++i], &end, 10);
+            if (*end || port < 1 || port > 65535)
+                return cli_fail("--port \"%s\": want 1..65535\nusage: %s", argv[i], use), 2;
+        } else {
+            return cli_fail("unknown argument \"%s\"\nusage: %s", argv[i], use), 2;
+        }
+    }
+    if (!healthy(c, NULL)) {
+        char bin[PATH_MAX + 8], listen[32];
+        mtcd_path(bin, sizeof(bin));
+        snprintf(listen, sizeof(listen), "127.0.0.1:%ld", port);
+        char *args[] = {bin, "--daemon", "--home", (char *)c->home, "--listen", listen, NULL};
+        char *out = NULL;
+        int rc = mtc_run(args, NULL, &out, 60000);
+        if (rc != 0) {
+            size_t n = out ? strlen(out) : 0;
+            while (n > 0 && out[n - 1] == '\n')
+                out[--n] = '\0';
+            cli_fail("cannot start mtcd: %s", out && *out ? out : strerror(errno));
+            free(out);
+            return 1;
+        }
+        free(out);
+        printf("mtcd started on %s (home %s)\n", listen, c->home);
+    }
+    json_t *link = NULL;
+    mtc_error_t err = {""};
+    json_t *body = json_object();
+    int rc = cli_call_ok(c, "POST", "/v1/consoleLinks", body, &link, &err);
+    json_decref(body);
+    if (rc < 0)
+        return cli_fail("%s", err.text);
+    printf("console: %s\nlog in (one-time link, %d s): %s\n",
+           json_string_value(json_object_get(link, "url")),
+           (int)json_integer_value(json_object_get(link, "expiresInSeconds")),
+           json_string_value(json_object_get(link, "loginUrl")));
+    json_decref(link);
+    return 0;
+}

@@ -1,5 +1,6 @@
-/* cpu attention: causal multi-head attention with grouped-query heads, and RoPE (HF
- * rotate_half layout, Llama 3 frequency scaling). Works in query tiles with sgemm; forward
+/* cpu attention: causal multi-head attention with grouped-query heads (Gemma's query
+ * scale, logit soft-capping and sliding window included), and RoPE (HF rotate_half
+ * layout, Llama 3 and linear frequency scaling). Works in query tiles with sgemm; forward
  * keeps only the per-row log-sum-exp, backward recomputes the probabilities tile by tile
  * (O(64*T) scratch per thread, never (T,T) per head). */
 #include <cblas.h>
@@ -10,8 +11,8 @@
 #include "train/cpu/kernels.h"
 #include "train/cpu/vmath.h"
 
-void cpu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta, float factor,
-                     float low_freq, float high_freq, int orig_max)
+static void rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta, float factor,
+                        float low_freq, float high_freq, int orig_max, float linear)
 {
     int half = hd / 2;
     for (int i = 0; i < half; i++) {
@@ -27,12 +28,25 @@ void cpu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta, flo
                 freq = (1.0 - smooth) * freq / factor + smooth * freq;
             }
         }
+        if (linear > 0)
+            freq /= linear;
         for (int t = 0; t < T; t++) {
             double a = t * freq;
             cos_t[(size_t)t * half + i] = (float)cos(a);
             sin_t[(size_t)t * half + i] = (float)sin(a);
         }
     }
+}
+
+void cpu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta, float factor,
+                     float low_freq, float high_freq, int orig_max)
+{
+    rope_tables(cos_t, sin_t, T, hd, theta, factor, low_freq, high_freq, orig_max, 0.0f);
+}
+
+void cpu_rope_tables_linear(float *cos_t, float *sin_t, int T, int hd, float theta, float linear)
+{
+    rope_tables(cos_t, sin_t, T, hd, theta, 0.0f, 0, 0, 0, linear);
 }
 
 void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, int T, int nheads,
@@ -63,46 +77,79 @@ void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, i
 size_t cpu_attention_scratch_floats(int T, int hd)
 {
     (void)hd;
-    return 2 * (size_t)QTILE * T + 64;
+    return 3 * (size_t)QTILE * T + 64;
 }
 
-/* Softmax of each row i of s (R, n) over its causal keys 0..r0+i, in place; keys past
- * the diagonal become 0. With lse NULL computes and stores lse (forward); with lse given
- * uses it (backward recompute: p = exp(s - lse)). */
-static void causal_softmax(float *s, int R, int n, int r0, float *lse_out, const float *lse_in)
+/* The attention of one call: scale, cap, window (0 = none). */
+static struct cpu_attn attn_opts(const struct cpu_attn *opt, int hd)
+{
+    struct cpu_attn o = {1.0f / sqrtf((float)hd), 0.0f, 0};
+    return opt ? *opt : o;
+}
+
+/* First key a query tile starting at r0 needs (keys before it are outside every row's
+ * window). */
+static int tile_klo(int r0, int window)
+{
+    return window > 0 && r0 - window + 1 > 0 ? r0 - window + 1 : 0;
+}
+
+/* Softmax of each row i of s (R, n) — keys klo..klo+n-1 — over the keys query r0+i sees
+ * (causal, and within the window), in place; the other keys become 0. Soft-capping first
+ * when cap > 0, its tanh kept in th (R, n) when th is given (0 for hidden keys). With lse
+ * NULL computes and stores lse (forward); with lse given uses it (backward recompute:
+ * p = exp(s - lse)). */
+static void masked_softmax(float *s, int R, int n, int r0, int klo, int window, float cap,
+                           float *th, float *lse_out, const float *lse_in)
 {
     for (int i = 0; i < R; i++) {
         float *row = s + (size_t)i * n;
-        int k = r0 + i + 1; // keys visible to query r0+i
+        int q = r0 + i, hi = q - klo + 1; // visible keys [lo, hi) of this row
+        int lo = window > 0 && q - window + 1 > klo ? q - window + 1 - klo : 0;
+        if (cap > 0) {
+            float *t = th ? th + (size_t)i * n : NULL;
+            for (int j = lo; j < hi; j++) {
+                float tj = tanhf(row[j] / cap);
+                row[j] = cap * tj;
+                if (t)
+                    t[j] = tj;
+            }
+            if (t) {
+                memset(t, 0, sizeof(float) * lo);
+                memset(t + hi, 0, sizeof(float) * (n - hi));
+            }
+        }
         float l;
         if (lse_in) {
             l = lse_in[i];
         } else {
             float mx = -INFINITY, sum = 0.0f;
 #pragma omp simd reduction(max : mx)
-            for (int j = 0; j < k; j++)
+            for (int j = lo; j < hi; j++)
                 mx = row[j] > mx ? row[j] : mx;
 #pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < k; j++)
+            for (int j = lo; j < hi; j++)
                 sum += vexpf(row[j] - mx);
             l = mx + logf(sum);
             lse_out[i] = l;
         }
+        memset(row, 0, sizeof(float) * lo);
 #pragma omp simd
-        for (int j = 0; j < k; j++)
+        for (int j = lo; j < hi; j++)
             row[j] = vexpf(row[j] - l);
-        memset(row + k, 0, sizeof(float) * (n - k));
+        memset(row + hi, 0, sizeof(float) * (n - hi));
     }
 }
 
 /* The blocks below are small single-threaded sgemm calls made from inside the OpenMP
  * loop (OpenBLAS runs single-threaded, see matmul.c). Per query tile of rows r0..r1:
- * S = Q K^T * scale over keys 0..r1 only, so the causal mask wastes at most one tile. */
+ * S = Q K^T * scale over keys klo..r1 only (klo: the first key inside the tile's windows),
+ * so the causal mask and the window waste at most one tile. */
 void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int KV,
-                           int hd, float *scratch, int nslots)
+                           int hd, const struct cpu_attn *opt, float *scratch, int nslots)
 {
     int ld = (H + 2 * KV) * hd, ldo = H * hd, group = H / KV;
-    float scale = 1.0f / sqrtf((float)hd);
+    struct cpu_attn o = attn_opts(opt, hd);
     size_t per = cpu_attention_scratch_floats(T, hd);
     int ntiles = (T + QTILE - 1) / QTILE;
     cpu_blas_single_thread();
@@ -113,14 +160,16 @@ void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int 
             for (int tile = 0; tile < ntiles; tile++) {
                 float *s = scratch + per * omp_get_thread_num(); // (R, n)
                 const float *base = qkv + (size_t)b * T * ld;
-                const float *k0 = base + (size_t)(H + h / group) * hd;
-                const float *v0 = base + (size_t)(H + KV + h / group) * hd;
-                int r0 = tile * QTILE, R = T - r0 < QTILE ? T - r0 : QTILE, n = r0 + R;
+                int r0 = tile * QTILE, R = T - r0 < QTILE ? T - r0 : QTILE;
+                int klo = tile_klo(r0, o.window), n = r0 + R - klo;
+                const float *k0 = base + (size_t)klo * ld + (size_t)(H + h / group) * hd;
+                const float *v0 = base + (size_t)klo * ld + (size_t)(H + KV + h / group) * hd;
                 const float *q = base + (size_t)r0 * ld + (size_t)h * hd;
                 // s (R,n) = scale * q (R,hd) @ k (n,hd)^T
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, scale, q, ld, k0,
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, o.scale, q, ld, k0,
                             ld, 0.0f, s, n);
-                causal_softmax(s, R, n, r0, lse + ((size_t)b * H + h) * T + r0, NULL);
+                masked_softmax(s, R, n, r0, klo, o.window, o.softcap, NULL,
+                               lse + ((size_t)b * H + h) * T + r0, NULL);
                 // out (R,hd) = p (R,n) @ v (n,hd)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, s, n, v0,
                             ld, 0.0f, out + ((size_t)b * T + r0) * ldo + (size_t)h * hd, ldo);
@@ -128,11 +177,12 @@ void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int 
 }
 
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                            const float *lse, int B, int T, int H, int KV, int hd, float *scratch,
-                            int nslots)
+                            const float *lse, int B, int T, int H, int KV, int hd,
+                            const struct cpu_attn *opt, float *scratch, int nslots)
 {
     int ld = (H + 2 * KV) * hd, ldo = H * hd, group = H / KV;
-    float scale = 1.0f / sqrtf((float)hd);
+    struct cpu_attn o = attn_opts(opt, hd);
+    float scale = o.scale;
     size_t per = cpu_attention_scratch_floats(T, hd);
     cpu_blas_single_thread();
     // One unit per (b, kv head): it owns dk, dv of that head and dq of its query
@@ -143,39 +193,51 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, co
         for (int kh = 0; kh < KV; kh++) {
             float *p = scratch + per * omp_get_thread_num(); // (R, n) probabilities
             float *ds = p + (size_t)QTILE * T;               // (R, n) dP, then dS
+            float *th = ds + (size_t)QTILE * T;              // (R, n) tanh of the soft-cap
             const float *base = qkv + (size_t)b * T * ld;
             float *dbase = dqkv + (size_t)b * T * ld;
-            const float *k0 = base + (size_t)(H + kh) * hd, *v0 = base + (size_t)(H + KV + kh) * hd;
-            float *dk0 = dbase + (size_t)(H + kh) * hd, *dv0 = dbase + (size_t)(H + KV + kh) * hd;
+            const float *k00 = base + (size_t)(H + kh) * hd, *v00 = base + (size_t)(H + KV + kh) * hd;
+            float *dk00 = dbase + (size_t)(H + kh) * hd, *dv00 = dbase + (size_t)(H + KV + kh) * hd;
             for (int j = 0; j < T; j++) {
-                memset(dk0 + (size_t)j * ld, 0, sizeof(float) * hd);
-                memset(dv0 + (size_t)j * ld, 0, sizeof(float) * hd);
+                memset(dk00 + (size_t)j * ld, 0, sizeof(float) * hd);
+                memset(dv00 + (size_t)j * ld, 0, sizeof(float) * hd);
             }
             for (int h = kh * group; h < (kh + 1) * group; h++)
                 for (int r0 = 0; r0 < T; r0 += QTILE) {
-                    int R = T - r0 < QTILE ? T - r0 : QTILE, n = r0 + R;
+                    int R = T - r0 < QTILE ? T - r0 : QTILE;
+                    int klo = tile_klo(r0, o.window), n = r0 + R - klo;
+                    const float *k0 = k00 + (size_t)klo * ld, *v0 = v00 + (size_t)klo * ld;
+                    float *dk0 = dk00 + (size_t)klo * ld, *dv0 = dv00 + (size_t)klo * ld;
                     const float *q = base + (size_t)r0 * ld + (size_t)h * hd;
                     float *dq = dbase + (size_t)r0 * ld + (size_t)h * hd;
-                    const float *o = out + ((size_t)b * T + r0) * ldo + (size_t)h * hd;
+                    const float *oo = out + ((size_t)b * T + r0) * ldo + (size_t)h * hd;
                     const float *g = dout + ((size_t)b * T + r0) * ldo + (size_t)h * hd;
                     // recompute p (R,n) from the saved log-sum-exp
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, scale, q, ld,
                                 k0, ld, 0.0f, p, n);
-                    causal_softmax(p, R, n, r0, NULL, lse + ((size_t)b * H + h) * T + r0);
+                    masked_softmax(p, R, n, r0, klo, o.window, o.softcap, th, NULL,
+                                   lse + ((size_t)b * H + h) * T + r0);
                     // dP (R,n) = g (R,hd) @ v (n,hd)^T
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, 1.0f, g, ldo,
                                 v0, ld, 0.0f, ds, n);
-                    // dS = p * (dP - D) * scale, D_i = g_i . o_i (= sum_j p_ij dP_ij)
+                    // dS = p * (dP - D) * scale [* (1 - tanh^2)], D_i = g_i . o_i
                     for (int i = 0; i < R; i++) {
-                        const float *gi = g + (size_t)i * ldo, *oi = o + (size_t)i * ldo;
+                        const float *gi = g + (size_t)i * ldo, *oi = oo + (size_t)i * ldo;
                         float D = 0.0f;
 #pragma omp simd reduction(+ : D)
                         for (int c = 0; c < hd; c++)
                             D += gi[c] * oi[c];
                         float *pr = p + (size_t)i * n, *dr = ds + (size_t)i * n;
+                        if (o.softcap > 0) {
+                            const float *tr = th + (size_t)i * n;
 #pragma omp simd
-                        for (int j = 0; j < n; j++)
-                            dr[j] = pr[j] * (dr[j] - D) * scale;
+                            for (int j = 0; j < n; j++)
+                                dr[j] = pr[j] * (dr[j] - D) * scale * (1.0f - tr[j] * tr[j]);
+                        } else {
+#pragma omp simd
+                            for (int j = 0; j < n; j++)
+                                dr[j] = pr[j] * (dr[j] - D) * scale;
+                        }
                     }
                     // dq (R,hd) = dS (R,n) @ k (n,hd)
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, ds, n,

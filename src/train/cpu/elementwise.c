@@ -1,4 +1,5 @@
-/* cpu elementwise layers: GELU (tanh approximation, GPT-2), SwiGLU (Llama MLP) and the
+/* cpu elementwise layers: GELU (tanh approximation, GPT-2), SwiGLU (Llama MLP), GeGLU
+ * (Gemma MLP), scaling, and the
  * token (+ position) embedding lookup with its scatter-add backward. */
 #include <math.h>
 #include <string.h>
@@ -62,6 +63,48 @@ void cpu_swiglu_backward(float *dgu, const float *dout, const float *gu, int M, 
             dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
         }
     }
+}
+
+static inline float gelu_tanh(float v)
+{
+    return 0.5f * v * (1.0f + fast_tanh(GELU_K * (v + 0.044715f * v * v * v)));
+}
+
+void cpu_geglu_forward(float *out, const float *gu, int M, int F)
+{
+#pragma omp parallel for schedule(static) if ((long)M * F > CPU_PAR_MIN)
+    for (int r = 0; r < M; r++) {
+        const float *g = gu + (size_t)r * 2 * F, *u = g + F;
+        float *o = out + (size_t)r * F;
+        for (int i = 0; i < F; i++)
+            o[i] = gelu_tanh(g[i]) * u[i];
+    }
+}
+
+void cpu_geglu_backward(float *dgu, const float *dout, const float *gu, int M, int F)
+{
+#pragma omp parallel for schedule(static) if ((long)M * F > CPU_PAR_MIN)
+    for (int r = 0; r < M; r++) {
+        const float *g = gu + (size_t)r * 2 * F, *u = g + F, *d = dout + (size_t)r * F;
+        float *dg = dgu + (size_t)r * 2 * F, *du = dg + F;
+        for (int i = 0; i < F; i++) {
+            float v = g[i], k = GELU_K * (v + 0.044715f * v * v * v);
+            float th = fast_tanh(k), sech2 = 1.0f - th * th;
+            float gl = 0.5f * v * (1.0f + th);
+            float dgl = 0.5f * (1.0f + th) +
+                        0.5f * v * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+            float di = d[i];
+            du[i] = di * gl;
+            dg[i] = di * u[i] * dgl;
+        }
+    }
+}
+
+void cpu_scale(float *x, long n, float s)
+{
+#pragma omp parallel for simd schedule(static) if (n > CPU_PAR_MIN)
+    for (long i = 0; i < n; i++)
+        x[i] *= s;
 }
 
 void cpu_embedding_forward(float *out, const int32_t *x, const float *wte, const float *wpe, int B,

@@ -40,11 +40,27 @@ void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w
 /* dx (M,C) += ; dw (C) += */
 void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                           const float *rstd, int M, int C);
+/* Gemma's RMSNorm: out = x * rstd * (1 + w); backward as above. */
+void cpu_rmsnorm1p_forward(float *out, float *rstd, const float *x, const float *w, int M, int C,
+                           float eps);
+void cpu_rmsnorm1p_backward(float *dx, float *dw, const float *dout, const float *x,
+                            const float *w, const float *rstd, int M, int C);
+/* Gemma 3 QK-norm: the first H+KV heads (hd each) of every row of x (M, row stride ld) are
+ * normed in place by RMSNorm (1 + w), wq for the H query heads, wk for the KV key heads.
+ * saved (M,(H+KV)*hd) gets the input, rstd (M,H+KV). Backward: dx holds d(out) in the
+ * same place and becomes d(in); dwq, dwk (hd) +=. */
+void cpu_headnorm_forward(float *x, int ld, float *saved, float *rstd, const float *wq,
+                          const float *wk, int M, int H, int KV, int hd, float eps);
+void cpu_headnorm_backward(float *dx, int ld, float *dwq, float *dwk, const float *saved,
+                           const float *rstd, const float *wq, const float *wk, int M, int H,
+                           int KV, int hd);
 
 /* RoPE tables for positions 0..T-1: cos, sin (T, hd/2), Llama 3 frequency scaling when
  * factor > 0. */
 void cpu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta, float factor,
                      float low_freq, float high_freq, int orig_max);
+/* The same with linear scaling (Gemma 3's global layers): frequencies divided by linear. */
+void cpu_rope_tables_linear(float *cos_t, float *sin_t, int T, int hd, float theta, float linear);
 /* Rotate, in place, the first nheads heads of each row of x (B,T, row stride ld), HF
  * rotate_half layout: pairs (i, i+hd/2). inverse=1 applies the transpose (backward). */
 void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, int T, int nheads,
@@ -56,12 +72,19 @@ void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, i
  * scratch holds nslots slots of cpu_attention_scratch_floats(T, hd) floats, one per
  * thread; the parallel region uses at most nslots threads. */
 size_t cpu_attention_scratch_floats(int T, int hd);
+/* Options (NULL: scale 1/sqrt(hd), no cap, no window): scores are scale * q.k, then
+ * softcap * tanh(s / softcap) when softcap > 0; window > 0 lets query i see keys
+ * i-window+1..i only, and the keys outside are never multiplied. */
+struct cpu_attn {
+    float scale, softcap;
+    int window;
+};
 void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int KV,
-                           int hd, float *scratch, int nslots);
+                           int hd, const struct cpu_attn *opt, float *scratch, int nslots);
 /* dqkv (B,T,(H+2*KV)*hd) written (not accumulated) from dout (B,T,H*hd). */
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                            const float *lse, int B, int T, int H, int KV, int hd, float *scratch,
-                            int nslots);
+                            const float *lse, int B, int T, int H, int KV, int hd,
+                            const struct cpu_attn *opt, float *scratch, int nslots);
 
 /* GELU, tanh approximation. out (n) = gelu(x); dx = dout * gelu'(x) (dx may alias dout). */
 void cpu_gelu_forward(float *out, const float *x, long n);
@@ -70,6 +93,11 @@ void cpu_gelu_backward(float *dx, const float *dout, const float *x, long n);
  * dgu (M,2F) written from dout (M,F). */
 void cpu_swiglu_forward(float *out, const float *gu, int M, int F);
 void cpu_swiglu_backward(float *dgu, const float *dout, const float *gu, int M, int F);
+/* GeGLU (Gemma): out (M,F) = gelu_tanh(gate) * up, layout as SwiGLU. */
+void cpu_geglu_forward(float *out, const float *gu, int M, int F);
+void cpu_geglu_backward(float *dgu, const float *dout, const float *gu, int M, int F);
+/* x (M,C) *= s (Gemma's sqrt(d_model) embedding scale). */
+void cpu_scale(float *x, long n, float s);
 
 /* out (B,T,C) = wte[x] (+ wpe[t] when wpe is non-NULL). */
 void cpu_embedding_forward(float *out, const int32_t *x, const float *wte, const float *wpe, int B,
@@ -87,5 +115,11 @@ void cpu_logsoftmax_forward(float *logits, int ld, int V, const int32_t *y, floa
  * 0 beyond. dlogp (M) = d(loss)/d(logp); rows with y < 0 or dlogp 0 become 0. */
 void cpu_logsoftmax_backward(float *logits, int ld, int V, const int32_t *y, const float *lse,
                              const float *dlogp, int M);
+/* Final-logit soft-capping (Gemma 2): the first V columns of each row of logits (M, ld)
+ * become cap * tanh(l / cap). The backward is cpu_logsoftmax_backward's with the chain
+ * through the cap (the logits hold the capped values). */
+void cpu_softcap_forward(float *logits, int ld, int V, int M, float cap);
+void cpu_logsoftmax_softcap_backward(float *logits, int ld, int V, const int32_t *y,
+                                     const float *lse, const float *dlogp, int M, float cap);
 
 #endif

@@ -1,6 +1,6 @@
-/* cpu norms: LayerNorm (GPT-2) and RMSNorm (Llama), forward and backward. Row passes
- * are parallel over rows; weight gradients are parallel over column blocks so their
- * summation order does not depend on the thread count. */
+/* cpu norms: LayerNorm (GPT-2), RMSNorm (Llama; Gemma's (1 + w) form and its per-head QK-norm),
+ * forward and backward. Row passes are parallel over rows; weight gradients are parallel
+ * over column blocks (the QK-norm's: one serial pass) so their summation order does not depend on the thread count. */
 #include <math.h>
 #include <string.h>
 
@@ -75,8 +75,8 @@ void cpu_layernorm_backward(float *dx, float *dw, float *db, const float *dout, 
     }
 }
 
-void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int M, int C,
-                         float eps)
+static void rms_forward(float *out, float *rstd, const float *x, const float *w, float woff, int M,
+                        int C, float eps)
 {
 #pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
     for (int r = 0; r < M; r++) {
@@ -88,13 +88,13 @@ void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w
             ss += xr[c] * xr[c];
         float rs = 1.0f / sqrtf(ss / C + eps);
         for (int c = 0; c < C; c++)
-            o[c] = xr[c] * rs * w[c];
+            o[c] = xr[c] * rs * (woff + w[c]);
         rstd[r] = rs;
     }
 }
 
-void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
-                          const float *rstd, int M, int C)
+static void rms_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                         float woff, const float *rstd, int M, int C)
 {
     // dx = rstd * (g - xhat * mean(g * xhat)), g = dout * w, xhat = x * rstd
 #pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
@@ -104,10 +104,10 @@ void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *
         float rs = rstd[r], sgx = 0.0f;
 #pragma omp simd reduction(+ : sgx)
         for (int c = 0; c < C; c++)
-            sgx += d[c] * w[c] * xr[c] * rs;
+            sgx += d[c] * (woff + w[c]) * xr[c] * rs;
         sgx /= C;
         for (int c = 0; c < C; c++)
-            dxr[c] += rs * (d[c] * w[c] - xr[c] * rs * sgx);
+            dxr[c] += rs * (d[c] * (woff + w[c]) - xr[c] * rs * sgx);
     }
     int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
@@ -124,4 +124,78 @@ void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *
         for (int c = 0; c < n; c++)
             dw[c0 + c] += aw[c];
     }
+}
+
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int M, int C,
+                         float eps)
+{
+    rms_forward(out, rstd, x, w, 0.0f, M, C, eps);
+}
+
+void cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                          const float *rstd, int M, int C)
+{
+    rms_backward(dx, dw, dout, x, w, 0.0f, rstd, M, C);
+}
+
+void cpu_rmsnorm1p_forward(float *out, float *rstd, const float *x, const float *w, int M, int C,
+                           float eps)
+{
+    rms_forward(out, rstd, x, w, 1.0f, M, C, eps);
+}
+
+void cpu_rmsnorm1p_backward(float *dx, float *dw, const float *dout, const float *x,
+                            const float *w, const float *rstd, int M, int C)
+{
+    rms_backward(dx, dw, dout, x, w, 1.0f, rstd, M, C);
+}
+
+void cpu_headnorm_forward(float *x, int ld, float *saved, float *rstd, const float *wq,
+                          const float *wk, int M, int H, int KV, int hd, float eps)
+{
+    int nh = H + KV;
+#pragma omp parallel for schedule(static) if ((long)M * nh * hd > CPU_PAR_MIN)
+    for (int r = 0; r < M; r++)
+        for (int h = 0; h < nh; h++) {
+            float *p = x + (size_t)r * ld + (size_t)h * hd;
+            float *sv = saved + ((size_t)r * nh + h) * hd;
+            const float *w = h < H ? wq : wk;
+            float ss = 0.0f;
+            for (int c = 0; c < hd; c++)
+                ss += p[c] * p[c];
+            float rs = 1.0f / sqrtf(ss / hd + eps);
+            for (int c = 0; c < hd; c++) {
+                sv[c] = p[c];
+                p[c] = p[c] * rs * (1.0f + w[c]);
+            }
+            rstd[(size_t)r * nh + h] = rs;
+        }
+}
+
+void cpu_headnorm_backward(float *dx, int ld, float *dwq, float *dwk, const float *saved,
+                           const float *rstd, const float *wq, const float *wk, int M, int H,
+                           int KV, int hd)
+{
+    int nh = H + KV;
+    for (int r = 0; r < M; r++) // weight gradients first (serial: a fixed order), from d(out)
+        for (int h = 0; h < nh; h++) {
+            const float *d = dx + (size_t)r * ld + (size_t)h * hd;
+            const float *sv = saved + ((size_t)r * nh + h) * hd;
+            float rs = rstd[(size_t)r * nh + h], *dw = h < H ? dwq : dwk;
+            for (int c = 0; c < hd; c++)
+                dw[c] += d[c] * sv[c] * rs;
+        }
+#pragma omp parallel for schedule(static) if ((long)M * nh * hd > CPU_PAR_MIN)
+    for (int r = 0; r < M; r++)
+        for (int h = 0; h < nh; h++) {
+            float *d = dx + (size_t)r * ld + (size_t)h * hd;
+            const float *sv = saved + ((size_t)r * nh + h) * hd;
+            const float *w = h < H ? wq : wk;
+            float rs = rstd[(size_t)r * nh + h], sgx = 0.0f;
+            for (int c = 0; c < hd; c++)
+                sgx += d[c] * (1.0f + w[c]) * sv[c] * rs;
+            sgx /= hd;
+            for (int c = 0; c < hd; c++)
+                d[c] = rs * (d[c] * (1.0f + w[c]) - sv[c] * rs * sgx);
+        }
 }
