@@ -639,7 +639,7 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     struct store_job j;
     if (load_job(r, out, &j) < 0)
         return 0;
-    refresh(r->st, &j);
+    api_job_refresh(r->st, &j);
     json_t *points = json_array(), *ckpts = json_array();
     char path[PATH_MAX + 32];
     const char *logdir = cget(j.config, "logDir");
