@@ -467,6 +467,55 @@ static void test_train(void)
     char *bad[] = {"tokenizer", "train", "--vocab-size", "300", "--bogus", "x", NULL};
     CHECK(train_tokenizer_main(6, bad) == 2, "unknown option -> usage error");
     CHECK(tok_train(text, len, 100, out, &err) < 0, "vocab below 257 refused: %s", err.text);
+
+    /* SentencePiece-style: --kind sentencepiece-bpe writes a Gemma-layout file that loads back */
+    char spm[128];
+    snprintf(spm, sizeof spm, "%s/spm_trained.json", dir);
+    char *argv3[] = {"tokenizer", "train", "--kind", "sentencepiece-bpe", "--vocab-size", "600",
+                     "--input", in, "--output", spm, NULL};
+    CHECK(train_tokenizer_main(10, argv3) == 0, "tokenizer train --kind sentencepiece-bpe");
+    char *argv4[] = {"tokenizer", "train", "--kind", "unigram", "--vocab-size", "600",
+                     "--input", in, "--output", spm, NULL};
+    CHECK(train_tokenizer_main(10, argv4) == 2, "unknown --kind -> usage error");
+    size_t sl;
+    char *sj = mtc_read_file(spm, &sl);
+    j = sj ? json_loads(sj, 0, NULL) : NULL;
+    model = json_object_get(j, "model");
+    json_t *sv = json_object_get(model, "vocab");
+    const char *nt = json_string_value(json_object_get(json_object_get(j, "normalizer"), "type"));
+    CHECK(json_is_true(json_object_get(model, "byte_fallback")) && nt && !strcmp(nt, "Replace") &&
+              json_is_null(json_object_get(j, "pre_tokenizer")) &&
+              json_integer_value(json_object_get(sv, "<eos>")) == 1 &&
+              json_integer_value(json_object_get(sv, "<0x41>")) == 6 + 0x41 &&
+              json_object_get(sv, "\u2581the") && json_array_size(json_object_get(model, "merges")) > 100,
+          "Gemma layout: Replace normalizer, byte_fallback, <eos> = 1, <0x41> = 71, \"▁the\" learned");
+    char *again = NULL;
+    if (tok_train_spm(text, len, 600, p2, &err) == 0)
+        again = mtc_read_file(p2, &l2);
+    CHECK(again && sj && l2 == sl && !memcmp(again, sj, sl), "sentencepiece training is deterministic");
+    free(again);
+    free(sj);
+    json_decref(j);
+    t = tok_load(spm, &err);
+    CHECK(t && tok_vocab_size(t) <= 600 && tok_eot(t) == 1 && tok_special(t, "<end_of_turn>") == 5,
+          "trained sentencepiece tokenizer loads: %s", err.text);
+    if (t) {
+        int32_t *ids;
+        size_t n;
+        tok_encode(t, text, len, &ids, &n, &err);
+        CHECK(n * 2 < len, "sentencepiece merges compress the corpus (%zu bytes -> %zu tokens)", len, n);
+        free(ids);
+        CHECK(roundtrip(t, text, len), "sentencepiece round-trip of the training corpus");
+        CHECK(roundtrip(t, unicode_text, sizeof unicode_text - 1),
+              "sentencepiece round-trip of unseen text (byte fallback)");
+        static const char chat[] = "<start_of_turn>user\nhi there<end_of_turn>\n";
+        tok_encode(t, chat, sizeof chat - 1, &ids, &n, &err);
+        CHECK(n > 2 && ids[0] == 4 && ids[n - 2] == 5, "chat turn markers are single tokens");
+        free(ids);
+    }
+    tok_destroy(t);
+    CHECK(tok_train_spm(text, len, 262, spm, &err) < 0 && strstr(err.text, "263"),
+          "sentencepiece vocab below 263 refused: %s", err.text);
     free(text);
 }
 
