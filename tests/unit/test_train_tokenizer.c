@@ -1,6 +1,8 @@
 /* test_train_tokenizer: byte-level BPE against hand-built GPT-2-style fixtures (encoder.json +
  * vocab.bpe, tokenizer.json with [a,b] merges, a Llama 3 style Split regex), pre-tokenizer
- * pieces, exact round-trips incl. unicode and specials, BPE training, and `prepare`. */
+ * pieces, exact round-trips incl. unicode and specials, SentencePiece-style BPE (Gemma / Llama 2
+ * tokenizer.json with ids worked out by hand, byte fallback), BPE training of both kinds, and
+ * `prepare`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
