@@ -120,6 +120,7 @@ try:
     shot("04-run-chart-first")
     wait(120, lambda: pts() > first, "the loss chart gets new points while the job runs")
     assert text("run-state") in ("RUNNING", "COMPLETED"), text("run-state")
+    assert "null" not in text("run-status"), text("run-status")
     shot("05-run-chart-more")
     ok(f"loss chart grew from {first} to {pts()} points while RUNNING")
     api("POST", CL + "/web/trainingJobs/webjob:cancel")
