@@ -1,6 +1,7 @@
 /* train_speed: CPU trainer throughput. `train_speed sgemm [N]` prints this machine's
  * sgemm GFLOP/s on N x N matrices (all threads); `train_speed model PRESET B T STEPS
- * PEAK_GFLOPS` times forward+backward steps and prints tokens/s, achieved GFLOP/s, MFU
+ * PEAK_GFLOPS [CONFIG_JSON]` (CONFIG_JSON: overrides of the preset, e.g. '{"window":0}')
+ * times forward+backward steps and prints tokens/s, achieved GFLOP/s, MFU
  * against the sgemm peak (the given one or one sampled between steps, the higher), and
  * peak RSS. Built and run by bench/train_speed.sh. */
 #include <cblas.h>
@@ -10,6 +11,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+
+#include <jansson.h>
 
 #include "common/common.h"
 #include "train/cpu/kernels.h"
@@ -85,13 +88,23 @@ static int bench_sgemm(int n)
     return 0;
 }
 
-static int bench_model(const char *preset, int B, int T, int steps, double peak)
+static int bench_model(const char *preset, int B, int T, int steps, double peak,
+                       const char *overrides)
 {
     struct model_config cfg;
     mtc_error_t err = {{0}};
     if (model_preset(preset, &cfg, &err) < 0) {
         fprintf(stderr, "%s\n", err.text);
         return 1;
+    }
+    if (overrides) {
+        json_t *j = json_loads(overrides, 0, NULL);
+        int rc = j ? model_config_apply_json(&cfg, j, &err) : -1;
+        json_decref(j);
+        if (rc < 0) {
+            fprintf(stderr, "config %s: %s\n", overrides, j ? err.text : "not JSON");
+            return 1;
+        }
     }
     struct model *m = model_create(&cfg, &err);
     if (!m || model_reserve(m, B, T, &err) < 0) {
@@ -147,8 +160,9 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "sgemm") == 0)
         return bench_sgemm(argc > 2 ? atoi(argv[2]) : 2048);
-    if (argc == 7 && strcmp(argv[1], "model") == 0)
-        return bench_model(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atof(argv[6]));
-    fprintf(stderr, "usage: train_speed sgemm [N] | model PRESET B T STEPS PEAK_GFLOPS\n");
+    if ((argc == 7 || argc == 8) && strcmp(argv[1], "model") == 0)
+        return bench_model(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atof(argv[6]),
+                           argc == 8 ? argv[7] : NULL);
+    fprintf(stderr, "usage: train_speed sgemm [N] | model PRESET B T STEPS PEAK_GFLOPS [JSON]\n");
     return 2;
 }

@@ -70,14 +70,13 @@ static json_t *version_json(struct api_req *r, const struct store_model *m,
                             const struct store_model_version *v)
 {
     char t[40];
-    json_t *o = json_pack("{s:s+++++, s:s, s:O}", "name", "projects/", m->project, "/locations/",
+    json_t *labels = json_object_get(m->meta, "labels");
+    const char *display = json_string_value(json_object_get(m->meta, "displayName"));
+    /* "o" steals: a model without labels gets a new {} (an "O" of it leaked one). */
+    json_t *o = json_pack("{s:s+++++, s:s, s:o}", "name", "projects/", m->project, "/locations/",
                           m->location, "/models/", m->name, "displayName",
-                          json_string_value(json_object_get(m->meta, "displayName"))
-                              ? json_string_value(json_object_get(m->meta, "displayName"))
-                              : m->name,
-                          "labels",
-                          json_object_get(m->meta, "labels") ? json_object_get(m->meta, "labels")
-                                                             : json_object());
+                          display ? display : m->name, "labels",
+                          labels ? json_incref(labels) : json_object());
     if (json_object_get(m->meta, "description"))
         json_object_set(o, "description", json_object_get(m->meta, "description"));
     json_object_set_new(o, "versionId", json_sprintf("%d", v->version));

@@ -136,16 +136,24 @@ void serve_error(struct serve_reply *r, int status, const char *fmt, ...)
 
 /* ---- UTF-8 ---- */
 
-/* Length of a valid UTF-8 sequence at s (n bytes left), 0 when invalid or cut short. */
+/* Length of a valid UTF-8 sequence at s (n bytes left), 0 when invalid or cut short.
+ * Strict as Jansson is (a string it refuses makes no reply): no overlong forms, no
+ * surrogates, nothing above U+10FFFF. */
 static int utf8_seq(const unsigned char *s, size_t n)
 {
     int len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
                               : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (!len || (size_t)len > n || (len == 2 && s[0] < 0xC2))
+    if (!len || (size_t)len > n)
         return 0;
-    for (int i = 1; i < len; i++)
+    uint32_t cp = len == 1 ? s[0] : s[0] & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
         if ((s[i] & 0xC0) != 0x80)
             return 0;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
     return len;
 }
 

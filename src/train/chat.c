@@ -1,4 +1,6 @@
-/* chat: the chat template of SFT/DPO examples (docs/trainer.md) — renders a JSONL
+/* chat: the chat template of SFT/DPO examples (docs/trainer.md): Gemma's when the
+ * tokenizer has <start_of_turn>/<end_of_turn>, Llama 3's when it has its header tokens,
+ * else our plain one — renders a JSONL
  * example's messages to token ids with a per-token "trained" flag (assistant turns
  * only), and cuts over-long examples from the left of the prompt. */
 #include <errno.h>
@@ -65,6 +67,14 @@ static int llama3_ids(const struct tok *t, int *sh, int *eh, int *eot)
     return *sh >= 0 && *eh >= 0 && *eot >= 0;
 }
 
+/* The Gemma template when the tokenizer has its turn tokens. */
+static int gemma_ids(const struct tok *t, int *sot, int *eot)
+{
+    *sot = tok_special(t, "<start_of_turn>");
+    *eot = tok_special(t, "<end_of_turn>");
+    return *sot >= 0 && *eot >= 0;
+}
+
 static const char *const roles[] = {"system", "user", "assistant"};
 
 /* The messages after the begin token; flags an assistant turn trained when it is turn
@@ -73,7 +83,8 @@ static int render_msgs(const struct tok *t, const json_t *msgs, int last_only, s
                        struct chat_seq *s, mtc_error_t *err)
 {
     int sh, eh, eot3, l3 = llama3_ids(t, &sh, &eh, &eot3);
-    int eot = tok_eot(t);
+    int eot = tok_eot(t), gsot, geot, gemma = gemma_ids(t, &gsot, &geot);
+    const char *sys = NULL; // Gemma has no system turn: its text opens the next turn
     size_t n = json_array_size(msgs);
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(msgs, i);
@@ -91,7 +102,18 @@ static int render_msgs(const struct tok *t, const json_t *msgs, int last_only, s
         if (train && !content[0])
             return errprintf(err, "messages[%zu]: empty assistant content", i);
         int rc;
-        if (l3) {
+        if (gemma && r == 0) {
+            sys = content;
+            continue;
+        }
+        if (gemma) {
+            // <start_of_turn>user|model\n[SYSTEM\n\n]CONTENT<end_of_turn>\n
+            rc = push_id(s, gsot, 0, err) || push_text(t, s, asst ? "model\n" : "user\n", 0, err) ||
+                 (sys && (push_text(t, s, sys, 0, err) || push_text(t, s, "\n\n", 0, err))) ||
+                 push_text(t, s, content, train, err) || push_id(s, geot, train, err) ||
+                 push_text(t, s, "\n", 0, err);
+            sys = NULL;
+        } else if (l3) {
             // <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>
             rc = push_id(s, sh, 0, err) || push_text(t, s, role, 0, err) ||
                  push_id(s, eh, 0, err) || push_text(t, s, "\n\n", 0, err) ||
@@ -112,7 +134,11 @@ static int render_msgs(const struct tok *t, const json_t *msgs, int last_only, s
 /* The begin token of the template: <|begin_of_text|> (Llama 3) or <|endoftext|>. */
 static int push_begin(const struct tok *t, struct chat_seq *s, mtc_error_t *err)
 {
-    int sh, eh, eot3, l3 = llama3_ids(t, &sh, &eh, &eot3);
+    int sh, eh, eot3, l3 = llama3_ids(t, &sh, &eh, &eot3), gsot, geot;
+    if (gemma_ids(t, &gsot, &geot)) { // <bos> when the tokenizer has one
+        int bos = tok_special(t, "<bos>");
+        return bos >= 0 ? push_id(s, bos, 0, err) : 0;
+    }
     if (!l3 && tok_eot(t) < 0)
         return errprintf(err, "the tokenizer has no end-of-text token for the chat template");
     int bos = l3 ? tok_special(t, "<|begin_of_text|>") : tok_eot(t);
@@ -147,6 +173,8 @@ int chat_render_prompt(const struct tok *t, const json_t *msgs, struct chat_seq 
     if (push_begin(t, s, err) < 0 || render_msgs(t, msgs, 1, SIZE_MAX, s, err) < 0)
         return -1;
     int sh, eh, eot3;
+    if (gemma_ids(t, &sh, &eot3))
+        return push_id(s, sh, 0, err) || push_text(t, s, "model\n", 0, err) ? -1 : 0;
     if (llama3_ids(t, &sh, &eh, &eot3))
         return push_id(s, sh, 0, err) || push_text(t, s, "assistant", 0, err) ||
                        push_id(s, eh, 0, err) || push_text(t, s, "\n\n", 0, err)

@@ -174,6 +174,59 @@ static void test_llama3_template(void)
     tok_destroy(t3);
 }
 
+static void test_gemma_template(void)
+{
+    // the same tokenizer with Gemma's chat tokens added
+    char src[256], dst[256];
+    snprintf(src, sizeof src, "%s/tok.json", dir);
+    snprintf(dst, sizeof dst, "%s/tokg.json", dir);
+    json_t *t = json_load_file(src, 0, NULL);
+    json_t *added = json_object_get(t, "added_tokens");
+    static const char *const names[] = {"<bos>", "<start_of_turn>", "<end_of_turn>"};
+    int base = tok_vocab_size(tk);
+    for (int i = 0; i < 3; i++)
+        json_array_append_new(
+            added, json_pack("{s:i,s:s,s:b}", "id", base + i, "content", names[i], "special", 1));
+    json_dump_file(t, dst, 0);
+    json_decref(t);
+    mtc_error_t err = {{0}};
+    struct tok *tg = tok_load(dst, &err);
+    CHECK(tg != NULL, "tokenizer with Gemma chat tokens: %s", err.text);
+    if (!tg)
+        return;
+    struct chat_seq s = {0};
+    json_t *o = J("{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+                  "{\"role\":\"user\",\"content\":\"hi\"},"
+                  "{\"role\":\"assistant\",\"content\":\"the cat\"}]}");
+    CHECK(chat_parse_sft(tg, o, &s, &err) == 0, "parse with the Gemma template: %s", err.text);
+    char *all = tok_decode(tg, s.ids, s.n);
+    CHECK_STR(all,
+              "<bos><start_of_turn>user\nbe brief\n\nhi<end_of_turn>\n"
+              "<start_of_turn>model\nthe cat<end_of_turn>\n",
+              "Gemma chat template (system text opens the user turn)");
+    int32_t *ids;
+    size_t n;
+    tok_encode(tg, "the cat", 7, &ids, &n, &err);
+    int ntrain = 0;
+    for (size_t i = 0; i < s.n; i++)
+        ntrain += s.train[i];
+    CHECK(ntrain == (int)n + 1 && s.train[s.n - 2] && s.ids[s.n - 2] == base + 2,
+          "trained: the answer and <end_of_turn> (%d tokens)", ntrain);
+    free(ids);
+    free(all);
+    chat_seq_release(&s);
+    json_t *msgs = json_object_get(o, "messages");
+    CHECK(chat_render_prompt(tg, msgs, &s, &err) == 0, "Gemma generation prompt");
+    all = tok_decode(tg, s.ids, s.n);
+    const char *tail = "<start_of_turn>model\n";
+    CHECK(all && strlen(all) > strlen(tail) && !strcmp(all + strlen(all) - strlen(tail), tail),
+          "the prompt ends with <start_of_turn>model\\n");
+    free(all);
+    json_decref(o);
+    chat_seq_release(&s);
+    tok_destroy(tg);
+}
+
 static void test_truncate(void)
 {
     mtc_error_t err = {{0}};
@@ -521,6 +574,7 @@ int main(void)
         return check_done();
     test_template();
     test_llama3_template();
+    test_gemma_template();
     test_truncate();
     test_prompt_mask();
     test_normalisation();
