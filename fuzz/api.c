@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sscanf(nl1 + 2, " %15s %63s", r.who.cluster, r.who.node);
     const char *body = nl2 + 1;
     size_t len = size - (size_t)(body - text);
-    struct api_resp out = {0, NULL};
+    struct api_resp out = {0};
     int status = 0;
     const struct api_route *route = api_route_find(&r, &status);
     if (route && api_authorize(&r, route, &out) == 0)
@@ -94,6 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
     }
     json_decref(out.body);
+    free(out.text);
     free(text);
     return 0;
 }

@@ -75,6 +75,10 @@ struct api_req {
 struct api_resp {
     int status;
     json_t *body;
+    /* a plain-text reply instead of body (malloc'd, the transport frees it):
+     * /metrics' Prometheus exposition text */
+    char *text;
+    size_t text_len;
 };
 /* Query argument (percent-decoded) or NULL. Valid until the next call on r. */
 const char *api_query(struct api_req *r, const char *key);

@@ -1,12 +1,13 @@
 /* call: one API request without the HTTP transport — route lookup, role
  * check, JSON body parse, query arguments and google.rpc-style errors. The
  * libmicrohttpd glue (server.c) and the fuzz harness drive requests through it. */
-#include "api/api.h"
+#include "api/internal.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const struct {
     int http;
@@ -175,25 +176,34 @@ void api_run(struct api_req *r, const struct api_route *route, const char *body,
 {
     out->status = 200;
     out->body = NULL;
+    out->text = NULL;
+    out->text_len = 0;
     r->body = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (len > 0) {
         json_error_t jerr;
         r->body = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
         if (!r->body) {
             api_error(out, 400, "malformed JSON body at line %d column %d: %s", jerr.line,
                       jerr.column, jerr.text);
+            api_metrics_observe(route, out->status, 0);
             return;
         }
         if (!json_is_object(r->body)) {
             json_decref(r->body);
             r->body = NULL;
             api_error(out, 400, "request body must be a JSON object");
+            api_metrics_observe(route, out->status, 0);
             return;
         }
     }
     route->handler(r, out);
     json_decref(r->body);
     r->body = NULL;
-    if (!out->body)
+    if (!out->body && !out->text)
         out->body = json_object();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    api_metrics_observe(route, out->status,
+                        (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 }

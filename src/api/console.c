@@ -196,7 +196,7 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, int status, json_t
 
 static enum MHD_Result send_error(struct MHD_Connection *conn, int status, const char *msg)
 {
-    struct api_resp out = {0, NULL};
+    struct api_resp out = {0};
     api_error(&out, status, "%s", msg);
     return send_json(conn, status, out.body, NULL);
 }

@@ -33,6 +33,18 @@ int api_job_cancel(struct api_req *r, struct api_resp *out);
 /* :metrics (the console's run page): curve points after ?afterStep, log tail, checkpoints. */
 int api_job_metrics(struct api_req *r, struct api_resp *out);
 
+/* Look at Slurm (then the experiment's exit record) and store a job's state
+ * and restarts when they changed (jobs.c). */
+void api_job_refresh(struct store *st, struct store_job *j);
+
+/* /metrics (metrics.c): the handler; api_metrics_observe counts a request a
+ * handler answered; api_metrics_track: the run's exp_track (kept between
+ * calls, read on from where it stopped) updated to now, copied to out. */
+int api_metrics(struct api_req *r, struct api_resp *out);
+void api_metrics_observe(const struct api_route *route, int status, double seconds);
+struct exp_track;
+int api_metrics_track(const json_t *cfg, double now, struct exp_track *out);
+
 /* Datasets (datasets.c): create, list, get, delete, :prepare. */
 int api_dataset_create(struct api_req *r, struct api_resp *out);
 int api_dataset_list(struct api_req *r, struct api_resp *out);

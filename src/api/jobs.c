@@ -56,7 +56,7 @@ static int state_final(const char *s)
 
 /* Look at Slurm (then the experiment's exit record) and store what changed.
  * A final state is kept; a job nobody knows keeps its last state. */
-static void refresh(struct store *st, struct store_job *j)
+void api_job_refresh(struct store *st, struct store_job *j)
 {
     if (state_final(j->state) || !j->config)
         return;
@@ -130,6 +130,15 @@ static json_t *job_json(const struct store_job *j)
                                                      j->project, j->location, model));
     json_object_set_new(o, "state", json_string(j->state));
     json_object_set_new(o, "restartCount", json_integer(j->restart_count));
+    /* goodput, steps and early problem detection (docs/observability.md) */
+    struct exp_track *tr = malloc(sizeof(*tr));
+    double now = (double)mtc_now_ms() / 1000.0;
+    if (tr && api_metrics_track(cfg, now, tr) == 0) {
+        char msg[256];
+        int alerts = exp_monitor_check(tr, &exp_monitor_default, now, msg, sizeof(msg));
+        json_object_set_new(o, "progress", exp_track_json(tr, alerts, msg));
+    }
+    free(tr);
     json_object_set_new(o, "createTime", json_string(mtc_time_rfc3339(j->create_ms, t, sizeof(t))));
     json_object_set_new(o, "updateTime", json_string(mtc_time_rfc3339(j->update_ms, t, sizeof(t))));
     return o;
@@ -477,7 +486,7 @@ int api_job_create(struct api_req *r, struct api_resp *out)
         goto done;
     }
     j.create_ms = j.update_ms = mtc_now_ms();
-    refresh(r->st, &j);
+    api_job_refresh(r->st, &j);
     out->body = job_json(&j);
     j.request = j.config = NULL;
 done:
@@ -510,7 +519,7 @@ int api_job_get(struct api_req *r, struct api_resp *out)
     struct store_job j;
     if (load_job(r, out, &j) < 0)
         return 0;
-    refresh(r->st, &j);
+    api_job_refresh(r->st, &j);
     out->body = job_json(&j);
     store_job_release(&j);
     return 0;
@@ -563,7 +572,7 @@ int api_job_list(struct api_req *r, struct api_resp *out)
     int n = 0;
     struct store_job *all = store_job_list(r->st, r->cap[2], NULL, after, 10000, &n);
     for (int i = 0; i < n; i++) {
-        refresh(r->st, &all[i]);
+        api_job_refresh(r->st, &all[i]);
         store_job_release(&all[i]);
     }
     free(all);
@@ -590,7 +599,7 @@ int api_job_cancel(struct api_req *r, struct api_resp *out)
     struct store_job j;
     if (load_job(r, out, &j) < 0)
         return 0;
-    refresh(r->st, &j);
+    api_job_refresh(r->st, &j);
     if (state_final(j.state)) {
         api_error(out, 400, "precondition: trainingJob %s is already %s", j.id, j.state);
         store_job_release(&j);
@@ -607,7 +616,7 @@ int api_job_cancel(struct api_req *r, struct api_resp *out)
     /* Slurm says CANCELLED within moments; the reply shows it when it has */
     for (int i = 0; i < 20 && !state_final(j.state); i++) {
         mtc_sleep_ms(100);
-        refresh(r->st, &j);
+        api_job_refresh(r->st, &j);
     }
     out->body = job_json(&j);
     store_job_release(&j);
@@ -630,7 +639,7 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     struct store_job j;
     if (load_job(r, out, &j) < 0)
         return 0;
-    refresh(r->st, &j);
+    api_job_refresh(r->st, &j);
     json_t *points = json_array(), *ckpts = json_array();
     char path[PATH_MAX + 32];
     const char *logdir = cget(j.config, "logDir");

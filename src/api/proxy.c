@@ -161,7 +161,7 @@ static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl
 /* The answer is mtcd's own google.rpc error (nothing came from a replica). */
 static void set_error(struct api_proxy *p, int http, const char *msg)
 {
-    struct api_resp out = {0, NULL};
+    struct api_resp out = {0};
     api_error(&out, http, "%s", msg);
     char *text = json_dumps(out.body, JSON_COMPACT);
     json_decref(out.body);
@@ -339,7 +339,7 @@ enum MHD_Result api_proxy_request(struct MHD_Connection *conn, struct api_req *r
 {
     struct api_proxy *p = *state;
     if (!p) {
-        struct api_resp out = {0, NULL};
+        struct api_resp out = {0};
         if (api_check_parent(r, &out) < 0)
             return reply_json_error(conn, &out);
         if (!mtc_name_valid(r->cap[2], 63)) {

@@ -659,6 +659,7 @@ static int h_token_revoke(struct api_req *r, struct api_resp *out)
 
 const struct api_route api_routes[] = {
     {"GET", "/healthz", ROLE_VIEWER, h_health, 0},
+    {"GET", "/metrics", ROLE_VIEWER, api_metrics, 0},
     {"POST", CLUSTERS, ROLE_EDITOR, h_create, 0},
     {"GET", CLUSTERS, ROLE_VIEWER, h_list, 0},
     {"GET", CLUSTERS "/*", ROLE_VIEWER, h_get, 0},

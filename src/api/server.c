@@ -70,6 +70,17 @@ static enum MHD_Result reply(struct MHD_Connection *conn, int status, json_t *bo
 
 static enum MHD_Result reply_resp(struct MHD_Connection *conn, struct api_resp *out)
 {
+    if (out->text) { /* /metrics */
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(out->text_len, out->text, MHD_RESPMEM_MUST_FREE);
+        out->text = NULL;
+        MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+        enum MHD_Result rc = MHD_queue_response(conn, (unsigned)out->status, resp);
+        MHD_destroy_response(resp);
+        json_decref(out->body);
+        out->body = NULL;
+        return rc;
+    }
     enum MHD_Result rc = reply(conn, out->status, out->body);
     json_decref(out->body);
     out->body = NULL;
@@ -78,7 +89,7 @@ static enum MHD_Result reply_resp(struct MHD_Connection *conn, struct api_resp *
 
 static enum MHD_Result reply_error(struct MHD_Connection *conn, int http, const char *msg)
 {
-    struct api_resp out = {0, NULL};
+    struct api_resp out = {0};
     api_error(&out, http, "%s", msg);
     return reply_resp(conn, &out);
 }
@@ -136,7 +147,7 @@ static enum MHD_Result begin(struct listener *l, struct MHD_Connection *conn, co
         return reply_error(conn, status,
                            status == 405 ? "method not allowed on this resource"
                                          : "no such resource");
-    struct api_resp out = {0, NULL};
+    struct api_resp out = {0};
     if (api_authorize(r, ctx->route, &out) < 0)
         return reply_resp(conn, &out);
     const char *cl =

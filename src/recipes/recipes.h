@@ -5,6 +5,7 @@
 #define MTC_RECIPES_H
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -236,5 +237,53 @@ void exp_print_status(FILE *f, const json_t *cfg, const char *state);
 
 /* Path of the run's log (<task dir>/<JOB_ID>.log) into buf. */
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
+
+/* ---- goodput and early problem detection (goodput.c) ---- */
+
+#define EXP_TRACK_RING 256 /* rows the detectors look back over */
+/* One run's progress, read incrementally: exp_track_init once, then
+ * exp_track_update (metrics.jsonl from the last offset; the log whole). */
+struct exp_track {
+    char metrics_path[PATH_MAX + 16], log_path[PATH_MAX + 16];
+    double tok_per_step;  /* train.global_batch × train.seq_length */
+    unsigned long ino;    /* metrics.jsonl's inode: a resume replaces the file */
+    long long off;        /* bytes of it read */
+    int64_t rows, step;   /* rows read, the highest step */
+    double loss, tokens_per_s, mfu; /* the last row's */
+    int64_t nonfinite;    /* rows whose loss was NaN/Inf */
+    double kept_s;        /* Σ tok_per_step / tokens_per_s: time of the kept steps */
+    size_t ring_n, ring_pos;
+    double ring_loss[EXP_TRACK_RING], ring_tps[EXP_TRACK_RING], ring_dt[EXP_TRACK_RING];
+    /* from the log: epoch seconds of the first start and of the end (0: running) */
+    double first_start, end, last_row;
+    int starts, restarts;
+    int64_t repeated, lost, seg_max;
+    unsigned long log_ino;
+    long long log_off;
+    double wall_s, goodput; /* goodput = kept_s / wall_s, the chaos benchmark's ETTR */
+};
+void exp_track_init(struct exp_track *t, const json_t *cfg);
+void exp_track_update(struct exp_track *t, double now);
+/* Add one metrics row (exp_track_update's reader, and tests). */
+void exp_track_row(struct exp_track *t, int64_t step, double loss, double tps, double mfu);
+
+/* Thresholds of early problem detection (a recipe's "monitor" section). */
+struct exp_monitor {
+    int window;           /* loss rows the spike's median/MAD look back over */
+    double spike_z;       /* robust z-score ((loss - median) / (1.4826 MAD)) above: a spike */
+    double drop_fraction; /* tokens/s below this fraction of the run's median: a drop */
+    double stall_factor;  /* no row for this many median step times: a stall */
+    int min_rows;         /* rows needed before spikes and drops are judged */
+};
+extern const struct exp_monitor exp_monitor_default;
+enum exp_alert { EXP_ALERT_NONFINITE = 1, EXP_ALERT_SPIKE = 2, EXP_ALERT_DROP = 4, EXP_ALERT_STALL = 8 };
+/* The alerts (EXP_ALERT_* bits) the newest row and now raise; msg: the first's text. */
+int exp_monitor_check(const struct exp_track *t, const struct exp_monitor *m, double now,
+                      char *msg, size_t len);
+/* The API's "progress" object (goodput, productiveSeconds, wallSeconds, step,
+ * restarts, stepsRepeated, stepsLost, loss, tokensPerSecond, mfu, alerts,
+ * alertMessage) and the status block's lines (none before the first start). */
+json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg);
+void exp_track_print(FILE *f, const struct exp_track *t, int alerts, const char *msg);
 
 #endif

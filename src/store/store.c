@@ -538,6 +538,45 @@ json_t *store_ops_pending(struct store *st)
     return ids;
 }
 
+/* --- tallies for /metrics ------------------------------------------------ */
+
+/* Rows of a GROUP BY query: arrays of its text columns and a final count. */
+static json_t *tally(struct store *st, const char *sql, int ncols)
+{
+    json_t *rows = json_array();
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st, sql, "");
+    while (s && sqlite3_step(s) == SQLITE_ROW) {
+        json_t *row = json_array();
+        for (int i = 0; i < ncols; i++) {
+            const unsigned char *t = sqlite3_column_text(s, i);
+            json_array_append_new(row, json_string(t ? (const char *)t : ""));
+        }
+        json_array_append_new(row, json_integer(sqlite3_column_int64(s, ncols)));
+        json_array_append_new(rows, row);
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rows;
+}
+
+json_t *store_remediation_tally(struct store *st)
+{
+    return tally(st,
+                 "SELECT cluster_id, action, count(*) FROM remediations"
+                 " GROUP BY cluster_id, action ORDER BY cluster_id, action",
+                 2);
+}
+
+json_t *store_op_tally(struct store *st)
+{
+    return tally(st,
+                 "SELECT kind, CASE WHEN done=0 THEN 'RUNNING' WHEN err_code<>0 THEN 'FAILED'"
+                 " ELSE 'SUCCEEDED' END AS outcome, count(*) FROM operations"
+                 " GROUP BY kind, outcome ORDER BY kind, outcome",
+                 2);
+}
+
 /* --- events -------------------------------------------------------------- */
 
 int store_event_add(struct store *st, const char *cluster_id, const char *type, const char *node,

@@ -312,4 +312,10 @@ struct store_job *store_job_list(struct store *st, const char *cluster_id, const
 int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
                         const char *state, int restart_count);
 
+/* Tallies for mtcd's /metrics: arrays of [cluster, action, count] (every
+ * remediation recorded) and [kind, RUNNING | SUCCEEDED | FAILED, count]
+ * (every operation). Caller json_decref's. */
+json_t *store_remediation_tally(struct store *st);
+json_t *store_op_tally(struct store *st);
+
 #endif

@@ -81,14 +81,24 @@ static int e_status(struct cli *c, int argc, char **argv)
     json_t *cfg = one(c, argc, argv, "mtc experiment status NAME|RUN_ID [--json]", NULL);
     if (!cfg)
         return 1;
-    char state[64];
+    char state[64], msg[256];
     exp_job_state(cfg, state, sizeof(state));
+    struct exp_track *t = malloc(sizeof(*t));
+    if (!t)
+        return json_decref(cfg), 1;
+    exp_track_init(t, cfg);
+    double now = (double)mtc_now_ms() / 1000.0;
+    exp_track_update(t, now);
+    int alerts = exp_monitor_check(t, &exp_monitor_default, now, msg, sizeof(msg));
     if (c->json) {
         json_object_set_new(cfg, "state", json_string(state));
+        json_object_set_new(cfg, "progress", exp_track_json(t, alerts, msg));
         cli_print_json(cfg);
     } else {
         exp_print_status(stdout, cfg, state);
+        exp_track_print(stdout, t, alerts, msg);
     }
+    free(t);
     json_decref(cfg);
     return 0;
 }

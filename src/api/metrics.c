@@ -1,0 +1,408 @@
+/* metrics: mtcd's Prometheus /metrics (text exposition format 0.0.4, names
+ * prefixed mtc_): clusters and nodes by state, health check results, node
+ * remediation, operations, API requests and their latency by route, and per
+ * running training run its step, loss, tokens/s, MFU, restarts, goodput and
+ * early-problem alerts. Runs are followed by exp_track (recipes/goodput.c),
+ * one per run kept here between scrapes, so a scrape reads only what the
+ * run's metrics.jsonl and log gained since the last. */
+#include "api/internal.h"
+#include "recipes/recipes.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- API requests: counts by route and status class, latency histogram ---- */
+
+static const double bucket_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
+#define NBUCKETS (sizeof(bucket_le) / sizeof(bucket_le[0]))
+#define MAX_ROUTES 128
+static struct route_stat {
+    unsigned long long code[6]; /* by status / 100 */
+    unsigned long long bucket[NBUCKETS + 1];
+    double sum;
+} route_stats[MAX_ROUTES];
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void api_metrics_observe(const struct api_route *route, int status, double seconds)
+{
+    size_t i = (size_t)(route - api_routes);
+    if (i >= api_nroutes || i >= MAX_ROUTES)
+        return;
+    pthread_mutex_lock(&stats_lock);
+    struct route_stat *s = &route_stats[i];
+    s->code[status / 100 < 6 && status >= 0 ? status / 100 : 5]++;
+    size_t b = 0;
+    while (b < NBUCKETS && seconds > bucket_le[b])
+        b++;
+    s->bucket[b]++;
+    s->sum += seconds;
+    pthread_mutex_unlock(&stats_lock);
+}
+
+/* ---- the text ---- */
+
+struct text {
+    char *buf;
+    size_t len, cap;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)n) * 2;
+        char *nb = realloc(t->buf, cap);
+        if (!nb)
+            return;
+        t->buf = nb, t->cap = cap;
+    }
+}
+
+/* A label value escaped as the format wants (\\, \", \n) into a static-size buffer. */
+static const char *esc(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (; s && *s && o + 3 < len; s++) {
+        if (*s == '\\' || *s == '"')
+            buf[o++] = '\\', buf[o++] = *s;
+        else if (*s == '\n')
+            buf[o++] = '\\', buf[o++] = 'n';
+        else
+            buf[o++] = *s;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static void head(struct text *t, const char *name, const char *type, const char *help)
+{
+    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A sample value: Prometheus spells the non-finite ones NaN, +Inf, -Inf. */
+static const char *num(double v, char *buf, size_t len)
+{
+    if (isnan(v))
+        return "NaN";
+    if (isinf(v))
+        return v > 0 ? "+Inf" : "-Inf";
+    snprintf(buf, len, "%.17g", v);
+    return buf;
+}
+
+/* ---- clusters, nodes, health, remediation, operations ---- */
+
+static const char *const cluster_states[] = {"PROVISIONING", "RUNNING", "UPDATING", "STOPPING",
+                                             "ERROR"};
+
+static void clusters(struct api_req *r, struct text *t)
+{
+    json_t *ids = store_cluster_ids(r->st);
+    size_t i;
+    json_t *id;
+    int count[5] = {0};
+    json_t *views = json_array();
+    json_array_foreach(ids, i, id)
+    {
+        struct store_cluster cl;
+        if (store_cluster_get(r->st, json_string_value(id), &cl) < 0)
+            continue;
+        for (int k = 0; k < 5; k++)
+            count[k] += strcmp(cl.state, cluster_states[k]) == 0;
+        json_array_append_new(views, json_pack("{s:s, s:o}", "id", cl.id, "view",
+                                                  api_cluster_json(r->st, r->ctl, &cl, 0)));
+        store_cluster_release(&cl);
+    }
+    json_decref(ids);
+    head(t, "mtc_clusters", "gauge", "Clusters by state.");
+    for (int k = 0; k < 5; k++)
+        put(t, "mtc_clusters{state=\"%s\"} %d\n", cluster_states[k], count[k]);
+
+    char c[64], n[160], p[160], s[64], k[160], st[32];
+    head(t, "mtc_nodes", "gauge", "Nodes by cluster, pool and state (1 per node).");
+    json_t *v;
+    json_array_foreach(views, i, v)
+    {
+        size_t j;
+        json_t *node;
+        esc(json_string_value(json_object_get(v, "id")), c, sizeof(c));
+        json_t *nodes = json_object_get(json_object_get(json_object_get(v, "view"), "clusterStatus"),
+                                        "nodesStatus");
+        json_array_foreach(nodes, j, node)
+        put(t, "mtc_nodes{cluster=\"%s\",node=\"%s\",pool=\"%s\",state=\"%s\"} 1\n",
+            c, esc(json_string_value(json_object_get(node, "instanceName")), n, sizeof(n)),
+            esc(json_string_value(json_object_get(node, "nodePoolId")), p, sizeof(p)),
+            esc(json_string_value(json_object_get(node, "nodeState")), s, sizeof(s)));
+    }
+    json_decref(views);
+
+    head(t, "mtc_health_check", "gauge",
+         "Latest health check results by cluster, node, check and status (1 per result).");
+    ids = store_cluster_ids(r->st);
+    json_t *rem = json_array();
+    json_array_foreach(ids, i, id)
+    {
+        int nh = 0;
+        struct store_health *h = store_health_list(r->st, json_string_value(id), &nh);
+        esc(json_string_value(id), c, sizeof(c));
+        for (int a = 0; a < nh; a++) {
+            size_t j;
+            json_t *res;
+            esc(h[a].node, n, sizeof(n));
+            json_array_foreach(h[a].results, j, res)
+            put(t, "mtc_health_check{cluster=\"%s\",node=\"%s\",check=\"%s\",status=\"%s\"} 1\n",
+                c, n, esc(json_string_value(json_object_get(res, "check")), k, sizeof(k)),
+                esc(json_string_value(json_object_get(res, "status")), st, sizeof(st)));
+            if (h[a].remediation[0])
+                json_array_append_new(rem, json_pack("[s,s,s]", json_string_value(id), h[a].node,
+                                                     h[a].remediation));
+        }
+        store_health_free(h, nh);
+    }
+    json_decref(ids);
+    head(t, "mtc_node_remediation", "gauge",
+         "Nodes with a remediation under way or failed, by state (PENDING, REMEDIATING, FAILED).");
+    json_t *row;
+    json_array_foreach(rem, i, row)
+    put(t, "mtc_node_remediation{cluster=\"%s\",node=\"%s\",state=\"%s\"} 1\n",
+        esc(json_string_value(json_array_get(row, 0)), c, sizeof(c)),
+        esc(json_string_value(json_array_get(row, 1)), n, sizeof(n)),
+        esc(json_string_value(json_array_get(row, 2)), s, sizeof(s)));
+    json_decref(rem);
+
+    head(t, "mtc_remediation_actions_total", "counter", "Remediation actions taken, by cluster and action.");
+    json_t *tal = store_remediation_tally(r->st);
+    json_array_foreach(tal, i, row)
+    put(t, "mtc_remediation_actions_total{cluster=\"%s\",action=\"%s\"} %lld\n",
+        esc(json_string_value(json_array_get(row, 0)), c, sizeof(c)),
+        esc(json_string_value(json_array_get(row, 1)), k, sizeof(k)),
+        (long long)json_integer_value(json_array_get(row, 2)));
+    json_decref(tal);
+    head(t, "mtc_operations", "gauge", "Operations by kind and outcome (RUNNING, SUCCEEDED, FAILED).");
+    tal = store_op_tally(r->st);
+    json_array_foreach(tal, i, row)
+    put(t, "mtc_operations{kind=\"%s\",outcome=\"%s\"} %lld\n",
+        esc(json_string_value(json_array_get(row, 0)), k, sizeof(k)),
+        esc(json_string_value(json_array_get(row, 1)), s, sizeof(s)),
+        (long long)json_integer_value(json_array_get(row, 2)));
+    json_decref(tal);
+}
+
+/* ---- training runs ---- */
+
+struct tracked {
+    char task_dir[PATH_MAX];
+    struct exp_track t;
+};
+static struct tracked *tracks;
+static size_t ntracks;
+static pthread_mutex_t tracks_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int api_metrics_track(const json_t *cfg, double now, struct exp_track *out)
+{
+    const char *td = json_string_value(json_object_get(cfg, "taskDir"));
+    if (!td)
+        return -1;
+    pthread_mutex_lock(&tracks_lock);
+    struct tracked *k = NULL;
+    for (size_t i = 0; i < ntracks && !k; i++)
+        if (strcmp(tracks[i].task_dir, td) == 0)
+            k = &tracks[i];
+    if (!k) {
+        struct tracked *nt = realloc(tracks, (ntracks + 1) * sizeof(*nt));
+        if (!nt) {
+            pthread_mutex_unlock(&tracks_lock);
+            return -1;
+        }
+        tracks = nt;
+        k = &tracks[ntracks++];
+        snprintf(k->task_dir, sizeof(k->task_dir), "%s", td);
+        exp_track_init(&k->t, cfg);
+    }
+    exp_track_update(&k->t, now);
+    *out = k->t;
+    pthread_mutex_unlock(&tracks_lock);
+    return 0;
+}
+
+static const struct {
+    const char *name, *type, *help;
+} run_metrics[] = {
+    {"mtc_experiment_step", "gauge", "The highest training step logged."},
+    {"mtc_experiment_loss", "gauge", "Training loss at the last logged step."},
+    {"mtc_experiment_tokens_per_second", "gauge", "Tokens per second at the last logged step."},
+    {"mtc_experiment_mfu", "gauge", "Model FLOPs utilization (0-1) at the last logged step."},
+    {"mtc_experiment_restarts", "gauge", "Times the job started again after its first start."},
+    {"mtc_experiment_goodput", "gauge",
+     "Time of the kept steps / wall time since the first start (the chaos benchmark's ETTR)."},
+    {"mtc_experiment_steps_repeated", "gauge", "Steps trained again after resuming (sampled)."},
+    {"mtc_experiment_steps_lost", "gauge", "Steps below the highest with no kept row."},
+    {"mtc_experiment_alert", "gauge",
+     "Early problem detection: 1 while the kind (nonfinite, loss_spike, throughput_drop, stall) holds."},
+};
+
+struct run_row {
+    char cluster[64], experiment[160], job[160];
+    struct exp_track t;
+    int alerts;
+};
+
+static void runs(struct api_req *r, struct text *t)
+{
+    double now = (double)mtc_now_ms() / 1000.0;
+    size_t nrows = 0, cap = 8;
+    struct run_row *rows = calloc(cap, sizeof(*rows));
+    json_t *seen = json_object();
+    json_t *ids = store_cluster_ids(r->st);
+    size_t i;
+    json_t *id;
+    json_array_foreach(ids, i, id)
+    {
+        int n = 0;
+        struct store_job *jobs = store_job_list(r->st, json_string_value(id), NULL, 0, 10000, &n);
+        for (int k = 0; k < n; k++) {
+            api_job_refresh(r->st, &jobs[k]);
+            const char *td = json_string_value(json_object_get(jobs[k].config, "taskDir"));
+            if (td && !exp_state_final(jobs[k].state) && strcmp(jobs[k].state, "PENDING") != 0 &&
+                rows && (nrows < cap || (rows = realloc(rows, (cap *= 2) * sizeof(*rows))))) {
+                struct run_row *w = &rows[nrows];
+                memset(w, 0, sizeof(*w));
+                if (api_metrics_track(jobs[k].config, now, &w->t) == 0) {
+                    snprintf(w->cluster, sizeof(w->cluster), "%s", jobs[k].cluster_id);
+                    snprintf(w->job, sizeof(w->job), "%s", jobs[k].id);
+                    const char *e = json_string_value(json_object_get(jobs[k].config, "experiment"));
+                    snprintf(w->experiment, sizeof(w->experiment), "%s", e ? e : jobs[k].id);
+                    json_object_set_new(seen, td, json_true());
+                    nrows++;
+                }
+            }
+            store_job_release(&jobs[k]);
+        }
+        free(jobs);
+    }
+    json_decref(ids);
+    /* runs started with `mtc run` under mtcd's home: those whose log has a
+     * start and no end after it */
+    mtc_error_t err = {""};
+    json_t *all = r->cfg->home ? exp_list(r->cfg->home, &err) : NULL;
+    json_t *cfg;
+    json_array_foreach(all, i, cfg)
+    {
+        const char *td = json_string_value(json_object_get(cfg, "taskDir"));
+        if (!td || json_object_get(seen, td) || !rows)
+            continue;
+        if (nrows == cap && !(rows = realloc(rows, (cap *= 2) * sizeof(*rows))))
+            break;
+        struct run_row *w = &rows[nrows];
+        memset(w, 0, sizeof(*w));
+        if (api_metrics_track(cfg, now, &w->t) < 0 || w->t.first_start == 0 || w->t.end > 0)
+            continue;
+        const char *e = json_string_value(json_object_get(cfg, "experiment"));
+        snprintf(w->experiment, sizeof(w->experiment), "%s", e ? e : "");
+        const char *run = json_string_value(json_object_get(cfg, "runId"));
+        snprintf(w->job, sizeof(w->job), "%s", run ? run : "");
+        nrows++;
+    }
+    json_decref(all);
+    json_decref(seen);
+    char msg[256];
+    for (size_t k = 0; k < nrows; k++)
+        rows[k].alerts = exp_monitor_check(&rows[k].t, &exp_monitor_default, now, msg, sizeof(msg));
+    static const char *const alert_kind[] = {"nonfinite", "loss_spike", "throughput_drop", "stall"};
+    char c[96], e[256], j[256], b[40];
+    for (size_t m = 0; m < sizeof(run_metrics) / sizeof(run_metrics[0]); m++) {
+        head(t, run_metrics[m].name, run_metrics[m].type, run_metrics[m].help);
+        for (size_t k = 0; k < nrows; k++) {
+            const struct exp_track *x = &rows[k].t;
+            esc(rows[k].cluster, c, sizeof(c));
+            esc(rows[k].experiment, e, sizeof(e));
+            esc(rows[k].job, j, sizeof(j));
+            if (m == 8) {
+                for (int a = 0; a < 4; a++)
+                    put(t, "%s{cluster=\"%s\",experiment=\"%s\",training_job=\"%s\",kind=\"%s\"} %d\n",
+                        run_metrics[m].name, c, e, j, alert_kind[a], (rows[k].alerts >> a) & 1);
+                continue;
+            }
+            double v = m == 0   ? (double)x->step
+                       : m == 1 ? (x->rows ? x->loss : NAN)
+                       : m == 2 ? x->tokens_per_s
+                       : m == 3 ? x->mfu
+                       : m == 4 ? x->restarts
+                       : m == 5 ? x->goodput
+                       : m == 6 ? (double)x->repeated
+                                : (double)x->lost;
+            put(t, "%s{cluster=\"%s\",experiment=\"%s\",training_job=\"%s\"} %s\n", run_metrics[m].name, c,
+                e, j, num(v, b, sizeof(b)));
+        }
+    }
+    free(rows);
+}
+
+static void requests(struct text *t)
+{
+    struct route_stat snap[MAX_ROUTES];
+    pthread_mutex_lock(&stats_lock);
+    memcpy(snap, route_stats, sizeof(snap));
+    pthread_mutex_unlock(&stats_lock);
+    char rt[320];
+    head(t, "mtc_api_requests_total", "counter", "API requests answered by a handler, by route and status class.");
+    for (size_t i = 0; i < api_nroutes && i < MAX_ROUTES; i++) {
+        snprintf(rt, sizeof(rt), "%s %s", api_routes[i].method, api_routes[i].pattern);
+        for (int k = 1; k < 6; k++)
+            if (snap[i].code[k])
+                put(t, "mtc_api_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n", rt, k,
+                    snap[i].code[k]);
+    }
+    head(t, "mtc_api_request_duration_seconds", "histogram", "API request latency by route.");
+    char b[40];
+    for (size_t i = 0; i < api_nroutes && i < MAX_ROUTES; i++) {
+        unsigned long long cum = 0;
+        for (size_t k = 0; k <= NBUCKETS; k++)
+            cum += snap[i].bucket[k];
+        if (!cum)
+            continue;
+        snprintf(rt, sizeof(rt), "%s %s", api_routes[i].method, api_routes[i].pattern);
+        cum = 0;
+        for (size_t k = 0; k < NBUCKETS; k++) {
+            cum += snap[i].bucket[k];
+            put(t, "mtc_api_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", rt,
+                bucket_le[k], cum);
+        }
+        cum += snap[i].bucket[NBUCKETS];
+        put(t, "mtc_api_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n", rt, cum);
+        put(t, "mtc_api_request_duration_seconds_sum{route=\"%s\"} %s\n", rt,
+            num(snap[i].sum, b, sizeof(b)));
+        put(t, "mtc_api_request_duration_seconds_count{route=\"%s\"} %llu\n", rt, cum);
+    }
+}
+
+int api_metrics(struct api_req *r, struct api_resp *out)
+{
+    struct text t = {0};
+    t.cap = 16384;
+    t.buf = malloc(t.cap);
+    if (!t.buf)
+        return api_error(out, 500, "out of memory");
+    t.buf[0] = '\0';
+    clusters(r, &t);
+    runs(r, &t);
+    requests(&t);
+    out->text = t.buf;
+    out->text_len = t.len;
+    return 0;
+}

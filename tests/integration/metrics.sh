@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# metrics: mtcd's /metrics scraped by the real Prometheus server (Debian's
+# prometheus, temp config and storage on loopback, recorded pid): PromQL says
+# how many nodes are RUNNING and the current step of a running trainingJob;
+# /metrics needs a token over TCP (none: 401) and a viewer's is enough; the
+# job's progress (goodput) equals the chaos benchmark's ETTR formula computed
+# here from the same run's log and metrics.jsonl; `mtc experiment status`
+# prints it.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/run_setup.inc"
+D=$T_DIR
+command -v prometheus >/dev/null || { echo "1..0 # SKIP prometheus not installed (scripts/setup installs it)"; exit 0; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PORT=$(free_port)
+start_mtcd() { # run_cluster's, on loopback TCP too
+    mtcd --home "$MTC_HOME" --daemon --supervise-ms 500 --listen 127.0.0.1:$PORT || return 1
+    MTCD_PID=$(cat "$MTC_HOME/mtcd.pid")
+    track_pid "$MTCD_PID"
+}
+check "local 2-node cluster up" run_cluster mt
+check "tiny corpus tokenized" run_corpus "$D/data"
+field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
+
+run_recipe "$D/r.json" 4000 500
+api POST "$CLUSTERS/mt/trainingJobs?trainingJobId=long" \
+    "$(python3 -c "import json,sys; print(json.dumps({'recipe': json.load(open('$D/r.json')), 'dataDir': '$D/data', 'experiment_name': 'metricsjob', 'nodeCount': 1}))")"
+check "a long trainingJob is created" test "$HTTP_STATUS" = 200
+TD=$(field '["taskDir"]' <<<"$BODY")
+JOB=$(field '["slurmJobId"]' <<<"$BODY")
+
+URL=http://127.0.0.1:$PORT/metrics
+check "no token over TCP: 401" test "$(curl -s -o /dev/null -w '%{http_code}' "$URL")" = 401
+VIEWER=$(mtc token create --name mt-viewer --role viewer | head -1)
+printf '%s' "$VIEWER" >"$D/token"
+code=$(curl -s -o "$D/m.txt" -w '%{http_code}' -H "Authorization: Bearer $VIEWER" "$URL")
+check "a viewer's token may scrape: 200" test "$code" = 200
+check "text exposition: nodes, clusters, requests by route" bash -c "
+grep -q '^mtc_clusters{state=\"RUNNING\"} 1$' '$D/m.txt' &&
+grep -q '^mtc_nodes{cluster=\"mt\",node=\"[^\"]*\",pool=\"[^\"]*\",state=\"RUNNING\"} 1$' '$D/m.txt' &&
+grep -q '^mtc_api_request_duration_seconds_bucket{route=\"POST .*trainingJobs\",le=\"+Inf\"} 1$' '$D/m.txt' &&
+grep -q '^# TYPE mtc_api_request_duration_seconds histogram$' '$D/m.txt'"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $VIEWER" "$URL")
+check "POST /metrics: 405" test "$code" = 405
+
+# --- the real Prometheus scrapes it ------------------------------------------
+PPORT=$(free_port)
+cat >"$D/prometheus.yml" <<YML
+global: {scrape_interval: 1s, scrape_timeout: 1s}
+scrape_configs:
+  - job_name: mtcd
+    authorization: {credentials_file: $D/token}
+    static_configs: [{targets: ['127.0.0.1:$PORT']}]
+YML
+prometheus --config.file="$D/prometheus.yml" --storage.tsdb.path="$D/prom" \
+    --web.listen-address=127.0.0.1:$PPORT >"$D/prometheus.log" 2>&1 &
+track_pid $!
+promql() { # $1 query → the first sample's value, or nothing
+    curl -s --get --data-urlencode "query=$1" "http://127.0.0.1:$PPORT/api/v1/query" |
+        python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null
+}
+running_nodes() { [ "$(promql 'count(mtc_nodes{cluster="mt",state="RUNNING"})')" = 3 ]; }
+check "PromQL: 3 nodes RUNNING (2 compute, 1 login)" wait_for 60 running_nodes
+step_seen() { S=$(promql 'mtc_experiment_step{cluster="mt",training_job="long"}'); [ -n "$S" ] && [ "$S" -gt 0 ]; }
+check "PromQL: the running job's current step (> 0)" wait_for 120 step_seen
+[ -n "${S:-}" ] || { diag "up: $(promql 'up')"; curl -s -H "Authorization: Bearer $VIEWER" "$URL" | grep -E '^mtc_(experiment_step|nodes)' | sed 's/^/# /'; }
+LAST=$(tail -1 "$TD/logs/metrics.jsonl" 2>/dev/null | field '["step"]')
+check "that step is the run's (PromQL $S, metrics.jsonl now $LAST)" test "${S:-0}" -le "${LAST:-0}" -a "${S:-0}" -gt 0
+G=$(promql 'mtc_experiment_goodput{training_job="long"}')
+check "PromQL: goodput in (0, 1] ($G)" python3 -c "assert 0 < float('$G') <= 1"
+check "alerts are exported, none raised on a healthy run" test "$(promql 'sum(mtc_experiment_alert{training_job="long"})')" = 0
+
+# --- goodput = the chaos benchmark's ETTR for the same run -------------------
+sleep 2
+api GET "$CLUSTERS/mt/trainingJobs/long"
+echo "$BODY" >"$D/job.json"
+check "goodput equals the chaos formula (kept = sum 8*64/tokens_per_s; wall from the log's first start)" \
+    python3 - "$D/job.json" "$TD/$JOB.log" "$TD/logs/metrics.jsonl" <<'PY'
+import json, re, sys, datetime
+p = json.load(open(sys.argv[1]))["progress"]
+text = open(sys.argv[2]).read()
+start = re.search(r"^mtc: job \d+ start (\S+)", text, re.M).group(1)
+t0 = datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+rows = [json.loads(l) for l in open(sys.argv[3]) if l.endswith("\n")]
+rows = [r for r in rows if r["step"] <= p["step"]]
+kept = sum(8 * 64 / r["tokens_per_s"] for r in rows if r.get("tokens_per_s"))
+assert abs(kept - p["productiveSeconds"]) < 1e-6 * max(1, kept), (kept, p)
+assert abs(p["goodput"] - min(1, kept / p["wallSeconds"])) < 1e-9, p
+# the wall time is from the first start to the moment the resource was made
+assert p["wallSeconds"] > 0 and p["restarts"] == 0 and p["stepsLost"] == 0, p
+PY
+mtc experiment status metricsjob >"$D/status.out"
+check "mtc experiment status prints goodput and the step" grep -qE '^- Goodput: [0-9.]+% \(productive' "$D/status.out"
+api POST "$CLUSTERS/mt/trainingJobs/long:cancel"
+done_testing
