@@ -7,7 +7,8 @@
 # at most 4 actions an hour (an ECC fault takes 3: reboot, reimage, replace),
 # so much higher rates end with every node in ERROR, as policy says. Reports the
 # effective training time ratio (time of the steps that were kept ÷ wall time
-# from the job's first start to its end, sampled at 0.1 s), the same ratio of
+# from the job's first start to its end, as `mtc experiment status` computes
+# it: src/recipes/goodput.c), the same ratio of
 # an undisturbed run of the same recipe in the same session, steps lost and
 # repeated, and whether the final parameters (params.bin of the last
 # checkpoint) are bitwise equal to the undisturbed run's.
@@ -68,9 +69,17 @@ print(f"{wall:.2f} {kept:.2f} {repeated} {lost} {int(ok)} {resumes_seen}")
 PY
 }
 
+# wall and kept time of experiment $1 as mtc computes goodput (src/recipes/goodput.c,
+# docs/observability.md): the same formula, from the run's log and metrics.jsonl
+goodput() {
+    mtc experiment status "$1" --json |
+        python3 -c 'import json,sys; p=json.load(sys.stdin)["progress"]; print(p["wallSeconds"], p["productiveSeconds"])'
+}
+
 # reference: undisturbed
 fault_submit ref >/dev/null || { echo "submit failed" >&3; exit 1; }
 read -r W0 K0 _ _ OK0 _ <<<"$(follow)"
+read -r W0 K0 <<<"$(goodput ref)"
 REF_PARAMS=$CK/step_$(printf %08d "$STEPS")/params.bin
 
 # chaos
@@ -95,6 +104,7 @@ fault_submit chaos >/dev/null || { echo "submit failed" >&3; exit 1; }
 INJ=$!
 track_pid $INJ
 read -r W1 K1 REP LOST OK1 RES <<<"$(follow)"
+read -r W1 K1 <<<"$(goodput chaos)"
 kill $INJ 2>/dev/null
 NF=$(wc -l <"$T_DIR/faults.log" 2>/dev/null || echo 0)
 NJ=$(grep -c "job node" "$T_DIR/faults.log" 2>/dev/null || echo 0)

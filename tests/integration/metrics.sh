@@ -90,5 +90,7 @@ assert p["wallSeconds"] > 0 and p["restarts"] == 0 and p["stepsLost"] == 0, p
 PY
 mtc experiment status metricsjob >"$D/status.out"
 check "mtc experiment status prints goodput and the step" grep -qE '^- Goodput: [0-9.]+% \(productive' "$D/status.out"
+check "--json: the same progress object (bench/chaos.sh reads it)" bash -c \
+    "mtc experiment status metricsjob --json | python3 -c 'import json,sys; p=json.load(sys.stdin)[\"progress\"]; assert p[\"wallSeconds\"] > 0 and p[\"productiveSeconds\"] > 0 and 0 < p[\"goodput\"] <= 1, p'"
 api POST "$CLUSTERS/mt/trainingJobs/long:cancel"
 done_testing

@@ -1,6 +1,7 @@
-/* cpu norms: LayerNorm (GPT-2), RMSNorm (Llama; Gemma's (1 + w) form and its per-head QK-norm),
- * forward and backward. Row passes are parallel over rows; weight gradients are parallel
- * over column blocks (the QK-norm's: one serial pass) so their summation order does not depend on the thread count. */
+/* cpu norms: LayerNorm (GPT-2), RMSNorm (Llama; Gemma's (1 + w) form and its per-head
+ * QK-norm), forward and backward. Row passes are parallel over rows; weight gradients are
+ * parallel over column blocks (the QK-norm's: one serial pass), so their summation order
+ * does not depend on the thread count. */
 #include <math.h>
 #include <string.h>
 

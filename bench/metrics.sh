@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# mtcd's /metrics scrape time with 16 nodes and 4 running training jobs
+# (local provider, CPU-only nodes; tiny recipe runs that log every step)
+# against a /healthz request of the same mtcd in the same run: median and p90
+# of BENCH_N (100) requests each over the unix socket (curl's time_total),
+# and the ratio. Also the size of a scrape.
+. "$(dirname "$0")/lib.inc"
+N=${BENCH_N:-100}
+cleanup() {
+    [ -n "${SLURM_CONF:-}" ] && scancel --user="$(id -un)" >/dev/null 2>&1
+    [ -S "$MTC_HOME/mtcd.sock" ] && mtc cluster delete bm >/dev/null 2>&1
+    bench_stop_pids
+    [ -n "${KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
+}
+trap cleanup EXIT
+bench_start_mtcd || exit 1
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); p=s["nodePools"][0]; p["scalingSpec"]={"minNodeCount":16,"maxNodeCount":16}; print(json.dumps(s))' \
+    "$ROOT/examples/local-cpu.json" >"$W/spec.json"
+mtc cluster create -f "$W/spec.json" --id bm >/dev/null 2>&1 || { echo "cluster create failed"; exit 1; }
+eval "$(mtc env bm)"
+mkdir -p "$W/data/tiny"
+mtc-train data generate --name tiny-corpus --output "$W/corpus.txt" >/dev/null 2>&1 &&
+    mtc-train tokenizer train --vocab-size 320 --input "$W/corpus.txt" \
+        --output "$W/data/tiny/tokenizer.json" >/dev/null 2>&1 &&
+    mtc-train prepare --tokenizer "$W/data/tiny/tokenizer.json" --input "$W/corpus.txt" \
+        --output "$W/data/tiny" --val-fraction 0.05 >/dev/null 2>&1 ||
+    { echo "corpus preparation failed"; exit 1; }
+C=/v1beta1/projects/local/locations/local/modelDevelopmentClusters/bm/trainingJobs
+for i in 1 2 3 4; do
+    python3 - "$W" $i >"$W/job$i.json" <<'PY'
+import json, sys
+w, i = sys.argv[1], sys.argv[2]
+r = {"task": "pretrain",
+     "model": {"preset": "tiny-gpt2", "config": {"vocab_size": 320, "n_layer": 2, "d_model": 64,
+               "n_head": 4, "d_ff": 256, "max_seq": 64}},
+     "data": {"path": "tiny", "tokenizer": "tiny/tokenizer.json"},
+     "train": {"steps": 1000000, "global_batch": 8, "seq_length": 64, "lr": 3e-3},
+     "resources": {"nodes": 1, "time": "00:30:00"},
+     "cluster_types": {"local": {"micro_batch": 4}}}
+print(json.dumps({"recipe": r, "dataDir": w + "/data", "experiment_name": "bench" + i, "nodeCount": 1}))
+PY
+    curl -s --unix-socket "$MTC_HOME/mtcd.sock" -X POST -H 'Content-Type: application/json' \
+        --data-binary "@$W/job$i.json" "http://localhost$C?trainingJobId=job$i" >/dev/null
+done
+scrape() { curl -s --unix-socket "$MTC_HOME/mtcd.sock" http://localhost/metrics; }
+end=$((SECONDS + 300))
+until [ "$(scrape | grep -cE '^mtc_experiment_step\{.*\} [1-9]')" -ge 4 ] || [ $SECONDS -ge $end ]; do sleep 1; done
+running=$(scrape | grep -cE '^mtc_experiment_step\{.*\} [1-9]')
+nodes=$(scrape | grep -c '^mtc_nodes{cluster="bm"')
+[ "$running" -ge 4 ] || { echo "only $running of 4 jobs running after 300 s"; exit 1; }
+times() { # $1 path → N time_total values
+    for _ in $(seq "$N"); do
+        curl -s -o /dev/null -w '%{time_total}\n' --unix-socket "$MTC_HOME/mtcd.sock" "http://localhost$1"
+    done
+}
+times /healthz >"$W/healthz.t"
+times /metrics >"$W/metrics.t"
+bytes=$(scrape | wc -c)
+python3 - "$W/healthz.t" "$W/metrics.t" "$nodes" "$running" "$bytes" "$N" <<'PY'
+import statistics, sys
+h = sorted(map(float, open(sys.argv[1]))); m = sorted(map(float, open(sys.argv[2])))
+p90 = lambda v: v[int(0.9 * (len(v) - 1))]
+print(f"/metrics with {sys.argv[3]} nodes and {sys.argv[4]} running jobs ({sys.argv[5]} bytes), {sys.argv[6]} requests each, unix socket:")
+print(f"  /healthz  median {1e3*statistics.median(h):.2f} ms  p90 {1e3*p90(h):.2f} ms")
+print(f"  /metrics  median {1e3*statistics.median(m):.2f} ms  p90 {1e3*p90(m):.2f} ms")
+print(f"  ratio /metrics / /healthz (median): {statistics.median(m)/statistics.median(h):.1f}x")
+PY
