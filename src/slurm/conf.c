@@ -84,7 +84,52 @@ static void node_line(FILE *f, const struct slurm_layout *l, const struct slurm_
         if (!mine)
             put_kv(f, k, json_string_value(v));
     }
+    if (n->cloud)
+        fprintf(f, " State=CLOUD");
     fprintf(f, "\n");
+}
+
+/* Power saving (elastic pools): Slurm suspends idle cloud nodes after
+ * SuspendTime and resumes them for jobs through mtc's programs; the static
+ * nodes are excluded by name. Nothing when no node is a cloud node. */
+static int put_power(FILE *f, const struct slurm_layout *l, mtc_error_t *err)
+{
+    int any = 0;
+    for (size_t i = 0; i < l->nnodes; i++)
+        any |= l->nodes[i].cloud;
+    if (!any)
+        return 0;
+    const struct slurm_power *pw = &l->power;
+    if (!pw->suspend_program || !pw->resume_program)
+        return errprintf(err, "cloud nodes need a SuspendProgram and a ResumeProgram"), -1;
+    if (pw->suspend_time < -1)
+        return errprintf(err, "SuspendTime %d: must be -1 (never) or >= 0", pw->suspend_time), -1;
+    fprintf(f, "\n# power saving: elastic nodes (State=CLOUD)\n");
+    const struct {
+        const char *k, *v;
+    } progs[] = {{"SuspendProgram", pw->suspend_program},
+                 {"ResumeProgram", pw->resume_program},
+                 {"ResumeFailProgram", pw->resume_fail_program}};
+    for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
+        if (progs[i].v)
+            fprintf(f, strpbrk(progs[i].v, " \t") ? "%s=\"%s\"\n" : "%s=%s\n", progs[i].k,
+                    progs[i].v);
+    fprintf(f, "SuspendTime=%d\nResumeTimeout=%d\nSuspendTimeout=%d\n", pw->suspend_time,
+            pw->resume_timeout > 0 ? pw->resume_timeout : SLURM_RESUME_TIMEOUT,
+            pw->suspend_timeout > 0 ? pw->suspend_timeout : SLURM_SUSPEND_TIMEOUT);
+    /* a node that failed to resume becomes idle~ again once suspended (the
+     * last SlurmctldParameters line wins: on hosts it keeps configless) */
+    fprintf(f, "SlurmctldParameters=%sidle_on_node_suspend\n", l->uid ? "enable_configless," : "");
+    int first = 1;
+    for (size_t i = 0; i < l->nnodes; i++) {
+        if (l->nodes[i].cloud)
+            continue;
+        fprintf(f, "%s%s", first ? "SuspendExcNodes=" : ",", l->nodes[i].name);
+        first = 0;
+    }
+    if (!first)
+        fprintf(f, "\n");
+    return 0;
 }
 
 static int pool_in(const json_t *ids, const char *pool)
@@ -260,6 +305,11 @@ char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_er
         fprintf(f,
                 "NodeName=%s-none NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=1 State=FUTURE\n",
                 l->cluster, l->hostname, l->slurmd_port);
+    if (put_power(f, l, err) < 0) {
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
     fprintf(f, "\n# partitions\n");
     put_partitions(f, spec, l);
     return text_close(f, &buf, "slurm.conf", err);

@@ -22,6 +22,23 @@ struct slurm_node {
      * local layout uses the layout's hostname and 127.0.0.1 */
     char hostname[256];
     char addr[256];
+    /* 1: an elastic node (a pool's min..max-1): State=CLOUD, powered down
+     * until Slurm's power saving resumes it through slurm_layout.power */
+    int cloud;
+};
+
+/* Power saving defaults (seconds) when slurm_power leaves them 0. */
+#define SLURM_RESUME_TIMEOUT 300
+#define SLURM_SUSPEND_TIMEOUT 60
+
+/* Slurm power saving for a layout with cloud nodes (docs/clusters.md). */
+struct slurm_power {
+    const char *suspend_program; /* SuspendProgram=: stops the named nodes */
+    const char *resume_program;  /* ResumeProgram=: starts them */
+    const char *resume_fail_program; /* ResumeFailProgram= (NULL: none) */
+    int suspend_time;   /* SuspendTime= seconds idle before suspend; -1 never */
+    int resume_timeout; /* ResumeTimeout= seconds; 0: mtc's default */
+    int suspend_timeout; /* SuspendTimeout= seconds; 0: mtc's default */
 };
 
 /* Where and how a cluster's daemons live. All paths absolute. */
@@ -46,6 +63,8 @@ struct slurm_layout {
     /* The container plugin (spank_mtc.so) as slurmd, slurmstepd and srun find
      * it: PlugStackConfig=<etc>/plugstack.conf loads it. NULL: no plugin. */
     const char *spank;
+    /* Used when a node has .cloud set: the programs must be set then. */
+    struct slurm_power power;
 };
 /* The directories of a cluster on hosts, on every host (printf formats of the uid). */
 #define SLURM_HOST_RUN "/run/mtc/%s"     /* runtime: sockets, pid files, TmpFS */

@@ -259,6 +259,78 @@ int main(void)
     free(gres);
     json_decref(s3);
 
+    /* power saving: cloud nodes get State=CLOUD, the static ones SuspendExcNodes */
+    {
+        json_t *s4 = spec_of(
+            "{\"nodePools\":[{\"id\":\"c\",\"machineSpec\":{\"machineType\":\"local\"},"
+            "\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":3}}]}");
+        struct slurm_node el[3] = {
+            {.name = "e1-c-0", .pool = "c", .port = 23001, .cpus = 1, .memory_mb = 100},
+            {.name = "e1-c-1", .pool = "c", .port = 23002, .cpus = 1, .memory_mb = 100, .cloud = 1},
+            {.name = "e1-c-2", .pool = "c", .port = 23003, .cpus = 1, .memory_mb = 100, .cloud = 1},
+        };
+        struct slurm_layout le = {.cluster = "e1",
+                                  .dir = "/tmp/mtc-e1",
+                                  .hostname = "h",
+                                  .ctld_port = 23000,
+                                  .slurmd_port = 23001,
+                                  .nodes = el,
+                                  .nnodes = 3};
+        char *c4 = slurm_conf_render(s4, &le, &err);
+        CHECK(c4 == NULL && strstr(err.text, "SuspendProgram"),
+              "cloud nodes without power programs are refused (%s)", err.text);
+        free(c4);
+        le.power = (struct slurm_power){.suspend_program = "/tmp/mtc-e1/etc/suspend.sh",
+                                        .resume_program = "/tmp/mtc-e1/etc/resume.sh",
+                                        .resume_fail_program = "/tmp/mtc-e1/etc/resume-fail.sh",
+                                        .suspend_time = 30};
+        c4 = slurm_conf_render(s4, &le, &err);
+        CHECK(c4 != NULL, "power-saving slurm.conf rendered (%s)", err.text);
+        CHECK(c4 && has_line(c4, "NodeName=e1-c-0 NodeHostname=h NodeAddr=127.0.0.1 Port=23001 "
+                                 "CPUs=1 RealMemory=100"),
+              "a static node has no State=");
+        CHECK(c4 && has_line(c4, "NodeName=e1-c-2 NodeHostname=h NodeAddr=127.0.0.1 Port=23003 "
+                                 "CPUs=1 RealMemory=100 State=CLOUD"),
+              "an elastic node is State=CLOUD");
+        CHECK(c4 && has_line(c4, "SuspendProgram=/tmp/mtc-e1/etc/suspend.sh") &&
+                  has_line(c4, "ResumeProgram=/tmp/mtc-e1/etc/resume.sh") &&
+                  has_line(c4, "ResumeFailProgram=/tmp/mtc-e1/etc/resume-fail.sh"),
+              "the power programs");
+        CHECK(c4 && has_line(c4, "SuspendTime=30") && has_line(c4, "ResumeTimeout=300") &&
+                  has_line(c4, "SuspendTimeout=60"),
+              "SuspendTime from the layout, default timeouts");
+        CHECK(c4 && has_line(c4, "SuspendExcNodes=e1-c-0"), "static nodes never suspended");
+        CHECK(c4 && has_line(c4, "PartitionName=c Nodes=e1-c-0,e1-c-1,e1-c-2 Default=YES State=UP"),
+              "cloud nodes are in their partition");
+        char p4[] = "/tmp/mtc-powerconf.XXXXXX";
+        int fd4 = mkstemp(p4);
+        if (fd4 >= 0)
+            close(fd4);
+        mtc_error_t e4 = {{0}};
+        CHECK(c4 && slurm_conf_check(c4, p4, &e4) == 0, "Slurm parses the power-saving slurm.conf (%s)",
+              e4.text);
+        unlink(p4);
+        free(c4);
+        le.power.suspend_time = -1;
+        le.power.resume_timeout = 20;
+        c4 = slurm_conf_render(s4, &le, &err);
+        CHECK(c4 && has_line(c4, "SuspendTime=-1") && has_line(c4, "ResumeTimeout=20"),
+              "SuspendTime -1 (never) and an own ResumeTimeout");
+        free(c4);
+        le.power.suspend_time = -2;
+        c4 = slurm_conf_render(s4, &le, &err);
+        CHECK(c4 == NULL && strstr(err.text, "SuspendTime -2"), "SuspendTime below -1 refused (%s)",
+              err.text);
+        free(c4);
+        for (int k = 0; k < 3; k++)
+            el[k].cloud = 0;
+        c4 = slurm_conf_render(s4, &le, &err);
+        CHECK(c4 && !strstr(c4, "Suspend") && !strstr(c4, "CLOUD"),
+              "no cloud node: no power saving at all");
+        free(c4);
+        json_decref(s4);
+    }
+
     /* the prolog wrapper runs the hook, then the scripts in order, and stops at a failure */
     char dir[] = "/tmp/mtc-scripts.XXXXXX", cmd[512], hook[256], path[300];
     CHECK(mkdtemp(dir) != NULL, "temp dir");
