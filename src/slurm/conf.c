@@ -104,7 +104,7 @@ static int put_power(FILE *f, const struct slurm_layout *l, mtc_error_t *err)
         return errprintf(err, "cloud nodes need a SuspendProgram and a ResumeProgram"), -1;
     if (pw->suspend_time < -1)
         return errprintf(err, "SuspendTime %d: must be -1 (never) or >= 0", pw->suspend_time), -1;
-    fprintf(f, "\n# power saving: elastic nodes (State=CLOUD)\n");
+    fprintf(f, "\n# power saving: the elastic (cloud) nodes\n");
     const struct {
         const char *k, *v;
     } progs[] = {{"SuspendProgram", pw->suspend_program},
@@ -120,6 +120,8 @@ static int put_power(FILE *f, const struct slurm_layout *l, mtc_error_t *err)
     /* a node that failed to resume becomes idle~ again once suspended (the
      * last SlurmctldParameters line wins: on hosts it keeps configless) */
     fprintf(f, "SlurmctldParameters=%sidle_on_node_suspend\n", l->uid ? "enable_configless," : "");
+    /* sinfo and scontrol hide powered-down cloud nodes without it */
+    fprintf(f, "PrivateData=cloud\n");
     int first = 1;
     for (size_t i = 0; i < l->nnodes; i++) {
         if (l->nodes[i].cloud)

@@ -300,6 +300,7 @@ int main(void)
                   has_line(c4, "SuspendTimeout=60"),
               "SuspendTime from the layout, default timeouts");
         CHECK(c4 && has_line(c4, "SuspendExcNodes=e1-c-0"), "static nodes never suspended");
+        CHECK(c4 && has_line(c4, "PrivateData=cloud"), "powered-down nodes visible in sinfo");
         CHECK(c4 && has_line(c4, "PartitionName=c Nodes=e1-c-0,e1-c-1,e1-c-2 Default=YES State=UP"),
               "cloud nodes are in their partition");
         char p4[] = "/tmp/mtc-powerconf.XXXXXX";
