@@ -44,7 +44,7 @@ async function waitOp(op) {
   if (op && op.error) throw new Error(op.error.message);
   return op;
 }
-function show(...nodes) { const v = document.getElementById("view"); v.replaceChildren(...nodes); }
+function show(...nodes) { document.getElementById("view").replaceChildren(...nodes.filter((x) => x)); }
 function every(ms, fn) { fn(); timers.push(setInterval(fn, ms)); }
 
 // --- clusters ---------------------------------------------------------------
@@ -224,7 +224,7 @@ async function runView(cluster, job) {
     const alert = pr.alertMessage ? el("p", { class: "error", id: "run-alert" }, pr.alertMessage) : null;
     status.replaceChildren(el("p", {}, "State: ", el("span", { id: "run-state", class: "state-" + j.state }, j.state),
       " · restarts ", el("span", { id: "run-restarts" }, String(j.restartCount || 0)),
-      " · Slurm job ", j.slurmJobId || "-", " · ", j.experimentName || "", goodput), alert);
+      " · Slurm job ", j.slurmJobId || "-", " · ", j.experimentName || "", goodput), ...(alert ? [alert] : []));
     for (const p of m.points || []) {
       after = Math.max(after, p.step);
       for (const [key] of SERIES) if (typeof p[key] === "number") charts[key].data.datasets[0].data.push({ x: p.step, y: p[key] });

@@ -38,6 +38,12 @@ char *tok_decode(const struct tok *t, const int32_t *ids, size_t n);
  * last): read tok_vocab_size of the result. 0, or -1 with err. */
 int tok_train(const char *corpus, size_t len, int vocab_size, const char *out_json,
               mtc_error_t *err);
+/* Train a SentencePiece-style BPE tokenizer (Gemma's tokenizer.json layout: <pad> <eos> <bos>
+ * <unk> <start_of_turn> <end_of_turn> = 0..5, <0x00>..<0xFF> byte fallback = 6..261, then the
+ * corpus's most frequent characters, then merges; spaces normalized to "▁", words start at a
+ * "▁", byte tokens never merged) with at most vocab_size ids. Deterministic. 0, or -1 + err. */
+int tok_train_spm(const char *corpus, size_t len, int vocab_size, const char *out_json,
+                  mtc_error_t *err);
 
 /* ---- token shards (shard.c) ----
  * Our format: 1024-byte header of 256 little-endian uint32: [0]=SHARD_MAGIC, [1]=SHARD_VERSION,

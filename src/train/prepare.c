@@ -64,12 +64,26 @@ static char *read_input(const char *path, size_t *len)
 
 static int cmd_train(int argc, char **argv)
 {
-    const char *vs = NULL, *in = NULL, *out = NULL;
-    const struct opt o[] = {{"vocab-size", &vs}, {"input", &in}, {"output", &out}, {NULL, NULL}};
+    const char *vs = NULL, *in = NULL, *out = NULL, *kind = "byte-level-bpe";
+    const struct opt o[] = {{"vocab-size", &vs}, {"input", &in}, {"output", &out}, {"kind", &kind},
+                            {NULL, NULL}};
     if (parse_opts(argc, argv, 2, o, "tokenizer train") < 0)
         return 2;
     if (!vs || !in || !out) {
-        fprintf(stderr, "usage: mtc-train tokenizer train --vocab-size N --input F --output tok.json\n");
+        fprintf(stderr, "usage: mtc-train tokenizer train [--kind byte-level-bpe|sentencepiece-bpe] "
+                        "--vocab-size N --input F --output tok.json\n");
+        return 2;
+    }
+    static const struct {
+        const char *name;
+        int (*train)(const char *, size_t, int, const char *, mtc_error_t *);
+    } kinds[] = {{"byte-level-bpe", tok_train}, {"sentencepiece-bpe", tok_train_spm}};
+    size_t k = 0;
+    while (k < sizeof kinds / sizeof kinds[0] && strcmp(kinds[k].name, kind))
+        k++;
+    if (k == sizeof kinds / sizeof kinds[0]) {
+        fprintf(stderr, "mtc-train tokenizer train: unknown --kind %s (byte-level-bpe, "
+                        "sentencepiece-bpe)\n", kind);
         return 2;
     }
     size_t len;
@@ -80,7 +94,7 @@ static int cmd_train(int argc, char **argv)
     }
     mtc_error_t err = {0};
     int64_t t0 = now_ms();
-    int rc = tok_train(text, len, atoi(vs), out, &err);
+    int rc = kinds[k].train(text, len, atoi(vs), out, &err);
     free(text);
     if (rc < 0) {
         fprintf(stderr, "mtc-train tokenizer train: %s\n", err.text);

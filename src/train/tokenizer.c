@@ -1,6 +1,8 @@
-/* tokenizer: byte-level BPE (GPT-2 / Llama 3 style) — loads HF tokenizer.json or GPT-2
- * encoder.json + vocab.bpe, encodes text (special tokens, hand-written pre-tokenizer, merges by
- * rank through a hash map) and decodes ids back to the exact bytes. */
+/* tokenizer: BPE tokenizers — byte-level (GPT-2 / Llama 3 style, from an HF tokenizer.json or
+ * GPT-2 encoder.json + vocab.bpe) and SentencePiece-style (Gemma / Llama 2: a normalizer that
+ * maps spaces to U+2581 "▁", characters as initial symbols, <0xNN> byte fallback, no
+ * pre-tokenizer) — encodes text (special tokens, pre-tokenizer, merges by rank through a hash
+ * map) and decodes ids back to the exact bytes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,11 @@ struct tok {
     unsigned char sp_first[256];
     enum tok_pretok pre;
     int ignore_merges; /* Llama 3: a piece that is itself a token is not merged */
+    /* SentencePiece-style: vocab keys are UTF-8 text, byte_id[] are the <0xNN> tokens. */
+    int spm, space_meta, prepend, strip;
 };
+
+static const char META[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's space */
 
 static uint64_t mix(uint64_t k)
 {
@@ -182,8 +188,28 @@ static int add_vocab_entry(struct tok *t, const char *key, int id, mtc_error_t *
     unsigned char *raw = malloc(kl + 1);
     if (!raw)
         return errprintf(err, "tokenizer: out of memory");
-    long rl = unicode_to_bytes(key, kl, raw);
-    int rc = rl >= 0 ? set_token(t, id, raw, (size_t)rl, 1) : set_token(t, id, key, kl, 0);
+    long rl = t->spm ? -1 : unicode_to_bytes(key, kl, raw);
+    int rc = rl >= 0 ? set_token(t, id, raw, (size_t)rl, 1) : set_token(t, id, key, kl, !t->spm ? 0 : 1);
+    unsigned hex;
+    char tail;
+    /* SentencePiece: decoding shows "▁" as a space and <0xNN> as the byte NN */
+    if (rc == 0 && t->spm && kl == 6 && sscanf(key, "<0x%2X>%c", &hex, &tail) == 1 &&
+        key[5] == '>') {
+        unsigned char b = (unsigned char)hex;
+        rc = set_token(t, id, &b, 1, 0);
+        t->byte_id[b] = id + 1; /* + 1: 0 means absent until finish() */
+    } else if (rc == 0 && t->spm && t->space_meta) {
+        size_t o = 0;
+        for (size_t i = 0; i < kl; i++) {
+            if (i + 3 <= kl && !memcmp(key + i, META, 3))
+                raw[o++] = ' ', i += 2;
+            else
+                raw[o++] = (unsigned char)key[i];
+        }
+        free(t->bytes[id]);
+        t->bytes[id] = NULL;
+        rc = set_token(t, id, raw, o, 0);
+    }
     free(raw);
     if (rc < 0)
         return errprintf(err, "tokenizer: bad id %d for %s", id, key);
@@ -196,9 +222,12 @@ static int add_merge(struct tok *t, const char *a, size_t al, const char *b, siz
     unsigned char ra[256], rb[256], rab[512];
     if (al > 256 || bl > 256)
         return 0;
-    long na = unicode_to_bytes(a, al, ra), nb = unicode_to_bytes(b, bl, rb);
-    if (na < 0 || nb < 0)
+    long na, nb;
+    if (t->spm) {
+        memcpy(ra, a, al), memcpy(rb, b, bl), na = (long)al, nb = (long)bl;
+    } else if ((na = unicode_to_bytes(a, al, ra)) < 0 || (nb = unicode_to_bytes(b, bl, rb)) < 0) {
         return 0;
+    }
     int32_t *ia = tok_smap_get(&t->vocab, ra, (size_t)na), *ib = tok_smap_get(&t->vocab, rb, (size_t)nb);
     memcpy(rab, ra, (size_t)na);
     memcpy(rab + na, rb, (size_t)nb);
@@ -232,7 +261,12 @@ static int cmp_special(const void *a, const void *b)
 /* Every byte must have a token, or some text could not be encoded. */
 static int finish(struct tok *t, const char *path, mtc_error_t *err)
 {
-    for (int b = 0; b < 256; b++) {
+    for (int b = 0; t->spm && b < 256; b++) {
+        if (!t->byte_id[b])
+            return errprintf(err, "%s: vocabulary lacks the byte fallback token <0x%02X>", path, b);
+        t->byte_id[b]--;
+    }
+    for (int b = 0; !t->spm && b < 256; b++) {
         unsigned char c = (unsigned char)b;
         int32_t *id = tok_smap_get(&t->vocab, &c, 1);
         if (!id)
@@ -261,6 +295,55 @@ static enum tok_pretok detect_pretok(json_t *pre)
     return k;
 }
 
+/* Does j (a normalizer or decoder, maybe a Sequence) contain a step of this type whose
+ * fields match? want_a/want_b: "Replace" pattern.String / content, "Prepend" prepend,
+ * "Strip" content. NULL matches anything. */
+static json_t *find_step(json_t *j, const char *type, const char *want_a, const char *want_b)
+{
+    const char *ty = json_string_value(json_object_get(j, "type"));
+    if (!ty)
+        return NULL;
+    if (!strcmp(ty, "Sequence")) {
+        json_t *list = json_object_get(j, "normalizers");
+        if (!list)
+            list = json_object_get(j, "decoders");
+        size_t i;
+        json_t *v, *f;
+        json_array_foreach(list, i, v) if ((f = find_step(v, type, want_a, want_b))) return f;
+        return NULL;
+    }
+    if (strcmp(ty, type))
+        return NULL;
+    const char *a = !strcmp(type, "Replace")
+                        ? json_string_value(json_object_get(json_object_get(j, "pattern"), "String"))
+                        : !strcmp(type, "Prepend") ? json_string_value(json_object_get(j, "prepend"))
+                                                   : json_string_value(json_object_get(j, "content"));
+    const char *b = !strcmp(type, "Replace") ? json_string_value(json_object_get(j, "content")) : NULL;
+    if ((want_a && (!a || strcmp(a, want_a))) || (want_b && (!b || strcmp(b, want_b))))
+        return NULL;
+    return j;
+}
+
+/* SentencePiece-style files: byte_fallback, or a normalizer mapping " " to "▁". */
+static int detect_spm(struct tok *t, json_t *root, const char *path, mtc_error_t *err)
+{
+    json_t *norm = json_object_get(root, "normalizer"), *dec = json_object_get(root, "decoder");
+    t->space_meta = find_step(norm, "Replace", " ", META) != NULL;
+    t->spm = t->space_meta || json_is_true(json_object_get(json_object_get(root, "model"), "byte_fallback"));
+    if (!t->spm)
+        return 0;
+    if (norm && !json_is_null(norm) && !t->space_meta)
+        return errprintf(err, "%s: unsupported normalizer (SentencePiece-style BPE needs Replace \" \" -> \"▁\")", path);
+    json_t *pre = json_object_get(root, "pre_tokenizer");
+    if (pre && !json_is_null(pre))
+        return errprintf(err, "%s: unsupported pre_tokenizer for SentencePiece-style BPE (none expected)", path);
+    t->prepend = find_step(norm, "Prepend", META, NULL) != NULL;
+    json_t *st = find_step(dec, "Strip", " ", NULL);
+    t->strip = st ? (int)json_integer_value(json_object_get(st, "start")) : 0;
+    t->pre = TOK_PRE_NONE;
+    return 0;
+}
+
 static struct tok *load_hf(const char *path, json_t *root, mtc_error_t *err)
 {
     struct tok *t = calloc(1, sizeof *t);
@@ -276,12 +359,15 @@ static struct tok *load_hf(const char *path, json_t *root, mtc_error_t *err)
         errprintf(err, "%s: not a BPE tokenizer.json (model.type, model.vocab, model.merges)", path);
         goto error;
     }
-    t->pre = detect_pretok(json_object_get(root, "pre_tokenizer"));
+    if (detect_spm(t, root, path, err) < 0)
+        goto error;
+    if (!t->spm)
+        t->pre = detect_pretok(json_object_get(root, "pre_tokenizer"));
     if ((int)t->pre < 0) {
         errprintf(err, "%s: unsupported pre_tokenizer Split regex (GPT-2 and Llama 3 only)", path);
         goto error;
     }
-    t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+    t->ignore_merges = !t->spm && json_is_true(json_object_get(model, "ignore_merges"));
     json_t *added = json_object_get(root, "added_tokens");
     size_t limit = json_object_size(vocab) + json_array_size(added) + TOK_ID_SLACK;
     const char *key;
@@ -489,19 +575,10 @@ static int push(struct idbuf *b, int32_t id)
     return 0;
 }
 
-/* BPE over one pre-tokenized piece: repeatedly merge the best-ranked adjacent pair (all its
- * non-overlapping occurrences, left to right), as GPT-2's bpe() does. sym is scratch (n). */
-static int bpe_piece(const struct tok *t, const unsigned char *p, size_t n, int32_t *sym,
-                     struct idbuf *out)
+/* BPE over the initial symbols sym[0..m) of one piece: repeatedly merge the best-ranked
+ * adjacent pair (all its non-overlapping occurrences, left to right), as GPT-2's bpe() does. */
+static int bpe_syms(const struct tok *t, int32_t *sym, size_t m, struct idbuf *out)
 {
-    if (t->ignore_merges || n == 1) {
-        int32_t *id = tok_smap_get(&t->vocab, p, n);
-        if (id)
-            return push(out, *id);
-    }
-    for (size_t i = 0; i < n; i++)
-        sym[i] = t->byte_id[p[i]];
-    size_t m = n;
     while (m > 1) {
         int32_t best = INT32_MAX, a = 0, b = 0, id = 0;
         for (size_t i = 0; i + 1 < m; i++) {
@@ -578,18 +655,18 @@ static void push_pair(const struct tok *t, struct hent *h, size_t *hn, const int
         hpush(h, hn, (struct hent){e->rank, i, sym[i], sym[j]});
 }
 
-/* The same merges as bpe_piece, lowest (rank, position) first, over a linked list of symbols:
- * what HF tokenizers does. Each merge pushes at most two pairs, so the heap holds < 3n. */
-static int bpe_long(const struct tok *t, const unsigned char *p, size_t n, struct idbuf *out)
+/* The same merges as bpe_syms, lowest (rank, position) first, over a linked list of symbols:
+ * what HF tokenizers does. Each merge pushes at most two pairs, so the heap holds < 3n.
+ * sym (n initial symbols) is overwritten. */
+static int bpe_long(const struct tok *t, int32_t *sym, size_t n, struct idbuf *out)
 {
-    int32_t *sym = malloc(n * sizeof *sym), *nx = malloc(n * sizeof *nx), *pv = malloc(n * sizeof *pv);
+    int32_t *nx = malloc(n * sizeof *nx), *pv = malloc(n * sizeof *pv);
     struct hent *h = malloc(3 * n * sizeof *h);
     size_t hn = 0;
     int rc = -1;
-    if (!sym || !nx || !pv || !h)
+    if (!nx || !pv || !h)
         goto out;
     for (size_t i = 0; i < n; i++) {
-        sym[i] = t->byte_id[p[i]];
         nx[i] = i + 1 < n ? (int32_t)i + 1 : -1;
         pv[i] = (int32_t)i - 1;
     }
@@ -614,16 +691,78 @@ static int bpe_long(const struct tok *t, const unsigned char *p, size_t n, struc
     for (int i = 0; i >= 0 && rc == 0; i = nx[i])
         rc = push(out, sym[i]);
 out:
-    free(sym);
     free(nx);
     free(pv);
     free(h);
     return rc;
 }
 
+static int bpe_run(const struct tok *t, int32_t *sym, size_t m, struct idbuf *out)
+{
+    return m > BPE_LONG_PIECE ? bpe_long(t, sym, m, out) : bpe_syms(t, sym, m, out);
+}
+
+/* Length of the UTF-8 character at s[i] (1 for an invalid or truncated byte). */
+static size_t utf8_len(const unsigned char *s, size_t n, size_t i)
+{
+    unsigned char c = s[i];
+    size_t k = c < 0xC2 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 1;
+    if (i + k > n)
+        return 1;
+    for (size_t j = 1; j < k; j++)
+        if ((s[i + j] & 0xC0) != 0x80)
+            return 1;
+    return k;
+}
+
+/* SentencePiece-style: normalize (spaces -> "▁", maybe a leading "▁"), then each character is
+ * its token when the vocabulary has it, else its bytes' <0xNN> tokens; then merge. */
+static int encode_spm(const struct tok *t, const unsigned char *s, size_t n, struct idbuf *out,
+                      int32_t **scratch, size_t *scap)
+{
+    if (!n)
+        return 0;
+    size_t cap = 3 * n + 3; /* every byte may become "▁" or a byte token */
+    unsigned char *norm = malloc(cap);
+    if (!norm)
+        return -1;
+    size_t m = 0;
+    if (t->prepend)
+        memcpy(norm, META, 3), m = 3;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ' && t->space_meta)
+            memcpy(norm + m, META, 3), m += 3;
+        else
+            norm[m++] = s[i];
+    }
+    if (m > *scap) {
+        int32_t *ns = realloc(*scratch, m * sizeof *ns);
+        if (!ns) {
+            free(norm);
+            return -1;
+        }
+        *scratch = ns, *scap = m;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m;) {
+        size_t l = utf8_len(norm, m, i);
+        int32_t *id = tok_smap_get(&t->vocab, norm + i, l);
+        if (id)
+            (*scratch)[k++] = *id;
+        else
+            for (size_t j = 0; j < l; j++)
+                (*scratch)[k++] = t->byte_id[norm[i + j]];
+        i += l;
+    }
+    free(norm);
+    return bpe_run(t, *scratch, k, out);
+}
+
 static int encode_plain(const struct tok *t, const unsigned char *s, size_t n, struct idbuf *out,
                         int32_t **scratch, size_t *scap)
 {
+    if (t->spm)
+        return encode_spm(t, s, n, out, scratch, scap);
     for (size_t i = 0; i < n;) {
         size_t e = tok_pretok_next(t->pre, s, n, i);
         if (e - i > *scap) {
@@ -632,9 +771,16 @@ static int encode_plain(const struct tok *t, const unsigned char *s, size_t n, s
                 return -1;
             *scratch = ns, *scap = e - i;
         }
-        if ((e - i > BPE_LONG_PIECE ? bpe_long(t, s + i, e - i, out)
-                                    : bpe_piece(t, s + i, e - i, *scratch, out)) < 0)
-            return -1;
+        int32_t *id = t->ignore_merges || e - i == 1 ? tok_smap_get(&t->vocab, s + i, e - i) : NULL;
+        if (id) {
+            if (push(out, *id) < 0)
+                return -1;
+        } else {
+            for (size_t j = i; j < e; j++)
+                (*scratch)[j - i] = t->byte_id[s[j]];
+            if (bpe_run(t, *scratch, e - i, out) < 0)
+                return -1;
+        }
         i = e;
     }
     return 0;
@@ -692,5 +838,11 @@ char *tok_decode(const struct tok *t, const int32_t *ids, size_t n)
         }
     }
     *p = 0;
+    /* a Strip decoder drops the leading space(s) the Prepend normalizer added */
+    size_t skip = 0;
+    while ((int)skip < t->strip && out[skip] == ' ')
+        skip++;
+    if (skip)
+        memmove(out, out + skip, (size_t)(p - out) - skip + 1);
     return out;
 }

@@ -120,8 +120,11 @@ try:
     shot("04-run-chart-first")
     wait(120, lambda: pts() > first, "the loss chart gets new points while the job runs")
     assert text("run-state") in ("RUNNING", "COMPLETED"), text("run-state")
+    assert "null" not in text("run-status"), text("run-status")
+    wait(20, lambda: text("run-goodput").endswith("%"), "the run's goodput shown")
+    print("# run status: " + text("run-status"), flush=True)
     shot("05-run-chart-more")
-    ok(f"loss chart grew from {first} to {pts()} points while RUNNING")
+    ok(f"loss chart grew from {first} to {pts()} points while RUNNING; goodput {text('run-goodput')}")
     api("POST", CL + "/web/trainingJobs/webjob:cancel")
 
     # 5. the cookie is not sent cross-site: a link from http://localhost (another

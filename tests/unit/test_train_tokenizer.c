@@ -1,6 +1,8 @@
 /* test_train_tokenizer: byte-level BPE against hand-built GPT-2-style fixtures (encoder.json +
  * vocab.bpe, tokenizer.json with [a,b] merges, a Llama 3 style Split regex), pre-tokenizer
- * pieces, exact round-trips incl. unicode and specials, BPE training, and `prepare`. */
+ * pieces, exact round-trips incl. unicode and specials, SentencePiece-style BPE (Gemma / Llama 2
+ * tokenizer.json with ids worked out by hand, byte fallback), BPE training of both kinds, and
+ * `prepare`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +320,103 @@ static char *corpus(size_t bytes, size_t *len)
     return s;
 }
 
+/* SentencePiece-style (Gemma) tokenizer.json: specials 0..5, <0x00>..<0xFF> = 6..261, then
+ * characters and merges. norm/dec: the normalizer and decoder JSON; pre: the pre_tokenizer. */
+#define M "\u2581"
+static const char *const spm_words[] = {
+    M,      "h",    "e",      "l",       "o",        "w",      "r",      "d",   "\u00e9",
+    "he",   "ll",   "hell",   "hello",   M "w",      "or",     M "wor",  M "worl",
+    M "world", M M, "lo"}; /* 262.. */
+static const char *const spm_merges[] = {"h e",       "l l",        "he ll",     "hell o",
+                                         M " w",      "o r",        M "w or",    M "wor l",
+                                         M "worl d",  M " " M,      "l o"};
+static const char *const spm_specials[] = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>",
+                                           "<end_of_turn>"};
+
+static struct tok *spm_load(const char *norm, const char *dec, const char *pre, int nbytes,
+                            mtc_error_t *err)
+{
+    static char js[1 << 16];
+    char path[128];
+    char *p = js + sprintf(js, "{\"version\":\"1.0\",\"added_tokens\":[");
+    for (int i = 0; i < 6; i++)
+        p += sprintf(p, "%s{\"id\":%d,\"content\":\"%s\",\"special\":true}", i ? "," : "", i,
+                     spm_specials[i]);
+    p += sprintf(p, "],\"normalizer\":%s,\"pre_tokenizer\":%s,\"decoder\":%s,\"model\":{\"type\":"
+                    "\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,\"byte_fallback\":true,"
+                    "\"vocab\":{",
+                 norm, pre, dec);
+    for (int i = 0; i < 6; i++)
+        p += sprintf(p, "\"%s\":%d,", spm_specials[i], i);
+    for (int b = 0; b < nbytes; b++)
+        p += sprintf(p, "\"<0x%02X>\":%d,", b, 6 + b);
+    for (size_t i = 0; i < sizeof spm_words / sizeof spm_words[0]; i++)
+        p += sprintf(p, "%s\"%s\":%zu", i ? "," : "", spm_words[i], 262 + i);
+    p += sprintf(p, "},\"merges\":[");
+    for (size_t i = 0; i < sizeof spm_merges / sizeof spm_merges[0]; i++)
+        p += sprintf(p, "%s\"%s\"", i ? "," : "", spm_merges[i]);
+    sprintf(p, "]}}");
+    snprintf(path, sizeof path, "%s/spm.json", dir);
+    write_file(path, js);
+    return tok_load(path, err);
+}
+
+static void test_spm(void)
+{
+    mtc_error_t err = {0};
+    const char *norm = "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" M "\"}";
+    const char *dec = "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":"
+                      "{\"String\":\"" M "\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},"
+                      "{\"type\":\"Fuse\"}]}";
+    struct tok *t = spm_load(norm, dec, "null", 256, &err);
+    CHECK(t != NULL, "load a Gemma-style tokenizer.json: %s", err.text);
+    if (!t)
+        return;
+    /* hello: he(0) ll(1) he+ll(2) hell+o(3); "lo"(10) loses to ll. ▁world: ▁w(4) or(5) ... */
+    int32_t w1[] = {274, 279};
+    CHECK(ids_eq(t, "hello world", w1, 2), "spaces become \"▁\" and merges go by rank");
+    /* ▁▁w: ▁+w (rank 4) beats ▁+▁ (rank 9); ö is not in the vocab: <0xC3> <0xB6> */
+    int32_t w2[] = {2, 274, 262, 275, 6 + 0xC3, 6 + 0xB6, 268, 265, 269, 5};
+    CHECK(ids_eq(t, "<bos>hello  w\u00f6rld<end_of_turn>", w2, 10),
+          "specials split out, byte fallback for unknown characters");
+    int32_t w3[] = {280, 270, 6 + 0xE4, 6 + 0xB8, 6 + 0xAD};
+    CHECK(ids_eq(t, "  \u00e9\u4e2d", w3, 5), "known character is one token, unknown ones bytes");
+    CHECK(tok_eot(t) == 1 && tok_special(t, "<start_of_turn>") == 4 && tok_vocab_size(t) == 282,
+          "Gemma specials: <eos> is the end of text");
+    CHECK(roundtrip(t, unicode_text, sizeof unicode_text - 1), "SentencePiece round-trip");
+    static const char odd[] = "\xff\xfe a\x80 <start_of_turn>user\n  x\xe4\xb8<end_of_turn>\n";
+    CHECK(roundtrip(t, odd, sizeof odd - 1), "round-trip of invalid UTF-8 via byte fallback");
+    int32_t hi[] = {274};
+    char *d = tok_decode(t, hi, 1);
+    CHECK_STR(d, "hello", "decode");
+    free(d);
+    tok_destroy(t);
+
+    /* Llama 2 style: Prepend "▁" and a Strip decoder that removes it again */
+    const char *norm2 = "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":"
+                        "\"" M "\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+                        "\"content\":\"" M "\"}]}";
+    const char *dec2 = "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":"
+                       "{\"String\":\"" M "\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},"
+                       "{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,"
+                       "\"stop\":0}]}";
+    t = spm_load(norm2, dec2, "null", 256, &err);
+    CHECK(t != NULL, "load a Llama 2 style tokenizer.json: %s", err.text);
+    if (t) {
+        int32_t w4[] = {262, 274, 279};
+        CHECK(ids_eq(t, "hello world", w4, 3), "Prepend adds a leading \"▁\"");
+        CHECK(roundtrip(t, "hello world", 11), "Strip removes it on decode");
+        tok_destroy(t);
+    }
+    t = spm_load(norm, dec, "null", 200, &err);
+    CHECK(!t && strstr(err.text, "<0xC8>"), "missing byte fallback token named: %s", err.text);
+    tok_destroy(t);
+    t = spm_load(norm, dec, "{\"type\":\"Metaspace\"}", 256, &err);
+    CHECK(!t && strstr(err.text, "pre_tokenizer"), "unsupported pre_tokenizer refused: %s", err.text);
+    tok_destroy(t);
+}
+#undef M
+
 static void test_train(void)
 {
     mtc_error_t err = {0};
@@ -370,6 +469,55 @@ static void test_train(void)
     char *bad[] = {"tokenizer", "train", "--vocab-size", "300", "--bogus", "x", NULL};
     CHECK(train_tokenizer_main(6, bad) == 2, "unknown option -> usage error");
     CHECK(tok_train(text, len, 100, out, &err) < 0, "vocab below 257 refused: %s", err.text);
+
+    /* SentencePiece-style: --kind sentencepiece-bpe writes a Gemma-layout file that loads back */
+    char spm[128];
+    snprintf(spm, sizeof spm, "%s/spm_trained.json", dir);
+    char *argv3[] = {"tokenizer", "train", "--kind", "sentencepiece-bpe", "--vocab-size", "600",
+                     "--input", in, "--output", spm, NULL};
+    CHECK(train_tokenizer_main(10, argv3) == 0, "tokenizer train --kind sentencepiece-bpe");
+    char *argv4[] = {"tokenizer", "train", "--kind", "unigram", "--vocab-size", "600",
+                     "--input", in, "--output", spm, NULL};
+    CHECK(train_tokenizer_main(10, argv4) == 2, "unknown --kind -> usage error");
+    size_t sl;
+    char *sj = mtc_read_file(spm, &sl);
+    j = sj ? json_loads(sj, 0, NULL) : NULL;
+    model = json_object_get(j, "model");
+    json_t *sv = json_object_get(model, "vocab");
+    const char *nt = json_string_value(json_object_get(json_object_get(j, "normalizer"), "type"));
+    CHECK(json_is_true(json_object_get(model, "byte_fallback")) && nt && !strcmp(nt, "Replace") &&
+              json_is_null(json_object_get(j, "pre_tokenizer")) &&
+              json_integer_value(json_object_get(sv, "<eos>")) == 1 &&
+              json_integer_value(json_object_get(sv, "<0x41>")) == 6 + 0x41 &&
+              json_object_get(sv, "\u2581the") && json_array_size(json_object_get(model, "merges")) > 100,
+          "Gemma layout: Replace normalizer, byte_fallback, <eos> = 1, <0x41> = 71, \"▁the\" learned");
+    char *again = NULL;
+    if (tok_train_spm(text, len, 600, p2, &err) == 0)
+        again = mtc_read_file(p2, &l2);
+    CHECK(again && sj && l2 == sl && !memcmp(again, sj, sl), "sentencepiece training is deterministic");
+    free(again);
+    free(sj);
+    json_decref(j);
+    t = tok_load(spm, &err);
+    CHECK(t && tok_vocab_size(t) <= 600 && tok_eot(t) == 1 && tok_special(t, "<end_of_turn>") == 5,
+          "trained sentencepiece tokenizer loads: %s", err.text);
+    if (t) {
+        int32_t *ids;
+        size_t n;
+        tok_encode(t, text, len, &ids, &n, &err);
+        CHECK(n * 2 < len, "sentencepiece merges compress the corpus (%zu bytes -> %zu tokens)", len, n);
+        free(ids);
+        CHECK(roundtrip(t, text, len), "sentencepiece round-trip of the training corpus");
+        CHECK(roundtrip(t, unicode_text, sizeof unicode_text - 1),
+              "sentencepiece round-trip of unseen text (byte fallback)");
+        static const char chat[] = "<start_of_turn>user\nhi there<end_of_turn>\n";
+        tok_encode(t, chat, sizeof chat - 1, &ids, &n, &err);
+        CHECK(n > 2 && ids[0] == 4 && ids[n - 2] == 5, "chat turn markers are single tokens");
+        free(ids);
+    }
+    tok_destroy(t);
+    CHECK(tok_train_spm(text, len, 262, spm, &err) < 0 && strstr(err.text, "263"),
+          "sentencepiece vocab below 263 refused: %s", err.text);
     free(text);
 }
 
@@ -435,6 +583,7 @@ int main(void)
     test_pretok();
     test_gpt2_files();
     test_hf_json();
+    test_spm();
     test_train();
     test_prepare();
     mtc_rm_rf(dir);
