@@ -25,6 +25,9 @@ check "tiny corpus tokenized" run_corpus "$D/data"
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
 
 run_recipe "$D/r.json" 4000 500
+# a tiny run's 30 ms steps on shared CPUs really do slow down now and then:
+# this "healthy" job's recipe makes drops and spikes lenient (docs/observability.md)
+python3 -c "import json; r=json.load(open('$D/r.json')); r['monitor']={'throughput_drop': 0.05, 'spike_z': 100}; json.dump(r, open('$D/r.json', 'w'))"
 api POST "$CLUSTERS/mt/trainingJobs?trainingJobId=long" \
     "$(python3 -c "import json,sys; print(json.dumps({'recipe': json.load(open('$D/r.json')), 'dataDir': '$D/data', 'experiment_name': 'metricsjob', 'nodeCount': 1}))")"
 check "a long trainingJob is created" test "$HTTP_STATUS" = 200
@@ -121,7 +124,7 @@ printf '%s\n' "$BODY" >"$D/bad.json"
 check "monitor.spike_z = -1: 400 naming the field ($(head -c 200 "$D/bad.json" | tr '\n' ' '))" \
     bash -c "[ $HTTP_STATUS = 400 ] && grep -q 'monitor.spike_z' '$D/bad.json'"
 api POST "$CLUSTERS/mt/trainingJobs?trainingJobId=spike" \
-    "$(spike_body '{"spike_z": 5, "spike_window": 20, "throughput_drop": 0.05, "stall_factor": 1000}')"
+    "$(spike_body '{"spike_z": 4, "spike_window": 20, "throughput_drop": 0.05, "stall_factor": 1000}')"
 check "the spike trainingJob is created" test "$HTTP_STATUS" = 200
 STD=$(field '["taskDir"]' <<<"$BODY")
 spike_done() { api GET "$CLUSTERS/mt/trainingJobs/spike"; grep -q '"state": *"\(COMPLETED\|FAILED\|CANCELLED\)"' <<<"$BODY"; }
@@ -130,7 +133,7 @@ check "the spike job ran to the end" grep -q '"COMPLETED"' <<<"$BODY"
 mtc cluster events mt --json >"$D/ev.json"
 spikes() { python3 -c "import json,sys; print('\n'.join(e['description'] for e in json.load(open('$1')) if e.get('eventType')=='TRAINING_LOSS_SPIKE'))"; }
 spikes "$D/ev.json" >"$D/spikes.txt"
-diag "event: $(head -1 "$D/spikes.txt")"
+diag "event: $(grep -m1 "^trainingJob spike " "$D/spikes.txt")"
 check "a TRAINING_LOSS_SPIKE event names the job and a step in the doctored region" \
     grep -qE '^trainingJob spike \(experiment spikejob\): loss spike at step (2[3-9]|3[0-3]): ' "$D/spikes.txt"
 [ -s "$D/spikes.txt" ] || { diag "events:"; sed 's/^/# /' "$D/ev.json" | tail -20; tail -20 "$STD/logs/metrics.jsonl" | sed 's/^/# /'; }
