@@ -54,10 +54,10 @@ static void gather_names(void)
     MPI_Allgather(mine, NAME_LEN, MPI_CHAR, names, NAME_LEN, MPI_CHAR, MPI_COMM_WORLD);
 }
 
+/* The health state's name (health_status_enum). */
 static const char *state_name(int s)
 {
-    return s == HEALTH_FAIL ? "FAIL" : s == HEALTH_WARN ? "WARN" : s == HEALTH_PASS ? "PASS"
-                                                                                    : "UNKNOWN";
+    return health_status_name((enum health_status)s);
 }
 
 /* Judge v[i] against the median of the others; returns the health state. */
@@ -195,13 +195,21 @@ static int scan_pairs(const struct scan_opts *o)
     char *buf = calloc(bytes, 1);
     int np = size * (size - 1) / 2, k = 0, failed = 0;
     double *bw = calloc((size_t)(np > 0 ? np : 1), sizeof(double));
-    int (*pr)[2] = calloc((size_t)(np > 0 ? np : 1), sizeof(*pr));
+    int(*pr)[2] = calloc((size_t)(np > 0 ? np : 1), sizeof(*pr));
     for (int a = 0; a < size; a++)
         for (int b = a + 1; b < size; b++, k++) {
-            MPI_Barrier(MPI_COMM_WORLD);
+            /* the ranks not in the pair wait idle, leaving the CPU to it */
+            MPI_Request rq;
+            MPI_Ibarrier(MPI_COMM_WORLD, &rq);
+            wait_idle(&rq, 1);
             pingpong(a, b, buf, bytes, 2); /* warm-up */
-            double g = pingpong(a, b, buf, bytes, 8), got = 0;
-            MPI_Reduce(&g, &got, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            double g = 0, got = 0;         /* the best of 3 rounds: noise only slows */
+            for (int round = 0; round < 3; round++) {
+                double x = pingpong(a, b, buf, bytes, 4);
+                g = x > g ? x : g;
+            }
+            MPI_Ireduce(&g, &got, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD, &rq);
+            wait_idle(&rq, 1);
             bw[k] = got;
             pr[k][0] = a;
             pr[k][1] = b;
