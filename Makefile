@@ -114,7 +114,14 @@ $(BIN)/mtc-serve: $(call cmd_objs,mtc-serve) $(SERVE_OBJS) $(B)/libmtctrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(SERVE_LIBS)
 
-$(addprefix $(BIN)/,$(filter-out mtc-train mtc-serve,$(PROGS))): $(BIN)/%: $$(call cmd_objs,%) $(B)/libmtc.a
+# mtc-scan: the health scanner's MPI workload; judges with the control library.
+$(B)/src/cmd/mtc-scan.o: CFLAGS += $(MPI_CFLAGS)
+
+$(BIN)/mtc-scan: $(call cmd_objs,mtc-scan) $(B)/libmtc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(CP_LIBS) $(MPI_LIBS)
+
+$(addprefix $(BIN)/,$(filter-out mtc-train mtc-serve mtc-scan,$(PROGS))): $(BIN)/%: $$(call cmd_objs,%) $(B)/libmtc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(CP_LIBS)
 

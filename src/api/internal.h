@@ -44,6 +44,12 @@ int api_metrics(struct api_req *r, struct api_resp *out);
 void api_metrics_observe(const struct api_route *route, int status, double seconds);
 struct exp_track;
 int api_metrics_track(const json_t *cfg, double now, struct exp_track *out);
+/* Early problem detection's events: each alert that starts in the job's rows
+ * read since the last call becomes one event of the job's cluster
+ * (TRAINING_NONFINITE, TRAINING_LOSS_SPIKE, TRAINING_THROUGHPUT_DROP,
+ * TRAINING_STALL) with a one-line message naming the job. */
+struct store_job;
+void api_metrics_watch(struct store *st, const struct store_job *j, double now);
 
 /* Datasets (datasets.c): create, list, get, delete, :prepare. */
 int api_dataset_create(struct api_req *r, struct api_resp *out);

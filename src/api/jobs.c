@@ -54,9 +54,22 @@ static int state_final(const char *s)
     return v == JOB_COMPLETED || v == JOB_FAILED || v == JOB_CANCELLED;
 }
 
+static void refresh_state(struct store *st, struct store_job *j);
+
 /* Look at Slurm (then the experiment's exit record) and store what changed.
- * A final state is kept; a job nobody knows keeps its last state. */
+ * A final state is kept; a job nobody knows keeps its last state. A job that
+ * was not final has its progress read and each problem that starts recorded
+ * as a cluster event (api_metrics_watch). */
 void api_job_refresh(struct store *st, struct store_job *j)
+{
+    if (state_final(j->state) || !j->config)
+        return;
+    refresh_state(st, j);
+    if (strcmp(j->state, "PENDING") != 0)
+        api_metrics_watch(st, j, (double)mtc_now_ms() / 1000.0);
+}
+
+static void refresh_state(struct store *st, struct store_job *j)
 {
     if (state_final(j->state) || !j->config)
         return;
@@ -135,7 +148,9 @@ static json_t *job_json(const struct store_job *j)
     double now = (double)mtc_now_ms() / 1000.0;
     if (tr && api_metrics_track(cfg, now, tr) == 0) {
         char msg[256];
-        int alerts = exp_monitor_check(tr, &exp_monitor_default, now, msg, sizeof(msg));
+        struct exp_monitor mon;
+        exp_monitor_from(cfg, &mon);
+        int alerts = exp_monitor_check(tr, &mon, now, msg, sizeof(msg));
         json_object_set_new(o, "progress", exp_track_json(tr, alerts, msg));
     }
     free(tr);

@@ -208,6 +208,8 @@ static void clusters(struct api_req *r, struct text *t)
 struct tracked {
     char task_dir[PATH_MAX];
     struct exp_track t;
+    int64_t seen_rows; /* rows early problem detection's events have judged */
+    int raised;        /* alerts that hold, an event recorded for each */
 };
 static struct tracked *tracks;
 static size_t ntracks;
@@ -240,6 +242,44 @@ int api_metrics_track(const json_t *cfg, double now, struct exp_track *out)
     return 0;
 }
 
+static void collect(void *arg, int kind, const char *msg)
+{
+    json_array_append_new(arg, json_pack("[s,s]", exp_alert_name(kind), msg));
+}
+
+void api_metrics_watch(struct store *st, const struct store_job *j, double now)
+{
+    const char *td = json_string_value(json_object_get(j->config, "taskDir"));
+    struct exp_track *t = malloc(sizeof(*t));
+    json_t *found = json_array();
+    if (!td || !t || !found || api_metrics_track(j->config, now, t) < 0) {
+        free(t);
+        json_decref(found);
+        return;
+    }
+    struct exp_monitor mon;
+    exp_monitor_from(j->config, &mon);
+    /* the judging state lives with the cached track (events outside the lock) */
+    pthread_mutex_lock(&tracks_lock);
+    for (size_t i = 0; i < ntracks; i++)
+        if (strcmp(tracks[i].task_dir, td) == 0)
+            exp_monitor_scan(t, &mon, now, &tracks[i].seen_rows, &tracks[i].raised, collect, found);
+    pthread_mutex_unlock(&tracks_lock);
+    free(t);
+    size_t i;
+    json_t *e;
+    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    json_array_foreach(found, i, e)
+    {
+        char type[64], msg[512];
+        snprintf(type, sizeof(type), "TRAINING_%s", json_string_value(json_array_get(e, 0)));
+        snprintf(msg, sizeof(msg), "trainingJob %s (experiment %s): %s", j->id, exp ? exp : j->id,
+                 json_string_value(json_array_get(e, 1)));
+        store_event_add(st, j->cluster_id, type, NULL, msg);
+    }
+    json_decref(found);
+}
+
 static const struct {
     const char *name, *type, *help;
 } run_metrics[] = {
@@ -259,6 +299,7 @@ static const struct {
 struct run_row {
     char cluster[64], experiment[160], job[160];
     struct exp_track t;
+    struct exp_monitor mon;
     int alerts;
 };
 
@@ -283,6 +324,7 @@ static void runs(struct api_req *r, struct text *t)
                 struct run_row *w = &rows[nrows];
                 memset(w, 0, sizeof(*w));
                 if (api_metrics_track(jobs[k].config, now, &w->t) == 0) {
+                    exp_monitor_from(jobs[k].config, &w->mon);
                     snprintf(w->cluster, sizeof(w->cluster), "%s", jobs[k].cluster_id);
                     snprintf(w->job, sizeof(w->job), "%s", jobs[k].id);
                     const char *e = json_string_value(json_object_get(jobs[k].config, "experiment"));
@@ -312,6 +354,7 @@ static void runs(struct api_req *r, struct text *t)
         memset(w, 0, sizeof(*w));
         if (api_metrics_track(cfg, now, &w->t) < 0 || w->t.first_start == 0 || w->t.end > 0)
             continue;
+        exp_monitor_from(cfg, &w->mon);
         const char *e = json_string_value(json_object_get(cfg, "experiment"));
         snprintf(w->experiment, sizeof(w->experiment), "%s", e ? e : "");
         const char *run = json_string_value(json_object_get(cfg, "runId"));
@@ -322,7 +365,7 @@ static void runs(struct api_req *r, struct text *t)
     json_decref(seen);
     char msg[256];
     for (size_t k = 0; k < nrows; k++)
-        rows[k].alerts = exp_monitor_check(&rows[k].t, &exp_monitor_default, now, msg, sizeof(msg));
+        rows[k].alerts = exp_monitor_check(&rows[k].t, &rows[k].mon, now, msg, sizeof(msg));
     static const char *const alert_kind[] = {"nonfinite", "loss_spike", "throughput_drop", "stall"};
     char c[96], e[256], j[256], b[40];
     for (size_t m = 0; m < sizeof(run_metrics) / sizeof(run_metrics[0]); m++) {

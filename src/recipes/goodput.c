@@ -71,6 +71,7 @@ void exp_track_row(struct exp_track *t, int64_t step, double loss, double tps, d
     t->ring_loss[i] = loss;
     t->ring_tps[i] = tps;
     t->ring_dt[i] = dt;
+    t->ring_step[i] = step;
 }
 
 /* The rows of metrics.jsonl past the offset read before (all of it when the
@@ -249,6 +250,84 @@ int exp_monitor_check(const struct exp_track *t, const struct exp_monitor *m, do
     return found;
 }
 
+void exp_monitor_from(const json_t *cfg, struct exp_monitor *m)
+{
+    *m = exp_monitor_default;
+    const json_t *o = json_object_get(cfg, "monitor");
+    const json_t *v;
+    if ((v = json_object_get(o, "spike_z")) && json_is_number(v))
+        m->spike_z = json_number_value(v);
+    if ((v = json_object_get(o, "spike_window")) && json_is_integer(v))
+        m->window = (int)json_integer_value(v);
+    if ((v = json_object_get(o, "throughput_drop")) && json_is_number(v))
+        m->drop_fraction = json_number_value(v);
+    if ((v = json_object_get(o, "stall_factor")) && json_is_number(v))
+        m->stall_factor = json_number_value(v);
+    if ((v = json_object_get(o, "min_rows")) && json_is_integer(v))
+        m->min_rows = (int)json_integer_value(v);
+}
+
+static const char *const alert_names[] = {"NONFINITE", "LOSS_SPIKE", "THROUGHPUT_DROP", "STALL"};
+
+const char *exp_alert_name(int kind)
+{
+    for (int i = 0; i < 4; i++)
+        if (kind == (1 << i))
+            return alert_names[i];
+    return "UNKNOWN";
+}
+
+/* The alerts in mask that t raises; those not yet in *raised go to fn, each
+ * with its own message (the other detectors switched off). */
+static void judge(const struct exp_track *t, const struct exp_monitor *m, double now, int mask,
+                  int *raised, void (*fn)(void *, int, const char *), void *arg)
+{
+    char msg[256];
+    int a = exp_monitor_check(t, m, now, msg, sizeof(msg)) & mask;
+    for (int bit = 1; bit <= EXP_ALERT_STALL; bit <<= 1) {
+        if (!(a & bit) || (*raised & bit))
+            continue;
+        struct exp_monitor one = *m;
+        if (bit != EXP_ALERT_SPIKE)
+            one.spike_z = INFINITY;
+        if (bit != EXP_ALERT_DROP)
+            one.drop_fraction = 0;
+        if (bit != EXP_ALERT_STALL)
+            one.stall_factor = INFINITY;
+        exp_monitor_check(t, &one, now, msg, sizeof(msg));
+        fn(arg, bit, msg);
+    }
+    *raised = (*raised & ~mask) | a;
+}
+
+void exp_monitor_scan(const struct exp_track *t, const struct exp_monitor *m, double now,
+                      int64_t *seen_rows, int *raised,
+                      void (*fn)(void *arg, int kind, const char *msg), void *arg)
+{
+    if (t->rows < *seen_rows) /* metrics.jsonl was replaced: read again from its start */
+        *seen_rows = 0;
+    int64_t from = *seen_rows;
+    if (t->rows - from > (int64_t)t->ring_n)
+        from = t->rows - (int64_t)t->ring_n;
+    struct exp_track *c = from < t->rows ? malloc(sizeof(*c)) : NULL;
+    struct exp_monitor rows_only = *m;
+    rows_only.stall_factor = INFINITY;
+    for (int64_t r = from + 1; c && r <= t->rows; r++) {
+        /* the track as it was when row r was the newest (its window included) */
+        *c = *t;
+        c->ring_n = t->ring_n - (size_t)(t->rows - r);
+        size_t newest = (c->ring_pos + c->ring_n - 1) % EXP_TRACK_RING;
+        c->loss = c->ring_loss[newest];
+        c->tokens_per_s = c->ring_tps[newest];
+        c->step = c->ring_step[newest];
+        c->rows = r;
+        judge(c, &rows_only, now, ~EXP_ALERT_STALL, raised, fn, arg);
+    }
+    free(c);
+    *seen_rows = t->rows;
+    judge(t, m, now, EXP_ALERT_STALL, raised, fn, arg);
+}
+
 json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
 {
     json_t *o = json_pack("{s:f, s:f, s:f, s:I, s:i, s:I, s:I}", "goodput", t->goodput,
@@ -262,11 +341,10 @@ json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
         json_object_set_new(o, "mfu", json_real(t->mfu));
     }
     if (alerts) {
-        static const char *const kind[] = {"NONFINITE", "LOSS_SPIKE", "THROUGHPUT_DROP", "STALL"};
         json_t *a = json_array();
         for (int i = 0; i < 4; i++)
             if (alerts & (1 << i))
-                json_array_append_new(a, json_string(kind[i]));
+                json_array_append_new(a, json_string(alert_names[i]));
         json_object_set_new(o, "alerts", a);
         json_object_set_new(o, "alertMessage", json_string(msg));
     }

@@ -170,6 +170,16 @@ static const struct schema_field f_checkpoint[] = {
     {INT("every", 0, 0)}, {INT("keep", 0, 1)}, {STR("init", 0)}, {.name = NULL}};
 static const struct schema s_checkpoint = {f_checkpoint, RECIPE, NULL, NULL};
 
+/* Early problem detection's thresholds (docs/observability.md): exp_monitor_from. */
+static const struct schema_field f_monitor[] = {
+    {.name = "spike_z", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 0.5, .hi = 1000},
+    {.name = "spike_window", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 10, .hi = EXP_TRACK_RING - 1},
+    {.name = "throughput_drop", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 0, .hi = 1},
+    {.name = "stall_factor", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 1, .hi = 1e6},
+    {.name = "min_rows", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 2, .hi = EXP_TRACK_RING - 1},
+    {.name = NULL}};
+static const struct schema s_monitor = {f_monitor, RECIPE, NULL, NULL};
+
 static const struct schema_field f_resources[] = {
     {INT("nodes", 0, 1)},
     {.name = "time",
@@ -226,6 +236,7 @@ static const struct schema_field f_recipe[] = {
     {SECTION("train", SCHEMA_REQUIRED, s_train)},
     {SECTION("checkpoint", 0, s_checkpoint)},
     {SECTION("resources", 0, s_resources)},
+    {SECTION("monitor", 0, s_monitor)},
     {.name = "cluster_types", .kind = SCHEMA_CUSTOM, .check = cluster_type_map},
     {.name = "trainer_args", .kind = SCHEMA_CUSTOM, .check = args_map},
     {ENV("env")},

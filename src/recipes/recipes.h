@@ -254,6 +254,7 @@ struct exp_track {
     double kept_s;        /* Σ tok_per_step / tokens_per_s: time of the kept steps */
     size_t ring_n, ring_pos;
     double ring_loss[EXP_TRACK_RING], ring_tps[EXP_TRACK_RING], ring_dt[EXP_TRACK_RING];
+    int64_t ring_step[EXP_TRACK_RING];
     /* from the log: epoch seconds of the first start and of the end (0: running) */
     double first_start, end, last_row;
     int starts, restarts;
@@ -276,6 +277,9 @@ struct exp_monitor {
     int min_rows;         /* rows needed before spikes and drops are judged */
 };
 extern const struct exp_monitor exp_monitor_default;
+/* The run's thresholds: the defaults with config.json's "monitor" section
+ * (the recipe's, validated by recipe_normalize) over them. */
+void exp_monitor_from(const json_t *cfg, struct exp_monitor *m);
 enum exp_alert { EXP_ALERT_NONFINITE = 1, EXP_ALERT_SPIKE = 2, EXP_ALERT_DROP = 4, EXP_ALERT_STALL = 8 };
 /* The alerts (EXP_ALERT_* bits) the newest row and now raise; msg: the first's text. */
 int exp_monitor_check(const struct exp_track *t, const struct exp_monitor *m, double now,
@@ -284,6 +288,15 @@ int exp_monitor_check(const struct exp_track *t, const struct exp_monitor *m, do
  * restarts, stepsRepeated, stepsLost, loss, tokensPerSecond, mfu, alerts,
  * alertMessage) and the status block's lines (none before the first start). */
 json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg);
+/* Each alert that starts among the rows read since the last call (each row
+ * judged once, as if it were the newest; a stall judged now): fn(kind, its
+ * one-line message) once per occurrence — an alert raised again only after a
+ * row without it. *raised: the caller's state between calls (0 at first). */
+void exp_monitor_scan(const struct exp_track *t, const struct exp_monitor *m, double now,
+                      int64_t *seen_rows, int *raised,
+                      void (*fn)(void *arg, int kind, const char *msg), void *arg);
+/* The alert's name (NONFINITE, LOSS_SPIKE, THROUGHPUT_DROP, STALL). */
+const char *exp_alert_name(int kind);
 void exp_track_print(FILE *f, const struct exp_track *t, int alerts, const char *msg);
 
 #endif

@@ -356,6 +356,8 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
     if (run->mpi_network)
         json_object_set_new(out, "mpiNetwork", json_string(run->mpi_network));
     json_object_set(out, "model", json_object_get(recipe, "model"));
+    if (json_object_get(recipe, "monitor"))
+        json_object_set(out, "monitor", json_object_get(recipe, "monitor"));
     json_object_set_new(out, "data", v->data);
     json_object_set_new(out, "train", v->train);
     json_object_set_new(out, "checkpoint", v->ck);

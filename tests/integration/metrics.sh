@@ -5,7 +5,10 @@
 # /metrics needs a token over TCP (none: 401) and a viewer's is enough; the
 # job's progress (goodput) equals the chaos benchmark's ETTR formula computed
 # here from the same run's log and metrics.jsonl; `mtc experiment status`
-# prints it.
+# prints it. Early problem detection: a second job whose train shard has a
+# region of random tokens (out of distribution for what it learned) makes the
+# loss jump; that raises one TRAINING_LOSS_SPIKE cluster event, once (GETs and
+# scrapes after it add none); a bad recipe "monitor" value is a one-line 400.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -22,6 +25,9 @@ check "tiny corpus tokenized" run_corpus "$D/data"
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
 
 run_recipe "$D/r.json" 4000 500
+# a tiny run's 30 ms steps on shared CPUs really do slow down now and then:
+# this "healthy" job's recipe makes drops and spikes lenient (docs/observability.md)
+python3 -c "import json; r=json.load(open('$D/r.json')); r['monitor']={'throughput_drop': 0.05, 'spike_z': 100}; json.dump(r, open('$D/r.json', 'w'))"
 api POST "$CLUSTERS/mt/trainingJobs?trainingJobId=long" \
     "$(python3 -c "import json,sys; print(json.dumps({'recipe': json.load(open('$D/r.json')), 'dataDir': '$D/data', 'experiment_name': 'metricsjob', 'nodeCount': 1}))")"
 check "a long trainingJob is created" test "$HTTP_STATUS" = 200
@@ -93,4 +99,46 @@ check "mtc experiment status prints goodput and the step" grep -qE '^- Goodput: 
 check "--json: the same progress object (bench/chaos.sh reads it)" bash -c \
     "mtc experiment status metricsjob --json | python3 -c 'import json,sys; p=json.load(sys.stdin)[\"progress\"]; assert p[\"wallSeconds\"] > 0 and p[\"productiveSeconds\"] > 0 and 0 < p[\"goodput\"] <= 1, p'"
 api POST "$CLUSTERS/mt/trainingJobs/long:cancel"
+
+# --- a loss spike from a doctored data shard → one cluster event -------------
+cp -r "$D/data" "$D/spike"
+python3 - "$D/spike/tiny" <<'PY' >"$D/doctor.out"
+import glob, random, struct, sys
+path = sorted(glob.glob(sys.argv[1] + "/train*"))[0]
+b = bytearray(open(path, "rb").read())
+width = struct.unpack_from("<I", b, 8)[0]; n = struct.unpack_from("<Q", b, 16)[0]
+random.seed(3)
+lo, hi = 512 * 22, 512 * 33  # the tokens of steps 23..33 (sequential, unshuffled)
+assert n >= hi, (n, hi)
+for i in range(lo, hi):  # uniform random ids: nothing like the corpus the model learns
+    struct.pack_into("<H" if width == 2 else "<I", b, 1024 + i * width, random.randrange(320))
+open(path, "wb").write(bytes(b)); print(path, n)
+PY
+check "train shard doctored (steps 23-33 random tokens)" test -s "$D/doctor.out"
+spike_body() { # $1: the monitor section
+    python3 -c "import json; r=json.load(open('$D/r.json')); r['train']['steps']=33; r['checkpoint']['every']=0
+r['monitor']=json.loads('$1'); print(json.dumps({'recipe': r, 'dataDir': '$D/spike', 'experiment_name': 'spikejob', 'nodeCount': 1}))"
+}
+api POST "$CLUSTERS/mt/trainingJobs?trainingJobId=bad" "$(spike_body '{"spike_z": -1}')"
+printf '%s\n' "$BODY" >"$D/bad.json"
+check "monitor.spike_z = -1: 400 naming the field ($(head -c 200 "$D/bad.json" | tr '\n' ' '))" \
+    bash -c "[ $HTTP_STATUS = 400 ] && grep -q 'monitor.spike_z' '$D/bad.json'"
+api POST "$CLUSTERS/mt/trainingJobs?trainingJobId=spike" \
+    "$(spike_body '{"spike_z": 4, "spike_window": 20, "throughput_drop": 0.05, "stall_factor": 1000}')"
+check "the spike trainingJob is created" test "$HTTP_STATUS" = 200
+STD=$(field '["taskDir"]' <<<"$BODY")
+spike_done() { api GET "$CLUSTERS/mt/trainingJobs/spike"; grep -q '"state": *"\(COMPLETED\|FAILED\|CANCELLED\)"' <<<"$BODY"; }
+wait_for 180 spike_done
+check "the spike job ran to the end" grep -q '"COMPLETED"' <<<"$BODY"
+mtc cluster events mt --json >"$D/ev.json"
+spikes() { python3 -c "import json,sys; print('\n'.join(e['description'] for e in json.load(open('$1')) if e.get('eventType')=='TRAINING_LOSS_SPIKE'))"; }
+spikes "$D/ev.json" >"$D/spikes.txt"
+diag "event: $(grep -m1 "^trainingJob spike " "$D/spikes.txt")"
+check "a TRAINING_LOSS_SPIKE event names the job and a step in the doctored region" \
+    grep -qE '^trainingJob spike \(experiment spikejob\): loss spike at step (2[3-9]|3[0-3]): ' "$D/spikes.txt"
+[ -s "$D/spikes.txt" ] || { diag "events:"; sed 's/^/# /' "$D/ev.json" | tail -20; tail -20 "$STD/logs/metrics.jsonl" | sed 's/^/# /'; }
+api GET "$CLUSTERS/mt/trainingJobs/spike"
+curl -s -H "Authorization: Bearer $VIEWER" "$URL" >/dev/null
+mtc cluster events mt --json >"$D/ev2.json"
+check "raised once: GET and scrape later add no event" test "$(spikes "$D/ev2.json" | wc -l)" = "$(wc -l <"$D/spikes.txt")"
 done_testing

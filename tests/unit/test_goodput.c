@@ -1,7 +1,9 @@
 /* Unit tests for goodput and early problem detection (src/recipes/goodput.c):
  * kept time, wall time, restarts and steps repeated read from a run's log and
  * metrics.jsonl (and read on incrementally, and again after a resume rewrote
- * the file); NaN/Inf, loss spike, throughput drop and stall alerts. */
+ * the file); NaN/Inf, loss spike, throughput drop and stall alerts; the
+ * recipe's monitor thresholds; exp_monitor_scan raising each alert once per
+ * occurrence, judging every row read (a spike between two scans included). */
 #include "check.h"
 #include "recipes/recipes.h"
 
@@ -21,6 +23,20 @@ static void rows(struct exp_track *t, int n, double loss, double tps)
 {
     for (int i = 0; i < n; i++)
         exp_track_row(t, t->step + 1, loss + 0.01 * (i % 5), tps + (i % 3), 0.1);
+}
+
+struct events {
+    int n, kinds;
+    char last[256];
+};
+
+void on(void *arg, int kind, const char *text);
+void on(void *arg, int kind, const char *text)
+{
+    struct events *e = arg;
+    e->n++;
+    e->kinds |= kind;
+    snprintf(e->last, sizeof(e->last), "%s", text);
 }
 
 int main(void)
@@ -109,6 +125,38 @@ int main(void)
     unlink(log);
     rmdir(dir);
     json_decref(run);
+
+    /* the recipe's "monitor" section over the defaults */
+    struct exp_monitor m;
+    json_t *mc = json_pack("{s:{s:f, s:i, s:f}}", "monitor", "spike_z", 3.5, "spike_window", 20,
+                           "stall_factor", 4.0);
+    exp_monitor_from(mc, &m);
+    CHECK(m.spike_z == 3.5 && m.window == 20 && m.stall_factor == 4.0 && m.drop_fraction == 0.5 &&
+              m.min_rows == 10,
+          "monitor: %g %d %g %g %d", m.spike_z, m.window, m.stall_factor, m.drop_fraction, m.min_rows);
+    json_decref(mc);
+
+    /* scans: a spike that is not the newest row by the time of the scan is raised once */
+    struct events ev = {0, 0, ""};
+    int64_t seen = 0;
+    int raised = 0;
+    exp_track_init(&t, cfg);
+    rows(&t, 30, 2.0, 1000);
+    exp_monitor_scan(&t, &exp_monitor_default, 0, &seen, &raised, on, &ev);
+    CHECK(ev.n == 0 && seen == 30, "30 healthy rows: no event (%d: %s)", ev.n, ev.last);
+    exp_track_row(&t, 31, 9.0, 1000, 0.1);
+    exp_track_row(&t, 32, 9.5, 1000, 0.1);
+    rows(&t, 3, 2.0, 1000);
+    CHECK(exp_monitor_check(&t, &exp_monitor_default, 0, msg, sizeof msg) == 0, "newest row fine");
+    exp_monitor_scan(&t, &exp_monitor_default, 0, &seen, &raised, on, &ev);
+    CHECK(ev.n == 1 && ev.kinds == EXP_ALERT_SPIKE && strstr(ev.last, "loss spike at step 31: 9 "),
+          "steps 31-32 spiked: one event (%d: %s)", ev.n, ev.last);
+    exp_monitor_scan(&t, &exp_monitor_default, 0, &seen, &raised, on, &ev);
+    CHECK(ev.n == 1, "scanning again adds none (%d)", ev.n);
+    exp_track_row(&t, 36, 9.0, 1000, 0.1);
+    exp_monitor_scan(&t, &exp_monitor_default, 0, &seen, &raised, on, &ev);
+    CHECK(ev.n == 2 && strstr(ev.last, "step 36"), "a new occurrence: a new event (%s)", ev.last);
+    CHECK(strcmp(exp_alert_name(EXP_ALERT_SPIKE), "LOSS_SPIKE") == 0, "alert names");
     json_decref(cfg);
     return check_done();
 }

@@ -89,7 +89,9 @@ static int e_status(struct cli *c, int argc, char **argv)
     exp_track_init(t, cfg);
     double now = (double)mtc_now_ms() / 1000.0;
     exp_track_update(t, now);
-    int alerts = exp_monitor_check(t, &exp_monitor_default, now, msg, sizeof(msg));
+    struct exp_monitor mon;
+    exp_monitor_from(cfg, &mon);
+    int alerts = exp_monitor_check(t, &mon, now, msg, sizeof(msg));
     if (c->json) {
         json_object_set_new(cfg, "state", json_string(state));
         json_object_set_new(cfg, "progress", exp_track_json(t, alerts, msg));
