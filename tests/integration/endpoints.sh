@@ -54,8 +54,9 @@ out=$(mtc endpoints predict chat "the cat" --max-tokens 8 --seed 1 2>&1)
 check "mtc endpoints predict prints a completion" test $? -eq 0 -a -n "$out"
 
 # --- load: 200 requests from 16 clients; scale up; SIGKILL one replica ------
-# (target 1 request per replica; each client paces its requests so that the
-# load lasts long enough for replicas to start, one to be killed and replaced)
+# (target 1 request per replica; each client pauses 0.1-0.25 s between requests:
+# enough concurrency to need 3 replicas even on an idle machine, where a request
+# takes ~40 ms — a 0.5 s pause kept it under 2 and the scale-up never came)
 python3 - "$MTC_HOME/mtcd.sock" "$E/chat" >"$D/load.out" 2>&1 <<'PY'
 import http.client, json, os, re, socket, subprocess, sys, threading, time, concurrent.futures
 SOCK, EP = sys.argv[1], sys.argv[2]
@@ -90,7 +91,7 @@ def monitor():
         time.sleep(0.2)
 m = threading.Thread(target=monitor); m.start()
 def one(i):
-    time.sleep(0.5 + (i % 16) * 0.02)
+    time.sleep(0.1 + (i % 16) * 0.01)
     st, data, dt, rep = call("POST", EP + "/v1/completions",
                              {"prompt": "the cat sat", "max_tokens": 100, "temperature": 0})
     ok = st == 200 and json.loads(data)["choices"][0]["text"] is not None
