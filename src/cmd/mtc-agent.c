@@ -136,56 +136,24 @@ static void print_results(const struct agent *a, const struct health_result *r, 
                r[i].status == HEALTH_FAIL ? health_severity_name(r[i].severity) : "", r[i].reason);
 }
 
-/* The reply body of reportHealth is not needed. */
-static size_t discard(char *p, size_t size, size_t n, void *u)
-{
-    (void)p, (void)u;
-    return size * n;
-}
-
 /* POST …:reportHealth. 0 on a 2xx answer, else -1 with err. */
 static int report(const struct agent *a, const struct health_result *r, int n, mtc_error_t *err)
 {
-    char url[2048], auth[600];
+    char path[512];
     json_t *body = body_json(a, r, n);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    long status = 0;
-    const char *base = *a->url ? a->url : "http://localhost";
-    snprintf(url, sizeof(url),
-             "%s/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:reportHealth", base,
-             a->project, a->location, a->cluster);
-    if (!h || !text) {
-        free(text);
-        curl_slist_free_all(hdrs);
-        curl_easy_cleanup(h);
+    if (!text)
         return errprintf(err, "out of memory");
-    }
-    if (*a->token) { /* a node token: also over the unix socket */
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", a->token);
-        hdrs = curl_slist_append(hdrs, auth);
-    }
-    if (!*a->url)
-        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, a->socket);
-    if (*a->ca_file) /* mtcd's own CA (a self-signed certificate) */
-        curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    CURLcode rc = curl_easy_perform(h);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
+    snprintf(path, sizeof(path),
+             "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:reportHealth",
+             a->project, a->location, a->cluster);
+    struct mtc_mtcd m = {a->socket, a->url, a->ca_file, a->token};
+    long status = 0;
+    int rc = mtc_mtcd_post(&m, path, text, 5, &status, NULL, err);
     free(text);
-    if (rc != CURLE_OK)
-        return errprintf(err, "cannot reach mtcd at %s: %s", *a->url ? a->url : a->socket,
-                         curl_easy_strerror(rc));
+    if (rc < 0)
+        return -1;
     if (status < 200 || status > 299)
         return errprintf(err, "mtcd answered HTTP %ld to reportHealth", status);
     return 0;

@@ -316,6 +316,23 @@ int control_start_remediation(struct control *c, const char *project, const char
 
 /* Supervisor pass: nodes whose health FAILs, or that Slurm has had down for a
  * while, get a remediation unless one ran out of its limit. */
+/* 1 when the cluster's last observed state of node is a power state
+ * (POWERED_DOWN, POWERING_UP, POWERING_DOWN): an elastic node that is not on
+ * is not remediated; its next start is checked by the prolog. */
+static int node_powered_off(const struct store_cluster *cl, const char *node)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(cl->nodes, i, n)
+    {
+        const char *name = json_string_value(json_object_get(n, "instanceName"));
+        const char *ns = json_string_value(json_object_get(n, "nodeState"));
+        if (name && strcmp(name, node) == 0)
+            return ns && strstr(ns, "POWER") != NULL;
+    }
+    return 0;
+}
+
 void control_check_health(struct control *c, const struct store_cluster *cl)
 {
     int n = 0;
@@ -324,7 +341,8 @@ void control_check_health(struct control *c, const struct store_cluster *cl)
     for (int i = 0; i < n; i++) {
         int rem = schema_enum_parse(&control_remediation_enum, h[i].remediation, 0);
         if (schema_enum_parse(&health_status_enum, h[i].status, 0) != HEALTH_FAIL ||
-            rem == CONTROL_REM_FAILED || rem == CONTROL_REM_REMEDIATING)
+            rem == CONTROL_REM_FAILED || rem == CONTROL_REM_REMEDIATING ||
+            node_powered_off(cl, h[i].node))
             continue;
         json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s}", "node", h[i].node, "check",
                                                h[i].failing_check, "reason", h[i].reason,
