@@ -90,7 +90,6 @@ check "it ran on 3 nodes" eval '[ "$(wc -l <"$T_DIR/job1.out")" = 3 ]'
 check "NODE_POWERED_UP events" eval 'has_event NODE_POWERED_UP el-cpu-1 && has_event NODE_POWERED_UP el-cpu-2'
 P1=$(node_pids el-cpu-1) P2=$(node_pids el-cpu-2)
 check "resumed nodes had slurmd and agent (recorded pids)" eval '[ $(echo $P1 $P2 | wc -w) = 4 ]'
-# the prolog check (mtc-agent check --mode prolog) ran on each resumed node
 # Slurm's Prolog runs the agent's check (--mode prolog --drain) first and the
 # spec's script only when it passed: the script ran on the resumed nodes
 check "the prolog runs the agent's check" grep -q "check --config .* --mode prolog" "$CD/etc/prolog.sh"
