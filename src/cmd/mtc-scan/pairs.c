@@ -2,7 +2,7 @@
  * pairs up to --all-pairs-max nodes, else a seeded random pairing and a
  * second, different one, then suspects retested against nodes that passed)
  * and broadcasts each round; the pairs of a round are disjoint and run at
- * once — a ping-pong of min(--max-bytes, 4 MiB) over MPI for about 0.2 s
+ * once — a ping-pong of min(--max-bytes, 4 MiB) over MPI for about 0.1 s
  * (sized by a timed warm-up), or with --nccl a
  * two-node NCCL all_reduce over both nodes' GPUs. The verdict tells a bad
  * node (slow with every partner) from a bad link (slow with one). */
@@ -14,7 +14,7 @@
 #include "health/health.h"
 #include "scan/scan.h"
 
-#define PAIR_SECONDS 0.2 /* each pair's measurement: spans CPU-quota periods */
+#define PAIR_SECONDS 0.1 /* each pair's measurement: spans CPU-quota periods */
 
 /* iters exchanges of bytes with peer (the lower rank leads); seconds taken. */
 static double exchange(int peer, char *buf, size_t bytes, int iters)
