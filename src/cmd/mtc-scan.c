@@ -195,7 +195,7 @@ int main(int argc, char **argv)
     int failed = fn(&o, &report);
     MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD); /* rank 0 judged */
     if (scan_rank == 0 && report) {
-        json_dumpf(report, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+        json_dumpf(report, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(6));
         fputc('\n', stdout);
     }
     json_decref(report);

@@ -179,6 +179,7 @@ void scan_pairs_verdict(int n, const struct scan_pair *p, int np, struct scan_no
 {
     for (int i = 0; i < n; i++)
         v[i] = (struct scan_node_verdict){.state = HEALTH_PASS, .finding = SCAN_OK, .peer = -1};
+    int *slow = calloc((size_t)n + 1, sizeof(int)); /* pairs FAILing or WARNing */
     for (int k = 0; k < np; k++) {
         v[p[k].a].pairs++;
         v[p[k].b].pairs++;
@@ -186,9 +187,17 @@ void scan_pairs_verdict(int n, const struct scan_pair *p, int np, struct scan_no
             v[p[k].a].failed++;
             v[p[k].b].failed++;
         }
+        if (p[k].state == HEALTH_FAIL || p[k].state == HEALTH_WARN) {
+            slow[p[k].a]++;
+            slow[p[k].b]++;
+        }
     }
+    /* slow with every partner: FAILing with all, or with two or more and at
+     * best WARNing with the rest (one FAIL and one WARN is not enough: a
+     * noisy node retested against a bad one would be named) */
     for (int i = 0; i < n; i++)
-        if (v[i].failed && v[i].failed == v[i].pairs && v[i].pairs >= 2) {
+        if (v[i].pairs >= 2 && slow[i] == v[i].pairs &&
+            (v[i].failed == v[i].pairs || v[i].failed >= 2)) {
             v[i].finding = SCAN_BAD_NODE;
             v[i].state = HEALTH_FAIL;
         }
@@ -207,6 +216,7 @@ void scan_pairs_verdict(int n, const struct scan_pair *p, int np, struct scan_no
             v[me].peer = other;
         }
     }
+    free(slow);
 }
 
 void scan_verdict_reason(const struct scan_node_verdict *v, const char *peer_name, char *buf,

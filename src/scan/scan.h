@@ -56,7 +56,7 @@ int scan_retest_round(int n, const struct scan_pair *p, int np, int *partner);
 /* What a node's pairs say about it. */
 enum scan_finding {
     SCAN_OK,        /* no FAILing pair, or each explained by a bad partner */
-    SCAN_BAD_NODE,  /* slow with every partner (at least 2) */
+    SCAN_BAD_NODE,  /* slow with every partner (at least 2; FAIL, or WARN) */
     SCAN_BAD_LINK,  /* slow with peer only, fine with others */
     SCAN_UNDECIDED, /* its only pair FAILed: nothing to retest against */
 };
@@ -70,8 +70,8 @@ struct scan_node_verdict {
     int peer;                  /* BAD_LINK/UNDECIDED: the other node of the pair */
 };
 
-/* Verdicts of n nodes: a node FAILing with every partner (at least 2) is a
- * bad node; a FAILing pair not explained by a bad node is a bad link, which
+/* Verdicts of n nodes: a node slow with every partner (at least 2; FAILing
+ * with all, or with two or more and WARNing with the others) is a bad node; a FAILing pair not explained by a bad node is a bad link, which
  * FAILs both its nodes and names the other one; a node whose only pair
  * FAILed (nothing to retest against) FAILs as undecided. */
 void scan_pairs_verdict(int n, const struct scan_pair *p, int np, struct scan_node_verdict *v);

@@ -6,8 +6,11 @@
 # gpu check with the fake NVML names the node with ECC errors, and the
 # burn-in the node whose fma() is wrong; ring --nccl says why NCCL is not
 # used; one rank's process throttled in a cgroup (v1 cpu controller) is named
-# by the straggler, the burn-in and the random-pairing pairs check (a bad
-# node, not a bad link), and only it; bad arguments are refused with exit 2.
+# by the straggler and the burn-in checks, and only it; bad arguments are
+# refused with exit 2. (Pairs naming a slow node among 5 with the random
+# pairing and retests: healthscan_hosts.sh, on namespace hosts with a
+# tc-shaped link — a CPU quota lets short bursts through at full speed, a
+# shaped link has a ceiling.)
 # Verdicts at 25% of the median: the runner is 2 shared cores, where a
 # healthy rank's share of a CPU varies a few times over.
 . "$(dirname "$0")/lib.sh"
@@ -131,8 +134,7 @@ cg_remove() {
     rmdir "$CG" 2>/dev/null
 }
 t_extra_cleanup() { cg_remove; }
-quota() { echo "$1" >"$CG/cpu.cfs_quota_us" && echo "$2" >"$CG/cpu.cfs_period_us" && echo "$1" >"$CG/cpu.cfs_quota_us"; }
-quota 2000 100000
+echo 100000 >"$CG/cpu.cfs_period_us" && echo 2000 >"$CG/cpu.cfs_quota_us"
 # rank 2 enters the cgroup before it starts (MPMD: the third rank via a shell)
 "${MPIRUN[@]}" -np 2 mtc-scan pipeline --microbatches 30 --fail-fraction 0.3 : -np 1 \
     bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan pipeline --microbatches 30 --fail-fraction 0.3" >"$D/slow.json" 2>"$D/slow.err"
@@ -145,23 +147,7 @@ assert "#" in r["heatmap"][2], r'
 diag "throttled rank: $(python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"][2]; print(n["fractionOfMedian"], n.get("reason"))' "$D/slow.json")"
 check "the cgroup really throttled" awk '$1 == "nr_throttled" && $2 > 0 {f = 1} END {exit !f}' "$CG/cpu.stat"
 
-# pairs, 5 ranks above --all-pairs-max: the throttled rank (4) is a bad node
-# (2% of a CPU in 50 ms periods: each pair's 0.1 s measurement spans them)
-quota 1000 50000
-"${MPIRUN[@]}" -np 4 mtc-scan pairs --all-pairs-max 2 --seed 11 --max-bytes 1048576 --fail-fraction 0.15 : -np 1 \
-    bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan pairs --all-pairs-max 2 --seed 11 --max-bytes 1048576 --fail-fraction 0.15" >"$D/pslow.json" 2>"$D/pslow.err"
-check "throttled: pairs fails (exit 1)" test $? -eq 1
-check "random pairing + retest: the throttled rank is the bad node, no bad link, others pass" report "$D/pslow.json" '
-bad = r["nodes"][4]["node"]
-assert r["pairing"] == "random" and r["badNodes"] == [bad] and r["badLinks"] == [], r
-assert r["nodes"][4]["state"] == "FAIL" and r["nodes"][4]["reason"].startswith("bad node"), r
-assert all(n["state"] == "PASS" for n in r["nodes"][:4]), r
-assert any(p["pass"] == "retest" and bad in p["nodes"] for p in r["pairs"]), r
-assert all(p["state"] != "FAIL" or bad in p["nodes"] for p in r["pairs"]), r'
-diag "throttled pairs: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["nodes"][4]["reason"], [(p["pass"], p["nodes"], p["busGBps"]) for p in r["pairs"] if p["state"] == "FAIL"])' "$D/pslow.json")"
-
-# gpu burn-in: the throttled rank (5% of a CPU) FAILs against the pool median
-quota 5000 100000
+# gpu burn-in: the throttled rank (2% of a CPU) FAILs against the pool median
 "${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 2 --fail-fraction 0.3 : -np 1 \
     bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan gpu --seconds 2 --fail-fraction 0.3" >"$D/bslow.json" 2>"$D/bslow.err"
 check "throttled: the burn-in fails (exit 1)" test $? -eq 1

@@ -180,6 +180,25 @@ int main(void)
     }
     CHECK(found, "a seed pairing 1 with 3 exists");
 
+    /* slow with every partner, though one pair only WARNs: still the bad node */
+    struct scan_pair wp[4] = {{0, 3, SCAN_PASS_FIRST, 1, HEALTH_FAIL, 0, 0},
+                              {1, 3, SCAN_PASS_SECOND, 6, HEALTH_WARN, 0, 0},
+                              {2, 3, SCAN_PASS_RETEST, 1, HEALTH_FAIL, 0, 0},
+                              {0, 1, SCAN_PASS_RETEST, 10, HEALTH_PASS, 0, 0}};
+    scan_pairs_verdict(4, wp, 4, v);
+    CHECK(v[3].finding == SCAN_BAD_NODE && v[0].state == HEALTH_PASS && v[2].state == HEALTH_PASS,
+          "FAIL, WARN and FAIL with its 3 partners: a bad node, its partners pass");
+
+    /* one FAIL (with the bad node) and one WARN: not a bad node */
+    struct scan_pair np2[5] = {{0, 4, SCAN_PASS_FIRST, 1, HEALTH_FAIL, 0, 0},
+                               {1, 4, SCAN_PASS_SECOND, 1, HEALTH_FAIL, 0, 0},
+                               {3, 4, SCAN_PASS_RETEST, 1, HEALTH_FAIL, 0, 0},
+                               {0, 3, SCAN_PASS_SECOND, 6, HEALTH_WARN, 0, 0},
+                               {1, 2, SCAN_PASS_FIRST, 10, HEALTH_PASS, 0, 0}};
+    scan_pairs_verdict(5, np2, 5, v);
+    CHECK(v[4].finding == SCAN_BAD_NODE && v[3].state == HEALTH_PASS && v[0].state == HEALTH_PASS,
+          "a noisy node (WARN) retested against the bad node is not named");
+
     /* 2 nodes: nothing to retest against */
     s = (struct sim){-1, 0, 1};
     struct scan_plan *pl = scan_plan_create(2, 8, 1, 5, 0.5);

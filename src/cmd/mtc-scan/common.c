@@ -63,7 +63,7 @@ const char *scan_state_name(int s)
 
 json_t *scan_num(double v)
 {
-    return json_real(isfinite(v) ? round(v * 1000) / 1000 : 0);
+    return json_real(isfinite(v) ? v : 0);
 }
 
 json_t *scan_node(const char *name, int state, const char *reason)

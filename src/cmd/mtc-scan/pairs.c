@@ -2,8 +2,8 @@
  * pairs up to --all-pairs-max nodes, else a seeded random pairing and a
  * second, different one, then suspects retested against nodes that passed)
  * and broadcasts each round; the pairs of a round are disjoint and run at
- * once — a ping-pong of min(--max-bytes, 4 MiB) over MPI for about 0.1 s
- * (sized by a timed warm-up), or with --nccl a
+ * once — a ping-pong of min(--max-bytes, 4 MiB) over MPI, the best of 3
+ * windows of ~30 ms after a warm-up window, or with --nccl a
  * two-node NCCL all_reduce over both nodes' GPUs. The verdict tells a bad
  * node (slow with every partner) from a bad link (slow with one). */
 #include <stdio.h>
@@ -14,42 +14,47 @@
 #include "health/health.h"
 #include "scan/scan.h"
 
-#define PAIR_SECONDS 0.1 /* each pair's measurement: spans CPU-quota periods */
+#define PAIR_WINDOW 0.03 /* seconds of one measurement window */
+#define PAIR_WINDOWS 3
 
-/* iters exchanges of bytes with peer (the lower rank leads); seconds taken. */
-static double exchange(int peer, char *buf, size_t bytes, int iters)
+/* One window: exchanges of bytes with peer until PAIR_WINDOW has passed on
+ * the lower rank (the lead), which says in each message's first byte
+ * whether another exchange follows. Returns the lead's GB/s (0 elsewhere). */
+static double window(int peer, char *buf, size_t bytes)
 {
-    int lead = scan_rank < peer;
-    double t0 = MPI_Wtime();
-    for (int it = 0; it < iters; it++) {
-        if (lead) {
+    int lead = scan_rank < peer, count = 0;
+    double t0 = MPI_Wtime(), t = 0;
+    if (lead) {
+        do {
+            buf[0] = (char)(MPI_Wtime() - t0 < PAIR_WINDOW);
             MPI_Send(buf, (int)bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
             MPI_Recv(buf, (int)bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else {
+            count++;
+        } while (buf[0]);
+        t = MPI_Wtime() - t0;
+    } else {
+        do {
             MPI_Recv(buf, (int)bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             MPI_Send(buf, (int)bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD);
-        }
+        } while (buf[0]);
     }
-    return MPI_Wtime() - t0;
+    return lead && t > 0 ? 2.0 * (double)bytes * count / t / 1e9 : 0;
 }
 
-/* GB/s of a ping-pong with peer (on the lower rank; 0 on the other): a
- * timed warm-up sizes the run to about PAIR_SECONDS, so a node that is slow
- * only part of the time (a CPU quota, a shaped link's bursts) shows its
- * sustained rate rather than its best moment. */
+/* GB/s of a ping-pong with peer (on the lower rank; 0 on the other): the
+ * best of PAIR_WINDOWS windows of ~PAIR_WINDOW each — long enough to span
+ * several CPU-quota periods or a shaped link's bursts, so a node slow part of
+ * the time shows its sustained rate, while the best window forgives a
+ * healthy pair a moment of noise. A warm-up window first. */
 static double pingpong(int peer, char *buf, size_t bytes)
 {
-    int lead = scan_rank < peer, iters = 0;
-    double w = exchange(peer, buf, bytes, 2) / 2;
-    if (lead) {
-        double want = w > 0 ? PAIR_SECONDS / w : 100000;
-        iters = want < 4 ? 4 : want > 100000 ? 100000 : (int)want;
-        MPI_Send(&iters, 1, MPI_INT, peer, 3, MPI_COMM_WORLD);
-    } else {
-        MPI_Recv(&iters, 1, MPI_INT, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    double best = 0;
+    window(peer, buf, bytes);
+    for (int k = 0; k < PAIR_WINDOWS; k++) {
+        double g = window(peer, buf, bytes);
+        best = g > best ? g : best;
     }
-    double t = exchange(peer, buf, bytes, iters);
-    return lead && t > 0 ? 2.0 * (double)bytes * iters / t / 1e9 : 0;
+    return best;
 }
 
 /* This rank's measurement in a round (0 when idle or not the pair's lead). */

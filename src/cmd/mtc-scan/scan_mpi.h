@@ -40,7 +40,7 @@ void scan_wait_idle(MPI_Request *rq, int n);
 int scan_judge(const double *v, int n, int i, double fail, double *median, double *frac);
 /* "PASS", "WARN", "FAIL", "UNKNOWN" */
 const char *scan_state_name(int s);
-/* A JSON number rounded to 3 decimals (reports stay readable). */
+/* A JSON number (0 for inf/nan; printed with 6 significant digits). */
 json_t *scan_num(double v);
 /* {"node": NAME, "state": S} plus "reason" when reason is non-empty. */
 json_t *scan_node(const char *name, int state, const char *reason);
