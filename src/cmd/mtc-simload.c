@@ -34,6 +34,7 @@ struct agent {
     const char *check;   /* the failing check */
     long boots0;         /* its boots when it failed */
     int64_t failed_ms;   /* when its FAIL report was answered */
+    size_t fidx;         /* its failure in g.failures */
 };
 
 /* Latencies (ms) of one kind of request; how many mtcd answered with an
@@ -52,10 +53,10 @@ static struct {
     struct agent *agents;
     int nagents, nthreads;
     int64_t start, end;
-    int report_every_ms;
+    int report_every_ms, pass_ms; /* the agent's report period and check pass */
     struct lat reports, gets, late; /* late: how long after its time a report went */
     int get_every_ms;
-    json_t *failures; /* [{"node","check","timeMs","reportedMs"}] */
+    json_t *failures; /* [{"node","check","timeMs","answeredMs"?}] */
     long fixed;
     pthread_mutex_t lock;
 } g = {.reports = {.lock = PTHREAD_MUTEX_INITIALIZER},
@@ -144,8 +145,9 @@ static long node_boots(const char *node, int *acting)
     return boots;
 }
 
-/* One report of agent a: its results (FAIL while failing), timed. */
-static void send_report(struct agent *a)
+/* One report of agent a: its results (FAIL while failing), timed. 0 when
+ * mtcd answered 2xx. */
+static int send_report(struct agent *a)
 {
     mtc_error_t err = {""};
     json_t *res = provider_sim_results(g.policy, a->failing ? a->check : NULL,
@@ -156,7 +158,7 @@ static void send_report(struct agent *a)
     if (!text) {
         fprintf(stderr, "mtc-simload: %s: %s\n", a->node, *err.text ? err.text : "out of memory");
         lat_add(&g.reports, 0, 0);
-        return;
+        return -1;
     }
     struct health_reporter rep = g.rep;
     snprintf(rep.token, sizeof(rep.token), "%s", a->token);
@@ -169,14 +171,16 @@ static void send_report(struct agent *a)
     lat_add(&g.late, (double)(t0 - a->due), 200);
     if (rc < 0)
         fprintf(stderr, "mtc-simload: %s: %s\n", a->node, err.text);
-    if (rc == 0 && a->failing && !a->failed_ms) { /* the failure reached mtcd */
+    if (rc == 0 && a->failing && !a->failed_ms) { /* mtcd acknowledged the failure */
         a->failed_ms = t1;
         pthread_mutex_lock(&g.lock);
-        json_array_append_new(g.failures, json_pack("{s:s, s:s, s:I, s:I}", "node", a->node,
-                                                    "check", a->check, "timeMs", (json_int_t)t0,
-                                                    "reportedMs", (json_int_t)t1));
+        json_object_set_new(json_array_get(g.failures, a->fidx), "answeredMs", json_integer(t1));
         pthread_mutex_unlock(&g.lock);
     }
+    /* like the agent, one that did not get through is sent again next pass */
+    if (rc < 0)
+        a->next_report = t1 + g.pass_ms;
+    return rc;
 }
 
 /* What agent a does at now: fail, come back after a reboot, or report. A
@@ -192,8 +196,13 @@ static void step(struct agent *a, int64_t now)
         a->boots0 = node_boots(a->node, &acting);
         a->failing = 1;
         a->next_check = now + 500;
-        send_report(a); /* a changed result is reported at once */
         a->next_report = now + g.report_every_ms;
+        pthread_mutex_lock(&g.lock); /* the failure, from the moment its report goes */
+        a->fidx = json_array_size(g.failures);
+        json_array_append_new(g.failures, json_pack("{s:s, s:s, s:I}", "node", a->node, "check",
+                                                    a->check, "timeMs", (json_int_t)now));
+        pthread_mutex_unlock(&g.lock);
+        send_report(a); /* a changed result is reported at once */
         return;
     }
     if (a->failing && now >= a->next_check) {
@@ -456,6 +465,7 @@ int main(int argc, char **argv)
     if (health_policy_parse(g.policy, &pol, &perr) < 0)
         return fail("healthPolicy: %s", perr.text);
     g.report_every_ms = (int)((every > 0 ? every : pol.report_every_seconds) * 1000);
+    g.pass_ms = pol.interval_seconds * 1000;
     g.nthreads = (int)threads;
     g.get_every_ms = (int)get_ms;
     g.failures = json_array();
