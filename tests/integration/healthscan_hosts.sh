@@ -3,7 +3,7 @@
 # hosts (testhosts.inc; mpirun over the hosts' sshd, Open MPI TCP on the test
 # subnet) with --all-pairs-max 2: the random pairing, a second different one
 # and retests; healthy, every node passes. Host 5's link shaped by tc (tbf,
-# 20 Mbit/s egress: a hard ceiling) → host 5 is named the bad node (slow with
+# 5 Mbit/s egress: a hard ceiling) → host 5 is named the bad node (slow with
 # every partner, retested against a passing node), no bad link, the others
 # pass. Traffic only on the test hosts' bridge; hosts torn down at exit.
 . "$(dirname "$0")/lib.sh"
@@ -44,7 +44,7 @@ assert [p["pass"] for p in r["pairs"]].count("first") == 2, r
 assert [p["pass"] for p in r["pairs"]].count("second") == 2, r
 assert all(n["state"] == "PASS" for n in r["nodes"]) and not r["badNodes"], r'
 
-ip netns exec "${TESTHOSTS_NETNS[5]}" tc qdisc add dev eth0 root tbf rate 20mbit burst 16kb latency 400ms
+ip netns exec "${TESTHOSTS_NETNS[5]}" tc qdisc add dev eth0 root tbf rate 5mbit burst 16kb latency 400ms
 scan "$D/slow.json"
 check "host 5's link shaped: pairs exits 1" test $? -eq 1
 diag "shaped scan done after ${SECONDS}s"
