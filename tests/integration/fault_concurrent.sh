@@ -13,7 +13,7 @@
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/fault_setup.inc"
 
-STEPS=${STEPS:-1500} EXP=concur
+STEPS=${STEPS:-600} EXP=concur
 FAULT_NODES=4 FAULT_POLICY_EXTRA=', "maxDrainedFraction": 1'
 check "4-node cluster with agents up" fault_cluster fc
 check "tiny corpus tokenized" run_corpus "$T_DIR/data"
