@@ -116,9 +116,7 @@ out:
  * record PROLOG/EPILOG failures as VM_PROLOG_ERROR / VM_EPILOG_ERROR. */
 static json_t *body_json(const struct agent *a, const struct health_result *r, int n)
 {
-    return json_pack("{s:s, s:s, s:o}", "nodeId", a->ctx.node, "mode",
-                     schema_enum_name(&health_mode_enum, (int)a->ctx.mode), "results",
-                     health_results_json(r, n));
+    return health_report_body(a->ctx.node, a->ctx.mode, health_results_json(r, n));
 }
 
 static void print_results(const struct agent *a, const struct health_result *r, int n)
@@ -136,27 +134,25 @@ static void print_results(const struct agent *a, const struct health_result *r, 
                r[i].status == HEALTH_FAIL ? health_severity_name(r[i].severity) : "", r[i].reason);
 }
 
-/* POST …:reportHealth. 0 on a 2xx answer, else -1 with err. */
+/* POST …:reportHealth (health_report_post). 0 on a 2xx answer, else -1 with err. */
 static int report(const struct agent *a, const struct health_result *r, int n, mtc_error_t *err)
 {
-    char path[512];
+    static struct health_reporter rep;
+    snprintf(rep.project, sizeof(rep.project), "%s", a->project);
+    snprintf(rep.location, sizeof(rep.location), "%s", a->location);
+    snprintf(rep.cluster, sizeof(rep.cluster), "%s", a->cluster);
+    snprintf(rep.socket, sizeof(rep.socket), "%s", a->socket);
+    snprintf(rep.url, sizeof(rep.url), "%s", a->url);
+    snprintf(rep.token, sizeof(rep.token), "%s", a->token);
+    snprintf(rep.ca_file, sizeof(rep.ca_file), "%s", a->ca_file);
     json_t *body = body_json(a, r, n);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     if (!text)
         return errprintf(err, "out of memory");
-    snprintf(path, sizeof(path),
-             "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:reportHealth",
-             a->project, a->location, a->cluster);
-    struct mtc_mtcd m = {a->socket, a->url, a->ca_file, a->token};
-    long status = 0;
-    int rc = mtc_mtcd_post(&m, path, text, 5, &status, NULL, err);
+    int rc = health_report_post(&rep, text, NULL, err);
     free(text);
-    if (rc < 0)
-        return -1;
-    if (status < 200 || status > 299)
-        return errprintf(err, "mtcd answered HTTP %ld to reportHealth", status);
-    return 0;
+    return rc;
 }
 
 /* Slurm ignores a HealthCheckProgram's exit status: the program drains its
