@@ -129,10 +129,11 @@ scontrol show job "$JOB2" -o | grep -o 'JobState=[^ ]* Reason=[^ ]*' | sed 's/^/
 kill "$PORT_PID" 2>/dev/null
 wait "$PORT_PID" 2>/dev/null
 PORT_PID=
-# the failed node is powered down (Slurm: idle_on_node_suspend); Slurm holds
-# the requeued job a while (BeginTime): released, it resumes the node again,
-# this time with its port free
-check "the failed node powered down (idle~)" wait_for 60 state_is el-cpu-2 "idle~"
+# the failed node stays DOWN (powered down) until an admin returns it, then
+# it is idle~; Slurm holds the requeued job a while (BeginTime): released,
+# it resumes the node again, this time with its port free
+scontrol update nodename=el-cpu-2 state=resume
+check "the failed node returned to service powered down (idle~)" wait_for 60 state_is el-cpu-2 "idle~"
 scontrol update jobid="$JOB2" StartTime=now >/dev/null
 check "the requeued job completed once the port was free" wait_for 120 job_is "$JOB2" COMPLETED
 diag "job $JOB2: $(job_state "$JOB2"), el-cpu-2 $(sinfo -h -N -n el-cpu-2 -o %t)"
