@@ -197,13 +197,15 @@ static int power_on(struct provider *p, const struct lc *c, const json_t *spec,
     /* the agent checks slurmd through its own pid file at once: wait for
      * it; a slurmd that cannot start fails the resume here (Slurm then
      * gives up on the node after ResumeTimeout) */
-    char own[PLEN];
+    char own[PLEN], rec[PLEN];
     local_path(c, own, "run/slurm/slurmd-%s.pid", n->name);
+    local_path(c, rec, "run/slurmd-%s.pid", n->name);
     for (int64_t end = mtc_now_ms() + SLURMD_UP_WAIT_MS;; mtc_sleep_ms(50)) {
         pid_t pid = mtc_pid_read(own);
         if (pid > 0 && mtc_pid_alive(pid))
             break;
-        if (!local_slurmd_running(c, n->name))
+        /* by pid alone: while unshare execs slurmd its command line is in flux */
+        if (!mtc_pid_alive(mtc_pid_read(rec)))
             return errprintf(err, "%s: slurmd exited at start (see %s/log/slurmd-%s.log)",
                              n->name, c->dir, n->name);
         if (mtc_now_ms() >= end)

@@ -129,6 +129,8 @@ scontrol show job "$JOB2" -o | grep -o 'JobState=[^ ]* Reason=[^ ]*' | sed 's/^/
 kill "$PORT_PID" 2>/dev/null
 wait "$PORT_PID" 2>/dev/null
 PORT_PID=
+port_free() { python3 -c 'import socket,sys; s=socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1])))' "$PORT"; }
+check "el-cpu-2's port is free again" wait_for 90 port_free
 # the failed node stays DOWN (powered down) until an admin returns it, then
 # it is idle~; Slurm holds the requeued job a while (BeginTime): released,
 # it resumes the node again, this time with its port free
