@@ -77,6 +77,9 @@ int cluster_host_valid(const char *host);
 /* 1 when the spec's node pools list hosts (the cluster runs on real hosts
  * through the hosts provider), else 0. Normalized or not. */
 int cluster_spec_on_hosts(const json_t *spec);
+/* 1 when spec has a "sim" section: the cluster is simulated (provider "sim",
+ * docs/scale.md). Normalized or not. */
+int cluster_spec_simulated(const json_t *spec);
 /* 1 when a node pool of spec lists host (hosts or spareHosts, any case). */
 int cluster_spec_host_listed(const json_t *spec, const char *host);
 /* The first host of spec (hosts or spareHosts) that other lists too, with its

@@ -14,8 +14,13 @@
  *             checked.
  * Rank 0 prints one JSON report on stdout; exit 0 when every verdict is PASS,
  * 1 when something FAILed, 2 on bad usage.
+ * Every report has "check", "state" (PASS|WARN|FAIL) and "nodes": [{"node",
+ * "state", "reason" (when not PASS), figures...}]; pairs also has "pairs":
+ * [{"nodes": [A, B], "state", "busGBps", "thresholdGBps", "reason"}].
+ * Thresholds: absolute with --min-bus-gbps (pairs, ring), else measured-
+ * relative (--fail-fraction of the pool's median).
  * Usage: mtc-scan pipeline|pairs|ring [--max-bytes N] [--microbatches N]
- *        [--fail-fraction F] */
+ *        [--fail-fraction F] [--min-bus-gbps X] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +38,7 @@ struct scan_opts {
     size_t max_bytes;
     int microbatches;
     double fail_fraction;
+    double min_bus_gbps; /* absolute threshold (pairs, ring); 0 = measured-relative */
 };
 
 static int rank, size;
@@ -126,9 +132,15 @@ static int scan_pipeline(const struct scan_opts *o)
         double *rate = calloc((size_t)size, sizeof(double));
         for (int i = 0; i < size; i++)
             rate[i] = busys[i] > 0 ? mb / busys[i] : 0;
-        printf("{\"check\": \"straggler\", \"microbatches\": %d, \"wallSeconds\": %.3f, "
-               "\"failFraction\": %.2f, \"nodes\": [",
-               mb, wall, o->fail_fraction);
+        int worst = HEALTH_PASS;
+        for (int i = 0; i < size; i++) {
+            double med, frac;
+            int s = judge(rate, size, i, o->fail_fraction, &med, &frac);
+            worst = s > worst && s != HEALTH_UNKNOWN ? s : worst;
+        }
+        printf("{\"check\": \"straggler\", \"state\": \"%s\", \"microbatches\": %d, "
+               "\"wallSeconds\": %.3f, \"failFraction\": %.2f, \"nodes\": [",
+               state_name(worst), mb, wall, o->fail_fraction);
         for (int i = 0; i < size; i++) {
             double med, frac;
             int s = judge(rate, size, i, o->fail_fraction, &med, &frac);
@@ -217,28 +229,43 @@ static int scan_pairs(const struct scan_opts *o)
     if (rank == 0) {
         int *bad = calloc((size_t)size, sizeof(int)), *cnt = calloc((size_t)size, sizeof(int));
         int *st = calloc((size_t)(np > 0 ? np : 1), sizeof(int));
-        printf("{\"check\": \"collective.pairs\", \"bytes\": %zu, \"failFraction\": %.2f, "
-               "\"pairs\": [",
-               bytes, o->fail_fraction);
+        double *thr = calloc((size_t)(np > 0 ? np : 1), sizeof(double));
+        double *med = calloc((size_t)(np > 0 ? np : 1), sizeof(double));
         for (k = 0; k < np; k++) {
-            double med, frac;
-            st[k] = judge(bw, np, k, o->fail_fraction, &med, &frac);
+            double frac;
+            if (o->min_bus_gbps > 0) {
+                st[k] = bw[k] < o->min_bus_gbps ? HEALTH_FAIL : HEALTH_PASS;
+                thr[k] = o->min_bus_gbps;
+            } else {
+                st[k] = judge(bw, np, k, o->fail_fraction, &med[k], &frac);
+                thr[k] = med[k] * o->fail_fraction;
+            }
             cnt[pr[k][0]]++;
             cnt[pr[k][1]]++;
             if (st[k] == HEALTH_FAIL) {
                 bad[pr[k][0]]++;
                 bad[pr[k][1]]++;
+                failed = 1;
             }
+        }
+        printf("{\"check\": \"collective.pairs\", \"state\": \"%s\", \"bytes\": %zu, "
+               "\"failFraction\": %.2f, \"minBusGBps\": %.3f, \"pairs\": [",
+               failed ? "FAIL" : "PASS", bytes, o->fail_fraction, o->min_bus_gbps);
+        for (k = 0; k < np; k++) {
             printf("%s\n  {\"nodes\": [\"%s\", \"%s\"], \"state\": \"%s\", \"busGBps\": %.3f, "
-                   "\"median\": %.3f, \"fractionOfMedian\": %.3f}",
-                   k ? "," : "", names[pr[k][0]], names[pr[k][1]], state_name(st[k]), bw[k], med,
-                   frac);
+                   "\"thresholdGBps\": %.3f",
+                   k ? "," : "", names[pr[k][0]], names[pr[k][1]], state_name(st[k]), bw[k],
+                   thr[k]);
+            if (o->min_bus_gbps <= 0)
+                printf(", \"median\": %.3f", med[k]);
+            if (st[k] == HEALTH_FAIL)
+                printf(", \"reason\": \"%.3f GB/s below the threshold %.3f GB/s\"", bw[k], thr[k]);
+            printf("}");
         }
         /* a node failing with every partner is the bad one; otherwise the link */
         printf("],\n \"nodes\": [");
         for (int i = 0; i < size; i++) {
             int node_bad = cnt[i] > 1 && bad[i] == cnt[i];
-            failed |= bad[i] > 0;
             printf("%s\n  {\"node\": \"%s\", \"state\": \"%s\"", i ? "," : "", names[i],
                    bad[i] ? "FAIL" : "PASS");
             if (bad[i])
@@ -250,6 +277,8 @@ static int scan_pairs(const struct scan_opts *o)
         free(bad);
         free(cnt);
         free(st);
+        free(thr);
+        free(med);
     }
     free(bw);
     free(pr);
@@ -261,6 +290,7 @@ static int scan_ring(const struct scan_opts *o)
 {
     float *in = malloc(o->max_bytes), *out = malloc(o->max_bytes * (size_t)size);
     int wrong = 0;
+    double last_ar = 0; /* all_reduce bus bandwidth at the largest size */
     if (rank == 0)
         printf("{\"check\": \"collective.ring\", \"ranks\": %d, \"sizes\": [", size);
     for (size_t bytes = 8192, k = 0; bytes <= o->max_bytes; bytes *= 4, k++) {
@@ -288,6 +318,7 @@ static int scan_ring(const struct scan_opts *o)
         }
         if (rank == 0) {
             double ar = (double)bytes / t[0] / 1e9 * 2.0 * (size - 1) / size;
+            last_ar = ar;
             double ag = (double)bytes * size / t[1] / 1e9 * (size - 1) / size;
             printf("%s\n  {\"bytes\": %zu, \"iters\": %d, \"allReduceBusGBps\": %.3f, "
                    "\"allGatherBusGBps\": %.3f}",
@@ -296,17 +327,40 @@ static int scan_ring(const struct scan_opts *o)
     }
     int anywrong = 0;
     MPI_Reduce(&wrong, &anywrong, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
-    if (rank == 0)
-        printf("],\n \"state\": \"%s\"%s}\n", anywrong ? "FAIL" : "PASS",
-               anywrong ? ", \"reason\": \"wrong collective result\"" : "");
+    MPI_Bcast(&last_ar, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&anywrong, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int slow = o->min_bus_gbps > 0 && last_ar < o->min_bus_gbps;
+    if (rank == 0) {
+        char reason[160] = "";
+        if (anywrong)
+            snprintf(reason, sizeof(reason), "wrong collective result");
+        else if (slow)
+            snprintf(reason, sizeof(reason),
+                     "all_reduce bus bandwidth %.3f GB/s below the threshold %.3f GB/s", last_ar,
+                     o->min_bus_gbps);
+        const char *st = anywrong || slow ? "FAIL" : "PASS";
+        printf("],\n \"state\": \"%s\", \"allReduceBusGBps\": %.3f, \"thresholdGBps\": %.3f", st,
+               last_ar, o->min_bus_gbps);
+        if (*reason)
+            printf(", \"reason\": \"%s\"", reason);
+        /* a ring's verdict is the whole ring's: every node shares it */
+        printf(",\n \"nodes\": [");
+        for (int i = 0; i < size; i++) {
+            printf("%s\n  {\"node\": \"%s\", \"state\": \"%s\"", i ? "," : "", names[i], st);
+            if (*reason)
+                printf(", \"reason\": \"ring: %s\"", reason);
+            printf("}");
+        }
+        printf("]}\n");
+    }
     free(in);
     free(out);
-    return anywrong;
+    return anywrong || slow;
 }
 
 static int parse(int argc, char **argv, struct scan_opts *o)
 {
-    *o = (struct scan_opts){NULL, 16u << 20, 300, 0.5};
+    *o = (struct scan_opts){NULL, 16u << 20, 300, 0.5, 0};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -319,6 +373,11 @@ static int parse(int argc, char **argv, struct scan_opts *o)
             o->microbatches = (int)strtol(v, &end, 10);
             if (*end || o->microbatches < BUCKETS || o->microbatches > 100000)
                 return fprintf(stderr, "mtc-scan: --microbatches %s: 10..100000\n", v), -1;
+            i++;
+        } else if (strcmp(argv[i], "--min-bus-gbps") == 0 && v) {
+            o->min_bus_gbps = strtod(v, &end);
+            if (*end || !(o->min_bus_gbps > 0) || o->min_bus_gbps > 100000)
+                return fprintf(stderr, "mtc-scan: --min-bus-gbps %s: a positive number\n", v), -1;
             i++;
         } else if (strcmp(argv[i], "--fail-fraction") == 0 && v) {
             o->fail_fraction = strtod(v, &end);
@@ -333,7 +392,7 @@ static int parse(int argc, char **argv, struct scan_opts *o)
     }
     if (!o->check)
         return fprintf(stderr, "usage: mtc-scan pipeline|pairs|ring [--max-bytes N] "
-                               "[--microbatches N] [--fail-fraction F]\n"),
+                               "[--microbatches N] [--fail-fraction F] [--min-bus-gbps X]\n"),
                -1;
     return 0;
 }

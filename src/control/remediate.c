@@ -119,7 +119,7 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
     char why[400];
     mtc_error_t err = {""};
     snprintf(why, sizeof(why), "mtc: %s: %.300s", check, reason);
-    if (slurm_node_set(conf, node, SLURM_NODE_DRAIN, why, &err) < 0) {
+    if (provider_node_set(c->prov, id, conf, node, SLURM_NODE_DRAIN, why, &err) < 0) {
         log_msg(LOG_ERR, "cluster %s: drain %s failed: %s", id, node, err.text);
         return -1;
     }
@@ -132,13 +132,15 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
 static void requeue_jobs(struct control *c, const char *id, const char *conf, const char *node,
                          int fenced)
 {
+    if (!provider_has_slurm(c->prov, id)) /* a simulated cluster runs no jobs */
+        return;
     json_t *jobs = slurm_node_jobs(conf, node, NULL);
     if (!jobs)
         return;
     if (fenced) /* slurmctld would wait for the dead slurmd to confirm the kill before
                  * letting the jobs go; DOWN tells it the node's processes are gone
                  * (Slurm requeues a --requeue job itself, as after a node failure) */
-        slurm_node_set(conf, node, SLURM_NODE_DOWN,
+        provider_node_set(c->prov, id, conf, node, SLURM_NODE_DOWN,
                        "mtc: fenced after the node's slurmd failed: every process killed", NULL);
     size_t i;
     json_t *j;
@@ -221,7 +223,7 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
             snprintf(why, sizeof(why),
                      "mtc: remediation limit reached (%d actions in %d s); last failure %.200s",
                      done, REMEDIATION_WINDOW_S, check);
-            slurm_node_set(conf, node, SLURM_NODE_DRAIN, why, NULL);
+            provider_node_set(c->prov, id, conf, node, SLURM_NODE_DRAIN, why, NULL);
             set_remediation(c, id, node, CONTROL_REM_FAILED);
             event(c, id, "VM_REMEDIATION_FAILED", node,
                   "left drained in ERROR after %d actions in %d s: %s", done, REMEDIATION_WINDOW_S,
@@ -249,7 +251,7 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
         int ok = verify(c, cl, node, &verr);
         if (ok == 1) {
             mtc_error_t rerr = {""};
-            if (slurm_node_set(conf, node, SLURM_NODE_RESUME, NULL, &rerr) < 0)
+            if (provider_node_set(c->prov, id, conf, node, SLURM_NODE_RESUME, NULL, &rerr) < 0)
                 log_msg(LOG_ERR, "cluster %s: resume %s: %s", id, node, rerr.text);
             set_remediation(c, id, node, CONTROL_REM_NONE);
             event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",

@@ -133,6 +133,22 @@ const char *health_severity_name(int sev);
 /* [{"check","status","severity","reason","value"}...]; caller owns. */
 json_t *health_results_json(const struct health_result *r, int n);
 
+/* An agent's side of :reportHealth (report.c): where and as whom it reports —
+ * mtcd's unix socket, or its URL (https trusting ca_file when set), and the
+ * node's token ("" = none). */
+struct health_reporter {
+    char project[64], location[64], cluster[64];
+    char socket[PATH_MAX], url[1024], token[512], ca_file[PATH_MAX];
+};
+/* The body {"nodeId","mode","results"}; results (health_results_json) is
+ * stolen. Caller owns. */
+json_t *health_report_body(const char *node, enum health_mode mode, json_t *results);
+/* POST body (JSON text) to the cluster's :reportHealth. 0 on a 2xx answer,
+ * else -1 + err; *status (may be NULL) gets the HTTP status, 0 when mtcd
+ * did not answer (5 s timeout). */
+int health_report_post(const struct health_reporter *rep, const char *body, long *status,
+                       mtc_error_t *err);
+
 /* mtcd's side of :reportHealth: parse a "results" array strictly (known
  * check names, PASS/WARN/FAIL, NONE..REPLACE, reason a string up to 255
  * bytes, value a number; unknown fields rejected). Returns the count, or -1 +

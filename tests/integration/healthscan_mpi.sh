@@ -26,18 +26,36 @@ for c in pipeline pairs ring; do
     "${MPIRUN[@]}" -np 3 mtc-scan "$c" --max-bytes 1048576 --fail-fraction $f >"$D/$c.json" 2>"$D/$c.err"
     check "healthy: $c exits 0" test $? -eq 0
 done
+check "every report: check, state PASS, 3 nodes with node/state" bash -c '
+for c in pipeline pairs ring; do python3 -c "import json, sys; r = json.load(open(sys.argv[1]))
+assert r[\"check\"] and r[\"state\"] == \"PASS\" and len(r[\"nodes\"]) == 3, r
+assert all(n[\"node\"] and n[\"state\"] == \"PASS\" for n in r[\"nodes\"]), r" "$1/$c.json" || exit 1; done' _ "$D"
 check "straggler report: 3 nodes PASS, heatmap rows" report "$D/pipeline.json" '
 assert r["check"] == "straggler" and len(r["nodes"]) == 3, r
 assert all(n["state"] == "PASS" and n["microbatchesPerSecond"] > 0 for n in r["nodes"]), r
 assert len(r["heatmap"]) == 3, r'
 check "pairs report: 3 pairs with bandwidth, nodes PASS" report "$D/pairs.json" '
 assert len(r["pairs"]) == 3 and all(p["busGBps"] > 0 for p in r["pairs"]), r
+assert all(p["state"] == "PASS" and p["thresholdGBps"] > 0 and len(p["nodes"]) == 2 for p in r["pairs"]), r
 assert all(n["state"] == "PASS" for n in r["nodes"]), r'
 check "ring report: all_reduce/all_gather 8 KiB..1 MiB, checked" report "$D/ring.json" '
 s = r["sizes"]
 assert r["state"] == "PASS" and s[0]["bytes"] == 8192 and s[-1]["bytes"] <= 1048576, r
 assert all(x["allReduceBusGBps"] > 0 and x["allGatherBusGBps"] > 0 for x in s), r'
 
+# an absolute threshold no loopback reaches: ring and pairs FAIL, naming it
+"${MPIRUN[@]}" -np 2 mtc-scan ring --max-bytes 65536 --min-bus-gbps 50000 >"$D/ringmin.json" 2>"$D/ringmin.err"
+check "ring below --min-bus-gbps: exit 1" test $? -eq 1
+check "ring below --min-bus-gbps: every node FAIL with the threshold in the reason" report "$D/ringmin.json" '
+assert r["state"] == "FAIL" and r["thresholdGBps"] == 50000, r
+assert all(n["state"] == "FAIL" and "50000" in n["reason"] for n in r["nodes"]), r'
+"${MPIRUN[@]}" -np 2 mtc-scan pairs --min-bus-gbps 50000 >"$D/pairsmin.json" 2>"$D/pairsmin.err"
+check "pairs below --min-bus-gbps: exit 1, the pair FAILs against 50000" report "$D/pairsmin.json" '
+p = r["pairs"][0]
+assert r["state"] == "FAIL" and p["state"] == "FAIL" and p["thresholdGBps"] == 50000 and p["reason"], r'
+mtc-scan pairs --min-bus-gbps -3 >/dev/null 2>"$D/bad.err"
+check "bad --min-bus-gbps refused (exit 2, names the flag)" \
+    bash -c "[ $? -eq 2 ] && grep -q -- '--min-bus-gbps -3' '$D/bad.err' && [ \$(wc -l <'$D/bad.err') -eq 1 ]"
 mtc-scan ring --max-bytes 12 >/dev/null 2>"$D/bad.err"
 check "bad --max-bytes refused (exit 2, names the flag)" \
     bash -c "[ $? -eq 2 ] && grep -q -- '--max-bytes 12' '$D/bad.err'"
