@@ -66,6 +66,8 @@ struct health_policy {
     char nic_interface[32];                          /* "" = the default-route interface */
     double speed_warn_fraction, speed_fail_fraction; /* of the baseline */
     int probe_interval_seconds;                      /* costly probes rerun at most this often */
+    int max_concurrent_remediations; /* per cluster, at once (mtcd; docs/health.md) */
+    double max_drained_fraction;     /* of a node pool out of service at once (mtcd) */
 };
 
 struct health_runtime; /* kernel-log position, latched XIDs, NVML handle */
@@ -196,6 +198,11 @@ int health_sdc(const struct health_ctx *, struct health_result *);
 int health_storage_shared(const struct health_ctx *, struct health_result *);
 /* The SDC probe's digest (the check compares it with the known answer). */
 uint64_t health_sdc_digest(void);
+/* The speed probes' kernels, for repeated use (mtc-scan's burn-in): the best
+ * GFLOP/s of reps n x n float matrix products, the best GB/s (read + write)
+ * of reps copies of bytes; 0 when out of memory. */
+double health_probe_gflops(int n, int reps);
+double health_probe_membw(size_t bytes, int reps);
 
 struct health_runtime *health_rt_create(const struct health_ctx *ctx, mtc_error_t *err);
 void health_rt_destroy(struct health_runtime *rt);
