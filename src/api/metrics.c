@@ -176,7 +176,7 @@ static void clusters(struct api_req *r, struct text *t)
     }
     json_decref(ids);
     head(t, "mtc_node_remediation", "gauge",
-         "Nodes with a remediation under way or failed, by state (PENDING, REMEDIATING, FAILED).");
+         "Nodes with a remediation queued, under way or failed, by state (QUEUED, PENDING, REMEDIATING, FAILED).");
     json_t *row;
     json_array_foreach(rem, i, row)
     put(t, "mtc_node_remediation{cluster=\"%s\",node=\"%s\",state=\"%s\"} 1\n",

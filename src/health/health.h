@@ -66,6 +66,8 @@ struct health_policy {
     char nic_interface[32];                          /* "" = the default-route interface */
     double speed_warn_fraction, speed_fail_fraction; /* of the baseline */
     int probe_interval_seconds;                      /* costly probes rerun at most this often */
+    int max_concurrent_remediations; /* per cluster, at once (mtcd; docs/health.md) */
+    double max_drained_fraction;     /* of a node pool out of service at once (mtcd) */
 };
 
 struct health_runtime; /* kernel-log position, latched XIDs, NVML handle */

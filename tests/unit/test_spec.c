@@ -359,7 +359,7 @@ static void test_canonical(void)
               !strcmp(json_string_value(json_object_get(hp, "kernelLog")) ?: "",
                       "/var/log/kern.log") &&
               json_integer_value(json_object_get(hp, "slurmIntervalSeconds")) == 60 &&
-              json_object_size(hp) == 20,
+              json_object_size(hp) == 22,
           "healthPolicy normalized: camelCase, given values kept, every default filled (%s)",
           err.text);
     again = out ? cluster_spec_normalize(out, &err) : NULL;
