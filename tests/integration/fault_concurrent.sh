@@ -8,7 +8,9 @@
 # node and every step runs once. Then the
 # policy is updated to maxConcurrentRemediations 2 and three nodes fail
 # again: two are remediated, the third waits QUEUED (event naming the limit)
-# and is remediated once a slot frees.
+# and is remediated once a slot frees. Last, ECC errors on two nodes and mtcd
+# killed (-9) while both are being remediated: the restarted mtcd resumes
+# both operations and both nodes are replaced and back.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/fault_setup.inc"
@@ -129,5 +131,34 @@ print("# queued", q, "drained", drain_q, "resumes of the second round", resumes)
 assert drain_q and resumes and min(resumes) <= drain_q, (drain_q, resumes)
 PY
 check "no remediation left in flight" bash -c "! mtc cluster nodes $C | grep -qE 'REMEDIATING|PENDING|QUEUED'"
+
+# --- mtcd killed with two remediations in flight: both resume -------------
+# ECC errors stay with the hardware; two reboots this hour already: reimage,
+# then replace. mtcd dies as soon as both are drained (their third drain),
+# wherever their actions are: a resumed operation repeats the action it was
+# in (counted once), so neither runs into the limit of 4 actions an hour.
+E=("${BAD[0]}" "${BAD[1]}")
+for n in "${E[@]}"; do echo 'gpu 2 ecc=3' >>"$CD/nodes/$n/hw/nvml.state"; done
+check "both ECC nodes drained" wait_for 60 bash -c \
+    "[ \$(events | grep -cE '^VM_SLURM_DRAIN (${E[0]}|${E[1]}) ') -ge 6 ]"
+events >"$T_DIR/events3"
+kill -9 "$MTCD_PID"
+wait_for 10 bash -c "! kill -0 $MTCD_PID 2>/dev/null"
+inflight=0
+for n in "${E[@]}"; do
+    [ "$(grep -c "^VM_RESUMED $n " "$T_DIR/events3")" -lt 3 ] && inflight=$((inflight + 1))
+done
+diag "killed mtcd $MTCD_PID with $inflight of the two remediations in flight"
+LOGLINES=$(wc -l <"$MTC_HOME/log/mtcd.log")
+check "mtcd restarts" start_mtcd
+for n in "${E[@]}"; do
+    check "$n replaced and resumed after the restart" wait_for 120 bash -c \
+        "events | grep -q '^VM_REPORT_AND_REPLACEMENT $n ' && [ \$(events | grep -c '^VM_RESUMED $n ') -ge 3 ]"
+done
+resumed=$(tail -n +"$((LOGLINES + 1))" "$MTC_HOME/log/mtcd.log" | grep -c "resuming operation")
+check "the restarted mtcd resumed every remediation in flight ($resumed of $inflight)" \
+    test "$resumed" -eq "$inflight" -a "$inflight" -ge 1
+check "no remediation left in flight after the restart" \
+    wait_for 30 bash -c "! mtc cluster nodes $C | grep -qE 'REMEDIATING|PENDING|QUEUED'"
 events | sed 's/^/# /'
 done_testing
