@@ -154,6 +154,10 @@ struct cluster_machine_type {
     int accelerator_count;
     char gres_type[32]; /* Slurm GRES type, e.g. "h100"; "" for CPU-only */
     int host_sized;
+    /* the health scanner's absolute thresholds (NCCL bus bandwidth, GB/s;
+     * mtc-scan --min-bus-gbps): the ring's all_reduce and each pair's; 0 =
+     * none, judge measured-relative (CPU and local types) */
+    double min_allreduce_bus_gbps, min_pair_bus_gbps;
 };
 
 /* Look a machine type up in the catalog (mtc_data_path("machine-types.json")).

@@ -198,6 +198,11 @@ int health_sdc(const struct health_ctx *, struct health_result *);
 int health_storage_shared(const struct health_ctx *, struct health_result *);
 /* The SDC probe's digest (the check compares it with the known answer). */
 uint64_t health_sdc_digest(void);
+/* The speed probes' kernels, for repeated use (mtc-scan's burn-in): the best
+ * GFLOP/s of reps n x n float matrix products, the best GB/s (read + write)
+ * of reps copies of bytes; 0 when out of memory. */
+double health_probe_gflops(int n, int reps);
+double health_probe_membw(size_t bytes, int reps);
 
 struct health_runtime *health_rt_create(const struct health_ctx *ctx, mtc_error_t *err);
 void health_rt_destroy(struct health_runtime *rt);

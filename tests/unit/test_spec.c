@@ -413,6 +413,20 @@ static void test_ids_and_catalog(void)
     CHECK(cluster_machine_type_lookup("local-gpu", &mt, &err) == 0 && mt.host_sized &&
               mt.accelerator_count == 8,
           "local-gpu: host-sized with 8 emulated GPUs");
+    CHECK(cluster_machine_type_lookup("a3-highgpu-8g", &mt, &err) == 0 &&
+              mt.min_allreduce_bus_gbps == 60 && mt.min_pair_bus_gbps == 60,
+          "health-scan thresholds: a3-highgpu-8g 60 GB/s");
+    CHECK(cluster_machine_type_lookup("a3-ultragpu-8g", &mt, &err) == 0 &&
+              mt.min_allreduce_bus_gbps == 250 && mt.min_pair_bus_gbps == 250,
+          "health-scan thresholds: a3-ultragpu-8g 250 GB/s");
+    CHECK(cluster_machine_type_lookup("a4-highgpu-8g", &mt, &err) == 0 &&
+              mt.min_allreduce_bus_gbps == 250,
+          "health-scan thresholds: a4-highgpu-8g 250 GB/s");
+    CHECK(cluster_machine_type_lookup("n2-standard-8", &mt, &err) == 0 &&
+              mt.min_allreduce_bus_gbps == 0 && mt.min_pair_bus_gbps == 0,
+          "CPU types: no absolute thresholds (measured-relative)");
+    CHECK(cluster_machine_type_lookup("local", &mt, &err) == 0 && mt.min_pair_bus_gbps == 0,
+          "local: no absolute thresholds");
     json_t *list = cluster_catalog_list(&err);
     CHECK(list && json_array_size(list) >= 15, "catalog lists every type");
     json_decref(list);
