@@ -29,6 +29,7 @@ for n in "${ALL[@]}"; do [ "$n" != "$N" ] && [ ${#BAD[@]} -lt 3 ] && BAD+=("$n")
 for n in "${ALL[@]}"; do [[ " ${BAD[*]} " != *" $n "* ]] && GOOD=$n; done
 diag "job $JOB on $N; XID 79 on ${BAD[*]} (${GOOD} stays healthy)"
 xid() { echo "[ 42.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus." >>"$CD/nodes/$1/hw/kernel.log"; }
+T0=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
 for n in "${BAD[@]}"; do xid "$n"; done
 
 for n in "${BAD[@]}"; do
@@ -42,13 +43,13 @@ done
 # emulated reboot takes about a second, too short to sample reliably); the
 # reboot of the job's node follows the job's requeue, up to 15 s later
 events_t >"$T_DIR/events1"
-check "the three remediations overlap (every drain before the first resume)" python3 - "$T_DIR/events1" "${BAD[@]}" <<'PY'
+check "the three remediations overlap (every drain before the first resume)" python3 - "$T_DIR/events1" "$T0" "${BAD[@]}" <<'PY'
 import sys
-bad = sys.argv[2:]
+t0, bad = sys.argv[2], sys.argv[3:]
 first = {}
 for line in open(sys.argv[1]):
     f = line.split(" ", 3)
-    if len(f) >= 3 and f[2] in bad and f[1] in ("VM_SLURM_DRAIN", "VM_REBOOT", "VM_RESUMED"):
+    if len(f) >= 3 and f[0] >= t0 and f[2] in bad and f[1] in ("VM_SLURM_DRAIN", "VM_REBOOT", "VM_RESUMED"):
         first.setdefault((f[1], f[2]), f[0])
 t = lambda kind: sorted(v for (k, n), v in first.items() if k == kind)
 print("# drains", t("VM_SLURM_DRAIN"), "reboots", t("VM_REBOOT"), "resumes", t("VM_RESUMED"))
