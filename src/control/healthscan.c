@@ -384,11 +384,19 @@ static int write_script(const char *path, const char *dir, const char *scan,
         fprintf(f, "export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp "
                    "OMPI_MCA_btl_tcp_if_include='%s'\n",
                 t->net);
+    /* a step whose ranks crashed (not a verdict: exit 0 pass, 1 fail, 2 usage;
+     * 124 its time limit) runs once more: Open MPI's start-up under a loaded
+     * machine sometimes loses a rank */
     fprintf(f, "step() { # MODE ARGS...: one srun step, its report, stderr and exit status\n"
                "    echo \"$1\" >\"$D/step\"\n"
-               "    timeout %d srun --mpi=pmix --kill-on-bad-exit=1 -N %zu --ntasks-per-node=1 \"$SCAN\" \"$@\" "
-               ">\"$D/$1.json\" 2>\"$D/$1.err\"\n"
-               "    echo $? >\"$D/$1.rc\"\n}\n",
+               "    for a in 1 2; do\n"
+               "        timeout %d srun --mpi=pmix --kill-on-bad-exit=1 -N %zu "
+               "--ntasks-per-node=1 \"$SCAN\" \"$@\" >\"$D/$1.json\" 2>\"$D/$1.err\"\n"
+               "        rc=$?\n        echo $a >\"$D/$1.attempts\"\n"
+               "        case $rc in 0|1|2|124) break ;; esac\n"
+               "        cp \"$D/$1.err\" \"$D/$1.err.$a\"\n"
+               "    done\n"
+               "    echo $rc >\"$D/$1.rc\"\n}\n",
             SCAN_STEP_S, n);
     int mb = (int)json_integer_value(json_object_get(req, "maxBytes"));
     int micro = (int)json_integer_value(json_object_get(req, "microbatches"));
@@ -560,10 +568,20 @@ static void fold(json_t *report, json_t *nodes, const char *check, const char *m
         json_object_set(report, "heatmap", json_object_get(r, "heatmap"));
 }
 
-/* The last non-empty line of text into buf. */
+/* The last line of text that names an error (srun's "error: N: task 1:
+ * Segmentation fault"), else its last non-empty line, into buf. */
 static void last_line(const char *text, char *buf, size_t len)
 {
     *buf = '\0';
+    const char *e = NULL;
+    for (const char *p = text ? strstr(text, "error") : NULL; p; p = strstr(p + 1, "error"))
+        e = p;
+    if (e) {
+        while (e > text && e[-1] != '\n')
+            e--;
+        snprintf(buf, len, "%.*s", (int)strcspn(e, "\n"), e);
+        return;
+    }
     const char *end = text ? text + strlen(text) : NULL;
     while (end && end > text && (end[-1] == '\n' || end[-1] == ' '))
         end--;
@@ -598,8 +616,12 @@ static json_t *build_report(const json_t *req, const char *dir, const char *job)
             char *rc = read_text(dir, name);
             json_t *r = text ? json_loads(text, 0, NULL) : NULL;
             const char *st = r ? report_state(r) : NULL;
-            json_t *scan = json_pack("{s:s, s:s, s:i}", "check", check, "mode", mode,
-                                     "exitStatus", rc ? atoi(rc) : -1);
+            snprintf(name, sizeof(name), "%s.attempts", mode);
+            char *att = read_text(dir, name);
+            json_t *scan = json_pack("{s:s, s:s, s:i, s:i}", "check", check, "mode", mode,
+                                     "exitStatus", rc ? atoi(rc) : -1, "attempts",
+                                     att ? atoi(att) : 0);
+            free(att);
             if (!r || !st || !rc || (atoi(rc) != 0 && atoi(rc) != 1)) {
                 last_line(errs, line, sizeof(line));
                 if (rc && atoi(rc) == 124)

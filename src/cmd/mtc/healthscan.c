@@ -68,10 +68,12 @@ static void print_report(const char *op, const json_t *r)
         snprintf(pair, sizeof(pair), "%s - %s", json_string_value(json_array_get(ab, 0)),
                  json_string_value(json_array_get(ab, 1)));
         const char *reason = json_string_value(json_object_get(n, "reason"));
-        printf("%-45s %-7s %-9.3f %-10.3f %s\n", pair,
-               json_string_value(json_object_get(n, "state")),
-               json_number_value(json_object_get(n, "busGBps")),
-               json_number_value(json_object_get(n, "thresholdGBps")), reason ? reason : "");
+        json_t *thr = json_object_get(n, "thresholdGBps");
+        char t[32] = "-";
+        if (json_is_number(thr))
+            snprintf(t, sizeof(t), "%.3f", json_number_value(thr));
+        printf("%-45s %-7s %-9.3f %-10s %s\n", pair, json_string_value(json_object_get(n, "state")),
+               json_number_value(json_object_get(n, "busGBps")), t, reason ? reason : "");
     }
     json_t *ring = json_object_get(r, "ring");
     if (json_array_size(ring) > 0)
