@@ -456,21 +456,27 @@ static char *read_text(const char *dir, const char *name)
 static int wait_job(struct control *c, const struct store_op *op, const char *conf,
                     const char *job, const char *dir, mtc_error_t *err)
 {
-    int64_t start = mtc_now_ms(), running_since = 0;
+    int64_t start = mtc_now_ms(), running_since = 0, done_since = 0;
     char last[256] = "";
     for (;;) {
         char state[32] = "";
         int known = slurm_job_state(conf, job, state, sizeof(state)) == 0;
         char *done = read_text(dir, "done");
         free(done);
-        if (done || (known && strcmp(state, "PENDING") != 0 && strcmp(state, "RUNNING") != 0 &&
-                     strcmp(state, "CONFIGURING") != 0 && strcmp(state, "COMPLETING") != 0))
+        int64_t now = mtc_now_ms();
+        if (done && !done_since)
+            done_since = now;
+        /* the script's end: the report is complete; waiting for the job to
+         * leave the nodes (COMPLETING) lets the next scan find them idle */
+        if ((done && (!known || now - done_since > 30000 || (strcmp(state, "RUNNING") != 0 &&
+                                                            strcmp(state, "COMPLETING") != 0))) ||
+            (known && strcmp(state, "PENDING") != 0 && strcmp(state, "RUNNING") != 0 &&
+             strcmp(state, "CONFIGURING") != 0 && strcmp(state, "COMPLETING") != 0))
             return done || !strcmp(state, "COMPLETED") || !strcmp(state, "FAILED")
                        ? 0
                        : errprintf(err, "scan job %s ended %s before it finished", job, state);
-        if (!known && mtc_now_ms() - start > 60000)
+        if (!known && now - start > 60000)
             return errprintf(err, "scan job %s vanished from Slurm without its reports", job);
-        int64_t now = mtc_now_ms();
         if (strcmp(state, "RUNNING") == 0 && !running_since)
             running_since = now;
         const char *why = !running_since && now - start > SCAN_PENDING_S * 1000
