@@ -14,8 +14,8 @@ int api_cluster_healthscan(struct api_req *r, struct api_resp *out)
         return 0;
     mtc_error_t err = {""};
     int http = 400;
-    json_t *body = r->body ? schema_normalize(r->body, &control_scan_request_schema, "", &err)
-                           : NULL;
+    json_t *body =
+        r->body ? schema_normalize(r->body, &control_scan_request_schema, "", &err) : NULL;
     json_t *req = body ? control_healthscan_prepare(r->ctl, &cl, body, &http, &err) : NULL;
     json_decref(body);
     if (!req) {
@@ -32,7 +32,10 @@ int api_cluster_healthscan(struct api_req *r, struct api_resp *out)
     int rc = control_begin_op(r->ctl, &op, CONTROL_RUNNING, busy, &err);
     json_decref(req);
     if (rc < 0)
-        return api_error(out, errno == EBUSY ? 400 : errno == ENOENT ? 404 : 500, "%s%s",
-                         errno == EBUSY ? "precondition: " : "", err.text);
+        return api_error(out,
+                         errno == EBUSY    ? 400
+                         : errno == ENOENT ? 404
+                                           : 500,
+                         "%s%s", errno == EBUSY ? "precondition: " : "", err.text);
     return api_reply_op(r, out, op.id);
 }

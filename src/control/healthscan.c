@@ -75,8 +75,9 @@ static int nodes_hook(const struct schema_field *f, json_t **v, const char *path
     json_array_foreach(*v, i, s)
     {
         const char *n = json_string_value(s);
-        if (!*n || strlen(n) > 1000 || strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789-[],") !=
-                                           strlen(n) || !(n[0] >= 'a' && n[0] <= 'z'))
+        if (!*n || strlen(n) > 1000 ||
+            strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789-[],") != strlen(n) ||
+            !(n[0] >= 'a' && n[0] <= 'z'))
             return schema_error(err, path, "\"%.64s\": not a node name or list (a-0, a-[0-2])", n);
     }
     return 0;
@@ -93,8 +94,7 @@ static int partition_hook(const struct schema_field *f, json_t **v, const char *
 }
 
 static const struct schema_field request_fields[] = {
-    {"checks", SCHEMA_STRS, SCHEMA_REQUIRED | SCHEMA_NONEMPTY, .max_items = 8,
-     .check = check_hook},
+    {"checks", SCHEMA_STRS, SCHEMA_REQUIRED | SCHEMA_NONEMPTY, .max_items = 8, .check = check_hook},
     {"nodes", SCHEMA_STRS, SCHEMA_NONEMPTY, .max_items = 1024, .check = nodes_hook},
     {"partition", SCHEMA_STR, 0, .check = partition_hook},
     {"drainBadNodes", SCHEMA_BOOL, 0, .dflt = "false"},
@@ -225,8 +225,8 @@ static json_t *expand(const char *conf, const json_t *list, mtc_error_t *err)
 /* A node state Slurm would never run the scan on. */
 static int unusable(const char *st)
 {
-    static const char *const bad[] = {"down", "drain", "drng", "fail", "unk", "inval", "maint",
-                                      "futr", "plnd", "resv", NULL};
+    static const char *const bad[] = {"down",  "drain", "drng", "fail", "unk", "inval",
+                                      "maint", "futr",  "plnd", "resv", NULL};
     if (strchr(st, '*'))
         return 1;
     for (int i = 0; bad[i]; i++)
@@ -277,8 +277,9 @@ json_t *control_healthscan_prepare(struct control *c, const struct store_cluster
             }
     }
     if (json_array_size(nodes) < 2) {
-        errprintf(err, "nodes: a health scan needs at least 2 nodes (it tests them against each "
-                       "other), got %zu",
+        errprintf(err,
+                  "nodes: a health scan needs at least 2 nodes (it tests them against each "
+                  "other), got %zu",
                   json_array_size(nodes));
         goto done;
     }
@@ -328,8 +329,8 @@ static int put_q(FILE *f, const char *s)
 /* Where the scan's files go: the cluster's experiment root (storage every host
  * of a cluster on hosts shares: the batch host writes, mtcd reads), else the
  * cluster's directory. */
-static int scan_dir(struct control *c, const struct store_cluster *cl, const char *op_id,
-                    char *dir, size_t len, mtc_error_t *err)
+static int scan_dir(struct control *c, const struct store_cluster *cl, const char *op_id, char *dir,
+                    size_t len, mtc_error_t *err)
 {
     const char *root = json_string_value(json_object_get(cl->spec, "experimentRoot"));
     char base[PATH_MAX];
@@ -351,8 +352,8 @@ static int scan_dir(struct control *c, const struct store_cluster *cl, const cha
 
 /* The batch script: one srun step per mode, each writing MODE.json, MODE.err
  * and MODE.rc; "done" at the end. */
-static int write_script(const char *path, const char *dir, const char *scan,
-                        const struct target *t, const json_t *req, mtc_error_t *err)
+static int write_script(const char *path, const char *dir, const char *scan, const struct target *t,
+                        const json_t *req, mtc_error_t *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -363,7 +364,8 @@ static int write_script(const char *path, const char *dir, const char *scan,
     json_t *v;
     int bad = 0;
     fprintf(f, "#!/bin/bash\n# mtc healthscan: checks");
-    json_array_foreach(json_object_get(req, "checks"), i, v) fprintf(f, " %s", json_string_value(v));
+    json_array_foreach(json_object_get(req, "checks"), i, v)
+        fprintf(f, " %s", json_string_value(v));
     fprintf(f, "\n#SBATCH --job-name=mtc-healthscan\n#SBATCH --nodes=%zu\n", n);
     fprintf(f, "#SBATCH --ntasks-per-node=1\n#SBATCH --nodelist=");
     json_array_foreach(nodes, i, v) fprintf(f, "%s%s", i ? "," : "", json_string_value(v));
@@ -381,22 +383,25 @@ static int write_script(const char *path, const char *dir, const char *scan,
     bad |= put_q(f, scan);
     fprintf(f, "\nexport OMP_NUM_THREADS=1\n");
     if (*t->net) /* ranks on several hosts: Open MPI over TCP on the cluster's network */
-        fprintf(f, "export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp "
-                   "OMPI_MCA_btl_tcp_if_include='%s'\n",
+        fprintf(f,
+                "export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp "
+                "OMPI_MCA_btl_tcp_if_include='%s'\n",
                 t->net);
-    /* a step whose ranks crashed (not a verdict: exit 0 pass, 1 fail, 2 usage;
-     * 124 its time limit) runs once more: Open MPI's start-up under a loaded
-     * machine sometimes loses a rank */
-    fprintf(f, "step() { # MODE ARGS...: one srun step, its report, stderr and exit status\n"
-               "    echo \"$1\" >\"$D/step\"\n"
-               "    for a in 1 2; do\n"
-               "        timeout %d srun --mpi=pmix --kill-on-bad-exit=1 -N %zu "
-               "--ntasks-per-node=1 \"$SCAN\" \"$@\" >\"$D/$1.json\" 2>\"$D/$1.err\"\n"
-               "        rc=$?\n        echo $a >\"$D/$1.attempts\"\n"
-               "        case $rc in 0|1|2|124) break ;; esac\n"
-               "        cp \"$D/$1.err\" \"$D/$1.err.$a\"\n"
-               "    done\n"
-               "    echo $rc >\"$D/$1.rc\"\n}\n",
+    /* a step whose ranks crashed before rank 0 reported (not a verdict: exit
+     * 0 pass, 1 fail, 2 usage; 124 its time limit) runs once more: Open MPI's
+     * start-up under a loaded machine sometimes loses a rank */
+    fprintf(f,
+            "step() { # MODE ARGS...: one srun step, its report, stderr and exit status\n"
+            "    echo \"$1\" >\"$D/step\"\n"
+            "    for a in 1 2; do\n"
+            "        timeout %d srun --mpi=pmix --kill-on-bad-exit=1 -N %zu "
+            "--ntasks-per-node=1 \"$SCAN\" \"$@\" >\"$D/$1.json\" 2>\"$D/$1.err\"\n"
+            "        rc=$?\n        echo $a >\"$D/$1.attempts\"\n"
+            "        case $rc in 0|1|2|124) break ;; esac\n"
+               "        [ -s \"$D/$1.json\" ] && break # rank 0 reported; the others were stopped\n"
+            "        cp \"$D/$1.err\" \"$D/$1.err.$a\"\n"
+            "    done\n"
+            "    echo $rc >\"$D/$1.rc\"\n}\n",
             SCAN_STEP_S, n);
     int mb = (int)json_integer_value(json_object_get(req, "maxBytes"));
     int micro = (int)json_integer_value(json_object_get(req, "microbatches"));
@@ -453,8 +458,8 @@ static char *read_text(const char *dir, const char *name)
 
 /* Wait for the job to leave Slurm's queue; progress names its step. 0, or -1
  * (cancelled after waiting too long to start or running too long). */
-static int wait_job(struct control *c, const struct store_op *op, const char *conf,
-                    const char *job, const char *dir, mtc_error_t *err)
+static int wait_job(struct control *c, const struct store_op *op, const char *conf, const char *job,
+                    const char *dir, mtc_error_t *err)
 {
     int64_t start = mtc_now_ms(), running_since = 0, done_since = 0;
     char last[256] = "";
@@ -468,8 +473,8 @@ static int wait_job(struct control *c, const struct store_op *op, const char *co
             done_since = now;
         /* the script's end: the report is complete; waiting for the job to
          * leave the nodes (COMPLETING) lets the next scan find them idle */
-        if ((done && (!known || now - done_since > 30000 || (strcmp(state, "RUNNING") != 0 &&
-                                                            strcmp(state, "COMPLETING") != 0))) ||
+        if ((done && (!known || now - done_since > 30000 ||
+                      (strcmp(state, "RUNNING") != 0 && strcmp(state, "COMPLETING") != 0))) ||
             (known && strcmp(state, "PENDING") != 0 && strcmp(state, "RUNNING") != 0 &&
              strcmp(state, "CONFIGURING") != 0 && strcmp(state, "COMPLETING") != 0))
             return done || !strcmp(state, "COMPLETED") || !strcmp(state, "FAILED")
@@ -479,11 +484,10 @@ static int wait_job(struct control *c, const struct store_op *op, const char *co
             return errprintf(err, "scan job %s vanished from Slurm without its reports", job);
         if (strcmp(state, "RUNNING") == 0 && !running_since)
             running_since = now;
-        const char *why = !running_since && now - start > SCAN_PENDING_S * 1000
-                              ? "did not start within"
-                          : running_since && now - running_since > SCAN_LIMIT_S * 1000
-                              ? "ran longer than"
-                              : NULL;
+        const char *why =
+            !running_since && now - start > SCAN_PENDING_S * 1000        ? "did not start within"
+            : running_since && now - running_since > SCAN_LIMIT_S * 1000 ? "ran longer than"
+                                                                         : NULL;
         if (why) {
             slurm_job_cancel(conf, job, NULL);
             return errprintf(err, "scan job %s %s %d s: cancelled", job, why,
@@ -492,8 +496,7 @@ static int wait_job(struct control *c, const struct store_op *op, const char *co
         char *step = read_text(dir, "step"), msg[256];
         if (step)
             step[strcspn(step, "\n")] = '\0';
-        snprintf(msg, sizeof(msg), "job %s %s%s%s", job, state, step ? ": " : "",
-                 step ? step : "");
+        snprintf(msg, sizeof(msg), "job %s %s%s%s", job, state, step ? ": " : "", step ? step : "");
         free(step);
         if (strcmp(msg, last) != 0) {
             store_op_progress(c->st, op->id, msg);
@@ -624,11 +627,13 @@ static json_t *build_report(const json_t *req, const char *dir, const char *job)
             const char *st = r ? report_state(r) : NULL;
             snprintf(name, sizeof(name), "%s.attempts", mode);
             char *att = read_text(dir, name);
-            json_t *scan = json_pack("{s:s, s:s, s:i, s:i}", "check", check, "mode", mode,
-                                     "exitStatus", rc ? atoi(rc) : -1, "attempts",
-                                     att ? atoi(att) : 0);
+            json_t *scan =
+                json_pack("{s:s, s:s, s:i, s:i}", "check", check, "mode", mode, "exitStatus",
+                          rc ? atoi(rc) : -1, "attempts", att ? atoi(att) : 0);
             free(att);
-            if (!r || !st || !rc || (atoi(rc) != 0 && atoi(rc) != 1)) {
+            /* a complete report counts whatever the step's exit status (rank 0
+             * exiting 1 on a FAIL makes srun stop the other ranks) */
+            if (!r || !st || !rc) {
                 last_line(errs, line, sizeof(line));
                 if (rc && atoi(rc) == 124)
                     snprintf(line, sizeof(line), "ran over %d s: stopped", SCAN_STEP_S);
@@ -659,10 +664,10 @@ static json_t *build_report(const json_t *req, const char *dir, const char *job)
     json_array_foreach(json_object_get(req, "nodes"), i, v)
     {
         json_t *n = json_object_get(nodes, json_string_value(v));
-        json_array_append(list, n ? n : json_pack("{s:s, s:s, s:s, s:[]}", "node",
-                                                  json_string_value(v), "state", "UNKNOWN",
-                                                  "reason", "no check reported on this node",
-                                                  "results"));
+        json_array_append(list, n ? n
+                                  : json_pack("{s:s, s:s, s:s, s:[]}", "node", json_string_value(v),
+                                              "state", "UNKNOWN", "reason",
+                                              "no check reported on this node", "results"));
         if (!n)
             json_decref(json_array_get(list, json_array_size(list) - 1));
     }
@@ -761,7 +766,8 @@ int control_run_healthscan(struct control *c, struct store_op *op, json_t **resp
     char dir[PATH_MAX - 64], scan[PATH_MAX], path[PATH_MAX];
     int rc = -1;
     char *job = NULL;
-    if (cluster_target(c, cl.id, &t, err) < 0 || scan_program(c, &cl, &t, scan, sizeof(scan), err) < 0 ||
+    if (cluster_target(c, cl.id, &t, err) < 0 ||
+        scan_program(c, &cl, &t, scan, sizeof(scan), err) < 0 ||
         scan_dir(c, &cl, op->id, dir, sizeof(dir), err) < 0)
         goto out;
     /* a resumed operation (mtcd restarted) waits for the job it submitted */
@@ -786,8 +792,8 @@ int control_run_healthscan(struct control *c, struct store_op *op, json_t **resp
         size_t i;
         json_t *v;
         json_array_foreach(json_object_get(req, "checks"), i, v)
-            snprintf(checks + strlen(checks), sizeof(checks) - strlen(checks), "%s%s",
-                     i ? "," : "", json_string_value(v));
+            snprintf(checks + strlen(checks), sizeof(checks) - strlen(checks), "%s%s", i ? "," : "",
+                     json_string_value(v));
         snprintf(msg, sizeof(msg), "%s on %zu nodes (job %s, operation %s)", checks,
                  json_array_size(json_object_get(req, "nodes")), id, op->id);
         store_event_add(c->st, cl.id, "HEALTH_SCAN_STARTED", NULL, msg);

@@ -51,8 +51,8 @@ static void print_report(const char *op, const json_t *r)
             figures(res, fig, sizeof(fig));
             snprintf(what, sizeof(what), "%s", json_string_value(json_object_get(res, "check")));
             printf("%-22s %-7s %-11s %s%s%s\n", k ? "" : node,
-                   json_string_value(json_object_get(res, "state")), what,
-                   reason ? reason : "", reason && *fig ? "; " : "", fig);
+                   json_string_value(json_object_get(res, "state")), what, reason ? reason : "",
+                   reason && *fig ? "; " : "", fig);
         }
         if (json_is_true(json_object_get(n, "drained")))
             printf("%-22s drained: healthscan: %s\n", "",
@@ -137,7 +137,8 @@ int cmd_healthscan(struct cli *c, int argc, char **argv)
             if (*end || !*optarg) {
                 json_decref(body);
                 return cli_fail("--%s %s: not an integer", o == 'B' ? "max-bytes" : "microbatches",
-                                optarg), 2;
+                                optarg),
+                       2;
             }
             break;
         case 'f':
@@ -172,8 +173,8 @@ int cmd_healthscan(struct cli *c, int argc, char **argv)
     }
     char path[512];
     snprintf(path, sizeof(path),
-             "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:healthScan",
-             c->project, c->location, id);
+             "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:healthScan", c->project,
+             c->location, id);
     mtc_error_t err = {""};
     json_t *op = NULL, *final = NULL;
     int rc = cli_call_ok(c, "POST", path, body, &op, &err);
