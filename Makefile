@@ -29,7 +29,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isr
 LDFLAGS := $(SANFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common schema store dataset registry endpoint api control cluster slurm provider health recipes image spank
+CP_MODULES := common schema store dataset registry endpoint api control cluster slurm provider health recipes image spank scan
 # src/spank/plugin.c holds Slurm's SPANK entry points: only in the plugin
 CP_SRCS := $(filter-out src/spank/plugin.c,$(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c)))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
@@ -115,7 +115,7 @@ $(BIN)/mtc-serve: $(call cmd_objs,mtc-serve) $(SERVE_OBJS) $(B)/libmtctrain.a
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(SERVE_LIBS)
 
 # mtc-scan: the health scanner's MPI workload; judges with the control library.
-$(B)/src/cmd/mtc-scan.o: CFLAGS += $(MPI_CFLAGS)
+$(B)/src/cmd/mtc-scan.o $(B)/src/cmd/mtc-scan/%.o: CFLAGS += $(MPI_CFLAGS)
 
 $(BIN)/mtc-scan: $(call cmd_objs,mtc-scan) $(B)/libmtc.a
 	@mkdir -p $(dir $@)

@@ -18,6 +18,7 @@ want() {
     [ ${#select[@]} -eq 0 ] && return 0
     for s in "${select[@]}"; do
         [ "$s" = "$kind" ] && return 0
+        s=${s##*/} s=${s%.sh} s=${s%.c} # a path names its test: tests/integration/X.sh, tests/unit/T.c
         case "$name" in *"$s"*) return 0 ;; esac
     done
     return 1

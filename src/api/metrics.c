@@ -176,7 +176,7 @@ static void clusters(struct api_req *r, struct text *t)
     }
     json_decref(ids);
     head(t, "mtc_node_remediation", "gauge",
-         "Nodes with a remediation under way or failed, by state (PENDING, REMEDIATING, FAILED).");
+         "Nodes with a remediation queued, under way or failed, by state (QUEUED, PENDING, REMEDIATING, FAILED).");
     json_t *row;
     json_array_foreach(rem, i, row)
     put(t, "mtc_node_remediation{cluster=\"%s\",node=\"%s\",state=\"%s\"} 1\n",
@@ -193,6 +193,15 @@ static void clusters(struct api_req *r, struct text *t)
         esc(json_string_value(json_array_get(row, 1)), k, sizeof(k)),
         (long long)json_integer_value(json_array_get(row, 2)));
     json_decref(tal);
+    head(t, "mtc_health_reports_total", "counter",
+         "Agents' health reports stored since mtcd started, by cluster.");
+    json_t *counts = control_report_counts();
+    const char *cid;
+    json_t *cv;
+    json_object_foreach(counts, cid, cv)
+    put(t, "mtc_health_reports_total{cluster=\"%s\"} %lld\n", esc(cid, c, sizeof(c)),
+        (long long)json_integer_value(cv));
+    json_decref(counts);
     head(t, "mtc_operations", "gauge", "Operations by kind and outcome (RUNNING, SUCCEEDED, FAILED).");
     tal = store_op_tally(r->st);
     json_array_foreach(tal, i, row)

@@ -11,7 +11,8 @@
 #include "dataset/dataset.h"
 
 /* Add each node's last health report and remediation state to nodesStatus:
- * a node being remediated is UPDATING, one given up on is ERROR. */
+ * a node being remediated is UPDATING, one given up on is ERROR (one QUEUED
+ * for a remediation keeps its state). */
 static void overlay_health(struct store *st, const char *id, json_t *nodes)
 {
     int n = 0;
@@ -32,8 +33,10 @@ static void overlay_health(struct store *st, const char *id, json_t *nodes)
                 json_object_set_new(node, "failingCheck", json_string(h[k].failing_check));
                 json_object_set_new(node, "failingReason", json_string(h[k].reason));
             }
-            if (*h[k].remediation) {
+            if (*h[k].remediation)
                 json_object_set_new(node, "remediation", json_string(h[k].remediation));
+            /* a QUEUED node waits in service (not drained yet) */
+            if (*h[k].remediation && strcmp(h[k].remediation, "QUEUED") != 0) {
                 json_object_set_new(
                     node, "nodeState",
                     json_string(strcmp(h[k].remediation, "FAILED") == 0 ? "ERROR" : "UPDATING"));

@@ -41,6 +41,8 @@ static void fill(struct cluster_machine_type *mt, const char *name, const json_t
     snprintf(mt->gres_type, sizeof(mt->gres_type), "%s",
              json_string_value(json_object_get(e, "gresType")) ?: "");
     mt->host_sized = json_is_true(json_object_get(e, "hostSized"));
+    mt->min_allreduce_bus_gbps = json_number_value(json_object_get(e, "minAllReduceBusGBps"));
+    mt->min_pair_bus_gbps = json_number_value(json_object_get(e, "minPairBusGBps"));
 }
 
 /* Calls fn for every catalog entry (families expanded) until fn returns non-zero. */

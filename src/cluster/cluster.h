@@ -77,6 +77,9 @@ int cluster_host_valid(const char *host);
 /* 1 when the spec's node pools list hosts (the cluster runs on real hosts
  * through the hosts provider), else 0. Normalized or not. */
 int cluster_spec_on_hosts(const json_t *spec);
+/* 1 when spec has a "sim" section: the cluster is simulated (provider "sim",
+ * docs/scale.md). Normalized or not. */
+int cluster_spec_simulated(const json_t *spec);
 /* 1 when a node pool of spec lists host (hosts or spareHosts, any case). */
 int cluster_spec_host_listed(const json_t *spec, const char *host);
 /* The first host of spec (hosts or spareHosts) that other lists too, with its
@@ -151,6 +154,10 @@ struct cluster_machine_type {
     int accelerator_count;
     char gres_type[32]; /* Slurm GRES type, e.g. "h100"; "" for CPU-only */
     int host_sized;
+    /* the health scanner's absolute thresholds (NCCL bus bandwidth, GB/s;
+     * mtc-scan --min-bus-gbps): the ring's all_reduce and each pair's; 0 =
+     * none, judge measured-relative (CPU and local types) */
+    double min_allreduce_bus_gbps, min_pair_bus_gbps;
 };
 
 /* Look a machine type up in the catalog (mtc_data_path("machine-types.json")).

@@ -535,6 +535,24 @@ static const struct schema_field f_host_remediation[] = {
     {.name = NULL}};
 static const struct schema s_host_remediation = {f_host_remediation, SPEC, NULL, NULL};
 
+/* mtc's own: a simulated cluster (provider "sim", docs/scale.md) — how long
+ * its node actions take and how often one fails */
+#define SIM_SECONDS(n, d)                                                                          \
+    .name = n, .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 0, .hi = 86400, .dflt = d
+static const struct schema_field f_sim[] = {
+    {SIM_SECONDS("restartSeconds", "10")},
+    {SIM_SECONDS("rebootSeconds", "180")},
+    {SIM_SECONDS("reimageSeconds", "900")},
+    {SIM_SECONDS("replaceSeconds", "1800")},
+    {.name = "actionFailurePercent",
+     .kind = SCHEMA_NUM,
+     .flags = SCHEMA_RANGE,
+     .lo = 0,
+     .hi = 100,
+     .dflt = "0"},
+    {.name = NULL}};
+static const struct schema s_sim = {f_sim, SPEC, NULL, NULL};
+
 /* Output-only fields of the resource: accepted in a request (a GET body sent
  * back) and dropped. */
 const char *const cluster_output_only[] = {"name",          "createTime",    "updateTime",
@@ -555,6 +573,7 @@ static const struct schema_field f_cluster[] = {
     /* mtc's own: where `mtc run` writes experiments; on hosts, shared storage
      * (checked by a marker mtcd writes there as root) */
     {.name = "experimentRoot", .flags = SCHEMA_ROOT_EXEC, STORAGE(path)},
+    {OBJ("sim", s_sim)}, /* mtc's own: a simulated cluster (no Slurm, no jobs) */
     {.name = NULL},
 };
 const struct schema cluster_spec_schema = {f_cluster, SPEC, cluster_output_only, NULL};
@@ -711,6 +730,20 @@ static int check_slurm(json_t *spec, mtc_error_t *err)
     return check_node_sets(ss, pools, err);
 }
 
+/* A simulated cluster has no machines: no hosts. */
+static int check_sim(const json_t *spec, mtc_error_t *err)
+{
+    if (cluster_spec_simulated(spec) && cluster_spec_on_hosts(spec))
+        return schema_error(err, "sim",
+                            "a simulated cluster runs on no hosts (drop nodePools[].hosts)");
+    return 0;
+}
+
+int cluster_spec_simulated(const json_t *spec)
+{
+    return json_is_object(json_object_get(spec, "sim"));
+}
+
 int cluster_id_valid(const char *id)
 {
     if (!id || !islower((unsigned char)id[0]) || strlen(id) > 10)
@@ -730,7 +763,7 @@ json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err)
     }
     first = schema_normalize(in, &cluster_spec_schema, "", err);
     if (!first || check_pools(json_object_get(first, "nodePools"), err) < 0 ||
-        cluster_spec_hosts_check(first, err) < 0 ||
+        cluster_spec_hosts_check(first, err) < 0 || check_sim(first, err) < 0 ||
         cluster_spec_storage_check(first, err) < 0 || check_slurm(first, err) < 0)
         goto error;
     /* the checks above added defaults at the end; a second pass restores table order */

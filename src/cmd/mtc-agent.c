@@ -116,9 +116,7 @@ out:
  * record PROLOG/EPILOG failures as VM_PROLOG_ERROR / VM_EPILOG_ERROR. */
 static json_t *body_json(const struct agent *a, const struct health_result *r, int n)
 {
-    return json_pack("{s:s, s:s, s:o}", "nodeId", a->ctx.node, "mode",
-                     schema_enum_name(&health_mode_enum, (int)a->ctx.mode), "results",
-                     health_results_json(r, n));
+    return health_report_body(a->ctx.node, a->ctx.mode, health_results_json(r, n));
 }
 
 static void print_results(const struct agent *a, const struct health_result *r, int n)
@@ -136,59 +134,25 @@ static void print_results(const struct agent *a, const struct health_result *r, 
                r[i].status == HEALTH_FAIL ? health_severity_name(r[i].severity) : "", r[i].reason);
 }
 
-/* The reply body of reportHealth is not needed. */
-static size_t discard(char *p, size_t size, size_t n, void *u)
-{
-    (void)p, (void)u;
-    return size * n;
-}
-
-/* POST …:reportHealth. 0 on a 2xx answer, else -1 with err. */
+/* POST …:reportHealth (health_report_post). 0 on a 2xx answer, else -1 with err. */
 static int report(const struct agent *a, const struct health_result *r, int n, mtc_error_t *err)
 {
-    char url[2048], auth[600];
+    static struct health_reporter rep;
+    snprintf(rep.project, sizeof(rep.project), "%s", a->project);
+    snprintf(rep.location, sizeof(rep.location), "%s", a->location);
+    snprintf(rep.cluster, sizeof(rep.cluster), "%s", a->cluster);
+    snprintf(rep.socket, sizeof(rep.socket), "%s", a->socket);
+    snprintf(rep.url, sizeof(rep.url), "%s", a->url);
+    snprintf(rep.token, sizeof(rep.token), "%s", a->token);
+    snprintf(rep.ca_file, sizeof(rep.ca_file), "%s", a->ca_file);
     json_t *body = body_json(a, r, n);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    long status = 0;
-    const char *base = *a->url ? a->url : "http://localhost";
-    snprintf(url, sizeof(url),
-             "%s/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s:reportHealth", base,
-             a->project, a->location, a->cluster);
-    if (!h || !text) {
-        free(text);
-        curl_slist_free_all(hdrs);
-        curl_easy_cleanup(h);
+    if (!text)
         return errprintf(err, "out of memory");
-    }
-    if (*a->token) { /* a node token: also over the unix socket */
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", a->token);
-        hdrs = curl_slist_append(hdrs, auth);
-    }
-    if (!*a->url)
-        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, a->socket);
-    if (*a->ca_file) /* mtcd's own CA (a self-signed certificate) */
-        curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    CURLcode rc = curl_easy_perform(h);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
+    int rc = health_report_post(&rep, text, NULL, err);
     free(text);
-    if (rc != CURLE_OK)
-        return errprintf(err, "cannot reach mtcd at %s: %s", *a->url ? a->url : a->socket,
-                         curl_easy_strerror(rc));
-    if (status < 200 || status > 299)
-        return errprintf(err, "mtcd answered HTTP %ld to reportHealth", status);
-    return 0;
+    return rc;
 }
 
 /* Slurm ignores a HealthCheckProgram's exit status: the program drains its

@@ -1,357 +1,206 @@
 /* mtc-scan: the health scanner's MPI workload, one rank per node (srun or
- * mpirun). Checks:
- *   pipeline  each rank computes a fixed microbatch, then passes it to the
- *             next rank (a ring of sends, many microbatches); every node's
- *             microbatch rate is judged against the median of the others
- *             (control_speed_judge, like the agent's straggler check) and a
- *             text heatmap shows each node's time per bucket of microbatches.
- *   pairs     every pair of nodes in turn ping-pongs a buffer; each pair's
- *             bandwidth is judged against the median of the other pairs; a
- *             node whose pairs all fail is a bad node, a lone failing pair a
- *             bad link.
- *   ring      MPI_Allreduce and MPI_Allgather bus bandwidth (nccl-tests
- *             convention) over message sizes 8 KiB..--max-bytes, results
- *             checked.
- * Rank 0 prints one JSON report on stdout; exit 0 when every verdict is PASS,
- * 1 when something FAILed, 2 on bad usage.
- * Usage: mtc-scan pipeline|pairs|ring [--max-bytes N] [--microbatches N]
- *        [--fail-fraction F] */
-#include <mpi.h>
+ * mpirun). Checks (src/cmd/mtc-scan/, one file each):
+ *   pipeline  the straggler check: a ring of sends over many microbatches,
+ *             each node's rate judged against the pool's median, heatmap.
+ *   pairs     pairwise bandwidth: all pairs up to --all-pairs-max nodes,
+ *             else a random pairing (--seed) and a second one; suspects
+ *             retested against passing nodes; bad node vs bad link.
+ *   ring      all_reduce / all_gather bus bandwidth, 8 KiB..--max-bytes
+ *             (nccl-tests' conventions), MPI or NCCL (--nccl).
+ *   gpu       NVML checks and dcgmi diag on GPU nodes; on the others a
+ *             burn-in (compute, memory bandwidth, bit-exact probe) judged
+ *             against the pool's median.
+ * Rank 0 prints one JSON report on stdout. Every report has "check", "state"
+ * (PASS|WARN|FAIL) and "nodes": [{"node", "state", "reason" (when not PASS),
+ * figures...}]; pairs also has "pairs": [{"nodes": [A, B], "state",
+ * "busGBps", "thresholdGBps", "reason"}]. Thresholds: absolute with
+ * --min-bus-gbps (pairs, ring), else measured-relative (--fail-fraction of
+ * the pool's median). Exit 0 when nothing FAILed, 1 when something did, 2
+ * on bad usage (one line on stderr). */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "control/control.h"
+#include "cmd/mtc-scan/scan_mpi.h"
 
-#define NAME_LEN 64
-#define BUCKETS 10
+typedef int (*check_fn)(const struct scan_opts *, json_t **);
 
-struct scan_opts {
-    const char *check;
-    size_t max_bytes;
-    int microbatches;
-    double fail_fraction;
+static const struct {
+    const char *name;
+    check_fn fn;
+} checks[] = {
+    {"pipeline", scan_pipeline},
+    {"pairs", scan_pairs},
+    {"ring", scan_ring},
+    {"gpu", scan_gpu},
 };
 
-static int rank, size;
-static char (*names)[NAME_LEN];
-
-/* This rank's node: Slurm's node name under srun, else host:rank. */
-static void gather_names(void)
+/* Option setters: 0, or -1 when the value is out of range. */
+static int set_size(struct scan_opts *o, const char *v)
 {
-    char mine[NAME_LEN];
-    const char *n = getenv("SLURMD_NODENAME");
-    if (n && *n)
-        snprintf(mine, sizeof(mine), "%s", n);
-    else {
-        char host[48] = "";
-        gethostname(host, sizeof(host) - 1);
-        snprintf(mine, sizeof(mine), "%s:%d", host, rank);
-    }
-    names = calloc((size_t)size, NAME_LEN);
-    MPI_Allgather(mine, NAME_LEN, MPI_CHAR, names, NAME_LEN, MPI_CHAR, MPI_COMM_WORLD);
+    char *end;
+    unsigned long long x = strtoull(v, &end, 0);
+    o->max_bytes = (size_t)x;
+    return *v && !*end && *v != '-' && x >= 8192 && x <= (256u << 20) ? 0 : -1;
 }
 
-/* The health state's name (health_status_enum). */
-static const char *state_name(int s)
+static int set_int(int *dst, const char *v, long lo, long hi)
 {
-    return health_status_name((enum health_status)s);
+    char *end;
+    long x = strtol(v, &end, 10);
+    *dst = (int)x;
+    return *v && !*end && x >= lo && x <= hi ? 0 : -1;
 }
 
-/* Judge v[i] against the median of the others; returns the health state. */
-static int judge(const double *v, int n, int i, double fail, double *median, double *frac)
+static int set_microbatches(struct scan_opts *o, const char *v)
 {
-    double *peers = malloc(sizeof(double) * (size_t)(n > 1 ? n : 1));
-    int np = 0;
-    for (int j = 0; j < n; j++)
-        if (j != i && v[j] > 0)
-            peers[np++] = v[j];
-    *median = 0;
-    *frac = 0;
-    int s = control_speed_judge(v[i], peers, np, fail + (1 - fail) / 2, fail, median, frac);
-    free(peers);
-    return s < 0 ? HEALTH_UNKNOWN : s;
+    return set_int(&o->microbatches, v, 10, 100000);
 }
 
-/* A fixed amount of arithmetic on buf (the microbatch's compute). */
-static void compute(float *buf, int n)
+static int set_fail(struct scan_opts *o, const char *v)
 {
-    for (int r = 0; r < 512; r++)
-        for (int i = 0; i < n; i++)
-            buf[i] = buf[i] * 0.999f + 0.001f * (float)r;
+    char *end;
+    o->fail_fraction = strtod(v, &end);
+    return *v && !*end && o->fail_fraction > 0 && o->fail_fraction < 1 ? 0 : -1;
 }
 
-/* Wait for requests sleeping between polls: a waiting rank spends little CPU,
- * so a throttled node's CPU time goes to its compute, where it is measured. */
-static void wait_idle(MPI_Request *rq, int n)
+static int set_min_bus(struct scan_opts *o, const char *v)
 {
-    int done = 0;
-    struct timespec ts = {0, 20000};
-    for (;;) {
-        MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
-        if (done)
-            return;
-        nanosleep(&ts, NULL);
-    }
+    char *end;
+    o->min_bus_gbps = strtod(v, &end);
+    return *v && !*end && o->min_bus_gbps > 0 && o->min_bus_gbps <= 100000 ? 0 : -1;
 }
 
-static int scan_pipeline(const struct scan_opts *o)
+static int set_all_pairs_max(struct scan_opts *o, const char *v)
 {
-    const int n = 1 << 15, mb = o->microbatches;
-    float *buf = calloc((size_t)n, sizeof(float)), *in = calloc((size_t)n, sizeof(float));
-    double *mine = calloc((size_t)mb, sizeof(double));
-    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime(), busy = 0;
-    for (int m = 0; m < mb; m++) {
-        double c0 = MPI_Wtime();
-        compute(buf, n);
-        mine[m] = MPI_Wtime() - c0;
-        busy += mine[m];
-        MPI_Request rq[2];
-        MPI_Irecv(in, n, MPI_FLOAT, prev, m, MPI_COMM_WORLD, &rq[0]);
-        MPI_Isend(buf, n, MPI_FLOAT, next, m, MPI_COMM_WORLD, &rq[1]);
-        wait_idle(rq, 2);
-        memcpy(buf, in, sizeof(float) * (size_t)n);
-    }
-    double wall = MPI_Wtime() - t0;
-    double *all = rank == 0 ? calloc((size_t)size * (size_t)mb, sizeof(double)) : NULL;
-    MPI_Gather(mine, mb, MPI_DOUBLE, all, mb, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    double *busys = rank == 0 ? calloc((size_t)size, sizeof(double)) : NULL;
-    MPI_Gather(&busy, 1, MPI_DOUBLE, busys, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    int failed = 0;
-    if (rank == 0) {
-        double *rate = calloc((size_t)size, sizeof(double));
-        for (int i = 0; i < size; i++)
-            rate[i] = busys[i] > 0 ? mb / busys[i] : 0;
-        printf("{\"check\": \"straggler\", \"microbatches\": %d, \"wallSeconds\": %.3f, "
-               "\"failFraction\": %.2f, \"nodes\": [",
-               mb, wall, o->fail_fraction);
-        for (int i = 0; i < size; i++) {
-            double med, frac;
-            int s = judge(rate, size, i, o->fail_fraction, &med, &frac);
-            failed |= s == HEALTH_FAIL;
-            printf("%s\n  {\"node\": \"%s\", \"state\": \"%s\", \"microbatchesPerSecond\": %.1f, "
-                   "\"poolMedian\": %.1f, \"fractionOfMedian\": %.3f",
-                   i ? "," : "", names[i], state_name(s), rate[i], med, frac);
-            if (s == HEALTH_FAIL)
-                printf(", \"reason\": \"straggler: %.0f%% of the pool median\"", frac * 100);
-            printf("}");
-        }
-        /* heatmap: per node and bucket of microbatches, time / the bucket's median */
-        printf("],\n \"heatmap\": [");
-        int per = mb / BUCKETS > 0 ? mb / BUCKETS : 1, nb = mb / per;
-        double *bt = calloc((size_t)size * (size_t)nb, sizeof(double));
-        for (int i = 0; i < size; i++)
-            for (int b = 0; b < nb; b++)
-                for (int m = b * per; m < (b + 1) * per; m++)
-                    bt[i * nb + b] += all[(size_t)i * (size_t)mb + (size_t)m];
-        double *col = calloc((size_t)size, sizeof(double));
-        for (int i = 0; i < size; i++) {
-            char row[BUCKETS + 1] = "";
-            for (int b = 0; b < nb && b < BUCKETS; b++) {
-                for (int j = 0; j < size; j++)
-                    col[j] = bt[j * nb + b];
-                double med = control_median(col, size), r = med > 0 ? bt[i * nb + b] / med : 1;
-                row[b] = r < 1.25 ? '.' : r < 2 ? 'o' : '#';
-            }
-            printf("%s\"%-20s %s\"", i ? ", " : "", names[i], row);
-        }
-        printf("]}\n");
-        free(col);
-        free(bt);
-        free(rate);
-    }
-    free(all);
-    free(busys);
-    free(mine);
-    free(buf);
-    free(in);
-    return failed;
+    return set_int(&o->all_pairs_max, v, 2, 1000000);
 }
 
-/* Bandwidth (GB/s) of a ping-pong of bytes between ranks a and b (0 elsewhere). */
-static double pingpong(int a, int b, char *buf, size_t bytes, int iters)
+static int set_seed(struct scan_opts *o, const char *v)
 {
-    double t0 = MPI_Wtime();
-    for (int it = 0; it < iters; it++) {
-        if (rank == a) {
-            MPI_Send(buf, (int)bytes, MPI_CHAR, b, 1, MPI_COMM_WORLD);
-            MPI_Recv(buf, (int)bytes, MPI_CHAR, b, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else if (rank == b) {
-            MPI_Recv(buf, (int)bytes, MPI_CHAR, a, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(buf, (int)bytes, MPI_CHAR, a, 2, MPI_COMM_WORLD);
-        }
-    }
-    double t = MPI_Wtime() - t0;
-    return rank == a ? 2.0 * (double)bytes * iters / t / 1e9 : 0;
+    char *end;
+    o->seed = strtoull(v, &end, 10);
+    o->seed_given = 1;
+    return *v && !*end && isdigit((unsigned char)*v) ? 0 : -1;
 }
 
-static int scan_pairs(const struct scan_opts *o)
+static int set_seconds(struct scan_opts *o, const char *v)
 {
-    size_t bytes = o->max_bytes < (4u << 20) ? o->max_bytes : (4u << 20);
-    char *buf = calloc(bytes, 1);
-    int np = size * (size - 1) / 2, k = 0, failed = 0;
-    double *bw = calloc((size_t)(np > 0 ? np : 1), sizeof(double));
-    int(*pr)[2] = calloc((size_t)(np > 0 ? np : 1), sizeof(*pr));
-    for (int a = 0; a < size; a++)
-        for (int b = a + 1; b < size; b++, k++) {
-            /* the ranks not in the pair wait idle, leaving the CPU to it */
-            MPI_Request rq;
-            MPI_Ibarrier(MPI_COMM_WORLD, &rq);
-            wait_idle(&rq, 1);
-            pingpong(a, b, buf, bytes, 2); /* warm-up */
-            double g = 0, got = 0;         /* the best of 3 rounds: noise only slows */
-            for (int round = 0; round < 3; round++) {
-                double x = pingpong(a, b, buf, bytes, 4);
-                g = x > g ? x : g;
-            }
-            MPI_Ireduce(&g, &got, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD, &rq);
-            wait_idle(&rq, 1);
-            bw[k] = got;
-            pr[k][0] = a;
-            pr[k][1] = b;
-        }
-    if (rank == 0) {
-        int *bad = calloc((size_t)size, sizeof(int)), *cnt = calloc((size_t)size, sizeof(int));
-        int *st = calloc((size_t)(np > 0 ? np : 1), sizeof(int));
-        printf("{\"check\": \"collective.pairs\", \"bytes\": %zu, \"failFraction\": %.2f, "
-               "\"pairs\": [",
-               bytes, o->fail_fraction);
-        for (k = 0; k < np; k++) {
-            double med, frac;
-            st[k] = judge(bw, np, k, o->fail_fraction, &med, &frac);
-            cnt[pr[k][0]]++;
-            cnt[pr[k][1]]++;
-            if (st[k] == HEALTH_FAIL) {
-                bad[pr[k][0]]++;
-                bad[pr[k][1]]++;
-            }
-            printf("%s\n  {\"nodes\": [\"%s\", \"%s\"], \"state\": \"%s\", \"busGBps\": %.3f, "
-                   "\"median\": %.3f, \"fractionOfMedian\": %.3f}",
-                   k ? "," : "", names[pr[k][0]], names[pr[k][1]], state_name(st[k]), bw[k], med,
-                   frac);
-        }
-        /* a node failing with every partner is the bad one; otherwise the link */
-        printf("],\n \"nodes\": [");
-        for (int i = 0; i < size; i++) {
-            int node_bad = cnt[i] > 1 && bad[i] == cnt[i];
-            failed |= bad[i] > 0;
-            printf("%s\n  {\"node\": \"%s\", \"state\": \"%s\"", i ? "," : "", names[i],
-                   bad[i] ? "FAIL" : "PASS");
-            if (bad[i])
-                printf(", \"reason\": \"%s\"", node_bad ? "bad node: slow with every partner"
-                                                        : "bad link: slow with some partners");
-            printf("}");
-        }
-        printf("]}\n");
-        free(bad);
-        free(cnt);
-        free(st);
-    }
-    free(bw);
-    free(pr);
-    free(buf);
-    return failed;
+    return set_int(&o->seconds, v, 1, 86400);
 }
 
-static int scan_ring(const struct scan_opts *o)
+static int set_level(struct scan_opts *o, const char *v)
 {
-    float *in = malloc(o->max_bytes), *out = malloc(o->max_bytes * (size_t)size);
-    int wrong = 0;
-    if (rank == 0)
-        printf("{\"check\": \"collective.ring\", \"ranks\": %d, \"sizes\": [", size);
-    for (size_t bytes = 8192, k = 0; bytes <= o->max_bytes; bytes *= 4, k++) {
-        size_t n = bytes / sizeof(float);
-        for (size_t i = 0; i < n; i++)
-            in[i] = (float)(rank + 1);
-        int iters = (int)((16u << 20) / bytes);
-        iters = iters < 3 ? 3 : iters > 200 ? 200 : iters;
-        double t[2];
-        for (int c = 0; c < 2; c++) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
-            for (int it = 0; it < iters; it++) {
-                if (c == 0)
-                    MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-                else
-                    MPI_Allgather(in, (int)n, MPI_FLOAT, out, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
-            }
-            double mine = (MPI_Wtime() - t0) / iters;
-            MPI_Allreduce(&mine, &t[c], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (c == 0 && out[n - 1] != (float)size * (float)(size + 1) / 2)
-                wrong = 1;
-            if (c == 1 && out[n * (size_t)size - 1] != (float)size)
-                wrong = 1;
-        }
-        if (rank == 0) {
-            double ar = (double)bytes / t[0] / 1e9 * 2.0 * (size - 1) / size;
-            double ag = (double)bytes * size / t[1] / 1e9 * (size - 1) / size;
-            printf("%s\n  {\"bytes\": %zu, \"iters\": %d, \"allReduceBusGBps\": %.3f, "
-                   "\"allGatherBusGBps\": %.3f}",
-                   k ? "," : "", bytes, iters, ar, ag);
-        }
-    }
-    int anywrong = 0;
-    MPI_Reduce(&wrong, &anywrong, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
-    if (rank == 0)
-        printf("],\n \"state\": \"%s\"%s}\n", anywrong ? "FAIL" : "PASS",
-               anywrong ? ", \"reason\": \"wrong collective result\"" : "");
-    free(in);
-    free(out);
-    return anywrong;
+    return set_int(&o->level, v, 1, 3);
 }
 
-static int parse(int argc, char **argv, struct scan_opts *o)
+static int set_expected_gpus(struct scan_opts *o, const char *v)
 {
-    *o = (struct scan_opts){NULL, 16u << 20, 300, 0.5};
+    return set_int(&o->expected_gpus, v, 0, 64);
+}
+
+/* A library name or path of [A-Za-z0-9/._+-] (healthPolicy.nvmlLibrary's
+ * rule): it reaches dlopen. */
+static int set_nvml(struct scan_opts *o, const char *v)
+{
+    if (!*v || strlen(v) >= sizeof(o->nvml_library))
+        return -1;
+    for (const char *s = v; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("/._+-", *s))
+            return -1;
+    snprintf(o->nvml_library, sizeof(o->nvml_library), "%s", v);
+    return 0;
+}
+
+static const struct {
+    const char *flag;
+    int (*set)(struct scan_opts *, const char *);
+    const char *range; /* for the error line */
+} options[] = {
+    {"--max-bytes", set_size, "8192..268435456"},
+    {"--microbatches", set_microbatches, "10..100000"},
+    {"--fail-fraction", set_fail, "between 0 and 1"},
+    {"--min-bus-gbps", set_min_bus, "a positive number of GB/s up to 100000"},
+    {"--all-pairs-max", set_all_pairs_max, "2..1000000"},
+    {"--seed", set_seed, "a non-negative integer"},
+    {"--seconds", set_seconds, "1..86400"},
+    {"--level", set_level, "1..3 (dcgmi diag -r)"},
+    {"--expected-gpus", set_expected_gpus, "0..64"},
+    {"--nvml-library", set_nvml, "a library name or path of up to 255 of [A-Za-z0-9/._+-]"},
+};
+
+#define USAGE                                                                                      \
+    "usage: mtc-scan pipeline|pairs|ring|gpu [--max-bytes N] [--microbatches N] "                  \
+    "[--fail-fraction F] [--min-bus-gbps X] [--all-pairs-max N] [--seed N] [--nccl] "              \
+    "[--seconds S] [--level 1-3] [--expected-gpus N] [--nvml-library PATH]\n"
+
+static int parse(int argc, char **argv, struct scan_opts *o, check_fn *fn)
+{
+    *o = (struct scan_opts){.max_bytes = 16u << 20, .microbatches = 300, .fail_fraction = 0.5,
+                            .all_pairs_max = 8, .seconds = 10, .level = 1};
+    *fn = NULL;
     for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (strcmp(argv[i], "--max-bytes") == 0 && v) {
-            o->max_bytes = strtoull(v, &end, 0);
-            if (*end || o->max_bytes < 8192 || o->max_bytes > (256u << 20))
-                return fprintf(stderr, "mtc-scan: --max-bytes %s: 8192..268435456\n", v), -1;
+        size_t k;
+        for (k = 0; k < sizeof(options) / sizeof(options[0]); k++)
+            if (strcmp(argv[i], options[k].flag) == 0)
+                break;
+        if (k < sizeof(options) / sizeof(options[0])) {
+            if (i + 1 >= argc)
+                return fprintf(stderr, "mtc-scan: %s needs a value\n", argv[i]), -1;
+            if (options[k].set(o, argv[i + 1]) < 0)
+                return fprintf(stderr, "mtc-scan: %s %.80s: %s\n", argv[i], argv[i + 1],
+                               options[k].range),
+                       -1;
             i++;
-        } else if (strcmp(argv[i], "--microbatches") == 0 && v) {
-            o->microbatches = (int)strtol(v, &end, 10);
-            if (*end || o->microbatches < BUCKETS || o->microbatches > 100000)
-                return fprintf(stderr, "mtc-scan: --microbatches %s: 10..100000\n", v), -1;
-            i++;
-        } else if (strcmp(argv[i], "--fail-fraction") == 0 && v) {
-            o->fail_fraction = strtod(v, &end);
-            if (*end || o->fail_fraction <= 0 || o->fail_fraction >= 1)
-                return fprintf(stderr, "mtc-scan: --fail-fraction %s: between 0 and 1\n", v), -1;
-            i++;
-        } else if (!o->check && (strcmp(argv[i], "pipeline") == 0 ||
-                                 strcmp(argv[i], "pairs") == 0 || strcmp(argv[i], "ring") == 0))
-            o->check = argv[i];
-        else
-            return fprintf(stderr, "mtc-scan: unknown argument \"%s\"\n", argv[i]), -1;
+            continue;
+        }
+        if (strcmp(argv[i], "--nccl") == 0) {
+            o->nccl = 1;
+            continue;
+        }
+        int found = 0;
+        for (k = 0; k < sizeof(checks) / sizeof(checks[0]) && !o->check && !found; k++)
+            if (strcmp(argv[i], checks[k].name) == 0) {
+                o->check = checks[k].name;
+                *fn = checks[k].fn;
+                found = 1;
+            }
+        if (found)
+            continue;
+        return fprintf(stderr, "mtc-scan: unknown argument \"%.80s\"\n", argv[i]), -1;
     }
     if (!o->check)
-        return fprintf(stderr, "usage: mtc-scan pipeline|pairs|ring [--max-bytes N] "
-                               "[--microbatches N] [--fail-fraction F]\n"),
-               -1;
+        return fprintf(stderr, USAGE), -1;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     struct scan_opts o;
-    if (parse(argc, argv, &o) < 0)
+    check_fn fn;
+    if (parse(argc, argv, &o, &fn) < 0)
         return 2;
     MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    gather_names();
-    int failed = strcmp(o.check, "pipeline") == 0 ? scan_pipeline(&o)
-                 : strcmp(o.check, "pairs") == 0  ? scan_pairs(&o)
-                                                  : scan_ring(&o);
+    MPI_Comm_rank(MPI_COMM_WORLD, &scan_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &scan_size);
+    if (!o.seed_given) { /* rank 0's clock, shared (the report names it) */
+        unsigned long long s = (unsigned long long)time(NULL);
+        MPI_Bcast(&s, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+        o.seed = s;
+    }
+    scan_gather_names();
+    json_t *report = NULL;
+    int failed = fn(&o, &report);
+    MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD); /* rank 0 judged */
+    if (scan_rank == 0 && report) {
+        json_dumpf(report, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(6));
+        fputc('\n', stdout);
+    }
+    json_decref(report);
     fflush(stdout);
-    free(names);
+    free(scan_names);
     MPI_Finalize();
     return failed ? 1 : 0;
 }

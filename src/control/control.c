@@ -22,15 +22,24 @@ const struct schema_enum control_op_kind_enum =
 struct job {
     struct control *c;
     struct store_op op;
+    char key[160]; /* what it holds in c->busy (op_key) */
     int keep_state; /* the run failed but left the cluster in a working state */
     int code;       /* google.rpc code of a failure (RPC_INTERNAL unless the run says) */
 };
 
 /* What an operation holds while it runs (one at a time each): its cluster,
- * or the other resource it is about. */
-static const char *op_key(const struct store_op *op)
+ * or the other resource it is about. A REMEDIATE shares its cluster with the
+ * other remediations (the store keeps their nodes apart and an UPDATE or
+ * DELETE out: store_op_begin_shared), so it holds only itself, and the
+ * supervisor keeps watching the cluster while it runs. */
+static const char *op_key(const struct store_op *op, char *buf, size_t len)
 {
-    return op->target[0] ? op->target : op->cluster_id;
+    if (op->target[0])
+        return op->target;
+    if (schema_enum_parse(&control_op_kind_enum, op->kind, 0) != CONTROL_REMEDIATE)
+        return op->cluster_id;
+    snprintf(buf, len, "%s/%s", op->cluster_id, op->id);
+    return buf;
 }
 
 /* --- operation kinds ------------------------------------------------------ */
@@ -163,7 +172,7 @@ static void *worker(void *arg)
     if (rc == 0) {
         store_op_finish(c->st, j->op.id, response, 0, NULL);
         store_op_progress(c->st, j->op.id, "done");
-        log_msg(LOG_NOTICE, "%s %s %s done", j->op.kind, op_key(&j->op), j->op.id);
+        log_msg(LOG_NOTICE, "%s %s %s done", j->op.kind, j->key, j->op.id);
     } else {
         if (k && k->fail_state >= 0 && !j->keep_state)
             store_cluster_set_state(c->st, j->op.cluster_id,
@@ -173,11 +182,11 @@ static void *worker(void *arg)
         if (!j->op.target[0]) /* events are a cluster's */
             store_event_add(c->st, j->op.cluster_id, "OPERATION_FAILED", NULL, err.text);
         store_op_finish(c->st, j->op.id, NULL, j->code, err.text);
-        log_msg(LOG_ERR, "%s %s %s failed: %s", j->op.kind, op_key(&j->op), j->op.id, err.text);
+        log_msg(LOG_ERR, "%s %s %s failed: %s", j->op.kind, j->key, j->op.id, err.text);
     }
     json_decref(response);
     pthread_mutex_lock(&c->lock);
-    json_object_del(c->busy, op_key(&j->op));
+    json_object_del(c->busy, j->key);
     c->running--;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
@@ -246,15 +255,17 @@ int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
         free(j);
         return errprintf(err, "operation %s not found", op_id);
     }
+    char kb[sizeof(j->key)];
+    snprintf(j->key, sizeof(j->key), "%s", op_key(&j->op, kb, sizeof(kb)));
     pthread_mutex_lock(&c->lock);
-    if (c->stopping || json_object_get(c->busy, op_key(&j->op))) {
+    if (c->stopping || json_object_get(c->busy, j->key)) {
         pthread_mutex_unlock(&c->lock);
         store_op_release(&j->op);
         free(j);
         errno = EBUSY;
         return errprintf(err, "cluster busy or mtcd stopping");
     }
-    json_object_set_new(c->busy, op_key(&j->op), json_string(op_id));
+    json_object_set_new(c->busy, j->key, json_string(op_id));
     c->running++;
     pthread_mutex_unlock(&c->lock);
 
@@ -266,7 +277,7 @@ int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
     pthread_attr_destroy(&attr);
     if (rc != 0) {
         pthread_mutex_lock(&c->lock);
-        json_object_del(c->busy, op_key(&j->op));
+        json_object_del(c->busy, j->key);
         c->running--;
         pthread_mutex_unlock(&c->lock);
         store_op_release(&j->op);
@@ -452,6 +463,7 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     c->busy = json_object();
     c->down = json_object();
     c->recent = json_object();
+    c->failed_since = json_object();
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     struct provider_identity id = {cluster_parent, mint_node_token, c};
@@ -519,6 +531,7 @@ void control_destroy(struct control *c)
     json_decref(c->busy);
     json_decref(c->down);
     json_decref(c->recent);
+    json_decref(c->failed_since);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     free(c);

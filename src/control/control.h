@@ -120,6 +120,10 @@ json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *er
 int control_report_health(struct control *c, const struct store_cluster *cl, const char *node,
                           enum health_mode mode, const json_t *results, mtc_error_t *err);
 
+/* Agents' health reports stored since mtcd started, {cluster id: count}.
+ * Caller owns. */
+json_t *control_report_counts(void);
+
 /* Wake the supervisor now (a node reported a failure). */
 void control_poke(struct control *c);
 /* Start a REMEDIATE operation for items [{"node","check","reason","severity","mode"?}].

@@ -21,6 +21,7 @@ enum control_remediation {
     CONTROL_REM_PENDING,
     CONTROL_REM_REMEDIATING,
     CONTROL_REM_FAILED,
+    CONTROL_REM_QUEUED, /* waiting for a slot (remqueue.h) */
 };
 extern const struct schema_enum control_remediation_enum;
 /* The name of a value of one of the module's enums (never NULL for a valid one). */
@@ -35,6 +36,7 @@ struct control {
     json_t *busy;   /* cluster id -> op id, clusters with a running worker */
     json_t *down;   /* "cluster/node" -> ms first seen down by Slurm */
     json_t *recent; /* "cluster/type/node" -> ms a supervisor event was last recorded */
+    json_t *failed_since; /* "cluster/node" -> ms its failure was first seen: the queue's order */
     int running;    /* worker threads alive */
     int stopping;
     int poked; /* wake the supervisor early */

@@ -3,8 +3,11 @@
  * drained, its jobs requeued, then restarted → rebooted → reimaged → replaced
  * (escalating with the node's recent history) until its checks pass and it is
  * resumed — or the per-node limit is reached and it stays drained in ERROR.
- * Each remediation is a persisted REMEDIATE operation; every step is an event. */
+ * Each node's remediation is its own persisted REMEDIATE operation, several
+ * at once within the healthPolicy's limits (the rest wait QUEUED: remqueue.h);
+ * every step is an event. */
 #include "control/internal.h"
+#include "control/remqueue.h"
 #include "health/health.h"
 #include "slurm/slurm.h"
 
@@ -17,7 +20,7 @@
 
 const struct schema_enum control_remediation_enum =
     SCHEMA_NAMES(NULL, [CONTROL_REM_NONE] = "", [CONTROL_REM_PENDING] = "PENDING",
-                 [CONTROL_REM_REMEDIATING] = "REMEDIATING", [CONTROL_REM_FAILED] = "FAILED");
+                 [CONTROL_REM_REMEDIATING] = "REMEDIATING", [CONTROL_REM_FAILED] = "FAILED", [CONTROL_REM_QUEUED] = "QUEUED");
 
 /* Actions in escalation order: the name the provider and the history know
  * them by, and the event each one records. */
@@ -119,7 +122,7 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
     char why[400];
     mtc_error_t err = {""};
     snprintf(why, sizeof(why), "mtc: %s: %.300s", check, reason);
-    if (slurm_node_set(conf, node, SLURM_NODE_DRAIN, why, &err) < 0) {
+    if (provider_node_set(c->prov, id, conf, node, SLURM_NODE_DRAIN, why, &err) < 0) {
         log_msg(LOG_ERR, "cluster %s: drain %s failed: %s", id, node, err.text);
         return -1;
     }
@@ -132,13 +135,15 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
 static void requeue_jobs(struct control *c, const char *id, const char *conf, const char *node,
                          int fenced)
 {
+    if (!provider_has_slurm(c->prov, id)) /* a simulated cluster runs no jobs */
+        return;
     json_t *jobs = slurm_node_jobs(conf, node, NULL);
     if (!jobs)
         return;
     if (fenced) /* slurmctld would wait for the dead slurmd to confirm the kill before
                  * letting the jobs go; DOWN tells it the node's processes are gone
                  * (Slurm requeues a --requeue job itself, as after a node failure) */
-        slurm_node_set(conf, node, SLURM_NODE_DOWN,
+        provider_node_set(c->prov, id, conf, node, SLURM_NODE_DOWN,
                        "mtc: fenced after the node's slurmd failed: every process killed", NULL);
     size_t i;
     json_t *j;
@@ -221,7 +226,7 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
             snprintf(why, sizeof(why),
                      "mtc: remediation limit reached (%d actions in %d s); last failure %.200s",
                      done, REMEDIATION_WINDOW_S, check);
-            slurm_node_set(conf, node, SLURM_NODE_DRAIN, why, NULL);
+            provider_node_set(c->prov, id, conf, node, SLURM_NODE_DRAIN, why, NULL);
             set_remediation(c, id, node, CONTROL_REM_FAILED);
             event(c, id, "VM_REMEDIATION_FAILED", node,
                   "left drained in ERROR after %d actions in %d s: %s", done, REMEDIATION_WINDOW_S,
@@ -249,7 +254,7 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
         int ok = verify(c, cl, node, &verr);
         if (ok == 1) {
             mtc_error_t rerr = {""};
-            if (slurm_node_set(conf, node, SLURM_NODE_RESUME, NULL, &rerr) < 0)
+            if (provider_node_set(c->prov, id, conf, node, SLURM_NODE_RESUME, NULL, &rerr) < 0)
                 log_msg(LOG_ERR, "cluster %s: resume %s: %s", id, node, rerr.text);
             set_remediation(c, id, node, CONTROL_REM_NONE);
             event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",
@@ -294,8 +299,10 @@ int control_start_remediation(struct control *c, const char *project, const char
                     CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
     op.request = json_pack("{s:O}", "nodes", items);
     char busy[48] = "";
-    /* the nodes are PENDING before the worker may run */
-    int rc = store_op_begin(c->st, &op, CONTROL_NAME(control_state_enum, CONTROL_RUNNING), busy);
+    /* the nodes are PENDING before the worker may run; remediations of other
+     * nodes may run beside it, an UPDATE or DELETE may not */
+    int rc = store_op_begin_shared(c->st, &op, CONTROL_NAME(control_state_enum, CONTROL_RUNNING),
+                                   busy);
     json_decref(op.request);
     if (rc < 0) {
         if (errno == EBUSY)
@@ -314,37 +321,202 @@ int control_start_remediation(struct control *c, const char *project, const char
     return control_submit(c, op.id, err);
 }
 
+/* The queue's view of a cluster: its compute pools (size, out of service,
+ * in flight) and each node's pool. */
+struct pools {
+    json_t *index; /* pool id -> index */
+    struct remq_pool p[64];
+    int n;
+};
+
+static int pool_of(struct pools *ps, const struct store_cluster *cl, const char *node)
+{
+    size_t i;
+    json_t *nd;
+    json_array_foreach(cl->nodes, i, nd)
+    {
+        const char *name = json_string_value(json_object_get(nd, "instanceName"));
+        if (name && strcmp(name, node) == 0) {
+            json_t *k = json_object_get(ps->index,
+                                        json_string_value(json_object_get(nd, "nodePoolId")) ?: "");
+            return k ? (int)json_integer_value(k) : -1;
+        }
+    }
+    return -1;
+}
+
+static int listed(const json_t *names, const char *node)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(names, i, v)
+    {
+        if (strcmp(json_string_value(v), node) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static const struct store_health *health_of(const struct store_health *h, int n, const char *node)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(h[i].node, node) == 0)
+            return &h[i];
+    return NULL;
+}
+
+/* Count each compute pool's nodes, those out of service (Slurm shows them
+ * drained, left FAILED, or with a remediation in flight) and those in flight. */
+static void count_pools(struct pools *ps, const struct store_cluster *cl,
+                        const struct store_health *h, int nh, const json_t *active)
+{
+    ps->index = json_object();
+    ps->n = 0;
+    size_t i;
+    json_t *nd;
+    json_array_foreach(cl->nodes, i, nd)
+    {
+        const char *name = json_string_value(json_object_get(nd, "instanceName"));
+        const char *pool = json_string_value(json_object_get(nd, "nodePoolId"));
+        const char *type = json_string_value(json_object_get(nd, "nodePoolType"));
+        const char *st = json_string_value(json_object_get(nd, "slurmState"));
+        if (!name || !pool || !type || strcmp(type, "NODE_POOL_TYPE_COMPUTE") != 0)
+            continue;
+        json_t *k = json_object_get(ps->index, pool);
+        if (!k && ps->n >= (int)(sizeof(ps->p) / sizeof(ps->p[0])))
+            continue;
+        if (!k) {
+            k = json_integer(ps->n);
+            json_object_set_new(ps->index, pool, k);
+            ps->p[ps->n++] = (struct remq_pool){0, 0, 0};
+        }
+        struct remq_pool *p = &ps->p[json_integer_value(k)];
+        const struct store_health *hh = health_of(h, nh, name);
+        int flight = listed(active, name);
+        int failed = hh && schema_enum_parse(&control_remediation_enum, hh->remediation, 0) ==
+                               CONTROL_REM_FAILED;
+        p->size++;
+        p->in_flight += flight;
+        p->drained += flight || failed || (st && strstr(st, "drain"));
+    }
+}
+
 /* Supervisor pass: nodes whose health FAILs, or that Slurm has had down for a
- * while, get a remediation unless one ran out of its limit. */
+ * while, get a remediation each (unless one ran out of its limit), as many at
+ * once as the healthPolicy allows; the others wait QUEUED, oldest failure
+ * first (remqueue.h). */
 void control_check_health(struct control *c, const struct store_cluster *cl)
 {
+    struct health_policy pol;
+    mtc_error_t perr = {""};
+    struct remq_limits lim = {32, 0.1};
+    if (health_policy_parse(json_object_get(cl->spec, "healthPolicy"), &pol, &perr) == 0)
+        lim = (struct remq_limits){pol.max_concurrent_remediations, pol.max_drained_fraction};
+    else
+        log_msg(LOG_ERR, "cluster %s: %s (default remediation limits)", cl->id, perr.text);
     int n = 0;
     struct store_health *h = store_health_list(c->st, cl->id, &n);
-    json_t *items = json_array();
-    for (int i = 0; i < n; i++) {
+    json_t *active =
+        store_ops_active_nodes(c->st, cl->id, CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
+    struct pools ps;
+    count_pools(&ps, cl, h, n, active);
+    struct remq_item *q = calloc((size_t)n + 1, sizeof(*q));
+    const char **running = calloc(json_array_size(active) + 1, sizeof(*running));
+    int nq = 0, nrun = 0, in_flight = (int)json_array_size(active);
+    for (size_t i = 0; running && i < json_array_size(active); i++)
+        running[nrun++] = json_string_value(json_array_get(active, i));
+    for (int i = 0; q && i < n; i++) {
+        char key[160];
+        snprintf(key, sizeof(key), "%s/%s", cl->id, h[i].node);
         int rem = schema_enum_parse(&control_remediation_enum, h[i].remediation, 0);
-        if (schema_enum_parse(&health_status_enum, h[i].status, 0) != HEALTH_FAIL ||
-            rem == CONTROL_REM_FAILED || rem == CONTROL_REM_REMEDIATING)
+        int fail = schema_enum_parse(&health_status_enum, h[i].status, 0) == HEALTH_FAIL;
+        if (!fail || rem == CONTROL_REM_FAILED || rem == CONTROL_REM_REMEDIATING) {
+            pthread_mutex_lock(&c->lock);
+            json_object_del(c->failed_since, key);
+            pthread_mutex_unlock(&c->lock);
+            if (!fail && rem == CONTROL_REM_QUEUED) { /* healed while it waited */
+                set_remediation(c, cl->id, h[i].node, CONTROL_REM_NONE);
+                log_msg(LOG_NOTICE, "cluster %s: %s passes again; no longer queued", cl->id,
+                        h[i].node);
+            }
             continue;
-        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s}", "node", h[i].node, "check",
-                                               h[i].failing_check, "reason", h[i].reason,
-                                               "severity", h[i].severity));
+        }
+        pthread_mutex_lock(&c->lock);
+        json_t *since = json_object_get(c->failed_since, key);
+        if (!since) /* the report that failed; after a restart, the last one */
+            json_object_set_new(c->failed_since, key, since = json_integer(h[i].time_ms));
+        int64_t since_ms = json_integer_value(since);
+        pthread_mutex_unlock(&c->lock);
+        const char *st = NULL;
+        size_t k;
+        json_t *nd;
+        json_array_foreach(cl->nodes, k, nd)
+        {
+            if (strcmp(json_string_value(json_object_get(nd, "instanceName")) ?: "", h[i].node) == 0)
+                st = json_string_value(json_object_get(nd, "slurmState"));
+        }
+        q[nq++] = (struct remq_item){h[i].node, pool_of(&ps, cl, h[i].node), since_ms,
+                                     (st && strstr(st, "drain")) || listed(active, h[i].node),
+                                     REMQ_START};
     }
-    store_health_free(h, n);
-    if (json_array_size(items) > 0) {
+    if (q && running)
+        remq_admit(&lim, &in_flight, ps.p, ps.n, running, nrun, q, nq);
+    for (int i = 0; q && running && i < nq; i++) {
+        const struct store_health *hh = health_of(h, n, q[i].node);
+        int rem = schema_enum_parse(&control_remediation_enum, hh->remediation, 0);
+        if (q[i].verdict == REMQ_WAIT_CLUSTER || q[i].verdict == REMQ_WAIT_POOL) {
+            if (rem == CONTROL_REM_QUEUED)
+                continue;
+            set_remediation(c, cl->id, q[i].node, CONTROL_REM_QUEUED);
+            if (q[i].verdict == REMQ_WAIT_CLUSTER)
+                event(c, cl->id, "VM_REMEDIATION_QUEUED", q[i].node,
+                      "%s failed: queued: %d remediations in flight (maxConcurrentRemediations %d)",
+                      hh->failing_check, in_flight, lim.max_concurrent);
+            else
+                event(c, cl->id, "VM_REMEDIATION_QUEUED", q[i].node,
+                      "%s failed: queued: %d of %d nodes of node pool out of service "
+                      "(maxDrainedFraction %g)",
+                      hh->failing_check, ps.p[q[i].pool].drained, ps.p[q[i].pool].size,
+                      lim.max_drained_fraction);
+            continue;
+        }
+        if (q[i].verdict != REMQ_START)
+            continue;
+        json_t *items = json_pack("[{s:s, s:s, s:s, s:s}]", "node", hh->node, "check",
+                                  hh->failing_check, "reason", hh->reason, "severity",
+                                  hh->severity);
         char op_id[48];
         mtc_error_t err = {""};
         if (control_start_remediation(c, cl->project, cl->location, cl->id, items, op_id, &err) <
-                0 &&
-            errno != EBUSY)
-            log_msg(LOG_ERR, "cluster %s: %s", cl->id, err.text);
+            0) {
+            if (errno != EBUSY)
+                log_msg(LOG_ERR, "cluster %s: %s", cl->id, err.text);
+        } else {
+            char key[160];
+            snprintf(key, sizeof(key), "%s/%s", cl->id, hh->node);
+            pthread_mutex_lock(&c->lock);
+            json_object_del(c->failed_since, key);
+            pthread_mutex_unlock(&c->lock);
+        }
+        json_decref(items);
     }
-    json_decref(items);
+    free(q);
+    free(running);
+    json_decref(ps.index);
+    json_decref(active);
+    store_health_free(h, n);
 }
 
 /* Record that Slurm reports a node down (not responding) for too long. */
 void control_node_down(struct control *c, const char *id, const char *node, const char *state)
 {
+    /* a node being remediated goes down on purpose (reboot, reimage ...) */
+    json_t *active =
+        store_ops_active_nodes(c->st, id, CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
+    int mine = listed(active, node);
+    json_decref(active);
+    if (mine)
+        return;
     struct store_health h = {0};
     snprintf(h.status, sizeof(h.status), "%s", health_status_name(HEALTH_FAIL));
     snprintf(h.failing_check, sizeof(h.failing_check), "slurm.node");

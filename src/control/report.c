@@ -6,6 +6,7 @@
 #include "health/health.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,6 +46,29 @@ enum health_status control_record_health(struct control *c, const struct store_c
     return worst;
 }
 
+/* Agents' reports stored since mtcd started, by cluster id (for /metrics:
+ * a load test checks that none was lost). */
+static json_t *report_counts;
+static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void count_report(const char *id)
+{
+    pthread_mutex_lock(&counts_lock);
+    if (!report_counts)
+        report_counts = json_object();
+    json_t *v = json_object_get(report_counts, id);
+    json_object_set_new(report_counts, id, json_integer(v ? json_integer_value(v) + 1 : 1));
+    pthread_mutex_unlock(&counts_lock);
+}
+
+json_t *control_report_counts(void)
+{
+    pthread_mutex_lock(&counts_lock);
+    json_t *out = report_counts ? json_deep_copy(report_counts) : json_object();
+    pthread_mutex_unlock(&counts_lock);
+    return out;
+}
+
 int control_report_health(struct control *c, const struct store_cluster *cl, const char *node,
                           enum health_mode mode, const json_t *results, mtc_error_t *err)
 {
@@ -59,5 +83,6 @@ int control_report_health(struct control *c, const struct store_cluster *cl, con
         errno = EIO;
         return errprintf(err, "cannot store the report");
     }
+    count_report(cl->id);
     return worst;
 }

@@ -66,6 +66,8 @@ struct health_policy {
     char nic_interface[32];                          /* "" = the default-route interface */
     double speed_warn_fraction, speed_fail_fraction; /* of the baseline */
     int probe_interval_seconds;                      /* costly probes rerun at most this often */
+    int max_concurrent_remediations; /* per cluster, at once (mtcd; docs/health.md) */
+    double max_drained_fraction;     /* of a node pool out of service at once (mtcd) */
 };
 
 struct health_runtime; /* kernel-log position, latched XIDs, NVML handle */
@@ -133,6 +135,22 @@ const char *health_severity_name(int sev);
 /* [{"check","status","severity","reason","value"}...]; caller owns. */
 json_t *health_results_json(const struct health_result *r, int n);
 
+/* An agent's side of :reportHealth (report.c): where and as whom it reports —
+ * mtcd's unix socket, or its URL (https trusting ca_file when set), and the
+ * node's token ("" = none). */
+struct health_reporter {
+    char project[64], location[64], cluster[64];
+    char socket[PATH_MAX], url[1024], token[512], ca_file[PATH_MAX];
+};
+/* The body {"nodeId","mode","results"}; results (health_results_json) is
+ * stolen. Caller owns. */
+json_t *health_report_body(const char *node, enum health_mode mode, json_t *results);
+/* POST body (JSON text) to the cluster's :reportHealth. 0 on a 2xx answer,
+ * else -1 + err; *status (may be NULL) gets the HTTP status, 0 when mtcd
+ * did not answer (5 s timeout). */
+int health_report_post(const struct health_reporter *rep, const char *body, long *status,
+                       mtc_error_t *err);
+
 /* mtcd's side of :reportHealth: parse a "results" array strictly (known
  * check names, PASS/WARN/FAIL, NONE..REPLACE, reason a string up to 255
  * bytes, value a number; unknown fields rejected). Returns the count, or -1 +
@@ -180,6 +198,11 @@ int health_sdc(const struct health_ctx *, struct health_result *);
 int health_storage_shared(const struct health_ctx *, struct health_result *);
 /* The SDC probe's digest (the check compares it with the known answer). */
 uint64_t health_sdc_digest(void);
+/* The speed probes' kernels, for repeated use (mtc-scan's burn-in): the best
+ * GFLOP/s of reps n x n float matrix products, the best GB/s (read + write)
+ * of reps copies of bytes; 0 when out of memory. */
+double health_probe_gflops(int n, int reps);
+double health_probe_membw(size_t bytes, int reps);
 
 struct health_runtime *health_rt_create(const struct health_ctx *ctx, mtc_error_t *err);
 void health_rt_destroy(struct health_runtime *rt);

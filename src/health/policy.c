@@ -127,6 +127,11 @@ static const struct schema_field fields[] = {
     {.name = "speedWarnFraction", NUM(0, 1, "0.8"), P(speed_warn_fraction)},
     {.name = "speedFailFraction", NUM(0, 1, "0.5"), P(speed_fail_fraction)},
     {.name = "probeIntervalSeconds", INT(0, 86400, "300"), P(probe_interval_seconds)},
+    /* mtcd's remediation queue (src/control/remqueue.h): sized for large clusters */
+    {.name = "maxConcurrentRemediations",
+     INT(1, 1024, "32"),
+     P(max_concurrent_remediations)},
+    {.name = "maxDrainedFraction", NUM(0, 1, "0.1"), P(max_drained_fraction)},
     /* mtc-agent (root, in Slurm's HealthCheckProgram and prolog) dlopens it */
     {.name = "nvmlLibrary",
      .kind = SCHEMA_STR,

@@ -68,14 +68,14 @@ static int judge(const struct health_ctx *ctx, struct health_result *r, double v
 #define GEMM_N 512
 #define GEMM_REPS 5
 
-int health_speed_compute(const struct health_ctx *ctx, struct health_result *r)
+double health_probe_gflops(int n, int reps)
 {
-    const int n = GEMM_N;
-    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
-          *c = malloc(sizeof(float) * n * n);
+    float *a = malloc(sizeof(float) * (size_t)n * (size_t)n),
+          *b = malloc(sizeof(float) * (size_t)n * (size_t)n),
+          *c = malloc(sizeof(float) * (size_t)n * (size_t)n);
     if (!a || !b || !c) {
         free(a), free(b), free(c);
-        return health_set(r, HEALTH_WARN, -1, "out of memory");
+        return 0;
     }
     for (int i = 0; i < n * n; i++) {
         a[i] = (float)(i % 17) * 0.25f;
@@ -83,9 +83,9 @@ int health_speed_compute(const struct health_ctx *ctx, struct health_result *r)
     }
     double best = 1e9;
     volatile float sink = 0;
-    for (int rep = 0; rep < GEMM_REPS; rep++) { /* best of a few: the host is shared */
+    for (int rep = 0; rep < reps; rep++) { /* best of a few: the host is shared */
         double t0 = now_s();
-        memset(c, 0, sizeof(float) * n * n);
+        memset(c, 0, sizeof(float) * (size_t)n * (size_t)n);
         for (int i = 0; i < n; i++) // c (n,n) = a (n,n) @ b (n,n)
             for (int k = 0; k < n; k++) {
                 float aik = a[i * n + k];
@@ -93,42 +93,58 @@ int health_speed_compute(const struct health_ctx *ctx, struct health_result *r)
                     c[i * n + j] += aik * b[k * n + j];
             }
         double dt = now_s() - t0;
-        sink += c[rep];
+        sink += c[rep % (n * n)];
         if (dt < best)
             best = dt;
     }
     (void)sink;
     free(a), free(b), free(c);
-    return judge(ctx, r, 2.0 * n * n * n / best / 1e9, ctx->baseline_gflops, "GFLOP/s");
+    return 2.0 * n * n * n / best / 1e9;
+}
+
+int health_speed_compute(const struct health_ctx *ctx, struct health_result *r)
+{
+    double g = health_probe_gflops(GEMM_N, GEMM_REPS);
+    if (g <= 0)
+        return health_set(r, HEALTH_WARN, -1, "out of memory");
+    return judge(ctx, r, g, ctx->baseline_gflops, "GFLOP/s");
 }
 
 #define COPY_BYTES (64u << 20)
 #define COPY_REPS 6
 
-int health_speed_membw(const struct health_ctx *ctx, struct health_result *r)
+double health_probe_membw(size_t bytes, int reps)
 {
-    char *src = malloc(COPY_BYTES), *dst = malloc(COPY_BYTES);
+    char *src = malloc(bytes), *dst = malloc(bytes);
     if (!src || !dst) {
         free(src), free(dst);
-        return health_set(r, HEALTH_WARN, -1, "out of memory");
+        return 0;
     }
-    memset(src, 1, COPY_BYTES); /* fault the pages in before timing */
-    memset(dst, 2, COPY_BYTES);
+    memset(src, 1, bytes); /* fault the pages in before timing */
+    memset(dst, 2, bytes);
     double best = 1e9;
     volatile char sink = 0;
-    for (int rep = 0; rep < COPY_REPS; rep++) {
-        src[rep] = (char)rep;
+    for (int rep = 0; rep < reps; rep++) {
+        src[rep % bytes] = (char)rep;
         double t0 = now_s();
-        memcpy(dst, src, COPY_BYTES);
+        memcpy(dst, src, bytes);
         double dt = now_s() - t0;
-        sink += dst[rep];
+        sink += dst[rep % bytes];
         if (dt < best)
             best = dt;
     }
     (void)sink;
     free(src), free(dst);
     /* bytes read + bytes written, as STREAM's copy counts them */
-    return judge(ctx, r, 2.0 * COPY_BYTES / best / 1e9, ctx->baseline_mem_gbps, "GB/s");
+    return 2.0 * (double)bytes / best / 1e9;
+}
+
+int health_speed_membw(const struct health_ctx *ctx, struct health_result *r)
+{
+    double g = health_probe_membw(COPY_BYTES, COPY_REPS);
+    if (g <= 0)
+        return health_set(r, HEALTH_WARN, -1, "out of memory");
+    return judge(ctx, r, g, ctx->baseline_mem_gbps, "GB/s");
 }
 
 /* The SDC probe: a 128x128 double matrix product accumulated with fma()

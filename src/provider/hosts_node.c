@@ -279,8 +279,11 @@ int hosts_node_action(struct provider *p, const char *id, const json_t *spec, co
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s)
         return errprintf(err, "out of memory");
-    int rc = -1;
-    if (local_lock(&c, 1) < 0) {
+    int rc = -1, nfd = -1;
+    /* a replace rewrites hosts.json and slurm.conf: alone; the other actions
+     * touch their node only and run beside those on other nodes */
+    int shared = k != LOCAL_REPLACE && node && mtc_name_valid(node, 63);
+    if (shared ? (nfd = local_lock_node(&c, node)) < 0 : local_lock(&c, 1) < 0) {
         free(s);
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
     }
@@ -306,7 +309,7 @@ int hosts_node_action(struct provider *p, const char *id, const json_t *spec, co
         goto out;
     rc = local_wait_new_slurmd(&c, n->name, n->host, old_start, err);
 out:
-    local_unlock(&c);
+    local_unlock_node(&c, nfd);
     free(s);
     return rc;
 }

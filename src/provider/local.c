@@ -81,6 +81,33 @@ int local_lock(struct lc *c, int wait)
     return 0;
 }
 
+int local_lock_node(struct lc *c, const char *node)
+{
+    char path[PLEN];
+    c->lockfd = open(local_path(c, path, ".lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (c->lockfd < 0)
+        return -1;
+    int fd = -1;
+    if (flock(c->lockfd, LOCK_SH) == 0 &&
+        (fd = open(local_path(c, path, ".lock.%s", node), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >=
+            0 &&
+        flock(fd, LOCK_EX) == 0)
+        return fd;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    local_unlock(c);
+    errno = e;
+    return -1;
+}
+
+void local_unlock_node(struct lc *c, int fd)
+{
+    if (fd >= 0)
+        close(fd);
+    local_unlock(c);
+}
+
 void local_unlock(struct lc *c)
 {
     if (c->lockfd >= 0)

@@ -53,6 +53,12 @@ int local_lc_init(struct lc *c, struct provider *p, const char *id, mtc_error_t 
 /* Cluster lock (apply/supervise/delete/node actions). wait 0: fail when held. 0/-1. */
 int local_lock(struct lc *c, int wait);
 void local_unlock(struct lc *c);
+/* A node action's lock: the cluster lock shared (actions on other nodes run
+ * beside it; apply, supervise and delete wait for them all, or skip) and the
+ * node's own exclusive. Waits. The node lock's fd, or -1 + errno. */
+int local_lock_node(struct lc *c, const char *node);
+/* Release both (fd: local_lock_node's). */
+void local_unlock_node(struct lc *c, int fd);
 /* Delete cluster id (provider_delete): under its lock, stop(p, c, err) stops
  * what runs, then the directory is removed. No directory: 0. A stop that
  * fails leaves the directory. 0/-1 + err. */

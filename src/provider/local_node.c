@@ -589,8 +589,10 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
         free(l);
         return -1;
     }
-    /* the lock keeps supervise from restarting what the action stops */
-    if (local_lock(&c, 1) < 0) {
+    /* the lock keeps supervise from restarting what the action stops, and
+     * another action off this node; actions on other nodes run beside it */
+    int nfd = local_lock_node(&c, n->name);
+    if (nfd < 0) {
         errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
         free(l);
         return -1;
@@ -622,7 +624,7 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
         goto out;
     rc = local_wait_new_slurmd(&c, n->name, NULL, old_start, err);
 out:
-    local_unlock(&c);
+    local_unlock_node(&c, nfd);
     free(l);
     return rc;
 }

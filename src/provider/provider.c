@@ -11,7 +11,8 @@
 #include "cluster/cluster.h"
 #include "provider/hosts.h"
 
-static const struct provider_ops *const kinds[] = {&provider_local_ops, &provider_hosts_ops, NULL};
+static const struct provider_ops *const kinds[] = {&provider_local_ops, &provider_hosts_ops,
+                                                   &provider_sim_ops, NULL};
 
 static const struct provider_ops *find_kind(const char *kind)
 {
@@ -41,6 +42,8 @@ static const struct provider_ops *recorded(struct provider *p, const char *id)
 /* The kind a spec asks for. */
 static const struct provider_ops *wanted(struct provider *p, const json_t *spec)
 {
+    if (spec && cluster_spec_simulated(spec))
+        return &provider_sim_ops;
     return spec && cluster_spec_on_hosts(spec) ? &provider_hosts_ops : p->ops;
 }
 
@@ -140,8 +143,8 @@ int provider_apply(struct provider *p, const char *id, const json_t *spec,
     if (was && was != want) {
         errno = EINVAL;
         return errprintf(err,
-                         "cluster %s runs on %s; a cluster cannot move between local and hosts "
-                         "(delete it and create it again)",
+                         "cluster %s runs on %s; a cluster cannot move between local, hosts "
+                         "and sim (delete it and create it again)",
                          id, was->kind);
     }
     return want->apply(p, id, spec, progress, arg, err);
@@ -268,4 +271,18 @@ json_t *provider_node_check(struct provider *p, const char *id, const json_t *sp
         return NULL;
     }
     return ops->node_check(p, id, spec, node, err);
+}
+
+int provider_node_set(struct provider *p, const char *id, const char *conf, const char *node,
+                      enum slurm_node_op op, const char *reason, mtc_error_t *err)
+{
+    const struct provider_ops *ops = ops_for(p, id, NULL);
+    if (ops->node_set)
+        return ops->node_set(p, id, node, op, reason, err);
+    return slurm_node_set(conf, node, op, reason, err);
+}
+
+int provider_has_slurm(struct provider *p, const char *id)
+{
+    return ops_for(p, id, NULL)->node_set == NULL;
 }

@@ -1,7 +1,8 @@
 /* provider: bring a cluster spec to life on machines. One ops table per kind
- * ("local": N emulated nodes on this host; "hosts": real servers over ssh);
- * callers use only the functions below, which pick the kind per cluster (a
- * spec whose pools list hosts runs on "hosts"; the kind is recorded in the
+ * ("local": N emulated nodes on this host; "hosts": real servers over ssh;
+ * "sim": simulated nodes, no Slurm — docs/scale.md); callers use only the
+ * functions below, which pick the kind per cluster (a spec whose pools list
+ * hosts runs on "hosts", one with a "sim" section on "sim"; the kind is recorded in the
  * cluster's directory, so it survives restarts and is known to delete). */
 #ifndef MTC_PROVIDER_H
 #define MTC_PROVIDER_H
@@ -9,6 +10,7 @@
 #include <jansson.h>
 
 #include "common/common.h"
+#include "slurm/slurm.h"
 
 typedef void (*provider_progress_fn)(void *arg, const char *message);
 /* type: "SLURMCTLD_RESTART", "SLURMD_RESTART", "MUNGED_RESTART", "AGENT_RESTART";
@@ -78,6 +80,25 @@ int provider_node_action(struct provider *p, const char *id, const json_t *spec,
 json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,
                             const char *node, mtc_error_t *err);
 
+/* Drain, resume or down (op) a compute node of cluster id, with reason
+ * (may be NULL): Slurm's `scontrol update` with conf (the cluster's
+ * slurm.conf), or for a cluster without Slurm (sim) the provider's own node
+ * state, which provider_nodes reports. 0, or -1 + err. */
+int provider_node_set(struct provider *p, const char *id, const char *conf, const char *node,
+                      enum slurm_node_op op, const char *reason, mtc_error_t *err);
+/* 1 when cluster id runs Slurm (jobs to requeue, squeue to ask), 0 when it is
+ * simulated. */
+int provider_has_slurm(struct provider *p, const char *id);
+
+/* A simulated node's health results (what its mtc-agent would report), the
+ * checks policy (a canonical healthPolicy; NULL: the defaults) enables that
+ * run every pass, each PASS — but failing (a check name of the table, may be
+ * NULL) FAILs with its table severity and reason. The load generator
+ * (mtc-simload) and the sim provider's node check share it. Caller owns;
+ * NULL + err (unknown check). */
+json_t *provider_sim_results(const json_t *policy, const char *failing, const char *reason,
+                             mtc_error_t *err);
+
 /* Commands slurmd runs on every node of every cluster this provider applies
  * from now on (mtc-agent, for instance). In each, "{cluster}" becomes the
  * cluster id, "{dir}" its directory and "{nodedir}" the running node's
@@ -140,6 +161,9 @@ struct provider_ops {
     json_t *(*login)(struct provider *p, const char *id, mtc_error_t *err); /* may be NULL */
     int (*check_storage)(struct provider *p, const char *id, const json_t *spec,
                          mtc_error_t *err); /* may be NULL: one machine sees its own files */
+    /* may be NULL: Slurm keeps the nodes' state (scontrol); set: no Slurm */
+    int (*node_set)(struct provider *p, const char *id, const char *node, enum slurm_node_op op,
+                    const char *reason, mtc_error_t *err);
 };
 
 struct provider {
@@ -165,5 +189,6 @@ int provider_cluster_dir(const struct provider *p, const char *id, char *buf, si
 
 extern const struct provider_ops provider_local_ops;
 extern const struct provider_ops provider_hosts_ops;
+extern const struct provider_ops provider_sim_ops;
 
 #endif

@@ -455,6 +455,87 @@ out:
     return rc;
 }
 
+/* 1 when request {"nodes": [{"node"}...]} names node. */
+static int request_names(const json_t *request, const char *node)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(request, "nodes"), i, it)
+    {
+        const char *n = json_string_value(json_object_get(it, "node"));
+        if (n && strcmp(n, node) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int store_op_begin_shared(struct store *st, const struct store_op *op, const char *cluster_state,
+                          char busy_op[48])
+{
+    int rc = -1, busy = 0;
+    pthread_mutex_lock(&st->lock);
+    if (exec_sql(st->db, "BEGIN IMMEDIATE", NULL) < 0)
+        goto out;
+    sqlite3_stmt *s = prep(st, "SELECT id, kind, request FROM operations WHERE cluster_id=? AND done=0",
+                           "s", op->cluster_id);
+    while (!busy && s && sqlite3_step(s) == SQLITE_ROW) {
+        const char *kind = (const char *)sqlite3_column_text(s, 1);
+        busy = !kind || strcmp(kind, op->kind) != 0;
+        json_t *req = busy ? NULL : col_json(s, 2);
+        size_t i;
+        json_t *it;
+        json_array_foreach(json_object_get(op->request, "nodes"), i, it)
+        {
+            const char *n = json_string_value(json_object_get(it, "node"));
+            busy |= n && request_names(req, n);
+        }
+        json_decref(req);
+        if (busy)
+            col_text(s, 0, busy_op, 48);
+    }
+    sqlite3_finalize(s);
+    if (busy) {
+        exec_sql(st->db, "ROLLBACK", NULL);
+        errno = EBUSY;
+        goto out;
+    }
+    if (run(st, prep(st, "UPDATE clusters SET state=?, update_ms=? WHERE id=?", "sls",
+                     cluster_state, mtc_now_ms(), op->cluster_id)) < 0 ||
+        sqlite3_changes(st->db) == 0 || insert_op(st, op) < 0) {
+        int e = sqlite3_changes(st->db) == 0 ? ENOENT : EIO;
+        exec_sql(st->db, "ROLLBACK", NULL);
+        errno = e;
+        goto out;
+    }
+    rc = exec_sql(st->db, "COMMIT", NULL);
+out:
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+json_t *store_ops_active_nodes(struct store *st, const char *cluster_id, const char *kind)
+{
+    json_t *nodes = json_array();
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(
+        st, "SELECT request FROM operations WHERE cluster_id=? AND kind=? AND done=0", "ss",
+        cluster_id, kind);
+    while (s && sqlite3_step(s) == SQLITE_ROW) {
+        json_t *req = col_json(s, 0), *it;
+        size_t i;
+        json_array_foreach(json_object_get(req, "nodes"), i, it)
+        {
+            json_t *n = json_object_get(it, "node");
+            if (json_is_string(n))
+                json_array_append(nodes, n);
+        }
+        json_decref(req);
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return nodes;
+}
+
 int store_cluster_delete(struct store *st, const char *id)
 {
     int rc;

@@ -64,6 +64,17 @@ int store_cluster_set_nodes(struct store *st, const char *id, const json_t *node
  * operation on it is still running (then -1, errno EBUSY, busy_op gets its id). */
 int store_op_begin(struct store *st, const struct store_op *op, const char *cluster_state,
                    char busy_op[48]);
+/* Start an operation that shares the cluster with others of its kind (op->kind:
+ * remediations of different nodes run at once): -1, errno EBUSY, busy_op
+ * named, when an operation of another kind runs on the cluster (an UPDATE or
+ * DELETE is exclusive) or one of its kind names a node of op's (request
+ * {"nodes": [{"node"}...]}); else as store_op_begin. */
+int store_op_begin_shared(struct store *st, const struct store_op *op, const char *cluster_state,
+                          char busy_op[48]);
+/* The nodes named in the requests of the cluster's unfinished operations of
+ * kind (request {"nodes": [{"node"}...]}), as an array of strings. Caller
+ * json_decref's. */
+json_t *store_ops_active_nodes(struct store *st, const char *cluster_id, const char *kind);
 /* Remove the cluster row and revoke its node tokens. */
 int store_cluster_delete(struct store *st, const char *id);
 

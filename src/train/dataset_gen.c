@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "train/data.h"
+#include "train/rng.h"
 
 /* Debian base-files' license texts: every Debian machine has them (scripts/quickstart). */
 #define CORPUS_DIR "/usr/share/common-licenses"
@@ -91,17 +92,9 @@ static char *gen_corpus(size_t *len, mtc_error_t *err)
 
 /* ---- templated tasks ---- */
 
-static uint64_t next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static int pick(uint64_t *s, int n)
 {
-    return (int)(next(s) % (uint64_t)n);
+    return (int)(train_splitmix64(s) % (uint64_t)n);
 }
 
 static const char *const words[] = {

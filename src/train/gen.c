@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "train/gen.h"
+#include "train/rng.h"
 
 struct gen_engine {
     struct model *m;
@@ -35,14 +36,6 @@ double gen_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static uint64_t splitmix(uint64_t *s) // the generator mtc-train sample uses
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 void gen_seq_release(struct gen_seq *q)
@@ -418,7 +411,7 @@ int gen_sample(const float *lg, int V, const struct gen_sampling *s, uint64_t *r
             for (int v = 0; v < V; v++) // ties with the threshold stay in
                 sum += prob[v] = prob[v] >= thr ? prob[v] : 0.0f;
         }
-        double u = (double)(splitmix(rng) >> 11) * 0x1.0p-53 * sum, acc = 0;
+        double u = (double)(train_splitmix64(rng) >> 11) * 0x1.0p-53 * sum, acc = 0;
         next = V - 1;
         for (int v = 0; v < V; v++)
             if ((acc += prob[v]) > u) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "train/gen.h"
+#include "train/rng.h"
 #include "train/train.h"
 
 struct gprompt {
@@ -233,13 +234,6 @@ static int load_prompts(struct grpo *g, const char *path, mtc_error_t *err)
     return rc;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* The prompt at global position q: epoch order from (seed, epoch) when shuffling. */
 static const struct gprompt *prompt_at(struct grpo *g, uint64_t q)
@@ -247,15 +241,7 @@ static const struct gprompt *prompt_at(struct grpo *g, uint64_t q)
     uint64_t e = q / g->n, i = q % g->n;
     if (g->c.shuffle) {
         if (e != g->perm_epoch) {
-            uint64_t s = g->c.seed * 0x100000001b3ull ^ (e + 1) * 0x9e3779b97f4a7c15ull;
-            for (size_t j = 0; j < g->n; j++)
-                g->perm[j] = (uint32_t)j;
-            for (size_t j = g->n - 1; j > 0; j--) {
-                size_t r = (size_t)(splitmix(&s) % (j + 1));
-                uint32_t t = g->perm[j];
-                g->perm[j] = g->perm[r];
-                g->perm[r] = t;
-            }
+            train_epoch_perm(g->perm, g->n, g->c.seed, e);
             g->perm_epoch = e;
         }
         i = g->perm[i];
@@ -435,7 +421,7 @@ static int rollout(struct grpo *g, int64_t step, mtc_error_t *err)
                                      .top_p = 1.0f,
                                      .top_k = 0,
                                      .max_tokens = g->c.max_new < room ? g->c.max_new : room,
-                                     .seed = splitmix(&s)};
+                                     .seed = train_splitmix64(&s)};
         q->eot = tok_eot(g->c.tok);
         g->sp[i] = q;
         g->pr[i] = p->prompt;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "train/data.h"
+#include "train/rng.h"
 
 struct shard_info {
     char *path;
@@ -32,14 +33,6 @@ struct loader {
     size_t map_len;
     uint64_t *perm; /* window order for (epoch, cur); NULL when not shuffling */
 };
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* Does name look like a shard of split: "<split>_*.bin", "*_<split>.bin" or "*_<split>_*.bin"? */
 static int shard_name_matches(const char *name, const char *split)
@@ -106,7 +99,7 @@ static int map_cur(struct loader *l, mtc_error_t *err)
     /* The seed of this shard's permutation depends only on (seed, epoch, shard), so every rank
      * and every resumed run derives the same order. */
     uint64_t x = l->seed ^ (l->pos.epoch * 0x100000001b3ull) ^ ((uint64_t)i << 40);
-    l->pos.rng = splitmix64(&x);
+    l->pos.rng = train_splitmix64(&x);
     if (l->shuffle) {
         size_t bytes; // nwin < count <= the file's size / width, checked all the same
         if (mtc_size_mul(s->nwin ? s->nwin : 1, sizeof *l->perm, &bytes) == 0)
@@ -119,7 +112,7 @@ static int map_cur(struct loader *l, mtc_error_t *err)
             l->perm[w] = w;
         uint64_t r = l->pos.rng;
         for (uint64_t w = s->nwin; w > 1; w--) {
-            uint64_t j = splitmix64(&r) % w;
+            uint64_t j = train_splitmix64(&r) % w;
             uint64_t tmp = l->perm[w - 1];
             l->perm[w - 1] = l->perm[j];
             l->perm[j] = tmp;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "train/ft_internal.h"
+#include "train/rng.h"
 
 static void set_release(struct ft_set *s)
 {
@@ -90,29 +91,13 @@ static int set_load(struct ft_set *set, const char *path, const struct tok *tk, 
     return rc;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 const struct ft_seq *ft_example(struct ft *f, const struct ft_set *set, uint64_t g, int k)
 {
     uint64_t e = g / set->n, i = g % set->n;
     if (set == &f->train && f->c.shuffle) {
         if (e != f->perm_epoch) {
-            // Fisher-Yates from (seed, epoch): the same order on every rank and after resume
-            uint64_t s = f->c.seed * 0x100000001b3ull ^ (e + 1) * 0x9e3779b97f4a7c15ull;
-            for (size_t j = 0; j < set->n; j++)
-                f->perm[j] = (uint32_t)j;
-            for (size_t j = set->n - 1; j > 0; j--) {
-                size_t r = (size_t)(splitmix(&s) % (j + 1));
-                uint32_t tmp = f->perm[j];
-                f->perm[j] = f->perm[r];
-                f->perm[r] = tmp;
-            }
+            // the same order on every rank and after resume
+            train_epoch_perm(f->perm, set->n, f->c.seed, e);
             f->perm_epoch = e;
         }
         i = f->perm[i];

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# healthscan_mpi: the health scanner's MPI workload (mtc-scan) on 3 local
+# healthscan_mpi: the health scanner's MPI workload (mtc-scan) on local
 # ranks over shared memory: a healthy set passes the straggler (pipeline),
-# pairwise and ring checks with valid JSON reports; one rank's process
-# throttled in a cgroup (v1 cpu controller, 2% of a CPU) is named by the
-# straggler check and only it; bad arguments are refused with exit 2.
+# pairwise, ring and gpu (burn-in) checks with valid JSON reports; pairs of
+# 5 ranks above --all-pairs-max use two random pairings plus retests; the
+# gpu check with the fake NVML names the node with ECC errors, and the
+# burn-in the node whose fma() is wrong; ring --nccl says why NCCL is not
+# used; one rank's process throttled in a cgroup (v1 cpu controller) is named
+# by the straggler and the burn-in checks, and only it; bad arguments are
+# refused with exit 2. (Pairs naming a slow node among 5 with the random
+# pairing and retests: healthscan_hosts.sh, on namespace hosts with a
+# tc-shaped link — a CPU quota lets short bursts through at full speed, a
+# shaped link has a ceiling.)
 # Verdicts at 25% of the median: the runner is 2 shared cores, where a
 # healthy rank's share of a CPU varies a few times over.
 . "$(dirname "$0")/lib.sh"
@@ -26,18 +33,88 @@ for c in pipeline pairs ring; do
     "${MPIRUN[@]}" -np 3 mtc-scan "$c" --max-bytes 1048576 --fail-fraction $f >"$D/$c.json" 2>"$D/$c.err"
     check "healthy: $c exits 0" test $? -eq 0
 done
+check "every report: check, state not FAIL, 3 nodes with node/state" bash -c '
+for c in pipeline pairs ring; do python3 -c "import json, sys; r = json.load(open(sys.argv[1]))
+assert r[\"check\"] and r[\"state\"] in (\"PASS\", \"WARN\") and len(r[\"nodes\"]) == 3, r
+assert all(n[\"node\"] and n[\"state\"] in (\"PASS\", \"WARN\") for n in r[\"nodes\"]), r" "$1/$c.json" || exit 1; done' _ "$D"
 check "straggler report: 3 nodes PASS, heatmap rows" report "$D/pipeline.json" '
 assert r["check"] == "straggler" and len(r["nodes"]) == 3, r
-assert all(n["state"] == "PASS" and n["microbatchesPerSecond"] > 0 for n in r["nodes"]), r
+assert all(n["state"] != "FAIL" and n["microbatchesPerSecond"] > 0 for n in r["nodes"]), r
 assert len(r["heatmap"]) == 3, r'
 check "pairs report: 3 pairs with bandwidth, nodes PASS" report "$D/pairs.json" '
 assert len(r["pairs"]) == 3 and all(p["busGBps"] > 0 for p in r["pairs"]), r
+assert all(p["state"] != "FAIL" and p["thresholdGBps"] > 0 and len(p["nodes"]) == 2 for p in r["pairs"]), r
 assert all(n["state"] == "PASS" for n in r["nodes"]), r'
 check "ring report: all_reduce/all_gather 8 KiB..1 MiB, checked" report "$D/ring.json" '
 s = r["sizes"]
 assert r["state"] == "PASS" and s[0]["bytes"] == 8192 and s[-1]["bytes"] <= 1048576, r
 assert all(x["allReduceBusGBps"] > 0 and x["allGatherBusGBps"] > 0 for x in s), r'
 
+# an absolute threshold no loopback reaches: ring and pairs FAIL, naming it
+"${MPIRUN[@]}" -np 2 mtc-scan ring --max-bytes 65536 --min-bus-gbps 50000 >"$D/ringmin.json" 2>"$D/ringmin.err"
+check "ring below --min-bus-gbps: exit 1" test $? -eq 1
+check "ring below --min-bus-gbps: every node FAIL with the threshold in the reason" report "$D/ringmin.json" '
+assert r["state"] == "FAIL" and r["thresholdGBps"] == 50000, r
+assert all(n["state"] == "FAIL" and "50000" in n["reason"] for n in r["nodes"]), r'
+"${MPIRUN[@]}" -np 2 mtc-scan pairs --min-bus-gbps 50000 >"$D/pairsmin.json" 2>"$D/pairsmin.err"
+check "pairs below --min-bus-gbps: exit 1, the pair FAILs against 50000" report "$D/pairsmin.json" '
+p = r["pairs"][0]
+assert r["state"] == "FAIL" and p["state"] == "FAIL" and p["thresholdGBps"] == 50000 and p["reason"], r'
+mtc-scan pairs --min-bus-gbps -3 >/dev/null 2>"$D/bad.err"
+check "bad --min-bus-gbps refused (exit 2, names the flag)" \
+    bash -c "[ $? -eq 2 ] && grep -q -- '--min-bus-gbps -3' '$D/bad.err' && [ \$(wc -l <'$D/bad.err') -eq 1 ]"
+# pairs above --all-pairs-max: two random pairings (seeded), disjoint pairs
+"${MPIRUN[@]}" -np 5 mtc-scan pairs --all-pairs-max 2 --seed 7 --max-bytes 1048576 --fail-fraction 0.1 >"$D/rand.json" 2>"$D/rand.err"
+check "5 ranks, --all-pairs-max 2: random pairing, first and second pass, all PASS" report "$D/rand.json" '
+assert r["state"] == "PASS" and r["pairing"] == "random" and r["seed"] == 7, r
+ps = r["pairs"]
+first = [p for p in ps if p["pass"] == "first"]; second = [p for p in ps if p["pass"] == "second"]
+assert len(first) == 2 and len(second) == 2, ps
+assert not {tuple(p["nodes"]) for p in first} & {tuple(p["nodes"]) for p in second}, ps
+assert all(n["state"] == "PASS" for n in r["nodes"]) and not r["badNodes"], r'
+
+# ring --nccl: without a usable GPU, NCCL is not used and the report says why
+"${MPIRUN[@]}" -np 2 mtc-scan ring --nccl --max-bytes 65536 >"$D/nccl.json" 2>"$D/nccl.err"
+check "ring --nccl without GPUs: MPI, \"nccl\": \"not available: <why>\"" report "$D/nccl.json" '
+assert r["state"] == "PASS" and r["transport"] == "mpi", r
+assert r["nccl"].startswith("not available: ") and len(r["nccl"]) > 20, r'
+diag "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["nccl"])' "$D/nccl.json")"
+
+# gpu: no NVML here, so the burn-in; then the fake NVML, one node with ECC errors
+"${MPIRUN[@]}" -np 3 mtc-scan gpu --seconds 2 --fail-fraction 0.25 >"$D/burn.json" 2>"$D/burn.err"
+check "gpu without GPUs: the burn-in passes on 3 healthy ranks" report "$D/burn.json" '
+assert r["check"] == "gpu" and r["state"] != "FAIL" and r["burnInNodes"] == 3, r
+assert all(n["mode"] == "burn-in" and n["iterations"] >= 1 and n["gflops"] > 0 and n["memGBps"] > 0
+           and n["sdcMismatches"] == 0 and n["state"] != "FAIL" for n in r["nodes"]), r'
+L=$B/fakes/libnvml.so
+printf 'count 2\n' >"$D/nvml.good"
+printf 'count 2\ngpu 1 ecc=3\n' >"$D/nvml.bad"
+"${MPIRUN[@]}" -np 2 env FAKE_NVML_STATE="$D/nvml.good" mtc-scan gpu --nvml-library "$L" : \
+    -np 1 env FAKE_NVML_STATE="$D/nvml.bad" mtc-scan gpu --nvml-library "$L" >"$D/ecc.json" 2>"$D/ecc.err"
+check "gpu with NVML: ECC errors on one node → exit 1" test $? -eq 1
+check "gpu with NVML: only that node FAILs, the reason names gpu.ecc" report "$D/ecc.json" '
+st = [n["state"] for n in r["nodes"]]
+assert r["state"] == "FAIL" and st == ["PASS", "PASS", "FAIL"], r
+assert all(n["mode"] == "nvml" and n["gpus"] == 2 for n in r["nodes"]), r
+assert r["nodes"][2]["reason"].startswith("gpu.ecc: GPU 1: 3 volatile uncorrected"), r'
+"${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 1 : -np 1 env LD_PRELOAD="$B/fakes/libbadfma.so" \
+    mtc-scan gpu --seconds 1 >"$D/sdc.json" 2>"$D/sdc.err"
+check "burn-in: a wrong fma() fails its node on the digest" report "$D/sdc.json" '
+n = r["nodes"][2]
+assert r["state"] == "FAIL" and n["state"] == "FAIL" and n["sdcMismatches"] >= 1, r
+assert "silent data corruption" in n["reason"], r
+assert all(x["state"] != "FAIL" for x in r["nodes"][:2]), r'
+
+bad() { # bad ARGS... : exit 2 and one line on stderr naming the first argument
+    mtc-scan "$@" >/dev/null 2>"$D/bad.err"
+    [ $? -eq 2 ] && [ "$(wc -l <"$D/bad.err")" -eq 1 ] && grep -q -- "$2" "$D/bad.err"
+}
+check "bad --all-pairs-max 1 refused" bad pairs --all-pairs-max 1
+check "bad --level 4 refused" bad gpu --level 4
+check "bad --seconds 0 refused" bad gpu --seconds 0
+check "bad --seed -1 refused" bad pairs --seed -1
+check "bad --nvml-library refused" bad gpu --nvml-library 'lib;rm'
+check "a flag without its value refused" bad gpu --seconds
 mtc-scan ring --max-bytes 12 >/dev/null 2>"$D/bad.err"
 check "bad --max-bytes refused (exit 2, names the flag)" \
     bash -c "[ $? -eq 2 ] && grep -q -- '--max-bytes 12' '$D/bad.err'"
@@ -64,10 +141,21 @@ echo 100000 >"$CG/cpu.cfs_period_us" && echo 2000 >"$CG/cpu.cfs_quota_us"
 check "throttled: the straggler check fails (exit 1)" test $? -eq 1
 check "only the throttled rank (2) is named a straggler" report "$D/slow.json" '
 st = [n["state"] for n in r["nodes"]]
-assert st == ["PASS", "PASS", "FAIL"], r
+assert st[2] == "FAIL" and "FAIL" not in st[:2], r
 assert "of the pool median" in r["nodes"][2]["reason"], r
 assert "#" in r["heatmap"][2], r'
 diag "throttled rank: $(python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"][2]; print(n["fractionOfMedian"], n.get("reason"))' "$D/slow.json")"
 check "the cgroup really throttled" awk '$1 == "nr_throttled" && $2 > 0 {f = 1} END {exit !f}' "$CG/cpu.stat"
+
+# gpu burn-in: the throttled rank (2% of a CPU) FAILs against the pool median
+"${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 2 --fail-fraction 0.3 : -np 1 \
+    bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan gpu --seconds 2 --fail-fraction 0.3" >"$D/bslow.json" 2>"$D/bslow.err"
+check "throttled: the burn-in fails (exit 1)" test $? -eq 1
+check "burn-in: only the throttled rank FAILs, below the pool median" report "$D/bslow.json" '
+st = [n["state"] for n in r["nodes"]]
+assert st[2] == "FAIL" and "FAIL" not in st[:2], r
+assert r["nodes"][2]["reason"].startswith("burn-in: ") and "of the pool median" in r["nodes"][2]["reason"], r
+assert r["nodes"][2]["sdcMismatches"] == 0, r'
+diag "throttled burn-in: $(python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"][2]; print(n["reason"], n["gflops"], n["gflopsPoolMedian"])' "$D/bslow.json")"
 cg_remove
 done_testing

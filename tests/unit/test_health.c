@@ -62,8 +62,15 @@ static void test_policy(void)
     CHECK(p && json_array_size(json_object_get(p, "checks")) == 7, "defaults: seven families");
     CHECK(p && json_array_size(json_object_get(p, "xidFail")) == 8,
           "defaults: eight critical XIDs");
-    CHECK(p && json_object_size(p) == 20, "defaults: every field present (%zu)",
+    CHECK(p && json_object_size(p) == 22, "defaults: every field present (%zu)",
           json_object_size(p));
+    CHECK(p && json_integer_value(json_object_get(p, "maxConcurrentRemediations")) == 32 &&
+              json_number_value(json_object_get(p, "maxDrainedFraction")) == 0.1,
+          "defaults: 32 remediations at once, 10%% of a pool drained");
+    struct health_policy lim;
+    CHECK(health_policy_parse(p, &lim, &err) == 0 && lim.max_concurrent_remediations == 32 &&
+              lim.max_drained_fraction == 0.1,
+          "the remediation limits reach struct health_policy");
     json_decref(p);
 
     json_t *in = json_loads("{\"disk_min_free_percent\": 20, \"diskWarnFreePercent\": \"30\","
@@ -108,6 +115,12 @@ static void test_policy(void)
         {"{\"diskMinFreePercent\": 5, \"disk_min_free_percent\": 6}",
          "healthPolicy.diskMinFreePercent: field given twice (snake_case and camelCase)"},
         {"[1]", "healthPolicy: must be an object"},
+        {"{\"maxConcurrentRemediations\": 0}",
+         "healthPolicy.maxConcurrentRemediations: must be an integer from 1 to 1024"},
+        {"{\"maxConcurrentRemediations\": 1025}",
+         "healthPolicy.maxConcurrentRemediations: must be an integer from 1 to 1024"},
+        {"{\"maxDrainedFraction\": 1.5}",
+         "healthPolicy.maxDrainedFraction: must be a number from 0 to 1"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         in = json_loads(bad[i].json, 0, NULL);

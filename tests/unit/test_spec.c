@@ -6,6 +6,8 @@
 
 #include "check.h"
 #include "cluster/cluster.h"
+#include "health/health.h"
+#include "provider/provider.h"
 
 /* A valid base spec; tests patch it with a JSON text where noted. */
 static const char *BASE =
@@ -357,7 +359,7 @@ static void test_canonical(void)
               !strcmp(json_string_value(json_object_get(hp, "kernelLog")) ?: "",
                       "/var/log/kern.log") &&
               json_integer_value(json_object_get(hp, "slurmIntervalSeconds")) == 60 &&
-              json_object_size(hp) == 20,
+              json_object_size(hp) == 22,
           "healthPolicy normalized: camelCase, given values kept, every default filled (%s)",
           err.text);
     again = out ? cluster_spec_normalize(out, &err) : NULL;
@@ -411,6 +413,20 @@ static void test_ids_and_catalog(void)
     CHECK(cluster_machine_type_lookup("local-gpu", &mt, &err) == 0 && mt.host_sized &&
               mt.accelerator_count == 8,
           "local-gpu: host-sized with 8 emulated GPUs");
+    CHECK(cluster_machine_type_lookup("a3-highgpu-8g", &mt, &err) == 0 &&
+              mt.min_allreduce_bus_gbps == 60 && mt.min_pair_bus_gbps == 60,
+          "health-scan thresholds: a3-highgpu-8g 60 GB/s");
+    CHECK(cluster_machine_type_lookup("a3-ultragpu-8g", &mt, &err) == 0 &&
+              mt.min_allreduce_bus_gbps == 250 && mt.min_pair_bus_gbps == 250,
+          "health-scan thresholds: a3-ultragpu-8g 250 GB/s");
+    CHECK(cluster_machine_type_lookup("a4-highgpu-8g", &mt, &err) == 0 &&
+              mt.min_allreduce_bus_gbps == 250,
+          "health-scan thresholds: a4-highgpu-8g 250 GB/s");
+    CHECK(cluster_machine_type_lookup("n2-standard-8", &mt, &err) == 0 &&
+              mt.min_allreduce_bus_gbps == 0 && mt.min_pair_bus_gbps == 0,
+          "CPU types: no absolute thresholds (measured-relative)");
+    CHECK(cluster_machine_type_lookup("local", &mt, &err) == 0 && mt.min_pair_bus_gbps == 0,
+          "local: no absolute thresholds");
     json_t *list = cluster_catalog_list(&err);
     CHECK(list && json_array_size(list) >= 15, "catalog lists every type");
     json_decref(list);
@@ -640,6 +656,54 @@ static void test_hosts(void)
     json_decref(out);
 }
 
+/* The sim section (a simulated cluster): validated by the table, defaults
+ * filled, never with hosts; and a simulated node's results. */
+#define SIM_SPEC(sim)                                                                              \
+    "{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":\"local\"},"              \
+    "\"scalingSpec\":{\"minNodeCount\":4}}],\"sim\":" sim "}"
+static void test_sim(void)
+{
+    struct {
+        const char *spec, *want;
+    } cases[] = {
+        {SIM_SPEC("{\"rebootSeconds\":-1}"), "sim.rebootSeconds: must be a number from 0 to 86400"},
+        {SIM_SPEC("{\"actionFailurePercent\":101}"),
+         "sim.actionFailurePercent: must be a number from 0 to 100"},
+        {SIM_SPEC("{\"rebootMinutes\":1}"), "sim: unknown field \"rebootMinutes\""},
+        {ON_A_LAB("\"sim\":{},"), "sim: a simulated cluster runs on no hosts (drop nodePools[].hosts)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK_STR(norm_err(cases[i].spec), cases[i].want, "sim rule %zu", i);
+    mtc_error_t err;
+    json_t *in = parse(SIM_SPEC("{\"reboot_seconds\":2.5}"));
+    json_t *out = cluster_spec_normalize(in, &err);
+    json_decref(in);
+    const json_t *sim = json_object_get(out, "sim");
+    CHECK(out && cluster_spec_simulated(out) && !cluster_spec_simulated(json_object_get(out, "x")),
+          "a spec with a sim section is simulated");
+    CHECK(json_number_value(json_object_get(sim, "rebootSeconds")) == 2.5 &&
+              json_number_value(json_object_get(sim, "replaceSeconds")) == 1800 &&
+              json_number_value(json_object_get(sim, "actionFailurePercent")) == 0,
+          "sim: snake_case accepted, defaults filled (replace 1800 s, no failures)");
+
+    json_t *r = provider_sim_results(json_object_get(out, "healthPolicy"), NULL, NULL, &err);
+    struct health_result res[HEALTH_MAX_CHECKS];
+    int n = r ? health_results_parse(r, res, HEALTH_MAX_CHECKS, &err) : -1;
+    CHECK(n > 3 && health_worst(res, n, NULL) == HEALTH_PASS,
+          "a simulated node's results parse as mtcd parses a report, all PASS (%d)", n);
+    json_decref(r);
+    r = provider_sim_results(json_object_get(out, "healthPolicy"), "disk", "full", &err);
+    int sev = 0;
+    n = r ? health_results_parse(r, res, HEALTH_MAX_CHECKS, &err) : -1;
+    CHECK(n > 3 && health_worst(res, n, &sev) == HEALTH_FAIL && sev == HEALTH_SEV_REIMAGE,
+          "a failing disk check FAILs with its table severity (REIMAGE)");
+    json_decref(r);
+    CHECK(!provider_sim_results(NULL, "gpu.nope", NULL, &err) &&
+              strstr(err.text, "unknown check \"gpu.nope\""),
+          "an unknown failing check is refused: %s", err.text);
+    json_decref(out);
+}
+
 static void collect_path(const char *path, const struct schema_field *f, void *arg)
 {
     (void)f;
@@ -822,6 +886,7 @@ int main(void)
     test_conf_values();
     test_root_exec();
     test_hosts();
+    test_sim();
     test_storage();
     test_good_variants();
     test_canonical();

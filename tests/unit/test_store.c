@@ -87,6 +87,54 @@ static void test_jobs(struct store *st)
           "updating a missing job: ENOENT");
 }
 
+static struct store_op remediate(const char *id, const char *node)
+{
+    struct store_op op = op_for(id, "d", "REMEDIATE");
+    op.request = json_pack("{s:[{s:s}]}", "nodes", "node", node);
+    return op;
+}
+
+/* Remediations share a cluster (other nodes), an UPDATE holds it alone. */
+static void test_shared(struct store *st)
+{
+    char busy[48] = "";
+    CHECK(create(st, "d", "op-s0") == 0, "create cluster d");
+    struct store_op r1 = remediate("op-s1", "d-n1"), r2 = remediate("op-s2", "d-n2"),
+                    r1b = remediate("op-s3", "d-n1"), upd = op_for("op-s4", "d", "UPDATE");
+    CHECK(store_op_begin_shared(st, &r1, "RUNNING", busy) < 0 && errno == EBUSY &&
+              !strcmp(busy, "op-s0"),
+          "no remediation while the CREATE runs");
+    store_op_finish(st, "op-s0", NULL, 0, NULL);
+    CHECK(store_op_begin_shared(st, &r1, "RUNNING", busy) == 0, "remediation of d-n1 begins");
+    CHECK(store_op_begin_shared(st, &r2, "RUNNING", busy) == 0,
+          "remediation of d-n2 begins beside it");
+    busy[0] = '\0';
+    CHECK(store_op_begin_shared(st, &r1b, "RUNNING", busy) < 0 && errno == EBUSY &&
+              !strcmp(busy, "op-s1"),
+          "a second remediation of d-n1 is refused, naming the first");
+    json_t *nodes = store_ops_active_nodes(st, "d", "REMEDIATE");
+    CHECK(json_array_size(nodes) == 2 &&
+              !strcmp(json_string_value(json_array_get(nodes, 0)), "d-n1") &&
+              !strcmp(json_string_value(json_array_get(nodes, 1)), "d-n2"),
+          "the nodes in flight: d-n1, d-n2");
+    json_decref(nodes);
+    CHECK(store_op_begin(st, &upd, "UPDATING", busy) < 0 && errno == EBUSY,
+          "an UPDATE is refused while remediations run");
+    store_op_finish(st, "op-s1", NULL, 0, NULL);
+    store_op_finish(st, "op-s2", NULL, 0, NULL);
+    CHECK(store_op_begin(st, &upd, "UPDATING", busy) == 0, "the UPDATE begins once they are done");
+    CHECK(store_op_begin_shared(st, &r1b, "RUNNING", busy) < 0 && errno == EBUSY &&
+              !strcmp(busy, "op-s4"),
+          "no remediation while the UPDATE runs");
+    nodes = store_ops_active_nodes(st, "d", "REMEDIATE");
+    CHECK(json_array_size(nodes) == 0, "no node in flight");
+    json_decref(nodes);
+    store_op_finish(st, "op-s4", NULL, 0, NULL);
+    json_decref(r1.request);
+    json_decref(r2.request);
+    json_decref(r1b.request);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/mtc-store-XXXXXX", path[256];
@@ -228,6 +276,7 @@ int main(void)
     CHECK(store_health_delete(st, "a") == 0 && (free(store_scan_list(st, "a", &ns)), ns == 0),
           "a deleted cluster's scans are forgotten");
     test_jobs(st);
+    test_shared(st);
     store_close(st);
 
     st = store_open(path, &err);

@@ -27,6 +27,10 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
 int cli_call_ok(struct cli *c, const char *method, const char *path, const json_t *body,
                 json_t **out, mtc_error_t *err);
 
+/* Every item of a collection: GETs path?pageSize=500, following nextPageToken,
+ * and returns the items under key of every page (a new array), or NULL with err. */
+json_t *cli_list_all(struct cli *c, const char *path, const char *key, mtc_error_t *err);
+
 /* Print msg as "mtc: msg" on stderr; returns 1 (the exit status). */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_print_json(const json_t *j);

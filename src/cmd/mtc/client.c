@@ -98,6 +98,30 @@ int cli_call_ok(struct cli *c, const char *method, const char *path, const json_
     return -1;
 }
 
+json_t *cli_list_all(struct cli *c, const char *path, const char *key, mtc_error_t *err)
+{
+    json_t *all = json_array();
+    char token[256] = "";
+    do {
+        char url[1024];
+        if (snprintf(url, sizeof(url), "%s?pageSize=500%s%s", path, *token ? "&pageToken=" : "",
+                     token) >= (int)sizeof(url)) {
+            json_decref(all);
+            return errprintf(err, "%s: path too long", path), NULL;
+        }
+        json_t *page = NULL;
+        if (cli_call_ok(c, "GET", url, NULL, &page, err) < 0) {
+            json_decref(all);
+            return NULL;
+        }
+        json_array_extend(all, json_object_get(page, key));
+        const char *next = json_string_value(json_object_get(page, "nextPageToken"));
+        snprintf(token, sizeof(token), "%s", next ? next : "");
+        json_decref(page);
+    } while (*token);
+    return all;
+}
+
 int cli_fail(const char *fmt, ...)
 {
     va_list ap;

@@ -276,23 +276,12 @@ static int c_list(struct cli *c, int argc, char **argv)
     int p = simple_args(c, argc, argv, NULL, use);
     if (p)
         return p > 0 ? 0 : 2;
-    json_t *all = json_array();
-    char token[64] = "";
     mtc_error_t err = {""};
-    do { /* follow nextPageToken */
-        char path[512], q[128];
-        snprintf(q, sizeof(q), "?pageSize=500%s%s", *token ? "&pageToken=" : "", token);
-        clusters_path(c, path, sizeof(path), NULL, q);
-        json_t *page = NULL;
-        if (cli_call_ok(c, "GET", path, NULL, &page, &err) < 0) {
-            json_decref(all);
-            return cli_fail("%s", err.text);
-        }
-        json_array_extend(all, json_object_get(page, "modelDevelopmentClusters"));
-        const char *next = json_string_value(json_object_get(page, "nextPageToken"));
-        snprintf(token, sizeof(token), "%s", next ? next : "");
-        json_decref(page);
-    } while (*token);
+    char path[512];
+    clusters_path(c, path, sizeof(path), NULL, "");
+    json_t *all = cli_list_all(c, path, "modelDevelopmentClusters", &err);
+    if (!all)
+        return cli_fail("%s", err.text);
     if (c->json) {
         json_t *out = json_pack("{s:o}", "modelDevelopmentClusters", all);
         cli_print_json(out);

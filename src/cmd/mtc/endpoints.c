@@ -252,22 +252,12 @@ static int e_list(struct cli *c, int argc, char **argv)
     int p = cli_json_only(c, argc, argv, "mtc endpoints list [--json]");
     if (p)
         return p;
-    json_t *all = json_array();
-    char token[128] = "";
     mtc_error_t err = {""};
-    do {
-        char path[512], q[200];
-        snprintf(q, sizeof(q), "?pageSize=500%s%s", *token ? "&pageToken=" : "", token);
-        ep_path(c, path, sizeof(path), NULL, q);
-        json_t *page = NULL;
-        if (cli_call_ok(c, "GET", path, NULL, &page, &err) < 0) {
-            json_decref(all);
-            return cli_fail("%s", err.text);
-        }
-        json_array_extend(all, json_object_get(page, "endpoints"));
-        snprintf(token, sizeof(token), "%s", jstr(page, "nextPageToken"));
-        json_decref(page);
-    } while (*token);
+    char path[512];
+    ep_path(c, path, sizeof(path), NULL, "");
+    json_t *all = cli_list_all(c, path, "endpoints", &err);
+    if (!all)
+        return cli_fail("%s", err.text);
     static const struct cli_col cols[] = {
         {"ENDPOINT", "name", 20, "?"}, {"DEPLOYED", "id", 9, "-"}, {"MODEL", "model", 20, "-"},
         {"CLUSTER", "cluster", 10, "-"}, {"SPLIT", "split", 6, "-"},

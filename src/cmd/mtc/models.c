@@ -73,23 +73,12 @@ static int m_list(struct cli *c, int argc, char **argv)
     int p = cli_json_only(c, argc, argv, "mtc models list [--json]");
     if (p)
         return p;
-    json_t *all = json_array();
-    char token[128] = "";
     mtc_error_t err = {""};
-    do {
-        char path[512], q[200];
-        snprintf(q, sizeof(q), "?pageSize=500%s%s", *token ? "&pageToken=" : "", token);
-        models_path(c, path, sizeof(path), NULL, q);
-        json_t *page = NULL;
-        if (cli_call_ok(c, "GET", path, NULL, &page, &err) < 0) {
-            json_decref(all);
-            return cli_fail("%s", err.text);
-        }
-        json_array_extend(all, json_object_get(page, "models"));
-        const char *next = jstr(page, "nextPageToken");
-        snprintf(token, sizeof(token), "%s", next ? next : "");
-        json_decref(page);
-    } while (*token);
+    char path[512];
+    models_path(c, path, sizeof(path), NULL, "");
+    json_t *all = cli_list_all(c, path, "models", &err);
+    if (!all)
+        return cli_fail("%s", err.text);
     static const struct cli_col cols[] = {
         {"NAME", "name", 24, "?"},   {"DEFAULT", "version", 8, "-"}, {"VERSIONS", "versions", 9, "-"},
         {"FORMAT", "format", 7, "-"}, {"SIZE", "size", 8, "-"},      {"AGE", "age", 5, "-"},

@@ -1,0 +1,75 @@
+/* common: mtc-scan's shared helpers (scan_mpi.h): node names, idle waits,
+ * the pool-median judge, report pieces. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/mtc-scan/scan_mpi.h"
+#include "control/control.h"
+#include "health/health.h"
+
+int scan_rank, scan_size;
+char (*scan_names)[SCAN_NAME_LEN];
+
+void scan_gather_names(void)
+{
+    char mine[SCAN_NAME_LEN];
+    const char *n = getenv("SLURMD_NODENAME");
+    if (n && *n)
+        snprintf(mine, sizeof(mine), "%s", n);
+    else {
+        char host[48] = "";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(mine, sizeof(mine), "%s:%d", host, scan_rank);
+    }
+    scan_names = calloc((size_t)scan_size, SCAN_NAME_LEN);
+    MPI_Allgather(mine, SCAN_NAME_LEN, MPI_CHAR, scan_names, SCAN_NAME_LEN, MPI_CHAR,
+                  MPI_COMM_WORLD);
+}
+
+void scan_wait_idle(MPI_Request *rq, int n)
+{
+    int done = 0;
+    struct timespec ts = {0, 20000};
+    for (;;) {
+        MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
+        if (done)
+            return;
+        nanosleep(&ts, NULL);
+    }
+}
+
+int scan_judge(const double *v, int n, int i, double fail, double *median, double *frac)
+{
+    double *peers = malloc(sizeof(double) * (size_t)(n > 1 ? n : 1));
+    int np = 0;
+    for (int j = 0; j < n; j++)
+        if (j != i && v[j] > 0)
+            peers[np++] = v[j];
+    *median = 0;
+    *frac = 0;
+    int s = control_speed_judge(v[i], peers, np, fail + (1 - fail) / 2, fail, median, frac);
+    free(peers);
+    return s < 0 ? HEALTH_UNKNOWN : s;
+}
+
+const char *scan_state_name(int s)
+{
+    return health_status_name((enum health_status)s);
+}
+
+json_t *scan_num(double v)
+{
+    return json_real(isfinite(v) ? v : 0);
+}
+
+json_t *scan_node(const char *name, int state, const char *reason)
+{
+    json_t *n = json_pack("{s:s, s:s}", "node", name, "state", scan_state_name(state));
+    if (reason && *reason)
+        json_object_set_new(n, "reason", json_string(reason));
+    return n;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# fault_concurrent: remediations of different nodes of one cluster run at
+# once, within the healthPolicy's limits. A 4-node cluster (maxDrainedFraction
+# 1, the default maxConcurrentRemediations 32): an XID 79 lands in the kernel
+# logs of three nodes within a second — one of them the node a training run
+# is on. All three are drained and rebooted at once (each remediation starts
+# before any node is back), the job resumes from its checkpoint on the fourth
+# node and every step runs once. Then the
+# policy is updated to maxConcurrentRemediations 2 and three nodes fail
+# again: two are remediated, the third waits QUEUED (event naming the limit)
+# and is remediated once a slot frees.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/run_setup.inc"
+. "$(dirname "$0")/fault_setup.inc"
+
+STEPS=${STEPS:-600} EXP=concur
+FAULT_NODES=4 FAULT_POLICY_EXTRA=', "maxDrainedFraction": 1'
+check "4-node cluster with agents up" fault_cluster fc
+check "tiny corpus tokenized" run_corpus "$T_DIR/data"
+run_recipe "$T_DIR/recipe.json" "$STEPS" 10
+fault_submit "$EXP"; run_or_stop $? "$T_DIR/run.out"
+check "training with a checkpoint" fault_wait_training 20
+N=$(job_node)
+mapfile -t ALL < <(sinfo -h -N -o %N | sort -u)
+BAD=("$N")
+for n in "${ALL[@]}"; do [ "$n" != "$N" ] && [ ${#BAD[@]} -lt 3 ] && BAD+=("$n"); done
+for n in "${ALL[@]}"; do [[ " ${BAD[*]} " != *" $n "* ]] && GOOD=$n; done
+diag "job $JOB on $N; XID 79 on ${BAD[*]} (${GOOD} stays healthy)"
+xid() { echo "[ 42.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus." >>"$CD/nodes/$1/hw/kernel.log"; }
+for n in "${BAD[@]}"; do xid "$n"; done
+
+for n in "${BAD[@]}"; do
+    check "$n drained, reason names gpu.xid" wait_for 30 has_event VM_SLURM_DRAIN "$n drained: gpu.xid"
+done
+for n in "${BAD[@]}"; do
+    check "$n rebooted and back in service" wait_for 120 has_event VM_RESUMED "$n checks pass after reboot"
+done
+# each remediation's action started before any node was back
+# each remediation started (drained) before any finished (resumed: an
+# emulated reboot takes about a second, too short to sample reliably); the
+# reboot of the job's node follows the job's requeue, up to 15 s later
+events_t >"$T_DIR/events1"
+check "the three remediations overlap (every drain before the first resume)" python3 - "$T_DIR/events1" "${BAD[@]}" <<'PY'
+import sys
+bad = sys.argv[2:]
+first = {}
+for line in open(sys.argv[1]):
+    f = line.split(" ", 3)
+    if len(f) >= 3 and f[2] in bad and f[1] in ("VM_SLURM_DRAIN", "VM_REBOOT", "VM_RESUMED"):
+        first.setdefault((f[1], f[2]), f[0])
+t = lambda kind: sorted(v for (k, n), v in first.items() if k == kind)
+print("# drains", t("VM_SLURM_DRAIN"), "reboots", t("VM_REBOOT"), "resumes", t("VM_RESUMED"))
+assert len(t("VM_SLURM_DRAIN")) == 3 and len(t("VM_RESUMED")) == 3, first
+assert max(t("VM_SLURM_DRAIN")) < min(t("VM_RESUMED")), first
+PY
+check "job $JOB requeued (JOB_REQUEUED event)" has_event JOB_REQUEUED "$N"
+check "job restarted (restart 1 in the log)" wait_for "${FAULT_RESTART_WAIT:-120}" grep -q "restart 1" "$TD/$JOB.log"
+check "resumed from a checkpoint" wait_for 60 grep -q "resuming from .*step_" "$TD/$JOB.log"
+st=$(run_wait_final 300 "$EXP")
+check "run completes (state $st)" test "$st" = COMPLETED
+check "every step exactly once across the restart" python3 - "$TD/logs/metrics.jsonl" "$STEPS" <<'PY'
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
+n = int(sys.argv[2])
+assert steps == list(range(1, n + 1)), [s for s in steps if steps.count(s) > 1][:5] or len(steps)
+PY
+check "$GOOD never drained" bash -c "! events | grep -q '^VM_SLURM_DRAIN $GOOD '"
+
+# --- the queue: two at a time, the third waits ---------------------------
+python3 - "$T_DIR/spec.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["healthPolicy"]["maxConcurrentRemediations"] = 2
+json.dump(s, open(sys.argv[1], "w"))
+PY
+out=$(mtc cluster update "$C" -f "$T_DIR/spec.json" 2>&1)
+check "policy updated to maxConcurrentRemediations 2" grep -q "done" <<<"$out" || diag "$out"
+check "nodes idle again" wait_for 60 bash -c "[ \$(sinfo -h -N -t idle -o %N | sort -u | wc -l) -eq 4 ]"
+# nodesStatus sampled every 50 ms meanwhile (an emulated reboot is short)
+(while :; do
+    curl -s --unix-socket "$MTC_HOME/mtcd.sock" "http://localhost$CLUSTERS/$C" | tr -d '\n'
+    echo
+    sleep 0.05
+done >"$T_DIR/samples") &
+SAMPLER=$!
+track_pid "$SAMPLER"
+for n in "${BAD[@]}"; do xid "$n"; done
+check "one node waits QUEUED with an event naming the limit" \
+    wait_for 30 bash -c "events | grep -q '^VM_REMEDIATION_QUEUED .*maxConcurrentRemediations 2'"
+Q=$(events | awk '$1 == "VM_REMEDIATION_QUEUED" {print $2; exit}')
+check "$Q remediated after the queue" wait_for 180 bash -c "[ \$(events | grep -c '^VM_RESUMED $Q ') -ge 2 ]"
+kill "$SAMPLER"
+check "nodesStatus showed $Q QUEUED, never 3 remediating at once" python3 - "$T_DIR/samples" "$Q" <<'PY'
+import json, sys
+queued, most = 0, 0
+for line in open(sys.argv[1]):
+    try:
+        nodes = json.loads(line)["clusterStatus"]["nodesStatus"]
+    except (ValueError, KeyError, TypeError):
+        continue
+    rem = {n["instanceName"]: n.get("remediation", "") for n in nodes}
+    queued += rem.get(sys.argv[2]) == "QUEUED"
+    most = max(most, sum(v in ("PENDING", "REMEDIATING") for v in rem.values()))
+print("# samples with %s QUEUED: %d; most remediating at once: %d" % (sys.argv[2], queued, most))
+assert queued > 0 and most <= 2
+PY
+for n in "${BAD[@]}"; do
+    check "$n back in service again" wait_for 120 bash -c "[ \$(events | grep -c '^VM_RESUMED $n ') -ge 2 ]"
+done
+events_t >"$T_DIR/events2"
+check "never more than 2 in flight: $Q drained only after another was resumed" python3 - "$T_DIR/events2" "$Q" "${BAD[@]}" <<'PY'
+import sys
+q, bad = sys.argv[2], sys.argv[3:]
+sys.stdin = open(sys.argv[1])
+seen = {n: 0 for n in bad}
+drain_q = None
+resumes = []
+for line in sys.stdin:
+    f = line.split(" ", 3)
+    if len(f) < 3 or f[2] not in bad:
+        continue
+    if f[1] == "VM_SLURM_DRAIN":
+        seen[f[2]] += 1
+        if f[2] == q and seen[q] == 2:
+            drain_q = f[0]
+    elif f[1] == "VM_RESUMED" and sum(seen.values()) > 3:
+        resumes.append(f[0])
+print("# queued", q, "drained", drain_q, "resumes of the second round", resumes)
+assert drain_q and resumes and min(resumes) <= drain_q, (drain_q, resumes)
+PY
+check "no remediation left in flight" bash -c "! mtc cluster nodes $C | grep -qE 'REMEDIATING|PENDING|QUEUED'"
+events | sed 's/^/# /'
+done_testing
