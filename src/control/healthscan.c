@@ -105,6 +105,8 @@ static const struct schema_field request_fields[] = {
     {"microbatches", SCHEMA_INT, SCHEMA_RANGE, .lo = 10, .hi = 100000},
     /* measured-relative verdicts: FAIL below this fraction of the pool median */
     {"failFraction", SCHEMA_NUM, SCHEMA_RANGE, .lo = 0.01, .hi = 0.99},
+    /* the gpu check's burn-in on nodes without GPUs */
+    {"burnInSeconds", SCHEMA_INT, SCHEMA_RANGE, .lo = 1, .hi = 86400},
     {NULL, 0, 0, .max_items = 0},
 };
 const struct schema control_scan_request_schema = {request_fields, SCHEMA_PROTO3, NULL, NULL};
@@ -350,10 +352,62 @@ static int scan_dir(struct control *c, const struct store_cluster *cl, const cha
     return 0;
 }
 
+/* What the nodes' machine type asks of mtc-scan: the catalog's absolute
+ * thresholds (NCCL bus bandwidth) for GPU types — on hosts only: emulated GPU
+ * nodes have no NCCL and are judged measured-relative — its GPU count, and the
+ * NVML library the cluster's healthPolicy names. Mixed types: none of these. */
+struct machine_opts {
+    double min_pair, min_allreduce;
+    int gpus;
+    const char *nvml; /* borrowed from the spec */
+};
+
+static void machine_opts(const struct store_cluster *cl, const json_t *nodes,
+                         struct machine_opts *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->nvml = json_string_value(
+        json_object_get(json_object_get(cl->spec, "healthPolicy"), "nvmlLibrary"));
+    if (m->nvml && !*m->nvml)
+        m->nvml = NULL;
+    char type[64] = "";
+    size_t i, k;
+    json_t *v, *n, *p;
+    json_array_foreach(nodes, i, v)
+    {
+        const char *pool = NULL, *t = NULL;
+        json_array_foreach(cl->nodes, k, n)
+        {
+            const char *name = json_string_value(json_object_get(n, "instanceName"));
+            if (name && !strcmp(name, json_string_value(v)))
+                pool = json_string_value(json_object_get(n, "nodePoolId"));
+        }
+        json_array_foreach(json_object_get(cl->spec, "nodePools"), k, p)
+        {
+            const char *id = json_string_value(json_object_get(p, "id"));
+            if (pool && id && !strcmp(id, pool))
+                t = json_string_value(
+                    json_object_get(json_object_get(p, "machineSpec"), "machineType"));
+        }
+        if (!t || (*type && strcmp(type, t) != 0))
+            return;
+        snprintf(type, sizeof(type), "%s", t);
+    }
+    struct cluster_machine_type mt;
+    mtc_error_t err;
+    if (!*type || cluster_machine_type_lookup(type, &mt, &err) < 0)
+        return;
+    m->gpus = mt.accelerator_count;
+    if (cluster_spec_on_hosts(cl->spec)) {
+        m->min_pair = mt.min_pair_bus_gbps;
+        m->min_allreduce = mt.min_allreduce_bus_gbps;
+    }
+}
+
 /* The batch script: one srun step per mode, each writing MODE.json, MODE.err
  * and MODE.rc; "done" at the end. */
 static int write_script(const char *path, const char *dir, const char *scan, const struct target *t,
-                        const json_t *req, mtc_error_t *err)
+                        const struct machine_opts *mo, const json_t *req, mtc_error_t *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -398,7 +452,7 @@ static int write_script(const char *path, const char *dir, const char *scan, con
             "--ntasks-per-node=1 \"$SCAN\" \"$@\" >\"$D/$1.json\" 2>\"$D/$1.err\"\n"
             "        rc=$?\n        echo $a >\"$D/$1.attempts\"\n"
             "        case $rc in 0|1|2|124) break ;; esac\n"
-               "        [ -s \"$D/$1.json\" ] && break # rank 0 reported; the others were stopped\n"
+            "        [ -s \"$D/$1.json\" ] && break # rank 0 reported; the others were stopped\n"
             "        cp \"$D/$1.err\" \"$D/$1.err.$a\"\n"
             "    done\n"
             "    echo $rc >\"$D/$1.rc\"\n}\n",
@@ -406,6 +460,7 @@ static int write_script(const char *path, const char *dir, const char *scan, con
     int mb = (int)json_integer_value(json_object_get(req, "maxBytes"));
     int micro = (int)json_integer_value(json_object_get(req, "microbatches"));
     double ff = json_real_value(json_object_get(req, "failFraction"));
+    int secs = (int)json_integer_value(json_object_get(req, "burnInSeconds"));
     json_array_foreach(json_object_get(req, "checks"), i, v)
     {
         int k = schema_enum_parse(&control_scan_check_enum, json_string_value(v), 0);
@@ -418,6 +473,21 @@ static int write_script(const char *path, const char *dir, const char *scan, con
                 fprintf(f, " --microbatches %d", micro);
             if (ff > 0 && (!strcmp(mode, "pairs") || !strcmp(mode, "pipeline")))
                 fprintf(f, " --fail-fraction %.4g", ff);
+            double min = !strcmp(mode, "pairs")  ? mo->min_pair
+                         : !strcmp(mode, "ring") ? mo->min_allreduce
+                                                 : 0;
+            if (min > 0)
+                fprintf(f, " --nccl --min-bus-gbps %g", min);
+            if (!strcmp(mode, "gpu")) {
+                if (mo->gpus > 0)
+                    fprintf(f, " --expected-gpus %d", mo->gpus);
+                if (secs > 0)
+                    fprintf(f, " --seconds %d", secs);
+                if (mo->nvml) {
+                    fprintf(f, " --nvml-library ");
+                    bad |= put_q(f, mo->nvml);
+                }
+            }
             fprintf(f, "\n");
         }
     }
@@ -560,8 +630,12 @@ static void fold(json_t *report, json_t *nodes, const char *check, const char *m
         if (state_rank(st) > state_rank(was)) {
             const char *why = json_string_value(json_object_get(n, "reason"));
             json_object_set_new(agg, "state", json_string(st));
+            /* "CHECK: REASON", unless mtc-scan's reason names it already */
+            size_t cl = strlen(check);
             json_object_set_new(agg, "reason",
-                                json_sprintf("%s: %s", check, why ? why : "no reason given"));
+                                why && !strncmp(why, check, cl) && why[cl] == ':'
+                                    ? json_string(why)
+                                    : json_sprintf("%s: %s", check, why ? why : "no reason given"));
         }
     }
     json_t *p;
@@ -737,10 +811,11 @@ static void record(struct control *c, const struct store_op *op, const char *con
         json_array_foreach(json_object_get(report, "scans"), i, v)
         {
             if (strcmp(json_string_value(json_object_get(v, "state")), "PASS") != 0) {
+                const char *why = json_string_value(json_object_get(v, "reason"));
                 snprintf(msg, sizeof(msg), "%s (%s): %.200s",
                          json_string_value(json_object_get(v, "check")),
                          json_string_value(json_object_get(v, "mode")),
-                         json_string_value(json_object_get(v, "reason")));
+                         why ? why : json_string_value(json_object_get(v, "state")));
                 store_event_add(c->st, id, "HEALTH_SCAN_FAILED", NULL, msg);
                 break;
             }
@@ -775,7 +850,9 @@ int control_run_healthscan(struct control *c, struct store_op *op, json_t **resp
     if (!job) {
         char id[32], *out = NULL;
         snprintf(path, sizeof(path), "%s/healthscan.sbatch", dir);
-        if (write_script(path, dir, scan, &t, req, err) < 0)
+        struct machine_opts mo;
+        machine_opts(&cl, json_object_get(req, "nodes"), &mo);
+        if (write_script(path, dir, scan, &t, &mo, req, err) < 0)
             goto out;
         if (slurm_submit(t.conf, path, id, &out) < 0) {
             char line[200];

@@ -153,9 +153,13 @@ r = json.load(open(sys.argv[1]))["response"]
 st = {n["node"]: n["state"] for n in r["nodes"]}
 assert st == {sys.argv[2]: "PASS", sys.argv[3]: "PASS", sys.argv[4]: "FAIL"}, st
 bad = r["nodes"][2]
-assert bad["reason"].startswith("straggler: ") and bad["drained"] is True, bad
+assert bad["reason"].startswith("straggler: ") and "straggler: straggler" not in bad["reason"], bad
+assert bad["drained"] is True, bad
 print("# " + bad["reason"])' "$T_DIR/slow.json" "$N0" "$N1" "$N2"
-failed_nodes() { events | awk '$1 == "HEALTH_SCAN_FAILED" && $2 != "-" {print $2}' | sort -u; }
+# the nodes of HEALTH_SCAN_FAILED events since the last scan started
+failed_nodes() {
+    events | awk '$1 == "HEALTH_SCAN_STARTED" {n = ""} $1 == "HEALTH_SCAN_FAILED" && $2 != "-" {n = n $2 "\n"} END {printf "%s", n}' | sort -u
+}
 check "event HEALTH_SCAN_FAILED for $N2 only" test "$(failed_nodes)" = "$N2"
 drained_by_scan() { events | grep -qE "^VM_SLURM_DRAIN $N2 drained: healthscan"; }
 check "drained with reason healthscan: …, then the remediation takes it over" wait_for 60 drained_by_scan

@@ -12,7 +12,7 @@
 static const char use[] =
     "mtc healthscan CLUSTER -c gpu|collective|straggler|all [-c …] [-n NODELIST] "
     "[--partition P] [--drain-bad-nodes] [--force] [--max-bytes N] [--microbatches N] "
-    "[--fail-fraction F] [--no-wait] [--json]";
+    "[--fail-fraction F] [--burn-in-seconds S] [--no-wait] [--json]";
 
 /* The figures of a result: its numbers as "key=value", space separated. */
 static void figures(const json_t *res, char *buf, size_t len)
@@ -102,6 +102,7 @@ int cmd_healthscan(struct cli *c, int argc, char **argv)
                                          {"max-bytes", required_argument, 0, 'B'},
                                          {"microbatches", required_argument, 0, 'M'},
                                          {"fail-fraction", required_argument, 0, 'f'},
+                                         {"burn-in-seconds", required_argument, 0, 'S'},
                                          {"no-wait", no_argument, 0, 'W'},
                                          {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
@@ -132,11 +133,18 @@ int cmd_healthscan(struct cli *c, int argc, char **argv)
             break;
         case 'B':
         case 'M':
-            json_object_set_new(body, o == 'B' ? "maxBytes" : "microbatches",
+        case 'S':
+            json_object_set_new(body,
+                                o == 'B'   ? "maxBytes"
+                                : o == 'M' ? "microbatches"
+                                           : "burnInSeconds",
                                 json_integer(strtoll(optarg, &end, 10)));
             if (*end || !*optarg) {
                 json_decref(body);
-                return cli_fail("--%s %s: not an integer", o == 'B' ? "max-bytes" : "microbatches",
+                return cli_fail("--%s %s: not an integer",
+                                o == 'B'   ? "max-bytes"
+                                : o == 'M' ? "microbatches"
+                                           : "burn-in-seconds",
                                 optarg),
                        2;
             }
