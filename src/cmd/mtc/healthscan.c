@@ -36,21 +36,26 @@ static void print_report(const char *op, const json_t *r)
     printf("health scan %s: %s (checks", op, json_string_value(json_object_get(r, "state")));
     json_array_foreach(json_object_get(r, "checks"), i, n) printf(" %s", json_string_value(n));
     printf("; Slurm job %s)\n", json_string_value(json_object_get(r, "jobId")));
-    printf("%-22s %-7s %-11s %s\n", "NODE", "STATE", "CHECK", "REASON / FIGURES");
+    printf("%-22s %-7s %-16s %s\n", "NODE", "STATE", "CHECK", "REASON / FIGURES");
     json_array_foreach(json_object_get(r, "nodes"), i, n)
     {
         const char *node = json_string_value(json_object_get(n, "node"));
         json_t *results = json_object_get(n, "results");
         if (json_array_size(results) == 0)
-            printf("%-22s %-7s %-11s %s\n", node, json_string_value(json_object_get(n, "state")),
+            printf("%-22s %-7s %-16s %s\n", node, json_string_value(json_object_get(n, "state")),
                    "-", json_string_value(json_object_get(n, "reason")));
         json_array_foreach(results, k, res)
         {
             char fig[256], what[32];
             const char *reason = json_string_value(json_object_get(res, "reason"));
             figures(res, fig, sizeof(fig));
-            snprintf(what, sizeof(what), "%s", json_string_value(json_object_get(res, "check")));
-            printf("%-22s %-7s %-11s %s%s%s\n", k ? "" : node,
+            /* the check, and its mode when it has several (collective/pairs) */
+            const char *check = json_string_value(json_object_get(res, "check"));
+            const char *mode = json_string_value(json_object_get(res, "mode"));
+            snprintf(what, sizeof(what), "%s%s%s", check,
+                     strcmp(check, "collective") == 0 ? "/" : "",
+                     strcmp(check, "collective") == 0 ? mode : "");
+            printf("%-22s %-7s %-16s %s%s%s\n", k ? "" : node,
                    json_string_value(json_object_get(res, "state")), what, reason ? reason : "",
                    reason && *fig ? "; " : "", fig);
         }
