@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark script in bench/ (bench/NAME.sh), each printing its
 # figures. Usage: bench/run.sh [NAME...]. Benchmarks read ../shared/data when
-# present (never tests). hosts_create, hosts_faults and mpi_hosts (the hosts
-# provider on test hosts: network namespaces) and containers (the container
+# present (never tests). hosts_create, hosts_faults, mpi_hosts and
+# healthscan_hosts (on test hosts: network namespaces) and containers (the container
 # plugin mounts images on loop devices) need root; they say "skipped" without
 # it.
 set -u

@@ -138,8 +138,12 @@ static const struct {
 
 static int parse(int argc, char **argv, struct scan_opts *o, check_fn *fn)
 {
-    *o = (struct scan_opts){.max_bytes = 16u << 20, .microbatches = 300, .fail_fraction = 0.5,
-                            .all_pairs_max = 8, .seconds = 10, .level = 1};
+    *o = (struct scan_opts){.max_bytes = 16u << 20,
+                            .microbatches = 300,
+                            .fail_fraction = 0.5,
+                            .all_pairs_max = 8,
+                            .seconds = 10,
+                            .level = 1};
     *fn = NULL;
     for (int i = 1; i < argc; i++) {
         size_t k;

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -506,17 +508,104 @@ int local_json_write_if_changed(const char *path, json_t *j, mtc_error_t *err)
     return rc;
 }
 
+/* ---- many nodes at once ---- */
+
+/* Up to LOCAL_WORKERS threads run fn(arg, i) for i in 0..n-1, each index
+ * once; errs[i] gets each one's error. Returns the first failed index, or -1
+ * when all succeeded. Node starts and stops are mostly waits on children,
+ * files and the store, so a few threads overlap them even on one core. */
+#define LOCAL_WORKERS 8
+typedef int (*local_task_fn)(void *arg, size_t i, mtc_error_t *err);
+struct pool {
+    pthread_mutex_t lock;
+    size_t next, n;
+    local_task_fn fn;
+    void *arg;
+    mtc_error_t *errs;
+    int *rcs;
+};
+
+static void *pool_worker(void *arg)
+{
+    struct pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        size_t i = p->next++;
+        pthread_mutex_unlock(&p->lock);
+        if (i >= p->n)
+            return NULL;
+        p->errs[i].text[0] = '\0';
+        p->rcs[i] = p->fn(p->arg, i, &p->errs[i]);
+    }
+}
+
+static long local_parallel(size_t n, local_task_fn fn, void *arg, mtc_error_t *errs)
+{
+    if (n == 0)
+        return -1;
+    struct pool p = {.n = n, .fn = fn, .arg = arg, .errs = errs, .rcs = calloc(n, sizeof(int))};
+    if (!p.rcs) {
+        errprintf(&errs[0], "out of memory");
+        return 0;
+    }
+    pthread_t t[LOCAL_WORKERS];
+    size_t nt = 0;
+    pthread_mutex_init(&p.lock, NULL);
+    for (; nt < n && nt < LOCAL_WORKERS; nt++)
+        if (pthread_create(&t[nt], NULL, pool_worker, &p) != 0)
+            break;
+    if (nt == 0) /* no thread: run them here */
+        pool_worker(&p);
+    for (size_t i = 0; i < nt; i++)
+        pthread_join(t[i], NULL);
+    pthread_mutex_destroy(&p.lock);
+    long first = -1;
+    for (size_t i = 0; i < n && first < 0; i++)
+        if (p.rcs[i] < 0)
+            first = (long)i;
+    free(p.rcs);
+    return first;
+}
+
+/* The nodes being stopped, and what each worker needs. */
+struct stopping {
+    const struct lc *c;
+    char (*names)[64];
+};
+
+/* A stopped node's leftovers: its steps, tasks and hook programs (whatever
+ * outlived slurmd), pid files, container mounts and directories. */
+static int node_remove(void *arg, size_t i, mtc_error_t *err)
+{
+    const struct stopping *st = arg;
+    const struct lc *c = st->c;
+    const char *node = st->names[i];
+    char path[PLEN];
+    if (local_node_kill(c, node, err) < 0)
+        log_msg(LOG_WARNING, "cluster %s: %s", c->id, err->text);
+    unlink(local_path(c, path, "run/slurm/slurmd-%s.pid", node));
+    container_sweep(local_path(c, path, "nodes/%s/containers", node), NULL);
+    mtc_rm_rf(local_path(c, path, "spool/%s", node));
+    mtc_rm_rf(local_path(c, path, "nodes/%s", node));
+    mtc_rm_rf(local_path(c, path, "tmp/%s", node));
+    return 0;
+}
+
 /* Stop every slurmd and mtc-agent that has a pid file (mtc's in run/ or
  * Slurm's in run/slurm/) and is not a node of keep (NULL: stop all), and remove the
  * node's directories. Scanning pid files rather than the saved layout also
- * catches nodes an update removed before it was interrupted. */
+ * catches nodes an update removed before it was interrupted. All at once:
+ * SIGTERM to every daemon, one wait for all of them (SIGKILL after 10 s),
+ * then the leftovers removed by a pool of workers. */
 static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
                                provider_progress_fn progress, void *arg)
 {
     static const char *const dirs[] = {"run", "run/slurm"};
-    char path[PLEN], names[64][64];
-    size_t n = 0;
-    for (size_t k = 0; k < 2; k++) {
+    char path[PLEN];
+    char(*names)[64] = calloc(2 * MAX_NODES, sizeof(*names));
+    pid_t *pids = calloc(4 * MAX_NODES, sizeof(*pids));
+    size_t n = 0, np = 0;
+    for (size_t k = 0; names && pids && k < 2; k++) {
         DIR *d = opendir(local_path(c, path, "%s", dirs[k]));
         struct dirent *e;
         while (d && (e = readdir(d))) {
@@ -533,29 +622,52 @@ static void stop_other_slurmds(const struct lc *c, const struct layout *keep,
             int seen = keep && local_layout_find(keep, node);
             for (size_t i = 0; i < n; i++)
                 seen |= strcmp(names[i], node) == 0;
-            if (!seen && n < 64)
+            if (!seen && n < 2 * MAX_NODES)
                 snprintf(names[n++], sizeof(names[0]), "%s", node);
         }
         if (d)
             closedir(d);
     }
+    /* SIGTERM to all: a slurmd's clean stop leaves its jobs' steps running
+     * (node_remove kills them) */
+    for (size_t i = 0; i < n; i++) {
+        if (keep)
+            local_say(progress, arg, "removing node %s", names[i]);
+        pid_t sd = local_slurmd_running(c, names[i]), ag = local_agent_running(c, names[i]);
+        if (sd > 0 && kill(sd, SIGTERM) == 0)
+            pids[np++] = sd;
+        if (ag > 0 && kill(ag, SIGTERM) == 0)
+            pids[np++] = ag;
+    }
+    for (int64_t end = mtc_now_ms() + STOP_WAIT_MS;; mtc_sleep_ms(20)) {
+        size_t alive = 0;
+        for (size_t i = 0; i < np; i++)
+            alive += pids[i] > 0 && mtc_pid_alive(pids[i]);
+        if (!alive)
+            break;
+        if (mtc_now_ms() >= end) {
+            for (size_t i = 0; i < np; i++)
+                if (pids[i] > 0)
+                    kill(pids[i], SIGKILL);
+            break;
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         char name[96];
         snprintf(name, sizeof(name), "slurmd-%s", names[i]);
-        if (keep)
-            local_say(progress, arg, "removing node %s", names[i]);
-        local_stop_pidfile(c, name, local_slurmd_running(c, names[i]));
-        local_agent_stop(c, names[i]);
-        /* what the daemons leave behind: steps, tasks, hook programs */
-        mtc_error_t e2;
-        if (local_node_kill(c, names[i], &e2) < 0)
-            log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
-        unlink(local_path(c, path, "run/slurm/%s.pid", name));
-        container_sweep(local_path(c, path, "nodes/%s/containers", names[i]), NULL);
-        mtc_rm_rf(local_path(c, path, "spool/%s", names[i]));
-        mtc_rm_rf(local_path(c, path, "nodes/%s", names[i]));
-        mtc_rm_rf(local_path(c, path, "tmp/%s", names[i]));
+        unlink(local_path(c, path, "run/%s.pid", name));
+        snprintf(name, sizeof(name), "agent-%s", names[i]);
+        unlink(local_path(c, path, "run/%s.pid", name));
     }
+    if (n) {
+        mtc_error_t *errs = calloc(n, sizeof(*errs));
+        struct stopping st = {c, names};
+        if (errs)
+            local_parallel(n, node_remove, &st, errs);
+        free(errs);
+    }
+    free(names);
+    free(pids);
 }
 
 /* ---- convergence ---- */
@@ -601,6 +713,20 @@ void local_short_hostname(char *buf, size_t len)
         *dot = '\0';
 }
 
+/* Slurm's timeouts and fan-out for n slurmds on this host (slurm_sizing_for).
+ * MTC_EMULATION_SIZING=fixed in the provider's environment keeps Slurm's
+ * usual values whatever the size: the baseline bench/emulation.sh measures
+ * against. */
+static void emulation_sizing(size_t n, struct slurm_sizing *z)
+{
+    const char *mode = getenv("MTC_EMULATION_SIZING");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    memset(z, 0, sizeof(*z));
+    if (mode && strcmp(mode, "fixed") == 0)
+        return;
+    slurm_sizing_for((int)n, cores > 0 ? (int)cores : 1, z);
+}
+
 /* Apply, phase 1: each node's directories, the hook scripts, slurm.conf and
  * gres.conf rendered, checked by Slurm and written; sha of both (what the
  * daemons must run). 0/-1 + err. */
@@ -622,6 +748,7 @@ static int write_config(struct provider *p, struct lc *c, const json_t *spec, st
         .spank = p->spank,
         .health_interval =
             p->hook_health ? local_health_interval(spec, p->hook_health_interval) : 0};
+    emulation_sizing(l->nnodes, &sl.sizing);
     /* real devices only when the host has as many as a node claims; an
      * 8-GPU node emulated on a 1-GPU host gets device files of its own */
     for (size_t i = 0; i < l->nnodes; i++)
@@ -728,31 +855,59 @@ static int start_controller(struct lc *c, struct layout *l, const char *sha,
     return 0;
 }
 
-/* Apply, phase 3: a slurmd per node, and its agent (restarted for a new
- * policy, stopped when agents are off). 0/-1 + err. */
+/* What the workers of start_nodes share. */
+struct starting {
+    struct provider *p;
+    const struct lc *c;
+    const json_t *spec;
+    const struct layout *l;
+};
+
+/* A node's agent: its config, and the agent restarted for a new policy,
+ * stopped when agents are off, started when missing. */
+static int node_agent(void *arg, size_t i, mtc_error_t *err)
+{
+    const struct starting *st = arg;
+    const struct lc *c = st->c;
+    const char *nn = st->l->nodes[i].name;
+    int changed = local_agent_config(st->p, c, st->spec, nn, st->l->nodes[i].port, err);
+    if (changed < 0)
+        return -1;
+    pid_t agent = local_agent_running(c, nn);
+    if (agent && (changed || !st->p->agent))
+        local_agent_stop(c, nn); /* a new policy, or agents turned off */
+    if (st->p->agent && (changed || !agent) && local_agent_start(st->p, c, nn, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Apply, phase 3: a slurmd per node (spawned, not waited for), then the
+ * agents by a pool of workers (node_agent: minting a token, writing the
+ * config, spawning). 0/-1 + err (the first failure). */
 static int start_nodes(struct provider *p, struct lc *c, const json_t *spec,
                        const struct layout *l, provider_progress_fn progress, void *arg,
                        mtc_error_t *err)
 {
-    for (size_t i = 0; i < l->nnodes; i++) {
-        if (local_slurmd_running(c, l->nodes[i].name))
-            continue;
-        local_say(progress, arg, "starting slurmd for %s", l->nodes[i].name);
-        if (local_slurmd_start(c, l->nodes[i].name, err) < 0)
+    if (l->nnodes == 0)
+        return 0;
+    size_t down = 0;
+    for (size_t i = 0; i < l->nnodes; i++)
+        down += !local_slurmd_running(c, l->nodes[i].name);
+    if (down)
+        local_say(progress, arg, "starting %zu slurmd(s)", down);
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (!local_slurmd_running(c, l->nodes[i].name) &&
+            local_slurmd_start(c, l->nodes[i].name, err) < 0)
             return -1;
-    }
-    for (size_t i = 0; i < l->nnodes; i++) {
-        const char *nn = l->nodes[i].name;
-        int changed = local_agent_config(p, c, spec, nn, l->nodes[i].port, err);
-        if (changed < 0)
-            return -1;
-        pid_t agent = local_agent_running(c, nn);
-        if (agent && (changed || !p->agent))
-            local_agent_stop(c, nn); /* a new policy, or agents turned off */
-        if (p->agent && (changed || !agent) && local_agent_start(p, c, nn, err) < 0)
-            return -1;
-    }
-    return 0;
+    mtc_error_t *errs = calloc(l->nnodes, sizeof(*errs));
+    if (!errs)
+        return errprintf(err, "out of memory");
+    struct starting st = {p, c, spec, l};
+    long bad = local_parallel(l->nnodes, node_agent, &st, errs);
+    if (bad >= 0)
+        errprintf(err, "%s", errs[bad].text);
+    free(errs);
+    return bad >= 0 ? -1 : 0;
 }
 
 static int local_apply(struct provider *p, const char *id, const json_t *spec,
@@ -833,13 +988,17 @@ int local_delete_with(struct provider *p, const char *id, local_stop_fn stop, mt
     return rc;
 }
 
-/* Delete, under the lock: the jobs cancelled, then every daemon stopped. */
+/* Delete, under the lock: every node's processes killed, then the
+ * controller's daemons stopped. */
 static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
 {
     (void)p, (void)err;
-    if (local_ctld_running(c))
-        slurm_cancel_all(c->conf, 10000); /* no slurmstepd outlives its slurmd */
-    stop_other_slurmds(c, NULL, NULL, NULL);
+    /* every process of every node at once (slurmds, agents, steps, jobs,
+     * prologs and epilogs: one /proc scan a round, SIGSTOP then SIGKILL):
+     * nothing of the cluster is kept, so neither the job queue nor a clean
+     * slurmd stop is waited for; the directory goes with the mounts under it */
+    if (local_node_kill(c, NULL, err) < 0)
+        return -1;
     local_stop_pidfile(c, "slurmctld", local_ctld_running(c));
     local_stop_pidfile(c, "munged", local_munged_running(c));
     return 0;

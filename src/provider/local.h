@@ -138,7 +138,8 @@ void local_agent_stop(const struct lc *c, const char *node);
 /* Power the node off: freeze every process of it (slurmd, agent, slurmstepd,
  * job tasks, hook programs — found by recorded pid, environment marker and
  * parent pid, never by name) so none forks away, look again until nothing
- * new appears, then SIGKILL them all and wait (5 s). 0/-1 + err. */
+ * new appears, then SIGKILL them all and wait (5 s). node NULL: every node
+ * of the cluster at once (one /proc scan a round). 0/-1 + err. */
 int local_node_kill(const struct lc *c, const char *node, mtc_error_t *err);
 /* HealthCheckInterval for the spec: healthPolicy.slurmIntervalSeconds when
  * the spec has a policy, else fallback. */

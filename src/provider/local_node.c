@@ -351,19 +351,40 @@ static int environ_has(pid_t pid, const char *a, const char *b)
     return local_proc_has(pid, "environ", a, b);
 }
 
+/* 1 when pid's initial environment has the entry a and an entry starting
+ * with one of the prefixes p1, p2. */
+static int environ_has_prefix(pid_t pid, const char *a, const char *p1, const char *p2)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    char *s = mtc_read_file(path, &len);
+    if (!s)
+        return 0;
+    int fa = 0, fp = 0;
+    for (size_t i = 0; i < len; i += strlen(s + i) + 1) {
+        fa |= strcmp(s + i, a) == 0;
+        fp |= strncmp(s + i, p1, strlen(p1)) == 0 || strncmp(s + i, p2, strlen(p2)) == 0;
+    }
+    free(s);
+    return fa && fp;
+}
+
 /* The processes of node: its slurmd and agent (recorded pids), every process
  * whose environment says it belongs to the node — slurmstepd inherits
  * slurmd's MTC_NODE, job tasks get SLURMD_NODENAME — with this cluster's
  * SLURM_CONF, and all their descendants (found through parent pids, so a
  * job's children are found even with a cleaned environment). No cgroups, no
- * name patterns. Returns the count written to out. */
+ * name patterns. node NULL: the processes of every node of the cluster.
+ * Returns the count written to out. */
 static size_t node_pids(const struct lc *c, const char *node, pid_t *out, size_t max)
 {
     char conf[PLEN + 16], mark[128], task[128];
     snprintf(conf, sizeof(conf), "SLURM_CONF=%s", c->conf);
-    snprintf(mark, sizeof(mark), "MTC_NODE=%s", node);
-    snprintf(task, sizeof(task), "SLURMD_NODENAME=%s", node);
-    pid_t roots[2] = {local_slurmd_running(c, node), local_agent_running(c, node)};
+    snprintf(mark, sizeof(mark), "MTC_NODE=%s", node ? node : "");
+    snprintf(task, sizeof(task), "SLURMD_NODENAME=%s", node ? node : "");
+    pid_t roots[2] = {node ? local_slurmd_running(c, node) : 0,
+                      node ? local_agent_running(c, node) : 0};
     size_t n = 0, cap = 256;
     struct proc *ps = malloc(cap * sizeof(*ps));
     DIR *d = opendir("/proc");
@@ -391,8 +412,9 @@ static size_t node_pids(const struct lc *c, const char *node, pid_t *out, size_t
                 break;
             ps = np;
         }
-        int mine = pid == roots[0] || pid == roots[1] || environ_has(pid, conf, mark) ||
-                   environ_has(pid, conf, task);
+        int mine = node ? pid == roots[0] || pid == roots[1] || environ_has(pid, conf, mark) ||
+                              environ_has(pid, conf, task)
+                        : environ_has_prefix(pid, conf, "MTC_NODE=", "SLURMD_NODENAME=");
         ps[n++] = (struct proc){pid, (pid_t)ppid, mine};
     }
     if (d)
@@ -414,7 +436,7 @@ static size_t node_pids(const struct lc *c, const char *node, pid_t *out, size_t
 
 int local_node_kill(const struct lc *c, const char *node, mtc_error_t *err)
 {
-    pid_t pids[1024];
+    static __thread pid_t pids[4 * MAX_NODES + 1024];
     size_t n = 0;
     for (int round = 0; round < 5; round++) {
         size_t before = n;
@@ -433,10 +455,13 @@ int local_node_kill(const struct lc *c, const char *node, mtc_error_t *err)
         if (!alive)
             break;
         if (mtc_now_ms() >= end)
-            return errprintf(err, "%s: %zu process(es) survived SIGKILL", node, alive);
+            return errprintf(err, "%s: %zu process(es) survived SIGKILL",
+                             node ? node : "nodes", alive);
     }
-    if (n)
+    if (n && node)
         log_msg(LOG_NOTICE, "cluster %s: node %s powered off (%zu processes)", c->id, node, n);
+    else if (n)
+        log_msg(LOG_NOTICE, "cluster %s: every node powered off (%zu processes)", c->id, n);
     return 0;
 }
 

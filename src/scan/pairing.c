@@ -328,8 +328,8 @@ void scan_plan_record(struct scan_plan *pl, int a, int b, enum scan_pass pass, d
         pl->p = p;
         pl->cap = cap;
     }
-    pl->p[pl->np++] = (struct scan_pair){.a = a < b ? a : b, .b = a < b ? b : a, .pass = pass,
-                                         .gbps = gbps, .state = HEALTH_PASS};
+    pl->p[pl->np++] = (struct scan_pair){
+        .a = a < b ? a : b, .b = a < b ? b : a, .pass = pass, .gbps = gbps, .state = HEALTH_PASS};
 }
 
 const struct scan_pair *scan_plan_pairs(const struct scan_plan *pl, int *np)

@@ -63,17 +63,17 @@ enum scan_finding {
 
 /* A node's verdict from its pairs. */
 struct scan_node_verdict {
-    int state;                 /* enum health_status */
+    int state; /* enum health_status */
     enum scan_finding finding;
-    int pairs;                 /* pairs the node was in */
-    int failed;                /* of them FAILing */
-    int peer;                  /* BAD_LINK/UNDECIDED: the other node of the pair */
+    int pairs;  /* pairs the node was in */
+    int failed; /* of them FAILing */
+    int peer;   /* BAD_LINK/UNDECIDED: the other node of the pair */
 };
 
 /* Verdicts of n nodes: a node slow with every partner (at least 2; FAILing
- * with all, or with two or more and WARNing with the others) is a bad node; a FAILing pair not explained by a bad node is a bad link, which
- * FAILs both its nodes and names the other one; a node whose only pair
- * FAILed (nothing to retest against) FAILs as undecided. */
+ * with all, or with two or more and WARNing with the others) is a bad node; a FAILing pair not
+ * explained by a bad node is a bad link, which FAILs both its nodes and names the other one; a node
+ * whose only pair FAILed (nothing to retest against) FAILs as undecided. */
 void scan_pairs_verdict(int n, const struct scan_pair *p, int np, struct scan_node_verdict *v);
 /* The verdict's one-line reason ("" for SCAN_OK), peer_name naming v->peer. */
 void scan_verdict_reason(const struct scan_node_verdict *v, const char *peer_name, char *buf,

@@ -208,6 +208,16 @@ static void put_paths(FILE *f, const struct slurm_layout *l)
     fprintf(f, "TmpFS=%s/tmp/%%n\n", d);
 }
 
+/* Timeouts and fan-out (slurm_sizing_for; zeros: the usual values). */
+static void put_sizing(FILE *f, const struct slurm_sizing *z)
+{
+    fprintf(f, "SlurmctldTimeout=30\nSlurmdTimeout=%d\nMessageTimeout=%d\n",
+            z->slurmd_timeout > 0 ? z->slurmd_timeout : SLURM_SLURMD_TIMEOUT,
+            z->message_timeout > 0 ? z->message_timeout : SLURM_MSG_TIMEOUT);
+    if (z->tree_width > 0)
+        fprintf(f, "TreeWidth=%d\n", z->tree_width);
+}
+
 /* Plugins, timeouts, the scripts slurmd runs (on hosts, copied to each
  * host) and the spec's scheduling values. */
 static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout *l)
@@ -219,8 +229,8 @@ static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout
                "SelectTypeParameters=CR_Core\nGresTypes=gpu\n");
     /* a node whose slurmd comes back is usable again without an admin */
     fprintf(f, "ReturnToService=2\n");
-    fprintf(f, "SlurmctldTimeout=30\nSlurmdTimeout=60\nMessageTimeout=10\nKillWait=5\n"
-               "InactiveLimit=0\nMinJobAge=300\n");
+    put_sizing(f, &l->sizing);
+    fprintf(f, "KillWait=5\nInactiveLimit=0\nMinJobAge=300\n");
     char etc[128];
     if (l->uid)
         snprintf(etc, sizeof(etc), SLURM_HOST_ETC, l->uid);
@@ -234,8 +244,8 @@ static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout
     if (l->health_interval > 0)
         fprintf(f,
                 "HealthCheckProgram=%s/etc/health.sh\nHealthCheckInterval=%d\n"
-                "HealthCheckNodeState=ANY\n",
-                e, l->health_interval);
+                "HealthCheckNodeState=ANY%s\n",
+                e, l->health_interval, l->sizing.health_cycle ? ",CYCLE" : "");
     const json_t *sch = json_object_get(slurm_spec(spec), "scheduling");
     for (size_t i = 0; i < sizeof(sched_keys) / sizeof(sched_keys[0]); i++) {
         json_t *v = json_object_get(sch, sched_keys[i].spec);

@@ -41,6 +41,24 @@ struct slurm_power {
     int suspend_timeout; /* SuspendTimeout= seconds; 0: mtc's default */
 };
 
+/* Timeouts and fan-out sized to the slurmds sharing one host (sizing.c,
+ * docs/clusters.md). Zero fields render Slurm's usual values. */
+#define SLURM_MSG_TIMEOUT 10       /* MessageTimeout for a host of few nodes */
+#define SLURM_MSG_TIMEOUT_MAX 100  /* Slurm warns above it */
+#define SLURM_SLURMD_TIMEOUT 60    /* SlurmdTimeout */
+#define SLURM_TREE_WIDTH_MAX 65533 /* TreeWidth's maximum */
+struct slurm_sizing {
+    int message_timeout; /* MessageTimeout= seconds; 0: 10 */
+    int slurmd_timeout;  /* SlurmdTimeout= seconds; 0: 60 */
+    int tree_width;      /* TreeWidth=; 0: not set (Slurm's default, 50) */
+    int health_cycle;    /* 1: HealthCheckNodeState gets CYCLE */
+};
+/* The sizing for nodes_on_host slurmds on a host of host_cores CPUs:
+ * MessageTimeout = 2 s x nodes per core (10..100), SlurmdTimeout =
+ * max(60, 2 x MessageTimeout), TreeWidth = nodes (flat; none for one node),
+ * health checks cycled when more than 4 nodes a core. Pure. */
+void slurm_sizing_for(int nodes_on_host, int host_cores, struct slurm_sizing *s);
+
 /* Where and how a cluster's daemons live. All paths absolute. */
 struct slurm_layout {
     const char *cluster;  /* ClusterName (the cluster id) */
@@ -65,6 +83,8 @@ struct slurm_layout {
     const char *spank;
     /* Used when a node has .cloud set: the programs must be set then. */
     struct slurm_power power;
+    /* timeouts and fan-out (all zero: Slurm's usual values) */
+    struct slurm_sizing sizing;
 };
 /* The directories of a cluster on hosts, on every host (printf formats of the uid). */
 #define SLURM_HOST_RUN "/run/mtc/%s"     /* runtime: sockets, pid files, TmpFS */

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real Slurm cluster through mtcd and the CLI: create 2 nodes, sinfo/srun/
 # sbatch, update 2→3→2 with a queued job kept, kill -9 of slurmctld and a
-# slurmd (restarted, job kept, events), two clusters at once, delete leaves
-# no process and no file.
+# slurmd (restarted, job kept, events), two clusters at once (the second of 8
+# nodes, Slurm sized to them, srun -N8), delete leaves no process and no file.
 . "$(dirname "$0")/lib.sh"
 
 t_extra_cleanup() { delete_all_clusters; }
@@ -89,11 +89,19 @@ check "slurmctld restart event recorded" grep -qi 'slurmctld' <<<"$out"
 check "slurmd restart event recorded for the node" grep -q 'demo-a3m-1 .*' <<<"$(grep -i restart <<<"$out")"
 scancel "$job"
 
-out=$(M cluster create -f "$ROOT/examples/local-cpu.json" --id second 2>&1)
-check "second cluster comes up beside the first" grep -q "done: cluster second RUNNING" <<<"$out"
+# the second cluster has 8 nodes: Slurm's timeouts and fan-out sized to them
+# (docs/clusters.md, "Emulated nodes: sizing"), a step over all 8
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); p=s["nodePools"][0]; p["scalingSpec"]={"minNodeCount":8,"maxNodeCount":8}; json.dump(s,open(sys.argv[2],"w"))' \
+    "$ROOT/examples/local-cpu.json" "$T_DIR/cpu8.json"
+out=$(M cluster create -f "$T_DIR/cpu8.json" --id second 2>&1)
+check "second cluster (8 nodes) comes up beside the first" grep -q "done: cluster second RUNNING (8 nodes" <<<"$out"
 check "first cluster still answers" bash -c "timeout 60 srun -N2 true"
-(eval "$(M env second)"; timeout 60 srun -N1 true) 
-check "second cluster runs jobs" test $? -eq 0
+(eval "$(M env second)"; timeout 90 srun -N8 true)
+check "second cluster runs a step on all 8 nodes" test $? -eq 0
+mt=$(( (2 * 8 + $(nproc) - 1) / $(nproc) )); [ $mt -lt 10 ] && mt=10; [ $mt -gt 100 ] && mt=100
+conf=$MTC_HOME/clusters/second/slurm.conf
+check "its slurm.conf is sized: MessageTimeout=$mt, TreeWidth=8" \
+    bash -c "grep -qx 'MessageTimeout=$mt' '$conf' && grep -qx 'TreeWidth=8' '$conf'"
 check "list shows both" bash -c "[ \$(mtc --home '$MTC_HOME' cluster list | grep -c RUNNING) = 2 ]"
 
 for id in second demo; do

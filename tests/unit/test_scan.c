@@ -125,8 +125,8 @@ int main(void)
     int k = scan_retest_round(6, rp, 3, partner);
     CHECK(k == 2 && partner[0] >= 2 && partner[1] >= 2 && partner[0] != partner[1] &&
               valid(6, partner, 2),
-          "both suspects of the failing pair retested against passing nodes (%d, %d)",
-          partner[0], partner[1]);
+          "both suspects of the failing pair retested against passing nodes (%d, %d)", partner[0],
+          partner[1]);
 
     struct scan_node_verdict v[16];
     int passes[4], rounds_ok;
@@ -146,8 +146,8 @@ int main(void)
         for (uint64_t seed = 1; seed <= 5; seed++) {
             s = (struct sim){n - 2, -1, -1};
             simulate(n, 2, seed, &s, v, passes, &rounds_ok);
-            ok &= rounds_ok && passes[SCAN_PASS_FIRST] == n / 2 &&
-                  passes[SCAN_PASS_SECOND] == n / 2;
+            ok &=
+                rounds_ok && passes[SCAN_PASS_FIRST] == n / 2 && passes[SCAN_PASS_SECOND] == n / 2;
             retests &= passes[SCAN_PASS_RETEST] > 0;
             for (int i = 0; i < n; i++)
                 fine &= i == n - 2 ? v[i].finding == SCAN_BAD_NODE : v[i].state == HEALTH_PASS;

@@ -86,8 +86,7 @@ static void run_node(const struct scan_opts *o, struct gpu_node *g)
         for (int i = 0; i < g->nres; i++) /* the worst result names the reason */
             if ((int)g->res[i].status > g->state && g->res[i].status != HEALTH_UNKNOWN) {
                 g->state = g->res[i].status;
-                snprintf(g->reason, sizeof(g->reason), "%s: %s", g->res[i].check,
-                         g->res[i].reason);
+                snprintf(g->reason, sizeof(g->reason), "%s: %s", g->res[i].check, g->res[i].reason);
             }
     }
     health_ctx_release(&ctx);
@@ -102,11 +101,11 @@ int scan_gpu(const struct scan_opts *o, json_t **report)
     if (scan_rank == 0)
         all = calloc((size_t)size, sizeof(*all));
     MPI_Request rq;
-    MPI_Igather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, 0, MPI_COMM_WORLD,
-                &rq);
+    MPI_Igather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, 0, MPI_COMM_WORLD, &rq);
     scan_wait_idle(&rq, 1);
     if (scan_rank == 0) {
-        double *gf = calloc((size_t)size, sizeof(double)), *bw = calloc((size_t)size, sizeof(double));
+        double *gf = calloc((size_t)size, sizeof(double)),
+               *bw = calloc((size_t)size, sizeof(double));
         for (int i = 0; i < size; i++)
             if (all[i].burnin) {
                 gf[i] = all[i].gflops;
@@ -160,8 +159,8 @@ int scan_gpu(const struct scan_opts *o, json_t **report)
         }
         *report = json_pack("{s:s, s:s, s:i, s:i, s:i, s:o, s:o}", "check", "gpu", "state",
                             scan_state_name(worst), "burnInNodes", burners, "seconds", o->seconds,
-                            "level", o->level, "failFraction", scan_num(o->fail_fraction),
-                            "nodes", nodes);
+                            "level", o->level, "failFraction", scan_num(o->fail_fraction), "nodes",
+                            nodes);
         free(gf);
         free(bw);
     }

@@ -65,9 +65,9 @@ static double measure(int peer, char *buf, size_t bytes, struct scan_nccl *nc, c
         MPI_Comm pc;
         int wrong = 0;
         double g = 0;
-        MPI_Comm_split(MPI_COMM_WORLD, peer >= 0 ? (scan_rank < peer ? scan_rank : peer)
-                                                 : MPI_UNDEFINED,
-                       scan_rank, &pc);
+        MPI_Comm_split(MPI_COMM_WORLD,
+                       peer >= 0 ? (scan_rank < peer ? scan_rank : peer) : MPI_UNDEFINED, scan_rank,
+                       &pc);
         if (pc == MPI_COMM_NULL)
             return 0;
         g = scan_nccl_busbw(nc, pc, 0, bytes, 5, &wrong, err, len);
@@ -89,10 +89,10 @@ static json_t *report_json(const struct scan_opts *o, const struct scan_pair *p,
     char reason[300];
     for (int k = 0; k < np; k++) {
         const char *a = scan_names[p[k].a], *b = scan_names[p[k].b];
-        json_t *j = json_pack("{s:[s,s], s:s, s:s, s:o, s:o}", "nodes", a, b, "pass",
-                              scan_pass_name(p[k].pass), "state", scan_state_name(p[k].state),
-                              "busGBps", scan_num(p[k].gbps), "thresholdGBps",
-                              scan_num(p[k].threshold));
+        json_t *j =
+            json_pack("{s:[s,s], s:s, s:s, s:o, s:o}", "nodes", a, b, "pass",
+                      scan_pass_name(p[k].pass), "state", scan_state_name(p[k].state), "busGBps",
+                      scan_num(p[k].gbps), "thresholdGBps", scan_num(p[k].threshold));
         if (p[k].median > 0)
             json_object_set_new(j, "median", scan_num(p[k].median));
         if (p[k].state == HEALTH_FAIL) {
@@ -100,9 +100,9 @@ static json_t *report_json(const struct scan_opts *o, const struct scan_pair *p,
             int link = va->finding != SCAN_BAD_NODE && vb->finding != SCAN_BAD_NODE;
             snprintf(reason, sizeof(reason), "%.3f GB/s below the threshold %.3f GB/s: %s%s",
                      p[k].gbps, p[k].threshold,
-                     !link                           ? "bad node "
+                     !link                          ? "bad node "
                      : va->finding == SCAN_BAD_LINK ? "bad link"
-                                                     : "bad node or bad link undecided",
+                                                    : "bad node or bad link undecided",
                      !link ? (va->finding == SCAN_BAD_NODE ? a : b) : "");
             json_object_set_new(j, "reason", json_string(reason));
             if (link && va->finding == SCAN_BAD_LINK)
@@ -120,13 +120,12 @@ static json_t *report_json(const struct scan_opts *o, const struct scan_pair *p,
         if (v[i].finding == SCAN_BAD_NODE)
             json_array_append_new(bad_nodes, json_string(scan_names[i]));
     }
-    json_t *r = json_pack("{s:s, s:s, s:s, s:I, s:i, s:I, s:o, s:o, s:s, s:i, s:I}", "check",
-                          "collective.pairs", "state", scan_state_name(state), "pairing",
-                          all ? "all" : "random", "seed", (json_int_t)o->seed, "allPairsMax",
-                          o->all_pairs_max, "bytes", (json_int_t)bytes, "failFraction",
-                          scan_num(o->fail_fraction), "minBusGBps", scan_num(o->min_bus_gbps),
-                          "transport", nc ? "nccl" : "mpi", "rounds", rounds, "ranks",
-                          (json_int_t)scan_size);
+    json_t *r = json_pack(
+        "{s:s, s:s, s:s, s:I, s:i, s:I, s:o, s:o, s:s, s:i, s:I}", "check", "collective.pairs",
+        "state", scan_state_name(state), "pairing", all ? "all" : "random", "seed",
+        (json_int_t)o->seed, "allPairsMax", o->all_pairs_max, "bytes", (json_int_t)bytes,
+        "failFraction", scan_num(o->fail_fraction), "minBusGBps", scan_num(o->min_bus_gbps),
+        "transport", nc ? "nccl" : "mpi", "rounds", rounds, "ranks", (json_int_t)scan_size);
     json_object_set_new(r, "pairs", pairs);
     json_object_set_new(r, "badNodes", bad_nodes);
     json_object_set_new(r, "badLinks", bad_links);
@@ -146,8 +145,8 @@ int scan_pairs(const struct scan_opts *o, json_t **report)
 {
     int size = scan_size, failed = 0, rounds = 0;
     char nccl_why[200] = "", err[200] = "";
-    struct scan_nccl *nc = o->nccl ? scan_nccl_open(MPI_COMM_WORLD, nccl_why, sizeof(nccl_why))
-                                   : NULL;
+    struct scan_nccl *nc =
+        o->nccl ? scan_nccl_open(MPI_COMM_WORLD, nccl_why, sizeof(nccl_why)) : NULL;
     size_t bytes = nc ? o->max_bytes : o->max_bytes < (4u << 20) ? o->max_bytes : (4u << 20);
     char *buf = nc ? NULL : calloc(bytes, 1);
     int *msg = calloc((size_t)size + 1, sizeof(int)); /* [pass or -1 (done), partner...] */

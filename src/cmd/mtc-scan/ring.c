@@ -40,8 +40,8 @@ int scan_ring(const struct scan_opts *o, json_t **report)
 {
     int size = scan_size, wrong = 0, anywrong = 0;
     char nccl_why[200] = "", err[200] = "";
-    struct scan_nccl *nc = o->nccl ? scan_nccl_open(MPI_COMM_WORLD, nccl_why, sizeof(nccl_why))
-                                   : NULL;
+    struct scan_nccl *nc =
+        o->nccl ? scan_nccl_open(MPI_COMM_WORLD, nccl_why, sizeof(nccl_why)) : NULL;
     size_t cap = o->max_bytes + (size_t)size * sizeof(float) + 64;
     float *in = nc ? NULL : malloc(cap), *out = nc ? NULL : malloc(cap);
     json_t *sizes = json_array();
@@ -52,8 +52,8 @@ int scan_ring(const struct scan_opts *o, json_t **report)
         double bw[2];
         for (int c = 0; c < 2 && !*err; c++) {
             if (nc) {
-                bw[c] = scan_nccl_busbw(nc, MPI_COMM_WORLD, c, bytes, iters, &wrong, err,
-                                        sizeof(err));
+                bw[c] =
+                    scan_nccl_busbw(nc, MPI_COMM_WORLD, c, bytes, iters, &wrong, err, sizeof(err));
             } else {
                 double t = mpi_time(c, bytes, iters, in, out, &wrong);
                 bw[c] = (double)bytes / t / 1e9 * (c ? 1.0 : 2.0) * (size - 1) / size;
@@ -86,11 +86,11 @@ int scan_ring(const struct scan_opts *o, json_t **report)
         /* a ring's verdict is the whole ring's: every node shares it */
         for (int i = 0; i < size; i++)
             json_array_append_new(nodes, scan_node(scan_names[i], state, nreason));
-        *report = json_pack("{s:s, s:s, s:i, s:s, s:o, s:o, s:o, s:o}", "check",
-                            "collective.ring", "state", scan_state_name(state), "ranks", size,
-                            "transport", nc ? "nccl" : "mpi", "allReduceBusGBps",
-                            scan_num(last_ar), "thresholdGBps", scan_num(o->min_bus_gbps),
-                            "sizes", sizes, "nodes", nodes);
+        *report =
+            json_pack("{s:s, s:s, s:i, s:s, s:o, s:o, s:o, s:o}", "check", "collective.ring",
+                      "state", scan_state_name(state), "ranks", size, "transport",
+                      nc ? "nccl" : "mpi", "allReduceBusGBps", scan_num(last_ar), "thresholdGBps",
+                      scan_num(o->min_bus_gbps), "sizes", sizes, "nodes", nodes);
         if (*reason)
             json_object_set_new(*report, "reason", json_string(reason));
         if (o->nccl) {

@@ -20,8 +20,8 @@ struct scan_opts {
     int all_pairs_max;   /* pairs: all pairs up to this many nodes */
     uint64_t seed;       /* pairs: the random pairing's seed */
     int seed_given;
-    int seconds;           /* gpu: burn-in time */
-    int level;             /* gpu: dcgmi diag -r LEVEL */
+    int seconds;            /* gpu: burn-in time */
+    int level;              /* gpu: dcgmi diag -r LEVEL */
     char nvml_library[256]; /* gpu: dlopen name or path ("" = libnvidia-ml.so.1) */
     int expected_gpus;      /* gpu: per node; 0 = what NVML reports */
     int nccl;               /* ring, pairs: NCCL when present */
