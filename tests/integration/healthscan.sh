@@ -23,6 +23,16 @@ cat >"$T_DIR/spec.json" <<'JSON'
    "partitions": [{"id": "cpu", "nodePoolIds": ["cpu"]}], "defaultPartitionId": "cpu"}}}
 JSON
 check "mtcd starts" start_mtcd
+CG_ROOT=/sys/fs/cgroup/cpu CG=
+cg_remove() {
+    [ -n "${CG:-}" ] && [ -d "$CG" ] || return 0
+    local p i
+    for i in 1 2 3; do
+        while read -r p; do echo "$p" >"$CG_ROOT/cgroup.procs" 2>/dev/null; done <"$CG/cgroup.procs"
+        rmdir "$CG" 2>/dev/null && return 0
+        sleep 0.2
+    done
+}
 t_extra_cleanup() { cg_remove; [ -n "${SLEEPER:-}" ] && scancel "$SLEEPER" 2>/dev/null; delete_all_clusters; }
 check "3-node local cluster up" mtc cluster create -f "$T_DIR/spec.json" --id $C
 eval "$(mtc env $C)"
@@ -106,21 +116,11 @@ all_idle() { [ "$(sinfo -h -N -p cpu -o %T | sort -u)" = idle ]; }
 check "nodes idle again" wait_for 60 all_idle
 
 # ---- a throttled node: the only straggler, drained, remediated
-CG_ROOT=/sys/fs/cgroup/cpu
 if [ ! -w "$CG_ROOT/cgroup.procs" ] || ! mkdir "$CG_ROOT/mtc-hs-$$" 2>/dev/null; then
     ok "# SKIP no writable cgroup v1 cpu controller at $CG_ROOT"
     done_testing
 fi
 CG=$CG_ROOT/mtc-hs-$$
-cg_remove() {
-    [ -n "${CG:-}" ] && [ -d "$CG" ] || return 0
-    local p i
-    for i in 1 2 3; do
-        while read -r p; do echo "$p" >"$CG_ROOT/cgroup.procs" 2>/dev/null; done <"$CG/cgroup.procs"
-        rmdir "$CG" 2>/dev/null && return 0
-        sleep 0.2
-    done
-}
 echo 100000 >"$CG/cpu.cfs_period_us" && echo 1000 >"$CG/cpu.cfs_quota_us"
 # The node's scan rank goes into the cgroup as it starts (slurmd itself
 # stays out: throttled, it could not launch the step in time). A rank of
