@@ -127,16 +127,14 @@ echo 100000 >"$CG/cpu.cfs_period_us" && echo 1000 >"$CG/cpu.cfs_quota_us"
 # node N is the mtc-scan whose environment names N (SLURMD_NODENAME) and this
 # cluster's slurm.conf.
 mover() {
-    local e p
+    local p
     while :; do
-        for e in /proc/[0-9]*/comm; do
-            [ "$(cat "$e" 2>/dev/null)" = mtc-scan ] || continue
-            p=${e#/proc/}; p=${p%/comm}
+        for p in $(pgrep -x mtc-scan); do
             tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURMD_NODENAME=$N2" &&
                 tr '\0' '\n' <"/proc/$p/environ" | grep -qx "SLURM_CONF=$CD/slurm.conf" &&
                 echo "$p" >"$CG/cgroup.procs" 2>/dev/null
         done
-        sleep 0.05
+        sleep 0.02
     done
 }
 mover & MOVER=$!
