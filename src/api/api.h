@@ -89,6 +89,7 @@ int api_error(struct api_resp *out, int http, const char *fmt, ...)
 /* api_route flags */
 #define API_ROUTE_PROXY 1 /* routed to an endpoint's replica by the HTTP server (proxy.c),
                            * the body passed through unparsed */
+#define API_ROUTE_ADMIN_TOO 2 /* a ROLE_NODE route an admin may use too (:powerNodes) */
 
 struct api_route {
     const char *method;

@@ -157,7 +157,10 @@ const struct api_route *api_route_find(struct api_req *r, int *status)
 
 int api_authorize(const struct api_req *r, const struct api_route *route, struct api_resp *out)
 {
-    /* node tokens and node routes only meet each other */
+    /* node tokens and node routes only meet each other (and admins, where a
+     * node route says so) */
+    if ((route->flags & API_ROUTE_ADMIN_TOO) && r->who.role == ROLE_ADMIN)
+        return 0;
     if ((route->role == ROLE_NODE) != (r->who.role == ROLE_NODE) || r->who.role < route->role) {
         if (route->role == ROLE_NODE)
             api_error(out, 403, "only a node token may do this (mtc-agent's own)");

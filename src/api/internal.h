@@ -25,6 +25,9 @@ int api_page_args(struct api_req *r, struct api_resp *out, int (*token_valid)(co
  * or -1 with out filled (400 bad name, 404 absent or under another parent). */
 int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl);
 
+/* :powerNodes (power.c): Slurm's power programs start and stop elastic nodes. */
+int api_power_nodes(struct api_req *r, struct api_resp *out);
+
 /* trainingJobs of a cluster (jobs.c): create, get, list, :cancel. */
 int api_job_create(struct api_req *r, struct api_resp *out);
 int api_job_get(struct api_req *r, struct api_resp *out);

@@ -130,6 +130,14 @@ json_t *cluster_spec_mounts(const json_t *spec, const char *pool_id);
 /* 1 when id matches ^[a-z][a-z0-9]{0,9}$, else 0. */
 int cluster_id_valid(const char *id);
 
+/* Elastic node pools (scalingSpec maxNodeCount > minNodeCount): nodes
+ * min..max-1 are powered up and down by Slurm's power saving; defaults and
+ * bounds of their scalingSpec fields, in seconds (docs/clusters.md). */
+#define CLUSTER_SUSPEND_TIME_DEFAULT 300
+#define CLUSTER_SUSPEND_TIME_MAX 604800
+#define CLUSTER_RESUME_TIMEOUT_DEFAULT 300
+#define CLUSTER_RESUME_TIMEOUT_MAX 3600
+
 /* Static compute nodes the spec asks for: the sum of scalingSpec.minNodeCount
  * over the node pools that are not the login pool. Expects a normalized spec. */
 int cluster_spec_node_count(const json_t *spec);

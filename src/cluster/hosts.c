@@ -156,6 +156,14 @@ static int check_pool(const json_t *pools, size_t i, mtc_error_t *err)
                             schema_join(where, sizeof(where), path, "scalingSpec.minNodeCount"),
                             "must equal the number of hosts (%zu), got %lld",
                             json_array_size(hosts), (long long)min);
+    json_int_t max =
+        json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "maxNodeCount"));
+    if (max != min) /* docs/design-notes.md: elastic pools run locally for now */
+        return schema_error(err,
+                            schema_join(where, sizeof(where), path, "scalingSpec.maxNodeCount"),
+                            "must equal minNodeCount (%lld) on hosts: elastic pools run on the "
+                            "local provider only",
+                            (long long)min);
     const char *mt =
         json_string_value(json_object_get(json_object_get(p, "machineSpec"), "machineType"));
     if (mt && strncmp(mt, "local", 5) == 0)

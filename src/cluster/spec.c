@@ -265,7 +265,9 @@ static int check_machine(json_t *ms, const char *path, mtc_error_t *err)
     return 0;
 }
 
-/* scalingSpec: max defaults to min; 0 <= min <= max. */
+/* scalingSpec: max defaults to min; 0 <= min <= max. A pool with max > min
+ * is elastic (nodes min..max-1 powered by Slurm's power saving): it gets the
+ * power-saving defaults. */
 static int check_scaling(json_t *sc, const char *path, mtc_error_t *err)
 {
     json_t *mn = json_object_get(sc, "minNodeCount"), *mx = json_object_get(sc, "maxNodeCount");
@@ -278,6 +280,17 @@ static int check_scaling(json_t *sc, const char *path, mtc_error_t *err)
     if (json_integer_value(mn) > json_integer_value(mx))
         return schema_error(err, path, "minNodeCount %lld > maxNodeCount %lld",
                             (long long)json_integer_value(mn), (long long)json_integer_value(mx));
+    json_t *st = json_object_get(sc, "suspendTimeSeconds");
+    if (st && json_integer_value(st) == 0)
+        return schema_error(err, path, "suspendTimeSeconds must be -1 (never) or 1..%d",
+                            CLUSTER_SUSPEND_TIME_MAX);
+    if (json_integer_value(mx) == json_integer_value(mn))
+        return 0; /* a fixed pool: its power-saving fields, if any, wait unused */
+    if (!st)
+        json_object_set_new(sc, "suspendTimeSeconds", json_integer(CLUSTER_SUSPEND_TIME_DEFAULT));
+    if (!json_object_get(sc, "resumeTimeoutSeconds"))
+        json_object_set_new(sc, "resumeTimeoutSeconds",
+                            json_integer(CLUSTER_RESUME_TIMEOUT_DEFAULT));
     return 0;
 }
 
@@ -388,6 +401,17 @@ static const struct schema s_machine = {f_machine, SPEC, NULL, check_machine};
 static const struct schema_field f_scaling[] = {
     {.name = "minNodeCount", .kind = SCHEMA_INT, .dflt = "0"},
     {.name = "maxNodeCount", .kind = SCHEMA_INT},
+    /* elastic pools (max > min): Slurm's SuspendTime and ResumeTimeout */
+    {.name = "suspendTimeSeconds",
+     .kind = SCHEMA_INT,
+     .flags = SCHEMA_RANGE,
+     .lo = -1,
+     .hi = CLUSTER_SUSPEND_TIME_MAX},
+    {.name = "resumeTimeoutSeconds",
+     .kind = SCHEMA_INT,
+     .flags = SCHEMA_RANGE,
+     .lo = 5,
+     .hi = CLUSTER_RESUME_TIMEOUT_MAX},
     {.name = NULL}};
 static const struct schema s_scaling = {f_scaling, SPEC, NULL, check_scaling};
 

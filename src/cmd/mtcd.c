@@ -236,6 +236,13 @@ static int set_agent_hooks(struct provider *prov, const char *listen, const char
         h.spank = spank;
     else
         log_msg(LOG_WARNING, "no container plugin at %s: clusters run no containers", so);
+    /* elastic pools: Slurm's power-saving programs ask mtcd through mtc-power */
+    char power[PATH_MAX + 16];
+    snprintf(power, sizeof(power), "%s/mtc-power", have_dir ? exe : ".");
+    if (have_dir && access(power, X_OK) == 0 && !strpbrk(power, " \t\n'\"\\"))
+        h.power = power;
+    else
+        log_msg(LOG_WARNING, "no usable mtc-power next to mtcd (%s): no elastic node pools", power);
     snprintf(agent, sizeof(agent), "%s/mtc-agent", have_dir ? exe : ".");
     if (!have_dir || access(agent, X_OK) < 0 || strchr(agent, '\'')) {
         log_msg(LOG_WARNING, "no usable mtc-agent next to mtcd (%s): nodes run no health checks",

@@ -115,4 +115,16 @@ int mtc_sha256_file(const char *path, char out[72], mtc_error_t *err);
  * it is anything else, -1 + errno when it cannot be opened. */
 int mtc_is_squashfs(const char *path);
 
+/* Where mtcd is, for a helper program: its unix socket, or its URL
+ * ("https://host:port"; wins when set) trusting ca_file; token: a bearer
+ * token (NULL/"": none). */
+struct mtc_mtcd {
+    const char *socket, *url, *ca_file, *token;
+};
+/* POST body (JSON text) to mtcd's path ("/v1beta1/..."), waiting up to
+ * timeout_s: 0 with the HTTP status (and the reply, caller frees, when reply
+ * is set), or -1 + err when mtcd cannot be reached (http.c). */
+int mtc_mtcd_post(const struct mtc_mtcd *m, const char *path, const char *body, int timeout_s,
+                  long *status, char **reply, mtc_error_t *err);
+
 #endif

@@ -328,6 +328,11 @@ static void watch_down(struct control *c, const char *id, const json_t *nodes)
     {
         const char *name = json_string_value(json_object_get(n, "instanceName"));
         const char *st = json_string_value(json_object_get(n, "slurmState"));
+        /* an elastic node that is off (or on its way) is no failed node:
+         * "down~" is a resume that failed, already handled by Slurm and mtc */
+        const char *ns = json_string_value(json_object_get(n, "nodeState"));
+        if (ns && strstr(ns, "POWER"))
+            continue;
         if (!name || !st ||
             strcmp(json_string_value(json_object_get(n, "nodePoolType")),
                    "NODE_POOL_TYPE_COMPUTE") != 0)

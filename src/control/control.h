@@ -131,6 +131,16 @@ void control_poke(struct control *c);
 int control_start_remediation(struct control *c, const char *project, const char *location,
                               const char *id, json_t *items, char op_id[48], mtc_error_t *err);
 
+/* Elastic nodes (power.c): what Slurm's power saving asks for. */
+enum control_power { CONTROL_POWER_RESUME, CONTROL_POWER_SUSPEND, CONTROL_POWER_RESUME_FAILED };
+extern const struct schema_enum control_power_enum;
+/* Power each of nodes (a JSON array of names) of cl up (RESUME) or down
+ * (SUSPEND, RESUME_FAILED) through the provider, recording an event per node
+ * (NODE_POWERED_UP, NODE_POWERED_DOWN, NODE_RESUME_FAILED; a failure:
+ * NODE_POWER_FAILED). 0, or -1 + err naming the first failure. */
+int control_power_nodes(struct control *c, const struct store_cluster *cl,
+                        enum control_power action, const json_t *nodes, mtc_error_t *err);
+
 /* Stragglers: a node's speed.* results against its node pool's median. */
 #define CONTROL_SPEED_MIN_PEERS 2
 struct health_result;

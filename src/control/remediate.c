@@ -401,6 +401,23 @@ static void count_pools(struct pools *ps, const struct store_cluster *cl,
     }
 }
 
+/* 1 when the cluster's last observed state of node is a power state
+ * (POWERED_DOWN, POWERING_UP, POWERING_DOWN): an elastic node that is not on
+ * is not remediated; its next start is checked by the prolog. */
+static int node_powered_off(const struct store_cluster *cl, const char *node)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(cl->nodes, i, n)
+    {
+        const char *name = json_string_value(json_object_get(n, "instanceName"));
+        const char *ns = json_string_value(json_object_get(n, "nodeState"));
+        if (name && strcmp(name, node) == 0)
+            return ns && strstr(ns, "POWER") != NULL;
+    }
+    return 0;
+}
+
 /* Supervisor pass: nodes whose health FAILs, or that Slurm has had down for a
  * while, get a remediation each (unless one ran out of its limit), as many at
  * once as the healthPolicy allows; the others wait QUEUED, oldest failure
@@ -429,7 +446,8 @@ void control_check_health(struct control *c, const struct store_cluster *cl)
         char key[160];
         snprintf(key, sizeof(key), "%s/%s", cl->id, h[i].node);
         int rem = schema_enum_parse(&control_remediation_enum, h[i].remediation, 0);
-        int fail = schema_enum_parse(&health_status_enum, h[i].status, 0) == HEALTH_FAIL;
+        int fail = schema_enum_parse(&health_status_enum, h[i].status, 0) == HEALTH_FAIL &&
+                   !node_powered_off(cl, h[i].node);
         if (!fail || rem == CONTROL_REM_FAILED || rem == CONTROL_REM_REMEDIATING) {
             pthread_mutex_lock(&c->lock);
             json_object_del(c->failed_since, key);

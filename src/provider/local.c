@@ -302,6 +302,7 @@ int local_layout_load(const struct lc *c, struct layout *l)
         snprintf(ln->pool, sizeof(ln->pool), "%s",
                  json_string_value(json_object_get(n, "pool")) ?: "");
         ln->port = (int)json_integer_value(json_object_get(n, "port"));
+        ln->cloud = json_is_true(json_object_get(n, "cloud"));
     }
     json_decref(j);
     return l->ctld_port > 0 ? 0 : -1;
@@ -311,9 +312,13 @@ static int layout_save(const struct lc *c, const struct layout *l, mtc_error_t *
 {
     char path[PLEN];
     json_t *nodes = json_array();
-    for (size_t i = 0; i < l->nnodes; i++)
-        json_array_append_new(nodes, json_pack("{s:s,s:s,s:i}", "name", l->nodes[i].name, "pool",
-                                               l->nodes[i].pool, "port", l->nodes[i].port));
+    for (size_t i = 0; i < l->nnodes; i++) {
+        json_t *n = json_pack("{s:s,s:s,s:i}", "name", l->nodes[i].name, "pool", l->nodes[i].pool,
+                              "port", l->nodes[i].port);
+        if (n && l->nodes[i].cloud)
+            json_object_set_new(n, "cloud", json_true());
+        json_array_append_new(nodes, n);
+    }
     json_t *j = json_pack("{s:s,s:i,s:i,s:o,s:s,s:s}", "id", c->id, "ctldPort", l->ctld_port,
                           "slurmdPort", l->slurmd_port, "nodes", nodes, "appliedConfSha256",
                           l->applied_sha, "appliedNodes", l->applied_nodes);
@@ -328,11 +333,13 @@ const struct lnode *local_layout_find(const struct layout *l, const char *name)
     return NULL;
 }
 
+/* "a,b,c~": an elastic node with "~" (slurmctld restarts when that changes) */
 static void node_names(const struct layout *l, char *buf, size_t len)
 {
     buf[0] = '\0';
     for (size_t i = 0; i < l->nnodes; i++)
-        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "," : "", l->nodes[i].name);
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s%s", i ? "," : "", l->nodes[i].name,
+                 l->nodes[i].cloud ? "~" : "");
 }
 
 static int port_taken(const struct layout *l, int port)
@@ -367,8 +374,11 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
         if (cluster_machine_type_lookup(json_string_value(json_object_get(ms, "machineType")), &mt,
                                         err) < 0)
             return -1;
-        int count = (int)json_integer_value(
-            json_object_get(json_object_get(pool, "scalingSpec"), "minNodeCount"));
+        const json_t *sc = json_object_get(pool, "scalingSpec");
+        int min = (int)json_integer_value(json_object_get(sc, "minNodeCount"));
+        int count = (int)json_integer_value(json_object_get(sc, "maxNodeCount"));
+        if (count < min)
+            count = min;
         for (int k = 0; k < count; k++) {
             if (l->nnodes >= MAX_NODES)
                 return errprintf(err, "more than %d nodes", MAX_NODES);
@@ -377,11 +387,13 @@ static int plan_nodes(const struct lc *c, const json_t *spec, const struct layou
             l->nnodes++;
             snprintf(n->name, sizeof(n->name), "%s-%s-%d", c->id, pid, k);
             snprintf(n->pool, sizeof(n->pool), "%s", pid);
+            n->cloud = k >= min; /* elastic: powered by Slurm's power saving */
             const struct lnode *was = old ? local_layout_find(old, n->name) : NULL;
             n->port = was ? was->port : 0;
             memset(s, 0, sizeof(*s));
             snprintf(s->name, sizeof(s->name), "%s", n->name);
             snprintf(s->pool, sizeof(s->pool), "%s", pid);
+            s->cloud = n->cloud;
             /* never more than the host has: slurmd refuses to register a node
              * configured larger than what `slurmd -C` sees */
             s->cpus = mt.host_sized || mt.vcpus > host_cpus ? host_cpus : mt.vcpus;
@@ -760,6 +772,8 @@ static int write_config(struct provider *p, struct lc *c, const json_t *spec, st
     if (write_hooks(p, c, json_object_get(ss, "prologBashScripts"),
                     json_object_get(ss, "epilogBashScripts"), &sl, err) < 0)
         return -1;
+    if (local_power_setup(p, c, spec, &sl, err) < 0)
+        return -1;
     if (local_conf_write(c, spec, &sl, sha, err) < 0 || layout_save(c, l, err) < 0)
         return -1;
     return 0;
@@ -855,6 +869,12 @@ static int start_controller(struct lc *c, struct layout *l, const char *sha,
     return 0;
 }
 
+/* 1 for an elastic node that is powered down: no daemons to start. */
+static int node_off(const struct lc *c, const struct lnode *n)
+{
+    return n->cloud && !local_power_is_on(c, n->name);
+}
+
 /* What the workers of start_nodes share. */
 struct starting {
     struct provider *p;
@@ -870,6 +890,8 @@ static int node_agent(void *arg, size_t i, mtc_error_t *err)
     const struct starting *st = arg;
     const struct lc *c = st->c;
     const char *nn = st->l->nodes[i].name;
+    if (node_off(c, &st->l->nodes[i]))
+        return 0; /* a powered-down elastic node: power-on configures it */
     int changed = local_agent_config(st->p, c, st->spec, nn, st->l->nodes[i].port, err);
     if (changed < 0)
         return -1;
@@ -892,11 +914,11 @@ static int start_nodes(struct provider *p, struct lc *c, const json_t *spec,
         return 0;
     size_t down = 0;
     for (size_t i = 0; i < l->nnodes; i++)
-        down += !local_slurmd_running(c, l->nodes[i].name);
+        down += !local_slurmd_running(c, l->nodes[i].name) && !node_off(c, &l->nodes[i]);
     if (down)
         local_say(progress, arg, "starting %zu slurmd(s)", down);
     for (size_t i = 0; i < l->nnodes; i++)
-        if (!local_slurmd_running(c, l->nodes[i].name) &&
+        if (!local_slurmd_running(c, l->nodes[i].name) && !node_off(c, &l->nodes[i]) &&
             local_slurmd_start(c, l->nodes[i].name, err) < 0)
             return -1;
     mtc_error_t *errs = calloc(l->nnodes, sizeof(*errs));
@@ -948,15 +970,19 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
         goto out;
     snprintf(l->applied_sha, sizeof(l->applied_sha), "%s", have_old ? old->applied_sha : "");
     snprintf(l->applied_nodes, sizeof(l->applied_nodes), "%s", have_old ? old->applied_nodes : "");
+    if (have_old && local_power_plan(&c, old, l, progress, arg, err) < 0)
+        goto out;
     if (write_config(p, &c, spec, l, sizes, sha, err) < 0 ||
         start_controller(&c, l, sha, progress, arg, err) < 0 ||
         start_nodes(p, &c, spec, l, progress, arg, err) < 0)
         goto out;
-    local_say(progress, arg, "waiting for %zu node(s) to register", l->nnodes);
     const char *names[MAX_NODES];
+    size_t nup = 0; /* elastic nodes that are off register when Slurm resumes them */
     for (size_t i = 0; i < l->nnodes; i++)
-        names[i] = l->nodes[i].name;
-    if (local_wait_registered(&c, names, NULL, l->nnodes, err) < 0)
+        if (!node_off(&c, &l->nodes[i]))
+            names[nup++] = l->nodes[i].name;
+    local_say(progress, arg, "waiting for %zu node(s) to register", nup);
+    if (local_wait_registered(&c, names, NULL, nup, err) < 0)
         goto out;
     local_say(progress, arg, "cluster %s is ready", id);
     rc = 0;
@@ -1051,9 +1077,10 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
     if (local_supervise_controller(&c, ev, arg, &ctld_restarted, err) < 0)
         goto out;
     for (size_t i = 0; i < l->nnodes; i++) {
-        if (local_slurmd_running(&c, l->nodes[i].name))
+        if (local_slurmd_running(&c, l->nodes[i].name) || node_off(&c, &l->nodes[i]))
             continue;
-        if (local_slurmd_start(&c, l->nodes[i].name, err) < 0)
+        if ((l->nodes[i].cloud ? local_power_slurmd_start : local_slurmd_start)(
+                &c, l->nodes[i].name, err) < 0)
             goto out;
         snprintf(msg, sizeof(msg), "slurmd of %s was not running; restarted", l->nodes[i].name);
         if (ev)
@@ -1061,7 +1088,7 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
     }
     for (size_t i = 0; p->agent && i < l->nnodes; i++) {
         const char *nn = l->nodes[i].name;
-        if (local_agent_running(&c, nn))
+        if (local_agent_running(&c, nn) || node_off(&c, &l->nodes[i]))
             continue;
         if (local_agent_config(p, &c, spec, nn, l->nodes[i].port, err) < 0 ||
             local_agent_start(p, &c, nn, err) < 0)
@@ -1101,11 +1128,17 @@ static json_t *local_nodes(struct provider *p, const char *id, const json_t *spe
     local_unlock(&c);
     for (size_t i = 0; i < l->nnodes; i++) {
         const char *s = json_string_value(json_object_get(st, l->nodes[i].name));
-        const char *ns = !local_slurmd_running(&c, l->nodes[i].name)
-                             ? (busy ? "PREPARING" : "ERROR")
-                         : slurm_state_registered(s) ? "RUNNING"
-                         : busy                      ? "UPDATING"
-                                                     : "PREPARING";
+        /* an elastic node: Slurm's power state while it is not on */
+        int ps = !l->nodes[i].cloud ? SLURM_POWER_ON
+                 : s                ? (int)slurm_power_state_of(s)
+                 : local_power_is_on(&c, l->nodes[i].name) ? SLURM_POWER_ON
+                                                            : SLURM_POWERED_DOWN;
+        const char *ns = ps != SLURM_POWER_ON ? schema_enum_name(&slurm_power_state_enum, ps) : NULL;
+        if (!ns)
+            ns = !local_slurmd_running(&c, l->nodes[i].name) ? (busy ? "PREPARING" : "ERROR")
+                 : slurm_state_registered(s)                 ? "RUNNING"
+                 : busy                                      ? "UPDATING"
+                                                             : "PREPARING";
         json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "instanceName",
                                              l->nodes[i].name, "nodePoolId", l->nodes[i].pool,
                                              "nodePoolType", "NODE_POOL_TYPE_COMPUTE", "nodeState",
@@ -1167,4 +1200,5 @@ const struct provider_ops provider_local_ops = {
     .env = local_env,
     .node_action = local_node_action,
     .node_check = local_node_check,
+    .power = local_power,
 };

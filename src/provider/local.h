@@ -30,6 +30,7 @@ struct lnode {
     char name[64];
     char pool[32];
     int port;
+    int cloud; /* an elastic node (State=CLOUD), on only while run/power-<node>.on exists */
 };
 
 /* cluster.json: what the daemons were set up with (ports are kept for the
@@ -144,6 +145,26 @@ int local_node_kill(const struct lc *c, const char *node, mtc_error_t *err);
 /* HealthCheckInterval for the spec: healthPolicy.slurmIntervalSeconds when
  * the spec has a policy, else fallback. */
 int local_health_interval(const json_t *spec, int fallback);
+
+/* ---- local_power.c: elastic nodes ---- */
+
+/* 1 when the elastic node is powered on (run/power-<node>.on). */
+int local_power_is_on(const struct lc *c, const char *node);
+/* With cloud nodes in sl: power.json, the token and the etc/power-*.sh
+ * wrappers Slurm runs, and sl->power set from the spec. 0/-1 + err. */
+int local_power_setup(const struct provider *p, const struct lc *c, const json_t *spec,
+                      struct slurm_layout *sl, mtc_error_t *err);
+/* Before an apply changes old into l: refuse to remove an elastic node that
+ * is on, or to make a static node that runs jobs elastic (EBUSY); power down
+ * static nodes that become elastic. 0/-1 + err. */
+int local_power_plan(const struct lc *c, const struct layout *old, const struct layout *l,
+                     provider_progress_fn progress, void *arg, mtc_error_t *err);
+/* Start an elastic node's slurmd as a machine that boots now
+ * (slurm_slurmd_boot), its pid recorded. 0/-1 + err. */
+int local_power_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err);
+/* provider_power for the local provider. */
+int local_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
+                mtc_error_t *err);
 
 /* The node repair actions (provider_node_action), in escalating order; each
  * provider has its own table of them. */

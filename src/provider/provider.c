@@ -92,6 +92,7 @@ void provider_destroy(struct provider *p)
     free(p->hook_prolog);
     free(p->hook_epilog);
     free(p->agent);
+    free(p->power);
     free(p->spank);
     free(p->listen);
     free(p->ca_file);
@@ -214,6 +215,7 @@ int provider_set_hooks(struct provider *p, const struct provider_hooks *h, mtc_e
         dup_hook(&p->hook_prolog, h ? h->prolog : NULL) < 0 ||
         dup_hook(&p->hook_epilog, h ? h->epilog : NULL) < 0 ||
         dup_hook(&p->agent, h ? h->agent : NULL) < 0 ||
+        dup_hook(&p->power, h ? h->power : NULL) < 0 ||
         dup_hook(&p->spank, h ? h->spank : NULL) < 0 ||
         dup_hook(&p->listen, h ? h->listen : NULL) < 0 ||
         dup_hook(&p->ca_file, h ? h->ca_file : NULL) < 0)
@@ -260,6 +262,18 @@ int provider_node_action(struct provider *p, const char *id, const json_t *spec,
     if (!ops->node_action)
         return errprintf(err, "provider %s cannot %s nodes", ops->kind, action);
     return ops->node_action(p, id, spec, node, action, err);
+}
+
+int provider_power(struct provider *p, const char *id, const json_t *spec, const char *node,
+                   int on, mtc_error_t *err)
+{
+    const struct provider_ops *ops = ops_for(p, id, spec);
+    if (!ops->power) {
+        errno = ENOTSUP;
+        return errprintf(err, "provider %s has no elastic nodes to power %s", ops->kind,
+                         on ? "on" : "off");
+    }
+    return ops->power(p, id, spec, node, on, err);
 }
 
 json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,

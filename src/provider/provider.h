@@ -75,6 +75,19 @@ json_t *provider_login(struct provider *p, const char *id, mtc_error_t *err);
  * 0, or -1 + err (unknown node or action, EINVAL; timeout, ETIMEDOUT). */
 int provider_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
                          const char *action, mtc_error_t *err);
+/* Power an elastic node (State=CLOUD: its pool's min..max-1) on or off, for
+ * Slurm's power saving (mtc-power, through mtcd): on starts the node's
+ * daemons (slurmd, mtc-agent) without waiting for them to register (Slurm
+ * waits up to ResumeTimeout); off stops every process of the node and clears
+ * its runtime state (spool, scratch, agent state). The supervisor restarts
+ * only the daemons of nodes that are on. 0, or -1 + err (EINVAL: not an
+ * elastic node of the cluster). */
+/* The pseudo-node whose node token Slurm's power programs hold: it names no
+ * compute node (so it reports no health); :powerNodes accepts it. */
+#define PROVIDER_POWER_PRINCIPAL "slurmctld"
+int provider_power(struct provider *p, const char *id, const json_t *spec, const char *node,
+                   int on, mtc_error_t *err);
+
 /* Run the node's health checks once (mtc-agent check) and return its results
  * array [{"check","status","severity","reason","value"}]. Caller owns. NULL+err. */
 json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,
@@ -116,6 +129,8 @@ struct provider_hooks {
                                  node, supervised like slurmd; NULL = none (node
                                  checks then use "mtc-agent" from PATH). Copied
                                  to the hosts of a cluster on hosts. */
+    const char *power;        /* mtc-power binary: Slurm's Suspend/Resume/ResumeFailProgram
+                                 for elastic pools; NULL = none (such pools are refused) */
     /* Agents on other hosts report over TCP: mtcd's --listen "HOST:PORT"
      * (NULL: mtcd does not listen, and a cluster on hosts cannot be created),
      * https when tls, trusting ca_file (copied to the hosts; NULL: the hosts'
@@ -164,6 +179,8 @@ struct provider_ops {
     /* may be NULL: Slurm keeps the nodes' state (scontrol); set: no Slurm */
     int (*node_set)(struct provider *p, const char *id, const char *node, enum slurm_node_op op,
                     const char *reason, mtc_error_t *err);
+    int (*power)(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
+                 mtc_error_t *err); /* may be NULL: no elastic pools */
 };
 
 struct provider {
@@ -171,6 +188,7 @@ struct provider {
     char *home;
     char *hook_health, *hook_prolog, *hook_epilog; /* NULL: none */
     char *agent;                                   /* mtc-agent path; NULL: none */
+    char *power;                                   /* mtc-power path; NULL: none */
     char *spank;                                   /* spank_mtc.so path; NULL: none */
     int hook_health_interval;
     char *listen, *ca_file; /* mtcd's TCP address and CA for remote agents; NULL: none */

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "common/common.h"
+#include "schema/schema.h"
 
 /* One compute node (one slurmd). */
 struct slurm_node {
@@ -128,6 +129,12 @@ int slurm_cmd_env(const char *conf, char *const extra[], char *const argv[], cha
 pid_t slurm_ctld_start(const char *conf, const char *logpath);
 /* slurmd gets MTC_NODE=<node> in its environment, which its slurmstepds inherit. */
 pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath);
+/* slurm_slurmd_start for a node that powers up (power saving's resume): in
+ * a time namespace whose boot time is now, in the second after the call,
+ * since slurmctld accepts a resumed node only when it booted after the
+ * resume request (and emulated nodes share this host's uptime). Needs
+ * CAP_SYS_ADMIN (unshare --time). */
+pid_t slurm_slurmd_boot(const char *conf, const char *node, const char *logpath);
 
 /* 1 when slurmctld answers `scontrol ping`. */
 int slurm_ctld_up(const char *conf);
@@ -182,6 +189,22 @@ int slurm_submit(const char *conf, const char *script, char job[32], char **out)
  * which the job inherits: secrets reach the job without being written down. */
 int slurm_submit_env(const char *conf, char *const env[], const char *script, char job[32],
                      char **out);
+
+/* A Slurm host list ("c1-gpu-[1-3,5]", "a-1,b-[01-02]") as a JSON array of
+ * names, in order. Caller owns. NULL + err (EINVAL) for a malformed list. */
+json_t *slurm_hostlist_expand(const char *list, mtc_error_t *err);
+
+/* An elastic node's power state, from sinfo's compact state suffix ("idle~"
+ * POWERED_DOWN, "alloc#" POWERING_UP, "idle%" POWERING_DOWN; none: ON). The
+ * names are the API's nodeState values (ON is "RUNNING"). */
+enum slurm_power_state {
+    SLURM_POWER_ON,
+    SLURM_POWERED_DOWN,
+    SLURM_POWERING_UP,
+    SLURM_POWERING_DOWN
+};
+extern const struct schema_enum slurm_power_state_enum;
+enum slurm_power_state slurm_power_state_of(const char *state);
 
 /* This host as slurmd sees it (`slurmd -C`): CPUs and RealMemory. 0/-1. */
 int slurm_host_resources(int *cpus, long *memory_mb, mtc_error_t *err);

@@ -3,7 +3,8 @@
 # ranks over shared memory: a healthy set passes the straggler (pipeline),
 # pairwise, ring and gpu (burn-in) checks with valid JSON reports; pairs of
 # 5 ranks above --all-pairs-max use two random pairings plus retests; the
-# gpu check with the fake NVML names the node with ECC errors, and the
+# gpu check with the fake NVML names the node with ECC errors (and, with a
+# dcgmi double on PATH, the node whose dcgmi diag -r --level fails), and the
 # burn-in the node whose fma() is wrong; ring --nccl says why NCCL is not
 # used; one rank's process throttled in a cgroup (v1 cpu controller) is named
 # by the straggler and the burn-in checks, and only it; bad arguments are
@@ -97,6 +98,19 @@ st = [n["state"] for n in r["nodes"]]
 assert r["state"] == "FAIL" and st == ["PASS", "PASS", "FAIL"], r
 assert all(n["mode"] == "nvml" and n["gpus"] == 2 for n in r["nodes"]), r
 assert r["nodes"][2]["reason"].startswith("gpu.ecc: GPU 1: 3 volatile uncorrected"), r'
+# dcgmi on PATH (a test double: records its arguments, fails level 2 on one node)
+mkdir -p "$D/bin" "$D/bin-bad"
+printf '#!/bin/sh\necho "$*" >>"%s/dcgmi.args"\necho "Diagnostic | Result"\n' "$D" >"$D/bin/dcgmi"
+printf '#!/bin/sh\necho "$*" >>"%s/dcgmi.args"\necho "| Memory | Fail - GPU 1: memory errors"\nexit 226\n' "$D" >"$D/bin-bad/dcgmi"
+chmod +x "$D/bin/dcgmi" "$D/bin-bad/dcgmi"
+"${MPIRUN[@]}" -np 2 env FAKE_NVML_STATE="$D/nvml.good" PATH="$D/bin:$PATH" mtc-scan gpu --nvml-library "$L" --level 2 : \
+    -np 1 env FAKE_NVML_STATE="$D/nvml.good" PATH="$D/bin-bad:$PATH" mtc-scan gpu --nvml-library "$L" --level 2 >"$D/dcgm.json" 2>"$D/dcgm.err"
+check "gpu with dcgmi: dcgmi diag -r 2 on every node, the failing one FAILs naming the test" report "$D/dcgm.json" '
+st = [n["state"] for n in r["nodes"]]
+assert r["state"] == "FAIL" and st == ["PASS", "PASS", "FAIL"], r
+assert r["nodes"][2]["reason"].startswith("gpu.dcgm: dcgmi diag -r 2 failed (exit 226)"), r
+assert "Memory | Fail" in r["nodes"][2]["reason"], r
+assert open(sys.argv[1].replace("dcgm.json", "dcgmi.args")).read().split("\n")[:3] == ["diag -r 2"] * 3'
 "${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 1 : -np 1 env LD_PRELOAD="$B/fakes/libbadfma.so" \
     mtc-scan gpu --seconds 1 >"$D/sdc.json" 2>"$D/sdc.err"
 check "burn-in: a wrong fma() fails its node on the digest" report "$D/sdc.json" '

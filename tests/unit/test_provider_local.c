@@ -33,11 +33,11 @@ static json_t *spec_n(int n, int debug)
     char text[2048];
     snprintf(text, sizeof(text),
              "{\"nodePools\":[{\"id\":\"a3m\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
-             "\"scalingSpec\":{\"minNodeCount\":%d,\"maxNodeCount\":4}},"
+             "\"scalingSpec\":{\"minNodeCount\":%d,\"maxNodeCount\":%d}},"
              "{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"local\"}}],"
              "\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\",\"partitions\":["
              "{\"id\":\"a3m\",\"nodePoolIds\":[\"a3m\"]}%s],\"defaultPartitionId\":\"a3m\"}}}",
-             n,
+             n, n, /* a fixed pool: elastic ones are tests/integration/elastic.sh's */
              debug ? ",{\"id\":\"debug\",\"nodePoolIds\":[\"a3m\"],\"config\":{\"MaxTime\":\"10\"}}"
                    : "");
     return load_spec(text);

@@ -351,5 +351,45 @@ int main(void)
     CHECK(slurm_health_write(dir, "true", &err) == 1, "health wrapper written");
     json_decref(scripts);
     mtc_rm_rf(dir);
+
+    /* power saving's host lists and node states */
+    static const struct {
+        const char *in, *want;
+    } lists[] = {
+        {"el-cpu-1", "[\"el-cpu-1\"]"},
+        {"el-cpu-[1-2]", "[\"el-cpu-1\", \"el-cpu-2\"]"},
+        {"a-[1,3-4],b-7", "[\"a-1\", \"a-3\", \"a-4\", \"b-7\"]"},
+        {"n[08-10]", "[\"n08\", \"n09\", \"n10\"]"},
+        {"r[1-2]-n[1-2]", "[\"r1-n1\", \"r1-n2\", \"r2-n1\", \"r2-n2\"]"},
+    };
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        json_t *got = slurm_hostlist_expand(lists[i].in, &err);
+        char *txt = got ? json_dumps(got, JSON_COMPACT) : NULL;
+        json_t *want = json_loads(lists[i].want, 0, NULL);
+        CHECK(got && json_equal(got, want), "host list %s -> %s (got %s)", lists[i].in,
+              lists[i].want, txt ? txt : err.text);
+        free(txt);
+        json_decref(got);
+        json_decref(want);
+    }
+    static const char *const bad_lists[] = {"", "a-[1-", "a-[]", "a-[3-1]", "a-[x]", "a-]"};
+    for (size_t i = 0; i < sizeof(bad_lists) / sizeof(bad_lists[0]); i++) {
+        json_t *got = slurm_hostlist_expand(bad_lists[i], &err);
+        CHECK(!got && *err.text, "bad host list \"%s\" refused (%s)", bad_lists[i], err.text);
+        json_decref(got);
+    }
+    CHECK(slurm_hostlist_expand("n[0-99999]", &err) == NULL, "a huge host list refused");
+    static const struct {
+        const char *state;
+        enum slurm_power_state want;
+    } states[] = {{"idle~", SLURM_POWERED_DOWN}, {"down~", SLURM_POWERED_DOWN},
+                  {"alloc#", SLURM_POWERING_UP},  {"mix#", SLURM_POWERING_UP},
+                  {"idle%", SLURM_POWERING_DOWN}, {"idle", SLURM_POWER_ON},
+                  {"alloc", SLURM_POWER_ON},      {"idle!", SLURM_POWER_ON},
+                  {NULL, SLURM_POWER_ON}};
+    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+        CHECK(slurm_power_state_of(states[i].state) == states[i].want, "state %s -> %s",
+              states[i].state ? states[i].state : "(none)",
+              schema_enum_name(&slurm_power_state_enum, states[i].want));
     return check_done();
 }

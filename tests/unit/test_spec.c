@@ -879,8 +879,53 @@ static void test_storage(void)
     json_decref(out);
 }
 
+/* Elastic pools: power-saving defaults only when max > min, snake_case,
+ * range checks with one-line errors naming the field. */
+static void test_elastic(void)
+{
+    mtc_error_t err = {""};
+    json_t *in = parse(BASE);
+    json_t *out = cluster_spec_normalize(in, &err);
+    const json_t *sc = json_object_get(pool(out, 0), "scalingSpec");
+    CHECK(json_integer_value(json_object_get(sc, "suspendTimeSeconds")) ==
+                  CLUSTER_SUSPEND_TIME_DEFAULT &&
+              json_integer_value(json_object_get(sc, "resumeTimeoutSeconds")) ==
+                  CLUSTER_RESUME_TIMEOUT_DEFAULT,
+          "an elastic pool (min 2, max 4) gets the power-saving defaults");
+    CHECK(!json_object_get(json_object_get(pool(out, 1), "scalingSpec"), "suspendTimeSeconds"),
+          "a fixed pool gets none");
+    json_decref(out);
+    json_object_set_new(json_object_get(pool(in, 0), "scalingSpec"), "suspend_time_seconds",
+                        json_integer(-1));
+    out = cluster_spec_normalize(in, &err);
+    CHECK(out && json_integer_value(json_object_get(json_object_get(pool(out, 0), "scalingSpec"),
+                                                    "suspendTimeSeconds")) == -1,
+          "suspend_time_seconds -1 (never) accepted (%s)", err.text);
+    json_decref(out);
+    json_decref(in);
+    static const struct {
+        const char *key;
+        int v;
+        const char *want;
+    } bad[] = {
+        {"suspendTimeSeconds", 0,
+         "nodePools[0].scalingSpec: suspendTimeSeconds must be -1 (never) or 1..604800"},
+        {"suspendTimeSeconds", -2, "nodePools[0].scalingSpec.suspendTimeSeconds: must be an integer from -1 to 604800"},
+        {"resumeTimeoutSeconds", 1, "nodePools[0].scalingSpec.resumeTimeoutSeconds: must be an integer from 5 to 3600"},
+        {"resumeTimeoutSeconds", 7200,
+         "nodePools[0].scalingSpec.resumeTimeoutSeconds: must be an integer from 5 to 3600"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        in = parse(BASE);
+        json_object_set_new(json_object_get(pool(in, 0), "scalingSpec"), bad[i].key,
+                            json_integer(bad[i].v));
+        CHECK_STR(normalize_err(in), bad[i].want, "%s %d refused", bad[i].key, bad[i].v);
+    }
+}
+
 int main(void)
 {
+    test_elastic();
     test_rules();
     test_prefixed_enums();
     test_conf_values();

@@ -174,6 +174,9 @@ int scan_pairs(const struct scan_opts *o, json_t **report)
                 if (msg[1 + a] > a)
                     scan_plan_record(pl, a, msg[1 + a], (enum scan_pass)msg[0], got[a]);
     }
+    /* a NCCL error seen by any rank (the first, by rank) reaches the report */
+    char(*errs)[200] = scan_rank == 0 ? calloc((size_t)size, sizeof(*errs)) : NULL;
+    MPI_Gather(err, sizeof(err), MPI_CHAR, errs, sizeof(err), MPI_CHAR, 0, MPI_COMM_WORLD);
     if (scan_rank == 0) {
         int np;
         const struct scan_pair *p = scan_plan_pairs(pl, &np);
@@ -184,10 +187,16 @@ int scan_pairs(const struct scan_opts *o, json_t **report)
         int all = size <= o->all_pairs_max;
         *report = report_json(o, p, np, v, rounds, all, failed ? HEALTH_FAIL : HEALTH_PASS, bytes,
                               nc, nccl_why);
-        if (*err)
-            json_object_set_new(*report, "ncclError", json_string(err));
+        for (int r = 0; r < size; r++)
+            if (errs[r][0]) {
+                char line[280];
+                snprintf(line, sizeof(line), "%s: %s", scan_names[r], errs[r]);
+                json_object_set_new(*report, "ncclError", json_string(line));
+                break;
+            }
         free(v);
     }
+    free(errs);
     scan_plan_destroy(pl);
     scan_nccl_close(nc);
     free(msg);

@@ -331,7 +331,7 @@ static json_t *get_cluster(struct cli *c, int argc, char **argv, const char *use
 
 static const struct cli_col node_cols[] = {{"NODE", "instanceName", 22, "?"},
                                            {"POOL", "nodePoolId", 8, "-"},
-                                           {"STATE", "nodeState", 9, "-"},
+                                           {"STATE", "nodeState", 12, "-"},
                                            {"SLURM", "slurmState", 10, "-"},
                                            {"HEALTH", "health", 7, "-"},
                                            {"REMEDIATION", "remediation", 12, "-"},

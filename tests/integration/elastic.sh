@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# elastic: an elastic node pool (min 1, max 3) on the local provider. Nodes 1
+# and 2 are Slurm CLOUD nodes, powered down (idle~, no processes) until a job
+# needs them: `sbatch -N3` makes Slurm resume them through mtc-power and
+# mtcd, the job runs (the agent's prolog check runs on the resumed nodes) and
+# completes; idle past suspendTimeSeconds they are stopped again (idle~, their
+# recorded pids gone). A resume that fails (the node's slurmd port is taken,
+# so slurmd cannot start) ends DOWN after resumeTimeoutSeconds with the job
+# requeued and a NODE_RESUME_FAILED event; freed, the requeued job completes.
+# Lowering maxNodeCount while the node is powered down removes it.
+. "$(dirname "$0")/lib.sh"
+
+C=el
+SUSPEND=${SUSPEND:-8} RESUME_TIMEOUT=${RESUME_TIMEOUT:-15}
+spec() { # $1 min, $2 max
+    cat <<JSON
+{
+  "nodePools": [
+    {"id": "cpu", "machineSpec": {"machineType": "n2-standard-4"},
+     "scalingSpec": {"minNodeCount": $1, "maxNodeCount": $2,
+                     "suspend_time_seconds": $SUSPEND, "resumeTimeoutSeconds": $RESUME_TIMEOUT}},
+    {"id": "login", "machineSpec": {"machineType": "n2-standard-4"}}
+  ],
+  "orchestratorSpec": {"slurmSpec": {"loginNodePoolId": "login",
+    "prologBashScripts": ["echo \"\$SLURMD_NODENAME\" >>$T_DIR/prolog.nodes"],
+    "partitions": [{"id": "cpu", "nodePoolIds": ["cpu"]}], "defaultPartitionId": "cpu"}},
+  "healthPolicy": {"checks": ["daemon"], "intervalSeconds": 5}
+}
+JSON
+}
+spec 1 3 >"$T_DIR/spec.json"
+
+# "NODE STATE" lines of sinfo (every node, powered down ones included)
+states() { sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
+state_is() { [ "$(sinfo -h -N -n "$1" -o %t 2>/dev/null | head -1)" = "$2" ]; }
+# nodesStatus[].nodeState of node $1 from the API
+api_state() {
+    api GET "$CLUSTERS/$C"
+    python3 -c 'import json,sys
+for n in json.loads(sys.argv[1])["clusterStatus"].get("nodesStatus", []):
+    if n["instanceName"] == sys.argv[2]: print(n["nodeState"])' "$BODY" "$1"
+}
+api_state_is() { [ "$(api_state "$1")" = "$2" ]; }
+events() {
+    mtc cluster events "$C" --json 2>/dev/null | python3 -c '
+import json, sys
+for e in json.load(sys.stdin) or []:
+    print(e.get("eventType", "?"), e.get("nodeName", "-"), e.get("description", ""))'
+}
+has_event() { events | grep -q "^$1 $2"; }
+job_state() { scontrol show job "$1" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+job_is() { [ "$(job_state "$1")" = "$2" ]; }
+# the node's recorded daemon pids (slurmd, agent), alive or not
+node_pids() { cat "$CD/run/slurmd-$1.pid" "$CD/run/agent-$1.pid" 2>/dev/null; }
+none_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+
+start_mtcd || { nok "mtcd started"; done_testing; }
+t_extra_cleanup() {
+    [ -n "${PORT_PID:-}" ] && kill "$PORT_PID" 2>/dev/null
+    if [ "$T_FAILED" -gt 0 ]; then # what to look at, kept with $T_DIR
+        cp -r "$CD/log" "$T_DIR/cluster-log" 2>/dev/null
+        events >"$T_DIR/events" 2>/dev/null
+    fi
+    delete_all_clusters
+}
+T0=$SECONDS
+check "cluster created (min 1, max 3)" mtc cluster create -f "$T_DIR/spec.json" --id "$C"
+eval "$(mtc env "$C")"
+CD=$MTC_HOME/clusters/$C
+diag "created in $((SECONDS - T0)) s"
+
+# --- powered down at start ---
+want=$'el-cpu-0 idle\nel-cpu-1 idle~\nel-cpu-2 idle~'
+check "sinfo shows the 2 elastic nodes idle~" wait_for 20 eval '[ "$(states)" = "$want" ]'
+states | sed 's/^/# /'
+check "no slurmd for a powered-down node" eval '[ ! -e "$CD/run/slurmd-el-cpu-1.pid" ] && [ -z "$(daemon_pids "$CD" "slurmd .*-N el-cpu-1" 2>/dev/null)" ]'
+check "API: nodeState POWERED_DOWN" wait_for 10 api_state_is el-cpu-1 POWERED_DOWN
+check "API: the static node RUNNING" api_state_is el-cpu-0 RUNNING
+check "mtc cluster nodes shows POWERED_DOWN" eval 'mtc cluster nodes "$C" | grep -q "^el-cpu-2 .*POWERED_DOWN"'
+check "power.json is 0600" eval '[ "$(stat -c %a "$CD/power.json")" = 600 ]'
+
+# --- a job that needs them resumes them ---
+T0=$SECONDS
+JOB=$(sbatch --parsable -N3 -o "$T_DIR/job1.out" --wrap 'srun hostname' 2>"$T_DIR/sbatch.err") ||
+    cat "$T_DIR/sbatch.err"
+check "sbatch -N3 accepted" test -n "$JOB"
+check "the job needing 2 powered-down nodes ran and completed" wait_for 150 job_is "$JOB" COMPLETED
+diag "job $JOB: $(job_state "$JOB") after $((SECONDS - T0)) s"
+check "it ran on 3 nodes" eval '[ "$(wc -l <"$T_DIR/job1.out")" = 3 ]'
+check "NODE_POWERED_UP events" eval 'has_event NODE_POWERED_UP el-cpu-1 && has_event NODE_POWERED_UP el-cpu-2'
+P1=$(node_pids el-cpu-1) P2=$(node_pids el-cpu-2)
+check "resumed nodes had slurmd and agent (recorded pids)" eval '[ $(echo $P1 $P2 | wc -w) = 4 ]'
+# Slurm's Prolog runs the agent's check (--mode prolog --drain) first and the
+# spec's script only when it passed: the script ran on the resumed nodes
+check "the prolog runs the agent's check" grep -q "check --config .* --mode prolog" "$CD/etc/prolog.sh"
+check "the prolog (agent check passed) ran on the resumed nodes" \
+    eval 'grep -qx el-cpu-1 "$T_DIR/prolog.nodes" && grep -qx el-cpu-2 "$T_DIR/prolog.nodes"'
+check "API: resumed node RUNNING" wait_for 10 api_state_is el-cpu-1 RUNNING
+
+# --- idle past suspendTimeSeconds: stopped again ---
+T0=$SECONDS
+check "idle nodes back to idle~" wait_for $((SUSPEND + 60)) eval 'state_is el-cpu-1 "idle~" && state_is el-cpu-2 "idle~"'
+diag "suspended $((SECONDS - T0)) s after the job"
+check "their processes are gone" wait_for 10 none_alive $P1 $P2
+check "no process of theirs left (environment marker)" eval '[ -z "$(daemon_pids "$CD" "slurmd .*-N el-cpu-[12]" 2>/dev/null)" ]'
+check "NODE_POWERED_DOWN events" eval 'has_event NODE_POWERED_DOWN el-cpu-1 && has_event NODE_POWERED_DOWN el-cpu-2'
+check "the static node stayed up" state_is el-cpu-0 idle
+check "no remediation of elastic nodes" eval '! events | grep -q "^VM_"'
+
+
+# --- a resume that fails: DOWN, job requeued, event ---
+PORT=$(python3 -c 'import json,sys; print([n["port"] for n in json.load(open(sys.argv[1]))["nodes"] if n["name"]=="el-cpu-2"][0])' "$CD/cluster.json")
+python3 -c 'import socket,sys,time
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); open(sys.argv[2],"w").write("bound")
+time.sleep(600)' "$PORT" "$T_DIR/bound" &
+PORT_PID=$!
+track_pid "$PORT_PID"
+poll_for 10 "$T_DIR/bound"
+T0=$SECONDS
+JOB2=$(sbatch --parsable -N3 -o "$T_DIR/job2.out" --wrap 'srun hostname' 2>"$T_DIR/sbatch.err")
+check "sbatch -N3 (el-cpu-2's port taken) accepted" test -n "$JOB2"
+check "NODE_RESUME_FAILED event after resumeTimeoutSeconds" wait_for $((RESUME_TIMEOUT + 40)) has_event NODE_RESUME_FAILED el-cpu-2
+diag "resume failed after $((SECONDS - T0)) s: el-cpu-2 $(sinfo -h -N -n el-cpu-2 -o '%t %E')"
+check "the failed start is an event too" has_event NODE_POWER_FAILED el-cpu-2
+check "Slurm marked it DOWN" eval 'sinfo -h -N -n el-cpu-2 -o %t | grep -q "^down"'
+check "the job was requeued" eval '[ "$(scontrol show job "$JOB2" -o | grep -o "Restarts=[0-9]*" | cut -d= -f2)" -ge 1 ]'
+scontrol show job "$JOB2" -o | grep -o 'JobState=[^ ]* Reason=[^ ]*' | sed 's/^/# /'
+kill "$PORT_PID" 2>/dev/null
+wait "$PORT_PID" 2>/dev/null
+PORT_PID=
+port_free() { python3 -c 'import socket,sys; s=socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1])))' "$PORT"; }
+check "el-cpu-2's port is free again" wait_for 90 port_free
+# the failed node stays DOWN (powered down) until an admin returns it, then
+# it is idle~; Slurm holds the requeued job a while (BeginTime): released,
+# it resumes the node again, this time with its port free
+scontrol update nodename=el-cpu-2 state=resume
+check "the failed node returned to service powered down (idle~)" wait_for 60 state_is el-cpu-2 "idle~"
+scontrol update jobid="$JOB2" StartTime=now >/dev/null
+check "the requeued job completed once the port was free" wait_for 120 job_is "$JOB2" COMPLETED
+diag "job $JOB2: $(job_state "$JOB2"), el-cpu-2 $(sinfo -h -N -n el-cpu-2 -o %t)"
+
+# --- min/max change while the elastic nodes are powered down ---
+check "nodes powered down again" wait_for $((SUSPEND + 60)) eval 'state_is el-cpu-1 "idle~" && state_is el-cpu-2 "idle~"'
+spec 1 2 >"$T_DIR/spec2.json"
+check "update maxNodeCount 3 -> 2" mtc cluster update "$C" -f "$T_DIR/spec2.json"
+want=$'el-cpu-0 idle\nel-cpu-1 idle~'
+check "sinfo: el-cpu-2 removed, el-cpu-1 still idle~" wait_for 20 eval '[ "$(states)" = "$want" ]'
+states | sed 's/^/# /'
+check "API: 2 nodes, el-cpu-1 POWERED_DOWN" api_state_is el-cpu-1 POWERED_DOWN
+spec 2 2 >"$T_DIR/spec3.json"
+check "update minNodeCount 1 -> 2 (no elastic node left)" mtc cluster update "$C" -f "$T_DIR/spec3.json"
+want=$'el-cpu-0 idle\nel-cpu-1 idle'
+check "sinfo: el-cpu-1 static and up" wait_for 30 eval '[ "$(states)" = "$want" ]'
+states | sed 's/^/# /'
+check "API: el-cpu-1 RUNNING" wait_for 10 api_state_is el-cpu-1 RUNNING
+
+# --- bad input ---
+bad=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); s["nodePools"][0]["scalingSpec"]["suspendTimeSeconds"]=0; print(json.dumps(s))' "$T_DIR/spec.json")
+api POST "$CLUSTERS?modelDevelopmentClusterId=bad" "$bad"
+check "suspendTimeSeconds 0 refused (400, names the field)" eval '[ "$HTTP_STATUS" = 400 ] && echo "$BODY" | grep -q "suspendTimeSeconds"'
+api POST "$CLUSTERS/$C:powerNodes" '{"action": "RESUME", "nodes": ["el-cpu-9"]}'
+check ":powerNodes of an unknown node: 404" eval '[ "$HTTP_STATUS" = 404 ]'
+api POST "$CLUSTERS/$C:powerNodes" '{"action": "REBOOT", "nodes": ["el-cpu-1"]}'
+check ":powerNodes with a bad action: 400" eval '[ "$HTTP_STATUS" = 400 ]'
+done_testing
