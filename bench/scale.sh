@@ -160,6 +160,7 @@ PY
     mtc cluster delete $id >/dev/null 2>&1
     stop_mtcd
 }
+[ "${SCALE_BURST:-1}" = 0 ] && exit 0 # SCALE_BURST=0: the load part only
 echo "10 nodes of a 256-node pool fail at once (gpu.ecc, a simulated ${REBOOT} s reboot each):"
 burst serial ', "maxConcurrentRemediations": 1' bser
 burst concurrent '' bcon

@@ -220,8 +220,17 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
     int fence = needs_fence(check);
     if (fence && a < FENCE_ACTION)
         a = FENCE_ACTION;
-    for (;; a++) {
-        if (done >= REMEDIATION_LIMIT || a >= N_ACTIONS) {
+    /* a resumed operation (mtcd died in the middle of an action) repeats the
+     * action it had recorded, without counting it twice toward the limit */
+    int again = -1;
+    char last[16] = "", last_op[48] = "";
+    if (store_remediation_last(c->st, id, node, last, last_op) == 0 &&
+        strcmp(last_op, op->id) == 0)
+        for (int k = 0; k < N_ACTIONS; k++)
+            if (strcmp(actions[k].name, last) == 0)
+                a = again = k;
+    for (;; a++, again = -1) {
+        if (a != again && (done >= REMEDIATION_LIMIT || a >= N_ACTIONS)) {
             char why[300];
             snprintf(why, sizeof(why),
                      "mtc: remediation limit reached (%d actions in %d s); last failure %.200s",
@@ -233,8 +242,10 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
                   check);
             return 0; /* the operation did what policy allows */
         }
-        store_remediation_add(c->st, id, node, actions[a].name, check, op->id);
-        done++;
+        if (a != again) {
+            store_remediation_add(c->st, id, node, actions[a].name, check, op->id);
+            done++;
+        }
         snprintf(progress, sizeof(progress), "%s: %s (attempt %d)", node, actions[a].name, done);
         store_op_progress(c->st, op->id, progress);
         event(c, id, actions[a].event, node, "%s %s after %s", actions[a].name, node, check);

@@ -932,6 +932,25 @@ int store_remediation_add(struct store *st, const char *cluster_id, const char *
                  "sslsss", cluster_id, node, mtc_now_ms(), action, check, op_id));
 }
 
+int store_remediation_last(struct store *st, const char *cluster_id, const char *node,
+                           char action[16], char op_id[48])
+{
+    int rc = -1;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT action, op_id FROM remediations WHERE cluster_id=? AND node=?"
+                           " ORDER BY seq DESC LIMIT 1",
+                           "ss", cluster_id, node);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        col_text(s, 0, action, 16);
+        col_text(s, 1, op_id, 48);
+        rc = 0;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
 int store_remediation_count(struct store *st, const char *cluster_id, const char *node,
                             int64_t since_ms)
 {

@@ -308,6 +308,10 @@ int store_remediation_add(struct store *st, const char *cluster_id, const char *
                           const char *action, const char *check, const char *op_id);
 int store_remediation_count(struct store *st, const char *cluster_id, const char *node,
                             int64_t since_ms);
+/* The node's latest recorded action and the operation that took it: 0, or -1
+ * when it has none. */
+int store_remediation_last(struct store *st, const char *cluster_id, const char *node,
+                           char action[16], char op_id[48]);
 
 /* Training jobs (the API's trainingJobs): one Slurm job submitted from a
  * recipe, with the request it came from and the resolved config.json. */

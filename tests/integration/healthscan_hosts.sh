@@ -3,9 +3,13 @@
 # hosts (testhosts.inc; mpirun over the hosts' sshd, Open MPI TCP on the test
 # subnet) with --all-pairs-max 2: the random pairing, a second different one
 # and retests; healthy, every node passes. Host 5's link shaped by tc (tbf,
-# 5 Mbit/s egress: a hard ceiling) → host 5 is named the bad node (slow with
-# every partner, retested against a passing node), no bad link, the others
-# pass. Traffic only on the test hosts' bridge; hosts torn down at exit.
+# 2 Mbit/s egress: a hard ceiling, a ping-pong with it at most ~0.5 MB/s) →
+# host 5 is named the bad node (slow with every partner, retested against a
+# passing node), no bad link, the others pass. Judged against an absolute
+# --min-bus-gbps 0.001 (1 MB/s): the shaped link's ceiling is below it, a
+# healthy veth pair far above it even on a saturated 2-core runner, where
+# measured-relative verdicts swing with the load (healthscan_mpi has those).
+# Traffic only on the test hosts' bridge; hosts torn down at exit.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 t_extra_cleanup() { testhosts_down; }
@@ -30,7 +34,7 @@ scan() {
         --mca btl_tcp_if_include "$TESTHOSTS_PREFIX.0/24" \
         --mca oob_tcp_if_include "$TESTHOSTS_PREFIX.0/24" \
         -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
-        "$B/bin/mtc-scan" pairs --all-pairs-max 2 --seed 5 --max-bytes 65536 --fail-fraction 0.2 \
+        "$B/bin/mtc-scan" pairs --all-pairs-max 2 --seed 5 --max-bytes 65536 --min-bus-gbps 0.001 \
         >"$1" 2>"$1.err"
 }
 report() { local f=$1 code=$2; shift 2; python3 -c "import json, sys; r = json.load(open(sys.argv[1])); $code" "$f" "$@"; }
@@ -44,7 +48,7 @@ assert [p["pass"] for p in r["pairs"]].count("first") == 2, r
 assert [p["pass"] for p in r["pairs"]].count("second") == 2, r
 assert all(n["state"] == "PASS" for n in r["nodes"]) and not r["badNodes"], r'
 
-ip netns exec "${TESTHOSTS_NETNS[5]}" tc qdisc add dev eth0 root tbf rate 5mbit burst 16kb latency 400ms
+ip netns exec "${TESTHOSTS_NETNS[5]}" tc qdisc add dev eth0 root tbf rate 2mbit burst 16kb latency 1s
 scan "$D/slow.json"
 check "host 5's link shaped: pairs exits 1" test $? -eq 1
 diag "shaped scan done after ${SECONDS}s"

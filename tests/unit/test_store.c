@@ -130,6 +130,14 @@ static void test_shared(struct store *st)
     CHECK(json_array_size(nodes) == 0, "no node in flight");
     json_decref(nodes);
     store_op_finish(st, "op-s4", NULL, 0, NULL);
+    char action[16] = "", by[48] = "";
+    CHECK(store_remediation_last(st, "d", "d-n1", action, by) < 0, "no action recorded yet");
+    store_remediation_add(st, "d", "d-n1", "reboot", "gpu.xid", "op-s1");
+    store_remediation_add(st, "d", "d-n2", "restart", "disk", "op-s2");
+    store_remediation_add(st, "d", "d-n1", "reimage", "gpu.xid", "op-s1");
+    CHECK(store_remediation_last(st, "d", "d-n1", action, by) == 0 && !strcmp(action, "reimage") &&
+              !strcmp(by, "op-s1"),
+          "the node's latest action and its operation (%s by %s)", action, by);
     json_decref(r1.request);
     json_decref(r2.request);
     json_decref(r1b.request);
