@@ -5,7 +5,7 @@
 # check reports every pair and the ring) and `mtc cluster nodes` shows each
 # node's last scan; a node busy with a job is refused without --force and
 # scanned with it; a node whose scan rank is throttled in a cgroup (v1 cpu,
-# 1% of a CPU) is the only straggler, and --drain-bad-nodes drains it ("healthscan: …") and the
+# 5% of a CPU) is the only straggler, and --drain-bad-nodes drains it ("healthscan: …") and the
 # remediation controller brings it back (restart, checks pass, resumed).
 # Verdicts at 25% of the pool median: the runner is 2 shared cores.
 . "$(dirname "$0")/lib.sh"
@@ -121,7 +121,7 @@ if [ ! -w "$CG_ROOT/cgroup.procs" ] || ! mkdir "$CG_ROOT/mtc-hs-$$" 2>/dev/null;
     done_testing
 fi
 CG=$CG_ROOT/mtc-hs-$$
-echo 100000 >"$CG/cpu.cfs_period_us" && echo 1000 >"$CG/cpu.cfs_quota_us"
+echo 100000 >"$CG/cpu.cfs_period_us" && echo 5000 >"$CG/cpu.cfs_quota_us"
 # The node's scan rank goes into the cgroup as it starts (slurmd itself
 # stays out: throttled, it could not launch the step in time). A rank of
 # node N is the mtc-scan whose environment names N (SLURMD_NODENAME) and this
@@ -139,7 +139,7 @@ mover() {
 }
 mover & MOVER=$!
 track_pid $MOVER
-mtc healthscan $C -c straggler --drain-bad-nodes --max-bytes 65536 --microbatches 300 \
+mtc healthscan $C -c straggler --drain-bad-nodes --max-bytes 65536 --microbatches 100 \
     --fail-fraction 0.25 --json >"$T_DIR/slow.json" 2>"$T_DIR/slow.err"
 rc=$?
 kill $MOVER; wait $MOVER 2>/dev/null
