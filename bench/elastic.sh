@@ -66,16 +66,19 @@ for i in $(seq "$ROUNDS"); do
     resume+=("$(to_running -N2)")
     echo "# round $i: static ${base[-1]} s, resume ${resume[-1]} s" >&2
 done
-mb=$(printf '%s\n' "${base[@]}" | median)
-mr=$(printf '%s\n' "${resume[@]}" | median)
-printf 'elastic resume: job needing a powered-down node running after %.2f s (median of %d); on an up node %.2f s; ratio %.1fx\n' \
-    "$mr" "$ROUNDS" "$mb" "$(echo "$mr / $mb" | bc -l)"
+if [ "$ROUNDS" -gt 0 ]; then
+    mb=$(printf '%s\n' "${base[@]}" | median)
+    mr=$(printf '%s\n' "${resume[@]}" | median)
+    printf 'elastic resume: job needing a powered-down node running after %.2f s (median of %d); on an up node %.2f s; ratio %.1fx\n' \
+        "$mr" "$ROUNDS" "$mb" "$(echo "$mr / $mb" | bc -l)"
+fi
 
-# a powered-up idle elastic node's processes: RSS and CPU over 10 s
-sbatch -N2 --wrap true >/dev/null
-wait_state be-cpu-1 idle 120 || { echo "be-cpu-1 did not come up" >&2; exit 1; }
+# a powered-up elastic node's daemons (slurmd, mtc-agent: their recorded
+# pids): RSS and CPU over 10 s, the node kept up by a sleeping job
+sbatch -N1 -n1 -w be-cpu-1 --wrap 'sleep 40' >/dev/null # 1 of its CPUs: mix
+wait_state be-cpu-1 mix 120 || { echo "be-cpu-1 did not come up" >&2; exit 1; }
 sleep 2
-pids=$(grep -l "MTC_NODE=be-cpu-1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3)
+pids=$(cat "$CD/run/slurmd-be-cpu-1.pid" "$CD/run/agent-be-cpu-1.pid")
 ticks() { local t=0 p; for p in $pids; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
 rss=0
 for p in $pids; do rss=$((rss + $(awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done

@@ -1016,6 +1016,7 @@ int local_delete_with(struct provider *p, const char *id, local_stop_fn stop, mt
 
 /* Delete, under the lock: every node's processes killed, then the
  * controller's daemons stopped. */
+#define DELETE_CTLD_MS 2000
 static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
 {
     (void)p, (void)err;
@@ -1025,7 +1026,12 @@ static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
      * slurmd stop is waited for; the directory goes with the mounts under it */
     if (local_node_kill(c, NULL, err) < 0)
         return -1;
-    local_stop_pidfile(c, "slurmctld", local_ctld_running(c));
+    /* its saved state goes with the directory: a slurmctld still waiting on
+     * the dead nodes' RPCs gets 2 s to stop, not 10 */
+    pid_t ctld = local_ctld_running(c);
+    if (ctld > 0)
+        mtc_pid_stop(ctld, DELETE_CTLD_MS);
+    local_stop_pidfile(c, "slurmctld", 0);
     local_stop_pidfile(c, "munged", local_munged_running(c));
     return 0;
 }
