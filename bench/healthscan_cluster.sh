@@ -33,7 +33,9 @@ for n in "${SIZES[@]}"; do
 JSON
     mtc cluster create -f "$W/spec-$n.json" --id $id >/dev/null || { echo "create $n nodes failed"; continue; }
     eval "$(mtc env $id)"
+    idle() { [ "$(sinfo -h -N -p cpu -o %T | sort -u)" = idle ]; }
     for check in straggler collective; do
+        for _ in $(seq 100); do idle && break; sleep 0.3; done # the baseline's job leaving
         t0=$(now)
         mtc healthscan $id -c $check "${ARGS[@]}" --json >"$W/$id-$check.json" 2>&1
         t1=$(now)
