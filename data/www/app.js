@@ -140,6 +140,7 @@ async function clusterView(id) {
       ["Slurm state", (n) => stateSpan(n.slurmState || n.state)], ["Node state", (n) => n.nodeState || ""],
       ["Health", (n) => stateSpan(n.health)], ["Last failing check", (n) => (n.failingCheck ? n.failingCheck + ": " + (n.failingReason || "") : "")],
       ["Remediation", (n) => n.remediation || ""],
+      ["Last health scan", (n) => { const h = n.lastHealthScan; return h ? el("span", { title: h.time + " (" + h.checks + ")" }, stateSpan(h.state), h.reason ? " " + h.reason : "") : ""; }],
     ], st.nodesStatus || []));
     events.replaceChildren(table([["Time", (e) => e.eventTime], ["Node", (e) => e.nodeName || ""],
       ["Event", (e) => e.description || ""]], (cl.clusterEvents || []).slice(-30).reverse()));

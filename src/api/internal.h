@@ -54,6 +54,9 @@ int api_metrics_track(const json_t *cfg, double now, struct exp_track *out);
 struct store_job;
 void api_metrics_watch(struct store *st, const struct store_job *j, double now);
 
+/* :healthScan (healthscan.c): a HEALTH_SCAN operation on a cluster. */
+int api_cluster_healthscan(struct api_req *r, struct api_resp *out);
+
 /* Datasets (datasets.c): create, list, get, delete, :prepare. */
 int api_dataset_create(struct api_req *r, struct api_resp *out);
 int api_dataset_list(struct api_req *r, struct api_resp *out);

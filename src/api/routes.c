@@ -669,6 +669,7 @@ const struct api_route api_routes[] = {
     {"POST", CLUSTERS "/*:checkStorage", ROLE_EDITOR, h_check_storage, 0},
     {"POST", CLUSTERS "/*:reportHealth", ROLE_NODE, h_report_health, 0},
     {"POST", CLUSTERS "/*:reportFaultyNodes", ROLE_EDITOR, h_report_faulty, 0},
+    {"POST", CLUSTERS "/*:healthScan", ROLE_EDITOR, api_cluster_healthscan, 0},
     {"POST", CLUSTERS "/*:powerNodes", ROLE_NODE, api_power_nodes, API_ROUTE_ADMIN_TOO},
     {"POST", DATASETS, ROLE_EDITOR, api_dataset_create, 0},
     {"GET", DATASETS, ROLE_VIEWER, api_dataset_list, 0},

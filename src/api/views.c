@@ -46,6 +46,32 @@ static void overlay_health(struct store *st, const char *id, json_t *nodes)
     store_health_free(h, n);
 }
 
+/* Add each node's last health scan (mtc healthscan) to nodesStatus as
+ * lastHealthScan {time, state, checks, reason, operation}. */
+static void overlay_scans(struct store *st, const char *id, json_t *nodes)
+{
+    int n = 0;
+    struct store_scan *sc = store_scan_list(st, id, &n);
+    size_t i;
+    json_t *node;
+    json_array_foreach(nodes, i, node)
+    {
+        const char *name = json_string_value(json_object_get(node, "instanceName"));
+        for (int k = 0; name && k < n; k++) {
+            if (strcmp(sc[k].node, name) != 0)
+                continue;
+            char ts[40];
+            json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "time",
+                                  mtc_time_rfc3339(sc[k].time_ms, ts, sizeof(ts)), "state",
+                                  sc[k].state, "checks", sc[k].checks, "operation", sc[k].op_id);
+            if (*sc[k].reason)
+                json_object_set_new(o, "reason", json_string(sc[k].reason));
+            json_object_set_new(node, "lastHealthScan", o);
+        }
+    }
+    free(sc);
+}
+
 json_t *api_events_json(struct store *st, const char *cluster_id, int limit)
 {
     int n = 0;
@@ -78,6 +104,7 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
     json_t *status = json_pack("{s:s}", "state", cl->state);
     json_t *nodes = cl->nodes ? json_deep_copy(cl->nodes) : json_array();
     overlay_health(st, cl->id, nodes);
+    overlay_scans(st, cl->id, nodes);
     json_object_set_new(status, "nodesStatus", nodes);
     /* a cluster on hosts: every host, its node or role (spare, quarantined) */
     json_t *hosts = ctl ? control_hosts(ctl, cl->id) : NULL;

@@ -10,6 +10,7 @@
 
 static const struct cli_cmd commands[] = {
     {"cluster", cmd_cluster, "create, get, list, update, delete clusters"},
+    {"healthscan", cmd_healthscan, "scan a cluster's nodes: gpu, collective, straggler checks"},
     {"operations", cmd_operations, "get or wait for a long-running operation"},
     {"env", cmd_env, "print the shell environment of a cluster: eval \"$(mtc env ID)\""},
     {"login", cmd_login, "open a shell on a cluster's login node"},

@@ -16,7 +16,8 @@ const struct schema_enum control_state_enum = SCHEMA_NAMES(
 const struct schema_enum control_op_kind_enum =
     SCHEMA_NAMES(NULL, [CONTROL_CREATE] = "CREATE", [CONTROL_UPDATE] = "UPDATE",
                  [CONTROL_DELETE] = "DELETE", [CONTROL_REMEDIATE] = "REMEDIATE",
-                 [CONTROL_PREPARE] = "PREPARE", [CONTROL_UPLOAD] = "UPLOAD");
+                 [CONTROL_PREPARE] = "PREPARE", [CONTROL_UPLOAD] = "UPLOAD",
+                 [CONTROL_HEALTHSCAN] = "HEALTH_SCAN");
 
 struct job {
     struct control *c;
@@ -120,6 +121,11 @@ static int run_dataset(struct job *j, json_t **response, mtc_error_t *err)
     return control_run_dataset(j->c, &j->op, response, &j->code, err);
 }
 
+static int run_healthscan(struct job *j, json_t **response, mtc_error_t *err)
+{
+    return control_run_healthscan(j->c, &j->op, response, &j->code, err);
+}
+
 static int run_model(struct job *j, json_t **response, mtc_error_t *err)
 {
     return control_run_model(j->c, &j->op, response, &j->code, err);
@@ -136,6 +142,8 @@ static const struct op_kind {
     [CONTROL_REMEDIATE] = {run_remediate, -1},
     [CONTROL_PREPARE] = {NULL, -1}, /* datasets only */
     [CONTROL_UPLOAD] = {NULL, -1},  /* models only */
+    /* a scan that cannot run leaves the cluster as it is */
+    [CONTROL_HEALTHSCAN] = {run_healthscan, -1},
 };
 /* Every operation on a dataset (CREATE, PREPARE) prepares it. */
 static const struct op_kind dataset_kind = {run_dataset, -1};

@@ -29,7 +29,8 @@ enum control_op_kind {
     CONTROL_DELETE,
     CONTROL_REMEDIATE,
     CONTROL_PREPARE, /* a dataset's :prepare (its CREATE prepares too) */
-    CONTROL_UPLOAD   /* a model's upload: a new version in the registry */
+    CONTROL_UPLOAD,  /* a model's upload: a new version in the registry */
+    CONTROL_HEALTHSCAN /* a cluster's :healthScan (healthscan.c) */
 };
 extern const struct schema_enum control_op_kind_enum;
 
@@ -157,6 +158,22 @@ int control_speed_judge(double value, double *peers, int npeers, double warn_fra
  * REBOOT, the reason names the median). Returns how many results changed. */
 int control_speed_compare(struct store *st, const struct store_cluster *cl, const char *node,
                           struct health_result *res, int n);
+
+/* Health scans (healthscan.c, docs/healthscan.md): the checks a scan runs. */
+enum control_scan_check { CONTROL_SCAN_GPU, CONTROL_SCAN_COLLECTIVE, CONTROL_SCAN_STRAGGLER };
+extern const struct schema_enum control_scan_check_enum;
+/* The :healthScan request: checks (names or "all"), nodes (names or Slurm
+ * hostlists), partition, drainBadNodes, force, maxBytes, microbatches,
+ * failFraction. */
+extern const struct schema control_scan_request_schema;
+/* A HEALTH_SCAN operation's request for the canonical request req on cluster
+ * cl (caller owns): the nodes resolved (given, else the partition's or every
+ * compute node; at least 2, all of the cluster's compute nodes) and idle in
+ * Slurm unless req's force (never down or drained ones). NULL with err (one
+ * line, "precondition: ..." for a state that forbids it) and *http (400, 404,
+ * 500, 503). */
+json_t *control_healthscan_prepare(struct control *c, const struct store_cluster *cl,
+                                   const json_t *req, int *http, mtc_error_t *err);
 
 /* google.rpc canonical codes used in operation errors. */
 enum {

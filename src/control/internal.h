@@ -63,6 +63,10 @@ int control_run_dataset(struct control *c, struct store_op *op, json_t **respons
 /* A model's UPLOAD (model.c): 0 with *response, or -1 with err and *code. */
 int control_run_model(struct control *c, struct store_op *op, json_t **response, int *code,
                       mtc_error_t *err);
+/* A cluster's HEALTH_SCAN (healthscan.c): 0 with *response (the report), or
+ * -1 with err and *code. */
+int control_run_healthscan(struct control *c, struct store_op *op, json_t **response, int *code,
+                           mtc_error_t *err);
 void control_check_health(struct control *c, const struct store_cluster *cl);
 /* The provider's view of the cluster's nodes, stored when it differs from
  * stored (a node moved to another host, a state). Returns it (NULL when the

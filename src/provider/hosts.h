@@ -94,7 +94,7 @@ void hosts_node_names(const struct hstate *s, char *buf, size_t len);
  * copy is replaced only when it differs): the agent and the trainer the
  * recipes run, from beside mtcd, into bin/; the container plugin (mtcd's
  * spank_mtc.so) into lib/. Names are paths under /var/lib/mtc/<uid>. */
-enum hosts_bin { HOSTS_BIN_AGENT, HOSTS_BIN_TRAIN, HOSTS_BIN_SPANK, HOSTS_NBIN };
+enum hosts_bin { HOSTS_BIN_AGENT, HOSTS_BIN_TRAIN, HOSTS_BIN_SPANK, HOSTS_BIN_SCAN, HOSTS_NBIN };
 extern const char *const hosts_bin_names[HOSTS_NBIN];
 
 /* What the preflight learned about a host. */

@@ -231,7 +231,7 @@ static const char mtc_host_sh[] =
     "  sysd && echo systemd=1 || echo systemd=0\n"
     "  echo \"resources=$(slurmd -C 2>/dev/null | head -n 1)\"\n"
     "  echo \"gpus=$(ls /dev 2>/dev/null | grep -c '^nvidia[0-9][0-9]*$')\"\n"
-    "  for b in bin/mtc-agent bin/mtc-train lib/spank_mtc.so; do echo \"$b=$(sha256sum $V/$b "
+    "  for b in bin/mtc-agent bin/mtc-train lib/spank_mtc.so bin/mtc-scan; do echo \"$b=$(sha256sum $V/$b "
     "2>/dev/null | cut -c 1-64)\"; done\n"
     "  if alive slurmd; then echo port=ours; elif awk '$4 == \"0A\" && $2 ~ /:1AA2$/' "
     "/proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q .; then echo port=busy; else echo "
@@ -514,7 +514,7 @@ int hosts_preflight(struct ssh_conn *ssh, const struct hstate *s, const struct h
 
 /* the facts op of mtc_host_sh lists the same paths */
 const char *const hosts_bin_names[HOSTS_NBIN] = {"bin/mtc-agent", "bin/mtc-train",
-                                                 "lib/spank_mtc.so"};
+                                                 "lib/spank_mtc.so", "bin/mtc-scan"};
 
 unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f)
 {

@@ -430,6 +430,11 @@ char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
     if (access(train, X_OK) == 0)
         snprintf(trainer, sizeof(trainer), "export MTC_TRAINER='" SLURM_HOST_VAR "/bin/mtc-train'\n",
                  s->uid);
+    /* the health scanner's workload (mtc healthscan), copied the same way */
+    local_path(&c, train, "image/var/lib/mtc/%s/bin/mtc-scan", s->uid);
+    if (access(train, X_OK) == 0)
+        snprintf(trainer + strlen(trainer), sizeof(trainer) - strlen(trainer),
+                 "export MTC_SCAN='" SLURM_HOST_VAR "/bin/mtc-scan'\n", s->uid);
     if (asprintf(&out,
                  "export SLURM_CONF='%s'\n"
                  "export MTC_CLUSTER='%s'\n"

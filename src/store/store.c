@@ -90,6 +90,12 @@ static const char *migrations[] = {
     "  spec TEXT NOT NULL, status TEXT NOT NULL,"
     "  create_ms INTEGER NOT NULL, update_ms INTEGER NOT NULL,"
     "  PRIMARY KEY (project, location, name));",
+    /* v8: the last health scan of each node (mtc healthscan, :healthScan):
+     * its verdict, the checks it ran, the reason and the operation */
+    "CREATE TABLE node_scans ("
+    "  cluster_id TEXT NOT NULL, node TEXT NOT NULL, time_ms INTEGER NOT NULL,"
+    "  state TEXT NOT NULL, checks TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',"
+    "  op_id TEXT NOT NULL DEFAULT '', PRIMARY KEY (cluster_id, node));",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -866,8 +872,54 @@ int store_health_delete(struct store *st, const char *cluster_id)
     int rc = run(st, prep(st, "DELETE FROM node_health WHERE cluster_id=?", "s", cluster_id));
     if (rc == 0)
         rc = run(st, prep(st, "DELETE FROM remediations WHERE cluster_id=?", "s", cluster_id));
+    if (rc == 0)
+        rc = run(st, prep(st, "DELETE FROM node_scans WHERE cluster_id=?", "s", cluster_id));
     pthread_mutex_unlock(&st->lock);
     return rc;
+}
+
+int store_scan_put(struct store *st, const char *cluster_id, const struct store_scan *sc)
+{
+    return run_locked(
+        st, prep(st,
+                 "INSERT INTO node_scans (cluster_id, node, time_ms, state, checks, reason, op_id)"
+                 " VALUES (?,?,?,?,?,?,?) ON CONFLICT (cluster_id, node) DO UPDATE SET"
+                 " time_ms=excluded.time_ms, state=excluded.state, checks=excluded.checks,"
+                 " reason=excluded.reason, op_id=excluded.op_id",
+                 "sslssss", cluster_id, sc->node, sc->time_ms, sc->state, sc->checks, sc->reason,
+                 sc->op_id));
+}
+
+struct store_scan *store_scan_list(struct store *st, const char *cluster_id, int *n)
+{
+    *n = 0;
+    int cap = 16;
+    struct store_scan *arr = calloc((size_t)cap, sizeof(*arr));
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = prep(st,
+                           "SELECT node, time_ms, state, checks, reason, op_id FROM node_scans"
+                           " WHERE cluster_id=? ORDER BY node",
+                           "s", cluster_id);
+    while (arr && s && sqlite3_step(s) == SQLITE_ROW) {
+        if (*n == cap) {
+            struct store_scan *na = realloc(arr, (size_t)cap * 2 * sizeof(*arr));
+            if (!na)
+                break;
+            arr = na;
+            cap *= 2;
+        }
+        struct store_scan *sc = &arr[(*n)++];
+        memset(sc, 0, sizeof(*sc));
+        col_text(s, 0, sc->node, sizeof(sc->node));
+        sc->time_ms = sqlite3_column_int64(s, 1);
+        col_text(s, 2, sc->state, sizeof(sc->state));
+        col_text(s, 3, sc->checks, sizeof(sc->checks));
+        col_text(s, 4, sc->reason, sizeof(sc->reason));
+        col_text(s, 5, sc->op_id, sizeof(sc->op_id));
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return arr;
 }
 
 int store_remediation_add(struct store *st, const char *cluster_id, const char *node,

@@ -287,8 +287,22 @@ int store_health_set_remediation(struct store *st, const char *cluster_id, const
 /* Every node's health row; free with store_health_free. */
 struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n);
 void store_health_free(struct store_health *arr, int n);
-/* Forget a deleted cluster's health and remediation history. */
+/* Forget a deleted cluster's health, scans and remediation history. */
 int store_health_delete(struct store *st, const char *cluster_id);
+/* A node's last health scan (mtc healthscan): its verdict, the checks run
+ * ("straggler,collective"), the first failing check's reason, the operation. */
+struct store_scan {
+    char node[64];
+    int64_t time_ms;
+    char state[8]; /* PASS | WARN | FAIL */
+    char checks[64];
+    char reason[256];
+    char op_id[48];
+};
+/* Insert or replace node sc->node's last scan. 0/-1. */
+int store_scan_put(struct store *st, const char *cluster_id, const struct store_scan *sc);
+/* Every node's last scan, by node; malloc'd array (caller frees), *n its length. */
+struct store_scan *store_scan_list(struct store *st, const char *cluster_id, int *n);
 /* Remediation history, for escalation and limits. */
 int store_remediation_add(struct store *st, const char *cluster_id, const char *node,
                           const char *action, const char *check, const char *op_id);

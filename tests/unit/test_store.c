@@ -153,7 +153,7 @@ int main(void)
     struct store *st = store_open(path, &err);
     umask(old_umask);
     CHECK(st != NULL, "open creates the database");
-    CHECK(store_schema_version(st) == 7, "migrated to the latest schema");
+    CHECK(store_schema_version(st) == 8, "migrated to the latest schema");
     struct stat sb;
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600,
           "database created 0600 under umask 022 (mode %o)", (unsigned)(sb.st_mode & 0777));
@@ -261,6 +261,28 @@ int main(void)
     store_remediation_add(st, "a", "a-x-0", "reboot", "gpu.ecc", "op-9");
     CHECK(store_remediation_count(st, "a", "a-x-0", 0) == 2, "remediation history counted");
     CHECK(store_remediation_count(st, "a", "a-x-0", mtc_now_ms() + 1000) == 0, "window honoured");
+    struct store_scan sc = {.time_ms = 1000};
+    snprintf(sc.node, sizeof(sc.node), "a-x-1");
+    snprintf(sc.state, sizeof(sc.state), "FAIL");
+    snprintf(sc.checks, sizeof(sc.checks), "straggler");
+    snprintf(sc.reason, sizeof(sc.reason), "straggler: 3%% of the pool median");
+    snprintf(sc.op_id, sizeof(sc.op_id), "op-s1");
+    CHECK(store_scan_put(st, "a", &sc) == 0, "a node's scan stored");
+    snprintf(sc.state, sizeof(sc.state), "PASS");
+    sc.reason[0] = '\0';
+    sc.time_ms = 2000;
+    CHECK(store_scan_put(st, "a", &sc) == 0, "the next scan replaces it");
+    snprintf(sc.node, sizeof(sc.node), "a-x-0");
+    CHECK(store_scan_put(st, "a", &sc) == 0, "another node's scan");
+    int ns = 0;
+    struct store_scan *sl = store_scan_list(st, "a", &ns);
+    CHECK(ns == 2 && !strcmp(sl[0].node, "a-x-0") && !strcmp(sl[1].node, "a-x-1") &&
+              !strcmp(sl[1].state, "PASS") && sl[1].time_ms == 2000 && !*sl[1].reason &&
+              !strcmp(sl[1].op_id, "op-s1"),
+          "scans: the last per node, by node");
+    free(sl);
+    CHECK(store_health_delete(st, "a") == 0 && (free(store_scan_list(st, "a", &ns)), ns == 0),
+          "a deleted cluster's scans are forgotten");
     test_jobs(st);
     test_shared(st);
     store_close(st);

@@ -82,6 +82,8 @@ int cmd_data(struct cli *c, int argc, char **argv);
 int cmd_models(struct cli *c, int argc, char **argv);
 /* inference endpoints (endpoints.c) */
 int cmd_endpoints(struct cli *c, int argc, char **argv);
+/* mtc healthscan: the cluster health scanner (healthscan.c). */
+int cmd_healthscan(struct cli *c, int argc, char **argv);
 /* mtc console: the web console's URL and a one-time login link (session.c). */
 int cmd_console(struct cli *c, int argc, char **argv);
 /* Where experiments live: the cluster's experiment root from `mtc env`

@@ -335,6 +335,7 @@ static const struct cli_col node_cols[] = {{"NODE", "instanceName", 22, "?"},
                                            {"SLURM", "slurmState", 10, "-"},
                                            {"HEALTH", "health", 7, "-"},
                                            {"REMEDIATION", "remediation", 12, "-"},
+                                           {"LAST SCAN", "lastScan", 10, "-"},
                                            {"LAST FAILING CHECK", "failingCheck", 22, "-"},
                                            {"REASON", "failingReason", 0, ""},
                                            {NULL, NULL, 0, NULL}};
@@ -345,7 +346,17 @@ static int c_nodes(struct cli *c, int argc, char **argv)
     if (!cl)
         return 1;
     json_t *nodes = json_object_get(json_object_get(cl, "clusterStatus"), "nodesStatus");
-    cli_print_list(c, nodes, nodes, node_cols);
+    /* the table's LAST SCAN column: the last health scan's verdict */
+    json_t *rows = json_deep_copy(nodes), *n;
+    size_t i;
+    json_array_foreach(rows, i, n)
+    {
+        json_t *scan = json_object_get(n, "lastHealthScan");
+        if (scan)
+            json_object_set(n, "lastScan", json_object_get(scan, "state"));
+    }
+    cli_print_list(c, nodes, rows, node_cols);
+    json_decref(rows);
     json_decref(cl);
     return 0;
 }
