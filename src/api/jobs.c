@@ -159,22 +159,6 @@ static json_t *job_json(const struct store_job *j)
     return o;
 }
 
-/* KEY's value in the shell text `mtc env` prints (export KEY='VALUE'). */
-static int env_get(const char *script, const char *key, char *buf, size_t len)
-{
-    char pat[64];
-    snprintf(pat, sizeof(pat), "export %s='", key);
-    const char *p = strstr(script, pat);
-    if (!p)
-        return -1;
-    p += strlen(pat);
-    size_t n = strcspn(p, "'\n");
-    if (n == 0 || n >= len)
-        return -1;
-    snprintf(buf, len, "%.*s", (int)n, p);
-    return 0;
-}
-
 /* The cluster's Slurm for a job: its slurm.conf, and on hosts the trainer
  * mtc copied there and the MPI network. */
 struct target {
@@ -187,8 +171,8 @@ static int cluster_target(struct api_req *r, struct api_resp *out, struct target
     char *env = control_env(r->ctl, r->cap[2], &err);
     if (!env)
         return api_error(out, 400, "precondition: cluster %s: %s", r->cap[2], err.text), -1;
-    int rc = env_get(env, "SLURM_CONF", t->conf, sizeof(t->conf));
-    if (env_get(env, "MTC_TRAINER", t->trainer, sizeof(t->trainer)) < 0) {
+    int rc = provider_env_get(env, "SLURM_CONF", t->conf, sizeof(t->conf));
+    if (provider_env_get(env, "MTC_TRAINER", t->trainer, sizeof(t->trainer)) < 0) {
         /* the trainer built beside mtcd, as `mtc run` finds it beside mtc */
         char self[PATH_MAX] = "";
         mtc_exe_dir(self, sizeof(self));
@@ -196,7 +180,7 @@ static int cluster_target(struct api_req *r, struct api_resp *out, struct target
         if (access(t->trainer, X_OK) < 0)
             rc = -1, snprintf(err.text, sizeof(err.text), "mtc-train is not installed beside mtcd");
     }
-    if (env_get(env, "MTC_MPI_NETWORK", t->mpi, sizeof(t->mpi)) < 0)
+    if (provider_env_get(env, "MTC_MPI_NETWORK", t->mpi, sizeof(t->mpi)) < 0)
         t->mpi[0] = '\0';
     free(env);
     if (rc < 0)

@@ -127,4 +127,10 @@ struct mtc_mtcd {
 int mtc_mtcd_post(const struct mtc_mtcd *m, const char *path, const char *body, int timeout_s,
                   long *status, char **reply, mtc_error_t *err);
 
+/* Run fn(arg, i, &errs[i]) for every i in 0..n-1 on up to `threads` threads
+ * (parallel.c); errs[i] gets each one's error. Returns the first index that
+ * failed (-1 from fn), or -1 when all succeeded (or n is 0). */
+typedef int (*mtc_task_fn)(void *arg, size_t i, mtc_error_t *err);
+long mtc_parallel(size_t n, size_t threads, mtc_task_fn fn, void *arg, mtc_error_t *errs);
+
 #endif

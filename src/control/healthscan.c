@@ -113,22 +113,6 @@ const struct schema control_scan_request_schema = {request_fields, SCHEMA_PROTO3
 
 /* ---- request: nodes and Slurm ---- */
 
-/* "export KEY='V'" of mtc env's text into buf. 0, or -1 when absent. */
-static int env_get(const char *script, const char *key, char *buf, size_t len)
-{
-    char pat[64];
-    snprintf(pat, sizeof(pat), "export %s='", key);
-    const char *p = strstr(script, pat);
-    if (!p)
-        return -1;
-    p += strlen(pat);
-    size_t n = strcspn(p, "'\n");
-    if (n == 0 || n >= len)
-        return -1;
-    snprintf(buf, len, "%.*s", (int)n, p);
-    return 0;
-}
-
 /* The cluster's slurm.conf (and, on hosts, the mtc-scan copied there and the
  * MPI network). */
 struct target {
@@ -141,9 +125,9 @@ static int cluster_target(struct control *c, const char *id, struct target *t, m
     char *env = control_env(c, id, err);
     if (!env)
         return -1;
-    int rc = env_get(env, "SLURM_CONF", t->conf, sizeof(t->conf));
-    env_get(env, "MTC_SCAN", t->scan, sizeof(t->scan));
-    env_get(env, "MTC_MPI_NETWORK", t->net, sizeof(t->net));
+    int rc = provider_env_get(env, "SLURM_CONF", t->conf, sizeof(t->conf));
+    provider_env_get(env, "MTC_SCAN", t->scan, sizeof(t->scan));
+    provider_env_get(env, "MTC_MPI_NETWORK", t->net, sizeof(t->net));
     free(env);
     if (rc < 0)
         return errprintf(err, "cluster %s has no slurm.conf in its environment", id);

@@ -160,7 +160,7 @@ const char *hosts_script(void);
 
 /* Run fn(arg, i, &errs[i]) for i in [0, n) on up to 16 threads at once.
  * Returns the index of the first failure (by index), or -1 when all succeed. */
-typedef int (*hosts_task_fn)(void *arg, size_t i, mtc_error_t *err);
+typedef mtc_task_fn hosts_task_fn;
 long hosts_parallel(size_t n, hosts_task_fn fn, void *arg, mtc_error_t *errs);
 
 /* The default controller address: this host's source address on the route to host. */

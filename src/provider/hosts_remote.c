@@ -592,52 +592,7 @@ int hosts_remote_up(struct ssh_conn *ssh, const struct lc *c, const struct hstat
 
 /* ---- parallel runs ---- */
 
-struct par {
-    pthread_mutex_t lock;
-    size_t next, n;
-    hosts_task_fn fn;
-    void *arg;
-    mtc_error_t *errs;
-    int *rcs;
-};
-
-static void *par_worker(void *arg)
-{
-    struct par *p = arg;
-    for (;;) {
-        pthread_mutex_lock(&p->lock);
-        size_t i = p->next++;
-        pthread_mutex_unlock(&p->lock);
-        if (i >= p->n)
-            return NULL;
-        p->errs[i].text[0] = '\0';
-        p->rcs[i] = p->fn(p->arg, i, &p->errs[i]);
-    }
-}
-
 long hosts_parallel(size_t n, hosts_task_fn fn, void *arg, mtc_error_t *errs)
 {
-    if (n == 0)
-        return -1;
-    int *rcs = calloc(n, sizeof(int));
-    struct par p = {.next = 0, .n = n, .fn = fn, .arg = arg, .errs = errs, .rcs = rcs};
-    pthread_t t[PARALLEL_MAX];
-    size_t nt = 0;
-    pthread_mutex_init(&p.lock, NULL);
-    for (; rcs && nt < n && nt < PARALLEL_MAX; nt++)
-        if (pthread_create(&t[nt], NULL, par_worker, &p) != 0)
-            break;
-    if (nt == 0 && rcs) /* no thread: run them here */
-        par_worker(&p);
-    for (size_t i = 0; i < nt; i++)
-        pthread_join(t[i], NULL);
-    pthread_mutex_destroy(&p.lock);
-    long first = -1;
-    for (size_t i = 0; i < n && first < 0; i++)
-        if (!rcs || rcs[i] < 0)
-            first = (long)i;
-    if (!rcs)
-        errprintf(&errs[0], "out of memory");
-    free(rcs);
-    return first;
+    return mtc_parallel(n, PARALLEL_MAX, fn, arg, errs);
 }

@@ -527,56 +527,9 @@ int local_json_write_if_changed(const char *path, json_t *j, mtc_error_t *err)
  * when all succeeded. Node starts and stops are mostly waits on children,
  * files and the store, so a few threads overlap them even on one core. */
 #define LOCAL_WORKERS 8
-typedef int (*local_task_fn)(void *arg, size_t i, mtc_error_t *err);
-struct pool {
-    pthread_mutex_t lock;
-    size_t next, n;
-    local_task_fn fn;
-    void *arg;
-    mtc_error_t *errs;
-    int *rcs;
-};
-
-static void *pool_worker(void *arg)
+static long local_parallel(size_t n, mtc_task_fn fn, void *arg, mtc_error_t *errs)
 {
-    struct pool *p = arg;
-    for (;;) {
-        pthread_mutex_lock(&p->lock);
-        size_t i = p->next++;
-        pthread_mutex_unlock(&p->lock);
-        if (i >= p->n)
-            return NULL;
-        p->errs[i].text[0] = '\0';
-        p->rcs[i] = p->fn(p->arg, i, &p->errs[i]);
-    }
-}
-
-static long local_parallel(size_t n, local_task_fn fn, void *arg, mtc_error_t *errs)
-{
-    if (n == 0)
-        return -1;
-    struct pool p = {.n = n, .fn = fn, .arg = arg, .errs = errs, .rcs = calloc(n, sizeof(int))};
-    if (!p.rcs) {
-        errprintf(&errs[0], "out of memory");
-        return 0;
-    }
-    pthread_t t[LOCAL_WORKERS];
-    size_t nt = 0;
-    pthread_mutex_init(&p.lock, NULL);
-    for (; nt < n && nt < LOCAL_WORKERS; nt++)
-        if (pthread_create(&t[nt], NULL, pool_worker, &p) != 0)
-            break;
-    if (nt == 0) /* no thread: run them here */
-        pool_worker(&p);
-    for (size_t i = 0; i < nt; i++)
-        pthread_join(t[i], NULL);
-    pthread_mutex_destroy(&p.lock);
-    long first = -1;
-    for (size_t i = 0; i < n && first < 0; i++)
-        if (p.rcs[i] < 0)
-            first = (long)i;
-    free(p.rcs);
-    return first;
+    return mtc_parallel(n, LOCAL_WORKERS, fn, arg, errs);
 }
 
 /* The nodes being stopped, and what each worker needs. */

@@ -167,6 +167,21 @@ int provider_supervise(struct provider *p, const char *id, const json_t *spec, p
     return ops_for(p, id, spec)->supervise(p, id, spec, ev, arg, err);
 }
 
+int provider_env_get(const char *env, const char *key, char *buf, size_t len)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "export %s='", key);
+    const char *p = strstr(env, pat);
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    size_t n = strcspn(p, "'\n");
+    if (n == 0 || n >= len)
+        return -1;
+    snprintf(buf, len, "%.*s", (int)n, p);
+    return 0;
+}
+
 char *provider_env(struct provider *p, const char *id, mtc_error_t *err)
 {
     return ops_for(p, id, NULL)->env(p, id, err);

@@ -46,6 +46,9 @@ int provider_supervise(struct provider *p, const char *id, const json_t *spec, p
                        void *arg, mtc_error_t *err);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. NULL + err. */
 char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
+/* KEY's value in provider_env's text (export KEY='VALUE') into buf: 0, or -1
+ * when absent, empty or longer than len - 1. */
+int provider_env_get(const char *env, const char *key, char *buf, size_t len);
 /* 1 when the cluster's directory exists. */
 int provider_exists(struct provider *p, const char *id);
 /* The kind ("local", "hosts") cluster id runs on, or would run on with spec
