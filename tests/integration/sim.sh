@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sim: a simulated 256-node cluster (provider "sim", no Slurm) under the load
-# of its 256 agents (mtc-simload) for 60 s, some nodes failing: mtcd stores
+# of its 256 agents (mtc-simload) for 30 s, some nodes failing: mtcd stores
 # every report the agents sent (none lost), and remediates every injected
 # failure exactly once — drained, rebooted or reimaged (the sim's action
 # times), checked and resumed — while the other nodes stay in service.
@@ -36,10 +36,10 @@ check "it reports 256 idle nodes, RUNNING" nodes_running
 check "it has no Slurm: mtc env says so" \
     bash -c "! mtc env $C 2>&1 | grep -q SLURM_CONF && mtc env $C 2>&1 | grep -q 'simulated'"
 
-# 60 s of 256 agents reporting every 10 s (~1,500 reports) with 5 failures
+# 30 s of 256 agents reporting every 10 s (~770 reports) with 5 failures
 # (a burst of 3 at 10 s, 2 more at the rate's random moments: with this seed
-# at 7 s and 36 s), and GETs.
-mtc-simload --cluster-dir "$CD" --seconds 60 --failures-per-node-day 20 --max-failures 2 \
+# at 3.5 s and 18 s), and GETs.
+mtc-simload --cluster-dir "$CD" --seconds 30 --failures-per-node-day 40 --max-failures 2 \
     --burst 3 --burst-at 10 --get-every-ms 500 --seed 7 >"$T_DIR/load.json" 2>"$T_DIR/load.err"
 rc=$?
 check "the load generator ran" [ $rc -eq 0 ]
