@@ -14,7 +14,7 @@
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/fault_setup.inc"
 
-STEPS=${STEPS:-1500} EXP=hecc C=hf
+STEPS=${STEPS:-500} EXP=hecc C=hf # long enough to be running at the fault (ckpt 20)
 export C
 t_extra_cleanup() {
     hosts_bmc_stop
