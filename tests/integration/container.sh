@@ -43,6 +43,11 @@ printf '[{"Config":"%s.json","RepoTags":["t:1"],"Layers":["%s/layer.tar"]}]' "$c
 tar -C "$D/docker" -cf "$D/docker.tar" .
 I=$D/test.sqsh
 check "mtc image import of a docker-save archive" mtc image import "$D/docker.tar" -o "$I"
+# the trainer image (mksquashfs of some 20 MiB: the slowest step here) is
+# built meanwhile, for `mtc run -i` below
+mtc image build-trainer -o "$D/trainer.sqsh" >"$D/build-trainer.out" 2>&1 &
+BUILD_PID=$!
+track_pid "$BUILD_PID"
 
 check "2-node cluster" run_cluster cont
 run_or_stop $? "$T_DIR/create.out"
@@ -96,6 +101,16 @@ check "and /dev/null, /dev/shm" bash -c "grep -qx null <<<'$out' && grep -qx shm
 check "/proc is the container's own mount" \
     bash -c "srun --container-image='$I' cat /proc/self/mountinfo | grep -q ' / / .*overlay'"
 
+# sbatch ARGS...: the job id, once the job has ended (polled: sbatch -W waits
+# in steps of up to 10 s)
+job_ended() { scontrol show job "$1" -o 2>/dev/null | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) '; }
+sbatch_wait() {
+    local id
+    id=$(sbatch --parsable "$@") || return 1
+    wait_for 120 job_ended "$id"
+    echo "$id"
+}
+
 # --- a named container across the steps of one job -------------------------
 cat >"$D/named.sh" <<EOF
 #!/bin/bash
@@ -105,15 +120,14 @@ srun --container-name=keep:exec cat /state
 srun --container-image=$I --container-name=keep:create sh -c 'cat /state 2>/dev/null || echo fresh'
 srun --container-name=other:exec true
 EOF
-sbatch -W -w cont-a3m-0 -o "$D/named.out" "$D/named.sh" >"$D/named.sbatch"
-NJOB=$(grep -o '[0-9]*' "$D/named.sbatch" | head -1)
+NJOB=$(sbatch_wait -w cont-a3m-0 -o "$D/named.out" "$D/named.sh")
 check "a file kept between two steps" test "$(grep -c '^kept$' "$D/named.out")" -eq 2
 check ":create starts afresh" grep -qx fresh "$D/named.out"
 check ":exec of no such container: named" grep -q "error: mtc: --container-name: no container named other" "$D/named.out"
 check "the job's containers are gone after it" \
     wait_for 20 bash -c "[ ! -e '$CDIR/nodes/cont-a3m-0/containers/jobs/$NJOB' ] && [ \$(grep -c ' $CDIR/nodes/cont-a3m-0/containers/jobs/$NJOB/' /proc/self/mountinfo) -eq 0 ]"
 
-sbatch -W -o "$D/batch.out" --container-image="$I" --wrap 'cat /etc/os-release; pwd' >/dev/null
+sbatch_wait -o "$D/batch.out" --container-image="$I" --wrap 'cat /etc/os-release; pwd' >/dev/null
 check "sbatch --container-image: the batch script runs in the image" \
     grep -q 'mtc test image' "$D/batch.out"
 
@@ -128,7 +142,8 @@ check "--container-remap-root: root inside" \
     test "$(asnobody srun --container-image="$I" --container-remap-root id -u)" = 0
 
 # --- mtc run -i: the trainer in its image, the same losses -----------------
-check "mtc image build-trainer" mtc image build-trainer -o "$D/trainer.sqsh"
+wait "$BUILD_PID"
+check "mtc image build-trainer" test $? -eq 0 -a -s "$D/trainer.sqsh"
 check "tiny corpus tokenized" run_corpus "$D/tr"
 run_recipe "$D/r.json" 20 10
 sed -i 's/"nodes": 1/"nodes": 2/' "$D/r.json"
