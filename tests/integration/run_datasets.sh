@@ -68,8 +68,15 @@ with open(sys.argv[1], "w") as f:
 PY
 mtc run -s "$D/tiny-gpt2-sft.json" --data "$D/mine.jsonl" --experiment-name mine >"$D/mine.out" 2>&1
 check "--data FILE submitted" test $? -eq 0
+# a Hugging Face layout (its run beside that one): the splits read as they
+# are (validation becomes val.jsonl)
+mkdir -p "$D/hf"
+head -40 "$D/mine.jsonl" >"$D/hf/train.jsonl"
+tail -8 "$D/mine.jsonl" >"$D/hf/validation.jsonl"
+mtc run -s "$D/tiny-gpt2-sft.json" --data "$D/hf" --experiment-name hf >"$D/hf.out" 2>&1
 st=$(run_wait_final 300 mine)
 check "--data FILE: completes ($st)" test "$st" = COMPLETED
+hfst=$(run_wait_final 300 hf)
 nsft=$(ls -d "$CACHE"/datasets/sft-* | wc -l)
 echo '{"prompt": "Say 99 twice.", "response": "99 99"}' >>"$D/mine.jsonl"
 mtc run -s "$D/tiny-gpt2-sft.json" --data "$D/mine.jsonl" --experiment-name mine2 >"$D/mine2.out" 2>&1
@@ -78,13 +85,7 @@ check "the changed file: completes ($st)" test "$st" = COMPLETED
 check "the changed file was prepared again under a new key" test "$(ls -d "$CACHE"/datasets/sft-* | wc -l)" = $((nsft + 1))
 check "its job log says it prepared 65 records" bash -c "cat '$MTC_HOME'/experiments/mine2/*/*/*.log | grep -q 'sft, 65 records'"
 
-# a Hugging Face layout: the splits read as they are (validation becomes val.jsonl)
-mkdir -p "$D/hf"
-head -40 "$D/mine.jsonl" >"$D/hf/train.jsonl"
-tail -8 "$D/mine.jsonl" >"$D/hf/validation.jsonl"
-mtc run -s "$D/tiny-gpt2-sft.json" --data "$D/hf" --experiment-name hf >"$D/hf.out" 2>&1
-st=$(run_wait_final 300 hf)
-check "--data DIR (train.jsonl + validation.jsonl): completes ($st)" test "$st" = COMPLETED
+check "--data DIR (train.jsonl + validation.jsonl): completes ($hfst)" test "$hfst" = COMPLETED
 HFD=$(sed -n 's/^mtc: data: \(\/.*\)$/\1/p' "$MTC_HOME"/experiments/hf/*/*/*.log | tail -1)
 check "its splits kept: 40 train, 8 validation records" \
     test "$(wc -l <"$HFD/train.jsonl") $(wc -l <"$HFD/val.jsonl")" = "40 8"
