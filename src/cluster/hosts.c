@@ -149,21 +149,15 @@ static int check_pool(const json_t *pools, size_t i, mtc_error_t *err)
     if (json_array_size(hosts) == 0)
         return schema_error(err, schema_join(where, sizeof(where), path, "hosts"),
                             "at least one host is required");
-    json_int_t min =
-        json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
-    if (min != (json_int_t)json_array_size(hosts))
-        return schema_error(err,
-                            schema_join(where, sizeof(where), path, "scalingSpec.minNodeCount"),
-                            "must equal the number of hosts (%zu), got %lld",
-                            json_array_size(hosts), (long long)min);
+    /* one host per node: the first minNodeCount static, the rest elastic
+     * (powered by Slurm's power saving; docs/hosts.md) */
     json_int_t max =
         json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "maxNodeCount"));
-    if (max != min) /* docs/design-notes.md: elastic pools run locally for now */
-        return schema_error(err,
-                            schema_join(where, sizeof(where), path, "scalingSpec.maxNodeCount"),
-                            "must equal minNodeCount (%lld) on hosts: elastic pools run on the "
-                            "local provider only",
-                            (long long)min);
+    if (max != (json_int_t)json_array_size(hosts))
+        return schema_error(err, schema_join(where, sizeof(where), path, "hosts"),
+                            "lists %zu host(s) and maxNodeCount is %lld: a pool on hosts lists "
+                            "one host per node (the first minNodeCount static, the rest elastic)",
+                            json_array_size(hosts), (long long)max);
     const char *mt =
         json_string_value(json_object_get(json_object_get(p, "machineSpec"), "machineType"));
     if (mt && strncmp(mt, "local", 5) == 0)

@@ -584,7 +584,8 @@ static void test_hosts(void)
                    "\"10.20.0.3\",\"fe80::1\"", "2", ",\"spareHosts\":[\"n5.lab\"]"),
          ""},
         {LOGIN_GPU("", "\"10.20.0.3\"", "2", ""),
-         "nodePools[1].scalingSpec.minNodeCount: must equal the number of hosts (1), got 2"},
+         "nodePools[1].hosts: lists 1 host(s) and maxNodeCount is 2: a pool on hosts lists one "
+         "host per node (the first minNodeCount static, the rest elastic)"},
         {LOGIN_GPU("", "", "0", ""), "nodePools[1].hosts: at least one host is required"},
         {HOSTS_SPEC("", LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"local\"}}"),
          "nodePools[1]: node pool \"gpu\" lists no hosts; a cluster runs either on hosts (every "
