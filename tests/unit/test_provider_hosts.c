@@ -187,9 +187,9 @@ static void test_elastic(void)
     CHECK(t->nodes[2].cloud && !t->nodes[1].cloud, "elastic kept in hosts.json");
     CHECK(hosts_node_off(&c, &t->nodes[2]) && !hosts_node_off(&c, &t->nodes[1]),
           "an elastic node is off until marked on; a static one never");
-    CHECK(local_power_mark(&c, "c-gpu-2", 1, &err) == 0 && !hosts_node_off(&c, &t->nodes[2]),
+    CHECK(local_power_mark(&c, t->nodes[2].name, 1, &err) == 0 && !hosts_node_off(&c, &t->nodes[2]),
           "marked on: on (%s)", err.text);
-    CHECK(local_power_mark(&c, "c-gpu-2", 0, &err) == 0 && hosts_node_off(&c, &t->nodes[2]),
+    CHECK(local_power_mark(&c, t->nodes[2].name, 0, &err) == 0 && hosts_node_off(&c, &t->nodes[2]),
           "marked off: off again");
     json_decref(in);
     json_decref(spec);

@@ -723,7 +723,8 @@ static void test_root_exec(void)
               "orchestratorSpec.slurmSpec.prologBashScripts "
               "orchestratorSpec.slurmSpec.epilogBashScripts healthPolicy.nvmlLibrary "
               "healthPolicy.kernelLog ssh.keyFile hostRemediation.rebootCommand "
-              "hostRemediation.reimageCommand experimentRoot",
+              "hostRemediation.reimageCommand hostRemediation.powerOnCommand "
+              "hostRemediation.powerOffCommand experimentRoot",
               "root-executing fields listed from the spec's table");
 
     /* what an editor may not do: set or change one of them */
