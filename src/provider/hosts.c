@@ -468,8 +468,8 @@ static void clean_unused(struct provider *p, const struct lc *c, struct hstate *
     for (size_t i = 0; i < s->nhosts; i++)
         if (every_host || (s->hosts[i].role == HOST_TOUCHED && !hosts_in_use(s, s->hosts[i].host)))
             j->hosts[n++] = s->hosts[i].host;
-    for (size_t i = 0; every_host && i < s->nnodes; i++)
-        if (!hosts_host_find(s, s->nodes[i].host))
+    for (size_t i = 0; every_host && i < s->nnodes; i++) /* powered down: cleaned then */
+        if (!hosts_host_find(s, s->nodes[i].host) && !hosts_node_off(c, &s->nodes[i]))
             j->hosts[n++] = s->nodes[i].host;
     if (n == 0)
         goto out;

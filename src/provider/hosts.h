@@ -256,10 +256,10 @@ int hosts_node_action(struct provider *p, const char *id, const json_t *spec, co
 json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
                          mtc_error_t *err);
 /* Power elastic node n on (hostRemediation.powerOnCommand if any, SSH back
- * within bootTimeoutSeconds, preflight, its daemons up: slurmd in a time
- * namespace booted now) or off (its daemons stopped, then powerOffCommand if
- * any), marking it on or off. The caller holds the cluster's or the node's
- * lock. 0/-1 + err. */
+ * within bootTimeoutSeconds, preflight, its files and daemons up: slurmd in a
+ * time namespace booted now) or off (everything of the cluster removed from
+ * the host, as a delete's clean, then powerOffCommand if any), marking it on
+ * or off. The caller holds the cluster's or the node's lock. 0/-1 + err. */
 int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
                      struct hnode *n, int on, mtc_error_t *err);
 /* provider_power for a cluster on hosts. */

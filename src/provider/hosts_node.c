@@ -373,18 +373,22 @@ int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const j
     if (cmd && !*cmd)
         cmd = NULL;
     if (!on) {
-        /* the daemons first (and the jobs' leftovers), while the host answers;
-         * with a power-off command the boot mark makes the next power-on
-         * wait for a host that really booted, not one still shutting down */
+        /* a powered-down host holds nothing of the cluster (the "clean" of a
+         * delete: daemons, jobs' leftovers, files, its claim), so a delete
+         * need not reach it; with a power-off command the boot mark makes the
+         * next power-on wait for a host that really booted, not one still
+         * shutting down */
         if (local_power_mark(c, n->name, 0, err) < 0)
             return -1;
         if (!cmd)
-            return node_op(&a, "stop", err);
-        /* a host that does not answer runs nothing of ours: powered off anyway */
+            return node_op(&a, "clean", err);
         mtc_error_t e2 = {""};
-        if (node_op(&a, "stop", &e2) < 0 || node_op(&a, "mark", &e2) < 0)
+        struct ssh_conn *ssh = hosts_ssh(p, s, n->host, &e2);
+        if (!ssh || hosts_remote_op(ssh, s, "clean", n->name, -1, NULL, ACTION_OP_MS, &e2) != 0 ||
+            hosts_remote_op(ssh, s, "mark", n->name, -1, NULL, ACTION_OP_MS, &e2) != 0)
             log_msg(LOG_NOTICE, "cluster %s: %s before its power-off: %s", c->id, n->name,
-                    e2.text);
+                    e2.text); /* a host that does not answer runs nothing of ours */
+        ssh_destroy(ssh); /* the master would die with the host */
         return run_here(&a, "power-off command", cmd, err);
     }
     if (local_power_mark(c, n->name, 1, err) < 0)
@@ -397,7 +401,7 @@ int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const j
         /* a host that did not come up stays off: nothing for supervision to
          * restart; Slurm marks it DOWN after ResumeTimeout */
         mtc_error_t e2 = {""};
-        if (local_power_mark(c, n->name, 0, &e2) < 0 || node_op(&a, "stop", &e2) < 0)
+        if (local_power_mark(c, n->name, 0, &e2) < 0 || node_op(&a, "clean", &e2) < 0)
             log_msg(LOG_NOTICE, "cluster %s: %s after its failed power-on: %s", c->id, n->name,
                     e2.text);
     }

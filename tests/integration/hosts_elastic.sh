@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# hosts_elastic: an elastic node pool on test hosts (min 1, max 2). Bad specs
+# hosts_elastic: an elastic node pool on test hosts (min 1, max 2), powered
+# through the test hosts' "BMC" (bmc.sh: kill every process of the host, or
+# boot its sshd, as a power cycle would). Bad specs
 # are refused with one line and nothing stored: a power command from a
 # non-admin (403), a multi-line or empty one (400), fewer hosts than
 # maxNodeCount (400). The elastic host is checked at create, then powered
@@ -24,6 +26,24 @@ PORT=$(free_port)
 check "mtcd starts, listening on the bridge" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
 
 LOG=$T_DIR/power.log
+# The test hosts' "BMC", run by mtcd for the power commands: bmc.sh on|off
+# HOST NODE logs the request, then boots the host (sshd back) or powers it
+# off (every process of it killed, a fresh /run).
+{
+    echo '#!/bin/bash'
+    echo ". '$(cd "$(dirname "$0")" && pwd)/testhosts.inc'"
+    declare -p TESTHOSTS_DIR TESTHOSTS_ADDRS TESTHOSTS_NAMES TESTHOSTS_NETNS TESTHOSTS_VETHS
+    cat <<'SH'
+echo "$1 $2 $3" >>"$(dirname "$0")/power.log"
+for i in "${!TESTHOSTS_ADDRS[@]}"; do
+    [ "${TESTHOSTS_ADDRS[$i]}" = "$2" ] || continue
+    if [ "$1" = on ]; then testhost_boot "$i"; else testhost_kill "$i"; fi
+    exit
+done
+echo "bmc: no test host $2" >&2
+exit 1
+SH
+} >"$T_DIR/bmc.sh"
 # $1: the pool's hosts (JSON list body), $2: hostRemediation's extra fields
 spec() {
     cat <<JSON
@@ -37,12 +57,14 @@ spec() {
 JSON
 }
 BOTH="\"${H[1]}\", \"${H[2]}\""
-POWER=", \"powerOnCommand\": \"echo on {host} {node} >>$LOG\", \"powerOffCommand\": \"echo off {host} {node} >>$LOG\""
+POWER=", \"powerOnCommand\": \"bash $T_DIR/bmc.sh on {host} {node}\", \"powerOffCommand\": \"bash $T_DIR/bmc.sh off {host} {node}\""
 
 # --- refused, nothing stored ----------------------------------------------------
 EDITOR=$(mtc --home "$MTC_HOME" token create --name ed --role editor | head -1)
+# (without ssh.keyFile, which is an admin's too)
+body=$(spec "$BOTH" "$POWER" | python3 -c 'import json,sys; d = json.load(sys.stdin); d.pop("ssh"); print(json.dumps(d))')
 out=$(curl -s -w '\n%{http_code}' -H "Authorization: Bearer $EDITOR" -H 'Content-Type: application/json' \
-    --data-binary "$(spec "$BOTH" "$POWER")" "http://$TESTHOSTS_CTL_ADDR:$PORT$CLUSTERS?modelDevelopmentClusterId=ed")
+    --data-binary "$body" "http://$TESTHOSTS_CTL_ADDR:$PORT$CLUSTERS?modelDevelopmentClusterId=ed")
 check "editor: powerOnCommand is 403 naming the field" bash -c \
     "[ '${out##*$'\n'}' = 403 ] && grep -q 'hostRemediation.powerOnCommand: only an admin' <<<'${out%$'\n'*}'"
 api POST "$CLUSTERS?modelDevelopmentClusterId=ml" "$(spec "$BOTH" ', "powerOnCommand": "a\nb"')"
@@ -54,7 +76,8 @@ check "an empty powerOffCommand is 400 naming the field" bash -c \
 api POST "$CLUSTERS?modelDevelopmentClusterId=sh" "$(spec "\"${H[1]}\"" "$POWER")"
 check "one host for maxNodeCount 2 is 400 naming nodePools[0].hosts" bash -c \
     "[ $HTTP_STATUS = 400 ] && grep -q 'nodePools\[0\].hosts: lists 1 host(s) and maxNodeCount is 2' <<<'$BODY'"
-check "nothing stored" bash -c "[ -z \"\$(mtc cluster list --json | python3 -c 'import json,sys; print(json.load(sys.stdin).get(\"modelDevelopmentClusters\", \"\"))')\" ]"
+stored() { mtc cluster list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("modelDevelopmentClusters", [])))'; }
+check "nothing stored" test "$(stored)" = 0
 
 # --- create: the elastic host checked, then powered down ------------------------
 spec "$BOTH" "$POWER" >"$T_DIR/spec.json"
@@ -81,7 +104,8 @@ job=$(sbatch --parsable -N2 -o "$T_DIR/jobs/out-%j.txt" --wrap 'srun hostname' 2
 check "sbatch -N2 queues ($job)" grep -qE '^[0-9]+$' <<<"$job"
 both_ran() { [ "$(sort -u "$T_DIR/jobs/out-$job.txt" 2>/dev/null | grep -cxE "${TESTHOSTS_NAMES[1]}|${TESTHOSTS_NAMES[2]}")" = 2 ]; }
 check "the job ran on both hosts (the elastic one resumed)" wait_for 90 both_ran
-diag "job done $((SECONDS - t0)) s after sbatch"
+diag "job done $((SECONDS - t0)) s after sbatch; $(scontrol show job "$job" | grep -oE '(Submit|Start|End)Time=[^ ]*' | xargs)"
+diag "$(scontrol show node "$C-cpu-1" | grep -oE '(BootTime|SlurmdStartTime|LastBusyTime)=[^ ]*' | xargs)"
 check "  powerOnCommand ran with {host} {node}" grep -qx "on ${H[2]} $C-cpu-1" "$LOG"
 check "  a NODE_POWERED_UP event" bash -c "mtc cluster events $C --json | grep -q NODE_POWERED_UP"
 
