@@ -614,6 +614,21 @@ static void test_hosts(void)
          "hostRemediation.rebootCommand: must be a non-empty string"},
         {ON_A_LAB("\"hostRemediation\":{\"reimageCommand\":\"a\\nb\"},"),
          "hostRemediation.reimageCommand: must not contain a newline"},
+        {ON_A_LAB("\"hostRemediation\":{\"powerOnCommand\":\"a\\nb\"},"),
+         "hostRemediation.powerOnCommand: must not contain a newline"},
+        {ON_A_LAB("\"hostRemediation\":{\"powerOffCommand\":\"\"},"),
+         "hostRemediation.powerOffCommand: must be a non-empty string"},
+        /* elastic: one host per node up to max; the login pool never */
+        {HOSTS_SPEC("\"hostRemediation\":{\"powerOnCommand\":\"wake {host}\"},",
+                    LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"host\"},"
+                               "\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":2},"
+                               "\"hosts\":[\"a.lab\",\"b.lab\"]}"),
+         ""},
+        {HOSTS_SPEC("", "{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"host\"},"
+                        "\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":2},"
+                        "\"hosts\":[\"login.lab\",\"l2.lab\"]}," GPU_POOL("\"a.lab\"", "1", "")),
+         "nodePools[0].scalingSpec.maxNodeCount: the login pool is not elastic: maxNodeCount "
+         "must equal minNodeCount (1)"},
         /* a local cluster may not carry the hosts-only sections */
         {"{\"ssh\":{\"user\":\"root\"},\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{"
          "\"machineType\":\"local\"}}]}",
