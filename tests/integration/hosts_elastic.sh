@@ -26,24 +26,7 @@ PORT=$(free_port)
 check "mtcd starts, listening on the bridge" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
 
 LOG=$T_DIR/power.log
-# The test hosts' "BMC", run by mtcd for the power commands: bmc.sh on|off
-# HOST NODE logs the request, then boots the host (sshd back) or powers it
-# off (every process of it killed, a fresh /run).
-{
-    echo '#!/bin/bash'
-    echo ". '$(cd "$(dirname "$0")" && pwd)/testhosts.inc'"
-    declare -p TESTHOSTS_DIR TESTHOSTS_ADDRS TESTHOSTS_NAMES TESTHOSTS_NETNS TESTHOSTS_VETHS
-    cat <<'SH'
-echo "$1 $2 $3" >>"$(dirname "$0")/power.log"
-for i in "${!TESTHOSTS_ADDRS[@]}"; do
-    [ "${TESTHOSTS_ADDRS[$i]}" = "$2" ] || continue
-    if [ "$1" = on ]; then testhost_boot "$i"; else testhost_kill "$i"; fi
-    exit
-done
-echo "bmc: no test host $2" >&2
-exit 1
-SH
-} >"$T_DIR/bmc.sh"
+hosts_power_script "$T_DIR/bmc.sh" "$LOG" # the test hosts' "BMC" (hosts_setup.inc)
 # $1: the pool's hosts (JSON list body), $2: hostRemediation's extra fields
 spec() {
     cat <<JSON
