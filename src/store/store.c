@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -274,12 +275,44 @@ static json_t *col_json(sqlite3_stmt *s, int col)
     return t ? json_loads((const char *)t, 0, NULL) : NULL;
 }
 
+/* Reads the current row of a statement into one element of a list. */
+typedef void (*row_reader_fn)(sqlite3_stmt *s, void *elem);
+
+/* Every list: steps s (finalizes it; NULL reads no rows) and reads at most max
+ * rows, each into a zeroed elem_size-byte element of a growing array. The
+ * array (NULL only when out of memory), its count in *n; the caller frees it.
+ * Under the lock. */
+static void *read_rows(sqlite3_stmt *s, row_reader_fn read, size_t elem_size, int max, int *n)
+{
+    *n = 0;
+    size_t cap = max > 0 && max < 16 ? (size_t)max : 16;
+    char *arr = calloc(cap, elem_size);
+    while (arr && s && *n < max && sqlite3_step(s) == SQLITE_ROW) {
+        if ((size_t)*n == cap) {
+            char *na = realloc(arr, 2 * cap * elem_size);
+            if (!na)
+                break;
+            arr = na;
+            cap *= 2;
+        }
+        char *elem = arr + (size_t)*n * elem_size;
+        memset(elem, 0, elem_size);
+        read(s, elem);
+        (*n)++;
+    }
+    sqlite3_finalize(s);
+    return arr;
+}
+
+#define ALL_ROWS INT_MAX
+
 /* --- clusters ------------------------------------------------------------ */
 
 #define CLUSTER_COLS "id, project, location, state, spec, nodes, create_ms, update_ms"
 
-static void read_cluster(sqlite3_stmt *s, struct store_cluster *c)
+static void read_cluster(sqlite3_stmt *s, void *out)
 {
+    struct store_cluster *c = out;
     memset(c, 0, sizeof(*c));
     col_text(s, 0, c->id, sizeof(c->id));
     col_text(s, 1, c->project, sizeof(c->project));
@@ -358,18 +391,13 @@ int store_cluster_get(struct store *st, const char *id, struct store_cluster *ou
 struct store_cluster *store_cluster_list(struct store *st, const char *project,
                                          const char *location, const char *after, int limit, int *n)
 {
-    *n = 0;
-    struct store_cluster *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT " CLUSTER_COLS " FROM clusters WHERE project=? AND location=?"
-                           " AND id > ? ORDER BY id LIMIT ?",
-                           "sssi", project, location, after ? after : "", limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_cluster(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
+    struct store_cluster *arr =
+        read_rows(prep(st,
+                       "SELECT " CLUSTER_COLS " FROM clusters WHERE project=? AND location=?"
+                       " AND id > ? ORDER BY id LIMIT ?",
+                       "sssi", project, location, after ? after : "", limit),
+                  read_cluster, sizeof(*arr), limit, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
 }
@@ -675,25 +703,24 @@ int store_event_add(struct store *st, const char *cluster_id, const char *type, 
                                "slsss", cluster_id, mtc_now_ms(), type, node, message));
 }
 
+static void read_event(sqlite3_stmt *s, void *out)
+{
+    struct store_event *e = out;
+    e->time_ms = sqlite3_column_int64(s, 0);
+    col_text(s, 1, e->type, sizeof(e->type));
+    col_text(s, 2, e->node, sizeof(e->node));
+    col_text(s, 3, e->message, sizeof(e->message));
+}
+
 struct store_event *store_events(struct store *st, const char *cluster_id, int limit, int *n)
 {
-    *n = 0;
-    struct store_event *arr = calloc(limit > 0 ? (size_t)limit : 1, sizeof(*arr));
-    if (!arr)
-        return NULL;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
-                           " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
-                           "si", cluster_id, limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW) {
-        struct store_event *e = &arr[(*n)++];
-        e->time_ms = sqlite3_column_int64(s, 0);
-        col_text(s, 1, e->type, sizeof(e->type));
-        col_text(s, 2, e->node, sizeof(e->node));
-        col_text(s, 3, e->message, sizeof(e->message));
-    }
-    sqlite3_finalize(s);
+    struct store_event *arr =
+        read_rows(prep(st,
+                       "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
+                       " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                       "si", cluster_id, limit),
+                  read_event, sizeof(*arr), limit, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
 }
@@ -752,36 +779,26 @@ int store_node_token_set(struct store *st, const char *cluster_id, const char *n
     return rc;
 }
 
+static void read_token(sqlite3_stmt *s, void *out)
+{
+    struct store_token *t = out;
+    col_text(s, 0, t->id, sizeof(t->id));
+    col_text(s, 1, t->name, sizeof(t->name));
+    col_text(s, 2, t->who.role, sizeof(t->who.role));
+    t->create_ms = sqlite3_column_int64(s, 3);
+    col_text(s, 4, t->who.cluster, sizeof(t->who.cluster));
+    col_text(s, 5, t->who.node, sizeof(t->who.node));
+}
+
 struct store_token *store_token_list(struct store *st, int *n)
 {
-    *n = 0;
-    size_t cap = 16;
-    struct store_token *arr = calloc(cap, sizeof(*arr));
-    if (!arr)
-        return NULL;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
-                           " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
-                           "");
-    while (s && sqlite3_step(s) == SQLITE_ROW) {
-        if ((size_t)*n == cap) {
-            struct store_token *na = realloc(arr, 2 * cap * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap *= 2;
-        }
-        struct store_token *t = &arr[(*n)++];
-        memset(t, 0, sizeof(*t));
-        col_text(s, 0, t->id, sizeof(t->id));
-        col_text(s, 1, t->name, sizeof(t->name));
-        col_text(s, 2, t->who.role, sizeof(t->who.role));
-        t->create_ms = sqlite3_column_int64(s, 3);
-        col_text(s, 4, t->who.cluster, sizeof(t->who.cluster));
-        col_text(s, 5, t->who.node, sizeof(t->who.node));
-    }
-    sqlite3_finalize(s);
+    struct store_token *arr =
+        read_rows(prep(st,
+                       "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
+                       " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
+                       ""),
+                  read_token, sizeof(*arr), ALL_ROWS, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
 }
@@ -821,9 +838,9 @@ int store_health_set_remediation(struct store *st, const char *cluster_id, const
                  "ssls", cluster_id, node, mtc_now_ms(), state));
 }
 
-static void read_health(sqlite3_stmt *s, struct store_health *h)
+static void read_health(sqlite3_stmt *s, void *out)
 {
-    memset(h, 0, sizeof(*h));
+    struct store_health *h = out;
     col_text(s, 0, h->node, sizeof(h->node));
     h->time_ms = sqlite3_column_int64(s, 1);
     col_text(s, 2, h->status, sizeof(h->status));
@@ -836,25 +853,13 @@ static void read_health(sqlite3_stmt *s, struct store_health *h)
 
 struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n)
 {
-    *n = 0;
-    int cap = 16;
-    struct store_health *arr = calloc((size_t)cap, sizeof(*arr));
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT node, time_ms, status, failing_check, reason, severity, results,"
-                           " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
-                           "s", cluster_id);
-    while (arr && s && sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            struct store_health *na = realloc(arr, (size_t)cap * 2 * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap *= 2;
-        }
-        read_health(s, &arr[(*n)++]);
-    }
-    sqlite3_finalize(s);
+    struct store_health *arr =
+        read_rows(prep(st,
+                       "SELECT node, time_ms, status, failing_check, reason, severity, results,"
+                       " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
+                       "s", cluster_id),
+                  read_health, sizeof(*arr), ALL_ROWS, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
 }
@@ -890,34 +895,26 @@ int store_scan_put(struct store *st, const char *cluster_id, const struct store_
                  sc->op_id));
 }
 
+static void read_scan(sqlite3_stmt *s, void *out)
+{
+    struct store_scan *sc = out;
+    col_text(s, 0, sc->node, sizeof(sc->node));
+    sc->time_ms = sqlite3_column_int64(s, 1);
+    col_text(s, 2, sc->state, sizeof(sc->state));
+    col_text(s, 3, sc->checks, sizeof(sc->checks));
+    col_text(s, 4, sc->reason, sizeof(sc->reason));
+    col_text(s, 5, sc->op_id, sizeof(sc->op_id));
+}
+
 struct store_scan *store_scan_list(struct store *st, const char *cluster_id, int *n)
 {
-    *n = 0;
-    int cap = 16;
-    struct store_scan *arr = calloc((size_t)cap, sizeof(*arr));
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT node, time_ms, state, checks, reason, op_id FROM node_scans"
-                           " WHERE cluster_id=? ORDER BY node",
-                           "s", cluster_id);
-    while (arr && s && sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            struct store_scan *na = realloc(arr, (size_t)cap * 2 * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap *= 2;
-        }
-        struct store_scan *sc = &arr[(*n)++];
-        memset(sc, 0, sizeof(*sc));
-        col_text(s, 0, sc->node, sizeof(sc->node));
-        sc->time_ms = sqlite3_column_int64(s, 1);
-        col_text(s, 2, sc->state, sizeof(sc->state));
-        col_text(s, 3, sc->checks, sizeof(sc->checks));
-        col_text(s, 4, sc->reason, sizeof(sc->reason));
-        col_text(s, 5, sc->op_id, sizeof(sc->op_id));
-    }
-    sqlite3_finalize(s);
+    struct store_scan *arr =
+        read_rows(prep(st,
+                       "SELECT node, time_ms, state, checks, reason, op_id FROM node_scans"
+                       " WHERE cluster_id=? ORDER BY node",
+                       "s", cluster_id),
+                  read_scan, sizeof(*arr), ALL_ROWS, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
 }
@@ -971,8 +968,9 @@ int store_remediation_count(struct store *st, const char *cluster_id, const char
 
 #define DATASET_COLS "project, location, name, state, spec, create_ms, update_ms"
 
-static void read_dataset(sqlite3_stmt *s, struct store_dataset *d)
+static void read_dataset(sqlite3_stmt *s, void *out)
 {
+    struct store_dataset *d = out;
     memset(d, 0, sizeof(*d));
     col_text(s, 0, d->project, sizeof(d->project));
     col_text(s, 1, d->location, sizeof(d->location));
@@ -1047,51 +1045,37 @@ int store_dataset_get(struct store *st, const char *project, const char *locatio
 struct store_dataset *store_dataset_list(struct store *st, const char *project,
                                          const char *location, const char *after, int limit, int *n)
 {
-    *n = 0;
-    struct store_dataset *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT " DATASET_COLS " FROM datasets WHERE project=? AND location=?"
-                           " AND name > ? ORDER BY name LIMIT ?",
-                           "sssi", project, location, after ? after : "", limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_dataset(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
+    struct store_dataset *arr =
+        read_rows(prep(st,
+                       "SELECT " DATASET_COLS " FROM datasets WHERE project=? AND location=?"
+                       " AND name > ? ORDER BY name LIMIT ?",
+                       "sssi", project, location, after ? after : "", limit),
+                  read_dataset, sizeof(*arr), limit, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
+}
+
+static void read_dataset_version(sqlite3_stmt *s, void *out)
+{
+    struct store_dataset_version *v = out;
+    v->version = sqlite3_column_int(s, 0);
+    col_text(s, 1, v->key, sizeof(v->key));
+    v->record = col_json(s, 2);
+    v->create_ms = sqlite3_column_int64(s, 3);
 }
 
 struct store_dataset_version *store_dataset_versions(struct store *st, const char *project,
                                                      const char *location, const char *name,
                                                      int *n)
 {
-    *n = 0;
-    int cap = 0;
-    struct store_dataset_version *arr = NULL;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT version, key, record, create_ms FROM dataset_versions"
-                           " WHERE project=? AND location=? AND name=? ORDER BY version",
-                           "sss", project, location, name);
-    while (s && sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            int ncap = cap ? cap * 2 : 8;
-            struct store_dataset_version *na = realloc(arr, (size_t)ncap * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap = ncap;
-        }
-        struct store_dataset_version *v = &arr[(*n)++];
-        memset(v, 0, sizeof(*v));
-        v->version = sqlite3_column_int(s, 0);
-        col_text(s, 1, v->key, sizeof(v->key));
-        v->record = col_json(s, 2);
-        v->create_ms = sqlite3_column_int64(s, 3);
-    }
-    sqlite3_finalize(s);
+    struct store_dataset_version *arr =
+        read_rows(prep(st,
+                       "SELECT version, key, record, create_ms FROM dataset_versions"
+                       " WHERE project=? AND location=? AND name=? ORDER BY version",
+                       "sss", project, location, name),
+                  read_dataset_version, sizeof(*arr), ALL_ROWS, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
 }
@@ -1257,8 +1241,9 @@ out:
     "seq, id, project, location, cluster_id, slurm_job, state, restart_count, request, config,"    \
     " create_ms, update_ms"
 
-static void read_job(sqlite3_stmt *s, struct store_job *j)
+static void read_job(sqlite3_stmt *s, void *out)
 {
+    struct store_job *j = out;
     memset(j, 0, sizeof(*j));
     j->seq = sqlite3_column_int64(s, 0);
     col_text(s, 1, j->id, sizeof(j->id));
@@ -1316,19 +1301,13 @@ int store_job_get(struct store *st, const char *cluster_id, const char *id, stru
 struct store_job *store_job_list(struct store *st, const char *cluster_id, const char *state,
                                  int64_t after, int limit, int *n)
 {
-    *n = 0;
-    struct store_job *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND seq > ?"
-                           " AND (? = '' OR state = ?) ORDER BY seq LIMIT ?",
-                           "slssi", cluster_id, after, state ? state : "", state ? state : "",
-                           limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_job(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
+    struct store_job *arr =
+        read_rows(prep(st,
+                       "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND seq > ?"
+                       " AND (? = '' OR state = ?) ORDER BY seq LIMIT ?",
+                       "slssi", cluster_id, after, state ? state : "", state ? state : "", limit),
+                  read_job, sizeof(*arr), limit, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
 }
@@ -1347,8 +1326,9 @@ int store_job_set_state(struct store *st, const char *cluster_id, const char *id
 #define MODEL_COLS "project, location, name, meta, create_ms, update_ms"
 #define MODEL_WHERE " WHERE project=? AND location=? AND name=?"
 
-static void read_model(sqlite3_stmt *s, struct store_model *m)
+static void read_model(sqlite3_stmt *s, void *out)
 {
+    struct store_model *m = out;
     memset(m, 0, sizeof(*m));
     col_text(s, 0, m->project, sizeof(m->project));
     col_text(s, 1, m->location, sizeof(m->location));
@@ -1400,57 +1380,41 @@ int store_model_get(struct store *st, const char *project, const char *location,
 struct store_model *store_model_list(struct store *st, const char *project, const char *location,
                                      const char *after, int limit, int *n)
 {
-    *n = 0;
-    struct store_model *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT " MODEL_COLS " FROM models WHERE project=? AND location=?"
-                           " AND name > ? ORDER BY name LIMIT ?",
-                           "sssi", project, location, after ? after : "", limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_model(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
+    struct store_model *arr =
+        read_rows(prep(st,
+                       "SELECT " MODEL_COLS " FROM models WHERE project=? AND location=?"
+                       " AND name > ? ORDER BY name LIMIT ?",
+                       "sssi", project, location, after ? after : "", limit),
+                  read_model, sizeof(*arr), limit, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
+}
+
+static void read_model_version(sqlite3_stmt *s, void *out)
+{
+    struct store_model_version *v = out;
+    v->version = sqlite3_column_int(s, 0);
+    v->aliases = col_json(s, 1);
+    if (!json_is_array(v->aliases)) {
+        json_decref(v->aliases);
+        v->aliases = json_array();
+    }
+    v->manifest = col_json(s, 2);
+    v->lineage = col_json(s, 3);
+    v->create_ms = sqlite3_column_int64(s, 4);
+    v->update_ms = sqlite3_column_int64(s, 5);
 }
 
 /* The versions of a model, oldest first; under the lock. */
 static struct store_model_version *versions_locked(struct store *st, const char *project,
                                                    const char *location, const char *name, int *n)
 {
-    *n = 0;
-    int cap = 0;
-    struct store_model_version *arr = NULL;
-    sqlite3_stmt *s = prep(st,
-                           "SELECT version, aliases, manifest, lineage, create_ms, update_ms"
-                           " FROM model_versions" MODEL_WHERE " ORDER BY version",
-                           "sss", project, location, name);
-    while (s && sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            int ncap = cap ? cap * 2 : 8;
-            struct store_model_version *na = realloc(arr, (size_t)ncap * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap = ncap;
-        }
-        struct store_model_version *v = &arr[(*n)++];
-        memset(v, 0, sizeof(*v));
-        v->version = sqlite3_column_int(s, 0);
-        v->aliases = col_json(s, 1);
-        if (!json_is_array(v->aliases)) {
-            json_decref(v->aliases);
-            v->aliases = json_array();
-        }
-        v->manifest = col_json(s, 2);
-        v->lineage = col_json(s, 3);
-        v->create_ms = sqlite3_column_int64(s, 4);
-        v->update_ms = sqlite3_column_int64(s, 5);
-    }
-    sqlite3_finalize(s);
-    return arr;
+    return read_rows(prep(st,
+                          "SELECT version, aliases, manifest, lineage, create_ms, update_ms"
+                          " FROM model_versions" MODEL_WHERE " ORDER BY version",
+                          "sss", project, location, name),
+                     read_model_version, sizeof(struct store_model_version), ALL_ROWS, n);
 }
 
 struct store_model_version *store_model_versions(struct store *st, const char *project,
@@ -1729,8 +1693,9 @@ out:
 #define EP_COLS "project, location, name, spec, status, create_ms, update_ms"
 #define EP_WHERE " WHERE project=? AND location=? AND name=?"
 
-static void read_endpoint(sqlite3_stmt *s, struct store_endpoint *e)
+static void read_endpoint(sqlite3_stmt *s, void *out)
 {
+    struct store_endpoint *e = out;
     memset(e, 0, sizeof(*e));
     col_text(s, 0, e->project, sizeof(e->project));
     col_text(s, 1, e->location, sizeof(e->location));
@@ -1812,10 +1777,6 @@ struct store_endpoint *store_endpoint_list(struct store *st, const char *project
                                            const char *location, const char *after, int limit,
                                            int *n)
 {
-    *n = 0;
-    struct store_endpoint *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
     pthread_mutex_lock(&st->lock);
     sqlite3_stmt *s =
         project ? prep(st,
@@ -1824,9 +1785,7 @@ struct store_endpoint *store_endpoint_list(struct store *st, const char *project
                        "sssi", project, location, after ? after : "", limit)
                 : prep(st, "SELECT " EP_COLS " FROM endpoints ORDER BY project, location, name"
                            " LIMIT ?", "i", limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_endpoint(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
+    struct store_endpoint *arr = read_rows(s, read_endpoint, sizeof(*arr), limit, n);
     pthread_mutex_unlock(&st->lock);
     return arr;
 }
