@@ -940,8 +940,54 @@ static void test_elastic(void)
     }
 }
 
+/* The by-name node index: every named node found (in any order of the
+ * array), unnamed ones skipped, the first of two equal names, NULL for the
+ * unknown and for an empty array; 1000 nodes, each found. */
+static void test_node_index(void)
+{
+    json_t *nodes = json_loads("[{\"instanceName\":\"c-b-1\",\"n\":0},{\"nodePoolId\":\"x\"},"
+                               "{\"instanceName\":\"c-a-0\",\"n\":2},"
+                               "{\"instanceName\":\"c-b-1\",\"n\":3},"
+                               "{\"instanceName\":\"c-b-10\",\"n\":4}]",
+                               0, NULL);
+    struct cluster_node_index *ix = cluster_node_index_create(nodes);
+    CHECK(ix && cluster_node_index_get(ix, "c-a-0") == json_array_get(nodes, 2) &&
+              cluster_node_index_get(ix, "c-b-10") == json_array_get(nodes, 4),
+          "node index: each name finds its object");
+    CHECK(cluster_node_index_get(ix, "c-b-1") == json_array_get(nodes, 0),
+          "node index: the first of two equal names");
+    CHECK(!cluster_node_index_get(ix, "c-b-2") && !cluster_node_index_get(ix, "") &&
+              !cluster_node_index_get(ix, NULL),
+          "node index: an unknown name finds nothing");
+    cluster_node_index_destroy(ix);
+    json_decref(nodes);
+    json_t *none = json_array();
+    ix = cluster_node_index_create(none);
+    CHECK(ix && !cluster_node_index_get(ix, "c-a-0"), "node index: empty array");
+    cluster_node_index_destroy(ix);
+    json_decref(none);
+    nodes = json_array();
+    for (int i = 999; i >= 0; i--) { /* backwards: the index sorts */
+        char name[16];
+        snprintf(name, sizeof(name), "c-p-%d", i);
+        json_array_append_new(nodes, json_pack("{s:s, s:i}", "instanceName", name, "i", i));
+    }
+    ix = cluster_node_index_create(nodes);
+    int found = 0;
+    for (int i = 0; i < 1000; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "c-p-%d", i);
+        json_t *o = cluster_node_index_get(ix, name);
+        found += o && json_integer_value(json_object_get(o, "i")) == i;
+    }
+    CHECK(found == 1000, "node index: 1000 nodes, each found (%d)", found);
+    cluster_node_index_destroy(ix);
+    json_decref(nodes);
+}
+
 int main(void)
 {
+    test_node_index();
     test_elastic();
     test_rules();
     test_prefixed_enums();
