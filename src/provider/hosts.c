@@ -571,7 +571,7 @@ static int controller_up(const struct lc *c, struct hstate *s, const char *sha,
     if (ctld && strcmp(s->applied_sha, sha) != 0) {
         if (strcmp(s->applied_nodes, names) == 0) {
             reconfigure = 1;
-        } else { /* 22.05 learns of added or removed nodes only at start */
+        } else { /* 22.05 learns of added, removed or elastic nodes only at start */
             local_say(progress, arg, "restarting slurmctld for the new node set");
             local_stop_pidfile(c, "slurmctld", ctld);
             ctld = 0;

@@ -88,7 +88,8 @@ const char *hosts_free_spare(const struct hstate *s, const char *pool);
  * 0, or -1 + err naming the host when a quarantined host has no spare left. */
 int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, struct hstate *next,
                mtc_error_t *err);
-/* Node names, comma-separated, in order (for "which nodes slurmctld knows"). */
+/* Node names, comma-separated, in order, an elastic one with "~" (for "which
+ * nodes slurmctld knows": it restarts when that changes). */
 void hosts_node_names(const struct hstate *s, char *buf, size_t len);
 
 /* ---- hosts_remote.c ---- */

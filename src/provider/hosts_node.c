@@ -10,10 +10,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cluster/cluster.h"
 #include "slurm/slurm.h"
@@ -128,15 +131,26 @@ static int full_up(const struct act *a, struct hfacts *f, mtc_error_t *err)
     struct ssh_conn *ssh = hosts_ssh(a->p, a->s, a->n->host, err);
     if (!ssh)
         return -1;
-    int rc = -1;
+    int rc = -1, fd = -1;
+    char path[PLEN];
     if (hosts_preflight(ssh, a->s, &ctl, json_is_true(json_object_get(a->spec, "installPackages")),
                         f, err) < 0)
         goto out;
+    /* the bundle is one directory for every node: nodes brought up beside
+     * each other (power-ons, repairs under their node locks) take turns in
+     * writing and sending it */
+    fd = open(local_path(a->c, path, ".lock-bundle"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+        errprintf(err, "cannot lock %s: %s", path, strerror(errno));
+        goto out;
+    }
     if (hosts_bundle(a->p, a->c, a->s, a->spec, &b, err) < 0)
         goto out;
     rc = hosts_remote_up(ssh, a->c, a->s, &b, a->n, hosts_bins_stale(&b, f),
                          hosts_fake_gpus(a->spec, a->n), err);
 out:
+    if (fd >= 0)
+        close(fd);
     ssh_free(ssh);
     return rc;
 }

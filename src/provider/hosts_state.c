@@ -314,5 +314,6 @@ void hosts_node_names(const struct hstate *s, char *buf, size_t len)
 {
     buf[0] = '\0';
     for (size_t i = 0; i < s->nnodes; i++)
-        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "," : "", s->nodes[i].name);
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s%s", i ? "," : "", s->nodes[i].name,
+                 s->nodes[i].cloud ? "~" : "");
 }

@@ -181,6 +181,10 @@ static void test_elastic(void)
               s->nodes[3].cloud,
           "nodes min..max-1 of the pool are elastic, the login node and node 0 static");
     CHECK_STR(host_of(s, "c-gpu-2"), "g3", "an elastic node on its own host too");
+    char names[256];
+    hosts_node_names(s, names, sizeof(names));
+    CHECK_STR(names, "c-login-0,c-gpu-0,c-gpu-1~,c-gpu-2~",
+              "elastic nodes named with ~ (slurmctld restarts when that changes)");
     snprintf(s->uid, sizeof(s->uid), "0123456789ab");
     CHECK(hosts_state_save(&c, s, &err) == 0 && hosts_state_load(&c, t) == 0,
           "state saved and loaded (%s)", err.text);
