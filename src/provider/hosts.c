@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cluster/cluster.h"
@@ -684,9 +685,10 @@ static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error
 }
 
 /* Before an update: a powered-up elastic node leaves the cluster (a lowered
- * maxNodeCount) only once Slurm has powered it down, a static node becomes
- * elastic (a lowered minNodeCount) only when it runs no job (EBUSY); static
- * nodes carry no power mark. old NULL: a create. 0/-1 + err. */
+ * maxNodeCount) only once Slurm has powered it down (its host, cleaned then,
+ * is not cleaned again), a static node becomes elastic (a lowered
+ * minNodeCount) only when it runs no job (EBUSY); static nodes carry no
+ * power mark. old NULL: a create. 0/-1 + err. */
 static int power_plan(const struct lc *c, struct hstate *old, struct hstate *s, mtc_error_t *err)
 {
     for (size_t i = 0; old && i < old->nnodes; i++) {
@@ -698,6 +700,17 @@ static int power_plan(const struct lc *c, struct hstate *old, struct hstate *s, 
                              "it down (idle~)",
                              o->name);
         }
+    }
+    /* a powered-down node that leaves: its host holds nothing to clean */
+    for (size_t i = 0; old && i < old->nnodes; i++) {
+        const struct hnode *o = &old->nodes[i];
+        if (hosts_node_find(s, o->name))
+            continue;
+        const struct hhost *h = hosts_host_find(s, o->host);
+        if (hosts_node_off(c, o) && h && h->role == HOST_TOUCHED && !hosts_in_use(s, o->host))
+            hosts_host_forget(s, o->host);
+        if (local_power_mark(c, o->name, 0, err) < 0)
+            return -1;
     }
     int ctld = local_ctld_running(c) > 0;
     for (size_t i = 0; i < s->nnodes; i++) {
@@ -742,8 +755,23 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
         (p->agent && agent_url(p, s, url, sizeof(url), err) < 0))
         goto out;
     hosts_lc_socket(c, s);
+    /* elastic nodes that become static (a raised minNodeCount) while powered
+     * down: their hosts powered on for the preflight and bring-up below */
+    unsigned char wake[HOSTS_MAX] = {0};
+    for (size_t i = 0; have_old && i < s->nnodes; i++) {
+        const struct hnode *o = hosts_node_find(old, s->nodes[i].name);
+        wake[i] = !s->nodes[i].cloud && o && hosts_node_off(c, o) &&
+                  !strcasecmp(o->host, s->nodes[i].host);
+    }
     if (power_plan(c, have_old ? old : NULL, s, err) < 0)
         goto out;
+    for (size_t i = 0; i < s->nnodes; i++) {
+        if (!wake[i])
+            continue;
+        local_say(progress, arg, "powering up %s (now static)", s->nodes[i].name);
+        if (hosts_power_wake(p, c, s, spec, &s->nodes[i], err) < 0)
+            goto out;
+    }
     *j = (struct job){.p = p,
                       .c = c,
                       .s = s,

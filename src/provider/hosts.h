@@ -263,6 +263,11 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
  * or off. The caller holds the cluster's or the node's lock. 0/-1 + err. */
 int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
                      struct hnode *n, int on, mtc_error_t *err);
+/* The first half of a power-on: powerOnCommand (if any), then SSH back
+ * (and booted, when a power-off left the boot mark) within
+ * bootTimeoutSeconds. 0/-1 + err. */
+int hosts_power_wake(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+                     struct hnode *n, mtc_error_t *err);
 /* provider_power for a cluster on hosts. */
 int hosts_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                 mtc_error_t *err);

@@ -377,6 +377,17 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
 
 /* ---- power (Slurm's power saving of elastic nodes) ---- */
 
+int hosts_power_wake(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+                     struct hnode *n, mtc_error_t *err)
+{
+    const json_t *bt = remediation(spec, "bootTimeoutSeconds");
+    struct act a = {p, c, s, spec, n, bt ? (int)json_integer_value(bt) : HOSTS_BOOT_TIMEOUT_S};
+    const char *cmd = json_string_value(remediation(spec, "powerOnCommand"));
+    if (cmd && *cmd && run_here(&a, "power-on command", cmd, err) < 0)
+        return -1;
+    return wait_booted(&a, err);
+}
+
 int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
                      struct hnode *n, int on, mtc_error_t *err)
 {
@@ -408,9 +419,7 @@ int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const j
     if (local_power_mark(c, n->name, 1, err) < 0)
         return -1;
     struct hfacts f;
-    int rc = (cmd ? run_here(&a, "power-on command", cmd, err) : 0) < 0 || wait_booted(&a, err) < 0
-                 ? -1
-                 : full_up(&a, &f, err);
+    int rc = hosts_power_wake(p, c, s, spec, n, err) < 0 ? -1 : full_up(&a, &f, err);
     if (rc < 0) {
         /* a host that did not come up stays off: nothing for supervision to
          * restart; Slurm marks it DOWN after ResumeTimeout */
