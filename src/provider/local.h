@@ -159,6 +159,8 @@ int local_health_interval(const json_t *spec, int fallback);
 
 /* 1 when the elastic node is powered on (run/power-<node>.on). */
 int local_power_is_on(const struct lc *c, const char *node);
+/* Mark the elastic node on (run/power-<node>.on) or off. 0/-1 + err. */
+int local_power_mark(const struct lc *c, const char *node, int on, mtc_error_t *err);
 /* With cloud nodes in sl: power.json, the token and the etc/power-*.sh
  * wrappers Slurm runs, and sl->power set from the spec. 0/-1 + err. */
 int local_power_setup(const struct provider *p, const struct lc *c, const json_t *spec,

@@ -33,7 +33,7 @@ int local_power_is_on(const struct lc *c, const char *node)
     return mtc_path_exists(local_path(c, path, "run/power-%s.on", node));
 }
 
-static int power_mark(const struct lc *c, const char *node, int on, mtc_error_t *err)
+int local_power_mark(const struct lc *c, const char *node, int on, mtc_error_t *err)
 {
     char path[PLEN];
     local_path(c, path, "run/power-%s.on", node);
@@ -189,15 +189,15 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
     }
     log_msg(LOG_NOTICE, "cluster %s: powering %s %s", id, n->name, on ? "up" : "down");
     /* on: the start path of a node action's restart, slurmd booting now */
-    if (on && ((rc = power_mark(&c, n->name, 1, err)) < 0 ||
+    if (on && ((rc = local_power_mark(&c, n->name, 1, err)) < 0 ||
                (rc = local_node_up(p, &c, spec, n, 1, err)) < 0)) {
         /* a machine that did not boot stays off: nothing for supervise to
          * restart; Slurm marks it DOWN after ResumeTimeout */
         mtc_error_t e2;
-        if (power_mark(&c, n->name, 0, &e2) < 0 || power_off(&c, n->name, &e2) < 0)
+        if (local_power_mark(&c, n->name, 0, &e2) < 0 || power_off(&c, n->name, &e2) < 0)
             log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
     } else if (!on) {
-        rc = power_mark(&c, n->name, 0, err) < 0 ? -1 : power_off(&c, n->name, err);
+        rc = local_power_mark(&c, n->name, 0, err) < 0 ? -1 : power_off(&c, n->name, err);
     }
     local_unlock(&c);
     free(l);
@@ -243,9 +243,9 @@ int local_power_plan(const struct lc *c, const struct layout *old, const struct 
         const struct lnode *n = &l->nodes[i], *o = local_layout_find(old, n->name);
         if (n->cloud && o && !o->cloud) {
             local_say(progress, arg, "powering down %s (now elastic)", n->name);
-            if (power_mark(c, n->name, 0, err) < 0 || power_off(c, n->name, err) < 0)
+            if (local_power_mark(c, n->name, 0, err) < 0 || power_off(c, n->name, err) < 0)
                 return -1;
-        } else if (!n->cloud && power_mark(c, n->name, 0, err) < 0) {
+        } else if (!n->cloud && local_power_mark(c, n->name, 0, err) < 0) {
             return -1; /* a static node is always on: no marker */
         }
     }

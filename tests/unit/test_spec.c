@@ -584,7 +584,8 @@ static void test_hosts(void)
                    "\"10.20.0.3\",\"fe80::1\"", "2", ",\"spareHosts\":[\"n5.lab\"]"),
          ""},
         {LOGIN_GPU("", "\"10.20.0.3\"", "2", ""),
-         "nodePools[1].scalingSpec.minNodeCount: must equal the number of hosts (1), got 2"},
+         "nodePools[1].hosts: lists 1 host(s) and maxNodeCount is 2: a pool on hosts lists one "
+         "host per node (the first minNodeCount static, the rest elastic)"},
         {LOGIN_GPU("", "", "0", ""), "nodePools[1].hosts: at least one host is required"},
         {HOSTS_SPEC("", LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"local\"}}"),
          "nodePools[1]: node pool \"gpu\" lists no hosts; a cluster runs either on hosts (every "
@@ -613,6 +614,21 @@ static void test_hosts(void)
          "hostRemediation.rebootCommand: must be a non-empty string"},
         {ON_A_LAB("\"hostRemediation\":{\"reimageCommand\":\"a\\nb\"},"),
          "hostRemediation.reimageCommand: must not contain a newline"},
+        {ON_A_LAB("\"hostRemediation\":{\"powerOnCommand\":\"a\\nb\"},"),
+         "hostRemediation.powerOnCommand: must not contain a newline"},
+        {ON_A_LAB("\"hostRemediation\":{\"powerOffCommand\":\"\"},"),
+         "hostRemediation.powerOffCommand: must be a non-empty string"},
+        /* elastic: one host per node up to max; the login pool never */
+        {HOSTS_SPEC("\"hostRemediation\":{\"powerOnCommand\":\"wake {host}\"},",
+                    LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"host\"},"
+                               "\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":2},"
+                               "\"hosts\":[\"a.lab\",\"b.lab\"]}"),
+         ""},
+        {HOSTS_SPEC("", "{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"host\"},"
+                        "\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":2},"
+                        "\"hosts\":[\"login.lab\",\"l2.lab\"]}," GPU_POOL("\"a.lab\"", "1", "")),
+         "nodePools[0].scalingSpec.maxNodeCount: the login pool is not elastic: maxNodeCount "
+         "must equal minNodeCount (1)"},
         /* a local cluster may not carry the hosts-only sections */
         {"{\"ssh\":{\"user\":\"root\"},\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{"
          "\"machineType\":\"local\"}}]}",
@@ -722,7 +738,8 @@ static void test_root_exec(void)
               "orchestratorSpec.slurmSpec.prologBashScripts "
               "orchestratorSpec.slurmSpec.epilogBashScripts healthPolicy.nvmlLibrary "
               "healthPolicy.kernelLog ssh.keyFile hostRemediation.rebootCommand "
-              "hostRemediation.reimageCommand experimentRoot",
+              "hostRemediation.reimageCommand hostRemediation.powerOnCommand "
+              "hostRemediation.powerOffCommand experimentRoot",
               "root-executing fields listed from the spec's table");
 
     /* what an editor may not do: set or change one of them */
