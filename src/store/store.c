@@ -210,13 +210,11 @@ int store_schema_version(struct store *st)
 
 /* --- statement helpers: bind by a tiny format string ---------------------
  * 's' text (NULL → NULL), 'i' int, 'l' int64, 'j' json_t* serialised (NULL → NULL). */
-static sqlite3_stmt *prep(struct store *st, const char *sql, const char *fmt, ...)
+static sqlite3_stmt *vprep(struct store *st, const char *sql, const char *fmt, va_list ap)
 {
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
         return NULL;
-    va_list ap;
-    va_start(ap, fmt);
     for (int i = 0; fmt[i]; i++) {
         int col = i + 1;
         switch (fmt[i]) {
@@ -240,6 +238,14 @@ static sqlite3_stmt *prep(struct store *st, const char *sql, const char *fmt, ..
         }
         }
     }
+    return s;
+}
+
+static sqlite3_stmt *prep(struct store *st, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *s = vprep(st, sql, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -305,6 +311,34 @@ static void *read_rows(sqlite3_stmt *s, row_reader_fn read, size_t elem_size, in
 }
 
 #define ALL_ROWS INT_MAX
+
+/* A list function's whole work: read_rows over sql with fmt's arguments
+ * bound (prep), under the lock. */
+static void *list(struct store *st, row_reader_fn read, size_t elem_size, int max, int *n,
+                  const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&st->lock);
+    void *arr = read_rows(vprep(st, sql, fmt, ap), read, elem_size, max, n);
+    pthread_mutex_unlock(&st->lock);
+    va_end(ap);
+    return arr;
+}
+
+/* A page of a project's named resources (datasets, models, endpoints):
+ * select ("SELECT cols FROM table") of those in project/location with
+ * name > after, by name, at most limit. */
+static void *name_page(struct store *st, const char *select, row_reader_fn read, size_t elem_size,
+                       const char *project, const char *location, const char *after, int limit,
+                       int *n)
+{
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "%s WHERE project=? AND location=? AND name > ? ORDER BY name LIMIT ?", select);
+    return list(st, read, elem_size, limit, n, sql, "sssi", project, location, after ? after : "",
+                limit);
+}
 
 /* --- clusters ------------------------------------------------------------ */
 
@@ -391,15 +425,10 @@ int store_cluster_get(struct store *st, const char *id, struct store_cluster *ou
 struct store_cluster *store_cluster_list(struct store *st, const char *project,
                                          const char *location, const char *after, int limit, int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_cluster *arr =
-        read_rows(prep(st,
-                       "SELECT " CLUSTER_COLS " FROM clusters WHERE project=? AND location=?"
-                       " AND id > ? ORDER BY id LIMIT ?",
-                       "sssi", project, location, after ? after : "", limit),
-                  read_cluster, sizeof(*arr), limit, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_cluster, sizeof(struct store_cluster), limit, n,
+                "SELECT " CLUSTER_COLS " FROM clusters WHERE project=? AND location=?"
+                " AND id > ? ORDER BY id LIMIT ?",
+                "sssi", project, location, after ? after : "", limit);
 }
 
 json_t *store_cluster_ids(struct store *st)
@@ -714,15 +743,10 @@ static void read_event(sqlite3_stmt *s, void *out)
 
 struct store_event *store_events(struct store *st, const char *cluster_id, int limit, int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_event *arr =
-        read_rows(prep(st,
-                       "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
-                       " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
-                       "si", cluster_id, limit),
-                  read_event, sizeof(*arr), limit, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_event, sizeof(struct store_event), limit, n,
+                "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
+                " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                "si", cluster_id, limit);
 }
 
 /* --- tokens -------------------------------------------------------------- */
@@ -792,15 +816,10 @@ static void read_token(sqlite3_stmt *s, void *out)
 
 struct store_token *store_token_list(struct store *st, int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_token *arr =
-        read_rows(prep(st,
-                       "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
-                       " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
-                       ""),
-                  read_token, sizeof(*arr), ALL_ROWS, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_token, sizeof(struct store_token), ALL_ROWS, n,
+                "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
+                " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
+                "");
 }
 
 int store_token_revoke(struct store *st, const char *id_or_name)
@@ -853,15 +872,10 @@ static void read_health(sqlite3_stmt *s, void *out)
 
 struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_health *arr =
-        read_rows(prep(st,
-                       "SELECT node, time_ms, status, failing_check, reason, severity, results,"
-                       " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
-                       "s", cluster_id),
-                  read_health, sizeof(*arr), ALL_ROWS, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_health, sizeof(struct store_health), ALL_ROWS, n,
+                "SELECT node, time_ms, status, failing_check, reason, severity, results,"
+                " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
+                "s", cluster_id);
 }
 
 void store_health_free(struct store_health *arr, int n)
@@ -908,15 +922,10 @@ static void read_scan(sqlite3_stmt *s, void *out)
 
 struct store_scan *store_scan_list(struct store *st, const char *cluster_id, int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_scan *arr =
-        read_rows(prep(st,
-                       "SELECT node, time_ms, state, checks, reason, op_id FROM node_scans"
-                       " WHERE cluster_id=? ORDER BY node",
-                       "s", cluster_id),
-                  read_scan, sizeof(*arr), ALL_ROWS, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_scan, sizeof(struct store_scan), ALL_ROWS, n,
+                "SELECT node, time_ms, state, checks, reason, op_id FROM node_scans"
+                " WHERE cluster_id=? ORDER BY node",
+                "s", cluster_id);
 }
 
 int store_remediation_add(struct store *st, const char *cluster_id, const char *node,
@@ -1045,15 +1054,8 @@ int store_dataset_get(struct store *st, const char *project, const char *locatio
 struct store_dataset *store_dataset_list(struct store *st, const char *project,
                                          const char *location, const char *after, int limit, int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_dataset *arr =
-        read_rows(prep(st,
-                       "SELECT " DATASET_COLS " FROM datasets WHERE project=? AND location=?"
-                       " AND name > ? ORDER BY name LIMIT ?",
-                       "sssi", project, location, after ? after : "", limit),
-                  read_dataset, sizeof(*arr), limit, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return name_page(st, "SELECT " DATASET_COLS " FROM datasets", read_dataset,
+                     sizeof(struct store_dataset), project, location, after, limit, n);
 }
 
 static void read_dataset_version(sqlite3_stmt *s, void *out)
@@ -1069,15 +1071,10 @@ struct store_dataset_version *store_dataset_versions(struct store *st, const cha
                                                      const char *location, const char *name,
                                                      int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_dataset_version *arr =
-        read_rows(prep(st,
-                       "SELECT version, key, record, create_ms FROM dataset_versions"
-                       " WHERE project=? AND location=? AND name=? ORDER BY version",
-                       "sss", project, location, name),
-                  read_dataset_version, sizeof(*arr), ALL_ROWS, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_dataset_version, sizeof(struct store_dataset_version), ALL_ROWS, n,
+                "SELECT version, key, record, create_ms FROM dataset_versions"
+                " WHERE project=? AND location=? AND name=? ORDER BY version",
+                "sss", project, location, name);
 }
 
 /* The id of a running operation on target in project/location other than
@@ -1301,15 +1298,10 @@ int store_job_get(struct store *st, const char *cluster_id, const char *id, stru
 struct store_job *store_job_list(struct store *st, const char *cluster_id, const char *state,
                                  int64_t after, int limit, int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_job *arr =
-        read_rows(prep(st,
-                       "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND seq > ?"
-                       " AND (? = '' OR state = ?) ORDER BY seq LIMIT ?",
-                       "slssi", cluster_id, after, state ? state : "", state ? state : "", limit),
-                  read_job, sizeof(*arr), limit, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_job, sizeof(struct store_job), limit, n,
+                "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND seq > ?"
+                " AND (? = '' OR state = ?) ORDER BY seq LIMIT ?",
+                "slssi", cluster_id, after, state ? state : "", state ? state : "", limit);
 }
 
 int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
@@ -1380,15 +1372,8 @@ int store_model_get(struct store *st, const char *project, const char *location,
 struct store_model *store_model_list(struct store *st, const char *project, const char *location,
                                      const char *after, int limit, int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    struct store_model *arr =
-        read_rows(prep(st,
-                       "SELECT " MODEL_COLS " FROM models WHERE project=? AND location=?"
-                       " AND name > ? ORDER BY name LIMIT ?",
-                       "sssi", project, location, after ? after : "", limit),
-                  read_model, sizeof(*arr), limit, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return name_page(st, "SELECT " MODEL_COLS " FROM models", read_model,
+                     sizeof(struct store_model), project, location, after, limit, n);
 }
 
 static void read_model_version(sqlite3_stmt *s, void *out)
@@ -1777,15 +1762,10 @@ struct store_endpoint *store_endpoint_list(struct store *st, const char *project
                                            const char *location, const char *after, int limit,
                                            int *n)
 {
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s =
-        project ? prep(st,
-                       "SELECT " EP_COLS " FROM endpoints WHERE project=? AND location=?"
-                       " AND name > ? ORDER BY name LIMIT ?",
-                       "sssi", project, location, after ? after : "", limit)
-                : prep(st, "SELECT " EP_COLS " FROM endpoints ORDER BY project, location, name"
-                           " LIMIT ?", "i", limit);
-    struct store_endpoint *arr = read_rows(s, read_endpoint, sizeof(*arr), limit, n);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    if (!project) /* every endpoint (mtcd's restart and supervision) */
+        return list(st, read_endpoint, sizeof(struct store_endpoint), limit, n,
+                    "SELECT " EP_COLS " FROM endpoints ORDER BY project, location, name LIMIT ?",
+                    "i", limit);
+    return name_page(st, "SELECT " EP_COLS " FROM endpoints", read_endpoint,
+                     sizeof(struct store_endpoint), project, location, after, limit, n);
 }
