@@ -375,6 +375,9 @@ int hosts_write_conf(const struct provider *p, const struct lc *c, const struct 
     /* elastic nodes: slurmctld runs here, so Slurm's power programs are the
      * local provider's (mtc-power beside mtcd, power.json, the token) */
     int rc = local_power_setup(p, c, spec, &sl, err);
+    /* Slurm keeps a suspended node idle% this long; a resume that comes
+     * while mtc still powers the node off waits for it (the node's lock) */
+    sl.power.suspend_timeout = HOSTS_SUSPEND_TIMEOUT_S;
     if (rc == 0)
         rc = local_conf_write(c, spec, &sl, sha, err);
     if (rc == 0)

@@ -19,6 +19,7 @@
 #define HOSTS_SLURMD_PORT 6818   /* a host serves one cluster: Slurm's default port */
 #define HOSTS_CHECK_MS 2000      /* supervise looks at the hosts at most this often */
 #define HOSTS_BOOT_TIMEOUT_S 600 /* hostRemediation.bootTimeoutSeconds default */
+#define HOSTS_SUSPEND_TIMEOUT_S 5 /* SuspendTimeout of elastic nodes on hosts */
 #define HOSTS_REBOOT_DEFAULT "systemctl reboot"
 #define HOSTS_MIN_FREE_MB 1024 /* free disk a host needs under /var/lib/mtc */
 

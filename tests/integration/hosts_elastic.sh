@@ -33,7 +33,7 @@ spec() {
 {"ssh": {"keyFile": "$TESTHOSTS_KEY"},
  "hostRemediation": {"bootTimeoutSeconds": 30$2},
  "nodePools": [{"id": "cpu", "machineSpec": {"machineType": "host"},
-   "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 2, "suspendTimeSeconds": 4,
+   "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 2, "suspendTimeSeconds": 2,
                    "resumeTimeoutSeconds": 60},
    "hosts": [$1]}],
  "healthPolicy": {"checks": ["disk"], "intervalSeconds": 5}}
