@@ -2,7 +2,7 @@
 # healthscan_hostsctl: `mtc healthscan -c collective` on a cluster of 3 test
 # hosts (network namespaces, the hosts provider): mtc-scan is copied to every
 # host and run there by the scan's sbatch job, its reports written to the
-# shared experiment root; with host 3's link slowed by tc (tbf, 50 Mbit/s, on
+# shared experiment root; with host 3's link slowed by tc (tbf, 20 Mbit/s, on
 # its bridge-side veth and on its eth0 inside) the scan fails and names that
 # host's node — and neither of the other two as a bad node — and the pairs
 # between the healthy hosts pass. (tests/integration/healthscan_hosts.sh is
@@ -39,12 +39,11 @@ check "host 3 has mtc-scan, identical to the build's" testhost_exec 3 cmp -s "$M
 node_of() { echo "hx-cpu-$(($1 - 1))"; }
 SLOW=$(node_of 3)
 
-# host 3's link: 50 Mbit/s both ways (the bridge side shapes what reaches it,
-# eth0 inside what it sends): its pairs some 20 times slower than the other,
-# and the ring check (up to 16 MiB per message size) some 40 s over it
+# host 3's link: 20 Mbit/s both ways (the bridge side shapes what reaches it,
+# eth0 inside what it sends)
 V=${TESTHOSTS_VETHS[3]}
-tc qdisc add dev "$V" root tbf rate 50mbit burst 32kbit latency 400ms
-testhost_exec 3 tc qdisc add dev eth0 root tbf rate 50mbit burst 32kbit latency 400ms
+tc qdisc add dev "$V" root tbf rate 20mbit burst 32kbit latency 400ms
+testhost_exec 3 tc qdisc add dev eth0 root tbf rate 20mbit burst 32kbit latency 400ms
 check "host 3's link shaped (tbf on $V and on its eth0)" bash -c "tc qdisc show dev $V | grep -q tbf"
 mtc healthscan hx -c collective --max-bytes 1048576 --json >"$D/slow.json" 2>"$D/slow.err"
 rc=$?
