@@ -115,11 +115,6 @@ check "el-cpu-2's port is free again" wait_for 90 port_free
 # it resumes the node again, this time with its port free
 scontrol update nodename=el-cpu-2 state=resume
 check "the failed node returned to service powered down (idle~)" wait_for 60 state_is el-cpu-2 "idle~"
-# el-cpu-1, idle since the resume, may be powering down (idle%) for
-# SuspendTimeout: released then, the job would wait for the next backfill
-# pass (30 s) instead of being scheduled at once
-not_powering_down() { ! sinfo -h -N -n el-cpu-1 -o %t | grep -q '%'; }
-wait_for 30 not_powering_down
 T0=$SECONDS
 scontrol update jobid="$JOB" StartTime=now >/dev/null
 check "the requeued job ran and completed once the port was free" wait_for 150 job_is "$JOB" COMPLETED
