@@ -28,11 +28,13 @@ descendants() {
         todo+=($(awk -v pp="$cur" '$2 == pp {print $1}' <<<"$all"))
     done
 }
-# The job's processes (SLURM_JOB_ID=$JOB in their environment).
+# The job's processes (SLURM_JOB_ID=$JOB and this cluster's SLURM_CONF in
+# their environment: another test's cluster has a job $JOB too).
 job_pids() {
     local e p
     for e in /proc/[0-9]*/environ; do
-        tr '\0' '\n' 2>/dev/null <"$e" | grep -qx "SLURM_JOB_ID=$JOB" || continue
+        tr '\0' '\n' 2>/dev/null <"$e" | grep -cx -e "SLURM_JOB_ID=$JOB" -e "SLURM_CONF=$CD/slurm.conf" |
+            grep -qx 2 || continue
         p=${e#/proc/}; echo "${p%/environ}"
     done
 }
