@@ -178,27 +178,35 @@ static void requeue_jobs(struct control *c, const char *id, const char *conf, co
  * minutes in which the node is not idle once resumed and the jobs wait out
  * Slurm's requeue hold. DOWN tells slurmctld those steps are gone (as after a
  * fence), DRAIN (reason why) keeps the node out until its checks pass, and
- * the jobs are released. */
+ * the jobs are released. (A job still RUNNING there was not requeued:
+ * Slurm ends it when the new slurmd registers without it, as before.) */
 static void release_killed(struct control *c, const char *id, const char *conf, const char *node,
                            const char *action, const char *why)
 {
     if (!provider_has_slurm(c->prov, id))
         return;
-    json_t *jobs = slurm_node_jobs(conf, node, NULL);
-    if (json_array_size(jobs) > 0) {
+    json_t *jobs = slurm_node_jobs(conf, node, NULL), *completing = json_array(), *j;
+    size_t i;
+    json_array_foreach(jobs, i, j)
+    {
+        char st[32];
+        if (slurm_job_state(conf, json_string_value(j), st, sizeof(st)) == 0 &&
+            strcmp(st, "COMPLETING") == 0)
+            json_array_append(completing, j);
+    }
+    if (json_array_size(completing) > 0) {
         char down[128];
         snprintf(down, sizeof(down), "mtc: %s killed every process of the node", action);
-        log_msg(LOG_NOTICE, "cluster %s: %s: %zu job(s) still on it after %s; setting it DOWN",
-                id, node, json_array_size(jobs), action);
+        log_msg(LOG_NOTICE, "cluster %s: %s: %zu job(s) still completing after %s; setting it DOWN",
+                id, node, json_array_size(completing), action);
         provider_node_set(c->prov, id, conf, node, SLURM_NODE_DOWN, down, NULL);
         provider_node_set(c->prov, id, conf, node, SLURM_NODE_DRAIN, why, NULL);
-        size_t i;
-        json_t *j;
-        json_array_foreach(jobs, i, j)
+        json_array_foreach(completing, i, j)
         {
             release_requeued(conf, json_string_value(j));
         }
     }
+    json_decref(completing);
     json_decref(jobs);
 }
 
