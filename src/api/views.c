@@ -7,40 +7,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster/cluster.h"
 #include "control/control.h"
 #include "dataset/dataset.h"
 
 /* Add each node's last health report and remediation state to nodesStatus:
  * a node being remediated is UPDATING, one given up on is ERROR (one QUEUED
  * for a remediation keeps its state). */
-static void overlay_health(struct store *st, const char *id, json_t *nodes)
+static void overlay_health(struct store *st, const char *id,
+                           const struct cluster_node_index *ix)
 {
     int n = 0;
     struct store_health *h = store_health_list(st, id, &n);
-    size_t i;
-    json_t *node;
-    json_array_foreach(nodes, i, node)
-    {
-        const char *name = json_string_value(json_object_get(node, "instanceName"));
-        for (int k = 0; name && k < n; k++) {
-            if (strcmp(h[k].node, name) != 0)
-                continue;
-            char ts[40];
-            json_object_set_new(node, "health", json_string(h[k].status));
-            json_object_set_new(node, "healthTime",
-                                json_string(mtc_time_rfc3339(h[k].time_ms, ts, sizeof(ts))));
-            if (*h[k].failing_check) {
-                json_object_set_new(node, "failingCheck", json_string(h[k].failing_check));
-                json_object_set_new(node, "failingReason", json_string(h[k].reason));
-            }
-            if (*h[k].remediation)
-                json_object_set_new(node, "remediation", json_string(h[k].remediation));
-            /* a QUEUED node waits in service (not drained yet) */
-            if (*h[k].remediation && strcmp(h[k].remediation, "QUEUED") != 0) {
-                json_object_set_new(
-                    node, "nodeState",
-                    json_string(strcmp(h[k].remediation, "FAILED") == 0 ? "ERROR" : "UPDATING"));
-            }
+    for (int k = 0; k < n; k++) {
+        json_t *node = cluster_node_index_get(ix, h[k].node);
+        if (!node)
+            continue;
+        char ts[40];
+        json_object_set_new(node, "health", json_string(h[k].status));
+        json_object_set_new(node, "healthTime",
+                            json_string(mtc_time_rfc3339(h[k].time_ms, ts, sizeof(ts))));
+        if (*h[k].failing_check) {
+            json_object_set_new(node, "failingCheck", json_string(h[k].failing_check));
+            json_object_set_new(node, "failingReason", json_string(h[k].reason));
+        }
+        if (*h[k].remediation)
+            json_object_set_new(node, "remediation", json_string(h[k].remediation));
+        /* a QUEUED node waits in service (not drained yet) */
+        if (*h[k].remediation && strcmp(h[k].remediation, "QUEUED") != 0) {
+            json_object_set_new(
+                node, "nodeState",
+                json_string(strcmp(h[k].remediation, "FAILED") == 0 ? "ERROR" : "UPDATING"));
         }
     }
     store_health_free(h, n);
@@ -48,26 +45,21 @@ static void overlay_health(struct store *st, const char *id, json_t *nodes)
 
 /* Add each node's last health scan (mtc healthscan) to nodesStatus as
  * lastHealthScan {time, state, checks, reason, operation}. */
-static void overlay_scans(struct store *st, const char *id, json_t *nodes)
+static void overlay_scans(struct store *st, const char *id, const struct cluster_node_index *ix)
 {
     int n = 0;
     struct store_scan *sc = store_scan_list(st, id, &n);
-    size_t i;
-    json_t *node;
-    json_array_foreach(nodes, i, node)
-    {
-        const char *name = json_string_value(json_object_get(node, "instanceName"));
-        for (int k = 0; name && k < n; k++) {
-            if (strcmp(sc[k].node, name) != 0)
-                continue;
-            char ts[40];
-            json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "time",
-                                  mtc_time_rfc3339(sc[k].time_ms, ts, sizeof(ts)), "state",
-                                  sc[k].state, "checks", sc[k].checks, "operation", sc[k].op_id);
-            if (*sc[k].reason)
-                json_object_set_new(o, "reason", json_string(sc[k].reason));
-            json_object_set_new(node, "lastHealthScan", o);
-        }
+    for (int k = 0; k < n; k++) {
+        json_t *node = cluster_node_index_get(ix, sc[k].node);
+        if (!node)
+            continue;
+        char ts[40];
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "time",
+                              mtc_time_rfc3339(sc[k].time_ms, ts, sizeof(ts)), "state",
+                              sc[k].state, "checks", sc[k].checks, "operation", sc[k].op_id);
+        if (*sc[k].reason)
+            json_object_set_new(o, "reason", json_string(sc[k].reason));
+        json_object_set_new(node, "lastHealthScan", o);
     }
     free(sc);
 }
@@ -103,8 +95,11 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
     json_object_set_new(j, "updateTime", json_string(mtc_time_rfc3339(cl->update_ms, ts, 40)));
     json_t *status = json_pack("{s:s}", "state", cl->state);
     json_t *nodes = cl->nodes ? json_deep_copy(cl->nodes) : json_array();
-    overlay_health(st, cl->id, nodes);
-    overlay_scans(st, cl->id, nodes);
+    /* one by-name index joins the nodes with their health and scan rows */
+    struct cluster_node_index *ix = cluster_node_index_create(nodes);
+    overlay_health(st, cl->id, ix);
+    overlay_scans(st, cl->id, ix);
+    cluster_node_index_destroy(ix);
     json_object_set_new(status, "nodesStatus", nodes);
     /* a cluster on hosts: every host, its node or role (spare, quarantined) */
     json_t *hosts = ctl ? control_hosts(ctl, cl->id) : NULL;

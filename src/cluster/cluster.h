@@ -179,4 +179,13 @@ int cluster_machine_type_lookup(const char *name, struct cluster_machine_type *o
  * Caller owns. NULL + err on error. */
 json_t *cluster_catalog_list(mtc_error_t *err);
 
+/* A by-name index over a nodesStatus array: each object's "instanceName" to
+ * the object (borrowed: nodes must outlive the index and keep its names),
+ * looked up in O(log n). NULL when out of memory. */
+struct cluster_node_index;
+struct cluster_node_index *cluster_node_index_create(const json_t *nodes);
+/* The node named name (the first, should two share it), or NULL. */
+json_t *cluster_node_index_get(const struct cluster_node_index *ix, const char *name);
+void cluster_node_index_destroy(struct cluster_node_index *ix);
+
 #endif

@@ -133,7 +133,7 @@ static int seen_before(const json_t *pools, const char *h, size_t pool, int list
 
 /* One pool of a cluster on hosts: hosts given, one node per host, a machine
  * type that describes a host, no host listed twice anywhere. */
-static int check_pool(const json_t *pools, size_t i, mtc_error_t *err)
+static int check_pool(const json_t *pools, size_t i, const char *login, mtc_error_t *err)
 {
     static const char *const lists[] = {"hosts", "spareHosts"};
     char path[PATH_LEN], where[PATH_LEN];
@@ -149,20 +149,22 @@ static int check_pool(const json_t *pools, size_t i, mtc_error_t *err)
     if (json_array_size(hosts) == 0)
         return schema_error(err, schema_join(where, sizeof(where), path, "hosts"),
                             "at least one host is required");
-    json_int_t min =
-        json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
-    if (min != (json_int_t)json_array_size(hosts))
-        return schema_error(err,
-                            schema_join(where, sizeof(where), path, "scalingSpec.minNodeCount"),
-                            "must equal the number of hosts (%zu), got %lld",
-                            json_array_size(hosts), (long long)min);
+    /* one host per node: the first minNodeCount static, the rest elastic
+     * (powered by Slurm's power saving; docs/hosts.md) */
     json_int_t max =
         json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "maxNodeCount"));
-    if (max != min) /* docs/design-notes.md: elastic pools run locally for now */
+    if (max != (json_int_t)json_array_size(hosts))
+        return schema_error(err, schema_join(where, sizeof(where), path, "hosts"),
+                            "lists %zu host(s) and maxNodeCount is %lld: a pool on hosts lists "
+                            "one host per node (the first minNodeCount static, the rest elastic)",
+                            json_array_size(hosts), (long long)max);
+    json_int_t min =
+        json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
+    if (login && id && strcmp(login, id) == 0 && max > min) /* no job ever resumes it */
         return schema_error(err,
                             schema_join(where, sizeof(where), path, "scalingSpec.maxNodeCount"),
-                            "must equal minNodeCount (%lld) on hosts: elastic pools run on the "
-                            "local provider only",
+                            "the login pool is not elastic: maxNodeCount must equal minNodeCount "
+                            "(%lld)",
                             (long long)min);
     const char *mt =
         json_string_value(json_object_get(json_object_get(p, "machineSpec"), "machineType"));
@@ -215,6 +217,7 @@ int cluster_spec_hosts_check(json_t *spec, mtc_error_t *err)
         }
         return 0;
     }
-    json_array_foreach(pools, i, p) if (check_pool(pools, i, err) < 0) return -1;
+    const char *login = cluster_spec_login_pool(spec);
+    json_array_foreach(pools, i, p) if (check_pool(pools, i, login, err) < 0) return -1;
     return 0;
 }

@@ -548,13 +548,16 @@ static const struct schema_field f_controller[] = {
     {.name = "address", .kind = SCHEMA_STR, .check = host_one}, {.name = NULL}};
 static const struct schema s_controller = {f_controller, SPEC, NULL, NULL};
 
-/* the reboot command runs as root on a host, the reimage command as root on the mtcd host */
+/* the reboot command runs as root on a host, the reimage and power commands
+ * as root on the mtcd host */
 #define COMMAND(n)                                                                                 \
     .name = n, .kind = SCHEMA_STR, .flags = SCHEMA_ROOT_EXEC | SCHEMA_NONEMPTY | SCHEMA_ONELINE,   \
     .check = command
 static const struct schema_field f_host_remediation[] = {
     {COMMAND("rebootCommand")},
     {COMMAND("reimageCommand")},
+    {COMMAND("powerOnCommand")},
+    {COMMAND("powerOffCommand")},
     {.name = "bootTimeoutSeconds", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 5, .hi = 7200},
     {.name = NULL}};
 static const struct schema s_host_remediation = {f_host_remediation, SPEC, NULL, NULL};

@@ -1,4 +1,4 @@
-/* http: the one client mtc's helper programs (mtc-agent, mtc-power) reach
+/* http: the one client mtc's helper programs (mtc-agent, mtc-simload, mtc-power) reach
  * mtcd with — a JSON POST over mtcd's unix socket or its URL, with a bearer
  * token and mtcd's own CA when given. */
 #include "common/common.h"
@@ -13,10 +13,13 @@ struct buf {
     size_t len;
 };
 
+/* Collect the reply into u (a struct buf), or drop it when u is NULL. */
 static size_t take(char *p, size_t size, size_t n, void *u)
 {
     struct buf *b = u;
     size_t add = size * n;
+    if (!b)
+        return add;
     if (b->len + add > (1u << 20))
         return 0; /* a reply over 1 MiB is no answer of mtcd's */
     char *np = realloc(b->p, b->len + add + 1);
@@ -59,7 +62,7 @@ int mtc_mtcd_post(const struct mtc_mtcd *m, const char *path, const char *body, 
     curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)timeout_s);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, take);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, reply ? &b : NULL);
     CURLcode rc = curl_easy_perform(h);
     if (rc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);

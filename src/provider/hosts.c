@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cluster/cluster.h"
@@ -167,7 +168,14 @@ int hosts_node_files(const struct provider *p, const struct lc *c, const struct 
     local_agent_env_head(env, sizeof(env), n->name, conf, containers,
                          hosts_fake_gpus(spec, n) >= 0 ? nvml : NULL);
     snprintf(path, sizeof(path), "%s/agent.env", dir);
-    return local_write_if_changed(path, env, err) < 0 ? -1 : 0;
+    if (local_write_if_changed(path, env, err) < 0)
+        return -1;
+    /* an elastic node's slurmd starts "booted now" (mtc-host's start_slurmd) */
+    snprintf(path, sizeof(path), "%s/elastic", dir);
+    if (n->cloud ? local_write_if_changed(path, "1\n", err) < 0
+                 : unlink(path) < 0 && errno != ENOENT)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    return 0;
 }
 
 /* A copy of src at dst (mode) when its content differs; sha of the content. */
@@ -279,6 +287,7 @@ static int conf_nodes(const json_t *spec, const struct hstate *s, struct slurm_n
         z->cpus = n->cpus;
         z->memory_mb = n->memory_mb;
         z->gpus = n->gpus;
+        z->cloud = n->cloud;
         struct cluster_machine_type mt;
         const json_t *pool = cluster_spec_pool(spec, n->pool);
         const char *type =
@@ -363,19 +372,33 @@ int hosts_write_conf(const struct provider *p, const struct lc *c, const struct 
      * controller's plugstack.conf, <dir>/etc/plugstack.conf), slurmd and
      * slurmstepd on the hosts theirs */
     sl.spank = p->spank;
-    int rc = local_conf_write(c, spec, &sl, sha, err);
+    /* elastic nodes: slurmctld runs here, so Slurm's power programs are the
+     * local provider's (mtc-power beside mtcd, power.json, the token) */
+    int rc = local_power_setup(p, c, spec, &sl, err);
+    /* Slurm keeps a suspended node idle% this long; a resume that comes
+     * while mtc still powers the node off waits for it (the node's lock) */
+    sl.power.suspend_timeout = HOSTS_SUSPEND_TIMEOUT_S;
+    if (rc == 0)
+        rc = local_conf_write(c, spec, &sl, sha, err);
     if (rc == 0)
         rc = plugstack_write(c, s, &sl, etc, err);
     free(sizes);
     return rc;
 }
 
+int hosts_node_off(const struct lc *c, const struct hnode *n)
+{
+    return n->cloud && !local_power_is_on(c, n->name);
+}
+
 int hosts_wait_registered(const struct lc *c, const struct hstate *s, mtc_error_t *err)
 {
     const char *names[HOSTS_MAX], *hosts[HOSTS_MAX];
+    size_t k = 0;
     for (size_t i = 0; i < s->nnodes; i++)
-        names[i] = s->nodes[i].name, hosts[i] = s->nodes[i].host;
-    return local_wait_registered(c, names, hosts, s->nnodes, err);
+        if (!hosts_node_off(c, &s->nodes[i]))
+            names[k] = s->nodes[i].name, hosts[k++] = s->nodes[i].host;
+    return local_wait_registered(c, names, hosts, k, err);
 }
 
 /* ---- per-host work, in parallel ---- */
@@ -392,11 +415,16 @@ struct job {
     char *out[HOSTS_MAX];
     const char *op;
     int install, close_ssh;
+    /* per node: a powered-down elastic node (no bring-up), and one whose
+     * host is left alone altogether (known already: no preflight either) */
+    unsigned char off[HOSTS_MAX], skip[HOSTS_MAX];
 };
 
 static int t_preflight(void *arg, size_t i, mtc_error_t *err)
 {
     struct job *j = arg;
+    if (j->skip[i])
+        return 0;
     struct ssh_conn *ssh = hosts_ssh(j->p, j->s, j->s->nodes[i].host, err);
     int rc = ssh ? hosts_preflight(ssh, j->s, j->ctl, j->install, &j->facts[i], err) : -1;
     ssh_free(ssh);
@@ -407,6 +435,8 @@ static int t_up(void *arg, size_t i, mtc_error_t *err)
 {
     struct job *j = arg;
     const struct hnode *n = &j->s->nodes[i];
+    if (j->off[i])
+        return 0; /* powered down: Slurm's resume brings it up (hosts_power) */
     struct ssh_conn *ssh = hosts_ssh(j->p, j->s, n->host, err);
     int rc = ssh ? hosts_remote_up(ssh, j->c, j->s, j->b, n, hosts_bins_stale(j->b, &j->facts[i]),
                                    hosts_fake_gpus(j->spec, n), err)
@@ -442,8 +472,8 @@ static void clean_unused(struct provider *p, const struct lc *c, struct hstate *
     for (size_t i = 0; i < s->nhosts; i++)
         if (every_host || (s->hosts[i].role == HOST_TOUCHED && !hosts_in_use(s, s->hosts[i].host)))
             j->hosts[n++] = s->hosts[i].host;
-    for (size_t i = 0; every_host && i < s->nnodes; i++)
-        if (!hosts_host_find(s, s->nodes[i].host))
+    for (size_t i = 0; every_host && i < s->nnodes; i++) /* powered down: cleaned then */
+        if (!hosts_host_find(s, s->nodes[i].host) && !hosts_node_off(c, &s->nodes[i]))
             j->hosts[n++] = s->nodes[i].host;
     if (n == 0)
         goto out;
@@ -545,7 +575,7 @@ static int controller_up(const struct lc *c, struct hstate *s, const char *sha,
     if (ctld && strcmp(s->applied_sha, sha) != 0) {
         if (strcmp(s->applied_nodes, names) == 0) {
             reconfigure = 1;
-        } else { /* 22.05 learns of added or removed nodes only at start */
+        } else { /* 22.05 learns of added, removed or elastic nodes only at start */
             local_say(progress, arg, "restarting slurmctld for the new node set");
             local_stop_pidfile(c, "slurmctld", ctld);
             ctld = 0;
@@ -616,12 +646,20 @@ static int check_hosts(struct job *j, const json_t *spec, mtc_error_t *errs,
                        provider_progress_fn progress, void *arg, mtc_error_t *err)
 {
     struct hstate *s = j->s;
-    local_say(progress, arg, "checking %zu host(s)", s->nnodes);
+    size_t n = 0;
+    /* an elastic host is checked and sized when it joins the cluster (it
+     * must be on then) and at each power-on; while powered down, never */
+    for (size_t i = 0; i < s->nnodes; i++) {
+        j->off[i] = (unsigned char)hosts_node_off(j->c, &s->nodes[i]);
+        j->skip[i] = j->off[i] && s->nodes[i].cpus > 0;
+        n += !j->skip[i];
+    }
+    local_say(progress, arg, "checking %zu host(s)", n);
     long bad = hosts_parallel(s->nnodes, t_preflight, j, errs);
     if (bad >= 0)
         return errprintf(err, "%s", errs[bad].text);
     for (size_t i = 0; i < s->nnodes; i++)
-        if (hosts_size_node(spec, &s->nodes[i], &j->facts[i], err) < 0)
+        if (!j->skip[i] && hosts_size_node(spec, &s->nodes[i], &j->facts[i], err) < 0)
             return -1;
     for (size_t i = 0; i < s->nnodes; i++)
         if (!hosts_host_find(s, s->nodes[i].host))
@@ -649,6 +687,56 @@ static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error
     return hosts_write_conf(j->p, j->c, j->s, j->spec, sha, err);
 }
 
+/* Before an update: a powered-up elastic node leaves the cluster (a lowered
+ * maxNodeCount) only once Slurm has powered it down (its host, cleaned then,
+ * is not cleaned again), a static node becomes elastic (a lowered
+ * minNodeCount) only when it runs no job (EBUSY); static nodes carry no
+ * power mark. old NULL: a create. 0/-1 + err. */
+static int power_plan(const struct lc *c, struct hstate *old, struct hstate *s, mtc_error_t *err)
+{
+    for (size_t i = 0; old && i < old->nnodes; i++) {
+        const struct hnode *o = &old->nodes[i];
+        if (o->cloud && !hosts_node_find(s, o->name) && local_power_is_on(c, o->name)) {
+            errno = EBUSY;
+            return errprintf(err,
+                             "node %s is powered up; lower maxNodeCount once Slurm has powered "
+                             "it down (idle~)",
+                             o->name);
+        }
+    }
+    /* a powered-down node that leaves: its host holds nothing to clean */
+    for (size_t i = 0; old && i < old->nnodes; i++) {
+        const struct hnode *o = &old->nodes[i];
+        if (hosts_node_find(s, o->name))
+            continue;
+        const struct hhost *h = hosts_host_find(s, o->host);
+        if (hosts_node_off(c, o) && h && h->role == HOST_TOUCHED && !hosts_in_use(s, o->host))
+            hosts_host_forget(s, o->host);
+        if (local_power_mark(c, o->name, 0, err) < 0)
+            return -1;
+    }
+    int ctld = local_ctld_running(c) > 0;
+    for (size_t i = 0; i < s->nnodes; i++) {
+        const struct hnode *n = &s->nodes[i], *o = old ? hosts_node_find(old, n->name) : NULL;
+        if (!n->cloud && local_power_mark(c, n->name, 0, err) < 0)
+            return -1;
+        if (!n->cloud || !o || o->cloud || !ctld)
+            continue;
+        mtc_error_t e2;
+        json_t *jobs = slurm_node_jobs(c->conf, n->name, &e2);
+        size_t nj = json_array_size(jobs);
+        json_decref(jobs);
+        if (!jobs)
+            return errprintf(err, "node %s: %s", n->name, e2.text);
+        if (nj) {
+            errno = EBUSY;
+            return errprintf(err, "node %s runs %zu job(s); lower minNodeCount once it is idle",
+                             n->name, nj);
+        }
+    }
+    return 0;
+}
+
 /* The body of apply, with the cluster locked; *touched tells whether hosts were written to. */
 static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, struct hstate *old,
                         int have_old, struct hstate *s, int *touched, provider_progress_fn progress,
@@ -670,6 +758,23 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
         (p->agent && agent_url(p, s, url, sizeof(url), err) < 0))
         goto out;
     hosts_lc_socket(c, s);
+    /* elastic nodes that become static (a raised minNodeCount) while powered
+     * down: their hosts powered on for the preflight and bring-up below */
+    unsigned char wake[HOSTS_MAX] = {0};
+    for (size_t i = 0; have_old && i < s->nnodes; i++) {
+        const struct hnode *o = hosts_node_find(old, s->nodes[i].name);
+        wake[i] = !s->nodes[i].cloud && o && hosts_node_off(c, o) &&
+                  !strcasecmp(o->host, s->nodes[i].host);
+    }
+    if (power_plan(c, have_old ? old : NULL, s, err) < 0)
+        goto out;
+    for (size_t i = 0; i < s->nnodes; i++) {
+        if (!wake[i])
+            continue;
+        local_say(progress, arg, "powering up %s (now static)", s->nodes[i].name);
+        if (hosts_power_wake(p, c, s, spec, &s->nodes[i], err) < 0)
+            goto out;
+    }
     *j = (struct job){.p = p,
                       .c = c,
                       .s = s,
@@ -695,6 +800,17 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
     local_say(progress, arg, "waiting for %zu node(s) to register", s->nnodes);
     if (hosts_wait_registered(c, s, err) < 0)
         goto out;
+    /* elastic hosts that just joined (checked on) or a static node that
+     * became elastic: powered down now; Slurm resumes them for jobs */
+    for (size_t i = 0; i < s->nnodes; i++) {
+        struct hnode *n = &s->nodes[i];
+        const struct hnode *o = have_old ? hosts_node_find(old, n->name) : NULL;
+        if (!j->off[i] || (j->skip[i] && (!o || o->cloud)))
+            continue;
+        local_say(progress, arg, "powering down %s (elastic)", n->name);
+        if (hosts_power_node(p, c, s, spec, n, 0, err) < 0)
+            goto out;
+    }
     if (hosts_experiment_root(spec)) {
         local_say(progress, arg, "checking that every host sees the experiment root");
         if (hosts_storage_verify(p, c, s, spec, err) < 0)
@@ -808,4 +924,5 @@ const struct provider_ops provider_hosts_ops = {
     .hosts = hosts_hosts,
     .login = hosts_login,
     .check_storage = hosts_check_storage,
+    .power = hosts_power,
 };

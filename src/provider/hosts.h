@@ -19,6 +19,7 @@
 #define HOSTS_SLURMD_PORT 6818   /* a host serves one cluster: Slurm's default port */
 #define HOSTS_CHECK_MS 2000      /* supervise looks at the hosts at most this often */
 #define HOSTS_BOOT_TIMEOUT_S 600 /* hostRemediation.bootTimeoutSeconds default */
+#define HOSTS_SUSPEND_TIMEOUT_S 5 /* SuspendTimeout of elastic nodes on hosts */
 #define HOSTS_REBOOT_DEFAULT "systemctl reboot"
 #define HOSTS_MIN_FREE_MB 1024 /* free disk a host needs under /var/lib/mtc */
 
@@ -27,6 +28,8 @@ struct hnode {
     char name[64];      /* <cluster>-<pool>-<i> */
     char pool[32];      /* node pool id */
     int login;          /* a node of the login pool (in no partition) */
+    int cloud;          /* elastic (a pool's min..max-1): State=CLOUD, on while
+                         * run/power-<node>.on exists (hosts_node.c powers it) */
     char host[256];     /* where it runs: the ssh target and NodeAddr, as the spec lists it */
     char hostname[256]; /* NodeHostname: the host's own name */
     int cpus;
@@ -82,10 +85,12 @@ const char *hosts_free_spare(const struct hstate *s, const char *pool);
  * moved it to one of the pool's spares (it stays there) or hosts[i] is
  * quarantined (the next free spare takes it). Quarantine records of hosts
  * still in the spec are kept, touched hosts carried over, spares listed.
+ * Node i is elastic (cloud) when i >= the pool's minNodeCount.
  * 0, or -1 + err naming the host when a quarantined host has no spare left. */
 int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, struct hstate *next,
                mtc_error_t *err);
-/* Node names, comma-separated, in order (for "which nodes slurmctld knows"). */
+/* Node names, comma-separated, in order, an elastic one with "~" (for "which
+ * nodes slurmctld knows": it restarts when that changes). */
 void hosts_node_names(const struct hstate *s, char *buf, size_t len);
 
 /* ---- hosts_remote.c ---- */
@@ -189,7 +194,11 @@ int hosts_bundle(const struct provider *p, const struct lc *c, const struct hsta
 /* Fill node n's sizes and hostname from its host's facts, checking the pool's
  * machine type against them ("host": what the host has). 0/-1 + err naming the host. */
 int hosts_size_node(const json_t *spec, struct hnode *n, const struct hfacts *f, mtc_error_t *err);
-/* Wait until slurmctld sees every node of s registered. 0/-1 + err. */
+/* 1 for an elastic node that is powered down: nothing of it runs, mtc leaves
+ * its host alone (no preflight, bring-up or supervision). */
+int hosts_node_off(const struct lc *c, const struct hnode *n);
+/* Wait until slurmctld sees every node of s registered (powered-down
+ * elastic ones aside). 0/-1 + err. */
 int hosts_wait_registered(const struct lc *c, const struct hstate *s, mtc_error_t *err);
 /* lc for cluster id, with the controller's munge socket /run/mtc/<uid>/... once s is known. */
 void hosts_lc_socket(struct lc *c, const struct hstate *s);
@@ -248,5 +257,20 @@ int hosts_node_action(struct provider *p, const char *id, const json_t *spec, co
                       const char *action, mtc_error_t *err);
 json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
                          mtc_error_t *err);
+/* Power elastic node n on (hostRemediation.powerOnCommand if any, SSH back
+ * within bootTimeoutSeconds, preflight, its files and daemons up: slurmd in a
+ * time namespace booted now) or off (everything of the cluster removed from
+ * the host, as a delete's clean, then powerOffCommand if any), marking it on
+ * or off. The caller holds the cluster's or the node's lock. 0/-1 + err. */
+int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+                     struct hnode *n, int on, mtc_error_t *err);
+/* The first half of a power-on: powerOnCommand (if any), then SSH back
+ * (and booted, when a power-off left the boot mark) within
+ * bootTimeoutSeconds. 0/-1 + err. */
+int hosts_power_wake(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+                     struct hnode *n, mtc_error_t *err);
+/* provider_power for a cluster on hosts. */
+int hosts_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
+                mtc_error_t *err);
 
 #endif

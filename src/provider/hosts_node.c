@@ -3,15 +3,20 @@
  * slurmd back), reimage (hostRemediation.reimageCommand here, then a full
  * bring-up; without one the controller escalates to replace), replace (the
  * node moves to the pool's next spare host under the same Slurm name, the
- * old host is quarantined) — and running a node's checks for the controller. */
+ * old host is quarantined) — running a node's checks for the controller, and
+ * powering elastic nodes on and off for Slurm's power saving
+ * (hostRemediation.powerOnCommand / powerOffCommand, docs/hosts.md). */
 #include "provider/hosts.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cluster/cluster.h"
 #include "slurm/slurm.h"
@@ -126,28 +131,36 @@ static int full_up(const struct act *a, struct hfacts *f, mtc_error_t *err)
     struct ssh_conn *ssh = hosts_ssh(a->p, a->s, a->n->host, err);
     if (!ssh)
         return -1;
-    int rc = -1;
+    int rc = -1, fd = -1;
+    char path[PLEN];
     if (hosts_preflight(ssh, a->s, &ctl, json_is_true(json_object_get(a->spec, "installPackages")),
                         f, err) < 0)
         goto out;
+    /* the bundle is one directory for every node: nodes brought up beside
+     * each other (power-ons, repairs under their node locks) take turns in
+     * writing and sending it */
+    fd = open(local_path(a->c, path, ".lock-bundle"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+        errprintf(err, "cannot lock %s: %s", path, strerror(errno));
+        goto out;
+    }
     if (hosts_bundle(a->p, a->c, a->s, a->spec, &b, err) < 0)
         goto out;
     rc = hosts_remote_up(ssh, a->c, a->s, &b, a->n, hosts_bins_stale(&b, f),
                          hosts_fake_gpus(a->spec, a->n), err);
 out:
+    if (fd >= 0)
+        close(fd);
     ssh_free(ssh);
     return rc;
 }
 
-static int act_reimage(const struct act *a, mtc_error_t *err)
+/* Run command (a hostRemediation command: {host} {node} {cluster} are
+ * replaced by validated names, safe on a command line) here, as mtcd, within
+ * bootTimeoutSeconds; what: its name for the error ("reimage command").
+ * 0/-1 + err with the last line it printed. */
+static int run_here(const struct act *a, const char *what, const char *cmd, mtc_error_t *err)
 {
-    const char *cmd = json_string_value(remediation(a->spec, "reimageCommand"));
-    if (!cmd || !*cmd) {
-        errno = ENOTSUP;
-        return errprintf(err,
-                         "no hostRemediation.reimageCommand configured: escalating to replace");
-    }
-    /* {host} {node} {cluster}: validated names, safe on a command line */
     char line[2400] = "";
     for (const char *p = cmd; *p && strlen(line) + 300 < sizeof(line); p++) {
         const char *v = NULL;
@@ -166,13 +179,7 @@ static int act_reimage(const struct act *a, mtc_error_t *err)
             line[k] = *p, line[k + 1] = '\0';
         }
     }
-    /* a host that still answers gets the boot mark: mtc waits for the
-     * reinstalled system, not the old one */
-    mtc_error_t e2 = {""};
-    if (node_op(a, "mark", &e2) < 0)
-        log_msg(LOG_NOTICE, "cluster %s: reimage %s: no boot mark (%s)", a->c->id, a->n->host,
-                e2.text);
-    log_msg(LOG_NOTICE, "cluster %s: reimage %s: %s", a->c->id, a->n->host, line);
+    log_msg(LOG_NOTICE, "cluster %s: %s for %s: %s", a->c->id, what, a->n->host, line);
     char *argv[] = {"sh", "-c", line, NULL}, *out = NULL;
     int rc = mtc_run(argv, NULL, &out, a->boot_timeout_s * 1000);
     if (rc != 0) {
@@ -181,7 +188,7 @@ static int act_reimage(const struct act *a, mtc_error_t *err)
             *nl = '\0';
             nl = strrchr(out, '\n');
         }
-        errprintf(err, "reimage command for %s failed (exit %d): %.150s", a->n->host, rc,
+        errprintf(err, "%s for %s failed (exit %d): %.150s", what, a->n->host, rc,
                   nl    ? nl + 1
                   : out ? out
                         : "");
@@ -189,6 +196,25 @@ static int act_reimage(const struct act *a, mtc_error_t *err)
         return -1;
     }
     free(out);
+    return 0;
+}
+
+static int act_reimage(const struct act *a, mtc_error_t *err)
+{
+    const char *cmd = json_string_value(remediation(a->spec, "reimageCommand"));
+    if (!cmd || !*cmd) {
+        errno = ENOTSUP;
+        return errprintf(err,
+                         "no hostRemediation.reimageCommand configured: escalating to replace");
+    }
+    /* a host that still answers gets the boot mark: mtc waits for the
+     * reinstalled system, not the old one */
+    mtc_error_t e2 = {""};
+    if (node_op(a, "mark", &e2) < 0)
+        log_msg(LOG_NOTICE, "cluster %s: reimage %s: no boot mark (%s)", a->c->id, a->n->host,
+                e2.text);
+    if (run_here(a, "reimage command", cmd, err) < 0)
+        return -1;
     /* a reinstalled host has a new host key: forget the old one (trust on first use again) */
     char kh[PLEN], name[300];
     snprintf(kh, sizeof(kh), "%s/ssh/known_hosts", a->p->home);
@@ -347,4 +373,95 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
     free(out);
     free(s);
     return res;
+}
+
+/* ---- power (Slurm's power saving of elastic nodes) ---- */
+
+int hosts_power_wake(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+                     struct hnode *n, mtc_error_t *err)
+{
+    const json_t *bt = remediation(spec, "bootTimeoutSeconds");
+    struct act a = {p, c, s, spec, n, bt ? (int)json_integer_value(bt) : HOSTS_BOOT_TIMEOUT_S};
+    const char *cmd = json_string_value(remediation(spec, "powerOnCommand"));
+    if (cmd && *cmd && run_here(&a, "power-on command", cmd, err) < 0)
+        return -1;
+    return wait_booted(&a, err);
+}
+
+int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+                     struct hnode *n, int on, mtc_error_t *err)
+{
+    const json_t *bt = remediation(spec, "bootTimeoutSeconds");
+    struct act a = {p, c, s, spec, n, bt ? (int)json_integer_value(bt) : HOSTS_BOOT_TIMEOUT_S};
+    const char *cmd =
+        json_string_value(remediation(spec, on ? "powerOnCommand" : "powerOffCommand"));
+    if (cmd && !*cmd)
+        cmd = NULL;
+    if (!on) {
+        /* a powered-down host holds nothing of the cluster (the "clean" of a
+         * delete: daemons, jobs' leftovers, files, its claim), so a delete
+         * need not reach it; with a power-off command the boot mark makes the
+         * next power-on wait for a host that really booted, not one still
+         * shutting down */
+        if (local_power_mark(c, n->name, 0, err) < 0)
+            return -1;
+        if (!cmd)
+            return node_op(&a, "clean", err);
+        mtc_error_t e2 = {""};
+        struct ssh_conn *ssh = hosts_ssh(p, s, n->host, &e2);
+        if (!ssh || hosts_remote_op(ssh, s, "clean", n->name, -1, NULL, ACTION_OP_MS, &e2) != 0 ||
+            hosts_remote_op(ssh, s, "mark", n->name, -1, NULL, ACTION_OP_MS, &e2) != 0)
+            log_msg(LOG_NOTICE, "cluster %s: %s before its power-off: %s", c->id, n->name,
+                    e2.text); /* a host that does not answer runs nothing of ours */
+        ssh_destroy(ssh); /* the master would die with the host */
+        return run_here(&a, "power-off command", cmd, err);
+    }
+    if (local_power_mark(c, n->name, 1, err) < 0)
+        return -1;
+    struct hfacts f;
+    int rc = hosts_power_wake(p, c, s, spec, n, err) < 0 ? -1 : full_up(&a, &f, err);
+    if (rc < 0) {
+        /* a host that did not come up stays off: nothing for supervision to
+         * restart; Slurm marks it DOWN after ResumeTimeout */
+        mtc_error_t e2 = {""};
+        if (local_power_mark(c, n->name, 0, &e2) < 0 || node_op(&a, "clean", &e2) < 0)
+            log_msg(LOG_NOTICE, "cluster %s: %s after its failed power-on: %s", c->id, n->name,
+                    e2.text);
+    }
+    return rc;
+}
+
+int hosts_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
+                mtc_error_t *err)
+{
+    struct lc c;
+    if (local_lc_init(&c, p, id, err) < 0)
+        return -1;
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (!s)
+        return errprintf(err, "out of memory");
+    int rc = -1;
+    /* the node's lock: a resume waits for the node's suspend to end, and
+     * nodes power on and off beside each other */
+    int nfd = node && mtc_name_valid(node, 63) ? local_lock_node(&c, node) : -1;
+    struct hnode *n = NULL;
+    if (nfd < 0) {
+        errno = EINVAL;
+        errprintf(err, "cluster %s has no elastic node \"%.64s\"", id, node ? node : "");
+    } else if (hosts_state_load(&c, s) < 0) {
+        errno = ENOENT;
+        errprintf(err, "cluster %s: no hosts.json (never applied?)", id);
+    } else if (!(n = hosts_node_find(s, node)) || !n->cloud) {
+        errno = EINVAL;
+        errprintf(err, "cluster %s has no elastic node \"%.64s\"", id, node);
+    } else {
+        hosts_lc_socket(&c, s);
+        log_msg(LOG_NOTICE, "cluster %s: powering %s %s on %s", id, n->name, on ? "up" : "down",
+                n->host);
+        rc = hosts_power_node(p, &c, s, spec, n, on, err);
+    }
+    if (nfd >= 0)
+        local_unlock_node(&c, nfd);
+    free(s);
+    return rc;
 }

@@ -128,11 +128,20 @@ static const char mtc_host_sh[] =
     "distribution's munge.service?): stop and disable munge.service on this host\"; fi\n"
     "  ln -sfn $SOCK $LINK\n"
     "}\n"
-    /* slurmd exits at once when slurmctld cannot be reached: try again */
+    /* slurmd exits at once when slurmctld cannot be reached: try again. An
+     * elastic node's slurmd (E/nodes/N/elastic) runs in a time namespace
+     * whose boot time is now, in the second after the call: slurmctld 22.05
+     * takes a resumed node only when it booted after the resume request, and
+     * a host that stays on (no powerOnCommand) booted long before. */
     "start_slurmd() {\n"
+    "  B=\n"
+    "  if [ -e $E/nodes/$N/elastic ] && unshare --time --boottime 0 true 2>/dev/null; then\n"
+    "    s0=$(date +%s); while [ \"$(date +%s)\" = \"$s0\" ]; do sleep 0.05; done\n"
+    "    B=\"unshare --time --boottime -$(cut -d. -f1 /proc/uptime)\"; fi\n"
     "  t=0; while [ $t -lt 5 ]; do\n"
-    "    if sysd; then unit slurmd slurmd -D --conf-server $S -N $N\n"
-    "    else MTC_UID=$U slurmd --conf-server $S -N $N </dev/null >>$V/log/slurmd.out 2>&1; fi\n"
+    "    if sysd; then unit slurmd $B slurmd -D --conf-server $S -N $N\n"
+    "    else MTC_UID=$U $B slurmd --conf-server $S -N $N </dev/null >>$V/log/slurmd.out 2>&1; "
+    "fi\n"
     "    sleep 0.5; alive slurmd && echo $N >$R/slurmd.node && return 0\n"
     "    t=$((t + 1)); sleep 1; done\n"
     "  die \"slurmd did not start: $(tail -q -n 1 $V/log/slurmd.log $V/log/slurmd.out "

@@ -53,6 +53,7 @@ int hosts_state_load(const struct lc *c, struct hstate *s)
         str(n->host, sizeof(n->host), e, "host");
         str(n->hostname, sizeof(n->hostname), e, "hostname");
         n->login = json_is_true(json_object_get(e, "login"));
+        n->cloud = json_is_true(json_object_get(e, "elastic"));
         n->cpus = (int)json_integer_value(json_object_get(e, "cpus"));
         n->memory_mb = (long)json_integer_value(json_object_get(e, "memoryMb"));
         n->gpus = (int)json_integer_value(json_object_get(e, "gpus"));
@@ -83,9 +84,10 @@ int hosts_state_save(const struct lc *c, const struct hstate *s, mtc_error_t *er
     json_t *nodes = json_array(), *hosts = json_array();
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct hnode *n = &s->nodes[i];
-        json_array_append_new(nodes, json_pack("{s:s,s:s,s:b,s:s,s:s,s:i,s:I,s:i}", "name", n->name,
-                                               "pool", n->pool, "login", n->login, "host", n->host,
-                                               "hostname", n->hostname, "cpus", n->cpus, "memoryMb",
+        json_array_append_new(nodes, json_pack("{s:s,s:s,s:b,s:b,s:s,s:s,s:i,s:I,s:i}", "name",
+                                               n->name, "pool", n->pool, "login", n->login,
+                                               "elastic", n->cloud, "host", n->host, "hostname",
+                                               n->hostname, "cpus", n->cpus, "memoryMb",
                                                (json_int_t)n->memory_mb, "gpus", n->gpus));
     }
     for (size_t i = 0; i < s->nhosts; i++) {
@@ -276,6 +278,8 @@ int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, str
     json_array_foreach(json_object_get(spec, "nodePools"), i, p)
     {
         const char *pool = json_string_value(json_object_get(p, "id"));
+        json_int_t min = json_integer_value(
+            json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
         json_array_foreach(
             json_object_get(p, "spareHosts"), k,
             h) if (!quarantined(next, json_string_value(h)) &&
@@ -290,6 +294,7 @@ int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, str
             snprintf(n->name, sizeof(n->name), "%s-%s-%zu", id, pool, k);
             snprintf(n->pool, sizeof(n->pool), "%s", pool);
             n->login = login && strcmp(login, pool) == 0;
+            n->cloud = (json_int_t)k >= min; /* elastic: powered by Slurm's power saving */
             place(old, next, p, n, k);
         }
     }
@@ -309,5 +314,6 @@ void hosts_node_names(const struct hstate *s, char *buf, size_t len)
 {
     buf[0] = '\0';
     for (size_t i = 0; i < s->nnodes; i++)
-        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "," : "", s->nodes[i].name);
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s%s", i ? "," : "", s->nodes[i].name,
+                 s->nodes[i].cloud ? "~" : "");
 }

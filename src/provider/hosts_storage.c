@@ -81,6 +81,7 @@ int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *
 
 struct marker_job {
     struct provider *p;
+    const struct lc *c;
     const struct hstate *s;
     const char *cmd, *want;
     int *seen; /* 1: same content, 0: not */
@@ -91,6 +92,10 @@ static int t_marker(void *arg, size_t i, mtc_error_t *err)
 {
     struct marker_job *j = arg;
     char *out = NULL;
+    if (hosts_node_off(j->c, &j->s->nodes[i])) { /* powered down: checked at power-on */
+        j->seen[i] = 1;
+        return 0;
+    }
     struct ssh_conn *ssh = hosts_ssh(j->p, j->s, j->s->nodes[i].host, err);
     int rc = ssh ? ssh_run(ssh, j->cmd, &out, MARKER_MS, 0, err) : -1;
     ssh_free(ssh);
@@ -149,7 +154,7 @@ int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hs
         free(errs);
         return errprintf(err, "out of memory");
     }
-    struct marker_job j = {.p = p, .s = s, .cmd = cmd, .want = want, .seen = seen};
+    struct marker_job j = {.p = p, .c = c, .s = s, .cmd = cmd, .want = want, .seen = seen};
     hosts_parallel(s->nnodes, t_marker, &j, errs);
     char bad[768] = "", gone[768] = "";
     for (size_t i = 0; i < s->nnodes; i++) {

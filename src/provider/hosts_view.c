@@ -23,6 +23,7 @@
 
 struct sup {
     struct provider *p;
+    const struct lc *c;
     struct hstate *s;
     char *out[HOSTS_MAX];         /* each node's host's answer to "check" */
     int rc[HOSTS_MAX];            /* its status (-1: not reached) */
@@ -33,6 +34,10 @@ static int t_check(void *arg, size_t i, mtc_error_t *err)
 {
     struct sup *u = arg;
     const struct hnode *n = &u->s->nodes[i];
+    if (hosts_node_off(u->c, n)) { /* powered down: nothing to restart */
+        u->rc[i] = 0;
+        return 0;
+    }
     struct ssh_conn *ssh = hosts_ssh(u->p, u->s, n->host, err);
     int rc = ssh ? hosts_remote_op(ssh, u->s, "check", n->name, -1, &u->out[i], 20000, err) : -1;
     ssh_free(ssh);
@@ -121,7 +126,7 @@ static void supervise_hosts(struct provider *p, const struct lc *c, struct hstat
     char msg[400];
     if (!u || !errs)
         goto out;
-    u->p = p, u->s = s;
+    u->p = p, u->c = c, u->s = s;
     hosts_parallel(s->nnodes, t_check, u, errs);
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct hnode *n = &s->nodes[i];
@@ -311,7 +316,15 @@ json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct hnode *n = &s->nodes[i];
         const char *v = json_string_value(json_object_get(st, n->name));
-        const char *ns = slurm_state_registered(v) ? "RUNNING" : busy ? "UPDATING" : "ERROR";
+        /* an elastic node: Slurm's power state while it is not on */
+        int ps = !n->cloud                           ? SLURM_POWER_ON
+                 : v                                 ? (int)slurm_power_state_of(v)
+                 : local_power_is_on(&c, n->name) ? SLURM_POWER_ON
+                                                     : SLURM_POWERED_DOWN;
+        const char *ns = ps != SLURM_POWER_ON ? schema_enum_name(&slurm_power_state_enum, ps)
+                         : slurm_state_registered(v) ? "RUNNING"
+                         : busy                      ? "UPDATING"
+                                                     : "ERROR";
         json_array_append_new(
             out,
             json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "instanceName", n->name, "nodePoolId",

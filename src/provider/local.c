@@ -254,12 +254,16 @@ int local_ctld_start(const struct lc *c, mtc_error_t *err)
                      CTLD_WAIT_MS / 1000, c->dir);
 }
 
-int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
+int local_slurmd_start(const struct lc *c, const char *node, int boot, mtc_error_t *err)
 {
     char path[PLEN], name[96];
     mtc_mkdir_p(local_path(c, path, "spool/%s", node), 0755);
     mtc_mkdir_p(local_path(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
-    pid_t pid = slurm_slurmd_start(c->conf, node, local_path(c, path, "log/slurmd-%s.out", node));
+    local_path(c, path, "log/slurmd-%s.out", node);
+    /* an elastic node's slurmd starts as a machine that boots now: Slurm
+     * takes a resumed node only when it booted after the resume request */
+    pid_t pid = boot ? slurm_slurmd_boot(c->conf, node, path)
+                     : slurm_slurmd_start(c->conf, node, path);
     if (pid < 0)
         return errprintf(err, "cannot start slurmd for %s: %s", node, strerror(errno));
     snprintf(name, sizeof(name), "slurmd-%s", node);
@@ -872,7 +876,7 @@ static int start_nodes(struct provider *p, struct lc *c, const json_t *spec,
         local_say(progress, arg, "starting %zu slurmd(s)", down);
     for (size_t i = 0; i < l->nnodes; i++)
         if (!local_slurmd_running(c, l->nodes[i].name) && !node_off(c, &l->nodes[i]) &&
-            local_slurmd_start(c, l->nodes[i].name, err) < 0)
+            local_slurmd_start(c, l->nodes[i].name, l->nodes[i].cloud, err) < 0)
             return -1;
     mtc_error_t *errs = calloc(l->nnodes, sizeof(*errs));
     if (!errs)
@@ -1038,8 +1042,7 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
     for (size_t i = 0; i < l->nnodes; i++) {
         if (local_slurmd_running(&c, l->nodes[i].name) || node_off(&c, &l->nodes[i]))
             continue;
-        if ((l->nodes[i].cloud ? local_power_slurmd_start : local_slurmd_start)(
-                &c, l->nodes[i].name, err) < 0)
+        if (local_slurmd_start(&c, l->nodes[i].name, l->nodes[i].cloud, err) < 0)
             goto out;
         snprintf(msg, sizeof(msg), "slurmd of %s was not running; restarted", l->nodes[i].name);
         if (ev)

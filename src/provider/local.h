@@ -88,7 +88,9 @@ int local_ctld_start(const struct lc *c, mtc_error_t *err);
  * when slurmctld was), or -1 + err. */
 int local_supervise_controller(const struct lc *c, provider_event_fn ev, void *arg,
                                int *ctld_restarted, mtc_error_t *err);
-int local_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err);
+/* Start node's slurmd, its pid recorded; boot (an elastic node powering
+ * up): as a machine that boots now (slurm_slurmd_boot). 0/-1 + err. */
+int local_slurmd_start(const struct lc *c, const char *node, int boot, mtc_error_t *err);
 int local_layout_load(const struct lc *c, struct layout *l);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);
 /* Wait (REGISTER_WAIT_MS) until slurmctld shows the n nodes names[]
@@ -136,6 +138,13 @@ int local_agent_start(const struct provider *p, const struct lc *c, const char *
                       mtc_error_t *err);
 /* Stop the node's agent, if any. */
 void local_agent_stop(const struct lc *c, const char *node);
+/* Bring node n up (a node action's restart, an elastic node's power-on): its
+ * emulated hardware (made when missing) and agent config, then its slurmd
+ * when not running — boot: as a machine that boots now (local_slurmd_start),
+ * waited for until it writes its pid file — then its agent when missing
+ * (p->agent). 0/-1 + err. */
+int local_node_up(const struct provider *p, const struct lc *c, const json_t *spec,
+                  const struct lnode *n, int boot, mtc_error_t *err);
 /* Power the node off: freeze every process of it (slurmd, agent, slurmstepd,
  * job tasks, hook programs — found by recorded pid, environment marker and
  * parent pid, never by name) so none forks away, look again until nothing
@@ -150,6 +159,8 @@ int local_health_interval(const json_t *spec, int fallback);
 
 /* 1 when the elastic node is powered on (run/power-<node>.on). */
 int local_power_is_on(const struct lc *c, const char *node);
+/* Mark the elastic node on (run/power-<node>.on) or off. 0/-1 + err. */
+int local_power_mark(const struct lc *c, const char *node, int on, mtc_error_t *err);
 /* With cloud nodes in sl: power.json, the token and the etc/power-*.sh
  * wrappers Slurm runs, and sl->power set from the spec. 0/-1 + err. */
 int local_power_setup(const struct provider *p, const struct lc *c, const json_t *spec,
@@ -159,9 +170,6 @@ int local_power_setup(const struct provider *p, const struct lc *c, const json_t
  * static nodes that become elastic. 0/-1 + err. */
 int local_power_plan(const struct lc *c, const struct layout *old, const struct layout *l,
                      provider_progress_fn progress, void *arg, mtc_error_t *err);
-/* Start an elastic node's slurmd as a machine that boots now
- * (slurm_slurmd_boot), its pid recorded. 0/-1 + err. */
-int local_power_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err);
 /* provider_power for the local provider. */
 int local_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                 mtc_error_t *err);

@@ -26,6 +26,7 @@
 #define REAL_NVML "libnvidia-ml.so.1"
 #define CHECK_TIMEOUT_MS 120000
 #define KILL_WAIT_MS 5000
+#define SLURMD_UP_WAIT_MS 15000 /* a booting node's slurmd writes its pid file */
 /* keys of agent.env that hw/env may not set: they mark the node's processes
  * (node_pids) and point at its NVML state; a sh case pattern */
 #define HW_ENV_RESERVED_SH "MTC_NODE|SLURM_CONF|FAKE_NVML_STATE"
@@ -628,11 +629,6 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
     struct act_ctx a = {p, &c, spec, n};
     if (actions[k](&a, err) < 0)
         goto out;
-    /* up again: fresh config for a re-provisioned node, slurmd, then its agent */
-    if (local_node_provision(&c, n->name, node_gpus(spec, n),
-                             node_gpus(spec, n) > local_host_gpus(), 0, err) < 0 ||
-        local_agent_config(p, &c, spec, n->name, n->port, err) < 0)
-        goto out;
     /* slurmctld shows the start time to the second: a new slurmd must start
      * in a later second than the old one to be told apart from it */
     for (int64_t end = mtc_now_ms() + 2000; mtc_now_ms() < end; mtc_sleep_ms(50)) {
@@ -643,9 +639,8 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
         if (strcmp(now, old_start) > 0)
             break;
     }
-    if (!local_slurmd_running(&c, n->name) && local_slurmd_start(&c, n->name, err) < 0)
-        goto out;
-    if (p->agent && !local_agent_running(&c, n->name) && local_agent_start(p, &c, n->name, err) < 0)
+    /* up again: fresh config for a re-provisioned node, slurmd, then its agent */
+    if (local_node_up(p, &c, spec, n, 0, err) < 0)
         goto out;
     rc = local_wait_new_slurmd(&c, n->name, NULL, old_start, err);
 out:
@@ -701,4 +696,36 @@ json_t *local_node_check(struct provider *p, const char *id, const json_t *spec,
     }
     free(out);
     return res;
+}
+
+int local_node_up(const struct provider *p, const struct lc *c, const json_t *spec,
+                  const struct lnode *n, int boot, mtc_error_t *err)
+{
+    int gpus = node_gpus(spec, n);
+    if (local_node_provision(c, n->name, gpus, gpus > local_host_gpus(), 0, err) < 0 ||
+        local_agent_config(p, c, spec, n->name, n->port, err) < 0)
+        return -1;
+    if (!local_slurmd_running(c, n->name) && local_slurmd_start(c, n->name, boot, err) < 0)
+        return -1;
+    /* a booting node's agent checks slurmd through its own pid file at once:
+     * wait for it; a slurmd that cannot start fails the resume here (Slurm
+     * then gives up on the node after ResumeTimeout) */
+    char own[PLEN], rec[PLEN];
+    local_path(c, own, "run/slurm/slurmd-%s.pid", n->name);
+    local_path(c, rec, "run/slurmd-%s.pid", n->name);
+    for (int64_t end = mtc_now_ms() + SLURMD_UP_WAIT_MS; boot; mtc_sleep_ms(50)) {
+        pid_t pid = mtc_pid_read(own);
+        if (pid > 0 && mtc_pid_alive(pid))
+            break;
+        /* by pid alone: while unshare execs slurmd its command line is in flux */
+        if (!mtc_pid_alive(mtc_pid_read(rec)))
+            return errprintf(err, "%s: slurmd exited at start (see %s/log/slurmd-%s.log)",
+                             n->name, c->dir, n->name);
+        if (mtc_now_ms() >= end)
+            return errprintf(err, "%s: slurmd wrote no pid file within %d s", n->name,
+                             SLURMD_UP_WAIT_MS / 1000);
+    }
+    if (p->agent && !local_agent_running(c, n->name) && local_agent_start(p, c, n->name, err) < 0)
+        return -1;
+    return 0;
 }

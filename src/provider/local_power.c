@@ -14,12 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cluster/cluster.h"
 #include "slurm/slurm.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-#define SLURMD_UP_WAIT_MS 15000
 #define LOCAL_SUSPEND_TIMEOUT 10 /* s; power_off waits at most KILL_WAIT_MS */
 
 /* the wrappers slurm.conf names, in the order of struct slurm_power's programs */
@@ -35,7 +33,7 @@ int local_power_is_on(const struct lc *c, const char *node)
     return mtc_path_exists(local_path(c, path, "run/power-%s.on", node));
 }
 
-static int power_mark(const struct lc *c, const char *node, int on, mtc_error_t *err)
+int local_power_mark(const struct lc *c, const char *node, int on, mtc_error_t *err)
 {
     char path[PLEN];
     local_path(c, path, "run/power-%s.on", node);
@@ -161,62 +159,6 @@ static int power_off(const struct lc *c, const char *node, mtc_error_t *err)
     return 0;
 }
 
-/* The node's pool's GPUs from the spec, and whether they are emulated files. */
-static int pool_gpus(const json_t *spec, const char *pool, int *fake)
-{
-    const json_t *pl = cluster_spec_pool(spec, pool);
-    int g = (int)json_integer_value(
-        json_object_get(json_object_get(pl, "machineSpec"), "acceleratorCount"));
-    *fake = g > local_host_gpus();
-    return g;
-}
-
-int local_power_slurmd_start(const struct lc *c, const char *node, mtc_error_t *err)
-{
-    char path[PLEN], name[96];
-    mtc_mkdir_p(local_path(c, path, "spool/%s", node), 0755);
-    mtc_mkdir_p(local_path(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
-    pid_t pid = slurm_slurmd_boot(c->conf, node, local_path(c, path, "log/slurmd-%s.out", node));
-    if (pid < 0)
-        return errprintf(err, "cannot start slurmd for %s: %s", node, strerror(errno));
-    snprintf(name, sizeof(name), "slurmd-%s", node);
-    local_record_pid(c, name, pid);
-    return 0;
-}
-
-static int power_on(struct provider *p, const struct lc *c, const json_t *spec,
-                    const struct lnode *n, mtc_error_t *err)
-{
-    int fake, gpus = pool_gpus(spec, n->pool, &fake);
-    if (power_mark(c, n->name, 1, err) < 0 ||
-        local_node_provision(c, n->name, gpus, fake, 0, err) < 0 ||
-        local_agent_config(p, c, spec, n->name, n->port, err) < 0)
-        return -1;
-    if (!local_slurmd_running(c, n->name) && local_power_slurmd_start(c, n->name, err) < 0)
-        return -1;
-    /* the agent checks slurmd through its own pid file at once: wait for
-     * it; a slurmd that cannot start fails the resume here (Slurm then
-     * gives up on the node after ResumeTimeout) */
-    char own[PLEN], rec[PLEN];
-    local_path(c, own, "run/slurm/slurmd-%s.pid", n->name);
-    local_path(c, rec, "run/slurmd-%s.pid", n->name);
-    for (int64_t end = mtc_now_ms() + SLURMD_UP_WAIT_MS;; mtc_sleep_ms(50)) {
-        pid_t pid = mtc_pid_read(own);
-        if (pid > 0 && mtc_pid_alive(pid))
-            break;
-        /* by pid alone: while unshare execs slurmd its command line is in flux */
-        if (!mtc_pid_alive(mtc_pid_read(rec)))
-            return errprintf(err, "%s: slurmd exited at start (see %s/log/slurmd-%s.log)",
-                             n->name, c->dir, n->name);
-        if (mtc_now_ms() >= end)
-            return errprintf(err, "%s: slurmd wrote no pid file within %d s", n->name,
-                             SLURMD_UP_WAIT_MS / 1000);
-    }
-    if (p->agent && !local_agent_running(c, n->name) && local_agent_start(p, c, n->name, err) < 0)
-        return -1;
-    return 0;
-}
-
 int local_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                 mtc_error_t *err)
 {
@@ -246,14 +188,16 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
         return -1;
     }
     log_msg(LOG_NOTICE, "cluster %s: powering %s %s", id, n->name, on ? "up" : "down");
-    if (on && (rc = power_on(p, &c, spec, n, err)) < 0) {
+    /* on: the start path of a node action's restart, slurmd booting now */
+    if (on && ((rc = local_power_mark(&c, n->name, 1, err)) < 0 ||
+               (rc = local_node_up(p, &c, spec, n, 1, err)) < 0)) {
         /* a machine that did not boot stays off: nothing for supervise to
          * restart; Slurm marks it DOWN after ResumeTimeout */
         mtc_error_t e2;
-        if (power_mark(&c, n->name, 0, &e2) < 0 || power_off(&c, n->name, &e2) < 0)
+        if (local_power_mark(&c, n->name, 0, &e2) < 0 || power_off(&c, n->name, &e2) < 0)
             log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
     } else if (!on) {
-        rc = power_mark(&c, n->name, 0, err) < 0 ? -1 : power_off(&c, n->name, err);
+        rc = local_power_mark(&c, n->name, 0, err) < 0 ? -1 : power_off(&c, n->name, err);
     }
     local_unlock(&c);
     free(l);
@@ -299,9 +243,9 @@ int local_power_plan(const struct lc *c, const struct layout *old, const struct 
         const struct lnode *n = &l->nodes[i], *o = local_layout_find(old, n->name);
         if (n->cloud && o && !o->cloud) {
             local_say(progress, arg, "powering down %s (now elastic)", n->name);
-            if (power_mark(c, n->name, 0, err) < 0 || power_off(c, n->name, err) < 0)
+            if (local_power_mark(c, n->name, 0, err) < 0 || power_off(c, n->name, err) < 0)
                 return -1;
-        } else if (!n->cloud && power_mark(c, n->name, 0, err) < 0) {
+        } else if (!n->cloud && local_power_mark(c, n->name, 0, err) < 0) {
             return -1; /* a static node is always on: no marker */
         }
     }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -209,13 +210,11 @@ int store_schema_version(struct store *st)
 
 /* --- statement helpers: bind by a tiny format string ---------------------
  * 's' text (NULL → NULL), 'i' int, 'l' int64, 'j' json_t* serialised (NULL → NULL). */
-static sqlite3_stmt *prep(struct store *st, const char *sql, const char *fmt, ...)
+static sqlite3_stmt *vprep(struct store *st, const char *sql, const char *fmt, va_list ap)
 {
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
         return NULL;
-    va_list ap;
-    va_start(ap, fmt);
     for (int i = 0; fmt[i]; i++) {
         int col = i + 1;
         switch (fmt[i]) {
@@ -239,6 +238,14 @@ static sqlite3_stmt *prep(struct store *st, const char *sql, const char *fmt, ..
         }
         }
     }
+    return s;
+}
+
+static sqlite3_stmt *prep(struct store *st, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *s = vprep(st, sql, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -274,12 +281,72 @@ static json_t *col_json(sqlite3_stmt *s, int col)
     return t ? json_loads((const char *)t, 0, NULL) : NULL;
 }
 
+/* Reads the current row of a statement into one element of a list. */
+typedef void (*row_reader_fn)(sqlite3_stmt *s, void *elem);
+
+/* Every list: steps s (finalizes it; NULL reads no rows) and reads at most max
+ * rows, each into a zeroed elem_size-byte element of a growing array. The
+ * array (NULL only when out of memory), its count in *n; the caller frees it.
+ * Under the lock. */
+static void *read_rows(sqlite3_stmt *s, row_reader_fn read, size_t elem_size, int max, int *n)
+{
+    *n = 0;
+    size_t cap = max > 0 && max < 16 ? (size_t)max : 16;
+    char *arr = calloc(cap, elem_size);
+    while (arr && s && *n < max && sqlite3_step(s) == SQLITE_ROW) {
+        if ((size_t)*n == cap) {
+            char *na = realloc(arr, 2 * cap * elem_size);
+            if (!na)
+                break;
+            arr = na;
+            cap *= 2;
+        }
+        char *elem = arr + (size_t)*n * elem_size;
+        memset(elem, 0, elem_size);
+        read(s, elem);
+        (*n)++;
+    }
+    sqlite3_finalize(s);
+    return arr;
+}
+
+#define ALL_ROWS INT_MAX
+
+/* A list function's whole work: read_rows over sql with fmt's arguments
+ * bound (prep), under the lock. */
+static void *list(struct store *st, row_reader_fn read, size_t elem_size, int max, int *n,
+                  const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&st->lock);
+    void *arr = read_rows(vprep(st, sql, fmt, ap), read, elem_size, max, n);
+    pthread_mutex_unlock(&st->lock);
+    va_end(ap);
+    return arr;
+}
+
+/* A page of a project's named resources (datasets, models, endpoints):
+ * select ("SELECT cols FROM table") of those in project/location with
+ * name > after, by name, at most limit. */
+static void *name_page(struct store *st, const char *select, row_reader_fn read, size_t elem_size,
+                       const char *project, const char *location, const char *after, int limit,
+                       int *n)
+{
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "%s WHERE project=? AND location=? AND name > ? ORDER BY name LIMIT ?", select);
+    return list(st, read, elem_size, limit, n, sql, "sssi", project, location, after ? after : "",
+                limit);
+}
+
 /* --- clusters ------------------------------------------------------------ */
 
 #define CLUSTER_COLS "id, project, location, state, spec, nodes, create_ms, update_ms"
 
-static void read_cluster(sqlite3_stmt *s, struct store_cluster *c)
+static void read_cluster(sqlite3_stmt *s, void *out)
 {
+    struct store_cluster *c = out;
     memset(c, 0, sizeof(*c));
     col_text(s, 0, c->id, sizeof(c->id));
     col_text(s, 1, c->project, sizeof(c->project));
@@ -358,20 +425,10 @@ int store_cluster_get(struct store *st, const char *id, struct store_cluster *ou
 struct store_cluster *store_cluster_list(struct store *st, const char *project,
                                          const char *location, const char *after, int limit, int *n)
 {
-    *n = 0;
-    struct store_cluster *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT " CLUSTER_COLS " FROM clusters WHERE project=? AND location=?"
-                           " AND id > ? ORDER BY id LIMIT ?",
-                           "sssi", project, location, after ? after : "", limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_cluster(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_cluster, sizeof(struct store_cluster), limit, n,
+                "SELECT " CLUSTER_COLS " FROM clusters WHERE project=? AND location=?"
+                " AND id > ? ORDER BY id LIMIT ?",
+                "sssi", project, location, after ? after : "", limit);
 }
 
 json_t *store_cluster_ids(struct store *st)
@@ -675,27 +732,21 @@ int store_event_add(struct store *st, const char *cluster_id, const char *type, 
                                "slsss", cluster_id, mtc_now_ms(), type, node, message));
 }
 
+static void read_event(sqlite3_stmt *s, void *out)
+{
+    struct store_event *e = out;
+    e->time_ms = sqlite3_column_int64(s, 0);
+    col_text(s, 1, e->type, sizeof(e->type));
+    col_text(s, 2, e->node, sizeof(e->node));
+    col_text(s, 3, e->message, sizeof(e->message));
+}
+
 struct store_event *store_events(struct store *st, const char *cluster_id, int limit, int *n)
 {
-    *n = 0;
-    struct store_event *arr = calloc(limit > 0 ? (size_t)limit : 1, sizeof(*arr));
-    if (!arr)
-        return NULL;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
-                           " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
-                           "si", cluster_id, limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW) {
-        struct store_event *e = &arr[(*n)++];
-        e->time_ms = sqlite3_column_int64(s, 0);
-        col_text(s, 1, e->type, sizeof(e->type));
-        col_text(s, 2, e->node, sizeof(e->node));
-        col_text(s, 3, e->message, sizeof(e->message));
-    }
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_event, sizeof(struct store_event), limit, n,
+                "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
+                " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                "si", cluster_id, limit);
 }
 
 /* --- tokens -------------------------------------------------------------- */
@@ -752,38 +803,23 @@ int store_node_token_set(struct store *st, const char *cluster_id, const char *n
     return rc;
 }
 
+static void read_token(sqlite3_stmt *s, void *out)
+{
+    struct store_token *t = out;
+    col_text(s, 0, t->id, sizeof(t->id));
+    col_text(s, 1, t->name, sizeof(t->name));
+    col_text(s, 2, t->who.role, sizeof(t->who.role));
+    t->create_ms = sqlite3_column_int64(s, 3);
+    col_text(s, 4, t->who.cluster, sizeof(t->who.cluster));
+    col_text(s, 5, t->who.node, sizeof(t->who.node));
+}
+
 struct store_token *store_token_list(struct store *st, int *n)
 {
-    *n = 0;
-    size_t cap = 16;
-    struct store_token *arr = calloc(cap, sizeof(*arr));
-    if (!arr)
-        return NULL;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
-                           " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
-                           "");
-    while (s && sqlite3_step(s) == SQLITE_ROW) {
-        if ((size_t)*n == cap) {
-            struct store_token *na = realloc(arr, 2 * cap * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap *= 2;
-        }
-        struct store_token *t = &arr[(*n)++];
-        memset(t, 0, sizeof(*t));
-        col_text(s, 0, t->id, sizeof(t->id));
-        col_text(s, 1, t->name, sizeof(t->name));
-        col_text(s, 2, t->who.role, sizeof(t->who.role));
-        t->create_ms = sqlite3_column_int64(s, 3);
-        col_text(s, 4, t->who.cluster, sizeof(t->who.cluster));
-        col_text(s, 5, t->who.node, sizeof(t->who.node));
-    }
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_token, sizeof(struct store_token), ALL_ROWS, n,
+                "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
+                " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
+                "");
 }
 
 int store_token_revoke(struct store *st, const char *id_or_name)
@@ -821,9 +857,9 @@ int store_health_set_remediation(struct store *st, const char *cluster_id, const
                  "ssls", cluster_id, node, mtc_now_ms(), state));
 }
 
-static void read_health(sqlite3_stmt *s, struct store_health *h)
+static void read_health(sqlite3_stmt *s, void *out)
 {
-    memset(h, 0, sizeof(*h));
+    struct store_health *h = out;
     col_text(s, 0, h->node, sizeof(h->node));
     h->time_ms = sqlite3_column_int64(s, 1);
     col_text(s, 2, h->status, sizeof(h->status));
@@ -836,27 +872,10 @@ static void read_health(sqlite3_stmt *s, struct store_health *h)
 
 struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n)
 {
-    *n = 0;
-    int cap = 16;
-    struct store_health *arr = calloc((size_t)cap, sizeof(*arr));
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT node, time_ms, status, failing_check, reason, severity, results,"
-                           " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
-                           "s", cluster_id);
-    while (arr && s && sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            struct store_health *na = realloc(arr, (size_t)cap * 2 * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap *= 2;
-        }
-        read_health(s, &arr[(*n)++]);
-    }
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_health, sizeof(struct store_health), ALL_ROWS, n,
+                "SELECT node, time_ms, status, failing_check, reason, severity, results,"
+                " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
+                "s", cluster_id);
 }
 
 void store_health_free(struct store_health *arr, int n)
@@ -890,36 +909,23 @@ int store_scan_put(struct store *st, const char *cluster_id, const struct store_
                  sc->op_id));
 }
 
+static void read_scan(sqlite3_stmt *s, void *out)
+{
+    struct store_scan *sc = out;
+    col_text(s, 0, sc->node, sizeof(sc->node));
+    sc->time_ms = sqlite3_column_int64(s, 1);
+    col_text(s, 2, sc->state, sizeof(sc->state));
+    col_text(s, 3, sc->checks, sizeof(sc->checks));
+    col_text(s, 4, sc->reason, sizeof(sc->reason));
+    col_text(s, 5, sc->op_id, sizeof(sc->op_id));
+}
+
 struct store_scan *store_scan_list(struct store *st, const char *cluster_id, int *n)
 {
-    *n = 0;
-    int cap = 16;
-    struct store_scan *arr = calloc((size_t)cap, sizeof(*arr));
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT node, time_ms, state, checks, reason, op_id FROM node_scans"
-                           " WHERE cluster_id=? ORDER BY node",
-                           "s", cluster_id);
-    while (arr && s && sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            struct store_scan *na = realloc(arr, (size_t)cap * 2 * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap *= 2;
-        }
-        struct store_scan *sc = &arr[(*n)++];
-        memset(sc, 0, sizeof(*sc));
-        col_text(s, 0, sc->node, sizeof(sc->node));
-        sc->time_ms = sqlite3_column_int64(s, 1);
-        col_text(s, 2, sc->state, sizeof(sc->state));
-        col_text(s, 3, sc->checks, sizeof(sc->checks));
-        col_text(s, 4, sc->reason, sizeof(sc->reason));
-        col_text(s, 5, sc->op_id, sizeof(sc->op_id));
-    }
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_scan, sizeof(struct store_scan), ALL_ROWS, n,
+                "SELECT node, time_ms, state, checks, reason, op_id FROM node_scans"
+                " WHERE cluster_id=? ORDER BY node",
+                "s", cluster_id);
 }
 
 int store_remediation_add(struct store *st, const char *cluster_id, const char *node,
@@ -971,8 +977,9 @@ int store_remediation_count(struct store *st, const char *cluster_id, const char
 
 #define DATASET_COLS "project, location, name, state, spec, create_ms, update_ms"
 
-static void read_dataset(sqlite3_stmt *s, struct store_dataset *d)
+static void read_dataset(sqlite3_stmt *s, void *out)
 {
+    struct store_dataset *d = out;
     memset(d, 0, sizeof(*d));
     col_text(s, 0, d->project, sizeof(d->project));
     col_text(s, 1, d->location, sizeof(d->location));
@@ -1047,53 +1054,27 @@ int store_dataset_get(struct store *st, const char *project, const char *locatio
 struct store_dataset *store_dataset_list(struct store *st, const char *project,
                                          const char *location, const char *after, int limit, int *n)
 {
-    *n = 0;
-    struct store_dataset *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT " DATASET_COLS " FROM datasets WHERE project=? AND location=?"
-                           " AND name > ? ORDER BY name LIMIT ?",
-                           "sssi", project, location, after ? after : "", limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_dataset(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return name_page(st, "SELECT " DATASET_COLS " FROM datasets", read_dataset,
+                     sizeof(struct store_dataset), project, location, after, limit, n);
+}
+
+static void read_dataset_version(sqlite3_stmt *s, void *out)
+{
+    struct store_dataset_version *v = out;
+    v->version = sqlite3_column_int(s, 0);
+    col_text(s, 1, v->key, sizeof(v->key));
+    v->record = col_json(s, 2);
+    v->create_ms = sqlite3_column_int64(s, 3);
 }
 
 struct store_dataset_version *store_dataset_versions(struct store *st, const char *project,
                                                      const char *location, const char *name,
                                                      int *n)
 {
-    *n = 0;
-    int cap = 0;
-    struct store_dataset_version *arr = NULL;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT version, key, record, create_ms FROM dataset_versions"
-                           " WHERE project=? AND location=? AND name=? ORDER BY version",
-                           "sss", project, location, name);
-    while (s && sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            int ncap = cap ? cap * 2 : 8;
-            struct store_dataset_version *na = realloc(arr, (size_t)ncap * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap = ncap;
-        }
-        struct store_dataset_version *v = &arr[(*n)++];
-        memset(v, 0, sizeof(*v));
-        v->version = sqlite3_column_int(s, 0);
-        col_text(s, 1, v->key, sizeof(v->key));
-        v->record = col_json(s, 2);
-        v->create_ms = sqlite3_column_int64(s, 3);
-    }
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_dataset_version, sizeof(struct store_dataset_version), ALL_ROWS, n,
+                "SELECT version, key, record, create_ms FROM dataset_versions"
+                " WHERE project=? AND location=? AND name=? ORDER BY version",
+                "sss", project, location, name);
 }
 
 /* The id of a running operation on target in project/location other than
@@ -1257,8 +1238,9 @@ out:
     "seq, id, project, location, cluster_id, slurm_job, state, restart_count, request, config,"    \
     " create_ms, update_ms"
 
-static void read_job(sqlite3_stmt *s, struct store_job *j)
+static void read_job(sqlite3_stmt *s, void *out)
 {
+    struct store_job *j = out;
     memset(j, 0, sizeof(*j));
     j->seq = sqlite3_column_int64(s, 0);
     col_text(s, 1, j->id, sizeof(j->id));
@@ -1316,21 +1298,10 @@ int store_job_get(struct store *st, const char *cluster_id, const char *id, stru
 struct store_job *store_job_list(struct store *st, const char *cluster_id, const char *state,
                                  int64_t after, int limit, int *n)
 {
-    *n = 0;
-    struct store_job *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND seq > ?"
-                           " AND (? = '' OR state = ?) ORDER BY seq LIMIT ?",
-                           "slssi", cluster_id, after, state ? state : "", state ? state : "",
-                           limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_job(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return list(st, read_job, sizeof(struct store_job), limit, n,
+                "SELECT " JOB_COLS " FROM training_jobs WHERE cluster_id=? AND seq > ?"
+                " AND (? = '' OR state = ?) ORDER BY seq LIMIT ?",
+                "slssi", cluster_id, after, state ? state : "", state ? state : "", limit);
 }
 
 int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
@@ -1347,8 +1318,9 @@ int store_job_set_state(struct store *st, const char *cluster_id, const char *id
 #define MODEL_COLS "project, location, name, meta, create_ms, update_ms"
 #define MODEL_WHERE " WHERE project=? AND location=? AND name=?"
 
-static void read_model(sqlite3_stmt *s, struct store_model *m)
+static void read_model(sqlite3_stmt *s, void *out)
 {
+    struct store_model *m = out;
     memset(m, 0, sizeof(*m));
     col_text(s, 0, m->project, sizeof(m->project));
     col_text(s, 1, m->location, sizeof(m->location));
@@ -1400,57 +1372,34 @@ int store_model_get(struct store *st, const char *project, const char *location,
 struct store_model *store_model_list(struct store *st, const char *project, const char *location,
                                      const char *after, int limit, int *n)
 {
-    *n = 0;
-    struct store_model *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = prep(st,
-                           "SELECT " MODEL_COLS " FROM models WHERE project=? AND location=?"
-                           " AND name > ? ORDER BY name LIMIT ?",
-                           "sssi", project, location, after ? after : "", limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_model(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    return name_page(st, "SELECT " MODEL_COLS " FROM models", read_model,
+                     sizeof(struct store_model), project, location, after, limit, n);
+}
+
+static void read_model_version(sqlite3_stmt *s, void *out)
+{
+    struct store_model_version *v = out;
+    v->version = sqlite3_column_int(s, 0);
+    v->aliases = col_json(s, 1);
+    if (!json_is_array(v->aliases)) {
+        json_decref(v->aliases);
+        v->aliases = json_array();
+    }
+    v->manifest = col_json(s, 2);
+    v->lineage = col_json(s, 3);
+    v->create_ms = sqlite3_column_int64(s, 4);
+    v->update_ms = sqlite3_column_int64(s, 5);
 }
 
 /* The versions of a model, oldest first; under the lock. */
 static struct store_model_version *versions_locked(struct store *st, const char *project,
                                                    const char *location, const char *name, int *n)
 {
-    *n = 0;
-    int cap = 0;
-    struct store_model_version *arr = NULL;
-    sqlite3_stmt *s = prep(st,
-                           "SELECT version, aliases, manifest, lineage, create_ms, update_ms"
-                           " FROM model_versions" MODEL_WHERE " ORDER BY version",
-                           "sss", project, location, name);
-    while (s && sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            int ncap = cap ? cap * 2 : 8;
-            struct store_model_version *na = realloc(arr, (size_t)ncap * sizeof(*arr));
-            if (!na)
-                break;
-            arr = na;
-            cap = ncap;
-        }
-        struct store_model_version *v = &arr[(*n)++];
-        memset(v, 0, sizeof(*v));
-        v->version = sqlite3_column_int(s, 0);
-        v->aliases = col_json(s, 1);
-        if (!json_is_array(v->aliases)) {
-            json_decref(v->aliases);
-            v->aliases = json_array();
-        }
-        v->manifest = col_json(s, 2);
-        v->lineage = col_json(s, 3);
-        v->create_ms = sqlite3_column_int64(s, 4);
-        v->update_ms = sqlite3_column_int64(s, 5);
-    }
-    sqlite3_finalize(s);
-    return arr;
+    return read_rows(prep(st,
+                          "SELECT version, aliases, manifest, lineage, create_ms, update_ms"
+                          " FROM model_versions" MODEL_WHERE " ORDER BY version",
+                          "sss", project, location, name),
+                     read_model_version, sizeof(struct store_model_version), ALL_ROWS, n);
 }
 
 struct store_model_version *store_model_versions(struct store *st, const char *project,
@@ -1729,8 +1678,9 @@ out:
 #define EP_COLS "project, location, name, spec, status, create_ms, update_ms"
 #define EP_WHERE " WHERE project=? AND location=? AND name=?"
 
-static void read_endpoint(sqlite3_stmt *s, struct store_endpoint *e)
+static void read_endpoint(sqlite3_stmt *s, void *out)
 {
+    struct store_endpoint *e = out;
     memset(e, 0, sizeof(*e));
     col_text(s, 0, e->project, sizeof(e->project));
     col_text(s, 1, e->location, sizeof(e->location));
@@ -1812,21 +1762,10 @@ struct store_endpoint *store_endpoint_list(struct store *st, const char *project
                                            const char *location, const char *after, int limit,
                                            int *n)
 {
-    *n = 0;
-    struct store_endpoint *arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof(*arr));
-    if (!arr)
-        return NULL;
-    pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s =
-        project ? prep(st,
-                       "SELECT " EP_COLS " FROM endpoints WHERE project=? AND location=?"
-                       " AND name > ? ORDER BY name LIMIT ?",
-                       "sssi", project, location, after ? after : "", limit)
-                : prep(st, "SELECT " EP_COLS " FROM endpoints ORDER BY project, location, name"
-                           " LIMIT ?", "i", limit);
-    while (s && *n < limit && sqlite3_step(s) == SQLITE_ROW)
-        read_endpoint(s, &arr[(*n)++]);
-    sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->lock);
-    return arr;
+    if (!project) /* every endpoint (mtcd's restart and supervision) */
+        return list(st, read_endpoint, sizeof(struct store_endpoint), limit, n,
+                    "SELECT " EP_COLS " FROM endpoints ORDER BY project, location, name LIMIT ?",
+                    "i", limit);
+    return name_page(st, "SELECT " EP_COLS " FROM endpoints", read_endpoint,
+                     sizeof(struct store_endpoint), project, location, after, limit, n);
 }

@@ -72,8 +72,8 @@ check "mixing local and hosts pools: one line naming the pool" \
     grep -q 'nodePools\[1\]: node pool "cpu" lists no hosts; a cluster runs either on hosts' <<<"$out"
 spec count "\"${H[1]}\", \"${H[2]}\"" 1
 create count
-check "minNodeCount != len(hosts): one line naming the field" \
-    grep -q 'nodePools\[0\].scalingSpec.minNodeCount: must equal the number of hosts (2), got 1' <<<"$out"
+check "maxNodeCount != len(hosts): one line naming the field" \
+    grep -q 'nodePools\[0\].hosts: lists 2 host(s) and maxNodeCount is 1' <<<"$out"
 check "neither is stored" bash -c "! mtc cluster get mix >/dev/null 2>&1 && ! mtc cluster get count >/dev/null 2>&1"
 
 spec one "\"${H[1]}\"" 1

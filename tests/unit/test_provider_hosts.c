@@ -2,8 +2,9 @@
  * nodes on hosts (node i on hosts[i], a replaced node staying on its spare, a
  * quarantined host's node taking the next free spare, hosts no node uses any
  * more marked for cleaning), the state file round trip, the node's mounts
- * file and storage marker, and the mtc-host script (syntax, and its
- * read-only `facts` run here). */
+ * file and storage marker, elastic nodes (a pool's min..max-1: marked in
+ * the plan and the state file, off until marked on), and the mtc-host script
+ * (syntax, and its read-only `facts` run here). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -157,6 +158,50 @@ static void test_state_file(void)
     mtc_rm_rf(dir);
 }
 
+static void test_elastic(void)
+{
+    char dir[] = "/tmp/mtc-hel.XXXXXX", run[64];
+    struct lc c;
+    temp_cluster(&c, dir);
+    snprintf(run, sizeof(run), "%s/run", dir);
+    mtc_mkdir_p(run, 0755);
+    struct hstate *s = calloc(1, sizeof(*s)), *t = calloc(1, sizeof(*t));
+    mtc_error_t err = {""};
+    json_error_t je;
+    json_t *in = json_loads(
+        "{\"nodePools\":[{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"host\"},"
+        "\"hosts\":[\"l1\"]},{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"host\"},"
+        "\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":3},\"hosts\":[\"g1\",\"g2\","
+        "\"g3\"]}],\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\"}}}",
+        0, &je);
+    json_t *spec = in ? cluster_spec_normalize(in, &err) : NULL;
+    CHECK(spec && hosts_plan("c", spec, NULL, s, &err) == 0, "plan an elastic pool (%s)",
+          err.text);
+    CHECK(s->nnodes == 4 && !s->nodes[0].cloud && !s->nodes[1].cloud && s->nodes[2].cloud &&
+              s->nodes[3].cloud,
+          "nodes min..max-1 of the pool are elastic, the login node and node 0 static");
+    CHECK_STR(host_of(s, "c-gpu-2"), "g3", "an elastic node on its own host too");
+    char names[256];
+    hosts_node_names(s, names, sizeof(names));
+    CHECK_STR(names, "c-login-0,c-gpu-0,c-gpu-1~,c-gpu-2~",
+              "elastic nodes named with ~ (slurmctld restarts when that changes)");
+    snprintf(s->uid, sizeof(s->uid), "0123456789ab");
+    CHECK(hosts_state_save(&c, s, &err) == 0 && hosts_state_load(&c, t) == 0,
+          "state saved and loaded (%s)", err.text);
+    CHECK(t->nodes[2].cloud && !t->nodes[1].cloud, "elastic kept in hosts.json");
+    CHECK(hosts_node_off(&c, &t->nodes[2]) && !hosts_node_off(&c, &t->nodes[1]),
+          "an elastic node is off until marked on; a static one never");
+    CHECK(local_power_mark(&c, t->nodes[2].name, 1, &err) == 0 && !hosts_node_off(&c, &t->nodes[2]),
+          "marked on: on (%s)", err.text);
+    CHECK(local_power_mark(&c, t->nodes[2].name, 0, &err) == 0 && hosts_node_off(&c, &t->nodes[2]),
+          "marked off: off again");
+    json_decref(in);
+    json_decref(spec);
+    free(s);
+    free(t);
+    mtc_rm_rf(dir);
+}
+
 static void test_script(void)
 {
     const char *sh = hosts_script();
@@ -236,6 +281,7 @@ int main(void)
 {
     test_plan();
     test_state_file();
+    test_elastic();
     test_storage();
     test_script();
     return check_done();

@@ -584,7 +584,8 @@ static void test_hosts(void)
                    "\"10.20.0.3\",\"fe80::1\"", "2", ",\"spareHosts\":[\"n5.lab\"]"),
          ""},
         {LOGIN_GPU("", "\"10.20.0.3\"", "2", ""),
-         "nodePools[1].scalingSpec.minNodeCount: must equal the number of hosts (1), got 2"},
+         "nodePools[1].hosts: lists 1 host(s) and maxNodeCount is 2: a pool on hosts lists one "
+         "host per node (the first minNodeCount static, the rest elastic)"},
         {LOGIN_GPU("", "", "0", ""), "nodePools[1].hosts: at least one host is required"},
         {HOSTS_SPEC("", LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"local\"}}"),
          "nodePools[1]: node pool \"gpu\" lists no hosts; a cluster runs either on hosts (every "
@@ -613,6 +614,21 @@ static void test_hosts(void)
          "hostRemediation.rebootCommand: must be a non-empty string"},
         {ON_A_LAB("\"hostRemediation\":{\"reimageCommand\":\"a\\nb\"},"),
          "hostRemediation.reimageCommand: must not contain a newline"},
+        {ON_A_LAB("\"hostRemediation\":{\"powerOnCommand\":\"a\\nb\"},"),
+         "hostRemediation.powerOnCommand: must not contain a newline"},
+        {ON_A_LAB("\"hostRemediation\":{\"powerOffCommand\":\"\"},"),
+         "hostRemediation.powerOffCommand: must be a non-empty string"},
+        /* elastic: one host per node up to max; the login pool never */
+        {HOSTS_SPEC("\"hostRemediation\":{\"powerOnCommand\":\"wake {host}\"},",
+                    LOGIN_POOL ",{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"host\"},"
+                               "\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":2},"
+                               "\"hosts\":[\"a.lab\",\"b.lab\"]}"),
+         ""},
+        {HOSTS_SPEC("", "{\"id\":\"login\",\"machineSpec\":{\"machineType\":\"host\"},"
+                        "\"scalingSpec\":{\"minNodeCount\":1,\"maxNodeCount\":2},"
+                        "\"hosts\":[\"login.lab\",\"l2.lab\"]}," GPU_POOL("\"a.lab\"", "1", "")),
+         "nodePools[0].scalingSpec.maxNodeCount: the login pool is not elastic: maxNodeCount "
+         "must equal minNodeCount (1)"},
         /* a local cluster may not carry the hosts-only sections */
         {"{\"ssh\":{\"user\":\"root\"},\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{"
          "\"machineType\":\"local\"}}]}",
@@ -722,7 +738,8 @@ static void test_root_exec(void)
               "orchestratorSpec.slurmSpec.prologBashScripts "
               "orchestratorSpec.slurmSpec.epilogBashScripts healthPolicy.nvmlLibrary "
               "healthPolicy.kernelLog ssh.keyFile hostRemediation.rebootCommand "
-              "hostRemediation.reimageCommand experimentRoot",
+              "hostRemediation.reimageCommand hostRemediation.powerOnCommand "
+              "hostRemediation.powerOffCommand experimentRoot",
               "root-executing fields listed from the spec's table");
 
     /* what an editor may not do: set or change one of them */
@@ -923,8 +940,54 @@ static void test_elastic(void)
     }
 }
 
+/* The by-name node index: every named node found (in any order of the
+ * array), unnamed ones skipped, the first of two equal names, NULL for the
+ * unknown and for an empty array; 1000 nodes, each found. */
+static void test_node_index(void)
+{
+    json_t *nodes = json_loads("[{\"instanceName\":\"c-b-1\",\"n\":0},{\"nodePoolId\":\"x\"},"
+                               "{\"instanceName\":\"c-a-0\",\"n\":2},"
+                               "{\"instanceName\":\"c-b-1\",\"n\":3},"
+                               "{\"instanceName\":\"c-b-10\",\"n\":4}]",
+                               0, NULL);
+    struct cluster_node_index *ix = cluster_node_index_create(nodes);
+    CHECK(ix && cluster_node_index_get(ix, "c-a-0") == json_array_get(nodes, 2) &&
+              cluster_node_index_get(ix, "c-b-10") == json_array_get(nodes, 4),
+          "node index: each name finds its object");
+    CHECK(cluster_node_index_get(ix, "c-b-1") == json_array_get(nodes, 0),
+          "node index: the first of two equal names");
+    CHECK(!cluster_node_index_get(ix, "c-b-2") && !cluster_node_index_get(ix, "") &&
+              !cluster_node_index_get(ix, NULL),
+          "node index: an unknown name finds nothing");
+    cluster_node_index_destroy(ix);
+    json_decref(nodes);
+    json_t *none = json_array();
+    ix = cluster_node_index_create(none);
+    CHECK(ix && !cluster_node_index_get(ix, "c-a-0"), "node index: empty array");
+    cluster_node_index_destroy(ix);
+    json_decref(none);
+    nodes = json_array();
+    for (int i = 999; i >= 0; i--) { /* backwards: the index sorts */
+        char name[16];
+        snprintf(name, sizeof(name), "c-p-%d", i);
+        json_array_append_new(nodes, json_pack("{s:s, s:i}", "instanceName", name, "i", i));
+    }
+    ix = cluster_node_index_create(nodes);
+    int found = 0;
+    for (int i = 0; i < 1000; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "c-p-%d", i);
+        json_t *o = cluster_node_index_get(ix, name);
+        found += o && json_integer_value(json_object_get(o, "i")) == i;
+    }
+    CHECK(found == 1000, "node index: 1000 nodes, each found (%d)", found);
+    cluster_node_index_destroy(ix);
+    json_decref(nodes);
+}
+
 int main(void)
 {
+    test_node_index();
     test_elastic();
     test_rules();
     test_prefixed_enums();

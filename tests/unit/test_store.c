@@ -34,6 +34,32 @@ static int create(struct store *st, const char *id, const char *op_id)
     return rc;
 }
 
+/* Lists grow past their first allocation, keep every row in order, and a
+ * bound of 0 reads none. */
+static void test_many_rows(struct store *st)
+{
+    for (int i = 0; i < 40; i++) {
+        struct store_scan sc = {.time_ms = i};
+        snprintf(sc.node, sizeof(sc.node), "g-x-%02d", i);
+        snprintf(sc.state, sizeof(sc.state), "PASS");
+        snprintf(sc.op_id, sizeof(sc.op_id), "op-%d", i);
+        store_scan_put(st, "g", &sc);
+    }
+    int n = 0, ok = 1;
+    struct store_scan *sl = store_scan_list(st, "g", &n);
+    for (int i = 0; sl && i < n; i++) {
+        char node[64];
+        snprintf(node, sizeof(node), "g-x-%02d", i);
+        ok &= !strcmp(sl[i].node, node) && sl[i].time_ms == i && !strcmp(sl[i].state, "PASS");
+    }
+    CHECK(sl && n == 40 && ok, "40 scans listed, in node order, each row whole");
+    free(sl);
+    struct store_job *none = store_job_list(st, "g", NULL, 0, 0, &n);
+    CHECK(none && n == 0, "a list bounded by 0 reads nothing");
+    free(none);
+    store_health_delete(st, "g");
+}
+
 /* Training jobs: unique per cluster, pages by creation order, the state
  * filter, state updates, and gone with their cluster. */
 static void test_jobs(struct store *st)
@@ -284,6 +310,7 @@ int main(void)
     CHECK(store_health_delete(st, "a") == 0 && (free(store_scan_list(st, "a", &ns)), ns == 0),
           "a deleted cluster's scans are forgotten");
     test_jobs(st);
+    test_many_rows(st);
     test_shared(st);
     store_close(st);
 

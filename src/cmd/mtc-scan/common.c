@@ -1,5 +1,5 @@
 /* common: mtc-scan's shared helpers (scan_mpi.h): node names, idle waits,
- * the pool-median judge, report pieces. */
+ * the pool-median judge, report pieces, a check's NCCL. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,4 +72,22 @@ json_t *scan_node(const char *name, int state, const char *reason)
     if (reason && *reason)
         json_object_set_new(n, "reason", json_string(reason));
     return n;
+}
+
+struct scan_nccl *scan_nccl_for(const struct scan_opts *o, char *why, size_t len)
+{
+    return o->nccl ? scan_nccl_open(MPI_COMM_WORLD, why, len) : NULL;
+}
+
+void scan_nccl_report(const struct scan_opts *o, json_t *report, const struct scan_nccl *nc,
+                      const char *why)
+{
+    if (!o->nccl)
+        return;
+    char s[240];
+    if (nc)
+        snprintf(s, sizeof(s), "used: %d GPUs per node", scan_nccl_gpus(nc));
+    else
+        snprintf(s, sizeof(s), "not available: %s", why);
+    json_object_set_new(report, "nccl", json_string(s));
 }

@@ -130,14 +130,7 @@ static json_t *report_json(const struct scan_opts *o, const struct scan_pair *p,
     json_object_set_new(r, "badNodes", bad_nodes);
     json_object_set_new(r, "badLinks", bad_links);
     json_object_set_new(r, "nodes", nodes);
-    if (o->nccl) {
-        char s[240];
-        if (nc)
-            snprintf(s, sizeof(s), "used: %d GPUs per node", scan_nccl_gpus(nc));
-        else
-            snprintf(s, sizeof(s), "not available: %s", nccl_why);
-        json_object_set_new(r, "nccl", json_string(s));
-    }
+    scan_nccl_report(o, r, nc, nccl_why);
     return r;
 }
 
@@ -145,8 +138,7 @@ int scan_pairs(const struct scan_opts *o, json_t **report)
 {
     int size = scan_size, failed = 0, rounds = 0;
     char nccl_why[200] = "", err[200] = "";
-    struct scan_nccl *nc =
-        o->nccl ? scan_nccl_open(MPI_COMM_WORLD, nccl_why, sizeof(nccl_why)) : NULL;
+    struct scan_nccl *nc = scan_nccl_for(o, nccl_why, sizeof(nccl_why));
     size_t bytes = nc ? o->max_bytes : o->max_bytes < (4u << 20) ? o->max_bytes : (4u << 20);
     char *buf = nc ? NULL : calloc(bytes, 1);
     int *msg = calloc((size_t)size + 1, sizeof(int)); /* [pass or -1 (done), partner...] */

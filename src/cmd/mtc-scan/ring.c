@@ -40,8 +40,7 @@ int scan_ring(const struct scan_opts *o, json_t **report)
 {
     int size = scan_size, wrong = 0, anywrong = 0;
     char nccl_why[200] = "", err[200] = "";
-    struct scan_nccl *nc =
-        o->nccl ? scan_nccl_open(MPI_COMM_WORLD, nccl_why, sizeof(nccl_why)) : NULL;
+    struct scan_nccl *nc = scan_nccl_for(o, nccl_why, sizeof(nccl_why));
     size_t cap = o->max_bytes + (size_t)size * sizeof(float) + 64;
     float *in = nc ? NULL : malloc(cap), *out = nc ? NULL : malloc(cap);
     json_t *sizes = json_array();
@@ -93,14 +92,7 @@ int scan_ring(const struct scan_opts *o, json_t **report)
                       scan_num(o->min_bus_gbps), "sizes", sizes, "nodes", nodes);
         if (*reason)
             json_object_set_new(*report, "reason", json_string(reason));
-        if (o->nccl) {
-            char s[240];
-            if (nc)
-                snprintf(s, sizeof(s), "used: %d GPUs per node", scan_nccl_gpus(nc));
-            else
-                snprintf(s, sizeof(s), "not available: %s", nccl_why);
-            json_object_set_new(*report, "nccl", json_string(s));
-        }
+        scan_nccl_report(o, *report, nc, nccl_why);
     } else {
         json_decref(sizes);
     }

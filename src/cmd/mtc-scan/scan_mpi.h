@@ -68,5 +68,12 @@ int scan_nccl_gpus(const struct scan_nccl *nc);
  * error. Collective over comm. */
 double scan_nccl_busbw(struct scan_nccl *nc, MPI_Comm comm, int gather, size_t bytes, int iters,
                        int *wrong, char *why, size_t len);
+/* A check's NCCL (common.c): with --nccl, scan_nccl_open over every rank
+ * (NULL with why when some rank lacks it); without, NULL. Collective. */
+struct scan_nccl *scan_nccl_for(const struct scan_opts *o, char *why, size_t len);
+/* With --nccl, the report's "nccl": "used: N GPUs per node" or
+ * "not available: WHY". */
+void scan_nccl_report(const struct scan_opts *o, json_t *report, const struct scan_nccl *nc,
+                      const char *why);
 
 #endif
