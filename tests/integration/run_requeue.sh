@@ -14,7 +14,7 @@ D=$T_DIR
 
 check "local 2-node cluster up" run_cluster rq
 check "tiny corpus tokenized" run_corpus "$D/data"
-STEPS=${STEPS:-1000}
+STEPS=${STEPS:-400}
 run_recipe "$D/rq.json" "$STEPS" 5
 
 mtc run -s "$D/rq.json" -n 2 --data-dir "$D/data" --experiment-name rq >"$D/run.out" 2>&1
@@ -53,9 +53,9 @@ check "trainer checkpointed on the signal and the script requeued the job" \
 release
 check "second restart logged" wait_for 60 grep -q "restart 2" "$TD/$JOB.log"
 
-# 1000 steps keep the job running through both requeues (they are over by
-# step ~100-200); the wait for the end stays bounded at 10 min for a loaded
-# runner (3000 steps once took past 4 min at load ~12)
+# 400 steps keep the job running through both requeues (over by step ~25:
+# the second one at step 22 at load ~17); the wait for the end stays bounded
+# at 10 min for a loaded runner (3000 steps once took past 4 min at load ~12)
 ST=$(run_wait_final 600 rq)
 check "run completes after two requeues (state $ST)" test "$ST" = COMPLETED
 grep -E "^mtc:|resuming|signal" "$TD/$JOB.log" | sed 's/^/# /'
