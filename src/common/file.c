@@ -126,11 +126,13 @@ static int fsync_parent(const char *path)
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
     char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+    /* a unique temporary name (mkostemp: O_EXCL, mode 0600 until the
+     * fchmod below): threads of one process may write the same file */
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp)) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return -1;
     const char *p = data;

@@ -3,7 +3,9 @@
 #include "common/common.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* An error is one line whatever the input it quotes. */
@@ -51,6 +53,53 @@ static void test_shell_quote(void)
     free(q);
 }
 
+/* Threads of one process writing the same file at once: every write
+ * succeeds, the file is one of them whole, no temporary file is left. */
+#define WRITERS 8
+static const char *atomic_path;
+
+static void *atomic_writer(void *arg)
+{
+    char buf[64 * 1024];
+    memset(buf, 'a' + (int)(intptr_t)arg, sizeof(buf));
+    intptr_t fails = 0;
+    for (int i = 0; i < 20; i++)
+        fails += mtc_write_file_atomic(atomic_path, buf, sizeof(buf), 0640) < 0;
+    return (void *)fails;
+}
+
+static void test_atomic_threads(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/shared.txt", dir);
+    atomic_path = path;
+    pthread_t t[WRITERS];
+    for (intptr_t i = 0; i < WRITERS; i++)
+        pthread_create(&t[i], NULL, atomic_writer, (void *)i);
+    intptr_t fails = 0;
+    for (int i = 0; i < WRITERS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        fails += (intptr_t)r;
+    }
+    CHECK(fails == 0, "concurrent atomic writes of one file all succeed");
+    size_t len = 0;
+    char *s = mtc_read_file(path, &len);
+    int whole = s && len == 64 * 1024;
+    for (size_t i = 1; whole && i < len; i++)
+        whole = s[i] == s[0];
+    CHECK(whole, "the file is one writer's content, whole");
+    free(s);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640, "its mode is the one asked for");
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "ls %s | grep -c tmp", dir);
+    char *argv[] = {"sh", "-c", cmd, NULL}, *out = NULL;
+    mtc_run(argv, NULL, &out, 5000);
+    CHECK(out && atoi(out) == 0, "no temporary file left");
+    free(out);
+}
+
 int main(void)
 {
     test_errprintf_one_line();
@@ -76,6 +125,7 @@ int main(void)
     CHECK_STR(s, "hello 42\n", "read back");
     CHECK(len == 9, "length");
     free(s);
+    test_atomic_threads(dir);
     CHECK(mtc_rm_rf(dir) == 0 && !mtc_path_exists(dir), "rm -rf");
 
     char *out = NULL;
