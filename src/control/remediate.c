@@ -28,11 +28,12 @@ enum action_kind { ACT_RESTART, ACT_REBOOT, ACT_REIMAGE, ACT_REPLACE, N_ACTIONS 
 static const struct action {
     const char *name;
     const char *event;
+    int kills; /* every process of the node dies (a power cycle) */
 } actions[] = {
-    [ACT_RESTART] = {"restart", "VM_RESTART"},
-    [ACT_REBOOT] = {"reboot", "VM_REBOOT"},
-    [ACT_REIMAGE] = {"reimage", "VM_REIMAGE"},
-    [ACT_REPLACE] = {"replace", "VM_REPORT_AND_REPLACEMENT"},
+    [ACT_RESTART] = {"restart", "VM_RESTART", 0},
+    [ACT_REBOOT] = {"reboot", "VM_REBOOT", 1},
+    [ACT_REIMAGE] = {"reimage", "VM_REIMAGE", 1},
+    [ACT_REPLACE] = {"replace", "VM_REPORT_AND_REPLACEMENT", 1},
 };
 
 /* The first action a severity asks for: the ladders run in step. */
@@ -114,6 +115,12 @@ static int needs_fence(const char *check)
 static void requeue_jobs(struct control *c, const char *id, const char *conf, const char *node,
                          int fenced);
 
+/* The drain reason naming the failed check (why: 400 bytes). */
+static void drain_reason(char *why, const char *check, const char *reason)
+{
+    snprintf(why, 400, "mtc: %s: %.300s", check, reason);
+}
+
 /* Drain with a reason naming the check, then requeue the node's running jobs
  * (unless the node must be fenced first). */
 static int drain_and_requeue(struct control *c, const char *id, const char *conf, const char *node,
@@ -121,7 +128,7 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
 {
     char why[400];
     mtc_error_t err = {""};
-    snprintf(why, sizeof(why), "mtc: %s: %.300s", check, reason);
+    drain_reason(why, check, reason);
     if (provider_node_set(c->prov, id, conf, node, SLURM_NODE_DRAIN, why, &err) < 0) {
         log_msg(LOG_ERR, "cluster %s: drain %s failed: %s", id, node, err.text);
         return -1;
@@ -161,6 +168,45 @@ static void requeue_jobs(struct control *c, const char *id, const char *conf, co
             event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job, jerr.text);
         }
     }
+    json_decref(jobs);
+}
+
+/* After a power cycle: jobs requeued off the node whose old steps had not
+ * ended yet (a slow node's trainer still writing its checkpoint when
+ * release_requeued gave up) were killed with the node, but slurmctld keeps
+ * them COMPLETING there until its periodic retry reaches the new slurmd —
+ * minutes in which the node is not idle once resumed and the jobs wait out
+ * Slurm's requeue hold. DOWN tells slurmctld those steps are gone (as after a
+ * fence), DRAIN (reason why) keeps the node out until its checks pass, and
+ * the jobs are released. (A job still RUNNING there was not requeued:
+ * Slurm ends it when the new slurmd registers without it, as before.) */
+static void release_killed(struct control *c, const char *id, const char *conf, const char *node,
+                           const char *action, const char *why)
+{
+    if (!provider_has_slurm(c->prov, id))
+        return;
+    json_t *jobs = slurm_node_jobs(conf, node, NULL), *completing = json_array(), *j;
+    size_t i;
+    json_array_foreach(jobs, i, j)
+    {
+        char st[32];
+        if (slurm_job_state(conf, json_string_value(j), st, sizeof(st)) == 0 &&
+            strcmp(st, "COMPLETING") == 0)
+            json_array_append(completing, j);
+    }
+    if (json_array_size(completing) > 0) {
+        char down[128];
+        snprintf(down, sizeof(down), "mtc: %s killed every process of the node", action);
+        log_msg(LOG_NOTICE, "cluster %s: %s: %zu job(s) still completing after %s; setting it DOWN",
+                id, node, json_array_size(completing), action);
+        provider_node_set(c->prov, id, conf, node, SLURM_NODE_DOWN, down, NULL);
+        provider_node_set(c->prov, id, conf, node, SLURM_NODE_DRAIN, why, NULL);
+        json_array_foreach(completing, i, j)
+        {
+            release_requeued(conf, json_string_value(j));
+        }
+    }
+    json_decref(completing);
     json_decref(jobs);
 }
 
@@ -254,6 +300,10 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
         if (fence) { /* the node's processes are gone (even when its slurmd did not come back) */
             requeue_jobs(c, id, conf, node, 1);
             fence = 0;
+        } else if (arc == 0 && actions[a].kills) {
+            char why[400];
+            drain_reason(why, check, reason);
+            release_killed(c, id, conf, node, actions[a].name, why);
         }
         if (arc < 0) {
             event(c, id, "VM_ACTION_FAILED", node, "%s failed: %s", actions[a].name, aerr.text);

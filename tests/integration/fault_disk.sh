@@ -18,7 +18,7 @@ if ! mount -t tmpfs -o size=12m tmpfs "$FS" 2>/dev/null; then
 fi
 t_extra_cleanup() { delete_all_clusters; umount -l "$FS" 2>/dev/null; }
 
-STEPS=${STEPS:-3000} EXP=disk
+STEPS=${STEPS:-400} EXP=disk
 check "3-node cluster with agents up" fault_cluster fd
 t_extra_cleanup() { delete_all_clusters; umount -l "$FS" 2>/dev/null; }
 check "tiny corpus tokenized" run_corpus "$T_DIR/data"

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/fault_setup.inc"
 
-STEPS=${STEPS:-1500} EXP=ecc
+STEPS=${STEPS:-400} EXP=ecc
 check "3-node cluster with agents up" fault_cluster fe
 check "tiny corpus tokenized" run_corpus "$T_DIR/data"
 run_recipe "$T_DIR/recipe.json" "$STEPS" 10

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/fault_setup.inc"
 
-STEPS=${STEPS:-1500} EXP=sdc
+STEPS=${STEPS:-400} EXP=sdc
 BADFMA=$(cd "$B/fakes" && pwd)/libbadfma.so
 check "libbadfma built" test -f "$BADFMA"
 check "3-node cluster with agents up" fault_cluster fs

@@ -12,7 +12,7 @@
 . "$(dirname "$0")/run_setup.inc"
 . "$(dirname "$0")/fault_setup.inc"
 
-STEPS=${STEPS:-1500} EXP=slurmd
+STEPS=${STEPS:-400} EXP=slurmd
 check "3-node cluster with agents up" fault_cluster fk
 check "tiny corpus tokenized" run_corpus "$T_DIR/data"
 run_recipe "$T_DIR/recipe.json" "$STEPS" 10

@@ -23,16 +23,7 @@ cat >"$T_DIR/spec.json" <<'JSON'
    "partitions": [{"id": "cpu", "nodePoolIds": ["cpu"]}], "defaultPartitionId": "cpu"}}}
 JSON
 check "mtcd starts" start_mtcd
-CG_ROOT=/sys/fs/cgroup/cpu CG=
-cg_remove() {
-    [ -n "${CG:-}" ] && [ -d "$CG" ] || return 0
-    local p i
-    for i in 1 2 3; do
-        while read -r p; do echo "$p" >"$CG_ROOT/cgroup.procs" 2>/dev/null; done <"$CG/cgroup.procs"
-        rmdir "$CG" 2>/dev/null && return 0
-        sleep 0.2
-    done
-}
+. "$(dirname "$0")/cgroup.inc"
 t_extra_cleanup() { cg_remove; [ -n "${SLEEPER:-}" ] && scancel "$SLEEPER" 2>/dev/null; delete_all_clusters; }
 check "3-node local cluster up" mtc cluster create -f "$T_DIR/spec.json" --id $C
 eval "$(mtc env $C)"
@@ -117,12 +108,10 @@ all_idle() { [ "$(sinfo -h -N -p cpu -o %T | sort -u)" = idle ]; }
 check "nodes idle again" wait_for 60 all_idle
 
 # ---- a throttled node: the only straggler, drained, remediated
-if [ ! -w "$CG_ROOT/cgroup.procs" ] || ! mkdir "$CG_ROOT/mtc-hs-$$" 2>/dev/null; then
+if ! cg_create "mtc-hs-$$" 2000; then
     ok "# SKIP no writable cgroup v1 cpu controller at $CG_ROOT"
     done_testing
 fi
-CG=$CG_ROOT/mtc-hs-$$
-echo 100000 >"$CG/cpu.cfs_period_us" && echo 2000 >"$CG/cpu.cfs_quota_us"
 # The node's scan rank goes into the cgroup as it starts (slurmd itself
 # stays out: throttled, it could not launch the step in time). A rank of
 # node N is the mtc-scan whose environment names N (SLURMD_NODENAME) and this

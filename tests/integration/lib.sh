@@ -41,6 +41,14 @@ poll_for() {
 
 t_cleanup() {
     local rc=$?
+    # a failed test keeps its clusters' logs (slurmctld, slurmd, agents):
+    # deleting a cluster removes its directory
+    if [ "$T_FAILED" -ne 0 ] || [ "$rc" -ne 0 ]; then
+        local d
+        for d in "$MTC_HOME"/clusters/*/log; do
+            [ -d "$d" ] && mkdir -p "$T_DIR/kept-logs" && cp -r "$d" "$T_DIR/kept-logs/$(basename "$(dirname "$d")")"
+        done
+    fi
     [ "$(type -t t_extra_cleanup)" = function ] && t_extra_cleanup
     for p in "${T_PIDS[@]}"; do
         kill -TERM "$p" 2>/dev/null
