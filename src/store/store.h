@@ -1,5 +1,7 @@
 /* store: mtcd's state in SQLite (WAL) — clusters, long-running operations,
- * cluster events, API tokens and training jobs — with a versioned schema and migrations.
+ * cluster events, API tokens, node health, health scans and remediations,
+ * training jobs, datasets, models and endpoints — with a versioned schema and
+ * migrations (store.c; one file per resource, store_*.c, internal.h).
  * One connection guarded by a mutex; every accessor is one transaction. */
 #ifndef MTC_STORE_H
 #define MTC_STORE_H

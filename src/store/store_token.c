@@ -1,0 +1,89 @@
+/* store_token: API tokens (kept as hashes) and the per-node tokens mtc-agent
+ * reports with; a cluster's node tokens are revoked with it. */
+#include "store/internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+int store_token_add(struct store *st, const char *id, const char *name, const char *role,
+                    const char *hash)
+{
+    return store_i_run_locked(
+        st,
+        store_i_prep(st, "INSERT INTO tokens (id, name, role, hash, create_ms) VALUES (?,?,?,?,?)",
+                     "ssssl", id, name, role, hash, mtc_now_ms()));
+}
+
+int store_token_lookup(struct store *st, const char *hash, struct store_principal *out)
+{
+    int rc = -1;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s =
+        store_i_prep(st,
+                     "SELECT role, COALESCE(cluster_id, ''), COALESCE(node, '') FROM tokens"
+                     " WHERE hash=? AND revoked=0",
+                     "s", hash);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        store_i_col_text(s, 0, out->role, sizeof(out->role));
+        store_i_col_text(s, 1, out->cluster, sizeof(out->cluster));
+        store_i_col_text(s, 2, out->node, sizeof(out->node));
+        rc = 0;
+    } else {
+        errno = ENOENT;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_node_token_set(struct store *st, const char *cluster_id, const char *node,
+                         const char *id, const char *hash)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "node-%s-%s", cluster_id, id);
+    pthread_mutex_lock(&st->lock);
+    int rc = store_i_exec_sql(st->db, "BEGIN IMMEDIATE", NULL);
+    if (rc == 0)
+        rc = store_i_run(
+            st, store_i_prep(st, "UPDATE tokens SET revoked=1 WHERE cluster_id=? AND node=?", "ss",
+                             cluster_id, node));
+    if (rc == 0)
+        rc = store_i_run(
+            st,
+            store_i_prep(st,
+                         "INSERT INTO tokens (id, name, role, hash, create_ms, cluster_id, node)"
+                         " VALUES (?,?,'node',?,?,?,?)",
+                         "ssslss", id, name, hash, mtc_now_ms(), cluster_id, node));
+    int saved = errno;
+    store_i_exec_sql(st->db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL);
+    pthread_mutex_unlock(&st->lock);
+    errno = saved;
+    return rc;
+}
+
+static void read_token(sqlite3_stmt *s, void *out)
+{
+    struct store_token *t = out;
+    store_i_col_text(s, 0, t->id, sizeof(t->id));
+    store_i_col_text(s, 1, t->name, sizeof(t->name));
+    store_i_col_text(s, 2, t->who.role, sizeof(t->who.role));
+    t->create_ms = sqlite3_column_int64(s, 3);
+    store_i_col_text(s, 4, t->who.cluster, sizeof(t->who.cluster));
+    store_i_col_text(s, 5, t->who.node, sizeof(t->who.node));
+}
+
+struct store_token *store_token_list(struct store *st, int *n)
+{
+    return store_i_list(st, read_token, sizeof(struct store_token), ALL_ROWS, n,
+                        "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
+                        " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
+                        "");
+}
+
+int store_token_revoke(struct store *st, const char *id_or_name)
+{
+    return store_i_update_one(
+        st, store_i_prep(st, "UPDATE tokens SET revoked=1 WHERE (id=? OR name=?) AND revoked=0",
+                         "ss", id_or_name, id_or_name));
+}
