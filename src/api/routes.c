@@ -36,11 +36,14 @@ static int check_cluster_id(const char *id, struct api_resp *out)
 }
 
 /* Load a cluster named by the path; 404 if absent or under another parent. */
-int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl)
+/* The cluster of the path into cl: whole, or its head only (no spec, no
+ * nodesStatus: store_cluster_head). */
+static int find_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl,
+                        int whole)
 {
     if (check_parent(r, out) < 0 || check_cluster_id(r->cap[2], out) < 0)
         return -1;
-    if (store_cluster_get(r->st, r->cap[2], cl) < 0)
+    if ((whole ? store_cluster_get : store_cluster_head)(r->st, r->cap[2], cl) < 0)
         return api_error(out, 404, "cluster %s not found", r->cap[2]), -1;
     if (strcmp(cl->project, r->cap[0]) != 0 || strcmp(cl->location, r->cap[1]) != 0) {
         store_cluster_release(cl);
@@ -49,6 +52,11 @@ int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_clust
                -1;
     }
     return 0;
+}
+
+int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl)
+{
+    return find_cluster(r, out, cl, 1);
 }
 
 /* Reply with a stored operation. */
@@ -453,10 +461,13 @@ static int cluster_has_node(const struct store_cluster *cl, const char *node)
     return 0;
 }
 
+/* An agent's report: the cluster's head and the node's membership are read
+ * by index, never its spec or nodesStatus (their parse grew with the node
+ * count, under the store's lock: docs/scale.md). */
 static int h_report_health(struct api_req *r, struct api_resp *out)
 {
     struct store_cluster cl;
-    if (api_load_cluster(r, out, &cl) < 0)
+    if (find_cluster(r, out, &cl, 0) < 0)
         return 0;
     const char *node = NULL, *mode = "HEALTH";
     json_t *results = NULL;
@@ -474,7 +485,12 @@ static int h_report_health(struct api_req *r, struct api_resp *out)
         return api_error(out, 403, "nodeId: this node token speaks for node %s of cluster %s only",
                          r->who.node, r->who.cluster);
     }
-    int known = cluster_has_node(&cl, node);
+    char pool[64];
+    int known = store_cluster_node_pool(r->st, cl.id, node, pool, sizeof(pool)) == 0;
+    if (!known && errno != ENOENT) {
+        store_cluster_release(&cl);
+        return api_error(out, 500, "cannot read the nodes of cluster %s", cl.id);
+    }
     int m = schema_enum_parse(&health_mode_enum, mode, 0);
     if (!known || m < 0) {
         store_cluster_release(&cl);

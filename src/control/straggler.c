@@ -71,8 +71,39 @@ static const struct {
     const char *check, *unit;
 } speed_units[] = {{"speed.compute", "GFLOP/s"}, {"speed.membw", "GB/s"}};
 
+/* The unit of a speed probe's check, or NULL. */
+static const char *speed_unit(const char *check)
+{
+    for (size_t u = 0; u < sizeof(speed_units) / sizeof(speed_units[0]); u++)
+        if (strcmp(check, speed_units[u].check) == 0)
+            return speed_units[u].unit;
+    return NULL;
+}
+
+static int speed_compare(struct store *st, const struct store_cluster *cl, const char *node,
+                         struct health_result *res, int n);
+
 int control_speed_compare(struct store *st, const struct store_cluster *cl, const char *node,
                           struct health_result *res, int n)
+{
+    int probes = 0;
+    for (int i = 0; i < n; i++)
+        probes += speed_unit(res[i].check) && res[i].value > 0;
+    if (!probes)
+        return 0;
+    if (cl->spec)
+        return speed_compare(st, cl, node, res, n);
+    /* a head only (an agent's report): the spec and nodesStatus now */
+    struct store_cluster whole;
+    if (store_cluster_get(st, cl->id, &whole) < 0)
+        return 0;
+    int changed = speed_compare(st, &whole, node, res, n);
+    store_cluster_release(&whole);
+    return changed;
+}
+
+static int speed_compare(struct store *st, const struct store_cluster *cl, const char *node,
+                         struct health_result *res, int n)
 {
     struct health_policy pol;
     mtc_error_t err = {""};
@@ -84,10 +115,7 @@ int control_speed_compare(struct store *st, const struct store_cluster *cl, cons
     int nrows = 0, changed = 0;
     struct store_health *rows = NULL;
     for (int i = 0; i < n; i++) {
-        const char *unit = NULL;
-        for (size_t u = 0; u < sizeof(speed_units) / sizeof(speed_units[0]); u++)
-            if (strcmp(res[i].check, speed_units[u].check) == 0)
-                unit = speed_units[u].unit;
+        const char *unit = speed_unit(res[i].check);
         if (!unit || res[i].value <= 0)
             continue;
         if (!rows && !(rows = store_health_list(st, cl->id, &nrows)))

@@ -19,6 +19,14 @@ struct store {
 /* Run sql (any number of statements, no rows); err may be NULL. 0, or -1 with
  * errno EIO and err. */
 int store_i_exec_sql(sqlite3 *db, const char *sql, mtc_error_t *err);
+/* SQL: cluster_nodes rows from the nodesStatus of the clusters matching
+ * where (a condition on clusters c): each named node once, with its pool. */
+#define STORE_I_FILL_CLUSTER_NODES(where)                                                          \
+    "INSERT OR IGNORE INTO cluster_nodes (cluster_id, node, pool)"                                 \
+    " SELECT c.id, json_extract(j.value, '$.instanceName'),"                                       \
+    " COALESCE(json_extract(j.value, '$.nodePoolId'), '')"                                         \
+    " FROM clusters c, json_each(c.nodes) j WHERE (" where ")"                                     \
+    " AND json_type(j.value, '$.instanceName') = 'text'"
 
 /* Prepare sql and bind its parameters from the varargs, one per fmt letter:
  * 's' text (NULL → NULL), 'i' int, 'l' int64, 'j' json_t* serialised (NULL → NULL).

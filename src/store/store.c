@@ -92,6 +92,12 @@ static const char *migrations[] = {
     "  cluster_id TEXT NOT NULL, node TEXT NOT NULL, time_ms INTEGER NOT NULL,"
     "  state TEXT NOT NULL, checks TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',"
     "  op_id TEXT NOT NULL DEFAULT '', PRIMARY KEY (cluster_id, node));",
+    /* v9: each cluster's nodes as its nodesStatus last named them, with their
+     * pool, so that a health report checks membership by index (filled from
+     * the stored nodesStatus; store_cluster_set_nodes keeps it in step) */
+    "CREATE TABLE cluster_nodes ("
+    "  cluster_id TEXT NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL,"
+    "  PRIMARY KEY (cluster_id, node));" STORE_I_FILL_CLUSTER_NODES("1") ";",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

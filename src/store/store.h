@@ -62,6 +62,14 @@ json_t *store_cluster_ids(struct store *st);
 int store_cluster_set_state(struct store *st, const char *id, const char *state);
 int store_cluster_set_spec(struct store *st, const char *id, const json_t *spec, const char *state);
 int store_cluster_set_nodes(struct store *st, const char *id, const json_t *nodes);
+/* The cluster's row without its spec and nodesStatus (both NULL): a cheap
+ * lookup for paths that need only its id, place and state. */
+int store_cluster_head(struct store *st, const char *id, struct store_cluster *out);
+/* Whether node is a node of the cluster as its stored nodesStatus names it,
+ * by index (no JSON parsed): 0 and its node pool id ("" when none) into pool,
+ * or -1 with errno ENOENT. */
+int store_cluster_node_pool(struct store *st, const char *cluster_id, const char *node, char *pool,
+                            size_t len);
 /* Start an operation on an existing cluster, setting its state, unless another
  * operation on it is still running (then -1, errno EBUSY, busy_op gets its id). */
 int store_op_begin(struct store *st, const struct store_op *op, const char *cluster_state,

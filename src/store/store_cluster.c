@@ -115,10 +115,70 @@ int store_cluster_set_spec(struct store *st, const char *id, const json_t *spec,
                          spec, state, mtc_now_ms(), id));
 }
 
+int store_cluster_head(struct store *st, const char *id, struct store_cluster *out)
+{
+    int rc = -1;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = store_i_prep(
+        st, "SELECT id, project, location, state, create_ms, update_ms FROM clusters WHERE id=?",
+        "s", id);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        store_i_col_text(s, 0, out->id, sizeof(out->id));
+        store_i_col_text(s, 1, out->project, sizeof(out->project));
+        store_i_col_text(s, 2, out->location, sizeof(out->location));
+        store_i_col_text(s, 3, out->state, sizeof(out->state));
+        out->create_ms = sqlite3_column_int64(s, 4);
+        out->update_ms = sqlite3_column_int64(s, 5);
+        rc = 0;
+    } else {
+        errno = s ? ENOENT : EIO;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+int store_cluster_node_pool(struct store *st, const char *cluster_id, const char *node, char *pool,
+                            size_t len)
+{
+    int rc = -1;
+    pthread_mutex_lock(&st->lock);
+    sqlite3_stmt *s = store_i_prep(
+        st, "SELECT pool FROM cluster_nodes WHERE cluster_id=? AND node=?", "ss", cluster_id, node);
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        store_i_col_text(s, 0, pool, len);
+        rc = 0;
+    } else {
+        errno = s ? ENOENT : EIO;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
+/* nodesStatus and its cluster_nodes index change together, in one transaction. */
 int store_cluster_set_nodes(struct store *st, const char *id, const json_t *nodes)
 {
-    return store_i_update_one(
-        st, store_i_prep(st, "UPDATE clusters SET nodes=? WHERE id=?", "js", nodes, id));
+    pthread_mutex_lock(&st->lock);
+    int rc = store_i_exec_sql(st->db, "BEGIN IMMEDIATE", NULL);
+    if (rc == 0)
+        rc = store_i_run(st,
+                         store_i_prep(st, "UPDATE clusters SET nodes=? WHERE id=?", "js", nodes, id));
+    if (rc == 0 && sqlite3_changes(st->db) == 0) {
+        errno = ENOENT;
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = store_i_run(st,
+                         store_i_prep(st, "DELETE FROM cluster_nodes WHERE cluster_id=?", "s", id));
+    if (rc == 0)
+        rc = store_i_run(st, store_i_prep(st, STORE_I_FILL_CLUSTER_NODES("c.id=?"), "s", id));
+    int saved = errno;
+    store_i_exec_sql(st->db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL);
+    pthread_mutex_unlock(&st->lock);
+    errno = saved;
+    return rc;
 }
 
 int store_op_begin(struct store *st, const struct store_op *op, const char *cluster_state,
@@ -239,6 +299,9 @@ int store_cluster_delete(struct store *st, const char *id)
     int rc;
     pthread_mutex_lock(&st->lock);
     rc = store_i_run(st, store_i_prep(st, "DELETE FROM clusters WHERE id=?", "s", id));
+    if (rc == 0)
+        rc = store_i_run(st,
+                         store_i_prep(st, "DELETE FROM cluster_nodes WHERE cluster_id=?", "s", id));
     /* its nodes' tokens die with it */
     if (rc == 0)
         rc = store_i_run(

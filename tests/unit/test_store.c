@@ -20,6 +20,44 @@ static struct store_op op_for(const char *id, const char *cluster, const char *k
     return op;
 }
 
+/* The node index a health report checks membership with follows nodesStatus;
+ * a cluster's head carries no spec or nodes. Cluster c exists. */
+static void test_node_index(struct store *st)
+{
+    char pool[64] = "";
+    CHECK(store_cluster_node_pool(st, "c", "c-gpu-0", pool, sizeof(pool)) < 0 && errno == ENOENT,
+          "no nodes stored yet: not a node");
+    json_t *nodes = json_pack("[{s:s, s:s}, {s:s}, {s:s}]", "instanceName", "c-gpu-0",
+                              "nodePoolId", "gpu", "instanceName", "c-login", "nodePoolId", "x");
+    CHECK(store_cluster_set_nodes(st, "c", nodes) == 0, "set c's nodes");
+    CHECK(store_cluster_node_pool(st, "c", "c-gpu-0", pool, sizeof(pool)) == 0 &&
+              !strcmp(pool, "gpu"),
+          "a stored node is a node, with its pool (%s)", pool);
+    CHECK(store_cluster_node_pool(st, "c", "c-login", pool, sizeof(pool)) == 0 && !*pool,
+          "a node without a pool is a node, pool \"\"");
+    CHECK(store_cluster_node_pool(st, "c", "x", pool, sizeof(pool)) < 0 && errno == ENOENT,
+          "an entry without an instanceName names no node");
+    CHECK(store_cluster_node_pool(st, "a", "c-gpu-0", pool, sizeof(pool)) < 0 && errno == ENOENT,
+          "another cluster's node is not a node");
+    CHECK(store_cluster_set_nodes(st, "nope", nodes) < 0 && errno == ENOENT &&
+              store_cluster_node_pool(st, "nope", "c-gpu-0", pool, sizeof(pool)) < 0,
+          "nodes of a missing cluster: ENOENT, nothing indexed");
+    json_decref(nodes);
+    nodes = json_pack("[{s:s, s:s}]", "instanceName", "c-gpu-1", "nodePoolId", "gpu");
+    CHECK(store_cluster_set_nodes(st, "c", nodes) == 0 &&
+              store_cluster_node_pool(st, "c", "c-gpu-0", pool, sizeof(pool)) < 0 &&
+              store_cluster_node_pool(st, "c", "c-gpu-1", pool, sizeof(pool)) == 0,
+          "new nodes replace the old ones");
+    json_decref(nodes);
+    struct store_cluster h;
+    CHECK(store_cluster_head(st, "c", &h) == 0 && !strcmp(h.id, "c") &&
+              !strcmp(h.project, "local") && !strcmp(h.location, "local") && *h.state &&
+              !h.spec && !h.nodes,
+          "a cluster's head: id, place and state, no spec or nodes");
+    store_cluster_release(&h);
+    CHECK(store_cluster_head(st, "zz", &h) < 0 && errno == ENOENT, "missing head: ENOENT");
+}
+
 static int create(struct store *st, const char *id, const char *op_id)
 {
     struct store_cluster c = {.spec = json_pack("{s:s}", "displayName", id)};
@@ -179,7 +217,7 @@ int main(void)
     struct store *st = store_open(path, &err);
     umask(old_umask);
     CHECK(st != NULL, "open creates the database");
-    CHECK(store_schema_version(st) == 8, "migrated to the latest schema");
+    CHECK(store_schema_version(st) == 9, "migrated to the latest schema");
     struct stat sb;
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600,
           "database created 0600 under umask 022 (mode %o)", (unsigned)(sb.st_mode & 0777));
@@ -312,9 +350,18 @@ int main(void)
     test_jobs(st);
     test_many_rows(st);
     test_shared(st);
+    test_node_index(st);
     store_close(st);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "sqlite3 %s 'DROP TABLE cluster_nodes; PRAGMA user_version=8'",
+             path);
+    CHECK(system(cmd) == 0, "simulate a store from before the node index");
 
     st = store_open(path, &err);
+    char pool[64] = "";
+    CHECK(st && store_cluster_node_pool(st, "c", "c-gpu-1", pool, sizeof(pool)) == 0 &&
+              !strcmp(pool, "gpu"),
+          "the migration indexes the nodes already stored");
     CHECK(st && store_cluster_get(st, "c", &cl) == 0, "data survives reopen");
     store_cluster_release(&cl);
     CHECK(store_cluster_delete(st, "a") == 0 && store_token_lookup(st, "n2", &who) < 0,
@@ -325,8 +372,9 @@ int main(void)
     int nj = 0;
     CHECK(store_cluster_delete(st, "c") == 0 && (free(store_job_list(st, "c", NULL, 0, 10, &nj)), nj == 0),
           "deleting a cluster forgets its jobs");
+    CHECK(store_cluster_node_pool(st, "c", "c-gpu-1", pool, sizeof(pool)) < 0 && errno == ENOENT,
+          "and its nodes");
     store_close(st);
-    char cmd[300];
     snprintf(cmd, sizeof(cmd), "sqlite3 %s 'PRAGMA user_version=99'", path);
     CHECK(system(cmd) == 0, "simulate a newer schema");
     st = store_open(path, &err);

@@ -84,6 +84,16 @@ int main(void)
           "a node near the median passes");
     struct health_result w = {.check = "speed.membw", .status = HEALTH_PASS, .value = 1};
     CHECK(control_speed_compare(st, &cl, "n1", &w, 1) == 0, "no peer values for membw: none");
+    /* an agent's report passes the cluster's head only: spec and nodes are read
+     * from the store when a speed probe is to be judged */
+    struct store_op op = {.id = "op-1", .cluster_id = "c1", .kind = "CREATE", .request = cl.spec};
+    CHECK(store_cluster_create(st, &cl, &op, &err) == 0 &&
+              store_cluster_set_nodes(st, "c1", cl.nodes) == 0,
+          "cluster c1 stored with its nodes");
+    struct store_cluster head = {.id = "c1"};
+    struct health_result r3 = {.check = "speed.compute", .status = HEALTH_PASS, .value = 11};
+    CHECK(control_speed_compare(st, &head, "n1", &r3, 1) == 1 && r3.status == HEALTH_FAIL,
+          "a head only: judged against the stored spec and pool");
     json_decref(cl.spec);
     json_decref(cl.nodes);
     store_close(st);
