@@ -855,7 +855,13 @@ static int node_agent(void *arg, size_t i, mtc_error_t *err)
     pid_t agent = local_agent_running(c, nn);
     if (agent && (changed || !st->p->agent))
         local_agent_stop(c, nn); /* a new policy, or agents turned off */
-    if (st->p->agent && (changed || !agent) && local_agent_start(st->p, c, nn, err) < 0)
+    if (!st->p->agent || (!changed && agent))
+        return 0;
+    /* a fresh agent checks slurmd through slurmd's own pid file at once: a
+     * slurmd start_nodes has just spawned (a raised minNodeCount's node, a
+     * new node) must have written it first, or the check fails and
+     * remediation reboots a healthy node */
+    if (local_slurmd_wait_up(c, nn, err) < 0 || local_agent_start(st->p, c, nn, err) < 0)
         return -1;
     return 0;
 }

@@ -91,6 +91,10 @@ int local_supervise_controller(const struct lc *c, provider_event_fn ev, void *a
 /* Start node's slurmd, its pid recorded; boot (an elastic node powering
  * up): as a machine that boots now (slurm_slurmd_boot). 0/-1 + err. */
 int local_slurmd_start(const struct lc *c, const char *node, int boot, mtc_error_t *err);
+/* Wait (up to 15 s) until node's slurmd has written its own pid file
+ * (SlurmdPidFile, what the agent's daemon.slurmd check reads). 0, or -1 +
+ * err when its recorded slurmd exited or wrote none in time. */
+int local_slurmd_wait_up(const struct lc *c, const char *node, mtc_error_t *err);
 int local_layout_load(const struct lc *c, struct layout *l);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);
 /* Wait (REGISTER_WAIT_MS) until slurmctld shows the n nodes names[]

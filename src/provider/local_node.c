@@ -698,6 +698,25 @@ json_t *local_node_check(struct provider *p, const char *id, const json_t *spec,
     return res;
 }
 
+int local_slurmd_wait_up(const struct lc *c, const char *node, mtc_error_t *err)
+{
+    char own[PLEN], rec[PLEN];
+    local_path(c, own, "run/slurm/slurmd-%s.pid", node);
+    local_path(c, rec, "run/slurmd-%s.pid", node);
+    for (int64_t end = mtc_now_ms() + SLURMD_UP_WAIT_MS;; mtc_sleep_ms(50)) {
+        pid_t pid = mtc_pid_read(own);
+        if (pid > 0 && mtc_pid_alive(pid))
+            return 0;
+        /* by pid alone: while unshare execs slurmd its command line is in flux */
+        if (!mtc_pid_alive(mtc_pid_read(rec)))
+            return errprintf(err, "%s: slurmd exited at start (see %s/log/slurmd-%s.log)", node,
+                             c->dir, node);
+        if (mtc_now_ms() >= end)
+            return errprintf(err, "%s: slurmd wrote no pid file within %d s", node,
+                             SLURMD_UP_WAIT_MS / 1000);
+    }
+}
+
 int local_node_up(const struct provider *p, const struct lc *c, const json_t *spec,
                   const struct lnode *n, int boot, mtc_error_t *err)
 {
@@ -710,21 +729,8 @@ int local_node_up(const struct provider *p, const struct lc *c, const json_t *sp
     /* a booting node's agent checks slurmd through its own pid file at once:
      * wait for it; a slurmd that cannot start fails the resume here (Slurm
      * then gives up on the node after ResumeTimeout) */
-    char own[PLEN], rec[PLEN];
-    local_path(c, own, "run/slurm/slurmd-%s.pid", n->name);
-    local_path(c, rec, "run/slurmd-%s.pid", n->name);
-    for (int64_t end = mtc_now_ms() + SLURMD_UP_WAIT_MS; boot; mtc_sleep_ms(50)) {
-        pid_t pid = mtc_pid_read(own);
-        if (pid > 0 && mtc_pid_alive(pid))
-            break;
-        /* by pid alone: while unshare execs slurmd its command line is in flux */
-        if (!mtc_pid_alive(mtc_pid_read(rec)))
-            return errprintf(err, "%s: slurmd exited at start (see %s/log/slurmd-%s.log)",
-                             n->name, c->dir, n->name);
-        if (mtc_now_ms() >= end)
-            return errprintf(err, "%s: slurmd wrote no pid file within %d s", n->name,
-                             SLURMD_UP_WAIT_MS / 1000);
-    }
+    if (boot && local_slurmd_wait_up(c, n->name, err) < 0)
+        return -1;
     if (p->agent && !local_agent_running(c, n->name) && local_agent_start(p, c, n->name, err) < 0)
         return -1;
     return 0;

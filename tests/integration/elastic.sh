@@ -8,7 +8,8 @@
 # runs (the agent's prolog check runs on the resumed nodes) and completes;
 # idle past suspendTimeSeconds the nodes are stopped again (idle~, their
 # recorded pids gone). Lowering maxNodeCount while the node is powered down
-# removes it; raising minNodeCount starts it as a static node. (One
+# removes it; raising minNodeCount starts it as a static node, its slurmd
+# left running (no failed check, no remediation). (One
 # resume/suspend cycle serves every scenario: Slurm 22.05 moves a job off
 # CONFIGURING on a 30 s periodic check, so each resume costs up to 30 s.)
 . "$(dirname "$0")/lib.sh"
@@ -149,11 +150,25 @@ check "sinfo: el-cpu-2 removed, el-cpu-1 still idle~" wait_for 20 eval '[ "$(sta
 states | sed 's/^/# /'
 check "API: 2 nodes, el-cpu-1 POWERED_DOWN" api_state_is el-cpu-1 POWERED_DOWN
 spec 2 2 >"$T_DIR/spec3.json"
+ALOG=$CD/log/agent-el-cpu-1.log
+ALINES=$(cat "$ALOG" 2>/dev/null | wc -l)
 check "update minNodeCount 1 -> 2 (no elastic node left)" mtc cluster update "$C" -f "$T_DIR/spec3.json"
 want=$'el-cpu-0 idle\nel-cpu-1 idle'
 check "sinfo: el-cpu-1 static and up" wait_for 30 eval '[ "$(states)" = "$want" ]'
 states | sed 's/^/# /'
 check "API: el-cpu-1 RUNNING" wait_for 10 api_state_is el-cpu-1 RUNNING
+# the apply's slurmd of el-cpu-1 stays up: its agent (started with it, first
+# check at once, then every 5 s) finds it running, so no remediation reboots
+# it; a check that failed would have drained and rebooted it well within the
+# agent's interval (6 s waited)
+SPID=$(cat "$CD/run/slurmd-el-cpu-1.pid" 2>/dev/null)
+check "el-cpu-1's slurmd running (recorded pid)" eval '[ -n "$SPID" ] && kill -0 "$SPID"'
+check "slurmd wrote its own pid file (what the agent checks)" eval '[ "$(cat "$CD/run/slurm/slurmd-el-cpu-1.pid" 2>/dev/null)" = "$SPID" ]'
+sleep 6
+check "the same slurmd still running after an agent interval" eval 'kill -0 "$SPID" && [ "$(cat "$CD/run/slurmd-el-cpu-1.pid")" = "$SPID" ]'
+check "el-cpu-1 still idle (not drained)" state_is el-cpu-1 idle
+check "no failed check of el-cpu-1 since the update" eval '! tail -n +$((ALINES + 1)) "$ALOG" | grep -q FAIL'
+check "no remediation of el-cpu-1 (no VM_ event)" eval '! events | grep -q "^VM_[A-Z_]* el-cpu-1 "'
 
 # --- bad input ---
 bad=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); s["nodePools"][0]["scalingSpec"]["suspendTimeSeconds"]=0; print(json.dumps(s))' "$T_DIR/spec.json")
