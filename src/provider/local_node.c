@@ -26,7 +26,8 @@
 #define REAL_NVML "libnvidia-ml.so.1"
 #define CHECK_TIMEOUT_MS 120000
 #define KILL_WAIT_MS 5000
-#define SLURMD_UP_WAIT_MS 15000 /* a booting node's slurmd writes its pid file */
+/* a starting slurmd writes its pid file: as long as its registration may take */
+#define SLURMD_UP_WAIT_MS REGISTER_WAIT_MS
 /* keys of agent.env that hw/env may not set: they mark the node's processes
  * (node_pids) and point at its NVML state; a sh case pattern */
 #define HW_ENV_RESERVED_SH "MTC_NODE|SLURM_CONF|FAKE_NVML_STATE"
