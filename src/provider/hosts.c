@@ -694,16 +694,21 @@ static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error
  * power mark. old NULL: a create. 0/-1 + err. */
 static int power_plan(const struct lc *c, struct hstate *old, struct hstate *s, mtc_error_t *err)
 {
+    struct power_change *ch = calloc((old ? old->nnodes : 0) + s->nnodes + 1, sizeof(*ch));
+    if (!ch)
+        return errprintf(err, "out of memory");
+    size_t k = 0;
     for (size_t i = 0; old && i < old->nnodes; i++) {
-        const struct hnode *o = &old->nodes[i];
-        if (o->cloud && !hosts_node_find(s, o->name) && local_power_is_on(c, o->name)) {
-            errno = EBUSY;
-            return errprintf(err,
-                             "node %s is powered up; lower maxNodeCount once Slurm has powered "
-                             "it down (idle~)",
-                             o->name);
-        }
+        const struct hnode *o = &old->nodes[i], *n = hosts_node_find(s, o->name);
+        ch[k++] = (struct power_change){o->name, o->cloud, n && n->cloud, 1, n != NULL};
     }
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (!old || !hosts_node_find(old, s->nodes[i].name))
+            ch[k++] = (struct power_change){s->nodes[i].name, 0, s->nodes[i].cloud, 0, 1};
+    int rc = local_power_refuse(c, ch, k, err);
+    free(ch);
+    if (rc < 0)
+        return -1;
     /* a powered-down node that leaves: its host holds nothing to clean */
     for (size_t i = 0; old && i < old->nnodes; i++) {
         const struct hnode *o = &old->nodes[i];
@@ -715,25 +720,9 @@ static int power_plan(const struct lc *c, struct hstate *old, struct hstate *s, 
         if (local_power_mark(c, o->name, 0, err) < 0)
             return -1;
     }
-    int ctld = local_ctld_running(c) > 0;
-    for (size_t i = 0; i < s->nnodes; i++) {
-        const struct hnode *n = &s->nodes[i], *o = old ? hosts_node_find(old, n->name) : NULL;
-        if (!n->cloud && local_power_mark(c, n->name, 0, err) < 0)
-            return -1;
-        if (!n->cloud || !o || o->cloud || !ctld)
-            continue;
-        mtc_error_t e2;
-        json_t *jobs = slurm_node_jobs(c->conf, n->name, &e2);
-        size_t nj = json_array_size(jobs);
-        json_decref(jobs);
-        if (!jobs)
-            return errprintf(err, "node %s: %s", n->name, e2.text);
-        if (nj) {
-            errno = EBUSY;
-            return errprintf(err, "node %s runs %zu job(s); lower minNodeCount once it is idle",
-                             n->name, nj);
-        }
-    }
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (!s->nodes[i].cloud && local_power_mark(c, s->nodes[i].name, 0, err) < 0)
+            return -1; /* a static node is always on: no marker */
     return 0;
 }
 

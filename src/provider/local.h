@@ -169,6 +169,18 @@ int local_power_mark(const struct lc *c, const char *node, int on, mtc_error_t *
  * wrappers Slurm runs, and sl->power set from the spec. 0/-1 + err. */
 int local_power_setup(const struct provider *p, const struct lc *c, const json_t *spec,
                       struct slurm_layout *sl, mtc_error_t *err);
+/* One node as an update sees it, for local_power_refuse (both providers). */
+struct power_change {
+    const char *name;
+    int was_cloud, is_cloud; /* elastic before / after */
+    int existed, stays;      /* in the cluster before / after */
+};
+/* Refuse an update (EBUSY, one line) that removes an elastic node that is
+ * powered up (a lowered maxNodeCount: wait for Slurm to power it down) or
+ * makes a static node that runs jobs elastic (a lowered minNodeCount).
+ * 0/-1 + err. */
+int local_power_refuse(const struct lc *c, const struct power_change *ch, size_t n,
+                       mtc_error_t *err);
 /* Before an apply changes old into l: refuse to remove an elastic node that
  * is on, or to make a static node that runs jobs elastic (EBUSY); power down
  * static nodes that become elastic. 0/-1 + err. */

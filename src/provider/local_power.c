@@ -204,41 +204,58 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
     return rc;
 }
 
-int local_power_plan(const struct lc *c, const struct layout *old, const struct layout *l,
-                     provider_progress_fn progress, void *arg, mtc_error_t *err)
+int local_power_refuse(const struct lc *c, const struct power_change *ch, size_t n,
+                       mtc_error_t *err)
 {
-    int ctld = local_ctld_running(c) > 0;
     /* an elastic node that is on runs (or is about to run) jobs: removing it
      * would kill them, so a lowered max waits until Slurm powers it down */
-    for (size_t i = 0; i < old->nnodes; i++) {
-        const struct lnode *o = &old->nodes[i];
-        if (o->cloud && !local_layout_find(l, o->name) && local_power_is_on(c, o->name)) {
+    for (size_t i = 0; i < n; i++)
+        if (ch[i].was_cloud && ch[i].existed && !ch[i].stays && local_power_is_on(c, ch[i].name)) {
             errno = EBUSY;
             return errprintf(err,
                              "node %s is powered up; lower maxNodeCount once Slurm has powered "
                              "it down (idle~)",
-                             o->name);
+                             ch[i].name);
         }
-    }
-    /* a static node that becomes elastic (a lowered min) is powered down now,
-     * when it runs no job: Slurm then starts it as idle~ */
-    for (size_t i = 0; i < l->nnodes; i++) {
-        const struct lnode *n = &l->nodes[i], *o = local_layout_find(old, n->name);
-        if (!n->cloud || !o || o->cloud)
+    /* a static node that becomes elastic (a lowered min) is powered down by
+     * the update: only when it runs no job */
+    int ctld = local_ctld_running(c) > 0;
+    for (size_t i = 0; i < n && ctld; i++) {
+        if (!ch[i].is_cloud || !ch[i].stays || !ch[i].existed || ch[i].was_cloud)
             continue;
         mtc_error_t e2;
-        json_t *jobs = ctld ? slurm_node_jobs(c->conf, n->name, &e2) : json_array();
+        json_t *jobs = slurm_node_jobs(c->conf, ch[i].name, &e2);
         size_t nj = json_array_size(jobs);
         json_decref(jobs);
         if (!jobs)
-            return errprintf(err, "node %s: %s", n->name, e2.text);
+            return errprintf(err, "node %s: %s", ch[i].name, e2.text);
         if (nj) {
             errno = EBUSY;
-            return errprintf(err,
-                             "node %s runs %zu job(s); lower minNodeCount once it is idle",
-                             n->name, nj);
+            return errprintf(err, "node %s runs %zu job(s); lower minNodeCount once it is idle",
+                             ch[i].name, nj);
         }
     }
+    return 0;
+}
+
+int local_power_plan(const struct lc *c, const struct layout *old, const struct layout *l,
+                     provider_progress_fn progress, void *arg, mtc_error_t *err)
+{
+    struct power_change *ch = calloc(old->nnodes + l->nnodes + 1, sizeof(*ch));
+    if (!ch)
+        return errprintf(err, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < old->nnodes; i++) {
+        const struct lnode *o = &old->nodes[i], *n = local_layout_find(l, o->name);
+        ch[k++] = (struct power_change){o->name, o->cloud, n && n->cloud, 1, n != NULL};
+    }
+    for (size_t i = 0; i < l->nnodes; i++)
+        if (!local_layout_find(old, l->nodes[i].name))
+            ch[k++] = (struct power_change){l->nodes[i].name, 0, l->nodes[i].cloud, 0, 1};
+    int rc = local_power_refuse(c, ch, k, err);
+    free(ch);
+    if (rc < 0)
+        return -1;
     for (size_t i = 0; i < l->nnodes; i++) {
         const struct lnode *n = &l->nodes[i], *o = local_layout_find(old, n->name);
         if (n->cloud && o && !o->cloud) {
