@@ -5,6 +5,7 @@
  * both leaving no process and no file. Every daemon is stopped by its recorded
  * pid at exit, also when a check fails. */
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "check.h"
 #include "cluster/cluster.h"
+#include "provider/local.h"
 #include "provider/provider.h"
 #include "provider_fixture.h"
 
@@ -146,6 +148,30 @@ static int no_process_left(void)
     return clean;
 }
 
+/* An update's power checks (local_power_refuse, both providers): a powered-up
+ * elastic node may not leave; a powered-down one may. */
+static void test_power_refuse(struct provider *p)
+{
+    struct lc c;
+    mtc_error_t err = {{0}};
+    char run[PLEN + 8];
+    CHECK(local_lc_init(&c, p, "pw", &err) == 0, "lc for the power checks (%s)", err.text);
+    snprintf(run, sizeof(run), "%s/run", c.dir);
+    CHECK(mtc_mkdir_p(run, 0755) == 0, "its run directory");
+    struct power_change gone = {"pw-a-1", 1, 0, 1, 0}, stays = {"pw-a-1", 1, 1, 1, 1};
+    CHECK(local_power_refuse(&c, &gone, 1, &err) == 0, "a powered-down elastic node may leave");
+    CHECK(local_power_mark(&c, "pw-a-1", 1, &err) == 0, "node marked on");
+    errno = 0;
+    CHECK(local_power_refuse(&c, &gone, 1, &err) < 0 && errno == EBUSY &&
+              strstr(err.text, "node pw-a-1 is powered up; lower maxNodeCount"),
+          "a powered-up elastic node may not leave (%s)", err.text);
+    CHECK(local_power_refuse(&c, &stays, 1, &err) == 0, "a powered-up elastic node may stay");
+    struct power_change becomes = {"pw-a-0", 0, 1, 1, 1};
+    CHECK(local_power_refuse(&c, &becomes, 1, &err) == 0,
+          "without a slurmctld (no job runs) a static node may become elastic");
+    mtc_rm_rf(c.dir);
+}
+
 int main(void)
 {
     mtc_error_t err = {{0}};
@@ -165,6 +191,7 @@ int main(void)
               strstr(err.text, "MTC_HOME"),
           "MTC_HOME with a blank rejected (%s)", err.text);
     provider_destroy(bad);
+    test_power_refuse(p);
 
     /* create */
     json_t *s2 = spec_n(2, 0);
