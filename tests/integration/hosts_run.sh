@@ -69,8 +69,9 @@ no_container_mounts() { ! testhost_exec "$1" grep -q " /var/lib/mtc/$CU/containe
 for i in 2 3; do
     check "host $i: nothing left mounted under /var/lib/mtc/<uid>/containers" \
         wait_for 20 no_container_mounts "$i"
+    # the sweep follows the unmount: wait for it like the mount check
     check "host $i: the job's container directory swept" \
-        bash -c '[ -z "$(ls -A "$1" 2>/dev/null)" ]' _ "$TESTHOSTS_DIR/h$i/var-lib-mtc/$CU/containers/jobs"
+        wait_for 20 bash -c '[ -z "$(ls -A "$1" 2>/dev/null)" ]' _ "$TESTHOSTS_DIR/h$i/var-lib-mtc/$CU/containers/jobs"
 done
 
 check "tiny corpus tokenized" run_corpus "$D/data"
