@@ -35,9 +35,8 @@ static int check_cluster_id(const char *id, struct api_resp *out)
     return 0;
 }
 
-/* Load a cluster named by the path; 404 if absent or under another parent. */
-/* The cluster of the path into cl: whole, or its head only (no spec, no
- * nodesStatus: store_cluster_head). */
+/* The cluster named by the path into cl: whole, or its head only (no spec,
+ * no nodesStatus: store_cluster_head); 404 if absent or under another parent. */
 static int find_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl,
                         int whole)
 {
