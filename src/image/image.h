@@ -59,6 +59,16 @@ int image_digest_valid(const char *d);
 /* Undo GNU tar's escape quoting (--quoting-style=escape) of a listed member
  * name, in place. 0, or -1 (EINVAL) on a malformed escape. */
 int image_tar_unescape(char *s);
+/* One line of `tar --quoting-style=c --numeric-owner -tv`: the member's type
+ * (the mode's first letter: '-' file, 'd', 'l' symlink, 'h' hard link, 'c',
+ * 'b', 'p'...), its name and, for a link, its target — both unquoted (and
+ * pointing into line, which is modified). 0, or -1 (EINVAL) when the line is
+ * not of that shape. */
+struct image_tar_entry {
+    char type;
+    char *name, *link; /* link: NULL unless 'l' or 'h' */
+};
+int image_tar_entry_parse(char *line, struct image_tar_entry *e);
 /* A member name made relative and canonical, in place: leading "/" and "./"
  * dropped, "//" and "/./" collapsed, trailing "/" dropped ("" is the root).
  * -1 (EINVAL) when a component is "..". */

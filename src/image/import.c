@@ -12,15 +12,69 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The member names of a tar archive (stdout of tar -t, one escaped name a
- * line). Caller frees. NULL with err. */
+/* The listing of a tar archive: `tar -tv` with every name C-quoted (one
+ * member a line; image_tar_entry_parse reads them). Caller frees. NULL with err. */
 static char *tar_list(const char *file, const char *what, mtc_error_t *err)
 {
-    char *argv[] = {"tar", "--quoting-style=escape", "-tf", (char *)file, NULL};
+    /* -P: names and link targets as stored (tar strips a leading "/" or "../"
+     * when it extracts; the listing shows what the archive says) */
+    char *argv[] = {"tar", "--quoting-style=c", "--numeric-owner", "-P", "-tvf", (char *)file,
+                    NULL};
     char *out = NULL;
     char w[PATH_MAX + 64];
     snprintf(w, sizeof(w), "%s: not a tar archive", what);
     return image_tool(argv, w, &out, err) < 0 ? NULL : out;
+}
+
+/* The next member of a listing (strtok_r state in save), its name and link
+ * target cleaned: NULL at the end; *bad set (and err filled) for a line that
+ * does not parse or a name or target with "..". */
+static struct image_tar_entry *next_member(char *listing, char **save, struct image_tar_entry *e,
+                                           const char *what, int *bad, mtc_error_t *err)
+{
+    char *line = strtok_r(*save ? NULL : listing, "\n", save);
+    if (!line)
+        return NULL;
+    if (image_tar_entry_parse(line, e) < 0) {
+        *bad = errprintf(err, "%s: tar lists a member mtc cannot read: %.100s", what, line);
+        return NULL;
+    }
+    if (image_member_clean(e->name) < 0) {
+        *bad = errprintf(err, "%s: member \"%s\" leaves the image's root", what, e->name);
+        return NULL;
+    }
+    if (e->type == 'h' && image_member_clean(e->link) < 0) {
+        *bad = errprintf(err, "%s: member \"%s\" links to \"%s\", outside the image's root",
+                         what, e->name, e->link);
+        return NULL;
+    }
+    return e;
+}
+
+/* The first component of rel below root, up to and excluding its last, that
+ * a write or a link would go through although it is not a directory: one the
+ * lower layers hold as a symlink or file, unless this layer makes it a
+ * directory (tar replaces it), or one this layer itself made a symlink or
+ * file (kinds: this layer's members so far, name → type). Into at; 1 when
+ * found, else 0. */
+static int through_nondir(const char *root, const json_t *kinds, const char *rel, char *at,
+                          size_t len)
+{
+    char path[PATH_MAX * 2], prefix[PATH_MAX];
+    snprintf(prefix, sizeof(prefix), "%s", rel);
+    for (char *p = prefix; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        const char *k = json_string_value(json_object_get(kinds, prefix));
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", root, prefix);
+        int bad = k ? strcmp(k, "d") != 0 : lstat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+        if (bad) {
+            snprintf(at, len, "%s", prefix);
+            return 1;
+        }
+        *p = '/';
+    }
+    return 0;
 }
 
 /* Remove what a whiteout names, or empty a directory (opaque). Only inside
@@ -57,55 +111,45 @@ static int whiteout_apply(const char *root, enum image_wh kind, const char *targ
     return rc;
 }
 
-/* Check every member name of a layer's listing, then apply its whiteouts.
- * dirs collects the directories the layer itself makes (a member may go
- * through a lower layer's symlink only when the layer replaces it by a
- * directory first: tar does that). */
+/* Check every member of a layer's listing, then apply its whiteouts: names
+ * and hard links' targets stay inside the root and never go through a
+ * symlink (of the lower layers or of this one), so tar never writes or links
+ * outside the work directory. */
 static int layer_prepare(const char *root, char *listing, const char *what, mtc_error_t *err)
 {
-    json_t *dirs = json_object();
+    json_t *kinds = json_object();
     int rc = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(listing, "\n", &save); line && rc == 0;
-         line = strtok_r(NULL, "\n", &save)) {
-        int isdir = line[strlen(line) - 1] == '/';
-        if (image_tar_unescape(line) < 0 || image_member_clean(line) < 0) {
-            rc = errprintf(err, "%s: member \"%s\" leaves the image's root", what, line);
-            break;
-        }
-        if (!*line)
+    char *save = NULL, at[PATH_MAX];
+    struct image_tar_entry e;
+    while (rc == 0 && next_member(listing, &save, &e, what, &rc, err)) {
+        if (!*e.name)
             continue;
         char target[PATH_MAX];
-        enum image_wh kind = image_whiteout(line, target, sizeof(target));
+        enum image_wh kind = image_whiteout(e.name, target, sizeof(target));
         if (kind != IMAGE_WH_NONE) {
-            mtc_error_t e = {""};
-            rc = whiteout_apply(root, kind, target, &e);
+            mtc_error_t we = {""};
+            rc = whiteout_apply(root, kind, target, &we);
             if (rc < 0)
-                errprintf(err, "%s: %s", what, e.text);
+                errprintf(err, "%s: %s", what, we.text);
             continue;
         }
-        if (strncmp(strrchr(line, '/') ? strrchr(line, '/') + 1 : line, ".wh.", 4) == 0) {
-            rc = errprintf(err, "%s: bad whiteout \"%s\"", what, line);
+        if (strncmp(strrchr(e.name, '/') ? strrchr(e.name, '/') + 1 : e.name, ".wh.", 4) == 0) {
+            rc = errprintf(err, "%s: bad whiteout \"%s\"", what, e.name);
             break;
         }
-        /* every parent must be a real directory now or made by this layer */
-        for (char *p = line; (p = strchr(p, '/')); p++) {
-            *p = '\0';
-            struct stat st;
-            char path[PATH_MAX * 2];
-            snprintf(path, sizeof(path), "%s/%s", root, line);
-            int bad = lstat(path, &st) == 0 && !S_ISDIR(st.st_mode) && !json_object_get(dirs, line);
-            if (bad)
-                rc = errprintf(err, "%s: member \"%s/%s\" goes through the symlink /%s", what, line,
-                               p + 1, line);
-            *p = '/';
-            if (bad)
-                break;
-        }
-        if (isdir)
-            json_object_set_new(dirs, line, json_true());
+        if (through_nondir(root, kinds, e.name, at, sizeof(at)))
+            rc = errprintf(err, "%s: member \"%s\" goes through the symlink /%s", what, e.name,
+                           at);
+        else if (e.type == 'h' && !*e.link)
+            rc = errprintf(err, "%s: member \"%s\" is a hard link to the image's root", what,
+                           e.name);
+        else if (e.type == 'h' && through_nondir(root, kinds, e.link, at, sizeof(at)))
+            rc = errprintf(err, "%s: member \"%s\" links to \"%s\" through the symlink /%s",
+                           what, e.name, e.link, at);
+        char t[2] = {e.type == 'd' ? 'd' : e.type == 'l' ? 'l' : 'f', '\0'};
+        json_object_set_new(kinds, e.name, json_string(t));
     }
-    json_decref(dirs);
+    json_decref(kinds);
     return rc;
 }
 
@@ -223,21 +267,18 @@ int image_import(const char *src, const char *out, mtc_error_t *err)
     }
     const char *layout = src;
     if (!S_ISDIR(st.st_mode)) {
-        /* a tarball of a layout: checked like a layer, then unpacked */
+        /* a tarball of a layout: checked like a layer (into the empty
+         * directory it is unpacked into), then unpacked */
         char *listing = tar_list(src, src, err);
         if (!listing)
             goto out;
-        int bad = 0;
-        char *save = NULL;
-        for (char *l = strtok_r(listing, "\n", &save); l && !bad; l = strtok_r(NULL, "\n", &save))
-            bad = image_tar_unescape(l) < 0 || image_member_clean(l) < 0;
+        int bad = mkdir(unpack, 0700) < 0 ? errprintf(err, "%s: %s", unpack, strerror(errno))
+                                          : layer_prepare(unpack, listing, src, err);
         free(listing);
         char *argv[] = {"tar", "-xf", (char *)src, "-C", unpack, "--no-same-owner", NULL};
-        if (bad) {
-            errprintf(err, "%s: a member leaves the archive's root", src);
+        if (bad < 0)
             goto out;
-        }
-        if (mkdir(unpack, 0700) < 0 || image_tool(argv, src, NULL, err) < 0)
+        if (image_tool(argv, src, NULL, err) < 0)
             goto out;
         layout = unpack;
     }

@@ -49,6 +49,48 @@ int image_tar_unescape(char *s)
     return 0;
 }
 
+/* A C-quoted string at *p ("..." with escapes) unquoted in place; *p moves
+ * past its closing quote. The string, or NULL. */
+static char *c_string(char **p)
+{
+    char *s = *p;
+    if (*s != '"')
+        return NULL;
+    char *r = s + 1, *end = r;
+    for (; *end && *end != '"'; end++)
+        if (*end == '\\' && end[1])
+            end++;
+    if (*end != '"')
+        return NULL;
+    *end = '\0';
+    *p = end + 1;
+    return image_tar_unescape(r) < 0 ? NULL : r;
+}
+
+int image_tar_entry_parse(char *line, struct image_tar_entry *e)
+{
+    /* mode, owner/group, size, date, time: no quote before the name */
+    char *q = strchr(line, '"');
+    memset(e, 0, sizeof(*e));
+    e->type = line[0];
+    if (!q || !strchr("-dlhcbpC", e->type) || !(e->name = c_string(&q)))
+        goto bad;
+    static const char *const arrows[] = {" -> ", " link to "};
+    int want = e->type == 'l' ? 0 : e->type == 'h' ? 1 : -1;
+    if (want < 0)
+        return *q ? (errno = EINVAL, -1) : 0;
+    size_t n = strlen(arrows[want]);
+    if (strncmp(q, arrows[want], n) != 0)
+        goto bad;
+    q += n;
+    if (!(e->link = c_string(&q)) || *q)
+        goto bad;
+    return 0;
+bad:
+    errno = EINVAL;
+    return -1;
+}
+
 int image_member_clean(char *name)
 {
     char *w = name;

@@ -176,6 +176,41 @@ EOF
 make_oci "$D/oci-link" "$D/link1.tar" "$D/link2.tar"
 fails "layer writing through a lower layer's symlink" "goes through the symlink /etc" "$D/bad.sqsh" -- import "$D/oci-link" -o "$D/bad.sqsh"
 check "nothing written through the symlink" test ! -e /tmp/through-link.txt
+# links (issue 26): a hard link's target, like a member's name, never passes
+# through a symlink or leaves the root — root importing a user's archive must
+# not pack a file only root may read. secdemo is root's, mode 0700.
+mkdir -p "$D/secdemo" && echo top-secret >"$D/secdemo/secret" && chmod 700 "$D/secdemo"
+python3 - "$D" <<'EOF'
+import io, sys, tarfile
+d = sys.argv[1]
+def sym(t, name, target):
+    ti = tarfile.TarInfo(name); ti.type = tarfile.SYMTYPE; ti.linkname = target; t.addfile(ti)
+def hard(t, name, target):
+    ti = tarfile.TarInfo(name); ti.type = tarfile.LNKTYPE; ti.linkname = target; t.addfile(ti)
+def layer(name, *members):
+    with tarfile.open(f"{d}/{name}.tar", "w") as t:
+        for m in members: m(t)
+layer("lk-sym", lambda t: sym(t, "e", f"{d}/secdemo"))           # e -> secdemo
+layer("lk-hard", lambda t: hard(t, "x", "e/secret"))              # x => e/secret
+layer("lk-both", lambda t: sym(t, "f", f"{d}/secdemo"), lambda t: hard(t, "y", "f/secret"))
+layer("lk-dots", lambda t: hard(t, "z", "../../secdemo/secret"))
+wh = tarfile.TarInfo("e/.wh.secret"); wh.size = 0
+layer("lk-wh", lambda t: t.addfile(wh, io.BytesIO(b"")))          # whiteout of e/secret
+layer("lk-ok", lambda t: hard(t, "etc/hello-again", "etc/hello.txt"))  # a lower layer's file
+EOF
+make_oci "$D/oci-lk1" "$D/layer1.tar" "$D/lk-sym.tar" "$D/lk-hard.tar"
+fails "a hard link through a lower layer's symlink" 'member "x" links to "e/secret" through the symlink /e' "$D/bad.sqsh" -- import "$D/oci-lk1" -o "$D/bad.sqsh"
+make_oci "$D/oci-lk2" "$D/layer1.tar" "$D/lk-both.tar"
+fails "a hard link through its own layer's symlink" 'member "y" links to "f/secret" through the symlink /f' "$D/bad.sqsh" -- import "$D/oci-lk2" -o "$D/bad.sqsh"
+make_oci "$D/oci-lk3" "$D/layer1.tar" "$D/lk-dots.tar"
+fails "a hard link with .." 'member "z" links to "../../secdemo/secret", outside the image' "$D/bad.sqsh" -- import "$D/oci-lk3" -o "$D/bad.sqsh"
+make_oci "$D/oci-lk4" "$D/layer1.tar" "$D/lk-sym.tar" "$D/lk-wh.tar"
+fails "a whiteout through a lower layer's symlink" "whiteout of /e/secret goes through a symlink" "$D/bad.sqsh" -- import "$D/oci-lk4" -o "$D/bad.sqsh"
+check "the file outside is untouched" test "$(cat "$D/secdemo/secret")" = top-secret
+make_oci "$D/oci-lk5" "$D/layer1.tar" "$D/lk-ok.tar"
+mtc image import "$D/oci-lk5" -o "$D/lk-ok.sqsh" >/dev/null 2>&1
+check "a hard link to a lower layer's file is kept" bash -c \
+    'unsquashfs -cat "$1" etc/hello-again 2>/dev/null | grep -qx one' _ "$D/lk-ok.sqsh"
 fails "unwritable -o (no such directory)" "cannot write $D/no/dir.sqsh" "$D/no/dir.sqsh" -- import "$D/oci" -o "$D/no/dir.sqsh"
 fails "-o is a directory" "cannot write $D/oci: it is a directory" "" -- import "$D/oci.tar" -o "$D/oci"
 msg=$(mtc image import "$D/oci" 2>&1); rc=$?
