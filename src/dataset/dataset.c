@@ -109,30 +109,84 @@ json_t *dataset_request_normalize(const json_t *body, int create, mtc_error_t *e
                             err);
 }
 
+/* path (absolute) with ".", ".." and "//" folded by name alone — no
+ * filesystem access — into out (at least PATH_MAX bytes). */
+static void lexical(const char *path, char *out)
+{
+    size_t o = 0;
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (o > 0 && out[--o] != '/')
+                ;
+        } else if (n > 0 && !(n == 1 && p[0] == '.') && o + n + 2 < PATH_MAX) {
+            out[o++] = '/';
+            memcpy(out + o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+}
+
+static int under(const char *path, const char *root)
+{
+    size_t n = strlen(root);
+    return (n == 1 && root[0] == '/') ||
+           (strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0'));
+}
+
+/* 1 when path lies under one of roots, by name (lexical) or, real, by the
+ * roots' real paths too. */
+static int in_roots(const char *path, const char *const *roots, int real)
+{
+    for (const char *const *r = roots; *r; r++) {
+        char root[PATH_MAX];
+        lexical(*r, root);
+        if (under(path, root) || (real && realpath(*r, root) && under(path, root)))
+            return 1;
+    }
+    return 0;
+}
+
 int dataset_resolve(const char *field, const char *path, const char *const *roots, char *out,
                     size_t len, mtc_error_t *err)
 {
-    char real[PATH_MAX];
+    char real[PATH_MAX], name[PATH_MAX];
     if (!path || path[0] != '/') {
         errno = EINVAL;
         return errprintf(err, "%s: \"%.100s\" is not an absolute path", field, path ? path : "");
     }
-    if (!realpath(path, real)) {
+    /* outside the roots by name: refused before the filesystem is touched, so
+     * the answer says nothing about what exists there */
+    lexical(path, name);
+    int outside = roots && !in_roots(name, roots, 1);
+    if (!outside && !realpath(path, real)) {
         int e = errno;
-        errprintf(err, "%s: %.150s: %s", field, path, strerror(e));
-        errno = e == ENOENT || e == ENOTDIR ? ENOENT : e;
-        return -1;
+        /* missing: where its deepest existing directory really is (a link
+         * inside a root may lead out) decides what may be said */
+        char up[PATH_MAX];
+        snprintf(up, sizeof(up), "%s", name);
+        for (char *slash; roots && (slash = strrchr(up, '/'));) {
+            *slash = '\0';
+            if (realpath(up[0] ? up : "/", real)) {
+                outside = !in_roots(real, roots, 1);
+                break;
+            }
+        }
+        if (!outside) {
+            errprintf(err, "%s: %.150s: %s", field, path, strerror(e));
+            errno = e == ENOENT || e == ENOTDIR ? ENOENT : e;
+            return -1;
+        }
+    } else if (!outside) {
+        outside = roots && !in_roots(real, roots, 1);
     }
-    int inside = roots == NULL;
-    for (const char *const *r = roots; r && *r && !inside; r++) {
-        char root[PATH_MAX];
-        if (!realpath(*r, root))
-            continue; /* a root that does not exist holds nothing */
-        size_t n = strlen(root);
-        inside = strncmp(real, root, n) == 0 &&
-                 (real[n] == '/' || real[n] == '\0' || (n == 1 && root[0] == '/'));
-    }
-    if (!inside) {
+    if (outside) {
         errno = EACCES;
         return errprintf(err,
                          "%s: %.120s lies outside the directories mtcd reads sources from "

@@ -106,6 +106,14 @@ tcp "$EDITOR" POST "$DS?datasetId=outside" "{\"source\":\"$D/sneaky.txt\",\"kind
 check "editor, a link out of the root: 403" test "$HTTP_STATUS" = 403
 tcp "$EDITOR" POST "$DS?datasetId=outside" "{\"source\":\"$D/../../outside.txt\",\"kind\":\"pretrain\"}"
 check "editor, .. out of the root: 403" test "$HTTP_STATUS" = 403
+# outside the roots, a file that is not there gets the very answer a file
+# that is there gets: the roots are checked before the path is looked at
+# (issue 26); only the path named differs
+tcp "$EDITOR" POST "$DS?datasetId=outside" "{\"source\":\"$T_DIR/outside.txt\",\"kind\":\"pretrain\"}"
+there="$HTTP_STATUS ${BODY//outside.txt/X}"
+tcp "$EDITOR" POST "$DS?datasetId=outside" "{\"source\":\"$T_DIR/no-such.txt\",\"kind\":\"pretrain\"}"
+check "editor, a missing file outside the roots: the same 403 as an existing one" \
+    test "$HTTP_STATUS ${BODY//no-such.txt/X}" = "$there"
 tcp "$EDITOR" POST "$DS?datasetId=outside" "{\"source\":\"builtin:tiny-corpus\",\"kind\":\"pretrain\",\"tokenizer\":\"$T_DIR/outside.txt\"}"
 check "editor, tokenizer outside the roots: 403 naming tokenizer" reply 403 '"message":"tokenizer: '
 api GET "$DS/outside"

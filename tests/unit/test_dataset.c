@@ -109,6 +109,31 @@ static void test_resolve(const char *dir)
     mtc_mkdir_p(prefix, 0700);
     CHECK(dataset_resolve("source", prefix, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
           "a sibling sharing the root's prefix is outside");
+    /* outside the roots, a missing file and an existing one get the same
+     * answer: nothing says what exists there (issue 26) */
+    char missing[PATH_MAX + 16], e1[256], e2[256];
+    snprintf(missing, sizeof(missing), "%s/no-such.txt", dir);
+    int r1 = dataset_resolve("source", outside, roots, out, sizeof(out), &err);
+    int x1 = errno;
+    snprintf(e1, sizeof(e1), "%s", strstr(err.text, "lies outside") ? strstr(err.text, "lies outside") : "");
+    int r2 = dataset_resolve("source", missing, roots, out, sizeof(out), &err);
+    snprintf(e2, sizeof(e2), "%s", strstr(err.text, "lies outside") ? strstr(err.text, "lies outside") : "");
+    CHECK(r1 < 0 && r2 < 0 && x1 == EACCES && errno == EACCES && e1[0] && strcmp(e1, e2) == 0,
+          "outside: missing and existing answered alike (%s)", err.text);
+    snprintf(missing, sizeof(missing), "/etc/no-such-%d/x", (int)getpid());
+    CHECK(dataset_resolve("source", missing, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
+          "a missing directory outside: EACCES, not ENOENT");
+    /* through a link inside a root that leads out: a missing file there is
+     * outside too (its deepest existing directory is) */
+    char dirlink[PATH_MAX], via[PATH_MAX + 32];
+    snprintf(dirlink, sizeof(dirlink), "%s/data/out", dir);
+    CHECK(symlink("/etc", dirlink) == 0, "a directory link out of the root");
+    snprintf(via, sizeof(via), "%s/no-such-file", dirlink);
+    CHECK(dataset_resolve("source", via, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
+          "a missing file through a link out of the root: EACCES (%s)", err.text);
+    snprintf(via, sizeof(via), "%s/passwd", dirlink);
+    CHECK(dataset_resolve("source", via, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
+          "an existing file there: the same");
 }
 
 static void test_record(void)
