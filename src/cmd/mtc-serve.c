@@ -14,7 +14,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mtc-serve --model REF --listen HOST:PORT [--max-batch N] [--ctx N]\n"
                "                 [--threads N] [--served-name NAME] [--tokenizer PATH]\n"
-               "                 [--max-connections N] [--max-body BYTES] [--idle-timeout S]\n"
+               "                 [--max-connections N] [--max-connections-per-ip N]\n"
+               "                 [--max-body BYTES] [--request-timeout S] [--idle-timeout S]\n"
                "                 [--home DIR]\n"
                "                 [--project P --location L]\n"
                "  REF: a registered model version NAME, NAME@N or NAME@ALIAS (registry in\n"
@@ -47,6 +48,8 @@ int main(int argc, char **argv)
         {"max-body", required_argument, NULL, 'B'},  {"help", no_argument, NULL, 'h'},
         {"home", required_argument, NULL, 'H'},      {"project", required_argument, NULL, 'P'},
         {"location", required_argument, NULL, 'L'},  {"idle-timeout", required_argument, NULL, 'I'},
+        {"max-connections-per-ip", required_argument, NULL, 'E'},
+        {"request-timeout", required_argument, NULL, 'R'},
         {0}};
     int o;
     while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -62,6 +65,8 @@ int main(int argc, char **argv)
         case 'B': c.max_body = (size_t)number("max-body", optarg, 1024, 1L << 30); break;
         case 'H': c.home = optarg; break;
         case 'I': c.idle_timeout = (int)number("idle-timeout", optarg, 1, 86400); break;
+        case 'E': c.max_conn_per_ip = (int)number("max-connections-per-ip", optarg, 1, 100000); break;
+        case 'R': c.request_timeout = (int)number("request-timeout", optarg, 1, 3600); break;
         case 'P': c.project = optarg; break;
         case 'L': c.location = optarg; break;
         case 'h': usage(stdout); return 0;

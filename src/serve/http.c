@@ -1,6 +1,7 @@
 /* serve http: mtc-serve's HTTP front — libmicrohttpd with a thread per connection (a
- * request waits for its tokens, a stream is pulled as they come), bounded connections and
- * bodies, a route table, OpenAI-shaped errors, and the engine thread that steps the
+ * request waits for its tokens, a stream is pulled as they come), bounded connections (in
+ * all and per client address, refused at accept) and bodies, a deadline for each request
+ * (conns.c), a route table, OpenAI-shaped errors, and the engine thread that steps the
  * generation engine while there is work. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -104,6 +105,33 @@ static enum MHD_Result send_reply(struct serve *s, struct MHD_Connection *conn,
     return rc;
 }
 
+/* The guard's record of a connection (its socket context). */
+static struct serve_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct serve *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = i ? serve_conns_open(s->conns, i->connect_fd) : NULL;
+    } else {
+        serve_conns_close(s->conns, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+static void count_timeout(void *arg)
+{
+    serve_metrics_status(((struct serve *)arg)->mt, 408);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -139,6 +167,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
+    /* the whole request is here: unless the deadline answered 408 already */
+    if (serve_conns_handle(s->conns, conn_of(conn)) < 0)
+        return MHD_NO;
     struct serve_reply r = {0};
     const struct route *rt = NULL;
     int path_known = 0;
@@ -178,7 +209,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)conn, (void)toe;
+    struct serve *s = cls;
+    (void)toe;
+    serve_conns_done(s->conns, conn_of(conn)); /* the next request's clock starts */
     struct body *b = *con_cls;
     if (b) {
         free(b->buf);
@@ -254,6 +287,10 @@ struct serve *serve_create(const struct serve_config *cfg, mtc_error_t *err)
         s->cfg.max_body = 1 << 20;
     if (s->cfg.idle_timeout <= 0)
         s->cfg.idle_timeout = 60;
+    if (s->cfg.max_conn_per_ip <= 0)
+        s->cfg.max_conn_per_ip = 16;
+    if (s->cfg.request_timeout <= 0)
+        s->cfg.request_timeout = 10;
     pthread_mutex_init(&s->id_mu, NULL);
     if (cfg->served_name) {
         snprintf(s->name, sizeof s->name, "%s", cfg->served_name);
@@ -278,13 +315,18 @@ struct serve *serve_create(const struct serve_config *cfg, mtc_error_t *err)
         errprintf(err, "out of memory");
         goto error;
     }
+    if (!(s->conns = serve_conns_create(s->cfg.request_timeout, count_timeout, s, err)))
+        goto error;
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                                 MHD_USE_ERROR_LOG,
                             0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            /* both caps apply at accept, before a thread is taken */
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_conn,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.idle_timeout, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-                            128u, MHD_OPTION_END);
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_conn_per_ip,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.idle_timeout,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_END);
     if (!s->d) {
         errprintf(err, "cannot listen on %s: %s", cfg->listen, strerror(errno));
         goto error;
@@ -340,6 +382,7 @@ void serve_destroy(struct serve *s)
     s->ready = 0;
     if (s->d) // waits for the connection threads (the engine still runs their requests)
         MHD_stop_daemon(s->d);
+    serve_conns_destroy(s->conns);
     if (s->engine_started) {
         s->stopping = 1;
         gen_wake(s->e);

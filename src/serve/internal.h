@@ -25,9 +25,26 @@ struct serve {
     struct MHD_Daemon *d;
     int port;
     struct serve_metrics *mt;
+    struct serve_conns *conns; // the request deadline (conns.c)
     unsigned long next_id; // under id_mu
     pthread_mutex_t id_mu;
 };
+
+/* Connections being read (conns.c): each has request_timeout seconds to
+ * deliver a complete request, from its accept and again after each response;
+ * a watchdog thread answers 408 on a late one's socket and shuts it down
+ * (on_timeout(arg) counts it). open/close: libmicrohttpd's connection
+ * notifications (fd: its socket). handle: the request is complete, 0 — or -1
+ * when it was answered 408 already (drop it). done: its response was sent. */
+struct serve_conns;
+struct serve_conn;
+struct serve_conns *serve_conns_create(int timeout_s, void (*on_timeout)(void *), void *arg,
+                                       mtc_error_t *err);
+void serve_conns_destroy(struct serve_conns *c);
+struct serve_conn *serve_conns_open(struct serve_conns *c, int fd);
+void serve_conns_close(struct serve_conns *c, struct serve_conn *k);
+int serve_conns_handle(struct serve_conns *c, struct serve_conn *k);
+void serve_conns_done(struct serve_conns *c, struct serve_conn *k);
 
 /* An HTTP reply: status and body (JSON, or text when body_text is set), or a stream. */
 struct serve_reply {

@@ -11,7 +11,7 @@
 static const double lat_le[NBUCKETS] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120};
 static const double ttft_le[NBUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                          0.5,   1,    2.5,   5,    10,  30};
-static const int statuses[] = {200, 400, 404, 405, 413, 500, 503};
+static const int statuses[] = {200, 400, 404, 405, 408, 413, 500, 503};
 #define NSTATUS (int)(sizeof statuses / sizeof statuses[0])
 
 struct hist {

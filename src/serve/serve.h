@@ -20,6 +20,8 @@ struct serve_config {
     int ctx;                 // positions per slot (0: the model's max_seq)
     int threads;             // OpenMP threads (0: OMP_NUM_THREADS or the cores)
     int max_conn;            // concurrent connections (default 64)
+    int max_conn_per_ip;     // of them from one client address (default 16)
+    int request_timeout;     // seconds to deliver a whole request, headers and body (default 10)
     size_t max_body;         // request body bytes (default 1 MiB)
     int idle_timeout;        // seconds a client may send nothing (default 60)
 };

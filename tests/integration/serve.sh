@@ -193,6 +193,68 @@ bad "top_p 0" 400 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 
 bad "body over the limit" 413 /v1/completions "json.dumps({'model': 'tiny-llama', 'prompt': 'x' * 2000000}).encode()"
 bad "unknown route" 404 /v1/engines "None" GET
 bad "GET on a POST route" 405 /v1/completions "None" GET
+# slow clients (issue 26): 8 connections from 127.0.0.2 start a request and
+# trickle a byte every 0.3 s. Only 3 are taken (the per-address cap, at accept:
+# no thread for the others), a client at another address is served at once
+# meanwhile, and each held one gets 408 within the 2 s request deadline plus
+# a watchdog pass, then is closed.
+start_serve S --model "$D/gpt2-hf" --max-batch 1 --ctx 64 --max-connections 12 \
+    --max-connections-per-ip 3 --request-timeout 2
+check "slow clients: capped per address before a thread is taken, 408 at the deadline, others served" \
+    python3 - "$URL_S" "$PID_S" <<'PY'
+import socket, sys, time, urllib.request
+U, pid = sys.argv[1], int(sys.argv[2])
+port = int(U.rsplit(":", 1)[1])
+def threads():
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(l for l in f if l.startswith("Threads:")).split()[1])
+base = threads()
+slow = []
+for i in range(8):
+    s = socket.socket()
+    s.bind(("127.0.0.2", 0))
+    s.connect(("127.0.0.1", port))
+    try:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+    except OSError:
+        pass
+    s.setblocking(False)
+    slow.append(s)
+time.sleep(0.5)
+held = threads() - base
+t0 = time.time()
+with urllib.request.urlopen(U + "/health", timeout=5) as r:
+    code, lat = r.status, time.time() - t0
+got, when = {}, {}
+start = time.time()
+while time.time() - start < 8 and len(got) < len(slow):
+    for i, s in enumerate(slow):
+        if i in got:
+            continue
+        try:
+            s.send(b"X")
+        except OSError:
+            pass
+        try:
+            data = s.recv(4096)
+        except BlockingIOError:
+            continue
+        except OSError:
+            data = b""
+        got[i], when[i] = data, time.time() - start
+    time.sleep(0.3)
+timed_out = sorted(round(when[i], 1) for i, d in got.items() if d.startswith(b"HTTP/1.1 408"))
+refused = [i for i, d in got.items() if d == b""]
+print(f"# threads +{held} for 8 slow connections; /health {code} in {lat:.3f} s; "
+      f"408 after {timed_out} s; {len(refused)} refused")
+assert held <= 3, held
+assert code == 200 and lat < 1.5, (code, lat)
+assert len(timed_out) == 3 and all(1.0 <= t <= 4.5 for t in timed_out), got
+assert len(refused) == 5, got
+assert b'"code":408' in next(d for d in got.values() if d.startswith(b"HTTP/1.1 408"))
+PY
+check "and the server still serves after them" \
+    test "$(curl -s -o /dev/null -w '%{http_code}' "$URL_S/health")" = 200
 check "after all that the server still serves" py "$URL_L" "
 assert req('/health')[0] == 200
 r = post('/v1/completions', {'model': 'tiny-llama', 'prompt': 'the cat', 'max_tokens': 3})
