@@ -158,6 +158,9 @@ int health_daemon_slurmd(const struct health_ctx *ctx, struct health_result *r)
     return health_set(r, HEALTH_PASS, -1, "slurmd pid %d alive", (int)pid);
 }
 
+/* How long munge and unmunge may each take. */
+#define MUNGE_MS 5000
+
 /* A credential round trip is the only proof munged works (a hung munged
  * still accepts connections): `munge -n -S sock -o f; unmunge -S sock -i f`. */
 int health_daemon_munged(const struct health_ctx *ctx, struct health_result *r)
@@ -172,15 +175,21 @@ int health_daemon_munged(const struct health_ctx *ctx, struct health_result *r)
     char *enc[] = {"munge", "-n", "-S", (char *)ctx->munge_socket, "-o", cred, NULL};
     char *dec[] = {"unmunge", "-S", (char *)ctx->munge_socket, "-i", cred, NULL};
     int64_t t0 = mtc_now_ms();
-    int rc = mtc_run(enc, NULL, &out, 5000);
+    int rc = mtc_run(enc, NULL, &out, MUNGE_MS);
     if (rc == 0) {
         free(out);
         out = NULL;
-        rc = mtc_run(dec, NULL, &out, 5000);
+        rc = mtc_run(dec, NULL, &out, MUNGE_MS);
     }
+    int timed_out = rc < 0 && errno == ETIMEDOUT;
     unlink(cred);
     r->value = (double)(mtc_now_ms() - t0);
-    if (rc != 0) {
+    if (timed_out) /* a hung munged, or a slow host name lookup in it */
+        health_set(r, HEALTH_FAIL, -1,
+                   "munged on %s: munge round trip took longer than %d s (is the host's own "
+                   "name slow to resolve?)",
+                   ctx->munge_socket, MUNGE_MS / 1000);
+    else if (rc != 0) {
         char *nl = out ? strchr(out, '\n') : NULL;
         if (nl)
             *nl = '\0';
