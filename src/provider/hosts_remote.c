@@ -229,6 +229,12 @@ static const char mtc_host_sh[] =
     "}\n"
     "facts() {\n"
     "  echo \"kernel=$(uname -s)\"; echo \"arch=$(uname -m)\"; echo \"hostname=$(uname -n)\"\n"
+    /* the host's own name as munged and slurmd look it up: ms, or "fail";
+     * and the cgroup filesystem slurmd needs */
+    "  t0=$(date +%s%N); timeout 3 getent hosts \"$(uname -n)\" >/dev/null 2>&1\n"
+    "  case $? in 0) echo \"resolve=$((($(date +%s%N) - t0) / 1000000))\" ;; 124) echo resolve=slow ;; "
+    "*) echo resolve=fail ;; esac\n"
+    "  echo \"cgroup=$(awk '$3 == \"cgroup2\" || $3 == \"cgroup\" { print $3; exit }' /proc/mounts)\"\n"
     "  echo \"slurmd=$(slurmd -V 2>/dev/null | head -n 1)\"\n"
     "  echo \"munged=$(munged -V 2>/dev/null | head -n 1)\"\n"
     "  echo \"tar=$(command -v tar)\"\n"
@@ -431,6 +437,24 @@ static int judge(const char *h, const char *out, const struct hstate *s,
         (v[strlen(ctl->hostname)] == '\0' || v[strlen(ctl->hostname)] == '.'))
         return errprintf(err, "host %s: is mtcd's own host (%s); list only the other hosts", h,
                          ctl->hostname);
+    char name[256];
+    snprintf(name, sizeof(name), "%s", v);
+    fact(out, "resolve", w, sizeof(w));
+    if (strcmp(w, "fail") == 0)
+        return errprintf(err,
+                         "host %s: its own name %s does not resolve (getent hosts %s): munged and "
+                         "slurmd look it up; name it in the host's /etc/hosts",
+                         h, name, name);
+    if (strcmp(w, "slow") == 0 || atol(w) > 1000)
+        return errprintf(err,
+                         "host %s: its own name %s takes %s to resolve (more than 1 s): "
+                         "munge's round trip waits on it; name it in the host's /etc/hosts",
+                         h, name, strcmp(w, "slow") == 0 ? "over 3 s" : strcat(w, " ms"));
+    if (!*fact(out, "cgroup", w, sizeof(w)))
+        return errprintf(err,
+                         "host %s: no cgroup filesystem is mounted (slurmd needs one; mount "
+                         "cgroup2 on /sys/fs/cgroup)",
+                         h);
     if (strcmp(fact(out, "arch", v, sizeof(v)), ctl->arch) != 0)
         return errprintf(err,
                          "host %s: architecture %s, the controller is %s (mtc copies its own "

@@ -133,6 +133,32 @@ spec munge "\"${H[2]}\"" 1
 create_fails munge "host ${H[2]}: a munged mtc did not start owns /run/munge/munge.socket.2 .*stop and disable munge.service" "the host and what to do" "*/munge.socket.2"
 testhost_exec 2 rm -f /run/munge/munge.socket.2
 
+# the host's own name (issue 26): munged and slurmd look it up, and a slow
+# lookup made every node fail munge's round trip right after a create. Host
+# 3 loses its name from /etc/hosts and asks a name server on the bridge:
+# nothing there (the lookup fails at once), then a UDP sink that never
+# answers (the lookup is slow).
+printf '127.0.0.1\tlocalhost\n' >"$T_DIR/hosts-noname"
+printf 'nameserver %s\noptions timeout:2 attempts:1\n' "$TESTHOSTS_CTL_ADDR" >"$T_DIR/resolv-bridge"
+check "host 3: its name gone from its /etc/hosts, a name server on the bridge" testhost_exec 3 sh -c \
+    "mount --bind '$T_DIR/hosts-noname' /etc/hosts && mount --bind '$T_DIR/resolv-bridge' /etc/resolv.conf"
+spec noname "\"${H[3]}\"" 1
+create_fails noname "host ${H[3]}: its own name ${TESTHOSTS_NAMES[3]} does not resolve \(getent hosts" "the host and its name"
+python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 53)); time.sleep(600)' \
+    "$TESTHOSTS_CTL_ADDR" &
+SINK=$!
+track_pid "$SINK"
+spec slowname "\"${H[3]}\"" 1
+create_fails slowname "host ${H[3]}: its own name ${TESTHOSTS_NAMES[3]} takes ([0-9]+ ms|over 3 s) to resolve \(more than 1 s\)" "the host and how long"
+kill "$SINK"
+testhost_exec 3 sh -c "umount /etc/resolv.conf; umount /etc/hosts"
+# no cgroup filesystem: slurmd would fail with "slurmd initialization failed"
+# (host 4 runs nothing after this)
+check "host 4: its cgroup filesystems unmounted" testhost_exec 4 umount -R -l /sys/fs/cgroup
+spec nocgroup "\"${H[4]}\"" 1
+create_fails nocgroup "host ${H[4]}: no cgroup filesystem is mounted" "the host"
+
 # mtcd without --listen: agents on hosts could not report
 mkdir -p "$T_DIR/home2"
 mtcd --home "$T_DIR/home2" --daemon && MTCD2=$(cat "$T_DIR/home2/mtcd.pid") && track_pid "$MTCD2"
