@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -28,14 +29,17 @@ static int mounted(const char *path)
     return found;
 }
 
-/* Write PROBE_BYTES to a file in dir, fsync, remove: ms, or -1 with errno. */
+/* Write PROBE_BYTES to a new file in dir, fsync, remove: ms, or -1 with
+ * errno. The agent is root and users write the experiment root: the file is
+ * made with a random name and O_EXCL (mkostemp), so a symlink planted there
+ * is never followed. */
 static double write_fsync_ms(const char *dir, const char *node)
 {
     char path[PATH_MAX], buf[PROBE_BYTES];
-    snprintf(path, sizeof(path), "%s/.probe-%s.%d", dir, node[0] ? node : "node", (int)getpid());
+    snprintf(path, sizeof(path), "%s/.probe-%s.XXXXXX", dir, node[0] ? node : "node");
     memset(buf, 'm', sizeof(buf));
     int64_t t0 = mtc_now_ms();
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = mkostemp(path, O_CLOEXEC);
     if (fd < 0)
         return -1;
     int ok = write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf) && fsync(fd) == 0;
@@ -44,6 +48,19 @@ static double write_fsync_ms(const char *dir, const char *node)
     unlink(path);
     errno = e;
     return ok ? (double)(mtc_now_ms() - t0) : -1;
+}
+
+/* The first len bytes of the marker file at path into buf: a regular file,
+ * opened without following a symlink and without waiting on a FIFO (users
+ * write the experiment root). Bytes read, or -1. */
+static ssize_t marker_read(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    ssize_t n = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, buf, len, 0) : -1;
+    if (fd >= 0)
+        close(fd);
+    return n;
 }
 
 /* Mounts first (a lost one explains the rest), then the marker, then the write. */
@@ -58,17 +75,15 @@ int health_storage_shared(const struct health_ctx *ctx, struct health_result *r)
     if (!ctx->experiment_root[0])
         return health_set(r, HEALTH_PASS, -1, "%d shared mount(s) in place", ctx->nmounts);
     if (ctx->storage_marker[0]) {
-        size_t len = 0;
-        char *got = mtc_read_file(ctx->storage_marker, &len);
         size_t want = strlen(ctx->storage_marker_content);
-        int same = got && len >= want && memcmp(got, ctx->storage_marker_content, want) == 0;
-        free(got);
-        if (!same)
+        char got[sizeof(ctx->storage_marker_content)];
+        ssize_t n = marker_read(ctx->storage_marker, got, want);
+        if (n < 0 || (size_t)n < want || memcmp(got, ctx->storage_marker_content, want) != 0)
             return health_set(r, HEALTH_FAIL, -1,
                               "experiment root %s is not the controller's shared storage here "
                               "(marker %s %s)",
                               ctx->experiment_root, ctx->storage_marker,
-                              got ? "holds other content" : "missing");
+                              n >= 0 ? "holds other content" : "missing");
     }
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/.mtc", ctx->experiment_root);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -437,6 +438,24 @@ static void test_storage(void)
     r = run1(&ctx, "storage.shared");
     CHECK(r.status == HEALTH_PASS && strstr(r.reason, "write+fsync") && r.value >= 0,
           "same marker: PASS with the write latency (%s, %g ms)", r.reason, r.value);
+    /* the agent is root and users write the experiment root: a symlink
+     * planted where the probe goes (its old, predictable name) is never
+     * followed, a FIFO as the marker never waited on (issue 26) */
+    char victim[PATH_MAX + 16], planted[PATH_MAX + 64];
+    snprintf(victim, sizeof(victim), "%s/victim", tmp);
+    mtc_write_file_fmt(victim, 0600, "root's file\n");
+    snprintf(planted, sizeof(planted), "%s/.mtc/.probe-n1.%d", root, (int)getpid());
+    CHECK(symlink(victim, planted) == 0, "a symlink planted at the probe's name");
+    r = run1(&ctx, "storage.shared");
+    char *v = mtc_read_file(victim, NULL);
+    CHECK(r.status == HEALTH_PASS && v && strcmp(v, "root's file\n") == 0,
+          "the probe wrote nothing through it (%s)", r.reason);
+    free(v);
+    unlink(marker);
+    CHECK(mkfifo(marker, 0666) == 0, "a FIFO as the marker");
+    EXPECT(&ctx, "storage.shared", HEALTH_FAIL, HEALTH_SEV_RESTART, "missing");
+    unlink(marker);
+    mtc_write_file_fmt(marker, 0644, "0123abcd\n");
     snprintf(ctx.mounts[1], sizeof(ctx.mounts[1]), "%s", root); /* a plain directory */
     ctx.nmounts = 2;
     EXPECT(&ctx, "storage.shared", HEALTH_FAIL, HEALTH_SEV_RESTART,
