@@ -30,6 +30,9 @@ const char *log_vformat(int level, char *buf, size_t len, const char *fmt, va_li
 
 /* Files. All return 0/-1 with errno unless noted. */
 int mtc_mkdir_p(const char *path, mode_t mode);
+/* path and everything below it, by descriptor (mtc_remove_at): symlinks
+ * removed, never followed; a mount point below is not entered (EBUSY). A
+ * missing path is removed already. */
 int mtc_rm_rf(const char *path);
 int mtc_path_exists(const char *path);
 /* Read a whole file; NUL-terminated; *len (optional) gets the size. Caller frees. NULL+errno. */
@@ -39,6 +42,27 @@ char *mtc_read_file(const char *path, size_t *len);
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
 int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Root acting for users (fsafe.c; DESIGN.md, "Security model"): directories
+ * by descriptor, checked as they are opened. A trusted directory is owned by
+ * root (or this process's euid) and writable by no one else unless sticky.
+ *
+ * mtc_dir_open_trusted: path (absolute, no "..") walked from "/" without
+ * following a symlink but one a trusted directory's owner made, every
+ * directory on the way trusted; create: missing ones made with mode. An
+ * O_PATH|O_DIRECTORY fd (caller closes), or -1 + errno + err naming the
+ * component (EPERM: one others could change).
+ * mtc_dir_at: one component under dirfd the same way (create: mkdirat).
+ * mtc_is_mount_at: 1 when name under dirfd ("" with the fd itself) is a
+ * mount point, not followed when a symlink.
+ * mtc_remove_at: name under dirfd and everything below it, every step
+ * relative to a descriptor opened O_NOFOLLOW: a symlink or a directory swapped
+ * in meanwhile removes at most an entry of this tree, never a file outside it;
+ * mount points below are not entered (-1, EBUSY naming the first). Missing: 0. */
+int mtc_dir_open_trusted(const char *path, int create, mode_t mode, mtc_error_t *err);
+int mtc_dir_at(int dirfd, const char *name, int create, mode_t mode, mtc_error_t *err);
+int mtc_is_mount_at(int dirfd, const char *name);
+int mtc_remove_at(int dirfd, const char *name, mtc_error_t *err);
 
 /* Names: lowercase letter first, then [a-z0-9-], length 1..maxlen, no trailing '-'. */
 int mtc_name_valid(const char *s, size_t maxlen);
@@ -111,8 +135,11 @@ void mtc_sha256_hex(const char *s, char out[65]);
 /* "sha256:<hex>" of a whole file's bytes into out[72] (an image's digest). 0,
  * or -1 + err "PATH: ..." when it cannot be opened, read or hashed. */
 int mtc_sha256_file(const char *path, char out[72], mtc_error_t *err);
+/* The same of an open file, read from offset 0 with pread. 0/-1 + errno. */
+int mtc_sha256_fd(int fd, char out[72]);
 /* 1 when path is a regular file starting with squashfs's magic "hsqs", 0 when
- * it is anything else, -1 + errno when it cannot be opened. */
+ * it is anything else (a FIFO or device is not opened for reading: no wait),
+ * -1 + errno when it cannot be opened. */
 int mtc_is_squashfs(const char *path);
 
 /* Where mtcd is, for a helper program: its unix socket, or its URL

@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <openssl/evp.h>
 #include <limits.h>
 #include <stdio.h>
@@ -33,25 +32,31 @@ int mtc_mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    if (remove(path) < 0 && errno != ENOENT)
-        return -1;
-    return 0;
-}
-
 int mtc_rm_rf(const char *path)
 {
-    if (!path || !*path || strcmp(path, "/") == 0) {
-        errno = EINVAL;
+    char dir[PATH_MAX];
+    if (!path || snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
+        errno = path ? ENAMETOOLONG : EINVAL;
         return -1;
     }
-    if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        dir[--n] = '\0';
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? slash + 1 : dir;
+    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        errno = EINVAL; /* "/", "", "x/.": not a tree of its own */
         return -1;
-    return 0;
+    }
+    const char *parent = !slash ? "." : slash == dir ? "/" : (*slash = '\0', dir);
+    int fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    int rc = mtc_remove_at(fd, name, NULL);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
 }
 
 int mtc_path_exists(const char *path)
@@ -259,34 +264,47 @@ char *mtc_data_path(const char *name)
     return NULL;
 }
 
-int mtc_sha256_file(const char *path, char out[72], mtc_error_t *err)
+int mtc_sha256_fd(int fd, char out[72])
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errprintf(err, "%s: %s", path, strerror(errno));
     enum { BUF = 1 << 20 };
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char *buf = malloc(BUF), md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     ssize_t r = 0;
+    off_t at = 0;
     int ok = ctx && buf && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    while (ok && (r = read(fd, buf, BUF)) > 0)
+    while (ok && (r = pread(fd, buf, BUF, at)) > 0) {
         ok = EVP_DigestUpdate(ctx, buf, (size_t)r);
+        at += r;
+    }
     ok = ok && r == 0 && EVP_DigestFinal_ex(ctx, md, &n) && n == 32;
+    int e = errno;
     EVP_MD_CTX_free(ctx);
     free(buf);
-    close(fd);
-    if (!ok)
-        return errprintf(err, "%s: cannot read or hash it", path);
+    if (!ok) {
+        errno = r < 0 ? e : EIO;
+        return -1;
+    }
     memcpy(out, "sha256:", 7);
     for (unsigned int i = 0; i < 32; i++)
         snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
     return 0;
 }
 
-int mtc_is_squashfs(const char *path)
+int mtc_sha256_file(const char *path, char out[72], mtc_error_t *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    int rc = mtc_sha256_fd(fd, out);
+    close(fd);
+    return rc < 0 ? errprintf(err, "%s: cannot read or hash it", path) : 0;
+}
+
+int mtc_is_squashfs(const char *path)
+{
+    /* non-blocking: a FIFO named as an image must not hang the caller */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     struct stat st;
