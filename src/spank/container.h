@@ -13,8 +13,9 @@
  *            pivot_root into the container, the image's environment
  *
  * On a node, under the runtime directory R (plugstack.conf's runtime=):
- *   R/digests/DEV-INO-SIZE-MTIME   sha256 of an image file (a cache)
+ *   R/digests/DEV-INO-SIZE-MTIME-CTIME  sha256 of an image file (a cache)
  *   R/jobs/JOB/images/SHA256       the image, mounted ro,nosuid,nodev
+ *                                  (R/jobs and below: root's, mode 0700)
  *   R/jobs/JOB/named/NAME/         a named container: upper/ work/ root/ + meta
  *   R/jobs/JOB/steps/STEP/         a step's container: upper/ work/ root/
  * Everything under R/jobs/JOB is unmounted and removed when the job ends. */
@@ -90,7 +91,7 @@ int container_path_normalize(const char *what, const char *in, char *out, size_t
 
 /* Where a step's container lives on a node, and what it needs. */
 struct container_step {
-    char runtime[512]; /* R */
+    char runtime[512]; /* R: a directory only root can change (checked) */
     unsigned job, step;
     uid_t uid;
     gid_t gid;
@@ -102,35 +103,61 @@ struct container_step {
     char root[1200];  /* out: the container's root (an overlay mount) */
     char image_digest[72];
     int writable; /* out: resolved */
+    /* Opened as the user (container_open_sources), used by root: never a
+     * path root resolves again. -1: none. */
+    int image_fd;                          /* the image, a regular squashfs file */
+    int home_fd;                           /* the home, when the user may read it */
+    int mount_fds[CONTAINER_MAX_MOUNTS];   /* each --container-mounts source (O_PATH) */
+    unsigned char mount_dir[CONTAINER_MAX_MOUNTS]; /* 1: that source is a directory */
 };
 
+/* A node name as plugstack.conf's %n becomes (slurmd's MTC_NODE): a short
+ * word of [A-Za-z0-9._-], never "." or "..": it becomes a directory. */
+int container_node_valid(const char *name);
+/* s zeroed, its descriptors -1. */
+void container_step_init(struct container_step *s);
+/* With the caller's own ids (the user's, in user_init): the image opened
+ * (non-blocking, then checked: a regular file with squashfs's magic), each
+ * mount source opened O_PATH and checked readable (and searchable, a
+ * directory), the home opened when readable. Into s's descriptors (O_CLOEXEC).
+ * 0, or -1 + err naming the option and path (nothing left open). */
+int container_open_sources(struct container_step *s, const struct container_opts *o,
+                           mtc_error_t *err);
+/* Close what container_open_sources opened. */
+void container_close_sources(struct container_step *s);
 /* openat2 of path under rootfd with every symlink resolved inside it
  * (RESOLVE_IN_ROOT, no magic links): how both sides reach a path in the
  * container. An fd (O_CLOEXEC added) or -1 + errno. */
 int container_open_in(int rootfd, const char *path, int flags);
 /* s->root: R/jobs/JOB/named/NAME/root or R/jobs/JOB/steps/STEP/root. */
 void container_step_root(struct container_step *s, const struct container_opts *o);
-/* As root, in the host's mount namespace: mount the image (once per job),
- * create or find the container's overlay and the mount points the task will
- * need (proc, sys, dev, tmp, home, each mount's destination, the step's cwd
- * and the workdir). Fills s->root. 0, or -1 + err (nothing is left mounted
- * that this call mounted). */
+/* s->root opened (O_PATH) through a trusted walk of its directory: the
+ * container's root mount. fd or -1 + err. */
+int container_root_open(const struct container_step *s, mtc_error_t *err);
+/* As root, in the host's mount namespace: mount the image (once per job, from
+ * s->image_fd), create or find the container's overlay and the mount points
+ * the task will need (proc, sys, dev, tmp, home, each mount's destination,
+ * the step's cwd and the workdir). Everything under R by descriptor. Fills
+ * s->root and s->writable. 0, or -1 + err (nothing is left mounted that this
+ * call mounted). */
 int container_prepare(struct container_step *s, const struct container_opts *o, mtc_error_t *err);
-/* A named container's record beside s->root (written when it was made): its
- * image's digest and whether it is writable, into s. 0, or -1 when absent. */
-int container_meta_read(struct container_step *s);
 /* At the end of a step: unmount and remove the step's own container. */
 void container_step_done(const char *runtime, unsigned job, unsigned step);
 /* Unmount (lazily, deepest first) every mount under prefix, then remove
- * prefix. For the end of a job (R/jobs/JOB) and for a node being reset (R).
- * Returns the number of mounts removed, or -1 + err. */
+ * prefix by descriptor (mtc_remove_at, its directory reached by a trusted
+ * walk: a user's symlink inside never leads the removal out). For the end of
+ * a job (R/jobs/JOB) and for a node being reset (R). Returns the number of
+ * mounts removed, or -1 + err. */
 int container_sweep(const char *prefix, mtc_error_t *err);
-/* sha256 of an image file as "sha256:<hex>", cached under R/digests by the
- * file's identity (dev, inode, size, mtime). R may be NULL (no cache). */
-int container_image_digest(const char *runtime, const char *path, char out[72], mtc_error_t *err);
+/* sha256 of the open image fd as "sha256:<hex>", cached under the runtime
+ * directory rtfd's digests/ (rtfd -1: no cache) by the file's identity (dev,
+ * inode, size, mtime and ctime, which no user can set). 0/-1 + err. */
+int container_image_digest(int rtfd, int fd, char out[72], mtc_error_t *err);
 
 /* The task side, as root in the task's process before privileges are
- * dropped: a private mount namespace, the binds, pivot_root into s->root.
+ * dropped: a private mount namespace, the binds (the user's sources from the
+ * descriptors container_open_sources opened, cloned with open_tree before the
+ * namespace is made), pivot_root into s->root.
  * gpu_dir: where emulated GPU device files are (NULL: none); gpus: the
  * step's GPU indices ("0,1,..", NULL: none). 0/-1 + err. */
 int container_enter(const struct container_step *s, const struct container_opts *o,

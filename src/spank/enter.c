@@ -39,9 +39,26 @@ static unsigned long kept_flags(const char *target)
     return ms;
 }
 
-/* Mount src (fstype NULL: a bind, recursive) onto path inside the root at
- * rootfd, resolved inside it. A bind then gets the extra per-mount flags
- * `add` (MS_RDONLY, MS_NOSUID, MS_NODEV) by a remount. */
+/* A bind at path inside the root just made gets the per-mount flags add
+ * (MS_RDONLY, MS_NOSUID, MS_NODEV) by a remount, which reaches the new mount
+ * through the path opened again. */
+static int remount_in(int rootfd, const char *path, unsigned long add)
+{
+    char target[64];
+    int fd = container_open_in(rootfd, path, O_PATH);
+    if (fd < 0)
+        return -1;
+    snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
+    int rc = mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | kept_flags(target) | add, NULL);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+/* Mount src (fstype NULL: a bind, recursive, of a path only root and Slurm
+ * name) onto path inside the root at rootfd, resolved inside it; a bind then
+ * gets the flags add. */
 static int mount_in(int rootfd, const char *src, const char *path, const char *fstype,
                     unsigned long flags, const char *data, unsigned long add, mtc_error_t *err)
 {
@@ -51,20 +68,40 @@ static int mount_in(int rootfd, const char *src, const char *path, const char *f
     char target[64];
     snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
     int rc = mount(src, target, fstype, fstype ? flags : flags | MS_BIND | MS_REC, data);
-    if (rc == 0 && !fstype && add) {
-        /* the remount acts on the new mount: reopen the path to reach it */
-        int fd2 = container_open_in(rootfd, path, O_PATH);
-        snprintf(target, sizeof(target), "/proc/self/fd/%d", fd2);
-        rc = fd2 < 0 ? -1
-                     : mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | kept_flags(target) | add,
-                             NULL);
-        if (fd2 >= 0)
-            close(fd2);
-    }
     int e = errno;
     close(fd);
+    if (rc == 0 && !fstype && add && remount_in(rootfd, path, add) < 0)
+        rc = -1, e = errno;
     if (rc < 0)
         return errprintf(err, "cannot mount %.200s on %.200s: %s", src, path, strerror(e));
+    return 0;
+}
+
+/* A copy of the tree at fd (opened by the user), detached: made in the host's
+ * namespace (a bind's source must be in the caller's), attached after the
+ * task's own namespace exists. fd or -1 + err. */
+static int clone_tree(int fd, const char *shown, mtc_error_t *err)
+{
+    int t = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (t < 0)
+        return errprintf(err, "cannot bind %.200s: %s", shown, strerror(errno));
+    return t;
+}
+
+/* The detached tree onto path inside the root, then the flags add. */
+static int attach_in(int rootfd, int tree, const char *shown, const char *path, unsigned long add,
+                     mtc_error_t *err)
+{
+    int fd = container_open_in(rootfd, path, O_PATH);
+    if (fd < 0)
+        return errprintf(err, "%.200s in the container: %s", path, strerror(errno));
+    int rc = move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+    int e = errno;
+    close(fd);
+    if (rc == 0 && add && remount_in(rootfd, path, add) < 0)
+        rc = -1, e = errno;
+    if (rc < 0)
+        return errprintf(err, "cannot mount %.200s on %.200s: %s", shown, path, strerror(e));
     return 0;
 }
 
@@ -137,16 +174,23 @@ static int make_dev(int rootfd, const char *gpu_dir, const char *gpus, mtc_error
 int container_enter(const struct container_step *s, const struct container_opts *o,
                     const char *gpu_dir, const char *gpus, mtc_error_t *err)
 {
-    if (unshare(CLONE_NEWNS) < 0)
-        return errprintf(err, "cannot make a mount namespace: %s", strerror(errno));
+    /* the user's sources, cloned while this process is in the host's namespace */
+    int trees[CONTAINER_MAX_MOUNTS + 1], rc = 0;
+    size_t n = 0;
+    for (; n < o->nmounts && rc >= 0; n++)
+        rc = trees[n] = clone_tree(s->mount_fds[n], o->mounts[n].src, err);
+    int home = rc < 0 || s->home_fd < 0 ? -1 : (rc = clone_tree(s->home_fd, s->home, err));
+    int rootfd = -1;
+    if (rc >= 0 && unshare(CLONE_NEWNS) < 0)
+        rc = errprintf(err, "cannot make a mount namespace: %s", strerror(errno));
     /* nothing mounted from here on reaches the host; the host's unmounts still
      * reach here */
-    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-        return errprintf(err, "cannot make / a slave mount: %s", strerror(errno));
-    int rootfd = open(s->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (rootfd < 0)
-        return errprintf(err, "%s: %s", s->root, strerror(errno));
-    int rc = mount_in(rootfd, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0,
+    if (rc >= 0 && mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+        rc = errprintf(err, "cannot make / a slave mount: %s", strerror(errno));
+    if (rc >= 0 && (rootfd = container_root_open(s, err)) < 0)
+        rc = -1;
+    if (rc >= 0)
+        rc = mount_in(rootfd, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0,
                       err);
     if (rc == 0)
         rc = mount_in(rootfd, "/sys", "/sys", NULL, 0, NULL, 0, err);
@@ -154,28 +198,29 @@ int container_enter(const struct container_step *s, const struct container_opts 
         rc = make_dev(rootfd, gpu_dir, gpus, err);
     if (rc == 0)
         rc = mount_in(rootfd, "/tmp", "/tmp", NULL, 0, NULL, MS_NOSUID | MS_NODEV, err);
-    if (rc == 0 && o->mount_home != 0 && s->home[0] && strcmp(s->home, "/") != 0 &&
-        access(s->home, F_OK) == 0)
-        rc = mount_in(rootfd, s->home, s->home, NULL, 0, NULL, MS_NOSUID | MS_NODEV, err);
+    if (rc == 0 && home >= 0)
+        rc = attach_in(rootfd, home, s->home, s->home, MS_NOSUID | MS_NODEV, err);
     for (size_t i = 0; i < s->nbinds && rc == 0; i++)
         if (access(s->binds[i], F_OK) == 0)
             rc = mount_in(rootfd, s->binds[i], s->binds[i], NULL, 0, NULL, MS_NOSUID | MS_NODEV,
                           err);
     for (size_t i = 0; i < o->nmounts && rc == 0; i++)
-        rc = mount_in(rootfd, o->mounts[i].src, o->mounts[i].dst, NULL, 0, NULL,
-                      MS_NOSUID | MS_NODEV | (o->mounts[i].ro ? MS_RDONLY : 0), err);
-    if (rc == 0 && !s->writable &&
-        mount(NULL, s->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
-            0)
+        rc = attach_in(rootfd, trees[i], o->mounts[i].src, o->mounts[i].dst,
+                       MS_NOSUID | MS_NODEV | (o->mounts[i].ro ? MS_RDONLY : 0), err);
+    if (rc == 0 && !s->writable && remount_in(rootfd, "/", MS_RDONLY | MS_NOSUID | MS_NODEV) < 0)
         rc = errprintf(err, "cannot make the container read-only: %s", strerror(errno));
-    close(rootfd);
-    if (rc < 0)
-        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (trees[i] >= 0)
+            close(trees[i]);
+    if (home >= 0)
+        close(home);
     /* pivot_root with the old root stacked under the new one, then detached */
-    if (chdir(s->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
-        umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
-        return errprintf(err, "cannot enter the container: %s", strerror(errno));
-    return 0;
+    if (rc == 0 && (fchdir(rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+                    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0))
+        rc = errprintf(err, "cannot enter the container: %s", strerror(errno));
+    if (rootfd >= 0)
+        close(rootfd);
+    return rc < 0 ? -1 : 0;
 }
 
 int container_env_apply(const struct container_opts *o, const char *(*getenv_fn)(void *, const char *),

@@ -82,19 +82,23 @@ static int plugin_args(int ac, char **av)
     return 0;
 }
 
-/* path with %n replaced by node, into out. */
-static void expand(const char *path, const char *node, char *out, size_t len)
+/* path with %n replaced by node, into out. -1 when path needs a node name
+ * and there is none. */
+static int expand(const char *path, const char *node, char *out, size_t len)
 {
     size_t o = 0;
     for (const char *p = path; *p && o + 1 < len; p++) {
         if (p[0] == '%' && p[1] == 'n') {
-            o += (size_t)snprintf(out + o, len - o, "%s", node ? node : "");
+            if (!node || !*node)
+                return -1;
+            o += (size_t)snprintf(out + o, len - o, "%s", node);
             p++;
         } else {
             out[o++] = *p;
         }
     }
     out[o < len ? o : len - 1] = '\0';
+    return 0;
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -189,18 +193,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* As the user (slurmstepd's effective ids in user_init, its real ones still
- * root's: hence AT_EACCESS): can they read path? */
-static int user_can_read(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) < 0)
-        return -1;
-    return faccessat(AT_FDCWD, path, S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK, AT_EACCESS);
-}
-
 /* container_prepare in a child that takes back root (slurmstepd runs
- * user_init with the user's effective ids; its saved id is root's). */
+ * user_init with the user's effective ids; its saved id is root's). The
+ * child inherits the descriptors opened as the user; it answers "w0"/"w1"
+ * (writable) or the error. */
 static int prepare_as_root(mtc_error_t *err)
 {
     int p[2];
@@ -218,7 +214,9 @@ static int prepare_as_root(mtc_error_t *err)
         int rc = setresuid(0, 0, 0) < 0 || setresgid(0, 0, 0) < 0
                      ? errprintf(&e, "cannot regain root: %s", strerror(errno))
                      : container_prepare(&step, &opts, &e);
-        if (rc < 0 && write(p[1], e.text, strlen(e.text)) < 0)
+        if (rc == 0)
+            snprintf(e.text, sizeof(e.text), "w%d", step.writable);
+        if (write(p[1], e.text, strlen(e.text)) < 0)
             _exit(2);
         _exit(rc < 0 ? 1 : 0);
     }
@@ -229,36 +227,35 @@ static int prepare_as_root(mtc_error_t *err)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return 0;
     msg[n > 0 ? n : 0] = '\0';
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && msg[0] == 'w') {
+        step.writable = msg[1] == '1';
+        return 0;
+    }
     return errprintf(err, "%s", msg[0] ? msg : "preparing the container failed");
 }
 
-/* This node's name: slurmstepd's job environment has it only as the
- * topology address (".."-joined switches, the node last; plain with the
- * default topology), the task's later as SLURMD_NODENAME. */
-static void node_name(spank_t sp, char *out, size_t len)
+/* This node's name, as plugstack.conf's %n means it: slurmd's MTC_NODE,
+ * which mtc sets when it starts the node's slurmd and slurmstepd inherits —
+ * this process's own environment, never the job's (SLURMD_NODENAME and
+ * SLURM_TOPOLOGY_ADDR there are the user's to set). "" when absent or not
+ * a node name. */
+static const char *node_name(void)
 {
-    char addr[256];
-    if (spank_getenv(sp, "SLURMD_NODENAME", out, (int)len) == ESPANK_SUCCESS && *out)
-        return;
-    out[0] = '\0';
-    if (spank_getenv(sp, "SLURM_TOPOLOGY_ADDR", addr, sizeof(addr)) == ESPANK_SUCCESS) {
-        const char *dot = strrchr(addr, '.');
-        snprintf(out, len, "%s", dot ? dot + 1 : addr);
-    }
+    const char *n = getenv("MTC_NODE");
+    return n && container_node_valid(n) ? n : "";
 }
 
 /* The step's identity, paths and the user's home. */
 static int step_init(spank_t sp, mtc_error_t *err)
 {
-    memset(&step, 0, sizeof(step));
-    char node[256];
-    node_name(sp, node, sizeof(node));
+    container_step_init(&step);
+    const char *node = node_name();
     if (!arg_runtime[0])
         return errprintf(err, "plugstack.conf gives no runtime= directory");
-    expand(arg_runtime, node, step.runtime, sizeof(step.runtime));
+    if (expand(arg_runtime, node, step.runtime, sizeof(step.runtime)) < 0)
+        return errprintf(err, "this node's name is unknown (its slurmd has no MTC_NODE): "
+                              "plugstack.conf's %%n cannot be filled");
     uint32_t job = 0, stp = 0;
     if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_STEPID, &stp) != ESPANK_SUCCESS ||
@@ -274,7 +271,8 @@ static int step_init(spank_t sp, mtc_error_t *err)
     if (spank_getenv(sp, "PWD", step.cwd, sizeof(step.cwd)) != ESPANK_SUCCESS)
         step.cwd[0] = '\0';
     for (size_t i = 0; i < arg_nbinds; i++)
-        expand(arg_binds[i], node, step.binds[step.nbinds++], sizeof(step.binds[0]));
+        if (expand(arg_binds[i], node, step.binds[step.nbinds], sizeof(step.binds[0])) == 0)
+            step.nbinds++;
     /* a batch step runs its script from slurmd's spool: that directory too */
     int argc = 0;
     char **argv = NULL;
@@ -301,23 +299,13 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         return -1;
     if (!active)
         return 0;
-    if (step_init(sp, &err) < 0)
+    /* everything the user names is opened here, as the user (slurmstepd's
+     * effective ids, groups included); root later uses these descriptors */
+    if (step_init(sp, &err) < 0 || container_open_sources(&step, &opts, &err) < 0)
         goto error;
-    if (opts.image[0] && user_can_read(opts.image) < 0) {
-        errprintf(&err, "--container-image: %s: %s", opts.image, strerror(errno));
-        goto error;
-    }
-    for (size_t i = 0; i < opts.nmounts; i++)
-        if (user_can_read(opts.mounts[i].src) < 0) {
-            errprintf(&err, "--container-mounts: %s: %s", opts.mounts[i].src, strerror(errno));
-            goto error;
-        }
     container_step_root(&step, &opts);
     if (prepare_as_root(&err) < 0)
         goto error;
-    /* the parent knows the container by its path; its record says if writable */
-    if (!opts.name[0] || container_meta_read(&step) < 0)
-        step.writable = opts.writable != 0;
     return 0;
 error:
     snprintf(deferred, sizeof(deferred), "%s", err.text);
@@ -334,10 +322,9 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         slurm_error("mtc: %s", deferred);
         return -1;
     }
-    char node[256], gpu_dir[600] = "", gpus[256] = "";
-    node_name(sp, node, sizeof(node));
+    char gpu_dir[600] = "", gpus[256] = "";
     if (arg_gpus[0])
-        expand(arg_gpus, node, gpu_dir, sizeof(gpu_dir));
+        expand(arg_gpus, node_name(), gpu_dir, sizeof(gpu_dir));
     if (spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof(gpus)) != ESPANK_SUCCESS &&
         spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) != ESPANK_SUCCESS)
         gpus[0] = '\0';
@@ -414,6 +401,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     if (spank_remote(sp) && active && !deferred[0] && getuid() == 0 && geteuid() == 0 &&
         !opts.name[0])
         container_step_done(step.runtime, step.job, step.step);
+    if (spank_remote(sp) && active)
+        container_close_sources(&step);
     for (size_t i = 0; i < NOPT; i++) {
         free(given[i]);
         given[i] = NULL;

@@ -5,10 +5,10 @@
  * removes all of a job's mounts. See container.h for the layout. */
 #include "spank/container.h"
 
-#include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <limits.h>
 #include <linux/loop.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -21,55 +21,148 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* ---- the image's digest ---- */
+int container_node_valid(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > 63 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)name[i]) && !strchr("._-", name[i]))
+            return 0;
+    return 1;
+}
 
-int container_image_digest(const char *runtime, const char *path, char out[72], mtc_error_t *err)
+void container_step_init(struct container_step *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->image_fd = s->home_fd = -1;
+    for (size_t i = 0; i < CONTAINER_MAX_MOUNTS; i++)
+        s->mount_fds[i] = -1;
+}
+
+void container_close_sources(struct container_step *s)
+{
+    int *fds[2 + CONTAINER_MAX_MOUNTS] = {&s->image_fd, &s->home_fd};
+    for (size_t i = 0; i < CONTAINER_MAX_MOUNTS; i++)
+        fds[2 + i] = &s->mount_fds[i];
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
+
+/* May the caller read (and, a directory, search) what fd is? The inode's own
+ * permissions with the effective ids, reached through the descriptor. */
+static int fd_readable(int fd, int dir)
+{
+    char self[40];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    return faccessat(AT_FDCWD, self, dir ? R_OK | X_OK : R_OK, AT_EACCESS);
+}
+
+int container_open_sources(struct container_step *s, const struct container_opts *o,
+                           mtc_error_t *err)
 {
     struct stat st;
-    char key[1024] = "";
-    if (stat(path, &st) < 0)
-        return errprintf(err, "image %.200s: %s", path, strerror(errno));
-    if (runtime)
-        snprintf(key, sizeof(key), "%s/digests/%llx-%llx-%lld-%lld.%09ld", runtime,
-                 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
-                 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-    char *cached = key[0] ? mtc_read_file(key, NULL) : NULL;
-    if (cached && strncmp(cached, "sha256:", 7) == 0 && strlen(cached) >= 71) {
+    if (o->image[0]) {
+        /* non-blocking: a FIFO must not hold root (it is refused below) */
+        s->image_fd = open(o->image, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        char magic[4];
+        if (s->image_fd < 0 || fstat(s->image_fd, &st) < 0) {
+            errprintf(err, "--container-image: %s: %s", o->image, strerror(errno));
+            goto error;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            errprintf(err, "--container-image: %s is not a regular file", o->image);
+            goto error;
+        }
+        if (pread(s->image_fd, magic, 4, 0) != 4 || memcmp(magic, "hsqs", 4) != 0) {
+            errprintf(err, "--container-image: %s is not a squashfs image", o->image);
+            goto error;
+        }
+        fcntl(s->image_fd, F_SETFL, 0);
+    }
+    for (size_t i = 0; i < o->nmounts; i++) {
+        int fd = s->mount_fds[i] = open(o->mounts[i].src, O_PATH | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0 || fd_readable(fd, S_ISDIR(st.st_mode)) < 0) {
+            errprintf(err, "--container-mounts: %s: %s", o->mounts[i].src, strerror(errno));
+            goto error;
+        }
+        s->mount_dir[i] = S_ISDIR(st.st_mode);
+    }
+    if (o->mount_home != 0 && s->home[0] && strcmp(s->home, "/") != 0) {
+        s->home_fd = open(s->home, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (s->home_fd >= 0 && fd_readable(s->home_fd, 1) < 0) { /* not theirs: not bound */
+            close(s->home_fd);
+            s->home_fd = -1;
+        }
+    }
+    return 0;
+error:
+    container_close_sources(s);
+    return -1;
+}
+
+/* ---- the image's digest ---- */
+
+int container_image_digest(int rtfd, int fd, char out[72], mtc_error_t *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return errprintf(err, "the image: %s", strerror(errno));
+    char key[200], tmp[220], cached[80];
+    snprintf(key, sizeof(key), "%llx-%llx-%lld-%lld.%09ld-%lld.%09ld",
+             (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (long long)st.st_size,
+             (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec,
+             st.st_ctim.tv_nsec);
+    int dfd = rtfd >= 0 ? mtc_dir_at(rtfd, "digests", 1, 0755, NULL) : -1;
+    int cfd = dfd >= 0 ? openat(dfd, key, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    ssize_t n = cfd >= 0 ? read(cfd, cached, sizeof(cached) - 1) : -1;
+    if (cfd >= 0)
+        close(cfd);
+    if (n >= 71 && strncmp(cached, "sha256:", 7) == 0) {
         memcpy(out, cached, 71);
         out[71] = '\0';
-        free(cached);
+        close(dfd);
         return 0;
     }
-    free(cached);
-    int rc = mtc_sha256_file(path, out, err);
-    if (rc == 0 && key[0]) {
-        char dir[600];
-        snprintf(dir, sizeof(dir), "%s/digests", runtime);
-        if (mtc_mkdir_p(dir, 0755) == 0)
-            mtc_write_file_fmt(key, 0644, "%s\n", out);
+    int rc = mtc_sha256_fd(fd, out);
+    if (rc < 0)
+        errprintf(err, "the image: cannot read or hash it: %s", strerror(errno));
+    if (rc == 0 && dfd >= 0) { /* written aside, then renamed: a reader sees all or nothing */
+        snprintf(tmp, sizeof(tmp), "%s.tmp%d", key, (int)getpid());
+        int w = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (w >= 0) {
+            int ok = write(w, out, 71) == 71 && write(w, "\n", 1) == 1;
+            close(w);
+            if (!ok || renameat(dfd, tmp, dfd, key) < 0)
+                unlinkat(dfd, tmp, 0);
+        }
     }
+    if (dfd >= 0)
+        close(dfd);
     return rc;
 }
 
 /* ---- mounts ---- */
 
-/* The squashfs at image on a fresh loop device, read-only, at dir. */
-static int mount_squashfs(const char *image, const char *dir, mtc_error_t *err)
+/* mount(2)'s target for a directory descriptor. */
+static const char *fd_path(int fd, char buf[40])
 {
-    int ffd = open(image, O_RDONLY | O_CLOEXEC);
-    if (ffd < 0)
-        return errprintf(err, "image %.200s: %s", image, strerror(errno));
-    char magic[4];
-    if (pread(ffd, magic, 4, 0) != 4 || memcmp(magic, "hsqs", 4) != 0) {
-        close(ffd);
-        return errprintf(err, "image %.200s is not a squashfs image", image);
-    }
+    snprintf(buf, 40, "/proc/self/fd/%d", fd);
+    return buf;
+}
+
+/* The squashfs of the open image on a fresh loop device, read-only, on the
+ * directory dirfd. shown: the image's name for messages. */
+static int mount_squashfs(int ffd, const char *shown, int dirfd, mtc_error_t *err)
+{
     int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-    if (ctl < 0) {
-        close(ffd);
+    if (ctl < 0)
         return errprintf(err, "/dev/loop-control: %s", strerror(errno));
-    }
     int rc = -1;
+    char target[40];
     for (int attempt = 0; attempt < 16 && rc < 0; attempt++) {
         int n = ioctl(ctl, LOOP_CTL_GET_FREE);
         if (n < 0) {
@@ -85,7 +178,7 @@ static int mount_squashfs(const char *image, const char *dir, mtc_error_t *err)
         }
         struct loop_config cfg = {.fd = (unsigned)ffd};
         cfg.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
-        snprintf((char *)cfg.info.lo_file_name, LO_NAME_SIZE, "%.63s", image);
+        snprintf((char *)cfg.info.lo_file_name, LO_NAME_SIZE, "%.63s", shown);
         if (ioctl(lfd, LOOP_CONFIGURE, &cfg) < 0) {
             int e = errno;
             close(lfd);
@@ -94,8 +187,9 @@ static int mount_squashfs(const char *image, const char *dir, mtc_error_t *err)
             errprintf(err, "%s: cannot attach the image: %s", dev, strerror(e));
             break;
         }
-        if (mount(dev, dir, "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-            errprintf(err, "image %.200s: cannot mount it (corrupt squashfs?): %s", image,
+        if (mount(dev, fd_path(dirfd, target), "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                  NULL) < 0)
+            errprintf(err, "image %.200s: cannot mount it (corrupt squashfs?): %s", shown,
                       strerror(errno));
         else
             rc = 0;
@@ -103,17 +197,7 @@ static int mount_squashfs(const char *image, const char *dir, mtc_error_t *err)
         break;
     }
     close(ctl);
-    close(ffd);
     return rc;
-}
-
-/* 1 when dir is a mount point (its device differs from its parent's). */
-static int is_mount(const char *dir)
-{
-    struct stat a, b;
-    char parent[1300];
-    snprintf(parent, sizeof(parent), "%s/..", dir);
-    return stat(dir, &a) == 0 && stat(parent, &b) == 0 && (a.st_dev != b.st_dev);
 }
 
 int container_open_in(int rootfd, const char *path, int flags)
@@ -165,80 +249,68 @@ static int mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err)
 }
 
 /* Every mount point the task will bind onto, made in the container's root. */
-static int make_mount_points(const struct container_step *s, const struct container_opts *o,
-                             mtc_error_t *err)
+static int make_mount_points(int rootfd, const struct container_step *s,
+                             const struct container_opts *o, mtc_error_t *err)
 {
-    int rootfd = open(s->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (rootfd < 0)
-        return errprintf(err, "%s: %s", s->root, strerror(errno));
     static const char *const fixed[] = {"/proc", "/sys", "/dev", "/tmp"};
     int rc = 0;
     for (size_t i = 0; i < 4 && rc == 0; i++)
         rc = mkpath_in(rootfd, fixed[i], 0, err);
-    if (rc == 0 && o->mount_home != 0 && s->home[0] && strcmp(s->home, "/") != 0)
+    if (rc == 0 && s->home_fd >= 0)
         rc = mkpath_in(rootfd, s->home, 0, err);
     for (size_t i = 0; i < s->nbinds && rc == 0; i++)
         if (access(s->binds[i], F_OK) == 0)
             rc = mkpath_in(rootfd, s->binds[i], 0, err);
-    for (size_t i = 0; i < o->nmounts && rc == 0; i++) {
-        struct stat st;
-        if (stat(o->mounts[i].src, &st) < 0)
-            rc = errprintf(err, "--container-mounts: %.200s: %s", o->mounts[i].src,
-                           strerror(errno));
-        else
-            rc = mkpath_in(rootfd, o->mounts[i].dst, !S_ISDIR(st.st_mode), err);
-    }
+    for (size_t i = 0; i < o->nmounts && rc == 0; i++)
+        rc = mkpath_in(rootfd, o->mounts[i].dst, !s->mount_dir[i], err);
     /* slurmstepd changes to the step's directory after entering: have it */
     char cwd[1024];
     if (rc == 0 && s->cwd[0] && container_path_normalize("cwd", s->cwd, cwd, sizeof(cwd), NULL) == 0)
         mkpath_in(rootfd, cwd, 0, NULL);
-    close(rootfd);
     return rc;
 }
 
-/* The job's mount of the image (made once per job and node). */
-static int image_mount(const struct container_step *s, const char *image, const char *digest,
-                       char *dir, size_t len, mtc_error_t *err)
+/* The job's mount of the image under jobfd (made once per job and node): an
+ * O_PATH fd of the mounted image into *lower. */
+static int image_mount(int jobfd, const struct container_step *s, const char *shown, int *lower,
+                       mtc_error_t *err)
 {
-    snprintf(dir, len, "%s/jobs/%u/images/%s", s->runtime, s->job, digest + 7);
-    if (is_mount(dir))
-        return 0;
-    if (mtc_mkdir_p(dir, 0755) < 0)
-        return errprintf(err, "%s: %s", dir, strerror(errno));
-    return mount_squashfs(image, dir, err);
+    int rc = -1, imgs = mtc_dir_at(jobfd, "images", 1, 0700, err);
+    int d = imgs < 0 ? -1 : mtc_dir_at(imgs, s->image_digest + 7, 1, 0755, err);
+    if (d >= 0 && (mtc_is_mount_at(d, "") || mount_squashfs(s->image_fd, shown, d, err) == 0)) {
+        /* d is the directory under the mount: reopen it to reach the image */
+        *lower = openat(imgs, s->image_digest + 7, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rc = *lower < 0 ? errprintf(err, "the image's mount: %s", strerror(errno)) : 0;
+    }
+    if (d >= 0)
+        close(d);
+    if (imgs >= 0)
+        close(imgs);
+    return rc;
 }
 
-/* A container directory d: upper/ work/ root/, root an overlay on the image. */
-static int overlay_mount(const char *d, const char *lower, const struct container_step *s,
-                         int writable, mtc_error_t *err)
+/* The container directory dfd: upper/ work/ root/, root an overlay on the
+ * image (lower). A writable container's upper belongs to its user. */
+static int overlay_mount(int dfd, int lower, const struct container_step *s, int writable,
+                         mtc_error_t *err)
 {
-    char upper[1300], work[1300], root[1300], opts[4096];
-    snprintf(upper, sizeof(upper), "%s/upper", d);
-    snprintf(work, sizeof(work), "%s/work", d);
-    snprintf(root, sizeof(root), "%s/root", d);
-    if (mtc_mkdir_p(upper, 0755) < 0 || mtc_mkdir_p(work, 0700) < 0 || mtc_mkdir_p(root, 0755) < 0)
-        return errprintf(err, "%s: %s", d, strerror(errno));
+    int upper = mtc_dir_at(dfd, "upper", 1, 0755, err);
+    int work = upper < 0 ? -1 : mtc_dir_at(dfd, "work", 1, 0700, err);
+    int root = work < 0 ? -1 : mtc_dir_at(dfd, "root", 1, 0755, err);
+    int rc = root < 0 ? -1 : 0;
     /* a writable container's / belongs to its user (the image's files stay root's) */
-    if (writable && chown(upper, s->uid, s->gid) < 0)
-        return errprintf(err, "%s: %s", upper, strerror(errno));
-    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
-    if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
-        return errprintf(err, "cannot mount the container's overlay: %s", strerror(errno));
-    return 0;
-}
-
-int container_meta_read(struct container_step *s)
-{
-    char path[1300];
-    snprintf(path, sizeof(path), "%.1200s/../meta", s->root);
-    char *t = mtc_read_file(path, NULL);
-    if (!t)
-        return -1;
-    int w = 0;
-    int n = sscanf(t, "%71s %d", s->image_digest, &w);
-    free(t);
-    s->writable = w;
-    return n == 2 ? 0 : -1;
+    if (rc == 0 && writable && fchownat(upper, "", s->uid, s->gid, AT_EMPTY_PATH) < 0)
+        rc = errprintf(err, "the container's upper directory: %s", strerror(errno));
+    char opts[200], a[40], b[40], c[40], t[40];
+    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", fd_path(lower, a),
+             fd_path(upper, b), fd_path(work, c));
+    if (rc == 0 && mount("overlay", fd_path(root, t), "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+        rc = errprintf(err, "cannot mount the container's overlay: %s", strerror(errno));
+    int fds[] = {upper, work, root};
+    for (size_t i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    return rc;
 }
 
 void container_step_root(struct container_step *s, const struct container_opts *o)
@@ -250,71 +322,153 @@ void container_step_root(struct container_step *s, const struct container_opts *
                  s->step);
 }
 
-int container_prepare(struct container_step *s, const struct container_opts *o, mtc_error_t *err)
+int container_root_open(const struct container_step *s, mtc_error_t *err)
 {
-    char d[1100], lockpath[1100];
-    snprintf(lockpath, sizeof(lockpath), "%s/jobs/%u", s->runtime, s->job);
-    if (mtc_mkdir_p(lockpath, 0755) < 0)
-        return errprintf(err, "%s: %s", lockpath, strerror(errno));
-    strcat(lockpath, "/lock");
-    int lock = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lock < 0 || flock(lock, LOCK_EX) < 0) {
-        if (lock >= 0)
-            close(lock);
-        return errprintf(err, "%s: %s", lockpath, strerror(errno));
-    }
-    int rc = -1, writable = o->writable != 0; /* writable unless --container-readonly */
-    container_step_root(s, o);
-    snprintf(d, sizeof(d), "%.1090s", s->root);
+    char d[1200];
+    snprintf(d, sizeof(d), "%s", s->root);
+    char *slash = strrchr(d, '/');
+    if (!slash || slash == d)
+        return errprintf(err, "%s: not a container's root", s->root);
+    *slash = '\0';
+    int dfd = mtc_dir_open_trusted(d, 0, 0, err);
+    if (dfd < 0)
+        return -1;
+    int fd = openat(dfd, "root", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(dfd);
+    if (fd < 0)
+        return errprintf(err, "%s: %s", s->root, strerror(e));
+    return fd;
+}
+
+/* A named container's record: its image's digest and whether writable. */
+static int meta_read(int dfd, struct container_step *s)
+{
+    char t[128] = "";
+    int fd = openat(dfd, "meta", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, t, sizeof(t) - 1);
+    if (fd >= 0)
+        close(fd);
+    int w = 0;
+    if (n <= 0 || (t[n] = '\0', sscanf(t, "%71s %d", s->image_digest, &w)) != 2)
+        return -1;
+    s->writable = w;
+    return 0;
+}
+
+static int meta_write(int dfd, const struct container_step *s)
+{
+    int fd = openat(dfd, "meta", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    char t[128];
+    int n = snprintf(t, sizeof(t), "%s %d\n", s->image_digest, s->writable);
+    int ok = write(fd, t, (size_t)n) == n;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+/* The container directory (named/NAME or steps/STEP) under jobfd, with its
+ * kind's directory: fds into *kind and the return value. */
+static int container_dir(int jobfd, const struct container_step *s, const struct container_opts *o,
+                         int *kind, mtc_error_t *err)
+{
+    char step[16];
+    snprintf(step, sizeof(step), "%u", s->step);
+    *kind = mtc_dir_at(jobfd, o->name[0] ? "named" : "steps", 1, 0700, err);
+    return *kind < 0 ? -1 : mtc_dir_at(*kind, o->name[0] ? o->name : step, 1, 0700, err);
+}
+
+/* s->root's directory (the container's) as a path, into d. */
+static void container_path(const struct container_step *s, char *d, size_t len)
+{
+    snprintf(d, len, "%s", s->root);
     *strrchr(d, '/') = '\0';
-    int exists = o->name[0] && is_mount(s->root);
+}
+
+/* With the job's lock held: the container of s under the job's directory
+ * (rt: the runtime directory, for the digests' cache). */
+static int prepare_locked(int rt, int jobfd, struct container_step *s,
+                          const struct container_opts *o, mtc_error_t *err)
+{
+    int kind = -1, lower = -1, rootfd = -1, rc = -1;
+    const char *name = o->name[0] ? o->name : NULL;
+    char d[1200];
+    container_path(s, d, sizeof(d));
+    int dfd = container_dir(jobfd, s, o, &kind, err);
+    if (dfd < 0)
+        goto out;
+    int exists = name && mtc_is_mount_at(dfd, "root");
     if (exists && o->name_mode == CONTAINER_NAME_CREATE) {
-        if (container_sweep(d, err) < 0)
+        close(dfd);
+        close(kind);
+        kind = dfd = -1;
+        if (container_sweep(d, err) < 0 || (dfd = container_dir(jobfd, s, o, &kind, err)) < 0)
             goto out;
         exists = 0;
     }
     if (exists) {
-        if (container_meta_read(s) < 0) {
-            errprintf(err, "container %s: its record is missing", o->name);
+        if (meta_read(dfd, s) < 0) {
+            errprintf(err, "container %s: its record is missing", name);
             goto out;
         }
-        rc = make_mount_points(s, o, err);
+    } else if (name && (o->name_mode == CONTAINER_NAME_EXEC ||
+                        o->name_mode == CONTAINER_NAME_NO_EXEC)) {
+        errprintf(err, "--container-name: no container named %s in this job on this node", name);
         goto out;
-    }
-    if (o->name[0] &&
-        (o->name_mode == CONTAINER_NAME_EXEC || o->name_mode == CONTAINER_NAME_NO_EXEC)) {
-        errprintf(err, "--container-name: no container named %s in this job on this node",
-                  o->name);
-        goto out;
-    }
-    if (!o->image[0]) {
+    } else if (s->image_fd < 0) {
         errprintf(err, "--container-name=%s: no such container yet, and no --container-image",
-                  o->name);
+                  name ? name : "");
         goto out;
+    } else {
+        s->writable = o->writable != 0; /* writable unless --container-readonly */
+        if (container_image_digest(rt, s->image_fd, s->image_digest, err) < 0 ||
+            image_mount(jobfd, s, o->image, &lower, err) < 0 ||
+            overlay_mount(dfd, lower, s, s->writable, err) < 0 ||
+            (name && meta_write(dfd, s) < 0 && errprintf(err, "container %s: cannot record it", name)))
+            goto undo;
     }
-    char lower[1300];
-    if (container_image_digest(s->runtime, o->image, s->image_digest, err) < 0 ||
-        image_mount(s, o->image, s->image_digest, lower, sizeof(lower), err) < 0)
+    rootfd = openat(dfd, "root", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rootfd < 0) {
+        errprintf(err, "%s: %s", s->root, strerror(errno));
+        goto undo;
+    }
+    rc = make_mount_points(rootfd, s, o, err);
+    if (rc == 0 || exists)
         goto out;
-    if (mtc_mkdir_p(d, 0755) < 0) {
-        errprintf(err, "%s: %s", d, strerror(errno));
-        goto out;
-    }
-    if (overlay_mount(d, lower, s, writable, err) < 0) {
-        container_sweep(d, NULL);
-        goto out;
-    }
-    s->writable = writable;
-    if (o->name[0]) {
-        char meta[1300];
-        snprintf(meta, sizeof(meta), "%s/meta", d);
-        mtc_write_file_fmt(meta, 0644, "%s %d\n", s->image_digest, writable);
-    }
-    rc = make_mount_points(s, o, err);
-    if (rc < 0 && !o->name[0])
-        container_sweep(d, NULL);
+undo: /* a container this call made: nothing of it stays */
+    container_sweep(d, NULL);
+    rc = -1;
 out:
-    close(lock); /* and the flock with it */
+    if (rootfd >= 0)
+        close(rootfd);
+    if (lower >= 0)
+        close(lower);
+    if (dfd >= 0)
+        close(dfd);
+    if (kind >= 0)
+        close(kind);
+    return rc;
+}
+
+int container_prepare(struct container_step *s, const struct container_opts *o, mtc_error_t *err)
+{
+    container_step_root(s, o);
+    char job[16];
+    snprintf(job, sizeof(job), "%u", s->job);
+    int rt = mtc_dir_open_trusted(s->runtime, 1, 0755, err);
+    int jobs = rt < 0 ? -1 : mtc_dir_at(rt, "jobs", 1, 0700, err);
+    int jobfd = jobs < 0 ? -1 : mtc_dir_at(jobs, job, 1, 0700, err);
+    int lock = jobfd < 0 ? -1 : openat(jobfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int rc = -1;
+    if (jobfd >= 0 && (lock < 0 || flock(lock, LOCK_EX) < 0))
+        errprintf(err, "%s/jobs/%s/lock: %s", s->runtime, job, strerror(errno));
+    else if (jobfd >= 0)
+        rc = prepare_locked(rt, jobfd, s, o, err);
+    int fds[] = {lock, jobfd, jobs, rt}; /* the flock goes with its fd */
+    for (size_t i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
     return rc;
 }
 
@@ -339,13 +493,6 @@ static void unescape(char *s)
         }
     }
     *o = '\0';
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
 }
 
 int container_sweep(const char *prefix, mtc_error_t *err)
@@ -380,13 +527,22 @@ int container_sweep(const char *prefix, mtc_error_t *err)
                     points[j] = t;
                 }
         for (size_t i = 0; i < n; i++) {
-            if (points[i] && umount2(points[i], MNT_DETACH) == 0)
+            if (points[i] && umount2(points[i], MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
                 removed++;
             free(points[i]);
         }
     }
-    /* FTW_MOUNT: never into a mount the passes above could not remove */
-    if (mtc_path_exists(prefix) && nftw(prefix, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
-        return errprintf(err, "cannot remove %.200s: %s", prefix, strerror(errno));
-    return removed;
+    /* then the tree, by descriptor from a trusted walk to its directory */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", prefix);
+    char *slash = strrchr(dir, '/');
+    if (!slash || !slash[1])
+        return errprintf(err, "%.200s: not a directory to sweep", prefix);
+    *slash = '\0';
+    int dfd = mtc_dir_open_trusted(slash == dir ? "/" : dir, 0, 0, err);
+    if (dfd < 0)
+        return errno == ENOENT ? removed : -1;
+    int rc = mtc_remove_at(dfd, slash + 1, err);
+    close(dfd);
+    return rc < 0 ? -1 : removed;
 }

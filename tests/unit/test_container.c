@@ -1,14 +1,21 @@
 /* test_container: the container plugin's pure pieces — the pyxis options
  * (mount specs, names and their flags, env lists, conflicting flags), their
  * PYXIS_CONTAINER_* forms and the command line's precedence, paths inside a
- * container, the command lookup, the image digest and its cache, and the sweep of a directory. */
+ * container, the command lookup, the image digest and its cache, the sweep of a directory
+ * (also while a user swaps a directory of theirs for a symlink), removal by descriptor and
+ * the trusted walk root takes to its directories. */
 #include "check.h"
 #include "spank/container.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_normalize(void)
@@ -173,20 +180,37 @@ static void test_digest_and_sweep(void)
     mtc_error_t err;
     snprintf(img, sizeof(img), "%s/x.sqsh", dir);
     snprintf(rt, sizeof(rt), "%s/rt", dir);
+    mkdir(rt, 0755);
+    int rtfd = open(rt, O_PATH | O_DIRECTORY);
     mtc_write_file_fmt(img, 0644, "abc");
-    CHECK(container_image_digest(rt, img, out, &err) == 0 &&
+    int fd = open(img, O_RDONLY);
+    CHECK(container_image_digest(rtfd, fd, out, &err) == 0 &&
               strcmp(out, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") ==
                   0,
           "digest = sha256 of the file (%s)", out);
     /* the cache is keyed by the file's identity: a changed file, a new key */
-    CHECK(container_image_digest(rt, img, out2, &err) == 0 && strcmp(out, out2) == 0,
+    CHECK(container_image_digest(rtfd, fd, out2, &err) == 0 && strcmp(out, out2) == 0,
           "cached digest equal");
+    /* changed in place, its size and mtime put back: the ctime (no user can
+     * set it) still tells */
+    struct stat st;
+    fstat(fd, &st);
+    int w = open(img, O_WRONLY);
+    CHECK(w >= 0 && pwrite(w, "abd", 3, 0) == 3, "the image rewritten in place");
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    futimens(w, times);
+    close(w);
+    CHECK(container_image_digest(rtfd, fd, out2, &err) == 0 && strcmp(out, out2) != 0,
+          "changed in place with its mtime reset: hashed again");
+    close(fd);
     mtc_write_file_fmt(img, 0644, "abd");
-    CHECK(container_image_digest(rt, img, out2, &err) == 0 && strcmp(out, out2) != 0,
-          "a replaced file is hashed again");
-    CHECK(container_image_digest(rt, "/nonexistent.sqsh", out, &err) < 0 &&
-              strstr(err.text, "/nonexistent.sqsh"),
-          "missing image named");
+    fd = open(img, O_RDONLY);
+    CHECK(container_image_digest(-1, fd, out2, &err) == 0 && strcmp(out, out2) != 0,
+          "a replaced file is hashed again (no cache)");
+    close(fd);
+    CHECK(container_image_digest(rtfd, -1, out, &err) < 0 && strstr(err.text, "the image"),
+          "a bad descriptor refused");
+    close(rtfd);
     char sub[160], deep[200];
     snprintf(sub, sizeof(sub), "%s/jobs/7/images/x", rt);
     mtc_mkdir_p(sub, 0755);
@@ -208,6 +232,146 @@ static void test_digest_and_sweep(void)
     mtc_rm_rf(dir);
 }
 
+/* A writable container's upper/ is its user's: while root sweeps the job,
+ * the user swaps a subdirectory for a symlink to a directory of root's
+ * (renameat2 RENAME_EXCHANGE, as fast as it can), the audit's attack on a
+ * path-walking removal. The sweep must delete nothing outside the tree, in
+ * 200 rounds; the swapper runs as nobody, as a user would. */
+static void test_sweep_race(void)
+{
+    if (geteuid() != 0) {
+        printf("ok %d - # SKIP the sweep race needs root (a user's swapper beside root's sweep)\n",
+               ++check_n);
+        return;
+    }
+    char dir[] = "/tmp/test_container_race.XXXXXX";
+    if (!mkdtemp(dir))
+        return;
+    chmod(dir, 0755);
+    char victim[160], keep[200], job[200], upper[240], path[300];
+    snprintf(victim, sizeof(victim), "%s/victim", dir); /* root's, outside the tree */
+    mkdir(victim, 0700);
+    int lost = 0, rounds = 0, swaps_done = 0;
+    mtc_error_t err;
+    for (; rounds < 200 && !lost; rounds++) {
+        for (int i = 0; i < 8; i++) {
+            snprintf(keep, sizeof(keep), "%s/keep%d", victim, i);
+            if (!mtc_path_exists(keep))
+                mtc_write_file_fmt(keep, 0600, "root's\n");
+        }
+        snprintf(job, sizeof(job), "%s/rt/jobs/7", dir);
+        snprintf(upper, sizeof(upper), "%s/steps/0/upper", job);
+        snprintf(path, sizeof(path), "%s/sub", upper);
+        mtc_mkdir_p(path, 0755);
+        for (int i = 0; i < 8; i++) {
+            snprintf(path, sizeof(path), "%s/sub/keep%d", upper, i);
+            mtc_write_file_fmt(path, 0644, "the user's\n");
+        }
+        snprintf(path, sizeof(path), "%s/lnk", upper);
+        if (symlink(victim, path) < 0)
+            break;
+        snprintf(path, sizeof(path), "chown -R 65534:65534 %s", upper);
+        if (system(path) != 0)
+            break;
+        int go[2];
+        if (pipe(go) < 0)
+            break;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(go[0]);
+            if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+                _exit(2);
+            int ufd = open(upper, O_PATH | O_DIRECTORY);
+            close(go[1]); /* started: the sweep may begin */
+            int n = 0;
+            while (ufd >= 0 && n < 200000 &&
+                   syscall(SYS_renameat2, ufd, "sub", ufd, "lnk", RENAME_EXCHANGE) == 0)
+                n++;
+            _exit(n > 0 ? 0 : 1);
+        }
+        close(go[1]);
+        char c;
+        while (read(go[0], &c, 1) > 0)
+            ;
+        close(go[0]);
+        snprintf(path, sizeof(path), "%s/rt/jobs", dir);
+        container_sweep(path, &err);
+        int status;
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        swaps_done += WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        for (int i = 0; i < 8; i++) {
+            snprintf(keep, sizeof(keep), "%s/keep%d", victim, i);
+            lost += !mtc_path_exists(keep);
+        }
+        mtc_rm_rf(path);
+    }
+    CHECK(swaps_done > 0, "the user's swapper ran (%d of %d rounds)", swaps_done, rounds);
+    CHECK(lost == 0, "the sweep deleted nothing of root's outside the tree in %d rounds (%d lost)",
+          rounds, lost);
+    mtc_rm_rf(dir);
+}
+
+/* mtc_remove_at never enters a mount, and a tree deeper than the
+ * descriptors it may hold is removed all the same. */
+static void test_remove_at(void)
+{
+    char dir[] = "/tmp/test_container_rm.XXXXXX";
+    if (!mkdtemp(dir))
+        return;
+    char path[8192], sub[200];
+    mtc_error_t err = {""};
+    /* 300 levels: deeper than RM_DEPTH several times over */
+    size_t n = (size_t)snprintf(path, sizeof(path), "%s/deep", dir);
+    for (int i = 0; i < 300 && n + 4 < sizeof(path); i++)
+        n += (size_t)snprintf(path + n, sizeof(path) - n, "/d");
+    int made = mtc_mkdir_p(path, 0755) == 0;
+    snprintf(sub, sizeof(sub), "%s/deep", dir);
+    int dfd = open(dir, O_PATH | O_DIRECTORY);
+    CHECK(made && mtc_remove_at(dfd, "deep", &err) == 0 && !mtc_path_exists(sub),
+          "a 300-level tree removed (%s)", err.text);
+    if (geteuid() == 0) {
+        snprintf(sub, sizeof(sub), "%s/t/m", dir);
+        mtc_mkdir_p(sub, 0755);
+        if (mount("tmpfs", sub, "tmpfs", 0, "size=1m") == 0) {
+            snprintf(path, sizeof(path), "%s/t/m/inside", dir);
+            mtc_write_file_fmt(path, 0644, "kept\n");
+            CHECK(mtc_remove_at(dfd, "t", &err) < 0 && errno == EBUSY &&
+                      strstr(err.text, "a mount point below it (m)") && mtc_path_exists(path),
+                  "a mount below is not entered: EBUSY, named, its file kept (%s)", err.text);
+            umount2(sub, MNT_DETACH);
+        }
+        snprintf(sub, sizeof(sub), "%s/t", dir);
+        CHECK(mtc_remove_at(dfd, "t", &err) == 0 && !mtc_path_exists(sub), "removed once unmounted");
+    }
+    close(dfd);
+    /* a trusted walk refuses a directory others may write */
+    snprintf(sub, sizeof(sub), "%s/open", dir);
+    mkdir(sub, 0777);
+    chmod(sub, 0777);
+    snprintf(path, sizeof(path), "%s/inner", sub);
+    int fd = mtc_dir_open_trusted(path, 1, 0755, &err);
+    CHECK(fd < 0 && errno == EPERM && strstr(err.text, "/open: owned by uid") &&
+              !mtc_path_exists(path),
+          "a trusted walk stops at a world-writable directory, creating nothing (%s)", err.text);
+    chmod(sub, 01777);
+    fd = mtc_dir_open_trusted(path, 1, 0755, &err);
+    CHECK(fd >= 0, "a sticky one is walked through (%s)", err.text);
+    if (fd >= 0)
+        close(fd);
+    snprintf(path, sizeof(path), "%s/ln", dir);
+    symlink(sub, path);
+    if (geteuid() == 0)
+        lchown(path, 65534, 65534);
+    snprintf(path, sizeof(path), "%s/ln/inner", dir);
+    fd = mtc_dir_open_trusted(path, 0, 0, &err);
+    CHECK(geteuid() != 0 ? fd >= 0 : fd < 0 && strstr(err.text, "a symlink root does not follow"),
+          "a symlink another user owns is not followed (%s)", err.text);
+    if (fd >= 0)
+        close(fd);
+    mtc_rm_rf(dir);
+}
+
 int main(void)
 {
     test_normalize();
@@ -216,5 +380,7 @@ int main(void)
     test_env_forms();
     test_find_command();
     test_digest_and_sweep();
+    test_remove_at();
+    test_sweep_race();
     return check_done();
 }
