@@ -11,10 +11,12 @@
 #include "slurm/slurm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const struct schema_enum control_scan_check_enum =
@@ -312,28 +314,55 @@ static int put_q(FILE *f, const char *s)
     return 0;
 }
 
-/* Where the scan's files go: the cluster's experiment root (storage every host
- * of a cluster on hosts shares: the batch host writes, mtcd reads), else the
- * cluster's directory. */
+/* name under dirfd (a directory, not followed when a symlink) made mode. */
+static int fchmod_dir(int dirfd, const char *name, mode_t mode, mtc_error_t *err)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = fd < 0 || fchmod(fd, mode) < 0 ? errprintf(err, "%s: %s", name, strerror(errno)) : 0;
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Where the scan's files go: a directory only root (mtcd's user) can write,
+ * mode 0700 — the script sbatch runs as root and the reports mtcd trusts
+ * must be beyond every user's reach. A local cluster's nodes are this
+ * machine: the cluster's own directory (under MTC_HOME). A cluster on hosts
+ * needs storage every host shares: <experimentRoot>/.mtc-healthscans, with
+ * every directory from / to it checked (root's, writable by no one else
+ * unless sticky): a user who could write the experiment root could rename
+ * the scans' directory away and put their own in its place. */
 static int scan_dir(struct control *c, const struct store_cluster *cl, const char *op_id, char *dir,
                     size_t len, mtc_error_t *err)
 {
     const char *root = json_string_value(json_object_get(cl->spec, "experimentRoot"));
     char base[PATH_MAX];
-    if (root && *root)
-        snprintf(base, sizeof(base), "%s/.mtc-healthscans", root);
-    else if (cluster_spec_on_hosts(cl->spec))
-        return errprintf(err, "a cluster on hosts scans with an experimentRoot (storage every "
-                              "host shares): the nodes write the reports there");
-    else if (provider_cluster_dir(c->prov, cl->id, base, sizeof(base) - 16, err) < 0)
+    const char *sub = "healthscans";
+    if (cluster_spec_on_hosts(cl->spec)) {
+        if (!root || !*root)
+            return errprintf(err, "a cluster on hosts scans with an experimentRoot (storage every "
+                                  "host shares): the nodes write the reports there");
+        snprintf(base, sizeof(base), "%s", root);
+        sub = ".mtc-healthscans";
+    } else if (provider_cluster_dir(c->prov, cl->id, base, sizeof(base), err) < 0) {
         return -1;
-    else
-        strcat(base, "/healthscans");
-    if ((size_t)snprintf(dir, len, "%s/%s", base, op_id) >= len)
+    }
+    if ((size_t)snprintf(dir, len, "%s/%s/%s", base, sub, op_id) >= len)
         return errprintf(err, "%s: path too long", base);
-    if (mtc_mkdir_p(dir, 0755) < 0)
-        return errprintf(err, "cannot create %s: %s", dir, strerror(errno));
-    return 0;
+    mtc_error_t e = {""};
+    int b = mtc_dir_open_trusted(base, 0, 0, &e), s = -1, o = -1, rc = -1;
+    if (b >= 0 && (s = mtc_dir_at(b, sub, 1, 0700, &e)) >= 0 && fchmod_dir(b, sub, 0700, &e) == 0 &&
+        (o = mtc_dir_at(s, op_id, 1, 0700, &e)) >= 0)
+        rc = 0;
+    else
+        errprintf(err, "the scan's directory %s: %s (a scan writes its script and reads its "
+                       "reports only where no one but root can write)",
+                  dir, e.text);
+    int fds[] = {o, s, b};
+    for (size_t i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    return rc;
 }
 
 /* What the nodes' machine type asks of mtc-scan: the catalog's absolute
@@ -503,11 +532,19 @@ static int scan_program(const struct control *c, const struct store_cluster *cl,
     return 0;
 }
 
+/* A file the scan job wrote: untrusted input, read only up to 4 MiB (more
+ * is no report of mtc-scan's; NULL then, as for a missing file). */
 static char *read_text(const char *dir, const char *name)
 {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    return mtc_read_file(path, NULL);
+    size_t n = 0;
+    char *t = mtc_read_file(path, &n);
+    if (t && n > (4u << 20)) {
+        free(t);
+        return NULL;
+    }
+    return t;
 }
 
 /* Wait for the job to leave Slurm's queue; progress names its step. 0, or -1
@@ -567,12 +604,38 @@ static int state_rank(const char *s)
     return !s ? -1 : !strcmp(s, "PASS") ? 0 : !strcmp(s, "WARN") ? 1 : !strcmp(s, "FAIL") ? 3 : 2;
 }
 
+/* s cut to fit buf (at a UTF-8 character's start), or NULL for NULL. */
+static const char *clip(const char *s, char *buf, size_t len)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    if (n >= len) {
+        n = len - 1;
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+    }
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* A state the scan job reported, as one mtc knows (anything else: ERROR). */
+static const char *known_state(const char *s)
+{
+    static const char *const known[] = {"PASS", "WARN", "FAIL", "ERROR"};
+    for (size_t i = 0; s && i < sizeof(known) / sizeof(known[0]); i++)
+        if (!strcmp(s, known[i]))
+            return known[i];
+    return "ERROR";
+}
+
 /* A mode's verdict: its "state", else the worst of its nodes' and pairs'. */
 static const char *report_state(const json_t *r)
 {
     const char *st = json_string_value(json_object_get(r, "state"));
     if (st)
-        return st;
+        return known_state(st);
     const char *keys[] = {"nodes", "pairs"};
     for (int k = 0; k < 2; k++) {
         size_t i;
@@ -580,8 +643,8 @@ static const char *report_state(const json_t *r)
         json_array_foreach(json_object_get(r, keys[k]), i, n)
         {
             const char *s = json_string_value(json_object_get(n, "state"));
-            if (s && state_rank(s) > state_rank(st))
-                st = s;
+            if (s && state_rank(known_state(s)) > state_rank(st))
+                st = known_state(s);
         }
     }
     return st;
@@ -609,10 +672,12 @@ static void fold(json_t *report, json_t *nodes, const char *check, const char *m
         json_object_set_new(res, "check", json_string(check));
         json_object_set_new(res, "mode", json_string(mode));
         json_array_append_new(json_object_get(agg, "results"), res);
-        const char *st = json_string_value(json_object_get(n, "state"));
+        const char *st = known_state(json_string_value(json_object_get(n, "state")));
         const char *was = json_string_value(json_object_get(agg, "state"));
         if (state_rank(st) > state_rank(was)) {
-            const char *why = json_string_value(json_object_get(n, "reason"));
+            char why_buf[240];
+            const char *why = clip(json_string_value(json_object_get(n, "reason")), why_buf,
+                                   sizeof(why_buf));
             json_object_set_new(agg, "state", json_string(st));
             /* "CHECK: REASON", unless mtc-scan's reason names it already */
             size_t cl = strlen(check);

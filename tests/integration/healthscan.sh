@@ -12,8 +12,13 @@
 command -v srun >/dev/null || { ok "# SKIP Slurm not installed"; done_testing; }
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 C=hs
-cat >"$T_DIR/spec.json" <<'JSON'
-{"displayName": "health scan test, 3 CPU nodes",
+# the experiment root is a user's to write, with a .mtc-healthscans of theirs
+# planted in it: a scan must write its script and read its reports only
+# where no one but root can write (issue 26)
+mkdir -p "$T_DIR/exp/.mtc-healthscans" && chown -R 65534:65534 "$T_DIR/exp" &&
+    chmod 0777 "$T_DIR/exp" "$T_DIR/exp/.mtc-healthscans"
+cat >"$T_DIR/spec.json" <<JSON
+{"displayName": "health scan test, 3 CPU nodes", "experimentRoot": "$T_DIR/exp",
  "nodePools": [
    {"id": "cpu", "machineSpec": {"machineType": "n2-standard-2"},
     "scalingSpec": {"minNodeCount": 3, "maxNodeCount": 3}},
@@ -72,6 +77,10 @@ n = {x[\"instanceName\"]: x.get(\"lastHealthScan\") for x in json.load(sys.stdin
 s = [n[k] for k in (\"$N0\", \"$N1\", \"$N2\")]
 assert all(x and x[\"state\"] in (\"PASS\", \"WARN\") and x[\"checks\"] == \"straggler\" and x[\"time\"] for x in s), n
 assert n[\"$C-login-0\"] is None, n'"
+check "nothing written into the user's planted .mtc-healthscans" test -z "$(ls -A "$T_DIR/exp/.mtc-healthscans")"
+check "the scan's files are in the cluster's directory, root's, mode 0700" bash -c "
+    d=\$(ls -d '$CD'/healthscans/op-* | head -1); [ -s \"\$d/healthscan.sbatch\" ] &&
+    [ \"\$(stat -c '%a %U' \"\$d\" '$CD/healthscans')\" = \"\$(printf '700 root\\n700 root')\" ]"
 scan_events() { events | grep -q '^HEALTH_SCAN_STARTED' && events | grep -qE "^HEALTH_SCAN_$1"; }
 check "events: HEALTH_SCAN_STARTED, HEALTH_SCAN_PASSED" scan_events PASSED
 
