@@ -37,6 +37,16 @@ check "mtc env names the mtc-scan copied to the hosts (${MTC_SCAN:-})" \
 check "host 3 has mtc-scan, identical to the build's" testhost_exec 3 cmp -s "$MTC_SCAN" "$B/bin/mtc-scan"
 # node name of host I (the pool's nodes follow the hosts' order)
 node_of() { echo "hx-cpu-$(($1 - 1))"; }
+
+# an experiment root anyone may write: a user could put their own
+# .mtc-healthscans in its place, so the scan refuses to run there (issue 26)
+chmod 0777 "$D"
+mtc healthscan hx -c straggler >/dev/null 2>"$D/open.err"
+rc=$?
+chmod 0755 "$D"
+check "a world-writable experiment root: the scan refuses, naming it (exit $rc)" bash -c \
+    "[ $rc -ne 0 ] && grep -q 'the scan.s directory $D/.mtc-healthscans/.*$D: owned by uid 0, mode 0777: others than root could change it' '$D/open.err'"
+check "  nothing written there" test ! -e "$D/.mtc-healthscans"
 SLOW=$(node_of 3)
 
 # host 3's link: 20 Mbit/s both ways (the bridge side shapes what reaches it,

@@ -123,6 +123,14 @@ api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"overrides\":{\"train\":{\
 check "a bad override: 400" one_line_error 400 "overrides: train.lr"
 api POST "$JOBS" '{"recipe":"pretrain/tiny_gpt2_pt","executor":"local"}'
 check "executor local: 400" one_line_error 400 "executor: local"
+# a FIFO as the image: refused at once, never opened for a read that waits
+# for a writer (a request thread of mtcd's held; issue 26)
+mkfifo "$D/image.fifo"
+t0=$SECONDS
+api POST "$JOBS" "$(body 10 "\"dataDir\":\"$D/data\",\"containerImage\":\"$D/image.fifo\"")"
+el=$((SECONDS - t0))
+fifo_refused() { [ "$el" -lt 5 ] && one_line_error 400 'image.fifo: not a squashfs image'; }
+check "a FIFO as containerImage: 400 at once ($el s), not a squashfs image" fifo_refused
 check "nothing was submitted" test "$(squeue -h | wc -l)" = "$NJOBS"
 check "no experiment left behind" test "$(ls "$MTC_HOME/experiments" | wc -l)" = "$NEXP"
 
