@@ -35,6 +35,10 @@ int mtc_mkdir_p(const char *path, mode_t mode);
  * missing path is removed already. */
 int mtc_rm_rf(const char *path);
 int mtc_path_exists(const char *path);
+/* An absolute path with "//" and "." folded — and ".." when fold, else it is
+ * refused (EINVAL) — by name alone, no filesystem access, into out (len
+ * bytes; ENAMETOOLONG when it does not fit). "/" for nothing left. */
+int mtc_path_clean(const char *path, int fold, char *out, size_t len);
 /* Read a whole file; NUL-terminated; *len (optional) gets the size. Caller frees. NULL+errno. */
 char *mtc_read_file(const char *path, size_t *len);
 /* Write via a temp file (created with mode, never following a link) + fsync

@@ -59,6 +59,37 @@ int mtc_rm_rf(const char *path)
     return rc;
 }
 
+int mtc_path_clean(const char *path, int fold, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (!fold) {
+                errno = EINVAL;
+                return -1;
+            }
+            while (o > 0 && out[--o] != '/')
+                ;
+        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+            if (o + 1 + n + 1 > len) {
+                errno = ENAMETOOLONG;
+                return -1;
+            }
+            out[o++] = '/';
+            memcpy(out + o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    return 0;
+}
+
 int mtc_path_exists(const char *path)
 {
     struct stat st;

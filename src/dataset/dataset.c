@@ -109,30 +109,6 @@ json_t *dataset_request_normalize(const json_t *body, int create, mtc_error_t *e
                             err);
 }
 
-/* path (absolute) with ".", ".." and "//" folded by name alone — no
- * filesystem access — into out (at least PATH_MAX bytes). */
-static void lexical(const char *path, char *out)
-{
-    size_t o = 0;
-    for (const char *p = path; *p;) {
-        while (*p == '/')
-            p++;
-        size_t n = strcspn(p, "/");
-        if (n == 2 && p[0] == '.' && p[1] == '.') {
-            while (o > 0 && out[--o] != '/')
-                ;
-        } else if (n > 0 && !(n == 1 && p[0] == '.') && o + n + 2 < PATH_MAX) {
-            out[o++] = '/';
-            memcpy(out + o, p, n);
-            o += n;
-        }
-        p += n;
-    }
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
-}
-
 static int under(const char *path, const char *root)
 {
     size_t n = strlen(root);
@@ -140,14 +116,14 @@ static int under(const char *path, const char *root)
            (strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0'));
 }
 
-/* 1 when path lies under one of roots, by name (lexical) or, real, by the
- * roots' real paths too. */
-static int in_roots(const char *path, const char *const *roots, int real)
+/* 1 when path lies under one of roots, as named or as resolved. */
+static int in_roots(const char *path, const char *const *roots)
 {
     for (const char *const *r = roots; *r; r++) {
         char root[PATH_MAX];
-        lexical(*r, root);
-        if (under(path, root) || (real && realpath(*r, root) && under(path, root)))
+        if (mtc_path_clean(*r, 1, root, sizeof(root)) == 0 && under(path, root))
+            return 1;
+        if (realpath(*r, root) && under(path, root))
             return 1;
     }
     return 0;
@@ -163,8 +139,8 @@ int dataset_resolve(const char *field, const char *path, const char *const *root
     }
     /* outside the roots by name: refused before the filesystem is touched, so
      * the answer says nothing about what exists there */
-    lexical(path, name);
-    int outside = roots && !in_roots(name, roots, 1);
+    int outside = roots && (mtc_path_clean(path, 1, name, sizeof(name)) < 0 ||
+                            !in_roots(name, roots));
     if (!outside && !realpath(path, real)) {
         int e = errno;
         /* missing: where its deepest existing directory really is (a link
@@ -174,7 +150,7 @@ int dataset_resolve(const char *field, const char *path, const char *const *root
         for (char *slash; roots && (slash = strrchr(up, '/'));) {
             *slash = '\0';
             if (realpath(up[0] ? up : "/", real)) {
-                outside = !in_roots(real, roots, 1);
+                outside = !in_roots(real, roots);
                 break;
             }
         }
@@ -184,7 +160,7 @@ int dataset_resolve(const char *field, const char *path, const char *const *root
             return -1;
         }
     } else if (!outside) {
-        outside = roots && !in_roots(real, roots, 1);
+        outside = roots && !in_roots(real, roots);
     }
     if (outside) {
         errno = EACCES;

@@ -4,6 +4,7 @@
 #include "spank/container.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,30 +44,10 @@ int container_path_normalize(const char *what, const char *in, char *out, size_t
 {
     if (!in || in[0] != '/')
         return errprintf(err, "%s: %.200s is not an absolute path", what, in ? in : "");
-    size_t o = 0;
-    const char *p = in;
-    while (*p) {
-        while (*p == '/')
-            p++;
-        if (!*p)
-            break;
-        size_t n = strcspn(p, "/");
-        if (n == 1 && p[0] == '.') {
-            p += n;
-            continue;
-        }
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            return errprintf(err, "%s: %.200s leaves the container ('..')", what, in);
-        if (o + 1 + n + 1 > len)
-            return errprintf(err, "%s: %.200s is too long", what, in);
-        out[o++] = '/';
-        memcpy(out + o, p, n);
-        o += n;
-        p += n;
-    }
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
+    if (mtc_path_clean(in, 0, out, len) < 0)
+        return errprintf(err, errno == EINVAL ? "%s: %.200s leaves the container ('..')"
+                                              : "%s: %.200s is too long",
+                         what, in);
     return 0;
 }
 
