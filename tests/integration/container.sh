@@ -16,16 +16,8 @@ chmod 755 "$D"   # the nobody checks below read the images here
 
 # --- an image: a small userland in one layer, docker-save style ----------
 R=$D/rootfs
-mkdir -p "$R/etc" "$R/work" "$R/usr/bin"
-for b in sh cat ls env echo id pwd touch sleep mkdir true wc; do
-    src=$(type -P "$b") || continue
-    cp -L "$src" "$R/usr/bin/$b"
-    for l in $(ldd "$src" | grep -o '/[^ ]*'); do
-        mkdir -p "$R$(dirname "$l")"
-        cp -Ln "$l" "$R$l"
-    done
-done
-[ -e "$R/bin" ] || ln -s usr/bin "$R/bin"
+run_rootfs "$R" sh cat ls env echo id pwd touch sleep mkdir true wc
+mkdir -p "$R/work"
 printf 'NAME="mtc test image"\nID=mtc-test\n' >"$R/etc/os-release"
 tar -C "$R" -cf "$D/layer.tar" .
 lh=$(sha256sum "$D/layer.tar" | cut -d' ' -f1)
