@@ -27,13 +27,8 @@ PID=
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$W"; }
 trap cleanup EXIT
 . tests/integration/train_setup.inc
-train_corpus "$W/corpus.txt" 3
-mtc-train tokenizer train --vocab-size 384 --input "$W/corpus.txt" --output "$W/tok.json" 2>/dev/null
-train_shards "$W/data" 20000
+train_random_checkpoint "$W" tiny-llama gpt2-124m
 for preset in tiny-llama gpt2-124m; do
-    # one optimizer step at lr 0: a checkpoint of the random-init weights
-    mtc-train --model $preset --seq 32 --batch 1 --steps 1 --lr 0 --min-lr 0 --log-every 1000 \
-        --tokenizer "$W/tok.json" --data "$W/data" --checkpoint-every 1 --checkpoint-dir "$W/$preset" >/dev/null 2>&1
     mtc-serve --model "$W/$preset" --listen 127.0.0.1:0 --max-batch 16 --ctx 256 >"$W/out" 2>"$W/err" &
     PID=$!
     for _ in $(seq 300); do grep -q serving "$W/out" 2>/dev/null && break; sleep 0.1; done
