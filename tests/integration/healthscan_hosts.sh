@@ -14,7 +14,7 @@
 . "$(dirname "$0")/testhosts.inc"
 t_extra_cleanup() { testhosts_down; }
 if [ "$(id -u)" != 0 ] || ! command -v mpirun >/dev/null || ! command -v tc >/dev/null; then
-    ok "# SKIP needs root, mpirun and tc"
+    skip "needs root, mpirun and tc"
     done_testing
 fi
 check "5 test hosts up" testhosts_up 5

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"
-command -v tc >/dev/null || { ok "# SKIP tc not installed"; done_testing; }
+command -v tc >/dev/null || { skip "tc not installed"; done_testing; }
 D=$T_DIR
 t_extra_cleanup() { hosts_cleanup; }
 check "3 test hosts up" testhosts_up 3

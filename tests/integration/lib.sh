@@ -4,6 +4,7 @@
 set -u
 T_N=0
 T_FAILED=0
+T_LAST=0 # 1: the last check failed
 T_PIDS=()
 T_DIR=$(mktemp -d /tmp/mtc-test.XXXXXX)
 export MTC_HOME=$T_DIR/home
@@ -12,11 +13,25 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 B=${MTC_BUILD:-$ROOT/build}
 export PATH=$B/bin:$PATH
 
-ok() { T_N=$((T_N + 1)); echo "ok $T_N - $*"; }
-nok() { T_N=$((T_N + 1)); T_FAILED=$((T_FAILED + 1)); echo "not ok $T_N - $*"; }
-# check "description" command...  — passes when the command succeeds
-check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
+ok() { T_N=$((T_N + 1)); T_LAST=0; echo "ok $T_N - $*"; }
+nok() { T_N=$((T_N + 1)); T_LAST=1; T_FAILED=$((T_FAILED + 1)); echo "not ok $T_N - $*"; }
+# skip "why": a check that could not run here (tests/run.sh counts it as a
+# skip, never a pass; on a machine scripts/setup prepared, as a failure)
+skip() { T_N=$((T_N + 1)); T_LAST=0; echo "ok $T_N - # SKIP $*"; }
+# check "description" command...  — passes when the command succeeds; returns
+# the command's status, so `check … || …` and `run_or_stop $?` can stop
+check() {
+    local d=$1 rc
+    shift
+    if "$@"; then ok "$d"; return 0; fi
+    rc=$?
+    nok "$d"
+    return "$rc"
+}
 diag() { echo "# $*"; }
+# same A B: A and B are equal and not empty — two outputs that both failed
+# (empty) are not "the same"
+same() { [ -n "$1" ] && [ "$1" = "$2" ]; }
 
 # Remember a pid to stop at exit.
 track_pid() { T_PIDS+=("$1"); }

@@ -37,7 +37,7 @@ if command -v script >/dev/null; then
     out=$(printf 'echo NODE=$SLURMD_NODENAME\nexit\n' | timeout 60 script -qec "mtc attach $J2 0" /dev/null 2>&1)
     check "mtc attach JOB 0: node 0" grep -q "NODE=rl-a3m-0" <<<"$out"
 else
-    ok "# SKIP script(1) not installed: no pty to attach with"
+    skip "script(1) not installed: no pty to attach with"
 fi
 mtc attach "$J2" 5 >"$D/a5" 2>&1
 check "attach to a node the job lacks" grep -q "job $J2 has 2 nodes" "$D/a5"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# runner: tests/run.sh counts what programs say, and only that — fake test
+# scripts (one passing, one with a skipped check, one skipping as a whole,
+# one printing nothing, one with a wrong plan, one with a "not ok", one
+# crashing, one hanging past the timeout) and a fake unit test with its
+# sanitizer rerun give exactly the closing line they must, the skips listed
+# with their reasons; on a machine scripts/setup prepared (T_STRICT=1) the
+# skips are failures.
+. "$(dirname "$0")/lib.sh"
+F=$T_DIR/fakes
+mkdir -p "$F" "$T_DIR/build"
+fake() { printf '%s\n' "$2" >"$F/$1.sh"; }
+fake pass 'echo "ok 1 - one"; echo "ok 2 - two"; echo "1..2"'
+fake partskip 'echo "ok 1 - one"; echo "ok 2 - # SKIP no widget"; echo "1..2"'
+fake skipall 'echo "1..0 # SKIP no gadget here"'
+fake silent 'exit 0'
+fake plan 'echo "ok 1 - one"; echo "1..3"'
+fake notok 'echo "ok 1 - one"; echo "not ok 2 - two"; echo "1..2"'
+fake crash 'echo "ok 1 - one"; kill -SEGV $$'
+fake hang 'echo "ok 1 - one"; sleep 60; echo "1..1"'
+# a unit test binary, and its sanitizer build finding one more failure
+mkdir -p "$T_DIR/build/tests" "$T_DIR/san/tests"
+printf '#!/bin/sh\necho "ok 1 - u"; echo "1..1"\n' >"$T_DIR/build/tests/test_unit"
+printf '#!/bin/sh\necho "ok 1 - u"; echo "not ok 2 - leak"; echo "1..2"; exit 1\n' >"$T_DIR/san/tests/test_unit"
+chmod +x "$T_DIR/build/tests/test_unit" "$T_DIR/san/tests/test_unit"
+# runner STRICT: the runner on the fakes
+runner() {
+    T_INTEGRATION=$F T_TIMEOUT=3 T_STRICT=$1 B=$T_DIR/build SAN_B=$T_DIR/san "$ROOT/tests/run.sh" \
+        >"$T_DIR/out.$1" 2>&1
+}
+runner 0
+rc=$?
+sed 's/^/# /' "$T_DIR/out.0"
+check "the run fails (exit $rc)" test "$rc" -ne 0
+check "closing line: 8 passed, 6 failed, 2 skipped" test "$(tail -1 "$T_DIR/out.0")" = "8 passed, 6 failed, 2 skipped"
+check "each failing program named" grep -qx "failed: san:test_unit crash hang notok plan silent" "$T_DIR/out.0"
+check "the sanitizer rerun on its own line: its passes not counted twice, its failure counted" \
+    grep -q "^sanitizer rerun of the unit tests (ASan+UBSan): 1 passed, 1 failed" "$T_DIR/out.0"
+check "a program with no checks fails: no checks, no plan" \
+    bash -c "grep -A2 '^FAIL silent' '$T_DIR/out.0' | grep -q 'no checks' && grep -A3 '^FAIL silent' '$T_DIR/out.0' | grep -q 'no plan'"
+check "a wrong plan fails" grep -q "plan 1..3 but 1 checks" "$T_DIR/out.0"
+check "a crash fails: its exit status" grep -q "exit status 139 without a \"not ok\" line" "$T_DIR/out.0"
+check "a hang fails: the timeout" grep -q "timed out after 3 s" "$T_DIR/out.0"
+check "skips listed with their reasons" bash -c "grep -q '^    partskip: no widget' '$T_DIR/out.0' && grep -q '^    skipall: no gadget here' '$T_DIR/out.0'"
+check "a whole-program skip is shown as a skip" grep -q "^skip skipall .*no gadget here" "$T_DIR/out.0"
+runner 1
+sed 's/^/# /' "$T_DIR/out.1"
+check "prepared machine: the skips fail — 8 passed, 8 failed" test "$(tail -1 "$T_DIR/out.1")" = "8 passed, 8 failed"
+check "  saying why" grep -q "skipped on a machine scripts/setup prepared (nothing may skip here): no gadget here" "$T_DIR/out.1"
+done_testing
