@@ -314,12 +314,14 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
         mtc_error_t verr = {""};
         int ok = verify(c, cl, node, &verr);
         if (ok == 1) {
+            /* the event first: a job Slurm starts on the node the moment it is
+             * resumed never appears to start before the node came back */
+            event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",
+                  actions[a].name);
             mtc_error_t rerr = {""};
             if (provider_node_set(c->prov, id, conf, node, SLURM_NODE_RESUME, NULL, &rerr) < 0)
                 log_msg(LOG_ERR, "cluster %s: resume %s: %s", id, node, rerr.text);
             set_remediation(c, id, node, CONTROL_REM_NONE);
-            event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",
-                  actions[a].name);
             return 0;
         }
         event(c, id, "VM_HEALTH_CHECK_FAILED", node, "after %s: %s", actions[a].name,

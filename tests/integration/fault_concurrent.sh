@@ -72,7 +72,7 @@ steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
 n = int(sys.argv[2])
 assert steps == list(range(1, n + 1)), [s for s in steps if steps.count(s) > 1][:5] or len(steps)
 PY
-check "$GOOD never drained" bash -c "! events | grep -q '^VM_SLURM_DRAIN $GOOD '"
+check "$GOOD never drained" no_event "\$1 == \"VM_SLURM_DRAIN\" && \$2 == \"$GOOD\""
 
 # --- the queue: two at a time, the third waits ---------------------------
 python3 - "$T_DIR/spec.json" <<'PY'

@@ -13,7 +13,7 @@
 FS=$T_DIR/ckfs
 mkdir -p "$FS"
 if ! mount -t tmpfs -o size=12m tmpfs "$FS" 2>/dev/null; then
-    ok "# SKIP cannot mount a tmpfs here"
+    skip "cannot mount a tmpfs here"
     done_testing
 fi
 t_extra_cleanup() { delete_all_clusters; umount -l "$FS" 2>/dev/null; }
@@ -42,7 +42,7 @@ check "the trainer says why in one line (No space left on device)" \
     grep -q "mtc-train: checkpoint.*No space left on device" "$TD/$JOB.log"
 LAST=$(for d in "$CK"/step_*; do [ -e "$d/DONE" ] && echo "${d##*step_}"; done | tail -1)
 check "a complete checkpoint is left (step $LAST)" test -n "$LAST"
-check "no node drained: a full shared filesystem is not a node fault" bash -c "! events | grep -q '^VM_SLURM_DRAIN'"
+check "no node drained: a full shared filesystem is not a node fault" no_event '$1 == "VM_SLURM_DRAIN"'
 check "every node idle" test "$(sinfo -h -N -o %T | sort -u | tr '\n' ' ')" = "idle "
 
 rm -f "$FS/filler"

@@ -27,7 +27,7 @@ kill -9 "$SPID"
 # the provider restarts a killed slurmd at once; for the moment before it
 # fails again it re-registers without the job, and Slurm may requeue the job
 # onto the same node itself before mtc fences it: the job may restart there
-FAULT_SAME_NODE_OK=1
+# first (fault_assert judges the start that ran to the end)
 fault_assert "$N" "\\(daemon.slurmd\\|slurm.node\\)"
 check "reimage (wiping the spool) brought it back" has_event VM_RESUMED "$N checks pass after reimage"
 fault_no_other_drain "$N"

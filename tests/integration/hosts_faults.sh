@@ -61,7 +61,7 @@ NH=$(node_host "$N")
 NI=$(host_index "$NH")
 diag "job $JOB on $N (host $NI, $NH); ECC errors on its GPU"
 testhost_exec "$NI" sh -c "printf 'count 1\ngpu 0 ecc=4\n' >>/var/lib/mtc/$UID_/hw/nvml.state"
-FAULT_SAME_NODE_OK=1 fault_assert "$N" gpu.ecc
+fault_assert "$N" gpu.ecc
 check "detection event names the ECC errors" has_event VM_CONTINUOUS_GPU_ERROR "$N gpu.ecc failed: GPU 0: 4 volatile"
 check "the host was rebooted by its reboot command" grep -q "^${TESTHOSTS_NAMES[$NI]} " "$T_DIR/rebooted"
 check "after the reboot it still failed" has_event VM_HEALTH_CHECK_FAILED "$N after reboot: gpu.ecc"
