@@ -41,7 +41,8 @@ check "viewer may not create: 403" test "$HTTP_STATUS" = 403
 check "403 is PERMISSION_DENIED" grep -q PERMISSION_DENIED <<<"$body"
 tcp "$EDITOR" GET /v1/tokens
 check "editor may not list tokens: 403" test "$HTTP_STATUS" = 403
-check "mtc token list shows both" bash -c "mtc --home '$MTC_HOME' token list | grep -q ci-editor"
+check "mtc token list shows both" bash -c "out=\$(mtc --home '$MTC_HOME' token list) &&
+    grep -q ci-editor <<<\"\$out\" && grep -q ci-viewer <<<\"\$out\""
 mtc --home "$MTC_HOME" token revoke ci-viewer >/dev/null
 tcp "$VIEWER" GET $CLUSTERS
 check "revoked token: 401" test "$HTTP_STATUS" = 401

@@ -31,11 +31,12 @@ print(json.dumps(dict({"recipe": json.load(open(sys.argv[1]))}, **extra)))
 PY
 }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
-one_line_error() { # $1 HTTP status, $2 substring of the message
-    [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" <<'PY'
+one_line_error() { # $1 HTTP status, $2 substring of the message[, $3 the google.rpc status]
+    [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" "${3:-}" <<'PY'
 import json, sys
 e = json.loads(sys.argv[1])["error"]
-assert e["status"] in ("INVALID_ARGUMENT", "PERMISSION_DENIED", "FAILED_PRECONDITION"), e
+want = [sys.argv[3]] if sys.argv[3] else ["INVALID_ARGUMENT", "PERMISSION_DENIED", "FAILED_PRECONDITION"]
+assert e["status"] in want, e
 assert "\n" not in e["message"] and sys.argv[2] in e["message"], e
 PY
 }
@@ -175,7 +176,7 @@ check "cancel: 200" test "$HTTP_STATUS" = 200
 check "cancelled (state CANCELLED)" wait_state long CANCELLED 30
 check "gone from squeue" wait_for 30 bash -c "! squeue -h -o %i | grep -qx '$LJOB'"
 api POST "$JOBS/long:cancel"
-check "cancel a finished job: FAILED_PRECONDITION" one_line_error 400 "already CANCELLED"
+check "cancel a finished job: FAILED_PRECONDITION" one_line_error 400 "already CANCELLED" FAILED_PRECONDITION
 api GET "$JOBS/nope"
 check "unknown job: 404" test "$HTTP_STATUS" = 404
 

@@ -48,10 +48,15 @@ check "resumed from a checkpoint" wait_for 60 grep -q "resuming from .*step_" "$
 N=$(ls -d "$CK"/step_* | tail -1); N=$((10#${N##*step_}))
 check "a later checkpoint (> step $N)" wait_for 120 ckpt_at_least $((N + 5))
 scancel --signal=USR1 "$JOB"   # what Slurm sends before the time limit (--signal)
-check "trainer checkpointed on the signal and the script requeued the job" \
+check "the script requeued the job after the trainer's exit 75" \
     wait_for 60 grep -q "requeueing job $JOB" "$TD/$JOB.log"
+S=$(sed -n 's/.*signal received, checkpointing at step \([0-9]*\) .*/\1/p' "$TD/$JOB.log" | tail -1)
+S8=$(printf %08d "${S:-0}")
+check "the trainer checkpointed on the signal: a complete checkpoint at its step (${S:-none})" \
+    test -n "$S" -a -e "$CK/step_$S8/DONE"
 release
 check "second restart logged" wait_for 60 grep -q "restart 2" "$TD/$JOB.log"
+check "resumed from the signal's checkpoint" wait_for 60 grep -q "resuming from .*step_$S8" "$TD/$JOB.log"
 
 # 400 steps keep the job running through both requeues (over by step ~25:
 # the second one at step 22 at load ~17); the wait for the end stays bounded

@@ -74,7 +74,7 @@ check "a registry reference is served under its name" grep -q '"id":"tiny-serve@
 want=$(mtc-train sample --checkpoint "$D/llama" --prompt "the cat" --tokens 12 --temperature 0 2>/dev/null)
 got=$(curl -s "$URL_R/v1/completions" -d '{"model":"tiny-serve@prod","prompt":"the cat","max_tokens":12,"temperature":0}' |
     python3 -c 'import json,sys; print("the cat" + json.load(sys.stdin)["choices"][0]["text"])')
-check "tiny-serve@prod: greedy completion equals mtc-train sample of the checkpoint" test "$got" = "$want"
+check "tiny-serve@prod: greedy completion equals mtc-train sample of the checkpoint" same "$got" "$want"
 kill -TERM "$PID_R"
 mtc-serve --model tiny-serve@nope --listen 127.0.0.1:0 >/dev/null 2>"$D/err0"
 check "an unknown alias: exit 1 naming it" grep -q "no alias nope" "$D/err0"
@@ -86,7 +86,7 @@ for fam in L G; do
     for prompt in "the cat" "a small bird looked at"; do
         want=$(mtc-train sample --checkpoint "$model" --prompt "$prompt" --tokens 20 --temperature 0 2>/dev/null)
         got=$(py "$url" "print('$prompt' + post('/v1/completions', {'model': '$name', 'prompt': '$prompt', 'max_tokens': 20, 'temperature': 0})['choices'][0]['text'])")
-        check "$fam: greedy completion of '$prompt' equals mtc-train sample" test "$got" = "$want"
+        check "$fam: greedy completion of '$prompt' equals mtc-train sample" same "$got" "$want"
         diag "$fam: $got"
     done
 done
