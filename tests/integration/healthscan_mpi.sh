@@ -15,7 +15,7 @@
 # Verdicts at 25% of the median: the runner is 2 shared cores, where a
 # healthy rank's share of a CPU varies a few times over.
 . "$(dirname "$0")/lib.sh"
-command -v mpirun >/dev/null || { ok "# SKIP mpirun not installed"; done_testing; }
+command -v mpirun >/dev/null || { skip "mpirun not installed"; done_testing; }
 export OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -135,20 +135,15 @@ check "bad --max-bytes refused (exit 2, names the flag)" \
 mtc-scan bogus >/dev/null 2>"$D/bad.err"
 check "unknown check refused (exit 2)" bash -c "[ $? -eq 2 ] && grep -q bogus '$D/bad.err'"
 
-CG_ROOT=/sys/fs/cgroup/cpu
-if [ ! -w "$CG_ROOT/cgroup.procs" ] || ! mkdir "$CG_ROOT/mtc-scan-$$" 2>/dev/null; then
-    ok "# SKIP no writable cgroup v1 cpu controller at $CG_ROOT"
+. "$(dirname "$0")/cgroup.inc"
+if ! cg_create "mtc-scan-$$" 2000; then # 2% of a CPU
+    skip "a throttled rank: no writable cgroup cpu controller (v1 or v2)"
     done_testing
 fi
-CG=$CG_ROOT/mtc-scan-$$
-cg_remove() {
-    [ -d "$CG" ] || return 0
-    local p
-    while read -r p; do echo "$p" >"$CG_ROOT/cgroup.procs" 2>/dev/null; done <"$CG/cgroup.procs"
-    rmdir "$CG" 2>/dev/null
-}
 t_extra_cleanup() { cg_remove; }
-echo 100000 >"$CG/cpu.cfs_period_us" && echo 2000 >"$CG/cpu.cfs_quota_us"
+read -r out_ms in_ms stops <<<"$(cg_bite)"
+check "the throttle bites: a fixed loop stopped $stops times by the quota (${in_ms} ms in the cgroup, ${out_ms} ms outside)" \
+    test "$stops" -ge 3
 # rank 2 enters the cgroup before it starts (MPMD: the third rank via a shell)
 "${MPIRUN[@]}" -np 2 mtc-scan pipeline --microbatches 30 --fail-fraction 0.3 : -np 1 \
     bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan pipeline --microbatches 30 --fail-fraction 0.3" >"$D/slow.json" 2>"$D/slow.err"

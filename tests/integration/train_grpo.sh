@@ -76,10 +76,14 @@ m = [json.loads(l) for l in open(sys.argv[1])]
 assert len(m) == 3 and any(x["clip_fraction"] > 0 for x in m), [x["clip_fraction"] for x in m]
 PY
 
-# --- exact resume: SIGTERM after a step, resume auto == straight
-S=("${G[@]}" --steps 6 --prompts-per-step 4 --generations-per-prompt 4 --micro-batch 8)
+# --- exact resume: SIGTERM after a step, resume auto == straight. The run is
+# long enough (150 steps, seconds here) that it cannot end before the signal,
+# which is sent once its second step is logged; the stop's checkpoint step is
+# checked, not assumed.
+N=150 N8=$(printf %08d 150)
+S=("${G[@]}" --steps $N --prompts-per-step 4 --generations-per-prompt 4 --micro-batch 8)
 mtc-train "${S[@]}" --checkpoint-dir "$D/straight" >/dev/null 2>&1
-check "straight run" test -e "$D/straight/step_00000006/DONE"
+check "straight run" test -e "$D/straight/step_$N8/DONE"
 mtc-train "${S[@]}" --checkpoint-dir "$D/stopped" >/dev/null 2>"$D/stop.err" &
 pid=$!
 track_pid $pid
@@ -88,24 +92,27 @@ kill -TERM $pid
 wait $pid
 rc=$?
 check "SIGTERM: checkpoint and exit 75" test $rc -eq 75
+K=$(sed -n 's/.*signal received, checkpointing at step \([0-9]*\) .*/\1/p' "$D/stop.err")
+check "stopped mid-run: a checkpoint at step ${K:-none} of $N" \
+    bash -c "[ -n '$K' ] && [ '${K:-0}' -ge 2 ] && [ '${K:-0}' -lt $N ] && test -e '$D/stopped/step_$(printf %08d "${K:-0}")/DONE'"
 mtc-train "${S[@]}" --checkpoint-dir "$D/stopped" --resume auto >/dev/null 2>"$D/resume.err"
 check "resume auto completes" test $? -eq 0
-check "it resumed" grep -q "resuming from" "$D/resume.err"
-check "final weights bitwise equal" cmp "$D/straight/step_00000006/params.bin" "$D/stopped/step_00000006/params.bin"
-check "optimizer moments bitwise equal" cmp "$D/straight/step_00000006/optim.bin" "$D/stopped/step_00000006/optim.bin"
-check "every step's rewards, loss and KL equal" python3 - "$D/straight/metrics.jsonl" "$D/stopped/metrics.jsonl" <<'PY'
+check "it resumed from the stop's checkpoint" grep -q "resuming from .*step_$(printf %08d "${K:-0}")" "$D/resume.err"
+check "final weights bitwise equal" cmp "$D/straight/step_$N8/params.bin" "$D/stopped/step_$N8/params.bin"
+check "optimizer moments bitwise equal" cmp "$D/straight/step_$N8/optim.bin" "$D/stopped/step_$N8/optim.bin"
+check "every step's rewards, loss and KL equal" python3 - "$D/straight/metrics.jsonl" "$D/stopped/metrics.jsonl" "$N" <<'PY'
 import json, sys
 k = ["loss", "reward_mean", "accuracy", "kl", "response_length", "entropy", "grad_norm"]
 a = [[json.loads(l)[x] for x in k] for l in open(sys.argv[1])]
 b = [[json.loads(l)[x] for x in k] for l in open(sys.argv[2])]
-assert len(a) == 6 and a == b, (a, b)
+assert len(a) == int(sys.argv[3]) and a == b, (len(a), len(b))
 PY
 
 mv "$D/stopped/reference" "$D/stopped/reference.moved"
-mtc-train "${S[@]}" --steps 7 --checkpoint-dir "$D/stopped" --resume auto >/dev/null 2>"$D/noref.err"
+mtc-train "${S[@]}" --steps $((N + 1)) --checkpoint-dir "$D/stopped" --resume auto >/dev/null 2>"$D/noref.err"
 rc=$?
 check "resume without the reference: exit 1, one line naming it" bash -c \
-    "[ $rc -eq 1 ] && [ \$(grep -vc resuming '$D/noref.err') -eq 1 ] && grep -q 'no GRPO reference model in .*/stopped/reference' '$D/noref.err' && ! test -e '$D/stopped/step_00000007'"
+    "[ $rc -eq 1 ] && [ \$(grep -vc resuming '$D/noref.err') -eq 1 ] && grep -q 'no GRPO reference model in .*/stopped/reference' '$D/noref.err' && ! test -e '$D/stopped/step_$(printf %08d $((N + 1)))'"
 
 # --- 2 ranks = 1 rank
 if command -v mpirun >/dev/null; then
@@ -134,7 +141,7 @@ print("# max |w1 - w2| = %.3g" % d)
 assert d < 1e-4, d
 PY
 else
-    ok "# SKIP mpirun not installed"
+    skip "mpirun not installed"
 fi
 
 # --- countdown on its built-in prompts; arithmetic on tiny-rl

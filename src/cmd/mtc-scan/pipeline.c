@@ -1,7 +1,11 @@
 /* pipeline: the straggler check. Each rank computes a fixed microbatch, then
  * passes it to the next rank (a ring of sends, many microbatches); every
  * node's microbatch rate is judged against the median of the others and a
- * text heatmap shows each node's time per bucket of microbatches. */
+ * text heatmap shows each node's time per bucket of microbatches. A
+ * microbatch is calibrated to about MICROBATCH_S of compute on the fastest
+ * rank: one much shorter than a CPU quota's budget per period (or than a
+ * scheduler slice) lets a throttled node do all its compute between stops,
+ * which then land in the waits for its neighbours and go unmeasured. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +15,7 @@
 #include "health/health.h"
 
 #define BUCKETS 10
+#define MICROBATCH_S 0.005
 
 /* A fixed amount of arithmetic on buf (the microbatch's compute). */
 static void compute(float *buf, int n)
@@ -18,6 +23,20 @@ static void compute(float *buf, int n)
     for (int r = 0; r < 512; r++)
         for (int i = 0; i < n; i++)
             buf[i] = buf[i] * 0.999f + 0.001f * (float)r;
+}
+
+/* Repetitions of compute() that make a microbatch about MICROBATCH_S on the
+ * fastest rank (every rank does the same work); its time per repetition
+ * into *t. */
+static int calibrate(float *buf, int n, double *t)
+{
+    compute(buf, n); /* the buffer's pages touched, the code warm */
+    double t0 = MPI_Wtime();
+    compute(buf, n);
+    *t = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, t, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    int reps = *t > 0 ? (int)(MICROBATCH_S / *t + 0.999) : 1;
+    return reps < 1 ? 1 : reps > 10000 ? 10000 : reps;
 }
 
 /* The heatmap rows: per node and bucket, time / the bucket's median. */
@@ -53,11 +72,14 @@ int scan_pipeline(const struct scan_opts *o, json_t **report)
     float *buf = calloc((size_t)n, sizeof(float)), *in = calloc((size_t)n, sizeof(float));
     double *mine = calloc((size_t)mb, sizeof(double));
     int next = (scan_rank + 1) % size, prev = (scan_rank + size - 1) % size;
+    double once = 0;
+    int reps = calibrate(buf, n, &once);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime(), busy = 0;
     for (int m = 0; m < mb; m++) {
         double c0 = MPI_Wtime();
-        compute(buf, n);
+        for (int k = 0; k < reps; k++)
+            compute(buf, n);
         mine[m] = MPI_Wtime() - c0;
         busy += mine[m];
         MPI_Request rq[2];
@@ -91,8 +113,9 @@ int scan_pipeline(const struct scan_opts *o, json_t **report)
             json_object_set_new(nd, "fractionOfMedian", scan_num(frac));
             json_array_append_new(nodes, nd);
         }
-        *report = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "check", "straggler", "state",
-                            scan_state_name(worst), "microbatches", mb, "wallSeconds",
+        *report = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:o}", "check", "straggler",
+                            "state", scan_state_name(worst), "microbatches", mb,
+                            "microbatchMs", scan_num(once * reps * 1000), "wallSeconds",
                             scan_num(wall), "failFraction", scan_num(o->fail_fraction), "nodes",
                             nodes, "heatmap", heatmap(all, size, mb));
         free(rate);
