@@ -34,16 +34,19 @@ mtc data prepare corpus --source "$SRC" --kind pretrain >/dev/null 2>&1 ||
     { echo "mtc data prepare failed"; exit 1; }
 t2=$(now)
 mtc-train data prepare --source "$SRC" --kind pretrain --cache-dir "$W/direct" --json \
-    >/dev/null 2>&1
+    >/dev/null 2>&1 || { echo "direct prepare (cached) failed"; exit 1; }
 t3=$(now)
-mtc --json data prepare corpus >"$W/again.json" 2>/dev/null
+mtc --json data prepare corpus >"$W/again.json" 2>/dev/null ||
+    { echo "mtc data prepare (cached) failed"; exit 1; }
 t4=$(now)
 echo "one more line" >>"$SRC"
-mtc data prepare corpus >/dev/null 2>&1
+mtc --json data prepare corpus >"$W/changed.json" 2>/dev/null ||
+    { echo "mtc data prepare (changed) failed"; exit 1; }
 t5=$(now)
 tokens=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["trainTokens"]+d["valTokens"])' "$W/direct.json")
 cached=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["response"]; print(r["cached"], r["newVersion"], r["version"]["versionId"])' "$W/again.json")
 echo "source: $((size / 1024 / 1024)) MiB of text, $tokens tokens (built-in tokenizer, trained once per cache)"
 echo "first prepare, empty cache:  direct $(secs "$t0" "$t1") s, mtc data prepare $(secs "$t1" "$t2") s (x$(ratio "$t0" "$t1" "$t1" "$t2") of direct)"
 echo "second prepare, cached:      direct $(secs "$t2" "$t3") s, mtc data prepare $(secs "$t3" "$t4") s (x$(ratio "$t1" "$t2" "$t3" "$t4") of the first; cached, newVersion, version: $cached)"
-echo "after one changed line:      mtc data prepare $(secs "$t4" "$t5") s (x$(ratio "$t1" "$t2" "$t4" "$t5") of the first: version 2)"
+changed=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["response"]; print(r["version"]["versionId"])' "$W/changed.json")
+echo "after one changed line:      mtc data prepare $(secs "$t4" "$t5") s (x$(ratio "$t1" "$t2" "$t4" "$t5") of the first: version $changed)"

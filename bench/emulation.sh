@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The local provider's emulation at size: 16/32/64-node local clusters (one
-# slurmd + mtc-agent per node on this host), each created twice — with Slurm's
+# slurmd + mtc-agent per node on this host), each created twice, the two
+# modes interleaved size by size — with Slurm's
 # timeouts and fan-out sized to the nodes on the host (the provider's default)
 # and with Slurm's usual fixed values (MTC_EMULATION_SIZING=fixed, the
 # baseline) — measuring create → RUNNING, `srun -N<n> true` (time, success),
@@ -79,9 +80,11 @@ mtcd_for() { # mode: (re)start mtcd with the sizing mode in its environment
 
 declare -A CREATE SRUN SRUN_OK DELETE
 fail=0
-for mode in $MODES; do
-    mtcd_for "$mode" || { echo "mtcd did not start"; exit 1; }
-    for n in $NODES; do
+# interleaved: each size in both modes before the next size (a machine whose
+# load drifts during the run weighs on both alike)
+for n in $NODES; do
+    for mode in $MODES; do
+        mtcd_for "$mode" || { echo "mtcd did not start"; exit 1; }
         spec "$n"
         ID=e$n
         t0=$(now)

@@ -43,10 +43,17 @@ JSON
         # baseline: the same modes by bare srun (the nodes are idle again)
         modes=pipeline; [ $check = collective ] && modes="pairs ring"
         t2=$(now)
+        base_ok=yes
         for m in $modes; do
+            # exit 0 pass, 1 a FAIL verdict: both ran the mode; anything else did not
             srun --mpi=pmix -N $n --ntasks-per-node=1 mtc-scan $m "${ARGS[@]}" >/dev/null 2>&1
+            case $? in 0 | 1) ;; *) base_ok="no ($m exit $?)" ;; esac
         done
         t3=$(now)
+        if [ "$base_ok" != yes ]; then
+            echo "$n $check: the baseline srun failed: $base_ok — no ratio"
+            continue
+        fi
         python3 -c "
 s, b = $t1 - $t0, $t3 - $t2
 print('%-6d %-11s %10.2f %10.2f %8.2f  %s' % ($n, '$check', s, b, s / b, '${verdict:-?}'))"
