@@ -21,12 +21,13 @@ skip() { T_N=$((T_N + 1)); T_LAST=0; echo "ok $T_N - # SKIP $*"; }
 # check "description" command...  — passes when the command succeeds; returns
 # the command's status, so `check … || …` and `run_or_stop $?` can stop
 check() {
-    local d=$1 rc
+    # names no caller uses: a command like eval '[ "$rc" ... ]' sees the caller's
+    local __check_what=$1 __check_rc
     shift
-    if "$@"; then ok "$d"; return 0; fi
-    rc=$?
-    nok "$d"
-    return "$rc"
+    if "$@"; then ok "$__check_what"; return 0; fi
+    __check_rc=$?
+    nok "$__check_what"
+    return "$__check_rc"
 }
 diag() { echo "# $*"; }
 # same A B: A and B are equal and not empty — two outputs that both failed
