@@ -114,6 +114,19 @@ static int set_nvml(struct scan_opts *o, const char *v)
     return 0;
 }
 
+/* The directory of a node's emulated hardware (the local provider's
+ * nodes/%n/hw): an absolute path of [A-Za-z0-9/._+-%], "%n" the only escape. */
+static int set_gpu_dir(struct scan_opts *o, const char *v)
+{
+    if (v[0] != '/' || strlen(v) >= sizeof(o->gpu_dir) || strstr(v, ".."))
+        return -1;
+    for (const char *s = v; *s; s++)
+        if ((!isalnum((unsigned char)*s) && !strchr("/._+-%", *s)) || (*s == '%' && s[1] != 'n'))
+            return -1;
+    snprintf(o->gpu_dir, sizeof(o->gpu_dir), "%s", v);
+    return 0;
+}
+
 static const struct {
     const char *flag;
     int (*set)(struct scan_opts *, const char *);
@@ -129,12 +142,13 @@ static const struct {
     {"--level", set_level, "1..3 (dcgmi diag -r)"},
     {"--expected-gpus", set_expected_gpus, "0..64"},
     {"--nvml-library", set_nvml, "a library name or path of up to 255 of [A-Za-z0-9/._+-]"},
+    {"--gpu-dir", set_gpu_dir, "an absolute directory of [A-Za-z0-9/._+-], %n the node's name"},
 };
 
 #define USAGE                                                                                      \
     "usage: mtc-scan pipeline|pairs|ring|gpu [--max-bytes N] [--microbatches N] "                  \
     "[--fail-fraction F] [--min-bus-gbps X] [--all-pairs-max N] [--seed N] [--nccl] "              \
-    "[--seconds S] [--level 1-3] [--expected-gpus N] [--nvml-library PATH]\n"
+    "[--seconds S] [--level 1-3] [--expected-gpus N] [--nvml-library PATH] [--gpu-dir DIR]\n"
 
 static int parse(int argc, char **argv, struct scan_opts *o, check_fn *fn)
 {

@@ -373,6 +373,9 @@ struct machine_opts {
     double min_pair, min_allreduce;
     int gpus;
     const char *nvml; /* borrowed from the spec */
+    /* a local cluster's emulated hardware, nodes/%n/hw: mtc-scan checks an
+     * emulated node as its agent does (its device files or emulated NVML) */
+    char gpu_dir[PATH_MAX];
 };
 
 static void machine_opts(const struct store_cluster *cl, const json_t *nodes,
@@ -499,6 +502,10 @@ static int write_script(const char *path, const char *dir, const char *scan, con
                 if (mo->nvml) {
                     fprintf(f, " --nvml-library ");
                     bad |= put_q(f, mo->nvml);
+                }
+                if (*mo->gpu_dir) {
+                    fprintf(f, " --gpu-dir ");
+                    bad |= put_q(f, mo->gpu_dir);
                 }
             }
             fprintf(f, "\n");
@@ -901,6 +908,10 @@ int control_run_healthscan(struct control *c, struct store_op *op, json_t **resp
         snprintf(path, sizeof(path), "%s/healthscan.sbatch", dir);
         struct machine_opts mo;
         machine_opts(&cl, json_object_get(req, "nodes"), &mo);
+        char cdir[PATH_MAX - 32];
+        if (!cluster_spec_on_hosts(cl.spec) &&
+            provider_cluster_dir(c->prov, cl.id, cdir, sizeof(cdir), NULL) == 0)
+            snprintf(mo.gpu_dir, sizeof(mo.gpu_dir), "%s/nodes/%%n/hw", cdir);
         if (write_script(path, dir, scan, &t, &mo, req, err) < 0)
             goto out;
         if (slurm_submit(t.conf, path, id, &out) < 0) {

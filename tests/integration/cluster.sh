@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A real Slurm cluster through mtcd and the CLI: create 2 nodes, sinfo/srun/
-# sbatch, update 2→3→2 with a queued job kept, kill -9 of slurmctld and a
+# sbatch, update 2→3→2 with a queued job kept (the 3-node default's emulated
+# GPUs pass the health scan's gpu check; 2 nodes are judged against each
+# other by the straggler check), kill -9 of slurmctld and a
 # slurmd (restarted, job kept, events), two clusters at once (the second of 8
 # nodes, Slurm sized to them, srun -N8), delete leaves no process and no file.
 . "$(dirname "$0")/lib.sh"
@@ -38,10 +40,43 @@ diag "$out"
 check "update to 3 nodes" grep -q "done: cluster demo RUNNING (3 nodes" <<<"$out"
 check "sinfo shows 3 nodes" bash -c "sinfo -h -p a3m -o '%D' | grep -qx 3"
 check "queued job survives the update" bash -c "squeue -h -j $job -o %i | grep -qx $job"
+# the embedded default's GPUs are emulated (device files, no NVML): the
+# scan's gpu check checks them as the agents do — the files and a burn-in —
+# and never fails (or drains) a healthy node (issue 28)
+M healthscan demo -c gpu --burn-in-seconds 1 --drain-bad-nodes --json >"$T_DIR/gpu.json" 2>"$T_DIR/gpu.err"
+rc=$?
+check "healthscan -c gpu on emulated GPUs: exit $rc, every node PASS or WARN, 'emulated' with 8 device files, none drained" \
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["response"]
+n = r["nodes"]
+g = [x["results"][0] for x in n]
+print("# " + json.dumps([(x["node"], x["state"], y.get("gpus"), y.get("reason", "")) for x, y in zip(n, g)]))
+assert sys.argv[2] == "0" and len(n) == 3, (sys.argv[2], n)
+assert all(x["state"] in ("PASS", "WARN") for x in n), n
+assert all(y["emulated"] is True and y["gpus"] == 8 and y["reason"].startswith("emulated: 8 GPU device files") for y in g), g
+assert not any(x.get("drained") for x in n), n' "$T_DIR/gpu.json" "$rc"
+check "  and the nodes stay in service" bash -c "! sinfo -h -N -p a3m -o %t | grep -qE 'drain|drng'"
+# (the scan's job may still be leaving the nodes: what follows wants them idle)
+all_idle() { [ "$(sinfo -h -N -p a3m -o %t | sort -u)" = idle ]; }
+check "  its job gone, every node idle" wait_for 60 all_idle
 out=$(M cluster update demo -f "$ROOT/examples/local-2node.json" 2>&1)
 check "update back to 2 nodes" grep -q "done: cluster demo RUNNING (2 nodes" <<<"$out"
 check "sinfo shows 2 nodes again" bash -c "sinfo -h -p a3m -o '%D' | grep -qx 2"
 check "queued job survives shrinking" bash -c "squeue -h -j $job -o %i | grep -qx $job"
+# two nodes: the straggler check judges each against the other (no UNKNOWN,
+# no median of 0)
+M healthscan demo -c straggler --microbatches 20 --json >"$T_DIR/two.json" 2>"$T_DIR/two.err"
+check "healthscan -c straggler on 2 nodes: each judged against the other" python3 -c '
+import json, sys
+n = json.load(open(sys.argv[1]))["response"]["nodes"]
+s = [x["results"][0] for x in n]
+print("# " + json.dumps([(x["node"], x["state"], y.get("poolMedian"), y.get("fractionOfMedian")) for x, y in zip(n, s)]))
+assert len(n) == 2 and all(x["state"] in ("PASS", "WARN") for x in n), n
+assert all(y["poolMedian"] > 0 for y in s), s
+f = sorted(y["fractionOfMedian"] for y in s)
+assert abs(f[0] * f[1] - 1) < 1e-3, f  # each the other one inverse' "$T_DIR/two.json"
+check "  its job gone, both nodes idle" wait_for 60 all_idle
 D=$MTC_HOME/clusters/demo
 check "removed node's slurmd stopped" test -z "$(daemon_pids "$D" 'slurmd .*-N demo-a3m-2')"
 # PATCH with an updateMask replaces just that field; a rejected update changes nothing.

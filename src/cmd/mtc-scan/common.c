@@ -51,7 +51,17 @@ int scan_judge(const double *v, int n, int i, double fail, double *median, doubl
             peers[np++] = v[j];
     *median = 0;
     *frac = 0;
-    int s = control_speed_judge(v[i], peers, np, fail + (1 - fail) / 2, fail, median, frac);
+    double warn = fail + (1 - fail) / 2;
+    int s;
+    if (np == 1 && v[i] > 0) {
+        /* two nodes: each judged against the other (a scan was asked for
+         * them; the agents' continuous checks still want a majority) */
+        *median = peers[0];
+        *frac = v[i] / peers[0];
+        s = *frac < fail ? HEALTH_FAIL : *frac < warn ? HEALTH_WARN : HEALTH_PASS;
+    } else {
+        s = control_speed_judge(v[i], peers, np, warn, fail, median, frac);
+    }
     free(peers);
     return s < 0 ? HEALTH_UNKNOWN : s;
 }

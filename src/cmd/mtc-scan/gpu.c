@@ -5,10 +5,18 @@
  * compute and memory-copy kernels and the bit-exact correctness probe
  * (src/health/probe.c), repeated until the time is up; its sustained
  * GFLOP/s and GB/s are judged against the pool's median (a throttled node
- * FAILs) and any wrong digest FAILs the node regardless. */
+ * FAILs) and any wrong digest FAILs the node regardless.
+ * An emulated node (--gpu-dir: the local provider's nodes/NODE/hw) is checked
+ * as its agent checks it: with an emulated NVML library (--nvml-library) it
+ * reads the node's nvml.state ($FAKE_NVML_STATE, as the agent's environment
+ * has it); without one, its GPUs are the device files there — counted
+ * against --expected-gpus — and it runs the burn-in ("emulated" in the
+ * report). A node with no such files and no NVML stays a FAIL. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/mtc-scan/scan_mpi.h"
 #include "health/health.h"
@@ -20,8 +28,9 @@
 
 /* One node's result, gathered to rank 0 as bytes. */
 struct gpu_node {
-    int gpus;   /* GPUs NVML sees (GPU path) */
-    int burnin; /* no GPUs: the burn-in ran */
+    int gpus;     /* GPUs NVML sees (GPU path); the device files (emulated) */
+    int burnin;   /* no GPUs: the burn-in ran */
+    int emulated; /* emulated device files, no NVML: counted, then the burn-in */
     int state;  /* GPU path: the worst result; burn-in: the correctness probe's */
     int nres;
     struct health_result res[MAX_RES];
@@ -54,10 +63,54 @@ static void burn_in(const struct scan_opts *o, const struct health_ctx *ctx, str
         g->state = HEALTH_FAIL;
 }
 
+/* o->gpu_dir with %n as this node's name (SLURMD_NODENAME, set by Slurm for
+ * the task), into out; "" when there is none to use. */
+static void node_gpu_dir(const struct scan_opts *o, char *out, size_t len)
+{
+    const char *node = getenv("SLURMD_NODENAME");
+    size_t w = 0;
+    out[0] = '\0';
+    for (const char *p = o->gpu_dir; *p && w + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'n') {
+            if (!node || !*node || strchr(node, '/') || strstr(node, ".."))
+                return (void)(out[0] = '\0');
+            w += (size_t)snprintf(out + w, len - w, "%s", node);
+            p++;
+        } else {
+            out[w++] = *p;
+        }
+    }
+    out[w < len ? w : len - 1] = '\0';
+}
+
+/* The emulated GPU device files nvidia0..N-1 in dir. */
+static int device_files(const char *dir)
+{
+    char path[PATH_MAX];
+    int n = 0;
+    for (;; n++) {
+        snprintf(path, sizeof(path), "%s/nvidia%d", dir, n);
+        if (access(path, F_OK) < 0)
+            return n;
+    }
+}
+
 static void run_node(const struct scan_opts *o, struct gpu_node *g)
 {
     struct health_ctx ctx;
     mtc_error_t err;
+    char hw[PATH_MAX] = "", state[PATH_MAX + 16];
+    if (o->gpu_dir[0])
+        node_gpu_dir(o, hw, sizeof(hw));
+    /* an emulated NVML reads the node's state file, as the agent's does */
+    snprintf(state, sizeof(state), "%s/nvml.state", hw);
+    if (*hw && *o->nvml_library && access(state, R_OK) == 0)
+        setenv("FAKE_NVML_STATE", state, 1);
+    if (*hw && !*o->nvml_library && device_files(hw) > 0) {
+        /* emulated devices, no NVML: the count the files give, then the burn-in */
+        g->emulated = 1;
+        g->gpus = device_files(hw);
+    }
     if (health_ctx_init(&ctx, &err) < 0) {
         g->state = HEALTH_FAIL;
         snprintf(g->reason, sizeof(g->reason), "health checks unavailable: %s", err.text);
@@ -67,6 +120,17 @@ static void run_node(const struct scan_opts *o, struct gpu_node *g)
         snprintf(ctx.nvml_library, sizeof(ctx.nvml_library), "%s", o->nvml_library);
     ctx.expected_gpus = o->expected_gpus;
     ctx.policy.dcgm_diag_level = o->level;
+    if (g->emulated) {
+        burn_in(o, &ctx, g);
+        if (o->expected_gpus && g->gpus != o->expected_gpus && g->state != HEALTH_FAIL) {
+            g->state = HEALTH_FAIL;
+            snprintf(g->reason, sizeof(g->reason),
+                     "gpu.count: emulated: %d GPU device files, %d expected", g->gpus,
+                     o->expected_gpus);
+        }
+        health_ctx_release(&ctx);
+        return;
+    }
     struct health_result count = {.status = HEALTH_PASS};
     health_gpu_count(&ctx, &count);
     g->gpus = (int)count.value;
@@ -137,19 +201,29 @@ int scan_gpu(const struct scan_opts *o, json_t **report)
                              100 * (sg == HEALTH_WARN ? fg : fb));
                 }
                 json_object_set_new(figs, "mode", json_string("burn-in"));
+                if (g->emulated) { /* said in the reason too: a PASS keeps it */
+                    json_object_set_new(figs, "emulated", json_true());
+                    json_object_set_new(figs, "gpus", json_integer(g->gpus));
+                    char r[200];
+                    snprintf(r, sizeof(r), "emulated: %d GPU device files, no NVML to ask; %.120s",
+                             g->gpus, s == HEALTH_PASS ? "the burn-in passed" : reason);
+                    snprintf(reason, sizeof(reason), "%s", r);
+                }
                 json_object_set_new(figs, "seconds", scan_num(g->seconds));
                 json_object_set_new(figs, "iterations", json_integer(g->iterations));
                 json_object_set_new(figs, "gflops", scan_num(g->gflops));
-                json_object_set_new(figs, "gflopsPoolMedian", scan_num(mg));
+                if (mg > 0) /* with two nodes: the other's figure */
+                    json_object_set_new(figs, "gflopsPoolMedian", scan_num(mg));
                 json_object_set_new(figs, "memGBps", scan_num(g->membw));
-                json_object_set_new(figs, "memGBpsPoolMedian", scan_num(mb));
+                if (mb > 0)
+                    json_object_set_new(figs, "memGBpsPoolMedian", scan_num(mb));
                 json_object_set_new(figs, "sdcMismatches", json_integer(g->sdc_bad));
             } else {
                 json_object_set_new(figs, "mode", json_string("nvml"));
                 json_object_set_new(figs, "gpus", json_integer(g->gpus));
                 json_object_set_new(figs, "results", health_results_json(g->res, g->nres));
             }
-            if (s == HEALTH_PASS)
+            if (s == HEALTH_PASS && !g->emulated)
                 *reason = 0;
             worst = s > worst && s != HEALTH_UNKNOWN ? s : worst;
             json_t *nd = scan_node(scan_names[i], s, reason);

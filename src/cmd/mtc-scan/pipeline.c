@@ -104,13 +104,18 @@ int scan_pipeline(const struct scan_opts *o, json_t **report)
             char reason[80] = "";
             int s = scan_judge(rate, size, i, o->fail_fraction, &med, &frac);
             if (s == HEALTH_FAIL)
-                snprintf(reason, sizeof(reason), "straggler: %.0f%% of the pool median",
-                         frac * 100);
+                snprintf(reason, sizeof(reason), "straggler: %.0f%% of the %s", frac * 100,
+                         size == 2 ? "other node" : "pool median");
+            else if (s == HEALTH_UNKNOWN)
+                snprintf(reason, sizeof(reason),
+                         "straggler: no other node measured to judge against");
             worst = s > worst && s != HEALTH_UNKNOWN ? s : worst;
             json_t *nd = scan_node(scan_names[i], s, reason);
             json_object_set_new(nd, "microbatchesPerSecond", scan_num(rate[i]));
-            json_object_set_new(nd, "poolMedian", scan_num(med));
-            json_object_set_new(nd, "fractionOfMedian", scan_num(frac));
+            if (med > 0) { /* with two nodes: the other's rate */
+                json_object_set_new(nd, "poolMedian", scan_num(med));
+                json_object_set_new(nd, "fractionOfMedian", scan_num(frac));
+            }
             json_array_append_new(nodes, nd);
         }
         *report = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:o}", "check", "straggler",

@@ -24,6 +24,7 @@ struct scan_opts {
     int level;              /* gpu: dcgmi diag -r LEVEL */
     char nvml_library[256]; /* gpu: dlopen name or path ("" = libnvidia-ml.so.1) */
     int expected_gpus;      /* gpu: per node; 0 = what NVML reports */
+    char gpu_dir[256];      /* gpu: the node's emulated hardware ("%n": its name; "" = none) */
     int nccl;               /* ring, pairs: NCCL when present */
 };
 
@@ -35,8 +36,9 @@ void scan_gather_names(void);
 /* Wait for requests sleeping between polls (a waiting rank leaves its CPU
  * to the ranks being measured). */
 void scan_wait_idle(MPI_Request *rq, int n);
-/* Judge v[i] against the median of the others: enum health_status
- * (UNKNOWN with too few others); *median, *frac set. */
+/* Judge v[i] against the median of the others — with one other, against
+ * it: enum health_status (UNKNOWN with no other measured, *median then 0);
+ * *median, *frac set. */
 int scan_judge(const double *v, int n, int i, double fail, double *median, double *frac);
 /* "PASS", "WARN", "FAIL", "UNKNOWN" */
 const char *scan_state_name(int s);
