@@ -354,6 +354,18 @@ static int64_t file_size(const char *path)
     return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
 }
 
+/* The tokenizer a checkpoint step dir's meta.json records, into out. 0, or -1. */
+static int meta_tokenizer(const char *dir, char *out, size_t len)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/meta.json", dir);
+    json_t *m = json_load_file(path, 0, NULL);
+    const char *t = json_string_value(json_object_get(m, "tokenizer"));
+    int rc = t && *t && strlen(t) < len ? (snprintf(out, len, "%s", t), 0) : -1;
+    json_decref(m);
+    return rc;
+}
+
 /* 1 when path resolves (links followed) to a place under one of roots. */
 static int under_roots(const char *path, const char *const *roots)
 {
@@ -384,7 +396,13 @@ int registry_ingest(const char *models, const char *real, int format, const char
     json_t *names = artifact_files(real, format, dir, sizeof(dir), err);
     if (!names)
         return -1;
-    /* the run's tokenizer goes with the weights (mtc-serve reads it there) */
+    /* the run's tokenizer goes with the weights (mtc-serve reads it there);
+     * a run's own record may name a built-in ("builtin:tiny-corpus"): the
+     * checkpoint's meta.json has the file it was made into */
+    char recorded[PATH_MAX];
+    if ((!tokenizer || !mtc_path_exists(tokenizer)) && format == REGISTRY_NATIVE &&
+        meta_tokenizer(dir, recorded, sizeof(recorded)) == 0)
+        tokenizer = recorded;
     int add_tok = tokenizer && *tokenizer && !is_file(dir, "tokenizer.json") &&
                   mtc_path_exists(tokenizer) && (!roots || under_roots(tokenizer, roots));
     if (add_tok)
@@ -888,4 +906,21 @@ int registry_resolve_version(const char *home, const char *project, const char *
     const json_t *manifest = lookup(home, project, location, ref, &refs, version, err);
     json_decref(refs);
     return manifest ? 0 : -1;
+}
+
+json_t *registry_version_aliases(const char *home, const char *project, const char *location,
+                                 const char *ref, int *version, mtc_error_t *err)
+{
+    json_t *refs = NULL;
+    if (!lookup(home, project, location, ref, &refs, version, err))
+        return NULL;
+    json_t *out = json_array(), *v;
+    const char *k;
+    json_object_foreach(json_object_get(refs, "aliases"), k, v)
+    {
+        if (json_is_integer(v) && json_integer_value(v) == *version)
+            json_array_append_new(out, json_string(k));
+    }
+    json_decref(refs);
+    return out;
 }

@@ -118,5 +118,10 @@ int registry_resolve(const char *home, const char *project, const char *location
  * registry_resolve. */
 int registry_resolve_version(const char *home, const char *project, const char *location,
                              const char *ref, int *version, mtc_error_t *err);
+/* The same, with the aliases pointing at that version now ("default" among
+ * them when it does) as a JSON array of names (caller decrefs). NULL + err as
+ * registry_resolve. */
+json_t *registry_version_aliases(const char *home, const char *project, const char *location,
+                                 const char *ref, int *version, mtc_error_t *err);
 
 #endif

@@ -15,6 +15,11 @@ struct serve_metrics;
 struct serve {
     struct serve_config cfg;
     char name[129];
+    /* a registered version: its model name and version (NAME@N is its
+     * canonical id); 0 for a directory, whose base name is dir_name */
+    char reg_name[64];
+    int reg_version;
+    char dir_name[129];
     struct model *m;
     struct tok *tk;
     struct gen_engine *e;
@@ -54,6 +59,14 @@ struct serve_reply {
     const char *content_type;
     struct serve_stream *stream; // SSE: http.c pulls from it
 };
+
+/* The names a request's "model" may give for what this server serves (load.c):
+ * the served name; a registered version's every reference that resolves to it
+ * now (NAME@N, NAME@alias, NAME when default points at it); a directory's base
+ * name. As a JSON array, served name first, canonical id next (caller decrefs). */
+json_t *serve_model_ids(struct serve *s);
+/* 1 when model names what this server serves (one of serve_model_ids). */
+int serve_model_known(struct serve *s, const char *model);
 
 /* Route handlers (openai.c): fill r from the request body (NULL for GET). */
 void serve_completions(struct serve *s, const json_t *body, struct serve_reply *r);

@@ -31,13 +31,22 @@ int serve_load_model(struct serve *s, mtc_error_t *err)
                               "directory");
     }
     if (!strchr(ref, '/') && !mtc_path_exists(ref)) { // a registry reference
-        if (registry_resolve(s->cfg.home, s->cfg.project, s->cfg.location, ref, -1, NULL,
+        struct registry_ref r;
+        if (registry_ref_parse(ref, &r, err) < 0 ||
+            registry_resolve_version(s->cfg.home, s->cfg.project, s->cfg.location, ref,
+                                     &s->reg_version, err) < 0 ||
+            registry_resolve(s->cfg.home, s->cfg.project, s->cfg.location, ref, -1, NULL,
                              resolved, sizeof resolved, err) < 0)
             return -1;
+        snprintf(s->reg_name, sizeof s->reg_name, "%s", r.name);
         ref = resolved;
     } else if (!mtc_path_exists(ref)) {
         errno = ENOENT;
         return errprintf(err, "model %s: no such directory", ref);
+    } else { // a directory: its own name serves too
+        char tmp[4000];
+        snprintf(tmp, sizeof tmp, "%s", ref);
+        snprintf(s->dir_name, sizeof s->dir_name, "%s", basename(tmp));
     }
     if (is_hf_dir(ref)) {
         s->m = interop_import_hf(ref, NULL, err);
@@ -72,4 +81,59 @@ int serve_load_model(struct serve *s, mtc_error_t *err)
                          tok_vocab_size(s->tk), model_cfg(s->m)->vocab_size);
     }
     return 0;
+}
+
+json_t *serve_model_ids(struct serve *s)
+{
+    json_t *ids = json_array();
+    json_array_append_new(ids, json_string(s->name));
+    char id[200];
+    if (s->reg_version > 0) {
+        /* NAME@N, then every alias on that version now */
+        snprintf(id, sizeof id, "%s@%d", s->reg_name, s->reg_version);
+        json_array_append_new(ids, json_string(id));
+        int v = 0;
+        mtc_error_t err;
+        json_t *aliases = registry_version_aliases(s->cfg.home, s->cfg.project, s->cfg.location,
+                                                   id, &v, &err), *a;
+        size_t i;
+        json_array_foreach(aliases, i, a)
+        {
+            if (strcmp(json_string_value(a), "default") == 0)
+                json_array_append_new(ids, json_string(s->reg_name));
+            snprintf(id, sizeof id, "%s@%s", s->reg_name, json_string_value(a));
+            json_array_append_new(ids, json_string(id));
+        }
+        json_decref(aliases);
+    } else if (*s->dir_name) {
+        json_array_append_new(ids, json_string(s->dir_name));
+    }
+    /* each once, in this order */
+    json_t *out = json_array(), *x, *y;
+    size_t i, j;
+    json_array_foreach(ids, i, x)
+    {
+        int seen = 0;
+        json_array_foreach(out, j, y) seen |= json_equal(x, y);
+        if (!seen)
+            json_array_append(out, x);
+    }
+    json_decref(ids);
+    return out;
+}
+
+int serve_model_known(struct serve *s, const char *model)
+{
+    if (strcmp(model, s->name) == 0 || (*s->dir_name && strcmp(model, s->dir_name) == 0))
+        return 1;
+    if (s->reg_version <= 0)
+        return 0;
+    /* a reference of this model that resolves to the served version now */
+    struct registry_ref r;
+    int v = 0;
+    mtc_error_t err;
+    return registry_ref_parse(model, &r, &err) == 0 && strcmp(r.name, s->reg_name) == 0 &&
+           registry_resolve_version(s->cfg.home, s->cfg.project, s->cfg.location, model, &v,
+                                    &err) == 0 &&
+           v == s->reg_version;
 }

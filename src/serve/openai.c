@@ -414,9 +414,13 @@ static struct serve_stream *start(struct serve *s, const json_t *body, int chat,
     }
     struct oa_request o = {0};
     schema_fill(canon, chat ? &chat_schema : &completion_schema, &o);
-    if (strcmp(o.model, s->name)) {
-        serve_error(rep, 404, "model \"%.128s\" does not exist (this server has \"%s\")", o.model,
-                    s->name);
+    if (!serve_model_known(s, o.model)) {
+        json_t *ids = serve_model_ids(s);
+        char *list = json_dumps(ids, JSON_COMPACT);
+        serve_error(rep, 404, "model \"%.128s\" does not exist (this server serves %s)", o.model,
+                    list ? list : s->name);
+        free(list);
+        json_decref(ids);
         json_decref(canon);
         return NULL;
     }
@@ -545,10 +549,20 @@ void serve_chat(struct serve *s, const json_t *body, struct serve_reply *r)
     complete(s, body, 1, r);
 }
 
+/* Every name this server answers to, one entry each; "root" is the canonical
+ * id (NAME@N for a registered version, else the served name). */
 void serve_models(struct serve *s, struct serve_reply *r)
 {
+    json_t *ids = serve_model_ids(s), *data = json_array(), *id;
+    const char *root = json_string_value(json_array_get(ids, s->reg_version > 0 ? 1 : 0));
+    size_t i;
+    json_array_foreach(ids, i, id)
+    {
+        json_array_append_new(data, json_pack("{s:O,s:s,s:I,s:s,s:s,s:i}", "id", id, "object",
+                                              "model", "created", (json_int_t)0, "owned_by", "mtc",
+                                              "root", root, "max_model_len", s->ctx));
+    }
+    json_decref(ids);
     r->status = 200;
-    r->body = json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id",
-                        s->name, "object", "model", "created", (json_int_t)0, "owned_by", "mtc",
-                        "max_model_len", s->ctx);
+    r->body = json_pack("{s:s,s:o}", "object", "list", "data", data);
 }

@@ -75,6 +75,24 @@ want=$(mtc-train sample --checkpoint "$D/llama" --prompt "the cat" --tokens 12 -
 got=$(curl -s "$URL_R/v1/completions" -d '{"model":"tiny-serve@prod","prompt":"the cat","max_tokens":12,"temperature":0}' |
     python3 -c 'import json,sys; print("the cat" + json.load(sys.stdin)["choices"][0]["text"])')
 check "tiny-serve@prod: greedy completion equals mtc-train sample of the checkpoint" same "$got" "$want"
+# every reference that resolves to the served version names it (issue 28):
+# NAME (NAME@default), NAME@1, NAME@prod; another version or alias does not
+code_for() { curl -s -o /dev/null -w '%{http_code}' "$URL_R/v1/completions" \
+    -d "{\"model\":\"$1\",\"prompt\":\"the\",\"max_tokens\":1}"; }
+codes() { local m; for m in "$@"; do printf '%s ' "$(code_for "$m")"; done; }
+check "the model's own name, NAME@1, NAME@prod and NAME@default are all served (200)" \
+    test "$(codes tiny-serve tiny-serve@1 tiny-serve@prod tiny-serve@default)" = "200 200 200 200 "
+check "a version it does not serve: 404" test "$(code_for tiny-serve@2)" = 404
+check "/v1/models lists the served name, the canonical id and the aliases, root NAME@1" python3 -c '
+import json, sys, urllib.request
+d = json.load(urllib.request.urlopen(sys.argv[1] + "/v1/models"))["data"]
+ids = [x["id"] for x in d]
+assert ids[0] == "tiny-serve@prod" and ids[1] == "tiny-serve@1", ids
+assert set(ids) == {"tiny-serve@prod", "tiny-serve@1", "tiny-serve", "tiny-serve@default"}, ids
+assert all(x["root"] == "tiny-serve@1" for x in d), d' "$URL_R"
+mtc models upload "$D/llama" --name tiny-serve >/dev/null 2>&1 && mtc models alias tiny-serve@2 default >/dev/null 2>&1
+check "default moved to version 2: NAME and NAME@default no longer name it (404), NAME@1 still does" \
+    test "$(codes tiny-serve tiny-serve@default tiny-serve@1)" = "404 404 200 "
 kill -TERM "$PID_R"
 mtc-serve --model tiny-serve@nope --listen 127.0.0.1:0 >/dev/null 2>"$D/err0"
 check "an unknown alias: exit 1 naming it" grep -q "no alias nope" "$D/err0"
