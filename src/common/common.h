@@ -46,6 +46,9 @@ char *mtc_read_file(const char *path, size_t *len);
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
 int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A small file (read whole) copied to `to` as mtc_write_file_atomic writes it.
+ * 0, or -1 + errno + err naming the file. */
+int mtc_copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *err);
 
 /* Root acting for users (fsafe.c; DESIGN.md, "Security model"): directories
  * by descriptor, checked as they are opened. A trusted directory is owned by

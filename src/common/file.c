@@ -203,6 +203,19 @@ error : {
 }
 }
 
+int mtc_copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *err)
+{
+    size_t len;
+    char *s = mtc_read_file(from, &len);
+    if (!s)
+        return errprintf(err, "%s: %s", from, strerror(errno));
+    int rc = mtc_write_file_atomic(to, s, len, mode);
+    int e = errno;
+    free(s);
+    errno = e;
+    return rc < 0 ? errprintf(err, "%s: %s", to, strerror(e)) : 0;
+}
+
 int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
 {
     char *s = NULL;

@@ -296,3 +296,39 @@ int chat_truncate(struct chat_seq **seqs, int nseq, size_t maxlen, mtc_error_t *
     }
     return 0;
 }
+
+/* The templates of render_msgs/push_begin/chat_render_prompt in Jinja, as Hugging Face's
+ * tokenizer_config.json keeps them (rendered with trim_blocks and lstrip_blocks: no text
+ * may start with a newline right after a {% %} tag, so those newlines are '\n'
+ * expressions). The tokenizer's own bos/eos texts are spliced in. */
+static const char gemma_body[] =
+    "{% for m in messages %}{% if m['role'] == 'system' %}{% set ns.sys = m['content'] %}"
+    "{% else %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else 'user' }}\n"
+    "{% if ns.sys %}{{ ns.sys }}\n\n{% set ns.sys = '' %}{% endif %}"
+    "{{ m['content'] }}<end_of_turn>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
+static const char llama3_tpl[] =
+    "<|begin_of_text|>{% for m in messages %}<|start_header_id|>{{ m['role'] }}"
+    "<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}";
+static const char plain_body[] =
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}"
+    "{{ eos_token if m['role'] == 'assistant' else '\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}";
+
+char *chat_template_jinja(const struct tok *t)
+{
+    int a, b, c;
+    char *out = NULL;
+    const char *eot = tok_eot_text(t);
+    if (gemma_ids(t, &a, &b)) {
+        if (asprintf(&out, "{%% set ns = namespace(sys='') %%}%s%s",
+                     tok_special(t, "<bos>") >= 0 ? "<bos>" : "", gemma_body) < 0)
+            out = NULL;
+    } else if (llama3_ids(t, &a, &b, &c)) {
+        out = strdup(llama3_tpl);
+    } else if (eot && asprintf(&out, "%s%s", eot, plain_body) < 0) {
+        out = NULL;
+    }
+    return out;
+}

@@ -25,6 +25,8 @@ int tok_vocab_size(const struct tok *t);
 int tok_special(const struct tok *t, const char *name);
 /* End-of-text / end-of-sequence id ("<|endoftext|>", else "<|end_of_text|>", else "</s>"), or -1. */
 int tok_eot(const struct tok *t);
+/* That token's text (static), or NULL. */
+const char *tok_eot_text(const struct tok *t);
 /* Encode len bytes of text; special tokens written literally in the text become their ids.
  * *ids is malloc'd (caller frees), *n its length. 0, or -1 with err. */
 int tok_encode(const struct tok *t, const char *text, size_t len, int32_t **ids, size_t *n,
@@ -165,6 +167,9 @@ extern const struct schema_enum dset_kind_enum; /* "pretrain", "sft", "dpo", "rl
  * Deterministic, no network. dset_generate returns the content (malloc'd, caller frees,
  * *len its size) or NULL with err (unknown name, unreadable corpus). */
 char *dset_generate(const char *name, size_t *len, mtc_error_t *err);
+/* The built-in tokenizer "builtin:tiny-corpus" of vocab_size ids (BPE trained on the
+ * tiny corpus, deterministic) written as a tokenizer.json at out. 0, or -1 with err. */
+int dset_builtin_tokenizer_write(int vocab_size, const char *out, mtc_error_t *err);
 /* The kind a generator's records are (-1 when name is not a generator). */
 int dset_generator_kind(const char *name);
 

@@ -79,6 +79,17 @@ static int builtin_tokenizer(const struct dset_options *o, char *path, size_t pl
     return rc;
 }
 
+int dset_builtin_tokenizer_write(int vocab_size, const char *out, mtc_error_t *err)
+{
+    size_t len;
+    char *corpus = dset_generate("tiny-corpus", &len, err);
+    if (!corpus)
+        return -1;
+    int rc = tok_train(corpus, len, vocab_size, out, err);
+    free(corpus);
+    return rc;
+}
+
 /* The tokenizer file to use: o->tokenizer's path, or the built-in one (cache_dir needed). */
 static int resolve_tokenizer(const struct dset_options *o, char *path, size_t plen,
                              mtc_error_t *err)
@@ -301,17 +312,6 @@ out:
     return rc;
 }
 
-static int copy_file(const char *from, const char *to, mtc_error_t *err)
-{
-    size_t len;
-    char *s = mtc_read_file(from, &len);
-    if (!s)
-        return errprintf(err, "%s: %s", from, strerror(errno));
-    int rc = mtc_write_file_atomic(to, s, len, 0644);
-    free(s);
-    return rc < 0 ? errprintf(err, "%s: %s", to, strerror(errno)) : 0;
-}
-
 static json_t *manifest_json(const struct dset_options *o, const struct dset_result *r,
                              const struct splits *sp)
 {
@@ -473,7 +473,7 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
              schema_enum_name(&dset_kind_enum, (int)o->kind), r->records, r->bytes, r->path);
     char tk2[4500];
     snprintf(tk2, sizeof tk2, "%s/tokenizer.json", tmp);
-    if (copy_file(tokpath, tk2, err) < 0)
+    if (mtc_copy_file(tokpath, tk2, 0644, err) < 0)
         goto out;
     if (o->kind == DSET_PRETRAIN) {
         if (write_pretrain(tmp, t, "tokenizer.json", &src, &sp, o, r, err) < 0)

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train/data.h"
 #include "train/train.h"
 
 /* HF GPT-2 keeps these in Conv1D (in,out); we store (out,in). */
@@ -629,6 +630,74 @@ struct model *interop_load_checkpoint(const char *arg, char *dir, size_t dlen, m
     return m;
 }
 
+/* The tokenizer of the checkpoint step dir: tokenizer.json beside its weights
+ * (a registered version), in its checkpoint root, else the one recorded at
+ * training time; into path. 1 found, 0 none recorded, -1 recorded but gone
+ * (path: what was recorded). */
+static int find_tokenizer(const char *dir, size_t nparams, char *path, size_t len)
+{
+    static const char *const beside[] = {"tokenizer.json", "../tokenizer.json"};
+    for (size_t i = 0; i < 2; i++)
+        if (snprintf(path, len, "%s/%s", dir, beside[i]) < (int)len && mtc_path_exists(path))
+            return 1;
+    static struct ckpt_meta meta; // large (per-rank loader positions)
+    path[0] = 0;
+    if (ckpt_load(dir, NULL, nparams, NULL, &meta, NULL) == 0) {
+        snprintf(path, len, "%s", meta.tokenizer);
+        json_decref(meta.train);
+    }
+    return !*path ? 0 : mtc_path_exists(path) ? 1 : -1;
+}
+
+/* The export's tokenizer: tokenizer.json (copied; a built-in one whose cached
+ * file is gone made again) and tokenizer_config.json with the chat template
+ * mtc-serve applies, beside config.json. 0, or -1 with err; a checkpoint with
+ * no tokenizer recorded exports none (said on stderr). */
+static int export_tokenizer(const struct model *m, const char *dir, const char *out,
+                            mtc_error_t *err)
+{
+    char src[4096], dst[4200];
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", out);
+    int found = find_tokenizer(dir, model_nparams(m), src, sizeof src);
+    int vocab = 0;
+    const char *tc = strstr(src, "/tiny-corpus-");
+    if (found < 0 && tc && sscanf(tc, "/tiny-corpus-%d-", &vocab) == 1 && vocab > 256) {
+        if (dset_builtin_tokenizer_write(vocab, dst, err) < 0) // the built-in, made again
+            return -1;
+    } else if (found < 0) {
+        return errprintf(err, "the tokenizer recorded with %s, %s, is gone: pass it (cp it to "
+                              "%s/tokenizer.json)",
+                         dir, src, dir);
+    } else if (found == 0) {
+        fprintf(stderr, "mtc-train: %s records no tokenizer: the export has none\n", dir);
+        return 0;
+    } else if (mtc_copy_file(src, dst, 0644, err) < 0) {
+        return -1;
+    }
+    struct tok *t = tok_load(dst, err);
+    if (!t)
+        return -1;
+    char *tpl = chat_template_jinja(t);
+    const char *eos = tok_eot_text(t);
+    json_t *cfg = json_pack("{s:s, s:i}", "tokenizer_class", "PreTrainedTokenizerFast",
+                            "model_max_length", model_cfg(m)->max_seq);
+    if (eos)
+        json_object_set_new(cfg, "eos_token", json_string(eos));
+    if (tok_special(t, "<bos>") >= 0)
+        json_object_set_new(cfg, "bos_token", json_string("<bos>"));
+    else if (tok_special(t, "<|begin_of_text|>") >= 0)
+        json_object_set_new(cfg, "bos_token", json_string("<|begin_of_text|>"));
+    if (tpl)
+        json_object_set_new(cfg, "chat_template", json_string(tpl));
+    snprintf(dst, sizeof dst, "%s/tokenizer_config.json", out);
+    int rc = json_dump_file(cfg, dst, JSON_INDENT(2)) < 0 ? errprintf(err, "%s: cannot write", dst)
+                                                           : 0;
+    json_decref(cfg);
+    free(tpl);
+    tok_destroy(t);
+    return rc;
+}
+
 int train_export_main(int argc, char **argv)
 {
     const char *ckarg = NULL, *format = "safetensors", *out = NULL;
@@ -657,7 +726,8 @@ int train_export_main(int argc, char **argv)
     mtc_error_t err;
     char dir[4096];
     struct model *m = interop_load_checkpoint(ckarg, dir, sizeof dir, &err);
-    if (!m || (llmc ? interop_export_llmc(m, out, &err) : interop_export_hf(m, out, &err)) < 0) {
+    if (!m || (llmc ? interop_export_llmc(m, out, &err) : interop_export_hf(m, out, &err)) < 0 ||
+        (!llmc && export_tokenizer(m, dir, out, &err) < 0)) {
         model_destroy(m);
         return die("%s", err.text);
     }

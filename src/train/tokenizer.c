@@ -546,15 +546,19 @@ int tok_special(const struct tok *t, const char *name)
     return -1;
 }
 
-int tok_eot(const struct tok *t)
+const char *tok_eot_text(const struct tok *t)
 {
     static const char *const names[] = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        int id = tok_special(t, names[i]);
-        if (id >= 0)
-            return id;
-    }
-    return -1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (tok_special(t, names[i]) >= 0)
+            return names[i];
+    return NULL;
+}
+
+int tok_eot(const struct tok *t)
+{
+    const char *name = tok_eot_text(t);
+    return name ? tok_special(t, name) : -1;
 }
 
 struct idbuf {

@@ -210,6 +210,10 @@ int chat_render(const struct tok *t, const json_t *messages, int last_only, stru
  * header of the assistant's turn. 0, or -1 with err. */
 int chat_render_prompt(const struct tok *t, const json_t *messages, struct chat_seq *s,
                        mtc_error_t *err);
+/* The same template in Jinja, as Hugging Face's tokenizer_config.json keeps it
+ * (chat_template): malloc'd (caller frees), NULL when the tokenizer has none (no
+ * end-of-text token for the plain template). */
+char *chat_template_jinja(const struct tok *t);
 /* One SFT line: {"prompt","response"} or {"messages":[...]} (other keys ignored). */
 int chat_parse_sft(const struct tok *t, const json_t *obj, struct chat_seq *s, mtc_error_t *err);
 /* One DPO line: {"prompt","chosen","rejected"}; chosen/rejected are strings (answers to

@@ -138,6 +138,37 @@ mtc models export from-llmc "$D/n2" --format native >/dev/null 2>&1
 check "export llm.c -> upload -> export native: the same weights" cmp "$D/n2/params.bin" "$P1/params.bin"
 mtc models export tiny-run@1 "$D/ck" >/dev/null 2>&1
 check "export as stored (native): the checkpoint's own files" cmp "$D/ck/params.bin" "$P1/params.bin"
+# a run on the built-in tokenizer, as a recipe trains (the prepared data's
+# tokenizer.json in the data cache; nothing names it but the checkpoint): its
+# HF exports, through the registry and straight from mtc-train, carry that
+# tokenizer and tokenizer_config.json, whose chat template renders
+# conversations as mtc-serve does (issue 28)
+mtc-train data prepare --source builtin:tiny-corpus --kind pretrain --cache-dir "$D/bcache" \
+    --json >"$D/bprep.json" 2>/dev/null
+BP=$(jq_ 'd["path"]' <"$D/bprep.json")
+mtc-train --model tiny-gpt2 --config '{"n_layer":1,"d_model":32,"n_head":2,"d_ff":64,"max_seq":32}' \
+    --tokenizer "$BP/tokenizer.json" --data "$BP" --steps 2 --batch 2 --seq 16 --log-every 100 \
+    --checkpoint-every 2 --checkpoint-dir "$D/bck" >/dev/null 2>&1
+out=$(mtc models upload "$D/bck" --name builtin-tok 2>&1)
+check "a checkpoint on the built-in tokenizer registered" grep -q "registered builtin-tok@1" <<<"$out"
+mtc models export builtin-tok "$D/bhf" --format hf >/dev/null 2>&1
+check "its HF export has the tokenizer it was trained with" cmp "$D/bhf/tokenizer.json" "$BP/tokenizer.json"
+mtc-train export --checkpoint "$D/bck" --format safetensors --output "$D/bhf2" >/dev/null 2>&1
+check "so does mtc-train export of the checkpoint itself (read from its meta.json)" \
+    bash -c "cmp '$D/bhf2/tokenizer.json' '$BP/tokenizer.json' && test -s '$D/bhf2/tokenizer_config.json'"
+check "and tokenizer_config.json whose chat template renders as mtc's chat format" /usr/bin/python3 -c '
+import json, sys, jinja2.sandbox
+c = json.load(open(sys.argv[1]))
+env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+t = env.from_string(c["chat_template"])
+m = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
+     {"role": "assistant", "content": "yo"}]
+got = t.render(messages=m, add_generation_prompt=False, eos_token=c["eos_token"])
+want = "<|endoftext|><|system|>\nbe brief\n<|user|>\nhi\n<|assistant|>\nyo<|endoftext|>"
+assert got == want, repr(got)
+got = t.render(messages=m[1:2], add_generation_prompt=True, eos_token=c["eos_token"])
+assert got == "<|endoftext|><|user|>\nhi\n<|assistant|>\n", repr(got)
+assert c["model_max_length"] == 32, c' "$D/bhf/tokenizer_config.json"
 
 # --- bad input: one line, nothing stored lost ---------------------------------
 before=$(mtc --json models versions tiny-run)
@@ -206,7 +237,7 @@ api GET "$M/tiny-run"
 check "delete: the model is gone" test "$HTTP_STATUS" = 404
 check "its refs file is gone" test ! -e "$MTC_HOME/models/refs/local/local/tiny-run.json"
 check "its blobs are gone, others' stay ($B1 -> $(blobs))" test "$(blobs)" -lt "$B1" -a "$(blobs)" -gt 0
-check "the other models stay" test "$(mtc --json models list | jq_ 'sorted(m["name"].split("/")[-1] for m in d["models"])')" = "['from-hf', 'from-llmc', 'tuned']"
+check "the other models stay" test "$(mtc --json models list | jq_ 'sorted(m["name"].split("/")[-1] for m in d["models"])')" = "['builtin-tok', 'from-hf', 'from-llmc', 'tuned']"
 # --- a registration that fails loses nothing ----------------------------------------
 kill "$MTCD_PID"
 wait_for 10 bash -c "! kill -0 $MTCD_PID"
