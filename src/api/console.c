@@ -301,7 +301,8 @@ int api_console_link(struct api_req *r, struct api_resp *out)
 {
     if (!r->cfg->listen || r->cfg->bound_port <= 0)
         return api_error(out, 412,
-                         "mtcd does not listen on TCP: restart it with --listen 127.0.0.1:PORT");
+                         "mtcd does not listen on TCP: restart it with `mtc daemon start` (or "
+                         "mtcd --listen 127.0.0.1:PORT)");
     char host[128];
     const char *colon = strrchr(r->cfg->listen, ':');
     snprintf(host, sizeof(host), "%.*s", (int)(colon - r->cfg->listen), r->cfg->listen);

@@ -77,4 +77,27 @@ BROWSER_RC=$?
 check "browser checks (console_browser.py)" test $BROWSER_RC = 0
 check "screenshots saved as artifacts" bash -c "ls $ART/*.png | wc -l | grep -qv '^0$'"
 diag "screenshots: $ART"
+
+# --- the README's way: `mtc daemon start`, then `mtc console` (issue 28) ------
+H2=$D/home2
+out=$(mtc --home "$H2" daemon start 2>&1)
+track_pid "$(cat "$H2/mtcd.pid" 2>/dev/null)"
+diag "$out"
+check "mtc daemon start listens on 127.0.0.1 too" grep -qE "also on 127\.0\.0\.1:[0-9]+ " <<<"$out"
+out=$(mtc --home "$H2" console 2>&1)
+diag "$out"
+LINK=$(sed -n 's/^log in (one-time link, [0-9]* s): //p' <<<"$out")
+check "mtc console then prints a login link" test -n "$LINK"
+check "the link logs in (a session cookie, then the app page)" bash -c "
+    curl -s -c '$D/h2.jar' -o /dev/null '$LINK' &&
+    curl -s -b '$D/h2.jar' \"\$(sed 's|console/login.*||' <<<'$LINK')\" | grep -q app.js"
+check "  and without a token the TCP API answers 401" bash -c "
+    [ \$(curl -s -o /dev/null -w '%{http_code}' \"\$(sed 's|console/login.*||' <<<'$LINK')v1/tokens\") = 401 ]"
+mtc --home "$H2" daemon stop >/dev/null 2>&1
+out=$(mtc --home "$H2" daemon start --no-listen 2>&1)
+track_pid "$(cat "$H2/mtcd.pid" 2>/dev/null)"
+out=$(mtc --home "$H2" console 2>&1)
+check "--no-listen: mtc console says in one line what to do" bash -c \
+    "[ \$(wc -l <<<'$out') = 1 ] && grep -q 'does not listen on TCP: restart it with \`mtc daemon start\`' <<<'$out'"
+mtc --home "$H2" daemon stop >/dev/null 2>&1
 done_testing

@@ -321,6 +321,27 @@ static void mtcd_path(char *buf, size_t len)
         snprintf(buf, len, "mtcd");
 }
 
+/* mtcd --daemon with args; 0, or -1 with its last words in why. */
+static int run_mtcd(char **args, char *why, size_t len)
+{
+    char *out = NULL;
+    int rc = mtc_run(args, NULL, &out, 60000);
+    size_t n = out ? strlen(out) : 0;
+    while (n > 0 && out[n - 1] == '\n')
+        out[--n] = '\0';
+    snprintf(why, len, "%s", rc != 0 ? (out && *out ? out : strerror(errno)) : "");
+    free(out);
+    return rc != 0 ? -1 : 0;
+}
+
+/* The port mtcd listens on for the console and TCP clients when none is given. */
+#define CONSOLE_PORT 8470
+
+/* mtc daemon start [--no-listen] [MTCD OPTIONS]: mtcd in the background. It
+ * also listens on 127.0.0.1 (tokens required there, as on any TCP listener;
+ * the unix socket stays the owner's) so that `mtc console` can give a login
+ * link: port 8470, else one the kernel picks when that is taken — unless
+ * --listen is given or --no-listen asks for the socket alone. */
 static int d_start(struct cli *c, int argc, char **argv)
 {
     if (healthy(c, NULL)) {
@@ -328,31 +349,44 @@ static int d_start(struct cli *c, int argc, char **argv)
         return 0;
     }
     /* mtcd's own options pass through (mtcd checks them) */
-    char bin[PATH_MAX + 8];
+    char bin[PATH_MAX + 8], why[512], listen[32];
     mtcd_path(bin, sizeof(bin));
-    char **args = calloc((size_t)argc + 5, sizeof(*args));
+    char **args = calloc((size_t)argc + 7, sizeof(*args));
     if (!args)
         return cli_fail("out of memory"), 1;
-    int n = 0;
+    int n = 0, given = 0, no_listen = 0;
     args[n++] = bin;
     args[n++] = "--daemon";
     args[n++] = "--home";
     args[n++] = (char *)c->home;
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--no-listen") == 0) {
+            no_listen = 1;
+            continue;
+        }
+        given |= strcmp(argv[i], "--listen") == 0 || strncmp(argv[i], "--listen=", 9) == 0;
         args[n++] = argv[i];
-    char *out = NULL;
-    int rc = mtc_run(args, NULL, &out, 60000);
-    free(args);
-    if (rc != 0) {
-        size_t n = out ? strlen(out) : 0;
-        while (n > 0 && out[n - 1] == '\n')
-            out[--n] = '\0';
-        cli_fail("cannot start mtcd: %s", out && *out ? out : strerror(errno));
-        free(out);
-        return 1;
     }
-    free(out);
-    printf("mtcd started (home %s, log %s/log/mtcd.log)\n", c->home, c->home);
+    int rc;
+    if (given || no_listen) {
+        rc = run_mtcd(args, why, sizeof(why));
+        *listen = '\0';
+    } else {
+        args[n++] = "--listen";
+        args[n++] = listen;
+        snprintf(listen, sizeof(listen), "127.0.0.1:%d", CONSOLE_PORT);
+        rc = run_mtcd(args, why, sizeof(why));
+        if (rc < 0 && strstr(why, "in use")) { /* taken: any free port */
+            snprintf(listen, sizeof(listen), "127.0.0.1:0");
+            rc = run_mtcd(args, why, sizeof(why));
+        }
+    }
+    free(args);
+    if (rc < 0)
+        return cli_fail("cannot start mtcd: %s", why), 1;
+    printf("mtcd started (home %s, log %s/log/mtcd.log%s%s%s)\n", c->home, c->home,
+           *listen ? "; also on " : "", *listen ? listen : "",
+           *listen ? " for the console and token holders: `mtc console`" : "");
     return 0;
 }
 
@@ -402,11 +436,13 @@ int cmd_daemon(struct cli *c, int argc, char **argv)
 
 /* mtc console [--port N]: start mtcd on 127.0.0.1:N (default 8470) unless it
  * runs, then print the console's URL and a one-time login link (admin, as the
- * owner of $MTC_HOME; valid 5 minutes, one use). */
+ * owner of $MTC_HOME; valid 5 minutes, one use). A mtcd started by `mtc
+ * daemon start` listens on 127.0.0.1 already; one started with --no-listen
+ * gets the console's one-line error. */
 int cmd_console(struct cli *c, int argc, char **argv)
 {
     const char *use = "mtc console [--port N]";
-    long port = 8470;
+    long port = CONSOLE_PORT;
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
         if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
@@ -422,17 +458,9 @@ int cmd_console(struct cli *c, int argc, char **argv)
         mtcd_path(bin, sizeof(bin));
         snprintf(listen, sizeof(listen), "127.0.0.1:%ld", port);
         char *args[] = {bin, "--daemon", "--home", (char *)c->home, "--listen", listen, NULL};
-        char *out = NULL;
-        int rc = mtc_run(args, NULL, &out, 60000);
-        if (rc != 0) {
-            size_t n = out ? strlen(out) : 0;
-            while (n > 0 && out[n - 1] == '\n')
-                out[--n] = '\0';
-            cli_fail("cannot start mtcd: %s", out && *out ? out : strerror(errno));
-            free(out);
-            return 1;
-        }
-        free(out);
+        char why[512];
+        if (run_mtcd(args, why, sizeof(why)) < 0)
+            return cli_fail("cannot start mtcd: %s", why), 1;
         printf("mtcd started on %s (home %s)\n", listen, c->home);
     }
     json_t *link = NULL;
