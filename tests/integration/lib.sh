@@ -76,6 +76,11 @@ t_cleanup() {
     if [ "$T_FAILED" -eq 0 ] && [ "$rc" -eq 0 ]; then rm -rf "$T_DIR"; else echo "# kept $T_DIR"; fi
 }
 trap t_cleanup EXIT
+# a test stopped by a signal (run.sh's timeout signals its process group)
+# still cleans up: exit runs the EXIT trap
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
 
 done_testing() { echo "1..$T_N"; [ "$T_FAILED" -eq 0 ]; exit $?; }
 
