@@ -33,66 +33,19 @@ mtc models upload "$W/ck" --name tiny >/dev/null || { echo "upload failed"; exit
 mtc endpoints create bench >/dev/null
 mtc endpoints deploy bench --model tiny --cluster be --min 1 --max 1 >/dev/null || exit 1
 TOKEN=$(mtc --json token create --name bench --role viewer | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-python3 - "$MTC_HOME/mtcd.sock" "$PORT" "$TOKEN" "$N" <<'PY'
-import http.client, json, socket, sys, time, concurrent.futures
-SOCK, PORT, TOKEN, N = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+python3 "$ROOT/bench/endpoint_latency.py" "$MTC_HOME/mtcd.sock" "$PORT" "$TOKEN" "$N" \
+    /v1beta1/projects/local/locations/local/endpoints/bench || exit 1
+python3 - "$MTC_HOME/mtcd.sock" <<'PY'
+import http.client, json, socket, sys, time, threading
+SOCK = sys.argv[1]
 EP = "/v1beta1/projects/local/locations/local/endpoints/bench"
+H = {"Content-Type": "application/json"}
 class UC(http.client.HTTPConnection):
     def __init__(s): super().__init__("localhost", timeout=60)
     def connect(s):
         s.sock = socket.socket(socket.AF_UNIX); s.sock.connect(SOCK)
-def get(path):
-    c = UC(); c.request("GET", path); r = c.getresponse(); d = json.loads(r.read()); c.close(); return d
-end = time.time() + 120
-while time.time() < end:
-    d = get(EP)["deployedModels"][0]
-    if d["readyReplicaCount"] == 1: break
-    time.sleep(0.3)
-addr = d["replicas"][0]["address"]
-host, port = addr.rsplit(":", 1)
-body = json.dumps({"model": d["modelVersion"], "prompt": "the cat", "max_tokens": 1, "seed": 1})
-H = {"Content-Type": "application/json"}
-cases = {
-    "direct (mtc-serve)": (lambda: http.client.HTTPConnection(host, int(port), timeout=60), "/v1/completions", H),
-    "endpoint, unix socket": (UC, EP + "/v1/completions", H),
-    "endpoint, TCP + token": (lambda: http.client.HTTPConnection("127.0.0.1", PORT, timeout=60),
-                              EP + "/v1/completions", dict(H, Authorization="Bearer " + TOKEN)),
-}
-def run(mk, path, hdr, n):
-    c = mk(); lat = []
-    for _ in range(n):
-        t = time.perf_counter()
-        c.request("POST", path, body=body, headers=hdr); r = c.getresponse(); r.read()
-        assert r.status == 200, r.status
-        lat.append(time.perf_counter() - t)
-    c.close(); return lat
 def pct(l, q):
     l = sorted(l); return l[min(len(l) - 1, int(q * len(l)))] * 1000
-res = {}
-for name, (mk, path, hdr) in cases.items():  # warm-up, then interleaved rounds
-    run(mk, path, hdr, 20)
-for rnd in range(3):
-    for name, (mk, path, hdr) in cases.items():
-        res.setdefault(name, []).extend(run(mk, path, hdr, N // 3))
-print(f"sequential, {N} requests each (max_tokens 1), one replica:")
-base = res["direct (mtc-serve)"]
-for name, lat in res.items():
-    print(f"  {name:24s} p50 {pct(lat,.5):7.2f} ms  p99 {pct(lat,.99):7.2f} ms  "
-          f"(p50 x{pct(lat,.5)/pct(base,.5):.2f}, +{pct(lat,.5)-pct(base,.5):.2f} ms)")
-print(f"8 concurrent clients, {N} requests in all:")
-conc = {}
-for name, (mk, path, hdr) in cases.items():
-    with concurrent.futures.ThreadPoolExecutor(8) as ex:
-        t = time.perf_counter()
-        parts = list(ex.map(lambda _: run(mk, path, hdr, N // 8), range(8)))
-        wall = time.perf_counter() - t
-    lat = [x for p in parts for x in p]
-    conc[name] = (lat, len(lat) / wall)
-cb = conc["direct (mtc-serve)"]
-for name, (lat, rps) in conc.items():
-    print(f"  {name:24s} p50 {pct(lat,.5):7.2f} ms  p99 {pct(lat,.99):7.2f} ms  {rps:7.1f} req/s "
-          f"(x{rps/cb[1]:.2f} of direct)")
-import threading
 def healthz(n):
     c = UC(); lat = []
     for _ in range(n):

@@ -42,9 +42,12 @@ int api_tcp_port(const struct api *a);
 
 /* Roles. viewer < editor < admin each may do what the one before may; a node
  * token (ROLE_NODE) may only report the health of its own node, and nothing
- * else accepts a health report. docs/api.md lists what each role may do. */
-enum api_role { ROLE_NONE = 0, ROLE_NODE, ROLE_VIEWER, ROLE_EDITOR, ROLE_ADMIN };
-/* "node", "viewer", "editor", "admin" → the role; anything else ROLE_NONE. */
+ * else accepts a health report; a registrar token (ROLE_REGISTRAR) may only
+ * register one run's checkpoint as one model (registrar.c). docs/api.md
+ * lists what each role may do. */
+enum api_role { ROLE_NONE = 0, ROLE_NODE, ROLE_REGISTRAR, ROLE_VIEWER, ROLE_EDITOR, ROLE_ADMIN };
+/* "node", "registrar", "viewer", "editor", "admin" → the role; anything else
+ * ROLE_NONE. */
 enum api_role api_role_parse(const char *s);
 const char *api_role_name(enum api_role r);
 
@@ -53,6 +56,7 @@ struct api_principal {
     enum api_role role;
     char cluster[16]; /* ROLE_NODE: the cluster and node it speaks for */
     char node[64];
+    char scope[2048]; /* ROLE_REGISTRAR: what it may register (JSON, registrar.c) */
 };
 
 /* What a route handler gets and fills (routes.c). */
@@ -90,6 +94,9 @@ int api_error(struct api_resp *out, int http, const char *fmt, ...)
 #define API_ROUTE_PROXY 1 /* routed to an endpoint's replica by the HTTP server (proxy.c),
                            * the body passed through unparsed */
 #define API_ROUTE_ADMIN_TOO 2 /* a ROLE_NODE route an admin may use too (:powerNodes) */
+#define API_ROUTE_REGISTRAR                                                                        \
+    4 /* a registrar token may use it too; the handler checks its                                  \
+       * scope (api_registrar_*) */
 
 struct api_route {
     const char *method;

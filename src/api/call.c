@@ -41,7 +41,7 @@ int api_error(struct api_resp *out, int http, const char *fmt, ...)
     return 0;
 }
 
-static const char *const role_names[] = {"", "node", "viewer", "editor", "admin"};
+static const char *const role_names[] = {"", "node", "registrar", "viewer", "editor", "admin"};
 
 enum api_role api_role_parse(const char *s)
 {
@@ -161,6 +161,16 @@ int api_authorize(const struct api_req *r, const struct api_route *route, struct
      * node route says so) */
     if ((route->flags & API_ROUTE_ADMIN_TOO) && r->who.role == ROLE_ADMIN)
         return 0;
+    /* a registrar token meets only the routes that name it (the handler checks
+     * its scope) */
+    if (r->who.role == ROLE_REGISTRAR) {
+        if (route->flags & API_ROUTE_REGISTRAR)
+            return 0;
+        api_error(out, 403,
+                  "a registrar token may only register its run's checkpoint (and read "
+                  "that upload and model)");
+        return -1;
+    }
     if ((route->role == ROLE_NODE) != (r->who.role == ROLE_NODE) || r->who.role < route->role) {
         if (route->role == ROLE_NODE)
             api_error(out, 403, "only a node token may do this (mtc-agent's own)");

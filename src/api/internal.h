@@ -5,6 +5,8 @@
 
 #include "api/api.h"
 
+#include <limits.h>
+
 #define CLUSTERS "/v1beta1/projects/*/locations/*/modelDevelopmentClusters"
 #define DATASETS "/v1beta1/projects/*/locations/*/datasets"
 #define MODELS "/v1beta1/projects/*/locations/*/models"
@@ -24,6 +26,25 @@ int api_page_args(struct api_req *r, struct api_resp *out, int (*token_valid)(co
 /* The cluster named by the path's captures 0-2 into cl (caller releases),
  * or -1 with out filled (400 bad name, 404 absent or under another parent). */
 int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl);
+
+/* Registrar tokens (registrar.c). api_registrar_mint: a new one for run's
+ * checkpoint as model (cluster in project/location), its secret into token
+ * and id into id; 0, or -1 + errno + err. api_registrar_scope: r's scope
+ * into s (-1: malformed). api_registrar_model: 0 when r is not a registrar or
+ * its scope is model in r's project and location (cap 0-1), else a 403 into
+ * out and -1. api_registrar_upload: the same, and source_run is its run, not
+ * registered yet (400 precondition once it is). */
+struct api_registrar {
+    char project[64], location[64], model[128];
+    char run[PATH_MAX], checkpoint[PATH_MAX];
+};
+int api_registrar_mint(struct store *st, const char *cluster, const char *project,
+                       const char *location, const char *model, const char *run,
+                       const char *checkpoint, char token[80], char id[24], mtc_error_t *err);
+int api_registrar_scope(const struct api_req *r, struct api_registrar *s);
+int api_registrar_model(const struct api_req *r, struct api_resp *out, const char *model);
+int api_registrar_upload(const struct api_req *r, struct api_resp *out, const char *model,
+                         const char *source_run);
 
 /* :powerNodes (power.c): Slurm's power programs start and stop elastic nodes. */
 int api_power_nodes(struct api_req *r, struct api_resp *out);

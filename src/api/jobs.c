@@ -160,9 +160,11 @@ static json_t *job_json(const struct store_job *j)
 }
 
 /* The cluster's Slurm for a job: its slurm.conf, and on hosts the trainer
- * mtc copied there and the MPI network. */
+ * mtc copied there, the MPI network, and for the job's registration the mtc
+ * copied there and mtcd's URL (and CA) as the hosts reach it. */
 struct target {
     char conf[PATH_MAX], trainer[PATH_MAX], mpi[64];
+    char hosts_mtc[PATH_MAX], hosts_url[512], hosts_ca[PATH_MAX];
 };
 
 static int cluster_target(struct api_req *r, struct api_resp *out, struct target *t)
@@ -182,6 +184,11 @@ static int cluster_target(struct api_req *r, struct api_resp *out, struct target
     }
     if (provider_env_get(env, "MTC_MPI_NETWORK", t->mpi, sizeof(t->mpi)) < 0)
         t->mpi[0] = '\0';
+    if (provider_env_get(env, "MTC_HOSTS_MTC", t->hosts_mtc, sizeof(t->hosts_mtc)) < 0 ||
+        provider_env_get(env, "MTC_HOSTS_URL", t->hosts_url, sizeof(t->hosts_url)) < 0)
+        t->hosts_mtc[0] = t->hosts_url[0] = '\0';
+    if (provider_env_get(env, "MTC_HOSTS_CA", t->hosts_ca, sizeof(t->hosts_ca)) < 0)
+        t->hosts_ca[0] = '\0';
     free(env);
     if (rc < 0)
         return api_error(out, 500, "cluster %s: %s", r->cap[2],
@@ -338,16 +345,43 @@ static int resolve_submit(struct api_req *r, struct recipe_run *run, const json_
                             json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"),
                                          run->from_model, fv));
     json_t *reg = json_object_get(*cfg, "register");
-    if (reg)
-        json_object_set_new(reg, "home", json_string(r->cfg->home)),
-            json_object_set_new(reg, "project", json_string(r->cap[0])),
-            json_object_set_new(reg, "location", json_string(r->cap[1]));
+    json_t *env = json_deep_copy(json_object_get(req, "secretEnv"));
+    char tok[80] = "", tok_id[24] = "";
+    if (reg) {
+        json_object_set_new(reg, "project", json_string(r->cap[0]));
+        json_object_set_new(reg, "location", json_string(r->cap[1]));
+        if (*t->hosts_url) {
+            /* on hosts: mtcd's TCP listener, with a token for this run's model only */
+            const char *ck = cget(json_object_get(*cfg, "checkpoint"), "dir");
+            if (api_registrar_mint(r->st, r->cap[2], r->cap[0], r->cap[1], cget(reg, "model"),
+                                   cget(*cfg, "taskDir"), ck ? ck : "", tok, tok_id, err) < 0) {
+                json_decref(env);
+                json_decref(*cfg);
+                *cfg = NULL;
+                errno = EINVAL;
+                return -1;
+            }
+            json_object_set_new(reg, "url", json_string(t->hosts_url));
+            if (*t->hosts_ca)
+                json_object_set_new(reg, "caCert", json_string(t->hosts_ca));
+            if (!env)
+                env = json_object();
+            json_object_set_new(env, "MTC_REGISTER_TOKEN", json_string(tok));
+            explicit_bzero(tok, sizeof(tok));
+        } else {
+            json_object_set_new(reg, "home", json_string(r->cfg->home));
+        }
+    }
     json_object_set_new(*cfg, "slurmConf", json_string(t->conf));
     char *script = recipe_render_sbatch(*cfg, err);
-    int rc = script ? recipe_submit(*cfg, script, t->conf, json_object_get(req, "secretEnv"), err)
-                    : -1;
+    int rc = script ? recipe_submit(*cfg, script, t->conf, env, err) : -1;
     int e = script ? errno : EINVAL;
     free(script);
+    if (env && json_object_get(env, "MTC_REGISTER_TOKEN")) /* no copy of it stays here */
+        json_object_set_new(env, "MTC_REGISTER_TOKEN", json_string(""));
+    json_decref(env);
+    if (rc < 0 && *tok_id)
+        store_token_revoke(r->st, tok_id);
     if (rc < 0) {
         json_decref(*cfg);
         *cfg = NULL;
@@ -404,8 +438,12 @@ static int submit_run(struct api_req *r, struct api_resp *out, const struct stor
         }
         run->from_checkpoint = init;
     }
-    /* the job's last step registers the final checkpoint with mtc next to mtcd */
-    if (mtc_exe_dir(mtc, sizeof(mtc) - 8) == 0) {
+    /* the job's last step registers the final checkpoint with mtc next to
+     * mtcd, on hosts with the copy mtc put there (over TCP) */
+    if (*t.hosts_url && *t.hosts_mtc) {
+        snprintf(mtc, sizeof(mtc), "%s", t.hosts_mtc);
+        run->registrar = mtc;
+    } else if (mtc_exe_dir(mtc, sizeof(mtc) - 8) == 0) {
         strcat(mtc, "/mtc");
         if (access(mtc, X_OK) == 0)
             run->registrar = mtc;

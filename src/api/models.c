@@ -147,13 +147,23 @@ static int load(struct api_req *r, struct api_resp *out, struct registry_ref *re
 struct roots {
     const char *list[66];
     char exps[PATH_MAX];
+    struct api_registrar scope;
 };
 
-/* Where a non-admin's files may lie (NULL for an admin: anywhere). */
+/* Where a non-admin's files may lie (NULL for an admin: anywhere); a
+ * registrar's: its run's directory and checkpoint directory only. */
 static const char *const *roots_of(struct api_req *r, struct roots *rt)
 {
     const struct control_datasets *cfg = control_datasets(r->ctl);
     int n = 0;
+    if (r->who.role == ROLE_REGISTRAR) {
+        if (api_registrar_scope(r, &rt->scope) == 0) {
+            rt->list[n++] = rt->scope.checkpoint;
+            rt->list[n++] = rt->scope.run;
+        }
+        rt->list[n] = NULL;
+        return rt->list;
+    }
     for (const char *const *p = cfg->roots; p && *p && n < 64; p++)
         rt->list[n++] = *p;
     if (r->cfg && r->cfg->home) {
@@ -268,6 +278,8 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
         api_error(out, 400, "modelId: %s", err.text);
         goto out;
     }
+    if (api_registrar_upload(r, out, name, jstr(model, "sourceRun")) < 0)
+        goto out;
     /* what can be said now is said now; the operation checks again */
     if (allowed_path(r, out, "model.artifactUri", jstr(model, "artifactUri"), src, sizeof(src)) <
             0 ||
@@ -284,6 +296,11 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     snprintf(op.target, sizeof(op.target), "models/%s", name);
     op.request = json_pack("{s:s, s:O, s:b, s:s}", "modelId", name, "model", model, "restricted",
                            r->who.role < ROLE_ADMIN, "home", r->cfg->home);
+    if (r->who.role == ROLE_REGISTRAR) { /* the operation's roots are the token's */
+        struct roots rt;
+        roots_of(r, &rt);
+        json_object_set_new(op.request, "roots", json_pack("[s, s]", rt.list[0], rt.list[1]));
+    }
     int rc = control_model_begin(r->ctl, &op, busy, &err);
     int e = errno;
     json_decref(op.request);
@@ -306,7 +323,9 @@ int api_model_get(struct api_req *r, struct api_resp *out)
     struct store_model m;
     struct store_model_version *v;
     int n;
-    if (load(r, out, &ref, &m, &v, &n) < 0)
+    char name[128]; /* a registrar reads its own model only */
+    snprintf(name, sizeof(name), "%.*s", (int)strcspn(r->cap[2], "@"), r->cap[2]);
+    if (api_registrar_model(r, out, name) < 0 || load(r, out, &ref, &m, &v, &n) < 0)
         return 0;
     int i = pick(out, &ref, v, n);
     if (i >= 0)

@@ -626,8 +626,41 @@ static int h_op_get(struct api_req *r, struct api_resp *out)
         store_op_release(&op);
         return api_error(out, 404, "operation %s not found", r->cap[2]);
     }
+    /* a registrar reads its model's uploads only */
+    if (api_registrar_model(r, out, strncmp(op.target, "models/", 7) ? NULL : op.target + 7) < 0) {
+        store_op_release(&op);
+        return 0;
+    }
     out->body = api_op_json(r->st, r->ctl, &op);
     store_op_release(&op);
+    return 0;
+}
+
+/* A registrar token: {"role": "registrar", "cluster", "project",
+ * "location", "model", "run", "checkpoint"}, what `mtc run` asks for a run
+ * on hosts (registrar.c). */
+static int registrar_create(struct api_req *r, struct api_resp *out)
+{
+    const char *role, *cluster, *project, *location, *model, *run, *ckpt;
+    json_error_t jerr;
+    if (json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "role",
+                       &role, "cluster", &cluster, "project", &project, "location", &location,
+                       "model", &model, "run", &run, "checkpoint", &ckpt) < 0)
+        return api_error(out, 400,
+                         "token: a registrar token's body is {\"role\": \"registrar\", "
+                         "\"cluster\", \"project\", \"location\", \"model\", \"run\", "
+                         "\"checkpoint\"}: %s",
+                         jerr.text);
+    if (check_cluster_id(cluster, out) < 0)
+        return 0;
+    char token[80], id[24];
+    mtc_error_t err = {""};
+    if (api_registrar_mint(r->st, cluster, project, location, model, run, ckpt, token, id, &err) <
+        0)
+        return api_error(out, errno == ENOENT ? 404 : 400, "token: %s", err.text);
+    out->body = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "role", "registrar", "cluster", cluster,
+                          "token", token);
+    explicit_bzero(token, sizeof(token));
     return 0;
 }
 
@@ -635,6 +668,9 @@ static int h_token_create(struct api_req *r, struct api_resp *out)
 {
     const char *name = NULL, *role = "viewer";
     json_error_t jerr;
+    if (r->body && json_is_string(json_object_get(r->body, "role")) &&
+        strcmp(json_string_value(json_object_get(r->body, "role")), "registrar") == 0)
+        return registrar_create(r, out);
     if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:s, s?:s}", "name", &name,
                                    "role", &role) < 0)
         return api_error(out, 400, "token: body must be {\"name\": NAME, \"role\": ROLE}: %s",
@@ -643,7 +679,8 @@ static int h_token_create(struct api_req *r, struct api_resp *out)
         return api_error(out, 400, "name \"%.64s\": must match [a-z][a-z0-9-]{0,62}", name);
     enum api_role rl = api_role_parse(role);
     if (rl == ROLE_NONE || rl == ROLE_NODE) /* node tokens are mtcd's to mint */
-        return api_error(out, 400, "role \"%.32s\": must be viewer, editor or admin", role);
+        return api_error(out, 400, "role \"%.32s\": must be viewer, editor, admin or registrar",
+                         role);
     char secret[65], token[80], hash[65], id[24], hex[9];
     mtc_random_hex(secret, 24);
     snprintf(token, sizeof(token), "mtc_%s", secret);
@@ -691,9 +728,9 @@ const struct api_route api_routes[] = {
     {"GET", DATASETS "/*", ROLE_VIEWER, api_dataset_get, 0},
     {"DELETE", DATASETS "/*", ROLE_EDITOR, api_dataset_delete, 0},
     {"POST", DATASETS "/*:prepare", ROLE_EDITOR, api_dataset_prepare, 0},
-    {"POST", MODELS ":upload", ROLE_EDITOR, api_model_upload, 0},
+    {"POST", MODELS ":upload", ROLE_EDITOR, api_model_upload, API_ROUTE_REGISTRAR},
     {"GET", MODELS, ROLE_VIEWER, api_model_list, 0},
-    {"GET", MODELS "/*", ROLE_VIEWER, api_model_get, 0},
+    {"GET", MODELS "/*", ROLE_VIEWER, api_model_get, API_ROUTE_REGISTRAR},
     {"PATCH", MODELS "/*", ROLE_EDITOR, api_model_patch, 0},
     {"DELETE", MODELS "/*", ROLE_EDITOR, api_model_delete, 0},
     {"GET", MODELS "/*:listVersions", ROLE_VIEWER, api_model_versions, 0},
@@ -707,16 +744,16 @@ const struct api_route api_routes[] = {
     {"POST", ENDPOINTS "/*:deployModel", ROLE_EDITOR, api_endpoint_deploy, 0},
     {"POST", ENDPOINTS "/*:undeployModel", ROLE_EDITOR, api_endpoint_undeploy, 0},
     {"POST", ENDPOINTS "/*/v1/completions", ROLE_VIEWER, api_endpoint_route, API_ROUTE_PROXY},
-    {"POST", ENDPOINTS "/*/v1/chat/completions", ROLE_VIEWER, api_endpoint_route,
-     API_ROUTE_PROXY},
+    {"POST", ENDPOINTS "/*/v1/chat/completions", ROLE_VIEWER, api_endpoint_route, API_ROUTE_PROXY},
     {"GET", ENDPOINTS "/*/v1/models", ROLE_VIEWER, api_endpoint_route, API_ROUTE_PROXY},
     {"POST", CLUSTERS "/*/trainingJobs", ROLE_EDITOR, api_job_create, 0},
     {"GET", CLUSTERS "/*/trainingJobs", ROLE_VIEWER, api_job_list, 0},
     {"GET", CLUSTERS "/*/trainingJobs/*", ROLE_VIEWER, api_job_get, 0},
     {"GET", CLUSTERS "/*/trainingJobs/*:metrics", ROLE_VIEWER, api_job_metrics, 0},
     {"POST", CLUSTERS "/*/trainingJobs/*:cancel", ROLE_EDITOR, api_job_cancel, 0},
-    {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get, 0},
-    {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get, 0},
+    {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get, API_ROUTE_REGISTRAR},
+    {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, h_op_get,
+     API_ROUTE_REGISTRAR},
     {"POST", "/v1/tokens", ROLE_ADMIN, h_token_create, 0},
     {"POST", "/v1/consoleLinks", ROLE_ADMIN, api_console_link, 0},
     {"GET", "/v1/tokens", ROLE_ADMIN, h_token_list, 0},

@@ -121,6 +121,7 @@ static int authenticate(struct listener *l, struct MHD_Connection *conn, const c
     who->role = api_role_parse(p.role);
     snprintf(who->cluster, sizeof(who->cluster), "%s", p.cluster);
     snprintf(who->node, sizeof(who->node), "%s", p.node);
+    snprintf(who->scope, sizeof(who->scope), "%s", p.scope);
     return who->role == ROLE_NONE ? -1 : 0;
 }
 

@@ -167,6 +167,11 @@ json_t *api_tokens_json(struct store *st)
             json_object_set_new(o, "cluster", json_string(t[i].who.cluster));
             json_object_set_new(o, "node", json_string(t[i].who.node));
         }
+        json_t *scope = *t[i].who.scope ? json_loads(t[i].who.scope, 0, NULL) : NULL;
+        if (scope) { /* a registrar's: what it may register, from where */
+            json_object_set_new(o, "cluster", json_string(t[i].who.cluster));
+            json_object_set_new(o, "scope", scope);
+        }
         json_array_append_new(arr, o);
     }
     free(t);

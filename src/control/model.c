@@ -245,20 +245,34 @@ static int recorded(struct store *st, const struct store_op *op, const char *nam
     return found;
 }
 
-/* A path of the request resolved; restricted: under the roots (the data
- * roots and <home>/experiments). 0, or -1 + err and *code. */
-static int where(struct control *c, const char *home, const char *field, const char *path,
-                 int restricted, char *out, size_t len, int *code, mtc_error_t *err)
+/* Where a restricted request's files may lie: the request's own "roots" (a
+ * registrar token's run and checkpoint directories), else mtcd's data roots
+ * and <home>/experiments. roots[] gets at most 65 entries and a NULL. */
+static void roots_of(struct control *c, const json_t *req, const char *home, const char *roots[66],
+                     char exps[PATH_MAX])
 {
-    const char *roots[66];
-    char exps[PATH_MAX];
     int n = 0;
+    const json_t *own = json_object_get(req, "roots");
+    if (json_is_array(own)) {
+        for (size_t i = 0; i < json_array_size(own) && n < 64; i++)
+            if (json_string_value(json_array_get(own, i)))
+                roots[n++] = json_string_value(json_array_get(own, i));
+        roots[n] = NULL;
+        return;
+    }
     for (const char *const *p = c->datasets.roots; p && *p && n < 64; p++)
         roots[n++] = *p;
-    snprintf(exps, sizeof(exps), "%s/experiments", home);
+    snprintf(exps, PATH_MAX, "%s/experiments", home);
     roots[n++] = exps;
     roots[n] = NULL;
-    if (dataset_resolve(field, path, restricted ? roots : NULL, out, len, err) == 0)
+}
+
+/* A path of the request resolved; under roots when given. 0, or -1 + err
+ * and *code. */
+static int where(const char *const *roots, const char *field, const char *path, char *out,
+                 size_t len, int *code, mtc_error_t *err)
+{
+    if (dataset_resolve(field, path, roots, out, len, err) == 0)
         return 0;
     *code = errno == EACCES ? RPC_PERMISSION_DENIED
             : errno == ENOENT ? RPC_NOT_FOUND
@@ -286,10 +300,14 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
     int format = jstr(model, "format")
                      ? schema_enum_parse(&registry_format_enum, jstr(model, "format"), 0)
                      : -1;
-    if (where(c, home, "model.artifactUri", jstr(model, "artifactUri"), restricted, src,
-              sizeof(src), code, err) < 0 ||
-        (jstr(model, "sourceRun") && where(c, home, "model.sourceRun", jstr(model, "sourceRun"),
-                                           restricted, run, sizeof(run), code, err) < 0))
+    const char *roots[66];
+    char exps[PATH_MAX];
+    roots_of(c, req, home, roots, exps);
+    const char *const *within = restricted ? roots : NULL;
+    if (where(within, "model.artifactUri", jstr(model, "artifactUri"), src, sizeof(src), code,
+              err) < 0 ||
+        (jstr(model, "sourceRun") && where(within, "model.sourceRun", jstr(model, "sourceRun"), run,
+                                           sizeof(run), code, err) < 0))
         return -1;
     if (registry_detect(src, &format, real, sizeof(real), err) < 0) {
         *code = errno == ENOENT ? RPC_NOT_FOUND : RPC_INVALID_ARGUMENT;
@@ -297,21 +315,13 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
     }
     json_t *lineage = jstr(model, "sourceRun") ? run_lineage(run, real) : json_object();
     json_object_set_new(lineage, "operation", json_string(op->id));
-    const char *roots[66];
-    char exps[PATH_MAX];
-    int n = 0;
-    for (const char *const *p = c->datasets.roots; p && *p && n < 64; p++)
-        roots[n++] = *p;
-    snprintf(exps, sizeof(exps), "%s/experiments", home);
-    roots[n++] = exps;
-    roots[n] = NULL;
     char progress[PATH_MAX + 64];
     snprintf(progress, sizeof(progress), "storing %.200s (%s)", real,
              schema_enum_name(&registry_format_enum, format));
     store_op_progress(c->st, op->id, progress);
     json_t *manifest = NULL, *meta = json_object();
-    if (registry_ingest(models, real, format, jstr(lineage, "tokenizer"),
-                        restricted ? roots : NULL, &manifest, err) < 0) {
+    if (registry_ingest(models, real, format, jstr(lineage, "tokenizer"), within, &manifest, err) <
+        0) {
         *code = errno == EACCES ? RPC_PERMISSION_DENIED : RPC_INTERNAL;
         report(c->st, lineage, name, 0, err->text);
         json_decref(lineage);

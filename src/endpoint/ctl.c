@@ -7,7 +7,7 @@
  * routing table (ready replicas and the split) lives in memory for
  * endpoint_pick; the store holds the spec and the replicas, so a restarted
  * mtcd adopts them. */
-#include "endpoint/endpoint.h"
+#include "endpoint/internal.h"
 #include "cluster/cluster.h"
 #include "registry/registry.h"
 #include "slurm/slurm.h"
@@ -26,6 +26,9 @@
 #define DEF_TICK_MS 500
 #define STARTUP_MS (180 * 1000) /* a replica not ready by then is replaced */
 #define HEALTH_FAILS 3          /* failed /health checks in a row that replace a ready replica */
+#define HEALTH_GRACE_MS                                                                            \
+    10000 /* ... over at least this long: a replica starved of CPU for a                           \
+           * moment (a busy node) is not one that hangs */
 #define MAX_DEPS 256
 #define DRAIN_MS (60 * 1000)    /* a draining replica is stopped by then, requests or not */
 
@@ -106,39 +109,39 @@ static int cluster_conf(struct endpoint_ctl *c, const char *cluster, char *conf,
 
 /* ---- replicas ---- */
 
-static int replica_dir(struct endpoint_ctl *c, const struct store_endpoint *e, char *buf,
-                       size_t len)
-{
-    int n = snprintf(buf, len, "%s/endpoints/%s/%s/%s", c->home, e->project, e->location, e->name);
-    return n > 0 && (size_t)n < len ? 0 : -1;
-}
-
 static int start_replica(struct endpoint_ctl *c, struct store_endpoint *e, const json_t *dep,
                          const char *conf, mtc_error_t *err)
 {
-    char dir[PATH_MAX], script[PATH_MAX + 32], logf[PATH_MAX + 32], rid[16], job[32];
-    if (replica_dir(c, e, dir, sizeof(dir)) < 0)
+    char dir[PATH_MAX], logdir[PATH_MAX], script[PATH_MAX + 32], logf[PATH_MAX + 32], rid[16],
+        job[32];
+    /* the placement: mtc-serve and the logs on the node's side (on hosts:
+     * the copy on every host, the shared storage) */
+    struct endpoint_place pl;
+    if (endpoint_place_get(c->cfg.control, c->cfg.store, sget(dep, "cluster"), c->serve, &pl, err) <
+        0)
+        return -1;
+    /* the script stays here (sbatch reads it here), the log is written on the node */
+    int n = snprintf(dir, sizeof(dir), "%s/endpoints/%s/%s/%s", c->home, e->project, e->location,
+                     e->name);
+    if (n < 0 || (size_t)n >= sizeof(dir) ||
+        endpoint_place_logdir(&pl, c->home, e->project, e->location, e->name, logdir,
+                              sizeof(logdir)) < 0)
         return errprintf(err, "the replica's directory: path too long");
-    if (mtc_mkdir_p(dir, 0700) < 0)
-        return errprintf(err, "%s: %s", dir, strerror(errno));
+    if (mtc_mkdir_p(dir, 0700) < 0 || mtc_mkdir_p(logdir, 0700) < 0)
+        return errprintf(err, "%s: %s", mtc_path_exists(dir) ? logdir : dir, strerror(errno));
     int next = iget(e->status, "nextReplica");
     next = next > 0 ? next : 1;
     snprintf(rid, sizeof(rid), "r%d", next);
     json_object_set_new(e->status, "nextReplica", json_integer(next + 1));
     snprintf(script, sizeof(script), "%s/%s.sh", dir, rid);
-    snprintf(logf, sizeof(logf), "%s/%s.log", dir, rid);
+    snprintf(logf, sizeof(logf), "%s/%s.log", logdir, rid);
+    const char *art = sget(dep, "artifact"), *part = sget(dep, "partition");
+    /* every value is a checked name or a path under mtc's home or the
+     * experiment root without a quote */
+    if (strchr(art, '\'') || strchr(dir, '\'') || strchr(logdir, '\'') || strchr(pl.serve, '\''))
+        return errprintf(err, "a path holds a quote: cannot write the replica's script");
     /* loopback on the local provider (its nodes are this host's processes),
      * every interface on hosts (reached at the node's NodeAddr) */
-    struct store_cluster cl;
-    int hosts = 0;
-    if (store_cluster_get(c->cfg.store, sget(dep, "cluster"), &cl) == 0) {
-        hosts = cluster_spec_on_hosts(cl.spec);
-        store_cluster_release(&cl);
-    }
-    const char *art = sget(dep, "artifact"), *part = sget(dep, "partition");
-    /* every value is a checked name or a path under mtc's home without a quote */
-    if (strchr(art, '\'') || strchr(dir, '\'') || strchr(c->serve, '\''))
-        return errprintf(err, "a path holds a quote: cannot write the replica's script");
     if (mtc_write_file_fmt(script, 0700,
                            "#!/bin/bash\n"
                            "# replica %s of deployed model %s of endpoint %s (written by mtcd)\n"
@@ -149,8 +152,8 @@ static int start_replica(struct endpoint_ctl *c, struct store_endpoint *e, const
                            "%s%s%s"
                            "exec '%s' --model '%s' --listen %s:0 --served-name '%s'\n",
                            rid, sget(dep, "id"), e->name, e->name, logf,
-                           *part ? "#SBATCH --partition=" : "", part, *part ? "\n" : "", c->serve,
-                           art, hosts ? "0.0.0.0" : "127.0.0.1", sget(dep, "modelVersion")) < 0)
+                           *part ? "#SBATCH --partition=" : "", part, *part ? "\n" : "", pl.serve,
+                           art, pl.hosts ? "0.0.0.0" : "127.0.0.1", sget(dep, "modelVersion")) < 0)
         return errprintf(err, "%s: %s", script, strerror(errno));
     char *out = NULL;
     if (slurm_submit(conf, script, job, &out) < 0) {
@@ -501,12 +504,20 @@ static void tick_endpoint(struct endpoint_ctl *c, struct store_endpoint *e,
         if (ok) {
             json_object_set_new(r, "state", json_string("READY"));
             json_object_set_new(r, "failedChecks", json_integer(0));
+            json_object_del(r, "failingSinceMs");
         } else if (strcmp(state, "READY") == 0) {
             int f = iget(r, "failedChecks") + 1;
             json_object_set_new(r, "failedChecks", json_integer(f));
-            if (f >= HEALTH_FAILS) {
-                replica_event(c, e, r, cluster, "ENDPOINT_REPLICA_UNHEALTHY",
-                              "/health failed 3 times; replacing it");
+            if (!jget(r, "failingSinceMs"))
+                json_object_set_new(r, "failingSinceMs", json_integer((json_int_t)now));
+            int64_t since = json_integer_value(jget(r, "failingSinceMs"));
+            if (f >= HEALTH_FAILS && now - since >= HEALTH_GRACE_MS) {
+                char why[96];
+                snprintf(why, sizeof(why),
+                         "/health failed %d times in a row over %lld s; "
+                         "replacing it",
+                         f, (long long)((now - since) / 1000));
+                replica_event(c, e, r, cluster, "ENDPOINT_REPLICA_UNHEALTHY", why);
                 stop_replica(c, reps, i, x->conf);
             }
         } else if (age > STARTUP_MS) {
@@ -759,22 +770,14 @@ int endpoint_deploy(struct endpoint_ctl *c, const char *project, const char *loc
         return errprintf(err, "deployedModel.cluster: cluster %s not found in projects/%s/locations/%s",
                          cluster, project, location);
     }
-    int hosts = cluster_spec_on_hosts(cl.spec);
     store_cluster_release(&cl);
-    if (hosts) {
-        errno = EINVAL;
-        return errprintf(err, "deployedModel.cluster: %s is on hosts; endpoints run on local "
-                              "clusters for now (mtc-serve is not installed on hosts)",
-                         cluster);
-    }
+    struct endpoint_place pl;
     if (cluster_conf(c, cluster, conf, sizeof(conf), err) < 0) {
         errno = EBUSY;
         return -1;
     }
-    if (!*c->serve || access(c->serve, X_OK) < 0) {
-        errno = EBUSY;
-        return errprintf(err, "mtc-serve is not installed beside mtcd");
-    }
+    if (endpoint_place_get(c->cfg.control, c->cfg.store, cluster, c->serve, &pl, err) < 0)
+        return -1;
     const char *part = sget(deployed, "partition");
     if (*part) {
         json_t *parts = slurm_partitions(conf, err);
@@ -795,12 +798,24 @@ int endpoint_deploy(struct endpoint_ctl *c, const char *project, const char *loc
         errno = e;
         return -1;
     }
+    /* on hosts the replicas read a copy on the shared storage (made here,
+     * once per version: this request waits for the copy) */
+    char staged[PATH_MAX] = "";
+    if (pl.hosts) {
+        char model[PATH_MAX];
+        if (endpoint_stage(&pl, path, model, sizeof(model), staged, sizeof(staged), err) < 0) {
+            errno = EBUSY;
+            return -1;
+        }
+        snprintf(path, sizeof(path), "%s", model);
+    }
     pthread_mutex_lock(&c->lock);
     struct store_endpoint e;
     int rc = -1;
     json_t *newsplit = NULL;
     if (store_endpoint_get(c->cfg.store, project, location, name, &e) < 0) {
         pthread_mutex_unlock(&c->lock);
+        endpoint_unstage(c->cfg.store, staged);
         errno = ENOENT;
         return errprintf(err, "endpoint %s not found", name);
     }
@@ -820,6 +835,8 @@ int endpoint_deploy(struct endpoint_ctl *c, const char *project, const char *loc
     json_object_set_new(d, "id", json_string(id));
     json_object_set_new(d, "modelVersion", json_string(version));
     json_object_set_new(d, "artifact", json_string(path));
+    if (*staged)
+        json_object_set_new(d, "staged", json_string(staged));
     json_object_set_new(d, "createTime", json_string(now));
     json_t *after = json_deep_copy(deps);
     json_array_append_new(after, d);
@@ -850,6 +867,8 @@ out:
     pthread_mutex_unlock(&c->lock);
     if (rc == 0)
         kick(c);
+    else
+        endpoint_unstage(c->cfg.store, staged);
     return rc;
 }
 
@@ -904,6 +923,8 @@ int endpoint_undeploy(struct endpoint_ctl *c, const char *project, const char *l
     char conf[PATH_MAX];
     mtc_error_t e2 = {""};
     int have_conf = cluster_conf(c, sget(find_id(deps, id), "cluster"), conf, sizeof(conf), &e2) == 0;
+    char staged[PATH_MAX];
+    snprintf(staged, sizeof(staged), "%s", sget(find_id(deps, id), "staged"));
     json_object_set_new(e.spec, "deployedModels", json_incref(after));
     json_object_set_new(e.spec, "trafficSplit", newsplit);
     for (size_t k = json_array_size(reps); k-- > 0;)
@@ -912,6 +933,8 @@ int endpoint_undeploy(struct endpoint_ctl *c, const char *project, const char *l
     rc = store_endpoint_put(c->cfg.store, &e);
     if (rc < 0)
         errprintf(err, "store: cannot update endpoint %s", name);
+    else
+        endpoint_unstage(c->cfg.store, staged); /* its copy on hosts, unless another uses it */
     char key[200];
     key_of(key, sizeof(key), project, location, name);
     rt_rebuild(c, key, &e);
@@ -974,6 +997,9 @@ int endpoint_delete(struct endpoint_ctl *c, const char *project, const char *loc
         stop_replica(c, reps, k, ok ? conf : NULL);
     }
     int rc = store_endpoint_delete(c->cfg.store, project, location, name);
+    size_t i;
+    json_t *d;
+    json_array_foreach(deps, i, d) if (rc == 0) endpoint_unstage(c->cfg.store, sget(d, "staged"));
     char key[200];
     key_of(key, sizeof(key), project, location, name);
     rt_rebuild(c, key, NULL);
@@ -1000,6 +1026,7 @@ json_t *endpoint_json(struct endpoint_ctl *c, const struct store_endpoint *e)
     {
         json_t *x = json_deep_copy(d);
         json_object_del(x, "artifact");
+        json_object_del(x, "staged");
         json_t *reps = json_array(), *r;
         size_t k;
         int ready = 0, running = 0;

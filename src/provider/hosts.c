@@ -28,9 +28,8 @@ void hosts_lc_socket(struct lc *c, const struct hstate *s)
 
 /* ---- mtcd's address for the agents ---- */
 
-/* The agents' URL: http(s)://<controller address>:<mtcd's TCP port>. */
-static int agent_url(const struct provider *p, const struct hstate *s, char *url, size_t len,
-                     mtc_error_t *err)
+int hosts_api_url(const struct provider *p, const struct hstate *s, char *url, size_t len,
+                  mtc_error_t *err)
 {
     if (!p->listen)
         return errprintf(err, "mtcd does not listen on TCP, and agents on hosts report over TCP: "
@@ -94,7 +93,7 @@ static json_t *agent_config(const struct provider *p, const struct lc *c, const 
         errprintf(err, "cluster %s: unknown to mtcd's store", c->id);
         return NULL;
     }
-    if (p->agent && agent_url(p, s, url, sizeof(url), err) < 0)
+    if (p->agent && hosts_api_url(p, s, url, sizeof(url), err) < 0)
         return NULL;
     const json_t *pol = json_object_get(spec, "healthPolicy");
     const char *lib = json_string_value(json_object_get(pol, "nvmlLibrary"));
@@ -744,7 +743,7 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
     if (hosts_plan(c->id, spec, have_old ? old : NULL, s, err) < 0 ||
         settings(spec, have_old ? old : NULL, s, err) < 0 ||
         hosts_controller_facts(&ctl, err) < 0 ||
-        (p->agent && agent_url(p, s, url, sizeof(url), err) < 0))
+        (p->agent && hosts_api_url(p, s, url, sizeof(url), err) < 0))
         goto out;
     hosts_lc_socket(c, s);
     /* elastic nodes that become static (a raised minNodeCount) while powered

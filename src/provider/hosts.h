@@ -96,10 +96,20 @@ void hosts_node_names(const struct hstate *s, char *buf, size_t len);
 /* ---- hosts_remote.c ---- */
 
 /* The programs mtc copies into every host's /var/lib/mtc/<uid> (a host's
- * copy is replaced only when it differs): the agent and the trainer the
- * recipes run, from beside mtcd, into bin/; the container plugin (mtcd's
- * spank_mtc.so) into lib/. Names are paths under /var/lib/mtc/<uid>. */
-enum hosts_bin { HOSTS_BIN_AGENT, HOSTS_BIN_TRAIN, HOSTS_BIN_SPANK, HOSTS_BIN_SCAN, HOSTS_NBIN };
+ * copy is replaced only when it differs): the agent, the trainer the recipes
+ * run, the health scanner's workload, mtc-serve (endpoint replicas) and mtc
+ * (a job's registration of its checkpoint, over TCP), from beside mtcd, into
+ * bin/; the container plugin (mtcd's spank_mtc.so) into lib/. Names are
+ * paths under /var/lib/mtc/<uid>. */
+enum hosts_bin {
+    HOSTS_BIN_AGENT,
+    HOSTS_BIN_TRAIN,
+    HOSTS_BIN_SPANK,
+    HOSTS_BIN_SCAN,
+    HOSTS_BIN_SERVE,
+    HOSTS_BIN_MTC,
+    HOSTS_NBIN
+};
 extern const char *const hosts_bin_names[HOSTS_NBIN];
 
 /* What the preflight learned about a host. */
@@ -174,7 +184,11 @@ int hosts_route_source(const char *host, char *addr, size_t len, mtc_error_t *er
 void hosts_sha256(const void *data, size_t len, char out[65]);
 
 /* ---- hosts.c, shared with hosts_node.c ---- */
-
+/* mtcd's API as the hosts reach it: http(s)://<controller address>:<mtcd's
+ * TCP port> (the agents report there; jobs register their checkpoints there).
+ * -1 + err when mtcd has no TCP listener the hosts can reach. */
+int hosts_api_url(const struct provider *p, const struct hstate *s, char *url, size_t len,
+                  mtc_error_t *err);
 /* Write the node's own files (agent.json, agent.env, token) under
  * <dir>/nodes/<node>/image; fresh: a new machine (new token). 0/-1 + err. */
 int hosts_node_files(const struct provider *p, const struct lc *c, const struct hstate *s,

@@ -90,7 +90,8 @@ static const char mtc_host_sh[] =
     "      *) die \"cannot mount $src on $p: no Lustre client on this host (mount.lustre)\" ;; "
     "esac; fi\n"
     "    mkdir -p $p || die \"cannot make the mount point $p\"\n"
-    "    out=$(mount -t $t -o $o $src $p 2>&1 </dev/null) || die \"mount -t $t $src $p failed: $(printf "
+    "    out=$(mount -t $t -o $o $src $p 2>&1 </dev/null) || die \"mount -t $t $src $p failed: "
+    "$(printf "
     "'%s' \"$out\" | tail -n 1)\"\n"
     "    grep -qxF $p $MD 2>/dev/null || echo $p >>$MD\n"
     "    say mounted $src on $p\n"
@@ -232,9 +233,11 @@ static const char mtc_host_sh[] =
     /* the host's own name as munged and slurmd look it up: ms, or "fail";
      * and the cgroup filesystem slurmd needs */
     "  t0=$(date +%s%N); timeout 3 getent hosts \"$(uname -n)\" >/dev/null 2>&1\n"
-    "  case $? in 0) echo \"resolve=$((($(date +%s%N) - t0) / 1000000))\" ;; 124) echo resolve=slow ;; "
+    "  case $? in 0) echo \"resolve=$((($(date +%s%N) - t0) / 1000000))\" ;; 124) echo "
+    "resolve=slow ;; "
     "*) echo resolve=fail ;; esac\n"
-    "  echo \"cgroup=$(awk '$3 == \"cgroup2\" || $3 == \"cgroup\" { print $3; exit }' /proc/mounts)\"\n"
+    "  echo \"cgroup=$(awk '$3 == \"cgroup2\" || $3 == \"cgroup\" { print $3; exit }' "
+    "/proc/mounts)\"\n"
     "  echo \"slurmd=$(slurmd -V 2>/dev/null | head -n 1)\"\n"
     "  echo \"munged=$(munged -V 2>/dev/null | head -n 1)\"\n"
     "  echo \"tar=$(command -v tar)\"\n"
@@ -246,7 +249,8 @@ static const char mtc_host_sh[] =
     "  sysd && echo systemd=1 || echo systemd=0\n"
     "  echo \"resources=$(slurmd -C 2>/dev/null | head -n 1)\"\n"
     "  echo \"gpus=$(ls /dev 2>/dev/null | grep -c '^nvidia[0-9][0-9]*$')\"\n"
-    "  for b in bin/mtc-agent bin/mtc-train lib/spank_mtc.so bin/mtc-scan; do echo \"$b=$(sha256sum $V/$b "
+    "  for b in bin/mtc-agent bin/mtc-train lib/spank_mtc.so bin/mtc-scan bin/mtc-serve bin/mtc; "
+    "do echo \"$b=$(sha256sum $V/$b "
     "2>/dev/null | cut -c 1-64)\"; done\n"
     "  if alive slurmd; then echo port=ours; elif awk '$4 == \"0A\" && $2 ~ /:1AA2$/' "
     "/proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q .; then echo port=busy; else echo "
@@ -405,7 +409,7 @@ static const char *fact(const char *out, const char *key, char *buf, size_t len)
 }
 
 /* The packages a host needs, installed with apt (installPackages): Slurm and
- * munge, and the libraries of mtc-agent and mtc-train. */
+ * munge, and the libraries of mtc-agent, mtc-train, mtc-serve and mtc. */
 static int install(struct ssh_conn *ssh, mtc_error_t *err)
 {
     static const char cmd[] =
@@ -414,7 +418,8 @@ static int install(struct ssh_conn *ssh, mtc_error_t *err)
         "had=$(dpkg-query -W -f='${Status}' munge 2>/dev/null | grep -c ' installed'); "
         "apt-get update -q >/dev/null && "
         "apt-get install -y -q -o Dpkg::Options::=--force-confold slurmd slurm-client munge "
-        "libjansson4 libcurl4 libopenblas0-pthread libopenmpi3 libgomp1 >/dev/null && "
+        "libjansson4 libcurl4 libopenblas0-pthread libopenmpi3 libgomp1 libmicrohttpd12 >/dev/null "
+        "&& "
         /* a munge.service that came with this install would hold the default
          * socket: mtc runs its own munged (one it did not install stays) */
         "{ [ \"$had\" = 1 ] || ! command -v systemctl >/dev/null || "
@@ -546,8 +551,9 @@ int hosts_preflight(struct ssh_conn *ssh, const struct hstate *s, const struct h
 /* ---- bring-up ---- */
 
 /* the facts op of mtc_host_sh lists the same paths */
-const char *const hosts_bin_names[HOSTS_NBIN] = {"bin/mtc-agent", "bin/mtc-train",
-                                                 "lib/spank_mtc.so", "bin/mtc-scan"};
+const char *const hosts_bin_names[HOSTS_NBIN] = {"bin/mtc-agent",    "bin/mtc-train",
+                                                 "lib/spank_mtc.so", "bin/mtc-scan",
+                                                 "bin/mtc-serve",    "bin/mtc"};
 
 unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f)
 {

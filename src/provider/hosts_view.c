@@ -436,18 +436,33 @@ char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
     const struct hnode *l = login_node(s);
     /* mtc run's jobs: MPI over TCP on the hosts' network, the trainer mtc
      * copied to every host (when it was built beside mtcd) */
-    char net[64] = "", train[PLEN] = "", mpi[160] = "", trainer[PLEN + 64] = "";
+    char net[64] = "", train[PLEN] = "", mpi[160] = "", trainer[PLEN + 1024] = "";
     if (addr_network(s->ctld_addr, net, sizeof(net)) == 0)
         snprintf(mpi, sizeof(mpi), "export MTC_MPI_NETWORK='%s'\n", net);
     local_path(&c, train, "image/var/lib/mtc/%s/bin/mtc-train", s->uid);
     if (access(train, X_OK) == 0)
         snprintf(trainer, sizeof(trainer), "export MTC_TRAINER='" SLURM_HOST_VAR "/bin/mtc-train'\n",
                  s->uid);
-    /* the health scanner's workload (mtc healthscan), copied the same way */
-    local_path(&c, train, "image/var/lib/mtc/%s/bin/mtc-scan", s->uid);
-    if (access(train, X_OK) == 0)
+    /* the health scanner's workload (mtc healthscan), mtc-serve (endpoint
+     * replicas) and mtc (a job's registration), copied the same way */
+    static const char *const more[][2] = {
+        {"MTC_SCAN", "mtc-scan"}, {"MTC_SERVE", "mtc-serve"}, {"MTC_HOSTS_MTC", "mtc"}};
+    for (size_t k = 0; k < sizeof(more) / sizeof(more[0]); k++) {
+        local_path(&c, train, "image/var/lib/mtc/%s/bin/%s", s->uid, more[k][1]);
+        if (access(train, X_OK) == 0)
+            snprintf(trainer + strlen(trainer), sizeof(trainer) - strlen(trainer),
+                     "export %s='" SLURM_HOST_VAR "/bin/%s'\n", more[k][0], s->uid, more[k][1]);
+    }
+    /* mtcd as the hosts reach it (a job registers its checkpoint there) */
+    char url[512];
+    mtc_error_t uerr = {""};
+    if (hosts_api_url(p, s, url, sizeof(url), &uerr) == 0 && !strchr(url, '\'')) {
         snprintf(trainer + strlen(trainer), sizeof(trainer) - strlen(trainer),
-                 "export MTC_SCAN='" SLURM_HOST_VAR "/bin/mtc-scan'\n", s->uid);
+                 "export MTC_HOSTS_URL='%s'\n", url);
+        if (p->tls && p->ca_file)
+            snprintf(trainer + strlen(trainer), sizeof(trainer) - strlen(trainer),
+                     "export MTC_HOSTS_CA='" SLURM_HOST_ETC "/ca.pem'\n", s->uid);
+    }
     if (asprintf(&out,
                  "export SLURM_CONF='%s'\n"
                  "export MTC_CLUSTER='%s'\n"

@@ -627,6 +627,10 @@ static void put_environment(FILE *f, const json_t *cfg)
     for (int i = 0; recipe_secrets[i]; i++)
         fprintf(f, " %s", recipe_secrets[i]);
     fprintf(f, "; do\n    [ -n \"${!v:-}\" ] && echo \"mtc: $v is set (passed through)\"\ndone\n");
+    if (json_string_value(json_object_get(json_object_get(cfg, "register"), "url")))
+        fprintf(f, "# the registrar token the submitter minted for this run's registration (never\n"
+                   "# written here): kept for the last step, out of the trainer's environment\n"
+                   "REGISTER_TOKEN=${MTC_REGISTER_TOKEN:-}\nunset MTC_REGISTER_TOKEN\n");
 }
 
 /* TRAIN=(...): the trainer's command line, one flag (and its value) per line. */
@@ -685,14 +689,18 @@ static void put_launch(FILE *f, const json_t *cfg, const char *image,
 }
 
 /* A completed run registers its final checkpoint in the model registry
- * (mtc models upload through mtcd); a failed registration leaves the
- * checkpoint where it is, says so in the log and keeps the job's status. */
+ * (mtc models upload through mtcd: its unix socket under home, or on a
+ * cluster on hosts its TCP listener at url with the registrar token the job
+ * got in MTC_REGISTER_TOKEN); a failed registration leaves the checkpoint
+ * where it is, says so in the log and keeps the job's status. */
 static void put_register(FILE *f, const json_t *cfg)
 {
     const json_t *reg = json_object_get(cfg, "register");
     const char *model = json_string_value(json_object_get(reg, "model"));
     const char *mtc = json_string_value(json_object_get(reg, "mtc"));
     const char *home = json_string_value(json_object_get(reg, "home"));
+    const char *url = json_string_value(json_object_get(reg, "url"));
+    const char *ca = json_string_value(json_object_get(reg, "caCert"));
     const char *ck = json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
     if (!model || !mtc || !ck)
         return;
@@ -701,7 +709,16 @@ static void put_register(FILE *f, const json_t *cfg)
             model);
     put_q(f, ck);
     fprintf(f, "\n    ");
-    if (home) {
+    if (url) { /* mtcd over TCP, as the hosts reach it */
+        fprintf(f, "MTC_URL=");
+        put_q(f, url);
+        fprintf(f, " MTC_TOKEN=\"$REGISTER_TOKEN\" ");
+        if (ca) {
+            fprintf(f, "MTC_CA_CERT=");
+            put_q(f, ca);
+            fprintf(f, " ");
+        }
+    } else if (home) {
         fprintf(f, "MTC_HOME=");
         put_q(f, home);
         fprintf(f, " ");

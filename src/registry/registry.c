@@ -763,14 +763,10 @@ int registry_materialize(const char *models, const json_t *manifest, int format,
     return 0;
 }
 
-int registry_export(const char *models, const json_t *manifest, int format, const char *trainer,
-                    const char *dir, mtc_error_t *err)
+int registry_copy_artifact(const char *src, const char *dir, mtc_error_t *err)
 {
-    char src[PATH_MAX];
-    if (registry_materialize(models, manifest, format, trainer, src, sizeof(src), err) < 0)
-        return -1;
     if (mtc_mkdir_p(dir, 0755) < 0)
-        return errprintf(err, "outputDir: %.200s: %s", dir, strerror(errno));
+        return errprintf(err, "%.200s: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(src, &sb) == 0 && S_ISREG(sb.st_mode)) { /* llm.c: one file */
         char to[PATH_MAX + 256];
@@ -795,6 +791,17 @@ int registry_export(const char *models, const json_t *manifest, int format, cons
     }
     closedir(d);
     return rc;
+}
+
+int registry_export(const char *models, const json_t *manifest, int format, const char *trainer,
+                    const char *dir, mtc_error_t *err)
+{
+    char src[PATH_MAX];
+    if (registry_materialize(models, manifest, format, trainer, src, sizeof(src), err) < 0)
+        return -1;
+    if (mtc_mkdir_p(dir, 0755) < 0)
+        return errprintf(err, "outputDir: %.200s: %s", dir, strerror(errno));
+    return registry_copy_artifact(src, dir, err);
 }
 
 /* ---- refs ---- */

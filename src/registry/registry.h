@@ -89,6 +89,9 @@ int registry_sweep(const char *models, const json_t *dirs, int *removed, mtc_err
 int registry_materialize(const char *models, const json_t *manifest, int format,
                          const char *trainer, char *out, size_t len, mtc_error_t *err);
 
+/* Copy an artifact (a directory's regular files, or an llm.c file) into dir
+ * (created; files that exist there are replaced). 0, or -1 + err. */
+int registry_copy_artifact(const char *src, const char *dir, mtc_error_t *err);
 /* Copy the artifact of manifest, in format, into dir (created; files that
  * exist there are replaced). 0, or -1 + err. */
 int registry_export(const char *models, const json_t *manifest, int format, const char *trainer,

@@ -98,6 +98,10 @@ static const char *migrations[] = {
     "CREATE TABLE cluster_nodes ("
     "  cluster_id TEXT NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL,"
     "  PRIMARY KEY (cluster_id, node));" STORE_I_FILL_CLUSTER_NODES("1") ";",
+    /* v10: registrar tokens — role "registrar", bound to one cluster and a
+     * scope (JSON: the project, location and model it may register into, the
+     * run and checkpoint directory it may register from) */
+    "ALTER TABLE tokens ADD COLUMN scope TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -254,15 +254,22 @@ struct store_event *store_events(struct store *st, const char *cluster_id, int l
 /* Tokens: only the SHA-256 of a token is stored. */
 int store_token_add(struct store *st, const char *id, const char *name, const char *role,
                     const char *hash);
-/* Who a live token is: its role ("viewer" | "editor" | "admin" | "node") and,
- * for a node token, the one node of one cluster it speaks for ("" otherwise). */
+/* Who a live token is: its role ("viewer" | "editor" | "admin" | "node" |
+ * "registrar") and, for a node token, the one node of one cluster it speaks
+ * for; for a registrar token, the cluster of its run and its scope (JSON:
+ * project, location, model, run, checkpoint) ("" otherwise). */
 struct store_principal {
     char role[16];
     char cluster[16];
     char node[64];
+    char scope[2048];
 };
 /* The principal of the live token with this hash into out; -1/ENOENT if none. */
 int store_token_lookup(struct store *st, const char *hash, struct store_principal *out);
+/* A registrar token: role "registrar", bound to cluster_id (revoked with it)
+ * and scope (JSON text, at most 2047 bytes). */
+int store_registrar_token_add(struct store *st, const char *id, const char *name,
+                              const char *cluster_id, const char *scope, const char *hash);
 /* Make hash the one live node token of (cluster_id, node), revoking the ones
  * before it (a replaced or reimaged node gets a new token). id: "tok-<hex>". */
 int store_node_token_set(struct store *st, const char *cluster_id, const char *node,

@@ -1,5 +1,6 @@
-/* store_token: API tokens (kept as hashes) and the per-node tokens mtc-agent
- * reports with; a cluster's node tokens are revoked with it. */
+/* store_token: API tokens (kept as hashes), the per-node tokens mtc-agent
+ * reports with and the registrar tokens a job on hosts registers its
+ * checkpoint with; a cluster's node and registrar tokens are revoked with it. */
 #include "store/internal.h"
 
 #include <errno.h>
@@ -19,15 +20,15 @@ int store_token_lookup(struct store *st, const char *hash, struct store_principa
     int rc = -1;
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s =
-        store_i_prep(st,
-                     "SELECT role, COALESCE(cluster_id, ''), COALESCE(node, '') FROM tokens"
-                     " WHERE hash=? AND revoked=0",
-                     "s", hash);
+    sqlite3_stmt *s = store_i_prep(st,
+                                   "SELECT role, COALESCE(cluster_id, ''), COALESCE(node, ''),"
+                                   " COALESCE(scope, '') FROM tokens WHERE hash=? AND revoked=0",
+                                   "s", hash);
     if (s && sqlite3_step(s) == SQLITE_ROW) {
         store_i_col_text(s, 0, out->role, sizeof(out->role));
         store_i_col_text(s, 1, out->cluster, sizeof(out->cluster));
         store_i_col_text(s, 2, out->node, sizeof(out->node));
+        store_i_col_text(s, 3, out->scope, sizeof(out->scope));
         rc = 0;
     } else {
         errno = ENOENT;
@@ -35,6 +36,20 @@ int store_token_lookup(struct store *st, const char *hash, struct store_principa
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->lock);
     return rc;
+}
+
+int store_registrar_token_add(struct store *st, const char *id, const char *name,
+                              const char *cluster_id, const char *scope, const char *hash)
+{
+    if (strlen(scope) >= sizeof(((struct store_principal *)0)->scope)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return store_i_run_locked(
+        st, store_i_prep(st,
+                         "INSERT INTO tokens (id, name, role, hash, create_ms, cluster_id, scope)"
+                         " VALUES (?,?,'registrar',?,?,?,?)",
+                         "ssslss", id, name, hash, mtc_now_ms(), cluster_id, scope));
 }
 
 int store_node_token_set(struct store *st, const char *cluster_id, const char *node,
@@ -71,13 +86,15 @@ static void read_token(sqlite3_stmt *s, void *out)
     t->create_ms = sqlite3_column_int64(s, 3);
     store_i_col_text(s, 4, t->who.cluster, sizeof(t->who.cluster));
     store_i_col_text(s, 5, t->who.node, sizeof(t->who.node));
+    store_i_col_text(s, 6, t->who.scope, sizeof(t->who.scope));
 }
 
 struct store_token *store_token_list(struct store *st, int *n)
 {
     return store_i_list(st, read_token, sizeof(struct store_token), ALL_ROWS, n,
                         "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
-                        " COALESCE(node, '') FROM tokens WHERE revoked=0 ORDER BY create_ms",
+                        " COALESCE(node, ''), COALESCE(scope, '') FROM tokens WHERE revoked=0"
+                        " ORDER BY create_ms",
                         "");
 }
 

@@ -4,6 +4,7 @@
 # of mtc-serve): 200 completions from 16 concurrent clients through
 # …/endpoints/E/v1/completions all succeed while replicas scale up, one
 # replica's job killed with SIGKILL mid-load is retried around and replaced,
+# a hung one (SIGSTOP) is kept for a moment and replaced after 10 s,
 # replicas go back to the minimum when idle; an 80/20 split measured over 500
 # requests; mtcd's other requests are not held up by the proxied ones; bad
 # input in one line (google.rpc) with nothing changed, OpenAI errors passed
@@ -142,6 +143,26 @@ check "the lost replica is an event of the cluster (its job gone, or /health fai
 import json,sys; ev=json.loads(sys.argv[1])['clusterEvents']
 assert any(e['eventType'] in ('ENDPOINT_REPLICA_LOST','ENDPOINT_REPLICA_UNHEALTHY') and 'replica '+sys.argv[2]+' ' in e['description'] for e in ev), ev[-5:]" "$BODY" "$KILLED"
 check "idle: back to the minimum (2 READY replicas)" wait_for 60 ready chat d1 2
+
+# --- a hung replica (SIGSTOP): kept through a moment without answers, replaced
+# once /health has failed over 10 s -----------------------------------------
+read -r HUNG HADDR <<<"$(api GET "$E/chat"; jq_ '" ".join([[r["id"], r["address"]] for r in d["deployedModels"][0]["replicas"] if r["state"]=="READY"][0])' <<<"$BODY")"
+HPID=$(ss -ltnpH "sport = :${HADDR##*:}" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
+check "replica $HUNG's mtc-serve found (pid ${HPID:-none})" test -n "$HPID"
+[ -n "$HPID" ] && kill -STOP "$HPID"
+sleep 5
+still_there() { api GET "$E/chat"; grep -q "\"id\": *\"$HUNG\"" <<<"$BODY"; }
+check "5 s after SIGSTOP it is still a replica (a busy node is not a hang)" still_there
+hung_gone() {
+    api GET "$CLUSTERS/ep"
+    python3 -c "
+import json,re,sys; ev=json.loads(sys.argv[1])['clusterEvents']
+m=[re.search(r'over (\d+) s', e['description']) for e in ev if e['eventType']=='ENDPOINT_REPLICA_UNHEALTHY' and 'replica '+sys.argv[2]+' ' in e['description']]
+sys.exit(0 if m and m[-1] and int(m[-1].group(1)) >= 10 else 1)" "$BODY" "$HUNG"
+}
+check "... then replaced: ENDPOINT_REPLICA_UNHEALTHY after /health failed over >= 10 s" wait_for 60 hung_gone
+[ -n "$HPID" ] && kill -CONT "$HPID" 2>/dev/null
+check "back to 2 READY replicas" wait_for 90 ready chat d1 2
 
 # --- traffic split 80/20 over 500 requests ------------------------------------
 api POST "$E/chat:deployModel" '{"deployedModel":{"model":"tiny@2","cluster":"ep","minReplicaCount":1},"trafficSplit":{"d1":80,"0":20}}'

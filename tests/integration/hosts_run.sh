@@ -7,6 +7,10 @@
 # the plugin is copied to every host, `srun -N2 --container-image` from the
 # controller runs in the image on both compute hosts and leaves nothing
 # mounted there, and `mtc run -i` of a trainer image completes across them.
+# A run registers its checkpoint from its host (the hosts' mtc, mtcd's TCP
+# listener, a registrar token that may do nothing else); the model is served
+# by an endpoint with 2 replicas on the hosts, which survives the kill -9 of
+# one.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"
@@ -121,6 +125,88 @@ d = max(abs(x["loss"] - y["loss"]) for x, y in zip(a, b))
 assert d < 1e-4, "loss diff %g" % d
 print("# %d steps, max loss diff %.3g, final loss %.4f" % (n, d, a[-1]["loss"]))
 PY
+
+# --- the run registered itself from its host, over TCP -------------------------
+MV=$(mtc models show one --json 2>/dev/null)
+check "the 1-host run's checkpoint is registered as model one (from its run on hr)" python3 -c "
+import json,sys; v=json.loads(sys.argv[1]); l=v['lineage']
+assert l['cluster']=='hr' and l['taskDir']==sys.argv[2], l" "$MV" "$TD1"
+check "its job registered through mtcd's TCP listener with the hosts' mtc" \
+    grep -q "^    MTC_URL='http://$TESTHOSTS_CTL_ADDR:[0-9]*' MTC_TOKEN=\"\$REGISTER_TOKEN\" '/var/lib/mtc/$CU/bin/mtc' " "$TD1/sbatch.sh"
+check "... not the controller's socket, and no token written down" \
+    bash -c "! grep -q 'MTC_HOME=' '$TD1/sbatch.sh' && ! grep -rq 'mtc_[0-9a-f]\{48\}' '$TD1'"
+mtc token list --json >"$D/tokens.json"
+check "the registrar token is listed with its scope (model one, run $TD1)" python3 -c "
+import json,sys; t=[x for x in json.load(open(sys.argv[1]))['tokens'] if x['role']=='registrar']
+assert any(x['cluster']=='hr' and x['scope']['model']=='one' and x['scope']['run']==sys.argv[2] for x in t), t" "$D/tokens.json" "$TD1"
+# what a registrar token may do: mint one for run "two" as model "scoped"
+ckdir() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]+'/config.json'))['checkpoint']['dir'])" "$1"; }
+CK1=$(ckdir "$TD1"); CK2=$(ckdir "$TD2")
+api POST /v1/tokens "$(python3 -c "import json,sys; print(json.dumps({'role':'registrar','cluster':'hr','project':'local','location':'local','model':'scoped','run':sys.argv[1],'checkpoint':sys.argv[2]}))" "$TD2" "$CK2")"
+RTOK=$(python3 -c "import json,sys; print(json.loads(sys.argv[1]).get('token',''))" "$BODY")
+check "an admin mints a registrar token for run two as model scoped" test -n "$RTOK"
+URL=$(sed -n "s/^export MTC_HOSTS_URL='\(.*\)'$/\1/p" <(mtc env hr))
+tcp() { # METHOD PATH [BODY] with the registrar token → HTTP status
+    curl -s -o "$D/tcp.out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $RTOK" \
+        -H 'Content-Type: application/json' ${3:+--data-binary "$3"} "$URL$2"
+}
+M=/v1beta1/projects/local/locations/local/models
+up() { echo "{\"modelId\":\"$1\",\"model\":{\"artifactUri\":\"$2\",\"sourceRun\":\"$3\"}}"; }
+check "a registrar token lists no clusters (403)" test "$(tcp GET /v1beta1/projects/local/locations/local/modelDevelopmentClusters)" = 403
+check "... uploads into no other model (403)" test "$(tcp POST "$M:upload" "$(up other "$CK2" "$TD2")")" = 403
+check "... from no other run (403)" test "$(tcp POST "$M:upload" "$(up scoped "$CK1" "$TD1")")" = 403
+check "... from no path outside its run (403)" test "$(tcp POST "$M:upload" "$(up scoped /etc "$TD2")")" = 403
+check "... but registers its run (200, an operation)" test "$(tcp POST "$M:upload" "$(up scoped "$CK2" "$TD2")")" = 200
+OPN=$(python3 -c "import json; print(json.load(open('$D/tcp.out'))['name'])")
+op_done() { tcp GET "/v1/$OPN" >/dev/null && grep -q '"done": *true' "$D/tcp.out"; }
+check "... and reads its upload's operation until done" wait_for 60 op_done
+check "... and its model (scoped@1)" test "$(tcp GET "$M/scoped@1")" = 200
+check "... once: a second upload of the run is refused (400 precondition)" \
+    test "$(tcp POST "$M:upload" "$(up scoped "$CK2" "$TD2")")" = 400
+
+# --- an endpoint on the hosts: 2 replicas, one killed -------------------------
+E=/v1beta1/projects/local/locations/local/endpoints
+out=$(mtc endpoints create hep 2>&1)
+check "endpoint created" grep -q "created endpoint hep" <<<"$out"
+out=$(mtc endpoints deploy hep --model one --cluster hr --min 2 --max 2 2>&1)
+check "model one deployed on cluster hr (2 replicas)" grep -q "deployed one@1 as d1 on endpoint hep (cluster hr, 2-2 replicas)" <<<"$out"
+check "... the version copied to the shared storage once ($D/.mtc/models)" \
+    bash -c "ls '$D/.mtc/models'/*/.staged >/dev/null && [ \$(ls '$D/.mtc/models' | wc -l) -eq 1 ]"
+ready2() {
+    api GET "$E/hep"
+    python3 -c "
+import json,sys; d=json.loads(sys.argv[1])['deployedModels'][0]
+sys.exit(0 if len(d['replicas'])==2 and d['readyReplicaCount']==2 else 1)" "$BODY"
+}
+check "both replicas READY (mtc-serve on the hosts, /health 200)" wait_for 120 ready2
+REPS=$(python3 -c "
+import json,sys; print(' '.join(r['id']+'='+r['address'] for r in json.loads(sys.argv[1])['deployedModels'][0]['replicas']))" "$BODY")
+echo "# replicas: $REPS"
+check "the replicas are addressed by their nodes' NodeAddr (compute hosts' addresses)" python3 -c "
+import sys; a=[x.split('=')[1].rsplit(':',1)[0] for x in sys.argv[1].split()]
+assert len(a)==2 and set(a)<=set(sys.argv[2:]), a" "$REPS" "${H[2]}" "${H[3]}"
+complete() { api POST "$E/hep/v1/completions" '{"prompt":"the cat","max_tokens":8,"temperature":0}'; [ "$HTTP_STATUS" = 200 ] && grep -q '"text"' <<<"$BODY"; }
+check "a completion through mtcd is answered by a replica on a host" complete
+A1=${REPS#*=}; A1=${A1%% *}; R1=${REPS%%=*}
+check "... and directly at the replica's address (its served name, one@1)" \
+    bash -c "curl -sf -H 'Content-Type: application/json' -d '{\"model\":\"one@1\",\"prompt\":\"the cat\",\"max_tokens\":8}' http://$A1/v1/completions | grep -q '\"text\"'"
+# kill -9 the first replica's mtc-serve: the process listening on its port on its host
+HI=2; [ "${A1%:*}" = "${H[3]}" ] && HI=3
+PID=$(testhost_exec "$HI" ss -Htlnp "sport = :${A1##*:}" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
+check "replica $R1's mtc-serve found on host $HI (pid ${PID:-none})" test -n "$PID"
+[ -n "$PID" ] && kill -9 "$PID"
+ok=0
+for i in 1 2 3 4 5 6; do complete && ok=$((ok + 1)); done
+check "after the kill -9, requests are still answered ($ok/6)" test "$ok" = 6
+lost() { api GET "$E/hep"; ! grep -q "\"$R1\"" <<<"$BODY" && ready2; }
+check "replica $R1 replaced: 2 READY replicas again" wait_for 120 lost
+api GET "/v1beta1/projects/local/locations/local/modelDevelopmentClusters/hr"
+check "... with the event naming it" python3 -c "
+import json,sys; ev=json.loads(sys.argv[1]).get('clusterEvents',[])
+assert any(e['eventType'] in ('ENDPOINT_REPLICA_LOST','ENDPOINT_REPLICA_UNHEALTHY') and 'replica '+sys.argv[2]+' ' in e['description'] for e in ev), ev[-5:]" "$BODY" "$R1"
+check "endpoint deleted" mtc endpoints delete hep
+check "... its replicas' jobs leave the queue" wait_for 30 bash -c "! squeue -h -o %j | grep -q mtc-endpoint-hep"
+check "... and the copy on the shared storage is removed" bash -c "[ -z \"\$(ls -A '$D/.mtc/models')\" ]"
 
 # the recipe in a trainer image, across both hosts
 check "trainer image built" mtc image build-trainer -o "$D/trainer.sqsh"

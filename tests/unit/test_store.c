@@ -217,7 +217,7 @@ int main(void)
     struct store *st = store_open(path, &err);
     umask(old_umask);
     CHECK(st != NULL, "open creates the database");
-    CHECK(store_schema_version(st) == 9, "migrated to the latest schema");
+    CHECK(store_schema_version(st) == 10, "migrated to the latest schema");
     struct stat sb;
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600,
           "database created 0600 under umask 022 (mode %o)", (unsigned)(sb.st_mode & 0777));
@@ -306,6 +306,20 @@ int main(void)
     CHECK(toks && ntok == 1 && !strcmp(toks[0].who.role, "node") && !strcmp(toks[0].who.node, "a-x-0"),
           "token list: the live node token with its node");
     free(toks);
+    const char *scope = "{\"model\":\"m\",\"run\":\"/exp/r\"}";
+    CHECK(store_registrar_token_add(st, "tok-r1", "registrar-a-1", "a", scope, "r1") == 0 &&
+              store_token_lookup(st, "r1", &who) == 0 && !strcmp(who.role, "registrar") &&
+              !strcmp(who.cluster, "a") && !strcmp(who.scope, scope) && !*who.node,
+          "a registrar token names its cluster and scope");
+    char big[2100];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    CHECK(store_registrar_token_add(st, "tok-r2", "registrar-a-2", "a", big, "r2") < 0 &&
+              errno == ENAMETOOLONG && store_token_lookup(st, "r2", &who) < 0,
+          "a scope too long for the principal is refused, nothing stored");
+    toks = store_token_list(st, &ntok);
+    CHECK(toks && ntok == 2 && !strcmp(toks[1].who.scope, scope), "token list: with its scope");
+    free(toks);
 
     struct store_health h = {.results = json_array()};
     snprintf(h.status, sizeof(h.status), "FAIL");
@@ -353,7 +367,9 @@ int main(void)
     test_node_index(st);
     store_close(st);
     char cmd[400];
-    snprintf(cmd, sizeof(cmd), "sqlite3 %s 'DROP TABLE cluster_nodes; PRAGMA user_version=8'",
+    snprintf(cmd, sizeof(cmd),
+             "sqlite3 %s 'DROP TABLE cluster_nodes; ALTER TABLE tokens DROP COLUMN scope; "
+             "PRAGMA user_version=8'",
              path);
     CHECK(system(cmd) == 0, "simulate a store from before the node index");
 
@@ -364,8 +380,9 @@ int main(void)
           "the migration indexes the nodes already stored");
     CHECK(st && store_cluster_get(st, "c", &cl) == 0, "data survives reopen");
     store_cluster_release(&cl);
-    CHECK(store_cluster_delete(st, "a") == 0 && store_token_lookup(st, "n2", &who) < 0,
-          "deleting a cluster revokes its node tokens");
+    CHECK(store_cluster_delete(st, "a") == 0 && store_token_lookup(st, "n2", &who) < 0 &&
+              store_token_lookup(st, "r1", &who) < 0,
+          "deleting a cluster revokes its node and registrar tokens");
     struct store_job g;
     CHECK(store_job_get(st, "c", "j-c", &g) == 0, "jobs survive reopen");
     store_job_release(&g);

@@ -1,0 +1,156 @@
+/* registrar: the tokens a job on a hosts cluster registers its final
+ * checkpoint with. A job there cannot reach mtcd's unix socket, so it calls
+ * the TCP listener (the one the agents report to) with a token that may do
+ * one thing: upload the checkpoint of one run as a version of one model, then
+ * read that upload's operation and that model. The scope (project, location,
+ * model, run directory, checkpoint directory) is fixed when the token is
+ * minted — by mtcd for a trainingJob it submits, or by an admin's
+ * POST /v1/tokens for `mtc run` — and the token dies with its cluster. */
+#include "api/internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry/registry.h"
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* An absolute path without "..", a quote or a control character (it lands in
+ * the job's script and in path checks). */
+static int path_ok(const char *p)
+{
+    if (!p || p[0] != '/' || strlen(p) >= PATH_MAX || strstr(p, "/../") ||
+        (strlen(p) >= 3 && strcmp(p + strlen(p) - 3, "/..") == 0))
+        return 0;
+    for (const char *c = p; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == '\'' || *c == 0x7f)
+            return 0;
+    return 1;
+}
+
+int api_registrar_mint(struct store *st, const char *cluster, const char *project,
+                       const char *location, const char *model, const char *run,
+                       const char *checkpoint, char token[80], char id[24], mtc_error_t *err)
+{
+    struct store_cluster cl;
+    if (store_cluster_get(st, cluster, &cl) < 0) {
+        errno = ENOENT;
+        return errprintf(err, "cluster %s not found", cluster);
+    }
+    int same = strcmp(cl.project, project) == 0 && strcmp(cl.location, location) == 0;
+    store_cluster_release(&cl);
+    if (!same) {
+        errno = ENOENT;
+        return errprintf(err, "cluster %s is not in projects/%s/locations/%s", cluster, project,
+                         location);
+    }
+    if (!registry_name_valid(model)) {
+        errno = EINVAL;
+        return registry_name_error(model, err);
+    }
+    if (!path_ok(run) || !path_ok(checkpoint)) {
+        errno = EINVAL;
+        return errprintf(err,
+                         "%s %.200s: not an absolute path (without '..', quotes or control "
+                         "characters)",
+                         path_ok(run) ? "checkpoint" : "run", path_ok(run) ? checkpoint : run);
+    }
+    json_t *scope = json_pack("{s:s, s:s, s:s, s:s, s:s}", "project", project, "location", location,
+                              "model", model, "run", run, "checkpoint", checkpoint);
+    char *text = scope ? json_dumps(scope, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(scope);
+    if (!text) {
+        errno = ENOMEM;
+        return errprintf(err, "out of memory");
+    }
+    char secret[65], hash[65], hex[9], name[128];
+    mtc_random_hex(secret, 24);
+    snprintf(token, 80, "mtc_%s", secret);
+    mtc_sha256_hex(token, hash);
+    mtc_random_hex(hex, 4);
+    snprintf(id, 24, "tok-%s", hex);
+    snprintf(name, sizeof(name), "registrar-%s-%s", cluster, hex);
+    int rc = store_registrar_token_add(st, id, name, cluster, text, hash);
+    free(text);
+    explicit_bzero(secret, sizeof(secret));
+    if (rc < 0)
+        return errprintf(err, errno == ENAMETOOLONG ? "the token's scope is too long"
+                                                    : "store: cannot add the token");
+    return 0;
+}
+
+int api_registrar_scope(const struct api_req *r, struct api_registrar *s)
+{
+    memset(s, 0, sizeof(*s));
+    json_t *o = json_loads(r->who.scope, 0, NULL);
+    const char *v[5] = {jstr(o, "project"), jstr(o, "location"), jstr(o, "model"), jstr(o, "run"),
+                        jstr(o, "checkpoint")};
+    int ok = 1;
+    for (int i = 0; i < 5; i++)
+        ok &= v[i] != NULL;
+    if (ok) {
+        snprintf(s->project, sizeof(s->project), "%s", v[0]);
+        snprintf(s->location, sizeof(s->location), "%s", v[1]);
+        snprintf(s->model, sizeof(s->model), "%s", v[2]);
+        snprintf(s->run, sizeof(s->run), "%s", v[3]);
+        snprintf(s->checkpoint, sizeof(s->checkpoint), "%s", v[4]);
+    }
+    json_decref(o);
+    return ok ? 0 : -1;
+}
+
+int api_registrar_model(const struct api_req *r, struct api_resp *out, const char *model)
+{
+    if (r->who.role != ROLE_REGISTRAR)
+        return 0;
+    struct api_registrar s;
+    if (api_registrar_scope(r, &s) < 0)
+        return api_error(out, 403, "this registrar token has no valid scope"), -1;
+    if (strcmp(s.project, r->cap[0]) || strcmp(s.location, r->cap[1]) ||
+        strcmp(s.model, model ? model : ""))
+        return api_error(out, 403,
+                         "a registrar token may only register run %.200s as model %s "
+                         "(projects/%s/locations/%s)",
+                         s.run, s.model, s.project, s.location),
+               -1;
+    return 0;
+}
+
+int api_registrar_upload(const struct api_req *r, struct api_resp *out, const char *model,
+                         const char *source_run)
+{
+    if (r->who.role != ROLE_REGISTRAR)
+        return 0;
+    if (api_registrar_model(r, out, model) < 0)
+        return -1;
+    struct api_registrar s;
+    api_registrar_scope(r, &s);
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!source_run || !realpath(source_run, a) || !realpath(s.run, b) || strcmp(a, b))
+        return api_error(out, 403, "model.sourceRun: a registrar token registers run %.200s only",
+                         s.run),
+               -1;
+    /* once: a version registered from this run ends what the token may add */
+    int n = 0, done = 0;
+    struct store_model_version *v = store_model_versions(r->st, s.project, s.location, model, &n);
+    for (int i = 0; i < n; i++) {
+        const char *td = jstr(v[i].lineage, "taskDir");
+        char c[PATH_MAX];
+        if (td && (strcmp(td, s.run) == 0 || (realpath(td, c) && strcmp(c, b) == 0)))
+            done = v[i].version;
+    }
+    store_model_versions_free(v, n);
+    if (done)
+        return api_error(out, 400,
+                         "precondition: run %.200s is registered already as %s@%d (a registrar "
+                         "token registers once)",
+                         s.run, model, done),
+               -1;
+    return 0;
+}
