@@ -58,7 +58,9 @@ run_one() {
     local name=$1 kind=$2
     shift 2
     local log="$B/test-logs/${name//:/-}.log" start=$SECONDS
-    timeout --kill-after=10 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
+    # TERM to the test's process group at the limit; its cleanup (lib.sh's
+    # EXIT trap: deleting clusters, stopping daemons) gets 90 s before KILL
+    timeout --kill-after=90 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
     local rc=$?
     local counts ok nok skip plans plan checks why=()
     counts=$(tap "$log")

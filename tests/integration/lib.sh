@@ -105,10 +105,20 @@ CLUSTERS=/v1beta1/projects/local/locations/local/modelDevelopmentClusters
 # Delete every cluster this test's mtcd knows, then stop mtcd (used in cleanup).
 delete_all_clusters() {
     [ -S "$MTC_HOME/mtcd.sock" ] || return 0
-    local ids
+    local ids out
     ids=$(mtc --home "$MTC_HOME" cluster list --json 2>/dev/null |
         python3 -c 'import json,sys; [print(c["name"].split("/")[-1]) for c in json.load(sys.stdin).get("modelDevelopmentClusters",[])]' 2>/dev/null)
-    for id in $ids; do mtc --home "$MTC_HOME" cluster delete "$id" >/dev/null 2>&1; done
+    # a cluster with an operation in progress (a scan, a remediation) refuses
+    # the delete until it ends: retry for up to a minute, or its daemons outlive
+    # the test
+    local end=$((SECONDS + 60))
+    for id in $ids; do
+        while :; do
+            out=$(mtc --home "$MTC_HOME" cluster delete "$id" 2>&1) && break
+            grep -q "operation in progress" <<<"$out" && [ $SECONDS -lt $end ] || break
+            sleep 1
+        done
+    done
 }
 # Pids of processes whose command line mentions this test's private directory
 # (our own daemons only: the directory is unique to this test run).

@@ -2,7 +2,8 @@
 # runner: tests/run.sh counts what programs say, and only that — fake test
 # scripts (one passing, one with a skipped check, one skipping as a whole,
 # one printing nothing, one with a wrong plan, one with a "not ok", one
-# crashing, one hanging past the timeout) and a fake unit test with its
+# crashing, one hanging past the timeout, whose daemon its cleanup stops) and
+# a fake unit test with its
 # sanitizer rerun give exactly the closing line they must, the skips listed
 # with their reasons; on a machine scripts/setup prepared (T_STRICT=1) the
 # skips are failures.
@@ -17,7 +18,10 @@ fake silent 'exit 0'
 fake plan 'echo "ok 1 - one"; echo "1..3"'
 fake notok 'echo "ok 1 - one"; echo "not ok 2 - two"; echo "1..2"'
 fake crash 'echo "ok 1 - one"; kill -SEGV $$'
-fake hang 'echo "ok 1 - one"; sleep 60; echo "1..1"'
+# the hang starts a daemon of its own (another session, recorded with
+# track_pid): the timeout must not leave it running
+fake hang ". '$ROOT/tests/integration/lib.sh'; setsid sleep 300 </dev/null >/dev/null 2>&1 &
+track_pid \$!; echo \$! >'$T_DIR/hang.daemon'; echo 'ok 1 - one'; sleep 60; echo '1..1'"
 # a unit test binary, and its sanitizer build finding one more failure
 mkdir -p "$T_DIR/build/tests" "$T_DIR/san/tests"
 printf '#!/bin/sh\necho "ok 1 - u"; echo "1..1"\n' >"$T_DIR/build/tests/test_unit"
@@ -41,6 +45,10 @@ check "a program with no checks fails: no checks, no plan" \
 check "a wrong plan fails" grep -q "plan 1..3 but 1 checks" "$T_DIR/out.0"
 check "a crash fails: its exit status" grep -q "exit status 139 without a \"not ok\" line" "$T_DIR/out.0"
 check "a hang fails: the timeout" grep -q "timed out after 3 s" "$T_DIR/out.0"
+HD=$(cat "$T_DIR/hang.daemon" 2>/dev/null)
+check "... and its daemon is stopped by its cleanup (pid ${HD:-none})" \
+    bash -c "[ -n '$HD' ] && ! kill -0 '$HD' 2>/dev/null"
+rm -rf $(sed -n 's/^# kept //p' "$T_DIR/build/test-logs/hang.log" 2>/dev/null)
 check "skips listed with their reasons" bash -c "grep -q '^    partskip: no widget' '$T_DIR/out.0' && grep -q '^    skipall: no gadget here' '$T_DIR/out.0'"
 check "a whole-program skip is shown as a skip" grep -q "^skip skipall .*no gadget here" "$T_DIR/out.0"
 runner 1
