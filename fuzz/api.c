@@ -16,6 +16,7 @@
 #include "provider/provider.h"
 #include "store/store.h"
 #include "files.h"
+#include "text.h"
 
 static struct store *st;
 static struct provider *prov;
@@ -62,9 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!st)
         setup();
-    char *text = malloc(size + 1);
-    memcpy(text, data, size);
-    text[size] = '\0';
+    char *text = fuzz_text(data, size);
+    if (!text)
+        return 0;
     char *nl1 = memchr(text, '\n', size),
          *nl2 = nl1 ? memchr(nl1 + 1, '\n', size - (size_t)(nl1 + 1 - text)) : NULL;
     if (!nl2) {

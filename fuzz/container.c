@@ -5,6 +5,7 @@
  * again changes nothing) and without "..", names of [A-Za-z0-9._-] not
  * starting with '.', env names valid identifiers. */
 #include "spank/container.h"
+#include "text.h"
 
 #include <ctype.h>
 #include <stdint.h>
@@ -36,11 +37,9 @@ static void check_opts(const struct container_opts *o)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *buf = malloc(size + 1);
+    char *buf = fuzz_text(data, size);
     if (!buf)
         return 0;
-    memcpy(buf, data, size);
-    buf[size] = '\0';
     struct container_opts o;
     container_opts_init(&o);
     mtc_error_t err;

@@ -5,6 +5,7 @@
  * only for links, cleaned names relative, without a ".." component, and
  * cleaning again changes nothing. */
 #include "image/image.h"
+#include "text.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,11 +28,9 @@ static void check_clean(char *s)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *buf = malloc(size + 1);
+    char *buf = fuzz_text(data, size);
     if (!buf)
         return 0;
-    memcpy(buf, data, size);
-    buf[size] = '\0';
     char *save = NULL;
     for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *end = line + strlen(line);
