@@ -21,7 +21,7 @@ cat >"$T_DIR/spec.json" <<JSON
  "experimentRoot": "$T_DIR/shared",
  "nodePools": [{"id": "cpu", "machineSpec": {"machineType": "host"},
    "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1},
-   "hosts": ["${TESTHOSTS_ADDRS[0]}"]}]}
+   "hosts": ["${TESTHOSTS_ADDRS[1]}"]}]}
 JSON
 mkdir -p "$T_DIR/shared"
 mtc cluster create -f "$T_DIR/spec.json" --id beh || fail "create failed"

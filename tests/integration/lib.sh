@@ -127,7 +127,7 @@ pids_under() {
     for p in /proc/[0-9]*; do
         # not this shell (nor its subshell): a `bash -c "…$d…"` names the dir itself
         [ "${p#/proc/}" = $$ ] || [ "${p#/proc/}" = "$BASHPID" ] && continue
-        tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$d" && echo "${p#/proc/}"
+        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "$d" && echo "${p#/proc/}"
     done
 }
 # Pids under dir $1 whose command line starts with $2 (e.g. "slurmctld ", "slurmd .*-N x").
