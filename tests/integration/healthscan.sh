@@ -118,12 +118,17 @@ all_idle() { [ "$(sinfo -h -N -p cpu -o %T | sort -u)" = idle ]; }
 check "nodes idle again" wait_for 60 all_idle
 
 # ---- a throttled node: the only straggler, drained, remediated
-# N2's slurmd goes into a cgroup of 3% of a CPU before the scan, so every
-# slurmstepd and scan rank it starts is throttled from its first instruction
-# (a process moved in once it runs was caught late on a loaded runner: a
-# WARN, not a FAIL). The throttle's bite is measured before anything is
-# asserted on it.
-if ! cg_create "mtc-hs-$$" 3000; then
+# N2's slurmd goes into a cgroup before the scan, so every slurmstepd and
+# scan rank it starts is throttled from its first instruction (a process
+# moved in once it runs was caught late on a loaded runner: a WARN, not a
+# FAIL). 10% of a CPU in 10 ms periods: every ~5 ms microbatch of the scan
+# is stopped, so the rank runs at 10% of a CPU — under a 50% share of the
+# healthy ranks' whenever they get more than 20% of one (a FAIL at
+# --fail-fraction 0.5; a second suite beside it leaves them 35-50%) — while
+# slurmd keeps enough to launch the step (at 3% in 100 ms periods the launch
+# timed out: "Task launch ... failed on node: Socket timed out"). The
+# throttle's bite is measured before anything is asserted on it.
+if ! cg_create "mtc-hs-$$" 1000 10000; then
     skip "a throttled node: no writable cgroup cpu controller (v1 or v2)"
     done_testing
 fi
@@ -134,7 +139,7 @@ SD=$(cat "$CD/run/slurm/slurmd-$N2.pid")
 check "$N2's slurmd ($SD) in the cgroup" bash -c "echo $SD >'$CG/cgroup.procs' && grep -qx $SD '$CG/cgroup.procs'"
 th0=$(cg_throttled)
 mtc healthscan $C -c straggler --drain-bad-nodes --max-bytes 65536 --microbatches 60 \
-    --fail-fraction 0.25 --json >"$T_DIR/slow.json" 2>"$T_DIR/slow.err"
+    --fail-fraction 0.5 --json >"$T_DIR/slow.json" 2>"$T_DIR/slow.err"
 rc=$?
 check "$N2's scan rank was throttled in the cgroup (nr_throttled $th0 → $(cg_throttled))" \
     test "$(cg_throttled)" -gt "$th0"

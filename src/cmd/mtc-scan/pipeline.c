@@ -103,7 +103,7 @@ int scan_pipeline(const struct scan_opts *o, json_t **report)
             double med, frac;
             char reason[80] = "";
             int s = scan_judge(rate, size, i, o->fail_fraction, &med, &frac);
-            if (s == HEALTH_FAIL)
+            if (s == HEALTH_FAIL || s == HEALTH_WARN) /* a WARN says why too */
                 snprintf(reason, sizeof(reason), "straggler: %.0f%% of the %s", frac * 100,
                          size == 2 ? "other node" : "pool median");
             else if (s == HEALTH_UNKNOWN)
