@@ -15,7 +15,7 @@ check "a second mtcd on the same home refuses" bash -c "! mtcd --home '$MTC_HOME
 
 api GET /healthz; body=$BODY
 check "healthz ok over the socket" test "$HTTP_STATUS" = 200
-check "healthz reports schema version" grep -q '"schemaVersion":9' <<<"$body"
+check "healthz reports schema version" grep -q '"schemaVersion":10' <<<"$body"
 
 tcp() { # tcp TOKEN METHOD PATH [BODY]
     local out
