@@ -304,9 +304,16 @@ static void event_cb(void *arg, const char *type, const char *node, const char *
 {
     struct ev_ctx *e = arg;
     char key[256];
-    snprintf(key, sizeof(key), "%s/%s/%s", e->cluster, type, node ? node : "-");
     int64_t now = mtc_now_ms();
     pthread_mutex_lock(&e->c->lock);
+    if (node && strcmp(type, "SLURMD_RESTART") == 0) { /* every one, repeats too */
+        snprintf(key, sizeof(key), "%s/%s", e->cluster, node);
+        json_t *r = json_object_get(e->c->restarts, key);
+        json_object_set_new(e->c->restarts, key,
+                            json_pack("[I, I]", r ? json_integer_value(json_array_get(r, 1)) : 0,
+                                      (json_int_t)now));
+    }
+    snprintf(key, sizeof(key), "%s/%s/%s", e->cluster, type, node ? node : "-");
     json_t *last = json_object_get(e->c->recent, key);
     int repeat = last && now - json_integer_value(last) < EVENT_REPEAT_MS;
     if (!repeat)
@@ -364,14 +371,38 @@ static void supervise_one(struct control *c, const char *id)
     if (schema_enum_parse(&control_state_enum, cl.state, 0) == CONTROL_RUNNING) {
         mtc_error_t err = {""};
         struct ev_ctx e = {c, id};
-        if (provider_supervise(c->prov, id, cl.spec, event_cb, &e, &err) < 0)
+        int64_t began = mtc_now_ms();
+        if (provider_supervise(c->prov, id, cl.spec, event_cb, &e, &err) < 0) {
             log_msg(LOG_ERR, "supervise %s: %s", id, err.text);
+        } else {
+            pthread_mutex_lock(&c->lock);
+            json_object_set_new(c->supervised, id, json_integer(began));
+            pthread_mutex_unlock(&c->lock);
+        }
         json_t *nodes = control_refresh_nodes(c, id, cl.spec, cl.nodes);
         watch_down(c, id, nodes);
         json_decref(nodes);
         control_check_health(c, &cl);
     }
     store_cluster_release(&cl);
+}
+
+int control_slurmd_supervised(struct control *c, const char *cluster, const char *node,
+                              int64_t report_ms)
+{
+    char key[160];
+    snprintf(key, sizeof(key), "%s/%s", cluster, node);
+    pthread_mutex_lock(&c->lock);
+    json_t *sup = json_object_get(c->supervised, cluster);
+    json_t *r = json_object_get(c->restarts, key);
+    int64_t looked = sup ? json_integer_value(sup) : 0;
+    int64_t prev = json_integer_value(json_array_get(r, 0));
+    int64_t last = r ? json_integer_value(json_array_get(r, 1)) : 0;
+    pthread_mutex_unlock(&c->lock);
+    if (looked <= report_ms)
+        return 1; /* no pass has looked at the daemons since the report */
+    int flapping = prev > 0 && last - prev < SLURMD_FLAP_MS;
+    return last > 0 && !flapping && last >= report_ms - SLURMD_START_GRACE_MS;
 }
 
 json_t *control_refresh_nodes(struct control *c, const char *id, const json_t *spec,
@@ -469,6 +500,8 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     c->down = json_object();
     c->recent = json_object();
     c->failed_since = json_object();
+    c->supervised = json_object();
+    c->restarts = json_object();
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     struct provider_identity id = {cluster_parent, mint_node_token, c};
@@ -537,6 +570,8 @@ void control_destroy(struct control *c)
     json_decref(c->down);
     json_decref(c->recent);
     json_decref(c->failed_since);
+    json_decref(c->supervised);
+    json_decref(c->restarts);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     free(c);

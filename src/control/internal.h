@@ -14,6 +14,12 @@
 #define REMEDIATION_LIMIT 4
 #define REMEDIATION_WINDOW_S 3600
 #define NODE_DOWN_GRACE_S 10
+/* A dead slurmd is the supervisor's first: a report of it is acted on only
+ * after a supervise pass that began later, and not while the slurmd the
+ * supervisor restarted (within SLURMD_START_GRACE_MS before the report, or
+ * after it) comes up — unless it was restarted twice within SLURMD_FLAP_MS. */
+#define SLURMD_START_GRACE_MS 10000
+#define SLURMD_FLAP_MS 600000
 
 /* A node's remediation state (the store keeps its name; "" is none). */
 enum control_remediation {
@@ -37,6 +43,8 @@ struct control {
     json_t *down;   /* "cluster/node" -> ms first seen down by Slurm */
     json_t *recent; /* "cluster/type/node" -> ms a supervisor event was last recorded */
     json_t *failed_since; /* "cluster/node" -> ms its failure was first seen: the queue's order */
+    json_t *supervised;   /* cluster id -> ms the last supervise pass over its daemons began */
+    json_t *restarts;     /* "cluster/node" -> [previous, last] ms the supervisor restarted its slurmd */
     int running;    /* worker threads alive */
     int stopping;
     int poked; /* wake the supervisor early */
@@ -56,6 +64,10 @@ enum health_status control_record_health(struct control *c, const struct store_c
 
 int control_run_remediate(struct control *c, struct store_op *op, json_t **response,
                           mtc_error_t *err);
+/* Whether a daemon.slurmd failure reported at report_ms is the supervisor's
+ * to fix (see SLURMD_START_GRACE_MS): 1 to leave the node alone for now. */
+int control_slurmd_supervised(struct control *c, const char *cluster, const char *node,
+                              int64_t report_ms);
 /* A dataset's CREATE or PREPARE (dataset.c): 0 with *response, or -1 with err
  * and *code, the google.rpc code of the failure. */
 int control_run_dataset(struct control *c, struct store_op *op, json_t **response, int *code,

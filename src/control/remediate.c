@@ -101,7 +101,8 @@ static void release_requeued(const char *conf, const char *job)
     }
 }
 
-/* A node whose slurmd is dead or unreachable cannot stop its jobs: Slurm
+/* A node whose slurmd is dead or unreachable (and stays so: one the
+ * supervisor restarts is left alone, control_slurmd_supervised) cannot stop its jobs: Slurm
  * would requeue them and start them elsewhere while the old tasks still run
  * (two trainers writing one checkpoint directory). Such a node is fenced
  * first — at least a reboot, which kills every process of the node — and its
@@ -522,6 +523,11 @@ void control_check_health(struct control *c, const struct store_cluster *cl)
             }
             continue;
         }
+        /* a dead slurmd the supervisor restarts is no reason to fence the node:
+         * its jobs' steps live on and the new slurmd takes them back */
+        if (strcmp(h[i].failing_check, "daemon.slurmd") == 0 &&
+            control_slurmd_supervised(c, cl->id, h[i].node, h[i].time_ms))
+            continue;
         pthread_mutex_lock(&c->lock);
         json_t *since = json_object_get(c->failed_since, key);
         if (!since) /* the report that failed; after a restart, the last one */
