@@ -209,7 +209,9 @@ kill -TERM "$MTCD_PID"
 wait_for 20 bash -c "! kill -0 $MTCD_PID"
 check "mtcd restarts" start_mtcd
 out=$(mtc endpoints predict chat "the cat" --max-tokens 4 2>&1)
-check "right after the restart the endpoint answers (routing from the store)" test $? -eq 0 -a -n "$out"
+rc=$?
+diag "$out"
+check "right after the restart the endpoint answers (routing from the store)" test $rc -eq 0 -a -n "$out"
 sleep 2
 check "... through the same replicas' jobs (adopted, none restarted)" \
     test "$(api GET "$E/chat"; jq_ 'sorted(r["slurmJobId"] for x in d["deployedModels"] for r in x["replicas"])' <<<"$BODY")" = "$IDS"
