@@ -31,6 +31,7 @@ struct api_config {
     struct store *store;     /* not owned */
     struct control *control; /* not owned */
     struct endpoint_ctl *endpoints; /* not owned; NULL: no endpoints */
+    int monitor_ms; /* how often the job monitor follows unfinished jobs (0: 5000) */
     int bound_port; /* set by api_start: the TCP port bound (0: none) */
 };
 

@@ -60,6 +60,12 @@ int api_job_metrics(struct api_req *r, struct api_resp *out);
 /* Look at Slurm (then the experiment's exit record) and store a job's state
  * and restarts when they changed (jobs.c). */
 void api_job_refresh(struct store *st, struct store_job *j);
+/* The training job monitor (monitor.c): a thread refreshing every unfinished
+ * job each interval_ms (0: API_MONITOR_MS); stop joins it. */
+#define API_MONITOR_MS 5000
+struct api_monitor;
+struct api_monitor *api_monitor_start(struct store *st, int interval_ms, mtc_error_t *err);
+void api_monitor_stop(struct api_monitor *m);
 
 /* /metrics (metrics.c): the handler; api_metrics_observe counts a request a
  * handler answered; api_metrics_track: the run's exp_track (kept between

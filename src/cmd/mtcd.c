@@ -22,8 +22,9 @@
 static const char usage[] =
     "usage: mtcd [--home DIR] [--listen HOST:PORT [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]]\n"
     "            [--daemon]\n"
-    "            [--supervise-ms N] [--nvml-library PATH]... [--max-connections N]\n"
-    "            [--max-per-ip N] [--idle-timeout S] [--cache-dir DIR] [--data-root DIR]...\n"
+    "            [--supervise-ms N] [--monitor-ms N] [--nvml-library PATH]...\n"
+    "            [--max-connections N] [--max-per-ip N] [--idle-timeout S]\n"
+    "            [--cache-dir DIR] [--data-root DIR]...\n"
     "  --home DIR         state directory (default $MTC_HOME, else ~/.mtc)\n"
     "  --listen HOST:PORT also serve the API on TCP; requests need a bearer token\n"
     "                     (create one with `mtc token create`); clear-text HTTP unless\n"
@@ -32,6 +33,7 @@ static const char usage[] =
     "                     certificate (default: the certificate itself, self-signed)\n"
     "  --daemon           detach; returns once the API is ready\n"
     "  --supervise-ms N   how often running clusters are checked (default 2000)\n"
+    "  --monitor-ms N     how often unfinished training jobs are followed (default 5000)\n"
     "  --nvml-library PATH  an NVML library a spec's healthPolicy.nvmlLibrary may\n"
     "                     name (repeatable; default: only the system's libnvidia-ml)\n"
     "  --max-connections N, --max-per-ip N, --idle-timeout S\n"
@@ -73,6 +75,7 @@ static const struct mtcd_opt {
     {"listen", O_STR, A(listen)},
     {"daemon", O_FLAG, A(detach)},
     {"supervise-ms", O_INT, A(supervise_ms)},
+    {"monitor-ms", O_COUNT, A(api.monitor_ms)},
     {"nvml-library", O_NVML, 0},
     {"max-connections", O_COUNT, A(api.max_connections)},
     {"max-per-ip", O_COUNT, A(api.max_per_ip)},

@@ -355,6 +355,9 @@ int store_job_get(struct store *st, const char *cluster_id, const char *id, stru
  * frees), *n its length. */
 struct store_job *store_job_list(struct store *st, const char *cluster_id, const char *state,
                                  int64_t after, int limit, int *n);
+/* Up to limit jobs of every cluster not in a final state (COMPLETED, FAILED,
+ * CANCELLED) with seq > after, oldest first (the job monitor's pass). */
+struct store_job *store_job_list_unfinished(struct store *st, int64_t after, int limit, int *n);
 int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
                         const char *state, int restart_count);
 

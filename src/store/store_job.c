@@ -76,6 +76,14 @@ struct store_job *store_job_list(struct store *st, const char *cluster_id, const
                         "slssi", cluster_id, after, state ? state : "", state ? state : "", limit);
 }
 
+struct store_job *store_job_list_unfinished(struct store *st, int64_t after, int limit, int *n)
+{
+    return store_i_list(st, read_job, sizeof(struct store_job), limit, n,
+                        "SELECT " JOB_COLS " FROM training_jobs WHERE seq > ?"
+                        " AND state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY seq LIMIT ?",
+                        "li", after, limit);
+}
+
 int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
                         const char *state, int restart_count)
 {

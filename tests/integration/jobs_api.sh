@@ -6,7 +6,9 @@
 # by state; bad bodies get one-line google.rpc errors and submit nothing; a
 # secret reaches the job but is stored nowhere; roles (viewer, editor, and
 # admin-only while mtcd runs as root); `mtc run` is a client of the same API
-# and says so in one line when mtcd is not running.
+# and says so in one line when mtcd is not running. The job monitor, with no
+# client reading: a SIGSTOPped trainer raises TRAINING_STALL, a job that ends
+# is COMPLETED in the store.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -163,6 +165,34 @@ assert json.load(open(sys.argv[1]))["train"]["log_every"] == 50
 PY
 check "long job running" wait_state long RUNNING 60
 LJOB=$(api GET "$JOBS/long"; field '["slurmJobId"]' <<<"$BODY")
+# the job monitor: with no client reading the job (only the cluster's events
+# are read), a hung trainer raises TRAINING_STALL within the stall window plus
+# a monitor pass (5 s)
+trainer_pids() { # the mtc-train processes of Slurm job $1
+    local p
+    for p in /proc/[0-9]*; do
+        case "$(readlink "$p/exe" 2>/dev/null)" in */mtc-train) ;; *) continue ;; esac
+        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" && echo "${p#/proc/}"
+    done
+}
+stalls() { mtc cluster events ja --json | python3 -c '
+import json, sys
+for e in json.load(sys.stdin) or []:
+    if e.get("eventType") == "TRAINING_STALL" and e.get("description", "").startswith("trainingJob long "):
+        print(e["description"])'; }
+stalled() { [ "$(stalls | wc -l)" -gt "$STALLS" ]; }
+LTD=$(api GET "$JOBS/long"; field '["taskDir"]' <<<"$BODY")
+rows() { [ "$(wc -l <"$LTD/logs/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ]; }
+check "the long job logs its steps" wait_for 60 rows
+TP=$(trainer_pids "$LJOB")
+check "the long job's trainer found (pid $TP)" test -n "$TP"
+STALLS=$(stalls | wc -l)
+diag "stall events before: $STALLS"
+t0=$SECONDS
+kill -STOP $TP
+check "trainer SIGSTOPped, no client reading the job: a TRAINING_STALL event" wait_for 60 stalled
+diag "TRAINING_STALL stored $((SECONDS - t0)) s after the SIGSTOP: $(stalls | tail -1)"
+kill -CONT $TP
 scontrol requeue "$LJOB"
 requeued() {
     api GET "$JOBS/long"
@@ -206,6 +236,17 @@ api GET "$JOBS?filter=state%3DBOGUS"
 check "a bad filter: 400" one_line_error 400 "want state=STATE"
 api GET "$JOBS?pageToken=xyz"
 check "a bad page token: 400" test "$HTTP_STATUS" = 400
+
+# --- a job no client reads: the monitor stores its end -----------------------
+api POST "$JOBS?trainingJobId=quiet" "$(body 20 "\"dataDir\":\"$D/data\",\"experimentName\":\"quietjob\",\"nodeCount\":1")"
+QJOB=$(field '["slurmJobId"]' <<<"$BODY")
+check "a job nobody reads: submitted" test -n "$QJOB"
+check "  it leaves squeue" wait_for 120 bash -c "! squeue -h -o %i | grep -qx '$QJOB'"
+stored_state() { python3 -c '
+import sqlite3, sys
+db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+print(db.execute("SELECT state FROM training_jobs WHERE id = ?", (sys.argv[2],)).fetchone()[0])' "$MTC_HOME/mtcd.db" "$1"; }
+check "  and is COMPLETED in the store within a monitor pass, unread" wait_for 15 eval '[ "$(stored_state quiet)" = COMPLETED ]'
 
 # --- mtcd not running: one line from mtc run ---------------------------------
 out=$(MTC_HOME=$D/elsewhere mtc run -s "$D/c.json" --data-dir "$D/data" 2>&1); rc=$?

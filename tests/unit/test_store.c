@@ -149,6 +149,21 @@ static void test_jobs(struct store *st)
     store_job_release(&g);
     CHECK(store_job_set_state(st, "c", "nope", "FAILED", 0) < 0 && errno == ENOENT,
           "updating a missing job: ENOENT");
+    /* the job monitor's list: every cluster's jobs not final, in pages */
+    CHECK(store_job_set_state(st, "c", "j-b", "COMPLETED", 0) == 0, "j-b completed");
+    page = store_job_list_unfinished(st, 0, 1, &n);
+    CHECK(n == 1 && !strcmp(page[0].id, "j-a"), "unfinished, first page: j-a (j-b is final)");
+    after = n == 1 ? page[0].seq : 0;
+    for (int i = 0; i < n; i++)
+        store_job_release(&page[i]);
+    free(page);
+    page = store_job_list_unfinished(st, after, 10, &n);
+    CHECK(n == 1 && !strcmp(page[0].id, "j-c") && !strcmp(page[0].state, "PENDING"),
+          "unfinished, next page: j-c");
+    for (int i = 0; i < n; i++)
+        store_job_release(&page[i]);
+    free(page);
+    CHECK(store_job_set_state(st, "c", "j-b", "PENDING", 0) == 0, "j-b back to PENDING");
 }
 
 static struct store_op remediate(const char *id, const char *node)

@@ -1,0 +1,103 @@
+/* monitor: a thread of mtcd that follows every unfinished training job on its
+ * own — its state from Slurm, its metrics' early problem detection — so the
+ * stored state and the TRAINING_* events move while no client reads them (a
+ * job that stalls at night raises its event at night). Each pass reads the
+ * jobs not yet final from the store and refreshes them as a GET would
+ * (api_job_refresh: new metrics rows only, from the cached track). */
+#include "api/internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* jobs read from the store at a time */
+#define MONITOR_PAGE 64
+
+struct api_monitor {
+    struct store *st;
+    int interval_ms;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    atomic_int stop;
+};
+
+/* Refresh every unfinished job, page by page; stops early when *stop is set
+ * (mtcd shutting down mid-pass). */
+static int pass(struct store *st, atomic_int *stop)
+{
+    int64_t after = 0;
+    int seen = 0;
+    for (;;) {
+        int n = 0;
+        struct store_job *jobs = store_job_list_unfinished(st, after, MONITOR_PAGE, &n);
+        for (int i = 0; i < n; i++) {
+            if (!atomic_load(stop))
+                api_job_refresh(st, &jobs[i]), seen++;
+            after = jobs[i].seq;
+            store_job_release(&jobs[i]);
+        }
+        free(jobs);
+        if (n < MONITOR_PAGE || atomic_load(stop))
+            return seen;
+    }
+}
+
+static void *loop(void *arg)
+{
+    struct api_monitor *m = arg;
+    pthread_mutex_lock(&m->lock);
+    while (!m->stop) {
+        pthread_mutex_unlock(&m->lock);
+        pass(m->st, &m->stop);
+        pthread_mutex_lock(&m->lock);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += m->interval_ms / 1000;
+        ts.tv_nsec += (long)(m->interval_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        if (!m->stop)
+            pthread_cond_timedwait(&m->wake, &m->lock, &ts);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+struct api_monitor *api_monitor_start(struct store *st, int interval_ms, mtc_error_t *err)
+{
+    struct api_monitor *m = calloc(1, sizeof(*m));
+    if (!m) {
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    m->st = st;
+    m->interval_ms = interval_ms > 0 ? interval_ms : API_MONITOR_MS;
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->wake, NULL);
+    if ((errno = pthread_create(&m->thread, NULL, loop, m)) != 0) {
+        errprintf(err, "cannot start the training job monitor: %s", strerror(errno));
+        pthread_mutex_destroy(&m->lock);
+        pthread_cond_destroy(&m->wake);
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void api_monitor_stop(struct api_monitor *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    atomic_store(&m->stop, 1);
+    pthread_cond_signal(&m->wake);
+    pthread_mutex_unlock(&m->lock);
+    pthread_join(m->thread, NULL);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->wake);
+    free(m);
+}
