@@ -274,6 +274,12 @@ static int set_agent_hooks(struct provider *prov, const char *listen, const char
 /* Datasets: mtc-train next to this binary prepares them into the cache
  * (HOME/cache unless --cache-dir); non-admins' sources lie under HOME/data or
  * a --data-root. Both directories are made here. */
+/* The endpoints' view of a cluster's environment: the control plane's. */
+static char *cluster_env(void *ctl, const char *cluster, mtc_error_t *err)
+{
+    return control_env(ctl, cluster, err);
+}
+
 static void set_datasets(struct control *ctl, const char *home, struct mtcd_args *a)
 {
     static char trainer[PATH_MAX + 16], cache[PATH_MAX + 16], data[PATH_MAX + 16];
@@ -385,7 +391,8 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
     static char serve[PATH_MAX];
     if (mtc_exe_dir(serve, sizeof(serve) - 16) == 0)
         strcat(serve, "/mtc-serve");
-    struct endpoint_config ec = {.store = m->st, .control = m->ctl, .home = a->api.home,
+    struct endpoint_config ec = {.store = m->st, .cluster_env = cluster_env, .env_arg = m->ctl,
+                                 .home = a->api.home,
                                  .serve = serve};
     if (!(m->ep = endpoint_ctl_create(&ec, &err)))
         die(m->ready_fd, "%s", err.text);

@@ -88,7 +88,7 @@ static void key_of(char *buf, size_t len, const char *p, const char *l, const ch
 static int cluster_conf(struct endpoint_ctl *c, const char *cluster, char *conf, size_t len,
                         mtc_error_t *err)
 {
-    char *env = control_env(c->cfg.control, cluster, err);
+    char *env = endpoint_cluster_env(&c->cfg, cluster, err);
     if (!env)
         return -1;
     const char *p = strstr(env, "export SLURM_CONF='");
@@ -117,7 +117,7 @@ static int start_replica(struct endpoint_ctl *c, struct store_endpoint *e, const
     /* the placement: mtc-serve and the logs on the node's side (on hosts:
      * the copy on every host, the shared storage) */
     struct endpoint_place pl;
-    if (endpoint_place_get(c->cfg.control, c->cfg.store, sget(dep, "cluster"), c->serve, &pl, err) <
+    if (endpoint_place_get(&c->cfg, sget(dep, "cluster"), c->serve, &pl, err) <
         0)
         return -1;
     /* the script stays here (sbatch reads it here), the log is written on the node */
@@ -776,7 +776,7 @@ int endpoint_deploy(struct endpoint_ctl *c, const char *project, const char *loc
         errno = EBUSY;
         return -1;
     }
-    if (endpoint_place_get(c->cfg.control, c->cfg.store, cluster, c->serve, &pl, err) < 0)
+    if (endpoint_place_get(&c->cfg, cluster, c->serve, &pl, err) < 0)
         return -1;
     const char *part = sget(deployed, "partition");
     if (*part) {

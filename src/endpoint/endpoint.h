@@ -7,7 +7,6 @@
 #define MTC_ENDPOINT_H
 
 #include "common/common.h"
-#include "control/control.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -33,9 +32,15 @@ json_t *endpoint_split_check(const json_t *split, const json_t *deployed, const 
 
 /* ---- the controller (ctl.c) ---- */
 
+/* A cluster's environment as `mtc env` prints it ("export K='V'" lines:
+ * SLURM_CONF, MTC_SERVE ...), malloc'd, or NULL + err. mtcd passes the
+ * control plane's (control_env); the endpoint module knows no more of it. */
+typedef char *(*endpoint_env_fn)(void *arg, const char *cluster, mtc_error_t *err);
+
 struct endpoint_config {
-    struct store *store;     /* not owned */
-    struct control *control; /* not owned: clusters' SLURM_CONF */
+    struct store *store;         /* not owned */
+    endpoint_env_fn cluster_env; /* clusters' SLURM_CONF, MTC_SERVE */
+    void *env_arg;
     const char *home;        /* $MTC_HOME: the registry, replicas' logs under endpoints/ */
     const char *serve;       /* mtc-serve (absolute path) */
     int tick_ms;             /* health/scaling period (0 → 500) */

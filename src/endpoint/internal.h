@@ -15,10 +15,13 @@ struct endpoint_place {
     char serve[PATH_MAX];
     char root[PATH_MAX];
 };
+/* The cluster's environment through cfg->cluster_env, or NULL + err (place.c). */
+char *endpoint_cluster_env(const struct endpoint_config *cfg, const char *cluster,
+                           mtc_error_t *err);
 /* The placement on cluster (local_serve: mtc-serve beside mtcd). 0, or -1 +
  * errno (ENOENT: no such cluster; EBUSY: what the replicas need is missing:
  * mtc-serve, or on hosts the experiment root) + err. */
-int endpoint_place_get(struct control *ctl, struct store *st, const char *cluster,
+int endpoint_place_get(const struct endpoint_config *cfg, const char *cluster,
                        const char *local_serve, struct endpoint_place *pl, mtc_error_t *err);
 /* The directory of an endpoint's replica scripts' logs: <home>/endpoints/P/L/N
  * on a local cluster, <root>/.mtc/endpoints/P/L/N on hosts. 0/-1 (too long). */

@@ -20,12 +20,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int endpoint_place_get(struct control *ctl, struct store *st, const char *cluster,
+char *endpoint_cluster_env(const struct endpoint_config *cfg, const char *cluster,
+                           mtc_error_t *err)
+{
+    if (!cfg->cluster_env) {
+        errprintf(err, "cluster %s: no environment to ask (no control plane)", cluster);
+        return NULL;
+    }
+    return cfg->cluster_env(cfg->env_arg, cluster, err);
+}
+
+int endpoint_place_get(const struct endpoint_config *cfg, const char *cluster,
                        const char *local_serve, struct endpoint_place *pl, mtc_error_t *err)
 {
     memset(pl, 0, sizeof(*pl));
     struct store_cluster cl;
-    if (store_cluster_get(st, cluster, &cl) < 0) {
+    if (store_cluster_get(cfg->store, cluster, &cl) < 0) {
         errno = ENOENT;
         return errprintf(err, "cluster %s not found", cluster);
     }
@@ -49,7 +59,7 @@ int endpoint_place_get(struct control *ctl, struct store *st, const char *cluste
                          "\"Shared storage\")",
                          cluster);
     }
-    char *env = control_env(ctl, cluster, err);
+    char *env = endpoint_cluster_env(cfg, cluster, err);
     if (!env) {
         errno = EBUSY;
         return -1;
