@@ -114,7 +114,7 @@ $(BIN)/mtc-serve: $(call cmd_objs,mtc-serve) $(SERVE_OBJS) $(B)/libmtctrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(SERVE_LIBS)
 
-# mtc-scan: the health scanner's MPI workload; judges with the control library.
+# mtc-scan: the health scanner's MPI workload; judges with health/judge.c (no control plane).
 $(B)/src/cmd/mtc-scan.o $(B)/src/cmd/mtc-scan/%.o: CFLAGS += $(MPI_CFLAGS)
 
 $(BIN)/mtc-scan: $(call cmd_objs,mtc-scan) $(B)/libmtc.a

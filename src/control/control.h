@@ -141,17 +141,9 @@ extern const struct schema_enum control_power_enum;
 int control_power_nodes(struct control *c, const struct store_cluster *cl,
                         enum control_power action, const json_t *nodes, mtc_error_t *err);
 
-/* Stragglers: a node's speed.* results against its node pool's median. */
-#define CONTROL_SPEED_MIN_PEERS 2
+/* Stragglers: a node's speed.* results against its node pool's median
+ * (health_speed_judge). */
 struct health_result;
-/* Median of v[0..n) (sorts v in place); 0 when n is 0. */
-double control_median(double *v, int n);
-/* value against the median of peers[0..npeers) (sorted in place): HEALTH_FAIL
- * below fail_fraction x median, HEALTH_WARN below warn_fraction x median, else
- * HEALTH_PASS; -1 (no verdict) with fewer than CONTROL_SPEED_MIN_PEERS peers or
- * a zero median. Sets *median and *fraction (value / median) on a verdict. */
-int control_speed_judge(double value, double *peers, int npeers, double warn_fraction,
-                        double fail_fraction, double *median, double *fraction);
 /* Judge res[0..n)'s speed.compute / speed.membw results of node against the
  * latest values stored for the other nodes of its node pool (the cluster's
  * healthPolicy fractions); a worse verdict rewrites the result (FAIL: severity

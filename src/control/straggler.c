@@ -7,36 +7,6 @@
 #include "control/control.h"
 #include "health/health.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double control_median(double *v, int n)
-{
-    if (n <= 0)
-        return 0;
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-int control_speed_judge(double value, double *peers, int npeers, double warn_fraction,
-                        double fail_fraction, double *median, double *fraction)
-{
-    /* one peer is no majority: with two nodes either could be the slow one */
-    if (npeers < CONTROL_SPEED_MIN_PEERS)
-        return -1;
-    double m = control_median(peers, npeers);
-    if (m <= 0)
-        return -1;
-    *median = m;
-    *fraction = value / m;
-    if (*fraction < fail_fraction)
-        return HEALTH_FAIL;
-    return *fraction < warn_fraction ? HEALTH_WARN : HEALTH_PASS;
-}
-
 /* The node pool of node in the cluster's last observed nodes ("" if unknown). */
 static const char *node_pool(const struct store_cluster *cl, const char *node)
 {
@@ -130,7 +100,7 @@ static int speed_compare(struct store *st, const struct store_cluster *cl, const
                 peers[np++] = v;
         }
         double median = 0, frac = 0;
-        int verdict = control_speed_judge(res[i].value, peers, np, pol.speed_warn_fraction,
+        int verdict = health_speed_judge(res[i].value, peers, np, pol.speed_warn_fraction,
                                           pol.speed_fail_fraction, &median, &frac);
         int first_strike = 0;
         if (verdict == HEALTH_FAIL) {

@@ -216,4 +216,16 @@ void health_gpu_end(const struct health_ctx *ctx);
 int health_set(struct health_result *r, enum health_status st, int sev, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* ---- speeds against peers (judge.c): the agent's straggler comparison, the
+ * scanner's pairs and burn-in ---- */
+#define HEALTH_SPEED_MIN_PEERS 2
+/* Median of v[0..n) (sorts v in place); 0 when n is 0. */
+double health_median(double *v, int n);
+/* value against the median of peers[0..npeers) (sorted in place): HEALTH_FAIL
+ * below fail_fraction x median, HEALTH_WARN below warn_fraction x median, else
+ * HEALTH_PASS; -1 (no verdict) with fewer than HEALTH_SPEED_MIN_PEERS peers or
+ * a zero median. Sets *median and *fraction (value / median) on a verdict. */
+int health_speed_judge(double value, double *peers, int npeers, double warn_fraction,
+                       double fail_fraction, double *median, double *fraction);
+
 #endif

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/control.h"
 #include "health/health.h"
 
 static const char *const pass_names[] = {"all", "first", "second", "retest"};
@@ -122,7 +121,7 @@ void scan_pairs_judge(struct scan_pair *p, int np, double min_gbps, double fail_
             if (j != k && p[j].gbps > 0)
                 peers[n++] = p[j].gbps;
         double med = 0, frac = 0;
-        int s = control_speed_judge(p[k].gbps, peers, n, fail_fraction + (1 - fail_fraction) / 2,
+        int s = health_speed_judge(p[k].gbps, peers, n, fail_fraction + (1 - fail_fraction) / 2,
                                     fail_fraction, &med, &frac);
         p[k].state = s < 0 ? HEALTH_PASS : s;
         p[k].median = med;

@@ -42,7 +42,7 @@ int scan_random_pairing(int n, uint64_t seed, const int *prev, int *partner);
 
 /* Judge every pair: with min_gbps > 0 a pair below it FAILs (threshold
  * min_gbps); else against the median of the other pairs' GB/s
- * (control_speed_judge): FAIL below fail_fraction x median, WARN halfway
+ * (health_speed_judge): FAIL below fail_fraction x median, WARN halfway
  * between; no verdict (PASS) with too few other pairs. */
 void scan_pairs_judge(struct scan_pair *p, int np, double min_gbps, double fail_fraction);
 

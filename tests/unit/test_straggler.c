@@ -22,26 +22,26 @@ static void put(struct store *st, const char *node, double gflops)
 int main(void)
 {
     double odd[] = {5, 1, 3}, even[] = {4, 1, 3, 2}, one[] = {7};
-    CHECK(control_median(odd, 3) == 3, "median of 3 values");
-    CHECK(control_median(even, 4) == 2.5, "median of 4 values: mean of the middle two");
-    CHECK(control_median(one, 1) == 7, "median of one value");
-    CHECK(control_median(NULL, 0) == 0, "median of none is 0");
+    CHECK(health_median(odd, 3) == 3, "median of 3 values");
+    CHECK(health_median(even, 4) == 2.5, "median of 4 values: mean of the middle two");
+    CHECK(health_median(one, 1) == 7, "median of one value");
+    CHECK(health_median(NULL, 0) == 0, "median of none is 0");
 
     double m = 0, f = 0;
     double p1[] = {60, 70, 80};
-    CHECK(control_speed_judge(12, p1, 3, 0.8, 0.5, &m, &f) == HEALTH_FAIL, "0.17 of median FAILs");
+    CHECK(health_speed_judge(12, p1, 3, 0.8, 0.5, &m, &f) == HEALTH_FAIL, "0.17 of median FAILs");
     CHECK(m == 70 && f > 0.17 && f < 0.18, "median %.1f, fraction %.3f", m, f);
     double p2[] = {60, 70, 80};
-    CHECK(control_speed_judge(50, p2, 3, 0.8, 0.5, &m, &f) == HEALTH_WARN, "0.71 of median WARNs");
+    CHECK(health_speed_judge(50, p2, 3, 0.8, 0.5, &m, &f) == HEALTH_WARN, "0.71 of median WARNs");
     double p3[] = {60, 70, 80};
-    CHECK(control_speed_judge(65, p3, 3, 0.8, 0.5, &m, &f) == HEALTH_PASS, "0.93 of median passes");
+    CHECK(health_speed_judge(65, p3, 3, 0.8, 0.5, &m, &f) == HEALTH_PASS, "0.93 of median passes");
     double p4[] = {70, 80};
-    CHECK(control_speed_judge(35, p4, 2, 0.8, 0.5, &m, &f) == HEALTH_FAIL && m == 75,
+    CHECK(health_speed_judge(35, p4, 2, 0.8, 0.5, &m, &f) == HEALTH_FAIL && m == 75,
           "two peers suffice (median 75)");
     double p5[] = {70};
-    CHECK(control_speed_judge(1, p5, 1, 0.8, 0.5, &m, &f) == -1, "one peer: no verdict");
+    CHECK(health_speed_judge(1, p5, 1, 0.8, 0.5, &m, &f) == -1, "one peer: no verdict");
     double p6[] = {0, 0};
-    CHECK(control_speed_judge(1, p6, 2, 0.8, 0.5, &m, &f) == -1, "zero median: no verdict");
+    CHECK(health_speed_judge(1, p6, 2, 0.8, 0.5, &m, &f) == -1, "zero median: no verdict");
 
     /* a report against the stored rows: n1..n3 in pool a3m, login in another */
     char dir[] = "/tmp/mtc-straggler-XXXXXX", path[128];

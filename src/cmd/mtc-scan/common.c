@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cmd/mtc-scan/scan_mpi.h"
-#include "control/control.h"
 #include "health/health.h"
 
 int scan_rank, scan_size;
@@ -60,7 +59,7 @@ int scan_judge(const double *v, int n, int i, double fail, double *median, doubl
         *frac = v[i] / peers[0];
         s = *frac < fail ? HEALTH_FAIL : *frac < warn ? HEALTH_WARN : HEALTH_PASS;
     } else {
-        s = control_speed_judge(v[i], peers, np, warn, fail, median, frac);
+        s = health_speed_judge(v[i], peers, np, warn, fail, median, frac);
     }
     free(peers);
     return s < 0 ? HEALTH_UNKNOWN : s;

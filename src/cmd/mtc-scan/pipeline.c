@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "cmd/mtc-scan/scan_mpi.h"
-#include "control/control.h"
 #include "health/health.h"
 
 #define BUCKETS 10
@@ -55,7 +54,7 @@ static json_t *heatmap(const double *all, int size, int mb)
         for (int b = 0; b < nb && b < BUCKETS; b++) {
             for (int j = 0; j < size; j++)
                 col[j] = bt[j * nb + b];
-            double med = control_median(col, size), r = med > 0 ? bt[i * nb + b] / med : 1;
+            double med = health_median(col, size), r = med > 0 ? bt[i * nb + b] / med : 1;
             row[b] = r < 1.25 ? '.' : r < 2 ? 'o' : '#';
         }
         snprintf(line, sizeof(line), "%-20s %s", scan_names[i], row);
