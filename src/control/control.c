@@ -145,17 +145,26 @@ static const struct op_kind {
     /* a scan that cannot run leaves the cluster as it is */
     [CONTROL_HEALTHSCAN] = {run_healthscan, -1},
 };
-/* Every operation on a dataset (CREATE, PREPARE) prepares it. */
-static const struct op_kind dataset_kind = {run_dataset, -1};
-static const struct op_kind model_kind = {run_model, -1};
+/* Operations on another resource than a cluster, by the resource type their
+ * target names ("TYPE/NAME"), whatever their kind. */
+static const struct {
+    const char *type;
+    struct op_kind kind;
+} target_kinds[] = {
+    {"datasets", {run_dataset, -1}}, /* every operation on a dataset (CREATE, PREPARE) prepares it */
+    {"models", {run_model, -1}},
+};
 
 static const struct op_kind *find_kind(const struct store_op *op)
 {
-    if (strncmp(op->target, "datasets/", 9) == 0)
-        return &dataset_kind;
-    if (strncmp(op->target, "models/", 7) == 0)
-        return &model_kind;
-    int k = op->target[0] ? -1 : schema_enum_parse(&control_op_kind_enum, op->kind, 0);
+    if (op->target[0]) {
+        size_t n = strcspn(op->target, "/");
+        for (size_t i = 0; i < sizeof(target_kinds) / sizeof(target_kinds[0]); i++)
+            if (strlen(target_kinds[i].type) == n && !strncmp(op->target, target_kinds[i].type, n))
+                return &target_kinds[i].kind;
+        return NULL;
+    }
+    int k = schema_enum_parse(&control_op_kind_enum, op->kind, 0);
     return k < 0 || !op_kinds[k].run ? NULL : &op_kinds[k];
 }
 
