@@ -2,9 +2,9 @@
  * prefixed mtc_): clusters and nodes by state, health check results, node
  * remediation, operations, API requests and their latency by route, and per
  * running training run its step, loss, tokens/s, MFU, restarts, goodput and
- * early-problem alerts. Runs are followed by exp_track (recipes/goodput.c),
- * one per run kept here between scrapes, so a scrape reads only what the
- * run's metrics.jsonl and log gained since the last. */
+ * early-problem alerts (recipes/detect.c). Runs are followed by exp_track
+ * (recipes/goodput.c), one per run kept here between scrapes, so a scrape
+ * reads only what the run's metrics.jsonl and log gained since the last. */
 #include "api/internal.h"
 #include "recipes/recipes.h"
 

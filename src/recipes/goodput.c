@@ -1,11 +1,10 @@
 /* goodput: a run's effective training time ratio — the time of the steps that
  * were kept (Σ tokens per step ÷ tokens/s over metrics.jsonl) ÷ the wall time
  * from the job's first start (its log's first "mtc: job N start") to its end
- * or now — with restarts and steps lost and repeated; and early problem
- * detection over the same rows (NaN/Inf loss, loss spike by robust z-score,
- * throughput drop against the run's median, a stall). bench/chaos.sh, `mtc
- * experiment status` and mtcd's /metrics all use exp_track. metrics.jsonl is
- * read from the last offset on (a resume rewrites it: new inode → reread). */
+ * or now — with restarts and steps lost and repeated. The early problem
+ * detector judges the same rows (detect.c). bench/chaos.sh, `mtc experiment
+ * status` and mtcd's /metrics all use exp_track. metrics.jsonl is read from
+ * the last offset on (a resume rewrites it: new inode → reread). */
 #include "recipes/recipes.h"
 
 #include <errno.h>
@@ -20,23 +19,6 @@
 static const char *sget(const json_t *o, const char *k)
 {
     return json_string_value(json_object_get(o, k));
-}
-
-static int dcmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of n values (copied: v is left as it is); 0 for none. */
-static double cmp_median(const double *v, size_t n)
-{
-    double c[EXP_TRACK_RING];
-    if (n == 0 || n > EXP_TRACK_RING)
-        return 0;
-    memcpy(c, v, n * sizeof(*c));
-    qsort(c, n, sizeof(*c), dcmp);
-    return n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
 }
 
 void exp_track_init(struct exp_track *t, const json_t *cfg)
@@ -194,140 +176,6 @@ void exp_track_update(struct exp_track *t, double now)
     t->last_row = t->metrics_path[0] && stat(t->metrics_path, &sb) == 0 ? (double)sb.st_mtime : 0;
 }
 
-const struct exp_monitor exp_monitor_default = {
-    .window = 50, .spike_z = 6.0, .drop_fraction = 0.5, .stall_factor = 10.0, .min_rows = 10};
-
-int exp_monitor_check(const struct exp_track *t, const struct exp_monitor *m, double now,
-                      char *msg, size_t len)
-{
-    int found = 0;
-    msg[0] = '\0';
-#define SAY(bit, ...)                                                                              \
-    do {                                                                                           \
-        if (!found)                                                                                \
-            snprintf(msg, len, __VA_ARGS__);                                                       \
-        found |= (bit);                                                                            \
-    } while (0)
-    if (t->rows > 0 && !isfinite(t->loss))
-        SAY(EXP_ALERT_NONFINITE, "loss is %s at step %lld", isnan(t->loss) ? "NaN" : "Inf",
-            (long long)t->step);
-    size_t n = t->ring_n;
-    if (n < (size_t)m->min_rows + 1)
-        return found;
-    size_t w = n - 1 < (size_t)m->window ? n - 1 : (size_t)m->window;
-    double win[EXP_TRACK_RING], dev[EXP_TRACK_RING];
-    /* the newest row is at (pos + n - 1) % RING; the window is the w before it */
-    size_t newest = (t->ring_pos + n - 1) % EXP_TRACK_RING;
-    size_t k = 0;
-    for (size_t j = 1; j <= w; j++) {
-        double v = t->ring_loss[(newest + EXP_TRACK_RING - j) % EXP_TRACK_RING];
-        if (isfinite(v))
-            win[k++] = v;
-    }
-    double cur = t->ring_loss[newest];
-    if (k >= (size_t)m->min_rows && isfinite(cur)) {
-        double med = cmp_median(win, k);
-        for (size_t j = 0; j < k; j++)
-            dev[j] = fabs(win[j] - med);
-        double mad = cmp_median(dev, k) * 1.4826;
-        double z = mad > 1e-12 ? (cur - med) / mad : 0;
-        if (z > m->spike_z)
-            SAY(EXP_ALERT_SPIKE,
-                "loss spike at step %lld: %.4g against a median of %.4g over %zu steps "
-                "(robust z %.1f > %.1f)",
-                (long long)t->step, cur, med, k, z, m->spike_z);
-    }
-    double tps_med = cmp_median(t->ring_tps, n), dt_med = cmp_median(t->ring_dt, n);
-    double tps_cur = t->ring_tps[newest];
-    if (tps_med > 0 && tps_cur < m->drop_fraction * tps_med)
-        SAY(EXP_ALERT_DROP, "throughput drop at step %lld: %.0f tokens/s, %.0f%% of the run's median %.0f",
-            (long long)t->step, tps_cur, 100 * tps_cur / tps_med, tps_med);
-    if (t->end == 0 && dt_med > 0 && t->last_row > 0 &&
-        now - t->last_row > m->stall_factor * dt_med && now - t->last_row > 1)
-        SAY(EXP_ALERT_STALL, "stalled: no step for %.0f s after step %lld (%.0fx the median step time %.2f s)",
-            now - t->last_row, (long long)t->step, (now - t->last_row) / dt_med, dt_med);
-#undef SAY
-    return found;
-}
-
-void exp_monitor_from(const json_t *cfg, struct exp_monitor *m)
-{
-    *m = exp_monitor_default;
-    const json_t *o = json_object_get(cfg, "monitor");
-    const json_t *v;
-    if ((v = json_object_get(o, "spike_z")) && json_is_number(v))
-        m->spike_z = json_number_value(v);
-    if ((v = json_object_get(o, "spike_window")) && json_is_integer(v))
-        m->window = (int)json_integer_value(v);
-    if ((v = json_object_get(o, "throughput_drop")) && json_is_number(v))
-        m->drop_fraction = json_number_value(v);
-    if ((v = json_object_get(o, "stall_factor")) && json_is_number(v))
-        m->stall_factor = json_number_value(v);
-    if ((v = json_object_get(o, "min_rows")) && json_is_integer(v))
-        m->min_rows = (int)json_integer_value(v);
-}
-
-static const char *const alert_names[] = {"NONFINITE", "LOSS_SPIKE", "THROUGHPUT_DROP", "STALL"};
-
-const char *exp_alert_name(int kind)
-{
-    for (int i = 0; i < 4; i++)
-        if (kind == (1 << i))
-            return alert_names[i];
-    return "UNKNOWN";
-}
-
-/* The alerts in mask that t raises; those not yet in *raised go to fn, each
- * with its own message (the other detectors switched off). */
-static void judge(const struct exp_track *t, const struct exp_monitor *m, double now, int mask,
-                  int *raised, void (*fn)(void *, int, const char *), void *arg)
-{
-    char msg[256];
-    int a = exp_monitor_check(t, m, now, msg, sizeof(msg)) & mask;
-    for (int bit = 1; bit <= EXP_ALERT_STALL; bit <<= 1) {
-        if (!(a & bit) || (*raised & bit))
-            continue;
-        struct exp_monitor one = *m;
-        if (bit != EXP_ALERT_SPIKE)
-            one.spike_z = INFINITY;
-        if (bit != EXP_ALERT_DROP)
-            one.drop_fraction = 0;
-        if (bit != EXP_ALERT_STALL)
-            one.stall_factor = INFINITY;
-        exp_monitor_check(t, &one, now, msg, sizeof(msg));
-        fn(arg, bit, msg);
-    }
-    *raised = (*raised & ~mask) | a;
-}
-
-void exp_monitor_scan(const struct exp_track *t, const struct exp_monitor *m, double now,
-                      int64_t *seen_rows, int *raised,
-                      void (*fn)(void *arg, int kind, const char *msg), void *arg)
-{
-    if (t->rows < *seen_rows) /* metrics.jsonl was replaced: read again from its start */
-        *seen_rows = 0;
-    int64_t from = *seen_rows;
-    if (t->rows - from > (int64_t)t->ring_n)
-        from = t->rows - (int64_t)t->ring_n;
-    struct exp_track *c = from < t->rows ? malloc(sizeof(*c)) : NULL;
-    struct exp_monitor rows_only = *m;
-    rows_only.stall_factor = INFINITY;
-    for (int64_t r = from + 1; c && r <= t->rows; r++) {
-        /* the track as it was when row r was the newest (its window included) */
-        *c = *t;
-        c->ring_n = t->ring_n - (size_t)(t->rows - r);
-        size_t newest = (c->ring_pos + c->ring_n - 1) % EXP_TRACK_RING;
-        c->loss = c->ring_loss[newest];
-        c->tokens_per_s = c->ring_tps[newest];
-        c->step = c->ring_step[newest];
-        c->rows = r;
-        judge(c, &rows_only, now, ~EXP_ALERT_STALL, raised, fn, arg);
-    }
-    free(c);
-    *seen_rows = t->rows;
-    judge(t, m, now, EXP_ALERT_STALL, raised, fn, arg);
-}
-
 json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
 {
     json_t *o = json_pack("{s:f, s:f, s:f, s:I, s:i, s:I, s:I}", "goodput", t->goodput,
@@ -344,7 +192,7 @@ json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
         json_t *a = json_array();
         for (int i = 0; i < 4; i++)
             if (alerts & (1 << i))
-                json_array_append_new(a, json_string(alert_names[i]));
+                json_array_append_new(a, json_string(exp_alert_name(1 << i)));
         json_object_set_new(o, "alerts", a);
         json_object_set_new(o, "alertMessage", json_string(msg));
     }

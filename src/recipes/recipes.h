@@ -238,7 +238,7 @@ void exp_print_status(FILE *f, const json_t *cfg, const char *state);
 /* Path of the run's log (<task dir>/<JOB_ID>.log) into buf. */
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
 
-/* ---- goodput and early problem detection (goodput.c) ---- */
+/* ---- goodput (goodput.c) and early problem detection (detect.c) ---- */
 
 #define EXP_TRACK_RING 256 /* rows the detectors look back over */
 /* One run's progress, read incrementally: exp_track_init once, then
