@@ -107,7 +107,7 @@ static const struct tdef gemma_tail[] = {
 enum norm_kind { NORM_LAYER, NORM_RMS, NORM_RMS1P }; // LayerNorm, RMSNorm w, RMSNorm (1 + w)
 enum mlp_kind { MLP_GELU, MLP_SWIGLU, MLP_GEGLU };
 
-#define NT(a) a, (int)(sizeof a / sizeof a[0])
+#define COUNT(a) (int)(sizeof a / sizeof a[0])
 /* One row per family: its tensors and the traits the passes follow. */
 struct family_tables {
     const struct tdef *head;
@@ -123,15 +123,18 @@ struct family_tables {
     int post_norms;  // a norm on the attention and MLP outputs before the residual add
     int qk_norm;     // per-head RMSNorm of q and k
 };
+#define TABLES(h, l, t)                                                                            \
+    .head = h, .nhead = COUNT(h), .layer = l, .nlayer = COUNT(l), .tail = t, .ntail = COUNT(t)
 static const struct family_tables families[] = {
-    [MODEL_GPT2] = {NT(gpt2_head), NT(gpt2_layer), NT(gpt2_tail), NORM_LAYER, MLP_GELU, 0, 0, 0, 0},
-    [MODEL_LLAMA] = {NT(llama_head), NT(llama_layer), NT(llama_tail), NORM_RMS, MLP_SWIGLU, 1, 0, 0,
-                     0},
-    [MODEL_GEMMA2] = {NT(gemma_head), NT(gemma2_layer), NT(gemma_tail), NORM_RMS1P, MLP_GEGLU, 1, 1,
-                      1, 0},
-    [MODEL_GEMMA3] = {NT(gemma_head), NT(gemma3_layer), NT(gemma_tail), NORM_RMS1P, MLP_GEGLU, 1, 1,
-                      1, 1},
+    [MODEL_GPT2] = {TABLES(gpt2_head, gpt2_layer, gpt2_tail), .norm = NORM_LAYER, .mlp = MLP_GELU},
+    [MODEL_LLAMA] = {TABLES(llama_head, llama_layer, llama_tail), .norm = NORM_RMS,
+                     .mlp = MLP_SWIGLU, .rope = 1},
+    [MODEL_GEMMA2] = {TABLES(gemma_head, gemma2_layer, gemma_tail), .norm = NORM_RMS1P,
+                      .mlp = MLP_GEGLU, .rope = 1, .embed_scale = 1, .post_norms = 1},
+    [MODEL_GEMMA3] = {TABLES(gemma_head, gemma3_layer, gemma_tail), .norm = NORM_RMS1P,
+                      .mlp = MLP_GEGLU, .rope = 1, .embed_scale = 1, .post_norms = 1, .qk_norm = 1},
 };
+#undef TABLES
 
 /* Activations of one forward, sized for up to cap_m = B*T rows and cap_t positions. */
 struct acts {
