@@ -28,13 +28,7 @@ python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); p=s["nodePools"][0]
     "$ROOT/examples/local-cpu.json" "$W/spec.json" "$N"
 mtc cluster create -f "$W/spec.json" --id bm >/dev/null 2>&1 || { echo "cluster create failed"; exit 1; }
 eval "$(mtc env bm)"
-mkdir -p "$W/data/tiny"
-mtc-train data generate --name tiny-corpus --output "$W/corpus.txt" >/dev/null 2>&1 &&
-    mtc-train tokenizer train --vocab-size 320 --input "$W/corpus.txt" \
-        --output "$W/data/tiny/tokenizer.json" >/dev/null 2>&1 &&
-    mtc-train prepare --tokenizer "$W/data/tiny/tokenizer.json" --input "$W/corpus.txt" \
-        --output "$W/data/tiny" --val-fraction 0.05 >/dev/null 2>&1 ||
-    { echo "corpus preparation failed"; exit 1; }
+bench_tiny_data || { echo "corpus preparation failed"; exit 1; }
 cat >"$W/r.json" <<'JSON'
 {"task": "pretrain",
  "model": {"preset": "tiny-gpt2", "config": {"vocab_size": 320, "n_layer": 1, "d_model": 32,

@@ -19,13 +19,7 @@ bench_start_mtcd || exit 1
 mtc cluster create -f "$ROOT/examples/local-2node.json" --id bj >/dev/null 2>&1 ||
     { echo "cluster create failed"; exit 1; }
 eval "$(mtc env bj)"
-mkdir -p "$W/data/tiny"
-mtc-train data generate --name tiny-corpus --output "$W/corpus.txt" >/dev/null 2>&1 &&
-    mtc-train tokenizer train --vocab-size 320 --input "$W/corpus.txt" \
-        --output "$W/data/tiny/tokenizer.json" >/dev/null 2>&1 &&
-    mtc-train prepare --tokenizer "$W/data/tiny/tokenizer.json" --input "$W/corpus.txt" \
-        --output "$W/data/tiny" --val-fraction 0.05 >/dev/null 2>&1 ||
-    { echo "corpus preparation failed"; exit 1; }
+bench_tiny_data || { echo "corpus preparation failed"; exit 1; }
 cat >"$W/r.json" <<'JSON'
 {"task": "pretrain",
  "model": {"preset": "tiny-gpt2", "config": {"vocab_size": 320, "n_layer": 2, "d_model": 64,
