@@ -11,7 +11,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* jobs read from the store at a time */
 #define MONITOR_PAGE 64
@@ -27,22 +26,21 @@ struct api_monitor {
 
 /* Refresh every unfinished job, page by page; stops early when *stop is set
  * (mtcd shutting down mid-pass). */
-static int pass(struct store *st, atomic_int *stop)
+static void pass(struct store *st, atomic_int *stop)
 {
     int64_t after = 0;
-    int seen = 0;
     for (;;) {
         int n = 0;
         struct store_job *jobs = store_job_list_unfinished(st, after, MONITOR_PAGE, &n);
         for (int i = 0; i < n; i++) {
             if (!atomic_load(stop))
-                api_job_refresh(st, &jobs[i]), seen++;
+                api_job_refresh(st, &jobs[i]);
             after = jobs[i].seq;
             store_job_release(&jobs[i]);
         }
         free(jobs);
         if (n < MONITOR_PAGE || atomic_load(stop))
-            return seen;
+            return;
     }
 }
 
@@ -54,12 +52,7 @@ static void *loop(void *arg)
         pthread_mutex_unlock(&m->lock);
         pass(m->st, &m->stop);
         pthread_mutex_lock(&m->lock);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += m->interval_ms / 1000;
-        ts.tv_nsec += (long)(m->interval_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = mtc_deadline_ms(m->interval_ms);
         if (!m->stop)
             pthread_cond_timedwait(&m->wake, &m->lock, &ts);
     }

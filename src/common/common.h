@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include <syslog.h>
 
 /* Human-readable detail for a failure, filled by the callee. */
@@ -129,6 +130,8 @@ int64_t mtc_now_ms(void);
 /* RFC 3339 UTC with milliseconds into buf (>= 32 bytes). */
 char *mtc_time_rfc3339(int64_t ms, char *buf, size_t len);
 void mtc_sleep_ms(int ms);
+/* CLOCK_REALTIME ms from now, as pthread_cond_timedwait's deadline. */
+struct timespec mtc_deadline_ms(int64_t ms);
 
 /* Checked size arithmetic, for every size that comes from a file: *out = a * b (a + b).
  * 0, or -1 with errno EOVERFLOW (*out then undefined) when the result does not fit. */

@@ -37,6 +37,17 @@ int64_t mtc_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec mtc_deadline_ms(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L)
+        ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return ts;
+}
+
 char *mtc_time_rfc3339(int64_t ms, char *buf, size_t len)
 {
     time_t t = (time_t)(ms / 1000);

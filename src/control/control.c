@@ -443,14 +443,7 @@ static void *supervisor(void *arg)
         }
         json_decref(ids);
         pthread_mutex_lock(&c->lock);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += c->supervise_ms / 1000;
-        ts.tv_nsec += (long)(c->supervise_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = mtc_deadline_ms(c->supervise_ms);
         if (!c->stopping && !c->poked)
             pthread_cond_timedwait(&c->cond, &c->lock, &ts);
         c->poked = 0;
@@ -554,13 +547,7 @@ int control_stop(struct control *c, int wait_ms)
     int64_t deadline = mtc_now_ms() + wait_ms;
     pthread_mutex_lock(&c->lock);
     while (c->running > 0 && mtc_now_ms() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = mtc_deadline_ms(100);
         pthread_cond_timedwait(&c->cond, &c->lock, &ts);
     }
     int left = c->running;

@@ -636,12 +636,7 @@ static void *loop(void *arg)
         pthread_mutex_lock(&c->wake_lock);
         if (c->stop)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = mtc_deadline_ms(ms);
         pthread_cond_timedwait(&c->wake, &c->wake_lock, &ts);
     }
     pthread_mutex_unlock(&c->wake_lock);

@@ -51,11 +51,7 @@ static void *watch(void *arg)
     int n = snprintf(msg, sizeof(msg), reply_408, strlen(body), body);
     pthread_mutex_lock(&c->mu);
     while (!c->stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 200 * 1000000L;
-        if (until.tv_nsec >= 1000000000L)
-            until.tv_sec++, until.tv_nsec -= 1000000000L;
+        struct timespec until = mtc_deadline_ms(200);
         pthread_cond_timedwait(&c->cv, &c->mu, &until);
         int64_t now = mtc_now_ms();
         for (struct serve_conn *k = c->head; k; k = k->next) {
