@@ -271,15 +271,15 @@ static int set_agent_hooks(struct provider *prov, const char *listen, const char
     return provider_set_hooks(prov, &h, err);
 }
 
-/* Datasets: mtc-train next to this binary prepares them into the cache
- * (HOME/cache unless --cache-dir); non-admins' sources lie under HOME/data or
- * a --data-root. Both directories are made here. */
 /* The endpoints' view of a cluster's environment: the control plane's. */
 static char *cluster_env(void *ctl, const char *cluster, mtc_error_t *err)
 {
     return control_env(ctl, cluster, err);
 }
 
+/* Datasets: mtc-train next to this binary prepares them into the cache
+ * (HOME/cache unless --cache-dir); non-admins' sources lie under HOME/data or
+ * a --data-root. Both directories are made here. */
 static void set_datasets(struct control *ctl, const char *home, struct mtcd_args *a)
 {
     static char trainer[PATH_MAX + 16], cache[PATH_MAX + 16], data[PATH_MAX + 16];

@@ -5,17 +5,12 @@
  * every refresh judge each row once (exp_monitor_scan); `mtc experiment
  * status` and /metrics show what holds now (exp_monitor_check). */
 #include "recipes/recipes.h"
+#include "health/health.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int dcmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Median of n values (copied: v is left as it is); 0 for none. */
 static double cmp_median(const double *v, size_t n)
@@ -24,8 +19,7 @@ static double cmp_median(const double *v, size_t n)
     if (n == 0 || n > EXP_TRACK_RING)
         return 0;
     memcpy(c, v, n * sizeof(*c));
-    qsort(c, n, sizeof(*c), dcmp);
-    return n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
+    return health_median(c, (int)n);
 }
 
 const struct exp_monitor exp_monitor_default = {
