@@ -66,7 +66,7 @@ check "sinfo shows 2 nodes again" bash -c "sinfo -h -p a3m -o '%D' | grep -qx 2"
 check "queued job survives shrinking" bash -c "squeue -h -j $job -o %i | grep -qx $job"
 # two nodes: the straggler check judges each against the other (no UNKNOWN,
 # no median of 0)
-M healthscan demo -c straggler --microbatches 20 --json >"$T_DIR/two.json" 2>"$T_DIR/two.err"
+M healthscan demo -c straggler --microbatches 200 --json >"$T_DIR/two.json" 2>"$T_DIR/two.err"
 check "healthscan -c straggler on 2 nodes: each judged against the other" python3 -c '
 import json, sys
 n = json.load(open(sys.argv[1]))["response"]["nodes"]
