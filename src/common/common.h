@@ -50,6 +50,9 @@ int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
 /* A small file (read whole) copied to `to` as mtc_write_file_atomic writes it.
  * 0, or -1 + errno + err naming the file. */
 int mtc_copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *err);
+/* Write text to path (0644, as mtc_write_file_atomic) when its content
+ * differs. 1 changed, 0 same, -1 + err. */
+int mtc_write_if_changed(const char *path, const char *text, mtc_error_t *err);
 
 /* Root acting for users (fsafe.c; DESIGN.md, "Security model"): directories
  * by descriptor, checked as they are opened. A trusted directory is owned by
@@ -119,11 +122,18 @@ int mtc_pid_alive(pid_t pid);
 pid_t mtc_pid_read(const char *path);
 /* SIGTERM, wait up to ms, then SIGKILL. Returns 0 once gone. */
 int mtc_pid_stop(pid_t pid, int ms);
+/* 1 when /proc/<pid>/<file> (NUL-separated: cmdline, environ) holds a and
+ * (if given) b as whole entries; mtc_cmdline_has: in its argv. */
+int mtc_proc_has(pid_t pid, const char *file, const char *a, const char *b);
+int mtc_cmdline_has(pid_t pid, const char *a, const char *b);
 
 /* A TCP port on 127.0.0.1 that is free right now (bound and released). 0 on failure. */
 int mtc_free_port(void);
 /* `count` consecutive free ports starting from a random base; first or 0. */
 int mtc_free_port_range(int count);
+/* This host's name up to the first dot (slurmctld matches SlurmctldHost
+ * against it), "localhost" when it has none. */
+void mtc_short_hostname(char *buf, size_t len);
 
 /* Time. */
 int64_t mtc_now_ms(void);

@@ -358,3 +358,16 @@ int mtc_is_squashfs(const char *path)
     close(fd);
     return yes;
 }
+
+/* Write path when its content differs (common.h). */
+int mtc_write_if_changed(const char *path, const char *text, mtc_error_t *err)
+{
+    char *old = mtc_read_file(path, NULL);
+    int same = old && strcmp(old, text) == 0;
+    free(old);
+    if (same)
+        return 0;
+    if (mtc_write_file_atomic(path, text, strlen(text), 0644) < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return 1;
+}

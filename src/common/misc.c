@@ -125,3 +125,14 @@ void mtc_sha256_hex(const char *s, char out[65])
         sprintf(out + 2 * i, "%02x", md[i]);
     out[64] = '\0';
 }
+
+/* The short host name (common.h). */
+void mtc_short_hostname(char *buf, size_t len)
+{
+    if (gethostname(buf, len) < 0)
+        snprintf(buf, len, "localhost");
+    buf[len - 1] = '\0';
+    char *dot = strchr(buf, '.');
+    if (dot)
+        *dot = '\0';
+}

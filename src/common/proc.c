@@ -444,3 +444,26 @@ int mtc_pid_stop(pid_t pid, int ms)
     errno = EBUSY;
     return -1;
 }
+
+/* What /proc says of pid's argv or environment (common.h). */
+int mtc_proc_has(pid_t pid, const char *file, const char *a, const char *b)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    char *s = mtc_read_file(path, &len);
+    if (!s)
+        return 0;
+    int fa = 0, fb = !b;
+    for (size_t i = 0; i < len; i += strlen(s + i) + 1) {
+        fa |= strcmp(s + i, a) == 0;
+        fb |= b && strcmp(s + i, b) == 0;
+    }
+    free(s);
+    return fa && fb;
+}
+
+int mtc_cmdline_has(pid_t pid, const char *a, const char *b)
+{
+    return mtc_proc_has(pid, "cmdline", a, b);
+}

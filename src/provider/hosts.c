@@ -20,7 +20,7 @@
 
 #define REAL_NVML "libnvidia-ml.so.1"
 
-void hosts_lc_socket(struct lc *c, const struct hstate *s)
+void hosts_lc_socket(struct head *c, const struct hstate *s)
 {
     snprintf(c->munge_socket, sizeof(c->munge_socket), SLURM_HOST_RUN "/munge/munge.socket.2",
              s->uid);
@@ -64,7 +64,7 @@ int hosts_fake_gpus(const json_t *spec, const struct hnode *n)
 
 /* The node's token file (0600) in its image, minted when missing; "" when
  * there is no identity to mint one. */
-static int node_token(const struct provider *p, const struct lc *c, const char *node,
+static int node_token(const struct provider *p, const struct head *c, const char *node,
                       const char *path, int fresh, mtc_error_t *err)
 {
     if (fresh && unlink(path) < 0 && errno != ENOENT)
@@ -80,7 +80,7 @@ static int node_token(const struct provider *p, const struct lc *c, const char *
 }
 
 /* The agent's config for node n on its host (paths there), or NULL + err. */
-static json_t *agent_config(const struct provider *p, const struct lc *c, const struct hstate *s,
+static json_t *agent_config(const struct provider *p, const struct head *c, const struct hstate *s,
                             const json_t *spec, const struct hnode *n, int have_token,
                             mtc_error_t *err)
 {
@@ -142,12 +142,12 @@ static json_t *agent_config(const struct provider *p, const struct lc *c, const 
     return cfg;
 }
 
-int hosts_node_files(const struct provider *p, const struct lc *c, const struct hstate *s,
+int hosts_node_files(const struct provider *p, const struct head *c, const struct hstate *s,
                      const json_t *spec, const struct hnode *n, int fresh, mtc_error_t *err)
 {
     char dir[PLEN], path[PLEN], var[64];
     snprintf(var, sizeof(var), SLURM_HOST_VAR, s->uid);
-    local_path(c, dir, "nodes/%s/image/etc/mtc/%s/nodes/%s", n->name, s->uid, n->name);
+    head_path(c, dir, "nodes/%s/image/etc/mtc/%s/nodes/%s", n->name, s->uid, n->name);
     if (mtc_mkdir_p(dir, 0755) < 0)
         return errprintf(err, "mkdir %s: %s", dir, strerror(errno));
     snprintf(path, sizeof(path), "%s/agent.token", dir);
@@ -157,22 +157,21 @@ int hosts_node_files(const struct provider *p, const struct lc *c, const struct 
     if (!cfg)
         return -1;
     snprintf(path, sizeof(path), "%s/agent.json", dir);
-    if (local_json_write_if_changed(path, cfg, err) < 0 || hosts_node_mounts(c, s, spec, n, err) < 0)
+    if (head_json_write_if_changed(path, cfg, err) < 0 || hosts_node_mounts(c, s, spec, n, err) < 0)
         return -1;
     /* the environment of every mtc-agent run on the node (the Slurm hooks source it) */
     char env[2 * PLEN], conf[128], nvml[128], containers[128];
     snprintf(conf, sizeof(conf), "%s/spool/conf-cache/slurm.conf", var);
     snprintf(containers, sizeof(containers), "%s/containers", var);
     snprintf(nvml, sizeof(nvml), "%s/hw/nvml.state", var);
-    local_agent_env_head(env, sizeof(env), n->name, conf, containers,
-                         hosts_fake_gpus(spec, n) >= 0 ? nvml : NULL);
+    head_agent_env(env, sizeof(env), n->name, conf, containers,
+                   hosts_fake_gpus(spec, n) >= 0 ? nvml : NULL);
     snprintf(path, sizeof(path), "%s/agent.env", dir);
-    if (local_write_if_changed(path, env, err) < 0)
+    if (mtc_write_if_changed(path, env, err) < 0)
         return -1;
     /* an elastic node's slurmd starts "booted now" (mtc-host's start_slurmd) */
     snprintf(path, sizeof(path), "%s/elastic", dir);
-    if (n->cloud ? local_write_if_changed(path, "1\n", err) < 0
-                 : unlink(path) < 0 && errno != ENOENT)
+    if (n->cloud ? mtc_write_if_changed(path, "1\n", err) < 0 : unlink(path) < 0 && errno != ENOENT)
         return errprintf(err, "%s: %s", path, strerror(errno));
     return 0;
 }
@@ -194,12 +193,12 @@ static int copy_file(const char *src, const char *dst, mode_t mode, char sha[65]
     return rc < 0 ? errprintf(err, "cannot write %s: %s", dst, strerror(errno)) : 0;
 }
 
-int hosts_bundle(const struct provider *p, const struct lc *c, const struct hstate *s,
+int hosts_bundle(const struct provider *p, const struct head *c, const struct hstate *s,
                  const json_t *spec, struct hbundle *b, mtc_error_t *err)
 {
     char etc[PLEN], bin[PLEN], path[PLEN], key[PLEN], run_etc[64], agent[128];
     memset(b, 0, sizeof(*b));
-    local_path(c, b->image, "image");
+    head_path(c, b->image, "image");
     snprintf(etc, sizeof(etc), "%s/etc/mtc/%s", b->image, s->uid);
     snprintf(bin, sizeof(bin), "%s/var/lib/mtc/%s/bin", b->image, s->uid);
     snprintf(run_etc, sizeof(run_etc), SLURM_HOST_ETC, s->uid);
@@ -209,7 +208,7 @@ int hosts_bundle(const struct provider *p, const struct lc *c, const struct hsta
     /* the munge key: the controller's own file, linked (one key, never copied around) */
     snprintf(path, sizeof(path), "%s/munge.key", etc);
     unlink(path);
-    if (link(local_path(c, key, "munge/key"), path) < 0)
+    if (link(head_path(c, key, "munge/key"), path) < 0)
         return errprintf(err, "cannot link the munge key into %s: %s", etc, strerror(errno));
     /* Slurm's scripts, naming the paths on the hosts */
     const json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
@@ -233,7 +232,7 @@ int hosts_bundle(const struct provider *p, const struct lc *c, const struct hsta
     if (p->tls && p->ca_file && copy_file(p->ca_file, path, 0644, NULL, err) < 0)
         return -1;
     snprintf(path, sizeof(path), "%s/mtc-host", bin);
-    if (local_write_if_changed(path, hosts_script(), err) < 0)
+    if (mtc_write_if_changed(path, hosts_script(), err) < 0)
         return -1;
     /* the programs: the agent and the trainer from beside mtcd's mtc-agent,
      * the container plugin mtcd found beside itself */
@@ -302,17 +301,17 @@ static int conf_nodes(const json_t *spec, const struct hstate *s, struct slurm_n
  * Slurm program runs: on the hosts (slurmd, slurmstepd, srun in a batch
  * script) the image's copy, loading the plugin copied to the host; here
  * (srun, sbatch, salloc with the cluster's SLURM_CONF) a link to the copy
- * local_conf_write made, loading mtcd's. Without a plugin neither exists
+ * head_conf_write made, loading mtcd's. Without a plugin neither exists
  * (a missing file is an empty plugin stack to Slurm). img_etc: the image's
  * etc/mtc/<uid>/etc. 0/-1 + err. */
-static int plugstack_write(const struct lc *c, const struct hstate *s,
+static int plugstack_write(const struct head *c, const struct hstate *s,
                            const struct slurm_layout *sl, const char *img_etc, mtc_error_t *err)
 {
     char img[PLEN], here[128], dir[128], local[PLEN], so[128];
     snprintf(img, sizeof(img), "%s/plugstack.conf", img_etc);
     snprintf(dir, sizeof(dir), SLURM_HOST_ETC "/etc", s->uid);
     snprintf(here, sizeof(here), "%s/plugstack.conf", dir);
-    local_path(c, local, "etc/plugstack.conf");
+    head_path(c, local, "etc/plugstack.conf");
     if (!sl->spank) {
         unlink(img);
         unlink(here);
@@ -326,7 +325,7 @@ static int plugstack_write(const struct lc *c, const struct hstate *s,
         return -1;
     int rc = mtc_mkdir_p(img_etc, 0755) < 0
                  ? errprintf(err, "mkdir %s: %s", img_etc, strerror(errno))
-                 : local_write_if_changed(img, text, err);
+                 : mtc_write_if_changed(img, text, err);
     free(text);
     if (rc < 0)
         return -1;
@@ -343,15 +342,15 @@ static int plugstack_write(const struct lc *c, const struct hstate *s,
     return 0;
 }
 
-int hosts_write_conf(const struct provider *p, const struct lc *c, const struct hstate *s,
+int hosts_write_conf(const struct provider *p, const struct head *c, const struct hstate *s,
                      const json_t *spec, char sha[65], mtc_error_t *err)
 {
     struct slurm_node *sizes = calloc(s->nnodes ? s->nnodes : 1, sizeof(*sizes));
     char ctl_host[256], path[PLEN], etc[PLEN];
     if (!sizes)
         return errprintf(err, "out of memory");
-    local_short_hostname(ctl_host, sizeof(ctl_host));
-    local_path(c, etc, "image/etc/mtc/%s/etc", s->uid);
+    mtc_short_hostname(ctl_host, sizeof(ctl_host));
+    head_path(c, etc, "image/etc/mtc/%s/etc", s->uid);
     struct slurm_layout sl = {.cluster = c->id,
                               .dir = c->dir,
                               .hostname = ctl_host,
@@ -366,45 +365,44 @@ int hosts_write_conf(const struct provider *p, const struct lc *c, const struct 
     sl.prolog = mtc_path_exists((snprintf(path, sizeof(path), "%s/prolog.sh", etc), path));
     sl.epilog = mtc_path_exists((snprintf(path, sizeof(path), "%s/epilog.sh", etc), path));
     if (mtc_path_exists((snprintf(path, sizeof(path), "%s/health.sh", etc), path)))
-        sl.health_interval = local_health_interval(spec, p->hook_health_interval);
+        sl.health_interval = head_health_interval(spec, p->hook_health_interval);
     /* the container plugin: srun and sbatch here load mtcd's own copy (the
      * controller's plugstack.conf, <dir>/etc/plugstack.conf), slurmd and
      * slurmstepd on the hosts theirs */
     sl.spank = p->spank;
-    /* elastic nodes: slurmctld runs here, so Slurm's power programs are the
-     * local provider's (mtc-power beside mtcd, power.json, the token) */
-    int rc = local_power_setup(p, c, spec, &sl, err);
-    /* Slurm keeps a suspended node idle% this long; a resume that comes
-     * while mtc still powers the node off waits for it (the node's lock) */
-    sl.power.suspend_timeout = HOSTS_SUSPEND_TIMEOUT_S;
+    /* elastic nodes: slurmctld runs here, so Slurm's power programs run here
+     * (mtc-power beside mtcd, power.json, the token). Slurm keeps a
+     * suspended node idle% this long; a resume that comes while mtc still
+     * powers the node off waits for it (the node's lock) */
+    int rc = head_power_setup(p, c, spec, HOSTS_SUSPEND_TIMEOUT_S, &sl, err);
     if (rc == 0)
-        rc = local_conf_write(c, spec, &sl, sha, err);
+        rc = head_conf_write(c, spec, &sl, sha, err);
     if (rc == 0)
         rc = plugstack_write(c, s, &sl, etc, err);
     free(sizes);
     return rc;
 }
 
-int hosts_node_off(const struct lc *c, const struct hnode *n)
+int hosts_node_off(const struct head *c, const struct hnode *n)
 {
-    return n->cloud && !local_power_is_on(c, n->name);
+    return n->cloud && !head_power_is_on(c, n->name);
 }
 
-int hosts_wait_registered(const struct lc *c, const struct hstate *s, mtc_error_t *err)
+int hosts_wait_registered(const struct head *c, const struct hstate *s, mtc_error_t *err)
 {
     const char *names[HOSTS_MAX], *hosts[HOSTS_MAX];
     size_t k = 0;
     for (size_t i = 0; i < s->nnodes; i++)
         if (!hosts_node_off(c, &s->nodes[i]))
             names[k] = s->nodes[i].name, hosts[k++] = s->nodes[i].host;
-    return local_wait_registered(c, names, hosts, k, err);
+    return head_wait_registered(c, names, hosts, k, err);
 }
 
 /* ---- per-host work, in parallel ---- */
 
 struct job {
     struct provider *p;
-    const struct lc *c;
+    const struct head *c;
     struct hstate *s;
     const json_t *spec;
     const struct hcontroller *ctl;
@@ -459,7 +457,7 @@ static int t_op(void *arg, size_t i, mtc_error_t *err)
 
 /* Every host s knows but no node uses (touched, or all with every_host): cleaned
  * (its record dropped) or, when unreachable, kept for the next time. */
-static void clean_unused(struct provider *p, const struct lc *c, struct hstate *s, int every_host,
+static void clean_unused(struct provider *p, const struct head *c, struct hstate *s, int every_host,
                          provider_progress_fn progress, void *arg)
 {
     struct job *j = calloc(1, sizeof(*j));
@@ -476,7 +474,7 @@ static void clean_unused(struct provider *p, const struct lc *c, struct hstate *
             j->hosts[n++] = s->nodes[i].host;
     if (n == 0)
         goto out;
-    local_say(progress, arg, "cleaning %zu host(s)", n);
+    head_say(progress, arg, "cleaning %zu host(s)", n);
     hosts_parallel(n, t_op, j, errs);
     for (size_t i = 0; i < n; i++) {
         if (errs[i].text[0]) {
@@ -555,7 +553,7 @@ static int settings(const json_t *spec, const struct hstate *old, struct hstate 
 }
 
 /* Controller: munged on /run/mtc/<uid>/..., slurmctld with the new conf. */
-static int controller_up(const struct lc *c, struct hstate *s, const char *sha,
+static int controller_up(const struct head *c, struct hstate *s, const char *sha,
                          provider_progress_fn progress, void *arg, mtc_error_t *err)
 {
     char names[PLEN], dir[PLEN];
@@ -563,44 +561,15 @@ static int controller_up(const struct lc *c, struct hstate *s, const char *sha,
     if (mtc_mkdir_p(dir, 0755) < 0)
         return errprintf(err, "mkdir %s: %s (the controller needs /run/mtc writable)", dir,
                          strerror(errno));
-    if (!local_munged_running(c)) {
-        local_say(progress, arg, "starting munged");
-        if (local_munged_start(c, err) < 0)
-            return -1;
-    }
     hosts_node_names(s, names, sizeof(names));
-    pid_t ctld = local_ctld_running(c);
-    int reconfigure = 0;
-    if (ctld && strcmp(s->applied_sha, sha) != 0) {
-        if (strcmp(s->applied_nodes, names) == 0) {
-            reconfigure = 1;
-        } else { /* 22.05 learns of added, removed or elastic nodes only at start */
-            local_say(progress, arg, "restarting slurmctld for the new node set");
-            local_stop_pidfile(c, "slurmctld", ctld);
-            ctld = 0;
-            reconfigure = 1; /* running slurmds fetch the new config */
-        }
-    }
-    if (!ctld) {
-        local_say(progress, arg, "starting slurmctld");
-        if (local_ctld_start(c, err) < 0)
-            return -1;
-    } else if (slurm_ctld_wait(c->conf, CTLD_WAIT_MS) < 0) {
-        return errprintf(err, "slurmctld does not answer (see %s/log/slurmctld.log)", c->dir);
-    }
-    if (reconfigure && s->applied_sha[0]) {
-        local_say(progress, arg, "reconfiguring slurmctld");
-        if (slurm_reconfigure(c->conf, err) < 0)
-            return -1;
-    }
-    snprintf(s->applied_sha, sizeof(s->applied_sha), "%s", sha);
-    snprintf(s->applied_nodes, sizeof(s->applied_nodes), "%s", names);
-    return 0;
+    /* slurmds that ran an earlier config fetch the new one */
+    return head_controller_converge(c, &s->applied, sha, names, s->applied.sha[0] != 0, progress,
+                                    arg, err);
 }
 
 /* Nodes that moved host: tell slurmctld their new address (with the rewritten
  * slurm.conf this survives a restart). */
-static void move_nodes(const struct lc *c, const struct hstate *old, const struct hstate *s)
+static void move_nodes(const struct head *c, const struct hstate *old, const struct hstate *s)
 {
     for (size_t i = 0; old && i < s->nnodes; i++) {
         const struct hnode *n = &s->nodes[i];
@@ -622,13 +591,13 @@ static void move_nodes(const struct lc *c, const struct hstate *old, const struc
 
 /* Stop everything of the cluster: jobs, the hosts' daemons and files, the
  * controller's daemons and directory. Best effort on unreachable hosts. */
-static void teardown(struct provider *p, struct lc *c, struct hstate *s)
+static void teardown(struct provider *p, struct head *c, struct hstate *s)
 {
-    if (local_ctld_running(c))
+    if (head_ctld_running(c))
         slurm_cancel_all(c->conf, 10000);
     clean_unused(p, c, s, 1, NULL, NULL);
-    local_stop_pidfile(c, "slurmctld", local_ctld_running(c));
-    local_stop_pidfile(c, "munged", local_munged_running(c));
+    head_stop_pidfile(c, "slurmctld", head_ctld_running(c));
+    head_stop_pidfile(c, "munged", head_munged_running(c));
     hosts_storage_forget(c);
     char run[64], etc[64];
     snprintf(run, sizeof(run), SLURM_HOST_RUN, s->uid);
@@ -653,7 +622,7 @@ static int check_hosts(struct job *j, const json_t *spec, mtc_error_t *errs,
         j->skip[i] = j->off[i] && s->nodes[i].cpus > 0;
         n += !j->skip[i];
     }
-    local_say(progress, arg, "checking %zu host(s)", n);
+    head_say(progress, arg, "checking %zu host(s)", n);
     long bad = hosts_parallel(s->nnodes, t_preflight, j, errs);
     if (bad >= 0)
         return errprintf(err, "%s", errs[bad].text);
@@ -678,7 +647,7 @@ static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error
     if (mtc_mkdir_p(dir, 0755) < 0)
         return errprintf(err, "mkdir %s: %s (the controller needs /run/mtc writable)", dir,
                          strerror(errno));
-    if (!local_munged_running(j->c) && local_munged_start(j->c, err) < 0) /* makes the key */
+    if (!head_munged_running(j->c) && head_munged_start(j->c, err) < 0) /* makes the key */
         return -1;
     if (hosts_bundle(j->p, j->c, j->s, j->spec, b, err) < 0 ||
         hosts_storage_write(j->c, j->s, j->spec, err) < 0)
@@ -691,20 +660,20 @@ static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error
  * is not cleaned again), a static node becomes elastic (a lowered
  * minNodeCount) only when it runs no job (EBUSY); static nodes carry no
  * power mark. old NULL: a create. 0/-1 + err. */
-static int power_plan(const struct lc *c, struct hstate *old, struct hstate *s, mtc_error_t *err)
+static int power_plan(const struct head *c, struct hstate *old, struct hstate *s, mtc_error_t *err)
 {
-    struct power_change *ch = calloc((old ? old->nnodes : 0) + s->nnodes + 1, sizeof(*ch));
+    struct head_power_change *ch = calloc((old ? old->nnodes : 0) + s->nnodes + 1, sizeof(*ch));
     if (!ch)
         return errprintf(err, "out of memory");
     size_t k = 0;
     for (size_t i = 0; old && i < old->nnodes; i++) {
         const struct hnode *o = &old->nodes[i], *n = hosts_node_find(s, o->name);
-        ch[k++] = (struct power_change){o->name, o->cloud, n && n->cloud, 1, n != NULL};
+        ch[k++] = (struct head_power_change){o->name, o->cloud, n && n->cloud, 1, n != NULL};
     }
     for (size_t i = 0; i < s->nnodes; i++)
         if (!old || !hosts_node_find(old, s->nodes[i].name))
-            ch[k++] = (struct power_change){s->nodes[i].name, 0, s->nodes[i].cloud, 0, 1};
-    int rc = local_power_refuse(c, ch, k, err);
+            ch[k++] = (struct head_power_change){s->nodes[i].name, 0, s->nodes[i].cloud, 0, 1};
+    int rc = head_power_refuse(c, ch, k, err);
     free(ch);
     if (rc < 0)
         return -1;
@@ -716,17 +685,17 @@ static int power_plan(const struct lc *c, struct hstate *old, struct hstate *s, 
         const struct hhost *h = hosts_host_find(s, o->host);
         if (hosts_node_off(c, o) && h && h->role == HOST_TOUCHED && !hosts_in_use(s, o->host))
             hosts_host_forget(s, o->host);
-        if (local_power_mark(c, o->name, 0, err) < 0)
+        if (head_power_mark(c, o->name, 0, err) < 0)
             return -1;
     }
     for (size_t i = 0; i < s->nnodes; i++)
-        if (!s->nodes[i].cloud && local_power_mark(c, s->nodes[i].name, 0, err) < 0)
+        if (!s->nodes[i].cloud && head_power_mark(c, s->nodes[i].name, 0, err) < 0)
             return -1; /* a static node is always on: no marker */
     return 0;
 }
 
 /* The body of apply, with the cluster locked; *touched tells whether hosts were written to. */
-static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, struct hstate *old,
+static int apply_locked(struct provider *p, struct head *c, const json_t *spec, struct hstate *old,
                         int have_old, struct hstate *s, int *touched, provider_progress_fn progress,
                         void *arg, mtc_error_t *err)
 {
@@ -759,7 +728,7 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
     for (size_t i = 0; i < s->nnodes; i++) {
         if (!wake[i])
             continue;
-        local_say(progress, arg, "powering up %s (now static)", s->nodes[i].name);
+        head_say(progress, arg, "powering up %s (now static)", s->nodes[i].name);
         if (hosts_power_wake(p, c, s, spec, &s->nodes[i], err) < 0)
             goto out;
     }
@@ -779,13 +748,13 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
     if (controller_up(c, s, sha, progress, arg, err) < 0)
         goto out;
     move_nodes(c, have_old ? old : NULL, s);
-    local_say(progress, arg, "starting %zu node(s) on their hosts", s->nnodes);
+    head_say(progress, arg, "starting %zu node(s) on their hosts", s->nnodes);
     long bad = hosts_parallel(s->nnodes, t_up, j, errs);
     if (bad >= 0) {
         errprintf(err, "%s", errs[bad].text);
         goto out;
     }
-    local_say(progress, arg, "waiting for %zu node(s) to register", s->nnodes);
+    head_say(progress, arg, "waiting for %zu node(s) to register", s->nnodes);
     if (hosts_wait_registered(c, s, err) < 0)
         goto out;
     /* elastic hosts that just joined (checked on) or a static node that
@@ -795,12 +764,12 @@ static int apply_locked(struct provider *p, struct lc *c, const json_t *spec, st
         const struct hnode *o = have_old ? hosts_node_find(old, n->name) : NULL;
         if (!j->off[i] || (j->skip[i] && (!o || o->cloud)))
             continue;
-        local_say(progress, arg, "powering down %s (elastic)", n->name);
+        head_say(progress, arg, "powering down %s (elastic)", n->name);
         if (hosts_power_node(p, c, s, spec, n, 0, err) < 0)
             goto out;
     }
     if (hosts_experiment_root(spec)) {
-        local_say(progress, arg, "checking that every host sees the experiment root");
+        head_say(progress, arg, "checking that every host sees the experiment root");
         if (hosts_storage_verify(p, c, s, spec, err) < 0)
             goto out;
     }
@@ -819,9 +788,9 @@ out:
 static int hosts_apply(struct provider *p, const char *id, const json_t *spec_in,
                        provider_progress_fn progress, void *arg, mtc_error_t *err)
 {
-    struct lc c;
+    struct head c;
     char path[PLEN];
-    if (local_lc_init(&c, p, id, err) < 0)
+    if (head_init(&c, p, id, err) < 0)
         return -1;
     json_t *spec = cluster_spec_normalize(spec_in, err);
     if (!spec)
@@ -832,10 +801,10 @@ static int hosts_apply(struct provider *p, const char *id, const json_t *spec_in
         errprintf(err, "out of memory");
         goto out;
     }
-    if (local_make_dirs(&c, err) < 0 ||
-        local_write_if_changed(local_path(&c, path, "provider"), "hosts\n", err) < 0)
+    if (head_make_dirs(&c, err) < 0 ||
+        mtc_write_if_changed(head_path(&c, path, "provider"), "hosts\n", err) < 0)
         goto out;
-    if (local_lock(&c, 1) < 0) {
+    if (head_lock(&c, 1) < 0) {
         errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
         goto out;
     }
@@ -844,30 +813,30 @@ static int hosts_apply(struct provider *p, const char *id, const json_t *spec_in
     if (have_old) {
         snprintf(s->uid, sizeof(s->uid), "%s", old->uid);
         s->ctld_port = old->ctld_port;
-        snprintf(s->applied_sha, sizeof(s->applied_sha), "%s", old->applied_sha);
-        snprintf(s->applied_nodes, sizeof(s->applied_nodes), "%s", old->applied_nodes);
+        snprintf(s->applied.sha, sizeof(s->applied.sha), "%s", old->applied.sha);
+        snprintf(s->applied.nodes, sizeof(s->applied.nodes), "%s", old->applied.nodes);
     } else if (mtc_random_hex(s->uid, 6) < 0 || !(s->ctld_port = mtc_free_port())) {
         errprintf(err, "cannot pick a cluster uid and port");
         goto out;
     }
-    local_say(progress, arg, "%s cluster %s on hosts (uid %s)", have_old ? "updating" : "creating",
-              id, s->uid);
+    head_say(progress, arg, "%s cluster %s on hosts (uid %s)", have_old ? "updating" : "creating",
+             id, s->uid);
     rc = apply_locked(p, &c, spec, old, have_old, s, &touched, progress, arg, err);
     if (rc == 0) {
-        local_say(progress, arg, "cluster %s is ready", id);
-    } else if (!have_old || !old->applied_sha[0]) {
+        head_say(progress, arg, "cluster %s is ready", id);
+    } else if (!have_old || !old->applied.sha[0]) {
         /* a create that failed leaves nothing behind, here or on any host */
         log_msg(LOG_WARNING, "cluster %s: create failed (%s); removing what was started", id,
                 err->text);
         if (touched || have_old)
             teardown(p, &c, s);
-        local_unlock(&c);
+        head_unlock(&c);
         locked = 0;
         mtc_rm_rf(c.dir);
     }
 out:
     if (locked)
-        local_unlock(&c);
+        head_unlock(&c);
     free(old);
     free(s);
     json_decref(spec);
@@ -877,7 +846,7 @@ out:
 /* ---- delete ---- */
 
 /* Delete, under the lock: what runs on the hosts and here stopped (teardown). */
-static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
+static int delete_stop(struct provider *p, struct head *c, mtc_error_t *err)
 {
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s)
@@ -892,10 +861,10 @@ static int delete_stop(struct provider *p, struct lc *c, mtc_error_t *err)
 
 static int hosts_delete(struct provider *p, const char *id, mtc_error_t *err)
 {
-    int rc = local_delete_with(p, id, delete_stop, err);
-    struct lc c;
+    int rc = head_delete_with(p, id, delete_stop, err);
+    struct head c;
     mtc_error_t e2;
-    if (local_lc_init(&c, p, id, &e2) == 0)
+    if (head_init(&c, p, id, &e2) == 0)
         hosts_checks_forget(c.dir);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* hosts.h: internal to the hosts provider — one Slurm cluster across real
  * servers over ssh. hosts.c: apply, delete, supervise, views (the controller
- * side reuses local.h's); hosts_state.c: the cluster's state file and the
- * placement of nodes on hosts (pure); hosts_view.c: supervision and the
+ * side is the cluster head's, head.h); hosts_state.c: the cluster's state
+ * file and the placement of nodes on hosts (pure); hosts_view.c: supervision and the
  * views (nodes, hosts, env, login); hosts_remote.c: what runs on a host (the
  * mtc-host script, preflight, the bundle of files, parallel runs);
  * hosts_node.c: node repair actions and checks. Not part of the provider
@@ -12,13 +12,13 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "provider/local.h"
+#include "provider/head.h"
 #include "provider/ssh.h"
 
-#define HOSTS_MAX 256            /* nodes, and hosts of each role */
-#define HOSTS_SLURMD_PORT 6818   /* a host serves one cluster: Slurm's default port */
-#define HOSTS_CHECK_MS 2000      /* supervise looks at the hosts at most this often */
-#define HOSTS_BOOT_TIMEOUT_S 600 /* hostRemediation.bootTimeoutSeconds default */
+#define HOSTS_MAX 256             /* nodes, and hosts of each role */
+#define HOSTS_SLURMD_PORT 6818    /* a host serves one cluster: Slurm's default port */
+#define HOSTS_CHECK_MS 2000       /* supervise looks at the hosts at most this often */
+#define HOSTS_BOOT_TIMEOUT_S 600  /* hostRemediation.bootTimeoutSeconds default */
 #define HOSTS_SUSPEND_TIMEOUT_S 5 /* SuspendTimeout of elastic nodes on hosts */
 #define HOSTS_REBOOT_DEFAULT "systemctl reboot"
 #define HOSTS_MIN_FREE_MB 1024 /* free disk a host needs under /var/lib/mtc */
@@ -61,15 +61,14 @@ struct hstate {
     size_t nnodes;
     struct hhost hosts[2 * HOSTS_MAX];
     size_t nhosts;
-    char applied_sha[65];
-    char applied_nodes[PLEN];
+    struct head_applied applied; /* what slurmctld last loaded */
 };
 
 /* ---- hosts_state.c ---- */
 
 /* Load clusters/<id>/hosts.json into s (zeroed first). 0, or -1 (ENOENT: never applied). */
-int hosts_state_load(const struct lc *c, struct hstate *s);
-int hosts_state_save(const struct lc *c, const struct hstate *s, mtc_error_t *err);
+int hosts_state_load(const struct head *c, struct hstate *s);
+int hosts_state_save(const struct head *c, const struct hstate *s, mtc_error_t *err);
 struct hnode *hosts_node_find(struct hstate *s, const char *name);
 struct hhost *hosts_host_find(struct hstate *s, const char *host);
 /* Record host with role (replacing its earlier record). 0, or -1 when full. */
@@ -117,8 +116,8 @@ struct hfacts {
     char hostname[256];
     int cpus;
     long memory_mb;
-    int gpus;       /* /dev/nvidiaN devices */
-    int systemd;    /* the host runs systemd */
+    int gpus;                 /* /dev/nvidiaN devices */
+    int systemd;              /* the host runs systemd */
     char sha[HOSTS_NBIN][65]; /* sha256 of each program's copy there ("" none) */
 };
 
@@ -150,7 +149,7 @@ int hosts_preflight(struct ssh_conn *ssh, const struct hstate *s, const struct h
 struct hbundle {
     char image[PLEN];
     char sha[HOSTS_NBIN][65]; /* of each program copied ("" when not copied) */
-    char owner[512];    /* /etc/mtc/owner's line for this cluster */
+    char owner[512];          /* /etc/mtc/owner's line for this cluster */
 };
 /* The programs of b whose copy on the host (f) differs: a bit (1 << enum
  * hosts_bin) each. */
@@ -161,7 +160,7 @@ unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f);
  * running with the same config). send: the programs to copy too
  * (hosts_bins_stale).
  * gpus_fake: emulated GPUs to provide (-1: real hardware). 0 or -1 + err. */
-int hosts_remote_up(struct ssh_conn *ssh, const struct lc *c, const struct hstate *s,
+int hosts_remote_up(struct ssh_conn *ssh, const struct head *c, const struct hstate *s,
                     const struct hbundle *b, const struct hnode *n, unsigned send, int gpus_fake,
                     mtc_error_t *err);
 /* Run one mtc-host operation on host ("check", "restart", "up", "stop",
@@ -191,7 +190,7 @@ int hosts_api_url(const struct provider *p, const struct hstate *s, char *url, s
                   mtc_error_t *err);
 /* Write the node's own files (agent.json, agent.env, token) under
  * <dir>/nodes/<node>/image; fresh: a new machine (new token). 0/-1 + err. */
-int hosts_node_files(const struct provider *p, const struct lc *c, const struct hstate *s,
+int hosts_node_files(const struct provider *p, const struct head *c, const struct hstate *s,
                      const json_t *spec, const struct hnode *n, int fresh, mtc_error_t *err);
 /* Emulated GPUs of node n's pool (-1: real hardware). */
 int hosts_fake_gpus(const json_t *spec, const struct hnode *n);
@@ -200,22 +199,22 @@ int hosts_fake_gpus(const json_t *spec, const struct hnode *n);
  * image, and /etc/mtc/<uid>/etc/plugstack.conf here (a link to the
  * controller's copy) for srun and sbatch run here; sha gets the sha256 of
  * what slurmd reads. 0/-1 + err. */
-int hosts_write_conf(const struct provider *p, const struct lc *c, const struct hstate *s,
+int hosts_write_conf(const struct provider *p, const struct head *c, const struct hstate *s,
                      const json_t *spec, char sha[65], mtc_error_t *err);
 /* The bundle (every host's files) for the cluster: image dir filled. 0/-1 + err. */
-int hosts_bundle(const struct provider *p, const struct lc *c, const struct hstate *s,
+int hosts_bundle(const struct provider *p, const struct head *c, const struct hstate *s,
                  const json_t *spec, struct hbundle *b, mtc_error_t *err);
 /* Fill node n's sizes and hostname from its host's facts, checking the pool's
  * machine type against them ("host": what the host has). 0/-1 + err naming the host. */
 int hosts_size_node(const json_t *spec, struct hnode *n, const struct hfacts *f, mtc_error_t *err);
 /* 1 for an elastic node that is powered down: nothing of it runs, mtc leaves
  * its host alone (no preflight, bring-up or supervision). */
-int hosts_node_off(const struct lc *c, const struct hnode *n);
+int hosts_node_off(const struct head *c, const struct hnode *n);
 /* Wait until slurmctld sees every node of s registered (powered-down
  * elastic ones aside). 0/-1 + err. */
-int hosts_wait_registered(const struct lc *c, const struct hstate *s, mtc_error_t *err);
-/* lc for cluster id, with the controller's munge socket /run/mtc/<uid>/... once s is known. */
-void hosts_lc_socket(struct lc *c, const struct hstate *s);
+int hosts_wait_registered(const struct head *c, const struct hstate *s, mtc_error_t *err);
+/* The head of cluster id, with the controller's munge socket /run/mtc/<uid>/... once s is known. */
+void hosts_lc_socket(struct head *c, const struct hstate *s);
 
 /* ---- hosts_storage.c ---- */
 
@@ -225,25 +224,25 @@ const char *hosts_experiment_root(const json_t *spec);
  * (<root>/.mtc/<id>-<uid>.marker) and content (32 hex, made once and kept in
  * clusters/<id>/storage.marker). path "" when the spec has no experimentRoot.
  * 0/-1 + err. */
-int hosts_storage_marker(const struct lc *c, const struct hstate *s, const json_t *spec,
+int hosts_storage_marker(const struct head *c, const struct hstate *s, const json_t *spec,
                          char path[PLEN], char content[33], mtc_error_t *err);
 /* Write node n's mounts file (TYPE SOURCE PATH OPTIONS a line, for mtc-host)
  * into its image. 0/-1 + err. */
-int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *spec,
+int hosts_node_mounts(const struct head *c, const struct hstate *s, const json_t *spec,
                       const struct hnode *n, mtc_error_t *err);
 /* Write the marker into the experiment root here (the agents compare it from
  * their first pass: before the hosts start). 0, or -1 + err when the root is
  * missing here or not writable. */
-int hosts_storage_write(const struct lc *c, const struct hstate *s, const json_t *spec,
+int hosts_storage_write(const struct head *c, const struct hstate *s, const json_t *spec,
                         mtc_error_t *err);
 /* Write the marker into the experiment root here and check, on every node's
  * host in parallel, that it reads the same content at the same path. 0 (also
  * when there is no experimentRoot), or -1 + err naming the hosts that do not
  * see it. */
-int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hstate *s,
+int hosts_storage_verify(struct provider *p, const struct head *c, const struct hstate *s,
                          const json_t *spec, mtc_error_t *err);
 /* Remove the marker verify wrote (the cluster is going away). */
-void hosts_storage_forget(const struct lc *c);
+void hosts_storage_forget(const struct head *c);
 /* provider_check_storage for a cluster on hosts. */
 int hosts_check_storage(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
 
@@ -276,12 +275,12 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
  * time namespace booted now) or off (everything of the cluster removed from
  * the host, as a delete's clean, then powerOffCommand if any), marking it on
  * or off. The caller holds the cluster's or the node's lock. 0/-1 + err. */
-int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+int hosts_power_node(struct provider *p, struct head *c, struct hstate *s, const json_t *spec,
                      struct hnode *n, int on, mtc_error_t *err);
 /* The first half of a power-on: powerOnCommand (if any), then SSH back
  * (and booted, when a power-off left the boot mark) within
  * bootTimeoutSeconds. 0/-1 + err. */
-int hosts_power_wake(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+int hosts_power_wake(struct provider *p, struct head *c, struct hstate *s, const json_t *spec,
                      struct hnode *n, mtc_error_t *err);
 /* provider_power for a cluster on hosts. */
 int hosts_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,

@@ -29,7 +29,7 @@
 
 struct act {
     struct provider *p;
-    struct lc *c;
+    struct head *c;
     struct hstate *s;
     const json_t *spec;
     struct hnode *n;
@@ -139,7 +139,7 @@ static int full_up(const struct act *a, struct hfacts *f, mtc_error_t *err)
     /* the bundle is one directory for every node: nodes brought up beside
      * each other (power-ons, repairs under their node locks) take turns in
      * writing and sending it */
-    fd = open(local_path(a->c, path, ".lock-bundle"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    fd = open(head_path(a->c, path, ".lock-bundle"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || flock(fd, LOCK_EX) < 0) {
         errprintf(err, "cannot lock %s: %s", path, strerror(errno));
         goto out;
@@ -282,25 +282,25 @@ static int act_replace(const struct act *a, mtc_error_t *err)
     free(out);
     if (slurm_reconfigure(a->c->conf, err) < 0)
         return -1;
-    snprintf(a->s->applied_sha, sizeof(a->s->applied_sha), "%s", sha);
+    snprintf(a->s->applied.sha, sizeof(a->s->applied.sha), "%s", sha);
     if (hosts_state_save(a->c, a->s, err) < 0)
         return -1;
     return full_up(a, &f, err);
 }
 
-static int (*const actions[LOCAL_NACTIONS])(const struct act *a, mtc_error_t *err) = {
-    [LOCAL_RESTART] = act_restart,
-    [LOCAL_REBOOT] = act_reboot,
-    [LOCAL_REIMAGE] = act_reimage,
-    [LOCAL_REPLACE] = act_replace,
+static int (*const actions[PROVIDER_NACTIONS])(const struct act *a, mtc_error_t *err) = {
+    [PROVIDER_RESTART] = act_restart,
+    [PROVIDER_REBOOT] = act_reboot,
+    [PROVIDER_REIMAGE] = act_reimage,
+    [PROVIDER_REPLACE] = act_replace,
 };
 
 int hosts_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
                       const char *action, mtc_error_t *err)
 {
-    struct lc c;
-    int k = local_action_find(action, err);
-    if (k < 0 || local_lc_init(&c, p, id, err) < 0)
+    struct head c;
+    int k = provider_action_find(action, err);
+    if (k < 0 || head_init(&c, p, id, err) < 0)
         return -1;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s)
@@ -308,8 +308,8 @@ int hosts_node_action(struct provider *p, const char *id, const json_t *spec, co
     int rc = -1, nfd = -1;
     /* a replace rewrites hosts.json and slurm.conf: alone; the other actions
      * touch their node only and run beside those on other nodes */
-    int shared = k != LOCAL_REPLACE && node && mtc_name_valid(node, 63);
-    if (shared ? (nfd = local_lock_node(&c, node)) < 0 : local_lock(&c, 1) < 0) {
+    int shared = k != PROVIDER_REPLACE && node && mtc_name_valid(node, 63);
+    if (shared ? (nfd = head_lock_node(&c, node)) < 0 : head_lock(&c, 1) < 0) {
         free(s);
         return errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
     }
@@ -329,13 +329,13 @@ int hosts_node_action(struct provider *p, const char *id, const json_t *spec, co
     struct act a = {p, &c, s, spec, n, bt ? (int)json_integer_value(bt) : HOSTS_BOOT_TIMEOUT_S};
     char old_start[64] = "";
     slurm_node_get(c.conf, n->name, "SlurmdStartTime", old_start, sizeof(old_start));
-    log_msg(LOG_NOTICE, "cluster %s: %s node %s on %s", id, local_action_names[k], n->name,
+    log_msg(LOG_NOTICE, "cluster %s: %s node %s on %s", id, provider_action_names[k], n->name,
             n->host);
     if (actions[k](&a, err) < 0)
         goto out;
-    rc = local_wait_new_slurmd(&c, n->name, n->host, old_start, err);
+    rc = head_wait_new_slurmd(&c, n->name, n->host, old_start, err);
 out:
-    local_unlock_node(&c, nfd);
+    head_unlock_node(&c, nfd);
     free(s);
     return rc;
 }
@@ -344,8 +344,8 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
                          mtc_error_t *err)
 {
     (void)spec;
-    struct lc c;
-    if (local_lc_init(&c, p, id, err) < 0)
+    struct head c;
+    if (head_init(&c, p, id, err) < 0)
         return NULL;
     struct hstate *s = calloc(1, sizeof(*s));
     struct hnode *n = NULL;
@@ -367,7 +367,7 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
     ssh_free(ssh);
     /* 0 all pass, 1 a check failed: both print the results */
     json_t *o = (rc == 0 || rc == 1) && out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
-    if (!(res = local_check_results(o)))
+    if (!(res = head_check_results(o)))
         errprintf(err, "%s: mtc-agent check on %s failed: %.150s", node, n->host,
                   *e2.text ? e2.text : "no results");
     free(out);
@@ -377,7 +377,7 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
 
 /* ---- power (Slurm's power saving of elastic nodes) ---- */
 
-int hosts_power_wake(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+int hosts_power_wake(struct provider *p, struct head *c, struct hstate *s, const json_t *spec,
                      struct hnode *n, mtc_error_t *err)
 {
     const json_t *bt = remediation(spec, "bootTimeoutSeconds");
@@ -388,7 +388,7 @@ int hosts_power_wake(struct provider *p, struct lc *c, struct hstate *s, const j
     return wait_booted(&a, err);
 }
 
-int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const json_t *spec,
+int hosts_power_node(struct provider *p, struct head *c, struct hstate *s, const json_t *spec,
                      struct hnode *n, int on, mtc_error_t *err)
 {
     const json_t *bt = remediation(spec, "bootTimeoutSeconds");
@@ -403,7 +403,7 @@ int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const j
          * need not reach it; with a power-off command the boot mark makes the
          * next power-on wait for a host that really booted, not one still
          * shutting down */
-        if (local_power_mark(c, n->name, 0, err) < 0)
+        if (head_power_mark(c, n->name, 0, err) < 0)
             return -1;
         if (!cmd)
             return node_op(&a, "clean", err);
@@ -413,10 +413,10 @@ int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const j
             hosts_remote_op(ssh, s, "mark", n->name, -1, NULL, ACTION_OP_MS, &e2) != 0)
             log_msg(LOG_NOTICE, "cluster %s: %s before its power-off: %s", c->id, n->name,
                     e2.text); /* a host that does not answer runs nothing of ours */
-        ssh_destroy(ssh); /* the master would die with the host */
+        ssh_destroy(ssh);     /* the master would die with the host */
         return run_here(&a, "power-off command", cmd, err);
     }
-    if (local_power_mark(c, n->name, 1, err) < 0)
+    if (head_power_mark(c, n->name, 1, err) < 0)
         return -1;
     struct hfacts f;
     int rc = hosts_power_wake(p, c, s, spec, n, err) < 0 ? -1 : full_up(&a, &f, err);
@@ -424,7 +424,7 @@ int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const j
         /* a host that did not come up stays off: nothing for supervision to
          * restart; Slurm marks it DOWN after ResumeTimeout */
         mtc_error_t e2 = {""};
-        if (local_power_mark(c, n->name, 0, &e2) < 0 || node_op(&a, "clean", &e2) < 0)
+        if (head_power_mark(c, n->name, 0, &e2) < 0 || node_op(&a, "clean", &e2) < 0)
             log_msg(LOG_NOTICE, "cluster %s: %s after its failed power-on: %s", c->id, n->name,
                     e2.text);
     }
@@ -434,8 +434,8 @@ int hosts_power_node(struct provider *p, struct lc *c, struct hstate *s, const j
 int hosts_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                 mtc_error_t *err)
 {
-    struct lc c;
-    if (local_lc_init(&c, p, id, err) < 0)
+    struct head c;
+    if (head_init(&c, p, id, err) < 0)
         return -1;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s)
@@ -443,7 +443,7 @@ int hosts_power(struct provider *p, const char *id, const json_t *spec, const ch
     int rc = -1;
     /* the node's lock: a resume waits for the node's suspend to end, and
      * nodes power on and off beside each other */
-    int nfd = node && mtc_name_valid(node, 63) ? local_lock_node(&c, node) : -1;
+    int nfd = node && mtc_name_valid(node, 63) ? head_lock_node(&c, node) : -1;
     struct hnode *n = NULL;
     if (nfd < 0) {
         errno = EINVAL;
@@ -461,7 +461,7 @@ int hosts_power(struct provider *p, const char *id, const json_t *spec, const ch
         rc = hosts_power_node(p, &c, s, spec, n, on, err);
     }
     if (nfd >= 0)
-        local_unlock_node(&c, nfd);
+        head_unlock_node(&c, nfd);
     free(s);
     return rc;
 }

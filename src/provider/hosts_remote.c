@@ -565,13 +565,13 @@ unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f)
 }
 
 /* tar of the bundle and the node's files (and the programs in send) into a buffer. */
-static int bundle_tar(const struct lc *c, const struct hstate *s, const struct hbundle *b,
+static int bundle_tar(const struct head *c, const struct hstate *s, const struct hbundle *b,
                       const struct hnode *n, unsigned send, struct mtc_io *io, mtc_error_t *err)
 {
     char etc[128], host_sh[160], bins[HOSTS_NBIN][160], node_dir[PLEN], node_etc[256];
     snprintf(etc, sizeof(etc), "etc/mtc/%s", s->uid);
     snprintf(host_sh, sizeof(host_sh), "var/lib/mtc/%s/bin/mtc-host", s->uid);
-    local_path(c, node_dir, "nodes/%s/image", n->name);
+    head_path(c, node_dir, "nodes/%s/image", n->name);
     snprintf(node_etc, sizeof(node_etc), "etc/mtc/%s/nodes/%s", s->uid, n->name);
     /* the image's members, the programs wanted, then the node's own files */
     char *argv[16 + HOSTS_NBIN] = {
@@ -601,7 +601,7 @@ static int bundle_tar(const struct lc *c, const struct hstate *s, const struct h
     return 0;
 }
 
-int hosts_remote_up(struct ssh_conn *ssh, const struct lc *c, const struct hstate *s,
+int hosts_remote_up(struct ssh_conn *ssh, const struct head *c, const struct hstate *s,
                     const struct hbundle *b, const struct hnode *n, unsigned send, int gpus_fake,
                     mtc_error_t *err)
 {

@@ -23,11 +23,11 @@ static void str(char *dst, size_t len, const json_t *o, const char *k)
     snprintf(dst, len, "%s", json_string_value(json_object_get(o, k)) ?: "");
 }
 
-int hosts_state_load(const struct lc *c, struct hstate *s)
+int hosts_state_load(const struct head *c, struct hstate *s)
 {
     char path[PLEN];
     memset(s, 0, sizeof(*s));
-    json_t *j = json_load_file(local_path(c, path, "hosts.json"), 0, NULL);
+    json_t *j = json_load_file(head_path(c, path, "hosts.json"), 0, NULL);
     if (!j) {
         errno = ENOENT;
         return -1;
@@ -39,8 +39,8 @@ int hosts_state_load(const struct lc *c, struct hstate *s)
     str(s->ssh_user, sizeof(s->ssh_user), ssh, "user");
     s->ssh_port = (int)json_integer_value(json_object_get(ssh, "port"));
     str(s->ssh_key, sizeof(s->ssh_key), ssh, "keyFile");
-    str(s->applied_sha, sizeof(s->applied_sha), j, "appliedConfSha256");
-    str(s->applied_nodes, sizeof(s->applied_nodes), j, "appliedNodes");
+    str(s->applied.sha, sizeof(s->applied.sha), j, "appliedConfSha256");
+    str(s->applied.nodes, sizeof(s->applied.nodes), j, "appliedNodes");
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(j, "nodes"), i, e)
@@ -78,17 +78,17 @@ int hosts_state_load(const struct lc *c, struct hstate *s)
     return s->uid[0] ? 0 : -1;
 }
 
-int hosts_state_save(const struct lc *c, const struct hstate *s, mtc_error_t *err)
+int hosts_state_save(const struct head *c, const struct hstate *s, mtc_error_t *err)
 {
     char path[PLEN];
     json_t *nodes = json_array(), *hosts = json_array();
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct hnode *n = &s->nodes[i];
-        json_array_append_new(nodes, json_pack("{s:s,s:s,s:b,s:b,s:s,s:s,s:i,s:I,s:i}", "name",
-                                               n->name, "pool", n->pool, "login", n->login,
-                                               "elastic", n->cloud, "host", n->host, "hostname",
-                                               n->hostname, "cpus", n->cpus, "memoryMb",
-                                               (json_int_t)n->memory_mb, "gpus", n->gpus));
+        json_array_append_new(nodes,
+                              json_pack("{s:s,s:s,s:b,s:b,s:s,s:s,s:i,s:I,s:i}", "name", n->name,
+                                        "pool", n->pool, "login", n->login, "elastic", n->cloud,
+                                        "host", n->host, "hostname", n->hostname, "cpus", n->cpus,
+                                        "memoryMb", (json_int_t)n->memory_mb, "gpus", n->gpus));
     }
     for (size_t i = 0; i < s->nhosts; i++) {
         const struct hhost *h = &s->hosts[i];
@@ -101,8 +101,8 @@ int hosts_state_save(const struct lc *c, const struct hstate *s, mtc_error_t *er
         json_pack("{s:s,s:s,s:i,s:s,s:{s:s,s:i,s:s},s:o,s:o,s:s,s:s}", "id", c->id, "uid", s->uid,
                   "ctldPort", s->ctld_port, "ctldAddr", s->ctld_addr, "ssh", "user", s->ssh_user,
                   "port", s->ssh_port, "keyFile", s->ssh_key, "nodes", nodes, "hosts", hosts,
-                  "appliedConfSha256", s->applied_sha, "appliedNodes", s->applied_nodes);
-    return local_json_save(local_path(c, path, "hosts.json"), j, 0600, err);
+                  "appliedConfSha256", s->applied.sha, "appliedNodes", s->applied.nodes);
+    return head_json_save(head_path(c, path, "hosts.json"), j, 0600, err);
 }
 
 struct hnode *hosts_node_find(struct hstate *s, const char *name)
@@ -278,8 +278,8 @@ int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, str
     json_array_foreach(json_object_get(spec, "nodePools"), i, p)
     {
         const char *pool = json_string_value(json_object_get(p, "id"));
-        json_int_t min = json_integer_value(
-            json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
+        json_int_t min =
+            json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
         json_array_foreach(
             json_object_get(p, "spareHosts"), k,
             h) if (!quarantined(next, json_string_value(h)) &&

@@ -25,7 +25,7 @@ const char *hosts_experiment_root(const json_t *spec)
 }
 
 /* The marker's path from the spec, its content from the cluster dir (made once). */
-int hosts_storage_marker(const struct lc *c, const struct hstate *s, const json_t *spec,
+int hosts_storage_marker(const struct head *c, const struct hstate *s, const json_t *spec,
                          char path[PLEN], char content[33], mtc_error_t *err)
 {
     const char *root = hosts_experiment_root(spec);
@@ -34,7 +34,7 @@ int hosts_storage_marker(const struct lc *c, const struct hstate *s, const json_
         return 0;
     snprintf(path, PLEN, "%s/.mtc/%s-%s.marker", root, c->id, s->uid);
     char mine[PLEN];
-    local_path(c, mine, "storage.marker");
+    head_path(c, mine, "storage.marker");
     size_t len = 0;
     char *old = mtc_read_file(mine, &len);
     if (old && len == 32) {
@@ -50,11 +50,11 @@ int hosts_storage_marker(const struct lc *c, const struct hstate *s, const json_
 }
 
 /* The node's mounts file in its image, a line per mount. */
-int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *spec,
+int hosts_node_mounts(const struct head *c, const struct hstate *s, const json_t *spec,
                       const struct hnode *n, mtc_error_t *err)
 {
     char path[PLEN];
-    local_path(c, path, "nodes/%s/image/etc/mtc/%s/nodes/%s", n->name, s->uid, n->name);
+    head_path(c, path, "nodes/%s/image/etc/mtc/%s/nodes/%s", n->name, s->uid, n->name);
     if (mtc_mkdir_p(path, 0755) < 0)
         return errprintf(err, "mkdir %s: %s", path, strerror(errno));
     strncat(path, "/mounts", sizeof(path) - strlen(path) - 1);
@@ -67,21 +67,20 @@ int hosts_node_mounts(const struct lc *c, const struct hstate *s, const json_t *
         return errprintf(err, "out of memory");
     }
     /* every word was checked by the spec's rules: no blank, no shell character */
-    json_array_foreach(m, i, e)
-        len += (size_t)snprintf(text + len, 1024, "%s %s %s %s\n",
-                                json_string_value(json_object_get(e, "type")),
-                                json_string_value(json_object_get(e, "source")),
-                                json_string_value(json_object_get(e, "path")),
-                                json_string_value(json_object_get(e, "options")));
+    json_array_foreach(m, i, e) len += (size_t)snprintf(
+        text + len, 1024, "%s %s %s %s\n", json_string_value(json_object_get(e, "type")),
+        json_string_value(json_object_get(e, "source")),
+        json_string_value(json_object_get(e, "path")),
+        json_string_value(json_object_get(e, "options")));
     json_decref(m);
-    int rc = local_write_if_changed(path, text, err);
+    int rc = mtc_write_if_changed(path, text, err);
     free(text);
     return rc < 0 ? -1 : 0;
 }
 
 struct marker_job {
     struct provider *p;
-    const struct lc *c;
+    const struct head *c;
     const struct hstate *s;
     const char *cmd, *want;
     int *seen; /* 1: same content, 0: not */
@@ -107,7 +106,7 @@ static int t_marker(void *arg, size_t i, mtc_error_t *err)
 }
 
 /* The marker into the experiment root here (before any agent looks for it). */
-int hosts_storage_write(const struct lc *c, const struct hstate *s, const json_t *spec,
+int hosts_storage_write(const struct head *c, const struct hstate *s, const json_t *spec,
                         mtc_error_t *err)
 {
     char path[PLEN], want[33], dir[PLEN];
@@ -126,7 +125,7 @@ int hosts_storage_write(const struct lc *c, const struct hstate *s, const json_t
     char text[40], mine[PLEN];
     snprintf(text, sizeof(text), "%s\n", want);
     /* where it is, first: teardown removes it */
-    if (local_write_if_changed(local_path(c, mine, "storage.marker-path"), path, err) < 0)
+    if (mtc_write_if_changed(head_path(c, mine, "storage.marker-path"), path, err) < 0)
         return -1;
     if (mtc_mkdir_p(dir, 0755) < 0 || mtc_write_file_atomic(path, text, 33, 0644) < 0)
         return errprintf(err, "cannot write the storage marker %s: %s", path, strerror(errno));
@@ -134,7 +133,7 @@ int hosts_storage_write(const struct lc *c, const struct hstate *s, const json_t
 }
 
 /* Write the marker here (again: it may have been removed), read it on every node's host. */
-int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hstate *s,
+int hosts_storage_verify(struct provider *p, const struct head *c, const struct hstate *s,
                          const json_t *spec, mtc_error_t *err)
 {
     char path[PLEN], want[33];
@@ -177,10 +176,10 @@ int hosts_storage_verify(struct provider *p, const struct lc *c, const struct hs
 }
 
 /* The marker (its path recorded by verify) and <root>/.mtc when empty. */
-void hosts_storage_forget(const struct lc *c)
+void hosts_storage_forget(const struct head *c)
 {
     char mine[PLEN];
-    char *path = mtc_read_file(local_path(c, mine, "storage.marker-path"), NULL);
+    char *path = mtc_read_file(head_path(c, mine, "storage.marker-path"), NULL);
     if (path && path[0] == '/' && strstr(path, "/.mtc/")) {
         unlink(path);
         *strrchr(path, '/') = '\0';
@@ -192,8 +191,8 @@ void hosts_storage_forget(const struct lc *c)
 /* provider_ops.check_storage: the state's nodes against the stored spec. */
 int hosts_check_storage(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
 {
-    struct lc c;
-    if (local_lc_init(&c, p, id, err) < 0)
+    struct head c;
+    if (head_init(&c, p, id, err) < 0)
         return -1;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s)

@@ -23,7 +23,7 @@
 
 struct sup {
     struct provider *p;
-    const struct lc *c;
+    const struct head *c;
     struct hstate *s;
     char *out[HOSTS_MAX];         /* each node's host's answer to "check" */
     int rc[HOSTS_MAX];            /* its status (-1: not reached) */
@@ -74,10 +74,10 @@ struct check_event {
     char type[24], node[64], msg[400];
 };
 struct check_slot {
-    char dir[PLEN];    /* the cluster's directory ("" = free slot) */
-    int running;       /* a pass is at work */
-    int64_t last_ms;   /* when the last pass started */
-    size_t nev;        /* findings not yet reported */
+    char dir[PLEN];  /* the cluster's directory ("" = free slot) */
+    int running;     /* a pass is at work */
+    int64_t last_ms; /* when the last pass started */
+    size_t nev;      /* findings not yet reported */
     struct check_event ev[CHECK_EVENTS];
 };
 static pthread_mutex_t checks_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -118,7 +118,7 @@ static void keep_event(void *arg, const char *type, const char *node, const char
 }
 
 /* One pass over the hosts: each restarts what is dead and says so. */
-static void supervise_hosts(struct provider *p, const struct lc *c, struct hstate *s,
+static void supervise_hosts(struct provider *p, const struct head *c, struct hstate *s,
                             provider_event_fn ev, void *arg)
 {
     struct sup *u = calloc(1, sizeof(*u));
@@ -169,7 +169,7 @@ out:
 
 struct check_job {
     struct provider *p;
-    struct lc c;
+    struct head c;
     struct check_slot *slot;
 };
 
@@ -179,10 +179,10 @@ static void *check_thread(void *arg)
 {
     struct check_job *j = arg;
     struct hstate *s = calloc(1, sizeof(*s));
-    if (s && local_lock(&j->c, 1) == 0) {
+    if (s && head_lock(&j->c, 1) == 0) {
         if (mtc_path_exists(j->c.dir) && hosts_state_load(&j->c, s) == 0)
             supervise_hosts(j->p, &j->c, s, keep_event, j->slot);
-        local_unlock(&j->c);
+        head_unlock(&j->c);
     }
     free(s);
     pthread_mutex_lock(&checks_mu);
@@ -196,7 +196,7 @@ static void *check_thread(void *arg)
 
 /* Report what the last pass found (ev), and start the next one unless one is
  * at work or the hosts were looked at within HOSTS_CHECK_MS. */
-static void check_hosts(struct provider *p, const struct lc *c, provider_event_fn ev, void *arg)
+static void check_hosts(struct provider *p, const struct head *c, provider_event_fn ev, void *arg)
 {
     struct check_event *found = calloc(CHECK_EVENTS, sizeof(*found));
     size_t n = 0;
@@ -266,13 +266,13 @@ int hosts_supervise(struct provider *p, const char *id, const json_t *spec, prov
                     void *arg, mtc_error_t *err)
 {
     (void)spec;
-    struct lc c;
+    struct head c;
     int rc = -1;
-    if (local_lc_init(&c, p, id, err) < 0)
+    if (head_init(&c, p, id, err) < 0)
         return -1;
     if (!mtc_path_exists(c.dir))
         return errprintf(err, "cluster %s has no directory %s", id, c.dir);
-    if (local_lock(&c, 0) < 0)
+    if (head_lock(&c, 0) < 0)
         return 0; /* an apply, delete or node action is at work */
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s || hosts_state_load(&c, s) < 0) {
@@ -281,7 +281,7 @@ int hosts_supervise(struct provider *p, const char *id, const json_t *spec, prov
     }
     hosts_lc_socket(&c, s);
     int ctld_restarted;
-    if (local_supervise_controller(&c, ev, arg, &ctld_restarted, err) < 0)
+    if (head_supervise(&c, ev, arg, &ctld_restarted, err) < 0)
         goto out;
     check_hosts(p, &c, ev, arg);
     mtc_error_t e2;
@@ -290,7 +290,7 @@ int hosts_supervise(struct provider *p, const char *id, const json_t *spec, prov
     rc = 0;
 out:
     free(s);
-    local_unlock(&c);
+    head_unlock(&c);
     return rc;
 }
 
@@ -299,8 +299,8 @@ out:
 json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
 {
     (void)spec;
-    struct lc c;
-    if (local_lc_init(&c, p, id, err) < 0)
+    struct head c;
+    if (head_init(&c, p, id, err) < 0)
         return NULL;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s)
@@ -310,18 +310,18 @@ json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_
     mtc_error_t e2;
     if (have)
         hosts_lc_socket(&c, s);
-    json_t *st = have && local_ctld_running(&c) ? slurm_node_states(c.conf, &e2) : NULL;
-    int busy = have && local_lock(&c, 0) < 0;
-    local_unlock(&c);
+    json_t *st = have && head_ctld_running(&c) ? slurm_node_states(c.conf, &e2) : NULL;
+    int busy = have && head_lock(&c, 0) < 0;
+    head_unlock(&c);
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct hnode *n = &s->nodes[i];
         const char *v = json_string_value(json_object_get(st, n->name));
         /* an elastic node: Slurm's power state while it is not on */
-        int ps = !n->cloud                           ? SLURM_POWER_ON
-                 : v                                 ? (int)slurm_power_state_of(v)
-                 : local_power_is_on(&c, n->name) ? SLURM_POWER_ON
-                                                     : SLURM_POWERED_DOWN;
-        const char *ns = ps != SLURM_POWER_ON ? schema_enum_name(&slurm_power_state_enum, ps)
+        int ps = !n->cloud                       ? SLURM_POWER_ON
+                 : v                             ? (int)slurm_power_state_of(v)
+                 : head_power_is_on(&c, n->name) ? SLURM_POWER_ON
+                                                 : SLURM_POWERED_DOWN;
+        const char *ns = ps != SLURM_POWER_ON        ? schema_enum_name(&slurm_power_state_enum, ps)
                          : slurm_state_registered(v) ? "RUNNING"
                          : busy                      ? "UPDATING"
                                                      : "ERROR";
@@ -339,8 +339,8 @@ json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_
 
 json_t *hosts_hosts(struct provider *p, const char *id)
 {
-    struct lc c;
-    if (local_lc_init(&c, p, id, NULL) < 0)
+    struct head c;
+    if (head_init(&c, p, id, NULL) < 0)
         return NULL;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s || hosts_state_load(&c, s) < 0) {
@@ -421,9 +421,9 @@ static int addr_network(const char *addr, char *buf, size_t len)
 
 char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
 {
-    struct lc c;
+    struct head c;
     char *out = NULL;
-    if (local_lc_init(&c, p, id, err) < 0)
+    if (head_init(&c, p, id, err) < 0)
         return NULL;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s || hosts_state_load(&c, s) < 0 || !mtc_path_exists(c.conf)) {
@@ -439,16 +439,16 @@ char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
     char net[64] = "", train[PLEN] = "", mpi[160] = "", trainer[PLEN + 1024] = "";
     if (addr_network(s->ctld_addr, net, sizeof(net)) == 0)
         snprintf(mpi, sizeof(mpi), "export MTC_MPI_NETWORK='%s'\n", net);
-    local_path(&c, train, "image/var/lib/mtc/%s/bin/mtc-train", s->uid);
+    head_path(&c, train, "image/var/lib/mtc/%s/bin/mtc-train", s->uid);
     if (access(train, X_OK) == 0)
-        snprintf(trainer, sizeof(trainer), "export MTC_TRAINER='" SLURM_HOST_VAR "/bin/mtc-train'\n",
-                 s->uid);
+        snprintf(trainer, sizeof(trainer),
+                 "export MTC_TRAINER='" SLURM_HOST_VAR "/bin/mtc-train'\n", s->uid);
     /* the health scanner's workload (mtc healthscan), mtc-serve (endpoint
      * replicas) and mtc (a job's registration), copied the same way */
     static const char *const more[][2] = {
         {"MTC_SCAN", "mtc-scan"}, {"MTC_SERVE", "mtc-serve"}, {"MTC_HOSTS_MTC", "mtc"}};
     for (size_t k = 0; k < sizeof(more) / sizeof(more[0]); k++) {
-        local_path(&c, train, "image/var/lib/mtc/%s/bin/%s", s->uid, more[k][1]);
+        head_path(&c, train, "image/var/lib/mtc/%s/bin/%s", s->uid, more[k][1]);
         if (access(train, X_OK) == 0)
             snprintf(trainer + strlen(trainer), sizeof(trainer) - strlen(trainer),
                      "export %s='" SLURM_HOST_VAR "/bin/%s'\n", more[k][0], s->uid, more[k][1]);
@@ -485,8 +485,8 @@ char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
 
 json_t *hosts_login(struct provider *p, const char *id, mtc_error_t *err)
 {
-    struct lc c;
-    if (local_lc_init(&c, p, id, err) < 0)
+    struct head c;
+    if (head_init(&c, p, id, err) < 0)
         return NULL;
     struct hstate *s = calloc(1, sizeof(*s));
     if (!s || hosts_state_load(&c, s) < 0 || !login_node(s)) {

@@ -1,8 +1,7 @@
 /* local_power: elastic nodes of the local provider. Nodes min..max-1 of a
- * pool are State=CLOUD; Slurm's power saving runs mtc-power (through the
- * etc/power-*.sh wrappers written here, with power.json beside slurm.conf
- * saying how to reach mtcd), mtcd calls provider_power, and this file starts
- * or stops the node's daemons. run/power-<node>.on marks a node that is on:
+ * pool are State=CLOUD; Slurm's power saving runs mtc-power (head_power.c
+ * writes its wrappers), mtcd calls provider_power, and this file starts or
+ * stops the node's daemons. run/power-<node>.on marks a node that is on:
  * apply and supervise start only the daemons of static nodes and marked ones. */
 #include "provider/local.h"
 #include "spank/container.h"
@@ -18,130 +17,9 @@
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-#define LOCAL_SUSPEND_TIMEOUT 10 /* s; power_off waits at most KILL_WAIT_MS */
-
-/* the wrappers slurm.conf names, in the order of struct slurm_power's programs */
-static const struct {
-    const char *file, *action;
-} programs[] = {{"etc/power-suspend.sh", "suspend"},
-                {"etc/power-resume.sh", "resume"},
-                {"etc/power-resume-fail.sh", "resume-fail"}};
-
-int local_power_is_on(const struct lc *c, const char *node)
-{
-    char path[PLEN];
-    return mtc_path_exists(local_path(c, path, "run/power-%s.on", node));
-}
-
-int local_power_mark(const struct lc *c, const char *node, int on, mtc_error_t *err)
-{
-    char path[PLEN];
-    local_path(c, path, "run/power-%s.on", node);
-    if (on ? mtc_write_file_fmt(path, 0644, "on\n") < 0 : unlink(path) < 0 && errno != ENOENT)
-        return errprintf(err, "%s: %s", path, strerror(errno));
-    return 0;
-}
-
-/* Power saving's times over the elastic pools: the shortest SuspendTime
- * (-1 only when every pool says never) and the longest ResumeTimeout
- * (slurm.conf has one of each; docs/design-notes.md). */
-static void power_times(const json_t *spec, struct slurm_power *pw)
-{
-    int suspend = -1, resume = 0;
-    size_t i;
-    json_t *pool;
-    json_array_foreach(json_object_get(spec, "nodePools"), i, pool)
-    {
-        const json_t *sc = json_object_get(pool, "scalingSpec");
-        json_t *st = json_object_get(sc, "suspendTimeSeconds");
-        json_t *rt = json_object_get(sc, "resumeTimeoutSeconds");
-        if (!st || json_integer_value(json_object_get(sc, "maxNodeCount")) <=
-                       json_integer_value(json_object_get(sc, "minNodeCount")))
-            continue; /* a fixed pool */
-        int s = (int)json_integer_value(st), r = (int)json_integer_value(rt);
-        if (s > 0 && (suspend < 0 || s < suspend))
-            suspend = s;
-        if (r > resume)
-            resume = r;
-    }
-    pw->suspend_time = suspend;
-    pw->resume_timeout = resume;
-}
-
-/* power.token (0600): the programs' node token, minted through the provider's
- * identity when missing; "" into path when there is none to mint (mtcd's
- * unix socket then takes them as its owner). */
-static int power_token(const struct provider *p, const struct lc *c, char *path, mtc_error_t *err)
-{
-    local_path(c, path, "power.token");
-    if (mtc_path_exists(path))
-        return 0;
-    if (!p->identity.node_token) {
-        *path = '\0';
-        return 0;
-    }
-    char token[128];
-    if (p->identity.node_token(p->identity.arg, c->id, PROVIDER_POWER_PRINCIPAL, token, sizeof(token)) < 0)
-        return errprintf(err, "cannot mint the power programs' token for cluster %s", c->id);
-    int rc = mtc_write_file_atomic(path, token, strlen(token), 0600);
-    explicit_bzero(token, sizeof(token));
-    if (rc < 0)
-        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
-    return 0;
-}
-
-int local_power_setup(const struct provider *p, const struct lc *c, const json_t *spec,
-                      struct slurm_layout *sl, mtc_error_t *err)
-{
-    static char progs[3][PLEN]; /* slurm.conf is rendered before the next call */
-    int any = 0;
-    for (size_t i = 0; i < sl->nnodes; i++)
-        any |= sl->nodes[i].cloud;
-    if (!any)
-        return 0;
-    if (!p->power)
-        return errprintf(err, "elastic node pools (maxNodeCount > minNodeCount) need mtc-power "
-                              "next to mtcd; none was found");
-    char path[PLEN], token[PLEN], sock[PLEN], project[64] = "local", location[64] = "local";
-    if (p->identity.parent && p->identity.parent(p->identity.arg, c->id, project, location) < 0)
-        return errprintf(err, "cluster %s: unknown to mtcd's store", c->id);
-    if (power_token(p, c, token, err) < 0)
-        return -1;
-    snprintf(sock, sizeof(sock), "%s/mtcd.sock", p->home);
-    /* slurmctld runs the programs with an almost empty environment: all they
-     * need is in this file (0600: it names the token) */
-    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s}", "clusterId", c->id, "project", project,
-                            "location", location, "socket", sock);
-    if (cfg && *token)
-        json_object_set_new(cfg, "tokenFile", json_string(token));
-    if (local_json_save(local_path(c, path, "power.json"), cfg, 0600, err) < 0)
-        return -1;
-    for (size_t i = 0; i < 3; i++) {
-        char text[4 * PLEN];
-        snprintf(text, sizeof(text),
-                 "#!/bin/sh\n# generated by mtc: Slurm's power saving for cluster %s "
-                 "(docs/clusters.md)\nexec '%s' --config '%s/power.json' %s \"$@\" "
-                 ">>'%s/log/power.log' 2>&1\n",
-                 c->id, p->power, c->dir, programs[i].action, c->dir);
-        local_path(c, progs[i], "%s", programs[i].file);
-        if (local_write_if_changed(progs[i], text, err) < 0)
-            return -1;
-        if (chmod(progs[i], 0755) < 0)
-            return errprintf(err, "chmod %s: %s", progs[i], strerror(errno));
-    }
-    sl->power.suspend_program = progs[0];
-    sl->power.resume_program = progs[1];
-    sl->power.resume_fail_program = progs[2];
-    power_times(spec, &sl->power);
-    /* Slurm keeps a suspended node POWERING_DOWN (idle%) this long whatever
-     * the program does; stopping an emulated node takes seconds */
-    sl->power.suspend_timeout = LOCAL_SUSPEND_TIMEOUT;
-    return 0;
-}
-
 /* Everything of a node that is off: its processes and its runtime state
  * (the emulated hardware, its instance id and agent token are kept). */
-static int power_off(const struct lc *c, const char *node, mtc_error_t *err)
+static int power_off(const struct head *c, const char *node, mtc_error_t *err)
 {
     static const char *const clear[] = {"spool/%s", "tmp/%s", "nodes/%s/agent"};
     char path[PLEN];
@@ -150,11 +28,11 @@ static int power_off(const struct lc *c, const char *node, mtc_error_t *err)
     const char *const pidfiles[] = {"run/slurmd-%s.pid", "run/agent-%s.pid",
                                     "run/slurm/slurmd-%s.pid"};
     for (size_t i = 0; i < 3; i++)
-        unlink(local_path(c, path, pidfiles[i], node));
-    if (container_sweep(local_path(c, path, "nodes/%s/containers", node), err) < 0)
+        unlink(head_path(c, path, pidfiles[i], node));
+    if (container_sweep(head_path(c, path, "nodes/%s/containers", node), err) < 0)
         return -1;
     for (size_t i = 0; i < sizeof(clear) / sizeof(clear[0]); i++)
-        if (mtc_rm_rf(local_path(c, path, clear[i], node)) < 0 && errno != ENOENT)
+        if (mtc_rm_rf(head_path(c, path, clear[i], node)) < 0 && errno != ENOENT)
             return errprintf(err, "cannot clear %s: %s", path, strerror(errno));
     return 0;
 }
@@ -162,8 +40,8 @@ static int power_off(const struct lc *c, const char *node, mtc_error_t *err)
 int local_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                 mtc_error_t *err)
 {
-    struct lc c;
-    if (local_lc_init(&c, p, id, err) < 0)
+    struct head c;
+    if (head_init(&c, p, id, err) < 0)
         return -1;
     struct layout *l = calloc(1, sizeof(*l));
     if (!l)
@@ -182,87 +60,53 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
         return -1;
     }
     /* the lock keeps supervise (and an apply) from acting on a half-powered node */
-    if (local_lock(&c, 1) < 0) {
+    if (head_lock(&c, 1) < 0) {
         errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));
         free(l);
         return -1;
     }
     log_msg(LOG_NOTICE, "cluster %s: powering %s %s", id, n->name, on ? "up" : "down");
     /* on: the start path of a node action's restart, slurmd booting now */
-    if (on && ((rc = local_power_mark(&c, n->name, 1, err)) < 0 ||
+    if (on && ((rc = head_power_mark(&c, n->name, 1, err)) < 0 ||
                (rc = local_node_up(p, &c, spec, n, 1, err)) < 0)) {
         /* a machine that did not boot stays off: nothing for supervise to
          * restart; Slurm marks it DOWN after ResumeTimeout */
         mtc_error_t e2;
-        if (local_power_mark(&c, n->name, 0, &e2) < 0 || power_off(&c, n->name, &e2) < 0)
+        if (head_power_mark(&c, n->name, 0, &e2) < 0 || power_off(&c, n->name, &e2) < 0)
             log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
     } else if (!on) {
-        rc = local_power_mark(&c, n->name, 0, err) < 0 ? -1 : power_off(&c, n->name, err);
+        rc = head_power_mark(&c, n->name, 0, err) < 0 ? -1 : power_off(&c, n->name, err);
     }
-    local_unlock(&c);
+    head_unlock(&c);
     free(l);
     return rc;
 }
 
-int local_power_refuse(const struct lc *c, const struct power_change *ch, size_t n,
-                       mtc_error_t *err)
-{
-    /* an elastic node that is on runs (or is about to run) jobs: removing it
-     * would kill them, so a lowered max waits until Slurm powers it down */
-    for (size_t i = 0; i < n; i++)
-        if (ch[i].was_cloud && ch[i].existed && !ch[i].stays && local_power_is_on(c, ch[i].name)) {
-            errno = EBUSY;
-            return errprintf(err,
-                             "node %s is powered up; lower maxNodeCount once Slurm has powered "
-                             "it down (idle~)",
-                             ch[i].name);
-        }
-    /* a static node that becomes elastic (a lowered min) is powered down by
-     * the update: only when it runs no job */
-    int ctld = local_ctld_running(c) > 0;
-    for (size_t i = 0; i < n && ctld; i++) {
-        if (!ch[i].is_cloud || !ch[i].stays || !ch[i].existed || ch[i].was_cloud)
-            continue;
-        mtc_error_t e2;
-        json_t *jobs = slurm_node_jobs(c->conf, ch[i].name, &e2);
-        size_t nj = json_array_size(jobs);
-        json_decref(jobs);
-        if (!jobs)
-            return errprintf(err, "node %s: %s", ch[i].name, e2.text);
-        if (nj) {
-            errno = EBUSY;
-            return errprintf(err, "node %s runs %zu job(s); lower minNodeCount once it is idle",
-                             ch[i].name, nj);
-        }
-    }
-    return 0;
-}
-
-int local_power_plan(const struct lc *c, const struct layout *old, const struct layout *l,
+int local_power_plan(const struct head *c, const struct layout *old, const struct layout *l,
                      provider_progress_fn progress, void *arg, mtc_error_t *err)
 {
-    struct power_change *ch = calloc(old->nnodes + l->nnodes + 1, sizeof(*ch));
+    struct head_power_change *ch = calloc(old->nnodes + l->nnodes + 1, sizeof(*ch));
     if (!ch)
         return errprintf(err, "out of memory");
     size_t k = 0;
     for (size_t i = 0; i < old->nnodes; i++) {
         const struct lnode *o = &old->nodes[i], *n = local_layout_find(l, o->name);
-        ch[k++] = (struct power_change){o->name, o->cloud, n && n->cloud, 1, n != NULL};
+        ch[k++] = (struct head_power_change){o->name, o->cloud, n && n->cloud, 1, n != NULL};
     }
     for (size_t i = 0; i < l->nnodes; i++)
         if (!local_layout_find(old, l->nodes[i].name))
-            ch[k++] = (struct power_change){l->nodes[i].name, 0, l->nodes[i].cloud, 0, 1};
-    int rc = local_power_refuse(c, ch, k, err);
+            ch[k++] = (struct head_power_change){l->nodes[i].name, 0, l->nodes[i].cloud, 0, 1};
+    int rc = head_power_refuse(c, ch, k, err);
     free(ch);
     if (rc < 0)
         return -1;
     for (size_t i = 0; i < l->nnodes; i++) {
         const struct lnode *n = &l->nodes[i], *o = local_layout_find(old, n->name);
         if (n->cloud && o && !o->cloud) {
-            local_say(progress, arg, "powering down %s (now elastic)", n->name);
-            if (local_power_mark(c, n->name, 0, err) < 0 || power_off(c, n->name, err) < 0)
+            head_say(progress, arg, "powering down %s (now elastic)", n->name);
+            if (head_power_mark(c, n->name, 0, err) < 0 || power_off(c, n->name, err) < 0)
                 return -1;
-        } else if (!n->cloud && local_power_mark(c, n->name, 0, err) < 0) {
+        } else if (!n->cloud && head_power_mark(c, n->name, 0, err) < 0) {
             return -1; /* a static node is always on: no marker */
         }
     }

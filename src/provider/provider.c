@@ -199,8 +199,7 @@ json_t *provider_login(struct provider *p, const char *id, mtc_error_t *err)
     return ops->login ? ops->login(p, id, err) : NULL;
 }
 
-int provider_check_storage(struct provider *p, const char *id, const json_t *spec,
-                           mtc_error_t *err)
+int provider_check_storage(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err)
 {
     const struct provider_ops *ops = ops_for(p, id, spec);
     return ops->check_storage ? ops->check_storage(p, id, spec, err) : 0;
@@ -279,8 +278,8 @@ int provider_node_action(struct provider *p, const char *id, const json_t *spec,
     return ops->node_action(p, id, spec, node, action, err);
 }
 
-int provider_power(struct provider *p, const char *id, const json_t *spec, const char *node,
-                   int on, mtc_error_t *err)
+int provider_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
+                   mtc_error_t *err)
 {
     const struct provider_ops *ops = ops_for(p, id, spec);
     if (!ops->power) {
@@ -314,4 +313,21 @@ int provider_node_set(struct provider *p, const char *id, const char *conf, cons
 int provider_has_slurm(struct provider *p, const char *id)
 {
     return ops_for(p, id, NULL)->node_set == NULL;
+}
+
+const char *const provider_action_names[PROVIDER_NACTIONS] = {
+    [PROVIDER_RESTART] = "restart",
+    [PROVIDER_REBOOT] = "reboot",
+    [PROVIDER_REIMAGE] = "reimage",
+    [PROVIDER_REPLACE] = "replace",
+};
+
+int provider_action_find(const char *action, mtc_error_t *err)
+{
+    for (int k = 0; action && k < PROVIDER_NACTIONS; k++)
+        if (strcmp(provider_action_names[k], action) == 0)
+            return k;
+    errno = EINVAL;
+    return errprintf(err, "unknown node action \"%.40s\" (restart, reboot, reimage, replace)",
+                     action ? action : "");
 }

@@ -78,6 +78,18 @@ json_t *provider_login(struct provider *p, const char *id, mtc_error_t *err);
  * 0, or -1 + err (unknown node or action, EINVAL; timeout, ETIMEDOUT). */
 int provider_node_action(struct provider *p, const char *id, const json_t *spec, const char *node,
                          const char *action, mtc_error_t *err);
+/* The repair actions' names, in escalating order (each provider has its own
+ * table of what they do). */
+enum provider_action {
+    PROVIDER_RESTART,
+    PROVIDER_REBOOT,
+    PROVIDER_REIMAGE,
+    PROVIDER_REPLACE,
+    PROVIDER_NACTIONS
+};
+extern const char *const provider_action_names[PROVIDER_NACTIONS];
+/* action's index in provider_action_names, or -1 + err (EINVAL) when it is none. */
+int provider_action_find(const char *action, mtc_error_t *err);
 /* Power an elastic node (State=CLOUD: its pool's min..max-1) on or off, for
  * Slurm's power saving (mtc-power, through mtcd): on starts the node's
  * daemons (slurmd, mtc-agent) without waiting for them to register (Slurm
@@ -88,8 +100,8 @@ int provider_node_action(struct provider *p, const char *id, const json_t *spec,
 /* The pseudo-node whose node token Slurm's power programs hold: it names no
  * compute node (so it reports no health); :powerNodes accepts it. */
 #define PROVIDER_POWER_PRINCIPAL "slurmctld"
-int provider_power(struct provider *p, const char *id, const json_t *spec, const char *node,
-                   int on, mtc_error_t *err);
+int provider_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
+                   mtc_error_t *err);
 
 /* Run the node's health checks once (mtc-agent check) and return its results
  * array [{"check","status","severity","reason","value"}]. Caller owns. NULL+err. */

@@ -109,7 +109,7 @@ static void test_plan(void)
 }
 
 /* Cluster "c" in a fresh temp dir (dir: a mkdtemp template, filled in). */
-static void temp_cluster(struct lc *c, char *dir)
+static void temp_cluster(struct head *c, char *dir)
 {
     CHECK(mkdtemp(dir) != NULL, "temp dir");
     memset(c, 0, sizeof(*c));
@@ -120,7 +120,7 @@ static void temp_cluster(struct lc *c, char *dir)
 static void test_state_file(void)
 {
     char dir[] = "/tmp/mtc-hstate.XXXXXX";
-    struct lc c;
+    struct head c;
     temp_cluster(&c, dir);
     struct hstate *s = calloc(1, sizeof(*s)), *t = calloc(1, sizeof(*t));
     mtc_error_t err = {""};
@@ -161,7 +161,7 @@ static void test_state_file(void)
 static void test_elastic(void)
 {
     char dir[] = "/tmp/mtc-hel.XXXXXX", run[64];
-    struct lc c;
+    struct head c;
     temp_cluster(&c, dir);
     snprintf(run, sizeof(run), "%s/run", dir);
     mtc_mkdir_p(run, 0755);
@@ -175,8 +175,7 @@ static void test_elastic(void)
         "\"g3\"]}],\"orchestratorSpec\":{\"slurmSpec\":{\"loginNodePoolId\":\"login\"}}}",
         0, &je);
     json_t *spec = in ? cluster_spec_normalize(in, &err) : NULL;
-    CHECK(spec && hosts_plan("c", spec, NULL, s, &err) == 0, "plan an elastic pool (%s)",
-          err.text);
+    CHECK(spec && hosts_plan("c", spec, NULL, s, &err) == 0, "plan an elastic pool (%s)", err.text);
     CHECK(s->nnodes == 4 && !s->nodes[0].cloud && !s->nodes[1].cloud && s->nodes[2].cloud &&
               s->nodes[3].cloud,
           "nodes min..max-1 of the pool are elastic, the login node and node 0 static");
@@ -191,9 +190,9 @@ static void test_elastic(void)
     CHECK(t->nodes[2].cloud && !t->nodes[1].cloud, "elastic kept in hosts.json");
     CHECK(hosts_node_off(&c, &t->nodes[2]) && !hosts_node_off(&c, &t->nodes[1]),
           "an elastic node is off until marked on; a static one never");
-    CHECK(local_power_mark(&c, t->nodes[2].name, 1, &err) == 0 && !hosts_node_off(&c, &t->nodes[2]),
+    CHECK(head_power_mark(&c, t->nodes[2].name, 1, &err) == 0 && !hosts_node_off(&c, &t->nodes[2]),
           "marked on: on (%s)", err.text);
-    CHECK(local_power_mark(&c, t->nodes[2].name, 0, &err) == 0 && hosts_node_off(&c, &t->nodes[2]),
+    CHECK(head_power_mark(&c, t->nodes[2].name, 0, &err) == 0 && hosts_node_off(&c, &t->nodes[2]),
           "marked off: off again");
     json_decref(in);
     json_decref(spec);
@@ -230,7 +229,7 @@ static void test_script(void)
 static void test_storage(void)
 {
     char dir[] = "/tmp/mtc-hstore.XXXXXX";
-    struct lc c;
+    struct head c;
     temp_cluster(&c, dir);
     struct hstate *s = calloc(1, sizeof(*s));
     mtc_error_t err = {""};

@@ -148,26 +148,26 @@ static int no_process_left(void)
     return clean;
 }
 
-/* An update's power checks (local_power_refuse, both providers): a powered-up
+/* An update's power checks (head_power_refuse, both providers): a powered-up
  * elastic node may not leave; a powered-down one may. */
 static void test_power_refuse(struct provider *p)
 {
-    struct lc c;
+    struct head c;
     mtc_error_t err = {{0}};
     char run[PLEN + 8];
-    CHECK(local_lc_init(&c, p, "pw", &err) == 0, "lc for the power checks (%s)", err.text);
+    CHECK(head_init(&c, p, "pw", &err) == 0, "lc for the power checks (%s)", err.text);
     snprintf(run, sizeof(run), "%s/run", c.dir);
     CHECK(mtc_mkdir_p(run, 0755) == 0, "its run directory");
-    struct power_change gone = {"pw-a-1", 1, 0, 1, 0}, stays = {"pw-a-1", 1, 1, 1, 1};
-    CHECK(local_power_refuse(&c, &gone, 1, &err) == 0, "a powered-down elastic node may leave");
-    CHECK(local_power_mark(&c, "pw-a-1", 1, &err) == 0, "node marked on");
+    struct head_power_change gone = {"pw-a-1", 1, 0, 1, 0}, stays = {"pw-a-1", 1, 1, 1, 1};
+    CHECK(head_power_refuse(&c, &gone, 1, &err) == 0, "a powered-down elastic node may leave");
+    CHECK(head_power_mark(&c, "pw-a-1", 1, &err) == 0, "node marked on");
     errno = 0;
-    CHECK(local_power_refuse(&c, &gone, 1, &err) < 0 && errno == EBUSY &&
+    CHECK(head_power_refuse(&c, &gone, 1, &err) < 0 && errno == EBUSY &&
               strstr(err.text, "node pw-a-1 is powered up; lower maxNodeCount"),
           "a powered-up elastic node may not leave (%s)", err.text);
-    CHECK(local_power_refuse(&c, &stays, 1, &err) == 0, "a powered-up elastic node may stay");
-    struct power_change becomes = {"pw-a-0", 0, 1, 1, 1};
-    CHECK(local_power_refuse(&c, &becomes, 1, &err) == 0,
+    CHECK(head_power_refuse(&c, &stays, 1, &err) == 0, "a powered-up elastic node may stay");
+    struct head_power_change becomes = {"pw-a-0", 0, 1, 1, 1};
+    CHECK(head_power_refuse(&c, &becomes, 1, &err) == 0,
           "without a slurmctld (no job runs) a static node may become elastic");
     mtc_rm_rf(c.dir);
 }
@@ -204,7 +204,8 @@ int main(void)
     CHECK(sh_eq(p, "ta", "sinfo -h -N -o '%N %t' | sort -u", "ta-a3m-0 idle\nta-a3m-1 idle"),
           "sinfo lists both emulated nodes idle");
     CHECK(sh_eq(p, "ta", "sinfo -h -o %P", "a3m*"), "partition a3m is the default");
-    CHECK(sh_eq(p, "ta", "srun -Q -N2 -l printenv SLURMD_NODENAME | sort", "0: ta-a3m-0\n1: ta-a3m-1"),
+    CHECK(sh_eq(p, "ta", "srun -Q -N2 -l printenv SLURMD_NODENAME | sort",
+                "0: ta-a3m-0\n1: ta-a3m-1"),
           "srun -N2 runs on both nodes");
     /* without CAP_MKNOD the device files are plain files: Slurm still
      * allocates the GPUs but sets no CUDA_VISIBLE_DEVICES */
