@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "files.h"
-#include "train/ds_internal.h"
+#include "train/dset_internal.h"
 
 static char paths[3][128];
 

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "train/ds_internal.h"
+#include "train/dset_internal.h"
 #include "train/train.h"
 
 #define BUILTIN_TOKENIZER "builtin:tiny-corpus"
@@ -39,7 +39,7 @@ int dset_tokenizer_fingerprint(const char *path, char out[72], mtc_error_t *err)
     char *s = mtc_read_file(path, &len);
     if (!s)
         return errprintf(err, "tokenizer %s: %s", path, strerror(errno));
-    ds_sha256(s, len, out);
+    dset_sha256(s, len, out);
     free(s);
     return 0;
 }
@@ -53,7 +53,7 @@ static int builtin_tokenizer(const struct dset_options *o, char *path, size_t pl
     char *corpus = dset_generate("tiny-corpus", &len, err), fp[72], key[65], dir[3800];
     if (!corpus)
         return -1;
-    ds_sha256(corpus, len, fp);
+    dset_sha256(corpus, len, fp);
     char seed[160];
     snprintf(seed, sizeof seed, "mtc-tokenizer 1\nbpe\n%d\n%s\n", o->vocab_size, fp);
     mtc_sha256_hex(seed, key);
@@ -120,26 +120,26 @@ static void make_key(const struct dset_options *o, const char *src_fp, const cha
 /* Every record of every part, validated; val gets the source's validation split, or every
  * record that val_fraction picks from a source without one; test the test split. */
 struct splits {
-    struct ds_records train, val, test;
+    struct dset_records train, val, test;
 };
 
 static void splits_release(struct splits *s)
 {
-    ds_records_release(&s->train);
-    ds_records_release(&s->val);
-    ds_records_release(&s->test);
+    dset_records_release(&s->train);
+    dset_records_release(&s->val);
+    dset_records_release(&s->test);
 }
 
-static int read_splits(const struct ds_source *src, const struct dset_options *o, struct splits *sp,
-                       mtc_error_t *err)
+static int read_splits(const struct dset_source *src, const struct dset_options *o,
+                       struct splits *sp, mtc_error_t *err)
 {
     for (size_t i = 0; i < src->n; i++) {
-        const struct ds_part *p = &src->parts[i];
-        struct ds_records *to = !strcmp(p->role, "validation") ? &sp->val
-                                : !strcmp(p->role, "test")     ? &sp->test
-                                                               : &sp->train;
+        const struct dset_part *p = &src->parts[i];
+        struct dset_records *to = !strcmp(p->role, "validation") ? &sp->val
+                                  : !strcmp(p->role, "test")     ? &sp->test
+                                                                 : &sp->train;
         size_t before = to->n;
-        if (ds_part_records(p, o->kind, to, err) < 0)
+        if (dset_part_records(p, o->kind, to, err) < 0)
             return -1;
         if (p->role[0] || o->kind == DSET_PRETRAIN || o->val_fraction <= 0)
             continue;
@@ -170,11 +170,11 @@ static int read_splits(const struct ds_source *src, const struct dset_options *o
 
 int dset_check(const struct dset_options *o, struct dset_result *r, mtc_error_t *err)
 {
-    struct ds_source src;
+    struct dset_source src;
     struct splits sp;
     memset(&sp, 0, sizeof sp);
     memset(r, 0, sizeof *r);
-    int rc = ds_source_load(o->source, &src, err);
+    int rc = dset_source_load(o->source, &src, err);
     if (rc == 0 && src.builtin && dset_generator_kind(src.builtin) != (int)o->kind)
         rc = errprintf(err, "%s is %s data, not %s", o->source,
                        schema_enum_name(&dset_kind_enum, dset_generator_kind(src.builtin)),
@@ -187,13 +187,13 @@ int dset_check(const struct dset_options *o, struct dset_result *r, mtc_error_t 
         snprintf(r->source_fp, sizeof r->source_fp, "%s", src.fp);
     }
     splits_release(&sp);
-    ds_source_release(&src);
+    dset_source_release(&src);
     return rc;
 }
 
 /* ---- writing a prepared dataset into a (temporary) directory ---- */
 
-static int write_jsonl(const char *dir, const char *file, const struct ds_records *r,
+static int write_jsonl(const char *dir, const char *file, const struct dset_records *r,
                        mtc_error_t *err)
 {
     char path[4200];
@@ -211,7 +211,7 @@ static int write_jsonl(const char *dir, const char *file, const struct ds_record
 }
 
 /* Tokens of a record set as the trainer renders them (SFT/DPO chat template; RL prompts). */
-static int count_tokens(const struct tok *t, enum dset_kind kind, const struct ds_records *r,
+static int count_tokens(const struct tok *t, enum dset_kind kind, const struct dset_records *r,
                         const char *split, uint64_t *tokens, mtc_error_t *err)
 {
     struct chat_seq a = {0}, b = {0};
@@ -242,17 +242,17 @@ static int count_tokens(const struct tok *t, enum dset_kind kind, const struct d
 
 /* Pretrain records → one token stream per split (text parts as they are; JSONL/CSV records
  * as {"text"} JSONL, through prepare.c's encoder). */
-static int encode_split(const struct tok *t, const struct ds_source *src, const struct splits *sp,
-                        const struct ds_records *r, const char *split, struct prep_ids *out,
+static int encode_split(const struct tok *t, const struct dset_source *src, const struct splits *sp,
+                        const struct dset_records *r, const char *split, struct prep_ids *out,
                         mtc_error_t *err)
 {
     (void)sp;
     for (size_t i = 0; i < src->n; i++) {
-        const struct ds_part *p = &src->parts[i];
+        const struct dset_part *p = &src->parts[i];
         const char *role = p->role[0] ? p->role : "train";
         if (strcmp(role, split))
             continue;
-        if (p->fmt == DS_TXT) {
+        if (p->fmt == DSET_TXT) {
             if (prep_encode(t, p->name, p->data, p->len, PREP_TEXT, out, err) < 0)
                 return -1;
             continue;
@@ -282,7 +282,7 @@ static int encode_split(const struct tok *t, const struct ds_source *src, const 
 }
 
 static int write_pretrain(const char *dir, const struct tok *t, const char *tokpath,
-                          const struct ds_source *src, const struct splits *sp,
+                          const struct dset_source *src, const struct splits *sp,
                           const struct dset_options *o, struct dset_result *r, mtc_error_t *err)
 {
     struct prep_ids tr = {0}, va = {0}, te = {0};
@@ -411,7 +411,7 @@ static int valid_options(const struct dset_options *o, mtc_error_t *err)
 
 int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_t *err)
 {
-    struct ds_source src;
+    struct dset_source src;
     struct splits sp;
     memset(&sp, 0, sizeof sp);
     struct tok *t = NULL;
@@ -421,7 +421,7 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
     memset(&src, 0, sizeof src);
     if (valid_options(o, err) < 0)
         return -1;
-    if (ds_source_load(o->source, &src, err) < 0)
+    if (dset_source_load(o->source, &src, err) < 0)
         goto out;
     if (src.builtin && dset_generator_kind(src.builtin) != (int)o->kind) {
         errprintf(err, "%s is %s data, not %s", o->source,
@@ -514,7 +514,7 @@ out:
         mtc_rm_rf(tmp);
     tok_destroy(t);
     splits_release(&sp);
-    ds_source_release(&src);
+    dset_source_release(&src);
     return rc;
 }
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/ds_internal.h"
+#include "train/dset_internal.h"
 
 enum { A_SOURCE, A_KIND, A_CACHE, A_TOKENIZER, A_VOCAB, A_NAME, A_VALFRAC, A_OUTPUT, A_JSON, A_N };
 static const struct {

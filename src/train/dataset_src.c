@@ -9,15 +9,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/ds_internal.h"
+#include "train/dset_internal.h"
 
 static const char *const kind_names[] = {
     [DSET_PRETRAIN] = "pretrain", [DSET_SFT] = "sft", [DSET_DPO] = "dpo", [DSET_RL] = "rl"};
 const struct schema_enum dset_kind_enum = SCHEMA_ENUM(kind_names, NULL);
 
-static const char *const fmt_names[] = {[DS_TXT] = "text", [DS_JSONL] = "jsonl", [DS_CSV] = "csv"};
+static const char *const fmt_names[] = {
+    [DSET_TXT] = "text", [DSET_JSONL] = "jsonl", [DSET_CSV] = "csv"};
 
-void ds_sha256(const void *data, size_t len, char out[72])
+void dset_sha256(const void *data, size_t len, char out[72])
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned n = 0;
@@ -27,7 +28,7 @@ void ds_sha256(const void *data, size_t len, char out[72])
         at += snprintf(out + at, 72 - (size_t)at, "%02x", md[i]);
 }
 
-void ds_source_release(struct ds_source *s)
+void dset_source_release(struct dset_source *s)
 {
     for (size_t i = 0; s && i < s->n; i++)
         free(s->parts[i].data);
@@ -35,14 +36,14 @@ void ds_source_release(struct ds_source *s)
         free(s->parts), memset(s, 0, sizeof *s);
 }
 
-static struct ds_part *add_part(struct ds_source *s, const char *name, const char *role,
-                                enum ds_fmt fmt, mtc_error_t *err)
+static struct dset_part *add_part(struct dset_source *s, const char *name, const char *role,
+                                  enum dset_fmt fmt, mtc_error_t *err)
 {
-    struct ds_part *np = realloc(s->parts, (s->n + 1) * sizeof *np);
+    struct dset_part *np = realloc(s->parts, (s->n + 1) * sizeof *np);
     if (!np)
         return errprintf(err, "out of memory"), NULL;
     s->parts = np;
-    struct ds_part *p = &s->parts[s->n++];
+    struct dset_part *p = &s->parts[s->n++];
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->role, sizeof p->role, "%s", role);
@@ -57,7 +58,7 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /* Read a file part; empty (or only whitespace) and binary files are refused here. */
-static int read_part(struct ds_part *p, const char *path, mtc_error_t *err)
+static int read_part(struct dset_part *p, const char *path, mtc_error_t *err)
 {
     if (!(p->data = mtc_read_file(path, &p->len)))
         return errprintf(err, "%s: %s", p->name, strerror(errno));
@@ -70,15 +71,15 @@ static int read_part(struct ds_part *p, const char *path, mtc_error_t *err)
     return 0;
 }
 
-static int fmt_of_file(const char *path, enum ds_fmt *fmt)
+static int fmt_of_file(const char *path, enum dset_fmt *fmt)
 {
     if (ends_with(path, ".jsonl"))
-        *fmt = DS_JSONL;
+        *fmt = DSET_JSONL;
     else if (ends_with(path, ".csv"))
-        *fmt = DS_CSV;
+        *fmt = DSET_CSV;
     else if (ends_with(path, ".txt") || ends_with(path, ".md") ||
              !strchr(strrchr(path, '/') ? strrchr(path, '/') : path, '.'))
-        *fmt = DS_TXT;
+        *fmt = DSET_TXT;
     else
         return -1;
     return 0;
@@ -90,19 +91,19 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* A directory: Hugging Face splits when it has any, else its *.txt files in name order. */
-static int load_dir(const char *dir, struct ds_source *s, mtc_error_t *err)
+static int load_dir(const char *dir, struct dset_source *s, mtc_error_t *err)
 {
     static const struct {
         const char *file, *role;
-        enum ds_fmt fmt;
+        enum dset_fmt fmt;
     } splits[] = {
-        {"train.jsonl", "train", DS_JSONL},
-        {"train.csv", "train", DS_CSV},
-        {"validation.jsonl", "validation", DS_JSONL},
-        {"validation.csv", "validation", DS_CSV},
-        {"val.jsonl", "validation", DS_JSONL},
-        {"test.jsonl", "test", DS_JSONL},
-        {"test.csv", "test", DS_CSV},
+        {"train.jsonl", "train", DSET_JSONL},
+        {"train.csv", "train", DSET_CSV},
+        {"validation.jsonl", "validation", DSET_JSONL},
+        {"validation.csv", "validation", DSET_CSV},
+        {"val.jsonl", "validation", DSET_JSONL},
+        {"test.jsonl", "test", DSET_JSONL},
+        {"test.csv", "test", DSET_CSV},
     };
     char path[4096];
     int have_train = 0;
@@ -114,7 +115,7 @@ static int load_dir(const char *dir, struct ds_source *s, mtc_error_t *err)
             if (!strcmp(s->parts[j].role, splits[i].role))
                 return errprintf(err, "%s: both %s and %s hold the %s split", dir, s->parts[j].name,
                                  splits[i].file, splits[i].role);
-        struct ds_part *p = add_part(s, splits[i].file, splits[i].role, splits[i].fmt, err);
+        struct dset_part *p = add_part(s, splits[i].file, splits[i].role, splits[i].fmt, err);
         if (!p || read_part(p, path, err) < 0)
             return -1;
         have_train |= !strcmp(splits[i].role, "train");
@@ -148,7 +149,7 @@ static int load_dir(const char *dir, struct ds_source *s, mtc_error_t *err)
                            dir);
     for (size_t i = 0; i < n && rc == 0; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        struct ds_part *p = add_part(s, names[i], "", DS_TXT, err);
+        struct dset_part *p = add_part(s, names[i], "", DSET_TXT, err);
         rc = p ? read_part(p, path, err) : -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -157,7 +158,7 @@ static int load_dir(const char *dir, struct ds_source *s, mtc_error_t *err)
     return rc;
 }
 
-static void fingerprint(struct ds_source *s)
+static void fingerprint(struct dset_source *s)
 {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -178,16 +179,16 @@ static void fingerprint(struct ds_source *s)
         at += snprintf(s->fp + at, sizeof s->fp - (size_t)at, "%02x", md[i]);
 }
 
-int ds_source_load(const char *src, struct ds_source *s, mtc_error_t *err)
+int dset_source_load(const char *src, struct dset_source *s, mtc_error_t *err)
 {
     memset(s, 0, sizeof *s);
     if (!src || !*src)
         return errprintf(err, "no source given");
     if (!strncmp(src, "builtin:", 8)) {
         int kind = dset_generator_kind(src + 8);
-        struct ds_part *p = NULL;
+        struct dset_part *p = NULL;
         if (kind >= 0 &&
-            !(p = add_part(s, src, "", kind == DSET_PRETRAIN ? DS_TXT : DS_JSONL, err)))
+            !(p = add_part(s, src, "", kind == DSET_PRETRAIN ? DSET_TXT : DSET_JSONL, err)))
             return -1;
         char *data = dset_generate(src + 8, p ? &p->len : &(size_t){0}, err);
         if (!data)
@@ -202,12 +203,12 @@ int ds_source_load(const char *src, struct ds_source *s, mtc_error_t *err)
             if (load_dir(src, s, err) < 0)
                 return -1;
         } else {
-            enum ds_fmt fmt;
+            enum dset_fmt fmt;
             if (!S_ISREG(st.st_mode))
                 return errprintf(err, "%s: not a regular file or directory", src);
             if (fmt_of_file(src, &fmt) < 0)
                 return errprintf(err, "%s: unsupported file type (want .txt, .jsonl or .csv)", src);
-            struct ds_part *p = add_part(s, src, "", fmt, err);
+            struct dset_part *p = add_part(s, src, "", fmt, err);
             if (!p || read_part(p, src, err) < 0)
                 return -1;
         }
@@ -220,7 +221,7 @@ int ds_source_load(const char *src, struct ds_source *s, mtc_error_t *err)
 
 /* ---- records ---- */
 
-void ds_records_release(struct ds_records *r)
+void dset_records_release(struct dset_records *r)
 {
     for (size_t i = 0; r && i < r->n; i++)
         json_decref(r->v[i]);
@@ -228,7 +229,7 @@ void ds_records_release(struct ds_records *r)
         free(r->v), memset(r, 0, sizeof *r);
 }
 
-static int push(struct ds_records *r, json_t *o, mtc_error_t *err)
+static int push(struct dset_records *r, json_t *o, mtc_error_t *err)
 {
     if (!o)
         return errprintf(err, "out of memory");
@@ -335,7 +336,7 @@ bad:
 
 /* JSONL: one object per line; blank lines skipped. A last line without its newline that
  * does not parse is a truncated file. */
-static int jsonl_records(const struct ds_part *p, enum dset_kind kind, struct ds_records *out,
+static int jsonl_records(const struct dset_part *p, enum dset_kind kind, struct dset_records *out,
                          mtc_error_t *err)
 {
     size_t line = 0, before = out->n;
@@ -420,7 +421,7 @@ static char *csv_field(const char **s, const char *end, int *eol, size_t *line)
 }
 
 /* CSV with a header row naming the columns; each row becomes an object of strings. */
-static int csv_records(const struct ds_part *p, enum dset_kind kind, struct ds_records *out,
+static int csv_records(const struct dset_part *p, enum dset_kind kind, struct dset_records *out,
                        mtc_error_t *err)
 {
     const char *s = p->data, *end = p->data + p->len;
@@ -494,10 +495,10 @@ out:
     return rc;
 }
 
-int ds_part_records(const struct ds_part *p, enum dset_kind kind, struct ds_records *out,
-                    mtc_error_t *err)
+int dset_part_records(const struct dset_part *p, enum dset_kind kind, struct dset_records *out,
+                      mtc_error_t *err)
 {
-    if (p->fmt == DS_TXT) {
+    if (p->fmt == DSET_TXT) {
         if (kind != DSET_PRETRAIN)
             return errprintf(err,
                              "%s: plain text is pretraining data, not %s (%s wants JSONL or CSV "
@@ -509,5 +510,5 @@ int ds_part_records(const struct ds_part *p, enum dset_kind kind, struct ds_reco
         // one document; its bytes are tokenized from the part (text need not be UTF-8)
         return push(out, json_pack("{s:I}", "bytes", (json_int_t)p->len), err);
     }
-    return p->fmt == DS_JSONL ? jsonl_records(p, kind, out, err) : csv_records(p, kind, out, err);
+    return p->fmt == DSET_JSONL ? jsonl_records(p, kind, out, err) : csv_records(p, kind, out, err);
 }

@@ -1,5 +1,6 @@
-/* ft_internal: state shared by the fine-tuning modes (sft.c: data set, positions,
- * SFT steps; dpo.c: DPO steps with the frozen reference model). Not an interface. */
+/* ft_internal: state shared by the fine-tuning files (ft.c: the driver, mode and options,
+ * positions; ft_data.c: the data sets and their order; sft.c: SFT steps; dpo.c: DPO steps
+ * with the frozen reference model). Not an interface. */
 #ifndef MTC_TRAIN_FT_INTERNAL_H
 #define MTC_TRAIN_FT_INTERNAL_H
 
@@ -29,12 +30,21 @@ struct ft {
     int has_met;
 };
 
+/* Read path's JSONL lines into set (per 1: SFT, 2: DPO), each cut to maxlen tokens.
+ * 0, or -1 with err "path:line: why". Release with ft_set_release even on failure. */
+int ft_set_load(struct ft_set *set, const char *path, const struct tok *tk, int per, size_t maxlen,
+                mtc_error_t *err);
+void ft_set_release(struct ft_set *s);
 /* Sequence k (0 = chosen/only, 1 = rejected) of the example at global position g. */
 const struct ft_seq *ft_example(struct ft *f, const struct ft_set *set, uint64_t g, int k);
 /* Row of the batch for s: x = ids[t], y = ids[t+1], w = train[t+1]; padding after the
  * example has y = -1 (no target) and w = 0, so causal attention never lets a real
  * token see it. */
 void ft_fill_row(const struct ft_seq *s, int T, int32_t *x, int32_t *y, float *w);
+/* SFT over one global batch from g0 (this rank's share); *loss += its part of the loss.
+ * backward adds gradients into m. 0/-1 with err. */
+int sft_batch(struct ft *f, struct model *m, const struct ft_set *set, uint64_t g0, int backward,
+              double *loss, mtc_error_t *err);
 /* DPO over one global batch starting at example g0 (this rank's share); backward adds
  * gradients into m. sums[0] += this rank's share of the loss, sums[1..4] += rewards
  * chosen, rejected, accuracy, margin summed over its pairs. 0/-1 with err. */

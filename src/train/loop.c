@@ -255,7 +255,7 @@ struct run {
     struct opt_state opt;
     struct opt_config oc;
     struct loader *tl, *vl;
-    struct ft *ft;     // --mode sft|dpo: JSONL data and the step (sft.c, dpo.c); NULL: pretrain
+    struct ft *ft;     // --mode sft|dpo: JSONL data and the step (ft.c); NULL: pretrain
     struct grpo *grpo; // --mode grpo (grpo.c)
     struct loader_pos vl_start;
     struct ckpt_writer *cw;

@@ -1,6 +1,8 @@
 /* model: decoder-only transformers (GPT-2, Llama, Gemma 2 and Gemma 3) in fp32 on the CPU —
  * configuration and presets, one flat parameter buffer with a named tensor table
- * (Hugging Face names), forward, backward, per-token log-probs. */
+ * (Hugging Face names), forward, backward, per-token log-probs. Code: presets.c
+ * (configuration), model.c (tensor table, init), model_pass.c (forward, backward),
+ * model_decode.c (KV cache). */
 #ifndef MTC_TRAIN_MODEL_H
 #define MTC_TRAIN_MODEL_H
 

@@ -188,7 +188,7 @@ int32_t *sample_generate(struct model *m, const int32_t *prompt, size_t nprompt,
                          float temperature, uint64_t seed, int eot, size_t *nout,
                          mtc_error_t *err);
 
-/* ---- fine-tuning modes: SFT and DPO on JSONL (chat.c, sft.c, dpo.c; docs/trainer.md) ---- */
+/* ---- fine-tuning: SFT and DPO on JSONL (chat.c, ft.c, sft.c, dpo.c; docs/trainer.md) ---- */
 
 /* A rendered example: ids (n) and per-token flags, 1 where the token belongs to a
  * trained assistant turn (its log-prob counts), else 0. Caller-owned; release frees. */

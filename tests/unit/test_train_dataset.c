@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "train/ds_internal.h"
+#include "train/dset_internal.h"
 
 static char dir[64], cache[128];
 
@@ -69,15 +69,15 @@ static void test_readers(void)
     o = opts(at("a.csv"), DSET_SFT);
     CHECK(dset_check(&o, &r, &err) == 0 && r.records == 2,
           "CSV: quoted commas, newlines and quotes (%s)", err.text);
-    struct ds_source s;
-    struct ds_records rec = {0};
-    CHECK(ds_source_load(at("a.csv"), &s, &err) == 0 &&
-              ds_part_records(&s.parts[0], DSET_SFT, &rec, &err) == 0 && rec.n == 2 &&
+    struct dset_source s;
+    struct dset_records rec = {0};
+    CHECK(dset_source_load(at("a.csv"), &s, &err) == 0 &&
+              dset_part_records(&s.parts[0], DSET_SFT, &rec, &err) == 0 && rec.n == 2 &&
               !strcmp(json_string_value(json_object_get(rec.v[1], "prompt")), "two\nlines") &&
               !strcmp(json_string_value(json_object_get(rec.v[1], "response")), "say \"x\""),
           "CSV fields are unquoted");
-    ds_records_release(&rec);
-    ds_source_release(&s);
+    dset_records_release(&rec);
+    dset_source_release(&s);
 
     char hf[128];
     snprintf(hf, sizeof hf, "%s/hf", dir);
@@ -87,10 +87,10 @@ static void test_readers(void)
     put("hf/validation.jsonl", "{\"prompt\":\"c\",\"answer\":\"3\"}\n");
     put("hf/test.jsonl", "{\"prompt\":\"d\",\"answer\":\"4\"}\n");
     put("hf/README.md", "ignored\n");
-    CHECK(ds_source_load(hf, &s, &err) == 0 && s.n == 3 && !strcmp(s.parts[0].role, "train") &&
+    CHECK(dset_source_load(hf, &s, &err) == 0 && s.n == 3 && !strcmp(s.parts[0].role, "train") &&
               !strcmp(s.parts[1].role, "validation") && !strcmp(s.parts[2].role, "test"),
           "Hugging Face directory: train/validation/test splits (%s)", err.text);
-    ds_source_release(&s);
+    dset_source_release(&s);
     o = opts(hf, DSET_RL);
     CHECK(dset_check(&o, &r, &err) == 0 && r.records == 4, "splits read as they are");
 
@@ -99,21 +99,21 @@ static void test_readers(void)
     mkdir(tx, 0755);
     put("txt/b.txt", "second\n");
     put("txt/a.txt", "first\n");
-    CHECK(ds_source_load(tx, &s, &err) == 0 && s.n == 2 && !strcmp(s.parts[0].name, "a.txt"),
+    CHECK(dset_source_load(tx, &s, &err) == 0 && s.n == 2 && !strcmp(s.parts[0].name, "a.txt"),
           "a directory of text files, in name order");
-    ds_source_release(&s);
+    dset_source_release(&s);
 
     // the fingerprint is the content's: the same bytes elsewhere, same fingerprint
     char fp1[72];
-    CHECK(ds_source_load(at("a.jsonl"), &s, &err) == 0, "load");
+    CHECK(dset_source_load(at("a.jsonl"), &s, &err) == 0, "load");
     snprintf(fp1, sizeof fp1, "%s", s.fp);
-    ds_source_release(&s);
+    dset_source_release(&s);
     put("copy.jsonl", "{\"prompt\":\"p1\",\"response\":\"r1\",\"id\":7}\n\n"
                       "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
                       "{\"role\":\"assistant\",\"content\":\"yo\"}]}\n");
-    CHECK(ds_source_load(at("copy.jsonl"), &s, &err) == 0 && !strcmp(s.fp, fp1),
+    CHECK(dset_source_load(at("copy.jsonl"), &s, &err) == 0 && !strcmp(s.fp, fp1),
           "same content at another path: same fingerprint");
-    ds_source_release(&s);
+    dset_source_release(&s);
 }
 
 static void test_bad_input(void)
@@ -191,20 +191,20 @@ static void test_generators(void)
         free(x);
         free(y);
     }
-    struct ds_source s;
-    struct ds_records r = {0};
-    CHECK(ds_source_load("builtin:tiny-dpo", &s, &err) == 0 &&
-              ds_part_records(&s.parts[0], DSET_DPO, &r, &err) == 0 && r.n >= 1000,
+    struct dset_source s;
+    struct dset_records r = {0};
+    CHECK(dset_source_load("builtin:tiny-dpo", &s, &err) == 0 &&
+              dset_part_records(&s.parts[0], DSET_DPO, &r, &err) == 0 && r.n >= 1000,
           "tiny-dpo validates as dpo (%zu pairs)", r.n);
     size_t differ = 0;
     for (size_t i = 0; i < r.n; i++)
         differ += strcmp(json_string_value(json_object_get(r.v[i], "chosen")),
                          json_string_value(json_object_get(r.v[i], "rejected"))) != 0;
     CHECK(differ == r.n, "every tiny-dpo pair has chosen != rejected");
-    ds_records_release(&r);
-    ds_source_release(&s);
-    CHECK(ds_source_load("builtin:tiny-rl", &s, &err) == 0 &&
-              ds_part_records(&s.parts[0], DSET_RL, &r, &err) == 0,
+    dset_records_release(&r);
+    dset_source_release(&s);
+    CHECK(dset_source_load("builtin:tiny-rl", &s, &err) == 0 &&
+              dset_part_records(&s.parts[0], DSET_RL, &r, &err) == 0,
           "tiny-rl validates as rl");
     // the answers are verifiable: "What is A + B?" -> A+B
     size_t sums = 0, right = 0;
@@ -217,8 +217,8 @@ static void test_generators(void)
         }
     }
     CHECK(sums > 100 && right == sums, "tiny-rl answers check out (%zu sums)", sums);
-    ds_records_release(&r);
-    ds_source_release(&s);
+    dset_records_release(&r);
+    dset_source_release(&s);
 }
 
 static int prep(const char *src, enum dset_kind kind, const char *tok, struct dset_result *r,

@@ -1,0 +1,282 @@
+/* model_decode: incremental decoding with a KV cache (mtc-serve, GRPO's rollouts) — one
+ * forward over new tokens of many sequences, each attending to its slot's cached K and V.
+ * Inference only: no activations are kept for a backward. */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/model_internal.h"
+
+/* K and V of every layer for nslots sequences of up to ctx positions, and the workspace of
+ * one decode call (grown to the largest row count seen). */
+struct model_kv {
+    int nslots, ctx, nlayer, kvw; // kvw = n_kv_head * head_dim floats per position
+    float *k, *v;         // (L, nslots, ctx, kvw)
+    float *rcos, *rsin;   // (ctx, hd/2) RoPE tables (global layers)
+    float *rcos_l, *rsin_l; // (ctx, hd/2) RoPE tables of the local layers (Gemma)
+    int cap;              // rows the workspace holds
+    float *x, *ln, *qkv, *att, *fc, *fch; // (cap, C|C|QKV|Q|FCN|F)
+    float *tmp, *qkn;     // (cap, C) post-norm input; (cap, QKV + H + KV) QK-norm scratch
+    float *last;          // (cap, C) normed rows that want logits
+    float *scratch;       // (nthreads, ctx) attention scores
+    int nscratch;
+};
+
+struct model_kv *model_kv_create(const struct model *m, int nslots, int ctx, mtc_error_t *err)
+{
+    const struct model_config *c = &m->cfg;
+    if (nslots <= 0 || ctx <= 0 || ctx > c->max_seq) {
+        errno = EINVAL;
+        errprintf(err, "bad KV cache shape: %d slots of %d positions (the model has %d)", nslots,
+                  ctx, c->max_seq);
+        return NULL;
+    }
+    struct model_kv *kv = calloc(1, sizeof *kv);
+    size_t n, bytes;
+    if (!kv)
+        goto nomem;
+    kv->nslots = nslots;
+    kv->ctx = ctx;
+    kv->nlayer = c->n_layer;
+    kv->kvw = c->n_kv_head * m->hd;
+    if (mtc_size_mul((size_t)c->n_layer * nslots, (size_t)ctx * kv->kvw, &n) < 0 ||
+        mtc_size_mul(n, sizeof(float), &bytes) < 0)
+        goto nomem;
+    kv->k = malloc(bytes);
+    kv->v = malloc(bytes);
+    kv->rcos = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
+    kv->rsin = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
+    kv->rcos_l = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
+    kv->rsin_l = malloc((size_t)ctx * (m->hd / 2) * sizeof(float));
+    if (!kv->k || !kv->v || !kv->rcos || !kv->rsin || !kv->rcos_l || !kv->rsin_l)
+        goto nomem;
+    model_rope_tables(m, kv->rcos, kv->rsin, kv->rcos_l, kv->rsin_l, ctx);
+    return kv;
+nomem:
+    model_kv_destroy(kv);
+    errno = ENOMEM;
+    errprintf(err, "out of memory for a KV cache of %d slots x %d positions", nslots, ctx);
+    return NULL;
+}
+
+void model_kv_destroy(struct model_kv *kv)
+{
+    if (!kv)
+        return;
+    int e = errno;
+    free(kv->k);
+    free(kv->v);
+    free(kv->rcos);
+    free(kv->rsin);
+    free(kv->rcos_l);
+    free(kv->rsin_l);
+    free(kv->x);
+    free(kv->scratch);
+    free(kv);
+    errno = e;
+}
+
+size_t model_kv_bytes(const struct model_kv *kv)
+{
+    return 2 * sizeof(float) * (size_t)kv->nslots * kv->ctx * kv->kvw * (size_t)kv->nlayer;
+}
+
+int model_kv_ctx(const struct model_kv *kv)
+{
+    return kv->ctx;
+}
+
+int model_kv_slots(const struct model_kv *kv)
+{
+    return kv->nslots;
+}
+
+/* x (n,C) += RMSNorm1p(t), t normed in place (decode keeps no activations). */
+static void norm_add_inplace(const struct model *m, float *x, float *t, float *rstd,
+                             const float *w, int n)
+{
+    long N = (long)n * m->cfg.d_model;
+    cpu_rmsnorm1p_forward(t, rstd, t, w, n, m->cfg.d_model, m->cfg.norm_eps);
+    for (long i = 0; i < N; i++)
+        x[i] += t[i];
+}
+
+/* Workspace for n rows (one allocation; the old rows are not kept). */
+static int kv_workspace(const struct model *m, struct model_kv *kv, int n)
+{
+    int threads = omp_get_max_threads();
+    if (threads > kv->nscratch) {
+        float *s = realloc(kv->scratch, (size_t)threads * kv->ctx * sizeof(float));
+        if (!s)
+            return -1;
+        kv->scratch = s;
+        kv->nscratch = threads;
+    }
+    if (n <= kv->cap)
+        return 0;
+    size_t C = m->cfg.d_model, F = m->cfg.d_ff, N = n;
+    size_t nqk = (size_t)m->cfg.n_head + m->cfg.n_kv_head;
+    size_t w[] = {C, C, (size_t)m->qkv, (size_t)m->q, (size_t)m->fcn, F, C, C, m->qkv + nqk};
+    float **p[] = {&kv->x,   &kv->ln,   &kv->qkv,  &kv->att, &kv->fc,
+                   &kv->fch, &kv->last, &kv->tmp, &kv->qkn};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        total += N * w[i];
+    float *block = malloc(total * sizeof(float));
+    if (!block)
+        return -1;
+    free(kv->x);
+    for (size_t i = 0, off = 0; i < sizeof w / sizeof w[0]; i++) {
+        *p[i] = block + off;
+        off += N * w[i];
+    }
+    kv->cap = n;
+    return 0;
+}
+
+/* Causal attention of n rows against the cache: row i (query heads in q) attends to the
+ * positions 0..pos[i] of its slot in layer l's K and V (pos[i]-window+1..pos[i] in a local
+ * layer), scaled and soft-capped as the layer says. out (n, Q). */
+static void kv_attention(const struct model *m, struct model_kv *kv, int l, const float *q,
+                         int ldq, float *out, const int32_t *slot, const int32_t *pos, int n)
+{
+    int H = m->cfg.n_head, KV = m->cfg.n_kv_head, hd = m->hd, group = H / KV, kvw = kv->kvw;
+    struct cpu_attn ao = model_layer_attn(m, l);
+    float scale = ao.scale, cap = ao.softcap;
+    long work = 0;
+    for (int i = 0; i < n; i++)
+        work += (long)(pos[i] + 1) * H * hd;
+#pragma omp parallel for collapse(2) schedule(dynamic) if (work > CPU_PAR_MIN)
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) {
+            float *s = kv->scratch + (size_t)omp_get_thread_num() * kv->ctx;
+            size_t base = ((size_t)l * kv->nslots + slot[i]) * kv->ctx;
+            const float *kc = kv->k + base * kvw + (size_t)(h / group) * hd;
+            const float *vc = kv->v + base * kvw + (size_t)(h / group) * hd;
+            const float *qi = q + (size_t)i * ldq + (size_t)h * hd;
+            int np = pos[i] + 1;
+            int j0 = ao.window > 0 && np - ao.window > 0 ? np - ao.window : 0;
+            float mx = -INFINITY, sum = 0.0f;
+            for (int j = j0; j < np; j++) {
+                const float *kj = kc + (size_t)j * kvw;
+                float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+                for (int c = 0; c < hd; c++)
+                    d += qi[c] * kj[c];
+                s[j] = d * scale;
+                if (cap > 0)
+                    s[j] = cap * tanhf(s[j] / cap);
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int j = j0; j < np; j++)
+                sum += s[j] = expf(s[j] - mx);
+            float *o = out + (size_t)i * m->q + (size_t)h * hd, inv = 1.0f / sum;
+            memset(o, 0, sizeof(float) * hd);
+            for (int j = j0; j < np; j++) {
+                const float *vj = vc + (size_t)j * kvw;
+                float p = s[j] * inv;
+#pragma omp simd
+                for (int c = 0; c < hd; c++)
+                    o[c] += p * vj[c];
+            }
+        }
+}
+
+int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const int32_t *slot,
+                 const int32_t *pos, const uint8_t *want, int n, float *logits, mtc_error_t *err)
+{
+    const struct model_config *c = &m->cfg;
+    int C = c->d_model, F = c->d_ff, V = c->vocab_size, Vp = c->padded_vocab;
+    int H = c->n_head, KV = c->n_kv_head, hd = m->hd;
+    const struct family_tables *fm = m->fam;
+    if (n <= 0) {
+        errno = EINVAL;
+        return errprintf(err, "no tokens to decode");
+    }
+    for (int i = 0; i < n; i++)
+        if (tok[i] < 0 || tok[i] >= V || slot[i] < 0 || slot[i] >= kv->nslots || pos[i] < 0 ||
+            pos[i] >= kv->ctx) {
+            errno = EINVAL;
+            return errprintf(err, "row %d: token %d at position %d of slot %d is out of range", i,
+                             tok[i], pos[i], slot[i]);
+        }
+    if (kv_workspace(m, kv, n) < 0) {
+        errno = ENOMEM;
+        return errprintf(err, "out of memory for a decode step of %d tokens", n);
+    }
+    float *P = m->params;
+    const float *wte = model_par(m, P, -1, R_WTE), *wpe = model_par(m, P, -1, R_WPE);
+    for (int i = 0; i < n; i++) { // x (n,C) = wte[tok] (+ wpe[pos])
+        float *o = kv->x + (size_t)i * C;
+        const float *e = wte + (size_t)tok[i] * C;
+        for (int j = 0; j < C; j++)
+            o[j] = e[j] + (wpe ? wpe[(size_t)pos[i] * C + j] : 0.0f);
+    }
+    if (fm->embed_scale)
+        cpu_scale(kv->x, (long)n * C, sqrtf((float)C));
+    float *mean = kv->fch, *rstd = kv->fch + n; // norm statistics are not kept: scratch
+    size_t kvw = kv->kvw;
+    for (int l = 0; l < c->n_layer; l++) {
+        model_norm_forward(m, kv->ln, mean, rstd, kv->x, model_par(m, P, l, R_LN1_W),
+                           model_par(m, P, l, R_LN1_B), n);
+        // qkv (n, QKV) = ln @ Wqkv^T
+        cpu_matmul_forward(kv->qkv, m->qkv, NULL, kv->ln, model_par(m, P, l, R_QKV_W),
+                           model_par(m, P, l, R_QKV_B), n, m->qkv, C);
+        if (fm->qk_norm) // (the saved input is not needed: scratch)
+            cpu_headnorm_forward(kv->qkv, m->qkv, kv->qkn, kv->qkn + (size_t)n * m->qkv,
+                                 model_par(m, P, l, R_QN_W), model_par(m, P, l, R_KN_W), n, H, KV,
+                                 hd, c->norm_eps);
+        int local = model_layer_attn(m, l).window > 0;
+        const float *rc = local ? kv->rcos_l : kv->rcos, *rs = local ? kv->rsin_l : kv->rsin;
+        for (int i = 0; i < n; i++) {
+            float *row = kv->qkv + (size_t)i * m->qkv;
+            if (fm->rope) // rotate q and k heads at this row's position
+                cpu_rope(row, m->qkv, rc + (size_t)pos[i] * (hd / 2), rs + (size_t)pos[i] * (hd / 2),
+                         1, 1, H + KV, hd, 0);
+            size_t at = (((size_t)l * kv->nslots + slot[i]) * kv->ctx + pos[i]) * kvw;
+            memcpy(kv->k + at, row + (size_t)H * hd, kvw * sizeof(float));
+            memcpy(kv->v + at, row + (size_t)(H + KV) * hd, kvw * sizeof(float));
+        }
+        kv_attention(m, kv, l, kv->qkv, m->qkv, kv->att, slot, pos, n);
+        if (fm->post_norms) { // x (n,C) += norm(att @ Wo^T)
+            cpu_matmul_forward(kv->tmp, C, NULL, kv->att, model_par(m, P, l, R_PROJ_W), NULL, n, C,
+                               m->q);
+            norm_add_inplace(m, kv->x, kv->tmp, rstd, model_par(m, P, l, R_PATT_W), n);
+        } else { // x (n,C) += att @ Wo^T
+            cpu_matmul_forward(kv->x, C, kv->x, kv->att, model_par(m, P, l, R_PROJ_W),
+                               model_par(m, P, l, R_PROJ_B), n, C, m->q);
+        }
+        model_norm_forward(m, kv->ln, mean, rstd, kv->x, model_par(m, P, l, R_LN2_W),
+                           model_par(m, P, l, R_LN2_B), n);
+        cpu_matmul_forward(kv->fc, m->fcn, NULL, kv->ln, model_par(m, P, l, R_FC_W),
+                           model_par(m, P, l, R_FC_B), n, m->fcn, C);
+        model_mlp_forward(m, kv->fch, kv->fc, n);
+        if (fm->post_norms) { // x (n,C) += norm(fch @ Wdown^T)
+            cpu_matmul_forward(kv->tmp, C, NULL, kv->fch, model_par(m, P, l, R_FCPROJ_W), NULL, n,
+                               C, F);
+            norm_add_inplace(m, kv->x, kv->tmp, rstd, model_par(m, P, l, R_PFF_W), n);
+        } else { // x (n,C) += fch @ Wdown^T
+            cpu_matmul_forward(kv->x, C, kv->x, kv->fch, model_par(m, P, l, R_FCPROJ_W),
+                               model_par(m, P, l, R_FCPROJ_B), n, C, F);
+        }
+    }
+    int nw = 0;
+    for (int i = 0; i < n; i++)
+        if (want[i])
+            memcpy(kv->ln + (size_t)nw++ * C, kv->x + (size_t)i * C, C * sizeof(float));
+    if (nw == 0)
+        return 0;
+    model_norm_forward(m, kv->last, mean, rstd, kv->ln, model_par(m, P, -1, R_LNF_W),
+                       model_par(m, P, -1, R_LNF_B), nw);
+    // logits (nw, Vp): only the V real rows of the head
+    cpu_matmul_forward(logits, Vp, NULL, kv->last, model_par(m, P, -1, R_LM_HEAD), NULL, nw, V, C);
+    if (c->final_softcap > 0)
+        cpu_softcap_forward(logits, Vp, V, nw, c->final_softcap);
+    for (int i = 0; i < nw; i++)
+        for (int v = V; v < Vp; v++)
+            logits[(size_t)i * Vp + v] = -INFINITY;
+    return 0;
+}
