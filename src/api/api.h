@@ -60,7 +60,7 @@ struct api_principal {
     char scope[2048]; /* ROLE_REGISTRAR: what it may register (JSON, registrar.c) */
 };
 
-/* What a route handler gets and fills (routes.c). */
+/* What a route handler gets and fills (the route table: routes.c). */
 struct api_req {
     const char *method;
     const char *path;

@@ -1,6 +1,8 @@
 /* call: one API request without the HTTP transport — route lookup, role
- * check, JSON body parse, query arguments and google.rpc-style errors. The
- * libmicrohttpd glue (server.c) and the fuzz harness drive requests through it. */
+ * check, JSON body parse, query arguments (with the checks every handler
+ * file shares: the parent's names, list pages) and google.rpc-style errors.
+ * The libmicrohttpd glue (server.c) and the fuzz harness drive requests
+ * through it. */
 #include "api/internal.h"
 
 #include <ctype.h>
@@ -106,6 +108,44 @@ const char *api_query(struct api_req *r, const char *key)
             p++;
     }
     return NULL;
+}
+
+/* Project and location name path segments of every resource route. */
+int api_check_parent(struct api_req *r, struct api_resp *out)
+{
+    if (!mtc_name_valid(r->cap[0], 63))
+        return api_error(out, 400, "project \"%s\": must match [a-z][a-z0-9-]{0,62}", r->cap[0]),
+               -1;
+    if (!mtc_name_valid(r->cap[1], 63))
+        return api_error(out, 400, "location \"%s\": must match [a-z][a-z0-9-]{0,62}", r->cap[1]),
+               -1;
+    return 0;
+}
+
+int api_page_args(struct api_req *r, struct api_resp *out, int (*token_valid)(const char *),
+                  int *size, char token[128])
+{
+    *size = 50;
+    token[0] = '\0';
+    const char *ps = api_query(r, "pageSize");
+    if (!ps)
+        ps = api_query(r, "page_size");
+    if (ps) {
+        char *end;
+        long v = strtol(ps, &end, 10);
+        if (*ps == '\0' || *end || v < 0 || v > 1000)
+            return api_error(out, 400, "pageSize: must be an integer from 0 to 1000, got \"%s\"",
+                             ps),
+                   -1;
+        *size = v == 0 ? 50 : (int)v;
+    }
+    const char *t = api_query(r, "pageToken");
+    if (!t)
+        t = api_query(r, "page_token");
+    if (t && *t && (strlen(t) >= 128 || !token_valid(t)))
+        return api_error(out, 400, "pageToken: not a token this API returned"), -1;
+    snprintf(token, 128, "%s", t ? t : "");
+    return 0;
 }
 
 /* Match path against pattern, capturing "*" segments. 1 on match. */

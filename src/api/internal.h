@@ -1,5 +1,6 @@
-/* internal: what the API's handler files (routes.c, datasets.c, jobs.c) share. Not
- * part of the module's interface. */
+/* internal: what the API's route table (routes.c) and its handler files
+ * (clusters.c, jobs.c, datasets.c, ...) share. Not part of the module's
+ * interface. */
 #ifndef MTC_API_INTERNAL_H
 #define MTC_API_INTERNAL_H
 
@@ -13,19 +14,49 @@
 #define ENDPOINTS "/v1beta1/projects/*/locations/*/endpoints"
 
 /* The project and location segments (r->cap[0], r->cap[1]) are valid names:
- * 0, else out is a 400 naming the bad one and -1. */
+ * 0, else out is a 400 naming the bad one and -1 (call.c). */
 int api_check_parent(struct api_req *r, struct api_resp *out);
-/* Reply with the stored operation op_id; returns 0. */
-int api_reply_op(struct api_req *r, struct api_resp *out, const char *op_id);
 /* pageSize (0..1000; 0 or absent: 50) and pageToken (absent: "", else it
  * must pass token_valid) of a list request, snake_case accepted. 0, else out
  * is a 400 naming the argument and -1. */
 int api_page_args(struct api_req *r, struct api_resp *out, int (*token_valid)(const char *),
                   int *size, char token[128]);
 
-/* The cluster named by the path's captures 0-2 into cl (caller releases),
- * or -1 with out filled (400 bad name, 404 absent or under another parent). */
+/* Operations (operations.c). api_reply_op: reply with the stored operation
+ * op_id; returns 0. api_op_get: GET …/operations/OP. */
+int api_reply_op(struct api_req *r, struct api_resp *out, const char *op_id);
+int api_op_get(struct api_req *r, struct api_resp *out);
+
+/* /healthz (metrics.c): ok, and the store's schema version. */
+int api_healthz(struct api_req *r, struct api_resp *out);
+
+/* Clusters (clusters.c). api_load_cluster: the cluster named by the path's
+ * captures 0-2 into cl (caller releases), or -1 with out filled (400 bad
+ * name, 404 absent or under another parent); api_load_cluster_head: the
+ * same without its spec and nodesStatus (store_cluster_head).
+ * api_check_cluster_id: 0 when id is a valid cluster id, else a 400 into out
+ * and -1. The handlers: create, get, list, patch, delete, :env,
+ * :checkStorage. */
 int api_load_cluster(struct api_req *r, struct api_resp *out, struct store_cluster *cl);
+int api_load_cluster_head(struct api_req *r, struct api_resp *out, struct store_cluster *cl);
+int api_check_cluster_id(const char *id, struct api_resp *out);
+int api_cluster_create(struct api_req *r, struct api_resp *out);
+int api_cluster_get(struct api_req *r, struct api_resp *out);
+int api_cluster_list(struct api_req *r, struct api_resp *out);
+int api_cluster_patch(struct api_req *r, struct api_resp *out);
+int api_cluster_delete(struct api_req *r, struct api_resp *out);
+int api_cluster_env(struct api_req *r, struct api_resp *out);
+int api_cluster_check_storage(struct api_req *r, struct api_resp *out);
+
+/* A cluster's nodes reported (reports.c): :reportHealth (node tokens, their
+ * own node only) and :reportFaultyNodes. */
+int api_cluster_report_health(struct api_req *r, struct api_resp *out);
+int api_cluster_report_faulty(struct api_req *r, struct api_resp *out);
+
+/* Tokens (tokens.c): create (a registrar token too), list, revoke. */
+int api_token_create(struct api_req *r, struct api_resp *out);
+int api_token_list(struct api_req *r, struct api_resp *out);
+int api_token_revoke(struct api_req *r, struct api_resp *out);
 
 /* Registrar tokens (registrar.c). api_registrar_mint: a new one for run's
  * checkpoint as model (cluster in project/location), its secret into token
@@ -112,6 +143,5 @@ int api_endpoint_patch(struct api_req *r, struct api_resp *out);
 int api_endpoint_deploy(struct api_req *r, struct api_resp *out);
 int api_endpoint_undeploy(struct api_req *r, struct api_resp *out);
 int api_endpoint_route(struct api_req *r, struct api_resp *out);
-
 
 #endif

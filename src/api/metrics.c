@@ -1,7 +1,8 @@
-/* metrics: mtcd's Prometheus /metrics (text exposition format 0.0.4, names
- * prefixed mtc_): clusters and nodes by state, health check results, node
- * remediation, operations, API requests and their latency by route, and per
- * running training run its step, loss, tokens/s, MFU, restarts, goodput and
+/* metrics: /healthz (ok, and the store's schema version) and mtcd's
+ * Prometheus /metrics (text exposition format 0.0.4, names prefixed mtc_):
+ * clusters and nodes by state, health check results, node remediation,
+ * operations, API requests and their latency by route, and per running
+ * training run its step, loss, tokens/s, MFU, restarts, goodput and
  * early-problem alerts (recipes/detect.c). Runs are followed by exp_track
  * (recipes/goodput.c), one per run kept here between scrapes, so a scrape
  * reads only what the run's metrics.jsonl and log gained since the last. */
@@ -441,6 +442,13 @@ static void requests(struct text *t)
             num(snap[i].sum, b, sizeof(b)));
         put(t, "mtc_api_request_duration_seconds_count{route=\"%s\"} %llu\n", rt, cum);
     }
+}
+
+int api_healthz(struct api_req *r, struct api_resp *out)
+{
+    out->body =
+        json_pack("{s:s, s:i}", "status", "ok", "schemaVersion", store_schema_version(r->st));
+    return 0;
 }
 
 int api_metrics(struct api_req *r, struct api_resp *out)

@@ -1,7 +1,7 @@
 /* server: libmicrohttpd glue — listening sockets (unix, TCP, optional TLS),
  * connection limits, authentication on a request's first callback (before any
  * body is buffered), body buffering under a per-request and a global cap, and
- * JSON replies. The request pipeline is call.c; handlers are routes.c. */
+ * JSON replies. The request pipeline is call.c; the routes are routes.c. */
 #include "api/api.h"
 #include "api/internal.h"
 #include "api/console.h"

@@ -30,7 +30,7 @@ json_t *endpoint_deployed_parse(const json_t *in, mtc_error_t *err);
 json_t *endpoint_split_check(const json_t *split, const json_t *deployed, const char *new_id,
                              mtc_error_t *err);
 
-/* ---- the controller (ctl.c) ---- */
+/* ---- the controller (ctl.c, replica.c, routing.c, mutate.c) ---- */
 
 /* A cluster's environment as `mtc env` prints it ("export K='V'" lines:
  * SLURM_CONF, MTC_SERVE ...), malloc'd, or NULL + err. mtcd passes the

@@ -30,6 +30,28 @@ char *endpoint_cluster_env(const struct endpoint_config *cfg, const char *cluste
     return cfg->cluster_env(cfg->env_arg, cluster, err);
 }
 
+int endpoint_cluster_conf(const struct endpoint_config *cfg, const char *cluster, char *conf,
+                          size_t len, mtc_error_t *err)
+{
+    char *env = endpoint_cluster_env(cfg, cluster, err);
+    if (!env)
+        return -1;
+    const char *p = strstr(env, "export SLURM_CONF='");
+    int rc = -1;
+    if (p) {
+        p += strlen("export SLURM_CONF='");
+        size_t n = strcspn(p, "'\n");
+        if (n > 0 && n < len) {
+            snprintf(conf, len, "%.*s", (int)n, p);
+            rc = 0;
+        }
+    }
+    if (rc < 0)
+        errprintf(err, "cluster %s: no slurm.conf in its environment", cluster);
+    free(env);
+    return rc;
+}
+
 int endpoint_place_get(const struct endpoint_config *cfg, const char *cluster,
                        const char *local_serve, struct endpoint_place *pl, mtc_error_t *err)
 {
