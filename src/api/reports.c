@@ -166,10 +166,5 @@ int api_cluster_report_faulty(struct api_req *r, struct api_resp *out)
         return api_error(out, 400, "precondition: %s", err.text);
     if (rc < 0 && !*op_id)
         return api_error(out, 500, "%s", err.text);
-    struct store_op op;
-    if (store_op_get(r->st, op_id, &op) < 0)
-        return api_error(out, 500, "operation %s vanished", op_id);
-    out->body = api_op_json(r->st, r->ctl, &op);
-    store_op_release(&op);
-    return 0;
+    return api_reply_op(r, out, op_id);
 }
