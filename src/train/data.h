@@ -153,7 +153,7 @@ int prep_write_shards(const char *dir, const char *split, const int32_t *v, size
 int prep_write_meta(const char *dir, const char *tokenizer, const struct tok *t, size_t train,
                     size_t val, mtc_error_t *err);
 
-/* ---- datasets (dataset.c, dataset_src.c, dataset_gen.c; docs/datasets.md) ----
+/* ---- datasets (dset.c, dset_src.c, dset_gen.c; docs/datasets.md) ----
  * A dataset is a source (a .txt/.jsonl/.csv file, a directory — Hugging Face splits
  * train/validation/test.jsonl, or text files — or builtin:<generator>), a kind and a
  * tokenizer; prepared into <cache>/datasets/<key>/ where the key hashes the source's

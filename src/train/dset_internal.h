@@ -1,4 +1,4 @@
-/* dset_internal: what dataset.c (the cache, the CLI) shares with dataset_src.c (reading a
+/* dset_internal: what dset.c (the cache, the CLI) shares with dset_src.c (reading a
  * source into parts, fingerprinting it, validating its records). Not an interface. */
 #ifndef MTC_TRAIN_DSET_INTERNAL_H
 #define MTC_TRAIN_DSET_INTERNAL_H

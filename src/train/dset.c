@@ -1,4 +1,4 @@
-/* dataset: the dataset cache — resolves the tokenizer (the built-in one trained once and
+/* dset: the trainer's dataset cache — resolves the tokenizer (the built-in one trained once and
  * cached by content), keys a dataset by its source's and tokenizer's fingerprints, kind and
  * format, and prepares it under a temporary name renamed into <cache>/datasets/<key>. */
 #include <dirent.h>

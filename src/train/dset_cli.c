@@ -1,4 +1,4 @@
-/* dataset_cli: `mtc-train data generate|prepare|check` — the dataset cache's command line
+/* dset_cli: `mtc-train data generate|prepare|check` — the dataset cache's command line
  * (mtc run's job scripts and mtcd's datasets API run it). Bad input: exit 1 and one line
  * on stderr; usage errors exit 2. */
 #include <errno.h>

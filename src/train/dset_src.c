@@ -1,4 +1,4 @@
-/* dataset_src: a dataset's source — a .txt/.jsonl/.csv file, a directory (Hugging Face
+/* dset_src: a dataset's source — a .txt/.jsonl/.csv file, a directory (Hugging Face
  * train/validation/test splits, or text files) or a built-in generator — read into parts,
  * fingerprinted by content, and its records validated per kind with "file:line: why". */
 #include <dirent.h>

@@ -1,4 +1,4 @@
-/* dataset_gen: the built-in tiny datasets, generated locally and deterministically — a
+/* dset_gen: the built-in tiny datasets, generated locally and deterministically — a
  * pretraining corpus (the machine's license texts), chat SFT, DPO preference pairs and RL
  * prompts with verifiable answers, all from templated arithmetic and string tasks. */
 #include <dirent.h>
