@@ -29,7 +29,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isr
 LDFLAGS := $(SANFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common schema store dataset registry endpoint api control cluster slurm provider health recipes image spank scan
+CP_MODULES := common schema store dataset registry endpoint jobs api control cluster slurm provider health recipes image spank scan
 # src/spank/plugin.c holds Slurm's SPANK entry points: only in the plugin
 CP_SRCS := $(filter-out src/spank/plugin.c,$(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c)))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)

@@ -117,9 +117,6 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
 json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op);
 json_t *api_events_json(struct store *st, const char *cluster_id, int limit);
 json_t *api_tokens_json(struct store *st);
-/* A dataset resource: its request fields, state, times, latestVersion and,
- * with_versions, every version (oldest first). */
-json_t *api_dataset_json(struct store *st, const struct store_dataset *d, int with_versions);
 
 /* Before the API starts: rewrite every model's refs file from the store and
  * sweep what an interrupted registration left under <home>/models

@@ -58,9 +58,8 @@ int api_token_create(struct api_req *r, struct api_resp *out);
 int api_token_list(struct api_req *r, struct api_resp *out);
 int api_token_revoke(struct api_req *r, struct api_resp *out);
 
-/* Registrar tokens (registrar.c). api_registrar_mint: a new one for run's
- * checkpoint as model (cluster in project/location), its secret into token
- * and id into id; 0, or -1 + errno + err. api_registrar_scope: r's scope
+/* Registrar tokens (registrar.c; jobs_registrar_mint makes them).
+ * api_registrar_scope: r's scope
  * into s (-1: malformed). api_registrar_model: 0 when r is not a registrar or
  * its scope is model in r's project and location (cap 0-1), else a 403 into
  * out and -1. api_registrar_upload: the same, and source_run is its run, not
@@ -69,9 +68,6 @@ struct api_registrar {
     char project[64], location[64], model[128];
     char run[PATH_MAX], checkpoint[PATH_MAX];
 };
-int api_registrar_mint(struct store *st, const char *cluster, const char *project,
-                       const char *location, const char *model, const char *run,
-                       const char *checkpoint, char token[80], char id[24], mtc_error_t *err);
 int api_registrar_scope(const struct api_req *r, struct api_registrar *s);
 int api_registrar_model(const struct api_req *r, struct api_resp *out, const char *model);
 int api_registrar_upload(const struct api_req *r, struct api_resp *out, const char *model,
@@ -88,29 +84,11 @@ int api_job_cancel(struct api_req *r, struct api_resp *out);
 /* :metrics (the console's run page): curve points after ?afterStep, log tail, checkpoints. */
 int api_job_metrics(struct api_req *r, struct api_resp *out);
 
-/* Look at Slurm (then the experiment's exit record) and store a job's state
- * and restarts when they changed (jobs.c). */
-void api_job_refresh(struct store *st, struct store_job *j);
-/* The training job monitor (monitor.c): a thread refreshing every unfinished
- * job each interval_ms (0: API_MONITOR_MS); stop joins it. */
-#define API_MONITOR_MS 5000
-struct api_monitor;
-struct api_monitor *api_monitor_start(struct store *st, int interval_ms, mtc_error_t *err);
-void api_monitor_stop(struct api_monitor *m);
 
 /* /metrics (metrics.c): the handler; api_metrics_observe counts a request a
- * handler answered; api_metrics_track: the run's exp_track (kept between
- * calls, read on from where it stopped) updated to now, copied to out. */
+ * handler answered. */
 int api_metrics(struct api_req *r, struct api_resp *out);
 void api_metrics_observe(const struct api_route *route, int status, double seconds);
-struct exp_track;
-int api_metrics_track(const json_t *cfg, double now, struct exp_track *out);
-/* Early problem detection's events: each alert that starts in the job's rows
- * read since the last call becomes one event of the job's cluster
- * (TRAINING_NONFINITE, TRAINING_LOSS_SPIKE, TRAINING_THROUGHPUT_DROP,
- * TRAINING_STALL) with a one-line message naming the job. */
-struct store_job;
-void api_metrics_watch(struct store *st, const struct store_job *j, double now);
 
 /* :healthScan (healthscan.c): a HEALTH_SCAN operation on a cluster. */
 int api_cluster_healthscan(struct api_req *r, struct api_resp *out);

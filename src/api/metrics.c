@@ -3,10 +3,11 @@
  * clusters and nodes by state, health check results, node remediation,
  * operations, API requests and their latency by route, and per running
  * training run its step, loss, tokens/s, MFU, restarts, goodput and
- * early-problem alerts (recipes/detect.c). Runs are followed by exp_track
- * (recipes/goodput.c), one per run kept here between scrapes, so a scrape
+ * early-problem alerts (recipes/detect.c). Runs are followed by jobs_track
+ * (jobs/watch.c), one exp_track per run kept between scrapes, so a scrape
  * reads only what the run's metrics.jsonl and log gained since the last. */
 #include "api/internal.h"
+#include "jobs/jobs.h"
 #include "recipes/recipes.h"
 
 #include <math.h>
@@ -215,81 +216,6 @@ static void clusters(struct api_req *r, struct text *t)
 
 /* ---- training runs ---- */
 
-struct tracked {
-    char task_dir[PATH_MAX];
-    struct exp_track t;
-    int64_t seen_rows; /* rows early problem detection's events have judged */
-    int raised;        /* alerts that hold, an event recorded for each */
-};
-static struct tracked *tracks;
-static size_t ntracks;
-static pthread_mutex_t tracks_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int api_metrics_track(const json_t *cfg, double now, struct exp_track *out)
-{
-    const char *td = json_string_value(json_object_get(cfg, "taskDir"));
-    if (!td)
-        return -1;
-    pthread_mutex_lock(&tracks_lock);
-    struct tracked *k = NULL;
-    for (size_t i = 0; i < ntracks && !k; i++)
-        if (strcmp(tracks[i].task_dir, td) == 0)
-            k = &tracks[i];
-    if (!k) {
-        struct tracked *nt = realloc(tracks, (ntracks + 1) * sizeof(*nt));
-        if (!nt) {
-            pthread_mutex_unlock(&tracks_lock);
-            return -1;
-        }
-        tracks = nt;
-        k = &tracks[ntracks++];
-        snprintf(k->task_dir, sizeof(k->task_dir), "%s", td);
-        exp_track_init(&k->t, cfg);
-    }
-    exp_track_update(&k->t, now);
-    *out = k->t;
-    pthread_mutex_unlock(&tracks_lock);
-    return 0;
-}
-
-static void collect(void *arg, int kind, const char *msg)
-{
-    json_array_append_new(arg, json_pack("[s,s]", exp_alert_name(kind), msg));
-}
-
-void api_metrics_watch(struct store *st, const struct store_job *j, double now)
-{
-    const char *td = json_string_value(json_object_get(j->config, "taskDir"));
-    struct exp_track *t = malloc(sizeof(*t));
-    json_t *found = json_array();
-    if (!td || !t || !found || api_metrics_track(j->config, now, t) < 0) {
-        free(t);
-        json_decref(found);
-        return;
-    }
-    struct exp_monitor mon;
-    exp_monitor_from(j->config, &mon);
-    /* the judging state lives with the cached track (events outside the lock) */
-    pthread_mutex_lock(&tracks_lock);
-    for (size_t i = 0; i < ntracks; i++)
-        if (strcmp(tracks[i].task_dir, td) == 0)
-            exp_monitor_scan(t, &mon, now, &tracks[i].seen_rows, &tracks[i].raised, collect, found);
-    pthread_mutex_unlock(&tracks_lock);
-    free(t);
-    size_t i;
-    json_t *e;
-    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
-    json_array_foreach(found, i, e)
-    {
-        char type[64], msg[512];
-        snprintf(type, sizeof(type), "TRAINING_%s", json_string_value(json_array_get(e, 0)));
-        snprintf(msg, sizeof(msg), "trainingJob %s (experiment %s): %s", j->id, exp ? exp : j->id,
-                 json_string_value(json_array_get(e, 1)));
-        store_event_add(st, j->cluster_id, type, NULL, msg);
-    }
-    json_decref(found);
-}
-
 static const struct {
     const char *name, *type, *help;
 } run_metrics[] = {
@@ -320,6 +246,7 @@ static void runs(struct api_req *r, struct text *t)
     struct run_row *rows = calloc(cap, sizeof(*rows));
     json_t *seen = json_object();
     json_t *ids = store_cluster_ids(r->st);
+    json_t *pass = json_object(); /* one Slurm query per cluster */
     size_t i;
     json_t *id;
     json_array_foreach(ids, i, id)
@@ -327,13 +254,13 @@ static void runs(struct api_req *r, struct text *t)
         int n = 0;
         struct store_job *jobs = store_job_list(r->st, json_string_value(id), NULL, 0, 10000, &n);
         for (int k = 0; k < n; k++) {
-            api_job_refresh(r->st, &jobs[k]);
+            jobs_refresh(r->st, &jobs[k], pass);
             const char *td = json_string_value(json_object_get(jobs[k].config, "taskDir"));
             if (td && !exp_state_final(jobs[k].state) && strcmp(jobs[k].state, "PENDING") != 0 &&
                 rows && (nrows < cap || (rows = realloc(rows, (cap *= 2) * sizeof(*rows))))) {
                 struct run_row *w = &rows[nrows];
                 memset(w, 0, sizeof(*w));
-                if (api_metrics_track(jobs[k].config, now, &w->t) == 0) {
+                if (jobs_track(jobs[k].config, now, &w->t) == 0) {
                     exp_monitor_from(jobs[k].config, &w->mon);
                     snprintf(w->cluster, sizeof(w->cluster), "%s", jobs[k].cluster_id);
                     snprintf(w->job, sizeof(w->job), "%s", jobs[k].id);
@@ -347,6 +274,7 @@ static void runs(struct api_req *r, struct text *t)
         }
         free(jobs);
     }
+    json_decref(pass);
     json_decref(ids);
     /* runs started with `mtc run` under mtcd's home: those whose log has a
      * start and no end after it */
@@ -362,7 +290,7 @@ static void runs(struct api_req *r, struct text *t)
             break;
         struct run_row *w = &rows[nrows];
         memset(w, 0, sizeof(*w));
-        if (api_metrics_track(cfg, now, &w->t) < 0 || w->t.first_start == 0 || w->t.end > 0)
+        if (jobs_track(cfg, now, &w->t) < 0 || w->t.first_start == 0 || w->t.end > 0)
             continue;
         exp_monitor_from(cfg, &w->mon);
         const char *e = json_string_value(json_object_get(cfg, "experiment"));

@@ -6,6 +6,7 @@
 #include "api/internal.h"
 #include "api/console.h"
 #include "api/proxy.h"
+#include "jobs/jobs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,7 +36,7 @@ struct api {
     int tcp_port;
     char *tls_cert, *tls_key; /* PEM text (MHD keeps pointers to them) */
     atomic_size_t inflight;   /* body bytes buffered now, all connections */
-    struct api_monitor *monitor; /* the training job monitor (monitor.c) */
+    struct jobs_monitor *monitor; /* the training job monitor (jobs/monitor.c) */
 };
 
 /* Which listener a connection came through (the MHD closure). */
@@ -345,7 +346,7 @@ struct api *api_start(const struct api_config *cfg, mtc_error_t *err)
     a->unix_fd = -1; /* MHD closes the listening socket it was given */
     if (cfg->listen && start_tcp(a, flags, threads, err) < 0)
         goto error;
-    if (cfg->store && !(a->monitor = api_monitor_start(cfg->store, cfg->monitor_ms, err)))
+    if (cfg->store && !(a->monitor = jobs_monitor_start(cfg->store, cfg->monitor_ms, err)))
         goto error;
     return a;
 error:
@@ -358,7 +359,7 @@ void api_stop(struct api *a)
     if (!a)
         return;
     int saved = errno;
-    api_monitor_stop(a->monitor);
+    jobs_monitor_stop(a->monitor);
     api_proxy_stop(5000); /* resumes every suspended connection before MHD stops */
     if (a->tcp_d)
         MHD_stop_daemon(a->tcp_d);

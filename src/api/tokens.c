@@ -2,6 +2,7 @@
  * registrar token scoped to one run's checkpoint: registrar.c), list and
  * revoke. Only a token's hash is stored; its secret is shown once. */
 #include "api/internal.h"
+#include "jobs/jobs.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@ static int registrar_create(struct api_req *r, struct api_resp *out)
         return 0;
     char token[80], id[24];
     mtc_error_t err = {""};
-    if (api_registrar_mint(r->st, cluster, project, location, model, run, ckpt, token, id, &err) <
+    if (jobs_registrar_mint(r->st, cluster, project, location, model, run, ckpt, token, id, &err) <
         0)
         return api_error(out, errno == ENOENT ? 404 : 400, "token: %s", err.text);
     out->body = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "role", "registrar", "cluster", cluster,

@@ -55,6 +55,9 @@ const struct control_datasets *control_datasets(const struct control *c);
  * EBUSY, busy gets its id). err says why. */
 int control_dataset_begin(struct control *c, const struct store_dataset *d,
                           const struct store_op *op, char busy[48], mtc_error_t *err);
+/* A dataset resource: its request fields, state, times, latestVersion and,
+ * with_versions, every version (oldest first) (prepare.c). */
+json_t *control_dataset_json(struct store *st, const struct store_dataset *d, int with_versions);
 
 /* Record op, a model's UPLOAD (op->target "models/NAME", op->request
  * {"modelId", "model": the canonical Model of the request, "restricted": true

@@ -68,7 +68,7 @@ int control_run_remediate(struct control *c, struct store_op *op, json_t **respo
  * to fix (see SLURMD_START_GRACE_MS): 1 to leave the node alone for now. */
 int control_slurmd_supervised(struct control *c, const char *cluster, const char *node,
                               int64_t report_ms);
-/* A dataset's CREATE or PREPARE (dataset.c): 0 with *response, or -1 with err
+/* A dataset's CREATE or PREPARE (prepare.c): 0 with *response, or -1 with err
  * and *code, the google.rpc code of the failure. */
 int control_run_dataset(struct control *c, struct store_op *op, json_t **response, int *code,
                         mtc_error_t *err);

@@ -299,11 +299,19 @@ const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
         return buf;
     }
     const char *conf;
-    if (exp_slurm_conf(cfg, &conf) == 0 && slurm_job_state(conf, job, buf, len) == 0)
-        return buf;
-    if (from_exit_file(cfg, job, buf, len))
-        return buf;
-    snprintf(buf, len, "UNKNOWN");
+    char slurm[64];
+    int known = exp_slurm_conf(cfg, &conf) == 0 &&
+                slurm_job_state(conf, job, slurm, sizeof(slurm)) == 0;
+    return exp_job_state_of(cfg, known ? slurm : NULL, buf, len);
+}
+
+const char *exp_job_state_of(const json_t *cfg, const char *slurm, char *buf, size_t len)
+{
+    const char *job = sget(cfg, "jobId");
+    if (slurm)
+        snprintf(buf, len, "%s", slurm);
+    else if (!job || !from_exit_file(cfg, job, buf, len))
+        snprintf(buf, len, "UNKNOWN");
     return buf;
 }
 

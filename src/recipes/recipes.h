@@ -224,6 +224,10 @@ json_t *exp_list(const char *home, mtc_error_t *err);
  * "CANCELLED", "REQUEUED", ... from squeue, then `scontrol show job`, then the
  * exit-status file the script writes, for local runs the pid. into buf. */
 const char *exp_job_state(const json_t *cfg, char *buf, size_t len);
+/* A Slurm run's state given what its cluster's Slurm said of its job (slurm:
+ * its JobState; NULL: Slurm knows it no more, or did not answer): Slurm's,
+ * else the exit-status file's, else "UNKNOWN". into buf. */
+const char *exp_job_state_of(const json_t *cfg, const char *slurm, char *buf, size_t len);
 /* The run's own cluster for src/slurm's operations: *conf = the slurm.conf
  * recorded at submit, else NULL (the environment's). 0, or -1 + ENOENT when
  * that cluster's slurm.conf is gone (a deleted cluster). */

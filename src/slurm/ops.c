@@ -132,6 +132,49 @@ int slurm_job_restarts(const char *conf, const char *job)
     return n;
 }
 
+json_t *slurm_job_states(const char *conf, const char *job, mtc_error_t *err)
+{
+    char *out = NULL;
+    char *all[] = {"scontrol", "show", "job", "-o", NULL};
+    char *one[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
+    mtc_error_t e2 = {""};
+    json_t *o = json_object();
+    if (run(conf, job ? one : all, &out, "scontrol show job", &e2) < 0) {
+        /* a job slurmctld has forgotten is not an error: it knows none of them */
+        if (job && strstr(e2.text, "Invalid job id"))
+            return o;
+        json_decref(o);
+        errprintf(err, "%s", e2.text);
+        errno = EIO;
+        return NULL;
+    }
+    json_decref(o);
+    o = slurm_job_states_parse(out);
+    free(out);
+    return o;
+}
+
+json_t *slurm_job_states_parse(const char *text)
+{
+    json_t *o = json_object();
+    char *copy = strdup(text ? text : "");
+    for (char *line = copy, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        const char *st = strstr(line, " JobState="), *rs = strstr(line, " Restarts=");
+        if (strncmp(line, "JobId=", 6) != 0 || !st)
+            continue; /* "No jobs in the system" */
+        char id[32], state[32];
+        snprintf(id, sizeof(id), "%.*s", (int)strcspn(line + 6, " "), line + 6);
+        snprintf(state, sizeof(state), "%.*s", (int)strcspn(st + 10, " "), st + 10);
+        json_object_set_new(o, id, json_pack("{s:s, s:i}", "state", state, "restarts",
+                                             rs ? atoi(rs + 10) : 0));
+    }
+    free(copy);
+    return o;
+}
+
 int slurm_job_requeue(const char *conf, const char *job, mtc_error_t *err)
 {
     char *argv[] = {"scontrol", "requeue", (char *)job, NULL};

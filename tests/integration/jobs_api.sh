@@ -7,15 +7,28 @@
 # secret reaches the job but is stored nowhere; roles (viewer, editor, and
 # admin-only while mtcd runs as root); `mtc run` is a client of the same API
 # and says so in one line when mtcd is not running. The job monitor, with no
-# client reading: a SIGSTOPped trainer raises TRAINING_STALL, a job that ends
-# is COMPLETED in the store.
+# client reading: a SIGSTOPped trainer raises TRAINING_STALL, jobs that end
+# are COMPLETED in the store, and each pass asks Slurm once for the cluster's
+# jobs, not once per job.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# Slurm's clients as mtcd runs them: each call mtcd itself makes is logged
+# (what the job monitor asks Slurm is counted below)
+mkdir -p "$D/wrap" && touch "$D/slurm-calls.log"
+for c in scontrol squeue; do
+    cat >"$D/wrap/$c" <<EOF
+#!/bin/sh
+[ "\$PPID" = "\$(cat '$MTC_HOME/mtcd.pid' 2>/dev/null)" ] && echo "$c \$*" >>'$D/slurm-calls.log'
+exec '$(command -v $c)' "\$@"
+EOF
+    chmod +x "$D/wrap/$c"
+done
 start_mtcd() { # run_cluster's, on loopback TCP too (tokens and roles)
-    mtcd --home "$MTC_HOME" --daemon --supervise-ms 500 --listen 127.0.0.1:$PORT || return 1
+    PATH=$D/wrap:$PATH mtcd --home "$MTC_HOME" --daemon --supervise-ms 500 --listen 127.0.0.1:$PORT ||
+        return 1
     MTCD_PID=$(cat "$MTC_HOME/mtcd.pid")
     track_pid "$MTCD_PID"
 }
@@ -237,16 +250,27 @@ check "a bad filter: 400" one_line_error 400 "want state=STATE"
 api GET "$JOBS?pageToken=xyz"
 check "a bad page token: 400" test "$HTTP_STATUS" = 400
 
-# --- a job no client reads: the monitor stores its end -----------------------
+# --- jobs no client reads: the monitor stores their end, asking Slurm once a
+# pass for the cluster's jobs, never job by job ---------------------------------
 api POST "$JOBS?trainingJobId=quiet" "$(body 20 "\"dataDir\":\"$D/data\",\"experimentName\":\"quietjob\",\"nodeCount\":1")"
 QJOB=$(field '["slurmJobId"]' <<<"$BODY")
-check "a job nobody reads: submitted" test -n "$QJOB"
-check "  it leaves squeue" wait_for 120 bash -c "! squeue -h -o %i | grep -qx '$QJOB'"
+api POST "$JOBS?trainingJobId=quiet2" "$(body 20 "\"dataDir\":\"$D/data\",\"experimentName\":\"quietjob2\",\"nodeCount\":1")"
+QJOB2=$(field '["slurmJobId"]' <<<"$BODY")
+CALLS0=$(wc -l <"$D/slurm-calls.log")
+check "two jobs nobody reads: submitted" test -n "$QJOB" -a -n "$QJOB2"
+check "  they leave squeue" wait_for 120 bash -c "! squeue -h -o %i | grep -qxE '$QJOB|$QJOB2'"
 stored_state() { python3 -c '
 import sqlite3, sys
 db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
 print(db.execute("SELECT state FROM training_jobs WHERE id = ?", (sys.argv[2],)).fetchone()[0])' "$MTC_HOME/mtcd.db" "$1"; }
-check "  and is COMPLETED in the store within a monitor pass, unread" wait_for 15 eval '[ "$(stored_state quiet)" = COMPLETED ]'
+check "  and are COMPLETED in the store within a monitor pass, unread" \
+    wait_for 15 eval '[ "$(stored_state quiet) $(stored_state quiet2)" = "COMPLETED COMPLETED" ]'
+tail -n +$((CALLS0 + 1)) "$D/slurm-calls.log" >"$D/quiet-calls.log"
+ALL=$(grep -cx "scontrol show job -o" "$D/quiet-calls.log")
+ONE=$(grep -cE "^scontrol show job -o [0-9]|^squeue .*--jobs=" "$D/quiet-calls.log")
+diag "mtcd's Slurm calls while they ran: $ALL for all the cluster's jobs, $ONE for one job; $(sort "$D/quiet-calls.log" | uniq -c | sort -rn | head -5 | tr '\n' ';')"
+check "  the monitor asked Slurm for the cluster's jobs once a pass ($ALL passes), never one job at a time ($ONE)" \
+    test "$ALL" -ge 1 -a "$ONE" -eq 0
 
 # --- mtcd not running: one line from mtc run ---------------------------------
 out=$(MTC_HOME=$D/elsewhere mtc run -s "$D/c.json" --data-dir "$D/data" 2>&1); rc=$?

@@ -3,9 +3,9 @@
  * recipe logic lives in src/recipes; this file is flags, checks and output. */
 #include "cli.h"
 #include "dataset/dataset.h"
+#include "jobs/jobs.h"
 #include "cluster/cluster.h"
 #include "recipes/recipes.h"
-#include "registry/registry.h"
 #include "slurm/slurm.h"
 
 #include <ctype.h>
@@ -69,34 +69,6 @@ static json_t *partitions(mtc_error_t *err)
     return parts;
 }
 
-/* -i IMAGE: the cluster's srun must know --container-image (mtc's container
- * plugin, or pyxis). */
-static int container_available(void)
-{
-    char *out = NULL;
-    char *argv[] = {"srun", "--help", NULL};
-    mtc_run(argv, NULL, &out, 10000);
-    int ok = out && strstr(out, "--container-image");
-    free(out);
-    return ok;
-}
-
-/* -i IMAGE made absolute (the nodes resolve it, not this shell) and checked
- * to be a squashfs image, into buf. 0, or -1 after saying why. */
-static int image_path(const char *image, char *buf, size_t len)
-{
-    char full[PATH_MAX];
-    if (!realpath(image, full))
-        return cli_fail("-i %s: %s", image, strerror(errno)), -1;
-    if (mtc_is_squashfs(full) != 1)
-        return cli_fail("-i %s: not a squashfs image (make one with mtc image import)", image),
-               -1;
-    if (strlen(full) >= len || strpbrk(full, ",:"))
-        return cli_fail("-i %s: the path cannot be passed to srun (',' or ':' in it)", image), -1;
-    snprintf(buf, len, "%s", full);
-    return 0;
-}
-
 static const char run_use[] =
     "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
@@ -114,8 +86,9 @@ static const char run_use[] =
     "  --model-name (default: the experiment's name) unless the recipe says \"register\": false.\n";
 
 struct run_flags {
-    struct recipe_run r; /* from body, through the request table */
-    json_t *body;        /* the flags as a trainingJobs request (recipe_request_schema) */
+    struct recipe_run r;     /* from body, through the request table */
+    struct jobs_paths paths; /* what r points into */
+    json_t *body;            /* the flags as a trainingJobs request (recipe_request_schema) */
     int dry_run;
 };
 
@@ -212,25 +185,26 @@ static json_t *load_recipe(const char *name)
 }
 
 /* The run's resolved config.json (*cfg, with this shell's SLURM_CONF) and its
- * sbatch script (*script); trainer[len] holds the mtc-train they name.
- * 0, or -1 after saying why. */
+ * sbatch script (*script); trainer[len] holds the mtc-train they name. The
+ * steps are mtcd's (jobs_from_model, jobs_resolve). 0, or -1 after saying why. */
 static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t len, json_t **cfg,
                        char **script)
 {
     json_t *recipe = load_recipe(f->r.recipe);
     if (!recipe)
         return -1;
+    mtc_error_t err = {""};
+    char text[sizeof(err.text) + 32];
     /* a cluster on hosts: the trainer mtc copied to them, MPI over TCP on
      * their network (from `mtc env`) */
     const char *remote = getenv("MTC_TRAINER"), *net = getenv("MTC_MPI_NETWORK");
     f->r.mpi_network = net && *net ? net : NULL;
-    static char image[PATH_MAX];
-    if (f->r.image && image_path(f->r.image, image, sizeof(image)) < 0) {
+    if (f->r.image && jobs_image_path(f->r.image, &f->paths, &err) < 0) {
         json_decref(recipe);
-        return -1;
+        return cli_fail("%s", recipe_request_cli_text(err.text, text, sizeof(text))), -1;
     }
     if (f->r.image) { /* the image's own trainer, found in its PATH */
-        f->r.image = image;
+        f->r.image = f->paths.image;
         snprintf(trainer, len, "mtc-train");
     } else if (remote && remote[0] == '/' && strlen(remote) < len) {
         snprintf(trainer, len, "%s", remote);
@@ -242,45 +216,28 @@ static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t
         snprintf(trainer, len, "mtc-train");
     }
     f->r.trainer = trainer;
-    mtc_error_t err = {""};
     /* --from-model: the registered version's files are the initial weights */
-    static char init[PATH_MAX], mtc[PATH_MAX];
     if (f->r.from_model && (f->r.from_checkpoint || f->r.from_experiment)) {
         json_decref(recipe);
         return cli_fail("--from-model and --from-%s: give one of them",
                         f->r.from_checkpoint ? "checkpoint" : "experiment"),
                -1;
     }
-    if (f->r.from_model) {
-        if (registry_resolve(c->home, c->project, c->location, f->r.from_model, -1, NULL, init,
-                             sizeof(init), &err) < 0) {
-            json_decref(recipe);
-            return cli_fail("--from-model %s: %s", f->r.from_model, err.text), -1;
-        }
-        f->r.from_checkpoint = init;
+    struct jobs_where w = {.home = c->home,
+                           .project = c->project,
+                           .location = c->location,
+                           .slurm_conf = getenv("SLURM_CONF")};
+    if (jobs_from_model(&w, &f->r, &f->paths, &err) < 0) {
+        json_decref(recipe);
+        return cli_fail("--from-model %s: %s", f->r.from_model, err.text), -1;
     }
     /* the job's last step registers the final checkpoint with this mtc */
-    if (cli_sibling("mtc", mtc, sizeof(mtc)) == 0)
-        f->r.registrar = mtc;
-    *cfg = recipe_resolve(recipe, &f->r, &err);
+    if (cli_sibling("mtc", f->paths.registrar, sizeof(f->paths.registrar)) == 0)
+        f->r.registrar = f->paths.registrar;
+    *cfg = jobs_resolve(&w, recipe, &f->r, 0, &err);
     json_decref(recipe);
     if (!*cfg)
         return cli_fail("%s", err.text), -1;
-    int fv = 0;
-    if (f->r.from_model &&
-        registry_resolve_version(c->home, c->project, c->location, f->r.from_model, &fv, NULL) == 0)
-        json_object_set_new(*cfg, "fromModelVersion",
-                            json_sprintf("%.*s@%d", (int)strcspn(f->r.from_model, "@"),
-                                         f->r.from_model, fv));
-    json_t *reg = json_object_get(*cfg, "register");
-    if (reg) {
-        json_object_set_new(reg, "home", json_string(c->home));
-        json_object_set_new(reg, "project", json_string(c->project));
-        json_object_set_new(reg, "location", json_string(c->location));
-    }
-    const char *conf = getenv("SLURM_CONF");
-    if (conf && *conf)
-        json_object_set_new(*cfg, "slurmConf", json_string(conf));
     *script = recipe_render_sbatch(*cfg, &err);
     if (!*script) {
         json_decref(*cfg);
@@ -295,7 +252,7 @@ static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t
  * 0, or 1 after saying why. */
 static int resolve_dataset(struct cli *c, struct run_flags *f)
 {
-    static char dir[PATH_MAX];
+    char *dir = f->paths.dataset;
     char name[DATASET_NAME_MAX + 1], path[512];
     int version;
     mtc_error_t err = {""};
@@ -311,7 +268,7 @@ static int resolve_dataset(struct cli *c, struct run_flags *f)
     int rc = cli_call_ok(c, "GET", path, NULL, &ds, &err) < 0 ||
              dataset_pick("dataset", ds, f->r.dataset,
                           recipe_task_kind(json_string_value(json_object_get(recipe, "task"))), dir,
-                          sizeof(dir), &err) < 0;
+                          sizeof(f->paths.dataset), &err) < 0;
     json_decref(recipe);
     json_decref(ds);
     if (rc)
@@ -775,12 +732,12 @@ static int rl_launch(struct cli *c, int argc, char **argv)
         json_decref(parts);
         return cli_fail("getcwd: %s", strerror(errno));
     }
-    char image[PATH_MAX] = "";
-    if (r.image && (image_path(r.image, image, sizeof(image)) < 0 ||
-                    (!container_available() &&
-                     cli_fail("-i %s: this cluster's srun has no --container-image", r.image)))) {
+    struct jobs_paths paths;
+    char *image = paths.image, text[sizeof(err.text) + 32];
+    *image = '\0';
+    if (r.image && jobs_check_image(NULL, r.image, &paths, &err) < 0) {
         json_decref(parts);
-        return 1;
+        return cli_fail("%s", recipe_request_cli_text(err.text, text, sizeof(text)));
     }
     if (r.image && strpbrk(cwd, ",:")) {
         json_decref(parts);

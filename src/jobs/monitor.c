@@ -2,9 +2,11 @@
  * own — its state from Slurm, its metrics' early problem detection — so the
  * stored state and the TRAINING_* events move while no client reads them (a
  * job that stalls at night raises its event at night). Each pass reads the
- * jobs not yet final from the store and refreshes them as a GET would
- * (api_job_refresh: new metrics rows only, from the cached track). */
-#include "api/internal.h"
+ * jobs not yet final from the store and refreshes them (jobs_refresh: one
+ * Slurm query per cluster for the whole pass, new metrics rows only, from
+ * the cached track). */
+#include "jobs/jobs.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -15,7 +17,7 @@
 /* jobs read from the store at a time */
 #define MONITOR_PAGE 64
 
-struct api_monitor {
+struct jobs_monitor {
     struct store *st;
     int interval_ms;
     pthread_t thread;
@@ -29,24 +31,26 @@ struct api_monitor {
 static void pass(struct store *st, atomic_int *stop)
 {
     int64_t after = 0;
+    json_t *slurm = json_object(); /* what each cluster's Slurm said this pass */
     for (;;) {
         int n = 0;
         struct store_job *jobs = store_job_list_unfinished(st, after, MONITOR_PAGE, &n);
         for (int i = 0; i < n; i++) {
             if (!atomic_load(stop))
-                api_job_refresh(st, &jobs[i]);
+                jobs_refresh(st, &jobs[i], slurm);
             after = jobs[i].seq;
             store_job_release(&jobs[i]);
         }
         free(jobs);
         if (n < MONITOR_PAGE || atomic_load(stop))
-            return;
+            break;
     }
+    json_decref(slurm);
 }
 
 static void *loop(void *arg)
 {
-    struct api_monitor *m = arg;
+    struct jobs_monitor *m = arg;
     pthread_mutex_lock(&m->lock);
     while (!m->stop) {
         pthread_mutex_unlock(&m->lock);
@@ -60,15 +64,15 @@ static void *loop(void *arg)
     return NULL;
 }
 
-struct api_monitor *api_monitor_start(struct store *st, int interval_ms, mtc_error_t *err)
+struct jobs_monitor *jobs_monitor_start(struct store *st, int interval_ms, mtc_error_t *err)
 {
-    struct api_monitor *m = calloc(1, sizeof(*m));
+    struct jobs_monitor *m = calloc(1, sizeof(*m));
     if (!m) {
         errprintf(err, "out of memory");
         return NULL;
     }
     m->st = st;
-    m->interval_ms = interval_ms > 0 ? interval_ms : API_MONITOR_MS;
+    m->interval_ms = interval_ms > 0 ? interval_ms : JOBS_MONITOR_MS;
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->wake, NULL);
     if ((errno = pthread_create(&m->thread, NULL, loop, m)) != 0) {
@@ -81,7 +85,7 @@ struct api_monitor *api_monitor_start(struct store *st, int interval_ms, mtc_err
     return m;
 }
 
-void api_monitor_stop(struct api_monitor *m)
+void jobs_monitor_stop(struct jobs_monitor *m)
 {
     if (!m)
         return;

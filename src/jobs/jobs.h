@@ -1,0 +1,142 @@
+/* jobs: training jobs as a service, between the API (and the CLI, the API's
+ * client) and recipes/Slurm. A job is a recipe run submitted to a cluster's
+ * Slurm: jobs_submit checks a trainingJobs request and submits it
+ * (submit.c; jobs_from_model and jobs_resolve are the steps `mtc run -e
+ * local` and --dry-run share with it); jobs_refresh follows a job's state
+ * from Slurm and its exit record into the store (state.c, one Slurm query
+ * per cluster and pass); jobs_watch reads a running job's new metrics rows
+ * and records each early problem that starts as an event (watch.c); the
+ * monitor does both for every unfinished job on its own (monitor.c). The
+ * HTTP handlers (api/jobs.c) parse and answer. */
+#ifndef MTC_JOBS_H
+#define MTC_JOBS_H
+
+#include <jansson.h>
+#include <limits.h>
+
+#include "common/common.h"
+#include "schema/schema.h"
+
+struct store;
+struct store_job;
+struct store_cluster;
+struct control;
+struct recipe_run;
+struct exp_track;
+
+/* ---- state (state.c) ---- */
+
+/* A training job's state as the API says it. */
+enum jobs_state {
+    JOBS_PENDING,
+    JOBS_RUNNING,
+    JOBS_COMPLETED,
+    JOBS_FAILED,
+    JOBS_CANCELLED,
+    JOBS_REQUEUED
+};
+extern const struct schema_enum jobs_state_enum;
+/* 1 for COMPLETED, FAILED and CANCELLED. */
+int jobs_state_final(const char *state);
+
+/* Look at Slurm (then the experiment's exit record) and store a job's state
+ * and restarts when they changed; a final state is kept, a job nobody knows
+ * keeps its last. pass: what Slurm said this pass, by slurm.conf (a JSON
+ * object the caller makes and frees; the first job of a cluster asks Slurm
+ * for all its jobs at once, later ones read the answer); NULL: ask about
+ * this job alone. */
+void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass);
+/* jobs_refresh_state, then, for a job past PENDING, jobs_watch. */
+void jobs_refresh(struct store *st, struct store_job *j, json_t *pass);
+/* scancel the job and wait (2 s at most) for Slurm to say it is final.
+ * 0, or -1 + err: EALREADY (already final: a precondition), EIO (Slurm or
+ * its cluster is gone). */
+int jobs_cancel(struct store *st, struct store_job *j, mtc_error_t *err);
+
+/* ---- submission (submit.c) ---- */
+
+/* Where a run is resolved: the registry its --from-model names and its
+ * final checkpoint registers in (home, project, location), the trainer
+ * conversions use (may be NULL), and the cluster's slurm.conf the job
+ * names (NULL: none). */
+struct jobs_where {
+    const char *home, *project, *location;
+    const char *convert_trainer;
+    const char *slurm_conf;
+};
+
+/* What a run's recipe_run points into (it holds pointers): owned by the
+ * caller, alive as long as the run. */
+struct jobs_paths {
+    char image[PATH_MAX];     /* -i, absolute and checked */
+    char dataset[PATH_MAX];   /* --dataset's prepared data */
+    char init[PATH_MAX];      /* --from-model's files, the initial weights */
+    char registrar[PATH_MAX]; /* the mtc the job's last step registers with */
+};
+
+/* The recipe of a request: a catalog name (never a file: mtcd reads no path
+ * a client names) or an object, with its overrides merged in and validated.
+ * NULL + err (EINVAL). Caller decrefs. */
+json_t *jobs_recipe(const json_t *req, mtc_error_t *err);
+/* -i: a squashfs image, its absolute path (nodes resolve it, not the
+ * caller) into p->image; jobs_check_image: on a cluster whose srun (conf;
+ * NULL: the environment's) knows --container-image. 0, or -1 + err
+ * (EINVAL) naming containerImage. */
+int jobs_image_path(const char *image, struct jobs_paths *p, mtc_error_t *err);
+int jobs_check_image(const char *conf, const char *image, struct jobs_paths *p, mtc_error_t *err);
+/* fromModel: the registered version's files become run->from_checkpoint
+ * (p->init; the caller has refused it beside fromCheckpoint or
+ * fromExperiment). 0 (also without fromModel), or -1 + err (ENOENT: no such
+ * model or alias). The error names no field: the caller does, as its user
+ * spells it. */
+int jobs_from_model(const struct jobs_where *w, struct recipe_run *run, struct jobs_paths *p,
+                    mtc_error_t *err);
+/* The run's config: recipe_resolve, the fromModel version it starts from,
+ * the registry its final checkpoint registers in (home, unless on_hosts:
+ * mtcd's URL is added by jobs_submit), and w->slurm_conf. NULL + err. */
+json_t *jobs_resolve(const struct jobs_where *w, const json_t *recipe, const struct recipe_run *run,
+                     int on_hosts, mtc_error_t *err);
+
+/* A trainingJobs request, checked and submitted. */
+struct jobs_request {
+    struct store *st;
+    struct control *ctl;
+    const char *home; /* mtcd's: the registry, and experiments without experimentRoot */
+    const struct store_cluster *cl; /* the cluster, RUNNING */
+    const json_t *req;              /* recipe_request_parse's canonical request */
+};
+/* Resolve, check and submit the run of q (run: parsed from q->req; its
+ * paths point into p). *cfg gets the submitted run's config. 0, or -1 +
+ * err + errno: EINVAL the request is wrong, ENOENT what it names is not
+ * there (fromModel), anything else mtcd's or the cluster's side. */
+int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct jobs_paths *p,
+                json_t **cfg, mtc_error_t *err);
+
+/* Registrar tokens: a new one for run's checkpoint as model (cluster in
+ * project/location), its secret into token and id into id; 0, or -1 +
+ * errno + err (registrar.c; api/registrar.c checks what one may do). */
+int jobs_registrar_mint(struct store *st, const char *cluster, const char *project,
+                        const char *location, const char *model, const char *run,
+                        const char *checkpoint, char token[80], char id[24], mtc_error_t *err);
+
+/* ---- progress and early problems (watch.c) ---- */
+
+/* The run's exp_track (kept between calls, read on from where it stopped)
+ * updated to now, copied to out. 0/-1. */
+int jobs_track(const json_t *cfg, double now, struct exp_track *out);
+/* Early problem detection's events: each alert that starts in the job's
+ * rows read since the last call becomes one event of the job's cluster
+ * (TRAINING_NONFINITE, TRAINING_LOSS_SPIKE, TRAINING_THROUGHPUT_DROP,
+ * TRAINING_STALL) with a one-line message naming the job. */
+void jobs_watch(struct store *st, const struct store_job *j, double now);
+
+/* ---- the monitor (monitor.c) ---- */
+
+/* A thread that refreshes every unfinished job each interval_ms (0:
+ * JOBS_MONITOR_MS), one Slurm query per cluster and pass; stop joins it. */
+#define JOBS_MONITOR_MS 5000
+struct jobs_monitor;
+struct jobs_monitor *jobs_monitor_start(struct store *st, int interval_ms, mtc_error_t *err);
+void jobs_monitor_stop(struct jobs_monitor *m);
+
+#endif

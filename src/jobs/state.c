@@ -1,0 +1,124 @@
+/* state: a training job's state as Slurm and the experiment's exit record
+ * say, kept in the store — refreshed one job at a time (a GET) or for all
+ * the jobs of a pass with one Slurm query per cluster (the monitor, a
+ * list), and :cancel. */
+#include "jobs/jobs.h"
+#include "recipes/recipes.h"
+#include "slurm/slurm.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+const struct schema_enum jobs_state_enum = SCHEMA_NAMES(
+    NULL, [JOBS_PENDING] = "PENDING", [JOBS_RUNNING] = "RUNNING", [JOBS_COMPLETED] = "COMPLETED",
+    [JOBS_FAILED] = "FAILED", [JOBS_CANCELLED] = "CANCELLED", [JOBS_REQUEUED] = "REQUEUED");
+
+/* Slurm's job states (scontrol JobState) and the experiment's exit record →
+ * the API's. Not listed: FAILED (TIMEOUT, NODE_FAIL, OUT_OF_MEMORY ...). */
+static const struct {
+    const char *slurm;
+    enum jobs_state state;
+} slurm_states[] = {
+    {"PENDING", JOBS_PENDING},       {"CONFIGURING", JOBS_RUNNING},  {"RUNNING", JOBS_RUNNING},
+    {"COMPLETING", JOBS_RUNNING},    {"SUSPENDED", JOBS_RUNNING},    {"STOPPED", JOBS_RUNNING},
+    {"SIGNALING", JOBS_RUNNING},     {"STAGE_OUT", JOBS_RUNNING},    {"RESIZING", JOBS_RUNNING},
+    {"COMPLETED", JOBS_COMPLETED},   {"CANCELLED", JOBS_CANCELLED},  {"REQUEUED", JOBS_REQUEUED},
+    {"REQUEUE_HOLD", JOBS_REQUEUED}, {"REQUEUE_FED", JOBS_REQUEUED},
+};
+
+static enum jobs_state state_of(const char *slurm, int restarts)
+{
+    for (size_t i = 0; i < sizeof(slurm_states) / sizeof(slurm_states[0]); i++)
+        if (strcmp(slurm_states[i].slurm, slurm) == 0)
+            /* requeued and waiting to run again */
+            return slurm_states[i].state == JOBS_PENDING && restarts > 0 ? JOBS_REQUEUED
+                                                                         : slurm_states[i].state;
+    return JOBS_FAILED;
+}
+
+int jobs_state_final(const char *s)
+{
+    int v = schema_enum_parse(&jobs_state_enum, s, 0);
+    return v == JOBS_COMPLETED || v == JOBS_FAILED || v == JOBS_CANCELLED;
+}
+
+/* What Slurm says of j's job — {"state", "restarts"}, borrowed from pass or
+ * *own (caller decrefs) — or NULL when it knows it no more, does not answer
+ * or its cluster is gone. */
+static const json_t *slurm_says(const struct store_job *j, json_t *pass, json_t **own)
+{
+    const char *conf = NULL;
+    *own = NULL;
+    if (exp_slurm_conf(j->config, &conf) < 0)
+        return NULL; /* a deleted cluster */
+    const char *key = conf ? conf : "";
+    json_t *states = pass ? json_object_get(pass, key) : NULL;
+    if (!states) {
+        states = slurm_job_states(conf, pass ? NULL : j->slurm_job, NULL);
+        if (!states)
+            states = json_null(); /* no answer: asked once a pass */
+        if (pass)
+            json_object_set_new(pass, key, states);
+        else
+            *own = states;
+    }
+    return json_object_get(states, j->slurm_job);
+}
+
+void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass)
+{
+    if (jobs_state_final(j->state) || !j->config || !*j->slurm_job)
+        return;
+    json_t *own;
+    const json_t *said = slurm_says(j, pass, &own);
+    char slurm[64];
+    exp_job_state_of(j->config, json_string_value(json_object_get(said, "state")), slurm,
+                     sizeof(slurm));
+    int restarts = j->restart_count;
+    int n = said ? (int)json_integer_value(json_object_get(said, "restarts")) : -1;
+    if (n > restarts)
+        restarts = n;
+    json_decref(own);
+    if (strcmp(slurm, "UNKNOWN") == 0)
+        return;
+    const char *now = schema_enum_name(&jobs_state_enum, state_of(slurm, restarts));
+    if (strcmp(now, j->state) == 0 && restarts == j->restart_count)
+        return;
+    if (store_job_set_state(st, j->cluster_id, j->id, now, restarts) == 0) {
+        snprintf(j->state, sizeof(j->state), "%s", now);
+        j->restart_count = restarts;
+    }
+}
+
+void jobs_refresh(struct store *st, struct store_job *j, json_t *pass)
+{
+    if (jobs_state_final(j->state) || !j->config)
+        return;
+    jobs_refresh_state(st, j, pass);
+    if (strcmp(j->state, "PENDING") != 0)
+        jobs_watch(st, j, (double)mtc_now_ms() / 1000.0);
+}
+
+int jobs_cancel(struct store *st, struct store_job *j, mtc_error_t *err)
+{
+    jobs_refresh(st, j, NULL);
+    if (jobs_state_final(j->state)) {
+        errno = EALREADY;
+        return errprintf(err, "trainingJob %s is already %s", j->id, j->state);
+    }
+    const char *conf = NULL;
+    mtc_error_t e2 = {""};
+    if (exp_slurm_conf(j->config, &conf) < 0 || slurm_job_cancel(conf, j->slurm_job, &e2) < 0) {
+        errno = EIO;
+        return errprintf(err, "trainingJob %s: %s", j->id,
+                         *e2.text ? e2.text : "its cluster's slurm.conf is gone");
+    }
+    /* Slurm says CANCELLED within moments; the caller shows it when it has */
+    for (int i = 0; i < 20 && !jobs_state_final(j->state); i++) {
+        mtc_sleep_ms(100);
+        jobs_refresh(st, j, NULL);
+    }
+    return 0;
+}

@@ -1,0 +1,342 @@
+/* submit: a trainingJobs request checked and submitted to its cluster's
+ * Slurm — the cluster's Slurm and trainer (its environment), the recipe with
+ * its overrides, the container image, the registered dataset, the model it
+ * starts from, where its final checkpoint registers (on hosts: mtcd's TCP
+ * listener with a registrar token), and a run directory of its own.
+ * Everything is checked before anything is submitted, and a failed
+ * submission leaves nothing behind. jobs_from_model and jobs_resolve are
+ * the steps `mtc run -e local` and --dry-run take too. */
+#include "jobs/jobs.h"
+#include "cluster/cluster.h"
+#include "control/control.h"
+#include "dataset/dataset.h"
+#include "recipes/recipes.h"
+#include "registry/registry.h"
+#include "slurm/slurm.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *cget(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* -1 + err with errno e. */
+static int fail(int e, mtc_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(int e, mtc_error_t *err, const char *fmt, ...)
+{
+    char msg[sizeof(err->text)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    errprintf(err, "%s", msg);
+    errno = e;
+    return -1;
+}
+
+/* The cluster's Slurm for a job: its slurm.conf, and on hosts the trainer
+ * mtc copied there, the MPI network, and for the job's registration the mtc
+ * copied there and mtcd's URL (and CA) as the hosts reach it. */
+struct target {
+    char conf[PATH_MAX], trainer[PATH_MAX], mpi[64];
+    char hosts_mtc[PATH_MAX], hosts_url[512], hosts_ca[PATH_MAX];
+};
+
+static int cluster_target(struct control *ctl, const char *id, struct target *t, mtc_error_t *err)
+{
+    mtc_error_t e2 = {""};
+    char *env = control_env(ctl, id, &e2);
+    if (!env)
+        return fail(EINVAL, err, "precondition: cluster %s: %s", id, e2.text);
+    int rc = provider_env_get(env, "SLURM_CONF", t->conf, sizeof(t->conf));
+    if (provider_env_get(env, "MTC_TRAINER", t->trainer, sizeof(t->trainer)) < 0) {
+        /* the trainer built beside mtcd, as `mtc run` finds it beside mtc */
+        char self[PATH_MAX] = "";
+        mtc_exe_dir(self, sizeof(self));
+        snprintf(t->trainer, sizeof(t->trainer), "%.4000s/mtc-train", self);
+        if (access(t->trainer, X_OK) < 0)
+            rc = -1, snprintf(e2.text, sizeof(e2.text), "mtc-train is not installed beside mtcd");
+    }
+    if (provider_env_get(env, "MTC_MPI_NETWORK", t->mpi, sizeof(t->mpi)) < 0)
+        t->mpi[0] = '\0';
+    if (provider_env_get(env, "MTC_HOSTS_MTC", t->hosts_mtc, sizeof(t->hosts_mtc)) < 0 ||
+        provider_env_get(env, "MTC_HOSTS_URL", t->hosts_url, sizeof(t->hosts_url)) < 0)
+        t->hosts_mtc[0] = t->hosts_url[0] = '\0';
+    if (provider_env_get(env, "MTC_HOSTS_CA", t->hosts_ca, sizeof(t->hosts_ca)) < 0)
+        t->hosts_ca[0] = '\0';
+    free(env);
+    if (rc < 0)
+        return fail(EIO, err, "cluster %s: %s", id,
+                    *e2.text ? e2.text : "no slurm.conf in its environment");
+    return 0;
+}
+
+/* Objects merged member by member (overrides into a recipe); anything else replaced. */
+static void merge(json_t *dst, const json_t *src)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)src, k, v)
+    {
+        json_t *d = json_object_get(dst, k);
+        if (json_is_object(d) && json_is_object(v))
+            merge(d, v);
+        else
+            json_object_set(dst, k, v);
+    }
+}
+
+json_t *jobs_recipe(const json_t *req, mtc_error_t *err)
+{
+    mtc_error_t e2 = {""};
+    json_t *given = json_object_get(req, "recipe"), *recipe;
+    if (json_is_string(given)) {
+        recipe = recipe_load_catalog(json_string_value(given), NULL, 0, &e2);
+        if (!recipe)
+            return fail(EINVAL, err, "recipe: %s", e2.text), NULL;
+    } else {
+        recipe = json_deep_copy(given);
+        if (!json_object_get(recipe, "name"))
+            json_object_set_new(recipe, "name", json_string("custom"));
+    }
+    json_t *ov = json_object_get(req, "overrides");
+    if (ov)
+        merge(recipe, ov);
+    if (recipe_validate(recipe, &e2) < 0) {
+        json_decref(recipe);
+        return fail(EINVAL, err, "%s: %s", ov ? "overrides" : "recipe", e2.text), NULL;
+    }
+    return recipe;
+}
+
+int jobs_image_path(const char *image, struct jobs_paths *p, mtc_error_t *err)
+{
+    char buf[PATH_MAX];
+    if (!realpath(image, buf))
+        return fail(EINVAL, err, "containerImage: %.200s: %s", image, strerror(errno));
+    if (mtc_is_squashfs(buf) != 1)
+        return fail(EINVAL, err,
+                    "containerImage: %.200s: not a squashfs image (make one with mtc image "
+                    "import)",
+                    image);
+    if (strpbrk(buf, ",:") || strlen(buf) >= sizeof(p->image))
+        return fail(EINVAL, err,
+                    "containerImage: %.200s: the path cannot be passed to srun (',' or ':' in it)",
+                    image);
+    snprintf(p->image, sizeof(p->image), "%s", buf);
+    return 0;
+}
+
+int jobs_check_image(const char *conf, const char *image, struct jobs_paths *p, mtc_error_t *err)
+{
+    if (jobs_image_path(image, p, err) < 0)
+        return -1;
+    char *o = NULL;
+    char *argv[] = {"srun", "--help", NULL};
+    slurm_cmd(conf, argv, &o, 10000);
+    int ok = o && strstr(o, "--container-image");
+    free(o);
+    if (!ok)
+        return fail(EINVAL, err,
+                    "containerImage: %.200s: this cluster's srun has no --container-image (no "
+                    "container plugin in its plugstack.conf)",
+                    image);
+    return 0;
+}
+
+/* dataset NAME[@VERSION]: the registered dataset's version (in the job's
+ * project and location) whose prepared data the run reads, of the recipe's
+ * kind, into p->dataset; on a cluster on hosts it must lie under the
+ * experiment root, the storage every host shares. 0/-1 + err (EINVAL). */
+static int resolve_dataset(const struct jobs_request *q, const json_t *recipe, const char *ref,
+                           struct jobs_paths *p, mtc_error_t *err)
+{
+    char name[DATASET_NAME_MAX + 1];
+    int version;
+    mtc_error_t e2 = {""};
+    struct store_dataset d;
+    if (dataset_ref_parse("dataset", ref, name, &version, &e2) < 0)
+        return fail(EINVAL, err, "%s", e2.text);
+    if (store_dataset_get(q->st, q->cl->project, q->cl->location, name, &d) < 0)
+        return fail(EINVAL, err, "dataset: dataset %s not found (mtc data list)", name);
+    json_t *ds = control_dataset_json(q->st, &d, 1);
+    store_dataset_release(&d);
+    const char *kind = recipe_task_kind(json_string_value(json_object_get(recipe, "task")));
+    int rc = dataset_pick("dataset", ds, ref, kind, p->dataset, sizeof(p->dataset), &e2);
+    json_decref(ds);
+    if (rc < 0)
+        return fail(EINVAL, err, "%s", e2.text);
+    const char *root = cget(q->cl->spec, "experimentRoot");
+    size_t n = root ? strlen(root) : 0;
+    if (cluster_spec_on_hosts(q->cl->spec) &&
+        (!n || strncmp(p->dataset, root, n) != 0 || (p->dataset[n] != '/' && root[n - 1] != '/')))
+        return fail(EINVAL, err,
+                    "dataset: %s's data %.120s is not on the storage cluster %s's hosts share "
+                    "(its experimentRoot); start mtcd with --cache-dir under it and prepare the "
+                    "dataset again",
+                    name, p->dataset, q->cl->id);
+    return 0;
+}
+
+int jobs_from_model(const struct jobs_where *w, struct recipe_run *run, struct jobs_paths *p,
+                    mtc_error_t *err)
+{
+    if (!run->from_model)
+        return 0;
+    if (registry_resolve(w->home, w->project, w->location, run->from_model, -1, w->convert_trainer,
+                         p->init, sizeof(p->init), err) < 0)
+        return -1; /* errno ENOENT: no such model, version or alias */
+    run->from_checkpoint = p->init;
+    return 0;
+}
+
+json_t *jobs_resolve(const struct jobs_where *w, const json_t *recipe, const struct recipe_run *run,
+                     int on_hosts, mtc_error_t *err)
+{
+    json_t *cfg = recipe_resolve(recipe, run, err);
+    if (!cfg) {
+        errno = EINVAL;
+        return NULL;
+    }
+    int fv = 0;
+    if (run->from_model &&
+        registry_resolve_version(w->home, w->project, w->location, run->from_model, &fv, NULL) == 0)
+        json_object_set_new(
+            cfg, "fromModelVersion",
+            json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"), run->from_model, fv));
+    json_t *reg = json_object_get(cfg, "register");
+    if (reg) {
+        if (!on_hosts)
+            json_object_set_new(reg, "home", json_string(w->home));
+        json_object_set_new(reg, "project", json_string(w->project));
+        json_object_set_new(reg, "location", json_string(w->location));
+    }
+    if (w->slurm_conf && *w->slurm_conf)
+        json_object_set_new(cfg, "slurmConf", json_string(w->slurm_conf));
+    return cfg;
+}
+
+/* One attempt of jobs_submit's: resolve the run (its timestamp names the
+ * run directory), render and submit. 0, or -1 + err (errno EEXIST: that run
+ * directory is another run's). */
+static int resolve_submit(const struct jobs_request *q, const struct jobs_where *w,
+                          const struct recipe_run *run, const json_t *recipe,
+                          const struct target *t, json_t **cfg, mtc_error_t *err)
+{
+    *cfg = jobs_resolve(w, recipe, run, *t->hosts_url != '\0', err);
+    if (!*cfg)
+        return -1;
+    json_t *reg = json_object_get(*cfg, "register");
+    json_t *env = json_deep_copy(json_object_get(q->req, "secretEnv"));
+    char tok[80] = "", tok_id[24] = "";
+    if (reg && *t->hosts_url) {
+        /* on hosts: mtcd's TCP listener, with a token for this run's model only */
+        const char *ck = cget(json_object_get(*cfg, "checkpoint"), "dir");
+        if (jobs_registrar_mint(q->st, q->cl->id, w->project, w->location, cget(reg, "model"),
+                                cget(*cfg, "taskDir"), ck ? ck : "", tok, tok_id, err) < 0) {
+            json_decref(env);
+            json_decref(*cfg);
+            *cfg = NULL;
+            errno = EINVAL;
+            return -1;
+        }
+        json_object_set_new(reg, "url", json_string(t->hosts_url));
+        if (*t->hosts_ca)
+            json_object_set_new(reg, "caCert", json_string(t->hosts_ca));
+        if (!env)
+            env = json_object();
+        json_object_set_new(env, "MTC_REGISTER_TOKEN", json_string(tok));
+        explicit_bzero(tok, sizeof(tok));
+    }
+    char *script = recipe_render_sbatch(*cfg, err);
+    int rc = script ? recipe_submit(*cfg, script, t->conf, env, err) : -1;
+    int e = script ? errno : EINVAL;
+    free(script);
+    if (env && json_object_get(env, "MTC_REGISTER_TOKEN")) /* no copy of it stays here */
+        json_object_set_new(env, "MTC_REGISTER_TOKEN", json_string(""));
+    json_decref(env);
+    if (rc < 0 && *tok_id)
+        store_token_revoke(q->st, tok_id);
+    if (rc < 0) {
+        json_decref(*cfg);
+        *cfg = NULL;
+        errno = e;
+    }
+    return rc;
+}
+
+int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct jobs_paths *p,
+                json_t **cfg, mtc_error_t *err)
+{
+    struct target t;
+    if (cluster_target(q->ctl, q->cl->id, &t, err) < 0)
+        return -1;
+    json_t *recipe = jobs_recipe(q->req, err);
+    if (!recipe)
+        return -1;
+    if ((run->image && jobs_check_image(t.conf, run->image, p, err) < 0) ||
+        (run->dataset && resolve_dataset(q, recipe, run->dataset, p, err) < 0)) {
+        json_decref(recipe);
+        return -1;
+    }
+    run->dataset_path = run->dataset ? p->dataset : NULL;
+    const char *root = cget(q->cl->spec, "experimentRoot");
+    if ((!root || !*root) && !q->home) {
+        json_decref(recipe);
+        return fail(EIO, err, "mtcd has no home for experiments");
+    }
+    run->executor = "slurm";
+    run->home = root && *root ? root : q->home;
+    run->trainer = run->image ? "mtc-train" : t.trainer; /* the image's own, from its PATH */
+    run->image = run->image ? p->image : NULL;
+    run->mpi_network = *t.mpi ? t.mpi : NULL;
+    run->timestamp = (int64_t)time(NULL);
+    /* fromModel: a registered version's files are the initial weights */
+    struct jobs_where w = {.home = q->home,
+                           .project = q->cl->project,
+                           .location = q->cl->location,
+                           .convert_trainer = control_datasets(q->ctl)->trainer,
+                           .slurm_conf = t.conf};
+    mtc_error_t e2 = {""};
+    if (run->from_model && (run->from_checkpoint || run->from_experiment)) {
+        json_decref(recipe);
+        return fail(EINVAL, err, "fromModel and from%s: give one of them",
+                    run->from_checkpoint ? "Checkpoint" : "Experiment");
+    }
+    if (jobs_from_model(&w, run, p, &e2) < 0) {
+        int e = errno;
+        json_decref(recipe);
+        return fail(e == ENOENT ? ENOENT : EINVAL, err, "fromModel: %s", e2.text);
+    }
+    /* the job's last step registers the final checkpoint with mtc next to
+     * mtcd, on hosts with the copy mtc put there (over TCP) */
+    if (*t.hosts_url && *t.hosts_mtc) {
+        snprintf(p->registrar, sizeof(p->registrar), "%s", t.hosts_mtc);
+        run->registrar = p->registrar;
+    } else if (mtc_exe_dir(p->registrar, sizeof(p->registrar) - 8) == 0) {
+        strcat(p->registrar, "/mtc");
+        if (access(p->registrar, X_OK) == 0)
+            run->registrar = p->registrar;
+    }
+    /* a run directory is claimed, never shared: another run of this
+     * experiment in the same second takes the next second's name */
+    int rc = -1;
+    int64_t base = run->timestamp;
+    for (int i = 0; i < 60; i++) {
+        run->timestamp = base + i;
+        if ((rc = resolve_submit(q, &w, run, recipe, &t, cfg, &e2)) == 0 || errno != EEXIST)
+            break;
+    }
+    json_decref(recipe);
+    if (rc < 0)
+        return fail(EINVAL, err, "%s", e2.text);
+    return 0;
+}
