@@ -415,6 +415,13 @@ int head_supervise(const struct head *c, provider_event_fn ev, void *arg, int *c
     return 0;
 }
 
+void head_supervise_end(const struct head *c, int ctld_restarted)
+{
+    mtc_error_t e2;
+    if (ctld_restarted && slurm_reconfigure(c->conf, &e2) < 0)
+        log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
+}
+
 int head_health_interval(const json_t *spec, int fallback)
 {
     json_t *v = json_object_get(json_object_get(spec, "healthPolicy"), "slurmIntervalSeconds");

@@ -96,6 +96,11 @@ int head_controller_converge(const struct head *h, struct head_applied *a, const
  * when slurmctld was), or -1 + err. */
 int head_supervise(const struct head *h, provider_event_fn ev, void *arg, int *ctld_restarted,
                    mtc_error_t *err);
+/* The end of a supervision pass that restarted slurmctld (ctld_restarted):
+ * a reconfigure makes the slurmds register at once instead of at the next
+ * ping (never waited for: the supervisor has other daemons to look after);
+ * a failure is logged. */
+void head_supervise_end(const struct head *h, int ctld_restarted);
 
 /* ---- Slurm's configuration and the nodes' registration ---- */
 

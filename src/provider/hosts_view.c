@@ -284,9 +284,7 @@ int hosts_supervise(struct provider *p, const char *id, const json_t *spec, prov
     if (head_supervise(&c, ev, arg, &ctld_restarted, err) < 0)
         goto out;
     check_hosts(p, &c, ev, arg);
-    mtc_error_t e2;
-    if (ctld_restarted && slurm_reconfigure(c.conf, &e2) < 0)
-        log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
+    head_supervise_end(&c, ctld_restarted);
     rc = 0;
 out:
     free(s);

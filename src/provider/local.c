@@ -626,12 +626,7 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         if (ev)
             ev(arg, "AGENT_RESTART", nn, msg);
     }
-    /* Never wait here: the supervisor has other daemons to look after. The
-     * slurmds answer a restarted slurmctld's pings on their own; a
-     * reconfigure makes them register at once. */
-    mtc_error_t e2;
-    if (ctld_restarted && slurm_reconfigure(c.conf, &e2) < 0)
-        log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
+    head_supervise_end(&c, ctld_restarted);
     rc = 0;
 out:
     free(l);
