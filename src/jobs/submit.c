@@ -282,6 +282,9 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
     json_t *recipe = jobs_recipe(q->req, err);
     if (!recipe)
         return -1;
+    const char *limage = cget(json_object_get(recipe, "launch"), "image");
+    if (!run->image && limage) /* a custom task's image, unless the request names one */
+        run->image = limage;
     if ((run->image && jobs_check_image(t.conf, run->image, p, err) < 0) ||
         (run->dataset && resolve_dataset(q, recipe, run->dataset, p, err) < 0)) {
         json_decref(recipe);

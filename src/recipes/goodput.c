@@ -90,6 +90,14 @@ static void read_metrics(struct exp_track *t)
         exp_track_row(t, json_integer_value(json_object_get(o, "step")), loss,
                       json_number_value(json_object_get(o, "tokens_per_s")),
                       json_number_value(json_object_get(o, "mfu")));
+        /* a custom task's program (no tokens per step known) may say its step time */
+        double st = json_number_value(json_object_get(o, "step_time_s"));
+        if (t->tok_per_step <= 0 && st > 0) {
+            size_t last = t->ring_n < EXP_TRACK_RING ? t->ring_n - 1
+                                                     : (t->ring_pos + EXP_TRACK_RING - 1) % EXP_TRACK_RING;
+            t->kept_s += st;
+            t->ring_dt[last] = st;
+        }
         json_decref(o);
     }
     fclose(f);

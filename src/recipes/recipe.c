@@ -16,7 +16,15 @@
 /* Tasks and cluster types a recipe may name. */
 const struct schema_enum recipe_task_enum =
     SCHEMA_NAMES(NULL, [RECIPE_PRETRAIN] = "pretrain", [RECIPE_CPT] = "cpt", [RECIPE_SFT] = "sft",
-                 [RECIPE_DPO] = "dpo", [RECIPE_GRPO] = "grpo");
+                 [RECIPE_DPO] = "dpo", [RECIPE_GRPO] = "grpo", [RECIPE_CUSTOM] = "custom");
+const struct schema_enum recipe_launcher_enum =
+    SCHEMA_NAMES(NULL, [RECIPE_SRUN] = "srun", [RECIPE_TORCHRUN] = "torchrun");
+
+int recipe_is_custom(const json_t *recipe)
+{
+    const char *t = json_string_value(json_object_get(recipe, "task"));
+    return schema_enum_parse(&recipe_task_enum, t ? t : "", 0) == RECIPE_CUSTOM;
+}
 static const struct schema_enum cluster_types =
     SCHEMA_NAMES(NULL, "hcc-a3m", "hcc-a3u", "hcc-a4", "hcc-a3h", "local");
 
@@ -224,6 +232,57 @@ static int cluster_type_map(const struct schema_field *f, json_t **v, const char
     return schema_map(v, path, "cluster type: overrides", override_entry, NULL, err);
 }
 
+/* A custom task's program (docs/any-framework.md): its command line (no
+ * shell), how its ranks start, where it runs and what it gets. */
+static const struct schema_field f_launch[] = {
+    {.name = "command", .kind = SCHEMA_STRS, .flags = SCHEMA_REQUIRED | SCHEMA_NONEMPTY},
+    {.name = "launcher", .kind = SCHEMA_ENUM, .enm = &recipe_launcher_enum, .dflt = "\"srun\""},
+    {INT("tasks_per_node", 0, 1)},
+    {STR("image", 0)},
+    {STR("workdir", 0)},
+    {ENV("env")},
+    {.name = NULL},
+};
+static int launch_rules(json_t *l, const char *path, mtc_error_t *err)
+{
+    char q[300];
+    const char *wd = json_string_value(json_object_get(l, "workdir"));
+    if (wd && wd[0] != '/')
+        return schema_error(err, schema_join(q, sizeof(q), path, "workdir"),
+                            "must be an absolute path (the nodes resolve it)");
+    if (json_array_size(json_object_get(l, "command")) == 0)
+        return schema_error(err, schema_join(q, sizeof(q), path, "command"),
+                            "the program and its arguments, at least one word");
+    return 0;
+}
+static const struct schema s_launch = {f_launch, RECIPE, NULL, launch_rules};
+
+/* A custom task runs its own program: launch, not model/data/train; every
+ * other task runs mtc-train on those three. */
+static int recipe_rules(json_t *r, const char *path, mtc_error_t *err)
+{
+    (void)path;
+    static const char *const trainer_only[] = {"model", "data", "train", "trainer_args"};
+    if (recipe_is_custom(r)) {
+        if (!json_object_get(r, "launch"))
+            return schema_error(err, "launch", "required field missing (task custom)");
+        for (size_t i = 0; i < sizeof(trainer_only) / sizeof(trainer_only[0]); i++)
+            if (json_object_get(r, trainer_only[i]))
+                return schema_error(err, trainer_only[i],
+                                    "a custom task runs its own program: give it launch, not "
+                                    "%s (that is mtc-train's)",
+                                    trainer_only[i]);
+        return 0;
+    }
+    for (size_t i = 0; i < 3; i++)
+        if (!json_object_get(r, trainer_only[i]))
+            return schema_error(err, trainer_only[i], "required field missing");
+    if (json_object_get(r, "launch"))
+        return schema_error(err, "launch", "only a custom task has one (task %s runs mtc-train)",
+                            json_string_value(json_object_get(r, "task")));
+    return 0;
+}
+
 static const struct schema_field f_recipe[] = {
     {STR("name", 0)},
     {STR("description", 0)},
@@ -231,9 +290,10 @@ static const struct schema_field f_recipe[] = {
      .kind = SCHEMA_STR,
      .flags = SCHEMA_REQUIRED | SCHEMA_NONEMPTY | SCHEMA_ONELINE,
      .check = task_known},
-    {SECTION("model", SCHEMA_REQUIRED, s_model)},
-    {SECTION("data", SCHEMA_REQUIRED, s_data)},
-    {SECTION("train", SCHEMA_REQUIRED, s_train)},
+    {SECTION("model", 0, s_model)},
+    {SECTION("data", 0, s_data)},
+    {SECTION("train", 0, s_train)},
+    {SECTION("launch", 0, s_launch)},
     {SECTION("checkpoint", 0, s_checkpoint)},
     {SECTION("resources", 0, s_resources)},
     {SECTION("monitor", 0, s_monitor)},
@@ -244,7 +304,7 @@ static const struct schema_field f_recipe[] = {
     {.name = "register", .kind = SCHEMA_BOOL},
     {.name = NULL},
 };
-static const struct schema s_recipe = {f_recipe, RECIPE, NULL, NULL};
+static const struct schema s_recipe = {f_recipe, RECIPE, NULL, recipe_rules};
 
 json_t *recipe_normalize(const json_t *r, mtc_error_t *err)
 {

@@ -14,8 +14,15 @@
 
 /* ---- recipe files (recipe.c) ---- */
 
-/* A recipe's task ("task" in the file; names in recipe_task_enum). */
-enum recipe_task { RECIPE_PRETRAIN, RECIPE_CPT, RECIPE_SFT, RECIPE_DPO, RECIPE_GRPO };
+/* A recipe's task ("task" in the file; names in recipe_task_enum). CUSTOM
+ * runs a program of the user's (the recipe's "launch" section; any training
+ * framework, docs/any-framework.md) instead of mtc-train. */
+enum recipe_task { RECIPE_PRETRAIN, RECIPE_CPT, RECIPE_SFT, RECIPE_DPO, RECIPE_GRPO, RECIPE_CUSTOM };
+/* How a custom task's ranks start (launch.launcher). */
+enum recipe_launcher { RECIPE_SRUN, RECIPE_TORCHRUN };
+extern const struct schema_enum recipe_launcher_enum;
+/* 1 when the recipe (or resolved config) runs a program of its own. */
+int recipe_is_custom(const json_t *recipe);
 extern const struct schema_enum recipe_task_enum;
 
 /* Load and validate a recipe. name is a path to a file (contains '/' and exists,
@@ -142,6 +149,23 @@ int recipe_check_data(const json_t *resolved, mtc_error_t *err);
  * `mtc-train data prepare` (in the image with image) and sets MTC_DATA to the prepared
  * directory, rc to non-zero on failure. Returns 1 when it wrote one, else 0. */
 int recipe_put_prepare(FILE *f, const json_t *resolved);
+
+/* ---- custom tasks (launch.c; docs/any-framework.md) ---- */
+
+/* The resolved "launch" section of a custom recipe: command, launcher,
+ * tasksPerNode, workdir. Caller owns. */
+json_t *recipe_resolve_launch(const json_t *recipe, int tasks_per_node);
+/* The job script's resume-contract environment (MTC_CHECKPOINT_DIR, ...). */
+void recipe_put_contract(FILE *f, const json_t *resolved);
+/* The job script's launch of the program: rendezvous, then srun (one task a
+ * rank) or torchrun (one a node); container: srun's image and mount flags
+ * (" --container-image=..." or ""). Sets rc. */
+void recipe_put_custom_launch(FILE *f, const json_t *resolved, const char *container);
+/* A command line as words, the way a POSIX shell splits it without expanding
+ * anything: blanks separate words, '...' and "..." quote, a backslash keeps
+ * the next character (outside '...'). A JSON array (caller owns), or NULL +
+ * err (an unmatched quote, no word). */
+json_t *recipe_split_command(const char *s, mtc_error_t *err);
 /* The trainer arguments standing for the prepared data, expanded by the job's shell. */
 #define RECIPE_DATA_ARG "${MTC_DATA}"
 #define RECIPE_TOKENIZER_ARG "${MTC_DATA}/tokenizer.json"

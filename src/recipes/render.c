@@ -355,11 +355,17 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
     json_object_set_new(out, "trainer", json_string(run->trainer ? run->trainer : "mtc-train"));
     if (run->mpi_network)
         json_object_set_new(out, "mpiNetwork", json_string(run->mpi_network));
-    json_object_set(out, "model", json_object_get(recipe, "model"));
+    if (json_object_get(recipe, "model"))
+        json_object_set(out, "model", json_object_get(recipe, "model"));
+    if (recipe_is_custom(recipe)) {
+        json_object_set_new(out, "launch", recipe_resolve_launch(recipe, v->rpn));
+        json_object_update(v->env, json_object_get(json_object_get(recipe, "launch"), "env"));
+    }
     if (json_object_get(recipe, "monitor"))
         json_object_set(out, "monitor", json_object_get(recipe, "monitor"));
     json_object_set_new(out, "data", v->data);
-    json_object_set_new(out, "train", v->train);
+    if (v->train)
+        json_object_set_new(out, "train", v->train);
     json_object_set_new(out, "checkpoint", v->ck);
     json_object_set_new(out, "logDir", json_string(v->logdir));
     json_object_set_new(out, "env", v->env);
@@ -373,6 +379,7 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
      * location */
     char model[REGISTRY_NAME_MAX + 1];
     if (run->registrar && !json_is_false(json_object_get(recipe, "register")) &&
+        !recipe_is_custom(recipe) && /* what a program trained: not registered yet */
         (run->model_name ? snprintf(model, sizeof(model), "%s", run->model_name) >= 0
                          : registry_name_from(v->exp, model) == 0))
         json_object_set_new(out, "register",
@@ -387,10 +394,18 @@ json_t *recipe_resolve(const json_t *recipe, const struct recipe_run *run, mtc_e
         resolve_experiment(recipe, run, &v, err) < 0)
         return NULL;
     json_t *ov = json_object_get(json_object_get(recipe, "cluster_types"), v.ctname);
+    int custom = recipe_is_custom(recipe);
     resolve_layout(recipe, ov, run, &v);
-    v.train = resolve_train(recipe, ov, v.ranks);
+    if (custom) { /* the program's ranks per node: launch.tasks_per_node when given */
+        json_t *tpn = json_object_get(json_object_get(recipe, "launch"), "tasks_per_node");
+        if (tpn) {
+            v.rpn = (int)json_integer_value(tpn);
+            v.ranks = v.nodes * v.rpn;
+        }
+    }
+    v.train = custom ? NULL : resolve_train(recipe, ov, v.ranks);
     resolve_dirs(run, &v);
-    v.data = recipe_resolve_data(recipe, run, err);
+    v.data = custom ? json_object() : recipe_resolve_data(recipe, run, err);
     if (!v.data) {
         json_decref(v.train);
         return NULL;
@@ -427,6 +442,8 @@ static int has_shards(const char *dir)
 
 int recipe_check_inputs(const json_t *cfg, mtc_error_t *err)
 {
+    if (recipe_is_custom(cfg)) /* the program reads what it reads */
+        return 0;
     json_t *data = json_object_get(cfg, "data");
     const char *path = json_string_value(json_object_get(data, "path"));
     const char *tok = json_string_value(json_object_get(data, "tokenizer"));
@@ -596,9 +613,15 @@ static void put_header(FILE *f, const json_t *cfg)
     fprintf(f, "#SBATCH --time=%s\n", json_string_value(json_object_get(cfg, "time")));
     fprintf(f, "#SBATCH --output=%s/%%j.log\n#SBATCH --open-mode=append\n",
             json_string_value(json_object_get(cfg, "taskDir")));
-    fprintf(f, "# requeued after node failure or preemption; the trainer resumes from its newest\n"
-               "# checkpoint. USR1 before the time limit makes it checkpoint and exit 75.\n");
-    fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=USR1@%d\n", geti(cfg, "signalBeforeS", 120));
+    int custom = recipe_is_custom(cfg);
+    if (custom)
+        fprintf(f, "# requeued after node failure or preemption; the program resumes from the newest\n"
+                   "# checkpoint in MTC_CHECKPOINT_DIR. TERM before the time limit lets it save.\n");
+    else
+        fprintf(f, "# requeued after node failure or preemption; the trainer resumes from its newest\n"
+                   "# checkpoint. USR1 before the time limit makes it checkpoint and exit 75.\n");
+    fprintf(f, "#SBATCH --requeue\n#SBATCH --signal=%s@%d\n", custom ? "TERM" : "USR1",
+            geti(cfg, "signalBeforeS", 120));
 }
 
 /* TASK_DIR, JOB_ID, the start line, the job's environment, and which secrets
@@ -647,6 +670,26 @@ static void put_train_array(FILE *f, char *const argv[])
     fprintf(f, ")\n\n");
 }
 
+/* srun's flags that run a step in the image, with the mounts (none without one). */
+static void put_container(FILE *f, const char *image, const char *const mounts[NMOUNTS])
+{
+    if (!image)
+        return;
+    fprintf(f, " --container-image=");
+    put_q(f, image);
+    /* "$TASK_DIR:$TASK_DIR" then each path quoted on its own (adjacent
+     * shell words join): no path text is ever inside double quotes */
+    fprintf(f, " --container-mounts=\"$TASK_DIR:$TASK_DIR\"");
+    for (size_t i = 0; i < NMOUNTS; i++) {
+        if (!mounts[i] || !*mounts[i])
+            continue;
+        fputc(',', f);
+        put_q(f, mounts[i]);
+        fputc(':', f);
+        put_q(f, mounts[i]);
+    }
+}
+
 /* The ranks: srun under Slurm (in the image, with the mounts, when there is one),
  * mpirun for several local ranks, else the trainer itself. */
 static void put_launch(FILE *f, const json_t *cfg, const char *image,
@@ -665,21 +708,7 @@ static void put_launch(FILE *f, const json_t *cfg, const char *image,
         fprintf(f, "    srun --mpi=pmix --ntasks-per-node=%d --overcommit", rpn);
     else
         fprintf(f, "    srun --mpi=pmix");
-    if (image) {
-        fprintf(f, " --container-image=");
-        put_q(f, image);
-        /* "$TASK_DIR:$TASK_DIR" then each path quoted on its own (adjacent
-         * shell words join): no path text is ever inside double quotes */
-        fprintf(f, " --container-mounts=\"$TASK_DIR:$TASK_DIR\"");
-        for (size_t i = 0; i < NMOUNTS; i++) {
-            if (!mounts[i] || !*mounts[i])
-                continue;
-            fputc(',', f);
-            put_q(f, mounts[i]);
-            fputc(':', f);
-            put_q(f, mounts[i]);
-        }
-    }
+    put_container(f, image, mounts);
     fprintf(f, " \"${TRAIN[@]}\"\n");
     fprintf(f, "elif [ %d -gt 1 ]; then\n", nodes * rpn);
     fprintf(f, "    # local executor: every rank on this machine\n");
@@ -759,26 +788,37 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     const char *mounts[NMOUNTS];
     if (container_mounts(cfg, image, mounts, err) < 0)
         return NULL;
-    char **argv = recipe_trainer_argv(cfg, err);
-    if (!argv)
+    int custom = recipe_is_custom(cfg);
+    char **argv = custom ? NULL : recipe_trainer_argv(cfg, err);
+    if (!custom && !argv)
         return NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) {
+    char *buf = NULL, *ctr = NULL;
+    size_t len = 0, clen = 0;
+    FILE *f = open_memstream(&buf, &len), *cf = custom ? open_memstream(&ctr, &clen) : NULL;
+    if (!f || (custom && !cf)) {
+        if (f)
+            fclose(f), free(buf);
         free_argv(argv);
         errprintf(err, "out of memory");
         return NULL;
     }
     put_header(f, cfg);
     put_environment(f, cfg);
-    int prep = recipe_put_prepare(f, cfg);
-    put_train_array(f, argv);
-    if (prep)
-        fprintf(f, "if [ $rc -eq 0 ]; then\n");
-    put_launch(f, cfg, image, mounts);
-    if (prep)
-        fprintf(f, "fi\n");
+    if (custom) { /* a program of the user's (launch.c) */
+        recipe_put_contract(f, cfg);
+        put_container(cf, image, mounts);
+        fclose(cf);
+        recipe_put_custom_launch(f, cfg, ctr ? ctr : "");
+        free(ctr);
+    } else {
+        int prep = recipe_put_prepare(f, cfg);
+        put_train_array(f, argv);
+        if (prep)
+            fprintf(f, "if [ $rc -eq 0 ]; then\n");
+        put_launch(f, cfg, image, mounts);
+        if (prep)
+            fprintf(f, "fi\n");
+    }
     put_register(f, cfg);
     put_epilogue(f);
     free_argv(argv);

@@ -71,6 +71,7 @@ static json_t *partitions(mtc_error_t *err)
 
 static const char run_use[] =
     "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
+    "       mtc run --command 'PROGRAM ARGS' [--launcher srun|torchrun] [-i IMAGE.sqsh] [-n NODES] ...\n"
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
     "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
     "               [--from-checkpoint PATH | --from-experiment NAME | --from-model NAME@ALIAS]\n"
@@ -82,6 +83,9 @@ static const char run_use[] =
     "  that experiment's final checkpoint; --from-model: from a registered model version;\n"
     "  --dataset: a dataset of `mtc data list`, its latest (or the given) version's\n"
     "  prepared data as it is.\n"
+    "  --command: any training program as a job (docs/any-framework.md): one task per\n"
+    "  rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (srun), or one torchrun a node;\n"
+    "  it runs in this directory and resumes from MTC_CHECKPOINT_DIR.\n"
     "  A run that completes registers its final checkpoint as a new version of the model\n"
     "  --model-name (default: the experiment's name) unless the recipe says \"register\": false.\n";
 
@@ -90,6 +94,7 @@ struct run_flags {
     struct jobs_paths paths; /* what r points into */
     json_t *body;            /* the flags as a trainingJobs request (recipe_request_schema) */
     int dry_run;
+    const char *command, *launcher; /* --command, --launcher: a custom task's program */
 };
 
 /* A path flag's value made absolute against this shell's cwd (the job, or
@@ -105,6 +110,30 @@ static char *absolute_path(const char *p)
     return asprintf(&out, "%s/%s", cwd, p) < 0 ? NULL : out;
 }
 
+/* --command 'PROGRAM ARGS' [--launcher srun|torchrun]: a custom task's recipe
+ * (docs/any-framework.md), sent as the request's recipe object; the
+ * program runs in this shell's directory. 0, or -1 after saying why. */
+static int custom_recipe(struct run_flags *f)
+{
+    mtc_error_t err = {""};
+    char cwd[PATH_MAX];
+    if (json_object_get(f->body, "recipe"))
+        return fprintf(stderr, "mtc: -s and --command: give one of them\n"), -1;
+    json_t *words = recipe_split_command(f->command, &err);
+    if (!words)
+        return fprintf(stderr, "mtc: %s\n", err.text), -1;
+    if (!getcwd(cwd, sizeof(cwd))) {
+        json_decref(words);
+        return fprintf(stderr, "mtc: getcwd: %s\n", strerror(errno)), -1;
+    }
+    json_t *launch = json_pack("{s:o, s:s, s:s}", "command", words, "launcher",
+                               f->launcher ? f->launcher : "srun", "workdir", cwd);
+    json_object_set_new(f->body, "recipe",
+                        json_pack("{s:s, s:s, s:o}", "name", "custom", "task", "custom", "launch",
+                                  launch));
+    return 0;
+}
+
 /* The flags into f->body: each value-taking flag is a row of the request
  * table (recipe_flags), so the CLI and the API take the same fields. */
 static int parse_run(int argc, char **argv, struct run_flags *f)
@@ -115,6 +144,10 @@ static int parse_run(int argc, char **argv, struct run_flags *f)
             return fputs(run_use, stdout), 1;
         if (strcmp(a, "--dry-run") == 0) {
             f->dry_run = 1;
+            continue;
+        }
+        if ((strcmp(a, "--command") == 0 || strcmp(a, "--launcher") == 0) && i + 1 < argc) {
+            *(a[2] == 'c' ? &f->command : &f->launcher) = argv[++i];
             continue;
         }
         const struct recipe_flag *fl = a[0] == '-' ? recipe_flag_find(a) : NULL;
@@ -128,8 +161,12 @@ static int parse_run(int argc, char **argv, struct run_flags *f)
         json_object_set_new(f->body, fl->field, json_string(abs ? abs : v));
         free(abs);
     }
+    if (f->command)
+        return custom_recipe(f);
+    if (f->launcher)
+        return fprintf(stderr, "mtc: --launcher goes with --command\n"), -1;
     if (!json_object_get(f->body, "recipe"))
-        return fprintf(stderr, "mtc: run needs -s RECIPE\n%s", run_use), -1;
+        return fprintf(stderr, "mtc: run needs -s RECIPE or --command PROGRAM\n%s", run_use), -1;
     return 0;
 }
 
@@ -190,9 +227,18 @@ static json_t *load_recipe(const char *name)
 static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t len, json_t **cfg,
                        char **script)
 {
-    json_t *recipe = load_recipe(f->r.recipe);
+    json_t *recipe = f->r.recipe ? load_recipe(f->r.recipe)
+                                 : json_incref(json_object_get(f->body, "recipe"));
     if (!recipe)
         return -1;
+    mtc_error_t verr = {""};
+    if (!f->r.recipe && recipe_validate(recipe, &verr) < 0) {
+        json_decref(recipe);
+        return cli_fail("%s", verr.text), -1;
+    }
+    const char *limage = json_string_value(json_object_get(json_object_get(recipe, "launch"), "image"));
+    if (!f->r.image && limage) /* a custom task's image, unless -i names one */
+        f->r.image = limage;
     mtc_error_t err = {""};
     char text[sizeof(err.text) + 32];
     /* a cluster on hosts: the trainer mtc copied to them, MPI over TCP on
@@ -382,7 +428,7 @@ static int launch_api(struct cli *c, struct run_flags *f, json_t *req)
     if (shell_cluster(id, sizeof(id)) != 0)
         return 1;
     /* a recipe file of the user's is sent as its content: mtcd reads no client path */
-    const char *name = f->r.recipe;
+    const char *name = f->r.recipe ? f->r.recipe : "";
     struct stat st;
     json_t *body = json_deep_copy(req);
     if ((strchr(name, '/') || strstr(name, ".json")) && stat(name, &st) == 0 &&

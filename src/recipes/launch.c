@@ -1,0 +1,194 @@
+/* launch: custom tasks — a program of the user's (any training framework)
+ * run as an mtc job (docs/any-framework.md). Its resolved "launch" section
+ * (command, launcher, ranks per node, working directory), and the job
+ * script's part for it: the resume contract's environment (MTC_CHECKPOINT_DIR,
+ * MTC_RESTART_COUNT, MTC_RUN_DIR, MTC_METRICS_FILE, MTC_TENSORBOARD_DIR),
+ * torch.distributed's rendezvous (MASTER_ADDR: the first node's address,
+ * MASTER_PORT: free there, per job) and the ranks: one srun task per rank
+ * with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, or one torchrun per
+ * node. */
+#include "recipes/recipes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put_q(FILE *f, const char *s)
+{
+    char *q = mtc_shell_quote(s ? s : "");
+    fputs(q ? q : "''", f);
+    free(q);
+}
+
+json_t *recipe_resolve_launch(const json_t *recipe, int tasks_per_node)
+{
+    const json_t *l = json_object_get(recipe, "launch");
+    json_t *out = json_pack("{s:O, s:s, s:i}", "command", json_object_get(l, "command"), "launcher",
+                            json_string_value(json_object_get(l, "launcher")), "tasksPerNode",
+                            tasks_per_node);
+    const char *wd = json_string_value(json_object_get(l, "workdir"));
+    if (out && wd)
+        json_object_set_new(out, "workdir", json_string(wd));
+    return out;
+}
+
+void recipe_put_contract(FILE *f, const json_t *cfg)
+{
+    const char *logdir = json_string_value(json_object_get(cfg, "logDir"));
+    fprintf(f, "\n# the resume contract (docs/any-framework.md): checkpoints go to\n"
+               "# MTC_CHECKPOINT_DIR and the newest complete one is resumed from; progress\n"
+               "# rows to MTC_METRICS_FILE, TensorBoard events to MTC_TENSORBOARD_DIR\n"
+               "export MTC_CHECKPOINT_DIR=");
+    put_q(f, json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "dir")));
+    fprintf(f, " MTC_RUN_DIR=\"$TASK_DIR\" MTC_RESTART_COUNT=\"${SLURM_RESTART_COUNT:-0}\"\n"
+               "export MTC_METRICS_FILE=");
+    put_q(f, logdir);
+    fprintf(f, "/metrics.jsonl MTC_TENSORBOARD_DIR=");
+    put_q(f, logdir);
+    fprintf(f, "/tensorboard\nmkdir -p \"$MTC_CHECKPOINT_DIR\" \"$MTC_TENSORBOARD_DIR\"\n");
+}
+
+/* MASTER_ADDR (the first node's NodeAddr: emulated nodes share this host's
+ * addresses, nodes on hosts have their own) and MASTER_PORT (free on the
+ * first node, where this script runs; one per job). */
+static void put_rendezvous(FILE *f)
+{
+    fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n"
+               "    FIRST=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+               "    MASTER_ADDR=$(scontrol show node \"$FIRST\" -o | sed -n 's/.*NodeAddr=\\([^ "
+               "]*\\).*/\\1/p')\n"
+               "    MASTER_ADDR=${MASTER_ADDR:-${FIRST:-$(hostname)}}\n"
+               "else\n    MASTER_ADDR=127.0.0.1\nfi\n"
+               "MASTER_PORT=$((29500 + ${SLURM_JOB_ID:-$$} %% 20000))\n"
+               "while (exec 3<>\"/dev/tcp/$MASTER_ADDR/$MASTER_PORT\") 2>/dev/null; do\n"
+               "    MASTER_PORT=$((MASTER_PORT + 1))\ndone\n"
+               "export MASTER_ADDR MASTER_PORT\n");
+}
+
+void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
+{
+    const json_t *l = json_object_get(cfg, "launch");
+    int nodes = (int)json_integer_value(json_object_get(cfg, "nodes"));
+    int rpn = (int)json_integer_value(json_object_get(l, "tasksPerNode"));
+    int world = nodes * rpn;
+    /* emulated GPU nodes may have fewer CPUs than GPUs (one rank each) */
+    const char *over =
+        json_integer_value(json_object_get(cfg, "gpusPerNode")) > 0 ? " --overcommit" : "";
+    const char *launcher = json_string_value(json_object_get(l, "launcher"));
+    int torchrun =
+        schema_enum_parse(&recipe_launcher_enum, launcher ? launcher : "", 0) == RECIPE_TORCHRUN;
+    const char *net = json_string_value(json_object_get(cfg, "mpiNetwork"));
+    fprintf(f, "\n# the program (task custom, launcher %s)\nCMD=(", torchrun ? "torchrun" : "srun");
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(l, "command"), i, w)
+    {
+        fputs(i ? " " : "", f);
+        put_q(f, json_string_value(w));
+    }
+    fprintf(f, ")\n");
+    put_rendezvous(f);
+    if (net) { /* gloo and NCCL on the interface of the cluster's network, on each node */
+        fprintf(f, "export MTC_NETWORK=");
+        put_q(f, net);
+        fprintf(f, "\n");
+    }
+    const char *wd = json_string_value(json_object_get(l, "workdir"));
+    fprintf(f, "cd ");
+    if (wd)
+        put_q(f, wd);
+    else
+        fprintf(f, "\"$TASK_DIR\"");
+    fprintf(f, " || exit 1\n");
+    /* per node (torchrun) or per rank (srun): the interface, then exec */
+    const char *iface = "[ -n \"${MTC_NETWORK:-}\" ] && command -v ip >/dev/null && "
+                        "IF=$(ip -o -4 addr show to \"$MTC_NETWORK\" | awk '{print $2; exit}') && "
+                        "[ -n \"$IF\" ] && export GLOO_SOCKET_IFNAME=$IF NCCL_SOCKET_IFNAME=$IF; ";
+    fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n");
+    if (torchrun) {
+        fprintf(f, "    srun --ntasks=%d --ntasks-per-node=1%s sh -c ", nodes, container);
+        char *inner = NULL;
+        if (asprintf(&inner,
+                     "%sexec torchrun --nnodes=%d --nproc_per_node=%d --node_rank=$SLURM_NODEID "
+                     "--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT "
+                     "--rdzv_id=$SLURM_JOB_ID --no_python \"$@\"",
+                     iface, nodes, rpn) < 0)
+            inner = NULL;
+        put_q(f, inner);
+        free(inner);
+        fprintf(f, " mtc-node \"${CMD[@]}\"\n");
+    } else {
+        fprintf(f, "    srun --ntasks=%d --ntasks-per-node=%d%s%s sh -c ", world, rpn, over,
+                container);
+        char *inner = NULL;
+        if (asprintf(&inner,
+                     "%sexport RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
+                     "NODE_RANK=$SLURM_NODEID WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d; exec \"$@\"",
+                     iface, world, rpn) < 0)
+            inner = NULL;
+        put_q(f, inner);
+        free(inner);
+        fprintf(f, " mtc-rank \"${CMD[@]}\"\n");
+    }
+    /* the local executor: every rank on this machine */
+    fprintf(f,
+            "else\n"
+            "    PIDS=()\n"
+            "    for r in $(seq 0 %d); do\n"
+            "        RANK=$r LOCAL_RANK=$r NODE_RANK=0 WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d "
+            "\"${CMD[@]}\" &\n"
+            "        PIDS+=($!)\n"
+            "    done\n"
+            "    rc=0\n"
+            "    for p in \"${PIDS[@]}\"; do wait \"$p\" || rc=$?; done\n"
+            "    (exit $rc)\n"
+            "fi\nrc=$?\n",
+            world - 1, world, world);
+}
+
+json_t *recipe_split_command(const char *s, mtc_error_t *err)
+{
+    json_t *words = json_array();
+    size_t n = strlen(s);
+    char *w = malloc(n + 1);
+    if (!w || !words) {
+        free(w);
+        json_decref(words);
+        return errprintf(err, "out of memory"), NULL;
+    }
+    size_t len = 0;
+    int in_word = 0;
+    char quote = 0;
+    for (const char *p = s;; p++) {
+        char c = *p;
+        if (c == '\0' || (!quote && (c == ' ' || c == '\t' || c == '\n'))) {
+            if (quote) {
+                free(w);
+                json_decref(words);
+                return errprintf(err, "--command: an unmatched %c quote", quote), NULL;
+            }
+            if (in_word)
+                json_array_append_new(words, json_stringn(w, len));
+            len = 0, in_word = 0;
+            if (c == '\0')
+                break;
+            continue;
+        }
+        in_word = 1;
+        if (quote && c == quote) {
+            quote = 0;
+        } else if (!quote && (c == '\'' || c == '"')) {
+            quote = c;
+        } else if (c == '\\' && quote != '\'' && p[1]) {
+            w[len++] = *++p; /* a backslash keeps the next character as it is */
+        } else {
+            w[len++] = c;
+        }
+    }
+    free(w);
+    if (json_array_size(words) == 0) {
+        json_decref(words);
+        return errprintf(err, "--command: the program and its arguments, at least one word"), NULL;
+    }
+    return words;
+}

@@ -1,0 +1,95 @@
+# ddp_train.py: a tiny PyTorch DistributedDataParallel training program that
+# follows mtc's resume contract (docs/any-framework.md) — what tests run as a
+# custom task. The ranks come from torch.distributed's variables (RANK,
+# WORLD_SIZE, MASTER_ADDR, MASTER_PORT) over gloo; a global batch of
+# --global-batch samples is split evenly among the ranks, so any number of
+# ranks trains the same model. It resumes from the newest complete checkpoint
+# in MTC_CHECKPOINT_DIR (step_N.pt, written to a temporary name and renamed),
+# logs "step N loss X" lines, writes rows {"step", "loss", "step_time_s"} to
+# MTC_METRICS_FILE (rank 0), and at the end the final parameters' sha256 and
+# what it was given to MTC_RUN_DIR/result.json. Float64 throughout.
+import argparse
+import glob
+import hashlib
+import json
+import os
+import re
+import time
+
+import torch
+import torch.distributed as dist
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=20)
+p.add_argument("--global-batch", type=int, default=8)
+p.add_argument("--ckpt-every", type=int, default=5)
+p.add_argument("--lr", type=float, default=0.05)
+p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (time to inject faults)")
+p.add_argument("--fail-at", type=int, default=-1, help="raise at this step")
+a = p.parse_args()
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", rank=rank, world_size=world)
+torch.manual_seed(1234)
+torch.set_default_dtype(torch.float64)
+assert a.global_batch % world == 0, "the global batch must split evenly among the ranks"
+per = a.global_batch // world
+
+# the data: a fixed regression problem every rank makes alike
+X = torch.randn(4096, 16)
+W_true = torch.randn(16, 1)
+Y = X @ W_true + 0.1 * torch.randn(4096, 1)
+
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(model.parameters(), lr=a.lr)
+
+ck_dir = os.environ["MTC_CHECKPOINT_DIR"]
+start = 0
+done = sorted(glob.glob(os.path.join(ck_dir, "step_*.pt")),
+              key=lambda f: int(re.search(r"step_(\d+)\.pt$", f).group(1)))
+if done:
+    state = torch.load(done[-1])
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    start = state["step"]
+    if rank == 0:
+        print(f"resumed from {done[-1]} at step {start} (restart {os.environ.get('MTC_RESTART_COUNT')})", flush=True)
+
+metrics = open(os.environ["MTC_METRICS_FILE"], "a") if rank == 0 else None
+for step in range(start + 1, a.steps + 1):
+    t0 = time.time()
+    if step == a.fail_at:
+        raise RuntimeError(f"ddp_train: failing at step {step} as asked")
+    lo = ((step - 1) * a.global_batch) % X.shape[0] + rank * per
+    x, y = X[lo:lo + per], Y[lo:lo + per]
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(ddp(x), y)
+    loss.backward()
+    opt.step()
+    g = loss.detach().clone()
+    dist.all_reduce(g)
+    g /= world
+    if a.sleep:
+        time.sleep(a.sleep)
+    if rank == 0:
+        print(f"step {step} loss {g.item():.12f}", flush=True)
+        metrics.write(json.dumps({"step": step, "loss": g.item(), "step_time_s": time.time() - t0}) + "\n")
+        metrics.flush()
+        if step % a.ckpt_every == 0 or step == a.steps:
+            tmp = os.path.join(ck_dir, f".step_{step}.pt.tmp")
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
+            os.rename(tmp, os.path.join(ck_dir, f"step_{step}.pt"))
+    dist.barrier()
+
+if rank == 0:
+    h = hashlib.sha256()
+    for t in model.state_dict().values():
+        h.update(t.numpy().tobytes())
+    env = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                          "MASTER_ADDR", "MASTER_PORT", "MTC_CHECKPOINT_DIR",
+                                          "MTC_RESTART_COUNT", "MTC_RUN_DIR", "MTC_METRICS_FILE",
+                                          "MTC_TENSORBOARD_DIR")}
+    with open(os.path.join(os.environ["MTC_RUN_DIR"], "result.json"), "w") as f:
+        json.dump({"params_sha256": h.hexdigest(), "start": start, "env": env}, f)
+dist.destroy_process_group()

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# run_custom: any training program as an mtc job (docs/any-framework.md),
+# proven with real PyTorch (Debian's python3-torch in /usr/bin/python3, the
+# gloo backend) — `mtc run --command` with the srun launcher on 2 nodes of a
+# local cluster: torch.distributed's variables and the resume contract reach
+# every rank, the losses on 2 ranks equal 1 rank's with the same global batch
+# (float64, within 1e-6), the status block and `mtc experiment status` work,
+# progress rows feed the trainingJob's goodput track; `-e local` runs the
+# ranks on this machine with the same losses; a requeue mid-run
+# resumes from the newest checkpoint (MTC_RESTART_COUNT 1) and ends with the
+# uninterrupted run's parameters, bit for bit; a program that raises is
+# FAILED; the torchrun launcher's command line (Debian 12's torchrun cannot
+# start workers: checked rendered, not run); bad --command input and bad
+# custom recipes get one line.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/run_setup.inc"
+D=$T_DIR
+PY=/usr/bin/python3 # where Debian's torch is; a python3 earlier on PATH may have none
+PROG=$ROOT/tests/integration/ddp_train.py
+
+check "local 2-node cluster up" run_cluster cu
+run_or_stop $?
+cd "$D" || exit 1
+
+# result EXPERIMENT FIELD: a field of the run's result.json (python expression on r)
+result() {
+    local dir
+    dir=$(mtc experiment status "$1" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["taskDir"])')
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$dir/result.json" "$2"
+}
+metrics_of() { # the metrics rows of experiment $1, the last row of each step
+    local dir
+    dir=$(mtc experiment status "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["logDir"])')
+    cat "$dir/metrics.jsonl"
+}
+
+# --- 2 nodes, srun launcher ------------------------------------------------------
+mtc run --command "$PY $PROG --steps 20" -n 2 --experiment-name ddp2 >"$D/ddp2.out" 2>&1
+check "mtc run --command -n 2: the status block" grep -q "^- Status: " "$D/ddp2.out"
+run_or_stop $? "$D/ddp2.out"
+check "the 2-rank DDP job completes" test "$(run_wait_final 180 ddp2)" = COMPLETED
+mtc run --command "$PY $PROG --steps 20" -n 1 --experiment-name ddp1 >"$D/ddp1.out" 2>&1
+check "the 1-rank run of the same program completes" test "$(run_wait_final 180 ddp1)" = COMPLETED
+check "each rank got torch.distributed's variables: WORLD_SIZE 2, MASTER_ADDR and MASTER_PORT" \
+    test "$(result ddp2 'r["env"]["WORLD_SIZE"], r["env"]["LOCAL_WORLD_SIZE"], bool(r["env"]["MASTER_ADDR"]), int(r["env"]["MASTER_PORT"]) > 0')" = "('2', '1', True, True)"
+check "and the resume contract: MTC_CHECKPOINT_DIR, MTC_RUN_DIR, MTC_METRICS_FILE, MTC_TENSORBOARD_DIR, restart 0" \
+    test "$(result ddp2 'all(r["env"][k] for k in ("MTC_CHECKPOINT_DIR","MTC_RUN_DIR","MTC_METRICS_FILE","MTC_TENSORBOARD_DIR")), r["env"]["MTC_RESTART_COUNT"]')" = "(True, '0')"
+metrics_of ddp1 >"$D/m1.jsonl"
+metrics_of ddp2 >"$D/m2.jsonl"
+check "2 ranks' losses equal 1 rank's with the same global batch (20 steps, within 1e-6)" python3 - "$D/m1.jsonl" "$D/m2.jsonl" <<'PY'
+import json, sys
+a, b = ({r["step"]: r["loss"] for r in map(json.loads, open(f))} for f in sys.argv[1:])
+assert len(a) == 20 and a.keys() == b.keys(), (len(a), len(b))
+worst = max(abs(a[s] - b[s]) for s in a)
+print("# largest difference", worst)
+assert worst <= 1e-6, worst
+PY
+check "its progress rows feed the run's track: step 20, productive time from step_time_s" python3 -c '
+import json, sys
+p = json.loads(sys.argv[1])["progress"]
+assert p["step"] == 20 and p["productiveSeconds"] > 0, p' "$(mtc experiment status ddp2 --json)"
+TD=$(mtc experiment status ddp2 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["taskDir"])')
+check "checkpoints in MTC_CHECKPOINT_DIR (every 5 steps)" test -f "$TD/checkpoints/step_20.pt" -a -f "$TD/checkpoints/step_5.pt"
+check "mtc experiment logs: the program's output" bash -c "mtc experiment logs ddp2 | grep -q '^step 20 loss'"
+JOBS=$CLUSTERS/cu/trainingJobs
+api GET "$JOBS?pageSize=50"
+check "the run is a trainingJob of the cluster, COMPLETED" python3 -c '
+import json, sys
+j = [j for j in json.loads(sys.argv[1])["trainingJobs"] if j.get("experimentName") == "ddp2"]
+assert j and j[0]["state"] == "COMPLETED", j' "$BODY"
+
+# --- a requeue mid-run: resumed from the newest checkpoint, the same end ------------
+mtc run --command "$PY $PROG --steps 40 --ckpt-every 5 --sleep 0.3" -n 2 --experiment-name ddpre >"$D/ddpre.out" 2>&1
+RJOB=$(mtc experiment status ddpre --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobId"])')
+RM=$(mtc experiment status ddpre --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["logDir"])')/metrics.jsonl
+past() { [ "$(wc -l <"$RM" 2>/dev/null || echo 0)" -ge 12 ]; }
+check "the long run logs its steps" wait_for 120 past
+# the requeue mtc's remediation makes: requeue, then start now (Slurm holds a
+# requeued job for a while otherwise)
+scontrol requeue "$RJOB" && sleep 1 && scontrol update JobId="$RJOB" StartTime=now
+check "requeued mid-run, it completes" test "$(run_wait_final 240 ddpre)" = COMPLETED
+check "  resumed from a checkpoint at step >= 10, MTC_RESTART_COUNT 1" \
+    test "$(result ddpre 'r["start"] >= 10, r["env"]["MTC_RESTART_COUNT"]')" = "(True, '1')"
+mtc run --command "$PY $PROG --steps 40 --ckpt-every 5" -n 2 --experiment-name ddpun >"$D/ddpun.out" 2>&1
+check "the uninterrupted run completes" test "$(run_wait_final 180 ddpun)" = COMPLETED
+check "  the resumed run ends with its parameters, bit for bit" \
+    same "$(result ddpre 'r["params_sha256"]')" "$(result ddpun 'r["params_sha256"]')"
+
+# --- -e local: the ranks on this machine, the same losses ---------------------------
+mtc run -e local --command "$PY $PROG --steps 5" -n 2 --experiment-name ddploc >"$D/loc.out" 2>&1
+check "-e local with 2 ranks completes" test "$(run_wait_final 120 ddploc)" = COMPLETED
+metrics_of ddploc >"$D/mloc.jsonl"
+check "  with the 1-rank run's losses (5 steps, within 1e-6)" python3 - "$D/m1.jsonl" "$D/mloc.jsonl" <<'PY'
+import json, sys
+a, b = ({r["step"]: r["loss"] for r in map(json.loads, open(f))} for f in sys.argv[1:])
+assert sorted(b) == [1, 2, 3, 4, 5] and max(abs(a[s] - b[s]) for s in b) <= 1e-6, b
+PY
+
+# --- a program that raises: FAILED ---------------------------------------------------
+mtc run --command "$PY $PROG --steps 10 --fail-at 3" -n 2 --experiment-name ddpfail >"$D/fail.out" 2>&1
+check "a program that raises: FAILED" test "$(run_wait_final 120 ddpfail)" = FAILED
+check "  its traceback in the job's log" bash -c "mtc experiment logs ddpfail | grep -q 'RuntimeError: ddp_train: failing at step 3'"
+
+# --- the torchrun launcher: the command line each node runs ------------------------------
+mtc run --command "$PY train.py --lr 3e-4" --launcher torchrun -n 2 --dry-run >"$D/tr.sh" 2>"$D/tr.err"
+check "torchrun: one per node, with the rendezvous on the first node" \
+    grep -qF 'srun --ntasks=2 --ntasks-per-node=1 sh -c' "$D/tr.sh"
+check "  --nnodes=2 --nproc_per_node=1 --node_rank --rdzv_backend=c10d --rdzv_endpoint --rdzv_id (underscore spellings)" \
+    grep -qF 'torchrun --nnodes=2 --nproc_per_node=1 --node_rank=$SLURM_NODEID --rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv_id=$SLURM_JOB_ID --no_python "$@"' "$D/tr.sh"
+check "  the program's words quoted, never re-split" grep -qF "CMD=('$PY' 'train.py' '--lr' '3e-4')" "$D/tr.sh"
+
+# --- bad input: one line each, nothing submitted ------------------------------------------
+N0=$(mtc experiment list 2>/dev/null | wc -l)
+out=$(mtc run --command "" -n 1 2>&1); rc=$?
+check "--command '': one line, non-zero" bash -c "[ $rc -ne 0 ] && [ \$(wc -l <<<'$out') = 1 ] && grep -q 'at least one word' <<<'$out'"
+out=$(mtc run --command "python3 'train.py" 2>&1); rc=$?
+check "--command with an unmatched quote: one line naming it" bash -c "[ $rc -ne 0 ] && [ \$(wc -l <<<\"\$0\") = 1 ] && grep -q 'unmatched' <<<\"\$0\"" "$out"
+out=$(mtc run --command "python3 x.py" -s pretrain/tiny_gpt2_pt 2>&1); rc=$?
+check "--command with -s: one line" bash -c "[ $rc -ne 0 ] && grep -q 'give one of them' <<<\"\$0\"" "$out"
+api POST "$JOBS" '{"recipe": {"task": "custom", "launch": {"command": ["python3"]}, "model": {"preset": "tiny-gpt2"}}}'
+check "a custom recipe with a model: 400 naming model" \
+    bash -c "[ '$HTTP_STATUS' = 400 ] && grep -q 'a custom task runs its own program' <<<\"\$0\"" "$BODY"
+api POST "$JOBS" '{"recipe": {"task": "custom"}}'
+check "a custom recipe without launch: 400 naming launch" \
+    bash -c "[ '$HTTP_STATUS' = 400 ] && grep -q 'launch' <<<\"\$0\"" "$BODY"
+api POST "$JOBS" '{"recipe": {"task": "custom", "launch": {"command": ["python3"], "launcher": "mpirun"}}}'
+check "an unknown launcher: 400" bash -c "[ '$HTTP_STATUS' = 400 ] && grep -q 'launcher' <<<\"\$0\"" "$BODY"
+api POST "$JOBS" '{"recipe": {"task": "custom", "launch": {"command": ["python3"], "workdir": "rel/dir"}}}'
+check "a relative workdir: 400" bash -c "[ '$HTTP_STATUS' = 400 ] && grep -q 'absolute' <<<\"\$0\"" "$BODY"
+check "  nothing submitted" test "$(mtc experiment list 2>/dev/null | wc -l)" = "$N0"
+
+done_testing

@@ -1,0 +1,152 @@
+/* test_launch: custom tasks (recipes/launch.c, docs/any-framework.md) — the
+ * recipe's rules (launch, not model/data/train), --command's word splitting,
+ * and the job script: the resume contract's environment, TERM before the
+ * time limit, torch.distributed's variables under srun, one torchrun per
+ * node, the image, the network's interface. */
+#include "check.h"
+#include "recipes/recipes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int valid(const char *text, mtc_error_t *err)
+{
+    json_t *r = json_loads(text, 0, NULL);
+    int rc = r ? recipe_validate(r, err) : -1;
+    json_decref(r);
+    return rc;
+}
+
+static void test_rules(void)
+{
+    mtc_error_t err = {""};
+    CHECK(valid("{\"task\":\"custom\",\"launch\":{\"command\":[\"python3\",\"t.py\"]}}", &err) == 0,
+          "a custom recipe: a task and a command (%s)", err.text);
+    CHECK(valid("{\"task\":\"custom\"}", &err) < 0 && strstr(err.text, "launch"),
+          "no launch: named (%s)", err.text);
+    CHECK(
+        valid("{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]},\"model\":{\"preset\":\"x\"}}",
+              &err) < 0 &&
+            strstr(err.text, "model") && strstr(err.text, "its own program"),
+        "a model beside launch: named (%s)", err.text);
+    CHECK(valid("{\"task\":\"custom\",\"launch\":{\"command\":[]}}", &err) < 0 &&
+              strstr(err.text, "launch.command"),
+          "an empty command: named (%s)", err.text);
+    CHECK(valid("{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"],\"launcher\":\"mpirun\"}}",
+                &err) < 0 &&
+              strstr(err.text, "launch.launcher"),
+          "an unknown launcher: named (%s)", err.text);
+    CHECK(valid("{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"],\"workdir\":\"rel\"}}",
+                &err) < 0 &&
+              strstr(err.text, "absolute"),
+          "a relative workdir: named (%s)", err.text);
+    CHECK(valid("{\"task\":\"pretrain\",\"launch\":{\"command\":[\"p\"]},\"model\":{\"preset\":"
+                "\"tiny-gpt2\"},\"data\":{\"path\":\"d\",\"tokenizer\":\"t\"},\"train\":{\"steps\":"
+                "1,\"global_batch\":1,\"seq_length\":8}}",
+                &err) < 0 &&
+              strstr(err.text, "only a custom task"),
+          "launch in an mtc-train recipe: named (%s)", err.text);
+    CHECK(valid("{\"task\":\"pretrain\",\"data\":{\"path\":\"d\",\"tokenizer\":\"t\"},\"train\":{"
+                "\"steps\":1,\"global_batch\":1,\"seq_length\":8}}",
+                &err) < 0 &&
+              strstr(err.text, "model: required"),
+          "an mtc-train recipe still needs its model (%s)", err.text);
+}
+
+static void test_split(void)
+{
+    mtc_error_t err = {""};
+    json_t *w = recipe_split_command("python3  train.py --name 'a b' \"it's\" x\\ y", &err);
+    char *s = w ? json_dumps(w, JSON_COMPACT) : NULL;
+    CHECK_STR(s ? s : err.text, "[\"python3\",\"train.py\",\"--name\",\"a b\",\"it's\",\"x y\"]",
+              "words split as a shell would, nothing expanded");
+    free(s);
+    json_decref(w);
+    w = recipe_split_command("echo $HOME `id` *", &err);
+    s = w ? json_dumps(w, JSON_COMPACT) : NULL;
+    CHECK_STR(s ? s : err.text, "[\"echo\",\"$HOME\",\"`id`\",\"*\"]", "no expansion");
+    free(s);
+    json_decref(w);
+    CHECK(!recipe_split_command("python3 'x", &err) && strstr(err.text, "unmatched '"),
+          "an unmatched quote (%s)", err.text);
+    CHECK(!recipe_split_command("   ", &err) && strstr(err.text, "at least one word"),
+          "no word (%s)", err.text);
+}
+
+/* The job script of a custom recipe (launch section text) on nodes nodes. */
+static char *script(const char *launch, int nodes, const char *net, const char *image)
+{
+    char text[1024];
+    snprintf(text, sizeof(text), "{\"name\":\"custom\",\"task\":\"custom\",\"launch\":%s}", launch);
+    json_t *r = json_loads(text, 0, NULL);
+    mtc_error_t err = {""};
+    json_t *canon = r ? recipe_normalize(r, &err) : NULL;
+    if (canon)
+        json_object_set_new(canon, "name", json_string("custom"));
+    struct recipe_run run = {
+        .home = "/h", .timestamp = 7, .nodes = nodes, .mpi_network = net, .image = image};
+    json_t *cfg = canon ? recipe_resolve(canon, &run, &err) : NULL;
+    char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    if (!s)
+        fprintf(stderr, "# %s\n", err.text);
+    json_decref(cfg);
+    json_decref(canon);
+    json_decref(r);
+    return s;
+}
+
+static void test_render(void)
+{
+    char *s = script("{\"command\":[\"python3\",\"t.py\",\"--lr\",\"3e-4\"],\"tasks_per_node\":2,"
+                     "\"env\":{\"NCCL_DEBUG\":\"WARN\"}}",
+                     2, NULL, NULL);
+    CHECK(s && strstr(s, "#SBATCH --signal=TERM@120\n"), "TERM before the time limit");
+    CHECK(s && strstr(s, "#SBATCH --nodes=2\n") && strstr(s, "#SBATCH --ntasks-per-node=2\n"),
+          "2 nodes, 2 ranks each");
+    CHECK(s && strstr(s, "export MTC_CHECKPOINT_DIR='/h/experiments/custom/custom_7/custom/"
+                         "checkpoints' MTC_RUN_DIR=\"$TASK_DIR\" "
+                         "MTC_RESTART_COUNT=\"${SLURM_RESTART_COUNT:-0}\"\n"),
+          "the resume contract: checkpoints, run dir, restart count");
+    CHECK(s && strstr(s, "/logs'/metrics.jsonl MTC_TENSORBOARD_DIR="), "metrics file, TensorBoard");
+    CHECK(s && strstr(s, "export NCCL_DEBUG='WARN'\n"), "launch.env reaches the job");
+    CHECK(s && strstr(s, "CMD=('python3' 't.py' '--lr' '3e-4')\n"),
+          "the command, each word quoted");
+    CHECK(s && strstr(s, "srun --ntasks=4 --ntasks-per-node=2 sh -c ") &&
+              strstr(s, "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
+                        "NODE_RANK=$SLURM_NODEID WORLD_SIZE=4 LOCAL_WORLD_SIZE=2; exec \"$@\"' "
+                        "mtc-rank \"${CMD[@]}\"\n"),
+          "srun: one task per rank with torch.distributed's variables");
+    CHECK(s && strstr(s, "export MASTER_ADDR MASTER_PORT\n") && strstr(s, "NodeAddr="),
+          "the rendezvous on the first node's address");
+    CHECK(s && strstr(s, "cd \"$TASK_DIR\" || exit 1\n"), "no workdir: the run's directory");
+    CHECK(s && !strstr(s, "mtc-train") && !strstr(s, "models upload"),
+          "no trainer, no registration of mtc-train's checkpoint");
+    free(s);
+    s = script("{\"command\":[\"python3\",\"t.py\"],\"launcher\":\"torchrun\",\"tasks_per_node\":"
+               "8,\"workdir\":\"/code\"}",
+               3, "10.20.0.0/24", NULL);
+    CHECK(s && strstr(s, "srun --ntasks=3 --ntasks-per-node=1 sh -c ") &&
+              strstr(s, "exec torchrun --nnodes=3 --nproc_per_node=8 --node_rank=$SLURM_NODEID "
+                        "--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT "
+                        "--rdzv_id=$SLURM_JOB_ID --no_python \"$@\"' mtc-node \"${CMD[@]}\"\n"),
+          "torchrun: one per node, c10d rendezvous, underscore spellings");
+    CHECK(s && strstr(s, "export MTC_NETWORK='10.20.0.0/24'\n") &&
+              strstr(s, "export GLOO_SOCKET_IFNAME=$IF NCCL_SOCKET_IFNAME=$IF"),
+          "gloo and NCCL on the interface of the cluster's network");
+    CHECK(s && strstr(s, "cd '/code' || exit 1\n"), "the workdir");
+    free(s);
+    s = script("{\"command\":[\"python3\",\"t.py\"]}", 1, NULL, "/img/pt.sqsh");
+    CHECK(s && strstr(s, "sh -c") &&
+              strstr(s, " --container-image='/img/pt.sqsh' "
+                        "--container-mounts=\"$TASK_DIR:$TASK_DIR\""),
+          "the image, with the run's directory mounted");
+    free(s);
+}
+
+int main(void)
+{
+    test_rules();
+    test_split();
+    test_render();
+    return check_done();
+}
