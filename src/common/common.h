@@ -135,6 +135,27 @@ int mtc_free_port_range(int count);
  * against it), "localhost" when it has none. */
 void mtc_short_hostname(char *buf, size_t len);
 
+/* TensorBoard event files (tfevents.c): the TFRecord framing with masked
+ * CRC-32C (Castagnoli) and the Event protobuf's scalars. */
+uint32_t mtc_crc32c(const void *data, size_t n);
+uint32_t mtc_crc32c_masked(const void *data, size_t n); /* TFRecord's mask of it */
+struct mtc_scalar {
+    int64_t step;
+    double wall_time; /* the event's, epoch seconds */
+    char tag[128];    /* truncated when longer */
+    double value;
+};
+typedef void (*mtc_scalar_fn)(void *arg, const struct mtc_scalar *s);
+/* Each scalar of the whole records in buf (len bytes) to fn; *used: the
+ * bytes of those records. Stops at a record not all there yet, or at a
+ * corrupt one (a CRC or its protobuf wrong: *corrupt = 1). The records read. */
+long mtc_tfevents_parse(const unsigned char *buf, size_t len, size_t *used, int *corrupt,
+                        mtc_scalar_fn fn, void *arg);
+/* The same over the file path from byte *off on, *off advanced past what
+ * was read (a record still being written is read next time). The records
+ * read, or -1 + errno when the file cannot be opened. */
+long mtc_tfevents_read(const char *path, long long *off, int *corrupt, mtc_scalar_fn fn, void *arg);
+
 /* Time. */
 int64_t mtc_now_ms(void);
 /* RFC 3339 UTC with milliseconds into buf (>= 32 bytes). */

@@ -127,8 +127,14 @@ int jobs_track(const json_t *cfg, double now, struct exp_track *out);
 /* Early problem detection's events: each alert that starts in the job's
  * rows read since the last call becomes one event of the job's cluster
  * (TRAINING_NONFINITE, TRAINING_LOSS_SPIKE, TRAINING_THROUGHPUT_DROP,
- * TRAINING_STALL) with a one-line message naming the job. */
+ * TRAINING_STALL) with a one-line message naming the job; and with the
+ * recipe's monitor.hang_timeout_s, a running job without progress for that
+ * long gets TRAINING_HANG and is requeued (at most monitor.max_restarts,
+ * default 3, restarts). */
 void jobs_watch(struct store *st, const struct store_job *j, double now);
+/* The last line the program wrote to the run's log (mtc's, srun's and
+ * slurmstepd's own lines passed over; "" when none), into buf. */
+const char *jobs_last_line(const json_t *cfg, char *buf, size_t len);
 
 /* ---- the monitor (monitor.c) ---- */
 

@@ -1,14 +1,16 @@
 /* state: a training job's state as Slurm and the experiment's exit record
  * say, kept in the store — refreshed one job at a time (a GET) or for all
  * the jobs of a pass with one Slurm query per cluster (the monitor, a
- * list), and :cancel. */
+ * list), a TRAINING_FAILED event when it fails, and :cancel. */
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
 #include "store/store.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const struct schema_enum jobs_state_enum = SCHEMA_NAMES(
@@ -67,6 +69,26 @@ static const json_t *slurm_says(const struct store_job *j, json_t *pass, json_t 
     return json_object_get(states, j->slurm_job);
 }
 
+/* TRAINING_FAILED: why, as far as mtc can tell — the program's exit status
+ * (its exit record) or Slurm's state, and the last line it wrote. */
+static void failed_event(struct store *st, const struct store_job *j, const char *slurm)
+{
+    char path[PATH_MAX + 96], why[64], last[256], msg[1024];
+    const char *td = json_string_value(json_object_get(j->config, "taskDir"));
+    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    snprintf(path, sizeof(path), "%s/%s.exit", td ? td : "", j->slurm_job);
+    char *rec = mtc_read_file(path, NULL);
+    if (rec && atoi(rec) != 0)
+        snprintf(why, sizeof(why), "exit status %d", atoi(rec));
+    else
+        snprintf(why, sizeof(why), "Slurm says %.40s", slurm);
+    free(rec);
+    jobs_last_line(j->config, last, sizeof(last));
+    snprintf(msg, sizeof(msg), "trainingJob %s (experiment %s) FAILED (%s); last line: %.240s",
+             j->id, exp ? exp : j->id, why, *last ? last : "(none)");
+    store_event_add(st, j->cluster_id, "TRAINING_FAILED", NULL, msg);
+}
+
 void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass)
 {
     if (jobs_state_final(j->state) || !j->config || !*j->slurm_job)
@@ -87,6 +109,8 @@ void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass)
     if (strcmp(now, j->state) == 0 && restarts == j->restart_count)
         return;
     if (store_job_set_state(st, j->cluster_id, j->id, now, restarts) == 0) {
+        if (strcmp(now, "FAILED") == 0)
+            failed_event(st, j, slurm);
         snprintf(j->state, sizeof(j->state), "%s", now);
         j->restart_count = restarts;
     }

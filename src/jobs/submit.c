@@ -110,11 +110,12 @@ json_t *jobs_recipe(const json_t *req, mtc_error_t *err)
     json_t *ov = json_object_get(req, "overrides");
     if (ov)
         merge(recipe, ov);
-    if (recipe_validate(recipe, &e2) < 0) {
-        json_decref(recipe);
+    /* canonical, as a catalog file is loaded: table names, defaults filled */
+    json_t *canon = recipe_normalize(recipe, &e2);
+    json_decref(recipe);
+    if (!canon)
         return fail(EINVAL, err, "%s: %s", ov ? "overrides" : "recipe", e2.text), NULL;
-    }
-    return recipe;
+    return canon;
 }
 
 int jobs_image_path(const char *image, struct jobs_paths *p, mtc_error_t *err)

@@ -1,10 +1,13 @@
 /* watch: a running job's progress and early problems — one exp_track per
  * run (recipes/goodput.c), kept between calls so each reads only what the
- * run's metrics.jsonl and log gained since the last, and the alerts of
- * recipes/detect.c that start in those rows recorded as cluster events. The
+ * run's metrics.jsonl and log gained since the last; the alerts of
+ * recipes/detect.c that start in those rows recorded as cluster events; and
+ * a hang (no progress for the recipe's monitor.hang_timeout_s) acted on:
+ * TRAINING_HANG, then the job requeued to resume from its checkpoint. The
  * monitor, GETs and /metrics all read through it. */
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
+#include "slurm/slurm.h"
 #include "store/store.h"
 
 #include <limits.h>
@@ -18,6 +21,7 @@ struct tracked {
     struct exp_track t;
     int64_t seen_rows; /* rows early problem detection's events have judged */
     int raised;        /* alerts that hold, an event recorded for each */
+    double hang_ref;   /* the progress (row or start) a hang was acted on after */
 };
 static struct tracked *tracks;
 static size_t ntracks;
@@ -41,6 +45,7 @@ int jobs_track(const json_t *cfg, double now, struct exp_track *out)
         }
         tracks = nt;
         k = &tracks[ntracks++];
+        memset(k, 0, sizeof(*k));
         snprintf(k->task_dir, sizeof(k->task_dir), "%s", td);
         exp_track_init(&k->t, cfg);
     }
@@ -53,6 +58,71 @@ int jobs_track(const json_t *cfg, double now, struct exp_track *out)
 static void collect(void *arg, int kind, const char *msg)
 {
     json_array_append_new(arg, json_pack("[s,s]", exp_alert_name(kind), msg));
+}
+
+const char *jobs_last_line(const json_t *cfg, char *buf, size_t len)
+{
+    char path[PATH_MAX + 64];
+    *buf = '\0';
+    FILE *f = exp_log_path(cfg, path, sizeof(path)) ? fopen(path, "re") : NULL;
+    if (!f)
+        return buf;
+    char line[512];
+    /* the tail: a long log's last 16 KiB */
+    off_t size = fseeko(f, 0, SEEK_END) == 0 ? ftello(f) : 0;
+    fseeko(f, size > 16384 ? size - 16384 : 0, SEEK_SET);
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (*line && strncmp(line, "mtc: ", 5) != 0 && strncmp(line, "srun: ", 6) != 0 &&
+            strncmp(line, "slurmstepd: ", 12) != 0)
+            snprintf(buf, len, "%s", line);
+    }
+    fclose(f);
+    return buf;
+}
+
+/* A hang: the job runs, the run's log shows no end after its latest start,
+ * and neither a progress row nor that start came for hang_timeout_s. The
+ * time of that progress, or 0. */
+static double hang_ref(const struct exp_track *t, const struct exp_monitor *m,
+                       const struct store_job *j, double now)
+{
+    double ref = t->last_row > t->last_start ? t->last_row : t->last_start;
+    if (m->hang_timeout_s <= 0 || strcmp(j->state, "RUNNING") != 0 || t->end > 0 || ref <= 0 ||
+        now - ref <= m->hang_timeout_s)
+        return 0;
+    return ref;
+}
+
+/* TRAINING_HANG with the last progress and the log's last line, then the
+ * job requeued (it resumes through the contract) unless it restarted
+ * max_restarts times already. */
+static void act_on_hang(struct store *st, const struct store_job *j, const struct exp_track *t,
+                        const struct exp_monitor *m, double idle)
+{
+    char last[200], msg[1024], what[160];
+    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    const char *conf = NULL;
+    mtc_error_t err = {""};
+    jobs_last_line(j->config, last, sizeof(last));
+    if (j->restart_count >= m->max_restarts)
+        snprintf(what, sizeof(what), "not requeued: it restarted %d times (max_restarts %d)",
+                 j->restart_count, m->max_restarts);
+    else if (exp_slurm_conf(j->config, &conf) < 0 ||
+             slurm_job_requeue(conf, j->slurm_job, &err) < 0)
+        snprintf(what, sizeof(what), "requeue failed: %.120s",
+                 *err.text ? err.text : "its cluster's slurm.conf is gone");
+    else {
+        slurm_job_release(conf, j->slurm_job, NULL); /* no hold: start again now */
+        snprintf(what, sizeof(what), "requeued (restart %d of at most %d)", j->restart_count + 1,
+                 m->max_restarts);
+    }
+    snprintf(msg, sizeof(msg),
+             "trainingJob %s (experiment %s): hung: no progress for %.0f s (hang_timeout_s %.0f) "
+             "after step %lld; %s; last line: %.200s",
+             j->id, exp ? exp : j->id, idle, m->hang_timeout_s, (long long)t->step, what,
+             *last ? last : "(none)");
+    store_event_add(st, j->cluster_id, "TRAINING_HANG", NULL, msg);
 }
 
 void jobs_watch(struct store *st, const struct store_job *j, double now)
@@ -68,11 +138,18 @@ void jobs_watch(struct store *st, const struct store_job *j, double now)
     struct exp_monitor mon;
     exp_monitor_from(j->config, &mon);
     /* the judging state lives with the cached track (events outside the lock) */
+    double hung = 0;
     pthread_mutex_lock(&tracks_lock);
     for (size_t i = 0; i < ntracks; i++)
-        if (strcmp(tracks[i].task_dir, td) == 0)
+        if (strcmp(tracks[i].task_dir, td) == 0) {
             exp_monitor_scan(t, &mon, now, &tracks[i].seen_rows, &tracks[i].raised, collect, found);
+            double ref = hang_ref(t, &mon, j, now);
+            if (ref > 0 && ref != tracks[i].hang_ref)
+                hung = tracks[i].hang_ref = ref;
+        }
     pthread_mutex_unlock(&tracks_lock);
+    if (hung > 0)
+        act_on_hang(st, j, t, &mon, now - hung);
     free(t);
     size_t i;
     json_t *e;

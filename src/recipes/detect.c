@@ -22,8 +22,13 @@ static double cmp_median(const double *v, size_t n)
     return health_median(c, (int)n);
 }
 
-const struct exp_monitor exp_monitor_default = {
-    .window = 50, .spike_z = 6.0, .drop_fraction = 0.5, .stall_factor = 10.0, .min_rows = 10};
+const struct exp_monitor exp_monitor_default = {.window = 50,
+                                                .spike_z = 6.0,
+                                                .drop_fraction = 0.5,
+                                                .stall_factor = 10.0,
+                                                .min_rows = 10,
+                                                .hang_timeout_s = 0,
+                                                .max_restarts = 3};
 
 int exp_monitor_check(const struct exp_track *t, const struct exp_monitor *m, double now,
                       char *msg, size_t len)
@@ -93,6 +98,10 @@ void exp_monitor_from(const json_t *cfg, struct exp_monitor *m)
         m->stall_factor = json_number_value(v);
     if ((v = json_object_get(o, "min_rows")) && json_is_integer(v))
         m->min_rows = (int)json_integer_value(v);
+    if ((v = json_object_get(o, "hang_timeout_s")) && json_is_number(v))
+        m->hang_timeout_s = json_number_value(v);
+    if ((v = json_object_get(o, "max_restarts")) && json_is_integer(v))
+        m->max_restarts = (int)json_integer_value(v);
 }
 
 static const char *const alert_names[] = {"NONFINITE", "LOSS_SPIKE", "THROUGHPUT_DROP", "STALL"};

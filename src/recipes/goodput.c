@@ -4,9 +4,11 @@
  * or now — with restarts and steps lost and repeated. The early problem
  * detector judges the same rows (detect.c). bench/chaos.sh, `mtc experiment
  * status` and mtcd's /metrics all use exp_track. metrics.jsonl is read from
- * the last offset on (a resume rewrites it: new inode → reread). */
+ * the last offset on (a resume rewrites it: new inode → reread); a custom
+ * task that writes none has its TensorBoard loss scalars read instead. */
 #include "recipes/recipes.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -21,6 +23,23 @@ static const char *sget(const json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
+/* The tags a custom task's loss is logged under, by default: what NeMo,
+ * Megatron, HF Trainer, torchtitan and Lightning write. monitor.loss_tags
+ * replaces the list. */
+static const char *const loss_tags[] = {"loss",       "train_loss",     "reduced_train_loss",
+                                        "lm loss",    "train/loss",     "train/lm_loss",
+                                        "loss/train", "train/loss_step"};
+
+static void tb_init(struct exp_track *t, const json_t *cfg)
+{
+    snprintf(t->tb_dir, sizeof(t->tb_dir), "%s/tensorboard", sget(cfg, "logDir"));
+    const json_t *given = json_object_get(json_object_get(cfg, "monitor"), "loss_tags");
+    size_t n = given ? json_array_size(given) : sizeof(loss_tags) / sizeof(loss_tags[0]);
+    for (size_t i = 0; i < n && t->tb_ntags < 8; i++)
+        snprintf(t->tb_tags[t->tb_ntags++], sizeof(t->tb_tags[0]), "%s",
+                 given ? json_string_value(json_array_get(given, i)) : loss_tags[i]);
+}
+
 void exp_track_init(struct exp_track *t, const json_t *cfg)
 {
     memset(t, 0, sizeof(*t));
@@ -31,6 +50,8 @@ void exp_track_init(struct exp_track *t, const json_t *cfg)
     if (sget(cfg, "logDir"))
         snprintf(t->metrics_path, sizeof(t->metrics_path), "%s/metrics.jsonl", sget(cfg, "logDir"));
     exp_log_path(cfg, t->log_path, sizeof(t->log_path));
+    if (recipe_is_custom(cfg) && sget(cfg, "logDir"))
+        tb_init(t, cfg);
 }
 
 void exp_track_row(struct exp_track *t, int64_t step, double loss, double tps, double mfu)
@@ -54,6 +75,17 @@ void exp_track_row(struct exp_track *t, int64_t step, double loss, double tps, d
     t->ring_tps[i] = tps;
     t->ring_dt[i] = dt;
     t->ring_step[i] = step;
+}
+
+/* A step's time from the time between two logged steps (a row's kept time). */
+static void row_time(struct exp_track *t, double dt)
+{
+    if (t->tok_per_step > 0 || !(dt > 0))
+        return;
+    size_t last = t->ring_n < EXP_TRACK_RING ? t->ring_n - 1
+                                             : (t->ring_pos + EXP_TRACK_RING - 1) % EXP_TRACK_RING;
+    t->kept_s += dt;
+    t->ring_dt[last] = dt;
 }
 
 /* The rows of metrics.jsonl past the offset read before (all of it when the
@@ -91,13 +123,7 @@ static void read_metrics(struct exp_track *t)
                       json_number_value(json_object_get(o, "tokens_per_s")),
                       json_number_value(json_object_get(o, "mfu")));
         /* a custom task's program (no tokens per step known) may say its step time */
-        double st = json_number_value(json_object_get(o, "step_time_s"));
-        if (t->tok_per_step <= 0 && st > 0) {
-            size_t last = t->ring_n < EXP_TRACK_RING ? t->ring_n - 1
-                                                     : (t->ring_pos + EXP_TRACK_RING - 1) % EXP_TRACK_RING;
-            t->kept_s += st;
-            t->ring_dt[last] = st;
-        }
+        row_time(t, json_number_value(json_object_get(o, "step_time_s")));
         json_decref(o);
     }
     fclose(f);
@@ -123,7 +149,7 @@ static void read_log(struct exp_track *t)
     if (sb.st_ino != t->log_ino || sb.st_size < t->log_off) {
         t->log_ino = sb.st_ino;
         t->log_off = 0;
-        t->first_start = t->end = 0;
+        t->first_start = t->end = t->last_start = 0;
         t->starts = 0;
         t->repeated = t->seg_max = 0;
     }
@@ -148,6 +174,7 @@ static void read_log(struct exp_track *t)
         if (sscanf(line, "mtc: job %*s start %31s", ts) == 1) {
             if (!t->first_start)
                 t->first_start = parse_utc(ts);
+            t->last_start = parse_utc(ts);
             t->starts++;
             t->end = 0;
         } else if (sscanf(line, "mtc: job %*s end %31[^,]", ts) == 1) {
@@ -169,9 +196,67 @@ static void read_log(struct exp_track *t)
     fclose(f);
 }
 
+static void tb_scalar(void *arg, const struct mtc_scalar *s)
+{
+    struct exp_track *t = arg;
+    int loss = 0;
+    for (int i = 0; i < t->tb_ntags && !loss; i++)
+        loss = strcmp(s->tag, t->tb_tags[i]) == 0;
+    if (!loss)
+        return;
+    double dt = t->tb_step > 0 && s->step > t->tb_step && s->wall_time > t->tb_wall
+                    ? (s->wall_time - t->tb_wall) / (double)(s->step - t->tb_step)
+                    : 0;
+    exp_track_row(t, s->step, s->value, 0, 0);
+    row_time(t, dt);
+    t->tb_step = s->step, t->tb_wall = s->wall_time;
+}
+
+/* The newest event file under dir (and one level below: writers put runs in
+ * subdirectories) into best, its mtime into *when. */
+static void newest_events(const char *dir, int depth, char *best, size_t len, double *when)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[PATH_MAX + 300];
+        struct stat sb;
+        int n = snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' || n < 0 || (size_t)n >= len || stat(p, &sb) < 0)
+            continue;
+        if (S_ISDIR(sb.st_mode) && depth > 0)
+            newest_events(p, depth - 1, best, len, when);
+        else if (S_ISREG(sb.st_mode) && strstr(e->d_name, "tfevents") && sb.st_mtime >= *when)
+            *when = (double)sb.st_mtime, memcpy(best, p, (size_t)n + 1);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* A custom task without metrics rows: its TensorBoard loss scalars are its
+ * rows; the newest event file is read on from where the last read stopped
+ * (a corrupt record ends what is read of that file). */
+static void read_tensorboard(struct exp_track *t)
+{
+    struct stat sb;
+    if (!t->tb_dir[0] || stat(t->metrics_path, &sb) == 0) /* rows of its own: those */
+        return;
+    char file[sizeof(t->tb_file)] = "";
+    double when = 0;
+    newest_events(t->tb_dir, 1, file, sizeof(file), &when);
+    if (!*file)
+        return;
+    if (strcmp(file, t->tb_file) != 0) /* a new file: a restart's writer */
+        snprintf(t->tb_file, sizeof(t->tb_file), "%s", file), t->tb_off = 0;
+    int corrupt;
+    mtc_tfevents_read(t->tb_file, &t->tb_off, &corrupt, tb_scalar, t);
+    t->tb_mtime = when;
+}
+
 void exp_track_update(struct exp_track *t, double now)
 {
     read_metrics(t);
+    read_tensorboard(t);
     read_log(t);
     double stop = t->end > 0 ? t->end : now;
     t->wall_s = t->first_start > 0 && stop > t->first_start ? stop - t->first_start : 0;
@@ -181,7 +266,8 @@ void exp_track_update(struct exp_track *t, double now)
     t->restarts = t->starts > 0 ? t->starts - 1 : 0;
     t->lost = t->step > (int64_t)t->rows ? t->step - (int64_t)t->rows : 0;
     struct stat sb;
-    t->last_row = t->metrics_path[0] && stat(t->metrics_path, &sb) == 0 ? (double)sb.st_mtime : 0;
+    t->last_row =
+        t->metrics_path[0] && stat(t->metrics_path, &sb) == 0 ? (double)sb.st_mtime : t->tb_mtime;
 }
 
 json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)

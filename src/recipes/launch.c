@@ -23,9 +23,9 @@ static void put_q(FILE *f, const char *s)
 json_t *recipe_resolve_launch(const json_t *recipe, int tasks_per_node)
 {
     const json_t *l = json_object_get(recipe, "launch");
+    const char *launcher = json_string_value(json_object_get(l, "launcher"));
     json_t *out = json_pack("{s:O, s:s, s:i}", "command", json_object_get(l, "command"), "launcher",
-                            json_string_value(json_object_get(l, "launcher")), "tasksPerNode",
-                            tasks_per_node);
+                            launcher ? launcher : "srun", "tasksPerNode", tasks_per_node);
     const char *wd = json_string_value(json_object_get(l, "workdir"));
     if (out && wd)
         json_object_set_new(out, "workdir", json_string(wd));

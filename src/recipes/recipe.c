@@ -181,10 +181,25 @@ static const struct schema s_checkpoint = {f_checkpoint, RECIPE, NULL, NULL};
 /* Early problem detection's thresholds (docs/observability.md): exp_monitor_from. */
 static const struct schema_field f_monitor[] = {
     {.name = "spike_z", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 0.5, .hi = 1000},
-    {.name = "spike_window", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 10, .hi = EXP_TRACK_RING - 1},
+    {.name = "spike_window",
+     .kind = SCHEMA_INT,
+     .flags = SCHEMA_RANGE,
+     .lo = 10,
+     .hi = EXP_TRACK_RING - 1},
     {.name = "throughput_drop", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 0, .hi = 1},
     {.name = "stall_factor", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 1, .hi = 1e6},
-    {.name = "min_rows", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 2, .hi = EXP_TRACK_RING - 1},
+    {.name = "min_rows",
+     .kind = SCHEMA_INT,
+     .flags = SCHEMA_RANGE,
+     .lo = 2,
+     .hi = EXP_TRACK_RING - 1},
+    {.name = "hang_timeout_s", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 1, .hi = 1e6},
+    {.name = "max_restarts", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = 100},
+    /* a custom task's TensorBoard tags that are its loss (recipes/goodput.c's defaults) */
+    {.name = "loss_tags",
+     .kind = SCHEMA_STRS,
+     .flags = SCHEMA_NONEMPTY | SCHEMA_ONELINE,
+     .max_items = 8},
     {.name = NULL}};
 static const struct schema s_monitor = {f_monitor, RECIPE, NULL, NULL};
 

@@ -285,6 +285,17 @@ struct exp_track {
     int64_t ring_step[EXP_TRACK_RING];
     /* from the log: epoch seconds of the first start and of the end (0: running) */
     double first_start, end, last_row;
+    double last_start; /* epoch seconds of the latest start */
+    /* a custom task's TensorBoard events (read when it writes no metrics rows):
+     * the newest event file under MTC_TENSORBOARD_DIR, read on from tb_off;
+     * scalars whose tag is one of tb_tags are its loss rows */
+    char tb_dir[PATH_MAX + 16], tb_file[PATH_MAX + 64];
+    long long tb_off;
+    double tb_wall;
+    int64_t tb_step;
+    char tb_tags[8][64];
+    int tb_ntags;
+    double tb_mtime; /* the event file's mtime: the last row's time */
     int starts, restarts;
     int64_t repeated, lost, seg_max;
     unsigned long log_ino;
@@ -303,6 +314,9 @@ struct exp_monitor {
     double drop_fraction; /* tokens/s below this fraction of the run's median: a drop */
     double stall_factor;  /* no row for this many median step times: a stall */
     int min_rows;         /* rows needed before spikes and drops are judged */
+    double hang_timeout_s; /* no progress this long after a row or a start: a hang, and mtcd
+                            * requeues the job (0: no hang detection, stalls are events only) */
+    int max_restarts;      /* a hang requeues a job that restarted fewer times than this */
 };
 extern const struct exp_monitor exp_monitor_default;
 /* The run's thresholds: the defaults with config.json's "monitor" section

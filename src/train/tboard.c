@@ -1,5 +1,6 @@
-/* tboard: TensorBoard event file writer — TFRecord framing with masked CRC32C and a
- * hand-encoded Event protobuf per scalar (formats.md). */
+/* tboard: TensorBoard event file writer — TFRecord framing with masked CRC32C
+ * (common/tfevents.c, which also reads them) and a hand-encoded Event
+ * protobuf per scalar (formats.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,32 +15,6 @@ struct tb_writer {
     FILE *f;
     char *path;
 };
-
-static uint32_t crc_table[256];
-
-/* Castagnoli, reflected polynomial 0x82F63B78; table built once (idempotent, so racing
- * initialisations write the same values). */
-static uint32_t crc32c(const unsigned char *p, size_t n)
-{
-    if (!crc_table[1]) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-            crc_table[i] = c;
-        }
-    }
-    uint32_t c = 0xFFFFFFFFu;
-    while (n--)
-        c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
-
-static uint32_t masked_crc(const unsigned char *p, size_t n)
-{
-    uint32_t c = crc32c(p, n);
-    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
-}
 
 static size_t put_varint(unsigned char *p, uint64_t v)
 {
@@ -62,8 +37,8 @@ static int write_record(struct tb_writer *w, const unsigned char *data, size_t n
 {
     unsigned char head[12], tail[4];
     put_le(head, n, 8);
-    put_le(head + 8, masked_crc(head, 8), 4);
-    put_le(tail, masked_crc(data, n), 4);
+    put_le(head + 8, mtc_crc32c_masked(head, 8), 4);
+    put_le(tail, mtc_crc32c_masked(data, n), 4);
     if (fwrite(head, 1, 12, w->f) != 12 || fwrite(data, 1, n, w->f) != n ||
         fwrite(tail, 1, 4, w->f) != 4 || fflush(w->f) != 0)
         return -1;

@@ -6,7 +6,8 @@
 # ranks trains the same model. It resumes from the newest complete checkpoint
 # in MTC_CHECKPOINT_DIR (step_N.pt, written to a temporary name and renamed),
 # logs "step N loss X" lines, writes rows {"step", "loss", "step_time_s"} to
-# MTC_METRICS_FILE (rank 0), and at the end the final parameters' sha256 and
+# MTC_METRICS_FILE (rank 0; --no-metrics: none) and with --tb the loss as
+# TensorBoard events in MTC_TENSORBOARD_DIR (encoded here by hand), and at the end the final parameters' sha256 and
 # what it was given to MTC_RUN_DIR/result.json. Float64 throughout.
 import argparse
 import glob
@@ -14,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import struct
 import time
 
 import torch
@@ -26,7 +28,46 @@ p.add_argument("--ckpt-every", type=int, default=5)
 p.add_argument("--lr", type=float, default=0.05)
 p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (time to inject faults)")
 p.add_argument("--fail-at", type=int, default=-1, help="raise at this step")
+p.add_argument("--tb", action="store_true", help="log the loss as TensorBoard events (rank 0)")
+p.add_argument("--no-metrics", action="store_true", help="no MTC_METRICS_FILE rows")
 a = p.parse_args()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), bit by bit: the events are written here with no
+    TensorBoard or TensorFlow code, an independent writer for mtc's reader."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+
+
+def masked(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def varint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([n & 0x7F | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def record(data):
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked(head)) + data + struct.pack("<I", masked(data))
+
+
+def scalar_event(step, tag, value):
+    """Event{wall_time=1, step=2, summary=5{value=1{tag=1, simple_value=2}}}"""
+    t = tag.encode()
+    val = b"\x0a" + varint(len(t)) + t + b"\x15" + struct.pack("<f", value)
+    summ = b"\x0a" + varint(len(val)) + val
+    return b"\x09" + struct.pack("<d", time.time()) + b"\x10" + varint(step) + b"\x2a" + varint(len(summ)) + summ
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -56,7 +97,12 @@ if done:
     if rank == 0:
         print(f"resumed from {done[-1]} at step {start} (restart {os.environ.get('MTC_RESTART_COUNT')})", flush=True)
 
-metrics = open(os.environ["MTC_METRICS_FILE"], "a") if rank == 0 else None
+metrics = open(os.environ["MTC_METRICS_FILE"], "a") if rank == 0 and not a.no_metrics else None
+tb = None
+if rank == 0 and a.tb:
+    tb = open(os.path.join(os.environ["MTC_TENSORBOARD_DIR"],
+                           f"events.out.tfevents.{int(time.time())}.ddp"), "ab")
+    tb.write(record(b"\x09" + struct.pack("<d", time.time()) + b"\x1a\x0dbrain.Event:2"))
 for step in range(start + 1, a.steps + 1):
     t0 = time.time()
     if step == a.fail_at:
@@ -74,8 +120,12 @@ for step in range(start + 1, a.steps + 1):
         time.sleep(a.sleep)
     if rank == 0:
         print(f"step {step} loss {g.item():.12f}", flush=True)
-        metrics.write(json.dumps({"step": step, "loss": g.item(), "step_time_s": time.time() - t0}) + "\n")
-        metrics.flush()
+        if metrics:
+            metrics.write(json.dumps({"step": step, "loss": g.item(), "step_time_s": time.time() - t0}) + "\n")
+            metrics.flush()
+        if tb:
+            tb.write(record(scalar_event(step, "train/loss", g.item())))
+            tb.flush()
         if step % a.ckpt_every == 0 or step == a.steps:
             tmp = os.path.join(ck_dir, f".step_{step}.pt.tmp")
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)

@@ -5,11 +5,14 @@
 # local cluster: torch.distributed's variables and the resume contract reach
 # every rank, the losses on 2 ranks equal 1 rank's with the same global batch
 # (float64, within 1e-6), the status block and `mtc experiment status` work,
-# progress rows feed the trainingJob's goodput track; `-e local` runs the
+# progress rows feed the trainingJob's goodput track, and so do TensorBoard
+# events written by hand (no metrics rows); `-e local` runs the
 # ranks on this machine with the same losses; a requeue mid-run
 # resumes from the newest checkpoint (MTC_RESTART_COUNT 1) and ends with the
 # uninterrupted run's parameters, bit for bit; a program that raises is
-# FAILED; the torchrun launcher's command line (Debian 12's torchrun cannot
+# FAILED with a TRAINING_FAILED event carrying its last line; a rank
+# SIGSTOPped with monitor.hang_timeout_s set raises TRAINING_HANG and the job
+# is requeued and completes from its checkpoint, nobody reading; the torchrun launcher's command line (Debian 12's torchrun cannot
 # start workers: checked rendered, not run); bad --command input and bad
 # custom recipes get one line.
 . "$(dirname "$0")/lib.sh"
@@ -69,6 +72,16 @@ import json, sys
 j = [j for j in json.loads(sys.argv[1])["trainingJobs"] if j.get("experimentName") == "ddp2"]
 assert j and j[0]["state"] == "COMPLETED", j' "$BODY"
 
+# --- progress from TensorBoard events alone (an independent writer) ------------------
+mtc run --command "$PY $PROG --steps 6 --tb --no-metrics" -n 1 --experiment-name ddptb >"$D/tb.out" 2>&1
+check "a run logging its loss only as TensorBoard events completes" test "$(run_wait_final 120 ddptb)" = COMPLETED
+LAST=$(mtc experiment logs ddptb | sed -n 's/^step 6 loss //p')
+check "  its track reads the events: step 6, the last loss (float32 of $LAST)" python3 -c '
+import json, sys
+p = json.loads(sys.argv[1])["progress"]
+assert p["step"] == 6 and abs(p["loss"] - float(sys.argv[2])) < 1e-5 * abs(float(sys.argv[2])), p' \
+    "$(mtc experiment status ddptb --json)" "$LAST"
+
 # --- a requeue mid-run: resumed from the newest checkpoint, the same end ------------
 mtc run --command "$PY $PROG --steps 40 --ckpt-every 5 --sleep 0.3" -n 2 --experiment-name ddpre >"$D/ddpre.out" 2>&1
 RJOB=$(mtc experiment status ddpre --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobId"])')
@@ -100,6 +113,49 @@ PY
 mtc run --command "$PY $PROG --steps 10 --fail-at 3" -n 2 --experiment-name ddpfail >"$D/fail.out" 2>&1
 check "a program that raises: FAILED" test "$(run_wait_final 120 ddpfail)" = FAILED
 check "  its traceback in the job's log" bash -c "mtc experiment logs ddpfail | grep -q 'RuntimeError: ddp_train: failing at step 3'"
+events() { mtc cluster events cu --json | python3 -c '
+import json, sys
+for e in json.load(sys.stdin) or []:
+    if e.get("eventType") == sys.argv[1] and sys.argv[2] in e.get("description", ""):
+        print(e["description"])' "$1" "$2"; }
+check "  a TRAINING_FAILED event with the exit status and the program's last line" \
+    wait_for 20 eval '[ -n "$(events TRAINING_FAILED "(experiment ddpfail) FAILED (exit status 1); last line: RuntimeError: ddp_train: failing at step 3")" ]'
+diag "$(events TRAINING_FAILED ddpfail)"
+
+# --- a hang (one rank SIGSTOPped): TRAINING_HANG, requeued, resumed, completed ---------
+api POST "$JOBS?trainingJobId=hang" "$(python3 - "$PY" "$PROG" "$D" <<'PY'
+import json, sys
+py, prog, d = sys.argv[1:]
+print(json.dumps({"recipe": {"task": "custom", "monitor": {"hang_timeout_s": 8},
+                             "launch": {"command": [py, prog, "--steps", "40", "--sleep", "0.3"],
+                                        "workdir": d}},
+                  "nodeCount": 2, "experimentName": "ddphang"}))
+PY
+)"
+check "a custom job with monitor.hang_timeout_s 8 through the API: 200" test "$HTTP_STATUS" = 200
+HJOB=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["slurmJobId"])' "$BODY" 2>/dev/null)
+HM=$(mtc experiment status ddphang --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["logDir"])')/metrics.jsonl
+hrows() { [ "$(wc -l <"$HM" 2>/dev/null || echo 0)" -ge 8 ]; }
+check "  it logs its steps" wait_for 120 hrows
+rank1() { # the rank-1 process of Slurm job $1
+    local p
+    for p in /proc/[0-9]*; do
+        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" || continue
+        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "RANK=1" || continue
+        grep -q ddp_train "$p/cmdline" 2>/dev/null && echo "${p#/proc/}"
+    done
+}
+R1=$(rank1 "$HJOB")
+check "  its rank 1 found (pid $R1)" test -n "$R1"
+kill -STOP $R1
+t0=$SECONDS
+check "  rank 1 SIGSTOPped, nobody reading: a TRAINING_HANG event within hang_timeout_s + a pass" \
+    wait_for 40 eval '[ -n "$(events TRAINING_HANG "(experiment ddphang): hung")" ]'
+diag "TRAINING_HANG $((SECONDS - t0)) s after the SIGSTOP: $(events TRAINING_HANG ddphang | head -1)"
+check "  it says the job was requeued" bash -c "grep -q 'requeued (restart 1 of at most 3)' <<<\"\$0\"" "$(events TRAINING_HANG ddphang)"
+check "  the job resumes and completes" test "$(run_wait_final 240 ddphang)" = COMPLETED
+check "  from a checkpoint, MTC_RESTART_COUNT 1" \
+    test "$(result ddphang 'r["start"] >= 5, r["env"]["MTC_RESTART_COUNT"]')" = "(True, '1')"
 
 # --- the torchrun launcher: the command line each node runs ------------------------------
 mtc run --command "$PY train.py --lr 3e-4" --launcher torchrun -n 2 --dry-run >"$D/tr.sh" 2>"$D/tr.err"

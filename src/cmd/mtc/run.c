@@ -227,15 +227,11 @@ static json_t *load_recipe(const char *name)
 static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t len, json_t **cfg,
                        char **script)
 {
-    json_t *recipe = f->r.recipe ? load_recipe(f->r.recipe)
-                                 : json_incref(json_object_get(f->body, "recipe"));
-    if (!recipe)
-        return -1;
     mtc_error_t verr = {""};
-    if (!f->r.recipe && recipe_validate(recipe, &verr) < 0) {
-        json_decref(recipe);
-        return cli_fail("%s", verr.text), -1;
-    }
+    json_t *recipe = f->r.recipe ? load_recipe(f->r.recipe)
+                                 : recipe_normalize(json_object_get(f->body, "recipe"), &verr);
+    if (!recipe)
+        return *verr.text ? cli_fail("recipe: %s", verr.text), -1 : -1;
     const char *limage = json_string_value(json_object_get(json_object_get(recipe, "launch"), "image"));
     if (!f->r.image && limage) /* a custom task's image, unless -i names one */
         f->r.image = limage;
