@@ -104,32 +104,24 @@ void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
     const char *iface = "[ -n \"${MTC_NETWORK:-}\" ] && command -v ip >/dev/null && "
                         "IF=$(ip -o -4 addr show to \"$MTC_NETWORK\" | awk '{print $2; exit}') && "
                         "[ -n \"$IF\" ] && export GLOO_SOCKET_IFNAME=$IF NCCL_SOCKET_IFNAME=$IF; ";
-    fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n");
-    if (torchrun) {
-        fprintf(f, "    srun --ntasks=%d --ntasks-per-node=1%s sh -c ", nodes, container);
-        char *inner = NULL;
-        if (asprintf(&inner,
-                     "%sexec torchrun --nnodes=%d --nproc_per_node=%d --node_rank=$SLURM_NODEID "
-                     "--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT "
-                     "--rdzv_id=$SLURM_JOB_ID --no_python \"$@\"",
-                     iface, nodes, rpn) < 0)
-            inner = NULL;
-        put_q(f, inner);
-        free(inner);
-        fprintf(f, " mtc-node \"${CMD[@]}\"\n");
-    } else {
-        fprintf(f, "    srun --ntasks=%d --ntasks-per-node=%d%s%s sh -c ", world, rpn, over,
-                container);
-        char *inner = NULL;
-        if (asprintf(&inner,
-                     "%sexport RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
-                     "NODE_RANK=$SLURM_NODEID WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d; exec \"$@\"",
-                     iface, world, rpn) < 0)
-            inner = NULL;
-        put_q(f, inner);
-        free(inner);
-        fprintf(f, " mtc-rank \"${CMD[@]}\"\n");
-    }
+    char inner[1024];
+    if (torchrun)
+        snprintf(inner, sizeof(inner),
+                 "%sexec torchrun --nnodes=%d --nproc_per_node=%d --node_rank=$SLURM_NODEID "
+                 "--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT "
+                 "--rdzv_id=$SLURM_JOB_ID --no_python \"$@\"",
+                 iface, nodes, rpn);
+    else
+        snprintf(inner, sizeof(inner),
+                 "%sexport RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID NODE_RANK=$SLURM_NODEID "
+                 "WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d; exec \"$@\"",
+                 iface, world, rpn);
+    fprintf(f,
+            "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    srun --ntasks=%d --ntasks-per-node=%d%s%s "
+            "sh -c ",
+            torchrun ? nodes : world, torchrun ? 1 : rpn, torchrun ? "" : over, container);
+    put_q(f, inner);
+    fprintf(f, " %s \"${CMD[@]}\"\n", torchrun ? "mtc-node" : "mtc-rank");
     /* the local executor: every rank on this machine */
     fprintf(f,
             "else\n"

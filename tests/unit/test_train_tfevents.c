@@ -36,14 +36,12 @@ static size_t frame(unsigned char *out, const unsigned char *data, size_t n)
     return 16 + n;
 }
 
-/* Event{step=2 (varint), summary=5{value=1{tag=1, tensor=8{dtype=1, float_val=5 packed}}}} */
-static size_t tensor_event(unsigned char *e, int64_t step, const char *tag, float v)
+/* Event{step=2 (varint), summary=5{value=1{tag=1, tensor=8{TensorProto t[tn]}}}} */
+static size_t tensor_event(unsigned char *e, int64_t step, const char *tag, const unsigned char *t,
+                           size_t tn)
 {
-    unsigned char t[16], val[160], sum[170];
-    size_t tn = 0, vn = 0, sn = 0, en = 0, tl = strlen(tag);
-    t[tn++] = 0x08, t[tn++] = 1; /* dtype DT_FLOAT */
-    t[tn++] = 0x2A, t[tn++] = 4; /* float_val, packed */
-    memcpy(t + tn, &v, 4), tn += 4;
+    unsigned char val[160], sum[170];
+    size_t vn = 0, sn = 0, en = 0, tl = strlen(tag);
     val[vn++] = 0x0A, val[vn++] = (unsigned char)tl;
     memcpy(val + vn, tag, tl), vn += tl;
     val[vn++] = 0x42, val[vn++] = (unsigned char)tn;
@@ -56,24 +54,20 @@ static size_t tensor_event(unsigned char *e, int64_t step, const char *tag, floa
     return en;
 }
 
-/* The same with a double as tensor_content (dtype DT_DOUBLE). */
-static size_t double_event(unsigned char *e, int64_t step, const char *tag, double v)
+/* A float as TensorProto{dtype=1 DT_FLOAT, float_val=5 packed}. */
+static size_t float_tensor(unsigned char *t, float v)
 {
-    unsigned char t[16], val[160], sum[170];
-    size_t tn = 0, vn = 0, sn = 0, en = 0, tl = strlen(tag);
-    t[tn++] = 0x08, t[tn++] = 2;
-    t[tn++] = 0x22, t[tn++] = 8; /* tensor_content */
-    memcpy(t + tn, &v, 8), tn += 8;
-    val[vn++] = 0x0A, val[vn++] = (unsigned char)tl;
-    memcpy(val + vn, tag, tl), vn += tl;
-    val[vn++] = 0x42, val[vn++] = (unsigned char)tn;
-    memcpy(val + vn, t, tn), vn += tn;
-    sum[sn++] = 0x0A, sum[sn++] = (unsigned char)vn;
-    memcpy(sum + sn, val, vn), sn += vn;
-    e[en++] = 0x10, e[en++] = (unsigned char)step;
-    e[en++] = 0x2A, e[en++] = (unsigned char)sn;
-    memcpy(e + en, sum, sn), en += sn;
-    return en;
+    t[0] = 0x08, t[1] = 1, t[2] = 0x2A, t[3] = 4;
+    memcpy(t + 4, &v, 4);
+    return 8;
+}
+
+/* A double as TensorProto{dtype=1 DT_DOUBLE (2), tensor_content=4}. */
+static size_t double_tensor(unsigned char *t, double v)
+{
+    t[0] = 0x08, t[1] = 2, t[2] = 0x22, t[3] = 8;
+    memcpy(t + 4, &v, 8);
+    return 12;
 }
 
 int main(void)
@@ -106,9 +100,10 @@ int main(void)
           "read again from the offset: nothing new");
 
     /* another writer's encodings, cut mid-record, then completed */
-    unsigned char e1[256], e2[256], file[2048];
-    size_t len = frame(file, e1, tensor_event(e1, 7, "loss", 1.5f));
-    size_t second = frame(file + len, e2, double_event(e2, 8, "reduced_train_loss", 0.125));
+    unsigned char e1[256], e2[256], t1[16], t2[16], file[2048];
+    size_t len = frame(file, e1, tensor_event(e1, 7, "loss", t1, float_tensor(t1, 1.5f)));
+    size_t second = frame(file + len, e2,
+                          tensor_event(e2, 8, "reduced_train_loss", t2, double_tensor(t2, 0.125)));
     char p2[4200];
     snprintf(p2, sizeof(p2), "%s/events.out.tfevents.other", dir);
     FILE *f = fopen(p2, "wb");
