@@ -317,6 +317,9 @@ static const struct schema_field f_recipe[] = {
     {ENV("env")},
     /* false: a completed run does not register its checkpoint in the model registry */
     {.name = "register", .kind = SCHEMA_BOOL},
+    /* a run that exits non-zero on its own (an application error, not a
+     * node fault) is requeued this many times at most (default 0: FAILED) */
+    {.name = "retry_on_error", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = 100},
     {.name = NULL},
 };
 static const struct schema s_recipe = {f_recipe, RECIPE, NULL, recipe_rules};

@@ -374,6 +374,8 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
                        json_object_get(recipe, "trainer_args"));
     if (run->from_model)
         json_object_set_new(out, "fromModel", json_string(run->from_model));
+    if (geti(recipe, "retry_on_error", 0) > 0)
+        json_object_set_new(out, "retryOnError", json_integer(geti(recipe, "retry_on_error", 0)));
     /* the job's last step registers the final checkpoint (unless the recipe
      * says "register": false); the submitter adds mtcd's home, project and
      * location */
@@ -768,12 +770,22 @@ static void put_register(FILE *f, const json_t *cfg)
 
 /* Exit 75 (checkpointed on a signal) requeues the job; else the exit status is
  * recorded atomically in TASK_DIR/JOB_ID.exit and becomes the job's. */
-static void put_epilogue(FILE *f)
+static void put_epilogue(FILE *f, const json_t *cfg)
 {
     fprintf(f, "if [ $rc -eq 75 ] && [ -n \"${SLURM_JOB_ID:-}\" ]; then\n"
                "    echo \"mtc: trainer checkpointed on a signal; requeueing job $JOB_ID\"\n"
                "    scontrol requeue \"$JOB_ID\" && exit 0\n"
                "fi\n");
+    int retries = geti(cfg, "retryOnError", 0);
+    if (retries > 0) /* an application error, retried: the run resumes from its checkpoint */
+        fprintf(f,
+                "if [ $rc -ne 0 ] && [ -n \"${SLURM_JOB_ID:-}\" ] && "
+                "[ \"${SLURM_RESTART_COUNT:-0}\" -lt %d ]; then\n"
+                "    echo \"mtc: job $JOB_ID failed (exit status $rc); retry_on_error %d: "
+                "requeueing it (restart $((${SLURM_RESTART_COUNT:-0} + 1)))\"\n"
+                "    scontrol requeue \"$JOB_ID\" && exit 0\n"
+                "fi\n",
+                retries, retries);
     fprintf(f,
             "echo \"$rc\" >\"$TASK_DIR/$JOB_ID.exit.tmp\" && mv -f \"$TASK_DIR/$JOB_ID.exit.tmp\" "
             "\"$TASK_DIR/$JOB_ID.exit\"\n");
@@ -820,7 +832,7 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
             fprintf(f, "fi\n");
     }
     put_register(f, cfg);
-    put_epilogue(f);
+    put_epilogue(f, cfg);
     free_argv(argv);
     if (fclose(f) != 0) {
         free(buf);

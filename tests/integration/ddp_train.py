@@ -28,6 +28,7 @@ p.add_argument("--ckpt-every", type=int, default=5)
 p.add_argument("--lr", type=float, default=0.05)
 p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (time to inject faults)")
 p.add_argument("--fail-at", type=int, default=-1, help="raise at this step")
+p.add_argument("--fail-once", action="store_true", help="--fail-at only on the first start")
 p.add_argument("--tb", action="store_true", help="log the loss as TensorBoard events (rank 0)")
 p.add_argument("--no-metrics", action="store_true", help="no MTC_METRICS_FILE rows")
 a = p.parse_args()
@@ -105,7 +106,7 @@ if rank == 0 and a.tb:
     tb.write(record(b"\x09" + struct.pack("<d", time.time()) + b"\x1a\x0dbrain.Event:2"))
 for step in range(start + 1, a.steps + 1):
     t0 = time.time()
-    if step == a.fail_at:
+    if step == a.fail_at and not (a.fail_once and os.environ.get("MTC_RESTART_COUNT", "0") != "0"):
         raise RuntimeError(f"ddp_train: failing at step {step} as asked")
     lo = ((step - 1) * a.global_batch) % X.shape[0] + rank * per
     x, y = X[lo:lo + per], Y[lo:lo + per]

@@ -10,7 +10,8 @@
 # ranks on this machine with the same losses; a requeue mid-run
 # resumes from the newest checkpoint (MTC_RESTART_COUNT 1) and ends with the
 # uninterrupted run's parameters, bit for bit; a program that raises is
-# FAILED with a TRAINING_FAILED event carrying its last line; a rank
+# FAILED with a TRAINING_FAILED event carrying its last line, and with
+# retry_on_error 1 requeued once and completed from its checkpoint; a rank
 # SIGSTOPped with monitor.hang_timeout_s set raises TRAINING_HANG and the job
 # is requeued and completes from its checkpoint, nobody reading; the torchrun launcher's command line (Debian 12's torchrun cannot
 # start workers: checked rendered, not run); bad --command input and bad
@@ -121,6 +122,26 @@ for e in json.load(sys.stdin) or []:
 check "  a TRAINING_FAILED event with the exit status and the program's last line" \
     wait_for 20 eval '[ -n "$(events TRAINING_FAILED "(experiment ddpfail) FAILED (exit status 1); last line: RuntimeError: ddp_train: failing at step 3")" ]'
 diag "$(events TRAINING_FAILED ddpfail)"
+
+# --- retry_on_error: an application error retried, resumed from its checkpoint ----------
+api POST "$JOBS?trainingJobId=retry" "$(python3 - "$PY" "$PROG" "$D" <<'PY'
+import json, sys
+py, prog, d = sys.argv[1:]
+print(json.dumps({"recipe": {"task": "custom", "retry_on_error": 1,
+                             "launch": {"command": [py, prog, "--steps", "12", "--fail-at", "8",
+                                                    "--fail-once"], "workdir": d}},
+                  "nodeCount": 2, "experimentName": "ddpretry"}))
+PY
+)"
+check "a custom job with retry_on_error 1 that fails once at step 8: 200" test "$HTTP_STATUS" = 200
+YJOB=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["slurmJobId"])' "$BODY" 2>/dev/null)
+requeued() { scontrol show job "$YJOB" -o 2>/dev/null | grep -q 'Restarts=1'; }
+check "  it is requeued, not FAILED" wait_for 120 requeued
+scontrol update JobId="$YJOB" StartTime=now # Slurm's hold on a requeued job, as remediation lifts it
+check "  and completes on the retry" test "$(run_wait_final 180 ddpretry)" = COMPLETED
+check "  resumed from its step-5 checkpoint, MTC_RESTART_COUNT 1" \
+    test "$(result ddpretry 'r["start"], r["env"]["MTC_RESTART_COUNT"]')" = "(5, '1')"
+check "  the log says why" bash -c "mtc experiment logs ddpretry | grep -q 'retry_on_error 1: requeueing it (restart 1)'"
 
 # --- a hang (one rank SIGSTOPped): TRAINING_HANG, requeued, resumed, completed ---------
 api POST "$JOBS?trainingJobId=hang" "$(python3 - "$PY" "$PROG" "$D" <<'PY'

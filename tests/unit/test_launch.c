@@ -121,6 +121,7 @@ static void test_render(void)
     CHECK(s && strstr(s, "cd \"$TASK_DIR\" || exit 1\n"), "no workdir: the run's directory");
     CHECK(s && !strstr(s, "mtc-train") && !strstr(s, "models upload"),
           "no trainer, no registration of mtc-train's checkpoint");
+    CHECK(s && !strstr(s, "retry_on_error"), "no retry_on_error: a non-zero exit is final");
     free(s);
     s = script("{\"command\":[\"python3\",\"t.py\"],\"launcher\":\"torchrun\",\"tasks_per_node\":"
                "8,\"workdir\":\"/code\"}",
@@ -135,6 +136,21 @@ static void test_render(void)
           "gloo and NCCL on the interface of the cluster's network");
     CHECK(s && strstr(s, "cd '/code' || exit 1\n"), "the workdir");
     free(s);
+    char *r = NULL;
+    json_t *rj = json_loads("{\"name\":\"c\",\"task\":\"custom\",\"retry_on_error\":2,"
+                            "\"launch\":{\"command\":[\"p\"]}}",
+                            0, NULL);
+    mtc_error_t err = {""};
+    json_t *canon = rj ? recipe_normalize(rj, &err) : NULL;
+    struct recipe_run run = {.home = "/h", .timestamp = 7};
+    json_t *cfg = canon ? recipe_resolve(canon, &run, &err) : NULL;
+    r = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(r && strstr(r, "if [ $rc -ne 0 ] && [ -n \"${SLURM_JOB_ID:-}\" ] && "
+                         "[ \"${SLURM_RESTART_COUNT:-0}\" -lt 2 ]; then\n") &&
+              strstr(r, "retry_on_error 2: requeueing it"),
+          "retry_on_error 2: a non-zero exit requeued while restarts < 2 (%s)", err.text);
+    free(r);
+    json_decref(cfg), json_decref(canon), json_decref(rj);
     s = script("{\"command\":[\"python3\",\"t.py\"]}", 1, NULL, "/img/pt.sqsh");
     CHECK(s && strstr(s, "sh -c") &&
               strstr(s, " --container-image='/img/pt.sqsh' "
