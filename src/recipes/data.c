@@ -272,13 +272,6 @@ int recipe_check_data(const json_t *cfg, mtc_error_t *err)
     return check_init_tokenizer(cfg, data, err);
 }
 
-static void put_q(FILE *f, const char *s)
-{
-    char *q = mtc_shell_quote(s);
-    fputs(q ? q : "''", f);
-    free(q);
-}
-
 int recipe_put_prepare(FILE *f, const json_t *cfg)
 {
     const json_t *data = json_object_get(cfg, "data");
@@ -288,7 +281,7 @@ int recipe_put_prepare(FILE *f, const json_t *cfg)
     fprintf(f, "\n# data: the run's dataset prepared into the cache as the job's first step\n"
                "# (found there already, nothing is tokenized again); MTC_DATA is its directory\n");
     fprintf(f, "PREPARE=(");
-    put_q(f, image ? "mtc-train" : sget(cfg, "trainer"));
+    recipe_put_quoted(f, image ? "mtc-train" : sget(cfg, "trainer"));
     const char *args[][2] = {{"--source", sget(data, "source")},
                              {"--kind", sget(data, "kind")},
                              {"--cache-dir", sget(data, "cacheDir")},
@@ -296,18 +289,18 @@ int recipe_put_prepare(FILE *f, const json_t *cfg)
     fprintf(f, " data prepare");
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) {
         fprintf(f, " %s ", args[i][0]);
-        put_q(f, args[i][1]);
+        recipe_put_quoted(f, args[i][1]);
     }
     fprintf(f, ")\necho \"mtc: data: preparing %s (%s) in %s\"\n", "${PREPARE[4]}", "${PREPARE[6]}",
             "${PREPARE[8]}");
     if (image) { // the image's trainer, in the image, with the cache mounted
         fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    MTC_DATA=$(srun --nodes=1 "
                    "--ntasks=1 --container-image=");
-        put_q(f, image);
+        recipe_put_quoted(f, image);
         fprintf(f, " --container-mounts=");
-        put_q(f, sget(data, "cacheDir"));
+        recipe_put_quoted(f, sget(data, "cacheDir"));
         fputc(':', f);
-        put_q(f, sget(data, "cacheDir"));
+        recipe_put_quoted(f, sget(data, "cacheDir"));
         fprintf(f, " \"${PREPARE[@]}\")\nelse\n    MTC_DATA=$(\"${PREPARE[@]}\")\nfi\n");
     } else {
         fprintf(f, "MTC_DATA=$(\"${PREPARE[@]}\")\n");

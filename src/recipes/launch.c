@@ -13,13 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put_q(FILE *f, const char *s)
-{
-    char *q = mtc_shell_quote(s ? s : "");
-    fputs(q ? q : "''", f);
-    free(q);
-}
-
 json_t *recipe_resolve_launch(const json_t *recipe, int tasks_per_node)
 {
     const json_t *l = json_object_get(recipe, "launch");
@@ -39,12 +32,13 @@ void recipe_put_contract(FILE *f, const json_t *cfg)
                "# MTC_CHECKPOINT_DIR and the newest complete one is resumed from; progress\n"
                "# rows to MTC_METRICS_FILE, TensorBoard events to MTC_TENSORBOARD_DIR\n"
                "export MTC_CHECKPOINT_DIR=");
-    put_q(f, json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "dir")));
+    recipe_put_quoted(
+        f, json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "dir")));
     fprintf(f, " MTC_RUN_DIR=\"$TASK_DIR\" MTC_RESTART_COUNT=\"${SLURM_RESTART_COUNT:-0}\"\n"
                "export MTC_METRICS_FILE=");
-    put_q(f, logdir);
+    recipe_put_quoted(f, logdir);
     fprintf(f, "/metrics.jsonl MTC_TENSORBOARD_DIR=");
-    put_q(f, logdir);
+    recipe_put_quoted(f, logdir);
     fprintf(f, "/tensorboard\nmkdir -p \"$MTC_CHECKPOINT_DIR\" \"$MTC_TENSORBOARD_DIR\"\n");
 }
 
@@ -84,19 +78,19 @@ void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
     json_array_foreach(json_object_get(l, "command"), i, w)
     {
         fputs(i ? " " : "", f);
-        put_q(f, json_string_value(w));
+        recipe_put_quoted(f, json_string_value(w));
     }
     fprintf(f, ")\n");
     put_rendezvous(f);
     if (net) { /* gloo and NCCL on the interface of the cluster's network, on each node */
         fprintf(f, "export MTC_NETWORK=");
-        put_q(f, net);
+        recipe_put_quoted(f, net);
         fprintf(f, "\n");
     }
     const char *wd = json_string_value(json_object_get(l, "workdir"));
     fprintf(f, "cd ");
     if (wd)
-        put_q(f, wd);
+        recipe_put_quoted(f, wd);
     else
         fprintf(f, "\"$TASK_DIR\"");
     fprintf(f, " || exit 1\n");
@@ -120,7 +114,7 @@ void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
             "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    srun --ntasks=%d --ntasks-per-node=%d%s%s "
             "sh -c ",
             torchrun ? nodes : world, torchrun ? 1 : rpn, torchrun ? "" : over, container);
-    put_q(f, inner);
+    recipe_put_quoted(f, inner);
     fprintf(f, " %s \"${CMD[@]}\"\n", torchrun ? "mtc-node" : "mtc-rank");
     /* the local executor: every rank on this machine */
     fprintf(f,

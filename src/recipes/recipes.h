@@ -149,6 +149,8 @@ int recipe_check_data(const json_t *resolved, mtc_error_t *err);
  * `mtc-train data prepare` (in the image with image) and sets MTC_DATA to the prepared
  * directory, rc to non-zero on failure. Returns 1 when it wrote one, else 0. */
 int recipe_put_prepare(FILE *f, const json_t *resolved);
+/* s single-quoted for the job script (NULL: ''), as mtc_shell_quote writes it. */
+void recipe_put_quoted(FILE *f, const char *s);
 
 /* ---- custom tasks (launch.c; docs/any-framework.md) ---- */
 

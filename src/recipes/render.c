@@ -555,9 +555,9 @@ char **recipe_trainer_argv(const json_t *cfg, mtc_error_t *err)
     return v;
 }
 
-static void put_q(FILE *f, const char *s)
+void recipe_put_quoted(FILE *f, const char *s)
 {
-    char *q = mtc_shell_quote(s);
+    char *q = mtc_shell_quote(s ? s : "");
     fputs(q ? q : "''", f);
     free(q);
 }
@@ -631,7 +631,7 @@ static void put_header(FILE *f, const json_t *cfg)
 static void put_environment(FILE *f, const json_t *cfg)
 {
     fprintf(f, "\nset -u\nTASK_DIR=");
-    put_q(f, json_string_value(json_object_get(cfg, "taskDir")));
+    recipe_put_quoted(f, json_string_value(json_object_get(cfg, "taskDir")));
     fprintf(f, "\nJOB_ID=${SLURM_JOB_ID:-$$}\n");
     fprintf(f, "echo \"mtc: job $JOB_ID start $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ) on "
                "${SLURM_JOB_NODELIST:-$(hostname)}, restart ${SLURM_RESTART_COUNT:-0}\"\n");
@@ -641,11 +641,11 @@ static void put_environment(FILE *f, const json_t *cfg)
     json_object_foreach(json_object_get(cfg, "env"), k, v)
     {
         fprintf(f, "export %s=", k);
-        put_q(f, json_string_value(v));
+        recipe_put_quoted(f, json_string_value(v));
         fprintf(f, "\n");
     }
     fprintf(f, "export MTC_EXPERIMENT=");
-    put_q(f, json_string_value(json_object_get(cfg, "runId")));
+    recipe_put_quoted(f, json_string_value(json_object_get(cfg, "runId")));
     fprintf(f, " MTC_TASK_DIR=\"$TASK_DIR\"\n");
     fprintf(f,
             "# secrets come from the submitting environment and are never written here\nfor v in");
@@ -667,7 +667,7 @@ static void put_train_array(FILE *f, char *const argv[])
         if (!strcmp(argv[i], RECIPE_DATA_ARG) || !strcmp(argv[i], RECIPE_TOKENIZER_ARG))
             fprintf(f, "\"%s\"", argv[i]); // set by the data step; ours, never user text
         else
-            put_q(f, argv[i]);
+            recipe_put_quoted(f, argv[i]);
     }
     fprintf(f, ")\n\n");
 }
@@ -678,7 +678,7 @@ static void put_container(FILE *f, const char *image, const char *const mounts[N
     if (!image)
         return;
     fprintf(f, " --container-image=");
-    put_q(f, image);
+    recipe_put_quoted(f, image);
     /* "$TASK_DIR:$TASK_DIR" then each path quoted on its own (adjacent
      * shell words join): no path text is ever inside double quotes */
     fprintf(f, " --container-mounts=\"$TASK_DIR:$TASK_DIR\"");
@@ -686,9 +686,9 @@ static void put_container(FILE *f, const char *image, const char *const mounts[N
         if (!mounts[i] || !*mounts[i])
             continue;
         fputc(',', f);
-        put_q(f, mounts[i]);
+        recipe_put_quoted(f, mounts[i]);
         fputc(':', f);
-        put_q(f, mounts[i]);
+        recipe_put_quoted(f, mounts[i]);
     }
 }
 
@@ -702,7 +702,7 @@ static void put_launch(FILE *f, const json_t *cfg, const char *image,
     fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n");
     if (net) { /* ranks on several hosts: Open MPI over TCP on the cluster's network */
         fprintf(f, "    export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=");
-        put_q(f, net);
+        recipe_put_quoted(f, net);
         fprintf(f, "\n");
     }
     /* --overcommit: emulated GPU nodes may have fewer CPUs than GPUs */
@@ -738,28 +738,28 @@ static void put_register(FILE *f, const json_t *cfg)
     fprintf(f, "if [ $rc -eq 0 ]; then\n    # the model registry: the final checkpoint as a new "
                "version of model %s\n    CKPT_DIR=",
             model);
-    put_q(f, ck);
+    recipe_put_quoted(f, ck);
     fprintf(f, "\n    ");
     if (url) { /* mtcd over TCP, as the hosts reach it */
         fprintf(f, "MTC_URL=");
-        put_q(f, url);
+        recipe_put_quoted(f, url);
         fprintf(f, " MTC_TOKEN=\"$REGISTER_TOKEN\" ");
         if (ca) {
             fprintf(f, "MTC_CA_CERT=");
-            put_q(f, ca);
+            recipe_put_quoted(f, ca);
             fprintf(f, " ");
         }
     } else if (home) {
         fprintf(f, "MTC_HOME=");
-        put_q(f, home);
+        recipe_put_quoted(f, home);
         fprintf(f, " ");
     }
-    put_q(f, mtc);
+    recipe_put_quoted(f, mtc);
     static const char *const scope[] = {"project", "location"};
     for (int i = 0; i < 2; i++)
         if (json_string_value(json_object_get(reg, scope[i]))) {
             fprintf(f, " --%s ", scope[i]);
-            put_q(f, json_string_value(json_object_get(reg, scope[i])));
+            recipe_put_quoted(f, json_string_value(json_object_get(reg, scope[i])));
         }
     fprintf(f, " models upload \"$CKPT_DIR\" --name %s --run \"$TASK_DIR\" ||\n"
                "        echo \"mtc: the model registry did not take the checkpoint; it stays in "
