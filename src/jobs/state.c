@@ -8,7 +8,6 @@
 #include "store/store.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +72,9 @@ static const json_t *slurm_says(const struct store_job *j, json_t *pass, json_t 
  * (its exit record) or Slurm's state, and the last line it wrote. */
 static void failed_event(struct store *st, const struct store_job *j, const char *slurm)
 {
-    char path[PATH_MAX + 96], why[64], last[256], msg[1024];
-    const char *td = json_string_value(json_object_get(j->config, "taskDir"));
+    char why[64], last[256], msg[1024];
     const char *exp = json_string_value(json_object_get(j->config, "experiment"));
-    snprintf(path, sizeof(path), "%s/%s.exit", td ? td : "", j->slurm_job);
-    char *rec = mtc_read_file(path, NULL);
+    char *rec = exp_exit_record(j->config, j->slurm_job);
     if (rec && atoi(rec) != 0)
         snprintf(why, sizeof(why), "exit status %d", atoi(rec));
     else

@@ -269,11 +269,16 @@ int exp_slurm_conf(const json_t *cfg, const char **conf)
     return 0;
 }
 
-static const char *from_exit_file(const json_t *cfg, const char *job, char *buf, size_t len)
+char *exp_exit_record(const json_t *cfg, const char *job)
 {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/%s.exit", sget(cfg, "taskDir"), job);
-    char *s = mtc_read_file(path, NULL);
+    return mtc_read_file(path, NULL);
+}
+
+static const char *from_exit_file(const json_t *cfg, const char *job, char *buf, size_t len)
+{
+    char *s = exp_exit_record(cfg, job);
     if (!s)
         return NULL;
     /* the script writes its exit status; `mtc experiment cancel` writes CANCELLED */

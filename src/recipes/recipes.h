@@ -254,6 +254,10 @@ const char *exp_job_state(const json_t *cfg, char *buf, size_t len);
  * its JobState; NULL: Slurm knows it no more, or did not answer): Slurm's,
  * else the exit-status file's, else "UNKNOWN". into buf. */
 const char *exp_job_state_of(const json_t *cfg, const char *slurm, char *buf, size_t len);
+/* TASK_DIR/JOB.exit, what the job script records when it ends (its exit
+ * status, or CANCELLED from `mtc experiment cancel`); NULL when there is none.
+ * Caller frees. */
+char *exp_exit_record(const json_t *cfg, const char *job);
 /* The run's own cluster for src/slurm's operations: *conf = the slurm.conf
  * recorded at submit, else NULL (the environment's). 0, or -1 + ENOENT when
  * that cluster's slurm.conf is gone (a deleted cluster). */
