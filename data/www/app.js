@@ -223,9 +223,15 @@ async function runView(cluster, job) {
       el("span", { id: "run-goodput" }, (100 * pr.goodput).toFixed(1) + "%"),
       " · steps lost ", String(pr.stepsLost || 0), " · repeated ", String(pr.stepsRepeated || 0)) : null;
     const alert = pr.alertMessage ? el("p", { class: "error", id: "run-alert" }, pr.alertMessage) : null;
+    // where the time went since submission: the parts sum to the total (docs/any-framework.md)
+    const b = pr.breakdown;
+    const parts = ["queue", "startup", "productive", "checkpoint", "lost", "restart", "hang"];
+    const time = b ? el("p", { class: "muted", id: "run-time" }, "Time " + b.totalSeconds.toFixed(1) + " s: " +
+      parts.map((k) => k + " " + b[k + "Seconds"].toFixed(1)).join(" · ")) : null;
     status.replaceChildren(el("p", {}, "State: ", el("span", { id: "run-state", class: "state-" + j.state }, j.state),
       " · restarts ", el("span", { id: "run-restarts" }, String(j.restartCount || 0)),
-      " · Slurm job ", j.slurmJobId || "-", " · ", j.experimentName || "", goodput), ...(alert ? [alert] : []));
+      " · Slurm job ", j.slurmJobId || "-", " · ", j.experimentName || "", goodput),
+      ...(time ? [time] : []), ...(alert ? [alert] : []));
     for (const p of m.points || []) {
       after = Math.max(after, p.step);
       for (const [key] of SERIES) if (typeof p[key] === "number") charts[key].data.datasets[0].data.push({ x: p.step, y: p[key] });

@@ -230,6 +230,9 @@ static const struct {
     {"mtc_experiment_steps_lost", "gauge", "Steps below the highest with no kept row."},
     {"mtc_experiment_alert", "gauge",
      "Early problem detection: 1 while the kind (nonfinite, loss_spike, throughput_drop, stall) holds."},
+    {"mtc_experiment_time_seconds", "gauge",
+     "The run's time since it was submitted, by part (queue, startup, productive, checkpoint, "
+     "lost, restart, hang): the parts sum to the whole."},
 };
 
 struct run_row {
@@ -305,6 +308,8 @@ static void runs(struct api_req *r, struct text *t)
     for (size_t k = 0; k < nrows; k++)
         rows[k].alerts = exp_monitor_check(&rows[k].t, &rows[k].mon, now, msg, sizeof(msg));
     static const char *const alert_kind[] = {"nonfinite", "loss_spike", "throughput_drop", "stall"};
+    static const char *const time_part[] = {"queue", "startup", "productive", "checkpoint",
+                                            "lost",  "restart", "hang"};
     char c[96], e[256], j[256], b[40];
     for (size_t m = 0; m < sizeof(run_metrics) / sizeof(run_metrics[0]); m++) {
         head(t, run_metrics[m].name, run_metrics[m].type, run_metrics[m].help);
@@ -317,6 +322,15 @@ static void runs(struct api_req *r, struct text *t)
                 for (int a = 0; a < 4; a++)
                     put(t, "%s{cluster=\"%s\",experiment=\"%s\",training_job=\"%s\",kind=\"%s\"} %d\n",
                         run_metrics[m].name, c, e, j, alert_kind[a], (rows[k].alerts >> a) & 1);
+                continue;
+            }
+            if (m == 9) {
+                const struct exp_breakdown *d = &x->bd;
+                const double part[] = {d->queue_s,  d->startup_s, d->productive_s, d->checkpoint_s,
+                                       d->lost_s,   d->restart_s, d->hang_s};
+                for (int p = 0; p < 7; p++)
+                    put(t, "%s{cluster=\"%s\",experiment=\"%s\",training_job=\"%s\",part=\"%s\"} %s\n",
+                        run_metrics[m].name, c, e, j, time_part[p], num(part[p], b, sizeof(b)));
                 continue;
             }
             double v = m == 0   ? (double)x->step

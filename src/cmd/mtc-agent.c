@@ -24,7 +24,7 @@ struct agent {
     char project[64], location[64], cluster[64];
     char socket[PATH_MAX], url[1024], token[512], slurm_conf[PATH_MAX], ca_file[PATH_MAX];
     const char *only;
-    int json, drain, report, interval_ms;
+    int json, drain, report, interval_ms, after_s;
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -283,6 +283,45 @@ static int cmd_run(struct agent *a)
     return 0;
 }
 
+static void say_rank(void *arg, int pid, int rank, char state, double for_s)
+{
+    const struct agent *a = arg;
+    char who[32] = "a process";
+    if (rank >= 0)
+        snprintf(who, sizeof(who), "rank %d", rank);
+    /* the run's log gets it (srun forwards it); mtcd's job monitor acts on it */
+    printf("mtc: %s (pid %d on %s) is %s for %.0f s: hung\n", who, pid, a->ctx.node,
+           state == 'T' ? "stopped" : "a zombie", for_s);
+    fflush(stdout);
+}
+
+/* Beside a job with hang detection, one per node (the job script starts it
+ * as an overlapping step): the job's stopped and zombie processes here. */
+static int cmd_ranks(struct agent *a)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    if (!job || !*a->ctx.node)
+        return fail("ranks: runs as a step of the job (SLURM_JOB_ID, SLURMD_NODENAME)");
+    struct health_rank_watch *w = calloc(1, sizeof(*w));
+    if (!w)
+        return fail("out of memory");
+    snprintf(w->job, sizeof(w->job), "%s", job);
+    snprintf(w->node, sizeof(w->node), "%s", a->ctx.node);
+    snprintf(w->own_step, sizeof(w->own_step), "%s", step ? step : "");
+    w->after = a->after_s > 0 ? a->after_s : 5;
+    int interval = a->interval_ms > 0 ? a->interval_ms : 1000;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    while (!stopping) {
+        health_ranks_scan(w, (double)mtc_now_ms() / 1000.0, say_rank, a);
+        for (int64_t t0 = mtc_now_ms(); !stopping && mtc_now_ms() - t0 < interval;)
+            mtc_sleep_ms(50);
+    }
+    free(w);
+    return 0;
+}
+
 static int cmd_checks(struct agent *a)
 {
     for (const struct health_check *c = health_checks; c->name; c++) {
@@ -304,11 +343,12 @@ static const struct {
     {"check", cmd_check, "run the checks once; exit 1 when one FAILs"},
     {"run", cmd_run, "run the checks every interval and report them to mtcd"},
     {"checks", cmd_checks, "list the check table (name, family, severity, enabled, what)"},
+    {"ranks", cmd_ranks, "watch a job's processes on this node: say which stop or turn zombie"},
     {NULL, NULL, NULL},
 };
 
 static const char usage[] =
-    "usage: mtc-agent check|run|checks [options]\n"
+    "usage: mtc-agent check|run|checks|ranks [options]\n"
     "  --config FILE        agent config (JSON; %%n = $SLURMD_NODENAME)\n"
     "  --only NAME,...      only these checks or families\n"
     "  --json               print results as JSON (check)\n"
@@ -316,6 +356,7 @@ static const char usage[] =
     "  --drain              on FAIL drain this node with scontrol (check)\n"
     "  --report             also send the results to mtcd (check)\n"
     "  --interval-ms N      loop period (run; default healthPolicy.intervalSeconds)\n"
+    "  --after S            ranks: seconds a process stays stopped or zombie before it is said\n"
     "  --socket PATH | --url URL   mtcd address (token: $MTC_TOKEN)\n"
     "  --ca-file PEM        CA to trust for an https --url\n"
     "  --cluster ID --node NAME --project P --location L\n"
@@ -352,7 +393,7 @@ static const struct flag_opt {
 #define N_FLAG_OPTS (sizeof(flag_opts) / sizeof(flag_opts[0]))
 
 /* The rest take a value with a rule of its own. */
-enum { O_CONFIG = 1, O_ONLY, O_MODE, O_INTERVAL, O_GPUS, O_FLAG = 100, O_STR = 200 };
+enum { O_CONFIG = 1, O_ONLY, O_MODE, O_INTERVAL, O_GPUS, O_AFTER, O_FLAG = 100, O_STR = 200 };
 
 /* An integer option from lo to hi; 0, or 2 after saying why. */
 static int int_opt(const char *v, const char *opt, int lo, int hi, int *out)
@@ -404,6 +445,11 @@ static int other_opt(struct agent *a, int o, const char *v)
         return int_opt(v, "interval-ms", 10, 3600000, &a->interval_ms);
     case O_GPUS:
         return int_opt(v, "expected-gpus", 0, 64, &a->ctx.expected_gpus);
+    case O_AFTER:
+        if (int_opt(v, "after", 1, 86400, &m) != 0)
+            return 2;
+        a->after_s = m;
+        return 0;
     }
     return 2;
 }
@@ -416,7 +462,8 @@ static int agent_options(struct agent *a, int argc, char **argv, int *rebuild)
                                            {"only", 1, 0, O_ONLY},
                                            {"mode", 1, 0, O_MODE},
                                            {"interval-ms", 1, 0, O_INTERVAL},
-                                           {"expected-gpus", 1, 0, O_GPUS}};
+                                           {"expected-gpus", 1, 0, O_GPUS},
+                                           {"after", 1, 0, O_AFTER}};
     struct option opts[sizeof(others) / sizeof(others[0]) + N_FLAG_OPTS + N_STR_OPTS + 1];
     size_t n = 0;
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
@@ -486,7 +533,7 @@ int main(int argc, char **argv)
     while (commands[ci].name && strcmp(commands[ci].name, argv[1]) != 0)
         ci++;
     if (!commands[ci].name)
-        return fail("unknown command \"%s\" (check, run, checks)", argv[1]);
+        return fail("unknown command \"%s\" (check, run, checks, ranks)", argv[1]);
     if (agent_defaults(&a) != 0 || agent_options(&a, argc, argv, &rebuild) != 0 ||
         agent_finish(&a, rebuild) != 0)
         return 2;

@@ -228,4 +228,24 @@ double health_median(double *v, int n);
 int health_speed_judge(double value, double *peers, int npeers, double warn_fraction,
                        double fail_fraction, double *median, double *fraction);
 
+/* ---- a job's stopped and zombie processes on this node (ranks.c) ---- */
+
+#define HEALTH_RANKS_MAX 256
+struct health_rank_seen {
+    int pid, rank;  /* rank: RANK or SLURM_PROCID of the process (its parent's for a zombie) */
+    char state;     /* 'T' stopped, 'Z' zombie */
+    double since;   /* first seen so */
+    int live, reported;
+};
+struct health_rank_watch {
+    char job[32], node[64], own_step[32]; /* own_step: the watcher's, left out */
+    double after;                         /* seconds a problem lasts before it is reported */
+    struct health_rank_seen seen[HEALTH_RANKS_MAX];
+    int nseen;
+};
+typedef void (*health_rank_fn)(void *arg, int pid, int rank, char state, double for_s);
+/* One pass over /proc: fn once for each problem that has lasted w->after
+ * seconds by now. The number reported, or -1 when /proc cannot be read. */
+int health_ranks_scan(struct health_rank_watch *w, double now, health_rank_fn fn, void *arg);
+
 #endif

@@ -2,15 +2,17 @@
  * run (recipes/goodput.c), kept between calls so each reads only what the
  * run's metrics.jsonl and log gained since the last; the alerts of
  * recipes/detect.c that start in those rows recorded as cluster events; and
- * a hang (no progress for the recipe's monitor.hang_timeout_s) acted on:
- * TRAINING_HANG, then the job requeued to resume from its checkpoint. The
- * monitor, GETs and /metrics all read through it. */
+ * a hang (a rank the job's watcher saw stopped or zombie, or no progress for
+ * the recipe's monitor.hang_timeout_s or stall_factor median steps) acted
+ * on: TRAINING_HANG, then the job requeued to resume from its checkpoint.
+ * The monitor, GETs and /metrics all read through it. */
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
 #include "store/store.h"
 
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,15 +84,33 @@ const char *jobs_last_line(const json_t *cfg, char *buf, size_t len)
 }
 
 /* A hang: the job runs, the run's log shows no end after its latest start,
- * and neither a progress row nor that start came for hang_timeout_s. The
- * time of that progress, or 0. */
+ * and the log says one of its processes stopped or turned zombie, or
+ * neither a progress row nor that start came for hang_timeout_s (or
+ * stall_factor × the median step time, when the recipe gives it; whichever
+ * is shorter). The time of that progress, or 0; why in why. */
 static double hang_ref(const struct exp_track *t, const struct exp_monitor *m,
-                       const struct store_job *j, double now)
+                       const struct store_job *j, double now, char *why, size_t len)
 {
     double ref = t->last_row > t->last_start ? t->last_row : t->last_start;
-    if (m->hang_timeout_s <= 0 || strcmp(j->state, "RUNNING") != 0 || t->end > 0 || ref <= 0 ||
-        now - ref <= m->hang_timeout_s)
+    if (strcmp(j->state, "RUNNING") != 0 || t->end > 0 || ref <= 0)
         return 0;
+    if (t->rank_hung > 0 && (m->hang_timeout_s > 0 || m->stall_hangs)) {
+        snprintf(why, len, "%s", t->rank_msg);
+        return ref;
+    }
+    double limit = m->hang_timeout_s > 0 ? m->hang_timeout_s : INFINITY;
+    double step = exp_track_step_time(t);
+    int stall = m->stall_hangs && step > 0 && m->stall_factor * step < limit;
+    if (stall)
+        limit = m->stall_factor * step > 1 ? m->stall_factor * step : 1;
+    if (!isfinite(limit) || now - ref <= limit)
+        return 0;
+    if (stall)
+        snprintf(why, len, "no progress for %.0f s (stall_factor %g x the median step time %.2f s)",
+                 now - ref, m->stall_factor, step);
+    else
+        snprintf(why, len, "no progress for %.0f s (hang_timeout_s %.0f)", now - ref,
+                 m->hang_timeout_s);
     return ref;
 }
 
@@ -98,7 +118,7 @@ static double hang_ref(const struct exp_track *t, const struct exp_monitor *m,
  * job requeued (it resumes through the contract) unless it restarted
  * max_restarts times already. */
 static void act_on_hang(struct store *st, const struct store_job *j, const struct exp_track *t,
-                        const struct exp_monitor *m, double idle)
+                        const struct exp_monitor *m, const char *why)
 {
     char last[200], msg[1024], what[160];
     const char *exp = json_string_value(json_object_get(j->config, "experiment"));
@@ -112,16 +132,12 @@ static void act_on_hang(struct store *st, const struct store_job *j, const struc
              slurm_job_requeue(conf, j->slurm_job, &err) < 0)
         snprintf(what, sizeof(what), "requeue failed: %.120s",
                  *err.text ? err.text : "its cluster's slurm.conf is gone");
-    else {
-        slurm_job_release(conf, j->slurm_job, NULL); /* no hold: start again now */
+    else /* it starts again without Slurm's hold: the next pass lifts it (state.c) */
         snprintf(what, sizeof(what), "requeued (restart %d of at most %d)", j->restart_count + 1,
                  m->max_restarts);
-    }
     snprintf(msg, sizeof(msg),
-             "trainingJob %s (experiment %s): hung: no progress for %.0f s (hang_timeout_s %.0f) "
-             "after step %lld; %s; last line: %.200s",
-             j->id, exp ? exp : j->id, idle, m->hang_timeout_s, (long long)t->step, what,
-             *last ? last : "(none)");
+             "trainingJob %s (experiment %s): hung: %s after step %lld; %s; last line: %.200s",
+             j->id, exp ? exp : j->id, why, (long long)t->step, what, *last ? last : "(none)");
     store_event_add(st, j->cluster_id, "TRAINING_HANG", NULL, msg);
 }
 
@@ -139,17 +155,18 @@ void jobs_watch(struct store *st, const struct store_job *j, double now)
     exp_monitor_from(j->config, &mon);
     /* the judging state lives with the cached track (events outside the lock) */
     double hung = 0;
+    char why[200] = "";
     pthread_mutex_lock(&tracks_lock);
     for (size_t i = 0; i < ntracks; i++)
         if (strcmp(tracks[i].task_dir, td) == 0) {
             exp_monitor_scan(t, &mon, now, &tracks[i].seen_rows, &tracks[i].raised, collect, found);
-            double ref = hang_ref(t, &mon, j, now);
+            double ref = hang_ref(t, &mon, j, now, why, sizeof(why));
             if (ref > 0 && ref != tracks[i].hang_ref)
                 hung = tracks[i].hang_ref = ref;
         }
     pthread_mutex_unlock(&tracks_lock);
     if (hung > 0)
-        act_on_hang(st, j, t, &mon, now - hung);
+        act_on_hang(st, j, t, &mon, why);
     free(t);
     size_t i;
     json_t *e;

@@ -95,7 +95,7 @@ void exp_monitor_from(const json_t *cfg, struct exp_monitor *m)
     if ((v = json_object_get(o, "throughput_drop")) && json_is_number(v))
         m->drop_fraction = json_number_value(v);
     if ((v = json_object_get(o, "stall_factor")) && json_is_number(v))
-        m->stall_factor = json_number_value(v);
+        m->stall_factor = json_number_value(v), m->stall_hangs = 1;
     if ((v = json_object_get(o, "min_rows")) && json_is_integer(v))
         m->min_rows = (int)json_integer_value(v);
     if ((v = json_object_get(o, "hang_timeout_s")) && json_is_number(v))

@@ -5,7 +5,9 @@
  * detector judges the same rows (detect.c). bench/chaos.sh, `mtc experiment
  * status` and mtcd's /metrics all use exp_track. metrics.jsonl is read from
  * the last offset on (a resume rewrites it: new inode → reread); a custom
- * task that writes none has its TensorBoard loss scalars read instead. */
+ * task that writes none has its log rules' rows (monitor.log_rules), else its
+ * TensorBoard loss scalars read instead. Every row, start and end also goes
+ * to the breakdown of the run's time (breakdown.c). */
 #include "recipes/recipes.h"
 
 #include <dirent.h>
@@ -40,9 +42,35 @@ static void tb_init(struct exp_track *t, const json_t *cfg)
                  given ? json_string_value(json_array_get(given, i)) : loss_tags[i]);
 }
 
+static double parse_utc(const char *s);
+
+/* monitor.log_rules' patterns (validated by recipe_normalize); rows come from
+ * them when one names a step or a loss. */
+static void rules_init(struct exp_track *t, const json_t *cfg)
+{
+    const json_t *rules = json_object_get(json_object_get(cfg, "monitor"), "log_rules");
+    size_t i;
+    const json_t *r;
+    json_array_foreach(rules, i, r)
+    {
+        const char *p = json_string_value(json_object_get(r, "pattern"));
+        struct exp_logrule lr;
+        if (!p || t->nlog_rules == EXP_LOG_RULES || strlen(p) >= sizeof(t->log_rules[0]) ||
+            exp_logrule_compile(&lr, p, NULL) < 0)
+            continue;
+        if (lr.group[EXP_CAP_STEP] || lr.group[EXP_CAP_LOSS])
+            t->log_rows = 1;
+        exp_logrule_release(&lr);
+        snprintf(t->log_rules[t->nlog_rules++], sizeof(t->log_rules[0]), "%s", p);
+    }
+}
+
 void exp_track_init(struct exp_track *t, const json_t *cfg)
 {
     memset(t, 0, sizeof(*t));
+    if (sget(cfg, "submitTime"))
+        t->submit = parse_utc(sget(cfg, "submitTime"));
+    rules_init(t, cfg);
     const json_t *tr = json_object_get(cfg, "train");
     double b = (double)json_integer_value(json_object_get(tr, "global_batch"));
     double s = (double)json_integer_value(json_object_get(tr, "seq_length"));
@@ -119,29 +147,71 @@ static void read_metrics(struct exp_track *t)
             continue;
         json_t *l = json_object_get(o, "loss");
         double loss = json_is_number(l) ? json_number_value(l) : NAN;
-        exp_track_row(t, json_integer_value(json_object_get(o, "step")), loss,
-                      json_number_value(json_object_get(o, "tokens_per_s")),
-                      json_number_value(json_object_get(o, "mfu")));
+        int64_t step = json_integer_value(json_object_get(o, "step"));
+        double tps = json_number_value(json_object_get(o, "tokens_per_s"));
+        exp_track_row(t, step, loss, tps, json_number_value(json_object_get(o, "mfu")));
         /* a custom task's program (no tokens per step known) may say its step time */
-        row_time(t, json_number_value(json_object_get(o, "step_time_s")));
+        double dt = json_number_value(json_object_get(o, "step_time_s"));
+        row_time(t, dt);
+        if (tps > 0 && t->tok_per_step > 0)
+            dt = t->tok_per_step / tps;
+        double when = json_number_value(json_object_get(o, "time"));
+        if (!(when > 0) || when > t->seg_time) /* a reread file's old rows were counted */
+            exp_seg_checkpoint(t, json_number_value(json_object_get(o, "checkpoint_s")));
+        exp_seg_row(t, step, when, dt);
         json_decref(o);
     }
     fclose(f);
 }
 
+/* 2026-12-01T10:00:00Z, or with fractional seconds (…:00.250Z). */
 static double parse_utc(const char *s)
 {
     struct tm tm = {0};
-    if (!strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm))
+    const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!rest)
         return 0;
-    return (double)timegm(&tm);
+    double frac = 0;
+    if (*rest == '.') {
+        char *end;
+        frac = strtod(rest, &end);
+        rest = end;
+    }
+    return *rest == 'Z' ? (double)timegm(&tm) + frac : 0;
+}
+
+/* A line the log rules match: a row (when they give a step or a loss and the
+ * run writes no metrics.jsonl), a checkpoint save. A row's time is when it
+ * was read (now) when the log is read as it grows, else unknown (placed by
+ * its step time: a log read whole after the fact). */
+static void rules_line(struct exp_track *t, struct exp_logrule *r, int n, const char *line,
+                       int rows, double now, int live)
+{
+    for (int i = 0; i < n; i++) {
+        double v[EXP_CAP_N];
+        int have = exp_logrule_match(&r[i], line, v);
+        if (have & (1 << EXP_CAP_CHECKPOINT))
+            exp_seg_checkpoint(t, v[EXP_CAP_CHECKPOINT]);
+        if (!rows || !(have & ((1 << EXP_CAP_STEP) | (1 << EXP_CAP_LOSS))))
+            continue;
+        int64_t step = have & (1 << EXP_CAP_STEP) ? (int64_t)v[EXP_CAP_STEP] : t->step + 1;
+        double dt = have & (1 << EXP_CAP_STEP_TIME) ? v[EXP_CAP_STEP_TIME]
+                    : t->tb_step > 0 && step > t->tb_step && now > t->tb_wall
+                        ? (now - t->tb_wall) / (double)(step - t->tb_step)
+                        : 0;
+        exp_track_row(t, step, have & (1 << EXP_CAP_LOSS) ? v[EXP_CAP_LOSS] : NAN, 0, 0);
+        row_time(t, dt);
+        exp_seg_row(t, step, live ? now : 0, dt);
+        t->tb_step = step, t->tb_wall = now, t->last_row = now;
+        return; /* one row a line */
+    }
 }
 
 /* The log's lines past the offset read before (it is only appended to): first
- * start, last end (0 again when a start follows it), starts, and steps
- * repeated: per resume, the highest step seen before it (progress lines,
- * sampled every log_every steps) less the step resumed from. */
-static void read_log(struct exp_track *t)
+ * start, last end (0 again when a start follows it), starts, the steps reached
+ * (progress lines, sampled every log_every steps) and resumed from, and what
+ * the log rules take from the program's lines. */
+static void read_log(struct exp_track *t, double now)
 {
     struct stat sb;
     if (!t->log_path[0] || stat(t->log_path, &sb) < 0)
@@ -150,15 +220,25 @@ static void read_log(struct exp_track *t)
         t->log_ino = sb.st_ino;
         t->log_off = 0;
         t->first_start = t->end = t->last_start = 0;
-        t->starts = 0;
-        t->repeated = t->seg_max = 0;
+        t->starts = t->nsegs = 0;
+        t->seg_time = 0;
     }
+    if (sb.st_size == t->log_off)
+        return;
+    int live = t->log_off > 0; /* read as it grows: a line's time is now */
     FILE *f = fopen(t->log_path, "r");
     if (!f || fseeko(f, t->log_off, SEEK_SET) < 0) {
         if (f)
             fclose(f);
         return;
     }
+    struct exp_logrule rules[EXP_LOG_RULES];
+    int nrules = 0;
+    for (int i = 0; i < t->nlog_rules; i++)
+        if (exp_logrule_compile(&rules[nrules], t->log_rules[i], NULL) == 0)
+            nrules++;
+    struct stat ms;
+    int rows = t->log_rows && !(t->metrics_path[0] && stat(t->metrics_path, &ms) == 0);
     char line[4096];
     while (fgets(line, sizeof(line), f)) {
         size_t n = strlen(line);
@@ -177,22 +257,29 @@ static void read_log(struct exp_track *t)
             t->last_start = parse_utc(ts);
             t->starts++;
             t->end = 0;
+            t->rank_hung = 0;
+            exp_seg_start(t, t->last_start);
         } else if (sscanf(line, "mtc: job %*s end %31[^,]", ts) == 1) {
             t->end = parse_utc(ts);
+            exp_seg_end(t, t->end);
+        } else if (strncmp(line, "mtc: ", 5) == 0 && strstr(line, ": hung\n")) {
+            t->rank_hung = now; /* mtc-agent ranks: a process stopped or a zombie */
+            snprintf(t->rank_msg, sizeof(t->rank_msg), "%.*s",
+                     (int)(strstr(line, ": hung\n") - (line + 5)), line + 5);
         } else if (sscanf(line, "step %lld/%lld", &v, &w) == 2 ||
                    sscanf(line, "mtc-train: signal received, checkpointing at step %lld", &v) == 1) {
-            if (v > t->seg_max)
-                t->seg_max = v;
+            exp_seg_step(t, v);
         } else {
             char *r = strstr(line, "mtc-train: resuming from ");
             char *p = r ? strstr(r, "(step ") : NULL;
-            if (p && sscanf(p, "(step %lld)", &v) == 1) {
-                if (t->seg_max > v)
-                    t->repeated += t->seg_max - v;
-                t->seg_max = v;
-            }
+            if (p && sscanf(p, "(step %lld)", &v) == 1)
+                exp_seg_resume(t, v);
+            else if (nrules && strncmp(line, "mtc: ", 5) != 0)
+                rules_line(t, rules, nrules, line, rows, now, live);
         }
     }
+    for (int i = 0; i < nrules; i++)
+        exp_logrule_release(&rules[i]);
     fclose(f);
 }
 
@@ -209,6 +296,7 @@ static void tb_scalar(void *arg, const struct mtc_scalar *s)
                     : 0;
     exp_track_row(t, s->step, s->value, 0, 0);
     row_time(t, dt);
+    exp_seg_row(t, s->step, s->wall_time, dt);
     t->tb_step = s->step, t->tb_wall = s->wall_time;
 }
 
@@ -239,7 +327,7 @@ static void newest_events(const char *dir, int depth, char *best, size_t len, do
 static void read_tensorboard(struct exp_track *t)
 {
     struct stat sb;
-    if (!t->tb_dir[0] || stat(t->metrics_path, &sb) == 0) /* rows of its own: those */
+    if (!t->tb_dir[0] || t->log_rows || stat(t->metrics_path, &sb) == 0) /* rows of its own */
         return;
     char file[sizeof(t->tb_file)] = "";
     double when = 0;
@@ -255,9 +343,9 @@ static void read_tensorboard(struct exp_track *t)
 
 void exp_track_update(struct exp_track *t, double now)
 {
+    read_log(t, now); /* first: a row falls into the start it came in */
     read_metrics(t);
     read_tensorboard(t);
-    read_log(t);
     double stop = t->end > 0 ? t->end : now;
     t->wall_s = t->first_start > 0 && stop > t->first_start ? stop - t->first_start : 0;
     t->goodput = t->wall_s > 0 ? t->kept_s / t->wall_s : 0;
@@ -265,9 +353,13 @@ void exp_track_update(struct exp_track *t, double now)
         t->goodput = 1; /* whole-second start times against sub-second steps */
     t->restarts = t->starts > 0 ? t->starts - 1 : 0;
     t->lost = t->step > (int64_t)t->rows ? t->step - (int64_t)t->rows : 0;
+    t->repeated = exp_seg_repeated(t);
     struct stat sb;
-    t->last_row =
-        t->metrics_path[0] && stat(t->metrics_path, &sb) == 0 ? (double)sb.st_mtime : t->tb_mtime;
+    if (t->metrics_path[0] && stat(t->metrics_path, &sb) == 0)
+        t->last_row = (double)sb.st_mtime;
+    else if (!t->log_rows)
+        t->last_row = t->tb_mtime;
+    exp_breakdown_update(t, now);
 }
 
 json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
@@ -276,6 +368,8 @@ json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
                           "productiveSeconds", t->kept_s, "wallSeconds", t->wall_s, "step",
                           (json_int_t)t->step, "restarts", t->restarts, "stepsRepeated",
                           (json_int_t)t->repeated, "stepsLost", (json_int_t)t->lost);
+    if (t->first_start > 0 || t->submit > 0)
+        json_object_set_new(o, "breakdown", exp_breakdown_json(&t->bd));
     if (t->rows > 0 && isfinite(t->loss))
         json_object_set_new(o, "loss", json_real(t->loss));
     if (t->rows > 0) {
@@ -301,6 +395,12 @@ void exp_track_print(FILE *f, const struct exp_track *t, int alerts, const char 
             100 * t->goodput, t->kept_s, t->wall_s);
     fprintf(f, "- Step: %lld, restarts %d, steps repeated %lld, steps lost %lld\n",
             (long long)t->step, t->restarts, (long long)t->repeated, (long long)t->lost);
+    const struct exp_breakdown *b = &t->bd;
+    fprintf(f,
+            "- Time: %.1f s = queue %.1f + startup %.1f + productive %.1f + checkpoint %.1f + "
+            "lost %.1f + restart %.1f + hang %.1f\n",
+            b->total_s, b->queue_s, b->startup_s, b->productive_s, b->checkpoint_s, b->lost_s,
+            b->restart_s, b->hang_s);
     if (alerts)
         fprintf(f, "- Problem: %s\n", msg);
 }

@@ -132,6 +132,28 @@ void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
             world - 1, world, world);
 }
 
+void recipe_put_watch(FILE *f, const json_t *cfg, int start)
+{
+    const json_t *w = json_object_get(cfg, "rankWatch");
+    const char *agent = json_string_value(json_object_get(w, "agent"));
+    if (!agent)
+        return;
+    if (!start) {
+        fprintf(f, "[ -n \"${WATCH:-}\" ] && kill \"$WATCH\" 2>/dev/null && wait \"$WATCH\" 2>/dev/null\n");
+        return;
+    }
+    int nodes = (int)json_integer_value(json_object_get(cfg, "nodes"));
+    fprintf(f,
+            "\n# hang detection: a watcher on each node names a process of this job that stops\n"
+            "# or turns zombie (mtc-agent ranks); mtcd's job monitor reads it in this log\n"
+            "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n"
+            "    srun --overlap --nodes=%d --ntasks=%d --ntasks-per-node=1 --quiet ",
+            nodes > 0 ? nodes : 1, nodes > 0 ? nodes : 1);
+    recipe_put_quoted(f, agent);
+    fprintf(f, " ranks --after %d </dev/null &\n    WATCH=$!\nfi\n",
+            (int)json_integer_value(json_object_get(w, "after")));
+}
+
 json_t *recipe_split_command(const char *s, mtc_error_t *err)
 {
     json_t *words = json_array();

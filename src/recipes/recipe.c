@@ -179,6 +179,30 @@ static const struct schema_field f_checkpoint[] = {
 static const struct schema s_checkpoint = {f_checkpoint, RECIPE, NULL, NULL};
 
 /* Early problem detection's thresholds (docs/observability.md): exp_monitor_from. */
+/* monitor.log_rules[].pattern: compiles, with a named group (logrule.c) */
+static int log_pattern(const struct schema_field *f, json_t **v, const char *path,
+                       mtc_error_t *err)
+{
+    (void)f;
+    struct exp_logrule r;
+    mtc_error_t e2 = {""};
+    if (strlen(json_string_value(*v)) >= 256)
+        return schema_error(err, path, "longer than 255 characters");
+    if (exp_logrule_compile(&r, json_string_value(*v), &e2) < 0)
+        return schema_error(err, path, "%s", e2.text);
+    exp_logrule_release(&r);
+    return 0;
+}
+
+static const struct schema_field f_log_rule[] = {
+    {.name = "pattern",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_REQUIRED | SCHEMA_NONEMPTY | SCHEMA_ONELINE,
+     .check = log_pattern},
+    {.name = "name", .kind = SCHEMA_STR, .flags = SCHEMA_NONEMPTY | SCHEMA_ONELINE},
+    {.name = NULL}};
+static const struct schema s_log_rule = {f_log_rule, RECIPE, NULL, NULL};
+
 static const struct schema_field f_monitor[] = {
     {.name = "spike_z", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 0.5, .hi = 1000},
     {.name = "spike_window",
@@ -200,6 +224,8 @@ static const struct schema_field f_monitor[] = {
      .kind = SCHEMA_STRS,
      .flags = SCHEMA_NONEMPTY | SCHEMA_ONELINE,
      .max_items = 8},
+    /* progress from the program's log lines (recipes/logrule.c) */
+    {.name = "log_rules", .kind = SCHEMA_OBJS, .obj = &s_log_rule, .max_items = EXP_LOG_RULES},
     {.name = NULL}};
 static const struct schema s_monitor = {f_monitor, RECIPE, NULL, NULL};
 

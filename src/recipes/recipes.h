@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -167,6 +168,9 @@ void recipe_put_custom_launch(FILE *f, const json_t *resolved, const char *conta
  * anything: blanks separate words, '...' and "..." quote, a backslash keeps
  * the next character (outside '...'). A JSON array (caller owns), or NULL +
  * err (an unmatched quote, no word). */
+/* With hang detection (monitor.hang_timeout_s or stall_factor): the job
+ * script's start (start 1) and stop (0) of `mtc-agent ranks` on each node. */
+void recipe_put_watch(FILE *f, const json_t *cfg, int start);
 json_t *recipe_split_command(const char *s, mtc_error_t *err);
 /* The trainer arguments standing for the prepared data, expanded by the job's shell. */
 #define RECIPE_DATA_ARG "${MTC_DATA}"
@@ -275,6 +279,34 @@ const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
 /* ---- goodput (goodput.c) and early problem detection (detect.c) ---- */
 
 #define EXP_TRACK_RING 256 /* rows the detectors look back over */
+#define EXP_SEGS 64        /* a run's starts kept apart; later ones merge into the last */
+#define EXP_LOG_RULES 4    /* monitor.log_rules at most */
+
+/* One start of a run (a segment of its wall time), from its log: the start
+ * and end lines, the progress rows that came while it ran, the steps it
+ * reached and resumed from, the checkpoint saves it reported. */
+struct exp_seg {
+    double start, end;       /* epoch s of its start line and end line (0: none) */
+    double first, first_dt;  /* its first progress row's time and step time (0: none) */
+    double last;             /* its last progress row's time */
+    double ckpt_s;           /* checkpoint saves reported (rows, log rules) */
+    int64_t first_step, max_step; /* first and highest step seen (rows, progress lines) */
+    int64_t resume;          /* the step it resumed from (-1: not said) */
+    int64_t nrows;
+};
+
+/* Where a run's time went: the parts sum to total_s, the time since the job
+ * was submitted; all but queue_s sum to wall_s, since its first start. */
+struct exp_breakdown {
+    double queue_s;      /* submitted → first start */
+    double startup_s;    /* each start → its first step */
+    double productive_s; /* steps that were kept */
+    double checkpoint_s; /* checkpoint saves, and the final save and exit */
+    double lost_s;       /* steps done again after a restart, and the step in flight */
+    double restart_s;    /* a start's end → the next start (requeue, node replaced) */
+    double hang_s;       /* no progress while holding the nodes, beyond a step's time */
+    double total_s;
+};
 /* One run's progress, read incrementally: exp_track_init once, then
  * exp_track_update (metrics.jsonl from the last offset; the log whole). */
 struct exp_track {
@@ -297,21 +329,67 @@ struct exp_track {
      * scalars whose tag is one of tb_tags are its loss rows */
     char tb_dir[PATH_MAX + 16], tb_file[PATH_MAX + 64];
     long long tb_off;
-    double tb_wall;
-    int64_t tb_step;
+    double tb_wall;  /* the previous row's time and step (TensorBoard, log rules): */
+    int64_t tb_step; /* a step time where the row says none */
     char tb_tags[8][64];
     int tb_ntags;
     double tb_mtime; /* the event file's mtime: the last row's time */
     int starts, restarts;
-    int64_t repeated, lost, seg_max;
+    int64_t repeated, lost;
     unsigned long log_ino;
     long long log_off;
     double wall_s, goodput; /* goodput = kept_s / wall_s, the chaos benchmark's ETTR */
+    /* the breakdown's inputs: the submit time (config's submitTime), the
+     * starts, the newest row time given to them (a rewritten metrics.jsonl
+     * is reread: older rows were counted), and the log rules' patterns */
+    double submit, seg_time;
+    struct exp_seg segs[EXP_SEGS];
+    int nsegs;
+    double rank_hung;       /* when the log said a process stopped or turned zombie (0: not
+                             * since the latest start) — mtc-agent ranks' line, in rank_msg */
+    char rank_msg[160];
+    char log_rules[EXP_LOG_RULES][256];
+    int nlog_rules, log_rows; /* log_rows: a rule gives step or loss */
+    struct exp_breakdown bd;
 };
 void exp_track_init(struct exp_track *t, const json_t *cfg);
 void exp_track_update(struct exp_track *t, double now);
 /* Add one metrics row (exp_track_update's reader, and tests). */
 void exp_track_row(struct exp_track *t, int64_t step, double loss, double tps, double mfu);
+
+/* The breakdown's segments (breakdown.c): a start line, an end line, a
+ * progress row at time (0: unknown — its step time after the last) taking
+ * dt, a step reached (a progress line) or resumed from, a checkpoint save. */
+void exp_seg_start(struct exp_track *t, double when);
+void exp_seg_end(struct exp_track *t, double when);
+void exp_seg_row(struct exp_track *t, int64_t step, double time, double dt);
+void exp_seg_step(struct exp_track *t, int64_t step);
+void exp_seg_resume(struct exp_track *t, int64_t step);
+void exp_seg_checkpoint(struct exp_track *t, double seconds);
+/* Steps done again after restarts: per start, the highest step before the
+ * next one less the step that one resumed from. */
+int64_t exp_seg_repeated(const struct exp_track *t);
+/* The median step time of the recent rows (0: none known). */
+double exp_track_step_time(const struct exp_track *t);
+/* t->bd as of now (the run's end when it ended). */
+void exp_breakdown_update(struct exp_track *t, double now);
+/* The API's progress.breakdown object (queueSeconds … totalSeconds). */
+json_t *exp_breakdown_json(const struct exp_breakdown *b);
+
+/* monitor.log_rules (logrule.c): a POSIX extended regex whose named groups
+ * (?<step>…) (?<loss>…) (?<step_time_s>…) (?<checkpoint_s>…) take a value
+ * from a matching log line. */
+enum exp_capture { EXP_CAP_STEP, EXP_CAP_LOSS, EXP_CAP_STEP_TIME, EXP_CAP_CHECKPOINT, EXP_CAP_N };
+#define EXP_LOGRULE_GROUPS 16
+struct exp_logrule {
+    regex_t re;
+    int compiled;
+    int group[EXP_CAP_N]; /* the group of each name (0: not in the pattern) */
+};
+int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t *err);
+void exp_logrule_release(struct exp_logrule *r);
+/* The EXP_CAP_* bits line's match gives (0: no match), their values in v. */
+int exp_logrule_match(const struct exp_logrule *r, const char *line, double v[EXP_CAP_N]);
 
 /* Thresholds of early problem detection (a recipe's "monitor" section). */
 struct exp_monitor {
@@ -320,6 +398,7 @@ struct exp_monitor {
     double drop_fraction; /* tokens/s below this fraction of the run's median: a drop */
     double stall_factor;  /* no row for this many median step times: a stall */
     int min_rows;         /* rows needed before spikes and drops are judged */
+    int stall_hangs;      /* the recipe gave stall_factor: a stall is a hang too */
     double hang_timeout_s; /* no progress this long after a row or a start: a hang, and mtcd
                             * requeues the job (0: no hang detection, stalls are events only) */
     int max_restarts;      /* a hang requeues a job that restarted fewer times than this */

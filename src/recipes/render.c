@@ -325,6 +325,26 @@ static json_t *resolve_env(const json_t *recipe, const json_t *ov, const struct 
 }
 
 /* config.json from what the phases resolved; it takes v's sections (released on failure). */
+/* With hang detection (monitor.hang_timeout_s, or stall_factor given), the
+ * job script watches its processes on each node with mtc-agent (beside the
+ * trainer: its directory, else PATH); a stop or zombie is said after 5 s
+ * (less when the hang timeout is shorter). */
+static void put_rank_watch(json_t *out, const json_t *recipe, const char *trainer)
+{
+    const json_t *m = json_object_get(recipe, "monitor");
+    double hang = json_number_value(json_object_get(m, "hang_timeout_s"));
+    if (!(hang > 0) && !json_object_get(m, "stall_factor"))
+        return;
+    char agent[PATH_MAX];
+    const char *slash = trainer ? strrchr(trainer, '/') : NULL;
+    if (slash)
+        snprintf(agent, sizeof(agent), "%.*s/mtc-agent", (int)(slash - trainer), trainer);
+    else
+        snprintf(agent, sizeof(agent), "mtc-agent");
+    int after = hang > 0 && hang < 5 ? (int)hang : 5;
+    json_object_set_new(out, "rankWatch", json_pack("{s:s, s:i}", "agent", agent, "after", after));
+}
+
 static json_t *assemble(const json_t *recipe, const struct recipe_run *run, struct resolved *v,
                         mtc_error_t *err)
 {
@@ -353,6 +373,7 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
     if (run->cache_dir)
         json_object_set(out, "cacheDir", json_object_get(v->env, "HF_HOME"));
     json_object_set_new(out, "trainer", json_string(run->trainer ? run->trainer : "mtc-train"));
+    put_rank_watch(out, recipe, run->trainer);
     if (run->mpi_network)
         json_object_set_new(out, "mpiNetwork", json_string(run->mpi_network));
     if (json_object_get(recipe, "model"))
@@ -368,6 +389,8 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
         json_object_set_new(out, "train", v->train);
     json_object_set_new(out, "checkpoint", v->ck);
     json_object_set_new(out, "logDir", json_string(v->logdir));
+    char ts[40]; /* when it was submitted: the breakdown's queue time starts here */
+    json_object_set_new(out, "submitTime", json_string(mtc_time_rfc3339(mtc_now_ms(), ts, sizeof(ts))));
     json_object_set_new(out, "env", v->env);
     json_object_set_new(out, "trainerArgs", json_object());
     json_object_update(json_object_get(out, "trainerArgs"),
@@ -635,6 +658,9 @@ static void put_environment(FILE *f, const json_t *cfg)
     fprintf(f, "\nJOB_ID=${SLURM_JOB_ID:-$$}\n");
     fprintf(f, "echo \"mtc: job $JOB_ID start $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ) on "
                "${SLURM_JOB_NODELIST:-$(hostname)}, restart ${SLURM_RESTART_COUNT:-0}\"\n");
+    /* a requeue or cancel: the end of this start, in the log, before the shell dies */
+    fprintf(f, "trap 'echo \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), signal "
+               "TERM\"; trap - TERM; kill -TERM $$' TERM\n");
     fprintf(f, "\n# environment of the job\n");
     const char *k;
     json_t *v;
@@ -768,29 +794,37 @@ static void put_register(FILE *f, const json_t *cfg)
             model, model);
 }
 
+/* The log's line that ends this start of the job, why: "exit status $rc",
+ * "requeued" (the breakdown's segments, recipes/breakdown.c). */
+static void put_end_line(FILE *f, const char *indent, const char *why)
+{
+    fprintf(f, "%secho \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), %s\"\n", indent,
+            why);
+}
+
 /* Exit 75 (checkpointed on a signal) requeues the job; else the exit status is
  * recorded atomically in TASK_DIR/JOB_ID.exit and becomes the job's. */
 static void put_epilogue(FILE *f, const json_t *cfg)
 {
     fprintf(f, "if [ $rc -eq 75 ] && [ -n \"${SLURM_JOB_ID:-}\" ]; then\n"
-               "    echo \"mtc: trainer checkpointed on a signal; requeueing job $JOB_ID\"\n"
-               "    scontrol requeue \"$JOB_ID\" && exit 0\n"
-               "fi\n");
+               "    echo \"mtc: trainer checkpointed on a signal; requeueing job $JOB_ID\"\n");
+    put_end_line(f, "    ", "requeued");
+    fprintf(f, "    scontrol requeue \"$JOB_ID\" && exit 0\nfi\n");
     int retries = geti(cfg, "retryOnError", 0);
-    if (retries > 0) /* an application error, retried: the run resumes from its checkpoint */
+    if (retries > 0) { /* an application error, retried: the run resumes from its checkpoint */
         fprintf(f,
                 "if [ $rc -ne 0 ] && [ -n \"${SLURM_JOB_ID:-}\" ] && "
                 "[ \"${SLURM_RESTART_COUNT:-0}\" -lt %d ]; then\n"
                 "    echo \"mtc: job $JOB_ID failed (exit status $rc); retry_on_error %d: "
-                "requeueing it (restart $((${SLURM_RESTART_COUNT:-0} + 1)))\"\n"
-                "    scontrol requeue \"$JOB_ID\" && exit 0\n"
-                "fi\n",
+                "requeueing it (restart $((${SLURM_RESTART_COUNT:-0} + 1)))\"\n",
                 retries, retries);
+        put_end_line(f, "    ", "requeued");
+        fprintf(f, "    scontrol requeue \"$JOB_ID\" && exit 0\nfi\n");
+    }
     fprintf(f,
             "echo \"$rc\" >\"$TASK_DIR/$JOB_ID.exit.tmp\" && mv -f \"$TASK_DIR/$JOB_ID.exit.tmp\" "
             "\"$TASK_DIR/$JOB_ID.exit\"\n");
-    fprintf(
-        f, "echo \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), exit status $rc\"\n");
+    put_end_line(f, "", "exit status $rc");
     fprintf(f, "exit $rc\n");
 }
 
@@ -816,6 +850,7 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
     }
     put_header(f, cfg);
     put_environment(f, cfg);
+    recipe_put_watch(f, cfg, 1);
     if (custom) { /* a program of the user's (launch.c) */
         recipe_put_contract(f, cfg);
         put_container(cf, image, mounts);
@@ -831,6 +866,7 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
         if (prep)
             fprintf(f, "fi\n");
     }
+    recipe_put_watch(f, cfg, 0);
     put_register(f, cfg);
     put_epilogue(f, cfg);
     free_argv(argv);

@@ -265,6 +265,7 @@ struct run {
     int rank, nranks, accum;
     int64_t step;
     int64_t ckpt_step; // step of the newest checkpoint of this run (-1 none)
+    double ckpt_s;     // the training loop's stall in checkpoints since the last metrics row
     double tokens_seen;
     float last_loss;
 };
@@ -302,8 +303,10 @@ static int checkpoint(struct run *r, int sync, mtc_error_t *err)
     fill_meta(r, &meta, train);
     int rc = 0;
     if (r->rank == 0) {
+        double t0 = now_s();
         rc = sync ? ckpt_writer_save_sync(r->cw, model_params(r->m), &r->opt, &meta, err)
                   : ckpt_writer_snapshot(r->cw, model_params(r->m), &r->opt, &meta, err);
+        r->ckpt_s += now_s() - t0;
     }
     json_decref(train);
     return rc;
@@ -696,6 +699,11 @@ static int run_loop(struct run *r, mtc_error_t *err)
         double mfu = peak > 0 ? tps * fpt / (peak * r->nranks) : 0;
         json_t *f = json_pack("{s:f,s:f,s:f,s:f,s:f}", "loss", (double)loss, "lr", (double)lr,
                               "grad_norm", gnorm, "tokens_per_s", tps, "mfu", mfu);
+        /* the wall clock and the checkpoints' stall: goodput's breakdown (recipes/breakdown.c) */
+        json_object_set_new(f, "time", json_real((double)mtc_now_ms() / 1000.0));
+        if (r->ckpt_s > 0)
+            json_object_set_new(f, "checkpoint_s", json_real(r->ckpt_s));
+        r->ckpt_s = 0;
         ft_metrics(r->ft, f);
         grpo_metrics(r->grpo, f);
         if (a->eval_every > 0 && (r->step % a->eval_every == 0 || r->step == a->steps)) {

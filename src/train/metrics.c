@@ -84,7 +84,7 @@ int metrics_log(struct metrics *mt, int64_t step, json_t *fields)
     json_t *v;
     json_object_foreach(fields, key, v)
     {
-        if (!json_is_number(v))
+        if (!json_is_number(v) || strcmp(key, "time") == 0) /* the row's clock: not a scalar */
             continue;
         char tag[160];
         if (strncmp(key, "val_", 4) == 0)

@@ -122,6 +122,7 @@ try:
     assert text("run-state") in ("RUNNING", "COMPLETED"), text("run-state")
     assert "null" not in text("run-status"), text("run-status")
     wait(20, lambda: text("run-goodput").endswith("%"), "the run's goodput shown")
+    wait(20, lambda: " productive " in text("run-time"), "and where its time went (queue, startup, productive ...)")
     print("# run status: " + text("run-status"), flush=True)
     shot("05-run-chart-more")
     ok(f"loss chart grew from {first} to {pts()} points while RUNNING; goodput {text('run-goodput')}")

@@ -31,6 +31,8 @@ p.add_argument("--fail-at", type=int, default=-1, help="raise at this step")
 p.add_argument("--fail-once", action="store_true", help="--fail-at only on the first start")
 p.add_argument("--tb", action="store_true", help="log the loss as TensorBoard events (rank 0)")
 p.add_argument("--no-metrics", action="store_true", help="no MTC_METRICS_FILE rows")
+p.add_argument("--hang-at", type=int, default=-1,
+               help="the last rank blocks at this step on the first start (a deadlock: no process stops)")
 a = p.parse_args()
 
 
@@ -108,6 +110,8 @@ for step in range(start + 1, a.steps + 1):
     t0 = time.time()
     if step == a.fail_at and not (a.fail_once and os.environ.get("MTC_RESTART_COUNT", "0") != "0"):
         raise RuntimeError(f"ddp_train: failing at step {step} as asked")
+    if step == a.hang_at and rank == world - 1 and os.environ.get("MTC_RESTART_COUNT", "0") == "0":
+        time.sleep(1e6)
     lo = ((step - 1) * a.global_batch) % X.shape[0] + rank * per
     x, y = X[lo:lo + per], Y[lo:lo + per]
     opt.zero_grad()
@@ -122,7 +126,8 @@ for step in range(start + 1, a.steps + 1):
     if rank == 0:
         print(f"step {step} loss {g.item():.12f}", flush=True)
         if metrics:
-            metrics.write(json.dumps({"step": step, "loss": g.item(), "step_time_s": time.time() - t0}) + "\n")
+            metrics.write(json.dumps({"step": step, "loss": g.item(), "step_time_s": time.time() - t0,
+                                      "time": time.time()}) + "\n")
             metrics.flush()
         if tb:
             tb.write(record(scalar_event(step, "train/loss", g.item())))

@@ -74,6 +74,9 @@ check "that step is the run's (PromQL $S, metrics.jsonl now $LAST)" test "${S:-0
 G=$(promql 'mtc_experiment_goodput{training_job="long"}')
 check "PromQL: goodput in (0, 1] ($G)" python3 -c "assert 0 < float('$G') <= 1"
 check "alerts are exported, none raised on a healthy run" test "$(promql 'sum(mtc_experiment_alert{training_job="long"})')" = 0
+TP=$(promql 'count(mtc_experiment_time_seconds{training_job="long"})')
+TS=$(promql 'sum(mtc_experiment_time_seconds{training_job="long",part="productive"})')
+check "PromQL: the run's time by part (7 parts; productive $TS s > 0)" python3 -c "assert int('$TP') == 7 and float('$TS') > 0"
 
 # --- goodput = the chaos benchmark's ETTR for the same run -------------------
 sleep 2

@@ -7,15 +7,20 @@
 # (float64, within 1e-6), the status block and `mtc experiment status` work,
 # progress rows feed the trainingJob's goodput track, and so do TensorBoard
 # events written by hand (no metrics rows); `-e local` runs the
-# ranks on this machine with the same losses; a requeue mid-run
-# resumes from the newest checkpoint (MTC_RESTART_COUNT 1) and ends with the
-# uninterrupted run's parameters, bit for bit; a program that raises is
+# ranks on this machine with the same losses; progress from log lines alone
+# (monitor.log_rules); a node fault (report-faulty) mid-run requeues the job,
+# which resumes from the newest checkpoint (MTC_RESTART_COUNT 1) and ends with
+# the uninterrupted run's parameters, bit for bit, its time broken down into
+# parts that sum to the time since submission; a program that raises is
 # FAILED with a TRAINING_FAILED event carrying its last line, and with
 # retry_on_error 1 requeued once and completed from its checkpoint; a rank
-# SIGSTOPped with monitor.hang_timeout_s set raises TRAINING_HANG and the job
-# is requeued and completes from its checkpoint, nobody reading; the torchrun launcher's command line (Debian 12's torchrun cannot
-# start workers: checked rendered, not run); bad --command input and bad
-# custom recipes get one line.
+# SIGSTOPped with monitor.hang_timeout_s set is named by the job's watcher
+# (mtc-agent ranks), raises TRAINING_HANG and the job is requeued and
+# completes from its checkpoint, nobody reading, the hang in its breakdown; a
+# program in an image (`-i`, made by `mtc image import` from a directory) gets
+# the ranks' variables and the contract; the torchrun launcher's command line
+# (Debian 12's torchrun cannot start workers: checked rendered, not run); bad
+# --command input and bad custom recipes get one line.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -83,22 +88,66 @@ p = json.loads(sys.argv[1])["progress"]
 assert p["step"] == 6 and abs(p["loss"] - float(sys.argv[2])) < 1e-5 * abs(float(sys.argv[2])), p' \
     "$(mtc experiment status ddptb --json)" "$LAST"
 
-# --- a requeue mid-run: resumed from the newest checkpoint, the same end ------------
+# --- progress from the program's log lines alone (monitor.log_rules) -----------------
+api POST "$JOBS?trainingJobId=rules" "$(python3 - "$PY" "$PROG" "$D" <<'PY'
+import json, sys
+py, prog, d = sys.argv[1:]
+print(json.dumps({"recipe": {"task": "custom",
+                             "monitor": {"log_rules": [{"pattern": "^step (?<step>[0-9]+) loss (?<loss>[0-9.]+)"}]},
+                             "launch": {"command": [py, prog, "--steps", "6", "--no-metrics"], "workdir": d}},
+                  "nodeCount": 1, "experimentName": "ddprules"}))
+PY
+)"
+check "a job whose progress is only its log lines (a log rule with step and loss): 200" test "$HTTP_STATUS" = 200
+check "  it completes" test "$(run_wait_final 120 ddprules)" = COMPLETED
+LAST=$(mtc experiment logs ddprules | sed -n 's/^step 6 loss //p')
+check "  its track reads the lines: step 6 and its loss $LAST" python3 -c '
+import json, sys
+p = json.loads(sys.argv[1])["progress"]
+assert p["step"] == 6 and abs(p["loss"] - float(sys.argv[2])) < 1e-12, p' \
+    "$(mtc experiment status ddprules --json)" "$LAST"
+
+# --- a node fault mid-run (report-faulty): requeued, resumed from the newest
+# checkpoint, the same end; where its time went --------------------------------------
 mtc run --command "$PY $PROG --steps 40 --ckpt-every 5 --sleep 0.3" -n 2 --experiment-name ddpre >"$D/ddpre.out" 2>&1
 RJOB=$(mtc experiment status ddpre --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobId"])')
 RM=$(mtc experiment status ddpre --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["logDir"])')/metrics.jsonl
 past() { [ "$(wc -l <"$RM" 2>/dev/null || echo 0)" -ge 12 ]; }
 check "the long run logs its steps" wait_for 120 past
-# the requeue mtc's remediation makes: requeue, then start now (Slurm holds a
-# requeued job for a while otherwise)
-scontrol requeue "$RJOB" && sleep 1 && scontrol update JobId="$RJOB" StartTime=now
-check "requeued mid-run, it completes" test "$(run_wait_final 240 ddpre)" = COMPLETED
+FN=$(scontrol show hostnames "$(squeue -h -j "$RJOB" -o %N)" | tail -1)
+check "  a fault reported on its node $FN (mtc cluster report-faulty)" \
+    mtc cluster report-faulty cu "$FN" --description "run_custom: node fault mid-run" --no-wait
+check "requeued by remediation mid-run, it completes" test "$(run_wait_final 300 ddpre)" = COMPLETED
 check "  resumed from a checkpoint at step >= 10, MTC_RESTART_COUNT 1" \
     test "$(result ddpre 'r["start"] >= 10, r["env"]["MTC_RESTART_COUNT"]')" = "(True, '1')"
 mtc run --command "$PY $PROG --steps 40 --ckpt-every 5" -n 2 --experiment-name ddpun >"$D/ddpun.out" 2>&1
 check "the uninterrupted run completes" test "$(run_wait_final 180 ddpun)" = COMPLETED
 check "  the resumed run ends with its parameters, bit for bit" \
     same "$(result ddpre 'r["params_sha256"]')" "$(result ddpun 'r["params_sha256"]')"
+# parts(JSON of mtc experiment status --json) checks the breakdown; $2: more asserts on b
+parts() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+p = json.loads(sys.argv[1])["progress"]
+b = p["breakdown"]
+keys = ("queueSeconds", "startupSeconds", "productiveSeconds", "checkpointSeconds",
+        "lostSeconds", "restartSeconds", "hangSeconds")
+print("# " + ", ".join("%s %.1f" % (k[:-7], b[k]) for k in keys) + ", total %.1f" % b["totalSeconds"])
+assert all(b[k] >= 0 for k in keys), b
+assert abs(sum(b[k] for k in keys) - b["totalSeconds"]) < 1e-6, b
+assert abs(b["totalSeconds"] - b["queueSeconds"] - p["wallSeconds"]) < 1e-6, (b, p["wallSeconds"])
+assert eval(sys.argv[2]), b
+PY
+}
+check "  its time: the parts sum to the time since submission; a restart gap, lost steps, productive time" \
+    parts "$(mtc experiment status ddpre --json)" 'b["restartSeconds"] > 0 and b["lostSeconds"] > 0 and b["productiveSeconds"] > 5 and b["startupSeconds"] > 0'
+check "  mtc experiment status prints them" bash -c "mtc experiment status ddpre | grep -qE '^- Time: [0-9.]+ s = queue [0-9.]+ \+ startup'"
+api GET "$JOBS?pageSize=50"
+check "  and the trainingJob resource has the same parts" python3 -c '
+import json, sys
+j = [j for j in json.loads(sys.argv[1])["trainingJobs"] if j.get("experimentName") == "ddpre"][0]
+b = j["progress"]["breakdown"]
+assert b["restartSeconds"] > 0 and abs(sum(v for k, v in b.items() if k != "totalSeconds") - b["totalSeconds"]) < 1e-6, b' "$BODY"
 
 # --- -e local: the ranks on this machine, the same losses ---------------------------
 mtc run -e local --command "$PY $PROG --steps 5" -n 2 --experiment-name ddploc >"$D/loc.out" 2>&1
@@ -135,10 +184,9 @@ PY
 )"
 check "a custom job with retry_on_error 1 that fails once at step 8: 200" test "$HTTP_STATUS" = 200
 YJOB=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["slurmJobId"])' "$BODY" 2>/dev/null)
-requeued() { scontrol show job "$YJOB" -o 2>/dev/null | grep -q 'Restarts=1'; }
+requeued() { scontrol show job "$YJOB" -o 2>/dev/null | grep 'Restarts=1' | grep -q 'JobState=PENDING'; }
 check "  it is requeued, not FAILED" wait_for 120 requeued
-scontrol update JobId="$YJOB" StartTime=now # Slurm's hold on a requeued job, as remediation lifts it
-check "  and completes on the retry" test "$(run_wait_final 180 ddpretry)" = COMPLETED
+check "  and completes on the retry (mtcd's monitor lifts Slurm's requeue hold)" test "$(run_wait_final 180 ddpretry)" = COMPLETED
 check "  resumed from its step-5 checkpoint, MTC_RESTART_COUNT 1" \
     test "$(result ddpretry 'r["start"], r["env"]["MTC_RESTART_COUNT"]')" = "(5, '1')"
 check "  the log says why" bash -c "mtc experiment logs ddpretry | grep -q 'retry_on_error 1: requeueing it (restart 1)'"
@@ -172,11 +220,24 @@ kill -STOP $R1
 t0=$SECONDS
 check "  rank 1 SIGSTOPped, nobody reading: a TRAINING_HANG event within hang_timeout_s + a pass" \
     wait_for 40 eval '[ -n "$(events TRAINING_HANG "(experiment ddphang): hung")" ]'
-diag "TRAINING_HANG $((SECONDS - t0)) s after the SIGSTOP: $(events TRAINING_HANG ddphang | head -1)"
+diag "TRAINING_HANG $((SECONDS - t0)) s after the SIGSTOP (hang_timeout_s 8): $(events TRAINING_HANG ddphang | head -1)"
+check "  the watcher on its node named the stopped rank (mtc-agent ranks)" bash -c "grep -q 'hung: rank 1 (pid $R1 on [^)]*) is stopped for [0-9]* s after step' <<<\"\$0\"" "$(events TRAINING_HANG ddphang)"
 check "  it says the job was requeued" bash -c "grep -q 'requeued (restart 1 of at most 3)' <<<\"\$0\"" "$(events TRAINING_HANG ddphang)"
 check "  the job resumes and completes" test "$(run_wait_final 240 ddphang)" = COMPLETED
 check "  from a checkpoint, MTC_RESTART_COUNT 1" \
     test "$(result ddphang 'r["start"] >= 5, r["env"]["MTC_RESTART_COUNT"]')" = "(True, '1')"
+check "  its breakdown holds the hang (>= 3 s) and sums to the time since submission" \
+    parts "$(mtc experiment status ddphang --json)" 'b["hangSeconds"] >= 3 and b["restartSeconds"] >= 0'
+
+# --- a program in an image: the ranks' variables and the contract inside it -----------
+run_rootfs "$D/ctr" sh env echo
+check "an image made by mtc image import from a directory" mtc image import "$D/ctr" -o "$D/ctr.sqsh"
+mtc run --command 'sh -c "echo rank=$RANK/$WORLD_SIZE local=$LOCAL_RANK ckpt=$MTC_CHECKPOINT_DIR restart=$MTC_RESTART_COUNT"' \
+    -i "$D/ctr.sqsh" -n 2 --experiment-name ddpimg >"$D/img.out" 2>&1
+check "a custom job in the image on 2 nodes completes" test "$(run_wait_final 120 ddpimg)" = COMPLETED
+mtc experiment logs ddpimg >"$D/img.log"
+check "  each rank ran in it with its variables and the contract" bash -c "grep -q '^rank=0/2 local=0 ckpt=/.*checkpoints restart=0' '$D/img.log' && grep -q '^rank=1/2 local=0 ckpt=/' '$D/img.log'"
+diag "$(grep '^rank=' "$D/img.log" | tr '\n' ' ')"
 
 # --- the torchrun launcher: the command line each node runs ------------------------------
 mtc run --command "$PY train.py --lr 3e-4" --launcher torchrun -n 2 --dry-run >"$D/tr.sh" 2>"$D/tr.err"

@@ -126,6 +126,122 @@ int main(void)
     rmdir(dir);
     json_decref(run);
 
+    /* the breakdown: queue, startup, productive, checkpoint, lost, restart and
+     * hang sum to the time since submission (breakdown.c's picture) */
+    CHECK(mkdtemp(strcpy(dir, "/tmp/mtc-goodput-XXXXXX")) != NULL, "temp dir");
+    run = json_pack("{s:s, s:s, s:s, s:s}", "taskDir", dir, "logDir", dir, "jobId", "8",
+                    "submitTime", "2026-12-01T10:00:00.000Z");
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    snprintf(log, sizeof log, "%s/8.log", dir);
+    const double T0 = 1796119200.0; /* 10:00:00 */
+    append(log, "mtc: job 8 start 2026-12-01T10:00:10Z on n1, restart 0\n");
+    FILE *mf = fopen(path, "w");
+    for (int k = 1; k <= 6; k++) /* steps 1-6 at 10:00:13..18, a 0.5 s save before step 5's row */
+        fprintf(mf, "{\"step\":%d,\"loss\":2.0,\"step_time_s\":1.0,\"time\":%.1f%s}\n", k,
+                T0 + 12 + k, k == 5 ? ",\"checkpoint_s\":0.5" : "");
+    fclose(mf);
+    exp_track_init(&t, run);
+    exp_track_update(&t, T0 + 30);
+    CHECK(fabs(t.bd.queue_s - 10) < 1e-9 && fabs(t.bd.startup_s - 2) < 1e-9 &&
+              fabs(t.bd.hang_s - 11) < 1e-9 && fabs(t.bd.total_s - 30) < 1e-9,
+          "running, no step for 12 s: queue 10, startup 2, hang 11 (beyond a step), total 30: "
+          "%g %g %g %g", t.bd.queue_s, t.bd.startup_s, t.bd.hang_s, t.bd.total_s);
+    /* it hangs; requeued at 10:00:40, started again at :50 from step 4, done at 10:01:00 */
+    append(log, "mtc: job 8 end 2026-12-01T10:00:40Z, signal TERM\n"
+                "mtc: job 8 start 2026-12-01T10:00:50Z on n2, restart 1\n"
+                "mtc-train: resuming from /ck/step_4 (step 4)\n");
+    mf = fopen(path, "a");
+    for (int k = 5; k <= 10; k++) /* steps 5-10 again at 10:00:53..58 */
+        fprintf(mf, "{\"step\":%d,\"loss\":2.0,\"step_time_s\":1.0,\"time\":%.1f}\n", k,
+                T0 + 48 + k);
+    fclose(mf);
+    append(log, "mtc: job 8 end 2026-12-01T10:01:00Z, exit status 0\n");
+    exp_track_update(&t, T0 + 100);
+    const struct exp_breakdown *b = &t.bd;
+    double sum = b->queue_s + b->startup_s + b->productive_s + b->checkpoint_s + b->lost_s +
+                 b->restart_s + b->hang_s;
+    CHECK(fabs(b->total_s - 60) < 1e-9 && fabs(sum - b->total_s) < 1e-9,
+          "the parts sum to the 60 s since submission: %g of %g", sum, b->total_s);
+    CHECK(fabs(b->queue_s - 10) < 1e-9 && fabs(b->startup_s - 4) < 1e-9 &&
+              fabs(b->restart_s - 10) < 1e-9,
+          "queue 10, startup 2+2, restart gap 10: %g %g %g", b->queue_s, b->startup_s,
+          b->restart_s);
+    CHECK(fabs(b->lost_s - 3) < 1e-9 && fabs(b->hang_s - 21) < 1e-9,
+          "lost: steps 5-6 and the one in flight (3 s); hang: the idle tail beyond a step (21 s): "
+          "%g %g", b->lost_s, b->hang_s);
+    CHECK(fabs(b->checkpoint_s - 2.5) < 1e-9 && fabs(b->productive_s - 9.5) < 1e-9,
+          "checkpoint: 0.5 s + the final save and exit 2 s; productive 9.5 s: %g %g",
+          b->checkpoint_s, b->productive_s);
+    CHECK(t.repeated == 2 && t.restarts == 1, "steps 5-6 repeated, 1 restart: %lld %d",
+          (long long)t.repeated, t.restarts);
+    /* read again from the files alone (mtc experiment status): the same parts */
+    struct exp_track t2;
+    exp_track_init(&t2, run);
+    exp_track_update(&t2, T0 + 100);
+    CHECK(memcmp(&t2.bd, &t.bd, sizeof(t.bd)) == 0, "a fresh reader gets the same breakdown");
+    json_t *pj = exp_track_json(&t2, 0, "");
+    CHECK(json_real_value(json_object_get(json_object_get(pj, "breakdown"), "hangSeconds")) == 21,
+          "progress.breakdown.hangSeconds in the API object");
+    json_decref(pj);
+    unlink(path);
+    unlink(log);
+    rmdir(dir);
+    json_decref(run);
+
+    /* log rules: named groups taken out, the rest POSIX; bad patterns named */
+    struct exp_logrule lr;
+    mtc_error_t lerr = {""};
+    static const struct {
+        const char *pattern, *error;
+    } bad[] = {
+        {"loss (?<lossy>[0-9.]+)", "unknown name \"lossy\""},
+        {"(?:x) (?<step>[0-9]+)", "only named groups"},
+        {"step [0-9]+", "no named group"},
+        {"(?<step>[0-9]+) [abc", "unclosed ["},
+        {"(?<step>[0-9]+) (?<step>[0-9]+)", "given twice"},
+        {"(?<loss>[0-9.]+) (", "not a POSIX extended regular expression"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        lerr.text[0] = '\0';
+        CHECK(exp_logrule_compile(&lr, bad[i].pattern, &lerr) < 0 && strstr(lerr.text, bad[i].error),
+              "%s: refused (%s)", bad[i].pattern, lerr.text);
+    }
+    CHECK(exp_logrule_compile(&lr, "^[(]it (?P<step>[0-9]+)[)] \\((x|y)\\) loss=(?<loss>[-+.e0-9naif]+)",
+                              &lerr) == 0,
+          "brackets, escaped parentheses, a plain group and both spellings compile (%s)", lerr.text);
+    double v[EXP_CAP_N];
+    int have = exp_logrule_match(&lr, "(it 12) (y) loss=2.5e-1 tail", v);
+    CHECK(have == ((1 << EXP_CAP_STEP) | (1 << EXP_CAP_LOSS)) && v[EXP_CAP_STEP] == 12 &&
+              v[EXP_CAP_LOSS] == 0.25,
+          "groups counted past the unnamed one: step %g loss %g", v[EXP_CAP_STEP], v[EXP_CAP_LOSS]);
+    CHECK(exp_logrule_match(&lr, "(it 12) (y) loss=nan", v) == ((1 << EXP_CAP_STEP) | (1 << EXP_CAP_LOSS)) &&
+              isnan(v[EXP_CAP_LOSS]),
+          "a NaN loss is a loss (NONFINITE)");
+    CHECK(exp_logrule_match(&lr, "(it 12) (y) loss=--", v) == (1 << EXP_CAP_STEP),
+          "a capture that is no number is left out");
+    CHECK(exp_logrule_match(&lr, "it 12 loss=2", v) == 0, "no match: nothing");
+    exp_logrule_release(&lr);
+
+    /* a run whose only progress is its log lines */
+    CHECK(mkdtemp(strcpy(dir, "/tmp/mtc-goodput-XXXXXX")) != NULL, "temp dir");
+    run = json_pack("{s:s, s:s, s:s, s:s, s:{s:[{s:s},{s:s}]}}", "taskDir", dir, "logDir", dir,
+                    "jobId", "9", "task", "custom", "monitor", "log_rules", "pattern",
+                    "^iter (?<step>[0-9]+) .*loss (?<loss>[0-9.]+) .*\\((?<step_time_s>[0-9.]+) s\\)",
+                    "pattern", "saved in (?<checkpoint_s>[0-9.]+) s");
+    snprintf(log, sizeof log, "%s/9.log", dir);
+    append(log, "mtc: job 9 start 2026-12-01T10:00:00Z on n1, restart 0\n"
+                "iter 1 | loss 3.5 | (2.0 s)\niter 2 | loss 3.0 | (2.0 s)\nsaved in 1.5 s\n"
+                "iter 3 | loss 2.5 | (2.0 s)\n");
+    exp_track_init(&t, run);
+    exp_track_update(&t, T0 + 10);
+    CHECK(t.rows == 3 && t.step == 3 && t.loss == 2.5 && fabs(t.kept_s - 6) < 1e-9,
+          "3 rows from the log, kept 3 x 2 s: %lld %lld %g %g", (long long)t.rows,
+          (long long)t.step, t.loss, t.kept_s);
+    CHECK(t.segs[0].ckpt_s == 1.5 && t.last_row == T0 + 10, "the save's 1.5 s; progress now");
+    unlink(log);
+    rmdir(dir);
+    json_decref(run);
+
     /* the recipe's "monitor" section over the defaults */
     struct exp_monitor m;
     json_t *mc = json_pack("{s:{s:f, s:i, s:f}}", "monitor", "spike_z", 3.5, "spike_window", 20,

@@ -149,8 +149,41 @@ static void test_render(void)
                          "[ \"${SLURM_RESTART_COUNT:-0}\" -lt 2 ]; then\n") &&
               strstr(r, "retry_on_error 2: requeueing it"),
           "retry_on_error 2: a non-zero exit requeued while restarts < 2 (%s)", err.text);
+    CHECK(r && strstr(r, "    echo \"mtc: job $JOB_ID end $(date -u +%Y-%m-%dT%H:%M:%SZ), "
+                         "requeued\"\n    scontrol requeue"),
+          "a requeue by the script ends the start in the log (the breakdown's restart gap)");
+    CHECK(r && strstr(r, "trap 'echo \"mtc: job $JOB_ID end $(date -u +%Y-%m-%dT%H:%M:%SZ), "
+                         "signal TERM\"; trap - TERM; kill -TERM $$' TERM\n"),
+          "so does a requeue or cancel by Slurm (TERM)");
+    CHECK(r && !strstr(r, "ranks --after"), "no hang detection: no rank watcher");
     free(r);
     json_decref(cfg), json_decref(canon), json_decref(rj);
+    /* hang detection: mtc-agent ranks on each node, beside the trainer */
+    rj = json_loads("{\"name\":\"c\",\"task\":\"custom\",\"monitor\":{\"hang_timeout_s\":3},"
+                    "\"launch\":{\"command\":[\"p\"]}}",
+                    0, NULL);
+    canon = rj ? recipe_normalize(rj, &err) : NULL;
+    run = (struct recipe_run){.home = "/h", .timestamp = 7, .nodes = 2, .trainer = "/opt/mtc/bin/mtc-train"};
+    cfg = canon ? recipe_resolve(canon, &run, &err) : NULL;
+    r = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(r && strstr(r, "    srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --quiet "
+                         "'/opt/mtc/bin/mtc-agent' ranks --after 3 </dev/null &\n    WATCH=$!\n"),
+          "hang_timeout_s 3: a watcher per node, a stop said after 3 s (%s)", err.text);
+    const char *w = r ? strstr(r, "WATCH=$!") : NULL, *p = r ? strstr(r, "CMD=(") : NULL;
+    const char *k = r ? strstr(r, "kill \"$WATCH\"") : NULL, *rc = r ? strstr(r, "\nrc=$?\n") : NULL;
+    CHECK(w && p && k && rc && w < p && rc < k, "started before the program, stopped after it");
+    free(r);
+    json_decref(cfg), json_decref(canon), json_decref(rj);
+    /* a log rule that does not compile: named, one line */
+    CHECK(valid("{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]},\"monitor\":{"
+                "\"log_rules\":[{\"pattern\":\"it (?<stp>[0-9]+)\"}]}}",
+                &err) < 0 &&
+              strstr(err.text, "monitor.log_rules[0].pattern") && strstr(err.text, "\"stp\""),
+          "a log rule's unknown group name: named (%s)", err.text);
+    CHECK(valid("{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]},\"monitor\":{"
+                "\"log_rules\":[{\"pattern\":\"it (?<step>[0-9]+) loss (?<loss>[0-9.]+)\"}]}}",
+                &err) == 0,
+          "a log rule with step and loss (%s)", err.text);
     s = script("{\"command\":[\"python3\",\"t.py\"]}", 1, NULL, "/img/pt.sqsh");
     CHECK(s && strstr(s, "sh -c") &&
               strstr(s, " --container-image='/img/pt.sqsh' "

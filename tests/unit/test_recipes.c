@@ -200,7 +200,22 @@ static void test_resolve_render(void)
     CHECK(!strstr(s, "hf_secret_value_123") && !strstr(s, "wandb_secret_456"),
           "secrets are never written into the script");
     CHECK(strstr(s, "HF_TOKEN") && strstr(s, "WANDB_API_KEY"), "but their names are checked");
+    CHECK(!strstr(s, "ranks --after"), "no hang detection asked: no rank watcher");
     free(s);
+    json_decref(cfg);
+    /* hang detection on an mtc-train run: its ranks watched on every node too */
+    json_t *hr = parse(base_recipe);
+    json_object_set_new(hr, "monitor", json_pack("{s:f}", "stall_factor", 20.0));
+    char *htext = json_dumps(hr, 0);
+    cfg = resolve(htext, &run, &err);
+    s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "'/opt/mtc/bin/mtc-agent' ranks --after 5 </dev/null &") &&
+              strstr(s, "srun --overlap --nodes=2 --ntasks=2"),
+          "stall_factor given: mtc-agent ranks beside mtc-train on each of its 2 nodes (%s)",
+          err.text);
+    free(s);
+    free(htext);
+    json_decref(hr);
     json_decref(cfg);
 
     /* GPU cluster type: 8 ranks per node, global batch must divide */

@@ -405,6 +405,8 @@ int main(void)
               strcmp(json_string_value(json_object_get(json_object_get(js, "12"), "state")),
                      "PENDING") == 0,
           "a requeued job: PENDING, Restarts=2");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(js, "12"), "reason")), "BeginTime",
+              "its reason: Slurm's requeue hold (the monitor lifts it)");
     CHECK(json_integer_value(json_object_get(json_object_get(js, "13"), "restarts")) == 0,
           "no Restarts= field: 0");
     json_decref(js);

@@ -1,0 +1,163 @@
+/* logrule: progress read from a program's log lines — a recipe's
+ * monitor.log_rules, POSIX extended regular expressions whose named groups
+ * (?<step>…), (?<loss>…), (?<step_time_s>…) and (?<checkpoint_s>…) say what
+ * a matching line holds (as HyperPod's log-pattern rules do), for programs
+ * that write neither MTC_METRICS_FILE rows nor TensorBoard events. POSIX has
+ * no named groups: the names are taken out of the pattern and the groups
+ * counted, then regcomp compiles what is left. */
+#include "recipes/recipes.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const cap_names[EXP_CAP_N] = {
+    [EXP_CAP_STEP] = "step",
+    [EXP_CAP_LOSS] = "loss",
+    [EXP_CAP_STEP_TIME] = "step_time_s",
+    [EXP_CAP_CHECKPOINT] = "checkpoint_s",
+};
+
+static int cap_index(const char *name, size_t len)
+{
+    for (int i = 0; i < EXP_CAP_N; i++)
+        if (strlen(cap_names[i]) == len && strncmp(cap_names[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+/* The end of a bracket expression that starts at p ('['): "]" first is a
+ * member, "[:class:]", "[.x.]" and "[=x=]" are read whole. NULL: unclosed. */
+static const char *bracket_end(const char *p)
+{
+    p++;
+    if (*p == '^')
+        p++;
+    if (*p == ']')
+        p++;
+    for (; *p; p++) {
+        if (p[0] == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+            char c = p[1];
+            const char *q = p + 2;
+            while (*q && !(q[0] == c && q[1] == ']'))
+                q++;
+            if (!*q)
+                return NULL;
+            p = q + 1;
+        } else if (*p == ']') {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t *err)
+{
+    memset(r, 0, sizeof(*r));
+    size_t n = strlen(pattern);
+    char *out = malloc(n + 1);
+    if (!out)
+        return errprintf(err, "out of memory");
+    size_t o = 0;
+    int groups = 0, named = 0;
+    for (const char *p = pattern; *p;) {
+        if (*p == '\\') { /* an escaped character, kept as it is */
+            out[o++] = *p++;
+            if (*p)
+                out[o++] = *p++;
+        } else if (*p == '[') {
+            const char *e = bracket_end(p);
+            if (!e) {
+                free(out);
+                return errprintf(err, "an unclosed [ bracket expression");
+            }
+            memcpy(out + o, p, (size_t)(e - p) + 1);
+            o += (size_t)(e - p) + 1;
+            p = e + 1;
+        } else if (*p == '(') {
+            groups++;
+            out[o++] = *p++;
+            if (*p != '?')
+                continue;
+            /* (?<name>…) or (?P<name>…): the only extension taken */
+            const char *name = p[1] == '<' ? p + 2 : p[1] == 'P' && p[2] == '<' ? p + 3 : NULL;
+            const char *close = name ? strchr(name, '>') : NULL;
+            int c = close ? cap_index(name, (size_t)(close - name)) : -1;
+            if (!close) {
+                free(out);
+                return errprintf(err, "group %d: only named groups (?<name>...) may start with (?",
+                                 groups);
+            }
+            if (c < 0) {
+                free(out);
+                return errprintf(err, "group %d: unknown name \"%.*s\" (step, loss, step_time_s, "
+                                      "checkpoint_s)",
+                                 groups, (int)(close - name) > 40 ? 40 : (int)(close - name), name);
+            }
+            if (r->group[c]) {
+                free(out);
+                return errprintf(err, "the group name %s is given twice", cap_names[c]);
+            }
+            r->group[c] = groups;
+            named++;
+            p = close + 1;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    if (!named) {
+        free(out);
+        return errprintf(err, "no named group: name at least one of (?<step>...), (?<loss>...), "
+                              "(?<step_time_s>...), (?<checkpoint_s>...)");
+    }
+    if (groups >= EXP_LOGRULE_GROUPS) {
+        free(out);
+        return errprintf(err, "%d groups: at most %d", groups, EXP_LOGRULE_GROUPS - 1);
+    }
+    int rc = regcomp(&r->re, out, REG_EXTENDED);
+    free(out);
+    if (rc != 0) {
+        char msg[160];
+        regerror(rc, &r->re, msg, sizeof(msg));
+        return errprintf(err, "not a POSIX extended regular expression: %s", msg);
+    }
+    r->compiled = 1;
+    return 0;
+}
+
+void exp_logrule_release(struct exp_logrule *r)
+{
+    if (r->compiled)
+        regfree(&r->re);
+    r->compiled = 0;
+}
+
+int exp_logrule_match(const struct exp_logrule *r, const char *line, double v[EXP_CAP_N])
+{
+    regmatch_t m[EXP_LOGRULE_GROUPS];
+    if (!r->compiled || regexec(&r->re, line, EXP_LOGRULE_GROUPS, m, 0) != 0)
+        return 0;
+    int have = 0;
+    for (int c = 0; c < EXP_CAP_N; c++) {
+        int g = r->group[c];
+        if (!g || m[g].rm_so < 0)
+            continue;
+        char num[64];
+        size_t len = (size_t)(m[g].rm_eo - m[g].rm_so);
+        if (len == 0 || len >= sizeof(num))
+            continue;
+        memcpy(num, line + m[g].rm_so, len);
+        num[len] = '\0';
+        char *end;
+        errno = 0;
+        double x = strtod(num, &end);
+        if (*end || errno == ERANGE || (c != EXP_CAP_LOSS && !isfinite(x)) ||
+            (c == EXP_CAP_STEP && (x < 0 || x > 9e15)) || (c >= EXP_CAP_STEP_TIME && x < 0))
+            continue; /* not a number of that kind: the capture is left out */
+        v[c] = c == EXP_CAP_STEP ? floor(x) : x;
+        have |= 1 << c;
+    }
+    return have;
+}
