@@ -281,11 +281,10 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     if (api_registrar_upload(r, out, name, jstr(model, "sourceRun")) < 0)
         goto out;
     /* what can be said now is said now; the operation checks again */
-    if (allowed_path(r, out, "model.artifactUri", 0, jstr(model, "artifactUri"), src,
-                     sizeof(src)) < 0 ||
-        (jstr(model, "sourceRun") &&
-         allowed_path(r, out, "model.sourceRun", 1, jstr(model, "sourceRun"), run, sizeof(run)) <
-             0))
+    if (allowed_path(r, out, "model.artifactUri", 0, jstr(model, "artifactUri"), src, sizeof(src)) <
+            0 ||
+        (jstr(model, "sourceRun") && allowed_path(r, out, "model.sourceRun", 1,
+                                                  jstr(model, "sourceRun"), run, sizeof(run)) < 0))
         goto out;
     if (registry_detect(src, &format, real, sizeof(real), &err) < 0) {
         api_error(out, errno == ENOENT ? 404 : 400, "model.artifactUri: %s", err.text);

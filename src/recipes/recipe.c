@@ -284,17 +284,22 @@ static int run_relative_path(const struct schema_field *f, json_t **v, const cha
     if (strlen(s) > 1024)
         return schema_error(err, path, "longer than 1024 characters");
     if (s[0] == '/')
-        return schema_error(err, path, "\"%.100s\": must be relative to the run directory "
-                                       "(MTC_RUN_DIR), not absolute", s);
+        return schema_error(err, path,
+                            "\"%.100s\": must be relative to the run directory "
+                            "(MTC_RUN_DIR), not absolute",
+                            s);
     for (const char *c = s; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f || strchr("'\"`\\", *c))
-            return schema_error(err, path, "must not contain a quote, backslash or control "
-                                           "character");
+            return schema_error(err, path,
+                                "must not contain a quote, backslash or control "
+                                "character");
     for (const char *c = s; *c;) {
         size_t n = strcspn(c, "/");
         if ((n == 0 && c[n]) || (n == 1 && c[0] == '.') || (n == 2 && !strncmp(c, "..", 2)))
-            return schema_error(err, path, "\"%.100s\": an empty, \".\" or \"..\" component "
-                                           "(want a directory within the run directory)", s);
+            return schema_error(err, path,
+                                "\"%.100s\": an empty, \".\" or \"..\" component "
+                                "(want a directory within the run directory)",
+                                s);
         c += n + (c[n] == '/');
     }
     return 0;
@@ -319,8 +324,9 @@ static int register_value(const struct schema_field *f, json_t **v, const char *
     if (json_is_boolean(*v))
         return 0;
     if (!json_is_object(*v))
-        return schema_error(err, path, "must be true, false or {\"path\": \"DIR\", "
-                                       "\"format\": \"hf\"}");
+        return schema_error(err, path,
+                            "must be true, false or {\"path\": \"DIR\", "
+                            "\"format\": \"hf\"}");
     json_t *n = schema_normalize(*v, &s_register, path, err);
     if (!n)
         return -1;

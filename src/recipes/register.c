@@ -71,9 +71,11 @@ static void put_register_dir(FILE *f, const json_t *reg)
 {
     const char *model = json_string_value(json_object_get(reg, "model"));
     const char *format = json_string_value(json_object_get(reg, "format"));
-    fprintf(f, "if [ $rc -eq 0 ]; then\n    # the model registry: what the program wrote (format %s) as a "
-               "new version of model %s\n    REG_DIR=",
-            format, model);
+    fprintf(
+        f,
+        "if [ $rc -eq 0 ]; then\n    # the model registry: what the program wrote (format %s) as a "
+        "new version of model %s\n    REG_DIR=",
+        format, model);
     recipe_put_quoted(f, json_string_value(json_object_get(reg, "dir")));
     fprintf(f, "\n    if [ ! -d \"$REG_DIR\" ]; then\n"
                "        echo \"mtc: register: $REG_DIR: no such directory (the program wrote no "
@@ -90,9 +92,10 @@ static void put_register_dir(FILE *f, const json_t *reg)
                "        echo \"mtc: register: $REG_DIR leads outside the run directory; nothing "
                "registered\"\n    else\n        ");
     put_upload(f, reg, "REG_DIR");
-    fprintf(f, " ||\n            echo \"mtc: the model registry did not take $REG_DIR (register it "
-               "with: mtc models upload $REG_DIR --format %s --name %s --run $TASK_DIR)\"\n"
-               "    fi\nfi\n",
+    fprintf(f,
+            " ||\n            echo \"mtc: the model registry did not take $REG_DIR (register it "
+            "with: mtc models upload $REG_DIR --format %s --name %s --run $TASK_DIR)\"\n"
+            "    fi\nfi\n",
             format, model);
 }
 
@@ -107,14 +110,16 @@ void recipe_put_register(FILE *f, const json_t *cfg)
         put_register_dir(f, reg);
         return;
     }
-    fprintf(f, "if [ $rc -eq 0 ]; then\n    # the model registry: the final checkpoint as a new "
-               "version of model %s\n    CKPT_DIR=",
+    fprintf(f,
+            "if [ $rc -eq 0 ]; then\n    # the model registry: the final checkpoint as a new "
+            "version of model %s\n    CKPT_DIR=",
             model);
     recipe_put_quoted(f, json_string_value(json_object_get(reg, "dir")));
     fprintf(f, "\n    ");
     put_upload(f, reg, "CKPT_DIR");
-    fprintf(f, " ||\n        echo \"mtc: the model registry did not take the checkpoint; it stays in "
-               "$CKPT_DIR (register it with: mtc models upload $CKPT_DIR --name %s --run "
-               "$TASK_DIR)\"\nfi\n",
+    fprintf(f,
+            " ||\n        echo \"mtc: the model registry did not take the checkpoint; it stays in "
+            "$CKPT_DIR (register it with: mtc models upload $CKPT_DIR --name %s --run "
+            "$TASK_DIR)\"\nfi\n",
             model);
 }

@@ -187,7 +187,8 @@ static void test_register_rules(void)
         {"{\"path\":\"out//hf\"}", "register.path: \"out//hf\": an empty"},
         {"{\"path\":\"out/h'f\"}", "register.path: must not contain a quote"},
         {"{\"path\":\"out/h\\\"f\"}", "register.path: must not contain a quote"},
-        {"{\"path\":\"out/h\\u0001f\"}", "register.path: must not contain a quote, backslash or control"},
+        {"{\"path\":\"out/h\\u0001f\"}",
+         "register.path: must not contain a quote, backslash or control"},
         {"{\"path\":\"out\\nhf\"}", "register.path"},
         {"{\"path\":\"out/hf\",\"format\":\"onnx\"}", "register.format"},
         {"{\"path\":\"out/hf\",\"dir\":\"x\"}", "register.dir: unknown field"},
@@ -255,8 +256,9 @@ static void test_register_render(void)
              "\"format\":\"hf\"}",
              td ? td : "?");
     char *d = cfg ? json_dumps(json_object_get(cfg, "register"), JSON_COMPACT) : NULL;
-    CHECK_STR(d, want, "config.json: the directory in the run dir, format hf, the model from "
-                       "the experiment's name");
+    CHECK_STR(d, want,
+              "config.json: the directory in the run dir, format hf, the model from "
+              "the experiment's name");
     free(d);
     /* what jobs_resolve adds for mtcd's socket */
     json_object_set_new(json_object_get(cfg, "register"), "home", json_string("/h/.mtc"));

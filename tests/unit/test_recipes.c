@@ -458,10 +458,11 @@ static void test_register_checkpoint(void)
     free(d);
     json_object_set_new(json_object_get(cfg, "register"), "home", json_string("/h"));
     char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
-    CHECK(s && strstr(s, "    CKPT_DIR='/h/experiments/Demo_Run/Demo_Run_1764424800/Demo_Run/"
-                         "checkpoints'\n    MTC_HOME='/h' '/opt/mtc/bin/mtc' models upload "
-                         "\"$CKPT_DIR\" --name demo-run --run \"$TASK_DIR\" ||\n        echo \"mtc: "
-                         "the model registry did not take the checkpoint; it stays in $CKPT_DIR"),
+    CHECK(s &&
+              strstr(s, "    CKPT_DIR='/h/experiments/Demo_Run/Demo_Run_1764424800/Demo_Run/"
+                        "checkpoints'\n    MTC_HOME='/h' '/opt/mtc/bin/mtc' models upload "
+                        "\"$CKPT_DIR\" --name demo-run --run \"$TASK_DIR\" ||\n        echo \"mtc: "
+                        "the model registry did not take the checkpoint; it stays in $CKPT_DIR"),
           "the job uploads its checkpoints through mtcd's socket (%s)", err.text);
     free(s);
     json_decref(cfg);
