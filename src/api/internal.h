@@ -66,7 +66,7 @@ int api_token_revoke(struct api_req *r, struct api_resp *out);
  * registered yet (400 precondition once it is). */
 struct api_registrar {
     char project[64], location[64], model[128];
-    char run[PATH_MAX], checkpoint[PATH_MAX];
+    char run[PATH_MAX], checkpoint[PATH_MAX]; /* checkpoint: the directory it registers */
 };
 int api_registrar_scope(const struct api_req *r, struct api_registrar *s);
 int api_registrar_model(const struct api_req *r, struct api_resp *out, const char *model);

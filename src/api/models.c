@@ -151,16 +151,16 @@ struct roots {
 };
 
 /* Where a non-admin's files may lie (NULL for an admin: anywhere); a
- * registrar's: its run's directory and checkpoint directory only. */
-static const char *const *roots_of(struct api_req *r, struct roots *rt)
+ * registrar's: the one directory its token registers (the run's checkpoints,
+ * or what a custom task's program wrote) or, for the run field (run_dir), its
+ * run's directory. */
+static const char *const *roots_of(struct api_req *r, struct roots *rt, int run_dir)
 {
     const struct control_datasets *cfg = control_datasets(r->ctl);
     int n = 0;
     if (r->who.role == ROLE_REGISTRAR) {
-        if (api_registrar_scope(r, &rt->scope) == 0) {
-            rt->list[n++] = rt->scope.checkpoint;
-            rt->list[n++] = rt->scope.run;
-        }
+        if (api_registrar_scope(r, &rt->scope) == 0)
+            rt->list[n++] = run_dir ? rt->scope.run : rt->scope.checkpoint;
         rt->list[n] = NULL;
         return rt->list;
     }
@@ -174,12 +174,12 @@ static const char *const *roots_of(struct api_req *r, struct roots *rt)
     return r->who.role < ROLE_ADMIN ? rt->list : NULL;
 }
 
-static int allowed_path(struct api_req *r, struct api_resp *out, const char *field,
+static int allowed_path(struct api_req *r, struct api_resp *out, const char *field, int run_dir,
                         const char *path, char *real, size_t len)
 {
     struct roots rt;
     mtc_error_t err = {""};
-    if (dataset_resolve(field, path, roots_of(r, &rt), real, len, &err) == 0)
+    if (dataset_resolve(field, path, roots_of(r, &rt, run_dir), real, len, &err) == 0)
         return 0;
     return api_error(out, errno == EACCES ? 403 : errno == ENOENT ? 404 : 400, "%s", err.text), -1;
 }
@@ -281,10 +281,10 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     if (api_registrar_upload(r, out, name, jstr(model, "sourceRun")) < 0)
         goto out;
     /* what can be said now is said now; the operation checks again */
-    if (allowed_path(r, out, "model.artifactUri", jstr(model, "artifactUri"), src, sizeof(src)) <
+    if (allowed_path(r, out, "model.artifactUri", 0, jstr(model, "artifactUri"), src, sizeof(src)) <
             0 ||
-        (jstr(model, "sourceRun") &&
-         allowed_path(r, out, "model.sourceRun", jstr(model, "sourceRun"), run, sizeof(run)) < 0))
+        (jstr(model, "sourceRun") && allowed_path(r, out, "model.sourceRun", 1,
+                                                  jstr(model, "sourceRun"), run, sizeof(run)) < 0))
         goto out;
     if (registry_detect(src, &format, real, sizeof(real), &err) < 0) {
         api_error(out, errno == ENOENT ? 404 : 400, "model.artifactUri: %s", err.text);
@@ -297,9 +297,11 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     op.request = json_pack("{s:s, s:O, s:b, s:s}", "modelId", name, "model", model, "restricted",
                            r->who.role < ROLE_ADMIN, "home", r->cfg->home);
     if (r->who.role == ROLE_REGISTRAR) { /* the operation's roots are the token's */
-        struct roots rt;
-        roots_of(r, &rt);
-        json_object_set_new(op.request, "roots", json_pack("[s, s]", rt.list[0], rt.list[1]));
+        struct roots rt, rr;
+        roots_of(r, &rt, 0);
+        roots_of(r, &rr, 1);
+        json_object_set_new(op.request, "roots", json_pack("[s]", rt.list[0]));
+        json_object_set_new(op.request, "runRoots", json_pack("[s]", rr.list[0]));
     }
     int rc = control_model_begin(r->ctl, &op, busy, &err);
     int e = errno;
@@ -639,7 +641,7 @@ int api_model_export(struct api_req *r, struct api_resp *out)
             *slash = '\0';
         else
             snprintf(parent, sizeof(parent), "/");
-        if (allowed_path(r, out, "outputDir", parent, dir, sizeof(dir)) == 0) {
+        if (allowed_path(r, out, "outputDir", 0, parent, dir, sizeof(dir)) == 0) {
             if (lstat(od, &sb) != 0) /* made below by mtcd: the parent resolved, and the name */
                 snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%s", strrchr(od, '/') + 1);
             else if (!S_ISDIR(sb.st_mode) && !S_ISLNK(sb.st_mode)) {

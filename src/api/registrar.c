@@ -1,9 +1,11 @@
-/* registrar: the tokens a job on a hosts cluster registers its final
- * checkpoint with. A job there cannot reach mtcd's unix socket, so it calls
- * the TCP listener (the one the agents report to) with a token that may do
- * one thing: upload the checkpoint of one run as a version of one model, then
- * read that upload's operation and that model. The scope (project, location,
- * model, run directory, checkpoint directory) is fixed when the token is
+/* registrar: the tokens a job on a hosts cluster registers what it trained
+ * with. A job there cannot reach mtcd's unix socket, so it calls the TCP
+ * listener (the one the agents report to) with a token that may do one
+ * thing: upload one directory of one run (its checkpoints, or what a custom
+ * task's program wrote: "checkpoint" in the scope; api/models.c reads files
+ * under it only) as a version of one model, then read that upload's
+ * operation and that model. The scope (project, location, model, run
+ * directory, that directory) is fixed when the token is
  * minted (jobs_registrar_mint) — by mtcd for a trainingJob it submits, or by
  * an admin's POST /v1/tokens for `mtc run` — and the token dies with its
  * cluster. */

@@ -1,5 +1,5 @@
 /* tokens: the API's bearer tokens — create (viewer, editor, admin, or a
- * registrar token scoped to one run's checkpoint: registrar.c), list and
+ * registrar token scoped to one directory of one run: registrar.c), list and
  * revoke. Only a token's hash is stored; its secret is shown once. */
 #include "api/internal.h"
 #include "jobs/jobs.h"

@@ -202,6 +202,8 @@ static json_t *run_lineage(const char *run, const char *ckdir)
         json_t *v = last_metric(path, "loss", &step);
         if (v)
             json_object_set_new(l, "finalTrainLoss", v);
+        if (v && step > 0 && !json_object_get(l, "step")) /* a custom task's: no meta.json */
+            json_object_set_new(l, "step", json_integer(step));
         v = last_metric(path, "val_loss", &step);
         if (v)
             json_object_set_new(l, "finalValLoss", v);
@@ -246,13 +248,16 @@ static int recorded(struct store *st, const struct store_op *op, const char *nam
 }
 
 /* Where a restricted request's files may lie: the request's own "roots" (a
- * registrar token's run and checkpoint directories), else mtcd's data roots
- * and <home>/experiments. roots[] gets at most 65 entries and a NULL. */
-static void roots_of(struct control *c, const json_t *req, const char *home, const char *roots[66],
-                     char exps[PATH_MAX])
+ * registrar token's directory; for sourceRun, key "runRoots", its run's),
+ * else mtcd's data roots and <home>/experiments. roots[] gets at most 65
+ * entries and a NULL. */
+static void roots_of(struct control *c, const json_t *req, const char *key, const char *home,
+                     const char *roots[66], char exps[PATH_MAX])
 {
     int n = 0;
-    const json_t *own = json_object_get(req, "roots");
+    const json_t *own = json_object_get(req, key);
+    if (!own) /* an upload recorded before runRoots: one list for both fields */
+        own = json_object_get(req, "roots");
     if (json_is_array(own)) {
         for (size_t i = 0; i < json_array_size(own) && n < 64; i++)
             if (json_string_value(json_array_get(own, i)))
@@ -300,14 +305,16 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
     int format = jstr(model, "format")
                      ? schema_enum_parse(&registry_format_enum, jstr(model, "format"), 0)
                      : -1;
-    const char *roots[66];
+    const char *roots[66], *run_roots[66];
     char exps[PATH_MAX];
-    roots_of(c, req, home, roots, exps);
+    roots_of(c, req, "roots", home, roots, exps);
+    roots_of(c, req, "runRoots", home, run_roots, exps);
     const char *const *within = restricted ? roots : NULL;
     if (where(within, "model.artifactUri", jstr(model, "artifactUri"), src, sizeof(src), code,
               err) < 0 ||
-        (jstr(model, "sourceRun") && where(within, "model.sourceRun", jstr(model, "sourceRun"), run,
-                                           sizeof(run), code, err) < 0))
+        (jstr(model, "sourceRun") &&
+         where(restricted ? run_roots : NULL, "model.sourceRun", jstr(model, "sourceRun"), run,
+               sizeof(run), code, err) < 0))
         return -1;
     if (registry_detect(src, &format, real, sizeof(real), err) < 0) {
         *code = errno == ENOENT ? RPC_NOT_FOUND : RPC_INVALID_ARGUMENT;

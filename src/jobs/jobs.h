@@ -112,8 +112,9 @@ struct jobs_request {
 int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct jobs_paths *p,
                 json_t **cfg, mtc_error_t *err);
 
-/* Registrar tokens: a new one for run's checkpoint as model (cluster in
- * project/location), its secret into token and id into id; 0, or -1 +
+/* Registrar tokens: a new one for run's directory checkpoint (the one it
+ * registers: its checkpoints, or what a custom task's program wrote) as
+ * model (cluster in project/location), its secret into token and id into id; 0, or -1 +
  * errno + err (registrar.c; api/registrar.c checks what one may do). */
 int jobs_registrar_mint(struct store *st, const char *cluster, const char *project,
                         const char *location, const char *model, const char *run,

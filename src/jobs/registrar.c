@@ -1,7 +1,8 @@
-/* registrar: minting the tokens a job on a hosts cluster registers its final
- * checkpoint with (api/registrar.c says what such a token may do): the
- * scope — project, location, model, run directory, checkpoint directory —
- * is fixed here, and only the secret's hash is stored. */
+/* registrar: minting the tokens a job on a hosts cluster registers what it
+ * trained with (api/registrar.c says what such a token may do): the scope —
+ * project, location, model, run directory, and as "checkpoint" the one
+ * directory it registers — is fixed here, and only the secret's hash is
+ * stored. */
 #include "jobs/jobs.h"
 #include "registry/registry.h"
 #include "store/store.h"

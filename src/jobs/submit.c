@@ -239,10 +239,12 @@ static int resolve_submit(const struct jobs_request *q, const struct jobs_where 
     json_t *env = json_deep_copy(json_object_get(q->req, "secretEnv"));
     char tok[80] = "", tok_id[24] = "";
     if (reg && *t->hosts_url) {
-        /* on hosts: mtcd's TCP listener, with a token for this run's model only */
-        const char *ck = cget(json_object_get(*cfg, "checkpoint"), "dir");
+        /* on hosts: mtcd's TCP listener, with a token for this run's model
+         * and the one directory it registers (its checkpoints, or what a
+         * custom task's program wrote) only */
+        const char *dir = cget(reg, "dir");
         if (jobs_registrar_mint(q->st, q->cl->id, w->project, w->location, cget(reg, "model"),
-                                cget(*cfg, "taskDir"), ck ? ck : "", tok, tok_id, err) < 0) {
+                                cget(*cfg, "taskDir"), dir ? dir : "", tok, tok_id, err) < 0) {
             json_decref(env);
             json_decref(*cfg);
             *cfg = NULL;

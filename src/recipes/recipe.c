@@ -2,6 +2,7 @@
  * validation against a field table (snake_case or camelCase keys, one-line
  * errors naming the field), and the catalog behind `mtc recipes list`. */
 #include "recipes/recipes.h"
+#include "registry/registry.h"
 #include "schema/schema.h"
 
 #include <ctype.h>
@@ -298,12 +299,87 @@ static int launch_rules(json_t *l, const char *path, mtc_error_t *err)
 }
 static const struct schema s_launch = {f_launch, RECIPE, NULL, launch_rules};
 
+/* register.path: a directory of the run's, named relative to it (it reaches
+ * the job script and mtcd's path checks): no leading '/', no empty, "." or
+ * ".." component, no quote, backslash or control character. */
+static int run_relative_path(const struct schema_field *f, json_t **v, const char *path,
+                             mtc_error_t *err)
+{
+    (void)f;
+    const char *s = json_string_value(*v);
+    if (strlen(s) > 1024)
+        return schema_error(err, path, "longer than 1024 characters");
+    if (s[0] == '/')
+        return schema_error(err, path,
+                            "\"%.100s\": must be relative to the run directory "
+                            "(MTC_RUN_DIR), not absolute",
+                            s);
+    for (const char *c = s; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f || strchr("'\"`\\", *c))
+            return schema_error(err, path,
+                                "must not contain a quote, backslash or control "
+                                "character");
+    for (const char *c = s; *c;) {
+        size_t n = strcspn(c, "/");
+        if ((n == 0 && c[n]) || (n == 1 && c[0] == '.') || (n == 2 && !strncmp(c, "..", 2)))
+            return schema_error(err, path,
+                                "\"%.100s\": an empty, \".\" or \"..\" component "
+                                "(want a directory within the run directory)",
+                                s);
+        c += n + (c[n] == '/');
+    }
+    return 0;
+}
+
+/* What a custom task's program trained, registered when the run completes. */
+static const struct schema_field f_register[] = {
+    {.name = "path",
+     .kind = SCHEMA_STR,
+     .flags = SCHEMA_REQUIRED | SCHEMA_NONEMPTY | SCHEMA_ONELINE,
+     .check = run_relative_path},
+    {.name = "format", .kind = SCHEMA_ENUM, .enm = &registry_format_enum, .dflt = "\"hf\""},
+    {.name = NULL}};
+static const struct schema s_register = {f_register, RECIPE, NULL, NULL};
+
+/* register: true/false (mtc-train's final checkpoint), or {path, format}
+ * (a custom task's directory; recipe_rules says which task takes which). */
+static int register_value(const struct schema_field *f, json_t **v, const char *path,
+                          mtc_error_t *err)
+{
+    (void)f;
+    if (json_is_boolean(*v))
+        return 0;
+    if (!json_is_object(*v))
+        return schema_error(err, path,
+                            "must be true, false or {\"path\": \"DIR\", "
+                            "\"format\": \"hf\"}");
+    json_t *n = schema_normalize(*v, &s_register, path, err);
+    if (!n)
+        return -1;
+    json_decref(*v);
+    *v = n;
+    return 0;
+}
+
 /* A custom task runs its own program: launch, not model/data/train; every
- * other task runs mtc-train on those three. */
+ * other task runs mtc-train on those three. What a run registers: mtc-train's
+ * final checkpoint (register true, the default), a custom task's directory
+ * (register {path, format}). */
 static int recipe_rules(json_t *r, const char *path, mtc_error_t *err)
 {
     (void)path;
     static const char *const trainer_only[] = {"model", "data", "train", "trainer_args"};
+    const json_t *reg = json_object_get(r, "register");
+    if (recipe_is_custom(r) && json_is_true(reg))
+        return schema_error(err, "register",
+                            "a custom task must name the path of what it trained: "
+                            "{\"path\": \"DIR (relative to the run directory)\", \"format\": "
+                            "\"hf\"}");
+    if (!recipe_is_custom(r) && json_is_object(reg))
+        return schema_error(err, "register",
+                            "true or false for task %s (its final checkpoint registers); "
+                            "{\"path\", \"format\"} is a custom task's",
+                            json_string_value(json_object_get(r, "task")));
     if (recipe_is_custom(r)) {
         if (!json_object_get(r, "launch"))
             return schema_error(err, "launch", "required field missing (task custom)");
@@ -341,8 +417,9 @@ static const struct schema_field f_recipe[] = {
     {.name = "cluster_types", .kind = SCHEMA_CUSTOM, .check = cluster_type_map},
     {.name = "trainer_args", .kind = SCHEMA_CUSTOM, .check = args_map},
     {ENV("env")},
-    /* false: a completed run does not register its checkpoint in the model registry */
-    {.name = "register", .kind = SCHEMA_BOOL},
+    /* what a completed run registers in the model registry: true (default) /
+     * false, mtc-train's final checkpoint; {path, format}: a custom task's */
+    {.name = "register", .kind = SCHEMA_CUSTOM, .check = register_value},
     /* a run that exits non-zero on its own (an application error, not a
      * node fault) is requeued this many times at most (default 0: FAILED) */
     {.name = "retry_on_error", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = 100},

@@ -153,6 +153,23 @@ int recipe_put_prepare(FILE *f, const json_t *resolved);
 /* s single-quoted for the job script (NULL: ''), as mtc_shell_quote writes it. */
 void recipe_put_quoted(FILE *f, const char *s);
 
+/* ---- registration (register.c; docs/models.md) ---- */
+
+/* What the run registers when it completes, config.json's "register":
+ * {"model", "mtc" (run->registrar), "dir"} — dir the final checkpoint's
+ * directory (ckdir), or for a custom task's "register": {"path", "format"}
+ * task_dir/path, with "format" — or NULL when nothing registers (no
+ * registrar, "register": false, a custom task without a path). The model is
+ * run->model_name, else the experiment's name as a model name. Caller owns. */
+json_t *recipe_resolve_register(const json_t *recipe, const struct recipe_run *run,
+                                const char *experiment, const char *task_dir, const char *ckdir);
+/* The job script's last step for the resolved config's "register" (nothing
+ * without one): after rc 0, `mtc models upload DIR --name M --run TASK_DIR`
+ * through mtcd (its socket under "home", or "url" with the registrar token
+ * in MTC_REGISTER_TOKEN); a missing or wrong directory, or a failed upload,
+ * is one line in the log and leaves rc as it is. */
+void recipe_put_register(FILE *f, const json_t *resolved);
+
 /* ---- custom tasks (launch.c; docs/any-framework.md) ---- */
 
 /* The resolved "launch" section of a custom recipe: command, launcher,

@@ -2,7 +2,6 @@
  * resolved into config.json, inputs checked before submitting, and the sbatch
  * script (requeue, signal before the time limit, srun --mpi=pmix ranks). */
 #include "recipes/recipes.h"
-#include "registry/registry.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -399,16 +398,11 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
         json_object_set_new(out, "fromModel", json_string(run->from_model));
     if (geti(recipe, "retry_on_error", 0) > 0)
         json_object_set_new(out, "retryOnError", json_integer(geti(recipe, "retry_on_error", 0)));
-    /* the job's last step registers the final checkpoint (unless the recipe
-     * says "register": false); the submitter adds mtcd's home, project and
-     * location */
-    char model[REGISTRY_NAME_MAX + 1];
-    if (run->registrar && !json_is_false(json_object_get(recipe, "register")) &&
-        !recipe_is_custom(recipe) && /* what a program trained: not registered yet */
-        (run->model_name ? snprintf(model, sizeof(model), "%s", run->model_name) >= 0
-                         : registry_name_from(v->exp, model) == 0))
-        json_object_set_new(out, "register",
-                            json_pack("{s:s, s:s}", "model", model, "mtc", run->registrar));
+    /* the job's last step registers what the run trained (register.c); the
+     * submitter adds mtcd's home, project and location */
+    json_t *reg = recipe_resolve_register(recipe, run, v->exp, v->task_dir, v->ckdir);
+    if (reg)
+        json_object_set_new(out, "register", reg);
     return out;
 }
 
@@ -745,55 +739,6 @@ static void put_launch(FILE *f, const json_t *cfg, const char *image,
     fprintf(f, "else\n    \"${TRAIN[@]}\"\nfi\nrc=$?\n");
 }
 
-/* A completed run registers its final checkpoint in the model registry
- * (mtc models upload through mtcd: its unix socket under home, or on a
- * cluster on hosts its TCP listener at url with the registrar token the job
- * got in MTC_REGISTER_TOKEN); a failed registration leaves the checkpoint
- * where it is, says so in the log and keeps the job's status. */
-static void put_register(FILE *f, const json_t *cfg)
-{
-    const json_t *reg = json_object_get(cfg, "register");
-    const char *model = json_string_value(json_object_get(reg, "model"));
-    const char *mtc = json_string_value(json_object_get(reg, "mtc"));
-    const char *home = json_string_value(json_object_get(reg, "home"));
-    const char *url = json_string_value(json_object_get(reg, "url"));
-    const char *ca = json_string_value(json_object_get(reg, "caCert"));
-    const char *ck = json_string_value(json_object_get(json_object_get(cfg, "checkpoint"), "dir"));
-    if (!model || !mtc || !ck)
-        return;
-    fprintf(f, "if [ $rc -eq 0 ]; then\n    # the model registry: the final checkpoint as a new "
-               "version of model %s\n    CKPT_DIR=",
-            model);
-    recipe_put_quoted(f, ck);
-    fprintf(f, "\n    ");
-    if (url) { /* mtcd over TCP, as the hosts reach it */
-        fprintf(f, "MTC_URL=");
-        recipe_put_quoted(f, url);
-        fprintf(f, " MTC_TOKEN=\"$REGISTER_TOKEN\" ");
-        if (ca) {
-            fprintf(f, "MTC_CA_CERT=");
-            recipe_put_quoted(f, ca);
-            fprintf(f, " ");
-        }
-    } else if (home) {
-        fprintf(f, "MTC_HOME=");
-        recipe_put_quoted(f, home);
-        fprintf(f, " ");
-    }
-    recipe_put_quoted(f, mtc);
-    static const char *const scope[] = {"project", "location"};
-    for (int i = 0; i < 2; i++)
-        if (json_string_value(json_object_get(reg, scope[i]))) {
-            fprintf(f, " --%s ", scope[i]);
-            recipe_put_quoted(f, json_string_value(json_object_get(reg, scope[i])));
-        }
-    fprintf(f, " models upload \"$CKPT_DIR\" --name %s --run \"$TASK_DIR\" ||\n"
-               "        echo \"mtc: the model registry did not take the checkpoint; it stays in "
-               "$CKPT_DIR (register it with: mtc models upload $CKPT_DIR --name %s --run "
-               "$TASK_DIR)\"\nfi\n",
-            model, model);
-}
-
 /* The log's line that ends this start of the job, why: "exit status $rc",
  * "requeued" (the breakdown's segments, recipes/breakdown.c). */
 static void put_end_line(FILE *f, const char *indent, const char *why)
@@ -867,7 +812,7 @@ char *recipe_render_sbatch(const json_t *cfg, mtc_error_t *err)
             fprintf(f, "fi\n");
     }
     recipe_put_watch(f, cfg, 0);
-    put_register(f, cfg);
+    recipe_put_register(f, cfg);
     put_epilogue(f, cfg);
     free_argv(argv);
     if (fclose(f) != 0) {

@@ -2,7 +2,7 @@
  * through registry_resolve), a checkpoint directory (a root: its newest complete step_N; or
  * a step_N itself) whose tokenizer is tokenizer.json beside it or the one recorded at
  * training time, or a Hugging Face directory (config.json + model.safetensors +
- * tokenizer.json). */
+ * tokenizer.json, or GPT-2's vocab.json + merges.txt). */
 #include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -19,6 +19,23 @@ static int is_hf_dir(const char *dir)
     if (snprintf(p, sizeof p, "%s/model.safetensors", dir) >= (int)sizeof p)
         return 0;
     return mtc_path_exists(p);
+}
+
+/* An HF directory's tokenizer into path (tok_load's name for it): tokenizer.json,
+ * else a slow GPT-2 tokenizer's vocab.json + merges.txt (what GPT2Tokenizer's
+ * save_pretrained writes) as "vocab.json:merges.txt"; "" for none. */
+static void hf_tokenizer(const char *dir, char *path, size_t len)
+{
+    char vocab[4200], merges[4200];
+    snprintf(path, len, "%s/tokenizer.json", dir);
+    if (mtc_path_exists(path))
+        return;
+    path[0] = 0;
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
+    snprintf(merges, sizeof merges, "%s/merges.txt", dir);
+    if (mtc_path_exists(vocab) && mtc_path_exists(merges) && !strchr(vocab, ':') &&
+        snprintf(path, len, "%s:%s", vocab, merges) >= (int)len)
+        path[0] = 0;
 }
 
 int serve_load_model(struct serve *s, mtc_error_t *err)
@@ -50,9 +67,7 @@ int serve_load_model(struct serve *s, mtc_error_t *err)
     }
     if (is_hf_dir(ref)) {
         s->m = interop_import_hf(ref, NULL, err);
-        snprintf(tkpath, sizeof tkpath, "%s/tokenizer.json", ref);
-        if (!mtc_path_exists(tkpath))
-            tkpath[0] = 0;
+        hf_tokenizer(ref, tkpath, sizeof tkpath);
     } else {
         s->m = interop_load_checkpoint(ref, dir, sizeof dir, err);
         static struct ckpt_meta meta; // large (per-rank loader positions)

@@ -2,7 +2,8 @@
  * recipe's rules (launch, not model/data/train), --command's word splitting,
  * and the job script: the resume contract's environment, TERM before the
  * time limit, torch.distributed's variables under srun, one torchrun per
- * node, the image, the network's interface. */
+ * node, the image, the network's interface; the register field and the
+ * script's registration of what the program wrote. */
 #include "check.h"
 #include "recipes/recipes.h"
 
@@ -192,10 +193,183 @@ static void test_render(void)
     free(s);
 }
 
+/* register (issue 30): a custom task registers the directory its program
+ * wrote, named relative to the run directory; bad values are one line
+ * naming the field. */
+static void test_register_rules(void)
+{
+    mtc_error_t err = {""};
+    static const char *const head = "{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]},";
+    char text[512];
+    static const struct {
+        const char *reg, *want; /* want: a substring of the error, NULL: valid */
+    } cases[] = {
+        {"{\"path\":\"out/hf\",\"format\":\"hf\"}", NULL},
+        {"{\"path\":\"out/hf/\"}", NULL},
+        {"{\"path\":\"ck\",\"format\":\"native\"}", NULL},
+        {"false", NULL},
+        {"true", "register: a custom task must name the path of what it trained"},
+        {"\"out/hf\"", "register: must be true, false or {\"path\""},
+        {"{\"format\":\"hf\"}", "register.path: required field missing"},
+        {"{\"path\":\"\"}", "register.path"},
+        {"{\"path\":\"/abs/hf\"}", "register.path: \"/abs/hf\": must be relative to the run"},
+        {"{\"path\":\"../other/hf\"}", "register.path: \"../other/hf\": an empty, \".\" or \"..\""},
+        {"{\"path\":\"out/../../hf\"}", "register.path: \"out/../../hf\": an empty"},
+        {"{\"path\":\"out/..\"}", "register.path: \"out/..\": an empty"},
+        {"{\"path\":\".\"}", "register.path: \".\": an empty"},
+        {"{\"path\":\"out//hf\"}", "register.path: \"out//hf\": an empty"},
+        {"{\"path\":\"out/h'f\"}", "register.path: must not contain a quote"},
+        {"{\"path\":\"out/h\\\"f\"}", "register.path: must not contain a quote"},
+        {"{\"path\":\"out/h\\u0001f\"}",
+         "register.path: must not contain a quote, backslash or control"},
+        {"{\"path\":\"out\\nhf\"}", "register.path"},
+        {"{\"path\":\"out/hf\",\"format\":\"onnx\"}", "register.format"},
+        {"{\"path\":\"out/hf\",\"dir\":\"x\"}", "register.dir: unknown field"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(text, sizeof(text), "%s\"register\":%s}", head, cases[i].reg);
+        err.text[0] = 0;
+        int rc = valid(text, &err);
+        if (!cases[i].want)
+            CHECK(rc == 0, "register %s: valid (%s)", cases[i].reg, err.text);
+        else
+            CHECK(rc < 0 && strstr(err.text, cases[i].want) && !strchr(err.text, '\n'),
+                  "register %s: one line naming it (%s)", cases[i].reg, err.text);
+    }
+    /* the canonical form: format defaults to hf, from the registry's name table */
+    json_t *r = json_loads("{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]},\"Register\":"
+                           "{\"PATH\":\"out/hf\"}}",
+                           0, NULL);
+    json_t *canon = r ? recipe_normalize(r, &err) : NULL;
+    char *d = canon ? json_dumps(json_object_get(canon, "register"), JSON_COMPACT) : NULL;
+    CHECK_STR(d, "{\"path\":\"out/hf\",\"format\":\"hf\"}", "register's canonical form");
+    free(d);
+    json_decref(canon), json_decref(r);
+    /* mtc-train's tasks register their final checkpoint: true or false */
+    CHECK(valid("{\"task\":\"pretrain\",\"model\":{\"preset\":\"tiny-gpt2\"},\"data\":{\"path\":"
+                "\"d\",\"tokenizer\":\"t\"},\"train\":{\"steps\":1,\"global_batch\":1,"
+                "\"seq_length\":8},\"register\":{\"path\":\"out\"}}",
+                &err) < 0 &&
+              strstr(err.text, "register: true or false for task pretrain"),
+          "a path in an mtc-train recipe: named (%s)", err.text);
+}
+
+/* The resolved config of a custom recipe text registered through registrar
+ * (NULL: none) as model (NULL: from the experiment's name). */
+static json_t *reg_config(const char *text, const char *registrar, const char *model)
+{
+    json_t *r = json_loads(text, 0, NULL);
+    mtc_error_t err = {""};
+    json_t *canon = r ? recipe_normalize(r, &err) : NULL;
+    if (canon)
+        json_object_set_new(canon, "name", json_string("custom"));
+    struct recipe_run run = {.home = "/h",
+                             .timestamp = 7,
+                             .experiment = "Hf_Run",
+                             .registrar = registrar,
+                             .model_name = model};
+    json_t *cfg = canon ? recipe_resolve(canon, &run, &err) : NULL;
+    if (!cfg)
+        fprintf(stderr, "# %s\n", err.text);
+    json_decref(canon);
+    json_decref(r);
+    return cfg;
+}
+
+static void test_register_render(void)
+{
+    static const char *const text =
+        "{\"task\":\"custom\",\"launch\":{\"command\":[\"python3\",\"t.py\"]},"
+        "\"register\":{\"path\":\"out/hf\"}}";
+    json_t *cfg = reg_config(text, "/opt/mtc/bin/mtc", NULL);
+    const char *td = json_string_value(json_object_get(cfg, "taskDir"));
+    char want[512];
+    snprintf(want, sizeof(want),
+             "{\"model\":\"hf-run\",\"mtc\":\"/opt/mtc/bin/mtc\",\"dir\":\"%s/out/hf\","
+             "\"format\":\"hf\"}",
+             td ? td : "?");
+    char *d = cfg ? json_dumps(json_object_get(cfg, "register"), JSON_COMPACT) : NULL;
+    CHECK_STR(d, want,
+              "config.json: the directory in the run dir, format hf, the model from "
+              "the experiment's name");
+    free(d);
+    /* what jobs_resolve adds for mtcd's socket */
+    json_object_set_new(json_object_get(cfg, "register"), "home", json_string("/h/.mtc"));
+    json_object_set_new(json_object_get(cfg, "register"), "project", json_string("p1"));
+    mtc_error_t err = {""};
+    char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    snprintf(want, sizeof(want), "    REG_DIR='%s/out/hf'\n", td ? td : "?");
+    CHECK(s && strstr(s, want), "the job registers <run dir>/out/hf");
+    CHECK(s && strstr(s, "MTC_HOME='/h/.mtc' '/opt/mtc/bin/mtc' --project 'p1' models upload "
+                         "\"$REG_DIR\" --format hf --name hf-run --run \"$TASK_DIR\" ||\n"),
+          "through mtcd's socket: upload as format hf with the run's lineage");
+    const char *reg = s ? strstr(s, "REG_DIR=") : NULL, *ran = s ? strstr(s, "\nrc=$?\n") : NULL,
+               *exit_rec = s ? strstr(s, ".exit.tmp") : NULL;
+    CHECK(reg && ran && exit_rec && ran < reg && reg < exit_rec &&
+              strstr(s, "if [ $rc -eq 0 ]; then\n    # the model registry: what the program wrote"),
+          "after the program exits 0, before its exit status is recorded");
+    CHECK(s && strstr(s, "    if [ ! -d \"$REG_DIR\" ]; then\n        echo \"mtc: register: "
+                         "$REG_DIR: no such directory"),
+          "a missing directory: one line, nothing registered");
+    CHECK(s && strstr(s, "elif [ ! -f \"$REG_DIR/config.json\" ] || [ ! -f "
+                         "\"$REG_DIR/model.safetensors\" ]; then\n        echo \"mtc: register: "
+                         "$REG_DIR is not an HF directory"),
+          "not an HF directory: one line, nothing registered");
+    CHECK(s && strstr(s, "realpath -e --relative-base=\"$TASK_DIR\" \"$REG_DIR\" | grep -q '^/'") &&
+              strstr(s, "leads outside the run directory; nothing registered"),
+          "a link out of the run directory: refused in the script too");
+    CHECK(s && strstr(s, "echo \"mtc: the model registry did not take $REG_DIR (register it with: "
+                         "mtc models upload $REG_DIR --format hf --name hf-run --run $TASK_DIR)\""),
+          "a failed upload: one line with the command, the exit status unchanged");
+    CHECK(s && !strstr(s, "CKPT_DIR"), "not mtc-train's checkpoint");
+    free(s);
+    /* on a cluster on hosts: mtcd's TCP listener with the registrar token */
+    json_object_del(json_object_get(cfg, "register"), "home");
+    json_object_set_new(json_object_get(cfg, "register"), "url",
+                        json_string("http://10.0.0.1:8080"));
+    s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "REGISTER_TOKEN=${MTC_REGISTER_TOKEN:-}\nunset MTC_REGISTER_TOKEN\n") &&
+              strstr(s, "MTC_URL='http://10.0.0.1:8080' MTC_TOKEN=\"$REGISTER_TOKEN\" "
+                        "'/opt/mtc/bin/mtc' --project 'p1' models upload \"$REG_DIR\" --format hf"),
+          "on hosts: the registrar token, over TCP");
+    free(s);
+    json_decref(cfg);
+
+    cfg = reg_config("{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]},\"register\":{\"path\":"
+                     "\"ck\",\"format\":\"native\"}}",
+                     "/opt/mtc/bin/mtc", "my-model");
+    s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && strstr(s, "models upload \"$REG_DIR\" --format native --name my-model ") &&
+              !strstr(s, "is not an HF directory"),
+          "--model-name names the model; format native: the upload checks the directory");
+    free(s);
+    json_decref(cfg);
+    static const struct {
+        const char *text, *registrar, *what;
+    } none[] = {
+        {"{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]}}", "/opt/mtc/bin/mtc",
+         "a custom task without register"},
+        {"{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]},\"register\":false}",
+         "/opt/mtc/bin/mtc", "register false"},
+        {"{\"task\":\"custom\",\"launch\":{\"command\":[\"p\"]},\"register\":{\"path\":\"o\"}}",
+         NULL, "no mtc to register with"},
+    };
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        cfg = reg_config(none[i].text, none[i].registrar, NULL);
+        s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+        CHECK(s && !json_object_get(cfg, "register") && !strstr(s, "models upload"),
+              "%s: registers nothing", none[i].what);
+        free(s);
+        json_decref(cfg);
+    }
+}
+
 int main(void)
 {
     test_rules();
     test_split();
     test_render();
+    test_register_rules();
+    test_register_render();
     return check_done();
 }

@@ -1,6 +1,7 @@
 /* test_recipes: the recipe catalog validates; bad recipes fail with one line
  * naming the field; cluster-type overrides and batch checks; the rendered
- * sbatch script (requeue, signal, srun --mpi=pmix, resume, no secrets). */
+ * sbatch script (requeue, signal, srun --mpi=pmix, resume, no secrets, the
+ * final checkpoint's registration). */
 #include "check.h"
 #include "recipes/recipes.h"
 
@@ -452,6 +453,46 @@ static void test_datasets(void)
     json_decref(r);
 }
 
+/* A completed mtc-train run registers its final checkpoint (recipes/register.c):
+ * the checkpoint directory, no format (the upload finds its newest step);
+ * "register": false registers nothing. */
+static void test_register_checkpoint(void)
+{
+    mtc_error_t err = {""};
+    struct recipe_run run = {.home = "/h",
+                             .timestamp = 1764424800,
+                             .data_dir = "/data",
+                             .experiment = "Demo_Run",
+                             .registrar = "/opt/mtc/bin/mtc"};
+    json_t *cfg = resolve(base_recipe, &run, &err);
+    char *d = cfg ? json_dumps(json_object_get(cfg, "register"), JSON_COMPACT) : NULL;
+    CHECK_STR(d,
+              "{\"model\":\"demo-run\",\"mtc\":\"/opt/mtc/bin/mtc\",\"dir\":\"/h/experiments/"
+              "Demo_Run/Demo_Run_1764424800/Demo_Run/checkpoints\"}",
+              "config.json: the final checkpoint's directory as model demo-run");
+    free(d);
+    json_object_set_new(json_object_get(cfg, "register"), "home", json_string("/h"));
+    char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s &&
+              strstr(s, "    CKPT_DIR='/h/experiments/Demo_Run/Demo_Run_1764424800/Demo_Run/"
+                        "checkpoints'\n    MTC_HOME='/h' '/opt/mtc/bin/mtc' models upload "
+                        "\"$CKPT_DIR\" --name demo-run --run \"$TASK_DIR\" ||\n        echo \"mtc: "
+                        "the model registry did not take the checkpoint; it stays in $CKPT_DIR"),
+          "the job uploads its checkpoints through mtcd's socket (%s)", err.text);
+    free(s);
+    json_decref(cfg);
+    json_t *r = parse(base_recipe);
+    json_object_set_new(r, "register", json_false());
+    json_object_set_new(r, "name", json_string("pretrain/test_pt"));
+    cfg = recipe_resolve(r, &run, &err);
+    s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
+    CHECK(s && !json_object_get(cfg, "register") && !strstr(s, "models upload"),
+          "\"register\": false: nothing registered");
+    free(s);
+    json_decref(cfg);
+    json_decref(r);
+}
+
 int main(void)
 {
     test_catalog();
@@ -463,5 +504,6 @@ int main(void)
     test_container_mounts();
     test_mpi_network();
     test_datasets();
+    test_register_checkpoint();
     return check_done();
 }
