@@ -38,7 +38,7 @@ print(json.dumps(b))' "$2" "$1" "${3:-}")
 }
 status() { mtc experiment status "$1" --json; }
 field() { python3 -c 'import json,sys; print(eval("json.load(sys.stdin)" + sys.argv[1]))' "$1"; }
-rows() { wc -l <"$(status "$1" | field '["logDir"]')/metrics.jsonl" 2>/dev/null || echo 0; }
+rows() { wc -l 2>/dev/null <"$(status "$1" | field '["logDir"]')/metrics.jsonl" || echo 0; }
 wait_rows() { for _ in $(seq 600); do [ "$(rows "$1")" -ge "$2" ] && return 0; sleep 0.2; done; return 1; }
 : >"$W/faults.txt"
 
@@ -104,8 +104,8 @@ hang() { # hang NAME TIMEOUT stop|block: seconds from the hang to TRAINING_HANG
     wait_rows "$1" 10 || { echo "$1: no progress"; return 1; }
     if [ "$3" = stop ]; then
         for p in /proc/[0-9]*; do
-            tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$j" || continue
-            tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "RANK=1" || continue
+            tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "SLURM_JOB_ID=$j" || continue
+            tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "RANK=1" || continue
             grep -q ddp_train "$p/cmdline" 2>/dev/null && pid=${p#/proc/}
         done
         t0=$(date +%s.%N)

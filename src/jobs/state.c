@@ -102,9 +102,8 @@ void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass)
     /* requeued (a hang, retry_on_error, a checkpoint on a signal, remediation):
      * it resumes now, not after Slurm's hold of about two minutes — once it
      * is PENDING its old steps are over */
-    const char *conf = NULL;
-    if (n > 0 && strcmp(slurm, "PENDING") == 0 &&
-        strcmp(json_string_value(json_object_get(said, "reason")) ?: "", "BeginTime") == 0 &&
+    const char *conf = NULL, *reason = json_string_value(json_object_get(said, "reason"));
+    if (n > 0 && strcmp(slurm, "PENDING") == 0 && reason && strcmp(reason, "BeginTime") == 0 &&
         exp_slurm_conf(j->config, &conf) == 0)
         slurm_job_release(conf, j->slurm_job, NULL);
     json_decref(own);

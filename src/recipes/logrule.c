@@ -52,31 +52,91 @@ static const char *bracket_end(const char *p)
     return NULL;
 }
 
-int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t *err)
+/* A {m}, {m,} or {m,n} interval at p: its largest count (m when open), or -1
+ * when it is not one (regcomp then says what is wrong). *end: past it. */
+static int interval(const char *p, const char **end)
 {
-    memset(r, 0, sizeof(*r));
-    size_t n = strlen(pattern);
-    char *out = malloc(n + 1);
-    if (!out)
-        return errprintf(err, "out of memory");
+    char *e;
+    long m = strtol(p + 1, &e, 10), n = m;
+    if (e == p + 1 || m < 0)
+        return -1;
+    if (*e == ',') {
+        const char *f = e + 1;
+        n = *f == '}' ? m : strtol(f, &e, 10);
+        if (*f != '}' && (e == f || n < m))
+            return -1;
+        if (*f == '}')
+            e = (char *)f;
+    }
+    if (*e != '}')
+        return -1;
+    *end = e + 1;
+    return (int)(n > m ? n : m);
+}
+
+/* The pattern without its groups' names into out (as long as pattern), the
+ * named groups' numbers into r->group, *groups counted. Repetition that
+ * makes glibc's regcomp take memory without bound is refused: a repetition
+ * of a repetition ("a++", "a*{2}"), and intervals whose counts, times those
+ * of the intervals inside the group they repeat, pass EXP_LOGRULE_DUP (regcomp
+ * copies the atom that often). 0, or -1 with err. */
+static int scan(const char *pattern, char *out, struct exp_logrule *r, int *groups,
+                mtc_error_t *err)
+{
     size_t o = 0;
-    int groups = 0, named = 0;
+    int depth = 0, quant = 0, last_copies = 1, atom_group = 0;
+    int copies[EXP_LOGRULE_GROUPS + 1]; /* per open group: the most copies an interval inside makes */
+    copies[0] = 1;
     for (const char *p = pattern; *p;) {
+        int is_quant = *p == '*' || *p == '+' || *p == '?' || *p == '{';
+        if (is_quant && quant)
+            return errprintf(err, "a repetition of a repetition at character %d",
+                             (int)(p - pattern) + 1);
+        if (*p == '{') {
+            const char *end;
+            int n = interval(p, &end);
+            long times = n > 1 ? (long)n * (atom_group ? last_copies : 1) : 1;
+            if (n > EXP_LOGRULE_DUP)
+                return errprintf(err, "an interval of %d: at most %d", n, EXP_LOGRULE_DUP);
+            if (times > EXP_LOGRULE_DUP)
+                return errprintf(err, "an interval of %d on a group whose own intervals make %d "
+                                      "copies: at most %d in all (character %d)",
+                                 n, last_copies, EXP_LOGRULE_DUP, (int)(p - pattern) + 1);
+            if (n >= 0) {
+                if (times > copies[depth])
+                    copies[depth] = (int)times;
+                memcpy(out + o, p, (size_t)(end - p));
+                o += (size_t)(end - p);
+                p = end;
+                quant = 1, atom_group = 0;
+                continue;
+            }
+        }
+        quant = is_quant;
+        atom_group = 0;
         if (*p == '\\') { /* an escaped character, kept as it is */
             out[o++] = *p++;
             if (*p)
                 out[o++] = *p++;
         } else if (*p == '[') {
             const char *e = bracket_end(p);
-            if (!e) {
-                free(out);
+            if (!e)
                 return errprintf(err, "an unclosed [ bracket expression");
-            }
             memcpy(out + o, p, (size_t)(e - p) + 1);
             o += (size_t)(e - p) + 1;
             p = e + 1;
+        } else if (*p == ')') {
+            out[o++] = *p++;
+            if (depth > 0) {
+                last_copies = copies[depth--];
+                if (last_copies > copies[depth])
+                    copies[depth] = last_copies;
+                atom_group = 1;
+            }
         } else if (*p == '(') {
-            groups++;
+            if (++*groups >= EXP_LOGRULE_GROUPS)
+                return errprintf(err, "more than %d groups", EXP_LOGRULE_GROUPS - 1);
+            copies[++depth] = 1;
             out[o++] = *p++;
             if (*p != '?')
                 continue;
@@ -84,37 +144,41 @@ int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t 
             const char *name = p[1] == '<' ? p + 2 : p[1] == 'P' && p[2] == '<' ? p + 3 : NULL;
             const char *close = name ? strchr(name, '>') : NULL;
             int c = close ? cap_index(name, (size_t)(close - name)) : -1;
-            if (!close) {
-                free(out);
+            if (!close)
                 return errprintf(err, "group %d: only named groups (?<name>...) may start with (?",
-                                 groups);
-            }
-            if (c < 0) {
-                free(out);
-                return errprintf(err, "group %d: unknown name \"%.*s\" (step, loss, step_time_s, "
-                                      "checkpoint_s)",
-                                 groups, (int)(close - name) > 40 ? 40 : (int)(close - name), name);
-            }
-            if (r->group[c]) {
-                free(out);
+                                 *groups);
+            if (c < 0)
+                return errprintf(err,
+                                 "group %d: unknown name \"%.*s\" (step, loss, step_time_s, "
+                                 "checkpoint_s)",
+                                 *groups, (int)(close - name) > 40 ? 40 : (int)(close - name),
+                                 name);
+            if (r->group[c])
                 return errprintf(err, "the group name %s is given twice", cap_names[c]);
-            }
-            r->group[c] = groups;
-            named++;
+            r->group[c] = *groups;
             p = close + 1;
         } else {
             out[o++] = *p++;
         }
     }
     out[o] = '\0';
-    if (!named) {
+    for (int c = 0; c < EXP_CAP_N; c++)
+        if (r->group[c])
+            return 0;
+    return errprintf(err, "no named group: name at least one of (?<step>...), (?<loss>...), "
+                          "(?<step_time_s>...), (?<checkpoint_s>...)");
+}
+
+int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t *err)
+{
+    memset(r, 0, sizeof(*r));
+    char *out = malloc(strlen(pattern) + 1);
+    if (!out)
+        return errprintf(err, "out of memory");
+    int groups = 0;
+    if (scan(pattern, out, r, &groups, err) < 0) {
         free(out);
-        return errprintf(err, "no named group: name at least one of (?<step>...), (?<loss>...), "
-                              "(?<step_time_s>...), (?<checkpoint_s>...)");
-    }
-    if (groups >= EXP_LOGRULE_GROUPS) {
-        free(out);
-        return errprintf(err, "%d groups: at most %d", groups, EXP_LOGRULE_GROUPS - 1);
+        return -1;
     }
     int rc = regcomp(&r->re, out, REG_EXTENDED);
     free(out);

@@ -398,6 +398,7 @@ json_t *exp_breakdown_json(const struct exp_breakdown *b);
  * from a matching log line. */
 enum exp_capture { EXP_CAP_STEP, EXP_CAP_LOSS, EXP_CAP_STEP_TIME, EXP_CAP_CHECKPOINT, EXP_CAP_N };
 #define EXP_LOGRULE_GROUPS 16
+#define EXP_LOGRULE_DUP 32 /* the largest {m,n} count (glibc's regcomp copies the atom) */
 struct exp_logrule {
     regex_t re;
     int compiled;

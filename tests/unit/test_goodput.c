@@ -200,12 +200,22 @@ int main(void)
         {"(?<step>[0-9]+) [abc", "unclosed ["},
         {"(?<step>[0-9]+) (?<step>[0-9]+)", "given twice"},
         {"(?<loss>[0-9.]+) (", "not a POSIX extended regular expression"},
+        /* what makes glibc's regcomp take memory without bound (fuzz/logrule.c found "++…+") */
+        {"(?<step>[0-9]++++++++)", "a repetition of a repetition at character 15"},
+        {"(?<step>[0-9]*{2})", "a repetition of a repetition"},
+        {"(?<step>[0-9]{1,100})", "an interval of 100: at most 32"},
+        {"(?<step>([0-9]{8}x){5})", "an interval of 5 on a group whose own intervals make 8 copies"},
+        {"(?<step>(([0-9]{4})x)y{2}){9}", "make 4 copies: at most 32 in all"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         lerr.text[0] = '\0';
         CHECK(exp_logrule_compile(&lr, bad[i].pattern, &lerr) < 0 && strstr(lerr.text, bad[i].error),
               "%s: refused (%s)", bad[i].pattern, lerr.text);
     }
+    CHECK(exp_logrule_compile(&lr, "(?<step>([0-9]{1,3},){0,5}[0-9]+)+ x{2,}", &lerr) == 0,
+          "intervals whose copies stay within 32 (3 x 5), a repeated group compile (%s)",
+          lerr.text);
+    exp_logrule_release(&lr);
     CHECK(exp_logrule_compile(&lr, "^[(]it (?P<step>[0-9]+)[)] \\((x|y)\\) loss=(?<loss>[-+.e0-9naif]+)",
                               &lerr) == 0,
           "brackets, escaped parentheses, a plain group and both spellings compile (%s)", lerr.text);
