@@ -487,11 +487,24 @@ static const struct schema_field f_node_set[] = {
     {.name = NULL}};
 static const struct schema s_node_set = {f_node_set, SPEC, NULL, NULL};
 
+/* an external database for slurmdbd; without it mtc runs a private MariaDB */
+static const struct schema_field f_acct_db[] = {
+    {.name = "host", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED, .check = conf_word},
+    {.name = "port", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 1, .hi = 65535, .dflt = "3306"},
+    /* user= and password= lines, a root-owned file of mode 0600 */
+    {.name = "credentialsFile", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED, .check = abs_path},
+    {.name = NULL},
+};
+static const struct schema s_acct_db = {f_acct_db, SPEC, NULL, NULL};
+
 static const struct schema_field f_accounting[] = {
     {.name = "accountingStorageEnforce",
      .kind = SCHEMA_STR,
      .check = comma_list,
      .arg = &enforce_values},
+    /* slurmdbd on the controller, every job recorded (sacct, sreport) */
+    {.name = "enabled", .kind = SCHEMA_BOOL},
+    {.name = "database", .kind = SCHEMA_OBJ, .obj = &s_acct_db},
     {.name = NULL},
 };
 static const struct schema s_accounting = {f_accounting, SPEC, NULL, NULL};

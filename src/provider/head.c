@@ -362,17 +362,24 @@ int head_controller_converge(const struct head *c, struct head_applied *a, const
         if (head_munged_start(c, err) < 0)
             return -1;
     }
+    /* slurmdbd before slurmctld, which registers with it at start */
+    if (head_acct_start(c, progress, arg, err) < 0)
+        return -1;
     pid_t ctld = head_ctld_running(c);
     int changed = strcmp(a->sha, sha) != 0, reconfigure = 0;
+    char flag[PLEN];
+    int acct_changed = mtc_path_exists(head_path(c, flag, "db/ctld-restart"));
     if (ctld && changed) {
-        if (strcmp(a->nodes, names) == 0) {
+        if (strcmp(a->nodes, names) == 0 && !acct_changed) {
             head_say(progress, arg, "reconfiguring slurmctld");
             if (slurm_ctld_wait(c->conf, CTLD_WAIT_MS) < 0 || slurm_reconfigure(c->conf, err) < 0)
                 return -1;
         } else {
-            /* Slurm 22.05 learns of added, removed or elastic nodes only at
-             * start; a clean stop saves the job queue in StateSaveLocation */
-            head_say(progress, arg, "restarting slurmctld for the new node set");
+            /* Slurm 22.05 learns of added, removed or elastic nodes (and
+             * accounting turned on or off) only at start; a clean stop saves
+             * the job queue in StateSaveLocation */
+            head_say(progress, arg, "restarting slurmctld for the new %s",
+                     acct_changed ? "accounting" : "node set");
             head_stop_pidfile(c, "slurmctld", ctld);
             ctld = 0;
         }
@@ -388,6 +395,7 @@ int head_controller_converge(const struct head *c, struct head_applied *a, const
     /* running slurmds re-read slurm.conf to learn the new node list */
     if (reconfigure && slurm_reconfigure(c->conf, err) < 0)
         return -1;
+    unlink(flag);
     snprintf(a->sha, sizeof(a->sha), "%s", sha);
     snprintf(a->nodes, sizeof(a->nodes), "%s", names);
     return 0;
@@ -404,6 +412,8 @@ int head_supervise(const struct head *c, provider_event_fn ev, void *arg, int *c
         if (ev)
             ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
     }
+    if (head_acct_supervise(c, ev, arg, err) < 0)
+        return -1;
     if (!head_ctld_running(c)) {
         if (head_ctld_start(c, err) < 0)
             return -1;

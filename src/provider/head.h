@@ -102,6 +102,29 @@ int head_supervise(const struct head *h, provider_event_fn ev, void *arg, int *c
  * a failure is logged. */
 void head_supervise_end(const struct head *h, int ctld_restarted);
 
+/* ---- accounting: slurmdbd and its database (head_acct.c) ---- */
+
+/* The spec's accounting settled in db/acct.json (ports chosen, the private
+ * database's password made once; an external database's credentials read
+ * from its root-only file) and what slurm.conf needs into out (port 0:
+ * accounting off; addr: where slurmdbd is reached, NULL: 127.0.0.1; it
+ * must outlive out). 0/-1 + err. */
+struct slurm_accounting;
+int head_acct_setup(const struct head *h, const json_t *spec, const char *addr,
+                    struct slurm_accounting *out, mtc_error_t *err);
+/* 1 when the cluster's accounting is on (db/acct.json). */
+int head_acct_enabled(const struct head *h);
+/* With accounting on: the private MariaDB (made once) and slurmdbd running
+ * and the cluster registered, before slurmctld starts; off: both stopped
+ * (the data kept). 0/-1 + err. */
+int head_acct_start(const struct head *h, provider_progress_fn progress, void *arg,
+                    mtc_error_t *err);
+/* A supervision pass over them: started again when dead, each an event
+ * (MARIADB_RESTART, SLURMDBD_RESTART). 0/-1 + err. */
+int head_acct_supervise(const struct head *h, provider_event_fn ev, void *arg, mtc_error_t *err);
+/* Stop slurmdbd, then the private mariadbd (delete, accounting turned off). */
+void head_acct_stop(const struct head *h);
+
 /* ---- Slurm's configuration and the nodes' registration ---- */
 
 /* Render slurm.conf and gres.conf (and plugstack.conf with the container

@@ -375,6 +375,8 @@ int hosts_write_conf(const struct provider *p, const struct head *c, const struc
      * suspended node idle% this long; a resume that comes while mtc still
      * powers the node off waits for it (the node's lock) */
     int rc = head_power_setup(p, c, spec, HOSTS_SUSPEND_TIMEOUT_S, &sl, err);
+    if (rc == 0) /* slurmdbd runs here too: the hosts' clients reach it at the controller's address */
+        rc = head_acct_setup(c, spec, s->ctld_addr, &sl.acct, err);
     if (rc == 0)
         rc = head_conf_write(c, spec, &sl, sha, err);
     if (rc == 0)
@@ -597,6 +599,7 @@ static void teardown(struct provider *p, struct head *c, struct hstate *s)
         slurm_cancel_all(c->conf, 10000);
     clean_unused(p, c, s, 1, NULL, NULL);
     head_stop_pidfile(c, "slurmctld", head_ctld_running(c));
+    head_acct_stop(c);
     head_stop_pidfile(c, "munged", head_munged_running(c));
     hosts_storage_forget(c);
     char run[64], etc[64];

@@ -402,7 +402,8 @@ static int write_config(struct provider *p, struct head *c, const json_t *spec, 
     if (write_hooks(p, c, json_object_get(ss, "prologBashScripts"),
                     json_object_get(ss, "epilogBashScripts"), &sl, err) < 0)
         return -1;
-    if (head_power_setup(p, c, spec, LOCAL_SUSPEND_TIMEOUT, &sl, err) < 0)
+    if (head_power_setup(p, c, spec, LOCAL_SUSPEND_TIMEOUT, &sl, err) < 0 ||
+        head_acct_setup(c, spec, NULL, &sl.acct, err) < 0)
         return -1;
     if (head_conf_write(c, spec, &sl, sha, err) < 0 || layout_save(c, l, err) < 0)
         return -1;
@@ -578,6 +579,7 @@ static int delete_stop(struct provider *p, struct head *c, mtc_error_t *err)
     if (ctld > 0)
         mtc_pid_stop(ctld, DELETE_CTLD_MS);
     head_stop_pidfile(c, "slurmctld", 0);
+    head_acct_stop(c);
     head_stop_pidfile(c, "munged", head_munged_running(c));
     return 0;
 }

@@ -167,6 +167,16 @@ static char *text_close(FILE *f, char **buf, const char *name, mtc_error_t *err)
 /* Where the daemons keep their state, logs, pid files and the munge socket:
  * on hosts the per-host paths (slurmd fetches this file from slurmctld), else
  * per emulated node under the cluster's directory. */
+#define PLEN_CONF 4200
+/* The munge socket slurm.conf names (AuthInfo; slurmdbd's clients too). */
+static void munge_socket(const struct slurm_layout *l, char *buf, size_t len)
+{
+    if (l->uid)
+        snprintf(buf, len, SLURM_HOST_RUN "/munge/munge.socket.2", l->uid);
+    else
+        snprintf(buf, len, "%s/munge/socket", l->dir);
+}
+
 static void put_paths(FILE *f, const struct slurm_layout *l)
 {
     const char *d = l->dir;
@@ -224,7 +234,21 @@ static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout
 {
     /* no cgroups: emulated nodes (and test hosts) share one host and one cgroup tree */
     fprintf(f, "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n");
-    fprintf(f, "JobAcctGatherType=jobacct_gather/none\nMpiDefault=none\nMailProg=/bin/true\n");
+    if (l->acct.port > 0) { /* slurmdbd: every job recorded, usage gathered from /proc */
+        char sock[PLEN_CONF];
+        munge_socket(l, sock, sizeof(sock));
+        fprintf(f,
+                "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=%s\n"
+                "AccountingStoragePort=%d\nAccountingStoragePass=%s\n"
+                "AccountingStorageTRES=gres/gpu\nJobAcctGatherType=jobacct_gather/linux\n"
+                "JobAcctGatherFrequency=30\n",
+                l->acct.host, l->acct.port, sock);
+        if (l->acct.enforce && *l->acct.enforce)
+            fprintf(f, "AccountingStorageEnforce=%s\n", l->acct.enforce);
+    } else {
+        fprintf(f, "JobAcctGatherType=jobacct_gather/none\n");
+    }
+    fprintf(f, "MpiDefault=none\nMailProg=/bin/true\n");
     fprintf(f, "SchedulerType=sched/backfill\nSelectType=select/cons_tres\n"
                "SelectTypeParameters=CR_Core\nGresTypes=gpu\n");
     /* a node whose slurmd comes back is usable again without an admin */

@@ -32,6 +32,13 @@ struct slurm_node {
 #define SLURM_RESUME_TIMEOUT 300
 #define SLURM_SUSPEND_TIMEOUT 60
 
+/* Accounting through slurmdbd (orchestratorSpec.slurmSpec.accounting). */
+struct slurm_accounting {
+    int port;            /* slurmdbd's DbdPort; 0: no accounting */
+    const char *host;    /* where slurmctld and the clients reach slurmdbd */
+    const char *enforce; /* AccountingStorageEnforce (NULL: none) */
+};
+
 /* Slurm power saving for a layout with cloud nodes (docs/clusters.md). */
 struct slurm_power {
     const char *suspend_program; /* SuspendProgram=: stops the named nodes */
@@ -86,6 +93,7 @@ struct slurm_layout {
     struct slurm_power power;
     /* timeouts and fan-out (all zero: Slurm's usual values) */
     struct slurm_sizing sizing;
+    struct slurm_accounting acct; /* port 0: no accounting */
 };
 /* The directories of a cluster on hosts, on every host (printf formats of the uid). */
 #define SLURM_HOST_RUN "/run/mtc/%s"     /* runtime: sockets, pid files, TmpFS */

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# accounting: a local cluster with orchestratorSpec.slurmSpec.accounting
+# enabled (issue 31, point 1) — a private MariaDB (Debian's mariadb-server)
+# under the cluster's directory and slurmdbd on the controller, started
+# before slurmctld: the cluster registered in the database, sacct lists the
+# jobs that ended with their accounts, sreport and sacctmgr answer through
+# `mtc env`; slurmdbd.conf is 0600; kill -9 of slurmdbd and of mariadbd →
+# restarted by the supervisor (events), and after recovery sacct lists every
+# job, those that started and ended while slurmdbd was away too; delete stops
+# both and removes the instance; an external database's credentials file
+# that others may read is refused in one line.
+. "$(dirname "$0")/lib.sh"
+D=$T_DIR
+
+check "mtcd up" start_mtcd
+t_extra_cleanup() { delete_all_clusters; }
+python3 - "$ROOT/examples/local-2node.json" "$D/spec.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True, "accountingStorageEnforce": "associations"}
+json.dump(s, open(sys.argv[2], "w"))
+PY
+check "a cluster with accounting: created" mtc cluster create -f "$D/spec.json" --id ac
+[ $T_LAST -eq 0 ] || { done_testing; }
+eval "$(mtc env ac)"
+CD=$MTC_HOME/clusters/ac
+check "slurm.conf: accounting through slurmdbd, jobs' usage gathered" \
+    bash -c "grep -q '^AccountingStorageType=accounting_storage/slurmdbd$' '$CD/slurm.conf' && grep -q '^JobAcctGatherType=jobacct_gather/linux$' '$CD/slurm.conf' && grep -q '^AccountingStorageEnforce=associations$' '$CD/slurm.conf'"
+check "slurmdbd.conf holds the password: mode 0600" test "$(stat -c %a "$CD/slurmdbd.conf")" = 600
+MDB=$(cat "$CD/run/mariadbd.pid" 2>/dev/null)
+DBD=$(cat "$CD/run/slurmdbd.pid" 2>/dev/null)
+check "mariadbd (pid $MDB) runs on the cluster's own datadir" \
+    bash -c "tr '\\0' ' ' </proc/$MDB/cmdline | grep -q -- '--datadir=$CD/db/data'"
+check "slurmdbd (pid $DBD) runs" kill -0 "$DBD"
+check "the cluster is registered in the database (sacctmgr show cluster)" \
+    bash -c "sacctmgr -n show cluster format=cluster | grep -qw ac"
+check "the root account and user exist (sacctmgr show assoc)" \
+    bash -c "sacctmgr -n -P show assoc format=cluster,account,user | grep -q '^ac|root|root$'"
+
+# --- jobs are recorded ----------------------------------------------------------
+J1=$(sbatch --parsable -N 1 --wrap 'sleep 1; echo one')
+J2=$(sbatch --parsable -N 2 --wrap 'srun hostname')
+ended() { [ -z "$(squeue -h -j "$J1,$J2" 2>/dev/null)" ]; }
+check "two jobs run and end" wait_for 60 ended
+listed() { sacct -n -X -P -j "$J1,$J2" -o jobid,account,state 2>/dev/null | grep -c '|root|COMPLETED$' | grep -qx 2; }
+check "sacct lists both, COMPLETED, with their account" wait_for 60 listed
+diag "$(sacct -n -X -P -j "$J1,$J2" -o jobid,account,nnodes,state,elapsed 2>&1 | tr '\n' ' ')"
+check "sreport answers for the cluster (its hourly rollup has usage only after an hour)" \
+    bash -c "sreport cluster utilization start=now-1hour 2>&1 | grep -q 'Cluster Utilization'"
+
+# --- kill -9: both restarted, nothing lost ---------------------------------------
+kill -9 "$DBD"
+J3=$(sbatch --parsable -N 1 --wrap 'echo while slurmdbd was away')
+dbd_back() { d=$(cat "$CD/run/slurmdbd.pid" 2>/dev/null); [ -n "$d" ] && [ "$d" != "$DBD" ] && kill -0 "$d" 2>/dev/null; }
+check "kill -9 slurmdbd: restarted by the supervisor" wait_for 60 dbd_back
+events_of() { mtc cluster events ac --json | python3 -c 'import json,sys; print(sum(e.get("eventType") == sys.argv[1] for e in json.load(sys.stdin) or []))' "$1"; }
+check "  a SLURMDBD_RESTART event" wait_for 60 eval '[ "$(events_of SLURMDBD_RESTART)" -ge 1 ]'
+kill -9 "$MDB"
+J4=$(sbatch --parsable -N 1 --wrap 'echo while the database was away')
+mdb_back() { m=$(cat "$CD/run/mariadbd.pid" 2>/dev/null); [ -n "$m" ] && [ "$m" != "$MDB" ] && kill -0 "$m" 2>/dev/null; }
+check "kill -9 mariadbd: restarted by the supervisor" wait_for 90 mdb_back
+check "  a MARIADB_RESTART event" wait_for 60 eval '[ "$(events_of MARIADB_RESTART)" -ge 1 ]'
+all4() { [ "$(sacct -n -X -P -j "$J1,$J2,$J3,$J4" -o jobid,state 2>/dev/null | grep -c '|COMPLETED$')" = 4 ]; }
+check "after recovery sacct lists all 4 jobs, those of the outages too" wait_for 120 all4
+diag "$(sacct -n -X -P -j "$J1,$J2,$J3,$J4" -o jobid,state 2>&1 | tr '\n' ' ')"
+
+# --- delete: both stopped, the instance gone ------------------------------------
+MDB=$(cat "$CD/run/mariadbd.pid" 2>/dev/null)
+DBD=$(cat "$CD/run/slurmdbd.pid" 2>/dev/null)
+check "delete" mtc cluster delete ac
+check "  mariadbd and slurmdbd stopped" bash -c "! kill -0 $MDB 2>/dev/null && ! kill -0 $DBD 2>/dev/null"
+check "  the database's directory removed" test ! -e "$CD/db"
+
+# --- an external database: credentials only from a root-only file ----------------
+printf 'user=slurm\npassword=x\n' >"$D/cred"
+chmod 644 "$D/cred"
+python3 - "$D/spec.json" "$D/ext.json" "$D/cred" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["orchestratorSpec"]["slurmSpec"]["accounting"]["database"] = {"host": "127.0.0.1", "port": 3306, "credentialsFile": sys.argv[3]}
+json.dump(s, open(sys.argv[2], "w"))
+PY
+out=$(mtc cluster create -f "$D/ext.json" --id ax 2>&1); rc=$?
+check "an external database whose credentials file others may read: refused, one line" \
+    bash -c "[ $rc -ne 0 ] && grep -q 'credentialsFile .*must be a root-owned file that no one else may read' <<<\"\$0\"" "$out"
+diag "$out"
+mtc cluster delete ax >/dev/null 2>&1
+done_testing
