@@ -60,11 +60,12 @@ struct api_principal {
     char scope[2048]; /* ROLE_REGISTRAR: what it may register (JSON, registrar.c) */
 };
 
+#define API_MAX_CAPS 5 /* …/clusters/C/accounts/A/users/U */
 /* What a route handler gets and fills (the route table: routes.c). */
 struct api_req {
     const char *method;
     const char *path;
-    char cap[4][128]; /* captured path segments, in order */
+    char cap[API_MAX_CAPS][128]; /* captured path segments, in order */
     json_t *body;     /* parsed request body or NULL */
     /* query arguments: looked up by the transport (server.c), else parsed
      * from the raw query string ("a=1&b=2", no '?'; may be NULL) */

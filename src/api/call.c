@@ -149,7 +149,7 @@ int api_page_args(struct api_req *r, struct api_resp *out, int (*token_valid)(co
 }
 
 /* Match path against pattern, capturing "*" segments. 1 on match. */
-static int match(const char *pattern, const char *path, char cap[4][128])
+static int match(const char *pattern, const char *path, char cap[API_MAX_CAPS][128])
 {
     int ncap = 0;
     const char *p = pattern, *s = path;
@@ -169,7 +169,7 @@ static int match(const char *pattern, const char *path, char cap[4][128])
             } else if (colon) {
                 return 0;
             }
-            if (body == 0 || body >= 128 || ncap >= 4)
+            if (body == 0 || body >= 128 || ncap >= API_MAX_CAPS)
                 return 0;
             memcpy(cap[ncap], s, body);
             cap[ncap++][body] = '\0';

@@ -54,6 +54,16 @@ int api_cluster_report_health(struct api_req *r, struct api_resp *out);
 int api_cluster_report_faulty(struct api_req *r, struct api_resp *out);
 
 /* Tokens (tokens.c): create (a registrar token too), list, revoke. */
+/* accounts.c: a cluster's accounts and users (Slurm's accounting database) */
+int api_account_list(struct api_req *r, struct api_resp *out);
+int api_account_get(struct api_req *r, struct api_resp *out);
+int api_account_create(struct api_req *r, struct api_resp *out);
+int api_account_patch(struct api_req *r, struct api_resp *out);
+int api_account_delete(struct api_req *r, struct api_resp *out);
+int api_account_users(struct api_req *r, struct api_resp *out);
+int api_account_user_add(struct api_req *r, struct api_resp *out);
+int api_account_user_remove(struct api_req *r, struct api_resp *out);
+
 int api_token_create(struct api_req *r, struct api_resp *out);
 int api_token_list(struct api_req *r, struct api_resp *out);
 int api_token_revoke(struct api_req *r, struct api_resp *out);

@@ -2,7 +2,7 @@
  * role that may use it and its handler; call.c finds a request's route and
  * runs it. The handlers are in files named for their resource: clusters.c,
  * reports.c, healthscan.c, power.c, jobs.c, datasets.c, models.c,
- * endpoints.c, operations.c, tokens.c, console.c, metrics.c. */
+ * endpoints.c, operations.c, tokens.c, console.c, metrics.c, accounts.c. */
 #include "api/internal.h"
 #include "api/console.h"
 
@@ -52,6 +52,14 @@ const struct api_route api_routes[] = {
      API_ROUTE_REGISTRAR},
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, api_op_get,
      API_ROUTE_REGISTRAR},
+    {"GET", CLUSTERS "/*/accounts", ROLE_VIEWER, api_account_list, 0},
+    {"POST", CLUSTERS "/*/accounts", ROLE_ADMIN, api_account_create, 0},
+    {"GET", CLUSTERS "/*/accounts/*", ROLE_VIEWER, api_account_get, 0},
+    {"PATCH", CLUSTERS "/*/accounts/*", ROLE_ADMIN, api_account_patch, 0},
+    {"DELETE", CLUSTERS "/*/accounts/*", ROLE_ADMIN, api_account_delete, 0},
+    {"GET", CLUSTERS "/*/accounts/*/users", ROLE_VIEWER, api_account_users, 0},
+    {"POST", CLUSTERS "/*/accounts/*/users", ROLE_ADMIN, api_account_user_add, 0},
+    {"DELETE", CLUSTERS "/*/accounts/*/users/*", ROLE_ADMIN, api_account_user_remove, 0},
     {"POST", "/v1/tokens", ROLE_ADMIN, api_token_create, 0},
     {"POST", "/v1/consoleLinks", ROLE_ADMIN, api_console_link, 0},
     {"GET", "/v1/tokens", ROLE_ADMIN, api_token_list, 0},

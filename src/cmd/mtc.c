@@ -25,6 +25,8 @@ static const struct cli_cmd commands[] = {
     {"data", cmd_data, "list, show, prepare, delete datasets (named, versioned, cached)"},
     {"models", cmd_models, "the model registry: list, show, versions, alias, export, delete, upload"},
     {"endpoints", cmd_endpoints, "inference endpoints: create, deploy, undeploy, list, predict, delete"},
+    {"accounts", cmd_accounts, "a cluster's accounts: create, list, show, update, delete (limits, fair share, QoS)"},
+    {"users", cmd_users, "an account's users: add, remove, list"},
     {"console", cmd_console, "the web console: start mtcd on 127.0.0.1 if needed, print a login link"},
     {NULL, NULL, NULL},
 };

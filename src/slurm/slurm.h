@@ -224,4 +224,34 @@ enum slurm_power_state slurm_power_state_of(const char *state);
 /* This host as slurmd sees it (`slurmd -C`): CPUs and RealMemory. 0/-1. */
 int slurm_host_resources(int *cpus, long *memory_mb, mtc_error_t *err);
 
+/* ---- accounts and users in the accounting database (acct.c) ---- */
+
+#define SLURM_ACCT_UNSET (-2) /* a limit not given (leave it); -1 clears one */
+struct slurm_account {
+    const char *name, *description, *parent; /* NULL: not given (parent: root) */
+    int fairshare;                           /* > 0: the fair-share weight */
+    int max_nodes, max_gpus;                 /* GrpTRES node= and gres/gpu= */
+    int max_running_jobs;                    /* GrpJobs */
+    const char *max_wall;                    /* MaxWall (Slurm's time), NULL: not given */
+    const char *qos;                         /* allowed QoS, comma list; NULL: not given */
+};
+/* [a-z][a-z0-9_-]{0,31}: an account's, a user's or a QoS's name mtc passes to sacctmgr. */
+int slurm_acct_name_valid(const char *s);
+int slurm_account_add(const char *conf, const char *cluster, const struct slurm_account *a,
+                      mtc_error_t *err);
+/* The settings a gives (and parent) changed. */
+int slurm_account_modify(const char *conf, const char *cluster, const struct slurm_account *a,
+                         mtc_error_t *err);
+int slurm_account_delete(const char *conf, const char *cluster, const char *name,
+                         mtc_error_t *err);
+/* user added to (add 1) or removed from account. */
+int slurm_account_user(const char *conf, const char *cluster, const char *account,
+                       const char *user, int add, mtc_error_t *err);
+/* The cluster's accounts but root: [{name, description, parent, fairshare,
+ * limits {maxNodes, maxGpus, maxRunningJobs, maxWall}, qos [...], users
+ * [...]}]. NULL + err. */
+json_t *slurm_accounts(const char *conf, const char *cluster, mtc_error_t *err);
+/* The ids of the account's jobs that run, wait or are suspended. NULL + err. */
+json_t *slurm_account_jobs(const char *conf, const char *account, mtc_error_t *err);
+
 #endif

@@ -17,7 +17,7 @@ t_extra_cleanup() { delete_all_clusters; }
 python3 - "$ROOT/examples/local-2node.json" "$D/spec.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-s["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True, "accountingStorageEnforce": "associations"}
+s["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True, "accountingStorageEnforce": "associations,limits"}
 json.dump(s, open(sys.argv[2], "w"))
 PY
 check "a cluster with accounting: created" mtc cluster create -f "$D/spec.json" --id ac
@@ -25,7 +25,7 @@ check "a cluster with accounting: created" mtc cluster create -f "$D/spec.json" 
 eval "$(mtc env ac)"
 CD=$MTC_HOME/clusters/ac
 check "slurm.conf: accounting through slurmdbd, jobs' usage gathered" \
-    bash -c "grep -q '^AccountingStorageType=accounting_storage/slurmdbd$' '$CD/slurm.conf' && grep -q '^JobAcctGatherType=jobacct_gather/linux$' '$CD/slurm.conf' && grep -q '^AccountingStorageEnforce=associations$' '$CD/slurm.conf'"
+    bash -c "grep -q '^AccountingStorageType=accounting_storage/slurmdbd$' '$CD/slurm.conf' && grep -q '^JobAcctGatherType=jobacct_gather/linux$' '$CD/slurm.conf' && grep -q '^AccountingStorageEnforce=associations,limits$' '$CD/slurm.conf'"
 check "slurmdbd.conf holds the password: mode 0600" test "$(stat -c %a "$CD/slurmdbd.conf")" = 600
 MDB=$(cat "$CD/run/mariadbd.pid" 2>/dev/null)
 DBD=$(cat "$CD/run/slurmdbd.pid" 2>/dev/null)
@@ -47,6 +47,40 @@ check "sacct lists both, COMPLETED, with their account" wait_for 60 listed
 diag "$(sacct -n -X -P -j "$J1,$J2" -o jobid,account,nnodes,state,elapsed 2>&1 | tr '\n' ' ')"
 check "sreport answers for the cluster (its hourly rollup has usage only after an hour)" \
     bash -c "sreport cluster utilization start=now-1hour 2>&1 | grep -q 'Cluster Utilization'"
+
+# --- accounts and users (API and CLI), a node limit that binds ----------------------
+check "mtc accounts create: account a, at most 1 node, fair share 10" \
+    mtc accounts create ac a --description "team a" --max-nodes 1 --fairshare 10 --max-wall 02:00:00
+check "mtc accounts create: account b under a" mtc accounts create ac b --parent a
+check "mtc users add: root to a" mtc users add ac --account a root
+check "mtc accounts list --json: a's limits, parent and user as sacctmgr has them" python3 -c '
+import json, sys
+a = {x["name"]: x for x in json.loads(sys.argv[1])["accounts"]}
+assert a["a"]["limits"] == {"maxNodes": 1, "maxWall": "02:00:00"} and a["a"]["fairshare"] == 10, a["a"]
+assert a["a"]["description"] == "team a" and a["a"]["users"] == ["root"] and a["b"]["parent"] == "a", a' \
+    "$(mtc accounts list ac --json)"
+check "  and sacctmgr itself: GrpTRES node=1 on a" bash -c "sacctmgr -n -P show assoc where account=a format=account,user,grptres | grep -qx 'a||node=1'"
+JW=$(sbatch --parsable -A a -N 2 --wrap 'sleep 1')
+JR=$(sbatch --parsable -A a -N 1 --wrap 'sleep 1')
+limited() { squeue -h -j "$JW" -o %r 2>/dev/null | grep -q 'AssocGrpNodeLimit'; }
+check "a 2-node job of account a waits: AssocGrpNodeLimit" wait_for 30 limited
+diag "$(squeue -h -j "$JW,$JR" -o '%i %a %T %r' | tr '\n' ' ')"
+ran() { sacct -n -X -P -j "$JR" -o account,state 2>/dev/null | grep -qx 'a|COMPLETED'; }
+check "its 1-node job runs and sacct has it under account a" wait_for 60 ran
+out=$(mtc accounts delete ac a 2>&1); rc=$?
+check "deleting an account with a waiting job: refused, naming it" \
+    bash -c "[ $rc -ne 0 ] && [ \$(wc -l <<<\"\$0\") = 1 ] && grep -q 'account a has jobs running or waiting: $JW' <<<\"\$0\"" "$out"
+scancel "$JW"
+api PATCH "$CLUSTERS/ac/accounts/a" '{"limits": {"maxNodes": 5}}'
+check "a limit above the cluster's 2 nodes: 400, one line" \
+    bash -c "[ '$HTTP_STATUS' = 400 ] && grep -q 'maxNodes: 5 is more than the cluster' <<<\"\$0\"" "$BODY"
+api POST "$CLUSTERS/ac/accounts?accountId=Bad!" '{}'
+check "a bad account name: 400" bash -c "[ '$HTTP_STATUS' = 400 ] && grep -q 'a-z' <<<\"\$0\"" "$BODY"
+out=$(mtc accounts create ac a 2>&1); rc=$?
+check "creating an account twice: one line, non-zero" bash -c "[ $rc -ne 0 ] && grep -q 'already exists' <<<\"\$0\"" "$out"
+check "mtc users remove, then the account deleted" \
+    bash -c "mtc users remove ac --account a root && mtc accounts delete ac b && mtc accounts delete ac a"
+check "  gone from sacctmgr" bash -c "! sacctmgr -n -P show account format=account | grep -qx a"
 
 # --- kill -9: both restarted, nothing lost ---------------------------------------
 kill -9 "$DBD"

@@ -1,0 +1,271 @@
+/* accounts: `mtc accounts create|list|show|update|delete` and `mtc users
+ * add|remove|list` — a cluster's accounts and their users in Slurm's
+ * accounting database, through mtcd (api/accounts.c). Subcommands are a
+ * table; the flags map onto the account resource's fields. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void path_of(struct cli *c, char *buf, size_t len, const char *cluster, const char *account,
+                    const char *rest)
+{
+    snprintf(buf, len, "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s/accounts%s%s%s",
+             c->project, c->location, cluster, account ? "/" : "", account ? account : "",
+             rest ? rest : "");
+}
+
+/* An integer flag's value into obj[key]; 0, or 1 after saying why. */
+static int int_flag(json_t *obj, const char *key, const char *flag, const char *v)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 0 || n > 1000000)
+        return cli_fail("%s: want a whole number from 0 to 1000000, not \"%s\"", flag, v);
+    json_object_set_new(obj, key, json_integer(n));
+    return 0;
+}
+
+/* The account's fields from flags (argv[i..]); the positional words into
+ * pos[0..1]. 0, or the exit status after saying why. */
+static int account_flags(struct cli *c, int argc, char **argv, json_t *body, const char *pos[2],
+                         const char *use)
+{
+    json_t *lim = json_object();
+    int npos = 0, rc = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = strcmp(a, "--json") != 0 && a[0] == '-';
+        if (takes && !v) {
+            rc = cli_fail("%s: needs a value\nusage: %s", a, use);
+            break;
+        }
+        if (strcmp(a, "--json") == 0)
+            c->json = 1;
+        else if (strcmp(a, "--description") == 0)
+            json_object_set_new(body, "description", json_string(v));
+        else if (strcmp(a, "--parent") == 0)
+            json_object_set_new(body, "parent", json_string(v));
+        else if (strcmp(a, "--fairshare") == 0)
+            rc = int_flag(body, "fairshare", a, v);
+        else if (strcmp(a, "--max-nodes") == 0)
+            rc = int_flag(lim, "maxNodes", a, v);
+        else if (strcmp(a, "--max-gpus") == 0)
+            rc = int_flag(lim, "maxGpus", a, v);
+        else if (strcmp(a, "--max-running-jobs") == 0)
+            rc = int_flag(lim, "maxRunningJobs", a, v);
+        else if (strcmp(a, "--max-wall") == 0)
+            json_object_set_new(lim, "maxWall", json_string(v));
+        else if (strcmp(a, "--qos") == 0) {
+            json_t *q = json_array();
+            for (const char *s = v; *s;) {
+                size_t k = strcspn(s, ",");
+                json_array_append_new(q, json_stringn(s, k));
+                s += k + (s[k] == ',');
+            }
+            json_object_set_new(body, "qos", q);
+        } else if (a[0] == '-')
+            rc = cli_fail("unknown flag \"%s\"\nusage: %s", a, use);
+        else if (npos < 2)
+            pos[npos++] = a;
+        else
+            rc = cli_fail("unexpected argument \"%s\"\nusage: %s", a, use);
+        if (takes && rc == 0)
+            i++;
+    }
+    if (json_object_size(lim))
+        json_object_set(body, "limits", lim);
+    json_decref(lim);
+    return rc;
+}
+
+static void print_account(const json_t *a)
+{
+    const json_t *l = json_object_get(a, "limits");
+    printf("%s: parent %s, fairshare %lld", json_string_value(json_object_get(a, "name")),
+           json_string_value(json_object_get(a, "parent")),
+           (long long)json_integer_value(json_object_get(a, "fairshare")));
+    if (json_object_get(l, "maxNodes"))
+        printf(", max nodes %lld", (long long)json_integer_value(json_object_get(l, "maxNodes")));
+    if (json_object_get(l, "maxGpus"))
+        printf(", max GPUs %lld", (long long)json_integer_value(json_object_get(l, "maxGpus")));
+    if (json_object_get(l, "maxRunningJobs"))
+        printf(", max running jobs %lld",
+               (long long)json_integer_value(json_object_get(l, "maxRunningJobs")));
+    if (json_object_get(l, "maxWall"))
+        printf(", max wall %s", json_string_value(json_object_get(l, "maxWall")));
+    printf("\n  users:");
+    size_t i;
+    json_t *u;
+    json_array_foreach(json_object_get(a, "users"), i, u) printf(" %s", json_string_value(u));
+    printf(json_array_size(json_object_get(a, "users")) ? "\n" : " (none)\n");
+}
+
+/* create/update/show/delete: one account. */
+static int one(struct cli *c, int argc, char **argv, const char *method, const char *use,
+               int with_body)
+{
+    json_t *body = json_object(), *out = NULL;
+    const char *pos[2] = {NULL, NULL};
+    int rc = account_flags(c, argc, argv, body, pos, use);
+    if (rc == 0 && (!pos[0] || !pos[1]))
+        rc = cli_fail("usage: %s", use);
+    if (rc) {
+        json_decref(body);
+        return rc;
+    }
+    char path[1024];
+    int create = strcmp(method, "POST") == 0;
+    path_of(c, path, sizeof(path), pos[0], create ? NULL : pos[1], NULL);
+    if (create)
+        json_object_set_new(body, "name", json_string(pos[1]));
+    mtc_error_t err = {""};
+    rc = cli_call_ok(c, method, path, with_body ? body : NULL, &out, &err);
+    json_decref(body);
+    if (rc < 0)
+        return cli_fail("%s", err.text);
+    if (c->json)
+        cli_print_json(out);
+    else if (strcmp(method, "DELETE") == 0)
+        printf("account %s deleted\n", pos[1]);
+    else
+        print_account(out);
+    json_decref(out);
+    return 0;
+}
+
+static int a_create(struct cli *c, int argc, char **argv)
+{
+    return one(c, argc, argv, "POST",
+               "mtc accounts create CLUSTER NAME [--description D] [--parent P] [--fairshare N] "
+               "[--max-nodes N] [--max-gpus N] [--max-running-jobs N] [--max-wall T] [--qos A,B]",
+               1);
+}
+
+static int a_update(struct cli *c, int argc, char **argv)
+{
+    return one(c, argc, argv, "PATCH",
+               "mtc accounts update CLUSTER NAME [--description D] [--parent P] [--fairshare N] "
+               "[--max-nodes N] [--max-gpus N] [--max-running-jobs N] [--max-wall T] [--qos A,B]",
+               1);
+}
+
+static int a_show(struct cli *c, int argc, char **argv)
+{
+    return one(c, argc, argv, "GET", "mtc accounts show CLUSTER NAME [--json]", 0);
+}
+
+static int a_delete(struct cli *c, int argc, char **argv)
+{
+    return one(c, argc, argv, "DELETE", "mtc accounts delete CLUSTER NAME", 0);
+}
+
+static int a_list(struct cli *c, int argc, char **argv)
+{
+    const char *use = "mtc accounts list CLUSTER [--json]";
+    if (argc < 2 || argv[1][0] == '-')
+        return cli_fail("usage: %s", use);
+    if (cli_json_only(c, argc - 1, argv + 1, use) != 0)
+        return 2;
+    char path[1024];
+    path_of(c, path, sizeof(path), argv[1], NULL, NULL);
+    json_t *out = NULL;
+    mtc_error_t err = {""};
+    if (cli_call_ok(c, "GET", path, NULL, &out, &err) < 0)
+        return cli_fail("%s", err.text);
+    if (c->json) {
+        cli_print_json(out);
+    } else {
+        size_t i;
+        json_t *a;
+        json_array_foreach(json_object_get(out, "accounts"), i, a) print_account(a);
+    }
+    json_decref(out);
+    return 0;
+}
+
+static const struct cli_cmd account_cmds[] = {
+    {"create", a_create, "create an account: limits, fair share, QoS"},
+    {"list", a_list, "the cluster's accounts with their limits and users"},
+    {"show", a_show, "one account"},
+    {"update", a_update, "change an account's settings"},
+    {"delete", a_delete, "delete an account (refused while it has jobs)"},
+    {NULL, NULL, NULL},
+};
+
+int cmd_accounts(struct cli *c, int argc, char **argv)
+{
+    return cli_dispatch(c, "mtc accounts", account_cmds, argc - 1, argv + 1);
+}
+
+/* users add|remove CLUSTER --account A USER; users list CLUSTER --account A */
+static int users(struct cli *c, int argc, char **argv, const char *verb)
+{
+    const char *use = strcmp(verb, "list") == 0 ? "mtc users list CLUSTER --account A [--json]"
+                                                : "mtc users add|remove CLUSTER --account A USER";
+    const char *cluster = NULL, *account = NULL, *user = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--account") == 0 && i + 1 < argc)
+            account = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            c->json = 1;
+        else if (argv[i][0] == '-')
+            return cli_fail("unknown flag \"%s\"\nusage: %s", argv[i], use);
+        else if (!cluster)
+            cluster = argv[i];
+        else if (!user && strcmp(verb, "list") != 0)
+            user = argv[i];
+        else
+            return cli_fail("unexpected argument \"%s\"\nusage: %s", argv[i], use);
+    }
+    if (!cluster || !account || (strcmp(verb, "list") != 0 && !user))
+        return cli_fail("usage: %s", use);
+    char path[1024], rest[128];
+    snprintf(rest, sizeof(rest), "/users%s%s", strcmp(verb, "remove") == 0 ? "/" : "",
+             strcmp(verb, "remove") == 0 ? user : "");
+    path_of(c, path, sizeof(path), cluster, account, rest);
+    json_t *body = strcmp(verb, "add") == 0 ? json_pack("{s:s}", "name", user) : NULL, *out = NULL;
+    mtc_error_t err = {""};
+    const char *method = strcmp(verb, "add") == 0 ? "POST" : strcmp(verb, "remove") == 0 ? "DELETE" : "GET";
+    int rc = cli_call_ok(c, method, path, body, &out, &err);
+    json_decref(body);
+    if (rc < 0)
+        return cli_fail("%s", err.text);
+    if (c->json)
+        cli_print_json(out);
+    else if (strcmp(verb, "list") == 0) {
+        size_t i;
+        json_t *u;
+        json_array_foreach(json_object_get(out, "users"), i, u) printf("%s\n", json_string_value(u));
+    } else
+        printf("user %s %s account %s\n", user, strcmp(verb, "add") == 0 ? "added to" : "removed from",
+               account);
+    json_decref(out);
+    return 0;
+}
+
+static int u_add(struct cli *c, int argc, char **argv)
+{
+    return users(c, argc, argv, "add");
+}
+static int u_remove(struct cli *c, int argc, char **argv)
+{
+    return users(c, argc, argv, "remove");
+}
+static int u_list(struct cli *c, int argc, char **argv)
+{
+    return users(c, argc, argv, "list");
+}
+
+static const struct cli_cmd user_cmds[] = {
+    {"add", u_add, "add a user to an account"},
+    {"remove", u_remove, "remove a user from an account"},
+    {"list", u_list, "an account's users"},
+    {NULL, NULL, NULL},
+};
+
+int cmd_users(struct cli *c, int argc, char **argv)
+{
+    return cli_dispatch(c, "mtc users", user_cmds, argc - 1, argv + 1);
+}

@@ -1,0 +1,254 @@
+/* acct: a cluster's accounts and their users in Slurm's accounting database,
+ * through sacctmgr (issue 31, point 2) — an account's description, parent,
+ * fair-share weight, limits (GrpTRES nodes and GPUs, GrpJobs running jobs,
+ * MaxWall) and allowed QoS; the users of an account. Names reach sacctmgr's
+ * command line as words of their own, never through a shell; the caller
+ * validates them (slurm_acct_name_valid). */
+#include "slurm/slurm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ACCT_TIMEOUT_MS 20000
+
+int slurm_acct_name_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 32 || !(s[0] >= 'a' && s[0] <= 'z'))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+              s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* sacctmgr -i -n -P ARGS on conf; its output into out (may be NULL). */
+static int sacctmgr(const char *conf, char *const args[], char **out, mtc_error_t *err)
+{
+    char *argv[32] = {"sacctmgr", "-i", "-n", "-P"};
+    int n = 4;
+    for (int i = 0; args[i] && n < 31; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    char *o = NULL;
+    int rc = slurm_cmd(conf, argv, &o, ACCT_TIMEOUT_MS);
+    if (rc != 0) {
+        const char *t = o && *o ? o : "no output";
+        /* sacctmgr's own words, first line: "Nothing deleted", " Job(s) active, cancel …" */
+        while (*t == ' ')
+            t++;
+        errprintf(err, "sacctmgr: %.*s", (int)strcspn(t, "\n"), t);
+        free(o);
+        errno = EIO;
+        return -1;
+    }
+    if (out)
+        *out = o;
+    else
+        free(o);
+    return 0;
+}
+
+/* The settings sacctmgr takes for an account: "Key=value" words into w
+ * (each malloc'd), their count. */
+static int set_words(const struct slurm_account *a, char *w[16])
+{
+    int n = 0;
+    if (a->description)
+        n += asprintf(&w[n], "Description=%s", a->description) > 0;
+    if (a->fairshare > 0)
+        n += asprintf(&w[n], "Fairshare=%d", a->fairshare) > 0;
+    if (a->max_nodes != SLURM_ACCT_UNSET || a->max_gpus != SLURM_ACCT_UNSET) { /* -1 clears */
+        char tres[96] = "";
+        if (a->max_nodes != SLURM_ACCT_UNSET)
+            snprintf(tres, sizeof(tres), "node=%d", a->max_nodes);
+        if (a->max_gpus != SLURM_ACCT_UNSET)
+            snprintf(tres + strlen(tres), sizeof(tres) - strlen(tres), "%sgres/gpu=%d",
+                     *tres ? "," : "", a->max_gpus);
+        n += asprintf(&w[n], "GrpTRES=%s", tres) > 0;
+    }
+    if (a->max_running_jobs != SLURM_ACCT_UNSET)
+        n += asprintf(&w[n], "GrpJobs=%d", a->max_running_jobs) > 0;
+    if (a->max_wall && *a->max_wall)
+        n += asprintf(&w[n], "MaxWall=%s", a->max_wall) > 0;
+    if (a->qos && *a->qos)
+        n += asprintf(&w[n], "QOS=%s", a->qos) > 0;
+    return n;
+}
+
+static void free_words(char **w, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(w[i]);
+}
+
+int slurm_account_add(const char *conf, const char *cluster, const struct slurm_account *a,
+                      mtc_error_t *err)
+{
+    char *w[16], cl[96], parent[96];
+    int n = set_words(a, w);
+    snprintf(cl, sizeof(cl), "Cluster=%s", cluster);
+    snprintf(parent, sizeof(parent), "Parent=%s", a->parent && *a->parent ? a->parent : "root");
+    char *args[24] = {"add", "account", (char *)a->name, cl, parent};
+    int k = 5;
+    for (int i = 0; i < n; i++)
+        args[k++] = w[i];
+    args[k] = NULL;
+    int rc = sacctmgr(conf, args, NULL, err);
+    free_words(w, n);
+    return rc;
+}
+
+int slurm_account_modify(const char *conf, const char *cluster, const struct slurm_account *a,
+                         mtc_error_t *err)
+{
+    char *w[16], name[96], cl[96];
+    int n = set_words(a, w);
+    if (a->parent && *a->parent)
+        n += asprintf(&w[n], "Parent=%s", a->parent) > 0;
+    if (n == 0)
+        return 0;
+    snprintf(name, sizeof(name), "Name=%s", a->name);
+    snprintf(cl, sizeof(cl), "Cluster=%s", cluster);
+    char *args[24] = {"modify", "account", "where", name, cl, "set"};
+    int k = 6;
+    for (int i = 0; i < n; i++)
+        args[k++] = w[i];
+    args[k] = NULL;
+    int rc = sacctmgr(conf, args, NULL, err);
+    free_words(w, n);
+    return rc;
+}
+
+int slurm_account_delete(const char *conf, const char *cluster, const char *name,
+                         mtc_error_t *err)
+{
+    char n[96], cl[96];
+    snprintf(n, sizeof(n), "Name=%s", name);
+    snprintf(cl, sizeof(cl), "Cluster=%s", cluster);
+    char *args[] = {"delete", "account", "where", n, cl, NULL};
+    if (sacctmgr(conf, args, NULL, err) < 0)
+        return -1;
+    /* the account itself, once no cluster of the database has it (best effort) */
+    char *all[] = {"delete", "account", "where", n, NULL};
+    sacctmgr(conf, all, NULL, NULL);
+    return 0;
+}
+
+int slurm_account_user(const char *conf, const char *cluster, const char *account,
+                       const char *user, int add, mtc_error_t *err)
+{
+    char a[96], cl[96], u[96];
+    snprintf(a, sizeof(a), "Account=%s", account);
+    snprintf(cl, sizeof(cl), "Cluster=%s", cluster);
+    snprintf(u, sizeof(u), "Name=%s", user);
+    char *add_args[] = {"add", "user", (char *)user, a, cl, NULL};
+    char *del_args[] = {"delete", "user", "where", u, a, cl, NULL};
+    return sacctmgr(conf, add ? add_args : del_args, NULL, err);
+}
+
+/* A GrpTRES value's count of key ("node=2,gres/gpu=8"), or -1. */
+static int tres_of(const char *tres, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *p = tres; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, key, k) == 0 && p[k] == '=')
+            return atoi(p + k + 1);
+    return -1;
+}
+
+json_t *slurm_accounts(const char *conf, const char *cluster, mtc_error_t *err)
+{
+    char cl[96], *assoc = NULL, *desc = NULL;
+    snprintf(cl, sizeof(cl), "Cluster=%s", cluster);
+    char *a1[] = {"show", "assoc", "where", cl,
+                  "format=Account,User,ParentName,Fairshare,GrpTRES,GrpJobs,MaxWall,QOS", NULL};
+    char *a2[] = {"show", "account", "format=Account,Description", NULL};
+    if (sacctmgr(conf, a1, &assoc, err) < 0 || sacctmgr(conf, a2, &desc, err) < 0) {
+        free(assoc);
+        return NULL;
+    }
+    json_t *byname = json_object();
+    for (char *line = strtok(assoc, "\n"); line; line = strtok(NULL, "\n")) {
+        char *f[8] = {0};
+        int nf = 0;
+        for (char *p = line; nf < 8; nf++) {
+            f[nf] = p;
+            char *bar = strchr(p, '|');
+            if (!bar) {
+                nf++;
+                break;
+            }
+            *bar = '\0';
+            p = bar + 1;
+        }
+        if (nf < 8 || !*f[0] || strcmp(f[0], "root") == 0)
+            continue; /* root is Slurm's own */
+        json_t *a = json_object_get(byname, f[0]);
+        if (!a) {
+            a = json_pack("{s:s, s:[]}", "name", f[0], "users");
+            json_object_set_new(byname, f[0], a);
+        }
+        if (*f[1]) { /* a user's association */
+            json_array_append_new(json_object_get(a, "users"), json_string(f[1]));
+            continue;
+        }
+        json_object_set_new(a, "parent", json_string(*f[2] ? f[2] : "root"));
+        json_object_set_new(a, "fairshare", json_integer(atoi(f[3])));
+        json_t *lim = json_object();
+        if (tres_of(f[4], "node") >= 0)
+            json_object_set_new(lim, "maxNodes", json_integer(tres_of(f[4], "node")));
+        if (tres_of(f[4], "gres/gpu") >= 0)
+            json_object_set_new(lim, "maxGpus", json_integer(tres_of(f[4], "gres/gpu")));
+        if (*f[5])
+            json_object_set_new(lim, "maxRunningJobs", json_integer(atoi(f[5])));
+        if (*f[6])
+            json_object_set_new(lim, "maxWall", json_string(f[6]));
+        json_object_set_new(a, "limits", lim);
+        json_t *q = json_array();
+        for (char *s = f[7]; s && *s;) {
+            size_t k = strcspn(s, ",");
+            json_array_append_new(q, json_stringn(s, k));
+            s += k + (s[k] == ',');
+        }
+        json_object_set_new(a, "qos", q);
+    }
+    for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n")) {
+        char *bar = strchr(line, '|');
+        if (!bar)
+            continue;
+        *bar = '\0';
+        json_t *a = json_object_get(byname, line);
+        if (a)
+            json_object_set_new(a, "description", json_string(bar + 1));
+    }
+    free(assoc);
+    free(desc);
+    json_t *out = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach(byname, k, v) json_array_append(out, v);
+    json_decref(byname);
+    return out;
+}
+
+json_t *slurm_account_jobs(const char *conf, const char *account, mtc_error_t *err)
+{
+    char *argv[] = {"squeue", "-h", "-A", (char *)account, "-t", "RUNNING,PENDING,SUSPENDED",
+                    "-o", "%i", NULL};
+    char *o = NULL;
+    if (slurm_cmd(conf, argv, &o, ACCT_TIMEOUT_MS) != 0) {
+        errprintf(err, "squeue: %.*s", o ? (int)strcspn(o, "\n") : 0, o ? o : "");
+        free(o);
+        return NULL;
+    }
+    json_t *ids = json_array();
+    for (char *line = strtok(o, "\n"); line; line = strtok(NULL, "\n"))
+        if (*line)
+            json_array_append_new(ids, json_string(line));
+    free(o);
+    return ids;
+}
