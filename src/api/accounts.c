@@ -334,3 +334,131 @@ int api_account_user_remove(struct api_req *r, struct api_resp *out)
         return api_error(out, 400, "user \"%.40s\": must match [a-z][a-z0-9_-]{0,31}", r->cap[4]);
     return change_user(r, out, r->cap[4], 0);
 }
+
+/* ---- …/qos: qualities of service (priority, limits, preemption) ---- */
+
+static const struct schema_field f_qos[] = {
+    {.name = "name", .kind = SCHEMA_STR, .check = name_ok},
+    {.name = "priority", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = 1000000},
+    {.name = "limits", .kind = SCHEMA_OBJ, .obj = &s_limits},
+    {.name = "preempt", .kind = SCHEMA_STRS, .max_items = 16},
+    {.name = "graceSeconds", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = 3600},
+    {.name = NULL}};
+static const struct schema s_qos = {f_qos, SCHEMA_PROTO3 | SCHEMA_QUOTING, NULL, NULL};
+
+/* The QoS named name (NULL: errno ENOENT, or EIO + err). Caller owns. */
+static json_t *qos_named(const char *conf, const char *name, mtc_error_t *err)
+{
+    json_t *all = slurm_qos_list(conf, err);
+    if (!all)
+        return errno = EIO, NULL;
+    size_t i;
+    json_t *q, *found = NULL;
+    json_array_foreach(all, i, q) if (strcmp(json_string_value(json_object_get(q, "name")), name) == 0)
+        found = json_incref(q);
+    json_decref(all);
+    if (!found)
+        errno = ENOENT;
+    return found;
+}
+
+int api_qos_list(struct api_req *r, struct api_resp *out)
+{
+    char conf[PATH_MAX];
+    if (acct_cluster(r, out, conf, sizeof(conf), NULL) < 0)
+        return 0;
+    mtc_error_t err = {""};
+    json_t *all = slurm_qos_list(conf, &err);
+    if (!all)
+        return api_error(out, 500, "%s", err.text);
+    out->body = json_pack("{s:o}", "qos", all);
+    return 0;
+}
+
+int api_qos_get(struct api_req *r, struct api_resp *out)
+{
+    char conf[PATH_MAX];
+    if (path_account(r, out) < 0 || acct_cluster(r, out, conf, sizeof(conf), NULL) < 0)
+        return 0;
+    mtc_error_t err = {""};
+    out->body = qos_named(conf, r->cap[3], &err);
+    if (!out->body)
+        return api_error(out, errno == ENOENT ? 404 : 500, "qos %s: %s", r->cap[3],
+                         errno == ENOENT ? "not found" : err.text);
+    return 0;
+}
+
+int api_qos_create(struct api_req *r, struct api_resp *out)
+{
+    char conf[PATH_MAX], pre[600] = "", name[40] = "";
+    int nodes = 0;
+    mtc_error_t err = {""};
+    json_t *canon = schema_normalize(r->body ? r->body : json_object(), &s_qos, "", &err);
+    if (!canon)
+        return api_error(out, 400, "%s", err.text);
+    const char *given = api_query(r, "qosId");
+    if (!given)
+        given = json_string_value(json_object_get(canon, "name"));
+    if (given && strlen(given) < sizeof(name))
+        memcpy(name, given, strlen(given) + 1);
+    const json_t *lim = json_object_get(canon, "limits");
+    struct slurm_qos q = {
+        .name = name,
+        .priority = (int)json_integer_value(json_object_get(canon, "priority")),
+        .max_nodes = json_object_get(lim, "maxNodes") ? (int)json_integer_value(json_object_get(lim, "maxNodes")) : -1,
+        .max_gpus = json_object_get(lim, "maxGpus") ? (int)json_integer_value(json_object_get(lim, "maxGpus")) : -1,
+        .max_wall = json_string_value(json_object_get(lim, "maxWall")),
+        .grace_s = (int)json_integer_value(json_object_get(canon, "graceSeconds")),
+    };
+    int rc = 0;
+    if (!slurm_acct_name_valid(name))
+        rc = api_error(out, 400, "qos name: give qosId= or \"name\", matching [a-z][a-z0-9_-]{0,31}");
+    else if (acct_cluster(r, out, conf, sizeof(conf), &nodes) < 0)
+        rc = -1;
+    else if (q.max_nodes > nodes)
+        rc = api_error(out, 400, "limits.maxNodes: %d is more than the cluster's %d nodes: it would never bind",
+                       q.max_nodes, nodes);
+    size_t i;
+    json_t *p;
+    json_array_foreach(rc == 0 ? json_object_get(canon, "preempt") : NULL, i, p)
+    {
+        mtc_error_t e2 = {""};
+        json_t *other = slurm_acct_name_valid(json_string_value(p)) ? qos_named(conf, json_string_value(p), &e2) : NULL;
+        if (!other) {
+            rc = api_error(out, 400, "preempt[%zu]: no qos \"%.40s\" in cluster %s", i,
+                           json_string_value(p), r->cap[2]);
+            break;
+        }
+        json_decref(other);
+        snprintf(pre + strlen(pre), sizeof(pre) - strlen(pre), "%s%s", i ? "," : "", json_string_value(p));
+    }
+    q.preempt = *pre ? pre : NULL;
+    json_t *had = rc == 0 ? qos_named(conf, name, &err) : NULL;
+    if (had) {
+        json_decref(had);
+        rc = api_error(out, 409, "qos %s already exists in cluster %s", name, r->cap[2]);
+    }
+    if (rc == 0 && slurm_qos_add(conf, &q, &err) < 0)
+        api_error(out, 400, "qos %s: %s", name, err.text);
+    else if (rc == 0)
+        out->body = qos_named(conf, name, &err);
+    json_decref(canon);
+    return 0;
+}
+
+int api_qos_delete(struct api_req *r, struct api_resp *out)
+{
+    char conf[PATH_MAX];
+    if (path_account(r, out) < 0 || acct_cluster(r, out, conf, sizeof(conf), NULL) < 0)
+        return 0;
+    mtc_error_t err = {""};
+    json_t *q = qos_named(conf, r->cap[3], &err);
+    if (!q)
+        return api_error(out, errno == ENOENT ? 404 : 500, "qos %s: %s", r->cap[3],
+                         errno == ENOENT ? "not found" : err.text);
+    json_decref(q);
+    if (slurm_qos_delete(conf, r->cap[3], &err) < 0)
+        return api_error(out, 400, "qos %s: %s", r->cap[3], err.text);
+    out->body = json_object();
+    return 0;
+}

@@ -27,6 +27,7 @@ static const struct cli_cmd commands[] = {
     {"endpoints", cmd_endpoints, "inference endpoints: create, deploy, undeploy, list, predict, delete"},
     {"accounts", cmd_accounts, "a cluster's accounts: create, list, show, update, delete (limits, fair share, QoS)"},
     {"users", cmd_users, "an account's users: add, remove, list"},
+    {"qos", cmd_qos, "a cluster's QoS: create, list, delete (priority, limits, preemption)"},
     {"console", cmd_console, "the web console: start mtcd on 127.0.0.1 if needed, print a login link"},
     {NULL, NULL, NULL},
 };

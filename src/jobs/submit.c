@@ -50,6 +50,37 @@ struct target {
     char hosts_mtc[PATH_MAX], hosts_url[512], hosts_ca[PATH_MAX];
 };
 
+/* A run's account and QoS exist in the cluster's accounting database — said
+ * in one line before anything is made or submitted (sbatch's own refusal
+ * would come after the run's directory). 0, or -1 + err (EINVAL). */
+static int charge_check(const struct target *t, const char *cluster, const struct recipe_run *run,
+                        mtc_error_t *err)
+{
+    if (!run->account && !run->qos)
+        return 0;
+    mtc_error_t e2 = {""};
+    json_t *accounts = run->account ? slurm_accounts(t->conf, cluster, &e2) : json_array();
+    json_t *qos = accounts && run->qos ? slurm_qos_list(t->conf, &e2) : json_array();
+    if (!accounts || !qos) {
+        json_decref(accounts), json_decref(qos);
+        return fail(EINVAL, err, "account/qos: cluster %s has no accounting to check them in (%s)",
+                    cluster, e2.text);
+    }
+    int have_a = !run->account || strcmp(run->account, "root") == 0, have_q = !run->qos;
+    size_t i;
+    json_t *x;
+    json_array_foreach(accounts, i, x) have_a |= strcmp(cget(x, "name"), run->account) == 0;
+    json_array_foreach(qos, i, x) have_q |= strcmp(cget(x, "name"), run->qos) == 0;
+    json_decref(accounts), json_decref(qos);
+    if (!have_a)
+        return fail(EINVAL, err, "account %s: no such account in cluster %s (mtc accounts list %s)",
+                    run->account, cluster, cluster);
+    if (!have_q)
+        return fail(EINVAL, err, "qos %s: no such qos in cluster %s (mtc qos list %s)", run->qos,
+                    cluster, cluster);
+    return 0;
+}
+
 static int cluster_target(struct control *ctl, const char *id, struct target *t, mtc_error_t *err)
 {
     mtc_error_t e2 = {""};
@@ -280,7 +311,7 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
                 json_t **cfg, mtc_error_t *err)
 {
     struct target t;
-    if (cluster_target(q->ctl, q->cl->id, &t, err) < 0)
+    if (cluster_target(q->ctl, q->cl->id, &t, err) < 0 || charge_check(&t, q->cl->id, run, err) < 0)
         return -1;
     json_t *recipe = jobs_recipe(q->req, err);
     if (!recipe)

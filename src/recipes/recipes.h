@@ -63,6 +63,8 @@ struct recipe_run {
     const char *executor;        /* "slurm" (default) | "local" */
     const char *cluster_type;    /* --slurm-type; default "local" */
     const char *partition;       /* -p */
+    const char *account;         /* --account: the Slurm account it is charged to */
+    const char *qos;             /* --qos: its quality of service (priority, preemption) */
     const char *work_dir;        /* -d: checkpoints and logs go under it when set */
     const char *image;           /* -i: container image (.sqsh) */
     const char *log_dir;         /* --log-dir: metrics + TensorBoard */

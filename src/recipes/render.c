@@ -365,6 +365,10 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
     }
     if (run->partition)
         json_object_set_new(out, "partition", json_string(run->partition));
+    if (run->account)
+        json_object_set_new(out, "account", json_string(run->account));
+    if (run->qos)
+        json_object_set_new(out, "qos", json_string(run->qos));
     if (run->image)
         json_object_set_new(out, "image", json_string(run->image));
     if (run->work_dir)
@@ -622,6 +626,10 @@ static void put_header(FILE *f, const json_t *cfg)
     fprintf(f, "#SBATCH --job-name=%s\n", json_string_value(json_object_get(cfg, "experiment")));
     if (part)
         fprintf(f, "#SBATCH --partition=%s\n", part);
+    static const char *const charge[] = {"account", "qos"}; /* checked names */
+    for (int i = 0; i < 2; i++)
+        if (json_string_value(json_object_get(cfg, charge[i])))
+            fprintf(f, "#SBATCH --%s=%s\n", charge[i], json_string_value(json_object_get(cfg, charge[i])));
     fprintf(f, "#SBATCH --nodes=%d\n", geti(cfg, "nodes", 1));
     /* GPU nodes are taken whole and srun starts one rank per GPU (below); CPU
      * ranks ask for their threads */

@@ -2,6 +2,7 @@
  * `mtc run`'s flags and the API's trainingJobs body, so the two cannot drift:
  * every member of struct recipe_run has a row (checked when this compiles). */
 #include "recipes/recipes.h"
+#include "slurm/slurm.h"
 #include "dataset/dataset.h"
 #include "registry/registry.h"
 
@@ -53,6 +54,17 @@ static int check_partition(const struct schema_field *f, json_t **v, const char 
     if (recipe_partition_valid(s))
         return 0;
     return schema_error(err, path, "%.80s: not a partition name ([A-Za-z0-9_.-], 1-64)", s);
+}
+
+/* account and qos: names sacctmgr accepts (they reach #SBATCH lines) */
+static int check_acct_name(const struct schema_field *f, json_t **v, const char *path,
+                           mtc_error_t *err)
+{
+    (void)f;
+    if (slurm_acct_name_valid(json_string_value(*v)))
+        return 0;
+    return schema_error(err, path, "%.40s: must match [a-z][a-z0-9_-]{0,31}",
+                        json_string_value(*v));
 }
 
 static int check_time(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
@@ -191,6 +203,8 @@ static const struct schema_field f_request[] = {
      .check = check_ctype,
      RUN(cluster_type)},
     STR("partition", partition, check_partition),
+    STR("account", account, check_acct_name),
+    STR("qos", qos, check_acct_name),
     STR("workDir", work_dir, check_path),
     {.name = "containerImage",
      .kind = SCHEMA_STR,
@@ -248,7 +262,9 @@ _Static_assert(M_OFF(recipe) == 0, "struct recipe_run: a member before recipe ha
 FOLLOWS(recipe, executor);
 FOLLOWS(executor, cluster_type);
 FOLLOWS(cluster_type, partition);
-FOLLOWS(partition, work_dir);
+FOLLOWS(partition, account);
+FOLLOWS(account, qos);
+FOLLOWS(qos, work_dir);
 FOLLOWS(work_dir, image);
 FOLLOWS(image, log_dir);
 FOLLOWS(log_dir, cache_dir);
@@ -279,6 +295,8 @@ const struct recipe_flag recipe_flags[] = {
     {"executor", "-e", "--executor", 0},
     {"clusterType", NULL, "--slurm-type", 0},
     {"partition", "-p", "--partition", 0},
+    {"account", "-A", "--account", 0},
+    {"qos", "-q", "--qos", 0},
     {"workDir", "-d", "--work-dir", 1},
     {"containerImage", "-i", "--image", 1},
     {"logDir", NULL, "--log-dir", 1},

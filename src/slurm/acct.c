@@ -252,3 +252,83 @@ json_t *slurm_account_jobs(const char *conf, const char *account, mtc_error_t *e
     free(o);
     return ids;
 }
+
+/* ---- quality of service ---- */
+
+int slurm_qos_add(const char *conf, const struct slurm_qos *q, mtc_error_t *err)
+{
+    char *w[8];
+    int n = 0;
+    n += asprintf(&w[n], "Priority=%d", q->priority) > 0;
+    if (q->max_nodes >= 0 || q->max_gpus >= 0) {
+        char tres[96] = "";
+        if (q->max_nodes >= 0)
+            snprintf(tres, sizeof(tres), "node=%d", q->max_nodes);
+        if (q->max_gpus >= 0)
+            snprintf(tres + strlen(tres), sizeof(tres) - strlen(tres), "%sgres/gpu=%d",
+                     *tres ? "," : "", q->max_gpus);
+        n += asprintf(&w[n], "GrpTRES=%s", tres) > 0;
+    }
+    if (q->max_wall && *q->max_wall)
+        n += asprintf(&w[n], "MaxWall=%s", q->max_wall) > 0;
+    if (q->preempt && *q->preempt)
+        n += asprintf(&w[n], "Preempt=%s", q->preempt) > 0;
+    if (q->grace_s > 0)
+        n += asprintf(&w[n], "GraceTime=%d", q->grace_s) > 0;
+    char *args[16] = {"add", "qos", (char *)q->name};
+    int k = 3;
+    for (int i = 0; i < n; i++)
+        args[k++] = w[i];
+    args[k] = NULL;
+    int rc = sacctmgr(conf, args, NULL, err);
+    free_words(w, n);
+    return rc;
+}
+
+int slurm_qos_delete(const char *conf, const char *name, mtc_error_t *err)
+{
+    char n[96];
+    snprintf(n, sizeof(n), "Name=%s", name);
+    char *args[] = {"delete", "qos", "where", n, NULL};
+    return sacctmgr(conf, args, NULL, err);
+}
+
+json_t *slurm_qos_list(const char *conf, mtc_error_t *err)
+{
+    char *o = NULL;
+    char *args[] = {"show", "qos", "format=Name,Priority,GrpTRES,MaxWall,Preempt,GraceTime", NULL};
+    if (sacctmgr(conf, args, &o, err) < 0)
+        return NULL;
+    json_t *out = json_array();
+    for (char *line = strtok(o, "\n"); line; line = strtok(NULL, "\n")) {
+        char *f[6] = {0};
+        int nf = 0;
+        for (char *p = line; p && nf < 6;) {
+            f[nf++] = p;
+            p = strchr(p, '|');
+            if (p)
+                *p++ = '\0';
+        }
+        if (nf < 6 || !*f[0])
+            continue;
+        json_t *q = json_pack("{s:s, s:i}", "name", f[0], "priority", atoi(f[1]));
+        json_t *lim = json_object();
+        if (tres_of(f[2], "node") >= 0)
+            json_object_set_new(lim, "maxNodes", json_integer(tres_of(f[2], "node")));
+        if (tres_of(f[2], "gres/gpu") >= 0)
+            json_object_set_new(lim, "maxGpus", json_integer(tres_of(f[2], "gres/gpu")));
+        if (*f[3])
+            json_object_set_new(lim, "maxWall", json_string(f[3]));
+        json_object_set_new(q, "limits", lim);
+        json_t *pre = json_array();
+        for (char *s = f[4]; s && *s;) {
+            size_t k = strcspn(s, ",");
+            json_array_append_new(pre, json_stringn(s, k));
+            s += k + (s[k] == ',');
+        }
+        json_object_set_new(q, "preempt", pre);
+        json_array_append_new(out, q);
+    }
+    free(o);
+    return out;
+}

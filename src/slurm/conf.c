@@ -245,6 +245,11 @@ static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout
                 l->acct.host, l->acct.port, sock);
         if (l->acct.enforce && *l->acct.enforce)
             fprintf(f, "AccountingStorageEnforce=%s\n", l->acct.enforce);
+        /* a team's cluster: priority by QoS and fair share, a QoS preempts the
+         * QoS it names by requeueing their jobs (which resume from checkpoints) */
+        fprintf(f, "PriorityType=priority/multifactor\nPriorityWeightQOS=10000\n"
+                   "PriorityWeightFairshare=1000\nPriorityWeightAge=100\n"
+                   "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n");
     } else {
         fprintf(f, "JobAcctGatherType=jobacct_gather/none\n");
     }

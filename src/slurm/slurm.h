@@ -254,4 +254,19 @@ json_t *slurm_accounts(const char *conf, const char *cluster, mtc_error_t *err);
 /* The ids of the account's jobs that run, wait or are suspended. NULL + err. */
 json_t *slurm_account_jobs(const char *conf, const char *account, mtc_error_t *err);
 
+/* A quality of service: priority, limits over all its jobs, which QoS its
+ * jobs preempt (PreemptType=preempt/qos, PreemptMode=REQUEUE). */
+struct slurm_qos {
+    const char *name;
+    int priority;
+    int max_nodes, max_gpus; /* GrpTRES; -1: none */
+    const char *max_wall;    /* NULL: none */
+    const char *preempt;     /* comma list of QoS names; NULL: none */
+    int grace_s;             /* GraceTime: seconds between TERM and KILL at preemption */
+};
+int slurm_qos_add(const char *conf, const struct slurm_qos *q, mtc_error_t *err);
+int slurm_qos_delete(const char *conf, const char *name, mtc_error_t *err);
+/* [{name, priority, limits {maxNodes, maxGpus, maxWall}, preempt [...]}]. NULL + err. */
+json_t *slurm_qos_list(const char *conf, mtc_error_t *err);
+
 #endif

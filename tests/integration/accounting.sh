@@ -10,6 +10,7 @@
 # both and removes the instance; an external database's credentials file
 # that others may read is refused in one line.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
 
 check "mtcd up" start_mtcd
@@ -81,6 +82,36 @@ check "creating an account twice: one line, non-zero" bash -c "[ $rc -ne 0 ] && 
 check "mtc users remove, then the account deleted" \
     bash -c "mtc users remove ac --account a root && mtc accounts delete ac b && mtc accounts delete ac a"
 check "  gone from sacctmgr" bash -c "! sacctmgr -n -P show account format=account | grep -qx a"
+
+# --- QoS and preemption: a high job requeues a low one, which resumes ------------
+check "mtc qos create: low (priority 10), high (priority 1000, preempts low)" \
+    bash -c "mtc qos create ac low --priority 10 && mtc qos create ac high --priority 1000 --preempt low"
+check "mtc qos list: high preempts low" bash -c "mtc qos list ac | grep -qx 'high: priority 1000, preempts low'"
+check "an account allowed both, root in it" \
+    bash -c "mtc accounts create ac team --qos normal,low,high && mtc users add ac --account team root"
+out=$(mtc run -s "$D/none.json" -A nosuch -n 1 2>&1); rc=$?
+check "mtc run -A with an unknown account: one line before submitting" \
+    bash -c "[ $rc -ne 0 ] && grep -q 'account nosuch: no such account in cluster ac' <<<\"\$0\"" "$out"
+run_corpus "$D/data"
+run_recipe "$D/low.json" 1500 10
+(cd "$D" && mtc run -s "$D/low.json" -n 2 -A team -q low --data-dir "$D/data" --experiment-name low >"$D/low.out" 2>&1)
+LTD=$(mtc experiment status low --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["taskDir"])')
+LJ=$(mtc experiment status low --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobId"])')
+steps_at() { [ "$(wc -l 2>/dev/null <"$LTD/logs/metrics.jsonl" || echo 0)" -ge "$1" ]; }
+check "a low-QoS mtc-train job on both nodes logs steps" wait_for 120 steps_at 25
+HJ=$(sbatch --parsable -A team -q high -N 2 --exclusive --wrap 'sleep 2')
+hi_done() { sacct -n -X -P -j "$HJ" -o state 2>/dev/null | grep -qx COMPLETED; }
+check "a high-QoS job on both nodes: it preempts the low one and runs" wait_for 120 hi_done
+check "  the low job was requeued (Restarts=1)" bash -c "scontrol show job $LJ -o | grep -q 'Restarts=1'"
+check "  and completes (mtcd lifts the requeue hold)" test "$(run_wait_final 300 low)" = COMPLETED
+check "  resumed from its checkpoint: every step once" python3 - "$LTD/logs/metrics.jsonl" 1500 <<'PY'
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
+assert steps == list(range(1, int(sys.argv[2]) + 1)), [s for s in steps if steps.count(s) > 1][:5] or len(steps)
+PY
+grep -E "^mtc:|resuming|signal" "$LTD/$LJ.log" | sed 's/^/# /'
+check "  sacct: both jobs under account team with their QoS" \
+    bash -c "sacct -n -X -P -j $LJ,$HJ -o jobid,account,qos | sort -u | grep -c '|team|' | grep -qx 2"
 
 # --- kill -9: both restarted, nothing lost ---------------------------------------
 kill -9 "$DBD"

@@ -269,3 +269,135 @@ int cmd_users(struct cli *c, int argc, char **argv)
 {
     return cli_dispatch(c, "mtc users", user_cmds, argc - 1, argv + 1);
 }
+
+/* mtc qos create|list|delete */
+static void qos_path(struct cli *c, char *buf, size_t len, const char *cluster, const char *name)
+{
+    snprintf(buf, len, "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s/qos%s%s",
+             c->project, c->location, cluster, name ? "/" : "", name ? name : "");
+}
+
+static int q_create(struct cli *c, int argc, char **argv)
+{
+    const char *use = "mtc qos create CLUSTER NAME [--priority N] [--preempt QOS,...] "
+                      "[--max-nodes N] [--max-gpus N] [--max-wall T] [--grace SECONDS]";
+    json_t *body = json_object(), *lim = json_object();
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0, rc = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (a[0] != '-') {
+            if (npos < 2)
+                pos[npos++] = a;
+            else
+                rc = cli_fail("unexpected argument \"%s\"\nusage: %s", a, use);
+            continue;
+        }
+        if (!v) {
+            rc = cli_fail("%s: needs a value\nusage: %s", a, use);
+            break;
+        }
+        i++;
+        if (strcmp(a, "--priority") == 0)
+            rc = int_flag(body, "priority", a, v);
+        else if (strcmp(a, "--grace") == 0)
+            rc = int_flag(body, "graceSeconds", a, v);
+        else if (strcmp(a, "--max-nodes") == 0)
+            rc = int_flag(lim, "maxNodes", a, v);
+        else if (strcmp(a, "--max-gpus") == 0)
+            rc = int_flag(lim, "maxGpus", a, v);
+        else if (strcmp(a, "--max-wall") == 0)
+            json_object_set_new(lim, "maxWall", json_string(v));
+        else if (strcmp(a, "--preempt") == 0) {
+            json_t *q = json_array();
+            for (const char *s = v; *s;) {
+                size_t k = strcspn(s, ",");
+                json_array_append_new(q, json_stringn(s, k));
+                s += k + (s[k] == ',');
+            }
+            json_object_set_new(body, "preempt", q);
+        } else
+            rc = cli_fail("unknown flag \"%s\"\nusage: %s", a, use);
+    }
+    if (rc == 0 && (!pos[0] || !pos[1]))
+        rc = cli_fail("usage: %s", use);
+    if (json_object_size(lim))
+        json_object_set(body, "limits", lim);
+    json_decref(lim);
+    if (rc) {
+        json_decref(body);
+        return rc;
+    }
+    json_object_set_new(body, "name", json_string(pos[1]));
+    char path[1024];
+    qos_path(c, path, sizeof(path), pos[0], NULL);
+    json_t *out = NULL;
+    mtc_error_t err = {""};
+    rc = cli_call_ok(c, "POST", path, body, &out, &err);
+    json_decref(body);
+    if (rc < 0)
+        return cli_fail("%s", err.text);
+    if (c->json)
+        cli_print_json(out);
+    else
+        printf("qos %s created\n", pos[1]);
+    json_decref(out);
+    return 0;
+}
+
+static int q_list(struct cli *c, int argc, char **argv)
+{
+    const char *use = "mtc qos list CLUSTER [--json]";
+    if (argc < 2 || argv[1][0] == '-')
+        return cli_fail("usage: %s", use);
+    if (cli_json_only(c, argc - 1, argv + 1, use) != 0)
+        return 2;
+    char path[1024];
+    qos_path(c, path, sizeof(path), argv[1], NULL);
+    json_t *out = NULL;
+    mtc_error_t err = {""};
+    if (cli_call_ok(c, "GET", path, NULL, &out, &err) < 0)
+        return cli_fail("%s", err.text);
+    if (c->json) {
+        cli_print_json(out);
+    } else {
+        size_t i, k;
+        json_t *q, *p;
+        json_array_foreach(json_object_get(out, "qos"), i, q)
+        {
+            printf("%s: priority %lld, preempts", json_string_value(json_object_get(q, "name")),
+                   (long long)json_integer_value(json_object_get(q, "priority")));
+            json_array_foreach(json_object_get(q, "preempt"), k, p) printf(" %s", json_string_value(p));
+            printf(json_array_size(json_object_get(q, "preempt")) ? "\n" : " none\n");
+        }
+    }
+    json_decref(out);
+    return 0;
+}
+
+static int q_delete(struct cli *c, int argc, char **argv)
+{
+    if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-')
+        return cli_fail("usage: mtc qos delete CLUSTER NAME");
+    char path[1024];
+    qos_path(c, path, sizeof(path), argv[1], argv[2]);
+    mtc_error_t err = {""};
+    json_t *out = NULL;
+    if (cli_call_ok(c, "DELETE", path, NULL, &out, &err) < 0)
+        return cli_fail("%s", err.text);
+    json_decref(out);
+    printf("qos %s deleted\n", argv[2]);
+    return 0;
+}
+
+static const struct cli_cmd qos_cmds[] = {
+    {"create", q_create, "create a QoS: priority, limits, the QoS it preempts"},
+    {"list", q_list, "the cluster's QoS"},
+    {"delete", q_delete, "delete a QoS"},
+    {NULL, NULL, NULL},
+};
+
+int cmd_qos(struct cli *c, int argc, char **argv)
+{
+    return cli_dispatch(c, "mtc qos", qos_cmds, argc - 1, argv + 1);
+}

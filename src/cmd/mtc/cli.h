@@ -81,6 +81,7 @@ int cmd_data(struct cli *c, int argc, char **argv);
 /* accounts and users of a cluster's accounting (accounts.c) */
 int cmd_accounts(struct cli *c, int argc, char **argv);
 int cmd_users(struct cli *c, int argc, char **argv);
+int cmd_qos(struct cli *c, int argc, char **argv);
 /* the model registry (models.c) */
 int cmd_models(struct cli *c, int argc, char **argv);
 /* inference endpoints (endpoints.c) */

@@ -71,6 +71,7 @@ static json_t *partitions(mtc_error_t *err)
 
 static const char run_use[] =
     "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
+    "               [-A|--account ACCOUNT] [-q|--qos QOS]\n"
     "       mtc run --command 'PROGRAM ARGS' [--launcher srun|torchrun] [-i IMAGE.sqsh] [-n NODES] ...\n"
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
     "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
