@@ -462,3 +462,33 @@ int api_qos_delete(struct api_req *r, struct api_resp *out)
     out->body = json_object();
     return 0;
 }
+
+/* GET …/accounts:usage?since=S — node-hours and GPU-hours per account and
+ * user from the accounting database (sacct; S as sacct's -S takes it:
+ * 2026-12-01, 2026-12-01T08:00, now-7days; default now-7days). */
+int api_account_usage(struct api_req *r, struct api_resp *out)
+{
+    const char *since = api_query(r, "since");
+    char s[40];
+    snprintf(s, sizeof(s), "%s", since ? since : "now-7days");
+    int ok = since == NULL || (*since && strlen(since) < 32 &&
+                               strspn(since, "0123456789-:T") == strlen(since));
+    if (!ok && since && strncmp(since, "now-", 4) == 0) {
+        char *end;
+        long n = strtol(since + 4, &end, 10);
+        ok = n > 0 && n < 100000 &&
+             (!strcmp(end, "days") || !strcmp(end, "hours") || !strcmp(end, "minutes"));
+    }
+    if (!ok)
+        return api_error(out, 400, "since \"%.40s\": a date (2026-12-01[T08:00]) or now-N(days|hours|minutes)",
+                         since);
+    char conf[PATH_MAX];
+    if (acct_cluster(r, out, conf, sizeof(conf), NULL) < 0)
+        return 0;
+    mtc_error_t err = {""};
+    json_t *u = slurm_usage(conf, s, &err);
+    if (!u)
+        return api_error(out, 500, "%s", err.text);
+    out->body = json_pack("{s:s, s:o}", "since", s, "usage", u);
+    return 0;
+}

@@ -63,6 +63,7 @@ int api_account_delete(struct api_req *r, struct api_resp *out);
 int api_account_users(struct api_req *r, struct api_resp *out);
 int api_account_user_add(struct api_req *r, struct api_resp *out);
 int api_account_user_remove(struct api_req *r, struct api_resp *out);
+int api_account_usage(struct api_req *r, struct api_resp *out);
 int api_qos_list(struct api_req *r, struct api_resp *out);
 int api_qos_get(struct api_req *r, struct api_resp *out);
 int api_qos_create(struct api_req *r, struct api_resp *out);

@@ -53,6 +53,7 @@ const struct api_route api_routes[] = {
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, api_op_get,
      API_ROUTE_REGISTRAR},
     {"GET", CLUSTERS "/*/accounts", ROLE_VIEWER, api_account_list, 0},
+    {"GET", CLUSTERS "/*/accounts:usage", ROLE_VIEWER, api_account_usage, 0},
     {"POST", CLUSTERS "/*/accounts", ROLE_ADMIN, api_account_create, 0},
     {"GET", CLUSTERS "/*/accounts/*", ROLE_VIEWER, api_account_get, 0},
     {"PATCH", CLUSTERS "/*/accounts/*", ROLE_ADMIN, api_account_patch, 0},

@@ -332,3 +332,58 @@ json_t *slurm_qos_list(const char *conf, mtc_error_t *err)
     free(o);
     return out;
 }
+
+/* ---- usage ---- */
+
+/* A TRES list's count of key ("cpu=4,mem=1G,node=2,billing=4,gres/gpu=8"). */
+static double tres_count(const char *tres, const char *key)
+{
+    int n = tres_of(tres, key);
+    return n > 0 ? n : 0;
+}
+
+json_t *slurm_usage(const char *conf, const char *since, mtc_error_t *err)
+{
+    char *argv[] = {"sacct", "-a", "-X", "-n", "-P", "-S", (char *)since, "-E", "now",
+                    "-o", "Account,User,ElapsedRaw,AllocTRES", NULL};
+    char *o = NULL;
+    if (slurm_cmd(conf, argv, &o, ACCT_TIMEOUT_MS) != 0) {
+        errprintf(err, "sacct: %.*s", o ? (int)strcspn(o, "\n") : 0, o ? o : "");
+        free(o);
+        return NULL;
+    }
+    json_t *by = json_object(); /* "account|user" → {account, user, jobs, nodeHours, gpuHours} */
+    for (char *line = strtok(o, "\n"); line; line = strtok(NULL, "\n")) {
+        char *f[4] = {0};
+        int nf = 0;
+        for (char *p = line; p && nf < 4;) {
+            f[nf++] = p;
+            p = strchr(p, '|');
+            if (p)
+                *p++ = '\0';
+        }
+        if (nf < 4 || !*f[0])
+            continue;
+        char key[160];
+        snprintf(key, sizeof(key), "%s|%s", f[0], f[1]);
+        json_t *u = json_object_get(by, key);
+        if (!u) {
+            u = json_pack("{s:s, s:s, s:i, s:f, s:f}", "account", f[0], "user", f[1], "jobs", 0,
+                          "nodeHours", 0.0, "gpuHours", 0.0);
+            json_object_set_new(by, key, u);
+        }
+        double secs = atof(f[2]);
+        json_object_set_new(u, "jobs", json_integer(json_integer_value(json_object_get(u, "jobs")) + 1));
+        json_object_set_new(u, "nodeHours", json_real(json_real_value(json_object_get(u, "nodeHours")) +
+                                                      secs * tres_count(f[3], "node") / 3600));
+        json_object_set_new(u, "gpuHours", json_real(json_real_value(json_object_get(u, "gpuHours")) +
+                                                     secs * tres_count(f[3], "gres/gpu") / 3600));
+    }
+    free(o);
+    json_t *out = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach(by, k, v) json_array_append(out, v);
+    json_decref(by);
+    return out;
+}

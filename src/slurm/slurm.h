@@ -269,4 +269,9 @@ int slurm_qos_delete(const char *conf, const char *name, mtc_error_t *err);
 /* [{name, priority, limits {maxNodes, maxGpus, maxWall}, preempt [...]}]. NULL + err. */
 json_t *slurm_qos_list(const char *conf, mtc_error_t *err);
 
+/* Node-hours and GPU-hours of the jobs since (sacct -S: 2026-12-01,
+ * now-7days ...) per account and user, from the accounting database:
+ * [{account, user, jobs, nodeHours, gpuHours}]. NULL + err. */
+json_t *slurm_usage(const char *conf, const char *since, mtc_error_t *err);
+
 #endif

@@ -99,7 +99,7 @@ LTD=$(mtc experiment status low --json | python3 -c 'import json,sys; print(json
 LJ=$(mtc experiment status low --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobId"])')
 steps_at() { [ "$(wc -l 2>/dev/null <"$LTD/logs/metrics.jsonl" || echo 0)" -ge "$1" ]; }
 check "a low-QoS mtc-train job on both nodes logs steps" wait_for 120 steps_at 25
-HJ=$(sbatch --parsable -A team -q high -N 2 --exclusive --wrap 'sleep 2')
+HJ=$(sbatch --parsable -A team -q high -N 2 --exclusive --gpus-per-node=8 --wrap 'sleep 2')
 hi_done() { sacct -n -X -P -j "$HJ" -o state 2>/dev/null | grep -qx COMPLETED; }
 check "a high-QoS job on both nodes: it preempts the low one and runs" wait_for 120 hi_done
 check "  the low job was requeued (Restarts=1)" bash -c "scontrol show job $LJ -o | grep -q 'Restarts=1'"
@@ -112,6 +112,15 @@ PY
 grep -E "^mtc:|resuming|signal" "$LTD/$LJ.log" | sed 's/^/# /'
 check "  sacct: both jobs under account team with their QoS" \
     bash -c "sacct -n -X -P -j $LJ,$HJ -o jobid,account,qos | sort -u | grep -c '|team|' | grep -qx 2"
+
+check "mtc accounts usage: node-hours of account team and user root (both jobs)" python3 -c '
+import json, sys
+u = {(x["account"], x["user"]): x for x in json.loads(sys.argv[1])["usage"]}
+t = u[("team", "root")]
+assert t["jobs"] == 2 and t["nodeHours"] > 0 and t["gpuHours"] > 0, t' "$(mtc accounts usage ac --since now-1days --json)"
+mtc accounts usage ac | sed 's/^/# /'
+out=$(mtc accounts usage ac --since 'x;y' 2>&1); rc=$?
+check "  a bad --since: one line" bash -c "[ $rc -ne 0 ] && grep -q 'since' <<<\"\$0\"" "$out"
 
 # --- kill -9: both restarted, nothing lost ---------------------------------------
 kill -9 "$DBD"

@@ -185,7 +185,54 @@ static int a_list(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+static int a_usage(struct cli *c, int argc, char **argv)
+{
+    const char *use = "mtc accounts usage CLUSTER [--since 2026-12-01|now-7days] [--json]";
+    const char *cluster = NULL, *since = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--since") == 0 && i + 1 < argc)
+            since = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            c->json = 1;
+        else if (argv[i][0] != '-' && !cluster)
+            cluster = argv[i];
+        else
+            return cli_fail("unexpected argument \"%s\"\nusage: %s", argv[i], use);
+    }
+    if (!cluster)
+        return cli_fail("usage: %s", use);
+    char path[1024];
+    path_of(c, path, sizeof(path), cluster, NULL, ":usage");
+    if (since) { /* a date or now-N<unit>: nothing to escape, mtcd checks the rest */
+        if (strspn(since, "abcdefghijklmnopqrstuvwxyz0123456789-:T") != strlen(since))
+            return cli_fail("--since %.40s: a date (2026-12-01[T08:00]) or now-N(days|hours|minutes)",
+                            since);
+        snprintf(path + strlen(path), sizeof(path) - strlen(path), "?since=%s", since);
+    }
+    json_t *out = NULL;
+    mtc_error_t err = {""};
+    if (cli_call_ok(c, "GET", path, NULL, &out, &err) < 0)
+        return cli_fail("%s", err.text);
+    if (c->json) {
+        cli_print_json(out);
+    } else {
+        printf("since %s\n%-16s %-12s %6s %12s %12s\n", json_string_value(json_object_get(out, "since")),
+               "ACCOUNT", "USER", "JOBS", "NODE-HOURS", "GPU-HOURS");
+        size_t i;
+        json_t *u;
+        json_array_foreach(json_object_get(out, "usage"), i, u)
+            printf("%-16s %-12s %6lld %12.3f %12.3f\n", json_string_value(json_object_get(u, "account")),
+                   json_string_value(json_object_get(u, "user")),
+                   (long long)json_integer_value(json_object_get(u, "jobs")),
+                   json_real_value(json_object_get(u, "nodeHours")),
+                   json_real_value(json_object_get(u, "gpuHours")));
+    }
+    json_decref(out);
+    return 0;
+}
+
 static const struct cli_cmd account_cmds[] = {
+    {"usage", a_usage, "node-hours and GPU-hours per account and user (from the database)"},
     {"create", a_create, "create an account: limits, fair share, QoS"},
     {"list", a_list, "the cluster's accounts with their limits and users"},
     {"show", a_show, "one account"},
