@@ -100,9 +100,43 @@ static void test_atomic_threads(const char *dir)
     free(out);
 }
 
+/* Durations as `mtc chaos --every` and `--timeout` take them. */
+static void test_duration(void)
+{
+    static const struct {
+        const char *s;
+        int64_t ms;
+    } good[] = {{"20s", 20000}, {"2m", 120000},   {"90", 90000}, {"1.5h", 5400000},
+                {"500ms", 500}, {"0", 0},         {".5s", 500},  {"0.25m", 15000},
+                {"30d", -1},    {"720h", 2592000000}};
+    char what[64];
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        int64_t ms = -7;
+        int rc = mtc_duration_ms(good[i].s, &ms);
+        snprintf(what, sizeof(what), "duration \"%s\"", good[i].s);
+        if (good[i].ms < 0) /* no day unit: a plain error, not a guess */
+            CHECK(rc == -1 && errno == EINVAL && ms == -7, what);
+        else
+            CHECK(rc == 0 && ms == good[i].ms, what);
+    }
+    static const char *const bad[] = {"", "s", "-5s", "+5s", "5 s", " 5s", "5x", "1e3",
+                                      "5sec", "0x10", "inf", "nan", "5s ", "1..5s", "."};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int64_t ms = -7;
+        snprintf(what, sizeof(what), "duration \"%s\" refused, *ms untouched", bad[i]);
+        CHECK(mtc_duration_ms(bad[i], &ms) == -1 && errno == EINVAL && ms == -7, what);
+    }
+    int64_t ms = -7;
+    CHECK(mtc_duration_ms(NULL, &ms) == -1 && errno == EINVAL, "NULL refused");
+    CHECK(mtc_duration_ms("721h", &ms) == -1 && errno == ERANGE && ms == -7, "past 30 days: ERANGE");
+    CHECK(mtc_duration_ms("99999999999999999999999s", &ms) == -1 && errno == ERANGE,
+          "a huge number: ERANGE, no overflow");
+}
+
 int main(void)
 {
     test_errprintf_one_line();
+    test_duration();
     test_shell_quote();
     CHECK(mtc_name_valid("demo", 10), "plain name valid");
     CHECK(mtc_name_valid("a3m-pool-1", 20), "dashes and digits valid");
