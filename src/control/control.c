@@ -602,3 +602,10 @@ json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *er
 {
     return provider_login(c->prov, cluster_id, err);
 }
+
+int control_node_fault(struct control *c, const char *cluster_id, const json_t *spec,
+                       const char *node, enum provider_fault f, const char *job, unsigned pick,
+                       struct provider_fault_hit *hit, mtc_error_t *err)
+{
+    return provider_node_fault(c->prov, cluster_id, spec, node, f, job, pick, hit, err);
+}

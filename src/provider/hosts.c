@@ -882,4 +882,5 @@ const struct provider_ops provider_hosts_ops = {
     .login = hosts_login,
     .check_storage = hosts_check_storage,
     .power = hosts_power,
+    .node_fault = hosts_node_fault,
 };

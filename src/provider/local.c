@@ -726,4 +726,5 @@ const struct provider_ops provider_local_ops = {
     .node_action = local_node_action,
     .node_check = local_node_check,
     .power = local_power,
+    .node_fault = local_node_fault,
 };

@@ -1,8 +1,8 @@
 /* local.h: internal to the local provider (local.c: apply, supervise,
  * delete, the nodes' daemons on this host; local_node.c: per-node agent,
- * emulated hardware and the node repair actions; local_power.c: elastic
- * nodes). Built on the cluster head (head.h). Not part of the provider
- * interface. */
+ * emulated hardware and the node repair actions; local_fault.c: faults
+ * injected on purpose; local_power.c: elastic nodes). Built on the cluster
+ * head (head.h). Not part of the provider interface. */
 #ifndef MTC_PROVIDER_LOCAL_H
 #define MTC_PROVIDER_LOCAL_H
 
@@ -76,6 +76,13 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
                       const char *action, mtc_error_t *err);
 json_t *local_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
                          mtc_error_t *err);
+
+/* ---- local_fault.c ---- */
+
+/* provider_node_fault for the local provider. */
+int local_node_fault(struct provider *p, const char *id, const json_t *spec, const char *node,
+                     enum provider_fault f, const char *job, unsigned pick,
+                     struct provider_fault_hit *hit, mtc_error_t *err);
 
 /* ---- local_power.c: elastic nodes ---- */
 

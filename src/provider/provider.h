@@ -118,6 +118,31 @@ int provider_node_set(struct provider *p, const char *id, const char *conf, cons
  * simulated. */
 int provider_has_slurm(struct provider *p, const char *id);
 
+/* Faults injected on purpose (`mtc chaos`, docs/any-framework.md), by the
+ * mechanisms the fault tests use: HANG stops (SIGSTOP) one task of a Slurm
+ * job on a node — a rank: a process Slurm started for a step (its
+ * SLURM_TASK_PID is its own pid), with its descendants — KILL_TASK kills
+ * (SIGKILL) one the same way, KILL_SLURMD kills -9 the node's slurmd (which
+ * supervision restarts; the job's steps run on). */
+enum provider_fault { PROVIDER_FAULT_HANG, PROVIDER_FAULT_KILL_TASK, PROVIDER_FAULT_KILL_SLURMD };
+/* What a fault hit: the process signalled, the task's rank (SLURM_PROCID;
+ * -1 for slurmd) and how many tasks of the job the node runs (0 for slurmd). */
+struct provider_fault_hit {
+    long pid;
+    int rank;
+    int tasks;
+};
+/* Inject fault f on node of cluster id; for a task, one of Slurm job job's
+ * tasks on the node: the pick-th in rank order, modulo their count. Root acts
+ * here for an admin (the API route is admin-only); node and job are checked
+ * against patterns before they reach a path or a command. 0 with *hit, or -1
+ * + err: EINVAL (not a node of the cluster, a bad job id), ENOENT (no task of
+ * the job runs on the node now, no slurmd runs), ENOTSUP (a provider without
+ * processes: sim). */
+int provider_node_fault(struct provider *p, const char *id, const json_t *spec, const char *node,
+                        enum provider_fault f, const char *job, unsigned pick,
+                        struct provider_fault_hit *hit, mtc_error_t *err);
+
 /* A simulated node's health results (what its mtc-agent would report), the
  * checks policy (a canonical healthPolicy; NULL: the defaults) enables that
  * run every pass, each PASS — but failing (a check name of the table, may be
@@ -196,6 +221,10 @@ struct provider_ops {
                     const char *reason, mtc_error_t *err);
     int (*power)(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                  mtc_error_t *err); /* may be NULL: no elastic pools */
+    /* may be NULL: no processes to inject faults into (ENOTSUP) */
+    int (*node_fault)(struct provider *p, const char *id, const json_t *spec, const char *node,
+                      enum provider_fault f, const char *job, unsigned pick,
+                      struct provider_fault_hit *hit, mtc_error_t *err);
 };
 
 struct provider {
