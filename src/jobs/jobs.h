@@ -41,10 +41,11 @@ int jobs_state_final(const char *state);
 
 /* Look at Slurm (then the experiment's exit record) and store a job's state
  * and restarts when they changed; a final state is kept, a job nobody knows
- * keeps its last. pass: what Slurm said this pass, by slurm.conf (a JSON
- * object the caller makes and frees; the first job of a cluster asks Slurm
- * for all its jobs at once, later ones read the answer); NULL: ask about
- * this job alone. */
+ * keeps its last; a job seen requeued and pending again is released from
+ * Slurm's requeue hold (StartTime=now). pass: what Slurm said this pass, by
+ * slurm.conf (a JSON object the caller makes and frees; the first job of a
+ * cluster asks Slurm for all its jobs at once, later ones read the answer);
+ * NULL: ask about this job alone. */
 void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass);
 /* jobs_refresh_state, then, for a job past PENDING, jobs_watch. */
 void jobs_refresh(struct store *st, struct store_job *j, json_t *pass);

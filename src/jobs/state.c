@@ -1,7 +1,8 @@
 /* state: a training job's state as Slurm and the experiment's exit record
  * say, kept in the store — refreshed one job at a time (a GET) or for all
  * the jobs of a pass with one Slurm query per cluster (the monitor, a
- * list), a TRAINING_FAILED event when it fails, and :cancel. */
+ * list), a TRAINING_FAILED event when it fails, a requeued job released
+ * from Slurm's requeue hold, and :cancel. */
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
@@ -102,9 +103,17 @@ void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass)
     json_decref(own);
     if (strcmp(slurm, "UNKNOWN") == 0)
         return;
-    const char *now = schema_enum_name(&jobs_state_enum, state_of(slurm, restarts));
+    enum jobs_state state = state_of(slurm, restarts);
+    const char *now = schema_enum_name(&jobs_state_enum, state);
     if (strcmp(now, j->state) == 0 && restarts == j->restart_count)
         return;
+    /* requeued (by its own script's retry_on_error, a hang, a node's
+     * failure) and pending again, its old steps ended: start it now, not
+     * after Slurm's requeue hold (about two minutes), as remediation does */
+    const char *conf = NULL;
+    if (state == JOBS_REQUEUED && strcmp(slurm, "PENDING") == 0 &&
+        exp_slurm_conf(j->config, &conf) == 0)
+        slurm_job_release(conf, j->slurm_job, NULL);
     if (store_job_set_state(st, j->cluster_id, j->id, now, restarts) == 0) {
         if (strcmp(now, "FAILED") == 0)
             failed_event(st, j, slurm);
