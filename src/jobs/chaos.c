@@ -25,6 +25,7 @@ struct fault_req {
     char node[64]; /* "": picked */
     int seed;      /* -1: a random one */
     int index;
+    int validate_only;
 };
 
 static int node_hook(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
@@ -44,6 +45,7 @@ static const struct schema_field fault_fields[] = {
      SCHEMA_MEMBER(struct fault_req, seed)},
     {"index", SCHEMA_INT, SCHEMA_RANGE, .lo = 1, .hi = 1000000, .dflt = "1",
      SCHEMA_MEMBER(struct fault_req, index)},
+    {"validateOnly", SCHEMA_BOOL, 0, .dflt = "false", SCHEMA_MEMBER(struct fault_req, validate_only)},
     {NULL},
 };
 const struct schema jobs_fault_request_schema = {fault_fields, SCHEMA_PROTO3, NULL, NULL};
@@ -144,6 +146,12 @@ json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct st
         char hex[9] = "0";
         mtc_random_hex(hex, 4);
         f.seed = (int)(strtoul(hex, NULL, 16) & 0x7fffffff);
+    }
+    if (f.validate_only) { /* who may, what and into which job: nothing injected */
+        *http = 200;
+        return json_pack("{s:s, s:i, s:i, s:s, s:b}", "fault",
+                         schema_enum_name(&jobs_fault_enum, f.fault), "index", f.index, "seed",
+                         f.seed, "trainingJob", j->id, "validateOnly", 1);
     }
     jobs_refresh_state(st, j, NULL);
     if (strcmp(j->state, "RUNNING") != 0) {

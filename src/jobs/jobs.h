@@ -148,7 +148,8 @@ enum jobs_fault { JOBS_FAULT_NODE, JOBS_FAULT_HANG, JOBS_FAULT_KILL_RANK, JOBS_F
 extern const struct schema_enum jobs_fault_enum;
 /* :injectFault's body (proto3): {"fault" (required), "node" (one of the
  * job's nodes; absent: picked), "seed" (0..2^31-1; absent: a random one),
- * "index" (which fault of a run this is, 1..10^6, default 1)}. */
+ * "index" (which fault of a run this is, 1..10^6, default 1),
+ * "validateOnly" (true: the request is checked, nothing is injected)}. */
 extern const struct schema jobs_fault_request_schema;
 /* The pick for fault index of a run with seed: what 0 the node (modulo the
  * job's node count), 1 the rank (modulo the node's tasks). The same

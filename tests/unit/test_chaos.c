@@ -1,7 +1,7 @@
 /* test_chaos: what `mtc chaos` and :injectFault agree on without a cluster —
  * the fault names (one table), the request body's checks (an unknown fault,
  * a node that is no name, seed and index bounds, unknown fields, proto3's
- * quoted numbers), and the seeded picks: the same seed picks the same nodes
+ * quoted numbers, validateOnly), and the seeded picks: the same seed picks the same nodes
  * and ranks everywhere, other seeds others, every node in reach. */
 #include "check.h"
 #include "jobs/jobs.h"
@@ -45,6 +45,10 @@ static void test_body(void)
               json_integer_value(json_object_get(o, "index")) == 3,
           "node, a quoted seed (proto3) and index taken");
     json_decref(o);
+    o = norm("{\"fault\": \"slurmd\", \"validate_only\": true}", msg, sizeof(msg));
+    CHECK(o && json_is_true(json_object_get(o, "validateOnly")),
+          "validate_only (snake_case) is validateOnly: check, inject nothing");
+    json_decref(o);
     static const struct {
         const char *body, *says;
     } bad[] = {
@@ -58,6 +62,7 @@ static void test_body(void)
         {"{\"fault\": \"hang\", \"index\": 0}", "index"},
         {"{\"fault\": \"hang\", \"index\": 1.5}", "index"},
         {"{\"fault\": \"hang\", \"pid\": 1}", "pid"},
+        {"{\"fault\": \"hang\", \"validateOnly\": \"yes\"}", "validateOnly"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         o = norm(bad[i].body, msg, sizeof(msg));
