@@ -875,6 +875,7 @@ const struct provider_ops provider_hosts_ops = {
     .delete_ = hosts_delete,
     .nodes = hosts_nodes,
     .supervise = hosts_supervise,
+    .supervised_at = hosts_supervised_at,
     .env = hosts_env,
     .node_action = hosts_node_action,
     .node_check = hosts_node_check,

@@ -265,6 +265,9 @@ void hosts_checks_forget(const char *dir);
  * reported (ev) by the next call. */
 int hosts_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                     void *arg, mtc_error_t *err);
+/* provider_supervised_at: when the last pass over the cluster's hosts whose
+ * findings a supervise call has reported began (0: none yet). */
+int64_t hosts_supervised_at(struct provider *p, const char *id);
 json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
 json_t *hosts_hosts(struct provider *p, const char *id);
 char *hosts_env(struct provider *p, const char *id, mtc_error_t *err);

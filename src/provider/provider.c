@@ -167,6 +167,12 @@ int provider_supervise(struct provider *p, const char *id, const json_t *spec, p
     return ops_for(p, id, spec)->supervise(p, id, spec, ev, arg, err);
 }
 
+int64_t provider_supervised_at(struct provider *p, const char *id, int64_t pass_ms)
+{
+    const struct provider_ops *ops = ops_for(p, id, NULL);
+    return ops->supervised_at ? ops->supervised_at(p, id) : pass_ms;
+}
+
 int provider_env_get(const char *env, const char *key, char *buf, size_t len)
 {
     char pat[64];

@@ -44,6 +44,13 @@ json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, m
  * pass (returns 0) while an apply or delete holds the cluster. */
 int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                        void *arg, mtc_error_t *err);
+/* When the newest look at cluster id's node daemons began whose findings
+ * (SLURMD_RESTART ...) provider_supervise has all reported: pass_ms (the
+ * start of the caller's last provider_supervise) for a provider that looks
+ * in the call itself; on hosts, an earlier pass (they are looked at in a
+ * thread of their own, at most every few seconds, and what it found is
+ * reported by the next call). 0: none yet. */
+int64_t provider_supervised_at(struct provider *p, const char *id, int64_t pass_ms);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. NULL + err. */
 char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
 /* KEY's value in provider_env's text (export KEY='VALUE') into buf: 0, or -1
@@ -207,6 +214,8 @@ struct provider_ops {
     json_t *(*nodes)(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
     int (*supervise)(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                      void *arg, mtc_error_t *err);
+    /* may be NULL: supervise looks at the nodes within the call */
+    int64_t (*supervised_at)(struct provider *p, const char *id);
     char *(*env)(struct provider *p, const char *id, mtc_error_t *err);
     int (*node_action)(struct provider *p, const char *id, const json_t *spec, const char *node,
                        const char *action, mtc_error_t *err);
