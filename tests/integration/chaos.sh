@@ -9,29 +9,54 @@
 # of its time, where the API has one) are printed. Then, side by side,
 # kill-rank into a job with retry_on_error 1, hang into one with
 # monitor.hang_timeout_s (TRAINING_HANG, requeued) and slurmd into a third
-# (supervision restarts it: SLURMD_RESTART): each ends COMPLETED. Refused in
-# one line: a token that is not an admin's, an unknown fault, a bad
-# duration, no --job; and through the API a job that is not running, one
-# that is not the cluster's, an unknown fault, a node not the job's.
+# (supervision restarts it: SLURMD_RESTART): each ends COMPLETED. On a
+# cluster on a test host (network namespace, reached over ssh): slurmd and
+# kill-rank through mtc-host, the job COMPLETED. Refused in one line: a
+# token that is not an admin's, an unknown fault, a bad duration, no --job;
+# and through the API a job that is not running, one that is not the
+# cluster's, an unknown fault, a node not the job's.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/testhosts.inc"
+. "$(dirname "$0")/hosts_setup.inc"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
 PY=/usr/bin/python3 # where Debian's torch is; a python3 earlier on PATH may have none
 PROG=$ROOT/tests/integration/ddp_train.py
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
-# the monitor every second: a hang is acted on within hang_timeout_s + 1 s
-check "mtcd up (monitor every 1 s, TCP for tokens)" start_mtcd --monitor-ms 1000 --listen "127.0.0.1:$PORT"
-t_extra_cleanup() { delete_all_clusters; }
+t_extra_cleanup() { hosts_cleanup; } # every cluster deleted, then the test hosts
+check "2 test hosts up (a login and a compute host)" testhosts_up 2
+run_or_stop $?
+PORT=$(free_port)
+# the monitor every second: a hang is acted on within hang_timeout_s + 1 s;
+# TCP on the hosts' bridge: their agents report there, and tokens are used there
+check "mtcd up (monitor every 1 s, TCP on the test hosts' bridge)" \
+    start_mtcd --monitor-ms 1000 --listen "$TESTHOSTS_CTL_ADDR:$PORT"
 out=$(mtc cluster create -f "$ROOT/examples/local-2node.json" --id ch 2>&1)
 check "local 2-node cluster up" grep -q "RUNNING" <<<"$out"
 run_or_stop $?
 eval "$(mtc env ch)"
+H=("" "${TESTHOSTS_ADDRS[@]}")
+cat >"$D/hspec.json" <<JSON
+{"displayName": "chaos on a test host",
+ "ssh": {"user": "root", "keyFile": "$TESTHOSTS_KEY"},
+ "controller": {"address": "$TESTHOSTS_CTL_ADDR"},
+ "experimentRoot": "$D",
+ "nodePools": [
+   {"id": "login", "machineSpec": {"machineType": "host"},
+    "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1}, "hosts": ["${H[1]}"]},
+   {"id": "cpu", "machineSpec": {"machineType": "host"},
+    "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1}, "hosts": ["${H[2]}"]}],
+ "orchestratorSpec": {"slurmSpec": {"loginNodePoolId": "login",
+   "partitions": [{"id": "cpu", "nodePoolIds": ["cpu"]}], "defaultPartitionId": "cpu"}}}
+JSON
+out=$(mtc cluster create -f "$D/hspec.json" --id hc 2>&1)
+check "and a cluster on the test hosts (one compute host)" grep -q "done: cluster hc RUNNING" <<<"$out"
 cd "$D" || exit 1
 JOBS=$CLUSTERS/ch/trainingJobs
 
-# events TYPE TEXT: the descriptions of the cluster's events of TYPE holding TEXT
-events() { mtc cluster events ch --json | python3 -c '
+# events TYPE TEXT: "NODE DESCRIPTION" of cluster $EC's (ch) events of TYPE holding TEXT
+EC=ch
+events() { mtc cluster events "$EC" --json | python3 -c '
 import json, sys
 for e in json.load(sys.stdin) or []:
     if e.get("eventType") == sys.argv[1] and sys.argv[2] in e.get("description", ""):
@@ -72,9 +97,9 @@ out=$(mtc chaos ch --job nosuch --fault node --every 0 2>&1); rc=$?
 check "a job the cluster does not have: one line, exit $rc" one_line $rc "$out" 'cluster ch has no trainingJob "nosuch"'
 
 # --- node: 3 faults, 20 s apart, into a 2-rank DDP job ---------------------------------
-# 150 steps of 0.3 s: still running at the third fault (a minute of faults,
+# 200 steps of 0.3 s: still running at the third fault (a minute of faults,
 # each costing a requeue, a restart and the steps since the last checkpoint)
-mtc run --command "$PY $PROG --steps 150 --sleep 0.3 --ckpt-every 5" -n 2 --experiment-name cnode >"$D/run.out" 2>&1
+mtc run --command "$PY $PROG --steps 200 --sleep 0.3 --ckpt-every 5" -n 2 --experiment-name cnode >"$D/run.out" 2>&1
 check "a 2-rank DDP job submitted with mtc run --command" grep -q "^- Status: " "$D/run.out"
 run_or_stop $? "$D/run.out"
 NJOB=$(api GET "$JOBS" && python3 -c 'import json,sys; print([j["id"] for j in json.loads(sys.argv[1])["trainingJobs"] if j.get("experimentName") == "cnode"][0])' "$BODY")
@@ -82,11 +107,11 @@ running() { job "$1" | grep -q '"state": *"RUNNING"'; }
 check "  it runs (trainingJob $NJOB)" wait_for 60 running "$NJOB"
 
 EDITOR=$(mtc token create --name chaos-editor --role editor | head -1)
-out=$(MTC_URL=http://127.0.0.1:$PORT MTC_TOKEN=$EDITOR mtc chaos ch --job cnode --fault node --every 0 2>&1); rc=$?
+out=$(MTC_URL=http://$TESTHOSTS_CTL_ADDR:$PORT MTC_TOKEN=$EDITOR mtc chaos ch --job cnode --fault node --every 0 2>&1); rc=$?
 check "an editor's token: mtc chaos refused in one line (it needs admin), exit $rc" one_line $rc "$out" "may not do this; it needs admin"
 diag "$out"
 code=$(curl -s -o "$D/403.json" -w '%{http_code}' -X POST -H "Authorization: Bearer $EDITOR" \
-    -H 'Content-Type: application/json' --data-binary '{"fault": "hang"}' "http://127.0.0.1:$PORT$JOBS/$NJOB:injectFault")
+    -H 'Content-Type: application/json' --data-binary '{"fault": "hang"}' "http://$TESTHOSTS_CTL_ADDR:$PORT$JOBS/$NJOB:injectFault")
 check "  and :injectFault: 403 PERMISSION_DENIED" bash -c '[ "$0" = 403 ] && grep -q PERMISSION_DENIED "$1"' "$code" "$D/403.json"
 check "  nothing injected" test -z "$(events CHAOS_FAULT cnode)"
 
@@ -110,7 +135,7 @@ check "  it resumed from a checkpoint (result.json: start >= 5, MTC_RESTART_COUN
     test "$(result "$NJOB" 'r["start"] >= 5 and int(r["env"]["MTC_RESTART_COUNT"]) >= 1')" = True
 check "  the summary: restarts, steps repeated and lost, goodput" \
     bash -c 'grep -qE "^  restarts: [0-9]+ \(Slurm requeued it [3-9] times\)" "$0" &&
-             grep -qE "^  step 150; steps repeated [0-9]+, steps lost [0-9]+" "$0" &&
+             grep -qE "^  step 200; steps repeated [0-9]+, steps lost [0-9]+" "$0" &&
              grep -qE "^  goodput [0-9.]+% \(productive [0-9.]+ s of [0-9.]+ s\)" "$0"' "$D/node.out"
 check "  and every part of progress.breakdown the API has, by name" python3 - "$(job "$NJOB")" "$D/node.out" <<'PY'
 import json, re, sys
@@ -132,21 +157,43 @@ check "an unknown fault: 400 naming fault" bash -c '[ "$0" = 400 ] && grep -q "f
 api POST "$JOBS/$NJOB:injectFault" '{"fault": "hang", "node": "../x"}'
 check "a node that is no name: 400" test "$HTTP_STATUS" = 400
 
-# --- kill-rank, hang and slurmd, side by side -----------------------------------------
+# --- kill-rank, hang and slurmd side by side; slurmd and kill-rank on hosts ----------------
+# each fault once the job has its first checkpoint (step 5): it resumes from there
 check "a job with retry_on_error 1 submitted" submit ckill 40 1 '{"retry_on_error": 1}'
-check "a job with monitor.hang_timeout_s 6 submitted" submit chang 40 1 '{"monitor": {"hang_timeout_s": 6}}'
+# hang_timeout_s: more than torch's start on a loaded runner (a start is no progress)
+check "a job with monitor.hang_timeout_s 15 submitted" submit chang 40 1 '{"monitor": {"hang_timeout_s": 15}}'
 check "a third job submitted" submit cslurmd 40 1
-for f in kill-rank:ckill hang:chang slurmd:cslurmd; do
-    mtc chaos ch --job "${f#*:}" --fault "${f%%:*}" --every 4s --count 1 --timeout 3m >"$D/${f%%:*}.out" 2>&1 &
-    eval "PID_${f#*:}=$!"
+JOBS=$CLUSTERS/hc/trainingJobs
+check "on hosts, a job with retry_on_error 1 submitted" submit hjob 40 1 '{"retry_on_error": 1}'
+JOBS=$CLUSTERS/ch/trainingJobs
+checkpointed() { # checkpointed CLUSTER JOB...: each has its step-5 checkpoint
+    local c=$1 j td
+    shift
+    for j in "$@"; do
+        api GET "$CLUSTERS/$c/trainingJobs/$j" || return 1
+        td=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["taskDir"])' "$BODY") &&
+            [ -e "$td/checkpoints/step_5.pt" ] || return 1
+    done
+}
+check "  all four checkpointed step 5" \
+    wait_for 120 eval 'checkpointed ch ckill chang cslurmd && checkpointed hc hjob'
+CPIDS=()
+chaos() { # chaos CLUSTER JOB FAULT EVERY OUT: mtc chaos in the background
+    mtc chaos "$1" --job "$2" --fault "$3" --every "$4" --count 1 --timeout 3m >"$D/$5.out" 2>&1 &
+    CPIDS+=($!)
     track_pid $!
-done
+}
 t0=$SECONDS
-wait "$PID_ckill"; rk=$?
-wait "$PID_chang"; rh=$?
-wait "$PID_cslurmd"; rs=$?
-diag "kill-rank, hang, slurmd: exit $rk, $rh, $rs; all done in $((SECONDS - t0)) s"
-for f in kill-rank hang slurmd; do sed "s/^/# $f: /" "$D/$f.out"; done
+chaos ch ckill kill-rank 1s kill-rank
+chaos ch chang hang 1s hang
+chaos ch cslurmd slurmd 1s slurmd
+chaos hc hjob slurmd 1s hslurmd
+chaos hc hjob kill-rank 3s hkill
+RCS=()
+for p in "${CPIDS[@]}"; do wait "$p"; RCS+=($?); done
+read -r rk rh rs rhs rhk <<<"${RCS[*]}"
+diag "kill-rank, hang, slurmd; on hosts slurmd, kill-rank: exit ${RCS[*]}; all done in $((SECONDS - t0)) s"
+for f in kill-rank hang slurmd hslurmd hkill; do sed "s/^/# $f: /" "$D/$f.out"; done
 
 check "kill-rank: exit 0, COMPLETED after 1 of 1" \
     bash -c '[ "$0" = 0 ] && grep -q "): COMPLETED after 1 of 1 kill-rank fault" "$1"' $rk "$D/kill-rank.out"
@@ -163,18 +210,42 @@ check "  the monitor saw the hang and requeued it (TRAINING_HANG)" \
     test -n "$(events TRAINING_HANG "(experiment chang): hung" | grep 'requeued (restart 1')"
 check "  resumed from a checkpoint, MTC_RESTART_COUNT 1" test "$(result chang 'r["start"] >= 5, r["env"]["MTC_RESTART_COUNT"]')" = "(True, '1')"
 
+# slurmd_restarted CLUSTER JOB [nodrain]: a SLURMD_RESTART of the node the
+# job's CHAOS_FAULT (slurmd) names, at or after it; nodrain: instead, no
+# VM_SLURM_DRAIN of that node since (the events read: a dead mtcd fails it)
+slurmd_restarted() {
+    local ev
+    ev=$(mtc cluster events "$1" --json) || return 1
+    python3 - "$2" "${3:-}" "$ev" <<'PY'
+import json, sys
+job, mode, ev = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+f = [e for e in ev if e["eventType"] == "CHAOS_FAULT" and "into trainingJob " + job + " " in e["description"]
+     and "killed -9" in e["description"]][0]
+after = [e for e in ev if e.get("nodeName") == f["nodeName"] and e["eventTime"] >= f["eventTime"]]
+if mode == "nodrain":
+    assert not [e for e in after if e["eventType"] == "VM_SLURM_DRAIN"], after
+else:
+    assert any(e["eventType"] == "SLURMD_RESTART" for e in after), after
+PY
+}
 check "slurmd: exit 0, COMPLETED after 1 of 1" \
     bash -c '[ "$0" = 0 ] && grep -q "): COMPLETED after 1 of 1 slurmd fault" "$1"' $rs "$D/slurmd.out"
-SN=$(events CHAOS_FAULT "into trainingJob cslurmd" | awk '{print $1}')
-check "  its node's slurmd killed -9 (the event names the node, ${SN:-none}, and the pid)" \
-    test -n "$(events CHAOS_FAULT "into trainingJob cslurmd" | grep -E 'slurmd \(pid [0-9]+\) killed -9')"
-check "  supervision restarted it (SLURMD_RESTART on ${SN:-?})" \
-    bash -c '[ -n "$0" ] && mtc cluster events ch --json | python3 -c "
-import json, sys
-ev = json.load(sys.stdin)
-t = [e[\"eventTime\"] for e in ev if e[\"eventType\"] == \"CHAOS_FAULT\" and \"cslurmd\" in e[\"description\"]][0]
-assert any(e[\"eventType\"] == \"SLURMD_RESTART\" and e.get(\"nodeName\") == sys.argv[1] and e[\"eventTime\"] >= t for e in ev)
-" "$0"' "$SN"
+check "  its node's slurmd killed -9 (the event names the node and the pid)" \
+    test -n "$(events CHAOS_FAULT "into trainingJob cslurmd" | grep -E '^ch-a3m-[01] .*slurmd \(pid [0-9]+\) killed -9')"
+check "  supervision restarted it (SLURMD_RESTART)" slurmd_restarted ch cslurmd
 check "  and the job ran on without a restart" bash -c 'grep -q "Slurm requeued it 0 times" "$0"' "$D/slurmd.out"
+check "  the node was not drained for it (the supervisor's to fix)" slurmd_restarted ch cslurmd nodrain
+
+EC=hc JOBS=$CLUSTERS/hc/trainingJobs
+check "hosts: both chaos runs end with the job COMPLETED (exit $rhs, $rhk)" \
+    bash -c '[ "$0" = 0 ] && [ "$1" = 0 ] && grep -q "): COMPLETED after 1 of 1 kill-rank" "$2"' $rhs $rhk "$D/hkill.out"
+check "  its host's slurmd killed -9 by mtc-host" \
+    test -n "$(events CHAOS_FAULT "into trainingJob hjob" | grep -E '^hc-cpu-0 .*slurmd \(pid [0-9]+\) killed -9')"
+check "  and restarted by supervision (SLURMD_RESTART on ${H[2]})" slurmd_restarted hc hjob
+check "  not drained for it: the supervisor's to fix, not a remediation's" slurmd_restarted hc hjob nodrain
+check "  its rank killed there, found by its environment" \
+    test -n "$(events CHAOS_FAULT "into trainingJob hjob" | grep -E 'rank 0 \(pid [0-9]+, one of the node.s 1 task\(s\)\) killed \(SIGKILL\)')"
+check "  requeued by its script, resumed from a checkpoint: MTC_RESTART_COUNT 1" \
+    test "$(result hjob 'r["start"] >= 5, r["env"]["MTC_RESTART_COUNT"]')" = "(True, '1')"
 
 done_testing
