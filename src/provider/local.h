@@ -39,6 +39,11 @@ int local_slurmd_start(const struct head *c, const char *node, int boot, mtc_err
 int local_slurmd_wait_up(const struct head *c, const char *node, mtc_error_t *err);
 int local_layout_load(const struct head *c, struct layout *l);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);
+/* The cluster's layout (caller frees) and node's entry in it into *n; NULL
+ * + err: ENOENT (never applied), EINVAL ("cluster C has no WHAT \"NODE\"":
+ * what names the kind of node asked for), ENOMEM. */
+struct layout *local_layout_node(const struct head *c, const char *node, const char *what,
+                                 const struct lnode **n, mtc_error_t *err);
 /* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
 int local_host_gpus(void);
 

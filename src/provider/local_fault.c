@@ -113,15 +113,11 @@ int local_node_fault(struct provider *p, const char *id, const json_t *spec, con
     struct head c;
     if (head_init(&c, p, id, err) < 0)
         return -1;
-    struct layout *l = calloc(1, sizeof(*l));
+    const struct lnode *ln;
+    struct layout *l = local_layout_node(&c, node, "node", &ln, err);
     if (!l)
-        return errprintf(err, "out of memory");
-    int known = local_layout_load(&c, l) == 0 && local_layout_find(l, node);
+        return -1;
     free(l);
-    if (!known) {
-        errno = EINVAL;
-        return errprintf(err, "cluster %s has no node \"%.64s\"", id, node);
-    }
     if (f == PROVIDER_FAULT_KILL_SLURMD) {
         pid_t pid = head_slurmd_running(&c, node);
         if (pid <= 0 || kill(pid, SIGKILL) < 0) {

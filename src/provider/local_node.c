@@ -497,23 +497,11 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
     int k = provider_action_find(action, err);
     if (k < 0 || head_init(&c, p, id, err) < 0)
         return -1;
-    struct layout *l = calloc(1, sizeof(*l));
+    const struct lnode *n;
+    struct layout *l = local_layout_node(&c, node, "compute node", &n, err);
     if (!l)
-        return errprintf(err, "out of memory");
+        return -1;
     int rc = -1;
-    if (local_layout_load(&c, l) < 0) {
-        errno = ENOENT;
-        errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
-        free(l);
-        return -1;
-    }
-    const struct lnode *n = node ? local_layout_find(l, node) : NULL;
-    if (!n) {
-        errno = EINVAL;
-        errprintf(err, "cluster %s has no compute node \"%.64s\"", id, node ? node : "");
-        free(l);
-        return -1;
-    }
     /* the lock keeps supervise from restarting what the action stops, and
      * another action off this node; actions on other nodes run beside it */
     int nfd = head_lock_node(&c, n->name);

@@ -36,19 +36,7 @@ check "local 2-node cluster up" grep -q "RUNNING" <<<"$out"
 run_or_stop $?
 eval "$(mtc env ch)"
 H=("" "${TESTHOSTS_ADDRS[@]}")
-cat >"$D/hspec.json" <<JSON
-{"displayName": "chaos on a test host",
- "ssh": {"user": "root", "keyFile": "$TESTHOSTS_KEY"},
- "controller": {"address": "$TESTHOSTS_CTL_ADDR"},
- "experimentRoot": "$D",
- "nodePools": [
-   {"id": "login", "machineSpec": {"machineType": "host"},
-    "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1}, "hosts": ["${H[1]}"]},
-   {"id": "cpu", "machineSpec": {"machineType": "host"},
-    "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1}, "hosts": ["${H[2]}"]}],
- "orchestratorSpec": {"slurmSpec": {"loginNodePoolId": "login",
-   "partitions": [{"id": "cpu", "nodePoolIds": ["cpu"]}], "defaultPartitionId": "cpu"}}}
-JSON
+hosts_cpu_spec "chaos on a test host" 2 >"$D/hspec.json"
 out=$(mtc cluster create -f "$D/hspec.json" --id hc 2>&1)
 check "and a cluster on the test hosts (one compute host)" grep -q "done: cluster hc RUNNING" <<<"$out"
 cd "$D" || exit 1
