@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,9 +134,41 @@ static void test_duration(void)
           "a huge number: ERANGE, no overflow");
 }
 
+/* A process tree by parent pids: a shell, its two children and a
+ * grandchild, picked by the shell's pid alone; none of this process's. */
+static int is_root(pid_t pid, void *arg)
+{
+    return pid == *(pid_t *)arg;
+}
+
+static void test_proc_tree(void)
+{
+    char *argv[] = {"sh", "-c", "sleep 30 & (sleep 31 & wait) & wait", NULL};
+    pid_t root = mtc_spawn(argv, NULL, NULL), pids[16];
+    size_t n = 0;
+    for (int i = 0; i < 100 && n < 5; i++, mtc_sleep_ms(20)) /* the children start */
+        n = mtc_proc_tree(is_root, &root, pids, 16);
+    int has_root = 0, has_self = 0;
+    for (size_t i = 0; i < n; i++)
+        has_root |= pids[i] == root, has_self |= pids[i] == getpid();
+    /* sh, sleep 30, the subshell, sleep 31 (a shell may exec its last command) */
+    CHECK(root > 0 && has_root && n >= 4 && !has_self,
+          "mtc_proc_tree: the shell and its descendants (%zu), not this process", n);
+    size_t m = mtc_proc_tree(is_root, &root, pids, 2);
+    CHECK(m == 2, "at most max pids (%zu)", m);
+    n = mtc_proc_tree(is_root, &root, pids, 16);
+    for (size_t i = 0; i < n; i++)
+        kill(pids[i], SIGKILL);
+    mtc_pid_stop(root, 1000);
+    for (int i = 0; i < 100 && (n = mtc_proc_tree(is_root, &root, pids, 16)) > 0; i++)
+        mtc_sleep_ms(20);
+    CHECK(n == 0, "killed: nothing left of it (zombies are not counted)");
+}
+
 int main(void)
 {
     test_errprintf_one_line();
+    test_proc_tree();
     test_duration();
     test_shell_quote();
     CHECK(mtc_name_valid("demo", 10), "plain name valid");
