@@ -102,12 +102,13 @@ static int inject(struct control *ctl, const struct store_cluster *cl, const str
                                   schema_enum_name(&health_severity_enum, HEALTH_SEV_REBOOT));
         int rc = control_start_remediation(ctl, cl->project, cl->location, cl->id, items, op_id,
                                            err);
+        int e = errno;
         json_decref(items);
-        if (rc < 0 && !*op_id)
-            return -1;
+        if (rc < 0 && !*op_id) /* EBUSY: the node is being remediated already */
+            return errno = e, -1;
         json_object_set_new(out, "operation", json_string(op_id));
         snprintf(what, len, "reported faulty: remediation %s drains it, requeues the job and "
-                            "reboots it",
+                            "repairs it (a reboot first)",
                  op_id);
         return 0;
     }
@@ -183,10 +184,10 @@ json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct st
                        : NULL;
     char what[300], msg[600];
     if (!out || inject(ctl, cl, j, &f, node, out, what, sizeof(what), err) < 0) {
+        int e = node ? errno : EINVAL;
         /* a node taken by a remediation, or a task not started yet: try again */
-        int again = node && (errno == EBUSY || errno == ENOENT);
-        *http = !node || errno == EINVAL ? 400 : again ? 400 : errno == ENOTSUP ? 501 : 500;
-        if (again) {
+        *http = e == EINVAL || e == EBUSY || e == ENOENT ? 400 : e == ENOTSUP ? 501 : 500;
+        if (e == EBUSY || e == ENOENT) {
             mtc_error_t e3 = *err;
             errprintf(err, "precondition: %s", e3.text);
         }

@@ -97,12 +97,19 @@ static int is_pid(pid_t pid, void *arg)
  * that none reacts to the others' end before it is killed itself. */
 static void signal_tree(pid_t root, int kill_it)
 {
-    static __thread pid_t pids[MAX_TREE];
-    size_t n = mtc_proc_tree(is_pid, &root, pids, MAX_TREE);
+    pid_t one = root, *pids = malloc(MAX_TREE * sizeof(*pids));
+    size_t n = pids ? mtc_proc_tree(is_pid, &root, pids, MAX_TREE) : 0;
+    if (n == 0) { /* out of memory, or it ended meanwhile: the task alone */
+        free(pids);
+        pids = &one;
+        n = 1;
+    }
     for (size_t i = 0; i < n; i++)
         kill(pids[i], SIGSTOP);
     for (size_t i = 0; kill_it && i < n; i++)
         kill(pids[i], SIGKILL);
+    if (pids != &one)
+        free(pids);
 }
 
 int local_node_fault(struct provider *p, const char *id, const json_t *spec, const char *node,
@@ -128,16 +135,20 @@ int local_node_fault(struct provider *p, const char *id, const json_t *spec, con
         log_msg(LOG_NOTICE, "cluster %s: chaos: slurmd of %s (pid %d) killed", id, node, (int)pid);
         return 0;
     }
-    static __thread struct task tasks[MAX_TASKS];
+    struct task *tasks = malloc(MAX_TASKS * sizeof(*tasks));
+    if (!tasks)
+        return errprintf(err, "out of memory");
     size_t n = job_tasks(&c, node, job, tasks, MAX_TASKS);
     if (n == 0) {
+        free(tasks);
         errno = ENOENT;
         return errprintf(err, "node %s runs no task of Slurm job %s now", node, job);
     }
-    const struct task *t = &tasks[pick % n];
-    signal_tree(t->pid, f == PROVIDER_FAULT_KILL_TASK);
-    *hit = (struct provider_fault_hit){t->pid, t->rank, (int)n};
-    log_msg(LOG_NOTICE, "cluster %s: chaos: rank %d of job %s on %s (pid %d) %s", id, t->rank, job,
-            node, (int)t->pid, f == PROVIDER_FAULT_KILL_TASK ? "killed" : "stopped");
+    struct task t = tasks[pick % n];
+    free(tasks);
+    signal_tree(t.pid, f == PROVIDER_FAULT_KILL_TASK);
+    *hit = (struct provider_fault_hit){t.pid, t.rank, (int)n};
+    log_msg(LOG_NOTICE, "cluster %s: chaos: rank %d of job %s on %s (pid %d) %s", id, t.rank, job,
+            node, (int)t.pid, f == PROVIDER_FAULT_KILL_TASK ? "killed" : "stopped");
     return 0;
 }
