@@ -85,9 +85,9 @@ out=$(mtc chaos ch --job nosuch --fault node --every 0 2>&1); rc=$?
 check "a job the cluster does not have: one line, exit $rc" one_line $rc "$out" 'cluster ch has no trainingJob "nosuch"'
 
 # --- node: 3 faults, 20 s apart, into a 2-rank DDP job ---------------------------------
-# 200 steps of 0.3 s: still running at the third fault (a minute of faults,
+# 170 steps of 0.3 s: still running at the third fault (a minute of faults,
 # each costing a requeue, a restart and the steps since the last checkpoint)
-mtc run --command "$PY $PROG --steps 200 --sleep 0.3 --ckpt-every 5" -n 2 --experiment-name cnode >"$D/run.out" 2>&1
+mtc run --command "$PY $PROG --steps 170 --sleep 0.3 --ckpt-every 5" -n 2 --experiment-name cnode >"$D/run.out" 2>&1
 check "a 2-rank DDP job submitted with mtc run --command" grep -q "^- Status: " "$D/run.out"
 run_or_stop $? "$D/run.out"
 NJOB=$(api GET "$JOBS" && python3 -c 'import json,sys; print([j["id"] for j in json.loads(sys.argv[1])["trainingJobs"] if j.get("experimentName") == "cnode"][0])' "$BODY")
@@ -123,7 +123,7 @@ check "  it resumed from a checkpoint (result.json: start >= 5, MTC_RESTART_COUN
     test "$(result "$NJOB" 'r["start"] >= 5 and int(r["env"]["MTC_RESTART_COUNT"]) >= 1')" = True
 check "  the summary: restarts, steps repeated and lost, goodput" \
     bash -c 'grep -qE "^  restarts: [0-9]+ \(Slurm requeued it [3-9] times\)" "$0" &&
-             grep -qE "^  step 200; steps repeated [0-9]+, steps lost [0-9]+" "$0" &&
+             grep -qE "^  step 170; steps repeated [0-9]+, steps lost [0-9]+" "$0" &&
              grep -qE "^  goodput [0-9.]+% \(productive [0-9.]+ s of [0-9.]+ s\)" "$0"' "$D/node.out"
 check "  and every part of progress.breakdown the API has, by name" python3 - "$(job "$NJOB")" "$D/node.out" <<'PY'
 import json, re, sys
