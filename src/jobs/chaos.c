@@ -130,6 +130,26 @@ static int inject(struct control *ctl, const struct store_cluster *cl, const str
     return 0;
 }
 
+/* What a job lacks to survive fault f, or NULL: a hang is acted on only
+ * with monitor.hang_timeout_s, a killed rank retried only with
+ * retry_on_error (node faults and a killed slurmd every job survives). */
+static const char *unprepared(const struct store_job *j, int fault, char *buf, size_t len)
+{
+    struct exp_monitor mon;
+    exp_monitor_from(j->config, &mon);
+    if (fault == JOBS_FAULT_HANG && mon.hang_timeout_s <= 0)
+        snprintf(buf, len, "trainingJob %s sets no monitor.hang_timeout_s: a hung rank is not "
+                           "acted on, the job hangs until its time limit",
+                 j->id);
+    else if (fault == JOBS_FAULT_KILL_RANK &&
+             json_integer_value(json_object_get(j->config, "retryOnError")) <= 0)
+        snprintf(buf, len, "trainingJob %s sets no retry_on_error: a killed rank fails the job",
+                 j->id);
+    else
+        return NULL;
+    return buf;
+}
+
 json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct store_cluster *cl,
                           struct store_job *j, const json_t *body, int *http, mtc_error_t *err)
 {
@@ -148,11 +168,13 @@ json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct st
         mtc_random_hex(hex, 4);
         f.seed = (int)(strtoul(hex, NULL, 16) & 0x7fffffff);
     }
+    char note[200];
+    const char *warning = unprepared(j, f.fault, note, sizeof(note));
     if (f.validate_only) { /* who may, what and into which job: nothing injected */
         *http = 200;
-        return json_pack("{s:s, s:i, s:i, s:s, s:b}", "fault",
+        return json_pack("{s:s, s:i, s:i, s:s, s:b, s:s*}", "fault",
                          schema_enum_name(&jobs_fault_enum, f.fault), "index", f.index, "seed",
-                         f.seed, "trainingJob", j->id, "validateOnly", 1);
+                         f.seed, "trainingJob", j->id, "validateOnly", 1, "warning", warning);
     }
     jobs_refresh_state(st, j, NULL);
     if (strcmp(j->state, "RUNNING") != 0) {
@@ -203,6 +225,8 @@ json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct st
     store_event_add(st, cl->id, "CHAOS_FAULT", node, msg);
     log_msg(LOG_NOTICE, "cluster %s: %s", cl->id, msg);
     json_object_set_new(out, "hit", json_string(what));
+    if (warning)
+        json_object_set_new(out, "warning", json_string(warning));
     json_object_set_new(out, "description", json_string(msg));
     json_decref(nodes);
     *http = 200;

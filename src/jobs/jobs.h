@@ -161,7 +161,10 @@ unsigned jobs_fault_pick(int seed, int index, int what);
  * fault, the node, what was hit and the fault's index and seed. Returns
  * {"fault", "index", "seed", "node", "trainingJob", "slurmJobId", "rank"?,
  * "pid"?, "operation"? (node: the REMEDIATE operation's id), "hit" (what
- * it did, one line), "description" (the event's text)} (caller owns), or NULL with err (one line) and *http: 400
+ * it did, one line), "warning"? (what the job lacks to survive the fault:
+ * monitor.hang_timeout_s for a hang, retry_on_error for a killed rank),
+ * "description" (the event's text)} (caller owns; validateOnly: fault,
+ * index, seed, trainingJob, validateOnly, warning?), or NULL with err (one line) and *http: 400
  * (bad body, a node not the job's; "precondition: " when the job is not
  * running, its tasks have not started on the node or the node is being
  * remediated: try again), 501 (the cluster's provider cannot), 500. */

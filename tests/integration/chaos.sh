@@ -138,6 +138,13 @@ PY
 api POST "$JOBS/$NJOB:injectFault" '{"fault": "hang"}'
 check "a COMPLETED job: 400 FAILED_PRECONDITION, one line" \
     bash -c '[ "$0" = 400 ] && python3 -c "import json,sys; e = json.loads(sys.argv[1])[\"error\"]; assert e[\"status\"] == \"FAILED_PRECONDITION\" and \"is COMPLETED\" in e[\"message\"] and \"\n\" not in e[\"message\"], e" "$1"' "$HTTP_STATUS" "$BODY"
+api POST "$JOBS/$NJOB:injectFault" '{"fault": "hang", "validateOnly": true}'
+check "validateOnly: nothing injected, and a hang into a job without hang_timeout_s is a warning" \
+    bash -c '[ "$0" = 200 ] && grep -q "sets no monitor.hang_timeout_s: a hung rank is not acted on" <<<"$1"' "$HTTP_STATUS" "$BODY"
+api POST "$JOBS/$NJOB:injectFault" '{"fault": "kill-rank", "validateOnly": true}'
+check "  a killed rank into a job without retry_on_error too" grep -q "sets no retry_on_error: a killed rank fails the job" <<<"$BODY"
+api POST "$JOBS/$NJOB:injectFault" '{"fault": "slurmd", "validateOnly": true}'
+check "  a killed slurmd is none: every job survives it" bash -c '[ "$0" = 200 ] && ! grep -q warning <<<"$1"' "$HTTP_STATUS" "$BODY"
 api POST "$JOBS/job-nosuch:injectFault" '{"fault": "hang"}'
 check "a job the cluster does not have: 404" test "$HTTP_STATUS" = 404
 api POST "$JOBS/$NJOB:injectFault" '{"fault": "disk"}'
@@ -183,6 +190,7 @@ read -r rk rh rs rhs rhk <<<"${RCS[*]}"
 diag "kill-rank, hang, slurmd; on hosts slurmd, kill-rank: exit ${RCS[*]}; all done in $((SECONDS - t0)) s"
 for f in kill-rank hang slurmd hslurmd hkill; do sed "s/^/# $f: /" "$D/$f.out"; done
 
+check "the jobs set up for their faults get no note" bash -c '! grep -q "^note:" "$0" "$1"' "$D/kill-rank.out" "$D/hang.out"
 check "kill-rank: exit 0, COMPLETED after 1 of 1" \
     bash -c '[ "$0" = 0 ] && grep -q "): COMPLETED after 1 of 1 kill-rank fault" "$1"' $rk "$D/kill-rank.out"
 check "  one rank SIGKILLed (its pid in the line and the event)" \

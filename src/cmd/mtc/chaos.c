@@ -238,14 +238,16 @@ static json_t *fault_body(const struct chaos *x, int k, int validate_only)
 }
 
 /* Before anything: may this caller inject faults (an admin), into this job?
- * 0, or 1 after saying why. */
-static int may_inject(struct chaos *x)
+ * 0 with what the job lacks to survive them into warning ("" when nothing),
+ * or 1 after saying why. */
+static int may_inject(struct chaos *x, char *warning, size_t len)
 {
     char path[600];
     snprintf(path, sizeof(path), "%s:injectFault", x->path);
     json_t *body = fault_body(x, 1, 1), *out = NULL;
     mtc_error_t err = {""};
     int rc = cli_call_ok(x->c, "POST", path, body, &out, &err);
+    snprintf(warning, len, "%s", rc == 0 && str(out, "warning") ? str(out, "warning") : "");
     json_decref(body);
     json_decref(out);
     return rc < 0 ? cli_fail("%s", err.text) : 0;
@@ -352,7 +354,8 @@ int cmd_chaos(struct cli *c, int argc, char **argv)
         mtc_random_hex(hex, 4);
         x.seed = (int)(strtoul(hex, NULL, 16) & 0x7fffffff);
     }
-    if (resolve_job(&x) || may_inject(&x))
+    char warning[256];
+    if (resolve_job(&x) || may_inject(&x, warning, sizeof(warning)))
         return 1;
     x.t0 = mtc_now_ms();
     x.faults = json_array();
@@ -360,6 +363,8 @@ int cmd_chaos(struct cli *c, int argc, char **argv)
         printf("chaos: %d %s fault(s) into trainingJob %s of cluster %s, every %.1f s, seed %d\n",
                x.count, schema_enum_name(&jobs_fault_enum, x.fault), x.job, x.cluster,
                (double)x.every_ms / 1000, x.seed);
+        if (*warning) /* a proof that must fail: said at once, not after the timeout */
+            printf("note: %s\n", warning);
         fflush(stdout);
     }
     char state[32] = "";
