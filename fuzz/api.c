@@ -1,8 +1,9 @@
 /* Fuzz harness: the HTTP API in process, without sockets — route lookup, role
  * check, JSON body and handler — against a real store and a control layer
  * that is already stopped (so no operation ever starts a daemon).
- * Input: "METHOD PATH[?QUERY]\n" then a role digit (0 none … 4 admin) with an
- * optional " cluster node" for a node token, "\n", then the body bytes.
+ * Input: "METHOD PATH[?QUERY]\n" then a role digit (0 none, 1 node, 2 viewer,
+ * 3 editor, 4 admin, 5 registrar) with an optional " cluster node" for a
+ * node token, "\n", then the body bytes.
  * Checks: every reply is a JSON object; an error's code is its HTTP status. */
 #include <jansson.h>
 #include <stdint.h>
@@ -78,8 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(text);
         return 0;
     }
+    /* the corpus's digits; ROLE_REGISTRAR came later, as 5, so an admin is 4 still */
+    static const enum api_role roles[] = {ROLE_NONE,   ROLE_NODE,  ROLE_VIEWER,
+                                          ROLE_EDITOR, ROLE_ADMIN, ROLE_REGISTRAR};
     unsigned char rc = (unsigned char)nl1[1];
-    r.who.role = (enum api_role)(rc >= '0' && rc <= '4' ? rc - '0' : rc % 5);
+    r.who.role = roles[(rc >= '0' && rc <= '5' ? rc - '0' : rc) % 6];
     sscanf(nl1 + 2, " %15s %63s", r.who.cluster, r.who.node);
     const char *body = nl2 + 1;
     size_t len = size - (size_t)(body - text);

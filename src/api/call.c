@@ -17,7 +17,8 @@ static const struct {
 } statuses[] = {
     {400, "INVALID_ARGUMENT"},  {401, "UNAUTHENTICATED"},    {403, "PERMISSION_DENIED"},
     {404, "NOT_FOUND"},         {405, "METHOD_NOT_ALLOWED"}, {409, "ALREADY_EXISTS"},
-    {413, "PAYLOAD_TOO_LARGE"}, {500, "INTERNAL"},           {503, "UNAVAILABLE"},
+    {413, "PAYLOAD_TOO_LARGE"}, {500, "INTERNAL"},           {501, "UNIMPLEMENTED"},
+    {503, "UNAVAILABLE"},
 };
 
 int api_error(struct api_resp *out, int http, const char *fmt, ...)

@@ -98,6 +98,8 @@ int api_job_list(struct api_req *r, struct api_resp *out);
 int api_job_cancel(struct api_req *r, struct api_resp *out);
 /* :metrics (the console's run page): curve points after ?afterStep, log tail, checkpoints. */
 int api_job_metrics(struct api_req *r, struct api_resp *out);
+/* :injectFault (admin): one fault into a running job on purpose (`mtc chaos`). */
+int api_job_inject_fault(struct api_req *r, struct api_resp *out);
 
 
 /* /metrics (metrics.c): the handler; api_metrics_observe counts a request a

@@ -1,6 +1,6 @@
 /* jobs: the trainingJobs resource of a cluster — create (the body is
  * recipes' request table; jobs_submit checks and submits it), get, list
- * with pages and a state filter, :cancel and :metrics. The handlers parse
+ * with pages and a state filter, :cancel, :metrics and :injectFault. The handlers parse
  * and answer; the jobs module (src/jobs) submits, follows and cancels. */
 #include "api/internal.h"
 #include "jobs/jobs.h"
@@ -176,20 +176,34 @@ done:
     return 0;
 }
 
-static int load_job(struct api_req *r, struct api_resp *out, struct store_job *j)
+/* The job the path names and its cluster (the caller releases both), or -1
+ * with out filled (400 bad id, 404 no such job in that cluster). */
+static int load_cluster_job(struct api_req *r, struct api_resp *out, struct store_cluster *cl,
+                            struct store_job *j)
 {
-    struct store_cluster cl;
-    if (api_load_cluster(r, out, &cl) < 0)
+    if (api_load_cluster(r, out, cl) < 0)
         return -1;
-    store_cluster_release(&cl);
-    if (!mtc_name_valid(r->cap[3], 63))
+    if (!mtc_name_valid(r->cap[3], 63)) {
+        store_cluster_release(cl);
         return api_error(out, 400, "trainingJob id \"%.64s\": must match [a-z][a-z0-9-]{0,62}",
                          r->cap[3]),
                -1;
-    if (store_job_get(r->st, r->cap[2], r->cap[3], j) < 0)
+    }
+    if (store_job_get(r->st, r->cap[2], r->cap[3], j) < 0) {
+        store_cluster_release(cl);
         return api_error(out, errno == ENOENT ? 404 : 500, "trainingJob %s %s", r->cap[3],
-                         errno == ENOENT ? "not found" : "cannot be read"),
+                         errno == ENOENT ? "not found in this cluster" : "cannot be read"),
                -1;
+    }
+    return 0;
+}
+
+static int load_job(struct api_req *r, struct api_resp *out, struct store_job *j)
+{
+    struct store_cluster cl;
+    if (load_cluster_job(r, out, &cl, j) < 0)
+        return -1;
+    store_cluster_release(&cl);
     return 0;
 }
 
@@ -287,6 +301,26 @@ int api_job_cancel(struct api_req *r, struct api_resp *out)
     else
         out->body = job_json(&j);
     store_job_release(&j);
+    return 0;
+}
+
+/* :injectFault (admin: root signals the job's processes, or a node is
+ * rebooted) — one fault into the running job, `mtc chaos` (jobs/chaos.c). */
+int api_job_inject_fault(struct api_req *r, struct api_resp *out)
+{
+    struct store_cluster cl;
+    struct store_job j;
+    if (load_cluster_job(r, out, &cl, &j) < 0)
+        return 0;
+    int http = 500;
+    mtc_error_t err = {""};
+    json_t *res = jobs_inject_fault(r->st, r->ctl, &cl, &j, r->body, &http, &err);
+    if (res)
+        out->body = res;
+    else
+        api_error(out, http, "%s", err.text);
+    store_job_release(&j);
+    store_cluster_release(&cl);
     return 0;
 }
 

@@ -48,6 +48,8 @@ const struct api_route api_routes[] = {
     {"GET", CLUSTERS "/*/trainingJobs/*", ROLE_VIEWER, api_job_get, 0},
     {"GET", CLUSTERS "/*/trainingJobs/*:metrics", ROLE_VIEWER, api_job_metrics, 0},
     {"POST", CLUSTERS "/*/trainingJobs/*:cancel", ROLE_EDITOR, api_job_cancel, 0},
+    /* root signals the job's processes or reboots one of its nodes: admin */
+    {"POST", CLUSTERS "/*/trainingJobs/*:injectFault", ROLE_ADMIN, api_job_inject_fault, 0},
     {"GET", "/v1/projects/*/locations/*/operations/*", ROLE_VIEWER, api_op_get,
      API_ROUTE_REGISTRAR},
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, api_op_get,

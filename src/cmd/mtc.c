@@ -21,6 +21,7 @@ static const struct cli_cmd commands[] = {
     {"experiment", cmd_experiment, "list, status, logs, cancel of recipe runs"},
     {"rl", cmd_rl, "rl launch: an RL-style job directory, optionally interactive"},
     {"attach", cmd_attach, "a shell inside a running job's allocation: mtc attach JOB [N]"},
+    {"chaos", cmd_chaos, "inject faults into a running job (admin): prove it survives them"},
     {"image", cmd_image, "import, build-trainer, inspect squashfs container images"},
     {"data", cmd_data, "list, show, prepare, delete datasets (named, versioned, cached)"},
     {"models", cmd_models, "the model registry: list, show, versions, alias, export, delete, upload"},

@@ -126,6 +126,12 @@ int mtc_pid_stop(pid_t pid, int ms);
  * (if given) b as whole entries; mtc_cmdline_has: in its argv. */
 int mtc_proc_has(pid_t pid, const char *file, const char *a, const char *b);
 int mtc_cmdline_has(pid_t pid, const char *a, const char *b);
+/* The live processes (not zombies) of this host that mine(pid, arg) picks
+ * and all their descendants, found through parent pids (a child with a
+ * cleaned environment is found too), into out (at most max): by what /proc
+ * says, never by name. This process and its parent are never included.
+ * Returns the count (0 when /proc cannot be read or memory runs out). */
+size_t mtc_proc_tree(int (*mine)(pid_t pid, void *arg), void *arg, pid_t *out, size_t max);
 
 /* A TCP port on 127.0.0.1 that is free right now (bound and released). 0 on failure. */
 int mtc_free_port(void);
@@ -163,6 +169,10 @@ char *mtc_time_rfc3339(int64_t ms, char *buf, size_t len);
 void mtc_sleep_ms(int ms);
 /* CLOCK_REALTIME ms from now, as pthread_cond_timedwait's deadline. */
 struct timespec mtc_deadline_ms(int64_t ms);
+/* A duration as people write it — "20s", "2m", "1.5h", "500ms", or plain
+ * seconds ("90") — into *ms. At most 30 days; no sign, exponent or blank.
+ * 0, or -1 with errno EINVAL (ERANGE past the bound). */
+int mtc_duration_ms(const char *s, int64_t *ms);
 
 /* Checked size arithmetic, for every size that comes from a file: *out = a * b (a + b).
  * 0, or -1 with errno EOVERFLOW (*out then undefined) when the result does not fit. */

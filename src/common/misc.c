@@ -1,4 +1,5 @@
-/* misc: time, ports, randomness, hashing and checked size arithmetic. */
+/* misc: time (and durations as people write them), ports, randomness, hashing
+ * and checked size arithmetic. */
 #include "common/common.h"
 
 #include <arpa/inet.h>
@@ -64,6 +65,42 @@ void mtc_sleep_ms(int ms)
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
+}
+
+int mtc_duration_ms(const char *s, int64_t *ms)
+{
+    static const struct {
+        const char *unit;
+        int64_t ms;
+    } units[] = {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+    const char *p = s ? s : "";
+    int64_t whole = 0, frac = 0, scale = 1;
+    size_t digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) /* past 2^40 it is too long anyway */
+        whole = whole < INT64_C(1) << 40 ? whole * 10 + (*p - '0') : whole;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            if (scale < 1000000) /* microsecond-ish precision is plenty */
+                frac = frac * 10 + (*p - '0'), scale *= 10;
+    for (size_t i = 0; digits && i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(p, units[i].unit) != 0)
+            continue;
+        /* 30 days, and every unit's product below it fits an int64 */
+        const int64_t max = INT64_C(30) * 24 * 3600 * 1000;
+        if (whole > max / units[i].ms) {
+            errno = ERANGE;
+            return -1;
+        }
+        int64_t v = whole * units[i].ms + frac * units[i].ms / scale;
+        if (v > max) {
+            errno = ERANGE;
+            return -1;
+        }
+        *ms = v;
+        return 0;
+    }
+    errno = EINVAL;
+    return -1;
 }
 
 static int port_free(int port)

@@ -1,7 +1,10 @@
 /* proc: run commands (capturing output, with a timeout), spawn daemons,
- * manage processes by recorded pid — never by name — and quote words for a shell. */
+ * manage processes by recorded pid or by what /proc says of them (trees
+ * through parent pids) — never by name — and quote words for a shell. */
 #include "common/common.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -466,4 +469,58 @@ int mtc_proc_has(pid_t pid, const char *file, const char *a, const char *b)
 int mtc_cmdline_has(pid_t pid, const char *a, const char *b)
 {
     return mtc_proc_has(pid, "cmdline", a, b);
+}
+
+struct proc_entry {
+    pid_t pid, ppid;
+    int mine;
+};
+
+size_t mtc_proc_tree(int (*mine)(pid_t pid, void *arg), void *arg, pid_t *out, size_t max)
+{
+    size_t n = 0, cap = 256;
+    struct proc_entry *ps = malloc(cap * sizeof(*ps));
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t self = getpid(), parent = getppid();
+    while (ps && d && (e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        char path[64], *st;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (pid == self || pid == parent || !(st = mtc_read_file(path, NULL)))
+            continue;
+        char *rp = strrchr(st, ')'); /* the name may hold blanks and parentheses */
+        int ppid = 0;
+        char state = 0;
+        if (rp)
+            sscanf(rp + 1, " %c %d", &state, &ppid);
+        free(st);
+        if (state == 'Z' || state == 'X')
+            continue;
+        if (n == cap) {
+            struct proc_entry *np = realloc(ps, (cap *= 2) * sizeof(*ps));
+            if (!np)
+                break;
+            ps = np;
+        }
+        ps[n] = (struct proc_entry){pid, (pid_t)ppid, mine(pid, arg)};
+        n++;
+    }
+    if (d)
+        closedir(d);
+    for (int changed = 1; changed && ps;) { /* descendants, to a fixed point */
+        changed = 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; !ps[i].mine && j < n; j++)
+                if (ps[j].mine && ps[j].pid == ps[i].ppid)
+                    ps[i].mine = changed = 1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; ps && i < n && k < max; i++)
+        if (ps[i].mine)
+            out[k++] = ps[i].pid;
+    free(ps);
+    return k;
 }

@@ -384,8 +384,11 @@ static void supervise_one(struct control *c, const char *id)
         if (provider_supervise(c->prov, id, cl.spec, event_cb, &e, &err) < 0) {
             log_msg(LOG_ERR, "supervise %s: %s", id, err.text);
         } else {
+            /* what a daemon.slurmd report is judged against: a look at the
+             * nodes that began after it (on hosts, not every pass looks) */
+            int64_t looked = provider_supervised_at(c->prov, id, began);
             pthread_mutex_lock(&c->lock);
-            json_object_set_new(c->supervised, id, json_integer(began));
+            json_object_set_new(c->supervised, id, json_integer(looked));
             pthread_mutex_unlock(&c->lock);
         }
         json_t *nodes = control_refresh_nodes(c, id, cl.spec, cl.nodes);
@@ -601,4 +604,11 @@ int control_check_storage(struct control *c, const char *cluster_id, const json_
 json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err)
 {
     return provider_login(c->prov, cluster_id, err);
+}
+
+int control_node_fault(struct control *c, const char *cluster_id, const json_t *spec,
+                       const char *node, enum provider_fault f, const char *job, unsigned pick,
+                       struct provider_fault_hit *hit, mtc_error_t *err)
+{
+    return provider_node_fault(c->prov, cluster_id, spec, node, f, job, pick, hit, err);
 }

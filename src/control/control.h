@@ -112,6 +112,12 @@ json_t *control_hosts(struct control *c, const char *cluster_id);
  * spec: the cluster's canonical spec). 0, or -1 + err naming the hosts. */
 int control_check_storage(struct control *c, const char *cluster_id, const json_t *spec,
                           mtc_error_t *err);
+/* A fault injected on purpose into node of cluster_id (`mtc chaos`:
+ * provider_node_fault; spec: the cluster's canonical spec). 0 with *hit, or
+ * -1 + errno + err as provider_node_fault. */
+int control_node_fault(struct control *c, const char *cluster_id, const json_t *spec,
+                       const char *node, enum provider_fault f, const char *job, unsigned pick,
+                       struct provider_fault_hit *hit, mtc_error_t *err);
 /* How `mtc login` reaches a cluster's login node on another host
  * (provider_login), or NULL when it is this host. Caller owns. */
 json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err);

@@ -15,9 +15,11 @@
 #define REMEDIATION_WINDOW_S 3600
 #define NODE_DOWN_GRACE_S 10
 /* A dead slurmd is the supervisor's first: a report of it is acted on only
- * after a supervise pass that began later, and not while the slurmd the
- * supervisor restarted (within SLURMD_START_GRACE_MS before the report, or
- * after it) comes up — unless it was restarted twice within SLURMD_FLAP_MS. */
+ * after a supervise pass that began later has looked at the node's daemons
+ * and reported what it restarted (provider_supervised_at: on hosts, not
+ * every pass looks), and not while the slurmd the supervisor restarted
+ * (within SLURMD_START_GRACE_MS before the report, or after it) comes up —
+ * unless it was restarted twice within SLURMD_FLAP_MS. */
 #define SLURMD_START_GRACE_MS 10000
 #define SLURMD_FLAP_MS 600000
 

@@ -6,8 +6,9 @@
  * from Slurm and its exit record into the store (state.c, one Slurm query
  * per cluster and pass); jobs_watch reads a running job's new metrics rows
  * and records each early problem that starts as an event (watch.c); the
- * monitor does both for every unfinished job on its own (monitor.c). The
- * HTTP handlers (api/jobs.c) parse and answer. */
+ * monitor does both for every unfinished job on its own (monitor.c);
+ * jobs_inject_fault puts a fault into a running job on purpose (chaos.c,
+ * `mtc chaos`). The HTTP handlers (api/jobs.c) parse and answer. */
 #ifndef MTC_JOBS_H
 #define MTC_JOBS_H
 
@@ -41,10 +42,11 @@ int jobs_state_final(const char *state);
 
 /* Look at Slurm (then the experiment's exit record) and store a job's state
  * and restarts when they changed; a final state is kept, a job nobody knows
- * keeps its last. pass: what Slurm said this pass, by slurm.conf (a JSON
- * object the caller makes and frees; the first job of a cluster asks Slurm
- * for all its jobs at once, later ones read the answer); NULL: ask about
- * this job alone. */
+ * keeps its last; a job seen requeued and pending again is released from
+ * Slurm's requeue hold (StartTime=now). pass: what Slurm said this pass, by
+ * slurm.conf (a JSON object the caller makes and frees; the first job of a
+ * cluster asks Slurm for all its jobs at once, later ones read the answer);
+ * NULL: ask about this job alone. */
 void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass);
 /* jobs_refresh_state, then, for a job past PENDING, jobs_watch. */
 void jobs_refresh(struct store *st, struct store_job *j, json_t *pass);
@@ -136,6 +138,39 @@ void jobs_watch(struct store *st, const struct store_job *j, double now);
 /* The last line the program wrote to the run's log (mtc's, srun's and
  * slurmstepd's own lines passed over; "" when none), into buf. */
 const char *jobs_last_line(const json_t *cfg, char *buf, size_t len);
+
+/* ---- chaos (chaos.c): faults injected on purpose, `mtc chaos` ---- */
+
+/* The faults, by the mechanisms mtc's fault tests use: node (one of the
+ * job's nodes reported faulty: drained, its jobs requeued, rebooted, as
+ * :reportFaultyNodes does), hang (one rank SIGSTOPped), kill-rank (one rank
+ * SIGKILLed), slurmd (the node's slurmd killed -9; supervision restarts it). */
+enum jobs_fault { JOBS_FAULT_NODE, JOBS_FAULT_HANG, JOBS_FAULT_KILL_RANK, JOBS_FAULT_SLURMD };
+extern const struct schema_enum jobs_fault_enum;
+/* :injectFault's body (proto3): {"fault" (required), "node" (one of the
+ * job's nodes; absent: picked), "seed" (0..2^31-1; absent: a random one),
+ * "index" (which fault of a run this is, 1..10^6, default 1),
+ * "validateOnly" (true: the request is checked, nothing is injected)}. */
+extern const struct schema jobs_fault_request_schema;
+/* The pick for fault index of a run with seed: what 0 the node (modulo the
+ * job's node count), 1 the rank (modulo the node's tasks). The same
+ * arguments give the same pick on every machine. */
+unsigned jobs_fault_pick(int seed, int index, int what);
+/* Inject the fault body asks for (jobs_fault_request_schema) into job j of
+ * cluster cl, which must be RUNNING (its state is refreshed from Slurm
+ * first), and record it as a CHAOS_FAULT event of the cluster naming the
+ * fault, the node, what was hit and the fault's index and seed. Returns
+ * {"fault", "index", "seed", "node", "trainingJob", "slurmJobId", "rank"?,
+ * "pid"?, "operation"? (node: the REMEDIATE operation's id), "hit" (what
+ * it did, one line), "warning"? (what the job lacks to survive the fault:
+ * monitor.hang_timeout_s for a hang, retry_on_error for a killed rank),
+ * "description" (the event's text)} (caller owns; validateOnly: fault,
+ * index, seed, trainingJob, validateOnly, warning?), or NULL with err (one line) and *http: 400
+ * (bad body, a node not the job's; "precondition: " when the job is not
+ * running, its tasks have not started on the node or the node is being
+ * remediated: try again), 501 (the cluster's provider cannot), 500. */
+json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct store_cluster *cl,
+                          struct store_job *j, const json_t *body, int *http, mtc_error_t *err);
 
 /* ---- the monitor (monitor.c) ---- */
 

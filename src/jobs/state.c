@@ -1,7 +1,8 @@
 /* state: a training job's state as Slurm and the experiment's exit record
  * say, kept in the store — refreshed one job at a time (a GET) or for all
  * the jobs of a pass with one Slurm query per cluster (the monitor, a
- * list), a TRAINING_FAILED event when it fails, and :cancel. */
+ * list), a TRAINING_FAILED event when it fails, a requeued job released
+ * from Slurm's requeue hold, and :cancel. */
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"

@@ -878,6 +878,7 @@ const struct provider_ops provider_hosts_ops = {
     .delete_ = hosts_delete,
     .nodes = hosts_nodes,
     .supervise = hosts_supervise,
+    .supervised_at = hosts_supervised_at,
     .env = hosts_env,
     .node_action = hosts_node_action,
     .node_check = hosts_node_check,
@@ -885,4 +886,5 @@ const struct provider_ops provider_hosts_ops = {
     .login = hosts_login,
     .check_storage = hosts_check_storage,
     .power = hosts_power,
+    .node_fault = hosts_node_fault,
 };

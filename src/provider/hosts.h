@@ -4,7 +4,8 @@
  * file and the placement of nodes on hosts (pure); hosts_view.c: supervision and the
  * views (nodes, hosts, env, login); hosts_remote.c: what runs on a host (the
  * mtc-host script, preflight, the bundle of files, parallel runs);
- * hosts_node.c: node repair actions and checks. Not part of the provider
+ * hosts_node.c: node repair actions, checks and faults injected on purpose.
+ * Not part of the provider
  * interface. */
 #ifndef MTC_PROVIDER_HOSTS_H
 #define MTC_PROVIDER_HOSTS_H
@@ -164,10 +165,15 @@ int hosts_remote_up(struct ssh_conn *ssh, const struct head *c, const struct hst
                     const struct hbundle *b, const struct hnode *n, unsigned send, int gpus_fake,
                     mtc_error_t *err);
 /* Run one mtc-host operation on host ("check", "restart", "up", "stop",
- * "clean", "mark", "booted") for node (may be ""); stdout into out (may be
+ * "clean", "mark", "booted", "fault") for node (may be ""); stdout into out (may be
  * NULL, caller frees). Returns the remote status or -1 + err like ssh_run. */
 int hosts_remote_op(struct ssh_conn *ssh, const struct hstate *s, const char *op, const char *node,
                     int gpus_fake, char **out, int timeout_ms, mtc_error_t *err);
+/* The same with args, words the op takes after GPUS ("fault": KIND JOB
+ * PICK), checked by the caller (they reach a command line); NULL: none. */
+int hosts_remote_op_args(struct ssh_conn *ssh, const struct hstate *s, const char *op,
+                         const char *node, int gpus_fake, const char *args, char **out,
+                         int timeout_ms, mtc_error_t *err);
 
 /* The mtc-host script's text (static). */
 const char *hosts_script(void);
@@ -259,6 +265,9 @@ void hosts_checks_forget(const char *dir);
  * reported (ev) by the next call. */
 int hosts_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                     void *arg, mtc_error_t *err);
+/* provider_supervised_at: when the last pass over the cluster's hosts whose
+ * findings a supervise call has reported began (0: none yet). */
+int64_t hosts_supervised_at(struct provider *p, const char *id);
 json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
 json_t *hosts_hosts(struct provider *p, const char *id);
 char *hosts_env(struct provider *p, const char *id, mtc_error_t *err);
@@ -270,6 +279,10 @@ int hosts_node_action(struct provider *p, const char *id, const json_t *spec, co
                       const char *action, mtc_error_t *err);
 json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
                          mtc_error_t *err);
+/* provider_node_fault for a cluster on hosts: mtc-host's "fault" on the node's host. */
+int hosts_node_fault(struct provider *p, const char *id, const json_t *spec, const char *node,
+                     enum provider_fault f, const char *job, unsigned pick,
+                     struct provider_fault_hit *hit, mtc_error_t *err);
 /* Power elastic node n on (hostRemediation.powerOnCommand if any, SSH back
  * within bootTimeoutSeconds, preflight, its files and daemons up: slurmd in a
  * time namespace booted now) or off (everything of the cluster removed from

@@ -5,7 +5,8 @@
  * node moves to the pool's next spare host under the same Slurm name, the
  * old host is quarantined) — running a node's checks for the controller, and
  * powering elastic nodes on and off for Slurm's power saving
- * (hostRemediation.powerOnCommand / powerOffCommand, docs/hosts.md). */
+ * (hostRemediation.powerOnCommand / powerOffCommand, docs/hosts.md), and
+ * faults injected on purpose (mtc chaos: mtc-host's "fault"). */
 #include "provider/hosts.h"
 
 #include <ctype.h>
@@ -373,6 +374,52 @@ json_t *hosts_node_check(struct provider *p, const char *id, const json_t *spec,
     free(out);
     free(s);
     return res;
+}
+
+/* ---- faults injected on purpose (mtc chaos) ---- */
+
+/* mtc-host fault's KIND for each fault */
+static const char *const fault_kinds[] = {[PROVIDER_FAULT_HANG] = "hang",
+                                          [PROVIDER_FAULT_KILL_TASK] = "kill",
+                                          [PROVIDER_FAULT_KILL_SLURMD] = "slurmd"};
+
+int hosts_node_fault(struct provider *p, const char *id, const json_t *spec, const char *node,
+                     enum provider_fault f, const char *job, unsigned pick,
+                     struct provider_fault_hit *hit, mtc_error_t *err)
+{
+    (void)spec;
+    struct head c;
+    if (head_init(&c, p, id, err) < 0)
+        return -1;
+    struct hstate *s = calloc(1, sizeof(*s));
+    struct hnode *n = NULL;
+    if (!s || hosts_state_load(&c, s) < 0 || !(n = hosts_node_find(s, node))) {
+        free(s);
+        errno = EINVAL;
+        return errprintf(err, "cluster %s has no node \"%.64s\"", id, node);
+    }
+    /* job and node were checked by provider_node_fault: digits, a name */
+    char args[64], *out = NULL;
+    snprintf(args, sizeof(args), "%s %s %u", fault_kinds[f],
+             f == PROVIDER_FAULT_KILL_SLURMD ? "-" : job, pick);
+    struct ssh_conn *ssh = hosts_ssh(p, s, n->host, err);
+    int rc = ssh ? hosts_remote_op_args(ssh, s, "fault", n->name, -1, args, &out, ACTION_OP_MS, err)
+                 : -1;
+    ssh_free(ssh);
+    if (rc == 0 && (!out || sscanf(out, "pid=%ld rank=%d tasks=%d", &hit->pid, &hit->rank,
+                                   &hit->tasks) != 3)) {
+        errno = EIO;
+        errprintf(err, "host %s: mtc-host fault answered \"%.80s\"", n->host, out ? out : "");
+        rc = -1;
+    } else if (rc != 0) {
+        errno = rc == 4 ? ENOENT : EIO; /* 4: nothing of the job (or no slurmd) to hit */
+        rc = -1;
+    } else
+        log_msg(LOG_NOTICE, "cluster %s: chaos: %s on %s (%s): pid %ld, rank %d", id,
+                fault_kinds[f], n->name, n->host, hit->pid, hit->rank);
+    free(out);
+    free(s);
+    return rc;
 }
 
 /* ---- power (Slurm's power saving of elastic nodes) ---- */

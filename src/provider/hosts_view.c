@@ -74,10 +74,12 @@ struct check_event {
     char type[24], node[64], msg[400];
 };
 struct check_slot {
-    char dir[PLEN];  /* the cluster's directory ("" = free slot) */
-    int running;     /* a pass is at work */
-    int64_t last_ms; /* when the last pass started */
-    size_t nev;      /* findings not yet reported */
+    char dir[PLEN];      /* the cluster's directory ("" = free slot) */
+    int running;         /* a pass is at work */
+    int64_t last_ms;     /* when the last pass started */
+    int64_t done_ms;     /* when the last pass that ended started */
+    int64_t reported_ms; /* when the last pass whose findings were reported started */
+    size_t nev;          /* findings not yet reported */
     struct check_event ev[CHECK_EVENTS];
 };
 static pthread_mutex_t checks_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -171,6 +173,7 @@ struct check_job {
     struct provider *p;
     struct head c;
     struct check_slot *slot;
+    int64_t started;
 };
 
 /* The pass, under the cluster's lock (an apply, delete or node action in
@@ -187,6 +190,7 @@ static void *check_thread(void *arg)
     free(s);
     pthread_mutex_lock(&checks_mu);
     j->slot->running = 0;
+    j->slot->done_ms = j->started;
     checks_running--;
     pthread_cond_broadcast(&checks_cv);
     pthread_mutex_unlock(&checks_mu);
@@ -207,6 +211,7 @@ static void check_hosts(struct provider *p, const struct head *c, provider_event
         n = slot->nev;
         memcpy(found, slot->ev, n * sizeof(*found));
         slot->nev = 0;
+        slot->reported_ms = slot->done_ms; /* reported below */
         int64_t now = mtc_now_ms();
         start = !slot->running && (now - slot->last_ms >= HOSTS_CHECK_MS || now < slot->last_ms);
         if (start) {
@@ -230,6 +235,7 @@ static void check_hosts(struct provider *p, const struct head *c, provider_event
         j->p = p, j->slot = slot;
         j->c = *c;
         j->c.lockfd = -1;
+        j->started = slot->last_ms; /* set above, under checks_mu */
     }
     if (!j || pthread_create(&t, &attr, check_thread, j) != 0) {
         free(j);
@@ -240,6 +246,18 @@ static void check_hosts(struct provider *p, const struct head *c, provider_event
         pthread_mutex_unlock(&checks_mu);
     }
     pthread_attr_destroy(&attr);
+}
+
+int64_t hosts_supervised_at(struct provider *p, const char *id)
+{
+    struct head c;
+    if (head_init(&c, p, id, NULL) < 0)
+        return 0;
+    pthread_mutex_lock(&checks_mu);
+    struct check_slot *slot = slot_of(c.dir);
+    int64_t at = slot ? slot->reported_ms : 0;
+    pthread_mutex_unlock(&checks_mu);
+    return at;
 }
 
 void hosts_checks_wait(void)

@@ -104,6 +104,26 @@ const struct lnode *local_layout_find(const struct layout *l, const char *name)
     return NULL;
 }
 
+struct layout *local_layout_node(const struct head *c, const char *node, const char *what,
+                                 const struct lnode **n, mtc_error_t *err)
+{
+    struct layout *l = calloc(1, sizeof(*l));
+    *n = NULL;
+    if (!l) {
+        errno = ENOMEM;
+        errprintf(err, "out of memory");
+    } else if (local_layout_load(c, l) < 0) {
+        errno = ENOENT;
+        errprintf(err, "cluster %s: no cluster.json (never applied?)", c->id);
+    } else if (!node || !(*n = local_layout_find(l, node))) {
+        errno = EINVAL;
+        errprintf(err, "cluster %s has no %s \"%.64s\"", c->id, what, node ? node : "");
+    } else
+        return l;
+    free(l);
+    return NULL;
+}
+
 /* "a,b,c~": an elastic node with "~" (slurmctld restarts when that changes) */
 static void node_names(const struct layout *l, char *buf, size_t len)
 {
@@ -728,4 +748,5 @@ const struct provider_ops provider_local_ops = {
     .node_action = local_node_action,
     .node_check = local_node_check,
     .power = local_power,
+    .node_fault = local_node_fault,
 };

@@ -1,8 +1,8 @@
 /* local.h: internal to the local provider (local.c: apply, supervise,
  * delete, the nodes' daemons on this host; local_node.c: per-node agent,
- * emulated hardware and the node repair actions; local_power.c: elastic
- * nodes). Built on the cluster head (head.h). Not part of the provider
- * interface. */
+ * emulated hardware and the node repair actions; local_fault.c: faults
+ * injected on purpose; local_power.c: elastic nodes). Built on the cluster
+ * head (head.h). Not part of the provider interface. */
 #ifndef MTC_PROVIDER_LOCAL_H
 #define MTC_PROVIDER_LOCAL_H
 
@@ -39,6 +39,11 @@ int local_slurmd_start(const struct head *c, const char *node, int boot, mtc_err
 int local_slurmd_wait_up(const struct head *c, const char *node, mtc_error_t *err);
 int local_layout_load(const struct head *c, struct layout *l);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);
+/* The cluster's layout (caller frees) and node's entry in it into *n; NULL
+ * + err: ENOENT (never applied), EINVAL ("cluster C has no WHAT \"NODE\"":
+ * what names the kind of node asked for), ENOMEM. */
+struct layout *local_layout_node(const struct head *c, const char *node, const char *what,
+                                 const struct lnode **n, mtc_error_t *err);
 /* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
 int local_host_gpus(void);
 
@@ -76,6 +81,13 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
                       const char *action, mtc_error_t *err);
 json_t *local_node_check(struct provider *p, const char *id, const json_t *spec, const char *node,
                          mtc_error_t *err);
+
+/* ---- local_fault.c ---- */
+
+/* provider_node_fault for the local provider. */
+int local_node_fault(struct provider *p, const char *id, const json_t *spec, const char *node,
+                     enum provider_fault f, const char *job, unsigned pick,
+                     struct provider_fault_hit *hit, mtc_error_t *err);
 
 /* ---- local_power.c: elastic nodes ---- */
 

@@ -6,7 +6,6 @@
 #include "spank/container.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -323,11 +322,6 @@ void local_agent_stop(const struct head *c, const char *node)
 
 /* ---- every process of an emulated node ---- */
 
-struct proc {
-    pid_t pid, ppid;
-    int mine;
-};
-
 /* 1 when pid's initial environment has both "K=V" strings (b may be NULL). */
 static int environ_has(pid_t pid, const char *a, const char *b)
 {
@@ -353,68 +347,38 @@ static int environ_has_prefix(pid_t pid, const char *a, const char *p1, const ch
     return fa && fp;
 }
 
+/* What marks a process as a node's (node_pids). */
+struct node_mark {
+    const char *node; /* NULL: any node of the cluster */
+    char conf[PLEN + 16], mark[128], task[128];
+    pid_t roots[2];
+};
+
+static int node_mine(pid_t pid, void *arg)
+{
+    const struct node_mark *m = arg;
+    if (!m->node)
+        return environ_has_prefix(pid, m->conf, "MTC_NODE=", "SLURMD_NODENAME=");
+    return pid == m->roots[0] || pid == m->roots[1] || environ_has(pid, m->conf, m->mark) ||
+           environ_has(pid, m->conf, m->task);
+}
+
 /* The processes of node: its slurmd and agent (recorded pids), every process
  * whose environment says it belongs to the node — slurmstepd inherits
  * slurmd's MTC_NODE, job tasks get SLURMD_NODENAME — with this cluster's
- * SLURM_CONF, and all their descendants (found through parent pids, so a
- * job's children are found even with a cleaned environment). No cgroups, no
- * name patterns. node NULL: the processes of every node of the cluster.
- * Returns the count written to out. */
+ * SLURM_CONF, and all their descendants (mtc_proc_tree: a job's children are
+ * found even with a cleaned environment). No cgroups, no name patterns.
+ * node NULL: the processes of every node of the cluster. Returns the count
+ * written to out. */
 static size_t node_pids(const struct head *c, const char *node, pid_t *out, size_t max)
 {
-    char conf[PLEN + 16], mark[128], task[128];
-    snprintf(conf, sizeof(conf), "SLURM_CONF=%s", c->conf);
-    snprintf(mark, sizeof(mark), "MTC_NODE=%s", node ? node : "");
-    snprintf(task, sizeof(task), "SLURMD_NODENAME=%s", node ? node : "");
-    pid_t roots[2] = {node ? head_slurmd_running(c, node) : 0,
-                      node ? local_agent_running(c, node) : 0};
-    size_t n = 0, cap = 256;
-    struct proc *ps = malloc(cap * sizeof(*ps));
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    pid_t self = getpid(), parent = getppid();
-    while (ps && d && (e = readdir(d))) {
-        if (!isdigit((unsigned char)e->d_name[0]))
-            continue;
-        pid_t pid = (pid_t)atoi(e->d_name);
-        char path[64], *st;
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        if (pid == self || pid == parent || !(st = mtc_read_file(path, NULL)))
-            continue;
-        char *rp = strrchr(st, ')');
-        int ppid = 0;
-        char state = 0;
-        if (rp)
-            sscanf(rp + 1, " %c %d", &state, &ppid);
-        free(st);
-        if (state == 'Z' || state == 'X')
-            continue;
-        if (n == cap) {
-            struct proc *np = realloc(ps, (cap *= 2) * sizeof(*ps));
-            if (!np)
-                break;
-            ps = np;
-        }
-        int mine = node ? pid == roots[0] || pid == roots[1] || environ_has(pid, conf, mark) ||
-                              environ_has(pid, conf, task)
-                        : environ_has_prefix(pid, conf, "MTC_NODE=", "SLURMD_NODENAME=");
-        ps[n++] = (struct proc){pid, (pid_t)ppid, mine};
-    }
-    if (d)
-        closedir(d);
-    for (int changed = 1; changed && ps;) { /* descendants, to a fixed point */
-        changed = 0;
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; !ps[i].mine && j < n; j++)
-                if (ps[j].mine && ps[j].pid == ps[i].ppid)
-                    ps[i].mine = changed = 1;
-    }
-    size_t k = 0;
-    for (size_t i = 0; ps && i < n && k < max; i++)
-        if (ps[i].mine)
-            out[k++] = ps[i].pid;
-    free(ps);
-    return k;
+    struct node_mark m = {.node = node};
+    snprintf(m.conf, sizeof(m.conf), "SLURM_CONF=%s", c->conf);
+    snprintf(m.mark, sizeof(m.mark), "MTC_NODE=%s", node ? node : "");
+    snprintf(m.task, sizeof(m.task), "SLURMD_NODENAME=%s", node ? node : "");
+    m.roots[0] = node ? head_slurmd_running(c, node) : 0;
+    m.roots[1] = node ? local_agent_running(c, node) : 0;
+    return mtc_proc_tree(node_mine, &m, out, max);
 }
 
 int local_node_kill(const struct head *c, const char *node, mtc_error_t *err)
@@ -533,23 +497,11 @@ int local_node_action(struct provider *p, const char *id, const json_t *spec, co
     int k = provider_action_find(action, err);
     if (k < 0 || head_init(&c, p, id, err) < 0)
         return -1;
-    struct layout *l = calloc(1, sizeof(*l));
+    const struct lnode *n;
+    struct layout *l = local_layout_node(&c, node, "compute node", &n, err);
     if (!l)
-        return errprintf(err, "out of memory");
+        return -1;
     int rc = -1;
-    if (local_layout_load(&c, l) < 0) {
-        errno = ENOENT;
-        errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
-        free(l);
-        return -1;
-    }
-    const struct lnode *n = node ? local_layout_find(l, node) : NULL;
-    if (!n) {
-        errno = EINVAL;
-        errprintf(err, "cluster %s has no compute node \"%.64s\"", id, node ? node : "");
-        free(l);
-        return -1;
-    }
     /* the lock keeps supervise from restarting what the action stops, and
      * another action off this node; actions on other nodes run beside it */
     int nfd = head_lock_node(&c, n->name);

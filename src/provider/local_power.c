@@ -43,22 +43,17 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
     struct head c;
     if (head_init(&c, p, id, err) < 0)
         return -1;
-    struct layout *l = calloc(1, sizeof(*l));
-    if (!l)
-        return errprintf(err, "out of memory");
-    int rc = -1;
-    const struct lnode *n = NULL;
-    if (local_layout_load(&c, l) < 0) {
-        errno = ENOENT;
-        errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
-    } else if (!node || !(n = local_layout_find(l, node)) || !n->cloud) {
+    const struct lnode *n;
+    struct layout *l = local_layout_node(&c, node, "elastic node", &n, err);
+    if (l && !n->cloud) {
         errno = EINVAL;
-        errprintf(err, "cluster %s has no elastic node \"%.64s\"", id, node ? node : "");
-    }
-    if (!n || !n->cloud) {
+        errprintf(err, "cluster %s has no elastic node \"%.64s\"", id, node);
         free(l);
-        return -1;
+        l = NULL;
     }
+    if (!l)
+        return -1;
+    int rc = -1;
     /* the lock keeps supervise (and an apply) from acting on a half-powered node */
     if (head_lock(&c, 1) < 0) {
         errprintf(err, "cannot lock %s: %s", c.dir, strerror(errno));

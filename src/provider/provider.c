@@ -167,6 +167,12 @@ int provider_supervise(struct provider *p, const char *id, const json_t *spec, p
     return ops_for(p, id, spec)->supervise(p, id, spec, ev, arg, err);
 }
 
+int64_t provider_supervised_at(struct provider *p, const char *id, int64_t pass_ms)
+{
+    const struct provider_ops *ops = ops_for(p, id, NULL);
+    return ops->supervised_at ? ops->supervised_at(p, id) : pass_ms;
+}
+
 int provider_env_get(const char *env, const char *key, char *buf, size_t len)
 {
     char pat[64];
@@ -288,6 +294,30 @@ int provider_power(struct provider *p, const char *id, const json_t *spec, const
                          on ? "on" : "off");
     }
     return ops->power(p, id, spec, node, on, err);
+}
+
+int provider_node_fault(struct provider *p, const char *id, const json_t *spec, const char *node,
+                        enum provider_fault f, const char *job, unsigned pick,
+                        struct provider_fault_hit *hit, mtc_error_t *err)
+{
+    const struct provider_ops *ops = ops_for(p, id, spec);
+    if (!ops->node_fault) {
+        errno = ENOTSUP;
+        return errprintf(err, "provider %s has no processes to inject faults into: not supported",
+                         ops->kind);
+    }
+    /* both reach /proc scans and command lines: checked here, once for every kind */
+    if (!node || !mtc_name_valid(node, 63)) {
+        errno = EINVAL;
+        return errprintf(err, "node \"%.64s\": not a node name", node ? node : "");
+    }
+    if (f != PROVIDER_FAULT_KILL_SLURMD &&
+        (!job || !*job || strlen(job) > 12 || strspn(job, "0123456789") != strlen(job))) {
+        errno = EINVAL;
+        return errprintf(err, "Slurm job id \"%.20s\": must be digits", job ? job : "");
+    }
+    *hit = (struct provider_fault_hit){0, -1, 0};
+    return ops->node_fault(p, id, spec, node, f, job, pick, hit, err);
 }
 
 json_t *provider_node_check(struct provider *p, const char *id, const json_t *spec,

@@ -44,6 +44,13 @@ json_t *provider_nodes(struct provider *p, const char *id, const json_t *spec, m
  * pass (returns 0) while an apply or delete holds the cluster. */
 int provider_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                        void *arg, mtc_error_t *err);
+/* When the newest look at cluster id's node daemons began whose findings
+ * (SLURMD_RESTART ...) provider_supervise has all reported: pass_ms (the
+ * start of the caller's last provider_supervise) for a provider that looks
+ * in the call itself; on hosts, an earlier pass (they are looked at in a
+ * thread of their own, at most every few seconds, and what it found is
+ * reported by the next call). 0: none yet. */
+int64_t provider_supervised_at(struct provider *p, const char *id, int64_t pass_ms);
 /* Shell text for `eval "$(mtc env ID)"`. Caller frees. NULL + err. */
 char *provider_env(struct provider *p, const char *id, mtc_error_t *err);
 /* KEY's value in provider_env's text (export KEY='VALUE') into buf: 0, or -1
@@ -118,6 +125,31 @@ int provider_node_set(struct provider *p, const char *id, const char *conf, cons
  * simulated. */
 int provider_has_slurm(struct provider *p, const char *id);
 
+/* Faults injected on purpose (`mtc chaos`, docs/any-framework.md), by the
+ * mechanisms the fault tests use: HANG stops (SIGSTOP) one task of a Slurm
+ * job on a node — a rank: a process Slurm started for a step (its
+ * SLURM_TASK_PID is its own pid), with its descendants — KILL_TASK kills
+ * (SIGKILL) one the same way, KILL_SLURMD kills -9 the node's slurmd (which
+ * supervision restarts; the job's steps run on). */
+enum provider_fault { PROVIDER_FAULT_HANG, PROVIDER_FAULT_KILL_TASK, PROVIDER_FAULT_KILL_SLURMD };
+/* What a fault hit: the process signalled, the task's rank (SLURM_PROCID;
+ * -1 for slurmd) and how many tasks of the job the node runs (0 for slurmd). */
+struct provider_fault_hit {
+    long pid;
+    int rank;
+    int tasks;
+};
+/* Inject fault f on node of cluster id; for a task, one of Slurm job job's
+ * tasks on the node: the pick-th in rank order, modulo their count. Root acts
+ * here for an admin (the API route is admin-only); node and job are checked
+ * against patterns before they reach a path or a command. 0 with *hit, or -1
+ * + err: EINVAL (not a node of the cluster, a bad job id), ENOENT (no task of
+ * the job runs on the node now, no slurmd runs), ENOTSUP (a provider without
+ * processes: sim). */
+int provider_node_fault(struct provider *p, const char *id, const json_t *spec, const char *node,
+                        enum provider_fault f, const char *job, unsigned pick,
+                        struct provider_fault_hit *hit, mtc_error_t *err);
+
 /* A simulated node's health results (what its mtc-agent would report), the
  * checks policy (a canonical healthPolicy; NULL: the defaults) enables that
  * run every pass, each PASS — but failing (a check name of the table, may be
@@ -182,6 +214,8 @@ struct provider_ops {
     json_t *(*nodes)(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
     int (*supervise)(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                      void *arg, mtc_error_t *err);
+    /* may be NULL: supervise looks at the nodes within the call */
+    int64_t (*supervised_at)(struct provider *p, const char *id);
     char *(*env)(struct provider *p, const char *id, mtc_error_t *err);
     int (*node_action)(struct provider *p, const char *id, const json_t *spec, const char *node,
                        const char *action, mtc_error_t *err);
@@ -196,6 +230,10 @@ struct provider_ops {
                     const char *reason, mtc_error_t *err);
     int (*power)(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                  mtc_error_t *err); /* may be NULL: no elastic pools */
+    /* may be NULL: no processes to inject faults into (ENOTSUP) */
+    int (*node_fault)(struct provider *p, const char *id, const json_t *spec, const char *node,
+                      enum provider_fault f, const char *job, unsigned pick,
+                      struct provider_fault_hit *hit, mtc_error_t *err);
 };
 
 struct provider {

@@ -23,19 +23,7 @@ check "3 test hosts up" testhosts_up 3
 H=("" "${TESTHOSTS_ADDRS[@]}")
 check "mtcd starts, listening on the bridge for the agents" \
     start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$(free_port)"
-cat >"$D/spec.json" <<JSON
-{"displayName": "recipes across hosts",
- "ssh": {"user": "root", "keyFile": "$TESTHOSTS_KEY"},
- "controller": {"address": "$TESTHOSTS_CTL_ADDR"},
- "experimentRoot": "$D",
- "nodePools": [
-   {"id": "login", "machineSpec": {"machineType": "host"},
-    "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1}, "hosts": ["${H[1]}"]},
-   {"id": "cpu", "machineSpec": {"machineType": "host"},
-    "scalingSpec": {"minNodeCount": 2, "maxNodeCount": 2}, "hosts": ["${H[2]}", "${H[3]}"]}],
- "orchestratorSpec": {"slurmSpec": {"loginNodePoolId": "login",
-   "partitions": [{"id": "cpu", "nodePoolIds": ["cpu"]}], "defaultPartitionId": "cpu"}}}
-JSON
+hosts_cpu_spec "recipes across hosts" 2 3 >"$D/spec.json"
 check "cluster on 3 hosts created" mtc cluster create -f "$D/spec.json" --id hr
 [ "$T_FAILED" -eq 0 ] || done_testing
 eval "$(mtc env hr)"

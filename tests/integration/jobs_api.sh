@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # jobs_api: training jobs through the HTTP API (curl) — a job created with a
 # recipe object is in squeue and `mtc experiment list` and completes; :cancel
-# ends a running one (CANCELLED); a requeued one is REQUEUED with its restart
-# count; list pages (pageSize/pageToken) and filters
+# ends a running one (CANCELLED); a requeued (and held) one is REQUEUED with
+# its restart count; list pages (pageSize/pageToken) and filters
 # by state; bad bodies get one-line google.rpc errors and submit nothing; a
 # secret reaches the job but is stored nowhere; roles (viewer, editor, and
 # admin-only while mtcd runs as root); `mtc run` is a client of the same API
@@ -206,12 +206,14 @@ kill -STOP $TP
 check "trainer SIGSTOPped, no client reading the job: a TRAINING_STALL event" wait_for 60 stalled
 diag "TRAINING_STALL stored $((SECONDS - t0)) s after the SIGSTOP: $(stalls | tail -1)"
 kill -CONT $TP
-scontrol requeue "$LJOB"
+# requeued and held: mtcd releases a requeued job from Slurm's requeue hold
+# at once (it would run again within moments), not from a user's hold
+scontrol requeuehold "$LJOB"
 requeued() {
     api GET "$JOBS/long"
     [ "$(field '["state"]' <<<"$BODY") $(field '["restartCount"]' <<<"$BODY")" = "REQUEUED 1" ]
 }
-check "scontrol requeue: state REQUEUED, restartCount 1" wait_for 30 requeued
+check "scontrol requeuehold: state REQUEUED, restartCount 1" wait_for 30 requeued
 tcp "$VIEWER" POST "$JOBS/long:cancel"
 check "viewer may not cancel: 403" test "$HTTP_STATUS" = 403
 api POST "$JOBS/long:cancel"

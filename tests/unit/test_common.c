@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -100,9 +101,75 @@ static void test_atomic_threads(const char *dir)
     free(out);
 }
 
+/* Durations as `mtc chaos --every` and `--timeout` take them. */
+static void test_duration(void)
+{
+    static const struct {
+        const char *s;
+        int64_t ms;
+    } good[] = {{"20s", 20000}, {"2m", 120000},   {"90", 90000}, {"1.5h", 5400000},
+                {"500ms", 500}, {"0", 0},         {".5s", 500},  {"0.25m", 15000},
+                {"30d", -1},    {"720h", 2592000000}};
+    char what[64];
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        int64_t ms = -7;
+        int rc = mtc_duration_ms(good[i].s, &ms);
+        snprintf(what, sizeof(what), "duration \"%s\"", good[i].s);
+        if (good[i].ms < 0) /* no day unit: a plain error, not a guess */
+            CHECK(rc == -1 && errno == EINVAL && ms == -7, what);
+        else
+            CHECK(rc == 0 && ms == good[i].ms, what);
+    }
+    static const char *const bad[] = {"", "s", "-5s", "+5s", "5 s", " 5s", "5x", "1e3",
+                                      "5sec", "0x10", "inf", "nan", "5s ", "1..5s", "."};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int64_t ms = -7;
+        snprintf(what, sizeof(what), "duration \"%s\" refused, *ms untouched", bad[i]);
+        CHECK(mtc_duration_ms(bad[i], &ms) == -1 && errno == EINVAL && ms == -7, what);
+    }
+    int64_t ms = -7;
+    CHECK(mtc_duration_ms(NULL, &ms) == -1 && errno == EINVAL, "NULL refused");
+    CHECK(mtc_duration_ms("721h", &ms) == -1 && errno == ERANGE && ms == -7, "past 30 days: ERANGE");
+    CHECK(mtc_duration_ms("99999999999999999999999s", &ms) == -1 && errno == ERANGE,
+          "a huge number: ERANGE, no overflow");
+}
+
+/* A process tree by parent pids: a shell, its two children and a
+ * grandchild, picked by the shell's pid alone; none of this process's. */
+static int is_root(pid_t pid, void *arg)
+{
+    return pid == *(pid_t *)arg;
+}
+
+static void test_proc_tree(void)
+{
+    char *argv[] = {"sh", "-c", "sleep 30 & (sleep 31 & wait) & wait", NULL};
+    pid_t root = mtc_spawn(argv, NULL, NULL), pids[16];
+    size_t n = 0;
+    for (int i = 0; i < 100 && n < 5; i++, mtc_sleep_ms(20)) /* the children start */
+        n = mtc_proc_tree(is_root, &root, pids, 16);
+    int has_root = 0, has_self = 0;
+    for (size_t i = 0; i < n; i++)
+        has_root |= pids[i] == root, has_self |= pids[i] == getpid();
+    /* sh, sleep 30, the subshell, sleep 31 (a shell may exec its last command) */
+    CHECK(root > 0 && has_root && n >= 4 && !has_self,
+          "mtc_proc_tree: the shell and its descendants (%zu), not this process", n);
+    size_t m = mtc_proc_tree(is_root, &root, pids, 2);
+    CHECK(m == 2, "at most max pids (%zu)", m);
+    n = mtc_proc_tree(is_root, &root, pids, 16);
+    for (size_t i = 0; i < n; i++)
+        kill(pids[i], SIGKILL);
+    mtc_pid_stop(root, 1000);
+    for (int i = 0; i < 100 && (n = mtc_proc_tree(is_root, &root, pids, 16)) > 0; i++)
+        mtc_sleep_ms(20);
+    CHECK(n == 0, "killed: nothing left of it (zombies are not counted)");
+}
+
 int main(void)
 {
     test_errprintf_one_line();
+    test_proc_tree();
+    test_duration();
     test_shell_quote();
     CHECK(mtc_name_valid("demo", 10), "plain name valid");
     CHECK(mtc_name_valid("a3m-pool-1", 20), "dashes and digits valid");

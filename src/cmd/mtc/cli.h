@@ -86,6 +86,8 @@ int cmd_qos(struct cli *c, int argc, char **argv);
 int cmd_models(struct cli *c, int argc, char **argv);
 /* inference endpoints (endpoints.c) */
 int cmd_endpoints(struct cli *c, int argc, char **argv);
+/* mtc chaos: faults injected into a running job on purpose, and what they cost it (chaos.c). */
+int cmd_chaos(struct cli *c, int argc, char **argv);
 /* mtc healthscan: the cluster health scanner (healthscan.c). */
 int cmd_healthscan(struct cli *c, int argc, char **argv);
 /* mtc console: the web console's URL and a one-time login link (session.c). */
