@@ -100,11 +100,10 @@ static int path_account(struct api_req *r, struct api_resp *out)
     return 0;
 }
 
-/* The account named name, or NULL: errno ENOENT (none), EIO (+ err). Caller owns. */
-static json_t *account_named(const char *conf, const char *cluster, const char *name,
-                             mtc_error_t *err)
+/* The object named name of list all (consumed; NULL: errno EIO, the
+ * lister's err set), or NULL with errno ENOENT. Caller owns. */
+static json_t *pick(json_t *all, const char *name)
 {
-    json_t *all = slurm_accounts(conf, cluster, err);
     if (!all)
         return errno = EIO, NULL;
     size_t i;
@@ -115,6 +114,13 @@ static json_t *account_named(const char *conf, const char *cluster, const char *
     if (!found)
         errno = ENOENT;
     return found;
+}
+
+/* The account named name, or NULL: errno ENOENT (none), EIO (+ err). Caller owns. */
+static json_t *account_named(const char *conf, const char *cluster, const char *name,
+                             mtc_error_t *err)
+{
+    return pick(slurm_accounts(conf, cluster, err), name);
 }
 
 /* account_named, or NULL with the reply set (404, 500). */
@@ -349,17 +355,7 @@ static const struct schema s_qos = {f_qos, SCHEMA_PROTO3 | SCHEMA_QUOTING, NULL,
 /* The QoS named name (NULL: errno ENOENT, or EIO + err). Caller owns. */
 static json_t *qos_named(const char *conf, const char *name, mtc_error_t *err)
 {
-    json_t *all = slurm_qos_list(conf, err);
-    if (!all)
-        return errno = EIO, NULL;
-    size_t i;
-    json_t *q, *found = NULL;
-    json_array_foreach(all, i, q) if (strcmp(json_string_value(json_object_get(q, "name")), name) == 0)
-        found = json_incref(q);
-    json_decref(all);
-    if (!found)
-        errno = ENOENT;
-    return found;
+    return pick(slurm_qos_list(conf, err), name);
 }
 
 int api_qos_list(struct api_req *r, struct api_resp *out)

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ACCT_TIMEOUT_MS 20000
 
 int slurm_acct_name_valid(const char *s)
 {
@@ -33,23 +32,47 @@ static int sacctmgr(const char *conf, char *const args[], char **out, mtc_error_
     for (int i = 0; args[i] && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    char *o = NULL;
-    int rc = slurm_cmd(conf, argv, &o, ACCT_TIMEOUT_MS);
-    if (rc != 0) {
-        const char *t = o && *o ? o : "no output";
-        /* sacctmgr's own words, first line: "Nothing deleted", " Job(s) active, cancel …" */
-        while (*t == ' ')
-            t++;
-        errprintf(err, "sacctmgr: %.*s", (int)strcspn(t, "\n"), t);
-        free(o);
-        errno = EIO;
-        return -1;
+    return slurm_cmd_ok(conf, argv, out, "sacctmgr", err);
+}
+
+/* line's '|'-separated fields into f[0..max) (the line is cut); their count. */
+static int split_fields(char *line, char **f, int max)
+{
+    int n = 0;
+    for (char *p = line; p && n < max;) {
+        f[n++] = p;
+        p = strchr(p, '|');
+        if (p)
+            *p++ = '\0';
     }
-    if (out)
-        *out = o;
-    else
-        free(o);
-    return 0;
+    return n;
+}
+
+/* "a,b,c" as a JSON array of strings. */
+static json_t *csv_array(const char *s)
+{
+    json_t *a = json_array();
+    while (s && *s) {
+        size_t k = strcspn(s, ",");
+        json_array_append_new(a, json_stringn(s, k));
+        s += k + (s[k] == ',');
+    }
+    return a;
+}
+
+/* "GrpTRES=node=N,gres/gpu=G" for the limits given (SLURM_ACCT_UNSET: not
+ * given, -1: cleared) into *w; 1 when made, 0 when neither is given. */
+static int grp_tres(int nodes, int gpus, char **w)
+{
+    if (nodes == SLURM_ACCT_UNSET && gpus == SLURM_ACCT_UNSET)
+        return 0;
+    char tres[96] = "";
+    if (nodes != SLURM_ACCT_UNSET)
+        snprintf(tres, sizeof(tres), "node=%d", nodes);
+    if (gpus != SLURM_ACCT_UNSET)
+        snprintf(tres + strlen(tres), sizeof(tres) - strlen(tres), "%sgres/gpu=%d", *tres ? "," : "",
+                 gpus);
+    return asprintf(w, "GrpTRES=%s", tres) > 0;
 }
 
 /* The settings sacctmgr takes for an account: "Key=value" words into w
@@ -61,15 +84,7 @@ static int set_words(const struct slurm_account *a, char *w[16])
         n += asprintf(&w[n], "Description=%s", a->description) > 0;
     if (a->fairshare > 0)
         n += asprintf(&w[n], "Fairshare=%d", a->fairshare) > 0;
-    if (a->max_nodes != SLURM_ACCT_UNSET || a->max_gpus != SLURM_ACCT_UNSET) { /* -1 clears */
-        char tres[96] = "";
-        if (a->max_nodes != SLURM_ACCT_UNSET)
-            snprintf(tres, sizeof(tres), "node=%d", a->max_nodes);
-        if (a->max_gpus != SLURM_ACCT_UNSET)
-            snprintf(tres + strlen(tres), sizeof(tres) - strlen(tres), "%sgres/gpu=%d",
-                     *tres ? "," : "", a->max_gpus);
-        n += asprintf(&w[n], "GrpTRES=%s", tres) > 0;
-    }
+    n += grp_tres(a->max_nodes, a->max_gpus, &w[n]);
     if (a->max_running_jobs != SLURM_ACCT_UNSET)
         n += asprintf(&w[n], "GrpJobs=%d", a->max_running_jobs) > 0;
     if (a->max_wall && *a->max_wall)
@@ -79,10 +94,20 @@ static int set_words(const struct slurm_account *a, char *w[16])
     return n;
 }
 
-static void free_words(char **w, int n)
+/* sacctmgr HEAD... W...: the fixed words, then the settings w (freed). */
+static int sacctmgr_words(const char *conf, char *const head[], char **w, int n, mtc_error_t *err)
 {
+    char *args[28];
+    int k = 0;
+    for (int i = 0; head[i] && k < 10; i++)
+        args[k++] = head[i];
+    for (int i = 0; i < n && k < 27; i++)
+        args[k++] = w[i];
+    args[k] = NULL;
+    int rc = sacctmgr(conf, args, NULL, err);
     for (int i = 0; i < n; i++)
         free(w[i]);
+    return rc;
 }
 
 int slurm_account_add(const char *conf, const char *cluster, const struct slurm_account *a,
@@ -92,14 +117,8 @@ int slurm_account_add(const char *conf, const char *cluster, const struct slurm_
     int n = set_words(a, w);
     snprintf(cl, sizeof(cl), "Cluster=%s", cluster);
     snprintf(parent, sizeof(parent), "Parent=%s", a->parent && *a->parent ? a->parent : "root");
-    char *args[24] = {"add", "account", (char *)a->name, cl, parent};
-    int k = 5;
-    for (int i = 0; i < n; i++)
-        args[k++] = w[i];
-    args[k] = NULL;
-    int rc = sacctmgr(conf, args, NULL, err);
-    free_words(w, n);
-    return rc;
+    char *head[] = {"add", "account", (char *)a->name, cl, parent, NULL};
+    return sacctmgr_words(conf, head, w, n, err);
 }
 
 int slurm_account_modify(const char *conf, const char *cluster, const struct slurm_account *a,
@@ -113,14 +132,8 @@ int slurm_account_modify(const char *conf, const char *cluster, const struct slu
         return 0;
     snprintf(name, sizeof(name), "Name=%s", a->name);
     snprintf(cl, sizeof(cl), "Cluster=%s", cluster);
-    char *args[24] = {"modify", "account", "where", name, cl, "set"};
-    int k = 6;
-    for (int i = 0; i < n; i++)
-        args[k++] = w[i];
-    args[k] = NULL;
-    int rc = sacctmgr(conf, args, NULL, err);
-    free_words(w, n);
-    return rc;
+    char *head[] = {"modify", "account", "where", name, cl, "set", NULL};
+    return sacctmgr_words(conf, head, w, n, err);
 }
 
 int slurm_account_delete(const char *conf, const char *cluster, const char *name,
@@ -174,18 +187,7 @@ json_t *slurm_accounts(const char *conf, const char *cluster, mtc_error_t *err)
     json_t *byname = json_object();
     for (char *line = strtok(assoc, "\n"); line; line = strtok(NULL, "\n")) {
         char *f[8] = {0};
-        int nf = 0;
-        for (char *p = line; nf < 8; nf++) {
-            f[nf] = p;
-            char *bar = strchr(p, '|');
-            if (!bar) {
-                nf++;
-                break;
-            }
-            *bar = '\0';
-            p = bar + 1;
-        }
-        if (nf < 8 || !*f[0] || strcmp(f[0], "root") == 0)
+        if (split_fields(line, f, 8) < 8 || !*f[0] || strcmp(f[0], "root") == 0)
             continue; /* root is Slurm's own */
         json_t *a = json_object_get(byname, f[0]);
         if (!a) {
@@ -208,13 +210,7 @@ json_t *slurm_accounts(const char *conf, const char *cluster, mtc_error_t *err)
         if (*f[6])
             json_object_set_new(lim, "maxWall", json_string(f[6]));
         json_object_set_new(a, "limits", lim);
-        json_t *q = json_array();
-        for (char *s = f[7]; s && *s;) {
-            size_t k = strcspn(s, ",");
-            json_array_append_new(q, json_stringn(s, k));
-            s += k + (s[k] == ',');
-        }
-        json_object_set_new(a, "qos", q);
+        json_object_set_new(a, "qos", csv_array(f[7]));
     }
     for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n")) {
         char *bar = strchr(line, '|');
@@ -240,11 +236,8 @@ json_t *slurm_account_jobs(const char *conf, const char *account, mtc_error_t *e
     char *argv[] = {"squeue", "-h", "-A", (char *)account, "-t", "RUNNING,PENDING,SUSPENDED",
                     "-o", "%i", NULL};
     char *o = NULL;
-    if (slurm_cmd(conf, argv, &o, ACCT_TIMEOUT_MS) != 0) {
-        errprintf(err, "squeue: %.*s", o ? (int)strcspn(o, "\n") : 0, o ? o : "");
-        free(o);
+    if (slurm_cmd_ok(conf, argv, &o, "squeue", err) < 0)
         return NULL;
-    }
     json_t *ids = json_array();
     for (char *line = strtok(o, "\n"); line; line = strtok(NULL, "\n"))
         if (*line)
@@ -260,29 +253,16 @@ int slurm_qos_add(const char *conf, const struct slurm_qos *q, mtc_error_t *err)
     char *w[8];
     int n = 0;
     n += asprintf(&w[n], "Priority=%d", q->priority) > 0;
-    if (q->max_nodes >= 0 || q->max_gpus >= 0) {
-        char tres[96] = "";
-        if (q->max_nodes >= 0)
-            snprintf(tres, sizeof(tres), "node=%d", q->max_nodes);
-        if (q->max_gpus >= 0)
-            snprintf(tres + strlen(tres), sizeof(tres) - strlen(tres), "%sgres/gpu=%d",
-                     *tres ? "," : "", q->max_gpus);
-        n += asprintf(&w[n], "GrpTRES=%s", tres) > 0;
-    }
+    n += grp_tres(q->max_nodes < 0 ? SLURM_ACCT_UNSET : q->max_nodes,
+                  q->max_gpus < 0 ? SLURM_ACCT_UNSET : q->max_gpus, &w[n]);
     if (q->max_wall && *q->max_wall)
         n += asprintf(&w[n], "MaxWall=%s", q->max_wall) > 0;
     if (q->preempt && *q->preempt)
         n += asprintf(&w[n], "Preempt=%s", q->preempt) > 0;
     if (q->grace_s > 0)
         n += asprintf(&w[n], "GraceTime=%d", q->grace_s) > 0;
-    char *args[16] = {"add", "qos", (char *)q->name};
-    int k = 3;
-    for (int i = 0; i < n; i++)
-        args[k++] = w[i];
-    args[k] = NULL;
-    int rc = sacctmgr(conf, args, NULL, err);
-    free_words(w, n);
-    return rc;
+    char *head[] = {"add", "qos", (char *)q->name, NULL};
+    return sacctmgr_words(conf, head, w, n, err);
 }
 
 int slurm_qos_delete(const char *conf, const char *name, mtc_error_t *err)
@@ -302,14 +282,7 @@ json_t *slurm_qos_list(const char *conf, mtc_error_t *err)
     json_t *out = json_array();
     for (char *line = strtok(o, "\n"); line; line = strtok(NULL, "\n")) {
         char *f[6] = {0};
-        int nf = 0;
-        for (char *p = line; p && nf < 6;) {
-            f[nf++] = p;
-            p = strchr(p, '|');
-            if (p)
-                *p++ = '\0';
-        }
-        if (nf < 6 || !*f[0])
+        if (split_fields(line, f, 6) < 6 || !*f[0])
             continue;
         json_t *q = json_pack("{s:s, s:i}", "name", f[0], "priority", atoi(f[1]));
         json_t *lim = json_object();
@@ -320,13 +293,7 @@ json_t *slurm_qos_list(const char *conf, mtc_error_t *err)
         if (*f[3])
             json_object_set_new(lim, "maxWall", json_string(f[3]));
         json_object_set_new(q, "limits", lim);
-        json_t *pre = json_array();
-        for (char *s = f[4]; s && *s;) {
-            size_t k = strcspn(s, ",");
-            json_array_append_new(pre, json_stringn(s, k));
-            s += k + (s[k] == ',');
-        }
-        json_object_set_new(q, "preempt", pre);
+        json_object_set_new(q, "preempt", csv_array(f[4]));
         json_array_append_new(out, q);
     }
     free(o);
@@ -347,22 +314,12 @@ json_t *slurm_usage(const char *conf, const char *since, mtc_error_t *err)
     char *argv[] = {"sacct", "-a", "-X", "-n", "-P", "-S", (char *)since, "-E", "now",
                     "-o", "Account,User,ElapsedRaw,AllocTRES", NULL};
     char *o = NULL;
-    if (slurm_cmd(conf, argv, &o, ACCT_TIMEOUT_MS) != 0) {
-        errprintf(err, "sacct: %.*s", o ? (int)strcspn(o, "\n") : 0, o ? o : "");
-        free(o);
+    if (slurm_cmd_ok(conf, argv, &o, "sacct", err) < 0)
         return NULL;
-    }
     json_t *by = json_object(); /* "account|user" → {account, user, jobs, nodeHours, gpuHours} */
     for (char *line = strtok(o, "\n"); line; line = strtok(NULL, "\n")) {
         char *f[4] = {0};
-        int nf = 0;
-        for (char *p = line; p && nf < 4;) {
-            f[nf++] = p;
-            p = strchr(p, '|');
-            if (p)
-                *p++ = '\0';
-        }
-        if (nf < 4 || !*f[0])
+        if (split_fields(line, f, 4) < 4 || !*f[0])
             continue;
         char key[160];
         snprintf(key, sizeof(key), "%s|%s", f[0], f[1]);

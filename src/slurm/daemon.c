@@ -15,6 +15,27 @@ int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms)
     return slurm_cmd_env(conf, NULL, argv, out, timeout_ms);
 }
 
+int slurm_cmd_ok(const char *conf, char *const argv[], char **out, const char *what,
+                 mtc_error_t *err)
+{
+    char *o = NULL;
+    int rc = slurm_cmd(conf, argv, &o, SLURM_CMD_TIMEOUT_MS);
+    if (rc != 0) {
+        const char *t = o && *o ? o : "no output";
+        while (*t == ' ') /* sacctmgr indents its complaints */
+            t++;
+        errprintf(err, "%s: %.*s", what, (int)strcspn(t, "\n"), t);
+        free(o);
+        errno = EIO;
+        return -1;
+    }
+    if (out)
+        *out = o;
+    else
+        free(o);
+    return 0;
+}
+
 int slurm_cmd_env(const char *conf, char *const extra[], char *const argv[], char **out,
                   int timeout_ms)
 {

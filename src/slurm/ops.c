@@ -13,25 +13,6 @@
 static const char *const node_op_names[] = {
     [SLURM_NODE_DRAIN] = "drain", [SLURM_NODE_RESUME] = "resume", [SLURM_NODE_DOWN] = "down"};
 
-/* Run argv; on failure err gets "<what>: <first line of the output>". */
-static int run(const char *conf, char *const argv[], char **out, const char *what, mtc_error_t *err)
-{
-    char *o = NULL;
-    int rc = slurm_cmd(conf, argv, &o, OPS_TIMEOUT_MS);
-    if (rc != 0) {
-        const char *t = o && *o ? o : "no output";
-        errprintf(err, "%s: %.*s", what, (int)strcspn(t, "\n"), t);
-        free(o);
-        errno = EIO;
-        return -1;
-    }
-    if (out)
-        *out = o;
-    else
-        free(o);
-    return 0;
-}
-
 static void trim(char *s)
 {
     size_t n = s ? strlen(s) : 0;
@@ -55,7 +36,7 @@ int slurm_node_set(const char *conf, const char *node, enum slurm_node_op op, co
                     NULL};
     char what[160];
     snprintf(what, sizeof(what), "scontrol update %s %s", arg_node, arg_state);
-    return run(conf, argv, NULL, what, err);
+    return slurm_cmd_ok(conf, argv, NULL, what, err);
 }
 
 /* Lines of out as a JSON array of strings (out freed). */
@@ -75,7 +56,7 @@ json_t *slurm_node_jobs(const char *conf, const char *node, mtc_error_t *err)
     char arg_w[96], *out = NULL;
     snprintf(arg_w, sizeof(arg_w), "--nodelist=%s", node);
     char *argv[] = {"squeue", "-h", "-o", "%i", arg_w, NULL};
-    if (run(conf, argv, &out, "squeue", err) < 0)
+    if (slurm_cmd_ok(conf, argv, &out, "squeue", err) < 0)
         return NULL;
     return lines(out);
 }
@@ -84,7 +65,7 @@ json_t *slurm_jobs(const char *conf, mtc_error_t *err)
 {
     char *out = NULL;
     char *argv[] = {"squeue", "-h", "-o", "%A", NULL};
-    if (run(conf, argv, &out, "squeue", err) < 0)
+    if (slurm_cmd_ok(conf, argv, &out, "squeue", err) < 0)
         return NULL;
     return lines(out);
 }
@@ -95,7 +76,7 @@ int slurm_job_state(const char *conf, const char *job, char *state, size_t len)
     snprintf(arg_j, sizeof(arg_j), "--jobs=%s", job);
     char *argv[] = {"squeue", "-h", "-o", "%T", arg_j, NULL};
     *state = '\0';
-    if (run(conf, argv, &out, "squeue", NULL) == 0) {
+    if (slurm_cmd_ok(conf, argv, &out, "squeue", NULL) == 0) {
         trim(out);
         if (out && *out && !strpbrk(out, " \n"))
             snprintf(state, len, "%s", out);
@@ -106,7 +87,7 @@ int slurm_job_state(const char *conf, const char *job, char *state, size_t len)
     /* finished jobs leave squeue; slurmctld still knows them for a while */
     out = NULL;
     char *sc[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
-    if (run(conf, sc, &out, "scontrol show job", NULL) == 0 && out) {
+    if (slurm_cmd_ok(conf, sc, &out, "scontrol show job", NULL) == 0 && out) {
         const char *p = strstr(out, "JobState=");
         if (p)
             snprintf(state, len, "%.*s", (int)strcspn(p + 9, " \n"), p + 9);
@@ -123,7 +104,7 @@ int slurm_job_restarts(const char *conf, const char *job)
     char *out = NULL;
     char *sc[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
     int n = -1;
-    if (run(conf, sc, &out, "scontrol show job", NULL) == 0 && out) {
+    if (slurm_cmd_ok(conf, sc, &out, "scontrol show job", NULL) == 0 && out) {
         const char *p = strstr(out, " Restarts=");
         if (p)
             n = atoi(p + 10);
@@ -139,7 +120,7 @@ json_t *slurm_job_states(const char *conf, const char *job, mtc_error_t *err)
     char *one[] = {"scontrol", "show", "job", "-o", (char *)job, NULL};
     mtc_error_t e2 = {""};
     json_t *o = json_object();
-    if (run(conf, job ? one : all, &out, "scontrol show job", &e2) < 0) {
+    if (slurm_cmd_ok(conf, job ? one : all, &out, "scontrol show job", &e2) < 0) {
         /* a job slurmctld has forgotten is not an error: it knows none of them */
         if (job && strstr(e2.text, "Invalid job id"))
             return o;
@@ -181,7 +162,7 @@ json_t *slurm_job_states_parse(const char *text)
 int slurm_job_requeue(const char *conf, const char *job, mtc_error_t *err)
 {
     char *argv[] = {"scontrol", "requeue", (char *)job, NULL};
-    return run(conf, argv, NULL, "scontrol requeue", err);
+    return slurm_cmd_ok(conf, argv, NULL, "scontrol requeue", err);
 }
 
 int slurm_job_release(const char *conf, const char *job, mtc_error_t *err)
@@ -189,13 +170,13 @@ int slurm_job_release(const char *conf, const char *job, mtc_error_t *err)
     char arg_id[64];
     snprintf(arg_id, sizeof(arg_id), "JobId=%s", job);
     char *argv[] = {"scontrol", "update", arg_id, "StartTime=now", NULL};
-    return run(conf, argv, NULL, "scontrol update StartTime=now", err);
+    return slurm_cmd_ok(conf, argv, NULL, "scontrol update StartTime=now", err);
 }
 
 int slurm_job_cancel(const char *conf, const char *job, mtc_error_t *err)
 {
     char *argv[] = {"scancel", (char *)job, NULL};
-    return run(conf, argv, NULL, "scancel", err);
+    return slurm_cmd_ok(conf, argv, NULL, "scancel", err);
 }
 
 int slurm_cancel_all(const char *conf, int wait_ms)
@@ -232,7 +213,7 @@ json_t *slurm_job_nodes(const char *conf, const char *job, mtc_error_t *err)
 {
     char *out = NULL;
     char *sq[] = {"squeue", "-h", "-j", (char *)job, "-o", "%N", NULL};
-    if (run(conf, sq, &out, "squeue", err) < 0)
+    if (slurm_cmd_ok(conf, sq, &out, "squeue", err) < 0)
         return NULL;
     trim(out);
     if (!out || !*out) {
@@ -243,7 +224,7 @@ json_t *slurm_job_nodes(const char *conf, const char *job, mtc_error_t *err)
     }
     char *hosts = NULL;
     char *hl[] = {"scontrol", "show", "hostnames", out, NULL};
-    int rc = run(conf, hl, &hosts, "scontrol show hostnames", err);
+    int rc = slurm_cmd_ok(conf, hl, &hosts, "scontrol show hostnames", err);
     free(out);
     return rc < 0 ? NULL : lines(hosts);
 }
@@ -252,7 +233,7 @@ json_t *slurm_partitions(const char *conf, mtc_error_t *err)
 {
     char *out = NULL;
     char *argv[] = {"scontrol", "show", "partition", "-o", NULL};
-    if (run(conf, argv, &out, "scontrol show partition", err) < 0)
+    if (slurm_cmd_ok(conf, argv, &out, "scontrol show partition", err) < 0)
         return NULL;
     json_t *parts = json_object();
     char *save = NULL;

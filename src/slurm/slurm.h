@@ -128,6 +128,11 @@ int slurm_health_write(const char *dir, const char *command, mtc_error_t *err);
  * caller's environment decides); returns like mtc_run.
  * out (optional) receives stdout+stderr, caller frees. */
 int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms);
+/* slurm_cmd with SLURM_CMD_TIMEOUT_MS: 0, or -1 (EIO) with err "<what>: <the
+ * first line of its output>". out (optional): the output on success. */
+#define SLURM_CMD_TIMEOUT_MS 30000
+int slurm_cmd_ok(const char *conf, char *const argv[], char **out, const char *what,
+                 mtc_error_t *err);
 /* The same with extra "K=V" strings (up to 32, NULL-terminated) in its environment. */
 int slurm_cmd_env(const char *conf, char *const extra[], char *const argv[], char **out,
                   int timeout_ms);

@@ -8,12 +8,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* …/clusters/CLUSTER/KIND[/NAME][REST] (KIND: accounts, qos). */
+static void kind_path(struct cli *c, char *buf, size_t len, const char *cluster, const char *kind,
+                      const char *name, const char *rest)
+{
+    snprintf(buf, len, "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s/%s%s%s%s",
+             c->project, c->location, cluster, kind, name ? "/" : "", name ? name : "",
+             rest ? rest : "");
+}
+
 static void path_of(struct cli *c, char *buf, size_t len, const char *cluster, const char *account,
                     const char *rest)
 {
-    snprintf(buf, len, "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s/accounts%s%s%s",
-             c->project, c->location, cluster, account ? "/" : "", account ? account : "",
-             rest ? rest : "");
+    kind_path(c, buf, len, cluster, "accounts", account, rest);
+}
+
+/* `mtc KIND list CLUSTER [--json]`: the collection (caller decrefs), or NULL
+ * after saying why (*rc: the exit status). */
+static json_t *list_of(struct cli *c, int argc, char **argv, const char *kind, const char *use,
+                       int *rc)
+{
+    *rc = 1;
+    if (argc < 2 || argv[1][0] == '-')
+        return cli_fail("usage: %s", use), NULL;
+    if (cli_json_only(c, argc - 1, argv + 1, use) != 0)
+        return *rc = 2, NULL;
+    char path[1024];
+    kind_path(c, path, sizeof(path), argv[1], kind, NULL, NULL);
+    json_t *out = NULL;
+    mtc_error_t err = {""};
+    if (cli_call_ok(c, "GET", path, NULL, &out, &err) < 0)
+        return cli_fail("%s", err.text), NULL;
+    *rc = 0;
+    if (c->json) {
+        cli_print_json(out);
+        json_decref(out);
+        return NULL;
+    }
+    return out;
 }
 
 /* An integer flag's value into obj[key]; 0, or 1 after saying why. */
@@ -25,6 +57,37 @@ static int int_flag(json_t *obj, const char *key, const char *flag, const char *
         return cli_fail("%s: want a whole number from 0 to 1000000, not \"%s\"", flag, v);
     json_object_set_new(obj, key, json_integer(n));
     return 0;
+}
+
+/* "a,b,c" as a JSON array of strings. */
+static json_t *csv_array(const char *s)
+{
+    json_t *a = json_array();
+    while (*s) {
+        size_t k = strcspn(s, ",");
+        json_array_append_new(a, json_stringn(s, k));
+        s += k + (s[k] == ',');
+    }
+    return a;
+}
+
+/* A limit flag (--max-nodes, --max-gpus, --max-running-jobs, --max-wall)
+ * into lim: 1 when flag is one (*rc: 0, or the exit status after saying
+ * why), 0 when it is not. */
+static int limit_flag(json_t *lim, const char *flag, const char *v, int *rc)
+{
+    static const struct {
+        const char *flag, *key;
+    } ints[] = {{"--max-nodes", "maxNodes"},
+                {"--max-gpus", "maxGpus"},
+                {"--max-running-jobs", "maxRunningJobs"}};
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+        if (strcmp(flag, ints[i].flag) == 0)
+            return *rc = int_flag(lim, ints[i].key, flag, v), 1;
+    if (strcmp(flag, "--max-wall") != 0)
+        return 0;
+    json_object_set_new(lim, "maxWall", json_string(v));
+    return *rc = 0, 1;
 }
 
 /* The account's fields from flags (argv[i..]); the positional words into
@@ -49,23 +112,11 @@ static int account_flags(struct cli *c, int argc, char **argv, json_t *body, con
             json_object_set_new(body, "parent", json_string(v));
         else if (strcmp(a, "--fairshare") == 0)
             rc = int_flag(body, "fairshare", a, v);
-        else if (strcmp(a, "--max-nodes") == 0)
-            rc = int_flag(lim, "maxNodes", a, v);
-        else if (strcmp(a, "--max-gpus") == 0)
-            rc = int_flag(lim, "maxGpus", a, v);
-        else if (strcmp(a, "--max-running-jobs") == 0)
-            rc = int_flag(lim, "maxRunningJobs", a, v);
-        else if (strcmp(a, "--max-wall") == 0)
-            json_object_set_new(lim, "maxWall", json_string(v));
-        else if (strcmp(a, "--qos") == 0) {
-            json_t *q = json_array();
-            for (const char *s = v; *s;) {
-                size_t k = strcspn(s, ",");
-                json_array_append_new(q, json_stringn(s, k));
-                s += k + (s[k] == ',');
-            }
-            json_object_set_new(body, "qos", q);
-        } else if (a[0] == '-')
+        else if (limit_flag(lim, a, v, &rc))
+            ;
+        else if (strcmp(a, "--qos") == 0)
+            json_object_set_new(body, "qos", csv_array(v));
+        else if (a[0] == '-')
             rc = cli_fail("unknown flag \"%s\"\nusage: %s", a, use);
         else if (npos < 2)
             pos[npos++] = a;
@@ -163,26 +214,13 @@ static int a_delete(struct cli *c, int argc, char **argv)
 
 static int a_list(struct cli *c, int argc, char **argv)
 {
-    const char *use = "mtc accounts list CLUSTER [--json]";
-    if (argc < 2 || argv[1][0] == '-')
-        return cli_fail("usage: %s", use);
-    if (cli_json_only(c, argc - 1, argv + 1, use) != 0)
-        return 2;
-    char path[1024];
-    path_of(c, path, sizeof(path), argv[1], NULL, NULL);
-    json_t *out = NULL;
-    mtc_error_t err = {""};
-    if (cli_call_ok(c, "GET", path, NULL, &out, &err) < 0)
-        return cli_fail("%s", err.text);
-    if (c->json) {
-        cli_print_json(out);
-    } else {
-        size_t i;
-        json_t *a;
-        json_array_foreach(json_object_get(out, "accounts"), i, a) print_account(a);
-    }
+    int rc;
+    json_t *out = list_of(c, argc, argv, "accounts", "mtc accounts list CLUSTER [--json]", &rc);
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(out, "accounts"), i, a) print_account(a);
     json_decref(out);
-    return 0;
+    return rc;
 }
 
 static int a_usage(struct cli *c, int argc, char **argv)
@@ -318,12 +356,6 @@ int cmd_users(struct cli *c, int argc, char **argv)
 }
 
 /* mtc qos create|list|delete */
-static void qos_path(struct cli *c, char *buf, size_t len, const char *cluster, const char *name)
-{
-    snprintf(buf, len, "/v1beta1/projects/%s/locations/%s/modelDevelopmentClusters/%s/qos%s%s",
-             c->project, c->location, cluster, name ? "/" : "", name ? name : "");
-}
-
 static int q_create(struct cli *c, int argc, char **argv)
 {
     const char *use = "mtc qos create CLUSTER NAME [--priority N] [--preempt QOS,...] "
@@ -349,21 +381,11 @@ static int q_create(struct cli *c, int argc, char **argv)
             rc = int_flag(body, "priority", a, v);
         else if (strcmp(a, "--grace") == 0)
             rc = int_flag(body, "graceSeconds", a, v);
-        else if (strcmp(a, "--max-nodes") == 0)
-            rc = int_flag(lim, "maxNodes", a, v);
-        else if (strcmp(a, "--max-gpus") == 0)
-            rc = int_flag(lim, "maxGpus", a, v);
-        else if (strcmp(a, "--max-wall") == 0)
-            json_object_set_new(lim, "maxWall", json_string(v));
-        else if (strcmp(a, "--preempt") == 0) {
-            json_t *q = json_array();
-            for (const char *s = v; *s;) {
-                size_t k = strcspn(s, ",");
-                json_array_append_new(q, json_stringn(s, k));
-                s += k + (s[k] == ',');
-            }
-            json_object_set_new(body, "preempt", q);
-        } else
+        else if (strcmp(a, "--max-running-jobs") != 0 && limit_flag(lim, a, v, &rc))
+            ;
+        else if (strcmp(a, "--preempt") == 0)
+            json_object_set_new(body, "preempt", csv_array(v));
+        else
             rc = cli_fail("unknown flag \"%s\"\nusage: %s", a, use);
     }
     if (rc == 0 && (!pos[0] || !pos[1]))
@@ -377,7 +399,7 @@ static int q_create(struct cli *c, int argc, char **argv)
     }
     json_object_set_new(body, "name", json_string(pos[1]));
     char path[1024];
-    qos_path(c, path, sizeof(path), pos[0], NULL);
+    kind_path(c, path, sizeof(path), pos[0], "qos", NULL, NULL);
     json_t *out = NULL;
     mtc_error_t err = {""};
     rc = cli_call_ok(c, "POST", path, body, &out, &err);
@@ -394,32 +416,19 @@ static int q_create(struct cli *c, int argc, char **argv)
 
 static int q_list(struct cli *c, int argc, char **argv)
 {
-    const char *use = "mtc qos list CLUSTER [--json]";
-    if (argc < 2 || argv[1][0] == '-')
-        return cli_fail("usage: %s", use);
-    if (cli_json_only(c, argc - 1, argv + 1, use) != 0)
-        return 2;
-    char path[1024];
-    qos_path(c, path, sizeof(path), argv[1], NULL);
-    json_t *out = NULL;
-    mtc_error_t err = {""};
-    if (cli_call_ok(c, "GET", path, NULL, &out, &err) < 0)
-        return cli_fail("%s", err.text);
-    if (c->json) {
-        cli_print_json(out);
-    } else {
-        size_t i, k;
-        json_t *q, *p;
-        json_array_foreach(json_object_get(out, "qos"), i, q)
-        {
-            printf("%s: priority %lld, preempts", json_string_value(json_object_get(q, "name")),
-                   (long long)json_integer_value(json_object_get(q, "priority")));
-            json_array_foreach(json_object_get(q, "preempt"), k, p) printf(" %s", json_string_value(p));
-            printf(json_array_size(json_object_get(q, "preempt")) ? "\n" : " none\n");
-        }
+    int rc;
+    json_t *out = list_of(c, argc, argv, "qos", "mtc qos list CLUSTER [--json]", &rc);
+    size_t i, k;
+    json_t *q, *p;
+    json_array_foreach(json_object_get(out, "qos"), i, q)
+    {
+        printf("%s: priority %lld, preempts", json_string_value(json_object_get(q, "name")),
+               (long long)json_integer_value(json_object_get(q, "priority")));
+        json_array_foreach(json_object_get(q, "preempt"), k, p) printf(" %s", json_string_value(p));
+        printf(json_array_size(json_object_get(q, "preempt")) ? "\n" : " none\n");
     }
     json_decref(out);
-    return 0;
+    return rc;
 }
 
 static int q_delete(struct cli *c, int argc, char **argv)
@@ -427,7 +436,7 @@ static int q_delete(struct cli *c, int argc, char **argv)
     if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-')
         return cli_fail("usage: mtc qos delete CLUSTER NAME");
     char path[1024];
-    qos_path(c, path, sizeof(path), argv[1], argv[2]);
+    kind_path(c, path, sizeof(path), argv[1], "qos", argv[2], NULL);
     mtc_error_t err = {""};
     json_t *out = NULL;
     if (cli_call_ok(c, "DELETE", path, NULL, &out, &err) < 0)
