@@ -151,8 +151,15 @@ static void test_coverage(void)
         rows += f->size > 0;
     }
     size_t size = sizeof(struct recipe_run);
-    CHECK(sum <= size && size - sum < _Alignof(struct recipe_run) && rows == 24,
+    CHECK(sum <= size && size - sum < _Alignof(struct recipe_run) && rows == 26,
           "rows cover struct recipe_run (%zu of %zu bytes, %d rows)", sum, size, rows);
+    /* account and qos (issue 31) reach #SBATCH lines: names only */
+    char msg[256];
+    CHECK(try("{\"recipe\":\"a\",\"account\":\"team-a\",\"qos\":\"high\"}", msg, sizeof(msg)) == 0,
+          "account and qos taken (%s)", msg);
+    CHECK(try("{\"recipe\":\"a\",\"account\":\"x --uid=0\"}", msg, sizeof(msg)) < 0 &&
+              strstr(msg, "account"),
+          "an account that is not a name: refused (%s)", msg);
     /* every flag names a row, and a row with a member that a user sets has a flag */
     int bad = 0;
     for (const struct recipe_flag *fl = recipe_flags; fl->field; fl++) {
