@@ -31,7 +31,8 @@ batch() {
     done
     while [ -n "$(SLURM_CONF=$conf squeue -h -o %i 2>/dev/null)" ]; do sleep 0.5; done
     t1=$(date +%s.%N)
-    SLURM_CONF=$conf scontrol show job -o "${ids[@]}" 2>/dev/null |
+    # every job slurmctld still holds (MinJobAge 300 s): `show job` takes one id or none
+    SLURM_CONF=$conf scontrol show job -o 2>/dev/null |
         python3 -c '
 import sys, datetime
 def t(s): return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S").timestamp()

@@ -8,21 +8,24 @@
 #include <string.h>
 #include <strings.h>
 
-/* spec key under slurmSpec.scheduling -> slurm.conf key */
+/* spec key under slurmSpec.scheduling -> slurm.conf key, and its value on a
+ * cluster with accounting when the spec gives none (a team's cluster:
+ * priority by QoS and fair share, a QoS preempts the QoS it names by
+ * requeueing their jobs, which resume from their checkpoints) */
 static const struct {
-    const char *spec, *conf;
+    const char *spec, *conf, *acct;
 } sched_keys[] = {
-    {"priorityType", "PriorityType"},
-    {"priorityWeightAge", "PriorityWeightAge"},
-    {"priorityWeightAssoc", "PriorityWeightAssoc"},
-    {"priorityWeightFairshare", "PriorityWeightFairshare"},
-    {"priorityWeightJobSize", "PriorityWeightJobSize"},
-    {"priorityWeightPartition", "PriorityWeightPartition"},
-    {"priorityWeightQos", "PriorityWeightQOS"},
-    {"priorityWeightTres", "PriorityWeightTRES"},
-    {"preemptType", "PreemptType"},
-    {"preemptMode", "PreemptMode"},
-    {"preemptExemptTime", "PreemptExemptTime"},
+    {"priorityType", "PriorityType", "priority/multifactor"},
+    {"priorityWeightAge", "PriorityWeightAge", "100"},
+    {"priorityWeightAssoc", "PriorityWeightAssoc", NULL},
+    {"priorityWeightFairshare", "PriorityWeightFairshare", "1000"},
+    {"priorityWeightJobSize", "PriorityWeightJobSize", NULL},
+    {"priorityWeightPartition", "PriorityWeightPartition", NULL},
+    {"priorityWeightQos", "PriorityWeightQOS", "10000"},
+    {"priorityWeightTres", "PriorityWeightTRES", NULL},
+    {"preemptType", "PreemptType", "preempt/qos"},
+    {"preemptMode", "PreemptMode", "REQUEUE"},
+    {"preemptExemptTime", "PreemptExemptTime", NULL},
 };
 
 static const json_t *slurm_spec(const json_t *spec)
@@ -245,11 +248,6 @@ static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout
                 l->acct.host, l->acct.port, sock);
         if (l->acct.enforce && *l->acct.enforce)
             fprintf(f, "AccountingStorageEnforce=%s\n", l->acct.enforce);
-        /* a team's cluster: priority by QoS and fair share, a QoS preempts the
-         * QoS it names by requeueing their jobs (which resume from checkpoints) */
-        fprintf(f, "PriorityType=priority/multifactor\nPriorityWeightQOS=10000\n"
-                   "PriorityWeightFairshare=1000\nPriorityWeightAge=100\n"
-                   "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n");
     } else {
         fprintf(f, "JobAcctGatherType=jobacct_gather/none\n");
     }
@@ -282,6 +280,8 @@ static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout
             fprintf(f, "%s=%s\n", sched_keys[i].conf, json_string_value(v));
         else if (json_is_integer(v))
             fprintf(f, "%s=%lld\n", sched_keys[i].conf, (long long)json_integer_value(v));
+        else if (l->acct.port > 0 && sched_keys[i].acct)
+            fprintf(f, "%s=%s\n", sched_keys[i].conf, sched_keys[i].acct);
     }
 }
 

@@ -31,6 +31,14 @@ static int has_line(const char *text, const char *line)
     return 0;
 }
 
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
+        n++;
+    return n;
+}
+
 int main(void)
 {
     json_t *spec = spec_of(
@@ -90,6 +98,26 @@ int main(void)
     CHECK(has_line(conf, "ReturnToService=2"), "ReturnToService=2");
     CHECK(has_line(conf, "TmpFS=/tmp/mtc/clusters/c1/tmp/%n"), "per-node TmpFS (PMIx dirs)");
     CHECK(has_line(conf, "SlurmUser=root"), "SlurmUser=root");
+    CHECK(has_line(conf, "JobAcctGatherType=jobacct_gather/none") &&
+              !strstr(conf, "AccountingStorageType") && !strstr(conf, "PriorityType"),
+          "no accounting: no slurmdbd, no multifactor priority");
+    /* accounting on (issue 31): slurmdbd, usage gathered, QoS priority and preemption */
+    struct slurm_layout la = l;
+    la.acct = (struct slurm_accounting){.port = 31000, .host = "127.0.0.1", .enforce = "associations,limits"};
+    char *ca = slurm_conf_render(spec, &la, &err);
+    CHECK(ca && has_line(ca, "AccountingStorageType=accounting_storage/slurmdbd") &&
+              has_line(ca, "AccountingStorageHost=127.0.0.1") && has_line(ca, "AccountingStoragePort=31000") &&
+              has_line(ca, "AccountingStoragePass=/tmp/mtc/clusters/c1/munge/socket") &&
+              has_line(ca, "JobAcctGatherType=jobacct_gather/linux") &&
+              has_line(ca, "AccountingStorageEnforce=associations,limits"),
+          "accounting: slurmdbd's port, the munge socket for it, usage gathered, enforcement");
+    CHECK(ca && has_line(ca, "PriorityType=priority/multifactor") &&
+              has_line(ca, "PriorityWeightQOS=10000") && has_line(ca, "PreemptMode=REQUEUE"),
+          "  QoS priority, preemption by requeue");
+    CHECK(ca && has_line(ca, "PreemptType=preempt/partition_prio") && !strstr(ca, "preempt/qos") &&
+              count_of(ca, "\nPreemptType=") == 1 && count_of(ca, "\nPriorityWeightAge=") == 1,
+          "  the spec's own scheduling keys win (preemptType, priorityWeightAge), each key once");
+    free(ca);
     CHECK(has_line(conf,
                    "NodeName=c1-gpu-0 NodeHostname=host1 NodeAddr=127.0.0.1 Port=21001 CPUs=2 "
                    "RealMemory=1000 Gres=gpu:h100:8 Features=h100,mega Weight=5"),
