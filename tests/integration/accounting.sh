@@ -98,7 +98,7 @@ run_recipe "$D/low.json" 1500 10
 LTD=$(mtc experiment status low --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["taskDir"])')
 LJ=$(mtc experiment status low --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobId"])')
 steps_at() { [ "$(wc -l 2>/dev/null <"$LTD/logs/metrics.jsonl" || echo 0)" -ge "$1" ]; }
-check "a low-QoS mtc-train job on both nodes logs steps" wait_for 120 steps_at 25
+check "a low-QoS mtc-train job on both nodes logs steps past its first checkpoint" wait_for 120 steps_at 11
 HJ=$(sbatch --parsable -A team -q high -N 2 --exclusive --gpus-per-node=8 --wrap 'sleep 2')
 hi_done() { sacct -n -X -P -j "$HJ" -o state 2>/dev/null | grep -qx COMPLETED; }
 check "a high-QoS job on both nodes: it preempts the low one and runs" wait_for 120 hi_done
