@@ -77,7 +77,7 @@ serve() {
     mtc-serve --model "$2" --listen 127.0.0.1:0 --max-batch 1 >"$D/$1.out" 2>"$D/$1.err" &
     track_pid $!
     eval "PID_$1=$!"
-    wait_for 30 grep -q 'serving' "$D/$1.out"
+    wait_for 60 grep -q 'serving' "$D/$1.out"
     eval "URL_$1=http://127.0.0.1:$(sed -n 's/^mtc-serve: serving .* on 127.0.0.1:\([0-9]*\)$/\1/p' "$D/$1.out")"
 }
 # complete URL MODEL PROMPT N: prompt + the greedy completion, then the prompt's token count
@@ -152,15 +152,18 @@ mtc-train tokenizer train --vocab-size 384 --input "$D/t/corpus.txt" --output "$
 mtc-train prepare --tokenizer "$D/t/tok.json" --input "$D/t/corpus.txt" --output "$D/t/data" \
     --val-fraction 0.1 >/dev/null 2>&1
 longer_same() { same "$1" "$2" && [ ${#1} -gt 12 ]; } # the same, and more than the prompt
+k=0
 for preset in tiny-llama tiny-gemma2 tiny-gemma3; do
+    k=$((k + 1)) # a server and output file per preset: a stopping server writes nothing into the next's
     mtc-train --model $preset --config '{"vocab_size":384}' --seq 32 --batch 8 --steps 30 --lr 3e-3 \
         --log-every 1000 --tokenizer "$D/t/tok.json" --data "$D/t/data" --checkpoint-every 30 \
         --checkpoint-dir "$D/t/$preset" >/dev/null 2>&1
     mtc-train export --checkpoint "$D/t/$preset" --format safetensors --output "$D/t/$preset-hf" 2>/dev/null &&
         out=$(mtc models upload "$D/t/$preset-hf" --name "$preset" 2>&1)
     check "$preset: its HF export is registered ($out)" grep -q "registered $preset@1 (hf" <<<"$out"
-    serve S "$preset@1"
+    serve "S$k" "$preset@1"
     WANT=$(mtc-train sample --checkpoint "$D/t/$preset" --prompt "the cat" --tokens 10 --temperature 0 2>/dev/null)
+    eval "URL_S=\$URL_S$k PID_S=\$PID_S$k"
     GOT=$(complete "$URL_S" "$preset@1" "the cat" 10)
     GOT=${GOT%%$'\n'*}
     check "$preset@1 served: greedy completion equals mtc-train sample of the checkpoint" \
