@@ -32,6 +32,7 @@ struct acct {
     int enabled, external;
     int db_port, dbd_port;
     char host[256], user[64], pass[128];
+    char cred[PLEN]; /* an external database's credentials file (read at each start) */
 };
 
 static const char *spec_acct_str(const json_t *spec, const char *k)
@@ -67,6 +68,7 @@ static int acct_load(const struct head *h, struct acct *a)
     snprintf(a->host, sizeof(a->host), "%s", jstr(j, "host"));
     snprintf(a->user, sizeof(a->user), "%s", jstr(j, "user"));
     snprintf(a->pass, sizeof(a->pass), "%s", jstr(j, "password"));
+    snprintf(a->cred, sizeof(a->cred), "%s", jstr(j, "credentialsFile"));
     json_decref(j);
     return 0;
 }
@@ -115,14 +117,15 @@ int head_acct_setup(const struct head *h, const json_t *spec, const char *addr,
         return 0;
     const json_t *db = json_object_get(sa, "database");
     a.external = db != NULL;
-    if (a.external) {
+    if (a.external) { /* its password stays in its file: read here and at each start */
         snprintf(a.host, sizeof(a.host), "%s", json_string_value(json_object_get(db, "host")));
         a.db_port = (int)json_integer_value(json_object_get(db, "port"));
-        if (a.enabled &&
-            read_credentials(json_string_value(json_object_get(db, "credentialsFile")), &a,
-                             err) < 0)
+        snprintf(a.cred, sizeof(a.cred), "%s",
+                 json_string_value(json_object_get(db, "credentialsFile")));
+        if (a.enabled && read_credentials(a.cred, &a, err) < 0)
             return -1;
     } else if (!have || had.external) { /* a private instance: made on first use */
+        a.cred[0] = '\0';
         snprintf(a.host, sizeof(a.host), "127.0.0.1");
         snprintf(a.user, sizeof(a.user), ACCT_USER);
         if (mtc_random_hex(a.pass, 24) < 0 || !(a.db_port = mtc_free_port()))
@@ -133,13 +136,15 @@ int head_acct_setup(const struct head *h, const json_t *spec, const char *addr,
     char path[PLEN];
     if (mtc_mkdir_p(head_path(h, path, "db"), 0700) < 0)
         return errprintf(err, "mkdir %s: %s", path, strerror(errno));
-    /* a running slurmctld learns of accounting turned on or off only at start */
-    if (have && had.enabled != a.enabled &&
+    /* a running slurmctld learns of accounting turned on or off only at start
+     * (had is all zero for a cluster that never had it) */
+    if (had.enabled != a.enabled &&
         mtc_write_file_fmt(head_path(h, path, "db/ctld-restart"), 0600, "1\n") < 0)
         return errprintf(err, "cannot write %s: %s", path, strerror(errno));
-    json_t *j = json_pack("{s:b, s:b, s:s, s:i, s:i, s:s, s:s}", "enabled", a.enabled, "external",
-                          a.external, "host", a.host, "dbPort", a.db_port, "dbdPort", a.dbd_port,
-                          "user", a.user, "password", a.external ? "" : a.pass);
+    json_t *j = json_pack("{s:b, s:b, s:s, s:i, s:i, s:s, s:s, s:s}", "enabled", a.enabled,
+                          "external", a.external, "host", a.host, "dbPort", a.db_port, "dbdPort",
+                          a.dbd_port, "user", a.user, "password", a.external ? "" : a.pass,
+                          "credentialsFile", a.cred);
     if (head_json_save(head_path(h, path, "db/acct.json"), j, 0600, err) < 0)
         return -1;
     if (a.enabled) {
@@ -318,6 +323,8 @@ int head_acct_start(const struct head *h, provider_progress_fn progress, void *a
         if (mariadb_start(h, &a, err) < 0)
             return -1;
     }
+    if (a.external && read_credentials(a.cred, &a, err) < 0)
+        return -1;
     if (write_dbd_conf(h, &a, err) < 0)
         return -1;
     if (!dbd_running(h)) {

@@ -52,8 +52,10 @@ static int is_task(pid_t pid, const char *conf, const char *node, const char *jo
     const char *c = env_get(env, len, "SLURM_CONF"), *n = env_get(env, len, "SLURMD_NODENAME"),
                *j = env_get(env, len, "SLURM_JOB_ID"), *t = env_get(env, len, "SLURM_TASK_PID"),
                *step = env_get(env, len, "SLURM_STEP_ID"), *r = env_get(env, len, "SLURM_PROCID");
+    /* the job's rank watcher (MTC_RANK_WATCH, recipes/launch.c) is a task but no rank */
     int yes = c && n && j && t && strcmp(c, conf) == 0 && strcmp(n, node) == 0 &&
-              strcmp(j, job) == 0 && strcmp(t, self) == 0 && all_digits(step) && all_digits(r);
+              strcmp(j, job) == 0 && strcmp(t, self) == 0 && all_digits(step) && all_digits(r) &&
+              !env_get(env, len, "MTC_RANK_WATCH");
     if (yes)
         *rank = atoi(r);
     free(env);

@@ -145,9 +145,10 @@ void recipe_put_watch(FILE *f, const json_t *cfg, int start)
     int nodes = (int)json_integer_value(json_object_get(cfg, "nodes"));
     fprintf(f,
             "\n# hang detection: a watcher on each node names a process of this job that stops\n"
-            "# or turns zombie (mtc-agent ranks); mtcd's job monitor reads it in this log\n"
+            "# or turns zombie (mtc-agent ranks; MTC_RANK_WATCH marks its tasks as no rank);\n"
+            "# mtcd's job monitor reads it in this log\n"
             "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n"
-            "    srun --overlap --nodes=%d --ntasks=%d --ntasks-per-node=1 --quiet ",
+            "    MTC_RANK_WATCH=1 srun --overlap --nodes=%d --ntasks=%d --ntasks-per-node=1 --quiet ",
             nodes > 0 ? nodes : 1, nodes > 0 ? nodes : 1);
     recipe_put_quoted(f, agent);
     fprintf(f, " ranks --after %d </dev/null &\n    WATCH=$!\nfi\n",

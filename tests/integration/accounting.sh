@@ -138,6 +138,29 @@ all4() { [ "$(sacct -n -X -P -j "$J1,$J2,$J3,$J4" -o jobid,state 2>/dev/null | g
 check "after recovery sacct lists all 4 jobs, those of the outages too" wait_for 120 all4
 diag "$(sacct -n -X -P -j "$J1,$J2,$J3,$J4" -o jobid,state 2>&1 | tr '\n' ' ')"
 
+# --- an external database: cluster ax keeps its records in ac's MariaDB -----------
+python3 - "$CD/db/acct.json" "$D/cred-ext" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+open(sys.argv[2], "w").write(f"user={a['user']}\npassword={a['password']}\n")
+print(a["dbPort"], file=open(sys.argv[2] + ".port", "w"))
+PY
+chmod 600 "$D/cred-ext"
+python3 - "$D/spec.json" "$D/ext-ok.json" "$D/cred-ext" "$(cat "$D/cred-ext.port")" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True, "database": {"host": "127.0.0.1", "port": int(sys.argv[4]), "credentialsFile": sys.argv[3]}}
+json.dump(s, open(sys.argv[2], "w"))
+PY
+check "a cluster on an external database (ac's MariaDB, credentials from a 0600 file): created" \
+    mtc cluster create -f "$D/ext-ok.json" --id ax
+check "  its slurmdbd registered it there: ac's database knows both clusters" \
+    bash -c "sacctmgr -n show cluster format=cluster | grep -qw ax && sacctmgr -n show cluster format=cluster | grep -qw ac"
+check "  no database of its own, and the password not in its state" \
+    bash -c "[ ! -e '$MTC_HOME/clusters/ax/db/data' ] && ! grep -q \"\$(sed -n 's/^password=//p' '$D/cred-ext')\" '$MTC_HOME/clusters/ax/db/acct.json'"
+check "  deleting it leaves the database alone" \
+    bash -c "mtc cluster delete ax && sacctmgr -n show cluster format=cluster | grep -qw ac"
+
 # --- delete: both stopped, the instance gone ------------------------------------
 MDB=$(cat "$CD/run/mariadbd.pid" 2>/dev/null)
 DBD=$(cat "$CD/run/slurmdbd.pid" 2>/dev/null)

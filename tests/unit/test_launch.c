@@ -167,7 +167,7 @@ static void test_render(void)
     run = (struct recipe_run){.home = "/h", .timestamp = 7, .nodes = 2, .trainer = "/opt/mtc/bin/mtc-train"};
     cfg = canon ? recipe_resolve(canon, &run, &err) : NULL;
     r = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
-    CHECK(r && strstr(r, "    srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --quiet "
+    CHECK(r && strstr(r, "    MTC_RANK_WATCH=1 srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --quiet "
                          "'/opt/mtc/bin/mtc-agent' ranks --after 3 </dev/null &\n    WATCH=$!\n"),
           "hang_timeout_s 3: a watcher per node, a stop said after 3 s (%s)", err.text);
     const char *w = r ? strstr(r, "WATCH=$!") : NULL, *p = r ? strstr(r, "CMD=(") : NULL;
