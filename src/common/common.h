@@ -125,6 +125,9 @@ int mtc_pid_stop(pid_t pid, int ms);
 /* 1 when /proc/<pid>/<file> (NUL-separated: cmdline, environ) holds a and
  * (if given) b as whole entries; mtc_cmdline_has: in its argv. */
 int mtc_proc_has(pid_t pid, const char *file, const char *a, const char *b);
+/* KEY's value in a NUL-separated environment block of len bytes (what
+ * /proc/<pid>/environ holds), or NULL. */
+const char *mtc_environ_get(const char *env, size_t len, const char *key);
 int mtc_cmdline_has(pid_t pid, const char *a, const char *b);
 /* The live processes (not zombies) of this host that mine(pid, arg) picks
  * and all their descendants, found through parent pids (a child with a

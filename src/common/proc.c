@@ -449,6 +449,15 @@ int mtc_pid_stop(pid_t pid, int ms)
 }
 
 /* What /proc says of pid's argv or environment (common.h). */
+const char *mtc_environ_get(const char *env, size_t len, const char *key)
+{
+    size_t k = strlen(key);
+    for (size_t i = 0; i < len; i += strlen(env + i) + 1)
+        if (strncmp(env + i, key, k) == 0 && env[i + k] == '=')
+            return env + i + k + 1;
+    return NULL;
+}
+
 int mtc_proc_has(pid_t pid, const char *file, const char *a, const char *b)
 {
     char path[64];

@@ -16,16 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The value of NAME= in an environ block of n bytes, or NULL. */
-static const char *env_get(const char *env, size_t n, const char *name)
-{
-    size_t k = strlen(name);
-    for (const char *p = env; p < env + n; p += strlen(p) + 1)
-        if (strncmp(p, name, k) == 0 && p[k] == '=')
-            return p + k + 1;
-    return NULL;
-}
-
 /* /proc/PID/stat's state and parent. 0, or -1 when it is gone. */
 static int proc_state(int pid, char *state, int *ppid)
 {
@@ -58,15 +48,15 @@ static int of_job(int pid, const struct health_rank_watch *w, int *rank)
     if (n <= 0)
         return 0;
     env[n] = '\0';
-    const char *job = env_get(env, (size_t)n, "SLURM_JOB_ID");
-    const char *node = env_get(env, (size_t)n, "SLURMD_NODENAME");
-    const char *step = env_get(env, (size_t)n, "SLURM_STEP_ID");
+    const char *job = mtc_environ_get(env, (size_t)n, "SLURM_JOB_ID");
+    const char *node = mtc_environ_get(env, (size_t)n, "SLURMD_NODENAME");
+    const char *step = mtc_environ_get(env, (size_t)n, "SLURM_STEP_ID");
     if (!job || strcmp(job, w->job) != 0 || !node || strcmp(node, w->node) != 0 ||
         (step && *w->own_step && strcmp(step, w->own_step) == 0))
         return 0;
-    const char *r = env_get(env, (size_t)n, "RANK");
+    const char *r = mtc_environ_get(env, (size_t)n, "RANK");
     if (!r)
-        r = env_get(env, (size_t)n, "SLURM_PROCID");
+        r = mtc_environ_get(env, (size_t)n, "SLURM_PROCID");
     *rank = r ? atoi(r) : -1;
     return 1;
 }

@@ -23,16 +23,6 @@ struct task {
     int rank; /* SLURM_PROCID */
 };
 
-/* KEY's value in a NUL-separated environment of len bytes, or NULL. */
-static const char *env_get(const char *env, size_t len, const char *key)
-{
-    size_t k = strlen(key);
-    for (size_t i = 0; i < len; i += strlen(env + i) + 1)
-        if (strncmp(env + i, key, k) == 0 && env[i + k] == '=')
-            return env + i + k + 1;
-    return NULL;
-}
-
 static int all_digits(const char *s)
 {
     return s && *s && strspn(s, "0123456789") == strlen(s);
@@ -49,13 +39,13 @@ static int is_task(pid_t pid, const char *conf, const char *node, const char *jo
     if (!env)
         return 0;
     snprintf(self, sizeof(self), "%d", (int)pid);
-    const char *c = env_get(env, len, "SLURM_CONF"), *n = env_get(env, len, "SLURMD_NODENAME"),
-               *j = env_get(env, len, "SLURM_JOB_ID"), *t = env_get(env, len, "SLURM_TASK_PID"),
-               *step = env_get(env, len, "SLURM_STEP_ID"), *r = env_get(env, len, "SLURM_PROCID");
+    const char *c = mtc_environ_get(env, len, "SLURM_CONF"), *n = mtc_environ_get(env, len, "SLURMD_NODENAME"),
+               *j = mtc_environ_get(env, len, "SLURM_JOB_ID"), *t = mtc_environ_get(env, len, "SLURM_TASK_PID"),
+               *step = mtc_environ_get(env, len, "SLURM_STEP_ID"), *r = mtc_environ_get(env, len, "SLURM_PROCID");
     /* the job's rank watcher (MTC_RANK_WATCH, recipes/launch.c) is a task but no rank */
     int yes = c && n && j && t && strcmp(c, conf) == 0 && strcmp(n, node) == 0 &&
               strcmp(j, job) == 0 && strcmp(t, self) == 0 && all_digits(step) && all_digits(r) &&
-              !env_get(env, len, "MTC_RANK_WATCH");
+              !mtc_environ_get(env, len, "MTC_RANK_WATCH");
     if (yes)
         *rank = atoi(r);
     free(env);

@@ -173,6 +173,16 @@ static int tres_of(const char *tres, const char *key)
     return -1;
 }
 
+/* The values of obj (consumed), in its order, as an array. */
+static json_t *values_of(json_t *obj)
+{
+    json_t *out = json_array(), *v;
+    const char *k;
+    json_object_foreach(obj, k, v) json_array_append(out, v);
+    json_decref(obj);
+    return out;
+}
+
 json_t *slurm_accounts(const char *conf, const char *cluster, mtc_error_t *err)
 {
     char cl[96], *assoc = NULL, *desc = NULL;
@@ -223,12 +233,7 @@ json_t *slurm_accounts(const char *conf, const char *cluster, mtc_error_t *err)
     }
     free(assoc);
     free(desc);
-    json_t *out = json_array();
-    const char *k;
-    json_t *v;
-    json_object_foreach(byname, k, v) json_array_append(out, v);
-    json_decref(byname);
-    return out;
+    return values_of(byname);
 }
 
 json_t *slurm_account_jobs(const char *conf, const char *account, mtc_error_t *err)
@@ -337,10 +342,5 @@ json_t *slurm_usage(const char *conf, const char *since, mtc_error_t *err)
                                                      secs * tres_count(f[3], "gres/gpu") / 3600));
     }
     free(o);
-    json_t *out = json_array();
-    const char *k;
-    json_t *v;
-    json_object_foreach(by, k, v) json_array_append(out, v);
-    json_decref(by);
-    return out;
+    return values_of(by);
 }
