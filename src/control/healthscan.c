@@ -281,7 +281,10 @@ json_t *control_healthscan_prepare(struct control *c, const struct store_cluster
     {
         const char *n = json_string_value(v);
         const char *st = json_string_value(json_object_get(states, n));
-        char *list = !st || unusable(st) ? dead : strncmp(st, "idle", 4) != 0 ? busy : NULL;
+        /* a node completing its last job runs nothing of anyone's: the
+         * scan's job just starts once it is idle */
+        int free_ = st && (strncmp(st, "idle", 4) == 0 || strcmp(st, "comp") == 0);
+        char *list = !st || unusable(st) ? dead : !free_ ? busy : NULL;
         if (list && strlen(list) < sizeof(busy) - 100)
             snprintf(list + strlen(list), sizeof(busy) - strlen(list), "%s%s (%s)",
                      *list ? ", " : "", n, st ? st : "unknown");
