@@ -58,6 +58,7 @@ struct api_principal {
     char cluster[16]; /* ROLE_NODE: the cluster and node it speaks for */
     char node[64];
     char scope[2048]; /* ROLE_REGISTRAR: what it may register (JSON, registrar.c) */
+    char user[33];    /* the Unix user its training jobs run as ("": none) */
 };
 
 #define API_MAX_CAPS 5 /* …/clusters/C/accounts/A/users/U */

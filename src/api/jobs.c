@@ -58,6 +58,9 @@ static json_t *job_json(const struct store_job *j)
     if (slash)
         *slash = '\0';
     json_object_set_new(o, "experimentDir", json_string(dir));
+    struct mtc_user as; /* whom it runs as, when mtcd acts for a user */
+    if (jobs_run_as(cfg, &as) == 0)
+        json_object_set_new(o, "user", json_string(as.name));
     /* the registry model its final checkpoint registers under (docs/models.md) */
     const char *model = cget(json_object_get(cfg, "register"), "model");
     if (model)
@@ -100,12 +103,51 @@ static int job_id(struct api_req *r, struct api_resp *out, char *id, size_t len)
     return 0;
 }
 
+/* Whom a job runs as: the token's Unix user, or the one an admin names
+ * (run->user); *as set when mtcd (as root) acts for that user, else left
+ * NULL (mtcd's own user). Jobs never run as root for a non-admin. 0, or -1
+ * with out filled (403 not allowed, 400 no such user). */
+static int run_as(struct api_req *r, struct api_resp *out, const struct recipe_run *run,
+                  struct mtc_user *u, const struct mtc_user **as)
+{
+    const char *bound = *r->who.user ? r->who.user : NULL, *name = run->user ? run->user : bound;
+    *as = NULL;
+    if (bound && run->user && strcmp(bound, run->user) != 0)
+        return api_error(out, 403, "user: this token's jobs run as %s, not %.40s", bound,
+                         run->user),
+               -1;
+    if (!bound && run->user && r->who.role < ROLE_ADMIN)
+        return api_error(out, 403, "user: only an admin may choose whom a job runs as"), -1;
+    if (!name) {
+        if (geteuid() == 0 && r->who.role < ROLE_ADMIN)
+            return api_error(out, 403,
+                             "trainingJobs: mtcd runs as root, so its jobs would run as root: "
+                             "only an admin may create one, or a token bound to a Unix user "
+                             "(mtc token create --user)"),
+                   -1;
+        return 0;
+    }
+    mtc_error_t err = {""};
+    if (mtc_user_lookup(name, u, &err) < 0)
+        return api_error(out, 400, "%s", err.text), -1;
+    if (u->uid == 0)
+        return api_error(out, 400,
+                         "user %s: uid 0: a job runs as root only when an admin names no user",
+                         name),
+               -1;
+    if (geteuid() == 0)
+        *as = u;
+    else if (u->uid != geteuid())
+        return api_error(out, 400,
+                         "user %s: mtcd does not run as root, so its jobs run as its own user "
+                         "(uid %u) only",
+                         name, (unsigned)geteuid()),
+               -1;
+    return 0;
+}
+
 int api_job_create(struct api_req *r, struct api_resp *out)
 {
-    if (geteuid() == 0 && r->who.role < ROLE_ADMIN)
-        return api_error(out, 403,
-                         "trainingJobs: mtcd runs as root, so its jobs would run as root: only an "
-                         "admin may create one");
     struct store_cluster cl;
     if (api_load_cluster(r, out, &cl) < 0)
         return 0;
@@ -133,6 +175,10 @@ int api_job_create(struct api_req *r, struct api_resp *out)
         api_error(out, 400, "%s", err.text);
         goto done;
     }
+    struct mtc_user user;
+    const struct mtc_user *as = NULL;
+    if (run_as(r, out, &run, &user, &as) < 0)
+        goto done;
     if (run.executor && strcmp(run.executor, "slurm") != 0) {
         api_error(out, 400,
                   "executor: %s: a training job runs on the cluster's Slurm (slurm); `mtc run -e "
@@ -140,8 +186,12 @@ int api_job_create(struct api_req *r, struct api_resp *out)
                   run.executor);
         goto done;
     }
-    struct jobs_request q = {
-        .st = r->st, .ctl = r->ctl, .home = r->cfg->home, .cl = &cl, .req = req};
+    struct jobs_request q = {.st = r->st,
+                             .ctl = r->ctl,
+                             .home = r->cfg->home,
+                             .cl = &cl,
+                             .req = req,
+                             .as = as};
     if (jobs_submit(&q, &run, &paths, &cfg, &err) < 0) {
         api_error(out, errno == EINVAL ? 400 : errno == ENOENT ? 404 : 500, "%s", err.text);
         goto done;
@@ -158,7 +208,10 @@ int api_job_create(struct api_req *r, struct api_resp *out)
     if (store_job_create(r->st, &j) < 0) {
         int e = errno;
         slurm_job_cancel(cget(cfg, "slurmConf"), j.slurm_job, NULL);
+        struct mtc_fsid as;
+        jobs_fs_enter(cfg, &as);
         exp_remove(cfg);
+        mtc_fsid_leave(&as);
         api_error(out, e == EEXIST ? 409 : 500, "trainingJob %s: %s", id,
                   e == EEXIST ? "already exists" : "cannot be stored; the job was cancelled");
         j.request = j.config = NULL;
@@ -344,6 +397,8 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     json_t *points = json_array(), *ckpts = json_array();
     char path[PATH_MAX + 32];
     const char *logdir = cget(j.config, "logDir");
+    struct mtc_fsid as; /* what the job wrote, read as its user (runas.c) */
+    jobs_fs_enter(j.config, &as);
     FILE *f = NULL;
     if (logdir && snprintf(path, sizeof(path), "%s/metrics.jsonl", logdir) < (int)sizeof(path))
         f = fopen(path, "re");
@@ -373,6 +428,7 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
             json_array_append_new(ckpts, json_string(e->d_name));
     if (d)
         closedir(d);
+    mtc_fsid_leave(&as);
     out->body =
         json_pack("{s:s, s:i, s:o, s:s, s:o}", "state", j.state, "restartCount", j.restart_count,
                   "points", points, "logTail", tail ? tail : "", "checkpoints", ckpts);

@@ -125,6 +125,7 @@ static int authenticate(struct listener *l, struct MHD_Connection *conn, const c
     snprintf(who->cluster, sizeof(who->cluster), "%s", p.cluster);
     snprintf(who->node, sizeof(who->node), "%s", p.node);
     snprintf(who->scope, sizeof(who->scope), "%s", p.scope);
+    snprintf(who->user, sizeof(who->user), "%s", p.user);
     return who->role == ROLE_NONE ? -1 : 0;
 }
 

@@ -38,14 +38,16 @@ static int registrar_create(struct api_req *r, struct api_resp *out)
 
 int api_token_create(struct api_req *r, struct api_resp *out)
 {
-    const char *name = NULL, *role = "viewer";
+    const char *name = NULL, *role = "viewer", *user = NULL;
     json_error_t jerr;
     if (r->body && json_is_string(json_object_get(r->body, "role")) &&
         strcmp(json_string_value(json_object_get(r->body, "role")), "registrar") == 0)
         return registrar_create(r, out);
-    if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:s, s?:s}", "name", &name,
-                                   "role", &role) < 0)
-        return api_error(out, 400, "token: body must be {\"name\": NAME, \"role\": ROLE}: %s",
+    if (!r->body || json_unpack_ex(r->body, &jerr, JSON_STRICT, "{s:s, s?:s, s?:s}", "name", &name,
+                                   "role", &role, "user", &user) < 0)
+        return api_error(out, 400,
+                         "token: body must be {\"name\": NAME, \"role\": ROLE, \"user\"?: "
+                         "UNIX_USER}: %s",
                          r->body ? jerr.text : "missing body");
     if (!mtc_name_valid(name, 63))
         return api_error(out, 400, "name \"%.64s\": must match [a-z][a-z0-9-]{0,62}", name);
@@ -53,17 +55,30 @@ int api_token_create(struct api_req *r, struct api_resp *out)
     if (rl == ROLE_NONE || rl == ROLE_NODE) /* node tokens are mtcd's to mint */
         return api_error(out, 400, "role \"%.32s\": must be viewer, editor, admin or registrar",
                          role);
+    /* bound to a Unix user: the training jobs it creates run as that user,
+     * never as root (api/jobs.c) */
+    struct mtc_user u;
+    mtc_error_t uerr = {""};
+    if (user && mtc_user_lookup(user, &u, &uerr) < 0)
+        return api_error(out, 400, "%s", uerr.text);
+    if (user && u.uid == 0)
+        return api_error(out, 400,
+                         "user %s: uid 0: a token's jobs never run as root (an admin's job "
+                         "that names no user does)",
+                         user);
     char secret[65], token[80], hash[65], id[24], hex[9];
     mtc_random_hex(secret, 24);
     snprintf(token, sizeof(token), "mtc_%s", secret);
     mtc_sha256_hex(token, hash);
     mtc_random_hex(hex, 4);
     snprintf(id, sizeof(id), "tok-%s", hex);
-    if (store_token_add(r->st, id, name, role, hash) < 0)
+    if (store_token_add(r->st, id, name, role, user, hash) < 0)
         return api_error(out, errno == EEXIST ? 409 : 500, "token %s: %s", name,
                          errno == EEXIST ? "a token with this name exists" : "cannot store");
     out->body =
         json_pack("{s:s, s:s, s:s, s:s}", "id", id, "name", name, "role", role, "token", token);
+    if (user)
+        json_object_set_new(out->body, "user", json_string(user));
     return 0;
 }
 

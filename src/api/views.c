@@ -163,6 +163,8 @@ json_t *api_tokens_json(struct store *st)
         json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "id", t[i].id, "name", t[i].name, "role",
                               t[i].who.role, "createTime",
                               mtc_time_rfc3339(t[i].create_ms, ts, sizeof(ts)));
+        if (*t[i].who.user)
+            json_object_set_new(o, "user", json_string(t[i].who.user));
         if (*t[i].who.node) {
             json_object_set_new(o, "cluster", json_string(t[i].who.cluster));
             json_object_set_new(o, "node", json_string(t[i].who.node));

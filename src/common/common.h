@@ -54,6 +54,28 @@ int mtc_copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *er
  * differs. 1 changed, 0 same, -1 + err. */
 int mtc_write_if_changed(const char *path, const char *text, mtc_error_t *err);
 
+/* Unix users jobs run as (user.c). mtc_user_name_valid: useradd's pattern,
+ * [a-z_][a-z0-9_-]{0,31}. mtc_user_lookup: name's uid, gid and home from the
+ * password database; 0, or -1 + errno (EINVAL bad name, ENOENT no such user)
+ * + err naming it. mtc_fsid_enter: this thread's file accesses checked as u
+ * (and files it creates owned by u) until mtc_fsid_leave; does nothing
+ * unless the process runs as root (then it already is whom it acts for). */
+struct mtc_user {
+    char name[33];
+    char home[256];
+    uid_t uid;
+    gid_t gid;
+};
+struct mtc_fsid {
+    uid_t uid;
+    gid_t gid;
+    int on;
+};
+int mtc_user_name_valid(const char *s);
+int mtc_user_lookup(const char *name, struct mtc_user *u, mtc_error_t *err);
+void mtc_fsid_enter(const struct mtc_user *u, struct mtc_fsid *saved);
+void mtc_fsid_leave(struct mtc_fsid *saved);
+
 /* Root acting for users (fsafe.c; DESIGN.md, "Security model"): directories
  * by descriptor, checked as they are opened. A trusted directory is owned by
  * root (or this process's euid) and writable by no one else unless sticky.

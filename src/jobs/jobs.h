@@ -106,6 +106,9 @@ struct jobs_request {
     const char *home; /* mtcd's: the registry, and experiments without experimentRoot */
     const struct store_cluster *cl; /* the cluster, RUNNING */
     const json_t *req;              /* recipe_request_parse's canonical request */
+    /* the Unix user the job runs as (mtcd as root: its directory under
+     * <experiment root>/users/NAME, made and submitted as that user), or NULL */
+    const struct mtc_user *as;
 };
 /* Resolve, check and submit the run of q (run: parsed from q->req; its
  * paths point into p). *cfg gets the submitted run's config. 0, or -1 +
@@ -121,6 +124,13 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
 int jobs_registrar_mint(struct store *st, const char *cluster, const char *project,
                         const char *location, const char *model, const char *run,
                         const char *checkpoint, char token[80], char id[24], mtc_error_t *err);
+
+/* The user a stored job runs as (its config's runAs) into u; 0, or -1 when
+ * it runs as mtcd's own user. jobs_fs_enter: this thread's file accesses as
+ * that user (mtc_fsid_enter) for reading or removing what the job wrote —
+ * a symlink its user made then reaches only what that user could. */
+int jobs_run_as(const json_t *cfg, struct mtc_user *u);
+void jobs_fs_enter(const json_t *cfg, struct mtc_fsid *saved);
 
 /* ---- progress and early problems (watch.c) ---- */
 

@@ -75,7 +75,10 @@ static void failed_event(struct store *st, const struct store_job *j, const char
 {
     char why[64], last[256], msg[1024];
     const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    struct mtc_fsid as;
+    jobs_fs_enter(j->config, &as);
     char *rec = exp_exit_record(j->config, j->slurm_job);
+    mtc_fsid_leave(&as);
     if (rec && atoi(rec) != 0)
         snprintf(why, sizeof(why), "exit status %d", atoi(rec));
     else

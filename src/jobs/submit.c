@@ -16,9 +16,11 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,6 +258,74 @@ json_t *jobs_resolve(const struct jobs_where *w, const json_t *recipe, const str
     return cfg;
 }
 
+/* A user's own place under the experiment root, <base>/users/NAME (owned
+ * by the user, 0750), its path into out: root makes it by descriptor under
+ * directories only root can change, and fchowns what it opened itself.
+ * 0, or -1 + err (EIO; EPERM: NAME there is someone else's). */
+static int user_dir(const char *base, const struct mtc_user *u, char *out, size_t len,
+                    mtc_error_t *err)
+{
+    mtc_error_t e2 = {""};
+    int bfd = mtc_dir_open_trusted(base, 1, 0755, &e2);
+    int ufd = bfd < 0 ? -1 : mtc_dir_at(bfd, "users", 1, 0755, &e2);
+    if (ufd < 0) {
+        if (bfd >= 0)
+            close(bfd);
+        return fail(EIO, err, "experiments for user %s: %s", u->name, e2.text);
+    }
+    close(bfd);
+    if (mkdirat(ufd, u->name, 0750) < 0 && errno != EEXIST) {
+        int e = errno;
+        close(ufd);
+        return fail(EIO, err, "experiments for user %s: %s/users/%s: %s", u->name, base, u->name,
+                    strerror(e));
+    }
+    int fd = openat(ufd, u->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(ufd);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || (st.st_uid != 0 && st.st_uid != u->uid) ||
+        (st.st_uid == 0 && fchown(fd, u->uid, u->gid) < 0)) {
+        int e = fd < 0 ? errno : st.st_uid != 0 && st.st_uid != u->uid ? EPERM : errno;
+        if (fd >= 0)
+            close(fd);
+        return fail(e == EPERM ? EPERM : EIO, err, "experiments for user %s: %s/users/%s: %s",
+                    u->name, base, u->name,
+                    e == EPERM ? "owned by another user" : strerror(e));
+    }
+    close(fd);
+    snprintf(out, len, "%s/users/%s", base, u->name);
+    return 0;
+}
+
+/* What a job run as u needs to reach, checked as u: the cluster's
+ * slurm.conf (its srun reads it) and its experiment directory's parent.
+ * 0, or -1 + err (EINVAL) naming what the user cannot reach. */
+static int user_reaches(const struct mtc_user *u, const char *conf, const char *home,
+                        mtc_error_t *err)
+{
+    struct mtc_fsid id;
+    const char *bad = NULL;
+    int e = 0;
+    mtc_fsid_enter(u, &id);
+    int fd = open(conf, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        bad = conf, e = errno;
+    else
+        close(fd);
+    if (!bad && (fd = open(home, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        bad = home, e = errno;
+    else if (!bad)
+        close(fd);
+    mtc_fsid_leave(&id);
+    if (bad)
+        return fail(EINVAL, err,
+                    "user %s cannot reach %.200s (%s): its job could not run; the cluster's "
+                    "directories (mtcd's home, or the spec's experimentRoot) must be "
+                    "searchable by the cluster's users",
+                    u->name, bad, strerror(e));
+    return 0;
+}
+
 /* One attempt of jobs_submit's: resolve the run (its timestamp names the
  * run directory), render and submit. 0, or -1 + err (errno EEXIST: that run
  * directory is another run's). */
@@ -263,13 +333,18 @@ static int resolve_submit(const struct jobs_request *q, const struct jobs_where 
                           const struct recipe_run *run, const json_t *recipe,
                           const struct target *t, json_t **cfg, mtc_error_t *err)
 {
-    *cfg = jobs_resolve(w, recipe, run, *t->hosts_url != '\0', err);
+    const char *url = *t->hosts_url ? t->hosts_url : NULL;
+    *cfg = jobs_resolve(w, recipe, run, url != NULL, err);
     if (!*cfg)
         return -1;
+    if (q->as)
+        json_object_set_new(*cfg, "runAs",
+                            json_pack("{s:s, s:I, s:I}", "user", q->as->name, "uid",
+                                      (json_int_t)q->as->uid, "gid", (json_int_t)q->as->gid));
     json_t *reg = json_object_get(*cfg, "register");
     json_t *env = json_deep_copy(json_object_get(q->req, "secretEnv"));
     char tok[80] = "", tok_id[24] = "";
-    if (reg && *t->hosts_url) {
+    if (reg && url) {
         /* on hosts: mtcd's TCP listener, with a token for this run's model
          * and the one directory it registers (its checkpoints, or what a
          * custom task's program wrote) only */
@@ -282,7 +357,7 @@ static int resolve_submit(const struct jobs_request *q, const struct jobs_where 
             errno = EINVAL;
             return -1;
         }
-        json_object_set_new(reg, "url", json_string(t->hosts_url));
+        json_object_set_new(reg, "url", json_string(url));
         if (*t->hosts_ca)
             json_object_set_new(reg, "caCert", json_string(t->hosts_ca));
         if (!env)
@@ -291,7 +366,7 @@ static int resolve_submit(const struct jobs_request *q, const struct jobs_where 
         explicit_bzero(tok, sizeof(tok));
     }
     char *script = recipe_render_sbatch(*cfg, err);
-    int rc = script ? recipe_submit(*cfg, script, t->conf, env, err) : -1;
+    int rc = script ? recipe_submit(*cfg, script, t->conf, env, q->as, err) : -1;
     int e = script ? errno : EINVAL;
     free(script);
     if (env && json_object_get(env, "MTC_REGISTER_TOKEN")) /* no copy of it stays here */
@@ -332,6 +407,14 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
     }
     run->executor = "slurm";
     run->home = root && *root ? root : q->home;
+    char uhome[PATH_MAX];
+    if (q->as && (user_dir(run->home, q->as, uhome, sizeof(uhome), err) < 0 ||
+                  user_reaches(q->as, t.conf, uhome, err) < 0)) {
+        json_decref(recipe);
+        return -1;
+    }
+    if (q->as)
+        run->home = uhome;
     run->trainer = run->image ? "mtc-train" : t.trainer; /* the image's own, from its PATH */
     run->image = run->image ? p->image : NULL;
     run->mpi_network = *t.mpi ? t.mpi : NULL;
@@ -355,7 +438,11 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
     }
     /* the job's last step registers the final checkpoint with mtc next to
      * mtcd, on hosts with the copy mtc put there (over TCP) */
-    if (*t.hosts_url && *t.hosts_mtc) {
+    if (q->as) {
+        /* registering reads the run's files as root, by path, in directories
+         * the user controls: not done for a user's job (docs/accounting.md) */
+        run->registrar = NULL;
+    } else if (*t.hosts_url && *t.hosts_mtc) {
         snprintf(p->registrar, sizeof(p->registrar), "%s", t.hosts_mtc);
         run->registrar = p->registrar;
     } else if (mtc_exe_dir(p->registrar, sizeof(p->registrar) - 8) == 0) {

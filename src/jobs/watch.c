@@ -51,7 +51,10 @@ int jobs_track(const json_t *cfg, double now, struct exp_track *out)
         snprintf(k->task_dir, sizeof(k->task_dir), "%s", td);
         exp_track_init(&k->t, cfg);
     }
+    struct mtc_fsid as; /* what the job wrote, read as its user */
+    jobs_fs_enter(cfg, &as);
     exp_track_update(&k->t, now);
+    mtc_fsid_leave(&as);
     *out = k->t;
     pthread_mutex_unlock(&tracks_lock);
     return 0;
@@ -66,7 +69,10 @@ const char *jobs_last_line(const json_t *cfg, char *buf, size_t len)
 {
     char path[PATH_MAX + 64];
     *buf = '\0';
+    struct mtc_fsid as;
+    jobs_fs_enter(cfg, &as);
     FILE *f = exp_log_path(cfg, path, sizeof(path)) ? fopen(path, "re") : NULL;
+    mtc_fsid_leave(&as);
     if (!f)
         return buf;
     char line[512];

@@ -65,6 +65,8 @@ struct recipe_run {
     const char *partition;       /* -p */
     const char *account;         /* --account: the Slurm account it is charged to */
     const char *qos;             /* --qos: its quality of service (priority, preemption) */
+    const char *user;            /* API: the Unix user it runs as (an admin's choice; a
+                                  * token bound to a user gives it) */
     const char *work_dir;        /* -d: checkpoints and logs go under it when set */
     const char *image;           /* -i: container image (.sqsh) */
     const char *log_dir;         /* --log-dir: metrics + TensorBoard */
@@ -239,8 +241,12 @@ const char *recipe_request_cli_text(const char *msg, char *buf, size_t len);
  * id recorded in cfg and config.json. On failure nothing is left behind.
  * 0, or -1 + err naming the request field or Slurm's complaint. */
 /* secrets (may be NULL): {"HF_TOKEN": value, ...} put in sbatch's
- * environment, which the job inherits (the request's secretEnv). */
+ * environment, which the job inherits (the request's secretEnv).
+ * as (may be NULL): the Unix user the job runs as — its inputs are checked,
+ * its directories made and removed with that user's file identity, and it
+ * submits it (mtcd as root acting for a user). */
 int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_t *secrets,
+                  const struct mtc_user *as,
                   mtc_error_t *err);
 
 /* ---- experiments (experiment.c) ---- */

@@ -67,6 +67,15 @@ static int check_acct_name(const struct schema_field *f, json_t **v, const char 
                         json_string_value(*v));
 }
 
+static int check_user(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    (void)f;
+    if (mtc_user_name_valid(json_string_value(*v)))
+        return 0;
+    return schema_error(err, path, "%.40s: must match [a-z_][a-z0-9_-]{0,31}",
+                        json_string_value(*v));
+}
+
 static int check_time(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
     (void)f;
@@ -205,6 +214,7 @@ static const struct schema_field f_request[] = {
     STR("partition", partition, check_partition),
     STR("account", account, check_acct_name),
     STR("qos", qos, check_acct_name),
+    STR("user", user, check_user),
     STR("workDir", work_dir, check_path),
     {.name = "containerImage",
      .kind = SCHEMA_STR,
@@ -264,7 +274,8 @@ FOLLOWS(executor, cluster_type);
 FOLLOWS(cluster_type, partition);
 FOLLOWS(partition, account);
 FOLLOWS(account, qos);
-FOLLOWS(qos, work_dir);
+FOLLOWS(qos, user);
+FOLLOWS(user, work_dir);
 FOLLOWS(work_dir, image);
 FOLLOWS(image, log_dir);
 FOLLOWS(log_dir, cache_dir);

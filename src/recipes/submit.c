@@ -65,17 +65,48 @@ static void first_error(const char *out, char *buf, size_t len)
         snprintf(buf, len, "sbatch failed");
 }
 
-int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_t *secrets,
-                  mtc_error_t *err)
+/* exp_create, exp_set_job and exp_remove as the job's user (when given). */
+static int create_as(const struct mtc_user *as, json_t *cfg, const char *script, mtc_error_t *err)
 {
-    if (recipe_check_inputs(cfg, err) < 0)
+    struct mtc_fsid id;
+    mtc_fsid_enter(as, &id);
+    int rc = exp_create(cfg, script, err);
+    mtc_fsid_leave(&id);
+    return rc;
+}
+
+static int set_job_as(const struct mtc_user *as, json_t *cfg, const char *job, mtc_error_t *err)
+{
+    struct mtc_fsid id;
+    mtc_fsid_enter(as, &id);
+    int rc = exp_set_job(cfg, job, err);
+    mtc_fsid_leave(&id);
+    return rc;
+}
+
+static void remove_as(const struct mtc_user *as, const json_t *cfg)
+{
+    struct mtc_fsid id;
+    mtc_fsid_enter(as, &id);
+    exp_remove(cfg);
+    mtc_fsid_leave(&id);
+}
+
+int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_t *secrets,
+                  const struct mtc_user *as, mtc_error_t *err)
+{
+    struct mtc_fsid id;
+    mtc_fsid_enter(as, &id); /* the user's inputs: what the user may read */
+    int ok = recipe_check_inputs(cfg, err);
+    mtc_fsid_leave(&id);
+    if (ok < 0)
         return -1;
     mtc_error_t e2 = {""};
     json_t *parts = slurm_partitions(conf, &e2);
     if (!parts)
         return errprintf(err, "no Slurm cluster answers (%s)", e2.text);
     if (check_nodes(cfg, parts, err) < 0 || recipe_check_batch(cfg, err) < 0 ||
-        exp_create(cfg, script, err) < 0) {
+        create_as(as, cfg, script, err) < 0) {
         json_decref(parts);
         return -1;
     }
@@ -91,7 +122,7 @@ int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_
         if (nenv < 7 && asprintf(&env[nenv], "%s=%s", k, json_string_value(v)) >= 0)
             nenv++;
     }
-    int rc = slurm_submit_env(conf, env, spath, job, &out);
+    int rc = slurm_submit_env(conf, env, as, spath, job, &out);
     for (int i = 0; i < nenv; i++) {
         explicit_bzero(env[i], strlen(env[i]));
         free(env[i]);
@@ -105,16 +136,16 @@ int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_
                   bad_part ? list : "");
         free(out);
         json_decref(parts);
-        exp_remove(cfg);
+        remove_as(as, cfg);
         errno = EIO;
         return -1;
     }
     free(out);
     json_decref(parts);
-    if (exp_set_job(cfg, job, err) < 0) {
+    if (set_job_as(as, cfg, job, err) < 0) {
         /* the job runs but its record is incomplete: stop it rather than orphan it */
         slurm_job_cancel(conf, job, NULL);
-        exp_remove(cfg);
+        remove_as(as, cfg);
         return -1;
     }
     return 0;

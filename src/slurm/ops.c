@@ -255,15 +255,33 @@ json_t *slurm_partitions(const char *conf, mtc_error_t *err)
 
 int slurm_submit(const char *conf, const char *script, char job[32], char **out)
 {
-    return slurm_submit_env(conf, NULL, script, job, out);
+    return slurm_submit_env(conf, NULL, NULL, script, job, out);
 }
 
-int slurm_submit_env(const char *conf, char *const env[], const char *script, char job[32],
-                     char **out)
+int slurm_submit_env(const char *conf, char *const env[], const struct mtc_user *as,
+                     const char *script, char job[32], char **out)
 {
     char *o = NULL;
-    char *argv[] = {"sbatch", "--parsable", (char *)script, NULL};
-    int rc = slurm_cmd_env(conf, env, argv, &o, 60000);
+    char *plain[] = {"sbatch", "--parsable", (char *)script, NULL};
+    /* util-linux's setpriv (Essential in Debian): the ids and the user's
+     * groups are set, then sbatch runs — nothing of root's stays */
+    char uid[24], gid[24], henv[300], uenv[48], lenv[48];
+    char *setpriv[] = {"setpriv", "--reuid", uid,           "--regid", gid, "--init-groups",
+                       "--",      "sbatch",  "--parsable", (char *)script, NULL};
+    char *uenvs[34] = {NULL};
+    if (as) {
+        snprintf(uid, sizeof(uid), "%u", (unsigned)as->uid);
+        snprintf(gid, sizeof(gid), "%u", (unsigned)as->gid);
+        snprintf(henv, sizeof(henv), "HOME=%s", as->home);
+        snprintf(uenv, sizeof(uenv), "USER=%s", as->name);
+        snprintf(lenv, sizeof(lenv), "LOGNAME=%s", as->name);
+        int n = 0;
+        uenvs[n++] = henv, uenvs[n++] = uenv, uenvs[n++] = lenv;
+        for (int i = 0; env && env[i] && n < 33; i++)
+            uenvs[n++] = env[i];
+        env = uenvs;
+    }
+    int rc = slurm_cmd_env(conf, env, as ? setpriv : plain, &o, 60000);
     trim(o);
     *job = '\0';
     if (rc == 0 && o) {

@@ -206,9 +206,11 @@ json_t *slurm_partitions(const char *conf, mtc_error_t *err);
  * output (its complaint on failure), caller frees. 0, or -1 (EIO). */
 int slurm_submit(const char *conf, const char *script, char job[32], char **out);
 /* The same with env ("K=V", NULL-terminated) added to sbatch's environment,
- * which the job inherits: secrets reach the job without being written down. */
-int slurm_submit_env(const char *conf, char *const env[], const char *script, char job[32],
-                     char **out);
+ * which the job inherits: secrets reach the job without being written down.
+ * as: sbatch runs as that user (setpriv: its uid, gid and groups; HOME, USER
+ * and LOGNAME its own), so the job is that user's; NULL: as this process. */
+int slurm_submit_env(const char *conf, char *const env[], const struct mtc_user *as,
+                     const char *script, char job[32], char **out);
 
 /* A Slurm host list ("c1-gpu-[1-3,5]", "a-1,b-[01-02]") as a JSON array of
  * names, in order. Caller owns. NULL + err (EINVAL) for a malformed list. */

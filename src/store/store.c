@@ -102,6 +102,8 @@ static const char *migrations[] = {
      * scope (JSON: the project, location and model it may register into, the
      * run and checkpoint directory it may register from) */
     "ALTER TABLE tokens ADD COLUMN scope TEXT;",
+    /* v11: a token bound to a Unix user runs its training jobs as that user */
+    "ALTER TABLE tokens ADD COLUMN unix_user TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -252,8 +252,9 @@ int store_event_add(struct store *st, const char *cluster_id, const char *type, 
 struct store_event *store_events(struct store *st, const char *cluster_id, int limit, int *n);
 
 /* Tokens: only the SHA-256 of a token is stored. */
+/* user: the Unix user its training jobs run as ("" or NULL: none). */
 int store_token_add(struct store *st, const char *id, const char *name, const char *role,
-                    const char *hash);
+                    const char *user, const char *hash);
 /* Who a live token is: its role ("viewer" | "editor" | "admin" | "node" |
  * "registrar") and, for a node token, the one node of one cluster it speaks
  * for; for a registrar token, the cluster of its run and its scope (JSON:
@@ -263,6 +264,7 @@ struct store_principal {
     char cluster[16];
     char node[64];
     char scope[2048];
+    char user[33]; /* a Unix user the token's jobs run as, or "" */
 };
 /* The principal of the live token with this hash into out; -1/ENOENT if none. */
 int store_token_lookup(struct store *st, const char *hash, struct store_principal *out);

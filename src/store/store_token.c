@@ -7,12 +7,13 @@
 #include <string.h>
 
 int store_token_add(struct store *st, const char *id, const char *name, const char *role,
-                    const char *hash)
+                    const char *user, const char *hash)
 {
     return store_i_run_locked(
-        st,
-        store_i_prep(st, "INSERT INTO tokens (id, name, role, hash, create_ms) VALUES (?,?,?,?,?)",
-                     "ssssl", id, name, role, hash, mtc_now_ms()));
+        st, store_i_prep(st,
+                         "INSERT INTO tokens (id, name, role, unix_user, hash, create_ms)"
+                         " VALUES (?,?,?,?,?,?)",
+                         "sssssl", id, name, role, user ? user : "", hash, mtc_now_ms()));
 }
 
 int store_token_lookup(struct store *st, const char *hash, struct store_principal *out)
@@ -22,13 +23,15 @@ int store_token_lookup(struct store *st, const char *hash, struct store_principa
     pthread_mutex_lock(&st->lock);
     sqlite3_stmt *s = store_i_prep(st,
                                    "SELECT role, COALESCE(cluster_id, ''), COALESCE(node, ''),"
-                                   " COALESCE(scope, '') FROM tokens WHERE hash=? AND revoked=0",
+                                   " COALESCE(scope, ''), COALESCE(unix_user, '')"
+                                   " FROM tokens WHERE hash=? AND revoked=0",
                                    "s", hash);
     if (s && sqlite3_step(s) == SQLITE_ROW) {
         store_i_col_text(s, 0, out->role, sizeof(out->role));
         store_i_col_text(s, 1, out->cluster, sizeof(out->cluster));
         store_i_col_text(s, 2, out->node, sizeof(out->node));
         store_i_col_text(s, 3, out->scope, sizeof(out->scope));
+        store_i_col_text(s, 4, out->user, sizeof(out->user));
         rc = 0;
     } else {
         errno = ENOENT;
@@ -87,13 +90,15 @@ static void read_token(sqlite3_stmt *s, void *out)
     store_i_col_text(s, 4, t->who.cluster, sizeof(t->who.cluster));
     store_i_col_text(s, 5, t->who.node, sizeof(t->who.node));
     store_i_col_text(s, 6, t->who.scope, sizeof(t->who.scope));
+    store_i_col_text(s, 7, t->who.user, sizeof(t->who.user));
 }
 
 struct store_token *store_token_list(struct store *st, int *n)
 {
     return store_i_list(st, read_token, sizeof(struct store_token), ALL_ROWS, n,
                         "SELECT id, name, role, create_ms, COALESCE(cluster_id, ''),"
-                        " COALESCE(node, ''), COALESCE(scope, '') FROM tokens WHERE revoked=0"
+                        " COALESCE(node, ''), COALESCE(scope, ''), COALESCE(unix_user, '')"
+                        " FROM tokens WHERE revoked=0"
                         " ORDER BY create_ms",
                         "");
 }

@@ -3,6 +3,7 @@
 #include "common/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -165,9 +166,48 @@ static void test_proc_tree(void)
     CHECK(n == 0, "killed: nothing left of it (zombies are not counted)");
 }
 
+/* Users jobs run as: names, lookup, and a thread's file identity switched
+ * (as root: a root-only file is out of reach while acting for nobody). */
+static void test_users(void)
+{
+    CHECK(mtc_user_name_valid("alice") && mtc_user_name_valid("_svc-1") &&
+              !mtc_user_name_valid("Alice") && !mtc_user_name_valid("1a") &&
+              !mtc_user_name_valid("a/b") && !mtc_user_name_valid("") &&
+              !mtc_user_name_valid("a23456789012345678901234567890123"),
+          "user names: useradd's pattern, at most 32");
+    struct mtc_user u;
+    mtc_error_t err = {""};
+    CHECK(mtc_user_lookup("root", &u, &err) == 0 && u.uid == 0 && u.gid == 0 && *u.home,
+          "root looked up");
+    CHECK(mtc_user_lookup("nosuchuser-x", &u, &err) < 0 && errno == ENOENT &&
+              strstr(err.text, "user nosuchuser-x: no such user"),
+          "no such user: ENOENT, named: %s", err.text);
+    CHECK(mtc_user_lookup("../etc", &u, &err) < 0 && errno == EINVAL, "a bad name: EINVAL");
+    if (geteuid() != 0 || mtc_user_lookup("nobody", &u, &err) < 0)
+        return;
+    char path[] = "/tmp/mtc-unit-fsid-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && fchmod(fd, 0600) == 0, "a root-only file");
+    close(fd);
+    struct mtc_fsid id;
+    mtc_fsid_enter(&u, &id);
+    int as_nobody = open(path, O_RDONLY);
+    int e = errno;
+    mtc_fsid_leave(&id);
+    int as_root = open(path, O_RDONLY);
+    CHECK(as_nobody < 0 && e == EACCES && as_root >= 0,
+          "acting for nobody: the root-only file is out of reach; after leaving it is not");
+    if (as_nobody >= 0)
+        close(as_nobody);
+    if (as_root >= 0)
+        close(as_root);
+    unlink(path);
+}
+
 int main(void)
 {
     test_errprintf_one_line();
+    test_users();
     test_proc_tree();
     test_duration();
     test_shell_quote();

@@ -232,7 +232,7 @@ int main(void)
     struct store *st = store_open(path, &err);
     umask(old_umask);
     CHECK(st != NULL, "open creates the database");
-    CHECK(store_schema_version(st) == 10, "migrated to the latest schema");
+    CHECK(store_schema_version(st) == 11, "migrated to the latest schema");
     struct stat sb;
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600,
           "database created 0600 under umask 022 (mode %o)", (unsigned)(sb.st_mode & 0777));
@@ -302,11 +302,12 @@ int main(void)
     CHECK(ev && !strcmp(ev[0].node, "a-x-0") && !*ev[1].node, "node recorded, or none");
     free(ev);
 
-    CHECK(store_token_add(st, "tok-1", "ci", "editor", "h1") == 0, "token added");
-    CHECK(store_token_add(st, "tok-2", "ci", "viewer", "h2") < 0, "token names unique");
+    CHECK(store_token_add(st, "tok-1", "ci", "editor", "alice", "h1") == 0, "token added");
+    CHECK(store_token_add(st, "tok-2", "ci", "viewer", NULL, "h2") < 0, "token names unique");
     struct store_principal who;
-    CHECK(store_token_lookup(st, "h1", &who) == 0 && !strcmp(who.role, "editor") && !*who.node,
-          "role by hash");
+    CHECK(store_token_lookup(st, "h1", &who) == 0 && !strcmp(who.role, "editor") && !*who.node &&
+              !strcmp(who.user, "alice"),
+          "role and Unix user by hash");
     CHECK(store_token_revoke(st, "ci") == 0, "revoke by name");
     CHECK(store_token_lookup(st, "h1", &who) < 0, "revoked token is gone");
     CHECK(store_node_token_set(st, "a", "a-x-0", "tok-n1", "n1") == 0, "node token set");
@@ -384,6 +385,7 @@ int main(void)
     char cmd[400];
     snprintf(cmd, sizeof(cmd),
              "sqlite3 %s 'DROP TABLE cluster_nodes; ALTER TABLE tokens DROP COLUMN scope; "
+             "ALTER TABLE tokens DROP COLUMN unix_user; "
              "PRAGMA user_version=8'",
              path);
     CHECK(system(cmd) == 0, "simulate a store from before the node index");

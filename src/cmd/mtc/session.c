@@ -217,13 +217,16 @@ int cmd_login(struct cli *c, int argc, char **argv)
 
 static int t_create(struct cli *c, int argc, char **argv)
 {
-    const char *name = NULL, *role = "viewer";
-    const char *use = "mtc token create --name NAME [--role viewer|editor|admin] [--json]";
+    const char *name = NULL, *role = "viewer", *user = NULL;
+    const char *use =
+        "mtc token create --name NAME [--role viewer|editor|admin] [--user UNIX_USER] [--json]";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
             name = argv[++i];
         else if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
             role = argv[++i];
+        else if (strcmp(argv[i], "--user") == 0 && i + 1 < argc)
+            user = argv[++i];
         else if (strcmp(argv[i], "--json") == 0)
             c->json = 1;
         else if (strcmp(argv[i], "--help") == 0)
@@ -234,6 +237,8 @@ static int t_create(struct cli *c, int argc, char **argv)
     if (!name)
         return cli_fail("token create needs --name NAME\nusage: %s", use), 2;
     json_t *body = json_pack("{s:s, s:s}", "name", name, "role", role), *r = NULL;
+    if (user) /* its training jobs run as this Unix user */
+        json_object_set_new(body, "user", json_string(user));
     mtc_error_t err = {""};
     int rc = cli_call_ok(c, "POST", "/v1/tokens", body, &r, &err);
     json_decref(body);
@@ -262,6 +267,7 @@ static int t_list(struct cli *c, int argc, char **argv)
     static const struct cli_col cols[] = {{"ID", "id", 14, NULL},
                                           {"NAME", "name", 20, NULL},
                                           {"ROLE", "role", 8, NULL},
+                                          {"USER", "user", 10, "-"},
                                           {"CREATED", "createTime", 0, NULL},
                                           {NULL, NULL, 0, NULL}};
     cli_print_list(c, r, json_object_get(r, "tokens"), cols);

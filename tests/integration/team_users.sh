@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# team_users: training jobs run as Unix users, never as root (issue 31,
+# point 2). With mtcd as root, a token bound to a Unix user (mtc token create
+# --user) creates jobs that run as that user: Slurm's job is the user's, its
+# experiment directory is the user's own under <experiment root>/users/NAME,
+# and mtcd reads what the job wrote as that user (a symlink the user plants
+# in the run directory shows nothing root-only). An unbound editor token is
+# refused, a bound token cannot pick another user or root, an admin may name
+# any user but root; tokens for root or for no such user are refused.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/run_setup.inc"
+D=$T_DIR
+
+if [ "$(id -u)" != 0 ]; then
+    check "team_users needs root (it creates Unix users and runs mtcd as root)" false
+    done_testing
+fi
+# two users of our own (removed on exit), and directories they can search
+U1=mtcu$$a U2=mtcu$$b
+USERS=()
+drop_users() { for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; done; }
+t_extra_cleanup() { drop_users; }
+for u in $U1 $U2; do
+    useradd -M -N -g nogroup -s /usr/sbin/nologin "$u" && USERS+=("$u")
+done
+check "two Unix users made" test ${#USERS[@]} = 2
+chmod 0755 "$D"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+start_mtcd() { # run_cluster's, on loopback TCP too (tokens)
+    mtcd --home "$MTC_HOME" --daemon --supervise-ms 500 --listen 127.0.0.1:$PORT || return 1
+    MTCD_PID=$(cat "$MTC_HOME/mtcd.pid")
+    track_pid "$MTCD_PID"
+}
+check "local 2-node cluster up" run_cluster tu
+t_extra_cleanup() { delete_all_clusters; drop_users; } # run_cluster set its own
+[ $T_LAST -eq 0 ] || done_testing
+check "tiny corpus tokenized" run_corpus "$D/data"
+JOBS=$CLUSTERS/tu/trainingJobs
+tcp() { # tcp TOKEN METHOD PATH [BODY]
+    local out
+    out=$(curl -s -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
+        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
+    HTTP_STATUS=${out##*$'\n'}
+    BODY=${out%$'\n'*}
+}
+field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
+one_line_error() { # $1 HTTP status, $2 substring of the message
+    [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" <<'PY'
+import json, sys
+e = json.loads(sys.argv[1])["error"]
+assert "\n" not in e["message"] and sys.argv[2] in e["message"], e
+PY
+}
+body() { # $1 steps, $2 more members
+    run_recipe "$D/r.json" "$1" 5
+    python3 - "$D/r.json" "$2" <<'PY'
+import json, sys
+extra = json.loads("{" + sys.argv[2] + "}")
+print(json.dumps(dict({"recipe": json.load(open(sys.argv[1]))}, **extra)))
+PY
+}
+
+# --- tokens bound to users ------------------------------------------------------
+T1=$(mtc token create --name tu-one --role editor --user "$U1" | head -1)
+T0=$(mtc token create --name tu-plain --role editor | head -1)
+check "a token bound to $U1" test -n "$T1"
+check "mtc token list shows its user" bash -c "mtc token list | grep -E '^tok-[0-9a-f]+ +tu-one +editor +$U1 '"
+one_line() { [ "$(printf '%s\n' "$1" | wc -l)" = 1 ] && grep -q -- "$2" <<<"$1"; }
+out=$(mtc token create --name tu-root --role editor --user root 2>&1)
+check "a token bound to root: refused in one line" one_line "$out" "uid 0"
+out=$(mtc token create --name tu-none --role editor --user nosuchuser$$ 2>&1)
+check "a token for no such user: refused, naming it" one_line "$out" "user nosuchuser$$: no such user"
+
+J=$(body 40 "\"dataDir\":\"$D/data\",\"experimentName\":\"teamrun\",\"nodeCount\":1")
+tcp "$T0" POST "$JOBS?trainingJobId=plain" "$J"
+check "an unbound editor token: 403 (mtcd is root), pointing to --user" one_line_error 403 "mtc token create --user"
+tcp "$T1" POST "$JOBS?trainingJobId=other" "${J%\}},\"user\":\"$U2\"}"
+check "a bound token naming another user: 403" one_line_error 403 "this token's jobs run as $U1"
+tcp "$T1" POST "$JOBS?trainingJobId=asroot" "${J%\}},\"user\":\"root\"}"
+check "a bound token naming root: 403" one_line_error 403 "this token's jobs run as $U1"
+tcp "$T0" POST "$JOBS?trainingJobId=chosen" "${J%\}},\"user\":\"$U2\"}"
+check "an editor choosing a user: 403" one_line_error 403 "only an admin may choose"
+api POST "$JOBS?trainingJobId=adminroot" "${J%\}},\"user\":\"root\"}"
+check "an admin naming root: 400 (an admin's job without a user runs as root)" one_line_error 400 "uid 0"
+check "nothing was submitted by the refused requests" test "$(squeue -h | wc -l)" = 0
+
+# --- a job as the token's user ----------------------------------------------------
+tcp "$T1" POST "$JOBS?trainingJobId=mine" "$J"
+check "the bound token's job: 200" test "$HTTP_STATUS" = 200
+echo "$BODY" >"$D/mine.json"
+SJ=$(field '["slurmJobId"]' <"$D/mine.json")
+TD=$(field '["taskDir"]' <"$D/mine.json")
+diag "job $SJ in $TD"
+check "the trainingJob says whom it runs as" test "$(field '["user"]' <"$D/mine.json")" = "$U1"
+check "Slurm's job belongs to $U1" bash -c "[ \"\$(squeue -h -j $SJ -o %u 2>/dev/null || sacct -n -X -j $SJ -o user)\" = $U1 ]"
+check "its run directory is under $MTC_HOME/users/$U1 and is $U1's" \
+    bash -c "case '$TD' in '$MTC_HOME/users/$U1/'*) [ \"\$(stat -c %U '$TD')\" = $U1 ] ;; *) false ;; esac"
+check "  the user's directory: $U1's, 0750, no one else's to enter" \
+    bash -c "[ \"\$(stat -c '%U %a' '$MTC_HOME/users/$U1')\" = '$U1 750' ]"
+state() { tcp "$T1" GET "$JOBS/$1"; field '["state"]' <<<"$BODY"; }
+done_() { [ "$(state mine)" = COMPLETED ]; }
+check "the job completes" wait_for 120 done_
+diag "$(state mine)"
+check "  its trainer ran as $U1: the checkpoint files are $U1's" \
+    bash -c "ls -n '$TD/checkpoints' >/dev/null && [ -z \"\$(find '$TD' -not -user $U1 -print -quit)\" ]"
+# the user (who owns the run directory) plants symlinks to a root-only file
+# in place of the job's log and metrics: mtcd reads them as the user, so
+# nothing of that file shows
+printf '{"step": 999999, "loss": 1.5, "note": "root-only-secret-%s"}\n' $$ >"$D/secret"
+chmod 0600 "$D/secret"
+check "the user replaces the job's log and metrics with symlinks to a root-only file" \
+    runuser -u "$U1" -- bash -c "ln -sfn '$D/secret' '$TD/$SJ.log' && ln -sfn '$D/secret' '$TD/logs/metrics.jsonl'"
+tcp "$T1" GET "$JOBS/mine:metrics"
+check "  :metrics answers, and neither its log tail nor its points hold that file" \
+    bash -c "[ '$HTTP_STATUS' = 200 ] && ! grep -q root-only-secret <<<'$BODY'"
+
+# --- an admin names the user ------------------------------------------------------------
+J2=$(body 400 "\"dataDir\":\"$D/data\",\"experimentName\":\"teamrun2\",\"nodeCount\":1,\"user\":\"$U2\"")
+api POST "$JOBS?trainingJobId=forb" "$J2"
+check "an admin's job for $U2: 200" test "$HTTP_STATUS" = 200
+SJ2=$(field '["slurmJobId"]' <<<"$BODY")
+check "  Slurm's job belongs to $U2" bash -c "[ \"\$(squeue -h -j $SJ2 -o %u 2>/dev/null || sacct -n -X -j $SJ2 -o user)\" = $U2 ]"
+api POST "$JOBS/forb:cancel"
+done_testing
