@@ -92,6 +92,39 @@ const char *cluster_spec_shared_host(const json_t *spec, const json_t *other, ch
  * 0, or -1 + err ("nodePools[1].hosts[0]: host \"a\" is also ..."). */
 int cluster_spec_hosts_check(json_t *spec, mtc_error_t *err);
 
+/* ---- users (users.c) ---- */
+
+#define CLUSTER_USERS_MAX 64
+/* users NAME:UID:GID...: a POSIX sh function (mtc-host's, and run here by
+ * cluster_users_apply) — first every user checked (one that exists with
+ * other ids, or a uid held by another name: `mtc-host: …` on stderr, exit
+ * 3, nothing made), then the missing groups and users made (no home
+ * directory, no password). */
+#define CLUSTER_USERS_SH                                                                           \
+    "users() {\n"                                                                                  \
+    "  for x in \"$@\"; do n=${x%%:*} r=${x#*:}; u=${r%%:*} g=${r#*:}\n"                             \
+    "    e=$(getent passwd \"$n\") && { [ \"$(echo \"$e\" | cut -d: -f3-4)\" = \"$u:$g\" ] || { echo "  \
+    "\"mtc-host: user $n is uid:gid $(echo \"$e\" | cut -d: -f3-4) here, the spec says $u:$g\" >&2; "   \
+    "exit 3; }; continue; }\n"                                                                     \
+    "    o=$(getent passwd \"$u\" | cut -d: -f1); [ -z \"$o\" ] || { echo \"mtc-host: uid $u is "   \
+    "$o's here, the spec gives it to $n\" >&2; exit 3; }\n"                                         \
+    "  done\n"                                                                                     \
+    "  for x in \"$@\"; do n=${x%%:*} r=${x#*:}; u=${r%%:*} g=${r#*:}\n"                             \
+    "    getent passwd \"$n\" >/dev/null && continue\n"                                             \
+    "    getent group \"$g\" >/dev/null || groupadd -g \"$g\" \"$n\" || { echo \"mtc-host: cannot "    \
+    "make group $n ($g)\" >&2; exit 3; }\n"                                                          \
+    "    useradd -M -N -u \"$u\" -g \"$g\" -s /bin/bash \"$n\" || { echo \"mtc-host: cannot make user " \
+    "$n ($u:$g)\" >&2; exit 3; }\n"                                                                 \
+    "    echo \"mtc-host: made user $n ($u:$g)\"\n"                                                   \
+    "  done\n"                                                                                     \
+    "}\n"
+/* The spec's users as mtc-host's arguments ("alice:2001:2001 bob:…") into
+ * buf: their count, or -1 when buf is too small. */
+int cluster_users_args(const json_t *spec, char *buf, size_t len);
+/* The spec's users made on this machine (mtcd's) where missing; 0, or -1 +
+ * err with the function's one line (a user with other ids, a uid taken). */
+int cluster_users_apply(const json_t *spec, mtc_error_t *err);
+
 /* ---- shared storage (storage.c) ---- */
 
 /* 1 when s is an NFS export "ADDRESS:/share" ("[v6]:/share"), else 0. */

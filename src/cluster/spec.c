@@ -593,6 +593,26 @@ static const struct schema_field f_sim[] = {
     {.name = NULL}};
 static const struct schema s_sim = {f_sim, SPEC, NULL, NULL};
 
+/* users[]: the Unix users mtc makes where missing (users.c) */
+static int user_name(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    (void)f;
+    const char *u = json_string_value(*v);
+    return mtc_user_name_valid(u)
+               ? 0
+               : schema_error(err, path, "invalid user \"%.40s\" (want ^[a-z_][a-z0-9_-]{0,31}$)", u);
+}
+
+static const struct schema_field f_user[] = {
+    {.name = "name", .kind = SCHEMA_STR, .flags = SCHEMA_REQUIRED, .check = user_name},
+    {.name = "uid", .kind = SCHEMA_INT, .flags = SCHEMA_REQUIRED | SCHEMA_RANGE, .lo = 1,
+     .hi = 2147483646},
+    {.name = "gid", .kind = SCHEMA_INT, .flags = SCHEMA_REQUIRED | SCHEMA_RANGE, .lo = 1,
+     .hi = 2147483646},
+    {.name = NULL},
+};
+static const struct schema s_user = {f_user, SPEC, NULL, NULL};
+
 /* Output-only fields of the resource: accepted in a request (a GET body sent
  * back) and dropped. */
 const char *const cluster_output_only[] = {"name",          "createTime",    "updateTime",
@@ -613,6 +633,8 @@ static const struct schema_field f_cluster[] = {
     /* mtc's own: where `mtc run` writes experiments; on hosts, shared storage
      * (checked by a marker mtcd writes there as root) */
     {.name = "experimentRoot", .flags = SCHEMA_ROOT_EXEC, STORAGE(path)},
+    /* mtc's own: Unix users made (as root) where missing, here and on the hosts */
+    {.name = "users", .kind = SCHEMA_OBJS, .flags = SCHEMA_ROOT_EXEC, .obj = &s_user},
     {OBJ("sim", s_sim)}, /* mtc's own: a simulated cluster (no Slurm, no jobs) */
     {.name = NULL},
 };
@@ -771,6 +793,27 @@ static int check_slurm(json_t *spec, mtc_error_t *err)
 }
 
 /* A simulated cluster has no machines: no hosts. */
+/* users: each name and uid once, at most CLUSTER_USERS_MAX. */
+static int check_users(const json_t *spec, mtc_error_t *err)
+{
+    const json_t *us = json_object_get(spec, "users");
+    if (json_array_size(us) > CLUSTER_USERS_MAX)
+        return schema_error(err, "users", "at most %d users", CLUSTER_USERS_MAX);
+    for (size_t i = 0; i < json_array_size(us); i++)
+        for (size_t k = 0; k < i; k++) {
+            const json_t *a = json_array_get(us, i), *b = json_array_get(us, k);
+            char where[32];
+            snprintf(where, sizeof(where), "users[%zu]", i);
+            if (json_equal(json_object_get(a, "name"), json_object_get(b, "name")))
+                return schema_error(err, where, "user \"%s\" is listed twice",
+                                    json_string_value(json_object_get(a, "name")));
+            if (json_equal(json_object_get(a, "uid"), json_object_get(b, "uid")))
+                return schema_error(err, where, "uid %lld is users[%zu]'s too",
+                                    (long long)json_integer_value(json_object_get(a, "uid")), k);
+        }
+    return 0;
+}
+
 static int check_sim(const json_t *spec, mtc_error_t *err)
 {
     if (cluster_spec_simulated(spec) && cluster_spec_on_hosts(spec))
@@ -804,7 +847,8 @@ json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err)
     first = schema_normalize(in, &cluster_spec_schema, "", err);
     if (!first || check_pools(json_object_get(first, "nodePools"), err) < 0 ||
         cluster_spec_hosts_check(first, err) < 0 || check_sim(first, err) < 0 ||
-        cluster_spec_storage_check(first, err) < 0 || check_slurm(first, err) < 0)
+        cluster_spec_storage_check(first, err) < 0 || check_slurm(first, err) < 0 ||
+        check_users(first, err) < 0)
         goto error;
     /* the checks above added defaults at the end; a second pass restores table order */
     out = schema_normalize(first, &cluster_spec_schema, "", err);

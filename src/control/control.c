@@ -2,6 +2,7 @@
  * rows in the store; a worker thread per running operation drives the
  * provider and records progress, so a killed mtcd resumes them on start. */
 #include "control/internal.h"
+#include "cluster/cluster.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -83,6 +84,17 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
     const char *id = j->op.cluster_id;
     if (!j->op.request)
         return errprintf(err, "operation %s has no target spec", j->op.id);
+    /* the spec's users first: jobs are submitted as them on this machine */
+    if (json_array_size(json_object_get(j->op.request, "users")) &&
+        !cluster_spec_simulated(j->op.request) &&
+        cluster_users_apply(j->op.request, err) < 0) {
+        /* nothing was changed: an update leaves the cluster as it ran */
+        if (schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_UPDATE) {
+            store_cluster_set_state(c->st, id, CONTROL_NAME(control_state_enum, CONTROL_RUNNING));
+            j->keep_state = 1;
+        }
+        return -1;
+    }
     if (provider_apply(c->prov, id, j->op.request, progress_cb, j, err) < 0)
         return schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_UPDATE
                    ? roll_back(j, err)

@@ -425,7 +425,10 @@ static int t_preflight(void *arg, size_t i, mtc_error_t *err)
     if (j->skip[i])
         return 0;
     struct ssh_conn *ssh = hosts_ssh(j->p, j->s, j->s->nodes[i].host, err);
-    int rc = ssh ? hosts_preflight(ssh, j->s, j->ctl, j->install, &j->facts[i], err) : -1;
+    char users[CLUSTER_USERS_MAX * 64];
+    if (cluster_users_args(j->spec, users, sizeof(users)) < 0)
+        *users = '\0'; /* the spec's check keeps the list short */
+    int rc = ssh ? hosts_preflight(ssh, j->s, j->ctl, j->install, users, &j->facts[i], err) : -1;
     ssh_free(ssh);
     return rc;
 }

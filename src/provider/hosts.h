@@ -140,10 +140,11 @@ struct ssh_conn *hosts_ssh(const struct provider *p, const struct hstate *s, con
 /* Preflight host: (with install) apt-get the packages first; then reachable,
  * Linux, the controller's architecture, Slurm and munge versions, free disk,
  * no munged of the distribution on /run/munge/munge.socket.2, port 6818 free,
- * not another cluster's (its /etc/mtc/owner). 0 and facts, or -1 + err
- * ("host H: ..."). */
+ * not another cluster's (its /etc/mtc/owner); then users (the spec's,
+ * cluster_users_args; NULL or "": none) checked and made where missing.
+ * 0 and facts, or -1 + err ("host H: ..."). */
 int hosts_preflight(struct ssh_conn *ssh, const struct hstate *s, const struct hcontroller *ctl,
-                    int install, struct hfacts *facts, mtc_error_t *err);
+                    int install, const char *users, struct hfacts *facts, mtc_error_t *err);
 
 /* The files every host of the cluster gets, under <dir>/image (the munge key
  * linked, the scripts, the mtc-host script, the agent binary, the CA). */

@@ -134,8 +134,11 @@ static int full_up(const struct act *a, struct hfacts *f, mtc_error_t *err)
         return -1;
     int rc = -1, fd = -1;
     char path[PLEN];
+    char users[CLUSTER_USERS_MAX * 64];
+    if (cluster_users_args(a->spec, users, sizeof(users)) < 0)
+        *users = '\0';
     if (hosts_preflight(ssh, a->s, &ctl, json_is_true(json_object_get(a->spec, "installPackages")),
-                        f, err) < 0)
+                        users, f, err) < 0)
         goto out;
     /* the bundle is one directory for every node: nodes brought up beside
      * each other (power-ons, repairs under their node locks) take turns in
@@ -257,11 +260,14 @@ static int act_replace(const struct act *a, mtc_error_t *err)
     struct hcontroller ctl;
     struct hfacts f;
     struct ssh_conn *ssh = hosts_ssh(a->p, a->s, spare, err);
-    int rc =
-        ssh && hosts_controller_facts(&ctl, err) == 0
-            ? hosts_preflight(ssh, a->s, &ctl,
-                              json_is_true(json_object_get(a->spec, "installPackages")), &f, err)
-            : -1;
+    char users[CLUSTER_USERS_MAX * 64];
+    if (cluster_users_args(a->spec, users, sizeof(users)) < 0)
+        *users = '\0';
+    int rc = ssh && hosts_controller_facts(&ctl, err) == 0
+                 ? hosts_preflight(ssh, a->s, &ctl,
+                                   json_is_true(json_object_get(a->spec, "installPackages")),
+                                   users, &f, err)
+                 : -1;
     ssh_free(ssh);
     if (rc < 0 || hosts_size_node(a->spec, a->n, &f, err) < 0 ||
         hosts_node_files(a->p, a->c, a->s, a->spec, a->n, 1, err) < 0 ||

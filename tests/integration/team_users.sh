@@ -18,12 +18,26 @@ fi
 # two users of our own (removed on exit), and directories they can search
 U1=mtcu$$a U2=mtcu$$b
 USERS=()
-drop_users() { for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; done; }
+drop_users() {
+    for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
+}
 t_extra_cleanup() { drop_users; }
-for u in $U1 $U2; do
-    useradd -M -N -g nogroup -s /usr/sbin/nologin "$u" && USERS+=("$u")
-done
-check "two Unix users made" test ${#USERS[@]} = 2
+# U1 made here; U2 made by mtcd from the spec's users (with a free uid and gid)
+useradd -M -N -g nogroup -s /usr/sbin/nologin "$U1" && USERS+=("$U1")
+check "a Unix user made" test ${#USERS[@]} = 1
+USERS+=("$U2")
+ID2=$(python3 -c 'import pwd, grp
+u = {p.pw_uid for p in pwd.getpwall()}; g = {x.gr_gid for x in grp.getgrall()}
+print(next(i for i in range(23000, 60000) if i not in u and i not in g))')
+UG1=$(id -u "$U1"):$(id -g "$U1")
+python3 - "$ROOT/examples/local-2node.json" "$D/spec.json" "$U1" "$UG1" "$U2" "$ID2" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+u1, g1 = sys.argv[4].split(":")
+s["users"] = [{"name": sys.argv[3], "uid": int(u1), "gid": int(g1)},
+              {"name": sys.argv[5], "uid": int(sys.argv[6]), "gid": int(sys.argv[6])}]
+json.dump(s, open(sys.argv[2], "w"))
+PY
 chmod 0755 "$D"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 start_mtcd() { # run_cluster's, on loopback TCP too (tokens)
@@ -31,7 +45,13 @@ start_mtcd() { # run_cluster's, on loopback TCP too (tokens)
     MTCD_PID=$(cat "$MTC_HOME/mtcd.pid")
     track_pid "$MTCD_PID"
 }
-check "local 2-node cluster up" run_cluster tu
+run_cluster() { # the spec lists the users
+    start_mtcd || return 1
+    mtc cluster create -f "$D/spec.json" --id "$1" >"$T_DIR/create.out" 2>&1 ||
+        { cat "$T_DIR/create.out"; return 1; }
+    eval "$(mtc env "$1")"
+}
+check "local 2-node cluster up, its spec listing $U1 (as it is) and $U2 (new)" run_cluster tu
 t_extra_cleanup() { delete_all_clusters; drop_users; } # run_cluster set its own
 [ $T_LAST -eq 0 ] || done_testing
 check "tiny corpus tokenized" run_corpus "$D/data"
@@ -60,6 +80,32 @@ print(json.dumps(dict({"recipe": json.load(open(sys.argv[1]))}, **extra)))
 PY
 }
 
+check "mtcd made $U2 with the spec's uid and gid (its group too)" \
+    test "$(id -u "$U2"):$(id -g "$U2"):$(getent group "$ID2" | cut -d: -f1)" = "$ID2:$ID2:$U2"
+check "  and left $U1 as it was" test "$(id -u "$U1"):$(id -g "$U1")" = "$UG1"
+# a spec whose user exists with other ids, or gives a held uid (nobody's) to a new
+# name: the update fails in one line, nothing is made, the cluster runs on
+python3 - "$D/spec.json" "$D/bad1.json" "$D/bad2.json" "$D/bad3.json" "$U1" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+a = json.loads(json.dumps(s)); a["users"][0]["uid"] += 7
+json.dump(a, open(sys.argv[2], "w"))
+b = json.loads(json.dumps(s)); b["users"].append({"name": "mtcdup" + sys.argv[5][-6:], "uid": 65534, "gid": 65534})
+json.dump(b, open(sys.argv[3], "w"))
+c = json.loads(json.dumps(s)); c["users"].append(dict(s["users"][1]))
+json.dump(c, open(sys.argv[4], "w"))
+PY
+out=$(mtc cluster update tu -f "$D/bad1.json" 2>&1)
+check "update with $U1 under another uid: refused, naming the user and both ids" \
+    grep -q "user $U1 is uid:gid $UG1 here, the spec says" <<<"$out"
+diag "$out"
+out=$(mtc cluster update tu -f "$D/bad2.json" 2>&1)
+held() { grep -q "uid 65534 is nobody's here, the spec gives it to mtcdup${U1: -6}" <<<"$out" && ! getent passwd "mtcdup${U1: -6}" >/dev/null; }
+check "update giving nobody's uid to a new name: refused, nothing made" held
+check "  the cluster is RUNNING still" bash -c "mtc cluster list | grep -qE '^tu +RUNNING'"
+out=$(mtc cluster update tu -f "$D/bad3.json" 2>&1)
+check "a user listed twice: 400 naming the field" grep -q "users\[2\]: user \"$U2\" is listed twice" <<<"$out"
+
 # --- tokens bound to users ------------------------------------------------------
 T1=$(mtc token create --name tu-one --role editor --user "$U1" | head -1)
 T0=$(mtc token create --name tu-plain --role editor | head -1)
@@ -71,6 +117,9 @@ check "a token bound to root: refused in one line" one_line "$out" "uid 0"
 out=$(mtc token create --name tu-none --role editor --user nosuchuser$$ 2>&1)
 check "a token for no such user: refused, naming it" one_line "$out" "user nosuchuser$$: no such user"
 
+tcp "$T0" POST "$CLUSTERS?modelDevelopmentClusterId=tu2" "$(cat "$D/spec.json")"
+check "an editor's cluster listing users (mtc makes them as root): 403" test "$HTTP_STATUS" = 403
+diag "$BODY"
 J=$(body 40 "\"dataDir\":\"$D/data\",\"experimentName\":\"teamrun\",\"nodeCount\":1")
 tcp "$T0" POST "$JOBS?trainingJobId=plain" "$J"
 check "an unbound editor token: 403 (mtcd is root), pointing to --user" one_line_error 403 "mtc token create --user"

@@ -532,7 +532,7 @@ static void test_root_exec(void)
               "orchestratorSpec.slurmSpec.epilogBashScripts healthPolicy.nvmlLibrary "
               "healthPolicy.kernelLog ssh.keyFile hostRemediation.rebootCommand "
               "hostRemediation.reimageCommand hostRemediation.powerOnCommand "
-              "hostRemediation.powerOffCommand experimentRoot",
+              "hostRemediation.powerOffCommand experimentRoot users",
               "root-executing fields listed from the spec's table");
 
     /* what an editor may not do: set or change one of them */
@@ -578,8 +578,75 @@ static void test_root_exec(void)
     json_decref(both);
 }
 
+/* users[]: checked names and ids, each once; the shell function mtc-host
+ * and mtcd run, against fake getent/groupadd/useradd over a fake passwd. */
+static void test_users(void)
+{
+    const char *base = "{\"nodePools\":[{\"id\":\"a\",\"machineSpec\":{\"machineType\":"
+                       "\"n2-standard-4\"}}],\"users\":%s}";
+    char text[1024];
+    snprintf(text, sizeof(text), base, "[{\"name\":\"alice\",\"uid\":2001,\"gid\":2001}]");
+    json_t *ok = cluster_spec_normalize(parse(text), &(mtc_error_t){""});
+    char args[256];
+    CHECK(ok && cluster_users_args(ok, args, sizeof(args)) == 1 && !strcmp(args, "alice:2001:2001"),
+          "users: accepted, as mtc-host's arguments");
+    json_decref(ok);
+    snprintf(text, sizeof(text), base, "[{\"name\":\"Alice\",\"uid\":2001,\"gid\":2001}]");
+    CHECK_STR(norm_err(text), "users[0].name: invalid user \"Alice\" (want ^[a-z_][a-z0-9_-]{0,31}$)",
+              "a bad name");
+    snprintf(text, sizeof(text), base, "[{\"name\":\"al\",\"uid\":0,\"gid\":1}]");
+    CHECK(strstr(norm_err(text), "users[0].uid") != NULL, "uid 0 refused: %s", norm_err(text));
+    snprintf(text, sizeof(text), base,
+             "[{\"name\":\"a\",\"uid\":5,\"gid\":5},{\"name\":\"b\",\"uid\":5,\"gid\":6}]");
+    CHECK_STR(norm_err(text), "users[1]: uid 5 is users[0]'s too", "a uid twice");
+
+    char dir[] = "/tmp/mtc-unit-users-XXXXXX";
+    if (!mkdtemp(dir))
+        return;
+    char fakes[2048];
+    snprintf(fakes, sizeof(fakes),
+             "cd %s && printf 'root:x:0:0::/root:/bin/sh\\nbob:x:3000:3000::/:/bin/sh\\n' >passwd "
+             "&& printf 'bob:x:3000:\\n' >group && cat >getent <<'EOF'\n#!/bin/sh\n"
+             "f=$(dirname \"$0\")/$1; awk -F: -v k=\"$2\" '$1 == k || $3 == k { print; f = 1 } "
+             "END { exit !f }' \"$f\"\nEOF\ncat >groupadd <<'EOF'\n#!/bin/sh\n"
+             "echo \"$3:x:$2:\" >>$(dirname \"$0\")/group\nEOF\ncat >useradd <<'EOF'\n#!/bin/sh\n"
+             "echo \"$*\" >>$(dirname \"$0\")/calls; eval n=\\${$#}; echo \"$n:x:$4:$6::/:/bin/bash\" "
+             ">>$(dirname \"$0\")/passwd\nEOF\nchmod +x getent groupadd useradd",
+             dir);
+    char *sh[] = {"sh", "-c", fakes, NULL};
+    CHECK(mtc_run(sh, NULL, NULL, 10000) == 0, "fake getent, groupadd, useradd");
+    char path_env[600], script[4096];
+    snprintf(path_env, sizeof(path_env), "PATH=%s:/usr/bin:/bin", dir);
+    char *env[] = {path_env, NULL}, *out = NULL;
+    char *run[] = {"sh", "-c", script, NULL};
+    snprintf(script, sizeof(script), "%s\nusers bob:3001:3000 carol:4000:4000\n", CLUSTER_USERS_SH);
+    int rc = mtc_run(run, env, &out, 10000);
+    CHECK(rc == 3 && out && strstr(out, "mtc-host: user bob is uid:gid 3000:3000 here, the spec says "
+                                         "3001:3000"),
+          "a user with other ids: exit 3, named (%s)", out ? out : "");
+    free(out), out = NULL;
+    snprintf(script, sizeof(script), "%s\nusers carol:4000:4000 dave:3000:3000\n",
+             CLUSTER_USERS_SH);
+    rc = mtc_run(run, env, &out, 10000);
+    CHECK(rc == 3 && out && strstr(out, "uid 3000 is bob's here, the spec gives it to dave"),
+          "a held uid: exit 3, named (%s)", out ? out : "");
+    free(out), out = NULL;
+    char calls[600];
+    snprintf(calls, sizeof(calls), "%s/calls", dir);
+    CHECK(!mtc_path_exists(calls), "  and nothing was made (carol, first, neither)");
+    snprintf(script, sizeof(script), "%s\nusers bob:3000:3000 carol:4000:4000\n", CLUSTER_USERS_SH);
+    rc = mtc_run(run, env, &out, 10000);
+    char *made = mtc_read_file(calls, NULL);
+    CHECK(rc == 0 && made && !strcmp(made, "-M -N -u 4000 -g 4000 -s /bin/bash carol\n"),
+          "bob as the spec says is left; carol made with her ids (%s)", made ? made : "");
+    free(made);
+    free(out);
+    mtc_rm_rf(dir);
+}
+
 int main(void)
 {
+    test_users();
     test_rules();
     test_prefixed_enums();
     test_conf_values();
