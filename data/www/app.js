@@ -17,9 +17,9 @@ function el(tag, attrs, ...kids) {
     e.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
   return e;
 }
-function table(cols, rows) {
+function table(cols, rows, rowAttrs) {
   return el("table", {}, el("tr", {}, cols.map((c) => el("th", {}, c[0]))),
-    rows.map((r) => el("tr", {}, cols.map((c) => el("td", {}, c[1](r))))));
+    rows.map((r) => el("tr", rowAttrs ? rowAttrs(r) : {}, cols.map((c) => el("td", {}, c[1](r))))));
 }
 function stateSpan(s) { return el("span", { class: "state-" + (s || "") }, s || "-"); }
 const canEdit = () => role === "editor" || role === "admin";
@@ -129,6 +129,7 @@ async function createForm(refresh) {
 
 async function clusterView(id) {
   const head = el("div", {}), nodes = el("div", {}), events = el("div", {}), jobs = el("div", {});
+  const queue = el("div", { id: "slurm-jobs" });
   const err = el("p", { class: "error", id: "cluster-error" });
   let cl = null;
   const refresh = async () => {
@@ -146,6 +147,9 @@ async function clusterView(id) {
       ["Event", (e) => e.description || ""]], (cl.clusterEvents || []).slice(-30).reverse()));
     const j = await api("GET", CL + "/" + id + "/trainingJobs");
     jobs.replaceChildren(jobTable(id, (j.trainingJobs || []).filter((x) => x.state === "RUNNING" || x.state === "PENDING")));
+    // every job in the cluster's Slurm, mtc's or not, and why the waiting ones wait
+    const q = await api("GET", CL + "/" + id + "/slurmJobs").catch((e) => ({ error: e.message }));
+    queue.replaceChildren(q.error ? el("p", { class: "muted" }, q.error) : slurmTable(q.slurmJobs || []));
   };
   const scale = async () => {
     const pools = JSON.parse(JSON.stringify(cl.nodePools || []));
@@ -170,8 +174,18 @@ async function clusterView(id) {
     el("button", { id: "scale-btn", type: "button", onclick: scale }, "Update node counts"),
     el("button", { id: "delete-btn", type: "button", onclick: del }, "Delete cluster")) : null;
   show(el("h1", {}, "Cluster " + id), head, err, el("h2", {}, "Nodes"), nodes, edit,
-    el("h2", {}, "Running jobs"), jobs, el("h2", {}, "Events"), events);
+    el("h2", {}, "Running jobs"), jobs, el("h2", {}, "Slurm queue"), queue, el("h2", {}, "Events"), events);
   timers.push(setInterval(() => refresh().catch((e) => { err.textContent = e.message; }), 3000));
+}
+
+// The cluster's Slurm queue (GET …/slurmJobs): one row a job, id slurm-job-ID.
+function slurmTable(items) {
+  return items.length ? table([
+    ["Job", (q) => q.jobId], ["Name", (q) => q.name], ["User", (q) => q.user],
+    ["Account", (q) => q.account || "-"], ["QoS", (q) => q.qos || "-"], ["State", (q) => stateSpan(q.state)],
+    ["Nodes", (q) => String(q.nodeCount) + (q.nodes ? " (" + q.nodes + ")" : "")],
+    ["Time", (q) => q.time], ["Pending reason", (q) => (q.state === "PENDING" ? q.reason || "" : "")],
+  ], items, (q) => ({ id: "slurm-job-" + q.jobId, class: "slurm-job" })) : el("p", { class: "muted" }, "No jobs in Slurm's queue.");
 }
 
 // --- experiments -------------------------------------------------------------

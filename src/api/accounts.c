@@ -7,8 +7,6 @@
  * cluster is refused; an account with jobs is not deleted. */
 #include "api/internal.h"
 #include "cluster/cluster.h"
-#include "control/control.h"
-#include "provider/provider.h"
 #include "slurm/slurm.h"
 #include "store/store.h"
 
@@ -67,9 +65,7 @@ static int acct_cluster(struct api_req *r, struct api_resp *out, char *conf, siz
     struct store_cluster cl;
     if (api_load_cluster(r, out, &cl) < 0)
         return -1;
-    const json_t *a = json_object_get(
-        json_object_get(json_object_get(cl.spec, "orchestratorSpec"), "slurmSpec"), "accounting");
-    int on = json_is_true(json_object_get(a, "enabled"));
+    int on = api_accounting_on(cl.spec);
     if (nodes)
         *nodes = (int)cluster_spec_node_count(cl.spec);
     store_cluster_release(&cl);
@@ -80,13 +76,8 @@ static int acct_cluster(struct api_req *r, struct api_resp *out, char *conf, siz
                          r->cap[2]),
                -1;
     mtc_error_t err = {""};
-    char *env = control_env(r->ctl, r->cap[2], &err);
-    int rc = env ? provider_env_get(env, "SLURM_CONF", conf, len) : -1;
-    free(env);
-    if (rc < 0)
-        return api_error(out, 400, "precondition: cluster %s: %s", r->cap[2],
-                         *err.text ? err.text : "no slurm.conf"),
-               -1;
+    if (api_slurm_conf(r->ctl, r->cap[2], conf, len, &err) < 0)
+        return api_error(out, 400, "precondition: cluster %s: %s", r->cap[2], err.text), -1;
     return 0;
 }
 

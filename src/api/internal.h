@@ -102,6 +102,16 @@ int api_job_metrics(struct api_req *r, struct api_resp *out);
 int api_job_inject_fault(struct api_req *r, struct api_resp *out);
 
 
+/* A cluster's Slurm (slurmjobs.c). api_slurm_conf: the path of cluster
+ * id's slurm.conf into conf: 0, or -1 + err. api_accounting_on: 1 when the
+ * spec enables accounting (orchestratorSpec.slurmSpec.accounting.enabled).
+ * api_slurm_up: 1 for the cluster states in which its slurmctld should
+ * answer (RUNNING, UPDATING). api_slurm_jobs: GET …/slurmJobs, the queue. */
+int api_slurm_conf(struct control *ctl, const char *id, char *conf, size_t len, mtc_error_t *err);
+int api_accounting_on(const json_t *spec);
+int api_slurm_up(const char *state);
+int api_slurm_jobs(struct api_req *r, struct api_resp *out);
+
 /* /metrics (metrics.c): the handler; api_metrics_observe counts a request a
  * handler answered. */
 int api_metrics(struct api_req *r, struct api_resp *out);

@@ -2,7 +2,8 @@
  * role that may use it and its handler; call.c finds a request's route and
  * runs it. The handlers are in files named for their resource: clusters.c,
  * reports.c, healthscan.c, power.c, jobs.c, datasets.c, models.c,
- * endpoints.c, operations.c, tokens.c, console.c, metrics.c, accounts.c. */
+ * endpoints.c, operations.c, tokens.c, console.c, metrics.c, accounts.c,
+ * slurmjobs.c. */
 #include "api/internal.h"
 #include "api/console.h"
 
@@ -54,6 +55,7 @@ const struct api_route api_routes[] = {
      API_ROUTE_REGISTRAR},
     {"GET", "/v1beta1/projects/*/locations/*/operations/*", ROLE_VIEWER, api_op_get,
      API_ROUTE_REGISTRAR},
+    {"GET", CLUSTERS "/*/slurmJobs", ROLE_VIEWER, api_slurm_jobs, 0},
     {"GET", CLUSTERS "/*/accounts", ROLE_VIEWER, api_account_list, 0},
     {"GET", CLUSTERS "/*/accounts:usage", ROLE_VIEWER, api_account_usage, 0},
     {"POST", CLUSTERS "/*/accounts", ROLE_ADMIN, api_account_create, 0},

@@ -276,6 +276,20 @@ int slurm_qos_delete(const char *conf, const char *name, mtc_error_t *err);
 /* [{name, priority, limits {maxNodes, maxGpus, maxWall}, preempt [...]}]. NULL + err. */
 json_t *slurm_qos_list(const char *conf, mtc_error_t *err);
 
+/* ---- the queue (queue.c) ---- */
+
+/* Every job slurmctld has running, waiting, suspended or completing (one
+ * `squeue -a`), in squeue's order: [{jobId, name, user, account, qos,
+ * partition, state ("RUNNING", "PENDING"...), nodeCount, nodes (the node
+ * list; "" while waiting), reason (why it waits: "Priority", "Resources",
+ * "AssocGrpNodeLimit"...; "" when none), time (its run time, Slurm's
+ * [D-]H:MM:SS)}]; "" where Slurm has no value (account without
+ * accounting). Caller owns. NULL + err when slurmctld does not answer. */
+json_t *slurm_queue(const char *conf, mtc_error_t *err);
+/* The same from squeue's output in queue.c's format (lines that are not a
+ * job's are passed over). Never NULL. Pure. */
+json_t *slurm_queue_parse(const char *text);
+
 /* Node-hours and GPU-hours of the jobs since (sacct -S: 2026-12-01,
  * now-7days ...) per account and user, from the accounting database:
  * [{account, user, jobs, nodeHours, gpuHours}]. NULL + err. */

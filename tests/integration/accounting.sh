@@ -68,6 +68,37 @@ check "a 2-node job of account a waits: AssocGrpNodeLimit" wait_for 30 limited
 diag "$(squeue -h -j "$JW,$JR" -o '%i %a %T %r' | tr '\n' ' ')"
 ran() { sacct -n -X -P -j "$JR" -o account,state 2>/dev/null | grep -qx 'a|COMPLETED'; }
 check "its 1-node job runs and sacct has it under account a" wait_for 60 ran
+
+# --- visibility (issue 31, point 4): the queue and usage in /metrics and the console -----
+# (a's 2-node job JW still waits on its limit here; a 1-node job of account root runs)
+JV=$(sbatch --parsable -N 1 --wrap 'sleep 120')
+running() { squeue -h -j "$JV" -o %T 2>/dev/null | grep -qx RUNNING; }
+check "visibility: a 1-node job of account root runs beside a's waiting one" wait_for 60 running
+api GET /metrics
+M=$BODY
+check "visibility: /metrics counts a's waiting job under its reason (mtc_slurm_jobs_pending)" \
+    grep -qE '^mtc_slurm_jobs_pending\{cluster="ac",account="a",reason="(AssocGrpNodeLimit|QOSGrpNodeLimit)"\} 1$' <<<"$M"
+check "visibility: /metrics counts root's running job (mtc_slurm_jobs_running)" \
+    grep -qx 'mtc_slurm_jobs_running{cluster="ac",account="root"} 1' <<<"$M"
+check "visibility: /metrics has node-hours > 0 for account a, whose job ran, and its GPU-hours" python3 -c '
+import re, sys
+m = sys.argv[1]
+node = re.search(r"^mtc_account_usage_node_hours\{cluster=\"ac\",account=\"a\"\} (\S+)$", m, re.M)
+gpu = re.search(r"^mtc_account_usage_gpu_hours\{cluster=\"ac\",account=\"a\"\} (\S+)$", m, re.M)
+assert node and float(node.group(1)) > 0 and gpu and float(gpu.group(1)) >= 0, (node, gpu)' "$M"
+grep -E '^mtc_(slurm_jobs|account_usage)' <<<"$M" | sed 's/^/# /'
+api GET "$CLUSTERS/ac/slurmJobs"
+check "visibility: the console's Slurm queue (GET …/slurmJobs): a's job PENDING with account, QoS and reason as squeue has them" python3 -c '
+import json, sys
+q = {j["jobId"]: j for j in json.loads(sys.argv[1])["slurmJobs"]}
+w, v = q[sys.argv[2]], q[sys.argv[3]]
+assert w["state"] == "PENDING" and w["account"] == "a" and w["user"] == "root" and w["nodeCount"] == 2, w
+assert w["qos"] == sys.argv[4] != "" and w["reason"] in ("AssocGrpNodeLimit", "QOSGrpNodeLimit"), w
+assert v["state"] == "RUNNING" and v["account"] == "root" and v["nodes"] and v["reason"] == "", v' \
+    "$BODY" "$JW" "$JV" "$(squeue -h -j "$JW" -o %q)"
+scancel "$JV"
+check "visibility: root's job cancelled, its node free again" wait_for 60 eval '[ -z "$(squeue -h -j "$JV" 2>/dev/null)" ]'
+# --- end of visibility ------------------------------------------------------------
 out=$(mtc accounts delete ac a 2>&1); rc=$?
 check "deleting an account with a waiting job: refused, naming it" \
     bash -c "[ $rc -ne 0 ] && [ \$(wc -l <<<\"\$0\") = 1 ] && grep -q 'account a has jobs running or waiting: $JW' <<<\"\$0\"" "$out"

@@ -2,8 +2,9 @@
 # console: the web console in a real browser (Debian chromium + chromedriver
 # via python3-selenium, headless, loopback only) — log in with a token; create
 # a local cluster from the reference architecture and see it RUNNING; a bad
-# node count shows the API's one-line error next to the field; a running tiny
-# recipe's loss chart gets new points. Security with curl: no page or API
+# node count shows the API's one-line error next to the field; a tiny
+# recipe's Slurm job shows in the cluster page's Slurm queue and its loss
+# chart gets new points. Security with curl: no page or API
 # without a session, the cookie is HttpOnly + SameSite=Strict, a
 # state-changing request without the CSRF header is refused, a viewer cannot
 # create or delete, revoking a token ends its sessions, static files are a fixed set (no traversal), CSP is

@@ -112,6 +112,18 @@ try:
     # 4. a running tiny recipe: its loss chart gets new points
     st, job = api("POST", CL + "/web/trainingJobs?trainingJobId=webjob", json.load(open(JOB)))
     assert st == 200, job
+    # the cluster page's Slurm queue lists the job Slurm runs for it (issue 31, point 4)
+    d.get(URL + "/#/clusters/web")
+
+    def queued():  # the job's row (id slurm-job-N) shows its state and user
+        global sj
+        sj = api("GET", CL + "/web/trainingJobs/webjob")[1].get("slurmJobId", "")
+        row = text("slurm-job-" + sj) if sj else ""
+        return ("RUNNING" in row or "PENDING" in row) and "root" in row
+    sj = ""
+    wait(60, queued, "the training job's Slurm job in the cluster's Slurm queue")
+    print("# slurm queue row: " + text("slurm-job-" + sj), flush=True)
+    ok(f"the cluster page's Slurm queue lists Slurm job {sj} with its user and state")
     d.get(URL + "/#/runs/web/webjob")
     pts = lambda: int(d.execute_script("const c = document.getElementById('chart-loss');"
                                         " return c ? c.dataset.points : 0;") or 0)

@@ -441,5 +441,40 @@ int main(void)
     js = slurm_job_states_parse("No jobs in the system\n");
     CHECK(js && json_object_size(js) == 0, "no jobs: an empty object");
     json_decref(js);
+
+    /* squeue in queue.c's format: a running job, one waiting on its
+     * account's node limit, one without accounting, a name with a '|' */
+    json_t *q = slurm_queue_parse(
+        "7|cpu|root|a|normal|RUNNING|2|ac-cpu-[0-1]|None|1:02|train\n"
+        "8|cpu|alice|b|high|PENDING|3||AssocGrpNodeLimit|0:00|big run\n"
+        "9|cpu|root|(null)|(null)|PENDING|1||Priority|0:00|a|b\n"
+        "squeue: error: a message\n"
+        "10|cpu|root\n");
+    CHECK(json_array_size(q) == 3, "three jobs read, a message and a short line passed over");
+    json_t *j0 = json_array_get(q, 0), *j1 = json_array_get(q, 1), *j2 = json_array_get(q, 2);
+    CHECK_STR(json_string_value(json_object_get(j0, "jobId")), "7", "the job id");
+    CHECK_STR(json_string_value(json_object_get(j0, "nodes")), "ac-cpu-[0-1]",
+              "a running job's node list");
+    CHECK(json_integer_value(json_object_get(j0, "nodeCount")) == 2, "its node count");
+    CHECK_STR(json_string_value(json_object_get(j0, "reason")), "",
+              "a running job's reason None: empty");
+    CHECK_STR(json_string_value(json_object_get(j0, "time")), "1:02", "its run time");
+    CHECK_STR(json_string_value(json_object_get(j1, "user")), "alice", "a waiting job's user");
+    CHECK_STR(json_string_value(json_object_get(j1, "account")), "b", "  its account");
+    CHECK_STR(json_string_value(json_object_get(j1, "qos")), "high", "  its QoS");
+    CHECK_STR(json_string_value(json_object_get(j1, "state")), "PENDING", "  its state");
+    CHECK_STR(json_string_value(json_object_get(j1, "reason")), "AssocGrpNodeLimit",
+              "  why it waits");
+    CHECK(json_integer_value(json_object_get(j1, "nodeCount")) == 3 &&
+              strcmp(json_string_value(json_object_get(j1, "nodes")), "") == 0,
+          "  the nodes it asks for, none yet");
+    CHECK_STR(json_string_value(json_object_get(j1, "name")), "big run", "  its name");
+    CHECK_STR(json_string_value(json_object_get(j2, "account")), "",
+              "no accounting: squeue's (null) account is empty");
+    CHECK_STR(json_string_value(json_object_get(j2, "name")), "a|b", "a name keeps its '|'");
+    json_decref(q);
+    q = slurm_queue_parse("");
+    CHECK(q && json_array_size(q) == 0, "an empty queue: an empty array");
+    json_decref(q);
     return check_done();
 }
