@@ -4,8 +4,9 @@
 # MariaDB) and one without; BENCH_JOBS (200) trivial jobs sbatch'ed to each
 # (one at a time: --wrap true), the median and p95 of submit → start from
 # sacct/scontrol's times, the whole batch's wall time; then on the accounting
-# cluster `sacct` over every finished job and mtcd's usage API for the same
-# query; and the resident memory of mariadbd and slurmdbd.
+# cluster BENCH_ARRAY (2000) more as job arrays, then `sacct` over every
+# finished job and mtcd's usage API for the same query; and the resident
+# memory of mariadbd and slurmdbd.
 . "$(dirname "$0")/lib.inc"
 N=${BENCH_JOBS:-200}
 cleanup() {
@@ -56,6 +57,16 @@ print(f"  without (baseline): median {b[0]:.1f} s, p95 {b[1]:.1f} s, batch {sys.
 print(f"  batch time ratio: {float(sys.argv[4]) / float(sys.argv[5]):.2f}x")
 PY
 conf=$MTC_HOME/clusters/acon/slurm.conf
+# BENCH_ARRAY (2000) more finished jobs in the database for the queries
+# below, as job arrays (Slurm's MaxArraySize is 1001)
+A=${BENCH_ARRAY:-2000}
+t0=$(date +%s)
+for ((k = 0; k < A; k += 1000)); do
+    n=$((A - k < 1000 ? A - k : 1000))
+    SLURM_CONF=$conf sbatch --parsable -N 1 -o /dev/null --array=0-$((n - 1)) --wrap true >/dev/null
+done
+while [ -n "$(SLURM_CONF=$conf squeue -h -o %i 2>/dev/null)" ] && [ $(($(date +%s) - t0)) -lt 1800 ]; do sleep 2; done
+echo "$A array tasks ran in $(($(date +%s) - t0)) s"
 sleep 5 # slurmctld sends the last records to slurmdbd
 t0=$(date +%s.%N)
 n=$(SLURM_CONF=$conf sacct -a -X -n -P -S now-1days -o jobid | wc -l)

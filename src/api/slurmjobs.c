@@ -30,7 +30,8 @@ int api_accounting_on(const json_t *spec)
 
 int api_slurm_up(const char *state)
 {
-    return strcmp(state, "RUNNING") == 0 || strcmp(state, "UPDATING") == 0;
+    int s = schema_enum_parse(&control_state_enum, state, -1);
+    return s == CONTROL_RUNNING || s == CONTROL_UPDATING;
 }
 
 /* GET …/modelDevelopmentClusters/C/slurmJobs — {"slurmJobs": [...]} as

@@ -2,7 +2,8 @@
 # hosts_cluster: a cluster on test hosts through mtcd and the CLI (the hosts
 # provider): 1 login + 2 compute hosts + 1 spare, created under a non-default
 # project; srun -N2 runs on the two compute hosts (their own hostnames); sbatch
-# from the login host through `mtc login ID CMD`; agents report PASS over TCP
+# from the login host through `mtc login ID CMD`, and in sacct there (the
+# cluster keeps accounting: slurmdbd and MariaDB on the controller); agents report PASS over TCP
 # with node tokens; slurmd kill -9 on a host is restarted with an event; update
 # adds a host to the pool and removes it again (cleaned); delete leaves no mtc
 # process in any test namespace and no file in the hosts' private dirs.
@@ -40,7 +41,8 @@ spec() { # $1: the gpu pool's hosts as a JSON list body, $2 their count
     "scaling_spec": {"min_node_count": $2, "max_node_count": $2}, "hosts": [$1],
     "spare_hosts": ["${H[4]}"]}],
  "orchestrator_spec": {"slurm_spec": {"login_node_pool_id": "login",
-   "partitions": [{"id": "gpu", "node_pool_ids": ["gpu"]}], "default_partition_id": "gpu"}},
+   "partitions": [{"id": "gpu", "node_pool_ids": ["gpu"]}], "default_partition_id": "gpu",
+   "accounting": {"enabled": true}}},
  "health_policy": {"checks": ["gpu", "disk"], "intervalSeconds": 1,
                    "reportEverySeconds": 5, "nvmlLibrary": "$B/fakes/libnvml.so"}}
 JSON
@@ -76,6 +78,12 @@ job=$(timeout 60 "${MT[@]}" login hc sbatch --parsable -N2 -o "$T_DIR/jobs/out-%
 check "sbatch from the login host queues a job ($job)" grep -qE '^[0-9]+$' <<<"$job"
 both_ran() { [ "$(sort -u "$T_DIR/jobs/out-$job.txt" 2>/dev/null | grep -cE "^(${TESTHOSTS_NAMES[2]}|${TESTHOSTS_NAMES[3]})$")" = 2 ]; }
 check "  the job ran on both compute hosts" wait_for 60 both_ran
+# accounting on hosts: slurmdbd and MariaDB on the controller, on the bridge
+# address; sacct answers on the login host as on the controller
+in_sacct() { timeout 30 "${MT[@]}" login hc sacct -n -X -P -j "$job" -o jobid,account,nnodes,state 2>/dev/null | grep -qx "$job|root|2|COMPLETED"; }
+check "  sacct on the login host lists it: account root, 2 nodes, COMPLETED" wait_for 60 in_sacct
+check "  and sreport answers there" \
+    bash -c "timeout 30 ${MT[*]} login hc sreport cluster utilization 2>&1 | grep -q 'Cluster Utilization'"
 
 nodes_pass() {
     M cluster nodes hc --json | python3 -c '
