@@ -30,7 +30,7 @@ int api_accounting_on(const json_t *spec)
 
 int api_slurm_up(const char *state)
 {
-    int s = schema_enum_parse(&control_state_enum, state, -1);
+    int s = schema_enum_parse(&control_state_enum, state, 0);
     return s == CONTROL_RUNNING || s == CONTROL_UPDATING;
 }
 
