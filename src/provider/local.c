@@ -730,7 +730,12 @@ static char *local_env(struct provider *p, const char *id, mtc_error_t *err)
                  "export MTC_CLUSTER_DIR='%s'\n"
                  "export MTC_CLUSTER_HOME='%s/home'\n"
                  "# munge and unmunge need: --socket=%s\n"
-                 "export MTC_MUNGE_SOCKET='%s'\n",
+                 "export MTC_MUNGE_SOCKET='%s'\n"
+                 /* every node is this host: ranks on two nodes are remote to
+                  * Open MPI (no vader) and, left alone, its TCP BTL stripes
+                  * over every interface up at start, a test's bridge too;
+                  * that bridge deleted, the job hangs. Loopback only. */
+                 "export MTC_MPI_NETWORK='127.0.0.0/8'\n",
                  c.conf, id, c.dir, c.dir, c.munge_socket, c.munge_socket) < 0) {
         errprintf(err, "out of memory");
         return NULL;
