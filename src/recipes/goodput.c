@@ -376,9 +376,11 @@ json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
         json_t *a = json_array();
         char when[40];
         for (int i = 0; i < t->npreempt; i++) {
-            json_t *p = json_pack("{s:s, s:s}", "slurmJobId", t->preempt[i].by, "time",
-                                  mtc_time_rfc3339((int64_t)(t->preempt[i].time * 1000), when,
-                                                   sizeof(when)));
+            json_t *p = json_pack(
+                "{s:s}", "time",
+                mtc_time_rfc3339((int64_t)(t->preempt[i].time * 1000), when, sizeof(when)));
+            if (*t->preempt[i].by) /* not known without slurmctld's log */
+                json_object_set_new(p, "slurmJobId", json_string(t->preempt[i].by));
             if (*t->preempt[i].qos)
                 json_object_set_new(p, "qos", json_string(t->preempt[i].qos));
             json_array_append_new(a, p);

@@ -42,7 +42,9 @@ int exp_track_attempt(const struct exp_track *t, double when)
 
 const char *exp_preempt_text(const struct exp_preempt *p, char *buf, size_t len)
 {
-    if (*p->qos)
+    if (!*p->by) /* sacct's PREEMPTED attempt: slurmctld's log was not readable */
+        snprintf(buf, len, "preempted (by a job only slurmctld's log names)");
+    else if (*p->qos)
         snprintf(buf, len, "preempted by %s (qos %s)", p->by, p->qos);
     else
         snprintf(buf, len, "preempted by %s", p->by);

@@ -319,7 +319,7 @@ struct exp_seg {
 #define EXP_PREEMPTS 8
 struct exp_preempt {
     double time;  /* epoch s */
-    char by[32];  /* the preempting Slurm job */
+    char by[32];  /* the preempting Slurm job ("": not known) */
     char qos[64]; /* its QoS ("": not known) */
 };
 
@@ -419,7 +419,8 @@ int exp_track_preemptions(struct exp_track *t, const json_t *cfg, double now);
 /* Which start of the run a preemption at when ended: the number of starts
  * at or before it (1: the first), 0 before any. */
 int exp_track_attempt(const struct exp_track *t, double when);
-/* "preempted by 7 (qos high)" into buf (qos left out when not known). */
+/* "preempted by 7 (qos high)" into buf (qos left out when not known; no
+ * preemptor known: "preempted (by a job only slurmctld's log names)"). */
 const char *exp_preempt_text(const struct exp_preempt *p, char *buf, size_t len);
 /* The API's progress.breakdown object (queueSeconds … totalSeconds). */
 json_t *exp_breakdown_json(const struct exp_breakdown *b);

@@ -10,7 +10,9 @@
  * preemptor). sacct records the preempted attempt as PREEMPTED but not by
  * whom, and scontrol shows a PreemptTime only until the job starts again:
  * neither says which job took the nodes. The preemptor's QoS comes from
- * scontrol (sacct once slurmctld forgot the job). */
+ * scontrol (sacct once slurmctld forgot the job). Where the log cannot be
+ * read (not the controller's host, not root), sacct's PREEMPTED attempts
+ * still say when the job was preempted, not by whom. */
 #include "slurm/slurm.h"
 
 #include <errno.h>
@@ -116,6 +118,42 @@ static void qos_of(const char *conf, const char *by, char *q, size_t len)
         *q = '\0';
 }
 
+int slurm_preempted_parse(const char *text, struct slurm_preemption *out, int max)
+{
+    int n = 0;
+    const char *line = text ? text : "";
+    while (*line) {
+        size_t len = strcspn(line, "\n");
+        char l[256];
+        snprintf(l, sizeof(l), "[%.*s", (int)(len < 200 ? len : 200), line);
+        const char *bar = strchr(l, '|');
+        if (strncmp(l + 1, "PREEMPTED|", 10) == 0 && bar) {
+            if (n < max) {
+                memset(&out[n], 0, sizeof(out[n]));
+                char when[64];
+                snprintf(when, sizeof(when), "[%s", bar + 1);
+                out[n].time = line_time(when);
+            }
+            n++;
+        }
+        line += len + (line[len] == '\n');
+    }
+    return n;
+}
+
+/* Without slurmctld's log: the attempts sacct records as PREEMPTED. */
+static int from_sacct(const char *conf, const char *job, struct slurm_preemption *out, int max)
+{
+    char arg_j[64], *text = NULL;
+    snprintf(arg_j, sizeof(arg_j), "--jobs=%s", job);
+    char *argv[] = {"sacct", "-n", "-X", "-P", "-D", "-o", "state,end", arg_j, NULL};
+    if (slurm_cmd_ok(conf, argv, &text, "sacct", NULL) < 0)
+        return -1;
+    int n = slurm_preempted_parse(text, out, max);
+    free(text);
+    return n < max ? n : max;
+}
+
 int slurm_job_preemptions(const char *conf, const char *job, struct slurm_preemption *out, int max,
                           mtc_error_t *err)
 {
@@ -126,8 +164,13 @@ int slurm_job_preemptions(const char *conf, const char *job, struct slurm_preemp
         return errprintf(err, "%s names no SlurmctldLogFile", c ? c : "(no slurm.conf)");
     }
     FILE *f = fopen(path, "re");
-    if (!f)
-        return errprintf(err, "cannot read slurmctld's log %s: %s", path, strerror(errno));
+    if (!f) {
+        int e = errno, n = from_sacct(conf, job, out, max);
+        if (n >= 0)
+            return n;
+        errno = e;
+        return errprintf(err, "cannot read slurmctld's log %s: %s", path, strerror(e));
+    }
     int n = slurm_preemptions_parse(f, job, out, max);
     fclose(f);
     for (int i = 0; i < n && i < max; i++)

@@ -224,6 +224,16 @@ int main(void)
     if (!strstr(txt, "- Preempted by 9 (qos high)"))
         printf("# %s\n", txt);
     free(txt);
+    /* slurmctld's log not readable: sacct's PREEMPTED attempt, by whom not known */
+    t2.preempt[1] = (struct exp_preempt){T0 + 39.5, "", ""};
+    char ptext[160];
+    CHECK_STR(exp_preempt_text(&t2.preempt[1], ptext, sizeof(ptext)),
+              "preempted (by a job only slurmctld's log names)", "no preemptor known: said so");
+    pj = exp_track_json(&t2, 0, "");
+    pb = json_array_get(json_object_get(pj, "preemptedBy"), 1);
+    CHECK(pb && !json_object_get(pb, "slurmJobId") && json_object_get(pb, "time"),
+          "  preemptedBy: its time, no slurmJobId");
+    json_decref(pj);
     unlink(path);
     unlink(log);
     rmdir(dir);

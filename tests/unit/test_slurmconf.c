@@ -478,6 +478,17 @@ int main(void)
     CHECK(slurm_preemptions_parse(lf, "5", pre, 1) == 3 && strcmp(pre[0].by, "6") == 0,
           "more than max: counted, max filled");
     fclose(lf);
+    /* without the log: sacct's attempts (-D) marked PREEMPTED, at their end, by whom not said */
+    np = slurm_preempted_parse("PREEMPTED|2026-12-03T14:44:34\nCOMPLETED|2026-12-03T14:46:04\n"
+                               "PREEMPTED|2026-12-03T15:00:00",
+                               pre, 4);
+    pt = (time_t)pre[0].time;
+    localtime_r(&pt, &ptm);
+    CHECK(np == 2 && ptm.tm_min == 44 && ptm.tm_sec == 34 && pre[0].by[0] == '\0' &&
+              pre[1].time - pre[0].time == 926,
+          "sacct: 2 PREEMPTED attempts, at their ends, the preemptor not known");
+    CHECK(slurm_preempted_parse("", pre, 4) == 0 && slurm_preempted_parse(NULL, pre, 4) == 0,
+          "sacct: none");
     mtc_error_t perr = {""};
     CHECK(slurm_job_preemptions("/nonexistent/slurm.conf", "5", pre, 4, &perr) < 0 &&
               strstr(perr.text, "SlurmctldLogFile"),
