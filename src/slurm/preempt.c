@@ -124,14 +124,12 @@ int slurm_preempted_parse(const char *text, struct slurm_preemption *out, int ma
     const char *line = text ? text : "";
     while (*line) {
         size_t len = strcspn(line, "\n");
-        char l[256];
-        snprintf(l, sizeof(l), "[%.*s", (int)(len < 200 ? len : 200), line);
-        const char *bar = strchr(l, '|');
-        if (strncmp(l + 1, "PREEMPTED|", 10) == 0 && bar) {
-            if (n < max) {
-                memset(&out[n], 0, sizeof(out[n]));
+        if (len > 10 && strncmp(line, "PREEMPTED|", 10) == 0) {
+            if (n < max) { /* its end, as a log line's time */
                 char when[64];
-                snprintf(when, sizeof(when), "[%s", bar + 1);
+                snprintf(when, sizeof(when), "[%.*s", (int)(len - 10 < 40 ? len - 10 : 40),
+                         line + 10);
+                memset(&out[n], 0, sizeof(out[n]));
                 out[n].time = line_time(when);
             }
             n++;

@@ -167,6 +167,7 @@ check "  a bad --since: one line" bash -c "[ $rc -ne 0 ] && grep -q 'since' <<<\
 check "fair share: account light (root in it), which has used nothing" \
     bash -c "mtc accounts create ac light && mtc users add ac --account light root"
 check "  slurm.conf: PriorityCalcPeriod=1" grep -qx 'PriorityCalcPeriod=1' "$CD/slurm.conf"
+scancel "$LJ" 2>/dev/null # the low job, if it did not complete above: not in this block's way
 FB=$(sbatch --parsable -A root -N 2 --exclusive --wrap 'sleep 600')
 FH=$(sbatch --parsable -A team -N 2 --exclusive --wrap 'sleep 1')
 FL=$(sbatch --parsable -A light -N 2 --exclusive --wrap 'sleep 1')
