@@ -4,7 +4,8 @@
  * (submit.c; jobs_from_model and jobs_resolve are the steps `mtc run -e
  * local` and --dry-run share with it); jobs_refresh follows a job's state
  * from Slurm and its exit record into the store (state.c, one Slurm query
- * per cluster and pass); jobs_watch reads a running job's new metrics rows
+ * per cluster and pass; a requeue that was a preemption becomes a
+ * TRAINING_PREEMPTED event naming the preemptor); jobs_watch reads a running job's new metrics rows
  * and records each early problem that starts as an event (watch.c); the
  * monitor does both for every unfinished job on its own (monitor.c);
  * jobs_inject_fault puts a fault into a running job on purpose (chaos.c,
@@ -41,7 +42,10 @@ extern const struct schema_enum jobs_state_enum;
 int jobs_state_final(const char *state);
 
 /* Look at Slurm (then the experiment's exit record) and store a job's state
- * and restarts when they changed; a final state is kept, a job nobody knows
+ * and restarts when they changed (each new restart that slurmctld's log
+ * calls a preemption: one TRAINING_PREEMPTED event, "trainingJob J
+ * (experiment E): preempted by 7 (qos high) at TIME after step N; requeued,
+ * it resumes from its checkpoint"); a final state is kept, a job nobody knows
  * keeps its last; a job seen requeued and pending again is released from
  * Slurm's requeue hold (StartTime=now). pass: what Slurm said this pass, by
  * slurm.conf (a JSON object the caller makes and frees; the first job of a
@@ -137,6 +141,9 @@ void jobs_fs_enter(const json_t *cfg, struct mtc_fsid *saved);
 /* The run's exp_track (kept between calls, read on from where it stopped)
  * updated to now, copied to out. 0/-1. */
 int jobs_track(const json_t *cfg, double now, struct exp_track *out);
+/* The same, its preemptions asked of Slurm now (jobs_track asks once a start
+ * of the run ended without an exit status, and again after each such end). */
+int jobs_track_preempted(const json_t *cfg, double now, struct exp_track *out);
 /* Early problem detection's events: each alert that starts in the job's
  * rows read since the last call becomes one event of the job's cluster
  * (TRAINING_NONFINITE, TRAINING_LOSS_SPIKE, TRAINING_THROUGHPUT_DROP,

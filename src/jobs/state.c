@@ -1,7 +1,8 @@
 /* state: a training job's state as Slurm and the experiment's exit record
  * say, kept in the store — refreshed one job at a time (a GET) or for all
  * the jobs of a pass with one Slurm query per cluster (the monitor, a
- * list), a TRAINING_FAILED event when it fails, a requeued job released
+ * list), a TRAINING_FAILED event when it fails, a TRAINING_PREEMPTED one
+ * for each requeue that was a preemption, a requeued job released
  * from Slurm's requeue hold, and :cancel. */
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
@@ -90,6 +91,33 @@ static void failed_event(struct store *st, const struct store_job *j, const char
     store_event_add(st, j->cluster_id, "TRAINING_FAILED", NULL, msg);
 }
 
+/* TRAINING_PREEMPTED, once per preemption: of the requeues r0+1..r1 Slurm
+ * counted since the last look, each that ended a start slurmctld's log says
+ * was preempted (requeue r ends the run's r-th start). */
+static void preempted_events(struct store *st, const struct store_job *j, int r0, int r1)
+{
+    struct exp_track *t = malloc(sizeof(*t));
+    if (!t || jobs_track_preempted(j->config, (double)mtc_now_ms() / 1000.0, t) < 0) {
+        free(t);
+        return;
+    }
+    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    for (int i = 0; i < t->npreempt; i++) {
+        int a = exp_track_attempt(t, t->preempt[i].time);
+        if (a <= r0 || a > r1)
+            continue;
+        char what[160], when[40], msg[512];
+        exp_preempt_text(&t->preempt[i], what, sizeof(what));
+        mtc_time_rfc3339((int64_t)(t->preempt[i].time * 1000), when, sizeof(when));
+        snprintf(msg, sizeof(msg),
+                 "trainingJob %s (experiment %s): %s at %s after step %lld; requeued, it "
+                 "resumes from its checkpoint",
+                 j->id, exp ? exp : j->id, what, when, (long long)t->segs[a - 1].max_step);
+        store_event_add(st, j->cluster_id, "TRAINING_PREEMPTED", NULL, msg);
+    }
+    free(t);
+}
+
 void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass)
 {
     if (jobs_state_final(j->state) || !j->config || !*j->slurm_job)
@@ -119,6 +147,8 @@ void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass)
     if (store_job_set_state(st, j->cluster_id, j->id, now, restarts) == 0) {
         if (strcmp(now, "FAILED") == 0)
             failed_event(st, j, slurm);
+        if (restarts > j->restart_count)
+            preempted_events(st, j, j->restart_count, restarts);
         snprintf(j->state, sizeof(j->state), "%s", now);
         j->restart_count = restarts;
     }

@@ -24,21 +24,43 @@ struct tracked {
     int64_t seen_rows; /* rows early problem detection's events have judged */
     int raised;        /* alerts that hold, an event recorded for each */
     double hang_ref;   /* the progress (row or start) a hang was acted on after */
+    int stopped;       /* t.stopped when its preemptions were last asked for */
 };
 static struct tracked *tracks;
 static size_t ntracks;
 static pthread_mutex_t tracks_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int jobs_track(const json_t *cfg, double now, struct exp_track *out)
+static struct tracked *find(const char *td)
+{
+    for (size_t i = 0; i < ntracks; i++)
+        if (strcmp(tracks[i].task_dir, td) == 0)
+            return &tracks[i];
+    return NULL;
+}
+
+/* The run's preemptions asked of Slurm (outside the lock: it reads
+ * slurmctld's log) into out and its cached track. */
+static void ask_preemptions(const char *td, const json_t *cfg, double now, struct exp_track *out)
+{
+    if (exp_track_preemptions(out, cfg, now) < 0)
+        return;
+    pthread_mutex_lock(&tracks_lock);
+    struct tracked *k = find(td);
+    if (k) {
+        memcpy(k->t.preempt, out->preempt, sizeof(out->preempt));
+        k->t.npreempt = out->npreempt;
+        exp_breakdown_update(&k->t, now);
+    }
+    pthread_mutex_unlock(&tracks_lock);
+}
+
+static int track(const json_t *cfg, double now, struct exp_track *out, int force)
 {
     const char *td = json_string_value(json_object_get(cfg, "taskDir"));
     if (!td)
         return -1;
     pthread_mutex_lock(&tracks_lock);
-    struct tracked *k = NULL;
-    for (size_t i = 0; i < ntracks && !k; i++)
-        if (strcmp(tracks[i].task_dir, td) == 0)
-            k = &tracks[i];
+    struct tracked *k = find(td);
     if (!k) {
         struct tracked *nt = realloc(tracks, (ntracks + 1) * sizeof(*nt));
         if (!nt) {
@@ -55,9 +77,24 @@ int jobs_track(const json_t *cfg, double now, struct exp_track *out)
     jobs_fs_enter(cfg, &as);
     exp_track_update(&k->t, now);
     mtc_fsid_leave(&as);
+    /* a start stopped by a signal or requeued since they were last asked: preempted? */
+    int ask = force || k->t.stopped != k->stopped;
+    k->stopped = k->t.stopped;
     *out = k->t;
     pthread_mutex_unlock(&tracks_lock);
+    if (ask && (force || out->stopped > 0))
+        ask_preemptions(td, cfg, now, out);
     return 0;
+}
+
+int jobs_track(const json_t *cfg, double now, struct exp_track *out)
+{
+    return track(cfg, now, out, 0);
+}
+
+int jobs_track_preempted(const json_t *cfg, double now, struct exp_track *out)
+{
+    return track(cfg, now, out, 1);
 }
 
 static void collect(void *arg, int kind, const char *msg)

@@ -12,7 +12,10 @@
  * the next resumed from, plus the step in flight; its tail beyond one step
  * time is a hang (no progress while it held the nodes). The last segment's
  * tail is the final save and exit once it ended, a hang (beyond a step
- * time) while it runs. */
+ * time) while it runs. A start that ended in a preemption (the run's
+ * preempt[], from Slurm) is a restart like the others — its work past the
+ * checkpoint is lost, its gap restart time — and is also counted apart:
+ * preemptions, and preempted_s, the part of restart_s its gaps took. */
 #include "recipes/recipes.h"
 
 #include <math.h>
@@ -129,6 +132,16 @@ double exp_track_step_time(const struct exp_track *t)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* 1 when segment i ended in one of the run's preemptions (one that came
+ * after its start and before the next). */
+static int preempted(const struct exp_track *t, int i)
+{
+    for (int k = 0; k < t->npreempt; k++)
+        if (exp_track_attempt(t, t->preempt[k].time) == i + 1)
+            return 1;
+    return 0;
+}
+
 static double clamp(double x, double lo, double hi)
 {
     return x < lo ? lo : x > hi ? hi : x;
@@ -152,6 +165,10 @@ void exp_breakdown_update(struct exp_track *t, double now)
         e = last ? (e > s->start ? e : s->start) : clamp(e, s->start, next);
         if (!last)
             b->restart_s += next - e;
+        if (preempted(t, i)) { /* its restart gap: waiting while another job had the nodes */
+            b->preemptions++;
+            b->preempted_s += last ? 0 : next - e;
+        }
         if (s->nrows == 0) { /* it made no step: all of it was starting */
             b->startup_s += e - s->start;
             continue;

@@ -220,7 +220,7 @@ static void read_log(struct exp_track *t, double now)
         t->log_ino = sb.st_ino;
         t->log_off = 0;
         t->first_start = t->end = t->last_start = 0;
-        t->starts = t->nsegs = 0;
+        t->starts = t->nsegs = t->stopped = 0;
         t->seg_time = 0;
     }
     if (sb.st_size == t->log_off)
@@ -262,6 +262,8 @@ static void read_log(struct exp_track *t, double now)
         } else if (sscanf(line, "mtc: job %*s end %31[^,]", ts) == 1) {
             t->end = parse_utc(ts);
             exp_seg_end(t, t->end);
+            if (!strstr(line, ", exit status")) /* a signal, a requeue: maybe a preemption */
+                t->stopped++;
         } else if (strncmp(line, "mtc: ", 5) == 0 && strstr(line, ": hung\n")) {
             t->rank_hung = now; /* mtc-agent ranks: a process stopped or a zombie */
             snprintf(t->rank_msg, sizeof(t->rank_msg), "%.*s",
@@ -370,6 +372,23 @@ json_t *exp_track_json(const struct exp_track *t, int alerts, const char *msg)
                           (json_int_t)t->repeated, "stepsLost", (json_int_t)t->lost);
     if (t->first_start > 0 || t->submit > 0)
         json_object_set_new(o, "breakdown", exp_breakdown_json(&t->bd));
+    if (t->npreempt > 0) {
+        json_t *a = json_array();
+        char when[40];
+        for (int i = 0; i < t->npreempt; i++) {
+            json_t *p = json_pack(
+                "{s:s}", "time",
+                mtc_time_rfc3339((int64_t)(t->preempt[i].time * 1000), when, sizeof(when)));
+            if (*t->preempt[i].by) /* not known without slurmctld's log */
+                json_object_set_new(p, "slurmJobId", json_string(t->preempt[i].by));
+            if (*t->preempt[i].qos)
+                json_object_set_new(p, "qos", json_string(t->preempt[i].qos));
+            json_array_append_new(a, p);
+        }
+        json_object_set_new(o, "preemptedBy", a);
+        json_object_set_new(o, "preemptions", json_integer(t->bd.preemptions));
+        json_object_set_new(o, "preemptedSeconds", json_real(t->bd.preempted_s));
+    }
     if (t->rows > 0 && isfinite(t->loss))
         json_object_set_new(o, "loss", json_real(t->loss));
     if (t->rows > 0) {
@@ -401,6 +420,15 @@ void exp_track_print(FILE *f, const struct exp_track *t, int alerts, const char 
             "lost %.1f + restart %.1f + hang %.1f\n",
             b->total_s, b->queue_s, b->startup_s, b->productive_s, b->checkpoint_s, b->lost_s,
             b->restart_s, b->hang_s);
+    for (int i = 0; i < t->npreempt; i++) {
+        char what[160], when[40];
+        exp_preempt_text(&t->preempt[i], what, sizeof(what));
+        mtc_time_rfc3339((int64_t)(t->preempt[i].time * 1000), when, sizeof(when));
+        fprintf(f, "- P%s at %s\n", what + 1, when); /* "- Preempted by 7 (qos high) at" */
+    }
+    if (t->npreempt > 0)
+        fprintf(f, "- Preemptions: %d, %.1f s of the restart time waiting to run again\n",
+                b->preemptions, b->preempted_s);
     if (alerts)
         fprintf(f, "- Problem: %s\n", msg);
 }

@@ -320,6 +320,15 @@ struct exp_seg {
     int64_t nrows;
 };
 
+/* A preemption of the run's job (PreemptMode=REQUEUE): when, and by which
+ * job of which QoS. */
+#define EXP_PREEMPTS 8
+struct exp_preempt {
+    double time;  /* epoch s */
+    char by[32];  /* the preempting Slurm job ("": not known) */
+    char qos[64]; /* its QoS ("": not known) */
+};
+
 /* Where a run's time went: the parts sum to total_s, the time since the job
  * was submitted; all but queue_s sum to wall_s, since its first start. */
 struct exp_breakdown {
@@ -331,6 +340,10 @@ struct exp_breakdown {
     double restart_s;    /* a start's end → the next start (requeue, node replaced) */
     double hang_s;       /* no progress while holding the nodes, beyond a step's time */
     double total_s;
+    /* not parts (they are in restart_s): the starts that ended in a
+     * preemption, and their gaps to the next start */
+    int preemptions;
+    double preempted_s;
 };
 /* One run's progress, read incrementally: exp_track_init once, then
  * exp_track_update (metrics.jsonl from the last offset; the log whole). */
@@ -375,6 +388,12 @@ struct exp_track {
     char rank_msg[160];
     char log_rules[EXP_LOG_RULES][256];
     int nlog_rules, log_rows; /* log_rows: a rule gives step or loss */
+    /* the run's preemptions, as Slurm says them (exp_track_preemptions;
+     * nothing reads them from the log) */
+    struct exp_preempt preempt[EXP_PREEMPTS];
+    int npreempt;
+    int stopped; /* starts whose end line gave no exit status (a signal, a requeue):
+                  * the run's preemptions are asked for only once there is one */
     struct exp_breakdown bd;
 };
 void exp_track_init(struct exp_track *t, const json_t *cfg);
@@ -398,6 +417,17 @@ int64_t exp_seg_repeated(const struct exp_track *t);
 double exp_track_step_time(const struct exp_track *t);
 /* t->bd as of now (the run's end when it ended). */
 void exp_breakdown_update(struct exp_track *t, double now);
+/* The run's preemptions (recipes/preempt.c): what slurmctld's log says of
+ * its job (slurm_job_preemptions) into t->preempt, and the breakdown
+ * updated to now. The count, or -1 (not a Slurm run, no job yet, the log
+ * not readable here: t is left as it was). */
+int exp_track_preemptions(struct exp_track *t, const json_t *cfg, double now);
+/* Which start of the run a preemption at when ended: the number of starts
+ * at or before it (1: the first), 0 before any. */
+int exp_track_attempt(const struct exp_track *t, double when);
+/* "preempted by 7 (qos high)" into buf (qos left out when not known; no
+ * preemptor known: "preempted (by a job only slurmctld's log names)"). */
+const char *exp_preempt_text(const struct exp_preempt *p, char *buf, size_t len);
 /* The API's progress.breakdown object (queueSeconds … totalSeconds). */
 json_t *exp_breakdown_json(const struct exp_breakdown *b);
 

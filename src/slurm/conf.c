@@ -248,6 +248,10 @@ static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout
                 l->acct.host, l->acct.port, sock);
         if (l->acct.enforce && *l->acct.enforce)
             fprintf(f, "AccountingStorageEnforce=%s\n", l->acct.enforce);
+        /* fair share follows usage within a minute, not Slurm's 5: a team's
+         * cluster runs few, long jobs (the pass over them is cheap), and a
+         * team that just had the nodes should wait behind one that did not */
+        fprintf(f, "PriorityCalcPeriod=1\n");
     } else {
         fprintf(f, "JobAcctGatherType=jobacct_gather/none\n");
     }

@@ -289,6 +289,26 @@ json_t *slurm_queue(const char *conf, mtc_error_t *err);
 /* The same from squeue's output in queue.c's format (lines that are not a
  * job's are passed over). Never NULL. Pure. */
 json_t *slurm_queue_parse(const char *text);
+/* A preemption of a job (preempt.c): slurmctld's log line that requeued (or
+ * killed, or gave a grace time to) it "to reclaim resources for" another. */
+struct slurm_preemption {
+    double time;  /* epoch s of the line (slurmctld logs local time) */
+    char by[32];  /* the preempting job's id ("": not known) */
+    char qos[64]; /* its QoS ("" when Slurm no longer says) */
+};
+/* The preemptions of job, oldest first, at most max, from the log slurm.conf
+ * (conf; NULL: $SLURM_CONF) names as SlurmctldLogFile, each with the
+ * preemptor's QoS; where that log cannot be read (it lives on the
+ * controller's host, readable by root), the attempts sacct records as
+ * PREEMPTED, at their end, by "" (not known). The count, or -1 + err
+ * (neither answered). */
+int slurm_job_preemptions(const char *conf, const char *job, struct slurm_preemption *out, int max,
+                          mtc_error_t *err);
+/* The same from a log's lines (qos left ""): the count found, which may be
+ * more than max (only max are filled). */
+int slurm_preemptions_parse(FILE *log, const char *job, struct slurm_preemption *out, int max);
+/* The same from `sacct -n -X -P -D -o state,end`'s lines (by and qos ""). */
+int slurm_preempted_parse(const char *text, struct slurm_preemption *out, int max);
 
 /* Node-hours and GPU-hours of the jobs since (sacct -S: 2026-12-01,
  * now-7days ...) per account and user, from the accounting database:

@@ -141,6 +141,41 @@ steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
 assert steps == list(range(1, int(sys.argv[2]) + 1)), [s for s in steps if steps.count(s) > 1][:5] or len(steps)
 PY
 grep -E "^mtc:|resuming|signal" "$LTD/$LJ.log" | sed 's/^/# /'
+# --- the preemption as the experiment sees it: who preempted it, an event, goodput ---
+# (slurmctld's log names the preemptor: recipes/preempt.c, slurm/preempt.c)
+st=$(mtc experiment status low)
+check "  mtc experiment status: preempted by the high job (qos high)" \
+    grep -q "^- Preempted by $HJ (qos high) at " <<<"$st"
+grep -E "^- (Preempt|Time|Goodput)" <<<"$st" | sed 's/^/# /'
+check "  its progress: 1 preemption by $HJ (qos high); its gap is restart time; the parts sum to the total" python3 -c '
+import json, sys
+p = json.loads(sys.argv[1])["progress"]
+b = p["breakdown"]
+assert p["preemptions"] == 1 and [(x["slurmJobId"], x["qos"]) for x in p["preemptedBy"]] == [(sys.argv[2], "high")], p
+assert 0 < p["preemptedSeconds"] <= b["restartSeconds"] + 1e-6, (p["preemptedSeconds"], b)
+assert abs(sum(v for k, v in b.items() if k != "totalSeconds") - b["totalSeconds"]) < 1e-6, b' \
+    "$(mtc experiment status low --json)" "$HJ"
+api GET "$CLUSTERS/ac/trainingJobs"
+check "  the trainingJob resource: progress.preemptedBy names it too" python3 -c '
+import json, sys
+j = [j for j in json.loads(sys.argv[1])["trainingJobs"] if j.get("experimentName") == "low"][0]
+assert [(x["slurmJobId"], x["qos"]) for x in j["progress"]["preemptedBy"]] == [(sys.argv[2], "high")], j["progress"]' \
+    "$BODY" "$HJ"
+# from the store: the cluster resource shows its newest 100 events, which a
+# busy CPU's TRAINING_THROUGHPUT_DROPs of this run can fill
+preempted_events() {
+    python3 - "$MTC_HOME/mtcd.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True, timeout=10)
+for (m,) in db.execute("SELECT message FROM events WHERE cluster_id = 'ac' AND type = 'TRAINING_PREEMPTED'"):
+    print(m)
+PY
+}
+check "  one TRAINING_PREEMPTED event" wait_for 30 eval '[ "$(preempted_events | wc -l)" = 1 ]'
+preempt_named() { preempted_events | grep -q "(experiment low): preempted by $HJ (qos high) at .* after step [0-9]*; requeued"; }
+check "  naming the job, its preemptor and the QoS" preempt_named
+preempted_events | sed 's/^/# /'
+# --- end of the preemption's status block ---
 check "  sacct: both jobs under account team with their QoS" \
     bash -c "sacct -n -X -P -j $LJ,$HJ -o jobid,account,qos | sort -u | grep -c '|team|' | grep -qx 2"
 
@@ -152,6 +187,32 @@ assert t["jobs"] == 2 and t["nodeHours"] > 0 and t["gpuHours"] > 0, t' "$(mtc ac
 mtc accounts usage ac | sed 's/^/# /'
 out=$(mtc accounts usage ac --since 'x;y' 2>&1); rc=$?
 check "  a bad --since: one line" bash -c "[ $rc -ne 0 ] && grep -q 'since' <<<\"\$0\"" "$out"
+
+# --- fair share: a pending job of an account that used nothing goes first -------
+# Account team has just used both nodes (the low and high jobs); account light
+# has used nothing. With the nodes busy (a job of root's), team's job is
+# submitted first, then light's; once slurmctld's priority pass
+# (PriorityCalcPeriod=1: each minute) has counted the usage, sprio gives
+# light's job the larger FAIRSHARE factor, and when the nodes free up,
+# light's job starts first. About a minute: the wait for that pass.
+check "fair share: account light (root in it), which has used nothing" \
+    bash -c "mtc accounts create ac light && mtc users add ac --account light root"
+check "  slurm.conf: PriorityCalcPeriod=1" grep -qx 'PriorityCalcPeriod=1' "$CD/slurm.conf"
+scancel "$LJ" 2>/dev/null # the low job, if it did not complete above: not in this block's way
+FB=$(sbatch --parsable -A root -N 2 --exclusive --wrap 'sleep 600')
+FH=$(sbatch --parsable -A team -N 2 --exclusive --wrap 'sleep 1')
+FL=$(sbatch --parsable -A light -N 2 --exclusive --wrap 'sleep 1')
+fs_of() { sprio -h -j "$1" -o '%F' 2>/dev/null | tr -d ' '; }
+light_ahead() { local h l; h=$(fs_of "$FH"); l=$(fs_of "$FL"); [ -n "$h" ] && [ -n "$l" ] && awk -v l="$l" -v h="$h" 'BEGIN { exit !(l > h) }'; }
+check "  sprio: light's pending job has the larger FAIRSHARE factor than team's" wait_for 150 light_ahead
+sprio -l -j "$FH,$FL" 2>&1 | sed 's/^/# /'
+scancel "$FB"
+fs_done() { [ "$(sacct -n -X -P -j "$FH,$FL" -o state 2>/dev/null | grep -c '^COMPLETED$')" = 2 ]; }
+check "  both run once the nodes are free" wait_for 90 fs_done
+first=$(sacct -n -X -P -j "$FH,$FL" -o start,account 2>/dev/null | sort | head -1 | cut -d'|' -f2)
+check "  light's job started first (it was submitted second)" test "$first" = light
+sacct -n -X -P -j "$FH,$FL" -o jobid,account,submit,start 2>&1 | sed 's/^/# /'
+# --- end of the fair-share block ---
 
 # --- kill -9: both restarted, nothing lost ---------------------------------------
 kill -9 "$DBD"

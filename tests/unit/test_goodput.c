@@ -183,6 +183,57 @@ int main(void)
     CHECK(json_real_value(json_object_get(json_object_get(pj, "breakdown"), "hangSeconds")) == 21,
           "progress.breakdown.hangSeconds in the API object");
     json_decref(pj);
+    CHECK(t2.bd.preemptions == 0 && t2.bd.preempted_s == 0, "a hang's requeue: no preemption");
+    /* the same restart was a preemption (Slurm's log: by job 9 of QoS high, at
+     * 10:00:39.5): still restart time, the sum kept, and counted apart */
+    t2.preempt[0] = (struct exp_preempt){T0 + 39.5, "9", "high"};
+    t2.preempt[1] = (struct exp_preempt){T0 + 5, "3", ""}; /* before any start: not the run's */
+    t2.npreempt = 2;
+    CHECK(exp_track_attempt(&t2, T0 + 39.5) == 1 && exp_track_attempt(&t2, T0 + 55) == 2 &&
+              exp_track_attempt(&t2, T0 + 5) == 0,
+          "a preemption ends the start before it: 1, 2, none before the first");
+    exp_breakdown_update(&t2, T0 + 100);
+    b = &t2.bd;
+    sum = b->queue_s + b->startup_s + b->productive_s + b->checkpoint_s + b->lost_s +
+          b->restart_s + b->hang_s;
+    CHECK(b->preemptions == 1 && fabs(b->preempted_s - 10) < 1e-9 &&
+              fabs(b->restart_s - 10) < 1e-9 && fabs(sum - b->total_s) < 1e-9 &&
+              fabs(b->total_s - 60) < 1e-9,
+          "1 preemption, its 10 s gap within restart's 10 s; the parts still sum to 60: %d %g %g "
+          "%g",
+          b->preemptions, b->preempted_s, b->restart_s, sum);
+    pj = exp_track_json(&t2, 0, "");
+    const json_t *pb = json_array_get(json_object_get(pj, "preemptedBy"), 0);
+    CHECK(json_integer_value(json_object_get(pj, "preemptions")) == 1 &&
+              json_real_value(json_object_get(pj, "preemptedSeconds")) == 10 &&
+              strcmp(json_string_value(json_object_get(pb, "slurmJobId")), "9") == 0 &&
+              strcmp(json_string_value(json_object_get(pb, "qos")), "high") == 0 &&
+              json_object_get(json_object_get(pj, "breakdown"), "preemptions") == NULL,
+          "progress: preemptions, preemptedSeconds, preemptedBy [{slurmJobId 9, qos high}]; "
+          "the breakdown holds only parts");
+    json_decref(pj);
+    char *txt = NULL;
+    size_t txtn = 0;
+    FILE *mem = open_memstream(&txt, &txtn);
+    exp_track_print(mem, &t2, 0, "");
+    fclose(mem);
+    CHECK(strstr(txt, "- Preempted by 9 (qos high) at 2026-12-01T10:00:39") &&
+              strstr(txt, "- Preempted by 3 at") &&
+              strstr(txt, "- Preemptions: 1, 10.0 s of the restart time"),
+          "the status block names the preemptor and its QoS");
+    if (!strstr(txt, "- Preempted by 9 (qos high)"))
+        printf("# %s\n", txt);
+    free(txt);
+    /* slurmctld's log not readable: sacct's PREEMPTED attempt, by whom not known */
+    t2.preempt[1] = (struct exp_preempt){T0 + 39.5, "", ""};
+    char ptext[160];
+    CHECK_STR(exp_preempt_text(&t2.preempt[1], ptext, sizeof(ptext)),
+              "preempted (by a job only slurmctld's log names)", "no preemptor known: said so");
+    pj = exp_track_json(&t2, 0, "");
+    pb = json_array_get(json_object_get(pj, "preemptedBy"), 1);
+    CHECK(pb && !json_object_get(pb, "slurmJobId") && json_object_get(pb, "time"),
+          "  preemptedBy: its time, no slurmJobId");
+    json_decref(pj);
     unlink(path);
     unlink(log);
     rmdir(dir);

@@ -1,7 +1,9 @@
 /* test_slurmconf: slurm.conf / gres.conf rendering — node names and ports,
  * partitions with Default=YES, gres lines, config{} pass-through, scheduling. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -114,6 +116,8 @@ int main(void)
     CHECK(ca && has_line(ca, "PriorityType=priority/multifactor") &&
               has_line(ca, "PriorityWeightQOS=10000") && has_line(ca, "PreemptMode=REQUEUE"),
           "  QoS priority, preemption by requeue");
+    CHECK(ca && has_line(ca, "PriorityCalcPeriod=1") && !strstr(conf, "PriorityCalcPeriod"),
+          "  fair share recalculated each minute (Slurm's default: 5); not without accounting");
     CHECK(ca && has_line(ca, "PreemptType=preempt/partition_prio") && !strstr(ca, "preempt/qos") &&
               count_of(ca, "\nPreemptType=") == 1 && count_of(ca, "\nPriorityWeightAge=") == 1,
           "  the spec's own scheduling keys win (preemptType, priorityWeightAge), each key once");
@@ -476,5 +480,53 @@ int main(void)
     q = slurm_queue_parse("");
     CHECK(q && json_array_size(q) == 0, "an empty queue: an empty array");
     json_decref(q);
+    /* slurmctld's log names the preemptor (Slurm 22.05's lines, LogTimeFormat iso8601_ms) */
+    static const char ctld[] =
+        "[2026-12-03T14:44:30.100] sched: Allocate JobId=5 NodeList=ac-a3m-[0-1] #CPUs=4\n"
+        "[2026-12-03T14:44:34.673] preempted JobId=5 has been requeued to reclaim resources for "
+        "JobId=6\n"
+        "[2026-12-03T14:44:35.000] preempted JobId=51 has been requeued to reclaim resources for "
+        "JobId=60\n"
+        "[2026-12-03T14:50:00.000] setting 30 sec preemption grace time for JobId=5 to reclaim "
+        "resources for JobId=9\n"
+        "[2026-12-03T14:50:30.000] preempted JobId=5 has been requeued\n"
+        "[2026-12-03T14:50:30.001] preempted JobId=5 has been requeued to reclaim resources for "
+        "JobId=9\n"
+        "[2026-12-03T15:00:00.000] preempted JobId=4_1(5) has been killed to reclaim resources "
+        "for JobId=12\n";
+    FILE *lf = fmemopen((void *)ctld, sizeof(ctld) - 1, "r");
+    struct slurm_preemption pre[4];
+    int np = slurm_preemptions_parse(lf, "5", pre, 4);
+    fclose(lf);
+    CHECK(np == 3, "job 5 was preempted 3 times (not job 51's line; a grace time and its "
+                   "requeue: one): %d", np);
+    CHECK_STR(pre[0].by, "6", "the first preemptor: job 6");
+    struct tm ptm;
+    time_t pt = (time_t)pre[0].time;
+    localtime_r(&pt, &ptm);
+    CHECK(ptm.tm_hour == 14 && ptm.tm_min == 44 && ptm.tm_sec == 34 &&
+              fabs(pre[0].time - (double)pt - 0.673) < 1e-6,
+          "its time: the line's (local time, milliseconds)");
+    CHECK_STR(pre[1].by, "9", "a preemption with a grace time: at the grace line, by job 9");
+    CHECK_STR(pre[2].by, "12", "an array task named by its job id: by job 12");
+    lf = fmemopen((void *)ctld, sizeof(ctld) - 1, "r");
+    CHECK(slurm_preemptions_parse(lf, "5", pre, 1) == 3 && strcmp(pre[0].by, "6") == 0,
+          "more than max: counted, max filled");
+    fclose(lf);
+    /* without the log: sacct's attempts (-D) marked PREEMPTED, at their end, by whom not said */
+    np = slurm_preempted_parse("PREEMPTED|2026-12-03T14:44:34\nCOMPLETED|2026-12-03T14:46:04\n"
+                               "PREEMPTED|2026-12-03T15:00:00",
+                               pre, 4);
+    pt = (time_t)pre[0].time;
+    localtime_r(&pt, &ptm);
+    CHECK(np == 2 && ptm.tm_min == 44 && ptm.tm_sec == 34 && pre[0].by[0] == '\0' &&
+              pre[1].time - pre[0].time == 926,
+          "sacct: 2 PREEMPTED attempts, at their ends, the preemptor not known");
+    CHECK(slurm_preempted_parse("", pre, 4) == 0 && slurm_preempted_parse(NULL, pre, 4) == 0,
+          "sacct: none");
+    mtc_error_t perr = {""};
+    CHECK(slurm_job_preemptions("/nonexistent/slurm.conf", "5", pre, 4, &perr) < 0 &&
+              strstr(perr.text, "SlurmctldLogFile"),
+          "no slurm.conf: -1, said: %s", perr.text);
     return check_done();
 }

@@ -89,6 +89,8 @@ static int e_status(struct cli *c, int argc, char **argv)
     exp_track_init(t, cfg);
     double now = (double)mtc_now_ms() / 1000.0;
     exp_track_update(t, now);
+    if (t->stopped > 0) /* a start stopped by a signal or requeued: preempted? */
+        exp_track_preemptions(t, cfg, now);
     struct exp_monitor mon;
     exp_monitor_from(cfg, &mon);
     int alerts = exp_monitor_check(t, &mon, now, msg, sizeof(msg));
