@@ -15,15 +15,8 @@ check "a second mtcd on the same home refuses" bash -c "! mtcd --home '$MTC_HOME
 
 api GET /healthz; body=$BODY
 check "healthz ok over the socket" test "$HTTP_STATUS" = 200
-check "healthz reports schema version" grep -q '"schemaVersion":10' <<<"$body"
+check "healthz reports schema version" grep -q '"schemaVersion":11' <<<"$body"
 
-tcp() { # tcp TOKEN METHOD PATH [BODY]
-    local out
-    out=$(curl -s -X "$2" -w '\n%{http_code}' ${1:+-H "Authorization: Bearer $1"} \
-        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
-    HTTP_STATUS=${out##*$'\n'}
-    BODY=${out%$'\n'*}
-}
 tcp "" GET $CLUSTERS; body=$BODY
 check "TCP without a token: 401" test "$HTTP_STATUS" = 401
 check "401 is UNAUTHENTICATED" grep -q '"status":"UNAUTHENTICATED"' <<<"$body"

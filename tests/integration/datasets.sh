@@ -16,13 +16,6 @@ m() { mtc --home "$MTC_HOME" "$@"; }
 DS=/v1beta1/projects/local/locations/local/datasets
 VIEWER=$(m token create --name ds-viewer --role viewer | head -1)
 EDITOR=$(m token create --name ds-editor --role editor | head -1)
-tcp() { # tcp TOKEN METHOD PATH [BODY]
-    local out
-    out=$(curl -s -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
-        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
-    HTTP_STATUS=${out##*$'\n'}
-    BODY=${out%$'\n'*}
-}
 jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 # wait_op NAME: poll the operation over the socket until done; its JSON in OP
 wait_op() {

@@ -153,13 +153,6 @@ check "no experiment left behind" test "$(ls "$MTC_HOME/experiments" | wc -l)" =
 # --- roles (TCP with tokens) and cancel --------------------------------------
 VIEWER=$(mtc token create --name ja-viewer --role viewer | head -1)
 EDITOR=$(mtc token create --name ja-editor --role editor | head -1)
-tcp() { # tcp TOKEN METHOD PATH [BODY]
-    local out
-    out=$(curl -s -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
-        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
-    HTTP_STATUS=${out##*$'\n'}
-    BODY=${out%$'\n'*}
-}
 LONG=$(body 3000 "\"dataDir\":\"$D/data\",\"experimentName\":\"longjob\",\"overrides\":{\"train\":{\"log_every\":50}}")
 tcp "$VIEWER" POST "$JOBS?trainingJobId=long" "$LONG"
 check "viewer may not create: 403" test "$HTTP_STATUS" = 403

@@ -102,6 +102,15 @@ api() {
     BODY=${out%$'\n'*}
 }
 CLUSTERS=/v1beta1/projects/local/locations/local/modelDevelopmentClusters
+# API call over loopback TCP to mtcd's --listen 127.0.0.1:$PORT, with a bearer
+# token ("" for none): tcp TOKEN METHOD PATH [BODY] → sets BODY and HTTP_STATUS.
+tcp() {
+    local out
+    out=$(curl -s -X "$2" -w '\n%{http_code}' ${1:+-H "Authorization: Bearer $1"} \
+        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
+    HTTP_STATUS=${out##*$'\n'}
+    BODY=${out%$'\n'*}
+}
 # Delete every cluster this test's mtcd knows, then stop mtcd (used in cleanup).
 delete_all_clusters() {
     [ -S "$MTC_HOME/mtcd.sock" ] || return 0

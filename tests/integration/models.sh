@@ -28,13 +28,6 @@ wait_op() {
     done
     return 1
 }
-tcp() { # tcp TOKEN METHOD PATH [BODY]
-    local out
-    out=$(curl -s -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
-        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
-    HTTP_STATUS=${out##*$'\n'}
-    BODY=${out%$'\n'*}
-}
 
 # --- a real run registers itself ---------------------------------------------
 check "tiny corpus tokenized" run_corpus "$D/data"

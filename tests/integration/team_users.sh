@@ -56,13 +56,6 @@ t_extra_cleanup() { delete_all_clusters; drop_users; } # run_cluster set its own
 [ $T_LAST -eq 0 ] || done_testing
 check "tiny corpus tokenized" run_corpus "$D/data"
 JOBS=$CLUSTERS/tu/trainingJobs
-tcp() { # tcp TOKEN METHOD PATH [BODY]
-    local out
-    out=$(curl -s -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
-        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
-    HTTP_STATUS=${out##*$'\n'}
-    BODY=${out%$'\n'*}
-}
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
 one_line_error() { # $1 HTTP status, $2 substring of the message
     [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" <<'PY'
