@@ -52,11 +52,12 @@ struct target {
     char hosts_mtc[PATH_MAX], hosts_url[512], hosts_ca[PATH_MAX];
 };
 
-/* A run's account and QoS exist in the cluster's accounting database — said
- * in one line before anything is made or submitted (sbatch's own refusal
- * would come after the run's directory). 0, or -1 + err (EINVAL). */
+/* A run's account and QoS exist in the cluster's accounting database, and a
+ * job run as a user names one of that user's accounts — said in one line
+ * before anything is made or submitted (sbatch's own refusal would come
+ * after the run's directory). 0, or -1 + err (EINVAL). */
 static int charge_check(const struct target *t, const char *cluster, const struct recipe_run *run,
-                        mtc_error_t *err)
+                        const char *user, mtc_error_t *err)
 {
     if (!run->account && !run->qos)
         return 0;
@@ -69,14 +70,26 @@ static int charge_check(const struct target *t, const char *cluster, const struc
                     cluster, e2.text);
     }
     int have_a = !run->account || strcmp(run->account, "root") == 0, have_q = !run->qos;
-    size_t i;
-    json_t *x;
-    json_array_foreach(accounts, i, x) have_a |= strcmp(cget(x, "name"), run->account) == 0;
+    int member = !user || have_a; /* root's members are Slurm's to check */
+    size_t i, k;
+    json_t *x, *u;
+    json_array_foreach(accounts, i, x)
+    {
+        if (strcmp(cget(x, "name"), run->account) != 0)
+            continue;
+        have_a = 1;
+        json_array_foreach(json_object_get(x, "users"), k, u) member |=
+            user && strcmp(json_string_value(u), user) == 0;
+    }
     json_array_foreach(qos, i, x) have_q |= strcmp(cget(x, "name"), run->qos) == 0;
     json_decref(accounts), json_decref(qos);
     if (!have_a)
         return fail(EINVAL, err, "account %s: no such account in cluster %s (mtc accounts list %s)",
                     run->account, cluster, cluster);
+    if (!member)
+        return fail(EINVAL, err,
+                    "account %s: user %s is not in it (mtc users add %s --account %s %s)",
+                    run->account, user, cluster, run->account, user);
     if (!have_q)
         return fail(EINVAL, err, "qos %s: no such qos in cluster %s (mtc qos list %s)", run->qos,
                     cluster, cluster);
@@ -386,7 +399,8 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
                 json_t **cfg, mtc_error_t *err)
 {
     struct target t;
-    if (cluster_target(q->ctl, q->cl->id, &t, err) < 0 || charge_check(&t, q->cl->id, run, err) < 0)
+    if (cluster_target(q->ctl, q->cl->id, &t, err) < 0 ||
+        charge_check(&t, q->cl->id, run, q->as ? q->as->name : NULL, err) < 0)
         return -1;
     json_t *recipe = jobs_recipe(q->req, err);
     if (!recipe)

@@ -36,6 +36,8 @@ s = json.load(open(sys.argv[1]))
 u1, g1 = sys.argv[4].split(":")
 s["users"] = [{"name": sys.argv[3], "uid": int(u1), "gid": int(g1)},
               {"name": sys.argv[5], "uid": int(sys.argv[6]), "gid": int(sys.argv[6])}]
+# accounting on: a user's job runs under one of that user's accounts
+s["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True, "accountingStorageEnforce": "associations"}
 json.dump(s, open(sys.argv[2], "w"))
 PY
 chmod 0755 "$D"
@@ -99,6 +101,9 @@ check "  the cluster is RUNNING still" bash -c "mtc cluster list | grep -qE '^tu
 out=$(mtc cluster update tu -f "$D/bad3.json" 2>&1)
 check "a user listed twice: 400 naming the field" grep -q "users\[2\]: user \"$U2\" is listed twice" <<<"$out"
 
+# each user in an account of their own (Slurm refuses a user with none)
+check "accounts ta and tb, $U1 in ta and $U2 in tb" bash -c "mtc accounts create tu ta && mtc accounts create tu tb && mtc users add tu --account ta $U1 && mtc users add tu --account tb $U2"
+
 # --- tokens bound to users ------------------------------------------------------
 T1=$(mtc token create --name tu-one --role editor --user "$U1" | head -1)
 T0=$(mtc token create --name tu-plain --role editor | head -1)
@@ -124,6 +129,8 @@ tcp "$T0" POST "$JOBS?trainingJobId=chosen" "${J%\}},\"user\":\"$U2\"}"
 check "an editor choosing a user: 403" one_line_error 403 "only an admin may choose"
 api POST "$JOBS?trainingJobId=adminroot" "${J%\}},\"user\":\"root\"}"
 check "an admin naming root: 400 (an admin's job without a user runs as root)" one_line_error 400 "uid 0"
+tcp "$T1" POST "$JOBS?trainingJobId=theirs" "${J%\}},\"account\":\"tb\"}"
+check "the bound token naming an account $U1 is not in: 400, one line" one_line_error 400 "account tb: user $U1 is not in it"
 check "nothing was submitted by the refused requests" test "$(squeue -h | wc -l)" = 0
 
 # --- a job as the token's user ----------------------------------------------------
@@ -134,7 +141,8 @@ SJ=$(field '["slurmJobId"]' <"$D/mine.json")
 TD=$(field '["taskDir"]' <"$D/mine.json")
 diag "job $SJ in $TD"
 check "the trainingJob says whom it runs as" test "$(field '["user"]' <"$D/mine.json")" = "$U1"
-check "Slurm's job belongs to $U1" bash -c "[ \"\$(squeue -h -j $SJ -o %u 2>/dev/null || sacct -n -X -j $SJ -o user)\" = $U1 ]"
+check "Slurm's job belongs to $U1, under $U1's account ta" \
+    bash -c "[ \"\$(sacct -n -X -P -j $SJ -o user,account | head -1)\" = '$U1|ta' ]"
 check "its run directory is under $MTC_HOME/users/$U1 and is $U1's" \
     bash -c "case '$TD' in '$MTC_HOME/users/$U1/'*) [ \"\$(stat -c %U '$TD')\" = $U1 ] ;; *) false ;; esac"
 check "  the user's directory: $U1's, 0750, no one else's to enter" \
@@ -155,6 +163,14 @@ check "the user replaces the job's log and metrics with symlinks to a root-only 
 tcp "$T1" GET "$JOBS/mine:metrics"
 check "  :metrics answers, and neither its log tail nor its points hold that file" \
     bash -c "[ '$HTTP_STATUS' = 200 ] && ! grep -q root-only-secret <<<'$BODY'"
+
+# a program of the user's own (a custom task): what it runs as, said by itself
+C=$(python3 -c 'import json; print(json.dumps({"recipe": {"task": "custom", "launch": {"command": ["sh", "-c", "echo whoami=$(id -un) uid=$(id -u)"]}}, "nodeCount": 1, "experimentName": "whoami"}))')
+tcp "$T1" POST "$JOBS?trainingJobId=who" "$C"
+check "a custom task with the bound token: 200" test "$HTTP_STATUS" = 200
+WTD=$(field '["taskDir"]' <<<"$BODY") WSJ=$(field '["slurmJobId"]' <<<"$BODY")
+said() { grep -q "^whoami=$U1 uid=${UG1%%:*}$" "$WTD/$WSJ.log" 2>/dev/null; }
+check "  its program says it runs as $U1 (id -un in the job)" wait_for 90 said
 
 # --- an admin names the user ------------------------------------------------------------
 J2=$(body 400 "\"dataDir\":\"$D/data\",\"experimentName\":\"teamrun2\",\"nodeCount\":1,\"user\":\"$U2\"")
