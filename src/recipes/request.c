@@ -308,6 +308,7 @@ const struct recipe_flag recipe_flags[] = {
     {"partition", "-p", "--partition", 0},
     {"account", "-A", "--account", 0},
     {"qos", "-q", "--qos", 0},
+    {"user", NULL, "--user", 0},
     {"workDir", "-d", "--work-dir", 1},
     {"containerImage", "-i", "--image", 1},
     {"logDir", NULL, "--log-dir", 1},

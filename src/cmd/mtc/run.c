@@ -71,7 +71,7 @@ static json_t *partitions(mtc_error_t *err)
 
 static const char run_use[] =
     "usage: mtc run -s RECIPE [-e slurm|local] [--slurm-type TYPE] [-p PARTITION] [-n NODES]\n"
-    "               [-A|--account ACCOUNT] [-q|--qos QOS]\n"
+    "               [-A|--account ACCOUNT] [-q|--qos QOS] [--user UNIX_USER]\n"
     "       mtc run --command 'PROGRAM ARGS' [--launcher srun|torchrun] [-i IMAGE.sqsh] [-n NODES] ...\n"
     "               [--experiment-name NAME] [-d WORK_DIR] [-i IMAGE.sqsh] [--data-dir DIR]\n"
     "               [--log-dir DIR] [--cache-dir DIR] [--time D-HH:MM:SS]\n"
@@ -87,6 +87,8 @@ static const char run_use[] =
     "  --command: any training program as a job (docs/any-framework.md): one task per\n"
     "  rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (srun), or one torchrun a node;\n"
     "  it runs in this directory and resumes from MTC_CHECKPOINT_DIR.\n"
+    "  --user: mtcd runs the job as that Unix user (an admin's choice; a token bound to a\n"
+    "  user runs its jobs as that user only).\n"
     "  A run that completes registers its final checkpoint as a new version of the model\n"
     "  --model-name (default: the experiment's name) unless the recipe says \"register\": false.\n";
 
@@ -536,6 +538,11 @@ int cmd_run(struct cli *c, int argc, char **argv)
         goto out;
     if (!f.dry_run && (!f.r.executor || strcmp(f.r.executor, "slurm") == 0)) {
         rc = launch_api(c, &f, req);
+        goto out;
+    }
+    if (f.r.user) { /* mtcd runs a job as a user; here it would be you */
+        rc = cli_fail("--user %s: only mtcd runs a job as another user (-e slurm, no --dry-run)",
+                      f.r.user);
         goto out;
     }
     char trainer[PATH_MAX];
