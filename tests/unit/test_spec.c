@@ -586,7 +586,8 @@ static void test_users(void)
                        "\"n2-standard-4\"}}],\"users\":%s}";
     char text[1024];
     snprintf(text, sizeof(text), base, "[{\"name\":\"alice\",\"uid\":2001,\"gid\":2001}]");
-    json_t *ok = cluster_spec_normalize(parse(text), &(mtc_error_t){""});
+    json_t *in = parse(text), *ok = cluster_spec_normalize(in, &(mtc_error_t){""});
+    json_decref(in);
     char args[256];
     CHECK(ok && cluster_users_args(ok, args, sizeof(args)) == 1 && !strcmp(args, "alice:2001:2001"),
           "users: accepted, as mtc-host's arguments");
