@@ -141,8 +141,12 @@ SJ=$(field '["slurmJobId"]' <"$D/mine.json")
 TD=$(field '["taskDir"]' <"$D/mine.json")
 diag "job $SJ in $TD"
 check "the trainingJob says whom it runs as" test "$(field '["user"]' <"$D/mine.json")" = "$U1"
-check "Slurm's job belongs to $U1, under $U1's account ta" \
-    bash -c "[ \"\$(sacct -n -X -P -j $SJ -o user,account | head -1)\" = '$U1|ta' ]"
+# slurmctld says it while the job is queued or runs; sacct once slurmdbd has it
+charged() {
+    [ "$(squeue -h -j "$SJ" -o '%u|%a' 2>/dev/null)" = "$U1|ta" ] ||
+        [ "$(sacct -n -X -P -j "$SJ" -o user,account 2>/dev/null | head -1)" = "$U1|ta" ]
+}
+check "Slurm's job belongs to $U1, under $U1's account ta" wait_for 30 charged
 check "its run directory is under $MTC_HOME/users/$U1 and is $U1's" \
     bash -c "case '$TD' in '$MTC_HOME/users/$U1/'*) [ \"\$(stat -c %U '$TD')\" = $U1 ] ;; *) false ;; esac"
 check "  the user's directory: $U1's, 0750, no one else's to enter" \
