@@ -424,8 +424,8 @@ void model_backward(struct model *m, const float *dlogp)
         // da (M,QKV) = d(qkv)
         struct cpu_attn ao = model_layer_attn(m, l);
         if (m->packed)
-            cpu_attention_backward_pos(a->da, a->db, qkv, att, alse, a->pos, B, T, H, KV, m->hd, &ao,
-                                       a->ascratch, a->aslots);
+            cpu_attention_backward_pos(a->da, a->db, qkv, att, alse, a->pos, B, T, H, KV, m->hd,
+                                       &ao, a->ascratch, a->aslots);
         else
             cpu_attention_backward(a->da, a->db, qkv, att, alse, B, T, H, KV, m->hd, &ao,
                                    a->ascratch, a->aslots);

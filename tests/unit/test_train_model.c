@@ -255,7 +255,8 @@ static void test_attention_packed(int H, int KV, int window, float cap)
     cpu_attention_forward_pos(out, lse, qkv, pos, B, T, H, KV, HD, &ao, scr, slots);
     cpu_attention_backward_pos(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, HD, &ao, scr, slots);
     double eo = 0, el = 0, ed = 0, md = 0;
-    float *o1 = zero_buf((size_t)T * O), *l1 = zero_buf((size_t)H * T), *d1 = zero_buf((size_t)T * W);
+    float *o1 = zero_buf((size_t)T * O), *l1 = zero_buf((size_t)H * T),
+          *d1 = zero_buf((size_t)T * W);
     for (int b = 0; b < B; b++)
         for (int k = 0, t = 0; segs[b][k]; t += segs[b][k++]) {
             int n = segs[b][k];

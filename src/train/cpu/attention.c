@@ -78,8 +78,8 @@ void cpu_rope_pos(float *x, int ld, const float *cos_t, const float *sin_t, cons
     int half = hd / 2;
 #pragma omp parallel for schedule(static) if ((long)M * nheads * hd > CPU_PAR_MIN)
     for (int i = 0; i < M; i++) // a row at position p rotates as row p of a one-sequence row
-        cpu_rope(x + (size_t)i * ld, ld, cos_t + (size_t)pos[i] * half, sin_t + (size_t)pos[i] * half,
-                 1, 1, nheads, hd, inverse);
+        cpu_rope(x + (size_t)i * ld, ld, cos_t + (size_t)pos[i] * half,
+                 sin_t + (size_t)pos[i] * half, 1, 1, nheads, hd, inverse);
 }
 
 /* Query rows per tile: scores of a tile are a (QTILE, keys) block in scratch. */
@@ -208,9 +208,8 @@ static void attention_forward(float *out, float *lse, const float *qkv, const in
                     masked_softmax(s, R, n, r0, klo, o.window, o.softcap, NULL,
                                    lse + ((size_t)b * H + h) * T + r0, NULL);
                     // out (R,hd) = p (R,n) @ v (n,hd)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, s, n,
-                                v0, ld, 0.0f, out + ((size_t)b * T + r0) * ldo + (size_t)h * hd,
-                                ldo);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, s, n, v0,
+                                ld, 0.0f, out + ((size_t)b * T + r0) * ldo + (size_t)h * hd, ldo);
                 }
             }
 }
