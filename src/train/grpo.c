@@ -239,6 +239,7 @@ static int load_prompts(struct grpo *g, const char *path, mtc_error_t *err)
             q->answer = strdup(an);
             q->ids = cs.ids;
             q->nids = (int)cs.n;
+            free(cs.train); // the prompt's mask is not kept
             memset(&cs, 0, sizeof cs);
         }
         json_decref(o);
