@@ -97,7 +97,7 @@ for s in (1, 3):
     pb = array.array("f", open(b + "/step_%08d/params.bin" % s, "rb").read())
     d = max(abs(p - q) for p, q in zip(pa, pb))
     print("# after step %d: max |w_packed - w_padded| = %.3g" % (s, d))
-    assert d < 2e-5, d
+    assert d < 1e-4, d  # AdamW: ~lr x the relative float noise of tiny gradients
 PY
 
 # --- inner steps: off-policy updates clip
