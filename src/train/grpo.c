@@ -2,7 +2,8 @@
  * step samples G completions of P prompts from the current policy with the KV-cache engine
  * (gen.c), scores them in an environment (grpo_env.c), turns rewards into per-group
  * advantages, and takes clipped policy-ratio updates with a k3 KL penalty to a frozen
- * reference, averaged over generated tokens only. docs/rl.md. */
+ * reference, averaged over generated tokens only. The training pass packs the step's
+ * sequences into as few rows of --seq as fit (model_forward_packed). docs/rl.md. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -36,6 +37,7 @@ enum {
     S_TRAIN_TOK,
     S_LPERR,
     S_LOSS,
+    S_ROWS,
     S_N
 };
 
@@ -54,12 +56,16 @@ struct grpo {
     struct gen_seq **sp;
     char **text; // (rows) decoded completions
     const char **pr, **an;
-    int32_t *x, *y;                        // (rows, T)
-    float *w, *lp_old, *lp_ref, *lp, *dlp; // (rows, T)
-    float *adv, *reward;                   // (rows)
-    int *correct;                          // (rows)
-    double s[S_N];                         // last step's sums
-    double ratio_dev;                      // max |ratio - 1| of the first update on this rank
+    int32_t *x, *y, *tpos;             // (rows, T); tpos: positions when packing
+    float *w, *advt, *lp_old, *lp_ref; // (rows, T); advt: the advantage of each token
+    float *lp, *dlp;                   // (micro, T)
+    float *adv, *reward;               // (rows)
+    int *correct;                      // (rows)
+    size_t *place;                     // (rows) first token of sequence i in x
+    int *fill;                         // (rows) columns taken in each packed row
+    int nrows, cols;  // the shape of x in use: fewer rows when packed, of cols <= --seq
+    double s[S_N];    // last step's sums
+    double ratio_dev; // max |ratio - 1| of the first update on this rank
     int has_met;
 };
 
@@ -77,6 +83,7 @@ void grpo_config_default(struct grpo_config *c)
     c->leave_one_out = 1;
     c->std_norm = 1;
     c->inner = 1;
+    c->pack = 1;
 }
 
 /* ---- the loss ---- */
@@ -116,16 +123,25 @@ double grpo_token_loss(double lp, double lp_old, double lp_ref, double adv,
     return pg + c->beta * k;
 }
 
-int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const float *w,
-                    const float *lp_old, const float *lp_ref, const float *adv, int B, int T,
-                    double norm, const struct grpo_config *c, int backward, float *lp, float *dlogp,
-                    double st[4], mtc_error_t *err)
+/* The forward of rows x, y (B,T) (packed when pos is given); -1 with err when refused. */
+static int forward(struct model *m, const int32_t *x, const int32_t *y, const int32_t *pos, int B,
+                   int T, mtc_error_t *err)
 {
     errno = 0;
-    float l = model_forward(m, x, y, NULL, 0, B, T);
+    float l = model_forward_packed(m, x, y, NULL, 0, pos, B, T);
     if (isnan(l) && errno == EINVAL)
         return errprintf(err, "model forward rejected the batch: token id >= vocab_size %d",
                          model_cfg(m)->vocab_size);
+    return 0;
+}
+
+int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const int32_t *pos,
+                    const float *w, const float *lp_old, const float *lp_ref, const float *adv,
+                    int B, int T, double norm, const struct grpo_config *c, int backward, float *lp,
+                    float *dlogp, double st[4], mtc_error_t *err)
+{
+    if (forward(m, x, y, pos, B, T, err) < 0)
+        return -1;
     model_token_logprobs(m, lp);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -135,7 +151,7 @@ int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const f
                 continue;
             double d, kl;
             int clipped;
-            double v = grpo_token_loss(lp[i], lp_old[i], lp_ref[i], adv[b], c, &d, &clipped, &kl);
+            double v = grpo_token_loss(lp[i], lp_old[i], lp_ref[i], adv[i], c, &d, &clipped, &kl);
             st[0] += v / norm;
             st[1] += kl;
             st[2] += clipped;
@@ -223,6 +239,7 @@ static int load_prompts(struct grpo *g, const char *path, mtc_error_t *err)
             q->answer = strdup(an);
             q->ids = cs.ids;
             q->nids = (int)cs.n;
+            free(cs.train); // the prompt's mask is not kept
             memset(&cs, 0, sizeof cs);
         }
         json_decref(o);
@@ -233,7 +250,6 @@ static int load_prompts(struct grpo *g, const char *path, mtc_error_t *err)
         rc = errprintf(err, "%s: no prompts", path);
     return rc;
 }
-
 
 /* The prompt at global position q: epoch order from (seed, epoch) when shuffling. */
 static const struct gprompt *prompt_at(struct grpo *g, uint64_t q)
@@ -302,7 +318,11 @@ struct grpo *grpo_create(const struct grpo_config *c, struct model *policy, mtc_
     g->an = calloc(rows, sizeof *g->an);
     g->x = malloc(RT * sizeof *g->x);
     g->y = malloc(RT * sizeof *g->y);
+    g->tpos = malloc(RT * sizeof *g->tpos);
     g->w = malloc(RT * sizeof *g->w);
+    g->advt = malloc(RT * sizeof(float));
+    g->place = malloc(rows * sizeof *g->place);
+    g->fill = malloc(rows * sizeof *g->fill);
     g->lp_old = malloc(RT * sizeof(float));
     g->lp_ref = malloc(RT * sizeof(float));
     g->lp = malloc((size_t)c->micro * c->seq * sizeof(float));
@@ -310,8 +330,9 @@ struct grpo *grpo_create(const struct grpo_config *c, struct model *policy, mtc_
     g->adv = malloc(rows * sizeof(float));
     g->reward = malloc(rows * sizeof(float));
     g->correct = malloc(rows * sizeof(int));
-    if (!g->perm || !g->seqs || !g->sp || !g->text || !g->pr || !g->an || !g->x || !g->y || !g->w ||
-        !g->lp_old || !g->lp_ref || !g->lp || !g->dlp || !g->adv || !g->reward || !g->correct) {
+    if (!g->perm || !g->seqs || !g->sp || !g->text || !g->pr || !g->an || !g->x || !g->y ||
+        !g->tpos || !g->w || !g->advt || !g->place || !g->fill || !g->lp_old || !g->lp_ref ||
+        !g->lp || !g->dlp || !g->adv || !g->reward || !g->correct) {
         errprintf(err, "out of memory");
         goto error;
     }
@@ -350,7 +371,11 @@ void grpo_destroy(struct grpo *g)
     free(g->an);
     free(g->x);
     free(g->y);
+    free(g->tpos);
     free(g->w);
+    free(g->advt);
+    free(g->place);
+    free(g->fill);
     free(g->lp_old);
     free(g->lp_ref);
     free(g->lp);
@@ -430,22 +455,80 @@ static int rollout(struct grpo *g, int64_t step, mtc_error_t *err)
     return gen_run(g->ge, g->sp, g->rows, err);
 }
 
-/* Rows (x, y, mask over generated targets) of the sampled sequences. */
+/* Token t of sequence q (prompt, then completion). */
+static int32_t seq_tok(const struct gen_seq *q, int t)
+{
+    return t < q->nprompt ? q->prompt[t] : q->out[t - q->nprompt];
+}
+
+/* Training columns of sequence i: its tokens but the last (each predicts the next); at most
+ * --seq since a sequence has at most --seq + 1 positions. */
+static int seq_cols(const struct grpo *g, int i)
+{
+    int n = g->seqs[i].nprompt + g->seqs[i].nout - 1;
+    return n < g->c.seq ? n : g->c.seq;
+}
+
+/* Where each sequence goes (place) and the rows' shape (nrows, cols): padded, sequence i
+ * alone in row i of --seq; packed, first fit into as few rows of --seq as hold them, in
+ * sequence order, the rows then cut to the longest one's columns. */
+static void place_rows(struct grpo *g)
+{
+    int T = g->c.seq, *used = g->fill;
+    g->nrows = g->c.pack ? 0 : g->rows;
+    g->cols = g->c.pack ? 1 : T;
+    for (int i = 0; i < g->rows; i++) {
+        if (!g->c.pack) {
+            g->place[i] = (size_t)i * T;
+            continue;
+        }
+        int n = seq_cols(g, i), r = 0;
+        while (r < g->nrows && used[r] + n > T)
+            r++;
+        if (r == g->nrows)
+            used[g->nrows++] = 0;
+        g->place[i] = (size_t)r * T + used[r]; // row r, column used[r] (rows of T for now)
+        used[r] += n;
+        g->cols = used[r] > g->cols ? used[r] : g->cols;
+    }
+    if (g->c.pack)
+        for (int i = 0; i < g->rows; i++)
+            g->place[i] = g->place[i] / T * g->cols + g->place[i] % T;
+}
+
+/* Rows (x, y, mask over generated targets, each token's advantage, positions) of the sampled
+ * sequences as place_rows laid them out. Free columns are padding: no target, weight 0; packed,
+ * the padding at a row's end is a sequence of its own (positions from 0). */
 static void fill_rows(struct grpo *g)
 {
-    int T = g->c.seq;
+    place_rows(g);
+    int T = g->cols;
+    size_t RT = (size_t)g->nrows * T;
+    for (size_t k = 0; k < RT; k++) {
+        g->x[k] = 0;
+        g->y[k] = -1;
+        g->w[k] = 0;
+        g->advt[k] = 0;
+        g->tpos[k] = -1;
+    }
     for (int i = 0; i < g->rows; i++) {
         const struct gen_seq *q = &g->seqs[i];
-        int n = q->nprompt + q->nout;
-        for (int t = 0; t < T; t++) {
-            size_t k = (size_t)i * T + t;
-            int real = t + 1 < n;
-            int32_t a = t < q->nprompt ? q->prompt[t] : q->out[t - q->nprompt];
-            g->x[k] = real ? a : 0;
-            g->y[k] =
-                real ? (t + 1 < q->nprompt ? q->prompt[t + 1] : q->out[t + 1 - q->nprompt]) : -1;
-            g->w[k] = real && t + 1 >= q->nprompt ? 1.0f : 0.0f;
+        for (int t = 0, n = seq_cols(g, i); t < n; t++) {
+            size_t k = g->place[i] + (size_t)t;
+            g->x[k] = seq_tok(q, t);
+            g->y[k] = seq_tok(q, t + 1);
+            g->w[k] = t + 1 >= q->nprompt ? 1.0f : 0.0f;
+            g->advt[k] = g->adv[i];
+            g->tpos[k] = t;
         }
+    }
+    for (size_t k = 0, pad = 0; k < RT; k++) { // pad: the previous column is padding
+        if (k % T == 0)
+            pad = 0;
+        if (g->tpos[k] >= 0)
+            pad = 0;
+        else
+            g->tpos[k] = pad++ ? g->tpos[k - 1] + 1 : 0;
     }
 }
 
@@ -453,14 +536,12 @@ static void fill_rows(struct grpo *g)
  * first update's ratio is exactly 1). */
 static int logprobs(struct grpo *g, struct model *m, float *out, mtc_error_t *err)
 {
-    int M = g->c.micro, T = g->c.seq;
-    for (int r0 = 0; r0 < g->rows; r0 += M) {
+    int M = g->c.micro, T = g->cols;
+    for (int r0 = 0; r0 < g->nrows; r0 += M) {
         size_t o = (size_t)r0 * T;
-        errno = 0;
-        float l = model_forward(m, g->x + o, g->y + o, NULL, 0, M, T);
-        if (isnan(l) && errno == EINVAL)
-            return errprintf(err, "model forward rejected the batch: token id >= vocab_size %d",
-                             model_cfg(m)->vocab_size);
+        if (forward(m, g->x + o, g->y + o, g->c.pack ? g->tpos + o : NULL,
+                    g->nrows - r0 < M ? g->nrows - r0 : M, T, err) < 0)
+            return -1;
         model_token_logprobs(m, out + o);
     }
     return 0;
@@ -498,11 +579,11 @@ int grpo_step(struct grpo *g, struct model *m, struct opt_state *opt, const stru
     if (bad > 0)
         return errprintf(err, "the environment failed on another rank");
     grpo_advantages(g->reward, g->rows, g->c.gens, g->c.leave_one_out, g->c.std_norm, g->adv);
-    fill_rows(g);
     double t1 = gen_now();
+    fill_rows(g);
     if (logprobs(g, m, g->lp_old, err) < 0 || logprobs(g, g->ref, g->lp_ref, err) < 0)
         return -1;
-    int T = g->c.seq, M = g->c.micro;
+    int T = g->cols, M = g->c.micro;
     double ntok = 0;
     for (int i = 0; i < g->rows; i++) {
         const struct gen_seq *q = &g->seqs[i];
@@ -514,14 +595,15 @@ int grpo_step(struct grpo *g, struct model *m, struct opt_state *opt, const stru
         s[S_TRAIN_TOK] += q->nprompt + q->nout - 1;
         for (int t = 0; t < q->nout; t++)
             s[S_NEGLP] -= q->logprob[t];
-        for (int t = 0; t < T; t++)
-            if (g->w[(size_t)i * T + t] != 0) {
+        for (int t = 0, n = seq_cols(g, i); t < n; t++)
+            if (g->w[g->place[i] + t] != 0) {
                 ntok += 1;
                 // the sampler's log-prob (KV cache) vs the training forward's
                 s[S_LPERR] +=
-                    fabs((double)q->logprob[t + 1 - q->nprompt] - g->lp_old[(size_t)i * T + t]);
+                    fabs((double)q->logprob[t + 1 - q->nprompt] - g->lp_old[g->place[i] + t]);
             }
     }
+    s[S_ROWS] = g->nrows;
     // every token of the global batch counts once: the summed gradient is the global mean
     double N = ntok;
     dist_allreduce_sum_d(&N, 1);
@@ -531,10 +613,12 @@ int grpo_step(struct grpo *g, struct model *m, struct opt_state *opt, const stru
     for (int k = 0; k < g->c.inner; k++) {
         model_zero_grad(m);
         double st[4] = {0};
-        for (int r0 = 0; r0 < g->rows; r0 += M) {
+        for (int r0 = 0; r0 < g->nrows; r0 += M) {
             size_t o = (size_t)r0 * T;
-            if (grpo_loss_batch(m, g->x + o, g->y + o, g->w + o, g->lp_old + o, g->lp_ref + o,
-                                g->adv + r0, M, T, N, &g->c, 1, g->lp, g->dlp, st, err) < 0)
+            if (grpo_loss_batch(m, g->x + o, g->y + o, g->c.pack ? g->tpos + o : NULL, g->w + o,
+                                g->lp_old + o, g->lp_ref + o, g->advt + o,
+                                g->nrows - r0 < M ? g->nrows - r0 : M, T, N, &g->c, 1, g->lp,
+                                g->dlp, st, err) < 0)
                 return -1;
         }
         if (k == 0) {
@@ -589,6 +673,7 @@ void grpo_metrics(const struct grpo *g, json_t *f)
     json_object_set_new(f, "ratio_max_deviation", json_real(g->ratio_dev));
     json_object_set_new(f, "gen_s", json_real(gs));
     json_object_set_new(f, "train_s", json_real(ts));
+    json_object_set_new(f, "train_rows", json_real(s[S_ROWS]));
 }
 
 void grpo_summary(const struct grpo *g, char *buf, size_t len)

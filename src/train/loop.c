@@ -21,7 +21,7 @@ struct targs {
     double lr, min_lr, wd, clip, dpo_beta;
     // --mode grpo
     const char *env, *env_cmd;
-    int prompts, gens, max_new, inner, loo, std_norm;
+    int prompts, gens, max_new, inner, loo, std_norm, no_pack;
     double temperature, clip_low, clip_high, kl_beta;
 };
 
@@ -73,6 +73,9 @@ static const struct optdef train_opts[] = {
     {"inner-steps", O_INT, F(inner), "GRPO: updates per batch of rollouts (1)"},
     {"env", O_STR, F(env), "GRPO: arithmetic | countdown | command (arithmetic)"},
     {"env-command", O_STR, F(env_cmd), "GRPO: the verifier of --env command (sh -c)"},
+    {"no-pack", O_FLAG, F(no_pack),
+     "GRPO: train one sequence per row padded to --seq (default: "
+     "pack several per row)"},
 };
 #define NOPTS (int)(sizeof train_opts / sizeof train_opts[0])
 
@@ -582,6 +585,7 @@ static int create_grpo(struct run *r, mtc_error_t *err)
     c.std_norm = a->std_norm;
     c.env = a->env;
     c.env_cmd = a->env_cmd;
+    c.pack = !a->no_pack;
     r->grpo = grpo_create(&c, r->m, err);
     return r->grpo ? 0 : -1;
 }

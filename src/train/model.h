@@ -127,6 +127,17 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err);
  * larger). Returns NAN with errno EINVAL (token id out of range, T > max_seq) or ENOMEM. */
 float model_forward(struct model *m, const int32_t *x, const int32_t *y, const float *w,
                     float loss_norm, int B, int T);
+/* model_forward over rows that each hold several sequences (packing, GRPO's training pass):
+ * pos (B,T) is each token's position within its sequence — 0 where a sequence starts, else
+ * the previous token's + 1; every row starts with 0. A token sees only the earlier tokens
+ * of its own sequence (block-diagonal causal attention; keys of other sequences are never
+ * multiplied) at its own position (GPT-2's wpe row, RoPE angle), so each sequence's
+ * log-probs and gradients are those of running it alone, up to float summation order.
+ * pos NULL is model_forward. The following model_backward uses the same packing. Returns
+ * NAN with errno EINVAL on a pos that breaks those rules; model_last_logits gives each
+ * row's last column. */
+float model_forward_packed(struct model *m, const int32_t *x, const int32_t *y, const float *w,
+                           float loss_norm, const int32_t *pos, int B, int T);
 /* Per-token log-probs of y after a forward with y: out (B,T) = log p(y_t | x_<=t). */
 void model_token_logprobs(const struct model *m, float *out);
 /* Backward of the last forward (which must have had y); ACCUMULATES into grads (for

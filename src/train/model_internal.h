@@ -66,6 +66,7 @@ struct acts {
     float *qkn, *qkr;   // (L, M, (H+KV)*hd) q,k before the QK-norm; (L, M, H+KV) its rstd
     float *dc;          // (M, C) gradient scratch (post-norms)
     int32_t *x, *y; // (M) inputs of the last forward
+    int32_t *pos;   // (M) positions of the last packed forward (model_forward_packed)
     void *block;
     float *ascratch; // attention scratch: aslots per-thread slots sized for cap_t
     int aslots;
@@ -83,6 +84,7 @@ struct model {
     size_t (*loff)[R_NROLES]; // per layer
     struct acts a;
     int B, T, has_y, has_logits; // last forward
+    int packed;                  // the last forward had positions (a->pos)
 };
 
 /* Parameter (or gradient, with base = m->grads) of a role; layer -1 for globals.

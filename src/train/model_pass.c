@@ -94,7 +94,7 @@ int model_reserve(struct model *m, int B, int T, mtc_error_t *err)
         {&a->patt, pn * L * Mz * C}, {&a->pff, pn * L * Mz * C}, {&a->rstdpa, pn * L * Mz},
         {&a->rstdpf, pn * L * Mz}, {&a->qkn, qn * L * Mz * nqk * m->hd}, {&a->qkr, qn * L * Mz * nqk},
         {&a->dc, pn * Mz * C},
-        {(float **)&a->x, Mz}, {(float **)&a->y, Mz},
+        {(float **)&a->x, Mz}, {(float **)&a->y, Mz}, {(float **)&a->pos, Mz},
     };
     // the products above stay < 2^59 within the MODEL_MAX_* bounds and B*T < 2^29;
     // the sum and the byte count are checked all the same
@@ -184,8 +184,40 @@ static void post_norm_add(const struct model *m, float *out, float *rstd, const 
         out[i] += resid[i];
 }
 
+/* 1 when pos (B,T) is a valid packing: each row starts a sequence, and a position is 0
+ * (a new sequence) or the previous one + 1. */
+static int packing_ok(const int32_t *pos, int B, int T)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int32_t p = pos[(size_t)b * T + t];
+            if (p != 0 && (t == 0 || p != pos[(size_t)b * T + t - 1] + 1))
+                return 0;
+        }
+    return 1;
+}
+
+/* Rotate the q and k heads of x (B,T rows of the last forward's shape, stride qkv) for
+ * their positions: the column within the row, or a->pos when packed. inverse: backward. */
+static void rope(const struct model *m, float *x, int local, int inverse)
+{
+    const struct acts *a = &m->a;
+    const float *cs = local ? a->rcos_l : a->rcos, *sn = local ? a->rsin_l : a->rsin;
+    int nh = m->cfg.n_head + m->cfg.n_kv_head;
+    if (m->packed)
+        cpu_rope_pos(x, m->qkv, cs, sn, a->pos, m->B * m->T, nh, m->hd, inverse);
+    else
+        cpu_rope(x, m->qkv, cs, sn, m->B, m->T, nh, m->hd, inverse);
+}
+
 float model_forward(struct model *m, const int32_t *x, const int32_t *y, const float *w,
                     float loss_norm, int B, int T)
+{
+    return model_forward_packed(m, x, y, w, loss_norm, NULL, B, T);
+}
+
+float model_forward_packed(struct model *m, const int32_t *x, const int32_t *y, const float *w,
+                           float loss_norm, const int32_t *pos, int B, int T)
 {
     const struct model_config *c = &m->cfg;
     struct acts *a = &m->a;
@@ -200,6 +232,10 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
             errno = EINVAL;
             return NAN;
         }
+    if (pos && !packing_ok(pos, B, T)) {
+        errno = EINVAL;
+        return NAN;
+    }
     if (B > a->cap_b) {
         float *last = realloc(a->last, (size_t)B * Vp * sizeof(float));
         if (!last) {
@@ -212,11 +248,20 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
     memcpy(a->x, x, M * sizeof(int32_t));
     for (int i = 0; i < M; i++)
         a->y[i] = y ? y[i] : -1;
+    m->packed = pos != NULL;
+    m->B = B;
+    m->T = T;
+    if (pos)
+        memcpy(a->pos, pos, M * sizeof(int32_t));
     float *P = m->params;
     size_t MC = (size_t)M * C;
 
-    cpu_embedding_forward(a->res, x, model_par(m, P, -1, R_WTE), model_par(m, P, -1, R_WPE), B, T,
-                          C);
+    if (pos)
+        cpu_embedding_forward_pos(a->res, x, pos, model_par(m, P, -1, R_WTE),
+                                  model_par(m, P, -1, R_WPE), M, C);
+    else
+        cpu_embedding_forward(a->res, x, model_par(m, P, -1, R_WTE), model_par(m, P, -1, R_WPE), B,
+                              T, C);
     if (fm->embed_scale)
         cpu_scale(a->res, (long)MC, sqrtf((float)C));
     for (int l = 0; l < c->n_layer; l++) {
@@ -238,9 +283,12 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
                                  model_par(m, P, l, R_KN_W), M, H, KV, m->hd, c->norm_eps);
         struct cpu_attn ao = model_layer_attn(m, l);
         if (fm->rope) // rotate q and k heads (the first H+KV heads of each row)
-            cpu_rope(qkv, m->qkv, ao.window ? a->rcos_l : a->rcos, ao.window ? a->rsin_l : a->rsin,
-                     B, T, H + KV, m->hd, 0);
-        cpu_attention_forward(att, alse, qkv, B, T, H, KV, m->hd, &ao, a->ascratch, a->aslots);
+            rope(m, qkv, ao.window, 0);
+        if (pos)
+            cpu_attention_forward_pos(att, alse, qkv, pos, B, T, H, KV, m->hd, &ao, a->ascratch,
+                                      a->aslots);
+        else
+            cpu_attention_forward(att, alse, qkv, B, T, H, KV, m->hd, &ao, a->ascratch, a->aslots);
         if (fm->post_norms) { // res2 (M,C) = in + norm(att @ Wo^T)
             float *patt = a->patt + l * MC;
             cpu_matmul_forward(patt, C, NULL, att, model_par(m, P, l, R_PROJ_W), NULL, M, C, m->q);
@@ -267,8 +315,6 @@ float model_forward(struct model *m, const int32_t *x, const int32_t *y, const f
     model_norm_forward(m, a->lnf, a->meanf, a->rstdf, a->res + c->n_layer * MC,
                        model_par(m, P, -1, R_LNF_W), model_par(m, P, -1, R_LNF_B), M);
     const float *wlm = model_par(m, P, -1, R_LM_HEAD);
-    m->B = B;
-    m->T = T;
     if (!y) {
         // Sampling: only the last position of each sequence needs logits.
         for (int b = 0; b < B; b++)
@@ -377,11 +423,14 @@ void model_backward(struct model *m, const float *dlogp)
                             datt, C, att, model_par(m, P, l, R_PROJ_W), M, C, m->q);
         // da (M,QKV) = d(qkv)
         struct cpu_attn ao = model_layer_attn(m, l);
-        cpu_attention_backward(a->da, a->db, qkv, att, alse, B, T, H, KV, m->hd, &ao, a->ascratch,
-                               a->aslots);
+        if (m->packed)
+            cpu_attention_backward_pos(a->da, a->db, qkv, att, alse, a->pos, B, T, H, KV, m->hd,
+                                       &ao, a->ascratch, a->aslots);
+        else
+            cpu_attention_backward(a->da, a->db, qkv, att, alse, B, T, H, KV, m->hd, &ao,
+                                   a->ascratch, a->aslots);
         if (fm->rope) // back through the rotation: apply its transpose
-            cpu_rope(a->da, m->qkv, ao.window ? a->rcos_l : a->rcos, ao.window ? a->rsin_l : a->rsin,
-                     B, T, H + KV, m->hd, 1);
+            rope(m, a->da, ao.window, 1);
         if (fm->qk_norm)
             cpu_headnorm_backward(
                 a->da, m->qkv, model_par(m, G, l, R_QN_W), model_par(m, G, l, R_KN_W),
@@ -395,8 +444,12 @@ void model_backward(struct model *m, const float *dlogp)
     }
     if (fm->embed_scale)
         cpu_scale(a->dres, (long)MC, sqrtf((float)C));
-    cpu_embedding_backward(model_par(m, G, -1, R_WTE), model_par(m, G, -1, R_WPE), a->dres, a->x, B,
-                           T, C);
+    if (m->packed)
+        cpu_embedding_backward_pos(model_par(m, G, -1, R_WTE), model_par(m, G, -1, R_WPE), a->dres,
+                                   a->x, a->pos, M, C);
+    else
+        cpu_embedding_backward(model_par(m, G, -1, R_WTE), model_par(m, G, -1, R_WPE), a->dres,
+                               a->x, B, T, C);
 }
 
 const float *model_logits(const struct model *m)

@@ -294,9 +294,12 @@ struct grpo_config {
     int std_norm;            // divide advantages by the group's std when it is > 0
     const char *env;         // "arithmetic" | "countdown" | "command"
     const char *env_cmd;     // the command (sh -c) of env "command"
+    int pack;                // 1: training rows hold several sequences (first fit into --seq);
+                             // 0 (--no-pack): one sequence per row, padded to --seq
 };
 /* NeMo-RL's defaults where they apply (docs/rl.md): G 8 (NeMo-RL 16), P 8 (32), β 0.01,
- * ε 0.2/0.2, leave-one-out and std normalization on, temperature 1, 16 new tokens. */
+ * ε 0.2/0.2, leave-one-out and std normalization on, temperature 1, 16 new tokens; packing
+ * on. */
 void grpo_config_default(struct grpo_config *c);
 struct grpo;
 /* Load and render the prompts, the frozen reference model and a generation engine over
@@ -327,13 +330,15 @@ int grpo_set_pos(struct grpo *g, const struct loader_pos *pos, mtc_error_t *err)
  * when the clipped branch was taken; *kl the (clamped) k3. */
 double grpo_token_loss(double lp, double lp_old, double lp_ref, double adv,
                        const struct grpo_config *c, double *dlp, int *clipped, double *kl);
-/* Forward rows x,y (B,T) with mask w (1 on generated targets) through m; st[0] += sum of
- * token losses / norm, st[1] += k3, st[2] += clipped tokens, st[3] = max |ratio - 1|; with
- * backward, the gradient is ACCUMULATED into m's. lp, dlogp: (B,T) scratch. 0/-1. */
-int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const float *w,
-                    const float *lp_old, const float *lp_ref, const float *adv, int B, int T,
-                    double norm, const struct grpo_config *c, int backward, float *lp, float *dlogp,
-                    double st[4], mtc_error_t *err);
+/* Forward rows x,y (B,T) with mask w (1 on generated targets) through m — packed rows
+ * when pos (B,T) gives each token's position in its sequence (model_forward_packed), else
+ * NULL; adv (B,T) is each token's advantage (its sequence's); st[0] += sum of token losses
+ * / norm, st[1] += k3, st[2] += clipped tokens, st[3] = max |ratio - 1|; with backward, the
+ * gradient is ACCUMULATED into m's. lp, dlogp: (B,T) scratch. 0/-1. */
+int grpo_loss_batch(struct model *m, const int32_t *x, const int32_t *y, const int32_t *pos,
+                    const float *w, const float *lp_old, const float *lp_ref, const float *adv,
+                    int B, int T, double norm, const struct grpo_config *c, int backward, float *lp,
+                    float *dlogp, double st[4], mtc_error_t *err);
 /* Advantages of n rewards in groups of G (n a multiple of G). Identical rewards in a
  * group give exactly 0. */
 void grpo_advantages(const float *reward, int n, int G, int leave_one_out, int std_norm,

@@ -3,7 +3,8 @@
 # arithmetic environment raises accuracy (the curve is printed; a conservative rise is
 # asserted); on-policy the first update's ratio is exactly 1; every metric reaches
 # metrics.jsonl and TensorBoard; a run stopped by SIGTERM and resumed is bitwise equal to a
-# straight one; 2 MPI ranks match 1; the countdown environment and the built-in prompt sets
+# straight one; packed training rows match padded ones (rewards, losses within 1e-5, weights);
+# 2 MPI ranks match 1; the countdown environment and the built-in prompt sets
 # run; a failing or lying environment command fails the step with one line and leaves the
 # checkpoints as they were.
 . "$(dirname "$0")/lib.sh"
@@ -66,6 +67,38 @@ assert all(x["ratio_max_deviation"] == 0 and x["clip_fraction"] == 0 for x in m)
 PY
 check "TensorBoard events carry the GRPO metrics" grep -qa "train/reward_mean" "$D"/learn/events.out.tfevents.*
 check "the reference model is kept next to the checkpoints" test -e "$D/learn/reference/step_00000000/DONE"
+
+# --- packing: the step's sequences several to a training row (the default) = one padded
+# row each (--no-pack), on the same seeds; --seq 64 leaves room for two sequences a row
+K=("${G[@]}" --seq 64 --max-new-tokens 8 --steps 3 --checkpoint-every 1 --prompts-per-step 8
+   --generations-per-prompt 8 --micro-batch 16)
+mtc-train "${K[@]}" --checkpoint-dir "$D/packed" >/dev/null 2>&1
+check "packed run" test -e "$D/packed/step_00000003/DONE"
+mtc-train "${K[@]}" --no-pack --checkpoint-dir "$D/padded" >/dev/null 2>&1
+check "padded run (--no-pack)" test -e "$D/padded/step_00000003/DONE"
+check "packed = padded: rewards identical, losses within 1e-5, weights after each step close" \
+    python3 - "$D/packed" "$D/padded" <<'PY'
+import array, json, sys
+a, b = sys.argv[1], sys.argv[2]
+ma = [json.loads(l) for l in open(a + "/metrics.jsonl")]
+mb = [json.loads(l) for l in open(b + "/metrics.jsonl")]
+assert len(ma) == len(mb) == 3
+for x, y in zip(ma, mb):
+    for k in ["reward_mean", "accuracy", "response_length"]:  # the same completions
+        assert x[k] == y[k], (k, x[k], y[k])
+    assert abs(x["entropy"] - y["entropy"]) <= 1e-5, (x["entropy"], y["entropy"])
+    assert abs(x["loss"] - y["loss"]) <= 1e-5, (x["loss"], y["loss"])
+    assert x["ratio_max_deviation"] == 0 == y["ratio_max_deviation"]
+    assert y["train_rows"] == 64 and x["train_rows"] < 48, (x["train_rows"], y["train_rows"])
+    print("# step %d: loss %.9f vs %.9f, rows %d vs %d, train %.2f s vs %.2f s" % (
+        x["step"], x["loss"], y["loss"], x["train_rows"], y["train_rows"], x["train_s"], y["train_s"]))
+for s in (1, 3):
+    pa = array.array("f", open(a + "/step_%08d/params.bin" % s, "rb").read())
+    pb = array.array("f", open(b + "/step_%08d/params.bin" % s, "rb").read())
+    d = max(abs(p - q) for p, q in zip(pa, pb))
+    print("# after step %d: max |w_packed - w_padded| = %.3g" % (s, d))
+    assert d < 1e-4, d  # AdamW: ~lr x the relative float noise of tiny gradients
+PY
 
 # --- inner steps: off-policy updates clip
 mtc-train "${G[@]}" --steps 3 --prompts-per-step 4 --generations-per-prompt 4 --micro-batch 16 \

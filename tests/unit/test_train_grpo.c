@@ -2,8 +2,8 @@
  * batch loss's parameter gradient against finite differences on a tiny model (clipped and
  * unclipped tokens, both signs of advantage, the KL term), group advantages (leave-one-out,
  * std normalization; identical rewards give exactly 0 and so a zero policy gradient),
- * on-policy ratio exactly 1, and the built-in and command environments' rewards and
- * failures. */
+ * on-policy ratio exactly 1, packed rows = padded rows, and the built-in and command
+ * environments' rewards and failures. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,7 +74,7 @@ static void batch_gradient(void)
     enum { B = 3, T = 10 };
     int32_t x[B * T], y[B * T];
     float w[B * T], lp0[B * T], old[B * T], ref[B * T], lp[B * T], dl[B * T];
-    float adv[B] = {1.3f, -0.7f, 0.4f};
+    float advs[B] = {1.3f, -0.7f, 0.4f}, adv[B * T];
     uint64_t s = 11;
     for (int i = 0; i < B * T; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -85,6 +85,7 @@ static void batch_gradient(void)
             int i = b * T + t;
             y[i] = t + 1 < T ? x[i + 1] : (int32_t)((b * 37 + 5) % 200);
             w[i] = t >= 4 && !(b == 2 && t == 9) ? 1.0f : 0.0f; // prompt, padding masked
+            adv[i] = advs[b];
         }
     model_forward(m, x, y, NULL, 0, B, T);
     model_token_logprobs(m, lp0);
@@ -97,7 +98,7 @@ static void batch_gradient(void)
     struct grpo_config c = cfg(0.1f);
     double st[4] = {0};
     model_zero_grad(m);
-    grpo_loss_batch(m, x, y, w, old, ref, adv, B, T, 17.0, &c, 1, lp, dl, st, NULL);
+    grpo_loss_batch(m, x, y, NULL, w, old, ref, adv, B, T, 17.0, &c, 1, lp, dl, st, NULL);
     CHECK(st[2] > 0, "some tokens are clipped (%.0f)", st[2]);
     size_t n = model_nparams(m);
     float *g = malloc(n * sizeof *g), *p = model_params(m);
@@ -111,9 +112,9 @@ static void batch_gradient(void)
         float keep = p[best], h = 1e-2f * fmaxf(fabsf(keep), 0.05f);
         double sp[4] = {0}, sm[4] = {0};
         p[best] = keep + h;
-        grpo_loss_batch(m, x, y, w, old, ref, adv, B, T, 17.0, &c, 0, lp, dl, sp, NULL);
+        grpo_loss_batch(m, x, y, NULL, w, old, ref, adv, B, T, 17.0, &c, 0, lp, dl, sp, NULL);
         p[best] = keep - h;
-        grpo_loss_batch(m, x, y, w, old, ref, adv, B, T, 17.0, &c, 0, lp, dl, sm, NULL);
+        grpo_loss_batch(m, x, y, NULL, w, old, ref, adv, B, T, 17.0, &c, 0, lp, dl, sm, NULL);
         p[best] = keep;
         double fd = (sp[0] - sm[0]) / (2.0 * h);
         double rel = fabs(fd - g[best]) / fmax(fabs(g[best]), 1e-3);
@@ -159,19 +160,21 @@ static void zero_and_on_policy(void)
     struct model *m = tiny(4);
     enum { B = 4, T = 8 };
     int32_t x[B * T], y[B * T];
-    float w[B * T], old[B * T], lp[B * T], dl[B * T], adv[B], rw[B] = {1, 1, 1, 1};
+    float w[B * T], old[B * T], lp[B * T], dl[B * T], advs[B], adv[B * T], rw[B] = {1, 1, 1, 1};
     for (int i = 0; i < B * T; i++) {
         x[i] = (i * 7 + 3) % 200;
         y[i] = (i * 11 + 1) % 200;
         w[i] = i % T >= 3;
     }
-    grpo_advantages(rw, B, B, 1, 1, adv);
+    grpo_advantages(rw, B, B, 1, 1, advs);
+    for (int i = 0; i < B * T; i++)
+        adv[i] = advs[i / T];
     model_forward(m, x, y, NULL, 0, B, T);
     model_token_logprobs(m, old);
     struct grpo_config c = cfg(0.04f);
     double st[4] = {0};
     model_zero_grad(m);
-    grpo_loss_batch(m, x, y, w, old, old, adv, B, T, 20.0, &c, 1, lp, dl, st, NULL);
+    grpo_loss_batch(m, x, y, NULL, w, old, old, adv, B, T, 20.0, &c, 1, lp, dl, st, NULL);
     CHECK(st[3] == 0.0, "on-policy: ratio exactly 1 (max |r-1| = %g)", st[3]);
     CHECK(st[1] == 0.0 && st[2] == 0.0, "on-policy: KL 0, nothing clipped");
     const float *g = model_grads(m);
@@ -181,13 +184,74 @@ static void zero_and_on_policy(void)
     CHECK(nz == 0, "identical rewards: policy gradient exactly 0 (%zu nonzero)", nz);
     // a differing reward makes it nonzero
     float rw2[B] = {1, 0, 1, 1};
-    grpo_advantages(rw2, B, B, 1, 1, adv);
+    grpo_advantages(rw2, B, B, 1, 1, advs);
+    for (int i = 0; i < B * T; i++)
+        adv[i] = advs[i / T];
     model_zero_grad(m);
-    grpo_loss_batch(m, x, y, w, old, old, adv, B, T, 20.0, &c, 1, lp, dl, st, NULL);
+    grpo_loss_batch(m, x, y, NULL, w, old, old, adv, B, T, 20.0, &c, 1, lp, dl, st, NULL);
     nz = 0;
     for (size_t i = 0; i < model_nparams(m); i++)
         nz += g[i] != 0.0f;
     CHECK(nz > 0, "differing rewards: a nonzero policy gradient");
+    model_destroy(m);
+}
+
+/* The same four sequences (advantages of both signs, prompts masked, old and reference
+ * log-probs off the policy) padded one per row and packed two per row (positions restart,
+ * a padding column at each row's end): equal losses, KL, clip counts and gradients. */
+static void packed_equals_padded(void)
+{
+    struct model *m = tiny(5);
+    enum { S = 4, TP = 10, TK = 16 };
+    static const int len[S] = {6, 9, 5, 10}, row[S] = {0, 0, 1, 1}, col[S] = {0, 6, 0, 5};
+    const float advs[S] = {1.1f, -0.6f, 0.3f, -1.4f};
+    int32_t xp[S * TP], yp[S * TP], xk[2 * TK], yk[2 * TK], pk[2 * TK];
+    float wp[S * TP], ap[S * TP], wk[2 * TK], ak[2 * TK], lp[S * TP], oldp[S * TP], refp[S * TP];
+    float oldk[2 * TK], refk[2 * TK], dl[S * TP];
+    for (int i = 0; i < S * TP; i++)
+        xp[i] = 0, yp[i] = -1, wp[i] = 0, ap[i] = 0;
+    for (int i = 0; i < 2 * TK; i++)
+        xk[i] = 0, yk[i] = -1, wk[i] = 0, ak[i] = 0, pk[i] = i % TK == TK - 1 ? 0 : -1;
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < len[s]; t++) {
+            int i = s * TP + t, k = row[s] * TK + col[s] + t;
+            xp[i] = xk[k] = (s * 31 + t * 17 + 3) % 200;
+            yp[i] = yk[k] = (s * 13 + t * 29 + 8) % 200;
+            wp[i] = wk[k] = t >= 3;
+            ap[i] = ak[k] = advs[s];
+            pk[k] = t;
+        }
+    model_forward(m, xp, yp, NULL, 0, S, TP);
+    model_token_logprobs(m, lp);
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < len[s]; t++) {
+            int i = s * TP + t, k = row[s] * TK + col[s] + t;
+            oldp[i] = oldk[k] = lp[i] + (t % 3 == 0 ? 0.5f : -0.05f * (float)(t % 4));
+            refp[i] = refk[k] = lp[i] + 0.1f * (float)(t % 5 - 2);
+        }
+    struct grpo_config c = cfg(0.1f);
+    size_t n = model_nparams(m);
+    float *g1 = malloc(n * sizeof *g1);
+    double sp[4] = {0}, sk[4] = {0};
+    model_zero_grad(m);
+    int r1 =
+        grpo_loss_batch(m, xp, yp, NULL, wp, oldp, refp, ap, S, TP, 23.0, &c, 1, lp, dl, sp, NULL);
+    memcpy(g1, model_grads(m), n * sizeof *g1);
+    model_zero_grad(m);
+    int r2 =
+        grpo_loss_batch(m, xk, yk, pk, wk, oldk, refk, ak, 2, TK, 23.0, &c, 1, lp, dl, sk, NULL);
+    const float *g2 = model_grads(m);
+    double eg = 0, mg = 0;
+    for (size_t i = 0; i < n; i++) {
+        eg = fmax(eg, fabs(g1[i] - g2[i]));
+        mg = fmax(mg, fabs(g1[i]));
+    }
+    CHECK(r1 == 0 && r2 == 0 && fabs(sp[0] - sk[0]) < 1e-5 && fabs(sp[1] - sk[1]) < 1e-5 &&
+              sp[2] == sk[2] && sp[2] > 0,
+          "packed = padded: loss %.8f vs %.8f, KL %.6f vs %.6f, clipped %.0f vs %.0f", sp[0], sk[0],
+          sp[1], sk[1], sp[2], sk[2]);
+    CHECK(eg < 1e-5 * mg, "packed = padded: gradients (max difference %.2g of %.2g)", eg, mg);
+    free(g1);
     model_destroy(m);
 }
 
@@ -259,6 +323,7 @@ int main(void)
     batch_gradient();
     advantages();
     zero_and_on_policy();
+    packed_equals_padded();
     environments();
     return check_done();
 }

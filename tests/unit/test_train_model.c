@@ -1,6 +1,8 @@
 /* test_train_model: finite-difference gradient checks of every CPU layer and of whole
  * GPT-2 and Llama models, log-prob backward, padded vocab, determinism, a tiny model
- * learning a repeated sequence with SGD, presets and JSON configs. */
+ * learning a repeated sequence with SGD, presets and JSON configs; packed rows (several
+ * sequences per row) against each sequence alone, kernel and model. */
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -231,6 +233,63 @@ static void test_attention(int T, int H, int KV)
     free(c.qkv), free(c.out), free(c.lse), free(c.r), free(dqkv), free(c.scr);
 }
 
+/* Packed rows: attention over rows holding several sequences (positions restart at 0) equals
+ * each sequence run alone — forward (out, lse) and backward (d(q,k,v)) — with tiles split at
+ * sequence starts (one of 70 spans the 64-row tile boundary), 1-token sequences, GQA, and the
+ * window and soft-cap of Gemma. */
+static void test_attention_packed(int H, int KV, int window, float cap)
+{
+    enum { B = 2, T = 150, HD = 8 };
+    static const int segs[B][6] = {{40, 70, 30, 10}, {1, 1, 100, 45, 3}};
+    int W = (H + 2 * KV) * HD, O = H * HD, slots = omp_get_max_threads();
+    struct cpu_attn ao = {1.0f / sqrtf((float)HD), cap, window};
+    float *qkv = rand_buf((size_t)B * T * W, 1.5f), *dout = rand_buf((size_t)B * T * O, 1);
+    float *out = zero_buf((size_t)B * T * O), *lse = zero_buf((size_t)B * H * T);
+    float *dqkv = rand_buf((size_t)B * T * W, 1); // must be fully overwritten
+    float *scr = zero_buf(cpu_attention_scratch_floats(T, HD) * slots);
+    int32_t pos[B * T];
+    for (int b = 0; b < B; b++)
+        for (int k = 0, t = 0; segs[b][k]; t += segs[b][k++])
+            for (int j = 0; j < segs[b][k]; j++)
+                pos[b * T + t + j] = j;
+    cpu_attention_forward_pos(out, lse, qkv, pos, B, T, H, KV, HD, &ao, scr, slots);
+    cpu_attention_backward_pos(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, HD, &ao, scr, slots);
+    double eo = 0, el = 0, ed = 0, md = 0;
+    float *o1 = zero_buf((size_t)T * O), *l1 = zero_buf((size_t)H * T),
+          *d1 = zero_buf((size_t)T * W);
+    for (int b = 0; b < B; b++)
+        for (int k = 0, t = 0; segs[b][k]; t += segs[b][k++]) {
+            int n = segs[b][k];
+            const float *q1 = qkv + ((size_t)b * T + t) * W, *g1 = dout + ((size_t)b * T + t) * O;
+            cpu_attention_forward(o1, l1, q1, 1, n, H, KV, HD, &ao, scr, slots);
+            cpu_attention_backward(d1, g1, q1, o1, l1, 1, n, H, KV, HD, &ao, scr, slots);
+            for (size_t i = 0; i < (size_t)n * O; i++)
+                eo = fmax(eo, fabs(o1[i] - out[((size_t)b * T + t) * O + i]));
+            for (int h = 0; h < H; h++)
+                for (int j = 0; j < n; j++)
+                    el = fmax(el, fabs(l1[h * n + j] - lse[((size_t)b * H + h) * T + t + j]));
+            for (size_t i = 0; i < (size_t)n * W; i++) {
+                ed = fmax(ed, fabs(d1[i] - dqkv[((size_t)b * T + t) * W + i]));
+                md = fmax(md, fabs(d1[i]));
+            }
+        }
+    CHECK(eo < 1e-5 && el < 1e-5 && ed < 1e-5 * fmax(md, 1),
+          "packed attention H=%d KV=%d window %d cap %g = each sequence alone (out %.2g, lse "
+          "%.2g, d(q,k,v) %.2g of %.2g)",
+          H, KV, window, cap, eo, el, ed, md);
+    // with every position = its column it is the unpacked kernel, bitwise
+    for (int i = 0; i < B * T; i++)
+        pos[i] = i % T;
+    float *o2 = zero_buf((size_t)B * T * O), *l2 = zero_buf((size_t)B * H * T);
+    cpu_attention_forward_pos(out, lse, qkv, pos, B, T, H, KV, HD, &ao, scr, slots);
+    cpu_attention_forward(o2, l2, qkv, B, T, H, KV, HD, &ao, scr, slots);
+    CHECK(memcmp(out, o2, sizeof(float) * B * T * O) == 0 &&
+              memcmp(lse, l2, sizeof(float) * B * H * T) == 0,
+          "packed attention with one sequence per row = the causal kernel, bitwise");
+    free(qkv), free(dout), free(out), free(lse), free(dqkv), free(scr);
+    free(o1), free(l1), free(d1), free(o2), free(l2);
+}
+
 /* ---- gelu, swiglu ---- */
 
 struct ew {
@@ -445,6 +504,77 @@ static void test_model_grads(enum model_family fam, int tied)
           "%s: last logits without targets match, padded entries -inf", fn);
     free(l1);
     free(c.lp);
+    model_destroy(m);
+}
+
+/* model_forward_packed: two rows of T=16 holding five sequences (and a padding segment)
+ * give each sequence's log-probs and, summed, its gradients, as model_forward of each
+ * sequence alone — GPT-2 (wpe at the position in the sequence), Llama (RoPE), Gemma 2
+ * (window 4, soft-caps) and Gemma 3 (QK-norm, local and global RoPE); bad positions are
+ * refused. */
+static void test_model_packed(const char *preset)
+{
+    struct model_config cfg;
+    model_preset(preset, &cfg, NULL);
+    cfg.vocab_size = 100, cfg.padded_vocab = 0, cfg.n_layer = 2, cfg.max_seq = 32;
+    if (cfg.window)
+        cfg.window = 4;
+    struct model *m = model_create(&cfg, NULL);
+    model_init_weights(m, 5);
+    float *p = model_params(m);
+    for (size_t i = 0; i < model_nparams(m); i++)
+        p[i] *= 3.0f;
+    enum { B = 2, T = 16 };
+    static const int segs[B][5] = {{5, 7, 4}, {3, 9, 4}}; // row 1 ends in 4 padding tokens
+    int32_t x[B * T], y[B * T], pos[B * T];
+    for (int i = 0; i < B * T; i++) {
+        x[i] = (i * 37 + 11) % 100;
+        y[i] = (i * 53 + 7) % 100;
+    }
+    for (int b = 0; b < B; b++)
+        for (int k = 0, t = 0; segs[b][k]; t += segs[b][k++])
+            for (int j = 0; j < segs[b][k]; j++)
+                pos[b * T + t + j] = j;
+    y[1] = -1;                                 // a masked target inside a sequence
+    for (int i = B * T - 4; i < B * T; i++)    // padding: no targets
+        y[i] = -1;
+    size_t n = model_nparams(m);
+    float lpk[B * T], lp1[T], *gk = malloc(n * sizeof(float)), *g1 = zero_buf(n);
+    model_zero_grad(m);
+    float lk = model_forward_packed(m, x, y, NULL, 1.0f, pos, B, T);
+    model_token_logprobs(m, lpk);
+    model_backward(m, NULL);
+    memcpy(gk, model_grads(m), n * sizeof(float));
+    model_zero_grad(m);
+    double l1 = 0, elp = 0;
+    for (int b = 0; b < B; b++)
+        for (int k = 0, t = 0; segs[b][k] && !(b == 1 && k == 2); t += segs[b][k++]) {
+            int len = segs[b][k], o = b * T + t;
+            l1 += model_forward(m, x + o, y + o, NULL, 1.0f, 1, len);
+            model_token_logprobs(m, lp1);
+            model_backward(m, NULL); // accumulates
+            for (int j = 0; j < len; j++)
+                elp = fmax(elp, fabs(lp1[j] - lpk[o + j]));
+        }
+    const float *g = model_grads(m);
+    double eg = 0, mg = 0;
+    for (size_t i = 0; i < n; i++) {
+        eg = fmax(eg, fabs(g[i] - gk[i]));
+        mg = fmax(mg, fabs(g[i]));
+    }
+    CHECK(elp < 1e-5 && fabs(lk - l1) < 1e-5 * fmax(1, fabs(l1)) && eg < 1e-5 * mg,
+          "%s: packed rows = each sequence alone (log-probs %.2g, loss %.7g vs %.7g, gradients "
+          "%.2g of %.2g)",
+          preset, elp, lk, l1, eg, mg);
+    pos[3] = 7; // neither 0 nor the previous + 1
+    errno = 0;
+    float bad = model_forward_packed(m, x, y, NULL, 1.0f, pos, B, T);
+    pos[3] = 3, pos[T] = 1; // a row that does not start a sequence
+    errno = 0;
+    float bad2 = model_forward_packed(m, x, y, NULL, 1.0f, pos, B, T);
+    CHECK(isnan(bad) && isnan(bad2) && errno == EINVAL, "%s: bad positions refused (EINVAL)",
+          preset);
+    free(gk), free(g1);
     model_destroy(m);
 }
 
@@ -702,6 +832,9 @@ int main(void)
     test_attention(5, 4, 2);
     test_attention(5, 6, 1);
     test_attention(150, 2, 1); // three query tiles of 64
+    test_attention_packed(4, 2, 0, 0.0f);
+    test_attention_packed(6, 1, 0, 0.0f);
+    test_attention_packed(4, 4, 20, 5.0f);
 
     test_elementwise(0);
     test_elementwise(1);
@@ -710,6 +843,10 @@ int main(void)
     test_model_grads(MODEL_GPT2, 1);
     test_model_grads(MODEL_LLAMA, 1);
     test_model_grads(MODEL_LLAMA, 0);
+    test_model_packed("tiny-gpt2");
+    test_model_packed("tiny-llama");
+    test_model_packed("tiny-gemma2");
+    test_model_packed("tiny-gemma3");
     test_loss_norm();
     test_determinism();
     test_thread_counts();

@@ -2,7 +2,8 @@
  * scale, logit soft-capping and sliding window included), and RoPE (HF rotate_half
  * layout, Llama 3 and linear frequency scaling). Works in query tiles with sgemm; forward
  * keeps only the per-row log-sum-exp, backward recomputes the probabilities tile by tile
- * (O(64*T) scratch per thread, never (T,T) per head). */
+ * (O(64*T) scratch per thread, never (T,T) per head). The _pos variants take rows packed
+ * with several sequences (block-diagonal causal attention, positions per sequence). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -69,6 +70,16 @@ void cpu_rope(float *x, int ld, const float *cos_t, const float *sin_t, int B, i
                 }
             }
         }
+}
+
+void cpu_rope_pos(float *x, int ld, const float *cos_t, const float *sin_t, const int32_t *pos,
+                  int M, int nheads, int hd, int inverse)
+{
+    int half = hd / 2;
+#pragma omp parallel for schedule(static) if ((long)M * nheads * hd > CPU_PAR_MIN)
+    for (int i = 0; i < M; i++) // a row at position p rotates as row p of a one-sequence row
+        cpu_rope(x + (size_t)i * ld, ld, cos_t + (size_t)pos[i] * half,
+                 sin_t + (size_t)pos[i] * half, 1, 1, nheads, hd, inverse);
 }
 
 /* Query rows per tile: scores of a tile are a (QTILE, keys) block in scratch. */
@@ -141,12 +152,35 @@ static void masked_softmax(float *s, int R, int n, int r0, int klo, int window, 
     }
 }
 
+/* The end (exclusive) of the run of rows from r0 up to r1 that lies in one sequence: the
+ * next sequence starts where pos is 0. pos NULL: the row is one sequence. */
+static int seg_end(const int32_t *pos, int r0, int r1)
+{
+    int e = r0 + 1;
+    if (!pos)
+        return r1;
+    while (e < r1 && pos[e] != 0)
+        e++;
+    return e;
+}
+
+/* First key of the query rows a.. of one sequence (it began at a - pos[a]): the later of the
+ * sequence's start and the window's. */
+static int piece_klo(const int32_t *pos, int a, int window)
+{
+    int k = tile_klo(a, window), s = pos ? a - pos[a] : 0;
+    return s > k ? s : k;
+}
+
 /* The blocks below are small single-threaded sgemm calls made from inside the OpenMP
- * loop (OpenBLAS runs single-threaded, see matmul.c). Per query tile of rows r0..r1:
- * S = Q K^T * scale over keys klo..r1 only (klo: the first key inside the tile's windows),
- * so the causal mask and the window waste at most one tile. */
-void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int KV,
-                           int hd, const struct cpu_attn *opt, float *scratch, int nslots)
+ * loop (OpenBLAS runs single-threaded, see matmul.c). Per query tile of rows r0..r1 (and
+ * with pos, per piece of the tile inside one sequence): S = Q K^T * scale over keys
+ * klo..r1 only (klo: the first key inside the piece's sequence and windows), so the causal
+ * mask and the window waste at most one tile and keys of other sequences are never
+ * multiplied. */
+static void attention_forward(float *out, float *lse, const float *qkv, const int32_t *pos, int B,
+                              int T, int H, int KV, int hd, const struct cpu_attn *opt,
+                              float *scratch, int nslots)
 {
     int ld = (H + 2 * KV) * hd, ldo = H * hd, group = H / KV;
     struct cpu_attn o = attn_opts(opt, hd);
@@ -160,25 +194,29 @@ void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int 
             for (int tile = 0; tile < ntiles; tile++) {
                 float *s = scratch + per * omp_get_thread_num(); // (R, n)
                 const float *base = qkv + (size_t)b * T * ld;
-                int r0 = tile * QTILE, R = T - r0 < QTILE ? T - r0 : QTILE;
-                int klo = tile_klo(r0, o.window), n = r0 + R - klo;
-                const float *k0 = base + (size_t)klo * ld + (size_t)(H + h / group) * hd;
-                const float *v0 = base + (size_t)klo * ld + (size_t)(H + KV + h / group) * hd;
-                const float *q = base + (size_t)r0 * ld + (size_t)h * hd;
-                // s (R,n) = scale * q (R,hd) @ k (n,hd)^T
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, o.scale, q, ld, k0,
-                            ld, 0.0f, s, n);
-                masked_softmax(s, R, n, r0, klo, o.window, o.softcap, NULL,
-                               lse + ((size_t)b * H + h) * T + r0, NULL);
-                // out (R,hd) = p (R,n) @ v (n,hd)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, s, n, v0,
-                            ld, 0.0f, out + ((size_t)b * T + r0) * ldo + (size_t)h * hd, ldo);
+                const int32_t *bp = pos ? pos + (size_t)b * T : NULL;
+                int t1 = tile * QTILE + QTILE < T ? tile * QTILE + QTILE : T;
+                for (int r0 = tile * QTILE, e; r0 < t1; r0 = e) {
+                    e = seg_end(bp, r0, t1);
+                    int R = e - r0, klo = piece_klo(bp, r0, o.window), n = e - klo;
+                    const float *k0 = base + (size_t)klo * ld + (size_t)(H + h / group) * hd;
+                    const float *v0 = base + (size_t)klo * ld + (size_t)(H + KV + h / group) * hd;
+                    const float *q = base + (size_t)r0 * ld + (size_t)h * hd;
+                    // s (R,n) = scale * q (R,hd) @ k (n,hd)^T
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, o.scale, q, ld,
+                                k0, ld, 0.0f, s, n);
+                    masked_softmax(s, R, n, r0, klo, o.window, o.softcap, NULL,
+                                   lse + ((size_t)b * H + h) * T + r0, NULL);
+                    // out (R,hd) = p (R,n) @ v (n,hd)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, s, n, v0,
+                                ld, 0.0f, out + ((size_t)b * T + r0) * ldo + (size_t)h * hd, ldo);
+                }
             }
 }
 
-void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                            const float *lse, int B, int T, int H, int KV, int hd,
-                            const struct cpu_attn *opt, float *scratch, int nslots)
+static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, const int32_t *pos, int B, int T, int H, int KV,
+                               int hd, const struct cpu_attn *opt, float *scratch, int nslots)
 {
     int ld = (H + 2 * KV) * hd, ldo = H * hd, group = H / KV;
     struct cpu_attn o = attn_opts(opt, hd);
@@ -196,6 +234,7 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, co
             float *th = ds + (size_t)QTILE * T;              // (R, n) tanh of the soft-cap
             const float *base = qkv + (size_t)b * T * ld;
             float *dbase = dqkv + (size_t)b * T * ld;
+            const int32_t *bp = pos ? pos + (size_t)b * T : NULL;
             const float *k00 = base + (size_t)(H + kh) * hd, *v00 = base + (size_t)(H + KV + kh) * hd;
             float *dk00 = dbase + (size_t)(H + kh) * hd, *dv00 = dbase + (size_t)(H + KV + kh) * hd;
             for (int j = 0; j < T; j++) {
@@ -203,9 +242,10 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, co
                 memset(dv00 + (size_t)j * ld, 0, sizeof(float) * hd);
             }
             for (int h = kh * group; h < (kh + 1) * group; h++)
-                for (int r0 = 0; r0 < T; r0 += QTILE) {
-                    int R = T - r0 < QTILE ? T - r0 : QTILE;
-                    int klo = tile_klo(r0, o.window), n = r0 + R - klo;
+                for (int r0 = 0, e; r0 < T; r0 = e) {
+                    int t1 = (r0 / QTILE + 1) * QTILE < T ? (r0 / QTILE + 1) * QTILE : T;
+                    e = seg_end(bp, r0, t1);
+                    int R = e - r0, klo = piece_klo(bp, r0, o.window), n = e - klo;
                     const float *k0 = k00 + (size_t)klo * ld, *v0 = v00 + (size_t)klo * ld;
                     float *dk0 = dk00 + (size_t)klo * ld, *dv0 = dv00 + (size_t)klo * ld;
                     const float *q = base + (size_t)r0 * ld + (size_t)h * hd;
@@ -249,4 +289,31 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, co
                                 ldo, 1.0f, dv0, ld);
                 }
         }
+}
+
+void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int KV,
+                           int hd, const struct cpu_attn *opt, float *scratch, int nslots)
+{
+    attention_forward(out, lse, qkv, NULL, B, T, H, KV, hd, opt, scratch, nslots);
+}
+
+void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                            const float *lse, int B, int T, int H, int KV, int hd,
+                            const struct cpu_attn *opt, float *scratch, int nslots)
+{
+    attention_backward(dqkv, dout, qkv, out, lse, NULL, B, T, H, KV, hd, opt, scratch, nslots);
+}
+
+void cpu_attention_forward_pos(float *out, float *lse, const float *qkv, const int32_t *pos, int B,
+                               int T, int H, int KV, int hd, const struct cpu_attn *opt,
+                               float *scratch, int nslots)
+{
+    attention_forward(out, lse, qkv, pos, B, T, H, KV, hd, opt, scratch, nslots);
+}
+
+void cpu_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, const int32_t *pos, int B, int T, int H, int KV,
+                                int hd, const struct cpu_attn *opt, float *scratch, int nslots)
+{
+    attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, hd, opt, scratch, nslots);
 }

@@ -147,3 +147,42 @@ void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const i
         }
     }
 }
+
+void cpu_embedding_forward_pos(float *out, const int32_t *x, const int32_t *pos, const float *wte,
+                               const float *wpe, int M, int C)
+{
+#pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
+    for (int i = 0; i < M; i++) {
+        float *o = out + (size_t)i * C;
+        const float *e = wte + (size_t)x[i] * C;
+        if (wpe) {
+            const float *p = wpe + (size_t)pos[i] * C;
+            for (int c = 0; c < C; c++)
+                o[c] = e[c] + p[c];
+        } else {
+            memcpy(o, e, sizeof(float) * C);
+        }
+    }
+}
+
+void cpu_embedding_backward_pos(float *dwte, float *dwpe, const float *dout, const int32_t *x,
+                                const int32_t *pos, int M, int C)
+{
+    // as cpu_embedding_backward: threads split the channels, tokens in order
+    int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(static) if ((long)M * C > CPU_PAR_MIN)
+    for (int bk = 0; bk < nblocks; bk++) {
+        int c0 = bk * COL_BLOCK, c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        for (int i = 0; i < M; i++) {
+            const float *d = dout + (size_t)i * C;
+            float *e = dwte + (size_t)x[i] * C;
+            for (int c = c0; c < c1; c++)
+                e[c] += d[c];
+            if (dwpe) {
+                float *p = dwpe + (size_t)pos[i] * C;
+                for (int c = c0; c < c1; c++)
+                    p[c] += d[c];
+            }
+        }
+    }
+}

@@ -86,6 +86,30 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, co
                             const float *lse, int B, int T, int H, int KV, int hd,
                             const struct cpu_attn *opt, float *scratch, int nslots);
 
+/* ---- packed rows: several sequences in one row of T (GRPO's training pass) ----
+ * pos (B,T) is each token's position in its sequence: 0 where a sequence starts, else the
+ * previous token's + 1 (the first token of a row is 0). A token at column t of its row
+ * belongs to the sequence that began at column t - pos[t]. */
+/* Causal attention within each sequence (block-diagonal): query t sees keys t-pos[t]..t
+ * (and the window); keys of other sequences are never multiplied. Otherwise as
+ * cpu_attention_forward / _backward, which equal these with every pos[t] = t. */
+void cpu_attention_forward_pos(float *out, float *lse, const float *qkv, const int32_t *pos, int B,
+                               int T, int H, int KV, int hd, const struct cpu_attn *opt,
+                               float *scratch, int nslots);
+void cpu_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, const int32_t *pos, int B, int T, int H, int KV,
+                                int hd, const struct cpu_attn *opt, float *scratch, int nslots);
+/* cpu_rope over M rows (row stride ld), row i rotated for position pos[i] (tables as
+ * cpu_rope's, at least max(pos)+1 rows). */
+void cpu_rope_pos(float *x, int ld, const float *cos_t, const float *sin_t, const int32_t *pos,
+                  int M, int nheads, int hd, int inverse);
+/* out (M,C) = wte[x] (+ wpe[pos] when wpe is non-NULL); backward: dwte[x] += dout,
+ * dwpe[pos] += dout. */
+void cpu_embedding_forward_pos(float *out, const int32_t *x, const int32_t *pos, const float *wte,
+                               const float *wpe, int M, int C);
+void cpu_embedding_backward_pos(float *dwte, float *dwpe, const float *dout, const int32_t *x,
+                                const int32_t *pos, int M, int C);
+
 /* GELU, tanh approximation. out (n) = gelu(x); dx = dout * gelu'(x) (dx may alias dout). */
 void cpu_gelu_forward(float *out, const float *x, long n);
 void cpu_gelu_backward(float *dx, const float *dout, const float *x, long n);
