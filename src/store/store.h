@@ -305,6 +305,9 @@ int store_health_set_remediation(struct store *st, const char *cluster_id, const
                                  const char *state);
 /* Every node's health row; free with store_health_free. */
 struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n);
+/* The same rows without their results (NULL), which are not parsed: for
+ * views that show a node's status only. Free with store_health_free. */
+struct store_health *store_health_status_list(struct store *st, const char *cluster_id, int *n);
 void store_health_free(struct store_health *arr, int n);
 /* Forget a deleted cluster's health, scans and remediation history. */
 int store_health_delete(struct store *st, const char *cluster_id);
