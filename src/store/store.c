@@ -217,6 +217,14 @@ int store_schema_version(struct store *st)
     return v;
 }
 
+int64_t store_changes(struct store *st)
+{
+    pthread_mutex_lock(&st->lock);
+    int64_t n = (int64_t)sqlite3_total_changes64(st->db);
+    pthread_mutex_unlock(&st->lock);
+    return n;
+}
+
 /* --- helpers shared by the resource files (contracts in internal.h) ------ */
 
 static void bind_args(sqlite3_stmt *s, const char *fmt, va_list ap)

@@ -17,6 +17,10 @@ struct store;
 struct store *store_open(const char *path, mtc_error_t *err);
 void store_close(struct store *st);
 int store_schema_version(struct store *st);
+/* A count that moves with every row the store inserts, updates or deletes
+ * (mtcd's one connection: the only writer). What was read after taking it
+ * is still current while it has not moved — the API's view cache. */
+int64_t store_changes(struct store *st);
 
 struct store_cluster {
     char id[16];
