@@ -83,9 +83,10 @@ struct api_resp {
     int status;
     json_t *body;
     /* a plain-text reply instead of body (malloc'd, the transport frees it):
-     * /metrics' Prometheus exposition text */
+     * /metrics' Prometheus exposition text, or a kept view's JSON */
     char *text;
     size_t text_len;
+    const char *text_type; /* its Content-Type (static); NULL: Prometheus text */
 };
 /* Query argument (percent-decoded) or NULL. Valid until the next call on r. */
 const char *api_query(struct api_req *r, const char *key);

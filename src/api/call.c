@@ -232,6 +232,7 @@ void api_run(struct api_req *r, const struct api_route *route, const char *body,
     out->body = NULL;
     out->text = NULL;
     out->text_len = 0;
+    out->text_type = NULL;
     r->body = NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

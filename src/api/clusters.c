@@ -165,12 +165,26 @@ int api_cluster_create(struct api_req *r, struct api_resp *out)
     return api_reply_op(r, out, op.id);
 }
 
+/* A GET's kept-view key: its path (the parent and id are in it) and the
+ * page arguments that shape it. */
+static void view_key(char *key, size_t len, const char *path, int size, const char *token)
+{
+    snprintf(key, len, "%s?%d&%s", path, size, token);
+}
+
 int api_cluster_get(struct api_req *r, struct api_resp *out)
 {
+    char key[400];
+    int64_t gen = store_changes(r->st); /* before the reads */
+    view_key(key, sizeof(key), r->path, 0, "");
+    if (api_check_parent(r, out) < 0 || api_check_cluster_id(r->cap[2], out) < 0 ||
+        api_view_get(r->st, key, gen, out))
+        return 0;
     struct store_cluster cl;
     if (api_load_cluster(r, out, &cl) < 0)
         return 0;
     out->body = api_cluster_json(r->st, r->ctl, &cl, 1);
+    api_view_put(r->st, key, gen, out->body);
     store_cluster_release(&cl);
     return 0;
 }
@@ -179,7 +193,12 @@ int api_cluster_list(struct api_req *r, struct api_resp *out)
 {
     int size;
     char token[128];
+    char key[400];
+    int64_t gen = store_changes(r->st); /* before the reads */
     if (api_check_parent(r, out) < 0 || api_page_args(r, out, cluster_id_valid, &size, token) < 0)
+        return 0;
+    view_key(key, sizeof(key), r->path, size, token);
+    if (api_view_get(r->st, key, gen, out))
         return 0;
     int n = 0;
     /* one extra row tells whether another page follows */
@@ -191,6 +210,7 @@ int api_cluster_list(struct api_req *r, struct api_resp *out)
     out->body = json_pack("{s:o}", "modelDevelopmentClusters", items);
     if (n > size)
         json_object_set_new(out->body, "nextPageToken", json_string(arr[size - 1].id));
+    api_view_put(r->st, key, gen, out->body);
     for (int i = 0; i < n; i++)
         store_cluster_release(&arr[i]);
     free(arr);

@@ -30,6 +30,16 @@ int api_op_get(struct api_req *r, struct api_resp *out);
 /* /healthz (metrics.c): ok, and the store's schema version. */
 int api_healthz(struct api_req *r, struct api_resp *out);
 
+/* Kept GET replies (viewcache.c), by key (the resource path and what
+ * shapes the reply) and store_changes() taken before the reply's reads.
+ * api_view_get: 1 with out->text a copy of the kept JSON text (the
+ * transport frees it), else 0. api_view_put: keep body's JSON text (not a
+ * cluster view listing hosts). api_view_forget: drop st's views (the API
+ * stops). */
+int api_view_get(struct store *st, const char *key, int64_t gen, struct api_resp *out);
+void api_view_put(struct store *st, const char *key, int64_t gen, const json_t *body);
+void api_view_forget(const struct store *st);
+
 /* Clusters (clusters.c). api_load_cluster: the cluster named by the path's
  * captures 0-2 into cl (caller releases), or -1 with out filled (400 bad
  * name, 404 absent or under another parent); api_load_cluster_head: the

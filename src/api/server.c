@@ -73,11 +73,13 @@ static enum MHD_Result reply(struct MHD_Connection *conn, int status, json_t *bo
 
 static enum MHD_Result reply_resp(struct MHD_Connection *conn, struct api_resp *out)
 {
-    if (out->text) { /* /metrics */
+    if (out->text) { /* /metrics, a kept view */
         struct MHD_Response *resp =
             MHD_create_response_from_buffer(out->text_len, out->text, MHD_RESPMEM_MUST_FREE);
         out->text = NULL;
-        MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+        MHD_add_response_header(resp, "Content-Type",
+                                out->text_type ? out->text_type
+                                               : "text/plain; version=0.0.4; charset=utf-8");
         enum MHD_Result rc = MHD_queue_response(conn, (unsigned)out->status, resp);
         MHD_destroy_response(resp);
         json_decref(out->body);
@@ -366,6 +368,7 @@ void api_stop(struct api *a)
         MHD_stop_daemon(a->tcp_d);
     if (a->unix_d)
         MHD_stop_daemon(a->unix_d);
+    api_view_forget(a->cfg.store); /* no request runs now */
     if (a->unix_fd >= 0)
         close(a->unix_fd);
     if (a->cfg.socket_path)

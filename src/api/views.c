@@ -18,7 +18,7 @@ static void overlay_health(struct store *st, const char *id,
                            const struct cluster_node_index *ix)
 {
     int n = 0;
-    struct store_health *h = store_health_list(st, id, &n);
+    struct store_health *h = store_health_status_list(st, id, &n);
     for (int k = 0; k < n; k++) {
         json_t *node = cluster_node_index_get(ix, h[k].node);
         if (!node)

@@ -158,8 +158,11 @@ void mtc_sha256_hex(const char *s, char out[65])
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL);
-    for (unsigned int i = 0; i < n && i < 32; i++)
-        sprintf(out + 2 * i, "%02x", md[i]);
+    static const char hex[] = "0123456789abcdef"; /* every API request: no sprintf */
+    for (unsigned int i = 0; i < n && i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
     out[64] = '\0';
 }
 

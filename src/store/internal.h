@@ -10,10 +10,32 @@
 
 #include "store/store.h"
 
+/* Statements kept prepared across calls (store_i_prep_kept): the read
+ * paths every API GET takes, so a GET does not parse its SQL again. */
+#define STORE_KEPT_MAX 48
+struct store_kept {
+    unsigned hash; /* of the SQL text */
+    sqlite3_stmt *s;
+    int busy; /* handed out, not released yet */
+};
+
+/* Principals of verified token hashes, valid while nothing in the database
+ * changed (store_token_lookup): a revoke, like any write, empties it. */
+#define STORE_TOKEN_CACHE 16
+struct store_token_cached {
+    char hash[65];
+    struct store_principal who;
+};
+
 /* One connection; every accessor holds lock for its statements (one transaction). */
 struct store {
     sqlite3 *db;
     pthread_mutex_t lock;
+    struct store_kept kept[STORE_KEPT_MAX];
+    int nkept;
+    struct store_token_cached tokens[STORE_TOKEN_CACHE];
+    int ntokens, next_token;
+    sqlite3_int64 tokens_gen; /* sqlite3_total_changes64 when tokens[] was filled */
 };
 
 /* Run sql (any number of statements, no rows); err may be NULL. 0, or -1 with
@@ -32,6 +54,14 @@ int store_i_exec_sql(sqlite3 *db, const char *sql, mtc_error_t *err);
  * 's' text (NULL → NULL), 'i' int, 'l' int64, 'j' json_t* serialised (NULL → NULL).
  * The statement (caller finalizes), or NULL when sql does not prepare. */
 sqlite3_stmt *store_i_prep(struct store *st, const char *sql, const char *fmt, ...);
+/* store_i_prep for a statement run again and again: the first call prepares
+ * it and keeps it (keyed by the SQL text), later ones rebind it. The caller
+ * holds the lock and hands it back with store_i_release before unlocking
+ * (never sqlite3_finalize). NULL when sql does not prepare. */
+sqlite3_stmt *store_i_prep_kept(struct store *st, const char *sql, const char *fmt, ...);
+/* Reset a kept statement (ending its read transaction) for its next use, or
+ * finalize any other; s may be NULL. Under the lock. */
+void store_i_release(struct store *st, sqlite3_stmt *s);
 /* Run a statement that returns no rows; finalizes it (NULL fails). 0, or -1
  * with errno EEXIST (a constraint) or EIO. The caller holds the lock. */
 int store_i_run(struct store *st, sqlite3_stmt *s);
@@ -57,7 +87,7 @@ void *store_i_read_rows(sqlite3_stmt *s, row_reader_fn read, size_t elem_size, i
 #define ALL_ROWS INT_MAX
 
 /* A list function's whole work: store_i_read_rows over sql with fmt's
- * arguments bound (store_i_prep), under the lock. */
+ * arguments bound (a kept statement: store_i_prep_kept), under the lock. */
 void *store_i_list(struct store *st, row_reader_fn read, size_t elem_size, int max, int *n,
                    const char *sql, const char *fmt, ...);
 /* A page of a project's named resources (datasets, models, endpoints):

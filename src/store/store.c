@@ -201,6 +201,8 @@ void store_close(struct store *st)
     if (!st)
         return;
     int saved = errno;
+    for (int i = 0; i < st->nkept; i++)
+        sqlite3_finalize(st->kept[i].s);
     sqlite3_close(st->db);
     pthread_mutex_destroy(&st->lock);
     free(st);
@@ -215,13 +217,18 @@ int store_schema_version(struct store *st)
     return v;
 }
 
+int64_t store_changes(struct store *st)
+{
+    pthread_mutex_lock(&st->lock);
+    int64_t n = (int64_t)sqlite3_total_changes64(st->db);
+    pthread_mutex_unlock(&st->lock);
+    return n;
+}
+
 /* --- helpers shared by the resource files (contracts in internal.h) ------ */
 
-static sqlite3_stmt *vprep(struct store *st, const char *sql, const char *fmt, va_list ap)
+static void bind_args(sqlite3_stmt *s, const char *fmt, va_list ap)
 {
-    sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
-        return NULL;
     for (int i = 0; fmt[i]; i++) {
         int col = i + 1;
         switch (fmt[i]) {
@@ -245,7 +252,72 @@ static sqlite3_stmt *vprep(struct store *st, const char *sql, const char *fmt, v
         }
         }
     }
+}
+
+static sqlite3_stmt *vprep(struct store *st, const char *sql, const char *fmt, va_list ap)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+        return NULL;
+    bind_args(s, fmt, ap);
     return s;
+}
+
+static unsigned sql_hash(const char *sql)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)sql; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+/* The kept statement for sql (prepared and kept on first use while there is
+ * room); one in use already, or no room, gives a statement of its own. */
+static sqlite3_stmt *vprep_kept(struct store *st, const char *sql, const char *fmt, va_list ap)
+{
+    unsigned h = sql_hash(sql);
+    struct store_kept *k = NULL;
+    for (int i = 0; i < st->nkept && !k; i++)
+        if (st->kept[i].hash == h && strcmp(sqlite3_sql(st->kept[i].s), sql) == 0)
+            k = &st->kept[i];
+    if (k && k->busy)
+        return vprep(st, sql, fmt, ap);
+    if (!k) {
+        if (st->nkept == STORE_KEPT_MAX)
+            return vprep(st, sql, fmt, ap);
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK)
+            return NULL;
+        k = &st->kept[st->nkept++];
+        *k = (struct store_kept){h, s, 0};
+    }
+    k->busy = 1;
+    bind_args(k->s, fmt, ap);
+    return k->s;
+}
+
+sqlite3_stmt *store_i_prep_kept(struct store *st, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *s = vprep_kept(st, sql, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void store_i_release(struct store *st, sqlite3_stmt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < st->nkept; i++) {
+        if (st->kept[i].s == s) {
+            sqlite3_reset(s);
+            sqlite3_clear_bindings(s);
+            st->kept[i].busy = 0;
+            return;
+        }
+    }
+    sqlite3_finalize(s);
 }
 
 sqlite3_stmt *store_i_prep(struct store *st, const char *sql, const char *fmt, ...)
@@ -287,7 +359,8 @@ json_t *store_i_col_json(sqlite3_stmt *s, int col)
     return t ? json_loads((const char *)t, 0, NULL) : NULL;
 }
 
-void *store_i_read_rows(sqlite3_stmt *s, row_reader_fn read, size_t elem_size, int max, int *n)
+/* store_i_read_rows without finalizing s. */
+static void *read_rows(sqlite3_stmt *s, row_reader_fn read, size_t elem_size, int max, int *n)
 {
     *n = 0;
     size_t cap = max > 0 && max < 16 ? (size_t)max : 16;
@@ -305,6 +378,12 @@ void *store_i_read_rows(sqlite3_stmt *s, row_reader_fn read, size_t elem_size, i
         read(s, elem);
         (*n)++;
     }
+    return arr;
+}
+
+void *store_i_read_rows(sqlite3_stmt *s, row_reader_fn read, size_t elem_size, int max, int *n)
+{
+    void *arr = read_rows(s, read, elem_size, max, n);
     sqlite3_finalize(s);
     return arr;
 }
@@ -315,7 +394,9 @@ void *store_i_list(struct store *st, row_reader_fn read, size_t elem_size, int m
     va_list ap;
     va_start(ap, fmt);
     pthread_mutex_lock(&st->lock);
-    void *arr = store_i_read_rows(vprep(st, sql, fmt, ap), read, elem_size, max, n);
+    sqlite3_stmt *s = vprep_kept(st, sql, fmt, ap);
+    void *arr = read_rows(s, read, elem_size, max, n);
+    store_i_release(st, s);
     pthread_mutex_unlock(&st->lock);
     va_end(ap);
     return arr;

@@ -17,6 +17,10 @@ struct store;
 struct store *store_open(const char *path, mtc_error_t *err);
 void store_close(struct store *st);
 int store_schema_version(struct store *st);
+/* A count that moves with every row the store inserts, updates or deletes
+ * (mtcd's one connection: the only writer). What was read after taking it
+ * is still current while it has not moved — the API's view cache. */
+int64_t store_changes(struct store *st);
 
 struct store_cluster {
     char id[16];
@@ -305,6 +309,9 @@ int store_health_set_remediation(struct store *st, const char *cluster_id, const
                                  const char *state);
 /* Every node's health row; free with store_health_free. */
 struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n);
+/* The same rows without their results (NULL), which are not parsed: for
+ * views that show a node's status only. Free with store_health_free. */
+struct store_health *store_health_status_list(struct store *st, const char *cluster_id, int *n);
 void store_health_free(struct store_health *arr, int n);
 /* Forget a deleted cluster's health, scans and remediation history. */
 int store_health_delete(struct store *st, const char *cluster_id);

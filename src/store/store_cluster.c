@@ -68,14 +68,15 @@ int store_cluster_get(struct store *st, const char *id, struct store_cluster *ou
 {
     int rc = -1;
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = store_i_prep(st, "SELECT " CLUSTER_COLS " FROM clusters WHERE id=?", "s", id);
+    sqlite3_stmt *s =
+        store_i_prep_kept(st, "SELECT " CLUSTER_COLS " FROM clusters WHERE id=?", "s", id);
     if (s && sqlite3_step(s) == SQLITE_ROW) {
         read_cluster(s, out);
         rc = 0;
     } else {
         errno = s ? ENOENT : EIO;
     }
-    sqlite3_finalize(s);
+    store_i_release(st, s);
     pthread_mutex_unlock(&st->lock);
     return rc;
 }

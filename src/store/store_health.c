@@ -52,6 +52,27 @@ struct store_health *store_health_list(struct store *st, const char *cluster_id,
                         "s", cluster_id);
 }
 
+/* read_health less the results array (not parsed: a cluster view's rows) */
+static void read_health_status(sqlite3_stmt *s, void *out)
+{
+    struct store_health *h = out;
+    store_i_col_text(s, 0, h->node, sizeof(h->node));
+    h->time_ms = sqlite3_column_int64(s, 1);
+    store_i_col_text(s, 2, h->status, sizeof(h->status));
+    store_i_col_text(s, 3, h->failing_check, sizeof(h->failing_check));
+    store_i_col_text(s, 4, h->reason, sizeof(h->reason));
+    store_i_col_text(s, 5, h->severity, sizeof(h->severity));
+    store_i_col_text(s, 6, h->remediation, sizeof(h->remediation));
+}
+
+struct store_health *store_health_status_list(struct store *st, const char *cluster_id, int *n)
+{
+    return store_i_list(st, read_health_status, sizeof(struct store_health), ALL_ROWS, n,
+                        "SELECT node, time_ms, status, failing_check, reason, severity,"
+                        " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
+                        "s", cluster_id);
+}
+
 void store_health_free(struct store_health *arr, int n)
 {
     for (int i = 0; arr && i < n; i++)

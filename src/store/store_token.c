@@ -1,9 +1,11 @@
 /* store_token: API tokens (kept as hashes), the per-node tokens mtc-agent
  * reports with and the registrar tokens a job on hosts registers its
- * checkpoint with; a cluster's node and registrar tokens are revoked with it. */
+ * checkpoint with; a cluster's node and registrar tokens are revoked with it.
+ * Verified hashes are cached until any row of the database changes. */
 #include "store/internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 int store_token_add(struct store *st, const char *id, const char *name, const char *role,
@@ -16,27 +18,58 @@ int store_token_add(struct store *st, const char *id, const char *name, const ch
                          "sssssl", id, name, role, user ? user : "", hash, mtc_now_ms()));
 }
 
+/* The cached principal of hash into out: 1, else 0. A cache filled before
+ * the last change to any row (a revoke is one) is emptied first. */
+static int cached(struct store *st, const char *hash, struct store_principal *out)
+{
+    sqlite3_int64 gen = sqlite3_total_changes64(st->db);
+    if (gen != st->tokens_gen) {
+        st->ntokens = st->next_token = 0;
+        st->tokens_gen = gen;
+        return 0;
+    }
+    for (int i = 0; i < st->ntokens; i++)
+        if (strcmp(st->tokens[i].hash, hash) == 0)
+            return *out = st->tokens[i].who, 1;
+    return 0;
+}
+
+static void cache(struct store *st, const char *hash, const struct store_principal *who)
+{
+    struct store_token_cached *c = &st->tokens[st->next_token];
+    snprintf(c->hash, sizeof(c->hash), "%s", hash);
+    c->who = *who;
+    st->next_token = (st->next_token + 1) % STORE_TOKEN_CACHE;
+    if (st->ntokens < STORE_TOKEN_CACHE)
+        st->ntokens++;
+}
+
 int store_token_lookup(struct store *st, const char *hash, struct store_principal *out)
 {
     int rc = -1;
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&st->lock);
-    sqlite3_stmt *s = store_i_prep(st,
-                                   "SELECT role, COALESCE(cluster_id, ''), COALESCE(node, ''),"
-                                   " COALESCE(scope, ''), COALESCE(unix_user, '')"
-                                   " FROM tokens WHERE hash=? AND revoked=0",
-                                   "s", hash);
+    if (cached(st, hash, out)) {
+        pthread_mutex_unlock(&st->lock);
+        return 0;
+    }
+    sqlite3_stmt *s = store_i_prep_kept(st,
+                                        "SELECT role, COALESCE(cluster_id, ''), COALESCE(node, ''),"
+                                        " COALESCE(scope, ''), COALESCE(unix_user, '')"
+                                        " FROM tokens WHERE hash=? AND revoked=0",
+                                        "s", hash);
     if (s && sqlite3_step(s) == SQLITE_ROW) {
         store_i_col_text(s, 0, out->role, sizeof(out->role));
         store_i_col_text(s, 1, out->cluster, sizeof(out->cluster));
         store_i_col_text(s, 2, out->node, sizeof(out->node));
         store_i_col_text(s, 3, out->scope, sizeof(out->scope));
         store_i_col_text(s, 4, out->user, sizeof(out->user));
+        cache(st, hash, out);
         rc = 0;
     } else {
         errno = ENOENT;
     }
-    sqlite3_finalize(s);
+    store_i_release(st, s);
     pthread_mutex_unlock(&st->lock);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -18,6 +19,35 @@ static struct store_op op_for(const char *id, const char *cluster, const char *k
     snprintf(op.cluster_id, sizeof(op.cluster_id), "%s", cluster);
     snprintf(op.kind, sizeof(op.kind), "%s", kind);
     return op;
+}
+
+/* The statements the read paths keep prepared end their read transaction
+ * when handed back: another connection can still truncate the WAL (a kept
+ * statement left mid-read would pin it). */
+static void test_kept_released(struct store *st, const char *path)
+{
+    struct store_cluster cl;
+    struct store_principal who;
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        if (store_cluster_get(st, "c", &cl) == 0)
+            store_cluster_release(&cl);
+        free(store_events(st, "c", 100, &n));
+        store_token_lookup(st, "nope", &who);
+    }
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int busy = -1;
+    if (sqlite3_open(path, &db) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        busy = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    CHECK(busy == 0, "kept statements hold no read transaction once handed back (busy=%d)", busy);
+    CHECK(store_cluster_get(st, "c", &cl) == 0 && !strcmp(cl.id, "c"),
+          "a kept statement runs again after the checkpoint");
+    store_cluster_release(&cl);
 }
 
 /* The node index a health report checks membership with follows nodesStatus;
@@ -308,8 +338,17 @@ int main(void)
     CHECK(store_token_lookup(st, "h1", &who) == 0 && !strcmp(who.role, "editor") && !*who.node &&
               !strcmp(who.user, "alice"),
           "role and Unix user by hash");
+    CHECK(store_token_lookup(st, "h1", &who) == 0 && !strcmp(who.role, "editor") &&
+              !strcmp(who.user, "alice") && store_token_lookup(st, "nope", &who) < 0 &&
+              errno == ENOENT && store_token_lookup(st, "h1", &who) == 0 &&
+              !strcmp(who.role, "editor"),
+          "a cached lookup answers the same; an unknown hash is not cached as one");
     CHECK(store_token_revoke(st, "ci") == 0, "revoke by name");
-    CHECK(store_token_lookup(st, "h1", &who) < 0, "revoked token is gone");
+    CHECK(store_token_lookup(st, "h1", &who) < 0 && errno == ENOENT,
+          "revoked token is gone (its cached lookup with it)");
+    CHECK(store_token_revoke(st, "ci") < 0 && errno == ENOENT &&
+              store_token_lookup(st, "h1", &who) < 0,
+          "a second revoke changes nothing and the token stays gone");
     CHECK(store_node_token_set(st, "a", "a-x-0", "tok-n1", "n1") == 0, "node token set");
     CHECK(store_token_lookup(st, "n1", &who) == 0 && !strcmp(who.role, "node") &&
               !strcmp(who.cluster, "a") && !strcmp(who.node, "a-x-0"),
@@ -350,6 +389,12 @@ int main(void)
     struct store_health *hl = store_health_list(st, "a", &nh);
     CHECK(nh == 1 && !strcmp(hl[0].status, "PASS") && !strcmp(hl[0].remediation, "REMEDIATING"),
           "a new report keeps the remediation state");
+    store_health_free(hl, nh);
+    hl = store_health_status_list(st, "a", &nh);
+    CHECK(nh == 1 && !strcmp(hl[0].status, "PASS") && !strcmp(hl[0].remediation, "REMEDIATING") &&
+              !strcmp(hl[0].failing_check, "gpu.ecc") && !strcmp(hl[0].severity, "REPLACE") &&
+              !hl[0].results,
+          "the status list: the same row without its results");
     store_health_free(hl, nh);
     store_remediation_add(st, "a", "a-x-0", "restart", "gpu.ecc", "op-9");
     store_remediation_add(st, "a", "a-x-0", "reboot", "gpu.ecc", "op-9");
@@ -397,9 +442,11 @@ int main(void)
           "the migration indexes the nodes already stored");
     CHECK(st && store_cluster_get(st, "c", &cl) == 0, "data survives reopen");
     store_cluster_release(&cl);
-    CHECK(store_cluster_delete(st, "a") == 0 && store_token_lookup(st, "n2", &who) < 0 &&
+    CHECK(store_token_lookup(st, "n2", &who) == 0 && store_token_lookup(st, "r1", &who) == 0 &&
+              store_cluster_delete(st, "a") == 0 && store_token_lookup(st, "n2", &who) < 0 &&
               store_token_lookup(st, "r1", &who) < 0,
-          "deleting a cluster revokes its node and registrar tokens");
+          "deleting a cluster revokes its node and registrar tokens (cached lookups too)");
+    test_kept_released(st, path);
     struct store_job g;
     CHECK(store_job_get(st, "c", "j-c", &g) == 0, "jobs survive reopen");
     store_job_release(&g);
