@@ -1,6 +1,6 @@
 /* test_train_qmat: decoding's weight dtypes — half and bfloat16 conversions, q8_0 packing,
  * every kernel variant this CPU has against the portable one (f32, bf16, q8_0; decode-sized
- * and prompt-sized row counts, residual and bias, thread count), and a briefly trained tiny
+ * and prompt-sized row counts, residual and bias, 1 and 2 threads — the decode pool), and a briefly trained tiny
  * GPT-2 decoded with bf16 and q8_0 weights: validation loss within 0.1 % and 1 % of f32,
  * greedy tokens compared, bf16 KV-cache logits against a full forward. */
 #include <errno.h>
@@ -73,9 +73,9 @@ static void q8_pack(void)
 
 /* out of variant isa vs portable for one dtype and M; tolerance: 1e-5 of sum |terms| (the
  * variants sum in another order; q8_0's block sums are exact integers in all of them). */
-static void variants(enum cpu_dtype dt, int M)
+static void variants(enum cpu_dtype dt, int M, int N)
 {
-    int N = 77, K = dt == CPU_Q8_0 ? 96 : 100;
+    int K = dt == CPU_Q8_0 ? 96 : 100;
     size_t rb = cpu_dtype_row_bytes(dt, K);
     float *w = malloc(sizeof(float) * N * K), *in = malloc(sizeof(float) * M * K);
     float *bias = malloc(sizeof(float) * N), *ref = malloc(sizeof(float) * M * N);
@@ -116,8 +116,8 @@ static void variants(enum cpu_dtype dt, int M)
     }
     // q8_0 at decode sizes quantizes the input too: within about 1/127 of the terms
     double tol = dt == CPU_Q8_0 && M <= CPU_QMAT_SMALL_M ? 1e-2 : 1e-5;
-    CHECK(exact < tol, "%s M=%d portable: within %.0e of a double product (%.2g)",
-          cpu_dtype_name(dt), M, tol, exact);
+    CHECK(exact < tol, "%s M=%d N=%d portable: within %.0e of a double product (%.2g)",
+          cpu_dtype_name(dt), M, N, tol, exact);
     for (int isa = CPU_ISA_PORTABLE; isa < CPU_NISAS; isa++) {
         if (!cpu_isa_supported(isa))
             continue;
@@ -134,8 +134,8 @@ static void variants(enum cpu_dtype dt, int M)
                 same &= out[i] == ref[i];
             }
             CHECK(worst < 1e-5 && (isa != CPU_ISA_PORTABLE || same),
-                  "%s M=%d %s, %d thread%s: %s the portable kernel (%.2g of the terms)",
-                  cpu_dtype_name(dt), M, cpu_isa_name(isa), threads, threads > 1 ? "s" : "",
+                  "%s M=%d N=%d %s, %d thread%s: %s the portable kernel (%.2g of the terms)",
+                  cpu_dtype_name(dt), M, N, cpu_isa_name(isa), threads, threads > 1 ? "s" : "",
                   same ? "equal to" : "within 1e-5 of", worst);
         }
     }
@@ -276,9 +276,11 @@ int main(void)
     conversions();
     q8_pack();
     for (int dt = 0; dt < CPU_NDTYPES; dt++) {
-        variants(dt, 1);
-        variants(dt, 3);
-        variants(dt, 9);
+        variants(dt, 1, 77);
+        variants(dt, 3, 77);
+        variants(dt, 9, 77);
+        variants(dt, 1, 700); // big enough for the decode pool's helpers
+        variants(dt, 4, 700);
     }
     quality();
     refused();

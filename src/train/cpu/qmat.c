@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "train/cpu/kernels.h"
 #include "train/cpu/qmat.h"
@@ -454,27 +455,156 @@ size_t cpu_qmat_scratch_floats(int K, int nthreads)
 }
 
 /* M <= CPU_QMAT_SMALL_M rows: every output is one dot (no split reduction), so the result
- * does not depend on the thread count. Each thread streams a contiguous share of w. */
+ * does not depend on the thread count or on which thread computes it. */
+struct small_job {
+    float *out;
+    int ldo, M, rows; // rows per chunk
+    const float *resid, *bias;
+    const void *act[CPU_QMAT_SMALL_M];
+    const struct cpu_qmat *w;
+    dot_fn dot;
+};
+
+static void small_rows(const struct small_job *j, int n0, int n1)
+{
+    int K = j->w->K;
+    size_t rb = cpu_dtype_row_bytes(j->w->dtype, K);
+    const char *base = j->w->data;
+    for (int n = n0; n < n1; n++) {
+        const void *row = base + (size_t)n * rb;
+        float b = j->bias ? j->bias[n] : 0.0f;
+        for (int m = 0; m < j->M; m++) {
+            size_t o = (size_t)m * j->ldo + n;
+            j->out[o] = (j->resid ? j->resid[o] + b : b) + j->dot(row, j->act[m], K);
+        }
+    }
+}
+
+/* The decode pool: OMP_NUM_THREADS-1 helper threads that take chunks of a product from a
+ * shared counter while the caller takes them too. The caller waits only for chunks a helper
+ * has claimed, never for a helper to wake up: on a loaded machine a descheduled helper costs
+ * nothing (an OpenMP team's barrier waits a scheduler slice for it). Helpers spin SPIN_NS
+ * after a product (the next one follows within microseconds while decoding), then sleep. */
+#define POOL_MAX 64
+#define SPIN_NS 200000L
+static struct {
+    pthread_mutex_t busy; // one product at a time; a second caller runs alone
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int nhelpers, sleepers;
+    uint64_t state; // generation << 32 | chunks << 16 | next chunk
+    int done;       // chunks finished in this generation
+    int nworkers;   // helpers allowed in this generation (0 .. nhelpers)
+    struct small_job job;
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
+          .cv = PTHREAD_COND_INITIALIZER};
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* Claim and run chunks of the current generation while there are any; 1 if it ran one. */
+static int pool_work(void)
+{
+    int ran = 0;
+    for (;;) {
+        uint64_t s = __atomic_load_n(&pool.state, __ATOMIC_ACQUIRE);
+        int nch = (int)(s >> 16 & 0xffff), next = (int)(s & 0xffff);
+        if (next >= nch)
+            return ran;
+        if (!__atomic_compare_exchange_n(&pool.state, &s, s + 1, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue;
+        // chunk next is ours: the job cannot change until it is counted done
+        const struct small_job *j = &pool.job;
+        int n0 = next * j->rows, n1 = n0 + j->rows < j->w->N ? n0 + j->rows : j->w->N;
+        small_rows(j, n0, n1);
+        __atomic_add_fetch(&pool.done, 1, __ATOMIC_RELEASE);
+        ran = 1;
+    }
+}
+
+static void *pool_helper(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    uint64_t seen = 0;
+    for (;;) {
+        double t0 = now_ns();
+        for (long spin = 0;; spin++) {
+            uint64_t s = __atomic_load_n(&pool.state, __ATOMIC_ACQUIRE);
+            if (s >> 32 != seen >> 32) {
+                seen = s;
+                if (id < __atomic_load_n(&pool.nworkers, __ATOMIC_ACQUIRE))
+                    pool_work();
+                t0 = now_ns();
+            }
+            _mm_pause();
+            if ((spin & 255) == 0 && now_ns() - t0 > SPIN_NS)
+                break;
+        }
+        pthread_mutex_lock(&pool.mu);
+        __atomic_add_fetch(&pool.sleepers, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&pool.state, __ATOMIC_SEQ_CST) >> 32 == seen >> 32)
+            pthread_cond_wait(&pool.cv, &pool.mu);
+        __atomic_sub_fetch(&pool.sleepers, 1, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&pool.mu);
+    }
+    return NULL;
+}
+
+/* Run j over N rows on the caller and up to threads-1 helpers (started on first need). */
+static void pool_run(struct small_job *j, int N, int threads)
+{
+    while (pool.nhelpers < threads - 1 && pool.nhelpers < POOL_MAX) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&t, &a, pool_helper, (void *)(intptr_t)pool.nhelpers);
+        pthread_attr_destroy(&a);
+        if (rc)
+            break;
+        pool.nhelpers++;
+    }
+    int workers = threads - 1 < pool.nhelpers ? threads - 1 : pool.nhelpers;
+    // about 4 chunks per thread, whole cache lines of out
+    int rows = ((N + 4 * threads - 1) / (4 * threads) + ALIGN - 1) / ALIGN * ALIGN;
+    int nch = (N + rows - 1) / rows;
+    if (workers == 0 || nch < 2 || nch > 0xffff) {
+        small_rows(j, 0, N);
+        return;
+    }
+    j->rows = rows;
+    pool.job = *j;
+    __atomic_store_n(&pool.done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pool.nworkers, workers, __ATOMIC_RELEASE);
+    uint64_t gen = (__atomic_load_n(&pool.state, __ATOMIC_RELAXED) >> 32) + 1;
+    __atomic_store_n(&pool.state, gen << 32 | (uint64_t)nch << 16, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pool.sleepers, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_broadcast(&pool.cv);
+        pthread_mutex_unlock(&pool.mu);
+    }
+    pool_work();
+    while (__atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) < nch)
+        _mm_pause(); // only chunks a running helper holds
+}
+
 static void small_forward(float *out, int ldo, const float *resid, const void *const *act,
                           const struct cpu_qmat *w, const float *bias, int M, dot_fn dot)
 {
-    int N = w->N, K = w->K;
-    size_t rb = cpu_dtype_row_bytes(w->dtype, K);
-    const char *base = w->data;
-#pragma omp parallel if ((long)N * K > CPU_PAR_MIN)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int per = ((N + nt - 1) / nt + ALIGN - 1) / ALIGN * ALIGN;
-        int n0 = t * per, n1 = n0 + per < N ? n0 + per : N;
-        for (int n = n0; n < n1; n++) {
-            const void *row = base + (size_t)n * rb;
-            float b = bias ? bias[n] : 0.0f;
-            for (int m = 0; m < M; m++) {
-                size_t o = (size_t)m * ldo + n;
-                out[o] = (resid ? resid[o] + b : b) + dot(row, act[m], K);
-            }
-        }
+    struct small_job j = {out, ldo, M, 0, resid, bias, {0}, w, dot};
+    memcpy(j.act, act, sizeof(void *) * M);
+    int threads = omp_get_max_threads();
+    if (threads < 2 || (long)w->N * w->K <= CPU_PAR_MIN || pthread_mutex_trylock(&pool.busy)) {
+        small_rows(&j, 0, w->N);
+        return;
     }
+    pool_run(&j, w->N, threads);
+    pthread_mutex_unlock(&pool.busy);
 }
 
 /* in (M,K) as q8_0 blocks: q (M,K) int8 and d (M,K/32) into scratch (bytes q, then d). */
