@@ -20,7 +20,8 @@ for p in decode_speed decode_quality; do
 done
 export PATH=$PWD/$B/bin:$PATH
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), nproc $(nproc --all), OMP_NUM_THREADS $OMP_NUM_THREADS"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} # prompts: a spinning OpenMP team starves on a shared machine
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), nproc $(nproc --all), OMP_NUM_THREADS $OMP_NUM_THREADS, OMP_WAIT_POLICY $OMP_WAIT_POLICY"
 echo "-- speed"
 for _ in $(seq "${REPEAT:-2}"); do
     "$B/bench/decode_speed" "${PRESET:-gpt2-124m}" 27 128

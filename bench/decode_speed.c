@@ -5,7 +5,9 @@
  * of weights and KV cache read per decoded token, that over the time as a fraction of the
  * triad's bandwidth, and the speed-up over f32. One stable line per dtype:
  *   decode PRESET dtype=D prompt=P new=N prefill_ms=X ms_per_token=X bytes_per_token=X
- *     gbps=X bound_frac=X vs_f32=X
+ *     gbps=X bound_frac=X read_frac=X vs_f32=X
+ * (bound_frac: against the triad, the issue's bound; read_frac: against the read-only sum,
+ * which is what decoding does)
  * Usage: decode_speed PRESET PROMPT_TOKENS NEW_TOKENS [DTYPE...] (default f32 bf16 q8_0) */
 #include <omp.h>
 #include <stdio.h>
@@ -112,8 +114,8 @@ int main(int argc, char **argv)
         if (dt == CPU_F32)
             f32_ms = best;
         printf("decode %s dtype=%s prompt=%d new=%d prefill_ms=%.1f ms_per_token=%.2f "
-               "bytes_per_token=%.0f gbps=%.1f bound_frac=%.2f vs_f32=%.2f\n",
-               argv[1], names[d], P, N, prefill, best, bytes, gbps, gbps / triad,
+               "bytes_per_token=%.0f gbps=%.1f bound_frac=%.2f read_frac=%.2f vs_f32=%.2f\n",
+               argv[1], names[d], P, N, prefill, best, bytes, gbps, gbps / triad, gbps / read,
                f32_ms > 0 ? f32_ms / best : 0);
         fflush(stdout);
     }

@@ -23,7 +23,7 @@ struct model_kv {
     float *x, *ln, *qkv, *att, *fc, *fch; // (cap, C|C|QKV|Q|FCN|F)
     float *tmp, *qkn;     // (cap, C) post-norm input; (cap, QKV + H + KV) QK-norm scratch
     float *last;          // (cap, C) normed rows that want logits
-    float *scratch;       // (nthreads, ctx) attention scores
+    float *scratch;       // (max(nthreads, 4 * n_head), ctx) attention scores
     int nscratch;
     float *qscratch;      // cpu_qmat_forward's scratch for nscratch threads
 };
@@ -116,7 +116,9 @@ static int kv_workspace(const struct model *m, struct model_kv *kv, int n)
     if (threads > kv->nscratch) {
         int K = m->cfg.d_model > m->q ? m->cfg.d_model : m->q;
         K = m->cfg.d_ff > K ? m->cfg.d_ff : K;
-        float *s = realloc(kv->scratch, (size_t)threads * kv->ctx * sizeof(float));
+        int slots = threads > CPU_QMAT_SMALL_M * m->cfg.n_head ? threads
+                                                               : CPU_QMAT_SMALL_M * m->cfg.n_head;
+        float *s = realloc(kv->scratch, (size_t)slots * kv->ctx * sizeof(float));
         if (s)
             kv->scratch = s;
         float *qs = s ? realloc(kv->qscratch, cpu_qmat_scratch_floats(K, threads) * sizeof(float))
@@ -245,67 +247,103 @@ size_t model_decode_weight_bytes(const struct model *m)
     return total;
 }
 
-/* Causal attention of n rows against the cache: row i (query heads in q) attends to the
- * positions 0..pos[i] of its slot in layer l's K and V (pos[i]-window+1..pos[i] in a local
- * layer), scaled and soft-capped as the layer says. out (n, Q). */
-static void kv_attention(const struct model *m, struct model_kv *kv, int l, const float *q,
-                         int ldq, float *out, const int32_t *slot, const int32_t *pos, int n)
+/* One attention of the decode step (kv_attention's arguments). */
+struct attn_job {
+    const struct model *m;
+    struct model_kv *kv;
+    int l, ldq;
+    const float *q;
+    float *out;
+    const int32_t *slot, *pos;
+};
+
+/* Query head h of row i attends to the positions 0..pos[i] of its slot in layer l's K and V
+ * (pos[i]-window+1..pos[i] in a local layer), scaled and soft-capped as the layer says;
+ * s (ctx) holds the scores. */
+static void attn_one(const struct attn_job *a, int i, int h, float *s)
 {
+    const struct model *m = a->m;
+    struct model_kv *kv = a->kv;
+    int l = a->l, ldq = a->ldq;
+    const float *q = a->q;
+    float *out = a->out;
+    const int32_t *slot = a->slot, *pos = a->pos;
     int H = m->cfg.n_head, KV = m->cfg.n_kv_head, hd = m->hd, group = H / KV, kvw = kv->kvw;
     struct cpu_attn ao = model_layer_attn(m, l);
     float scale = ao.scale, cap = ao.softcap;
+    size_t base = ((size_t)l * kv->nslots + slot[i]) * kv->ctx;
+    size_t at = base * kvw + (size_t)(h / group) * hd; // + j * kvw: position j
+    const float *kc = (const float *)kv->k + at, *vc = (const float *)kv->v + at;
+    const uint16_t *kb = (const uint16_t *)kv->k + at, *vb = (const uint16_t *)kv->v + at;
+    const float *qi = q + (size_t)i * ldq + (size_t)h * hd;
+    int np = pos[i] + 1;
+    int j0 = ao.window > 0 && np - ao.window > 0 ? np - ao.window : 0;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int j = j0; j < np; j++) {
+        float d = 0.0f;
+        if (kv->bf16) {
+            const uint16_t *kj = kb + (size_t)j * kvw;
+#pragma omp simd reduction(+ : d)
+            for (int c = 0; c < hd; c++)
+                d += qi[c] * cpu_bf16_to_float(kj[c]);
+        } else {
+            const float *kj = kc + (size_t)j * kvw;
+#pragma omp simd reduction(+ : d)
+            for (int c = 0; c < hd; c++)
+                d += qi[c] * kj[c];
+        }
+        s[j] = d * scale;
+        if (cap > 0)
+            s[j] = cap * tanhf(s[j] / cap);
+        mx = s[j] > mx ? s[j] : mx;
+    }
+    for (int j = j0; j < np; j++)
+        sum += s[j] = expf(s[j] - mx);
+    float *o = out + (size_t)i * m->q + (size_t)h * hd, inv = 1.0f / sum;
+    memset(o, 0, sizeof(float) * hd);
+    for (int j = j0; j < np; j++) {
+        float p = s[j] * inv;
+        if (kv->bf16) {
+            const uint16_t *vj = vb + (size_t)j * kvw;
+#pragma omp simd
+            for (int c = 0; c < hd; c++)
+                o[c] += p * cpu_bf16_to_float(vj[c]);
+        } else {
+            const float *vj = vc + (size_t)j * kvw;
+#pragma omp simd
+            for (int c = 0; c < hd; c++)
+                o[c] += p * vj[c];
+        }
+    }
+}
+
+/* heads lo..hi-1 of the step, head ih = row ih / H, query head ih % H; scores in a slot of
+ * the scratch of its own (a decode step has at most CPU_QMAT_SMALL_M rows here) */
+static void attn_heads(void *ctx, int lo, int hi)
+{
+    const struct attn_job *a = ctx;
+    int H = a->m->cfg.n_head;
+    for (int ih = lo; ih < hi; ih++)
+        attn_one(a, ih / H, ih % H, a->kv->scratch + (size_t)ih * a->kv->ctx);
+}
+
+/* Causal attention of n rows against the cache (attn_one for every row and query head).
+ * out (n, Q). Decode-sized steps run on the decode pool, larger ones on OpenMP. */
+static void kv_attention(const struct model *m, struct model_kv *kv, int l, const float *q,
+                         int ldq, float *out, const int32_t *slot, const int32_t *pos, int n)
+{
+    struct attn_job a = {m, kv, l, ldq, q, out, slot, pos};
+    int H = m->cfg.n_head;
     long work = 0;
     for (int i = 0; i < n; i++)
-        work += (long)(pos[i] + 1) * H * hd;
-#pragma omp parallel for collapse(2) schedule(dynamic) if (work > CPU_PAR_MIN)
-    for (int i = 0; i < n; i++)
-        for (int h = 0; h < H; h++) {
-            float *s = kv->scratch + (size_t)omp_get_thread_num() * kv->ctx;
-            size_t base = ((size_t)l * kv->nslots + slot[i]) * kv->ctx;
-            size_t at = base * kvw + (size_t)(h / group) * hd; // + j * kvw: position j
-            const float *kc = (const float *)kv->k + at, *vc = (const float *)kv->v + at;
-            const uint16_t *kb = (const uint16_t *)kv->k + at, *vb = (const uint16_t *)kv->v + at;
-            const float *qi = q + (size_t)i * ldq + (size_t)h * hd;
-            int np = pos[i] + 1;
-            int j0 = ao.window > 0 && np - ao.window > 0 ? np - ao.window : 0;
-            float mx = -INFINITY, sum = 0.0f;
-            for (int j = j0; j < np; j++) {
-                float d = 0.0f;
-                if (kv->bf16) {
-                    const uint16_t *kj = kb + (size_t)j * kvw;
-#pragma omp simd reduction(+ : d)
-                    for (int c = 0; c < hd; c++)
-                        d += qi[c] * cpu_bf16_to_float(kj[c]);
-                } else {
-                    const float *kj = kc + (size_t)j * kvw;
-#pragma omp simd reduction(+ : d)
-                    for (int c = 0; c < hd; c++)
-                        d += qi[c] * kj[c];
-                }
-                s[j] = d * scale;
-                if (cap > 0)
-                    s[j] = cap * tanhf(s[j] / cap);
-                mx = s[j] > mx ? s[j] : mx;
-            }
-            for (int j = j0; j < np; j++)
-                sum += s[j] = expf(s[j] - mx);
-            float *o = out + (size_t)i * m->q + (size_t)h * hd, inv = 1.0f / sum;
-            memset(o, 0, sizeof(float) * hd);
-            for (int j = j0; j < np; j++) {
-                float p = s[j] * inv;
-                if (kv->bf16) {
-                    const uint16_t *vj = vb + (size_t)j * kvw;
-#pragma omp simd
-                    for (int c = 0; c < hd; c++)
-                        o[c] += p * cpu_bf16_to_float(vj[c]);
-                } else {
-                    const float *vj = vc + (size_t)j * kvw;
-#pragma omp simd
-                    for (int c = 0; c < hd; c++)
-                        o[c] += p * vj[c];
-                }
-            }
-        }
+        work += (long)(pos[i] + 1) * H * m->hd;
+    if (n <= CPU_QMAT_SMALL_M) {
+        cpu_pool_for(attn_heads, &a, n * H, 1, work);
+        return;
+    }
+#pragma omp parallel for schedule(dynamic) if (work > CPU_PAR_MIN)
+    for (int ih = 0; ih < n * H; ih++)
+        attn_one(&a, ih / H, ih % H, kv->scratch + (size_t)omp_get_thread_num() * kv->ctx);
 }
 
 int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const int32_t *slot,

@@ -458,15 +458,16 @@ size_t cpu_qmat_scratch_floats(int K, int nthreads)
  * does not depend on the thread count or on which thread computes it. */
 struct small_job {
     float *out;
-    int ldo, M, rows; // rows per chunk
+    int ldo, M;
     const float *resid, *bias;
     const void *act[CPU_QMAT_SMALL_M];
     const struct cpu_qmat *w;
     dot_fn dot;
 };
 
-static void small_rows(const struct small_job *j, int n0, int n1)
+static void small_rows(void *ctx, int n0, int n1)
 {
+    const struct small_job *j = ctx;
     int K = j->w->K;
     size_t rb = cpu_dtype_row_bytes(j->w->dtype, K);
     const char *base = j->w->data;
@@ -495,7 +496,9 @@ static struct {
     uint64_t state; // generation << 32 | chunks << 16 | next chunk
     int done;       // chunks finished in this generation
     int nworkers;   // helpers allowed in this generation (0 .. nhelpers)
-    struct small_job job;
+    void (*fn)(void *ctx, int lo, int hi); // the task: [0, n) in chunks of per
+    void *ctx;
+    int n, per;
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
           .cv = PTHREAD_COND_INITIALIZER};
 
@@ -519,9 +522,8 @@ static int pool_work(void)
                                          __ATOMIC_ACQUIRE))
             continue;
         // chunk next is ours: the job cannot change until it is counted done
-        const struct small_job *j = &pool.job;
-        int n0 = next * j->rows, n1 = n0 + j->rows < j->w->N ? n0 + j->rows : j->w->N;
-        small_rows(j, n0, n1);
+        int n0 = next * pool.per, n1 = n0 + pool.per < pool.n ? n0 + pool.per : pool.n;
+        pool.fn(pool.ctx, n0, n1);
         __atomic_add_fetch(&pool.done, 1, __ATOMIC_RELEASE);
         ran = 1;
     }
@@ -555,8 +557,9 @@ static void *pool_helper(void *arg)
     return NULL;
 }
 
-/* Run j over N rows on the caller and up to threads-1 helpers (started on first need). */
-static void pool_run(struct small_job *j, int N, int threads)
+/* fn over [0, N) on the caller and up to threads-1 helpers (started on first need), in
+ * about 4 chunks per thread, multiples of grain. The caller holds pool.busy. */
+static void pool_run(void (*fn)(void *, int, int), void *ctx, int N, int grain, int threads)
 {
     while (pool.nhelpers < threads - 1 && pool.nhelpers < POOL_MAX) {
         pthread_t t;
@@ -570,15 +573,13 @@ static void pool_run(struct small_job *j, int N, int threads)
         pool.nhelpers++;
     }
     int workers = threads - 1 < pool.nhelpers ? threads - 1 : pool.nhelpers;
-    // about 4 chunks per thread, whole cache lines of out
-    int rows = ((N + 4 * threads - 1) / (4 * threads) + ALIGN - 1) / ALIGN * ALIGN;
-    int nch = (N + rows - 1) / rows;
+    int per = ((N + 4 * threads - 1) / (4 * threads) + grain - 1) / grain * grain;
+    int nch = (N + per - 1) / per;
     if (workers == 0 || nch < 2 || nch > 0xffff) {
-        small_rows(j, 0, N);
+        fn(ctx, 0, N);
         return;
     }
-    j->rows = rows;
-    pool.job = *j;
+    pool.fn = fn, pool.ctx = ctx, pool.n = N, pool.per = per;
     __atomic_store_n(&pool.done, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pool.nworkers, workers, __ATOMIC_RELEASE);
     uint64_t gen = (__atomic_load_n(&pool.state, __ATOMIC_RELAXED) >> 32) + 1;
@@ -593,18 +594,23 @@ static void pool_run(struct small_job *j, int N, int threads)
         _mm_pause(); // only chunks a running helper holds
 }
 
+void cpu_pool_for(void (*fn)(void *ctx, int lo, int hi), void *ctx, int n, int grain, long work)
+{
+    int threads = omp_get_max_threads();
+    if (threads < 2 || work <= CPU_PAR_MIN || pthread_mutex_trylock(&pool.busy)) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pool_run(fn, ctx, n, grain > 0 ? grain : 1, threads);
+    pthread_mutex_unlock(&pool.busy);
+}
+
 static void small_forward(float *out, int ldo, const float *resid, const void *const *act,
                           const struct cpu_qmat *w, const float *bias, int M, dot_fn dot)
 {
-    struct small_job j = {out, ldo, M, 0, resid, bias, {0}, w, dot};
+    struct small_job j = {out, ldo, M, resid, bias, {0}, w, dot};
     memcpy(j.act, act, sizeof(void *) * M);
-    int threads = omp_get_max_threads();
-    if (threads < 2 || (long)w->N * w->K <= CPU_PAR_MIN || pthread_mutex_trylock(&pool.busy)) {
-        small_rows(&j, 0, w->N);
-        return;
-    }
-    pool_run(&j, w->N, threads);
-    pthread_mutex_unlock(&pool.busy);
+    cpu_pool_for(small_rows, &j, w->N, ALIGN, (long)w->N * w->K);
 }
 
 /* in (M,K) as q8_0 blocks: q (M,K) int8 and d (M,K/32) into scratch (bytes q, then d). */

@@ -50,6 +50,14 @@ size_t cpu_qmat_scratch_floats(int K, int nthreads);
 void cpu_qmat_forward(float *out, int ldo, const float *resid, const float *in,
                       const struct cpu_qmat *w, const float *bias, int M, float *scratch);
 
+/* fn(ctx, lo, hi) over [0, n) in chunks (multiples of grain) on the caller and the decode
+ * pool's OMP_NUM_THREADS-1 helper threads; returns when every chunk is done. Serial when
+ * work <= CPU_PAR_MIN, one thread, or another caller holds the pool. The caller never waits
+ * for a helper to wake (see docs/design-notes.md); results must not depend on the chunking.
+ * Decoding's steps use it instead of OpenMP so an OpenMP team is never woken (and left
+ * spinning) between them. */
+void cpu_pool_for(void (*fn)(void *ctx, int lo, int hi), void *ctx, int n, int grain, long work);
+
 /* The kernel variants: portable C, AVX2+FMA+F16C, AVX-512 (F, BW, VL, VNNI). The best the CPU
  * has is used unless MTC_CPU_ISA=portable|avx2|avx512 names another it has (read once) or
  * cpu_isa_set picks one. */
