@@ -9,11 +9,13 @@
 #include <string.h>
 
 #include "serve/serve.h"
+#include "train/cpu/qmat.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: mtc-serve --model REF --listen HOST:PORT [--max-batch N] [--ctx N]\n"
-               "                 [--threads N] [--served-name NAME] [--tokenizer PATH]\n"
+               "                 [--threads N] [--dtype f32|bf16|q8_0] [--served-name NAME]\n"
+               "                 [--tokenizer PATH]\n"
                "                 [--max-connections N] [--max-connections-per-ip N]\n"
                "                 [--max-body BYTES] [--request-timeout S] [--idle-timeout S]\n"
                "                 [--home DIR]\n"
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
         {"location", required_argument, NULL, 'L'},  {"idle-timeout", required_argument, NULL, 'I'},
         {"max-connections-per-ip", required_argument, NULL, 'E'},
         {"request-timeout", required_argument, NULL, 'R'},
+        {"dtype", required_argument, NULL, 'D'},
         {0}};
     int o;
     while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -67,6 +70,15 @@ int main(int argc, char **argv)
         case 'I': c.idle_timeout = (int)number("idle-timeout", optarg, 1, 86400); break;
         case 'E': c.max_conn_per_ip = (int)number("max-connections-per-ip", optarg, 1, 100000); break;
         case 'R': c.request_timeout = (int)number("request-timeout", optarg, 1, 3600); break;
+        case 'D': {
+            enum cpu_dtype dt;
+            if (cpu_dtype_parse(optarg, &dt) < 0) {
+                fprintf(stderr, "mtc-serve: --dtype %s: want f32, bf16 or q8_0\n", optarg);
+                return 2;
+            }
+            c.dtype = optarg;
+            break;
+        }
         case 'P': c.project = optarg; break;
         case 'L': c.location = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -107,7 +119,8 @@ int main(int argc, char **argv)
     char host[256];
     snprintf(host, sizeof host, "%s", c.listen);
     *strrchr(host, ':') = 0;
-    printf("mtc-serve: serving %s on %s:%d\n", serve_name(s), host, serve_port(s));
+    printf("mtc-serve: serving %s (%s weights) on %s:%d\n", serve_name(s),
+           c.dtype ? c.dtype : "f32", host, serve_port(s));
     fflush(stdout);
     int sig = 0;
     sigwait(&set, &sig);

@@ -558,9 +558,10 @@ void serve_models(struct serve *s, struct serve_reply *r)
     size_t i;
     json_array_foreach(ids, i, id)
     {
-        json_array_append_new(data, json_pack("{s:O,s:s,s:I,s:s,s:s,s:i}", "id", id, "object",
+        json_array_append_new(data, json_pack("{s:O,s:s,s:I,s:s,s:s,s:i,s:s}", "id", id, "object",
                                               "model", "created", (json_int_t)0, "owned_by", "mtc",
-                                              "root", root, "max_model_len", s->ctx));
+                                              "root", root, "max_model_len", s->ctx, "dtype",
+                                              cpu_dtype_name(model_decode_dtype(s->m))));
     }
     json_decref(ids);
     r->status = 200;

@@ -19,6 +19,7 @@ struct serve_config {
     int max_batch;           // KV slots: sequences decoded together (default 8)
     int ctx;                 // positions per slot (0: the model's max_seq)
     int threads;             // OpenMP threads (0: OMP_NUM_THREADS or the cores)
+    const char *dtype;       // decoding's weights and KV cache: "f32" (NULL), "bf16", "q8_0"
     int max_conn;            // concurrent connections (default 64)
     int max_conn_per_ip;     // of them from one client address (default 16)
     int request_timeout;     // seconds to deliver a whole request, headers and body (default 10)

@@ -261,6 +261,8 @@ void model_destroy(struct model *m)
     free(m->a.block);
     free(m->a.last);
     free(m->a.ascratch);
+    free(m->dw);
+    free(m->dwbuf);
     free(m);
     errno = e;
 }

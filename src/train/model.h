@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "train/cpu/qmat.h"
 
 enum model_family { MODEL_GPT2, MODEL_LLAMA, MODEL_GEMMA2, MODEL_GEMMA3 };
 
@@ -175,5 +176,20 @@ int model_kv_slots(const struct model_kv *kv);
  * (EINVAL: a token, slot or position out of range; ENOMEM). */
 int model_decode(struct model *m, struct model_kv *kv, const int32_t *tok, const int32_t *slot,
                  const int32_t *pos, const uint8_t *want, int n, float *logits, mtc_error_t *err);
+/* The weights model_decode reads: CPU_F32 (default) reads the parameters themselves, so
+ * decoding follows every update (GRPO); CPU_BF16 and CPU_Q8_0 convert a snapshot of them
+ * now (call again after the parameters change). A KV cache made afterwards stores K and V in
+ * bf16 unless the dtype is f32. Training never reads the copy. 0, or -1 with err (EINVAL:
+ * q8_0 and a matrix whose rows are not a multiple of 32; ENOMEM). */
+int model_decode_set_dtype(struct model *m, enum cpu_dtype dt, mtc_error_t *err);
+enum cpu_dtype model_decode_dtype(const struct model *m);
+/* Bytes of weights one decode step reads (every linear of every layer and the LM head's
+ * vocab_size rows, in the decode dtype); embeddings and norms not counted. */
+size_t model_decode_weight_bytes(const struct model *m);
+/* Mean cross-entropy of tok[1..n-1] given the tokens before, through model_decode one token
+ * at a time as generation reads them (a private one-slot cache of n positions): the quality
+ * measure of a decode dtype. 0 and *loss, or -1 with err (EINVAL: n < 2 or > max_seq, a
+ * token out of range; ENOMEM). */
+int model_decode_loss(struct model *m, const int32_t *tok, int n, double *loss, mtc_error_t *err);
 
 #endif

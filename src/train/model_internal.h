@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "train/cpu/kernels.h"
+#include "train/cpu/qmat.h"
 #include "train/model.h"
 
 /* What a tensor is used for; the passes find parameters by role, not by name. */
@@ -85,7 +86,15 @@ struct model {
     struct acts a;
     int B, T, has_y, has_logits; // last forward
     int packed;                  // the last forward had positions (a->pos)
+    /* decoding's weights (model_decode.c): f32 reads params; bf16 and q8_0 read dw, a copy
+     * converted by model_decode_set_dtype (n_layer * DW_PER_LAYER + 1 matrices, the LM head
+     * last) in the one block dwbuf */
+    enum cpu_dtype ddtype;
+    struct cpu_qmat *dw;
+    void *dwbuf;
 };
+/* Matrices of one layer in model->dw: qkv, attention out, fc (gate|up), mlp out. */
+enum { DW_QKV, DW_PROJ, DW_FC, DW_FCPROJ, DW_PER_LAYER };
 
 /* Parameter (or gradient, with base = m->grads) of a role; layer -1 for globals.
  * NULL when the family has no such tensor (Llama has no biases). */

@@ -109,6 +109,36 @@ for fam in L G; do
     done
 done
 
+# --dtype: bf16 and q8_0 weights (and bf16 KV cache) serve the same model; greedy text compared
+start_serve B --model "$D/gpt2-hf" --max-batch 1 --ctx 64 --dtype bf16
+start_serve Q --model "$D/gpt2-hf" --max-batch 1 --ctx 64 --dtype q8_0
+check "--dtype q8_0: the startup line and /v1/models say q8_0" \
+    test -n "$(grep 'serving gpt2-hf (q8_0 weights) on' "$D/Q.out")" -a \
+    "$(curl -s "$URL_Q/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["dtype"])')" = q8_0
+for dt in B Q; do
+    url=URL_$dt; url=${!url}
+    agree=$(python3 - "$URL_G" "$url" <<'PY'
+import json, sys, urllib.request
+def text(u):
+    body = json.dumps({"model": "gpt2-hf", "prompt": "a small bird looked at", "max_tokens": 24,
+                       "temperature": 0}).encode()
+    r = urllib.request.Request(u + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(r, timeout=60))["choices"][0]["text"]
+a, b = text(sys.argv[1]), text(sys.argv[2])
+n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+print(n, len(a))
+PY
+)
+    diag "--dtype $([ $dt = B ] && echo bf16 || echo q8_0): greedy text agrees with f32 for ${agree% *} of ${agree#* } characters"
+    check "--dtype $([ $dt = B ] && echo bf16 || echo q8_0): a greedy completion is served (agrees with f32 for ${agree% *} of ${agree#* } characters)" \
+        test "${agree% *}" -gt 0
+done
+kill "$PID_B" "$PID_Q"
+mtc-serve --model "$D/gpt2-hf" --listen 127.0.0.1:0 --dtype fp16 >/dev/null 2>"$D/err4"
+rc=$?
+check "--dtype fp16: exit 2 with one line naming it" \
+    test $rc -eq 2 -a "$(wc -l <"$D/err4")" -eq 1 -a -n "$(grep -- '--dtype fp16' "$D/err4")"
+
 check "completion: usage counts, finish_reason length, OpenAI shape" py "$URL_L" "
 r = post('/v1/completions', {'model': 'tiny-llama', 'prompt': 'the cat', 'max_tokens': 7, 'seed': 1})
 assert r['object'] == 'text_completion' and r['model'] == 'tiny-llama' and r['id'].startswith('cmpl-'), r
