@@ -231,9 +231,14 @@ json_t *slurm_job_nodes(const char *conf, const char *job, mtc_error_t *err)
 
 json_t *slurm_partitions(const char *conf, mtc_error_t *err)
 {
+    return slurm_partitions_cached(conf, 0, err);
+}
+
+json_t *slurm_partitions_cached(const char *conf, int max_age_ms, mtc_error_t *err)
+{
     char *out = NULL;
     char *argv[] = {"scontrol", "show", "partition", "-o", NULL};
-    if (slurm_cmd_ok(conf, argv, &out, "scontrol show partition", err) < 0)
+    if (slurm_cmd_cached(conf, argv, max_age_ms, &out, "scontrol show partition", err) < 0)
         return NULL;
     json_t *parts = json_object();
     char *save = NULL;
