@@ -5,13 +5,15 @@
  * jobs waiting (by account and reason) and running (by account) and its
  * accounts' usage (node- and GPU-hours from sacct), and per running
  * training run its step, loss, tokens/s, MFU, restarts, goodput and
- * early-problem alerts (recipes/detect.c). Runs are followed by jobs_track
- * (jobs/watch.c), one exp_track per run kept between scrapes, so a scrape
- * reads only what the run's metrics.jsonl and log gained since the last. */
+ * early-problem alerts (recipes/detect.c). A scrape asks Slurm nothing: the
+ * queues, usage and training jobs' states are what the job monitor's last
+ * pass saw (jobs/queue.c, jobs/monitor.c), the nodes what the supervisor
+ * stored. Runs are followed by jobs_track (jobs/watch.c), one exp_track per
+ * run kept between scrapes, so a scrape reads only what the run's
+ * metrics.jsonl and log gained since the last. */
 #include "api/internal.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
-#include "slurm/slurm.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -219,90 +221,8 @@ static void clusters(struct api_req *r, struct text *t)
 
 /* ---- Slurm queues and accounting usage (issue 31, point 4) ---- */
 
-/* Usage comes from sacct over every job since the cluster was created, so
- * a cluster's figures are kept USAGE_TTL_MS between scrapes (a failure too:
- * an accounting database that is away does not slow every scrape). */
-#define USAGE_TTL_MS 60000
-#define USAGE_CACHE 32
-static struct usage_entry {
-    char cluster[16];
-    int64_t created_ms, at_ms;
-    json_t *by_account; /* {account: [nodeHours, gpuHours]}; NULL: sacct failed */
-} usage_cache[USAGE_CACHE];
-static pthread_mutex_t usage_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* slurm_usage's rows per account and user summed per account. */
-static json_t *usage_by_account(const char *conf, int64_t since_ms)
-{
-    time_t t = (time_t)(since_ms / 1000);
-    struct tm tm;
-    char since[32];
-    localtime_r(&t, &tm); /* sacct -S reads local time */
-    strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%S", &tm);
-    mtc_error_t err = {""};
-    json_t *rows = slurm_usage(conf, since, &err);
-    if (!rows)
-        return log_msg(LOG_WARNING, "metrics: usage: %s", err.text), NULL;
-    json_t *by = json_object(), *row;
-    size_t i;
-    json_array_foreach(rows, i, row)
-    {
-        const char *a = json_string_value(json_object_get(row, "account"));
-        json_t *sum = json_object_get(by, a ? a : "");
-        if (!sum)
-            json_object_set_new(by, a ? a : "", sum = json_pack("[f,f]", 0.0, 0.0));
-        for (int k = 0; k < 2; k++)
-            json_array_set_new(sum, k,
-                               json_real(json_real_value(json_array_get(sum, k)) +
-                                         json_number_value(json_object_get(
-                                             row, k == 0 ? "nodeHours" : "gpuHours"))));
-    }
-    json_decref(rows);
-    return by;
-}
-
-/* cl's usage per account, from the cache while fresh. New reference, or NULL. */
-static json_t *usage_of(const struct store_cluster *cl, const char *conf)
-{
-    int64_t now = mtc_now_ms();
-    pthread_mutex_lock(&usage_lock);
-    for (int i = 0; i < USAGE_CACHE; i++) {
-        struct usage_entry *e = &usage_cache[i];
-        if (strcmp(e->cluster, cl->id) == 0 && e->created_ms == cl->create_ms &&
-            now - e->at_ms < USAGE_TTL_MS) {
-            json_t *u = json_incref(e->by_account);
-            pthread_mutex_unlock(&usage_lock);
-            return u;
-        }
-    }
-    pthread_mutex_unlock(&usage_lock);
-    json_t *u = usage_by_account(conf, cl->create_ms);
-    pthread_mutex_lock(&usage_lock);
-    int pick = 0; /* this cluster's entry, else the oldest */
-    for (int i = 0; i < USAGE_CACHE; i++) {
-        if (strcmp(usage_cache[i].cluster, cl->id) == 0) {
-            pick = i;
-            break;
-        }
-        if (usage_cache[i].at_ms < usage_cache[pick].at_ms)
-            pick = i;
-    }
-    struct usage_entry *e = &usage_cache[pick];
-    json_decref(e->by_account);
-    snprintf(e->cluster, sizeof(e->cluster), "%s", cl->id);
-    e->created_ms = cl->create_ms;
-    e->at_ms = now;
-    e->by_account = json_incref(u);
-    pthread_mutex_unlock(&usage_lock);
-    return u;
-}
-
-/* obj[key] += 1 */
-static void tally(json_t *obj, const char *key)
-{
-    json_object_set_new(obj, key, json_integer(json_integer_value(json_object_get(obj, key)) + 1));
-}
-
+/* What the job monitor's last pass saw (jobs_queue_view): no Slurm command
+ * runs in a scrape. */
 static void queues(struct api_req *r, struct text *t)
 {
     json_t *ids = store_cluster_ids(r->st);
@@ -312,46 +232,22 @@ static void queues(struct api_req *r, struct text *t)
     json_array_foreach(ids, i, id)
     {
         struct store_cluster cl;
-        char conf[PATH_MAX];
-        mtc_error_t err = {""};
-        if (store_cluster_get(r->st, json_string_value(id), &cl) < 0)
+        if (store_cluster_head(r->st, json_string_value(id), &cl) < 0)
             continue;
-        if (!api_slurm_up(cl.state) || api_slurm_conf(r->ctl, cl.id, conf, sizeof(conf), &err) < 0) {
-            store_cluster_release(&cl);
-            continue;
-        }
-        json_t *jobs = slurm_queue(conf, &err);
-        if (!jobs)
-            log_msg(LOG_WARNING, "metrics: cluster %s: %s", cl.id, err.text);
-        /* "account\nreason" -> count (pending), account -> count (running) */
-        json_t *pend = json_object(), *run = json_object(), *job;
-        size_t j;
-        json_array_foreach(jobs, j, job)
-        {
-            const char *st = json_string_value(json_object_get(job, "state"));
-            const char *acct = json_string_value(json_object_get(job, "account"));
-            const char *why = json_string_value(json_object_get(job, "reason"));
-            char key[256];
-            snprintf(key, sizeof(key), "%s\n%s", acct, *why ? why : "None");
-            if (strcmp(st, "PENDING") == 0)
-                tally(pend, key);
-            else if (strcmp(st, "RUNNING") == 0)
-                tally(run, acct);
-        }
-        json_decref(jobs);
+        json_t *view = api_slurm_up(cl.state) ? jobs_queue_view(cl.id, cl.create_ms) : NULL;
         const char *k;
         json_t *v;
-        json_object_foreach(pend, k, v)
+        json_object_foreach(json_object_get(view, "pending"), k, v)
         {
             size_t cut = strcspn(k, "\n");
-            json_array_append_new(pending, json_pack("[s, s%, s, O]", cl.id, k, cut, k + cut + 1, v));
+            json_array_append_new(pending, json_pack("[s, s%, s, O]", cl.id, k, cut,
+                                                     k[cut] ? k + cut + 1 : "None", v));
         }
-        json_object_foreach(run, k, v) json_array_append_new(running, json_pack("[s, s, O]", cl.id, k, v));
-        json_decref(pend);
-        json_decref(run);
-        json_t *u = api_accounting_on(cl.spec) ? usage_of(&cl, conf) : NULL;
-        json_object_foreach(u, k, v) json_array_append_new(usage, json_pack("[s, s, O]", cl.id, k, v));
-        json_decref(u);
+        json_object_foreach(json_object_get(view, "running"), k, v)
+            json_array_append_new(running, json_pack("[s, s, O]", cl.id, k, v));
+        json_object_foreach(json_object_get(view, "usage"), k, v)
+            json_array_append_new(usage, json_pack("[s, s, O]", cl.id, k, v));
+        json_decref(view);
         store_cluster_release(&cl);
     }
     json_decref(ids);
@@ -423,16 +319,13 @@ static void runs(struct api_req *r, struct text *t)
     size_t nrows = 0, cap = 8;
     struct run_row *rows = calloc(cap, sizeof(*rows));
     json_t *seen = json_object();
-    json_t *ids = store_cluster_ids(r->st);
-    json_t *pass = json_object(); /* one Slurm query per cluster */
     size_t i;
-    json_t *id;
-    json_array_foreach(ids, i, id)
-    {
+    /* the states the job monitor keeps (no Slurm command in a scrape) */
+    for (int64_t after = 0;;) {
         int n = 0;
-        struct store_job *jobs = store_job_list(r->st, json_string_value(id), NULL, 0, 10000, &n);
+        struct store_job *jobs = store_job_list_unfinished(r->st, after, 256, &n);
         for (int k = 0; k < n; k++) {
-            jobs_refresh(r->st, &jobs[k], pass);
+            after = jobs[k].seq;
             const char *td = json_string_value(json_object_get(jobs[k].config, "taskDir"));
             if (td && !exp_state_final(jobs[k].state) && strcmp(jobs[k].state, "PENDING") != 0 &&
                 rows && (nrows < cap || (rows = realloc(rows, (cap *= 2) * sizeof(*rows))))) {
@@ -451,9 +344,9 @@ static void runs(struct api_req *r, struct text *t)
             store_job_release(&jobs[k]);
         }
         free(jobs);
+        if (n < 256)
+            break;
     }
-    json_decref(pass);
-    json_decref(ids);
     /* runs started with `mtc run` under mtcd's home: those whose log has a
      * start and no end after it */
     mtc_error_t err = {""};

@@ -192,10 +192,12 @@ json_t *slurm_jobs(const char *conf, mtc_error_t *err);
 int slurm_job_state(const char *conf, const char *job, char *state, size_t len);
 /* How many times Slurm requeued a job it still knows (Restarts=), or -1. */
 int slurm_job_restarts(const char *conf, const char *job);
-/* The state, requeue count and pending reason of every job slurmctld still
- * knows (job NULL: one `scontrol show job`), or of job: {"ID": {"state":
- * "PENDING", "restarts": 1, "reason": "BeginTime"}, ...}; {} when it knows none of them. NULL + err when
- * slurmctld does not answer. Caller owns. */
+/* The state, requeue count, pending reason and account of every job
+ * slurmctld still knows (job NULL: one `scontrol show job`), or of job:
+ * {"ID": {"state": "PENDING", "restarts": 1, "reason": "BeginTime",
+ * "account": "team"}, ...} (account "" without accounting); {} when it
+ * knows none of them. NULL + err when slurmctld does
+ * not answer. Caller owns. */
 json_t *slurm_job_states(const char *conf, const char *job, mtc_error_t *err);
 /* The same from `scontrol show job -o`'s text (lines it cannot read are passed over). */
 json_t *slurm_job_states_parse(const char *text);

@@ -505,9 +505,10 @@ int main(void)
               schema_enum_name(&slurm_power_state_enum, states[i].want));
     /* `scontrol show job -o` of a whole cluster: one line a job */
     json_t *js = slurm_job_states_parse(
-        "JobId=7 JobName=a UserId=root(0) Priority=1 JobState=RUNNING Reason=None Requeue=1 "
-        "Restarts=0 BatchFlag=1\n"
-        "JobId=12 JobName=b JobState=PENDING Reason=BeginTime Requeue=1 Restarts=2 BatchFlag=1\n"
+        "JobId=7 JobName=a UserId=root(0) Priority=1 Account=(null) JobState=RUNNING Reason=None "
+        "Requeue=1 Restarts=0 BatchFlag=1\n"
+        "JobId=12 JobName=b Account=team JobState=PENDING Reason=BeginTime Requeue=1 Restarts=2 "
+        "BatchFlag=1\n"
         "JobId=13 JobName=c JobState=COMPLETED Reason=None\n"
         "garbage line\n");
     CHECK(json_object_size(js) == 3, "three jobs read, the garbage line passed over");
@@ -521,6 +522,10 @@ int main(void)
               "its reason: Slurm's requeue hold (the monitor lifts it)");
     CHECK(json_integer_value(json_object_get(json_object_get(js, "13"), "restarts")) == 0,
           "no Restarts= field: 0");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(js, "12"), "account")), "team",
+              "its account");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(js, "7"), "account")), "",
+              "Account=(null) (no accounting): \"\"");
     json_decref(js);
     js = slurm_job_states_parse("No jobs in the system\n");
     CHECK(js && json_object_size(js) == 0, "no jobs: an empty object");
