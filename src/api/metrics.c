@@ -117,81 +117,96 @@ static const char *num(double v, char *buf, size_t len)
 static const char *const cluster_states[] = {"PROVISIONING", "RUNNING", "UPDATING", "STOPPING",
                                              "ERROR"};
 
+/* One row of store_scrape_*'s into the text: the metric's line for a
+ * cluster (its label value escaped). */
+struct row_ctx {
+    struct text *t;
+    const char *cluster;
+};
+
+/* The nodeState the cluster resource shows (api/views.c overlays it the
+ * same way): a node being remediated is UPDATING, one given up on is ERROR,
+ * one QUEUED for a remediation keeps its state. */
+static const char *node_state(const char *state, const char *remediation)
+{
+    if (!*remediation || strcmp(remediation, "QUEUED") == 0)
+        return state;
+    return strcmp(remediation, "FAILED") == 0 ? "ERROR" : "UPDATING";
+}
+
+static void node_row(void *arg, const char *const *col)
+{
+    struct row_ctx *x = arg;
+    char n[160], p[160], s[64];
+    put(x->t, "mtc_nodes{cluster=\"%s\",node=\"%s\",pool=\"%s\",state=\"%s\"} 1\n", x->cluster,
+        esc(col[0], n, sizeof(n)), esc(col[1], p, sizeof(p)),
+        esc(node_state(col[2], col[3]), s, sizeof(s)));
+}
+
+static void check_row(void *arg, const char *const *col)
+{
+    struct row_ctx *x = arg;
+    char n[160], k[160], st[32];
+    put(x->t, "mtc_health_check{cluster=\"%s\",node=\"%s\",check=\"%s\",status=\"%s\"} 1\n",
+        x->cluster, esc(col[0], n, sizeof(n)), esc(col[1], k, sizeof(k)),
+        esc(col[2], st, sizeof(st)));
+}
+
+static void remediation_row(void *arg, const char *const *col)
+{
+    struct row_ctx *x = arg;
+    char n[160], s[64];
+    put(x->t, "mtc_node_remediation{cluster=\"%s\",node=\"%s\",state=\"%s\"} 1\n", x->cluster,
+        esc(col[0], n, sizeof(n)), esc(col[1], s, sizeof(s)));
+}
+
+/* The rows of every cluster in ids, by one of store_scrape_*. */
+static void cluster_rows(struct api_req *r, struct text *t, const json_t *ids,
+                         int (*scrape)(struct store *, const char *, store_row_fn, void *),
+                         store_row_fn fn)
+{
+    size_t i;
+    json_t *id;
+    char c[64];
+    json_array_foreach(ids, i, id)
+    {
+        struct row_ctx x = {t, esc(json_string_value(id), c, sizeof(c))};
+        scrape(r->st, json_string_value(id), fn, &x);
+    }
+}
+
+/* Nodes and health straight from the store's rows (store_scrape_*): what
+ * the supervisor and the agents' reports keep current, no JSON made. */
 static void clusters(struct api_req *r, struct text *t)
 {
     json_t *ids = store_cluster_ids(r->st);
     size_t i;
     json_t *id;
     int count[5] = {0};
-    json_t *views = json_array();
     json_array_foreach(ids, i, id)
     {
         struct store_cluster cl;
-        if (store_cluster_get(r->st, json_string_value(id), &cl) < 0)
+        if (store_cluster_head(r->st, json_string_value(id), &cl) < 0)
             continue;
         for (int k = 0; k < 5; k++)
             count[k] += strcmp(cl.state, cluster_states[k]) == 0;
-        json_array_append_new(views, json_pack("{s:s, s:o}", "id", cl.id, "view",
-                                                  api_cluster_json(r->st, r->ctl, &cl, 0)));
         store_cluster_release(&cl);
     }
-    json_decref(ids);
     head(t, "mtc_clusters", "gauge", "Clusters by state.");
     for (int k = 0; k < 5; k++)
         put(t, "mtc_clusters{state=\"%s\"} %d\n", cluster_states[k], count[k]);
-
-    char c[64], n[160], p[160], s[64], k[160], st[32];
     head(t, "mtc_nodes", "gauge", "Nodes by cluster, pool and state (1 per node).");
-    json_t *v;
-    json_array_foreach(views, i, v)
-    {
-        size_t j;
-        json_t *node;
-        esc(json_string_value(json_object_get(v, "id")), c, sizeof(c));
-        json_t *nodes = json_object_get(json_object_get(json_object_get(v, "view"), "clusterStatus"),
-                                        "nodesStatus");
-        json_array_foreach(nodes, j, node)
-        put(t, "mtc_nodes{cluster=\"%s\",node=\"%s\",pool=\"%s\",state=\"%s\"} 1\n",
-            c, esc(json_string_value(json_object_get(node, "instanceName")), n, sizeof(n)),
-            esc(json_string_value(json_object_get(node, "nodePoolId")), p, sizeof(p)),
-            esc(json_string_value(json_object_get(node, "nodeState")), s, sizeof(s)));
-    }
-    json_decref(views);
-
+    cluster_rows(r, t, ids, store_scrape_nodes, node_row);
     head(t, "mtc_health_check", "gauge",
          "Latest health check results by cluster, node, check and status (1 per result).");
-    ids = store_cluster_ids(r->st);
-    json_t *rem = json_array();
-    json_array_foreach(ids, i, id)
-    {
-        int nh = 0;
-        struct store_health *h = store_health_list(r->st, json_string_value(id), &nh);
-        esc(json_string_value(id), c, sizeof(c));
-        for (int a = 0; a < nh; a++) {
-            size_t j;
-            json_t *res;
-            esc(h[a].node, n, sizeof(n));
-            json_array_foreach(h[a].results, j, res)
-            put(t, "mtc_health_check{cluster=\"%s\",node=\"%s\",check=\"%s\",status=\"%s\"} 1\n",
-                c, n, esc(json_string_value(json_object_get(res, "check")), k, sizeof(k)),
-                esc(json_string_value(json_object_get(res, "status")), st, sizeof(st)));
-            if (h[a].remediation[0])
-                json_array_append_new(rem, json_pack("[s,s,s]", json_string_value(id), h[a].node,
-                                                     h[a].remediation));
-        }
-        store_health_free(h, nh);
-    }
-    json_decref(ids);
+    cluster_rows(r, t, ids, store_scrape_checks, check_row);
     head(t, "mtc_node_remediation", "gauge",
          "Nodes with a remediation queued, under way or failed, by state (QUEUED, PENDING, REMEDIATING, FAILED).");
-    json_t *row;
-    json_array_foreach(rem, i, row)
-    put(t, "mtc_node_remediation{cluster=\"%s\",node=\"%s\",state=\"%s\"} 1\n",
-        esc(json_string_value(json_array_get(row, 0)), c, sizeof(c)),
-        esc(json_string_value(json_array_get(row, 1)), n, sizeof(n)),
-        esc(json_string_value(json_array_get(row, 2)), s, sizeof(s)));
-    json_decref(rem);
+    cluster_rows(r, t, ids, store_scrape_remediations, remediation_row);
+    json_decref(ids);
 
+    char c[64], k[160], s[64];
+    json_t *row;
     head(t, "mtc_remediation_actions_total", "counter", "Remediation actions taken, by cluster and action.");
     json_t *tal = store_remediation_tally(r->st);
     json_array_foreach(tal, i, row)
