@@ -143,13 +143,108 @@ static void node_row(void *arg, const char *const *col)
         esc(node_state(col[2], col[3]), s, sizeof(s)));
 }
 
+/* Each node's mtc_health_check lines, kept between scrapes with the time of
+ * the report they were made from: {cluster: {node: [time_ms, "lines"]}}. A
+ * scrape makes again only the lines of the nodes that reported since the
+ * last, so its cost follows the reports, not the cluster's size. */
+static json_t *check_lines;
+static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One scrape's pass over a cluster's health rows. */
+struct check_ctx {
+    const char *cluster;    /* escaped */
+    json_t *old, *now;      /* {node: [time_ms, lines]}: the last scrape's, this one's */
+    json_t *order;          /* nodes, in the store's order */
+    json_t *fresh;          /* {node: true}: the nodes whose lines are made again */
+    int64_t since;          /* the oldest report not made into lines yet; INT64_MAX none */
+    char node[160];         /* checks: the node whose lines are being made */
+    int64_t node_ms;
+    struct text lines;
+};
+
+static void report_time(void *arg, const char *const *col)
+{
+    struct check_ctx *x = arg;
+    int64_t ms = strtoll(col[1], NULL, 10);
+    json_t *had = json_object_get(x->old, col[0]);
+    json_array_append_new(x->order, json_string(col[0]));
+    if (had && json_integer_value(json_array_get(had, 0)) == ms) {
+        json_object_set(x->now, col[0], had);
+        return;
+    }
+    /* none until its results are read (a report without results has none) */
+    json_object_set_new(x->now, col[0], json_pack("[I, s]", (json_int_t)ms, ""));
+    json_object_set_new(x->fresh, col[0], json_true());
+    if (ms < x->since)
+        x->since = ms;
+}
+
+/* The lines made for x->node go into x->now. */
+static void node_done(struct check_ctx *x)
+{
+    if (*x->node)
+        json_object_set_new(x->now, x->node,
+                            json_pack("[I, s%]", (json_int_t)x->node_ms, x->lines.buf, x->lines.len));
+    x->lines.len = 0;
+    *x->node = '\0';
+}
+
 static void check_row(void *arg, const char *const *col)
 {
-    struct row_ctx *x = arg;
+    struct check_ctx *x = arg;
+    int64_t ms = strtoll(col[1], NULL, 10);
+    if (strcmp(col[0], x->node) != 0) {
+        node_done(x);
+        if (!json_object_get(x->fresh, col[0]))
+            return; /* its lines are of its latest report already (or of the next scrape) */
+        snprintf(x->node, sizeof(x->node), "%s", col[0]);
+        x->node_ms = ms;
+    }
     char n[160], k[160], st[32];
-    put(x->t, "mtc_health_check{cluster=\"%s\",node=\"%s\",check=\"%s\",status=\"%s\"} 1\n",
-        x->cluster, esc(col[0], n, sizeof(n)), esc(col[1], k, sizeof(k)),
-        esc(col[2], st, sizeof(st)));
+    put(&x->lines, "mtc_health_check{cluster=\"%s\",node=\"%s\",check=\"%s\",status=\"%s\"} 1\n",
+        x->cluster, esc(col[0], n, sizeof(n)), esc(col[2], k, sizeof(k)),
+        esc(col[3], st, sizeof(st)));
+}
+
+/* mtc_health_check of every cluster in ids, from check_lines and the
+ * reports made since. */
+static void checks(struct api_req *r, struct text *t, const json_t *ids)
+{
+    pthread_mutex_lock(&check_lock); /* one scrape at a time makes lines */
+    json_t *all = json_object();
+    size_t i, k;
+    json_t *id, *node;
+    char c[64];
+    json_array_foreach(ids, i, id)
+    {
+        const char *cid = json_string_value(id);
+        struct check_ctx x = {.cluster = esc(cid, c, sizeof(c)),
+                              .old = json_object_get(check_lines, cid),
+                              .now = json_object(),
+                              .order = json_array(),
+                              .fresh = json_object(),
+                              .since = INT64_MAX,
+                              .lines = {malloc(4096), 0, 4096}};
+        if (!x.lines.buf)
+            x.lines.cap = 0;
+        if (store_scrape_report_times(r->st, cid, report_time, &x) == 0 && x.since != INT64_MAX) {
+            store_scrape_checks(r->st, cid, x.since, check_row, &x);
+            node_done(&x);
+        }
+        free(x.lines.buf);
+        json_decref(x.fresh);
+        json_array_foreach(x.order, k, node)
+        {
+            json_t *have = json_array_get(json_object_get(x.now, json_string_value(node)), 1);
+            if (have)
+                put(t, "%s", json_string_value(have));
+        }
+        json_decref(x.order);
+        json_object_set_new(all, cid, x.now); /* a node or cluster gone is dropped */
+    }
+    json_decref(check_lines);
+    check_lines = all;
+    pthread_mutex_unlock(&check_lock);
 }
 
 static void remediation_row(void *arg, const char *const *col)
@@ -199,7 +294,7 @@ static void clusters(struct api_req *r, struct text *t)
     cluster_rows(r, t, ids, store_scrape_nodes, node_row);
     head(t, "mtc_health_check", "gauge",
          "Latest health check results by cluster, node, check and status (1 per result).");
-    cluster_rows(r, t, ids, store_scrape_checks, check_row);
+    checks(r, t, ids);
     head(t, "mtc_node_remediation", "gauge",
          "Nodes with a remediation queued, under way or failed, by state (QUEUED, PENDING, REMEDIATING, FAILED).");
     cluster_rows(r, t, ids, store_scrape_remediations, remediation_row);

@@ -309,12 +309,17 @@ struct store_health *store_health_list(struct store *st, const char *cluster_id,
  * for each row, its columns as text ("" for none), called under the
  * store's lock (fn must not use the store). 0, or -1 (EIO).
  * nodes: cluster_id's nodesStatus in order — instanceName, nodePoolId,
- * nodeState, the node's remediation state ("" none); checks: each node's
- * latest results, by node — node, check, status; remediations: the nodes
- * with a remediation state, by node — node, state. */
+ * nodeState, the node's remediation state ("" none); report_times: each
+ * node's latest report, by node — node, time_ms; checks: the results of
+ * the latest reports made at since_ms or later, by node — node, time_ms,
+ * check, status; remediations: the nodes with a remediation state, by node
+ * — node, state. */
 typedef void (*store_row_fn)(void *arg, const char *const *cols);
 int store_scrape_nodes(struct store *st, const char *cluster_id, store_row_fn fn, void *arg);
-int store_scrape_checks(struct store *st, const char *cluster_id, store_row_fn fn, void *arg);
+int store_scrape_report_times(struct store *st, const char *cluster_id, store_row_fn fn,
+                              void *arg);
+int store_scrape_checks(struct store *st, const char *cluster_id, int64_t since_ms,
+                        store_row_fn fn, void *arg);
 int store_scrape_remediations(struct store *st, const char *cluster_id, store_row_fn fn,
                               void *arg);
 void store_health_free(struct store_health *arr, int n);

@@ -43,17 +43,30 @@ int store_scrape_nodes(struct store *st, const char *cluster_id, store_row_fn fn
                 4, fn, arg);
 }
 
-int store_scrape_checks(struct store *st, const char *cluster_id, store_row_fn fn, void *arg)
+int store_scrape_report_times(struct store *st, const char *cluster_id, store_row_fn fn,
+                              void *arg)
 {
     pthread_mutex_lock(&st->lock);
     return rows(st,
                 store_i_prep(st,
-                             "SELECT h.node, json_extract(r.value, '$.check'),"
+                             "SELECT node, time_ms FROM node_health WHERE cluster_id = ?"
+                             " ORDER BY node",
+                             "s", cluster_id),
+                2, fn, arg);
+}
+
+int store_scrape_checks(struct store *st, const char *cluster_id, int64_t since_ms,
+                        store_row_fn fn, void *arg)
+{
+    pthread_mutex_lock(&st->lock);
+    return rows(st,
+                store_i_prep(st,
+                             "SELECT h.node, h.time_ms, json_extract(r.value, '$.check'),"
                              " json_extract(r.value, '$.status')"
                              " FROM node_health h, json_each(h.results) r"
-                             " WHERE h.cluster_id = ? ORDER BY h.node, r.key",
-                             "s", cluster_id),
-                3, fn, arg);
+                             " WHERE h.cluster_id = ? AND h.time_ms >= ? ORDER BY h.node, r.key",
+                             "sl", cluster_id, since_ms),
+                4, fn, arg);
 }
 
 int store_scrape_remediations(struct store *st, const char *cluster_id, store_row_fn fn,
