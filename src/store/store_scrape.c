@@ -11,7 +11,7 @@
 static int rows(struct store *st, sqlite3_stmt *s, int ncols, store_row_fn fn, void *arg)
 {
     const char *cols[8];
-    int rc;
+    int rc = SQLITE_ERROR;
     while (s && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         for (int i = 0; i < ncols && i < 8; i++) {
             const char *v = (const char *)sqlite3_column_text(s, i);
