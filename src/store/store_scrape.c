@@ -43,8 +43,7 @@ int store_scrape_nodes(struct store *st, const char *cluster_id, store_row_fn fn
                 4, fn, arg);
 }
 
-int store_scrape_report_times(struct store *st, const char *cluster_id, store_row_fn fn,
-                              void *arg)
+int store_scrape_report_times(struct store *st, const char *cluster_id, store_row_fn fn, void *arg)
 {
     pthread_mutex_lock(&st->lock);
     return rows(st,
@@ -55,8 +54,8 @@ int store_scrape_report_times(struct store *st, const char *cluster_id, store_ro
                 2, fn, arg);
 }
 
-int store_scrape_checks(struct store *st, const char *cluster_id, int64_t since_ms,
-                        store_row_fn fn, void *arg)
+int store_scrape_checks(struct store *st, const char *cluster_id, int64_t since_ms, store_row_fn fn,
+                        void *arg)
 {
     pthread_mutex_lock(&st->lock);
     return rows(st,
@@ -69,8 +68,7 @@ int store_scrape_checks(struct store *st, const char *cluster_id, int64_t since_
                 4, fn, arg);
 }
 
-int store_scrape_remediations(struct store *st, const char *cluster_id, store_row_fn fn,
-                              void *arg)
+int store_scrape_remediations(struct store *st, const char *cluster_id, store_row_fn fn, void *arg)
 {
     pthread_mutex_lock(&st->lock);
     return rows(st,
