@@ -3,9 +3,11 @@
 # `POST …/trainingJobs` (mtcd resolves, checks, writes the experiment and
 # runs sbatch) and as `mtc run` (the CLI, a client of that API), against
 # `sbatch` of the same rendered script run directly, in the same run on the
-# same local cluster. Figures: seconds per submission and the ratios to sbatch.
-# BENCH_N sets the submissions per way (10). The partition is DOWN: the jobs
-# queue and never run.
+# same local cluster. Figures: per submission the mean (the loop's wall time
+# / N) and the median (sbatch: each call's wall time; POST: curl's
+# time_total), and the ratios to sbatch's. BENCH_N sets the submissions per
+# way (10). The partition is DOWN: the jobs queue and never run.
+# BENCH_MTCD=PATH: that mtcd binary (an older build: before/after in one run).
 . "$(dirname "$0")/lib.inc"
 N=${BENCH_N:-10}
 cleanup() {
@@ -15,7 +17,13 @@ cleanup() {
     [ -n "${KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
-bench_start_mtcd || exit 1
+if [ -n "${BENCH_MTCD:-}" ]; then
+    "$BENCH_MTCD" --home "$MTC_HOME" --daemon || exit 1
+    PIDS+=("$(cat "$MTC_HOME/mtcd.pid")")
+else
+    bench_start_mtcd || exit 1
+fi
+echo "$(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg); mtcd: ${BENCH_MTCD:-$(command -v mtcd)}"
 mtc cluster create -f "$ROOT/examples/local-2node.json" --id bj >/dev/null 2>&1 ||
     { echo "cluster create failed"; exit 1; }
 eval "$(mtc env bj)"
@@ -39,12 +47,17 @@ URL=http://localhost/v1beta1/projects/local/locations/local/modelDevelopmentClus
 now() { date +%s.%N; }
 
 t0=$(now)
-for i in $(seq "$N"); do sbatch --parsable "$W/script.sh" >/dev/null || { echo "sbatch failed"; exit 1; }; done
+for i in $(seq "$N"); do
+    a=$(now)
+    sbatch --parsable "$W/script.sh" >/dev/null || { echo "sbatch failed"; exit 1; }
+    echo "$a $(now)" >>"$W/sbatch.t"
+done
 t1=$(now)
 for i in $(seq "$N"); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$MTC_HOME/mtcd.sock" -X POST \
+    out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' --unix-socket "$MTC_HOME/mtcd.sock" -X POST \
         -H 'Content-Type: application/json' --data-binary "$BODY" "$URL")
-    [ "$code" = 200 ] || { echo "POST trainingJobs: HTTP $code"; exit 1; }
+    [ "${out%% *}" = 200 ] || { echo "POST trainingJobs: HTTP ${out%% *}"; exit 1; }
+    echo "${out#* }" >>"$W/post.t"
 done
 t2=$(now)
 for i in $(seq "$N"); do
@@ -54,13 +67,15 @@ for i in $(seq "$N"); do
 done
 t3=$(now)
 queued=$(squeue -h | wc -l)
-python3 - "$N" "$t0" "$t1" "$t2" "$t3" "$queued" <<'PY'
-import sys
+python3 - "$N" "$t0" "$t1" "$t2" "$t3" "$queued" "$W/sbatch.t" "$W/post.t" <<'PY'
+import statistics, sys
 n = int(sys.argv[1]); t0, t1, t2, t3 = map(float, sys.argv[2:6])
 sb, api, cli = (t1 - t0) / n, (t2 - t1) / n, (t3 - t2) / n
+sb50 = statistics.median(b - a for a, b in (map(float, l.split()) for l in open(sys.argv[7])))
+api50 = statistics.median(float(l) for l in open(sys.argv[8]))
 print(f"submissions per way: {n} ({sys.argv[6]} jobs queued, none ran)")
-print(f"sbatch of the rendered script:   {sb * 1000:8.1f} ms per job   1.00x")
-print(f"POST trainingJobs (curl):        {api * 1000:8.1f} ms per job   {api / sb:5.2f}x")
-print(f"mtc run (CLI -> API, status):    {cli * 1000:8.1f} ms per job   {cli / sb:5.2f}x"
+print(f"sbatch of the rendered script:   mean {sb * 1000:8.1f} ms  1.00x   median {sb50 * 1000:7.1f} ms  1.00x")
+print(f"POST trainingJobs (curl):        mean {api * 1000:8.1f} ms {api / sb:5.2f}x   median {api50 * 1000:7.1f} ms {api50 / sb50:5.2f}x")
+print(f"mtc run (CLI -> API, status):    mean {cli * 1000:8.1f} ms {cli / sb:5.2f}x"
       "  (its status block waits up to 5 s for RUNNING; these jobs never start)")
 PY

@@ -218,7 +218,8 @@ int api_job_create(struct api_req *r, struct api_resp *out)
         goto done;
     }
     j.create_ms = j.update_ms = mtc_now_ms();
-    jobs_refresh(r->st, &j, NULL);
+    /* PENDING with the id sbatch printed: the job monitor's next pass (or a
+     * GET) asks Slurm what became of it */
     out->body = job_json(&j);
     j.request = j.config = NULL;
 done:

@@ -5,13 +5,15 @@
  * jobs waiting (by account and reason) and running (by account) and its
  * accounts' usage (node- and GPU-hours from sacct), and per running
  * training run its step, loss, tokens/s, MFU, restarts, goodput and
- * early-problem alerts (recipes/detect.c). Runs are followed by jobs_track
- * (jobs/watch.c), one exp_track per run kept between scrapes, so a scrape
- * reads only what the run's metrics.jsonl and log gained since the last. */
+ * early-problem alerts (recipes/detect.c). A scrape asks Slurm nothing: the
+ * queues, usage and training jobs' states are what the job monitor's last
+ * pass saw (jobs/queue.c, jobs/monitor.c), the nodes what the supervisor
+ * stored. Runs are followed by jobs_track (jobs/watch.c), one exp_track per
+ * run kept between scrapes, so a scrape reads only what the run's
+ * metrics.jsonl and log gained since the last. */
 #include "api/internal.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
-#include "slurm/slurm.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -115,81 +117,191 @@ static const char *num(double v, char *buf, size_t len)
 static const char *const cluster_states[] = {"PROVISIONING", "RUNNING", "UPDATING", "STOPPING",
                                              "ERROR"};
 
+/* One row of store_scrape_*'s into the text: the metric's line for a
+ * cluster (its label value escaped). */
+struct row_ctx {
+    struct text *t;
+    const char *cluster;
+};
+
+/* The nodeState the cluster resource shows (api/views.c overlays it the
+ * same way): a node being remediated is UPDATING, one given up on is ERROR,
+ * one QUEUED for a remediation keeps its state. */
+static const char *node_state(const char *state, const char *remediation)
+{
+    if (!*remediation || strcmp(remediation, "QUEUED") == 0)
+        return state;
+    return strcmp(remediation, "FAILED") == 0 ? "ERROR" : "UPDATING";
+}
+
+static void node_row(void *arg, const char *const *col)
+{
+    struct row_ctx *x = arg;
+    char n[160], p[160], s[64];
+    put(x->t, "mtc_nodes{cluster=\"%s\",node=\"%s\",pool=\"%s\",state=\"%s\"} 1\n", x->cluster,
+        esc(col[0], n, sizeof(n)), esc(col[1], p, sizeof(p)),
+        esc(node_state(col[2], col[3]), s, sizeof(s)));
+}
+
+/* Each node's mtc_health_check lines, kept between scrapes with the time of
+ * the report they were made from: {cluster: {node: [time_ms, "lines"]}}. A
+ * scrape makes again only the lines of the nodes that reported since the
+ * last, so its cost follows the reports, not the cluster's size. */
+static json_t *check_lines;
+static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One scrape's pass over a cluster's health rows. */
+struct check_ctx {
+    const char *cluster;    /* escaped */
+    json_t *old, *now;      /* {node: [time_ms, lines]}: the last scrape's, this one's */
+    json_t *order;          /* nodes, in the store's order */
+    json_t *fresh;          /* {node: true}: the nodes whose lines are made again */
+    int64_t since;          /* the oldest report not made into lines yet; INT64_MAX none */
+    char node[160];         /* checks: the node whose lines are being made */
+    int64_t node_ms;
+    struct text lines;
+};
+
+static void report_time(void *arg, const char *const *col)
+{
+    struct check_ctx *x = arg;
+    int64_t ms = strtoll(col[1], NULL, 10);
+    json_t *had = json_object_get(x->old, col[0]);
+    json_array_append_new(x->order, json_string(col[0]));
+    if (had && json_integer_value(json_array_get(had, 0)) == ms) {
+        json_object_set(x->now, col[0], had);
+        return;
+    }
+    /* none until its results are read (a report without results has none) */
+    json_object_set_new(x->now, col[0], json_pack("[I, s]", (json_int_t)ms, ""));
+    json_object_set_new(x->fresh, col[0], json_true());
+    if (ms < x->since)
+        x->since = ms;
+}
+
+/* The lines made for x->node go into x->now. */
+static void node_done(struct check_ctx *x)
+{
+    if (*x->node)
+        json_object_set_new(x->now, x->node,
+                            json_pack("[I, s%]", (json_int_t)x->node_ms, x->lines.buf, x->lines.len));
+    x->lines.len = 0;
+    *x->node = '\0';
+}
+
+static void check_row(void *arg, const char *const *col)
+{
+    struct check_ctx *x = arg;
+    int64_t ms = strtoll(col[1], NULL, 10);
+    if (strcmp(col[0], x->node) != 0) {
+        node_done(x);
+        if (!json_object_get(x->fresh, col[0]))
+            return; /* its lines are of its latest report already (or of the next scrape) */
+        snprintf(x->node, sizeof(x->node), "%s", col[0]);
+        x->node_ms = ms;
+    }
+    char n[160], k[160], st[32];
+    put(&x->lines, "mtc_health_check{cluster=\"%s\",node=\"%s\",check=\"%s\",status=\"%s\"} 1\n",
+        x->cluster, esc(col[0], n, sizeof(n)), esc(col[2], k, sizeof(k)),
+        esc(col[3], st, sizeof(st)));
+}
+
+/* mtc_health_check of every cluster in ids, from check_lines and the
+ * reports made since. */
+static void checks(struct api_req *r, struct text *t, const json_t *ids)
+{
+    pthread_mutex_lock(&check_lock); /* one scrape at a time makes lines */
+    json_t *all = json_object();
+    size_t i, k;
+    json_t *id, *node;
+    char c[64];
+    json_array_foreach(ids, i, id)
+    {
+        const char *cid = json_string_value(id);
+        struct check_ctx x = {.cluster = esc(cid, c, sizeof(c)),
+                              .old = json_object_get(check_lines, cid),
+                              .now = json_object(),
+                              .order = json_array(),
+                              .fresh = json_object(),
+                              .since = INT64_MAX,
+                              .lines = {malloc(4096), 0, 4096}};
+        if (!x.lines.buf)
+            x.lines.cap = 0;
+        if (store_scrape_report_times(r->st, cid, report_time, &x) == 0 && x.since != INT64_MAX) {
+            store_scrape_checks(r->st, cid, x.since, check_row, &x);
+            node_done(&x);
+        }
+        free(x.lines.buf);
+        json_decref(x.fresh);
+        json_array_foreach(x.order, k, node)
+        {
+            json_t *have = json_array_get(json_object_get(x.now, json_string_value(node)), 1);
+            if (have)
+                put(t, "%s", json_string_value(have));
+        }
+        json_decref(x.order);
+        json_object_set_new(all, cid, x.now); /* a node or cluster gone is dropped */
+    }
+    json_decref(check_lines);
+    check_lines = all;
+    pthread_mutex_unlock(&check_lock);
+}
+
+static void remediation_row(void *arg, const char *const *col)
+{
+    struct row_ctx *x = arg;
+    char n[160], s[64];
+    put(x->t, "mtc_node_remediation{cluster=\"%s\",node=\"%s\",state=\"%s\"} 1\n", x->cluster,
+        esc(col[0], n, sizeof(n)), esc(col[1], s, sizeof(s)));
+}
+
+/* The rows of every cluster in ids, by one of store_scrape_*. */
+static void cluster_rows(struct api_req *r, struct text *t, const json_t *ids,
+                         int (*scrape)(struct store *, const char *, store_row_fn, void *),
+                         store_row_fn fn)
+{
+    size_t i;
+    json_t *id;
+    char c[64];
+    json_array_foreach(ids, i, id)
+    {
+        struct row_ctx x = {t, esc(json_string_value(id), c, sizeof(c))};
+        scrape(r->st, json_string_value(id), fn, &x);
+    }
+}
+
+/* Nodes and health straight from the store's rows (store_scrape_*): what
+ * the supervisor and the agents' reports keep current, no JSON made. */
 static void clusters(struct api_req *r, struct text *t)
 {
     json_t *ids = store_cluster_ids(r->st);
     size_t i;
     json_t *id;
     int count[5] = {0};
-    json_t *views = json_array();
     json_array_foreach(ids, i, id)
     {
         struct store_cluster cl;
-        if (store_cluster_get(r->st, json_string_value(id), &cl) < 0)
+        if (store_cluster_head(r->st, json_string_value(id), &cl) < 0)
             continue;
         for (int k = 0; k < 5; k++)
             count[k] += strcmp(cl.state, cluster_states[k]) == 0;
-        json_array_append_new(views, json_pack("{s:s, s:o}", "id", cl.id, "view",
-                                                  api_cluster_json(r->st, r->ctl, &cl, 0)));
         store_cluster_release(&cl);
     }
-    json_decref(ids);
     head(t, "mtc_clusters", "gauge", "Clusters by state.");
     for (int k = 0; k < 5; k++)
         put(t, "mtc_clusters{state=\"%s\"} %d\n", cluster_states[k], count[k]);
-
-    char c[64], n[160], p[160], s[64], k[160], st[32];
     head(t, "mtc_nodes", "gauge", "Nodes by cluster, pool and state (1 per node).");
-    json_t *v;
-    json_array_foreach(views, i, v)
-    {
-        size_t j;
-        json_t *node;
-        esc(json_string_value(json_object_get(v, "id")), c, sizeof(c));
-        json_t *nodes = json_object_get(json_object_get(json_object_get(v, "view"), "clusterStatus"),
-                                        "nodesStatus");
-        json_array_foreach(nodes, j, node)
-        put(t, "mtc_nodes{cluster=\"%s\",node=\"%s\",pool=\"%s\",state=\"%s\"} 1\n",
-            c, esc(json_string_value(json_object_get(node, "instanceName")), n, sizeof(n)),
-            esc(json_string_value(json_object_get(node, "nodePoolId")), p, sizeof(p)),
-            esc(json_string_value(json_object_get(node, "nodeState")), s, sizeof(s)));
-    }
-    json_decref(views);
-
+    cluster_rows(r, t, ids, store_scrape_nodes, node_row);
     head(t, "mtc_health_check", "gauge",
          "Latest health check results by cluster, node, check and status (1 per result).");
-    ids = store_cluster_ids(r->st);
-    json_t *rem = json_array();
-    json_array_foreach(ids, i, id)
-    {
-        int nh = 0;
-        struct store_health *h = store_health_list(r->st, json_string_value(id), &nh);
-        esc(json_string_value(id), c, sizeof(c));
-        for (int a = 0; a < nh; a++) {
-            size_t j;
-            json_t *res;
-            esc(h[a].node, n, sizeof(n));
-            json_array_foreach(h[a].results, j, res)
-            put(t, "mtc_health_check{cluster=\"%s\",node=\"%s\",check=\"%s\",status=\"%s\"} 1\n",
-                c, n, esc(json_string_value(json_object_get(res, "check")), k, sizeof(k)),
-                esc(json_string_value(json_object_get(res, "status")), st, sizeof(st)));
-            if (h[a].remediation[0])
-                json_array_append_new(rem, json_pack("[s,s,s]", json_string_value(id), h[a].node,
-                                                     h[a].remediation));
-        }
-        store_health_free(h, nh);
-    }
-    json_decref(ids);
+    checks(r, t, ids);
     head(t, "mtc_node_remediation", "gauge",
          "Nodes with a remediation queued, under way or failed, by state (QUEUED, PENDING, REMEDIATING, FAILED).");
-    json_t *row;
-    json_array_foreach(rem, i, row)
-    put(t, "mtc_node_remediation{cluster=\"%s\",node=\"%s\",state=\"%s\"} 1\n",
-        esc(json_string_value(json_array_get(row, 0)), c, sizeof(c)),
-        esc(json_string_value(json_array_get(row, 1)), n, sizeof(n)),
-        esc(json_string_value(json_array_get(row, 2)), s, sizeof(s)));
-    json_decref(rem);
+    cluster_rows(r, t, ids, store_scrape_remediations, remediation_row);
+    json_decref(ids);
 
+    char c[64], k[160], s[64];
+    json_t *row;
     head(t, "mtc_remediation_actions_total", "counter", "Remediation actions taken, by cluster and action.");
     json_t *tal = store_remediation_tally(r->st);
     json_array_foreach(tal, i, row)
@@ -219,90 +331,8 @@ static void clusters(struct api_req *r, struct text *t)
 
 /* ---- Slurm queues and accounting usage (issue 31, point 4) ---- */
 
-/* Usage comes from sacct over every job since the cluster was created, so
- * a cluster's figures are kept USAGE_TTL_MS between scrapes (a failure too:
- * an accounting database that is away does not slow every scrape). */
-#define USAGE_TTL_MS 60000
-#define USAGE_CACHE 32
-static struct usage_entry {
-    char cluster[16];
-    int64_t created_ms, at_ms;
-    json_t *by_account; /* {account: [nodeHours, gpuHours]}; NULL: sacct failed */
-} usage_cache[USAGE_CACHE];
-static pthread_mutex_t usage_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* slurm_usage's rows per account and user summed per account. */
-static json_t *usage_by_account(const char *conf, int64_t since_ms)
-{
-    time_t t = (time_t)(since_ms / 1000);
-    struct tm tm;
-    char since[32];
-    localtime_r(&t, &tm); /* sacct -S reads local time */
-    strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%S", &tm);
-    mtc_error_t err = {""};
-    json_t *rows = slurm_usage(conf, since, &err);
-    if (!rows)
-        return log_msg(LOG_WARNING, "metrics: usage: %s", err.text), NULL;
-    json_t *by = json_object(), *row;
-    size_t i;
-    json_array_foreach(rows, i, row)
-    {
-        const char *a = json_string_value(json_object_get(row, "account"));
-        json_t *sum = json_object_get(by, a ? a : "");
-        if (!sum)
-            json_object_set_new(by, a ? a : "", sum = json_pack("[f,f]", 0.0, 0.0));
-        for (int k = 0; k < 2; k++)
-            json_array_set_new(sum, k,
-                               json_real(json_real_value(json_array_get(sum, k)) +
-                                         json_number_value(json_object_get(
-                                             row, k == 0 ? "nodeHours" : "gpuHours"))));
-    }
-    json_decref(rows);
-    return by;
-}
-
-/* cl's usage per account, from the cache while fresh. New reference, or NULL. */
-static json_t *usage_of(const struct store_cluster *cl, const char *conf)
-{
-    int64_t now = mtc_now_ms();
-    pthread_mutex_lock(&usage_lock);
-    for (int i = 0; i < USAGE_CACHE; i++) {
-        struct usage_entry *e = &usage_cache[i];
-        if (strcmp(e->cluster, cl->id) == 0 && e->created_ms == cl->create_ms &&
-            now - e->at_ms < USAGE_TTL_MS) {
-            json_t *u = json_incref(e->by_account);
-            pthread_mutex_unlock(&usage_lock);
-            return u;
-        }
-    }
-    pthread_mutex_unlock(&usage_lock);
-    json_t *u = usage_by_account(conf, cl->create_ms);
-    pthread_mutex_lock(&usage_lock);
-    int pick = 0; /* this cluster's entry, else the oldest */
-    for (int i = 0; i < USAGE_CACHE; i++) {
-        if (strcmp(usage_cache[i].cluster, cl->id) == 0) {
-            pick = i;
-            break;
-        }
-        if (usage_cache[i].at_ms < usage_cache[pick].at_ms)
-            pick = i;
-    }
-    struct usage_entry *e = &usage_cache[pick];
-    json_decref(e->by_account);
-    snprintf(e->cluster, sizeof(e->cluster), "%s", cl->id);
-    e->created_ms = cl->create_ms;
-    e->at_ms = now;
-    e->by_account = json_incref(u);
-    pthread_mutex_unlock(&usage_lock);
-    return u;
-}
-
-/* obj[key] += 1 */
-static void tally(json_t *obj, const char *key)
-{
-    json_object_set_new(obj, key, json_integer(json_integer_value(json_object_get(obj, key)) + 1));
-}
-
+/* What the job monitor's last pass saw (jobs_queue_view): no Slurm command
+ * runs in a scrape. */
 static void queues(struct api_req *r, struct text *t)
 {
     json_t *ids = store_cluster_ids(r->st);
@@ -312,46 +342,22 @@ static void queues(struct api_req *r, struct text *t)
     json_array_foreach(ids, i, id)
     {
         struct store_cluster cl;
-        char conf[PATH_MAX];
-        mtc_error_t err = {""};
-        if (store_cluster_get(r->st, json_string_value(id), &cl) < 0)
+        if (store_cluster_head(r->st, json_string_value(id), &cl) < 0)
             continue;
-        if (!api_slurm_up(cl.state) || api_slurm_conf(r->ctl, cl.id, conf, sizeof(conf), &err) < 0) {
-            store_cluster_release(&cl);
-            continue;
-        }
-        json_t *jobs = slurm_queue(conf, &err);
-        if (!jobs)
-            log_msg(LOG_WARNING, "metrics: cluster %s: %s", cl.id, err.text);
-        /* "account\nreason" -> count (pending), account -> count (running) */
-        json_t *pend = json_object(), *run = json_object(), *job;
-        size_t j;
-        json_array_foreach(jobs, j, job)
-        {
-            const char *st = json_string_value(json_object_get(job, "state"));
-            const char *acct = json_string_value(json_object_get(job, "account"));
-            const char *why = json_string_value(json_object_get(job, "reason"));
-            char key[256];
-            snprintf(key, sizeof(key), "%s\n%s", acct, *why ? why : "None");
-            if (strcmp(st, "PENDING") == 0)
-                tally(pend, key);
-            else if (strcmp(st, "RUNNING") == 0)
-                tally(run, acct);
-        }
-        json_decref(jobs);
+        json_t *view = api_slurm_up(cl.state) ? jobs_queue_view(cl.id, cl.create_ms) : NULL;
         const char *k;
         json_t *v;
-        json_object_foreach(pend, k, v)
+        json_object_foreach(json_object_get(view, "pending"), k, v)
         {
             size_t cut = strcspn(k, "\n");
-            json_array_append_new(pending, json_pack("[s, s%, s, O]", cl.id, k, cut, k + cut + 1, v));
+            json_array_append_new(pending, json_pack("[s, s%, s, O]", cl.id, k, cut,
+                                                     k[cut] ? k + cut + 1 : "None", v));
         }
-        json_object_foreach(run, k, v) json_array_append_new(running, json_pack("[s, s, O]", cl.id, k, v));
-        json_decref(pend);
-        json_decref(run);
-        json_t *u = api_accounting_on(cl.spec) ? usage_of(&cl, conf) : NULL;
-        json_object_foreach(u, k, v) json_array_append_new(usage, json_pack("[s, s, O]", cl.id, k, v));
-        json_decref(u);
+        json_object_foreach(json_object_get(view, "running"), k, v)
+            json_array_append_new(running, json_pack("[s, s, O]", cl.id, k, v));
+        json_object_foreach(json_object_get(view, "usage"), k, v)
+            json_array_append_new(usage, json_pack("[s, s, O]", cl.id, k, v));
+        json_decref(view);
         store_cluster_release(&cl);
     }
     json_decref(ids);
@@ -423,16 +429,13 @@ static void runs(struct api_req *r, struct text *t)
     size_t nrows = 0, cap = 8;
     struct run_row *rows = calloc(cap, sizeof(*rows));
     json_t *seen = json_object();
-    json_t *ids = store_cluster_ids(r->st);
-    json_t *pass = json_object(); /* one Slurm query per cluster */
     size_t i;
-    json_t *id;
-    json_array_foreach(ids, i, id)
-    {
+    /* the states the job monitor keeps (no Slurm command in a scrape) */
+    for (int64_t after = 0;;) {
         int n = 0;
-        struct store_job *jobs = store_job_list(r->st, json_string_value(id), NULL, 0, 10000, &n);
+        struct store_job *jobs = store_job_list_unfinished(r->st, after, 256, &n);
         for (int k = 0; k < n; k++) {
-            jobs_refresh(r->st, &jobs[k], pass);
+            after = jobs[k].seq;
             const char *td = json_string_value(json_object_get(jobs[k].config, "taskDir"));
             if (td && !exp_state_final(jobs[k].state) && strcmp(jobs[k].state, "PENDING") != 0 &&
                 rows && (nrows < cap || (rows = realloc(rows, (cap *= 2) * sizeof(*rows))))) {
@@ -451,9 +454,9 @@ static void runs(struct api_req *r, struct text *t)
             store_job_release(&jobs[k]);
         }
         free(jobs);
+        if (n < 256)
+            break;
     }
-    json_decref(pass);
-    json_decref(ids);
     /* runs started with `mtc run` under mtcd's home: those whose log has a
      * start and no end after it */
     mtc_error_t err = {""};

@@ -45,6 +45,14 @@ char *mtc_read_file(const char *path, size_t *len);
 /* Write via a temp file (created with mode, never following a link) + fsync
  * + rename + fsync of the directory: the new content is on disk on return. */
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
+/* The same, with less of it on disk on return when the caller makes it so
+ * later (several files of one directory, then one directory fsync):
+ * MTC_WRITE_NO_DIRSYNC leaves out the directory's fsync, MTC_WRITE_NO_FSYNC
+ * both fsyncs (the rename still replaces the file whole). */
+#define MTC_WRITE_NO_DIRSYNC 1
+#define MTC_WRITE_NO_FSYNC 3
+int mtc_write_file_atomic_opt(const char *path, const void *data, size_t len, mode_t mode,
+                              int flags);
 int mtc_write_file_fmt(const char *path, mode_t mode, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A small file (read whole) copied to `to` as mtc_write_file_atomic writes it.

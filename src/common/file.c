@@ -161,6 +161,12 @@ static int fsync_parent(const char *path)
 
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
+    return mtc_write_file_atomic_opt(path, data, len, mode, 0);
+}
+
+int mtc_write_file_atomic_opt(const char *path, const void *data, size_t len, mode_t mode,
+                              int flags)
+{
     char tmp[PATH_MAX];
     /* a unique temporary name (mkostemp: O_EXCL, mode 0600 until the
      * fchmod below): threads of one process may write the same file */
@@ -183,7 +189,8 @@ int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t
         p += w;
         left -= (size_t)w;
     }
-    if (fchmod(fd, mode) < 0 || fsync(fd) < 0)
+    if (fchmod(fd, mode) < 0 ||
+        ((flags & MTC_WRITE_NO_FSYNC) != MTC_WRITE_NO_FSYNC && fsync(fd) < 0))
         goto error;
     if (close(fd) < 0) {
         fd = -1;
@@ -192,7 +199,7 @@ int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t
     fd = -1;
     if (rename(tmp, path) < 0)
         goto error;
-    return fsync_parent(path);
+    return flags & MTC_WRITE_NO_DIRSYNC ? 0 : fsync_parent(path);
 error : {
     int saved = errno;
     if (fd >= 0)

@@ -189,13 +189,34 @@ unsigned jobs_fault_pick(int seed, int index, int what);
 json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct store_cluster *cl,
                           struct store_job *j, const json_t *body, int *http, mtc_error_t *err);
 
-/* ---- the monitor (monitor.c) ---- */
+/* ---- the monitor (monitor.c) and its view of the queues (queue.c) ---- */
 
 /* A thread that refreshes every unfinished job each interval_ms (0:
- * JOBS_MONITOR_MS), one Slurm query per cluster and pass; stop joins it. */
+ * JOBS_MONITOR_MS), one Slurm query per cluster and pass; with ctl, every
+ * cluster whose Slurm is up (RUNNING, UPDATING) is asked that once a pass,
+ * jobs or not, and what it said kept for jobs_queue_view; stop joins it. */
 #define JOBS_MONITOR_MS 5000
 struct jobs_monitor;
-struct jobs_monitor *jobs_monitor_start(struct store *st, int interval_ms, mtc_error_t *err);
+struct jobs_monitor *jobs_monitor_start(struct store *st, struct control *ctl, int interval_ms,
+                                        mtc_error_t *err);
+/* How often a cluster's accounts' usage is asked of its accounting
+ * database: each JOBS_USAGE_MS, or JOBS_USAGE_MOVED_MS after the last when
+ * the cluster's running jobs are others than then (one started or ended). */
+#define JOBS_USAGE_MS 60000
+#define JOBS_USAGE_MOVED_MS 10000
+/* One look of a monitor pass at every cluster's Slurm: one `scontrol show
+ * job` each, its answer put into pass (by slurm.conf, as jobs_refresh reads
+ * it: JSON null when Slurm did not answer) and tallied into the cluster's
+ * view; its usage (slurm_usage since the cluster's creation, summed per
+ * account; clusters with accounting) as JOBS_USAGE_MS says. */
+void jobs_queue_look(struct store *st, struct control *ctl, json_t *pass);
+/* What the last look saw of cluster (created at created_ms: a cluster made
+ * again under the same id has none until the next look): {"time": ms of
+ * the look, "pending": {"ACCOUNT\nREASON": n}, "running": {ACCOUNT: n},
+ * "usage"?: {ACCOUNT: [nodeHours, gpuHours]}, "usageTime"?: ms} (ACCOUNT ""
+ * without accounting, REASON "None" before the scheduler's first look), or
+ * NULL when none. Caller owns. */
+json_t *jobs_queue_view(const char *cluster, int64_t created_ms);
 void jobs_monitor_stop(struct jobs_monitor *m);
 
 #endif

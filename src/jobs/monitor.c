@@ -4,7 +4,9 @@
  * job that stalls at night raises its event at night). Each pass reads the
  * jobs not yet final from the store and refreshes them (jobs_refresh: one
  * Slurm query per cluster for the whole pass, new metrics rows only, from
- * the cached track). */
+ * the cached track); with the control, it first asks every cluster whose
+ * Slurm is up for its jobs once (queue.c), which both the refresh and
+ * /metrics' queue figures read. */
 #include "jobs/jobs.h"
 #include "store/store.h"
 
@@ -19,6 +21,7 @@
 
 struct jobs_monitor {
     struct store *st;
+    struct control *ctl; /* NULL: only the clusters of unfinished jobs are asked */
     int interval_ms;
     pthread_t thread;
     pthread_mutex_t lock;
@@ -28,10 +31,12 @@ struct jobs_monitor {
 
 /* Refresh every unfinished job, page by page; stops early when *stop is set
  * (mtcd shutting down mid-pass). */
-static void pass(struct store *st, atomic_int *stop)
+static void pass(struct store *st, struct control *ctl, atomic_int *stop)
 {
     int64_t after = 0;
     json_t *slurm = json_object(); /* what each cluster's Slurm said this pass */
+    if (ctl)
+        jobs_queue_look(st, ctl, slurm);
     for (;;) {
         int n = 0;
         struct store_job *jobs = store_job_list_unfinished(st, after, MONITOR_PAGE, &n);
@@ -54,7 +59,7 @@ static void *loop(void *arg)
     pthread_mutex_lock(&m->lock);
     while (!m->stop) {
         pthread_mutex_unlock(&m->lock);
-        pass(m->st, &m->stop);
+        pass(m->st, m->ctl, &m->stop);
         pthread_mutex_lock(&m->lock);
         struct timespec ts = mtc_deadline_ms(m->interval_ms);
         if (!m->stop)
@@ -64,7 +69,8 @@ static void *loop(void *arg)
     return NULL;
 }
 
-struct jobs_monitor *jobs_monitor_start(struct store *st, int interval_ms, mtc_error_t *err)
+struct jobs_monitor *jobs_monitor_start(struct store *st, struct control *ctl, int interval_ms,
+                                        mtc_error_t *err)
 {
     struct jobs_monitor *m = calloc(1, sizeof(*m));
     if (!m) {
@@ -72,6 +78,7 @@ struct jobs_monitor *jobs_monitor_start(struct store *st, int interval_ms, mtc_e
         return NULL;
     }
     m->st = st;
+    m->ctl = ctl;
     m->interval_ms = interval_ms > 0 ? interval_ms : JOBS_MONITOR_MS;
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->wake, NULL);

@@ -24,6 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* How old an `srun --help` that knew --container-image may be. */
+#define SRUN_HELP_MAX_AGE_MS 60000
+
 static const char *cget(const json_t *o, const char *k)
 {
     return json_string_value(json_object_get(o, k));
@@ -186,11 +189,17 @@ int jobs_check_image(const char *conf, const char *image, struct jobs_paths *p, 
 {
     if (jobs_image_path(image, p, err) < 0)
         return -1;
-    char *o = NULL;
+    /* srun's options change with the cluster's plugstack only: a yes of the
+     * last minute is kept (slurm_cmd_cached), a no is asked again */
     char *argv[] = {"srun", "--help", NULL};
-    slurm_cmd(conf, argv, &o, 10000);
-    int ok = o && strstr(o, "--container-image");
-    free(o);
+    int ok = 0;
+    for (int age = SRUN_HELP_MAX_AGE_MS; !ok && age >= 0; age -= SRUN_HELP_MAX_AGE_MS) {
+        char *o = NULL;
+        mtc_error_t e2 = {""};
+        ok = slurm_cmd_cached(conf, argv, age, &o, "srun --help", &e2) == 0 && o &&
+             strstr(o, "--container-image");
+        free(o);
+    }
     if (!ok)
         return fail(EINVAL, err,
                     "containerImage: %.200s: this cluster's srun has no --container-image (no "

@@ -46,7 +46,7 @@ static int dir_and_link(const char *task_dir, const char *name, const char *targ
     return 0;
 }
 
-static int write_config(const json_t *cfg, mtc_error_t *err)
+static int write_config(const json_t *cfg, int flags, mtc_error_t *err)
 {
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/config.json", sget(cfg, "taskDir"));
@@ -55,14 +55,14 @@ static int write_config(const json_t *cfg, mtc_error_t *err)
         return errprintf(err, "out of memory");
     size_t n = strlen(s);
     s[n] = '\n'; /* the terminating NUL becomes the file's final newline */
-    int rc = mtc_write_file_atomic(path, s, n + 1, 0644);
+    int rc = mtc_write_file_atomic_opt(path, s, n + 1, 0644, flags);
     free(s);
     if (rc < 0)
         return errprintf(err, "cannot write %s: %s", path, strerror(errno));
     return 0;
 }
 
-int exp_create(const json_t *cfg, const char *script, mtc_error_t *err)
+static int create(const json_t *cfg, const char *script, int submitting, mtc_error_t *err)
 {
     const char *td = sget(cfg, "taskDir");
     /* the run directory (<exp>/<exp>_<ts>) is claimed: two runs never share one */
@@ -94,9 +94,20 @@ int exp_create(const json_t *cfg, const char *script, mtc_error_t *err)
         return -1;
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/sbatch.sh", td);
-    if (mtc_write_file_atomic(path, script, strlen(script), 0755) < 0)
+    if (mtc_write_file_atomic_opt(path, script, strlen(script), 0755,
+                                  submitting ? MTC_WRITE_NO_DIRSYNC : 0) < 0)
         return errprintf(err, "cannot write %s: %s", path, strerror(errno));
-    return write_config(cfg, err);
+    return write_config(cfg, submitting ? MTC_WRITE_NO_FSYNC : 0, err);
+}
+
+int exp_create(const json_t *cfg, const char *script, mtc_error_t *err)
+{
+    return create(cfg, script, 0, err);
+}
+
+int exp_create_submitting(const json_t *cfg, const char *script, mtc_error_t *err)
+{
+    return create(cfg, script, 1, err);
 }
 
 void exp_remove(const json_t *cfg)
@@ -117,7 +128,7 @@ void exp_remove(const json_t *cfg)
 int exp_set_job(json_t *cfg, const char *job_id, mtc_error_t *err)
 {
     json_object_set_new(cfg, "jobId", json_string(job_id));
-    return write_config(cfg, err);
+    return write_config(cfg, 0, err);
 }
 
 static json_t *load_cfg(const char *task_dir)

@@ -259,6 +259,11 @@ int exp_name_valid(const char *name);
  * elsewhere), and write script and config.json there. The run directory
  * <name>_<ts> must not exist yet (-1, errno EEXIST: another run's). 0/-1 + err. */
 int exp_create(const json_t *resolved, const char *script, mtc_error_t *err);
+/* The same for a run whose exp_set_job follows at once (a submission): the
+ * files are written whole but not fsync'd, but for the script's data;
+ * exp_set_job's durable config.json makes the task directory durable for
+ * both (one directory fsync instead of four fsyncs). */
+int exp_create_submitting(const json_t *resolved, const char *script, mtc_error_t *err);
 
 /* Nothing ran: remove the run's directory, and the experiment's and
  * experiments/ with it when that was all they held. */

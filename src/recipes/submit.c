@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How old the partitions a submission checks its node count against may be
+ * (slurm_partitions_cached; a change of slurm.conf drops them sooner). */
+#define PARTITIONS_MAX_AGE_MS 60000
+
 static void partition_list(const json_t *parts, char *buf, size_t len)
 {
     size_t used = 0;
@@ -70,7 +74,7 @@ static int create_as(const struct mtc_user *as, json_t *cfg, const char *script,
 {
     struct mtc_fsid id;
     mtc_fsid_enter(as, &id);
-    int rc = exp_create(cfg, script, err);
+    int rc = exp_create_submitting(cfg, script, err); /* exp_set_job makes it durable */
     mtc_fsid_leave(&id);
     return rc;
 }
@@ -102,7 +106,13 @@ int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_
     if (ok < 0)
         return -1;
     mtc_error_t e2 = {""};
-    json_t *parts = slurm_partitions(conf, &e2);
+    /* the partitions change with the cluster's configuration only: the
+     * answer of the last minute, unless it would refuse the job */
+    json_t *parts = slurm_partitions_cached(conf, PARTITIONS_MAX_AGE_MS, &e2);
+    if (parts && check_nodes(cfg, parts, err) < 0) {
+        json_decref(parts);
+        parts = slurm_partitions(conf, &e2);
+    }
     if (!parts)
         return errprintf(err, "no Slurm cluster answers (%s)", e2.text);
     if (check_nodes(cfg, parts, err) < 0 || recipe_check_batch(cfg, err) < 0 ||
@@ -129,6 +139,11 @@ int recipe_submit(json_t *cfg, const char *script, const char *conf, const json_
     }
     if (rc < 0) {
         char first[256], list[200];
+        json_t *now = slurm_partitions(conf, &e2); /* the list as Slurm has it now */
+        if (now) {
+            json_decref(parts);
+            parts = now;
+        }
         first_error(out, first, sizeof(first));
         partition_list(parts, list, sizeof(list));
         int bad_part = out && strstr(out, "partition");

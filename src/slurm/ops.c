@@ -144,16 +144,22 @@ json_t *slurm_job_states_parse(const char *text)
         if (next)
             *next++ = '\0';
         const char *st = strstr(line, " JobState="), *rs = strstr(line, " Restarts=");
-        const char *why = strstr(line, " Reason=");
+        const char *why = strstr(line, " Reason="), *ac = strstr(line, " Account=");
         if (strncmp(line, "JobId=", 6) != 0 || !st)
             continue; /* "No jobs in the system" */
-        char id[32], state[32], reason[64];
+        char id[32], state[32], reason[64], account[128];
         snprintf(id, sizeof(id), "%.*s", (int)strcspn(line + 6, " "), line + 6);
         snprintf(state, sizeof(state), "%.*s", (int)strcspn(st + 10, " "), st + 10);
         snprintf(reason, sizeof(reason), "%.*s", why ? (int)strcspn(why + 8, " ") : 0,
                  why ? why + 8 : "");
-        json_object_set_new(o, id, json_pack("{s:s, s:i, s:s}", "state", state, "restarts",
-                                             rs ? atoi(rs + 10) : 0, "reason", reason));
+        snprintf(account, sizeof(account), "%.*s", ac ? (int)strcspn(ac + 9, " ") : 0,
+                 ac ? ac + 9 : "");
+        if (strcmp(account, "(null)") == 0) /* no accounting */
+            account[0] = '\0';
+        json_t *j = json_pack("{s:s, s:i, s:s, s:s}", "state", state, "restarts",
+                              rs ? atoi(rs + 10) : 0, "reason", reason, "account", account);
+        if (j)
+            json_object_set_new(o, id, j);
     }
     free(copy);
     return o;
@@ -231,9 +237,14 @@ json_t *slurm_job_nodes(const char *conf, const char *job, mtc_error_t *err)
 
 json_t *slurm_partitions(const char *conf, mtc_error_t *err)
 {
+    return slurm_partitions_cached(conf, 0, err);
+}
+
+json_t *slurm_partitions_cached(const char *conf, int max_age_ms, mtc_error_t *err)
+{
     char *out = NULL;
     char *argv[] = {"scontrol", "show", "partition", "-o", NULL};
-    if (slurm_cmd_ok(conf, argv, &out, "scontrol show partition", err) < 0)
+    if (slurm_cmd_cached(conf, argv, max_age_ms, &out, "scontrol show partition", err) < 0)
         return NULL;
     json_t *parts = json_object();
     char *save = NULL;

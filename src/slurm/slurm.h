@@ -133,6 +133,13 @@ int slurm_cmd(const char *conf, char *const argv[], char **out, int timeout_ms);
 #define SLURM_CMD_TIMEOUT_MS 30000
 int slurm_cmd_ok(const char *conf, char *const argv[], char **out, const char *what,
                  mtc_error_t *err);
+/* slurm_cmd_ok, its output kept (cache.c): the same command for the same
+ * conf answered within max_age_ms, while conf's mtime and size are what they
+ * were, is answered from memory. For the answers that change only with the
+ * cluster's configuration (partitions, srun's options). A failure is not
+ * kept. *out: caller frees. */
+int slurm_cmd_cached(const char *conf, char *const argv[], int max_age_ms, char **out,
+                     const char *what, mtc_error_t *err);
 /* The same with extra "K=V" strings (up to 32, NULL-terminated) in its environment. */
 int slurm_cmd_env(const char *conf, char *const extra[], char *const argv[], char **out,
                   int timeout_ms);
@@ -185,10 +192,12 @@ json_t *slurm_jobs(const char *conf, mtc_error_t *err);
 int slurm_job_state(const char *conf, const char *job, char *state, size_t len);
 /* How many times Slurm requeued a job it still knows (Restarts=), or -1. */
 int slurm_job_restarts(const char *conf, const char *job);
-/* The state, requeue count and pending reason of every job slurmctld still
- * knows (job NULL: one `scontrol show job`), or of job: {"ID": {"state":
- * "PENDING", "restarts": 1, "reason": "BeginTime"}, ...}; {} when it knows none of them. NULL + err when
- * slurmctld does not answer. Caller owns. */
+/* The state, requeue count, pending reason and account of every job
+ * slurmctld still knows (job NULL: one `scontrol show job`), or of job:
+ * {"ID": {"state": "PENDING", "restarts": 1, "reason": "BeginTime",
+ * "account": "team"}, ...} (account "" without accounting); {} when it
+ * knows none of them. NULL + err when slurmctld does
+ * not answer. Caller owns. */
 json_t *slurm_job_states(const char *conf, const char *job, mtc_error_t *err);
 /* The same from `scontrol show job -o`'s text (lines it cannot read are passed over). */
 json_t *slurm_job_states_parse(const char *text);
@@ -200,8 +209,11 @@ int slurm_job_cancel(const char *conf, const char *job, mtc_error_t *err);
 int slurm_cancel_all(const char *conf, int wait_ms);
 /* The hostnames of a running job's nodes, in order (JSON array). -1/ENOENT not running. */
 json_t *slurm_job_nodes(const char *conf, const char *job, mtc_error_t *err);
-/* {"name": {"nodes": N, "default": bool}} from `scontrol show partition -o`. */
+/* {"name": {"nodes": N, "default": bool}} from `scontrol show partition -o`.
+ * _cached: slurm_cmd_cached's answer when it is younger than max_age_ms and
+ * slurm.conf has not changed since (0: ask now, and keep the answer). */
 json_t *slurm_partitions(const char *conf, mtc_error_t *err);
+json_t *slurm_partitions_cached(const char *conf, int max_age_ms, mtc_error_t *err);
 /* sbatch --parsable script: the job id into job. out (optional) gets sbatch's
  * output (its complaint on failure), caller frees. 0, or -1 (EIO). */
 int slurm_submit(const char *conf, const char *script, char job[32], char **out);

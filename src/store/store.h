@@ -312,6 +312,23 @@ struct store_health *store_health_list(struct store *st, const char *cluster_id,
 /* The same rows without their results (NULL), which are not parsed: for
  * views that show a node's status only. Free with store_health_free. */
 struct store_health *store_health_status_list(struct store *st, const char *cluster_id, int *n);
+/* Rows for /metrics without JSON objects (store_scrape.c): fn(arg, cols)
+ * for each row, its columns as text ("" for none), called under the
+ * store's lock (fn must not use the store). 0, or -1 (EIO).
+ * nodes: cluster_id's nodesStatus in order — instanceName, nodePoolId,
+ * nodeState, the node's remediation state ("" none); report_times: each
+ * node's latest report, by node — node, time_ms; checks: the results of
+ * the latest reports made at since_ms or later, by node — node, time_ms,
+ * check, status; remediations: the nodes with a remediation state, by node
+ * — node, state. */
+typedef void (*store_row_fn)(void *arg, const char *const *cols);
+int store_scrape_nodes(struct store *st, const char *cluster_id, store_row_fn fn, void *arg);
+int store_scrape_report_times(struct store *st, const char *cluster_id, store_row_fn fn,
+                              void *arg);
+int store_scrape_checks(struct store *st, const char *cluster_id, int64_t since_ms,
+                        store_row_fn fn, void *arg);
+int store_scrape_remediations(struct store *st, const char *cluster_id, store_row_fn fn,
+                              void *arg);
 void store_health_free(struct store_health *arr, int n);
 /* Forget a deleted cluster's health, scans and remediation history. */
 int store_health_delete(struct store *st, const char *cluster_id);

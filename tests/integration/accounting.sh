@@ -74,8 +74,15 @@ check "its 1-node job runs and sacct has it under account a" wait_for 60 ran
 JV=$(sbatch --parsable -N 1 --wrap 'sleep 120')
 running() { squeue -h -j "$JV" -o %T 2>/dev/null | grep -qx RUNNING; }
 check "visibility: a 1-node job of account root runs beside a's waiting one" wait_for 60 running
-api GET /metrics
-M=$BODY
+# /metrics formats what mtcd's job monitor saw at its last pass (every 5 s;
+# usage 10 s after the running jobs changed): wait until it has seen these
+seen() {
+    api GET /metrics
+    M=$BODY
+    grep -qx 'mtc_slurm_jobs_running{cluster="ac",account="root"} 1' <<<"$M" &&
+        grep -qE '^mtc_account_usage_node_hours\{cluster="ac",account="a"\} [0-9.e+-]*[1-9]' <<<"$M"
+}
+wait_for 45 seen
 check "visibility: /metrics counts a's waiting job under its reason (mtc_slurm_jobs_pending)" \
     grep -qE '^mtc_slurm_jobs_pending\{cluster="ac",account="a",reason="(AssocGrpNodeLimit|QOSGrpNodeLimit)"\} 1$' <<<"$M"
 check "visibility: /metrics counts root's running job (mtc_slurm_jobs_running)" \

@@ -100,6 +100,22 @@ static void test_atomic_threads(const char *dir)
     mtc_run(argv, NULL, &out, 5000);
     CHECK(out && atoi(out) == 0, "no temporary file left");
     free(out);
+    /* without the fsyncs (a caller that fsyncs the directory later): the
+     * same whole replacement, mode and no temporary file */
+    static const int flags[] = {MTC_WRITE_NO_DIRSYNC, MTC_WRITE_NO_FSYNC};
+    for (int f = 0; f < 2; f++) {
+        CHECK(mtc_write_file_atomic_opt(path, "new\n", 4, 0600, flags[f]) == 0,
+              "flags %d: written", flags[f]);
+        s = mtc_read_file(path, &len);
+        CHECK(s && len == 4 && strcmp(s, "new\n") == 0 && stat(path, &st) == 0 &&
+                  (st.st_mode & 0777) == 0600,
+              "flags %d: the new content whole, its mode", flags[f]);
+        free(s);
+    }
+    out = NULL;
+    mtc_run(argv, NULL, &out, 5000);
+    CHECK(out && atoi(out) == 0, "no temporary file left by them either");
+    free(out);
 }
 
 /* Durations as `mtc chaos --every` and `--timeout` take them. */

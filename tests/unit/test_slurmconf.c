@@ -1,5 +1,6 @@
 /* test_slurmconf: slurm.conf / gres.conf rendering — node names and ports,
- * partitions with Default=YES, gres lines, config{} pass-through, scheduling. */
+ * partitions with Default=YES, gres lines, config{} pass-through, scheduling;
+ * the cache of the answers that change with the configuration only. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,85 @@ static int count_of(const char *text, const char *what)
     for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
         n++;
     return n;
+}
+
+/* Calls of the fake scontrol so far (lines of dir/calls). */
+static int calls(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/calls", dir);
+    size_t n = 0;
+    char *t = mtc_read_file(path, &n);
+    int c = t ? count_of(t, "\n") : 0;
+    free(t);
+    return c;
+}
+
+/* slurm_cmd_cached through slurm_partitions_cached, with a fake scontrol
+ * first on PATH that counts its calls and prints dir/nodes nodes (exit 1
+ * when dir/fail exists): kept while slurm.conf is unchanged and young
+ * enough, asked again when it changes or is older, a failure never kept. */
+static void test_cmd_cached(void)
+{
+    char dir[] = "/tmp/mtc-slurmcache.XXXXXX", path[512], conf[512], env[4096];
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    snprintf(path, sizeof(path), "%s/scontrol", dir);
+    mtc_write_file_fmt(path, 0755,
+                       "#!/bin/sh\necho x >>%s/calls\n[ -e %s/fail ] && { echo 'slurm_load_partitions: "
+                       "down'; exit 1; }\necho \"PartitionName=a3m AllowGroups=ALL Default=YES "
+                       "TotalNodes=$(cat %s/nodes) TotalCPUs=4\"\n",
+                       dir, dir, dir);
+    snprintf(path, sizeof(path), "%s/nodes", dir);
+    mtc_write_file_fmt(path, 0644, "2");
+    snprintf(conf, sizeof(conf), "%s/slurm.conf", dir);
+    mtc_write_file_fmt(conf, 0644, "ClusterName=c1\n");
+    const char *old = getenv("PATH");
+    char *saved = strdup(old ? old : "");
+    snprintf(env, sizeof(env), "%s:%s", dir, saved);
+    setenv("PATH", env, 1);
+    mtc_error_t err = {""};
+    json_t *p = slurm_partitions_cached(conf, 60000, &err);
+    int n = (int)json_integer_value(json_object_get(json_object_get(p, "a3m"), "nodes"));
+    CHECK(n == 2 && calls(dir) == 1, "asked once: 2 nodes (%d, %d calls) %s", n, calls(dir), err.text);
+    json_decref(p);
+    mtc_write_file_fmt(path, 0644, "3");
+    p = slurm_partitions_cached(conf, 60000, &err);
+    n = (int)json_integer_value(json_object_get(json_object_get(p, "a3m"), "nodes"));
+    CHECK(n == 2 && calls(dir) == 1, "kept: the same answer, Slurm not asked (%d, %d calls)", n,
+          calls(dir));
+    json_decref(p);
+    p = slurm_partitions(conf, &err);
+    n = (int)json_integer_value(json_object_get(json_object_get(p, "a3m"), "nodes"));
+    CHECK(n == 3 && calls(dir) == 2, "slurm_partitions asks now (%d, %d calls)", n, calls(dir));
+    json_decref(p);
+    mtc_write_file_fmt(path, 0644, "4");
+    p = slurm_partitions_cached(conf, 60000, &err);
+    n = (int)json_integer_value(json_object_get(json_object_get(p, "a3m"), "nodes"));
+    CHECK(n == 3 && calls(dir) == 2, "and keeps its answer (%d, %d calls)", n, calls(dir));
+    json_decref(p);
+    mtc_write_file_fmt(conf, 0644, "ClusterName=c1\nNodeName=more\n");
+    p = slurm_partitions_cached(conf, 60000, &err);
+    n = (int)json_integer_value(json_object_get(json_object_get(p, "a3m"), "nodes"));
+    CHECK(n == 4 && calls(dir) == 3, "slurm.conf changed: asked again (%d, %d calls)", n, calls(dir));
+    json_decref(p);
+    mtc_sleep_ms(30);
+    p = slurm_partitions_cached(conf, 20, &err);
+    CHECK(p && calls(dir) == 4, "older than max_age_ms: asked again (%d calls)", calls(dir));
+    json_decref(p);
+    snprintf(path, sizeof(path), "%s/fail", dir);
+    mtc_write_file_fmt(path, 0644, "1");
+    snprintf(conf, sizeof(conf), "%s/other.conf", dir); /* another cluster */
+    mtc_write_file_fmt(conf, 0644, "ClusterName=c2\n");
+    p = slurm_partitions_cached(conf, 60000, &err);
+    CHECK(!p && strstr(err.text, "scontrol show partition: slurm_load_partitions: down"),
+          "a failure: NULL, said: %s", err.text);
+    unlink(path);
+    p = slurm_partitions_cached(conf, 60000, &err);
+    CHECK(p && calls(dir) == 6, "a failure is not kept: asked again (%d calls)", calls(dir));
+    json_decref(p);
+    setenv("PATH", saved, 1);
+    free(saved);
+    mtc_rm_rf(dir);
 }
 
 int main(void)
@@ -425,9 +505,10 @@ int main(void)
               schema_enum_name(&slurm_power_state_enum, states[i].want));
     /* `scontrol show job -o` of a whole cluster: one line a job */
     json_t *js = slurm_job_states_parse(
-        "JobId=7 JobName=a UserId=root(0) Priority=1 JobState=RUNNING Reason=None Requeue=1 "
-        "Restarts=0 BatchFlag=1\n"
-        "JobId=12 JobName=b JobState=PENDING Reason=BeginTime Requeue=1 Restarts=2 BatchFlag=1\n"
+        "JobId=7 JobName=a UserId=root(0) Priority=1 Account=(null) JobState=RUNNING Reason=None "
+        "Requeue=1 Restarts=0 BatchFlag=1\n"
+        "JobId=12 JobName=b Account=team JobState=PENDING Reason=BeginTime Requeue=1 Restarts=2 "
+        "BatchFlag=1\n"
         "JobId=13 JobName=c JobState=COMPLETED Reason=None\n"
         "garbage line\n");
     CHECK(json_object_size(js) == 3, "three jobs read, the garbage line passed over");
@@ -441,6 +522,10 @@ int main(void)
               "its reason: Slurm's requeue hold (the monitor lifts it)");
     CHECK(json_integer_value(json_object_get(json_object_get(js, "13"), "restarts")) == 0,
           "no Restarts= field: 0");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(js, "12"), "account")), "team",
+              "its account");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(js, "7"), "account")), "",
+              "Account=(null) (no accounting): \"\"");
     json_decref(js);
     js = slurm_job_states_parse("No jobs in the system\n");
     CHECK(js && json_object_size(js) == 0, "no jobs: an empty object");
@@ -528,5 +613,6 @@ int main(void)
     CHECK(slurm_job_preemptions("/nonexistent/slurm.conf", "5", pre, 4, &perr) < 0 &&
               strstr(perr.text, "SlurmctldLogFile"),
           "no slurm.conf: -1, said: %s", perr.text);
+    test_cmd_cached();
     return check_done();
 }

@@ -252,6 +252,73 @@ static void test_shared(struct store *st)
     json_decref(r1b.request);
 }
 
+/* store_scrape_*'s rows joined: "col|col|...;" per row, the columns picked
+ * by the collector's list (the time column is left out: it is now). */
+struct joined {
+    char text[1024];
+    const int *pick; /* column indexes, -1 ends */
+};
+
+static void join(void *arg, const char *const *col)
+{
+    struct joined *j = arg;
+    size_t n = strlen(j->text);
+    for (int i = 0; j->pick[i] >= 0; i++)
+        n += (size_t)snprintf(j->text + n, sizeof(j->text) - n, "%s%s", i ? "|" : "",
+                              col[j->pick[i]]);
+    snprintf(j->text + n, sizeof(j->text) - n, ";");
+}
+
+/* The rows /metrics formats (store_scrape.c): nodes in nodesStatus order
+ * with their state and remediation, the results of the reports since a
+ * time, the nodes under remediation. Cluster b exists, without health. */
+static void test_scrape(struct store *st)
+{
+    json_t *nodes = json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s}]", "instanceName", "b-1",
+                              "nodePoolId", "gpu", "nodeState", "RUNNING", "instanceName", "b-0",
+                              "nodePoolId", "gpu", "nodeState", "RUNNING", "instanceName", "b-2");
+    CHECK(store_cluster_set_nodes(st, "b", nodes) == 0, "b's nodes");
+    json_decref(nodes);
+    struct store_health h = {.results = json_pack("[{s:s, s:s}, {s:s, s:s}]", "check", "gpu.ecc",
+                                                  "status", "FAIL", "check", "disk", "status",
+                                                  "PASS")};
+    snprintf(h.status, sizeof(h.status), "FAIL");
+    CHECK(store_health_put(st, "b", "b-0", &h) == 0 &&
+              store_health_set_remediation(st, "b", "b-0", "REMEDIATING") == 0,
+          "b-0 failed a check, under remediation");
+    json_decref(h.results);
+    h.results = json_pack("[{s:s, s:s}]", "check", "disk", "status", "PASS");
+    snprintf(h.status, sizeof(h.status), "PASS");
+    CHECK(store_health_put(st, "b", "b-1", &h) == 0, "b-1 passed");
+    static const int n4[] = {0, 1, 2, 3, -1}, c4[] = {0, 2, 3, -1}, two[] = {0, 1, -1},
+                     one[] = {0, -1};
+    struct joined j = {"", n4};
+    CHECK(store_scrape_nodes(st, "b", join, &j) == 0, "nodes read");
+    CHECK_STR(j.text, "b-1|gpu|RUNNING|;b-0|gpu|RUNNING|REMEDIATING;b-2|||;",
+              "nodes in nodesStatus order: pool, state, remediation (\"\" where none)");
+    j = (struct joined){"", c4};
+    CHECK(store_scrape_checks(st, "b", 0, join, &j) == 0, "checks read");
+    CHECK_STR(j.text, "b-0|gpu.ecc|FAIL;b-0|disk|PASS;b-1|disk|PASS;",
+              "every result of the latest reports, by node, in the report's order");
+    j = (struct joined){"", one};
+    CHECK(store_scrape_report_times(st, "b", join, &j) == 0, "report times read");
+    CHECK_STR(j.text, "b-0;b-1;", "a report time per node that reported");
+    mtc_sleep_ms(5);
+    int64_t mid = mtc_now_ms();
+    mtc_sleep_ms(5);
+    CHECK(store_health_put(st, "b", "b-1", &h) == 0, "b-1 reported again");
+    j = (struct joined){"", c4};
+    store_scrape_checks(st, "b", mid, join, &j);
+    CHECK_STR(j.text, "b-1|disk|PASS;", "since a time: only the reports made since");
+    j = (struct joined){"", two};
+    CHECK(store_scrape_remediations(st, "b", join, &j) == 0, "remediations read");
+    CHECK_STR(j.text, "b-0|REMEDIATING;", "the nodes with a remediation state");
+    json_decref(h.results);
+    j = (struct joined){"", n4};
+    CHECK(store_scrape_nodes(st, "zz", join, &j) == 0 && !*j.text, "no such cluster: no rows");
+    store_health_delete(st, "b");
+}
+
 int main(void)
 {
     char dir[] = "/tmp/mtc-store-XXXXXX", path[256];
@@ -376,6 +443,7 @@ int main(void)
     CHECK(toks && ntok == 2 && !strcmp(toks[1].who.scope, scope), "token list: with its scope");
     free(toks);
 
+    test_scrape(st);
     struct store_health h = {.results = json_array()};
     snprintf(h.status, sizeof(h.status), "FAIL");
     snprintf(h.failing_check, sizeof(h.failing_check), "gpu.ecc");
