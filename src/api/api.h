@@ -120,6 +120,9 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
 json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op);
 json_t *api_events_json(struct store *st, const char *cluster_id, int limit);
 json_t *api_tokens_json(struct store *st);
+/* The nodeState a node shows: UPDATING while a remediation works on it, ERROR
+ * once one gave up (FAILED), else state (a QUEUED node waits in service). */
+const char *api_node_state(const char *state, const char *remediation);
 
 /* Before the API starts: rewrite every model's refs file from the store and
  * sweep what an interrupted registration left under <home>/models

@@ -124,23 +124,13 @@ struct row_ctx {
     const char *cluster;
 };
 
-/* The nodeState the cluster resource shows (api/views.c overlays it the
- * same way): a node being remediated is UPDATING, one given up on is ERROR,
- * one QUEUED for a remediation keeps its state. */
-static const char *node_state(const char *state, const char *remediation)
-{
-    if (!*remediation || strcmp(remediation, "QUEUED") == 0)
-        return state;
-    return strcmp(remediation, "FAILED") == 0 ? "ERROR" : "UPDATING";
-}
-
 static void node_row(void *arg, const char *const *col)
 {
     struct row_ctx *x = arg;
     char n[160], p[160], s[64];
     put(x->t, "mtc_nodes{cluster=\"%s\",node=\"%s\",pool=\"%s\",state=\"%s\"} 1\n", x->cluster,
         esc(col[0], n, sizeof(n)), esc(col[1], p, sizeof(p)),
-        esc(node_state(col[2], col[3]), s, sizeof(s)));
+        esc(api_node_state(col[2], col[3]), s, sizeof(s)));
 }
 
 /* Each node's mtc_health_check lines, kept between scrapes with the time of

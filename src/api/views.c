@@ -11,6 +11,13 @@
 #include "control/control.h"
 #include "dataset/dataset.h"
 
+const char *api_node_state(const char *state, const char *remediation)
+{
+    if (!*remediation || strcmp(remediation, "QUEUED") == 0) // a QUEUED node waits in service
+        return state;
+    return strcmp(remediation, "FAILED") == 0 ? "ERROR" : "UPDATING";
+}
+
 /* Add each node's last health report and remediation state to nodesStatus:
  * a node being remediated is UPDATING, one given up on is ERROR (one QUEUED
  * for a remediation keeps its state). */
@@ -33,12 +40,9 @@ static void overlay_health(struct store *st, const char *id,
         }
         if (*h[k].remediation)
             json_object_set_new(node, "remediation", json_string(h[k].remediation));
-        /* a QUEUED node waits in service (not drained yet) */
-        if (*h[k].remediation && strcmp(h[k].remediation, "QUEUED") != 0) {
-            json_object_set_new(
-                node, "nodeState",
-                json_string(strcmp(h[k].remediation, "FAILED") == 0 ? "ERROR" : "UPDATING"));
-        }
+        const char *shown = api_node_state(NULL, h[k].remediation);
+        if (shown)
+            json_object_set_new(node, "nodeState", json_string(shown));
     }
     store_health_free(h, n);
 }
