@@ -145,9 +145,10 @@ for d in $DTYPES; do
     fi
     if [ $run_mtc = 1 ]; then
         # OMP_NUM_THREADS as well: --threads is set on mtc-serve's main thread, not on the
-        # engine thread that runs the OpenMP regions (without it they use every core)
+        # engine thread that runs the OpenMP regions (without it they use every core);
+        # OMP_WAIT_POLICY passive unless set, as docs/serve.md advises on a shared machine
         # shellcheck disable=SC2086
-        OMP_NUM_THREADS=$THREADS mtc-serve --model "$W/ck" --listen 127.0.0.1:0 --max-batch 1 --ctx 256 --threads "$THREADS" \
+        OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} mtc-serve --model "$W/ck" --listen 127.0.0.1:0 --max-batch 1 --ctx 256 --threads "$THREADS" \
             --served-name ck $flag >"$W/serve.out" 2>"$W/serve.err" &
         PID=$!
         for _ in $(seq 600); do grep -q serving "$W/serve.out" 2>/dev/null && break; sleep 0.1; done
