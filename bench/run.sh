@@ -20,6 +20,9 @@ for b in bench/*.sh; do
         [ $hit -eq 1 ] || continue
     fi
     echo "== $name"
+    if [ "$name" = serve_vs_ggml ] && [ -z "${GGML_SRC:-}" ]; then
+        echo "skipped: GGML_SRC (a ggml source tree, bench/README.md) not set"; continue
+    fi
     bash "$b" || { echo "bench $name failed"; rc=1; }
 done
 exit $rc
