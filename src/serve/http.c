@@ -224,6 +224,8 @@ static void *engine_main(void *arg)
 {
     struct serve *s = arg;
     mtc_error_t err;
+    if (s->cfg.threads > 0) // OpenMP's thread count is per thread: set it where decoding runs
+        omp_set_num_threads(s->cfg.threads);
     while (!s->stopping) {
         if (!gen_wait(s->e))
             continue;
