@@ -31,6 +31,10 @@ int store_health_set_remediation(struct store *st, const char *cluster_id, const
                          "ssls", cluster_id, node, mtc_now_ms(), state));
 }
 
+/* A node_health row: its columns in this order, results last and only when the
+ * statement selects it (a cluster view's rows leave the array out, unparsed). */
+#define HEALTH_COLS "node, time_ms, status, failing_check, reason, severity, remediation"
+
 static void read_health(sqlite3_stmt *s, void *out)
 {
     struct store_health *h = out;
@@ -40,36 +44,22 @@ static void read_health(sqlite3_stmt *s, void *out)
     store_i_col_text(s, 3, h->failing_check, sizeof(h->failing_check));
     store_i_col_text(s, 4, h->reason, sizeof(h->reason));
     store_i_col_text(s, 5, h->severity, sizeof(h->severity));
-    h->results = store_i_col_json(s, 6);
-    store_i_col_text(s, 7, h->remediation, sizeof(h->remediation));
+    store_i_col_text(s, 6, h->remediation, sizeof(h->remediation));
+    h->results = sqlite3_column_count(s) > 7 ? store_i_col_json(s, 7) : NULL;
 }
 
 struct store_health *store_health_list(struct store *st, const char *cluster_id, int *n)
 {
     return store_i_list(st, read_health, sizeof(struct store_health), ALL_ROWS, n,
-                        "SELECT node, time_ms, status, failing_check, reason, severity, results,"
-                        " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
+                        "SELECT " HEALTH_COLS ", results FROM node_health WHERE cluster_id=?"
+                        " ORDER BY node",
                         "s", cluster_id);
-}
-
-/* read_health less the results array (not parsed: a cluster view's rows) */
-static void read_health_status(sqlite3_stmt *s, void *out)
-{
-    struct store_health *h = out;
-    store_i_col_text(s, 0, h->node, sizeof(h->node));
-    h->time_ms = sqlite3_column_int64(s, 1);
-    store_i_col_text(s, 2, h->status, sizeof(h->status));
-    store_i_col_text(s, 3, h->failing_check, sizeof(h->failing_check));
-    store_i_col_text(s, 4, h->reason, sizeof(h->reason));
-    store_i_col_text(s, 5, h->severity, sizeof(h->severity));
-    store_i_col_text(s, 6, h->remediation, sizeof(h->remediation));
 }
 
 struct store_health *store_health_status_list(struct store *st, const char *cluster_id, int *n)
 {
-    return store_i_list(st, read_health_status, sizeof(struct store_health), ALL_ROWS, n,
-                        "SELECT node, time_ms, status, failing_check, reason, severity,"
-                        " remediation FROM node_health WHERE cluster_id=? ORDER BY node",
+    return store_i_list(st, read_health, sizeof(struct store_health), ALL_ROWS, n,
+                        "SELECT " HEALTH_COLS " FROM node_health WHERE cluster_id=? ORDER BY node",
                         "s", cluster_id);
 }
 
