@@ -85,6 +85,11 @@ $(SPANK_SO): $(SPANK_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -fPIC -o $@ $^ -lcrypto
 
+# One version for every program, /healthz and the package: the VERSION file.
+VERSION := $(shell cat VERSION)
+$(B)/src/common/version.o: CFLAGS += -DMTC_VERSION='"$(VERSION)"'
+$(B)/src/common/version.o: VERSION
+
 $(B)/src/train/%.o: src/train/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TRAIN_CFLAGS) -c $< -o $@

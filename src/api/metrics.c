@@ -1,4 +1,4 @@
-/* metrics: /healthz (ok, and the store's schema version) and mtcd's
+/* metrics: /healthz (ok, mtc's version and the store's schema version) and mtcd's
  * Prometheus /metrics (text exposition format 0.0.4, names prefixed mtc_):
  * clusters and nodes by state, health check results, node remediation,
  * operations, API requests and their latency by route, each cluster's Slurm
@@ -556,8 +556,8 @@ static void requests(struct text *t)
 
 int api_healthz(struct api_req *r, struct api_resp *out)
 {
-    out->body =
-        json_pack("{s:s, s:i}", "status", "ok", "schemaVersion", store_schema_version(r->st));
+    out->body = json_pack("{s:s, s:s, s:i}", "status", "ok", "version", mtc_version(),
+                          "schemaVersion", store_schema_version(r->st));
     return 0;
 }
 

@@ -348,7 +348,7 @@ static const struct {
 };
 
 static const char usage[] =
-    "usage: mtc-agent check|run|checks|ranks [options]\n"
+    "usage: mtc-agent check|run|checks|ranks [options]   (mtc-agent --version)\n"
     "  --config FILE        agent config (JSON; %%n = $SLURMD_NODENAME)\n"
     "  --only NAME,...      only these checks or families\n"
     "  --json               print results as JSON (check)\n"
@@ -529,6 +529,8 @@ int main(int argc, char **argv)
             fprintf(argc < 2 ? stderr : stdout, "  %-8s %s\n", commands[i].name, commands[i].help);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version"))
+        return printf("mtc-agent %s\n", mtc_version()), 0;
     int ci = 0, rebuild = 0;
     while (commands[ci].name && strcmp(commands[ci].name, argv[1]) != 0)
         ci++;

@@ -20,6 +20,7 @@ static void usage(FILE *f)
                "                 [--max-body BYTES] [--request-timeout S] [--idle-timeout S]\n"
                "                 [--home DIR]\n"
                "                 [--project P --location L]\n"
+               "       mtc-serve --version\n"
                "  REF: a registered model version NAME, NAME@N or NAME@ALIAS (registry in\n"
                "  --home, default $MTC_HOME or ~/.mtc), a checkpoint directory (its newest\n"
                "  step, or a step_N directory) or a Hugging Face directory (config.json,\n"
@@ -53,6 +54,7 @@ int main(int argc, char **argv)
         {"max-connections-per-ip", required_argument, NULL, 'E'},
         {"request-timeout", required_argument, NULL, 'R'},
         {"dtype", required_argument, NULL, 'D'},
+        {"version", no_argument, NULL, 'V'},
         {0}};
     int o;
     while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -82,6 +84,7 @@ int main(int argc, char **argv)
         case 'P': c.project = optarg; break;
         case 'L': c.location = optarg; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("mtc-serve %s\n", mtc_version()); return 0;
         default: usage(stderr); return 2;
         }
     }

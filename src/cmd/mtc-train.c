@@ -24,11 +24,13 @@ static const struct {
 int main(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0)) {
-        printf("usage: mtc-train [SUBCOMMAND] [options]\n");
+        printf("usage: mtc-train [SUBCOMMAND] [options]   (mtc-train --version)\n");
         for (size_t i = 0; i < sizeof subcmds / sizeof subcmds[0]; i++)
             printf("  %-10s %s\n", subcmds[i].name, subcmds[i].help);
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "--version") == 0)
+        return printf("mtc-train %s\n", mtc_version()), 0;
     if (argc > 1 && argv[1][0] != '-') {
         for (size_t i = 0; i < sizeof subcmds / sizeof subcmds[0]; i++)
             if (strcmp(argv[1], subcmds[i].name) == 0)

@@ -35,7 +35,7 @@ static const struct cli_cmd commands[] = {
 
 static const char global_help[] =
     "\nglobal options (before the command): --home DIR (default $MTC_HOME or ~/.mtc),\n"
-    "  --project P, --location L (default local/local), --json.\n"
+    "  --project P, --location L (default local/local), --json; mtc --version.\n"
     "environment: MTC_URL=http://HOST:PORT (or https://) and MTC_TOKEN to use mtcd over TCP;\n"
     "             MTC_CA_CERT=PEM when mtcd's certificate is not signed by a system CA.\n";
 
@@ -60,6 +60,8 @@ int main(int argc, char **argv)
             c.json = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             break;
+        else if (strcmp(argv[i], "--version") == 0)
+            return printf("mtc %s\n", mtc_version()), 0;
         else
             return cli_fail("unknown option \"%s\"", argv[i]), 2;
     }

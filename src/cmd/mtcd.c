@@ -42,6 +42,7 @@ static const char usage[] =
     "  --cache-dir DIR    where datasets are prepared (default HOME/cache)\n"
     "  --data-root DIR    a directory a non-admin's dataset source may lie in\n"
     "                     (repeatable; HOME/data always is one)\n"
+    "  --version          print mtcd's version\n"
     "Stops cleanly on SIGTERM/SIGINT; clusters keep running and are adopted on restart.\n";
 
 #define MAX_NVML 16
@@ -140,17 +141,20 @@ static int set_opt(struct mtcd_args *a, const struct mtcd_opt *o, const char *v)
  * command line (said on stderr). */
 static int parse_args(int argc, char **argv, struct mtcd_args *a)
 {
-    struct option lo[NOPTS + 2];
+    struct option lo[NOPTS + 3];
     for (size_t i = 0; i < NOPTS; i++)
         lo[i] = (struct option){mtcd_opts[i].name,
                                 mtcd_opts[i].kind == O_FLAG ? no_argument : required_argument, NULL,
                                 1000 + (int)i};
     lo[NOPTS] = (struct option){"help", no_argument, NULL, 'h'};
-    lo[NOPTS + 1] = (struct option){0};
+    lo[NOPTS + 1] = (struct option){"version", no_argument, NULL, 'V'};
+    lo[NOPTS + 2] = (struct option){0};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         if (c == 'h')
             return fputs(usage, stdout), 1;
+        if (c == 'V')
+            return printf("mtcd %s\n", mtc_version()), 1;
         if (c < 1000)
             return fputs(usage, stderr), -1;
         if (set_opt(a, &mtcd_opts[c - 1000], optarg) < 0)

@@ -195,6 +195,9 @@ long mtc_tfevents_parse(const unsigned char *buf, size_t len, size_t *used, int 
  * read, or -1 + errno when the file cannot be opened. */
 long mtc_tfevents_read(const char *path, long long *off, int *corrupt, mtc_scalar_fn fn, void *arg);
 
+/* mtc's version (the VERSION file), e.g. "0.1.0". */
+const char *mtc_version(void);
+
 /* Time. */
 int64_t mtc_now_ms(void);
 /* RFC 3339 UTC with milliseconds into buf (>= 32 bytes). */

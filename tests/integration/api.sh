@@ -16,6 +16,11 @@ check "a second mtcd on the same home refuses" bash -c "! mtcd --home '$MTC_HOME
 api GET /healthz; body=$BODY
 check "healthz ok over the socket" test "$HTTP_STATUS" = 200
 check "healthz reports schema version" grep -q '"schemaVersion":11' <<<"$body"
+V=$(cat "$ROOT/VERSION")
+check "healthz reports the VERSION file's version" grep -qF "\"version\":\"$V\"" <<<"$body"
+for p in mtc mtcd mtc-agent mtc-train mtc-serve; do
+    check "$p --version says $V" test "$($p --version)" = "$p $V"
+done
 
 tcp "" GET $CLUSTERS; body=$BODY
 check "TCP without a token: 401" test "$HTTP_STATUS" = 401
