@@ -407,7 +407,7 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
         die(m->ready_fd, "%s", err.text);
 }
 
-/* The pid file, the log line, and the waiting parent released. */
+/* The pid file, the log line, the waiting parent released, and systemd told. */
 static void announce_ready(struct mtcd *m, const char *listen)
 {
     snprintf(m->pidfile, sizeof(m->pidfile), "%s/mtcd.pid", m->home);
@@ -416,6 +416,11 @@ static void announce_ready(struct mtcd *m, const char *listen)
             listen ? ", tcp " : "", listen ? listen : "", store_schema_version(m->st));
     if (m->ready_fd >= 0)
         close(m->ready_fd);
+    char state[sizeof(m->sock) + 64]; /* a Type=notify unit: started once requests are answered */
+    snprintf(state, sizeof(state), "READY=1\nMAINPID=%d\nSTATUS=serving %s", (int)getpid(),
+             m->sock);
+    if (mtc_sd_notify(state) < 0)
+        log_msg(LOG_WARNING, "cannot tell systemd mtcd is ready: %s", strerror(errno));
 }
 
 /* After a stop signal: the API first, then the controller; operations still
@@ -423,6 +428,7 @@ static void announce_ready(struct mtcd *m, const char *listen)
 static int shut_down(struct mtcd *m, int sig)
 {
     log_msg(LOG_NOTICE, "signal %d: shutting down", sig);
+    mtc_sd_notify("STOPPING=1");
     api_stop(m->api);
     endpoint_ctl_destroy(m->ep); /* replicas keep running: the next mtcd adopts them */
     int left = control_stop(m->ctl, 5000);

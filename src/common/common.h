@@ -155,6 +155,11 @@ int mtc_pid_stop(pid_t pid, int ms);
 /* 1 when /proc/<pid>/<file> (NUL-separated: cmdline, environ) holds a and
  * (if given) b as whole entries; mtc_cmdline_has: in its argv. */
 int mtc_proc_has(pid_t pid, const char *file, const char *a, const char *b);
+/* systemd's notification (sd_notify(3)'s protocol, no libsystemd): state
+ * ("READY=1", "STOPPING=1", "STATUS=...", newline-separated) as one datagram
+ * to $NOTIFY_SOCKET (a path, or @name for an abstract socket). 0 when the
+ * variable is unset (not run by systemd), 1 when sent, -1 + errno. */
+int mtc_sd_notify(const char *state);
 /* KEY's value in a NUL-separated environment block of len bytes (what
  * /proc/<pid>/environ holds), or NULL. */
 const char *mtc_environ_get(const char *env, size_t len, const char *key);

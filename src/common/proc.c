@@ -1,6 +1,7 @@
 /* proc: run commands (capturing output, with a timeout), spawn daemons,
  * manage processes by recorded pid or by what /proc says of them (trees
- * through parent pids) — never by name — and quote words for a shell. */
+ * through parent pids) — never by name — quote words for a shell, and tell
+ * systemd how a service is doing (sd_notify's protocol, without libsystemd). */
 #include "common/common.h"
 
 #include <ctype.h>
@@ -13,7 +14,10 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -532,4 +536,26 @@ size_t mtc_proc_tree(int (*mine)(pid_t pid, void *arg), void *arg, pid_t *out, s
             out[k++] = ps[i].pid;
     free(ps);
     return k;
+}
+
+int mtc_sd_notify(const char *state)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (!path || !*path)
+        return 0;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t len = strlen(path);
+    if ((path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path))
+        return errno = EINVAL, -1;
+    memcpy(sa.sun_path, path, len);
+    if (path[0] == '@') // an abstract socket: its name starts with a NUL byte
+        sa.sun_path[0] = '\0';
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    ssize_t n = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+                       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+    int e = errno;
+    close(fd);
+    return n < 0 ? (errno = e, -1) : 1;
 }

@@ -96,4 +96,41 @@ wait_for 10 bash -c "! kill -0 $MTCD_PID 2>/dev/null"
 check "SIGTERM stops mtcd" bash -c "! kill -0 $MTCD_PID 2>/dev/null"
 check "socket removed on shutdown" test ! -e "$MTC_HOME/mtcd.sock"
 check "shutdown logged" grep -q "shutting down" "$MTC_HOME/log/mtcd.log"
+
+# A Type=notify unit: mtcd says READY=1 on $NOTIFY_SOCKET once it answers
+# requests, and STOPPING=1 on SIGTERM (what systemd reads; no systemd here).
+notify_run() {
+    /usr/bin/python3 - "$T_DIR/notify-home" <<'PY'
+import os, signal, socket, subprocess, sys, time
+home = sys.argv[1]
+path = home + ".notify"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+s.settimeout(30)
+p = subprocess.Popen(["mtcd", "--home", home], env=dict(os.environ, NOTIFY_SOCKET=path),
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    ready = s.recv(512).decode()
+    assert "READY=1" in ready and "MAINPID=%d" % p.pid in ready, ready
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # answering already
+    c.connect(home + "/mtcd.sock")
+    c.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+    reply = b""
+    while True:
+        b = c.recv(4096)
+        if not b:
+            break
+        reply += b
+    assert b" 200 " in reply.split(b"\r\n")[0] and b'"status":"ok"' in reply, reply
+    p.send_signal(signal.SIGTERM)
+    assert "STOPPING=1" in s.recv(512).decode()
+    p.wait(timeout=20)
+finally:
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+    os.unlink(path)
+PY
+}
+check "sd_notify: READY=1 once /healthz answers, STOPPING=1 on SIGTERM" notify_run
 done_testing

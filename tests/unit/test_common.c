@@ -7,7 +7,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* An error is one line whatever the input it quotes. */
@@ -220,8 +223,45 @@ static void test_users(void)
     unlink(path);
 }
 
+/* sd_notify's protocol: nothing without NOTIFY_SOCKET, one datagram to a
+ * path or an abstract (@) socket with it, a bad address refused. */
+static void test_sd_notify(void)
+{
+    unsetenv("NOTIFY_SOCKET");
+    CHECK(mtc_sd_notify("READY=1") == 0, "sd_notify: 0 without NOTIFY_SOCKET");
+    char dir[] = "/tmp/mtc-unit-notify-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "a directory for the socket");
+    char path[sizeof(dir) + 8];
+    snprintf(path, sizeof(path), "%s/sock", dir);
+    const char *names[] = {path, "@mtc-unit-notify-abstract"};
+    for (int i = 0; i < 2; i++) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        size_t len = strlen(names[i]);
+        memcpy(sa.sun_path, names[i], len);
+        if (i == 1)
+            sa.sun_path[0] = '\0';
+        int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+        CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa,
+                              (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) == 0,
+              "listening on %s", names[i]);
+        setenv("NOTIFY_SOCKET", names[i], 1);
+        char buf[64] = {0};
+        CHECK(mtc_sd_notify("READY=1\nSTATUS=up") == 1 &&
+                  recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT) == 17 &&
+                  strcmp(buf, "READY=1\nSTATUS=up") == 0,
+              "sd_notify to %s: the state in one datagram", names[i]);
+        close(fd);
+    }
+    setenv("NOTIFY_SOCKET", "relative/path", 1);
+    CHECK(mtc_sd_notify("READY=1") < 0 && errno == EINVAL, "sd_notify: a relative path refused");
+    unsetenv("NOTIFY_SOCKET");
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
+    test_sd_notify();
     test_errprintf_one_line();
     test_users();
     test_proc_tree();
