@@ -160,6 +160,10 @@ int mtc_proc_has(pid_t pid, const char *file, const char *a, const char *b);
  * to $NOTIFY_SOCKET (a path, or @name for an abstract socket). 0 when the
  * variable is unset (not run by systemd), 1 when sent, -1 + errno. */
 int mtc_sd_notify(const char *state);
+/* The systemd service a process runs in, from the text of its
+ * /proc/PID/cgroup ("0::/system.slice/mtcd.service"): the last path
+ * component when it ends in ".service", into unit. 1 found, 0 not. */
+int mtc_cgroup_service(const char *cgroup, char *unit, size_t len);
 /* KEY's value in a NUL-separated environment block of len bytes (what
  * /proc/<pid>/environ holds), or NULL. */
 const char *mtc_environ_get(const char *env, size_t len, const char *key);

@@ -559,3 +559,21 @@ int mtc_sd_notify(const char *state)
     close(fd);
     return n < 0 ? (errno = e, -1) : 1;
 }
+
+int mtc_cgroup_service(const char *cgroup, char *unit, size_t len)
+{
+    for (const char *line = cgroup; line && *line;) {
+        const char *end = strchr(line, '\n'), *stop = end ? end : line + strlen(line);
+        const char *slash = stop;
+        while (slash > line && slash[-1] != '/')
+            slash--;
+        size_t n = (size_t)(stop - slash);
+        if (slash > line && n > 8 && n < len && memcmp(stop - 8, ".service", 8) == 0) {
+            memcpy(unit, slash, n);
+            unit[n] = '\0';
+            return 1;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return 0;
+}

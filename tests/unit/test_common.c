@@ -259,8 +259,31 @@ static void test_sd_notify(void)
     rmdir(dir);
 }
 
+/* Which systemd service a process runs in, from its cgroup file's text. */
+static void test_cgroup_service(void)
+{
+    char unit[64];
+    CHECK(mtc_cgroup_service("0::/system.slice/mtcd.service\n", unit, sizeof(unit)) == 1 &&
+              strcmp(unit, "mtcd.service") == 0,
+          "cgroup v2: the service named");
+    CHECK(mtc_cgroup_service("12:pids:/user.slice\n1:name=systemd:/system.slice/mtcd.service\n"
+                             "0::/system.slice/mtcd.service",
+                             unit, sizeof(unit)) == 1 &&
+              strcmp(unit, "mtcd.service") == 0,
+          "cgroup v1 lines: the service named");
+    CHECK(mtc_cgroup_service("0::/user.slice/user-0.slice/session-1.scope\n", unit,
+                             sizeof(unit)) == 0,
+          "a login session: no service");
+    CHECK(mtc_cgroup_service("0::/\n", unit, sizeof(unit)) == 0 &&
+              mtc_cgroup_service("", unit, sizeof(unit)) == 0,
+          "a container's root cgroup, or nothing: no service");
+    CHECK(mtc_cgroup_service("0::/system.slice/a-very-long-name.service", unit, 8) == 0,
+          "a name longer than the buffer: not cut");
+}
+
 int main(void)
 {
+    test_cgroup_service();
     test_sd_notify();
     test_errprintf_one_line();
     test_users();

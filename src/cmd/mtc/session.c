@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* mtcd's :env reply for a cluster ({"script", "login"?}). Caller owns. */
@@ -340,6 +341,47 @@ static int run_mtcd(char **args, char *why, size_t len)
     return rc != 0 ? -1 : 0;
 }
 
+/* The home of the packaged mtcd.service (its --home): `mtc daemon start`
+ * asks systemd to start the unit for it when systemd runs and has the unit. */
+#define SYSTEM_HOME "/var/lib/mtc"
+#define SYSTEM_UNIT "mtcd.service"
+
+/* The systemd service pid runs in ("" when none: started by hand). */
+static void service_of(pid_t pid, char *unit, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    char *text = mtc_read_file(path, NULL);
+    if (!text || !mtc_cgroup_service(text, unit, len))
+        *unit = '\0';
+    free(text);
+}
+
+/* systemctl VERB unit; 0, or -1 with its words in why. */
+static int systemctl(const char *verb, const char *unit, char *why, size_t len)
+{
+    char *args[] = {"systemctl", (char *)verb, (char *)unit, NULL};
+    return run_mtcd(args, why, len);
+}
+
+/* Started through the unit: systemd runs, the unit is installed, and this is
+ * the unit's home. 1 started, 0 not for the unit, -1 it failed (why). */
+static int start_unit(struct cli *c, char *why, size_t len)
+{
+    char home[PATH_MAX];
+    struct stat st;
+    if (stat("/run/systemd/system", &st) < 0 || !S_ISDIR(st.st_mode) ||
+        !realpath(c->home, home) || strcmp(home, SYSTEM_HOME) != 0)
+        return 0;
+    char *args[] = {"systemctl", "cat", SYSTEM_UNIT, NULL};
+    char *out = NULL;
+    int rc = mtc_run(args, NULL, &out, 10000);
+    free(out);
+    if (rc != 0)
+        return 0;
+    return systemctl("start", SYSTEM_UNIT, why, len) < 0 ? -1 : 1;
+}
+
 /* The port mtcd listens on for the console and TCP clients when none is given. */
 #define CONSOLE_PORT 8470
 
@@ -354,8 +396,13 @@ static int d_start(struct cli *c, int argc, char **argv)
         printf("mtcd already running (%s)\n", c->sock);
         return 0;
     }
-    /* mtcd's own options pass through (mtcd checks them) */
     char bin[PATH_MAX + 8], why[512], listen[32];
+    int unit = argc == 1 ? start_unit(c, why, sizeof(why)) : 0; /* options: by hand */
+    if (unit < 0)
+        return cli_fail("cannot start %s: %s", SYSTEM_UNIT, why), 1;
+    if (unit > 0)
+        return printf("mtcd started by systemd (%s, home %s)\n", SYSTEM_UNIT, c->home), 0;
+    /* mtcd's own options pass through (mtcd checks them) */
     mtcd_path(bin, sizeof(bin));
     char **args = calloc((size_t)argc + 7, sizeof(*args));
     if (!args)
@@ -406,8 +453,14 @@ static int d_stop(struct cli *c, int argc, char **argv)
         printf("mtcd is not running\n");
         return 0;
     }
-    if (mtc_pid_stop(pid, 15000) < 0)
+    char unit[256], why[512];
+    service_of(pid, unit, sizeof(unit));
+    if (*unit) { /* systemd would see a stop it did not ask for: ask it */
+        if (systemctl("stop", unit, why, sizeof(why)) < 0)
+            return cli_fail("systemctl stop %s: %s", unit, why);
+    } else if (mtc_pid_stop(pid, 15000) < 0) {
         return cli_fail("mtcd (pid %d) did not stop", (int)pid);
+    }
     printf("mtcd stopped (clusters keep running; `mtc daemon start` adopts them)\n");
     return 0;
 }
@@ -420,8 +473,14 @@ static int d_status(struct cli *c, int argc, char **argv)
         return printf("mtcd is not running; start it with `mtc daemon start`\n"), 1;
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/mtcd.pid", c->home);
-    printf("mtcd running (pid %d, socket %s, schema v%d)\n", (int)mtc_pid_read(path), c->sock,
-           (int)json_integer_value(json_object_get(h, "schemaVersion")));
+    pid_t pid = mtc_pid_read(path);
+    char unit[256];
+    service_of(pid, unit, sizeof(unit));
+    const char *version = json_string_value(json_object_get(h, "version"));
+    printf("mtcd %s running (pid %d, socket %s, schema v%d%s%s)\n", version ? version : "",
+           (int)pid, c->sock,
+           (int)json_integer_value(json_object_get(h, "schemaVersion")),
+           *unit ? ", systemd unit " : "", unit);
     json_decref(h);
     return 0;
 }
