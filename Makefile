@@ -182,6 +182,10 @@ unit: all
 bench: all
 	@B=$(B) bench/run.sh
 
+# Man pages (plain roff, man/); installed uncompressed: man-db reads them as
+# they are and a Debian build's dh_compress gzips them (-9n) itself.
+MAN_PAGES := $(wildcard man/*.[1-8])
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/mtc
 	install -m 0755 $(addprefix $(BIN)/,$(PROGS)) $(DESTDIR)$(PREFIX)/bin/
@@ -189,6 +193,9 @@ install: all
 	install -m 0644 $(SPANK_SO) $(DESTDIR)$(PREFIX)/lib/mtc/
 	cp -r data/. $(DESTDIR)$(PREFIX)/share/mtc/
 	cp -r recipes $(DESTDIR)$(PREFIX)/share/mtc/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 $(filter %.1,$(MAN_PAGES)) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(filter %.8,$(MAN_PAGES)) $(DESTDIR)$(PREFIX)/share/man/man8/
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
