@@ -72,9 +72,6 @@ check "mtc --help lists commands ($(echo $cmds | wc -w))" [ -n "$cmds" ]
 for c in $cmds; do
     text=$(help_text mtc "$c")
     for s in $(sub_names '^commands:' <<<"$text"); do
-        # mtc daemon start|stop|status act whatever follows them (start would
-        # start mtcd) and take no options
-        [ "$c" = daemon ] && continue
         text+=$'\n'$(help_text mtc "$c" "$s")
     done
     in_page_text mtc.1 "mtc $c --help and its subcommands'" "$text"

@@ -390,8 +390,19 @@ static int start_unit(struct cli *c, char *why, size_t len)
  * the unix socket stays the owner's) so that `mtc console` can give a login
  * link: port 8470, else one the kernel picks when that is taken — unless
  * --listen is given or --no-listen asks for the socket alone. */
+/* 1 when argv asks for help: the usage printed. */
+static int wants_help(int argc, char **argv, const char *use)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return printf("usage: %s\n", use), 1;
+    return 0;
+}
+
 static int d_start(struct cli *c, int argc, char **argv)
 {
+    if (wants_help(argc, argv, "mtc daemon start [--no-listen] [MTCD OPTIONS] (see mtcd --help)"))
+        return 0;
     if (healthy(c, NULL)) {
         printf("mtcd already running (%s)\n", c->sock);
         return 0;
@@ -445,7 +456,8 @@ static int d_start(struct cli *c, int argc, char **argv)
 
 static int d_stop(struct cli *c, int argc, char **argv)
 {
-    (void)argc, (void)argv;
+    if (wants_help(argc, argv, "mtc daemon stop   (clusters keep running)"))
+        return 0;
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/mtcd.pid", c->home);
     pid_t pid = mtc_pid_read(path);
@@ -467,7 +479,8 @@ static int d_stop(struct cli *c, int argc, char **argv)
 
 static int d_status(struct cli *c, int argc, char **argv)
 {
-    (void)argc, (void)argv;
+    if (wants_help(argc, argv, "mtc daemon status   (exit 1 when mtcd is not running)"))
+        return 0;
     json_t *h = NULL;
     if (!healthy(c, &h))
         return printf("mtcd is not running; start it with `mtc daemon start`\n"), 1;
