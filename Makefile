@@ -1,6 +1,7 @@
 # mtc build: `make` builds bin/, `make test` runs every test and ends with
 # "N passed, N failed", `make bench` prints benchmark figures,
-# `make install PREFIX=...`, `make SAN=1 test` for the ASan+UBSan build.
+# `make install PREFIX=...`, `make SAN=1 test` for the ASan+UBSan build,
+# `make deb` the Debian package (docs/packaging.md).
 
 PREFIX ?= /usr/local
 SAN ?= 0
@@ -70,8 +71,11 @@ SPANK_SO := $(B)/lib/mtc/spank_mtc.so
 SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/common/err.c src/common/file.c src/common/fsafe.c)
 
 .SECONDEXPANSION:
-.PHONY: all test unit bench install clean format fuzz fuzz-build
-all: $(addprefix $(BIN)/,$(PROGS)) $(SPANK_SO) $(UNIT_BINS) $(FAKE_LIBS) $(TOOL_BINS)
+.PHONY: all progs test unit bench install deb clean format fuzz fuzz-build
+all: progs $(UNIT_BINS) $(FAKE_LIBS) $(TOOL_BINS)
+
+# what `make install` (and so the package) ships: the programs and the plugin
+progs: $(addprefix $(BIN)/,$(PROGS)) $(SPANK_SO)
 
 $(B)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -186,21 +190,40 @@ bench: all
 # they are and a Debian build's dh_compress gzips them (-9n) itself.
 MAN_PAGES := $(wildcard man/*.[1-8])
 
-install: all
+# mtcd finds mtc-agent, mtc-train and mtc-serve beside itself, the plugin in
+# ../lib/mtc and data/ (machine types, www/ console) and recipes/ in ../share/mtc;
+# the package takes whatever this target installs.
+install: progs
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/mtc
 	install -m 0755 $(addprefix $(BIN)/,$(PROGS)) $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/lib/mtc
 	install -m 0644 $(SPANK_SO) $(DESTDIR)$(PREFIX)/lib/mtc/
 	cp -r data/. $(DESTDIR)$(PREFIX)/share/mtc/
-	cp -r recipes $(DESTDIR)$(PREFIX)/share/mtc/
+	cp -r recipes examples $(DESTDIR)$(PREFIX)/share/mtc/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0644 $(filter %.1,$(MAN_PAGES)) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 $(filter %.8,$(MAN_PAGES)) $(DESTDIR)$(PREFIX)/share/man/man8/
+
+# The Debian package (docs/packaging.md): dpkg-buildpackage in a copy of the
+# working tree (tracked and untracked files git does not ignore) under
+# build-deb/, so build/ is untouched; the .deb files are left in build-deb/.
+# debian/changelog's version must be VERSION's: the entry is written by hand.
+DEB_JOBS ?= 2
+DEB_DIR := build-deb/mtc-$(VERSION)
+deb:
+	@v=$$(dpkg-parsechangelog -S Version) && [ "$$v" = "$(VERSION)" ] || \
+	  { echo "make deb: debian/changelog is at $$v, VERSION is $(VERSION): add a changelog entry (dch -v $(VERSION))" >&2; exit 1; }
+	rm -rf build-deb && mkdir -p $(DEB_DIR)
+	git ls-files -z --cached --others --exclude-standard | \
+	  tar -c --null --no-recursion --ignore-failed-read -T - -f - | tar -x -C $(DEB_DIR)
+	cd $(DEB_DIR) && DEB_BUILD_OPTIONS="nocheck parallel=$(DEB_JOBS) $(DEB_BUILD_OPTIONS)" \
+	  dpkg-buildpackage -us -uc -b >../build.log 2>&1 || { tail -30 ../build.log; exit 1; }
+	@ls -1 $(CURDIR)/build-deb/*.deb
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-deb
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
