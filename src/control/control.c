@@ -180,6 +180,8 @@ static const struct op_kind *find_kind(const struct store_op *op)
     return k < 0 || !op_kinds[k].run ? NULL : &op_kinds[k];
 }
 
+static void submit_or_defer(struct control *c, const char *op_id);
+
 static void *worker(void *arg)
 {
     struct job *j = arg;
@@ -206,11 +208,18 @@ static void *worker(void *arg)
         log_msg(LOG_ERR, "%s %s %s failed: %s", j->op.kind, j->key, j->op.id, err.text);
     }
     json_decref(response);
+    char next[sizeof(j->op.id)] = "";
     pthread_mutex_lock(&c->lock);
     json_object_del(c->busy, j->key);
+    const char *w = json_string_value(json_object_get(c->waiting, j->key));
+    if (w && !c->stopping)
+        snprintf(next, sizeof(next), "%s", w);
+    json_object_del(c->waiting, j->key);
     c->running--;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    if (*next) /* the next operation on this key, begun while this one finished */
+        submit_or_defer(c, next);
     store_op_release(&j->op);
     free(j);
     return NULL;
@@ -266,7 +275,10 @@ int control_create_cluster(struct control *c, const struct store_cluster *cl,
     return 0;
 }
 
-int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
+/* Start op_id's worker. When its key's worker is still letting go of the key
+ * (the store let this operation begin, so that one is finished), wait_turn
+ * leaves it to start this one next; without it that is EBUSY. */
+static int submit(struct control *c, const char *op_id, int wait_turn, mtc_error_t *err)
 {
     struct job *j = calloc(1, sizeof(*j));
     if (!j)
@@ -279,6 +291,15 @@ int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
     char kb[sizeof(j->key)];
     snprintf(j->key, sizeof(j->key), "%s", op_key(&j->op, kb, sizeof(kb)));
     pthread_mutex_lock(&c->lock);
+    if (wait_turn && !c->stopping && json_object_get(c->busy, j->key)) {
+        /* the store let it begin, so the key's worker has finished its
+         * operation and is letting go of the key: it starts this one then */
+        json_object_set_new(c->waiting, j->key, json_string(op_id));
+        pthread_mutex_unlock(&c->lock);
+        store_op_release(&j->op);
+        free(j);
+        return 0;
+    }
     if (c->stopping || json_object_get(c->busy, j->key)) {
         pthread_mutex_unlock(&c->lock);
         store_op_release(&j->op);
@@ -307,6 +328,11 @@ int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
         return errprintf(err, "cannot start worker: %s", strerror(rc));
     }
     return 0;
+}
+
+int control_submit(struct control *c, const char *op_id, mtc_error_t *err)
+{
+    return submit(c, op_id, 1, err);
 }
 
 /* --- supervisor ----------------------------------------------------------- */
@@ -514,6 +540,7 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     c->prov = prov;
     c->supervise_ms = supervise_ms > 0 ? supervise_ms : 2000;
     c->busy = json_object();
+    c->waiting = json_object();
     c->down = json_object();
     c->recent = json_object();
     c->failed_since = json_object();
@@ -535,7 +562,7 @@ int control_start(struct control *c, mtc_error_t *err)
     {
         mtc_error_t e = {""};
         log_msg(LOG_NOTICE, "resuming operation %s", json_string_value(v));
-        if (control_submit(c, json_string_value(v), &e) < 0) {
+        if (submit(c, json_string_value(v), 0, &e) < 0) {
             /* a second unfinished op on the same cluster cannot run: fail it */
             store_op_finish(c->st, json_string_value(v), NULL, RPC_ABORTED, e.text);
         }
@@ -578,6 +605,7 @@ void control_destroy(struct control *c)
     control_stop(c, 0);
     provider_set_identity(c->prov, NULL);
     json_decref(c->busy);
+    json_decref(c->waiting);
     json_decref(c->down);
     json_decref(c->recent);
     json_decref(c->failed_since);

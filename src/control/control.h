@@ -90,7 +90,8 @@ void control_destroy(struct control *c);
 void control_op_init(struct store_op *op, const char *project, const char *location,
                      const char *cluster, const char *kind);
 
-/* Run a stored operation in the background. */
+/* Run a stored operation in the background; one begun (in the store) while its
+ * cluster's or model's previous worker was still letting go starts right after. */
 int control_submit(struct control *c, const char *op_id, mtc_error_t *err);
 
 /* Record op, a new operation on an existing cluster, setting the cluster's

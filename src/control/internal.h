@@ -42,6 +42,7 @@ struct control {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     json_t *busy;   /* cluster id -> op id, clusters with a running worker */
+    json_t *waiting; /* busy key -> op id stored while that worker was letting go of the key */
     json_t *down;   /* "cluster/node" -> ms first seen down by Slurm */
     json_t *recent; /* "cluster/type/node" -> ms a supervisor event was last recorded */
     json_t *failed_since; /* "cluster/node" -> ms its failure was first seen: the queue's order */
