@@ -17,6 +17,9 @@
  * w (N,K) row-major. resid may equal out (in-place residual add). */
 void cpu_matmul_forward(float *out, int ldo, const float *resid, const float *in, const float *w,
                         const float *bias, int M, int N, int K);
+/* out (M,N) row stride ldo = [resid (M,N, stride ldo)] + [bias (N)] (0 with neither): what a
+ * product then accumulates into. */
+void cpu_matmul_prefill(float *out, int ldo, const float *resid, const float *bias, int M, int N);
 /* dout (M,N) row stride lddo. din (M,K) = dout @ w (or += when din_accumulate);
  * dw (N,K) += dout^T @ in; dbias (N) += column sums of dout. din, dbias may be NULL. */
 void cpu_matmul_backward(float *din, int din_accumulate, float *dw, float *dbias,

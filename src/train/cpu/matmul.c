@@ -62,19 +62,23 @@ static void par_sgemm(int by_rows, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE
     }
 }
 
+void cpu_matmul_prefill(float *out, int ldo, const float *resid, const float *bias, int M, int N)
+{
+#pragma omp parallel for schedule(static) if ((long)M * N > CPU_PAR_MIN)
+    for (int r = 0; r < M; r++) {
+        float *o = out + (size_t)r * ldo;
+        const float *a = resid ? resid + (size_t)r * ldo : NULL;
+        for (int c = 0; c < N; c++)
+            o[c] = (a ? a[c] : 0.0f) + (bias ? bias[c] : 0.0f);
+    }
+}
+
 void cpu_matmul_forward(float *out, int ldo, const float *resid, const float *in, const float *w,
                         const float *bias, int M, int N, int K)
 {
     float beta = 0.0f;
-    if (resid || bias) {
-        // Prefill out with resid + bias, then let sgemm accumulate (beta 1).
-#pragma omp parallel for schedule(static) if ((long)M * N > CPU_PAR_MIN)
-        for (int r = 0; r < M; r++) {
-            float *o = out + (size_t)r * ldo;
-            const float *a = resid ? resid + (size_t)r * ldo : NULL;
-            for (int c = 0; c < N; c++)
-                o[c] = (a ? a[c] : 0.0f) + (bias ? bias[c] : 0.0f);
-        }
+    if (resid || bias) { // out = resid + bias, then sgemm accumulates (beta 1)
+        cpu_matmul_prefill(out, ldo, resid, bias, M, N);
         beta = 1.0f;
     }
     // out (M,N) = in (M,K) @ w^T (K,N); split the larger side so w is read once

@@ -653,12 +653,7 @@ void cpu_qmat_forward(float *out, int ldo, const float *resid, const float *in,
         return;
     }
     // out = resid + bias, then sgemm accumulates each dequantized tile of TILE rows
-    for (int r = 0; r < M; r++) {
-        float *o = out + (size_t)r * ldo;
-        const float *a = resid ? resid + (size_t)r * ldo : NULL;
-        for (int c = 0; c < N; c++)
-            o[c] = (a ? a[c] : 0.0f) + (bias ? bias[c] : 0.0f);
-    }
+    cpu_matmul_prefill(out, ldo, resid, bias, M, N);
     cpu_blas_single_thread();
     int ntiles = (N + TILE - 1) / TILE;
 #pragma omp parallel for schedule(static) if ((double)M * N * K > 32.0 * CPU_PAR_MIN)
