@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "serve/serve.h"
-#include "train/cpu/qmat.h"
 
 static void usage(FILE *f)
 {
@@ -72,15 +71,12 @@ int main(int argc, char **argv)
         case 'I': c.idle_timeout = (int)number("idle-timeout", optarg, 1, 86400); break;
         case 'E': c.max_conn_per_ip = (int)number("max-connections-per-ip", optarg, 1, 100000); break;
         case 'R': c.request_timeout = (int)number("request-timeout", optarg, 1, 3600); break;
-        case 'D': {
-            enum cpu_dtype dt;
-            if (cpu_dtype_parse(optarg, &dt) < 0) {
+        case 'D':
+            if (cpu_dtype_parse(optarg, &c.dtype) < 0) {
                 fprintf(stderr, "mtc-serve: --dtype %s: want f32, bf16 or q8_0\n", optarg);
                 return 2;
             }
-            c.dtype = optarg;
             break;
-        }
         case 'P': c.project = optarg; break;
         case 'L': c.location = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -123,7 +119,7 @@ int main(int argc, char **argv)
     snprintf(host, sizeof host, "%s", c.listen);
     *strrchr(host, ':') = 0;
     printf("mtc-serve: serving %s (%s weights) on %s:%d\n", serve_name(s),
-           c.dtype ? c.dtype : "f32", host, serve_port(s));
+           cpu_dtype_name(c.dtype), host, serve_port(s));
     fflush(stdout);
     int sig = 0;
     sigwait(&set, &sig);

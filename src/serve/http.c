@@ -347,10 +347,7 @@ int serve_load(struct serve *s, mtc_error_t *err)
         omp_set_num_threads(s->cfg.threads);
     if (serve_load_model(s, err) < 0)
         return -1;
-    enum cpu_dtype dt = CPU_F32;
-    if (s->cfg.dtype && cpu_dtype_parse(s->cfg.dtype, &dt) < 0)
-        return errprintf(err, "--dtype %s: want f32, bf16 or q8_0", s->cfg.dtype);
-    if (model_decode_set_dtype(s->m, dt, err) < 0) // before the KV cache: it follows
+    if (model_decode_set_dtype(s->m, s->cfg.dtype, err) < 0) // before the KV cache: it follows
         return -1;
     int max_seq = model_cfg(s->m)->max_seq;
     s->ctx = s->cfg.ctx > 0 ? s->cfg.ctx : max_seq;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "common/common.h"
+#include "train/cpu/qmat.h"
 
 struct serve_config {
     const char *model;       // REF: NAME[@N|@alias] in the registry, a checkpoint directory
@@ -19,7 +20,7 @@ struct serve_config {
     int max_batch;           // KV slots: sequences decoded together (default 8)
     int ctx;                 // positions per slot (0: the model's max_seq)
     int threads;             // OpenMP threads (0: OMP_NUM_THREADS or the cores)
-    const char *dtype;       // decoding's weights and KV cache: "f32" (NULL), "bf16", "q8_0"
+    enum cpu_dtype dtype;    // decoding's weights and KV cache (default CPU_F32)
     int max_conn;            // concurrent connections (default 64)
     int max_conn_per_ip;     // of them from one client address (default 16)
     int request_timeout;     // seconds to deliver a whole request, headers and body (default 10)
