@@ -328,8 +328,9 @@ static void mtcd_path(char *buf, size_t len)
         snprintf(buf, len, "mtcd");
 }
 
-/* mtcd --daemon with args; 0, or -1 with its last words in why. */
-static int run_mtcd(char **args, char *why, size_t len)
+/* Run args (mtcd --daemon, systemctl) to its end; 0, or -1 with its last words
+ * in why. */
+static int run_quiet(char **args, char *why, size_t len)
 {
     char *out = NULL;
     int rc = mtc_run(args, NULL, &out, 60000);
@@ -361,7 +362,7 @@ static void service_of(pid_t pid, char *unit, size_t len)
 static int systemctl(const char *verb, const char *unit, char *why, size_t len)
 {
     char *args[] = {"systemctl", (char *)verb, (char *)unit, NULL};
-    return run_mtcd(args, why, len);
+    return run_quiet(args, why, len);
 }
 
 /* Started through the unit: systemd runs, the unit is installed, and this is
@@ -373,11 +374,7 @@ static int start_unit(struct cli *c, char *why, size_t len)
     if (stat("/run/systemd/system", &st) < 0 || !S_ISDIR(st.st_mode) ||
         !realpath(c->home, home) || strcmp(home, SYSTEM_HOME) != 0)
         return 0;
-    char *args[] = {"systemctl", "cat", SYSTEM_UNIT, NULL};
-    char *out = NULL;
-    int rc = mtc_run(args, NULL, &out, 10000);
-    free(out);
-    if (rc != 0)
+    if (systemctl("cat", SYSTEM_UNIT, why, len) < 0) /* the unit is not installed */
         return 0;
     return systemctl("start", SYSTEM_UNIT, why, len) < 0 ? -1 : 1;
 }
@@ -433,16 +430,16 @@ static int d_start(struct cli *c, int argc, char **argv)
     }
     int rc;
     if (given || no_listen) {
-        rc = run_mtcd(args, why, sizeof(why));
+        rc = run_quiet(args, why, sizeof(why));
         *listen = '\0';
     } else {
         args[n++] = "--listen";
         args[n++] = listen;
         snprintf(listen, sizeof(listen), "127.0.0.1:%d", CONSOLE_PORT);
-        rc = run_mtcd(args, why, sizeof(why));
+        rc = run_quiet(args, why, sizeof(why));
         if (rc < 0 && strstr(why, "in use")) { /* taken: any free port */
             snprintf(listen, sizeof(listen), "127.0.0.1:0");
-            rc = run_mtcd(args, why, sizeof(why));
+            rc = run_quiet(args, why, sizeof(why));
         }
     }
     free(args);
@@ -537,7 +534,7 @@ int cmd_console(struct cli *c, int argc, char **argv)
         snprintf(listen, sizeof(listen), "127.0.0.1:%ld", port);
         char *args[] = {bin, "--daemon", "--home", (char *)c->home, "--listen", listen, NULL};
         char why[512];
-        if (run_mtcd(args, why, sizeof(why)) < 0)
+        if (run_quiet(args, why, sizeof(why)) < 0)
             return cli_fail("cannot start mtcd: %s", why), 1;
         printf("mtcd started on %s (home %s)\n", listen, c->home);
     }
