@@ -186,36 +186,42 @@ static int one(struct cli *c, int argc, char **argv, const char *method, const c
     return 0;
 }
 
+static const char a_create_use[] =
+    "mtc accounts create CLUSTER NAME [--description D] [--parent P] [--fairshare N] "
+    "[--max-nodes N] [--max-gpus N] [--max-running-jobs N] [--max-wall T] [--qos A,B]";
+static const char a_update_use[] =
+    "mtc accounts update CLUSTER NAME [--description D] [--parent P] [--fairshare N] "
+    "[--max-nodes N] [--max-gpus N] [--max-running-jobs N] [--max-wall T] [--qos A,B]";
+static const char a_show_use[] = "mtc accounts show CLUSTER NAME [--json]";
+static const char a_delete_use[] = "mtc accounts delete CLUSTER NAME";
+static const char a_list_use[] = "mtc accounts list CLUSTER [--json]";
+static const char a_usage_use[] =
+    "mtc accounts usage CLUSTER [--since 2026-12-01|now-7days] [--json]";
+
 static int a_create(struct cli *c, int argc, char **argv)
 {
-    return one(c, argc, argv, "POST",
-               "mtc accounts create CLUSTER NAME [--description D] [--parent P] [--fairshare N] "
-               "[--max-nodes N] [--max-gpus N] [--max-running-jobs N] [--max-wall T] [--qos A,B]",
-               1);
+    return one(c, argc, argv, "POST", a_create_use, 1);
 }
 
 static int a_update(struct cli *c, int argc, char **argv)
 {
-    return one(c, argc, argv, "PATCH",
-               "mtc accounts update CLUSTER NAME [--description D] [--parent P] [--fairshare N] "
-               "[--max-nodes N] [--max-gpus N] [--max-running-jobs N] [--max-wall T] [--qos A,B]",
-               1);
+    return one(c, argc, argv, "PATCH", a_update_use, 1);
 }
 
 static int a_show(struct cli *c, int argc, char **argv)
 {
-    return one(c, argc, argv, "GET", "mtc accounts show CLUSTER NAME [--json]", 0);
+    return one(c, argc, argv, "GET", a_show_use, 0);
 }
 
 static int a_delete(struct cli *c, int argc, char **argv)
 {
-    return one(c, argc, argv, "DELETE", "mtc accounts delete CLUSTER NAME", 0);
+    return one(c, argc, argv, "DELETE", a_delete_use, 0);
 }
 
 static int a_list(struct cli *c, int argc, char **argv)
 {
     int rc;
-    json_t *out = list_of(c, argc, argv, "accounts", "mtc accounts list CLUSTER [--json]", &rc);
+    json_t *out = list_of(c, argc, argv, "accounts", a_list_use, &rc);
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(out, "accounts"), i, a) print_account(a);
@@ -225,7 +231,7 @@ static int a_list(struct cli *c, int argc, char **argv)
 
 static int a_usage(struct cli *c, int argc, char **argv)
 {
-    const char *use = "mtc accounts usage CLUSTER [--since 2026-12-01|now-7days] [--json]";
+    const char *use = a_usage_use;
     const char *cluster = NULL, *since = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--since") == 0 && i + 1 < argc)
@@ -270,13 +276,14 @@ static int a_usage(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd account_cmds[] = {
-    {"usage", a_usage, "node-hours and GPU-hours per account and user (from the database)"},
-    {"create", a_create, "create an account: limits, fair share, QoS"},
-    {"list", a_list, "the cluster's accounts with their limits and users"},
-    {"show", a_show, "one account"},
-    {"update", a_update, "change an account's settings"},
-    {"delete", a_delete, "delete an account (refused while it has jobs)"},
-    {NULL, NULL, NULL},
+    {"usage", a_usage, "node-hours and GPU-hours per account and user (from the database)",
+     a_usage_use},
+    {"create", a_create, "create an account: limits, fair share, QoS", a_create_use},
+    {"list", a_list, "the cluster's accounts with their limits and users", a_list_use},
+    {"show", a_show, "one account", a_show_use},
+    {"update", a_update, "change an account's settings", a_update_use},
+    {"delete", a_delete, "delete an account (refused while it has jobs)", a_delete_use},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_accounts(struct cli *c, int argc, char **argv)
@@ -284,11 +291,13 @@ int cmd_accounts(struct cli *c, int argc, char **argv)
     return cli_dispatch(c, "mtc accounts", account_cmds, argc - 1, argv + 1);
 }
 
+static const char u_list_use[] = "mtc users list CLUSTER --account A [--json]",
+                  u_change_use[] = "mtc users add|remove CLUSTER --account A USER";
+
 /* users add|remove CLUSTER --account A USER; users list CLUSTER --account A */
 static int users(struct cli *c, int argc, char **argv, const char *verb)
 {
-    const char *use = strcmp(verb, "list") == 0 ? "mtc users list CLUSTER --account A [--json]"
-                                                : "mtc users add|remove CLUSTER --account A USER";
+    const char *use = strcmp(verb, "list") == 0 ? u_list_use : u_change_use;
     const char *cluster = NULL, *account = NULL, *user = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--account") == 0 && i + 1 < argc)
@@ -344,10 +353,10 @@ static int u_list(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd user_cmds[] = {
-    {"add", u_add, "add a user to an account"},
-    {"remove", u_remove, "remove a user from an account"},
-    {"list", u_list, "an account's users"},
-    {NULL, NULL, NULL},
+    {"add", u_add, "add a user to an account", u_change_use},
+    {"remove", u_remove, "remove a user from an account", u_change_use},
+    {"list", u_list, "an account's users", u_list_use},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_users(struct cli *c, int argc, char **argv)
@@ -356,10 +365,15 @@ int cmd_users(struct cli *c, int argc, char **argv)
 }
 
 /* mtc qos create|list|delete */
+static const char q_create_use[] =
+    "mtc qos create CLUSTER NAME [--priority N] [--preempt QOS,...] "
+    "[--max-nodes N] [--max-gpus N] [--max-wall T] [--grace SECONDS]",
+                  q_list_use[] = "mtc qos list CLUSTER [--json]",
+                  q_delete_use[] = "mtc qos delete CLUSTER NAME";
+
 static int q_create(struct cli *c, int argc, char **argv)
 {
-    const char *use = "mtc qos create CLUSTER NAME [--priority N] [--preempt QOS,...] "
-                      "[--max-nodes N] [--max-gpus N] [--max-wall T] [--grace SECONDS]";
+    const char *use = q_create_use;
     json_t *body = json_object(), *lim = json_object();
     const char *pos[2] = {NULL, NULL};
     int npos = 0, rc = 0;
@@ -417,7 +431,7 @@ static int q_create(struct cli *c, int argc, char **argv)
 static int q_list(struct cli *c, int argc, char **argv)
 {
     int rc;
-    json_t *out = list_of(c, argc, argv, "qos", "mtc qos list CLUSTER [--json]", &rc);
+    json_t *out = list_of(c, argc, argv, "qos", q_list_use, &rc);
     size_t i, k;
     json_t *q, *p;
     json_array_foreach(json_object_get(out, "qos"), i, q)
@@ -434,7 +448,7 @@ static int q_list(struct cli *c, int argc, char **argv)
 static int q_delete(struct cli *c, int argc, char **argv)
 {
     if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-')
-        return cli_fail("usage: mtc qos delete CLUSTER NAME");
+        return cli_fail("usage: %s", q_delete_use);
     char path[1024];
     kind_path(c, path, sizeof(path), argv[1], "qos", argv[2], NULL);
     mtc_error_t err = {""};
@@ -447,10 +461,10 @@ static int q_delete(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd qos_cmds[] = {
-    {"create", q_create, "create a QoS: priority, limits, the QoS it preempts"},
-    {"list", q_list, "the cluster's QoS"},
-    {"delete", q_delete, "delete a QoS"},
-    {NULL, NULL, NULL},
+    {"create", q_create, "create a QoS: priority, limits, the QoS it preempts", q_create_use},
+    {"list", q_list, "the cluster's QoS", q_list_use},
+    {"delete", q_delete, "delete a QoS", q_delete_use},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_qos(struct cli *c, int argc, char **argv)

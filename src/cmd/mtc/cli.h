@@ -53,12 +53,21 @@ int cli_json_only(struct cli *c, int argc, char **argv, const char *use);
 /* "3m", "2h", "5d" since an RFC 3339 time. */
 void cli_age(const char *rfc3339, char *buf, size_t len);
 
+/* One row of a subcommand table. use: what the subcommand takes (its usage
+ * without "usage: ", one or more lines); cli_dispatch answers its --help or -h
+ * with it. NULL for a group (its own table answers) and for a handler that
+ * answers --help itself (login: the arguments of its COMMAND pass through). */
 struct cli_cmd {
     const char *name;
     int (*run)(struct cli *c, int argc, char **argv);
     const char *summary;
+    const char *use;
 };
-/* Run argv[0] from table, or print the table's help. group: "mtc cluster" etc. */
+/* 1 when argv[1..] (up to a "--") holds --help or -h. */
+int cli_wants_help(int argc, char **argv);
+/* Run argv[0] from table, or print the table's help. group: "mtc cluster" etc.
+ * A row's --help / -h prints "usage: USE" on stdout and returns 0 without
+ * running it. */
 int cli_dispatch(struct cli *c, const char *group, const struct cli_cmd *table, int argc,
                  char **argv);
 

@@ -421,7 +421,7 @@ static int c_report_faulty(struct cli *c, int argc, char **argv)
             no_wait = 1;
         else if (strcmp(argv[i], "--json") == 0)
             c->json = 1;
-        else if (strcmp(argv[i], "--help") == 0)
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return printf("usage: %s\n", use), 0;
         else if (argv[i][0] != '-' && !id)
             id = argv[i];
@@ -453,16 +453,16 @@ static int c_report_faulty(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd cluster_cmds[] = {
-    {"create", c_create, "create a cluster from a JSON spec (-f FILE --id ID)"},
-    {"get", c_get, "show a cluster, its nodes and events"},
-    {"list", c_list, "list clusters: ID STATE NODES PARTITIONS AGE"},
-    {"update", c_update, "change a cluster to a new spec (-f FILE)"},
-    {"delete", c_delete, "stop a cluster's daemons and remove it"},
-    {"nodes", c_nodes, "each node's Slurm state, health, failing check, remediation"},
-    {"events", c_events, "the cluster's events (last 100)"},
-    {"hosts", c_hosts, "a cluster on hosts: each host's node or role (spare, quarantined)"},
-    {"report-faulty", c_report_faulty, "report a faulty node: drain, requeue, repair"},
-    {NULL, NULL, NULL},
+    {"create", c_create, "create a cluster from a JSON spec (-f FILE --id ID)", NULL},
+    {"get", c_get, "show a cluster, its nodes and events", NULL},
+    {"list", c_list, "list clusters: ID STATE NODES PARTITIONS AGE", NULL},
+    {"update", c_update, "change a cluster to a new spec (-f FILE)", NULL},
+    {"delete", c_delete, "stop a cluster's daemons and remove it", NULL},
+    {"nodes", c_nodes, "each node's Slurm state, health, failing check, remediation", NULL},
+    {"events", c_events, "the cluster's events (last 100)", NULL},
+    {"hosts", c_hosts, "a cluster on hosts: each host's node or role (spare, quarantined)", NULL},
+    {"report-faulty", c_report_faulty, "report a faulty node: drain, requeue, repair", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_cluster(struct cli *c, int argc, char **argv)
@@ -531,9 +531,9 @@ static int o_wait(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd op_cmds[] = {
-    {"get", o_get, "show an operation"},
-    {"wait", o_wait, "wait for an operation to finish"},
-    {NULL, NULL, NULL},
+    {"get", o_get, "show an operation", NULL},
+    {"wait", o_wait, "wait for an operation to finish", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_operations(struct cli *c, int argc, char **argv)

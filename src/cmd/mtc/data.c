@@ -45,9 +45,11 @@ static json_t *list_row(const json_t *ds)
                      json_object_get(ds, "source"), "age", age);
 }
 
+static const char d_list_use[] = "mtc data list [--json]";
+
 static int d_list(struct cli *c, int argc, char **argv)
 {
-    int p = cli_json_only(c, argc, argv, "mtc data list [--json]");
+    int p = cli_json_only(c, argc, argv, d_list_use);
     if (p)
         return p;
     mtc_error_t err = {""};
@@ -336,11 +338,12 @@ static int d_prepare(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd data_cmds[] = {
-    {"list", d_list, "list datasets: NAME KIND STATE VERSION RECORDS TOKENS AGE SOURCE"},
-    {"show", d_show, "show a dataset and its versions"},
-    {"prepare", d_prepare, "create or re-prepare a dataset (--source --kind); waits"},
-    {"delete", d_delete, "remove a dataset (and prepared data no other dataset uses)"},
-    {NULL, NULL, NULL},
+    {"list", d_list, "list datasets: NAME KIND STATE VERSION RECORDS TOKENS AGE SOURCE",
+     d_list_use},
+    {"show", d_show, "show a dataset and its versions", NULL},
+    {"prepare", d_prepare, "create or re-prepare a dataset (--source --kind); waits", NULL},
+    {"delete", d_delete, "remove a dataset (and prepared data no other dataset uses)", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_data(struct cli *c, int argc, char **argv)

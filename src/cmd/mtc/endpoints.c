@@ -20,6 +20,18 @@ static const char *jstr(const json_t *o, const char *k)
     return s ? s : "";
 }
 
+static const char create_use[] = "mtc endpoints create NAME [--display-name TEXT] [--json]",
+                  deploy_use[] =
+                      "mtc endpoints deploy NAME --model REF --cluster ID [--partition P] "
+                      "[--min N] [--max N] [--target REQUESTS] [--scale-down-delay "
+                      "SECONDS] [--split ID=PCT,new=PCT] [--json]",
+                  undeploy_use[] =
+                      "mtc endpoints undeploy NAME DEPLOYED_ID [--split ID=PCT,...] [--json]",
+                  list_use[] = "mtc endpoints list [--json]",
+                  predict_use[] = "mtc endpoints predict NAME PROMPT [--max-tokens N] "
+                                  "[--temperature T] [--seed S] [--json]",
+                  delete_use[] = "mtc endpoints delete NAME";
+
 /* --opt VALUE pairs and up to max positionals; flags (no value): --json.
  * opts: NULL-terminated names (without "--"); vals gets each one's value. */
 static int parse(struct cli *c, int argc, char **argv, const char *use, const char *const *opts,
@@ -32,8 +44,6 @@ static int parse(struct cli *c, int argc, char **argv, const char *use, const ch
             c->json = 1;
             continue;
         }
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return printf("usage: %s\n", use), 2;
         if (strncmp(a, "--", 2) == 0) {
             int k = -1;
             for (int j = 0; opts && opts[j]; j++)
@@ -69,8 +79,7 @@ static int e_create(struct cli *c, int argc, char **argv)
 {
     static const char *const opts[] = {"display-name", NULL};
     const char *vals[1] = {NULL}, *pos[1];
-    int rc = parse(c, argc, argv, "mtc endpoints create NAME [--display-name TEXT] [--json]",
-                   opts, vals, pos, 1, 1);
+    int rc = parse(c, argc, argv, create_use, opts, vals, pos, 1, 1);
     if (rc)
         return rc;
     char path[512], q[200];
@@ -125,9 +134,7 @@ static int e_deploy(struct cli *c, int argc, char **argv)
     static const char *const opts[] = {"model", "cluster", "partition", "min", "max", "target",
                                        "scale-down-delay", "split", NULL};
     const char *v[8] = {NULL}, *pos[1];
-    const char *use = "mtc endpoints deploy NAME --model REF --cluster ID [--partition P] [--min "
-                      "N] [--max N] [--target REQUESTS] [--scale-down-delay SECONDS] [--split "
-                      "ID=PCT,new=PCT] [--json]";
+    const char *use = deploy_use;
     int rc = parse(c, argc, argv, use, opts, v, pos, 1, 1);
     if (rc)
         return rc;
@@ -175,9 +182,7 @@ static int e_undeploy(struct cli *c, int argc, char **argv)
 {
     static const char *const opts[] = {"split", NULL};
     const char *v[1] = {NULL}, *pos[2];
-    int rc = parse(c, argc, argv,
-                   "mtc endpoints undeploy NAME DEPLOYED_ID [--split ID=PCT,...] [--json]", opts,
-                   v, pos, 2, 2);
+    int rc = parse(c, argc, argv, undeploy_use, opts, v, pos, 2, 2);
     if (rc)
         return rc;
     json_t *body = json_pack("{s:s}", "deployedModelId", pos[1]);
@@ -205,7 +210,7 @@ static int e_undeploy(struct cli *c, int argc, char **argv)
 static int e_delete(struct cli *c, int argc, char **argv)
 {
     const char *pos[1];
-    int rc = parse(c, argc, argv, "mtc endpoints delete NAME", NULL, NULL, pos, 1, 1);
+    int rc = parse(c, argc, argv, delete_use, NULL, NULL, pos, 1, 1);
     if (rc)
         return rc;
     char path[512];
@@ -249,7 +254,7 @@ static void rows_of(const json_t *e, json_t *rows)
 
 static int e_list(struct cli *c, int argc, char **argv)
 {
-    int p = cli_json_only(c, argc, argv, "mtc endpoints list [--json]");
+    int p = cli_json_only(c, argc, argv, list_use);
     if (p)
         return p;
     mtc_error_t err = {""};
@@ -276,10 +281,7 @@ static int e_predict(struct cli *c, int argc, char **argv)
 {
     static const char *const opts[] = {"max-tokens", "temperature", "seed", NULL};
     const char *v[3] = {NULL}, *pos[2];
-    int rc = parse(c, argc, argv,
-                   "mtc endpoints predict NAME PROMPT [--max-tokens N] [--temperature T] [--seed "
-                   "S] [--json]",
-                   opts, v, pos, 2, 2);
+    int rc = parse(c, argc, argv, predict_use, opts, v, pos, 2, 2);
     if (rc)
         return rc;
     json_t *body = json_pack("{s:s}", "prompt", pos[1]);
@@ -316,13 +318,14 @@ static int e_predict(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd endpoints_cmds[] = {
-    {"create", e_create, "create an endpoint: create NAME"},
-    {"deploy", e_deploy, "deploy a model version: deploy NAME --model REF --cluster ID"},
-    {"undeploy", e_undeploy, "remove a deployed model: undeploy NAME DEPLOYED_ID"},
-    {"list", e_list, "endpoints with their deployed models, split and replicas"},
-    {"predict", e_predict, "send a completion and print it: predict NAME PROMPT"},
-    {"delete", e_delete, "delete an endpoint and stop its replicas"},
-    {NULL, NULL, NULL}};
+    {"create", e_create, "create an endpoint: create NAME", create_use},
+    {"deploy", e_deploy, "deploy a model version: deploy NAME --model REF --cluster ID",
+     deploy_use},
+    {"undeploy", e_undeploy, "remove a deployed model: undeploy NAME DEPLOYED_ID", undeploy_use},
+    {"list", e_list, "endpoints with their deployed models, split and replicas", list_use},
+    {"predict", e_predict, "send a completion and print it: predict NAME PROMPT", predict_use},
+    {"delete", e_delete, "delete an endpoint and stop its replicas", delete_use},
+    {NULL, NULL, NULL, NULL}};
 
 int cmd_endpoints(struct cli *c, int argc, char **argv)
 {

@@ -25,9 +25,14 @@ const char *cli_experiments_home(const struct cli *c)
     return root && root[0] == '/' ? root : c->home;
 }
 
+static const char list_use[] = "mtc experiment list [--json]",
+                  status_use[] = "mtc experiment status NAME|RUN_ID [--json]",
+                  logs_use[] = "mtc experiment logs [-f] NAME|RUN_ID",
+                  cancel_use[] = "mtc experiment cancel NAME|RUN_ID";
+
 static int e_list(struct cli *c, int argc, char **argv)
 {
-    if (cli_json_only(c, argc, argv, "mtc experiment list [--json]"))
+    if (cli_json_only(c, argc, argv, list_use))
         return 2;
     mtc_error_t err = {""};
     json_t *all = exp_list(cli_experiments_home(c), &err);
@@ -78,7 +83,7 @@ static json_t *one(struct cli *c, int argc, char **argv, const char *use, int *f
 
 static int e_status(struct cli *c, int argc, char **argv)
 {
-    json_t *cfg = one(c, argc, argv, "mtc experiment status NAME|RUN_ID [--json]", NULL);
+    json_t *cfg = one(c, argc, argv, status_use, NULL);
     if (!cfg)
         return 1;
     char state[64], msg[256];
@@ -128,7 +133,7 @@ static void drain(const char *path, long *off)
 static int e_logs(struct cli *c, int argc, char **argv)
 {
     int follow = 0;
-    json_t *cfg = one(c, argc, argv, "mtc experiment logs [-f] NAME|RUN_ID", &follow);
+    json_t *cfg = one(c, argc, argv, logs_use, &follow);
     if (!cfg)
         return 1;
     char path[PATH_MAX + 64], state[64];
@@ -159,7 +164,7 @@ static int e_logs(struct cli *c, int argc, char **argv)
 
 static int e_cancel(struct cli *c, int argc, char **argv)
 {
-    json_t *cfg = one(c, argc, argv, "mtc experiment cancel NAME|RUN_ID", NULL);
+    json_t *cfg = one(c, argc, argv, cancel_use, NULL);
     if (!cfg)
         return 1;
     const char *job = json_string_value(json_object_get(cfg, "jobId"));
@@ -192,11 +197,12 @@ static int e_cancel(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd exp_cmds[] = {
-    {"list", e_list, "runs under $MTC_HOME/experiments, newest first, with their job state"},
-    {"status", e_status, "the status block of an experiment's newest run"},
-    {"logs", e_logs, "print (-f: follow) the run's <JOB_ID>.log"},
-    {"cancel", e_cancel, "cancel the run's job"},
-    {NULL, NULL, NULL},
+    {"list", e_list, "runs under $MTC_HOME/experiments, newest first, with their job state",
+     list_use},
+    {"status", e_status, "the status block of an experiment's newest run", status_use},
+    {"logs", e_logs, "print (-f: follow) the run's <JOB_ID>.log", logs_use},
+    {"cancel", e_cancel, "cancel the run's job", cancel_use},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_experiment(struct cli *c, int argc, char **argv)

@@ -162,10 +162,11 @@ static int i_inspect(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd image_cmds[] = {
-    {"import", i_import, "an OCI layout, docker-save archive or root directory → NAME.sqsh"},
-    {"build-trainer", i_build_trainer, "the image of mtc-train, Open MPI and a small userland"},
-    {"inspect", i_inspect, "size, digest and config of an image"},
-    {NULL, NULL, NULL},
+    {"import", i_import, "an OCI layout, docker-save archive or root directory → NAME.sqsh", NULL},
+    {"build-trainer", i_build_trainer, "the image of mtc-train, Open MPI and a small userland",
+     NULL},
+    {"inspect", i_inspect, "size, digest and config of an image", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_image(struct cli *c, int argc, char **argv)

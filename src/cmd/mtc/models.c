@@ -68,9 +68,11 @@ static json_t *row(const json_t *v)
     return r;
 }
 
+static const char m_list_use[] = "mtc models list [--json]";
+
 static int m_list(struct cli *c, int argc, char **argv)
 {
-    int p = cli_json_only(c, argc, argv, "mtc models list [--json]");
+    int p = cli_json_only(c, argc, argv, m_list_use);
     if (p)
         return p;
     mtc_error_t err = {""};
@@ -374,14 +376,16 @@ static int m_upload(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd models_cmds[] = {
-    {"list", m_list, "the registered models and their default versions"},
-    {"show", m_show, "a version (NAME = the default one, NAME@3, NAME@alias) with its lineage"},
-    {"versions", m_versions, "every version of a model with its aliases"},
-    {"alias", m_alias, "give a version aliases (-ALIAS removes one): alias NAME@3 prod -old"},
-    {"export", m_export, "write a version to a directory: export REF DIR [--format hf]"},
-    {"delete", m_delete, "delete a model (NAME) or one version (NAME@3)"},
-    {"upload", m_upload, "register a checkpoint, HF directory or llm.c file: upload DIR --name N"},
-    {NULL, NULL, NULL}};
+    {"list", m_list, "the registered models and their default versions", m_list_use},
+    {"show", m_show, "a version (NAME = the default one, NAME@3, NAME@alias) with its lineage",
+     NULL},
+    {"versions", m_versions, "every version of a model with its aliases", NULL},
+    {"alias", m_alias, "give a version aliases (-ALIAS removes one): alias NAME@3 prod -old", NULL},
+    {"export", m_export, "write a version to a directory: export REF DIR [--format hf]", NULL},
+    {"delete", m_delete, "delete a model (NAME) or one version (NAME@3)", NULL},
+    {"upload", m_upload, "register a checkpoint, HF directory or llm.c file: upload DIR --name N",
+     NULL},
+    {NULL, NULL, NULL, NULL}};
 
 int cmd_models(struct cli *c, int argc, char **argv)
 {

@@ -562,9 +562,12 @@ out:
 
 /* --- recipes ------------------------------------------------------------ */
 
+static const char r_list_use[] = "mtc recipes list [--json]",
+                  r_show_use[] = "mtc recipes show NAME|FILE";
+
 static int r_list(struct cli *c, int argc, char **argv)
 {
-    if (cli_json_only(c, argc, argv, "mtc recipes list [--json]"))
+    if (cli_json_only(c, argc, argv, r_list_use))
         return 2;
     mtc_error_t err = {""};
     json_t *cat = recipe_catalog(&err);
@@ -584,7 +587,7 @@ static int r_show(struct cli *c, int argc, char **argv)
 {
     (void)c;
     if (argc != 2 || argv[1][0] == '-')
-        return cli_fail("usage: mtc recipes show NAME|FILE"), 2;
+        return cli_fail("usage: %s", r_show_use), 2;
     mtc_error_t err = {""};
     char path[PATH_MAX];
     json_t *r = recipe_load(argv[1], path, sizeof(path), &err);
@@ -597,9 +600,9 @@ static int r_show(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd recipes_cmds[] = {
-    {"list", r_list, "list the prebuilt recipes"},
-    {"show", r_show, "print a recipe (copy it, edit it, pass the file to mtc run -s)"},
-    {NULL, NULL, NULL},
+    {"list", r_list, "list the prebuilt recipes", r_list_use},
+    {"show", r_show, "print a recipe (copy it, edit it, pass the file to mtc run -s)", r_show_use},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_recipes(struct cli *c, int argc, char **argv)
@@ -630,7 +633,7 @@ static int parse_rl(int argc, char **argv, struct rl_flags *r)
         const char *a = argv[i];
         if (strcmp(a, "--interactive") == 0)
             r->interactive = 1;
-        else if (strcmp(a, "--help") == 0)
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return fputs(rl_use, stdout), 1;
         else if (i + 1 >= argc)
             return cli_fail("%s needs a value\n%s", a, rl_use), 2;
@@ -812,8 +815,9 @@ static int rl_launch(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd rl_cmds[] = {
-    {"launch", rl_launch, "submit an RL-style job script (or hold an interactive allocation)"},
-    {NULL, NULL, NULL},
+    {"launch", rl_launch, "submit an RL-style job script (or hold an interactive allocation)",
+     NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_rl(struct cli *c, int argc, char **argv)
@@ -824,10 +828,11 @@ int cmd_rl(struct cli *c, int argc, char **argv)
 int cmd_attach(struct cli *c, int argc, char **argv)
 {
     (void)c;
+    const char *use = "mtc attach JOB [N]   (a shell in job JOB's allocation on its node N)";
+    if (cli_wants_help(argc, argv))
+        return printf("usage: %s\n", use), 0;
     if (argc < 2 || argc > 3 || argv[1][0] == '-')
-        return cli_fail(
-                   "usage: mtc attach JOB [N]   (a shell in job JOB's allocation on its node N)"),
-               2;
+        return cli_fail("usage: %s", use), 2;
     const char *job = argv[1];
     if (strspn(job, "0123456789") != strlen(job))
         return cli_fail("JOB: a Slurm job id"), 2;

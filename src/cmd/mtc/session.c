@@ -216,11 +216,15 @@ int cmd_login(struct cli *c, int argc, char **argv)
 
 /* --- tokens ------------------------------------------------------------- */
 
+static const char t_create_use[] =
+    "mtc token create --name NAME [--role viewer|editor|admin] [--user UNIX_USER] [--json]";
+static const char t_list_use[] = "mtc token list [--json]",
+                  t_revoke_use[] = "mtc token revoke ID|NAME";
+
 static int t_create(struct cli *c, int argc, char **argv)
 {
     const char *name = NULL, *role = "viewer", *user = NULL;
-    const char *use =
-        "mtc token create --name NAME [--role viewer|editor|admin] [--user UNIX_USER] [--json]";
+    const char *use = t_create_use;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
             name = argv[++i];
@@ -259,7 +263,7 @@ static int t_create(struct cli *c, int argc, char **argv)
 
 static int t_list(struct cli *c, int argc, char **argv)
 {
-    if (cli_json_only(c, argc, argv, "mtc token list [--json]"))
+    if (cli_json_only(c, argc, argv, t_list_use))
         return 2;
     json_t *r = NULL;
     mtc_error_t err = {""};
@@ -279,7 +283,7 @@ static int t_list(struct cli *c, int argc, char **argv)
 static int t_revoke(struct cli *c, int argc, char **argv)
 {
     const char *id = NULL;
-    int p = one_id(argc, argv, "mtc token revoke ID|NAME", &id);
+    int p = one_id(argc, argv, t_revoke_use, &id);
     if (p)
         return p > 0 ? 0 : 2;
     if (!mtc_name_valid(id, 63))
@@ -296,10 +300,10 @@ static int t_revoke(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd token_cmds[] = {
-    {"create", t_create, "create an API token for TCP clients (shown once)"},
-    {"list", t_list, "list tokens (never their secrets)"},
-    {"revoke", t_revoke, "revoke a token by id or name"},
-    {NULL, NULL, NULL},
+    {"create", t_create, "create an API token for TCP clients (shown once)", t_create_use},
+    {"list", t_list, "list tokens (never their secrets)", t_list_use},
+    {"revoke", t_revoke, "revoke a token by id or name", t_revoke_use},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_token(struct cli *c, int argc, char **argv)
@@ -387,19 +391,12 @@ static int start_unit(struct cli *c, char *why, size_t len)
  * the unix socket stays the owner's) so that `mtc console` can give a login
  * link: port 8470, else one the kernel picks when that is taken — unless
  * --listen is given or --no-listen asks for the socket alone. */
-/* 1 when argv asks for help: the usage printed. */
-static int wants_help(int argc, char **argv, const char *use)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            return printf("usage: %s\n", use), 1;
-    return 0;
-}
+static const char d_start_use[] = "mtc daemon start [--no-listen] [MTCD OPTIONS] (see mtcd --help)",
+                  d_stop_use[] = "mtc daemon stop   (clusters keep running)",
+                  d_status_use[] = "mtc daemon status   (exit 1 when mtcd is not running)";
 
 static int d_start(struct cli *c, int argc, char **argv)
 {
-    if (wants_help(argc, argv, "mtc daemon start [--no-listen] [MTCD OPTIONS] (see mtcd --help)"))
-        return 0;
     if (healthy(c, NULL)) {
         printf("mtcd already running (%s)\n", c->sock);
         return 0;
@@ -453,8 +450,7 @@ static int d_start(struct cli *c, int argc, char **argv)
 
 static int d_stop(struct cli *c, int argc, char **argv)
 {
-    if (wants_help(argc, argv, "mtc daemon stop   (clusters keep running)"))
-        return 0;
+    (void)argc, (void)argv; /* --help: cli_dispatch */
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/mtcd.pid", c->home);
     pid_t pid = mtc_pid_read(path);
@@ -476,8 +472,7 @@ static int d_stop(struct cli *c, int argc, char **argv)
 
 static int d_status(struct cli *c, int argc, char **argv)
 {
-    if (wants_help(argc, argv, "mtc daemon status   (exit 1 when mtcd is not running)"))
-        return 0;
+    (void)argc, (void)argv; /* --help: cli_dispatch */
     json_t *h = NULL;
     if (!healthy(c, &h))
         return printf("mtcd is not running; start it with `mtc daemon start`\n"), 1;
@@ -496,10 +491,10 @@ static int d_status(struct cli *c, int argc, char **argv)
 }
 
 static const struct cli_cmd daemon_cmds[] = {
-    {"start", d_start, "start mtcd in the background (adopts running clusters)"},
-    {"stop", d_stop, "stop mtcd (clusters keep running)"},
-    {"status", d_status, "is mtcd running?"},
-    {NULL, NULL, NULL},
+    {"start", d_start, "start mtcd in the background (adopts running clusters)", d_start_use},
+    {"stop", d_stop, "stop mtcd (clusters keep running)", d_stop_use},
+    {"status", d_status, "is mtcd running?", d_status_use},
+    {NULL, NULL, NULL, NULL},
 };
 
 int cmd_daemon(struct cli *c, int argc, char **argv)
@@ -517,6 +512,8 @@ int cmd_daemon(struct cli *c, int argc, char **argv)
 int cmd_console(struct cli *c, int argc, char **argv)
 {
     const char *use = "mtc console [--port N]";
+    if (cli_wants_help(argc, argv))
+        return printf("usage: %s\n", use), 0;
     long port = CONSOLE_PORT;
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
