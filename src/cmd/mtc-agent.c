@@ -520,15 +520,22 @@ static int agent_finish(struct agent *a, int rebuild)
     return 0;
 }
 
+/* The usage and the command table on f; returns status. */
+static int print_usage(FILE *f, int status)
+{
+    fputs(usage, f);
+    for (int i = 0; commands[i].name; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     static struct agent a;
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs(usage, argc < 2 ? stderr : stdout);
-        for (int i = 0; commands[i].name; i++)
-            fprintf(argc < 2 ? stderr : stdout, "  %-8s %s\n", commands[i].name, commands[i].help);
-        return argc < 2 ? 2 : 0;
-    }
+    if (argc < 2)
+        return print_usage(stderr, 2);
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+        return print_usage(stdout, 0);
     if (!strcmp(argv[1], "--version"))
         return printf("mtc-agent %s\n", mtc_version()), 0;
     int ci = 0, rebuild = 0;
@@ -536,6 +543,9 @@ int main(int argc, char **argv)
         ci++;
     if (!commands[ci].name)
         return fail("unknown command \"%s\" (check, run, checks, ranks)", argv[1]);
+    for (int i = 2; i < argc; i++) /* COMMAND --help: the same usage, nothing run */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return print_usage(stdout, 0);
     if (agent_defaults(&a) != 0 || agent_options(&a, argc, argv, &rebuild) != 0 ||
         agent_finish(&a, rebuild) != 0)
         return 2;

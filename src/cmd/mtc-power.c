@@ -25,10 +25,10 @@ static const struct {
     {"resume-fail", "RESUME_FAILED"},
 };
 
-static int usage(void)
+static int usage(FILE *f)
 {
-    fprintf(stderr, "usage: mtc-power --config FILE suspend|resume|resume-fail HOSTLIST\n");
-    return 2;
+    fprintf(f, "usage: mtc-power --config FILE suspend|resume|resume-fail HOSTLIST\n");
+    return f == stdout ? 0 : 2;
 }
 
 /* A string field of the config (borrowed), or "" when absent. */
@@ -55,14 +55,16 @@ static void say(const char *fmt, ...)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
+        return usage(stdout);
     if (argc != 5 || strcmp(argv[1], "--config") != 0)
-        return usage();
+        return usage(stderr);
     const char *action = NULL;
     for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++)
         if (strcmp(argv[3], actions[i].cmd) == 0)
             action = actions[i].action;
     if (!action)
-        return usage();
+        return usage(stderr);
     json_error_t je;
     json_t *cfg = json_load_file(argv[2], JSON_REJECT_DUPLICATES, &je);
     if (!cfg) {

@@ -150,6 +150,7 @@ static const struct {
     "[--fail-fraction F] [--min-bus-gbps X] [--all-pairs-max N] [--seed N] [--nccl] "              \
     "[--seconds S] [--level 1-3] [--expected-gpus N] [--nvml-library PATH] [--gpu-dir DIR]\n"
 
+/* 0, 1 after --help (the usage on stdout), or -1 after saying what is wrong. */
 static int parse(int argc, char **argv, struct scan_opts *o, check_fn *fn)
 {
     *o = (struct scan_opts){.max_bytes = 16u << 20,
@@ -160,6 +161,8 @@ static int parse(int argc, char **argv, struct scan_opts *o, check_fn *fn)
                             .level = 1};
     *fn = NULL;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return fputs(USAGE, stdout), 1;
         size_t k;
         for (k = 0; k < sizeof(options) / sizeof(options[0]); k++)
             if (strcmp(argv[i], options[k].flag) == 0)
@@ -198,8 +201,9 @@ int main(int argc, char **argv)
 {
     struct scan_opts o;
     check_fn fn;
-    if (parse(argc, argv, &o, &fn) < 0)
-        return 2;
+    int p = parse(argc, argv, &o, &fn);
+    if (p)
+        return p < 0 ? 2 : 0; /* 1: --help */
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &scan_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &scan_size);

@@ -56,7 +56,7 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {0}};
     int o;
-    while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (o) {
         case 'm': c.model = optarg; break;
         case 'l': c.listen = optarg; break;

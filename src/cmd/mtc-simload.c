@@ -413,7 +413,7 @@ int main(int argc, char **argv)
                       {'g', NULL, &get_ms, 10, 3600000, "get-every-ms"},
                       {'t', NULL, &threads, 1, MAX_THREADS, "threads"},
                       {'S', NULL, &seed, 0, 1e15, "seed"}};
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (o == 'h') {
             fputs(usage, stdout);
             return 0;
