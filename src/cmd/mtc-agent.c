@@ -349,7 +349,7 @@ static const struct {
 
 static const char usage[] =
     "usage: mtc-agent check|run|checks|ranks [options]   (mtc-agent --version)\n"
-    "  --config FILE        agent config (JSON; %%n = $SLURMD_NODENAME)\n"
+    "  --config FILE        agent config (JSON; %n = $SLURMD_NODENAME)\n"
     "  --only NAME,...      only these checks or families\n"
     "  --json               print results as JSON (check)\n"
     "  --mode M             health|prolog|epilog (default from $SLURM_SCRIPT_CONTEXT)\n"
