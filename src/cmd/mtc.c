@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct cli_cmd commands[] = {
     {"cluster", cmd_cluster, "create, get, list, update, delete clusters", NULL},
@@ -39,10 +40,25 @@ static const struct cli_cmd commands[] = {
 };
 
 static const char global_help[] =
-    "\nglobal options (before the command): --home DIR (default $MTC_HOME or ~/.mtc),\n"
+    "\nglobal options (before the command): --home DIR (default $MTC_HOME, else ~/.mtc, or\n"
+    "  /var/lib/mtc for root while the mtcd service runs and ~/.mtc has no mtcd),\n"
     "  --project P, --location L (default local/local), --json; mtc --version.\n"
     "environment: MTC_URL=http://HOST:PORT (or https://) and MTC_TOKEN to use mtcd over TCP;\n"
     "             MTC_CA_CERT=PEM when mtcd's certificate is not signed by a system CA.\n";
+
+/* No --home and no $MTC_HOME: ~/.mtc, except for root while the packaged
+ * service runs (its socket exists) and no mtcd of ~/.mtc does: then the
+ * service's home, so that `mtc ...` as root talks to the system's mtcd. */
+static const char *default_home(char *buf, size_t len)
+{
+    const char *h = getenv("HOME");
+    char sock[PATH_MAX + 16];
+    snprintf(buf, len, "%s/.mtc", h ? h : "/root");
+    snprintf(sock, sizeof(sock), "%s/mtcd.sock", buf);
+    if (geteuid() == 0 && access(sock, F_OK) < 0 && access(CLI_SYSTEM_SOCKET, F_OK) == 0)
+        return CLI_SYSTEM_HOME;
+    return buf;
+}
 
 int main(int argc, char **argv)
 {
@@ -70,11 +86,8 @@ int main(int argc, char **argv)
         else
             return cli_fail("unknown option \"%s\"", argv[i]), 2;
     }
-    if (!c.home || !*c.home) {
-        const char *h = getenv("HOME");
-        snprintf(home, sizeof(home), "%s/.mtc", h ? h : "/root");
-        c.home = home;
-    }
+    if (!c.home || !*c.home)
+        c.home = default_home(home, sizeof(home));
     if (!mtc_name_valid(c.project, 63) || !mtc_name_valid(c.location, 63))
         return cli_fail("--project/--location: must match [a-z][a-z0-9-]{0,62}"), 2;
     if (c.url && !*c.url)

@@ -1,4 +1,4 @@
-/* mtcd: the mtc daemon — HTTP API on $MTC_HOME/mtcd.sock (and optional TCP),
+/* mtcd: the mtc daemon — HTTP API on $MTC_HOME/mtcd.sock or --socket (and optional TCP),
  * SQLite store, operation runner and cluster supervisor. */
 #include "api/api.h"
 #include "control/control.h"
@@ -20,12 +20,15 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: mtcd [--home DIR] [--listen HOST:PORT [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]]\n"
+    "usage: mtcd [--home DIR] [--socket PATH]\n"
+    "            [--listen HOST:PORT [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]]\n"
     "            [--daemon]\n"
     "            [--supervise-ms N] [--monitor-ms N] [--nvml-library PATH]...\n"
     "            [--max-connections N] [--max-per-ip N] [--idle-timeout S]\n"
     "            [--cache-dir DIR] [--data-root DIR]...\n"
     "  --home DIR         state directory (default $MTC_HOME, else ~/.mtc)\n"
+    "  --socket PATH      the admin socket (default HOME/mtcd.sock; the service uses\n"
+    "                     /run/mtc/mtcd.sock); HOME/mtcd.sock then links to it\n"
     "  --listen HOST:PORT also serve the API on TCP; requests need a bearer token\n"
     "                     (create one with `mtc token create`); clear-text HTTP unless\n"
     "  --tls-cert, --tls-key  PEM certificate and key: serve TCP over HTTPS\n"
@@ -50,7 +53,7 @@ static const char usage[] =
 
 /* What the command line sets. */
 struct mtcd_args {
-    const char *home, *listen, *tls_ca, *cache_dir;
+    const char *home, *socket, *listen, *tls_ca, *cache_dir;
     const char *nvml[MAX_NVML + 1]; /* NULL-terminated */
     const char *roots[MAX_ROOTS + 2]; /* HOME/data, then --data-root's; NULL-terminated */
     int nnvml, nroots, detach, supervise_ms;
@@ -73,6 +76,7 @@ static const struct mtcd_opt {
     size_t off;
 } mtcd_opts[] = {
     {"home", O_STR, A(home)},
+    {"socket", O_STR, A(socket)},
     {"listen", O_STR, A(listen)},
     {"daemon", O_FLAG, A(detach)},
     {"supervise-ms", O_INT, A(supervise_ms)},
@@ -166,6 +170,8 @@ static int parse_args(int argc, char **argv, struct mtcd_args *a)
         return fprintf(stderr, "mtcd: --tls-cert and --tls-key go together, with --listen\n"), -1;
     if (a->tls_ca && !a->api.tls_cert)
         return fprintf(stderr, "mtcd: --tls-ca goes with --tls-cert\n"), -1;
+    if (a->socket && (a->socket[0] != '/' || strlen(a->socket) >= 100))
+        return fprintf(stderr, "mtcd: --socket: want an absolute path under 100 characters\n"), -1;
     if (a->cache_dir && a->cache_dir[0] != '/')
         return fprintf(stderr, "mtcd: --cache-dir: want an absolute path\n"), -1;
     return 0;
@@ -317,6 +323,7 @@ struct mtcd {
     struct endpoint_ctl *ep;
     struct api *api;
     char sock[PATH_MAX + 32], pidfile[PATH_MAX + 32];
+    char sock_link[PATH_MAX + 32]; /* --socket: HOME/mtcd.sock, a link to it; else "" */
 };
 
 /* --home, else $MTC_HOME, else ~/.mtc (into buf). */
@@ -365,6 +372,29 @@ static void prepare_process(const struct mtcd *m, sigset_t *sigs)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* --socket elsewhere: HOME/mtcd.sock becomes a symbolic link to it, replaced
+ * atomically, so that whatever finds mtcd through its home (the CLI's --home,
+ * the local agents' and mtc-power's configs, those written by an older mtcd
+ * before an upgrade) reaches the socket. 0, or -1 + err. */
+static int link_socket(struct mtcd *m, mtc_error_t *err)
+{
+    char tmp[PATH_MAX + 48];
+    snprintf(m->sock_link, sizeof(m->sock_link), "%s/mtcd.sock", m->home);
+    if (strcmp(m->sock_link, m->sock) == 0) {
+        m->sock_link[0] = '\0';
+        return 0;
+    }
+    snprintf(tmp, sizeof(tmp), "%s.%d", m->sock_link, (int)getpid());
+    unlink(tmp);
+    if (symlink(m->sock, tmp) < 0 || rename(tmp, m->sock_link) < 0) {
+        errprintf(err, "cannot link %s to %s: %s", m->sock_link, m->sock, strerror(errno));
+        unlink(tmp);
+        m->sock_link[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
 /* Store, provider (with the agent hooks), controller and API, started in that
  * order; any failure ends the process with the reason (to the parent with --daemon). */
 static void start_services(struct mtcd *m, struct mtcd_args *a)
@@ -381,7 +411,16 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
     if (!(m->ctl = control_create(m->st, m->prov, a->supervise_ms, &err)))
         die(m->ready_fd, "%s", err.text);
     set_datasets(m->ctl, m->home, a);
-    snprintf(m->sock, sizeof(m->sock), "%s/mtcd.sock", m->home);
+    if (a->socket) {
+        snprintf(m->sock, sizeof(m->sock), "%s", a->socket);
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", a->socket);
+        *strrchr(dir, '/') = '\0';
+        if (*dir && mtc_mkdir_p(dir, 0755) < 0)
+            die(m->ready_fd, "--socket: cannot create %s: %s", dir, strerror(errno));
+    } else {
+        snprintf(m->sock, sizeof(m->sock), "%s/mtcd.sock", m->home);
+    }
     a->api.socket_path = m->sock;
     a->api.listen = a->listen;
     a->api.nvml_libraries = a->nvml;
@@ -402,6 +441,8 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
         die(m->ready_fd, "%s", err.text);
     a->api.endpoints = m->ep;
     if (!(m->api = api_start(&a->api, &err)))
+        die(m->ready_fd, "%s", err.text);
+    if (a->socket && link_socket(m, &err) < 0)
         die(m->ready_fd, "%s", err.text);
     if (control_start(m->ctl, &err) < 0 || endpoint_ctl_start(m->ep, &err) < 0)
         die(m->ready_fd, "%s", err.text);
@@ -433,6 +474,8 @@ static int shut_down(struct mtcd *m, int sig)
     endpoint_ctl_destroy(m->ep); /* replicas keep running: the next mtcd adopts them */
     int left = control_stop(m->ctl, 5000);
     unlink(m->pidfile);
+    if (m->sock_link[0])
+        unlink(m->sock_link);
     if (left > 0) {
         log_msg(LOG_NOTICE, "%d operation(s) still running; they resume on restart", left);
         log_close();

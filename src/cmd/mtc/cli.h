@@ -7,6 +7,11 @@
 
 #include "common/common.h"
 
+/* The packaged mtcd.service's home (its --home) and admin socket (--socket;
+ * the home's mtcd.sock links to it). */
+#define CLI_SYSTEM_HOME "/var/lib/mtc"
+#define CLI_SYSTEM_SOCKET "/run/mtc/mtcd.sock"
+
 struct cli {
     const char *home;     /* $MTC_HOME */
     const char *project;  /* default "local" */

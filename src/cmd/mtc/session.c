@@ -346,9 +346,8 @@ static int run_quiet(char **args, char *why, size_t len)
     return rc != 0 ? -1 : 0;
 }
 
-/* The home of the packaged mtcd.service (its --home): `mtc daemon start`
- * asks systemd to start the unit for it when systemd runs and has the unit. */
-#define SYSTEM_HOME "/var/lib/mtc"
+/* For the packaged service's home (CLI_SYSTEM_HOME) `mtc daemon start` asks
+ * systemd to start the unit when systemd runs and has the unit. */
 #define SYSTEM_UNIT "mtcd.service"
 
 /* The systemd service pid runs in ("" when none: started by hand). */
@@ -376,7 +375,7 @@ static int start_unit(struct cli *c, char *why, size_t len)
     char home[PATH_MAX];
     struct stat st;
     if (stat("/run/systemd/system", &st) < 0 || !S_ISDIR(st.st_mode) ||
-        !realpath(c->home, home) || strcmp(home, SYSTEM_HOME) != 0)
+        !realpath(c->home, home) || strcmp(home, CLI_SYSTEM_HOME) != 0)
         return 0;
     if (systemctl("cat", SYSTEM_UNIT, why, len) < 0) /* the unit is not installed */
         return 0;
