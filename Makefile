@@ -26,8 +26,11 @@ OPT ?= -O2
 # clang (make fuzz) does not know some GCC warning names used in pragmas, and under the
 # sanitizers it cannot vectorize the kernels' `omp simd` loops (a warning, not a bug).
 CC_WARN := $(if $(findstring clang,$(CC)),-Wno-unknown-warning-option -Wno-pass-failed,)
-CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isrc $(SANFLAGS) -MMD -MP
-LDFLAGS := $(SANFLAGS)
+# EXTRA_CFLAGS / EXTRA_LDFLAGS come last: a distribution's flags (the package
+# passes dpkg-buildflags' hardening: -D_FORTIFY_SOURCE, -fstack-protector-strong,
+# -z relro -z now). The environment's CFLAGS are not used: ours must stay.
+CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isrc $(SANFLAGS) -MMD -MP $(EXTRA_CFLAGS)
+LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
 
 # Control plane: every module folder except train is one library.
 CP_MODULES := common schema store dataset registry endpoint jobs api control cluster slurm provider health recipes image spank scan
