@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Each entry moves the schema from version i to i+1. Never edit a shipped one. */
+/* Each entry moves the schema from version i to i+1. Never edit a shipped one.
+ * Each after the first starts with its comment, "v<N>: ..." (the package's
+ * upgrade test builds an older mtcd by removing the newest entry). */
 static const char *migrations[] = {
     "CREATE TABLE clusters ("
     "  id TEXT PRIMARY KEY, project TEXT NOT NULL, location TEXT NOT NULL,"
@@ -104,6 +106,10 @@ static const char *migrations[] = {
     "ALTER TABLE tokens ADD COLUMN scope TEXT;",
     /* v11: a token bound to a Unix user runs its training jobs as that user */
     "ALTER TABLE tokens ADD COLUMN unix_user TEXT;",
+    /* v12: the job monitor's pass over unfinished jobs (every 5 s) reads only
+     * them, not every job ever submitted (store_job_list_unfinished) */
+    "CREATE INDEX training_jobs_unfinished ON training_jobs(seq)"
+    " WHERE state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED');",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
