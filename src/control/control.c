@@ -426,8 +426,14 @@ static void supervise_one(struct control *c, const char *id)
              * nodes that began after it (on hosts, not every pass looks) */
             int64_t looked = provider_supervised_at(c->prov, id, began);
             pthread_mutex_lock(&c->lock);
+            int first = json_object_get(c->supervised, id) == NULL;
             json_object_set_new(c->supervised, id, json_integer(looked));
             pthread_mutex_unlock(&c->lock);
+            /* the first pass since mtcd started: the cluster is adopted (or
+             * was just created) — its daemons run under this mtcd's watch */
+            if (first)
+                log_msg(LOG_NOTICE, "cluster %s: supervised, %lld ms after the controller started",
+                        id, (long long)(mtc_now_ms() - c->started_ms));
         }
         json_t *nodes = control_refresh_nodes(c, id, cl.spec, cl.nodes);
         watch_down(c, id, nodes);
@@ -545,6 +551,7 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     c->recent = json_object();
     c->failed_since = json_object();
     c->supervised = json_object();
+    c->started_ms = mtc_now_ms();
     c->restarts = json_object();
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
