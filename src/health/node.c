@@ -162,27 +162,30 @@ int health_daemon_slurmd(const struct health_ctx *ctx, struct health_result *r)
 #define MUNGE_MS 5000
 
 /* A credential round trip is the only proof munged works (a hung munged
- * still accepts connections): `munge -n -S sock -o f; unmunge -S sock -i f`. */
+ * still accepts connections): `munge -n -S sock | unmunge -S sock`, the
+ * credential passed through memory (no file for a killed check to leave). */
 int health_daemon_munged(const struct health_ctx *ctx, struct health_result *r)
 {
     if (!*ctx->munge_socket)
         return health_set(r, HEALTH_PASS, -1, "skipped: no mungeSocket configured");
-    char cred[] = "/tmp/mtc-agent-munge.XXXXXX", *out = NULL;
-    int fd = mkstemp(cred);
-    if (fd < 0)
-        return health_set(r, HEALTH_WARN, -1, "mkstemp: %s", strerror(errno));
-    close(fd);
-    char *enc[] = {"munge", "-n", "-S", (char *)ctx->munge_socket, "-o", cred, NULL};
-    char *dec[] = {"unmunge", "-S", (char *)ctx->munge_socket, "-i", cred, NULL};
+    char *enc[] = {"munge", "-n", "-S", (char *)ctx->munge_socket, NULL};
+    char *dec[] = {"unmunge", "-S", (char *)ctx->munge_socket, NULL};
+    struct mtc_io e = {.capture = MTC_IO_OUT | MTC_IO_ERR}, d = {.capture = MTC_IO_MERGE};
+    char *out = NULL;
     int64_t t0 = mtc_now_ms();
-    int rc = mtc_run(enc, NULL, &out, MUNGE_MS);
+    int rc = mtc_run_io(enc, NULL, &e, MUNGE_MS);
     if (rc == 0) {
-        free(out);
-        out = NULL;
-        rc = mtc_run(dec, NULL, &out, MUNGE_MS);
+        d.in = e.out;
+        d.in_len = e.out_len;
+        rc = mtc_run_io(dec, NULL, &d, MUNGE_MS);
+        out = d.out;
+    } else {
+        out = e.err;
+        e.err = NULL;
     }
     int timed_out = rc < 0 && errno == ETIMEDOUT;
-    unlink(cred);
+    free(e.out);
+    free(e.err);
     r->value = (double)(mtc_now_ms() - t0);
     if (timed_out) /* a hung munged, or a slow host name lookup in it */
         health_set(r, HEALTH_FAIL, -1,
