@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 
 MANDIR=$ROOT/man
-PAGES=(mtc.1 mtcd.8 mtc-agent.8 mtc-train.1 mtc-serve.1)
+PAGES=(mtc.1 mtcd.8 mtc-agent.8 mtc-train.1 mtc-serve.1 mtc-scan.8 mtc-power.8 mtc-simload.1)
 
 # 1. each page renders
 for p in "${PAGES[@]}"; do
@@ -57,7 +57,7 @@ in_page_text() {
     check "$page names every option of $what${missing:+ — missing: $missing}" [ -z "$missing" ]
 }
 
-for prog in mtc mtcd mtc-agent mtc-train mtc-serve; do
+for prog in mtc mtcd mtc-agent mtc-train mtc-serve mtc-scan mtc-power mtc-simload; do
     command -v "$prog" >/dev/null || { nok "$prog is built (in $B/bin)"; }
 done
 
@@ -65,6 +65,9 @@ in_page mtc.1 "mtc --help (global options)" mtc
 in_page mtcd.8 "mtcd --help" mtcd
 in_page mtc-agent.8 "mtc-agent --help" mtc-agent
 in_page mtc-serve.1 "mtc-serve --help" mtc-serve
+in_page mtc-scan.8 "mtc-scan --help" mtc-scan
+in_page mtc-power.8 "mtc-power --help" mtc-power
+in_page mtc-simload.1 "mtc-simload --help" mtc-simload
 
 # mtc: each command, with its subcommands' help gathered into one check
 cmds=$(help_text mtc | sub_names '^commands:')
