@@ -15,27 +15,15 @@ static const struct {
 } subcmds[] = {
     {"train", train_main, "train a model (default; --help for options)", NULL},
     {"tokenizer", train_tokenizer_main, "train/encode/decode a byte-level BPE tokenizer",
-     "mtc-train tokenizer train [--kind byte-level-bpe|sentencepiece-bpe] --vocab-size N "
-     "--input F --output tok.json\n"
-     "       mtc-train tokenizer encode|decode --tokenizer T [--input F]\n"},
+     train_tokenizer_usage},
     {"prepare", train_prepare_main, "tokenize text/jsonl into train/val shards",
-     "mtc-train prepare --tokenizer T --input F(.txt|.jsonl) --output DIR "
-     "[--val-fraction 0..1] [--shard-tokens N]\n"},
+     train_prepare_usage},
     {"data", train_data_main, "datasets: generate built-ins, prepare into a cache, check",
-     "mtc-train data generate --name tiny-corpus|tiny-sft|tiny-dpo|tiny-rl|tiny-countdown "
-     "--output PATH\n"
-     "       mtc-train data prepare --source SRC --kind pretrain|sft|dpo|rl --cache-dir DIR "
-     "[--tokenizer PATH|builtin:tiny-corpus] [--vocab-size N] [--name NAME] [--val-fraction X] "
-     "[--json]\n"
-     "       mtc-train data check --source SRC --kind pretrain|sft|dpo|rl [--json]\n"
-     "  (docs/datasets.md)\n"},
-    {"export", train_export_main, "checkpoint -> HF safetensors + config.json",
-     "mtc-train export --checkpoint DIR --format safetensors|llmc --output DIR|FILE.bin\n"},
+     train_data_usage},
+    {"export", train_export_main, "checkpoint -> HF safetensors + config.json", train_export_usage},
     {"import", train_import_main, "llm.c or HF safetensors -> checkpoint (for --init)",
-     "mtc-train import --from llmc|safetensors PATH --output CKPTDIR [--model PRESET]\n"},
-    {"sample", train_sample_main, "generate text from a checkpoint",
-     "mtc-train sample --checkpoint DIR [--tokenizer T] --prompt TEXT [--tokens N] "
-     "[--temperature X] [--seed S]\n"},
+     train_import_usage},
+    {"sample", train_sample_main, "generate text from a checkpoint", train_sample_usage},
 };
 
 /* 1 when argv[1..] (up to a "--") holds --help or -h. */

@@ -204,6 +204,9 @@ json_t *dset_result_json(const struct dset_options *o, const struct dset_result 
 int dset_tokenizer_fingerprint(const char *path, char out[72], mtc_error_t *err);
 
 /* ---- CLI entry points called from mtc-train's subcommand table ---- */
+/* Their usages, without "usage: ", one or more lines each ending in '\n': the
+ * subcommands print them on a bad command line, mtc-train on SUB --help. */
+extern const char train_tokenizer_usage[], train_prepare_usage[], train_data_usage[];
 /* mtc-train tokenizer train --vocab-size N --input F --output tok.json
  * mtc-train tokenizer encode --tokenizer T [--input F] (ids to stdout, one line)
  * mtc-train tokenizer decode --tokenizer T [--input F] (ids from stdin/F, text to stdout)

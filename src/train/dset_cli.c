@@ -83,8 +83,7 @@ static int cmd_generate(int argc, char **argv)
     if (parse(argc, argv, "generate", 1u << A_NAME | 1u << A_OUTPUT, v) < 0)
         return 2;
     if (!v[A_NAME] || !v[A_OUTPUT]) {
-        fprintf(stderr, "usage: mtc-train data generate --name tiny-corpus|tiny-sft|tiny-dpo|"
-                        "tiny-rl|tiny-countdown --output PATH\n");
+        fprintf(stderr, "usage: %s", train_data_usage);
         return 2;
     }
     mtc_error_t err = {{0}};
@@ -110,9 +109,7 @@ static int cmd_prepare(int argc, char **argv)
     if (parse(argc, argv, "prepare", allowed, v) < 0)
         return 2;
     if (!v[A_SOURCE] || !v[A_KIND] || !v[A_CACHE]) {
-        fprintf(stderr, "usage: mtc-train data prepare --source SRC --kind pretrain|sft|dpo|rl "
-                        "--cache-dir DIR [--tokenizer PATH|builtin:tiny-corpus] "
-                        "[--vocab-size N] [--name NAME] [--val-fraction X] [--json]\n");
+        fprintf(stderr, "usage: %s", train_data_usage);
         return 2;
     }
     mtc_error_t err = {{0}};
@@ -140,8 +137,7 @@ static int cmd_check(int argc, char **argv)
     if (parse(argc, argv, "check", 1u << A_SOURCE | 1u << A_KIND | 1u << A_JSON, v) < 0)
         return 2;
     if (!v[A_SOURCE] || !v[A_KIND]) {
-        fprintf(stderr, "usage: mtc-train data check --source SRC --kind pretrain|sft|dpo|rl "
-                        "[--json]\n");
+        fprintf(stderr, "usage: %s", train_data_usage);
         return 2;
     }
     mtc_error_t err = {{0}};
@@ -167,11 +163,20 @@ static const struct {
     int (*fn)(int argc, char **argv);
 } data_cmds[] = {{"generate", cmd_generate}, {"prepare", cmd_prepare}, {"check", cmd_check}};
 
+const char train_data_usage[] =
+    "mtc-train data generate --name tiny-corpus|tiny-sft|tiny-dpo|tiny-rl|tiny-countdown "
+    "--output PATH\n"
+    "       mtc-train data prepare --source SRC --kind pretrain|sft|dpo|rl --cache-dir DIR "
+    "[--tokenizer PATH|builtin:tiny-corpus] [--vocab-size N] [--name NAME] [--val-fraction X] "
+    "[--json]\n"
+    "       mtc-train data check --source SRC --kind pretrain|sft|dpo|rl [--json]\n"
+    "  (docs/datasets.md)\n";
+
 int train_data_main(int argc, char **argv)
 {
     for (size_t i = 0; argc > 1 && i < sizeof data_cmds / sizeof data_cmds[0]; i++)
         if (!strcmp(argv[1], data_cmds[i].name))
             return data_cmds[i].fn(argc, argv);
-    fprintf(stderr, "usage: mtc-train data generate|prepare|check ... (docs/datasets.md)\n");
+    fprintf(stderr, "usage: %s", train_data_usage);
     return 2;
 }

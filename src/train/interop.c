@@ -698,6 +698,11 @@ static int export_tokenizer(const struct model *m, const char *dir, const char *
     return rc;
 }
 
+const char train_export_usage[] =
+    "mtc-train export --checkpoint DIR --format safetensors|llmc --output DIR|FILE.bin\n";
+const char train_import_usage[] =
+    "mtc-train import --from llmc|safetensors PATH --output CKPTDIR [--model PRESET]\n";
+
 int train_export_main(int argc, char **argv)
 {
     const char *ckarg = NULL, *format = "safetensors", *out = NULL;
@@ -715,8 +720,7 @@ int train_export_main(int argc, char **argv)
         else if (c == 'o')
             out = optarg;
         else
-            return die("usage: mtc-train export --checkpoint DIR --format safetensors|llmc "
-                       "--output DIR|FILE.bin");
+            return fprintf(stderr, "usage: %s", train_export_usage), 2;
     }
     if (!ckarg || !out)
         return die("export needs --checkpoint DIR and --output DIR");
@@ -753,11 +757,10 @@ int train_import_main(int argc, char **argv)
         else if (c == 'm')
             preset = optarg;
         else
-            return die("usage: mtc-train import --from llmc|safetensors PATH --output CKPTDIR "
-                       "[--model PRESET]");
+            return fprintf(stderr, "usage: %s", train_import_usage), 2;
     }
     if (!from || optind != argc - 1 || !out)
-        return die("usage: mtc-train import --from llmc|safetensors PATH --output CKPTDIR");
+        return fprintf(stderr, "usage: %s", train_import_usage), 2;
     const char *src = argv[optind];
     mtc_error_t err;
     struct model_config want;

@@ -62,6 +62,13 @@ static char *read_input(const char *path, size_t *len)
     return b;
 }
 
+const char train_tokenizer_usage[] =
+    "mtc-train tokenizer train [--kind byte-level-bpe|sentencepiece-bpe] --vocab-size N "
+    "--input F --output tok.json\n"
+    "       mtc-train tokenizer encode|decode --tokenizer T [--input F]\n";
+const char train_prepare_usage[] = "mtc-train prepare --tokenizer T --input F(.txt|.jsonl) --output DIR "
+                                   "[--val-fraction 0..1] [--shard-tokens N]\n";
+
 static int cmd_train(int argc, char **argv)
 {
     const char *vs = NULL, *in = NULL, *out = NULL, *kind = "byte-level-bpe";
@@ -70,8 +77,7 @@ static int cmd_train(int argc, char **argv)
     if (parse_opts(argc, argv, 2, o, "tokenizer train") < 0)
         return 2;
     if (!vs || !in || !out) {
-        fprintf(stderr, "usage: mtc-train tokenizer train [--kind byte-level-bpe|sentencepiece-bpe] "
-                        "--vocab-size N --input F --output tok.json\n");
+        fprintf(stderr, "usage: %s", train_tokenizer_usage);
         return 2;
     }
     static const struct {
@@ -113,7 +119,7 @@ static int cmd_code(int argc, char **argv)
     if (parse_opts(argc, argv, 2, o, argv[1]) < 0)
         return 2;
     if (!tk) {
-        fprintf(stderr, "usage: mtc-train tokenizer %s --tokenizer T [--input F]\n", argv[1]);
+        fprintf(stderr, "usage: %s", train_tokenizer_usage);
         return 2;
     }
     mtc_error_t err = {0};
@@ -165,7 +171,7 @@ int train_tokenizer_main(int argc, char **argv)
     for (size_t i = 0; argc > 1 && i < sizeof tok_cmds / sizeof tok_cmds[0]; i++)
         if (!strcmp(argv[1], tok_cmds[i].name))
             return tok_cmds[i].fn(argc, argv);
-    fprintf(stderr, "usage: mtc-train tokenizer train|encode|decode ...\n");
+    fprintf(stderr, "usage: %s", train_tokenizer_usage);
     return 2;
 }
 
@@ -317,8 +323,7 @@ int train_prepare_main(int argc, char **argv)
     double frac = atof(vf);
     long long per = atoll(st);
     if (!tk || !in || !outdir || frac < 0 || frac >= 1 || per <= 0) {
-        fprintf(stderr, "usage: mtc-train prepare --tokenizer T --input F(.txt|.jsonl) --output DIR "
-                        "[--val-fraction 0..1] [--shard-tokens N]\n");
+        fprintf(stderr, "usage: %s", train_prepare_usage);
         return 2;
     }
     mtc_error_t err = {0};

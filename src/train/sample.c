@@ -74,6 +74,10 @@ int32_t *sample_generate(struct model *m, const int32_t *prompt, size_t nprompt,
     return out;
 }
 
+const char train_sample_usage[] =
+    "mtc-train sample --checkpoint DIR [--tokenizer T] --prompt TEXT [--tokens N] "
+    "[--temperature X] [--seed S]\n";
+
 int train_sample_main(int argc, char **argv)
 {
     const char *ckarg = NULL, *tkpath = NULL, *prompt = "";
@@ -98,8 +102,7 @@ int train_sample_main(int argc, char **argv)
         case 'T': temp = atof(optarg); break;
         case 's': seed = strtoull(optarg, NULL, 10); break;
         default:
-            fprintf(stderr, "usage: mtc-train sample --checkpoint DIR [--tokenizer T] --prompt TEXT "
-                            "[--tokens N] [--temperature X] [--seed S]\n");
+            fprintf(stderr, "usage: %s", train_sample_usage);
             return 2;
         }
     }

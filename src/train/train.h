@@ -354,7 +354,9 @@ int grpo_env_rewards(int env, const char *cmd, int n, const char *const *prompt,
 
 /* ---- driver (loop.c) ---- */
 
-/* Subcommand mains (argv[0] is the subcommand name). Return the process exit status. */
+/* Subcommand mains (argv[0] is the subcommand name). Return the process exit status.
+ * The usages as data.h says of its subcommands'. */
+extern const char train_export_usage[], train_import_usage[], train_sample_usage[];
 int train_main(int argc, char **argv);
 int train_export_main(int argc, char **argv);
 int train_import_main(int argc, char **argv);
