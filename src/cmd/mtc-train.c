@@ -26,15 +26,6 @@ static const struct {
     {"sample", train_sample_main, "generate text from a checkpoint", train_sample_usage},
 };
 
-/* 1 when argv[1..] (up to a "--") holds --help or -h. */
-static int wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            return 1;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0)) {
@@ -48,7 +39,7 @@ int main(int argc, char **argv)
     if (argc > 1 && argv[1][0] != '-') {
         for (size_t i = 0; i < sizeof subcmds / sizeof subcmds[0]; i++)
             if (strcmp(argv[1], subcmds[i].name) == 0) {
-                if (subcmds[i].use && wants_help(argc - 1, argv + 1))
+                if (subcmds[i].use && mtc_wants_help(argc - 1, argv + 1))
                     return printf("usage: %s", subcmds[i].use), 0;
                 return subcmds[i].main(argc - 1, argv + 1);
             }

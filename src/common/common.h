@@ -206,6 +206,9 @@ long mtc_tfevents_read(const char *path, long long *off, int *corrupt, mtc_scala
 
 /* mtc's version (the VERSION file), e.g. "0.1.0". */
 const char *mtc_version(void);
+/* 1 when argv[1..] (up to a "--") holds --help or -h: a (sub)command's
+ * request for its usage. */
+int mtc_wants_help(int argc, char *const argv[]);
 
 /* Time. */
 int64_t mtc_now_ms(void);

@@ -281,8 +281,19 @@ static void test_cgroup_service(void)
           "a name longer than the buffer: not cut");
 }
 
+static void test_wants_help(void)
+{
+    char *a[] = {"sub", "x", "-h"}, *b[] = {"sub", "--help"}, *c[] = {"sub", "--", "--help"},
+         *d[] = {"sub", "--helpful", "-hx"}, *e[] = {"--help"};
+    CHECK(mtc_wants_help(3, a) && mtc_wants_help(2, b), "-h or --help after the subcommand asks");
+    CHECK(!mtc_wants_help(3, c), "not after --: those are the arguments' own");
+    CHECK(!mtc_wants_help(3, d) && !mtc_wants_help(1, e),
+          "only the exact words, and not argv[0] (the subcommand itself)");
+}
+
 int main(void)
 {
+    test_wants_help();
     test_cgroup_service();
     test_sd_notify();
     test_errprintf_one_line();

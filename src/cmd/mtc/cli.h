@@ -68,8 +68,6 @@ struct cli_cmd {
     const char *summary;
     const char *use;
 };
-/* 1 when argv[1..] (up to a "--") holds --help or -h. */
-int cli_wants_help(int argc, char **argv);
 /* Run argv[0] from table, or print the table's help. group: "mtc cluster" etc.
  * A row's --help / -h prints "usage: USE" on stdout and returns 0 without
  * running it. */

@@ -200,14 +200,6 @@ void cli_age(const char *rfc3339, char *buf, size_t len)
         snprintf(buf, len, "%ldd", s / 86400);
 }
 
-int cli_wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            return 1;
-    return 0;
-}
-
 int cli_dispatch(struct cli *c, const char *group, const struct cli_cmd *table, int argc,
                  char **argv)
 {
@@ -216,7 +208,7 @@ int cli_dispatch(struct cli *c, const char *group, const struct cli_cmd *table, 
         for (const struct cli_cmd *t = table; t->name; t++) {
             if (strcmp(t->name, argv[0]) != 0)
                 continue;
-            if (t->use && cli_wants_help(argc, argv)) {
+            if (t->use && mtc_wants_help(argc, argv)) {
                 size_t n = strlen(t->use);
                 printf("usage: %s%s", t->use, n && t->use[n - 1] == '\n' ? "" : "\n");
                 return 0;

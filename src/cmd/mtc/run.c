@@ -829,7 +829,7 @@ int cmd_attach(struct cli *c, int argc, char **argv)
 {
     (void)c;
     const char *use = "mtc attach JOB [N]   (a shell in job JOB's allocation on its node N)";
-    if (cli_wants_help(argc, argv))
+    if (mtc_wants_help(argc, argv))
         return printf("usage: %s\n", use), 0;
     if (argc < 2 || argc > 3 || argv[1][0] == '-')
         return cli_fail("usage: %s", use), 2;

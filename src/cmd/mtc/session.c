@@ -511,7 +511,7 @@ int cmd_daemon(struct cli *c, int argc, char **argv)
 int cmd_console(struct cli *c, int argc, char **argv)
 {
     const char *use = "mtc console [--port N]";
-    if (cli_wants_help(argc, argv))
+    if (mtc_wants_help(argc, argv))
         return printf("usage: %s\n", use), 0;
     long port = CONSOLE_PORT;
     for (int i = 1; i < argc; i++) {
