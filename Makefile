@@ -157,7 +157,7 @@ $(B)/fakes/lib%.so: tests/fakes/%.c
 # `make test` also builds the ASan+UBSan variant and runs the unit tests under it.
 test: all
 ifeq ($(SAN),0)
-	@$(MAKE) --no-print-directory SAN=1 all >build-san.log 2>&1 || { tail -30 build-san.log; exit 1; }
+	@$(MAKE) --no-print-directory -j$$(nproc) SAN=1 all >build-san.log 2>&1 || { tail -30 build-san.log; exit 1; }
 	@B=$(B) SAN_B=build-san tests/run.sh $(TESTS)
 else
 	@B=$(B) tests/run.sh $(TESTS)

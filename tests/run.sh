@@ -8,11 +8,16 @@
 # On a machine scripts/setup prepared ($B/.setup-done) nothing may skip: a
 # skip there is a failure. The sanitizer rerun of the unit tests is reported
 # on its own line; its failures count, its passes are not counted twice.
-# Ends with "N passed, N failed" (", N skipped" when any).
+# Programs run T_JOBS at a time (they share nothing: private homes, free
+# ports, their own namespaces), the longest first (tests/durations, or the
+# last run's times); a script whose header says "# test: alone" runs with no
+# other program beside it. Ends with the 15 slowest programs, a line saying
+# how many ran at a time, and "N passed, N failed" (", N skipped" when any).
 # Usage: tests/run.sh [unit|integration|PATTERN...]
 # Environment: B (build dir), SAN_B (sanitizer build dir), T_TIMEOUT
 # (seconds per program, default 1200), T_INTEGRATION (scripts' directory),
-# T_STRICT=1|0 (skips are failures; default: 1 when $B/.setup-done exists).
+# T_STRICT=1|0 (skips are failures; default: 1 when $B/.setup-done exists),
+# T_JOBS (programs at once, default 3; 1 runs them one after another).
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -21,7 +26,10 @@ export PATH=$MTC_BUILD/bin:$PATH
 INTEGRATION=${T_INTEGRATION:-tests/integration}
 TIMEOUT=${T_TIMEOUT:-1200}
 STRICT=${T_STRICT:-$([ -e "$B/.setup-done" ] && echo 1 || echo 0)}
-mkdir -p "$B/test-logs"
+JOBS=${T_JOBS:-3}
+case $JOBS in '' | *[!0-9]* | 0) echo "tests/run.sh: T_JOBS must be a positive number, not '$JOBS'" >&2; exit 2 ;; esac
+LOGS=$B/test-logs
+mkdir -p "$LOGS"
 passed=0 failed=0 skipped=0
 failures=() skips=()
 san_passed=0 san_failed=0
@@ -53,11 +61,15 @@ tap() {
     }' "$1"
 }
 
-# run_one NAME [san] CMD...: run CMD (under the timeout), count its TAP log.
+# run_one NAME KIND CMD...: run CMD (under the timeout) and judge its TAP
+# log. Runs in a subshell of its own: what it found goes to files the parent
+# reads when it ends — NAME.result (counts and skip reasons, for `source`)
+# and NAME.report (the lines to print).
 run_one() {
     local name=$1 kind=$2
     shift 2
-    local log="$B/test-logs/${name//:/-}.log" start=$SECONDS
+    local base="$LOGS/${name//:/-}" start=$SECONDS
+    local log=$base.log
     # TERM to the test's process group at the limit; its cleanup (lib.sh's
     # EXIT trap: deleting clusters, stopping daemons) gets 90 s before KILL
     timeout --kill-after=90 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
@@ -85,35 +97,32 @@ run_one() {
         problems+=("$skip skipped on a machine scripts/setup prepared (nothing may skip here): ${why[0]}")
         bad=$((bad + skip)) skip=0
     fi
-    if [ "$kind" = san ]; then
-        san_passed=$((san_passed + ok)) san_failed=$((san_failed + bad))
-    else
-        passed=$((passed + ok)) failed=$((failed + bad)) skipped=$((skipped + skip))
-        local w
-        for w in "${why[@]}"; do [ "$skip" -gt 0 ] && skips+=("$name: $w"); done
-    fi
-    if [ "$bad" -gt 0 ]; then
-        failures+=("$name")
-        printf 'FAIL %-40s %3d ok, %d failed (%ds) — see %s\n' "$name" "$ok" "$bad" $((SECONDS - start)) "$log"
-        local p
-        for p in "${problems[@]}"; do echo "    $p"; done
-        grep -E '^not ok|^#' "$log" | head -20 | sed 's/^/    /'
-        [ "$rc" -ne 0 ] && tail -5 "$log" | sed 's/^/    | /'
-    elif [ "$skip" -gt 0 ] && [ "$ok" -eq 0 ]; then
-        printf 'skip %-40s %s\n' "$name" "${why[0]}"
-    else
-        printf 'pass %-40s %3d ok%s (%ds)\n' "$name" "$ok" "$([ "$skip" -gt 0 ] && echo ", $skip skipped")" \
-            $((SECONDS - start))
-    fi
+    local secs=$((SECONDS - start))
+    {
+        if [ "$bad" -gt 0 ]; then
+            printf 'FAIL %-40s %3d ok, %d failed (%ds) — see %s\n' "$name" "$ok" "$bad" "$secs" "$log"
+            local p
+            for p in "${problems[@]}"; do echo "    $p"; done
+            grep -E '^not ok|^#' "$log" | head -20 | sed 's/^/    /'
+            [ "$rc" -ne 0 ] && tail -5 "$log" | sed 's/^/    | /'
+        elif [ "$skip" -gt 0 ] && [ "$ok" -eq 0 ]; then
+            printf 'skip %-40s %s\n' "$name" "${why[0]}"
+        else
+            printf 'pass %-40s %3d ok%s (%ds)\n' "$name" "$ok" "$([ "$skip" -gt 0 ] && echo ", $skip skipped")" "$secs"
+        fi
+    } >"$base.report"
+    { declare -p ok bad skip secs; [ "$skip" -gt 0 ] && declare -p why; } >"$base.result"
 }
 
+# The programs, in the order their results are listed: unit tests, their
+# sanitizer rerun (make test sets SAN_B=build-san), integration scripts.
+Q_NAME=() Q_KIND=() Q_CMD=()
+queue() { Q_NAME+=("$1") Q_KIND+=("$2") Q_CMD+=("$3"); }
 for t in "$B"/tests/test_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
-    want "$name" unit || continue
-    run_one "$name" unit "$t"
+    want "$name" unit && queue "$name" unit "$t"
 done
-# The sanitizer build's unit tests (make test sets SAN_B=build-san).
 if [ -n "${SAN_B:-}" ] && [ -d "$SAN_B/tests" ]; then
     export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
@@ -121,19 +130,84 @@ if [ -n "${SAN_B:-}" ] && [ -d "$SAN_B/tests" ]; then
     for t in "$SAN_B"/tests/test_*; do
         [ -x "$t" ] || continue
         name=san:$(basename "$t")
-        want "$name" unit || continue
-        run_one "$name" san "$t"
+        want "$name" unit && queue "$name" san "$t"
     done
-    unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 fi
 for t in "$INTEGRATION"/*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)
     [ "$name" = lib ] && continue
-    want "$name" integration || continue
-    run_one "$name" integration bash "$t"
+    want "$name" integration && queue "$name" integration "$t"
 done
 
+# Start order: the longest first (the last run's times, else tests/durations;
+# a program with no time yet counts as long), so that the last to end is short.
+declare -A EST=()
+for f in tests/durations "$LOGS/durations"; do
+    [ -r "$f" ] || continue
+    while read -r n s; do [[ $n != \#* ]] && [ -n "${s:-}" ] && EST[$n]=$s; done <"$f"
+done
+mapfile -t ORDER < <(for i in "${!Q_NAME[@]}"; do echo "${EST[${Q_NAME[$i]}]:-100000} $i"; done |
+    sort -k1,1nr -k2,2n | awk '{print $2}')
+alone() { [ "${Q_KIND[$1]}" = integration ] && head -30 "${Q_CMD[$1]}" | grep -q '^# test: alone'; }
+
+declare -A RUNNING=() # pid -> queue index
+declare -A DUR=() BAD=()
+collect() { # collect PID: count what the program ended with $PID found
+    local i=${RUNNING[$1]} ok=0 bad=1 skip=0 secs=0 why=()
+    unset "RUNNING[$1]"
+    local base="$LOGS/${Q_NAME[$i]//:/-}"
+    # shellcheck disable=SC1090
+    [ -r "$base.result" ] && . "$base.result"
+    cat "$base.report" 2>/dev/null || printf 'FAIL %-40s the runner lost its result\n' "${Q_NAME[$i]}"
+    DUR[$i]=$secs
+    [ "$bad" -gt 0 ] && BAD[$i]=1
+    if [ "${Q_KIND[$i]}" = san ]; then
+        san_passed=$((san_passed + ok)) san_failed=$((san_failed + bad))
+    else
+        passed=$((passed + ok)) failed=$((failed + bad)) skipped=$((skipped + skip))
+        local w
+        for w in "${why[@]}"; do [ "$skip" -gt 0 ] && skips+=("${Q_NAME[$i]}: $w"); done
+    fi
+}
+reap() { # reap: wait for one running program to end
+    local pid
+    wait -n -p pid "${!RUNNING[@]}"
+    [ -n "${pid:-}" ] && [ -n "${RUNNING[$pid]:-}" ] && collect "$pid"
+}
+launch() {
+    local i=$1
+    rm -f "$LOGS/${Q_NAME[$i]//:/-}".{result,report}
+    if [ "${Q_KIND[$i]}" = integration ]; then
+        run_one "${Q_NAME[$i]}" "${Q_KIND[$i]}" bash "${Q_CMD[$i]}" &
+    else
+        run_one "${Q_NAME[$i]}" "${Q_KIND[$i]}" "${Q_CMD[$i]}" &
+    fi
+    RUNNING[$!]=$i
+}
+T0=$SECONDS
+deferred=()
+for i in "${ORDER[@]}"; do
+    if alone "$i"; then deferred+=("$i"); continue; fi
+    while [ ${#RUNNING[@]} -ge "$JOBS" ]; do reap; done
+    launch "$i"
+done
+while [ ${#RUNNING[@]} -gt 0 ]; do reap; done
+for i in "${deferred[@]}"; do # each with nothing beside it
+    launch "$i"
+    reap
+done
+unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+
+# the times, for the next run's order and for whoever makes the suite faster
+: >"$LOGS/durations.new"
+for i in "${!DUR[@]}"; do echo "${Q_NAME[$i]} ${DUR[$i]}"; done | sort -k2,2nr >"$LOGS/durations.new"
+mv "$LOGS/durations.new" "$LOGS/durations"
+if [ ${#DUR[@]} -gt 1 ]; then
+    echo "slowest:"
+    head -15 "$LOGS/durations" | awk '{ printf "    %-40s %5d s\n", $1, $2 }'
+fi
+for i in "${!Q_NAME[@]}"; do [ -n "${BAD[$i]:-}" ] && failures+=("${Q_NAME[$i]}"); done
 if [ ${#skips[@]} -gt 0 ]; then
     echo "skipped:"
     printf '    %s\n' "${skips[@]}"
@@ -141,6 +215,8 @@ fi
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
 [ -n "${SAN_B:-}" ] &&
     echo "sanitizer rerun of the unit tests (ASan+UBSan): $san_passed passed, $san_failed failed (not in the totals below but for its failures)"
+w=$((SECONDS - T0))
+echo "${#Q_NAME[@]} programs, $JOBS at a time (${#deferred[@]} alone), in $((w / 60)) min $((w % 60)) s"
 failed=$((failed + san_failed))
 echo "$passed passed, $failed failed$([ "$skipped" -gt 0 ] && echo ", $skipped skipped")"
 [ "$failed" -eq 0 ]

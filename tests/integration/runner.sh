@@ -6,7 +6,10 @@
 # a fake unit test with its
 # sanitizer rerun give exactly the closing line they must, the skips listed
 # with their reasons; on a machine scripts/setup prepared (T_STRICT=1) the
-# skips are failures.
+# skips are failures. Programs run side by side (T_JOBS): two that wait for
+# each other both pass only when they ran at once, one marked "# test:
+# alone" finds no other running, and the closing line is the same one at a
+# time; the 15 slowest and how many ran at a time are printed.
 . "$(dirname "$0")/lib.sh"
 F=$T_DIR/fakes
 mkdir -p "$F" "$T_DIR/build"
@@ -56,4 +59,39 @@ sed 's/^/# /' "$T_DIR/out.1"
 rm -rf $(sed -n 's/^# kept //p' "$T_DIR/build/test-logs/hang.log" 2>/dev/null) # the second run's
 check "prepared machine: the skips fail — 8 passed, 8 failed" test "$(tail -1 "$T_DIR/out.1")" = "8 passed, 8 failed"
 check "  saying why" grep -q "skipped on a machine scripts/setup prepared (nothing may skip here): no gadget here" "$T_DIR/out.1"
+
+# side by side: busy1 and busy2 each wait (up to 60 s) for the other's mark,
+# so both pass only when they ran at the same time; "lonely" (# test: alone)
+# fails when it finds a mark of another program still running
+P=$T_DIR/par
+mkdir -p "$P/t" "$P/build"
+pfake() { printf '%s\n' "$2" >"$P/t/$1.sh"; }
+for me in busy1 busy2; do
+    other=busy$((3 - ${me#busy}))
+    pfake "$me" "touch '$P/on.$me'; for _ in \$(seq \${BUSY_WAIT:-600}); do [ -e '$P/on.$other' ] && break; sleep 0.1; done
+if [ -e '$P/on.$other' ]; then echo 'ok 1 - saw $other'; else echo 'not ok 1 - saw $other'; fi
+sleep 0.5; rm -f '$P/on.$me'; echo 1..1"
+done
+pfake lonely '# test: alone
+if ls '"'$P'"'/on.* >/dev/null 2>&1; then echo "not ok 1 - alone"; else echo "ok 1 - alone"; fi; echo 1..1'
+prun() { T_INTEGRATION=$P/t T_TIMEOUT=120 T_STRICT=1 T_JOBS=$1 B=$P/build "$ROOT/tests/run.sh" >"$P/out.$1" 2>&1; }
+prun 3
+rc=$?
+sed 's/^/# /' "$P/out.3"
+check "T_JOBS=3: two programs ran at once, the lonely one alone — 3 passed, 0 failed" \
+    bash -c "[ $rc = 0 ] && [ \"\$(tail -1 '$P/out.3')\" = '3 passed, 0 failed' ]"
+check "... the closing lines say how many at a time and list the slowest" \
+    bash -c "grep -q '^3 programs, 3 at a time (1 alone)' '$P/out.3' && grep -A3 '^slowest:' '$P/out.3' | grep -q '^    busy'"
+check "... and the times are kept for the next run's order" grep -q '^busy1 [0-9]' "$P/build/test-logs/durations"
+rm -f "$P/on."*
+T_INTEGRATION=$P/t T_JOBS=x B=$P/build "$ROOT/tests/run.sh" >"$P/out.x" 2>&1
+rc=$?
+check "a bad T_JOBS: one line naming it, exit 2" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <'$P/out.x') = 1 ] && grep -q \"T_JOBS.*'x'\" '$P/out.x'"
+# one at a time, the busy pair cannot both see each other: proves the pair's
+# check can fail (busy1 ends before busy2 starts; its wait cut to 2 s, as
+# no wait could help)
+BUSY_WAIT=20 T_INTEGRATION=$P/t T_TIMEOUT=120 T_STRICT=1 T_JOBS=1 B=$P/build "$ROOT/tests/run.sh" busy1 >"$P/out.1" 2>&1
+check "T_JOBS=1: busy1 alone waits for busy2 in vain and fails" \
+    bash -c "[ \"\$(tail -1 '$P/out.1')\" = '0 passed, 1 failed' ]"
 done_testing
