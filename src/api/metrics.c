@@ -12,6 +12,7 @@
  * run kept between scrapes, so a scrape reads only what the run's
  * metrics.jsonl and log gained since the last. */
 #include "api/internal.h"
+#include "endpoint/endpoint.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 
@@ -307,6 +308,19 @@ static void clusters(struct api_req *r, struct text *t)
     json_t *cv;
     json_object_foreach(counts, cid, cv)
     put(t, "mtc_health_reports_total{cluster=\"%s\"} %lld\n", esc(cid, c, sizeof(c)),
+        (long long)json_integer_value(cv));
+    json_decref(counts);
+    head(t, "mtc_job_monitor_passes_total", "counter",
+         "Passes of the training job monitor over every unfinished job since mtcd started.");
+    put(t, "mtc_job_monitor_passes_total %lld\n", jobs_monitor_passes());
+    head(t, "mtc_endpoint_ticks_total", "counter",
+         "Passes of the endpoints controller (health, routing, autoscaling) since mtcd started.");
+    put(t, "mtc_endpoint_ticks_total %lld\n", endpoint_ticks());
+    head(t, "mtc_supervision_passes_total", "counter",
+         "Supervision passes over a cluster's daemons and nodes completed since mtcd started.");
+    counts = r->ctl ? control_supervision_passes(r->ctl) : json_object();
+    json_object_foreach(counts, cid, cv)
+    put(t, "mtc_supervision_passes_total{cluster=\"%s\"} %lld\n", esc(cid, c, sizeof(c)),
         (long long)json_integer_value(cv));
     json_decref(counts);
     head(t, "mtc_operations", "gauge", "Operations by kind and outcome (RUNNING, SUCCEEDED, FAILED).");

@@ -439,8 +439,23 @@ static void supervise_one(struct control *c, const char *id)
         watch_down(c, id, nodes);
         json_decref(nodes);
         control_check_health(c, &cl);
+        /* counted once the whole pass is done: a test (or an operator) that
+         * waits for a pass after some change knows everything above has
+         * seen it (mtc_supervision_passes_total) */
+        pthread_mutex_lock(&c->lock);
+        json_t *n = json_object_get(c->passes, id);
+        json_object_set_new(c->passes, id, json_integer(n ? json_integer_value(n) + 1 : 1));
+        pthread_mutex_unlock(&c->lock);
     }
     store_cluster_release(&cl);
+}
+
+json_t *control_supervision_passes(struct control *c)
+{
+    pthread_mutex_lock(&c->lock);
+    json_t *out = json_deep_copy(c->passes);
+    pthread_mutex_unlock(&c->lock);
+    return out ? out : json_object();
 }
 
 int control_slurmd_supervised(struct control *c, const char *cluster, const char *node,
@@ -551,6 +566,7 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     c->recent = json_object();
     c->failed_since = json_object();
     c->supervised = json_object();
+    c->passes = json_object();
     c->started_ms = mtc_now_ms();
     c->restarts = json_object();
     pthread_mutex_init(&c->lock, NULL);
@@ -617,6 +633,7 @@ void control_destroy(struct control *c)
     json_decref(c->recent);
     json_decref(c->failed_since);
     json_decref(c->supervised);
+    json_decref(c->passes);
     json_decref(c->restarts);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);

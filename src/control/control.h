@@ -133,6 +133,9 @@ int control_report_health(struct control *c, const struct store_cluster *cl, con
 /* Agents' health reports stored since mtcd started, {cluster id: count}.
  * Caller owns. */
 json_t *control_report_counts(void);
+/* Supervision passes completed since mtcd started, by cluster: a new
+ * object {"ID": N} the caller owns (never NULL). */
+json_t *control_supervision_passes(struct control *c);
 
 /* Wake the supervisor now (a node reported a failure). */
 void control_poke(struct control *c);

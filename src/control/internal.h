@@ -47,6 +47,7 @@ struct control {
     json_t *recent; /* "cluster/type/node" -> ms a supervisor event was last recorded */
     json_t *failed_since; /* "cluster/node" -> ms its failure was first seen: the queue's order */
     json_t *supervised;   /* cluster id -> ms the last supervise pass over its daemons began */
+    json_t *passes;       /* cluster id -> supervise passes completed since mtcd started */
     int64_t started_ms;   /* when control_create ran (mtcd started) */
     json_t *restarts;     /* "cluster/node" -> [previous, last] ms the supervisor restarted its slurmd */
     int running;    /* worker threads alive */

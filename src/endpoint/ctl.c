@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,14 @@ static void tick(struct endpoint_ctl *c)
         json_decref(cc[i].jobs);
 }
 
+/* ticks completed in this process (mtc_endpoint_ticks_total) */
+static atomic_llong ticks_done;
+
+long long endpoint_ticks(void)
+{
+    return atomic_load(&ticks_done);
+}
+
 static void *loop(void *arg)
 {
     struct endpoint_ctl *c = arg;
@@ -234,6 +243,7 @@ static void *loop(void *arg)
     while (!c->stop) {
         pthread_mutex_unlock(&c->wake_lock);
         tick(c);
+        atomic_fetch_add(&ticks_done, 1);
         pthread_mutex_lock(&c->wake_lock);
         if (c->stop)
             break;

@@ -54,6 +54,9 @@ void endpoint_ctl_load(struct endpoint_ctl *c);
 int endpoint_ctl_start(struct endpoint_ctl *c, mtc_error_t *err);
 /* Stop the thread (replicas keep running: the next mtcd adopts them). */
 void endpoint_ctl_destroy(struct endpoint_ctl *c);
+/* Ticks (routing, health and autoscaling passes over every endpoint) the
+ * controller has completed in this process (mtc_endpoint_ticks_total). */
+long long endpoint_ticks(void);
 
 /* Mutations, serialized with the controller. 0, or -1 + errno + err:
  * ENOENT (endpoint, deployed model, model or cluster absent), EEXIST,

@@ -218,5 +218,9 @@ void jobs_queue_look(struct store *st, struct control *ctl, json_t *pass);
  * NULL when none. Caller owns. */
 json_t *jobs_queue_view(const char *cluster, int64_t created_ms);
 void jobs_monitor_stop(struct jobs_monitor *m);
+/* Passes the job monitor has completed in this process: what a client waits
+ * on to know every unfinished job was looked at since some moment
+ * (mtc_job_monitor_passes_total). */
+long long jobs_monitor_passes(void);
 
 #endif

@@ -19,6 +19,9 @@
 /* jobs read from the store at a time */
 #define MONITOR_PAGE 64
 
+/* passes completed by this process's monitor (mtc_job_monitor_passes_total) */
+static atomic_llong passes_done;
+
 struct jobs_monitor {
     struct store *st;
     struct control *ctl; /* NULL: only the clusters of unfinished jobs are asked */
@@ -60,6 +63,7 @@ static void *loop(void *arg)
     while (!m->stop) {
         pthread_mutex_unlock(&m->lock);
         pass(m->st, m->ctl, &m->stop);
+        atomic_fetch_add(&passes_done, 1);
         pthread_mutex_lock(&m->lock);
         struct timespec ts = mtc_deadline_ms(m->interval_ms);
         if (!m->stop)
@@ -90,6 +94,11 @@ struct jobs_monitor *jobs_monitor_start(struct store *st, struct control *ctl, i
         return NULL;
     }
     return m;
+}
+
+long long jobs_monitor_passes(void)
+{
+    return atomic_load(&passes_done);
 }
 
 void jobs_monitor_stop(struct jobs_monitor *m)
