@@ -8,12 +8,16 @@
  *   gpu I key=value ...    per GPU I: ecc=N (volatile uncorrected), temp=C,
  *                          throttle=0xBITS, remap_pending=0|1, remap_failure=0|1,
  *                          remap_unc=N, retired=N, lost=0|1, no_remap=1
- *                          (remapped rows unsupported: use retired pages) */
+ *                          (remapped rows unsupported: use retired pages)
+ * $FAKE_NVML_CALLS, when set, names a file that gets a line per nvmlInit_v2
+ * ("init SECONDS", the wall clock): mtc-agent opens NVML once a pass, so a
+ * test counts the agent's passes and knows when each began. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAXGPU 16
 
@@ -111,6 +115,14 @@ static int gpu_of(void *dev, struct state *s, struct gpu **g)
 
 int nvmlInit_v2(void)
 {
+    const char *calls = getenv("FAKE_NVML_CALLS");
+    FILE *c = calls ? fopen(calls, "a") : NULL;
+    if (c) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        fprintf(c, "init %lld.%09ld\n", (long long)ts.tv_sec, ts.tv_nsec);
+        fclose(c);
+    }
     struct state s;
     load(&s);
     if (s.unreachable)

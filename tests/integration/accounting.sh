@@ -62,7 +62,7 @@ assert a["a"]["description"] == "team a" and a["a"]["users"] == ["root"] and a["
     "$(mtc accounts list ac --json)"
 check "  and sacctmgr itself: GrpTRES node=1 on a" bash -c "sacctmgr -n -P show assoc where account=a format=account,user,grptres | grep -qx 'a||node=1'"
 JW=$(sbatch --parsable -A a -N 2 --wrap 'sleep 1')
-JR=$(sbatch --parsable -A a -N 1 --wrap 'sleep 1')
+JR=$(sbatch --parsable -A a -N 1 --gpus-per-node=8 --wrap 'sleep 2') # on 8 emulated GPUs
 limited() { squeue -h -j "$JW" -o %r 2>/dev/null | grep -q 'AssocGrpNodeLimit'; }
 check "a 2-node job of account a waits: AssocGrpNodeLimit" wait_for 30 limited
 diag "$(squeue -h -j "$JW,$JR" -o '%i %a %T %r' | tr '\n' ' ')"
@@ -87,12 +87,17 @@ check "visibility: /metrics counts a's waiting job under its reason (mtc_slurm_j
     grep -qE '^mtc_slurm_jobs_pending\{cluster="ac",account="a",reason="(AssocGrpNodeLimit|QOSGrpNodeLimit)"\} 1$' <<<"$M"
 check "visibility: /metrics counts root's running job (mtc_slurm_jobs_running)" \
     grep -qx 'mtc_slurm_jobs_running{cluster="ac",account="root"} 1' <<<"$M"
-check "visibility: /metrics has node-hours > 0 for account a, whose job ran, and its GPU-hours" python3 -c '
+# a's only job that ran: JR, 1 node × 8 GPUs × its elapsed seconds (sacct)
+JR_S=$(sacct -n -X -P -j "$JR" -o ElapsedRaw)
+check "visibility: /metrics has account a's node-hours (1 node × ${JR_S} s) and GPU-hours (8 GPUs × ${JR_S} s), both > 0" python3 -c '
 import re, sys
-m = sys.argv[1]
+m, secs = sys.argv[1], float(sys.argv[2])
 node = re.search(r"^mtc_account_usage_node_hours\{cluster=\"ac\",account=\"a\"\} (\S+)$", m, re.M)
 gpu = re.search(r"^mtc_account_usage_gpu_hours\{cluster=\"ac\",account=\"a\"\} (\S+)$", m, re.M)
-assert node and float(node.group(1)) > 0 and gpu and float(gpu.group(1)) >= 0, (node, gpu)' "$M"
+assert secs > 0 and node and gpu, (secs, node, gpu)
+n, g = float(node.group(1)), float(gpu.group(1))
+assert n > 0 and abs(n - secs / 3600) <= 1e-4 * max(1, n), (n, secs / 3600)
+assert g > 0 and abs(g - 8 * secs / 3600) <= 1e-4 * max(1, g), (g, 8 * secs / 3600)' "$M" "$JR_S"
 grep -E '^mtc_(slurm_jobs|account_usage)' <<<"$M" | sed 's/^/# /'
 api GET "$CLUSTERS/ac/slurmJobs"
 check "visibility: the console's Slurm queue (GET …/slurmJobs): a's job PENDING with account, QoS and reason as squeue has them" python3 -c '
@@ -111,15 +116,14 @@ check "deleting an account with a waiting job: refused, naming it" \
     bash -c "[ $rc -ne 0 ] && [ \$(wc -l <<<\"\$0\") = 1 ] && grep -q 'account a has jobs running or waiting: $JW' <<<\"\$0\"" "$out"
 scancel "$JW"
 api PATCH "$CLUSTERS/ac/accounts/a" '{"limits": {"maxNodes": 5}}'
-check "a limit above the cluster's 2 nodes: 400, one line" \
-    bash -c "[ '$HTTP_STATUS' = 400 ] && grep -q 'maxNodes: 5 is more than the cluster' <<<\"\$0\"" "$BODY"
+check "a limit above the cluster's 2 nodes: 400, one line" one_line_error 400 'maxNodes: 5 is more than the cluster'
 api POST "$CLUSTERS/ac/accounts?accountId=Bad!" '{}'
 check "a bad account name: 400" bash -c "[ '$HTTP_STATUS' = 400 ] && grep -q 'a-z' <<<\"\$0\"" "$BODY"
 out=$(mtc accounts create ac a 2>&1); rc=$?
-check "creating an account twice: one line, non-zero" bash -c "[ $rc -ne 0 ] && grep -q 'already exists' <<<\"\$0\"" "$out"
+check "creating an account twice: one line, non-zero" one_line_fail $rc "$out" 'already exists'
 check "mtc users remove, then the account deleted" \
     bash -c "mtc users remove ac --account a root && mtc accounts delete ac b && mtc accounts delete ac a"
-check "  gone from sacctmgr" bash -c "! sacctmgr -n -P show account format=account | grep -qx a"
+check_absent "  gone from sacctmgr" '^a$' -- sacctmgr -n -P show account format=account
 
 # --- QoS and preemption: a high job requeues a low one, which resumes ------------
 check "mtc qos create: low (priority 10), high (priority 1000, preempts low)" \
@@ -140,7 +144,7 @@ check "a low-QoS mtc-train job on both nodes logs steps past its first checkpoin
 HJ=$(sbatch --parsable -A team -q high -N 2 --exclusive --gpus-per-node=8 --wrap 'sleep 2')
 hi_done() { sacct -n -X -P -j "$HJ" -o state 2>/dev/null | grep -qx COMPLETED; }
 check "a high-QoS job on both nodes: it preempts the low one and runs" wait_for 120 hi_done
-check "  the low job was requeued (Restarts=1)" bash -c "scontrol show job $LJ -o | grep -q 'Restarts=1'"
+check "  the low job was requeued (Restarts=1)" bash -c "scontrol show job $LJ -o | grep -qE '(^| )Restarts=1( |$)'"
 check "  and completes (mtcd lifts the requeue hold)" test "$(run_wait_final 300 low)" = COMPLETED
 check "  resumed from its checkpoint: every step once" python3 - "$LTD/logs/metrics.jsonl" 1500 <<'PY'
 import json, sys
@@ -193,7 +197,7 @@ t = u[("team", "root")]
 assert t["jobs"] == 2 and t["nodeHours"] > 0 and t["gpuHours"] > 0, t' "$(mtc accounts usage ac --since now-1days --json)"
 mtc accounts usage ac | sed 's/^/# /'
 out=$(mtc accounts usage ac --since 'x;y' 2>&1); rc=$?
-check "  a bad --since: one line" bash -c "[ $rc -ne 0 ] && grep -q 'since' <<<\"\$0\"" "$out"
+check "  a bad --since: one line naming the bad value" one_line_fail $rc "$out" '--since x;y: a date'
 
 # --- fair share: a pending job of an account that used nothing goes first -------
 # Account team has just used both nodes (the low and high jobs); account light
@@ -255,16 +259,18 @@ check "a cluster on an external database (ac's MariaDB, credentials from a 0600 
     mtc cluster create -f "$D/ext-ok.json" --id ax
 check "  its slurmdbd registered it there: ac's database knows both clusters" \
     bash -c "sacctmgr -n show cluster format=cluster | grep -qw ax && sacctmgr -n show cluster format=cluster | grep -qw ac"
-check "  no database of its own, and the password not in its state" \
-    bash -c "[ ! -e '$MTC_HOME/clusters/ax/db/data' ] && ! grep -q \"\$(sed -n 's/^password=//p' '$D/cred-ext')\" '$MTC_HOME/clusters/ax/db/acct.json'"
+check "  no database of its own, and the password not in its state (acct.json read, the password known)" \
+    bash -c "[ ! -e '$MTC_HOME/clusters/ax/db/data' ] && [ -s '$MTC_HOME/clusters/ax/db/acct.json' ] && pw=\$(sed -n 's/^password=//p' '$D/cred-ext') && [ -n \"\$pw\" ] && ! grep -qF \"\$pw\" '$MTC_HOME/clusters/ax/db/acct.json'"
 check "  deleting it leaves the database alone" \
     bash -c "mtc cluster delete ax && sacctmgr -n show cluster format=cluster | grep -qw ac"
 
 # --- delete: both stopped, the instance gone ------------------------------------
 MDB=$(cat "$CD/run/mariadbd.pid" 2>/dev/null)
 DBD=$(cat "$CD/run/slurmdbd.pid" 2>/dev/null)
+check "mariadbd and slurmdbd run under their recorded pids ($MDB, $DBD)" \
+    bash -c '[ -n "$0" ] && [ -n "$1" ] && kill -0 "$0" && kill -0 "$1"' "$MDB" "$DBD"
 check "delete" mtc cluster delete ac
-check "  mariadbd and slurmdbd stopped" bash -c "! kill -0 $MDB 2>/dev/null && ! kill -0 $DBD 2>/dev/null"
+check "  mariadbd and slurmdbd stopped" bash -c '! kill -0 "$0" 2>/dev/null && ! kill -0 "$1" 2>/dev/null' "$MDB" "$DBD"
 check "  the database's directory removed" test ! -e "$CD/db"
 
 # --- an external database: credentials only from a root-only file ----------------
@@ -278,7 +284,7 @@ json.dump(s, open(sys.argv[2], "w"))
 PY
 out=$(mtc cluster create -f "$D/ext.json" --id ax 2>&1); rc=$?
 check "an external database whose credentials file others may read: refused, one line" \
-    bash -c "[ $rc -ne 0 ] && grep -q 'credentialsFile .*must be a root-owned file that no one else may read' <<<\"\$0\"" "$out"
+    eval 'one_line_fail $rc "$out" "credentialsFile" && grep -q "credentialsFile .*must be a root-owned file that no one else may read" <<<"$out"'
 diag "$out"
 mtc cluster delete ax >/dev/null 2>&1
 done_testing

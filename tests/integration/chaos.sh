@@ -53,13 +53,16 @@ for e in json.load(sys.stdin) or []:
 job() { api GET "$JOBS/$1" && echo "$BODY"; }
 # one_line RC OUT TEXT: a non-zero exit RC, and OUT is one line holding TEXT
 one_line() { [ "$1" -ne 0 ] && [ "$(wc -l <<<"$2")" = 1 ] && grep -qF -- "$3" <<<"$2"; }
-# submit ID STEPS NODES [RECIPE-EXTRA-JSON]: a custom DDP job through the API
+# submit ID STEPS NODES [RECIPE-EXTRA-JSON]: a custom DDP job through the API;
+# it holds at step 6 while the file $HOLD exists (when HOLD is set)
 submit() {
-    api POST "$JOBS?trainingJobId=$1" "$(python3 - "$PY" "$PROG" "$D" "$1" "$2" "$3" "${4:-}" <<'PY'
-import json, sys
+    api POST "$JOBS?trainingJobId=$1" "$(HOLD=${HOLD:-} python3 - "$PY" "$PROG" "$D" "$1" "$2" "$3" "${4:-}" <<'PY'
+import json, os, sys
 py, prog, d, name, steps, nodes, extra = sys.argv[1:]
-recipe = {"task": "custom", "launch": {"command": [py, prog, "--steps", steps, "--sleep", "0.3"],
-                                       "workdir": d}}
+cmd = [py, prog, "--steps", steps, "--sleep", "0.3"]
+if os.environ["HOLD"]:
+    cmd += ["--hold-file", os.environ["HOLD"], "--hold-at", "6"]
+recipe = {"task": "custom", "launch": {"command": cmd, "workdir": d}}
 recipe.update(json.loads(extra or "{}"))
 print(json.dumps({"recipe": recipe, "nodeCount": int(nodes), "experimentName": name}))
 PY
@@ -85,9 +88,11 @@ out=$(mtc chaos ch --job nosuch --fault node --every 0 2>&1); rc=$?
 check "a job the cluster does not have: one line, exit $rc" one_line $rc "$out" 'cluster ch has no trainingJob "nosuch"'
 
 # --- node: 3 faults, 20 s apart, into a 2-rank DDP job ---------------------------------
-# 170 steps of 0.3 s: still running at the third fault (a minute of faults,
-# each costing a requeue, a restart and the steps since the last checkpoint)
-mtc run --command "$PY $PROG --steps 170 --sleep 0.3 --ckpt-every 5" -n 2 --experiment-name cnode >"$D/run.out" 2>&1
+# 170 steps of 0.3 s, held at step 160 (after its checkpoint) until the third
+# fault is in: still running at the third fault however slow the machine
+touch "$D/hold-node"
+mtc run --command "$PY $PROG --steps 170 --sleep 0.3 --ckpt-every 5 --hold-file $D/hold-node --hold-at 160" \
+    -n 2 --experiment-name cnode >"$D/run.out" 2>&1
 check "a 2-rank DDP job submitted with mtc run --command" grep -q "^- Status: " "$D/run.out"
 run_or_stop $? "$D/run.out"
 NJOB=$(api GET "$JOBS" && python3 -c 'import json,sys; print([j["id"] for j in json.loads(sys.argv[1])["trainingJobs"] if j.get("experimentName") == "cnode"][0])' "$BODY")
@@ -101,10 +106,15 @@ diag "$out"
 code=$(curl -s -o "$D/403.json" -w '%{http_code}' -X POST -H "Authorization: Bearer $EDITOR" \
     -H 'Content-Type: application/json' --data-binary '{"fault": "hang"}' "http://$TESTHOSTS_CTL_ADDR:$PORT$JOBS/$NJOB:injectFault")
 check "  and :injectFault: 403 PERMISSION_DENIED" bash -c '[ "$0" = 403 ] && grep -q PERMISSION_DENIED "$1"' "$code" "$D/403.json"
-check "  nothing injected" test -z "$(events CHAOS_FAULT cnode)"
+check_absent "  nothing injected" . -- events CHAOS_FAULT cnode
 
 t0=$SECONDS
-mtc chaos ch --job cnode --fault node --every 20s --count 3 --seed 7 --timeout 5m >"$D/node.out" 2>&1
+mtc chaos ch --job cnode --fault node --every 20s --count 3 --seed 7 --timeout 5m >"$D/node.out" 2>&1 &
+CHAOS=$!
+track_pid $CHAOS
+wait_for 600 grep -q '^\[+[0-9]*s\] fault 3/3:' "$D/node.out"
+rm -f "$D/hold-node"
+wait $CHAOS
 rc=$?
 diag "mtc chaos --fault node: exit $rc in $((SECONDS - t0)) s"
 sed 's/^/# /' "$D/node.out"
@@ -129,6 +139,7 @@ check "  and every part of progress.breakdown the API has, by name" python3 - "$
 import json, re, sys
 bd = json.loads(sys.argv[1])["progress"].get("breakdown") or {}
 out = open(sys.argv[2]).read()
+assert bd, "the job's progress has no breakdown"
 for k, v in bd.items():
     assert re.search(r"^    %s +%.1f$" % (re.escape(k), v), out, re.M), (k, v)
 print("# breakdown keys:", ", ".join(bd) or "(none in this API yet)")
@@ -149,11 +160,13 @@ api POST "$JOBS/job-nosuch:injectFault" '{"fault": "hang"}'
 check "a job the cluster does not have: 404" test "$HTTP_STATUS" = 404
 api POST "$JOBS/$NJOB:injectFault" '{"fault": "disk"}'
 check "an unknown fault: 400 naming fault" bash -c '[ "$0" = 400 ] && grep -q "fault" <<<"$1"' "$HTTP_STATUS" "$BODY"
-api POST "$JOBS/$NJOB:injectFault" '{"fault": "hang", "node": "../x"}'
-check "a node that is no name: 400" test "$HTTP_STATUS" = 400
 
 # --- kill-rank, hang and slurmd side by side; slurmd and kill-rank on hosts ----------------
-# each fault once the job has its first checkpoint (step 5): it resumes from there
+# each fault once the job has its first checkpoint (step 5): it resumes from
+# there. Every job holds at step 6 until all five faults are in, so none can
+# end before its fault however slow the machine.
+HOLD=$D/hold
+touch "$HOLD"
 check "a job with retry_on_error 1 submitted" submit ckill 40 1 '{"retry_on_error": 1}'
 # hang_timeout_s: more than torch's start on a loaded runner (a start is no progress)
 check "a job with monitor.hang_timeout_s 15 submitted" submit chang 40 1 '{"monitor": {"hang_timeout_s": 15}}'
@@ -171,7 +184,18 @@ checkpointed() { # checkpointed CLUSTER JOB...: each has its step-5 checkpoint
     done
 }
 check "  all four checkpointed step 5" \
-    wait_for 120 eval 'checkpointed ch ckill chang cslurmd && checkpointed hc hjob'
+    wait_for 600 eval 'checkpointed ch ckill chang cslurmd && checkpointed hc hjob'
+# a node given to a running job (cslurmd, held at step 6)
+api POST "$JOBS/cslurmd:injectFault" '{"fault": "hang", "node": "../x"}'
+check "a running job, a node that is no name: 400 naming the node" \
+    bash -c '[ "$0" = 400 ] && grep -q "node" <<<"$1"' "$HTTP_STATUS" "$BODY"
+SJ=$(job cslurmd | python3 -c 'import json,sys; print(json.load(sys.stdin)["slurmJobId"])')
+OTHER=ch-a3m-0
+[ "$(squeue -h -j "$SJ" -o %N)" = ch-a3m-0 ] && OTHER=ch-a3m-1
+api POST "$JOBS/cslurmd:injectFault" "{\"fault\": \"hang\", \"node\": \"$OTHER\"}"
+check "a running job, a node of the cluster not the job's ($OTHER): 400 naming it" \
+    bash -c '[ "$0" = 400 ] && grep -q "$2 is not a node of trainingJob" <<<"$1"' "$HTTP_STATUS" "$BODY" "$OTHER"
+check_absent "  nothing injected into it" . -- events CHAOS_FAULT "into trainingJob cslurmd"
 CPIDS=()
 chaos() { # chaos CLUSTER JOB FAULT EVERY OUT: mtc chaos in the background
     mtc chaos "$1" --job "$2" --fault "$3" --every "$4" --count 1 --timeout 3m >"$D/$5.out" 2>&1 &
@@ -184,6 +208,10 @@ chaos ch chang hang 1s hang
 chaos ch cslurmd slurmd 1s slurmd
 chaos hc hjob slurmd 1s hslurmd
 chaos hc hjob kill-rank 3s hkill
+# the jobs go on once every fault is in (each chaos says so on a line)
+faulted() { local f; for f in kill-rank hang slurmd hslurmd hkill; do grep -q '^\[+[0-9]*s\] fault 1/1:' "$D/$f.out" || return 1; done; }
+check "all five faults injected while the jobs were held running" wait_for 600 faulted
+rm -f "$HOLD"
 RCS=()
 for p in "${CPIDS[@]}"; do wait "$p"; RCS+=($?); done
 read -r rk rh rs rhs rhk <<<"${RCS[*]}"

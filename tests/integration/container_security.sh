@@ -75,14 +75,18 @@ PY
 # --- 1. the node name: from slurmd (MTC_NODE), never from the job ----------
 EVIL=$D/u/evil
 mkdir -p "$D/rootowned"
-NEXT=$(($(sbatch --parsable -w $N0 --wrap true) + 1))
-for j in $NEXT $((NEXT + 1)) $((NEXT + 2)); do
-    asnobody mkdir -p "$EVIL/containers/jobs/$j/steps/0"
-    asnobody ln -s "$D/rootowned" "$EVIL/containers/jobs/$j/steps/0/upper"
-done
 REL=$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$EVIL" "$CDIR/nodes")
-out=$(cd "$D/u" && SLURMD_NODENAME=$REL SLURM_TOPOLOGY_ADDR=$REL \
-    asnobody srun -w $N0 --container-image="$D/u/pub.sqsh" cat /etc/os-release 2>&1)
+# the job is held while the attack is planted for its real id (its first
+# step, 0), then its script forges the node name and runs the step
+J1=$(cd "$D/u" && asnobody sbatch --parsable --hold -w $N0 -o "$D/u/forged.out" \
+    --wrap "export SLURMD_NODENAME='$REL' SLURM_TOPOLOGY_ADDR='$REL'; srun --container-image='$D/u/pub.sqsh' cat /etc/os-release")
+asnobody mkdir -p "$EVIL/containers/jobs/$J1/steps/0"
+asnobody ln -s "$D/rootowned" "$EVIL/containers/jobs/$J1/steps/0/upper"
+check "the attack armed for the job's own id ($J1): upper/ of its step 0 a symlink to a root directory" \
+    test "$(readlink "$EVIL/containers/jobs/$J1/steps/0/upper")" = "$D/rootowned"
+scontrol release "$J1"
+check "  the held job ran and ended" wait_for 300 absent "^$J1\$" -- squeue -h -o %i
+out=$(cat "$D/u/forged.out" 2>&1)
 diag "$out"
 check "SLURMD_NODENAME=$REL in the job: the step runs, in the node's own directory" \
     grep -qx 'public image' <<<"$out"

@@ -31,7 +31,10 @@ check "jobs run after recovery" test $? -eq 0
 
 kill_mtcd
 check "mtcd restarts again" start_mtcd
-sleep 2
+# the adoption is the first supervision pass after the start: two whole
+# passes, then a double start would show
+check "two supervision passes over the adopted cluster" \
+    wait_for 100 eval '[ "$(metric "mtc_supervision_passes_total{cluster=\"crash\"}")" -ge 2 ]'
 check "adoption does not double-start daemons" test "$(daemons crash)" -eq 6
 
 op=$(M cluster delete crash --no-wait --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')

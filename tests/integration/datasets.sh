@@ -37,7 +37,9 @@ reply() { [ "$HTTP_STATUS" = "$1" ] && grep -q -- "$2" <<<"$BODY"; }
 # done_ok NAME: the operation finishes without an error
 done_ok() { wait_op "$1" && ! grep -q '"error"' <<<"$OP"; }
 # files under a directory with their modification times, for "nothing rewritten"
-snapshot() { find "$1" -type f -printf '%p %T@\n' | sort; }
+# every file with its inode and its modification time in nanoseconds: a
+# rewrite shows, however soon after (no wait for a clock tick needed)
+snapshot() { find "$1" -type f -printf '%p %i %T@\n' | sort; }
 
 # --- versions ---------------------------------------------------------------
 for i in $(seq 200); do echo "the quick brown fox $i jumps over the lazy dog $((i * 7))"; done >"$D/corpus.txt"
@@ -49,7 +51,6 @@ P1=$(jq_ 'd["latestVersion"]["path"]' <"$T_DIR/v1.json")
 K1=$(jq_ 'd["latestVersion"]["key"]' <"$T_DIR/v1.json")
 check "the prepared data lies in mtcd's cache" bash -c "[[ '$P1' == '$MTC_HOME/cache/'* ]] && test -d '$P1'"
 before=$(snapshot "$P1")
-sleep 1.1 # a rewrite would show in the modification times
 m --json data prepare corpus >"$T_DIR/again.json" 2>/dev/null
 check "prepare twice: the same version, nothing new" test "$(jq_ '(d["response"]["version"]["versionId"], d["response"]["newVersion"], d["response"]["cached"])' <"$T_DIR/again.json")" = "(1, False, True)"
 check "prepare twice: no file re-tokenized (same files, same times)" test "$before" = "$(snapshot "$P1")"
@@ -158,7 +159,7 @@ check "... the dataset keeps its version and its data" test "$(m --json data sho
 printf '{"prompt":"2+2?","response":"4"}\n{"prompt": 3}\n' >"$D/badline.jsonl"
 out=$(m data prepare badline --source "$D/badline.jsonl" --kind sft 2>&1)
 check "a bad JSONL line: one line naming file:line" one_error "$out" 'badline.jsonl:2: '
-check "... and a failed create stores no dataset" bash -c "! mtc --home '$MTC_HOME' data show badline >/dev/null 2>&1"
+check "... and a failed create stores no dataset (not found)" gone "dataset badline not found" -- mtc --home "$MTC_HOME" data show badline
 : >"$D/empty.txt"
 out=$(m data prepare empty --source "$D/empty.txt" --kind pretrain 2>&1)
 check "an empty file: one line" one_error "$out" 'empty.txt: empty'
@@ -194,7 +195,7 @@ check "same content, same key (shared data)" test "$KT" = "$KE" -a -n "$KT" -a "
 out=$(m data delete extra 2>&1)
 check "mtc data delete: deleted" test "$out" = "dataset extra deleted"
 check "data still used by another dataset stays" test -d "$MTC_HOME/cache/datasets/$KT"
-check "the deleted one is gone" bash -c "! mtc --home '$MTC_HOME' data show extra >/dev/null 2>&1"
+check "the deleted one is gone (not found)" gone "dataset extra not found" -- mtc --home "$MTC_HOME" data show extra
 tcp "$EDITOR" DELETE "$DS/corpus"
 check "editor may delete: 200" test "$HTTP_STATUS" = 200
 check "corpus's data no other dataset uses is removed (version 1)" test ! -e "$P1"

@@ -8,7 +8,9 @@
 # logs "step N loss X" lines, writes rows {"step", "loss", "step_time_s"} to
 # MTC_METRICS_FILE (rank 0; --no-metrics: none) and with --tb the loss as
 # TensorBoard events in MTC_TENSORBOARD_DIR (encoded here by hand), and at the end the final parameters' sha256 and
-# what it was given to MTC_RUN_DIR/result.json. Float64 throughout.
+# what it was given to MTC_RUN_DIR/result.json. Float64 throughout. A test
+# that must act on it while it runs holds it at a step with --hold-file (every
+# rank waits there, on every start, until the test removes the file).
 import argparse
 import glob
 import hashlib
@@ -33,6 +35,9 @@ p.add_argument("--tb", action="store_true", help="log the loss as TensorBoard ev
 p.add_argument("--no-metrics", action="store_true", help="no MTC_METRICS_FILE rows")
 p.add_argument("--hang-at", type=int, default=-1,
                help="the last rank blocks at this step on the first start (a deadlock: no process stops)")
+p.add_argument("--hold-file", default="",
+               help="from --hold-at on, wait after each step while this file exists")
+p.add_argument("--hold-at", type=int, default=1)
 a = p.parse_args()
 
 
@@ -136,6 +141,8 @@ for step in range(start + 1, a.steps + 1):
             tmp = os.path.join(ck_dir, f".step_{step}.pt.tmp")
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
             os.rename(tmp, os.path.join(ck_dir, f"step_{step}.pt"))
+    while a.hold_file and step >= a.hold_at and os.path.exists(a.hold_file):
+        time.sleep(0.1)
     dist.barrier()
 
 if rank == 0:

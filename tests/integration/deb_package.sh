@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deb_package: the Debian package, installed on this machine for real and
 # upgraded under a running job (docs/packaging.md).
+# test: alone (it installs a package on this machine and runs make deb)
 #  - `make deb` builds the tree's package and an older one: a copy of the tree
 #    with a lower version ("VERSION~prev") and the store's newest migration
 #    removed (store.c's migrations each start with a "v<N>:" comment), so the
@@ -124,11 +125,17 @@ check "the tree's package builds ($V, store v$NEWEST)" build_deb "$NEW" || { tai
 diag "two make deb: $((SECONDS - t0)) s"
 OLD_DEB=$(ls "$OLD"/build-deb/mtc_*_*.deb) NEW_DEB=$(ls "$NEW"/build-deb/mtc_*_*.deb)
 diag "figure: package size $(stat -c %s "$NEW_DEB") bytes ($(basename "$NEW_DEB")), installed $(dpkg-deb -f "$NEW_DEB" Installed-Size) KiB"
-lint=$(lintian "$NEW"/build-deb/mtc_*.changes 2>&1 | grep -E '^[EW]: ' | head -5)
-check "lintian: no errors, no warnings${lint:+ — $lint}" [ -z "$lint" ]
+CHANGES=$(ls "$NEW"/build-deb/mtc_*.changes 2>/dev/null)
+check "the build's .changes file is there (${CHANGES##*/})" test -f "$CHANGES"
+lout=$(lintian "$CHANGES" 2>&1)
+lrc=$?
+lint=$(grep -E '^[EW]: ' <<<"$lout" | head -5)
+check "lintian: ran (exit $lrc), no errors, no warnings${lint:+ — $lint}" [ "$lrc" = 0 ] && [ -z "$lint" ]
 # -I: two of these tags are info-level, hidden by default
-hard=$(lintian -I -T hardening-no-relro,hardening-no-fortify-functions,hardening-no-bindnow,hardening-no-pie "$NEW_DEB" 2>&1 | grep -vE 'root privileges' | head -3)
-check "lintian: built with Debian's hardening flags${hard:+ — $hard}" [ -z "$hard" ]
+hout=$(lintian -I -T hardening-no-relro,hardening-no-fortify-functions,hardening-no-bindnow,hardening-no-pie "$NEW_DEB" 2>&1)
+hrc=$?
+hard=$(grep -vE 'root privileges' <<<"$hout" | head -3)
+check "lintian: ran (exit $hrc), built with Debian's hardening flags${hard:+ — $hard}" [ "$hrc" = 0 ] && [ -z "$hard" ]
 
 # --- install the older one -----------------------------------------------------
 INSTALLED=1
@@ -220,7 +227,7 @@ check "and leaves it as it was (v$NEWEST, the cluster in it)" \
 dpkg -i "$NEW_DEB" >>"$T_DIR/dpkg.log" 2>&1
 check "back on the new package, mtcd starts" unit_start
 out=$(mtc cluster delete "$CID" 2>&1)
-check "the cluster is deleted" eval '! mtc cluster get "$CID" >/dev/null 2>&1' || diag "$out"
+check "the cluster is deleted (not found)" gone "cluster $CID not found" -- mtc cluster get "$CID" || diag "$out"
 check "mtcd stops" unit_stop
 dpkg -r mtc >>"$T_DIR/dpkg.log" 2>&1
 check "dpkg -r: the programs go, $SYS_HOME stays" eval '[ ! -e /usr/bin/mtcd ] && [ -f "$SYS_HOME/mtcd.db" ]'

@@ -212,7 +212,7 @@ out=$(mtc endpoints predict chat "the cat" --max-tokens 4 2>&1)
 rc=$?
 diag "$out"
 check "right after the restart the endpoint answers (routing from the store)" test $rc -eq 0 -a -n "$out"
-sleep 2
+check "two whole passes of the restarted endpoints controller (where it would restart replicas)" after_endpoint_ticks 2
 check "... through the same replicas' jobs (adopted, none restarted)" \
     test "$(api GET "$E/chat"; jq_ 'sorted(r["slurmJobId"] for x in d["deployedModels"] for r in x["replicas"])' <<<"$BODY")" = "$IDS"
 
@@ -266,9 +266,9 @@ out=$(mtc endpoints undeploy chat d2 2>&1)
 check "mtc endpoints undeploy chat d2" grep -q "undeployed d2 from endpoint chat" <<<"$out"
 api GET "$E/chat"
 check "... d1 gets 100%" test "$(jq_ 'd["trafficSplit"]' <<<"$BODY")" = "{'d1': 100}"
-check "... its job leaves the queue" wait_for 30 bash -c "! squeue -h -o %i | grep -qx '$JOB2'"
+check "... its job leaves the queue" wait_for 120 absent "^$JOB2\$" -- squeue -h -o %i
 mtc endpoints delete chat >/dev/null 2>&1
-check "delete: every replica's job leaves the queue" wait_for 30 bash -c "! squeue -h -o %j | grep -q mtc-endpoint-chat"
+check "delete: every replica's job leaves the queue" wait_for 120 absent mtc-endpoint-chat -- squeue -h -o %j
 api GET "$E/chat"
 check "... and the endpoint is gone (404)" test "$HTTP_STATUS" = 404
 done_testing

@@ -132,7 +132,7 @@ for line in open(sys.argv[1]):
 print("# queued", q, "drained", drain_q, "others resumed", resumes)
 assert drain_q and resumes and min(resumes) <= drain_q, (drain_q, resumes)
 PY
-check "no remediation left in flight" bash -c "! mtc cluster nodes $C | grep -qE 'REMEDIATING|PENDING|QUEUED'"
+check_absent "no remediation left in flight" 'REMEDIATING|PENDING|QUEUED' -- mtc cluster nodes "$C"
 
 # --- mtcd killed with two remediations in flight: both resume -------------
 # ECC errors stay with the hardware; two reboots this hour already: reimage,

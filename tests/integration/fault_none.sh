@@ -13,7 +13,10 @@ run_recipe "$T_DIR/recipe.json" "$STEPS" 10
 fault_submit "$EXP"; run_or_stop $? "$T_DIR/run.out"
 ST=$(run_wait_final 300 "$EXP")
 check "run completes (state $ST)" test "$ST" = COMPLETED
-sleep 3 # a few more agent passes after the job
+# after the job: three more reports from the agents (each node's at least
+# every 5 s), and then two whole supervision passes that judged them
+check "agents reported after the job, and the supervisor judged it" \
+    eval 'after_metric "mtc_health_reports_total{cluster=\"$C\"}" 3 && after_passes "$C" 2'
 ev=$(events | grep -E '^(VM_|JOB_)' | head -5)
 check "no VM_* or JOB_* event${ev:+: $ev}" no_event '$1 ~ /^(VM_|JOB_)/'
 check "every node idle" test "$(sinfo -h -N -o %T | sort -u | tr '\n' ' ')" = "idle "

@@ -56,8 +56,8 @@ check "unknown partition: one line" one_line mtc healthscan $C -c straggler --pa
 check "unknown cluster: one line" one_line mtc healthscan nosuch -c straggler
 check "  ($OUT)" grep -q "nosuch" <<<"$OUT"
 check "usage without -c: exit 2" bash -c "mtc healthscan $C >/dev/null 2>&1; [ \$? -eq 2 ]"
-check "nothing stored: no scan on any node, no scan event" bash -c "
-    ! mtc cluster nodes $C --json | grep -q lastHealthScan && ! mtc cluster events $C | grep -q HEALTH_SCAN"
+check_absent "nothing stored: no scan on any node" lastHealthScan -- mtc cluster nodes "$C" --json
+check_absent "  and no scan event" HEALTH_SCAN -- mtc cluster events "$C"
 
 # ---- healthy: every node passes the straggler check; the last scan is
 # shown per node

@@ -74,7 +74,7 @@ spec count "\"${H[1]}\", \"${H[2]}\"" 1
 create count
 check "maxNodeCount != len(hosts): one line naming the field" \
     grep -q 'nodePools\[0\].hosts: lists 2 host(s) and maxNodeCount is 1' <<<"$out"
-check "neither is stored" bash -c "! mtc cluster get mix >/dev/null 2>&1 && ! mtc cluster get count >/dev/null 2>&1"
+check "neither is stored (not found)" eval 'gone "cluster mix not found" -- mtc cluster get mix && gone "cluster count not found" -- mtc cluster get count'
 
 spec one "\"${H[1]}\"" 1
 create one
@@ -83,7 +83,7 @@ spec two "\"${H[2]}\", \"${H[1]}\"" 2
 create two
 check "a host in another cluster: refused naming the host and the cluster" \
     grep -q "nodePools\[0\].hosts\[1\]: host ${H[1]} belongs to cluster one (projects/local/locations/local)" <<<"$out"
-check "  not stored" bash -c "! mtc cluster get two >/dev/null 2>&1"
+check "  not stored (not found)" gone "cluster two not found" -- mtc cluster get two
 check "  host 2 untouched" host_clean 2
 out=$(mtc cluster delete one 2>&1)
 check "delete the first cluster" grep -q "done: cluster deleted" <<<"$out"

@@ -260,7 +260,8 @@ check "  srun -w $N1 runs on the spare host" test "$out" = "${TESTHOSTS_NAMES[4]
 out=$(S srun -N2 hostname | sort | xargs)
 check "  srun -N2 spans host 1 and the spare" test "$out" = "$(printf '%s\n' "${TESTHOSTS_NAMES[1]}" "${TESTHOSTS_NAMES[4]}" | sort | xargs)"
 check "scontrol reconfigure with the rewritten slurm.conf" S scontrol reconfigure
-sleep 2
+on_spare() { [ "$(S scontrol show node "$N1" | grep -oE 'NodeAddr=[^ ]+')" = "NodeAddr=${TESTHOSTS_ADDRS[4]}" ] && idle "$N1"; }
+check "  after it, $N1 idle at the spare host's address" wait_for 60 on_spare
 out=$(S srun -N1 -w "$N1" hostname)
 check "  the node stays on the spare host" test "$out" = "${TESTHOSTS_NAMES[4]}"
 

@@ -46,15 +46,6 @@ print(json.dumps(dict({"recipe": json.load(open(sys.argv[1]))}, **extra)))
 PY
 }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
-one_line_error() { # $1 HTTP status, $2 substring of the message[, $3 the google.rpc status]
-    [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" "${3:-}" <<'PY'
-import json, sys
-e = json.loads(sys.argv[1])["error"]
-want = [sys.argv[3]] if sys.argv[3] else ["INVALID_ARGUMENT", "PERMISSION_DENIED", "FAILED_PRECONDITION"]
-assert e["status"] in want, e
-assert "\n" not in e["message"] and sys.argv[2] in e["message"], e
-PY
-}
 job_state() { api GET "$JOBS/$1"; field '["state"]' <<<"$BODY"; }
 wait_state() { # $1 job, $2 state, $3 seconds
     local end=$((SECONDS + $3)) st=""
@@ -212,7 +203,7 @@ check "viewer may not cancel: 403" test "$HTTP_STATUS" = 403
 api POST "$JOBS/long:cancel"
 check "cancel: 200" test "$HTTP_STATUS" = 200
 check "cancelled (state CANCELLED)" wait_state long CANCELLED 30
-check "gone from squeue" wait_for 30 bash -c "! squeue -h -o %i | grep -qx '$LJOB'"
+check "gone from squeue" wait_for 120 absent "^$LJOB\$" -- squeue -h -o %i
 api POST "$JOBS/long:cancel"
 check "cancel a finished job: FAILED_PRECONDITION" one_line_error 400 "already CANCELLED" FAILED_PRECONDITION
 api GET "$JOBS/nope"
@@ -253,7 +244,7 @@ api POST "$JOBS?trainingJobId=quiet2" "$(body 20 "\"dataDir\":\"$D/data\",\"expe
 QJOB2=$(field '["slurmJobId"]' <<<"$BODY")
 CALLS0=$(wc -l <"$D/slurm-calls.log")
 check "two jobs nobody reads: submitted" test -n "$QJOB" -a -n "$QJOB2"
-check "  they leave squeue" wait_for 120 bash -c "! squeue -h -o %i | grep -qxE '$QJOB|$QJOB2'"
+check "  they leave squeue" wait_for 300 absent "^($QJOB|$QJOB2)\$" -- squeue -h -o %i
 stored_state() { python3 -c '
 import sqlite3, sys
 db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)

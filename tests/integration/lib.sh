@@ -2,6 +2,10 @@
 # and cleanup that stops every daemon the test started (by recorded pid).
 # Source it first: . "$(dirname "$0")/lib.sh"
 set -u
+# a pipeline fails when any part of it fails: `x=$(lister | filter)` and
+# `lister | grep` see a lister that could not answer (check bodies run by
+# `bash -c` get it too: see check)
+set -o pipefail
 T_N=0
 T_FAILED=0
 T_LAST=0 # 1: the last check failed
@@ -24,12 +28,85 @@ check() {
     # names no caller uses: a command like eval '[ "$rc" ... ]' sees the caller's
     local __check_what=$1 __check_rc
     shift
+    # a body given as `bash -c '…'` runs with pipefail too
+    [ "${1:-}" = bash ] && [ "${2:-}" = -c ] && set -- bash -o pipefail "${@:2}"
     if "$@"; then ok "$__check_what"; return 0; fi
     __check_rc=$?
     nok "$__check_what"
     return "$__check_rc"
 }
 diag() { echo "# $*"; }
+
+# absent PATTERN -- CMD...: the lister CMD answered (exit 0, nothing on
+# stderr) and no line it printed matches PATTERN (grep -E). A lister that
+# failed is never "nothing there": a dead mtcd or slurmdbd fails a negative.
+# Sets ABSENT_WHY to what went wrong. Usable with wait_for:
+# `wait_for 60 absent "^$JOB\$" -- squeue -h -o %i`.
+absent() {
+    local pat=$1 out rc err
+    shift
+    [ "${1:-}" = -- ] && shift
+    err=$(mktemp "$T_DIR/absent.XXXXXX")
+    out=$("$@" 2>"$err")
+    rc=$?
+    if [ "$rc" -ne 0 ] || [ -s "$err" ]; then
+        ABSENT_WHY="the lister failed ($*: exit $rc: $(head -c 300 "$err" | tr '\n' ' '))"
+        rm -f "$err"
+        return 2
+    fi
+    rm -f "$err"
+    if grep -qE -- "$pat" <<<"$out"; then
+        ABSENT_WHY="found: $(grep -E -m 3 -- "$pat" <<<"$out" | tr '\n' ' ')"
+        return 1
+    fi
+    ABSENT_WHY=
+}
+# check_absent "what" PATTERN -- CMD...: the check that absent passes; a
+# failure says whether the lister failed or what it found.
+check_absent() {
+    local what=$1
+    shift
+    if absent "$@"; then ok "$what"; return 0; fi
+    nok "$what"
+    diag "  $ABSENT_WHY"
+    return 1
+}
+# gone TEXT -- CMD...: CMD answers that the thing is not there — it exits
+# non-zero and says TEXT (e.g. "cluster x not found"); any other failure (a
+# dead mtcd, a refused token) is no proof that something was not stored.
+gone() {
+    local text=$1 out
+    shift
+    [ "${1:-}" = -- ] && shift
+    out=$("$@" 2>&1) && return 1
+    grep -qF -- "$text" <<<"$out"
+}
+# one_line_fail RC OUT TEXT: a CLI's refusal — exit status RC non-zero, and
+# its output OUT exactly one line holding TEXT.
+one_line_fail() { [ "$1" -ne 0 ] && [ -n "$2" ] && [ "$(wc -l <<<"$2")" = 1 ] && grep -qF -- "$3" <<<"$2"; }
+# one_line_error CODE TEXT [STATUS]: the last api/tcp call answered HTTP CODE
+# with a google.rpc error whose message is one line holding TEXT, and whose
+# status is STATUS (default: one of INVALID_ARGUMENT, PERMISSION_DENIED,
+# FAILED_PRECONDITION, NOT_FOUND).
+one_line_error() {
+    [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" "${3:-}" <<'PY'
+import json, sys
+e = json.loads(sys.argv[1])["error"]
+want = [sys.argv[3]] if sys.argv[3] else ["INVALID_ARGUMENT", "PERMISSION_DENIED", "FAILED_PRECONDITION", "NOT_FOUND"]
+assert e["status"] in want, e
+assert "\n" not in e["message"] and sys.argv[2] in e["message"], e
+PY
+}
+# count_of PATTERN -- CMD...: how many lines CMD prints that match PATTERN
+# (grep -E), and fails when CMD fails — a count from a failed lister is no 0.
+count_of() {
+    local pat=$1 out
+    shift
+    [ "${1:-}" = -- ] && shift
+    out=$("$@") || return 1
+    grep -cE -- "$pat" <<<"$out"
+    return 0
+}
 # same A B: A and B are equal and not empty — two outputs that both failed
 # (empty) are not "the same"
 same() { [ -n "$1" ] && [ "$1" = "$2" ]; }
@@ -37,9 +114,12 @@ same() { [ -n "$1" ] && [ "$1" = "$2" ]; }
 # Remember a pid to stop at exit.
 track_pid() { T_PIDS+=("$1"); }
 
-# Wait until a command succeeds (up to $1 seconds, polling every 0.2 s).
+# Wait until a command succeeds, polling every 0.2 s. $1 seconds is what the
+# wait takes on a slow machine; the deadline is T_WAIT_SCALE (default 3)
+# times that: it only ends a hang, never a wait on a busy machine (the
+# suite beside stress-ng: tests/load.sh).
 wait_for() {
-    local secs=$1; shift
+    local secs=$(($1 * ${T_WAIT_SCALE:-3})); shift
     local end=$((SECONDS + secs))
     while [ $SECONDS -lt $end ]; do
         "$@" >/dev/null 2>&1 && return 0
@@ -111,6 +191,32 @@ tcp() {
     HTTP_STATUS=${out##*$'\n'}
     BODY=${out%$'\n'*}
 }
+# metric SERIES: the value of one series of mtcd's /metrics (over the unix
+# socket), e.g. mtc_job_monitor_passes_total or
+# 'mtc_supervision_passes_total{cluster="x"}'; 0 when mtcd has none yet;
+# fails when mtcd does not answer.
+metric() {
+    local m
+    m=$(curl -sf --unix-socket "$MTC_HOME/mtcd.sock" http://localhost/metrics) || return 1
+    awk -v s="$1" '$1 == s { v = $2 } END { print v == "" ? 0 : v }' <<<"$m"
+}
+# after_metric SERIES N: wait (up to 300 s, a deadline that only ends a hang)
+# until the counter SERIES has grown by N — a pass of mtcd's that began after
+# the call has ended, so whatever it would do about an earlier change is
+# done, and a negative checked then means something.
+after_metric() {
+    local n0
+    n0=$(metric "$1") || return 1
+    wait_for 100 eval "[ \"\$(metric '$1')\" -ge $((n0 + $2)) ]"
+}
+# after_passes CLUSTER N: N more supervision passes over the cluster (its
+# daemons restarted, its nodes and health judged, events recorded).
+after_passes() { after_metric "mtc_supervision_passes_total{cluster=\"$1\"}" "$2"; }
+# after_monitor N: N more passes of the training job monitor (every
+# unfinished job's state and TRAINING_* events).
+after_monitor() { after_metric mtc_job_monitor_passes_total "$1"; }
+# after_endpoint_ticks N: N more passes of the endpoints controller.
+after_endpoint_ticks() { after_metric mtc_endpoint_ticks_total "$1"; }
 # Delete every cluster this test's mtcd knows, then stop mtcd (used in cleanup).
 delete_all_clusters() {
     [ -S "$MTC_HOME/mtcd.sock" ] || return 0

@@ -79,13 +79,17 @@ TS=$(promql 'sum(mtc_experiment_time_seconds{training_job="long",part="productiv
 check "PromQL: the run's time by part (7 parts; productive $TS s > 0)" python3 -c "assert int('$TP') == 7 and float('$TS') > 0"
 
 # --- goodput = the chaos benchmark's ETTR for the same run -------------------
-sleep 2
+# the resource is made between G0 and G1: its wall time is from the log's
+# first start (whole seconds) to then
+G0=$(date +%s.%N)
 api GET "$CLUSTERS/mt/trainingJobs/long"
+G1=$(date +%s.%N)
 echo "$BODY" >"$D/job.json"
 check "goodput equals the chaos formula (kept = sum 8*64/tokens_per_s; wall from the log's first start)" \
-    python3 - "$D/job.json" "$TD/$JOB.log" "$TD/logs/metrics.jsonl" <<'PY'
+    python3 - "$D/job.json" "$TD/$JOB.log" "$TD/logs/metrics.jsonl" "$G0" "$G1" <<'PY'
 import json, re, sys, datetime
 p = json.load(open(sys.argv[1]))["progress"]
+g0, g1 = float(sys.argv[4]), float(sys.argv[5])
 text = open(sys.argv[2]).read()
 start = re.search(r"^mtc: job \d+ start (\S+)", text, re.M).group(1)
 t0 = datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
@@ -94,8 +98,11 @@ rows = [r for r in rows if r["step"] <= p["step"]]
 kept = sum(8 * 64 / r["tokens_per_s"] for r in rows if r.get("tokens_per_s"))
 assert abs(kept - p["productiveSeconds"]) < 1e-6 * max(1, kept), (kept, p)
 assert abs(p["goodput"] - min(1, kept / p["wallSeconds"])) < 1e-9, p
-# the wall time is from the first start to the moment the resource was made
+# the wall time is from the first start to the moment the resource was made:
+# t0 is the start's whole second, so t0 + wall is in [made - 1, made]
 assert p["wallSeconds"] > 0 and p["restarts"] == 0 and p["stepsLost"] == 0, p
+made = t0 + p["wallSeconds"]
+assert g0 - 1.05 <= made <= g1 + 0.05, (t0, p["wallSeconds"], made, g0, g1)
 PY
 mtc experiment status metricsjob >"$D/status.out"
 check "mtc experiment status prints goodput and the step" grep -qE '^- Goodput: [0-9.]+% \(productive' "$D/status.out"
@@ -142,6 +149,10 @@ check "a TRAINING_LOSS_SPIKE event names the job and a step in the doctored regi
 [ -s "$D/spikes.txt" ] || { diag "events:"; sed 's/^/# /' "$D/ev.json" | tail -20; tail -20 "$STD/logs/metrics.jsonl" | sed 's/^/# /'; }
 api GET "$CLUSTERS/mt/trainingJobs/spike"
 curl -s -H "Authorization: Bearer $VIEWER" "$URL" >/dev/null
+check "a whole job monitor pass after the GET and the scrape" after_monitor 2
 mtc cluster events mt --json >"$D/ev2.json"
-check "raised once: GET and scrape later add no event" test "$(spikes "$D/ev2.json" | wc -l)" = "$(wc -l <"$D/spikes.txt")"
+SPK='^trainingJob spike \(experiment spikejob\): loss spike at step'
+N1=$(grep -cE "$SPK" "$D/spikes.txt") N2=$(spikes "$D/ev2.json" | grep -cE "$SPK")
+check "raised once: one event, and GET, scrape and monitor passes later add none ($N1, then $N2)" \
+    test "$N1" = 1 -a "$N2" = 1
 done_testing

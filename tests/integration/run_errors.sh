@@ -70,14 +70,14 @@ mtc run -s "$D/r.json" --data-dir "$D/notok" >"$D/e4" 2>&1
 check "missing tokenizer: named" grep -q "data.tokenizer: $D/notok/tiny/tokenizer.json does not exist" "$D/e4"
 mtc run -s "$D/r.json" --data-dir "$D/data" --from-checkpoint "$D/nockpt" >"$D/e5" 2>&1
 check "missing --from-checkpoint: named" grep -q "does not exist" "$D/e5"
-check "nothing was submitted" test -z "$(squeue -h)"
+check_absent "nothing was submitted" . -- squeue -h
 
 mtc run -s "$D/r.json" --data-dir "$D/data" -n 3 >"$D/e6" 2>&1
 check "too many nodes: non-zero exit" test $? -ne 0
 check "too many nodes: said before submitting" grep -q -- "-n 3: partition a3m has 2 nodes" "$D/e6"
 mtc run -s "$D/r.json" --data-dir "$D/data" -p a3m -n 5 >"$D/e7" 2>&1
 check "too many nodes with -p" grep -q -- "-n 5: partition a3m has 2 nodes" "$D/e7"
-check "still nothing submitted" test -z "$(squeue -h)"
+check_absent "still nothing submitted" . -- squeue -h
 
 mtc run -s "$D/r.json" --data-dir "$D/data" -i "$D/image.sqsh" >"$D/e8" 2>&1
 check "a missing container image: named, non-zero exit" \

@@ -28,7 +28,7 @@ mtc rl launch -N 2 --interactive >"$D/l2.out" 2>&1
 check "interactive launch submits" test $? -eq 0
 J2=$(sed -n 's/^Submitted job \([0-9]*\):.*/\1/p' "$D/l2.out")
 check "attach.sh written once it runs" wait_for 60 test -x "$J2/attach.sh"
-check "allocation held" bash -c "sleep 2; squeue -h -j $J2 -o %T | grep -qx RUNNING"
+check "allocation held" bash -c "squeue -h -j $J2 -o %T | grep -qx RUNNING"
 if command -v script >/dev/null; then
     out=$(printf 'echo NODE=$SLURMD_NODENAME JOB=$SLURM_JOB_ID\nexit\n' |
         timeout 60 script -qec "bash $J2/attach.sh 1" /dev/null 2>&1)
@@ -39,10 +39,12 @@ if command -v script >/dev/null; then
 else
     skip "script(1) not installed: no pty to attach with"
 fi
+check "  and still held after the attaches (the allocation outlives its shells)" \
+    bash -c "squeue -h -j $J2 -o %T | grep -qx RUNNING"
 mtc attach "$J2" 5 >"$D/a5" 2>&1
 check "attach to a node the job lacks" grep -q "job $J2 has 2 nodes" "$D/a5"
 scancel "$J2"
-check "released with scancel" wait_for 30 bash -c "! squeue -h -j $J2 -o %T | grep -q RUNNING"
+check "released with scancel" wait_for 120 absent "^$J2 RUNNING\$" -- squeue -h -o '%i %T'
 
 # --- the algorithm scripts, NeMo-RL style: mtc-train on 2 nodes, one rank each
 mkdir -p "$D/nemo" && cp -r "$ROOT/examples/rl/algorithms" "$D/nemo/" && cd "$D/nemo" || exit 1

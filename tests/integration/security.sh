@@ -65,7 +65,7 @@ check "editor: an NVML library is 403 naming the field" bash -c \
     "[ $HTTP_STATUS = 403 ] && grep -q 'healthPolicy.nvmlLibrary' <<<'$BODY'"
 tcp "$EDITOR" POST "$CLUSTERS?modelDevelopmentClusterId=ed1" "$(spec "" ', "kernelLog": "/etc/shadow"')"
 check "editor: a kernel log path is 403" test "$HTTP_STATUS" = 403
-check "rejected creates stored nothing" bash -c "! mtc --home '$MTC_HOME' cluster get ed1 >/dev/null 2>&1"
+check "rejected creates stored nothing (cluster ed1 not found)" gone "cluster ed1 not found" -- mtc --home "$MTC_HOME" cluster get ed1
 api POST "$CLUSTERS?modelDevelopmentClusterId=ad1" "$(spec "" ', "nvmlLibrary": "/tmp/evil.so"')"
 check "admin: an NVML library mtcd does not list is 400" bash -c \
     "[ $HTTP_STATUS = 400 ] && grep -q 'is not an NVML library this mtcd allows' <<<'$BODY'"
@@ -86,6 +86,15 @@ check "the node's agent has a token file, 0600" bash -c \
 health_is() { [ "$(mtc --home "$MTC_HOME" cluster get sec --json | python3 -c \
     'import json,sys; n=json.load(sys.stdin)["clusterStatus"]["nodesStatus"]; print([x.get("health") for x in n if x["instanceName"]==sys.argv[1]][0])' "$N")" = "$1" ]; }
 check "the agent's reports arrive with its node token" wait_for 30 health_is PASS
+# every file of mtcd's home that holds a token, a key or a password, found
+# by listing (names of tokens, keys, credentials; the store and its WAL,
+# whose rows hold token hashes; slurmdbd's config): each 0600 or stricter
+SECRETS=$(find "$MTC_HOME" -type f \( -name '*token*' -o -name '*.key' -o -name '*key*.pem' \
+    -o -name '*cred*' -o -name 'acct.json' -o -name 'slurmdbd.conf' -o -name 'mtcd.db*' -o -name '*secret*' \) | sort)
+loose=$(for f in $SECRETS; do [ $((0$(stat -c %a "$f") & 077)) = 0 ] || echo "$f $(stat -c %a "$f")"; done)
+diag "secret-bearing files: $(wc -l <<<"$SECRETS"): $(sed "s|$MTC_HOME/||" <<<"$SECRETS" | tr '\n' ' ')"
+check "every token-, key- or password-bearing file of the home 0600 or stricter (the agent's token and the munge key among them)${loose:+ — not: $loose}" \
+    bash -c '[ -z "$0" ] && grep -q "/agent.token$" <<<"$1" && grep -q "munge.key$" <<<"$1"' "$loose" "$SECRETS"
 REPORT='{"nodeId": "'$N'", "results": [{"check": "gpu.ecc", "status": "FAIL", "severity": "REPLACE", "reason": "forged"}]}'
 tcp "$EDITOR" POST "$CLUSTERS/sec:reportHealth" "$REPORT"
 check "an editor cannot report health: 403" test "$HTTP_STATUS" = 403

@@ -59,13 +59,6 @@ t_extra_cleanup() { delete_all_clusters; drop_users; } # run_cluster set its own
 check "tiny corpus tokenized" run_corpus "$D/data"
 JOBS=$CLUSTERS/tu/trainingJobs
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())$1)"; }
-one_line_error() { # $1 HTTP status, $2 substring of the message
-    [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" <<'PY'
-import json, sys
-e = json.loads(sys.argv[1])["error"]
-assert "\n" not in e["message"] and sys.argv[2] in e["message"], e
-PY
-}
 body() { # $1 steps, $2 more members
     run_recipe "$D/r.json" "$1" 5
     python3 - "$D/r.json" "$2" <<'PY'
@@ -131,7 +124,7 @@ api POST "$JOBS?trainingJobId=adminroot" "${J%\}},\"user\":\"root\"}"
 check "an admin naming root: 400 (an admin's job without a user runs as root)" one_line_error 400 "uid 0"
 tcp "$T1" POST "$JOBS?trainingJobId=theirs" "${J%\}},\"account\":\"tb\"}"
 check "the bound token naming an account $U1 is not in: 400, one line" one_line_error 400 "account tb: user $U1 is not in it"
-check "nothing was submitted by the refused requests" test "$(squeue -h | wc -l)" = 0
+check_absent "nothing was submitted by the refused requests" . -- squeue -h
 
 # --- a job as the token's user ----------------------------------------------------
 tcp "$T1" POST "$JOBS?trainingJobId=mine" "$J"

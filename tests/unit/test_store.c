@@ -324,7 +324,7 @@ static void query_plan(const char *path, const char *sql, char *out, size_t len)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *s = NULL;
-    char q[512];
+    char q[2048];
     snprintf(q, sizeof(q), "EXPLAIN QUERY PLAN %s", sql);
     *out = '\0';
     if (sqlite3_open(path, &db) == SQLITE_OK && sqlite3_prepare_v2(db, q, -1, &s, NULL) == SQLITE_OK)
@@ -533,8 +533,7 @@ int main(void)
           "deleting a cluster revokes its node and registrar tokens (cached lookups too)");
     test_kept_released(st, path);
     char plan[256];
-    query_plan(path, "SELECT seq FROM training_jobs WHERE seq > 0 AND state NOT IN"
-                     " ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY seq", plan, sizeof(plan));
+    query_plan(path, store_job_unfinished_sql, plan, sizeof(plan)); /* the SQL it runs */
     CHECK(strstr(plan, "training_jobs_unfinished") != NULL,
           "the monitor's unfinished-jobs query reads the partial index (v12): %s", plan);
     struct store_job g;
