@@ -79,6 +79,7 @@ cluster_state() {
 }
 
 t_extra_cleanup() {
+    [ -n "${JPIDS:-}" ] && kill -CONT $JPIDS 2>/dev/null # a held job, so its cluster can end it
     [ "$INSTALLED" = 1 ] || return 0
     if [ -S "$SYS_SOCK" ] && [ -n "$UNIT_PID" ]; then
         mtc --home "$SYS_HOME" cluster delete "$CID" >/dev/null 2>&1
@@ -180,6 +181,12 @@ TD=$(sed -n 's/^- Local Directory: //p' "$T_DIR/run.out")
 JOB=$(sed -n 's/^- Job id: //p' "$T_DIR/run.out")
 steps_done() { [ -s "$TD/logs/metrics.jsonl" ] && [ "$(wc -l <"$TD/logs/metrics.jsonl")" -ge "$1" ]; }
 check "job $JOB is training" wait_for 120 steps_done 20
+# held across the upgrade (SIGSTOP to its processes: Slurm still sees it
+# RUNNING), so it cannot end before the upgrade however fast it trains
+JPIDS=$(job_pids "$JOB" "$SYS_HOME/clusters/$CID/slurm.conf" | xargs)
+kill -STOP $JPIDS 2>/dev/null
+check "the job's processes held for the upgrade (${JPIDS:-none})" \
+    bash -c '[ -n "$0" ] && for p in $0; do [ "$(awk "{print \$3}" /proc/$p/stat 2>/dev/null)" = T ] || exit 1; done' "$JPIDS"
 
 # --- the upgrade ---------------------------------------------------------------
 t0=$(date +%s%N)
@@ -204,7 +211,8 @@ check "the cluster is RUNNING, its slurmctld the same process ($CTLD)" \
     eval '[ "$(cluster_state)" = RUNNING ] && [ -n "$CTLD" ] && [ "$(cat "$SYS_HOME/clusters/$CID/run/slurm/slurmctld.pid")" = "$CTLD" ] && kill -0 "$CTLD"'
 st=$(squeue -h -j "$JOB" -o %T 2>/dev/null)
 check "job $JOB still running after the upgrade ($st), not requeued" \
-    eval '[ "$st" = RUNNING ] && scontrol show job "$JOB" | grep -q "Restarts=0"'
+    eval '[ "$st" = RUNNING ] && scontrol show job "$JOB" | grep -qE "(^| )Restarts=0( |$)"'
+kill -CONT $JPIDS 2>/dev/null
 final=$(run_wait_final 300 "$EXP")
 check "job $JOB completes ($final)" [ "$final" = COMPLETED ]
 check "every step exactly once across the upgrade" python3 - "$TD/logs/metrics.jsonl" "$STEPS" <<'PY'

@@ -28,16 +28,6 @@ descendants() {
         todo+=($(awk -v pp="$cur" '$2 == pp {print $1}' <<<"$all"))
     done
 }
-# The job's processes (SLURM_JOB_ID=$JOB and this cluster's SLURM_CONF in
-# their environment: another test's cluster has a job $JOB too).
-job_pids() {
-    local e p
-    for e in /proc/[0-9]*/environ; do
-        tr '\0' '\n' 2>/dev/null <"$e" | grep -cx -e "SLURM_JOB_ID=$JOB" -e "SLURM_CONF=$CD/slurm.conf" |
-            grep -qx 2 || continue
-        p=${e#/proc/}; echo "${p%/environ}"
-    done
-}
 
 # speed probes at most every 2 s; the rest as every fault test
 eval "fault_spec_base() $(declare -f fault_spec | tail -n +2)"
@@ -59,7 +49,7 @@ fault_submit "$EXP"; run_or_stop $? "$T_DIR/run.out"
 check "training with a checkpoint" fault_wait_training 20
 N=$(job_node)
 check "no node drained before the throttle" no_event '$1 == "VM_SLURM_DRAIN"'
-pids=$( { descendants "$(cat "$CD/run/agent-$N.pid")"; descendants "$(cat "$CD/run/slurm/slurmd-$N.pid")"; job_pids; } | sort -u)
+pids=$( { descendants "$(cat "$CD/run/agent-$N.pid")"; descendants "$(cat "$CD/run/slurm/slurmd-$N.pid")"; job_pids "$JOB" "$CD/slurm.conf"; } | sort -u)
 for p in $pids; do echo "$p" >"$CG/cgroup.procs" 2>/dev/null; done
 diag "job $JOB on $N; $(wc -l <"$CG/cgroup.procs") processes (agent, slurmd, job) limited to 10% of a CPU"
 check "throttled pids in the cgroup" grep -qx "$(cat "$CD/run/agent-$N.pid")" "$CG/cgroup.procs"

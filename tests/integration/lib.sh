@@ -252,4 +252,16 @@ daemon_pids() {
         tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qE "^(/[^ ]*/)?$2" && echo "$p"
     done
 }
+# job_pids JOB CONF: the processes of Slurm job JOB of the cluster whose
+# slurm.conf is CONF (both in their environment: another test's cluster has
+# a job JOB too).
+job_pids() {
+    local e p
+    for e in /proc/[0-9]*/environ; do
+        tr '\0' '\n' 2>/dev/null <"$e" | grep -cx -e "SLURM_JOB_ID=$1" -e "SLURM_CONF=$2" |
+            grep -qx 2 || continue
+        p=${e#/proc/}
+        echo "${p%/environ}"
+    done
+}
 export -f pids_under daemon_pids
