@@ -384,6 +384,9 @@ struct store_job *store_job_list(struct store *st, const char *cluster_id, const
 /* Up to limit jobs of every cluster not in a final state (COMPLETED, FAILED,
  * CANCELLED) with seq > after, oldest first (the job monitor's pass). */
 struct store_job *store_job_list_unfinished(struct store *st, int64_t after, int limit, int *n);
+/* The SQL store_job_list_unfinished runs (parameters: after, limit): a test
+ * asks SQLite's plan for exactly this statement. */
+extern const char store_job_unfinished_sql[];
 int store_job_set_state(struct store *st, const char *cluster_id, const char *id,
                         const char *state, int restart_count);
 

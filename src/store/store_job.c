@@ -76,11 +76,14 @@ struct store_job *store_job_list(struct store *st, const char *cluster_id, const
                         "slssi", cluster_id, after, state ? state : "", state ? state : "", limit);
 }
 
+/* the job monitor's query, every pass: the partial index of v12 serves it */
+const char store_job_unfinished_sql[] =
+    "SELECT " JOB_COLS " FROM training_jobs WHERE seq > ?"
+    " AND state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY seq LIMIT ?";
+
 struct store_job *store_job_list_unfinished(struct store *st, int64_t after, int limit, int *n)
 {
-    return store_i_list(st, read_job, sizeof(struct store_job), limit, n,
-                        "SELECT " JOB_COLS " FROM training_jobs WHERE seq > ?"
-                        " AND state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY seq LIMIT ?",
+    return store_i_list(st, read_job, sizeof(struct store_job), limit, n, store_job_unfinished_sql,
                         "li", after, limit);
 }
 

@@ -109,7 +109,7 @@ check "  and :injectFault: 403 PERMISSION_DENIED" bash -c '[ "$0" = 403 ] && gre
 check_absent "  nothing injected" . -- events CHAOS_FAULT cnode
 
 t0=$SECONDS
-mtc chaos ch --job cnode --fault node --every 20s --count 3 --seed 7 --timeout 5m >"$D/node.out" 2>&1 &
+mtc chaos ch --job cnode --fault node --every 20s --count 3 --seed 7 --timeout 15m >"$D/node.out" 2>&1 &
 CHAOS=$!
 track_pid $CHAOS
 wait_for 600 grep -q '^\[+[0-9]*s\] fault 3/3:' "$D/node.out"
@@ -163,16 +163,17 @@ check "an unknown fault: 400 naming fault" bash -c '[ "$0" = 400 ] && grep -q "f
 
 # --- kill-rank, hang and slurmd side by side; slurmd and kill-rank on hosts ----------------
 # each fault once the job has its first checkpoint (step 5): it resumes from
-# there. Every job holds at step 6 until all five faults are in, so none can
-# end before its fault however slow the machine.
-HOLD=$D/hold
-touch "$HOLD"
-check "a job with retry_on_error 1 submitted" submit ckill 40 1 '{"retry_on_error": 1}'
+# there. Each job holds at step 6 (its own file $D/hold.JOB) from its
+# checkpoint until its faults are in, so none can end before its fault
+# however slow the machine; its faults start as soon as it is held (a job
+# held long would be a hang to chang's monitor).
+for j in ckill chang cslurmd hjob; do touch "$D/hold.$j"; done
+HOLD=$D/hold.ckill check "a job with retry_on_error 1 submitted" submit ckill 40 1 '{"retry_on_error": 1}'
 # hang_timeout_s: more than torch's start on a loaded runner (a start is no progress)
-check "a job with monitor.hang_timeout_s 15 submitted" submit chang 40 1 '{"monitor": {"hang_timeout_s": 15}}'
-check "a third job submitted" submit cslurmd 40 1
+HOLD=$D/hold.chang check "a job with monitor.hang_timeout_s 15 submitted" submit chang 40 1 '{"monitor": {"hang_timeout_s": 15}}'
+HOLD=$D/hold.cslurmd check "a third job submitted" submit cslurmd 40 1
 JOBS=$CLUSTERS/hc/trainingJobs
-check "on hosts, a job with retry_on_error 1 submitted" submit hjob 40 1 '{"retry_on_error": 1}'
+HOLD=$D/hold.hjob check "on hosts, a job with retry_on_error 1 submitted" submit hjob 40 1 '{"retry_on_error": 1}'
 JOBS=$CLUSTERS/ch/trainingJobs
 checkpointed() { # checkpointed CLUSTER JOB...: each has its step-5 checkpoint
     local c=$1 j td
@@ -183,9 +184,8 @@ checkpointed() { # checkpointed CLUSTER JOB...: each has its step-5 checkpoint
             [ -e "$td/checkpoints/step_5.pt" ] || return 1
     done
 }
-check "  all four checkpointed step 5" \
-    wait_for 600 eval 'checkpointed ch ckill chang cslurmd && checkpointed hc hjob'
 # a node given to a running job (cslurmd, held at step 6)
+check "cslurmd checkpointed step 5 (held at 6)" wait_for 600 checkpointed ch cslurmd
 api POST "$JOBS/cslurmd:injectFault" '{"fault": "hang", "node": "../x"}'
 check "a running job, a node that is no name: 400 naming the node" \
     bash -c '[ "$0" = 400 ] && grep -q "node" <<<"$1"' "$HTTP_STATUS" "$BODY"
@@ -196,24 +196,50 @@ api POST "$JOBS/cslurmd:injectFault" "{\"fault\": \"hang\", \"node\": \"$OTHER\"
 check "a running job, a node of the cluster not the job's ($OTHER): 400 naming it" \
     bash -c '[ "$0" = 400 ] && grep -q "$2 is not a node of trainingJob" <<<"$1"' "$HTTP_STATUS" "$BODY" "$OTHER"
 check_absent "  nothing injected into it" . -- events CHAOS_FAULT "into trainingJob cslurmd"
-CPIDS=()
-chaos() { # chaos CLUSTER JOB FAULT EVERY OUT: mtc chaos in the background
-    mtc chaos "$1" --job "$2" --fault "$3" --every "$4" --count 1 --timeout 3m >"$D/$5.out" 2>&1 &
-    CPIDS+=($!)
+declare -A CPID=()
+chaos() { # chaos CLUSTER JOB FAULT EVERY OUT: mtc chaos in the background (its pid: CPID[OUT])
+    mtc chaos "$1" --job "$2" --fault "$3" --every "$4" --count 1 --timeout 10m >"$D/$5.out" 2>&1 &
+    CPID[$5]=$!
     track_pid $!
 }
+# the chaos runs of each job, by job: "CLUSTER JOB FAULT EVERY OUT" each
+declare -A FAULTS=([ckill]="ch ckill kill-rank 1s kill-rank" [chang]="ch chang hang 1s hang"
+    [cslurmd]="ch cslurmd slurmd 1s slurmd" [hjob]="hc hjob slurmd 1s hslurmd;hc hjob kill-rank 3s hkill")
+declare -A STARTED=() RELEASED=()
+# start_ready: each job's chaos runs start once it has checkpointed step 5;
+# true once all have started
+start_ready() {
+    local j f
+    for j in "${!FAULTS[@]}"; do
+        [ -n "${STARTED[$j]:-}" ] && continue
+        checkpointed "$(cut -d' ' -f1 <<<"${FAULTS[$j]}")" "$j" || continue
+        IFS=';' read -ra fs <<<"${FAULTS[$j]}"
+        for f in "${fs[@]}"; do chaos $f; done
+        STARTED[$j]=1
+    done
+    [ ${#STARTED[@]} = ${#FAULTS[@]} ]
+}
+# release_faulted: a job goes on once each of its faults is in (its chaos
+# says so on a line); true once all are released
+release_faulted() {
+    local j f out
+    for j in "${!FAULTS[@]}"; do
+        [ -n "${RELEASED[$j]:-}" ] && continue
+        IFS=';' read -ra fs <<<"${FAULTS[$j]}"
+        for f in "${fs[@]}"; do
+            out=${f##* }
+            grep -q '^\[+[0-9]*s\] fault 1/1:' "$D/$out.out" 2>/dev/null || continue 2
+        done
+        rm -f "$D/hold.$j"
+        RELEASED[$j]=1
+    done
+    [ ${#RELEASED[@]} = ${#FAULTS[@]} ]
+}
 t0=$SECONDS
-chaos ch ckill kill-rank 1s kill-rank
-chaos ch chang hang 1s hang
-chaos ch cslurmd slurmd 1s slurmd
-chaos hc hjob slurmd 1s hslurmd
-chaos hc hjob kill-rank 3s hkill
-# the jobs go on once every fault is in (each chaos says so on a line)
-faulted() { local f; for f in kill-rank hang slurmd hslurmd hkill; do grep -q '^\[+[0-9]*s\] fault 1/1:' "$D/$f.out" || return 1; done; }
-check "all five faults injected while the jobs were held running" wait_for 600 faulted
-rm -f "$HOLD"
+check "each job's faults started once it checkpointed step 5 (held at 6)" wait_for 600 start_ready
+check "every fault injected while its job was held running" wait_for 600 release_faulted
 RCS=()
-for p in "${CPIDS[@]}"; do wait "$p"; RCS+=($?); done
+for f in kill-rank hang slurmd hslurmd hkill; do wait "${CPID[$f]}"; RCS+=($?); done
 read -r rk rh rs rhs rhk <<<"${RCS[*]}"
 diag "kill-rank, hang, slurmd; on hosts slurmd, kill-rank: exit ${RCS[*]}; all done in $((SECONDS - t0)) s"
 for f in kill-rank hang slurmd hslurmd hkill; do sed "s/^/# $f: /" "$D/$f.out"; done
