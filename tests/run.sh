@@ -140,6 +140,11 @@ for t in "$INTEGRATION"/*.sh; do
     want "$name" integration && queue "$name" integration "$t"
 done
 
+if [ ${#Q_NAME[@]} -eq 0 ]; then
+    echo "tests/run.sh: no test program matches ${select[*]:-(none built?)}" >&2
+    exit 2
+fi
+
 # Start order: the longest first (the last run's times, else tests/durations;
 # a program with no time yet counts as long), so that the last to end is short.
 declare -A EST=()

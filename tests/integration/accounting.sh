@@ -183,7 +183,7 @@ for (m,) in db.execute("SELECT message FROM events WHERE cluster_id = 'ac' AND t
 PY
 }
 check "  one TRAINING_PREEMPTED event" wait_for 30 eval '[ "$(preempted_events | wc -l)" = 1 ]'
-preempt_named() { preempted_events | grep -q "(experiment low): preempted by $HJ (qos high) at .* after step [0-9]*; requeued"; }
+preempt_named() { has_line "\(experiment low\): preempted by $HJ \(qos high\) at .* after step [0-9]*; requeued" -- preempted_events; }
 check "  naming the job, its preemptor and the QoS" preempt_named
 preempted_events | sed 's/^/# /'
 # --- end of the preemption's status block ---

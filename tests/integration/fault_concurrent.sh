@@ -95,7 +95,7 @@ track_pid "$SAMPLER"
 T1=$(now)
 for n in "${BAD[@]}"; do xid "$n"; done
 check "one node waits QUEUED with an event naming the limit" \
-    wait_for 30 bash -c "events | grep -q '^VM_REMEDIATION_QUEUED .*maxConcurrentRemediations 2'"
+    wait_for 30 has_line '^VM_REMEDIATION_QUEUED .*maxConcurrentRemediations 2' -- events
 Q=$(events | awk '$1 == "VM_REMEDIATION_QUEUED" {print $2; exit}')
 check "$Q remediated after the queue" wait_for 180 has_since "$T1" VM_RESUMED "$Q"
 kill "$SAMPLER"

@@ -82,7 +82,7 @@ check "nothing written into the user's planted .mtc-healthscans" test -z "$(ls -
 check "the scan's files are in the cluster's directory, root's, mode 0700" bash -c "
     d=\$(ls -d '$CD'/healthscans/op-* | head -1); [ -s \"\$d/healthscan.sbatch\" ] &&
     [ \"\$(stat -c '%a %U' \"\$d\" '$CD/healthscans')\" = \"\$(printf '700 root\\n700 root')\" ]"
-scan_events() { events | grep -q '^HEALTH_SCAN_STARTED' && events | grep -qE "^HEALTH_SCAN_$1"; }
+scan_events() { has_line '^HEALTH_SCAN_STARTED' -- events && has_line "^HEALTH_SCAN_$1" -- events; }
 check "events: HEALTH_SCAN_STARTED, HEALTH_SCAN_PASSED" scan_events PASSED
 
 # the collective check reports every pair and the ring (its verdict on
@@ -159,9 +159,9 @@ failed_nodes() {
     events | awk '$1 == "HEALTH_SCAN_STARTED" {n = ""} $1 == "HEALTH_SCAN_FAILED" && $2 != "-" {n = n $2 "\n"} END {printf "%s", n}' | sort -u
 }
 check "event HEALTH_SCAN_FAILED for $N2 only" test "$(failed_nodes)" = "$N2"
-drained_by_scan() { events | grep -qE "^VM_SLURM_DRAIN $N2 drained: healthscan"; }
+drained_by_scan() { has_line "^VM_SLURM_DRAIN $N2 drained: healthscan" -- events; }
 check "drained with reason healthscan: …, then the remediation takes it over" wait_for 60 drained_by_scan
-resumed() { events | grep -qE "^VM_RESUMED $N2" && [ "$(sinfo -h -N -n "$N2" -o %T | head -1)" = idle ]; }
+resumed() { has_line "^VM_RESUMED $N2" -- events && [ "$(sinfo -h -N -n "$N2" -o %T | head -1)" = idle ]; }
 check "remediated: restarted outside the cgroup, resumed, idle" wait_for 180 resumed
 events | sed 's/^/# /' | tail -8
 check "its last scan stays FAIL with the reason" bash -c "mtc cluster nodes $C | grep -E '^$N2 ' | grep -q 'FAIL'"

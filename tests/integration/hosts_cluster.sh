@@ -119,8 +119,8 @@ slurmd_back() {
     [ -n "$p" ] && [ "$p" != "$old" ] && kill -0 "$p" && sinfo -h -n hc-gpu-1 -o %t | grep -q idle
 }
 check "slurmd restarted on its host after kill -9" wait_for 60 slurmd_back
-check "SLURMD_RESTART event for hc-gpu-1" wait_for 10 bash -c \
-    "mtc --home '$MTC_HOME' --project lab --location west cluster events hc | grep -q 'SLURMD_RESTART .*hc-gpu-1'"
+check "SLURMD_RESTART event for hc-gpu-1" wait_for 10 has_line 'SLURMD_RESTART .*hc-gpu-1' -- \
+    mtc --home "$MTC_HOME" --project lab --location west cluster events hc
 
 # update: a third compute host, then back to two
 spec "\"${H[2]}\", \"${H[3]}\", \"${H[5]}\"" 3 >"$T_DIR/spec3.json"

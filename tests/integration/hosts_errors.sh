@@ -25,7 +25,7 @@ all_clean() {
     [ -n "$uid" ] && [ ! -e "/run/mtc/$uid" ] && [ ! -e "$MTC_HOME/clusters/$1" ] &&
         [ -z "$(pids_under "$MTC_HOME/clusters/$1")" ]
 }
-stored_error() { [ "$(state_of "$1")" = ERROR ] && mtc cluster events "$1" | grep -qE -- "OPERATION_FAILED .*$2"; }
+stored_error() { [ "$(state_of "$1")" = ERROR ] && has_line "OPERATION_FAILED .*$2" -- mtc cluster events "$1"; }
 # spec ID_OF_FILE GPU_HOSTS_JSON COUNT [EXTRA_TOP_LEVEL]
 spec() {
     cat >"$T_DIR/$1.json" <<JSON

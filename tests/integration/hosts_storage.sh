@@ -81,7 +81,7 @@ no_mounts() { # nothing of the spec's mounted on host $1
 }
 quiet_unmounted() { host_quiet "$1" && no_mounts "$1"; }
 clean_unmounted() { no_mounts "$1" && host_clean "$1"; }
-has_ev() { mtc cluster events sa | grep -qE -- "$1"; }
+has_ev() { has_line "$1" -- mtc cluster events sa; }
 
 # --- the experiment root hidden on host 3: create fails, nothing left -------
 testhost_exec 3 mount -t tmpfs -o size=1m tmpfs "$D/exp"

@@ -61,6 +61,16 @@ absent() {
     fi
     ABSENT_WHY=
 }
+# has_line PATTERN -- CMD...: CMD answered (exit 0) and a line it printed
+# matches PATTERN (grep -E). The output is read whole first: `lister | grep
+# -q` under pipefail fails when grep's early exit kills a long lister.
+has_line() {
+    local pat=$1 out
+    shift
+    [ "${1:-}" = -- ] && shift
+    out=$("$@") || return 1
+    grep -qE -- "$pat" <<<"$out"
+}
 # check_absent "what" PATTERN -- CMD...: the check that absent passes; a
 # failure says whether the lister failed or what it found.
 check_absent() {
@@ -264,4 +274,4 @@ job_pids() {
         echo "${p%/environ}"
     done
 }
-export -f pids_under daemon_pids
+export -f pids_under daemon_pids has_line absent

@@ -57,7 +57,7 @@ check "prepare again: cached" python3 -c "import json; j = json.load(open('$D/ag
 check "prepare again: says so, tokenizes nothing" bash -c "grep -q 'prepared already (cached)' '$D/again.err' && ! grep -q '^prepare:' '$D/again.err'"
 check "prepare again: the manifest and shards are untouched" test "$(stat -c '%i %Y.%y' "$PT/manifest.json" "$PT/train_000000.bin")" = "$before"
 check "a later job on the same data found it cached" \
-    bash -c "cat '$MTC_HOME'/experiments/tiny-*/*/*/*.log | grep -q 'prepared already (cached)'"
+    bash -c "grep -q 'prepared already (cached)' '$MTC_HOME'/experiments/tiny-*/*/*/*.log"
 
 # a user's own file (--data), then the same file changed: prepared again under a new key
 python3 - "$D/mine.jsonl" <<'PY'
@@ -83,7 +83,7 @@ mtc run -s "$D/tiny-gpt2-sft.json" --data "$D/mine.jsonl" --experiment-name mine
 st=$(run_wait_final 300 mine2)
 check "the changed file: completes ($st)" test "$st" = COMPLETED
 check "the changed file was prepared again under a new key" test "$(ls -d "$CACHE"/datasets/sft-* | wc -l)" = $((nsft + 1))
-check "its job log says it prepared 65 records" bash -c "cat '$MTC_HOME'/experiments/mine2/*/*/*.log | grep -q 'sft, 65 records'"
+check "its job log says it prepared 65 records" bash -c "grep -q 'sft, 65 records' '$MTC_HOME'/experiments/mine2/*/*/*.log"
 
 check "--data DIR (train.jsonl + validation.jsonl): completes ($hfst)" test "$hfst" = COMPLETED
 HFD=$(sed -n 's/^mtc: data: \(\/.*\)$/\1/p' "$MTC_HOME"/experiments/hf/*/*/*.log | tail -1)
