@@ -238,7 +238,10 @@ static json_t *chunk_of(struct serve_stream *r, json_t *choice)
 static void emit_delta(struct serve_stream *r, const char *text, size_t n, const char *finish)
 {
     json_t *t = json_text(text, n), *choice;
-    if (r->chat)
+    if (r->chat && n == 0 && finish) { // OpenAI's last chat chunk: an empty delta
+        json_decref(t);
+        choice = json_pack("{s:i,s:{},s:s}", "index", 0, "delta", "finish_reason", finish);
+    } else if (r->chat)
         choice = json_pack("{s:i,s:{s:o},s:s?}", "index", 0, "delta", "content", t,
                            "finish_reason", finish);
     else
@@ -505,6 +508,11 @@ static struct serve_stream *start(struct serve *s, const json_t *body, int chat,
     pthread_mutex_unlock(&s->id_mu);
     snprintf(r->id, sizeof r->id, "%s-%lu", chat ? "chatcmpl" : "cmpl", id);
     r->created = (long)time(NULL);
+    // a chat stream opens as OpenAI's does: a chunk with the role and no text yet (before
+    // gen_submit, so no engine thread touches r->sse)
+    if (r->stream && chat)
+        sse_put(r, chunk_of(r, json_pack("{s:i,s:{s:s,s:s},s:n}", "index", 0, "delta", "role",
+                                         "assistant", "content", "", "finish_reason")));
     if (gen_submit(s->e, &r->q, &err) < 0) {
         serve_error(rep, 400, "%s", err.text);
         stream_destroy(r);

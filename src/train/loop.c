@@ -1,7 +1,6 @@
 /* loop: `mtc-train` (train) — options, model/data/optimizer set-up, resume, the
  * step loop with gradient accumulation and data-parallel all-reduce, evaluation,
  * metrics, asynchronous checkpoints, and SIGTERM/SIGUSR1 → checkpoint + exit 75. */
-#include <cblas.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -144,35 +143,6 @@ static int parse_args(int argc, char **argv, struct targs *a)
         return -1;
     }
     return 0;
-}
-
-double train_peak_flops(void)
-{
-    const char *env = getenv("MTC_PEAK_FLOPS");
-    if (env && atof(env) > 0)
-        return atof(env);
-    // One warm-up and three timed 512^3 sgemms: ~0.1 s, the best of which is the
-    // machine's practical fp32 peak for the BLAS the model uses.
-    enum { N = 512 };
-    float *a = malloc(sizeof(float) * N * N * 3);
-    if (!a)
-        return 1e11;
-    for (int i = 0; i < N * N * 3; i++)
-        a[i] = (float)(i % 7) * 0.01f;
-    double best = 0;
-    for (int r = 0; r < 4; r++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N,
-                    0.0f, a + 2 * N * N, N);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        double f = 2.0 * N * N * N / dt;
-        if (r > 0 && f > best)
-            best = f;
-    }
-    free(a);
-    return best;
 }
 
 static double now_s(void)
@@ -681,8 +651,9 @@ static int run_loop(struct run *r, mtc_error_t *err)
 {
     struct targs *a = &r->a;
     double peak = 0;
-    if (r->rank == 0)
-        peak = train_peak_flops();
+    if (r->rank == 0) // at the model's widest product: a micro-batch's tokens x d_ff x d_model
+        peak = train_peak_flops(a->micro * a->seq, model_cfg(r->m)->d_ff,
+                                model_cfg(r->m)->d_model);
     dist_bcast(&peak, sizeof peak);
     double fpt = model_flops_per_token(r->m, a->seq);
     double t_start = now_s(), t_last = t_start;
@@ -700,7 +671,7 @@ static int run_loop(struct run *r, mtc_error_t *err)
         double t = now_s();
         double tps = tok_per_step / (t - t_last > 1e-9 ? t - t_last : 1e-9);
         t_last = t;
-        double mfu = peak > 0 ? tps * fpt / (peak * r->nranks) : 0;
+        double mfu = train_mfu(tps * fpt / r->nranks, &peak); // <= 1: raises a low peak
         json_t *f = json_pack("{s:f,s:f,s:f,s:f,s:f}", "loss", (double)loss, "lr", (double)lr,
                               "grad_norm", gnorm, "tokens_per_s", tps, "mfu", mfu);
         /* the wall clock and the checkpoints' stall: goodput's breakdown (recipes/breakdown.c) */

@@ -362,7 +362,18 @@ int train_export_main(int argc, char **argv);
 int train_import_main(int argc, char **argv);
 int train_sample_main(int argc, char **argv);
 
-/* Peak FLOP/s for MFU: $MTC_PEAK_FLOPS, else a short sgemm measurement. */
-double train_peak_flops(void);
+/* ---- MFU (mfu.c) ---- */
+
+/* Peak FLOP/s per rank for MFU: $MTC_PEAK_FLOPS when set, else the best rate of sgemm calls
+ * through the model's matmul path (OpenMP blocks, the threads training uses), for at least
+ * 0.1 s and 3 calls per shape: a 512^3 cube and, when m, n, k > 0, the model's own product
+ * (m tokens of a micro-batch, n = d_ff, k = d_model; fewer rows when one call is big). The
+ * higher of the two; 1e11 when nothing could be measured. An estimate: train_mfu raises it. */
+double train_peak_flops(int m, int n, int k);
+/* The MFU of a step that achieved `achieved` FLOP/s per rank, against *peak (FLOP/s per
+ * rank): a step faster than *peak shows the peak was underestimated (measured while the
+ * machine was busy), so *peak is raised to the achieved rate and that step's MFU is 1 —
+ * never more. 0 when achieved or *peak is not positive. */
+double train_mfu(double achieved, double *peak);
 
 #endif

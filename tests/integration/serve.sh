@@ -180,12 +180,28 @@ assert got == want, (got, want)
 assert chunks[-2]['choices'][0]['finish_reason'] == 'length' and chunks[-1]['usage']['completion_tokens'] == 12
 assert all(c['object'] == 'text_completion' and c['id'] == chunks[0]['id'] for c in chunks)
 "
-check "chat SSE stream: chat.completion.chunk deltas ending with [DONE]" py "$URL_L" "
-code, text = req('/v1/chat/completions', {'model': 'tiny-llama', 'messages': [{'role': 'user', 'content': 'hi'}], 'max_tokens': 5, 'stream': True})
-events = [e for e in text.split('\n\n') if e]
+# seeded (an unseeded sample may end on the end token, finishing "stop"): what OpenAI's
+# API promises — a first chunk with the role only, the non-streamed text, a finish_reason
+# that fits the token count
+check "chat SSE stream: chat.completion.chunk deltas ending with [DONE] (role first, the non-streamed text, finish_reason fits the token count)" py "$URL_L" "
+b = {'model': 'tiny-llama', 'messages': [{'role': 'user', 'content': 'hi'}], 'max_tokens': 5, 'seed': 3}
+r = post('/v1/chat/completions', b)
+want, wfin, wn = r['choices'][0]['message']['content'], r['choices'][0]['finish_reason'], r['usage']['completion_tokens']
+b.update(stream=True, stream_options={'include_usage': True})
+code, text = req('/v1/chat/completions', b)
+events = [e for e in text.split('\n\n') if e and not e.startswith(':')]  # ': keep-alive' comments aside
+assert code == 200 and events[-1] == 'data: [DONE]' and all(e.startswith('data: ') for e in events), text
 chunks = [json.loads(e[6:]) for e in events[:-1]]
-assert events[-1] == 'data: [DONE]' and all(c['object'] == 'chat.completion.chunk' for c in chunks), text
-assert chunks[-1]['choices'][0]['finish_reason'] == 'length' and 'content' in chunks[0]['choices'][0]['delta']
+assert all(c['object'] == 'chat.completion.chunk' and c['id'] == chunks[0]['id'] for c in chunks), text
+ch = [c['choices'][0] for c in chunks if c['choices']]
+assert ch[0]['delta'] in ({'role': 'assistant'}, {'role': 'assistant', 'content': ''}), ch[0]
+assert ch[0]['finish_reason'] is None and all('role' not in c['delta'] for c in ch[1:]), ch
+got = ''.join(c['delta'].get('content', '') for c in ch)
+assert got == want, (got, want)
+fin, n = ch[-1]['finish_reason'], chunks[-1]['usage']['completion_tokens']
+assert all(c['finish_reason'] is None for c in ch[:-1]), ch
+assert (fin == 'length' and n == 5) or (fin == 'stop' and 1 <= n <= 5), (fin, n)
+assert (fin, n) == (wfin, wn), (fin, n, wfin, wn)
 "
 # 16 clients at once on 4 KV slots (the rest wait in the queue): each gets what it gets alone
 check "16 concurrent clients on 4 slots all succeed with their single-request text" py "$URL_L" "

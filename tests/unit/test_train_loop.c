@@ -1,6 +1,8 @@
 /* test_train_loop: AdamW against hand-computed values, clipping, the lr schedule,
  * gradient-accumulation equivalence, checkpoint round trips (sync and async,
- * corruption detection, pruning), and HF safetensors / llm.c import-export. */
+ * corruption detection, pruning), HF safetensors / llm.c import-export, and an MFU that
+ * stays honest (<= 100%) against a peak lower than the achieved rate. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "train/data.h"
 #include "train/train.h"
 
 static int near(double a, double b, double tol)
@@ -410,6 +413,96 @@ static void test_llmc(const char *dir)
     model_destroy(m);
 }
 
+/* train_mfu: a step faster than the peak raises the peak (MFU 1, never more); later steps
+ * are measured against the raised peak. train_peak_flops: MTC_PEAK_FLOPS, else a rate. */
+static void test_mfu(void)
+{
+    double peak = 1e9;
+    double a = train_mfu(4e9, &peak);
+    CHECK(a == 1.0 && peak == 4e9, "MFU against a low peak: 1 (got %g), the peak raised to %g", a,
+          peak);
+    double b = train_mfu(2e9, &peak);
+    CHECK(b == 0.5 && peak == 4e9, "the next step against the raised peak: 0.5 (got %g)", b);
+    double c = train_mfu(0, &peak), z = 0, d = train_mfu(1e9, &z);
+    CHECK(c == 0 && d == 0 && z == 0, "no rate or no peak: MFU 0, nothing raised");
+    setenv("MTC_PEAK_FLOPS", "2.5e12", 1);
+    double e = train_peak_flops(64, 256, 64);
+    unsetenv("MTC_PEAK_FLOPS");
+    double f = train_peak_flops(64, 256, 64);
+    CHECK(e == 2.5e12 && f > 1e6 && isfinite(f), "peak: MTC_PEAK_FLOPS %g, else measured %.3g",
+          e, f);
+}
+
+/* A training run in-process (train_main) whose peak FLOP/s is far below what it achieves
+ * (MTC_PEAK_FLOPS=1000, as a peak sampled at a busy moment can be): every "MFU N%" of the
+ * progress lines and every "mfu" of metrics.jsonl stays at most 100% (issue 48 point 3). */
+static void test_mfu_low_peak(const char *dir)
+{
+    char data[4200], ck[4200], out[4200], path[4300];
+    snprintf(data, sizeof data, "%s/mfu-data", dir);
+    snprintf(ck, sizeof ck, "%s/mfu-ck", dir);
+    snprintf(out, sizeof out, "%s/mfu.out", dir);
+    snprintf(path, sizeof path, "%s/train_000000.bin", data);
+    mtc_error_t err;
+    int32_t ids[4096];
+    for (int i = 0; i < 4096; i++)
+        ids[i] = (i * 7 + i / 13) % 97;
+    int rc = mtc_mkdir_p(data, 0755) == 0 ? shard_write(path, ids, 4096, 2, &err) : -1;
+    CHECK(rc == 0, "MFU: a shard of 4096 tokens");
+    char *argv[] = {"train", "--model", "tiny-gpt2", "--config",
+                    "{\"n_layer\":1,\"d_model\":32,\"n_head\":2,\"d_ff\":64,\"vocab_size\":128,"
+                    "\"max_seq\":32}",
+                    "--data", data, "--steps", "6", "--batch", "4", "--seq", "16",
+                    "--log-every", "1", "--checkpoint-dir", ck, NULL};
+    setenv("MTC_PEAK_FLOPS", "1000", 1);
+    fflush(stdout);
+    int saved = dup(1), fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    close(fd);
+    rc = train_main((int)(sizeof argv / sizeof argv[0]) - 1, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    unsetenv("MTC_PEAK_FLOPS");
+    CHECK(rc == 0, "MFU: a 6-step run against a peak of 1000 FLOP/s (exit %d)", rc);
+    // the progress lines: every step's MFU
+    FILE *f = fopen(out, "r");
+    char line[512];
+    int lines = 0, over = 0;
+    double worst = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *m = strstr(line, "| MFU ");
+        if (!m)
+            continue;
+        double v = atof(m + 6);
+        lines++;
+        worst = v > worst ? v : worst;
+        over += v > 100.0;
+    }
+    if (f)
+        fclose(f);
+    CHECK(lines == 6 && over == 0, "MFU: %d progress lines, none above 100%% (highest %.0f%%)",
+          lines, worst);
+    // metrics.jsonl: "mfu" of every step
+    snprintf(path, sizeof path, "%s/metrics.jsonl", ck);
+    f = fopen(path, "r");
+    int n = 0, bad = 0;
+    worst = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *m = strstr(line, "\"mfu\":");
+        if (!m)
+            continue;
+        double v = atof(m + 6);
+        n++;
+        worst = v > worst ? v : worst;
+        bad += !(v > 0 && v <= 1.0);
+    }
+    if (f)
+        fclose(f);
+    CHECK(n == 6 && bad == 0, "MFU: metrics.jsonl has 6 steps' mfu, each in (0, 1] (highest %g)",
+          worst);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/test_train_loop.XXXXXX";
@@ -425,6 +518,8 @@ int main(void)
     test_hf_roundtrip(dir, MODEL_GEMMA3);
     test_hf_gemma_configs();
     test_llmc(dir);
+    test_mfu();
+    test_mfu_low_peak(dir);
     mtc_rm_rf(dir);
     return check_done();
 }
