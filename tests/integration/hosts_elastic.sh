@@ -8,7 +8,7 @@
 # down (hostRemediation.powerOffCommand ran, nothing of the cluster runs
 # there, sinfo says idle~); `sbatch -N2` makes Slurm resume it through
 # mtc-power and mtcd: powerOnCommand runs ({host} {node} substituted), slurmd
-# starts there (in a time namespace booted now: the test host shares this
+# starts there (`slurmd -b`, its start the boot: the test host shares this
 # machine's uptime, like any host that stays on) and the job runs on both
 # hosts; idle past suspendTimeSeconds the node is stopped again (idle~, its
 # daemons gone, powerOffCommand ran). Delete leaves nothing on either host.
