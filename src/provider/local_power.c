@@ -158,8 +158,8 @@ int local_power_watch(const struct head *c, const struct layout *l, provider_eve
             continue;
         watch_read(c, node, &stage, &restarts);
         int64_t age = slurmd_age_ms(c, node);
-        if (stage == WATCH_UP || age < 0)
-            continue;
+        if (stage == WATCH_UP || age < LOCAL_WATCH_NUDGE_S * 1000)
+            continue; /* (a slurmd registers within a few seconds: one look at 5 s) */
         mtc_error_t e2;
         if (!states && !(states = slurm_node_states(c->conf, &e2)))
             return 0; /* slurmctld busy or restarting: the next pass looks again */
