@@ -285,8 +285,8 @@ int hosts_node_fault(struct provider *p, const char *id, const json_t *spec, con
                      enum provider_fault f, const char *job, unsigned pick,
                      struct provider_fault_hit *hit, mtc_error_t *err);
 /* Power elastic node n on (hostRemediation.powerOnCommand if any, SSH back
- * within bootTimeoutSeconds, preflight, its files and daemons up: slurmd in a
- * time namespace booted now) or off (everything of the cluster removed from
+ * within bootTimeoutSeconds, preflight, its files and daemons up: slurmd -b,
+ * its start the host's boot) or off (everything of the cluster removed from
  * the host, as a delete's clean, then powerOffCommand if any), marking it on
  * or off. The caller holds the cluster's or the node's lock. 0/-1 + err. */
 int hosts_power_node(struct provider *p, struct head *c, struct hstate *s, const json_t *spec,

@@ -131,18 +131,19 @@ static const char mtc_host_sh[] =
     "  ln -sfn $SOCK $LINK\n"
     "}\n"
     /* slurmd exits at once when slurmctld cannot be reached: try again. An
-     * elastic node's slurmd (E/nodes/N/elastic) runs in a time namespace
-     * whose boot time is now, in the second after the call: slurmctld 22.05
-     * takes a resumed node only when it booted after the resume request, and
-     * a host that stays on (no powerOnCommand) booted long before. */
+     * elastic node's slurmd (E/nodes/N/elastic) is `slurmd -b`, started in
+     * the second after the call: it reports its own start as the host's boot,
+     * since slurmctld 22.05 takes a resumed node only when it booted at or
+     * after the resume request, and a host that stays on (no powerOnCommand)
+     * booted long before (slurm_slurmd_boot, issue 48). */
     "start_slurmd() {\n"
     "  B=\n"
-    "  if [ -e $E/nodes/$N/elastic ] && unshare --time --boottime 0 true 2>/dev/null; then\n"
+    "  if [ -e $E/nodes/$N/elastic ]; then\n"
     "    s0=$(date +%s); while [ \"$(date +%s)\" = \"$s0\" ]; do sleep 0.05; done\n"
-    "    B=\"unshare --time --boottime -$(cut -d. -f1 /proc/uptime)\"; fi\n"
+    "    B=-b; fi\n"
     "  t=0; while [ $t -lt 5 ]; do\n"
-    "    if sysd; then unit slurmd $B slurmd -D --conf-server $S -N $N\n"
-    "    else MTC_UID=$U $B slurmd --conf-server $S -N $N </dev/null >>$V/log/slurmd.out 2>&1; "
+    "    if sysd; then unit slurmd slurmd $B -D --conf-server $S -N $N\n"
+    "    else MTC_UID=$U slurmd $B --conf-server $S -N $N </dev/null >>$V/log/slurmd.out 2>&1; "
     "fi\n"
     "    sleep 0.5; alive slurmd && echo $N >$R/slurmd.node && return 0\n"
     "    t=$((t + 1)); sleep 1; done\n"

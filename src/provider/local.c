@@ -648,6 +648,8 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         if (ev)
             ev(arg, "AGENT_RESTART", nn, msg);
     }
+    if (local_power_watch(&c, l, ev, arg, err) < 0)
+        goto out;
     head_supervise_end(&c, ctld_restarted);
     rc = 0;
 out:

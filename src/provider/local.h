@@ -13,6 +13,12 @@
 
 #define MAX_NODES 256
 #define LOCAL_SUSPEND_TIMEOUT 10 /* s: stopping an emulated node takes seconds */
+/* A powered-up node that Slurm still has POWERING_UP this long after its
+ * slurmd started is asked to register again (SIGHUP), then its slurmd is
+ * restarted, at most LOCAL_WATCH_RESTARTS times per power-up (s) */
+#define LOCAL_WATCH_NUDGE_S 5
+#define LOCAL_WATCH_RESTART_S 10
+#define LOCAL_WATCH_RESTARTS 3
 
 struct lnode {
     char name[64];
@@ -99,5 +105,14 @@ int local_power_plan(const struct head *c, const struct layout *old, const struc
 /* provider_power for the local provider. */
 int local_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                 mtc_error_t *err);
+/* Supervise's watch of powered-up nodes (the caller holds the cluster's
+ * lock): one that Slurm still has POWERING_UP LOCAL_WATCH_NUDGE_S after its
+ * slurmd started gets SIGHUP (slurmd sends its registration again); at
+ * LOCAL_WATCH_RESTART_S its slurmd is restarted (a SLURMD_RESTART event
+ * through ev), at most LOCAL_WATCH_RESTARTS times; past that Slurm's
+ * ResumeTimeout ends the resume. Nothing to do when slurmctld does not
+ * answer. 0/-1 + err. */
+int local_power_watch(const struct head *c, const struct layout *l, provider_event_fn ev, void *arg,
+                      mtc_error_t *err);
 
 #endif

@@ -583,7 +583,7 @@ int local_slurmd_wait_up(const struct head *c, const char *node, mtc_error_t *er
         pid_t pid = mtc_pid_read(own);
         if (pid > 0 && mtc_pid_alive(pid))
             return 0;
-        /* by pid alone: while unshare execs slurmd its command line is in flux */
+        /* by pid alone: right after the spawn its command line is in flux */
         if (!mtc_pid_alive(mtc_pid_read(rec)))
             return errprintf(err, "%s: slurmd exited at start (see %s/log/slurmd-%s.log)", node,
                              c->dir, node);

@@ -2,11 +2,14 @@
  * pool are State=CLOUD; Slurm's power saving runs mtc-power (head_power.c
  * writes its wrappers), mtcd calls provider_power, and this file starts or
  * stops the node's daemons. run/power-<node>.on marks a node that is on:
- * apply and supervise start only the daemons of static nodes and marked ones. */
+ * apply and supervise start only the daemons of static nodes and marked ones.
+ * Supervise also watches a powered-up node until Slurm has taken its
+ * registration (local_power_watch). */
 #include "provider/local.h"
 #include "spank/container.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +29,8 @@ static int power_off(const struct head *c, const char *node, mtc_error_t *err)
     if (local_node_kill(c, node, err) < 0)
         return -1;
     const char *const pidfiles[] = {"run/slurmd-%s.pid", "run/agent-%s.pid",
-                                    "run/slurm/slurmd-%s.pid"};
-    for (size_t i = 0; i < 3; i++)
+                                    "run/slurm/slurmd-%s.pid", "run/power-%s.watch"};
+    for (size_t i = 0; i < sizeof(pidfiles) / sizeof(pidfiles[0]); i++)
         unlink(head_path(c, path, pidfiles[i], node));
     if (container_sweep(head_path(c, path, "nodes/%s/containers", node), err) < 0)
         return -1;
@@ -61,7 +64,10 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
         return -1;
     }
     log_msg(LOG_NOTICE, "cluster %s: powering %s %s", id, n->name, on ? "up" : "down");
-    /* on: the start path of a node action's restart, slurmd booting now */
+    /* on: the start path of a node action's restart, slurmd booting now;
+     * supervise watches it afresh until it registers */
+    char watch[PLEN];
+    unlink(head_path(&c, watch, "run/power-%s.watch", n->name));
     if (on && ((rc = head_power_mark(&c, n->name, 1, err)) < 0 ||
                (rc = local_node_up(p, &c, spec, n, 1, err)) < 0)) {
         /* a machine that did not boot stays off: nothing for supervise to
@@ -74,6 +80,117 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
     }
     head_unlock(&c);
     free(l);
+    return rc;
+}
+
+/* ---- the registration watch ---- */
+
+/* run/power-<node>.watch: how far the watch of a powered-up node got */
+enum watch_stage { WATCH_START, WATCH_HUP, WATCH_UP };
+static const char *const watch_names[] = {"start", "hup", "up"};
+
+static void watch_read(const struct head *c, const char *node, enum watch_stage *stage,
+                       int *restarts)
+{
+    char path[PLEN], name[16] = "";
+    *stage = WATCH_START;
+    *restarts = 0;
+    char *t = mtc_read_file(head_path(c, path, "run/power-%s.watch", node), NULL);
+    if (t && sscanf(t, "%15s %d", name, restarts) >= 1)
+        for (size_t i = 0; i < sizeof(watch_names) / sizeof(watch_names[0]); i++)
+            if (strcmp(name, watch_names[i]) == 0)
+                *stage = (enum watch_stage)i;
+    free(t);
+}
+
+static int watch_write(const struct head *c, const char *node, enum watch_stage stage, int restarts,
+                       mtc_error_t *err)
+{
+    char path[PLEN];
+    if (mtc_write_file_fmt(head_path(c, path, "run/power-%s.watch", node), 0644, "%s %d\n",
+                           watch_names[stage], restarts) < 0)
+        return errprintf(err, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* ms since node's slurmd was started (its recorded pid file's mtime), or -1 */
+static int64_t slurmd_age_ms(const struct head *c, const char *node)
+{
+    char path[PLEN];
+    struct stat st;
+    if (stat(head_path(c, path, "run/slurmd-%s.pid", node), &st) < 0)
+        return -1;
+    return mtc_now_ms() - ((int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000);
+}
+
+/* Restart the slurmd of node (booting now: a new boot time for Slurm). */
+static int watch_restart(const struct head *c, const char *node, pid_t pid, int restarts,
+                         provider_event_fn ev, void *arg, mtc_error_t *err)
+{
+    char msg[256];
+    mtc_pid_stop(pid, 2000);
+    if (local_slurmd_start(c, node, 1, err) < 0 ||
+        watch_write(c, node, WATCH_START, restarts, err) < 0 ||
+        local_slurmd_wait_up(c, node, err) < 0)
+        return -1;
+    snprintf(msg, sizeof(msg),
+             "slurmd of %s ran %d s without Slurm taking its registration (still powering "
+             "up); restarted (%d of %d)",
+             node, LOCAL_WATCH_RESTART_S, restarts, LOCAL_WATCH_RESTARTS);
+    log_msg(LOG_WARNING, "cluster %s: %s", c->id, msg);
+    if (ev)
+        ev(arg, "SLURMD_RESTART", node, msg);
+    return 0;
+}
+
+int local_power_watch(const struct head *c, const struct layout *l, provider_event_fn ev, void *arg,
+                      mtc_error_t *err)
+{
+    json_t *states = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < l->nnodes && rc == 0; i++) {
+        const char *node = l->nodes[i].name;
+        enum watch_stage stage;
+        int restarts;
+        pid_t pid;
+        if (!l->nodes[i].cloud || !head_power_is_on(c, node) ||
+            !(pid = head_slurmd_running(c, node)))
+            continue;
+        watch_read(c, node, &stage, &restarts);
+        int64_t age = slurmd_age_ms(c, node);
+        if (stage == WATCH_UP || age < LOCAL_WATCH_NUDGE_S * 1000)
+            continue; /* (a slurmd registers within a few seconds: one look at 5 s) */
+        mtc_error_t e2;
+        if (!states && !(states = slurm_node_states(c->conf, &e2)))
+            return 0; /* slurmctld busy or restarting: the next pass looks again */
+        const char *st = json_string_value(json_object_get(states, node));
+        if (!st)
+            continue;
+        if (!strchr(st, '#')) { /* Slurm took it (or gave up on it: no longer powering up) */
+            rc = watch_write(c, node, WATCH_UP, restarts, err);
+        } else if (stage == WATCH_START && age >= LOCAL_WATCH_NUDGE_S * 1000) {
+            /* slurmd's own way first: SIGHUP re-reads its config and sends
+             * its registration again (one lost, or sent while slurmctld was
+             * not yet listening) */
+            log_msg(LOG_NOTICE,
+                    "cluster %s: %s still powering up %d s after its slurmd started; "
+                    "asking slurmd to register again",
+                    c->id, node, (int)(age / 1000));
+            if (kill(pid, SIGHUP) < 0 && errno != ESRCH)
+                rc = errprintf(err, "SIGHUP to slurmd of %s: %s", node, strerror(errno));
+            else
+                rc = watch_write(c, node, WATCH_HUP, restarts, err);
+        } else if (stage == WATCH_HUP && age >= LOCAL_WATCH_RESTART_S * 1000 &&
+                   restarts < LOCAL_WATCH_RESTARTS) {
+            /* a registration Slurm does not take (the boot time it carries
+             * is before the resume request) is refused again at each
+             * re-registration: only a new slurmd reports a new boot */
+            rc = watch_restart(c, node, pid, restarts + 1, ev, arg, err);
+        }
+        /* past the restarts: Slurm ends it at ResumeTimeout (DOWN, the job
+         * requeued, ResumeFailProgram: NODE_RESUME_FAILED) */
+    }
+    json_decref(states);
     return rc;
 }
 

@@ -114,22 +114,20 @@ enum slurm_power_state slurm_power_state_of(const char *state)
 
 pid_t slurm_slurmd_boot(const char *conf, const char *node, const char *logpath)
 {
-    /* a resumed node must report a boot after Slurm's resume request:
-     * start in the next second, with CLOCK_BOOTTIME (sysinfo's uptime,
-     * which slurmd reports) set back to about 0 in a time namespace of its own */
+    /* a resumed node must report a boot at or after Slurm's resume request
+     * (slurmctld computes it as the registration's time less the reported
+     * uptime, both in whole seconds): `slurmd -b` reports the uptime as the
+     * seconds since slurmd itself started, and it starts in the second after
+     * this call. (The host's uptime counts from long before; a time namespace
+     * booted "now" still counted slurmd's own start-up, 2-4 s on a busy
+     * host, and put the boot before the request: issue 48.) */
     time_t t0 = time(NULL);
     while (time(NULL) == t0)
         mtc_sleep_ms(20);
-    char *up = mtc_read_file("/proc/uptime", NULL);
-    long secs = up ? strtol(up, NULL, 10) : 0;
-    free(up);
-    char env0[4200], env1[128], boot[32];
+    char env0[4200], env1[128];
     snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
     snprintf(env1, sizeof(env1), "MTC_NODE=%s", node); /* as slurm_slurmd_start */
-    snprintf(boot, sizeof(boot), "-%ld", secs);
     char *env[] = {env0, env1, NULL};
-    /* unshare(1) enters the namespace and execs slurmd: the pid is slurmd's */
-    char *argv[] = {"unshare",     "--time",       "--boottime", boot, "slurmd", "-D", "-f",
-                    (char *)conf, "-N", (char *)node, NULL};
+    char *argv[] = {"slurmd", "-b", "-D", "-f", (char *)conf, "-N", (char *)node, NULL};
     return mtc_spawn(argv, env, logpath);
 }

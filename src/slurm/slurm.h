@@ -149,11 +149,11 @@ int slurm_cmd_env(const char *conf, char *const extra[], char *const argv[], cha
 pid_t slurm_ctld_start(const char *conf, const char *logpath);
 /* slurmd gets MTC_NODE=<node> in its environment, which its slurmstepds inherit. */
 pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath);
-/* slurm_slurmd_start for a node that powers up (power saving's resume): in
- * a time namespace whose boot time is now, in the second after the call,
- * since slurmctld accepts a resumed node only when it booted after the
- * resume request (and emulated nodes share this host's uptime). Needs
- * CAP_SYS_ADMIN (unshare --time). */
+/* slurm_slurmd_start for a node that powers up (power saving's resume):
+ * `slurmd -b`, started in the second after the call, reports its own start
+ * as the node's boot, since slurmctld accepts a resumed node only when it
+ * booted at or after the resume request (and emulated nodes share this
+ * host's uptime). */
 pid_t slurm_slurmd_boot(const char *conf, const char *node, const char *logpath);
 
 /* 1 when slurmctld answers `scontrol ping`. */

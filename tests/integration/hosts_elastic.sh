@@ -8,10 +8,12 @@
 # down (hostRemediation.powerOffCommand ran, nothing of the cluster runs
 # there, sinfo says idle~); `sbatch -N2` makes Slurm resume it through
 # mtc-power and mtcd: powerOnCommand runs ({host} {node} substituted), slurmd
-# starts there (in a time namespace booted now: the test host shares this
+# starts there (`slurmd -b`, its start the boot: the test host shares this
 # machine's uptime, like any host that stays on) and the job runs on both
 # hosts; idle past suspendTimeSeconds the node is stopped again (idle~, its
-# daemons gone, powerOffCommand ran). Delete leaves nothing on either host.
+# daemons gone, powerOffCommand ran). Then 5 more resumes, each job started
+# within 10 s of the resumed slurmd's start (issue 48). Delete leaves
+# nothing on either host.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"
@@ -98,6 +100,23 @@ check "  powerOffCommand ran again" test "$(grep -cx "off ${H[2]} $C-cpu-1" "$LO
 check "  its daemons are gone from the host" wait_for 10 host_quiet 2
 for p in $(host_procs 2); do diag "left on host 2: $p $(tr '\0' ' ' </proc/$p/cmdline)"; done
 check "  the static host still runs its node" state_is "$C-cpu-0" idle
+
+# --- resumed again and again (issue 48) -------------------------------------------
+# each time the job starts within 10 s of the resumed slurmd's start (the
+# BootTime `slurmd -b` reports): Slurm took its first registration
+RESUMES=${RESUMES:-5}
+for i in $(seq "$RESUMES"); do
+    out=$(timeout 90 srun -N2 sh -c 'echo "$SLURMD_NODENAME $SLURM_JOB_ID"' 2>&1)
+    j=$(grep -m1 -oE "^$C-cpu-[01] [0-9]+$" <<<"$out" | cut -d' ' -f2)
+    late=$(python3 -c 'import sys, time
+f = lambda s: time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%S"))
+print(int(f(sys.argv[1]) - f(sys.argv[2])))' \
+        "$(scontrol show job "$j" -o 2>/dev/null | grep -o 'StartTime=[^ ]*' | cut -d= -f2)" \
+        "$(scontrol show node "$C-cpu-1" 2>/dev/null | grep -o 'BootTime=[^ ]*' | cut -d= -f2)" 2>/dev/null)
+    check "resume $i: srun -N2 ran on both, ${late:-?} s after the resumed slurmd started (<= 10)" \
+        eval '[ "$(grep -cE "^$C-cpu-[01] " <<<"$out")" = 2 ] && [ -n "$late" ] && [ "$late" -le 10 ]'
+    check "  idle~ again" wait_for 60 state_is "$C-cpu-1" 'idle~'
+done
 
 out=$(mtc cluster delete "$C" 2>&1)
 check "delete" grep -q "done: cluster deleted" <<<"$out"
