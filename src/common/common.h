@@ -188,6 +188,7 @@ int mtc_free_port_range(int count);
 #define MTC_PORT_BASE 29500
 struct mtc_port_rules {
     unsigned char excluded[65536 / 8];
+    uint16_t ports[65536 - 1024]; /* the candidates, ascending */
     int count;
 };
 /* The rules from the texts of ip_local_port_range ("32768 60999") and
@@ -195,8 +196,9 @@ struct mtc_port_rules {
  * defaults where it cannot). 0, or -1 + errno + err for a text it cannot read. */
 int mtc_port_rules_init(struct mtc_port_rules *r, const char *range, const char *reserved,
                         mtc_error_t *err);
-/* The i-th candidate (0 <= i < count) of a search that starts at seed % count
- * and walks up, wrapping; 0 for another i. */
+/* The i-th candidate (0 <= i < count) of a search that starts at the
+ * (seed % count)-th port and strides over them (a prime stride, wrapping:
+ * each once); 0 for another i. */
 int mtc_port_candidate(const struct mtc_port_rules *r, unsigned long seed, int i);
 /* Whether a listening socket can bind port now, as the ranks' store will: on
  * the wildcard ([::] dual stack, else 0.0.0.0) and on addr (NULL: skipped; an

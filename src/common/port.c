@@ -98,7 +98,8 @@ int mtc_port_rules_init(struct mtc_port_rules *r, const char *range, const char 
     struct mtc_port_rules outside = *r;
     exclude(&outside, lo, hi);
     for (int p = MTC_PORT_BASE; p < 65536; p++)
-        outside.count += !excluded(&outside, p);
+        if (!excluded(&outside, p))
+            outside.ports[outside.count++] = (uint16_t)p;
     if (outside.count > 0) {
         *r = outside;
         return 0;
@@ -109,7 +110,8 @@ int mtc_port_rules_init(struct mtc_port_rules *r, const char *range, const char 
     exclude(r, 0, 1023);
     parse_reserved(r, rs);
     for (int p = 1024; p < 65536; p++)
-        r->count += !excluded(r, p);
+        if (!excluded(r, p))
+            r->ports[r->count++] = (uint16_t)p;
     if (r->count == 0) {
         errno = ENOENT;
         return errprintf(err, "every port is reserved (%s)", RESERVED_FILE);
@@ -117,15 +119,18 @@ int mtc_port_rules_init(struct mtc_port_rules *r, const char *range, const char 
     return 0;
 }
 
+/* The walk's step: a prime, so that (seed + i × STRIDE) mod count visits every
+ * candidate once; jobs whose first ports are taken part ways at once instead
+ * of crowding onto the first free port above a taken block. */
+#define STRIDE 7919
+
 int mtc_port_candidate(const struct mtc_port_rules *r, unsigned long seed, int i)
 {
     if (r->count <= 0 || i < 0 || i >= r->count)
         return 0;
-    long k = (long)((seed + (unsigned long)i) % (unsigned long)r->count);
-    for (int p = 1024; p < 65536; p++)
-        if (!excluded(r, p) && k-- == 0)
-            return p;
-    return 0;
+    unsigned long n = (unsigned long)r->count;
+    unsigned long step = n % STRIDE ? STRIDE : 1;
+    return r->ports[(seed % n + (unsigned long)i * step) % n];
 }
 
 /* Bind one socket of family af to sa (len), without SO_REUSEADDR: a port in
@@ -182,21 +187,12 @@ int mtc_port_bind_probe(const char *addr, int port, mtc_error_t *err)
     return 0;
 }
 
-/* The candidate after p, in the order mtc_port_candidate gives them. */
-static int next_port(const struct mtc_port_rules *r, int p)
-{
-    do
-        p = p >= 65535 ? 1024 : p + 1;
-    while (excluded(r, p));
-    return p;
-}
-
 int mtc_port_pick(const struct mtc_port_rules *r, const char *addr, unsigned long seed,
                   mtc_error_t *err)
 {
     mtc_error_t last = {""};
-    int p = mtc_port_candidate(r, seed, 0);
-    for (int i = 0; i < r->count; i++, p = next_port(r, p)) {
+    for (int i = 0; i < r->count; i++) {
+        int p = mtc_port_candidate(r, seed, i);
         if (mtc_port_bind_probe(addr, p, &last) == 0)
             return p;
         if (errno != EADDRINUSE && errno != EACCES) /* a bad address: every port would fail */

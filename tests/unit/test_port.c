@@ -19,8 +19,8 @@ static struct mtc_port_rules rules;
 static int all_outside(const struct mtc_port_rules *r, int lo, int hi, int p1, int p2)
 {
     int seen = 0, prev = 0;
-    for (int i = 0; i < r->count; i += 1 + i / 50) { /* a sample, denser at the start */
-        int p = mtc_port_candidate(r, 0, i);
+    for (int i = 0; i < r->count; i += 1 + i / 50) {        /* a sample, denser at the start */
+        int p = mtc_port_candidate(r, (unsigned long)i, 0); /* the i-th port */
         if (p < 1024 || (p >= lo && p <= hi) || p == p1 || p == p2 || p <= prev)
             return 0;
         prev = p;
@@ -38,11 +38,23 @@ static void test_rules(void)
     CHECK(mtc_port_candidate(&rules, 0, 0) == MTC_PORT_BASE &&
               mtc_port_candidate(&rules, 7, 0) == MTC_PORT_BASE + 7,
           "the search starts at the seed");
-    CHECK(mtc_port_candidate(&rules, 0, 32767 - MTC_PORT_BASE + 1) == 61000,
-          "and jumps over the ephemeral range");
+    CHECK(mtc_port_candidate(&rules, 32767 - MTC_PORT_BASE + 1, 0) == 61000,
+          "the candidates jump over the ephemeral range");
     CHECK(mtc_port_candidate(&rules, (unsigned long)rules.count, 0) == MTC_PORT_BASE &&
-              mtc_port_candidate(&rules, (unsigned long)rules.count - 1, 1) == MTC_PORT_BASE,
-          "wrapping at the end");
+              mtc_port_candidate(&rules, (unsigned long)rules.count - 1, 0) == 65535,
+          "the seed wraps at the end");
+    CHECK(mtc_port_candidate(&rules, 0, 1) == MTC_PORT_BASE + 7919 % rules.count,
+          "the next try is a prime stride on, not the next port (%d)",
+          mtc_port_candidate(&rules, 0, 1));
+    static unsigned char seen[65536];
+    int distinct = 0;
+    for (int i = 0; i < rules.count; i++) {
+        int p = mtc_port_candidate(&rules, 12345, i);
+        distinct += p >= MTC_PORT_BASE && !seen[p];
+        seen[p] = 1;
+    }
+    CHECK(distinct == rules.count, "the walk tries every candidate once (%d of %d)", distinct,
+          rules.count);
     CHECK(mtc_port_candidate(&rules, 0, rules.count) == 0 && mtc_port_candidate(&rules, 0, -1) == 0,
           "no candidate past the count");
     CHECK(all_outside(&rules, 32768, 60999, 0, 0), "no candidate in the ephemeral range");
