@@ -170,6 +170,18 @@ void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
             torchrun ? nodes : world, torchrun ? 1 : rpn, torchrun ? "" : over, container);
     recipe_put_quoted(f, inner);
     fprintf(f, " %s \"${CMD[@]}\"\n", torchrun ? "mtc-node" : "mtc-rank");
+    /* srun's status is the highest of its tasks': 143 for the ones it killed */
+    fprintf(f,
+            "    rc=$?\n"
+            "    # --kill-on-bad-exit: the rank whose exit stopped the others gives the status\n"
+            "    if [ $rc -gt 128 ]; then\n"
+            "        first=$(awk -v s=\"mtc: job $JOB_ID start\" 'index($0, s) == 1 { x = \"\" }\n"
+            "            x == \"\" && /^srun: error: .*: task [0-9]+: Exited with exit code "
+            "[0-9]+$/ { x = $NF }\n"
+            "            END { print x }' \"$TASK_DIR/$JOB_ID.log\" 2>/dev/null)\n"
+            "        [ -n \"$first\" ] && [ \"$first\" -ne 0 ] && rc=$first\n"
+            "    fi\n"
+            "    (exit $rc)\n");
     put_local_ranks(f, world);
 }
 

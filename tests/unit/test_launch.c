@@ -129,6 +129,12 @@ static void test_render(void)
                         "--seed \"$JOB_ID\") || MASTER_PORT=\n") &&
               !strstr(s, "29500 + ${SLURM_JOB_ID"),
           "MASTER_PORT bound on MASTER_ADDR by the agent beside the trainer, at each start");
+    CHECK(
+        s && strstr(s, "    if [ $rc -gt 128 ]; then\n") &&
+            strstr(s,
+                   "/^srun: error: .*: task [0-9]+: Exited with exit code [0-9]+$/ { x = $NF }") &&
+            strstr(s, "[ -n \"$first\" ] && [ \"$first\" -ne 0 ] && rc=$first\n"),
+        "srun killed the others (143): the status is the first rank's that exited non-zero");
     CHECK(s && strstr(s, "wait -n -p DONE \"${LIVE[@]}\"\n") &&
               strstr(s, "echo \"mtc: rank $r (pid $DONE) exited with status $s; stopping the "
                         "other ranks\"\n        rc=$s\n") &&
