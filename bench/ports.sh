@@ -33,7 +33,7 @@ echo "port_hold: $(cat "$W/held" 2>/dev/null)"
 run_pids() {
     local p
     for p in /proc/[0-9]*; do
-        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "MTC_TASK_DIR=$1" && echo "${p#/proc/}"
+        tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "MTC_TASK_DIR=$1" && echo "${p#/proc/}"
     done
 }
 

@@ -102,7 +102,7 @@ done
 rank_pids() {
     local p
     for p in /proc/[0-9]*; do
-        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "MTC_TASK_DIR=$1" &&
+        tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "MTC_TASK_DIR=$1" &&
             grep -q ddp_train "$p/cmdline" 2>/dev/null && echo "${p#/proc/}"
     done
 }
