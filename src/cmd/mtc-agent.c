@@ -1,6 +1,7 @@
 /* mtc-agent: runs a node's health checks — once (`check`: Slurm's
  * HealthCheckProgram, Prolog, Epilog) or in a loop (`run`) reporting to mtcd's
- * :reportHealth — and lists them (`checks`). Subcommands are a table. */
+ * :reportHealth — and lists them (`checks`); beside a job, watches its ranks
+ * (`ranks`) and picks its rendezvous port (`port`). Subcommands are a table. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
@@ -23,8 +24,10 @@ struct agent {
     struct health_ctx ctx;
     char project[64], location[64], cluster[64];
     char socket[PATH_MAX], url[1024], token[512], slurm_conf[PATH_MAX], ca_file[PATH_MAX];
+    char addr[256]; /* port: the address the ranks bind (MASTER_ADDR) */
     const char *only;
     int json, drain, report, interval_ms, after_s;
+    unsigned long seed; /* port: where the search starts (the job id) */
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -322,6 +325,23 @@ static int cmd_ranks(struct agent *a)
     return 0;
 }
 
+/* The job script's MASTER_PORT: a port that binds on --addr (and the
+ * wildcard) now, outside the ephemeral range, from --seed on (common/port.c). */
+static int cmd_port(struct agent *a)
+{
+    mtc_error_t err = {""};
+    struct mtc_port_rules *r = malloc(sizeof(*r));
+    if (!r)
+        return fail("out of memory");
+    int p = mtc_port_rules_init(r, NULL, NULL, &err) < 0 ? -1
+                                                         : mtc_port_pick(r, a->addr, a->seed, &err);
+    free(r);
+    if (p < 0)
+        return fail("port: %s", err.text), 1;
+    printf("%d\n", p);
+    return 0;
+}
+
 static int cmd_checks(struct agent *a)
 {
     for (const struct health_check *c = health_checks; c->name; c++) {
@@ -344,11 +364,13 @@ static const struct {
     {"run", cmd_run, "run the checks every interval and report them to mtcd"},
     {"checks", cmd_checks, "list the check table (name, family, severity, enabled, what)"},
     {"ranks", cmd_ranks, "watch a job's processes on this node: say which stop or turn zombie"},
+    {"port", cmd_port,
+     "print a port that binds on --addr, outside the ephemeral range (MASTER_PORT)"},
     {NULL, NULL, NULL},
 };
 
 static const char usage[] =
-    "usage: mtc-agent check|run|checks|ranks [options]   (mtc-agent --version)\n"
+    "usage: mtc-agent check|run|checks|ranks|port [options]   (mtc-agent --version)\n"
     "  --config FILE        agent config (JSON; %n = $SLURMD_NODENAME)\n"
     "  --only NAME,...      only these checks or families\n"
     "  --json               print results as JSON (check)\n"
@@ -357,6 +379,8 @@ static const char usage[] =
     "  --report             also send the results to mtcd (check)\n"
     "  --interval-ms N      loop period (run; default healthPolicy.intervalSeconds)\n"
     "  --after S            ranks: seconds a process stays stopped or zombie before it is said\n"
+    "  --addr ADDR          port: the address the ranks bind (MASTER_ADDR; default: the wildcard)\n"
+    "  --seed N             port: where the search starts (the job id)\n"
     "  --socket PATH | --url URL   mtcd address (token: $MTC_TOKEN)\n"
     "  --ca-file PEM        CA to trust for an https --url\n"
     "  --cluster ID --node NAME --project P --location L\n"
@@ -377,7 +401,7 @@ static const struct str_opt {
     {"nvml", AT(ctx.nvml_library), 0},   {"kernel-log", AT(ctx.kernel_log), 1},
     {"state-dir", AT(ctx.state_dir), 1}, {"home-dir", AT(ctx.home_dir), 0},
     {"local-dir", AT(ctx.local_dir), 0}, {"checkpoint-dir", AT(ctx.checkpoint_dir), 0},
-    {"ca-file", AT(ca_file), 0},
+    {"ca-file", AT(ca_file), 0},         {"addr", AT(addr), 0},
 };
 #define N_STR_OPTS (sizeof(str_opts) / sizeof(str_opts[0]))
 
@@ -393,7 +417,17 @@ static const struct flag_opt {
 #define N_FLAG_OPTS (sizeof(flag_opts) / sizeof(flag_opts[0]))
 
 /* The rest take a value with a rule of its own. */
-enum { O_CONFIG = 1, O_ONLY, O_MODE, O_INTERVAL, O_GPUS, O_AFTER, O_FLAG = 100, O_STR = 200 };
+enum {
+    O_CONFIG = 1,
+    O_ONLY,
+    O_MODE,
+    O_INTERVAL,
+    O_GPUS,
+    O_AFTER,
+    O_SEED,
+    O_FLAG = 100,
+    O_STR = 200
+};
 
 /* An integer option from lo to hi; 0, or 2 after saying why. */
 static int int_opt(const char *v, const char *opt, int lo, int hi, int *out)
@@ -450,6 +484,15 @@ static int other_opt(struct agent *a, int o, const char *v)
             return 2;
         a->after_s = m;
         return 0;
+    case O_SEED: {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (!*v || *end || *v == '-' || errno)
+            return fail("--seed: must be a non-negative integer");
+        a->seed = (unsigned long)n;
+        return 0;
+    }
     }
     return 2;
 }
@@ -458,12 +501,11 @@ static int other_opt(struct agent *a, int o, const char *v)
  * file. *rebuild: an option changed what the health runtime reads. */
 static int agent_options(struct agent *a, int argc, char **argv, int *rebuild)
 {
-    static const struct option others[] = {{"config", 1, 0, O_CONFIG},
-                                           {"only", 1, 0, O_ONLY},
-                                           {"mode", 1, 0, O_MODE},
-                                           {"interval-ms", 1, 0, O_INTERVAL},
-                                           {"expected-gpus", 1, 0, O_GPUS},
-                                           {"after", 1, 0, O_AFTER}};
+    static const struct option others[] = {
+        {"config", 1, 0, O_CONFIG},      {"only", 1, 0, O_ONLY},
+        {"mode", 1, 0, O_MODE},          {"interval-ms", 1, 0, O_INTERVAL},
+        {"expected-gpus", 1, 0, O_GPUS}, {"after", 1, 0, O_AFTER},
+        {"seed", 1, 0, O_SEED}};
     struct option opts[sizeof(others) / sizeof(others[0]) + N_FLAG_OPTS + N_STR_OPTS + 1];
     size_t n = 0;
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
@@ -542,7 +584,7 @@ int main(int argc, char **argv)
     while (commands[ci].name && strcmp(commands[ci].name, argv[1]) != 0)
         ci++;
     if (!commands[ci].name)
-        return fail("unknown command \"%s\" (check, run, checks, ranks)", argv[1]);
+        return fail("unknown command \"%s\" (check, run, checks, ranks, port)", argv[1]);
     for (int i = 2; i < argc; i++) /* COMMAND --help: the same usage, nothing run */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
             return print_usage(stdout, 0);

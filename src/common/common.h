@@ -179,6 +179,37 @@ size_t mtc_proc_tree(int (*mine)(pid_t pid, void *arg), void *arg, pid_t *out, s
 int mtc_free_port(void);
 /* `count` consecutive free ports starting from a random base; first or 0. */
 int mtc_free_port_range(int count);
+
+/* A rendezvous port (port.c): the ports a job may listen on — from
+ * MTC_PORT_BASE up, outside the kernel's ephemeral range (outgoing
+ * connections and TIME_WAIT hold its ports without listening) and its
+ * reserved ports; when that range covers them all, any unreserved port from
+ * 1024. count: how many there are. */
+#define MTC_PORT_BASE 29500
+struct mtc_port_rules {
+    unsigned char excluded[65536 / 8];
+    uint16_t ports[65536 - 1024]; /* the candidates, ascending */
+    int count;
+};
+/* The rules from the texts of ip_local_port_range ("32768 60999") and
+ * ip_local_reserved_ports ("8080,9000-9010"); NULL reads /proc's file (Linux's
+ * defaults where it cannot). 0, or -1 + errno + err for a text it cannot read. */
+int mtc_port_rules_init(struct mtc_port_rules *r, const char *range, const char *reserved,
+                        mtc_error_t *err);
+/* The i-th candidate (0 <= i < count) of a search that starts at the
+ * (seed % count)-th port and strides over them (a prime stride, wrapping:
+ * each once); 0 for another i. */
+int mtc_port_candidate(const struct mtc_port_rules *r, unsigned long seed, int i);
+/* Whether a listening socket can bind port now, as the ranks' store will: on
+ * the wildcard ([::] dual stack, else 0.0.0.0) and on addr (NULL: skipped; an
+ * address not of this host: skipped), without SO_REUSEADDR. The sockets are
+ * closed before it returns. 0, or -1 + errno (EADDRINUSE: taken) + err. */
+int mtc_port_bind_probe(const char *addr, int port, mtc_error_t *err);
+/* The first candidate from seed that mtc_port_bind_probe binds, retried on
+ * EADDRINUSE (and EACCES). The port, or -1 + errno + err (EADDRINUSE: none is
+ * free; another errno: addr is wrong). */
+int mtc_port_pick(const struct mtc_port_rules *r, const char *addr, unsigned long seed,
+                  mtc_error_t *err);
 /* This host's name up to the first dot (slurmctld matches SlurmctldHost
  * against it), "localhost" when it has none. */
 void mtc_short_hostname(char *buf, size_t len);

@@ -118,8 +118,9 @@ const char *jobs_last_line(const json_t *cfg, char *buf, size_t len)
     fseeko(f, size > 16384 ? size - 16384 : 0, SEEK_SET);
     while (fgets(line, sizeof(line), f)) {
         line[strcspn(line, "\n")] = '\0';
+        /* slurmstepd names itself slurmstepd-NODE where a host runs several */
         if (*line && strncmp(line, "mtc: ", 5) != 0 && strncmp(line, "srun: ", 6) != 0 &&
-            strncmp(line, "slurmstepd: ", 12) != 0)
+            strncmp(line, "slurmstepd: ", 12) != 0 && strncmp(line, "slurmstepd-", 11) != 0)
             snprintf(buf, len, "%s", line);
     }
     fclose(f);

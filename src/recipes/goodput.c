@@ -4,14 +4,16 @@
  * or now — with restarts and steps lost and repeated. The early problem
  * detector judges the same rows (detect.c). bench/chaos.sh, `mtc experiment
  * status` and mtcd's /metrics all use exp_track. metrics.jsonl is read from
- * the last offset on (a resume rewrites it: new inode → reread); a custom
- * task that writes none has its log rules' rows (monitor.log_rules), else its
- * TensorBoard loss scalars read instead. Every row, start and end also goes
+ * the last offset on (a resume rewrites it: new inode → reread); rows that
+ * say no step time are timed by when they were written, as log-rule rows by
+ * when they were read; a custom task that writes none has its log rules' rows
+ * (monitor.log_rules), else its TensorBoard loss scalars read instead. Every row, start and end also goes
  * to the breakdown of the run's time (breakdown.c). */
 #include "recipes/recipes.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -116,27 +118,82 @@ static void row_time(struct exp_track *t, double dt)
     t->ring_dt[last] = dt;
 }
 
+/* Whether a start of the run lies in (a, b]: the time between two rows
+ * across it is a restart's, not a step's. The latest such start, or 0. */
+static double start_between(const struct exp_track *t, double a, double b)
+{
+    double s = 0;
+    for (int i = 0; i < t->nsegs; i++)
+        if (t->segs[i].start > a && t->segs[i].start <= b && t->segs[i].start > s)
+            s = t->segs[i].start;
+    return s;
+}
+
+/* A row's own step time: step_time_s, or tokens ÷ tokens per second. */
+static double own_dt(const struct exp_track *t, const json_t *o)
+{
+    double tps = json_number_value(json_object_get(o, "tokens_per_s"));
+    if (tps > 0 && t->tok_per_step > 0)
+        return t->tok_per_step / tps;
+    return json_number_value(json_object_get(o, "step_time_s"));
+}
+
+/* One row of metrics.jsonl; dt: its step time when it says none, when: its
+ * time when it says none (0: unknown). */
+static void metrics_row(struct exp_track *t, const json_t *o, double dt, double when)
+{
+    json_t *l = json_object_get(o, "loss");
+    double loss = json_is_number(l) ? json_number_value(l) : NAN;
+    int64_t step = json_integer_value(json_object_get(o, "step"));
+    double tps = json_number_value(json_object_get(o, "tokens_per_s"));
+    exp_track_row(t, step, loss, tps, json_number_value(json_object_get(o, "mfu")));
+    double own = own_dt(t, o);
+    /* a custom task's program (no tokens per step known) may say its step time */
+    row_time(t, tps > 0 && t->tok_per_step > 0 ? 0 : own > 0 ? own : dt);
+    if (own > 0)
+        dt = own;
+    double at = json_number_value(json_object_get(o, "time"));
+    if (at > 0)
+        when = at;
+    if (!(at > 0) || at > t->seg_time) /* a reread file's old rows were counted */
+        exp_seg_checkpoint(t, json_number_value(json_object_get(o, "checkpoint_s")));
+    exp_seg_row(t, step, when, dt);
+    if (when > 0)
+        t->m_wall = when;
+}
+
 /* The rows of metrics.jsonl past the offset read before (all of it when the
- * file was replaced or shrank). */
+ * file was replaced or shrank). A row that says neither its step time
+ * (step_time_s, tokens_per_s) nor its time — a plain {"step", "loss"} — is
+ * timed as log-rule rows are, by when it was written: the rows of one read
+ * share the time from the row before them (given or placed; on the first
+ * read the file's birth, when it has one) to the file's modification time,
+ * a start between the two cutting that span at the start. A row with a time
+ * but no step time takes the time since the row before it in the same
+ * start. */
 static void read_metrics(struct exp_track *t)
 {
-    struct stat sb;
-    if (!t->metrics_path[0] || stat(t->metrics_path, &sb) < 0)
+    struct statx sx;
+    if (!t->metrics_path[0] || statx(AT_FDCWD, t->metrics_path, 0,
+                                     STATX_INO | STATX_SIZE | STATX_MTIME | STATX_BTIME, &sx) < 0)
         return;
-    if (sb.st_ino != t->ino || sb.st_size < t->off) {
-        t->ino = sb.st_ino;
+    if (sx.stx_ino != t->ino || (long long)sx.stx_size < t->off) {
+        t->ino = sx.stx_ino;
         t->off = 0;
         t->rows = t->step = t->nonfinite = 0;
-        t->kept_s = 0;
+        t->kept_s = t->m_wall = 0;
         t->ring_n = t->ring_pos = 0;
     }
     FILE *f = fopen(t->metrics_path, "r");
-    if (!f || fseeko(f, t->off, SEEK_SET) < 0) {
+    json_t *batch = json_array();
+    if (!f || !batch || fseeko(f, t->off, SEEK_SET) < 0) {
         if (f)
             fclose(f);
+        json_decref(batch);
         return;
     }
     char line[8192];
+    size_t untimed = 0;
     while (fgets(line, sizeof(line), f)) {
         size_t n = strlen(line);
         if (n == 0 || line[n - 1] != '\n')
@@ -145,23 +202,41 @@ static void read_metrics(struct exp_track *t)
         json_t *o = json_loads(line, 0, NULL);
         if (!o)
             continue;
-        json_t *l = json_object_get(o, "loss");
-        double loss = json_is_number(l) ? json_number_value(l) : NAN;
-        int64_t step = json_integer_value(json_object_get(o, "step"));
-        double tps = json_number_value(json_object_get(o, "tokens_per_s"));
-        exp_track_row(t, step, loss, tps, json_number_value(json_object_get(o, "mfu")));
-        /* a custom task's program (no tokens per step known) may say its step time */
-        double dt = json_number_value(json_object_get(o, "step_time_s"));
-        row_time(t, dt);
-        if (tps > 0 && t->tok_per_step > 0)
-            dt = t->tok_per_step / tps;
-        double when = json_number_value(json_object_get(o, "time"));
-        if (!(when > 0) || when > t->seg_time) /* a reread file's old rows were counted */
-            exp_seg_checkpoint(t, json_number_value(json_object_get(o, "checkpoint_s")));
-        exp_seg_row(t, step, when, dt);
-        json_decref(o);
+        untimed += !(own_dt(t, o) > 0) && !(json_number_value(json_object_get(o, "time")) > 0);
+        json_array_append_new(batch, o);
     }
     fclose(f);
+    double mtime = (double)sx.stx_mtime.tv_sec + sx.stx_mtime.tv_nsec / 1e9;
+    double ref = t->m_wall;
+    if (!(ref > 0) && (sx.stx_mask & STATX_BTIME))
+        ref = (double)sx.stx_btime.tv_sec + sx.stx_btime.tv_nsec / 1e9;
+    double cut = ref > 0 ? start_between(t, ref, mtime) : 0;
+    if (cut > 0)
+        ref = cut;
+    double share = untimed && ref > 0 && mtime > ref ? (mtime - ref) / (double)untimed : 0;
+    double placed = ref;
+    size_t i;
+    json_t *o;
+    json_array_foreach(batch, i, o)
+    {
+        double at = json_number_value(json_object_get(o, "time"));
+        if (!(own_dt(t, o) > 0) && !(at > 0)) {
+            placed += share;
+            metrics_row(t, o, share, share > 0 ? placed : 0);
+        } else if (!(own_dt(t, o) > 0)) { /* a time, no step time */
+            double prev = t->m_wall;
+            int same = prev > 0 && at > prev && !start_between(t, prev, at);
+            metrics_row(t, o, same ? at - prev : 0, 0);
+            placed = at;
+        } else {
+            metrics_row(t, o, 0, 0);
+            if (at > 0)
+                placed = at;
+        }
+    }
+    json_decref(batch);
+    if (untimed && !(share > 0) && mtime > t->m_wall)
+        t->m_wall = mtime; /* no birth time: the next read's rows are timed from here */
 }
 
 /* 2026-12-01T10:00:00Z, or with fractional seconds (…:00.250Z). */

@@ -4,9 +4,10 @@
  * script's part for it: the resume contract's environment (MTC_CHECKPOINT_DIR,
  * MTC_RESTART_COUNT, MTC_RUN_DIR, MTC_METRICS_FILE, MTC_TENSORBOARD_DIR),
  * torch.distributed's rendezvous (MASTER_ADDR: the first node's address,
- * MASTER_PORT: free there, per job) and the ranks: one srun task per rank
- * with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, or one torchrun per
- * node. */
+ * MASTER_PORT: bound there by mtc-agent at each start) and the ranks: one
+ * srun task per rank with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, or
+ * one torchrun per node, or (-e local) every rank on this machine; a rank
+ * that exits non-zero ends the others. */
 #include "recipes/recipes.h"
 
 #include <stdio.h>
@@ -43,9 +44,13 @@ void recipe_put_contract(FILE *f, const json_t *cfg)
 }
 
 /* MASTER_ADDR (the first node's NodeAddr: emulated nodes share this host's
- * addresses, nodes on hosts have their own) and MASTER_PORT (free on the
- * first node, where this script runs; one per job). */
-static void put_rendezvous(FILE *f)
+ * addresses, nodes on hosts have their own) and MASTER_PORT, chosen at each
+ * start on the first node, where this script runs, the way the ranks use it:
+ * mtc-agent binds it there (a connect probe calls a port free that an
+ * outgoing connection or TIME_WAIT holds, and the ranks' bind fails), outside
+ * the ephemeral range, from the job id on. Without the agent, the old probe,
+ * said in the log. */
+static void put_rendezvous(FILE *f, const char *agent)
 {
     fprintf(f, "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n"
                "    FIRST=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
@@ -53,10 +58,59 @@ static void put_rendezvous(FILE *f)
                "]*\\).*/\\1/p')\n"
                "    MASTER_ADDR=${MASTER_ADDR:-${FIRST:-$(hostname)}}\n"
                "else\n    MASTER_ADDR=127.0.0.1\nfi\n"
-               "MASTER_PORT=$((29500 + ${SLURM_JOB_ID:-$$} %% 20000))\n"
-               "while (exec 3<>\"/dev/tcp/$MASTER_ADDR/$MASTER_PORT\") 2>/dev/null; do\n"
-               "    MASTER_PORT=$((MASTER_PORT + 1))\ndone\n"
+               "MASTER_PORT=$(");
+    recipe_put_quoted(f, agent ? agent : "mtc-agent");
+    fprintf(f, " port --addr \"$MASTER_ADDR\" --seed \"$JOB_ID\") || MASTER_PORT=\n"
+               "if [ -z \"$MASTER_PORT\" ]; then\n"
+               "    echo \"mtc: no MASTER_PORT from mtc-agent port; the first port from 29500 "
+               "that refuses a connection\"\n"
+               "    MASTER_PORT=$((29500 + JOB_ID %% 3000))\n"
+               "    while (exec 3<>\"/dev/tcp/$MASTER_ADDR/$MASTER_PORT\") 2>/dev/null; do\n"
+               "        MASTER_PORT=$((MASTER_PORT + 1))\n    done\nfi\n"
                "export MASTER_ADDR MASTER_PORT\n");
+}
+
+/* The local executor: every rank on this machine, in the background. A rank
+ * that exits non-zero ends the run as srun --kill-on-bad-exit does: said in
+ * the log (the status, which rank), the others stopped (TERM, KILL after
+ * 10 s), its status the run's. */
+static void put_local_ranks(FILE *f, int world)
+{
+    fprintf(f,
+            "else\n"
+            "    PIDS=()\n"
+            "    for r in $(seq 0 %d); do\n"
+            "        RANK=$r LOCAL_RANK=$r NODE_RANK=0 WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d "
+            "\"${CMD[@]}\" &\n"
+            "        PIDS+=($!)\n"
+            "    done\n"
+            "    rc=0 LIVE=(\"${PIDS[@]}\")\n"
+            "    while [ ${#LIVE[@]} -gt 0 ]; do\n"
+            "        DONE=\n"
+            "        wait -n -p DONE \"${LIVE[@]}\"\n"
+            "        s=$?\n"
+            "        [ -n \"$DONE\" ] || continue # a signal, not a rank\n"
+            "        REST=()\n"
+            "        for p in \"${LIVE[@]}\"; do [ \"$p\" = \"$DONE\" ] || REST+=(\"$p\"); done\n"
+            "        LIVE=(\"${REST[@]}\")\n"
+            "        [ $s -eq 0 ] && continue\n"
+            "        for r in \"${!PIDS[@]}\"; do [ \"${PIDS[$r]}\" = \"$DONE\" ] && break; done\n"
+            "        echo \"mtc: rank $r (pid $DONE) exited with status $s; stopping the other "
+            "ranks\"\n"
+            "        rc=$s\n"
+            "        [ ${#LIVE[@]} -gt 0 ] || break\n"
+            "        kill -TERM \"${LIVE[@]}\" 2>/dev/null\n"
+            "        for _ in $(seq 100); do\n"
+            "            kill -0 \"${LIVE[@]}\" 2>/dev/null || break\n"
+            "            sleep 0.1\n"
+            "        done\n"
+            "        kill -KILL \"${LIVE[@]}\" 2>/dev/null\n"
+            "        wait \"${LIVE[@]}\" 2>/dev/null\n"
+            "        break\n"
+            "    done\n"
+            "    (exit $rc)\n"
+            "fi\nrc=$?\n",
+            world - 1, world, world);
 }
 
 void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
@@ -81,7 +135,7 @@ void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
         recipe_put_quoted(f, json_string_value(w));
     }
     fprintf(f, ")\n");
-    put_rendezvous(f);
+    put_rendezvous(f, json_string_value(json_object_get(l, "agent")));
     if (net) { /* gloo and NCCL on the interface of the cluster's network, on each node */
         fprintf(f, "export MTC_NETWORK=");
         recipe_put_quoted(f, net);
@@ -111,25 +165,24 @@ void recipe_put_custom_launch(FILE *f, const json_t *cfg, const char *container)
                  "WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d; exec \"$@\"",
                  iface, world, rpn);
     fprintf(f,
-            "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    srun --ntasks=%d --ntasks-per-node=%d%s%s "
-            "sh -c ",
+            "if [ -n \"${SLURM_JOB_ID:-}\" ]; then\n    srun --kill-on-bad-exit=1 --ntasks=%d "
+            "--ntasks-per-node=%d%s%s sh -c ",
             torchrun ? nodes : world, torchrun ? 1 : rpn, torchrun ? "" : over, container);
     recipe_put_quoted(f, inner);
     fprintf(f, " %s \"${CMD[@]}\"\n", torchrun ? "mtc-node" : "mtc-rank");
-    /* the local executor: every rank on this machine */
+    /* srun's status is the highest of its tasks': 143 for the ones it killed */
     fprintf(f,
-            "else\n"
-            "    PIDS=()\n"
-            "    for r in $(seq 0 %d); do\n"
-            "        RANK=$r LOCAL_RANK=$r NODE_RANK=0 WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d "
-            "\"${CMD[@]}\" &\n"
-            "        PIDS+=($!)\n"
-            "    done\n"
-            "    rc=0\n"
-            "    for p in \"${PIDS[@]}\"; do wait \"$p\" || rc=$?; done\n"
-            "    (exit $rc)\n"
-            "fi\nrc=$?\n",
-            world - 1, world, world);
+            "    rc=$?\n"
+            "    # --kill-on-bad-exit: the rank whose exit stopped the others gives the status\n"
+            "    if [ $rc -gt 128 ]; then\n"
+            "        first=$(awk -v s=\"mtc: job $JOB_ID start\" 'index($0, s) == 1 { x = \"\" }\n"
+            "            x == \"\" && /^srun: error: .*: task [0-9]+: Exited with exit code "
+            "[0-9]+$/ { x = $NF }\n"
+            "            END { print x }' \"$TASK_DIR/$JOB_ID.log\" 2>/dev/null)\n"
+            "        [ -n \"$first\" ] && [ \"$first\" -ne 0 ] && rc=$first\n"
+            "    fi\n"
+            "    (exit $rc)\n");
+    put_local_ranks(f, world);
 }
 
 void recipe_put_watch(FILE *f, const json_t *cfg, int start)

@@ -357,6 +357,8 @@ struct exp_track {
     double tok_per_step;  /* train.global_batch × train.seq_length */
     unsigned long ino;    /* metrics.jsonl's inode: a resume replaces the file */
     long long off;        /* bytes of it read */
+    double m_wall;        /* its last row's time, given or placed (a row that says
+                           * neither time nor step time: goodput.c's read_metrics) */
     int64_t rows, step;   /* rows read, the highest step */
     double loss, tokens_per_s, mfu; /* the last row's */
     int64_t nonfinite;    /* rows whose loss was NaN/Inf */

@@ -328,6 +328,17 @@ static json_t *resolve_env(const json_t *recipe, const json_t *ov, const struct 
  * job script watches its processes on each node with mtc-agent (beside the
  * trainer: its directory, else PATH); a stop or zombie is said after 5 s
  * (less when the hang timeout is shorter). */
+/* mtc-agent beside the trainer (its directory), else from PATH, into buf. */
+static const char *agent_path(const char *trainer, char *buf, size_t len)
+{
+    const char *slash = trainer ? strrchr(trainer, '/') : NULL;
+    if (slash)
+        snprintf(buf, len, "%.*s/mtc-agent", (int)(slash - trainer), trainer);
+    else
+        snprintf(buf, len, "mtc-agent");
+    return buf;
+}
+
 static void put_rank_watch(json_t *out, const json_t *recipe, const char *trainer)
 {
     const json_t *m = json_object_get(recipe, "monitor");
@@ -335,13 +346,10 @@ static void put_rank_watch(json_t *out, const json_t *recipe, const char *traine
     if (!(hang > 0) && !json_object_get(m, "stall_factor"))
         return;
     char agent[PATH_MAX];
-    const char *slash = trainer ? strrchr(trainer, '/') : NULL;
-    if (slash)
-        snprintf(agent, sizeof(agent), "%.*s/mtc-agent", (int)(slash - trainer), trainer);
-    else
-        snprintf(agent, sizeof(agent), "mtc-agent");
     int after = hang > 0 && hang < 5 ? (int)hang : 5;
-    json_object_set_new(out, "rankWatch", json_pack("{s:s, s:i}", "agent", agent, "after", after));
+    json_object_set_new(out, "rankWatch",
+                        json_pack("{s:s, s:i}", "agent", agent_path(trainer, agent, sizeof(agent)),
+                                  "after", after));
 }
 
 static json_t *assemble(const json_t *recipe, const struct recipe_run *run, struct resolved *v,
@@ -382,7 +390,11 @@ static json_t *assemble(const json_t *recipe, const struct recipe_run *run, stru
     if (json_object_get(recipe, "model"))
         json_object_set(out, "model", json_object_get(recipe, "model"));
     if (recipe_is_custom(recipe)) {
-        json_object_set_new(out, "launch", recipe_resolve_launch(recipe, v->rpn));
+        json_t *launch = recipe_resolve_launch(recipe, v->rpn);
+        char agent[PATH_MAX]; /* picks MASTER_PORT on the first node (launch.c) */
+        json_object_set_new(launch, "agent",
+                            json_string(agent_path(run->trainer, agent, sizeof(agent))));
+        json_object_set_new(out, "launch", launch);
         json_object_update(v->env, json_object_get(json_object_get(recipe, "launch"), "env"));
     }
     if (json_object_get(recipe, "monitor"))

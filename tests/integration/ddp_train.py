@@ -5,8 +5,8 @@
 # --global-batch samples is split evenly among the ranks, so any number of
 # ranks trains the same model. It resumes from the newest complete checkpoint
 # in MTC_CHECKPOINT_DIR (step_N.pt, written to a temporary name and renamed),
-# logs "step N loss X" lines, writes rows {"step", "loss", "step_time_s"} to
-# MTC_METRICS_FILE (rank 0; --no-metrics: none) and with --tb the loss as
+# logs "step N loss X" lines, writes rows {"step", "loss", "step_time_s", "time"} to
+# MTC_METRICS_FILE (rank 0; --no-metrics: none; --plain-metrics: step and loss only) and with --tb the loss as
 # TensorBoard events in MTC_TENSORBOARD_DIR (encoded here by hand), and at the end the final parameters' sha256 and
 # what it was given to MTC_RUN_DIR/result.json. Float64 throughout. A test
 # that must act on it while it runs holds it at a step with --hold-file (every
@@ -31,6 +31,11 @@ p.add_argument("--lr", type=float, default=0.05)
 p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (time to inject faults)")
 p.add_argument("--fail-at", type=int, default=-1, help="raise at this step")
 p.add_argument("--fail-once", action="store_true", help="--fail-at only on the first start")
+p.add_argument("--fail-rank", type=int, default=-1,
+               help="with --fail-at: only this rank fails (exit status 1), mid-step, while the "
+                    "others wait in a long step (600 s) that only the launcher can end")
+p.add_argument("--plain-metrics", action="store_true",
+               help="MTC_METRICS_FILE rows of only step and loss (no step_time_s, no time)")
 p.add_argument("--tb", action="store_true", help="log the loss as TensorBoard events (rank 0)")
 p.add_argument("--no-metrics", action="store_true", help="no MTC_METRICS_FILE rows")
 p.add_argument("--hang-at", type=int, default=-1,
@@ -113,7 +118,7 @@ if rank == 0 and a.tb:
     tb.write(record(b"\x09" + struct.pack("<d", time.time()) + b"\x1a\x0dbrain.Event:2"))
 for step in range(start + 1, a.steps + 1):
     t0 = time.time()
-    if step == a.fail_at and not (a.fail_once and os.environ.get("MTC_RESTART_COUNT", "0") != "0"):
+    if step == a.fail_at and a.fail_rank < 0 and not (a.fail_once and os.environ.get("MTC_RESTART_COUNT", "0") != "0"):
         raise RuntimeError(f"ddp_train: failing at step {step} as asked")
     if step == a.hang_at and rank == world - 1 and os.environ.get("MTC_RESTART_COUNT", "0") == "0":
         time.sleep(1e6)
@@ -126,13 +131,20 @@ for step in range(start + 1, a.steps + 1):
     g = loss.detach().clone()
     dist.all_reduce(g)
     g /= world
+    if step == a.fail_at and a.fail_rank >= 0:
+        if rank == a.fail_rank:
+            print(f"rank {rank}: failing at step {step} as asked", flush=True)
+            raise SystemExit(1)
+        time.sleep(600)
     if a.sleep:
         time.sleep(a.sleep)
     if rank == 0:
         print(f"step {step} loss {g.item():.12f}", flush=True)
         if metrics:
-            metrics.write(json.dumps({"step": step, "loss": g.item(), "step_time_s": time.time() - t0,
-                                      "time": time.time()}) + "\n")
+            row = {"step": step, "loss": g.item()}
+            if not a.plain_metrics:
+                row.update(step_time_s=time.time() - t0, time=time.time())
+            metrics.write(json.dumps(row) + "\n")
             metrics.flush()
         if tb:
             tb.write(record(scalar_event(step, "train/loss", g.item())))

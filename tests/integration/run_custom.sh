@@ -241,8 +241,8 @@ diag "$(grep '^rank=' "$D/img.log" | tr '\n' ' ')"
 
 # --- the torchrun launcher: the command line each node runs ------------------------------
 mtc run --command "$PY train.py --lr 3e-4" --launcher torchrun -n 2 --dry-run >"$D/tr.sh" 2>"$D/tr.err"
-check "torchrun: one per node, with the rendezvous on the first node" \
-    grep -qF 'srun --ntasks=2 --ntasks-per-node=1 sh -c' "$D/tr.sh"
+check "torchrun: one per node, with the rendezvous on the first node; a bad exit ends the others" \
+    grep -qF 'srun --kill-on-bad-exit=1 --ntasks=2 --ntasks-per-node=1 sh -c' "$D/tr.sh"
 check "  --nnodes=2 --nproc_per_node=1 --node_rank --rdzv_backend=c10d --rdzv_endpoint --rdzv_id (underscore spellings)" \
     grep -qF 'torchrun --nnodes=2 --nproc_per_node=1 --node_rank=$SLURM_NODEID --rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv_id=$SLURM_JOB_ID --no_python "$@"' "$D/tr.sh"
 check "  the program's words quoted, never re-split" grep -qF "CMD=('$PY' 'train.py' '--lr' '3e-4')" "$D/tr.sh"

@@ -1,15 +1,19 @@
 /* Unit tests for goodput and early problem detection (src/recipes/goodput.c):
  * kept time, wall time, restarts and steps repeated read from a run's log and
  * metrics.jsonl (and read on incrementally, and again after a resume rewrote
- * the file); NaN/Inf, loss spike, throughput drop and stall alerts; the
+ * the file; rows that say only step and loss timed by when the file was
+ * written); NaN/Inf, loss spike, throughput drop and stall alerts; the
  * recipe's monitor thresholds; exp_monitor_scan raising each alert once per
  * occurrence, judging every row read (a spike between two scans included). */
 #include "check.h"
 #include "recipes/recipes.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void append(const char *path, const char *text)
@@ -299,6 +303,70 @@ int main(void)
           "3 rows from the log, kept 3 x 2 s: %lld %lld %g %g", (long long)t.rows,
           (long long)t.step, t.loss, t.kept_s);
     CHECK(t.segs[0].ckpt_s == 1.5 && t.last_row == T0 + 10, "the save's 1.5 s; progress now");
+    unlink(log);
+    rmdir(dir);
+    json_decref(run);
+
+    /* a program whose rows say only step and loss (issue 41): the rows of a
+     * read share the time since the row before them (the file's birth on the
+     * first read) up to the file's modification time */
+    CHECK(mkdtemp(strcpy(dir, "/tmp/mtc-goodput-XXXXXX")) != NULL, "temp dir");
+    run = json_pack("{s:s, s:s, s:s, s:s}", "taskDir", dir, "logDir", dir, "jobId", "9", "task",
+                    "custom");
+    double B = (double)time(NULL); /* the file is born at B or a little after */
+    char iso[40], mpath[300], line[512];
+    snprintf(log, sizeof log, "%s/9.log", dir);
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", dir);
+    snprintf(line, sizeof line, "mtc: job 9 start %s on n1, restart 0\n",
+             mtc_time_rfc3339((int64_t)(B - 5) * 1000, iso, sizeof iso));
+    append(log, line);
+    for (int k = 1; k <= 10; k++) {
+        snprintf(line, sizeof line, "{\"step\": %d, \"loss\": %g}\n", k, 3.0 - 0.1 * k);
+        append(mpath, line);
+    }
+    struct timespec ts[2] = {{(time_t)B + 10, 0}, {(time_t)B + 10, 0}};
+    utimensat(AT_FDCWD, mpath, ts, 0);
+    exp_track_init(&t, run);
+    exp_track_update(&t, B + 12);
+    CHECK(t.rows == 10 && t.kept_s > 9 && t.kept_s <= 10,
+          "10 plain rows read at once: the 10 s from the file's birth to its last write (%g)",
+          t.kept_s);
+    CHECK(t.goodput > 0.5 && t.goodput < 0.6,
+          "  goodput: that over the 17 s since the start (%.3f), not 0", t.goodput);
+    CHECK(t.segs[0].nrows == 10 && t.segs[0].first > B && fabs(t.segs[0].last - (B + 10)) < 1e-6,
+          "  the rows placed in the start, the last at the file's last write");
+    for (int k = 11; k <= 15; k++) {
+        snprintf(line, sizeof line, "{\"step\": %d, \"loss\": 1.5}\n", k);
+        append(mpath, line);
+    }
+    ts[0].tv_sec = ts[1].tv_sec = (time_t)B + 20;
+    utimensat(AT_FDCWD, mpath, ts, 0);
+    double k0 = t.kept_s;
+    exp_track_update(&t, B + 21);
+    CHECK(t.rows == 15 && fabs(t.kept_s - k0 - 10) < 1e-6 && fabs(t.segs[0].last - (B + 20)) < 1e-6,
+          "  5 more, read on: they share the 10 s since the last read's (%g)", t.kept_s - k0);
+    k0 = t.kept_s;
+    snprintf(line, sizeof line,
+             "{\"step\": 16, \"loss\": 1.4, \"time\": %.1f}\n"
+             "{\"step\": 17, \"loss\": 1.3, \"time\": %.1f}\n",
+             B + 22, B + 23.5);
+    append(mpath, line);
+    exp_track_update(&t, B + 24);
+    CHECK(fabs(t.kept_s - k0 - 3.5) < 1e-6,
+          "  rows with a time and no step time: the time since the row before (%g)", t.kept_s - k0);
+    snprintf(line, sizeof line, "mtc: job 9 start %s on n1, restart 1\n",
+             mtc_time_rfc3339((int64_t)(B + 30) * 1000, iso, sizeof iso));
+    append(log, line);
+    append(mpath, "{\"step\": 16, \"loss\": 1.4}\n{\"step\": 17, \"loss\": 1.3}\n");
+    ts[0].tv_sec = ts[1].tv_sec = (time_t)B + 36;
+    utimensat(AT_FDCWD, mpath, ts, 0);
+    k0 = t.kept_s;
+    exp_track_update(&t, B + 37);
+    CHECK(fabs(t.kept_s - k0 - 6) < 1e-6 && t.nsegs == 2 && t.segs[1].nrows == 2,
+          "  after a restart: the time from the new start, not the gap before it (%g)",
+          t.kept_s - k0);
+    CHECK(t.goodput > 0 && t.goodput <= 1, "  goodput within (0, 1]: %.3f", t.goodput);
+    unlink(mpath);
     unlink(log);
     rmdir(dir);
     json_decref(run);

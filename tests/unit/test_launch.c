@@ -84,8 +84,12 @@ static char *script(const char *launch, int nodes, const char *net, const char *
     json_t *canon = r ? recipe_normalize(r, &err) : NULL;
     if (canon)
         json_object_set_new(canon, "name", json_string("custom"));
-    struct recipe_run run = {
-        .home = "/h", .timestamp = 7, .nodes = nodes, .mpi_network = net, .image = image};
+    struct recipe_run run = {.home = "/h",
+                             .timestamp = 7,
+                             .nodes = nodes,
+                             .mpi_network = net,
+                             .image = image,
+                             .trainer = "/opt/mtc/bin/mtc-train"};
     json_t *cfg = canon ? recipe_resolve(canon, &run, &err) : NULL;
     char *s = cfg ? recipe_render_sbatch(cfg, &err) : NULL;
     if (!s)
@@ -112,13 +116,30 @@ static void test_render(void)
     CHECK(s && strstr(s, "export NCCL_DEBUG='WARN'\n"), "launch.env reaches the job");
     CHECK(s && strstr(s, "CMD=('python3' 't.py' '--lr' '3e-4')\n"),
           "the command, each word quoted");
-    CHECK(s && strstr(s, "srun --ntasks=4 --ntasks-per-node=2 sh -c ") &&
+    CHECK(s && strstr(s, "srun --kill-on-bad-exit=1 --ntasks=4 --ntasks-per-node=2 sh -c ") &&
               strstr(s, "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
                         "NODE_RANK=$SLURM_NODEID WORLD_SIZE=4 LOCAL_WORLD_SIZE=2; exec \"$@\"' "
                         "mtc-rank \"${CMD[@]}\"\n"),
-          "srun: one task per rank with torch.distributed's variables");
+          "srun: one task per rank with torch.distributed's variables; a rank's non-zero exit "
+          "ends the others");
     CHECK(s && strstr(s, "export MASTER_ADDR MASTER_PORT\n") && strstr(s, "NodeAddr="),
           "the rendezvous on the first node's address");
+    CHECK(s &&
+              strstr(s, "MASTER_PORT=$('/opt/mtc/bin/mtc-agent' port --addr \"$MASTER_ADDR\" "
+                        "--seed \"$JOB_ID\") || MASTER_PORT=\n") &&
+              !strstr(s, "29500 + ${SLURM_JOB_ID"),
+          "MASTER_PORT bound on MASTER_ADDR by the agent beside the trainer, at each start");
+    CHECK(
+        s && strstr(s, "    if [ $rc -gt 128 ]; then\n") &&
+            strstr(s,
+                   "/^srun: error: .*: task [0-9]+: Exited with exit code [0-9]+$/ { x = $NF }") &&
+            strstr(s, "[ -n \"$first\" ] && [ \"$first\" -ne 0 ] && rc=$first\n"),
+        "srun killed the others (143): the status is the first rank's that exited non-zero");
+    CHECK(s && strstr(s, "wait -n -p DONE \"${LIVE[@]}\"\n") &&
+              strstr(s, "echo \"mtc: rank $r (pid $DONE) exited with status $s; stopping the "
+                        "other ranks\"\n        rc=$s\n") &&
+              strstr(s, "kill -TERM \"${LIVE[@]}\"") && strstr(s, "kill -KILL \"${LIVE[@]}\""),
+          "-e local: the first rank that exits non-zero is said and stops the others");
     CHECK(s && strstr(s, "cd \"$TASK_DIR\" || exit 1\n"), "no workdir: the run's directory");
     CHECK(s && !strstr(s, "mtc-train") && !strstr(s, "models upload"),
           "no trainer, no registration of mtc-train's checkpoint");
@@ -127,7 +148,7 @@ static void test_render(void)
     s = script("{\"command\":[\"python3\",\"t.py\"],\"launcher\":\"torchrun\",\"tasks_per_node\":"
                "8,\"workdir\":\"/code\"}",
                3, "10.20.0.0/24", NULL);
-    CHECK(s && strstr(s, "srun --ntasks=3 --ntasks-per-node=1 sh -c ") &&
+    CHECK(s && strstr(s, "srun --kill-on-bad-exit=1 --ntasks=3 --ntasks-per-node=1 sh -c ") &&
               strstr(s, "exec torchrun --nnodes=3 --nproc_per_node=8 --node_rank=$SLURM_NODEID "
                         "--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT "
                         "--rdzv_id=$SLURM_JOB_ID --no_python \"$@\"' mtc-node \"${CMD[@]}\"\n"),
