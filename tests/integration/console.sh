@@ -52,7 +52,7 @@ check "path traversal and unknown files: 404" bash -c "
   for p in /console/../../etc/passwd /console/%2e%2e/%2e%2e/etc/passwd /console/app.js/.. /console/www/app.js /console/index.html.bak; do
     test \$(curl -s --path-as-is -o /dev/null -w '%{http_code}' -b $D/admin.jar $U\$p) = 404 || exit 1; done"
 check ":metrics with a bad afterStep: 400" test "$(code -b "$D/admin.jar" "$U$CLUSTERS/none/trainingJobs/j:metrics?afterStep=x")" = 400
-check "Chart.js from libjs-chart.js is served" bash -c "curl -s $U/console/chart.js | head -c 200 | grep -q 'Chart.js v'"
+check "Chart.js from libjs-chart.js is served" bash -c "curl -sf -o '$D/chart.js' $U/console/chart.js && head -c 200 '$D/chart.js' | grep -q 'Chart.js v'"
 mtc console >"$D/console.out" 2>&1
 LINK=$(sed -n 's/^log in .*: //p' "$D/console.out")
 check "mtc console prints a one-time login link for this mtcd" grep -q "^http://127.0.0.1:$PORT/console/login?code=[0-9a-f]\{64\}$" <<<"$LINK"
