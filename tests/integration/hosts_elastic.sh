@@ -92,7 +92,7 @@ check "the job ran on both hosts (the elastic one resumed)" wait_for 90 both_ran
 diag "job done $((SECONDS - t0)) s after sbatch; $(scontrol show job "$job" | grep -oE '(Submit|Start|End)Time=[^ ]*' | xargs)"
 diag "$(scontrol show node "$C-cpu-1" | grep -oE '(BootTime|SlurmdStartTime|LastBusyTime)=[^ ]*' | xargs)"
 check "  powerOnCommand ran with {host} {node}" grep -qx "on ${H[2]} $C-cpu-1" "$LOG"
-check "  a NODE_POWERED_UP event" bash -c "mtc cluster events $C --json | grep -q NODE_POWERED_UP"
+check "  a NODE_POWERED_UP event" has_line NODE_POWERED_UP -- mtc cluster events "$C" --json
 
 # --- idle past suspendTimeSeconds: powered down again --------------------------------
 check "idle~ again after suspendTimeSeconds" wait_for 60 state_is "$C-cpu-1" 'idle~'
