@@ -217,6 +217,28 @@ static void test_generators(void)
         }
     }
     CHECK(sums > 100 && right == sums, "tiny-rl answers check out (%zu sums)", sums);
+    // issue 48: the tiny SFT stage covers the RL task — every tiny-rl prompt is a tiny-sft
+    // prompt with the answer as its response, so the SFT model can reach the rewards
+    struct dset_source ss;
+    struct dset_records sr = {0};
+    CHECK(dset_source_load("builtin:tiny-sft", &ss, &err) == 0 &&
+              dset_part_records(&ss.parts[0], DSET_SFT, &sr, &err) == 0,
+          "tiny-sft validates as sft");
+    size_t covered = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        const char *p = json_string_value(json_object_get(r.v[i], "prompt"));
+        const char *a = json_string_value(json_object_get(r.v[i], "answer"));
+        for (size_t j = 0; j < sr.n; j++)
+            if (!strcmp(p, json_string_value(json_object_get(sr.v[j], "prompt"))) &&
+                !strcmp(a, json_string_value(json_object_get(sr.v[j], "response")))) {
+                covered++;
+                break;
+            }
+    }
+    CHECK(r.n > 0 && covered == r.n,
+          "every tiny-rl prompt is in tiny-sft with its answer (%zu of %zu)", covered, r.n);
+    dset_records_release(&sr);
+    dset_source_release(&ss);
     dset_records_release(&r);
     dset_source_release(&s);
 }
@@ -307,7 +329,8 @@ static void test_cache(void)
     rmdir(t2);
 
     // two preparers of the same new key at once: both succeed, one whole key, no temporary
-    put("race.jsonl", "{\"prompt\":\"r\",\"response\":\"s\"}\n{\"prompt\":\"t\",\"response\":\"u\"}\n");
+    put("race.jsonl",
+        "{\"prompt\":\"r\",\"response\":\"s\"}\n{\"prompt\":\"t\",\"response\":\"u\"}\n");
     pid_t kids[4];
     for (int i = 0; i < 4; i++)
         if ((kids[i] = fork()) == 0) {
