@@ -30,8 +30,9 @@ check() {
     shift
     # a body given as `bash -c '…'` runs with pipefail too
     [ "${1:-}" = bash ] && [ "${2:-}" = -c ] && set -- bash -o pipefail "${@:2}"
-    if "$@"; then ok "$__check_what"; return 0; fi
-    __check_rc=$?
+    "$@"
+    __check_rc=$? # (after `if CMD; then …; fi` $? is the if's 0, not CMD's)
+    if [ "$__check_rc" -eq 0 ]; then ok "$__check_what"; return 0; fi
     nok "$__check_what"
     return "$__check_rc"
 }

@@ -60,6 +60,11 @@ rm -rf $(sed -n 's/^# kept //p' "$T_DIR/build/test-logs/hang.log" 2>/dev/null) #
 check "prepared machine: the skips fail — 8 passed, 8 failed" test "$(tail -1 "$T_DIR/out.1")" = "8 passed, 8 failed"
 check "  saying why" grep -q "skipped on a machine scripts/setup prepared (nothing may skip here): no gadget here" "$T_DIR/out.1"
 
+# lib.sh's check returns its command's status: `check … || stop` stops, and
+# run_or_stop $? sees the failure
+out=$(bash -c ". '$ROOT/tests/integration/lib.sh'; check 'a failing command' sh -c 'exit 3' || echo \"branch \$?\"; T_FAILED=0" 2>&1)
+check "check returns the failing command's status (3) to a || branch" grep -qx 'branch 3' <<<"$out"
+
 # side by side: busy1 and busy2 each wait (up to 60 s) for the other's mark,
 # so both pass only when they ran at the same time; "lonely" (# test: alone)
 # fails when it finds a mark of another program still running
