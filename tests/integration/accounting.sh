@@ -41,7 +41,7 @@ check "the root account and user exist (sacctmgr show assoc)" \
 # --- jobs are recorded ----------------------------------------------------------
 J1=$(sbatch --parsable -N 1 --wrap 'sleep 1; echo one')
 J2=$(sbatch --parsable -N 2 --wrap 'srun hostname')
-ended() { [ -z "$(squeue -h -j "$J1,$J2" 2>/dev/null)" ]; }
+ended() { absent "^($J1|$J2)\$" -- squeue -h -o %i; }
 check "two jobs run and end" wait_for 60 ended
 listed() { sacct -n -X -P -j "$J1,$J2" -o jobid,account,state 2>/dev/null | grep -c '|root|COMPLETED$' | grep -qx 2; }
 check "sacct lists both, COMPLETED, with their account" wait_for 60 listed
@@ -113,7 +113,7 @@ assert w["qos"] == sys.argv[4] != "" and w["reason"] in ("AssocGrpNodeLimit", "Q
 assert v["state"] == "RUNNING" and v["account"] == "root" and v["nodes"] and v["reason"] == "", v' \
     "$BODY" "$JW" "$JV" "$(squeue -h -j "$JW" -o %q)"
 scancel "$JV"
-check "visibility: root's job cancelled, its node free again" wait_for 60 eval '[ -z "$(squeue -h -j "$JV" 2>/dev/null)" ]'
+check "visibility: root's job cancelled, its node free again" wait_for 60 absent "^$JV\$" -- squeue -h -o %i
 # --- end of visibility ------------------------------------------------------------
 out=$(mtc accounts delete ac a 2>&1); rc=$?
 check "deleting an account with a waiting job: refused, naming it" \

@@ -56,7 +56,7 @@ assert sys.argv[2] == "0" and len(n) == 3, (sys.argv[2], n)
 assert all(x["state"] in ("PASS", "WARN") for x in n), n
 assert all(y["emulated"] is True and y["gpus"] == 8 and y["reason"].startswith("emulated: 8 GPU device files") for y in g), g
 assert not any(x.get("drained") for x in n), n' "$T_DIR/gpu.json" "$rc"
-check "  and the nodes stay in service" bash -c "! sinfo -h -N -p a3m -o %t | grep -qE 'drain|drng'"
+check_absent "  and the nodes stay in service" 'drain|drng' -- sinfo -h -N -p a3m -o %t
 # (the scan's job may still be leaving the nodes: what follows wants them idle)
 all_idle() { [ "$(sinfo -h -N -p a3m -o %t | sort -u)" = idle ]; }
 check "  its job gone, every node idle" wait_for 60 all_idle

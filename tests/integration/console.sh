@@ -31,7 +31,8 @@ ADMIN=$(tok web-admin admin); VIEWER=$(tok web-viewer viewer)
 
 # --- security, with curl -------------------------------------------------------
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
-check "/ without a session is the login page, not the app" bash -c "curl -s $U/ | grep -q 'id=\"login\"' && ! curl -s $U/ | grep -q app.js"
+check "/ without a session is the login page, not the app" \
+    eval 'has_line "id=\"login\"" -- curl -sf "$U/" && absent app.js -- curl -sf "$U/"'
 check "the API without a session or token: 401" test "$(code $U$CLUSTERS)" = 401
 check "a forged session cookie: 401" test "$(code -b mtc_session=$(printf '%064d' 0) $U$CLUSTERS)" = 401
 check "login without the CSRF header: 403" test "$(code -X POST -H "Authorization: Bearer $ADMIN" $U/console/login)" = 403
@@ -46,7 +47,7 @@ check "no inline script in any console page" bash -c "! grep -hiE '<script>|<scr
 SPEC=$(cat "$ROOT/examples/local-2node.json")
 check "a state-changing request with the cookie but without the CSRF header: 403, nothing created" bash -c "
   test \$(curl -s -o /dev/null -w '%{http_code}' -b $D/admin.jar -X POST -H 'Content-Type: application/json' --data-binary @$ROOT/examples/local-2node.json '$U$CLUSTERS?modelDevelopmentClusterId=csrf') = 403 &&
-  ! curl -s -b $D/admin.jar $U$CLUSTERS | grep -q csrf"
+  out=\$(curl -sf -b $D/admin.jar $U$CLUSTERS) && ! grep -q csrf <<<\"\$out\""
 check "a viewer's session cannot create (403)" test "$(code -b "$D/viewer.jar" -X POST -H 'X-MTC-CSRF: 1' -H 'Content-Type: application/json' --data-binary @"$ROOT/examples/local-2node.json" "$U$CLUSTERS?modelDevelopmentClusterId=v1")" = 403
 check "path traversal and unknown files: 404" bash -c "
   for p in /console/../../etc/passwd /console/%2e%2e/%2e%2e/etc/passwd /console/app.js/.. /console/www/app.js /console/index.html.bak; do

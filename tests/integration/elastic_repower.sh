@@ -42,7 +42,7 @@ for i in $(seq "$RESUMES"); do
     [ -n "$WHY" ] && diag "$WHY"
 done
 diag "resume cycles: $worked of $RESUMES worked in $((SECONDS - T0)) s; s from the slurmds' start to the job's start:$lates"
-check "no slurmd had to be restarted to register" eval '! events "$C" | grep -q "^SLURMD_RESTART"'
+check_absent "no slurmd had to be restarted to register" '^SLURMD_RESTART' -- events "$C"
 
 # --- a resumed slurmd that does not register: made to ---
 # stopped once it runs (its own pid file written) and before Slurm took its

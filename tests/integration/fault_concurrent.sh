@@ -181,6 +181,6 @@ print("# in flight at the kill:", sorted(started - finished), "resumed:", sorted
 assert resumed and resumed == started - finished
 PY
 check "no remediation left in flight after the restart" \
-    wait_for 30 bash -c "! mtc cluster nodes $C | grep -qE 'REMEDIATING|PENDING|QUEUED'"
+    wait_for 30 absent 'REMEDIATING|PENDING|QUEUED' -- mtc cluster nodes "$C"
 events | sed 's/^/# /'
 done_testing

@@ -200,7 +200,7 @@ check "... with the event naming it" python3 -c "
 import json,sys; ev=json.loads(sys.argv[1]).get('clusterEvents',[])
 assert any(e['eventType'] in ('ENDPOINT_REPLICA_LOST','ENDPOINT_REPLICA_UNHEALTHY') and 'replica '+sys.argv[2]+' ' in e['description'] for e in ev), ev[-5:]" "$BODY" "$R1"
 check "endpoint deleted" mtc endpoints delete hep
-check "... its replicas' jobs leave the queue" wait_for 30 bash -c "! squeue -h -o %j | grep -q mtc-endpoint-hep"
+check "... its replicas' jobs leave the queue" wait_for 30 absent mtc-endpoint-hep -- squeue -h -o %j
 check "... and the copy on the shared storage is removed" bash -c "[ -z \"\$(ls -A '$D/.mtc/models')\" ]"
 
 # the recipe in a trainer image, across both hosts

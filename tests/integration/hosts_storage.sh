@@ -159,7 +159,7 @@ diag "$out"
 refused() { [ "$rc" != 0 ] && grep -qE "host\(s\) ${H[3]//./\\.} \(sa-cpu-1\) do not see.*nothing submitted" <<<"$out"; }
 check "mtc run refuses naming host 3" refused
 check "  in one line" test "$(wc -l <<<"$out")" = 1
-nothing_queued() { [ -z "$(squeue -h)" ] && [ ! -e "$D/exp/experiments/hid" ]; }
+nothing_queued() { absent . -- squeue -h && [ ! -e "$D/exp/experiments/hid" ]; }
 check "  nothing submitted" nothing_queued
 out=$(mtc run -s pretrain/tiny_gpt2_pt -p cpu -d /tmp/elsewhere 2>&1)
 check "mtc run -d outside the experiment root is refused" grep -q "is not under the cluster's experimentRoot" <<<"$out"

@@ -66,7 +66,7 @@ port_ok() {
     local p
     p=$(result "$1" 'r["env"]["MASTER_PORT"]') || return 1
     diag "$1: MASTER_PORT $p"
-    [ "$p" -ge 61000 ] && ! mtc experiment logs "$1" | grep -q 'no MASTER_PORT from mtc-agent'
+    [ "$p" -ge 61000 ] && absent 'no MASTER_PORT from mtc-agent' -- mtc experiment logs "$1"
 }
 
 # --- each launcher, beside the held ports ------------------------------------------
