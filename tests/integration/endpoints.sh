@@ -255,7 +255,9 @@ check "OpenAI-style errors pass through (max_tokens 0: 400 {error:{message,type}
 import json,sys; e=json.loads(sys.argv[1])['error']; assert sys.argv[2]=='400' and e['message'] and e['type'], e" "$BODY" "$HTTP_STATUS"
 out=$(curl -sN --unix-socket "$MTC_HOME/mtcd.sock" -H 'Content-Type: application/json' \
     -d '{"prompt":"the cat","max_tokens":4,"stream":true}' "http://localhost$E/chat/v1/completions")
-check "streaming passes through (SSE ending with data: [DONE])" bash -c "grep -q '^data: {' <<<'$out' && tail -n 2 <<<'$out' | grep -q '^data: \[DONE\]'" ||
+# (the text is the model's: passed as an argument, never spliced into the code)
+check "streaming passes through (SSE ending with data: [DONE])" \
+    bash -c 'grep -q "^data: {" <<<"$0" && tail -n 2 <<<"$0" | grep -q "^data: \[DONE\]"' "$out" ||
     diag "what came back: $(head -c 600 <<<"$out")"
 
 # --- list, undeploy, delete ---------------------------------------------------

@@ -53,7 +53,8 @@ create_fails() {
     check "$id: stored in ERROR, the reason an event" stored_error "$id" "$want"
     check "$id: nothing left on any host or on the controller" wait_for 10 all_clean "$id" "${4:-}"
     out=$(mtc cluster delete "$id" 2>&1)
-    check "$id: delete removes it" bash -c "grep -q 'done: cluster deleted' <<<'$out' && ! mtc cluster get $id >/dev/null 2>&1"
+    check "$id: delete removes it (not found after)" \
+        eval 'grep -q "done: cluster deleted" <<<"$out" && gone "cluster $id not found" -- mtc cluster get "$id"'
 }
 
 check "4 test hosts up" testhosts_up 4
