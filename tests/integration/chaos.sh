@@ -108,6 +108,11 @@ code=$(curl -s -o "$D/403.json" -w '%{http_code}' -X POST -H "Authorization: Bea
 check "  and :injectFault: 403 PERMISSION_DENIED" bash -c '[ "$0" = 403 ] && grep -q PERMISSION_DENIED "$1"' "$code" "$D/403.json"
 check_absent "  nothing injected" . -- events CHAOS_FAULT cnode
 
+# the faults start once the job has its first checkpoint (step 5): each
+# requeue resumes from one however slow the start (a fault before it would
+# restart the job from step 0)
+NTD=$(job "$NJOB" | python3 -c 'import json,sys; print(json.load(sys.stdin)["taskDir"])')
+check "  it checkpointed step 5" wait_for 200 test -e "$NTD/checkpoints/step_5.pt"
 t0=$SECONDS
 mtc chaos ch --job cnode --fault node --every 20s --count 3 --seed 7 --timeout 15m >"$D/node.out" 2>&1 &
 CHAOS=$!
