@@ -51,8 +51,13 @@ except OSError as e:
     assert e.errno == errno.EADDRINUSE, e
 PY
 P=$(mtc-agent port --addr 127.0.0.1 --seed 1)
-check "mtc-agent port skips the held ports: $P, outside the ephemeral range" \
-    python3 -c 'import sys; p = int(sys.argv[1]); assert p >= 61000, p' "$P"
+check "mtc-agent port skips the held ports: $P, outside the ephemeral range" python3 - "$P" "$D/held" <<'PY'
+import sys
+p = int(sys.argv[1])
+unheld = {int(x) for x in open(sys.argv[2]).read().split("unheld")[1].split()}
+lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+assert not lo <= p <= hi and (p > 32767 or p in unheld), p
+PY
 
 # result EXPERIMENT EXPR: EXPR over the run's result.json (r)
 result() {
@@ -60,19 +65,28 @@ result() {
     dir=$(mtc experiment status "$1" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["taskDir"])')
     python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$dir/result.json" "$2"
 }
-# port_ok EXPERIMENT: its ranks' MASTER_PORT is outside the ephemeral range and
-# came from mtc-agent port
+# port_ok EXPERIMENT: its ranks' MASTER_PORT came from mtc-agent port, is
+# outside the ephemeral range and is none of those port_hold holds (above
+# them, or one it could not take: another test's then, free again since)
 port_ok() {
     local p
     p=$(result "$1" 'r["env"]["MASTER_PORT"]') || return 1
     diag "$1: MASTER_PORT $p"
-    [ "$p" -ge 61000 ] && absent 'no MASTER_PORT from mtc-agent' -- mtc experiment logs "$1"
+    python3 - "$p" "$D/held" /proc/sys/net/ipv4/ip_local_port_range <<'PY' || return 1
+import sys
+p = int(sys.argv[1])
+unheld = {int(x) for x in open(sys.argv[2]).read().split("unheld")[1].split()}
+lo, hi = map(int, open(sys.argv[3]).read().split())
+assert not lo <= p <= hi, (p, "in the ephemeral range", lo, hi)
+assert p > 32767 or p in unheld, (p, "held by port_hold")
+PY
+    absent 'no MASTER_PORT from mtc-agent' -- mtc experiment logs "$1"
 }
 
 # --- each launcher, beside the held ports ------------------------------------------
 mtc run --command "$PY $PROG --steps 5" -n 2 --experiment-name psrun >"$D/psrun.out" 2>&1
 check "srun, 2 nodes: the 2-rank DDP job completes" test "$(run_wait_final 240 psrun)" = COMPLETED
-check "  on a MASTER_PORT above the held ones, outside the ephemeral range" port_ok psrun
+check "  on a MASTER_PORT none of the held ones, outside the ephemeral range" port_ok psrun
 
 JOBS=$CLUSTERS/cp/trainingJobs
 api POST "$JOBS?trainingJobId=torchrun" "$(python3 - "$PY" "$PROG" "$D" "$ROOT/tests/tools/torchrun-standin" <<'PY'
@@ -89,12 +103,12 @@ check "torchrun, 2 nodes (the stand-in): 200" test "$HTTP_STATUS" = 200
 check "  the 2-rank DDP job completes" test "$(run_wait_final 240 ptorch)" = COMPLETED
 check "  WORLD_SIZE 2 from the launcher's --nnodes 2 --nproc_per_node 1" \
     test "$(result ptorch 'r["env"]["WORLD_SIZE"], r["env"]["LOCAL_WORLD_SIZE"]')" = "('2', '1')"
-check "  on a MASTER_PORT above the held ones (its rendezvous endpoint)" port_ok ptorch
+check "  on a MASTER_PORT none of the held ones (its rendezvous endpoint)" port_ok ptorch
 
 for i in 1 2 3; do
     mtc run -e local --command "$PY $PROG --steps 5" -n 2 --experiment-name "ploc$i" >"$D/ploc$i.out" 2>&1
     check "-e local, run $i: the 2-rank DDP job completes" test "$(run_wait_final 180 "ploc$i")" = COMPLETED
-    check "  on a MASTER_PORT above the held ones" port_ok "ploc$i"
+    check "  on a MASTER_PORT none of the held ones" port_ok "ploc$i"
 done
 
 # --- a rank that exits 1 at step 2, the other in a long step (600 s) -------------------

@@ -4,7 +4,9 @@
  * refused, a listen on it fails), --connect N makes N outgoing connections to
  * its own loopback listener (their local ends take ephemeral ports; with
  * --connect-from LO-HI, ports of that range). Then it writes
- * "bound B connected C" to --ready FILE and waits for TERM or INT. */
+ * "bound B connected C" to --ready FILE, and on a second line "unheld P..."
+ * the ports of --bind it could not bind (someone else's then, and free
+ * again later perhaps), and waits for TERM or INT. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -121,12 +123,21 @@ int main(int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    int nb = 0;
-    for (int p = blo; p <= bhi; p++)
-        nb += bound(p) >= 0;
+    int nb = 0, nu = 0;
+    int *unheld = calloc((size_t)(bhi >= blo ? bhi - blo + 1 : 1), sizeof(int));
+    for (int p = blo; p <= bhi; p++) {
+        if (bound(p) >= 0)
+            nb++;
+        else if (unheld)
+            unheld[nu++] = p;
+    }
     int nc = n > 0 ? connect_many(n, clo, chi) : 0;
     FILE *f = fopen(ready, "w");
-    if (!f || fprintf(f, "bound %d connected %d\n", nb, nc) < 0 || fclose(f) != 0) {
+    int bad = !f || fprintf(f, "bound %d connected %d\nunheld", nb, nc) < 0;
+    for (int i = 0; !bad && i < nu; i++)
+        bad = fprintf(f, " %d", unheld[i]) < 0;
+    free(unheld);
+    if (bad || fprintf(f, "\n") < 0 || fclose(f) != 0) {
         perror("port_hold: --ready");
         return 1;
     }
