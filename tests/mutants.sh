@@ -168,10 +168,15 @@ echo "built in $((SECONDS - T0)) s"
 
 # targets PROGRAM...: what make must bring up to date for these programs
 targets() {
-    local t integ=
+    local t u integ=
     for t in "$@"; do
         case $t in
-        test_*) echo "build/tests/$t" ;;
+        test_*) # every unit test tests/run.sh will run for this name (it selects by substring)
+            for u in "$TREE"/tests/unit/test_*.c; do
+                u=${u##*/} u=${u%.c}
+                case $u in *"$t"*) echo "build/tests/$u" ;; esac
+            done
+            ;;
         *) integ=1 ;;
         esac
     done
