@@ -17,7 +17,9 @@
 #   NAME...     only these mutants (default: all)
 #   --list      the table: name, file, paired programs, what it breaks, and
 #               whether its text still occurs exactly once here
-#   --baseline  first run every paired program on the unmutated copy: a
+#   --baseline  first run every paired program on the unmutated copy; what
+#               fails there (a check, or a program's own problem) is then no
+#               kill: a mutant is killed only by a failure the baseline had not
 #               program that already fails would "kill" any mutant
 # Environment: M_DIR (scratch directory, default build-mutants: git-ignored),
 # T_TIMEOUT (per program, passed to tests/run.sh; default 900 here), M_JOBS
@@ -221,16 +223,36 @@ run_tests() {
     return "$rc"
 }
 
+# failures DIR: what failed in a run_tests run in DIR, one a line: "PROG not
+# ok N" per failed check (from the program's log), "PROG: PROBLEM" per
+# problem of a program (a wrong plan, an exit status, a timeout: run.sh's words)
+failures() {
+    local p
+    for p in $(awk '/^FAIL/ { print $2 }' "$1/run.out"); do
+        grep -oE '^not ok [0-9]+' "$1/$p.log" 2>/dev/null | sed "s/^/$p /"
+    done
+    awk '/^FAIL/ { p = $2; next } /^[^ ]/ { p = "" }
+         p != "" && /^    [^|# ]/ && !/^    not ok/ { sub(/^    /, ""); print p ": " $0 }' "$1/run.out"
+}
+
 if [ "$BASELINE" = 1 ]; then
     mapfile -t progs < <(for i in "${SEL[@]}"; do tr ' ' '\n' <<<"${N_TESTS[$i]}"; done | sort -u)
     # shellcheck disable=SC2046
     (cd "$TREE" && make -j"$JOBS" $(targets "${progs[@]}") >>"$M/logs/build.log" 2>&1)
-    if ! run_tests "$M/logs/baseline" "${progs[@]}"; then
-        grep -E '^FAIL|^#' "$M/logs/baseline/run.out"
-        echo "tests/mutants.sh: the paired programs fail without a mutant (see $M/logs/baseline)" >&2
+    run_tests "$M/logs/baseline" "${progs[@]}"
+    if [ $? = 3 ]; then
+        tail -1 "$M/logs/baseline/run.out"
+        echo "tests/mutants.sh: a paired program did not run unmutated (see $M/logs/baseline)" >&2
         exit 2
     fi
-    echo "baseline: ${progs[*]} pass unmutated ($((SECONDS - T0)) s)"
+    failures "$M/logs/baseline" >"$M/logs/baseline/failures"
+    if [ -s "$M/logs/baseline/failures" ]; then
+        echo "baseline: these fail without a mutant (no mutant is killed by them alone):"
+        sed 's/^/    /' "$M/logs/baseline/failures"
+    else
+        echo "baseline: ${progs[*]} pass unmutated"
+    fi
+    echo "baseline done in $((SECONDS - T0)) s"
 fi
 
 # --- each mutant ------------------------------------------------------------------
@@ -258,11 +280,27 @@ for i in "${SEL[@]}"; do
         if [ "$rc" = 3 ]; then
             echo "stale $name ($(tail -1 "$log/run.out"))"
             stale=$((stale + 1))
+        elif [ "$rc" != 0 ] && [ "$BASELINE" = 1 ] &&
+            ! failures "$log" | grep -qvxF -f "$M/logs/baseline/failures"; then
+            echo "survived $name: ${N_WHAT[$i]} — only the baseline's failures (see $log)"
+            survived=$((survived + 1))
         elif [ "$rc" != 0 ]; then
             by=$(awk '/^FAIL/ { printf "%s%s", s, $2; s = ", " }' "$log/run.out")
+            [ "$BASELINE" = 1 ] &&
+                by=$(failures "$log" | grep -vxF -f "$M/logs/baseline/failures" | awk '{ sub(/:$/, "", $1); print $1 }' | sort -u | paste -sd, | sed 's/,/, /g')
             echo "killed $name (by ${by:-tests/run.sh, exit $rc}) in $((SECONDS - t1)) s"
-            # the first two things said under a FAIL line: its failed checks or problems
-            awk '/^FAIL/ { f = 1; next } /^[^ ]/ { f = 0 } f && /^    [^|#]/ && n++ < 2' "$log/run.out"
+            # the first two failures (new ones, with --baseline): failed checks or problems
+            if [ "$BASELINE" = 1 ]; then
+                failures "$log" | grep -vxF -f "$M/logs/baseline/failures" | head -2 |
+                    while read -r p rest; do
+                        case $rest in
+                        "not ok "*) grep -m 1 -E "^$rest( |\$)" "$log/$p.log" | sed 's/^/    /' ;;
+                        *) echo "    $p $rest" ;;
+                        esac
+                    done
+            else
+                awk '/^FAIL/ { f = 1; next } /^[^ ]/ { f = 0 } f && /^    [^|#]/ && n++ < 2' "$log/run.out"
+            fi
             killed=$((killed + 1))
         else
             echo "survived $name: ${N_WHAT[$i]} — ${tests[*]} passed (see $log)"
