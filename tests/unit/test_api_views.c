@@ -1,7 +1,9 @@
 /* Unit tests for the API's kept GET replies (src/api/viewcache.c): a cluster
  * GET or list page answered from the cache says exactly what one built from
  * the store says, and any change to the store (state, nodes, health, events,
- * delete) shows in the next GET; another parent is still a 404. */
+ * delete) shows in the next GET; another parent is still a 404. And the
+ * route table's roles, where one wrong word lets a lesser token in: a fault
+ * into a job, accounts and tokens are an admin's, a cancel an editor's. */
 #include "check.h"
 #include "api/internal.h"
 #include "store/store.h"
@@ -50,6 +52,41 @@ static int get_twice(const char *path, const char *q, char **text)
     return ok;
 }
 
+/* Is role allowed METHOD path? 1 yes, 0 refused with a 403 naming the
+ * role needed, -1 no such route (or any other answer). */
+static int allowed(const char *method, const char *path, enum api_role role)
+{
+    struct api_req r = {.st = st, .method = method, .path = path};
+    r.who.role = role;
+    struct api_resp out = {0};
+    int status = 0, rc = -1;
+    const struct api_route *route = api_route_find(&r, &status);
+    if (route && api_authorize(&r, route, &out) == 0)
+        rc = 1;
+    else if (route && out.status == 403) {
+        const char *m = json_string_value(
+            json_object_get(json_object_get(out.body, "error"), "message"));
+        rc = m && strstr(m, "it needs ") ? 0 : -1;
+    }
+    json_decref(out.body);
+    return rc;
+}
+
+static void test_roles(void)
+{
+    const char *fault = PATH "/a/trainingJobs/j:injectFault";
+    CHECK(allowed("POST", fault, ROLE_EDITOR) == 0 && allowed("POST", fault, ROLE_VIEWER) == 0,
+          ":injectFault: an editor's or a viewer's token gets 403 (it needs admin)");
+    CHECK(allowed("POST", fault, ROLE_ADMIN) == 1, ":injectFault: an admin's token may");
+    CHECK(allowed("POST", PATH "/a/accounts", ROLE_EDITOR) == 0 &&
+              allowed("DELETE", PATH "/a/accounts/x", ROLE_EDITOR) == 0,
+          "accounts: created and deleted by an admin only");
+    CHECK(allowed("POST", "/v1/tokens", ROLE_EDITOR) == 0, "tokens: made by an admin only");
+    CHECK(allowed("POST", PATH "/a/trainingJobs/j:cancel", ROLE_EDITOR) == 1 &&
+              allowed("POST", PATH "/a/trainingJobs/j:cancel", ROLE_VIEWER) == 0,
+          "a cancel: an editor's, not a viewer's");
+}
+
 static void create(const char *id, const char *project)
 {
     struct store_cluster c = {.spec = json_pack("{s:s}", "displayName", id)};
@@ -80,6 +117,7 @@ int main(void)
     create("a", "local");
     create("b", "local");
     create("o", "other");
+    test_roles();
 
     char *t = NULL, *u = NULL;
     int kept = 0;

@@ -178,6 +178,11 @@ int main(void)
           b->checkpoint_s, b->productive_s);
     CHECK(t.repeated == 2 && t.restarts == 1, "steps 5-6 repeated, 1 restart: %lld %d",
           (long long)t.repeated, t.restarts);
+    /* goodput's wall: from the first start (10:00:10), not the submission
+     * the breakdown counts from (10:00:00), to the end (10:01:00) */
+    CHECK(fabs(t.wall_s - 50) < 1e-9 && fabs(t.goodput - t.kept_s / 50) < 1e-9,
+          "wall 50 s from the first start, not 60 from the submission: %g, goodput %g",
+          t.wall_s, t.goodput);
     /* read again from the files alone (mtc experiment status): the same parts */
     struct exp_track t2;
     exp_track_init(&t2, run);
