@@ -89,12 +89,12 @@ check "the agent's reports arrive with its node token" wait_for 30 health_is PAS
 # every file of mtcd's home that holds a token, a key or a password, found
 # by listing (names of tokens, keys, credentials; the store and its WAL,
 # whose rows hold token hashes; slurmdbd's config): each 0600 or stricter
-SECRETS=$(find "$MTC_HOME" -type f \( -name '*token*' -o -name '*.key' -o -name '*key*.pem' \
+SECRETS=$(find "$MTC_HOME" -type f \( -name '*token*' -o -name '*.key' -o -path '*/munge/key' -o -name '*key*.pem' \
     -o -name '*cred*' -o -name 'acct.json' -o -name 'slurmdbd.conf' -o -name 'mtcd.db*' -o -name '*secret*' \) | sort)
 loose=$(for f in $SECRETS; do [ $((0$(stat -c %a "$f") & 077)) = 0 ] || echo "$f $(stat -c %a "$f")"; done)
 diag "secret-bearing files: $(wc -l <<<"$SECRETS"): $(sed "s|$MTC_HOME/||" <<<"$SECRETS" | tr '\n' ' ')"
 check "every token-, key- or password-bearing file of the home 0600 or stricter (the agent's token and the munge key among them)${loose:+ — not: $loose}" \
-    bash -c '[ -z "$0" ] && grep -q "/agent.token$" <<<"$1" && grep -q "munge.key$" <<<"$1"' "$loose" "$SECRETS"
+    bash -c '[ -z "$0" ] && grep -q "/agent.token$" <<<"$1" && grep -q "/munge/key$" <<<"$1"' "$loose" "$SECRETS"
 REPORT='{"nodeId": "'$N'", "results": [{"check": "gpu.ecc", "status": "FAIL", "severity": "REPLACE", "reason": "forged"}]}'
 tcp "$EDITOR" POST "$CLUSTERS/sec:reportHealth" "$REPORT"
 check "an editor cannot report health: 403" test "$HTTP_STATUS" = 403
