@@ -146,10 +146,12 @@ check "host 3: its name gone from its /etc/hosts, a name server on the bridge" t
 spec noname "\"${H[3]}\"" 1
 create_fails noname "host ${H[3]}: its own name ${TESTHOSTS_NAMES[3]} does not resolve \(getent hosts" "the host and its name"
 python3 -c 'import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 53)); time.sleep(600)' \
-    "$TESTHOSTS_CTL_ADDR" &
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 53))
+open(sys.argv[2], "w").close(); time.sleep(600)' "$TESTHOSTS_CTL_ADDR" "$T_DIR/sink.ready" &
 SINK=$!
 track_pid "$SINK"
+# the sink bound before the create (else the lookup fails at once: noname)
+check "a DNS sink that never answers listens on the bridge" wait_for 60 test -e "$T_DIR/sink.ready"
 spec slowname "\"${H[3]}\"" 1
 create_fails slowname "host ${H[3]}: its own name ${TESTHOSTS_NAMES[3]} takes ([0-9]+ ms|over 3 s) to resolve \(more than 1 s\)" "the host and how long"
 kill "$SINK"
