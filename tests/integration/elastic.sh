@@ -51,7 +51,8 @@ import json, sys
 for e in json.load(sys.stdin) or []:
     print(e.get("eventType", "?"), e.get("nodeName", "-"), e.get("description", ""))'
 }
-has_event() { has_line "^$1 $2" -- events; }
+# (a basic regular expression, read whole first: no SIGPIPE under pipefail)
+has_event() { local ev; ev=$(events) || return 1; grep -q "^$1 $2" <<<"$ev"; }
 job_state() { scontrol show job "$1" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 job_is() { [ "$(job_state "$1")" = "$2" ]; }
 # the node's recorded daemon pids (slurmd, agent), alive or not
