@@ -70,6 +70,7 @@ check "check returns the failing command's status (3) to a || branch" grep -qx '
 # fails when it finds a mark of another program still running
 P=$T_DIR/par
 mkdir -p "$P/t" "$P/build"
+unset SAN_B # (make test's: the runs below are of the fakes alone)
 pfake() { printf '%s\n' "$2" >"$P/t/$1.sh"; }
 for me in busy1 busy2; do
     other=busy$((3 - ${me#busy}))
