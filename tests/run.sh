@@ -204,13 +204,17 @@ for i in "${deferred[@]}"; do # each with nothing beside it
 done
 unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 
-# the times, for the next run's order and for whoever makes the suite faster
-: >"$LOGS/durations.new"
-for i in "${!DUR[@]}"; do echo "${Q_NAME[$i]} ${DUR[$i]}"; done | sort -k2,2nr >"$LOGS/durations.new"
+# the times, for the next run's order and for whoever makes the suite faster:
+# this run's, and the earlier ones' of programs it did not run
+declare -A LAST=()
+[ -r "$LOGS/durations" ] && while read -r n t; do [ -n "${t:-}" ] && LAST[$n]=$t; done <"$LOGS/durations"
+for i in "${!DUR[@]}"; do LAST[${Q_NAME[$i]}]=${DUR[$i]}; done
+for n in "${!LAST[@]}"; do echo "$n ${LAST[$n]}"; done | sort -k2,2nr >"$LOGS/durations.new"
 mv "$LOGS/durations.new" "$LOGS/durations"
 if [ ${#DUR[@]} -gt 1 ]; then
     echo "slowest:"
-    head -15 "$LOGS/durations" | awk '{ printf "    %-40s %5d s\n", $1, $2 }'
+    for i in "${!DUR[@]}"; do echo "${Q_NAME[$i]} ${DUR[$i]}"; done | sort -k2,2nr | head -15 |
+        awk '{ printf "    %-40s %5d s\n", $1, $2 }'
 fi
 for i in "${!Q_NAME[@]}"; do [ -n "${BAD[$i]:-}" ] && failures+=("${Q_NAME[$i]}"); done
 if [ ${#skips[@]} -gt 0 ]; then
