@@ -48,18 +48,30 @@ done
 # emulated reboot takes about a second, too short to sample reliably); the
 # reboot of the job's node follows the job's requeue, up to 15 s later
 events_t >"$T_DIR/events1"
-check "the three remediations overlap (every drain before the first resume)" python3 - "$T_DIR/events1" "$T0" "${BAD[@]}" <<'PY'
+# side by side: no remediation waited for another — each node was drained
+# before any node was back, unless its own failure was only seen after that
+# (its agent's pass came later: on a loaded machine the three agents see
+# the XID up to a pass apart, and an emulated reboot takes under a second),
+# and none was queued
+check "the three remediations ran side by side (each drained before the first resume unless seen after it; none queued)" \
+    python3 - "$T_DIR/events1" "$T0" "${BAD[@]}" <<'PY'
 import sys
 t0, bad = sys.argv[2], sys.argv[3:]
 first = {}
 for line in open(sys.argv[1]):
     f = line.split(" ", 3)
-    if len(f) >= 3 and f[0] >= t0 and f[2] in bad and f[1] in ("VM_SLURM_DRAIN", "VM_REBOOT", "VM_RESUMED"):
+    if len(f) >= 3 and f[0] >= t0 and f[2] in bad:
         first.setdefault((f[1], f[2]), f[0])
 t = lambda kind: sorted(v for (k, n), v in first.items() if k == kind)
-print("# drains", t("VM_SLURM_DRAIN"), "reboots", t("VM_REBOOT"), "resumes", t("VM_RESUMED"))
+print("# drains", t("VM_SLURM_DRAIN"), "reboots", t("VM_REBOOT"), "resumes", t("VM_RESUMED"),
+      "seen", t("VM_CONTINUOUS_GPU_ERROR") + t("VM_SCAN_ERROR"))
 assert len(t("VM_SLURM_DRAIN")) == 3 and len(t("VM_RESUMED")) == 3, first
-assert max(t("VM_SLURM_DRAIN")) < min(t("VM_RESUMED")), first
+back = min(t("VM_RESUMED"))
+for n in bad:
+    drained = first[("VM_SLURM_DRAIN", n)]
+    seen = first.get(("VM_CONTINUOUS_GPU_ERROR", n)) or first.get(("VM_SCAN_ERROR", n))
+    assert seen and (drained < back or seen >= back), (n, "drained", drained, "seen", seen, "first back", back)
+assert not [k for k in first if k[0] == "VM_REMEDIATION_QUEUED"], "a remediation was queued"
 PY
 check "job $JOB requeued (JOB_REQUEUED event)" has_event JOB_REQUEUED "$N"
 check "job restarted (restart 1 in the log)" wait_for "${FAULT_RESTART_WAIT:-120}" grep -q "restart 1" "$TD/$JOB.log"
