@@ -60,7 +60,10 @@ static void put_rendezvous(FILE *f, const char *agent)
                "else\n    MASTER_ADDR=127.0.0.1\nfi\n"
                "MASTER_PORT=$(");
     recipe_put_quoted(f, agent ? agent : "mtc-agent");
-    fprintf(f, " port --addr \"$MASTER_ADDR\" --seed \"$JOB_ID\") || MASTER_PORT=\n"
+    /* the seed: the job id, and the cluster's name (clusters emulated on one
+     * host each have a job 1, whose ranks would race for the same port) */
+    fprintf(f, " port --addr \"$MASTER_ADDR\" --seed \"$((JOB_ID + $(printf %%s "
+               "\"${SLURM_CLUSTER_NAME:-}\" | cksum | cut -d' ' -f1)))\") || MASTER_PORT=\n"
                "if [ -z \"$MASTER_PORT\" ]; then\n"
                "    echo \"mtc: no MASTER_PORT from mtc-agent port; the first port from 29500 "
                "that refuses a connection\"\n"

@@ -228,6 +228,17 @@ after_passes() { after_metric "mtc_supervision_passes_total{cluster=\"$1\"}" "$2
 after_monitor() { after_metric mtc_job_monitor_passes_total "$1"; }
 # after_endpoint_ticks N: N more passes of the endpoints controller.
 after_endpoint_ticks() { after_metric mtc_endpoint_ticks_total "$1"; }
+# event_texts CLUSTER TYPE TEXT: the descriptions of cluster CLUSTER's events
+# of TYPE that hold TEXT, one a line; fails when mtcd does not answer.
+event_texts() {
+    local j
+    j=$(mtc cluster events "$1" --json) || return 1
+    python3 -c '
+import json, sys
+for e in json.loads(sys.argv[3]) or []:
+    if e.get("eventType") == sys.argv[1] and sys.argv[2] in e.get("description", ""):
+        print(e["description"])' "$2" "$3" "$j"
+}
 # Delete every cluster this test's mtcd knows, then stop mtcd (used in cleanup).
 delete_all_clusters() {
     [ -S "$MTC_HOME/mtcd.sock" ] || return 0

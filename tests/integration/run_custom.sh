@@ -163,11 +163,7 @@ PY
 mtc run --command "$PY $PROG --steps 10 --fail-at 3" -n 2 --experiment-name ddpfail >"$D/fail.out" 2>&1
 check "a program that raises: FAILED" test "$(run_wait_final 120 ddpfail)" = FAILED
 check "  its traceback in the job's log" has_line 'RuntimeError: ddp_train: failing at step 3' -- mtc experiment logs ddpfail
-events() { mtc cluster events cu --json | python3 -c '
-import json, sys
-for e in json.load(sys.stdin) or []:
-    if e.get("eventType") == sys.argv[1] and sys.argv[2] in e.get("description", ""):
-        print(e["description"])' "$1" "$2"; }
+events() { event_texts cu "$1" "$2"; } # TYPE TEXT: descriptions of cluster cu's events
 check "  a TRAINING_FAILED event with the exit status and the program's last line" \
     wait_for 20 eval '[ -n "$(events TRAINING_FAILED "(experiment ddpfail) FAILED (exit status 1); last line: RuntimeError: ddp_train: failing at step 3")" ]'
 diag "$(events TRAINING_FAILED ddpfail)"

@@ -139,11 +139,7 @@ mtc run --command "$PY $PROG --steps 20 --fail-at 2 --fail-rank 1" -n 2 \
     --experiment-name psfail >"$D/psfail.out" 2>&1
 check "srun, 2 nodes: the same rank exit ends the job FAILED (--kill-on-bad-exit)" \
     test "$(run_wait_final 180 psfail)" = FAILED
-events() { mtc cluster events cp --json | python3 -c '
-import json, sys
-for e in json.load(sys.stdin) or []:
-    if e.get("eventType") == sys.argv[1] and sys.argv[2] in e.get("description", ""):
-        print(e["description"])' "$1" "$2"; }
+events() { event_texts cp "$1" "$2"; } # TYPE TEXT: descriptions of cluster cp's events
 check "  a TRAINING_FAILED event with exit status 1 and the rank's last line" \
     wait_for 30 eval '[ -n "$(events TRAINING_FAILED "(experiment psfail) FAILED (exit status 1); last line: rank 1: failing at step 2 as asked")" ]'
 diag "$(events TRAINING_FAILED psfail)"

@@ -126,7 +126,8 @@ static void test_render(void)
           "the rendezvous on the first node's address");
     CHECK(s &&
               strstr(s, "MASTER_PORT=$('/opt/mtc/bin/mtc-agent' port --addr \"$MASTER_ADDR\" "
-                        "--seed \"$JOB_ID\") || MASTER_PORT=\n") &&
+                        "--seed \"$((JOB_ID + $(printf %s \"${SLURM_CLUSTER_NAME:-}\" | cksum | "
+                        "cut -d' ' -f1)))\") || MASTER_PORT=\n") &&
               !strstr(s, "29500 + ${SLURM_JOB_ID"),
           "MASTER_PORT bound on MASTER_ADDR by the agent beside the trainer, at each start");
     CHECK(
