@@ -174,8 +174,10 @@ check "an unknown fault: 400 naming fault" bash -c '[ "$0" = 400 ] && grep -q "f
 # held long would be a hang to chang's monitor).
 for j in ckill chang cslurmd hjob; do touch "$D/hold.$j"; done
 HOLD=$D/hold.ckill check "a job with retry_on_error 1 submitted" submit ckill 40 1 '{"retry_on_error": 1}'
-# hang_timeout_s: more than torch's start on a loaded runner (a start is no progress)
-HOLD=$D/hold.chang check "a job with monitor.hang_timeout_s 15 submitted" submit chang 40 1 '{"monitor": {"hang_timeout_s": 15}}'
+# hang_timeout_s 60: more than torch's start on a loaded machine (a start is
+# no progress: at 15 a slow restart was a second hang); the SIGSTOPped rank
+# is named by its node's watcher after 5 s, whatever the timeout
+HOLD=$D/hold.chang check "a job with monitor.hang_timeout_s 60 submitted" submit chang 40 1 '{"monitor": {"hang_timeout_s": 60}}'
 HOLD=$D/hold.cslurmd check "a third job submitted" submit cslurmd 40 1
 JOBS=$CLUSTERS/hc/trainingJobs
 HOLD=$D/hold.hjob check "on hosts, a job with retry_on_error 1 submitted" submit hjob 40 1 '{"retry_on_error": 1}'
