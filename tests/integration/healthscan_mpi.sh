@@ -66,13 +66,13 @@ check "bad --min-bus-gbps refused (exit 2, names the flag)" \
     bash -c "[ $? -eq 2 ] && grep -q -- '--min-bus-gbps -3' '$D/bad.err' && [ \$(wc -l <'$D/bad.err') -eq 1 ]"
 # pairs above --all-pairs-max: two random pairings (seeded), disjoint pairs
 "${MPIRUN[@]}" -np 5 mtc-scan pairs --all-pairs-max 2 --seed 7 --max-bytes 1048576 --fail-fraction 0.1 >"$D/rand.json" 2>"$D/rand.err"
-check "5 ranks, --all-pairs-max 2: random pairing, first and second pass, all PASS" report "$D/rand.json" '
-assert r["state"] == "PASS" and r["pairing"] == "random" and r["seed"] == 7, r
+check "5 ranks, --all-pairs-max 2: random pairing, first and second pass, none FAIL" report "$D/rand.json" '
+assert r["state"] in ("PASS", "WARN") and r["pairing"] == "random" and r["seed"] == 7, r
 ps = r["pairs"]
 first = [p for p in ps if p["pass"] == "first"]; second = [p for p in ps if p["pass"] == "second"]
 assert len(first) == 2 and len(second) == 2, ps
 assert not {tuple(p["nodes"]) for p in first} & {tuple(p["nodes"]) for p in second}, ps
-assert all(n["state"] == "PASS" for n in r["nodes"]) and not r["badNodes"], r'
+assert all(n["state"] in ("PASS", "WARN") for n in r["nodes"]) and not r["badNodes"], r'
 
 # ring --nccl: without a usable GPU, NCCL is not used and the report says why
 "${MPIRUN[@]}" -np 2 mtc-scan ring --nccl --max-bytes 65536 >"$D/nccl.json" 2>"$D/nccl.err"
