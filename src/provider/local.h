@@ -12,7 +12,7 @@
 #include "provider/head.h"
 
 #define MAX_NODES 256
-#define LOCAL_SUSPEND_TIMEOUT 10 /* s: stopping an emulated node takes seconds */
+#define LOCAL_SUSPEND_TIMEOUT 5 /* s: stopping an emulated node takes under one (hosts: 5 too) */
 /* A powered-up node that Slurm still has POWERING_UP this long after its
  * slurmd started is asked to register again (SIGHUP), then its slurmd is
  * restarted, at most LOCAL_WATCH_RESTARTS times per power-up (s) */

@@ -27,7 +27,7 @@ for i in $(seq "$RESUMES"); do
     # (Slurm looks at idle nodes again only when a node changes, or after a
     # minute), powered down by an admin's `scontrol update state=power_down`:
     # either way Slurm runs the SuspendProgram and keeps the nodes powering
-    # down (idle%) for SuspendTimeout (10 s)
+    # down (idle%) for SuspendTimeout (5 s)
     [ "$i" -gt 1 ] && scontrol update nodename=er-a3m-[1-2] state=power_down
     if ! wait_for 60 eval 'state_is er-a3m-1 "idle~" && state_is er-a3m-2 "idle~"'; then
         nok "resume $i: the elastic nodes powered down (idle~)"
