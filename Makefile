@@ -37,7 +37,7 @@ CP_MODULES := common schema store dataset registry endpoint jobs api control clu
 # src/spank/plugin.c holds Slurm's SPANK entry points: only in the plugin
 CP_SRCS := $(filter-out src/spank/plugin.c,$(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c)))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
-CP_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lcurl -lcrypto -lpthread -lm
+CP_LIBS := -lmicrohttpd -ljansson -lsqlite3 -ltre -lcurl -lcrypto -lpthread -lm
 
 # Trainer: OpenMP + OpenBLAS + MPI (flags from the MPI compiler wrapper).
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)

@@ -69,12 +69,12 @@ static int begin_op(struct api_req *r, struct api_resp *out, struct store_op *op
 static int guard_spec(struct api_req *r, struct api_resp *out, const json_t *old,
                       const json_t *spec)
 {
-    char field[128];
+    char field[200];
     if (r->who.role < ROLE_ADMIN && cluster_spec_privileged_change(old, spec, field, sizeof(field)))
         return api_error(out, 403,
-                         "%s: only an admin may set or change this field (it makes mtc or Slurm "
-                         "run something as root on the nodes)",
-                         field),
+                         "%s: only an admin may set or change %s (mtc or Slurm would run "
+                         "something, connect to a machine or read a credential as root)",
+                         field, strchr(field, ',') ? "these fields" : "this field"),
                -1;
     const char *path = "healthPolicy.nvmlLibrary";
     const char *lib =

@@ -17,11 +17,13 @@
  * The caller owns the result (json_decref). */
 json_t *cluster_spec_normalize(const json_t *in, mtc_error_t *err);
 
-/* Whether new_ sets or changes a field that makes mtc or Slurm execute (or
- * read) something as root — healthPolicy.nvmlLibrary and .kernelLog, the
- * prolog/epilog scripts, node pools' startupScript — compared with old (NULL
- * for a create). 1 and the first such field's path into field[len], else 0.
- * Both specs normalized. Only an admin may make such a change. */
+/* Whether new_ sets or changes a field that makes mtc or Slurm act as root —
+ * run a program (scripts, hook commands, a library the agent loads, apt-get),
+ * connect to a machine (nodePools[].hosts and spareHosts, ssh, controller) or
+ * read a root-owned file as a credential (ssh, accounting.database) — compared
+ * with old (NULL for a create; a field left as it was is no change). 1 and
+ * the paths of all such fields, ", " between, into field[len], else 0. Both
+ * specs normalized. Only an admin may make such a change. */
 int cluster_spec_privileged_change(const json_t *old, const json_t *new_, char *field, size_t len);
 
 /* The resource's output-only fields (name, createTime, …; NULL-terminated):
@@ -29,7 +31,7 @@ int cluster_spec_privileged_change(const json_t *old, const json_t *new_, char *
 extern const char *const cluster_output_only[];
 
 /* The spec's field table (static; not owned by callers). Fields that make mtc
- * or Slurm execute something as root carry SCHEMA_ROOT_EXEC:
+ * or Slurm act as root (run, connect, read a credential) carry SCHEMA_ROOT_EXEC:
  * schema_walk(&cluster_spec_schema, SCHEMA_ROOT_EXEC, fn, arg) lists their
  * paths ("orchestratorSpec.slurmSpec.prologBashScripts",
  * "nodePools[].startupScript", "healthPolicy.nvmlLibrary"). */

@@ -1,7 +1,8 @@
-/* privileged: does a spec set or change a field that makes mtc or Slurm
- * execute (or read) something as root on a node — the fields the spec's table
- * flags SCHEMA_ROOT_EXEC (a library the agent loads, scripts, hook commands)?
- * Only an admin may; the API asks here. */
+/* privileged: does a spec set or change a field that makes mtc or Slurm act
+ * as root — run a program, connect to a machine, read a root-owned file as a
+ * credential: the fields the spec's table flags SCHEMA_ROOT_EXEC (scripts, a
+ * library the agent loads, hook commands, hosts, ssh, the accounting
+ * database)? Only an admin may; the API asks here. */
 #include "cluster/cluster.h"
 #include "schema/schema.h"
 
@@ -24,10 +25,12 @@ static const json_t *get_path(const json_t *obj, const char *path)
     return obj;
 }
 
-/* Unset, "", [] and {} all mean "nothing": a default filled in is no change. */
+/* Unset, "", false, [] and {} all mean "nothing": a default filled in is no
+ * change, and a switch left off (installPackages) asks nothing of root. */
 static int empty(const json_t *v)
 {
-    return !v || json_is_null(v) || (json_is_string(v) && !*json_string_value(v)) ||
+    return !v || json_is_null(v) || json_is_false(v) ||
+           (json_is_string(v) && !*json_string_value(v)) ||
            (json_is_array(v) && json_array_size(v) == 0) ||
            (json_is_object(v) && json_object_size(v) == 0);
 }
@@ -59,20 +62,26 @@ struct walk {
     int found;
 };
 
+/* One more changed field: its path appended to the list (", " between; the
+ * list cut where field[len] ends). */
+static void add(struct walk *w, const char *path)
+{
+    size_t used = strlen(w->field);
+    if (used + 2 < w->len)
+        snprintf(w->field + used, w->len - used, "%s%s", w->found ? ", " : "", path);
+    w->found++;
+}
+
 /* One flagged path: "a.b.c", or "nodePools[].x" for field x of every node
  * pool (a pool compared with the old pool of the same id). */
 static void visit(const char *path, const struct schema_field *f, void *arg)
 {
     (void)f;
     struct walk *w = arg;
-    if (w->found)
-        return;
     const char *rest = strstr(path, "[].");
     if (!rest) {
-        if (differ(w->old ? get_path(w->old, path) : NULL, get_path(w->new_, path))) {
-            snprintf(w->field, w->len, "%s", path);
-            w->found = 1;
-        }
+        if (differ(w->old ? get_path(w->old, path) : NULL, get_path(w->new_, path)))
+            add(w, path);
         return;
     }
     if (strncmp(path, "nodePools[]", 11) != 0)
@@ -83,17 +92,18 @@ static void visit(const char *path, const struct schema_field *f, void *arg)
     {
         const char *id = json_string_value(json_object_get(p, "id"));
         const json_t *was = w->old ? pool_by_id(w->old, id) : NULL;
-        if (differ(was ? get_path(was, rest + 3) : NULL, get_path(p, rest + 3))) {
-            snprintf(w->field, w->len, "nodePools[%zu].%s", i, rest + 3);
-            w->found = 1;
-            return;
-        }
+        char where[160];
+        snprintf(where, sizeof(where), "nodePools[%zu].%s", i, rest + 3);
+        if (differ(was ? get_path(was, rest + 3) : NULL, get_path(p, rest + 3)))
+            add(w, where);
     }
 }
 
 int cluster_spec_privileged_change(const json_t *old, const json_t *new_, char *field, size_t len)
 {
     struct walk w = {old, new_, field, len, 0};
+    if (len)
+        *field = '\0';
     schema_walk(&cluster_spec_schema, SCHEMA_ROOT_EXEC, visit, &w);
-    return w.found;
+    return w.found > 0;
 }

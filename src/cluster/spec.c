@@ -462,9 +462,9 @@ static const struct schema_field f_pool[] = {
      .max_items = 16,
      .obj = &s_lustre},
     /* mtc's own: the real hosts the pool runs on (node i = hosts[i]), and the
-     * spares a replaced node moves to */
-    {.name = "hosts", .kind = SCHEMA_STRS, .check = host_list},
-    {.name = "spareHosts", .kind = SCHEMA_STRS, .check = host_list},
+     * spares a replaced node moves to — mtcd logs in to them as root */
+    {.name = "hosts", .kind = SCHEMA_STRS, .flags = SCHEMA_ROOT_EXEC, .check = host_list},
+    {.name = "spareHosts", .kind = SCHEMA_STRS, .flags = SCHEMA_ROOT_EXEC, .check = host_list},
     {.name = NULL},
 };
 static const struct schema s_pool = {f_pool, SPEC, NULL, NULL};
@@ -504,7 +504,8 @@ static const struct schema_field f_accounting[] = {
      .arg = &enforce_values},
     /* slurmdbd on the controller, every job recorded (sacct, sreport) */
     {.name = "enabled", .kind = SCHEMA_BOOL},
-    {.name = "database", .kind = SCHEMA_OBJ, .obj = &s_acct_db},
+    /* mtcd reads its credentials file as root, slurmdbd sends them to its host */
+    {.name = "database", .kind = SCHEMA_OBJ, .flags = SCHEMA_ROOT_EXEC, .obj = &s_acct_db},
     {.name = NULL},
 };
 static const struct schema s_accounting = {f_accounting, SPEC, NULL, NULL};
@@ -551,8 +552,8 @@ static const struct schema s_orchestrator = {f_orchestrator, SPEC, NULL, NULL};
 /* mtc's own sections for a cluster on hosts (hosts.c says which pools need them) */
 static const struct schema_field f_ssh[] = {
     {.name = "user", .kind = SCHEMA_STR, .check = ssh_user},
-    /* mtcd reads the private key as root */
-    {.name = "keyFile", .kind = SCHEMA_STR, .flags = SCHEMA_ROOT_EXEC, .check = abs_path},
+    /* mtcd reads the private key as root (the section is root-only) */
+    {.name = "keyFile", .kind = SCHEMA_STR, .check = abs_path},
     {.name = "port", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 1, .hi = 65535},
     {.name = NULL}};
 static const struct schema s_ssh = {f_ssh, SPEC, NULL, NULL};
@@ -626,9 +627,11 @@ static const struct schema_field f_cluster[] = {
     {.name = "nodePools", .kind = SCHEMA_OBJS, .obj = &s_pool},
     {OBJ("orchestratorSpec", s_orchestrator)},
     {OBJ("healthPolicy", health_policy_schema)}, /* mtc's own: the node health checks */
-    {OBJ("ssh", s_ssh)},                         /* mtc's own, from here: clusters on hosts */
-    {OBJ("controller", s_controller)},
-    {.name = "installPackages", .kind = SCHEMA_BOOL},
+    /* mtc's own, from here: clusters on hosts. How mtcd logs in as root, to
+     * which controller, and whether it runs apt-get there: an admin's */
+    {.name = "ssh", .kind = SCHEMA_OBJ, .flags = SCHEMA_ROOT_EXEC, .obj = &s_ssh},
+    {.name = "controller", .kind = SCHEMA_OBJ, .flags = SCHEMA_ROOT_EXEC, .obj = &s_controller},
+    {.name = "installPackages", .kind = SCHEMA_BOOL, .flags = SCHEMA_ROOT_EXEC},
     {OBJ("hostRemediation", s_host_remediation)},
     /* mtc's own: where `mtc run` writes experiments; on hosts, shared storage
      * (checked by a marker mtcd writes there as root) */

@@ -71,6 +71,7 @@ int mtc_write_if_changed(const char *path, const char *text, mtc_error_t *err);
 struct mtc_user {
     char name[33];
     char home[256];
+    char shell[256];
     uid_t uid;
     gid_t gid;
 };
@@ -83,6 +84,17 @@ int mtc_user_name_valid(const char *s);
 int mtc_user_lookup(const char *name, struct mtc_user *u, mtc_error_t *err);
 void mtc_fsid_enter(const struct mtc_user *u, struct mtc_fsid *saved);
 void mtc_fsid_leave(struct mtc_fsid *saved);
+/* The environment login(1) gives u (NULL: this process's user): HOME, USER,
+ * LOGNAME and SHELL from the password database, PATH from /etc/login.defs
+ * (ENV_SUPATH for uid 0, ENV_PATH for others; without them
+ * /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin and
+ * /usr/local/bin:/usr/bin:/bin). env[] ("K=V", NULL-terminated) points into
+ * the struct. 0, or -1 + errno + err (no password entry). */
+struct mtc_login_env {
+    char home[270], user[48], logname[48], shell[270], path[512];
+    char *env[6];
+};
+int mtc_login_env(const struct mtc_user *u, struct mtc_login_env *e, mtc_error_t *err);
 
 /* Root acting for users (fsafe.c; DESIGN.md, "Security model"): directories
  * by descriptor, checked as they are opened. A trusted directory is owned by
@@ -138,6 +150,7 @@ struct mtc_io {
      * it arrives, from the calling thread (progress lines); may be NULL. */
     void (*err_line)(void *arg, const char *line);
     void *err_line_arg;
+    int only_env; /* env is the child's whole environment: nothing of this process's */
 };
 int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms);
 /* s single-quoted for a POSIX shell ("it's" → 'it'\''s'): one word, nothing

@@ -24,11 +24,12 @@
 
 extern char **environ;
 
-/* environ plus extra "K=V" entries (extra wins). Caller frees the array only. */
-static char **merge_env(char *const extra[])
+/* environ plus extra "K=V" entries (extra wins); extra alone when only.
+ * Caller frees the array only. */
+static char **merge_env(char *const extra[], int only)
 {
     size_t n = 0, m = 0;
-    while (environ[n])
+    while (!only && environ[n])
         n++;
     while (extra && extra[m])
         m++;
@@ -306,7 +307,7 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
 
     io->out = io->err = NULL;
     io->out_len = 0;
-    char **envp = merge_env(env);
+    char **envp = merge_env(env, io->only_env);
     if (!envp)
         return -1;
     if (open_pipes(p, (const int[3]){io->in != NULL, want_out, want_err}) < 0) {
@@ -373,7 +374,7 @@ pid_t mtc_spawn(char *const argv[], char *const env[], const char *logpath)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    char **envp = merge_env(env);
+    char **envp = merge_env(env, 0);
     pid_t pid = -1;
     if (!envp)
         return -1;

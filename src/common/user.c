@@ -4,6 +4,7 @@
  * run directory (DESIGN.md, "Security model"). */
 #include "common/common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ int mtc_user_lookup(const char *name, struct mtc_user *u, mtc_error_t *err)
                          e ? strerror(e) : "");
     snprintf(u->name, sizeof(u->name), "%s", name);
     snprintf(u->home, sizeof(u->home), "%s", pw.pw_dir ? pw.pw_dir : "/");
+    snprintf(u->shell, sizeof(u->shell), "%s", pw.pw_shell && *pw.pw_shell ? pw.pw_shell : "/bin/sh");
     u->uid = pw.pw_uid;
     u->gid = pw.pw_gid;
     return 0;
@@ -60,4 +62,63 @@ void mtc_fsid_leave(struct mtc_fsid *saved)
     setfsgid(saved->gid);
     saved->on = 0;
     errno = e;
+}
+
+/* KEY's PATH in /etc/login.defs ("ENV_PATH PATH=/usr/bin:/bin" or
+ * "ENV_PATH /usr/bin:/bin") into buf; 0 when it says none. */
+static int login_defs_path(const char *key, char *buf, size_t len)
+{
+    FILE *f = fopen("/etc/login.defs", "re");
+    char line[600];
+    int found = 0;
+    size_t klen = strlen(key);
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, key, klen) != 0 || !isspace((unsigned char)line[klen]))
+            continue;
+        char *v = line + klen;
+        v += strspn(v, " \t");
+        if (strncmp(v, "PATH=", 5) == 0)
+            v += 5;
+        v[strcspn(v, " \t\r\n")] = '\0';
+        if (*v == '/' && strlen(v) < len) {
+            snprintf(buf, len, "%s", v);
+            found = 1;
+        }
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+int mtc_login_env(const struct mtc_user *u, struct mtc_login_env *e, mtc_error_t *err)
+{
+    struct mtc_user self;
+    if (!u) {
+        struct passwd pw, *r = NULL;
+        char buf[4096];
+        int rc = getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &r);
+        if (!r)
+            return errno = rc ? rc : ENOENT,
+                   errprintf(err, "uid %u: no password entry", (unsigned)geteuid());
+        snprintf(self.name, sizeof(self.name), "%s", pw.pw_name);
+        snprintf(self.home, sizeof(self.home), "%s", pw.pw_dir ? pw.pw_dir : "/");
+        snprintf(self.shell, sizeof(self.shell), "%s",
+                 pw.pw_shell && *pw.pw_shell ? pw.pw_shell : "/bin/sh");
+        self.uid = pw.pw_uid, self.gid = pw.pw_gid;
+        u = &self;
+    }
+    char path[sizeof(e->path) - 5];
+    int root = u->uid == 0;
+    if (!login_defs_path(root ? "ENV_SUPATH" : "ENV_PATH", path, sizeof(path)))
+        snprintf(path, sizeof(path), "%s",
+                 root ? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+                      : "/usr/local/bin:/usr/bin:/bin");
+    snprintf(e->home, sizeof(e->home), "HOME=%s", u->home);
+    snprintf(e->user, sizeof(e->user), "USER=%s", u->name);
+    snprintf(e->logname, sizeof(e->logname), "LOGNAME=%s", u->name);
+    snprintf(e->shell, sizeof(e->shell), "SHELL=%s", *u->shell ? u->shell : "/bin/sh");
+    snprintf(e->path, sizeof(e->path), "PATH=%s", path);
+    e->env[0] = e->home, e->env[1] = e->user, e->env[2] = e->logname;
+    e->env[3] = e->shell, e->env[4] = e->path, e->env[5] = NULL;
+    return 0;
 }

@@ -25,6 +25,7 @@ struct tracked {
     int raised;        /* alerts that hold, an event recorded for each */
     double hang_ref;   /* the progress (row or start) a hang was acted on after */
     int stopped;       /* t.stopped when its preemptions were last asked for */
+    int busy;          /* a caller is updating a copy of t, outside the lock */
 };
 static struct tracked *tracks;
 static size_t ntracks;
@@ -54,6 +55,10 @@ static void ask_preemptions(const char *td, const json_t *cfg, double now, struc
     pthread_mutex_unlock(&tracks_lock);
 }
 
+/* The run's track brought up to date. Reading the run's files and matching
+ * its log rules (a user's patterns) happen on a copy outside tracks_lock, so
+ * no reader waits on them: a caller that finds an update under way gets the
+ * last stored track at once. */
 static int track(const json_t *cfg, double now, struct exp_track *out, int force)
 {
     const char *td = json_string_value(json_object_get(cfg, "taskDir"));
@@ -73,14 +78,33 @@ static int track(const json_t *cfg, double now, struct exp_track *out, int force
         snprintf(k->task_dir, sizeof(k->task_dir), "%s", td);
         exp_track_init(&k->t, cfg);
     }
+    *out = k->t;
+    int busy = k->busy;
+    k->busy = 1;
+    pthread_mutex_unlock(&tracks_lock);
+    if (busy) {
+        if (force)
+            ask_preemptions(td, cfg, now, out);
+        return 0;
+    }
     struct mtc_fsid as; /* what the job wrote, read as its user */
     jobs_fs_enter(cfg, &as);
-    exp_track_update(&k->t, now);
+    exp_track_update(out, now);
     mtc_fsid_leave(&as);
+    pthread_mutex_lock(&tracks_lock);
+    k = find(td); /* tracks may have moved meanwhile */
+    /* preemptions asked for meanwhile are newer than the copy's */
+    if (out->npreempt != k->t.npreempt ||
+        memcmp(out->preempt, k->t.preempt, sizeof(out->preempt)) != 0) {
+        memcpy(out->preempt, k->t.preempt, sizeof(out->preempt));
+        out->npreempt = k->t.npreempt;
+        exp_breakdown_update(out, now);
+    }
+    k->t = *out;
+    k->busy = 0;
     /* a start stopped by a signal or requeued since they were last asked: preempted? */
     int ask = force || k->t.stopped != k->stopped;
     k->stopped = k->t.stopped;
-    *out = k->t;
     pthread_mutex_unlock(&tracks_lock);
     if (ask && (force || out->stopped > 0))
         ask_preemptions(td, cfg, now, out);

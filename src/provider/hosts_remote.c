@@ -465,7 +465,8 @@ static int install(struct ssh_conn *ssh, mtc_error_t *err)
         "had=$(dpkg-query -W -f='${Status}' munge 2>/dev/null | grep -c ' installed'); "
         "apt-get update -q >/dev/null && "
         "apt-get install -y -q -o Dpkg::Options::=--force-confold slurmd slurm-client munge "
-        "libjansson4 libcurl4 libopenblas0-pthread libopenmpi3 libgomp1 libmicrohttpd12 >/dev/null "
+        "libjansson4 libcurl4 libtre5 libopenblas0-pthread libopenmpi3 libgomp1 libmicrohttpd12 "
+        ">/dev/null "
         "&& "
         /* a munge.service that came with this install would hold the default
          * socket: mtc runs its own munged (one it did not install stays) */

@@ -4,8 +4,14 @@
  * a matching line holds (as HyperPod's log-pattern rules do), for programs
  * that write neither MTC_METRICS_FILE rows nor TensorBoard events. POSIX has
  * no named groups: the names are taken out of the pattern and the groups
- * counted, then regcomp compiles what is left. */
+ * counted, then TRE compiles what is left. A user writes the pattern, so it
+ * is matched in time linear in the line: TRE's parallel (tagged NFA) matcher,
+ * which it uses for any pattern without back-references (glibc's regexec
+ * retries from each position: a 16 KiB line took seconds), and scan refuses
+ * back-references and nested quantifiers. */
 #include "recipes/recipes.h"
+
+#include <tre/tre.h>
 
 #include <errno.h>
 #include <math.h>
@@ -74,47 +80,60 @@ static int interval(const char *p, const char **end)
     return (int)(n > m ? n : m);
 }
 
-/* The pattern without its groups' names into out (as long as pattern), the
- * named groups' numbers into r->group, *groups counted. Repetition that
- * makes glibc's regcomp take memory without bound is refused: a repetition
- * of a repetition ("a++", "a*{2}"), and intervals whose counts, times those
- * of the intervals inside the group they repeat, pass EXP_LOGRULE_DUP (regcomp
- * copies the atom that often). 0, or -1 with err. */
+/* The pattern without its groups' names into out (3 times as long as
+ * pattern: a plain group becomes TRE's non-capturing "(?:"), the named
+ * groups' capture numbers into r->group, *groups and *captured counted. What would make
+ * matching or compiling cost more than linear is refused: a back-reference
+ * ("\\2"), a nested quantifier (a repeated group that holds a repetition:
+ * "(a*)*", "(x{2})+"), a repetition of a repetition ("a++", "a*{2}"), an
+ * interval past EXP_LOGRULE_DUP (regcomp copies the atom that often) or one
+ * that is not {m}, {m,} or {m,n} (TRE reads "{~1}" as approximate matching).
+ * 0, or -1 with err. */
 static int scan(const char *pattern, char *out, struct exp_logrule *r, int *groups,
-                mtc_error_t *err)
+                int *captured, mtc_error_t *err)
 {
     size_t o = 0;
-    int depth = 0, quant = 0, last_copies = 1, atom_group = 0;
-    int copies[EXP_LOGRULE_GROUPS + 1]; /* per open group: the most copies an interval inside makes */
-    copies[0] = 1;
+    int depth = 0, quant = 0, closed = 0; /* closed: the atom just read is group `closed` */
+    int num[EXP_LOGRULE_GROUPS + 1];      /* per open group: its number */
+    int holds[EXP_LOGRULE_GROUPS + 1];    /* per open group: a repetition inside */
+    int last_holds = 0;                   /* the group just closed held one */
+    num[0] = 0, holds[0] = 0;
     for (const char *p = pattern; *p;) {
+        int at = (int)(p - pattern) + 1;
         int is_quant = *p == '*' || *p == '+' || *p == '?' || *p == '{';
         if (is_quant && quant)
-            return errprintf(err, "a repetition of a repetition at character %d",
-                             (int)(p - pattern) + 1);
+            return errprintf(err, "a repetition of a repetition at character %d", at);
+        if (is_quant && closed && last_holds)
+            return errprintf(err,
+                             "a nested quantifier at character %d: group %d, which holds a "
+                             "repetition, is repeated (log rules are matched in linear time)",
+                             at, closed);
+        if (is_quant)
+            holds[depth] = 1;
         if (*p == '{') {
             const char *end;
             int n = interval(p, &end);
-            long times = n > 1 ? (long)n * (atom_group ? last_copies : 1) : 1;
+            if (n < 0)
+                return errprintf(err,
+                                 "character %d: an interval is {m}, {m,} or {m,n} (a brace "
+                                 "itself is \\{)",
+                                 at);
             if (n > EXP_LOGRULE_DUP)
                 return errprintf(err, "an interval of %d: at most %d", n, EXP_LOGRULE_DUP);
-            if (times > EXP_LOGRULE_DUP)
-                return errprintf(err, "an interval of %d on a group whose own intervals make %d "
-                                      "copies: at most %d in all (character %d)",
-                                 n, last_copies, EXP_LOGRULE_DUP, (int)(p - pattern) + 1);
-            if (n >= 0) {
-                if (times > copies[depth])
-                    copies[depth] = (int)times;
-                memcpy(out + o, p, (size_t)(end - p));
-                o += (size_t)(end - p);
-                p = end;
-                quant = 1, atom_group = 0;
-                continue;
-            }
+            memcpy(out + o, p, (size_t)(end - p));
+            o += (size_t)(end - p);
+            p = end;
+            quant = 1, closed = 0;
+            continue;
         }
         quant = is_quant;
-        atom_group = 0;
+        closed = 0;
         if (*p == '\\') { /* an escaped character, kept as it is */
+            if (p[1] >= '1' && p[1] <= '9')
+                return errprintf(err,
+                                 "a back-reference \\%c at character %d (log rules are matched "
+                                 "in linear time, without back-references)",
+                                 p[1], at);
             out[o++] = *p++;
             if (*p)
                 out[o++] = *p++;
@@ -128,18 +147,22 @@ static int scan(const char *pattern, char *out, struct exp_logrule *r, int *grou
         } else if (*p == ')') {
             out[o++] = *p++;
             if (depth > 0) {
-                last_copies = copies[depth--];
-                if (last_copies > copies[depth])
-                    copies[depth] = last_copies;
-                atom_group = 1;
+                closed = num[depth];
+                last_holds = holds[depth--];
+                if (last_holds)
+                    holds[depth] = 1;
             }
         } else if (*p == '(') {
             if (++*groups >= EXP_LOGRULE_GROUPS)
                 return errprintf(err, "more than %d groups", EXP_LOGRULE_GROUPS - 1);
-            copies[++depth] = 1;
+            ++depth;
+            num[depth] = *groups, holds[depth] = 0;
             out[o++] = *p++;
-            if (*p != '?')
+            if (*p != '?') { /* only the named groups capture: fewer tags to carry */
+                memcpy(out + o, "?:", 2);
+                o += 2;
                 continue;
+            }
             /* (?<name>…) or (?P<name>…): the only extension taken */
             const char *name = p[1] == '<' ? p + 2 : p[1] == 'P' && p[2] == '<' ? p + 3 : NULL;
             const char *close = name ? strchr(name, '>') : NULL;
@@ -155,7 +178,7 @@ static int scan(const char *pattern, char *out, struct exp_logrule *r, int *grou
                                  name);
             if (r->group[c])
                 return errprintf(err, "the group name %s is given twice", cap_names[c]);
-            r->group[c] = *groups;
+            r->group[c] = ++*captured;
             p = close + 1;
         } else {
             out[o++] = *p++;
@@ -172,21 +195,25 @@ static int scan(const char *pattern, char *out, struct exp_logrule *r, int *grou
 int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t *err)
 {
     memset(r, 0, sizeof(*r));
-    char *out = malloc(strlen(pattern) + 1);
+    char *out = malloc(3 * strlen(pattern) + 1);
     if (!out)
         return errprintf(err, "out of memory");
-    int groups = 0;
-    if (scan(pattern, out, r, &groups, err) < 0) {
+    int groups = 0, captured = 0;
+    if (scan(pattern, out, r, &groups, &captured, err) < 0) {
         free(out);
         return -1;
     }
-    int rc = regcomp(&r->re, out, REG_EXTENDED);
+    regex_t *re = calloc(1, sizeof(*re));
+    int rc = re ? tre_regcomp(re, out, REG_EXTENDED) : REG_ESPACE;
     free(out);
     if (rc != 0) {
-        char msg[160];
-        regerror(rc, &r->re, msg, sizeof(msg));
+        char msg[160] = "out of memory";
+        if (re)
+            tre_regerror(rc, re, msg, sizeof(msg));
+        free(re);
         return errprintf(err, "not a POSIX extended regular expression: %s", msg);
     }
+    r->re = re;
     r->compiled = 1;
     return 0;
 }
@@ -194,14 +221,16 @@ int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t 
 void exp_logrule_release(struct exp_logrule *r)
 {
     if (r->compiled)
-        regfree(&r->re);
+        tre_regfree(r->re);
+    free(r->re);
+    r->re = NULL;
     r->compiled = 0;
 }
 
 int exp_logrule_match(const struct exp_logrule *r, const char *line, double v[EXP_CAP_N])
 {
     regmatch_t m[EXP_LOGRULE_GROUPS];
-    if (!r->compiled || regexec(&r->re, line, EXP_LOGRULE_GROUPS, m, 0) != 0)
+    if (!r->compiled || tre_regexec(r->re, line, EXP_LOGRULE_GROUPS, m, 0) != 0)
         return 0;
     int have = 0;
     for (int c = 0; c < EXP_CAP_N; c++) {

@@ -6,7 +6,6 @@
 
 #include <jansson.h>
 #include <limits.h>
-#include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -440,12 +439,13 @@ json_t *exp_breakdown_json(const struct exp_breakdown *b);
 
 /* monitor.log_rules (logrule.c): a POSIX extended regex whose named groups
  * (?<step>…) (?<loss>…) (?<step_time_s>…) (?<checkpoint_s>…) take a value
- * from a matching log line. */
+ * from a matching log line; matched in time linear in the line (no
+ * back-references, no nested quantifiers: refused by exp_logrule_compile). */
 enum exp_capture { EXP_CAP_STEP, EXP_CAP_LOSS, EXP_CAP_STEP_TIME, EXP_CAP_CHECKPOINT, EXP_CAP_N };
 #define EXP_LOGRULE_GROUPS 16
-#define EXP_LOGRULE_DUP 32 /* the largest {m,n} count (glibc's regcomp copies the atom) */
+#define EXP_LOGRULE_DUP 32 /* the largest {m,n} count (regcomp copies the atom) */
 struct exp_logrule {
-    regex_t re;
+    void *re; /* TRE's regex_t, owned (exp_logrule_release frees it) */
     int compiled;
     int group[EXP_CAP_N]; /* the group of each name (0: not in the pattern) */
 };

@@ -63,8 +63,9 @@ enum schema_kind {
 #define SCHEMA_NONEMPTY 0x08 /* STR, STRS: not "" */
 #define SCHEMA_ONELINE 0x10  /* STR, STRS: no line break */
 #define SCHEMA_ROOT_EXEC                                                                           \
-    0x20 /* the value makes mtc or Slurm execute (or read) something as root                       \
-          * (a script, a library it loads, a file it reads): see schema_walk */
+    0x20 /* the value makes mtc or Slurm act as root: execute or read something                 \
+          * (a script, a library it loads, a file it reads, a credential) or                       \
+          * connect to a machine (hosts, ssh): admin-only; see schema_walk */
 #define SCHEMA_REF 0x40     /* STR: the member is a `const char *` that schema_fill points
                              * into the canonical object (borrowed: valid while it lives) */
 #define SCHEMA_NOINPUT 0x80 /* set by the program, never by input: given, it is an error

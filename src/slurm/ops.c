@@ -264,35 +264,10 @@ json_t *slurm_partitions_cached(const char *conf, int max_age_ms, mtc_error_t *e
     return parts;
 }
 
-int slurm_submit(const char *conf, const char *script, char job[32], char **out)
+/* sbatch's answer (exit status rc, output o, owned) into job and *out (or
+ * freed): 0, or -1 + errno EIO when it submitted nothing. */
+static int submitted(int rc, char *o, char job[32], char **out)
 {
-    return slurm_submit_env(conf, NULL, NULL, script, job, out);
-}
-
-int slurm_submit_env(const char *conf, char *const env[], const struct mtc_user *as,
-                     const char *script, char job[32], char **out)
-{
-    char *o = NULL;
-    char *plain[] = {"sbatch", "--parsable", (char *)script, NULL};
-    /* util-linux's setpriv (Essential in Debian): the ids and the user's
-     * groups are set, then sbatch runs — nothing of root's stays */
-    char uid[24], gid[24], henv[300], uenv[48], lenv[48];
-    char *setpriv[] = {"setpriv", "--reuid", uid,           "--regid", gid, "--init-groups",
-                       "--",      "sbatch",  "--parsable", (char *)script, NULL};
-    char *uenvs[34] = {NULL};
-    if (as) {
-        snprintf(uid, sizeof(uid), "%u", (unsigned)as->uid);
-        snprintf(gid, sizeof(gid), "%u", (unsigned)as->gid);
-        snprintf(henv, sizeof(henv), "HOME=%s", as->home);
-        snprintf(uenv, sizeof(uenv), "USER=%s", as->name);
-        snprintf(lenv, sizeof(lenv), "LOGNAME=%s", as->name);
-        int n = 0;
-        uenvs[n++] = henv, uenvs[n++] = uenv, uenvs[n++] = lenv;
-        for (int i = 0; env && env[i] && n < 33; i++)
-            uenvs[n++] = env[i];
-        env = uenvs;
-    }
-    int rc = slurm_cmd_env(conf, env, as ? setpriv : plain, &o, 60000);
     trim(o);
     *job = '\0';
     if (rc == 0 && o) {
@@ -311,3 +286,53 @@ int slurm_submit_env(const char *conf, char *const env[], const struct mtc_user 
     }
     return 0;
 }
+
+int slurm_submit(const char *conf, const char *script, char job[32], char **out)
+{
+    char *argv[] = {"sbatch", "--parsable", (char *)script, NULL};
+    char *o = NULL;
+    int rc = slurm_cmd_env(conf, NULL, argv, &o, 60000);
+    return submitted(rc, o, job, out);
+}
+
+int slurm_submit_env(const char *conf, char *const env[], const struct mtc_user *as,
+                     const char *script, char job[32], char **out)
+{
+    char *o = NULL;
+    char *plain[] = {"sbatch", "--parsable", (char *)script, NULL};
+    /* util-linux's setpriv (Essential in Debian): the ids and the user's
+     * groups are set, then sbatch runs — nothing of root's stays */
+    char uid[24], gid[24];
+    char *setpriv[] = {"setpriv", "--reuid", uid,           "--regid", gid, "--init-groups",
+                       "--",      "sbatch",  "--parsable", (char *)script, NULL};
+    /* sbatch exports its environment into the job: the user's login
+     * environment, SLURM_CONF and what the run sets — nothing of mtcd's */
+    struct mtc_login_env login;
+    mtc_error_t e2 = {""};
+    if (mtc_login_env(as, &login, &e2) < 0) {
+        if (out)
+            *out = strdup(e2.text);
+        errno = EIO;
+        return -1;
+    }
+    char cenv[4200];
+    char *all[48] = {NULL};
+    int n = 0;
+    for (int i = 0; login.env[i]; i++)
+        all[n++] = login.env[i];
+    if (conf && *conf) {
+        snprintf(cenv, sizeof(cenv), "SLURM_CONF=%s", conf);
+        all[n++] = cenv;
+    }
+    for (int i = 0; env && env[i] && n < 47; i++)
+        all[n++] = env[i];
+    if (as) {
+        snprintf(uid, sizeof(uid), "%u", (unsigned)as->uid);
+        snprintf(gid, sizeof(gid), "%u", (unsigned)as->gid);
+    }
+    struct mtc_io io = {.capture = MTC_IO_MERGE, .only_env = 1};
+    int rc = mtc_run_io(as ? setpriv : plain, all, &io, 60000);
+    o = io.out;
+    return submitted(rc, o, job, out);
+}
+

@@ -217,10 +217,14 @@ json_t *slurm_partitions_cached(const char *conf, int max_age_ms, mtc_error_t *e
 /* sbatch --parsable script: the job id into job. out (optional) gets sbatch's
  * output (its complaint on failure), caller frees. 0, or -1 (EIO). */
 int slurm_submit(const char *conf, const char *script, char job[32], char **out);
-/* The same with env ("K=V", NULL-terminated) added to sbatch's environment,
- * which the job inherits: secrets reach the job without being written down.
- * as: sbatch runs as that user (setpriv: its uid, gid and groups; HOME, USER
- * and LOGNAME its own), so the job is that user's; NULL: as this process. */
+/* A job for a request: sbatch (whose environment the job inherits) runs
+ * with a clean one — the login environment of its user (mtc_login_env: HOME,
+ * USER, LOGNAME, SHELL, PATH), SLURM_CONF and env ("K=V", NULL-terminated:
+ * secrets reach the job without being written down), nothing of this
+ * process's. as: sbatch runs as that user (setpriv: its uid, gid and
+ * groups), so the job is that user's; NULL: as this process (root's login
+ * environment for mtcd). slurm_submit keeps the caller's environment (the
+ * CLI's user, mtcd's own scan and replica jobs). */
 int slurm_submit_env(const char *conf, char *const env[], const struct mtc_user *as,
                      const char *script, char job[32], char **out);
 

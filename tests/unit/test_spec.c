@@ -517,23 +517,27 @@ static void collect_path(const char *path, const struct schema_field *f, void *a
 {
     (void)f;
     char *buf = arg;
-    snprintf(buf + strlen(buf), 512 - strlen(buf), "%s%s", *buf ? " " : "", path);
+    snprintf(buf + strlen(buf), 1024 - strlen(buf), "%s%s", *buf ? " " : "", path);
 }
 
-/* The fields that make mtc or Slurm run something as root, from the table. */
+/* The fields that make mtc or Slurm act as root, from the table. */
 static void test_root_exec(void)
 {
-    char paths[512] = "";
+    char paths[1024] = "";
     schema_walk(&cluster_spec_schema, SCHEMA_ROOT_EXEC, collect_path, paths);
     CHECK_STR(paths,
               "nodePools[].startupScript nodePools[].filestores nodePools[].lustres "
+              "nodePools[].hosts nodePools[].spareHosts "
               "orchestratorSpec.slurmSpec.homeDirectoryStorage "
+              "orchestratorSpec.slurmSpec.accounting.database "
               "orchestratorSpec.slurmSpec.prologBashScripts "
               "orchestratorSpec.slurmSpec.epilogBashScripts healthPolicy.nvmlLibrary "
-              "healthPolicy.kernelLog ssh.keyFile hostRemediation.rebootCommand "
-              "hostRemediation.reimageCommand hostRemediation.powerOnCommand "
-              "hostRemediation.powerOffCommand experimentRoot users",
-              "root-executing fields listed from the spec's table");
+              "healthPolicy.kernelLog ssh controller installPackages "
+              "hostRemediation.rebootCommand hostRemediation.reimageCommand "
+              "hostRemediation.powerOnCommand hostRemediation.powerOffCommand experimentRoot "
+              "users",
+              "root-only fields (run, connect, read a credential as root) listed from the "
+              "spec's table");
 
     /* what an editor may not do: set or change one of them */
     mtc_error_t err;
@@ -567,8 +571,8 @@ static void test_root_exec(void)
     CHECK(cluster_spec_privileged_change(prolog, plain, field, sizeof(field)),
           "removing one is too");
     CHECK(cluster_spec_privileged_change(plain, both, field, sizeof(field)) &&
-              !strcmp(field, "nodePools[0].startupScript"),
-          "a node pool's startupScript is (%s)", field);
+              !strcmp(field, "nodePools[0].startupScript, healthPolicy.kernelLog"),
+          "a node pool's startupScript is, and every such field is named (%s)", field);
     json_object_del(json_array_get(json_object_get(both, "nodePools"), 0), "startupScript");
     CHECK(cluster_spec_privileged_change(plain, both, field, sizeof(field)) &&
               !strcmp(field, "healthPolicy.kernelLog"),
@@ -576,6 +580,49 @@ static void test_root_exec(void)
     json_decref(plain);
     json_decref(prolog);
     json_decref(both);
+
+    /* a cluster on hosts: where root logs in, with what, and the database
+     * whose credentials root reads */
+    json_t *hosts = parse(
+        "{\"ssh\":{\"keyFile\":\"/root/.ssh/id_ed25519\"},\"controller\":{\"address\":"
+        "\"10.9.0.1\"},\"installPackages\":true,\"nodePools\":[{\"id\":\"g\",\"machineSpec\":{"
+        "\"machineType\":\"host\"},\"scalingSpec\":{\"minNodeCount\":1},\"hosts\":[\"10.9.0.2\"],"
+        "\"spareHosts\":[\"10.9.0.3\"]}],\"orchestratorSpec\":{\"slurmSpec\":{\"accounting\":{"
+        "\"enabled\":true,\"database\":{\"host\":\"db1\",\"credentialsFile\":\"/etc/db.cred\"}}}}}");
+    json_t *on_hosts = cluster_spec_normalize(hosts, &err);
+    CHECK(on_hosts, "a spec on hosts normalizes (%s)", err.text);
+    CHECK(on_hosts && cluster_spec_privileged_change(NULL, on_hosts, field, sizeof(field)) &&
+              !strcmp(field, "nodePools[0].hosts, nodePools[0].spareHosts, "
+                             "orchestratorSpec.slurmSpec.accounting.database, ssh, controller, "
+                             "installPackages"),
+          "hosts, spares, the database, ssh, controller, installPackages: each named (%s)", field);
+    json_t *same = on_hosts ? json_deep_copy(on_hosts) : NULL;
+    json_object_set_new(same, "description", json_string("an editor's change"));
+    CHECK(same && !cluster_spec_privileged_change(on_hosts, same, field, sizeof(field)),
+          "an update leaving them as they were is no privileged change (%s)", field);
+    json_object_set_new(json_object_get(same, "ssh"), "port", json_integer(2222));
+    json_object_set_new(json_object_get(json_object_get(json_object_get(json_object_get(
+                                                            same, "orchestratorSpec"),
+                                                        "slurmSpec"),
+                                        "accounting"),
+                        "database"),
+                        "port", json_integer(3307));
+    CHECK(same && cluster_spec_privileged_change(on_hosts, same, field, sizeof(field)) &&
+              !strcmp(field, "orchestratorSpec.slurmSpec.accounting.database, ssh"),
+          "changing ssh.port or the database's port is (%s)", field);
+    json_object_set_new(on_hosts, "installPackages", json_false());
+    json_object_del(same, "installPackages");
+    json_object_set(same, "ssh", json_object_get(on_hosts, "ssh"));
+    json_object_set(json_object_get(json_object_get(same, "orchestratorSpec"), "slurmSpec"),
+                    "accounting",
+                    json_object_get(json_object_get(json_object_get(on_hosts, "orchestratorSpec"),
+                                                    "slurmSpec"),
+                                    "accounting"));
+    CHECK(same && !cluster_spec_privileged_change(on_hosts, same, field, sizeof(field)),
+          "installPackages false and absent are the same: no change (%s)", field);
+    json_decref(same);
+    json_decref(on_hosts);
+    json_decref(hosts);
 }
 
 /* users[]: checked names and ids, each once; the shell function mtc-host
