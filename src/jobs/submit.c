@@ -281,8 +281,10 @@ json_t *jobs_resolve(const struct jobs_where *w, const json_t *recipe, const str
 }
 
 /* A user's own place under the experiment root, <base>/users/NAME (owned
- * by the user, 0750), its path into out: root makes it by descriptor under
- * directories only root can change, and fchowns what it opened itself.
+ * by the user, 0700: users of one primary group read nothing of each
+ * other's runs), its path into out: root makes it by descriptor under
+ * directories only root can change, and fchowns and fchmods (one made
+ * 0750 by an older mtcd) what it opened itself.
  * 0, or -1 + err (EIO; EPERM: NAME there is someone else's). */
 static int user_dir(const char *base, const struct mtc_user *u, char *out, size_t len,
                     mtc_error_t *err)
@@ -296,7 +298,7 @@ static int user_dir(const char *base, const struct mtc_user *u, char *out, size_
         return fail(EIO, err, "experiments for user %s: %s", u->name, e2.text);
     }
     close(bfd);
-    if (mkdirat(ufd, u->name, 0750) < 0 && errno != EEXIST) {
+    if (mkdirat(ufd, u->name, 0700) < 0 && errno != EEXIST) {
         int e = errno;
         close(ufd);
         return fail(EIO, err, "experiments for user %s: %s/users/%s: %s", u->name, base, u->name,
@@ -306,7 +308,8 @@ static int user_dir(const char *base, const struct mtc_user *u, char *out, size_
     close(ufd);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || (st.st_uid != 0 && st.st_uid != u->uid) ||
-        (st.st_uid == 0 && fchown(fd, u->uid, u->gid) < 0)) {
+        (st.st_uid == 0 && fchown(fd, u->uid, u->gid) < 0) ||
+        ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)) {
         int e = fd < 0 ? errno : st.st_uid != 0 && st.st_uid != u->uid ? EPERM : errno;
         if (fd >= 0)
             close(fd);

@@ -142,8 +142,8 @@ charged() {
 check "Slurm's job belongs to $U1, under $U1's account ta" wait_for 30 charged
 check "its run directory is under $MTC_HOME/users/$U1 and is $U1's" \
     bash -c "case '$TD' in '$MTC_HOME/users/$U1/'*) [ \"\$(stat -c %U '$TD')\" = $U1 ] ;; *) false ;; esac"
-check "  the user's directory: $U1's, 0750, no one else's to enter" \
-    bash -c "[ \"\$(stat -c '%U %a' '$MTC_HOME/users/$U1')\" = '$U1 750' ]"
+check "  the user's directory: $U1's, 0700, no one else's to enter" \
+    bash -c "[ \"\$(stat -c '%U %a' '$MTC_HOME/users/$U1')\" = '$U1 700' ]"
 state() { tcp "$T1" GET "$JOBS/$1"; field '["state"]' <<<"$BODY"; }
 done_() { [ "$(state mine)" = COMPLETED ]; }
 check "the job completes" wait_for 120 done_
