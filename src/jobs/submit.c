@@ -167,17 +167,37 @@ json_t *jobs_recipe(const json_t *req, mtc_error_t *err)
     return canon;
 }
 
-int jobs_image_path(const char *image, struct jobs_paths *p, mtc_error_t *err)
+int jobs_image_path(const char *image, const struct mtc_user *as, struct jobs_paths *p,
+                    mtc_error_t *err)
 {
-    char buf[PATH_MAX];
-    if (!realpath(image, buf))
+    /* opened as whom the job runs as: what that user cannot read gets one
+     * answer, missing, forbidden or not an image alike, so root's view of
+     * the file tells the caller nothing (as mtcd's own user: the reason) */
+    struct mtc_fsid id;
+    mtc_fsid_enter(as, &id);
+    int fd = mtc_open_as_user(image, 0);
+    mtc_fsid_leave(&id);
+    if (fd < 0 && as)
+        return fail(EINVAL, err, "containerImage: cannot read %.200s as user %s", image,
+                    as->name);
+    if (fd < 0 && errno != EINVAL)
         return fail(EINVAL, err, "containerImage: %.200s: %s", image, strerror(errno));
-    if (mtc_is_squashfs(buf) != 1)
+    char magic[4], self[40], buf[PATH_MAX];
+    int squash = fd >= 0 && pread(fd, magic, 4, 0) == 4 && memcmp(magic, "hsqs", 4) == 0;
+    /* the path of the file opened, as the nodes will open it (as the user) */
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    ssize_t n = fd < 0 ? -1 : readlink(self, buf, sizeof(buf) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (!squash) /* a FIFO or a device too: no image */
         return fail(EINVAL, err,
                     "containerImage: %.200s: not a squashfs image (make one with mtc image "
                     "import)",
                     image);
-    if (strpbrk(buf, ",:") || strlen(buf) >= sizeof(p->image))
+    if (n <= 0 || buf[0] != '/' || (size_t)n >= sizeof(p->image))
+        return fail(EINVAL, err, "containerImage: %.200s: its path cannot be read back", image);
+    buf[n] = '\0';
+    if (strpbrk(buf, ",:"))
         return fail(EINVAL, err,
                     "containerImage: %.200s: the path cannot be passed to srun (',' or ':' in it)",
                     image);
@@ -185,9 +205,10 @@ int jobs_image_path(const char *image, struct jobs_paths *p, mtc_error_t *err)
     return 0;
 }
 
-int jobs_check_image(const char *conf, const char *image, struct jobs_paths *p, mtc_error_t *err)
+int jobs_check_image(const char *conf, const char *image, const struct mtc_user *as,
+                     struct jobs_paths *p, mtc_error_t *err)
 {
-    if (jobs_image_path(image, p, err) < 0)
+    if (jobs_image_path(image, as, p, err) < 0)
         return -1;
     /* srun's options change with the cluster's plugstack only: a yes of the
      * last minute is kept (slurm_cmd_cached), a no is asked again */
@@ -420,7 +441,7 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
     const char *limage = cget(json_object_get(recipe, "launch"), "image");
     if (!run->image && limage) /* a custom task's image, unless the request names one */
         run->image = limage;
-    if ((run->image && jobs_check_image(t.conf, run->image, p, err) < 0) ||
+    if ((run->image && jobs_check_image(t.conf, run->image, q->as, p, err) < 0) ||
         (run->dataset && resolve_dataset(q, recipe, run->dataset, p, err) < 0)) {
         json_decref(recipe);
         return -1;
