@@ -11,17 +11,10 @@
 . "$(dirname "$0")/lib.sh"
 D=$T_DIR
 
-if [ "$(id -u)" != 0 ]; then
-    check "security_jobs needs root (it creates Unix users and runs mtcd as root)" false
-    done_testing
-fi
+needs_root security_jobs "it creates Unix users and runs mtcd as root"
 UA=mtcs$$a UB=mtcs$$b
-USERS=()
-drop_users() { for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; done; }
 t_extra_cleanup() { drop_users; }
-for u in "$UA" "$UB"; do
-    useradd -M -N -g nogroup -s /usr/sbin/nologin "$u" && USERS+=("$u")
-done
+new_user "$UA" && new_user "$UB"
 check "two Unix users of one primary group" test "$(id -g "$UA")" = "$(id -g "$UB")"
 [ ${#USERS[@]} = 2 ] || done_testing
 chmod 0755 "$D"

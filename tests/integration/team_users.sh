@@ -11,19 +11,12 @@
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
 
-if [ "$(id -u)" != 0 ]; then
-    check "team_users needs root (it creates Unix users and runs mtcd as root)" false
-    done_testing
-fi
+needs_root team_users "it creates Unix users and runs mtcd as root"
 # two users of our own (removed on exit), and directories they can search
 U1=mtcu$$a U2=mtcu$$b
-USERS=()
-drop_users() {
-    for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
-}
 t_extra_cleanup() { drop_users; }
 # U1 made here; U2 made by mtcd from the spec's users (with a free uid and gid)
-useradd -M -N -g nogroup -s /usr/sbin/nologin "$U1" && USERS+=("$U1")
+new_user "$U1"
 check "a Unix user made" test ${#USERS[@]} = 1
 USERS+=("$U2")
 ID2=$(python3 -c 'import pwd, grp
