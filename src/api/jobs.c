@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,8 +21,42 @@ static const char *cget(const json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
-/* The trainingJob resource. */
-static json_t *job_json(const struct store_job *j)
+/* Whether the caller may read a job's log and metrics and cancel it: an
+ * admin, for any job; a token bound to a user, for the jobs that run as that
+ * user; an unbound token, for the jobs that run as mtcd's own user (no
+ * person's: an admin's, or any job of an mtcd that is not root), never a
+ * user's (docs/api.md, "Roles"). */
+static int job_owner(const struct api_req *r, const struct store_job *j)
+{
+    struct mtc_user as;
+    int users = jobs_run_as(j->config, &as) == 0;
+    if (r->who.role >= ROLE_ADMIN)
+        return 1;
+    if (*r->who.user)
+        return users && strcmp(as.name, r->who.user) == 0;
+    return !users;
+}
+
+/* 403 naming the job and whose it is; returns -1. */
+static int not_owner(struct api_req *r, struct api_resp *out, const struct store_job *j,
+                     const char *what)
+{
+    struct mtc_user as;
+    if (jobs_run_as(j->config, &as) == 0)
+        return api_error(out, 403,
+                         "trainingJob %s runs as %s: only a token bound to %s or an admin may %s",
+                         j->id, as.name, as.name, what),
+               -1;
+    return api_error(out, 403,
+                     "trainingJob %s runs as mtcd's own user, not as %s: a token bound to a user "
+                     "may %s only that user's jobs",
+                     j->id, r->who.user, what),
+           -1;
+}
+
+/* The trainingJob resource; full: with its progress (read from the run's
+ * metrics and log), for the job's owner only. */
+static json_t *job_json(const struct store_job *j, int full)
 {
     char name[400], t[40], dir[PATH_MAX];
     snprintf(name, sizeof(name),
@@ -69,7 +104,7 @@ static json_t *job_json(const struct store_job *j)
     json_object_set_new(o, "state", json_string(j->state));
     json_object_set_new(o, "restartCount", json_integer(j->restart_count));
     /* goodput, steps and early problem detection (docs/observability.md) */
-    struct exp_track *tr = malloc(sizeof(*tr));
+    struct exp_track *tr = full ? malloc(sizeof(*tr)) : NULL;
     double now = (double)mtc_now_ms() / 1000.0;
     if (tr && jobs_track(cfg, now, tr) == 0) {
         char msg[256];
@@ -220,7 +255,7 @@ int api_job_create(struct api_req *r, struct api_resp *out)
     j.create_ms = j.update_ms = mtc_now_ms();
     /* PENDING with the id sbatch printed: the job monitor's next pass (or a
      * GET) asks Slurm what became of it */
-    out->body = job_json(&j);
+    out->body = job_json(&j, 1);
     j.request = j.config = NULL;
 done:
     store_job_release(&j);
@@ -267,7 +302,7 @@ int api_job_get(struct api_req *r, struct api_resp *out)
     if (load_job(r, out, &j) < 0)
         return 0;
     jobs_refresh(r->st, &j, NULL);
-    out->body = job_json(&j);
+    out->body = job_json(&j, job_owner(r, &j)); /* another's: without its progress */
     store_job_release(&j);
     return 0;
 }
@@ -330,7 +365,7 @@ int api_job_list(struct api_req *r, struct api_resp *out)
         store_job_list(r->st, r->cap[2], *state ? state : NULL, after, size + 1, &n);
     json_t *items = json_array();
     for (int i = 0; i < n && i < size; i++)
-        json_array_append_new(items, job_json(&arr[i]));
+        json_array_append_new(items, job_json(&arr[i], job_owner(r, &arr[i])));
     out->body = json_pack("{s:o}", "trainingJobs", items);
     if (n > size) {
         char tok[32];
@@ -349,11 +384,13 @@ int api_job_cancel(struct api_req *r, struct api_resp *out)
     if (load_job(r, out, &j) < 0)
         return 0;
     mtc_error_t err = {""};
-    if (jobs_cancel(r->st, &j, &err) < 0)
+    if (!job_owner(r, &j))
+        not_owner(r, out, &j, "cancel it");
+    else if (jobs_cancel(r->st, &j, &err) < 0)
         api_error(out, errno == EALREADY ? 400 : 500, "%s%s", errno == EALREADY ? "precondition: " : "",
                   err.text);
     else
-        out->body = job_json(&j);
+        out->body = job_json(&j, 1);
     store_job_release(&j);
     return 0;
 }
@@ -378,6 +415,30 @@ int api_job_inject_fault(struct api_req *r, struct api_resp *out)
     return 0;
 }
 
+/* The last 8 KiB of a run's log, opened as the caller's thread is (the
+ * job's user) and never from a kernel filesystem: a JSON string, "" when
+ * it cannot be read; cut at a character, bytes that are not UTF-8 as '?'. */
+static json_t *log_tail(const json_t *cfg)
+{
+    char path[PATH_MAX + 32], buf[8193];
+    int fd = cfg && exp_log_path(cfg, path, sizeof(path)) ? mtc_open_as_user(path, 0) : -1;
+    if (fd < 0)
+        return json_string("");
+    struct stat st;
+    off_t from = fstat(fd, &st) == 0 && st.st_size > 8192 ? st.st_size - 8192 : 0;
+    ssize_t n = pread(fd, buf, 8192, from);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    char *p = buf;
+    while (from > 0 && ((unsigned char)*p & 0xC0) == 0x80) /* inside a character */
+        p++;
+    json_t *t = json_string(p);
+    for (char *c = p; !t && *c; c++)
+        if ((unsigned char)*c >= 0x80)
+            *c = '?';
+    return t ? t : json_string(p);
+}
+
 /* :metrics — the run's training curve (the lines of <logDir>/metrics.jsonl
  * after step afterStep, at most 2000), the last 8 KiB of its log and its
  * checkpoint directory's entries: what the console's run page polls. */
@@ -394,15 +455,24 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     struct store_job j;
     if (load_job(r, out, &j) < 0)
         return 0;
+    if (!job_owner(r, &j)) {
+        not_owner(r, out, &j, "read its log and metrics");
+        store_job_release(&j);
+        return 0;
+    }
     jobs_refresh(r->st, &j, NULL);
     json_t *points = json_array(), *ckpts = json_array();
     char path[PATH_MAX + 32];
     const char *logdir = cget(j.config, "logDir");
-    struct mtc_fsid as; /* what the job wrote, read as its user (runas.c) */
+    /* what the job wrote, read as its user (runas.c), never from /proc */
+    struct mtc_fsid as;
     jobs_fs_enter(j.config, &as);
-    FILE *f = NULL;
+    int fd = -1;
     if (logdir && snprintf(path, sizeof(path), "%s/metrics.jsonl", logdir) < (int)sizeof(path))
-        f = fopen(path, "re");
+        fd = mtc_open_as_user(path, 0);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+    if (fd >= 0 && !f)
+        close(fd);
     char line[4096];
     while (f && fgets(line, sizeof(line), f) && json_array_size(points) < 2000) {
         json_t *o = json_loads(line, 0, NULL);
@@ -413,16 +483,12 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     }
     if (f)
         fclose(f);
-    char *tail = NULL;
-    if (j.config && exp_log_path(j.config, path, sizeof(path))) {
-        size_t len = 0;
-        char *text = mtc_read_file(path, &len);
-        size_t from = len > 8192 ? len - 8192 : 0;
-        tail = text ? strdup(text + from) : NULL;
-        free(text);
-    }
+    json_t *tail = log_tail(j.config);
     const char *ckdir = cget(json_object_get(j.config, "checkpoint"), "dir");
-    DIR *d = ckdir ? opendir(ckdir) : NULL;
+    fd = ckdir ? mtc_open_as_user(ckdir, 1) : -1;
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (fd >= 0 && !d)
+        close(fd);
     struct dirent *e;
     while (d && (e = readdir(d)) && json_array_size(ckpts) < 200)
         if (e->d_name[0] != '.')
@@ -431,9 +497,8 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
         closedir(d);
     mtc_fsid_leave(&as);
     out->body =
-        json_pack("{s:s, s:i, s:o, s:s, s:o}", "state", j.state, "restartCount", j.restart_count,
-                  "points", points, "logTail", tail ? tail : "", "checkpoints", ckpts);
-    free(tail);
+        json_pack("{s:s, s:i, s:o, s:o, s:o}", "state", j.state, "restartCount", j.restart_count,
+                  "points", points, "logTail", tail, "checkpoints", ckpts);
     store_job_release(&j);
     return 0;
 }

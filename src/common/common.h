@@ -95,6 +95,15 @@ struct mtc_login_env {
     char *env[6];
 };
 int mtc_login_env(const struct mtc_user *u, struct mtc_login_env *e, mtc_error_t *err);
+/* What root reads on a user's behalf (a run's log, metrics, checkpoint
+ * list; a job's image): path opened read-only with this thread's file ids
+ * (the user's, between mtc_fsid_enter and _leave), no magic link followed
+ * (openat2 RESOLVE_NO_MAGICLINKS), a regular file (dir: a directory), never
+ * one on procfs, sysfs or another kernel filesystem (fstatfs) — mtcd's own
+ * /proc/self is no user's to read (CAP_SYS_PTRACE survives setfsuid). An fd
+ * (O_CLOEXEC, the caller closes), or -1 + errno (as open(2); EPERM: a kernel
+ * filesystem's file; EINVAL: not a regular file, or not a directory). */
+int mtc_open_as_user(const char *path, int dir);
 
 /* Root acting for users (fsafe.c; DESIGN.md, "Security model"): directories
  * by descriptor, checked as they are opened. A trusted directory is owned by

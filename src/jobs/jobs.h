@@ -85,11 +85,16 @@ struct jobs_paths {
  * NULL + err (EINVAL). Caller decrefs. */
 json_t *jobs_recipe(const json_t *req, mtc_error_t *err);
 /* -i: a squashfs image, its absolute path (nodes resolve it, not the
- * caller) into p->image; jobs_check_image: on a cluster whose srun (conf;
- * NULL: the environment's) knows --container-image. 0, or -1 + err
- * (EINVAL) naming containerImage. */
-int jobs_image_path(const char *image, struct jobs_paths *p, mtc_error_t *err);
-int jobs_check_image(const char *conf, const char *image, struct jobs_paths *p, mtc_error_t *err);
+ * caller) into p->image, the file opened as as (NULL: this process's user;
+ * mtc_open_as_user): whatever as cannot read is one answer, "cannot read
+ * IMAGE as user U", so that a missing file, a forbidden one and one that is
+ * no image are told apart only by a user who may read them;
+ * jobs_check_image: on a cluster whose srun (conf; NULL: the environment's)
+ * knows --container-image. 0, or -1 + err (EINVAL) naming containerImage. */
+int jobs_image_path(const char *image, const struct mtc_user *as, struct jobs_paths *p,
+                    mtc_error_t *err);
+int jobs_check_image(const char *conf, const char *image, const struct mtc_user *as,
+                     struct jobs_paths *p, mtc_error_t *err);
 /* fromModel: the registered version's files become run->from_checkpoint
  * (p->init; the caller has refused it beside fromCheckpoint or
  * fromExperiment). 0 (also without fromModel), or -1 + err (ENOENT: no such

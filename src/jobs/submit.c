@@ -167,17 +167,37 @@ json_t *jobs_recipe(const json_t *req, mtc_error_t *err)
     return canon;
 }
 
-int jobs_image_path(const char *image, struct jobs_paths *p, mtc_error_t *err)
+int jobs_image_path(const char *image, const struct mtc_user *as, struct jobs_paths *p,
+                    mtc_error_t *err)
 {
-    char buf[PATH_MAX];
-    if (!realpath(image, buf))
+    /* opened as whom the job runs as: what that user cannot read gets one
+     * answer, missing, forbidden or not an image alike, so root's view of
+     * the file tells the caller nothing (as mtcd's own user: the reason) */
+    struct mtc_fsid id;
+    mtc_fsid_enter(as, &id);
+    int fd = mtc_open_as_user(image, 0);
+    mtc_fsid_leave(&id);
+    if (fd < 0 && as)
+        return fail(EINVAL, err, "containerImage: cannot read %.200s as user %s", image,
+                    as->name);
+    if (fd < 0 && errno != EINVAL)
         return fail(EINVAL, err, "containerImage: %.200s: %s", image, strerror(errno));
-    if (mtc_is_squashfs(buf) != 1)
+    char magic[4], self[40], buf[PATH_MAX];
+    int squash = fd >= 0 && pread(fd, magic, 4, 0) == 4 && memcmp(magic, "hsqs", 4) == 0;
+    /* the path of the file opened, as the nodes will open it (as the user) */
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    ssize_t n = fd < 0 ? -1 : readlink(self, buf, sizeof(buf) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (!squash) /* a FIFO or a device too: no image */
         return fail(EINVAL, err,
                     "containerImage: %.200s: not a squashfs image (make one with mtc image "
                     "import)",
                     image);
-    if (strpbrk(buf, ",:") || strlen(buf) >= sizeof(p->image))
+    if (n <= 0 || buf[0] != '/' || (size_t)n >= sizeof(p->image))
+        return fail(EINVAL, err, "containerImage: %.200s: its path cannot be read back", image);
+    buf[n] = '\0';
+    if (strpbrk(buf, ",:"))
         return fail(EINVAL, err,
                     "containerImage: %.200s: the path cannot be passed to srun (',' or ':' in it)",
                     image);
@@ -185,9 +205,10 @@ int jobs_image_path(const char *image, struct jobs_paths *p, mtc_error_t *err)
     return 0;
 }
 
-int jobs_check_image(const char *conf, const char *image, struct jobs_paths *p, mtc_error_t *err)
+int jobs_check_image(const char *conf, const char *image, const struct mtc_user *as,
+                     struct jobs_paths *p, mtc_error_t *err)
 {
-    if (jobs_image_path(image, p, err) < 0)
+    if (jobs_image_path(image, as, p, err) < 0)
         return -1;
     /* srun's options change with the cluster's plugstack only: a yes of the
      * last minute is kept (slurm_cmd_cached), a no is asked again */
@@ -281,8 +302,10 @@ json_t *jobs_resolve(const struct jobs_where *w, const json_t *recipe, const str
 }
 
 /* A user's own place under the experiment root, <base>/users/NAME (owned
- * by the user, 0750), its path into out: root makes it by descriptor under
- * directories only root can change, and fchowns what it opened itself.
+ * by the user, 0700: users of one primary group read nothing of each
+ * other's runs), its path into out: root makes it by descriptor under
+ * directories only root can change, and fchowns and fchmods (one made
+ * 0750 by an older mtcd) what it opened itself.
  * 0, or -1 + err (EIO; EPERM: NAME there is someone else's). */
 static int user_dir(const char *base, const struct mtc_user *u, char *out, size_t len,
                     mtc_error_t *err)
@@ -296,7 +319,7 @@ static int user_dir(const char *base, const struct mtc_user *u, char *out, size_
         return fail(EIO, err, "experiments for user %s: %s", u->name, e2.text);
     }
     close(bfd);
-    if (mkdirat(ufd, u->name, 0750) < 0 && errno != EEXIST) {
+    if (mkdirat(ufd, u->name, 0700) < 0 && errno != EEXIST) {
         int e = errno;
         close(ufd);
         return fail(EIO, err, "experiments for user %s: %s/users/%s: %s", u->name, base, u->name,
@@ -306,7 +329,8 @@ static int user_dir(const char *base, const struct mtc_user *u, char *out, size_
     close(ufd);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || (st.st_uid != 0 && st.st_uid != u->uid) ||
-        (st.st_uid == 0 && fchown(fd, u->uid, u->gid) < 0)) {
+        (st.st_uid == 0 && fchown(fd, u->uid, u->gid) < 0) ||
+        ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)) {
         int e = fd < 0 ? errno : st.st_uid != 0 && st.st_uid != u->uid ? EPERM : errno;
         if (fd >= 0)
             close(fd);
@@ -417,7 +441,7 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
     const char *limage = cget(json_object_get(recipe, "launch"), "image");
     if (!run->image && limage) /* a custom task's image, unless the request names one */
         run->image = limage;
-    if ((run->image && jobs_check_image(t.conf, run->image, p, err) < 0) ||
+    if ((run->image && jobs_check_image(t.conf, run->image, q->as, p, err) < 0) ||
         (run->dataset && resolve_dataset(q, recipe, run->dataset, p, err) < 0)) {
         json_decref(recipe);
         return -1;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct tracked {
     char task_dir[PATH_MAX];
@@ -130,12 +131,16 @@ const char *jobs_last_line(const json_t *cfg, char *buf, size_t len)
 {
     char path[PATH_MAX + 64];
     *buf = '\0';
-    struct mtc_fsid as;
+    struct mtc_fsid as; /* as the job's user, never from /proc */
     jobs_fs_enter(cfg, &as);
-    FILE *f = exp_log_path(cfg, path, sizeof(path)) ? fopen(path, "re") : NULL;
+    int fd = exp_log_path(cfg, path, sizeof(path)) ? mtc_open_as_user(path, 0) : -1;
     mtc_fsid_leave(&as);
-    if (!f)
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return buf;
+    }
     char line[512];
     /* the tail: a long log's last 16 KiB */
     off_t size = fseeko(f, 0, SEEK_END) == 0 ? ftello(f) : 0;

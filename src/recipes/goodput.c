@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *sget(const json_t *o, const char *k)
 {
@@ -171,6 +172,17 @@ static void metrics_row(struct exp_track *t, const json_t *o, double dt, double 
  * a start between the two cutting that span at the start. A row with a time
  * but no step time takes the time since the row before it in the same
  * start. */
+/* A run's file, opened with the thread's ids (the job's user: jobs/watch.c)
+ * and never from a kernel filesystem (mtc_open_as_user), or NULL. */
+static FILE *open_file(const char *path)
+{
+    int fd = mtc_open_as_user(path, 0);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+    if (fd >= 0 && !f)
+        close(fd);
+    return f;
+}
+
 static void read_metrics(struct exp_track *t)
 {
     struct statx sx;
@@ -184,7 +196,7 @@ static void read_metrics(struct exp_track *t)
         t->kept_s = t->m_wall = 0;
         t->ring_n = t->ring_pos = 0;
     }
-    FILE *f = fopen(t->metrics_path, "r");
+    FILE *f = open_file(t->metrics_path);
     json_t *batch = json_array();
     if (!f || !batch || fseeko(f, t->off, SEEK_SET) < 0) {
         if (f)
@@ -301,7 +313,7 @@ static void read_log(struct exp_track *t, double now)
     if (sb.st_size == t->log_off)
         return;
     int live = t->log_off > 0; /* read as it grows: a line's time is now */
-    FILE *f = fopen(t->log_path, "r");
+    FILE *f = open_file(t->log_path);
     if (!f || fseeko(f, t->log_off, SEEK_SET) < 0) {
         if (f)
             fclose(f);

@@ -124,6 +124,21 @@ same() { [ -n "$1" ] && [ "$1" = "$2" ]; }
 
 # Remember a pid to stop at exit.
 track_pid() { T_PIDS+=("$1"); }
+# needs_root NAME WHY: unless the test runs as root, one failed check and the end.
+needs_root() {
+    [ "$(id -u)" = 0 ] && return
+    check "$1 needs root ($2)" false
+    done_testing
+}
+# Unix users a test makes (removed with their groups by drop_users, which
+# the test's t_extra_cleanup calls): new_user NAME, in group nogroup, no
+# home, no login shell.
+USERS=()
+new_user() { useradd -M -N -g nogroup -s /usr/sbin/nologin "$1" && USERS+=("$1"); }
+drop_users() {
+    local u
+    for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
+}
 
 # Wait until a command succeeds, polling every 0.2 s. $1 seconds is what the
 # wait takes on a slow machine; the deadline is T_WAIT_SCALE (default 3)

@@ -11,19 +11,12 @@
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
 
-if [ "$(id -u)" != 0 ]; then
-    check "team_users needs root (it creates Unix users and runs mtcd as root)" false
-    done_testing
-fi
+needs_root team_users "it creates Unix users and runs mtcd as root"
 # two users of our own (removed on exit), and directories they can search
 U1=mtcu$$a U2=mtcu$$b
-USERS=()
-drop_users() {
-    for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
-}
 t_extra_cleanup() { drop_users; }
 # U1 made here; U2 made by mtcd from the spec's users (with a free uid and gid)
-useradd -M -N -g nogroup -s /usr/sbin/nologin "$U1" && USERS+=("$U1")
+new_user "$U1"
 check "a Unix user made" test ${#USERS[@]} = 1
 USERS+=("$U2")
 ID2=$(python3 -c 'import pwd, grp
@@ -142,8 +135,8 @@ charged() {
 check "Slurm's job belongs to $U1, under $U1's account ta" wait_for 30 charged
 check "its run directory is under $MTC_HOME/users/$U1 and is $U1's" \
     bash -c "case '$TD' in '$MTC_HOME/users/$U1/'*) [ \"\$(stat -c %U '$TD')\" = $U1 ] ;; *) false ;; esac"
-check "  the user's directory: $U1's, 0750, no one else's to enter" \
-    bash -c "[ \"\$(stat -c '%U %a' '$MTC_HOME/users/$U1')\" = '$U1 750' ]"
+check "  the user's directory: $U1's, 0700, no one else's to enter" \
+    bash -c "[ \"\$(stat -c '%U %a' '$MTC_HOME/users/$U1')\" = '$U1 700' ]"
 state() { tcp "$T1" GET "$JOBS/$1"; field '["state"]' <<<"$BODY"; }
 done_() { [ "$(state mine)" = COMPLETED ]; }
 check "the job completes" wait_for 120 done_

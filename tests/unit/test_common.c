@@ -223,6 +223,63 @@ static void test_users(void)
     unlink(path);
 }
 
+/* What root reads for a user: regular files and directories only, never
+ * from procfs or sysfs (directly or through a symlink), a FIFO refused
+ * without waiting for a writer, and with the thread's ids: out of reach
+ * of nobody's what is root-only. */
+static void test_open_as_user(void)
+{
+    char dir[] = "/tmp/mtc-unit-openas-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "a directory");
+    char f[sizeof(dir) + 16], link[sizeof(dir) + 16], fifo[sizeof(dir) + 16];
+    snprintf(f, sizeof(f), "%s/log", dir);
+    snprintf(link, sizeof(link), "%s/maps", dir);
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    CHECK(mtc_write_file_fmt(f, 0600, "line\n") == 0 && symlink("/proc/self/maps", link) == 0 &&
+              mkfifo(fifo, 0600) == 0,
+          "a file, a symlink to /proc/self/maps, a FIFO");
+    char buf[8] = "";
+    int fd = mtc_open_as_user(f, 0);
+    CHECK(fd >= 0 && read(fd, buf, 5) == 5 && memcmp(buf, "line\n", 5) == 0,
+          "a regular file: opened and read");
+    if (fd >= 0)
+        close(fd);
+    errno = 0;
+    CHECK(mtc_open_as_user("/proc/self/maps", 0) < 0 && errno == EPERM,
+          "/proc/self/maps: refused (EPERM)");
+    errno = 0;
+    CHECK(mtc_open_as_user(link, 0) < 0 && errno == EPERM,
+          "a symlink to /proc/self/maps: refused (EPERM)");
+    errno = 0;
+    CHECK(mtc_open_as_user("/sys/kernel/mm/transparent_hugepage/enabled", 0) < 0 &&
+              (errno == EPERM || errno == ENOENT),
+          "a sysfs file: refused");
+    errno = 0;
+    CHECK(mtc_open_as_user("/proc/self/fd/0", 0) < 0 && (errno == ELOOP || errno == EPERM),
+          "a magic link: not followed");
+    errno = 0;
+    CHECK(mtc_open_as_user(fifo, 0) < 0 && errno == EINVAL, "a FIFO: EINVAL, at once");
+    CHECK(mtc_open_as_user(f, 1) < 0 && errno == ENOTDIR, "a file asked as a directory: refused");
+    fd = mtc_open_as_user(dir, 1);
+    CHECK(fd >= 0, "a directory asked as one: opened");
+    if (fd >= 0)
+        close(fd);
+    struct mtc_user u;
+    mtc_error_t err = {""};
+    if (geteuid() == 0 && mtc_user_lookup("nobody", &u, &err) == 0) {
+        struct mtc_fsid id;
+        mtc_fsid_enter(&u, &id);
+        errno = 0;
+        fd = mtc_open_as_user(f, 0);
+        int e = errno;
+        mtc_fsid_leave(&id);
+        CHECK(fd < 0 && e == EACCES, "acting for nobody: root's 0600 file is EACCES");
+        if (fd >= 0)
+            close(fd);
+    }
+    unlink(f), unlink(link), unlink(fifo), rmdir(dir);
+}
+
 /* sd_notify's protocol: nothing without NOTIFY_SOCKET, one datagram to a
  * path or an abstract (@) socket with it, a bad address refused. */
 static void test_sd_notify(void)
@@ -298,6 +355,7 @@ int main(void)
     test_sd_notify();
     test_errprintf_one_line();
     test_users();
+    test_open_as_user();
     test_proc_tree();
     test_duration();
     test_shell_quote();

@@ -244,7 +244,7 @@ static int prepare_job(struct cli *c, struct run_flags *f, char *trainer, size_t
      * their network (from `mtc env`) */
     const char *remote = getenv("MTC_TRAINER"), *net = getenv("MTC_MPI_NETWORK");
     f->r.mpi_network = net && *net ? net : NULL;
-    if (f->r.image && jobs_image_path(f->r.image, &f->paths, &err) < 0) {
+    if (f->r.image && jobs_image_path(f->r.image, NULL, &f->paths, &err) < 0) {
         json_decref(recipe);
         return cli_fail("%s", recipe_request_cli_text(err.text, text, sizeof(text))), -1;
     }
@@ -788,7 +788,7 @@ static int rl_launch(struct cli *c, int argc, char **argv)
     struct jobs_paths paths;
     char *image = paths.image, text[sizeof(err.text) + 32];
     *image = '\0';
-    if (r.image && jobs_check_image(NULL, r.image, &paths, &err) < 0) {
+    if (r.image && jobs_check_image(NULL, r.image, NULL, &paths, &err) < 0) {
         json_decref(parts);
         return cli_fail("%s", recipe_request_cli_text(err.text, text, sizeof(text)));
     }
