@@ -61,3 +61,15 @@ void mtc_fsid_leave(struct mtc_fsid *saved)
     saved->on = 0;
     errno = e;
 }
+
+void mtc_user_nobody(struct mtc_user *u)
+{
+    mtc_error_t err;
+    if (mtc_user_lookup("nobody", u, &err) == 0 && u->uid != 0)
+        return;
+    memset(u, 0, sizeof(*u));
+    snprintf(u->name, sizeof(u->name), "nobody");
+    snprintf(u->home, sizeof(u->home), "/nonexistent");
+    u->uid = 65534;
+    u->gid = 65534;
+}
