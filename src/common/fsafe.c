@@ -356,6 +356,8 @@ static int open_last(int fd, const char *name, const struct stat *seen, int flag
     int o = openat(fd, name, (S_ISDIR(seen->st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY) |
                                  O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st;
+    if (o < 0 && (errno == ELOOP || errno == ENOTDIR)) /* it was what peek saw */
+        return fail(EAGAIN, err, "%.200s: changed while it was being opened", shown);
     if (o < 0)
         return errprintf(err, "%.200s: %s", shown, strerror(errno));
     if (fstat(o, &st) < 0 || st.st_dev != seen->st_dev || st.st_ino != seen->st_ino) {
