@@ -10,12 +10,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 
 static const char *models_dir(struct api_req *r, char *buf, size_t len)
@@ -174,14 +176,38 @@ static const char *const *roots_of(struct api_req *r, struct roots *rt, int run_
     return r->who.role < ROLE_ADMIN ? rt->list : NULL;
 }
 
-static int allowed_path(struct api_req *r, struct api_resp *out, const char *field, int run_dir,
-                        const char *path, char *real, size_t len)
+/* Who mtcd is on files for r (fsafe's mtc_reach; docs/design-notes.md): a
+ * token bound to a Unix user acts as that user; an admin's unbound token as
+ * root, anywhere; a registrar's as root beneath its one directory (no link
+ * followed); an editor's unbound token stands for no user, so it reads as
+ * nobody (what every user of the machine may read) and writes as root only
+ * where no user can change anything (write: trusted). -1 with out filled
+ * when the bound user is gone. */
+static int reach_of(struct api_req *r, struct api_resp *out, struct roots *rt, int run_dir,
+                    int write, struct mtc_reach *how, struct mtc_user *u)
 {
-    struct roots rt;
     mtc_error_t err = {""};
-    if (dataset_resolve(field, path, roots_of(r, &rt, run_dir), real, len, &err) == 0)
-        return 0;
-    return api_error(out, errno == EACCES ? 403 : errno == ENOENT ? 404 : 400, "%s", err.text), -1;
+    memset(how, 0, sizeof(*how));
+    how->roots = roots_of(r, rt, run_dir);
+    if (*r->who.user) {
+        if (mtc_user_lookup(r->who.user, u, &err) < 0)
+            return api_error(out, 403, "this token's user: %s", err.text), -1;
+        how->as = u;
+    } else if (r->who.role < ROLE_ADMIN && r->who.role != ROLE_REGISTRAR) {
+        if (write) {
+            how->trusted = 1;
+        } else {
+            mtc_user_nobody(u);
+            how->as = u;
+        }
+    }
+    return 0;
+}
+
+/* The status a refused path gets, by errno. */
+static int path_status(int e)
+{
+    return e == EACCES || e == EPERM ? 403 : e == ENOENT ? 404 : 400;
 }
 
 /* ---- upload ---- */
@@ -269,7 +295,7 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
         return api_error(out, 400, "%s", err.text);
     const json_t *model = json_object_get(req, "model");
     const char *name = jstr(req, "modelId");
-    char src[PATH_MAX], real[PATH_MAX], run[PATH_MAX], busy[48] = "";
+    char busy[48] = "";
     int format = json_object_get(model, "format")
                      ? schema_enum_parse(&registry_format_enum, jstr(model, "format"), 0)
                      : -1;
@@ -280,15 +306,27 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     }
     if (api_registrar_upload(r, out, name, jstr(model, "sourceRun")) < 0)
         goto out;
-    /* what can be said now is said now; the operation checks again */
-    if (allowed_path(r, out, "model.artifactUri", 0, jstr(model, "artifactUri"), src, sizeof(src)) <
-            0 ||
-        (jstr(model, "sourceRun") && allowed_path(r, out, "model.sourceRun", 1,
-                                                  jstr(model, "sourceRun"), run, sizeof(run)) < 0))
+    /* what can be said now is said now: the source opened as the operation
+     * will open it (and closed: the operation opens it again, once, and
+     * stores what it read from its own descriptors) */
+    struct roots rt, rr;
+    struct mtc_reach how, run_how;
+    struct mtc_user u;
+    struct registry_source s;
+    if (reach_of(r, out, &rt, 0, 0, &how, &u) < 0 || reach_of(r, out, &rr, 1, 0, &run_how, &u) < 0)
         goto out;
-    if (registry_detect(src, &format, real, sizeof(real), &err) < 0) {
-        api_error(out, errno == ENOENT ? 404 : 400, "model.artifactUri: %s", err.text);
+    if (registry_source_open(jstr(model, "artifactUri"), &how, format, &s, &err) < 0) {
+        api_error(out, path_status(errno), "model.artifactUri: %s", err.text);
         goto out;
+    }
+    registry_source_close(&s);
+    if (jstr(model, "sourceRun")) {
+        int fd = mtc_reach_open(jstr(model, "sourceRun"), &run_how, O_DIRECTORY, &err);
+        if (fd < 0) {
+            api_error(out, path_status(errno), "model.sourceRun: %s", err.text);
+            goto out;
+        }
+        close(fd);
     }
     struct store_op op;
     control_op_init(&op, r->cap[0], r->cap[1], "",
@@ -296,10 +334,11 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     snprintf(op.target, sizeof(op.target), "models/%s", name);
     op.request = json_pack("{s:s, s:O, s:b, s:s}", "modelId", name, "model", model, "restricted",
                            r->who.role < ROLE_ADMIN, "home", r->cfg->home);
+    if (how.as && *r->who.user) /* the operation reads as the token's user */
+        json_object_set_new(op.request, "runAs",
+                            json_pack("{s:s, s:I, s:I}", "user", u.name, "uid", (json_int_t)u.uid,
+                                      "gid", (json_int_t)u.gid));
     if (r->who.role == ROLE_REGISTRAR) { /* the operation's roots are the token's */
-        struct roots rt, rr;
-        roots_of(r, &rt, 0);
-        roots_of(r, &rr, 1);
         json_object_set_new(op.request, "roots", json_pack("[s]", rt.list[0]));
         json_object_set_new(op.request, "runRoots", json_pack("[s]", rr.list[0]));
     }
@@ -616,53 +655,46 @@ int api_model_export(struct api_req *r, struct api_resp *out)
     mtc_error_t err = {""};
     json_t *body = r->body ? schema_normalize(r->body, &export_schema, "", &err) : NULL;
     int i = pick(out, &ref, v, n);
-    char dir[PATH_MAX], models[PATH_MAX], parent[PATH_MAX];
+    char models[PATH_MAX];
     if (i < 0 || !have_home(r, out)) {
         /* 404 or 500 said */
     } else if (!body) {
         api_error(out, 400, "%s", *err.text ? err.text : "request body: {\"outputDir\"} is required");
     } else {
-        char odb[PATH_MAX];
-        snprintf(odb, sizeof(odb), "%s", jstr(body, "outputDir"));
-        for (size_t l = strlen(odb); l > 1 && odb[l - 1] == '/'; l--)
-            odb[l - 1] = '\0'; /* "hf/" is "hf" */
-        const char *od = odb;
+        char od[PATH_MAX];
+        struct roots rt;
+        struct mtc_reach how;
+        struct mtc_user u;
         int format = json_object_get(body, "format")
                          ? schema_enum_parse(&registry_format_enum, jstr(body, "format"), 0)
                          : -1;
-        /* an existing directory (or a link) must itself lead where mtcd may
-         * write; a new one's parent must */
-        snprintf(parent, sizeof(parent), "%s", od);
-        char *slash = strrchr(parent, '/');
-        struct stat sb;
-        if (lstat(od, &sb) == 0)
-            snprintf(parent, sizeof(parent), "%s", od);
-        else if (slash && slash != parent)
-            *slash = '\0';
-        else
-            snprintf(parent, sizeof(parent), "/");
-        if (allowed_path(r, out, "outputDir", 0, parent, dir, sizeof(dir)) == 0) {
-            if (lstat(od, &sb) != 0) /* made below by mtcd: the parent resolved, and the name */
-                snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%s", strrchr(od, '/') + 1);
-            else if (!S_ISDIR(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
-                api_error(out, 400, "outputDir: %.200s exists and is not a directory", od);
-                goto done;
-            }
+        if (mtc_path_clean(jstr(body, "outputDir"), 0, od, sizeof(od)) < 0) {
+            api_error(out, 400, "outputDir: \"%.200s\": an absolute path without \"..\"",
+                      jstr(body, "outputDir"));
+        } else if (reach_of(r, out, &rt, 0, 1, &how, &u) == 0) {
+            /* made and written as the caller (or, for an editor's unbound
+             * token, as root where only root writes): by descriptor */
             if (registry_export(models_dir(r, models, sizeof(models)), v[i].manifest, format,
-                                control_datasets(r->ctl)->trainer, dir, &err) < 0)
-                api_error(out, 500, "model %s@%d: export: %s", ref.name, v[i].version, err.text);
-            else
+                                control_datasets(r->ctl)->trainer, od, &how, &err) < 0) {
+                if (strncmp(err.text, "outputDir:", 10) == 0)
+                    api_error(out, path_status(errno), "%s%s", err.text,
+                              errno == EPERM && how.trusted
+                                  ? " (a token bound to no user writes only there; one bound "
+                                    "to the directory's owner writes as that user)"
+                                  : "");
+                else
+                    api_error(out, 500, "model %s@%d: export: %s", ref.name, v[i].version,
+                              err.text);
+            } else {
                 out->body = json_pack(
-                    "{s:s, s:s, s:s}", "model", r->cap[2], "outputDir", dir, "format",
+                    "{s:s, s:s, s:s}", "model", r->cap[2], "outputDir", od, "format",
                     format < 0 ? jstr(v[i].manifest, "format")
                                : schema_enum_name(&registry_format_enum, format));
-            if (out->body && !json_object_get(out->body, "error")) {
                 json_object_set_new(out->body, "versionId", json_sprintf("%d", v[i].version));
-                log_msg(LOG_NOTICE, "model %s@%d exported to %s", ref.name, v[i].version, dir);
+                log_msg(LOG_NOTICE, "model %s@%d exported to %s", ref.name, v[i].version, od);
             }
         }
     }
-done:
     json_decref(body);
     store_model_versions_free(v, n);
     store_model_release(&m);

@@ -83,6 +83,9 @@ struct mtc_fsid {
 int mtc_user_name_valid(const char *s);
 int mtc_user_lookup(const char *name, struct mtc_user *u, mtc_error_t *err);
 void mtc_fsid_enter(const struct mtc_user *u, struct mtc_fsid *saved);
+/* The user that stands for no one ("nobody", else uid and gid 65534): what
+ * a token bound to no user may read is what every user may. */
+void mtc_user_nobody(struct mtc_user *u);
 void mtc_fsid_leave(struct mtc_fsid *saved);
 /* The environment login(1) gives u (NULL: this process's user): HOME, USER,
  * LOGNAME and SHELL from the password database, PATH from /etc/login.defs
@@ -125,6 +128,41 @@ int mtc_dir_open_trusted(const char *path, int create, mode_t mode, mtc_error_t 
 int mtc_dir_at(int dirfd, const char *name, int create, mode_t mode, mtc_error_t *err);
 int mtc_is_mount_at(int dirfd, const char *name);
 int mtc_remove_at(int dirfd, const char *name, mtc_error_t *err);
+
+/* Who root acts for on a request's files, and where (fsafe.c): every path
+ * is walked once, component by component, as `as` (mtc_fsid_enter; NULL:
+ * root itself), and what follows is relative to the descriptors it gave.
+ *   roots (NULL-terminated): the path must lie beneath one of them by name
+ *   (else EACCES); the root itself is opened as root (an admin chose it;
+ *   links root made in directories only root changes are followed), and
+ *   beneath it no symbolic link is followed (EACCES naming it).
+ *   roots NULL (an admin): from "/", following only links root made in
+ *   directories no one else can change (EACCES for any other).
+ *   trusted: the root, every directory beneath it and the end are ones only
+ *   root can change (EPERM naming it): where root itself may write.
+ * mtc_reach_open: the end of path, a regular file or (O_DIRECTORY: only) a
+ * directory, opened O_RDONLY; with MTC_REACH_MKDIR a directory, made (0755,
+ * owned by `as`) when missing. FIFOs and devices are never opened (EINVAL).
+ * An fd (caller closes), or -1 + errno + err naming the path.
+ * mtc_reach_at: name (one component) under dirfd the same way, as `as`, no
+ * link followed.
+ * mtc_copy_fd: in's bytes to out (then fsync); hex (65 bytes, or NULL) gets
+ * their sha256. 0/-1 + errno.
+ * mtc_copy_into: in's bytes into name under dirfd (mode), through a new
+ * temporary name (O_CREAT|O_EXCL|O_NOFOLLOW) renamed over name: whatever
+ * name was (a link too) is replaced, never followed. Made with the calling
+ * thread's fsuid. 0/-1 + err. */
+struct mtc_reach {
+    const char *const *roots;
+    const struct mtc_user *as;
+    int trusted;
+};
+#define MTC_REACH_MKDIR 0x40000000
+int mtc_reach_open(const char *path, const struct mtc_reach *how, int flags, mtc_error_t *err);
+int mtc_reach_at(int dirfd, const char *name, const struct mtc_reach *how, int flags,
+                 mtc_error_t *err);
+int mtc_copy_fd(int in, int out, char hex[65]);
+int mtc_copy_into(int in, int dirfd, const char *name, mode_t mode, mtc_error_t *err);
 
 /* Names: lowercase letter first, then [a-z0-9-], length 1..maxlen, no trailing '-'. */
 int mtc_name_valid(const char *s, size_t maxlen);

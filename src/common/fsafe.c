@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,5 +318,311 @@ int mtc_remove_at(int dirfd, const char *name, mtc_error_t *err)
     }
     if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
         return errprintf(err, "cannot remove %.150s: %s", name, strerror(errno));
+    return 0;
+}
+
+/* ---- reaching a request's files (struct mtc_reach) ---- */
+
+static int fail(int e, mtc_error_t *err, const char *fmt, const char *shown)
+{
+    errno = e;
+    return errprintf(err, fmt, shown);
+}
+
+/* name under fd as the walk finds it: an O_PATH descriptor of whatever it is
+ * (a link itself, not its target) and its stat. */
+static int peek(int fd, const char *name, struct stat *st)
+{
+    int p = openat(fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (p >= 0 && fstat(p, st) < 0) {
+        int e = errno;
+        close(p);
+        errno = e;
+        return -1;
+    }
+    return p;
+}
+
+/* The last component, opened for use: what peek saw (the same inode, else
+ * it changed meanwhile), a regular file or a directory (O_DIRECTORY: only
+ * that). FIFOs and devices are never opened (O_PATH saw them first). */
+static int open_last(int fd, const char *name, const struct stat *seen, int flags,
+                     const char *shown, mtc_error_t *err)
+{
+    if (!S_ISDIR(seen->st_mode) && (flags & O_DIRECTORY))
+        return fail(ENOTDIR, err, "%.200s: not a directory", shown);
+    if (!S_ISDIR(seen->st_mode) && !S_ISREG(seen->st_mode))
+        return fail(EINVAL, err, "%.200s: not a directory or a regular file", shown);
+    int o = openat(fd, name, (S_ISDIR(seen->st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY) |
+                                 O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (o < 0 && (errno == ELOOP || errno == ENOTDIR)) /* it was what peek saw */
+        return fail(EAGAIN, err, "%.200s: changed while it was being opened", shown);
+    if (o < 0)
+        return errprintf(err, "%.200s: %s", shown, strerror(errno));
+    if (fstat(o, &st) < 0 || st.st_dev != seen->st_dev || st.st_ino != seen->st_ino) {
+        close(o);
+        return fail(EAGAIN, err, "%.200s: changed while it was being opened", shown);
+    }
+    fcntl(o, F_SETFL, fcntl(o, F_GETFL) & ~O_NONBLOCK);
+    return o;
+}
+
+/* Walk rel (relative, no "..") from fd (taken: closed on return) and open its
+ * end. follow: a link is followed only when it and the directory holding it
+ * are root's and no one else can change that directory; else no link is.
+ * need_trusted: every directory on the way (fd's too) only root can change.
+ * mkdir: the end is a directory made (0755) when missing. */
+static int walk(int fd, const char *rel, const char *path, int follow, int need_trusted, int flags,
+                int mkdir_last, mtc_error_t *err)
+{
+    char rest[PATH_MAX], shown[PATH_MAX];
+    int links = 0;
+    struct stat st;
+    snprintf(shown, sizeof(shown), "%s", path);
+    if (snprintf(rest, sizeof(rest), "%s", rel) >= (int)sizeof(rest)) {
+        fail(ENAMETOOLONG, err, "%.200s: path too long", path);
+        goto error;
+    }
+    if (fstat(fd, &st) < 0 || (need_trusted && check_dir(fd, "the directory it lies beneath", err) < 0))
+        goto error;
+    int here_trusted = trusted(&st);
+    char *p = rest;
+    for (;;) {
+        while (*p == '/')
+            p++;
+        char *end = strchrnul(p, '/');
+        char name[NAME_MAX + 1];
+        if ((size_t)(end - p) > NAME_MAX) {
+            fail(ENAMETOOLONG, err, "%.200s: a component is too long", path);
+            goto error;
+        }
+        memcpy(name, p, (size_t)(end - p));
+        name[end - p] = '\0';
+        p = end;
+        while (*p == '/')
+            p++;
+        int last = !*p;
+        if (!*name || strcmp(name, ".") == 0) {
+            if (!last)
+                continue;
+            snprintf(name, sizeof(name), ".");
+        }
+        if (strcmp(name, "..") == 0) {
+            fail(EINVAL, err, "%.200s: \"..\" in a path mtcd opens for you", path);
+            goto error;
+        }
+        if (last && mkdir_last && strcmp(name, ".") != 0 && mkdirat(fd, name, 0755) < 0 &&
+            errno != EEXIST) {
+            errprintf(err, "%.200s: %s", path, strerror(errno));
+            goto error;
+        }
+        int nfd = peek(fd, name, &st);
+        if (nfd < 0) {
+            errprintf(err, "%.200s: %s", path, strerror(errno));
+            goto error;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            char target[PATH_MAX], next[PATH_MAX];
+            ssize_t n = -1;
+            if (follow && here_trusted && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+                ++links <= 40)
+                n = readlinkat(nfd, "", target, sizeof(target) - 1);
+            close(nfd);
+            if (n <= 0) {
+                fail(EACCES, err,
+                     "%.200s: a symbolic link on the way, not followed (mtcd follows none that "
+                     "someone other than root could make: it leads outside what you may reach "
+                     "as easily as not)",
+                     path);
+                goto error;
+            }
+            target[n] = '\0';
+            if (snprintf(next, sizeof(next), "%s/%s", target, p) >= (int)sizeof(next)) {
+                fail(ENAMETOOLONG, err, "%.200s: path too long", path);
+                goto error;
+            }
+            snprintf(rest, sizeof(rest), "%s", next);
+            p = rest;
+            if (target[0] == '/') {
+                close(fd);
+                if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0)
+                    goto error;
+                here_trusted = trusted(&st);
+            }
+            continue;
+        }
+        if (!last) {
+            if (!S_ISDIR(st.st_mode)) {
+                close(nfd);
+                fail(ENOTDIR, err, "%.200s: a component is not a directory", path);
+                goto error;
+            }
+            if (need_trusted && check_dir(nfd, shown, err) < 0) {
+                close(nfd);
+                goto error;
+            }
+            here_trusted = trusted(&st);
+            close(fd);
+            fd = nfd;
+            continue;
+        }
+        close(nfd);
+        if (need_trusted && S_ISDIR(st.st_mode)) {
+            struct stat dst = st;
+            if (!trusted(&dst)) {
+                fail(EPERM, err,
+                     "%.200s: others than root could change it (root writes only in "
+                     "directories no one else can)",
+                     path);
+                goto error;
+            }
+        }
+        int o = open_last(fd, name, &st, flags | (mkdir_last ? O_DIRECTORY : 0), path, err);
+        close(fd);
+        return o;
+    }
+error:
+    if (fd >= 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return -1;
+}
+
+/* Which of roots (cleaned) path (cleaned) lies beneath: its length, or -1. */
+static int root_of(const char *path, const char *const *roots, char *root, size_t len)
+{
+    for (const char *const *r = roots; *r; r++) {
+        if (mtc_path_clean(*r, 1, root, len) < 0)
+            continue;
+        size_t n = strlen(root);
+        if (n == 1 || (strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0')))
+            return (int)(n == 1 ? 0 : n);
+    }
+    return -1;
+}
+
+int mtc_reach_open(const char *path, const struct mtc_reach *how, int flags, mtc_error_t *err)
+{
+    char clean[PATH_MAX], root[PATH_MAX];
+    if (!path || path[0] != '/' || mtc_path_clean(path, 0, clean, sizeof(clean)) < 0)
+        return fail(EINVAL, err, "%.200s: not an absolute path without \"..\"",
+                    path ? path : "(none)");
+    const char *rel = clean;
+    int fd, follow = 1;
+    if (how->roots) {
+        int n = root_of(clean, how->roots, root, sizeof(root));
+        if (n < 0)
+            return fail(EACCES, err,
+                        "%.200s lies outside the directories mtcd reads and writes for you "
+                        "(MTC_HOME/data, mtcd --data-root, MTC_HOME/experiments); only an admin "
+                        "may name other paths",
+                        path);
+        /* the root itself is the admin's choice: opened as root */
+        fd = walk(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), root + 1, root, 1, 0,
+                  O_DIRECTORY, 0, err);
+        if (fd < 0)
+            return -1;
+        rel = clean + n;
+        follow = 0; /* beneath it, nothing a user could make is followed */
+    } else if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        return errprintf(err, "/: %s", strerror(errno));
+    }
+    struct mtc_fsid saved;
+    mtc_fsid_enter(how->as, &saved);
+    int o = walk(fd, *rel ? rel : ".", path, follow, how->trusted, flags & ~MTC_REACH_MKDIR,
+                 !!(flags & MTC_REACH_MKDIR), err);
+    mtc_fsid_leave(&saved);
+    return o;
+}
+
+int mtc_reach_at(int dirfd, const char *name, const struct mtc_reach *how, int flags,
+                 mtc_error_t *err)
+{
+    if (!*name || strchr(name, '/') || strcmp(name, "..") == 0)
+        return fail(EINVAL, err, "\"%.100s\": not a file name", name);
+    struct mtc_fsid saved;
+    struct stat st;
+    mtc_fsid_enter(how->as, &saved);
+    int o = -1, p = peek(dirfd, name, &st);
+    if (p < 0)
+        errprintf(err, "%.200s: %s", name, strerror(errno));
+    else if (S_ISLNK(st.st_mode))
+        fail(EACCES, err,
+             "%.200s is a symbolic link: mtcd follows none in what it reads for you (it leads "
+             "outside what you may reach as easily as not)",
+             name);
+    else
+        o = open_last(dirfd, name, &st, flags, name, err);
+    if (p >= 0)
+        close(p);
+    mtc_fsid_leave(&saved);
+    return o;
+}
+
+int mtc_copy_fd(int in, int out, char hex[65])
+{
+    enum { BUF = 1 << 20 };
+    char *buf = malloc(BUF);
+    ssize_t r = 0;
+    EVP_MD_CTX *md = hex ? EVP_MD_CTX_new() : NULL;
+    int ok = buf != NULL && (!hex || (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL)));
+    while (ok && (r = read(in, buf, BUF)) > 0) {
+        ok = !md || EVP_DigestUpdate(md, buf, (size_t)r);
+        for (ssize_t off = 0; ok && off < r;) {
+            ssize_t w = write(out, buf + off, (size_t)(r - off));
+            ok = w > 0;
+            off += w > 0 ? w : 0;
+        }
+    }
+    ok = ok && r == 0 && fsync(out) == 0;
+    unsigned char sum[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (ok && md) {
+        ok = EVP_DigestFinal_ex(md, sum, &n) && n == 32;
+        for (unsigned int i = 0; ok && i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+    }
+    int e = errno;
+    EVP_MD_CTX_free(md);
+    free(buf);
+    if (!ok) {
+        errno = e ? e : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int mtc_copy_into(int in, int dirfd, const char *name, mode_t mode, mtc_error_t *err)
+{
+    char tmp[64], hex[17];
+    int out = -1;
+    for (int tries = 0; out < 0 && tries < 16; tries++) {
+        mtc_random_hex(hex, 8);
+        snprintf(tmp, sizeof(tmp), ".mtc-tmp-%s", hex);
+        out = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (out < 0 && errno != EEXIST)
+            break;
+    }
+    if (out < 0)
+        return errprintf(err, "%.150s: cannot create a file beside it: %s", name, strerror(errno));
+    int rc = mtc_copy_fd(in, out, NULL);
+    int e = errno;
+    if (close(out) < 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    /* renameat replaces name itself: a link planted there is replaced, never followed */
+    if (rc == 0 && renameat(dirfd, tmp, dirfd, name) < 0) {
+        rc = -1;
+        e = errno;
+    }
+    if (rc < 0) {
+        unlinkat(dirfd, tmp, 0);
+        errno = e;
+        return errprintf(err, "cannot write %.150s: %s", name, strerror(e));
+    }
     return 0;
 }

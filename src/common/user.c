@@ -176,3 +176,15 @@ int mtc_open_as_user(const char *path, int dir)
     errno = e;
     return fd;
 }
+
+void mtc_user_nobody(struct mtc_user *u)
+{
+    mtc_error_t err;
+    if (mtc_user_lookup("nobody", u, &err) == 0 && u->uid != 0)
+        return;
+    memset(u, 0, sizeof(*u));
+    snprintf(u->name, sizeof(u->name), "nobody");
+    snprintf(u->home, sizeof(u->home), "/nonexistent");
+    u->uid = 65534;
+    u->gid = 65534;
+}

@@ -5,16 +5,19 @@
  * operation finds the version it already recorded. */
 #include "control/internal.h"
 #include "dataset/dataset.h"
+#include "jobs/jobs.h"
 #include "registry/registry.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A change to a model and the rewrite of its refs file, one at a time. */
 static pthread_mutex_t refs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -78,12 +81,18 @@ int control_model_begin(struct control *c, const struct store_op *op, char busy[
     return 0;
 }
 
-/* The last value of key in a metrics.jsonl (and the step of its line). */
-static json_t *last_metric(const char *metrics, const char *key, json_int_t *step)
+/* The last value of key in a metrics.jsonl (read from fd, which stays open)
+ * and the step of its line. */
+static json_t *last_metric(int fd, const char *key, json_int_t *step)
 {
-    FILE *f = fopen(metrics, "r");
-    if (!f)
+    int d = fd < 0 ? -1 : dup(fd);
+    FILE *f = d < 0 ? NULL : fdopen(d, "r");
+    if (!f) {
+        if (d >= 0)
+            close(d);
         return NULL;
+    }
+    lseek(d, 0, SEEK_SET);
     char line[4096];
     json_t *found = NULL;
     while (fgets(line, sizeof(line), f)) {
@@ -100,38 +109,78 @@ static json_t *last_metric(const char *metrics, const char *key, json_int_t *ste
     return found;
 }
 
+/* A JSON file name under dir, opened as how allows; NULL when it cannot be. */
+static json_t *load_at(int dir, const char *name, const struct mtc_reach *how)
+{
+    mtc_error_t e = {""};
+    int fd = dir < 0 ? -1 : mtc_reach_at(dir, name, how, 0, &e);
+    json_t *o = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+    if (fd >= 0)
+        close(fd);
+    return o;
+}
+
+/* A file's text (at most 1 MiB) from fd; NULL when it cannot be read. */
+static char *read_text(int fd)
+{
+    size_t n = 0, cap = 1 << 20;
+    char *buf = fd < 0 ? NULL : malloc(cap + 1);
+    ssize_t r = 0;
+    while (buf && n < cap && (r = read(fd, buf + n, cap - n)) > 0)
+        n += (size_t)r;
+    if (buf && r < 0) {
+        free(buf);
+        return NULL;
+    }
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
 /* A prepared dataset's fingerprint: mtc-train data prepare's manifest says
  * its source's; a directory from mtc-train prepare gets "sha256:" of its
  * meta.json (token counts, tokenizer) and its shards' names and sizes. */
-static int data_fingerprint(const char *dir, char fp[72])
+static int data_fingerprint(const char *dir, const struct mtc_reach *how, char fp[72])
 {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/manifest.json", dir);
-    json_t *m = json_load_file(path, 0, NULL);
+    mtc_error_t e = {""};
+    int dfd = mtc_reach_open(dir, how, O_DIRECTORY, &e);
+    json_t *m = load_at(dfd, "manifest.json", how);
     const char *src = jstr(m, "sourceFingerprint");
     if (src) {
         snprintf(fp, 72, "%s", src);
         json_decref(m);
+        close(dfd);
         return 0;
     }
     json_decref(m);
-    snprintf(path, sizeof(path), "%s/meta.json", dir);
-    char *meta = mtc_read_file(path, NULL);
-    DIR *d = meta ? opendir(dir) : NULL;
+    int mfd = dfd < 0 ? -1 : mtc_reach_at(dfd, "meta.json", how, 0, &e);
+    char *meta = read_text(mfd);
+    if (mfd >= 0)
+        close(mfd);
+    int d2 = meta ? openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    DIR *d = d2 < 0 ? NULL : fdopendir(d2);
     if (!d) {
+        if (d2 >= 0)
+            close(d2);
+        if (dfd >= 0)
+            close(dfd);
         free(meta);
         return -1;
     }
     json_t *files = json_object();
     struct dirent *de;
+    struct mtc_fsid saved;
+    mtc_fsid_enter(how->as, &saved);
     while ((de = readdir(d)) != NULL) {
         struct stat sb;
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
         size_t n = strlen(de->d_name);
-        if (n > 4 && strcmp(de->d_name + n - 4, ".bin") == 0 && stat(path, &sb) == 0)
+        if (n > 4 && strcmp(de->d_name + n - 4, ".bin") == 0 &&
+            fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
             json_object_set_new(files, de->d_name, json_integer((json_int_t)sb.st_size));
     }
+    mtc_fsid_leave(&saved);
     closedir(d);
+    close(dfd);
     char *listing = json_dumps(files, JSON_SORT_KEYS | JSON_COMPACT), hex[65];
     char *all = NULL;
     int ok = listing && asprintf(&all, "%s\n%s", meta, listing) >= 0;
@@ -148,11 +197,15 @@ static int data_fingerprint(const char *dir, char fp[72])
 
 /* The lineage of a version made by the run whose task directory is run
  * (its config.json, the checkpoint stored, metrics.jsonl). */
-static json_t *run_lineage(const char *run, const char *ckdir)
+static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
+                           const struct registry_source *src, const struct mtc_reach *how)
 {
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/config.json", run);
-    json_t *cfg = json_load_file(path, 0, NULL), *l = json_object();
+    mtc_error_t e = {""};
+    int rfd = mtc_reach_open(run, run_how, O_DIRECTORY, &e);
+    json_t *cfg = load_at(rfd, "config.json", run_how), *l = json_object();
+    if (rfd >= 0)
+        close(rfd);
     if (!cfg)
         return l;
     static const char *const copy[][2] = {
@@ -180,15 +233,14 @@ static json_t *run_lineage(const char *run, const char *ckdir)
     if (jstr(data, "path")) {
         json_object_set_new(l, "dataset", json_string(jstr(data, "path")));
         char fp[72];
-        if (data_fingerprint(jstr(data, "path"), fp) == 0)
+        if (data_fingerprint(jstr(data, "path"), how, fp) == 0)
             json_object_set_new(l, "datasetFingerprint", json_string(fp));
     }
     const char *init = jstr(json_object_get(cfg, "checkpoint"), "init");
     if (init && !json_object_get(l, "parentModel"))
         json_object_set_new(l, "parentCheckpoint", json_string(init));
-    json_object_set_new(l, "checkpoint", json_string(ckdir));
-    snprintf(path, sizeof(path), "%s/meta.json", ckdir);
-    json_t *meta = json_load_file(path, 0, NULL);
+    json_object_set_new(l, "checkpoint", json_string(src->path));
+    json_t *meta = load_at(src->dir, "meta.json", how);
     if (json_object_get(meta, "tokens_seen"))
         json_object_set_new(l, "tokensSeen",
                             json_integer((json_int_t)json_number_value(
@@ -199,14 +251,17 @@ static json_t *run_lineage(const char *run, const char *ckdir)
     if (jstr(cfg, "logDir")) {
         json_int_t step = 0;
         snprintf(path, sizeof(path), "%s/metrics.jsonl", jstr(cfg, "logDir"));
-        json_t *v = last_metric(path, "loss", &step);
+        int mfd = mtc_reach_open(path, run_how, 0, &e);
+        json_t *v = last_metric(mfd, "loss", &step);
         if (v)
             json_object_set_new(l, "finalTrainLoss", v);
         if (v && step > 0 && !json_object_get(l, "step")) /* a custom task's: no meta.json */
             json_object_set_new(l, "step", json_integer(step));
-        v = last_metric(path, "val_loss", &step);
+        v = last_metric(mfd, "val_loss", &step);
         if (v)
             json_object_set_new(l, "finalValLoss", v);
+        if (mfd >= 0)
+            close(mfd);
     }
     json_decref(cfg);
     return l;
@@ -272,17 +327,29 @@ static void roots_of(struct control *c, const json_t *req, const char *key, cons
     roots[n] = NULL;
 }
 
-/* A path of the request resolved; under roots when given. 0, or -1 + err
- * and *code. */
-static int where(const char *const *roots, const char *field, const char *path, char *out,
-                 size_t len, int *code, mtc_error_t *err)
+/* Whom an upload reads its files as (fsafe's mtc_reach, as api/models.c
+ * chose): the token's user when it was bound to one ("runAs"), root for an
+ * admin's unbound token and for a registrar's (beneath its own directory),
+ * nobody for an editor's unbound token. */
+static void reach_of(const json_t *req, int restricted, const char *const *roots,
+                     struct mtc_reach *how, struct mtc_user *u)
 {
-    if (dataset_resolve(field, path, roots, out, len, err) == 0)
-        return 0;
-    *code = errno == EACCES ? RPC_PERMISSION_DENIED
-            : errno == ENOENT ? RPC_NOT_FOUND
-                              : RPC_INVALID_ARGUMENT;
-    return -1;
+    memset(how, 0, sizeof(*how));
+    how->roots = restricted ? roots : NULL;
+    if (jobs_run_as(req, u) == 0)
+        how->as = u;
+    else if (restricted && !json_object_get(req, "roots")) {
+        mtc_user_nobody(u);
+        how->as = u;
+    }
+}
+
+/* The code of a refused path, by errno. */
+static int path_code(int e)
+{
+    return e == EACCES || e == EPERM ? RPC_PERMISSION_DENIED
+           : e == ENOENT             ? RPC_NOT_FOUND
+                                     : RPC_INVALID_ARGUMENT;
 }
 
 int control_run_model(struct control *c, struct store_op *op, json_t **response, int *code,
@@ -292,7 +359,7 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
     const json_t *req = op->request, *model = json_object_get(req, "model");
     const char *home = jstr(req, "home");
     int restricted = json_is_true(json_object_get(req, "restricted"));
-    char models[PATH_MAX], src[PATH_MAX], real[PATH_MAX], run[PATH_MAX];
+    char models[PATH_MAX];
     *code = RPC_INTERNAL;
     if (!registry_name_valid(name) || !home || home[0] != '/' || !jstr(model, "artifactUri")) {
         *code = RPC_INVALID_ARGUMENT;
@@ -309,26 +376,31 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
     char exps[PATH_MAX];
     roots_of(c, req, "roots", home, roots, exps);
     roots_of(c, req, "runRoots", home, run_roots, exps);
-    const char *const *within = restricted ? roots : NULL;
-    if (where(within, "model.artifactUri", jstr(model, "artifactUri"), src, sizeof(src), code,
-              err) < 0 ||
-        (jstr(model, "sourceRun") &&
-         where(restricted ? run_roots : NULL, "model.sourceRun", jstr(model, "sourceRun"), run,
-               sizeof(run), code, err) < 0))
-        return -1;
-    if (registry_detect(src, &format, real, sizeof(real), err) < 0) {
-        *code = errno == ENOENT ? RPC_NOT_FOUND : RPC_INVALID_ARGUMENT;
+    struct mtc_reach how, run_how;
+    struct mtc_user u;
+    struct registry_source src;
+    reach_of(req, restricted, roots, &how, &u);
+    run_how = how;
+    run_how.roots = restricted ? run_roots : NULL;
+    /* the source opened once: what is stored is read from these descriptors */
+    if (registry_source_open(jstr(model, "artifactUri"), &how, format, &src, err) < 0) {
+        *code = path_code(errno);
         return -1;
     }
-    json_t *lineage = jstr(model, "sourceRun") ? run_lineage(run, real) : json_object();
+    json_t *lineage = jstr(model, "sourceRun")
+                          ? run_lineage(jstr(model, "sourceRun"), &run_how, &src, &how)
+                          : json_object();
     json_object_set_new(lineage, "operation", json_string(op->id));
     char progress[PATH_MAX + 64];
-    snprintf(progress, sizeof(progress), "storing %.200s (%s)", real,
-             schema_enum_name(&registry_format_enum, format));
+    snprintf(progress, sizeof(progress), "storing %.200s (%s)", src.path,
+             schema_enum_name(&registry_format_enum, src.format));
     store_op_progress(c->st, op->id, progress);
     json_t *manifest = NULL, *meta = json_object();
-    if (registry_ingest(models, real, format, jstr(lineage, "tokenizer"), within, &manifest, err) <
-        0) {
+    int stored = registry_source_tokenizer(&src, jstr(lineage, "tokenizer"), &how) < 0
+                     ? errprintf(err, "source: %.200s: too many files", src.path)
+                     : registry_ingest_source(models, &src, &manifest, err);
+    registry_source_close(&src);
+    if (stored < 0) {
         *code = errno == EACCES ? RPC_PERMISSION_DENIED : RPC_INTERNAL;
         report(c->st, lineage, name, 0, err->text);
         json_decref(lineage);

@@ -113,72 +113,140 @@ int registry_ref_parse(const char *ref, struct registry_ref *out, mtc_error_t *e
 
 /* ---- detecting what a source holds ---- */
 
-static int is_file(const char *dir, const char *name)
+/* name under dir: a regular file, or a link (so that opening it says why it
+ * is not read). Relative to the descriptor: nothing is resolved again. */
+static int has_file(int dir, const char *name)
 {
-    char p[PATH_MAX + 512];
     struct stat sb;
-    snprintf(p, sizeof(p), "%s/%s", dir, name);
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+    return fstatat(dir, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+           (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode));
+}
+
+/* The entries of dir (its own read position), each passed to fn; 0/-1. */
+static int each_entry(int dir, void (*fn)(int dir, const char *name, void *arg), void *arg)
+{
+    int d2 = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = d2 < 0 ? NULL : fdopendir(d2);
+    if (!d) {
+        if (d2 >= 0)
+            close(d2);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            fn(dir, de->d_name, arg);
+    closedir(d);
+    return 0;
+}
+
+struct pick {
+    char best[256];
+    int n;
+};
+
+static void step_pick(int dir, const char *name, void *arg)
+{
+    struct pick *k = arg;
+    if (strncmp(name, "step_", 5) != 0 || strlen(name) >= sizeof(k->best) ||
+        strcmp(name, k->best) <= 0)
+        return;
+    int s = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (s >= 0 && has_file(s, "DONE") && has_file(s, "meta.json"))
+        snprintf(k->best, sizeof(k->best), "%s", name);
+    if (s >= 0)
+        close(s);
+}
+
+static void bin_pick(int dir, const char *name, void *arg)
+{
+    struct pick *k = arg;
+    size_t l = strlen(name);
+    if (l > 4 && l < sizeof(k->best) && strcmp(name + l - 4, ".bin") == 0 && has_file(dir, name)) {
+        snprintf(k->best, sizeof(k->best), "%s", name);
+        k->n++;
+    }
 }
 
 /* The newest step_ directory of root with a DONE marker and a meta.json. */
 static int newest_step(const char *root, char *out, size_t len)
 {
-    DIR *d = opendir(root);
-    if (!d)
+    int d = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct pick k = {"", 0};
+    if (d < 0)
         return -1;
-    char best[256] = "";
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        char p[PATH_MAX];
-        if (strncmp(de->d_name, "step_", 5) != 0 || strlen(de->d_name) >= sizeof(best))
-            continue;
-        snprintf(p, sizeof(p), "%s/%s", root, de->d_name);
-        if (is_file(p, "DONE") && is_file(p, "meta.json") && strcmp(de->d_name, best) > 0)
-            snprintf(best, sizeof(best), "%s", de->d_name);
-    }
-    closedir(d);
-    if (!*best || snprintf(out, len, "%s/%s", root, best) >= (int)len)
-        return -1;
-    return 0;
+    each_entry(d, step_pick, &k);
+    close(d);
+    return *k.best && snprintf(out, len, "%s/%s", root, k.best) < (int)len ? 0 : -1;
 }
 
 /* The one *.bin file of dir into out. */
 static int one_bin(const char *dir, char *out, size_t len)
 {
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d)
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct pick k = {"", 0};
+    if (d < 0)
         return -1;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        size_t l = strlen(de->d_name);
-        if (l > 4 && strcmp(de->d_name + l - 4, ".bin") == 0 && is_file(dir, de->d_name)) {
-            snprintf(out, len, "%s/%s", dir, de->d_name);
-            n++;
-        }
-    }
-    closedir(d);
-    return n == 1 ? 0 : -1;
+    each_entry(d, bin_pick, &k);
+    close(d);
+    return k.n == 1 && snprintf(out, len, "%s/%s", dir, k.best) < (int)len ? 0 : -1;
 }
 
-int registry_detect(const char *src, int *format, char *real, size_t len, mtc_error_t *err)
+static void source_add_name(int dir, const char *name, void *arg)
 {
-    char path[PATH_MAX], step[PATH_MAX];
-    struct stat sb;
-    if (!src || !realpath(src, path) || stat(path, &sb) < 0) {
-        int e = errno;
-        errprintf(err, "source: %.200s: %s", src ? src : "", strerror(e));
-        errno = e == ENOTDIR ? ENOENT : e;
-        return -1;
+    json_t *names = arg;
+    if (name[0] != '.' && has_file(dir, name))
+        json_array_append_new(names, json_string(name));
+}
+
+/* The files of an artifact to store, under dir (or the one llm.c file): a
+ * checkpoint's every regular file, an HF directory's weights, config and
+ * tokenizer files. A JSON array of names, sorted for a stable digest. */
+static json_t *artifact_files(int dir, int format)
+{
+    static const char *const hf_files[] = {
+        "model.safetensors",       "config.json",  "tokenizer.json", "tokenizer_config.json",
+        "special_tokens_map.json", "vocab.json",   "merges.txt",     "generation_config.json",
+        "chat_template.jinja",     NULL};
+    json_t *names = json_array();
+    if (format == REGISTRY_HF) {
+        for (int i = 0; hf_files[i]; i++)
+            if (has_file(dir, hf_files[i]))
+                json_array_append_new(names, json_string(hf_files[i]));
+        return names;
     }
+    each_entry(dir, source_add_name, names);
+    size_t n = json_array_size(names);
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(json_string_value(json_array_get(names, j - 1)),
+                                           json_string_value(json_array_get(names, j))) > 0;
+             j--) {
+            json_t *a = json_incref(json_array_get(names, j - 1));
+            json_array_set(names, j - 1, json_array_get(names, j));
+            json_array_set_new(names, j, a);
+        }
+    return names;
+}
+
+/* What src (opened as fd: a directory, or an llm.c file) holds in format
+ * want (< 0: detect): the format, and the name under fd of the step or .bin
+ * chosen ("" for fd itself) into sub. 0, or -1 + err. */
+static int detect_at(int fd, const char *src, int *format, char sub[256], mtc_error_t *err)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) < 0)
+        return errprintf(err, "source: %.200s: %s", src, strerror(errno));
     int want = *format, dir = S_ISDIR(sb.st_mode);
-    int native = dir && ((is_file(path, "meta.json") && is_file(path, "DONE")) ||
-                         newest_step(path, step, sizeof(step)) == 0);
-    int hf = dir && is_file(path, "model.safetensors") && is_file(path, "config.json");
-    int llmc = (!dir && S_ISREG(sb.st_mode) && strlen(path) > 4 &&
-                strcmp(path + strlen(path) - 4, ".bin") == 0) ||
-               (dir && !native && one_bin(path, step, sizeof(step)) == 0);
+    struct pick step = {"", 0}, bin = {"", 0};
+    size_t l = strlen(src);
+    if (dir)
+        each_entry(fd, step_pick, &step);
+    int own = dir && has_file(fd, "meta.json") && has_file(fd, "DONE");
+    int native = own || *step.best;
+    int hf = dir && has_file(fd, "model.safetensors") && has_file(fd, "config.json");
+    if (dir && !native)
+        each_entry(fd, bin_pick, &bin);
+    int llmc = (!dir && l > 4 && strcmp(src + l - 4, ".bin") == 0) || (dir && bin.n == 1);
     if (want < 0)
         want = native ? REGISTRY_NATIVE : hf ? REGISTRY_HF : llmc ? REGISTRY_LLMC : -1;
     errno = EINVAL;
@@ -198,194 +266,224 @@ int registry_detect(const char *src, int *format, char *real, size_t len, mtc_er
     if (what)
         return errprintf(err, "source: %.200s: %s for format %s", src, what,
                          schema_enum_name(&registry_format_enum, want));
-    const char *chosen = path;
-    if (want == REGISTRY_NATIVE && !(is_file(path, "meta.json") && is_file(path, "DONE")))
-        chosen = step; /* the root's newest complete step */
+    sub[0] = '\0';
+    if (want == REGISTRY_NATIVE && !own)
+        snprintf(sub, 256, "%s", step.best); /* the root's newest complete step */
     else if (want == REGISTRY_LLMC && dir)
-        chosen = step;
-    if (strlen(chosen) >= len) {
-        errno = ENAMETOOLONG;
-        return errprintf(err, "source: path too long");
-    }
-    memmove(real, chosen, strlen(chosen) + 1);
+        snprintf(sub, 256, "%s", bin.best);
     *format = want;
     return 0;
 }
 
-/* ---- blobs ---- */
-
-/* The files of an artifact to store: a checkpoint's every regular file, an
- * HF directory's weights, config and tokenizer files, an llm.c file. A JSON
- * array of names (relative to dir), sorted; NULL + err. */
-static json_t *artifact_files(const char *real, int format, char *dir, size_t len,
-                              mtc_error_t *err)
+int registry_source_add(struct registry_source *s, const char *name, int fd)
 {
-    static const char *const hf_files[] = {
-        "model.safetensors",       "config.json",  "tokenizer.json", "tokenizer_config.json",
-        "special_tokens_map.json", "vocab.json",   "merges.txt",     "generation_config.json",
-        "chat_template.jinja",     NULL};
-    json_t *names = json_array();
-    if (format == REGISTRY_LLMC) {
-        const char *slash = strrchr(real, '/');
-        snprintf(dir, len, "%.*s", (int)(slash - real), real);
-        json_array_append_new(names, json_string(slash + 1));
-        return names;
-    }
-    snprintf(dir, len, "%s", real);
-    if (format == REGISTRY_HF) {
-        for (int i = 0; hf_files[i]; i++)
-            if (is_file(real, hf_files[i]))
-                json_array_append_new(names, json_string(hf_files[i]));
-        return names;
-    }
-    DIR *d = opendir(real);
-    if (!d) {
-        json_decref(names);
-        errprintf(err, "source: %.200s: %s", real, strerror(errno));
-        return NULL;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.' && is_file(real, de->d_name))
-            json_array_append_new(names, json_string(de->d_name));
-    closedir(d);
-    /* readdir's order is the filesystem's: sort for a stable digest */
-    size_t n = json_array_size(names);
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strcmp(json_string_value(json_array_get(names, j - 1)),
-                                           json_string_value(json_array_get(names, j))) > 0;
-             j--) {
-            json_t *a = json_incref(json_array_get(names, j - 1));
-            json_array_set(names, j - 1, json_array_get(names, j));
-            json_array_set_new(names, j, a);
-        }
-    return names;
-}
-
-/* Copy from to a new file to (mode); with hex (65 bytes), the sha256 of the
- * bytes copied goes there. 0/-1 + err. */
-static int copy_hash(const char *from, const char *to, mode_t mode, char *hex, mtc_error_t *err);
-static int copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *err)
-{
-    return copy_hash(from, to, mode, NULL, err);
-}
-
-static int copy_hash(const char *from, const char *to, mode_t mode, char *hex, mtc_error_t *err)
-{
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return errprintf(err, "%.200s: %s", from, strerror(errno));
-    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (out < 0) {
-        int e = errno;
-        close(in);
-        errno = e;
-        return errprintf(err, "%.200s: %s", to, strerror(e));
-    }
-    enum { BUF = 1 << 20 };
-    char *buf = malloc(BUF);
-    ssize_t r = 0;
-    EVP_MD_CTX *md = hex ? EVP_MD_CTX_new() : NULL;
-    int ok = buf != NULL && (!hex || (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL)));
-    while (ok && (r = read(in, buf, BUF)) > 0) {
-        ok = !md || EVP_DigestUpdate(md, buf, (size_t)r);
-        for (ssize_t off = 0; ok && off < r;) {
-            ssize_t w = write(out, buf + off, (size_t)(r - off));
-            ok = w > 0;
-            off += w > 0 ? w : 0;
-        }
-    }
-    ok = ok && r == 0 && fsync(out) == 0;
-    unsigned char sum[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    if (ok && md) {
-        ok = EVP_DigestFinal_ex(md, sum, &n) && n == 32;
-        for (unsigned int i = 0; ok && i < 32; i++)
-            snprintf(hex + 2 * i, 3, "%02x", sum[i]);
-    }
-    int e = errno;
-    EVP_MD_CTX_free(md);
-    free(buf);
-    close(in);
-    if (close(out) != 0)
-        ok = 0;
-    if (!ok) {
-        unlink(to);
-        errno = e ? e : EIO;
-        return errprintf(err, "cannot copy %.150s to %.150s: %s", from, to, strerror(errno));
-    }
-    return 0;
-}
-
-/* The blob of file (its digest hex: sha256:<hex>) under models, copied in
- * when absent. Under blob_lock. 0/-1 + err. */
-static int put_blob(const char *models, const char *file, const char *digest, char *blob,
-                    size_t len, mtc_error_t *err)
-{
-    char tmp[PATH_MAX];
-    snprintf(blob, len, "%s/blobs/sha256/%s", models, digest + 7);
-    if (mtc_path_exists(blob))
-        return 0; /* stored already: this registration costs no space */
-    char hex[17], again[65];
-    mtc_random_hex(hex, 8);
-    snprintf(tmp, sizeof(tmp), "%s/blobs/tmp/%s", models, hex);
-    /* the blob holds the bytes hashed while copying: a source that changed
-     * since it was hashed is caught here */
-    if (copy_hash(file, tmp, 0444, again, err) < 0)
+    if (s->n >= REGISTRY_SOURCE_FILES || strlen(name) >= sizeof(s->files[0].name)) {
+        errno = E2BIG;
         return -1;
-    if (strcmp(again, digest + 7) != 0) {
-        unlink(tmp);
-        errno = EAGAIN;
-        return errprintf(err, "source: %.200s changed while it was being stored", file);
     }
-    int rc = link(tmp, blob);
-    int e = errno;
-    unlink(tmp);
-    if (rc < 0 && e != EEXIST) {
-        errno = e;
-        return errprintf(err, "%.200s: %s", blob, strerror(e));
-    }
+    snprintf(s->files[s->n].name, sizeof(s->files[0].name), "%s", name);
+    s->files[s->n++].fd = fd;
     return 0;
 }
 
-static int64_t file_size(const char *path)
+void registry_source_close(struct registry_source *s)
 {
-    struct stat sb;
-    return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+    int e = errno;
+    for (int i = 0; i < s->n; i++)
+        if (s->files[i].fd >= 0)
+            close(s->files[i].fd);
+    if (s->dir >= 0)
+        close(s->dir);
+    s->n = 0;
+    s->dir = -1;
+    errno = e;
 }
 
-/* The tokenizer a checkpoint step dir's meta.json records, into out. 0, or -1. */
-static int meta_tokenizer(const char *dir, char *out, size_t len)
+int registry_source_open(const char *src, const struct mtc_reach *how, int format,
+                         struct registry_source *s, mtc_error_t *err)
 {
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/meta.json", dir);
-    json_t *m = json_load_file(path, 0, NULL);
-    const char *t = json_string_value(json_object_get(m, "tokenizer"));
-    int rc = t && *t && strlen(t) < len ? (snprintf(out, len, "%s", t), 0) : -1;
-    json_decref(m);
+    char sub[256];
+    memset(s, 0, sizeof(*s));
+    s->dir = -1;
+    s->format = format;
+    int fd = mtc_reach_open(src ? src : "", how, 0, err);
+    if (fd < 0) {
+        if (errno == ENOTDIR)
+            errno = ENOENT;
+        return -1;
+    }
+    struct mtc_fsid saved;
+    mtc_fsid_enter(how->as, &saved); /* what the source's descriptors show, as its reader */
+    int rc = detect_at(fd, src, &s->format, sub, err);
+    mtc_fsid_leave(&saved);
+    if (rc < 0) {
+        close(fd);
+        return -1;
+    }
+    int n = snprintf(s->path, sizeof(s->path), "%s%s%s", src, *sub ? "/" : "", sub);
+    if (n < 0 || (size_t)n >= sizeof(s->path)) {
+        close(fd);
+        errno = ENAMETOOLONG;
+        return errprintf(err, "source: path too long");
+    }
+    struct stat sb;
+    fstat(fd, &sb);
+    if (!S_ISDIR(sb.st_mode)) { /* an llm.c file, opened already */
+        registry_source_add(s, strrchr(src, '/') + 1, fd);
+        return 0;
+    }
+    if (*sub) {
+        s->dir = mtc_reach_at(fd, sub, how, s->format == REGISTRY_LLMC ? 0 : O_DIRECTORY, err);
+        close(fd);
+        if (s->dir < 0)
+            return -1;
+        if (s->format == REGISTRY_LLMC) {
+            registry_source_add(s, sub, s->dir);
+            s->dir = -1;
+            return 0;
+        }
+    } else {
+        s->dir = fd;
+    }
+    mtc_fsid_enter(how->as, &saved);
+    json_t *names = artifact_files(s->dir, s->format);
+    mtc_fsid_leave(&saved);
+    size_t i;
+    json_t *nm;
+    rc = 0;
+    json_array_foreach(names, i, nm)
+    {
+        const char *name = json_string_value(nm);
+        int f = mtc_reach_at(s->dir, name, how, 0, err);
+        if (f < 0 || registry_source_add(s, name, f) < 0) {
+            if (f >= 0) {
+                close(f);
+                errprintf(err, "source: %.200s: more than %d files", s->path,
+                          REGISTRY_SOURCE_FILES);
+            } else if (errno == EACCES && !strstr(err->text, "symbolic link")) {
+                char why[256];
+                snprintf(why, sizeof(why), "%s", err->text);
+                errprintf(err, "source: %.200s: %s", s->path, why);
+            }
+            rc = -1;
+            break;
+        }
+    }
+    json_decref(names);
+    if (rc < 0)
+        registry_source_close(s);
     return rc;
 }
 
-/* 1 when path resolves (links followed) to a place under one of roots. */
-static int under_roots(const char *path, const char *const *roots)
+/* The tokenizer a checkpoint's meta.json (under dir) records, into out. */
+static int meta_tokenizer(int dir, const struct mtc_reach *how, char *out, size_t len)
 {
-    char real[PATH_MAX], root[PATH_MAX];
-    if (!realpath(path, real))
-        return 0;
-    for (const char *const *r = roots; *r; r++) {
-        if (!realpath(*r, root))
-            continue;
-        size_t n = strlen(root);
-        if (strncmp(real, root, n) == 0 && (real[n] == '/' || real[n] == '\0' || n == 1))
-            return 1;
+    mtc_error_t e = {""};
+    int fd = mtc_reach_at(dir, "meta.json", how, 0, &e);
+    json_t *m = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+    const char *t = json_string_value(json_object_get(m, "tokenizer"));
+    int rc = t && *t && strlen(t) < len ? (snprintf(out, len, "%s", t), 0) : -1;
+    json_decref(m);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int registry_source_tokenizer(struct registry_source *s, const char *tokenizer,
+                              const struct mtc_reach *how)
+{
+    char recorded[PATH_MAX];
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->files[i].name, "tokenizer.json") == 0)
+            return 0;
+    mtc_error_t e = {""};
+    int fd = tokenizer && *tokenizer ? mtc_reach_open(tokenizer, how, 0, &e) : -1;
+    /* a run's own record may name a built-in ("builtin:tiny-corpus"): the
+     * checkpoint's meta.json has the file it was made into */
+    if (fd < 0 && s->format == REGISTRY_NATIVE && s->dir >= 0 &&
+        meta_tokenizer(s->dir, how, recorded, sizeof(recorded)) == 0)
+        fd = mtc_reach_open(recorded, how, 0, &e);
+    if (fd < 0)
+        return 0; /* none it may read: the artifact goes without */
+    if (registry_source_add(s, "tokenizer.json", fd) < 0) {
+        close(fd);
+        return -1;
     }
     return 0;
 }
 
-int registry_ingest(const char *models, const char *real, int format, const char *tokenizer,
-                    const char *const *roots, json_t **manifest, mtc_error_t *err)
+int registry_detect(const char *src, int *format, char *real, size_t len, mtc_error_t *err)
 {
-    char dir[PATH_MAX], sub[PATH_MAX], vdir[PATH_MAX], tmpdir[PATH_MAX], hex[17];
+    struct registry_source s;
+    struct mtc_reach root = {NULL, NULL, 0};
+    if (registry_source_open(src, &root, *format, &s, err) < 0)
+        return -1;
+    int rc = 0;
+    if (strlen(s.path) >= len)
+        rc = errno = ENAMETOOLONG, errprintf(err, "source: path too long");
+    else
+        memcpy(real, s.path, strlen(s.path) + 1), *format = s.format;
+    registry_source_close(&s);
+    return rc;
+}
+
+/* ---- blobs ---- */
+
+/* Copy from to a new file to (mode), both mtcd's own (under models). */
+static int copy_file(const char *from, const char *to, mode_t mode, mtc_error_t *err)
+{
+    int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (in < 0)
+        return errprintf(err, "%.200s: %s", from, strerror(errno));
+    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    int rc = out < 0 ? -1 : mtc_copy_fd(in, out, NULL);
+    int e = errno;
+    close(in);
+    if (out >= 0 && close(out) < 0 && rc == 0)
+        rc = -1, e = errno;
+    if (rc < 0) {
+        if (out >= 0)
+            unlink(to);
+        errno = e;
+        return errprintf(err, "cannot copy %.150s to %.150s: %s", from, to, strerror(e));
+    }
+    return 0;
+}
+
+/* The bytes of in stored as a blob under models: copied once into a
+ * temporary file while hashed, then linked as blobs/sha256/<hex> (a blob
+ * there already is the same bytes). Under blob_lock. hex[65], blob: its
+ * name. 0/-1 + err. */
+static int put_blob(const char *models, int in, const char *shown, char hex[65], char *blob,
+                    size_t len, mtc_error_t *err)
+{
+    char tmp[PATH_MAX], r[17];
+    mtc_random_hex(r, 8);
+    snprintf(tmp, sizeof(tmp), "%s/blobs/tmp/%s", models, r);
+    int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (out < 0)
+        return errprintf(err, "%.200s: %s", tmp, strerror(errno));
+    int rc = lseek(in, 0, SEEK_SET) < 0 ? -1 : mtc_copy_fd(in, out, hex);
+    int e = errno;
+    if (close(out) < 0 && rc == 0)
+        rc = -1, e = errno;
+    if (rc == 0) {
+        snprintf(blob, len, "%s/blobs/sha256/%s", models, hex);
+        if (link(tmp, blob) < 0 && errno != EEXIST)
+            rc = -1, e = errno;
+    }
+    unlink(tmp);
+    if (rc < 0) {
+        errno = e;
+        return errprintf(err, "cannot store %.200s: %s", shown, strerror(e));
+    }
+    return 0;
+}
+
+int registry_ingest_source(const char *models, const struct registry_source *s,
+                           json_t **manifest, mtc_error_t *err)
+{
+    char sub[PATH_MAX], vdir[PATH_MAX], tmpdir[PATH_MAX], hex[17];
     *manifest = NULL;
     static const char *const subs[] = {"blobs/sha256", "blobs/tmp", "versions", "tmp"};
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
@@ -393,20 +491,14 @@ int registry_ingest(const char *models, const char *real, int format, const char
         if (mtc_mkdir_p(sub, 0700) < 0)
             return errprintf(err, "%.200s: %s", sub, strerror(errno));
     }
-    json_t *names = artifact_files(real, format, dir, sizeof(dir), err);
-    if (!names)
-        return -1;
-    /* the run's tokenizer goes with the weights (mtc-serve reads it there);
-     * a run's own record may name a built-in ("builtin:tiny-corpus"): the
-     * checkpoint's meta.json has the file it was made into */
-    char recorded[PATH_MAX];
-    if ((!tokenizer || !mtc_path_exists(tokenizer)) && format == REGISTRY_NATIVE &&
-        meta_tokenizer(dir, recorded, sizeof(recorded)) == 0)
-        tokenizer = recorded;
-    int add_tok = tokenizer && *tokenizer && !is_file(dir, "tokenizer.json") &&
-                  mtc_path_exists(tokenizer) && (!roots || under_roots(tokenizer, roots));
-    if (add_tok)
-        json_array_append_new(names, json_string("tokenizer.json"));
+    /* sorted by name (the tokenizer added last): a stable digest */
+    int order[REGISTRY_SOURCE_FILES];
+    for (int i = 0; i < s->n; i++) {
+        int j = i;
+        for (; j > 0 && strcmp(s->files[order[j - 1]].name, s->files[i].name) > 0; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
     mtc_random_hex(hex, 8);
     snprintf(tmpdir, sizeof(tmpdir), "%s/tmp/%s", models, hex);
     snprintf(vdir, sizeof(vdir), "%s/versions/%s", models, hex);
@@ -419,35 +511,23 @@ int registry_ingest(const char *models, const char *real, int format, const char
         errprintf(err, "%.200s: %s", tmpdir, strerror(errno));
         goto out;
     }
-    size_t i;
-    json_t *nm;
-    json_array_foreach(names, i, nm)
-    {
-        char file[PATH_MAX + 256], digest[72], blob[PATH_MAX], ln[PATH_MAX + 256];
-        const char *name = json_string_value(nm);
-        snprintf(file, sizeof(file), "%s/%s", dir, name);
-        if (strcmp(name, "tokenizer.json") == 0 && add_tok)
-            snprintf(file, sizeof(file), "%s", tokenizer);
-        if (roots && !under_roots(file, roots)) { /* a link out of where mtcd may read */
-            errno = EACCES;
-            errprintf(err, "%.200s leads outside the directories mtcd reads for you", file);
-            goto out;
-        }
-        if (mtc_sha256_file(file, digest, err) < 0 ||
-            put_blob(models, file, digest, blob, sizeof(blob), err) < 0)
+    for (int k = 0; k < s->n; k++) {
+        const char *name = s->files[order[k]].name;
+        char digest[65], blob[PATH_MAX], ln[PATH_MAX + 256], shown[PATH_MAX + 256];
+        struct stat sb;
+        snprintf(shown, sizeof(shown), "%s/%s", s->path, name);
+        if (put_blob(models, s->files[order[k]].fd, shown, digest, blob, sizeof(blob), err) < 0)
             goto out;
         snprintf(ln, sizeof(ln), "%s/%s", tmpdir, name);
-        if (link(blob, ln) < 0) {
+        if (link(blob, ln) < 0 || stat(blob, &sb) < 0) {
             errprintf(err, "%.200s: %s", ln, strerror(errno));
             goto out;
         }
-        int64_t size = file_size(blob);
-        total += size;
-        json_array_append_new(files,
-                              json_pack("{s:s, s:s, s:I}", "path", name, "sha256", digest + 7,
-                                        "size", (json_int_t)size));
+        total += (int64_t)sb.st_size;
+        json_array_append_new(files, json_pack("{s:s, s:s, s:I}", "path", name, "sha256", digest,
+                                               "size", (json_int_t)sb.st_size));
         size_t l = strlen(listing);
-        snprintf(listing + l, sizeof(listing) - l, "%s %s\n", digest + 7, name);
+        snprintf(listing + l, sizeof(listing) - l, "%s %s\n", digest, name);
     }
     if (rename(tmpdir, vdir) < 0) {
         errprintf(err, "%.200s: %s", vdir, strerror(errno));
@@ -456,7 +536,7 @@ int registry_ingest(const char *models, const char *real, int format, const char
     char sum[65];
     mtc_sha256_hex(listing, sum);
     *manifest = json_pack("{s:s, s:s, s:o, s:s, s:I}", "format",
-                          schema_enum_name(&registry_format_enum, format), "dir", vdir, "files",
+                          schema_enum_name(&registry_format_enum, s->format), "dir", vdir, "files",
                           files, "digest", sum, "sizeBytes", (json_int_t)total);
     files = NULL;
     rc = 0;
@@ -466,8 +546,22 @@ out:;
         mtc_rm_rf(tmpdir);
     pthread_mutex_unlock(&blob_lock);
     json_decref(files);
-    json_decref(names);
     errno = e;
+    return rc;
+}
+
+int registry_ingest(const char *models, const char *real, int format, const char *tokenizer,
+                    const char *const *roots, json_t **manifest, mtc_error_t *err)
+{
+    struct registry_source s;
+    struct mtc_reach how = {roots, NULL, 0};
+    *manifest = NULL;
+    if (registry_source_open(real, &how, format, &s, err) < 0)
+        return -1;
+    int rc = registry_source_tokenizer(&s, tokenizer, &how) < 0
+                 ? errprintf(err, "source: %.200s: too many files", s.path)
+                 : registry_ingest_source(models, &s, manifest, err);
+    registry_source_close(&s);
     return rc;
 }
 
@@ -763,45 +857,90 @@ int registry_materialize(const char *models, const json_t *manifest, int format,
     return 0;
 }
 
-int registry_copy_artifact(const char *src, const char *dir, mtc_error_t *err)
+/* src (mtcd's own: an artifact under models, or a conversion) copied into
+ * out, files written as as (NULL: root). 0, or -1 + err. */
+static int copy_artifact_fd(const char *src, int out, const struct mtc_user *as,
+                            mtc_error_t *err)
 {
-    if (mtc_mkdir_p(dir, 0755) < 0)
-        return errprintf(err, "%.200s: %s", dir, strerror(errno));
+    int sfd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     struct stat sb;
-    if (stat(src, &sb) == 0 && S_ISREG(sb.st_mode)) { /* llm.c: one file */
-        char to[PATH_MAX + 256];
-        const char *base = strrchr(src, '/') + 1;
-        snprintf(to, sizeof(to), "%s/%s", dir, base);
-        unlink(to);
-        return copy_file(src, to, 0644, err);
+    if (sfd < 0 || fstat(sfd, &sb) < 0) {
+        int e = errno;
+        if (sfd >= 0)
+            close(sfd);
+        errno = e;
+        return errprintf(err, "%.200s: %s", src, strerror(e));
     }
-    DIR *d = opendir(src);
-    if (!d)
-        return errprintf(err, "%.200s: %s", src, strerror(errno));
-    struct dirent *de;
+    struct mtc_fsid saved;
     int rc = 0;
+    if (S_ISREG(sb.st_mode)) { /* llm.c: one file */
+        mtc_fsid_enter(as, &saved);
+        rc = mtc_copy_into(sfd, out, strrchr(src, '/') + 1, 0644, err);
+        mtc_fsid_leave(&saved);
+        close(sfd);
+        return rc;
+    }
+    int d2 = openat(sfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = d2 < 0 ? NULL : fdopendir(d2);
+    if (!d) {
+        int e = errno;
+        if (d2 >= 0)
+            close(d2);
+        close(sfd);
+        return errprintf(err, "%.200s: %s", src, strerror(e));
+    }
+    struct dirent *de;
     while (rc == 0 && (de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.' || !is_file(src, de->d_name))
+        if (de->d_name[0] == '.' || fstatat(sfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(sb.st_mode))
             continue;
-        char from[PATH_MAX + 256], to[PATH_MAX + 256];
-        snprintf(from, sizeof(from), "%s/%s", src, de->d_name);
-        snprintf(to, sizeof(to), "%s/%s", dir, de->d_name);
-        unlink(to);
-        rc = copy_file(from, to, 0644, err);
+        int in = openat(sfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (in < 0) {
+            rc = errprintf(err, "%.200s/%.100s: %s", src, de->d_name, strerror(errno));
+            break;
+        }
+        mtc_fsid_enter(as, &saved);
+        rc = mtc_copy_into(in, out, de->d_name, 0644, err);
+        mtc_fsid_leave(&saved);
+        close(in);
     }
     closedir(d);
+    close(sfd);
+    return rc;
+}
+
+int registry_copy_artifact(const char *src, const char *dir, mtc_error_t *err)
+{
+    struct mtc_reach root = {NULL, NULL, 0};
+    if (mtc_mkdir_p(dir, 0755) < 0)
+        return errprintf(err, "%.200s: %s", dir, strerror(errno));
+    int out = mtc_reach_open(dir, &root, O_DIRECTORY, err);
+    if (out < 0)
+        return -1;
+    int rc = copy_artifact_fd(src, out, NULL, err);
+    close(out);
     return rc;
 }
 
 int registry_export(const char *models, const json_t *manifest, int format, const char *trainer,
-                    const char *dir, mtc_error_t *err)
+                    const char *dir, const struct mtc_reach *how, mtc_error_t *err)
 {
     char src[PATH_MAX];
-    if (registry_materialize(models, manifest, format, trainer, src, sizeof(src), err) < 0)
+    /* the output directory first: a refusal costs no conversion */
+    int out = mtc_reach_open(dir, how, MTC_REACH_MKDIR, err);
+    if (out < 0) {
+        int e = errno;
+        char why[256];
+        snprintf(why, sizeof(why), "%s", err->text);
+        errprintf(err, "outputDir: %s", why);
+        errno = e;
         return -1;
-    if (mtc_mkdir_p(dir, 0755) < 0)
-        return errprintf(err, "outputDir: %.200s: %s", dir, strerror(errno));
-    return registry_copy_artifact(src, dir, err);
+    }
+    int rc = registry_materialize(models, manifest, format, trainer, src, sizeof(src), err);
+    if (rc == 0)
+        rc = copy_artifact_fd(src, out, how->as, err);
+    close(out);
+    return rc;
 }
 
 /* ---- refs ---- */

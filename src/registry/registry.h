@@ -11,6 +11,7 @@
 #define MTC_REGISTRY_H
 
 #include <jansson.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,23 +52,52 @@ int registry_ref_parse(const char *ref, struct registry_ref *out, mtc_error_t *e
 
 /* ---- artifacts (files under <home>/models) ---- */
 
-/* Find what to store in src: for NATIVE a step_ directory or a checkpoint
- * root (its newest complete step_), for HF a directory with model.safetensors
- * and config.json, for LLMC a .bin file (or a directory holding exactly one).
- * format < 0: detect it. Fills real (the directory or file stored) and
- * *format. 0, or -1 + err ("source: /x: no model.safetensors ..."). */
-int registry_detect(const char *src, int *format, char *real, size_t len, mtc_error_t *err);
+/* An upload's source, opened once (DESIGN.md, "Security model"): its format,
+ * the directory its files are in (-1 for an llm.c file) and each file to
+ * store, opened with fsafe's mtc_reach (as the caller's user, beneath the
+ * roots, no link followed): what is hashed and stored is read from these
+ * descriptors, nothing by path again. */
+#define REGISTRY_SOURCE_FILES 64
+struct registry_source {
+    int format;
+    char path[PATH_MAX]; /* what is stored, as named: the step directory or llm.c file */
+    int dir;
+    int n;
+    struct {
+        char name[256];
+        int fd;
+    } files[REGISTRY_SOURCE_FILES];
+};
+/* Open src: for NATIVE a step_ directory or a checkpoint root (its newest
+ * complete step_), for HF a directory with model.safetensors and
+ * config.json, for LLMC a .bin file (or a directory holding exactly one);
+ * format < 0: detect it. 0, or -1 + errno (EACCES not for this caller or a
+ * symbolic link, ENOENT missing, EINVAL no model) + err ("source: /x: no
+ * model.safetensors ..."). registry_source_close closes what it opened. */
+int registry_source_open(const char *src, const struct mtc_reach *how, int format,
+                         struct registry_source *s, mtc_error_t *err);
+void registry_source_close(struct registry_source *s);
+/* Add fd (taken) as the file name; -1 (E2BIG) when full. */
+int registry_source_add(struct registry_source *s, const char *name, int fd);
+/* The run's tokenizer goes with the weights (mtc-serve reads it there) when
+ * the source has none: tokenizer (a path, may be NULL), else the one the
+ * checkpoint's meta.json names, opened as how allows (none it may read:
+ * left out). 0, or -1 when s is full. */
+int registry_source_tokenizer(struct registry_source *s, const char *tokenizer,
+                              const struct mtc_reach *how);
+/* Store s's files under models: each file's bytes copied once from its
+ * descriptor while hashed, kept as blobs/sha256/<hex> (read-only; one there
+ * already is the same bytes), then a new directory of hard links to them,
+ * versions/<random>/. *manifest (caller owns) gets {"format", "dir",
+ * "files":[{"path","sha256","size"}], "digest" (of the file list),
+ * "sizeBytes"}. 0, or -1 + err. */
+int registry_ingest_source(const char *models, const struct registry_source *s,
+                           json_t **manifest, mtc_error_t *err);
 
-/* Store the artifact at real (registry_detect's) under models: each file's
- * bytes once as blobs/sha256/<hex> (read-only; a blob already there is not
- * copied again), then a new directory of hard links to them,
- * versions/<random>/. tokenizer (may be NULL): a file stored as the
- * artifact's tokenizer.json when it has none (the run's tokenizer). roots
- * (NULL-terminated, or NULL: anywhere): every file read, links followed,
- * must lie under one of them (-1, errno EACCES), and a tokenizer outside
- * them is left out. *manifest (caller owns) gets {"format", "dir",
- * "files":[{"path","sha256","size"}], "digest" (of the file list), "sizeBytes"}.
- * 0, or -1 + err. */
+/* The same by path, as root (tests, tools): registry_detect fills real (the
+ * directory or file stored) and *format; registry_ingest stores real with
+ * tokenizer, beneath roots (NULL: anywhere) when given. */
+int registry_detect(const char *src, int *format, char *real, size_t len, mtc_error_t *err);
 int registry_ingest(const char *models, const char *real, int format, const char *tokenizer,
                     const char *const *roots, json_t **manifest, mtc_error_t *err);
 
@@ -90,12 +120,16 @@ int registry_materialize(const char *models, const json_t *manifest, int format,
                          const char *trainer, char *out, size_t len, mtc_error_t *err);
 
 /* Copy an artifact (a directory's regular files, or an llm.c file) into dir
- * (created; files that exist there are replaced). 0, or -1 + err. */
+ * (made with its parents: mtcd's own places only), as root; files there are
+ * replaced. 0, or -1 + err. */
 int registry_copy_artifact(const char *src, const char *dir, mtc_error_t *err);
-/* Copy the artifact of manifest, in format, into dir (created; files that
- * exist there are replaced). 0, or -1 + err. */
+/* Copy the artifact of manifest, in format, into dir for a request: dir
+ * opened as how allows (fsafe's mtc_reach_open, made when missing), each
+ * file written as how->as through a new name renamed over the old (a link
+ * there is replaced, never followed). 0, or -1 + errno + err ("outputDir:
+ * ..." when dir is refused: EACCES, EPERM, ENOENT, ENOTDIR). */
 int registry_export(const char *models, const json_t *manifest, int format, const char *trainer,
-                    const char *dir, mtc_error_t *err);
+                    const char *dir, const struct mtc_reach *how, mtc_error_t *err);
 
 /* ---- refs files: the mirror registry_resolve reads ---- */
 
