@@ -75,10 +75,12 @@ struct mtc_user {
     uid_t uid;
     gid_t gid;
 };
+#define MTC_FSID_GROUPS 64
 struct mtc_fsid {
     uid_t uid;
     gid_t gid;
-    int on;
+    int on, ngroups;
+    gid_t groups[MTC_FSID_GROUPS]; /* this thread's own, back at _leave */
 };
 int mtc_user_name_valid(const char *s);
 int mtc_user_lookup(const char *name, struct mtc_user *u, mtc_error_t *err);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
+#include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,12 +49,24 @@ int mtc_user_lookup(const char *name, struct mtc_user *u, mtc_error_t *err)
 
 /* setfsuid/setfsgid are per thread (glibc calls the system call directly,
  * with no broadcast to the other threads as setuid has); the capabilities
- * that bypass file permissions are off while the fsuid is not 0. */
+ * that bypass file permissions are off while the fsuid is not 0. The
+ * supplementary groups are the user's too, set by the raw system call (the
+ * kernel's is per thread; glibc's setgroups would set every thread's): with
+ * root's kept, a file readable by group root would be the user's to read. */
 void mtc_fsid_enter(const struct mtc_user *u, struct mtc_fsid *saved)
 {
     saved->on = 0;
     if (!u || geteuid() != 0)
         return;
+    saved->ngroups = getgroups(MTC_FSID_GROUPS, saved->groups);
+    gid_t groups[MTC_FSID_GROUPS];
+    int n = MTC_FSID_GROUPS;
+    /* a user in more groups than that reads with fewer of them, never more */
+    if (getgrouplist(u->name, u->gid, groups, &n) < 0)
+        n = MTC_FSID_GROUPS;
+    if (!*u->name)
+        groups[0] = u->gid, n = 1;
+    syscall(SYS_setgroups, (size_t)n, groups);
     saved->gid = (gid_t)setfsgid(u->gid);
     saved->uid = (uid_t)setfsuid(u->uid);
     saved->on = 1;
@@ -66,6 +79,8 @@ void mtc_fsid_leave(struct mtc_fsid *saved)
     int e = errno;
     setfsuid(saved->uid);
     setfsgid(saved->gid);
+    if (saved->ngroups >= 0)
+        syscall(SYS_setgroups, (size_t)saved->ngroups, saved->groups);
     saved->on = 0;
     errno = e;
 }

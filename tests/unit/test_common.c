@@ -3,6 +3,7 @@
 #include "common/common.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -220,6 +221,25 @@ static void test_users(void)
         close(as_nobody);
     if (as_root >= 0)
         close(as_root);
+    /* readable by group root only: root's supplementary groups (0 among
+     * them when mtcd runs from a root login) are not the user's */
+    gid_t g0 = 0;
+    CHECK(chmod(path, 0040) == 0 && chown(path, 0, 0) == 0 && setgroups(1, &g0) == 0,
+          "a file readable by group root alone; this process in group 0");
+    mtc_fsid_enter(&u, &id);
+    as_nobody = open(path, O_RDONLY);
+    e = errno;
+    gid_t in[8];
+    int n_in = getgroups(8, in);
+    mtc_fsid_leave(&id);
+    gid_t out[8];
+    int n_out = getgroups(8, out);
+    CHECK(as_nobody < 0 && e == EACCES, "acting for nobody: group root's file is out of reach");
+    CHECK(n_in >= 1 && in[0] == u.gid && n_out == 1 && out[0] == 0,
+          "the user's groups while acting for it (%d, first %d), root's after (%d)", n_in,
+          n_in > 0 ? (int)in[0] : -1, n_out);
+    if (as_nobody >= 0)
+        close(as_nobody);
     unlink(path);
 }
 
