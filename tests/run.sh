@@ -11,8 +11,11 @@
 # Programs run T_JOBS at a time (they share nothing: private homes, free
 # ports, their own namespaces), the longest first (tests/durations, or the
 # last run's times); a script whose header says "# test: alone" runs with no
-# other program beside it. Ends with the 15 slowest programs, a line saying
-# how many ran at a time, and "N passed, N failed" (", N skipped" when any).
+# other program beside it. Ends with the 15 slowest programs, the 15 that
+# used the most CPU (each program's daemons and jobs counted in a cpuacct
+# cgroup of its own, where the machine has cgroup v1's; all of them in
+# $B/test-logs/cpu), a line saying how many ran at a time, and
+# "N passed, N failed" (", N skipped" when any).
 # Usage: tests/run.sh [unit|integration|PATTERN...]
 # Environment: B (build dir), SAN_B (sanitizer build dir), T_TIMEOUT
 # (seconds per program, default 1200), T_INTEGRATION (scripts' directory),
@@ -30,6 +33,9 @@ JOBS=${T_JOBS:-3}
 case $JOBS in '' | *[!0-9]* | 0) echo "tests/run.sh: T_JOBS must be a positive number, not '$JOBS'" >&2; exit 2 ;; esac
 LOGS=$B/test-logs
 mkdir -p "$LOGS"
+# where each program's CPU seconds are counted (cgroup v1's cpuacct; none: not counted)
+CPUACCT=/sys/fs/cgroup/cpuacct
+[ -w "$CPUACCT/cgroup.procs" ] && [ -r "$CPUACCT/cpuacct.usage" ] || CPUACCT=
 passed=0 failed=0 skipped=0
 failures=() skips=()
 san_passed=0 san_failed=0
@@ -69,11 +75,23 @@ run_one() {
     local name=$1 kind=$2
     shift 2
     local base="$LOGS/${name//:/-}" start=$SECONDS
-    local log=$base.log
+    local log=$base.log cg=
+    # its CPU time, daemons and detached jobs included: the program (this
+    # subshell) in a cpuacct cgroup of its own, where the machine has one
+    if [ -n "$CPUACCT" ] && cg="$CPUACCT/mtc-test-$$-${name//:/-}" && mkdir "$cg" 2>/dev/null; then
+        echo "$BASHPID" >"$cg/cgroup.procs" || cg=
+    else
+        cg=
+    fi
     # TERM to the test's process group at the limit; its cleanup (lib.sh's
     # EXIT trap: deleting clusters, stopping daemons) gets 90 s before KILL
     timeout --kill-after=90 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
-    local rc=$?
+    local rc=$? cpu=
+    if [ -n "$cg" ]; then
+        cpu=$(($(cat "$cg/cpuacct.usage") / 1000000000))
+        echo "$BASHPID" >"$CPUACCT/cgroup.procs"
+        rmdir "$cg" 2>/dev/null # (a process left behind keeps it: its CPU is still counted above)
+    fi
     local counts ok nok skip plans plan checks why=()
     counts=$(tap "$log")
     read -r ok nok skip plans plan checks <<<"$(head -1 <<<"$counts")"
@@ -111,7 +129,7 @@ run_one() {
             printf 'pass %-40s %3d ok%s (%ds)\n' "$name" "$ok" "$([ "$skip" -gt 0 ] && echo ", $skip skipped")" "$secs"
         fi
     } >"$base.report"
-    { declare -p ok bad skip secs; [ "$skip" -gt 0 ] && declare -p why; } >"$base.result"
+    { declare -p ok bad skip secs cpu; [ "$skip" -gt 0 ] && declare -p why; } >"$base.result"
 }
 
 # The programs, in the order their results are listed: unit tests, their
@@ -157,15 +175,16 @@ mapfile -t ORDER < <(for i in "${!Q_NAME[@]}"; do echo "${EST[${Q_NAME[$i]}]:-10
 alone() { [ "${Q_KIND[$1]}" = integration ] && head -30 "${Q_CMD[$1]}" | grep -q '^# test: alone'; }
 
 declare -A RUNNING=() # pid -> queue index
-declare -A DUR=() BAD=()
+declare -A DUR=() BAD=() CPU=()
 collect() { # collect PID: count what the program ended with $PID found
-    local i=${RUNNING[$1]} ok=0 bad=1 skip=0 secs=0 why=()
+    local i=${RUNNING[$1]} ok=0 bad=1 skip=0 secs=0 cpu= why=()
     unset "RUNNING[$1]"
     local base="$LOGS/${Q_NAME[$i]//:/-}"
     # shellcheck disable=SC1090
     [ -r "$base.result" ] && . "$base.result"
     cat "$base.report" 2>/dev/null || printf 'FAIL %-40s the runner lost its result\n' "${Q_NAME[$i]}"
     DUR[$i]=$secs
+    [ -n "$cpu" ] && CPU[$i]=$cpu
     [ "$bad" -gt 0 ] && BAD[$i]=1
     if [ "${Q_KIND[$i]}" = san ]; then
         san_passed=$((san_passed + ok)) san_failed=$((san_failed + bad))
@@ -213,8 +232,14 @@ for n in "${!LAST[@]}"; do echo "$n ${LAST[$n]}"; done | sort -k2,2nr >"$LOGS/du
 mv "$LOGS/durations.new" "$LOGS/durations"
 if [ ${#DUR[@]} -gt 1 ]; then
     echo "slowest:"
-    for i in "${!DUR[@]}"; do echo "${Q_NAME[$i]} ${DUR[$i]}"; done | sort -k2,2nr | head -15 |
-        awk '{ printf "    %-40s %5d s\n", $1, $2 }'
+    for i in "${!DUR[@]}"; do echo "${Q_NAME[$i]} ${DUR[$i]} ${CPU[$i]:-}"; done | sort -k2,2nr | head -15 |
+        awk '{ printf "    %-40s %5d s%s\n", $1, $2, $3 != "" ? sprintf(", %5d s of CPU", $3) : "" }'
+fi
+if [ ${#CPU[@]} -gt 1 ]; then # what the machine's cores did: the suite's time on a busy machine
+    for i in "${!CPU[@]}"; do echo "${Q_NAME[$i]} ${CPU[$i]}"; done | sort -k2,2nr >"$LOGS/cpu"
+    echo "most CPU:"
+    head -15 "$LOGS/cpu" | awk '{ printf "    %-40s %5d s\n", $1, $2 }'
+    awk '{ s += $2 } END { printf "CPU in all: %d s (%d programs)\n", s, NR }' "$LOGS/cpu"
 fi
 for i in "${!Q_NAME[@]}"; do [ -n "${BAD[$i]:-}" ] && failures+=("${Q_NAME[$i]}"); done
 if [ ${#skips[@]} -gt 0 ]; then
