@@ -8,7 +8,7 @@
 
 #include "health/health.h"
 
-static const char *const pass_names[] = {"all", "first", "second", "retest"};
+static const char *const pass_names[] = {"all", "first", "second", "retest", "confirm"};
 
 const char *scan_pass_name(enum scan_pass p)
 {
@@ -241,7 +241,7 @@ void scan_verdict_reason(const struct scan_node_verdict *v, const char *peer_nam
     }
 }
 
-enum plan_stage { STAGE_ALL, STAGE_FIRST, STAGE_SECOND, STAGE_RETEST, STAGE_DONE };
+enum plan_stage { STAGE_ALL, STAGE_FIRST, STAGE_SECOND, STAGE_RETEST, STAGE_CONFIRM, STAGE_DONE };
 
 struct scan_plan {
     int n;
@@ -282,6 +282,33 @@ void scan_plan_destroy(struct scan_plan *pl)
     free(pl);
 }
 
+static struct scan_pair *find_pair(struct scan_plan *pl, int a, int b)
+{
+    for (int k = pl->np - 1; k >= 0; k--)
+        if ((pl->p[k].a == a && pl->p[k].b == b) || (pl->p[k].a == b && pl->p[k].b == a))
+            return &pl->p[k];
+    return NULL;
+}
+
+/* A confirm round: FAILing pairs measured again fewer than SCAN_CONFIRMS
+ * times, disjoint (a node in one pair per round). */
+static int confirm_round(const struct scan_plan *pl, int *partner)
+{
+    int pairs = 0;
+    for (int i = 0; i < pl->n; i++)
+        partner[i] = -1;
+    for (int k = 0; k < pl->np; k++) {
+        const struct scan_pair *q = &pl->p[k];
+        if (q->state == HEALTH_FAIL && q->confirms < SCAN_CONFIRMS && partner[q->a] < 0 &&
+            partner[q->b] < 0) {
+            partner[q->a] = q->b;
+            partner[q->b] = q->a;
+            pairs++;
+        }
+    }
+    return pairs;
+}
+
 int scan_plan_next(struct scan_plan *pl, int *partner, enum scan_pass *pass)
 {
     int pairs = 0;
@@ -309,6 +336,13 @@ int scan_plan_next(struct scan_plan *pl, int *partner, enum scan_pass *pass)
         pairs = scan_retest_round(pl->n, pl->p, pl->np, partner);
         if (pairs > 0)
             return pairs;
+        pl->stage = STAGE_CONFIRM;
+        return scan_plan_next(pl, partner, pass);
+    case STAGE_CONFIRM:
+        scan_pairs_judge(pl->p, pl->np, pl->min_gbps, pl->fail_fraction);
+        *pass = SCAN_PASS_CONFIRM;
+        if ((pairs = confirm_round(pl, partner)) > 0)
+            return pairs;
         pl->stage = STAGE_DONE;
         return 0;
     case STAGE_DONE:
@@ -319,6 +353,14 @@ int scan_plan_next(struct scan_plan *pl, int *partner, enum scan_pass *pass)
 
 void scan_plan_record(struct scan_plan *pl, int a, int b, enum scan_pass pass, double gbps)
 {
+    if (pass == SCAN_PASS_CONFIRM) {
+        struct scan_pair *q = find_pair(pl, a, b);
+        if (q) {
+            q->confirms++;
+            q->gbps = gbps > q->gbps ? gbps : q->gbps;
+        }
+        return;
+    }
     if (pl->np == pl->cap) {
         int cap = pl->cap ? 2 * pl->cap : 16;
         struct scan_pair *p = realloc(pl->p, sizeof(*p) * (size_t)cap);

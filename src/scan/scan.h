@@ -11,9 +11,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Which pass measured a pair. */
-enum scan_pass { SCAN_PASS_ALL, SCAN_PASS_FIRST, SCAN_PASS_SECOND, SCAN_PASS_RETEST };
-/* "all", "first", "second", "retest" */
+/* Which pass measured a pair; SCAN_PASS_CONFIRM measures a FAILing pair
+ * again (it keeps the pass that found it). */
+enum scan_pass {
+    SCAN_PASS_ALL,
+    SCAN_PASS_FIRST,
+    SCAN_PASS_SECOND,
+    SCAN_PASS_RETEST,
+    SCAN_PASS_CONFIRM,
+};
+#define SCAN_PASSES 5
+/* A FAILing pair is measured again at most this often before the verdict,
+ * keeping its best: a moment of noise on a shared host is not a bad link,
+ * a bad link is slow every time. */
+#define SCAN_CONFIRMS 2
+/* "all", "first", "second", "retest", "confirm" */
 const char *scan_pass_name(enum scan_pass p);
 
 /* One measured pair of nodes. */
@@ -24,6 +36,7 @@ struct scan_pair {
     int state;        /* enum health_status, set by scan_pairs_judge */
     double threshold; /* GB/s below which the pair FAILs */
     double median;    /* of the other pairs (measured-relative only; else 0) */
+    int confirms;     /* times measured again while FAILing (SCAN_PASS_CONFIRM) */
 };
 
 /* Rounds in the all-pairs schedule of n nodes (circle method): n-1 for even
@@ -82,8 +95,9 @@ void scan_verdict_reason(const struct scan_node_verdict *v, const char *peer_nam
 /* The pairs check's plan: feeds rounds and takes measurements until done.
  * Small clusters (n <= all_pairs_max): every pair, in rounds of disjoint
  * pairs; larger ones: a random pairing from seed, then a second, different
- * one; then retest rounds for the suspects; pairs judged as they go
- * (scan_pairs_judge). */
+ * one; then retest rounds for the suspects; then confirm rounds, each
+ * FAILing pair measured again up to SCAN_CONFIRMS times (its best kept)
+ * until it passes; pairs judged as they go (scan_pairs_judge). */
 struct scan_plan;
 struct scan_plan *scan_plan_create(int n, int all_pairs_max, uint64_t seed, double min_gbps,
                                    double fail_fraction);
@@ -91,7 +105,8 @@ void scan_plan_destroy(struct scan_plan *pl);
 /* The next round into partner[0..n) and its pass; returns the pairs in it,
  * 0 when the plan is done (the pairs then judged for the last time). */
 int scan_plan_next(struct scan_plan *pl, int *partner, enum scan_pass *pass);
-/* Record the measured GB/s of pair (a, b) of the current round. */
+/* Record the measured GB/s of pair (a, b) of the current round (a confirm
+ * round's: the pair's best so far). */
 void scan_plan_record(struct scan_plan *pl, int a, int b, enum scan_pass pass, double gbps);
 /* Every measured pair, judged; *np gets the count. */
 const struct scan_pair *scan_plan_pairs(const struct scan_plan *pl, int *np);

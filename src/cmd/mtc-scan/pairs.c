@@ -1,7 +1,8 @@
 /* pairs: the collective pairs check. Rank 0 runs the plan (src/scan: all
  * pairs up to --all-pairs-max nodes, else a seeded random pairing and a
- * second, different one, then suspects retested against nodes that passed)
- * and broadcasts each round; the pairs of a round are disjoint and run at
+ * second, different one, then suspects retested against nodes that passed,
+ * then each FAILing pair measured again, twice at most) and broadcasts each
+ * round; the pairs of a round are disjoint and run at
  * once — a ping-pong of min(--max-bytes, 4 MiB) over MPI, the best of 3
  * windows of ~30 ms after a warm-up window, or with --nccl a
  * two-node NCCL all_reduce over both nodes' GPUs. The verdict tells a bad
@@ -95,6 +96,8 @@ static json_t *report_json(const struct scan_opts *o, const struct scan_pair *p,
                       scan_num(p[k].gbps), "thresholdGBps", scan_num(p[k].threshold));
         if (p[k].median > 0)
             json_object_set_new(j, "median", scan_num(p[k].median));
+        if (p[k].confirms > 0) /* FAILing, measured again: busGBps is its best */
+            json_object_set_new(j, "confirms", json_integer(p[k].confirms));
         if (p[k].state == HEALTH_FAIL) {
             const struct scan_node_verdict *va = &v[p[k].a], *vb = &v[p[k].b];
             int link = va->finding != SCAN_BAD_NODE && vb->finding != SCAN_BAD_NODE;
