@@ -203,8 +203,10 @@ check "editor: a source outside mtcd's roots is refused (403)" reply 403 "outsid
 tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"tiny-copy\",\"model\":{\"artifactUri\":\"$CK\"}}"
 check "editor: a run's checkpoint under MTC_HOME/experiments is allowed" test "$HTTP_STATUS" = 200
 check "... its operation registers tiny-copy@1" bash -c "$(declare -f api wait_op jq_); wait_op '$(jq_ 'd["name"]' <<<"$BODY")' && grep -q '\"modelVersionId\":\"1\"' <<<\"\$OP\""
-mkdir -p "$MTC_HOME/data/sneaky"
-cp "$D/hf/config.json" "$MTC_HOME/data/sneaky/"
+# readable by every user (an unbound editor reads as nobody; the data root
+# mtcd makes is 0700): what stops it is the link
+chmod 755 "$MTC_HOME/data" && mkdir -p -m 755 "$MTC_HOME/data/sneaky"
+cp "$D/hf/config.json" "$MTC_HOME/data/sneaky/" && chmod 644 "$MTC_HOME/data/sneaky/config.json"
 ln -s "$D/hf/model.safetensors" "$MTC_HOME/data/sneaky/model.safetensors"
 tcp "$EDITOR" POST "$M:upload" "{\"modelId\":\"sneaky\",\"model\":{\"artifactUri\":\"$MTC_HOME/data/sneaky\"}}"
 check "editor: a link from the data root to a file outside it: 403 at once (no link is followed)" test "$HTTP_STATUS" = 403
