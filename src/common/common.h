@@ -293,8 +293,9 @@ typedef void (*mtc_scalar_fn)(void *arg, const struct mtc_scalar *s);
 long mtc_tfevents_parse(const unsigned char *buf, size_t len, size_t *used, int *corrupt,
                         mtc_scalar_fn fn, void *arg);
 /* The same over the file path from byte *off on, *off advanced past what
- * was read (a record still being written is read next time). The records
- * read, or -1 + errno when the file cannot be opened. */
+ * was read (a record still being written is read next time); path opened
+ * as mtc_open_as_user opens it (a regular file, not on procfs). The
+ * records read, or -1 + errno when the file cannot be opened. */
 long mtc_tfevents_read(const char *path, long long *off, int *corrupt, mtc_scalar_fn fn, void *arg);
 
 /* mtc's version (the VERSION file), e.g. "0.1.0". */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint32_t crc_table[256];
 
@@ -237,9 +238,16 @@ long mtc_tfevents_parse(const unsigned char *buf, size_t len, size_t *used, int 
 
 long mtc_tfevents_read(const char *path, long long *off, int *corrupt, mtc_scalar_fn fn, void *arg)
 {
-    FILE *f = fopen(path, "rbe");
-    if (!f)
+    /* a run's file, read with the thread's ids (mtcd: the job's user): a
+     * regular file only, never a FIFO that would block the reader nor a
+     * kernel filesystem's (mtc_open_as_user) */
+    int fd = mtc_open_as_user(path, 0);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return -1;
+    }
     long total = 0;
     *corrupt = 0;
     if (fseeko(f, *off, SEEK_SET) < 0) {

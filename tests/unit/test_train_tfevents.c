@@ -5,6 +5,8 @@
  * the rest read once written), a bad CRC (stops there), and garbage. */
 #include "check.h"
 #include "train/data.h"
+#include <limits.h>
+#include <sys/stat.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +161,17 @@ int main(void)
     n = mtc_tfevents_parse(short_rec, sizeof(short_rec), &used, &corrupt, take, &g);
     CHECK(n == 0 && used == 0 && !corrupt,
           "tfevents_short_record: a frame shorter than 16 bytes waits");
+
+    /* a run's directory is its user's: a FIFO named like an event file is
+     * refused at once, never waited on (mtcd's monitor read it blocking) */
+    char fifo[PATH_MAX];
+    snprintf(fifo, sizeof(fifo), "%s/events.out.tfevents.fifo", dir);
+    off = 0;
+    alarm(10);
+    CHECK(mkfifo(fifo, 0600) == 0 && mtc_tfevents_read(fifo, &off, &corrupt, take, &g) < 0,
+          "tfevents_fifo: a FIFO is not read (no wait)");
+    alarm(0);
+    unlink(fifo);
 
     unlink(path);
     unlink(p2);
