@@ -160,13 +160,33 @@ int recipe_resolve_chain(const struct recipe_run *run, json_t *ck, mtc_error_t *
     return rc;
 }
 
+int recipe_run_as_ids(const json_t *cfg, char *uid, char *gid, size_t len)
+{
+    const json_t *a = json_object_get(cfg, "runAs");
+    const json_t *u = json_object_get(a, "uid"), *g = json_object_get(a, "gid");
+    if (!json_is_integer(u) || !json_is_integer(g) || json_integer_value(u) <= 0 ||
+        json_integer_value(g) < 0)
+        return -1;
+    snprintf(uid, len, "%lld", (long long)json_integer_value(u));
+    snprintf(gid, len, "%lld", (long long)json_integer_value(g));
+    return 0;
+}
+
 /* The trainer's `data check` on the run's source: the kind and every record. */
 static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err)
 {
     const char *trainer = sget(cfg, "trainer");
     if (!trainer || trainer[0] != '/') // an image's trainer: check with the one here, if any
         trainer = "mtc-train";
-    char *argv[] = {(char *)trainer,
+    char uid[24], gid[24];
+    char *argv[] = {"setpriv",
+                    "--reuid",
+                    uid,
+                    "--regid",
+                    gid,
+                    "--init-groups",
+                    "--",
+                    (char *)trainer,
                     "data",
                     "check",
                     "--source",
@@ -174,8 +194,12 @@ static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err
                     "--kind",
                     (char *)sget(data, "kind"),
                     NULL};
+    /* the source is the request's path: read as whom the job runs as (the
+     * thread's file ids end at exec, so the trainer is started as that
+     * user by setpriv), never as root for a user */
+    int as = recipe_run_as_ids(cfg, uid, gid, sizeof(uid)) == 0 && geteuid() == 0;
     struct mtc_io io = {.capture = MTC_IO_OUT | MTC_IO_ERR};
-    int rc = mtc_run_io(argv, NULL, &io, 120000);
+    int rc = mtc_run_io(as ? argv : argv + 7, NULL, &io, 120000);
     if (rc != 0) {
         const char *why = io.err && *io.err ? io.err : NULL;
         const char *prefix = "mtc-train data check: ";

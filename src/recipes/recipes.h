@@ -149,6 +149,9 @@ int recipe_resolve_chain(const struct recipe_run *run, json_t *ck, mtc_error_t *
  * trainer's `data check`: a bad JSONL line is named), the tokenizer exists, and an init
  * checkpoint's tokenizer is the run's. 0, or -1 + err. */
 int recipe_check_data(const json_t *resolved, mtc_error_t *err);
+/* The resolved run's runAs ids (set when mtcd as root submits for a user)
+ * as decimal strings (len bytes each): 0, or -1 when it has none. */
+int recipe_run_as_ids(const json_t *resolved, char *uid, char *gid, size_t len);
 /* The job script's data step (the prepared kind only; nothing otherwise): runs
  * `mtc-train data prepare` (in the image with image) and sets MTC_DATA to the prepared
  * directory, rc to non-zero on failure. Returns 1 when it wrote one, else 0. */

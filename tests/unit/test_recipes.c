@@ -5,8 +5,10 @@
 #include "check.h"
 #include "recipes/recipes.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static json_t *parse(const char *s)
@@ -493,6 +495,94 @@ static void test_register_checkpoint(void)
     json_decref(r);
 }
 
+/* A run's files are its user's to plant: the exit record and a run's
+ * config.json are read only when regular files (a FIFO is refused at once,
+ * never waited on) and never through a link into /proc; runAs's ids. */
+static void test_run_files(void)
+{
+    char dir[] = "/tmp/mtc-test-runfiles.XXXXXX", p[PATH_MAX + 128];
+    CHECK(mkdtemp(dir) != NULL, "a temp dir");
+    json_t *cfg = json_pack("{s:s}", "taskDir", dir);
+    snprintf(p, sizeof(p), "%s/7.exit", dir);
+    CHECK(mtc_write_file_atomic(p, "3\n", 2, 0644) == 0, "an exit record");
+    char *rec = exp_exit_record(cfg, "7");
+    CHECK(rec && strcmp(rec, "3\n") == 0, "run_files: the exit record read (%s)", rec ? rec : "-");
+    free(rec);
+    snprintf(p, sizeof(p), "%s/8.exit", dir);
+    alarm(10);
+    CHECK(mkfifo(p, 0600) == 0 && exp_exit_record(cfg, "8") == NULL,
+          "run_files: a FIFO as the exit record is not read (no wait)");
+    snprintf(p, sizeof(p), "%s/9.exit", dir);
+    CHECK(symlink("/proc/self/status", p) == 0 && exp_exit_record(cfg, "9") == NULL,
+          "run_files: an exit record linked into /proc is not read");
+    /* --from-experiment's lookup: a FIFO as a run's config.json */
+    char td[PATH_MAX + 64];
+    snprintf(td, sizeof(td), "%s/experiments", dir);
+    CHECK(mkdir(td, 0755) == 0, "experiments");
+    snprintf(td, sizeof(td), "%s/experiments/e1", dir);
+    CHECK(mkdir(td, 0755) == 0, "e1");
+    snprintf(td, sizeof(td), "%s/experiments/e1/e1_1", dir);
+    CHECK(mkdir(td, 0755) == 0, "e1_1");
+    snprintf(td, sizeof(td), "%s/experiments/e1/e1_1/e1", dir);
+    CHECK(mkdir(td, 0755) == 0, "e1_1/e1");
+    snprintf(p, sizeof(p), "%s/config.json", td);
+    mtc_error_t err = {""};
+    CHECK(mkfifo(p, 0600) == 0, "a FIFO config.json");
+    json_t *all = exp_list(dir, &err);
+    CHECK(all && json_array_size(all) == 0, "run_files: a FIFO config.json is no run (no wait)");
+    json_decref(all);
+    unlink(p);
+    const char *c1 = "{\"experiment\":\"e1\"}";
+    CHECK(mtc_write_file_atomic(p, c1, strlen(c1), 0644) == 0, "a config");
+    all = exp_list(dir, &err);
+    CHECK(all && json_array_size(all) == 1, "run_files: a regular config.json is a run");
+    json_decref(all);
+    alarm(0);
+    char uid[24], gid[24];
+    CHECK(recipe_run_as_ids(cfg, uid, gid, sizeof(uid)) < 0, "run_as_ids: none without runAs");
+    json_object_set_new(cfg, "runAs", json_pack("{s:s,s:i,s:i}", "user", "u", "uid", 1001, "gid",
+                                                100));
+    CHECK(recipe_run_as_ids(cfg, uid, gid, sizeof(uid)) == 0 && strcmp(uid, "1001") == 0 &&
+              strcmp(gid, "100") == 0,
+          "run_as_ids: runAs's uid and gid");
+    json_decref(cfg);
+    mtc_rm_rf(dir);
+}
+
+/* The trainer's `data check` reads the request's source as the job's user
+ * (runAs), not as root: exec ends the thread's file ids, so it runs under
+ * setpriv. As root only, with the trainer built beside the tests. */
+static void test_check_as_user(void)
+{
+    char trainer[PATH_MAX];
+    if (geteuid() != 0 || !realpath("build/bin/mtc-train", trainer))
+        return;
+    char dir[] = "/tmp/mtc-test-checkas.XXXXXX", open_[PATH_MAX + 32], shut[PATH_MAX + 32];
+    CHECK(mkdtemp(dir) != NULL && chmod(dir, 0755) == 0, "a temp dir");
+    snprintf(open_, sizeof(open_), "%s/open.txt", dir);
+    snprintf(shut, sizeof(shut), "%s/shut.txt", dir);
+    const char *text = "hello world, a line of text\n";
+    CHECK(mtc_write_file_atomic(open_, text, strlen(text), 0644) == 0 &&
+              mtc_write_file_atomic(shut, text, strlen(text), 0600) == 0,
+          "two sources");
+    json_t *cfg = json_pack("{s:s, s:{s:b, s:s, s:s, s:s}}", "trainer", trainer, "data", "prepare",
+                            1, "source", shut, "kind", "pretrain", "tokenizer",
+                            "builtin:tiny-corpus");
+    mtc_error_t err = {""};
+    CHECK(recipe_check_data(cfg, &err) == 0, "check_as: root's own check reads a 0600 file (%s)",
+          err.text);
+    json_object_set_new(cfg, "runAs",
+                        json_pack("{s:s,s:i,s:i}", "user", "nobody", "uid", 65534, "gid", 65534));
+    CHECK(recipe_check_data(cfg, &err) < 0,
+          "check_as: a job's user's check cannot read root's 0600 source");
+    json_object_set_new(json_object_get(cfg, "data"), "source", json_string(open_));
+    err.text[0] = '\0';
+    CHECK(recipe_check_data(cfg, &err) == 0, "check_as: the user's check reads a 0644 source (%s)",
+          err.text);
+    json_decref(cfg);
+    mtc_rm_rf(dir);
+}
+
 int main(void)
 {
     test_catalog();
@@ -505,5 +595,7 @@ int main(void)
     test_mpi_network();
     test_datasets();
     test_register_checkpoint();
+    test_run_files();
+    test_check_as_user();
     return check_done();
 }
