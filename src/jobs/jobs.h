@@ -69,6 +69,9 @@ struct jobs_where {
     const char *home, *project, *location;
     const char *convert_trainer;
     const char *slurm_conf;
+    /* whom mtcd (as root) resolves the request's paths for (realpath of its
+     * directories, --from-experiment's runs and checkpoints): NULL, itself */
+    const struct mtc_user *as;
 };
 
 /* What a run's recipe_run points into (it holds pointers): owned by the

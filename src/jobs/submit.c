@@ -278,7 +278,13 @@ int jobs_from_model(const struct jobs_where *w, struct recipe_run *run, struct j
 json_t *jobs_resolve(const struct jobs_where *w, const json_t *recipe, const struct recipe_run *run,
                      int on_hosts, mtc_error_t *err)
 {
+    /* the request's paths (workDir, logDir, dataDir, data, fromCheckpoint)
+     * and --from-experiment's runs, under the user's run directory, are
+     * looked at as the user: root follows none of its links */
+    struct mtc_fsid id;
+    mtc_fsid_enter(w->as, &id);
     json_t *cfg = recipe_resolve(recipe, run, err);
+    mtc_fsid_leave(&id);
     if (!cfg) {
         errno = EINVAL;
         return NULL;
@@ -471,7 +477,8 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
                            .project = q->cl->project,
                            .location = q->cl->location,
                            .convert_trainer = control_datasets(q->ctl)->trainer,
-                           .slurm_conf = t.conf};
+                           .slurm_conf = t.conf,
+                           .as = q->as};
     mtc_error_t e2 = {""};
     if (run->from_model && (run->from_checkpoint || run->from_experiment)) {
         json_decref(recipe);
