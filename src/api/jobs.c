@@ -29,7 +29,7 @@ static const char *cget(const json_t *o, const char *k)
 static int job_owner(const struct api_req *r, const struct store_job *j)
 {
     struct mtc_user as;
-    int users = jobs_run_as(j->config, &as) == 0;
+    int users = recipe_run_as(j->config, &as) == 0;
     if (r->who.role >= ROLE_ADMIN)
         return 1;
     if (*r->who.user)
@@ -42,7 +42,7 @@ static int not_owner(struct api_req *r, struct api_resp *out, const struct store
                      const char *what)
 {
     struct mtc_user as;
-    if (jobs_run_as(j->config, &as) == 0)
+    if (recipe_run_as(j->config, &as) == 0)
         return api_error(out, 403,
                          "trainingJob %s runs as %s: only a token bound to %s or an admin may %s",
                          j->id, as.name, as.name, what),
@@ -94,7 +94,7 @@ static json_t *job_json(const struct store_job *j, int full)
         *slash = '\0';
     json_object_set_new(o, "experimentDir", json_string(dir));
     struct mtc_user as; /* whom it runs as, when mtcd acts for a user */
-    if (jobs_run_as(cfg, &as) == 0)
+    if (recipe_run_as(cfg, &as) == 0)
         json_object_set_new(o, "user", json_string(as.name));
     /* the registry model its final checkpoint registers under (docs/models.md) */
     const char *model = cget(json_object_get(cfg, "register"), "model");

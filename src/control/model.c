@@ -5,7 +5,7 @@
  * operation finds the version it already recorded. */
 #include "control/internal.h"
 #include "dataset/dataset.h"
-#include "jobs/jobs.h"
+#include "recipes/recipes.h"
 #include "registry/registry.h"
 
 #include <dirent.h>
@@ -336,7 +336,7 @@ static void reach_of(const json_t *req, int restricted, const char *const *roots
 {
     memset(how, 0, sizeof(*how));
     how->roots = restricted ? roots : NULL;
-    if (jobs_run_as(req, u) == 0)
+    if (recipe_run_as(req, u) == 0)
         how->as = u;
     else if (restricted && !json_object_get(req, "roots")) {
         mtc_user_nobody(u);

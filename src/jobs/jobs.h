@@ -137,11 +137,10 @@ int jobs_registrar_mint(struct store *st, const char *cluster, const char *proje
                         const char *location, const char *model, const char *run,
                         const char *checkpoint, char token[80], char id[24], mtc_error_t *err);
 
-/* The user a stored job runs as (its config's runAs) into u; 0, or -1 when
- * it runs as mtcd's own user. jobs_fs_enter: this thread's file accesses as
- * that user (mtc_fsid_enter) for reading or removing what the job wrote —
- * a symlink its user made then reaches only what that user could. */
-int jobs_run_as(const json_t *cfg, struct mtc_user *u);
+/* This thread's file accesses as the user a stored job runs as
+ * (recipe_run_as; none when it runs as mtcd's own user), mtc_fsid_enter,
+ * for reading or removing what the job wrote — a symlink its user made then
+ * reaches only what that user could. */
 void jobs_fs_enter(const json_t *cfg, struct mtc_fsid *saved);
 
 /* ---- progress and early problems (watch.c) ---- */

@@ -81,6 +81,12 @@ cluster_state() {
 t_extra_cleanup() {
     [ -n "${JPIDS:-}" ] && kill -CONT $JPIDS 2>/dev/null # a held job, so its cluster can end it
     [ "$INSTALLED" = 1 ] || return 0
+    if [ "$T_FAILED" -ne 0 ]; then # the service's clusters' logs, before the purge removes them
+        local d
+        for d in "$SYS_HOME"/clusters/*/log "$SYS_HOME"/log; do
+            [ -d "$d" ] && mkdir -p "$T_DIR/kept-logs" && cp -r "$d" "$T_DIR/kept-logs/$(basename "$(dirname "$d")")-log"
+        done
+    fi
     if [ -S "$SYS_SOCK" ] && [ -n "$UNIT_PID" ]; then
         mtc --home "$SYS_HOME" cluster delete "$CID" >/dev/null 2>&1
     fi
