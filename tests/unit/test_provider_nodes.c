@@ -66,8 +66,11 @@ static int env_has(pid_t pid, const char *kv)
  * "sleep 300" — the job step's task on that emulated node. */
 static pid_t find_task(const char *node)
 {
-    char want[128];
+    /* by node name and this test's own slurm.conf: the sanitizer build's
+     * run of this test may be running beside it, with the same node names */
+    char want[128], mine[700];
     snprintf(want, sizeof(want), "SLURMD_NODENAME=%s", node);
+    snprintf(mine, sizeof(mine), "SLURM_CONF=%s", conf);
     DIR *d = opendir("/proc");
     struct dirent *e;
     pid_t found = 0;
@@ -84,7 +87,7 @@ static pid_t find_task(const char *node)
         int sleep300 = c && strcmp(base, "sleep") == 0 && strlen(c) + 4 < len &&
                        strcmp(c + strlen(c) + 1, "300") == 0;
         free(c);
-        if (sleep300 && env_has(pid, want))
+        if (sleep300 && env_has(pid, want) && env_has(pid, mine))
             found = pid;
     }
     if (d)
