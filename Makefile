@@ -71,7 +71,8 @@ TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(B)/tests/tools/%)
 # The container plugin Slurm loads (srun, sbatch, slurmstepd): position-
 # independent objects of src/spank and the common helpers it uses.
 SPANK_SO := $(B)/lib/mtc/spank_mtc.so
-SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/common/err.c src/common/file.c src/common/fsafe.c)
+SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/common/err.c src/common/file.c \
+	src/common/fsafe.c src/common/user.c src/common/misc.c)
 
 .SECONDEXPANSION:
 .PHONY: all progs test unit bench install deb clean format fuzz fuzz-build
@@ -90,7 +91,13 @@ $(B)/pic/src/spank/plugin.o: PIC_VIS := default
 
 $(SPANK_SO): $(SPANK_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -shared -fPIC -o $@ $^ -lcrypto
+	$(CC) $(LDFLAGS) -shared -fPIC -o $@.tmp $^ -lcrypto
+	@# slurmd resolves nothing of ours: a helper of src/common the plugin
+	@# calls but does not link loads lazily here and fails to load (or
+	@# crashes slurmstepd at its first call) where the package binds at once
+	@u=$$(nm -D --undefined-only $@.tmp | awk '$$2 ~ /^mtc_/ {print $$2}'); \
+	if [ -n "$$u" ]; then echo "$@: calls what it does not link: $$u" >&2; rm -f $@.tmp; exit 1; fi
+	mv $@.tmp $@
 
 # One version for every program, /healthz and the package: the VERSION file.
 VERSION := $(shell cat VERSION)
