@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # deb_package: the Debian package, installed on this machine for real and
 # upgraded under a running job (docs/packaging.md).
-# test: alone (it installs a package on this machine and runs make deb)
+# It runs beside other tests: what it installs (/usr, /var/lib/mtc,
+# /run/mtc) no other test uses — each has its own MTC_HOME and build tree —
+# and both packages are built in copies of the tree.
 #  - `make deb` builds the tree's package and an older one: a copy of the tree
 #    with a lower version ("VERSION~prev") and the store's newest migration
 #    removed (store.c's migrations each start with a "v<N>:" comment), so the
