@@ -16,6 +16,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Close fd on an error path, keeping the errno that says what failed; -1. */
+static int close_failed(int fd)
+{
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    errno = e;
+    return -1;
+}
+
 /* A directory only root (or this process's euid) can change: owned by one of
  * them, writable by no one else unless sticky (then others may add entries,
  * never rename or remove ours: the next component is checked in turn). */
@@ -135,12 +145,7 @@ int mtc_dir_open_trusted(const char *path, int create, mode_t mode, mtc_error_t 
     }
     return fd;
 error:
-    if (fd >= 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-    }
-    return -1;
+    return close_failed(fd);
 }
 
 int mtc_dir_at(int dirfd, const char *name, int create, mode_t mode, mtc_error_t *err)
@@ -154,12 +159,8 @@ int mtc_dir_at(int dirfd, const char *name, int create, mode_t mode, mtc_error_t
     int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return errprintf(err, "%.100s: %s", name, strerror(errno));
-    if (check_dir(fd, name, err) < 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
+    if (check_dir(fd, name, err) < 0)
+        return close_failed(fd);
     return fd;
 }
 
@@ -334,12 +335,8 @@ static int fail(int e, mtc_error_t *err, const char *fmt, const char *shown)
 static int peek(int fd, const char *name, struct stat *st)
 {
     int p = openat(fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (p >= 0 && fstat(p, st) < 0) {
-        int e = errno;
-        close(p);
-        errno = e;
-        return -1;
-    }
+    if (p >= 0 && fstat(p, st) < 0)
+        return close_failed(p);
     return p;
 }
 
@@ -483,12 +480,7 @@ static int walk(int fd, const char *rel, const char *path, int follow, int need_
         return o;
     }
 error:
-    if (fd >= 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-    }
-    return -1;
+    return close_failed(fd);
 }
 
 /* Which of roots (cleaned) path (cleaned) lies beneath: its length, or -1. */
