@@ -11,7 +11,8 @@
 # Programs run T_JOBS at a time (they share nothing: private homes, free
 # ports, their own namespaces), the longest first (tests/durations, or the
 # last run's times); a script whose header says "# test: alone" runs with no
-# other program beside it. Ends with the 15 slowest programs, the 15 that
+# other program beside it, one that says "# test: owns NAME" with none that
+# says "uses NAME" or "owns NAME". Ends with the 15 slowest programs, the 15 that
 # used the most CPU (each program's daemons and jobs counted in a cpuacct
 # cgroup of its own, where the machine has cgroup v1's; all of them in
 # $B/test-logs/cpu), a line saying how many ran at a time, and
@@ -173,6 +174,27 @@ done
 mapfile -t ORDER < <(for i in "${!Q_NAME[@]}"; do echo "${EST[${Q_NAME[$i]}]:-100000} $i"; done |
     sort -k1,1nr -k2,2n | awk '{print $2}')
 alone() { [ "${Q_KIND[$1]}" = integration ] && head -30 "${Q_CMD[$1]}" | grep -q '^# test: alone'; }
+# What a script shares with others on this machine, from its header:
+# "# test: uses NAME" (any number of users at once) or "# test: owns NAME"
+# (no other user or owner beside it). RES[i]: "NAME:uses NAME:owns ...".
+declare -A RES=()
+for i in "${!Q_NAME[@]}"; do
+    [ "${Q_KIND[$i]}" = integration ] || continue
+    RES[$i]=$(head -30 "${Q_CMD[$i]}" | sed -n 's/^# test: \(uses\|owns\) \([a-z0-9-]*\).*/\2:\1/p' | tr '\n' ' ')
+done
+# res_free I: no running program holds what program I needs in a way that excludes it
+res_free() {
+    local r p o
+    for r in ${RES[$1]:-}; do
+        for p in "${!RUNNING[@]}"; do
+            for o in ${RES[${RUNNING[$p]}]:-}; do
+                [ "${o%:*}" = "${r%:*}" ] || continue
+                [ "${o#*:}" = owns ] || [ "${r#*:}" = owns ] && return 1
+            done
+        done
+    done
+    return 0
+}
 
 declare -A RUNNING=() # pid -> queue index
 declare -A DUR=() BAD=() CPU=()
@@ -210,11 +232,21 @@ launch() {
     RUNNING[$!]=$i
 }
 T0=$SECONDS
-deferred=()
+deferred=() pending=()
 for i in "${ORDER[@]}"; do
-    if alone "$i"; then deferred+=("$i"); continue; fi
+    if alone "$i"; then deferred+=("$i"); else pending+=("$i"); fi
+done
+# in order, but a program whose resource is held waits while the next start
+while [ ${#pending[@]} -gt 0 ]; do
     while [ ${#RUNNING[@]} -ge "$JOBS" ]; do reap; done
-    launch "$i"
+    next=-1
+    for k in "${!pending[@]}"; do
+        if res_free "${pending[$k]}"; then next=$k; break; fi
+    done
+    if [ "$next" -lt 0 ]; then reap; continue; fi
+    launch "${pending[$next]}"
+    unset "pending[$next]"
+    pending=("${pending[@]}")
 done
 while [ ${#RUNNING[@]} -gt 0 ]; do reap; done
 for i in "${deferred[@]}"; do # each with nothing beside it

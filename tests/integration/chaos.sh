@@ -15,6 +15,8 @@
 # token that is not an admin's, an unknown fault, a bad duration, no --job;
 # and through the API a job that is not running, one that is not the
 # cluster's, an unknown fault, a node not the job's.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # deb_package: the Debian package, installed on this machine for real and
 # upgraded under a running job (docs/packaging.md).
-# It runs beside other tests: what it installs (/usr, /var/lib/mtc,
-# /run/mtc) no other test uses — each has its own MTC_HOME and build tree —
-# and both packages are built in copies of the tree.
+# It runs beside other tests — each has its own MTC_HOME and build tree, and
+# both packages are built in copies of the tree — but for those with test
+# hosts: they bind-mount their own dirs on /var/lib/mtc, /etc/mtc and /run/mtc,
+# and the purge's rm -rf /var/lib/mtc and rmdir /run/mtc unmount those in every
+# mount namespace (a host's agent then vanishes under its Prolog: exit 127).
+# test: owns mtc-dirs
 #  - `make deb` builds the tree's package and an older one: a copy of the tree
 #    with a lower version ("VERSION~prev") and the store's newest migration
 #    removed (store.c's migrations each start with a "v<N>:" comment), so the

@@ -10,6 +10,8 @@
 # healthy veth pair far above it even on a saturated 2-core runner, where
 # measured-relative verdicts swing with the load (healthscan_mpi has those).
 # Traffic only on the test hosts' bridge; hosts torn down at exit.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 t_extra_cleanup() { testhosts_down; }

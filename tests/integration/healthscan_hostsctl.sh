@@ -7,6 +7,8 @@
 # host's node — and neither of the other two as a bad node — and the pairs
 # between the healthy hosts pass. (tests/integration/healthscan_hosts.sh is
 # mtc-scan's own test on namespace hosts, without mtcd.)
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

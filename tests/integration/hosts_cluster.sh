@@ -7,6 +7,8 @@
 # with node tokens; slurmd kill -9 on a host is restarted with an event; update
 # adds a host to the pool and removes it again (cleaned); delete leaves no mtc
 # process in any test namespace and no file in the hosts' private dirs.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

@@ -14,6 +14,8 @@
 # daemons gone, powerOffCommand ran). Then 5 more resumes, each job started
 # within 10 s of the resumed slurmd's start (issue 48). Delete leaves
 # nothing on either host.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

@@ -8,6 +8,8 @@
 # slurmd that cannot start after others did, mtcd not listening on TCP): the
 # cluster stays in ERROR with the reason, and no process and no file is left
 # on any host or on the controller.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

@@ -8,6 +8,8 @@
 # host is quarantined (mtc cluster hosts). Then a host's link goes down: Slurm
 # sets the node DOWN, its job is requeued, the node moves to the second spare.
 # Delete leaves nothing on any host, quarantined ones included.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

@@ -6,6 +6,8 @@
 # socket; srun -N2 hostname shows both hosts' hostnames; sbatch from the login
 # host (SLURM_CONF_SERVER, then a slurmd there); MPI over TCP across two hosts
 # (srun --mpi=pmix); a host's kill -9 + restart; moving a node to a spare host.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 

@@ -11,6 +11,8 @@
 # listener, a registrar token that may do nothing else); the model is served
 # by an endpoint with 2 replicas on the hosts, which survives the kill -9 of
 # one.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

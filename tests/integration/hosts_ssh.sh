@@ -5,6 +5,8 @@
 # classified one-line error: changed host key, wrong key, unreachable, refused,
 # timeout (the remote command is gone too). A 0400 secret lands with its mode
 # and never in the log; every command is logged with its exit status.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 t_extra_cleanup() {

@@ -16,6 +16,8 @@
 # after a create, `mtc run` refuses naming the host and submits nothing, and
 # the agent's storage.shared drains the node (which stays drained: a restart
 # does not bring the root back and the test's reboot command fails).
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

@@ -3,6 +3,8 @@
 # hostnames, keep /run/mtc private, survive a reboot (processes gone, /run
 # cleared, /var/lib/mtc kept), drop off with their link down, and leave no
 # namespace, link, mount or process behind.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 t_extra_cleanup() { testhosts_down; }

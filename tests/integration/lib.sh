@@ -18,7 +18,13 @@ B=${MTC_BUILD:-$ROOT/build}
 export PATH=$B/bin:$PATH
 
 ok() { T_N=$((T_N + 1)); T_LAST=0; echo "ok $T_N - $*"; }
-nok() { T_N=$((T_N + 1)); T_LAST=1; T_FAILED=$((T_FAILED + 1)); echo "not ok $T_N - $*"; }
+# T_ON_FAIL: a command a test sets to keep evidence that later steps remove
+# (a cluster's delete cleans its hosts); run at the first failure only.
+nok() {
+    T_N=$((T_N + 1)); T_LAST=1; T_FAILED=$((T_FAILED + 1)); echo "not ok $T_N - $*"
+    [ "$T_FAILED" -eq 1 ] && [ -n "${T_ON_FAIL:-}" ] && $T_ON_FAIL
+    return 0
+}
 # skip "why": a check that could not run here (tests/run.sh counts it as a
 # skip, never a pass; on a machine scripts/setup prepared, as a failure)
 skip() { T_N=$((T_N + 1)); T_LAST=0; echo "ok $T_N - # SKIP $*"; }

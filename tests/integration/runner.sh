@@ -8,8 +8,9 @@
 # with their reasons; on a machine scripts/setup prepared (T_STRICT=1) the
 # skips are failures. Programs run side by side (T_JOBS): two that wait for
 # each other both pass only when they ran at once, one marked "# test:
-# alone" finds no other running, and the closing line is the same one at a
-# time; the 15 slowest and how many ran at a time are printed.
+# alone" finds no other running, one that "owns" a resource finds none that
+# "uses" it, and the closing line is the same one at a time; the 15 slowest
+# and how many ran at a time are printed.
 . "$(dirname "$0")/lib.sh"
 F=$T_DIR/fakes
 mkdir -p "$F" "$T_DIR/build"
@@ -94,6 +95,30 @@ T_INTEGRATION=$P/t T_JOBS=x B=$P/build "$ROOT/tests/run.sh" >"$P/out.x" 2>&1
 rc=$?
 check "a bad T_JOBS: one line naming it, exit 2" \
     bash -c "[ $rc = 2 ] && [ \$(wc -l <'$P/out.x') = 1 ] && grep -q \"T_JOBS.*'x'\" '$P/out.x'"
+# shared and owned resources: u1 and u2 ("# test: uses box") run at once (each
+# waits for the other's mark); "owner" ("# test: owns box") runs with neither:
+# it fails when it sees a user's mark, a user when it sees the owner's
+R=$T_DIR/res
+mkdir -p "$R/t" "$R/build"
+rfake() { printf '%s\n' "$2" >"$R/t/$1.sh"; }
+for me in u1 u2; do
+    other=u$((3 - ${me#u}))
+    rfake "$me" "# test: uses box (a shared thing)
+touch '$R/on.$me'; for _ in \$(seq 600); do [ -e '$R/on.$other' ] && break; sleep 0.1; done
+if [ -e '$R/on.$other' ]; then echo 'ok 1 - saw $other'; else echo 'not ok 1 - saw $other'; fi
+if [ -e '$R/on.owner' ]; then echo 'not ok 2 - no owner'; else echo 'ok 2 - no owner'; fi
+sleep 0.5; rm -f '$R/on.$me'; echo 1..2"
+done
+rfake owner "# test: owns box
+touch '$R/on.owner'; sleep 1
+if ls '$R'/on.u* >/dev/null 2>&1; then echo 'not ok 1 - no user'; else echo 'ok 1 - no user'; fi
+rm -f '$R/on.owner'; echo 1..1"
+T_INTEGRATION=$R/t T_TIMEOUT=120 T_STRICT=1 T_JOBS=3 B=$R/build "$ROOT/tests/run.sh" >"$R/out" 2>&1
+rc=$?
+sed 's/^/# /' "$R/out"
+check "T_JOBS=3: the two users of a resource ran at once, its owner with neither — 5 passed" \
+    bash -c "[ $rc = 0 ] && [ \"\$(tail -1 '$R/out')\" = '5 passed, 0 failed' ]"
+
 # one at a time, the busy pair cannot both see each other: proves the pair's
 # check can fail (busy1 ends before busy2 starts; its wait cut to 2 s, as
 # no wait could help)
