@@ -17,6 +17,7 @@
 # cluster's, an unknown fault, a node not the job's.
 # test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
 # /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
+# test: uses master-ports (its jobs choose a MASTER_PORT: not beside run_ports)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"

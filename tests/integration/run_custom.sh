@@ -21,6 +21,7 @@
 # the ranks' variables and the contract; the torchrun launcher's command line
 # (Debian 12's torchrun cannot start workers: checked rendered, not run); bad
 # --command input and bad custom recipes get one line.
+# test: uses master-ports (its jobs choose a MASTER_PORT: not beside run_ports)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR

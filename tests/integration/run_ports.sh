@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run_ports: a custom job's rendezvous port is chosen the way its ranks use it,
 # and a rank that exits non-zero ends the job (issue 50).
-# test: alone (port_hold takes every free port of 29500-32767: another
-# test's job could lose the port it chose to it)
+# test: owns master-ports (port_hold takes every free port of 29500-32767: a
+# job of another test choosing its MASTER_PORT then could lose it to port_hold)
 # Beside port_hold
 # (tests/tools/port_hold.c) holding the rendezvous ports below the ephemeral
 # range (29500-32767) bound without listening — a connect probe calls them

@@ -18,6 +18,21 @@
 #define PAIR_WINDOW 0.03 /* seconds of one measurement window */
 #define PAIR_WINDOWS 3
 
+/* One message each way, waited for as a measurement (scan_wait_measured). */
+static void pp_send(char *buf, size_t bytes, int peer, int tag)
+{
+    MPI_Request rq;
+    MPI_Isend(buf, (int)bytes, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &rq);
+    scan_wait_measured(&rq, 1);
+}
+
+static void pp_recv(char *buf, size_t bytes, int peer, int tag)
+{
+    MPI_Request rq;
+    MPI_Irecv(buf, (int)bytes, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &rq);
+    scan_wait_measured(&rq, 1);
+}
+
 /* One window: exchanges of bytes with peer until PAIR_WINDOW has passed on
  * the lower rank (the lead), which says in each message's first byte
  * whether another exchange follows. Returns the lead's GB/s (0 elsewhere). */
@@ -28,15 +43,15 @@ static double window(int peer, char *buf, size_t bytes)
     if (lead) {
         do {
             buf[0] = (char)(MPI_Wtime() - t0 < PAIR_WINDOW);
-            MPI_Send(buf, (int)bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-            MPI_Recv(buf, (int)bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            pp_send(buf, bytes, peer, 1);
+            pp_recv(buf, bytes, peer, 2);
             count++;
         } while (buf[0]);
         t = MPI_Wtime() - t0;
     } else {
         do {
-            MPI_Recv(buf, (int)bytes, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(buf, (int)bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD);
+            pp_recv(buf, bytes, peer, 1);
+            pp_send(buf, bytes, peer, 2);
         } while (buf[0]);
     }
     return lead && t > 0 ? 2.0 * (double)bytes * count / t / 1e9 : 0;
