@@ -6,7 +6,9 @@
 # naming the job, while B's own tokens and an admin succeed; A's list shows
 # B's job without its progress; B's directory under users/ is 0700 (also
 # one an older mtcd made 0750); a containerImage A cannot read gets one
-# answer whether it is missing, root-only, a FIFO or no image; a log B
+# answer whether it is missing, root-only, a FIFO or no image; A's scrape of
+# /metrics has no series of B's run, and A sees B's TRAINING_FAILED event
+# without the log line it quotes; a log B
 # replaces with a symlink to /proc/self/maps gives an empty tail, nothing of
 # mtcd's memory; a FIFO where mtcd opens a user's file for a request (the
 # log, an init checkpoint's meta.json, an image) is an answer at once.
@@ -89,6 +91,29 @@ check "$UB's list shows it with its progress" test "$(item)" = "$UB True"
 tcp "$AV" GET "$JOBS/bjob"
 no_progress() { [ "$HTTP_STATUS" = 200 ] && python3 -c 'import json,sys; assert "progress" not in json.loads(sys.argv[1])' "$BODY"; }
 check "$UA's get of $UB's job: 200, without its progress" no_progress
+
+# --- what events and /metrics say of a run: its owner's ---------------------------------
+series() { grep -c "training_job=\"bjob\"" <<<"$BODY"; }
+tcp "$BV" GET /metrics
+check "$UB's scrape of /metrics: bjob's series (its step, loss, goodput)" \
+    bash -c "[ '$HTTP_STATUS' = 200 ] && [ $(series) -gt 0 ]"
+tcp "$AV" GET /metrics
+check "$UA's scrape: none of bjob's" bash -c "[ '$HTTP_STATUS' = 200 ] && [ $(series) = 0 ]"
+tcp "$E0" GET /metrics
+check "an unbound token's scrape: none of bjob's" bash -c "[ '$HTTP_STATUS' = 200 ] && [ $(series) = 0 ]"
+# B's job that fails: TRAINING_FAILED quotes its log's last line
+F=$(python3 -c 'import json; print(json.dumps({"recipe": {"task": "custom", "launch": {"command": ["sh", "-c", "echo fail-$((6 * 7))-secret; exit 3"]}}, "nodeCount": 1, "experimentName": "bobfails"}))')
+tcp "$BE" POST "$JOBS?trainingJobId=bfail" "$F"
+check "$UB's job that fails: 200" test "$HTTP_STATUS" = 200
+failed_said() { api GET "$CLUSTERS/sj" && grep -q 'fail-42-secret' <<<"$BODY"; }
+check "  its TRAINING_FAILED event quotes its last line to an admin" wait_for 90 failed_said
+tcp "$BV" GET "$CLUSTERS/sj"
+check "  to $UB's token too" grep -q "fail-42-secret" <<<"$BODY"
+tcp "$AV" GET "$CLUSTERS/sj"
+check "  $UA's token sees the event without its line" \
+    bash -c "grep -q 'trainingJob bfail (experiment bobfails) FAILED' <<<\"\$0\" && ! grep -q 'fail-42-secret' <<<\"\$0\"" "$BODY"
+tcp "$E0" GET "$CLUSTERS/sj"
+check "  an unbound token's too" bash -c "[ '$HTTP_STATUS' = 200 ] && ! grep -q 'fail-42-secret' <<<\"\$0\"" "$BODY"
 
 # --- a log that is mtcd's memory map ---------------------------------------------
 check "$UB replaces the job's log with a symlink to /proc/self/maps" \
