@@ -1,8 +1,9 @@
 /* Fuzz harness: log rules (recipes/logrule.c) — the input's first line is a
  * pattern (named groups taken out, the rest compiled as a POSIX ERE), the
  * other lines are log lines matched against it: whatever the bytes, the
- * pattern is compiled or refused with a message, never read past its end, and
- * a match's values are numbers of their kind. */
+ * pattern is compiled or refused with a message, never read past its end, a
+ * match's values are numbers of their kind, and the literals the rule
+ * requires never turn away a line the matcher would take. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,6 +43,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int c = EXP_CAP_STEP_TIME; c < EXP_CAP_N; c++)
             if ((have & (1 << c)) && !(v[c] >= 0 && isfinite(v[c])))
                 abort(); /* times are finite and not negative */
+        struct exp_logrule bare = r; /* the same rule without the literal prefilter */
+        bare.nneed = 0;
+        double w[EXP_CAP_N];
+        if (exp_logrule_match(&bare, line, w) != have)
+            abort(); /* the prefilter turned away a line the matcher takes */
         if (!end)
             break;
         line = end + 1;

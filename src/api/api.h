@@ -113,12 +113,22 @@ extern const struct api_route api_routes[];
 extern const size_t api_nroutes;
 
 /* JSON views (views.c) of what the store holds; each returns a new reference.
- * A cluster resource (with_events: clusterEvents, the last 100), an
- * operation, the last limit events of a cluster, the live tokens. */
+ * A cluster resource (events_for: with clusterEvents, the last 100, as that
+ * caller sees them; NULL: none), an operation, the last limit events of a
+ * cluster (who: the caller — an event about a training job's run shows its
+ * message to the job's owners, its brief to others; NULL: every message),
+ * the live tokens. */
 json_t *api_cluster_json(struct store *st, struct control *ctl, const struct store_cluster *cl,
-                         int with_events);
+                         const struct api_principal *events_for);
 json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op);
-json_t *api_events_json(struct store *st, const char *cluster_id, int limit);
+json_t *api_events_json(struct store *st, const char *cluster_id, int limit,
+                        const struct api_principal *who);
+/* Whether who may read the run of a training job owned by owner (the Unix
+ * user it runs as, "" for mtcd's own) — its log, metrics, and what events
+ * quote of them — and act on it: an admin, any job's; a token bound to a
+ * user, that user's jobs; an unbound token, mtcd's own jobs, no user's
+ * (docs/api.md, "Jobs have owners"). */
+int api_owner_sees(const struct api_principal *who, const char *owner);
 json_t *api_tokens_json(struct store *st);
 /* The nodeState a node shows: UPDATING while a remediation works on it, ERROR
  * once one gave up (FAILED), else state (a QUEUED node waits in service). */

@@ -167,23 +167,30 @@ int api_cluster_create(struct api_req *r, struct api_resp *out)
 
 /* A GET's kept-view key: its path (the parent and id are in it) and the
  * page arguments that shape it. */
-static void view_key(char *key, size_t len, const char *path, int size, const char *token)
+/* A kept reply's key: the path, the page asked for and (a cluster's events
+ * show a job's run to its owners only) whose eyes it was built for. */
+static void view_key(char *key, size_t len, const char *path, int size, const char *token,
+                     const struct api_principal *who)
 {
-    snprintf(key, len, "%s?%d&%s", path, size, token);
+    snprintf(key, len, "%s?%d&%s#%s%s", path, size, token,
+             who->role >= ROLE_ADMIN ? "admin"
+             : *who->user            ? "user:"
+                                     : "unbound",
+             who->role >= ROLE_ADMIN ? "" : who->user);
 }
 
 int api_cluster_get(struct api_req *r, struct api_resp *out)
 {
     char key[400];
     int64_t gen = store_changes(r->st); /* before the reads */
-    view_key(key, sizeof(key), r->path, 0, "");
+    view_key(key, sizeof(key), r->path, 0, "", &r->who);
     if (api_check_parent(r, out) < 0 || api_check_cluster_id(r->cap[2], out) < 0 ||
         api_view_get(r->st, key, gen, out))
         return 0;
     struct store_cluster cl;
     if (api_load_cluster(r, out, &cl) < 0)
         return 0;
-    out->body = api_cluster_json(r->st, r->ctl, &cl, 1);
+    out->body = api_cluster_json(r->st, r->ctl, &cl, &r->who);
     api_view_put(r->st, key, gen, out->body);
     store_cluster_release(&cl);
     return 0;
@@ -197,7 +204,7 @@ int api_cluster_list(struct api_req *r, struct api_resp *out)
     int64_t gen = store_changes(r->st); /* before the reads */
     if (api_check_parent(r, out) < 0 || api_page_args(r, out, cluster_id_valid, &size, token) < 0)
         return 0;
-    view_key(key, sizeof(key), r->path, size, token);
+    view_key(key, sizeof(key), r->path, size, token, &r->who);
     if (api_view_get(r->st, key, gen, out))
         return 0;
     int n = 0;
@@ -206,7 +213,7 @@ int api_cluster_list(struct api_req *r, struct api_resp *out)
         store_cluster_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
     json_t *items = json_array();
     for (int i = 0; i < n && i < size; i++)
-        json_array_append_new(items, api_cluster_json(r->st, r->ctl, &arr[i], 0));
+        json_array_append_new(items, api_cluster_json(r->st, r->ctl, &arr[i], NULL));
     out->body = json_pack("{s:o}", "modelDevelopmentClusters", items);
     if (n > size)
         json_object_set_new(out->body, "nextPageToken", json_string(arr[size - 1].id));

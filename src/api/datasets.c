@@ -34,8 +34,30 @@ static int load(struct api_req *r, struct api_resp *out, struct store_dataset *d
     return 0;
 }
 
-/* The request's files exist, and a non-admin's lie under mtcd's data roots
- * (mtcd reads them as its own user): else 403 or 400 naming the field. */
+/* Whom a request's files are read as (as the registry's uploads, api/models.c):
+ * a token bound to a Unix user, that user; a non-admin's unbound token stands
+ * for no one, so nobody (what every user may read); an admin's, root (NULL).
+ * -1 with out filled when the bound user is gone. */
+static int reader(struct api_req *r, struct api_resp *out, struct mtc_user *u,
+                  const struct mtc_user **as)
+{
+    mtc_error_t err = {""};
+    *as = NULL;
+    if (*r->who.user) {
+        if (mtc_user_lookup(r->who.user, u, &err) < 0)
+            return api_error(out, 403, "this token's user: %s", err.text), -1;
+        *as = u;
+    } else if (r->who.role < ROLE_ADMIN) {
+        mtc_user_nobody(u);
+        *as = u;
+    }
+    return 0;
+}
+
+/* The request's files can be read as the caller, and a non-admin's lie under
+ * mtcd's data roots: opened as the operation will open them, and closed (the
+ * operation opens them again, once, and prepares what it read from its own
+ * descriptors). Else 403 or 400 naming the field. */
 static int check_files(struct api_req *r, struct api_resp *out, const json_t *spec)
 {
     static const char *const fields[] = {"source", "tokenizer"};
@@ -43,26 +65,38 @@ static int check_files(struct api_req *r, struct api_resp *out, const json_t *sp
     const struct control_datasets *cfg = control_datasets(r->ctl);
     static const char *const none[] = {NULL}; /* no roots configured: nowhere */
     const char *const *roots = cfg->roots ? cfg->roots : none;
+    struct mtc_user u;
+    const struct mtc_user *as;
+    if (reader(r, out, &u, &as) < 0)
+        return -1;
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         const char *v = json_string_value(json_object_get(spec, fields[i]));
-        char real[PATH_MAX];
         mtc_error_t err = {""};
         if (!v || dataset_is_builtin(v))
             continue;
-        if (dataset_resolve(fields[i], v, restricted ? roots : NULL, real, sizeof(real), &err) < 0)
-            return api_error(out, errno == EACCES ? 403 : 400, "%s", err.text), -1;
+        int fd = dataset_open(fields[i], v, restricted ? roots : NULL, as, &err);
+        if (fd < 0)
+            return api_error(out, errno == EACCES || errno == EPERM ? 403 : 400, "%s", err.text),
+                   -1;
+        close(fd);
     }
     return 0;
 }
 
-/* Start op (its request: spec and whether its files are restricted to the
- * roots); d: the new dataset of a create, NULL for a :prepare. */
+/* Start op (its request: spec, whether its files are restricted to the roots
+ * and, for a token bound to a Unix user, whom they are read as: runAs);
+ * d: the new dataset of a create, NULL for a :prepare. */
 static int begin(struct api_req *r, struct api_resp *out, const struct store_dataset *d,
                  struct store_op *op, json_t *spec)
 {
     char busy[48] = "";
     mtc_error_t err = {""};
+    struct mtc_user u;
     op->request = json_pack("{s:O, s:b}", "spec", spec, "restricted", r->who.role < ROLE_ADMIN);
+    if (*r->who.user && mtc_user_lookup(r->who.user, &u, &err) == 0)
+        json_object_set_new(op->request, "runAs",
+                            json_pack("{s:s, s:I, s:I}", "user", u.name, "uid", (json_int_t)u.uid,
+                                      "gid", (json_int_t)u.gid));
     int rc = control_dataset_begin(r->ctl, d, op, busy, &err);
     int e = errno;
     json_decref(op->request);

@@ -28,13 +28,8 @@ static const char *cget(const json_t *o, const char *k)
  * user's (docs/api.md, "Roles"). */
 static int job_owner(const struct api_req *r, const struct store_job *j)
 {
-    struct mtc_user as;
-    int users = recipe_run_as(j->config, &as) == 0;
-    if (r->who.role >= ROLE_ADMIN)
-        return 1;
-    if (*r->who.user)
-        return users && strcmp(as.name, r->who.user) == 0;
-    return !users;
+    char owner[33];
+    return api_owner_sees(&r->who, jobs_owner(j->config, owner));
 }
 
 /* 403 naming the job and whose it is; returns -1. */

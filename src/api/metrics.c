@@ -441,8 +441,14 @@ static void runs(struct api_req *r, struct text *t)
         for (int k = 0; k < n; k++) {
             after = jobs[k].seq;
             const char *td = json_string_value(json_object_get(jobs[k].config, "taskDir"));
-            if (td && !exp_state_final(jobs[k].state) && strcmp(jobs[k].state, "PENDING") != 0 &&
-                rows && (nrows < cap || (rows = realloc(rows, (cap *= 2) * sizeof(*rows))))) {
+            char owner[33];
+            /* another's run: no series of it (its metrics are its owner's) */
+            int mine = api_owner_sees(&r->who, jobs_owner(jobs[k].config, owner));
+            if (td && !mine)
+                json_object_set_new(seen, td, json_true());
+            if (td && mine && !exp_state_final(jobs[k].state) &&
+                strcmp(jobs[k].state, "PENDING") != 0 && rows &&
+                (nrows < cap || (rows = realloc(rows, (cap *= 2) * sizeof(*rows))))) {
                 struct run_row *w = &rows[nrows];
                 memset(w, 0, sizeof(*w));
                 if (jobs_track(jobs[k].config, now, &w->t) == 0) {
@@ -469,7 +475,9 @@ static void runs(struct api_req *r, struct text *t)
     json_array_foreach(all, i, cfg)
     {
         const char *td = json_string_value(json_object_get(cfg, "taskDir"));
-        if (!td || json_object_get(seen, td) || !rows)
+        char owner[33];
+        if (!td || json_object_get(seen, td) || !rows ||
+            !api_owner_sees(&r->who, jobs_owner(cfg, owner)))
             continue;
         if (nrows == cap && !(rows = realloc(rows, (cap *= 2) * sizeof(*rows))))
             break;

@@ -68,7 +68,17 @@ static void overlay_scans(struct store *st, const char *id, const struct cluster
     free(sc);
 }
 
-json_t *api_events_json(struct store *st, const char *cluster_id, int limit)
+int api_owner_sees(const struct api_principal *who, const char *owner)
+{
+    if (!who || who->role >= ROLE_ADMIN)
+        return 1;
+    if (*who->user)
+        return *owner && strcmp(owner, who->user) == 0;
+    return !*owner;
+}
+
+json_t *api_events_json(struct store *st, const char *cluster_id, int limit,
+                        const struct api_principal *who)
 {
     int n = 0;
     struct store_event *ev = store_events(st, cluster_id, limit, &n);
@@ -80,7 +90,9 @@ json_t *api_events_json(struct store *st, const char *cluster_id, int limit)
                       "eventType", ev[i].type);
         if (*ev[i].node)
             json_object_set_new(e, "nodeName", json_string(ev[i].node));
-        json_object_set_new(e, "description", json_string(ev[i].message));
+        /* a job's run (its log line, its metrics) is its owner's */
+        int whole = !ev[i].of_job || api_owner_sees(who, ev[i].owner);
+        json_object_set_new(e, "description", json_string(whole ? ev[i].message : ev[i].brief));
         json_array_append_new(arr, e);
     }
     free(ev);
@@ -88,7 +100,7 @@ json_t *api_events_json(struct store *st, const char *cluster_id, int limit)
 }
 
 json_t *api_cluster_json(struct store *st, struct control *ctl, const struct store_cluster *cl,
-                         int with_events)
+                         const struct api_principal *events_for)
 {
     json_t *j = json_deep_copy(cl->spec);
     char ts[40];
@@ -110,8 +122,8 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
     if (hosts)
         json_object_set_new(status, "hosts", hosts);
     json_object_set_new(j, "clusterStatus", status);
-    if (with_events)
-        json_object_set_new(j, "clusterEvents", api_events_json(st, cl->id, 100));
+    if (events_for)
+        json_object_set_new(j, "clusterEvents", api_events_json(st, cl->id, 100, events_for));
     return j;
 }
 
@@ -126,7 +138,7 @@ static json_t *op_response(struct store *st, struct control *ctl, const struct s
     struct store_cluster cl;
     if ((kind == CONTROL_CREATE || kind == CONTROL_UPDATE) &&
         store_cluster_get(st, op->cluster_id, &cl) == 0) {
-        json_t *j = api_cluster_json(st, ctl, &cl, 0);
+        json_t *j = api_cluster_json(st, ctl, &cl, NULL);
         store_cluster_release(&cl);
         return j;
     }

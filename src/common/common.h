@@ -40,8 +40,10 @@ int mtc_path_exists(const char *path);
  * refused (EINVAL) — by name alone, no filesystem access, into out (len
  * bytes; ENAMETOOLONG when it does not fit). "/" for nothing left. */
 int mtc_path_clean(const char *path, int fold, char *out, size_t len);
-/* Read a whole file; NUL-terminated; *len (optional) gets the size. Caller frees. NULL+errno. */
+/* Read a whole file; NUL-terminated; *len (optional) gets the size. Caller frees. NULL+errno.
+ * mtc_read_fd: the same from fd's offset to its end (fd stays open). */
 char *mtc_read_file(const char *path, size_t *len);
+char *mtc_read_fd(int fd, size_t *len);
 /* Write via a temp file (created with mode, never following a link) + fsync
  * + rename + fsync of the directory: the new content is on disk on return. */
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
@@ -200,6 +202,9 @@ struct mtc_io {
     void (*err_line)(void *arg, const char *line);
     void *err_line_arg;
     int only_env; /* env is the child's whole environment: nothing of this process's */
+    /* Descriptors the child inherits under the same numbers (above 2; -1
+     * ends the list), close-on-exec here: only this child gets them. */
+    const int *keep_fds;
 };
 int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int timeout_ms);
 /* s single-quoted for a POSIX shell ("it's" → 'it'\''s'): one word, nothing

@@ -96,15 +96,12 @@ int mtc_path_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
-char *mtc_read_file(const char *path, size_t *len)
+char *mtc_read_fd(int fd, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     if (!buf)
-        goto error;
+        return NULL;
     for (;;) {
         if (n + 1 >= cap) {
             char *nb = realloc(buf, cap * 2);
@@ -123,7 +120,6 @@ char *mtc_read_file(const char *path, size_t *len)
             break;
         n += (size_t)r;
     }
-    close(fd);
     buf[n] = '\0';
     if (len)
         *len = n;
@@ -131,10 +127,21 @@ char *mtc_read_file(const char *path, size_t *len)
 error : {
     int saved = errno;
     free(buf);
-    close(fd);
     errno = saved;
     return NULL;
 }
+}
+
+char *mtc_read_file(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *buf = mtc_read_fd(fd, len);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return buf;
 }
 
 /* The rename is durable only once the directory holding it is on disk. */

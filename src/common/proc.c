@@ -138,7 +138,8 @@ static int open_pipes(int p[3][2], const int want[3])
  * into p[1], stderr into p[2] or (merge) into p[1] — and the signals we block or
  * ignore back to their defaults. The child's ends are closed here.
  * Returns 0 or an errno value. */
-static int spawn_child(char *const argv[], char **envp, int p[3][2], int merge, pid_t *pid)
+static int spawn_child(char *const argv[], char **envp, int p[3][2], int merge, const int *keep,
+                       pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
@@ -166,6 +167,10 @@ static int spawn_child(char *const argv[], char **envp, int p[3][2], int merge, 
         posix_spawn_file_actions_adddup2(&fa, p[2][1], 2);
     else if (merge)
         posix_spawn_file_actions_adddup2(&fa, p[1][1], 2);
+    /* dup2 onto itself clears FD_CLOEXEC in the child alone (POSIX 2024, glibc) */
+    for (int i = 0; keep && keep[i] >= 0; i++)
+        if (keep[i] > 2)
+            posix_spawn_file_actions_adddup2(&fa, keep[i], keep[i]);
     int err = posix_spawnp(pid, argv[0], &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
@@ -317,7 +322,7 @@ int mtc_run_io(char *const argv[], char *const env[], struct mtc_io *io, int tim
         return -1;
     }
     struct child c = {.pid = -1, .in_fd = p[0][1], .out = {.fd = p[1][0]}, .errs = {.fd = p[2][0]}};
-    int err = spawn_child(argv, envp, p, io->capture & MTC_IO_MERGE, &c.pid);
+    int err = spawn_child(argv, envp, p, io->capture & MTC_IO_MERGE, io->keep_fds, &c.pid);
     free(envp);
     if (err) {
         if (c.in_fd >= 0)

@@ -5,12 +5,14 @@
  * dataset as the API shows it. */
 #include "control/internal.h"
 #include "dataset/dataset.h"
+#include "recipes/recipes.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Progress lines go to the store at most every PROGRESS_MS (each is a
  * synchronous SQLite commit). */
@@ -72,24 +74,38 @@ static void on_line(void *arg, const char *line)
     }
 }
 
-/* A source or tokenizer as mtc-train gets it: a builtin as it is, a path
- * resolved (and, restricted, inside the roots). */
-static int where(struct control *c, const char *field, const char *value, int restricted, char *out,
-                 size_t len, int *code, mtc_error_t *err)
+/* Whom the operation reads its files as (api/datasets.c chose): the token's
+ * user when it was bound to one ("runAs"), nobody for a non-admin's unbound
+ * token, root (NULL) for an admin's. */
+static const struct mtc_user *reader(const json_t *req, int restricted, struct mtc_user *u)
 {
-    if (dataset_is_builtin(value)) {
-        snprintf(out, len, "%s", value);
-        return 0;
+    if (recipe_run_as(req, u) == 0)
+        return u;
+    if (restricted) {
+        mtc_user_nobody(u);
+        return u;
     }
-    static const char *const none[] = {NULL}; /* no roots configured: nowhere */
-    const char *const *roots = c->datasets.roots ? c->datasets.roots : none;
-    if (dataset_resolve(field, value, restricted ? roots : NULL, out, len, err) == 0)
-        return 0;
-    *code = errno == EACCES ? RPC_PERMISSION_DENIED : RPC_INVALID_ARGUMENT;
-    return -1;
+    return NULL;
 }
 
-/* Run the trainer; its record (caller owns) or NULL with err and *code. */
+/* A request's file (not a builtin) opened as `as`, beneath the roots when
+ * restricted (dataset_open): the fd, or -1 with *code and err. */
+static int open_file(struct control *c, const char *field, const char *value, int restricted,
+                     const struct mtc_user *as, int *code, mtc_error_t *err)
+{
+    static const char *const none[] = {NULL}; /* no roots configured: nowhere */
+    const char *const *roots = c->datasets.roots ? c->datasets.roots : none;
+    int fd = dataset_open(field, value, restricted ? roots : NULL, as, err);
+    if (fd < 0)
+        *code = errno == EACCES || errno == EPERM ? RPC_PERMISSION_DENIED : RPC_INVALID_ARGUMENT;
+    return fd;
+}
+
+/* Run the trainer on the source and tokenizer opened here, once, as whom the
+ * request acts for: mtc-train (root: the cache is root's) reads them from
+ * the descriptors it inherits, and a source directory's files beneath its
+ * descriptor as that user (--read-as, no link followed). Its record (caller
+ * owns) or NULL with err and *code. */
 static json_t *run_prepare(struct control *c, const struct store_op *op, const char *name,
                            const json_t *spec, int restricted, int *code, mtc_error_t *err)
 {
@@ -97,7 +113,6 @@ static json_t *run_prepare(struct control *c, const struct store_op *op, const c
     const char *source = json_string_value(json_object_get(spec, "source"));
     const char *kind = json_string_value(json_object_get(spec, "kind"));
     const char *tokenizer = json_string_value(json_object_get(spec, "tokenizer"));
-    char src[PATH_MAX], tok[PATH_MAX];
     if (!trainer || !c->datasets.cache_dir) {
         *code = RPC_FAILED_PRECONDITION;
         return errprintf(err, "mtcd has no mtc-train next to it: it cannot prepare datasets"), NULL;
@@ -106,17 +121,25 @@ static json_t *run_prepare(struct control *c, const struct store_op *op, const c
         *code = RPC_INVALID_ARGUMENT;
         return errprintf(err, "operation %s has no dataset source or kind", op->id), NULL;
     }
-    if (where(c, "source", source, restricted, src, sizeof(src), code, err) < 0 ||
-        (tokenizer &&
-         where(c, "tokenizer", tokenizer, restricted, tok, sizeof(tok), code, err) < 0))
+    struct mtc_user u;
+    const struct mtc_user *as = reader(op->request, restricted, &u);
+    int sfd = -1, tfd = -1, keep[3] = {-1, -1, -1}, nkeep = 0;
+    char sfd_s[16], tfd_s[16];
+    if ((!dataset_is_builtin(source) &&
+         (sfd = open_file(c, "source", source, restricted, as, code, err)) < 0) ||
+        (tokenizer && !dataset_is_builtin(tokenizer) &&
+         (tfd = open_file(c, "tokenizer", tokenizer, restricted, as, code, err)) < 0)) {
+        if (sfd >= 0)
+            close(sfd);
         return NULL;
-    char *argv[16];
+    }
+    char *argv[24];
     int n = 0;
     argv[n++] = (char *)trainer;
     argv[n++] = "data";
     argv[n++] = "prepare";
     argv[n++] = "--source";
-    argv[n++] = src;
+    argv[n++] = (char *)source;
     argv[n++] = "--kind";
     argv[n++] = (char *)kind;
     argv[n++] = "--cache-dir";
@@ -125,28 +148,53 @@ static json_t *run_prepare(struct control *c, const struct store_op *op, const c
     argv[n++] = (char *)name;
     if (tokenizer) {
         argv[n++] = "--tokenizer";
-        argv[n++] = tok;
+        argv[n++] = (char *)tokenizer;
+    }
+    if (sfd >= 0) {
+        snprintf(sfd_s, sizeof(sfd_s), "%d", sfd);
+        argv[n++] = "--source-fd";
+        argv[n++] = sfd_s;
+        keep[nkeep++] = sfd;
+    }
+    if (tfd >= 0) {
+        snprintf(tfd_s, sizeof(tfd_s), "%d", tfd);
+        argv[n++] = "--tokenizer-fd";
+        argv[n++] = tfd_s;
+        keep[nkeep++] = tfd;
+    }
+    if (as) {
+        argv[n++] = "--read-as";
+        argv[n++] = (char *)as->name;
     }
     argv[n++] = "--json";
     argv[n] = NULL;
 
     struct lines l = {c, op->id, 0, ""};
-    snprintf(l.last, sizeof(l.last), "preparing %.200s (%.16s)", src, kind);
+    snprintf(l.last, sizeof(l.last), "preparing %.200s (%.16s)", source, kind);
     store_op_progress(c->st, op->id, l.last);
-    struct mtc_io io = {
-        .capture = MTC_IO_OUT | MTC_IO_ERR, .err_line = on_line, .err_line_arg = &l};
+    struct mtc_io io = {.capture = MTC_IO_OUT | MTC_IO_ERR,
+                        .err_line = on_line,
+                        .err_line_arg = &l,
+                        .keep_fds = keep};
     int status = mtc_run_io(argv, NULL, &io, 0);
+    int e = errno;
+    if (sfd >= 0)
+        close(sfd);
+    if (tfd >= 0)
+        close(tfd);
     json_t *rec = NULL;
     if (status < 0) {
-        errprintf(err, "cannot run %s: %s", trainer, strerror(errno));
+        errprintf(err, "cannot run %s: %s", trainer, strerror(e));
     } else if (status != 0) {
         /* bad input is exit 1 and one line naming it (mtc-train's contract) */
         *code = status == 1 ? RPC_INVALID_ARGUMENT : RPC_INTERNAL;
+        if (status == 1 && strstr(l.last, "cannot read ") && strstr(l.last, " as user "))
+            *code = RPC_PERMISSION_DENIED;
         errprintf(err, "%s", *l.last ? l.last : "mtc-train data prepare failed");
     } else if ((rec = dataset_prepared_parse(io.out, err)) != NULL &&
                strcmp(json_string_value(json_object_get(rec, "kind")), kind) != 0) {
         *code = RPC_INVALID_ARGUMENT;
-        errprintf(err, "kind: mtc-train prepared %s as %s, not %s", src,
+        errprintf(err, "kind: mtc-train prepared %s as %s, not %s", source,
                   json_string_value(json_object_get(rec, "kind")), kind);
         json_decref(rec);
         rec = NULL;

@@ -116,65 +116,57 @@ static int under(const char *path, const char *root)
            (strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0'));
 }
 
-/* 1 when path lies under one of roots, as named or as resolved. */
+/* 1 when path (cleaned) lies under one of roots, by name. */
 static int in_roots(const char *path, const char *const *roots)
 {
     for (const char *const *r = roots; *r; r++) {
         char root[PATH_MAX];
         if (mtc_path_clean(*r, 1, root, sizeof(root)) == 0 && under(path, root))
             return 1;
-        if (realpath(*r, root) && under(path, root))
-            return 1;
     }
     return 0;
 }
 
-int dataset_resolve(const char *field, const char *path, const char *const *roots, char *out,
-                    size_t len, mtc_error_t *err)
+/* The end of err's text is strerror(e): the walk's own words for a refusal
+ * (a link on the way) are not. */
+static int says(const mtc_error_t *err, int e)
 {
-    char real[PATH_MAX], name[PATH_MAX];
-    if (!path || path[0] != '/') {
+    const char *why = strerror(e);
+    size_t n = strlen(err->text), w = strlen(why);
+    return n >= w && strcmp(err->text + n - w, why) == 0;
+}
+
+int dataset_open(const char *field, const char *path, const char *const *roots,
+                 const struct mtc_user *as, mtc_error_t *err)
+{
+    char name[PATH_MAX];
+    if (!path || path[0] != '/' || mtc_path_clean(path, 1, name, sizeof(name)) < 0) {
         errno = EINVAL;
         return errprintf(err, "%s: \"%.100s\" is not an absolute path", field, path ? path : "");
     }
     /* outside the roots by name: refused before the filesystem is touched, so
      * the answer says nothing about what exists there */
-    int outside = roots && (mtc_path_clean(path, 1, name, sizeof(name)) < 0 ||
-                            !in_roots(name, roots));
-    if (!outside && !realpath(path, real)) {
-        int e = errno;
-        /* missing: where its deepest existing directory really is (a link
-         * inside a root may lead out) decides what may be said */
-        char up[PATH_MAX];
-        snprintf(up, sizeof(up), "%s", name);
-        for (char *slash; roots && (slash = strrchr(up, '/'));) {
-            *slash = '\0';
-            if (realpath(up[0] ? up : "/", real)) {
-                outside = !in_roots(real, roots);
-                break;
-            }
-        }
-        if (!outside) {
-            errprintf(err, "%s: %.150s: %s", field, path, strerror(e));
-            errno = e == ENOENT || e == ENOTDIR ? ENOENT : e;
-            return -1;
-        }
-    } else if (!outside) {
-        outside = roots && !in_roots(real, roots);
-    }
-    if (outside) {
+    if (roots && !in_roots(name, roots)) {
         errno = EACCES;
         return errprintf(err,
                          "%s: %.120s lies outside the directories mtcd reads sources from "
                          "(MTC_HOME/data, mtcd --data-root); only an admin may name other paths",
                          field, path);
     }
-    if (strlen(real) >= len) {
-        errno = ENAMETOOLONG;
-        return errprintf(err, "%s: path too long", field);
-    }
-    memcpy(out, real, strlen(real) + 1);
-    return 0;
+    /* walked once, as the caller: what the caller may not read is one answer,
+     * whatever root would find there */
+    mtc_error_t e = {""};
+    struct mtc_reach how = {.roots = roots, .as = as};
+    int fd = mtc_reach_open(name, &how, 0, &e);
+    if (fd >= 0)
+        return fd;
+    int saved = errno;
+    if (as && (saved == EACCES || saved == EPERM) && says(&e, saved))
+        errprintf(err, "%s: cannot read %.150s as user %s", field, path, as->name);
+    else
+        errprintf(err, "%s: %s", field, e.text);
+    errno = saved == ENOTDIR ? ENOENT : saved;
+    return -1;
 }
 
 /* ---- the preparation record ---- */

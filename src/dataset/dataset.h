@@ -40,13 +40,18 @@ extern const struct schema dataset_create_schema, dataset_prepare_schema;
 /* "builtin:NAME" (a generator built into mtc-train): 1, else 0. */
 int dataset_is_builtin(const char *source);
 
-/* The real path of the absolute path `path` (links and ".." resolved) into
- * out[len]; with roots (NULL-terminated, may be NULL = any place) it must lie
- * in one of them. field names the request field in messages. 0, or -1 with
- * errno ENOENT (it does not exist), EACCES (outside the roots) or EINVAL,
- * and a one-line err. */
-int dataset_resolve(const char *field, const char *path, const char *const *roots, char *out,
-                    size_t len, mtc_error_t *err);
+/* A request's source or tokenizer (field names it in messages) opened as
+ * `as` (fsafe's mtc_reach_open, walked once: NULL = root, for an admin):
+ * the absolute path with "." and ".." folded by name; with roots
+ * (NULL-terminated; NULL = anywhere, an admin) it must lie beneath one of
+ * them by name — checked before the filesystem is touched — and beneath it
+ * no symbolic link is followed. A regular file or a directory (O_RDONLY,
+ * O_CLOEXEC; never a FIFO or a device): an fd (caller closes), or -1 with
+ * errno EACCES (outside the roots, a link on the way, or one `as` may not
+ * read: "FIELD: cannot read PATH as user U"), ENOENT, EINVAL, and a
+ * one-line err naming the field. */
+int dataset_open(const char *field, const char *path, const char *const *roots,
+                 const struct mtc_user *as, mtc_error_t *err);
 
 /* The JSON object `mtc-train data prepare --json` prints on stdout, checked
  * against its field table (key, path, kind, source, sourceFingerprint,

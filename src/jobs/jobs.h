@@ -142,6 +142,13 @@ int jobs_registrar_mint(struct store *st, const char *cluster, const char *proje
  * for reading or removing what the job wrote — a symlink its user made then
  * reaches only what that user could. */
 void jobs_fs_enter(const json_t *cfg, struct mtc_fsid *saved);
+/* Whose a job is: the Unix user it runs as, "" when it runs as mtcd's own
+ * (into owner; returned). jobs_event: an event about j's run, stored with
+ * its owner: message (it may quote the run's log and metrics) for the
+ * owner's eyes, brief for anyone else's (store_event_add_job). */
+const char *jobs_owner(const json_t *cfg, char owner[33]);
+int jobs_event(struct store *st, const struct store_job *j, const char *type, const char *brief,
+               const char *message);
 
 /* ---- progress and early problems (watch.c) ---- */
 

@@ -74,7 +74,7 @@ static const json_t *slurm_says(const struct store_job *j, json_t *pass, json_t 
  * (its exit record) or Slurm's state, and the last line it wrote. */
 static void failed_event(struct store *st, const struct store_job *j, const char *slurm)
 {
-    char why[64], last[256], msg[1024];
+    char why[64], last[256], msg[1024], brief[512];
     const char *exp = json_string_value(json_object_get(j->config, "experiment"));
     struct mtc_fsid as;
     jobs_fs_enter(j->config, &as);
@@ -88,7 +88,9 @@ static void failed_event(struct store *st, const struct store_job *j, const char
     jobs_last_line(j->config, last, sizeof(last));
     snprintf(msg, sizeof(msg), "trainingJob %s (experiment %s) FAILED (%s); last line: %.240s",
              j->id, exp ? exp : j->id, why, *last ? last : "(none)");
-    store_event_add(st, j->cluster_id, "TRAINING_FAILED", NULL, msg);
+    snprintf(brief, sizeof(brief), "trainingJob %s (experiment %s) FAILED", j->id,
+             exp ? exp : j->id);
+    jobs_event(st, j, "TRAINING_FAILED", brief, msg);
 }
 
 /* TRAINING_PREEMPTED, once per preemption: of the requeues r0+1..r1 Slurm
@@ -106,14 +108,16 @@ static void preempted_events(struct store *st, const struct store_job *j, int r0
         int a = exp_track_attempt(t, t->preempt[i].time);
         if (a <= r0 || a > r1)
             continue;
-        char what[160], when[40], msg[512];
+        char what[160], when[40], msg[512], brief[512];
         exp_preempt_text(&t->preempt[i], what, sizeof(what));
         mtc_time_rfc3339((int64_t)(t->preempt[i].time * 1000), when, sizeof(when));
         snprintf(msg, sizeof(msg),
                  "trainingJob %s (experiment %s): %s at %s after step %lld; requeued, it "
                  "resumes from its checkpoint",
                  j->id, exp ? exp : j->id, what, when, (long long)t->segs[a - 1].max_step);
-        store_event_add(st, j->cluster_id, "TRAINING_PREEMPTED", NULL, msg);
+        snprintf(brief, sizeof(brief), "trainingJob %s (experiment %s): %s at %s; requeued",
+                 j->id, exp ? exp : j->id, what, when);
+        jobs_event(st, j, "TRAINING_PREEMPTED", brief, msg);
     }
     free(t);
 }

@@ -193,7 +193,7 @@ static double hang_ref(const struct exp_track *t, const struct exp_monitor *m,
 static void act_on_hang(struct store *st, const struct store_job *j, const struct exp_track *t,
                         const struct exp_monitor *m, const char *why)
 {
-    char last[200], msg[1024], what[160];
+    char last[200], msg[1024], what[160], brief[512];
     const char *exp = json_string_value(json_object_get(j->config, "experiment"));
     const char *conf = NULL;
     mtc_error_t err = {""};
@@ -211,7 +211,9 @@ static void act_on_hang(struct store *st, const struct store_job *j, const struc
     snprintf(msg, sizeof(msg),
              "trainingJob %s (experiment %s): hung: %s after step %lld; %s; last line: %.200s",
              j->id, exp ? exp : j->id, why, (long long)t->step, what, *last ? last : "(none)");
-    store_event_add(st, j->cluster_id, "TRAINING_HANG", NULL, msg);
+    snprintf(brief, sizeof(brief), "trainingJob %s (experiment %s): hung; %s", j->id,
+             exp ? exp : j->id, what);
+    jobs_event(st, j, "TRAINING_HANG", brief, msg);
 }
 
 void jobs_watch(struct store *st, const struct store_job *j, double now)
@@ -246,11 +248,14 @@ void jobs_watch(struct store *st, const struct store_job *j, double now)
     const char *exp = json_string_value(json_object_get(j->config, "experiment"));
     json_array_foreach(found, i, e)
     {
-        char type[64], msg[512];
+        char type[64], msg[512], brief[512];
         snprintf(type, sizeof(type), "TRAINING_%s", json_string_value(json_array_get(e, 0)));
         snprintf(msg, sizeof(msg), "trainingJob %s (experiment %s): %s", j->id, exp ? exp : j->id,
                  json_string_value(json_array_get(e, 1)));
-        store_event_add(st, j->cluster_id, type, NULL, msg);
+        snprintf(brief, sizeof(brief),
+                 "trainingJob %s (experiment %s): an early warning from its metrics", j->id,
+                 exp ? exp : j->id);
+        jobs_event(st, j, type, brief, msg);
     }
     json_decref(found);
 }

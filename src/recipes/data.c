@@ -261,6 +261,34 @@ static char *tokenizer_file(const json_t *data)
     return found;
 }
 
+/* path opened as this thread's user (mtcd: the job's) with mtc_open_as_user:
+ * a regular file or nothing, so a FIFO planted there is an error at once,
+ * never a wait for a writer. The fd, or -1: with err (what of `what`) when
+ * the file is there but no regular file; errno ENOENT or EACCES, err unset,
+ * when it is missing or the user may not read it. */
+static int open_regular(const char *what, const char *path, mtc_error_t *err)
+{
+    int fd = mtc_open_as_user(path, 0);
+    if (fd < 0 && (errno == EINVAL || errno == EPERM))
+        return errprintf(err, "%s: %.200s: not a regular file (mtcd reads no FIFO, device or "
+                              "kernel file for a job)",
+                         what, path);
+    return fd;
+}
+
+/* sha256 of path's content read as open_regular reads it: 0, 1 when it
+ * cannot be read (no answer), or -1 with err. */
+static int sha256_of(const char *what, const char *path, char out[72], mtc_error_t *err)
+{
+    mtc_error_t e = {""};
+    int fd = open_regular(what, path, &e);
+    if (fd < 0)
+        return e.text[0] ? errprintf(err, "%s", e.text) : 1;
+    int rc = mtc_sha256_fd(fd, out);
+    close(fd);
+    return rc < 0 ? 1 : 0;
+}
+
 /* An init checkpoint (ours: meta.json names its tokenizer) must speak the run's tokens. */
 static int check_init_tokenizer(const json_t *cfg, const json_t *data, mtc_error_t *err)
 {
@@ -270,15 +298,23 @@ static int check_init_tokenizer(const json_t *cfg, const json_t *data, mtc_error
         return 0;
     char meta[PATH_MAX + 16];
     snprintf(meta, sizeof(meta), "%s/meta.json", init);
-    json_t *m = json_load_file(meta, 0, NULL);
+    mtc_error_t e = {""};
+    int fd = open_regular("checkpoint.init", meta, &e);
+    if (fd < 0 && e.text[0])
+        return errprintf(err, "%s", e.text);
+    json_t *m = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+    if (fd >= 0)
+        close(fd);
     const char *ctok = sget(m, "tokenizer");
     char *mine = ctok && *ctok && mtc_path_exists(ctok) ? tokenizer_file(data) : NULL;
     int rc = 0;
     if (mine) {
         char a[72], b[72];
-        mtc_error_t e2 = {""};
-        if (mtc_sha256_file(ctok, a, &e2) == 0 && mtc_sha256_file(mine, b, &e2) == 0 &&
-            strcmp(a, b) != 0)
+        int ra = sha256_of("checkpoint.init's tokenizer", ctok, a, err);
+        int rb = ra ? ra : sha256_of("data.tokenizer", mine, b, err);
+        if (ra < 0 || rb < 0)
+            rc = -1;
+        else if (ra == 0 && rb == 0 && strcmp(a, b) != 0)
             rc = errprintf(err,
                            "tokenizer mismatch: checkpoint %s%s%s was trained with another "
                            "tokenizer than the data's %.100s",

@@ -326,7 +326,7 @@ static void read_log(struct exp_track *t, double now)
             nrules++;
     struct stat ms;
     int rows = t->log_rows && !(t->metrics_path[0] && stat(t->metrics_path, &ms) == 0);
-    char line[4096];
+    char line[EXP_LOGRULE_LINE_MAX]; /* a rule sees no longer line */
     while (fgets(line, sizeof(line), f)) {
         size_t n = strlen(line);
         if (line[n - 1] != '\n' && n == sizeof(line) - 1) {

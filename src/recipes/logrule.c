@@ -8,11 +8,15 @@
  * is matched in time linear in the line: TRE's parallel (tagged NFA) matcher,
  * which it uses for any pattern without back-references (glibc's regexec
  * retries from each position: a 16 KiB line took seconds), and scan refuses
- * back-references and nested quantifiers. */
+ * back-references and nested quantifiers. TRE's matcher still costs tens of
+ * ns a byte, so a line is matched on its first EXP_LOGRULE_LINE_MAX bytes
+ * (all goodput.c reads) and only when it holds the literals every match
+ * must (needs: grep's "must" strings), found by memmem first. */
 #include "recipes/recipes.h"
 
 #include <tre/tre.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -192,6 +196,112 @@ static int scan(const char *pattern, char *out, struct exp_logrule *r, int *grou
                           "(?<step_time_s>...), (?<checkpoint_s>...)");
 }
 
+/* The end of the group that opens at p ('('): past its ')'. */
+static const char *group_end(const char *p)
+{
+    int depth = 0;
+    for (; *p; p++) {
+        if (*p == '\\' && p[1])
+            p++;
+        else if (*p == '[' && bracket_end(p))
+            p = bracket_end(p);
+        else if (*p == '(')
+            depth++;
+        else if (*p == ')' && --depth == 0)
+            return p + 1;
+    }
+    return p;
+}
+
+/* Keep run (len bytes) among r's needs, the longest EXP_LOGRULE_NEEDS. */
+static void keep_need(struct exp_logrule *r, const char *run, size_t len)
+{
+    if (len == 0)
+        return;
+    int at = r->nneed;
+    if (at == EXP_LOGRULE_NEEDS) {
+        at = 0; /* replace the shortest, if shorter */
+        for (int i = 1; i < r->nneed; i++)
+            if (strlen(r->need[i]) < strlen(r->need[at]))
+                at = i;
+        if (strlen(r->need[at]) >= len)
+            return;
+        free(r->need[at]);
+    } else {
+        r->nneed++;
+    }
+    r->need[at] = strndup(run, len);
+    if (!r->need[at]) /* out of memory: one need fewer, never a wrong one */
+        r->need[at] = r->need[--r->nneed];
+}
+
+/* What every match of pattern (scan accepted it) holds: the runs of literal
+ * characters its top level concatenates, each required once or more (a
+ * literal repeated with + or {m,} with m > 0 ends its run; one that may be
+ * absent — ?, *, {0,n} — or anything not a literal — a group, a bracket
+ * expression, ".", an anchor, TRE's escapes \w, \<, \x41 — ends it too).
+ * Only ASCII is taken literally (a locale's multibyte character is one atom
+ * to TRE). A top-level '|', or TRE's \Q...\E quoting, means nothing is
+ * required. */
+static void needs(const char *pattern, struct exp_logrule *r)
+{
+    size_t n = strlen(pattern), len = 0;
+    char *run = strstr(pattern, "\\Q") ? NULL : malloc(n + 1);
+    if (!run)
+        return;
+    for (const char *p = pattern; *p;) {
+        int lit = -1; /* the atom's literal character, or -1 */
+        const char *next;
+        if (*p == '|') {
+            for (int i = 0; i < r->nneed; i++)
+                free(r->need[i]);
+            r->nneed = 0;
+            break;
+        } else if (*p == '(') {
+            next = group_end(p);
+        } else if (*p == '[') {
+            next = bracket_end(p) ? bracket_end(p) + 1 : p + strlen(p);
+        } else if (*p == '\\') {
+            if (p[1] && isascii((unsigned char)p[1]) && !isalnum((unsigned char)p[1]) &&
+                p[1] != '<' && p[1] != '>')
+                lit = (unsigned char)p[1];
+            next = p[1] ? p + 2 : p + 1;
+        } else {
+            if (isascii((unsigned char)*p) && !strchr(".^$*+?{", *p))
+                lit = (unsigned char)*p;
+            next = p + 1;
+        }
+        /* the atom's quantifier: how often it must appear */
+        long least = 1;
+        int more = 0;
+        if (*next == '*' || *next == '?') {
+            least = 0, next++;
+        } else if (*next == '+') {
+            more = 1, next++;
+        } else if (*next == '{') {
+            const char *end;
+            least = strtol(next + 1, NULL, 10);
+            more = 1;
+            next = interval(next, &end) >= 0 ? end : next + 1;
+        }
+        if (lit >= 0 && least > 0)
+            run[len++] = (char)lit;
+        if (lit < 0 || least == 0 || more) {
+            keep_need(r, run, len);
+            len = 0;
+        }
+        p = next;
+    }
+    keep_need(r, run, len);
+    free(run);
+    for (int i = 1; i < r->nneed; i++) /* the longest, likely the rarest, first */
+        for (int j = i; j > 0 && strlen(r->need[j]) > strlen(r->need[j - 1]); j--) {
+            char *t = r->need[j];
+            r->need[j] = r->need[j - 1];
+            r->need[j - 1] = t;
+        }
+}
+
 int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t *err)
 {
     memset(r, 0, sizeof(*r));
@@ -215,6 +325,7 @@ int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t 
     }
     r->re = re;
     r->compiled = 1;
+    needs(pattern, r);
     return 0;
 }
 
@@ -223,6 +334,9 @@ void exp_logrule_release(struct exp_logrule *r)
     if (r->compiled)
         tre_regfree(r->re);
     free(r->re);
+    for (int i = 0; i < r->nneed; i++)
+        free(r->need[i]);
+    r->nneed = 0;
     r->re = NULL;
     r->compiled = 0;
 }
@@ -230,7 +344,14 @@ void exp_logrule_release(struct exp_logrule *r)
 int exp_logrule_match(const struct exp_logrule *r, const char *line, double v[EXP_CAP_N])
 {
     regmatch_t m[EXP_LOGRULE_GROUPS];
-    if (!r->compiled || tre_regexec(r->re, line, EXP_LOGRULE_GROUPS, m, 0) != 0)
+    size_t n = strnlen(line, EXP_LOGRULE_LINE_MAX - 1);
+    if (!r->compiled)
+        return 0;
+    for (int i = 0; i < r->nneed; i++)
+        if (!memmem(line, n, r->need[i], strlen(r->need[i])))
+            return 0;
+    /* a cut line has no end there for `$` */
+    if (tre_regnexec(r->re, line, n, EXP_LOGRULE_GROUPS, m, line[n] ? REG_NOTEOL : 0) != 0)
         return 0;
     int have = 0;
     for (int c = 0; c < EXP_CAP_N; c++) {

@@ -451,10 +451,20 @@ json_t *exp_breakdown_json(const struct exp_breakdown *b);
 enum exp_capture { EXP_CAP_STEP, EXP_CAP_LOSS, EXP_CAP_STEP_TIME, EXP_CAP_CHECKPOINT, EXP_CAP_N };
 #define EXP_LOGRULE_GROUPS 16
 #define EXP_LOGRULE_DUP 32 /* the largest {m,n} count (regcomp copies the atom) */
+/* A rule sees a line's first EXP_LOGRULE_LINE_MAX - 1 bytes (and `$` never
+ * matches where they are cut): the longest line goodput.c reads from a log,
+ * which skips longer ones whole. */
+#define EXP_LOGRULE_LINE_MAX 4096
+#define EXP_LOGRULE_NEEDS 4 /* literals kept for the prefilter */
 struct exp_logrule {
     void *re; /* TRE's regex_t, owned (exp_logrule_release frees it) */
     int compiled;
     int group[EXP_CAP_N]; /* the group of each name (0: not in the pattern) */
+    /* Strings every match holds (runs of literal characters the pattern's
+     * top level requires, longest first): a line without one of them is no
+     * match, found by memmem before the matcher runs. Owned. */
+    char *need[EXP_LOGRULE_NEEDS];
+    int nneed;
 };
 int exp_logrule_compile(struct exp_logrule *r, const char *pattern, mtc_error_t *err);
 void exp_logrule_release(struct exp_logrule *r);

@@ -110,6 +110,11 @@ static const char *migrations[] = {
      * them, not every job ever submitted (store_job_list_unfinished) */
     "CREATE INDEX training_jobs_unfinished ON training_jobs(seq)"
     " WHERE state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED');",
+    /* v13: an event about a training job's run says whose job it is (owner:
+     * the Unix user it runs as, '' for mtcd's own; NULL: no job's) and what
+     * others see of it (brief): its log line and metrics are the owner's */
+    "ALTER TABLE events ADD COLUMN owner TEXT;"
+    "ALTER TABLE events ADD COLUMN brief TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -242,15 +242,23 @@ struct store_endpoint *store_endpoint_list(struct store *st, const char *project
                                            const char *location, const char *after, int limit,
                                            int *n);
 
-/* Events: one line each about a cluster (node may be NULL). */
+/* Events: one line each about a cluster (node may be NULL). An event about
+ * a training job's run (store_event_add_job) also records whose job it is
+ * (owner: the Unix user it runs as, "" for mtcd's own) and brief, the line
+ * shown to anyone else: message may quote the run's log and metrics. */
 struct store_event {
     int64_t time_ms;
     char type[64];
     char node[64]; /* "" when about the whole cluster */
     char message[512];
+    int of_job;      /* 1: a job's, owner and brief set */
+    char owner[33];  /* the job's Unix user, "" for mtcd's own */
+    char brief[512]; /* what others than its owner see */
 };
 int store_event_add(struct store *st, const char *cluster_id, const char *type, const char *node,
                     const char *message);
+int store_event_add_job(struct store *st, const char *cluster_id, const char *type,
+                        const char *owner, const char *brief, const char *message);
 /* The newest limit events, oldest first: a malloc'd array (caller frees), *n
  * its length; NULL on allocation failure. */
 struct store_event *store_events(struct store *st, const char *cluster_id, int limit, int *n);

@@ -443,6 +443,17 @@ int store_event_add(struct store *st, const char *cluster_id, const char *type, 
                          "slsss", cluster_id, mtc_now_ms(), type, node, message));
 }
 
+int store_event_add_job(struct store *st, const char *cluster_id, const char *type,
+                        const char *owner, const char *brief, const char *message)
+{
+    return store_i_run_locked(
+        st, store_i_prep(st,
+                         "INSERT INTO events (cluster_id, time_ms, type, node, message, owner, brief)"
+                         " VALUES (?,?,?,NULL,?,?,?)",
+                         "slssss", cluster_id, mtc_now_ms(), type, message, owner ? owner : "",
+                         brief));
+}
+
 static void read_event(sqlite3_stmt *s, void *out)
 {
     struct store_event *e = out;
@@ -450,12 +461,15 @@ static void read_event(sqlite3_stmt *s, void *out)
     store_i_col_text(s, 1, e->type, sizeof(e->type));
     store_i_col_text(s, 2, e->node, sizeof(e->node));
     store_i_col_text(s, 3, e->message, sizeof(e->message));
+    e->of_job = sqlite3_column_type(s, 4) != SQLITE_NULL;
+    store_i_col_text(s, 4, e->owner, sizeof(e->owner));
+    store_i_col_text(s, 5, e->brief, sizeof(e->brief));
 }
 
 struct store_event *store_events(struct store *st, const char *cluster_id, int limit, int *n)
 {
     return store_i_list(st, read_event, sizeof(struct store_event), limit, n,
-                        "SELECT time_ms, type, node, message FROM (SELECT * FROM events"
-                        " WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                        "SELECT time_ms, type, node, message, owner, brief FROM (SELECT * FROM"
+                        " events WHERE cluster_id=? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
                         "si", cluster_id, limit);
 }

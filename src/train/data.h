@@ -182,6 +182,12 @@ struct dset_options {
     const char *name;      /* optional: <cache>/datasets/by-name/NAME -> key */
     double val_fraction;   /* pretrain val split, and sft/dpo/rl when the source has none */
     int quiet;             /* no progress lines */
+    /* mtcd's (docs/design-notes.md, datasets): the source and the tokenizer already open,
+     * as descriptors above 2 (else each is opened by its path, a directory's files
+     * following links as any program of the user's would), and whom a source directory's
+     * files are opened as then (NULL: this process; no link followed, regular files only) */
+    int source_fd, tokenizer_fd;
+    const struct mtc_user *read_as;
 };
 struct dset_result {
     char key[64], path[4096], tokenizer_path[4200];

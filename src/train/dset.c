@@ -3,6 +3,7 @@
  * format, and prepares it under a temporary name renamed into <cache>/datasets/<key>. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -90,20 +91,40 @@ int dset_builtin_tokenizer_write(int vocab_size, const char *out, mtc_error_t *e
     return rc;
 }
 
-/* The tokenizer file to use: o->tokenizer's path, or the built-in one (cache_dir needed). */
-static int resolve_tokenizer(const struct dset_options *o, char *path, size_t plen,
-                             mtc_error_t *err)
+/* The tokenizer's bytes, read once (caller frees): from o->tokenizer_fd, the file
+ * o->tokenizer names, or the built-in one (cache_dir needed). NULL with err. */
+static char *tokenizer_bytes(const struct dset_options *o, size_t *len, mtc_error_t *err)
 {
     const char *t = o->tokenizer ? o->tokenizer : BUILTIN_TOKENIZER;
-    if (!strcmp(t, BUILTIN_TOKENIZER))
-        return builtin_tokenizer(o, path, plen, err);
-    if (!strncmp(t, "builtin:", 8))
+    char path[4096];
+    struct stat st;
+    char *s = NULL;
+    if (o->tokenizer_fd > 2) {
+        if (fstat(o->tokenizer_fd, &st) < 0 || !S_ISREG(st.st_mode))
+            return errprintf(err, "tokenizer %s: not a regular file", t), NULL;
+        s = mtc_read_fd(o->tokenizer_fd, len);
+    } else if (!strcmp(t, BUILTIN_TOKENIZER)) {
+        if (builtin_tokenizer(o, path, sizeof path, err) < 0)
+            return NULL;
+        s = mtc_read_file(path, len);
+        t = path;
+    } else if (!strncmp(t, "builtin:", 8)) {
         return errprintf(err, "unknown built-in tokenizer \"%s\" (the one built in is %s)", t,
-                         BUILTIN_TOKENIZER);
-    if (!mtc_path_exists(t))
-        return errprintf(err, "tokenizer %s: %s", t, strerror(errno));
-    snprintf(path, plen, "%s", t);
-    return 0;
+                         BUILTIN_TOKENIZER),
+               NULL;
+    } else {
+        int fd = open(t, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+            close(fd);
+            return errprintf(err, "tokenizer %s: not a regular file", t), NULL;
+        }
+        s = fd < 0 ? NULL : mtc_read_fd(fd, len);
+        if (fd >= 0)
+            close(fd);
+    }
+    if (!s)
+        errprintf(err, "tokenizer %s: %s", t, strerror(errno));
+    return s;
 }
 
 /* key = <kind>-<16 hex of sha256(format, kind, source fp, tokenizer fp, split options)> */
@@ -174,7 +195,7 @@ int dset_check(const struct dset_options *o, struct dset_result *r, mtc_error_t 
     struct splits sp;
     memset(&sp, 0, sizeof sp);
     memset(r, 0, sizeof *r);
-    int rc = dset_source_load(o->source, &src, err);
+    int rc = dset_source_load(o->source, o->source_fd, o->read_as, &src, err);
     if (rc == 0 && src.builtin && dset_generator_kind(src.builtin) != (int)o->kind)
         rc = errprintf(err, "%s is %s data, not %s", o->source,
                        schema_enum_name(&dset_kind_enum, dset_generator_kind(src.builtin)),
@@ -415,13 +436,14 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
     struct splits sp;
     memset(&sp, 0, sizeof sp);
     struct tok *t = NULL;
-    char dsdir[3800], tmp[4400] = "", tokpath[4096], host[256] = "";
+    char dsdir[3800], tmp[4400] = "", host[256] = "", *tokbytes = NULL;
+    size_t toklen = 0;
     int rc = -1;
     memset(r, 0, sizeof *r);
     memset(&src, 0, sizeof src);
     if (valid_options(o, err) < 0)
         return -1;
-    if (dset_source_load(o->source, &src, err) < 0)
+    if (dset_source_load(o->source, o->source_fd, o->read_as, &src, err) < 0)
         goto out;
     if (src.builtin && dset_generator_kind(src.builtin) != (int)o->kind) {
         errprintf(err, "%s is %s data, not %s", o->source,
@@ -438,9 +460,10 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
         progress(o, "generated %s: %zu records, %zu bytes", o->source, r->records, src.bytes);
     r->bytes = src.bytes;
     snprintf(r->source_fp, sizeof r->source_fp, "%s", src.fp);
-    if (resolve_tokenizer(o, tokpath, sizeof tokpath, err) < 0 ||
-        dset_tokenizer_fingerprint(tokpath, r->tokenizer_fp, err) < 0)
+    /* read once: what is fingerprinted is what is copied and tokenized with */
+    if (!(tokbytes = tokenizer_bytes(o, &toklen, err)))
         goto out;
+    dset_sha256(tokbytes, toklen, r->tokenizer_fp);
     make_key(o, r->source_fp, r->tokenizer_fp, r->key);
     snprintf(dsdir, sizeof dsdir, "%s/datasets", o->cache_dir);
     char *abs = mtc_mkdir_p(dsdir, 0755) == 0 ? realpath(dsdir, NULL) : NULL;
@@ -459,8 +482,6 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
         rc = o->name ? link_name(o, dsdir, r->key, err) : 0;
         goto out;
     }
-    if (!(t = tok_load(tokpath, err)))
-        goto out;
     sweep(dsdir, o);
     gethostname(host, sizeof host - 1);
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%s-%d", dsdir, r->key, host, (int)getpid());
@@ -473,7 +494,11 @@ int dset_prepare(const struct dset_options *o, struct dset_result *r, mtc_error_
              schema_enum_name(&dset_kind_enum, (int)o->kind), r->records, r->bytes, r->path);
     char tk2[4500];
     snprintf(tk2, sizeof tk2, "%s/tokenizer.json", tmp);
-    if (mtc_copy_file(tokpath, tk2, 0644, err) < 0)
+    if (mtc_write_file_atomic(tk2, tokbytes, toklen, 0644) < 0) {
+        errprintf(err, "%s: %s", tk2, strerror(errno));
+        goto out;
+    }
+    if (!(t = tok_load(tk2, err)))
         goto out;
     if (o->kind == DSET_PRETRAIN) {
         if (write_pretrain(tmp, t, "tokenizer.json", &src, &sp, o, r, err) < 0)
@@ -513,6 +538,7 @@ out:
     if (tmp[0])
         mtc_rm_rf(tmp);
     tok_destroy(t);
+    free(tokbytes);
     splits_release(&sp);
     dset_source_release(&src);
     return rc;

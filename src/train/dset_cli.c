@@ -2,13 +2,28 @@
  * (mtc run's job scripts and mtcd's datasets API run it). Bad input: exit 1 and one line
  * on stderr; usage errors exit 2. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/dset_internal.h"
 
-enum { A_SOURCE, A_KIND, A_CACHE, A_TOKENIZER, A_VOCAB, A_NAME, A_VALFRAC, A_OUTPUT, A_JSON, A_N };
+enum {
+    A_SOURCE,
+    A_KIND,
+    A_CACHE,
+    A_TOKENIZER,
+    A_VOCAB,
+    A_NAME,
+    A_VALFRAC,
+    A_OUTPUT,
+    A_JSON,
+    A_SOURCE_FD,
+    A_TOKENIZER_FD,
+    A_READ_AS,
+    A_N
+};
 static const struct {
     const char *name;
     int flag; /* takes no value */
@@ -16,6 +31,8 @@ static const struct {
     [A_SOURCE] = {"source", 0},        [A_KIND] = {"kind", 0},        [A_CACHE] = {"cache-dir", 0},
     [A_TOKENIZER] = {"tokenizer", 0},  [A_VOCAB] = {"vocab-size", 0}, [A_NAME] = {"name", 0},
     [A_VALFRAC] = {"val-fraction", 0}, [A_OUTPUT] = {"output", 0},    [A_JSON] = {"json", 1},
+    [A_SOURCE_FD] = {"source-fd", 0},  [A_TOKENIZER_FD] = {"tokenizer-fd", 0},
+    [A_READ_AS] = {"read-as", 0},
 };
 
 /* Parse --name value / --flag into v[] for the arguments allowed (bit mask). 0, or -1. */
@@ -43,8 +60,20 @@ static int fail(const char *cmd, const mtc_error_t *err)
     return 1;
 }
 
-/* --kind, --vocab-size, --val-fraction into o. 0, or -1 with err. */
-static int options(const char **v, struct dset_options *o, mtc_error_t *err)
+/* --source-fd / --tokenizer-fd N: a descriptor above 2 this process has open (mtcd's). */
+static int given_fd(const char *v, const char *arg, int *fd, mtc_error_t *err)
+{
+    char *end;
+    long n = v ? strtol(v, &end, 10) : -1;
+    if (v && (*end || end == v || n <= 2 || n > 1 << 20 || fcntl((int)n, F_GETFD) < 0))
+        return errprintf(err, "--%s \"%s\": not an open descriptor above 2", arg, v);
+    *fd = (int)n;
+    return 0;
+}
+
+/* --kind, --vocab-size, --val-fraction, the descriptors and --read-as into o (as: where
+ * --read-as's user goes). 0, or -1 with err. */
+static int options(const char **v, struct dset_options *o, struct mtc_user *as, mtc_error_t *err)
 {
     char list[64];
     memset(o, 0, sizeof *o);
@@ -59,6 +88,14 @@ static int options(const char **v, struct dset_options *o, mtc_error_t *err)
         return errprintf(err, "unknown kind \"%s\" (one of %s)", v[A_KIND],
                          schema_enum_list(&dset_kind_enum, list, sizeof list));
     o->kind = (enum dset_kind)k;
+    if (given_fd(v[A_SOURCE_FD], "source-fd", &o->source_fd, err) < 0 ||
+        given_fd(v[A_TOKENIZER_FD], "tokenizer-fd", &o->tokenizer_fd, err) < 0)
+        return -1;
+    if (v[A_READ_AS] && !strcmp(v[A_READ_AS], "nobody"))
+        mtc_user_nobody(as);
+    else if (v[A_READ_AS] && mtc_user_lookup(v[A_READ_AS], as, err) < 0)
+        return -1;
+    o->read_as = v[A_READ_AS] ? as : NULL;
     char *end;
     if (v[A_VOCAB]) {
         long n = strtol(v[A_VOCAB], &end, 10);
@@ -105,7 +142,8 @@ static int cmd_prepare(int argc, char **argv)
 {
     const char *v[A_N] = {0};
     unsigned allowed = 1u << A_SOURCE | 1u << A_KIND | 1u << A_CACHE | 1u << A_TOKENIZER |
-                       1u << A_VOCAB | 1u << A_NAME | 1u << A_VALFRAC | 1u << A_JSON;
+                       1u << A_VOCAB | 1u << A_NAME | 1u << A_VALFRAC | 1u << A_JSON |
+                       1u << A_SOURCE_FD | 1u << A_TOKENIZER_FD | 1u << A_READ_AS;
     if (parse(argc, argv, "prepare", allowed, v) < 0)
         return 2;
     if (!v[A_SOURCE] || !v[A_KIND] || !v[A_CACHE]) {
@@ -115,7 +153,8 @@ static int cmd_prepare(int argc, char **argv)
     mtc_error_t err = {{0}};
     struct dset_options o;
     struct dset_result r;
-    if (options(v, &o, &err) < 0 || dset_prepare(&o, &r, &err) < 0)
+    struct mtc_user as;
+    if (options(v, &o, &as, &err) < 0 || dset_prepare(&o, &r, &err) < 0)
         return fail("prepare", &err);
     if (v[A_JSON]) {
         json_t *j = dset_result_json(&o, &r);
@@ -143,7 +182,8 @@ static int cmd_check(int argc, char **argv)
     mtc_error_t err = {{0}};
     struct dset_options o;
     struct dset_result r;
-    if (options(v, &o, &err) < 0 || dset_check(&o, &r, &err) < 0)
+    struct mtc_user as;
+    if (options(v, &o, &as, &err) < 0 || dset_check(&o, &r, &err) < 0)
         return fail("check", &err);
     if (v[A_JSON]) {
         json_t *j = json_pack("{s:s,s:s,s:I,s:I,s:s}", "source", v[A_SOURCE], "kind", v[A_KIND],
@@ -168,7 +208,7 @@ const char train_data_usage[] =
     "--output PATH\n"
     "       mtc-train data prepare --source SRC --kind pretrain|sft|dpo|rl --cache-dir DIR "
     "[--tokenizer PATH|builtin:tiny-corpus] [--vocab-size N] [--name NAME] [--val-fraction X] "
-    "[--json]\n"
+    "[--json] [--source-fd N] [--tokenizer-fd N] [--read-as USER]\n"
     "       mtc-train data check --source SRC --kind pretrain|sft|dpo|rl [--json]\n"
     "  (docs/datasets.md)\n";
 

@@ -23,10 +23,12 @@ struct dset_source {
     const char *builtin; /* the generator's name (borrowed from the source string) or NULL */
     char fp[72];         /* "sha256:<hex>" of every part's role, format and content */
 };
-/* Read src (a file, a directory, builtin:<generator>) into s. 0, or -1 with err naming
- * the problem (missing, empty, unsupported, unknown generator). Release with
- * dset_source_release even on failure. */
-int dset_source_load(const char *src, struct dset_source *s, mtc_error_t *err);
+/* Read src (a file, a directory, builtin:<generator>) into s; fd above 2: src is open as
+ * fd already (a file read from it, a directory's files opened beneath it as `as`, no link
+ * followed: struct dset_options). 0, or -1 with err naming the problem (missing, empty,
+ * unsupported, unknown generator). Release with dset_source_release even on failure. */
+int dset_source_load(const char *src, int fd, const struct mtc_user *as, struct dset_source *s,
+                     mtc_error_t *err);
 void dset_source_release(struct dset_source *s);
 
 /* Records of one part for kind, validated and normalized: for pretrain each is

@@ -3,11 +3,13 @@
  * fingerprinted by content, and its records validated per kind with "file:line: why". */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "train/dset_internal.h"
 
@@ -57,10 +59,10 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-/* Read a file part; empty (or only whitespace) and binary files are refused here. */
-static int read_part(struct dset_part *p, const char *path, mtc_error_t *err)
+/* A file part's bytes from fd; empty (or only whitespace) and binary files are refused. */
+static int read_part(struct dset_part *p, int fd, mtc_error_t *err)
 {
-    if (!(p->data = mtc_read_file(path, &p->len)))
+    if (!(p->data = mtc_read_fd(fd, &p->len)))
         return errprintf(err, "%s: %s", p->name, strerror(errno));
     if (strspn(p->data, " \t\r\n") == p->len)
         return errprintf(err, "%s: empty file", p->name);
@@ -90,8 +92,54 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A directory: Hugging Face splits when it has any, else its *.txt files in name order. */
-static int load_dir(const char *dir, struct dset_source *s, mtc_error_t *err)
+/* How a directory's files are opened: by a user's own process (links followed, as a shell
+ * would), or for mtcd (as: whom it reads for; no link followed, regular files only, with
+ * as's file ids: fsafe's mtc_reach_at). */
+struct opener {
+    int given; /* the source came as a descriptor: mtcd's rules */
+    const struct mtc_user *as;
+};
+
+/* name under the directory dfd (shown as dir/name), a regular file opened for reading: the
+ * fd, or -1 with errno ENOENT (and err unset) when it is not there, or -1 with err. */
+static int open_in(int dfd, const char *dir, const char *name, const struct opener *op,
+                   mtc_error_t *err)
+{
+    mtc_error_t e = {""};
+    struct stat st;
+    int fd;
+    if (!op->given) {
+        fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno != ENOENT)
+            return errprintf(err, "%s/%s: %s", dir, name, strerror(errno));
+    } else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        errno = EACCES;
+        return errprintf(err,
+                         "%s/%s: a symbolic link (mtcd follows none in a source it reads for "
+                         "you)",
+                         dir, name);
+    } else {
+        struct mtc_reach how = {.as = op->as};
+        fd = mtc_reach_at(dfd, name, &how, 0, &e);
+        if (fd < 0 && errno == EACCES && op->as)
+            return errprintf(err, "cannot read %s/%s as user %s", dir, name, op->as->name);
+        if (fd < 0 && errno != ENOENT)
+            return errprintf(err, "%s/%s", dir, e.text);
+    }
+    if (fd < 0)
+        return -1; /* ENOENT */
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return errprintf(err, "%s/%s: not a regular file", dir, name);
+    }
+    return fd;
+}
+
+/* A directory (dfd, shown as dir): Hugging Face splits when it has any, else its *.txt
+ * files in name order. */
+static int load_dir(int dfd, const char *dir, const struct opener *op, struct dset_source *s,
+                    mtc_error_t *err)
 {
     static const struct {
         const char *file, *role;
@@ -105,18 +153,23 @@ static int load_dir(const char *dir, struct dset_source *s, mtc_error_t *err)
         {"test.jsonl", "test", DSET_JSONL},
         {"test.csv", "test", DSET_CSV},
     };
-    char path[4096];
     int have_train = 0;
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, splits[i].file);
-        if (!mtc_path_exists(path))
+        int fd = open_in(dfd, dir, splits[i].file, op, err);
+        if (fd < 0 && errno == ENOENT)
             continue;
+        if (fd < 0)
+            return -1;
         for (size_t j = 0; j < s->n; j++)
-            if (!strcmp(s->parts[j].role, splits[i].role))
+            if (!strcmp(s->parts[j].role, splits[i].role)) {
+                close(fd);
                 return errprintf(err, "%s: both %s and %s hold the %s split", dir, s->parts[j].name,
                                  splits[i].file, splits[i].role);
+            }
         struct dset_part *p = add_part(s, splits[i].file, splits[i].role, splits[i].fmt, err);
-        if (!p || read_part(p, path, err) < 0)
+        int rc = p ? read_part(p, fd, err) : -1;
+        close(fd);
+        if (rc < 0)
             return -1;
         have_train |= !strcmp(splits[i].role, "train");
     }
@@ -124,9 +177,13 @@ static int load_dir(const char *dir, struct dset_source *s, mtc_error_t *err)
         return errprintf(err, "%s: has %s but no train.jsonl", dir, s->parts[0].name);
     if (s->n)
         return 0;
-    DIR *d = opendir(dir);
-    if (!d)
+    int lfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
+    if (!d) {
+        if (lfd >= 0)
+            close(lfd);
         return errprintf(err, "%s: %s", dir, strerror(errno));
+    }
     char **names = NULL;
     size_t n = 0;
     struct dirent *e;
@@ -148,9 +205,14 @@ static int load_dir(const char *dir, struct dset_source *s, mtc_error_t *err)
                            "*.txt files",
                            dir);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        int fd = open_in(dfd, dir, names[i], op, err);
+        if (fd < 0) {
+            rc = errno == ENOENT ? errprintf(err, "%s/%s: %s", dir, names[i], strerror(errno)) : -1;
+            break;
+        }
         struct dset_part *p = add_part(s, names[i], "", DSET_TXT, err);
-        rc = p ? read_part(p, path, err) : -1;
+        rc = p ? read_part(p, fd, err) : -1;
+        close(fd);
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
@@ -179,12 +241,13 @@ static void fingerprint(struct dset_source *s)
         at += snprintf(s->fp + at, sizeof s->fp - (size_t)at, "%02x", md[i]);
 }
 
-int dset_source_load(const char *src, struct dset_source *s, mtc_error_t *err)
+int dset_source_load(const char *src, int fd, const struct mtc_user *as, struct dset_source *s,
+                     mtc_error_t *err)
 {
     memset(s, 0, sizeof *s);
     if (!src || !*src)
         return errprintf(err, "no source given");
-    if (!strncmp(src, "builtin:", 8)) {
+    if (fd <= 2 && !strncmp(src, "builtin:", 8)) {
         int kind = dset_generator_kind(src + 8);
         struct dset_part *p = NULL;
         if (kind >= 0 &&
@@ -196,22 +259,30 @@ int dset_source_load(const char *src, struct dset_source *s, mtc_error_t *err)
         p->data = data;
         s->builtin = src + 8;
     } else {
+        /* a path is opened here, never blocking on a FIFO; a descriptor is mtcd's, opened
+         * as the user it prepares for (fsafe's walk) */
+        struct opener op = {.given = fd > 2, .as = as};
+        int own = fd > 2 ? -1 : open(src, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        int at = fd > 2 ? fd : own, rc = 0;
         struct stat st;
-        if (stat(src, &st) < 0)
-            return errprintf(err, "%s: %s", src, strerror(errno));
-        if (S_ISDIR(st.st_mode)) {
-            if (load_dir(src, s, err) < 0)
-                return -1;
+        if (at < 0 || fstat(at, &st) < 0) {
+            rc = errprintf(err, "%s: %s", src, strerror(errno));
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = load_dir(at, src, &op, s, err);
         } else {
             enum dset_fmt fmt;
+            struct dset_part *p;
             if (!S_ISREG(st.st_mode))
-                return errprintf(err, "%s: not a regular file or directory", src);
-            if (fmt_of_file(src, &fmt) < 0)
-                return errprintf(err, "%s: unsupported file type (want .txt, .jsonl or .csv)", src);
-            struct dset_part *p = add_part(s, src, "", fmt, err);
-            if (!p || read_part(p, src, err) < 0)
-                return -1;
+                rc = errprintf(err, "%s: not a regular file or directory", src);
+            else if (fmt_of_file(src, &fmt) < 0)
+                rc = errprintf(err, "%s: unsupported file type (want .txt, .jsonl or .csv)", src);
+            else if (!(p = add_part(s, src, "", fmt, err)) || read_part(p, at, err) < 0)
+                rc = -1;
         }
+        if (own >= 0)
+            close(own);
+        if (rc < 0)
+            return -1;
     }
     for (size_t i = 0; i < s->n; i++)
         s->bytes += s->parts[i].len;

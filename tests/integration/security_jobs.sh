@@ -6,8 +6,12 @@
 # naming the job, while B's own tokens and an admin succeed; A's list shows
 # B's job without its progress; B's directory under users/ is 0700 (also
 # one an older mtcd made 0750); a containerImage A cannot read gets one
-# answer whether it is missing, root-only or no image; a log B replaces with
-# a symlink to /proc/self/maps gives an empty tail, nothing of mtcd's memory.
+# answer whether it is missing, root-only, a FIFO or no image; A's scrape of
+# /metrics has no series of B's run, and A sees B's TRAINING_FAILED event
+# without the log line it quotes; a log B
+# replaces with a symlink to /proc/self/maps gives an empty tail, nothing of
+# mtcd's memory; a FIFO where mtcd opens a user's file for a request (the
+# log, an init checkpoint's meta.json, an image) is an answer at once.
 . "$(dirname "$0")/lib.sh"
 D=$T_DIR
 
@@ -88,6 +92,29 @@ tcp "$AV" GET "$JOBS/bjob"
 no_progress() { [ "$HTTP_STATUS" = 200 ] && python3 -c 'import json,sys; assert "progress" not in json.loads(sys.argv[1])' "$BODY"; }
 check "$UA's get of $UB's job: 200, without its progress" no_progress
 
+# --- what events and /metrics say of a run: its owner's ---------------------------------
+series() { grep -c "training_job=\"bjob\"" <<<"$BODY"; }
+tcp "$BV" GET /metrics
+check "$UB's scrape of /metrics: bjob's series (its step, loss, goodput)" \
+    bash -c "[ '$HTTP_STATUS' = 200 ] && [ $(series) -gt 0 ]"
+tcp "$AV" GET /metrics
+check "$UA's scrape: none of bjob's" bash -c "[ '$HTTP_STATUS' = 200 ] && [ $(series) = 0 ]"
+tcp "$E0" GET /metrics
+check "an unbound token's scrape: none of bjob's" bash -c "[ '$HTTP_STATUS' = 200 ] && [ $(series) = 0 ]"
+# B's job that fails: TRAINING_FAILED quotes its log's last line
+F=$(python3 -c 'import json; print(json.dumps({"recipe": {"task": "custom", "launch": {"command": ["sh", "-c", "echo fail-$((6 * 7))-secret; exit 3"]}}, "nodeCount": 1, "experimentName": "bobfails"}))')
+tcp "$BE" POST "$JOBS?trainingJobId=bfail" "$F"
+check "$UB's job that fails: 200" test "$HTTP_STATUS" = 200
+failed_said() { api GET "$CLUSTERS/sj" && grep -q 'fail-42-secret' <<<"$BODY"; }
+check "  its TRAINING_FAILED event quotes its last line to an admin" wait_for 90 failed_said
+tcp "$BV" GET "$CLUSTERS/sj"
+check "  to $UB's token too" grep -q "fail-42-secret" <<<"$BODY"
+tcp "$AV" GET "$CLUSTERS/sj"
+check "  $UA's token sees the event without its line" \
+    bash -c "grep -q 'trainingJob bfail (experiment bobfails) FAILED' <<<\"\$0\" && ! grep -q 'fail-42-secret' <<<\"\$0\"" "$BODY"
+tcp "$E0" GET "$CLUSTERS/sj"
+check "  an unbound token's too" bash -c "[ '$HTTP_STATUS' = 200 ] && ! grep -q 'fail-42-secret' <<<\"\$0\"" "$BODY"
+
 # --- a log that is mtcd's memory map ---------------------------------------------
 check "$UB replaces the job's log with a symlink to /proc/self/maps" \
     runuser -u "$UB" -- ln -sfn /proc/self/maps "$TD/$SJ.log"
@@ -101,6 +128,30 @@ check "  $UB's :metrics: 200, an empty log tail, no memory map" empty_tail
 diag "${BODY:0:300}"
 api GET "$JOBS/bjob:metrics"
 check "  an admin's :metrics: the same" empty_tail
+
+# --- FIFOs where mtcd opens a user's file for a request: an answer, never a wait --------
+# tcp with a deadline: a request thread waiting on a FIFO for a writer never answers
+tcp_m() {
+    local out
+    out=$(curl -s -m 60 -X "$2" -w '\n%{http_code}' -H "Authorization: Bearer $1" \
+        -H 'Content-Type: application/json' ${4:+--data-binary "$4"} "http://127.0.0.1:$PORT$3")
+    HTTP_STATUS=${out##*$'\n'}
+    BODY=${out%$'\n'*}
+}
+check "$UB replaces the job's log with a FIFO" \
+    runuser -u "$UB" -- bash -c "rm -f '$TD/$SJ.log' && mkfifo '$TD/$SJ.log'"
+tcp_m "$BV" GET "$JOBS/bjob:metrics"
+check "  $UB's :metrics: 200 at once, an empty log tail" empty_tail
+tcp_m "$BV" GET "$JOBS"
+check "  $UB's list (its progress read from the run): 200 at once" test "$HTTP_STATUS" = 200
+runuser -u "$UB" -- bash -c "rm -f '$TD/$SJ.log' && : >'$TD/$SJ.log'" # the job's end writes there
+install -d -o "$UA" -m 0755 "$D/ackpt"
+runuser -u "$UA" -- mkfifo "$D/ackpt/meta.json"
+tcp_m "$AE" POST "$JOBS?trainingJobId=afifo" \
+    "{\"recipe\":\"pretrain/tiny_gpt2_pt\",\"nodeCount\":1,\"fromCheckpoint\":\"$D/ackpt\"}"
+check "$UA's job from a checkpoint whose meta.json is a FIFO: 400 at once, naming it" \
+    one_line_error 400 "checkpoint.init: $D/ackpt/meta.json: not a regular file"
+diag "${BODY:0:300}"
 
 # --- :cancel ------------------------------------------------------------------------------
 tcp "$AV" POST "$JOBS/bjob:cancel"
@@ -127,15 +178,17 @@ check "images: a real one and a text file in a root-only directory, a root-only 
 answer() { # the error for a job of A's naming image $1, the image's path as IMAGE
     local b
     b=$(python3 -c 'import json,sys; c = json.loads(sys.argv[1]); c["containerImage"] = sys.argv[2]; print(json.dumps(c))' "$C" "$1")
-    tcp "$AE" POST "$JOBS?trainingJobId=aimg" "$b"
+    tcp_m "$AE" POST "$JOBS?trainingJobId=aimg" "$b" # a FIFO image: an answer, not a wait
     [ "$HTTP_STATUS" = 400 ] || { echo "HTTP $HTTP_STATUS"; return; }
     python3 -c 'import json,sys; print(json.loads(sys.argv[1])["error"]["message"].replace(sys.argv[2], "IMAGE"))' "$BODY" "$1"
 }
+mkfifo -m 0666 "$D/pub/fifo.sqsh"
 M1=$(answer "$D/rootonly/none.sqsh") M2=$(answer "$D/rootonly/real.sqsh")
 M3=$(answer "$D/rootonly/text.sqsh") M4=$(answer "$D/pub/root.sqsh")
-diag "$M1 | $M2 | $M3 | $M4"
-check "a missing image, a real one in a root-only directory, a text file there, a root-only image: one answer" \
-    bash -c "[ '$M1' = 'containerImage: cannot read IMAGE as user $UA' ] && [ '$M1' = '$M2' ] && [ '$M1' = '$M3' ] && [ '$M1' = '$M4' ]"
+M6=$(answer "$D/pub/fifo.sqsh")
+diag "$M1 | $M2 | $M3 | $M4 | $M6"
+check "a missing image, a real one in a root-only directory, a text file there, a root-only image, a FIFO: one answer" \
+    bash -c "[ '$M1' = 'containerImage: cannot read IMAGE as user $UA' ] && [ '$M1' = '$M2' ] && [ '$M1' = '$M3' ] && [ '$M1' = '$M4' ] && [ '$M1' = '$M6' ]"
 M5=$(answer "$D/pub/text.sqsh")
 check "a text file $UA may read: told it is no squashfs image" \
     grep -q "^containerImage: IMAGE: not a squashfs image" <<<"$M5"

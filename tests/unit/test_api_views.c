@@ -15,13 +15,14 @@
 #define PATH "/v1beta1/projects/local/locations/local/modelDevelopmentClusters"
 
 static struct store *st;
+static struct api_principal caller = {.role = ROLE_VIEWER}; /* whom get() asks as */
 
-/* GET path (query q or NULL) as a viewer: the reply's status and its JSON
+/* GET path (query q or NULL) as caller (a viewer): the reply's status and its JSON
  * text into *text (caller frees); whether it came from the cache in *kept. */
 static int get(const char *path, const char *q, char **text, int *kept)
 {
     struct api_req r = {.st = st, .method = "GET", .path = path, .query = q};
-    r.who.role = ROLE_VIEWER;
+    r.who = caller;
     struct api_resp out = {0};
     int status = 0;
     const struct api_route *route = api_route_find(&r, &status);
@@ -152,6 +153,41 @@ int main(void)
     CHECK(get_twice(PATH "/a", NULL, &t) && strstr(t, "TEST_EVENT"),
           "a new event shows in the next GET");
     free(t);
+
+    /* an event about a job's run: its message (the run's log line) for the
+     * job's owners, its brief for anyone else; a kept reply is per caller */
+    CHECK(store_event_add_job(st, "a", "TRAINING_HANG", "alice", "job j hung (brief)",
+                              "job j hung; last line: SECRET-LINE") == 0,
+          "an event about alice's job");
+    static const struct {
+        enum api_role role;
+        const char *user;
+        int whole;
+    } eyes[] = {{ROLE_VIEWER, "alice", 1}, {ROLE_EDITOR, "bob", 0}, {ROLE_VIEWER, "", 0},
+                {ROLE_ADMIN, "", 1},       {ROLE_VIEWER, "bob", 0}};
+    for (size_t i = 0; i < sizeof(eyes) / sizeof(eyes[0]); i++) {
+        caller.role = eyes[i].role;
+        snprintf(caller.user, sizeof(caller.user), "%s", eyes[i].user);
+        int kept = 0, status = get(PATH "/a", NULL, &t, &kept);
+        CHECK(status == 200 && !!strstr(t, "SECRET-LINE") == eyes[i].whole &&
+                  !!strstr(t, "job j hung (brief)") == !eyes[i].whole,
+              "role %d bound to \"%s\": %s (%s)", (int)eyes[i].role, eyes[i].user,
+              eyes[i].whole ? "the whole event" : "its brief only", kept ? "kept" : "built");
+        free(t);
+    }
+    caller.role = ROLE_VIEWER;
+    caller.user[0] = '\0';
+    CHECK(store_event_add_job(st, "a", "TRAINING_FAILED", "", "job k FAILED (brief)",
+                              "job k FAILED; last line: OWN-LINE") == 0,
+          "an event about a job of mtcd's own user");
+    CHECK(get_twice(PATH "/a", NULL, &t) && strstr(t, "OWN-LINE"),
+          "  an unbound token sees it whole");
+    free(t);
+    snprintf(caller.user, sizeof(caller.user), "alice");
+    CHECK(get_twice(PATH "/a", NULL, &t) && !strstr(t, "OWN-LINE") && strstr(t, "SECRET-LINE"),
+          "  alice's token its brief (and her own job's event whole)");
+    free(t);
+    caller.user[0] = '\0';
 
     CHECK(get_twice(PATH, NULL, &t) && strstr(t, "/a\"") && strstr(t, "/b\"") && !strstr(t, "/o\""),
           "a list page is kept too");

@@ -1,5 +1,6 @@
 /* Unit tests for datasets: src/dataset (names, the request's and the
- * preparation record's field tables, where a source may lie) and the store's
+ * preparation record's field tables, where a source may lie and whom it is
+ * opened as) and the store's
  * datasets (versions, one operation at a time, delete and shared keys). */
 #include "check.h"
 #include "dataset/dataset.h"
@@ -8,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,9 +75,17 @@ static void test_names_and_requests(void)
           "create: a body is required");
 }
 
-static void test_resolve(const char *dir)
+/* fd's file is the one at path (same device and inode). */
+static int is(int fd, const char *path)
 {
-    char root[PATH_MAX], inside[PATH_MAX], outside[PATH_MAX], link[PATH_MAX], out[PATH_MAX];
+    struct stat a, b;
+    return fd >= 0 && fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+static void test_open(const char *dir)
+{
+    char root[PATH_MAX], inside[PATH_MAX], outside[PATH_MAX], link[PATH_MAX];
     mtc_error_t err = {""};
     snprintf(root, sizeof(root), "%s/data", dir);
     snprintf(inside, sizeof(inside), "%s/data/a.txt", dir);
@@ -86,54 +96,78 @@ static void test_resolve(const char *dir)
     mtc_write_file_fmt(outside, 0600, "secret\n");
     CHECK(symlink(outside, link) == 0, "a link out of the root");
     const char *roots[] = {"/nonexistent-root", root, NULL};
-    CHECK(dataset_resolve("source", inside, roots, out, sizeof(out), &err) == 0 &&
-              strstr(out, "/data/a.txt"),
-          "a file under a root resolves");
-    CHECK(dataset_resolve("source", outside, roots, out, sizeof(out), &err) < 0 &&
-              errno == EACCES && strstr(err.text, "source:") && strstr(err.text, "admin"),
+    int fd = dataset_open("source", inside, roots, NULL, &err);
+    CHECK(is(fd, inside), "a file under a root opens (%s)", err.text);
+    close(fd);
+    fd = dataset_open("source", root, roots, NULL, &err);
+    CHECK(is(fd, root), "a directory under a root too (the root itself)");
+    close(fd);
+    CHECK(dataset_open("source", outside, roots, NULL, &err) < 0 && errno == EACCES &&
+              strstr(err.text, "source:") && strstr(err.text, "admin"),
           "a file outside the roots: EACCES naming the field: %s", err.text);
-    CHECK(dataset_resolve("source", link, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
-          "a link leading out of a root is outside");
+    CHECK(dataset_open("source", link, roots, NULL, &err) < 0 && errno == EACCES &&
+              strstr(err.text, "symbolic link"),
+          "a link in a root is not followed: EACCES (%s)", err.text);
     char dots[PATH_MAX + 32];
     snprintf(dots, sizeof(dots), "%s/../secret.txt", root);
-    CHECK(dataset_resolve("source", dots, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
+    CHECK(dataset_open("source", dots, roots, NULL, &err) < 0 && errno == EACCES,
           "\"..\" leading out of a root is outside");
-    CHECK(dataset_resolve("source", outside, NULL, out, sizeof(out), &err) == 0,
-          "no roots (an admin): anywhere");
+    fd = dataset_open("source", outside, NULL, NULL, &err);
+    CHECK(is(fd, outside), "no roots (an admin): anywhere (%s)", err.text);
+    close(fd);
     snprintf(dots, sizeof(dots), "%s/missing.txt", root);
-    CHECK(dataset_resolve("tokenizer", dots, roots, out, sizeof(out), &err) < 0 &&
-              errno == ENOENT && strstr(err.text, "tokenizer:"),
+    CHECK(dataset_open("tokenizer", dots, roots, NULL, &err) < 0 && errno == ENOENT &&
+              strstr(err.text, "tokenizer:"),
           "a missing file: ENOENT naming the field: %s", err.text);
     char prefix[PATH_MAX + 8];
     snprintf(prefix, sizeof(prefix), "%s-x", root); /* /…/data-x is not under /…/data */
     mtc_mkdir_p(prefix, 0700);
-    CHECK(dataset_resolve("source", prefix, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
+    CHECK(dataset_open("source", prefix, roots, NULL, &err) < 0 && errno == EACCES,
           "a sibling sharing the root's prefix is outside");
     /* outside the roots, a missing file and an existing one get the same
      * answer: nothing says what exists there (issue 26) */
     char missing[PATH_MAX + 16], e1[256], e2[256];
     snprintf(missing, sizeof(missing), "%s/no-such.txt", dir);
-    int r1 = dataset_resolve("source", outside, roots, out, sizeof(out), &err);
+    int r1 = dataset_open("source", outside, roots, NULL, &err);
     int x1 = errno;
     snprintf(e1, sizeof(e1), "%s", strstr(err.text, "lies outside") ? strstr(err.text, "lies outside") : "");
-    int r2 = dataset_resolve("source", missing, roots, out, sizeof(out), &err);
+    int r2 = dataset_open("source", missing, roots, NULL, &err);
     snprintf(e2, sizeof(e2), "%s", strstr(err.text, "lies outside") ? strstr(err.text, "lies outside") : "");
     CHECK(r1 < 0 && r2 < 0 && x1 == EACCES && errno == EACCES && e1[0] && strcmp(e1, e2) == 0,
           "outside: missing and existing answered alike (%s)", err.text);
-    snprintf(missing, sizeof(missing), "/etc/no-such-%d/x", (int)getpid());
-    CHECK(dataset_resolve("source", missing, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
-          "a missing directory outside: EACCES, not ENOENT");
-    /* through a link inside a root that leads out: a missing file there is
-     * outside too (its deepest existing directory is) */
+    /* through a link inside a root that leads out: refused whatever lies there */
     char dirlink[PATH_MAX], via[PATH_MAX + 32];
     snprintf(dirlink, sizeof(dirlink), "%s/data/out", dir);
     CHECK(symlink("/etc", dirlink) == 0, "a directory link out of the root");
     snprintf(via, sizeof(via), "%s/no-such-file", dirlink);
-    CHECK(dataset_resolve("source", via, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
+    CHECK(dataset_open("source", via, roots, NULL, &err) < 0 && errno == EACCES,
           "a missing file through a link out of the root: EACCES (%s)", err.text);
     snprintf(via, sizeof(via), "%s/passwd", dirlink);
-    CHECK(dataset_resolve("source", via, roots, out, sizeof(out), &err) < 0 && errno == EACCES,
+    CHECK(dataset_open("source", via, roots, NULL, &err) < 0 && errno == EACCES,
           "an existing file there: the same");
+    /* a FIFO is refused at once: nothing waits for a writer */
+    char fifo[PATH_MAX + 16];
+    snprintf(fifo, sizeof(fifo), "%s/data/pipe.txt", dir);
+    CHECK(mkfifo(fifo, 0644) == 0, "a FIFO in the root");
+    CHECK(dataset_open("source", fifo, roots, NULL, &err) < 0 && errno == EINVAL,
+          "a FIFO: EINVAL, not a hang (%s)", err.text);
+    if (geteuid() == 0) { /* as a user: what that user may not read is one answer */
+        struct mtc_user nobody;
+        mtc_user_nobody(&nobody);
+        chmod(root, 0755);
+        CHECK(dataset_open("source", inside, roots, &nobody, &err) < 0 && errno == EACCES &&
+                  strstr(err.text, "source: cannot read ") && strstr(err.text, " as user nobody"),
+              "a 0600 file of root's, as nobody: \"cannot read PATH as user nobody\" (%s)",
+              err.text);
+        chmod(root, 0700);
+        CHECK(dataset_open("source", inside, roots, &nobody, &err) < 0 && errno == EACCES &&
+                  strstr(err.text, " as user nobody"),
+              "  in a 0700 directory: the same answer (%s)", err.text);
+        snprintf(dots, sizeof(dots), "%s/data/none.txt", dir);
+        CHECK(dataset_open("source", dots, roots, &nobody, &err) < 0 && errno == EACCES &&
+                  strstr(err.text, " as user nobody"),
+              "  a missing file there: the same (root's view says nothing)");
+    }
 }
 
 static void test_record(void)
@@ -354,7 +388,7 @@ int main(void)
     char dir[] = "/tmp/mtc-dataset-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "temp dir");
     test_names_and_requests();
-    test_resolve(dir);
+    test_open(dir);
     test_record();
     test_refs(dir);
     test_store(dir);

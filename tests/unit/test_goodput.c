@@ -314,10 +314,11 @@ int main(void)
     CHECK(exp_logrule_match(&lr, "it 12 loss=2", v) == 0, "no match: nothing");
     exp_logrule_release(&lr);
 
-    /* a 1 MiB line: matched in one pass. glibc's regexec, which tried the
-     * pattern from each digit on to the end, took seconds for 16 KiB of
-     * digits with this rule (hours for 1 MiB: bench/logrule.sh has figures) */
-    size_t big = 1 << 20;
+    /* a long line: a rule sees its first EXP_LOGRULE_LINE_MAX - 1 bytes (the
+     * longest line goodput.c reads), matched there in one pass. glibc's
+     * regexec, which tried the pattern from each digit on to the end, took
+     * seconds for 16 KiB of digits with this rule (bench/logrule.sh) */
+    size_t big = 1 << 20, cap = EXP_LOGRULE_LINE_MAX - 1;
     char *huge = malloc(big + 16);
     CHECK(huge != NULL, "a 1 MiB line");
     if (huge) {
@@ -327,10 +328,61 @@ int main(void)
               "a rule with two repeated classes compiles (%s)", lerr.text);
         CHECK(exp_logrule_match(&lr, huge, v) == 0, "1 MiB of digits without '/': no match");
         strcpy(huge + big, "/42");
+        CHECK(exp_logrule_match(&lr, huge, v) == 0, "  with /42 at its end, past what a rule sees: none");
+        memset(huge, '1', big);
+        memcpy(huge + cap - 3, "/42", 3);
         CHECK(exp_logrule_match(&lr, huge, v) == (1 << EXP_CAP_STEP) && v[EXP_CAP_STEP] == 42,
-              "  with /42 at its end: step 42 (the 1 MiB loss is no number: left out)");
+              "  /42 ending just where a rule's view ends: step 42 (the long loss is no number)");
+        memset(huge, '1', big);
+        memcpy(huge + cap - 2, "/42", 3);
+        CHECK(exp_logrule_match(&lr, huge, v) == (1 << EXP_CAP_STEP) && v[EXP_CAP_STEP] == 4,
+              "  one byte later: the 2 is cut off (step 4)");
+        exp_logrule_release(&lr);
+        CHECK(exp_logrule_compile(&lr, "/(?<step>[0-9]+)$", &lerr) == 0, "a rule anchored at the end");
+        CHECK(exp_logrule_match(&lr, huge, v) == 0, "  `$` does not match where a long line is cut");
+        huge[cap + 1] = '\0';
+        CHECK(exp_logrule_match(&lr, huge, v) == 0, "  nor where a line one byte too long is");
+        huge[cap] = '\0';
+        CHECK(exp_logrule_match(&lr, huge, v) == (1 << EXP_CAP_STEP) && v[EXP_CAP_STEP] == 4,
+              "  it does at the end of a line that fits");
         exp_logrule_release(&lr);
         free(huge);
+    }
+
+    /* the prefilter: literals every match holds, and never a wrong one (a
+     * line it turns away is one TRE would not match either) */
+    static const struct {
+        const char *pattern, *needs; /* needs: the literals kept, '|'-separated, longest first */
+    } pre[] = {
+        {"saved checkpoint .* in (?<checkpoint_s>[0-9.]+) s", "saved checkpoint | in | s"},
+        {"^iteration +(?<step>[0-9]+)/.*lm loss: (?<loss>[0-9.E+-]+)", "iteration |lm loss: |/"},
+        {"(?<step>(a|aa)+)b", "b"},
+        {"ab?c+d{2}e{0,3}f\\.g (?<step>[0-9]+)", "f.g |a|c|d"},
+        {"(?<step>[0-9]+)|x y", ""},
+        {"\\<word\\> (?<step>[0-9]+)", "word| "},
+        {"\\Qa.b\\E(?<step>[0-9]+)", ""},
+        {"x\\w+y (?<loss>[0-9.]+)", "y |x"},
+    };
+    static const char *const probe[] = {"saved checkpoint 3 in 2.5 s", "iteration  12/ 9 lm loss: 2.5",
+                                        "aab", "abccddf.g 7", "acddeeef.g 12", "x y", "7",
+                                        "a word 9", "a.b9", "xzzy 1.5", "saved checkpoint in 2 s",
+                                        "iteration 1/ lm loss 2"};
+    for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++) {
+        char got[256] = "";
+        CHECK(exp_logrule_compile(&lr, pre[i].pattern, &lerr) == 0, "%s compiles (%s)", pre[i].pattern,
+              lerr.text);
+        for (int k = 0; k < lr.nneed; k++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", k ? "|" : "", lr.need[k]);
+        CHECK(strcmp(got, pre[i].needs) == 0, "%s: needs \"%s\" (\"%s\")", pre[i].pattern, got,
+              pre[i].needs);
+        struct exp_logrule bare = lr;
+        bare.nneed = 0; /* the same rule without the prefilter */
+        for (size_t k = 0; k < sizeof(probe) / sizeof(probe[0]); k++) {
+            double v1[EXP_CAP_N], v2[EXP_CAP_N];
+            CHECK(exp_logrule_match(&lr, probe[k], v1) == exp_logrule_match(&bare, probe[k], v2),
+                  "  \"%s\": the same answer with and without the prefilter", probe[k]);
+        }
+        exp_logrule_release(&lr);
     }
 
     /* a run whose only progress is its log lines */

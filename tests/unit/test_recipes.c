@@ -583,6 +583,35 @@ static void test_check_as_user(void)
     mtc_rm_rf(dir);
 }
 
+/* An init checkpoint's meta.json (and the tokenizer it names) are the
+ * user's files: a FIFO planted there is an error at once, never a request
+ * thread waiting for a writer (alarm: a hang fails the test). */
+static void test_init_fifo(void)
+{
+    char dir[] = "/tmp/mtc-test-initfifo.XXXXXX", meta[PATH_MAX + 16], tok[PATH_MAX + 16];
+    CHECK(mkdtemp(dir) != NULL, "a temp dir");
+    snprintf(meta, sizeof(meta), "%s/meta.json", dir);
+    snprintf(tok, sizeof(tok), "%s/tok.json", dir);
+    CHECK(mkfifo(meta, 0644) == 0, "meta.json is a FIFO");
+    json_t *cfg = json_pack("{s:{}, s:{s:s}}", "data", "checkpoint", "init", dir);
+    mtc_error_t err = {""};
+    alarm(20);
+    CHECK(recipe_check_data(cfg, &err) < 0 && strstr(err.text, "meta.json: not a regular file") &&
+              strstr(err.text, "checkpoint.init"),
+          "a FIFO meta.json: refused at once (%s)", err.text);
+    unlink(meta);
+    CHECK(mkfifo(tok, 0644) == 0 &&
+              mtc_write_file_fmt(meta, 0644, "{\"tokenizer\": \"%s\"}", tok) == 0,
+          "meta.json names a tokenizer that is a FIFO");
+    json_object_set_new(json_object_get(cfg, "data"), "tokenizer", json_string(meta));
+    err.text[0] = '\0';
+    CHECK(recipe_check_data(cfg, &err) < 0 && strstr(err.text, "tok.json: not a regular file"),
+          "  refused at once too (%s)", err.text);
+    alarm(0);
+    json_decref(cfg);
+    mtc_rm_rf(dir);
+}
+
 int main(void)
 {
     test_catalog();
@@ -597,5 +626,6 @@ int main(void)
     test_register_checkpoint();
     test_run_files();
     test_check_as_user();
+    test_init_fifo();
     return check_done();
 }

@@ -346,7 +346,7 @@ int main(void)
     struct store *st = store_open(path, &err);
     umask(old_umask);
     CHECK(st != NULL, "open creates the database");
-    CHECK(store_schema_version(st) == 12, "migrated to the latest schema");
+    CHECK(store_schema_version(st) == 13, "migrated to the latest schema");
     struct stat sb;
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600,
           "database created 0600 under umask 022 (mode %o)", (unsigned)(sb.st_mode & 0777));
@@ -414,6 +414,16 @@ int main(void)
     CHECK(ev && nev == 100, "last 100 events");
     CHECK_STR(ev ? ev[0].message : NULL, "event 5", "oldest first");
     CHECK(ev && !strcmp(ev[0].node, "a-x-0") && !*ev[1].node, "node recorded, or none");
+    CHECK(ev && !ev[0].of_job && !ev[1].of_job, "a cluster's event is no job's");
+    free(ev);
+    CHECK(store_event_add_job(st, "a", "TRAINING_HANG", "alice", "job j hung", "job j hung; last line: x") == 0 &&
+              store_event_add_job(st, "a", "TRAINING_FAILED", "", "job k FAILED", "job k FAILED; last line: y") == 0,
+          "events about two jobs' runs, alice's and mtcd's own");
+    ev = store_events(st, "a", 2, &nev);
+    CHECK(ev && nev == 2 && ev[0].of_job && !strcmp(ev[0].owner, "alice") &&
+              !strcmp(ev[0].brief, "job j hung") && strstr(ev[0].message, "last line: x") &&
+              ev[1].of_job && !*ev[1].owner && !strcmp(ev[1].brief, "job k FAILED"),
+          "each with its owner, its brief and its whole message");
     free(ev);
 
     CHECK(store_token_add(st, "tok-1", "ci", "editor", "alice", "h1") == 0, "token added");
@@ -516,6 +526,7 @@ int main(void)
     snprintf(cmd, sizeof(cmd),
              "sqlite3 %s 'DROP TABLE cluster_nodes; ALTER TABLE tokens DROP COLUMN scope; "
              "ALTER TABLE tokens DROP COLUMN unix_user; DROP INDEX training_jobs_unfinished; "
+             "ALTER TABLE events DROP COLUMN owner; ALTER TABLE events DROP COLUMN brief; "
              "PRAGMA user_version=8'",
              path);
     CHECK(system(cmd) == 0, "simulate a store from before the node index");

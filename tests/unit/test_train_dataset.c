@@ -71,7 +71,7 @@ static void test_readers(void)
           "CSV: quoted commas, newlines and quotes (%s)", err.text);
     struct dset_source s;
     struct dset_records rec = {0};
-    CHECK(dset_source_load(at("a.csv"), &s, &err) == 0 &&
+    CHECK(dset_source_load(at("a.csv"), -1, NULL, &s, &err) == 0 &&
               dset_part_records(&s.parts[0], DSET_SFT, &rec, &err) == 0 && rec.n == 2 &&
               !strcmp(json_string_value(json_object_get(rec.v[1], "prompt")), "two\nlines") &&
               !strcmp(json_string_value(json_object_get(rec.v[1], "response")), "say \"x\""),
@@ -87,7 +87,7 @@ static void test_readers(void)
     put("hf/validation.jsonl", "{\"prompt\":\"c\",\"answer\":\"3\"}\n");
     put("hf/test.jsonl", "{\"prompt\":\"d\",\"answer\":\"4\"}\n");
     put("hf/README.md", "ignored\n");
-    CHECK(dset_source_load(hf, &s, &err) == 0 && s.n == 3 && !strcmp(s.parts[0].role, "train") &&
+    CHECK(dset_source_load(hf, -1, NULL, &s, &err) == 0 && s.n == 3 && !strcmp(s.parts[0].role, "train") &&
               !strcmp(s.parts[1].role, "validation") && !strcmp(s.parts[2].role, "test"),
           "Hugging Face directory: train/validation/test splits (%s)", err.text);
     dset_source_release(&s);
@@ -99,19 +99,19 @@ static void test_readers(void)
     mkdir(tx, 0755);
     put("txt/b.txt", "second\n");
     put("txt/a.txt", "first\n");
-    CHECK(dset_source_load(tx, &s, &err) == 0 && s.n == 2 && !strcmp(s.parts[0].name, "a.txt"),
+    CHECK(dset_source_load(tx, -1, NULL, &s, &err) == 0 && s.n == 2 && !strcmp(s.parts[0].name, "a.txt"),
           "a directory of text files, in name order");
     dset_source_release(&s);
 
     // the fingerprint is the content's: the same bytes elsewhere, same fingerprint
     char fp1[72];
-    CHECK(dset_source_load(at("a.jsonl"), &s, &err) == 0, "load");
+    CHECK(dset_source_load(at("a.jsonl"), -1, NULL, &s, &err) == 0, "load");
     snprintf(fp1, sizeof fp1, "%s", s.fp);
     dset_source_release(&s);
     put("copy.jsonl", "{\"prompt\":\"p1\",\"response\":\"r1\",\"id\":7}\n\n"
                       "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
                       "{\"role\":\"assistant\",\"content\":\"yo\"}]}\n");
-    CHECK(dset_source_load(at("copy.jsonl"), &s, &err) == 0 && !strcmp(s.fp, fp1),
+    CHECK(dset_source_load(at("copy.jsonl"), -1, NULL, &s, &err) == 0 && !strcmp(s.fp, fp1),
           "same content at another path: same fingerprint");
     dset_source_release(&s);
 }
@@ -193,7 +193,7 @@ static void test_generators(void)
     }
     struct dset_source s;
     struct dset_records r = {0};
-    CHECK(dset_source_load("builtin:tiny-dpo", &s, &err) == 0 &&
+    CHECK(dset_source_load("builtin:tiny-dpo", -1, NULL, &s, &err) == 0 &&
               dset_part_records(&s.parts[0], DSET_DPO, &r, &err) == 0 && r.n >= 1000,
           "tiny-dpo validates as dpo (%zu pairs)", r.n);
     size_t differ = 0;
@@ -203,7 +203,7 @@ static void test_generators(void)
     CHECK(differ == r.n, "every tiny-dpo pair has chosen != rejected");
     dset_records_release(&r);
     dset_source_release(&s);
-    CHECK(dset_source_load("builtin:tiny-rl", &s, &err) == 0 &&
+    CHECK(dset_source_load("builtin:tiny-rl", -1, NULL, &s, &err) == 0 &&
               dset_part_records(&s.parts[0], DSET_RL, &r, &err) == 0,
           "tiny-rl validates as rl");
     // the answers are verifiable: "What is A + B?" -> A+B
@@ -221,7 +221,7 @@ static void test_generators(void)
     // prompt with the answer as its response, so the SFT model can reach the rewards
     struct dset_source ss;
     struct dset_records sr = {0};
-    CHECK(dset_source_load("builtin:tiny-sft", &ss, &err) == 0 &&
+    CHECK(dset_source_load("builtin:tiny-sft", -1, NULL, &ss, &err) == 0 &&
               dset_part_records(&ss.parts[0], DSET_SFT, &sr, &err) == 0,
           "tiny-sft validates as sft");
     size_t covered = 0;
