@@ -490,6 +490,24 @@ int mtc_cmdline_has(pid_t pid, const char *a, const char *b)
     return mtc_proc_has(pid, "cmdline", a, b);
 }
 
+pid_t mtc_cmdline_find(const char *a, const char *b)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t self = getpid(), found = 0;
+    while (d && (e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid != self && (!found || pid < found) && mtc_cmdline_has(pid, a, b) &&
+            mtc_pid_alive(pid))
+            found = pid;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 struct proc_entry {
     pid_t pid, ppid;
     int mine;

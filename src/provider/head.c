@@ -114,7 +114,10 @@ void head_unlock(struct head *c)
 /* The live pid recorded in run/<name>.pid whose argv has a (and b), else 0.
  * The argv check keeps a recycled pid from being taken for our daemon. When
  * the caller died between starting a daemon and recording its pid, the
- * daemon's own pid file (own, relative to the cluster dir) finds it. */
+ * daemon's own pid file (own, relative to the cluster dir) finds it — or,
+ * before the daemon wrote that (or for one that writes none), its argv,
+ * which a and b make this cluster's (they name its files): a restarted mtcd
+ * must adopt it, never start a second one. */
 pid_t head_running(const struct head *c, const char *name, const char *own, const char *a,
                    const char *b)
 {
@@ -123,11 +126,11 @@ pid_t head_running(const struct head *c, const char *name, const char *own, cons
     if (pid > 0 && mtc_pid_alive(pid) && mtc_cmdline_has(pid, a, b))
         return pid;
     pid = mtc_pid_read(head_path(c, path, "%s", own));
-    if (pid > 0 && mtc_pid_alive(pid) && mtc_cmdline_has(pid, a, b)) {
+    if (!(pid > 0 && mtc_pid_alive(pid) && mtc_cmdline_has(pid, a, b)))
+        pid = mtc_cmdline_find(a, b);
+    if (pid > 0)
         mtc_write_file_fmt(head_path(c, path, "run/%s.pid", name), 0644, "%d\n", (int)pid);
-        return pid;
-    }
-    return 0;
+    return pid;
 }
 
 int head_record_pid(const struct head *c, const char *name, pid_t pid)
@@ -150,7 +153,8 @@ pid_t head_munged_running(const struct head *c)
 
 pid_t head_ctld_running(const struct head *c)
 {
-    return head_running(c, "slurmctld", "run/slurm/slurmctld.pid", c->conf, NULL);
+    /* "-i": slurmd's argv names the conf too (slurm_ctld_start's argv) */
+    return head_running(c, "slurmctld", "run/slurm/slurmctld.pid", c->conf, "-i");
 }
 
 pid_t head_slurmd_running(const struct head *c, const char *node)

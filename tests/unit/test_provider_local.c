@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -172,6 +173,39 @@ static void test_power_refuse(struct provider *p)
     mtc_rm_rf(c.dir);
 }
 
+/* A daemon whose starter died between the fork and recording its pid (no
+ * pid file of ours, none of its own yet): head_running finds it by its argv,
+ * which names this cluster's files, and records it — a restarted mtcd adopts
+ * it instead of starting a second one (crash.sh, under load). */
+static void test_running_unrecorded(struct provider *p)
+{
+    struct head c;
+    mtc_error_t err = {{0}};
+    char run[PLEN + 8], conf[PLEN + 16], rec[PLEN + 32];
+    CHECK(head_init(&c, p, "ur", &err) == 0, "a cluster dir for the adoption check (%s)", err.text);
+    snprintf(run, sizeof(run), "%s/run", c.dir);
+    snprintf(conf, sizeof(conf), "%s/slurm.conf", c.dir);
+    snprintf(rec, sizeof(rec), "%s/run/slurmd-ur-a-0.pid", c.dir);
+    CHECK(mtc_mkdir_p(run, 0755) == 0, "its run directory");
+    CHECK(head_slurmd_running(&c, "ur-a-0") == 0, "no daemon: none found");
+    pid_t pid = fork();
+    if (pid == 0) { /* argv as a slurmd of this cluster's has it: its conf and node */
+        execl("/bin/sh", "sh", "-c", "sleep 30; :", conf, "ur-a-0", (char *)NULL);
+        _exit(127);
+    }
+    /* until the child has exec'd, its argv is this program's */
+    for (int i = 0; i < 500 && !mtc_cmdline_has(pid, conf, "ur-a-0"); i++)
+        usleep(10000);
+    pid_t found = head_slurmd_running(&c, "ur-a-0");
+    CHECK(found == pid, "an unrecorded daemon found by its argv (%d, started %d)", (int)found,
+          (int)pid);
+    CHECK(mtc_pid_read(rec) == pid, "  and its pid recorded");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK(head_slurmd_running(&c, "ur-a-0") == 0, "  gone: none found");
+    mtc_rm_rf(c.dir);
+}
+
 int main(void)
 {
     mtc_error_t err = {{0}};
@@ -192,6 +226,7 @@ int main(void)
           "MTC_HOME with a blank rejected (%s)", err.text);
     provider_destroy(bad);
     test_power_refuse(p);
+    test_running_unrecorded(p);
 
     /* create */
     json_t *s2 = spec_n(2, 0);
