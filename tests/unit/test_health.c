@@ -541,6 +541,50 @@ static void test_speed(void)
     health_ctx_release(&ctx);
 }
 
+/* The probe file (stateDir/probes): a one-shot check (a job's Prolog, Slurm's
+ * health check) reuses the agent loop's probe within probeIntervalSeconds —
+ * an sgemm per job start is what it saves — but never a FAIL, and with
+ * probeIntervalSeconds 0 nothing. */
+static void test_probe_file(void)
+{
+    char dir[] = "/tmp/mtc-probes-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "a state dir");
+    struct health_ctx loop, check;
+    mtc_error_t err = {""};
+    health_ctx_init(&loop, &err);
+    health_ctx_init(&check, &err);
+    snprintf(loop.state_dir, sizeof(loop.state_dir), "%s", dir);
+    snprintf(check.state_dir, sizeof(check.state_dir), "%s", dir);
+    struct health_result a = run1(&loop, "speed.compute");
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/probes", dir);
+    CHECK(a.status == HEALTH_PASS && access(path, F_OK) == 0, "the loop's probe saved in %s", path);
+    check.baseline_gflops = 1e6; /* measured, this would FAIL */
+    struct health_result b = run1(&check, "speed.compute");
+    CHECK(b.status == HEALTH_PASS && b.value == a.value,
+          "another process's check reuses it (%g == %g), no sgemm of its own", b.value, a.value);
+    /* a FAIL is measured again by everyone: the node may be bad now */
+    loop.baseline_gflops = 1e6;
+    loop.policy.probe_interval_seconds = 0;
+    CHECK(run1(&loop, "speed.compute").status == HEALTH_FAIL, "the loop measures a FAIL");
+    health_ctx_release(&check);
+    health_ctx_init(&check, &err);
+    snprintf(check.state_dir, sizeof(check.state_dir), "%s", dir);
+    check.baseline_gflops = 1e6;
+    CHECK(run1(&check, "speed.compute").status == HEALTH_FAIL,
+          "  a fresh check measures too: no reuse after a FAIL");
+    /* probeIntervalSeconds 0: every check measures */
+    loop.baseline_gflops = 0;
+    CHECK(run1(&loop, "speed.compute").status == HEALTH_PASS, "the loop passes again");
+    check.policy.probe_interval_seconds = 0;
+    CHECK(run1(&check, "speed.compute").status == HEALTH_FAIL,
+          "  probeIntervalSeconds 0: a check measures, whatever the file holds");
+    health_ctx_release(&check);
+    health_ctx_release(&loop);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_daemons(void)
 {
     struct health_ctx ctx;
@@ -628,6 +672,7 @@ int main(int argc, char **argv)
     test_nic();
     test_sdc(self);
     test_speed();
+    test_probe_file();
     test_daemons();
     mtc_rm_rf(tmp);
     return check_done();
