@@ -75,8 +75,11 @@ SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/common/e
 	src/common/fsafe.c src/common/user.c src/common/misc.c)
 
 .SECONDEXPANSION:
-.PHONY: all progs test unit bench install deb clean format fuzz fuzz-build
+.PHONY: all progs unit-bins test unit bench install deb clean format fuzz fuzz-build
 all: progs $(UNIT_BINS) $(FAKE_LIBS) $(TOOL_BINS)
+# the unit tests and the fakes they load (the sanitizer build: the programs
+# its tests start are $(B)'s)
+unit-bins: $(UNIT_BINS) $(FAKE_LIBS)
 
 # what `make install` (and so the package) ships: the programs and the plugin
 progs: $(addprefix $(BIN)/,$(PROGS)) $(SPANK_SO)
@@ -161,10 +164,11 @@ $(B)/fakes/lib%.so: tests/fakes/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -shared -o $@ $< -lpthread
 
-# `make test` also builds the ASan+UBSan variant and runs the unit tests under it.
+# `make test` also builds the ASan+UBSan variant of the unit tests and runs
+# them (the programs they start are the normal build's: MTC_BUILD).
 test: all
 ifeq ($(SAN),0)
-	@$(MAKE) --no-print-directory -j$$(nproc) SAN=1 all >build-san.log 2>&1 || { tail -30 build-san.log; exit 1; }
+	@$(MAKE) --no-print-directory -j$$(nproc) SAN=1 unit-bins >build-san.log 2>&1 || { tail -30 build-san.log; exit 1; }
 	@B=$(B) SAN_B=build-san tests/run.sh $(TESTS)
 else
 	@B=$(B) tests/run.sh $(TESTS)
