@@ -52,7 +52,7 @@ void scan_wait_measured(MPI_Request *rq, int n)
         double w = MPI_Wtime() - t0;
         if (w < SCAN_SPIN_S)
             continue;
-        double s = w / 64 < 1e-3 ? w / 64 : 1e-3;
+        double s = w / 64 < SCAN_NAP_S ? w / 64 : SCAN_NAP_S;
         struct timespec ts = {0, (long)(s * 1e9)};
         nanosleep(&ts, NULL);
     }

@@ -73,7 +73,9 @@ int scan_pipeline(const struct scan_opts *o, json_t **report)
     int next = (scan_rank + 1) % size, prev = (scan_rank + size - 1) % size;
     double once = 0;
     int reps = calibrate(buf, n, &once);
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Request brq;
+    MPI_Ibarrier(MPI_COMM_WORLD, &brq);
+    scan_wait_idle(&brq, 1);
     double t0 = MPI_Wtime(), busy = 0;
     for (int m = 0; m < mb; m++) {
         double c0 = MPI_Wtime();
