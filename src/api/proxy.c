@@ -71,11 +71,17 @@ static CURL *handle_get(const char *address)
     return h ? h : curl_easy_init();
 }
 
-/* Back to the pool after a clean transfer; otherwise closed. */
+/* Back to the pool after a clean transfer, POOL_PER_REPLICA idle ones a
+ * replica at most (an idle connection holds one of the replica's); otherwise
+ * closed. */
+#define POOL_PER_REPLICA 8
 static void handle_put(const char *address, CURL *h, int ok)
 {
     pthread_mutex_lock(&pool_lock);
-    if (ok && npool < POOL_MAX && !atomic_load(&stopping)) {
+    int same = 0;
+    for (int i = 0; i < npool; i++)
+        same += strcmp(pool[i].address, address) == 0;
+    if (ok && npool < POOL_MAX && same < POOL_PER_REPLICA && !atomic_load(&stopping)) {
         snprintf(pool[npool].address, sizeof(pool[npool].address), "%s", address);
         pool[npool++].h = h;
         h = NULL;
@@ -220,6 +226,11 @@ static void *worker(void *arg)
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        /* a kept connection idle for longer may have been closed by the
+         * replica — mtc-serve answers 408 and shuts one that brings no request
+         * within its --request-timeout (10 s) — and that 408 would be read as
+         * this request's answer: connect afresh instead */
+        curl_easy_setopt(h, CURLOPT_MAXAGE_CONN, (long)ENDPOINT_REPLICA_REUSE_S);
         curl_easy_setopt(h, CURLOPT_TIMEOUT, 900L);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
         if (strcmp(p->method, "POST") == 0) {

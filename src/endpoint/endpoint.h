@@ -13,6 +13,8 @@
 
 #define ENDPOINT_MAX_REPLICAS 32 /* maxReplicaCount's bound */
 #define ENDPOINT_MAX_DEPLOYED 8  /* deployed models per endpoint */
+#define ENDPOINT_REPLICA_CONNS 64 /* a replica's connections, all from mtcd */
+#define ENDPOINT_REPLICA_REUSE_S 5 /* a kept connection's idle time, under mtc-serve's 10 s */
 
 /* ---- requests (request.c) ---- */
 

@@ -43,7 +43,11 @@ int endpoint_replica_start(struct endpoint_ctl *c, struct store_endpoint *e, con
     if (strchr(art, '\'') || strchr(dir, '\'') || strchr(logdir, '\'') || strchr(pl.serve, '\''))
         return errprintf(err, "a path holds a quote: cannot write the replica's script");
     /* loopback on the local provider (its nodes are this host's processes),
-     * every interface on hosts (reached at the node's NodeAddr) */
+     * every interface on hosts (reached at the node's NodeAddr); every
+     * connection comes from mtcd (the proxy and the /health probes), so the
+     * per-address limit is the whole one: at mtc-serve's default of 16 a
+     * load of 16 proxied requests shut the probes out and the replica was
+     * replaced as unhealthy */
     if (mtc_write_file_fmt(script, 0700,
                            "#!/bin/bash\n"
                            "# replica %s of deployed model %s of endpoint %s (written by mtcd)\n"
@@ -52,10 +56,12 @@ int endpoint_replica_start(struct endpoint_ctl *c, struct store_endpoint *e, con
                            "#SBATCH --nodes=1\n"
                            "#SBATCH --ntasks=1\n"
                            "%s%s%s"
-                           "exec '%s' --model '%s' --listen %s:0 --served-name '%s'\n",
+                           "exec '%s' --model '%s' --listen %s:0 --served-name '%s' "
+                           "--max-connections %d --max-connections-per-ip %d\n",
                            rid, sget(dep, "id"), e->name, e->name, logf,
                            *part ? "#SBATCH --partition=" : "", part, *part ? "\n" : "", pl.serve,
-                           art, pl.hosts ? "0.0.0.0" : "127.0.0.1", sget(dep, "modelVersion")) < 0)
+                           art, pl.hosts ? "0.0.0.0" : "127.0.0.1", sget(dep, "modelVersion"),
+                           ENDPOINT_REPLICA_CONNS, ENDPOINT_REPLICA_CONNS) < 0)
         return errprintf(err, "%s: %s", script, strerror(errno));
     char *out = NULL;
     if (slurm_submit(conf, script, job, &out) < 0) {

@@ -180,9 +180,11 @@ c = UC()
 for i in range(500):
     c.request("POST", EP + "/v1/completions", body=json.dumps({"prompt": "a dog", "max_tokens": 1}),
               headers={"Content-Type": "application/json"})
-    r = c.getresponse(); data = json.loads(r.read())
+    r = c.getresponse(); raw = r.read(); data = json.loads(raw)
     n[r.getheader("X-Mtc-Deployed-Model") if r.status == 200 else "error"] += 1
     models[data.get("model")] += 1
+    if r.status != 200 and n["error"] == 1:
+        print("failed", i, r.status, raw[:300].decode(errors="replace"))
 print("d1", n["d1"]); print("d2", n["d2"]); print("errors", n["error"])
 print("models", models["tiny@1"], models["tiny@2"])
 PY

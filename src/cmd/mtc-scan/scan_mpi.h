@@ -36,13 +36,16 @@ void scan_gather_names(void);
 /* Wait for requests sleeping between polls (a waiting rank leaves its CPU
  * to the ranks being measured). */
 void scan_wait_idle(MPI_Request *rq, int n);
-/* Wait for the requests of a measurement: polled flat out for SCAN_SPIN_S (a
- * fast transfer is timed exactly), then with sleeps of 1/64 of the time
- * waited so far, SCAN_NAP_S at most — each step of a transfer on a slow link
- * (a collective's rounds progress only when polled) is noticed within 1.6%
- * or 250 us, and its ranks leave their CPUs to the node's work instead of
- * spinning in Open MPI's progress loop for the whole transfer. */
-#define SCAN_SPIN_S 0.002
+/* Wait for the requests of a measurement: polled flat out for SCAN_SPIN_S —
+ * a fast transfer is timed exactly, and one over shared memory, which moves
+ * a fragment only while both ends poll, is not slowed by naps when its
+ * partner is descheduled for a time slice or two on a busy node — then with
+ * sleeps of 1/64 of the time waited so far, SCAN_NAP_S at most: each step of
+ * a transfer on a slow link (a collective's rounds progress only when
+ * polled) is noticed within 1.6% or 250 us, and its ranks leave their CPUs
+ * to the node's work instead of spinning in Open MPI's progress loop for
+ * the whole transfer. */
+#define SCAN_SPIN_S 0.02
 #define SCAN_NAP_S 0.00025
 void scan_wait_measured(MPI_Request *rq, int n);
 /* Judge v[i] against the median of the others — with one other, against
