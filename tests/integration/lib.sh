@@ -214,6 +214,22 @@ api() {
     BODY=${out%$'\n'*}
 }
 CLUSTERS=/v1beta1/projects/local/locations/local/modelDevelopmentClusters
+# jq_ EXPR: EXPR (Python, over d: stdin's JSON) printed.
+jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+# wait_op NAME SECS: poll the operation over the socket until done (at most
+# SECS, a deadline that only ends a hang); its JSON in OP. (datasets.sh,
+# models.sh, endpoints.sh, run_custom_register.sh and run_dataset.sh still
+# define their own, older copies, which override this one.)
+wait_op() {
+    local end=$((SECONDS + $2))
+    while [ $SECONDS -lt $end ]; do
+        api GET "/v1/$1"
+        OP=$BODY
+        [ "$(jq_ 'd.get("done", False)' <<<"$OP")" = True ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
 # API call over loopback TCP to mtcd's --listen 127.0.0.1:$PORT, with a bearer
 # token ("" for none): tcp TOKEN METHOD PATH [BODY] → sets BODY and HTTP_STATUS.
 tcp() {

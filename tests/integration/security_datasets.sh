@@ -9,19 +9,12 @@
 # root-only one (renameat2 RENAME_EXCHANGE) during the preparations: no
 # root-only byte reaches mtcd's cache, and what is written there is root's.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/security_race.inc"
 D=$T_DIR
 TRIES=${T_RACE_TRIES:-60}
 
 needs_root security_datasets "it creates Unix users and runs mtcd as root"
 UA=mtcd$$a UB=mtcd$$b
-RACER=
-stop_racer() { # the racer's own pid, recorded when started
-    [ -n "$RACER" ] || return 0
-    touch "$D/stop"
-    wait_for 20 bash -c "! kill -0 $RACER"
-    kill "$RACER" 2>/dev/null
-    RACER=
-}
 t_extra_cleanup() {
     stop_racer
     drop_users
@@ -33,17 +26,6 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 check "mtcd starts as root" start_mtcd --listen 127.0.0.1:$PORT || done_testing
 chmod 0755 "$D" "$MTC_HOME"
 DS=/v1beta1/projects/local/locations/local/datasets
-jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
-wait_op() { # wait_op NAME: poll the operation until done; its JSON in OP
-    local end=$((SECONDS + 120))
-    while [ $SECONDS -lt $end ]; do
-        api GET "/v1/$1"
-        OP=$BODY
-        [ "$(jq_ 'd.get("done", False)' <<<"$OP")" = True ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 op_error() { jq_ 'd.get("error", {}).get("message", "")' <<<"$OP"; }
 TA=$(mtc token create --name d-alice --role editor --user "$UA" | head -1)
 TB=$(mtc token create --name d-bob --role editor --user "$UB" | head -1)
@@ -84,10 +66,10 @@ api GET "$DS/stolen"
 check "... and no dataset stolen exists" test "$HTTP_STATUS" = 404
 create "$TB" bobs "$DB/ck"
 check "B's own token prepares his source (an operation)" test "$HTTP_STATUS" = 200
-wait_op "$(jq_ 'd.get("name","")' <<<"$BODY")"
+wait_op "$(jq_ 'd.get("name","")' <<<"$BODY")" 120
 check "  it succeeds" test -z "$(op_error)"
 create "$TA" alices "$DA/mine"
-wait_op "$(jq_ 'd.get("name","")' <<<"$BODY")"
+wait_op "$(jq_ 'd.get("name","")' <<<"$BODY")" 120
 check "A's token prepares hers" test -z "$(op_error)"
 api GET "$DS/alices"
 P=$(jq_ 'd["latestVersion"]["path"]' <<<"$BODY")
@@ -99,12 +81,12 @@ runuser -u "$UA" -- bash -c "mkdir '$DA/linked' && ln -s '$D/vault/secret/train.
 create "$TA" linked "$DA/linked"
 check "a source directory whose train.jsonl is a link: accepted at first (the link is a file's name)" \
     test "$HTTP_STATUS" = 200
-wait_op "$(jq_ 'd.get("name","")' <<<"$BODY")"
+wait_op "$(jq_ 'd.get("name","")' <<<"$BODY")" 120
 diag "$(op_error)"
 check "  the preparation fails naming the link" grep -q "train.jsonl: a symbolic link" <<<"$(op_error)"
 runuser -u "$UA" -- bash -c "mkdir '$DA/piped' && mkfifo '$DA/piped/train.jsonl'"
 create "$TA" piped "$DA/piped"
-wait_op "$(jq_ 'd.get("name","")' <<<"$BODY")"
+wait_op "$(jq_ 'd.get("name","")' <<<"$BODY")" 120
 check "a source directory whose train.jsonl is a FIFO: the preparation fails at once, naming it" \
     grep -q "train.jsonl: not a directory or a regular file" <<<"$(op_error)"
 runuser -u "$UA" -- mkfifo "$DA/fifo.jsonl"
@@ -115,12 +97,6 @@ api GET "$DS"
 check "mtcd still answers" test "$HTTP_STATUS" = 200
 
 # --- a racer swaps A's source directory for a link to a root-only one -------------------
-race() { # race A B: the racer, as A, exchanges A and B until $D/stop
-    rm -f "$D/stop" "$DA/swaps"
-    runuser -u "$UA" -- python3 "$ROOT/tests/tools/swap_racer.py" "$1" "$2" "$D/stop" "$DA/swaps" &
-    RACER=$!
-    track_pid "$RACER"
-}
 ln -s "$D/vault/secret" "$DA/srclink"
 chown -h "$UA" "$DA/srclink"
 race "$DA/src" "$DA/srclink"
@@ -134,7 +110,7 @@ for i in $(seq 1 $TRIES); do
     esac
 done
 for op in "${OPS[@]}"; do
-    if ! wait_op "$op"; then
+    if ! wait_op "$op" 120; then
         other=$((other + 1)); diag "operation $op: not done"
     elif [ -n "$(op_error)" ]; then
         refused=$((refused + 1))

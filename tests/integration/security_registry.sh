@@ -8,6 +8,7 @@
 # RENAME_EXCHANGE) during 200 uploads and 200 exports: no root-only byte
 # reaches the registry and no file appears in the root-only directory.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/security_race.inc"
 D=$T_DIR
 TRIES=200
 
@@ -17,14 +18,6 @@ if [ "$(id -u)" != 0 ]; then
 fi
 UA=mtcr$$a UB=mtcr$$b
 USERS=()
-RACER=
-stop_racer() { # the racer's own pid, recorded when started
-    [ -n "$RACER" ] || return 0
-    touch "$D/stop"
-    wait_for 20 bash -c "! kill -0 $RACER"
-    kill "$RACER" 2>/dev/null
-    RACER=
-}
 t_extra_cleanup() {
     stop_racer
     for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; done
@@ -37,17 +30,6 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 check "mtcd starts as root" start_mtcd --listen 127.0.0.1:$PORT || done_testing
 chmod 0755 "$D" "$MTC_HOME"
 M=/v1beta1/projects/local/locations/local/models
-jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
-wait_op() { # wait_op NAME: poll the operation until done; its JSON in OP
-    local end=$((SECONDS + 60))
-    while [ $SECONDS -lt $end ]; do
-        api GET "/v1/$1"
-        OP=$BODY
-        [ "$(jq_ 'd.get("done", False)' <<<"$OP")" = True ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
 hf() { # hf DIR TEXT: an HF artifact whose every byte says TEXT
     mkdir -p "$1" && printf '%s-weights' "$2" >"$1/model.safetensors" &&
         printf '{"note":"%s"}' "$2" >"$1/config.json"
@@ -80,10 +62,10 @@ api GET "$M/stolen"
 check "... and no model stolen exists" test "$HTTP_STATUS" = 404
 up "$TB" bobs "$DB/ck"
 check "bob's own token uploads it (an operation)" \
-    bash -c "[ '$HTTP_STATUS' = 200 ] && $(declare -f api wait_op jq_); wait_op '$(jq_ 'd["name"]' <<<"$BODY" 2>/dev/null)' && ! grep -q '\"error\"' <<<\"\$OP\""
+    bash -c "[ '$HTTP_STATUS' = 200 ] && $(declare -f api wait_op jq_); wait_op '$(jq_ 'd["name"]' <<<"$BODY" 2>/dev/null)' 60 && ! grep -q '\"error\"' <<<\"\$OP\""
 up "$TA" alices "$DA/mine"
 check "alice's token uploads her own" \
-    bash -c "[ '$HTTP_STATUS' = 200 ] && $(declare -f api wait_op jq_); wait_op '$(jq_ 'd["name"]' <<<"$BODY" 2>/dev/null)' && ! grep -q '\"error\"' <<<\"\$OP\""
+    bash -c "[ '$HTTP_STATUS' = 200 ] && $(declare -f api wait_op jq_); wait_op '$(jq_ 'd["name"]' <<<"$BODY" 2>/dev/null)' 60 && ! grep -q '\"error\"' <<<\"\$OP\""
 tcp "$TA" POST "$M/alices:export" "{\"outputDir\":\"$DA/exp\"}"
 check "alice's export: a directory and files of hers" \
     bash -c "[ '$HTTP_STATUS' = 200 ] && [ \"\$(stat -c %U '$DA/exp' '$DA/exp/config.json' | sort -u)\" = '$UA' ]"
@@ -95,12 +77,6 @@ check "an unbound token's export into alice's directory: 403 (root writes only w
     bash -c "[ '$HTTP_STATUS' = 403 ] && [ ! -e '$DA/unbound' ]"
 
 # --- findings 1 and 2: a racer swaps alice's directory for a link ---------------
-race() { # race A B: the racer, as alice, exchanges A and B until $D/stop
-    rm -f "$D/stop" "$DA/swaps"
-    runuser -u "$UA" -- python3 "$ROOT/tests/tools/swap_racer.py" "$1" "$2" "$D/stop" "$DA/swaps" &
-    RACER=$!
-    track_pid "$RACER"
-}
 ln -s "$D/vault/secret" "$DA/srclink"
 chown -h "$UA" "$DA/srclink"
 race "$DA/src" "$DA/srclink"
@@ -116,7 +92,7 @@ for i in $(seq 1 $TRIES); do
     esac
 done
 for op in "${OPS[@]}"; do
-    if ! wait_op "$op"; then
+    if ! wait_op "$op" 60; then
         other=$((other + 1)); diag "operation $op: not done"
     elif grep -q '"error"' <<<"$OP"; then
         refused=$((refused + 1))
