@@ -1,15 +1,16 @@
 /* pairs: the collective pairs check. Rank 0 runs the plan (src/scan: all
  * pairs up to --all-pairs-max nodes, else a seeded random pairing and a
  * second, different one, then suspects retested against nodes that passed,
- * then each FAILing pair measured again, twice at most) and broadcasts each
- * round; the pairs of a round are disjoint and run at
- * once — a ping-pong of min(--max-bytes, 4 MiB) over MPI, the best of 3
+ * then each FAILing pair measured again after a pause, twice at most) and
+ * broadcasts each round; the pairs of a round are disjoint and run at once —
+ * a ping-pong of min(--max-bytes, 4 MiB) over MPI, the best of 3
  * windows of ~30 ms after a warm-up window, or with --nccl a
  * two-node NCCL all_reduce over both nodes' GPUs. The verdict tells a bad
  * node (slow with every partner) from a bad link (slow with one). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/mtc-scan/scan_mpi.h"
 #include "health/health.h"
@@ -17,6 +18,11 @@
 
 #define PAIR_WINDOW 0.03 /* seconds of one measurement window */
 #define PAIR_WINDOWS 3
+/* Seconds every rank sleeps before a confirm round: a FAILing pair is
+ * measured again after the moment that slowed it (another job's burst, two
+ * ranks placed on a core a busy process holds) has had time to pass, and the
+ * sleep lets the kernel place the ranks afresh when they wake. */
+#define PAIR_CONFIRM_PAUSE_S 1
 
 /* One message each way, waited for as a measurement (scan_wait_measured). */
 static void pp_send(char *buf, size_t bytes, int peer, int tag)
@@ -175,6 +181,8 @@ int scan_pairs(const struct scan_opts *o, json_t **report)
         scan_wait_idle(&rq, 1);
         if (msg[0] < 0)
             break;
+        if (msg[0] == SCAN_PASS_CONFIRM)
+            sleep(PAIR_CONFIRM_PAUSE_S);
         rounds++;
         double g = measure(msg[1 + scan_rank], buf, bytes, nc, err, sizeof(err));
         MPI_Igather(&g, 1, MPI_DOUBLE, got, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &rq);
