@@ -9,8 +9,9 @@
 # skip there is a failure. The sanitizer rerun of the unit tests is reported
 # on its own line; its failures count, its passes are not counted twice.
 # Programs run T_JOBS at a time (they share nothing: private homes, free
-# ports, their own namespaces), the longest first (tests/durations, or the
-# last run's times); a script whose header says "# test: alone" runs with no
+# ports, their own namespaces), one or two more while the cores sit idle
+# (programs that mostly wait: for Slurm, a node's power, a test host), the
+# longest first (tests/durations, or the last run's times); a script whose header says "# test: alone" runs with no
 # other program beside it, one that says "# test: owns NAME" with none that
 # says "uses NAME" or "owns NAME". Ends with the 15 slowest programs, the 15 that
 # used the most CPU (each program's daemons and jobs counted in a cpuacct
@@ -21,7 +22,9 @@
 # Environment: B (build dir), SAN_B (sanitizer build dir), T_TIMEOUT
 # (seconds per program, default 1200), T_INTEGRATION (scripts' directory),
 # T_STRICT=1|0 (skips are failures; default: 1 when $B/.setup-done exists),
-# T_JOBS (programs at once, default 3; 1 runs them one after another).
+# T_JOBS (programs at once, default 3; 1 runs them one after another),
+# T_JOBS_MAX (at most this many while the cores are idle, default T_JOBS + 2),
+# T_IDLE_PCT (how idle, in % of the cores' time over 3 s; default 40).
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -32,6 +35,9 @@ TIMEOUT=${T_TIMEOUT:-1200}
 STRICT=${T_STRICT:-$([ -e "$B/.setup-done" ] && echo 1 || echo 0)}
 JOBS=${T_JOBS:-3}
 case $JOBS in '' | *[!0-9]* | 0) echo "tests/run.sh: T_JOBS must be a positive number, not '$JOBS'" >&2; exit 2 ;; esac
+JOBS_MAX=${T_JOBS_MAX:-$((JOBS > 1 ? JOBS + 2 : 1))}
+case $JOBS_MAX in '' | *[!0-9]* | 0) echo "tests/run.sh: T_JOBS_MAX must be a positive number, not '$JOBS_MAX'" >&2; exit 2 ;; esac
+[ "$JOBS_MAX" -lt "$JOBS" ] && JOBS_MAX=$JOBS
 LOGS=$B/test-logs
 mkdir -p "$LOGS"
 # where each program's CPU seconds are counted (cgroup v1's cpuacct; none: not counted)
@@ -216,10 +222,43 @@ collect() { # collect PID: count what the program ended with $PID found
         for w in "${why[@]}"; do [ "$skip" -gt 0 ] && skips+=("${Q_NAME[$i]}: $w"); done
     fi
 }
-reap() { # reap: wait for one running program to end
+# Beyond T_JOBS, another program starts only when the cores sat idle for
+# a whole look (TICK_S, begun after the last start): IDLE_PCT or more of
+# their time, measured in /proc/stat. A look is a sleep the runner waits on
+# beside the programs.
+TICK_S=3 IDLE_PCT=${T_IDLE_PCT:-40}
+case $IDLE_PCT in '' | *[!0-9]*) echo "tests/run.sh: T_IDLE_PCT must be a number, not '$IDLE_PCT'" >&2; exit 2 ;; esac
+TICK= IDLE=0 STAT0=
+stat_now() { # "total idle" jiffies of all cores
+    local a t=0 k
+    read -r -a a </proc/stat
+    for k in 1 2 3 4 5 6 7 8; do t=$((t + ${a[k]:-0})); done
+    echo "$t $((a[4] + a[5]))"
+}
+look_begin() { STAT0=$(stat_now); sleep "$TICK_S" & TICK=$!; }
+look_end() { # IDLE: the idle share of the look that ended
+    local t0 i0 t1 i1
+    read -r t0 i0 <<<"$STAT0"
+    read -r t1 i1 <<<"$(stat_now)"
+    IDLE=$((t1 > t0 ? (i1 - i0) * 100 / (t1 - t0) : 0))
+    TICK=
+}
+reap() { # reap: wait for one running program to end, or for a look to end
     local pid
-    wait -n -p pid "${!RUNNING[@]}"
-    [ -n "${pid:-}" ] && [ -n "${RUNNING[$pid]:-}" ] && collect "$pid"
+    if [ "$JOBS_MAX" -gt "$JOBS" ] && [ ${#RUNNING[@]} -lt "$JOBS_MAX" ] && [ -z "$TICK" ]; then
+        look_begin
+    fi
+    wait -n -p pid "${!RUNNING[@]}" $TICK
+    if [ -n "$TICK" ] && [ "${pid:-}" = "$TICK" ]; then
+        look_end
+    elif [ -n "${pid:-}" ] && [ -n "${RUNNING[$pid]:-}" ]; then
+        collect "$pid"
+    fi
+}
+# room: another program may start now
+room() {
+    [ ${#RUNNING[@]} -lt "$JOBS" ] && return 0
+    [ ${#RUNNING[@]} -lt "$JOBS_MAX" ] && [ "$IDLE" -ge "$IDLE_PCT" ]
 }
 launch() {
     local i=$1
@@ -230,15 +269,19 @@ launch() {
         run_one "${Q_NAME[$i]}" "${Q_KIND[$i]}" "${Q_CMD[$i]}" &
     fi
     RUNNING[$!]=$i
+    # the next start beyond T_JOBS waits for a look that begins now
+    [ -n "$TICK" ] && { kill "$TICK" 2>/dev/null; wait "$TICK" 2>/dev/null; }
+    TICK= IDLE=0
+    [ ${#RUNNING[@]} -gt "$MOST" ] && MOST=${#RUNNING[@]}
 }
-T0=$SECONDS
+T0=$SECONDS MOST=0
 deferred=() pending=()
 for i in "${ORDER[@]}"; do
     if alone "$i"; then deferred+=("$i"); else pending+=("$i"); fi
 done
 # in order, but a program whose resource is held waits while the next start
 while [ ${#pending[@]} -gt 0 ]; do
-    while [ ${#RUNNING[@]} -ge "$JOBS" ]; do reap; done
+    while ! room; do reap; done
     next=-1
     for k in "${!pending[@]}"; do
         if res_free "${pending[$k]}"; then next=$k; break; fi
@@ -248,6 +291,8 @@ while [ ${#pending[@]} -gt 0 ]; do
     unset "pending[$next]"
     pending=("${pending[@]}")
 done
+[ -n "$TICK" ] && { kill "$TICK" 2>/dev/null; wait "$TICK" 2>/dev/null; }
+JOBS_MAX=$JOBS TICK=
 while [ ${#RUNNING[@]} -gt 0 ]; do reap; done
 for i in "${deferred[@]}"; do # each with nothing beside it
     launch "$i"
@@ -282,7 +327,7 @@ fi
 [ -n "${SAN_B:-}" ] &&
     echo "sanitizer rerun of the unit tests (ASan+UBSan): $san_passed passed, $san_failed failed (not in the totals below but for its failures)"
 w=$((SECONDS - T0))
-echo "${#Q_NAME[@]} programs, $JOBS at a time (${#deferred[@]} alone), in $((w / 60)) min $((w % 60)) s"
+echo "${#Q_NAME[@]} programs, $JOBS at a time, $MOST at most (${#deferred[@]} alone), in $((w / 60)) min $((w % 60)) s"
 failed=$((failed + san_failed))
 echo "$passed passed, $failed failed$([ "$skipped" -gt 0 ] && echo ", $skipped skipped")"
 [ "$failed" -eq 0 ]

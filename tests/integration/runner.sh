@@ -9,8 +9,9 @@
 # skips are failures. Programs run side by side (T_JOBS): two that wait for
 # each other both pass only when they ran at once, one marked "# test:
 # alone" finds no other running, one that "owns" a resource finds none that
-# "uses" it, and the closing line is the same one at a time; the 15 slowest
-# and how many ran at a time are printed.
+# "uses" it, and the closing line is the same one at a time; beyond T_JOBS a
+# program starts while the cores are idle (T_JOBS_MAX, T_IDLE_PCT); the 15
+# slowest and how many ran at a time are printed.
 . "$(dirname "$0")/lib.sh"
 F=$T_DIR/fakes
 mkdir -p "$F" "$T_DIR/build"
@@ -88,7 +89,7 @@ sed 's/^/# /' "$P/out.3"
 check "T_JOBS=3: two programs ran at once, the lonely one alone — 3 passed, 0 failed" \
     bash -c "[ $rc = 0 ] && [ \"\$(tail -1 '$P/out.3')\" = '3 passed, 0 failed' ]"
 check "... the closing lines say how many at a time and list the slowest" \
-    bash -c "grep -q '^3 programs, 3 at a time (1 alone)' '$P/out.3' && grep -A3 '^slowest:' '$P/out.3' | grep -q '^    busy'"
+    bash -c "grep -q '^3 programs, 3 at a time, 2 at most (1 alone)' '$P/out.3' && grep -A3 '^slowest:' '$P/out.3' | grep -q '^    busy'"
 check "... and the times are kept for the next run's order" grep -q '^busy1 [0-9]' "$P/build/test-logs/durations"
 rm -f "$P/on."*
 T_INTEGRATION=$P/t T_JOBS=x B=$P/build "$ROOT/tests/run.sh" >"$P/out.x" 2>&1
@@ -119,10 +120,19 @@ sed 's/^/# /' "$R/out"
 check "T_JOBS=3: the two users of a resource ran at once, its owner with neither — 5 passed" \
     bash -c "[ $rc = 0 ] && [ \"\$(tail -1 '$R/out')\" = '5 passed, 0 failed' ]"
 
+# one at a time, but a second while the cores are idle (any idle share
+# counts here: the suite runs beside this): the busy pair meets
+T_JOBS_MAX=2 T_IDLE_PCT=0 T_INTEGRATION=$P/t T_TIMEOUT=120 T_STRICT=1 T_JOBS=1 B=$P/build "$ROOT/tests/run.sh" busy >"$P/out.idle" 2>&1
+rc=$?
+sed 's/^/# /' "$P/out.idle"
+check "T_JOBS=1, T_JOBS_MAX=2: the second starts beside the first once the cores were seen idle" \
+    bash -c "[ $rc = 0 ] && [ \"\$(tail -1 '$P/out.idle')\" = '2 passed, 0 failed' ] && grep -q '^2 programs, 1 at a time, 2 at most (0 alone)' '$P/out.idle'"
+rm -f "$P/on."*
+
 # one at a time, the busy pair cannot both see each other: proves the pair's
 # check can fail (busy1 ends before busy2 starts; its wait cut to 2 s, as
 # no wait could help)
-BUSY_WAIT=20 T_INTEGRATION=$P/t T_TIMEOUT=120 T_STRICT=1 T_JOBS=1 B=$P/build "$ROOT/tests/run.sh" busy1 >"$P/out.1" 2>&1
+BUSY_WAIT=20 T_JOBS_MAX=1 T_INTEGRATION=$P/t T_TIMEOUT=120 T_STRICT=1 T_JOBS=1 B=$P/build "$ROOT/tests/run.sh" busy1 >"$P/out.1" 2>&1
 check "T_JOBS=1: busy1 alone waits for busy2 in vain and fails" \
     bash -c "[ \"\$(tail -1 '$P/out.1')\" = '0 passed, 1 failed' ]"
 done_testing
