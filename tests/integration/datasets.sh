@@ -16,18 +16,6 @@ m() { mtc --home "$MTC_HOME" "$@"; }
 DS=/v1beta1/projects/local/locations/local/datasets
 VIEWER=$(m token create --name ds-viewer --role viewer | head -1)
 EDITOR=$(m token create --name ds-editor --role editor | head -1)
-jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
-# wait_op NAME: poll the operation over the socket until done; its JSON in OP
-wait_op() {
-    local end=$((SECONDS + 120))
-    while [ $SECONDS -lt $end ]; do
-        api GET "/v1/$1"
-        OP=$BODY
-        [ "$(jq_ 'd.get("done", False)' <<<"$OP")" = True ] && return 0
-        sleep 0.2
-    done
-    return 1
-}
 # one_error OUTPUT PATTERN: exactly one "mtc:" line, and it matches PATTERN
 one_error() { [ "$(grep -c '^mtc: ' <<<"$1")" -eq 1 ] && grep '^mtc: ' <<<"$1" | grep -q -- "$2"; }
 # one_line OUTPUT PATTERN: the output is one line matching PATTERN

@@ -27,7 +27,6 @@ check "tiny model trained and registered twice (tiny@1, tiny@2)" \
     bash -c "mtc models upload '$D/ck' --name tiny >/dev/null && mtc models upload '$D/ck' --name tiny >/dev/null"
 
 E=/v1beta1/projects/local/locations/local/endpoints
-jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 one_line_rpc() { # $1 HTTP status, $2 substring of the message
     [ "$HTTP_STATUS" = "$1" ] && python3 - "$BODY" "$2" <<'PY'
 import json, sys

@@ -216,16 +216,16 @@ api() {
 CLUSTERS=/v1beta1/projects/local/locations/local/modelDevelopmentClusters
 # jq_ EXPR: EXPR (Python, over d: stdin's JSON) printed.
 jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
-# wait_op NAME SECS: poll the operation over the socket until done (at most
-# SECS, a deadline that only ends a hang); its JSON in OP. (datasets.sh,
-# models.sh, endpoints.sh, run_custom_register.sh and run_dataset.sh still
-# define their own, older copies, which override this one.)
+# wait_op NAME [SECS]: poll the operation over the socket until done (at
+# most SECS, default 120: a deadline that only ends a hang); its JSON in OP.
+# "done": true is matched in bash — a process per poll of 50 ms (python3's
+# start is 0.1 s of CPU) made waiting cost more than the work waited for.
 wait_op() {
-    local end=$((SECONDS + $2))
+    local end=$((SECONDS + ${2:-120}))
     while [ $SECONDS -lt $end ]; do
         api GET "/v1/$1"
         OP=$BODY
-        [ "$(jq_ 'd.get("done", False)' <<<"$OP")" = True ] && return 0
+        [[ $OP =~ \"done\":[[:space:]]*true ]] && return 0
         sleep 0.05
     done
     return 1

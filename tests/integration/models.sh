@@ -13,21 +13,9 @@ D=$T_DIR
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 check "mtcd starts" start_mtcd --listen 127.0.0.1:$PORT
 M=/v1beta1/projects/local/locations/local/models
-jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 # one_error OUTPUT PATTERN: exactly one "mtc:" line and nothing else, matching PATTERN
 one_error() { [ "$(wc -l <<<"$1")" -eq 1 ] && grep -q '^mtc: ' <<<"$1" && grep -q -- "$2" <<<"$1"; }
 reply() { [ "$HTTP_STATUS" = "$1" ] && grep -q -- "$2" <<<"$BODY"; }
-# wait_op NAME: poll the operation until done; its JSON in OP
-wait_op() {
-    local end=$((SECONDS + 120))
-    while [ $SECONDS -lt $end ]; do
-        api GET "/v1/$1"
-        OP=$BODY
-        [ "$(jq_ 'd.get("done", False)' <<<"$OP")" = True ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # --- a real run registers itself ---------------------------------------------
 check "tiny corpus tokenized" run_corpus "$D/data"

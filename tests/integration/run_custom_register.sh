@@ -19,7 +19,6 @@ D=$T_DIR
 PY=/usr/bin/python3 # where Debian's torch is
 PROG=$ROOT/tests/integration/gpt2_hf.py
 M=/v1beta1/projects/local/locations/local/models
-jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 # one_error OUTPUT PATTERN: exactly one "mtc:" line, matching PATTERN
 one_error() { [ "$(wc -l <<<"$1")" -eq 1 ] && grep -q '^mtc: ' <<<"$1" && grep -q -- "$2" <<<"$1"; }
 

@@ -11,7 +11,6 @@ D=$T_DIR
 check "local cluster up" run_cluster dsrun
 JOBS=$CLUSTERS/dsrun/trainingJobs
 m() { mtc --home "$MTC_HOME" "$@"; }
-jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 check "a dataset: builtin:tiny-sft" bash -c "mtc --home '$MTC_HOME' data prepare chat --source builtin:tiny-sft --kind sft >/dev/null 2>&1"
 PV=$(m --json data show chat | jq_ 'd["latestVersion"]["path"]')
 # one_error STATUS TEXT: the last call's error, one line, containing TEXT
