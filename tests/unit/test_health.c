@@ -531,10 +531,12 @@ static void test_speed(void)
     ctx.baseline_gflops = 1e6; /* a machine a million GFLOP/s fast: this one straggles */
     EXPECT(&ctx, "speed.compute", HEALTH_FAIL, HEALTH_SEV_REPLACE, "of baseline 1000000.00 (fail");
     EXPECT(&ctx, "speed.membw", HEALTH_FAIL, HEALTH_SEV_REPLACE, "(fail below 50%)");
-    /* between the fractions: warn (wide fractions: the host is shared and noisy) */
-    ctx.baseline_gflops = c1.value * 3;
+    /* between the fractions: warn. Wide: the figure is measured again, and on
+     * a shared host under load one sgemm probe was 6x the first (CI: 0.07
+     * then 0.45 GFLOP/s) — WARN holds from 0.01x to 99x the first. */
+    ctx.baseline_gflops = c1.value * 100;
     ctx.policy.speed_warn_fraction = 0.99;
-    ctx.policy.speed_fail_fraction = 0.01;
+    ctx.policy.speed_fail_fraction = 0.0001;
     EXPECT(&ctx, "speed.compute", HEALTH_WARN, HEALTH_SEV_NONE, "(warn below 99%)");
     ctx.baseline_mem_gbps = m1.value / 100;
     EXPECT(&ctx, "speed.membw", HEALTH_PASS, HEALTH_SEV_NONE, "of baseline");
