@@ -165,11 +165,11 @@ $(B)/fakes/lib%.so: tests/fakes/%.c
 	$(CC) $(CFLAGS) -fPIC -shared -o $@ $< -lpthread
 
 # `make test` also builds the ASan+UBSan variant of the unit tests and runs
-# them (the programs they start are the normal build's: MTC_BUILD).
+# them (the programs they start are the normal build's: MTC_BUILD); the
+# runner builds it beside the first programs (SAN_BUILD, output in build-san.log).
 test: all
 ifeq ($(SAN),0)
-	@$(MAKE) --no-print-directory -j$$(nproc) SAN=1 unit-bins >build-san.log 2>&1 || { tail -30 build-san.log; exit 1; }
-	@B=$(B) SAN_B=build-san tests/run.sh $(TESTS)
+	@B=$(B) SAN_B=build-san SAN_BUILD='$(MAKE) --no-print-directory -j$$(nproc) SAN=1 unit-bins' tests/run.sh $(TESTS)
 else
 	@B=$(B) tests/run.sh $(TESTS)
 endif

@@ -19,7 +19,9 @@
 # $B/test-logs/cpu), a line saying how many ran at a time, and
 # "N passed, N failed" (", N skipped" when any).
 # Usage: tests/run.sh [unit|integration|PATTERN...]
-# Environment: B (build dir), SAN_B (sanitizer build dir), T_TIMEOUT
+# Environment: B (build dir), SAN_B (sanitizer build dir), SAN_BUILD (the
+# command that builds SAN_B's unit tests, run beside the first programs: their
+# sanitizer reruns wait for it; its output in $SAN_B.log), T_TIMEOUT
 # (seconds per program, default 1200), T_INTEGRATION (scripts' directory),
 # T_STRICT=1|0 (skips are failures; default: 1 when $B/.setup-done exists),
 # T_JOBS (programs at once, default 3; 1 runs them one after another),
@@ -148,14 +150,15 @@ for t in "$B"/tests/test_*; do
     name=$(basename "$t")
     want "$name" unit && queue "$name" unit "$t"
 done
-if [ -n "${SAN_B:-}" ] && [ -d "$SAN_B/tests" ]; then
+# (with SAN_BUILD, what the build will make: the normal build's unit tests)
+if [ -n "${SAN_B:-}" ] && { [ -d "$SAN_B/tests" ] || [ -n "${SAN_BUILD:-}" ]; }; then
     export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
     export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
-    for t in "$SAN_B"/tests/test_*; do
+    for t in "$([ -n "${SAN_BUILD:-}" ] && echo "$B" || echo "$SAN_B")"/tests/test_*; do
         [ -x "$t" ] || continue
         name=san:$(basename "$t")
-        want "$name" unit && queue "$name" san "$t"
+        want "$name" unit && queue "$name" san "$SAN_B/tests/${t##*/}"
     done
 fi
 for t in "$INTEGRATION"/*.sh; do
@@ -243,14 +246,39 @@ look_end() { # IDLE: the idle share of the look that ended
     IDLE=$((t1 > t0 ? (i1 - i0) * 100 / (t1 - t0) : 0))
     TICK=
 }
-reap() { # reap: wait for one running program to end, or for a look to end
-    local pid
+# The sanitizer build (SAN_BUILD), beside the first programs: SAN_PID while
+# it runs; SAN_OK 1 once it built, 0 when it failed (its san: programs then
+# fail without running, the build's last lines shown).
+SAN_PID= SAN_OK=
+san_build_start() {
+    SAN_OK=1
+    [ -n "${SAN_BUILD:-}" ] || return 0
+    local i
+    for i in "${!Q_KIND[@]}"; do [ "${Q_KIND[$i]}" = san ] && SAN_OK= && break; done
+    [ -z "$SAN_OK" ] || return 0 # no sanitizer rerun selected: nothing to build
+    bash -c "$SAN_BUILD" >"$SAN_B.log" 2>&1 </dev/null &
+    SAN_PID=$!
+}
+san_build_end() { # san_build_end STATUS
+    SAN_PID=
+    if [ "$1" -eq 0 ]; then SAN_OK=1; return; fi
+    SAN_OK=0
+    echo "FAIL the sanitizer build ($SAN_BUILD), exit status $1 — see $SAN_B.log"
+    tail -30 "$SAN_B.log" | sed 's/^/    | /'
+}
+# launchable I: program I may start now
+launchable() { res_free "$1" && { [ "${Q_KIND[$1]}" != san ] || [ "$SAN_OK" = 1 ]; }; }
+reap() { # reap: wait for one running program to end, or for a look or the sanitizer build to end
+    local pid rc
     if [ "$JOBS_MAX" -gt "$JOBS" ] && [ ${#RUNNING[@]} -lt "$JOBS_MAX" ] && [ -z "$TICK" ]; then
         look_begin
     fi
-    wait -n -p pid "${!RUNNING[@]}" $TICK
+    wait -n -p pid "${!RUNNING[@]}" $TICK $SAN_PID
+    rc=$?
     if [ -n "$TICK" ] && [ "${pid:-}" = "$TICK" ]; then
         look_end
+    elif [ -n "$SAN_PID" ] && [ "${pid:-}" = "$SAN_PID" ]; then
+        san_build_end "$rc"
     elif [ -n "${pid:-}" ] && [ -n "${RUNNING[$pid]:-}" ]; then
         collect "$pid"
     fi
@@ -279,12 +307,24 @@ deferred=() pending=()
 for i in "${ORDER[@]}"; do
     if alone "$i"; then deferred+=("$i"); else pending+=("$i"); fi
 done
-# in order, but a program whose resource is held waits while the next start
+san_build_start
+# in order, but a program whose resource is held (or whose build is not
+# done) waits while the next start
 while [ ${#pending[@]} -gt 0 ]; do
     while ! room; do reap; done
+    if [ "$SAN_OK" = 0 ]; then # no sanitizer build: its programs fail unrun
+        for k in "${!pending[@]}"; do
+            [ "${Q_KIND[${pending[$k]}]}" = san ] || continue
+            BAD[${pending[$k]}]=1 san_failed=$((san_failed + 1))
+            unset "pending[$k]"
+        done
+        pending=("${pending[@]}")
+        SAN_OK=failed
+        continue
+    fi
     next=-1
     for k in "${!pending[@]}"; do
-        if res_free "${pending[$k]}"; then next=$k; break; fi
+        if launchable "${pending[$k]}"; then next=$k; break; fi
     done
     if [ "$next" -lt 0 ]; then reap; continue; fi
     launch "${pending[$next]}"
