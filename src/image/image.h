@@ -31,6 +31,28 @@ int image_build_trainer(const char *trainer, const char *version, const char *ou
  * squashfs image. */
 json_t *image_inspect(const char *path, mtc_error_t *err);
 
+/* --- registry images (uri.c, pull.c, cache.c) ---------------------------- */
+
+#define IMAGE_DOCKER_HUB "registry-1.docker.io"
+/* An enroot/pyxis reference [docker://][USER@][REGISTRY#]IMAGE[:TAG|@sha256:D]. */
+struct image_ref {
+    char user[64];      /* USER@ ("" when none) */
+    char registry[256]; /* host[:port]; IMAGE_DOCKER_HUB when none was given */
+    char repo[256];     /* "library/ubuntu" for Docker Hub's one-word names */
+    char tag[130];      /* "latest" when neither tag nor digest; "" with a digest alone */
+    char digest[72];    /* "sha256:<hex>" when pinned, else "" */
+};
+/* 1 when s names a file, as pyxis tells them (absolute, ./ or ../, or ending
+ * in .sqsh/.squashfs; "docker://" is never a path), 0 when a reference. Pure. */
+int image_ref_is_path(const char *s);
+/* Parse s into r. 0, or -1 with err (one line naming s) for a space, a
+ * control character or "..", a scheme other than docker://, a bad user,
+ * registry, name, tag or digest. Pure. */
+int image_ref_parse(const char *s, struct image_ref *r, mtc_error_t *err);
+/* skopeo's form of r: docker://HOST/REPO:TAG, or docker://HOST/REPO@DIGEST
+ * with digest (NULL: r's own). 0, or -1 (ENAMETOOLONG). */
+int image_ref_format(const struct image_ref *r, const char *digest, char *out, size_t len);
+
 /* --- the pieces, exposed for the unit tests ----------------------------- */
 
 /* A blob of an image layout: its path relative to the layout's root, and its
