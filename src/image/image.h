@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "common/common.h"
 
@@ -52,6 +53,50 @@ int image_ref_parse(const char *s, struct image_ref *r, mtc_error_t *err);
 /* skopeo's form of r: docker://HOST/REPO:TAG, or docker://HOST/REPO@DIGEST
  * with digest (NULL: r's own). 0, or -1 (ENAMETOOLONG). */
 int image_ref_format(const struct image_ref *r, const char *digest, char *out, size_t len);
+
+/* How a pull runs. The registry is reached by a child process with the
+ * user's ids (uid/gid when the caller is root; (uid_t)-1: the caller's own),
+ * home and environment list env ("NAME=VALUE", NULL-terminated; only
+ * ENROOT_CONFIG_PATH, ENROOT_ALLOW_HTTP, TMPDIR, SSL_CERT_FILE/_DIR and the
+ * proxies are taken): enroot's credentials are read and evaluated there. */
+struct image_pull_opts {
+    uid_t uid;
+    gid_t gid;
+    const char *home;
+    char *const *env;
+    const char *arch; /* NULL: the node's (image_pull_arch) */
+};
+/* "amd64", "arm64"... for this machine. */
+const char *image_pull_arch(void);
+/* The digest of r's image manifest for linux/<arch> (one `skopeo inspect
+ * --raw`: a manifest list is resolved here). shown names the image in
+ * messages. 0, or -1 + err (one line: unreachable registry, 401/403 and
+ * whether credentials were used, no such tag, no linux/<arch> entry...). */
+int image_pull_resolve(const struct image_ref *r, const struct image_pull_opts *o,
+                       const char *shown, char digest[72], mtc_error_t *err);
+/* Pull digest of r (skopeo copy, as the user) into the new file tar (created
+ * here, O_EXCL), check it is the layout of that digest, import it into the
+ * squashfs out (written as out.tmp, renamed). tar is removed. 0, or -1 + err. */
+int image_pull_fetch(const struct image_ref *r, const struct image_pull_opts *o, const char *shown,
+                     const char *digest, const char *tar, const char *out, mtc_error_t *err);
+
+/* The image cache (cache.c) in dir — a directory only root can change (a
+ * trusted walk; made when missing): ref resolved to its digest (one inspect,
+ * as the user of o), then the cached squashfs reused, or pulled once under the
+ * digest's lock (every node sharing dir waits for the one pull), imported,
+ * and stored by rename; least recently used images no step holds (a shared
+ * flock on the file marks one in use) are evicted to keep dir under max_gb
+ * (0: no limit). path gets dir/images/HEX.sqsh; *pulled (may be NULL) 1 when
+ * this call pulled. 0, or -1 + err (one line naming the image; nothing is
+ * left in the cache but work under dir/tmp that a kill interrupted). */
+int image_cache_get(const char *dir, double max_gb, const char *ref, const struct image_pull_opts *o,
+                    char *path, size_t len, int *pulled, mtc_error_t *err);
+/* The cached images, most recently used first: [{digest, reference, path,
+ * size, lastUsed, inUse}]. Caller decrefs; NULL + err. */
+json_t *image_cache_list(const char *dir, mtc_error_t *err);
+/* Evict least recently used images not in use until at most keep_gb remain
+ * (0: all such), and a killed pull's work older than a day. 0/-1 + err. */
+int image_cache_prune(const char *dir, double keep_gb, size_t *removed, mtc_error_t *err);
 
 /* --- the pieces, exposed for the unit tests ----------------------------- */
 
