@@ -370,6 +370,8 @@ int hosts_write_conf(const struct provider *p, const struct head *c, const struc
      * controller's plugstack.conf, <dir>/etc/plugstack.conf), slurmd and
      * slurmstepd on the hosts theirs */
     sl.spank = p->spank;
+    sl.image_cache_gb =
+        json_number_value(json_object_get(json_object_get(spec, "containers"), "cacheMaxGb"));
     /* elastic nodes: slurmctld runs here, so Slurm's power programs run here
      * (mtc-power beside mtcd, power.json, the token). Slurm keeps a
      * suspended node idle% this long; a resume that comes while mtc still
