@@ -82,26 +82,26 @@ static int yes(const char *v)
 
 /* ---- credentials (the user's side) ---- */
 
-/* A value of the credentials file as enroot evaluates it ($VAR, $(cmd)):
- * by the user's shell, as the user, with the user's environment. Caller frees. */
-static char *cred_eval(const struct image_pull_opts *o, const char *v, char *const env[])
+/* A password of the credentials file as enroot evaluates one that starts
+ * with '$' (common::evalnetrc: the rest of the line after the fifth field,
+ * given to `echo` by the shell): $VAR, $(cmd) — in the user's process, as the
+ * user, with the user's environment. Caller frees; NULL when it fails. */
+static char *cred_eval(const char *rest, char *const env[])
 {
-    if (!strchr(v, '$') && !strchr(v, '`'))
-        return strdup(v);
     char *script = NULL;
-    if (asprintf(&script, "printf '%%s' \"%s\"", v) < 0)
+    if (asprintf(&script, "echo %s", rest) < 0)
         return NULL;
-    (void)o;
     char *argv[] = {"/bin/sh", "-c", script, NULL};
     struct mtc_io io = {.capture = MTC_IO_OUT, .only_env = 1};
     int rc = mtc_run_io(argv, env, &io, 60000);
     free(script);
     free(io.err);
-    if (rc != 0) {
+    if (rc != 0 || !io.out) {
         free(io.out);
         return NULL;
     }
-    return io.out ? io.out : strdup("");
+    io.out[strcspn(io.out, "\n")] = '\0';
+    return io.out;
 }
 
 /* The hosts a machine line may name for r's registry. */
@@ -122,8 +122,8 @@ static int machine_matches(const struct image_ref *r, const char *m)
  * *password (caller frees; NULL when no line matches). The file must be a
  * regular file (not a symlink) of the user or root that no one else can
  * write. 0, or -1 + err naming the file. */
-static int creds_find(const struct image_ref *r, const char *path, const struct image_pull_opts *o,
-                      char *const env[], char **login, char **password, mtc_error_t *err)
+static int creds_find(const struct image_ref *r, const char *path, char *const env[], char **login,
+                      char **password, mtc_error_t *err)
 {
     *login = *password = NULL;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -146,33 +146,44 @@ static int creds_find(const struct image_ref *r, const char *path, const struct 
     close(fd);
     if (!text)
         return errprintf(err, "credentials file %s: %s", path, strerror(errno));
-    /* netrc: whitespace-separated "machine H login L password P" */
-    char *save = NULL, *tok, *m = NULL, *l = NULL, *p = NULL;
-    int rc = 0, done = 0;
-    for (tok = strtok_r(text, " \t\r\n", &save);; tok = strtok_r(NULL, " \t\r\n", &save)) {
-        if (!tok || strcmp(tok, "machine") == 0) {
-            if (m && l && p && machine_matches(r, m) && (!r->user[0] || strcmp(l, r->user) == 0)) {
-                *login = cred_eval(o, l, env);
-                *password = cred_eval(o, p, env);
-                if (!*login || !*password) {
-                    rc = errprintf(err, "credentials file %s: cannot evaluate the entry for %s",
-                                   path, m);
-                    free(*login);
-                    free(*password);
-                    *login = *password = NULL;
-                }
-                done = 1;
-            }
-            if (!tok || done)
+    /* enroot's reading: one entry a line, "machine H login L password P"
+     * by position; a P starting with '$' is the rest of the line, evaluated */
+    int rc = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line && !*login;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *f[5], *p = line;
+        size_t n = 0;
+        for (; n < 5; n++) {
+            p += strspn(p, " \t\r");
+            if (!*p)
                 break;
-            m = strtok_r(NULL, " \t\r\n", &save);
-            l = p = NULL;
-            if (!m)
-                break;
-        } else if (strcmp(tok, "login") == 0) {
-            l = strtok_r(NULL, " \t\r\n", &save);
-        } else if (strcmp(tok, "password") == 0) {
-            p = strtok_r(NULL, " \t\r\n", &save);
+            f[n] = p;
+            p += strcspn(p, " \t\r");
+            if (*p)
+                *p++ = '\0';
+        }
+        p += strspn(p, " \t\r");
+        char *pw = p;
+        pw[strcspn(pw, "\r")] = '\0';
+        if (n < 5 || !*pw || strcmp(f[0], "machine") != 0 || strcmp(f[2], "login") != 0 ||
+            strcmp(f[4], "password") != 0 || !machine_matches(r, f[1]) ||
+            (r->user[0] && strcmp(f[3], r->user) != 0))
+            continue;
+        if (pw[0] == '$') {
+            *password = cred_eval(pw, env);
+        } else {
+            pw[strcspn(pw, " \t")] = '\0';
+            *password = strdup(pw);
+        }
+        *login = strdup(f[3]);
+        if (!*login || !*password) {
+            rc = errprintf(err, "credentials file %s: cannot evaluate the entry for %s", path,
+                           f[1]);
+            free(*login);
+            free(*password);
+            *login = *password = NULL;
+            break;
         }
     }
     explicit_bzero(text, strlen(text));
@@ -265,7 +276,7 @@ static int user_setup(struct user_run *u, const struct image_ref *r,
     if (n < 0 || (size_t)n >= sizeof(u->cred_path))
         return errprintf(err, "ENROOT_CONFIG_PATH is too long");
     char *login = NULL, *password = NULL;
-    if (creds_find(r, u->cred_path, o, u->env, &login, &password, err) < 0)
+    if (creds_find(r, u->cred_path, u->env, &login, &password, err) < 0)
         return -1;
     if (login && password) {
         snprintf(u->cred_login, sizeof(u->cred_login), "%s", login);
@@ -496,7 +507,7 @@ static int become(const struct image_pull_opts *o, mtc_error_t *err)
                  ? initgroups(res->pw_name, o->gid) == 0
                  : setgroups(0, NULL) == 0;
     if (!ok || setresgid(o->gid, o->gid, o->gid) < 0 || setresuid(o->uid, o->uid, o->uid) < 0 ||
-        setuid(0) == 0)
+        (o->uid != 0 && setuid(0) == 0)) /* no way back to root */
         return errprintf(err, "cannot become uid %u: %s", (unsigned)o->uid, strerror(errno));
     return 0;
 }
