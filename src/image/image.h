@@ -80,6 +80,16 @@ int image_pull_resolve(const struct image_ref *r, const struct image_pull_opts *
 int image_pull_fetch(const struct image_ref *r, const struct image_pull_opts *o, const char *shown,
                      const char *digest, const char *tar, const char *out, mtc_error_t *err);
 
+/* The entry of enroot's credentials text (.credentials) for r, read as
+ * enroot reads it: one a line, "machine HOST login L password P" by position;
+ * HOST is r's registry with or without its port (Docker Hub: also docker.io,
+ * index.docker.io, auth.docker.io); r's USER@ picks the line with that login.
+ * *login and *password point into text (modified); *eval is 1 when the
+ * password starts with '$': then it is the rest of the line, for the shell to
+ * evaluate as the user. 1 found, 0 not. Pure. */
+int image_creds_lookup(char *text, const struct image_ref *r, char **login, char **password,
+                       int *eval);
+
 /* The image cache (cache.c) in dir — a directory only root can change (a
  * trusted walk; made when missing): ref resolved to its digest (one inspect,
  * as the user of o), then the cached squashfs reused, or pulled once under the

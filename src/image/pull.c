@@ -118,6 +118,42 @@ static int machine_matches(const struct image_ref *r, const char *m)
     return 0;
 }
 
+int image_creds_lookup(char *text, const struct image_ref *r, char **login, char **password,
+                       int *eval)
+{
+    /* enroot's reading (common::evalnetrc): one entry a line, "machine H
+     * login L password P" by position; a P starting with '$' is the rest of
+     * the line, to be evaluated */
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[5], *p = line;
+        size_t n = 0;
+        for (; n < 5; n++) {
+            p += strspn(p, " \t\r");
+            if (!*p)
+                break;
+            f[n] = p;
+            p += strcspn(p, " \t\r");
+            if (*p)
+                *p++ = '\0';
+        }
+        p += strspn(p, " \t\r");
+        char *pw = p;
+        pw[strcspn(pw, "\r")] = '\0';
+        if (n < 5 || !*pw || strcmp(f[0], "machine") != 0 || strcmp(f[2], "login") != 0 ||
+            strcmp(f[4], "password") != 0 || !machine_matches(r, f[1]) ||
+            (r->user[0] && strcmp(f[3], r->user) != 0))
+            continue;
+        *eval = pw[0] == '$';
+        if (!*eval)
+            pw[strcspn(pw, " \t")] = '\0';
+        *login = f[3];
+        *password = pw;
+        return 1;
+    }
+    return 0;
+}
+
 /* The credentials for r from dir/.credentials, as the user: *login and
  * *password (caller frees; NULL when no line matches). The file must be a
  * regular file (not a symlink) of the user or root that no one else can
@@ -146,44 +182,17 @@ static int creds_find(const struct image_ref *r, const char *path, char *const e
     close(fd);
     if (!text)
         return errprintf(err, "credentials file %s: %s", path, strerror(errno));
-    /* enroot's reading: one entry a line, "machine H login L password P"
-     * by position; a P starting with '$' is the rest of the line, evaluated */
-    int rc = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line && !*login;
-         line = strtok_r(NULL, "\n", &save)) {
-        char *f[5], *p = line;
-        size_t n = 0;
-        for (; n < 5; n++) {
-            p += strspn(p, " \t\r");
-            if (!*p)
-                break;
-            f[n] = p;
-            p += strcspn(p, " \t\r");
-            if (*p)
-                *p++ = '\0';
-        }
-        p += strspn(p, " \t\r");
-        char *pw = p;
-        pw[strcspn(pw, "\r")] = '\0';
-        if (n < 5 || !*pw || strcmp(f[0], "machine") != 0 || strcmp(f[2], "login") != 0 ||
-            strcmp(f[4], "password") != 0 || !machine_matches(r, f[1]) ||
-            (r->user[0] && strcmp(f[3], r->user) != 0))
-            continue;
-        if (pw[0] == '$') {
-            *password = cred_eval(pw, env);
-        } else {
-            pw[strcspn(pw, " \t")] = '\0';
-            *password = strdup(pw);
-        }
-        *login = strdup(f[3]);
+    int rc = 0, eval = 0;
+    char *l = NULL, *pw = NULL;
+    if (image_creds_lookup(text, r, &l, &pw, &eval)) {
+        *password = eval ? cred_eval(pw, env) : strdup(pw);
+        *login = strdup(l);
         if (!*login || !*password) {
             rc = errprintf(err, "credentials file %s: cannot evaluate the entry for %s", path,
-                           f[1]);
+                           r->registry);
             free(*login);
             free(*password);
             *login = *password = NULL;
-            break;
         }
     }
     explicit_bzero(text, strlen(text));

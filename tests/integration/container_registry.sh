@@ -134,7 +134,7 @@ check "srun -N2 of a registry image runs on both nodes" test "$(grep -c '^v1 amd
     cat "$D/first.err"
 check "the two nodes' first use pulled once" test "$(pulls "$APP")" = 1
 check "mtc image cache list shows it, root's and read-only to users" \
-    bash -c "mtc image cache list --dir '$CACHE' | grep -q ' $APP\$' &&
+    bash -c "mtc image cache list -c creg | grep -q ' $APP\$' &&
              test \"\$(stat -c %U:%a '$CACHE'/images/*.sqsh)\" = root:644"
 check "the image's environment (its config's Env)" \
     test "$(srun --container-image="$APP" sh -c 'echo $APP')" = v1

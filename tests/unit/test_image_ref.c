@@ -1,7 +1,8 @@
 /* test_image_ref: enroot/pyxis image references — paths told from references,
  * Docker Hub's defaults, '#' registries, USER@, tags and pinned digests,
  * skopeo's form, and the references refused (space, control character, "..",
- * bad digest, other schemes). */
+ * bad digest, other schemes); enroot's .credentials lines as enroot reads them
+ * (host with or without port, Docker Hub's names, USER@, '$' passwords). */
 #include "check.h"
 #include "image/image.h"
 
@@ -88,8 +89,53 @@ static void test_refused(void)
     }
 }
 
+static int lookup(const char *creds, const char *refs, char *login, char *pw, int *eval)
+{
+    struct image_ref r;
+    mtc_error_t err;
+    char text[1024], *l = NULL, *p = NULL;
+    snprintf(text, sizeof(text), "%s", creds);
+    login[0] = pw[0] = '\0';
+    *eval = -1;
+    if (image_ref_parse(refs, &r, &err) < 0 || !image_creds_lookup(text, &r, &l, &p, eval))
+        return 0;
+    strcpy(login, l);
+    strcpy(pw, p);
+    return 1;
+}
+
+static void test_creds(void)
+{
+    char l[256], p[256];
+    int ev;
+    const char *f = "machine nvcr.io login $oauthtoken password nvapi-123\n"
+                    "machine gcr.io login oauth2accesstoken password $(gcloud auth print-access-token)\n"
+                    "machine 127.0.0.1 login alice password a-pw\n"
+                    "machine 127.0.0.1 login bob password b-pw\n"
+                    "machine auth.docker.io login hubuser password $HUB_PW\n"
+                    "garbage line\n";
+    CHECK(lookup(f, "nvcr.io#nvidia/pytorch:24.01-py3", l, p, &ev) &&
+              strcmp(l, "$oauthtoken") == 0 && strcmp(p, "nvapi-123") == 0 && ev == 0,
+          "NGC: the login $oauthtoken is literal, the password plain");
+    CHECK(lookup(f, "gcr.io#proj/img:1", l, p, &ev) && ev == 1 &&
+              strcmp(p, "$(gcloud auth print-access-token)") == 0,
+          "a '$' password is the rest of the line, to evaluate (%s)", p);
+    CHECK(lookup(f, "127.0.0.1:5000#test/app:1", l, p, &ev) && strcmp(l, "alice") == 0,
+          "a registry's port is not in netrc's machine: the first entry");
+    CHECK(lookup(f, "bob@127.0.0.1:5000#test/app:1", l, p, &ev) && strcmp(l, "bob") == 0 &&
+              strcmp(p, "b-pw") == 0,
+          "USER@ picks that login");
+    CHECK(!lookup(f, "carol@127.0.0.1:5000#test/app:1", l, p, &ev), "USER@ with no entry: none");
+    CHECK(lookup(f, "ubuntu:24.04", l, p, &ev) && strcmp(l, "hubuser") == 0 && ev == 1,
+          "Docker Hub: auth.docker.io's entry");
+    CHECK(!lookup(f, "quay.io#a/b", l, p, &ev), "another registry: none");
+    CHECK(!lookup("machine 127.0.0.1 login alice\n", "127.0.0.1#a/b", l, p, &ev),
+          "an entry without a password: none");
+}
+
 int main(void)
 {
+    test_creds();
     test_paths();
     test_parse();
     test_refused();

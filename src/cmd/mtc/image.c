@@ -237,11 +237,14 @@ static int i_pull(struct cli *c, int argc, char **argv)
     return 0;
 }
 
-/* mtc image cache list|prune [--dir DIR] [--keep-gb N] */
+/* mtc image cache list|prune (-c CLUSTER | --dir DIR) [--keep-gb N]: -c is
+ * a local cluster's cache (its directory's images/) */
 static int i_cache(struct cli *c, int argc, char **argv)
 {
-    static const char *use = "mtc image cache list|prune --dir DIR [--keep-gb N] [--json]";
+    static const char *use =
+        "mtc image cache list|prune (-c CLUSTER | --dir DIR) [--keep-gb N] [--json]";
     const char *what = argc > 1 ? argv[1] : NULL, *dir = NULL;
+    char cdir[4096];
     double keep = 0;
     for (int i = 2; i < argc; i++) {
         char *end;
@@ -249,6 +252,14 @@ static int i_cache(struct cli *c, int argc, char **argv)
             c->json = 1;
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             dir = argv[++i];
+        else if ((strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--cluster") == 0) &&
+                 i + 1 < argc) {
+            const char *id = argv[++i];
+            if (!mtc_name_valid(id, 63))
+                return cli_fail("-c %s: not a cluster id", id), 2;
+            snprintf(cdir, sizeof(cdir), "%s/clusters/%s/images", c->home, id);
+            dir = cdir;
+        }
         else if (strcmp(argv[i], "--keep-gb") == 0 && i + 1 < argc &&
                  (keep = strtod(argv[i + 1], &end)) >= 0 && !*end)
             i++;
