@@ -229,7 +229,9 @@ int image_cache_get(const char *dir, double max_gb, const char *refstr,
      * other processes: this one's descriptors are not theirs) */
     snprintf(tar, sizeof(tar), "%s/tmp/%s.tar", dir, tmpname);
     snprintf(out, sizeof(out), "%s/tmp/%s.sqsh", dir, tmpname);
-    if (image_pull_fetch(&r, o, refstr, digest, tar, out, err) < 0)
+    struct image_pull_opts lo = *o;
+    lo.max_bytes = limit; /* the user's side cannot fill the disk beyond the cache's limit */
+    if (image_pull_fetch(&r, &lo, refstr, digest, tar, out, err) < 0)
         goto out;
     char tmpsq[140];
     snprintf(tmpsq, sizeof(tmpsq), "%s.sqsh", tmpname);

@@ -65,6 +65,7 @@ struct image_pull_opts {
     const char *home;
     char *const *env;
     const char *arch; /* NULL: the node's (image_pull_arch) */
+    long long max_bytes; /* what the user's side may send at most (0: no limit) */
 };
 /* "amd64", "arm64"... for this machine. */
 const char *image_pull_arch(void);

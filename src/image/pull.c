@@ -582,6 +582,9 @@ static int as_user(const struct image_ref *r, const struct image_pull_opts *o, c
             }
             memcpy(b + n, chunk, (size_t)k);
             n += (size_t)k;
+        } else if (o->max_bytes > 0 && (long long)(n += (size_t)k) > o->max_bytes) {
+            werr = EFBIG; /* a stream beyond the cache's limit: stopped, not stored */
+            break;
         } else if (!werr && write_all(wfd, chunk, (size_t)k) < 0) {
             werr = errno;
         }
@@ -610,6 +613,9 @@ static int as_user(const struct image_ref *r, const struct image_pull_opts *o, c
     free(b);
     if (msg[0])
         return errprintf(err, "%s", msg);
+    if (werr == EFBIG && !buf)
+        return errprintf(err, "image %s: larger than the image cache's limit (%lld bytes)", shown,
+                         o->max_bytes);
     return errprintf(err, "image %s: the pull failed: %s", shown,
                      werr ? strerror(werr) : "the puller died");
 }
