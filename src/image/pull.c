@@ -611,11 +611,12 @@ static int as_user(const struct image_ref *r, const struct image_pull_opts *o, c
         return 0;
     }
     free(b);
-    if (msg[0])
-        return errprintf(err, "%s", msg);
+    /* the reader stopped it: that is the reason, not what the child said dying */
     if (werr == EFBIG && !buf)
         return errprintf(err, "image %s: larger than the image cache's limit (%lld bytes)", shown,
                          o->max_bytes);
+    if (msg[0] && !werr)
+        return errprintf(err, "%s", msg);
     return errprintf(err, "image %s: the pull failed: %s", shown,
                      werr ? strerror(werr) : "the puller died");
 }
