@@ -216,8 +216,9 @@ install: progs
 	install -m 0755 $(addprefix $(BIN)/,$(PROGS)) $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/lib/mtc
 	install -m 0644 $(SPANK_SO) $(DESTDIR)$(PREFIX)/lib/mtc/
-	# enroot's import through mtc, only where no real enroot is installed
-	if ! command -v enroot >/dev/null 2>&1 && [ ! -e $(DESTDIR)$(PREFIX)/bin/enroot ]; then \
+	# enroot's import through mtc, only where no real enroot is installed (a
+	# direct install: a package built with DESTDIR cannot know the target's)
+	if [ -z "$(DESTDIR)" ] && ! command -v enroot >/dev/null 2>&1 && [ ! -e $(PREFIX)/bin/enroot ]; then \
 		ln -s mtc $(DESTDIR)$(PREFIX)/bin/enroot; fi
 	cp -r data/. $(DESTDIR)$(PREFIX)/share/mtc/
 	cp -r recipes examples $(DESTDIR)$(PREFIX)/share/mtc/

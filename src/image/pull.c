@@ -316,14 +316,17 @@ static int skopeo_error(const struct user_run *u, const char *shown, const char 
                          reg);
     if (strstr(out, "no such host") || strstr(out, "server misbehaving"))
         return errprintf(err, "image %s: unknown registry host %s", shown, reg);
+    /* (not a bare "401"/"403": a port or a digest may hold those digits) */
+    if (strstr(out, "manifest unknown") || strstr(out, "name unknown"))
+        return errprintf(err, "image %s: no such tag or digest in the registry %s", shown, reg);
     if (strstr(out, "unauthorized") || strstr(out, "authentication required") ||
-        strstr(out, "denied") || strstr(out, "401") || strstr(out, "403"))
+        strstr(out, "denied") || strstr(out, "401 Unauthorized") || strstr(out, "403 Forbidden") ||
+        strstr(out, "status 401") || strstr(out, "status 403"))
         return errprintf(err, "image %s: the registry %s refused access (401/403; %s%s%s%s)", shown,
                          reg, creds, u->authfd >= 0 ? ": login " : ", looked in ",
                          u->authfd >= 0 ? u->cred_login : u->cred_path,
                          u->authfd >= 0 ? "" : "");
-    if (strstr(out, "manifest unknown") || strstr(out, "not found") ||
-        strstr(out, "name unknown"))
+    if (strstr(out, "not found"))
         return errprintf(err, "image %s: no such tag or digest in the registry %s", shown, reg);
     if (strstr(out, "did not match") || strstr(out, "Digest did not match") ||
         strstr(out, "digest mismatch"))

@@ -182,6 +182,10 @@ static int i_pull(struct cli *c, int argc, char **argv)
     size_t nenv = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("usage: %s\n", use);
+            return 0;
+        }
         if (strcmp(a, "--json") == 0) {
             c->json = 1;
             continue;
@@ -245,6 +249,11 @@ static int i_cache(struct cli *c, int argc, char **argv)
         "mtc image cache list|prune (-c CLUSTER | --dir DIR) [--keep-gb N] [--json]";
     const char *what = argc > 1 ? argv[1] : NULL, *dir = NULL;
     char cdir[4096];
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: %s\n", use);
+            return 0;
+        }
     double keep = 0;
     for (int i = 2; i < argc; i++) {
         char *end;
