@@ -7,6 +7,8 @@
 #  - `mtc image import docker://… -o X.sqsh`: pull + checks + flatten + mksquashfs
 #  - `mtc image pull REF --cache C` into an empty cache (what a step's first use costs)
 #  - the same again (a cache hit: one manifest request; goal < 0.5 s)
+#  - 8 `mtc image pull` at once into one empty cache (8 nodes' first use of
+#    an image: the digest's lock), pulls counted (goal 1), wall time vs one
 # medians in seconds and the ratios to the floor. The registry is stopped by
 # its pid on exit; the work directory is removed (BENCH_KEEP=1 keeps it).
 for t in skopeo docker-registry mksquashfs; do
@@ -71,6 +73,12 @@ t_first() { rm -rf "$W/cache"; local a; a=$(now); mtc image pull "$REF" --cache 
     >>"$W/bench.log" 2>&1; echo "$(now) - $a" | bc; }
 t_hit() { local a; a=$(now); mtc image pull "$REF" --cache "$W/cache" >>"$W/bench.log" 2>&1
     echo "$(now) - $a" | bc; }
+t_eight() { rm -rf "$W/cache8"; local a i pids=(); a=$(now)
+    for i in 1 2 3 4 5 6 7 8; do
+        mtc image pull "$REF" --cache "$W/cache8" >>"$W/bench.log" 2>&1 &
+        pids+=($!)
+    done
+    wait "${pids[@]}"; echo "$(now) - $a" | bc; }
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 F=() I=() P=() H=()
 for _ in $(seq "$TRIALS"); do
@@ -82,4 +90,7 @@ printf 'image: %s MB (one incompressible layer), loopback registry, %s trials, m
 printf 'skopeo copy alone (floor)              %7.2f s\n' "$f"
 printf 'mtc image import docker://… (pull+sqsh) %7.2f s  %.2fx the floor\n' "$i" "$(echo "$i / $f" | bc -l)"
 printf 'mtc image pull, empty cache            %7.2f s  %.2fx the floor\n' "$p" "$(echo "$p / $f" | bc -l)"
+e=$(t_eight)
+n8=$(wc -l <"$W/cache8/pulls.log")
+printf 'mtc image pull, 8 at once, empty cache %7.2f s  %.2fx one; pulls: %s (goal 1)\n' "$e" "$(echo "$e / $p" | bc -l)" "$n8"
 printf 'mtc image pull, cache hit              %7.3f s  %.3fx the floor\n' "$h" "$(echo "$h / $f" | bc -l)"
