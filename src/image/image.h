@@ -18,6 +18,14 @@
  * 0, or -1 with err (one line naming what was wrong). */
 int image_import(const char *src, const char *out, mtc_error_t *err);
 
+/* image_import of an OCI layout that must be the image of digest: its
+ * index.json names that one manifest and the manifest's bytes hash to it
+ * (checked on what was unpacked, before anything is applied); digest NULL:
+ * image_import. 0, or -1 with err. */
+int image_import_digest(const char *src, const char *out, const char *digest, mtc_error_t *err);
+/* The layout in dir is the image of digest (as above). 0, or -1 with err. */
+int image_layout_is(const char *dir, const char *digest, mtc_error_t *err);
+
 /* The trainer image: trainer (the mtc-train binary) as /usr/bin/mtc-train with
  * its shared libraries and the loader, Open MPI's and PMIx's plugins, config and
  * help files, and a minimal userland (dash as /bin/sh, coreutils). version (may

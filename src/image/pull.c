@@ -680,50 +680,6 @@ int image_pull_resolve(const struct image_ref *r, const struct image_pull_opts *
     return rc;
 }
 
-/* The member name of tarball tar, its bytes (caller frees). */
-static char *tar_member(const char *tar, const char *name, size_t *len, mtc_error_t *err)
-{
-    char *argv[] = {"tar", "-xOf", (char *)tar, (char *)name, NULL};
-    struct mtc_io io = {.capture = MTC_IO_OUT | MTC_IO_ERR};
-    int rc = mtc_run_io(argv, NULL, &io, 10 * 60 * 1000);
-    free(io.err);
-    if (rc != 0) {
-        free(io.out);
-        errprintf(err, "no %s in what the puller sent", name);
-        return NULL;
-    }
-    *len = io.out_len;
-    return io.out;
-}
-
-/* What the user's side sent must be the layout of digest: index.json naming
- * that one manifest, and the manifest's bytes hashing to it (the config and
- * the layers are then checked by image_import against the manifest). */
-static int layout_verify(const char *tar, const char *digest, const char *shown, mtc_error_t *err)
-{
-    mtc_error_t e;
-    size_t len = 0;
-    char *idx = tar_member(tar, "./index.json", &len, &e), name[100], got[72];
-    json_t *j = idx ? json_loadb(idx, len, 0, NULL) : NULL;
-    free(idx);
-    json_t *ms = json_object_get(j, "manifests");
-    int ok = json_array_size(ms) == 1 &&
-             strcmp(json_string_value(json_object_get(json_array_get(ms, 0), "digest")) ?: "",
-                    digest) == 0;
-    json_decref(j);
-    if (!ok)
-        return errprintf(err, "image %s: the pulled layout does not name %s", shown, digest);
-    snprintf(name, sizeof(name), "./blobs/sha256/%s", digest + 7);
-    char *m = tar_member(tar, name, &len, &e);
-    if (!m)
-        return errprintf(err, "image %s: the pulled layout has no manifest", shown);
-    sha256_buf(m, len, got);
-    free(m);
-    if (strcmp(got, digest) != 0)
-        return errprintf(err, "image %s: the manifest's digest does not match %s", shown, digest);
-    return 0;
-}
-
 int image_pull_fetch(const struct image_ref *r, const struct image_pull_opts *o, const char *shown,
                      const char *digest, const char *tar, const char *out, mtc_error_t *err)
 {
@@ -733,11 +689,12 @@ int image_pull_fetch(const struct image_ref *r, const struct image_pull_opts *o,
     int rc = as_user(r, o, shown, USER_FETCH, digest, NULL, NULL, fd, err);
     if (close(fd) < 0 && rc == 0)
         rc = errprintf(err, "%s: %s", tar, strerror(errno));
-    if (rc == 0)
-        rc = layout_verify(tar, digest, shown, err);
     if (rc == 0) {
+        /* the tarball must be the layout of digest: checked on what is
+         * unpacked (index.json and the manifest), then every config and layer
+         * against the manifest, by the import itself */
         mtc_error_t e;
-        if (image_import(tar, out, &e) < 0) {
+        if (image_import_digest(tar, out, digest, &e) < 0) {
             /* the import names the tarball, a temporary name: name the image */
             const char *why = strstr(e.text, ": ");
             rc = errprintf(err, "image %s: %s", shown, why ? why + 2 : e.text);
