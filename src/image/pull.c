@@ -294,11 +294,12 @@ static int user_setup(struct user_run *u, const struct image_ref *r,
         errprintf(err, "image %s@%s: no password for %s in %s", r->user, r->registry, r->user,
                   u->cred_path);
     }
+    int failed = (login && u->authfd < 0) || (!login && r->user[0]);
     if (password)
         explicit_bzero(password, strlen(password));
     free(login);
     free(password);
-    return (login && u->authfd < 0) || (!login && r->user[0]) ? -1 : 0;
+    return failed ? -1 : 0;
 }
 
 /* One line for what skopeo said (its last "msg=" line), naming the image. */
