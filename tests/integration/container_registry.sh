@@ -4,7 +4,7 @@
 # TLS with a test CA and htpasswd auth), images pushed by skopeo from OCI
 # layouts built here (a multi-arch index among them), a 2-node local cluster:
 # `srun -N2 --container-image=127.0.0.1:PORT#test/app:1` pulls once for both
-# nodes, an unchanged tag is not pulled again and a moved one is, enroot's
+# nodes, PYXIS_CONTAINER_IMAGE and sbatch --container-image take references, an unchanged tag is not pulled again and a moved one is, enroot's
 # credentials as the user, wrong credentials / missing tag / no linux/amd64 /
 # a corrupted blob (a test proxy flips a byte) / a bad reference each one
 # line, the registry killed mid-pull leaves no partial cache entry and a retry
@@ -142,6 +142,9 @@ check "a second job reuses the cached image (no pull)" test "$(pulls "$APP")" = 
 check "PYXIS_CONTAINER_IMAGE takes a reference" \
     test "$(PYXIS_CONTAINER_IMAGE="docker://$APP" srun cat /etc/app-version)" = "v1 amd64"
 
+JB=$(sbatch --parsable --container-image="$APP" -o "$D/batch.out" --wrap 'cat /etc/app-version')
+check "#SBATCH --container-image=REF: the batch script runs in the registry image" \
+    wait_for 60 grep -qx "v1 amd64" "$D/batch.out" || cat "$D/batch.out"
 # the tag moves: resolved at each start, so the next step pulls the new image
 D1=sha256:$(skopeo inspect --raw --tls-verify=false "docker://127.0.0.1:$PB/test/app:1" | sha256sum | cut -d' ' -f1)
 push "$D/v2" "127.0.0.1:$PB/test/app:1" "${PLAIN[@]}"
