@@ -298,6 +298,14 @@ check "srun --container-image= of the result" \
 check "enroot version; enroot list; another subcommand is one line" \
     bash -c "enroot version | grep -qE '^[0-9]+\.[0-9]+' && enroot list &&
              test \"\$(enroot start x 2>&1 | wc -l)\" = 1 && ! enroot start x 2>/dev/null"
+mkdir -p "$D/en"
+enroot_default() {
+    (cd "$D/en" && enroot import "docker://$APP" >/dev/null 2>&1) && test -s "$D/en/test+app+1.sqsh" &&
+        out=$(cd "$D/en" && enroot import "docker://$APP" 2>&1 >/dev/null)
+    [ $? = 1 ] && [ "$out" = "[ERROR] File already exists: test+app+1.sqsh" ]
+}
+check "enroot import: enroot's default name, and an existing output is enroot's error, exit 1" \
+    enroot_default
 check "mtc image import docker://… -o X.sqsh" \
     bash -c "mtc image import docker://$APP -o '$D/cli.sqsh' >/dev/null && test -s '$D/cli.sqsh'"
 
