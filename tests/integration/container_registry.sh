@@ -77,6 +77,9 @@ def layer(arch):
         data = f"{ver} {arch}\n".encode()
         ti = tarfile.TarInfo("etc/app-version"); ti.size = len(data); ti.mtime = 0
         t.addfile(ti, io.BytesIO(data))
+        if os.environ.get("EVIL"):  # a member that leaves the root: the import refuses it
+            ti = tarfile.TarInfo("../escaped"); ti.size = len(data); ti.mtime = 0
+            t.addfile(ti, io.BytesIO(data))
     return buf.getvalue()
 b = blob(open(base, "rb").read())
 ms = []
@@ -102,7 +105,7 @@ PY
 }
 oci_layout "$D/v1" v1 amd64 && oci_layout "$D/v2" v2 amd64 && oci_layout "$D/multi" multi "arm64 amd64" &&
     oci_layout "$D/armonly" armonly arm64 && oci_layout "$D/corrupt" corrupt amd64 &&
-    oci_layout "$D/slow" slow amd64
+    oci_layout "$D/slow" slow amd64 && EVIL=1 oci_layout "$D/evil" evil amd64
 run_or_stop $? /dev/null
 push() { # LAYOUT DEST [skopeo options]
     local l=$1 dst=$2
@@ -115,6 +118,7 @@ check "skopeo pushes test/app:1, a multi-arch index and an arm64-only index" \
     bash -c "$(declare -f push); D='$D'; push $D/v1 127.0.0.1:$PB/test/app:1 ${PLAIN[*]} &&
         push $D/multi 127.0.0.1:$PB/test/multi:1 ${PLAIN[*]} &&
         push $D/armonly 127.0.0.1:$PB/test/armonly:1 ${PLAIN[*]} &&
+        push $D/evil 127.0.0.1:$PB/test/evil:1 ${PLAIN[*]} &&
         push $D/v1 127.0.0.1:$PA/test/app:1 --dest-cert-dir=$D/certs --dest-creds=alice:pa55-w0rd"
 run_or_stop $? "$D/push.log"
 
@@ -171,6 +175,9 @@ check "no linux/amd64 entry: one line" \
 check "a tag that does not exist: one line" \
     one_err "test/app:9: no such tag or digest in the registry 127.0.0.1:$PB" \
     srun --container-image="127.0.0.1:$PB#test/app:9" true
+check "a layer that breaks the import rules: one line naming the image and the member" \
+    one_err "127.0.0.1:$PB#test/evil:1: layer 2: member \"../escaped\" leaves the image's root" \
+    srun --container-image="127.0.0.1:$PB#test/evil:1" true
 DEAD=$(free_port)
 check "a refused connection: one line" \
     one_err "cannot reach the registry 127.0.0.1:$DEAD: connection refused" \
