@@ -82,7 +82,11 @@ all: progs $(UNIT_BINS) $(FAKE_LIBS) $(TOOL_BINS)
 unit-bins: $(UNIT_BINS) $(FAKE_LIBS)
 
 # what `make install` (and so the package) ships: the programs and the plugin
-progs: $(addprefix $(BIN)/,$(PROGS)) $(SPANK_SO)
+progs: $(addprefix $(BIN)/,$(PROGS)) $(SPANK_SO) $(BIN)/enroot
+
+# `enroot` is mtc under that name (import, version, list: docs/containers.md)
+$(BIN)/enroot: | $(BIN)/mtc
+	ln -sf mtc $@
 
 $(B)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -212,6 +216,10 @@ install: progs
 	install -m 0755 $(addprefix $(BIN)/,$(PROGS)) $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/lib/mtc
 	install -m 0644 $(SPANK_SO) $(DESTDIR)$(PREFIX)/lib/mtc/
+	# enroot's import through mtc, only where no real enroot is installed (a
+	# direct install: a package built with DESTDIR cannot know the target's)
+	if [ -z "$(DESTDIR)" ] && ! command -v enroot >/dev/null 2>&1 && [ ! -e $(PREFIX)/bin/enroot ]; then \
+		ln -s mtc $(DESTDIR)$(PREFIX)/bin/enroot; fi
 	cp -r data/. $(DESTDIR)$(PREFIX)/share/mtc/
 	cp -r recipes examples $(DESTDIR)$(PREFIX)/share/mtc/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8

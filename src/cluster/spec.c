@@ -594,6 +594,19 @@ static const struct schema_field f_sim[] = {
     {.name = NULL}};
 static const struct schema s_sim = {f_sim, SPEC, NULL, NULL};
 
+/* mtc's own: the container plugin's registry images (docs/containers.md) —
+ * the image cache's size limit; least recently used images no step holds
+ * are evicted beyond it */
+static const struct schema_field f_containers[] = {
+    {.name = "cacheMaxGb",
+     .kind = SCHEMA_NUM,
+     .flags = SCHEMA_RANGE,
+     .lo = 1,
+     .hi = 1000000,
+     .dflt = "200"},
+    {.name = NULL}};
+static const struct schema s_containers = {f_containers, SPEC, NULL, NULL};
+
 /* users[]: the Unix users mtc makes where missing (users.c) */
 static int user_name(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
 {
@@ -639,6 +652,7 @@ static const struct schema_field f_cluster[] = {
     /* mtc's own: Unix users made (as root) where missing, here and on the hosts */
     {.name = "users", .kind = SCHEMA_OBJS, .flags = SCHEMA_ROOT_EXEC, .obj = &s_user},
     {OBJ("sim", s_sim)}, /* mtc's own: a simulated cluster (no Slurm, no jobs) */
+    {OBJ("containers", s_containers)}, /* mtc's own: the registry image cache */
     {.name = NULL},
 };
 const struct schema cluster_spec_schema = {f_cluster, SPEC, cluster_output_only, NULL};

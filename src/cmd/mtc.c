@@ -63,6 +63,10 @@ static const char *default_home(char *buf, size_t len)
 int main(int argc, char **argv)
 {
     static char home[PATH_MAX];
+    /* run through a link named enroot: enroot's import, version, list */
+    const char *base = strrchr(argv[0], '/');
+    if (strcmp(base ? base + 1 : argv[0], "enroot") == 0)
+        return cmd_enroot(argc, argv);
     struct cli c = {.home = getenv("MTC_HOME"),
                     .project = "local",
                     .location = "local",

@@ -247,6 +247,11 @@ static int has(const char *dir, const char *name)
 
 int image_import(const char *src, const char *out, mtc_error_t *err)
 {
+    return image_import_digest(src, out, NULL, err);
+}
+
+int image_import_digest(const char *src, const char *out, const char *digest, mtc_error_t *err)
+{
     char work[PATH_MAX], root[PATH_MAX + 8], unpack[PATH_MAX + 8], source[PATH_MAX];
     struct stat st;
     json_t *meta = NULL;
@@ -284,7 +289,8 @@ int image_import(const char *src, const char *out, mtc_error_t *err)
     }
     int is_layout = has(layout, "index.json") || has(layout, "manifest.json");
     mtc_error_t e = {""};
-    int r = is_layout             ? from_layout(layout, root, source, &meta, &e)
+    int r = digest && image_layout_is(layout, digest, &e) < 0 ? -1
+            : is_layout ? from_layout(layout, root, source, &meta, &e)
             : S_ISDIR(st.st_mode) ? from_rootfs(src, root, source, &meta, &e)
                                   : errprintf(&e, "not an OCI image layout or docker-save archive "
                                                   "(no index.json or manifest.json)");

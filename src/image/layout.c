@@ -4,11 +4,13 @@
 #include "image/image.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define OCI_INDEX "application/vnd.oci.image.index.v1+json"
 #define DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -204,12 +206,29 @@ static void digest_of_path(const char *path, char out[72])
     }
 }
 
+/* A JSON file of the layout: a regular file that stays inside dir (a link
+ * in an archive that root unpacks must not make it read, and quote in an
+ * error, a file outside: /etc/shadow as index.json). */
 static json_t *load_json(const char *dir, const char *name, mtc_error_t *err)
 {
-    char path[PATH_MAX * 2];
+    char path[PATH_MAX * 2], real[PATH_MAX], top[PATH_MAX];
     json_error_t je;
+    struct stat st;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    json_t *j = json_load_file(path, 0, &je);
+    size_t tl = realpath(dir, top) ? strlen(top) : 0;
+    if (!tl || !realpath(path, real) || strncmp(real, top, tl) != 0 || real[tl] != '/') {
+        errprintf(err, "%s: not a file inside the image", name);
+        return NULL;
+    }
+    int fd = open(real, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        errprintf(err, "%s: not a regular file", name);
+        return NULL;
+    }
+    json_t *j = json_loadfd(fd, 0, &je);
+    close(fd);
     if (!j)
         errprintf(err, "%s: %s", name, je.text);
     return j;
@@ -463,4 +482,25 @@ json_t *image_meta_from_config(const json_t *config, const char *source, mtc_err
 error:
     json_decref(meta);
     return NULL;
+}
+
+int image_layout_is(const char *dir, const char *digest, mtc_error_t *err)
+{
+    mtc_error_t e;
+    json_t *idx = load_json(dir, "index.json", &e);
+    json_t *ms = json_object_get(idx, "manifests");
+    const char *d = json_string_value(json_object_get(json_array_get(ms, 0), "digest"));
+    int ok = json_array_size(ms) == 1 && d && strcmp(d, digest) == 0;
+    json_decref(idx);
+    if (!ok)
+        return errprintf(err, "the layout does not name %s", digest);
+    char path[PATH_MAX * 2], got[72];
+    snprintf(path, sizeof(path), "%s/blobs/sha256/%s", dir, digest + 7);
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && mtc_sha256_fd(fd, got) == 0 &&
+         strcmp(got, digest) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok ? 0 : errprintf(err, "the manifest's digest does not match %s", digest);
 }

@@ -10,6 +10,7 @@
 #include "cluster/cluster.h"
 #include "control/control.h"
 #include "dataset/dataset.h"
+#include "image/image.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"
 #include "slurm/slurm.h"
@@ -170,6 +171,19 @@ json_t *jobs_recipe(const json_t *req, mtc_error_t *err)
 int jobs_image_path(const char *image, const struct mtc_user *as, struct jobs_paths *p,
                     mtc_error_t *err)
 {
+    /* a registry image (docker://…, REGISTRY#IMAGE:TAG, ubuntu:24.04): each
+     * node's container plugin pulls it, as the job's user, into the cluster's
+     * image cache; here it is only checked */
+    if (!image_ref_is_path(image)) { /* pyxis's rule, as the plugin's */
+        struct image_ref ref;
+        mtc_error_t e2;
+        if (image_ref_parse(image, &ref, &e2) < 0)
+            return fail(EINVAL, err, "containerImage: %s", e2.text);
+        if (strlen(image) >= sizeof(p->image))
+            return fail(EINVAL, err, "containerImage: %.200s: too long", image);
+        snprintf(p->image, sizeof(p->image), "%s", image);
+        return 0;
+    }
     /* opened as whom the job runs as: what that user cannot read gets one
      * answer, missing, forbidden or not an image alike, so root's view of
      * the file tells the caller nothing (as mtcd's own user: the reason) */

@@ -370,6 +370,22 @@ int hosts_write_conf(const struct provider *p, const struct head *c, const struc
      * controller's plugstack.conf, <dir>/etc/plugstack.conf), slurmd and
      * slurmstepd on the hosts theirs */
     sl.spank = p->spank;
+    sl.image_cache_gb =
+        json_number_value(json_object_get(json_object_get(spec, "containers"), "cacheMaxGb"));
+    /* registry images: one cache on the experiment root (storage every host
+     * shares: N hosts pull an image once) when every directory from / to it
+     * is root's and no one else's to change — root writes there; else each
+     * host's own /var/lib/mtc/<uid>/images */
+    char shared_cache[4096];
+    const char *er = hosts_experiment_root(spec);
+    mtc_error_t te = {""};
+    int efd = er ? mtc_dir_open_trusted(er, 0, 0, &te) : -1;
+    if (efd >= 0) {
+        close(efd);
+        if (snprintf(shared_cache, sizeof(shared_cache), "%s/.mtc-images", er) <
+            (int)sizeof(shared_cache))
+            sl.image_cache = shared_cache;
+    }
     /* elastic nodes: slurmctld runs here, so Slurm's power programs run here
      * (mtc-power beside mtcd, power.json, the token). Slurm keeps a
      * suspended node idle% this long; a resume that comes while mtc still

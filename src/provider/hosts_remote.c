@@ -466,6 +466,7 @@ static int install(struct ssh_conn *ssh, mtc_error_t *err)
         "apt-get update -q >/dev/null && "
         "apt-get install -y -q -o Dpkg::Options::=--force-confold slurmd slurm-client munge "
         "libjansson4 libcurl4 libtre5 libopenblas0-pthread libopenmpi3 libgomp1 libmicrohttpd12 "
+        "skopeo squashfs-tools "
         ">/dev/null "
         "&& "
         /* a munge.service that came with this install would hold the default

@@ -408,6 +408,8 @@ static int write_config(struct provider *p, struct head *c, const json_t *spec, 
         .nnodes = l->nnodes,
         .fake_gpus = 0,
         .spank = p->spank,
+        .image_cache_gb = json_number_value(
+            json_object_get(json_object_get(spec, "containers"), "cacheMaxGb")),
         .health_interval =
             p->hook_health ? head_health_interval(spec, p->hook_health_interval) : 0};
     emulation_sizing(l->nnodes, &sl.sizing);

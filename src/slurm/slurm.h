@@ -89,6 +89,12 @@ struct slurm_layout {
     /* The container plugin (spank_mtc.so) as slurmd, slurmstepd and srun find
      * it: PlugStackConfig=<etc>/plugstack.conf loads it. NULL: no plugin. */
     const char *spank;
+    /* Registry images (docs/containers.md, "Images from a registry"): the
+     * cache directory every node of the cluster pulls into (NULL: the
+     * cluster directory's images/ here, each host's own on hosts) and its
+     * limit in GB (spec containers.cacheMaxGb; 0: 200). */
+    const char *image_cache;
+    double image_cache_gb;
     /* Used when a node has .cloud set: the programs must be set then. */
     struct slurm_power power;
     /* timeouts and fan-out (all zero: Slurm's usual values) */

@@ -48,6 +48,7 @@ struct container_mount {
 /* The options of one step, as given (-1: unset for the tri-states). */
 struct container_opts {
     char image[1024];
+    int image_ref; /* 1: image is a registry reference (pulled on the node), 0: a file */
     char workdir[1024];
     char name[64];
     enum container_name_mode name_mode;
@@ -67,6 +68,11 @@ struct container_optdef {
 };
 extern const struct container_optdef container_optdefs[];
 extern const size_t container_noptdefs;
+
+/* 1 when an image argument is a registry reference rather than a file, by
+ * pyxis's rule: "docker://", or not absolute, not ./ or ../, not ending in
+ * .sqsh or .squashfs. Pure. */
+int container_image_is_ref(const char *arg);
 
 /* Reset o to "nothing given". */
 void container_opts_init(struct container_opts *o);

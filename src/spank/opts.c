@@ -10,8 +10,8 @@
 #include <string.h>
 
 const struct container_optdef container_optdefs[] = {
-    {"container-image", "PATH", "[mtc] squashfs image to run the task in (mtc image import makes one)",
-     0},
+    {"container-image", "PATH|[USER@][REGISTRY#]IMAGE[:TAG]",
+     "[mtc] squashfs image to run the task in, or a registry image (pulled once, cached)", 0},
     {"container-mounts", "SRC:DST[:ro|rw][,SRC:DST...]",
      "[mtc] bind mount[s] inside the container; flags ro or rw (default rw)", 0},
     {"container-workdir", "PATH", "[mtc] working directory inside the container", 0},
@@ -27,6 +27,16 @@ const struct container_optdef container_optdefs[] = {
     {"no-container-remap-root", NULL, "[mtc] do not remap to root inside the container", 0},
 };
 const size_t container_noptdefs = sizeof(container_optdefs) / sizeof(container_optdefs[0]);
+
+int container_image_is_ref(const char *s)
+{
+    size_t n = strlen(s);
+    if (strncmp(s, "docker://", 9) == 0)
+        return 1;
+    return !(s[0] == '/' || strncmp(s, "./", 2) == 0 || strncmp(s, "../", 3) == 0 ||
+             (n > 5 && strcmp(s + n - 5, ".sqsh") == 0) ||
+             (n > 9 && strcmp(s + n - 9, ".squashfs") == 0));
+}
 
 void container_opts_init(struct container_opts *o)
 {
@@ -204,7 +214,24 @@ int container_opt_set(struct container_opts *o, const char *name, const char *ar
         return errprintf(err, "--%.100s: not a container option", name);
     if (d->arginfo && (!arg || !*arg))
         return errprintf(err, "--%s: argument required", name);
+    if (strcmp(name, "container-image") == 0 && container_image_is_ref(arg)) {
+        /* checked in full on the node (mtc image pull); what reaches a
+         * command line must never hold a space, a control character or ".." */
+        for (const char *p = arg; *p; p++)
+            if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+                return errprintf(err, "--container-image: image %.200s: a space or control "
+                                      "character in the reference",
+                                 arg);
+        if (strstr(arg, ".."))
+            return errprintf(err, "--container-image: image %.200s: '..' in the reference", arg);
+        if (strlen(arg) >= 512)
+            return errprintf(err, "--container-image: image %.100s...: reference too long", arg);
+        snprintf(o->image, sizeof(o->image), "%s", arg);
+        o->image_ref = 1;
+        return 0;
+    }
     if (strcmp(name, "container-image") == 0) {
+        o->image_ref = 0;
         if (host_path("--container-image", arg, cwd, o->image, sizeof(o->image), err) < 0)
             return -1;
         return 0;

@@ -1,12 +1,15 @@
 /* plugin: the SPANK entry points of spank_mtc.so, the container plugin every
  * mtc cluster's plugstack.conf loads:
  *
- *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [bind=DIR]...
+ *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [bind=DIR]... \
+ *            [pull=MTC cache=DIR cachegb=N]
  *
  * (%n in a path becomes the node's name: emulated nodes share one host).
  *   srun / sbatch (local, allocator): the options, checked, with a one-line
  *       "srun: error: mtc: ..." for bad input before anything is submitted
- *   slurmstepd user_init (once per step and node): the image mounted and the
+ *   slurmstepd user_init (once per step and node): a registry image resolved
+ *       and pulled into the cache (`MTC image pull`, run as root, which
+ *       reaches the registry as the user), the image mounted and the
  *       container's overlay made, by a child that regains root
  *   task_init_privileged (each task, root): into the container
  *   task_init (each task, the user): environment, workdir, command check,
@@ -22,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,8 +46,10 @@ static int active;
 /* what user_init could not do, said by each task (a failed task fails srun;
  * a failed user_init only makes Slurm report a launch failure, exit 0) */
 static char deferred[sizeof(((mtc_error_t *)0)->text)];
-static char arg_runtime[512], arg_gpus[512], arg_binds[4][512];
+static char arg_runtime[512], arg_gpus[512], arg_binds[4][512], arg_pull[512], arg_cache[512],
+    arg_cachegb[32];
 static size_t arg_nbinds;
+static char image_given[1024]; /* a registry reference as given (opts.image: its cached file) */
 
 static int opt_given(int val, const char *optarg, int remote)
 {
@@ -72,12 +79,20 @@ static int plugin_args(int ac, char **av)
             dst = arg_gpus, v = av[i] + 5;
         else if (strncmp(av[i], "bind=", 5) == 0 && arg_nbinds < 4)
             dst = arg_binds[arg_nbinds++], v = av[i] + 5;
-        if (!dst || strpbrk(v, ",:") || strlen(v) >= 512) {
-            slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR bind=DIR)",
+        else if (strncmp(av[i], "pull=", 5) == 0)
+            dst = arg_pull, v = av[i] + 5;
+        else if (strncmp(av[i], "cache=", 6) == 0)
+            dst = arg_cache, v = av[i] + 6;
+        else if (strncmp(av[i], "cachegb=", 8) == 0 && strlen(av[i] + 8) < sizeof(arg_cachegb))
+            dst = arg_cachegb, v = av[i] + 8;
+        if (!dst || strpbrk(v, ",:") || strlen(v) >= 512 ||
+            (dst != arg_cachegb && v[0] != '/')) {
+            slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR bind=DIR "
+                        "pull=MTC cache=DIR cachegb=N)",
                         av[i]);
             return -1;
         }
-        snprintf(dst, 512, "%s", v);
+        snprintf(dst, dst == arg_cachegb ? sizeof(arg_cachegb) : 512, "%s", v);
     }
     return 0;
 }
@@ -176,7 +191,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return -1;
     if (!active || !opts.image[0])
         return 0;
-    int sq = mtc_is_squashfs(opts.image);
+    int sq = opts.image_ref ? 1 : mtc_is_squashfs(opts.image); /* a reference: pulled on the nodes */
     if (sq < 0) {
         slurm_error("mtc: --container-image: %s: %s", opts.image, strerror(errno));
         return -1;
@@ -286,6 +301,103 @@ static int step_init(spank_t sp, mtc_error_t *err)
     return 0;
 }
 
+/* The job's variables a pull honours (enroot's and TLS's), passed to the
+ * puller as --env: it gives them to the process that runs as the user only. */
+static const char *const pull_vars[] = {"ENROOT_CONFIG_PATH", "ENROOT_ALLOW_HTTP", "TMPDIR",
+                                        "SSL_CERT_FILE",      "SSL_CERT_DIR",      "https_proxy",
+                                        "http_proxy",         "no_proxy",          "HTTPS_PROXY",
+                                        "HTTP_PROXY",         "NO_PROXY"};
+#define NPULLVARS (sizeof(pull_vars) / sizeof(pull_vars[0]))
+
+/* A registry image: `MTC image pull REF --cache DIR --max-gb N --as UID:GID
+ * --home HOME [--env NAME=VALUE]...` run by a child that regains root (the
+ * cache is root's; mtc reaches the registry as the user), with an
+ * environment of its own; the cached file's path replaces opts.image. */
+static int pull_image(spank_t sp, mtc_error_t *err)
+{
+    char cache[600], ids[64], envs[NPULLVARS][PATH_MAX + 64], out[1200] = "", msg[1024] = "";
+    if (!arg_pull[0] || !arg_cache[0])
+        return errprintf(err, "--container-image: image %s: this cluster's plugstack.conf has no "
+                              "pull= and cache= for registry images",
+                         opts.image);
+    if (expand(arg_cache, node_name(), cache, sizeof(cache)) < 0)
+        return errprintf(err, "this node's name is unknown: plugstack.conf's %%n cannot be filled");
+    snprintf(ids, sizeof(ids), "%u:%u", (unsigned)step.uid, (unsigned)step.gid);
+    const char *argv[16 + 2 * NPULLVARS];
+    size_t a = 0;
+    argv[a++] = arg_pull;
+    argv[a++] = "image";
+    argv[a++] = "pull";
+    argv[a++] = opts.image;
+    argv[a++] = "--cache";
+    argv[a++] = cache;
+    argv[a++] = "--max-gb";
+    argv[a++] = arg_cachegb[0] ? arg_cachegb : "200";
+    argv[a++] = "--as";
+    argv[a++] = ids;
+    argv[a++] = "--home";
+    argv[a++] = step.home[0] ? step.home : "/";
+    for (size_t i = 0; i < NPULLVARS; i++) {
+        char v[PATH_MAX];
+        if (spank_getenv(sp, pull_vars[i], v, sizeof(v)) != ESPANK_SUCCESS || strchr(v, '\n'))
+            continue;
+        snprintf(envs[i], sizeof(envs[i]), "%s=%s", pull_vars[i], v);
+        argv[a++] = "--env";
+        argv[a++] = envs[i];
+    }
+    argv[a] = NULL;
+    int po[2], pe[2];
+    if (pipe2(po, O_CLOEXEC) < 0)
+        return errprintf(err, "pipe: %s", strerror(errno));
+    if (pipe2(pe, O_CLOEXEC) < 0) {
+        close(po[0]);
+        close(po[1]);
+        return errprintf(err, "pipe: %s", strerror(errno));
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        static char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+        int devnull = open("/dev/null", O_RDONLY);
+        if (setresuid(0, 0, 0) < 0 || setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 ||
+            devnull < 0 || dup2(devnull, 0) < 0 || dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
+            _exit(126);
+        execve(arg_pull, (char *const *)argv, env);
+        dprintf(2, "mtc: %s: %s\n", arg_pull, strerror(errno));
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    if (pid < 0) {
+        close(po[0]);
+        close(pe[0]);
+        return errprintf(err, "fork: %s", strerror(errno));
+    }
+    size_t n = 0, m = 0;
+    ssize_t k;
+    while ((k = read(po[0], out + n, sizeof(out) - 1 - n)) > 0 || (k < 0 && errno == EINTR))
+        n += k > 0 ? (size_t)k : 0;
+    while ((k = read(pe[0], msg + m, sizeof(msg) - 1 - m)) > 0 || (k < 0 && errno == EINTR))
+        m += k > 0 ? (size_t)k : 0;
+    close(po[0]);
+    close(pe[0]);
+    out[n] = msg[m] = '\0';
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    out[strcspn(out, "\n")] = '\0';
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || out[0] != '/') {
+        /* mtc's one line, less its "mtc: " */
+        char *line = msg;
+        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, "mtc: ", 5) == 0)
+            line += 5;
+        return errprintf(err, "%s", line[0] ? line : "the image pull failed");
+    }
+    snprintf(image_given, sizeof(image_given), "%s", opts.image);
+    snprintf(opts.image, sizeof(opts.image), "%s", out);
+    return 0;
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -301,8 +413,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         return 0;
     /* everything the user names is opened here, as the user (slurmstepd's
      * effective ids, groups included); root later uses these descriptors */
-    if (step_init(sp, &err) < 0 || container_open_sources(&step, &opts, &err) < 0)
+    if (step_init(sp, &err) < 0 || (opts.image_ref && pull_image(sp, &err) < 0) ||
+        container_open_sources(&step, &opts, &err) < 0)
         goto error;
+    /* a cached image in use: the cache evicts only files no step holds */
+    if (opts.image_ref && step.image_fd >= 0)
+        flock(step.image_fd, LOCK_SH);
     container_step_root(&step, &opts);
     if (prepare_as_root(&err) < 0)
         goto error;
@@ -383,7 +499,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
         !container_find_command(argv[0], path[0] ? path : NULL)) {
         errprintf(&err, "%s: command not found in the image %s", argv[0],
-                  opts.image[0] ? opts.image : opts.name);
+                  image_given[0] ? image_given : opts.image[0] ? opts.image : opts.name);
         goto error;
     }
     if (opts.remap_root == 1 && container_remap_root(step.uid, step.gid, &err) < 0)

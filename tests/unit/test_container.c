@@ -117,8 +117,21 @@ static void test_names_and_flags(void)
               strstr(err.text, "argument required"),
           "empty image refused");
     CHECK(container_opt_set(&o, "container-image", "x.sqsh", "/imgs", &err) == 0 &&
-              strcmp(o.image, "/imgs/x.sqsh") == 0,
+              strcmp(o.image, "/imgs/x.sqsh") == 0 && o.image_ref == 0,
           "a relative image made absolute");
+    CHECK(container_opt_set(&o, "container-image", "nvcr.io#nvidia/pytorch:24.01-py3", "/imgs",
+                            &err) == 0 &&
+              strcmp(o.image, "nvcr.io#nvidia/pytorch:24.01-py3") == 0 && o.image_ref == 1,
+          "a registry reference (pyxis's rule) kept as given, for the nodes to pull");
+    CHECK(container_opt_set(&o, "container-image", "./app", "/imgs", &err) == 0 &&
+              strcmp(o.image, "/imgs/./app") == 0 && o.image_ref == 0,
+          "./ makes a file of a name without .sqsh");
+    CHECK(container_opt_set(&o, "container-image", "reg#a b:1", NULL, &err) < 0 &&
+              strstr(err.text, "a space or control character"),
+          "a reference with a space refused: %s", err.text);
+    CHECK(container_opt_set(&o, "container-image", "reg#a/../b", NULL, &err) < 0 &&
+              strstr(err.text, "'..' in the reference"),
+          "a reference with '..' refused: %s", err.text);
 }
 
 /* The environment forms, from a small table. */

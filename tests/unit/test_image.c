@@ -1,13 +1,15 @@
 /* test_image: the pure pieces of the image module — tar member names (escapes,
  * "..", canonical form), whiteout names, digests, the config as image.json and
  * /etc/environment, and layouts read from small directories (OCI index →
- * manifest, docker save, nested index, a missing blob, a path out of the layout). */
+ * manifest, docker save, nested index, a missing blob, a path out of the layout,
+ * index.json linked out of it), and a layout checked against its digest. */
 #include "check.h"
 #include "image/image.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *H1 = "1111111111111111111111111111111111111111111111111111111111111111";
 static const char *H2 = "2222222222222222222222222222222222222222222222222222222222222222";
@@ -195,6 +197,35 @@ static void test_layouts(void)
     mkdir(path, 0755);
     CHECK(!image_plan_read(path, &err) && strstr(err.text, "no index.json or manifest.json"),
           "neither index.json nor manifest.json");
+    /* index.json a link to a file outside the layout (root unpacks users'
+     * archives): not read, its text never quoted in the error */
+    char ln[4096], secret[4096];
+    snprintf(path, sizeof(path), "%s/linked", dir);
+    mkdir(path, 0755);
+    snprintf(secret, sizeof(secret), "%s/secret", dir);
+    put(dir, "secret", "TOPSECRET not json");
+    snprintf(ln, sizeof(ln), "%s/index.json", path);
+    CHECK(symlink(secret, ln) == 0 && !image_plan_read(path, &err) &&
+              strstr(err.text, "index.json: not a file inside the image") &&
+              !strstr(err.text, "TOPSECRET"),
+          "index.json linked out of the layout: refused, not read (%s)", err.text);
+    /* image_layout_is: index.json names one manifest whose bytes hash to the digest */
+    snprintf(path, sizeof(path), "%s/one", dir);
+    const char *m = "{\"layers\":[]}";
+    char hex[65], dg[80], idx[300], mp[200];
+    mtc_sha256_hex(m, hex);
+    snprintf(dg, sizeof(dg), "sha256:%s", hex);
+    snprintf(mp, sizeof(mp), "blobs/sha256/%s", hex);
+    put(path, mp, m);
+    snprintf(idx, sizeof(idx), "{\"manifests\":[{\"digest\":\"%s\"}]}", dg);
+    put(path, "index.json", idx);
+    CHECK(image_layout_is(path, dg, &err) == 0, "the layout of its digest");
+    CHECK(image_layout_is(path, "sha256:" "1111111111111111111111111111111111111111111111111111111111111111", &err) < 0 &&
+              strstr(err.text, "does not name"),
+          "another digest: refused (%s)", err.text);
+    put(path, mp, "{\"layers\": []}");
+    CHECK(image_layout_is(path, dg, &err) < 0 && strstr(err.text, "does not match"),
+          "a manifest changed under its digest: refused (%s)", err.text);
     if (!getenv("KEEP"))
         mtc_rm_rf(dir);
 }

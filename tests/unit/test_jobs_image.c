@@ -55,6 +55,14 @@ int main(void)
           "a FIFO: no image, at once (%s)", msg);
     CHECK(image("/proc/self/maps", NULL, &p) < 0 && errno == EINVAL,
           "/proc/self/maps: refused (%s)", msg);
+    /* registry references (pyxis's rule): passed on to the nodes' plugin as given */
+    CHECK(image("nvcr.io#nvidia/pytorch:24.01-py3", NULL, &p) == 0 &&
+              strcmp(p.image, "nvcr.io#nvidia/pytorch:24.01-py3") == 0,
+          "a registry reference: kept as given for the nodes to pull");
+    CHECK(image("docker://ubuntu:24.04", NULL, &p) == 0 && strcmp(p.image, "docker://ubuntu:24.04") == 0,
+          "docker://ubuntu:24.04: kept");
+    CHECK(image("reg#a/../b:1", NULL, &p) < 0 && strstr(msg, "containerImage: image IMAGE: '..'"),
+          "a reference with '..': refused in one line (%s)", msg);
     struct mtc_user u;
     mtc_error_t err = {""};
     if (geteuid() == 0 && mtc_user_lookup("nobody", &u, &err) == 0 && chmod(dir, 0700) == 0) {

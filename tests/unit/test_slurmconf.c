@@ -1,6 +1,8 @@
 /* test_slurmconf: slurm.conf / gres.conf rendering — node names and ports,
  * partitions with Default=YES, gres lines, config{} pass-through, scheduling;
- * the cache of the answers that change with the configuration only. */
+ * plugstack.conf's registry image arguments (pull=, cache=, cachegb=) and the
+ * spec's containers.cacheMaxGb; the cache of the answers that change with
+ * the configuration only. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,8 +123,49 @@ static void test_cmd_cached(void)
     mtc_rm_rf(dir);
 }
 
+/* plugstack.conf: the plugin's mtc, the image cache and its limit */
+static void test_plugstack(void)
+{
+    mtc_error_t err = {{0}};
+    struct slurm_layout l = {.cluster = "c", .dir = "/m/clusters/c",
+                             .spank = "/opt/mtc/lib/mtc/spank_mtc.so"};
+    char *t = slurm_plugstack_render(&l, &err);
+    CHECK(t && strstr(t, " pull=/opt/mtc/bin/mtc cache=/m/clusters/c/images cachegb=200\n"),
+          "local: mtc beside the plugin, the cluster's images/, 200 GB by default");
+    free(t);
+    l.image_cache_gb = 50;
+    l.image_cache = "/shared/exp/.mtc-images";
+    t = slurm_plugstack_render(&l, &err);
+    CHECK(t && strstr(t, " cache=/shared/exp/.mtc-images cachegb=50\n"),
+          "a shared cache and the spec's limit");
+    free(t);
+    l.image_cache = NULL;
+    l.uid = "1234";
+    l.spank = "/var/lib/mtc/1234/lib/spank_mtc.so";
+    t = slurm_plugstack_render(&l, &err);
+    CHECK(t && strstr(t, " pull=/var/lib/mtc/1234/bin/mtc cache=/var/lib/mtc/1234/images cachegb=50"),
+          "hosts: each host's own mtc and cache");
+    free(t);
+    json_t *spec = spec_of("{\"nodePools\":[{\"id\":\"p\",\"machineSpec\":{\"machineType\":"
+                           "\"n2-standard-4\"}}],\"containers\":{\"cacheMaxGb\":10}}");
+    CHECK(spec && json_number_value(json_object_get(json_object_get(spec, "containers"),
+                                                    "cacheMaxGb")) == 10,
+          "containers.cacheMaxGb is a spec field");
+    json_decref(spec);
+    json_error_t je;
+    json_t *in = json_loads("{\"nodePools\":[{\"id\":\"p\",\"machineSpec\":{\"machineType\":"
+                            "\"n2-standard-4\"}}],\"containers\":{\"cacheMaxGb\":0}}",
+                            0, &je);
+    spec = cluster_spec_normalize(in, &err);
+    CHECK(!spec && strstr(err.text, "cacheMaxGb"), "cacheMaxGb 0 refused, naming it: %s",
+          err.text);
+    json_decref(spec);
+    json_decref(in);
+}
+
 int main(void)
 {
+    test_plugstack();
     json_t *spec = spec_of(
         "{\"nodePools\":[{\"id\":\"gpu\",\"machineSpec\":{\"machineType\":\"a3-megagpu-8g\"},"
         "\"scalingSpec\":{\"minNodeCount\":2}},{\"id\":\"cpu\",\"machineSpec\":{\"machineType\":"

@@ -88,6 +88,12 @@ int cmd_rl(struct cli *c, int argc, char **argv);
 int cmd_attach(struct cli *c, int argc, char **argv);
 /* container images (image.c) */
 int cmd_image(struct cli *c, int argc, char **argv);
+/* A registry reference pulled (as the caller) and imported into the squashfs
+ * out: `mtc image import docker://…` and `enroot import`. arch NULL: this
+ * machine's. 0, or -1 + err. */
+int image_cli_pull(const char *ref, const char *out, const char *arch, mtc_error_t *err);
+/* mtc run as `enroot` (a link named enroot): enroot.c. */
+int cmd_enroot(int argc, char **argv);
 /* datasets (data.c) */
 int cmd_data(struct cli *c, int argc, char **argv);
 /* accounts and users of a cluster's accounting (accounts.c) */
