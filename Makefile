@@ -33,7 +33,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isr
 LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common schema store dataset registry endpoint jobs api control cluster slurm provider health recipes image spank scan
+CP_MODULES := common nvidia schema store dataset registry endpoint jobs api control cluster slurm provider health recipes image spank scan
 # src/spank/plugin.c holds Slurm's SPANK entry points: only in the plugin
 CP_SRCS := $(filter-out src/spank/plugin.c,$(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c)))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
@@ -71,7 +71,7 @@ TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(B)/tests/tools/%)
 # The container plugin Slurm loads (srun, sbatch, slurmstepd): position-
 # independent objects of src/spank and the common helpers it uses.
 SPANK_SO := $(B)/lib/mtc/spank_mtc.so
-SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/common/err.c src/common/file.c \
+SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/nvidia/nvidia.c src/common/err.c src/common/file.c \
 	src/common/fsafe.c src/common/user.c src/common/misc.c)
 
 .SECONDEXPANSION:
