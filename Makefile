@@ -156,13 +156,22 @@ $(B)/tests/test_%: tests/unit/test_%.c $(B)/libmtc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(CP_LIBS)
 
+# gpu_probe runs inside test containers: libc alone
+$(B)/tests/tools/gpu_probe: tests/tools/gpu_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
 $(B)/tests/tools/%: tests/tools/%.c $(B)/libmtc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(CP_LIBS)
 
+# the fakes of the driver's libraries carry the real ones' sonames, so that
+# ldconfig links a versioned copy (a driver tree, tests/integration) to them
+$(B)/fakes/libnvml.so: FAKE_SONAME := -Wl,-soname,libnvidia-ml.so.1
+$(B)/fakes/libcuda.so: FAKE_SONAME := -Wl,-soname,libcuda.so.1
 $(B)/fakes/lib%.so: tests/fakes/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fPIC -shared -o $@ $< -lpthread
+	$(CC) $(CFLAGS) -fPIC -shared $(FAKE_SONAME) -o $@ $< -lpthread
 
 # `make test` also builds the ASan+UBSan variant of the unit tests and runs
 # them (the programs they start are the normal build's: MTC_BUILD).

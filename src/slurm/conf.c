@@ -402,12 +402,13 @@ char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err)
     if (l->uid) {
         fprintf(f, " runtime=" SLURM_HOST_VAR "/containers", l->uid);
         if (l->fake_gpus)
-            fprintf(f, " gpus=" SLURM_HOST_VAR "/hw", l->uid);
+            fprintf(f, " gpus=" SLURM_HOST_VAR "/hw driver=" SLURM_HOST_VAR "/hw/driver", l->uid,
+                    l->uid);
         fprintf(f, " bind=" SLURM_HOST_RUN "/tmp\n", l->uid);
     } else {
         fprintf(f, " runtime=%s/nodes/%%n/containers", l->dir);
         if (l->fake_gpus)
-            fprintf(f, " gpus=%s/nodes/%%n/hw", l->dir);
+            fprintf(f, " gpus=%s/nodes/%%n/hw driver=%s/nodes/%%n/hw/driver", l->dir, l->dir);
         fprintf(f, " bind=%s/tmp/%%n\n", l->dir);
     }
     return text_close(f, &buf, "plugstack.conf", err);

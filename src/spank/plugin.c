@@ -1,8 +1,9 @@
 /* plugin: the SPANK entry points of spank_mtc.so, the container plugin every
  * mtc cluster's plugstack.conf loads:
  *
- *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [bind=DIR]...
+ *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [driver=DIR] [bind=DIR]...
  *
+ * (driver=DIR: the NVIDIA driver's tree, for emulated GPUs; default "/").
  * (%n in a path becomes the node's name: emulated nodes share one host).
  *   srun / sbatch (local, allocator): the options, checked, with a one-line
  *       "srun: error: mtc: ..." for bad input before anything is submitted
@@ -41,7 +42,9 @@ static int active;
 /* what user_init could not do, said by each task (a failed task fails srun;
  * a failed user_init only makes Slurm report a launch failure, exit 0) */
 static char deferred[sizeof(((mtc_error_t *)0)->text)];
-static char arg_runtime[512], arg_gpus[512], arg_binds[4][512];
+static char arg_runtime[512], arg_gpus[512], arg_driver[512], arg_binds[4][512];
+/* the NVIDIA driver's plan for this task (task_init_privileged, then task_init) */
+static struct container_driver driver;
 static size_t arg_nbinds;
 
 static int opt_given(int val, const char *optarg, int remote)
@@ -70,10 +73,12 @@ static int plugin_args(int ac, char **av)
             dst = arg_runtime, v = av[i] + 8;
         else if (strncmp(av[i], "gpus=", 5) == 0)
             dst = arg_gpus, v = av[i] + 5;
+        else if (strncmp(av[i], "driver=", 7) == 0)
+            dst = arg_driver, v = av[i] + 7;
         else if (strncmp(av[i], "bind=", 5) == 0 && arg_nbinds < 4)
             dst = arg_binds[arg_nbinds++], v = av[i] + 5;
         if (!dst || strpbrk(v, ",:") || strlen(v) >= 512) {
-            slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR bind=DIR)",
+            slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR driver=DIR bind=DIR)",
                         av[i]);
             return -1;
         }
@@ -329,11 +334,22 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) != ESPANK_SUCCESS)
         gpus[0] = '\0';
     mtc_error_t err;
-    if (container_enter(&step, &opts, gpu_dir[0] ? gpu_dir : NULL, gpus[0] ? gpus : NULL, &err) <
-        0) {
+    /* the node's NVIDIA driver: what of it this container gets, decided (and
+     * its requirements checked) before anything of the task runs */
+    char drv_root[600] = "";
+    char **job_env = NULL;
+    if (arg_driver[0])
+        expand(arg_driver, node_name(), drv_root, sizeof(drv_root));
+    spank_get_item(sp, S_JOB_ENV, &job_env);
+    if (container_driver_probe(&driver, drv_root[0] ? drv_root : NULL, step.uid, step.gid, &err) < 0 ||
+        container_driver_plan(&driver, &step, job_env, gpus[0] ? gpus : NULL, &err) < 0 ||
+        container_enter(&step, &opts, gpu_dir[0] ? gpu_dir : NULL, gpus[0] ? gpus : NULL, &driver,
+                        &err) < 0) {
+        container_driver_release(&driver);
         slurm_error("mtc: %s", err.text);
         return -1;
     }
+    container_driver_release(&driver);
     return 0;
 }
 
@@ -366,6 +382,10 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     mtc_error_t err;
     if (container_env_apply(&opts, env_job, env_set, sp, &err) < 0)
         goto error;
+    if (container_driver_env(&driver, env_job(sp, "CUDA_VISIBLE_DEVICES"), env_set, sp) < 0) {
+        errprintf(&err, "cannot set CUDA_VISIBLE_DEVICES for the container's GPUs");
+        goto error;
+    }
     char wd[1024];
     snprintf(wd, sizeof(wd), "%s", opts.workdir);
     if (!wd[0])
