@@ -10,6 +10,8 @@
  *            the sweep that unmounts a job's leftovers
  * driver.c   the node's NVIDIA driver in a GPU container (libraries,
  *            programs, firmware, sockets, /proc/driver/nvidia, ldconfig)
+ * entry.c    --container-entrypoint (the image's, run before the task) and
+ *            --container-save (mksquashfs of the root when the step ends)
  * enter.c    the task side: a private mount namespace with /proc, /sys, /dev
  *            (GPU files too), /tmp, home and the requested mounts bound in,
  *            pivot_root into the container, the image's environment
@@ -59,6 +61,8 @@ struct container_opts {
     char env[CONTAINER_MAX_ENV][128]; /* --container-env names */
     size_t nenv;
     int writable, mount_home, remap_root; /* -1 unset, 0, 1 */
+    char save[1024];                      /* --container-save (absolute; "" none) */
+    int entrypoint, entrypoint_log;       /* -1 unset, 0, 1 */
     int have_mounts, have_env;            /* given (so an environment form does not add) */
 };
 
@@ -224,6 +228,24 @@ int container_env_apply(const struct container_opts *o, const char *(*getenv_fn)
 /* As the user, just before exec: map the user to root in a new user
  * namespace (--container-remap-root). 0/-1 + err. */
 int container_remap_root(uid_t uid, gid_t gid, mtc_error_t *err);
+/* The image's entrypoint (image.json's "entrypoint" array) into out (max
+ * words); *n 0 when it has none. 0, or -1 when it does not parse. */
+int container_image_entrypoint(const char *json, char out[][1024], size_t max, size_t *n);
+/* As the user, in the container, before the task: the entrypoint of json
+ * (image.json's text) run with the task's environment env and the arguments
+ * /bin/sh -c 'kill -STOP $$'; the environment of the shell it exec's set
+ * for the task through set_fn. Its output goes to stderr when log, or when
+ * it fails. 0, or -1 + err (it failed, or is not in the image). */
+int container_entrypoint_run(const char *json, char **env, int log,
+                             int (*set_fn)(void *, const char *, const char *), void *arg,
+                             mtc_error_t *err);
+/* As the user: path opened for writing (created 0644, never through a
+ * symlink, a regular file) into *fd, for container_save. 0/-1 + err. */
+int container_save_open(const char *path, int *fd, mtc_error_t *err);
+/* As root, at the end of the step: the container's root (s->root) written by
+ * mksquashfs into fd (emptied first). 0/-1 + err. */
+int container_save(const struct container_step *s, int fd, mtc_error_t *err);
+
 /* argv0 as the container would run it: a path, or found in PATH (path).
  * 1 found, 0 not. */
 int container_find_command(const char *argv0, const char *path);

@@ -45,6 +45,7 @@ static char deferred[sizeof(((mtc_error_t *)0)->text)];
 static char arg_runtime[512], arg_gpus[512], arg_driver[512], arg_binds[4][512];
 /* the NVIDIA driver's plan for this task (task_init_privileged, then task_init) */
 static struct container_driver driver;
+static int save_fd = -1; /* --container-save's file, opened as the user */
 static size_t arg_nbinds;
 
 static int opt_given(int val, const char *optarg, int remote)
@@ -154,7 +155,8 @@ static int resolve(spank_t sp, const char *cwd)
         goto error;
     active = container_opts_active(&opts);
     if (!active && (opts.nmounts || opts.workdir[0] || opts.nenv || opts.writable != -1 ||
-                    opts.remap_root != -1 || opts.mount_home != -1)) {
+                    opts.remap_root != -1 || opts.mount_home != -1 || opts.save[0] ||
+                    opts.entrypoint != -1 || opts.entrypoint_log != -1)) {
         errprintf(&err, "container options need --container-image or --container-name");
         goto error;
     }
@@ -308,6 +310,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
      * effective ids, groups included); root later uses these descriptors */
     if (step_init(sp, &err) < 0 || container_open_sources(&step, &opts, &err) < 0)
         goto error;
+    /* --container-save: the first node of the step saves, into a file the
+     * user opens now */
+    uint32_t nodeid = 1;
+    if (opts.save[0] && spank_get_item(sp, S_JOB_NODEID, &nodeid) == ESPANK_SUCCESS && nodeid == 0 &&
+        container_save_open(opts.save, &save_fd, &err) < 0)
+        goto error;
     container_step_root(&step, &opts);
     if (prepare_as_root(&err) < 0)
         goto error;
@@ -396,6 +404,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     if (wd[0])
         spank_setenv(sp, "PWD", wd, 1);
+    if (opts.entrypoint == 1) {
+        char **env = NULL;
+        char *json = mtc_read_file("/.mtc/image.json", NULL);
+        spank_get_item(sp, S_JOB_ENV, &env);
+        int rc = container_entrypoint_run(json, env, opts.entrypoint_log == 1, env_set, sp, &err);
+        free(json);
+        if (rc < 0)
+            goto error;
+    }
     int argc = 0;
     char **argv = NULL;
     char path[PATH_MAX] = "";
@@ -418,6 +435,13 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
+    mtc_error_t err;
+    if (spank_remote(sp) && active && !deferred[0] && save_fd >= 0 && getuid() == 0 &&
+        geteuid() == 0 && container_save(&step, save_fd, &err) < 0)
+        slurm_error("mtc: %s", err.text);
+    if (save_fd >= 0)
+        close(save_fd);
+    save_fd = -1;
     if (spank_remote(sp) && active && !deferred[0] && getuid() == 0 && geteuid() == 0 &&
         !opts.name[0])
         container_step_done(step.runtime, step.job, step.step);
