@@ -172,6 +172,9 @@ struct container_driver {
     size_t ngpus;
     char *ldcache;       /* ROOT/etc/ld.so.cache's bytes (owned; NULL: none) */
     size_t ldcache_len;
+    uid_t uid;           /* the job's ids: libcuda is asked with these only */
+    gid_t gid;
+    int cuda_asked;      /* facts.cuda asked of libcuda already (when a requirement needs it) */
     /* the plan */
     int inject;          /* 1: the driver goes into the container */
     unsigned caps;       /* NVIDIA_DRIVER_CAPABILITIES */
@@ -180,8 +183,9 @@ struct container_driver {
 };
 
 /* As root: what the driver tree at root (NULL or "": "/") holds — version,
- * GPUs, loader cache, and the CUDA version libcuda says (asked in a child
- * with only uid/gid). No driver is no error (d->present 0). 0/-1 + err. */
+ * GPUs, loader cache; the CUDA version libcuda says is asked later, in a
+ * child with only uid/gid, when a requirement needs it. No driver is no
+ * error (d->present 0). 0/-1 + err. */
 int container_driver_probe(struct container_driver *d, const char *root, uid_t uid, gid_t gid,
                            mtc_error_t *err);
 void container_driver_release(struct container_driver *d);

@@ -174,13 +174,8 @@ int container_driver_probe(struct container_driver *d, const char *root, uid_t u
     d->ldcache = mtc_read_file(cache, &len);
     d->ldcache_len = len;
     probe_gpus(d);
-    struct lib_find f = {"libcuda.so", ""};
-    char real[PATH_MAX], host[PATH_MAX];
-    if (d->ldcache && nvidia_ldcache_each(d->ldcache, len, lib_match, &f) == 1 &&
-        resolve_in_tree(d, f.path, real, sizeof(real)) == 0) {
-        in_root(d, real, host, sizeof(host));
-        probe_cuda(d, host, uid, gid);
-    }
+    d->uid = uid;
+    d->gid = gid;
     d->present = 1;
     return 0;
 }
@@ -224,10 +219,20 @@ static const char *job_var(char **env, const char *name)
     return NULL;
 }
 
-/* One requirement variable's value checked; 0, or -1 + err naming it. */
-static int require_one(const struct container_driver *d, const char *var, const char *val,
+/* One requirement variable's value checked; 0, or -1 + err naming it. The
+ * CUDA version is asked of libcuda the first time a requirement needs it
+ * (a fork and a dlopen: not on every container start). */
+static int require_one(struct container_driver *d, const char *var, const char *val,
                        mtc_error_t *err)
 {
+    struct lib_find f = {"libcuda.so", ""};
+    char real[PATH_MAX], host[PATH_MAX];
+    if (!d->cuda_asked && (d->cuda_asked = 1) && d->ldcache &&
+        nvidia_ldcache_each(d->ldcache, d->ldcache_len, lib_match, &f) == 1 &&
+        resolve_in_tree(d, f.path, real, sizeof(real)) == 0) {
+        in_root(d, real, host, sizeof(host));
+        probe_cuda(d, host, d->uid, d->gid);
+    }
     char why[200];
     mtc_error_t e;
     int r = nvidia_require_check(val, &d->facts, why, sizeof(why), &e);
