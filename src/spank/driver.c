@@ -497,37 +497,49 @@ static int bind_bins_firmware(const struct container_driver *d, int rootfd, mtc_
     return 0;
 }
 
-/* CUDA's forward-compatibility libraries an image ships, used only when
- * newer than the driver (libnvidia-container's rule): their directory first
- * in the loader's configuration. */
-static void compat_libs(const struct container_driver *d, int rootfd)
+/* CUDA's forward-compatibility libraries an image ships
+ * (/usr/local/cuda/compat/libcuda.so.VERSION, ...), used only when newer
+ * than the driver (libnvidia-container's rule): bound beside the driver's in
+ * the library directory, where ldconfig links the soname to the highest
+ * version. A file of the image into the image: nothing the user could not do. */
+static int compat_libs(const struct container_driver *d, int rootfd, const char *libdir,
+                       mtc_error_t *err)
 {
     int fd = container_open_in(rootfd, "/usr/local/cuda/compat", O_RDONLY | O_DIRECTORY);
     DIR *dir = fd < 0 ? NULL : fdopendir(fd);
     if (!dir) {
         if (fd >= 0)
             close(fd);
-        return;
+        return 0;
     }
     struct dirent *e;
-    int newer = 0;
-    while ((e = readdir(dir)))
-        if (strncmp(e->d_name, "libcuda.so.", 11) == 0 && strchr(e->d_name + 11, '.') &&
-            nvidia_version_cmp(e->d_name + 11, d->facts.driver) > 0)
-            newer = 1;
-    closedir(dir);
-    if (!newer || make_in(rootfd, "/etc/ld.so.conf.d", 0) < 0)
-        return;
-    int dfd = container_open_in(rootfd, "/etc/ld.so.conf.d", O_PATH | O_DIRECTORY);
-    int f = dfd < 0 ? -1 : openat(dfd, "000-cuda-compat.conf", O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (f >= 0) {
-        static const char line[] = "/usr/local/cuda/compat\n";
-        if (write(f, line, sizeof(line) - 1) < 0)
-            (void)0;
-        close(f);
+    int rc = 0;
+    while (rc == 0 && (e = readdir(dir))) {
+        const char *v = strstr(e->d_name, ".so.");
+        size_t k = 0, pl = v ? (size_t)(v + 3 - e->d_name) : 0;
+        while (k < nvidia_nfiles && !(nvidia_files[k].kind == NVIDIA_LIB && (nvidia_files[k].caps & d->caps) &&
+                                      strlen(nvidia_files[k].name) == pl &&
+                                      strncmp(nvidia_files[k].name, e->d_name, pl) == 0))
+            k++;
+        if (k == nvidia_nfiles || !strchr(v + 4, '.') || nvidia_version_cmp(v + 4, d->facts.driver) <= 0)
+            continue;
+        char src[PATH_MAX], dst[PATH_MAX];
+        join3(src, sizeof(src), "/usr/local/cuda/compat/", e->d_name, "");
+        join3(dst, sizeof(dst), libdir, "/", e->d_name);
+        int sfd = container_open_in(rootfd, src, O_PATH | O_NOFOLLOW);
+        struct stat st;
+        if (sfd < 0 || fstat(sfd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            if (sfd >= 0)
+                close(sfd);
+            continue;
+        }
+        char from[64];
+        snprintf(from, sizeof(from), "/proc/self/fd/%d", sfd);
+        rc = bind_ro(rootfd, from, dst, 1, err);
+        close(sfd);
     }
-    if (dfd >= 0)
-        close(dfd);
+    closedir(dir);
+    return rc;
 }
 
 /* The host's (static) ldconfig run in the container's root, before anything
@@ -552,6 +564,9 @@ static int run_ldconfig(int rootfd, mtc_error_t *err)
             dup2(devnull, 2);
         }
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        /* no descriptor of slurmstepd's reaches the chroot (prog is
+         * O_CLOEXEC already: execveat runs it all the same) */
+        close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
         if (fchdir(rootfd) < 0 || chroot(".") < 0 || chdir("/") < 0)
             _exit(126);
         char *argv[] = {"ldconfig", NULL}, *envp[] = {NULL};
@@ -578,13 +593,14 @@ int container_driver_files(const struct container_driver *d, int rootfd, mtc_err
     struct libs_ctx *c = calloc(1, sizeof(*c));
     if (!c)
         return errprintf(err, "out of memory");
-    *c = (struct libs_ctx){d, rootfd, lib_dir(rootfd), err, {{0}}, 0};
+    const char *libdir = lib_dir(rootfd);
+    *c = (struct libs_ctx){d, rootfd, libdir, err, {{0}}, 0};
     int rc = bind_libs(c);
     free(c);
     if (rc == 0)
         rc = bind_bins_firmware(d, rootfd, err);
     if (rc == 0)
-        compat_libs(d, rootfd);
+        rc = compat_libs(d, rootfd, libdir, err);
     if (rc == 0)
         rc = run_ldconfig(rootfd, err);
     return rc;

@@ -10,7 +10,8 @@
 # GPUs sees them as 0,1, NVIDIA_DRIVER_CAPABILITIES=utility brings no
 # libcuda, NVIDIA_VISIBLE_DEVICES=void no driver, and an unmet
 # NVIDIA_REQUIRE_CUDA (the job's or the image's) fails the step in one line
-# before the task runs (NVIDIA_DISABLE_REQUIRE=1 skips it).
+# before the task runs (NVIDIA_DISABLE_REQUIRE=1 skips it); an image's CUDA
+# compat libcuda is what libcuda.so.1 leads to only when newer than the driver.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -30,6 +31,18 @@ check "mtc image import of the root" mtc image import "$R" -o "$I"
 printf 'PATH=/usr/bin:/bin\nNVIDIA_REQUIRE_CUDA="cuda>=12.4 brand=tesla,driver>=470,driver<471"\n' >"$R/etc/environment"
 IREQ=$D/req.sqsh
 check "and of one with NVIDIA_REQUIRE_CUDA in its environment" mtc image import "$R" -o "$IREQ"
+
+# CUDA forward-compatibility libraries in the image, newer and older than the
+# driver (and the static ldconfig, to read the container's cache with -p)
+printf 'PATH=/usr/bin:/bin\n' >"$R/etc/environment"
+cp /sbin/ldconfig "$R/usr/bin/ldconfig"
+mkdir -p "$R/usr/local/cuda/compat"
+cp "$B/fakes/libcuda.so" "$R/usr/local/cuda/compat/libcuda.so.999.1.1"
+ICNEW=$D/compat-new.sqsh
+check "an image with compat libcuda 999.1.1" mtc image import "$R" -o "$ICNEW"
+mv "$R/usr/local/cuda/compat/libcuda.so.999.1.1" "$R/usr/local/cuda/compat/libcuda.so.400.1.1"
+ICOLD=$D/compat-old.sqsh
+check "and one with compat libcuda 400.1.1" mtc image import "$R" -o "$ICOLD"
 
 check "2-node cluster" run_cluster gpud
 run_or_stop $? "$T_DIR/create.out"
@@ -107,6 +120,18 @@ check "/dev holds nvidia6 and nvidia7 only" \
 check "and CUDA counts both" grep -qx "cuda 2 12.2" <<<"$out"
 kill "$HOLD" 2>/dev/null
 wait "$HOLD" 2>/dev/null
+
+# forward compatibility: the image's newer libcuda is what libcuda.so.1 leads
+# to (in the loader's cache), an older one is not used
+cuda_so1() { # IMAGE: "N TARGET": cache entries of libcuda.so.1 in $L, and the link's target
+    local o
+    o=$(srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$1" sh -c "ldconfig -p; readlink $L/libcuda.so.1" 2>/dev/null)
+    echo "$(grep -c "libcuda.so.1 (libc6,x86-64) => $L/libcuda.so.1\$" <<<"$o") $(tail -1 <<<"$o")"
+}
+got=$(cuda_so1 "$ICNEW")
+check "compat libcuda newer than the driver: libcuda.so.1 is it ($got)" test "$got" = "1 libcuda.so.999.1.1"
+got=$(cuda_so1 "$ICOLD")
+check "an older one is not used ($got)" test "$got" = "1 libcuda.so.$VER"
 
 # --- what the job and the image ask ----------------------------------------
 out=$(NVIDIA_DRIVER_CAPABILITIES=utility srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" \
