@@ -1,8 +1,9 @@
 /* entry: pyxis's --container-entrypoint and --container-save. The image's
  * entrypoint runs as the user inside the container before the task, pyxis's
- * way: with "/bin/sh -c 'kill -STOP $$'" as its arguments, so that when it
- * ends with `exec "$@"` the stopped shell holds the environment it made,
- * which the task takes. The save writes the container's root with
+ * way: with "/bin/sh -c 'kill -STOP $$'" as its arguments (the shell stops
+ * only when exec'd by the entrypoint itself), so that when it ends with
+ * `exec "$@"` the stopped shell holds the environment it made, which the
+ * task takes. The save writes the container's root with
  * mksquashfs, as root, into a file the user opened. */
 #include "spank/container.h"
 
@@ -124,9 +125,14 @@ int container_entrypoint_run(const char *json, char **env, int log,
     char *argv[32 + 4];
     for (size_t i = 0; i < n; i++)
         argv[i] = ep[i];
+    /* the shell stops itself only when the entrypoint exec'd it (its parent
+     * is this process): one the entrypoint runs as its child just exits, and
+     * never holds the entrypoint up */
+    char stop[96];
+    snprintf(stop, sizeof(stop), "[ \"$PPID\" = %d ] && kill -STOP $$; exit 0", (int)getpid());
     argv[n] = "/bin/sh";
     argv[n + 1] = "-c";
-    argv[n + 2] = "kill -STOP $$";
+    argv[n + 2] = stop;
     argv[n + 3] = NULL;
     int mfd = memfd_create("entrypoint-log", MFD_CLOEXEC);
     if (mfd < 0) {

@@ -31,7 +31,7 @@
 
 SPANK_PLUGIN(mtc, 1);
 
-#define NOPT 16
+#define NOPT 24
 #define SLURM_BATCH_STEP 0xfffffffbu
 
 static char *given[NOPT]; /* each option's value as given ("" for a flag) */

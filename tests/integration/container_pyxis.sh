@@ -19,6 +19,7 @@ cat >"$R/usr/bin/ep.sh" <<'EOF'
 echo "entrypoint-ran $*"
 [ -n "$EP_FAIL" ] && { echo "entrypoint-broke"; exit 3; }
 export FROM_EP=yes
+[ -n "$EP_NOEXEC" ] && { "$@"; exit 0; }
 exec "$@"
 EOF
 chmod 755 "$R/usr/bin/ep.sh"
@@ -66,6 +67,11 @@ ep_failed() {
         grep -q entrypoint-broke <<<"$out" && ! grep -q '^task' <<<"$out"
 }
 check "a failing entrypoint fails the step in one error line, its output shown, no task ($rc)" ep_failed
+
+# (a hang here would be the test's failure: timeout ends it)
+out=$(EP_NOEXEC=1 timeout 120 srun --container-image="$I" --container-entrypoint sh -c "$task" 2>&1)
+check "an entrypoint that runs its arguments without exec does not hold the step ($out)" \
+    test "$out" = "task FROM_EP=unset"
 
 # --- --container-save, as nobody -----------------------------------------------
 asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
