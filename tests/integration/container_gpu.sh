@@ -74,6 +74,8 @@ drv_tree() { # DIR
 for n in gpud-a3m-0 gpud-a3m-1; do
     check "$n: a driver tree with a loader cache made by ldconfig -r" drv_tree "$CDIR/nodes/$n/hw/driver"
 done
+# MIG's capability files (the emulated node's, beside its device files)
+mkdir -p "$CDIR/nodes/gpud-a3m-0/hw/nvidia-caps" && : >"$CDIR/nodes/gpud-a3m-0/hw/nvidia-caps/nvidia-cap1"
 check "the tree's cache links libcuda.so.1 to the versioned library" \
     test "$(readlink "$CDIR/nodes/gpud-a3m-0/hw/driver/usr/lib/x86_64-linux-gnu/libcuda.so.1")" = "libcuda.so.$VER"
 
@@ -82,6 +84,9 @@ check "the tree's cache links libcuda.so.1 to the versioned library" \
 out=$(srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" gpu_probe 2>&1)
 check "libcuda.so.1 opens in the image and counts the step's 2 GPUs ($out)" grep -qx "cuda 2 12.2" <<<"$out"
 check "NVML answers: 2 GPUs, driver $VER" grep -qx "nvml 2 $VER" <<<"$out"
+out=$(srun -w gpud-a3m-0 --gpus=3 --container-image="$I" gpu_probe 2>&1)
+check "--gpus=3: CUDA and NVML count 3 ($out)" \
+    bash -c "grep -qx 'cuda 3 12.2' <<<'$out' && grep -qx 'nvml 3 $VER' <<<'$out'"
 out=$(srun -w gpud-a3m-1 --gres=gpu:8 --container-image="$I" gpu_probe 2>&1)
 check "--gres=gpu:8 on the other node: 8 and 8 ($out)" \
     bash -c "grep -qx 'cuda 8 12.2' <<<'$out' && grep -qx 'nvml 8 $VER' <<<'$out'"
@@ -93,7 +98,7 @@ check "nvidia-smi -L from the driver lists the step's one GPU ($out)" \
 L=/lib/x86_64-linux-gnu
 out=$(srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" sh -c \
     "ls /lib/firmware/nvidia/$VER; ls $L; ls /proc/driver/nvidia/gpus; \
-     test -S /run/nvidia-persistenced/socket && echo socket; \
+     test -S /run/nvidia-persistenced/socket && echo socket; ls /dev/nvidia-caps; \
      test -s $L/libcuda.so.$VER && { touch $L/libcuda.so.$VER 2>/dev/null || echo libcuda-ro; }" 2>&1)
 check "the GSP firmware at /lib/firmware/nvidia/$VER" grep -qx gsp_ga10x.bin <<<"$out"
 check "the versioned libraries and ldconfig's links in the image's library directory" \
@@ -101,6 +106,7 @@ check "the versioned libraries and ldconfig's links in the image's library direc
 check "/proc/driver/nvidia lists the step's 2 GPUs only" \
     test "$(grep -c '^0000:' <<<"$out")" -eq 2
 check "the persistenced socket" grep -qx socket <<<"$out"
+check "/dev/nvidia-caps (MIG)" grep -qx nvidia-cap1 <<<"$out"
 check "the driver's files are there, read-only" grep -qx libcuda-ro <<<"$out"
 
 # the node's last two GPUs: six taken by another job first
