@@ -544,8 +544,51 @@ static int compat_libs(const struct container_driver *d, int rootfd, const char 
 
 /* The host's (static) ldconfig run in the container's root, before anything
  * of the host (/proc, /tmp, home) is mounted in it, so what it follows stays
- * in the image; one task of the step at a time (flock on the root). */
-static int run_ldconfig(int rootfd, mtc_error_t *err)
+ * in the image; one task of the step at a time (flock on the root), and only
+ * when the container's cache does not hold the driver's files already. */
+/* The loader cache of the container already holds this driver's files: the
+ * mark ldconfig's last run left (/.mtc/driver-ldconfig: the driver's version,
+ * the capabilities, the library directory) matches key, and /etc/ld.so.cache
+ * has not changed since. Another task of the step, a named container's next
+ * step. */
+static int ldcache_current(int rootfd, const char *key)
+{
+    int m = container_open_in(rootfd, "/.mtc/driver-ldconfig", O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    int c = container_open_in(rootfd, "/etc/ld.so.cache", O_PATH | O_NOFOLLOW);
+    char buf[512];
+    struct stat ms, cs;
+    ssize_t n = m < 0 ? -1 : read(m, buf, sizeof(buf) - 1);
+    int ok = n >= 0 && c >= 0 && fstat(m, &ms) == 0 && fstat(c, &cs) == 0 && S_ISREG(ms.st_mode) &&
+             S_ISREG(cs.st_mode) &&
+             (cs.st_mtim.tv_sec < ms.st_mtim.tv_sec ||
+              (cs.st_mtim.tv_sec == ms.st_mtim.tv_sec && cs.st_mtim.tv_nsec <= ms.st_mtim.tv_nsec));
+    if (ok) {
+        buf[n] = '\0';
+        ok = strcmp(buf, key) == 0;
+    }
+    if (m >= 0)
+        close(m);
+    if (c >= 0)
+        close(c);
+    return ok;
+}
+
+static void ldcache_mark(int rootfd, const char *key)
+{
+    if (make_in(rootfd, "/.mtc", 0) < 0)
+        return;
+    int dfd = container_open_in(rootfd, "/.mtc", O_PATH | O_DIRECTORY);
+    int f = dfd < 0 ? -1 : openat(dfd, "driver-ldconfig", O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (f >= 0) {
+        if (write(f, key, strlen(key)) < 0)
+            (void)0;
+        close(f);
+    }
+    if (dfd >= 0)
+        close(dfd);
+}
+
+static int run_ldconfig(int rootfd, const char *key, mtc_error_t *err)
 {
     static const char *const progs[] = {"/sbin/ldconfig.real", "/sbin/ldconfig", "/usr/sbin/ldconfig"};
     int prog = -1;
@@ -556,6 +599,12 @@ static int run_ldconfig(int rootfd, mtc_error_t *err)
     int lock = container_open_in(rootfd, "/", O_RDONLY | O_DIRECTORY);
     if (lock >= 0)
         flock(lock, LOCK_EX);
+    if (ldcache_current(rootfd, key)) {
+        if (lock >= 0)
+            close(lock);
+        close(prog);
+        return 0;
+    }
     pid_t pid = fork();
     if (pid == 0) {
         int devnull = open("/dev/null", O_RDWR);
@@ -576,6 +625,8 @@ static int run_ldconfig(int rootfd, mtc_error_t *err)
     int status = 0;
     while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        ldcache_mark(rootfd, key);
     if (lock >= 0)
         close(lock);
     close(prog);
@@ -601,8 +652,10 @@ int container_driver_files(const struct container_driver *d, int rootfd, mtc_err
         rc = bind_bins_firmware(d, rootfd, err);
     if (rc == 0)
         rc = compat_libs(d, rootfd, libdir, err);
+    char key[128];
+    snprintf(key, sizeof(key), "driver=%s caps=%u libdir=%s\n", d->facts.driver, d->caps, libdir);
     if (rc == 0)
-        rc = run_ldconfig(rootfd, err);
+        rc = run_ldconfig(rootfd, key, err);
     return rc;
 }
 

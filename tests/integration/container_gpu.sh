@@ -84,6 +84,9 @@ check "the tree's cache links libcuda.so.1 to the versioned library" \
 out=$(srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" gpu_probe 2>&1)
 check "libcuda.so.1 opens in the image and counts the step's 2 GPUs ($out)" grep -qx "cuda 2 12.2" <<<"$out"
 check "NVML answers: 2 GPUs, driver $VER" grep -qx "nvml 2 $VER" <<<"$out"
+out=$(srun -w gpud-a3m-0 -n4 --gres=gpu:2 --container-image="$I" sh -c 'gpu_probe; cat /.mtc/driver-ldconfig' 2>&1)
+check "4 tasks of one step: each counts 2, and the container's cache is marked as made for this driver" \
+    bash -c "[ \$(grep -cx 'cuda 2 12.2' <<<'$out') -eq 4 ] && [ \$(grep -c '^driver=$VER caps=3 libdir=/lib/x86_64-linux-gnu' <<<'$out') -eq 4 ]"
 out=$(srun -w gpud-a3m-0 --gpus=3 --container-image="$I" gpu_probe 2>&1)
 check "--gpus=3: CUDA and NVML count 3 ($out)" \
     bash -c "grep -qx 'cuda 3 12.2' <<<'$out' && grep -qx 'nvml 3 $VER' <<<'$out'"
