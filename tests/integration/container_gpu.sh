@@ -12,6 +12,8 @@
 # NVIDIA_REQUIRE_CUDA (the job's or the image's) fails the step in one line
 # before the task runs (NVIDIA_DISABLE_REQUIRE=1 skips it); an image's CUDA
 # compat libcuda is what libcuda.so.1 leads to only when newer than the driver.
+# As nobody: NVIDIA_VISIBLE_DEVICES never widens a step's GPUs, and an image's
+# library directory symlinked to a host directory gets nothing made there.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -43,6 +45,18 @@ check "an image with compat libcuda 999.1.1" mtc image import "$R" -o "$ICNEW"
 mv "$R/usr/local/cuda/compat/libcuda.so.999.1.1" "$R/usr/local/cuda/compat/libcuda.so.400.1.1"
 ICOLD=$D/compat-old.sqsh
 check "and one with compat libcuda 400.1.1" mtc image import "$R" -o "$ICOLD"
+
+# an image whose first library directory is a symlink to a host path (the
+# user's own directory, /tmp/...): root's files and mounts for the driver
+# must land inside the container, never in the host's directory
+R2=$D/rootfs2
+cp -a "$R" "$R2"
+rm -rf "$R2/usr/local/cuda"
+mkdir -p "$R2/usr/lib" "$R2$D/evil" "$D/evil"
+ln -s "$D/evil" "$R2/usr/lib/x86_64-linux-gnu"
+chown 65534:65534 "$D/evil"
+IEVIL=$D/evil.sqsh
+check "an image whose library directory is a symlink to $D/evil" mtc image import "$R2" -o "$IEVIL"
 
 check "2-node cluster" run_cluster gpud
 run_or_stop $? "$T_DIR/create.out"
@@ -141,6 +155,17 @@ got=$(cuda_so1 "$ICNEW")
 check "compat libcuda newer than the driver: libcuda.so.1 is it ($got)" test "$got" = "1 libcuda.so.999.1.1"
 got=$(cuda_so1 "$ICOLD")
 check "an older one is not used ($got)" test "$got" = "1 libcuda.so.$VER"
+
+# --- a user (nobody) against the driver's injection --------------------------
+asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+out=$(NVIDIA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 asnobody srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" \
+    sh -c 'ls /dev; ls /proc/driver/nvidia/gpus; gpu_probe' 2>&1)
+check "NVIDIA_VISIBLE_DEVICES naming all 8 GPUs gives a 2-GPU step its 2 only" \
+    bash -c "[ \$(grep -cE '^nvidia[0-9]+\$' <<<'$out') -eq 2 ] && [ \$(grep -c '^0000:' <<<'$out') -eq 2 ] && grep -qx 'cuda 2 12.2' <<<'$out'"
+asnobody srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$IEVIL" true >"$D/evil.out" 2>&1
+check "a library directory symlinked to the host's $D/evil: nothing made there ($(ls -A "$D/evil" | head -3 | tr '\n' ' '))" \
+    test -z "$(ls -A "$D/evil")"
+check "and nothing mounted there" bash -c "! grep -q ' $D/evil' /proc/self/mountinfo"
 
 # --- what the job and the image ask ----------------------------------------
 out=$(NVIDIA_DRIVER_CAPABILITIES=utility srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" \
