@@ -277,8 +277,9 @@ int container_driver_plan(struct container_driver *d, const struct container_ste
     else
         image_var(img, "NVIDIA_DISABLE_REQUIRE", dis, sizeof(dis));
     int rc = 0;
-    /* a step without GPUs gets the driver only when it asks (NVIDIA_VISIBLE_DEVICES) */
-    if (!(step_gpus && *step_gpus) && !have_nvd)
+    /* a step without GPUs gets the driver only when the job asks for it
+     * (NVIDIA_VISIBLE_DEVICES): CUDA images say "all" for every container */
+    if (!(step_gpus && *step_gpus) && !job_var(job_env, "NVIDIA_VISIBLE_DEVICES"))
         goto done;
     int in = nvidia_visible(have_nvd ? nvd : NULL, step_gpus, d->gpus, d->ngpus, d->minors,
                             CONTAINER_MAX_GPUS, &d->nminors, err);

@@ -30,7 +30,7 @@ printf 'PATH=/usr/bin:/bin\n' >"$R/etc/environment"
 I=$D/gpu.sqsh
 check "mtc image import of the root" mtc image import "$R" -o "$I"
 # the same image asking for a newer CUDA than the driver's 12.2
-printf 'PATH=/usr/bin:/bin\nNVIDIA_REQUIRE_CUDA="cuda>=12.4 brand=tesla,driver>=470,driver<471"\n' >"$R/etc/environment"
+printf 'PATH=/usr/bin:/bin\nNVIDIA_VISIBLE_DEVICES=all\nNVIDIA_REQUIRE_CUDA="cuda>=12.4 brand=tesla,driver>=470,driver<471"\n' >"$R/etc/environment"
 IREQ=$D/req.sqsh
 check "and of one with NVIDIA_REQUIRE_CUDA in its environment" mtc image import "$R" -o "$IREQ"
 
@@ -177,6 +177,12 @@ out=$(NVIDIA_VISIBLE_DEVICES=void srun -w gpud-a3m-0 --gres=gpu:2 --container-im
 check "NVIDIA_VISIBLE_DEVICES=void: no driver" grep -q '^cuda: libcuda.so.1: cannot open' <<<"$out"
 out=$(srun -w gpud-a3m-0 --container-image="$I" gpu_probe 2>&1)
 check "a step without GPUs: no driver" grep -q '^cuda: libcuda.so.1: cannot open' <<<"$out"
+out=$(srun -w gpud-a3m-0 --container-image="$IREQ" gpu_probe 2>&1)
+check "a step without GPUs in an image that says NVIDIA_VISIBLE_DEVICES=all (as CUDA images do): no driver" \
+    grep -q '^cuda: libcuda.so.1: cannot open' <<<"$out"
+out=$(NVIDIA_VISIBLE_DEVICES=none srun -w gpud-a3m-0 --container-image="$I" gpu_probe 2>&1)
+check "a step without GPUs and NVIDIA_VISIBLE_DEVICES=none: the driver, no GPU ($(tr '\n' ' ' <<<"$out"))" \
+    bash -c "grep -q '^cuda: cuInit 100' <<<'$out' && grep -qx 'nvml 0 $VER' <<<'$out'"
 
 unmet() { # DESCRIPTION WANT srun-args...
     local d=$1 want=$2
