@@ -7,9 +7,13 @@
 # GPUs). In one job (salloc --gres=gpu:2), BENCH_STARTS (default 20) pairs of
 # steps, interleaved, after one unmeasured pair: `srun --container-image=
 # small.sqsh true` with NVIDIA_VISIBLE_DEVICES=void (the driver left out: the
-# container start as before) and without it (the driver's files bound,
-# ldconfig run in the container, /proc/driver/nvidia made). Medians in ms and
-# their ratio. Everything it starts is stopped on exit by recorded pid or job
+# container start as before) and without it (the driver's files bound, the
+# loader cache made — by ldconfig in the job's first step, from the job's
+# stash after — and /proc/driver/nvidia made); the first pair is shown apart. Medians in ms and
+# their ratio. Then the same pairs in two named containers (--container-name,
+# the first step of each unmeasured): the driver's container finds its
+# loader cache made already (ldconfig's mark), so the difference is the
+# mounts alone. Everything it starts is stopped on exit by recorded pid or job
 # id; the work directory is removed (BENCH_KEEP=1 keeps it).
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/loop-control ] || ! command -v mksquashfs >/dev/null; then
     echo "skipped: needs root, loop devices and mksquashfs (the plugin mounts images)"
@@ -82,22 +86,32 @@ echo "$SLURM_JOB_ID" >>"$BENCH_JOBS"
 t=("$EPOCHREALTIME")
 step() { srun -n1 --overlap --gres=gpu:2 "$@" true >&2 || exit 1; t+=("$EPOCHREALTIME"); }
 for _ in $(seq "$2"); do
-    NVIDIA_VISIBLE_DEVICES=void step --container-image="$1"
-    step --container-image="$1"
+    NVIDIA_VISIBLE_DEVICES=void step --container-image="$1" $3
+    step --container-image="$1" $4
 done
 echo "${t[@]}" | awk '{ for (i = 2; i <= NF; i++) printf "%.1f ", ($i - $(i - 1)) * 1000; print "" }'
 EOF
 export BENCH_JOBS=$W/jobs
-read -r -a st < <(salloc -N1 -w "$NODE" --gres=gpu:2 -J dbench bash "$W/job.sh" "$W/small.sqsh" $((STARTS + 1)))
-[ "${#st[@]}" -eq $((2 * STARTS + 2)) ] || fail "the steps' job failed"
-off=() on=()
-for ((i = 2; i < ${#st[@]}; i += 2)); do off+=("${st[i]}") on+=("${st[i + 1]}"); done
-OFF=$(median "${off[@]}") ON=$(median "${on[@]}")
+pairs() { # NAME-OPTION-VOID NAME-OPTION-DRIVER: medians "OFF ON" and the lists
+    local st off=() on=() i
+    read -r -a st < <(salloc -N1 -w "$NODE" --gres=gpu:2 -J dbench bash "$W/job.sh" "$W/small.sqsh" $((STARTS + 1)) "$1" "$2")
+    [ "${#st[@]}" -eq $((2 * STARTS + 2)) ] || fail "the steps' job failed"
+    for ((i = 2; i < ${#st[@]}; i += 2)); do off+=("${st[i]}") on+=("${st[i + 1]}"); done
+    echo "$(median "${off[@]}") $(median "${on[@]}") $(echo "${off[@]}" | tr ' ' /) $(echo "${on[@]}" | tr ' ' /) ${st[0]} ${st[1]}"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+read -r OFF ON LOFF LON FOFF FON < <(pairs "" "")
+read -r NOFF NON NLOFF NLON _ _ < <(pairs --container-name=bvoid --container-name=bdrv)
 {
+    echo "the job's first pair (unmeasured below): without $FOFF ms, with $FON ms (ldconfig runs; its result is stashed for the job)"
     echo "start of a containerised step on 2 GPUs of $NODE (steps of one job), median of $STARTS, interleaved:"
     printf '  %-52s %7.1f ms\n' "without the driver (NVIDIA_VISIBLE_DEVICES=void)" "$OFF"
-    printf '  %-52s %7.1f ms  %s\n' "with the driver (libs, firmware, ldconfig, /proc)" "$ON" \
-        "$(awk -v a="$ON" -v b="$OFF" 'BEGIN { printf "%.2fx", a / b }')"
-    echo "  without: $(echo "${off[@]}" | tr ' ' /)"
-    echo "  with:    $(echo "${on[@]}" | tr ' ' /)"
+    printf '  %-52s %7.1f ms  %s\n' "with the driver (libs, firmware, stashed cache, /proc)" "$ON" "$(ratio "$ON" "$OFF")"
+    echo "  without: $LOFF"
+    echo "  with:    $LON"
+    echo "the same in named containers (the driver's loader cache made by the first step: no ldconfig):"
+    printf '  %-52s %7.1f ms\n' "without the driver" "$NOFF"
+    printf '  %-52s %7.1f ms  %s\n' "with the driver (mounts only)" "$NON" "$(ratio "$NON" "$NOFF")"
+    echo "  without: $NLOFF"
+    echo "  with:    $NLON"
 } >&3

@@ -197,10 +197,13 @@ void container_driver_release(struct container_driver *d);
  * versions) or a bad value. */
 int container_driver_plan(struct container_driver *d, const struct container_step *s, char **job_env,
                           const char *step_gpus, mtc_error_t *err);
-/* In the task's namespace, the container's root at rootfd, nothing of the
- * host mounted in it yet: the libraries, programs and firmware bound
- * read-only, then the host's ldconfig run chrooted in it. */
-int container_driver_files(const struct container_driver *d, int rootfd, mtc_error_t *err);
+/* In the task's namespace, the container's root at rootfd (s's), nothing
+ * of the host mounted in it yet: the libraries, programs and firmware bound
+ * read-only, then the container's loader cache made (the host's ldconfig
+ * chrooted in it, or what it made for an earlier step of the job with the
+ * same image and driver, stashed under R/jobs/JOB/ldcache). */
+int container_driver_files(const struct container_driver *d, const struct container_step *s,
+                           int rootfd, mtc_error_t *err);
 /* After the container's /proc: a read-only /proc/driver/nvidia of its GPUs. */
 int container_driver_proc(const struct container_driver *d, int rootfd, mtc_error_t *err);
 /* After /tmp: the driver daemons' sockets and MPS's pipes, when present. */

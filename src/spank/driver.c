@@ -84,16 +84,22 @@ static void probe_gpus(struct container_driver *d)
 struct lib_find {
     const char *prefix; /* "libcuda.so" */
     char path[PATH_MAX];
+    char soname[128];   /* "libcuda.so.1" ("" when only the bare .so is cached) */
 };
 
+/* A cache entry of the library: the soname's ("libcuda.so.1") ends the walk;
+ * the bare development link ("libcuda.so") is kept only until one comes. */
 static int lib_match(void *arg, const char *soname, const char *path)
 {
     struct lib_find *f = arg;
     size_t n = strlen(f->prefix);
     if (strncmp(soname, f->prefix, n) != 0 || (soname[n] != '.' && soname[n] != '\0'))
         return 0;
+    if (soname[n] == '\0' && f->path[0])
+        return 0;
     snprintf(f->path, sizeof(f->path), "%s", path);
-    return 1;
+    snprintf(f->soname, sizeof(f->soname), "%s", soname[n] ? soname : "");
+    return soname[n] == '.' && strlen(soname) < sizeof(f->soname);
 }
 
 /* path (in the driver's tree) with its symlinks followed inside the tree, into
@@ -225,10 +231,10 @@ static const char *job_var(char **env, const char *name)
 static int require_one(struct container_driver *d, const char *var, const char *val,
                        mtc_error_t *err)
 {
-    struct lib_find f = {"libcuda.so", ""};
+    struct lib_find f = {"libcuda.so", "", ""};
     char real[PATH_MAX], host[PATH_MAX];
     if (!d->cuda_asked && (d->cuda_asked = 1) && d->ldcache &&
-        nvidia_ldcache_each(d->ldcache, d->ldcache_len, lib_match, &f) == 1 &&
+        nvidia_ldcache_each(d->ldcache, d->ldcache_len, lib_match, &f) >= 0 && f.path[0] &&
         resolve_in_tree(d, f.path, real, sizeof(real)) == 0) {
         in_root(d, real, host, sizeof(host));
         probe_cuda(d, host, d->uid, d->gid);
@@ -414,6 +420,8 @@ struct libs_ctx {
     mtc_error_t *err;
     char done[64][128]; /* basenames bound already */
     size_t ndone;
+    char sonames[64][128]; /* their sonames (the links ldconfig makes) */
+    size_t nsonames;
 };
 
 /* Each driver library of the capabilities, found in the tree's loader cache,
@@ -425,8 +433,9 @@ static int bind_libs(struct libs_ctx *c)
         const struct nvidia_file *f = &nvidia_files[i];
         if (f->kind != NVIDIA_LIB || !(f->caps & d->caps))
             continue;
-        struct lib_find lf = {f->name, ""};
-        if (!d->ldcache || nvidia_ldcache_each(d->ldcache, d->ldcache_len, lib_match, &lf) != 1)
+        struct lib_find lf = {f->name, "", ""};
+        if (!d->ldcache || nvidia_ldcache_each(d->ldcache, d->ldcache_len, lib_match, &lf) < 0 ||
+            !lf.path[0])
             continue;
         char real[PATH_MAX], host[PATH_MAX], dst[PATH_MAX];
         if (resolve_in_tree(d, lf.path, real, sizeof(real)) < 0)
@@ -442,6 +451,8 @@ static int bind_libs(struct libs_ctx *c)
         if (k < c->ndone || c->ndone == 64 || bl >= sizeof(c->done[0]))
             continue;
         snprintf(c->done[c->ndone++], sizeof(c->done[0]), "%s", base);
+        if (lf.soname[0] && c->nsonames < 64)
+            snprintf(c->sonames[c->nsonames++], sizeof(c->sonames[0]), "%s", lf.soname);
         in_root(d, real, host, sizeof(host));
         snprintf(dst, sizeof(dst), "%s/%s", c->libdir, base);
         if (bind_ro(c->rootfd, host, dst, 1, c->err) < 0)
@@ -543,10 +554,6 @@ static int compat_libs(const struct container_driver *d, int rootfd, const char 
     return rc;
 }
 
-/* The host's (static) ldconfig run in the container's root, before anything
- * of the host (/proc, /tmp, home) is mounted in it, so what it follows stays
- * in the image; one task of the step at a time (flock on the root), and only
- * when the container's cache does not hold the driver's files already. */
 /* The loader cache of the container already holds this driver's files: the
  * mark ldconfig's last run left (/.mtc/driver-ldconfig: the driver's version,
  * the capabilities, the library directory) matches key, and /etc/ld.so.cache
@@ -589,7 +596,8 @@ static void ldcache_mark(int rootfd, const char *key)
         close(dfd);
 }
 
-static int run_ldconfig(int rootfd, const char *key, mtc_error_t *err)
+/* The host's static ldconfig, chrooted in the container. 0/-1 + err. */
+static int ldconfig_exec(int rootfd, mtc_error_t *err)
 {
     static const char *const progs[] = {"/sbin/ldconfig.real", "/sbin/ldconfig", "/usr/sbin/ldconfig"};
     int prog = -1;
@@ -597,15 +605,6 @@ static int run_ldconfig(int rootfd, const char *key, mtc_error_t *err)
         prog = open(progs[i], O_PATH | O_CLOEXEC);
     if (prog < 0)
         return errprintf(err, "no ldconfig on this node");
-    int lock = container_open_in(rootfd, "/", O_RDONLY | O_DIRECTORY);
-    if (lock >= 0)
-        flock(lock, LOCK_EX);
-    if (ldcache_current(rootfd, key)) {
-        if (lock >= 0)
-            close(lock);
-        close(prog);
-        return 0;
-    }
     pid_t pid = fork();
     if (pid == 0) {
         int devnull = open("/dev/null", O_RDWR);
@@ -626,10 +625,6 @@ static int run_ldconfig(int rootfd, const char *key, mtc_error_t *err)
     int status = 0;
     while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        ldcache_mark(rootfd, key);
-    if (lock >= 0)
-        close(lock);
     close(prog);
     if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return errprintf(err, "the loader cache of the container could not be rebuilt (ldconfig: %s %d)",
@@ -638,7 +633,186 @@ static int run_ldconfig(int rootfd, const char *key, mtc_error_t *err)
     return 0;
 }
 
-int container_driver_files(const struct container_driver *d, int rootfd, mtc_error_t *err)
+/* The job's stash of loader caches on this node, R/jobs/JOB/ldcache (root's,
+ * 0700, swept with the job): what ldconfig made for an image, a driver and
+ * its capabilities, which a later step of the job copies instead of running
+ * ldconfig again — the same image and driver give the same cache. fd or -1. */
+static int stash_dir(const struct container_step *s, int create)
+{
+    char p[700];
+    mtc_error_t e;
+    snprintf(p, sizeof(p), "%s/jobs/%u", s->runtime, s->job);
+    int j = mtc_dir_open_trusted(p, 0, 0, &e);
+    if (j < 0)
+        return -1;
+    int d = mtc_dir_at(j, "ldcache", create, 0700, &e);
+    close(j);
+    return d;
+}
+
+/* key + the image file's identity (the step's image descriptor: device,
+ * inode, size, mtime and ctime, which no user can set — as the digest cache
+ * keys it) as a file name (FNV-1a, 64 bits, hex). 0, or -1 without an image. */
+static int stash_name(const struct container_step *s, const char *key, char out[24])
+{
+    struct stat st;
+    char id[160];
+    if (s->image_fd < 0 || fstat(s->image_fd, &st) < 0)
+        return -1;
+    snprintf(id, sizeof(id), "%llu-%llu-%lld-%lld.%ld-%lld.%ld", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+             st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+    unsigned long long h = 1469598103934665603ULL;
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    snprintf(out, 24, "%016llx", h);
+    return 0;
+}
+
+/* A whole small file at dfd/name, or NULL. */
+static char *read_at(int dfd, const char *name, size_t *len)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    char *t = NULL;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (16 << 20))
+        t = mtc_read_fd(fd, len);
+    if (fd >= 0)
+        close(fd);
+    return t;
+}
+
+/* data written to dfd/name through a temporary name and a rename. */
+static int write_at(int dfd, const char *name, const void *data, size_t len)
+{
+    char tmp[160];
+    snprintf(tmp, sizeof(tmp), ".%s.%d~", name, (int)getpid());
+    int f = openat(dfd, tmp, O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (f < 0)
+        return -1;
+    ssize_t w = write(f, data, len);
+    close(f);
+    if (w != (ssize_t)len || renameat(dfd, tmp, dfd, name) < 0) {
+        unlinkat(dfd, tmp, 0);
+        return -1;
+    }
+    return 0;
+}
+
+/* The stashed cache for name, put into the container: /etc/ld.so.cache and
+ * the sonames' links in libdir. 1 done, 0 none stashed (or it did not fit). */
+static int stash_use(int stash, const char *name, int rootfd, const char *libdir)
+{
+    char f[64];
+    size_t clen = 0, llen = 0;
+    snprintf(f, sizeof(f), "%s.cache", name);
+    char *cache = read_at(stash, f, &clen);
+    snprintf(f, sizeof(f), "%s.links", name);
+    char *links = cache ? read_at(stash, f, &llen) : NULL;
+    int etc = links ? container_open_in(rootfd, "/etc", O_PATH | O_DIRECTORY) : -1;
+    int lib = etc >= 0 ? container_open_in(rootfd, libdir, O_PATH | O_DIRECTORY) : -1;
+    int ok = lib >= 0;
+    /* "SONAME TARGET" lines: each link made again (a file of the image
+     * there stays: ldconfig would not replace it either) */
+    for (char *l = links, *nl; ok && l && *l; l = nl ? nl + 1 : NULL) {
+        nl = strchr(l, '\n');
+        if (nl)
+            *nl = '\0';
+        char *sp = strchr(l, ' '), *sl = strchr(l, '/');
+        if (!sp || sp == l || (sl && sl < sp))
+            continue; /* a soname is a name in libdir, never a path */
+        *sp = '\0';
+        char cur[PATH_MAX];
+        ssize_t n = readlinkat(lib, l, cur, sizeof(cur) - 1);
+        if (n >= 0) {
+            cur[n] = '\0';
+            if (strcmp(cur, sp + 1) == 0)
+                continue;
+            unlinkat(lib, l, 0);
+        }
+        if (symlinkat(sp + 1, lib, l) < 0 && errno != EEXIST)
+            ok = 0;
+    }
+    if (ok)
+        ok = write_at(etc, "ld.so.cache", cache, clen) == 0;
+    if (lib >= 0)
+        close(lib);
+    if (etc >= 0)
+        close(etc);
+    free(cache);
+    free(links);
+    return ok;
+}
+
+/* What ldconfig made, stashed for the job's later steps under name. */
+static void stash_save(int stash, const char *name, int rootfd, const char *libdir,
+                       char sonames[][128], size_t nsonames)
+{
+    int etc = container_open_in(rootfd, "/etc", O_PATH | O_DIRECTORY);
+    int lib = container_open_in(rootfd, libdir, O_PATH | O_DIRECTORY);
+    size_t clen = 0;
+    char *cache = etc >= 0 ? read_at(etc, "ld.so.cache", &clen) : NULL;
+    char *links = calloc(nsonames + 1, 300);
+    size_t o = 0;
+    for (size_t i = 0; links && lib >= 0 && i < nsonames; i++) {
+        char t[256];
+        ssize_t n = readlinkat(lib, sonames[i], t, sizeof(t) - 1);
+        if (n <= 0)
+            continue;
+        t[n] = '\0';
+        if (!strchr(t, '\n'))
+            o += (size_t)snprintf(links + o, 300, "%s %s\n", sonames[i], t);
+    }
+    char f[64];
+    snprintf(f, sizeof(f), "%s.links", name);
+    if (cache && links && write_at(stash, f, links, o) == 0) {
+        snprintf(f, sizeof(f), "%s.cache", name);
+        write_at(stash, f, cache, clen);
+    }
+    free(cache);
+    free(links);
+    if (etc >= 0)
+        close(etc);
+    if (lib >= 0)
+        close(lib);
+}
+
+/* The container's loader cache made to hold the driver's files: nothing to do
+ * when ldconfig's mark says so (another task of the step, a named
+ * container's later step), else the job's stash for this image and driver
+ * copied in, else the host's ldconfig run chrooted in the container (then
+ * stashed) — before anything of the host (/proc, /tmp, home) is mounted in
+ * it, so what it follows stays in the image. One task at a time (flock on
+ * the root). */
+static int loader_cache(const struct container_step *s, int rootfd, const char *key,
+                        const char *libdir, char sonames[][128], size_t nsonames, mtc_error_t *err)
+{
+    int lock = container_open_in(rootfd, "/", O_RDONLY | O_DIRECTORY);
+    if (lock >= 0)
+        flock(lock, LOCK_EX);
+    int rc = 0;
+    if (!ldcache_current(rootfd, key)) {
+        char name[24];
+        int stash = stash_name(s, key, name) == 0 ? stash_dir(s, 1) : -1;
+        if (stash < 0 || !stash_use(stash, name, rootfd, libdir)) {
+            rc = ldconfig_exec(rootfd, err);
+            if (rc == 0 && stash >= 0)
+                stash_save(stash, name, rootfd, libdir, sonames, nsonames);
+        }
+        if (stash >= 0)
+            close(stash);
+        if (rc == 0)
+            ldcache_mark(rootfd, key);
+    }
+    if (lock >= 0)
+        close(lock);
+    return rc;
+}
+
+int container_driver_files(const struct container_driver *d, const struct container_step *s,
+                           int rootfd, mtc_error_t *err)
 {
     if (!d || !d->inject)
         return 0;
@@ -646,9 +820,11 @@ int container_driver_files(const struct container_driver *d, int rootfd, mtc_err
     if (!c)
         return errprintf(err, "out of memory");
     const char *libdir = lib_dir(rootfd);
-    *c = (struct libs_ctx){d, rootfd, libdir, err, {{0}}, 0};
+    c->d = d;
+    c->rootfd = rootfd;
+    c->libdir = libdir;
+    c->err = err;
     int rc = bind_libs(c);
-    free(c);
     if (rc == 0)
         rc = bind_bins_firmware(d, rootfd, err);
     if (rc == 0)
@@ -656,7 +832,8 @@ int container_driver_files(const struct container_driver *d, int rootfd, mtc_err
     char key[128];
     snprintf(key, sizeof(key), "driver=%s caps=%u libdir=%s\n", d->facts.driver, d->caps, libdir);
     if (rc == 0)
-        rc = run_ldconfig(rootfd, key, err);
+        rc = loader_cache(s, rootfd, key, libdir, c->sonames, c->nsonames, err);
+    free(c);
     return rc;
 }
 

@@ -211,7 +211,7 @@ int container_enter(const struct container_step *s, const struct container_opts 
         rc = -1;
     /* the driver's files and ldconfig while the root holds only the image */
     if (rc >= 0 && driver)
-        rc = container_driver_files(drv, rootfd, err);
+        rc = container_driver_files(drv, s, rootfd, err);
     if (rc >= 0)
         rc = mount_in(rootfd, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0,
                       err);

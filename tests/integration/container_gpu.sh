@@ -101,6 +101,21 @@ check "NVML answers: 2 GPUs, driver $VER" grep -qx "nvml 2 $VER" <<<"$out"
 out=$(srun -w gpud-a3m-0 -n4 --gres=gpu:2 --container-image="$I" sh -c 'gpu_probe; cat /.mtc/driver-ldconfig' 2>&1)
 check "4 tasks of one step: each counts 2, and the container's cache is marked as made for this driver" \
     bash -c "[ \$(grep -cx 'cuda 2 12.2' <<<'$out') -eq 4 ] && [ \$(grep -c '^driver=$VER caps=3 libdir=/lib/x86_64-linux-gnu' <<<'$out') -eq 4 ]"
+# steps of one job: the second copies the loader cache the first step's
+# ldconfig made (the job's stash, R/jobs/JOB/ldcache), links included — a link
+# planted in the stash after the first step shows it was used
+RT0=$CDIR/nodes/gpud-a3m-0/containers
+cat >"$D/two.sh" <<TWO
+srun --container-image=$I gpu_probe
+st=\$(ls $RT0/jobs/\$SLURM_JOB_ID/ldcache/*.links)
+echo "stashed \$(basename "\$st")"
+echo "libmtcstash.so.1 stash-was-used" >>"\$st"
+srun --container-image=$I sh -c 'gpu_probe; readlink /lib/x86_64-linux-gnu/libmtcstash.so.1'
+TWO
+out=$(salloc -N1 -w gpud-a3m-0 --gres=gpu:2 bash "$D/two.sh" 2>"$D/two.err"); sed "s/^/# two: /" "$D/two.err"
+check "two steps of one job: both count 2 ($(tr '\n' ' ' <<<"$out"))" test "$(grep -cx 'cuda 2 12.2' <<<"$out")" -eq 2
+check "the first step's loader cache is stashed for the job" grep -q '^stashed [0-9a-f]*\.links$' <<<"$out"
+check "the second step's cache came from the stash, not from ldconfig" grep -qx stash-was-used <<<"$out"
 out=$(srun -w gpud-a3m-0 --gpus=3 --container-image="$I" gpu_probe 2>&1)
 check "--gpus=3: CUDA and NVML count 3 ($out)" \
     bash -c "grep -qx 'cuda 3 12.2' <<<'$out' && grep -qx 'nvml 3 $VER' <<<'$out'"
