@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* a + b + c into out (len bytes), cut to fit (a cut path names nothing). */
@@ -420,8 +421,6 @@ struct libs_ctx {
     mtc_error_t *err;
     char done[64][128]; /* basenames bound already */
     size_t ndone;
-    char sonames[64][128]; /* their sonames (the links ldconfig makes) */
-    size_t nsonames;
 };
 
 /* Each driver library of the capabilities, found in the tree's loader cache,
@@ -451,8 +450,6 @@ static int bind_libs(struct libs_ctx *c)
         if (k < c->ndone || c->ndone == 64 || bl >= sizeof(c->done[0]))
             continue;
         snprintf(c->done[c->ndone++], sizeof(c->done[0]), "%s", base);
-        if (lf.soname[0] && c->nsonames < 64)
-            snprintf(c->sonames[c->nsonames++], sizeof(c->sonames[0]), "%s", lf.soname);
         in_root(d, real, host, sizeof(host));
         snprintf(dst, sizeof(dst), "%s/%s", c->libdir, base);
         if (bind_ro(c->rootfd, host, dst, 1, c->err) < 0)
@@ -701,9 +698,11 @@ static int write_at(int dfd, const char *name, const void *data, size_t len)
     return 0;
 }
 
-/* The stashed cache for name, put into the container: /etc/ld.so.cache and
- * the sonames' links in libdir. 1 done, 0 none stashed (or it did not fit). */
-static int stash_use(int stash, const char *name, int rootfd, const char *libdir)
+/* The stashed cache for name, put into the container: the links ldconfig
+ * made ("PATH\tTARGET" lines, PATH absolute in the container), then
+ * /etc/ld.so.cache. 1 done, 0 none stashed or it did not fit (then ldconfig
+ * runs, and makes what a half-done copy left right). */
+static int stash_use(int stash, const char *name, int rootfd)
 {
     char f[64];
     size_t clen = 0, llen = 0;
@@ -711,34 +710,40 @@ static int stash_use(int stash, const char *name, int rootfd, const char *libdir
     char *cache = read_at(stash, f, &clen);
     snprintf(f, sizeof(f), "%s.links", name);
     char *links = cache ? read_at(stash, f, &llen) : NULL;
-    int etc = links ? container_open_in(rootfd, "/etc", O_PATH | O_DIRECTORY) : -1;
-    int lib = etc >= 0 ? container_open_in(rootfd, libdir, O_PATH | O_DIRECTORY) : -1;
-    int ok = lib >= 0;
-    /* "SONAME TARGET" lines: each link made again (a file of the image
-     * there stays: ldconfig would not replace it either) */
+    int ok = links != NULL, dfd = -1;
+    char dir[PATH_MAX] = "";
     for (char *l = links, *nl; ok && l && *l; l = nl ? nl + 1 : NULL) {
         nl = strchr(l, '\n');
         if (nl)
             *nl = '\0';
-        char *sp = strchr(l, ' '), *sl = strchr(l, '/');
-        if (!sp || sp == l || (sl && sl < sp))
-            continue; /* a soname is a name in libdir, never a path */
-        *sp = '\0';
+        char *tab = strchr(l, '\t'), *slash;
+        if (!tab || l[0] != '/')
+            continue;
+        *tab = '\0';
+        slash = strrchr(l, '/');
+        *slash = '\0';
+        if (strcmp(dir, l) != 0) { /* the cache lists a directory's entries together */
+            if (dfd >= 0)
+                close(dfd);
+            snprintf(dir, sizeof(dir), "%s", l);
+            dfd = container_open_in(rootfd, l[0] ? l : "/", O_PATH | O_DIRECTORY);
+        }
         char cur[PATH_MAX];
-        ssize_t n = readlinkat(lib, l, cur, sizeof(cur) - 1);
+        ssize_t n = dfd < 0 ? -1 : readlinkat(dfd, slash + 1, cur, sizeof(cur) - 1);
         if (n >= 0) {
             cur[n] = '\0';
-            if (strcmp(cur, sp + 1) == 0)
+            if (strcmp(cur, tab + 1) == 0)
                 continue;
-            unlinkat(lib, l, 0);
+            unlinkat(dfd, slash + 1, 0);
         }
-        if (symlinkat(sp + 1, lib, l) < 0 && errno != EEXIST)
+        /* a file of the image there stays (EEXIST), as ldconfig leaves it */
+        if (dfd < 0 || (symlinkat(tab + 1, dfd, slash + 1) < 0 && errno != EEXIST))
             ok = 0;
     }
-    if (ok)
-        ok = write_at(etc, "ld.so.cache", cache, clen) == 0;
-    if (lib >= 0)
-        close(lib);
+    if (dfd >= 0)
+        close(dfd);
+    int etc = ok ? container_open_in(rootfd, "/etc", O_PATH | O_DIRECTORY) : -1;
+    ok = etc >= 0 && write_at(etc, "ld.so.cache", cache, clen) == 0;
     if (etc >= 0)
         close(etc);
     free(cache);
@@ -746,37 +751,67 @@ static int stash_use(int stash, const char *name, int rootfd, const char *libdir
     return ok;
 }
 
-/* What ldconfig made, stashed for the job's later steps under name. */
-static void stash_save(int stash, const char *name, int rootfd, const char *libdir,
-                       char sonames[][128], size_t nsonames)
+struct links_ctx {
+    int rootfd;
+    struct timespec since;
+    char *out;
+    size_t len, cap;
+};
+
+/* A cache entry's path that is a link ldconfig made (changed since it
+ * started), as a "PATH\tTARGET" line. */
+static int link_made(void *arg, const char *soname, const char *path)
+{
+    (void)soname;
+    struct links_ctx *c = arg;
+    struct stat st;
+    char t[PATH_MAX];
+    int fd = container_open_in(c->rootfd, path, O_PATH | O_NOFOLLOW);
+    ssize_t n = -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode) &&
+        (st.st_ctim.tv_sec > c->since.tv_sec ||
+         (st.st_ctim.tv_sec == c->since.tv_sec && st.st_ctim.tv_nsec >= c->since.tv_nsec)))
+        n = readlinkat(fd, "", t, sizeof(t) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0 || strpbrk(path, "\t\n"))
+        return 0;
+    t[n] = '\0';
+    if (strpbrk(t, "\t\n"))
+        return 0;
+    size_t need = strlen(path) + (size_t)n + 3;
+    if (c->len + need > c->cap) {
+        size_t cap = (c->cap + need) * 2;
+        char *o = realloc(c->out, cap);
+        if (!o)
+            return -1;
+        c->out = o;
+        c->cap = cap;
+    }
+    c->len += (size_t)snprintf(c->out + c->len, c->cap - c->len, "%s\t%s\n", path, t);
+    return 0;
+}
+
+/* What ldconfig made (started at since: the coarse clock the filesystems
+ * stamp with), stashed for the job's later steps under name: the cache, and
+ * every link of it made since. */
+static void stash_save(int stash, const char *name, int rootfd, struct timespec since)
 {
     int etc = container_open_in(rootfd, "/etc", O_PATH | O_DIRECTORY);
-    int lib = container_open_in(rootfd, libdir, O_PATH | O_DIRECTORY);
     size_t clen = 0;
     char *cache = etc >= 0 ? read_at(etc, "ld.so.cache", &clen) : NULL;
-    char *links = calloc(nsonames + 1, 300);
-    size_t o = 0;
-    for (size_t i = 0; links && lib >= 0 && i < nsonames; i++) {
-        char t[256];
-        ssize_t n = readlinkat(lib, sonames[i], t, sizeof(t) - 1);
-        if (n <= 0)
-            continue;
-        t[n] = '\0';
-        if (!strchr(t, '\n'))
-            o += (size_t)snprintf(links + o, 300, "%s %s\n", sonames[i], t);
-    }
+    if (etc >= 0)
+        close(etc);
+    struct links_ctx c = {rootfd, since, NULL, 0, 0};
     char f[64];
     snprintf(f, sizeof(f), "%s.links", name);
-    if (cache && links && write_at(stash, f, links, o) == 0) {
+    if (cache && nvidia_ldcache_each(cache, clen, link_made, &c) == 0 &&
+        write_at(stash, f, c.out ? c.out : "", c.len) == 0) {
         snprintf(f, sizeof(f), "%s.cache", name);
         write_at(stash, f, cache, clen);
     }
+    free(c.out);
     free(cache);
-    free(links);
-    if (etc >= 0)
-        close(etc);
-    if (lib >= 0)
-        close(lib);
 }
 
 /* The container's loader cache made to hold the driver's files: nothing to do
@@ -787,7 +822,7 @@ static void stash_save(int stash, const char *name, int rootfd, const char *libd
  * it, so what it follows stays in the image. One task at a time (flock on
  * the root). */
 static int loader_cache(const struct container_step *s, int rootfd, const char *key,
-                        const char *libdir, char sonames[][128], size_t nsonames, mtc_error_t *err)
+                        mtc_error_t *err)
 {
     int lock = container_open_in(rootfd, "/", O_RDONLY | O_DIRECTORY);
     if (lock >= 0)
@@ -796,10 +831,12 @@ static int loader_cache(const struct container_step *s, int rootfd, const char *
     if (!ldcache_current(rootfd, key)) {
         char name[24];
         int stash = stash_name(s, key, name) == 0 ? stash_dir(s, 1) : -1;
-        if (stash < 0 || !stash_use(stash, name, rootfd, libdir)) {
+        if (stash < 0 || !stash_use(stash, name, rootfd)) {
+            struct timespec since;
+            clock_gettime(CLOCK_REALTIME_COARSE, &since);
             rc = ldconfig_exec(rootfd, err);
             if (rc == 0 && stash >= 0)
-                stash_save(stash, name, rootfd, libdir, sonames, nsonames);
+                stash_save(stash, name, rootfd, since);
         }
         if (stash >= 0)
             close(stash);
@@ -832,7 +869,7 @@ int container_driver_files(const struct container_driver *d, const struct contai
     char key[128];
     snprintf(key, sizeof(key), "driver=%s caps=%u libdir=%s\n", d->facts.driver, d->caps, libdir);
     if (rc == 0)
-        rc = loader_cache(s, rootfd, key, libdir, c->sonames, c->nsonames, err);
+        rc = loader_cache(s, rootfd, key, err);
     free(c);
     return rc;
 }

@@ -25,6 +25,10 @@ B=${MTC_BUILD:-$ROOT/build}
 R=$D/rootfs
 run_rootfs "$R" sh cat ls echo touch readlink
 cp "$B/tests/tools/gpu_probe" "$R/usr/bin/gpu_probe"
+# a library of the image without its soname's link (ldconfig makes it)
+printf 'int mtcfoo(void) { return 42; }\n' >"$D/foo.c"
+check "an image library without its soname link" \
+    cc -shared -fPIC -Wl,-soname,libmtcfoo.so.1 -o "$R/lib/x86_64-linux-gnu/libmtcfoo.so.1.0.0" "$D/foo.c"
 check "the image holds no NVIDIA file" test -z "$(find "$R" -name '*nvidia*' -o -name 'libcuda*')"
 printf 'PATH=/usr/bin:/bin\n' >"$R/etc/environment"
 I=$D/gpu.sqsh
@@ -109,13 +113,14 @@ cat >"$D/two.sh" <<TWO
 srun --container-image=$I gpu_probe
 st=\$(ls $RT0/jobs/\$SLURM_JOB_ID/ldcache/*.links)
 echo "stashed \$(basename "\$st")"
-echo "libmtcstash.so.1 stash-was-used" >>"\$st"
-srun --container-image=$I sh -c 'gpu_probe; readlink /lib/x86_64-linux-gnu/libmtcstash.so.1'
+printf '/lib/x86_64-linux-gnu/libmtcstash.so.1\\tstash-was-used\\n' >>"\$st"
+srun --container-image=$I sh -c 'gpu_probe; readlink /lib/x86_64-linux-gnu/libmtcstash.so.1; readlink /lib/x86_64-linux-gnu/libmtcfoo.so.1'
 TWO
 out=$(salloc -N1 -w gpud-a3m-0 --gres=gpu:2 bash "$D/two.sh" 2>"$D/two.err"); sed "s/^/# two: /" "$D/two.err"
 check "two steps of one job: both count 2 ($(tr '\n' ' ' <<<"$out"))" test "$(grep -cx 'cuda 2 12.2' <<<"$out")" -eq 2
 check "the first step's loader cache is stashed for the job" grep -q '^stashed [0-9a-f]*\.links$' <<<"$out"
 check "the second step's cache came from the stash, not from ldconfig" grep -qx stash-was-used <<<"$out"
+check "and has the links ldconfig made for the image's own libraries too" grep -qx libmtcfoo.so.1.0.0 <<<"$out"
 out=$(srun -w gpud-a3m-0 --gpus=3 --container-image="$I" gpu_probe 2>&1)
 check "--gpus=3: CUDA and NVML count 3 ($out)" \
     bash -c "grep -qx 'cuda 3 12.2' <<<'$out' && grep -qx 'nvml 3 $VER' <<<'$out'"
