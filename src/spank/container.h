@@ -9,7 +9,8 @@
  *            overlay (per step, or per --container-name for the whole job);
  *            the sweep that unmounts a job's leftovers
  * driver.c   the node's NVIDIA driver in a GPU container (libraries,
- *            programs, firmware, sockets, /proc/driver/nvidia, ldconfig)
+ *            programs, firmware, sockets, /proc/driver/nvidia)
+ * ldcache.c  its loader cache: ldconfig, or the job's stash of what it made
  * entry.c    --container-entrypoint (the image's, run before the task) and
  *            --container-save (mksquashfs of the root when the step ends)
  * enter.c    the task side: a private mount namespace with /proc, /sys, /dev
@@ -204,6 +205,13 @@ int container_driver_plan(struct container_driver *d, const struct container_ste
  * same image and driver, stashed under R/jobs/JOB/ldcache). */
 int container_driver_files(const struct container_driver *d, const struct container_step *s,
                            int rootfd, mtc_error_t *err);
+/* (ldcache.c) Under a flock on the container's root: nothing when its
+ * loader cache was made for key (the driver's version, capabilities and
+ * library directory: ldconfig's mark), else the job's stash for key and s's
+ * image copied in, else the host's ldconfig run chrooted in it and stashed.
+ * Before anything of the host is mounted in the root. 0/-1 + err. */
+int container_loader_cache(const struct container_step *s, int rootfd, const char *key,
+                           mtc_error_t *err);
 /* After the container's /proc: a read-only /proc/driver/nvidia of its GPUs. */
 int container_driver_proc(const struct container_driver *d, int rootfd, mtc_error_t *err);
 /* After /tmp: the driver daemons' sockets and MPS's pipes, when present. */
