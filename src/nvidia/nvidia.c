@@ -77,9 +77,9 @@ int nvidia_caps_parse(const char *s, unsigned *caps, mtc_error_t *err)
     static const struct {
         const char *name;
         unsigned bit;
-    } words[] = {{"compute", NVIDIA_CAP_COMPUTE}, {"utility", NVIDIA_CAP_UTILITY},
-                 {"video", NVIDIA_CAP_VIDEO},     {"graphics", NVIDIA_CAP_GRAPHICS},
-                 {"display", NVIDIA_CAP_DISPLAY}, {"ngx", NVIDIA_CAP_NGX},
+    } words[] = {{"compute", NVIDIA_CAP_COMPUTE},   {"utility", NVIDIA_CAP_UTILITY},
+                 {"video", NVIDIA_CAP_VIDEO},       {"graphics", NVIDIA_CAP_GRAPHICS},
+                 {"display", NVIDIA_CAP_DISPLAY},   {"ngx", NVIDIA_CAP_NGX},
                  {"compat32", NVIDIA_CAP_COMPAT32}, {"all", NVIDIA_CAP_ALL}};
     *caps = 0;
     if (!s || !*s) {
@@ -93,8 +93,9 @@ int nvidia_caps_parse(const char *s, unsigned *caps, mtc_error_t *err)
                !(strlen(words[i].name) == n && strncmp(words[i].name, p, n) == 0))
             i++;
         if (n && i == sizeof(words) / sizeof(words[0]))
-            return errprintf(err, "NVIDIA_DRIVER_CAPABILITIES: unknown capability '%.*s' "
-                                  "(compute, utility, video, graphics, display, ngx, compat32, all)",
+            return errprintf(err,
+                             "NVIDIA_DRIVER_CAPABILITIES: unknown capability '%.*s' "
+                             "(compute, utility, video, graphics, display, ngx, compat32, all)",
                              (int)(n > 40 ? 40 : n), p);
         if (n)
             *caps |= words[i].bit;
@@ -181,7 +182,8 @@ int nvidia_ldcache_each(const void *buf, size_t len,
         const char *key = str_at(nw, nlen, u32(e + 4)), *val = str_at(nw, nlen, u32(e + 8));
         if (!key || !val)
             goto bad;
-        if ((flags & FLAG_TYPE_MASK) != FLAG_ELF_LIBC6 || (flags & FLAG_ARCH_MASK) != FLAG_X8664_LIB64)
+        if ((flags & FLAG_TYPE_MASK) != FLAG_ELF_LIBC6 ||
+            (flags & FLAG_ARCH_MASK) != FLAG_X8664_LIB64)
             continue;
         int rc = fn(arg, key, val);
         if (rc)
@@ -228,20 +230,28 @@ static int condition(const char *p, size_t n, const struct nvidia_facts *f, mtc_
     while (o < 7 && !(strlen(ops[o]) == ol && strncmp(ops[o], op, ol) == 0))
         o++;
     if (i == 4 || o == 7 || !*val)
-        return errprintf(err, "bad condition '%s' (KEY OP VALUE: cuda, driver, arch or brand; "
-                              "= != < <= > >=)", c);
+        return errprintf(err,
+                         "bad condition '%s' (KEY OP VALUE: cuda, driver, arch or brand; "
+                         "= != < <= > >=)",
+                         c);
     const char *fact = i == 0 ? f->cuda : i == 1 ? f->driver : i == 2 ? f->arch : f->brand;
     if (!*fact)
         return 1;
     int cmp = i == 3 ? strcasecmp(fact, val) : nvidia_version_cmp(fact, val);
     switch (o) {
     case 0:
-    case 1: return cmp == 0;
-    case 2: return cmp != 0;
-    case 3: return cmp < 0;
-    case 4: return cmp <= 0;
-    case 5: return cmp > 0;
-    default: return cmp >= 0;
+    case 1:
+        return cmp == 0;
+    case 2:
+        return cmp != 0;
+    case 3:
+        return cmp < 0;
+    case 4:
+        return cmp <= 0;
+    case 5:
+        return cmp > 0;
+    default:
+        return cmp >= 0;
     }
 }
 

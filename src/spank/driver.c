@@ -80,7 +80,7 @@ static void probe_gpus(struct container_driver *d)
 struct lib_find {
     const char *prefix; /* "libcuda.so" */
     char path[PATH_MAX];
-    char soname[128];   /* "libcuda.so.1" ("" when only the bare .so is cached) */
+    char soname[128]; /* "libcuda.so.1" ("" when only the bare .so is cached) */
 };
 
 /* A cache entry of the library: the soname's ("libcuda.so.1") ends the walk;
@@ -100,7 +100,8 @@ static int lib_match(void *arg, const char *soname, const char *path)
 
 /* path (in the driver's tree) with its symlinks followed inside the tree, into
  * out (a path in the tree). 0/-1. */
-static int resolve_in_tree(const struct container_driver *d, const char *path, char *out, size_t len)
+static int resolve_in_tree(const struct container_driver *d, const char *path, char *out,
+                           size_t len)
 {
     char cur[PATH_MAX];
     snprintf(cur, sizeof(cur), "%s", path);
@@ -245,8 +246,8 @@ static int require_one(struct container_driver *d, const char *var, const char *
     return 0;
 }
 
-int container_driver_plan(struct container_driver *d, const struct container_step *s, char **job_env,
-                          const char *step_gpus, mtc_error_t *err)
+int container_driver_plan(struct container_driver *d, const struct container_step *s,
+                          char **job_env, const char *step_gpus, mtc_error_t *err)
 {
     d->inject = 0;
     d->nminors = 0;
@@ -268,8 +269,9 @@ int container_driver_plan(struct container_driver *d, const struct container_ste
     /* the job's value wins over the image's for what the user chooses */
     char nvd[1024], caps[256], dis[16];
     const char *v;
-    int have_nvd = (v = job_var(job_env, "NVIDIA_VISIBLE_DEVICES")) ? (snprintf(nvd, sizeof(nvd), "%s", v), 1)
-                                                                    : image_var(img, "NVIDIA_VISIBLE_DEVICES", nvd, sizeof(nvd));
+    int have_nvd = (v = job_var(job_env, "NVIDIA_VISIBLE_DEVICES"))
+                       ? (snprintf(nvd, sizeof(nvd), "%s", v), 1)
+                       : image_var(img, "NVIDIA_VISIBLE_DEVICES", nvd, sizeof(nvd));
     if ((v = job_var(job_env, "NVIDIA_DRIVER_CAPABILITIES")))
         snprintf(caps, sizeof(caps), "%s", v);
     else
@@ -298,7 +300,8 @@ int container_driver_plan(struct container_driver *d, const struct container_ste
     for (size_t i = 0; !disabled && job_env && job_env[i] && rc == 0; i++)
         if (strncmp(job_env[i], "NVIDIA_REQUIRE_", 15) == 0 && strchr(job_env[i], '=')) {
             char var[128];
-            snprintf(var, sizeof(var), "%.*s", (int)(strchr(job_env[i], '=') - job_env[i]), job_env[i]);
+            snprintf(var, sizeof(var), "%.*s", (int)(strchr(job_env[i], '=') - job_env[i]),
+                     job_env[i]);
             rc = require_one(d, var, strchr(job_env[i], '=') + 1, err);
         }
     for (const char *l = img; !disabled && l && *l && rc == 0;
@@ -384,13 +387,14 @@ static int bind_ro(int rootfd, const char *src, const char *dst, int file, mtc_e
     if (rc == 0 && fd < 0)
         rc = -1, e = errno;
     snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
-    if (rc == 0 &&
-        mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+    if (rc == 0 && mount(NULL, target, NULL,
+                         MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
         rc = -1, e = errno;
     if (fd >= 0)
         close(fd);
     if (rc < 0)
-        return errprintf(err, "cannot mount the driver's %.200s on %.200s: %s", src, dst, strerror(e));
+        return errprintf(err, "cannot mount the driver's %.200s on %.200s: %s", src, dst,
+                         strerror(e));
     return 0;
 }
 
@@ -521,11 +525,13 @@ static int compat_libs(const struct container_driver *d, int rootfd, const char 
     while (rc == 0 && (e = readdir(dir))) {
         const char *v = strstr(e->d_name, ".so.");
         size_t k = 0, pl = v ? (size_t)(v + 3 - e->d_name) : 0;
-        while (k < nvidia_nfiles && !(nvidia_files[k].kind == NVIDIA_LIB && (nvidia_files[k].caps & d->caps) &&
-                                      strlen(nvidia_files[k].name) == pl &&
-                                      strncmp(nvidia_files[k].name, e->d_name, pl) == 0))
+        while (k < nvidia_nfiles &&
+               !(nvidia_files[k].kind == NVIDIA_LIB && (nvidia_files[k].caps & d->caps) &&
+                 strlen(nvidia_files[k].name) == pl &&
+                 strncmp(nvidia_files[k].name, e->d_name, pl) == 0))
             k++;
-        if (k == nvidia_nfiles || !strchr(v + 4, '.') || nvidia_version_cmp(v + 4, d->facts.driver) <= 0)
+        if (k == nvidia_nfiles || !strchr(v + 4, '.') ||
+            nvidia_version_cmp(v + 4, d->facts.driver) <= 0)
             continue;
         char src[PATH_MAX], dst[PATH_MAX];
         join3(src, sizeof(src), "/usr/local/cuda/compat/", e->d_name, "");
@@ -596,7 +602,8 @@ int container_driver_proc(const struct container_driver *d, int rootfd, mtc_erro
         return errprintf(err, "/proc/driver in the container: %s", strerror(errno));
     char target[64];
     snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
-    int rc = mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=256k");
+    int rc =
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=256k");
     int e = errno;
     close(fd);
     if (rc < 0)
@@ -633,7 +640,9 @@ int container_driver_proc(const struct container_driver *d, int rootfd, mtc_erro
     if (rc == 0) {
         fd = container_open_in(rootfd, "/proc/driver", O_PATH | O_DIRECTORY);
         snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
-        if (fd < 0 || mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        if (fd < 0 ||
+            mount(NULL, target, NULL,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
             rc = errprintf(err, "cannot make /proc/driver read-only: %s", strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -692,8 +701,9 @@ int container_driver_env(const struct container_driver *d, const char *cvd,
         for (size_t i = 0; i < d->ngpus; i++)
             if (d->gpus[i].minor == d->minors[k])
                 uuid = d->gpus[i].uuid;
-        o += (size_t)(uuid[0] ? snprintf(out + o, sizeof(out) - o, "%s%s", o ? "," : "", uuid)
-                              : snprintf(out + o, sizeof(out) - o, "%s%d", o ? "," : "", d->minors[k]));
+        o += (size_t)(uuid[0]
+                          ? snprintf(out + o, sizeof(out) - o, "%s%s", o ? "," : "", uuid)
+                          : snprintf(out + o, sizeof(out) - o, "%s%d", o ? "," : "", d->minors[k]));
     }
     if (set_fn(arg, "NVIDIA_VISIBLE_DEVICES", d->nminors ? out : "none") < 0)
         return -1;

@@ -102,7 +102,7 @@ int container_entrypoint_run(const char *json, char **env, int log,
                              int (*set_fn)(void *, const char *, const char *), void *arg,
                              mtc_error_t *err)
 {
-    char (*ep)[1024] = calloc(32, sizeof(*ep));
+    char(*ep)[1024] = calloc(32, sizeof(*ep));
     size_t n = 0;
     if (!ep)
         return errprintf(err, "out of memory");
@@ -222,8 +222,9 @@ int container_save(const struct container_step *s, int fd, mtc_error_t *err)
             dup2(nul, 0);
             dup2(nul, 1);
         }
-        char *argv[] = {(char *)prog, (char *)s->root, "/proc/self/fd/3", "-noappend", "-no-progress",
-                        "-quiet", "-comp", "gzip", NULL};
+        char *argv[] = {(char *)prog, (char *)s->root, "/proc/self/fd/3",
+                        "-noappend",  "-no-progress",  "-quiet",
+                        "-comp",      "gzip",          NULL};
         char *envp[] = {"PATH=/usr/bin:/bin", NULL};
         execve(prog, argv, envp);
         _exit(127);
@@ -233,7 +234,11 @@ int container_save(const struct container_step *s, int fd, mtc_error_t *err)
         ;
     if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return errprintf(err, "--container-save: mksquashfs of the container failed (%s %d)",
-                         pid < 0 ? "fork" : WIFEXITED(st) ? "exit" : "signal",
-                         pid < 0 ? errno : WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                         pid < 0         ? "fork"
+                         : WIFEXITED(st) ? "exit"
+                                         : "signal",
+                         pid < 0         ? errno
+                         : WIFEXITED(st) ? WEXITSTATUS(st)
+                                         : WTERMSIG(st));
     return 0;
 }

@@ -53,7 +53,9 @@ static void ldcache_mark(int rootfd, const char *key)
     if (top >= 0)
         close(top);
     int dfd = container_open_in(rootfd, "/.mtc", O_PATH | O_DIRECTORY);
-    int f = dfd < 0 ? -1 : openat(dfd, "driver-ldconfig", O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int f = dfd < 0 ? -1
+                    : openat(dfd, "driver-ldconfig",
+                             O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (f >= 0) {
         if (write(f, key, strlen(key)) < 0)
             (void)0;
@@ -66,7 +68,8 @@ static void ldcache_mark(int rootfd, const char *key)
 /* The host's static ldconfig, chrooted in the container. 0/-1 + err. */
 static int ldconfig_exec(int rootfd, mtc_error_t *err)
 {
-    static const char *const progs[] = {"/sbin/ldconfig.real", "/sbin/ldconfig", "/usr/sbin/ldconfig"};
+    static const char *const progs[] = {"/sbin/ldconfig.real", "/sbin/ldconfig",
+                                        "/usr/sbin/ldconfig"};
     int prog = -1;
     for (size_t i = 0; i < 3 && prog < 0; i++)
         prog = open(progs[i], O_PATH | O_CLOEXEC);
@@ -94,8 +97,11 @@ static int ldconfig_exec(int rootfd, mtc_error_t *err)
         ;
     close(prog);
     if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return errprintf(err, "the loader cache of the container could not be rebuilt (ldconfig: %s %d)",
-                         pid < 0 ? "fork" : WIFEXITED(status) ? "exit" : "signal",
+        return errprintf(err,
+                         "the loader cache of the container could not be rebuilt (ldconfig: %s %d)",
+                         pid < 0             ? "fork"
+                         : WIFEXITED(status) ? "exit"
+                                             : "signal",
                          WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     return 0;
 }
@@ -317,4 +323,3 @@ int container_loader_cache(const struct container_step *s, int rootfd, const cha
         close(lock);
     return rc;
 }
-

@@ -79,7 +79,8 @@ static int plugin_args(int ac, char **av)
         else if (strncmp(av[i], "bind=", 5) == 0 && arg_nbinds < 4)
             dst = arg_binds[arg_nbinds++], v = av[i] + 5;
         if (!dst || strpbrk(v, ",:") || strlen(v) >= 512) {
-            slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR driver=DIR bind=DIR)",
+            slurm_error("mtc: plugstack.conf: bad argument '%s' "
+                        "(runtime=DIR gpus=DIR driver=DIR bind=DIR)",
                         av[i]);
             return -1;
         }
@@ -313,8 +314,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     /* --container-save: the first node of the step saves, into a file the
      * user opens now */
     uint32_t nodeid = 1;
-    if (opts.save[0] && spank_get_item(sp, S_JOB_NODEID, &nodeid) == ESPANK_SUCCESS && nodeid == 0 &&
-        container_save_open(opts.save, &save_fd, &err) < 0)
+    if (opts.save[0] && spank_get_item(sp, S_JOB_NODEID, &nodeid) == ESPANK_SUCCESS &&
+        nodeid == 0 && container_save_open(opts.save, &save_fd, &err) < 0)
         goto error;
     container_step_root(&step, &opts);
     if (prepare_as_root(&err) < 0)
@@ -349,7 +350,8 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     if (arg_driver[0])
         expand(arg_driver, node_name(), drv_root, sizeof(drv_root));
     spank_get_item(sp, S_JOB_ENV, &job_env);
-    if (container_driver_probe(&driver, drv_root[0] ? drv_root : NULL, step.uid, step.gid, &err) < 0 ||
+    if (container_driver_probe(&driver, drv_root[0] ? drv_root : NULL, step.uid, step.gid,
+                               &err) < 0 ||
         container_driver_plan(&driver, &step, job_env, gpus[0] ? gpus : NULL, &err) < 0 ||
         container_enter(&step, &opts, gpu_dir[0] ? gpu_dir : NULL, gpus[0] ? gpus : NULL, &driver,
                         &err) < 0) {

@@ -34,7 +34,8 @@ static int nvml(int list)
     }
     int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
     int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2");
-    int (*driver)(char *, unsigned) = (int (*)(char *, unsigned))dlsym(h, "nvmlSystemGetDriverVersion");
+    int (*driver)(char *, unsigned) =
+        (int (*)(char *, unsigned))dlsym(h, "nvmlSystemGetDriverVersion");
     unsigned n = 0;
     char ver[80] = "unknown";
     int rc = init ? init() : -1;

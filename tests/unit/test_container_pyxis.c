@@ -33,7 +33,8 @@ static void test_save(void)
     CHECK(container_opt_set(&o, "container-save", "/data/a\nb", "/", &err) < 0 &&
               strstr(err.text, "control character"),
           "a control character is refused");
-    CHECK(container_opt_set(&o, "container-save", "", "/", &err) < 0 && strstr(err.text, "argument required"),
+    CHECK(container_opt_set(&o, "container-save", "", "/", &err) < 0 &&
+              strstr(err.text, "argument required"),
           "an empty path is refused");
 }
 
@@ -52,11 +53,13 @@ static void test_entrypoint(void)
               o.entrypoint_log == 1 && o.entrypoint == 1,
           "--container-entrypoint-log sets the log alone");
     container_opts_init(&o);
-    CHECK(container_opt_set(&o, "no-container-entrypoint", NULL, NULL, &err) == 0 && o.entrypoint == 0,
+    CHECK(container_opt_set(&o, "no-container-entrypoint", NULL, NULL, &err) == 0 &&
+              o.entrypoint == 0,
           "--no-container-entrypoint");
     size_t names = 0;
     for (size_t i = 0; i < container_noptdefs; i++)
-        names += strstr(container_optdefs[i].name, "entrypoint") || strstr(container_optdefs[i].name, "save");
+        names += strstr(container_optdefs[i].name, "entrypoint") ||
+                 strstr(container_optdefs[i].name, "save");
     CHECK(names == 4, "the option table lists the four (srun --help)");
 }
 
@@ -64,10 +67,14 @@ static void test_env_forms(void)
 {
     struct container_opts o;
     mtc_error_t err;
-    static const char *const vars[] = {"PYXIS_CONTAINER_IMAGE", "/i.sqsh",
-                                       "PYXIS_CONTAINER_SAVE", "/env/saved.sqsh",
-                                       "PYXIS_CONTAINER_ENTRYPOINT", "1",
-                                       "PYXIS_CONTAINER_ENTRYPOINT_LOG", "yes",
+    static const char *const vars[] = {"PYXIS_CONTAINER_IMAGE",
+                                       "/i.sqsh",
+                                       "PYXIS_CONTAINER_SAVE",
+                                       "/env/saved.sqsh",
+                                       "PYXIS_CONTAINER_ENTRYPOINT",
+                                       "1",
+                                       "PYXIS_CONTAINER_ENTRYPOINT_LOG",
+                                       "yes",
                                        NULL};
     env_table = vars;
     container_opts_init(&o);
@@ -97,10 +104,12 @@ static void test_image_entrypoint(void)
                                      ep, 4, &n) == 0 &&
               n == 2 && strcmp(ep[0], "/usr/bin/ep.sh") == 0 && strcmp(ep[1], "--a \"b\"") == 0,
           "image.json's entrypoint, escapes undone (%zu: %s)", n, n > 1 ? ep[1] : "");
-    CHECK(container_image_entrypoint("{\"entrypoint\":[]}", ep, 4, &n) == 0 && n == 0, "an empty one");
+    CHECK(container_image_entrypoint("{\"entrypoint\":[]}", ep, 4, &n) == 0 && n == 0,
+          "an empty one");
     CHECK(container_image_entrypoint("{\"cmd\":[\"x\"]}", ep, 4, &n) == 0 && n == 0, "none");
     CHECK(container_image_entrypoint(NULL, ep, 4, &n) == 0 && n == 0, "no image.json");
-    CHECK(container_image_entrypoint("{\"entrypoint\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", ep, 4, &n) < 0,
+    CHECK(container_image_entrypoint("{\"entrypoint\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", ep, 4,
+                                     &n) < 0,
           "more words than room: refused");
     CHECK(container_image_entrypoint("{\"entrypoint\":[\"unterminated]}", ep, 4, &n) < 0,
           "an unterminated string: refused");

@@ -16,9 +16,11 @@ static void test_table(void)
 {
     unsigned caps = 0;
     mtc_error_t err;
-    CHECK(nvidia_caps_parse(NULL, &caps, &err) == 0 && caps == (NVIDIA_CAP_COMPUTE | NVIDIA_CAP_UTILITY),
+    CHECK(nvidia_caps_parse(NULL, &caps, &err) == 0 &&
+              caps == (NVIDIA_CAP_COMPUTE | NVIDIA_CAP_UTILITY),
           "unset capabilities: compute,utility");
-    CHECK(nvidia_caps_parse("utility", &caps, &err) == 0 && caps == NVIDIA_CAP_UTILITY, "utility alone");
+    CHECK(nvidia_caps_parse("utility", &caps, &err) == 0 && caps == NVIDIA_CAP_UTILITY,
+          "utility alone");
     CHECK(nvidia_caps_parse("all", &caps, &err) == 0 && caps == NVIDIA_CAP_ALL, "all");
     CHECK(nvidia_caps_parse("compute,video", &caps, &err) == 0 &&
               caps == (NVIDIA_CAP_COMPUTE | NVIDIA_CAP_VIDEO),
@@ -38,7 +40,8 @@ static void test_table(void)
             ml = nvidia_files[i].caps;
     }
     CHECK(!dup && !nocap, "the table: no file twice, none without a capability");
-    CHECK(cuda == NVIDIA_CAP_COMPUTE && ml == NVIDIA_CAP_UTILITY, "libcuda: compute; libnvidia-ml: utility");
+    CHECK(cuda == NVIDIA_CAP_COMPUTE && ml == NVIDIA_CAP_UTILITY,
+          "libcuda: compute; libnvidia-ml: utility");
 }
 
 static void test_version(void)
@@ -49,14 +52,17 @@ static void test_version(void)
                                 v, sizeof(v)) == 0 &&
               strcmp(v, "535.104.05") == 0,
           "the driver's version from /proc/driver/nvidia/version (%s)", v);
-    CHECK(nvidia_driver_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  "
-                                "Release Build\n",
-                                v, sizeof(v)) == 0 &&
-              strcmp(v, "570.86.15") == 0,
-          "the open kernel module's line (%s)", v);
-    CHECK(nvidia_driver_version("garbage", v, sizeof(v)) < 0 && errno == EINVAL, "no version: EINVAL");
+    CHECK(
+        nvidia_driver_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  "
+                              "Release Build\n",
+                              v, sizeof(v)) == 0 &&
+            strcmp(v, "570.86.15") == 0,
+        "the open kernel module's line (%s)", v);
+    CHECK(nvidia_driver_version("garbage", v, sizeof(v)) < 0 && errno == EINVAL,
+          "no version: EINVAL");
     CHECK(nvidia_version_cmp("12.10", "12.4") > 0 && nvidia_version_cmp("12.2", "12.4") < 0 &&
-              nvidia_version_cmp("535.104.05", "535.104.5") == 0 && nvidia_version_cmp("12", "12.0") == 0,
+              nvidia_version_cmp("535.104.05", "535.104.5") == 0 &&
+              nvidia_version_cmp("12", "12.0") == 0,
           "versions compare by number, field by field");
 }
 
@@ -90,7 +96,8 @@ static void test_ldcache(void)
     struct find f = {"libc.so.6", "", 0};
     CHECK(buf && nvidia_ldcache_each(buf, len, find_cb, &f) == 0 && f.path[0],
           "the host's ld.so.cache: libc.so.6 -> %s (%d entries)", f.path, f.n);
-    FILE *p = popen("ldconfig -p | sed -n 's/^[[:space:]]*libc.so.6 (libc6,x86-64) => //p' | head -1", "r");
+    FILE *p = popen(
+        "ldconfig -p | sed -n 's/^[[:space:]]*libc.so.6 (libc6,x86-64) => //p' | head -1", "r");
     char want[512] = "";
     if (p && fgets(want, sizeof(want), p))
         want[strcspn(want, "\n")] = '\0';
@@ -127,8 +134,8 @@ static void test_ldcache(void)
         bad += nvidia_ldcache_each(c2, cut, find_cb, &g) < 0;
     for (size_t cut = 48 + (size_t)nent * 24; c2 && cut < len; cut += 5)
         (void)nvidia_ldcache_each(c2, cut, find_cb, &g);
-    CHECK(c2 && nent > 0 && bad == cuts, "a cache cut in its header or entries is refused (%d of %d cuts)",
-          bad, cuts);
+    CHECK(c2 && nent > 0 && bad == cuts,
+          "a cache cut in its header or entries is refused (%d of %d cuts)", bad, cuts);
     if (c2 && len > 60) {
         c2[48 + 8] = (char)0xff; /* the first entry's value offset, far out */
         c2[48 + 11] = (char)0x7f;
@@ -150,15 +157,16 @@ static void test_require(void)
     struct nvidia_facts f = {"535.104.05", "12.2", "9.0", "tesla"};
     char why[256];
     mtc_error_t err;
-    CHECK(nvidia_require_check("cuda>=12.2", &f, why, sizeof(why), &err) == 1, "cuda>=12.2 on 12.2");
+    CHECK(nvidia_require_check("cuda>=12.2", &f, why, sizeof(why), &err) == 1,
+          "cuda>=12.2 on 12.2");
     CHECK(nvidia_require_check("cuda>=12.4", &f, why, sizeof(why), &err) == 0 &&
               strstr(why, "cuda>=12.4") && strstr(why, "CUDA 12.2") && strstr(why, "535.104.05"),
           "cuda>=12.4 on 12.2: not met, both versions named (%s)", why);
-    CHECK(nvidia_require_check("cuda>=12.4 brand=tesla,driver>=535,driver<536", &f, why, sizeof(why),
-                               &err) == 1,
+    CHECK(nvidia_require_check("cuda>=12.4 brand=tesla,driver>=535,driver<536", &f, why,
+                               sizeof(why), &err) == 1,
           "alternatives: one that holds is enough");
-    CHECK(nvidia_require_check("cuda>=12.4 brand=tesla,driver>=470,driver<471", &f, why, sizeof(why),
-                               &err) == 0,
+    CHECK(nvidia_require_check("cuda>=12.4 brand=tesla,driver>=470,driver<471", &f, why,
+                               sizeof(why), &err) == 0,
           "no alternative holds");
     CHECK(nvidia_require_check("arch>=8.0 brand!=geforce", &f, why, sizeof(why), &err) == 1,
           "arch and brand");
@@ -166,9 +174,11 @@ static void test_require(void)
     CHECK(nvidia_require_check("arch>=10.0", &unknown, why, sizeof(why), &err) == 1,
           "a condition on an unknown fact holds");
     CHECK(nvidia_require_check("", &f, why, sizeof(why), &err) == 1, "an empty requirement holds");
-    CHECK(nvidia_require_check("cuda~12", &f, why, sizeof(why), &err) < 0 && strstr(err.text, "cuda~12"),
+    CHECK(nvidia_require_check("cuda~12", &f, why, sizeof(why), &err) < 0 &&
+              strstr(err.text, "cuda~12"),
           "a bad condition is named (%s)", err.text);
-    CHECK(nvidia_require_check("gpu>=1", &f, why, sizeof(why), &err) < 0, "an unknown key is refused");
+    CHECK(nvidia_require_check("gpu>=1", &f, why, sizeof(why), &err) < 0,
+          "an unknown key is refused");
 }
 
 static void test_visible(void)
@@ -196,9 +206,11 @@ static void test_visible(void)
     CHECK(nvidia_visible("GPU-00000006-aaaa", "6,7", node, 8, out, 16, &n, &err) == 1 && n == 1 &&
               out[0] == 6,
           "a UUID");
-    CHECK(nvidia_visible("GPU-nope", "6,7", node, 8, out, 16, &n, &err) < 0 && strstr(err.text, "GPU-nope"),
+    CHECK(nvidia_visible("GPU-nope", "6,7", node, 8, out, 16, &n, &err) < 0 &&
+              strstr(err.text, "GPU-nope"),
           "an unknown UUID is named (%s)", err.text);
-    CHECK(nvidia_visible(NULL, NULL, node, 8, out, 16, &n, &err) == 1 && n == 0, "a step without GPUs");
+    CHECK(nvidia_visible(NULL, NULL, node, 8, out, 16, &n, &err) == 1 && n == 0,
+          "a step without GPUs");
 
     int last[] = {6, 7};
     char cvd[64];
