@@ -33,7 +33,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isr
 LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common schema store dataset registry endpoint jobs api control cluster slurm provider health recipes image spank scan
+CP_MODULES := common nvidia schema store dataset registry endpoint jobs api control cluster slurm provider health recipes image spank scan
 # src/spank/plugin.c holds Slurm's SPANK entry points: only in the plugin
 CP_SRCS := $(filter-out src/spank/plugin.c,$(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c)))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)
@@ -71,7 +71,7 @@ TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(B)/tests/tools/%)
 # The container plugin Slurm loads (srun, sbatch, slurmstepd): position-
 # independent objects of src/spank and the common helpers it uses.
 SPANK_SO := $(B)/lib/mtc/spank_mtc.so
-SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/common/err.c src/common/file.c \
+SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/nvidia/nvidia.c src/common/err.c src/common/file.c \
 	src/common/fsafe.c src/common/user.c src/common/misc.c)
 
 .SECONDEXPANSION:
@@ -160,13 +160,22 @@ $(B)/tests/test_%: tests/unit/test_%.c $(B)/libmtc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(CP_LIBS)
 
+# gpu_probe runs inside test containers: libc alone
+$(B)/tests/tools/gpu_probe: tests/tools/gpu_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
 $(B)/tests/tools/%: tests/tools/%.c $(B)/libmtc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(CP_LIBS)
 
+# the fakes of the driver's libraries carry the real ones' sonames, so that
+# ldconfig links a versioned copy (a driver tree, tests/integration) to them
+$(B)/fakes/libnvml.so: FAKE_SONAME := -Wl,-soname,libnvidia-ml.so.1
+$(B)/fakes/libcuda.so: FAKE_SONAME := -Wl,-soname,libcuda.so.1
 $(B)/fakes/lib%.so: tests/fakes/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fPIC -shared -o $@ $< -lpthread
+	$(CC) $(CFLAGS) -fPIC -shared $(FAKE_SONAME) -o $@ $< -lpthread
 
 # `make test` also builds the ASan+UBSan variant of the unit tests and runs
 # them (the programs they start are the normal build's: MTC_BUILD); the

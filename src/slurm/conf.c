@@ -408,7 +408,8 @@ char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err)
     if (l->uid) {
         fprintf(f, " runtime=" SLURM_HOST_VAR "/containers", l->uid);
         if (l->fake_gpus)
-            fprintf(f, " gpus=" SLURM_HOST_VAR "/hw", l->uid);
+            fprintf(f, " gpus=" SLURM_HOST_VAR "/hw driver=" SLURM_HOST_VAR "/hw/driver", l->uid,
+                    l->uid);
         fprintf(f, " bind=" SLURM_HOST_RUN "/tmp", l->uid);
         fprintf(f, " pull=" SLURM_HOST_VAR "/bin/mtc", l->uid);
         if (l->image_cache)
@@ -418,7 +419,7 @@ char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err)
     } else {
         fprintf(f, " runtime=%s/nodes/%%n/containers", l->dir);
         if (l->fake_gpus)
-            fprintf(f, " gpus=%s/nodes/%%n/hw", l->dir);
+            fprintf(f, " gpus=%s/nodes/%%n/hw driver=%s/nodes/%%n/hw/driver", l->dir, l->dir);
         fprintf(f, " bind=%s/tmp/%%n", l->dir);
         if (mtc[0])
             fprintf(f, " pull=%s", mtc);

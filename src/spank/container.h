@@ -8,6 +8,11 @@
  *            and node, keyed by the image's sha256, and each container's
  *            overlay (per step, or per --container-name for the whole job);
  *            the sweep that unmounts a job's leftovers
+ * driver.c   the node's NVIDIA driver in a GPU container (libraries,
+ *            programs, firmware, sockets, /proc/driver/nvidia)
+ * ldcache.c  its loader cache: ldconfig, or the job's stash of what it made
+ * entry.c    --container-entrypoint (the image's, run before the task) and
+ *            --container-save (mksquashfs of the root when the step ends)
  * enter.c    the task side: a private mount namespace with /proc, /sys, /dev
  *            (GPU files too), /tmp, home and the requested mounts bound in,
  *            pivot_root into the container, the image's environment
@@ -26,6 +31,7 @@
 #include <sys/types.h>
 
 #include "common/common.h"
+#include "nvidia/nvidia.h"
 
 /* --container-name=NAME[:FLAG] */
 enum container_name_mode {
@@ -57,6 +63,8 @@ struct container_opts {
     char env[CONTAINER_MAX_ENV][128]; /* --container-env names */
     size_t nenv;
     int writable, mount_home, remap_root; /* -1 unset, 0, 1 */
+    char save[1024];                      /* --container-save (absolute; "" none) */
+    int entrypoint, entrypoint_log;       /* -1 unset, 0, 1 */
     int have_mounts, have_env;            /* given (so an environment form does not add) */
 };
 
@@ -160,14 +168,77 @@ int container_sweep(const char *prefix, mtc_error_t *err);
  * inode, size, mtime and ctime, which no user can set). 0/-1 + err. */
 int container_image_digest(int rtfd, int fd, char out[72], mtc_error_t *err);
 
+#define CONTAINER_MAX_GPUS 64
+
+/* The node's NVIDIA driver and what one step's container gets of it. */
+struct container_driver {
+    char root[512];      /* the driver's tree: "/", or plugstack.conf's driver=DIR */
+    int present;         /* 1: the tree has a driver (ROOT/proc/driver/nvidia/version) */
+    struct nvidia_facts facts;
+    struct nvidia_gpu gpus[CONTAINER_MAX_GPUS]; /* the node's */
+    size_t ngpus;
+    char *ldcache;       /* ROOT/etc/ld.so.cache's bytes (owned; NULL: none) */
+    size_t ldcache_len;
+    uid_t uid;           /* the job's ids: libcuda is asked with these only */
+    gid_t gid;
+    int cuda_asked;      /* facts.cuda asked of libcuda already (when a requirement needs it) */
+    /* the plan */
+    int inject;          /* 1: the driver goes into the container */
+    unsigned caps;       /* NVIDIA_DRIVER_CAPABILITIES */
+    int minors[CONTAINER_MAX_GPUS]; /* the container's GPUs, ascending */
+    size_t nminors;
+};
+
+/* As root: what the driver tree at root (NULL or "": "/") holds — version,
+ * GPUs, loader cache; the CUDA version libcuda says is asked later, in a
+ * child with only uid/gid, when a requirement needs it. No driver is no
+ * error (d->present 0). 0/-1 + err. */
+int container_driver_probe(struct container_driver *d, const char *root, uid_t uid, gid_t gid,
+                           mtc_error_t *err);
+void container_driver_release(struct container_driver *d);
+/* As root, the container prepared: whether and what of the driver the
+ * container gets, from NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES,
+ * NVIDIA_DISABLE_REQUIRE (the job's value, else the image's) and every
+ * NVIDIA_REQUIRE_* of the image and the job; step_gpus: Slurm's minors
+ * ("4,5"). -1 + err for a requirement the driver does not meet (naming both
+ * versions) or a bad value. */
+int container_driver_plan(struct container_driver *d, const struct container_step *s, char **job_env,
+                          const char *step_gpus, mtc_error_t *err);
+/* In the task's namespace, the container's root at rootfd (s's), nothing
+ * of the host mounted in it yet: the libraries, programs and firmware bound
+ * read-only, then the container's loader cache made (the host's ldconfig
+ * chrooted in it, or what it made for an earlier step of the job with the
+ * same image and driver, stashed under R/jobs/JOB/ldcache). */
+int container_driver_files(const struct container_driver *d, const struct container_step *s,
+                           int rootfd, mtc_error_t *err);
+/* (ldcache.c) Under a flock on the container's root: nothing when its
+ * loader cache was made for key (the driver's version, capabilities and
+ * library directory: ldconfig's mark), else the job's stash for key and s's
+ * image copied in, else the host's ldconfig run chrooted in it and stashed.
+ * Before anything of the host is mounted in the root. 0/-1 + err. */
+int container_loader_cache(const struct container_step *s, int rootfd, const char *key,
+                           mtc_error_t *err);
+/* After the container's /proc: a read-only /proc/driver/nvidia of its GPUs. */
+int container_driver_proc(const struct container_driver *d, int rootfd, mtc_error_t *err);
+/* After /tmp: the driver daemons' sockets and MPS's pipes, when present. */
+int container_driver_ipc(const struct container_driver *d, int rootfd, mtc_error_t *err);
+/* As the user: NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES (Slurm's cvd,
+ * renumbered) as the container sees its GPUs. 0/-1. */
+int container_driver_env(const struct container_driver *d, const char *cvd,
+                         int (*set_fn)(void *, const char *, const char *), void *arg);
+/* The container's GPU minors as "4,5" into out. */
+void container_driver_gpus(const struct container_driver *d, char *out, size_t len);
+
 /* The task side, as root in the task's process before privileges are
  * dropped: a private mount namespace, the binds (the user's sources from the
  * descriptors container_open_sources opened, cloned with open_tree before the
  * namespace is made), pivot_root into s->root.
  * gpu_dir: where emulated GPU device files are (NULL: none); gpus: the
- * step's GPU indices ("0,1,..", NULL: none). 0/-1 + err. */
+ * step's GPU indices ("0,1,..", NULL: none); drv: the driver's plan (NULL:
+ * none), whose GPUs then replace gpus. 0/-1 + err. */
 int container_enter(const struct container_step *s, const struct container_opts *o,
-                    const char *gpu_dir, const char *gpus, mtc_error_t *err);
+                    const char *gpu_dir, const char *gpus, const struct container_driver *drv,
+                    mtc_error_t *err);
 /* The image's default environment (/etc/environment in the container,
  * KEY=VALUE lines), merged into the task's by pyxis's rule: the image's value
  * wins, except for the --container-env names, where the job's value (when it
@@ -178,6 +249,24 @@ int container_env_apply(const struct container_opts *o, const char *(*getenv_fn)
 /* As the user, just before exec: map the user to root in a new user
  * namespace (--container-remap-root). 0/-1 + err. */
 int container_remap_root(uid_t uid, gid_t gid, mtc_error_t *err);
+/* The image's entrypoint (image.json's "entrypoint" array) into out (max
+ * words); *n 0 when it has none. 0, or -1 when it does not parse. */
+int container_image_entrypoint(const char *json, char out[][1024], size_t max, size_t *n);
+/* As the user, in the container, before the task: the entrypoint of json
+ * (image.json's text) run with the task's environment env and the arguments
+ * /bin/sh -c 'kill -STOP $$'; the environment of the shell it exec's set
+ * for the task through set_fn. Its output goes to stderr when log, or when
+ * it fails. 0, or -1 + err (it failed, or is not in the image). */
+int container_entrypoint_run(const char *json, char **env, int log,
+                             int (*set_fn)(void *, const char *, const char *), void *arg,
+                             mtc_error_t *err);
+/* As the user: path opened for writing (created 0644, never through a
+ * symlink, a regular file) into *fd, for container_save. 0/-1 + err. */
+int container_save_open(const char *path, int *fd, mtc_error_t *err);
+/* As root, at the end of the step: the container's root (s->root) written by
+ * mksquashfs into fd (emptied first). 0/-1 + err. */
+int container_save(const struct container_step *s, int fd, mtc_error_t *err);
+
 /* argv0 as the container would run it: a path, or found in PATH (path).
  * 1 found, 0 not. */
 int container_find_command(const char *argv0, const char *path);

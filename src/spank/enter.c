@@ -2,7 +2,8 @@
  * before Slurm drops to the user: a private mount namespace (so every mount
  * below dies with the task, SIGKILL included), /proc, /sys, a small /dev
  * (with the step's GPU files), /tmp, /dev/shm, home, PMIx's directories and
- * the requested mounts bound into the container's root, then pivot_root.
+ * the requested mounts bound into the container's root (the NVIDIA driver's
+ * files first, driver.c), then pivot_root.
  * As the user, just before exec: the image's environment and workdir, and the
  * optional user namespace that maps the user to root. */
 #include "spank/container.h"
@@ -106,8 +107,9 @@ static int attach_in(int rootfd, int tree, const char *shown, const char *path, 
 }
 
 /* A small /dev: the usual character devices, pts, shm, the standard links,
- * and the step's GPUs (the node's /dev/nvidia* or its emulated files). */
-static int make_dev(int rootfd, const char *gpu_dir, const char *gpus, mtc_error_t *err)
+ * and the step's GPUs (the node's /dev/nvidia* or its emulated files; with
+ * the driver, nvidia-caps for MIG too). */
+static int make_dev(int rootfd, const char *gpu_dir, const char *gpus, int driver, mtc_error_t *err)
 {
     if (mount_in(rootfd, "tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m", 0,
                  err) < 0)
@@ -147,11 +149,22 @@ static int make_dev(int rootfd, const char *gpu_dir, const char *gpus, mtc_error
         }
         p = *end == ',' ? end + 1 : end;
     }
+    snprintf(srcbuf[n], sizeof(srcbuf[n]), "%s/nvidia-caps", gpu_dir ? gpu_dir : "/dev");
+    int caps = driver && n < 48 && access(srcbuf[n], F_OK) == 0;
+    if (caps) {
+        snprintf(names[n], sizeof(names[n]), "nvidia-caps");
+        srcs[n] = srcbuf[n];
+        n++;
+    }
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        int f = openat(dev, names[i], O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (f >= 0)
-            close(f);
+        if (caps && i == n - 1) {
+            mkdirat(dev, names[i], 0755);
+        } else {
+            int f = openat(dev, names[i], O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0666);
+            if (f >= 0)
+                close(f);
+        }
         char path[80];
         snprintf(path, sizeof(path), "/dev/%s", names[i]);
         rc = mount_in(rootfd, srcs[i], path, NULL, 0, NULL, 0, err);
@@ -172,8 +185,15 @@ static int make_dev(int rootfd, const char *gpu_dir, const char *gpus, mtc_error
 }
 
 int container_enter(const struct container_step *s, const struct container_opts *o,
-                    const char *gpu_dir, const char *gpus, mtc_error_t *err)
+                    const char *gpu_dir, const char *gpus, const struct container_driver *drv,
+                    mtc_error_t *err)
 {
+    char mine[512];
+    int driver = drv && drv->inject;
+    if (driver) {
+        container_driver_gpus(drv, mine, sizeof(mine));
+        gpus = mine;
+    }
     /* the user's sources, cloned while this process is in the host's namespace */
     int trees[CONTAINER_MAX_MOUNTS + 1], rc = 0;
     size_t n = 0;
@@ -189,15 +209,22 @@ int container_enter(const struct container_step *s, const struct container_opts 
         rc = errprintf(err, "cannot make / a slave mount: %s", strerror(errno));
     if (rc >= 0 && (rootfd = container_root_open(s, err)) < 0)
         rc = -1;
+    /* the driver's files and ldconfig while the root holds only the image */
+    if (rc >= 0 && driver)
+        rc = container_driver_files(drv, s, rootfd, err);
     if (rc >= 0)
         rc = mount_in(rootfd, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0,
                       err);
+    if (rc == 0 && driver)
+        rc = container_driver_proc(drv, rootfd, err);
     if (rc == 0)
         rc = mount_in(rootfd, "/sys", "/sys", NULL, 0, NULL, 0, err);
     if (rc == 0)
-        rc = make_dev(rootfd, gpu_dir, gpus, err);
+        rc = make_dev(rootfd, gpu_dir, gpus, driver, err);
     if (rc == 0)
         rc = mount_in(rootfd, "/tmp", "/tmp", NULL, 0, NULL, MS_NOSUID | MS_NODEV, err);
+    if (rc == 0 && driver)
+        rc = container_driver_ipc(drv, rootfd, err);
     if (rc == 0 && home >= 0)
         rc = attach_in(rootfd, home, s->home, s->home, MS_NOSUID | MS_NODEV, err);
     for (size_t i = 0; i < s->nbinds && rc == 0; i++)

@@ -25,6 +25,11 @@ const struct container_optdef container_optdefs[] = {
     {"no-container-mount-home", NULL, "[mtc] do not bind mount the user's home directory", 0},
     {"container-remap-root", NULL, "[mtc] be root inside the container (a user namespace)", 1},
     {"no-container-remap-root", NULL, "[mtc] do not remap to root inside the container", 0},
+    {"container-save", "PATH",
+     "[mtc] save the container's filesystem as a squashfs file when the step ends", 0},
+    {"container-entrypoint", NULL, "[mtc] run the image's entrypoint before the task", 1},
+    {"no-container-entrypoint", NULL, "[mtc] do not run the image's entrypoint (the default)", 0},
+    {"container-entrypoint-log", NULL, "[mtc] print the output of the image's entrypoint", 1},
 };
 const size_t container_noptdefs = sizeof(container_optdefs) / sizeof(container_optdefs[0]);
 
@@ -41,7 +46,7 @@ int container_image_is_ref(const char *s)
 void container_opts_init(struct container_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    o->writable = o->mount_home = o->remap_root = -1;
+    o->writable = o->mount_home = o->remap_root = o->entrypoint = o->entrypoint_log = -1;
 }
 
 int container_opts_active(const struct container_opts *o)
@@ -194,6 +199,20 @@ static int env_set(struct container_opts *o, const char *arg, mtc_error_t *err)
     }
 }
 
+/* --container-save=PATH: a file on the node (made absolute against cwd),
+ * opened as the user when the step starts; a name, never a directory. */
+static int save_set(struct container_opts *o, const char *arg, const char *cwd, mtc_error_t *err)
+{
+    for (const char *p = arg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return errprintf(err, "--container-save: the path holds a control character");
+    size_t n = strlen(arg);
+    if (arg[n - 1] == '/' || strcmp(arg, ".") == 0 || strcmp(arg, "..") == 0 ||
+        (n >= 3 && strcmp(arg + n - 3, "/..") == 0) || (n >= 2 && strcmp(arg + n - 2, "/.") == 0))
+        return errprintf(err, "--container-save: %.200s names a directory, not a file", arg);
+    return host_path("--container-save", arg, cwd, o->save, sizeof(o->save), err);
+}
+
 /* A tri-state flag: a second, different value is a conflict. */
 static int flag_set(int *slot, int val, const char *name, mtc_error_t *err)
 {
@@ -249,6 +268,12 @@ int container_opt_set(struct container_opts *o, const char *name, const char *ar
         return name_set(o, arg, err);
     if (strcmp(name, "container-env") == 0)
         return env_set(o, arg, err);
+    if (strcmp(name, "container-save") == 0)
+        return save_set(o, arg, cwd, err);
+    if (strstr(name, "entrypoint-log"))
+        return flag_set(&o->entrypoint_log, d->val, name, err);
+    if (strstr(name, "entrypoint"))
+        return flag_set(&o->entrypoint, d->val, name, err);
     if (strstr(name, "writable") || strstr(name, "readonly"))
         return flag_set(&o->writable, d->val, name, err);
     if (strstr(name, "mount-home"))
@@ -280,7 +305,8 @@ int container_opts_from_env(struct container_opts *o, const char *(*getenv_fn)(v
                 {"PYXIS_CONTAINER_MOUNTS", "container-mounts"},
                 {"PYXIS_CONTAINER_WORKDIR", "container-workdir"},
                 {"PYXIS_CONTAINER_NAME", "container-name"},
-                {"PYXIS_CONTAINER_ENV", "container-env"}};
+                {"PYXIS_CONTAINER_ENV", "container-env"},
+                {"PYXIS_CONTAINER_SAVE", "container-save"}};
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
         const char *v = getenv_fn(arg, vals[i].var);
         if (!v || !*v)
@@ -289,7 +315,8 @@ int container_opts_from_env(struct container_opts *o, const char *(*getenv_fn)(v
                     : i == 1 ? o->have_mounts
                     : i == 2 ? o->workdir[0] != 0
                     : i == 3 ? o->name[0] != 0
-                             : o->have_env;
+                    : i == 4 ? o->have_env
+                             : o->save[0] != 0;
         if (given)
             continue;
         mtc_error_t e;
@@ -303,7 +330,9 @@ int container_opts_from_env(struct container_opts *o, const char *(*getenv_fn)(v
     } flags[] = {{"PYXIS_CONTAINER_WRITABLE", 0},
                  {"PYXIS_CONTAINER_READONLY", 1},
                  {"PYXIS_CONTAINER_MOUNT_HOME", 0},
-                 {"PYXIS_CONTAINER_REMAP_ROOT", 0}};
+                 {"PYXIS_CONTAINER_REMAP_ROOT", 0},
+                 {"PYXIS_CONTAINER_ENTRYPOINT", 0},
+                 {"PYXIS_CONTAINER_ENTRYPOINT_LOG", 0}};
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
         const char *v = getenv_fn(arg, flags[i].var);
         if (!v || !*v)
@@ -311,7 +340,11 @@ int container_opts_from_env(struct container_opts *o, const char *(*getenv_fn)(v
         int b = parse_bool(v);
         if (b < 0)
             return errprintf(err, "%s: '%.50s' is not 0 or 1", flags[i].var, v);
-        int *slot = i < 2 ? &o->writable : i == 2 ? &o->mount_home : &o->remap_root;
+        int *slot = i < 2    ? &o->writable
+                    : i == 2 ? &o->mount_home
+                    : i == 3 ? &o->remap_root
+                    : i == 4 ? &o->entrypoint
+                             : &o->entrypoint_log;
         if (*slot == -1)
             *slot = flags[i].invert ? !b : b;
     }

@@ -1,9 +1,10 @@
 /* plugin: the SPANK entry points of spank_mtc.so, the container plugin every
  * mtc cluster's plugstack.conf loads:
  *
- *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [bind=DIR]... \
+ *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [driver=DIR] [bind=DIR]... \
  *            [pull=MTC cache=DIR cachegb=N]
  *
+ * (driver=DIR: the NVIDIA driver's tree, for emulated GPUs; default "/").
  * (%n in a path becomes the node's name: emulated nodes share one host).
  *   srun / sbatch (local, allocator): the options, checked, with a one-line
  *       "srun: error: mtc: ..." for bad input before anything is submitted
@@ -35,7 +36,7 @@
 
 SPANK_PLUGIN(mtc, 1);
 
-#define NOPT 16
+#define NOPT 24
 #define SLURM_BATCH_STEP 0xfffffffbu
 
 static char *given[NOPT]; /* each option's value as given ("" for a flag) */
@@ -46,8 +47,11 @@ static int active;
 /* what user_init could not do, said by each task (a failed task fails srun;
  * a failed user_init only makes Slurm report a launch failure, exit 0) */
 static char deferred[sizeof(((mtc_error_t *)0)->text)];
-static char arg_runtime[512], arg_gpus[512], arg_binds[4][512], arg_pull[512], arg_cache[512],
-    arg_cachegb[32];
+static char arg_runtime[512], arg_gpus[512], arg_driver[512], arg_binds[4][512], arg_pull[512],
+    arg_cache[512], arg_cachegb[32];
+/* the NVIDIA driver's plan for this task (task_init_privileged, then task_init) */
+static struct container_driver driver;
+static int save_fd = -1; /* --container-save's file, opened as the user */
 static size_t arg_nbinds;
 static char image_given[1024]; /* a registry reference as given (opts.image: its cached file) */
 
@@ -77,6 +81,8 @@ static int plugin_args(int ac, char **av)
             dst = arg_runtime, v = av[i] + 8;
         else if (strncmp(av[i], "gpus=", 5) == 0)
             dst = arg_gpus, v = av[i] + 5;
+        else if (strncmp(av[i], "driver=", 7) == 0)
+            dst = arg_driver, v = av[i] + 7;
         else if (strncmp(av[i], "bind=", 5) == 0 && arg_nbinds < 4)
             dst = arg_binds[arg_nbinds++], v = av[i] + 5;
         else if (strncmp(av[i], "pull=", 5) == 0)
@@ -87,8 +93,8 @@ static int plugin_args(int ac, char **av)
             dst = arg_cachegb, v = av[i] + 8;
         if (!dst || strpbrk(v, ",:") || strlen(v) >= 512 ||
             (dst != arg_cachegb && v[0] != '/')) {
-            slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR bind=DIR "
-                        "pull=MTC cache=DIR cachegb=N)",
+            slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR driver=DIR "
+                        "bind=DIR pull=MTC cache=DIR cachegb=N)",
                         av[i]);
             return -1;
         }
@@ -164,7 +170,8 @@ static int resolve(spank_t sp, const char *cwd)
         goto error;
     active = container_opts_active(&opts);
     if (!active && (opts.nmounts || opts.workdir[0] || opts.nenv || opts.writable != -1 ||
-                    opts.remap_root != -1 || opts.mount_home != -1)) {
+                    opts.remap_root != -1 || opts.mount_home != -1 || opts.save[0] ||
+                    opts.entrypoint != -1 || opts.entrypoint_log != -1)) {
         errprintf(&err, "container options need --container-image or --container-name");
         goto error;
     }
@@ -419,6 +426,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     /* a cached image in use: the cache evicts only files no step holds */
     if (opts.image_ref && step.image_fd >= 0)
         flock(step.image_fd, LOCK_SH);
+    /* --container-save: the first node of the step saves, into a file the
+     * user opens now */
+    uint32_t nodeid = 1;
+    if (opts.save[0] && spank_get_item(sp, S_JOB_NODEID, &nodeid) == ESPANK_SUCCESS &&
+        nodeid == 0 && container_save_open(opts.save, &save_fd, &err) < 0)
+        goto error;
     container_step_root(&step, &opts);
     if (prepare_as_root(&err) < 0)
         goto error;
@@ -445,11 +458,23 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) != ESPANK_SUCCESS)
         gpus[0] = '\0';
     mtc_error_t err;
-    if (container_enter(&step, &opts, gpu_dir[0] ? gpu_dir : NULL, gpus[0] ? gpus : NULL, &err) <
-        0) {
+    /* the node's NVIDIA driver: what of it this container gets, decided (and
+     * its requirements checked) before anything of the task runs */
+    char drv_root[600] = "";
+    char **job_env = NULL;
+    if (arg_driver[0])
+        expand(arg_driver, node_name(), drv_root, sizeof(drv_root));
+    spank_get_item(sp, S_JOB_ENV, &job_env);
+    if (container_driver_probe(&driver, drv_root[0] ? drv_root : NULL, step.uid, step.gid,
+                               &err) < 0 ||
+        container_driver_plan(&driver, &step, job_env, gpus[0] ? gpus : NULL, &err) < 0 ||
+        container_enter(&step, &opts, gpu_dir[0] ? gpu_dir : NULL, gpus[0] ? gpus : NULL, &driver,
+                        &err) < 0) {
+        container_driver_release(&driver);
         slurm_error("mtc: %s", err.text);
         return -1;
     }
+    container_driver_release(&driver);
     return 0;
 }
 
@@ -482,6 +507,10 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     mtc_error_t err;
     if (container_env_apply(&opts, env_job, env_set, sp, &err) < 0)
         goto error;
+    if (container_driver_env(&driver, env_job(sp, "CUDA_VISIBLE_DEVICES"), env_set, sp) < 0) {
+        errprintf(&err, "cannot set CUDA_VISIBLE_DEVICES for the container's GPUs");
+        goto error;
+    }
     char wd[1024];
     snprintf(wd, sizeof(wd), "%s", opts.workdir);
     if (!wd[0])
@@ -492,6 +521,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     if (wd[0])
         spank_setenv(sp, "PWD", wd, 1);
+    if (opts.entrypoint == 1) {
+        char **env = NULL;
+        char *json = mtc_read_file("/.mtc/image.json", NULL);
+        spank_get_item(sp, S_JOB_ENV, &env);
+        int rc = container_entrypoint_run(json, env, opts.entrypoint_log == 1, env_set, sp, &err);
+        free(json);
+        if (rc < 0)
+            goto error;
+    }
     int argc = 0;
     char **argv = NULL;
     char path[PATH_MAX] = "";
@@ -514,6 +552,13 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
+    mtc_error_t err;
+    if (spank_remote(sp) && active && !deferred[0] && save_fd >= 0 && getuid() == 0 &&
+        geteuid() == 0 && container_save(&step, save_fd, &err) < 0)
+        slurm_error("mtc: %s", err.text);
+    if (save_fd >= 0)
+        close(save_fd);
+    save_fd = -1;
     if (spank_remote(sp) && active && !deferred[0] && getuid() == 0 && geteuid() == 0 &&
         !opts.name[0])
         container_step_done(step.runtime, step.job, step.step);

@@ -9,9 +9,13 @@
  *                          throttle=0xBITS, remap_pending=0|1, remap_failure=0|1,
  *                          remap_unc=N, retired=N, lost=0|1, no_remap=1
  *                          (remapped rows unsupported: use retired pages)
+ * Without $FAKE_NVML_STATE it answers as the real NVML inside a container:
+ * the GPUs are the entries of /proc/driver/nvidia/gpus (the container's),
+ * the driver's version that of /proc/driver/nvidia/version.
  * $FAKE_NVML_CALLS, when set, names a file that gets a line per nvmlInit_v2
  * ("init SECONDS", the wall clock): mtc-agent opens NVML once a pass, so a
  * test counts the agent's passes and knows when each began. */
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +45,13 @@ static void load(struct state *s)
     const char *path = getenv("FAKE_NVML_STATE");
     FILE *f = path ? fopen(path, "r") : NULL;
     char line[512];
+    DIR *d = path ? NULL : opendir("/proc/driver/nvidia/gpus");
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.' && s->count < MAXGPU)
+            s->count++;
+    if (d)
+        closedir(d);
     if (!f)
         return;
     while (fgets(line, sizeof(line), f)) {
@@ -159,6 +170,26 @@ const char *nvmlErrorString(int rc)
     default:
         return "Unknown Error";
     }
+}
+
+/* The version of the driver /proc/driver/nvidia/version names. */
+int nvmlSystemGetDriverVersion(char *out, unsigned len)
+{
+    char t[512] = "";
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    size_t n = f ? fread(t, 1, sizeof(t) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    t[n] = '\0';
+    const char *k = strstr(t, "Kernel Module");
+    unsigned v[3];
+    if (!initialised)
+        return UNINIT;
+    if (!k || sscanf(k, "Kernel Module %u.%u.%u", &v[0], &v[1], &v[2]) != 3)
+        return NOT_SUPPORTED;
+    if ((unsigned)snprintf(out, len, "%u.%u.%02u", v[0], v[1], v[2]) >= len)
+        return INSUFFICIENT;
+    return OK;
 }
 
 int nvmlDeviceGetCount_v2(unsigned *count)
