@@ -88,7 +88,7 @@ static void event(struct control *c, const char *id, const char *type, const cha
 /* Slurm holds a requeued job about two minutes (its credential lifetime)
  * before it may start again; a job moved off a bad node should resume at once
  * on the healthy ones. Once it is PENDING again (its old steps ended: up to
- * 15 s), StartTime=now releases it. Best effort: a job that does not become
+ * 15 s), StartTime=now+1 releases it (slurm_job_release). Best effort: a job that does not become
  * pending in time merely waits out Slurm's hold. */
 static void release_requeued(const char *conf, const char *job)
 {

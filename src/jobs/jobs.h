@@ -47,7 +47,7 @@ int jobs_state_final(const char *state);
  * (experiment E): preempted by 7 (qos high) at TIME after step N; requeued,
  * it resumes from its checkpoint"); a final state is kept, a job nobody knows
  * keeps its last; a job seen requeued and pending again is released from
- * Slurm's requeue hold (StartTime=now). pass: what Slurm said this pass, by
+ * Slurm's requeue hold (StartTime=now+1). pass: what Slurm said this pass, by
  * slurm.conf (a JSON object the caller makes and frees; the first job of a
  * cluster asks Slurm for all its jobs at once, later ones read the answer);
  * NULL: ask about this job alone. */

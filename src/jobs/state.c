@@ -137,7 +137,8 @@ void jobs_refresh_state(struct store *st, struct store_job *j, json_t *pass)
         restarts = n;
     /* requeued (a hang, retry_on_error, a checkpoint on a signal, remediation):
      * it resumes now, not after Slurm's hold of about two minutes — once it
-     * is PENDING its old steps are over */
+     * is PENDING (no longer COMPLETING) its old steps are over; it starts a
+     * second later (slurm_job_release) */
     const char *conf = NULL, *reason = json_string_value(json_object_get(said, "reason"));
     if (n > 0 && strcmp(slurm, "PENDING") == 0 && reason && strcmp(reason, "BeginTime") == 0 &&
         exp_slurm_conf(j->config, &conf) == 0)

@@ -175,8 +175,8 @@ int slurm_job_release(const char *conf, const char *job, mtc_error_t *err)
 {
     char arg_id[64];
     snprintf(arg_id, sizeof(arg_id), "JobId=%s", job);
-    char *argv[] = {"scontrol", "update", arg_id, "StartTime=now", NULL};
-    return slurm_cmd_ok(conf, argv, NULL, "scontrol update StartTime=now", err);
+    char *argv[] = {"scontrol", "update", arg_id, "StartTime=now+1", NULL};
+    return slurm_cmd_ok(conf, argv, NULL, "scontrol update StartTime=now+1", err);
 }
 
 int slurm_job_cancel(const char *conf, const char *job, mtc_error_t *err)

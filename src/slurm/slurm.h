@@ -209,7 +209,11 @@ json_t *slurm_job_states(const char *conf, const char *job, mtc_error_t *err);
 /* The same from `scontrol show job -o`'s text (lines it cannot read are passed over). */
 json_t *slurm_job_states_parse(const char *text);
 int slurm_job_requeue(const char *conf, const char *job, mtc_error_t *err);
-/* StartTime=now: a requeued job may start without Slurm's hold. */
+/* StartTime=now+1: a requeued job may start without Slurm's hold (about two
+ * minutes: its credential's lifetime) — but not within the second its old
+ * credential was revoked, which a slurmd refuses ("Job credential revoked":
+ * the check is ctime <= revoked, in whole seconds). Call it once the job is
+ * PENDING (not COMPLETING: every node has killed the old one). */
 int slurm_job_release(const char *conf, const char *job, mtc_error_t *err);
 int slurm_job_cancel(const char *conf, const char *job, mtc_error_t *err);
 /* Cancel every job and wait up to wait_ms for the queue to empty. 0, or -1 (ETIMEDOUT). */

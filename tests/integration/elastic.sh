@@ -118,7 +118,7 @@ check "el-cpu-2's port is free again" wait_for 90 port_free
 scontrol update nodename=el-cpu-2 state=resume
 check "the failed node returned to service powered down (idle~)" wait_for 60 state_is el-cpu-2 "idle~"
 T0=$SECONDS
-scontrol update jobid="$JOB" StartTime=now >/dev/null
+scontrol update jobid="$JOB" StartTime=now+1 >/dev/null
 check "the requeued job ran and completed once the port was free" wait_for 150 job_is "$JOB" COMPLETED
 diag "job $JOB: $(job_state "$JOB") $((SECONDS - T0)) s after its release"
 check "it ran on 3 nodes" eval '[ "$(wc -l <"$T_DIR/job1.out")" = 3 ]'

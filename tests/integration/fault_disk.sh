@@ -49,7 +49,7 @@ rm -f "$FS/filler"
 scontrol requeue "$JOB"
 check "the failed job requeued once space is freed" test $? -eq 0
 wait_for 30 bash -c "squeue -h -j $JOB -o %T | grep -q PENDING"
-scontrol update JobId="$JOB" StartTime=now
+scontrol update JobId="$JOB" StartTime=now+1
 check "resumed from the last complete checkpoint" \
     wait_for 60 grep -q "resuming from .*step_$LAST" "$TD/$JOB.log"
 ST=$(run_wait_final 300 "$EXP")

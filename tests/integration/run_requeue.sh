@@ -7,7 +7,7 @@
 # fault_*.sh tests: setting a live node DOWN and IDLE by hand here raced
 # slurmd's cleanup of the old run and killed the restarted step now and then.
 # Slurm holds a requeued job ~2 minutes (credential expiry) before it may start
-# again; the test releases it at once with `scontrol update StartTime=now`.
+# again; the test releases it at once with `scontrol update StartTime=now+1`.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
 D=$T_DIR
@@ -35,7 +35,7 @@ ckpt_at_least() {
 }
 release() { # skip Slurm's requeue hold once the job is pending again
     wait_for 30 bash -c "squeue -h -j $JOB -o %T | grep -q PENDING"
-    scontrol update JobId="$JOB" StartTime=now
+    scontrol update JobId="$JOB" StartTime=now+1
 }
 
 check "checkpoint at step >= 10" wait_for 120 ckpt_at_least 10
