@@ -259,6 +259,19 @@ int hosts_bundle(const struct provider *p, const struct head *c, const struct hs
         if (copy_file(src, path, 0755, b->sha[k], err) < 0)
             return -1;
     }
+    /* enroot (docs/containers.md, "The enroot command"): mtc under that name
+     * in the host's /var/lib/mtc/<uid>/path, which the container plugin
+     * (plugstack.conf's path=) appends to the PATH of a step that finds no
+     * enroot of its own */
+    char pdir[PLEN], link_path[PLEN + 8];
+    snprintf(pdir, sizeof(pdir), "%s/var/lib/mtc/%s/path", b->image, s->uid);
+    snprintf(link_path, sizeof(link_path), "%s/enroot", pdir);
+    snprintf(path, sizeof(path), "%s/var/lib/mtc/%s/%s", b->image, s->uid,
+             hosts_bin_names[HOSTS_BIN_MTC]);
+    mtc_rm_rf(pdir);
+    if (mtc_path_exists(path) &&
+        (mtc_mkdir_p(pdir, 0755) < 0 || symlink("../bin/mtc", link_path) < 0))
+        return errprintf(err, "cannot link %s: %s", link_path, strerror(errno));
     char host[256];
     if (gethostname(host, sizeof(host)) < 0)
         snprintf(host, sizeof(host), "unknown");

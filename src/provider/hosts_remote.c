@@ -627,7 +627,8 @@ unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f)
 static int bundle_tar(const struct head *c, const struct hstate *s, const struct hbundle *b,
                       const struct hnode *n, unsigned send, struct mtc_io *io, mtc_error_t *err)
 {
-    char etc[128], host_sh[160], bins[HOSTS_NBIN][160], node_dir[PLEN], node_etc[256];
+    char etc[128], host_sh[160], bins[HOSTS_NBIN][160], node_dir[PLEN], node_etc[256], pdir[160],
+        ipdir[PLEN + 160];
     snprintf(etc, sizeof(etc), "etc/mtc/%s", s->uid);
     snprintf(host_sh, sizeof(host_sh), "var/lib/mtc/%s/bin/mtc-host", s->uid);
     head_path(c, node_dir, "nodes/%s/image", n->name);
@@ -642,6 +643,11 @@ static int bundle_tar(const struct head *c, const struct hstate *s, const struct
         if (send & (1u << i))
             argv[k++] = bins[i];
     }
+    /* enroot's link (hosts_bundle), when the bundle has one */
+    snprintf(pdir, sizeof(pdir), "var/lib/mtc/%s/path", s->uid);
+    snprintf(ipdir, sizeof(ipdir), "%s/%s", b->image, pdir);
+    if (mtc_path_exists(ipdir))
+        argv[k++] = pdir;
     argv[k++] = "-C";
     argv[k++] = node_dir;
     argv[k++] = node_etc;

@@ -411,6 +411,8 @@ char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err)
             fprintf(f, " gpus=" SLURM_HOST_VAR "/hw driver=" SLURM_HOST_VAR "/hw/driver", l->uid,
                     l->uid);
         fprintf(f, " bind=" SLURM_HOST_RUN "/tmp", l->uid);
+        /* mtc's enroot (hosts_bundle's link) for steps outside containers */
+        fprintf(f, " path=" SLURM_HOST_VAR "/path", l->uid);
         fprintf(f, " pull=" SLURM_HOST_VAR "/bin/mtc", l->uid);
         if (l->image_cache)
             fprintf(f, " cache=%s", l->image_cache);

@@ -2,16 +2,19 @@
  * mtc cluster's plugstack.conf loads:
  *
  *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [driver=DIR] [bind=DIR]... \
- *            [pull=MTC cache=DIR cachegb=N]
+ *            [pull=MTC cache=DIR cachegb=N] [path=DIR]
  *
- * (driver=DIR: the NVIDIA driver's tree, for emulated GPUs; default "/").
+ * (driver=DIR: the NVIDIA driver's tree, for emulated GPUs; default "/";
+ * path=DIR: a dir holding mtc's enroot, appended to the PATH of a step
+ * outside a container that has no enroot).
  * (%n in a path becomes the node's name: emulated nodes share one host).
  *   srun / sbatch (local, allocator): the options, checked, with a one-line
  *       "srun: error: mtc: ..." for bad input before anything is submitted
  *   slurmstepd user_init (once per step and node): a registry image resolved
  *       and pulled into the cache (`MTC image pull`, run as root, which
  *       reaches the registry as the user), the image mounted and the
- *       container's overlay made, by a child that regains root
+ *       container's overlay made, by a child that regains root; a step
+ *       outside a container gets path= on its PATH (no enroot of its own)
  *   task_init_privileged (each task, root): into the container
  *   task_init (each task, the user): environment, workdir, command check,
  *       user namespace for --container-remap-root
@@ -48,7 +51,7 @@ static int active;
  * a failed user_init only makes Slurm report a launch failure, exit 0) */
 static char deferred[sizeof(((mtc_error_t *)0)->text)];
 static char arg_runtime[512], arg_gpus[512], arg_driver[512], arg_binds[4][512], arg_pull[512],
-    arg_cache[512], arg_cachegb[32];
+    arg_cache[512], arg_cachegb[32], arg_path[512];
 /* the NVIDIA driver's plan for this task (task_init_privileged, then task_init) */
 static struct container_driver driver;
 static int save_fd = -1; /* --container-save's file, opened as the user */
@@ -89,12 +92,14 @@ static int plugin_args(int ac, char **av)
             dst = arg_pull, v = av[i] + 5;
         else if (strncmp(av[i], "cache=", 6) == 0)
             dst = arg_cache, v = av[i] + 6;
+        else if (strncmp(av[i], "path=", 5) == 0)
+            dst = arg_path, v = av[i] + 5;
         else if (strncmp(av[i], "cachegb=", 8) == 0 && strlen(av[i] + 8) < sizeof(arg_cachegb))
             dst = arg_cachegb, v = av[i] + 8;
         if (!dst || strpbrk(v, ",:") || strlen(v) >= 512 ||
             (dst != arg_cachegb && v[0] != '/')) {
             slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR driver=DIR "
-                        "bind=DIR pull=MTC cache=DIR cachegb=N)",
+                        "bind=DIR pull=MTC cache=DIR cachegb=N path=DIR)",
                         av[i]);
             return -1;
         }
@@ -405,6 +410,31 @@ static int pull_image(spank_t sp, mtc_error_t *err)
     return 0;
 }
 
+/* plugstack.conf's path=DIR (hosts clusters): DIR/enroot is mtc's
+ * (docs/containers.md, "The enroot command"). A step outside a container
+ * whose PATH has no enroot gets DIR appended, so the cloud guide's
+ * conversion job finds one; a real enroot on the PATH always wins. */
+static void enroot_path(spank_t sp)
+{
+    char path[8192] = "", dirs[8192], probe[PATH_MAX + 16], *save = NULL;
+    snprintf(probe, sizeof(probe), "%s/enroot", arg_path);
+    if (!arg_path[0] || access(probe, X_OK) < 0)
+        return;
+    if (spank_getenv(sp, "PATH", path, sizeof(path)) != ESPANK_SUCCESS)
+        path[0] = '\0';
+    snprintf(dirs, sizeof(dirs), "%s", path);
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(probe, sizeof(probe), "%s/enroot", d);
+        if (d[0] == '/' && access(probe, X_OK) == 0)
+            return;
+    }
+    size_t n = strlen(path);
+    if (n + strlen(arg_path) + 2 > sizeof(path))
+        return;
+    snprintf(path + n, sizeof(path) - n, "%s%s", n ? ":" : "", arg_path);
+    spank_setenv(sp, "PATH", path, 1);
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -416,8 +446,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     spank_getenv(sp, "PWD", cwd, sizeof(cwd));
     if (resolve(sp, cwd[0] ? cwd : NULL) < 0)
         return -1;
-    if (!active)
+    if (!active) {
+        enroot_path(sp);
         return 0;
+    }
     /* everything the user names is opened here, as the user (slurmstepd's
      * effective ids, groups included); root later uses these descriptors */
     if (step_init(sp, &err) < 0 || (opts.image_ref && pull_image(sp, &err) < 0) ||

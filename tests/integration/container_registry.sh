@@ -13,6 +13,7 @@
 # refused, the cache root's.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/run_setup.inc"
+. "$(dirname "$0")/registry.inc"
 D=$T_DIR
 chmod 755 "$D"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -31,95 +32,28 @@ openssl x509 -req -in "$D/srv.csr" -CA "$D/ca.crt" -CAkey "$D/ca.key" -CAcreates
     -extfile "$D/san.ext" -out "$D/srv.crt" >/dev/null 2>&1
 htpasswd -Bbn alice 'pa55-w0rd' >"$D/htpasswd" 2>/dev/null
 PA=$(free_port) PB=$(free_port)
-reg_config() { # NAME PORT [tls+auth]
-    cat >"$D/$1.yml" <<EOF
-version: 0.1
-log: {level: error}
-storage: {filesystem: {rootdirectory: $D/$1-data}, delete: {enabled: true}}
-http:
-  addr: 127.0.0.1:$2
-EOF
-    [ -z "${3:-}" ] || cat >>"$D/$1.yml" <<EOF
-  tls: {certificate: $D/srv.crt, key: $D/srv.key}
-auth: {htpasswd: {realm: mtc-test, path: $D/htpasswd}}
-EOF
-}
-reg_start() { # NAME PORT SCHEME
-    docker-registry serve "$D/$1.yml" >>"$D/$1.log" 2>&1 &
-    eval "${1}_PID=$!"
-    track_pid $!
-    wait_for 10 curl -sk -o /dev/null "$3://127.0.0.1:$2/v2/"
-}
-reg_config rega "$PA" tls
-reg_config regb "$PB"
-check "a registry with TLS and htpasswd auth" reg_start rega "$PA" https
-check "a registry over plain HTTP, no auth" reg_start regb "$PB" http
+reg_config rega 127.0.0.1 "$PA" tls
+reg_config regb 127.0.0.1 "$PB"
+check "a registry with TLS and htpasswd auth" reg_start rega 127.0.0.1 "$PA" https
+check "a registry over plain HTTP, no auth" reg_start regb 127.0.0.1 "$PB" http
 run_or_stop $? "$D/regb.log"
 
 # --- images: OCI layouts made here, pushed with skopeo ------------------------
 R=$D/rootfs
 run_rootfs "$R" sh cat echo ls true
 tar -C "$R" -cf "$D/base.tar" .
-# oci_layout DIR VERSION [ARCHS]: an image of base.tar + /etc/app-version;
-# with ARCHS ("amd64 arm64") an index with one manifest per architecture
-oci_layout() {
-    python3 - "$@" "$D/base.tar" <<'PY'
-import hashlib, io, json, os, sys, tarfile
-d, ver, archs, base = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4]
-os.makedirs(d + "/blobs/sha256", exist_ok=True)
-def blob(b):
-    h = hashlib.sha256(b).hexdigest()
-    open(f"{d}/blobs/sha256/{h}", "wb").write(b)
-    return {"digest": "sha256:" + h, "size": len(b)}
-def layer(arch):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
-        data = f"{ver} {arch}\n".encode()
-        ti = tarfile.TarInfo("etc/app-version"); ti.size = len(data); ti.mtime = 0
-        t.addfile(ti, io.BytesIO(data))
-        if os.environ.get("EVIL"):  # a member that leaves the root: the import refuses it
-            ti = tarfile.TarInfo("../escaped"); ti.size = len(data); ti.mtime = 0
-            t.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
-b = blob(open(base, "rb").read())
-ms = []
-for arch in archs:
-    l = blob(layer(arch))
-    cfg = blob(json.dumps({"architecture": arch, "os": "linux",
-        "config": {"Env": ["PATH=/usr/bin:/bin", "APP=" + ver]},
-        "rootfs": {"type": "layers", "diff_ids": [b["digest"], l["digest"]]}}).encode())
-    m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-         "config": dict(cfg, mediaType="application/vnd.oci.image.config.v1+json"),
-         "layers": [dict(x, mediaType="application/vnd.oci.image.layer.v1.tar") for x in (b, l)]}
-    md = blob(json.dumps(m).encode())
-    ms.append(dict(md, mediaType=m["mediaType"], platform={"architecture": arch, "os": "linux"}))
-if len(archs) > 1 or archs == ["arm64"]:
-    idx = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": ms}
-    top = [dict(blob(json.dumps(idx).encode()), mediaType=idx["mediaType"])]
-else:
-    top = [{k: v for k, v in ms[0].items() if k != "platform"}]
-top[0]["annotations"] = {"org.opencontainers.image.ref.name": "t"}
-json.dump({"schemaVersion": 2, "manifests": top}, open(d + "/index.json", "w"))
-open(d + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
-PY
-}
 oci_layout "$D/v1" v1 amd64 && oci_layout "$D/v2" v2 amd64 && oci_layout "$D/multi" multi "arm64 amd64" &&
     oci_layout "$D/armonly" armonly arm64 && oci_layout "$D/corrupt" corrupt amd64 &&
     oci_layout "$D/slow" slow amd64 && EVIL=1 oci_layout "$D/evil" evil amd64
 run_or_stop $? /dev/null
-push() { # LAYOUT DEST [skopeo options]
-    local l=$1 dst=$2
-    shift 2
-    skopeo copy --quiet --multi-arch=all "$@" "oci:$l:t" "docker://$dst" >>"$D/push.log" 2>&1
-}
 PLAIN=(--dest-tls-verify=false)
 mkdir -p "$D/certs" && cp "$D/ca.crt" "$D/certs/ca.crt"
 check "skopeo pushes test/app:1, a multi-arch index and an arm64-only index" \
-    bash -c "$(declare -f push); D='$D'; push $D/v1 127.0.0.1:$PB/test/app:1 ${PLAIN[*]} &&
-        push $D/multi 127.0.0.1:$PB/test/multi:1 ${PLAIN[*]} &&
-        push $D/armonly 127.0.0.1:$PB/test/armonly:1 ${PLAIN[*]} &&
-        push $D/evil 127.0.0.1:$PB/test/evil:1 ${PLAIN[*]} &&
-        push $D/v1 127.0.0.1:$PA/test/app:1 --dest-cert-dir=$D/certs --dest-creds=alice:pa55-w0rd"
+    bash -c "$(declare -f reg_push); D='$D'; reg_push $D/v1 127.0.0.1:$PB/test/app:1 ${PLAIN[*]} &&
+        reg_push $D/multi 127.0.0.1:$PB/test/multi:1 ${PLAIN[*]} &&
+        reg_push $D/armonly 127.0.0.1:$PB/test/armonly:1 ${PLAIN[*]} &&
+        reg_push $D/evil 127.0.0.1:$PB/test/evil:1 ${PLAIN[*]} &&
+        reg_push $D/v1 127.0.0.1:$PA/test/app:1 --dest-cert-dir=$D/certs --dest-creds=alice:pa55-w0rd"
 run_or_stop $? "$D/push.log"
 
 # --- a cluster ---------------------------------------------------------------
@@ -151,7 +85,7 @@ check "#SBATCH --container-image=REF: the batch script runs in the registry imag
     wait_for 60 grep -qx "v1 amd64" "$D/batch.out" || cat "$D/batch.out"
 # the tag moves: resolved at each start, so the next step pulls the new image
 D1=sha256:$(skopeo inspect --raw --tls-verify=false "docker://127.0.0.1:$PB/test/app:1" | sha256sum | cut -d' ' -f1)
-push "$D/v2" "127.0.0.1:$PB/test/app:1" "${PLAIN[@]}"
+reg_push "$D/v2" "127.0.0.1:$PB/test/app:1" "${PLAIN[@]}"
 check "a moved tag is pulled again at the next start" \
     test "$(srun --container-image="$APP" cat /etc/app-version)" = "v2 amd64"
 check "two pulls of the moved tag, two images cached" \
@@ -255,7 +189,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 track_pid $!
 check "the test proxy answers" wait_for 10 curl -s -o /dev/null "http://127.0.0.1:$PP/v2/"
-push "$D/corrupt" "127.0.0.1:$PB/test/corrupt:1" "${PLAIN[@]}" && push "$D/slow" "127.0.0.1:$PB/test/slow:1" "${PLAIN[@]}"
+reg_push "$D/corrupt" "127.0.0.1:$PB/test/corrupt:1" "${PLAIN[@]}" && reg_push "$D/slow" "127.0.0.1:$PB/test/slow:1" "${PLAIN[@]}"
 check "a corrupted blob: refused in one line naming the image" \
     one_err "127.0.0.1:$PP#test/corrupt:1: a blob's digest does not match" \
     srun --container-image="127.0.0.1:$PP#test/corrupt:1" true
@@ -278,7 +212,7 @@ check "… leaving no partial entry in the cache" \
     bash -c "test $(pulls "$SLOW") = 0 && test -z \"\$(ls -A '$CACHE/tmp')\" &&
              test \$(ls '$CACHE'/images/*.sqsh | wc -l) = $NIMG"
 rm -f "$D/proxy.blob-requested"
-check "the registry back: the retry completes" reg_start regb "$PB" http
+check "the registry back: the retry completes" reg_start regb 127.0.0.1 "$PB" http
 check "… and the step runs the image" \
     test "$(srun --container-image="$SLOW" cat /etc/app-version)" = "slow amd64"
 

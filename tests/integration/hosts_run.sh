@@ -7,6 +7,11 @@
 # the plugin is copied to every host, `srun -N2 --container-image` from the
 # controller runs in the image on both compute hosts and leaves nothing
 # mounted there, and `mtc run -i` of a trainer image completes across them.
+# Registry images: a docker-registry on the bridge's address (the hosts'
+# view of this machine), `srun -N2 --container-image=REGISTRY#test/app:1`
+# runs on both hosts with one pull into the cache on the experiment root, and
+# the cloud guide's conversion job (sbatch, `enroot import`, a PATH with no
+# enroot) finds mtc's enroot on the host and writes an image srun then runs.
 # A run registers its checkpoint from its host (the hosts' mtc, mtcd's TCP
 # listener, a registrar token that may do nothing else); the model is served
 # by an endpoint with 2 replicas on the hosts, which survives the kill -9 of
@@ -17,6 +22,7 @@
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"
 . "$(dirname "$0")/run_setup.inc"
+. "$(dirname "$0")/registry.inc"
 D=$T_DIR
 
 t_extra_cleanup() { hosts_cleanup; }
@@ -74,6 +80,52 @@ for i in 2 3; do
     check "host $i: the job's container directory swept" \
         wait_for 20 bash -c '[ -z "$(ls -A "$1" 2>/dev/null)" ]' _ "$TESTHOSTS_DIR/h$i/var-lib-mtc/$CU/containers/jobs"
 done
+
+# --- a registry image on the hosts: a docker-registry on the bridge's address
+# (the hosts reach this machine there, not at its 127.0.0.1), a tiny image
+# pushed with skopeo; each host's plugin has the host's mtc pull it into the
+# cache on the shared experiment root: one pull for both hosts
+reg_image() {
+    run_rootfs "$D/rroot" cat sh && tar -C "$D/rroot" -cf "$D/base.tar" . &&
+        oci_layout "$D/v1" v1 amd64 &&
+        reg_push "$D/v1" "$TESTHOSTS_CTL_ADDR:$RP/test/app:1" --dest-tls-verify=false
+}
+for tool in docker-registry skopeo; do
+    command -v $tool >/dev/null || { skip "$tool is not installed (scripts/setup)"; T_NOREG=1; }
+done
+if [ -z "${T_NOREG:-}" ]; then
+    RP=$(free_port)
+    reg_config reg "$TESTHOSTS_CTL_ADDR" "$RP"
+    check "a registry on the bridge's address ($TESTHOSTS_CTL_ADDR:$RP)" \
+        reg_start reg "$TESTHOSTS_CTL_ADDR" "$RP" http
+    check "skopeo pushes test/app:1 to it" reg_image || sed 's/^/# /' "$D/push.log"
+    APP="$TESTHOSTS_CTL_ADDR:$RP#test/app:1"
+    check "the hosts' plugstack.conf: the host's mtc pulls into the cache on the experiment root" \
+        testhost_exec 2 grep -q " pull=/var/lib/mtc/$CU/bin/mtc cache=$D/.mtc-images " "/etc/mtc/$CU/etc/plugstack.conf"
+    ENROOT_ALLOW_HTTP=1 srun -N2 -l --container-image="$APP" cat /etc/app-version >"$D/reg.out" 2>&1
+    check "srun -N2 --container-image=REGISTRY#test/app:1: both hosts run the image" \
+        test "$(grep -c '^[01]: v1 amd64$' "$D/reg.out")" = 2 || sed 's/^/# /' "$D/reg.out"
+    check "... pulled once for the two hosts (the shared cache's pulls.log)" \
+        test "$(grep -c " $APP\$" "$D/.mtc-images/pulls.log" 2>/dev/null)" = 1
+    # the cloud guide's conversion job: enroot on the job's PATH on the host
+    # (mtc's, appended by the plugin: plugstack.conf's path=), though the
+    # submitter's PATH has none
+    mkdir -p "$D/uhome"
+    printf '%s\n' '#!/bin/bash' 'echo "enroot: $(command -v enroot)"' \
+        "ENROOT_MAX_PROCESSORS=\$(( \$(nproc) / 2 )) enroot import -o \${HOME}/my_app.sqsh docker://$APP" \
+        >"$D/convert.sh"
+    J=$(env PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$D/uhome" ENROOT_ALLOW_HTTP=1 \
+        sbatch --parsable -o "$D/convert.out" "$D/convert.sh")
+    job_ended() { scontrol show job "$1" 2>/dev/null | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)'; }
+    wait_for 120 job_ended "$J"
+    check "the conversion job (enroot import -o \$HOME/my_app.sqsh docker://…) completes on a host" \
+        bash -c "scontrol show job '$J' | grep -q JobState=COMPLETED && test -s '$D/uhome/my_app.sqsh'" ||
+        sed 's/^/# /' "$D/convert.out"
+    check "... with mtc's enroot from the host's /var/lib/mtc/<uid>/path on the job's PATH" \
+        grep -qx "enroot: /var/lib/mtc/$CU/path/enroot" "$D/convert.out"
+    check "srun --container-image= of the result on a host" \
+        test "$(srun --container-image="$D/uhome/my_app.sqsh" cat /etc/app-version)" = "v1 amd64"
+fi
 
 check "tiny corpus tokenized" run_corpus "$D/data"
 STEPS=120

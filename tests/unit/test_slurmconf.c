@@ -1,8 +1,8 @@
 /* test_slurmconf: slurm.conf / gres.conf rendering — node names and ports,
  * partitions with Default=YES, gres lines, config{} pass-through, scheduling;
- * plugstack.conf's registry image arguments (pull=, cache=, cachegb=) and the
- * spec's containers.cacheMaxGb; the cache of the answers that change with
- * the configuration only. */
+ * plugstack.conf's registry image arguments (pull=, cache=, cachegb=) and
+ * enroot's dir (path=), the spec's containers.cacheMaxGb; the cache of the
+ * answers that change with the configuration only. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,8 +143,9 @@ static void test_plugstack(void)
     l.uid = "1234";
     l.spank = "/var/lib/mtc/1234/lib/spank_mtc.so";
     t = slurm_plugstack_render(&l, &err);
-    CHECK(t && strstr(t, " pull=/var/lib/mtc/1234/bin/mtc cache=/var/lib/mtc/1234/images cachegb=50"),
-          "hosts: each host's own mtc and cache");
+    CHECK(t && strstr(t, " path=/var/lib/mtc/1234/path pull=/var/lib/mtc/1234/bin/mtc "
+                         "cache=/var/lib/mtc/1234/images cachegb=50"),
+          "hosts: each host's own mtc and cache, and its enroot's dir");
     free(t);
     json_t *spec = spec_of("{\"nodePools\":[{\"id\":\"p\",\"machineSpec\":{\"machineType\":"
                            "\"n2-standard-4\"}}],\"containers\":{\"cacheMaxGb\":10}}");
