@@ -28,9 +28,13 @@ D=$T_DIR
 report() { python3 -c "import json, sys; r = json.load(open(sys.argv[1])); $2" "$1"; }
 
 for c in pipeline pairs ring; do
-    # pairs at 10%: two ranks sharing one of the 2 loaded cores get a fraction
-    # of the bandwidth of two ranks on different cores
-    f=0.25; [ $c = pairs ] && f=0.1
+    # pairs at 1%: 3 ranks on 2 cores put two on one core, and when another
+    # program holds that core their ping-pong crawls — CI measured such a
+    # healthy pair at 1.8% (0.077 vs 4.2 GB/s) and, with the confirm rounds
+    # 1 s apart, at 7% (0.039 vs 0.53) three times: the scheduler, not a link.
+    # A pair's FAIL is shown below (--min-bus-gbps, the throttled rank) and on
+    # a tc-shaped link between test hosts (healthscan_hosts.sh).
+    f=0.25; [ $c = pairs ] && f=0.01
     "${MPIRUN[@]}" -np 3 mtc-scan "$c" --max-bytes 1048576 --fail-fraction $f >"$D/$c.json" 2>"$D/$c.err"
     check "healthy: $c exits 0" test $? -eq 0
 done
