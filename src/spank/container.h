@@ -143,6 +143,11 @@ void container_close_sources(struct container_step *s);
  * (RESOLVE_IN_ROOT, no magic links): how both sides reach a path in the
  * container. An fd (O_CLOEXEC added) or -1 + errno. */
 int container_open_in(int rootfd, const char *path, int flags);
+/* path (absolute, normalized) inside the container rooted at rootfd: its
+ * directories created as root needs, each reached by container_open_in (never
+ * a symlink out of the root), the last one a file when file is set (a mount
+ * point). 0, or -1 with errno and, when err is given, err naming the path. */
+int container_mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err);
 /* s->root: R/jobs/JOB/named/NAME/root or R/jobs/JOB/steps/STEP/root. */
 void container_step_root(struct container_step *s, const struct container_opts *o);
 /* s->root opened (O_PATH) through a trusted walk of its directory: the

@@ -328,50 +328,11 @@ done:
     return rc;
 }
 
-/* path (absolute) in the container: its directories made as root needs,
- * never following a symlink out of the root; the last one a file when file
- * is set (a mount point). 0/-1 + errno. */
-static int make_in(int rootfd, const char *path, int file)
-{
-    char pre[PATH_MAX];
-    size_t len = strlen(path);
-    if (len >= sizeof(pre))
-        return errno = ENAMETOOLONG, -1;
-    for (size_t i = 1; i <= len; i++) {
-        if (i < len && path[i] != '/')
-            continue;
-        memcpy(pre, path, i);
-        pre[i] = '\0';
-        int fd = container_open_in(rootfd, pre, O_PATH);
-        if (fd >= 0) {
-            close(fd);
-            continue;
-        }
-        char *slash = strrchr(pre, '/');
-        *slash = '\0';
-        int dfd = container_open_in(rootfd, pre[0] ? pre : "/", O_PATH | O_DIRECTORY);
-        if (dfd < 0)
-            return -1;
-        int rc;
-        if (i == len && file) {
-            int f = openat(dfd, slash + 1, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
-            rc = f < 0 ? -1 : close(f);
-        } else {
-            rc = mkdirat(dfd, slash + 1, 0755);
-        }
-        int e = errno;
-        close(dfd);
-        if (rc < 0 && e != EEXIST)
-            return errno = e, -1;
-    }
-    return 0;
-}
-
 /* The host file src (a path in the host's namespace) bound read-only at dst
  * in the container. */
 static int bind_ro(int rootfd, const char *src, const char *dst, int file, mtc_error_t *err)
 {
-    if (make_in(rootfd, dst, file) < 0)
+    if (container_mkpath_in(rootfd, dst, file, NULL) < 0)
         return errprintf(err, "%.200s in the container: %s", dst, strerror(errno));
     int fd = container_open_in(rootfd, dst, O_PATH | O_NOFOLLOW);
     if (fd < 0)
@@ -673,7 +634,7 @@ int container_driver_ipc(const struct container_driver *d, int rootfd, mtc_error
             close(there);
         else if (!file)
             continue;
-        if (make_in(rootfd, f->name, file) < 0)
+        if (container_mkpath_in(rootfd, f->name, file, NULL) < 0)
             return errprintf(err, "%s in the container: %s", f->name, strerror(errno));
         int fd = container_open_in(rootfd, f->name, O_PATH | O_NOFOLLOW);
         char target[64];

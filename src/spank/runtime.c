@@ -207,14 +207,12 @@ int container_open_in(int rootfd, const char *path, int flags)
     return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
 }
 
-/* path (absolute, normalized) inside the container rooted at rootfd:
- * directories created as needed, the last one a file when file is set. */
-static int mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err)
+int container_mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err)
 {
-    char prefix[1024];
+    char prefix[PATH_MAX];
     size_t len = strlen(path);
     if (len >= sizeof(prefix))
-        return errprintf(err, "%.200s: too long", path);
+        return errno = ENAMETOOLONG, errprintf(err, "%.200s: too long", path);
     for (size_t i = 1; i <= len; i++) {
         if (i < len && path[i] != '/')
             continue;
@@ -243,7 +241,8 @@ static int mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err)
         int e = errno;
         close(pfd);
         if (rc < 0 && e != EEXIST)
-            return errprintf(err, "cannot create %.200s in the container: %s", path, strerror(e));
+            return errno = e,
+                   errprintf(err, "cannot create %.200s in the container: %s", path, strerror(e));
     }
     return 0;
 }
@@ -255,18 +254,18 @@ static int make_mount_points(int rootfd, const struct container_step *s,
     static const char *const fixed[] = {"/proc", "/sys", "/dev", "/tmp"};
     int rc = 0;
     for (size_t i = 0; i < 4 && rc == 0; i++)
-        rc = mkpath_in(rootfd, fixed[i], 0, err);
+        rc = container_mkpath_in(rootfd, fixed[i], 0, err);
     if (rc == 0 && s->home_fd >= 0)
-        rc = mkpath_in(rootfd, s->home, 0, err);
+        rc = container_mkpath_in(rootfd, s->home, 0, err);
     for (size_t i = 0; i < s->nbinds && rc == 0; i++)
         if (access(s->binds[i], F_OK) == 0)
-            rc = mkpath_in(rootfd, s->binds[i], 0, err);
+            rc = container_mkpath_in(rootfd, s->binds[i], 0, err);
     for (size_t i = 0; i < o->nmounts && rc == 0; i++)
-        rc = mkpath_in(rootfd, o->mounts[i].dst, !s->mount_dir[i], err);
+        rc = container_mkpath_in(rootfd, o->mounts[i].dst, !s->mount_dir[i], err);
     /* slurmstepd changes to the step's directory after entering: have it */
     char cwd[1024];
     if (rc == 0 && s->cwd[0] && container_path_normalize("cwd", s->cwd, cwd, sizeof(cwd), NULL) == 0)
-        mkpath_in(rootfd, cwd, 0, NULL);
+        container_mkpath_in(rootfd, cwd, 0, NULL);
     return rc;
 }
 
