@@ -11,8 +11,8 @@
 # Programs run T_JOBS at a time (they share nothing: private homes, free
 # ports, their own namespaces), one or two more while the cores sit idle
 # (programs that mostly wait: for Slurm, a node's power, a test host), the
-# longest first (tests/durations, or the last run's times); a script whose header says "# test: alone" runs with no
-# other program beside it, one that says "# test: owns NAME" with none that
+# longest first (tests/durations, or the last run's times); a script whose
+# header says "# test: alone" runs with no other program beside it, one that says "# test: owns NAME" with none that
 # says "uses NAME" or "owns NAME". Ends with the 15 slowest programs, the 15 that
 # used the most CPU (each program's daemons and jobs counted in a cpuacct
 # cgroup of its own, where the machine has cgroup v1's; all of them in
@@ -239,6 +239,7 @@ stat_now() { # "total idle" jiffies of all cores
     echo "$t $((a[4] + a[5]))"
 }
 look_begin() { STAT0=$(stat_now); sleep "$TICK_S" & TICK=$!; }
+look_cancel() { [ -n "$TICK" ] && { kill "$TICK" 2>/dev/null; wait "$TICK" 2>/dev/null; }; TICK=; }
 look_end() { # IDLE: the idle share of the look that ended
     local t0 i0 t1 i1
     read -r t0 i0 <<<"$STAT0"
@@ -297,9 +298,8 @@ launch() {
         run_one "${Q_NAME[$i]}" "${Q_KIND[$i]}" "${Q_CMD[$i]}" &
     fi
     RUNNING[$!]=$i
-    # the next start beyond T_JOBS waits for a look that begins now
-    [ -n "$TICK" ] && { kill "$TICK" 2>/dev/null; wait "$TICK" 2>/dev/null; }
-    TICK= IDLE=0
+    look_cancel # the next start beyond T_JOBS waits for a look that begins now
+    IDLE=0
     [ ${#RUNNING[@]} -gt "$MOST" ] && MOST=${#RUNNING[@]}
 }
 T0=$SECONDS MOST=0
@@ -331,8 +331,8 @@ while [ ${#pending[@]} -gt 0 ]; do
     unset "pending[$next]"
     pending=("${pending[@]}")
 done
-[ -n "$TICK" ] && { kill "$TICK" 2>/dev/null; wait "$TICK" 2>/dev/null; }
-JOBS_MAX=$JOBS TICK=
+look_cancel
+JOBS_MAX=$JOBS
 while [ ${#RUNNING[@]} -gt 0 ]; do reap; done
 for i in "${deferred[@]}"; do # each with nothing beside it
     launch "$i"
