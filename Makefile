@@ -15,6 +15,12 @@ SANFLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer
 else ifeq ($(SAN),1)
 B := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+# -O1, as ASan's authors advise: half the compile time of -O2 (the build runs
+# beside every `make test`). At -O1 GCC's weaker range analysis warns of
+# format truncation where -O2 proves there is none; the -O2 build keeps that
+# warning as an error.
+OPT ?= -O1
+SAN_CWARN := -Wno-format-truncation
 else
 B := build
 SANFLAGS :=
@@ -29,7 +35,7 @@ CC_WARN := $(if $(findstring clang,$(CC)),-Wno-unknown-warning-option -Wno-pass-
 # EXTRA_CFLAGS / EXTRA_LDFLAGS come last: a distribution's flags (the package
 # passes dpkg-buildflags' hardening: -D_FORTIFY_SOURCE, -fstack-protector-strong,
 # -z relro -z now). The environment's CFLAGS are not used: ours must stay.
-CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) -Isrc $(SANFLAGS) -MMD -MP $(EXTRA_CFLAGS)
+CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror $(CC_WARN) $(SAN_CWARN) -Isrc $(SANFLAGS) -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
 
 # Control plane: every module folder except train is one library.

@@ -68,13 +68,24 @@ static int sh(struct provider *p, const char *id, const char *cmd, char **out)
     return fixture_sh(env0, cmd, out, 60000);
 }
 
+/* Its standard output is what is compared (and its status 0): srun's stderr can
+ * carry Slurm's own I/O noise on a busy machine ("_server_read: ... Connection
+ * reset by peer" from another node's slurmstepd) after every task answered. The
+ * stderr is shown when the check fails. */
 static int sh_eq(struct provider *p, const char *id, const char *cmd, const char *want)
 {
+    char errf[1024], full[4096];
+    snprintf(errf, sizeof(errf), "%s/sh_eq.stderr", home);
+    snprintf(full, sizeof(full), "exec 2>'%s'\n%s", errf, cmd);
     char *o = NULL;
-    int rc = sh(p, id, cmd, &o);
+    int rc = sh(p, id, full, &o);
     int ok = rc == 0 && o && strcmp(o, want) == 0;
-    if (!ok)
-        printf("# `%s` -> rc %d: %s\n#   want: %s\n", cmd, rc, o ? o : "", want);
+    if (!ok) {
+        char *e = mtc_read_file(errf, NULL);
+        printf("# `%s` -> rc %d: %s\n#   stderr: %s\n#   want: %s\n", cmd, rc, o ? o : "",
+               e ? e : "", want);
+        free(e);
+    }
     free(o);
     return ok;
 }
