@@ -25,8 +25,8 @@
 # (seconds per program, default 1200), T_INTEGRATION (scripts' directory),
 # T_STRICT=1|0 (skips are failures; default: 1 when $B/.setup-done exists),
 # T_JOBS (programs at once, default 3; 1 runs them one after another),
-# T_JOBS_MAX (at most this many while the cores are idle, default T_JOBS + 2),
-# T_IDLE_PCT (how idle, in % of the cores' time over 3 s; default 40).
+# T_JOBS_MAX (at most this many while the cores are idle, default T_JOBS + 3),
+# T_IDLE_PCT (how idle, in % of the cores' time over 3 s; default 20).
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -37,7 +37,7 @@ TIMEOUT=${T_TIMEOUT:-1200}
 STRICT=${T_STRICT:-$([ -e "$B/.setup-done" ] && echo 1 || echo 0)}
 JOBS=${T_JOBS:-3}
 case $JOBS in '' | *[!0-9]* | 0) echo "tests/run.sh: T_JOBS must be a positive number, not '$JOBS'" >&2; exit 2 ;; esac
-JOBS_MAX=${T_JOBS_MAX:-$((JOBS > 1 ? JOBS + 2 : 1))}
+JOBS_MAX=${T_JOBS_MAX:-$((JOBS > 1 ? JOBS + 3 : 1))}
 case $JOBS_MAX in '' | *[!0-9]* | 0) echo "tests/run.sh: T_JOBS_MAX must be a positive number, not '$JOBS_MAX'" >&2; exit 2 ;; esac
 [ "$JOBS_MAX" -lt "$JOBS" ] && JOBS_MAX=$JOBS
 LOGS=$B/test-logs
@@ -229,7 +229,7 @@ collect() { # collect PID: count what the program ended with $PID found
 # a whole look (TICK_S, begun after the last start): IDLE_PCT or more of
 # their time, measured in /proc/stat. A look is a sleep the runner waits on
 # beside the programs.
-TICK_S=3 IDLE_PCT=${T_IDLE_PCT:-40}
+TICK_S=3 IDLE_PCT=${T_IDLE_PCT:-20}
 case $IDLE_PCT in '' | *[!0-9]*) echo "tests/run.sh: T_IDLE_PCT must be a number, not '$IDLE_PCT'" >&2; exit 2 ;; esac
 TICK= IDLE=0 STAT0=
 stat_now() { # "total idle" jiffies of all cores
