@@ -244,12 +244,12 @@ NVIDIA_REQUIRE_CUDA='cuda>=12.0,arch>=9.0' unmet \
     "NVIDIA_REQUIRE_CUDA: this node does not meet arch>=9.0 (GPU [0-7]: compute capability 8.0)\$" \
     --container-image="$I"
 out=$(NVIDIA_REQUIRE_CUDA='cuda>=12.0,arch>=8.0,brand=tesla' srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$I" gpu_probe 2>&1)
-check "cuda>=12.0,arch>=8.0,brand=tesla on an 8.0 Tesla runs ($(head -1 <<<"$out"))" grep -qx "cuda 1 12.2" <<<"$out"
+check "cuda>=12.0,arch>=8.0,brand=tesla on an 8.0 Tesla runs ($(grep ^cuda <<<"$out"))" grep -qx "cuda 1 12.2" <<<"$out"
 out=$(NVIDIA_REQUIRE_CUDA='cuda>=12.0 arch>=9.0' srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$I" gpu_probe 2>&1)
 check "'cuda>=12.0 arch>=9.0' (space: alternatives, libnvidia-container's OR) runs on 12.2" \
     grep -qx "cuda 1 12.2" <<<"$out"
 out=$(NVIDIA_DISABLE_REQUIRE=1 NVIDIA_REQUIRE_CUDA='arch>=9.0' srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$I" gpu_probe 2>&1)
-check "NVIDIA_DISABLE_REQUIRE=1 skips arch>=9.0 ($(head -1 <<<"$out"))" grep -qx "cuda 1 12.2" <<<"$out"
+check "NVIDIA_DISABLE_REQUIRE=1 skips arch>=9.0 ($(grep ^cuda <<<"$out"))" grep -qx "cuda 1 12.2" <<<"$out"
 nvml_gpus 8.0 5 # GeForces
 NVIDIA_REQUIRE_CUDA='brand=tesla' unmet "brand=tesla on GeForce GPUs: one line naming the GPU's brand" \
     "NVIDIA_REQUIRE_CUDA: this node does not meet brand=tesla (GPU [0-7]: brand GeForce)\$" \
@@ -261,7 +261,7 @@ NVIDIA_REQUIRE_CUDA='arch>=9.0' unmet "arch>=9.0 on all 8 GPUs, one of them 8.0:
     "NVIDIA_REQUIRE_CUDA: this node does not meet arch>=9.0 (GPU 7: compute capability 8.0)\$" \
     --container-image="$I" --gres=gpu:8
 out=$(NVIDIA_REQUIRE_CUDA='arch>=9.0' srun -w gpud-a3m-0 --gres=gpu:7 --container-image="$I" gpu_probe 2>&1)
-check "and on the seven 9.0 GPUs it runs ($(head -1 <<<"$out"))" grep -qx "cuda 7 12.2" <<<"$out"
+check "and on the seven 9.0 GPUs it runs ($(grep ^cuda <<<"$out"))" grep -qx "cuda 7 12.2" <<<"$out"
 rm -f "$G0"/*/fake-nvml
 
 check "nothing left mounted" wait_for 20 bash -c "[ \$(grep -c ' $CDIR/nodes/[^ ]*/containers' /proc/self/mountinfo) -eq 0 ]"

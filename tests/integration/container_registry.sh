@@ -93,8 +93,6 @@ check "two pulls of the moved tag, two images cached" \
     bash -c "test $(pulls "$APP") = 2 && test \$(ls '$CACHE'/images/*.sqsh | wc -l) = 2"
 check "@sha256: pins the first image" \
     test "$(srun --container-image="127.0.0.1:$PB#test/app@$D1" cat /etc/app-version)" = "v1 amd64"
-check "a multi-arch index: the linux/amd64 manifest" \
-    test "$(srun --container-image="127.0.0.1:$PB#test/multi:1" cat /etc/app-version)" = "multi amd64"
 
 # --- bad input: one line each, naming the image -----------------------------
 one_err() { # TEXT CMD... : fails with exactly one "error: mtc:" line holding TEXT
@@ -104,6 +102,12 @@ one_err() { # TEXT CMD... : fails with exactly one "error: mtc:" line holding TE
     [ $rc -ne 0 ] && [ "$(grep -c 'error: mtc:' <<<"$out")" = 1 ] &&
         grep 'error: mtc:' <<<"$out" | grep -qF -- "$text" || { echo "# got: $out"; return 1; }
 }
+# the job's ENROOT_MAX_PROCESSORS reaches the pull (a bad one: one line)
+check "ENROOT_MAX_PROCESSORS=x on a pull: one line naming it" \
+    one_err "ENROOT_MAX_PROCESSORS=x: not a number of processors" \
+    env ENROOT_MAX_PROCESSORS=x srun --container-image="127.0.0.1:$PB#test/multi:1" true
+check "a multi-arch index: the linux/amd64 manifest (ENROOT_MAX_PROCESSORS=1)" \
+    test "$(ENROOT_MAX_PROCESSORS=1 srun --container-image="127.0.0.1:$PB#test/multi:1" cat /etc/app-version)" = "multi amd64"
 check "no linux/amd64 entry: one line" \
     one_err "127.0.0.1:$PB#test/armonly:1: the manifest list has no linux/amd64 entry" \
     srun --container-image="127.0.0.1:$PB#test/armonly:1" true
