@@ -23,6 +23,15 @@ int image_import(const char *src, const char *out, mtc_error_t *err);
  * (checked on what was unpacked, before anything is applied); digest NULL:
  * image_import. 0, or -1 with err. */
 int image_import_digest(const char *src, const char *out, const char *digest, mtc_error_t *err);
+/* image_import_digest with mksquashfs limited to procs processors
+ * (`-processors N`; 0: mksquashfs's default, every core). */
+int image_import_procs(const char *src, const char *out, const char *digest, unsigned procs,
+                       mtc_error_t *err);
+/* ENROOT_MAX_PROCESSORS of the environment list env (NULL-terminated
+ * NAME=VALUE entries) into *procs, as enroot reads it: a positive integer
+ * limits the import's parallel tools to that many processors; unset, empty or
+ * 0 is no limit (*procs 0). 0, or -1 + err naming the variable and its value. */
+int image_max_processors(char *const env[], unsigned *procs, mtc_error_t *err);
 /* The layout in dir is the image of digest (as above). 0, or -1 with err. */
 int image_layout_is(const char *dir, const char *digest, mtc_error_t *err);
 

@@ -252,6 +252,12 @@ int image_import(const char *src, const char *out, mtc_error_t *err)
 
 int image_import_digest(const char *src, const char *out, const char *digest, mtc_error_t *err)
 {
+    return image_import_procs(src, out, digest, 0, err);
+}
+
+int image_import_procs(const char *src, const char *out, const char *digest, unsigned procs,
+                       mtc_error_t *err)
+{
     char work[PATH_MAX], root[PATH_MAX + 8], unpack[PATH_MAX + 8], source[PATH_MAX];
     struct stat st;
     json_t *meta = NULL;
@@ -298,7 +304,7 @@ int image_import_digest(const char *src, const char *out, const char *digest, mt
         errprintf(err, "%s: %s", src, e.text);
         goto out;
     }
-    if (image_write_config(root, meta, !is_layout, err) < 0 || image_squash(root, out, err) < 0)
+    if (image_write_config(root, meta, !is_layout, err) < 0 || image_squash(root, out, procs, err) < 0)
         goto out;
     rc = 0;
 out:

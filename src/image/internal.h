@@ -28,7 +28,8 @@ int image_parent_unsafe(const char *root, const char *rel);
 /* Write /.mtc/image.json (meta) into root, and /etc/environment from meta's
  * "env" unless keep_env (a directory import keeps its own). 0, or -1 with err. */
 int image_write_config(const char *root, const json_t *meta, int keep_env, mtc_error_t *err);
-/* mksquashfs root → out.tmp → rename to out (out.tmp removed on failure). */
-int image_squash(const char *root, const char *out, mtc_error_t *err);
+/* mksquashfs root → out.tmp → rename to out (out.tmp removed on failure);
+ * procs > 0: with -processors procs (ENROOT_MAX_PROCESSORS). */
+int image_squash(const char *root, const char *out, unsigned procs, mtc_error_t *err);
 
 #endif

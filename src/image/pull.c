@@ -684,6 +684,9 @@ int image_pull_resolve(const struct image_ref *r, const struct image_pull_opts *
 int image_pull_fetch(const struct image_ref *r, const struct image_pull_opts *o, const char *shown,
                      const char *digest, const char *tar, const char *out, mtc_error_t *err)
 {
+    unsigned procs;
+    if (image_max_processors(o->env, &procs, err) < 0)
+        return -1;
     int fd = open(tar, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return errprintf(err, "%s: %s", tar, strerror(errno));
@@ -695,7 +698,7 @@ int image_pull_fetch(const struct image_ref *r, const struct image_pull_opts *o,
          * unpacked (index.json and the manifest), then every config and layer
          * against the manifest, by the import itself */
         mtc_error_t e;
-        if (image_import_digest(tar, out, digest, &e) < 0) {
+        if (image_import_procs(tar, out, digest, procs, &e) < 0) {
             /* the import names the tarball, a temporary name: name the image */
             const char *why = strstr(e.text, ": ");
             rc = errprintf(err, "image %s: %s", shown, why ? why + 2 : e.text);

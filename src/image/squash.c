@@ -1,8 +1,9 @@
 /* squash: the squashfs side of images — the work directory and tool runner the
  * builders share, the config files an image carries, mksquashfs to write one
- * and unsquashfs + sha256 to inspect one. */
+ * (on ENROOT_MAX_PROCESSORS processors) and unsquashfs + sha256 to inspect one. */
 #include "image/internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -155,21 +156,45 @@ static int mksquashfs_quiet(void)
     return yes;
 }
 
-int image_squash(const char *root, const char *out, mtc_error_t *err)
+int image_max_processors(char *const env[], unsigned *procs, mtc_error_t *err)
 {
-    char tmp[PATH_MAX];
+    static const char name[] = "ENROOT_MAX_PROCESSORS";
+    const char *v = NULL;
+    *procs = 0;
+    for (size_t i = 0; env && env[i]; i++)
+        if (strncmp(env[i], name, sizeof(name) - 1) == 0 && env[i][sizeof(name) - 1] == '=')
+            v = env[i] + sizeof(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end || errno || !isdigit((unsigned char)v[0]) || n > 65536)
+        return errprintf(err,
+                         "%s=%.40s: not a number of processors (a positive integer; 0 or unset: "
+                         "every core)",
+                         name, v);
+    *procs = (unsigned)n;
+    return 0;
+}
+
+int image_squash(const char *root, const char *out, unsigned procs, mtc_error_t *err)
+{
+    char tmp[PATH_MAX], nproc[16];
+    snprintf(nproc, sizeof(nproc), "%u", procs);
     snprintf(tmp, sizeof(tmp), "%s.tmp", out);
     /* mkdtemp made the work directory 0700: the image's / must be 0755 */
     if (chmod(root, 0755) < 0)
         return errprintf(err, "chmod %s: %s", root, strerror(errno));
-    char *argv[] = {"mksquashfs",
-                    (char *)root,
-                    tmp,
-                    "-noappend",
-                    "-all-root",
-                    "-no-progress",
-                    mksquashfs_quiet() ? "-quiet" : NULL,
-                    NULL};
+    char *argv[] = {"mksquashfs",   (char *)root, tmp,  "-noappend", "-all-root",
+                    "-no-progress", NULL,         NULL, NULL,        NULL};
+    size_t a = 6;
+    if (procs) {
+        argv[a++] = "-processors";
+        argv[a++] = nproc;
+    }
+    if (mksquashfs_quiet())
+        argv[a++] = "-quiet";
     if (image_tool(argv, "mksquashfs", NULL, err) < 0) {
         unlink(tmp);
         return -1;

@@ -266,7 +266,7 @@ int image_build_trainer(const char *trainer, const char *version, const char *ou
     int rc = -1;
     if (mkdir(root, 0755) < 0)
         errprintf(err, "%s: %s", root, strerror(errno));
-    else if (assemble(&b, trainer, version, err) == 0 && image_squash(root, out, err) == 0)
+    else if (assemble(&b, trainer, version, err) == 0 && image_squash(root, out, 0, err) == 0)
         rc = 0;
     json_decref(b.seen);
     json_decref(b.scan);

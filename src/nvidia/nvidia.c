@@ -1,6 +1,7 @@
 /* nvidia: the driver files by capability (one table, after
  * libnvidia-container's nvc_info.c), capability and requirement parsing, the
- * loader cache's format, and the container's view of its GPUs. Pure. */
+ * loader cache's format, NVML's brand names, and the container's view of its
+ * GPUs. Pure. */
 #include "nvidia/nvidia.h"
 
 #include <ctype.h>
@@ -209,8 +210,20 @@ int nvidia_version_cmp(const char *a, const char *b)
     return 0;
 }
 
-/* One condition KEY OP VALUE of len n at p: 1 holds, 0 not, -1 + err. */
-static int condition(const char *p, size_t n, const struct nvidia_facts *f, mtc_error_t *err)
+const char *nvidia_brand_name(int b)
+{
+    /* nvmlBrandType_t's values, in order (nvml.h) */
+    static const char *const names[] = {
+        "Unknown",   "Quadro",      "Tesla",     "NVS",        "GRID",      "GeForce",
+        "TITAN",     "NVIDIAVApps", "NVIDIAVPC", "NVIDIAVCS",  "NVIDIAVWS", "NVIDIACloudGaming",
+        "QuadroRTX", "NVIDIARTX",   "NVIDIA",    "GeForceRTX", "TITANRTX"};
+    return b >= 0 && (size_t)b < sizeof(names) / sizeof(names[0]) ? names[b] : "Unknown";
+}
+
+/* One condition KEY OP VALUE of len n at p: 1 holds, 0 not, -1 + err; *key
+ * the index of its key (cuda, driver, arch, brand). */
+static int condition(const char *p, size_t n, const struct nvidia_facts *f, int *key,
+                     mtc_error_t *err)
 {
     static const char *const keys[] = {"cuda", "driver", "arch", "brand"};
     char c[128];
@@ -234,6 +247,7 @@ static int condition(const char *p, size_t n, const struct nvidia_facts *f, mtc_
                          "bad condition '%s' (KEY OP VALUE: cuda, driver, arch or brand; "
                          "= != < <= > >=)",
                          c);
+    *key = (int)i;
     const char *fact = i == 0 ? f->cuda : i == 1 ? f->driver : i == 2 ? f->arch : f->brand;
     if (!*fact)
         return 1;
@@ -272,15 +286,21 @@ int nvidia_require_check(const char *expr, const struct nvidia_facts *f, char *w
             size_t n = strcspn(q, ",");
             if (q + n > p + alt)
                 n = (size_t)(p + alt - q);
-            int r = condition(q, n, f, err);
+            int key = 0;
+            int r = condition(q, n, f, &key, err);
             if (r < 0)
                 return -1;
             if (!r) {
                 holds = 0;
-                if (why && whylen && !why[0])
-                    snprintf(why, whylen, "%.*s (this node's driver: CUDA %s, driver %s)",
-                             (int)(n > 60 ? 60 : n), q, f->cuda[0] ? f->cuda : "unknown",
+                int cut = (int)(n > 60 ? 60 : n);
+                if (why && whylen && !why[0] && key < 2)
+                    snprintf(why, whylen, "%.*s (this node's driver: CUDA %s, driver %s)", cut, q,
+                             f->cuda[0] ? f->cuda : "unknown",
                              f->driver[0] ? f->driver : "unknown");
+                else if (why && whylen && !why[0])
+                    snprintf(why, whylen, "%.*s (GPU %s: %s %s)", cut, q, f->gpu[0] ? f->gpu : "?",
+                             key == 2 ? "compute capability" : "brand",
+                             key == 2 ? f->arch : f->brand);
             }
             q += n;
             if (q < p + alt && *q == ',')
@@ -291,6 +311,25 @@ int nvidia_require_check(const char *expr, const struct nvidia_facts *f, char *w
         p += alt;
     }
     return any ? 0 : 1;
+}
+
+int nvidia_require_gpus(const char *expr, const struct nvidia_facts *f,
+                        const struct nvidia_gpu *gpus, size_t n, char *why, size_t whylen,
+                        mtc_error_t *err)
+{
+    struct nvidia_facts g = *f;
+    g.arch[0] = g.brand[0] = g.gpu[0] = '\0';
+    if (n == 0)
+        return nvidia_require_check(expr, &g, why, whylen, err);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(g.arch, sizeof(g.arch), "%s", gpus[i].arch);
+        snprintf(g.brand, sizeof(g.brand), "%s", gpus[i].brand);
+        snprintf(g.gpu, sizeof(g.gpu), "%d", gpus[i].minor);
+        int r = nvidia_require_check(expr, &g, why, whylen, err);
+        if (r <= 0)
+            return r;
+    }
+    return 1;
 }
 
 /* Is minor m in the comma list s of minors? */

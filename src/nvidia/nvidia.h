@@ -66,21 +66,30 @@ int nvidia_ldcache_each(const void *buf, size_t len,
  * <0, 0, >0. */
 int nvidia_version_cmp(const char *a, const char *b);
 
-/* What the node's driver offers to a requirement: versions as text ("" when
- * unknown: a condition on an unknown fact holds, as it cannot be judged). */
+/* What the node's driver and one GPU offer to a requirement: versions as
+ * text ("" when unknown: a condition on an unknown fact holds, as it cannot
+ * be judged). */
 struct nvidia_facts {
     char driver[32]; /* "535.104.05" */
     char cuda[16];   /* "12.2", from cuDriverGetVersion */
-    char arch[16];   /* compute capability of the GPUs, "9.0" */
-    char brand[32];  /* "tesla", "nvidia", ... */
+    char arch[16];   /* the GPU's compute capability, "9.0" */
+    char brand[32];  /* the GPU's brand, nvidia_brand_name's: "Tesla", "NVIDIA", ... */
+    char gpu[32];    /* which GPU arch and brand are of, for messages ("4") */
 };
+
+/* libnvidia-container's name of an NVML brand (nvmlDeviceGetBrand's
+ * nvmlBrandType_t: 2 "Tesla", 5 "GeForce", 14 "NVIDIA", ...); "Unknown" for
+ * a value it does not know. A requirement's brand=NAME compares it without
+ * regard to case. */
+const char *nvidia_brand_name(int nvml_brand);
 
 /* One NVIDIA_REQUIRE_* value, as libnvidia-container reads it: alternatives
  * separated by spaces, each a comma list of conditions KEY OP VALUE (keys
  * cuda, driver, arch, brand; ops = == != < <= > >=) that must all hold.
  * 1 met, 0 not (why: the first failed condition and the fact it compared,
- * "cuda>=12.4 (this node's driver: CUDA 12.2, driver 535.104.05)"), -1 + err
- * for a condition that does not parse. */
+ * "cuda>=12.4 (this node's driver: CUDA 12.2, driver 535.104.05)",
+ * "arch>=9.0 (GPU 4: compute capability 8.0)"), -1 + err for a condition
+ * that does not parse. */
 int nvidia_require_check(const char *expr, const struct nvidia_facts *f, char *why, size_t whylen,
                          mtc_error_t *err);
 
@@ -89,7 +98,18 @@ struct nvidia_gpu {
     int minor;
     char uuid[64];
     char busid[32]; /* its /proc/driver/nvidia/gpus/ entry ("" unknown) */
+    char arch[16];  /* compute capability from NVML, "8.0" ("" unknown) */
+    char brand[32]; /* nvidia_brand_name of NVML's brand ("" unknown) */
 };
+
+/* expr (as nvidia_require_check) checked as libnvidia-container checks it:
+ * once for each of the n GPUs of gpus[] (the container's) with that GPU's
+ * arch and brand, and must hold for every one; without GPUs (n 0) once,
+ * arch and brand unknown. The driver's facts are f's. 1 met, 0 not (why: as
+ * nvidia_require_check's, for the first GPU it fails on), -1 + err. */
+int nvidia_require_gpus(const char *expr, const struct nvidia_facts *f,
+                        const struct nvidia_gpu *gpus, size_t n, char *why, size_t whylen,
+                        mtc_error_t *err);
 
 /* The GPUs a container gets: those of the step (step: the node's minors
  * Slurm gave it, "4,5"; NULL or "": none) that NVIDIA_VISIBLE_DEVICES (nvd)

@@ -186,7 +186,7 @@ struct container_driver {
     size_t ldcache_len;
     uid_t uid;           /* the job's ids: libcuda is asked with these only */
     gid_t gid;
-    int cuda_asked;      /* facts.cuda asked of libcuda already (when a requirement needs it) */
+    int cuda_asked;      /* facts.cuda and the GPUs' arch and brand asked already */
     /* the plan */
     int inject;          /* 1: the driver goes into the container */
     unsigned caps;       /* NVIDIA_DRIVER_CAPABILITIES */
@@ -205,8 +205,8 @@ void container_driver_release(struct container_driver *d);
  * container gets, from NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES,
  * NVIDIA_DISABLE_REQUIRE (the job's value, else the image's) and every
  * NVIDIA_REQUIRE_* of the image and the job; step_gpus: Slurm's minors
- * ("4,5"). -1 + err for a requirement the driver does not meet (naming both
- * versions) or a bad value. */
+ * ("4,5"). -1 + err for a requirement the node does not meet (naming the
+ * condition and the versions, or the GPU's arch or brand) or a bad value. */
 int container_driver_plan(struct container_driver *d, const struct container_step *s, char **job_env,
                           const char *step_gpus, mtc_error_t *err);
 /* In the task's namespace, the container's root at rootfd (s's), nothing

@@ -130,31 +130,89 @@ static int resolve_in_tree(const struct container_driver *d, const char *path, c
     return -1;
 }
 
-/* The CUDA version libcuda says (cuDriverGetVersion), in a child with the
- * user's ids only: the driver's code never runs in slurmstepd as root. */
-static void probe_cuda(struct container_driver *d, const char *libcuda, uid_t uid, gid_t gid)
+/* What the probe child learns: the CUDA version and, for each GPU of the
+ * container, its compute capability and brand (ok 0: NVML did not say). */
+struct probe_out {
+    int cuda;
+    struct {
+        int ok, major, minor, brand;
+    } g[CONTAINER_MAX_GPUS];
+};
+
+/* NVML's answers for the GPUs at the bus ids busid[0..n-1], into o. */
+static void ask_nvml(const char *libnvml, char busid[][32], size_t n, struct probe_out *o)
 {
+    void *h = libnvml[0] ? dlopen(libnvml, RTLD_NOW | RTLD_LOCAL) : NULL;
+    int (*init)(void) = h ? (int (*)(void))dlsym(h, "nvmlInit_v2") : NULL;
+    int (*byid)(const char *, void **) =
+        h ? (int (*)(const char *, void **))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2") : NULL;
+    int (*cc)(void *, int *, int *) =
+        h ? (int (*)(void *, int *, int *))dlsym(h, "nvmlDeviceGetCudaComputeCapability") : NULL;
+    int (*brand)(void *, int *) = h ? (int (*)(void *, int *))dlsym(h, "nvmlDeviceGetBrand") : NULL;
+    int (*shut)(void) = h ? (int (*)(void))dlsym(h, "nvmlShutdown") : NULL;
+    if (!init || !byid || !cc || !brand || init() != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        void *dev = NULL;
+        o->g[i].ok = busid[i][0] && byid(busid[i], &dev) == 0 &&
+                     cc(dev, &o->g[i].major, &o->g[i].minor) == 0 &&
+                     brand(dev, &o->g[i].brand) == 0;
+    }
+    if (shut)
+        shut();
+}
+
+/* The CUDA version libcuda says (cuDriverGetVersion) and the container's
+ * GPUs' compute capability and brand NVML says, in a child with the user's
+ * ids only: the driver's code never runs in slurmstepd or as root. */
+static void probe_driver(struct container_driver *d, const char *libcuda, const char *libnvml)
+{
+    char busid[CONTAINER_MAX_GPUS][32];
+    size_t n = d->nminors;
+    for (size_t k = 0; k < n; k++) {
+        busid[k][0] = '\0';
+        for (size_t i = 0; i < d->ngpus; i++)
+            if (d->gpus[i].minor == d->minors[k])
+                snprintf(busid[k], sizeof(busid[k]), "%s", d->gpus[i].busid);
+    }
     int p[2];
     if (pipe(p) < 0)
         return;
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
-        int v = 0;
-        if (setresgid(gid, gid, gid) == 0 && setresuid(uid, uid, uid) == 0) {
-            void *h = dlopen(libcuda, RTLD_NOW | RTLD_LOCAL);
+        struct probe_out o;
+        memset(&o, 0, sizeof(o));
+        if (setresgid(d->gid, d->gid, d->gid) == 0 && setresuid(d->uid, d->uid, d->uid) == 0) {
+            void *h = libcuda[0] ? dlopen(libcuda, RTLD_NOW | RTLD_LOCAL) : NULL;
             int (*get)(int *) = h ? (int (*)(int *))dlsym(h, "cuDriverGetVersion") : NULL;
-            if (!get || get(&v) != 0)
-                v = 0;
+            if (!get || get(&o.cuda) != 0)
+                o.cuda = 0;
+            ask_nvml(libnvml, busid, n, &o);
         }
-        if (write(p[1], &v, sizeof(v)) < 0)
+        if (write(p[1], &o, sizeof(o)) < 0)
             _exit(1);
         _exit(0);
     }
     close(p[1]);
-    int v = 0;
-    if (pid > 0 && read(p[0], &v, sizeof(v)) == (ssize_t)sizeof(v) && v > 0)
-        snprintf(d->facts.cuda, sizeof(d->facts.cuda), "%d.%d", v / 1000, (v % 1000) / 10);
+    struct probe_out o;
+    size_t got = 0;
+    for (ssize_t r = 1; pid > 0 && got < sizeof(o) && r > 0; got += r > 0 ? (size_t)r : 0)
+        while ((r = read(p[0], (char *)&o + got, sizeof(o) - got)) < 0 && errno == EINTR)
+            ;
+    if (got == sizeof(o)) {
+        if (o.cuda > 0)
+            snprintf(d->facts.cuda, sizeof(d->facts.cuda), "%d.%d", o.cuda / 1000,
+                     (o.cuda % 1000) / 10);
+        for (size_t k = 0; k < n; k++)
+            for (size_t i = 0; o.g[k].ok && i < d->ngpus; i++)
+                if (d->gpus[i].minor == d->minors[k]) {
+                    snprintf(d->gpus[i].arch, sizeof(d->gpus[i].arch), "%d.%d", o.g[k].major,
+                             o.g[k].minor);
+                    snprintf(d->gpus[i].brand, sizeof(d->gpus[i].brand), "%s",
+                             nvidia_brand_name(o.g[k].brand));
+                }
+    }
     close(p[0]);
     while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
@@ -222,27 +280,47 @@ static const char *job_var(char **env, const char *name)
     return NULL;
 }
 
-/* One requirement variable's value checked; 0, or -1 + err naming it. The
- * CUDA version is asked of libcuda the first time a requirement needs it
- * (a fork and a dlopen: not on every container start). */
+/* The host path of the driver library prefix (in the tree's loader cache)
+ * into out ("" when the tree has none). */
+static void driver_lib(const struct container_driver *d, const char *prefix, char *out, size_t len)
+{
+    struct lib_find f = {prefix, "", ""};
+    char real[PATH_MAX];
+    out[0] = '\0';
+    if (d->ldcache && nvidia_ldcache_each(d->ldcache, d->ldcache_len, lib_match, &f) >= 0 &&
+        f.path[0] && resolve_in_tree(d, f.path, real, sizeof(real)) == 0)
+        in_root(d, real, out, len);
+}
+
+/* One requirement variable's value checked, for each of the container's
+ * GPUs; 0, or -1 + err naming it. The CUDA version (libcuda) and the GPUs'
+ * compute capability and brand (NVML) are asked the first time a
+ * requirement needs them (a fork and two dlopens: not on every container
+ * start). */
 static int require_one(struct container_driver *d, const char *var, const char *val,
                        mtc_error_t *err)
 {
-    struct lib_find f = {"libcuda.so", "", ""};
-    char real[PATH_MAX], host[PATH_MAX];
-    if (!d->cuda_asked && (d->cuda_asked = 1) && d->ldcache &&
-        nvidia_ldcache_each(d->ldcache, d->ldcache_len, lib_match, &f) >= 0 && f.path[0] &&
-        resolve_in_tree(d, f.path, real, sizeof(real)) == 0) {
-        in_root(d, real, host, sizeof(host));
-        probe_cuda(d, host, d->uid, d->gid);
+    if (!d->cuda_asked) {
+        char cuda[PATH_MAX], nvml[PATH_MAX];
+        d->cuda_asked = 1;
+        driver_lib(d, "libcuda.so", cuda, sizeof(cuda));
+        driver_lib(d, "libnvidia-ml.so", nvml, sizeof(nvml));
+        if (cuda[0] || nvml[0])
+            probe_driver(d, cuda, nvml);
     }
+    struct nvidia_gpu gpus[CONTAINER_MAX_GPUS];
+    size_t n = 0;
+    for (size_t k = 0; k < d->nminors; k++)
+        for (size_t i = 0; i < d->ngpus; i++)
+            if (d->gpus[i].minor == d->minors[k])
+                gpus[n++] = d->gpus[i];
     char why[200];
     mtc_error_t e;
-    int r = nvidia_require_check(val, &d->facts, why, sizeof(why), &e);
+    int r = nvidia_require_gpus(val, &d->facts, gpus, n, why, sizeof(why), &e);
     if (r < 0)
         return errprintf(err, "%s: %s", var, e.text);
     if (r == 0)
-        return errprintf(err, "%s: the node's driver does not meet %s", var, why);
+        return errprintf(err, "%s: this node does not meet %s", var, why);
     return 0;
 }
 

@@ -314,11 +314,12 @@ static int step_init(spank_t sp, mtc_error_t *err)
 }
 
 /* The job's variables a pull honours (enroot's and TLS's), passed to the
- * puller as --env: it gives them to the process that runs as the user only. */
-static const char *const pull_vars[] = {"ENROOT_CONFIG_PATH", "ENROOT_ALLOW_HTTP", "TMPDIR",
-                                        "SSL_CERT_FILE",      "SSL_CERT_DIR",      "https_proxy",
-                                        "http_proxy",         "no_proxy",          "HTTPS_PROXY",
-                                        "HTTP_PROXY",         "NO_PROXY"};
+ * puller as --env: it gives them to the process that runs as the user only
+ * (ENROOT_MAX_PROCESSORS is read by the import too: mksquashfs's -processors). */
+static const char *const pull_vars[] = {
+    "ENROOT_CONFIG_PATH", "ENROOT_ALLOW_HTTP", "ENROOT_MAX_PROCESSORS", "TMPDIR",
+    "SSL_CERT_FILE",      "SSL_CERT_DIR",      "https_proxy",           "http_proxy",
+    "no_proxy",           "HTTPS_PROXY",       "HTTP_PROXY",            "NO_PROXY"};
 #define NPULLVARS (sizeof(pull_vars) / sizeof(pull_vars[0]))
 
 /* A registry image: `MTC image pull REF --cache DIR --max-gb N --as UID:GID

@@ -9,8 +9,9 @@
 # NVML answer with the step's GPU count, a step given the node's last two
 # GPUs sees them as 0,1, NVIDIA_DRIVER_CAPABILITIES=utility brings no
 # libcuda, NVIDIA_VISIBLE_DEVICES=void no driver, and an unmet
-# NVIDIA_REQUIRE_CUDA (the job's or the image's) fails the step in one line
-# before the task runs (NVIDIA_DISABLE_REQUIRE=1 skips it); an image's CUDA
+# NVIDIA_REQUIRE_CUDA (the job's or the image's; cuda, driver, and each of
+# the step's GPUs' arch and brand as the tree's NVML says them) fails the
+# step in one line before the task runs (NVIDIA_DISABLE_REQUIRE=1 skips it); an image's CUDA
 # compat libcuda is what libcuda.so.1 leads to only when newer than the driver.
 # As nobody: NVIDIA_VISIBLE_DEVICES never widens a step's GPUs, and an image's
 # library directory symlinked to a host directory gets nothing made there.
@@ -218,14 +219,50 @@ unmet() { # DESCRIPTION WANT srun-args...
     fi
 }
 NVIDIA_REQUIRE_CUDA='cuda>=12.4' unmet "the job's NVIDIA_REQUIRE_CUDA=cuda>=12.4 on a 12.2 driver: one line, no task" \
-    "NVIDIA_REQUIRE_CUDA: the node's driver does not meet cuda>=12.4 (this node's driver: CUDA 12.2, driver $VER)" \
+    "NVIDIA_REQUIRE_CUDA: this node does not meet cuda>=12.4 (this node's driver: CUDA 12.2, driver $VER)" \
     --container-image="$I"
 unmet "the image's NVIDIA_REQUIRE_CUDA: the same" \
-    "NVIDIA_REQUIRE_CUDA: the node's driver does not meet cuda>=12.4 .*CUDA 12.2" --container-image="$IREQ"
+    "NVIDIA_REQUIRE_CUDA: this node does not meet cuda>=12.4 .*CUDA 12.2" --container-image="$IREQ"
 out=$(NVIDIA_DISABLE_REQUIRE=1 srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$IREQ" gpu_probe 2>&1)
 check "NVIDIA_DISABLE_REQUIRE=1 skips it ($out)" grep -qx "cuda 1 12.2" <<<"$out"
 out=$(NVIDIA_REQUIRE_CUDA='cuda>=12.0' srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$I" gpu_probe 2>&1)
 check "a requirement the driver meets runs" grep -qx "cuda 1 12.2" <<<"$out"
+
+# arch and brand: each GPU's compute capability and brand as the tree's NVML
+# says them (the fake's per-GPU file), for every GPU of the step
+G0=$CDIR/nodes/gpud-a3m-0/hw/driver/proc/driver/nvidia/gpus
+nvml_gpus() { # ARCH BRAND [ARCH7 BRAND7]: every GPU of gpud-a3m-0, GPU 7 apart
+    local g
+    for g in 0 1 2 3 4 5 6 7; do
+        printf 'arch %s\nbrand %s\n' "$1" "$2" >"$G0/0000:0$g:00.0/fake-nvml"
+    done
+    [ -z "${3:-}" ] || printf 'arch %s\nbrand %s\n' "$3" "$4" >"$G0/0000:07:00.0/fake-nvml"
+}
+nvml_gpus 8.0 2 # 8.0 Teslas
+NVIDIA_REQUIRE_CUDA='cuda>=12.0,arch>=9.0' unmet \
+    "cuda>=12.0,arch>=9.0 on 8.0 GPUs: one line naming the condition and the GPU's value, no task" \
+    "NVIDIA_REQUIRE_CUDA: this node does not meet arch>=9.0 (GPU [0-7]: compute capability 8.0)\$" \
+    --container-image="$I"
+out=$(NVIDIA_REQUIRE_CUDA='cuda>=12.0,arch>=8.0,brand=tesla' srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$I" gpu_probe 2>&1)
+check "cuda>=12.0,arch>=8.0,brand=tesla on an 8.0 Tesla runs ($(grep ^cuda <<<"$out"))" grep -qx "cuda 1 12.2" <<<"$out"
+out=$(NVIDIA_REQUIRE_CUDA='cuda>=12.0 arch>=9.0' srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$I" gpu_probe 2>&1)
+check "'cuda>=12.0 arch>=9.0' (space: alternatives, libnvidia-container's OR) runs on 12.2" \
+    grep -qx "cuda 1 12.2" <<<"$out"
+out=$(NVIDIA_DISABLE_REQUIRE=1 NVIDIA_REQUIRE_CUDA='arch>=9.0' srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$I" gpu_probe 2>&1)
+check "NVIDIA_DISABLE_REQUIRE=1 skips arch>=9.0 ($(grep ^cuda <<<"$out"))" grep -qx "cuda 1 12.2" <<<"$out"
+nvml_gpus 8.0 5 # GeForces
+NVIDIA_REQUIRE_CUDA='brand=tesla' unmet "brand=tesla on GeForce GPUs: one line naming the GPU's brand" \
+    "NVIDIA_REQUIRE_CUDA: this node does not meet brand=tesla (GPU [0-7]: brand GeForce)\$" \
+    --container-image="$I"
+out=$(NVIDIA_REQUIRE_CUDA='brand=GEFORCE' srun -w gpud-a3m-0 --gres=gpu:1 --container-image="$I" gpu_probe 2>&1)
+check "brand=GEFORCE on a GeForce runs (no regard to case)" grep -qx "cuda 1 12.2" <<<"$out"
+nvml_gpus 9.0 2 8.0 2 # 9.0 Teslas, GPU 7 an 8.0
+NVIDIA_REQUIRE_CUDA='arch>=9.0' unmet "arch>=9.0 on all 8 GPUs, one of them 8.0: that one is named" \
+    "NVIDIA_REQUIRE_CUDA: this node does not meet arch>=9.0 (GPU 7: compute capability 8.0)\$" \
+    --container-image="$I" --gres=gpu:8
+out=$(NVIDIA_REQUIRE_CUDA='arch>=9.0' srun -w gpud-a3m-0 --gres=gpu:7 --container-image="$I" gpu_probe 2>&1)
+check "and on the seven 9.0 GPUs it runs ($(grep ^cuda <<<"$out"))" grep -qx "cuda 7 12.2" <<<"$out"
+rm -f "$G0"/*/fake-nvml
 
 check "nothing left mounted" wait_for 20 bash -c "[ \$(grep -c ' $CDIR/nodes/[^ ]*/containers' /proc/self/mountinfo) -eq 0 ]"
 done_testing

@@ -8,7 +8,8 @@
 # credentials as the user, wrong credentials / missing tag / no linux/amd64 /
 # a corrupted blob (a test proxy flips a byte) / a bad reference each one
 # line, the registry killed mid-pull leaves no partial cache entry and a retry
-# completes, the cloud guide's `enroot import` conversion job, and as nobody:
+# completes, the cloud guide's `enroot import` conversion job,
+# ENROOT_MAX_PROCESSORS as mksquashfs's -processors (a bad value one line), and as nobody:
 # another user's credentials unread, a symlinked .credentials or cache entry
 # refused, the cache root's.
 . "$(dirname "$0")/lib.sh"
@@ -92,8 +93,6 @@ check "two pulls of the moved tag, two images cached" \
     bash -c "test $(pulls "$APP") = 2 && test \$(ls '$CACHE'/images/*.sqsh | wc -l) = 2"
 check "@sha256: pins the first image" \
     test "$(srun --container-image="127.0.0.1:$PB#test/app@$D1" cat /etc/app-version)" = "v1 amd64"
-check "a multi-arch index: the linux/amd64 manifest" \
-    test "$(srun --container-image="127.0.0.1:$PB#test/multi:1" cat /etc/app-version)" = "multi amd64"
 
 # --- bad input: one line each, naming the image -----------------------------
 one_err() { # TEXT CMD... : fails with exactly one "error: mtc:" line holding TEXT
@@ -103,6 +102,12 @@ one_err() { # TEXT CMD... : fails with exactly one "error: mtc:" line holding TE
     [ $rc -ne 0 ] && [ "$(grep -c 'error: mtc:' <<<"$out")" = 1 ] &&
         grep 'error: mtc:' <<<"$out" | grep -qF -- "$text" || { echo "# got: $out"; return 1; }
 }
+# the job's ENROOT_MAX_PROCESSORS reaches the pull (a bad one: one line)
+check "ENROOT_MAX_PROCESSORS=x on a pull: one line naming it" \
+    one_err "ENROOT_MAX_PROCESSORS=x: not a number of processors" \
+    env ENROOT_MAX_PROCESSORS=x srun --container-image="127.0.0.1:$PB#test/multi:1" true
+check "a multi-arch index: the linux/amd64 manifest (ENROOT_MAX_PROCESSORS=1)" \
+    test "$(ENROOT_MAX_PROCESSORS=1 srun --container-image="127.0.0.1:$PB#test/multi:1" cat /etc/app-version)" = "multi amd64"
 check "no linux/amd64 entry: one line" \
     one_err "127.0.0.1:$PB#test/armonly:1: the manifest list has no linux/amd64 entry" \
     srun --container-image="127.0.0.1:$PB#test/armonly:1" true
@@ -249,6 +254,32 @@ check "enroot import: enroot's default name, and an existing output is enroot's 
     enroot_default
 check "mtc image import docker://… -o X.sqsh" \
     bash -c "mtc image import docker://$APP -o '$D/cli.sqsh' >/dev/null && test -s '$D/cli.sqsh'"
+
+# ENROOT_MAX_PROCESSORS: the import's mksquashfs gets -processors N (the
+# real mksquashfs, its arguments recorded on the way by a script first in PATH)
+mkdir -p "$D/wrap"
+printf '#!/bin/sh\necho "$*" >>%s/mksq.args\nexec %s "$@"\n' "$D" "$(command -v mksquashfs)" >"$D/wrap/mksquashfs"
+chmod 755 "$D/wrap/mksquashfs"
+WP="$D/wrap:$PATH"
+check "ENROOT_MAX_PROCESSORS=1 mtc image import docker://…: mksquashfs -processors 1" \
+    bash -c "PATH='$WP' ENROOT_MAX_PROCESSORS=1 mtc image import docker://$APP -o '$D/p1.sqsh' >/dev/null &&
+             test -s '$D/p1.sqsh' && grep -- -noappend '$D/mksq.args' | grep -q -- '-processors 1\( \|\$\)'"
+rm -f "$D/mksq.args"
+check "ENROOT_MAX_PROCESSORS=2 enroot import: -processors 2" \
+    bash -c "cd '$D/en' && PATH='$WP' ENROOT_MAX_PROCESSORS=2 enroot import -o p2.sqsh docker://$APP >/dev/null 2>&1 &&
+             test -s p2.sqsh && grep -- -noappend '$D/mksq.args' | grep -q -- '-processors 2\( \|\$\)'"
+rm -f "$D/mksq.args"
+check "0 or unset: no -processors (every core)" \
+    bash -c "PATH='$WP' ENROOT_MAX_PROCESSORS=0 mtc image import docker://$APP -o '$D/p0.sqsh' >/dev/null &&
+             PATH='$WP' mtc image import docker://$APP -o '$D/pu.sqsh' >/dev/null &&
+             test \$(grep -c -- -noappend '$D/mksq.args') = 2 && ! grep -q -- -processors '$D/mksq.args'"
+out=$(ENROOT_MAX_PROCESSORS=two mtc image import docker://$APP -o "$D/pbad.sqsh" 2>&1)
+rc=$?
+check "ENROOT_MAX_PROCESSORS=two: refused in one line naming it, no image ($out)" \
+    bash -c "[ $rc != 0 ] && [ \$(wc -l <<<'$out') = 1 ] && grep -q 'ENROOT_MAX_PROCESSORS=two: not a number of processors' <<<'$out' && ! test -e '$D/pbad.sqsh'"
+out=$(ENROOT_MAX_PROCESSORS=-3 mtc image import "$D/en" -o "$D/pbad.sqsh" 2>&1)
+check "and for mtc image import of a directory (-3) ($out)" \
+    bash -c "[ \$(wc -l <<<'$out') = 1 ] && grep -q 'ENROOT_MAX_PROCESSORS=-3: not a number' <<<'$out' && ! test -e '$D/pbad.sqsh'"
 
 # --- security, as nobody -----------------------------------------------------
 mkdir -p "$D/u" && chown nobody "$D/u"

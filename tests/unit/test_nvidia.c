@@ -154,7 +154,7 @@ static void test_ldcache(void)
 
 static void test_require(void)
 {
-    struct nvidia_facts f = {"535.104.05", "12.2", "9.0", "tesla"};
+    struct nvidia_facts f = {"535.104.05", "12.2", "9.0", "tesla", "0"};
     char why[256];
     mtc_error_t err;
     CHECK(nvidia_require_check("cuda>=12.2", &f, why, sizeof(why), &err) == 1,
@@ -170,7 +170,7 @@ static void test_require(void)
           "no alternative holds");
     CHECK(nvidia_require_check("arch>=8.0 brand!=geforce", &f, why, sizeof(why), &err) == 1,
           "arch and brand");
-    struct nvidia_facts unknown = {"535.104.05", "12.2", "", ""};
+    struct nvidia_facts unknown = {"535.104.05", "12.2", "", "", ""};
     CHECK(nvidia_require_check("arch>=10.0", &unknown, why, sizeof(why), &err) == 1,
           "a condition on an unknown fact holds");
     CHECK(nvidia_require_check("", &f, why, sizeof(why), &err) == 1, "an empty requirement holds");
@@ -179,6 +179,49 @@ static void test_require(void)
           "a bad condition is named (%s)", err.text);
     CHECK(nvidia_require_check("gpu>=1", &f, why, sizeof(why), &err) < 0,
           "an unknown key is refused");
+}
+
+static void test_require_gpus(void)
+{
+    struct nvidia_facts f = {"535.104.05", "12.2", "", "", ""};
+    struct nvidia_gpu g[2] = {{.minor = 4, .arch = "8.0", .brand = "Tesla"},
+                              {.minor = 5, .arch = "9.0", .brand = "GeForce"}};
+    char why[256];
+    mtc_error_t err;
+    CHECK(strcmp(nvidia_brand_name(2), "Tesla") == 0 &&
+              strcmp(nvidia_brand_name(5), "GeForce") == 0 &&
+              strcmp(nvidia_brand_name(14), "NVIDIA") == 0 &&
+              strcmp(nvidia_brand_name(16), "TITANRTX") == 0 &&
+              strcmp(nvidia_brand_name(99), "Unknown") == 0 &&
+              strcmp(nvidia_brand_name(-1), "Unknown") == 0,
+          "NVML brands by libnvidia-container's names");
+    CHECK(nvidia_require_gpus("cuda>=12.0 arch>=8.0", &f, g, 2, why, sizeof(why), &err) == 1,
+          "arch>=8.0 holds for 8.0 and 9.0");
+    CHECK(nvidia_require_gpus("cuda>=12.0,arch>=9.0", &f, g, 2, why, sizeof(why), &err) == 0 &&
+              strstr(why, "arch>=9.0 (GPU 4: compute capability 8.0)"),
+          "arch>=9.0 must hold for every GPU: the 8.0 one is named (%s)", why);
+    CHECK(nvidia_require_gpus("cuda>=12.0,arch>=9.0", &f, g + 1, 1, why, sizeof(why), &err) == 1,
+          "only the 9.0 GPU: met");
+    CHECK(nvidia_require_gpus("brand=tesla", &f, g, 2, why, sizeof(why), &err) == 0 &&
+              strstr(why, "brand=tesla (GPU 5: brand GeForce)"),
+          "brand=tesla on a GeForce: named, case aside for Tesla (%s)", why);
+    CHECK(nvidia_require_gpus("brand=TESLA", &f, g, 1, why, sizeof(why), &err) == 1,
+          "brands compare without regard to case");
+    CHECK(nvidia_require_gpus("brand=tesla brand=geforce", &f, g, 2, why, sizeof(why), &err) == 1,
+          "each GPU may meet a different alternative (one evaluation per GPU)");
+    CHECK(nvidia_require_gpus("arch>=10.0,brand=quadro", &f, g, 0, why, sizeof(why), &err) == 1,
+          "no GPU: arch and brand are unknown and hold");
+    CHECK(nvidia_require_gpus("cuda>=12.4", &f, NULL, 0, why, sizeof(why), &err) == 0 &&
+              strstr(why, "CUDA 12.2"),
+          "no GPU: cuda still checked (%s)", why);
+    struct nvidia_gpu unknown = {.minor = 0};
+    CHECK(nvidia_require_gpus("arch>=9.0", &f, &unknown, 1, why, sizeof(why), &err) == 1,
+          "a GPU NVML said nothing of holds");
+    CHECK(nvidia_require_gpus("arch>>9.0", &f, g, 2, why, sizeof(why), &err) < 0,
+          "a bad condition is refused");
+    CHECK(nvidia_require_gpus("arch<8.0", &f, g, 2, why, sizeof(why), &err) == 0 &&
+              strstr(why, "GPU 4"),
+          "arch<8.0 on 8.0 fails (%s)", why);
 }
 
 static void test_visible(void)
@@ -236,6 +279,7 @@ int main(void)
     test_version();
     test_ldcache();
     test_require();
+    test_require_gpus();
     test_visible();
     return check_done();
 }

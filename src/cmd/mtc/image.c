@@ -164,7 +164,10 @@ static int i_import(struct cli *c, int argc, char **argv)
     catch_signals();
     if (is_reference(src))
         return finish(c, image_cli_pull(src, out, NULL, &err), out, &err);
-    return finish(c, image_import(src, out, &err), out, &err);
+    unsigned procs;
+    if (image_max_processors(environ, &procs, &err) < 0)
+        return finish(c, -1, out, &err);
+    return finish(c, image_import_procs(src, out, NULL, procs, &err), out, &err);
 }
 
 /* mtc image pull REF --cache DIR [--max-gb N] [--as UID:GID --home DIR]
