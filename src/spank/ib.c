@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ROOT + rel into out. */
@@ -141,6 +142,23 @@ int container_ib_dev(const struct container_ib *ib, int rootfd, mtc_error_t *err
         int rc = mount(src, target, NULL, MS_BIND, NULL);
         int e = errno;
         close(fd);
+        /* then, as enroot's hook: read-only, nosuid, noexec (a device still
+         * opens for writing), keeping the source's nodev; the new mount is
+         * reached through the path opened again */
+        struct statvfs v;
+        if (rc == 0 && (fd = container_open_in(rootfd, rel, O_PATH)) < 0)
+            rc = -1, e = errno;
+        if (rc == 0) {
+            snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
+            rc = statvfs(target, &v);
+            if (rc == 0)
+                rc = mount(NULL, target, NULL,
+                           MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC |
+                               (v.f_flag & ST_NODEV ? MS_NODEV : 0),
+                           NULL);
+            e = errno;
+            close(fd);
+        }
         if (rc < 0)
             return errprintf(err, "cannot mount %.600s on %s: %s", src, rel, strerror(e));
     }

@@ -71,9 +71,13 @@ check "the job's none wins over the image's ($out)" test "$out" = ""
 
 # the devices work inside, and nothing else of the host's /dev came with them
 out=$(MELLANOX_VISIBLE_DEVICES=1 srun -w "$N0" --container-image="$I" sh -c \
-    'test -c /dev/infiniband/uverbs1 && echo chr; echo x >/dev/infiniband/uverbs1 && echo written; ls /dev | tr "\n" " "' 2>>"$D/srun.err")
+    'test -c /dev/infiniband/uverbs1 && echo chr; echo x >/dev/infiniband/uverbs1 && echo written;
+     cat /proc/self/mountinfo | while read -r _ _ _ _ mp opts _; do [ "$mp" = /dev/infiniband/uverbs1 ] && echo "opts $opts"; done;
+     ls /dev | tr "\n" " "' 2>>"$D/srun.err")
 check "uverbs1 is a character device inside, and opens for writing ($(head -2 <<<"$out" | tr '\n' ' '))" \
     bash -c "grep -qx chr <<<'$out' && grep -qx written <<<'$out'"
+check "bound read-only, nosuid, noexec, as enroot's hook binds it ($(grep '^opts' <<<"$out"))" \
+    bash -c "grep -q '^opts ro,nosuid,noexec' <<<'$out' || grep -q '^opts ro,nosuid,nodev,noexec' <<<'$out'"
 base=$(srun -w "$N0" --container-image="$I" sh -c 'ls /dev | tr "\n" " "' 2>>"$D/srun.err")
 check "/dev holds what it holds without HCAs, plus infiniband ($(tail -1 <<<"$out"))" \
     test "$(tail -1 <<<"$out" | sed 's/ infiniband / /')" = "$base"
