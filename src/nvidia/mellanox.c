@@ -42,10 +42,12 @@ int mlx_visible(const char *mvd, size_t nhca, unsigned char *sel, mtc_error_t *e
         if (id >= nhca) {
             errno = ENOENT;
             if (nhca == 0)
-                return errprintf(err, "MELLANOX_VISIBLE_DEVICES: '%lu' names no HCA: this node has none",
-                                 id);
-            return errprintf(err, "MELLANOX_VISIBLE_DEVICES: '%lu' names no HCA of this node (it has %zu: 0-%zu)",
-                             id, nhca, nhca - 1);
+                return errprintf(
+                    err, "MELLANOX_VISIBLE_DEVICES: '%lu' names no HCA: this node has none", id);
+            return errprintf(
+                err,
+                "MELLANOX_VISIBLE_DEVICES: '%lu' names no HCA of this node (it has %zu: 0-%zu)", id,
+                nhca, nhca - 1);
         }
         if (!sel[id])
             n++;

@@ -408,7 +408,9 @@ char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err)
     if (l->uid) {
         fprintf(f, " runtime=" SLURM_HOST_VAR "/containers", l->uid);
         if (l->fake_gpus)
-            fprintf(f, " gpus=" SLURM_HOST_VAR "/hw driver=" SLURM_HOST_VAR "/hw/driver ib=" SLURM_HOST_VAR "/hw/ib",
+            fprintf(f,
+                    " gpus=" SLURM_HOST_VAR "/hw driver=" SLURM_HOST_VAR
+                    "/hw/driver ib=" SLURM_HOST_VAR "/hw/ib",
                     l->uid, l->uid, l->uid);
         fprintf(f, " bind=" SLURM_HOST_RUN "/tmp", l->uid);
         /* mtc's enroot (hosts_bundle's link) for steps outside containers */

@@ -27,7 +27,8 @@ static void test_visible(void)
     CHECK(mlx_visible("none", 3, sel, &err) == 0, "none: none");
     CHECK(mlx_visible("all", 3, sel, &err) == 3 && sel[0] && sel[1] && sel[2], "all: every HCA");
     CHECK(mlx_visible("all", 0, sel, &err) == 0, "all on a node without HCAs: none, no error");
-    CHECK(mlx_visible("1", 3, sel, &err) == 1 && !sel[0] && sel[1] && !sel[2], "1: the second only");
+    CHECK(mlx_visible("1", 3, sel, &err) == 1 && !sel[0] && sel[1] && !sel[2],
+          "1: the second only");
     CHECK(mlx_visible("2,0,2", 3, sel, &err) == 2 && sel[0] && !sel[1] && sel[2],
           "a list, a repeat counted once");
     CHECK(mlx_visible("3", 3, sel, &err) < 0 && errno == ENOENT && strstr(err.text, "'3'") &&
@@ -35,7 +36,8 @@ static void test_visible(void)
           "an index past the last HCA is named, with the node's range (%s)", err.text);
     CHECK(mlx_visible("0", 0, sel, &err) < 0 && strstr(err.text, "has none"),
           "any index on a node without HCAs (%s)", err.text);
-    static const char *const bad[] = {"mlx5_0", "-1", "1,", ",1", "1,,2", "0x1", " 1", "99999999999999999999999"};
+    static const char *const bad[] = {"mlx5_0", "-1",  "1,", ",1",
+                                      "1,,2",   "0x1", " 1", "99999999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(mlx_visible(bad[i], 3, sel, &err) < 0 && strstr(err.text, "MELLANOX_VISIBLE_DEVICES"),
               "'%s' refused in one line (%s)", bad[i], err.text);
@@ -44,7 +46,8 @@ static void test_visible(void)
 static void test_devnames(void)
 {
     static const char *const good[] = {"uverbs0", "uverbs12", "umad1", "issm0"};
-    static const char *const bad[] = {"rdma_cm", "uverbs", "uverbs0x", "../null", "umad-1", "uevent", "ucm0x"};
+    static const char *const bad[] = {"rdma_cm", "uverbs", "uverbs0x", "../null",
+                                      "umad-1",  "uevent", "ucm0x"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         CHECK(mlx_hca_devname(good[i]), "%s is an HCA's device", good[i]);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
