@@ -2,8 +2,8 @@
  * before Slurm drops to the user: a private mount namespace (so every mount
  * below dies with the task, SIGKILL included), /proc, /sys, a small /dev
  * (with the step's GPU files; InfiniBand's, ib.c), /tmp, /dev/shm, home,
- * PMIx's directories and the requested mounts bound into the container's root (the NVIDIA driver's
- * files first, driver.c), then pivot_root.
+ * PMIx's directories and the requested mounts bound into the container's
+ * root (the NVIDIA driver's files first, driver.c), then pivot_root.
  * As the user, just before exec: the image's environment and workdir, and the
  * optional user namespace that maps the user to root. */
 #include "spank/container.h"

@@ -1,8 +1,8 @@
 /* plugin: the SPANK entry points of spank_mtc.so, the container plugin every
  * mtc cluster's plugstack.conf loads:
  *
- *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [driver=DIR] [ib=DIR] [bind=DIR]... \
- *            [pull=MTC cache=DIR cachegb=N] [path=DIR]
+ *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [driver=DIR] [ib=DIR] \
+ *            [bind=DIR]... [pull=MTC cache=DIR cachegb=N] [path=DIR]
  *
  * (driver=DIR: the NVIDIA driver's tree, for emulated GPUs; default "/";
  * ib=DIR: the tree of InfiniBand HCAs, DIR/sys/class/infiniband and
@@ -52,8 +52,8 @@ static int active;
 /* what user_init could not do, said by each task (a failed task fails srun;
  * a failed user_init only makes Slurm report a launch failure, exit 0) */
 static char deferred[sizeof(((mtc_error_t *)0)->text)];
-static char arg_runtime[512], arg_gpus[512], arg_driver[512], arg_ib[512], arg_binds[4][512], arg_pull[512],
-    arg_cache[512], arg_cachegb[32], arg_path[512];
+static char arg_runtime[512], arg_gpus[512], arg_driver[512], arg_ib[512], arg_binds[4][512],
+    arg_pull[512], arg_cache[512], arg_cachegb[32], arg_path[512];
 /* the NVIDIA driver's plan for this task (task_init_privileged, then task_init) */
 static struct container_driver driver;
 /* the InfiniBand devices of this task's container (task_init_privileged) */
