@@ -77,7 +77,7 @@ TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(B)/tests/tools/%)
 # The container plugin Slurm loads (srun, sbatch, slurmstepd): position-
 # independent objects of src/spank and the common helpers it uses.
 SPANK_SO := $(B)/lib/mtc/spank_mtc.so
-SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/nvidia/nvidia.c src/common/err.c src/common/file.c \
+SPANK_OBJS := $(patsubst %.c,$(B)/pic/%.o,$(wildcard src/spank/*.c) src/nvidia/nvidia.c src/nvidia/mellanox.c src/common/err.c src/common/file.c \
 	src/common/fsafe.c src/common/user.c src/common/misc.c)
 
 .SECONDEXPANSION:

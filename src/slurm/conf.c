@@ -408,8 +408,10 @@ char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err)
     if (l->uid) {
         fprintf(f, " runtime=" SLURM_HOST_VAR "/containers", l->uid);
         if (l->fake_gpus)
-            fprintf(f, " gpus=" SLURM_HOST_VAR "/hw driver=" SLURM_HOST_VAR "/hw/driver", l->uid,
-                    l->uid);
+            fprintf(f,
+                    " gpus=" SLURM_HOST_VAR "/hw driver=" SLURM_HOST_VAR
+                    "/hw/driver ib=" SLURM_HOST_VAR "/hw/ib",
+                    l->uid, l->uid, l->uid);
         fprintf(f, " bind=" SLURM_HOST_RUN "/tmp", l->uid);
         /* mtc's enroot (hosts_bundle's link) for steps outside containers */
         fprintf(f, " path=" SLURM_HOST_VAR "/path", l->uid);
@@ -421,7 +423,8 @@ char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err)
     } else {
         fprintf(f, " runtime=%s/nodes/%%n/containers", l->dir);
         if (l->fake_gpus)
-            fprintf(f, " gpus=%s/nodes/%%n/hw driver=%s/nodes/%%n/hw/driver", l->dir, l->dir);
+            fprintf(f, " gpus=%s/nodes/%%n/hw driver=%s/nodes/%%n/hw/driver ib=%s/nodes/%%n/hw/ib",
+                    l->dir, l->dir, l->dir);
         fprintf(f, " bind=%s/tmp/%%n", l->dir);
         if (mtc[0])
             fprintf(f, " pull=%s", mtc);

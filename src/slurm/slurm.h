@@ -113,9 +113,9 @@ char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_er
 /* gres.conf text: one line per GPU node. Caller frees. NULL + err on error. */
 char *slurm_gres_render(const struct slurm_layout *l, mtc_error_t *err);
 /* plugstack.conf text loading l->spank with each node's container runtime
- * directory, its emulated GPU files and NVIDIA driver tree (hw/driver) and
- * PMIx's directory (bound into containers). Caller frees; NULL + err (also
- * when l->spank is NULL). */
+ * directory, its emulated GPU files, NVIDIA driver tree (hw/driver) and
+ * InfiniBand tree (hw/ib), and PMIx's directory (bound into containers).
+ * Caller frees; NULL + err (also when l->spank is NULL). */
 char *slurm_plugstack_render(const struct slurm_layout *l, mtc_error_t *err);
 
 /* Write <dir>/etc/<kind>.sh (kind "prolog" or "epilog"): runs hook (a shell

@@ -10,6 +10,8 @@
  *            the sweep that unmounts a job's leftovers
  * driver.c   the node's NVIDIA driver in a GPU container (libraries,
  *            programs, firmware, sockets, /proc/driver/nvidia)
+ * ib.c       the node's InfiniBand HCAs (/dev/infiniband) by
+ *            MELLANOX_VISIBLE_DEVICES, as enroot's 99-mellanox hook
  * ldcache.c  its loader cache: ldconfig, or the job's stash of what it made
  * entry.c    --container-entrypoint (the image's, run before the task) and
  *            --container-save (mksquashfs of the root when the step ends)
@@ -31,6 +33,7 @@
 #include <sys/types.h>
 
 #include "common/common.h"
+#include "nvidia/mellanox.h"
 #include "nvidia/nvidia.h"
 
 /* --container-name=NAME[:FLAG] */
@@ -234,16 +237,48 @@ int container_driver_env(const struct container_driver *d, const char *cvd,
 /* The container's GPU minors as "4,5" into out. */
 void container_driver_gpus(const struct container_driver *d, char *out, size_t len);
 
+/* The image's /etc/environment (KEY=VALUE lines), read as root through the
+ * container's root at s (never followed out of it, never a FIFO) into *text
+ * (malloc'd; NULL when it has none). 0/-1 + err. */
+int container_image_environ(const struct container_step *s, char **text, mtc_error_t *err);
+/* NAME=value of such text into out ("" when unset), quotes removed. 1 set, 0 not. */
+int container_image_var(const char *text, const char *name, char *out, size_t len);
+/* name's value in the job's environment (NULL-terminated), or NULL. */
+const char *container_job_var(char **env, const char *name);
+
+/* The /dev/infiniband files one step's container gets (ib.c). */
+#define CONTAINER_MAX_IB_DEVS 128
+struct container_ib {
+    char root[512]; /* the node's tree: "/", or plugstack.conf's ib=DIR */
+    mlx_name_t hcas[MLX_MAX_HCAS]; /* ROOT/sys/class/infiniband, sorted */
+    size_t nhcas;
+    /* the plan: names under ROOT/dev/infiniband, each a character device */
+    char devs[CONTAINER_MAX_IB_DEVS][16];
+    size_t ndevs;
+};
+/* As root: the HCAs of the tree at root (NULL or "": "/"), then the plan
+ * from MELLANOX_VISIBLE_DEVICES (the job's value, else the image's; unset:
+ * none, enroot's default): rdma_cm and each chosen HCA's uverbsN, umadN and
+ * issmN (its device's infiniband_verbs/ and infiniband_mad/ entries in
+ * sysfs). -1 + err in one line for a value that names no HCA, or a device
+ * file that is missing or no character device. */
+int container_ib_plan(struct container_ib *ib, const char *root, const struct container_step *s,
+                      char **job_env, mtc_error_t *err);
+/* In the task's namespace, after the container's /dev: the plan's device
+ * files bound at /dev/infiniband/NAME. 0/-1 + err. */
+int container_ib_dev(const struct container_ib *ib, int rootfd, mtc_error_t *err);
+
 /* The task side, as root in the task's process before privileges are
  * dropped: a private mount namespace, the binds (the user's sources from the
  * descriptors container_open_sources opened, cloned with open_tree before the
  * namespace is made), pivot_root into s->root.
  * gpu_dir: where emulated GPU device files are (NULL: none); gpus: the
  * step's GPU indices ("0,1,..", NULL: none); drv: the driver's plan (NULL:
- * none), whose GPUs then replace gpus. 0/-1 + err. */
+ * none), whose GPUs then replace gpus; ib: the InfiniBand plan (NULL:
+ * none). 0/-1 + err. */
 int container_enter(const struct container_step *s, const struct container_opts *o,
                     const char *gpu_dir, const char *gpus, const struct container_driver *drv,
-                    mtc_error_t *err);
+                    const struct container_ib *ib, mtc_error_t *err);
 /* The image's default environment (/etc/environment in the container,
  * KEY=VALUE lines), merged into the task's by pyxis's rule: the image's value
  * wins, except for the --container-env names, where the job's value (when it

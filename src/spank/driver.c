@@ -247,9 +247,23 @@ void container_driver_release(struct container_driver *d)
     d->ldcache = NULL;
 }
 
-/* NAME=value of the image's /etc/environment (the container root at rootfd)
- * into out ("" when unset), quotes removed. 1 set, 0 not. */
-static int image_var(const char *text, const char *name, char *out, size_t len)
+int container_image_environ(const struct container_step *s, char **text, mtc_error_t *err)
+{
+    *text = NULL;
+    int rootfd = container_root_open(s, err);
+    if (rootfd < 0)
+        return -1;
+    int fd = container_open_in(rootfd, "/etc/environment", O_RDONLY | O_NONBLOCK);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (1 << 20))
+        *text = mtc_read_fd(fd, NULL);
+    if (fd >= 0)
+        close(fd);
+    close(rootfd);
+    return 0;
+}
+
+int container_image_var(const char *text, const char *name, char *out, size_t len)
 {
     out[0] = '\0';
     size_t nl = strlen(name);
@@ -270,8 +284,7 @@ static int image_var(const char *text, const char *name, char *out, size_t len)
     return found;
 }
 
-/* name's value in the job's environment (NULL-terminated), or NULL. */
-static const char *job_var(char **env, const char *name)
+const char *container_job_var(char **env, const char *name)
 {
     size_t nl = strlen(name);
     for (size_t i = 0; env && env[i]; i++)
@@ -334,34 +347,26 @@ int container_driver_plan(struct container_driver *d, const struct container_ste
     /* the image's NVIDIA_* (its /etc/environment), read as root through the
      * container's root: never followed out of it, never a FIFO */
     char *img = NULL;
-    int rootfd = container_root_open(s, err);
-    if (rootfd < 0)
+    if (container_image_environ(s, &img, err) < 0)
         return -1;
-    int fd = container_open_in(rootfd, "/etc/environment", O_RDONLY | O_NONBLOCK);
-    struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (1 << 20))
-        img = mtc_read_fd(fd, NULL);
-    if (fd >= 0)
-        close(fd);
-    close(rootfd);
     /* the job's value wins over the image's for what the user chooses */
     char nvd[1024], caps[256], dis[16];
     const char *v;
-    int have_nvd = (v = job_var(job_env, "NVIDIA_VISIBLE_DEVICES"))
+    int have_nvd = (v = container_job_var(job_env, "NVIDIA_VISIBLE_DEVICES"))
                        ? (snprintf(nvd, sizeof(nvd), "%s", v), 1)
-                       : image_var(img, "NVIDIA_VISIBLE_DEVICES", nvd, sizeof(nvd));
-    if ((v = job_var(job_env, "NVIDIA_DRIVER_CAPABILITIES")))
+                       : container_image_var(img, "NVIDIA_VISIBLE_DEVICES", nvd, sizeof(nvd));
+    if ((v = container_job_var(job_env, "NVIDIA_DRIVER_CAPABILITIES")))
         snprintf(caps, sizeof(caps), "%s", v);
     else
-        image_var(img, "NVIDIA_DRIVER_CAPABILITIES", caps, sizeof(caps));
-    if ((v = job_var(job_env, "NVIDIA_DISABLE_REQUIRE")))
+        container_image_var(img, "NVIDIA_DRIVER_CAPABILITIES", caps, sizeof(caps));
+    if ((v = container_job_var(job_env, "NVIDIA_DISABLE_REQUIRE")))
         snprintf(dis, sizeof(dis), "%s", v);
     else
-        image_var(img, "NVIDIA_DISABLE_REQUIRE", dis, sizeof(dis));
+        container_image_var(img, "NVIDIA_DISABLE_REQUIRE", dis, sizeof(dis));
     int rc = 0;
     /* a step without GPUs gets the driver only when the job asks for it
      * (NVIDIA_VISIBLE_DEVICES): CUDA images say "all" for every container */
-    if (!(step_gpus && *step_gpus) && !job_var(job_env, "NVIDIA_VISIBLE_DEVICES"))
+    if (!(step_gpus && *step_gpus) && !container_job_var(job_env, "NVIDIA_VISIBLE_DEVICES"))
         goto done;
     int in = nvidia_visible(have_nvd ? nvd : NULL, step_gpus, d->gpus, d->ngpus, d->minors,
                             CONTAINER_MAX_GPUS, &d->nminors, err);
@@ -394,9 +399,9 @@ int container_driver_plan(struct container_driver *d, const struct container_ste
         if (k[n] != '=' || n >= sizeof(var))
             continue;
         snprintf(var, sizeof(var), "%.*s", (int)n, k);
-        if (job_var(job_env, var))
+        if (container_job_var(job_env, var))
             continue; /* the job's value of it was checked */
-        image_var(img, var, val, sizeof(val));
+        container_image_var(img, var, val, sizeof(val));
         rc = require_one(d, var, val, err);
     }
     if (rc == 0)

@@ -1,9 +1,9 @@
 /* enter: the task side of a container. As root in the task's own process,
  * before Slurm drops to the user: a private mount namespace (so every mount
  * below dies with the task, SIGKILL included), /proc, /sys, a small /dev
- * (with the step's GPU files), /tmp, /dev/shm, home, PMIx's directories and
- * the requested mounts bound into the container's root (the NVIDIA driver's
- * files first, driver.c), then pivot_root.
+ * (with the step's GPU files; InfiniBand's, ib.c), /tmp, /dev/shm, home,
+ * PMIx's directories and the requested mounts bound into the container's
+ * root (the NVIDIA driver's files first, driver.c), then pivot_root.
  * As the user, just before exec: the image's environment and workdir, and the
  * optional user namespace that maps the user to root. */
 #include "spank/container.h"
@@ -186,7 +186,7 @@ static int make_dev(int rootfd, const char *gpu_dir, const char *gpus, int drive
 
 int container_enter(const struct container_step *s, const struct container_opts *o,
                     const char *gpu_dir, const char *gpus, const struct container_driver *drv,
-                    mtc_error_t *err)
+                    const struct container_ib *ib, mtc_error_t *err)
 {
     char mine[512];
     int driver = drv && drv->inject;
@@ -221,6 +221,8 @@ int container_enter(const struct container_step *s, const struct container_opts 
         rc = mount_in(rootfd, "/sys", "/sys", NULL, 0, NULL, 0, err);
     if (rc == 0)
         rc = make_dev(rootfd, gpu_dir, gpus, driver, err);
+    if (rc == 0 && ib && ib->ndevs)
+        rc = container_ib_dev(ib, rootfd, err);
     if (rc == 0)
         rc = mount_in(rootfd, "/tmp", "/tmp", NULL, 0, NULL, MS_NOSUID | MS_NODEV, err);
     if (rc == 0 && driver)

@@ -1,10 +1,12 @@
 /* plugin: the SPANK entry points of spank_mtc.so, the container plugin every
  * mtc cluster's plugstack.conf loads:
  *
- *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [driver=DIR] [bind=DIR]... \
- *            [pull=MTC cache=DIR cachegb=N] [path=DIR]
+ *   required /path/spank_mtc.so runtime=DIR [gpus=DIR] [driver=DIR] [ib=DIR] \
+ *            [bind=DIR]... [pull=MTC cache=DIR cachegb=N] [path=DIR]
  *
  * (driver=DIR: the NVIDIA driver's tree, for emulated GPUs; default "/";
+ * ib=DIR: the tree of InfiniBand HCAs, DIR/sys/class/infiniband and
+ * DIR/dev/infiniband, for emulated HCAs; default "/";
  * path=DIR: a dir holding mtc's enroot, appended to the PATH of a step
  * outside a container that has no enroot).
  * (%n in a path becomes the node's name: emulated nodes share one host).
@@ -50,10 +52,12 @@ static int active;
 /* what user_init could not do, said by each task (a failed task fails srun;
  * a failed user_init only makes Slurm report a launch failure, exit 0) */
 static char deferred[sizeof(((mtc_error_t *)0)->text)];
-static char arg_runtime[512], arg_gpus[512], arg_driver[512], arg_binds[4][512], arg_pull[512],
-    arg_cache[512], arg_cachegb[32], arg_path[512];
+static char arg_runtime[512], arg_gpus[512], arg_driver[512], arg_ib[512], arg_binds[4][512],
+    arg_pull[512], arg_cache[512], arg_cachegb[32], arg_path[512];
 /* the NVIDIA driver's plan for this task (task_init_privileged, then task_init) */
 static struct container_driver driver;
+/* the InfiniBand devices of this task's container (task_init_privileged) */
+static struct container_ib ib;
 static int save_fd = -1; /* --container-save's file, opened as the user */
 static size_t arg_nbinds;
 static char image_given[1024]; /* a registry reference as given (opts.image: its cached file) */
@@ -86,6 +90,8 @@ static int plugin_args(int ac, char **av)
             dst = arg_gpus, v = av[i] + 5;
         else if (strncmp(av[i], "driver=", 7) == 0)
             dst = arg_driver, v = av[i] + 7;
+        else if (strncmp(av[i], "ib=", 3) == 0)
+            dst = arg_ib, v = av[i] + 3;
         else if (strncmp(av[i], "bind=", 5) == 0 && arg_nbinds < 4)
             dst = arg_binds[arg_nbinds++], v = av[i] + 5;
         else if (strncmp(av[i], "pull=", 5) == 0)
@@ -99,7 +105,7 @@ static int plugin_args(int ac, char **av)
         if (!dst || strpbrk(v, ",:") || strlen(v) >= 512 ||
             (dst != arg_cachegb && v[0] != '/')) {
             slurm_error("mtc: plugstack.conf: bad argument '%s' (runtime=DIR gpus=DIR driver=DIR "
-                        "bind=DIR pull=MTC cache=DIR cachegb=N path=DIR)",
+                        "ib=DIR bind=DIR pull=MTC cache=DIR cachegb=N path=DIR)",
                         av[i]);
             return -1;
         }
@@ -497,12 +503,16 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     char **job_env = NULL;
     if (arg_driver[0])
         expand(arg_driver, node_name(), drv_root, sizeof(drv_root));
+    char ib_root[600] = "";
+    if (arg_ib[0])
+        expand(arg_ib, node_name(), ib_root, sizeof(ib_root));
     spank_get_item(sp, S_JOB_ENV, &job_env);
     if (container_driver_probe(&driver, drv_root[0] ? drv_root : NULL, step.uid, step.gid,
                                &err) < 0 ||
         container_driver_plan(&driver, &step, job_env, gpus[0] ? gpus : NULL, &err) < 0 ||
+        container_ib_plan(&ib, ib_root[0] ? ib_root : NULL, &step, job_env, &err) < 0 ||
         container_enter(&step, &opts, gpu_dir[0] ? gpu_dir : NULL, gpus[0] ? gpus : NULL, &driver,
-                        &err) < 0) {
+                        &ib, &err) < 0) {
         container_driver_release(&driver);
         slurm_error("mtc: %s", err.text);
         return -1;

@@ -1,8 +1,9 @@
 /* test_slurmconf: slurm.conf / gres.conf rendering — node names and ports,
  * partitions with Default=YES, gres lines, config{} pass-through, scheduling;
- * plugstack.conf's registry image arguments (pull=, cache=, cachegb=) and
- * enroot's dir (path=), the spec's containers.cacheMaxGb; the cache of the
- * answers that change with the configuration only. */
+ * plugstack.conf's registry image arguments (pull=, cache=, cachegb=),
+ * enroot's dir (path=) and the emulated hardware's trees (driver=, ib=), the
+ * spec's containers.cacheMaxGb; the cache of the answers that change with the
+ * configuration only. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,19 @@ static void test_plugstack(void)
                          "cache=/var/lib/mtc/1234/images cachegb=50"),
           "hosts: each host's own mtc and cache, and its enroot's dir");
     free(t);
+    l.fake_gpus = 1;
+    t = slurm_plugstack_render(&l, &err);
+    CHECK(t && strstr(t, " driver=/var/lib/mtc/1234/hw/driver ib=/var/lib/mtc/1234/hw/ib "),
+          "hosts with emulated hardware: the driver's and the HCAs' trees under hw/");
+    free(t);
+    l.uid = NULL;
+    t = slurm_plugstack_render(&l, &err);
+    CHECK(t && strstr(t, " driver=/m/clusters/c/nodes/%n/hw/driver "
+                         "ib=/m/clusters/c/nodes/%n/hw/ib "),
+          "local with emulated hardware: each node's trees under nodes/%%n/hw/");
+    free(t);
+    l.fake_gpus = 0;
+    l.uid = "1234";
     json_t *spec = spec_of("{\"nodePools\":[{\"id\":\"p\",\"machineSpec\":{\"machineType\":"
                            "\"n2-standard-4\"}}],\"containers\":{\"cacheMaxGb\":10}}");
     CHECK(spec && json_number_value(json_object_get(json_object_get(spec, "containers"),
