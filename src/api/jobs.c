@@ -16,11 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *cget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 /* Whether the caller may read a job's log and metrics and cancel it: an
  * admin, for any job; a token bound to a user, for the jobs that run as that
  * user; an unbound token, for the jobs that run as mtcd's own user (no
@@ -60,9 +55,9 @@ static json_t *job_json(const struct store_job *j, int full)
     const json_t *cfg = j->config, *req = j->request;
     json_t *o = json_pack("{s:s, s:s}", "name", name, "id", j->id);
     json_t *recipe = json_object_get(req, "recipe");
-    json_object_set_new(
-        o, "recipe",
-        json_string(json_is_string(recipe) ? json_string_value(recipe) : cget(cfg, "recipe")));
+    json_object_set_new(o, "recipe",
+                        json_string(json_is_string(recipe) ? json_string_value(recipe)
+                                                           : mtc_json_str(cfg, "recipe")));
     if (json_object_get(req, "overrides"))
         json_object_set(o, "overrides", json_object_get(req, "overrides"));
     json_object_set_new(o, "nodeCount",
@@ -80,10 +75,10 @@ static json_t *job_json(const struct store_job *j, int full)
         {"slurmJobId", "jobId"},
     };
     for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
-        if (cget(cfg, copy[i][1]))
-            json_object_set_new(o, copy[i][0], json_string(cget(cfg, copy[i][1])));
+        if (mtc_json_str(cfg, copy[i][1]))
+            json_object_set_new(o, copy[i][0], json_string(mtc_json_str(cfg, copy[i][1])));
     /* the run's directory: <experiments>/<name>/<name>_<ts> */
-    snprintf(dir, sizeof(dir), "%s", cget(cfg, "taskDir") ? cget(cfg, "taskDir") : "");
+    snprintf(dir, sizeof(dir), "%s", mtc_json_str_or(cfg, "taskDir", ""));
     char *slash = strrchr(dir, '/');
     if (slash)
         *slash = '\0';
@@ -92,7 +87,7 @@ static json_t *job_json(const struct store_job *j, int full)
     if (recipe_run_as(cfg, &as) == 0)
         json_object_set_new(o, "user", json_string(as.name));
     /* the registry model its final checkpoint registers under (docs/models.md) */
-    const char *model = cget(json_object_get(cfg, "register"), "model");
+    const char *model = mtc_json_str(json_object_get(cfg, "register"), "model");
     if (model)
         json_object_set_new(o, "model", json_sprintf("projects/%s/locations/%s/models/%s",
                                                      j->project, j->location, model));
@@ -231,13 +226,13 @@ int api_job_create(struct api_req *r, struct api_resp *out)
     snprintf(j.project, sizeof(j.project), "%s", cl.project);
     snprintf(j.location, sizeof(j.location), "%s", cl.location);
     snprintf(j.cluster_id, sizeof(j.cluster_id), "%s", cl.id);
-    snprintf(j.slurm_job, sizeof(j.slurm_job), "%s", cget(cfg, "jobId"));
+    snprintf(j.slurm_job, sizeof(j.slurm_job), "%s", mtc_json_str(cfg, "jobId"));
     snprintf(j.state, sizeof(j.state), "PENDING");
     j.request = req;
     j.config = cfg;
     if (store_job_create(r->st, &j) < 0) {
         int e = errno;
-        slurm_job_cancel(cget(cfg, "slurmConf"), j.slurm_job, NULL);
+        slurm_job_cancel(mtc_json_str(cfg, "slurmConf"), j.slurm_job, NULL);
         struct mtc_fsid as;
         jobs_fs_enter(cfg, &as);
         exp_remove(cfg);
@@ -458,7 +453,7 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     jobs_refresh(r->st, &j, NULL);
     json_t *points = json_array(), *ckpts = json_array();
     char path[PATH_MAX + 32];
-    const char *logdir = cget(j.config, "logDir");
+    const char *logdir = mtc_json_str(j.config, "logDir");
     /* what the job wrote, read as its user (runas.c), never from /proc */
     struct mtc_fsid as;
     jobs_fs_enter(j.config, &as);
@@ -479,7 +474,7 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     if (f)
         fclose(f);
     json_t *tail = log_tail(j.config);
-    const char *ckdir = cget(json_object_get(j.config, "checkpoint"), "dir");
+    const char *ckdir = mtc_json_str(json_object_get(j.config, "checkpoint"), "dir");
     fd = ckdir ? mtc_open_as_user(ckdir, 1) : -1;
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (fd >= 0 && !d)

@@ -277,11 +277,6 @@ static const struct schema_field upload_fields[] = {
 };
 static const struct schema upload_schema = {.fields = upload_fields, .flags = SCHEMA_PROTO3};
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 int api_model_upload(struct api_req *r, struct api_resp *out)
 {
     if (api_check_parent(r, out) < 0 || !have_home(r, out))
@@ -294,17 +289,17 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     if (!req)
         return api_error(out, 400, "%s", err.text);
     const json_t *model = json_object_get(req, "model");
-    const char *name = jstr(req, "modelId");
+    const char *name = mtc_json_str(req, "modelId");
     char busy[48] = "";
     int format = json_object_get(model, "format")
-                     ? schema_enum_parse(&registry_format_enum, jstr(model, "format"), 0)
+                     ? schema_enum_parse(&registry_format_enum, mtc_json_str(model, "format"), 0)
                      : -1;
     if (!registry_name_valid(name)) {
         registry_name_error(name, &err);
         api_error(out, 400, "modelId: %s", err.text);
         goto out;
     }
-    if (api_registrar_upload(r, out, name, jstr(model, "sourceRun")) < 0)
+    if (api_registrar_upload(r, out, name, mtc_json_str(model, "sourceRun")) < 0)
         goto out;
     /* what can be said now is said now: the source opened as the operation
      * will open it (and closed: the operation opens it again, once, and
@@ -315,13 +310,13 @@ int api_model_upload(struct api_req *r, struct api_resp *out)
     struct registry_source s;
     if (reach_of(r, out, &rt, 0, 0, &how, &u) < 0 || reach_of(r, out, &rr, 1, 0, &run_how, &u) < 0)
         goto out;
-    if (registry_source_open(jstr(model, "artifactUri"), &how, format, &s, &err) < 0) {
+    if (registry_source_open(mtc_json_str(model, "artifactUri"), &how, format, &s, &err) < 0) {
         api_error(out, path_status(errno), "model.artifactUri: %s", err.text);
         goto out;
     }
     registry_source_close(&s);
-    if (jstr(model, "sourceRun")) {
-        int fd = mtc_reach_open(jstr(model, "sourceRun"), &run_how, O_DIRECTORY, &err);
+    if (mtc_json_str(model, "sourceRun")) {
+        int fd = mtc_reach_open(mtc_json_str(model, "sourceRun"), &run_how, O_DIRECTORY, &err);
         if (fd < 0) {
             api_error(out, path_status(errno), "model.sourceRun: %s", err.text);
             goto out;
@@ -666,11 +661,11 @@ int api_model_export(struct api_req *r, struct api_resp *out)
         struct mtc_reach how;
         struct mtc_user u;
         int format = json_object_get(body, "format")
-                         ? schema_enum_parse(&registry_format_enum, jstr(body, "format"), 0)
+                         ? schema_enum_parse(&registry_format_enum, mtc_json_str(body, "format"), 0)
                          : -1;
-        if (mtc_path_clean(jstr(body, "outputDir"), 0, od, sizeof(od)) < 0) {
+        if (mtc_path_clean(mtc_json_str(body, "outputDir"), 0, od, sizeof(od)) < 0) {
             api_error(out, 400, "outputDir: \"%.200s\": an absolute path without \"..\"",
-                      jstr(body, "outputDir"));
+                      mtc_json_str(body, "outputDir"));
         } else if (reach_of(r, out, &rt, 0, 1, &how, &u) == 0) {
             /* made and written as the caller (or, for an editor's unbound
              * token, as root where only root writes): by descriptor */
@@ -686,10 +681,10 @@ int api_model_export(struct api_req *r, struct api_resp *out)
                     api_error(out, 500, "model %s@%d: export: %s", ref.name, v[i].version,
                               err.text);
             } else {
-                out->body = json_pack(
-                    "{s:s, s:s, s:s}", "model", r->cap[2], "outputDir", od, "format",
-                    format < 0 ? jstr(v[i].manifest, "format")
-                               : schema_enum_name(&registry_format_enum, format));
+                out->body =
+                    json_pack("{s:s, s:s, s:s}", "model", r->cap[2], "outputDir", od, "format",
+                              format < 0 ? mtc_json_str(v[i].manifest, "format")
+                                         : schema_enum_name(&registry_format_enum, format));
                 json_object_set_new(out->body, "versionId", json_sprintf("%d", v[i].version));
                 log_msg(LOG_NOTICE, "model %s@%d exported to %s", ref.name, v[i].version, od);
             }

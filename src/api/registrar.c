@@ -19,18 +19,13 @@
 
 #include "registry/registry.h"
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
-
 int api_registrar_scope(const struct api_req *r, struct api_registrar *s)
 {
     memset(s, 0, sizeof(*s));
     json_t *o = json_loads(r->who.scope, 0, NULL);
-    const char *v[5] = {jstr(o, "project"), jstr(o, "location"), jstr(o, "model"), jstr(o, "run"),
-                        jstr(o, "checkpoint")};
+    const char *v[5] = {mtc_json_str(o, "project"), mtc_json_str(o, "location"),
+                        mtc_json_str(o, "model"), mtc_json_str(o, "run"),
+                        mtc_json_str(o, "checkpoint")};
     int ok = 1;
     for (int i = 0; i < 5; i++)
         ok &= v[i] != NULL;
@@ -80,7 +75,7 @@ int api_registrar_upload(const struct api_req *r, struct api_resp *out, const ch
     int n = 0, done = 0;
     struct store_model_version *v = store_model_versions(r->st, s.project, s.location, model, &n);
     for (int i = 0; i < n; i++) {
-        const char *td = jstr(v[i].lineage, "taskDir");
+        const char *td = mtc_json_str(v[i].lineage, "taskDir");
         char c[PATH_MAX];
         if (td && (strcmp(td, s.run) == 0 || (realpath(td, c) && strcmp(c, b) == 0)))
             done = v[i].version;

@@ -362,4 +362,14 @@ int mtc_mtcd_post(const struct mtc_mtcd *m, const char *path, const char *body, 
 typedef int (*mtc_task_fn)(void *arg, size_t i, mtc_error_t *err);
 long mtc_parallel(size_t n, size_t threads, mtc_task_fn fn, void *arg, mtc_error_t *errs);
 
+/* JSON accessors (jansson's json_t; common/json.c), NULL-safe: a missing
+ * object, key or non-string value reads as absent. */
+struct json_t;
+/* The string at key, or NULL. */
+const char *mtc_json_str(const struct json_t *o, const char *key);
+/* The string at key, or dflt. */
+const char *mtc_json_str_or(const struct json_t *o, const char *key, const char *dflt);
+/* 1 when the array holds the string s (compared exactly), else 0. */
+int mtc_json_array_has(const struct json_t *arr, const char *s);
+
 #endif

@@ -159,14 +159,6 @@ static json_t *compute_nodes(const struct store_cluster *cl, const json_t *pools
     return out;
 }
 
-static int has(const json_t *names, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(names, i, v) if (strcmp(json_string_value(v), name) == 0) return 1;
-    return 0;
-}
-
 /* The node pools of partition part from the spec, or NULL when it has none of that id. */
 static const json_t *partition_pools(const json_t *spec, const char *part)
 {
@@ -252,7 +244,7 @@ json_t *control_healthscan_prepare(struct control *c, const struct store_cluster
     json_array_foreach(given ? nodes : NULL, i, v)
     {
         const char *n = json_string_value(v);
-        if (!has(all, n)) {
+        if (!mtc_json_array_has(all, n)) {
             *http = 404;
             errprintf(err, "nodes: \"%.64s\" is not a compute node of cluster %s%s%s", n, cl->id,
                       part ? " in partition " : "", part ? part : "");

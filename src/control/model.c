@@ -32,11 +32,6 @@ void control_models_unlock(void)
     pthread_mutex_unlock(&refs_lock);
 }
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 void control_model_refs(struct store *st, const char *models, const char *project,
                         const char *location, const char *name, json_t *dirs)
 {
@@ -145,7 +140,7 @@ static int data_fingerprint(const char *dir, const struct mtc_reach *how, char f
     mtc_error_t e = {""};
     int dfd = mtc_reach_open(dir, how, O_DIRECTORY, &e);
     json_t *m = load_at(dfd, "manifest.json", how);
-    const char *src = jstr(m, "sourceFingerprint");
+    const char *src = mtc_json_str(m, "sourceFingerprint");
     if (src) {
         snprintf(fp, 72, "%s", src);
         json_decref(m);
@@ -215,28 +210,29 @@ static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
         {"parentModel", "fromModelVersion"},
     };
     for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
-        if (jstr(cfg, copy[i][1]))
-            json_object_set_new(l, copy[i][0], json_string(jstr(cfg, copy[i][1])));
+        if (mtc_json_str(cfg, copy[i][1]))
+            json_object_set_new(l, copy[i][0], json_string(mtc_json_str(cfg, copy[i][1])));
     /* the cluster: the trainingJob's, else the slurm.conf's .../clusters/ID/ */
-    const char *conf = jstr(cfg, "slurmConf"), *p = conf ? strstr(conf, "/clusters/") : NULL;
+    const char *conf = mtc_json_str(cfg, "slurmConf"),
+               *p = conf ? strstr(conf, "/clusters/") : NULL;
     if (p)
         json_object_set_new(l, "cluster", json_sprintf("%.*s", (int)strcspn(p + 10, "/"), p + 10));
-    if (jstr(cfg, "trainingJob"))
-        json_object_set_new(l, "trainingJob", json_string(jstr(cfg, "trainingJob")));
+    if (mtc_json_str(cfg, "trainingJob"))
+        json_object_set_new(l, "trainingJob", json_string(mtc_json_str(cfg, "trainingJob")));
     if (json_object_get(cfg, "overrides"))
         json_object_set(l, "recipeOverrides", json_object_get(cfg, "overrides"));
     json_object_set(l, "train", json_object_get(cfg, "train"));
     json_object_set(l, "modelConfig", json_object_get(cfg, "model"));
     const json_t *data = json_object_get(cfg, "data");
-    if (jstr(data, "tokenizer"))
-        json_object_set_new(l, "tokenizer", json_string(jstr(data, "tokenizer")));
-    if (jstr(data, "path")) {
-        json_object_set_new(l, "dataset", json_string(jstr(data, "path")));
+    if (mtc_json_str(data, "tokenizer"))
+        json_object_set_new(l, "tokenizer", json_string(mtc_json_str(data, "tokenizer")));
+    if (mtc_json_str(data, "path")) {
+        json_object_set_new(l, "dataset", json_string(mtc_json_str(data, "path")));
         char fp[72];
-        if (data_fingerprint(jstr(data, "path"), how, fp) == 0)
+        if (data_fingerprint(mtc_json_str(data, "path"), how, fp) == 0)
             json_object_set_new(l, "datasetFingerprint", json_string(fp));
     }
-    const char *init = jstr(json_object_get(cfg, "checkpoint"), "init");
+    const char *init = mtc_json_str(json_object_get(cfg, "checkpoint"), "init");
     if (init && !json_object_get(l, "parentModel"))
         json_object_set_new(l, "parentCheckpoint", json_string(init));
     json_object_set_new(l, "checkpoint", json_string(src->path));
@@ -248,9 +244,9 @@ static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
     if (json_object_get(meta, "step"))
         json_object_set(l, "step", json_object_get(meta, "step"));
     json_decref(meta);
-    if (jstr(cfg, "logDir")) {
+    if (mtc_json_str(cfg, "logDir")) {
         json_int_t step = 0;
-        snprintf(path, sizeof(path), "%s/metrics.jsonl", jstr(cfg, "logDir"));
+        snprintf(path, sizeof(path), "%s/metrics.jsonl", mtc_json_str(cfg, "logDir"));
         int mfd = mtc_reach_open(path, run_how, 0, &e);
         json_t *v = last_metric(mfd, "loss", &step);
         if (v)
@@ -275,13 +271,13 @@ static void report(struct store *st, const json_t *lineage, const char *name, in
     char msg[400];
     if (why)
         snprintf(msg, sizeof(msg), "model %s: registration of %s failed: %s", name,
-                 jstr(lineage, "runId") ? jstr(lineage, "runId") : "an upload", why);
+                 mtc_json_str_or(lineage, "runId", "an upload"), why);
     else
         snprintf(msg, sizeof(msg), "model %s: version %d registered from run %s", name, version,
-                 jstr(lineage, "runId"));
+                 mtc_json_str(lineage, "runId"));
     log_msg(why ? LOG_ERR : LOG_NOTICE, "%s", msg);
     struct store_cluster cl;
-    const char *id = jstr(lineage, "cluster");
+    const char *id = mtc_json_str(lineage, "cluster");
     if (id && store_cluster_get(st, id, &cl) == 0) {
         store_event_add(st, id, why ? "MODEL_REGISTRATION_FAILED" : "MODEL_REGISTERED", NULL,
                         msg);
@@ -296,7 +292,8 @@ static int recorded(struct store *st, const struct store_op *op, const char *nam
     int n = 0, found = 0;
     struct store_model_version *v = store_model_versions(st, op->project, op->location, name, &n);
     for (int i = 0; i < n; i++)
-        if (jstr(v[i].lineage, "operation") && !strcmp(jstr(v[i].lineage, "operation"), op->id))
+        if (mtc_json_str(v[i].lineage, "operation") &&
+            !strcmp(mtc_json_str(v[i].lineage, "operation"), op->id))
             found = v[i].version;
     store_model_versions_free(v, n);
     return found;
@@ -357,11 +354,12 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
 {
     const char *name = op->target + strlen("models/");
     const json_t *req = op->request, *model = json_object_get(req, "model");
-    const char *home = jstr(req, "home");
+    const char *home = mtc_json_str(req, "home");
     int restricted = json_is_true(json_object_get(req, "restricted"));
     char models[PATH_MAX];
     *code = RPC_INTERNAL;
-    if (!registry_name_valid(name) || !home || home[0] != '/' || !jstr(model, "artifactUri")) {
+    if (!registry_name_valid(name) || !home || home[0] != '/' ||
+        !mtc_json_str(model, "artifactUri")) {
         *code = RPC_INVALID_ARGUMENT;
         return errprintf(err, "operation %s: a malformed upload request", op->id);
     }
@@ -369,8 +367,8 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
     int version = recorded(c->st, op, name);
     if (version > 0)
         goto done; /* mtcd stopped after recording it */
-    int format = jstr(model, "format")
-                     ? schema_enum_parse(&registry_format_enum, jstr(model, "format"), 0)
+    int format = mtc_json_str(model, "format")
+                     ? schema_enum_parse(&registry_format_enum, mtc_json_str(model, "format"), 0)
                      : -1;
     const char *roots[66], *run_roots[66];
     char exps[PATH_MAX];
@@ -383,12 +381,12 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
     run_how = how;
     run_how.roots = restricted ? run_roots : NULL;
     /* the source opened once: what is stored is read from these descriptors */
-    if (registry_source_open(jstr(model, "artifactUri"), &how, format, &src, err) < 0) {
+    if (registry_source_open(mtc_json_str(model, "artifactUri"), &how, format, &src, err) < 0) {
         *code = path_code(errno);
         return -1;
     }
-    json_t *lineage = jstr(model, "sourceRun")
-                          ? run_lineage(jstr(model, "sourceRun"), &run_how, &src, &how)
+    json_t *lineage = mtc_json_str(model, "sourceRun")
+                          ? run_lineage(mtc_json_str(model, "sourceRun"), &run_how, &src, &how)
                           : json_object();
     json_object_set_new(lineage, "operation", json_string(op->id));
     char progress[PATH_MAX + 64];
@@ -396,7 +394,7 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
              schema_enum_name(&registry_format_enum, src.format));
     store_op_progress(c->st, op->id, progress);
     json_t *manifest = NULL, *meta = json_object();
-    int stored = registry_source_tokenizer(&src, jstr(lineage, "tokenizer"), &how) < 0
+    int stored = registry_source_tokenizer(&src, mtc_json_str(lineage, "tokenizer"), &how) < 0
                      ? errprintf(err, "source: %.200s: too many files", src.path)
                      : registry_ingest_source(models, &src, &manifest, err);
     registry_source_close(&src);
@@ -426,12 +424,12 @@ int control_run_model(struct control *c, struct store_op *op, json_t **response,
         errprintf(err, "model %s: cannot store the new version", name);
         report(c->st, lineage, name, 0, err->text);
     } else {
-        if (jstr(lineage, "runId"))
+        if (mtc_json_str(lineage, "runId"))
             report(c->st, lineage, name, version, NULL);
         log_msg(LOG_NOTICE, "model %s: version %d registered (%s, %lld bytes, digest %.12s)", name,
-                version, jstr(manifest, "format"),
+                version, mtc_json_str(manifest, "format"),
                 (long long)json_integer_value(json_object_get(manifest, "sizeBytes")),
-                jstr(manifest, "digest"));
+                mtc_json_str(manifest, "digest"));
     }
     json_decref(manifest);
     json_decref(lineage);

@@ -409,18 +409,6 @@ static int pool_of(struct pools *ps, const struct store_cluster *cl, const char 
     return -1;
 }
 
-static int listed(const json_t *names, const char *node)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(names, i, v)
-    {
-        if (strcmp(json_string_value(v), node) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 static const struct store_health *health_of(const struct store_health *h, int n, const char *node)
 {
     for (int i = 0; i < n; i++)
@@ -456,7 +444,7 @@ static void count_pools(struct pools *ps, const struct store_cluster *cl,
         }
         struct remq_pool *p = &ps->p[json_integer_value(k)];
         const struct store_health *hh = health_of(h, nh, name);
-        int flight = listed(active, name);
+        int flight = mtc_json_array_has(active, name);
         int failed = hh && schema_enum_parse(&control_remediation_enum, hh->remediation, 0) ==
                                CONTROL_REM_FAILED;
         p->size++;
@@ -542,9 +530,9 @@ void control_check_health(struct control *c, const struct store_cluster *cl)
             if (strcmp(json_string_value(json_object_get(nd, "instanceName")) ?: "", h[i].node) == 0)
                 st = json_string_value(json_object_get(nd, "slurmState"));
         }
-        q[nq++] = (struct remq_item){h[i].node, pool_of(&ps, cl, h[i].node), since_ms,
-                                     (st && strstr(st, "drain")) || listed(active, h[i].node),
-                                     REMQ_START};
+        q[nq++] = (struct remq_item){
+            h[i].node, pool_of(&ps, cl, h[i].node), since_ms,
+            (st && strstr(st, "drain")) || mtc_json_array_has(active, h[i].node), REMQ_START};
     }
     if (q && running)
         remq_admit(&lim, &in_flight, ps.p, ps.n, running, nrun, q, nq);
@@ -600,7 +588,7 @@ void control_node_down(struct control *c, const char *id, const char *node, cons
     /* a node being remediated goes down on purpose (reboot, reimage ...) */
     json_t *active =
         store_ops_active_nodes(c->st, id, CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
-    int mine = listed(active, node);
+    int mine = mtc_json_array_has(active, node);
     json_decref(active);
     if (mine)
         return;

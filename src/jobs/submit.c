@@ -28,11 +28,6 @@
 /* How old an `srun --help` that knew --container-image may be. */
 #define SRUN_HELP_MAX_AGE_MS 60000
 
-static const char *cget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 /* -1 + err with errno e. */
 static int fail(int e, mtc_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -79,13 +74,13 @@ static int charge_check(const struct target *t, const char *cluster, const struc
     json_t *x, *u;
     json_array_foreach(accounts, i, x)
     {
-        if (strcmp(cget(x, "name"), run->account) != 0)
+        if (strcmp(mtc_json_str(x, "name"), run->account) != 0)
             continue;
         have_a = 1;
         json_array_foreach(json_object_get(x, "users"), k, u) member |=
             user && strcmp(json_string_value(u), user) == 0;
     }
-    json_array_foreach(qos, i, x) have_q |= strcmp(cget(x, "name"), run->qos) == 0;
+    json_array_foreach(qos, i, x) have_q |= strcmp(mtc_json_str(x, "name"), run->qos) == 0;
     json_decref(accounts), json_decref(qos);
     if (!have_a)
         return fail(EINVAL, err, "account %s: no such account in cluster %s (mtc accounts list %s)",
@@ -265,7 +260,7 @@ static int resolve_dataset(const struct jobs_request *q, const json_t *recipe, c
     json_decref(ds);
     if (rc < 0)
         return fail(EINVAL, err, "%s", e2.text);
-    const char *root = cget(q->cl->spec, "experimentRoot");
+    const char *root = mtc_json_str(q->cl->spec, "experimentRoot");
     size_t n = root ? strlen(root) : 0;
     if (cluster_spec_on_hosts(q->cl->spec) &&
         (!n || strncmp(p->dataset, root, n) != 0 || (p->dataset[n] != '/' && root[n - 1] != '/')))
@@ -414,9 +409,10 @@ static int resolve_submit(const struct jobs_request *q, const struct jobs_where 
         /* on hosts: mtcd's TCP listener, with a token for this run's model
          * and the one directory it registers (its checkpoints, or what a
          * custom task's program wrote) only */
-        const char *dir = cget(reg, "dir");
-        if (jobs_registrar_mint(q->st, q->cl->id, w->project, w->location, cget(reg, "model"),
-                                cget(*cfg, "taskDir"), dir ? dir : "", tok, tok_id, err) < 0) {
+        const char *dir = mtc_json_str(reg, "dir");
+        if (jobs_registrar_mint(q->st, q->cl->id, w->project, w->location,
+                                mtc_json_str(reg, "model"), mtc_json_str(*cfg, "taskDir"),
+                                dir ? dir : "", tok, tok_id, err) < 0) {
             json_decref(env);
             json_decref(*cfg);
             *cfg = NULL;
@@ -458,7 +454,7 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
     json_t *recipe = jobs_recipe(q->req, err);
     if (!recipe)
         return -1;
-    const char *limage = cget(json_object_get(recipe, "launch"), "image");
+    const char *limage = mtc_json_str(json_object_get(recipe, "launch"), "image");
     if (!run->image && limage) /* a custom task's image, unless the request names one */
         run->image = limage;
     if ((run->image && jobs_check_image(t.conf, run->image, q->as, p, err) < 0) ||
@@ -467,7 +463,7 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
         return -1;
     }
     run->dataset_path = run->dataset ? p->dataset : NULL;
-    const char *root = cget(q->cl->spec, "experimentRoot");
+    const char *root = mtc_json_str(q->cl->spec, "experimentRoot");
     if ((!root || !*root) && !q->home) {
         json_decref(recipe);
         return fail(EIO, err, "mtcd has no home for experiments");

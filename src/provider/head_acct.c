@@ -48,12 +48,6 @@ static const json_t *spec_acct(const json_t *spec)
         json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec"), "accounting");
 }
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *v = json_string_value(json_object_get(o, k));
-    return v ? v : "";
-}
-
 static int acct_load(const struct head *h, struct acct *a)
 {
     char path[PLEN];
@@ -65,10 +59,10 @@ static int acct_load(const struct head *h, struct acct *a)
     a->external = json_is_true(json_object_get(j, "external"));
     a->db_port = (int)json_integer_value(json_object_get(j, "dbPort"));
     a->dbd_port = (int)json_integer_value(json_object_get(j, "dbdPort"));
-    snprintf(a->host, sizeof(a->host), "%s", jstr(j, "host"));
-    snprintf(a->user, sizeof(a->user), "%s", jstr(j, "user"));
-    snprintf(a->pass, sizeof(a->pass), "%s", jstr(j, "password"));
-    snprintf(a->cred, sizeof(a->cred), "%s", jstr(j, "credentialsFile"));
+    snprintf(a->host, sizeof(a->host), "%s", mtc_json_str_or(j, "host", ""));
+    snprintf(a->user, sizeof(a->user), "%s", mtc_json_str_or(j, "user", ""));
+    snprintf(a->pass, sizeof(a->pass), "%s", mtc_json_str_or(j, "password", ""));
+    snprintf(a->cred, sizeof(a->cred), "%s", mtc_json_str_or(j, "credentialsFile", ""));
     json_decref(j);
     return 0;
 }

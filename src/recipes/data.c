@@ -14,11 +14,6 @@
 
 #define BUILTIN_TOKENIZER "builtin:tiny-corpus"
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 static char *absolute(const char *p)
 {
     char buf[PATH_MAX], cwd[PATH_MAX], *out = NULL;
@@ -53,8 +48,8 @@ json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, 
     else if (asprintf(&base, "%s/data", run->home) < 0)
         base = NULL;
     json_t *data = json_object_get(recipe, "data");
-    const char *path = sget(data, "path"), *ds = sget(data, "dataset");
-    char *tok = under(base, sget(data, "tokenizer"));
+    const char *path = mtc_json_str(data, "path"), *ds = mtc_json_str(data, "dataset");
+    char *tok = under(base, mtc_json_str(data, "tokenizer"));
     json_t *out;
     if (run->dataset) { /* a registered dataset's version: its prepared directory as it is */
         char *dtok = NULL;
@@ -87,8 +82,8 @@ json_t *recipe_resolve_data(const json_t *recipe, const struct recipe_run *run, 
             cache = NULL;
         out =
             json_pack("{s:b, s:s?, s:s, s:s?, s:s?, s:s, s:s?}", "prepare", 1, "source", src,
-                      "kind", recipe_task_kind(sget(recipe, "task")), "tokenizer", tok, "cacheDir",
-                      cache, "dataDir", base ? base : "", "recipePath", ds ? ds : path);
+                      "kind", recipe_task_kind(mtc_json_str(recipe, "task")), "tokenizer", tok,
+                      "cacheDir", cache, "dataDir", base ? base : "", "recipePath", ds ? ds : path);
         free(src);
     } else {
         char *p = under(base, path);
@@ -142,19 +137,19 @@ int recipe_resolve_chain(const struct recipe_run *run, json_t *ck, mtc_error_t *
         return errprintf(err, "--from-experiment %s: %s", name, e2.text);
     char state[64], ckpt[PATH_MAX + 32];
     exp_job_state(prev, state, sizeof(state));
-    const char *dir = sget(json_object_get(prev, "checkpoint"), "dir");
+    const char *dir = mtc_json_str(json_object_get(prev, "checkpoint"), "dir");
     int rc = 0;
     if (strcmp(state, "COMPLETED") != 0)
         rc = errprintf(err,
                        "--from-experiment %s: its newest run %s is %s, not COMPLETED; there is "
                        "no final checkpoint to start from",
-                       name, sget(prev, "runId"), state);
+                       name, mtc_json_str(prev, "runId"), state);
     else if (!dir || newest_checkpoint(dir, ckpt, sizeof(ckpt)) < 0)
         rc = errprintf(err, "--from-experiment %s: run %s has no checkpoint in %s", name,
-                       sget(prev, "runId"), dir ? dir : "(none recorded)");
+                       mtc_json_str(prev, "runId"), dir ? dir : "(none recorded)");
     if (rc == 0) {
         json_object_set_new(ck, "init", json_string(ckpt));
-        json_object_set_new(ck, "fromExperiment", json_string(sget(prev, "runId")));
+        json_object_set_new(ck, "fromExperiment", json_string(mtc_json_str(prev, "runId")));
     }
     json_decref(prev);
     return rc;
@@ -190,24 +185,17 @@ int recipe_run_as_ids(const json_t *cfg, char *uid, char *gid, size_t len)
 /* The trainer's `data check` on the run's source: the kind and every record. */
 static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err)
 {
-    const char *trainer = sget(cfg, "trainer");
+    const char *trainer = mtc_json_str(cfg, "trainer");
     if (!trainer || trainer[0] != '/') // an image's trainer: check with the one here, if any
         trainer = "mtc-train";
     char uid[24], gid[24];
-    char *argv[] = {"setpriv",
-                    "--reuid",
-                    uid,
-                    "--regid",
-                    gid,
-                    "--init-groups",
-                    "--",
-                    (char *)trainer,
-                    "data",
-                    "check",
-                    "--source",
-                    (char *)sget(data, "source"),
-                    "--kind",
-                    (char *)sget(data, "kind"),
+    char *argv[] = {"setpriv",  "--reuid",
+                    uid,        "--regid",
+                    gid,        "--init-groups",
+                    "--",       (char *)trainer,
+                    "data",     "check",
+                    "--source", (char *)mtc_json_str(data, "source"),
+                    "--kind",   (char *)mtc_json_str(data, "kind"),
                     NULL};
     /* the source is the request's path: read as whom the job runs as (the
      * thread's file ids end at exec, so the trainer is started as that
@@ -224,8 +212,8 @@ static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err
         snprintf(line, sizeof(line), "%s", why ? why : "");
         line[strcspn(line, "\n")] = 0;
         if (rc < 0 || rc == 127 || !*line)
-            errprintf(err, "data: cannot check %s with %s (exit %d)", sget(data, "source"), trainer,
-                      rc);
+            errprintf(err, "data: cannot check %s with %s (exit %d)", mtc_json_str(data, "source"),
+                      trainer, rc);
         else // the trainer's line names the file (and line) already
             errprintf(err, "dataset: %s", line);
     }
@@ -238,14 +226,13 @@ static int trainer_check(const json_t *cfg, const json_t *data, mtc_error_t *err
  * the built-in one already trained in the cache. NULL when unknown. Caller frees. */
 static char *tokenizer_file(const json_t *data)
 {
-    const char *tok = sget(data, "tokenizer");
+    const char *tok = mtc_json_str(data, "tokenizer");
     if (!tok)
         return NULL;
     if (strcmp(tok, BUILTIN_TOKENIZER) != 0)
         return strdup(tok);
     char dir[PATH_MAX + 16], *found = NULL;
-    snprintf(dir, sizeof(dir), "%s/tokenizers",
-             sget(data, "cacheDir") ? sget(data, "cacheDir") : "");
+    snprintf(dir, sizeof(dir), "%s/tokenizers", mtc_json_str_or(data, "cacheDir", ""));
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) && !found)
@@ -293,7 +280,7 @@ static int sha256_of(const char *what, const char *path, char out[72], mtc_error
 static int check_init_tokenizer(const json_t *cfg, const json_t *data, mtc_error_t *err)
 {
     const json_t *ck = json_object_get(cfg, "checkpoint");
-    const char *init = sget(ck, "init");
+    const char *init = mtc_json_str(ck, "init");
     if (!init)
         return 0;
     char meta[PATH_MAX + 16];
@@ -305,7 +292,7 @@ static int check_init_tokenizer(const json_t *cfg, const json_t *data, mtc_error
     json_t *m = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
     if (fd >= 0)
         close(fd);
-    const char *ctok = sget(m, "tokenizer");
+    const char *ctok = mtc_json_str(m, "tokenizer");
     char *mine = ctok && *ctok && mtc_path_exists(ctok) ? tokenizer_file(data) : NULL;
     int rc = 0;
     if (mine) {
@@ -319,9 +306,9 @@ static int check_init_tokenizer(const json_t *cfg, const json_t *data, mtc_error
                            "tokenizer mismatch: checkpoint %s%s%s was trained with another "
                            "tokenizer than the data's %.100s",
                            strrchr(init, '/') ? strrchr(init, '/') + 1 : init,
-                           sget(ck, "fromExperiment") ? " of " : "",
-                           sget(ck, "fromExperiment") ? sget(ck, "fromExperiment") : "",
-                           sget(data, "tokenizer"));
+                           mtc_json_str(ck, "fromExperiment") ? " of " : "",
+                           mtc_json_str_or(ck, "fromExperiment", ""),
+                           mtc_json_str(data, "tokenizer"));
     }
     free(mine);
     json_decref(m);
@@ -333,7 +320,7 @@ int recipe_check_data(const json_t *cfg, mtc_error_t *err)
     const json_t *data = json_object_get(cfg, "data");
     if (!json_is_true(json_object_get(data, "prepare")))
         return check_init_tokenizer(cfg, data, err);
-    const char *tok = sget(data, "tokenizer");
+    const char *tok = mtc_json_str(data, "tokenizer");
     if (!strncmp(tok, "builtin:", 8) && strcmp(tok, BUILTIN_TOKENIZER) != 0)
         return errprintf(err,
                          "data.tokenizer: unknown built-in tokenizer \"%s\" (the one built in "
@@ -352,15 +339,15 @@ int recipe_put_prepare(FILE *f, const json_t *cfg)
     const json_t *data = json_object_get(cfg, "data");
     if (!json_is_true(json_object_get(data, "prepare")))
         return 0;
-    const char *image = sget(cfg, "image");
+    const char *image = mtc_json_str(cfg, "image");
     fprintf(f, "\n# data: the run's dataset prepared into the cache as the job's first step\n"
                "# (found there already, nothing is tokenized again); MTC_DATA is its directory\n");
     fprintf(f, "PREPARE=(");
-    recipe_put_quoted(f, image ? "mtc-train" : sget(cfg, "trainer"));
-    const char *args[][2] = {{"--source", sget(data, "source")},
-                             {"--kind", sget(data, "kind")},
-                             {"--cache-dir", sget(data, "cacheDir")},
-                             {"--tokenizer", sget(data, "tokenizer")}};
+    recipe_put_quoted(f, image ? "mtc-train" : mtc_json_str(cfg, "trainer"));
+    const char *args[][2] = {{"--source", mtc_json_str(data, "source")},
+                             {"--kind", mtc_json_str(data, "kind")},
+                             {"--cache-dir", mtc_json_str(data, "cacheDir")},
+                             {"--tokenizer", mtc_json_str(data, "tokenizer")}};
     fprintf(f, " data prepare");
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) {
         fprintf(f, " %s ", args[i][0]);
@@ -373,9 +360,9 @@ int recipe_put_prepare(FILE *f, const json_t *cfg)
                    "--ntasks=1 --container-image=");
         recipe_put_quoted(f, image);
         fprintf(f, " --container-mounts=");
-        recipe_put_quoted(f, sget(data, "cacheDir"));
+        recipe_put_quoted(f, mtc_json_str(data, "cacheDir"));
         fputc(':', f);
-        recipe_put_quoted(f, sget(data, "cacheDir"));
+        recipe_put_quoted(f, mtc_json_str(data, "cacheDir"));
         fprintf(f, " \"${PREPARE[@]}\")\nelse\n    MTC_DATA=$(\"${PREPARE[@]}\")\nfi\n");
     } else {
         fprintf(f, "MTC_DATA=$(\"${PREPARE[@]}\")\n");

@@ -25,11 +25,6 @@ int exp_name_valid(const char *name)
     return 1;
 }
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 /* A directory the job writes that lives outside the task directory gets a
  * link from it, so the experiment directory shows everything. */
 static int dir_and_link(const char *task_dir, const char *name, const char *target,
@@ -49,7 +44,7 @@ static int dir_and_link(const char *task_dir, const char *name, const char *targ
 static int write_config(const json_t *cfg, int flags, mtc_error_t *err)
 {
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/config.json", sget(cfg, "taskDir"));
+    snprintf(path, sizeof(path), "%s/config.json", mtc_json_str(cfg, "taskDir"));
     char *s = json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (!s)
         return errprintf(err, "out of memory");
@@ -64,7 +59,7 @@ static int write_config(const json_t *cfg, int flags, mtc_error_t *err)
 
 static int create(const json_t *cfg, const char *script, int submitting, mtc_error_t *err)
 {
-    const char *td = sget(cfg, "taskDir");
+    const char *td = mtc_json_str(cfg, "taskDir");
     /* the run directory (<exp>/<exp>_<ts>) is claimed: two runs never share one */
     char run_dir[PATH_MAX];
     snprintf(run_dir, sizeof(run_dir), "%s", td);
@@ -89,8 +84,9 @@ static int create(const json_t *cfg, const char *script, int submitting, mtc_err
     }
     if (mtc_mkdir_p(td, 0755) < 0)
         return errprintf(err, "cannot create %s: %s", td, strerror(errno));
-    if (dir_and_link(td, "checkpoints", sget(json_object_get(cfg, "checkpoint"), "dir"), err) < 0 ||
-        dir_and_link(td, "logs", sget(cfg, "logDir"), err) < 0)
+    if (dir_and_link(td, "checkpoints", mtc_json_str(json_object_get(cfg, "checkpoint"), "dir"),
+                     err) < 0 ||
+        dir_and_link(td, "logs", mtc_json_str(cfg, "logDir"), err) < 0)
         return -1;
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/sbatch.sh", td);
@@ -113,7 +109,7 @@ int exp_create_submitting(const json_t *cfg, const char *script, mtc_error_t *er
 void exp_remove(const json_t *cfg)
 {
     char run_dir[PATH_MAX];
-    snprintf(run_dir, sizeof(run_dir), "%s", sget(cfg, "taskDir"));
+    snprintf(run_dir, sizeof(run_dir), "%s", mtc_json_str(cfg, "taskDir"));
     char *slash = strrchr(run_dir, '/');
     if (slash)
         *slash = '\0';
@@ -246,7 +242,8 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
     json_t *c;
     json_array_foreach(all, i, c)
     {
-        if (strcmp(sget(c, "experiment"), ref) == 0 || strcmp(sget(c, "runId"), ref) == 0) {
+        if (strcmp(mtc_json_str(c, "experiment"), ref) == 0 ||
+            strcmp(mtc_json_str(c, "runId"), ref) == 0) {
             json_incref(c);
             json_decref(all);
             return c;
@@ -256,7 +253,7 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
     size_t used = 0;
     json_array_foreach(all, i, c)
     {
-        const char *n = sget(c, "experiment");
+        const char *n = mtc_json_str(c, "experiment");
         if (strstr(list, n))
             continue;
         int w = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", n);
@@ -272,15 +269,15 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
 
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%s.log", sget(cfg, "taskDir"),
-             sget(cfg, "jobId") ? sget(cfg, "jobId") : "");
+    snprintf(buf, len, "%s/%s.log", mtc_json_str(cfg, "taskDir"),
+             mtc_json_str_or(cfg, "jobId", ""));
     return buf;
 }
 
 int exp_slurm_conf(const json_t *cfg, const char **conf)
 {
     /* the run's own cluster, whatever cluster this shell points at */
-    const char *c = sget(cfg, "slurmConf");
+    const char *c = mtc_json_str(cfg, "slurmConf");
     *conf = c && *c ? c : NULL;
     if (!*conf) {
         c = getenv("SLURM_CONF");
@@ -297,7 +294,7 @@ int exp_slurm_conf(const json_t *cfg, const char **conf)
 
 char *exp_exit_record(const json_t *cfg, const char *job)
 {
-    const char *td = sget(cfg, "taskDir");
+    const char *td = mtc_json_str(cfg, "taskDir");
     int fd = td && job ? open_run_file(td, job, ".exit") : -1;
     if (fd < 0)
         return NULL;
@@ -326,12 +323,12 @@ static const char *from_exit_file(const json_t *cfg, const char *job, char *buf,
 
 const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
 {
-    const char *job = sget(cfg, "jobId");
+    const char *job = mtc_json_str(cfg, "jobId");
     if (!job) {
         snprintf(buf, len, "NOT_SUBMITTED");
         return buf;
     }
-    if (strcmp(sget(cfg, "executor"), "local") == 0) {
+    if (strcmp(mtc_json_str(cfg, "executor"), "local") == 0) {
         if (from_exit_file(cfg, job, buf, len))
             return buf;
         snprintf(buf, len, "%s", mtc_pid_alive((pid_t)atoi(job)) ? "RUNNING" : "FAILED");
@@ -346,7 +343,7 @@ const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
 
 const char *exp_job_state_of(const json_t *cfg, const char *slurm, char *buf, size_t len)
 {
-    const char *job = sget(cfg, "jobId");
+    const char *job = mtc_json_str(cfg, "jobId");
     if (slurm)
         snprintf(buf, len, "%s", slurm);
     else if (!job || !from_exit_file(cfg, job, buf, len))
@@ -368,11 +365,11 @@ int exp_state_final(const char *s)
 
 void exp_print_status(FILE *f, const json_t *cfg, const char *state)
 {
-    int local = strcmp(sget(cfg, "executor"), "local") == 0;
-    fprintf(f, "Experiment Status for %s\n\n", sget(cfg, "runId"));
-    fprintf(f, "Task 0: %s\n", sget(cfg, "taskName"));
+    int local = strcmp(mtc_json_str(cfg, "executor"), "local") == 0;
+    fprintf(f, "Experiment Status for %s\n\n", mtc_json_str(cfg, "runId"));
+    fprintf(f, "Task 0: %s\n", mtc_json_str(cfg, "taskName"));
     fprintf(f, "- Status: %s\n", state);
     fprintf(f, "- Executor: %s\n", local ? "LocalExecutor" : "SlurmExecutor on @localhost");
-    fprintf(f, "- Job id: %s\n", sget(cfg, "jobId") ? sget(cfg, "jobId") : "-");
-    fprintf(f, "- Local Directory: %s\n", sget(cfg, "taskDir"));
+    fprintf(f, "- Job id: %s\n", mtc_json_str_or(cfg, "jobId", "-"));
+    fprintf(f, "- Local Directory: %s\n", mtc_json_str(cfg, "taskDir"));
 }

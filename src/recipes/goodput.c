@@ -23,11 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 /* The tags a custom task's loss is logged under, by default: what NeMo,
  * Megatron, HF Trainer, torchtitan and Lightning write. monitor.loss_tags
  * replaces the list. */
@@ -37,7 +32,7 @@ static const char *const loss_tags[] = {"loss",       "train_loss",     "reduced
 
 static void tb_init(struct exp_track *t, const json_t *cfg)
 {
-    snprintf(t->tb_dir, sizeof(t->tb_dir), "%s/tensorboard", sget(cfg, "logDir"));
+    snprintf(t->tb_dir, sizeof(t->tb_dir), "%s/tensorboard", mtc_json_str(cfg, "logDir"));
     const json_t *given = json_object_get(json_object_get(cfg, "monitor"), "loss_tags");
     size_t n = given ? json_array_size(given) : sizeof(loss_tags) / sizeof(loss_tags[0]);
     for (size_t i = 0; i < n && t->tb_ntags < 8; i++)
@@ -71,17 +66,18 @@ static void rules_init(struct exp_track *t, const json_t *cfg)
 void exp_track_init(struct exp_track *t, const json_t *cfg)
 {
     memset(t, 0, sizeof(*t));
-    if (sget(cfg, "submitTime"))
-        t->submit = parse_utc(sget(cfg, "submitTime"));
+    if (mtc_json_str(cfg, "submitTime"))
+        t->submit = parse_utc(mtc_json_str(cfg, "submitTime"));
     rules_init(t, cfg);
     const json_t *tr = json_object_get(cfg, "train");
     double b = (double)json_integer_value(json_object_get(tr, "global_batch"));
     double s = (double)json_integer_value(json_object_get(tr, "seq_length"));
     t->tok_per_step = b * s;
-    if (sget(cfg, "logDir"))
-        snprintf(t->metrics_path, sizeof(t->metrics_path), "%s/metrics.jsonl", sget(cfg, "logDir"));
+    if (mtc_json_str(cfg, "logDir"))
+        snprintf(t->metrics_path, sizeof(t->metrics_path), "%s/metrics.jsonl",
+                 mtc_json_str(cfg, "logDir"));
     exp_log_path(cfg, t->log_path, sizeof(t->log_path));
-    if (recipe_is_custom(cfg) && sget(cfg, "logDir"))
+    if (recipe_is_custom(cfg) && mtc_json_str(cfg, "logDir"))
         tb_init(t, cfg);
 }
 

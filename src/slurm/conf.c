@@ -137,14 +137,6 @@ static int put_power(FILE *f, const struct slurm_layout *l, mtc_error_t *err)
     return 0;
 }
 
-static int pool_in(const json_t *ids, const char *pool)
-{
-    size_t i;
-    json_t *p;
-    json_array_foreach(ids, i, p) if (strcmp(json_string_value(p), pool) == 0) return 1;
-    return 0;
-}
-
 /* A stream into memory for a rendered file; NULL with err when out of memory. */
 static FILE *text_open(char **buf, size_t *len, mtc_error_t *err)
 {
@@ -304,7 +296,7 @@ static void put_partitions(FILE *f, const json_t *spec, const struct slurm_layou
         fprintf(f, "PartitionName=%s", id);
         int first = 1;
         for (size_t n = 0; n < l->nnodes; n++) {
-            if (!pool_in(ids, l->nodes[n].pool))
+            if (!mtc_json_array_has(ids, l->nodes[n].pool))
                 continue;
             fprintf(f, "%s%s", first ? " Nodes=" : ",", l->nodes[n].name);
             first = 0;

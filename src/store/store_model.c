@@ -169,15 +169,6 @@ int store_model_set_meta(struct store *st, const char *project, const char *loca
                                            "jlsss", meta, mtc_now_ms(), project, location, name));
 }
 
-/* 1 when the JSON array a holds the string s. */
-static int has_str(const json_t *a, const char *s)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(a, i, v) if (strcmp(json_string_value(v), s) == 0) return 1;
-    return 0;
-}
-
 static void del_str(json_t *a, const char *s)
 {
     for (size_t i = json_array_size(a); i-- > 0;)
@@ -227,7 +218,8 @@ int store_model_aliases(struct store *st, const char *project, const char *locat
     json_t *a;
     json_array_foreach(remove, k, a)
     {
-        if (strcmp(json_string_value(a), "default") == 0 && has_str(me->aliases, "default")) {
+        if (strcmp(json_string_value(a), "default") == 0 &&
+            mtc_json_array_has(me->aliases, "default")) {
             e = EPERM; /* exactly one version holds default: move it instead */
             goto rollback;
         }
@@ -280,7 +272,8 @@ int store_model_delete_version(struct store *st, const char *project, const char
                                      "sssi", project, location, name, version)) < 0)
         goto rollback;
     /* default moves to the newest remaining version */
-    if (has_str(v[at].aliases, "default") && !has_str(v[newest].aliases, "default")) {
+    if (mtc_json_array_has(v[at].aliases, "default") &&
+        !mtc_json_array_has(v[newest].aliases, "default")) {
         json_array_append_new(v[newest].aliases, json_string("default"));
         if (store_i_run(st,
                         store_i_prep(st,

@@ -2,6 +2,8 @@
 #include "check.h"
 #include "common/common.h"
 
+#include <jansson.h>
+
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
@@ -368,8 +370,26 @@ static void test_wants_help(void)
           "only the exact words, and not argv[0] (the subcommand itself)");
 }
 
+static void test_json(void)
+{
+    json_t *o = json_pack("{s:s, s:i, s:[s, i, s]}", "name", "a", "n", 1, "list", "x", 2, "y");
+    CHECK_STR(mtc_json_str(o, "name"), "a", "a key's string");
+    CHECK(!mtc_json_str(o, "n") && !mtc_json_str(o, "none") && !mtc_json_str(NULL, "name"),
+          "a number, a missing key, no object: NULL");
+    CHECK_STR(mtc_json_str_or(o, "n", "-"), "-", "the default for a number");
+    CHECK_STR(mtc_json_str_or(NULL, "name", ""), "", "and for no object");
+    json_t *l = json_object_get(o, "list");
+    CHECK(mtc_json_array_has(l, "x") && mtc_json_array_has(l, "y"), "an array's strings found");
+    CHECK(!mtc_json_array_has(l, "X") && !mtc_json_array_has(l, "2") &&
+              !mtc_json_array_has(NULL, "x") && !mtc_json_array_has(o, "name") &&
+              !mtc_json_array_has(l, NULL),
+          "exact match only; a number, no array, an object, no string: 0");
+    json_decref(o);
+}
+
 int main(void)
 {
+    test_json();
     test_wants_help();
     test_cgroup_service();
     test_sd_notify();

@@ -46,11 +46,6 @@ struct chaos {
     json_t *faults; /* what each injection answered */
 };
 
-static const char *str(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 /* "[+42s] " before a line: time since the chaos began. */
 static void stamp(const struct chaos *x)
 {
@@ -169,7 +164,8 @@ static int resolve_job(struct chaos *x)
     size_t i;
     json_array_foreach(all, i, j)
     {
-        const char *id = str(j, "id"), *slurm = str(j, "slurmJobId"), *exp = str(j, "experimentName");
+        const char *id = mtc_json_str(j, "id"), *slurm = mtc_json_str(j, "slurmJobId"),
+                   *exp = mtc_json_str(j, "experimentName");
         if (id && strcmp(id, x->job) == 0) {
             found = j;
             break;
@@ -178,7 +174,7 @@ static int resolve_job(struct chaos *x)
             found = j; /* the list is oldest first: the newest wins */
     }
     if (found)
-        snprintf(x->job, sizeof(x->job), "%s", str(found, "id"));
+        snprintf(x->job, sizeof(x->job), "%s", mtc_json_str(found, "id"));
     json_decref(all);
     if (!found)
         return cli_fail("cluster %s has no trainingJob \"%s\" (an id, a Slurm job id or an "
@@ -206,7 +202,7 @@ static int wait_running(struct chaos *x, int64_t deadline, char *last, size_t le
         json_t *j = get_job(x);
         if (!j)
             return -1;
-        const char *st = str(j, "state") ? str(j, "state") : "";
+        const char *st = mtc_json_str_or(j, "state", "");
         int r = strcmp(st, "RUNNING") == 0 ? 1 : jobs_state_final(st) ? 0 : -2;
         if (strcmp(st, last) != 0 && !x->c->json) {
             stamp(x);
@@ -247,7 +243,7 @@ static int may_inject(struct chaos *x, char *warning, size_t len)
     json_t *body = fault_body(x, 1, 1), *out = NULL;
     mtc_error_t err = {""};
     int rc = cli_call_ok(x->c, "POST", path, body, &out, &err);
-    snprintf(warning, len, "%s", rc == 0 && str(out, "warning") ? str(out, "warning") : "");
+    snprintf(warning, len, "%s", rc == 0 ? mtc_json_str_or(out, "warning", "") : "");
     json_decref(body);
     json_decref(out);
     return rc < 0 ? cli_fail("%s", err.text) : 0;
@@ -274,8 +270,8 @@ static int inject(struct chaos *x, int k, char *state, size_t len)
         if (http == 200) {
             if (!x->c->json) {
                 stamp(x);
-                printf("fault %d/%d: %s on %s: %s\n", k, x->count, str(out, "fault"),
-                       str(out, "node"), str(out, "hit"));
+                printf("fault %d/%d: %s on %s: %s\n", k, x->count, mtc_json_str(out, "fault"),
+                       mtc_json_str(out, "node"), mtc_json_str(out, "hit"));
                 fflush(stdout);
             }
             json_array_append(x->faults, out);
@@ -285,17 +281,18 @@ static int inject(struct chaos *x, int k, char *state, size_t len)
         }
         /* not running after all, its ranks not started yet, its node still
          * being repaired: try again while the job lives */
-        int again = http > 0 && strcmp(str(e, "status") ? str(e, "status") : "",
-                                       "FAILED_PRECONDITION") == 0;
+        int again =
+            http > 0 && strcmp(mtc_json_str_or(e, "status", ""), "FAILED_PRECONDITION") == 0;
         if (!again) {
             cli_fail("fault %d: %s", k,
-                     http < 0 ? err.text : str(e, "message") ? str(e, "message") : "unexpected reply from mtcd");
+                     http < 0 ? err.text
+                              : mtc_json_str_or(e, "message", "unexpected reply from mtcd"));
             json_decref(out);
             break;
         }
         json_decref(out);
         if (mtc_now_ms() >= deadline) {
-            cli_fail("fault %d: %s (still, after %lld s)", k, str(e, "message"),
+            cli_fail("fault %d: %s (still, after %lld s)", k, mtc_json_str(e, "message"),
                      (long long)(x->timeout_ms / 1000));
             break;
         }
@@ -309,11 +306,11 @@ static int inject(struct chaos *x, int k, char *state, size_t len)
 static void print_summary(const struct chaos *x, const json_t *j, int made)
 {
     const json_t *p = json_object_get(j, "progress"), *bd = json_object_get(p, "breakdown"), *v;
-    const char *k, *exp = str(j, "experimentName");
+    const char *k, *exp = mtc_json_str(j, "experimentName");
     printf("trainingJob %s (experiment %s, Slurm job %s): %s after %d of %d %s fault(s), seed "
            "%d\n",
-           x->job, exp ? exp : "-", str(j, "slurmJobId") ? str(j, "slurmJobId") : "-",
-           str(j, "state"), made, x->count, schema_enum_name(&jobs_fault_enum, x->fault), x->seed);
+           x->job, exp ? exp : "-", mtc_json_str_or(j, "slurmJobId", "-"), mtc_json_str(j, "state"),
+           made, x->count, schema_enum_name(&jobs_fault_enum, x->fault), x->seed);
     printf("  restarts: %lld (Slurm requeued it %lld times)\n",
            (long long)json_integer_value(json_object_get(p, "restarts")),
            (long long)json_integer_value(json_object_get(j, "restartCount")));
@@ -394,7 +391,7 @@ int cmd_chaos(struct cli *c, int argc, char **argv)
             json_decref(x.faults);
             return 1;
         }
-        const char *st = str(j, "state") ? str(j, "state") : "";
+        const char *st = mtc_json_str_or(j, "state", "");
         if (strcmp(st, state) != 0 && !c->json) {
             stamp(&x);
             printf("trainingJob %s: %s\n", x.job, st);

@@ -14,12 +14,6 @@ static void ep_path(struct cli *c, char *buf, size_t len, const char *name, cons
              c->location, name ? "/" : "", name ? name : "", suffix ? suffix : "");
 }
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
-}
-
 static const char create_use[] = "mtc endpoints create NAME [--display-name TEXT] [--json]",
                   deploy_use[] =
                       "mtc endpoints deploy NAME --model REF --cluster ID [--partition P] "
@@ -171,8 +165,10 @@ static int e_deploy(struct cli *c, int argc, char **argv)
         return cli_fail("%s", err.text);
     json_t *dm = json_object_get(out, "deployedModel");
     char line[400];
-    snprintf(line, sizeof(line), "deployed %s as %s on endpoint %s (cluster %s, %lld-%lld replicas)",
-             jstr(dm, "modelVersion"), jstr(dm, "id"), pos[0], jstr(dm, "cluster"),
+    snprintf(line, sizeof(line),
+             "deployed %s as %s on endpoint %s (cluster %s, %lld-%lld replicas)",
+             mtc_json_str_or(dm, "modelVersion", ""), mtc_json_str_or(dm, "id", ""), pos[0],
+             mtc_json_str_or(dm, "cluster", ""),
              (long long)json_integer_value(json_object_get(dm, "minReplicaCount")),
              (long long)json_integer_value(json_object_get(dm, "maxReplicaCount")));
     return print_reply(c, out, line);
@@ -227,7 +223,7 @@ static int e_delete(struct cli *c, int argc, char **argv)
 /* One row per deployed model (an endpoint without one: a row of its own). */
 static void rows_of(const json_t *e, json_t *rows)
 {
-    const char *name = strrchr(jstr(e, "name"), '/');
+    const char *name = strrchr(mtc_json_str_or(e, "name", ""), '/');
     name = name ? name + 1 : "?";
     json_t *deps = json_object_get(e, "deployedModels"), *d;
     size_t i;
@@ -235,7 +231,7 @@ static void rows_of(const json_t *e, json_t *rows)
         json_array_append_new(rows, json_pack("{s:s}", "name", name));
     json_array_foreach(deps, i, d)
     {
-        const char *id = jstr(d, "id");
+        const char *id = mtc_json_str_or(d, "id", "");
         char split[16], reps[32];
         snprintf(split, sizeof(split), "%lld%%",
                  (long long)json_integer_value(
@@ -245,10 +241,10 @@ static void rows_of(const json_t *e, json_t *rows)
                  json_array_size(json_object_get(d, "replicas")),
                  (long long)json_integer_value(json_object_get(d, "minReplicaCount")),
                  (long long)json_integer_value(json_object_get(d, "maxReplicaCount")));
-        json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "name", name,
-                                              "id", id, "model", jstr(d, "modelVersion"),
-                                              "cluster", jstr(d, "cluster"), "split", split,
-                                              "replicas", reps));
+        json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "name", name, "id",
+                                              id, "model", mtc_json_str_or(d, "modelVersion", ""),
+                                              "cluster", mtc_json_str_or(d, "cluster", ""), "split",
+                                              split, "replicas", reps));
     }
 }
 
@@ -311,7 +307,7 @@ static int e_predict(struct cli *c, int argc, char **argv)
         cli_print_json(out);
     } else {
         json_t *ch = json_array_get(json_object_get(out, "choices"), 0);
-        printf("%s\n", jstr(ch, "text"));
+        printf("%s\n", mtc_json_str_or(ch, "text", ""));
     }
     json_decref(out);
     return 0;

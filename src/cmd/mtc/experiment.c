@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *sget(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "-";
-}
-
 /* $MTC_EXPERIMENT_ROOT when `mtc env` set one, else $MTC_HOME. */
 const char *cli_experiments_home(const struct cli *c)
 {
@@ -49,8 +43,9 @@ static int e_list(struct cli *c, int argc, char **argv)
         if (c->json)
             json_object_set_new(e, "state", json_string(state));
         else
-            printf("%-34s %-28s %-8s %-8s %s\n", sget(e, "runId"), sget(e, "recipe"),
-                   sget(e, "executor"), sget(e, "jobId"), state);
+            printf("%-34s %-28s %-8s %-8s %s\n", mtc_json_str_or(e, "runId", "-"),
+                   mtc_json_str_or(e, "recipe", "-"), mtc_json_str_or(e, "executor", "-"),
+                   mtc_json_str_or(e, "jobId", "-"), state);
     }
     if (c->json)
         cli_print_json(all);
@@ -170,12 +165,12 @@ static int e_cancel(struct cli *c, int argc, char **argv)
     const char *job = json_string_value(json_object_get(cfg, "jobId"));
     int rc = 0;
     if (!job) {
-        rc = cli_fail("%s was never submitted", sget(cfg, "runId"));
-    } else if (strcmp(sget(cfg, "executor"), "local") == 0) {
+        rc = cli_fail("%s was never submitted", mtc_json_str_or(cfg, "runId", "-"));
+    } else if (strcmp(mtc_json_str_or(cfg, "executor", "-"), "local") == 0) {
         pid_t pid = (pid_t)atoi(job);
         /* the script runs in its own session: signal the group (trainer and mpirun too) */
         char path[PATH_MAX + 64];
-        snprintf(path, sizeof(path), "%s/%s.exit", sget(cfg, "taskDir"), job);
+        snprintf(path, sizeof(path), "%s/%s.exit", mtc_json_str_or(cfg, "taskDir", "-"), job);
         if (pid > 1 && mtc_pid_alive(pid)) {
             if (kill(-pid, SIGTERM) < 0 && kill(pid, SIGTERM) < 0)
                 rc = cli_fail("cannot stop pid %d: %s", (int)pid, strerror(errno));
@@ -191,7 +186,7 @@ static int e_cancel(struct cli *c, int argc, char **argv)
             rc = cli_fail("%s", err.text);
     }
     if (rc == 0)
-        printf("cancelled %s (job %s)\n", sget(cfg, "runId"), job);
+        printf("cancelled %s (job %s)\n", mtc_json_str_or(cfg, "runId", "-"), job);
     json_decref(cfg);
     return rc;
 }

@@ -17,11 +17,6 @@ static void models_path(struct cli *c, char *buf, size_t len, const char *ref, c
              ref ? "/" : "", ref ? ref : "", suffix ? suffix : "");
 }
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 /* "default,prod" of a version's aliases into buf. */
 static const char *aliases_text(const json_t *v, char *buf, size_t len)
 {
@@ -50,17 +45,17 @@ static const char *size_text(const json_t *v, char *buf, size_t len)
 
 static json_t *row(const json_t *v)
 {
-    const char *name = jstr(v, "name");
+    const char *name = mtc_json_str(v, "name");
     char al[256], sz[32], age[16];
-    cli_age(jstr(v, "versionCreateTime"), age, sizeof(age));
+    cli_age(mtc_json_str(v, "versionCreateTime"), age, sizeof(age));
     json_t *r = json_pack("{s:s, s:s?, s:s, s:s?, s:s, s:s}", "name",
                           name && strrchr(name, '/') ? strrchr(name, '/') + 1 : "?", "version",
-                          jstr(v, "versionId"), "aliases", aliases_text(v, al, sizeof(al)),
-                          "format", jstr(json_object_get(v, "artifact"), "format"), "size",
+                          mtc_json_str(v, "versionId"), "aliases", aliases_text(v, al, sizeof(al)),
+                          "format", mtc_json_str(json_object_get(v, "artifact"), "format"), "size",
                           size_text(v, sz, sizeof(sz)), "age", age);
     const json_t *lin = json_object_get(v, "lineage");
-    if (jstr(lin, "experiment"))
-        json_object_set_new(r, "from", json_sprintf("run %s", jstr(lin, "runId")));
+    if (mtc_json_str(lin, "experiment"))
+        json_object_set_new(r, "from", json_sprintf("run %s", mtc_json_str(lin, "runId")));
     if (json_object_get(v, "versionCount"))
         json_object_set_new(r, "versions",
                             json_sprintf("%lld", (long long)json_integer_value(
@@ -124,17 +119,17 @@ static void print_version(const json_t *v)
 {
     char al[256], sz[32];
     const json_t *a = json_object_get(v, "artifact"), *lin = json_object_get(v, "lineage");
-    printf("%s@%s\n", jstr(v, "name"), jstr(v, "versionId"));
+    printf("%s@%s\n", mtc_json_str(v, "name"), mtc_json_str(v, "versionId"));
     printf("  aliases:     %s\n", aliases_text(v, al, sizeof(al)));
-    printf("  created:     %s\n", jstr(v, "versionCreateTime"));
-    printf("  artifact:    %s, %s, digest %.16s, %s\n", jstr(a, "format"),
-           size_text(v, sz, sizeof(sz)), jstr(a, "digest"), jstr(v, "artifactUri"));
+    printf("  created:     %s\n", mtc_json_str(v, "versionCreateTime"));
+    printf("  artifact:    %s, %s, digest %.16s, %s\n", mtc_json_str(a, "format"),
+           size_text(v, sz, sizeof(sz)), mtc_json_str(a, "digest"), mtc_json_str(v, "artifactUri"));
     static const char *const keys[] = {"experiment", "runId",      "slurmJobId",  "cluster",
                                        "recipe",     "task",       "parentModel", "parentCheckpoint",
                                        "tokenizer",  "dataset",    "datasetFingerprint", NULL};
     for (int i = 0; keys[i]; i++)
-        if (jstr(lin, keys[i]))
-            printf("  %-18s %s\n", keys[i], jstr(lin, keys[i]));
+        if (mtc_json_str(lin, keys[i]))
+            printf("  %-18s %s\n", keys[i], mtc_json_str(lin, keys[i]));
     static const char *const nums[] = {"finalTrainLoss", "finalValLoss", "tokensSeen", "step", NULL};
     for (int i = 0; nums[i]; i++)
         if (json_is_number(json_object_get(lin, nums[i])))
@@ -156,9 +151,9 @@ static int m_show(struct cli *c, int argc, char **argv)
     if (c->json) {
         cli_print_json(v);
     } else {
-        printf("%s (%s)\n", jstr(v, "displayName"), jstr(v, "name"));
-        if (jstr(v, "description"))
-            printf("  %s\n", jstr(v, "description"));
+        printf("%s (%s)\n", mtc_json_str(v, "displayName"), mtc_json_str(v, "name"));
+        if (mtc_json_str(v, "description"))
+            printf("  %s\n", mtc_json_str(v, "description"));
         print_version(v);
     }
     json_decref(v);
@@ -221,8 +216,8 @@ static int m_alias(struct cli *c, int argc, char **argv)
     if (c->json)
         cli_print_json(v);
     else
-        printf("%s@%s: %s\n", strrchr(jstr(v, "name"), '/') + 1, jstr(v, "versionId"),
-               aliases_text(v, al, sizeof(al)));
+        printf("%s@%s: %s\n", strrchr(mtc_json_str(v, "name"), '/') + 1,
+               mtc_json_str(v, "versionId"), aliases_text(v, al, sizeof(al)));
     json_decref(v);
     return 0;
 }
@@ -282,8 +277,8 @@ static int m_export(struct cli *c, int argc, char **argv)
     if (c->json)
         cli_print_json(r);
     else
-        printf("exported %s (version %s, %s) to %s\n", pos[0], jstr(r, "versionId"),
-               jstr(r, "format"), jstr(r, "outputDir"));
+        printf("exported %s (version %s, %s) to %s\n", pos[0], mtc_json_str(r, "versionId"),
+               mtc_json_str(r, "format"), mtc_json_str(r, "outputDir"));
     json_decref(r);
     return 0;
 }
@@ -340,19 +335,19 @@ static int m_upload(struct cli *c, int argc, char **argv)
     /* an operation: the files are stored in the background */
     json_t *op = NULL, *v = NULL;
     char opname[256];
-    snprintf(opname, sizeof(opname), "%s", jstr(r, "name") ? jstr(r, "name") : "");
+    snprintf(opname, sizeof(opname), "%s", mtc_json_str_or(r, "name", ""));
     json_decref(r);
     if (cli_wait_op(c, opname, 0, &op, &err) < 0)
         return cli_fail("%s", err.text);
     const json_t *e = json_object_get(op, "error");
     if (e) {
-        cli_fail("%s", jstr(e, "message") ? jstr(e, "message") : "the upload failed");
+        cli_fail("%s", mtc_json_str_or(e, "message", "the upload failed"));
         json_decref(op);
         return 1;
     }
     const json_t *resp = json_object_get(op, "response");
     char ref[128];
-    snprintf(ref, sizeof(ref), "%s@%s", name, jstr(resp, "modelVersionId"));
+    snprintf(ref, sizeof(ref), "%s@%s", name, mtc_json_str(resp, "modelVersionId"));
     models_path(c, path, sizeof(path), ref, NULL);
     if (cli_call_ok(c, "GET", path, NULL, &v, &err) < 0) {
         json_decref(op);
@@ -367,7 +362,7 @@ static int m_upload(struct cli *c, int argc, char **argv)
     } else {
         char al[256], sz[32];
         printf("registered %s (%s, %s; aliases: %s)\n", ref,
-               jstr(json_object_get(v, "artifact"), "format"), size_text(v, sz, sizeof(sz)),
+               mtc_json_str(json_object_get(v, "artifact"), "format"), size_text(v, sz, sizeof(sz)),
                aliases_text(v, al, sizeof(al)));
     }
     json_decref(v);
