@@ -12,7 +12,8 @@
  *            programs, firmware, sockets, /proc/driver/nvidia)
  * ib.c       the node's InfiniBand HCAs (/dev/infiniband) by
  *            MELLANOX_VISIBLE_DEVICES, as enroot's 99-mellanox hook
- * ldcache.c  its loader cache: ldconfig, or the job's stash of what it made
+ * ldcache.c  a GPU container's loader cache: ldconfig, or the node's stash
+ *            of what it made
  * entry.c    --container-entrypoint (the image's, run before the task) and
  *            --container-save (mksquashfs of the root when the step ends)
  * enter.c    the task side: a private mount namespace with /proc, /sys, /dev
@@ -21,6 +22,9 @@
  *
  * On a node, under the runtime directory R (plugstack.conf's runtime=):
  *   R/digests/DEV-INO-SIZE-MTIME-CTIME  sha256 of an image file (a cache)
+ *   R/ldcache/HASH.cache, .links   a GPU container's loader cache for an
+ *                                  image and driver (root's, 0700; the 64
+ *                                  most recently used kept)
  *   R/jobs/JOB/images/SHA256       the image, mounted ro,nosuid,nodev
  *                                  (R/jobs and below: root's, mode 0700)
  *   R/jobs/JOB/named/NAME/         a named container: upper/ work/ root/ + meta
@@ -215,13 +219,13 @@ int container_driver_plan(struct container_driver *d, const struct container_ste
 /* In the task's namespace, the container's root at rootfd (s's), nothing
  * of the host mounted in it yet: the libraries, programs and firmware bound
  * read-only, then the container's loader cache made (the host's ldconfig
- * chrooted in it, or what it made for an earlier step of the job with the
- * same image and driver, stashed under R/jobs/JOB/ldcache). */
+ * chrooted in it, or what it made for an earlier step on the node with the
+ * same image and driver, stashed under R/ldcache). */
 int container_driver_files(const struct container_driver *d, const struct container_step *s,
                            int rootfd, mtc_error_t *err);
 /* (ldcache.c) Under a flock on the container's root: nothing when its
  * loader cache was made for key (the driver's version, capabilities and
- * library directory: ldconfig's mark), else the job's stash for key and s's
+ * library directory: ldconfig's mark), else the node's stash for key and s's
  * image copied in, else the host's ldconfig run chrooted in it and stashed.
  * Before anything of the host is mounted in the root. 0/-1 + err. */
 int container_loader_cache(const struct container_step *s, int rootfd, const char *key,

@@ -1,7 +1,7 @@
 /* ldcache: a GPU container's loader cache made to hold the NVIDIA driver's
  * files (driver.c binds them): ldconfig's mark in the container, the host's
- * static ldconfig run chrooted in it, and the job's stash of what it made,
- * which later steps copy in instead of running it again. */
+ * static ldconfig run chrooted in it, and the node's stash of what it made,
+ * which later steps and jobs copy in instead of running it again. */
 #include "spank/container.h"
 
 #include <errno.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -106,20 +107,21 @@ static int ldconfig_exec(int rootfd, mtc_error_t *err)
     return 0;
 }
 
-/* The job's stash of loader caches on this node, R/jobs/JOB/ldcache (root's,
- * 0700, swept with the job): what ldconfig made for an image, a driver and
- * its capabilities, which a later step of the job copies instead of running
- * ldconfig again — the same image and driver give the same cache. fd or -1. */
-static int stash_dir(const struct container_step *s, int create)
+/* The node's stash of loader caches, R/ldcache (root's, 0700, beside
+ * R/jobs): what ldconfig made for an image, a driver and its capabilities,
+ * which a later step — of the job or of a later one — copies instead of
+ * running ldconfig again: the same image and driver give the same cache.
+ * At most STASH_MAX entries, the least recently used evicted. fd or -1. */
+#define STASH_MAX 64
+
+static int stash_dir(const struct container_step *s)
 {
-    char p[700];
     mtc_error_t e;
-    snprintf(p, sizeof(p), "%s/jobs/%u", s->runtime, s->job);
-    int j = mtc_dir_open_trusted(p, 0, 0, &e);
-    if (j < 0)
+    int r = mtc_dir_open_trusted(s->runtime, 0, 0, &e);
+    if (r < 0)
         return -1;
-    int d = mtc_dir_at(j, "ldcache", create, 0700, &e);
-    close(j);
+    int d = mtc_dir_at(r, "ldcache", 1, 0700, &e);
+    close(r);
     return d;
 }
 
@@ -144,13 +146,15 @@ static int stash_name(const struct container_step *s, const char *key, char out[
     return 0;
 }
 
-/* A whole small file at dfd/name, or NULL. */
-static char *read_at(int dfd, const char *name, size_t *len)
+/* A whole small file at dfd/name, or NULL; own: only one root wrote (root's,
+ * not writable by others, one link) — what is read from the stash. */
+static char *read_at(int dfd, const char *name, int own, size_t *len)
 {
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     char *t = NULL;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (16 << 20))
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (16 << 20) &&
+        (!own || (st.st_uid == geteuid() && !(st.st_mode & 022) && st.st_nlink == 1)))
         t = mtc_read_fd(fd, len);
     if (fd >= 0)
         close(fd);
@@ -183,9 +187,9 @@ static int stash_use(int stash, const char *name, int rootfd)
     char f[64];
     size_t clen = 0, llen = 0;
     snprintf(f, sizeof(f), "%s.cache", name);
-    char *cache = read_at(stash, f, &clen);
+    char *cache = read_at(stash, f, 1, &clen);
     snprintf(f, sizeof(f), "%s.links", name);
-    char *links = cache ? read_at(stash, f, &llen) : NULL;
+    char *links = cache ? read_at(stash, f, 1, &llen) : NULL;
     int ok = links != NULL, dfd = -1;
     char dir[PATH_MAX] = "";
     for (char *l = links, *nl; ok && l && *l; l = nl ? nl + 1 : NULL) {
@@ -224,6 +228,10 @@ static int stash_use(int stash, const char *name, int rootfd)
         close(etc);
     free(cache);
     free(links);
+    if (ok) { /* used now: the last the eviction takes */
+        snprintf(f, sizeof(f), "%s.cache", name);
+        utimensat(stash, f, NULL, AT_SYMLINK_NOFOLLOW);
+    }
     return ok;
 }
 
@@ -275,7 +283,7 @@ static void stash_save(int stash, const char *name, int rootfd, struct timespec 
 {
     int etc = container_open_in(rootfd, "/etc", O_PATH | O_DIRECTORY);
     size_t clen = 0;
-    char *cache = etc >= 0 ? read_at(etc, "ld.so.cache", &clen) : NULL;
+    char *cache = etc >= 0 ? read_at(etc, "ld.so.cache", 0, &clen) : NULL;
     if (etc >= 0)
         close(etc);
     struct links_ctx c = {rootfd, since, NULL, 0, 0};
@@ -290,9 +298,86 @@ static void stash_save(int stash, const char *name, int rootfd, struct timespec 
     free(cache);
 }
 
+struct stash_entry {
+    char name[17];
+    struct timespec used;
+};
+
+static int older(const void *a, const void *b)
+{
+    const struct timespec *x = &((const struct stash_entry *)a)->used,
+                          *y = &((const struct stash_entry *)b)->used;
+    return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
+                                  : (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
+/* The stash kept to STASH_MAX entries after one was added: the least
+ * recently used (the .cache's mtime: written, or copied from last) go, both
+ * their files; what is no entry — a temporary or a .links without its
+ * .cache, left by a writer gone a minute since — goes too. */
+static void stash_evict(int stash)
+{
+    int fd = openat(stash, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct stash_entry *e = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name, *dot = strchr(nm, '.');
+        if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0)
+            continue;
+        struct stat st;
+        int entry = dot == nm + 16 && strspn(nm, "0123456789abcdef") == 16 &&
+                    (strcmp(dot, ".cache") == 0 || strcmp(dot, ".links") == 0);
+        if (!entry) {
+            /* a temporary older than a minute: its writer is gone */
+            if (fstatat(stash, nm, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                st.st_mtim.tv_sec < time(NULL) - 60)
+                unlinkat(stash, nm, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+            continue;
+        }
+        if (fstatat(stash, nm, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (strcmp(dot, ".links") == 0) { /* goes with its .cache, written after it */
+            char c[32];
+            snprintf(c, sizeof(c), "%.16s.cache", nm);
+            if (faccessat(stash, c, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
+                st.st_mtim.tv_sec < time(NULL) - 60)
+                unlinkat(stash, nm, 0);
+            continue;
+        }
+        if (n == cap) {
+            struct stash_entry *m = realloc(e, (cap = cap ? cap * 2 : 128) * sizeof(*e));
+            if (!m)
+                break;
+            e = m;
+        }
+        memcpy(e[n].name, nm, 16);
+        e[n].name[16] = '\0';
+        e[n++].used = st.st_mtim;
+    }
+    closedir(d);
+    if (n > STASH_MAX) {
+        qsort(e, n, sizeof(*e), older);
+        for (size_t i = 0; i < n - STASH_MAX; i++) {
+            char f[32];
+            snprintf(f, sizeof(f), "%s.cache", e[i].name);
+            unlinkat(stash, f, 0);
+            snprintf(f, sizeof(f), "%s.links", e[i].name);
+            unlinkat(stash, f, 0);
+        }
+    }
+    free(e);
+}
+
 /* The container's loader cache made to hold the driver's files: nothing to do
  * when ldconfig's mark says so (another task of the step, a named
- * container's later step), else the job's stash for this image and driver
+ * container's later step), else the node's stash for this image and driver
  * copied in, else the host's ldconfig run chrooted in the container (then
  * stashed) — before anything of the host (/proc, /tmp, home) is mounted in
  * it, so what it follows stays in the image. One task at a time (flock on
@@ -306,13 +391,15 @@ int container_loader_cache(const struct container_step *s, int rootfd, const cha
     int rc = 0;
     if (!ldcache_current(rootfd, key)) {
         char name[24];
-        int stash = stash_name(s, key, name) == 0 ? stash_dir(s, 1) : -1;
+        int stash = stash_name(s, key, name) == 0 ? stash_dir(s) : -1;
         if (stash < 0 || !stash_use(stash, name, rootfd)) {
             struct timespec since;
             clock_gettime(CLOCK_REALTIME_COARSE, &since);
             rc = ldconfig_exec(rootfd, err);
-            if (rc == 0 && stash >= 0)
+            if (rc == 0 && stash >= 0) {
                 stash_save(stash, name, rootfd, since);
+                stash_evict(stash);
+            }
         }
         if (stash >= 0)
             close(stash);

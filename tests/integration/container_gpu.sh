@@ -106,22 +106,58 @@ check "NVML answers: 2 GPUs, driver $VER" grep -qx "nvml 2 $VER" <<<"$out"
 out=$(srun -w gpud-a3m-0 -n4 --gres=gpu:2 --container-image="$I" sh -c 'gpu_probe; cat /.mtc/driver-ldconfig' 2>&1)
 check "4 tasks of one step: each counts 2, and the container's cache is marked as made for this driver" \
     bash -c "[ \$(grep -cx 'cuda 2 12.2' <<<'$out') -eq 4 ] && [ \$(grep -c '^driver=$VER caps=3 libdir=/lib/x86_64-linux-gnu' <<<'$out') -eq 4 ]"
-# steps of one job: the second copies the loader cache the first step's
-# ldconfig made (the job's stash, R/jobs/JOB/ldcache), links included — a link
-# planted in the stash after the first step shows it was used
+# the node's stash (R/ldcache, root's, 0700): the loader cache ldconfig made
+# for an image and driver, links included, which a later step — of the job or
+# of a later job — copies in; a link planted in the stash shows it was used
 RT0=$CDIR/nodes/gpud-a3m-0/containers
+st=$(ls "$RT0"/ldcache/*.links 2>/dev/null)
+check "the earlier jobs' loader cache is stashed on the node, one entry ($st)" \
+    bash -c "[ \$(wc -l <<<'$st') -eq 1 ] && [[ '$st' =~ /ldcache/[0-9a-f]{16}[.]links\$ ]] && [ -s '${st%.links}.cache' ]"
+check "the stash is root's, 0700" test "$(stat -c '%u %a' "$RT0/ldcache")" = "0 700"
+printf '/lib/x86_64-linux-gnu/libmtcstash.so.1\tstash-was-used\n' >>"$st"
 cat >"$D/two.sh" <<TWO
-srun --container-image=$I gpu_probe
-st=\$(ls $RT0/jobs/\$SLURM_JOB_ID/ldcache/*.links)
-echo "stashed \$(basename "\$st")"
-printf '/lib/x86_64-linux-gnu/libmtcstash.so.1\\tstash-was-used\\n' >>"\$st"
+srun --container-image=$I sh -c 'gpu_probe; readlink /lib/x86_64-linux-gnu/libmtcstash.so.1'
 srun --container-image=$I sh -c 'gpu_probe; readlink /lib/x86_64-linux-gnu/libmtcstash.so.1; readlink /lib/x86_64-linux-gnu/libmtcfoo.so.1'
 TWO
 out=$(salloc -N1 -w gpud-a3m-0 --gres=gpu:2 bash "$D/two.sh" 2>"$D/two.err"); sed "s/^/# two: /" "$D/two.err"
-check "two steps of one job: both count 2 ($(tr '\n' ' ' <<<"$out"))" test "$(grep -cx 'cuda 2 12.2' <<<"$out")" -eq 2
-check "the first step's loader cache is stashed for the job" grep -q '^stashed [0-9a-f]*\.links$' <<<"$out"
-check "the second step's cache came from the stash, not from ldconfig" grep -qx stash-was-used <<<"$out"
-check "and has the links ldconfig made for the image's own libraries too" grep -qx libmtcfoo.so.1.0.0 <<<"$out"
+check "two steps of a later job: both count 2 ($(tr '\n' ' ' <<<"$out"))" test "$(grep -cx 'cuda 2 12.2' <<<"$out")" -eq 2
+check "the job's first step and its second copied the node's stash, not ldconfig's" \
+    test "$(grep -cx stash-was-used <<<"$out")" -eq 2
+check "and have the links ldconfig made for the image's own libraries too" grep -qx libmtcfoo.so.1.0.0 <<<"$out"
+# an entry a user could have written (not root's, or writable by others) is
+# refused: ldconfig runs again and its own entry replaces it
+printf '/lib/x86_64-linux-gnu/libmtcplant.so.1\tplanted\n' >>"$st"
+chown 65534 "$st"
+out=$(srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" sh -c \
+    'gpu_probe; readlink /lib/x86_64-linux-gnu/libmtcplant.so.1 /lib/x86_64-linux-gnu/libmtcstash.so.1' 2>&1)
+check "an entry owned by another user is not used ($(tr '\n' ' ' <<<"$out"))" \
+    bash -c "grep -qx 'cuda 2 12.2' <<<'$out' && ! grep -qx planted <<<'$out' && ! grep -qx stash-was-used <<<'$out'"
+check "ldconfig's new entry is root's again, without the planted lines" \
+    bash -c "[ \$(stat -c %u '$st') = 0 ] && ! grep -q 'libmtcplant\|libmtcstash' '$st' && grep -q libmtcfoo.so.1 '$st'"
+chmod 0666 "${st%.links}.cache"
+printf '/lib/x86_64-linux-gnu/libmtcplant.so.1\tplanted\n' >>"$st"
+out=$(srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" sh -c \
+    'gpu_probe; readlink /lib/x86_64-linux-gnu/libmtcplant.so.1' 2>&1)
+check "an entry others can write is not used ($(tr '\n' ' ' <<<"$out"))" \
+    bash -c "grep -qx 'cuda 2 12.2' <<<'$out' && ! grep -qx planted <<<'$out'"
+check "and is made again, root's and not writable by others" \
+    bash -c "[ \$(stat -c %u '${st%.links}.cache') = 0 ] && [ \$((0\$(stat -c %a '${st%.links}.cache') & 022)) -eq 0 ]"
+# bounded: 70 other entries, used long ago, and a new one (the image's again,
+# its entry removed) — the 64 most recently used stay, the new one among them
+for i in $(seq 1 70); do
+    f=$RT0/ldcache/$(printf '%016x' "$i")
+    : >"$f.links" && : >"$f.cache" && touch -d "@$((1577836800 + 60 * i))" "$f.cache"
+done
+: >"$RT0/ldcache/.0000000000000001.links.1~" && touch -d @1577836800 "$RT0/ldcache/.0000000000000001.links.1~"
+rm -f "$st" "${st%.links}.cache"
+out=$(srun -w gpud-a3m-0 --gres=gpu:2 --container-image="$I" gpu_probe 2>&1)
+check "with 70 entries more, a step runs ldconfig ($out)" grep -qx "cuda 2 12.2" <<<"$out"
+check "the stash keeps 64 entries: the new one, and the 63 used last" \
+    bash -c "[ \$(ls '$RT0/ldcache' | grep -c '[.]cache\$') -eq 64 ] && [ \$(ls '$RT0/ldcache' | grep -c '[.]links\$') -eq 64 ] &&
+             [ -s '$st' ] && [ ! -e '$RT0/ldcache/0000000000000007.cache' ] && [ ! -e '$RT0/ldcache/0000000000000007.links' ] &&
+             [ -e '$RT0/ldcache/0000000000000008.cache' ] && [ -e '$RT0/ldcache/0000000000000046.cache' ]"
+check "a writer's leftover temporary is removed" test ! -e "$RT0/ldcache/.0000000000000001.links.1~"
+rm -f "$RT0"/ldcache/00000000000000??.*
 out=$(srun -w gpud-a3m-0 --gpus=3 --container-image="$I" gpu_probe 2>&1)
 check "--gpus=3: CUDA and NVML count 3 ($out)" \
     bash -c "grep -qx 'cuda 3 12.2' <<<'$out' && grep -qx 'nvml 3 $VER' <<<'$out'"
