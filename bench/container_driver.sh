@@ -13,7 +13,11 @@
 # their ratio. Then the same pairs in two named containers (--container-name,
 # the first step of each unmeasured): the driver's container finds its
 # loader cache made already (ldconfig's mark), so the difference is the
-# mounts alone. Everything it starts is stopped on exit by recorded pid or job
+# mounts alone. Then BENCH_FIRSTS (default 8) jobs of three steps: without the
+# driver (unmeasured: it mounts the image), with it (the job's first GPU
+# step: the node's stash of the loader cache copied in, or ldconfig where
+# the stash is per job), without it again; the median of their ratios is
+# the first step's overhead. Everything it starts is stopped on exit by recorded pid or job
 # id; the work directory is removed (BENCH_KEEP=1 keeps it).
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/loop-control ] || ! command -v mksquashfs >/dev/null; then
     echo "skipped: needs root, loop devices and mksquashfs (the plugin mounts images)"
@@ -91,6 +95,17 @@ for _ in $(seq "$2"); do
 done
 echo "${t[@]}" | awk '{ for (i = 2; i <= NF; i++) printf "%.1f ", ($i - $(i - 1)) * 1000; print "" }'
 EOF
+# a job's first step with the driver: after an unmeasured step without it
+# (which mounts the image), then one without it again — BENCH_FIRSTS jobs
+cat >"$W/first.sh" <<'EOF'
+echo "$SLURM_JOB_ID" >>"$BENCH_JOBS"
+step() { srun -n1 --overlap --gres=gpu:2 "$@" true >&2 || exit 1; t+=("$EPOCHREALTIME"); }
+t=()
+NVIDIA_VISIBLE_DEVICES=void step --container-image="$1"
+step --container-image="$1"
+NVIDIA_VISIBLE_DEVICES=void step --container-image="$1"
+echo "${t[@]}" | awk '{ printf "%.1f %.1f\n", ($2 - $1) * 1000, ($3 - $2) * 1000 }'
+EOF
 export BENCH_JOBS=$W/jobs
 pairs() { # NAME-OPTION-VOID NAME-OPTION-DRIVER: medians "OFF ON" and the lists
     local st off=() on=() i
@@ -101,14 +116,28 @@ pairs() { # NAME-OPTION-VOID NAME-OPTION-DRIVER: medians "OFF ON" and the lists
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 read -r OFF ON LOFF LON FOFF FON < <(pairs "" "")
-read -r NOFF NON NLOFF NLON _ _ < <(pairs --container-name=bvoid --container-name=bdrv)
+read -r NOFF NON NLOFF NLON NFOFF NFON < <(pairs --container-name=bvoid --container-name=bdrv)
+FIRSTS=${BENCH_FIRSTS:-8}
+fon=() foff=() fr=()
+for _ in $(seq "$FIRSTS"); do
+    read -r a b < <(salloc -N1 -w "$NODE" --gres=gpu:2 -J dbench bash "$W/first.sh" "$W/small.sqsh")
+    [ -n "${b:-}" ] || fail "a first-step job failed"
+    fon+=("$a") foff+=("$b") fr+=("$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a / b }')")
+done
 {
-    echo "the job's first pair (unmeasured below): without $FOFF ms, with $FON ms (ldconfig runs; its result is stashed for the job)"
+    echo "the first job's first pair (unmeasured below): without $FOFF ms, with $FON ms (its first step mounts the image; ldconfig runs in the driver's)"
+    echo "the second job's first pair (unmeasured below): without $NFOFF ms, with $NFON ms (the node's stash, where kept across jobs, copied in)"
     echo "start of a containerised step on 2 GPUs of $NODE (steps of one job), median of $STARTS, interleaved:"
     printf '  %-52s %7.1f ms\n' "without the driver (NVIDIA_VISIBLE_DEVICES=void)" "$OFF"
     printf '  %-52s %7.1f ms  %s\n' "with the driver (libs, firmware, stashed cache, /proc)" "$ON" "$(ratio "$ON" "$OFF")"
     echo "  without: $LOFF"
     echo "  with:    $LON"
+    echo "a later job's first step with the driver (after one without, which mounts the image) vs its next"
+    echo "step without, $FIRSTS jobs after the above (median of the ratios):"
+    printf '  %-52s %7.1f ms\n' "without the driver" "$(median "${foff[@]}")"
+    printf '  %-52s %7.1f ms  %sx\n' "with the driver (first in the job)" "$(median "${fon[@]}")" "$(median "${fr[@]}")"
+    echo "  without: $(echo "${foff[@]}" | tr ' ' /)"
+    echo "  with:    $(echo "${fon[@]}" | tr ' ' /)"
     echo "the same in named containers (the driver's loader cache made by the first step: no ldconfig):"
     printf '  %-52s %7.1f ms\n' "without the driver" "$NOFF"
     printf '  %-52s %7.1f ms  %s\n' "with the driver (mounts only)" "$NON" "$(ratio "$NON" "$NOFF")"
