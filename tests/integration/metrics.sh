@@ -73,7 +73,10 @@ LAST=$(tail -1 "$TD/logs/metrics.jsonl" 2>/dev/null | field '["step"]')
 check "that step is the run's (PromQL $S, metrics.jsonl now $LAST)" test "${S:-0}" -le "${LAST:-0}" -a "${S:-0}" -gt 0
 G=$(promql 'mtc_experiment_goodput{training_job="long"}')
 check "PromQL: goodput in (0, 1] ($G)" python3 -c "assert 0 < float('$G') <= 1"
-check "alerts are exported, none raised on a healthy run" test "$(promql 'sum(mtc_experiment_alert{training_job="long"})')" = 0
+# (throughput_drop and stall are the machine's as much as the run's: beside
+# load.sh's stress-ng a healthy run's tokens/s may fall for real)
+check "alerts are exported (4 kinds), no nonfinite or loss_spike on a healthy run" \
+    test "$(promql 'count(mtc_experiment_alert{training_job="long"})'):$(promql 'sum(mtc_experiment_alert{training_job="long",kind=~"nonfinite|loss_spike"})')" = 4:0
 TP=$(promql 'count(mtc_experiment_time_seconds{training_job="long"})')
 TS=$(promql 'sum(mtc_experiment_time_seconds{training_job="long",part="productive"})')
 check "PromQL: the run's time by part (7 parts; productive $TS s > 0)" python3 -c "assert int('$TP') == 7 and float('$TS') > 0"
