@@ -52,7 +52,7 @@ int api_load_cluster_head(struct api_req *r, struct api_resp *out, struct store_
 /* Begin op on an existing cluster (setting its state) and start it; the
  * cluster being busy is FAILED_PRECONDITION naming the running operation. */
 static int begin_op(struct api_req *r, struct api_resp *out, struct store_op *op,
-                    enum control_state state)
+                    enum cluster_state state)
 {
     char busy[48] = "";
     mtc_error_t err = {""};
@@ -153,7 +153,7 @@ int api_cluster_create(struct api_req *r, struct api_resp *out)
     snprintf(cl.project, sizeof(cl.project), "%.63s", r->cap[0]);
     snprintf(cl.location, sizeof(cl.location), "%.63s", r->cap[1]);
     snprintf(cl.state, sizeof(cl.state), "%s",
-             schema_enum_name(&control_state_enum, CONTROL_PROVISIONING));
+             schema_enum_name(&cluster_state_enum, CLUSTER_STATE_PROVISIONING));
     struct store_op op;
     control_op_init(&op, r->cap[0], r->cap[1], id,
                     schema_enum_name(&control_op_kind_enum, CONTROL_CREATE));
@@ -344,7 +344,7 @@ int api_cluster_patch(struct api_req *r, struct api_resp *out)
                     schema_enum_name(&control_op_kind_enum, CONTROL_UPDATE));
     op.request = spec;
     store_cluster_release(&cl);
-    rc = begin_op(r, out, &op, CONTROL_UPDATING);
+    rc = begin_op(r, out, &op, CLUSTER_STATE_UPDATING);
     json_decref(spec);
     return rc;
 }
@@ -358,7 +358,7 @@ int api_cluster_delete(struct api_req *r, struct api_resp *out)
     control_op_init(&op, cl.project, cl.location, cl.id,
                     schema_enum_name(&control_op_kind_enum, CONTROL_DELETE));
     store_cluster_release(&cl);
-    return begin_op(r, out, &op, CONTROL_STOPPING);
+    return begin_op(r, out, &op, CLUSTER_STATE_STOPPING);
 }
 
 int api_cluster_env(struct api_req *r, struct api_resp *out)
@@ -366,7 +366,7 @@ int api_cluster_env(struct api_req *r, struct api_resp *out)
     struct store_cluster cl;
     if (api_load_cluster(r, out, &cl) < 0)
         return 0;
-    int running = schema_enum_parse(&control_state_enum, cl.state, 0) == CONTROL_RUNNING;
+    int running = schema_enum_parse(&cluster_state_enum, cl.state, 0) == CLUSTER_STATE_RUNNING;
     /* the spec's experiment root (a checked path: safe in single quotes) for mtc run */
     char root[400] = "";
     const char *er = json_string_value(json_object_get(cl.spec, "experimentRoot"));
@@ -399,7 +399,7 @@ int api_cluster_check_storage(struct api_req *r, struct api_resp *out)
     struct store_cluster cl;
     if (api_load_cluster(r, out, &cl) < 0)
         return 0;
-    if (schema_enum_parse(&control_state_enum, cl.state, 0) != CONTROL_RUNNING) {
+    if (schema_enum_parse(&cluster_state_enum, cl.state, 0) != CLUSTER_STATE_RUNNING) {
         store_cluster_release(&cl);
         return api_error(out, 400, "precondition: cluster %s is not RUNNING", r->cap[2]);
     }

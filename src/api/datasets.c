@@ -188,7 +188,7 @@ int api_dataset_get(struct api_req *r, struct api_resp *out)
     struct store_dataset d;
     if (load(r, out, &d) < 0)
         return 0;
-    out->body = control_dataset_json(r->st, &d, 1);
+    out->body = dataset_json(r->st, &d, 1);
     store_dataset_release(&d);
     return 0;
 }
@@ -204,7 +204,7 @@ int api_dataset_list(struct api_req *r, struct api_resp *out)
         store_dataset_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
     json_t *items = json_array();
     for (int i = 0; i < n && i < size; i++)
-        json_array_append_new(items, control_dataset_json(r->st, &arr[i], 0));
+        json_array_append_new(items, dataset_json(r->st, &arr[i], 0));
     out->body = json_pack("{s:o}", "datasets", items);
     if (n > size)
         json_object_set_new(out->body, "nextPageToken", json_string(arr[size - 1].name));

@@ -29,7 +29,7 @@ int api_cluster_healthscan(struct api_req *r, struct api_resp *out)
     op.request = req;
     store_cluster_release(&cl);
     char busy[48] = "";
-    int rc = control_begin_op(r->ctl, &op, CONTROL_RUNNING, busy, &err);
+    int rc = control_begin_op(r->ctl, &op, CLUSTER_STATE_RUNNING, busy, &err);
     json_decref(req);
     if (rc < 0)
         return api_error(out,

@@ -182,7 +182,7 @@ int api_job_create(struct api_req *r, struct api_resp *out)
     struct jobs_paths paths; /* what run points into */
     mtc_error_t err = {""};
     struct store_job j = {0};
-    if (schema_enum_parse(&control_state_enum, cl.state, 0) != CONTROL_RUNNING) {
+    if (schema_enum_parse(&cluster_state_enum, cl.state, 0) != CLUSTER_STATE_RUNNING) {
         api_error(out, 400, "precondition: cluster %s is not RUNNING", cl.id);
         goto done;
     }
@@ -211,8 +211,10 @@ int api_job_create(struct api_req *r, struct api_resp *out)
                   run.executor);
         goto done;
     }
+    struct jobs_ops ops;
+    control_jobs_ops(r->ctl, &ops);
     struct jobs_request q = {.st = r->st,
-                             .ctl = r->ctl,
+                             .ops = &ops,
                              .home = r->cfg->home,
                              .cl = &cl,
                              .req = req,
@@ -395,7 +397,9 @@ int api_job_inject_fault(struct api_req *r, struct api_resp *out)
         return 0;
     int http = 500;
     mtc_error_t err = {""};
-    json_t *res = jobs_inject_fault(r->st, r->ctl, &cl, &j, r->body, &http, &err);
+    struct jobs_ops ops;
+    control_jobs_ops(r->ctl, &ops);
+    json_t *res = jobs_inject_fault(r->st, &ops, &cl, &j, r->body, &http, &err);
     if (res)
         out->body = res;
     else

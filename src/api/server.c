@@ -349,7 +349,9 @@ struct api *api_start(const struct api_config *cfg, mtc_error_t *err)
     a->unix_fd = -1; /* MHD closes the listening socket it was given */
     if (cfg->listen && start_tcp(a, flags, threads, err) < 0)
         goto error;
-    if (cfg->store && !(a->monitor = jobs_monitor_start(cfg->store, cfg->control, cfg->monitor_ms, err)))
+    struct jobs_ops ops;
+    control_jobs_ops(cfg->control, &ops);
+    if (cfg->store && !(a->monitor = jobs_monitor_start(cfg->store, &ops, cfg->monitor_ms, err)))
         goto error;
     return a;
 error:

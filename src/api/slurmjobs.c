@@ -30,8 +30,8 @@ int api_accounting_on(const json_t *spec)
 
 int api_slurm_up(const char *state)
 {
-    int s = schema_enum_parse(&control_state_enum, state, 0);
-    return s == CONTROL_RUNNING || s == CONTROL_UPDATING;
+    int s = schema_enum_parse(&cluster_state_enum, state, 0);
+    return s == CLUSTER_STATE_RUNNING || s == CLUSTER_STATE_UPDATING;
 }
 
 /* GET …/modelDevelopmentClusters/C/slurmJobs — {"slurmJobs": [...]} as

@@ -37,6 +37,16 @@ extern const char *const cluster_output_only[];
  * "nodePools[].startupScript", "healthPolicy.nvmlLibrary"). */
 extern const struct schema cluster_spec_schema;
 
+/* A cluster's state (clusterStatus.state; the store keeps its name). */
+enum cluster_state {
+    CLUSTER_STATE_PROVISIONING,
+    CLUSTER_STATE_RUNNING,
+    CLUSTER_STATE_UPDATING,
+    CLUSTER_STATE_STOPPING,
+    CLUSTER_STATE_ERROR,
+};
+extern const struct schema_enum cluster_state_enum;
+
 /* The spec's enums. JSON carries the names (canonical: the short ones, e.g.
  * "SPOT"); input may also use the cloud API's proto names where it has them
  * ("PROVISIONING_MODEL_SPOT", "RESERVATION_AFFINITY_TYPE_SPECIFIC_RESERVATION"). */

@@ -24,6 +24,10 @@
 /* ---- enums: names as the API writes them; the cloud API's proto names
  * (PROVISIONING_MODEL_SPOT) are accepted on input ---- */
 
+const struct schema_enum cluster_state_enum = SCHEMA_NAMES(
+    NULL, [CLUSTER_STATE_PROVISIONING] = "PROVISIONING", [CLUSTER_STATE_RUNNING] = "RUNNING",
+    [CLUSTER_STATE_UPDATING] = "UPDATING", [CLUSTER_STATE_STOPPING] = "STOPPING", [CLUSTER_STATE_ERROR] = "ERROR");
+
 const struct schema_enum cluster_provisioning_model_enum = SCHEMA_NAMES(
     "PROVISIONING_MODEL_", [CLUSTER_PROVISIONING_ON_DEMAND] = "ON_DEMAND",
     [CLUSTER_PROVISIONING_RESERVATION] = "RESERVATION", [CLUSTER_PROVISIONING_SPOT] = "SPOT",

@@ -10,10 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const struct schema_enum control_state_enum = SCHEMA_NAMES(
-    NULL, [CONTROL_PROVISIONING] = "PROVISIONING", [CONTROL_RUNNING] = "RUNNING",
-    [CONTROL_UPDATING] = "UPDATING", [CONTROL_STOPPING] = "STOPPING", [CONTROL_ERROR] = "ERROR");
-
 const struct schema_enum control_op_kind_enum =
     SCHEMA_NAMES(NULL, [CONTROL_CREATE] = "CREATE", [CONTROL_UPDATE] = "UPDATE",
                  [CONTROL_DELETE] = "DELETE", [CONTROL_REMEDIATE] = "REMEDIATE",
@@ -73,7 +69,7 @@ static int roll_back(struct job *j, mtc_error_t *err)
                          "update failed: %.110s; restoring the previous configuration failed "
                          "too: %.110s",
                          why, e2.text);
-    store_cluster_set_state(c->st, id, CONTROL_NAME(control_state_enum, CONTROL_RUNNING));
+    store_cluster_set_state(c->st, id, CONTROL_NAME(cluster_state_enum, CLUSTER_STATE_RUNNING));
     j->keep_state = 1;
     return errprintf(err, "update failed, cluster kept its previous configuration: %s", why);
 }
@@ -90,7 +86,7 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
         cluster_users_apply(j->op.request, err) < 0) {
         /* nothing was changed: an update leaves the cluster as it ran */
         if (schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_UPDATE) {
-            store_cluster_set_state(c->st, id, CONTROL_NAME(control_state_enum, CONTROL_RUNNING));
+            store_cluster_set_state(c->st, id, CONTROL_NAME(cluster_state_enum, CLUSTER_STATE_RUNNING));
             j->keep_state = 1;
         }
         return -1;
@@ -100,7 +96,7 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
                    ? roll_back(j, err)
                    : -1;
     if (store_cluster_set_spec(c->st, id, j->op.request,
-                               CONTROL_NAME(control_state_enum, CONTROL_RUNNING)) < 0)
+                               CONTROL_NAME(cluster_state_enum, CLUSTER_STATE_RUNNING)) < 0)
         return errprintf(err, "cannot record cluster %s: %s", id, strerror(errno));
     json_decref(control_refresh_nodes(c, id, j->op.request, NULL));
     int create = schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_CREATE;
@@ -145,11 +141,11 @@ static int run_model(struct job *j, json_t **response, mtc_error_t *err)
 
 static const struct op_kind {
     int (*run)(struct job *j, json_t **response, mtc_error_t *err);
-    int fail_state; /* enum control_state of the cluster when the operation fails; -1 = kept */
+    int fail_state; /* enum cluster_state of the cluster when the operation fails; -1 = kept */
 } op_kinds[] = {
-    [CONTROL_CREATE] = {run_apply, CONTROL_ERROR},
-    [CONTROL_UPDATE] = {run_apply, CONTROL_ERROR},
-    [CONTROL_DELETE] = {run_delete, CONTROL_ERROR},
+    [CONTROL_CREATE] = {run_apply, CLUSTER_STATE_ERROR},
+    [CONTROL_UPDATE] = {run_apply, CLUSTER_STATE_ERROR},
+    [CONTROL_DELETE] = {run_delete, CLUSTER_STATE_ERROR},
     /* a failed remediation leaves the cluster as it is */
     [CONTROL_REMEDIATE] = {run_remediate, -1},
     [CONTROL_PREPARE] = {NULL, -1}, /* datasets only */
@@ -199,7 +195,7 @@ static void *worker(void *arg)
     } else {
         if (k && k->fail_state >= 0 && !j->keep_state)
             store_cluster_set_state(c->st, j->op.cluster_id,
-                                    CONTROL_NAME(control_state_enum, k->fail_state));
+                                    CONTROL_NAME(cluster_state_enum, k->fail_state));
         if (!*err.text)
             errprintf(&err, "%s failed without a reason (see mtcd.log)", j->op.kind);
         if (!j->op.target[0]) /* events are a cluster's */
@@ -248,10 +244,10 @@ static void submit_or_defer(struct control *c, const char *op_id)
         log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op_id, err.text);
 }
 
-int control_begin_op(struct control *c, const struct store_op *op, enum control_state state,
+int control_begin_op(struct control *c, const struct store_op *op, enum cluster_state state,
                      char busy[48], mtc_error_t *err)
 {
-    if (store_op_begin(c->st, op, CONTROL_NAME(control_state_enum, state), busy) < 0) {
+    if (store_op_begin(c->st, op, CONTROL_NAME(cluster_state_enum, state), busy) < 0) {
         int e = errno;
         if (e == EBUSY)
             errprintf(err, "cluster %s has an operation in progress: %s", op->cluster_id, busy);
@@ -415,7 +411,7 @@ static void supervise_one(struct control *c, const char *id)
     struct store_cluster cl;
     if (store_cluster_get(c->st, id, &cl) < 0)
         return;
-    if (schema_enum_parse(&control_state_enum, cl.state, 0) == CONTROL_RUNNING) {
+    if (schema_enum_parse(&cluster_state_enum, cl.state, 0) == CLUSTER_STATE_RUNNING) {
         mtc_error_t err = {""};
         struct ev_ctx e = {c, id};
         int64_t began = mtc_now_ms();

@@ -7,20 +7,11 @@
 #include <jansson.h>
 
 #include "common/common.h"
+#include "cluster/cluster.h"
 #include "health/health.h"
 #include "provider/provider.h"
 #include "schema/schema.h"
 #include "store/store.h"
-
-/* A cluster's state (clusterStatus.state; the store keeps its name). */
-enum control_state {
-    CONTROL_PROVISIONING,
-    CONTROL_RUNNING,
-    CONTROL_UPDATING,
-    CONTROL_STOPPING,
-    CONTROL_ERROR,
-};
-extern const struct schema_enum control_state_enum;
 
 /* An operation's kind (its metadata's verb; the store keeps its name). */
 enum control_op_kind {
@@ -55,9 +46,6 @@ const struct control_datasets *control_datasets(const struct control *c);
  * EBUSY, busy gets its id). err says why. */
 int control_dataset_begin(struct control *c, const struct store_dataset *d,
                           const struct store_op *op, char busy[48], mtc_error_t *err);
-/* A dataset resource: its request fields, state, times, latestVersion and,
- * with_versions, every version (oldest first) (prepare.c). */
-json_t *control_dataset_json(struct store *st, const struct store_dataset *d, int with_versions);
 
 /* Record op, a model's UPLOAD (op->target "models/NAME", op->request
  * {"modelId", "model": the canonical Model of the request, "restricted": true
@@ -98,7 +86,7 @@ int control_submit(struct control *c, const char *op_id, mtc_error_t *err);
  * state, and start it (if it cannot start now it resumes when mtcd restarts).
  * -1 with errno EBUSY (another operation runs: busy gets its id), ENOENT (no
  * such cluster) or EIO, and a one-line err. */
-int control_begin_op(struct control *c, const struct store_op *op, enum control_state state,
+int control_begin_op(struct control *c, const struct store_op *op, enum cluster_state state,
                      char busy[48], mtc_error_t *err);
 /* Store a new cluster with its CREATE operation atomically and start it.
  * -1 with errno EEXIST (the id is taken) or EIO, and err. */
@@ -143,6 +131,11 @@ void control_poke(struct control *c);
  * -1 + errno EBUSY when another operation runs on the cluster. op_id gets its id. */
 int control_start_remediation(struct control *c, const char *project, const char *location,
                               const char *id, json_t *items, char op_id[48], mtc_error_t *err);
+/* What the jobs service asks of control (jobs.h): its provider, its
+ * datasets' trainer and control_start_remediation; c NULL: none of them
+ * (a monitor then asks only the clusters of unfinished jobs). */
+struct jobs_ops;
+void control_jobs_ops(struct control *c, struct jobs_ops *ops);
 
 /* Elastic nodes (power.c): what Slurm's power saving asks for. */
 enum control_power { CONTROL_POWER_RESUME, CONTROL_POWER_SUSPEND, CONTROL_POWER_RESUME_FAILED };

@@ -219,7 +219,7 @@ json_t *control_healthscan_prepare(struct control *c, const struct store_cluster
                                    const json_t *req, int *http, mtc_error_t *err)
 {
     *http = 400;
-    if (schema_enum_parse(&control_state_enum, cl->state, 0) != CONTROL_RUNNING)
+    if (schema_enum_parse(&cluster_state_enum, cl->state, 0) != CLUSTER_STATE_RUNNING)
         return errprintf(err, "precondition: cluster %s is %s, not RUNNING", cl->id, cl->state),
                NULL;
     struct target t;

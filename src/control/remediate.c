@@ -9,6 +9,7 @@
 #include "control/internal.h"
 #include "control/remqueue.h"
 #include "health/health.h"
+#include "jobs/jobs.h"
 #include "slurm/slurm.h"
 
 #include <errno.h>
@@ -365,7 +366,7 @@ int control_start_remediation(struct control *c, const char *project, const char
     char busy[48] = "";
     /* the nodes are PENDING before the worker may run; remediations of other
      * nodes may run beside it, an UPDATE or DELETE may not */
-    int rc = store_op_begin_shared(c->st, &op, CONTROL_NAME(control_state_enum, CONTROL_RUNNING),
+    int rc = store_op_begin_shared(c->st, &op, CONTROL_NAME(cluster_state_enum, CLUSTER_STATE_RUNNING),
                                    busy);
     json_decref(op.request);
     if (rc < 0) {
@@ -383,6 +384,23 @@ int control_start_remediation(struct control *c, const char *project, const char
     snprintf(op_id, 48, "%s", op.id);
     log_msg(LOG_NOTICE, "remediate cluster %s: operation %s", id, op.id);
     return control_submit(c, op.id, err);
+}
+
+static int jobs_remediate(void *arg, const char *project, const char *location, const char *cluster,
+                          json_t *items, char op_id[48], mtc_error_t *err)
+{
+    return control_start_remediation(arg, project, location, cluster, items, op_id, err);
+}
+
+void control_jobs_ops(struct control *c, struct jobs_ops *ops)
+{
+    *ops = (struct jobs_ops){0};
+    if (!c)
+        return;
+    ops->prov = c->prov;
+    ops->trainer = control_datasets(c)->trainer;
+    ops->remediate = jobs_remediate;
+    ops->arg = c;
 }
 
 /* The queue's view of a cluster: its compute pools (size, out of service,

@@ -66,6 +66,11 @@ extern const struct schema dataset_prepared_schema;
  * record's fields but "cached" (a fact of one preparation, not of the
  * version)}. New reference. */
 json_t *dataset_version_json(int version, const json_t *record, int64_t create_ms);
+/* A dataset resource: its request fields, state, times, latestVersion and,
+ * with_versions, every version (oldest first), from the store (view.c). */
+struct store;
+struct store_dataset;
+json_t *dataset_json(struct store *st, const struct store_dataset *d, int with_versions);
 
 /* A run's reference to a registered dataset, "NAME" (its latest version) or
  * "NAME@VERSION": the name into name[DATASET_NAME_MAX + 1], the version into

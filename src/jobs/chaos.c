@@ -5,8 +5,9 @@
  * slurmd killed (the provider's node_fault) — each one a CHAOS_FAULT event
  * of the cluster. The node and the rank are picked from a seed, so a run
  * of faults can be repeated. */
-#include "control/control.h"
 #include "jobs/jobs.h"
+#include "health/health.h"
+#include "provider/provider.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
 #include "store/store.h"
@@ -88,7 +89,7 @@ static const char *pick_node(const struct fault_req *f, const json_t *nodes,
 
 /* The fault itself; what it hit is said in what (one line). 0, or -1 +
  * errno + err (EBUSY, ENOENT: worth trying again once the job runs). */
-static int inject(struct control *ctl, const struct store_cluster *cl, const struct store_job *j,
+static int inject(const struct jobs_ops *ops, const struct store_cluster *cl, const struct store_job *j,
                   const struct fault_req *f, const char *node, json_t *out, char *what,
                   size_t len, mtc_error_t *err)
 {
@@ -100,7 +101,7 @@ static int inject(struct control *ctl, const struct store_cluster *cl, const str
         json_t *items = json_pack("[{s:s, s:s, s:s, s:s}]", "node", node, "check", "chaos.node",
                                   "reason", reason, "severity",
                                   schema_enum_name(&health_severity_enum, HEALTH_SEV_REBOOT));
-        int rc = control_start_remediation(ctl, cl->project, cl->location, cl->id, items, op_id,
+        int rc = ops->remediate(ops->arg, cl->project, cl->location, cl->id, items, op_id,
                                            err);
         int e = errno;
         json_decref(items);
@@ -116,7 +117,7 @@ static int inject(struct control *ctl, const struct store_cluster *cl, const str
                                                 [JOBS_FAULT_KILL_RANK] = PROVIDER_FAULT_KILL_TASK,
                                                 [JOBS_FAULT_SLURMD] = PROVIDER_FAULT_KILL_SLURMD};
     struct provider_fault_hit hit;
-    if (control_node_fault(ctl, cl->id, cl->spec, node, kinds[f->fault], j->slurm_job,
+    if (provider_node_fault(ops->prov, cl->id, cl->spec, node, kinds[f->fault], j->slurm_job,
                            jobs_fault_pick(f->seed, f->index, 1), &hit, err) < 0)
         return -1;
     json_object_set_new(out, "pid", json_integer(hit.pid));
@@ -150,7 +151,7 @@ static const char *unprepared(const struct store_job *j, int fault, char *buf, s
     return buf;
 }
 
-json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct store_cluster *cl,
+json_t *jobs_inject_fault(struct store *st, const struct jobs_ops *ops, const struct store_cluster *cl,
                           struct store_job *j, const json_t *body, int *http, mtc_error_t *err)
 {
     *http = 400;
@@ -205,7 +206,7 @@ json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct st
                                    "slurmJobId", j->slurm_job)
                        : NULL;
     char what[300], msg[600];
-    if (!out || inject(ctl, cl, j, &f, node, out, what, sizeof(what), err) < 0) {
+    if (!out || inject(ops, cl, j, &f, node, out, what, sizeof(what), err) < 0) {
         int e = node ? errno : EINVAL;
         /* a node taken by a remediation, or a task not started yet: try again */
         *http = e == EINVAL || e == EBUSY || e == ENOENT ? 400 : e == ENOTSUP ? 501 : 500;

@@ -22,9 +22,25 @@
 struct store;
 struct store_job;
 struct store_cluster;
-struct control;
+struct provider;
 struct recipe_run;
 struct exp_track;
+
+/* What jobs asks of the modules beside and above it, given by whoever owns
+ * them (mtcd's server fills it from its control: control_jobs_ops): the
+ * provider, for a cluster's Slurm environment and faults put into its nodes;
+ * the trainer that converts datasets; and a REMEDIATE operation started for
+ * a node (`mtc chaos --fault node`, as :reportFaultyNodes). */
+struct jobs_ops {
+    struct provider *prov;
+    const char *trainer; /* dataset conversions' mtc-train (NULL: the PATH's) */
+    /* items: [{node, check, reason, severity}] of cluster (project,
+     * location); the operation's id into op_id, also with EBUSY (the node's
+     * running one). 0, or -1 + errno + err. */
+    int (*remediate)(void *arg, const char *project, const char *location, const char *cluster,
+                     json_t *items, char op_id[48], mtc_error_t *err);
+    void *arg;
+};
 
 /* ---- state (state.c) ---- */
 
@@ -114,7 +130,7 @@ json_t *jobs_resolve(const struct jobs_where *w, const json_t *recipe, const str
 /* A trainingJobs request, checked and submitted. */
 struct jobs_request {
     struct store *st;
-    struct control *ctl;
+    const struct jobs_ops *ops;
     const char *home; /* mtcd's: the registry, and experiments without experimentRoot */
     const struct store_cluster *cl; /* the cluster, RUNNING */
     const json_t *req;              /* recipe_request_parse's canonical request */
@@ -200,18 +216,18 @@ unsigned jobs_fault_pick(int seed, int index, int what);
  * (bad body, a node not the job's; "precondition: " when the job is not
  * running, its tasks have not started on the node or the node is being
  * remediated: try again), 501 (the cluster's provider cannot), 500. */
-json_t *jobs_inject_fault(struct store *st, struct control *ctl, const struct store_cluster *cl,
+json_t *jobs_inject_fault(struct store *st, const struct jobs_ops *ops, const struct store_cluster *cl,
                           struct store_job *j, const json_t *body, int *http, mtc_error_t *err);
 
 /* ---- the monitor (monitor.c) and its view of the queues (queue.c) ---- */
 
 /* A thread that refreshes every unfinished job each interval_ms (0:
- * JOBS_MONITOR_MS), one Slurm query per cluster and pass; with ctl, every
+ * JOBS_MONITOR_MS), one Slurm query per cluster and pass; with ops, every
  * cluster whose Slurm is up (RUNNING, UPDATING) is asked that once a pass,
  * jobs or not, and what it said kept for jobs_queue_view; stop joins it. */
 #define JOBS_MONITOR_MS 5000
 struct jobs_monitor;
-struct jobs_monitor *jobs_monitor_start(struct store *st, struct control *ctl, int interval_ms,
+struct jobs_monitor *jobs_monitor_start(struct store *st, const struct jobs_ops *ops, int interval_ms,
                                         mtc_error_t *err);
 /* How often a cluster's accounts' usage is asked of its accounting
  * database: each JOBS_USAGE_MS, or JOBS_USAGE_MOVED_MS after the last when
@@ -223,7 +239,7 @@ struct jobs_monitor *jobs_monitor_start(struct store *st, struct control *ctl, i
  * it: JSON null when Slurm did not answer) and tallied into the cluster's
  * view; its usage (slurm_usage since the cluster's creation, summed per
  * account; clusters with accounting) as JOBS_USAGE_MS says. */
-void jobs_queue_look(struct store *st, struct control *ctl, json_t *pass);
+void jobs_queue_look(struct store *st, const struct jobs_ops *ops, json_t *pass);
 /* What the last look saw of cluster (created at created_ms: a cluster made
  * again under the same id has none until the next look): {"time": ms of
  * the look, "pending": {"ACCOUNT\nREASON": n}, "running": {ACCOUNT: n},

@@ -24,7 +24,7 @@ static atomic_llong passes_done;
 
 struct jobs_monitor {
     struct store *st;
-    struct control *ctl; /* NULL: only the clusters of unfinished jobs are asked */
+    struct jobs_ops ops; /* ops.prov NULL: only the clusters of unfinished jobs are asked */
     int interval_ms;
     pthread_t thread;
     pthread_mutex_t lock;
@@ -34,12 +34,12 @@ struct jobs_monitor {
 
 /* Refresh every unfinished job, page by page; stops early when *stop is set
  * (mtcd shutting down mid-pass). */
-static void pass(struct store *st, struct control *ctl, atomic_int *stop)
+static void pass(struct store *st, const struct jobs_ops *ops, atomic_int *stop)
 {
     int64_t after = 0;
     json_t *slurm = json_object(); /* what each cluster's Slurm said this pass */
-    if (ctl)
-        jobs_queue_look(st, ctl, slurm);
+    if (ops->prov)
+        jobs_queue_look(st, ops, slurm);
     for (;;) {
         int n = 0;
         struct store_job *jobs = store_job_list_unfinished(st, after, MONITOR_PAGE, &n);
@@ -62,7 +62,7 @@ static void *loop(void *arg)
     pthread_mutex_lock(&m->lock);
     while (!m->stop) {
         pthread_mutex_unlock(&m->lock);
-        pass(m->st, m->ctl, &m->stop);
+        pass(m->st, &m->ops, &m->stop);
         atomic_fetch_add(&passes_done, 1);
         pthread_mutex_lock(&m->lock);
         struct timespec ts = mtc_deadline_ms(m->interval_ms);
@@ -73,7 +73,7 @@ static void *loop(void *arg)
     return NULL;
 }
 
-struct jobs_monitor *jobs_monitor_start(struct store *st, struct control *ctl, int interval_ms,
+struct jobs_monitor *jobs_monitor_start(struct store *st, const struct jobs_ops *ops, int interval_ms,
                                         mtc_error_t *err)
 {
     struct jobs_monitor *m = calloc(1, sizeof(*m));
@@ -82,7 +82,8 @@ struct jobs_monitor *jobs_monitor_start(struct store *st, struct control *ctl, i
         return NULL;
     }
     m->st = st;
-    m->ctl = ctl;
+    if (ops)
+        m->ops = *ops;
     m->interval_ms = interval_ms > 0 ? interval_ms : JOBS_MONITOR_MS;
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->wake, NULL);

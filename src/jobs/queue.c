@@ -4,7 +4,7 @@
  * (sacct, at most once a minute) — kept in memory for /metrics, which then
  * formats without asking Slurm. */
 #include "jobs/jobs.h"
-#include "control/control.h"
+#include "cluster/cluster.h"
 #include "provider/provider.h"
 #include "slurm/slurm.h"
 #include "store/store.h"
@@ -110,19 +110,19 @@ static json_t *view_of(const char *id, int64_t created_ms)
 
 /* Look at cluster id's Slurm: its jobs' states into pass (by slurm.conf,
  * as jobs_refresh_state reads them) and its view. */
-static void look(struct store *st, struct control *ctl, const char *id, json_t *pass)
+static void look(struct store *st, const struct jobs_ops *ops, const char *id, json_t *pass)
 {
     struct store_cluster cl;
     if (store_cluster_head(st, id, &cl) < 0)
         return;
-    int s = schema_enum_parse(&control_state_enum, cl.state, 0);
+    int s = schema_enum_parse(&cluster_state_enum, cl.state, 0);
     int64_t created = cl.create_ms;
     store_cluster_release(&cl);
-    if (s != CONTROL_RUNNING && s != CONTROL_UPDATING)
+    if (s != CLUSTER_STATE_RUNNING && s != CLUSTER_STATE_UPDATING)
         return; /* no slurmctld to ask */
     char conf[PATH_MAX];
     mtc_error_t err = {""};
-    char *env = control_env(ctl, id, &err); /* a simulated cluster has none */
+    char *env = provider_env(ops->prov, id, &err); /* a simulated cluster has none */
     int rc = env ? provider_env_get(env, "SLURM_CONF", conf, sizeof(conf)) : -1;
     free(env);
     if (rc < 0)
@@ -168,12 +168,12 @@ static void look(struct store *st, struct control *ctl, const char *id, json_t *
     pthread_mutex_unlock(&views_lock);
 }
 
-void jobs_queue_look(struct store *st, struct control *ctl, json_t *pass)
+void jobs_queue_look(struct store *st, const struct jobs_ops *ops, json_t *pass)
 {
     json_t *ids = store_cluster_ids(st);
     size_t i;
     json_t *id;
-    json_array_foreach(ids, i, id) look(st, ctl, json_string_value(id), pass);
+    json_array_foreach(ids, i, id) look(st, ops, json_string_value(id), pass);
     pthread_mutex_lock(&views_lock); /* deleted clusters' views go */
     const char *k;
     json_t *v, *tmp;

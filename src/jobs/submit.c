@@ -8,9 +8,9 @@
  * the steps `mtc run -e local` and --dry-run take too. */
 #include "jobs/jobs.h"
 #include "cluster/cluster.h"
-#include "control/control.h"
 #include "dataset/dataset.h"
 #include "image/image.h"
+#include "provider/provider.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"
 #include "slurm/slurm.h"
@@ -95,10 +95,11 @@ static int charge_check(const struct target *t, const char *cluster, const struc
     return 0;
 }
 
-static int cluster_target(struct control *ctl, const char *id, struct target *t, mtc_error_t *err)
+static int cluster_target(const struct jobs_ops *ops, const char *id, struct target *t,
+                          mtc_error_t *err)
 {
     mtc_error_t e2 = {""};
-    char *env = control_env(ctl, id, &e2);
+    char *env = provider_env(ops->prov, id, &e2);
     if (!env)
         return fail(EINVAL, err, "precondition: cluster %s: %s", id, e2.text);
     int rc = provider_env_get(env, "SLURM_CONF", t->conf, sizeof(t->conf));
@@ -253,7 +254,7 @@ static int resolve_dataset(const struct jobs_request *q, const json_t *recipe, c
         return fail(EINVAL, err, "%s", e2.text);
     if (store_dataset_get(q->st, q->cl->project, q->cl->location, name, &d) < 0)
         return fail(EINVAL, err, "dataset: dataset %s not found (mtc data list)", name);
-    json_t *ds = control_dataset_json(q->st, &d, 1);
+    json_t *ds = dataset_json(q->st, &d, 1);
     store_dataset_release(&d);
     const char *kind = recipe_task_kind(json_string_value(json_object_get(recipe, "task")));
     int rc = dataset_pick("dataset", ds, ref, kind, p->dataset, sizeof(p->dataset), &e2);
@@ -448,7 +449,7 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
                 json_t **cfg, mtc_error_t *err)
 {
     struct target t;
-    if (cluster_target(q->ctl, q->cl->id, &t, err) < 0 ||
+    if (cluster_target(q->ops, q->cl->id, &t, err) < 0 ||
         charge_check(&t, q->cl->id, run, q->as ? q->as->name : NULL, err) < 0)
         return -1;
     json_t *recipe = jobs_recipe(q->req, err);
@@ -486,7 +487,7 @@ int jobs_submit(const struct jobs_request *q, struct recipe_run *run, struct job
     struct jobs_where w = {.home = q->home,
                            .project = q->cl->project,
                            .location = q->cl->location,
-                           .convert_trainer = control_datasets(q->ctl)->trainer,
+                           .convert_trainer = q->ops->trainer,
                            .slurm_conf = t.conf,
                            .as = q->as};
     mtc_error_t e2 = {""};
