@@ -177,7 +177,10 @@ import json, sys
 for e in json.load(sys.stdin) or []:
     if e.get("eventType") == "TRAINING_STALL" and e.get("description", "").startswith("trainingJob long "):
         print(e["description"])'; }
-stalled() { [ "$(stalls | wc -l)" -gt "$STALLS" ]; }
+# the event for the step the stopped trainer is frozen at: on a loaded machine
+# a pause of the job may have raised it (and this one alert) already
+last_step() { python3 -c 'import json, sys; print(max([json.loads(l).get("step", 0) for l in open(sys.argv[1]) if l.endswith("\n")] or [0]))' "$LTD/logs/metrics.jsonl"; }
+stalled() { stalls | grep -q "after step $STEP ("; }
 LTD=$(api GET "$JOBS/long"; field '["taskDir"]' <<<"$BODY")
 rows() { [ "$(wc -l <"$LTD/logs/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ]; }
 check "the long job logs its steps" wait_for 60 rows
@@ -187,7 +190,8 @@ STALLS=$(stalls | wc -l)
 diag "stall events before: $STALLS"
 t0=$SECONDS
 kill -STOP $TP
-check "trainer SIGSTOPped, no client reading the job: a TRAINING_STALL event" wait_for 60 stalled
+STEP=$(last_step)
+check "trainer SIGSTOPped at step $STEP, no client reading the job: a TRAINING_STALL event after that step" wait_for 60 stalled
 diag "TRAINING_STALL stored $((SECONDS - t0)) s after the SIGSTOP: $(stalls | tail -1)"
 kill -CONT $TP
 # requeued and held: mtcd releases a requeued job from Slurm's requeue hold
