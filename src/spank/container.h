@@ -155,6 +155,14 @@ int container_open_in(int rootfd, const char *path, int flags);
  * a symlink out of the root), the last one a file when file is set (a mount
  * point). 0, or -1 with errno and, when err is given, err naming the path. */
 int container_mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err);
+/* The host path src (in the caller's namespace) bound at dst inside the
+ * container rooted at rootfd (its mount point made by container_mkpath_in, a
+ * file when file is set, reached with O_NOFOLLOW), then remounted with
+ * MS_BIND | MS_REMOUNT | flags, MS_NODEV added when keep_nodev and the source
+ * has it. 0, or -1 + errno and err ("cannot mount WHAT SRC on DST: ...", what
+ * "" or e.g. "the driver's "). */
+int container_bind_in(int rootfd, const char *src, const char *dst, int file, unsigned long flags,
+                      int keep_nodev, const char *what, mtc_error_t *err);
 /* s->root: R/jobs/JOB/named/NAME/root or R/jobs/JOB/steps/STEP/root. */
 void container_step_root(struct container_step *s, const struct container_opts *o);
 /* s->root opened (O_PATH) through a trusted walk of its directory: the

@@ -415,31 +415,8 @@ done:
  * in the container. */
 static int bind_ro(int rootfd, const char *src, const char *dst, int file, mtc_error_t *err)
 {
-    if (container_mkpath_in(rootfd, dst, file, NULL) < 0)
-        return errprintf(err, "%.200s in the container: %s", dst, strerror(errno));
-    int fd = container_open_in(rootfd, dst, O_PATH | O_NOFOLLOW);
-    if (fd < 0)
-        return errprintf(err, "%.200s in the container: %s", dst, strerror(errno));
-    char target[64];
-    snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
-    int rc = mount(src, target, NULL, MS_BIND, NULL);
-    int e = errno;
-    close(fd);
-    /* the remount reaches the new mount through the path opened again (fd
-     * was the file under it) */
-    fd = rc < 0 ? -1 : container_open_in(rootfd, dst, O_PATH | O_NOFOLLOW);
-    if (rc == 0 && fd < 0)
-        rc = -1, e = errno;
-    snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
-    if (rc == 0 && mount(NULL, target, NULL,
-                         MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-        rc = -1, e = errno;
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0)
-        return errprintf(err, "cannot mount the driver's %.200s on %.200s: %s", src, dst,
-                         strerror(e));
-    return 0;
+    return container_bind_in(rootfd, src, dst, file, MS_RDONLY | MS_NOSUID | MS_NODEV, 0,
+                             "the driver's ", err);
 }
 
 /* The first of the usual library directories the image has. */

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ROOT + rel into out. */
@@ -130,37 +129,14 @@ int container_ib_plan(struct container_ib *ib, const char *root, const struct co
 int container_ib_dev(const struct container_ib *ib, int rootfd, mtc_error_t *err)
 {
     for (size_t i = 0; i < ib->ndevs; i++) {
-        char rel[64], src[700], target[64];
+        char rel[64], src[700];
         snprintf(rel, sizeof(rel), "/dev/infiniband/%s", ib->devs[i]);
         in_tree(ib, rel, src, sizeof(src));
-        if (container_mkpath_in(rootfd, rel, 1, err) < 0)
+        /* as enroot's hook: read-only, nosuid, noexec (a device still opens
+         * for writing), keeping the source's nodev */
+        if (container_bind_in(rootfd, src, rel, 1, MS_RDONLY | MS_NOSUID | MS_NOEXEC, 1, "",
+                              err) < 0)
             return -1;
-        int fd = container_open_in(rootfd, rel, O_PATH);
-        if (fd < 0)
-            return errprintf(err, "%s in the container: %s", rel, strerror(errno));
-        snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
-        int rc = mount(src, target, NULL, MS_BIND, NULL);
-        int e = errno;
-        close(fd);
-        /* then, as enroot's hook: read-only, nosuid, noexec (a device still
-         * opens for writing), keeping the source's nodev; the new mount is
-         * reached through the path opened again */
-        struct statvfs v;
-        if (rc == 0 && (fd = container_open_in(rootfd, rel, O_PATH)) < 0)
-            rc = -1, e = errno;
-        if (rc == 0) {
-            snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
-            rc = statvfs(target, &v);
-            if (rc == 0)
-                rc = mount(NULL, target, NULL,
-                           MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC |
-                               (v.f_flag & ST_NODEV ? MS_NODEV : 0),
-                           NULL);
-            e = errno;
-            close(fd);
-        }
-        if (rc < 0)
-            return errprintf(err, "cannot mount %.600s on %s: %s", src, rel, strerror(e));
     }
     return 0;
 }

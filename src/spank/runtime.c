@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -243,6 +244,41 @@ int container_mkpath_in(int rootfd, const char *path, int file, mtc_error_t *err
         if (rc < 0 && e != EEXIST)
             return errno = e,
                    errprintf(err, "cannot create %.200s in the container: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+int container_bind_in(int rootfd, const char *src, const char *dst, int file, unsigned long flags,
+                      int keep_nodev, const char *what, mtc_error_t *err)
+{
+    if (container_mkpath_in(rootfd, dst, file, NULL) < 0)
+        return errprintf(err, "%.200s in the container: %s", dst, strerror(errno));
+    int fd = container_open_in(rootfd, dst, O_PATH | O_NOFOLLOW);
+    if (fd < 0)
+        return errprintf(err, "%.200s in the container: %s", dst, strerror(errno));
+    char target[64];
+    snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
+    int rc = mount(src, target, NULL, MS_BIND, NULL);
+    int e = errno;
+    close(fd);
+    /* the remount reaches the new mount through the path opened again (fd
+     * was the file under it) */
+    fd = rc < 0 ? -1 : container_open_in(rootfd, dst, O_PATH | O_NOFOLLOW);
+    if (rc == 0 && fd < 0)
+        rc = -1, e = errno;
+    snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
+    struct statvfs v = {0};
+    if (rc == 0 && keep_nodev && statvfs(target, &v) < 0)
+        rc = -1, e = errno;
+    if (rc == 0 && mount(NULL, target, NULL,
+                         MS_BIND | MS_REMOUNT | flags | (v.f_flag & ST_NODEV ? MS_NODEV : 0),
+                         NULL) < 0)
+        rc = -1, e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0) {
+        errno = e;
+        return errprintf(err, "cannot mount %s%.200s on %.200s: %s", what, src, dst, strerror(e));
     }
     return 0;
 }
