@@ -12,6 +12,7 @@
  * run kept between scrapes, so a scrape reads only what the run's
  * metrics.jsonl and log gained since the last. */
 #include "api/internal.h"
+#include "cluster/cluster.h"
 #include "endpoint/endpoint.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
@@ -114,9 +115,6 @@ static const char *num(double v, char *buf, size_t len)
 }
 
 /* ---- clusters, nodes, health, remediation, operations ---- */
-
-static const char *const cluster_states[] = {"PROVISIONING", "RUNNING", "UPDATING", "STOPPING",
-                                             "ERROR"};
 
 /* One row of store_scrape_*'s into the text: the metric's line for a
  * cluster (its label value escaped). */
@@ -268,19 +266,21 @@ static void clusters(struct api_req *r, struct text *t)
     json_t *ids = store_cluster_ids(r->st);
     size_t i;
     json_t *id;
-    int count[5] = {0};
+    int count[CLUSTER_STATE_ERROR + 1] = {0};
     json_array_foreach(ids, i, id)
     {
         struct store_cluster cl;
         if (store_cluster_head(r->st, json_string_value(id), &cl) < 0)
             continue;
-        for (int k = 0; k < 5; k++)
-            count[k] += strcmp(cl.state, cluster_states[k]) == 0;
+        int k = schema_enum_parse(&cluster_state_enum, cl.state, 0);
+        if (k >= 0)
+            count[k]++;
         store_cluster_release(&cl);
     }
     head(t, "mtc_clusters", "gauge", "Clusters by state.");
-    for (int k = 0; k < 5; k++)
-        put(t, "mtc_clusters{state=\"%s\"} %d\n", cluster_states[k], count[k]);
+    for (int k = 0; k <= CLUSTER_STATE_ERROR; k++)
+        put(t, "mtc_clusters{state=\"%s\"} %d\n", schema_enum_name(&cluster_state_enum, k),
+            count[k]);
     head(t, "mtc_nodes", "gauge", "Nodes by cluster, pool and state (1 per node).");
     cluster_rows(r, t, ids, store_scrape_nodes, node_row);
     head(t, "mtc_health_check", "gauge",
