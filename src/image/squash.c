@@ -186,9 +186,14 @@ int image_squash(const char *root, const char *out, unsigned procs, mtc_error_t 
     /* mkdtemp made the work directory 0700: the image's / must be 0755 */
     if (chmod(root, 0755) < 0)
         return errprintf(err, "chmod %s: %s", root, strerror(errno));
-    char *argv[] = {"mksquashfs",   (char *)root, tmp,  "-noappend", "-all-root",
-                    "-no-progress", NULL,         NULL, NULL,        NULL};
-    size_t a = 6;
+    /* zstd at level 1: on a 135 MB tree of libraries 0.6 CPU-s against gzip's 20
+     * (mksquashfs's default), for a file 10% larger (enroot's default, lzo with
+     * data uncompressed, took 4 CPU-s for a file 3.3 times larger); squashfuse
+     * and the kernel (CONFIG_SQUASHFS_ZSTD, Linux 4.14+) read it */
+    char *argv[] = {
+        "mksquashfs", (char *)root,          tmp, "-noappend", "-all-root", "-no-progress", "-comp",
+        "zstd",       "-Xcompression-level", "1", NULL,        NULL,        NULL,           NULL};
+    size_t a = 10;
     if (procs) {
         argv[a++] = "-processors";
         argv[a++] = nproc;
