@@ -10,16 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-const struct schema_enum control_op_kind_enum =
-    SCHEMA_NAMES(NULL, [CONTROL_CREATE] = "CREATE", [CONTROL_UPDATE] = "UPDATE",
-                 [CONTROL_DELETE] = "DELETE", [CONTROL_REMEDIATE] = "REMEDIATE",
-                 [CONTROL_PREPARE] = "PREPARE", [CONTROL_UPLOAD] = "UPLOAD",
-                 [CONTROL_HEALTHSCAN] = "HEALTH_SCAN");
+const struct schema_enum control_op_kind_enum = SCHEMA_NAMES(
+    NULL, [CONTROL_CREATE] = "CREATE", [CONTROL_UPDATE] = "UPDATE", [CONTROL_DELETE] = "DELETE",
+    [CONTROL_REMEDIATE] = "REMEDIATE", [CONTROL_PREPARE] = "PREPARE", [CONTROL_UPLOAD] = "UPLOAD",
+    [CONTROL_HEALTHSCAN] = "HEALTH_SCAN");
 
-struct job {
+/* One operation as its worker thread runs it. */
+struct op_worker {
     struct control *c;
     struct store_op op;
-    char key[160]; /* what it holds in c->busy (op_key) */
+    char key[160];  /* what it holds in c->busy (op_key) */
     int keep_state; /* the run failed but left the cluster in a working state */
     int code;       /* google.rpc code of a failure (RPC_INTERNAL unless the run says) */
 };
@@ -43,7 +43,7 @@ static const char *op_key(const struct store_op *op, char *buf, size_t len)
 
 static void progress_cb(void *arg, const char *message)
 {
-    struct job *j = arg;
+    struct op_worker *j = arg;
     store_op_progress(j->c->st, j->op.id, message);
     log_msg(LOG_INFO, "%s %s %s: %s", j->op.kind, j->op.cluster_id, j->op.id, message);
 }
@@ -51,7 +51,7 @@ static void progress_cb(void *arg, const char *message)
 /* An UPDATE the provider could not apply: bring the cluster back to the spec
  * it last ran with (still the stored one) and fail the operation with the
  * reason; the cluster stays RUNNING when the rollback works. */
-static int roll_back(struct job *j, mtc_error_t *err)
+static int roll_back(struct op_worker *j, mtc_error_t *err)
 {
     struct control *c = j->c;
     const char *id = j->op.cluster_id;
@@ -74,7 +74,7 @@ static int roll_back(struct job *j, mtc_error_t *err)
     return errprintf(err, "update failed, cluster kept its previous configuration: %s", why);
 }
 
-static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
+static int run_apply(struct op_worker *j, json_t **response, mtc_error_t *err)
 {
     struct control *c = j->c;
     const char *id = j->op.cluster_id;
@@ -82,11 +82,11 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
         return errprintf(err, "operation %s has no target spec", j->op.id);
     /* the spec's users first: jobs are submitted as them on this machine */
     if (json_array_size(json_object_get(j->op.request, "users")) &&
-        !cluster_spec_simulated(j->op.request) &&
-        cluster_users_apply(j->op.request, err) < 0) {
+        !cluster_spec_simulated(j->op.request) && cluster_users_apply(j->op.request, err) < 0) {
         /* nothing was changed: an update leaves the cluster as it ran */
         if (schema_enum_parse(&control_op_kind_enum, j->op.kind, 0) == CONTROL_UPDATE) {
-            store_cluster_set_state(c->st, id, CONTROL_NAME(cluster_state_enum, CLUSTER_STATE_RUNNING));
+            store_cluster_set_state(c->st, id,
+                                    CONTROL_NAME(cluster_state_enum, CLUSTER_STATE_RUNNING));
             j->keep_state = 1;
         }
         return -1;
@@ -107,7 +107,7 @@ static int run_apply(struct job *j, json_t **response, mtc_error_t *err)
     return 0;
 }
 
-static int run_delete(struct job *j, json_t **response, mtc_error_t *err)
+static int run_delete(struct op_worker *j, json_t **response, mtc_error_t *err)
 {
     struct control *c = j->c;
     if (provider_delete(c->prov, j->op.cluster_id, err) < 0)
@@ -119,28 +119,28 @@ static int run_delete(struct job *j, json_t **response, mtc_error_t *err)
     return 0;
 }
 
-static int run_remediate(struct job *j, json_t **response, mtc_error_t *err)
+static int run_remediate(struct op_worker *j, json_t **response, mtc_error_t *err)
 {
     return control_run_remediate(j->c, &j->op, response, err);
 }
 
-static int run_dataset(struct job *j, json_t **response, mtc_error_t *err)
+static int run_dataset(struct op_worker *j, json_t **response, mtc_error_t *err)
 {
     return control_run_dataset(j->c, &j->op, response, &j->code, err);
 }
 
-static int run_healthscan(struct job *j, json_t **response, mtc_error_t *err)
+static int run_healthscan(struct op_worker *j, json_t **response, mtc_error_t *err)
 {
     return control_run_healthscan(j->c, &j->op, response, &j->code, err);
 }
 
-static int run_model(struct job *j, json_t **response, mtc_error_t *err)
+static int run_model(struct op_worker *j, json_t **response, mtc_error_t *err)
 {
     return control_run_model(j->c, &j->op, response, &j->code, err);
 }
 
 static const struct op_kind {
-    int (*run)(struct job *j, json_t **response, mtc_error_t *err);
+    int (*run)(struct op_worker *j, json_t **response, mtc_error_t *err);
     int fail_state; /* enum cluster_state of the cluster when the operation fails; -1 = kept */
 } op_kinds[] = {
     [CONTROL_CREATE] = {run_apply, CLUSTER_STATE_ERROR},
@@ -159,7 +159,8 @@ static const struct {
     const char *type;
     struct op_kind kind;
 } target_kinds[] = {
-    {"datasets", {run_dataset, -1}}, /* every operation on a dataset (CREATE, PREPARE) prepares it */
+    {"datasets",
+     {run_dataset, -1}}, /* every operation on a dataset (CREATE, PREPARE) prepares it */
     {"models", {run_model, -1}},
 };
 
@@ -180,7 +181,7 @@ static void submit_or_defer(struct control *c, const char *op_id);
 
 static void *worker(void *arg)
 {
-    struct job *j = arg;
+    struct op_worker *j = arg;
     struct control *c = j->c;
     mtc_error_t err = {""};
     json_t *response = NULL;
@@ -276,7 +277,7 @@ int control_create_cluster(struct control *c, const struct store_cluster *cl,
  * leaves it to start this one next; without it that is EBUSY. */
 static int submit(struct control *c, const char *op_id, int wait_turn, mtc_error_t *err)
 {
-    struct job *j = calloc(1, sizeof(*j));
+    struct op_worker *j = calloc(1, sizeof(*j));
     if (!j)
         return errprintf(err, "out of memory");
     j->c = c;
@@ -352,9 +353,9 @@ static void event_cb(void *arg, const char *type, const char *node, const char *
     if (node && strcmp(type, "SLURMD_RESTART") == 0) { /* every one, repeats too */
         snprintf(key, sizeof(key), "%s/%s", e->cluster, node);
         json_t *r = json_object_get(e->c->restarts, key);
-        json_object_set_new(e->c->restarts, key,
-                            json_pack("[I, I]", r ? json_integer_value(json_array_get(r, 1)) : 0,
-                                      (json_int_t)now));
+        json_object_set_new(
+            e->c->restarts, key,
+            json_pack("[I, I]", r ? json_integer_value(json_array_get(r, 1)) : 0, (json_int_t)now));
     }
     snprintf(key, sizeof(key), "%s/%s/%s", e->cluster, type, node ? node : "-");
     json_t *last = json_object_get(e->c->recent, key);

@@ -404,7 +404,8 @@ int hosts_write_conf(const struct provider *p, const struct head *c, const struc
      * suspended node idle% this long; a resume that comes while mtc still
      * powers the node off waits for it (the node's lock) */
     int rc = head_power_setup(p, c, spec, HOSTS_SUSPEND_TIMEOUT_S, &sl, err);
-    if (rc == 0) /* slurmdbd runs here too: the hosts' clients reach it at the controller's address */
+    if (rc ==
+        0) /* slurmdbd runs here too: the hosts' clients reach it at the controller's address */
         rc = head_acct_setup(c, spec, s->ctld_addr, &sl.acct, err);
     if (rc == 0)
         rc = head_conf_write(c, spec, &sl, sha, err);
@@ -431,7 +432,7 @@ int hosts_wait_registered(const struct head *c, const struct hstate *s, mtc_erro
 
 /* ---- per-host work, in parallel ---- */
 
-struct job {
+struct host_work {
     struct provider *p;
     const struct head *c;
     struct hstate *s;
@@ -450,7 +451,7 @@ struct job {
 
 static int t_preflight(void *arg, size_t i, mtc_error_t *err)
 {
-    struct job *j = arg;
+    struct host_work *j = arg;
     if (j->skip[i])
         return 0;
     struct ssh_conn *ssh = hosts_ssh(j->p, j->s, j->s->nodes[i].host, err);
@@ -464,7 +465,7 @@ static int t_preflight(void *arg, size_t i, mtc_error_t *err)
 
 static int t_up(void *arg, size_t i, mtc_error_t *err)
 {
-    struct job *j = arg;
+    struct host_work *j = arg;
     const struct hnode *n = &j->s->nodes[i];
     if (j->off[i])
         return 0; /* powered down: Slurm's resume brings it up (hosts_power) */
@@ -479,7 +480,7 @@ static int t_up(void *arg, size_t i, mtc_error_t *err)
 /* j->op ("stop", "clean") on j->hosts[i]. */
 static int t_op(void *arg, size_t i, mtc_error_t *err)
 {
-    struct job *j = arg;
+    struct host_work *j = arg;
     struct ssh_conn *ssh = hosts_ssh(j->p, j->s, j->hosts[i], err);
     int rc = ssh ? hosts_remote_op(ssh, j->s, j->op, "", -1, NULL, 30000, err) : -1;
     if (j->close_ssh)
@@ -494,7 +495,7 @@ static int t_op(void *arg, size_t i, mtc_error_t *err)
 static void clean_unused(struct provider *p, const struct head *c, struct hstate *s, int every_host,
                          provider_progress_fn progress, void *arg)
 {
-    struct job *j = calloc(1, sizeof(*j));
+    struct host_work *j = calloc(1, sizeof(*j));
     mtc_error_t *errs = calloc(2 * HOSTS_MAX + HOSTS_MAX, sizeof(*errs));
     size_t n = 0;
     if (!j || !errs)
@@ -645,7 +646,7 @@ static void teardown(struct provider *p, struct head *c, struct hstate *s)
 
 /* Preflight every node's host in parallel, size the nodes, and record the
  * hosts before anything is written to them. 0/-1 + err. */
-static int check_hosts(struct job *j, const json_t *spec, mtc_error_t *errs,
+static int check_hosts(struct host_work *j, const json_t *spec, mtc_error_t *errs,
                        provider_progress_fn progress, void *arg, mtc_error_t *err)
 {
     struct hstate *s = j->s;
@@ -672,7 +673,7 @@ static int check_hosts(struct job *j, const json_t *spec, mtc_error_t *errs,
 
 /* The controller's files: node files, munge key (munged), the image, the
  * experiment root's marker, slurm.conf. */
-static int write_files(struct job *j, struct hbundle *b, char sha[65], mtc_error_t *err)
+static int write_files(struct host_work *j, struct hbundle *b, char sha[65], mtc_error_t *err)
 {
     char dir[PLEN];
     for (size_t i = 0; i < j->s->nnodes; i++)
@@ -738,7 +739,7 @@ static int apply_locked(struct provider *p, struct head *c, const json_t *spec, 
     struct hbundle b;
     char sha[65], url[512];
     mtc_error_t *errs = calloc(HOSTS_MAX, sizeof(*errs));
-    struct job *j = calloc(1, sizeof(*j));
+    struct host_work *j = calloc(1, sizeof(*j));
     int rc = -1;
     if (!errs || !j) {
         errprintf(err, "out of memory");
@@ -767,13 +768,13 @@ static int apply_locked(struct provider *p, struct head *c, const json_t *spec, 
         if (hosts_power_wake(p, c, s, spec, &s->nodes[i], err) < 0)
             goto out;
     }
-    *j = (struct job){.p = p,
-                      .c = c,
-                      .s = s,
-                      .spec = spec,
-                      .ctl = &ctl,
-                      .b = &b,
-                      .install = json_is_true(json_object_get(spec, "installPackages"))};
+    *j = (struct host_work){.p = p,
+                            .c = c,
+                            .s = s,
+                            .spec = spec,
+                            .ctl = &ctl,
+                            .b = &b,
+                            .install = json_is_true(json_object_get(spec, "installPackages"))};
     if (check_hosts(j, spec, errs, progress, arg, err) < 0)
         goto out;
     *touched = 1;

@@ -1,6 +1,7 @@
 /* hosts.h: internal to the hosts provider — one Slurm cluster across real
- * servers over ssh. hosts.c: apply, delete, supervise, views (the controller
- * side is the cluster head's, head.h); hosts_state.c: the cluster's state
+ * servers over ssh. hosts.c: apply and delete, the cluster's files and the
+ * per-host work run in parallel (the controller side is the cluster head's,
+ * head.h); hosts_state.c: the cluster's state
  * file and the placement of nodes on hosts (pure); hosts_view.c: supervision and the
  * views (nodes, hosts, env, login); hosts_remote.c: what runs on a host (the
  * mtc-host script, preflight, the bundle of files, parallel runs);
