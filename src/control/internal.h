@@ -1,5 +1,7 @@
-/* internal: what control.c (operations, supervisor) and remediate.c (the
- * resilience controller) share. Not part of the module's interface. */
+/* internal: what the control module's files share — control.c (operations,
+ * supervisor), remediate.c (the resilience controller) and the operation
+ * kinds' files (prepare.c, healthscan.c, upload.c, power.c, report.c). Not
+ * part of the module's interface. */
 #ifndef MTC_CONTROL_INTERNAL_H
 #define MTC_CONTROL_INTERNAL_H
 
@@ -41,16 +43,17 @@ struct control {
     int supervise_ms;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    json_t *busy;   /* cluster id -> op id, clusters with a running worker */
-    json_t *waiting; /* busy key -> op id stored while that worker was letting go of the key */
-    json_t *down;   /* "cluster/node" -> ms first seen down by Slurm */
-    json_t *recent; /* "cluster/type/node" -> ms a supervisor event was last recorded */
+    json_t *busy;         /* cluster id -> op id, clusters with a running worker */
+    json_t *waiting;      /* busy key -> op id stored while that worker was letting go of the key */
+    json_t *down;         /* "cluster/node" -> ms first seen down by Slurm */
+    json_t *recent;       /* "cluster/type/node" -> ms a supervisor event was last recorded */
     json_t *failed_since; /* "cluster/node" -> ms its failure was first seen: the queue's order */
     json_t *supervised;   /* cluster id -> ms the last supervise pass over its daemons began */
     json_t *passes;       /* cluster id -> supervise passes completed since mtcd started */
     int64_t started_ms;   /* when control_create ran (mtcd started) */
-    json_t *restarts;     /* "cluster/node" -> [previous, last] ms the supervisor restarted its slurmd */
-    int running;    /* worker threads alive */
+    json_t
+        *restarts; /* "cluster/node" -> [previous, last] ms the supervisor restarted its slurmd */
+    int running;   /* worker threads alive */
     int stopping;
     int poked; /* wake the supervisor early */
     int supervisor_started;
@@ -77,7 +80,7 @@ int control_slurmd_supervised(struct control *c, const char *cluster, const char
  * and *code, the google.rpc code of the failure. */
 int control_run_dataset(struct control *c, struct store_op *op, json_t **response, int *code,
                         mtc_error_t *err);
-/* A model's UPLOAD (model.c): 0 with *response, or -1 with err and *code. */
+/* A model's UPLOAD (upload.c): 0 with *response, or -1 with err and *code. */
 int control_run_model(struct control *c, struct store_op *op, json_t **response, int *code,
                       mtc_error_t *err);
 /* A cluster's HEALTH_SCAN (healthscan.c): 0 with *response (the report), or

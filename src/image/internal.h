@@ -1,4 +1,4 @@
-/* image internals: what import.c, trainer.c and squash.c share — the work
+/* image internals: what import.c, trainer.c, squash.c, cache.c and pull.c share — the work
  * directory, running the tools (tar, cp, ldd, mksquashfs), the image's config
  * files and writing the squashfs file. Not part of the module's interface. */
 #ifndef MTC_IMAGE_INTERNAL_H

@@ -238,7 +238,7 @@ json_t *recipe_request_json(const struct recipe_run *run);
  * `mtc run` says it, naming the flag ("-n 3: ..."), into buf; returns buf. */
 const char *recipe_request_cli_text(const char *msg, char *buf, size_t len);
 
-/* ---- submitting to Slurm (submit.c) ---- */
+/* ---- submitting to Slurm (sbatch.c) ---- */
 
 /* The checks before anything is submitted, then the submission of a resolved
  * run (cfg, with its script) to the Slurm cluster of slurm.conf conf: the

@@ -1,5 +1,6 @@
-/* serve internals shared by the HTTP front (http.c), the OpenAI routes (openai.c), the
- * model loader (load.c) and the Prometheus metrics (metrics.c). */
+/* serve internals shared by the HTTP front (http.c), its connections (conns.c), the
+ * OpenAI routes (openai.c), the model loader (load.c) and the Prometheus metrics
+ * (metrics.c). */
 #ifndef MTC_SERVE_INTERNAL_H
 #define MTC_SERVE_INTERNAL_H
 
@@ -31,7 +32,7 @@ struct serve {
     int port;
     struct serve_metrics *mt;
     struct serve_conns *conns; // the request deadline (conns.c)
-    unsigned long next_id; // under id_mu
+    unsigned long next_id;     // under id_mu
     pthread_mutex_t id_mu;
 };
 

@@ -1,4 +1,4 @@
-/* model: the operation that registers a model version (an upload) — the
+/* upload: the operation that registers a model version (an upload) — the
  * artifact's files stored once by content (src/registry), the version and its
  * lineage (the run's config.json, checkpoint and metrics.jsonl) recorded, the
  * model's refs file rewritten — and the refs files themselves. A resumed

@@ -1,4 +1,4 @@
-/* submit: a resolved run onto a Slurm cluster — the checks said before
+/* sbatch: a resolved run onto a Slurm cluster — the checks said before
  * anything is submitted (inputs, the partition's nodes, the batch), the
  * experiment directory, sbatch — shared by mtcd's
  * trainingJobs and anything else that submits a recipe. */
