@@ -322,6 +322,33 @@ int mtc_remove_at(int dirfd, const char *name, mtc_error_t *err)
     return 0;
 }
 
+int mtc_rm_rf(const char *path)
+{
+    char dir[PATH_MAX];
+    if (!path || snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
+        errno = path ? ENAMETOOLONG : EINVAL;
+        return -1;
+    }
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        dir[--n] = '\0';
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? slash + 1 : dir;
+    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        errno = EINVAL; /* "/", "", "x/.": not a tree of its own */
+        return -1;
+    }
+    const char *parent = !slash ? "." : slash == dir ? "/" : (*slash = '\0', dir);
+    int fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    int rc = mtc_remove_at(fd, name, NULL);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
 /* ---- reaching a request's files (struct mtc_reach) ---- */
 
 static int fail(int e, mtc_error_t *err, const char *fmt, const char *shown)
