@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "common/common.h"
 #include "schema/schema.h"
@@ -160,8 +161,15 @@ int recipe_run_as_ids(const json_t *resolved, char *uid, char *gid, size_t len);
  * `mtc-train data prepare` (in the image with image) and sets MTC_DATA to the prepared
  * directory, rc to non-zero on failure. Returns 1 when it wrote one, else 0. */
 int recipe_put_prepare(FILE *f, const json_t *resolved);
-/* s single-quoted for the job script (NULL: ''), as mtc_shell_quote writes it. */
-void recipe_put_quoted(FILE *f, const char *s);
+/* s single-quoted for the job script (NULL: ''), as mtc_shell_quote writes it.
+ * Inline: render.c and the files it calls (data.c, launch.c, register.c) all
+ * write with it, and a function of render.c's would tie them in a circle. */
+static inline void recipe_put_quoted(FILE *f, const char *s)
+{
+    char *q = mtc_shell_quote(s ? s : "");
+    fputs(q ? q : "''", f);
+    free(q);
+}
 
 /* ---- registration (register.c; docs/models.md) ---- */
 

@@ -588,13 +588,6 @@ char **recipe_trainer_argv(const json_t *cfg, mtc_error_t *err)
     return v;
 }
 
-void recipe_put_quoted(FILE *f, const char *s)
-{
-    char *q = mtc_shell_quote(s ? s : "");
-    fputs(q ? q : "''", f);
-    free(q);
-}
-
 /* Variables the job needs but whose values must never be written down: the job
  * inherits them from the environment of `mtc run` (sbatch exports it). */
 const char *const recipe_secrets[] = {"HF_TOKEN", "WANDB_API_KEY", NULL};
