@@ -147,6 +147,16 @@ static double clamp(double x, double lo, double hi)
     return x < lo ? lo : x > hi ? hi : x;
 }
 
+int exp_track_attempt(const struct exp_track *t, double when)
+{
+    int a = 0;
+    /* start lines have whole seconds, slurmctld's milliseconds */
+    for (int i = 0; i < t->nsegs; i++)
+        if (t->segs[i].start <= when + 1)
+            a = i + 1;
+    return a;
+}
+
 void exp_breakdown_update(struct exp_track *t, double now)
 {
     struct exp_breakdown *b = &t->bd;

@@ -30,16 +30,6 @@ int exp_track_preemptions(struct exp_track *t, const json_t *cfg, double now)
     return n;
 }
 
-int exp_track_attempt(const struct exp_track *t, double when)
-{
-    int a = 0;
-    /* start lines have whole seconds, slurmctld's milliseconds */
-    for (int i = 0; i < t->nsegs; i++)
-        if (t->segs[i].start <= when + 1)
-            a = i + 1;
-    return a;
-}
-
 const char *exp_preempt_text(const struct exp_preempt *p, char *buf, size_t len)
 {
     if (!*p->by) /* sacct's PREEMPTED attempt: slurmctld's log was not readable */

@@ -444,7 +444,8 @@ void exp_breakdown_update(struct exp_track *t, double now);
  * not readable here: t is left as it was). */
 int exp_track_preemptions(struct exp_track *t, const json_t *cfg, double now);
 /* Which start of the run a preemption at when ended: the number of starts
- * at or before it (1: the first), 0 before any. */
+ * at or before it (1: the first), 0 before any (breakdown.c: the starts are
+ * its segments). */
 int exp_track_attempt(const struct exp_track *t, double when);
 /* "preempted by 7 (qos high)" into buf (qos left out when not known; no
  * preemptor known: "preempted (by a job only slurmctld's log names)"). */
