@@ -191,6 +191,10 @@ int cluster_spec_node_count(const json_t *spec);
  * Caller frees. NULL on allocation failure. */
 char *cluster_spec_partitions(const json_t *spec);
 
+/* The index of the node pool with this id in pools (a spec's "nodePools"),
+ * or -1 (spec_view.c, as the functions below). */
+int cluster_spec_pool_index(const json_t *pools, const char *id);
+
 /* The node pool object with this id in a normalized spec (borrowed), or NULL. */
 const json_t *cluster_spec_pool(const json_t *spec, const char *pool_id);
 

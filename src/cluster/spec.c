@@ -663,19 +663,6 @@ const struct schema cluster_spec_schema = {f_cluster, SPEC, cluster_output_only,
 
 /* ---- checks across the spec, on the canonical object ---- */
 
-static int pool_index(const json_t *pools, const char *id)
-{
-    size_t i;
-    json_t *p;
-    json_array_foreach(pools, i, p)
-    {
-        const char *pid = json_string_value(json_object_get(p, "id"));
-        if (pid && id && strcmp(pid, id) == 0)
-            return (int)i;
-    }
-    return -1;
-}
-
 static json_t *ensure_obj(json_t *parent, const char *key)
 {
     json_t *o = json_object_get(parent, key);
@@ -697,7 +684,7 @@ static int check_pools(const json_t *pools, mtc_error_t *err)
     {
         const char *id = json_string_value(json_object_get(pool, "id"));
         snprintf(q, sizeof(q), "nodePools[%zu].id", i);
-        if (pool_index(pools, id) != (int)i)
+        if (cluster_spec_pool_index(pools, id) != (int)i)
             return schema_error(err, q, "duplicate node pool id \"%s\"", id);
     }
     return 0;
@@ -745,7 +732,7 @@ static int check_partition(const json_t *parts, size_t i, const json_t *pools, c
     {
         const char *p = json_string_value(pid);
         snprintf(q, sizeof(q), "%s.nodePoolIds[%zu]", path, j);
-        if (pool_index(pools, p) < 0)
+        if (cluster_spec_pool_index(pools, p) < 0)
             return schema_error(err, q, "no node pool \"%.60s\"", p);
         if (login && strcmp(p, login) == 0)
             return schema_error(
@@ -784,7 +771,7 @@ static int check_node_sets(const json_t *ss, const json_t *pools, mtc_error_t *e
     {
         const char *p = json_string_value(json_object_get(e, "nodePoolId"));
         snprintf(q, sizeof(q), SLURM_SPEC ".nodeSets[%zu].nodePoolId", i);
-        if (pool_index(pools, p) < 0)
+        if (cluster_spec_pool_index(pools, p) < 0)
             return schema_error(err, q, "no node pool \"%.60s\"", p);
         for (j = 0; j < i; j++)
             if (strcmp(json_string_value(json_object_get(json_array_get(sets, j), "nodePoolId")),
@@ -799,7 +786,7 @@ static int check_slurm(json_t *spec, mtc_error_t *err)
     const json_t *pools = json_object_get(spec, "nodePools");
     json_t *ss = ensure_obj(ensure_obj(spec, "orchestratorSpec"), "slurmSpec");
     const char *login = json_string_value(json_object_get(ss, "loginNodePoolId"));
-    if (login && pool_index(pools, login) < 0)
+    if (login && cluster_spec_pool_index(pools, login) < 0)
         return schema_error(err, SLURM_SPEC ".loginNodePoolId", "no node pool \"%.60s\"", login);
     default_partitions(ss, pools, login);
     json_t *parts = json_object_get(ss, "partitions");
@@ -843,11 +830,6 @@ static int check_sim(const json_t *spec, mtc_error_t *err)
     return 0;
 }
 
-int cluster_spec_simulated(const json_t *spec)
-{
-    return json_is_object(json_object_get(spec, "sim"));
-}
-
 int cluster_id_valid(const char *id)
 {
     if (!id || !islower((unsigned char)id[0]) || strlen(id) > 10)
@@ -881,54 +863,4 @@ error:
     json_decref(first);
     errno = EINVAL;
     return NULL;
-}
-
-const json_t *cluster_spec_pool(const json_t *spec, const char *pool_id)
-{
-    json_t *pools = json_object_get(spec, "nodePools");
-    int i = pool_index(pools, pool_id);
-    return i < 0 ? NULL : json_array_get(pools, (size_t)i);
-}
-
-const char *cluster_spec_login_pool(const json_t *spec)
-{
-    json_t *ss = json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec");
-    return json_string_value(json_object_get(ss, "loginNodePoolId"));
-}
-
-int cluster_spec_node_count(const json_t *spec)
-{
-    size_t i;
-    json_t *p;
-    int n = 0;
-    const char *login = cluster_spec_login_pool(spec);
-    json_array_foreach(json_object_get(spec, "nodePools"), i, p)
-    {
-        const char *id = json_string_value(json_object_get(p, "id"));
-        if (login && id && strcmp(id, login) == 0)
-            continue;
-        n += (int)json_integer_value(
-            json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
-    }
-    return n;
-}
-
-char *cluster_spec_partitions(const json_t *spec)
-{
-    size_t i, len = 1;
-    json_t *p;
-    json_t *parts = json_object_get(
-        json_object_get(json_object_get(spec, "orchestratorSpec"), "slurmSpec"), "partitions");
-    json_array_foreach(parts, i, p) len +=
-        strlen(json_string_value(json_object_get(p, "id")) ?: "") + 1;
-    char *out = calloc(1, len);
-    if (!out)
-        return NULL;
-    json_array_foreach(parts, i, p)
-    {
-        if (i)
-            strcat(out, ",");
-        strcat(out, json_string_value(json_object_get(p, "id")) ?: "");
-    }
-    return out;
 }
