@@ -1,11 +1,11 @@
-/* health: the check table, running a pass, results as JSON, and the health
- * context (defaults and the mtc-agent config file). */
+/* health: the health context (defaults and the mtc-agent config file),
+ * running a pass over the check table (checks.c; costly probes through
+ * probecache.c), results read back from JSON, and the faults' behaviours. */
 #include "health/health.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,83 +13,6 @@
 /* Paths and messages go into fixed buffers; a truncated one only shortens a
  * reason line, so the truncation warning is noise here. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-
-const struct health_check health_checks[] = {
-    {"gpu.count", "gpu", health_gpu_count, HEALTH_SEV_REBOOT, 0, 0,
-     "NVML reachable and the expected number of GPUs visible"},
-    {"gpu.ecc", "gpu", health_gpu_ecc, HEALTH_SEV_REBOOT, 0, 0,
-     "volatile uncorrected ECC errors at most gpuMaxUncorrectedEcc"},
-    {"gpu.remap", "gpu", health_gpu_remap, HEALTH_SEV_REPLACE, 0, 0,
-     "no row-remapping failure or pending remap; retired pages at most gpuMaxRetiredPages"},
-    {"gpu.temp", "gpu", health_gpu_temp, HEALTH_SEV_REPLACE, 0, 0,
-     "GPU temperature below gpuTempWarnC / gpuTempFailC"},
-    {"gpu.throttle", "gpu", health_gpu_throttle, HEALTH_SEV_REPLACE, 0, 0,
-     "no hardware or thermal clock slowdown"},
-    {"gpu.xid", "gpu", health_xid, HEALTH_SEV_REBOOT, 0, 0,
-     "no critical NVRM Xid in the kernel log since the agent started"},
-    {"gpu.dcgm", "gpu", health_gpu_dcgm, HEALTH_SEV_REPLACE, 1, 0,
-     "dcgmi diag -r dcgmDiagLevel passes (prolog only; skipped without DCGM)"},
-    {"disk", "disk", health_disk, HEALTH_SEV_REIMAGE, 0, 0,
-     "free space and inodes on /, shared, local and checkpoint dirs"},
-    {"nic", "nic", health_nic, HEALTH_SEV_REBOOT, 0, 0,
-     "primary interface up with an IPv4 address"},
-    {"speed.compute", "speed", health_speed_compute, HEALTH_SEV_REPLACE, 0, 1,
-     "sgemm-like probe GFLOP/s against the machine type's baseline"},
-    {"speed.membw", "speed", health_speed_membw, HEALTH_SEV_REPLACE, 0, 1,
-     "memory-copy GB/s against the machine type's baseline"},
-    {"sdc", "sdc", health_sdc, HEALTH_SEV_REPLACE, 0, 0,
-     "deterministic integer+FMA computation matches the known answer bit for bit"},
-    {"daemon.slurmd", "daemon", health_daemon_slurmd, HEALTH_SEV_RESTART, 0, 0,
-     "slurmd alive (pid file) and accepting connections on its port"},
-    {"daemon.munged", "daemon", health_daemon_munged, HEALTH_SEV_RESTART, 0, 0,
-     "munged answers: munge -n | unmunge round trip on its socket"},
-    /* a restart remounts what vanished (mtc-host up); a node that still does
-     * not see the experiment root escalates */
-    {"storage.shared", "storage", health_storage_shared, HEALTH_SEV_RESTART, 0, 0,
-     "shared mounts in place; the experiment root holds the controller's marker and takes a "
-     "small write+fsync (value: ms)"},
-    {NULL, NULL, NULL, 0, 0, 0, NULL},
-};
-
-static const char *const status_names[] = {
-    [HEALTH_PASS] = "PASS",
-    [HEALTH_WARN] = "WARN",
-    [HEALTH_FAIL] = "FAIL",
-    [HEALTH_UNKNOWN] = "UNKNOWN",
-};
-const struct schema_enum health_status_enum = SCHEMA_ENUM(status_names, NULL);
-const struct schema_enum health_result_status_enum = {status_names, HEALTH_FAIL + 1, NULL};
-
-const struct schema_enum health_severity_enum =
-    SCHEMA_NAMES(NULL, [HEALTH_SEV_NONE] = "NONE", [HEALTH_SEV_RESTART] = "RESTART",
-                 [HEALTH_SEV_REBOOT] = "REBOOT", [HEALTH_SEV_REIMAGE] = "REIMAGE",
-                 [HEALTH_SEV_REPLACE] = "REPLACE");
-
-const struct schema_enum health_mode_enum =
-    SCHEMA_NAMES(NULL, [HEALTH_MODE_HEALTH] = "HEALTH", [HEALTH_MODE_PROLOG] = "PROLOG",
-                 [HEALTH_MODE_EPILOG] = "EPILOG");
-
-const char *health_status_name(enum health_status s)
-{
-    return schema_enum_name(&health_status_enum, (int)s) ?: "FAIL";
-}
-
-const char *health_severity_name(int sev)
-{
-    return schema_enum_name(&health_severity_enum, sev) ?: "NONE";
-}
-
-int health_set(struct health_result *r, enum health_status st, int sev, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
-    va_end(ap);
-    r->status = st;
-    if (sev >= 0)
-        r->severity = sev;
-    return 0;
-}
 
 int health_ctx_init(struct health_ctx *ctx, mtc_error_t *err)
 {
@@ -143,9 +66,9 @@ static const struct schema_field ctx_fields[] = {
     {.name = NULL},
 };
 /* the agent's own fields (transport, identity, Slurm) and the policy, read apart */
-static const char *const agent_fields[] = {
-    "project",   "location",     "clusterId", "socket", "url", "tokenFile",
-    "slurmConf", "healthPolicy", "caFile",    NULL};
+static const char *const agent_fields[] = {"project", "location",  "clusterId", "socket",
+                                           "url",     "tokenFile", "slurmConf", "healthPolicy",
+                                           "caFile",  NULL};
 static const struct schema ctx_schema = {ctx_fields, 0, agent_fields, NULL};
 
 int health_ctx_configure(struct health_ctx *ctx, const json_t *config, mtc_error_t *err)
@@ -244,32 +167,6 @@ int health_run(const struct health_ctx *ctx, const char *only, struct health_res
     }
     health_gpu_end(ctx);
     return n;
-}
-
-json_t *health_results_json(const struct health_result *r, int n)
-{
-    json_t *a = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:f}", "check", r[i].check,
-                                           "status", health_status_name(r[i].status), "severity",
-                                           health_severity_name(r[i].severity), "reason",
-                                           r[i].reason, "value", r[i].value));
-    return a;
-}
-
-enum health_status health_worst(const struct health_result *r, int n, int *severity)
-{
-    enum health_status w = HEALTH_PASS;
-    int sev = HEALTH_SEV_NONE;
-    for (int i = 0; i < n; i++) {
-        if (r[i].status > w)
-            w = r[i].status;
-        if (r[i].status == HEALTH_FAIL && r[i].severity > sev)
-            sev = r[i].severity;
-    }
-    if (severity)
-        *severity = sev;
-    return w;
 }
 
 /* Hook: a result names a check of the table. */

@@ -1,5 +1,6 @@
-/* runtime: private to src/health — what a health context keeps between
- * passes: the loaded NVML library and the kernel-log reader's position. */
+/* runtime: private to src/health (gpu.c, xid.c, probecache.c) —
+ * what a health context keeps between passes: the loaded NVML library, the
+ * kernel-log reader's position and the costly probes' last results. */
 #ifndef MTC_HEALTH_RUNTIME_H
 #define MTC_HEALTH_RUNTIME_H
 
