@@ -161,6 +161,10 @@ void exp_monitor_scan(const struct exp_track *t, const struct exp_monitor *m, do
         judge(c, &rows_only, now, ~EXP_ALERT_STALL, raised, fn, arg);
     }
     free(c);
+    /* rows since the last pass: a stall raised before has ended, and one seen
+     * now is a new stall, with its own event naming its step */
+    if (t->rows > *seen_rows)
+        *raised &= ~EXP_ALERT_STALL;
     *seen_rows = t->rows;
     judge(t, m, now, EXP_ALERT_STALL, raised, fn, arg);
 }
