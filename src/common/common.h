@@ -246,10 +246,6 @@ pid_t mtc_cmdline_find(const char *a, const char *b);
  * Returns the count (0 when /proc cannot be read or memory runs out). */
 size_t mtc_proc_tree(int (*mine)(pid_t pid, void *arg), void *arg, pid_t *out, size_t max);
 
-/* A TCP port on 127.0.0.1 that is free right now (bound and released). 0 on failure. */
-int mtc_free_port(void);
-/* `count` consecutive free ports starting from a random base; first or 0. */
-int mtc_free_port_range(int count);
 
 /* A rendezvous port (port.c): the ports a job may listen on — from
  * MTC_PORT_BASE up, outside the kernel's ephemeral range (outgoing
@@ -281,6 +277,23 @@ int mtc_port_bind_probe(const char *addr, int port, mtc_error_t *err);
  * free; another errno: addr is wrong). */
 int mtc_port_pick(const struct mtc_port_rules *r, const char *addr, unsigned long seed,
                   mtc_error_t *err);
+/* A daemon's port (port.c): one that is free right now (bound on the
+ * wildcard and released), from 20000 up to below MTC_PORT_BASE (a job's
+ * rendezvous port is never one); 0 when none is found. */
+int mtc_free_port(void);
+/* count consecutive free ones from a random base: the first, or 0. */
+int mtc_free_port_range(int count);
+/* Hold port for a daemon that is not running until mtc_port_release, which
+ * comes right before the daemon starts: bound with SO_REUSEADDR, not
+ * listening (a connection to it is refused), so no pick above lands on it
+ * (a listener that sets SO_REUSEADDR itself still could: a port held is not
+ * a port locked). Holding a port held is a no-op. 0, or -1 + errno
+ * (EADDRINUSE: a listener, or a socket without SO_REUSEADDR, has it).
+ * Thread-safe; the holds are this process's (close-on-exec). */
+int mtc_port_hold(int port);
+void mtc_port_release(int port);
+/* 1 when this process holds port. */
+int mtc_port_held(int port);
 /* This host's name up to the first dot (slurmctld matches SlurmctldHost
  * against it), "localhost" when it has none. */
 void mtc_short_hostname(char *buf, size_t len);

@@ -1,15 +1,12 @@
-/* misc: time (and durations as people write them), ports, randomness, hashing
+/* misc: time (and durations as people write them), randomness, hashing
  * and checked size arithmetic. */
 #include "common/common.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,41 +98,6 @@ int mtc_duration_ms(const char *s, int64_t *ms)
     }
     errno = EINVAL;
     return -1;
-}
-
-static int port_free(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return ok;
-}
-
-int mtc_free_port(void)
-{
-    return mtc_free_port_range(1);
-}
-
-int mtc_free_port_range(int count)
-{
-    /* Stay below the kernel's ephemeral range (32768+) so clients' outgoing
-     * connections cannot take a daemon's port between our check and its bind. */
-    for (int attempt = 0; attempt < 200; attempt++) {
-        uint32_t r = 0;
-        if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-            return 0;
-        int base = 20000 + (int)(r % (12000u - (uint32_t)count));
-        int ok = 1;
-        for (int i = 0; i < count && ok; i++)
-            ok = port_free(base + i);
-        if (ok)
-            return base;
-    }
-    return 0;
 }
 
 int mtc_random_hex(char *buf, size_t nbytes)

@@ -1,7 +1,10 @@
-/* port: a listening port for a job's rendezvous (torch.distributed's
+/* port: ports to listen on. A job's rendezvous port (torch.distributed's
  * MASTER_PORT) chosen the way the ranks use it — bound, not connected to —
- * outside the kernel's ephemeral range, whose ports outgoing connections and
- * TIME_WAIT hold without listening, and outside its reserved ports. */
+ * from MTC_PORT_BASE up, outside the kernel's ephemeral range, whose ports
+ * outgoing connections and TIME_WAIT hold without listening, and outside its
+ * reserved ports. A daemon's port (an emulated cluster's slurmctld and
+ * slurmds) from below MTC_PORT_BASE, and held — bound by this process —
+ * while its daemon is not running, so no other one takes it meanwhile. */
 #include "common/common.h"
 
 #include <arpa/inet.h>
@@ -9,9 +12,11 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -201,4 +206,126 @@ int mtc_port_pick(const struct mtc_port_rules *r, const char *addr, unsigned lon
     errno = EADDRINUSE;
     return errprintf(err, "no port from %d up binds on %s (%d tried; last: %s)", MTC_PORT_BASE,
                      addr && *addr ? addr : "this host", r->count, last.text);
+}
+
+/* ---- daemon ports ---- */
+
+#define DAEMON_PORT_LOW 20000 /* .. MTC_PORT_BASE - 1: never a job's rendezvous port */
+
+/* A socket bound to port on the wildcard, with SO_REUSEADDR when reuse is
+ * set; fd, or -1 + errno. Without it a port fails where a socket of any kind
+ * has it — a connection's TIME_WAIT too, which a daemon's listener with
+ * SO_REUSEADDR (slurmd's) ignores; with it, where a socket without it, or a
+ * listener, has it. */
+static int bind_hold(int port, int reuse)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (reuse && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse)) < 0) {
+        close(fd);
+        return -1;
+    }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int mtc_free_port(void)
+{
+    return mtc_free_port_range(1);
+}
+
+int mtc_free_port_range(int count)
+{
+    const int span = MTC_PORT_BASE - DAEMON_PORT_LOW;
+    if (count < 1 || count > span)
+        return 0;
+    for (int attempt = 0; attempt < 200; attempt++) {
+        uint32_t r = 0;
+        if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+            return 0;
+        int base = DAEMON_PORT_LOW + (int)(r % (uint32_t)(span - count + 1)), ok = 1;
+        for (int i = 0; i < count && ok; i++) {
+            int fd = bind_hold(base + i, 0);
+            ok = fd >= 0;
+            if (ok)
+                close(fd);
+        }
+        if (ok)
+            return base;
+    }
+    return 0;
+}
+
+/* The ports held: a short list (the elastic nodes that are off) */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int port, fd;
+} *holds;
+static size_t nholds, capholds;
+
+int mtc_port_hold(int port)
+{
+    if (port < 1 || port > 65535) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&hold_lock);
+    int rc = 0;
+    size_t i = 0;
+    while (i < nholds && holds[i].port != port)
+        i++;
+    if (i == nholds) {
+        if (nholds == capholds) {
+            size_t cap = capholds ? 2 * capholds : 16;
+            void *m = realloc(holds, cap * sizeof(*holds));
+            if (!m) {
+                pthread_mutex_unlock(&hold_lock);
+                errno = ENOMEM;
+                return -1;
+            }
+            holds = m;
+            capholds = cap;
+        }
+        /* SO_REUSEADDR: the node's slurmd, just killed, leaves connections
+         * in TIME_WAIT on it; a pick's probe (no SO_REUSEADDR) still fails */
+        int fd = bind_hold(port, 1);
+        if (fd < 0)
+            rc = -1;
+        else
+            holds[nholds].port = port, holds[nholds++].fd = fd;
+    }
+    int e = errno;
+    pthread_mutex_unlock(&hold_lock);
+    errno = e;
+    return rc;
+}
+
+void mtc_port_release(int port)
+{
+    pthread_mutex_lock(&hold_lock);
+    for (size_t i = 0; i < nholds; i++)
+        if (holds[i].port == port) {
+            close(holds[i].fd);
+            holds[i] = holds[--nholds];
+            break;
+        }
+    pthread_mutex_unlock(&hold_lock);
+}
+
+int mtc_port_held(int port)
+{
+    pthread_mutex_lock(&hold_lock);
+    int held = 0;
+    for (size_t i = 0; i < nholds && !held; i++)
+        held = holds[i].port == port;
+    pthread_mutex_unlock(&hold_lock);
+    return held;
 }

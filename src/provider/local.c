@@ -143,6 +143,17 @@ static int port_taken(const struct layout *l, int port)
     return 0;
 }
 
+/* Give node k of l, new in it, port p: held from now on when the node is
+ * elastic (off until Slurm resumes it; local_power_ports). 0, or -1 + errno
+ * (EADDRINUSE: taken since it was found free; port left 0). */
+static int hold_new(struct layout *l, size_t k, int p)
+{
+    if (l->nodes[k].cloud && mtc_port_hold(p) < 0)
+        return -1;
+    l->nodes[k].port = p;
+    return 0;
+}
+
 /* The nodes the spec asks for; ports kept from old, new ones allocated.
  * sizes[] gets each node's Slurm sizing. */
 static int plan_nodes(const struct head *c, const json_t *spec, const struct layout *old,
@@ -181,6 +192,14 @@ static int plan_nodes(const struct head *c, const json_t *spec, const struct lay
             n->cloud = k >= min; /* elastic: powered by Slurm's power saving */
             const struct lnode *was = old ? local_layout_find(old, n->name) : NULL;
             n->port = was ? was->port : 0;
+            /* an elastic node that stays off keeps its port held; one that
+             * something else took (while no mtcd held it) gets a new one */
+            if (was && was->cloud && n->cloud && !head_power_is_on(c, n->name) &&
+                mtc_port_hold(n->port) < 0 && errno == EADDRINUSE) {
+                log_msg(LOG_WARNING, "cluster %s: port %d of powered-down %s is taken; a new one",
+                        c->id, n->port, n->name);
+                n->port = 0;
+            }
             memset(s, 0, sizeof(*s));
             snprintf(s->name, sizeof(s->name), "%s", n->name);
             snprintf(s->pool, sizeof(s->pool), "%s", pid);
@@ -204,15 +223,19 @@ static int plan_nodes(const struct head *c, const json_t *spec, const struct lay
             return errprintf(err, "no free port range");
         l->ctld_port = base;
         l->slurmd_port = base + 1;
-        for (size_t k = 0; k < l->nnodes; k++)
-            l->nodes[k].port = base + 2 + (int)k;
+        for (size_t k = 0; k < l->nnodes; k++) /* (one taken meanwhile: a single port below) */
+            if (hold_new(l, k, base + 2 + (int)k) < 0 && errno != EADDRINUSE)
+                return errprintf(err, "cannot hold port %d for %s: %s", base + 2 + (int)k,
+                                 l->nodes[k].name, strerror(errno));
     }
     for (size_t k = 0; k < l->nnodes; k++) {
         int tries = 0;
         while (!l->nodes[k].port && tries++ < 100) {
             int p = mtc_free_port();
-            if (p && !port_taken(l, p) && !(old && port_taken(old, p)))
-                l->nodes[k].port = p;
+            if (p && !port_taken(l, p) && !(old && port_taken(old, p)) && hold_new(l, k, p) < 0 &&
+                errno != EADDRINUSE)
+                return errprintf(err, "cannot hold port %d for %s: %s", p, l->nodes[k].name,
+                                 strerror(errno));
         }
         if (!l->nodes[k].port)
             return errprintf(err, "no free port for %s", l->nodes[k].name);
@@ -560,6 +583,7 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     snprintf(l->applied.nodes, sizeof(l->applied.nodes), "%s", have_old ? old->applied.nodes : "");
     if (have_old && local_power_plan(&c, old, l, progress, arg, err) < 0)
         goto out;
+    local_power_ports(&c, l, have_old ? old : NULL);
     if (write_config(p, &c, spec, l, sizes, sha, err) < 0 ||
         start_controller(&c, l, sha, progress, arg, err) < 0 ||
         start_nodes(p, &c, spec, l, progress, arg, err) < 0)
@@ -575,6 +599,11 @@ static int local_apply(struct provider *p, const char *id, const json_t *spec,
     head_say(progress, arg, "cluster %s is ready", id);
     rc = 0;
 out:
+    if (rc < 0 && l && old) { /* the ports held for what was not recorded go */
+        if (local_layout_load(&c, old) < 0)
+            old->nnodes = 0;
+        local_power_ports(&c, old, l);
+    }
     head_unlock(&c);
     json_decref(norm);
     free(old);
@@ -595,6 +624,10 @@ static int delete_stop(struct provider *p, struct head *c, mtc_error_t *err)
      * slurmd stop is waited for; the directory goes with the mounts under it */
     if (local_node_kill(c, NULL, err) < 0)
         return -1;
+    struct layout *l = calloc(1, sizeof(*l));
+    if (l && local_layout_load(c, l) == 0)
+        local_power_ports(c, NULL, l); /* the powered-down nodes' ports go */
+    free(l);
     /* its saved state goes with the directory: a slurmctld still waiting on
      * the dead nodes' RPCs gets 2 s to stop, not 10 */
     pid_t ctld = head_ctld_running(c);
@@ -650,6 +683,7 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         if (ev)
             ev(arg, "AGENT_RESTART", nn, msg);
     }
+    local_power_ports(&c, l, NULL); /* (again after mtcd restarted) */
     if (local_power_watch(&c, l, ev, arg, err) < 0)
         goto out;
     head_supervise_end(&c, ctld_restarted);

@@ -102,6 +102,11 @@ int local_node_fault(struct provider *p, const char *id, const json_t *spec, con
  * static nodes that become elastic. 0/-1 + err. */
 int local_power_plan(const struct head *c, const struct layout *old, const struct layout *l,
                      provider_progress_fn progress, void *arg, mtc_error_t *err);
+/* The ports of l's elastic nodes that are off held by this process (one
+ * something else has stays unheld: its power-up says so), those of l's other
+ * nodes released, and those of old's nodes that l lacks (old, l: NULL for
+ * none). Supervise calls it each pass (holds are lost with mtcd). */
+void local_power_ports(const struct head *c, const struct layout *l, const struct layout *old);
 /* provider_power for the local provider. */
 int local_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                 mtc_error_t *err);

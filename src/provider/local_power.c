@@ -4,7 +4,9 @@
  * stops the node's daemons. run/power-<node>.on marks a node that is on:
  * apply and supervise start only the daemons of static nodes and marked ones.
  * Supervise also watches a powered-up node until Slurm has taken its
- * registration (local_power_watch). */
+ * registration (local_power_watch). The port of a node that is off stays
+ * held by mtcd (mtc_port_hold), so no other cluster's daemon, nor anything
+ * else, takes it before Slurm resumes the node. */
 #include "provider/local.h"
 #include "spank/container.h"
 
@@ -40,6 +42,37 @@ static int power_off(const struct head *c, const char *node, mtc_error_t *err)
     return 0;
 }
 
+/* Node n is powering up: the port its slurmd binds released by this process
+ * (held first where it was not: the hold is the probe), or -1 + err naming
+ * it (something took it while no mtcd held it). */
+static int port_free_for(const struct head *c, const struct lnode *n, mtc_error_t *err)
+{
+    int rc = mtc_port_hold(n->port), e = errno;
+    mtc_port_release(n->port);
+    if (rc == 0)
+        return 0;
+    return errprintf(err,
+                     "%s cannot power up: its slurmd's port %d is in use: %s (something else "
+                     "took it while it was off; `mtc cluster update %s` gives it a new one)",
+                     n->name, n->port, strerror(e), c->id);
+}
+
+void local_power_ports(const struct head *c, const struct layout *l, const struct layout *old)
+{
+    for (size_t i = 0; l && i < l->nnodes; i++) {
+        const struct lnode *n = &l->nodes[i];
+        if (n->cloud && !head_power_is_on(c, n->name))
+            mtc_port_hold(n->port); /* (taken: power-up says so) */
+        else
+            mtc_port_release(n->port);
+    }
+    for (size_t i = 0; old && i < old->nnodes; i++) {
+        const struct lnode *o = &old->nodes[i], *n = l ? local_layout_find(l, o->name) : NULL;
+        if (!n || n->port != o->port)
+            mtc_port_release(o->port);
+    }
+}
+
 int local_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,
                 mtc_error_t *err)
 {
@@ -68,15 +101,18 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
      * supervise watches it afresh until it registers */
     char watch[PLEN];
     unlink(head_path(&c, watch, "run/power-%s.watch", n->name));
-    if (on && ((rc = head_power_mark(&c, n->name, 1, err)) < 0 ||
+    if (on && ((rc = port_free_for(&c, n, err)) < 0 ||
+               (rc = head_power_mark(&c, n->name, 1, err)) < 0 ||
                (rc = local_node_up(p, &c, spec, n, 1, err)) < 0)) {
         /* a machine that did not boot stays off: nothing for supervise to
          * restart; Slurm marks it DOWN after ResumeTimeout */
         mtc_error_t e2;
         if (head_power_mark(&c, n->name, 0, &e2) < 0 || power_off(&c, n->name, &e2) < 0)
             log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
+        mtc_port_hold(n->port);
     } else if (!on) {
         rc = head_power_mark(&c, n->name, 0, err) < 0 ? -1 : power_off(&c, n->name, err);
+        mtc_port_hold(n->port); /* (its slurmd is gone: nothing else binds it) */
     }
     head_unlock(&c);
     free(l);

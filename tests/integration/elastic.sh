@@ -2,9 +2,12 @@
 # elastic: an elastic node pool (min 1, max 3) on the local provider. Nodes 1
 # and 2 are Slurm CLOUD nodes, powered down (idle~, no processes) until a job
 # needs them: `sbatch -N3` makes Slurm resume them through mtc-power and
-# mtcd. el-cpu-2's slurmd port is taken, so its resume fails: it ends DOWN
-# after resumeTimeoutSeconds with the job requeued and a NODE_RESUME_FAILED
-# event; freed and returned to service, the requeued job resumes it again,
+# mtcd. A powered-down node's slurmd port is held by mtcd, so nothing else
+# takes it; but while mtcd is down (kill -9) another process binds el-cpu-2's,
+# so its resume fails, naming the port: it ends DOWN after
+# resumeTimeoutSeconds with the job requeued and a NODE_RESUME_FAILED event;
+# `mtc cluster update`, as the event says, gives the node a new port (held),
+# and returned to service, the requeued job resumes it again,
 # runs (the agent's prolog check runs on the resumed nodes) and completes;
 # idle past suspendTimeSeconds the nodes are stopped again (idle~, their
 # recorded pids gone). Lowering maxNodeCount while the node is powered down
@@ -84,18 +87,40 @@ check "API: the static node RUNNING" api_state_is el-cpu-0 RUNNING
 check "mtc cluster nodes shows POWERED_DOWN" eval 'mtc cluster nodes "$C" | grep -q "^el-cpu-2 .*POWERED_DOWN"'
 check "power.json is 0600" eval '[ "$(stat -c %a "$CD/power.json")" = 600 ]'
 
-# --- a job that needs them: one resume fails, the other works ---
-# el-cpu-2's slurmd port is taken, so its slurmd cannot start: the resume of
-# both for the job starts el-cpu-1 and fails el-cpu-2, which Slurm marks DOWN
-# after resumeTimeoutSeconds, requeueing the job
+# --- a powered-down node's port is mtcd's; one taken while mtcd was down ---
+port_free() { python3 -c 'import socket,sys; s=socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1])))' "$PORT" 2>/dev/null; }
 PORT=$(python3 -c 'import json,sys; print([n["port"] for n in json.load(open(sys.argv[1]))["nodes"] if n["name"]=="el-cpu-2"][0])' "$CD/cluster.json")
-python3 -c 'import socket,sys,time
-s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); open(sys.argv[2],"w").write("bound")
+# a listener on el-cpu-2's port, bound as a port pick probes (no
+# SO_REUSEADDR), in the background until killed; "bound" or the error in
+# $T_DIR/bound
+take_port() {
+    rm -f "$T_DIR/bound"
+    python3 -c 'import socket,sys,time
+s=socket.socket()
+try:
+    s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1)
+except OSError as e:
+    open(sys.argv[2],"w").write(e.strerror); sys.exit(1)
+open(sys.argv[2],"w").write("bound")
 time.sleep(600)' "$PORT" "$T_DIR/bound" &
-PORT_PID=$!
-track_pid "$PORT_PID"
-poll_for 10 "$T_DIR/bound"
+    PORT_PID=$!
+    track_pid "$PORT_PID"
+    poll_for 10 "$T_DIR/bound"
+}
+take_port
+check "el-cpu-2 powered down: nothing else binds its slurmd port $PORT (mtcd holds it)" grep -qi "in use" "$T_DIR/bound"
+wait "$PORT_PID" 2>/dev/null
+# mtcd killed: its holds go with it; the port taken before it is back
+kill -9 "$MTCD_PID"
+wait_for 10 eval '! kill -0 "$MTCD_PID" 2>/dev/null'
+take_port
+check "mtcd killed: another program binds it" grep -qx bound "$T_DIR/bound"
+check "mtcd restarted (the cluster adopted)" start_mtcd
+check "it supervised the cluster (and could not hold the port)" after_passes "$C" 2
+
+# el-cpu-2's slurmd cannot start: the resume of both for the job starts
+# el-cpu-1 and fails el-cpu-2, which Slurm marks DOWN after
+# resumeTimeoutSeconds, requeueing the job
 T0=$SECONDS
 JOB=$(sbatch --parsable -N3 -o "$T_DIR/job1.out" --wrap 'srun hostname' 2>"$T_DIR/sbatch.err") ||
     cat "$T_DIR/sbatch.err"
@@ -103,15 +128,22 @@ check "sbatch -N3 (2 nodes powered down, el-cpu-2's port taken) accepted" test -
 check "NODE_RESUME_FAILED event after resumeTimeoutSeconds" wait_for $((RESUME_TIMEOUT + 40)) has_event NODE_RESUME_FAILED el-cpu-2
 diag "resume failed after $((SECONDS - T0)) s: el-cpu-2 $(sinfo -h -N -n el-cpu-2 -o '%t %E')"
 check "the failed start is an event too" has_event NODE_POWER_FAILED el-cpu-2
+check "  naming the port and what to do" eval 'events | grep "^NODE_POWER_FAILED el-cpu-2" | grep -q "port $PORT is in use.*mtc cluster update el"'
 check "Slurm marked it DOWN" eval 'sinfo -h -N -n el-cpu-2 -o %t | grep -q "^down"'
 check "the job was requeued" eval '[ "$(scontrol show job "$JOB" -o | grep -o "Restarts=[0-9]*" | cut -d= -f2)" -ge 1 ]'
 check "el-cpu-1 was powered up by the same resume" has_event NODE_POWERED_UP el-cpu-1
 scontrol show job "$JOB" -o | grep -o 'JobState=[^ ]* Reason=[^ ]*' | sed 's/^/# /'
+# what the event says to do: the update gives the node a port of its own again
+node_port() { python3 -c 'import json,sys; print([n["port"] for n in json.load(open(sys.argv[1]))["nodes"] if n["name"]==sys.argv[2]][0])' "$CD/cluster.json" "$1"; }
+check "mtc cluster update (same spec)" mtc cluster update "$C" -f "$T_DIR/spec.json"
+NEWPORT=$(node_port el-cpu-2)
+check "  el-cpu-2 got a new port ($PORT -> $NEWPORT), in slurm.conf" eval '[ "$NEWPORT" != "$PORT" ] && grep -q "NodeName=el-cpu-2 .*Port=$NEWPORT" "$SLURM_CONF"'
+check "  held by mtcd" eval '! PORT=$NEWPORT port_free'
 kill "$PORT_PID" 2>/dev/null
 wait "$PORT_PID" 2>/dev/null
 PORT_PID=
-port_free() { python3 -c 'import socket,sys; s=socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1])))' "$PORT"; }
-check "el-cpu-2's port is free again" wait_for 90 port_free
+check "the other daemon gone, its old port is free (mtcd let it go)" port_free
+
 # the failed node stays DOWN (powered down) until an admin returns it, then
 # it is idle~; Slurm holds the requeued job a while (BeginTime): released,
 # it resumes the node again, this time with its port free
@@ -137,7 +169,8 @@ check "API: resumed node RUNNING" wait_for 10 api_state_is el-cpu-2 RUNNING
 T0=$SECONDS
 check "idle nodes back to idle~" wait_for $((SUSPEND + 60)) eval 'state_is el-cpu-1 "idle~" && state_is el-cpu-2 "idle~"'
 diag "suspended $((SECONDS - T0)) s after the job"
-check "their processes are gone" wait_for 10 none_alive $P1 $P2
+check "their processes are gone" wait_for 10 none_alive $P1 $P2 ||
+    ps -o pid=,ppid=,stat=,args= -p "$(echo $P1 $P2 | tr ' ' ,)" | sed 's/^/# left: /'
 check "no process of theirs left (environment marker)" eval '[ -z "$(daemon_pids "$CD" "slurmd .*-N el-cpu-[12]" 2>/dev/null)" ]'
 check "NODE_POWERED_DOWN events" eval 'has_event NODE_POWERED_DOWN el-cpu-1 && has_event NODE_POWERED_DOWN el-cpu-2'
 check "the static node stayed up" state_is el-cpu-0 idle

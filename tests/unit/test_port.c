@@ -1,7 +1,7 @@
 /* Unit tests for src/common/port.c: the rendezvous port's candidates (outside
  * the ephemeral range and the reserved ports) and the pick by binding, which
  * skips a port held by an outgoing connection's local end that a connect probe
- * calls free. */
+ * calls free; a daemon's port, below the rendezvous ports, and its hold. */
 #include "check.h"
 #include "common/common.h"
 
@@ -162,9 +162,76 @@ static void test_pick(void)
           "a port out of range: EINVAL");
 }
 
+/* A listener (SO_REUSEADDR, as slurmd's) on port: 1 when it binds. */
+static int daemon_binds(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(fd, 1) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+static void test_daemon_ports(void)
+{
+    int base = mtc_free_port_range(5);
+    CHECK(base >= 20000 && base + 4 < MTC_PORT_BASE,
+          "a daemon's range (%d..%d) is below the rendezvous ports (%d up)", base, base + 4,
+          MTC_PORT_BASE);
+    int p = base + 3;
+    CHECK(!mtc_port_held(p) && daemon_binds(p), "port %d: free, not held", p);
+    CHECK(mtc_port_hold(p) == 0 && mtc_port_held(p), "held");
+    CHECK(mtc_port_hold(p) == 0, "  held again: a no-op");
+    mtc_error_t err = {""};
+    CHECK(mtc_port_bind_probe(NULL, p, &err) < 0 && errno == EADDRINUSE, "  a probe finds it taken");
+    int again = 0;
+    for (int i = 0; i < 50; i++) { /* the range pick never lands on it */
+        int b = mtc_free_port_range(5);
+        again |= b <= p && p < b + 5;
+    }
+    CHECK(!again, "  50 range picks of 5 ports: none covers it");
+    mtc_port_release(p);
+    CHECK(!mtc_port_held(p) && daemon_binds(p), "released: the daemon binds it");
+
+    int lst = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    CHECK(lst >= 0 && bind(lst, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lst, 1) == 0,
+          "another process's listener on %d", p);
+    CHECK(mtc_port_hold(p) < 0 && errno == EADDRINUSE && !mtc_port_held(p),
+          "  a hold then fails: EADDRINUSE");
+    if (lst >= 0)
+        close(lst);
+    /* a connection's TIME_WAIT on it (the daemon closed first, as a killed
+     * slurmd does): held still, and the daemon (SO_REUSEADDR) binds it after */
+    int srv = socket(AF_INET, SOCK_STREAM, 0), cli = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+    lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int conn = -1;
+    if (bind(srv, (struct sockaddr *)&lo, sizeof(lo)) == 0 && listen(srv, 1) == 0 &&
+        connect(cli, (struct sockaddr *)&lo, sizeof(lo)) == 0)
+        conn = accept(srv, NULL, NULL);
+    if (conn >= 0)
+        close(conn); /* the server's end closes first: its TIME_WAIT is on port p */
+    close(srv);
+    if (cli >= 0)
+        close(cli);
+    CHECK(conn >= 0 && mtc_port_bind_probe(NULL, p, &err) < 0,
+          "port %d in TIME_WAIT: a probe without SO_REUSEADDR fails", p);
+    CHECK(mtc_port_hold(p) == 0, "  the hold takes it");
+    mtc_port_release(p);
+    CHECK(daemon_binds(p), "  released, the daemon binds it");
+    CHECK(mtc_port_hold(0) < 0 && errno == EINVAL, "port 0: EINVAL");
+}
+
 int main(void)
 {
     test_rules();
     test_pick();
+    test_daemon_ports();
     return check_done();
 }
