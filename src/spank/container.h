@@ -34,6 +34,7 @@
 #define MTC_CONTAINER_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "common/common.h"
@@ -185,8 +186,20 @@ void container_step_done(const char *runtime, unsigned job, unsigned step);
 int container_sweep(const char *prefix, mtc_error_t *err);
 /* sha256 of the open image fd as "sha256:<hex>", cached under the runtime
  * directory rtfd's digests/ (rtfd -1: no cache) by the file's identity (dev,
- * inode, size, mtime and ctime, which no user can set). 0/-1 + err. */
+ * inode, size, mtime and ctime, which no user can set), at most
+ * CONTAINER_DIGESTS_MAX entries: the least recently used go (an image file
+ * rewritten in place, as --container-save does, is a new one each time).
+ * 0/-1 + err. */
+#define CONTAINER_DIGESTS_MAX 256
 int container_image_digest(int rtfd, int fd, char out[72], mtc_error_t *err);
+/* A directory used as a cache kept to max entries (the loader-cache stash,
+ * R/digests): pick(dirfd, name, st, arg) says whether a name is an entry (1)
+ * — it may remove what is none itself, a temporary left behind — and the
+ * least recently used (mtime: written, or touched at a hit) beyond max go
+ * through drop(dirfd, name, arg). */
+void container_lru_trim(int dirfd, size_t max,
+                        int (*pick)(int dirfd, const char *name, const struct stat *st, void *arg),
+                        void (*drop)(int dirfd, const char *name, void *arg), void *arg);
 
 #define CONTAINER_MAX_GPUS 64
 

@@ -298,81 +298,40 @@ static void stash_save(int stash, const char *name, int rootfd, struct timespec 
     free(cache);
 }
 
-struct stash_entry {
-    char name[17];
-    struct timespec used;
-};
-
-static int older(const void *a, const void *b)
+/* The stash's entries (container_lru_trim): NAME.cache, 16 hex digits, with
+ * its NAME.links; what is no entry — a temporary or a .links without its
+ * .cache, left by a writer gone a minute since — goes. */
+static int stash_pick(int stash, const char *nm, const struct stat *st, void *arg)
 {
-    const struct timespec *x = &((const struct stash_entry *)a)->used,
-                          *y = &((const struct stash_entry *)b)->used;
-    return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
-                                  : (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+    (void)arg;
+    const char *dot = strchr(nm, '.');
+    int entry = dot == nm + 16 && strspn(nm, "0123456789abcdef") == 16 &&
+                (strcmp(dot, ".cache") == 0 || strcmp(dot, ".links") == 0);
+    int stale = st->st_mtim.tv_sec < time(NULL) - 60;
+    if (!entry) {
+        if (stale)
+            unlinkat(stash, nm, S_ISDIR(st->st_mode) ? AT_REMOVEDIR : 0);
+        return 0;
+    }
+    if (strcmp(dot, ".links") == 0) { /* goes with its .cache, written after it */
+        char c[32];
+        snprintf(c, sizeof(c), "%.16s.cache", nm);
+        if (faccessat(stash, c, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT && stale)
+            unlinkat(stash, nm, 0);
+        return 0;
+    }
+    return 1;
 }
 
-/* The stash kept to STASH_MAX entries after one was added: the least
- * recently used (the .cache's mtime: written, or copied from last) go, both
- * their files; what is no entry — a temporary or a .links without its
- * .cache, left by a writer gone a minute since — goes too. */
-static void stash_evict(int stash)
+/* An entry evicted: both its files. */
+static void stash_drop(int stash, const char *nm, void *arg)
 {
-    int fd = openat(stash, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    struct stash_entry *e = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        const char *nm = de->d_name, *dot = strchr(nm, '.');
-        if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0)
-            continue;
-        struct stat st;
-        int entry = dot == nm + 16 && strspn(nm, "0123456789abcdef") == 16 &&
-                    (strcmp(dot, ".cache") == 0 || strcmp(dot, ".links") == 0);
-        if (!entry) {
-            /* a temporary older than a minute: its writer is gone */
-            if (fstatat(stash, nm, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                st.st_mtim.tv_sec < time(NULL) - 60)
-                unlinkat(stash, nm, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
-            continue;
-        }
-        if (fstatat(stash, nm, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        if (strcmp(dot, ".links") == 0) { /* goes with its .cache, written after it */
-            char c[32];
-            snprintf(c, sizeof(c), "%.16s.cache", nm);
-            if (faccessat(stash, c, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
-                st.st_mtim.tv_sec < time(NULL) - 60)
-                unlinkat(stash, nm, 0);
-            continue;
-        }
-        if (n == cap) {
-            struct stash_entry *m = realloc(e, (cap = cap ? cap * 2 : 128) * sizeof(*e));
-            if (!m)
-                break;
-            e = m;
-        }
-        memcpy(e[n].name, nm, 16);
-        e[n].name[16] = '\0';
-        e[n++].used = st.st_mtim;
-    }
-    closedir(d);
-    if (n > STASH_MAX) {
-        qsort(e, n, sizeof(*e), older);
-        for (size_t i = 0; i < n - STASH_MAX; i++) {
-            char f[32];
-            snprintf(f, sizeof(f), "%s.cache", e[i].name);
-            unlinkat(stash, f, 0);
-            snprintf(f, sizeof(f), "%s.links", e[i].name);
-            unlinkat(stash, f, 0);
-        }
-    }
-    free(e);
+    (void)arg;
+    char f[32];
+    snprintf(f, sizeof(f), "%.16s.cache", nm);
+    unlinkat(stash, f, 0);
+    snprintf(f, sizeof(f), "%.16s.links", nm);
+    unlinkat(stash, f, 0);
 }
 
 /* The container's loader cache made to hold the driver's files: nothing to do
@@ -398,7 +357,9 @@ int container_loader_cache(const struct container_step *s, int rootfd, const cha
             rc = ldconfig_exec(rootfd, err);
             if (rc == 0 && stash >= 0) {
                 stash_save(stash, name, rootfd, since);
-                stash_evict(stash);
+                /* the least recently used go (the .cache's mtime: written,
+                 * or copied from last) */
+                container_lru_trim(stash, STASH_MAX, stash_pick, stash_drop, NULL);
             }
         }
         if (stash >= 0)

@@ -1,11 +1,13 @@
 /* runtime: the node side of a container, as root in the host's mount
- * namespace — the image's digest (cached), its read-only mount (the kernel's
+ * namespace — the image's digest (cached, the cache kept to a size as the
+ * loader-cache stash is: container_lru_trim), its read-only mount (the kernel's
  * squashfs on a loop device that frees itself on the last unmount), each
  * container's overlay, the mount points a task needs, and the sweep that
  * removes all of a job's mounts. See container.h for the layout. */
 #include "spank/container.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 int container_node_valid(const char *name)
@@ -105,7 +108,81 @@ error:
     return -1;
 }
 
+/* ---- caches kept to a size ---- */
+
+struct lru_entry {
+    char *name;
+    struct timespec used;
+};
+
+static int lru_older(const void *a, const void *b)
+{
+    const struct timespec *x = &((const struct lru_entry *)a)->used,
+                          *y = &((const struct lru_entry *)b)->used;
+    return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
+                                  : (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
+void container_lru_trim(int dirfd, size_t max,
+                        int (*pick)(int dirfd, const char *name, const struct stat *st, void *arg),
+                        void (*drop)(int dirfd, const char *name, void *arg), void *arg)
+{
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct lru_entry *e = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    struct stat st;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0 ||
+            fstatat(dirfd, nm, &st, AT_SYMLINK_NOFOLLOW) < 0 || !pick(dirfd, nm, &st, arg))
+            continue;
+        if (n == cap) {
+            struct lru_entry *m = realloc(e, (cap = cap ? cap * 2 : 128) * sizeof(*e));
+            if (!m)
+                break;
+            e = m;
+        }
+        if (!(e[n].name = strdup(nm)))
+            break;
+        e[n++].used = st.st_mtim;
+    }
+    closedir(d);
+    if (n > max) {
+        qsort(e, n, sizeof(*e), lru_older);
+        for (size_t i = 0; i < n - max; i++)
+            drop(dirfd, e[i].name, arg);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(e[i].name);
+    free(e);
+}
+
 /* ---- the image's digest ---- */
+
+/* R/digests/ entries: a key (hex, digits, '-' and '.'); a writer's
+ * temporary (KEY.tmpPID) a minute old goes. */
+static int digest_pick(int dfd, const char *nm, const struct stat *st, void *arg)
+{
+    (void)arg;
+    if (!strstr(nm, ".tmp") && S_ISREG(st->st_mode))
+        return 1;
+    if (st->st_mtim.tv_sec < time(NULL) - 60)
+        unlinkat(dfd, nm, S_ISDIR(st->st_mode) ? AT_REMOVEDIR : 0);
+    return 0;
+}
+
+static void digest_drop(int dfd, const char *nm, void *arg)
+{
+    (void)arg;
+    unlinkat(dfd, nm, 0);
+}
 
 int container_image_digest(int rtfd, int fd, char out[72], mtc_error_t *err)
 {
@@ -120,9 +197,12 @@ int container_image_digest(int rtfd, int fd, char out[72], mtc_error_t *err)
     int dfd = rtfd >= 0 ? mtc_dir_at(rtfd, "digests", 1, 0755, NULL) : -1;
     int cfd = dfd >= 0 ? openat(dfd, key, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
     ssize_t n = cfd >= 0 ? read(cfd, cached, sizeof(cached) - 1) : -1;
+    int hit = n >= 71 && strncmp(cached, "sha256:", 7) == 0;
+    if (hit)
+        futimens(cfd, NULL); /* used now: the last to go */
     if (cfd >= 0)
         close(cfd);
-    if (n >= 71 && strncmp(cached, "sha256:", 7) == 0) {
+    if (hit) {
         memcpy(out, cached, 71);
         out[71] = '\0';
         close(dfd);
@@ -139,6 +219,7 @@ int container_image_digest(int rtfd, int fd, char out[72], mtc_error_t *err)
             close(w);
             if (!ok || renameat(dfd, tmp, dfd, key) < 0)
                 unlinkat(dfd, tmp, 0);
+            container_lru_trim(dfd, CONTAINER_DIGESTS_MAX, digest_pick, digest_drop, NULL);
         }
     }
     if (dfd >= 0)

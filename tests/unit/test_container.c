@@ -7,6 +7,7 @@
 #include "check.h"
 #include "spank/container.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void test_normalize(void)
@@ -184,6 +186,110 @@ static void test_find_command(void)
     CHECK(!container_find_command("", NULL), "empty argv0");
 }
 
+/* The names in dfd's directory that are no temporary, into a count. */
+static size_t digest_entries(int dfd)
+{
+    size_t n = 0;
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    for (struct dirent *de; d && (de = readdir(d));)
+        n += de->d_name[0] != '.' && !strstr(de->d_name, ".tmp");
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* R/digests/ is kept to CONTAINER_DIGESTS_MAX entries, the least recently
+ * used going: CONTAINER_DIGESTS_MAX + 1 images hashed, their entries aged
+ * (the oldest first), the oldest used again (touched), one more hashed. */
+static void test_digest_bound(const char *dir, int rtfd)
+{
+    const size_t max = CONTAINER_DIGESTS_MAX;
+    char img[160], out[72], key0[256] = "", key1[256] = "";
+    mtc_error_t err;
+    int dfd = openat(rtfd, "digests", O_RDONLY | O_DIRECTORY);
+    /* clear what the checks above cached */
+    for (size_t n = digest_entries(dfd); n > 0; n = 0) {
+        DIR *d = fdopendir(openat(dfd, ".", O_RDONLY | O_DIRECTORY));
+        for (struct dirent *de; d && (de = readdir(d));)
+            if (de->d_name[0] != '.')
+                unlinkat(dfd, de->d_name, 0);
+        if (d)
+            closedir(d);
+    }
+    int ok = 1;
+    time_t now = time(NULL);
+    for (size_t i = 0; i < max && ok; i++) {
+        snprintf(img, sizeof(img), "%s/img%zu", dir, i);
+        mtc_write_file_fmt(img, 0644, "image %zu", i);
+        int fd = open(img, O_RDONLY);
+        ok = fd >= 0 && container_image_digest(rtfd, fd, out, &err) == 0;
+        close(fd);
+    }
+    CHECK(ok && digest_entries(dfd) == max, "%zu images hashed: %zu entries", max,
+          digest_entries(dfd));
+    /* aged: the entry of img<i> last used (max - i) minutes ago */
+    DIR *d = fdopendir(openat(dfd, ".", O_RDONLY | O_DIRECTORY));
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        char val[80] = "";
+        int f = openat(dfd, de->d_name, O_RDONLY);
+        ssize_t n = f >= 0 ? read(f, val, sizeof(val) - 1) : -1;
+        if (f >= 0)
+            close(f);
+        for (size_t i = 0; n > 0 && i < max; i++) {
+            char want[72], body[32];
+            snprintf(body, sizeof(body), "image %zu", i);
+            mtc_sha256_hex(body, want + 7);
+            memcpy(want, "sha256:", 7);
+            if (strncmp(val, want, 71) != 0)
+                continue;
+            struct timespec t[2] = {{now - (time_t)(max - i) * 60, 0},
+                                    {now - (time_t)(max - i) * 60, 0}};
+            utimensat(dfd, de->d_name, t, 0);
+            if (i == 0)
+                snprintf(key0, sizeof(key0), "%s", de->d_name);
+            if (i == 1)
+                snprintf(key1, sizeof(key1), "%s", de->d_name);
+        }
+    }
+    if (d)
+        closedir(d);
+    /* img0, the oldest, used again: touched, it is no longer the one to go */
+    snprintf(img, sizeof(img), "%s/img0", dir);
+    int fd = open(img, O_RDONLY);
+    CHECK(key0[0] && key1[0] && fd >= 0 && container_image_digest(rtfd, fd, out, &err) == 0,
+          "the oldest image used again (a hit)");
+    close(fd);
+    snprintf(img, sizeof(img), "%s/img%zu", dir, max);
+    mtc_write_file_fmt(img, 0644, "image %zu", max);
+    fd = open(img, O_RDONLY);
+    CHECK(fd >= 0 && container_image_digest(rtfd, fd, out, &err) == 0, "one image more hashed");
+    close(fd);
+    CHECK(digest_entries(dfd) == max, "  the cache kept to %zu entries (%zu)", max,
+          digest_entries(dfd));
+    CHECK(faccessat(dfd, key0, F_OK, 0) == 0, "  the one used again stays");
+    CHECK(faccessat(dfd, key1, F_OK, 0) < 0 && errno == ENOENT,
+          "  the least recently used went");
+    /* a writer's temporary left a minute ago goes with the next trim */
+    int t = openat(dfd, "x.tmp123", O_WRONLY | O_CREAT, 0644);
+    struct timespec old[2] = {{now - 120, 0}, {now - 120, 0}};
+    if (t >= 0)
+        futimens(t, old), close(t);
+    snprintf(img, sizeof(img), "%s/img%zu", dir, max + 1);
+    mtc_write_file_fmt(img, 0644, "image %zu", max + 1);
+    fd = open(img, O_RDONLY);
+    container_image_digest(rtfd, fd, out, &err);
+    close(fd);
+    CHECK(faccessat(dfd, "x.tmp123", F_OK, 0) < 0, "  a stale temporary removed");
+    for (size_t i = 0; i <= max + 1; i++) {
+        snprintf(img, sizeof(img), "%s/img%zu", dir, i);
+        unlink(img);
+    }
+    close(dfd);
+}
+
 static void test_digest_and_sweep(void)
 {
     char dir[] = "/tmp/test_container.XXXXXX";
@@ -223,6 +329,7 @@ static void test_digest_and_sweep(void)
     close(fd);
     CHECK(container_image_digest(rtfd, -1, out, &err) < 0 && strstr(err.text, "the image"),
           "a bad descriptor refused");
+    test_digest_bound(dir, rtfd);
     close(rtfd);
     char sub[160], deep[200];
     snprintf(sub, sizeof(sub), "%s/jobs/7/images/x", rt);
