@@ -31,7 +31,7 @@
 . "$(dirname "$0")/lib.sh"
 
 SYS_HOME=/var/lib/mtc SYS_SOCK=/run/mtc/mtcd.sock UNIT=/lib/systemd/system/mtcd.service
-STEPS=${STEPS:-400} EXP=upgrade CID=pkg
+STEPS=${STEPS:-100} EXP=upgrade CID=pkg
 V=$(cat "$ROOT/VERSION") OLDV="$(cat "$ROOT/VERSION")~prev"
 INSTALLED=0 UNIT_PID=""
 
