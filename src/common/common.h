@@ -283,16 +283,19 @@ int mtc_port_pick(const struct mtc_port_rules *r, const char *addr, unsigned lon
 int mtc_free_port(void);
 /* count consecutive free ones from a random base: the first, or 0. */
 int mtc_free_port_range(int count);
-/* Hold port for a daemon that is not running until mtc_port_release, which
- * comes right before the daemon starts: bound with SO_REUSEADDR, not
- * listening (a connection to it is refused), so no pick above lands on it
- * (a listener that sets SO_REUSEADDR itself still could: a port held is not
- * a port locked). Holding a port held is a no-op. 0, or -1 + errno
- * (EADDRINUSE: a listener, or a socket without SO_REUSEADDR, has it).
- * Thread-safe; the holds are this process's (close-on-exec). */
-int mtc_port_hold(int port);
-void mtc_port_release(int port);
-/* 1 when this process holds port. */
+/* Hold port for owner (a cluster's id) while its daemon is not running:
+ * bound with SO_REUSEADDR, not listening (a connection to it is refused), so
+ * no pick above lands on it, while the daemon's own listener (SO_REUSEADDR)
+ * binds beside it — released once the daemon runs. A port held is not a
+ * port locked: any other listener with SO_REUSEADDR could bind it too.
+ * Holding again for the same owner is a no-op. 0, or -1 + errno
+ * (EADDRINUSE: another owner holds it, or a listener or a socket without
+ * SO_REUSEADDR has it). Thread-safe; the holds are this process's
+ * (close-on-exec). */
+int mtc_port_hold(int port, const char *owner);
+/* owner's hold on port ends (another owner's stays). */
+void mtc_port_release(int port, const char *owner);
+/* 1 when this process holds port, for any owner. */
 int mtc_port_held(int port);
 /* This host's name up to the first dot (slurmctld matches SlurmctldHost
  * against it), "localhost" when it has none. */

@@ -268,12 +268,13 @@ int mtc_free_port_range(int count)
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     int port, fd;
+    char owner[64];
 } *holds;
 static size_t nholds, capholds;
 
-int mtc_port_hold(int port)
+int mtc_port_hold(int port, const char *owner)
 {
-    if (port < 1 || port > 65535) {
+    if (port < 1 || port > 65535 || !owner) {
         errno = EINVAL;
         return -1;
     }
@@ -282,7 +283,10 @@ int mtc_port_hold(int port)
     size_t i = 0;
     while (i < nholds && holds[i].port != port)
         i++;
-    if (i == nholds) {
+    if (i < nholds && strncmp(holds[i].owner, owner, sizeof(holds[i].owner) - 1) != 0) {
+        rc = -1; /* another owner's: as taken as a listener's */
+        errno = EADDRINUSE;
+    } else if (i == nholds) {
         if (nholds == capholds) {
             size_t cap = capholds ? 2 * capholds : 16;
             void *m = realloc(holds, cap * sizeof(*holds));
@@ -297,10 +301,13 @@ int mtc_port_hold(int port)
         /* SO_REUSEADDR: the node's slurmd, just killed, leaves connections
          * in TIME_WAIT on it; a pick's probe (no SO_REUSEADDR) still fails */
         int fd = bind_hold(port, 1);
-        if (fd < 0)
+        if (fd < 0) {
             rc = -1;
-        else
-            holds[nholds].port = port, holds[nholds++].fd = fd;
+        } else {
+            holds[nholds].port = port;
+            holds[nholds].fd = fd;
+            snprintf(holds[nholds++].owner, sizeof(holds[0].owner), "%s", owner);
+        }
     }
     int e = errno;
     pthread_mutex_unlock(&hold_lock);
@@ -308,11 +315,12 @@ int mtc_port_hold(int port)
     return rc;
 }
 
-void mtc_port_release(int port)
+void mtc_port_release(int port, const char *owner)
 {
     pthread_mutex_lock(&hold_lock);
     for (size_t i = 0; i < nholds; i++)
-        if (holds[i].port == port) {
+        if (holds[i].port == port && owner &&
+            strncmp(holds[i].owner, owner, sizeof(holds[i].owner) - 1) == 0) {
             close(holds[i].fd);
             holds[i] = holds[--nholds];
             break;

@@ -146,9 +146,9 @@ static int port_taken(const struct layout *l, int port)
 /* Give node k of l, new in it, port p: held from now on when the node is
  * elastic (off until Slurm resumes it; local_power_ports). 0, or -1 + errno
  * (EADDRINUSE: taken since it was found free; port left 0). */
-static int hold_new(struct layout *l, size_t k, int p)
+static int hold_new(const struct head *c, struct layout *l, size_t k, int p)
 {
-    if (l->nodes[k].cloud && mtc_port_hold(p) < 0)
+    if (l->nodes[k].cloud && mtc_port_hold(p, c->id) < 0)
         return -1;
     l->nodes[k].port = p;
     return 0;
@@ -195,7 +195,7 @@ static int plan_nodes(const struct head *c, const json_t *spec, const struct lay
             /* an elastic node that stays off keeps its port held; one that
              * something else took (while no mtcd held it) gets a new one */
             if (was && was->cloud && n->cloud && !head_power_is_on(c, n->name) &&
-                mtc_port_hold(n->port) < 0 && errno == EADDRINUSE) {
+                mtc_port_hold(n->port, c->id) < 0 && errno == EADDRINUSE) {
                 log_msg(LOG_WARNING, "cluster %s: port %d of powered-down %s is taken; a new one",
                         c->id, n->port, n->name);
                 n->port = 0;
@@ -224,7 +224,7 @@ static int plan_nodes(const struct head *c, const json_t *spec, const struct lay
         l->ctld_port = base;
         l->slurmd_port = base + 1;
         for (size_t k = 0; k < l->nnodes; k++) /* (one taken meanwhile: a single port below) */
-            if (hold_new(l, k, base + 2 + (int)k) < 0 && errno != EADDRINUSE)
+            if (hold_new(c, l, k, base + 2 + (int)k) < 0 && errno != EADDRINUSE)
                 return errprintf(err, "cannot hold port %d for %s: %s", base + 2 + (int)k,
                                  l->nodes[k].name, strerror(errno));
     }
@@ -232,7 +232,7 @@ static int plan_nodes(const struct head *c, const json_t *spec, const struct lay
         int tries = 0;
         while (!l->nodes[k].port && tries++ < 100) {
             int p = mtc_free_port();
-            if (p && !port_taken(l, p) && !(old && port_taken(old, p)) && hold_new(l, k, p) < 0 &&
+            if (p && !port_taken(l, p) && !(old && port_taken(old, p)) && hold_new(c, l, k, p) < 0 &&
                 errno != EADDRINUSE)
                 return errprintf(err, "cannot hold port %d for %s: %s", p, l->nodes[k].name,
                                  strerror(errno));
@@ -661,6 +661,7 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         errprintf(err, "cluster %s: no cluster.json (never applied?)", id);
         goto out;
     }
+    local_power_ports(&c, l, NULL); /* (again after mtcd restarted) */
     if (head_supervise(&c, ev, arg, &ctld_restarted, err) < 0)
         goto out;
     for (size_t i = 0; i < l->nnodes; i++) {
@@ -683,7 +684,6 @@ static int local_supervise(struct provider *p, const char *id, const json_t *spe
         if (ev)
             ev(arg, "AGENT_RESTART", nn, msg);
     }
-    local_power_ports(&c, l, NULL); /* (again after mtcd restarted) */
     if (local_power_watch(&c, l, ev, arg, err) < 0)
         goto out;
     head_supervise_end(&c, ctld_restarted);

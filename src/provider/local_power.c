@@ -5,8 +5,9 @@
  * apply and supervise start only the daemons of static nodes and marked ones.
  * Supervise also watches a powered-up node until Slurm has taken its
  * registration (local_power_watch). The port of a node that is off stays
- * held by mtcd (mtc_port_hold), so no other cluster's daemon, nor anything
- * else, takes it before Slurm resumes the node. */
+ * held by mtcd for its cluster (mtc_port_hold), so no other cluster's pick
+ * lands on it before Slurm resumes the node; the hold ends once the node's
+ * slurmd listens beside it. */
 #include "provider/local.h"
 #include "spank/container.h"
 
@@ -42,19 +43,18 @@ static int power_off(const struct head *c, const char *node, mtc_error_t *err)
     return 0;
 }
 
-/* Node n is powering up: the port its slurmd binds released by this process
- * (held first where it was not: the hold is the probe), or -1 + err naming
- * it (something took it while no mtcd held it). */
-static int port_free_for(const struct head *c, const struct lnode *n, mtc_error_t *err)
+/* Node n is powering up: its port held by this process until its slurmd
+ * listens beside the hold (held first where it was not: the hold is the
+ * probe); -1 + err naming the port when something else has it (taken while
+ * no mtcd held it). A node whose slurmd runs already: nothing to hold. */
+static int port_hold_for(const struct head *c, const struct lnode *n, mtc_error_t *err)
 {
-    int rc = mtc_port_hold(n->port), e = errno;
-    mtc_port_release(n->port);
-    if (rc == 0)
+    if (head_slurmd_running(c, n->name) || mtc_port_hold(n->port, c->id) == 0)
         return 0;
     return errprintf(err,
                      "%s cannot power up: its slurmd's port %d is in use: %s (something else "
                      "took it while it was off; `mtc cluster update %s` gives it a new one)",
-                     n->name, n->port, strerror(e), c->id);
+                     n->name, n->port, strerror(errno), c->id);
 }
 
 void local_power_ports(const struct head *c, const struct layout *l, const struct layout *old)
@@ -62,14 +62,14 @@ void local_power_ports(const struct head *c, const struct layout *l, const struc
     for (size_t i = 0; l && i < l->nnodes; i++) {
         const struct lnode *n = &l->nodes[i];
         if (n->cloud && !head_power_is_on(c, n->name))
-            mtc_port_hold(n->port); /* (taken: power-up says so) */
+            mtc_port_hold(n->port, c->id); /* (taken: power-up says so) */
         else
-            mtc_port_release(n->port);
+            mtc_port_release(n->port, c->id);
     }
     for (size_t i = 0; old && i < old->nnodes; i++) {
         const struct lnode *o = &old->nodes[i], *n = l ? local_layout_find(l, o->name) : NULL;
         if (!n || n->port != o->port)
-            mtc_port_release(o->port);
+            mtc_port_release(o->port, c->id);
     }
 }
 
@@ -101,7 +101,7 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
      * supervise watches it afresh until it registers */
     char watch[PLEN];
     unlink(head_path(&c, watch, "run/power-%s.watch", n->name));
-    if (on && ((rc = port_free_for(&c, n, err)) < 0 ||
+    if (on && ((rc = port_hold_for(&c, n, err)) < 0 ||
                (rc = head_power_mark(&c, n->name, 1, err)) < 0 ||
                (rc = local_node_up(p, &c, spec, n, 1, err)) < 0)) {
         /* a machine that did not boot stays off: nothing for supervise to
@@ -109,10 +109,12 @@ int local_power(struct provider *p, const char *id, const json_t *spec, const ch
         mtc_error_t e2;
         if (head_power_mark(&c, n->name, 0, &e2) < 0 || power_off(&c, n->name, &e2) < 0)
             log_msg(LOG_WARNING, "cluster %s: %s", id, e2.text);
-        mtc_port_hold(n->port);
-    } else if (!on) {
+        mtc_port_hold(n->port, c.id);
+    } else if (on) {
+        mtc_port_release(n->port, c.id); /* its slurmd listens there now */
+    } else {
         rc = head_power_mark(&c, n->name, 0, err) < 0 ? -1 : power_off(&c, n->name, err);
-        mtc_port_hold(n->port); /* (its slurmd is gone: nothing else binds it) */
+        mtc_port_hold(n->port, c.id); /* (its slurmd is gone: nothing else binds it) */
     }
     head_unlock(&c);
     free(l);

@@ -183,8 +183,12 @@ static void test_daemon_ports(void)
           MTC_PORT_BASE);
     int p = base + 3;
     CHECK(!mtc_port_held(p) && daemon_binds(p), "port %d: free, not held", p);
-    CHECK(mtc_port_hold(p) == 0 && mtc_port_held(p), "held");
-    CHECK(mtc_port_hold(p) == 0, "  held again: a no-op");
+    CHECK(mtc_port_hold(p, "a") == 0 && mtc_port_held(p), "held (for a)");
+    CHECK(mtc_port_hold(p, "a") == 0, "  held again for a: a no-op");
+    CHECK(mtc_port_hold(p, "b") < 0 && errno == EADDRINUSE, "  for b: taken (EADDRINUSE)");
+    mtc_port_release(p, "b");
+    CHECK(mtc_port_held(p), "  b's release leaves a's hold");
+    CHECK(daemon_binds(p), "  a daemon's listener (SO_REUSEADDR) binds beside it");
     mtc_error_t err = {""};
     CHECK(mtc_port_bind_probe(NULL, p, &err) < 0 && errno == EADDRINUSE, "  a probe finds it taken");
     int again = 0;
@@ -193,7 +197,7 @@ static void test_daemon_ports(void)
         again |= b <= p && p < b + 5;
     }
     CHECK(!again, "  50 range picks of 5 ports: none covers it");
-    mtc_port_release(p);
+    mtc_port_release(p, "a");
     CHECK(!mtc_port_held(p) && daemon_binds(p), "released: the daemon binds it");
 
     int lst = socket(AF_INET, SOCK_STREAM, 0);
@@ -201,7 +205,7 @@ static void test_daemon_ports(void)
     sa.sin_addr.s_addr = htonl(INADDR_ANY);
     CHECK(lst >= 0 && bind(lst, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lst, 1) == 0,
           "another process's listener on %d", p);
-    CHECK(mtc_port_hold(p) < 0 && errno == EADDRINUSE && !mtc_port_held(p),
+    CHECK(mtc_port_hold(p, "a") < 0 && errno == EADDRINUSE && !mtc_port_held(p),
           "  a hold then fails: EADDRINUSE");
     if (lst >= 0)
         close(lst);
@@ -222,10 +226,10 @@ static void test_daemon_ports(void)
         close(cli);
     CHECK(conn >= 0 && mtc_port_bind_probe(NULL, p, &err) < 0,
           "port %d in TIME_WAIT: a probe without SO_REUSEADDR fails", p);
-    CHECK(mtc_port_hold(p) == 0, "  the hold takes it");
-    mtc_port_release(p);
+    CHECK(mtc_port_hold(p, "a") == 0, "  the hold takes it");
+    mtc_port_release(p, "a");
     CHECK(daemon_binds(p), "  released, the daemon binds it");
-    CHECK(mtc_port_hold(0) < 0 && errno == EINVAL, "port 0: EINVAL");
+    CHECK(mtc_port_hold(0, "a") < 0 && errno == EINVAL, "port 0: EINVAL");
 }
 
 int main(void)
