@@ -223,12 +223,13 @@ unset OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include OMPI_MCA_pml
 # --- kill -9 of every process on a host, then the provider's restart -----------
 # (a node killed while a job is completing stays "comp" until slurmctld resends
 # TERMINATE_JOB, up to a minute or two: start from idle nodes)
-# (seen once in ~10 runs on a loaded runner: a node stayed "mix" for minutes
-# after the 0.3 s MPI job, its step never reported complete — a hung
-# slurmstepd; it is reported here, and the node cycled down/resume so the rest
-# of the test still runs)
-if ! wait_for 60 both_idle; then
-    diag "not idle after 60 s: $(S sinfo -h -N -o '%N %t %C' | xargs); steps: $(R 1 'ps -eo pid,etime,args | grep -c [s]lurmstepd') on host 1"
+# (seen in 2 of the last 5 full suites, never alone: the nodes not idle for the whole
+# wait after the 0.3 s MPI job, then idle — a step that did not report its end
+# for minutes; it is reported here with the states seen, and the nodes cycled
+# down/resume so the rest of the test still runs. The first wait is 20 s
+# (60 s with T_WAIT_SCALE): the cycle, not the wait, is what ends it.)
+if ! wait_for 20 both_idle; then
+    diag "not idle after $((20 * ${T_WAIT_SCALE:-3})) s: $(S sinfo -h -N -o '%N %t %C' | xargs); states seen: $(tail -4 "$T_DIR/states" | tr '\n' ';')"
     S scontrol update nodename="$N0,$N1" state=down reason="hosts_proto: stuck after the MPI job"
     S scontrol update nodename="$N0,$N1" state=resume
 fi
