@@ -92,16 +92,19 @@ port_free() { python3 -c 'import socket,sys; s=socket.socket(); s.bind(("0.0.0.0
 PORT=$(python3 -c 'import json,sys; print([n["port"] for n in json.load(open(sys.argv[1]))["nodes"] if n["name"]=="el-cpu-2"][0])' "$CD/cluster.json")
 # a listener on el-cpu-2's port, bound as a port pick probes (no
 # SO_REUSEADDR), in the background until killed; "bound" or the error in
-# $T_DIR/bound
+# $T_DIR/bound, written whole then renamed (poll_for waits for the name: an
+# empty file read before its write was stop 56's CI failure)
 take_port() {
     rm -f "$T_DIR/bound"
-    python3 -c 'import socket,sys,time
+    python3 -c 'import os,socket,sys,time
+def say(what):
+    open(sys.argv[2] + ".tmp", "w").write(what); os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 s=socket.socket()
 try:
     s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1)
 except OSError as e:
-    open(sys.argv[2],"w").write(e.strerror); sys.exit(1)
-open(sys.argv[2],"w").write("bound")
+    say(e.strerror); sys.exit(1)
+say("bound")
 time.sleep(600)' "$PORT" "$T_DIR/bound" &
     PORT_PID=$!
     track_pid "$PORT_PID"
