@@ -152,16 +152,22 @@ drop_users() {
     for u in "${USERS[@]}"; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
 }
 
-# Wait until a command succeeds, polling every 0.2 s. $1 seconds is what the
-# wait takes on a slow machine; the deadline is T_WAIT_SCALE (default 3)
-# times that: it only ends a hang, never a wait on a busy machine (the
-# suite beside stress-ng: tests/load.sh).
+# Wait until a command succeeds, polling every 0.2 s for the first 5 s, then
+# every 0.5 s, and after 30 s every second (a long wait's polls — sinfo,
+# curl, python3 at 0.1 s of CPU each — are CPU the tests beside it need).
+# $1 seconds is what the wait takes on a slow machine; the deadline is
+# T_WAIT_SCALE (default 3) times that: it only ends a hang, never a wait on
+# a busy machine (the suite beside stress-ng: tests/load.sh).
 wait_for() {
     local secs=$(($1 * ${T_WAIT_SCALE:-3})); shift
-    local end=$((SECONDS + secs))
+    local start=$SECONDS end=$((SECONDS + secs))
     while [ $SECONDS -lt $end ]; do
         "$@" >/dev/null 2>&1 && return 0
-        sleep 0.2
+        case $((SECONDS - start)) in
+        [0-4]) sleep 0.2 ;;
+        [0-9] | [12][0-9]) sleep 0.5 ;;
+        *) sleep 1 ;;
+        esac
     done
     "$@" >/dev/null 2>&1
 }
@@ -225,14 +231,15 @@ jq_() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv
 # wait_op NAME [SECS]: poll the operation over the socket until done (at
 # most SECS, default 120: a deadline that only ends a hang); its JSON in OP.
 # "done": true is matched in bash — a process per poll of 50 ms (python3's
-# start is 0.1 s of CPU) made waiting cost more than the work waited for.
+# start is 0.1 s of CPU) made waiting cost more than the work waited for;
+# after 2 s a poll every 0.2 s (an operation that long is a cluster's start).
 wait_op() {
-    local end=$((SECONDS + ${2:-120}))
+    local start=$SECONDS end=$((SECONDS + ${2:-120}))
     while [ $SECONDS -lt $end ]; do
         api GET "/v1/$1"
         OP=$BODY
         [[ $OP =~ \"done\":[[:space:]]*true ]] && return 0
-        sleep 0.05
+        if [ $((SECONDS - start)) -lt 2 ]; then sleep 0.05; else sleep 0.2; fi
     done
     return 1
 }
