@@ -164,9 +164,16 @@ assert "#" in r["heatmap"][2], r'
 diag "throttled rank: $(python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"][2]; print(n["fractionOfMedian"], n.get("reason"))' "$D/slow.json")"
 check "the cgroup really throttled" awk '$1 == "nr_throttled" && $2 > 0 {f = 1} END {exit !f}' "$CG/cpu.stat"
 
-# gpu burn-in: the throttled rank (1% of a CPU) FAILs against the pool median
-"${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 2 --fail-fraction 0.3 : -np 1 \
-    bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan gpu --seconds 2 --fail-fraction 0.3" >"$D/bslow.json" 2>"$D/bslow.err"
+# gpu burn-in: the throttled rank (1% of a CPU) FAILs against the pool median.
+# FAIL below 15% of it: the pool is 3 ranks, and a healthy rank is judged
+# against the median of the other two, one of them the throttled rank, whose
+# single short gemm can run unpreempted at full speed while the healthy two
+# share the cores with the suite (a fresh clone's run, 2026-12-07: a healthy
+# rank at 30% of a median the throttled rank's 13.8 GFLOP/s had raised); the
+# throttled rank's memory bandwidth is 2-5% of its peers' (a 1% share
+# against a fair one)
+"${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 2 --fail-fraction 0.15 : -np 1 \
+    bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan gpu --seconds 2 --fail-fraction 0.15" >"$D/bslow.json" 2>"$D/bslow.err"
 check "throttled: the burn-in fails (exit 1)" test $? -eq 1
 check "burn-in: only the throttled rank FAILs, below the pool median" report "$D/bslow.json" '
 st = [n["state"] for n in r["nodes"]]

@@ -327,13 +327,22 @@ daemon_pids() {
 # job_pids JOB CONF: the processes of Slurm job JOB of the cluster whose
 # slurm.conf is CONF (both in their environment: another test's cluster has
 # a job JOB too).
+# One process reads every environment (a grep per process took seconds,
+# long enough for a short job to end before it was held).
 job_pids() {
-    local e p
-    for e in /proc/[0-9]*/environ; do
-        tr '\0' '\n' 2>/dev/null <"$e" | grep -cx -e "SLURM_JOB_ID=$1" -e "SLURM_CONF=$2" |
-            grep -qx 2 || continue
-        p=${e#/proc/}
-        echo "${p%/environ}"
-    done
+    python3 - "$1" "$2" <<'PY'
+import os, sys
+want = {b"SLURM_JOB_ID=" + sys.argv[1].encode(), b"SLURM_CONF=" + sys.argv[2].encode()}
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        with open("/proc/%s/environ" % p, "rb") as f:
+            env = set(f.read().split(b"\0"))
+    except OSError:
+        continue
+    if want <= env:
+        print(p)
+PY
 }
 export -f pids_under daemon_pids has_line absent
