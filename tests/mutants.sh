@@ -67,7 +67,7 @@ ckpt-resume-step-late @@ src/train/loop.c @@ r->step = r->ckpt_step = meta.step;
 loader-resume-batch-late @@ src/train/loader.c @@     l->pos = *pos;\n @@     l->pos = *pos;\n    l->pos.offset += l->pos.offset + 1 < l->s[pos->shard].nb;\n @@ test_train_data @@ the data loader resumes one batch past its saved position
 # --- the registry and the store
 alias-no-version-check @@ src/store/store_model.c @@ json_deep_copy(v[i].aliases);\n        if (v[i].version == version) @@ json_deep_copy(v[i].aliases);\n        if (v[i].version == version || (!me && i == n - 1)) @@ test_registry @@ an alias moved to a version that does not exist lands on the newest one
-alias-may-be-number @@ src/registry/registry.c @@ if (n == 0 || n > REGISTRY_ALIAS_MAX || !islower((unsigned char)alias[0])) @@ if (n == 0 || n > REGISTRY_ALIAS_MAX) @@ test_registry @@ an alias may start with a digit ("12": NAME@12 would mean two things)
+alias-may-be-number @@ src/registry/names.c @@ if (n == 0 || n > REGISTRY_ALIAS_MAX || !islower((unsigned char)alias[0])) @@ if (n == 0 || n > REGISTRY_ALIAS_MAX) @@ test_registry @@ an alias may start with a digit ("12": NAME@12 would mean two things)
 store-newer-schema @@ src/store/store.c @@ if (v > N_MIGRATIONS) @@ if (v > N_MIGRATIONS + 100) @@ test_store @@ a database from a newer mtcd is opened (and written) instead of refused
 store-last-migration @@ src/store/store.c @@ for (; v < N_MIGRATIONS; v++) { @@ for (; v < N_MIGRATIONS - 1; v++) { @@ test_store @@ the store's newest migration never runs
 # --- strict input and one-line errors
