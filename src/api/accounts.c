@@ -76,7 +76,7 @@ static int acct_cluster(struct api_req *r, struct api_resp *out, char *conf, siz
                          r->cap[2]),
                -1;
     mtc_error_t err = {""};
-    if (api_slurm_conf(r->ctl, r->cap[2], conf, len, &err) < 0)
+    if (api_slurm_conf(r->prov, r->cap[2], conf, len, &err) < 0)
         return api_error(out, 400, "precondition: cluster %s: %s", r->cap[2], err.text), -1;
     return 0;
 }

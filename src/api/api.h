@@ -30,6 +30,7 @@ struct api_config {
     const char *home;
     struct store *store;     /* not owned */
     struct control *control; /* not owned */
+    struct provider *provider; /* not owned: what a handler asks of a cluster's machines */
     struct endpoint_ctl *endpoints; /* not owned; NULL: no endpoints */
     int monitor_ms; /* how often the job monitor follows unfinished jobs (0: 5000) */
     int bound_port; /* set by api_start: the TCP port bound (0: none) */
@@ -78,6 +79,7 @@ struct api_req {
     const struct api_config *cfg;
     struct store *st;
     struct control *ctl;
+    struct provider *prov;
 };
 struct api_resp {
     int status;
@@ -118,9 +120,9 @@ extern const size_t api_nroutes;
  * cluster (who: the caller — an event about a training job's run shows its
  * message to the job's owners, its brief to others; NULL: every message),
  * the live tokens. */
-json_t *api_cluster_json(struct store *st, struct control *ctl, const struct store_cluster *cl,
+json_t *api_cluster_json(struct store *st, struct provider *prov, const struct store_cluster *cl,
                          const struct api_principal *events_for);
-json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op);
+json_t *api_op_json(struct store *st, struct provider *prov, const struct store_op *op);
 json_t *api_events_json(struct store *st, const char *cluster_id, int limit,
                         const struct api_principal *who);
 /* Whether who may read the run of a training job owned by owner (the Unix

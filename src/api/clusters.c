@@ -190,7 +190,7 @@ int api_cluster_get(struct api_req *r, struct api_resp *out)
     struct store_cluster cl;
     if (api_load_cluster(r, out, &cl) < 0)
         return 0;
-    out->body = api_cluster_json(r->st, r->ctl, &cl, &r->who);
+    out->body = api_cluster_json(r->st, r->prov, &cl, &r->who);
     api_view_put(r->st, key, gen, out->body);
     store_cluster_release(&cl);
     return 0;
@@ -213,7 +213,7 @@ int api_cluster_list(struct api_req *r, struct api_resp *out)
         store_cluster_list(r->st, r->cap[0], r->cap[1], token, size + 1, &n);
     json_t *items = json_array();
     for (int i = 0; i < n && i < size; i++)
-        json_array_append_new(items, api_cluster_json(r->st, r->ctl, &arr[i], NULL));
+        json_array_append_new(items, api_cluster_json(r->st, r->prov, &arr[i], NULL));
     out->body = json_pack("{s:o}", "modelDevelopmentClusters", items);
     if (n > size)
         json_object_set_new(out->body, "nextPageToken", json_string(arr[size - 1].id));
@@ -379,13 +379,13 @@ int api_cluster_env(struct api_req *r, struct api_resp *out)
     if (!running)
         return api_error(out, 400, "precondition: cluster %s is not RUNNING", r->cap[2]);
     mtc_error_t err = {""};
-    char *script = control_env(r->ctl, r->cap[2], &err);
+    char *script = provider_env(r->prov, r->cap[2], &err);
     if (!script)
         return api_error(out, 500, "cluster %s: %s", r->cap[2], err.text);
     out->body = json_pack("{s:s+}", "script", script, root);
     free(script);
     /* a login node on another host: how `mtc login` reaches it */
-    json_t *login = control_login(r->ctl, r->cap[2], &err);
+    json_t *login = provider_login(r->prov, r->cap[2], &err);
     if (login)
         json_object_set_new(out->body, "login", login);
     return 0;
@@ -404,7 +404,7 @@ int api_cluster_check_storage(struct api_req *r, struct api_resp *out)
         return api_error(out, 400, "precondition: cluster %s is not RUNNING", r->cap[2]);
     }
     mtc_error_t err = {""};
-    int rc = control_check_storage(r->ctl, r->cap[2], cl.spec, &err);
+    int rc = provider_check_storage(r->prov, r->cap[2], cl.spec, &err);
     const char *root = json_string_value(json_object_get(cl.spec, "experimentRoot"));
     if (rc == 0)
         out->body = json_pack("{s:s}", "experimentRoot", root ? root : "");

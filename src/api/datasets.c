@@ -3,6 +3,7 @@
  * get wrong (name, body, kind, where its files lie) is refused here, before
  * anything is stored. */
 #include "api/internal.h"
+#include "control/datasets.h"
 #include "dataset/dataset.h"
 
 #include <errno.h>

@@ -3,6 +3,7 @@
  * control_healthscan_prepare) before anything is stored, then a HEALTH_SCAN
  * operation whose result is the scan's report (docs/healthscan.md). */
 #include "api/internal.h"
+#include "control/healthscan.h"
 
 #include <errno.h>
 #include <string.h>

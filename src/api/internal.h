@@ -117,15 +117,16 @@ int api_job_inject_fault(struct api_req *r, struct api_resp *out);
  * spec enables accounting (orchestratorSpec.slurmSpec.accounting.enabled).
  * api_slurm_up: 1 for the cluster states in which its slurmctld should
  * answer (RUNNING, UPDATING). api_slurm_jobs: GET …/slurmJobs, the queue. */
-int api_slurm_conf(struct control *ctl, const char *id, char *conf, size_t len, mtc_error_t *err);
+int api_slurm_conf(struct provider *prov, const char *id, char *conf, size_t len, mtc_error_t *err);
 int api_accounting_on(const json_t *spec);
 int api_slurm_up(const char *state);
 int api_slurm_jobs(struct api_req *r, struct api_resp *out);
 
 /* /metrics (metrics.c): the handler; api_metrics_observe counts a request a
- * handler answered. */
+ * handler answered, route the i-th of the route table (the caller's: call.c
+ * reads the table, metrics.c only what it is given). */
 int api_metrics(struct api_req *r, struct api_resp *out);
-void api_metrics_observe(const struct api_route *route, int status, double seconds);
+void api_metrics_observe(size_t i, const struct api_route *route, int status, double seconds);
 
 /* :healthScan (healthscan.c): a HEALTH_SCAN operation on a cluster. */
 int api_cluster_healthscan(struct api_req *r, struct api_resp *out);

@@ -12,6 +12,7 @@
  * run kept between scrapes, so a scrape reads only what the run's
  * metrics.jsonl and log gained since the last. */
 #include "api/internal.h"
+#include "control/reports.h"
 #include "cluster/cluster.h"
 #include "endpoint/endpoint.h"
 #include "jobs/jobs.h"
@@ -31,19 +32,20 @@ static const double bucket_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
 #define NBUCKETS (sizeof(bucket_le) / sizeof(bucket_le[0]))
 #define MAX_ROUTES 128
 static struct route_stat {
-    unsigned long long code[6]; /* by status / 100 */
+    const struct api_route *route; /* set by its first request */
+    unsigned long long code[6];    /* by status / 100 */
     unsigned long long bucket[NBUCKETS + 1];
     double sum;
 } route_stats[MAX_ROUTES];
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void api_metrics_observe(const struct api_route *route, int status, double seconds)
+void api_metrics_observe(size_t i, const struct api_route *route, int status, double seconds)
 {
-    size_t i = (size_t)(route - api_routes);
-    if (i >= api_nroutes || i >= MAX_ROUTES)
+    if (i >= MAX_ROUTES)
         return;
     pthread_mutex_lock(&stats_lock);
     struct route_stat *s = &route_stats[i];
+    s->route = route;
     s->code[status / 100 < 6 && status >= 0 ? status / 100 : 5]++;
     size_t b = 0;
     while (b < NBUCKETS && seconds > bucket_le[b])
@@ -546,8 +548,10 @@ static void requests(struct text *t)
     pthread_mutex_unlock(&stats_lock);
     char rt[320];
     head(t, "mtc_api_requests_total", "counter", "API requests answered by a handler, by route and status class.");
-    for (size_t i = 0; i < api_nroutes && i < MAX_ROUTES; i++) {
-        snprintf(rt, sizeof(rt), "%s %s", api_routes[i].method, api_routes[i].pattern);
+    for (size_t i = 0; i < MAX_ROUTES; i++) {
+        if (!snap[i].route)
+            continue;
+        snprintf(rt, sizeof(rt), "%s %s", snap[i].route->method, snap[i].route->pattern);
         for (int k = 1; k < 6; k++)
             if (snap[i].code[k])
                 put(t, "mtc_api_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n", rt, k,
@@ -555,13 +559,13 @@ static void requests(struct text *t)
     }
     head(t, "mtc_api_request_duration_seconds", "histogram", "API request latency by route.");
     char b[40];
-    for (size_t i = 0; i < api_nroutes && i < MAX_ROUTES; i++) {
+    for (size_t i = 0; i < MAX_ROUTES; i++) {
         unsigned long long cum = 0;
         for (size_t k = 0; k <= NBUCKETS; k++)
             cum += snap[i].bucket[k];
-        if (!cum)
+        if (!cum || !snap[i].route)
             continue;
-        snprintf(rt, sizeof(rt), "%s %s", api_routes[i].method, api_routes[i].pattern);
+        snprintf(rt, sizeof(rt), "%s %s", snap[i].route->method, snap[i].route->pattern);
         cum = 0;
         for (size_t k = 0; k < NBUCKETS; k++) {
             cum += snap[i].bucket[k];

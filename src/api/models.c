@@ -5,6 +5,8 @@
  * <home>/models (src/registry); every change rewrites the model's refs file
  * that registry_resolve reads. Bad input is refused before anything changes. */
 #include "api/internal.h"
+#include "control/datasets.h"
+#include "control/models.h"
 #include "dataset/dataset.h"
 #include "registry/registry.h"
 

@@ -11,7 +11,7 @@ int api_reply_op(struct api_req *r, struct api_resp *out, const char *op_id)
     struct store_op op;
     if (store_op_get(r->st, op_id, &op) < 0)
         return api_error(out, 500, "operation %s vanished", op_id);
-    out->body = api_op_json(r->st, r->ctl, &op);
+    out->body = api_op_json(r->st, r->prov, &op);
     store_op_release(&op);
     return 0;
 }
@@ -35,7 +35,7 @@ int api_op_get(struct api_req *r, struct api_resp *out)
         store_op_release(&op);
         return 0;
     }
-    out->body = api_op_json(r->st, r->ctl, &op);
+    out->body = api_op_json(r->st, r->prov, &op);
     store_op_release(&op);
     return 0;
 }

@@ -2,6 +2,7 @@
  * with the cluster's own power token) or an admin asks for elastic nodes to
  * be started (RESUME) or stopped (SUSPEND, RESUME_FAILED). */
 #include "api/internal.h"
+#include "control/power.h"
 #include "control/control.h"
 #include "provider/provider.h"
 

@@ -2,6 +2,7 @@
  * agent's health check results, node tokens only, for its own node) and
  * :reportFaultyNodes (a user's fault report: the nodes are remediated). */
 #include "api/internal.h"
+#include "control/reports.h"
 #include "health/health.h"
 
 #include <errno.h>

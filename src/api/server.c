@@ -143,6 +143,7 @@ static enum MHD_Result begin(struct listener *l, struct MHD_Connection *conn, co
     r->cfg = &l->a->cfg;
     r->st = l->a->cfg.store;
     r->ctl = l->a->cfg.control;
+    r->prov = l->a->cfg.provider;
     if (!l->trusted && api_console_owns(url))
         return api_console_handle(conn, url, method, r->st, l->a->tls_cert != NULL);
     const char *why = "missing or invalid bearer token";

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int api_slurm_conf(struct control *ctl, const char *id, char *conf, size_t len, mtc_error_t *err)
+int api_slurm_conf(struct provider *prov, const char *id, char *conf, size_t len, mtc_error_t *err)
 {
-    char *env = control_env(ctl, id, err);
+    char *env = provider_env(prov, id, err);
     int rc = env ? provider_env_get(env, "SLURM_CONF", conf, len) : -1;
     free(env);
     if (rc < 0 && !*err->text)
@@ -51,7 +51,7 @@ int api_slurm_jobs(struct api_req *r, struct api_resp *out)
                          r->cap[2], state);
     char conf[PATH_MAX];
     mtc_error_t err = {""};
-    if (api_slurm_conf(r->ctl, r->cap[2], conf, sizeof(conf), &err) < 0)
+    if (api_slurm_conf(r->prov, r->cap[2], conf, sizeof(conf), &err) < 0)
         return api_error(out, 400, "precondition: cluster %s: %s", r->cap[2], err.text);
     json_t *jobs = slurm_queue(conf, &err);
     if (!jobs)

@@ -99,7 +99,7 @@ json_t *api_events_json(struct store *st, const char *cluster_id, int limit,
     return arr;
 }
 
-json_t *api_cluster_json(struct store *st, struct control *ctl, const struct store_cluster *cl,
+json_t *api_cluster_json(struct store *st, struct provider *prov, const struct store_cluster *cl,
                          const struct api_principal *events_for)
 {
     json_t *j = json_deep_copy(cl->spec);
@@ -118,7 +118,7 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
     cluster_node_index_destroy(ix);
     json_object_set_new(status, "nodesStatus", nodes);
     /* a cluster on hosts: every host, its node or role (spare, quarantined) */
-    json_t *hosts = ctl ? control_hosts(ctl, cl->id) : NULL;
+    json_t *hosts = prov ? provider_hosts(prov, cl->id) : NULL;
     if (hosts)
         json_object_set_new(status, "hosts", hosts);
     json_object_set_new(j, "clusterStatus", status);
@@ -130,7 +130,7 @@ json_t *api_cluster_json(struct store *st, struct control *ctl, const struct sto
 /* A finished create or update answers with the cluster resource (as it is
  * now); the other kinds with what they stored (remediation: its nodes;
  * delete: google.protobuf.Empty). */
-static json_t *op_response(struct store *st, struct control *ctl, const struct store_op *op)
+static json_t *op_response(struct store *st, struct provider *prov, const struct store_op *op)
 {
     if (op->response)
         return json_incref(op->response);
@@ -138,14 +138,14 @@ static json_t *op_response(struct store *st, struct control *ctl, const struct s
     struct store_cluster cl;
     if ((kind == CONTROL_CREATE || kind == CONTROL_UPDATE) &&
         store_cluster_get(st, op->cluster_id, &cl) == 0) {
-        json_t *j = api_cluster_json(st, ctl, &cl, NULL);
+        json_t *j = api_cluster_json(st, prov, &cl, NULL);
         store_cluster_release(&cl);
         return j;
     }
     return json_object();
 }
 
-json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op *op)
+json_t *api_op_json(struct store *st, struct provider *prov, const struct store_op *op)
 {
     char c_ts[40], u_ts[40];
     json_t *j = json_pack(
@@ -165,7 +165,7 @@ json_t *api_op_json(struct store *st, struct control *ctl, const struct store_op
         json_object_set_new(
             j, "error", json_pack("{s:i, s:s}", "code", op->err_code, "message", op->err_message));
     else if (op->done)
-        json_object_set_new(j, "response", op_response(st, ctl, op));
+        json_object_set_new(j, "response", op_response(st, prov, op));
     return j;
 }
 

@@ -1,6 +1,7 @@
 /* mtcd: the mtc daemon — HTTP API on $MTC_HOME/mtcd.sock or --socket (and optional TCP),
  * SQLite store, operation runner and cluster supervisor. */
 #include "api/api.h"
+#include "control/datasets.h"
 #include "control/control.h"
 #include "endpoint/endpoint.h"
 #include "provider/provider.h"
@@ -281,10 +282,10 @@ static int set_agent_hooks(struct provider *prov, const char *listen, const char
     return provider_set_hooks(prov, &h, err);
 }
 
-/* The endpoints' view of a cluster's environment: the control plane's. */
-static char *cluster_env(void *ctl, const char *cluster, mtc_error_t *err)
+/* The endpoints' view of a cluster's environment: its provider's. */
+static char *cluster_env(void *prov, const char *cluster, mtc_error_t *err)
 {
-    return control_env(ctl, cluster, err);
+    return provider_env(prov, cluster, err);
 }
 
 /* Datasets: mtc-train next to this binary prepares them into the cache
@@ -429,12 +430,13 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
     a->api.home = realpath(m->home, home_abs) ? home_abs : m->home;
     a->api.store = m->st;
     a->api.control = m->ctl;
+    a->api.provider = m->prov;
     api_models_recover(m->st, a->api.home);
     /* endpoints: replicas run mtc-serve built beside mtcd */
     static char serve[PATH_MAX];
     if (mtc_exe_dir(serve, sizeof(serve) - 16) == 0)
         strcat(serve, "/mtc-serve");
-    struct endpoint_config ec = {.store = m->st, .cluster_env = cluster_env, .env_arg = m->ctl,
+    struct endpoint_config ec = {.store = m->st, .cluster_env = cluster_env, .env_arg = m->prov,
                                  .home = a->api.home,
                                  .serve = serve};
     if (!(m->ep = endpoint_ctl_create(&ec, &err)))

@@ -645,31 +645,3 @@ void control_poke(struct control *c)
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
 }
-
-char *control_env(struct control *c, const char *cluster_id, mtc_error_t *err)
-{
-    return provider_env(c->prov, cluster_id, err);
-}
-
-json_t *control_hosts(struct control *c, const char *cluster_id)
-{
-    return provider_hosts(c->prov, cluster_id);
-}
-
-int control_check_storage(struct control *c, const char *cluster_id, const json_t *spec,
-                          mtc_error_t *err)
-{
-    return provider_check_storage(c->prov, cluster_id, spec, err);
-}
-
-json_t *control_login(struct control *c, const char *cluster_id, mtc_error_t *err)
-{
-    return provider_login(c->prov, cluster_id, err);
-}
-
-int control_node_fault(struct control *c, const char *cluster_id, const json_t *spec,
-                       const char *node, enum provider_fault f, const char *job, unsigned pick,
-                       struct provider_fault_hit *hit, mtc_error_t *err)
-{
-    return provider_node_fault(c->prov, cluster_id, spec, node, f, job, pick, hit, err);
-}

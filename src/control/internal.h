@@ -1,6 +1,6 @@
 /* internal: what the control module's files share — control.c (operations,
  * supervisor), remediate.c (the resilience controller) and the operation
- * kinds' files (prepare.c, healthscan.c, upload.c, power.c, report.c). Not
+ * kinds' files (prepare.c, healthscan*.c, upload.c, power.c, report.c). Not
  * part of the module's interface. */
 #ifndef MTC_CONTROL_INTERNAL_H
 #define MTC_CONTROL_INTERNAL_H
@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "control/control.h"
+#include "control/datasets.h"
 #include "health/health.h"
 
 /* Remediation policy: at most REMEDIATION_LIMIT actions per node within

@@ -2,6 +2,7 @@
  * elastic nodes to be started or stopped; the provider does it, and each
  * change is a cluster event (a resume that failed: NODE_RESUME_FAILED). */
 #include "control/internal.h"
+#include "control/power.h"
 
 #include <errno.h>
 #include <stdio.h>

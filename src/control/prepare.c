@@ -4,6 +4,7 @@
  * latest one again: the content and tokenizer did not change); and a stored
  * dataset as the API shows it. */
 #include "control/internal.h"
+#include "control/datasets.h"
 #include "dataset/dataset.h"
 #include "recipes/recipes.h"
 

@@ -3,6 +3,7 @@
  * — whether an agent reported them (the API) or the remediation controller
  * ran the checks itself after an action. Speed probes are judged here too. */
 #include "control/internal.h"
+#include "control/reports.h"
 #include "health/health.h"
 
 #include <errno.h>

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "control/control.h"
+#include "control/reports.h"
 #include "health/health.h"
 
 /* The node pool of node in the cluster's last observed nodes ("" if unknown). */

@@ -4,6 +4,7 @@
  * model's refs file rewritten — and the refs files themselves. A resumed
  * operation finds the version it already recorded. */
 #include "control/internal.h"
+#include "control/models.h"
 #include "dataset/dataset.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"

@@ -2,6 +2,7 @@
  * the fail/warn thresholds against it, and a report judged against the
  * latest stored values of the other nodes of the same node pool. */
 #include "check.h"
+#include "control/reports.h"
 #include "control/control.h"
 #include "health/health.h"
 
