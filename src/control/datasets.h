@@ -1,5 +1,6 @@
-/* control datasets (prepare.c): a dataset's CREATE and PREPARE operations,
- * and what they run (mtc-train) and where they read and write. */
+/* control datasets: a dataset's CREATE and PREPARE operations (begun in
+ * ops.c, run by prepare.c), what they run (mtc-train) and where they read
+ * and write (shared.c). */
 #ifndef MTC_CONTROL_DATASETS_H
 #define MTC_CONTROL_DATASETS_H
 

@@ -1,7 +1,10 @@
-/* internal: what the control module's files share — control.c (operations,
- * supervisor), remediate.c (the resilience controller) and the operation
- * kinds' files (prepare.c, healthscan*.c, upload.c, power.c, report.c). Not
- * part of the module's interface. */
+/* internal: what the control module's files share — control.c (lifetime,
+ * supervisor), triggers.c (what starts a remediation), ops.c (operations
+ * and their worker), the operation kinds' files (remediate.c, prepare.c,
+ * upload.c, healthscan*.c), power.c, report.c and shared.c (the services
+ * below them all). Not part of the module's interface. Calls go control.c
+ * -> triggers.c -> ops.c -> the kinds -> report.c, shared.c
+ * (scripts/check-circles). */
 #ifndef MTC_CONTROL_INTERNAL_H
 #define MTC_CONTROL_INTERNAL_H
 
@@ -73,6 +76,15 @@ enum health_status control_record_health(struct control *c, const struct store_c
 
 int control_run_remediate(struct control *c, struct store_op *op, json_t **response,
                           mtc_error_t *err);
+/* Set a node's remediation state (shared.c; the store keeps its name). */
+void control_set_remediation(struct control *c, const char *id, const char *node,
+                             enum control_remediation state);
+/* Record an event of cluster id about node and log it (shared.c). */
+void control_event(struct control *c, const char *id, const char *type, const char *node,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Start a stored operation again after a restart (ops.c): control_submit
+ * without waiting for its key's turn (-1, EBUSY when it is held). */
+int control_resume_op(struct control *c, const char *op_id, mtc_error_t *err);
 /* Whether a daemon.slurmd failure reported at report_ms is the supervisor's
  * to fix (see SLURMD_START_GRACE_MS): 1 to leave the node alone for now. */
 int control_slurmd_supervised(struct control *c, const char *cluster, const char *node,

@@ -1,6 +1,6 @@
-/* control models (upload.c): a model's UPLOAD operation, the registry's refs
- * files rewritten from the store, and the lock every change of a model
- * holds. */
+/* control models: a model's UPLOAD operation (begun in ops.c, run by
+ * upload.c), the registry's refs files rewritten from the store, and the
+ * lock every change of a model holds (upload.c). */
 #ifndef MTC_CONTROL_MODELS_H
 #define MTC_CONTROL_MODELS_H
 

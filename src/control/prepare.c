@@ -19,41 +19,6 @@
  * synchronous SQLite commit). */
 #define PROGRESS_MS 250
 
-void control_set_datasets(struct control *c, const struct control_datasets *d)
-{
-    c->datasets = *d;
-}
-
-const struct control_datasets *control_datasets(const struct control *c)
-{
-    return &c->datasets;
-}
-
-int control_dataset_begin(struct control *c, const struct store_dataset *d,
-                          const struct store_op *op, char busy[48], mtc_error_t *err)
-{
-    const char *name = op->target + strlen("datasets/");
-    if (d) {
-        if (store_dataset_create(c->st, d, op, err) < 0)
-            return -1;
-    } else if (store_dataset_op_begin(c->st, op, name, busy) < 0) {
-        int e = errno;
-        if (e == EBUSY)
-            errprintf(err, "dataset %s has an operation in progress: %s", name, busy);
-        else if (e == ENOENT)
-            errprintf(err, "dataset %s not found", name);
-        else
-            errprintf(err, "dataset %s: cannot start %s", name, op->kind);
-        errno = e;
-        return -1;
-    }
-    log_msg(LOG_NOTICE, "%s dataset %s: operation %s", op->kind, name, op->id);
-    mtc_error_t e2 = {""};
-    if (control_submit(c, op->id, &e2) < 0) /* stored: it resumes when mtcd restarts */
-        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op->id, e2.text);
-    return 0;
-}
-
 /* The last non-empty line seen on the trainer's stderr, and the progress. */
 struct lines {
     struct control *c;

@@ -19,10 +19,6 @@
 #include <string.h>
 #include <time.h>
 
-const struct schema_enum control_remediation_enum =
-    SCHEMA_NAMES(NULL, [CONTROL_REM_NONE] = "", [CONTROL_REM_PENDING] = "PENDING",
-                 [CONTROL_REM_REMEDIATING] = "REMEDIATING", [CONTROL_REM_FAILED] = "FAILED", [CONTROL_REM_QUEUED] = "QUEUED");
-
 /* Actions in escalation order: the name the provider and the history know
  * them by, and the event each one records. */
 enum action_kind { ACT_RESTART, ACT_REBOOT, ACT_REIMAGE, ACT_REPLACE, N_ACTIONS };
@@ -41,13 +37,6 @@ static const struct action {
 static enum action_kind action_for(enum health_severity sev)
 {
     return sev > HEALTH_SEV_RESTART ? (enum action_kind)(sev - HEALTH_SEV_RESTART) : ACT_RESTART;
-}
-
-/* Set a node's remediation state (the store keeps its name). */
-static void set_remediation(struct control *c, const char *id, const char *node,
-                            enum control_remediation state)
-{
-    store_health_set_remediation(c->st, id, node, CONTROL_NAME(control_remediation_enum, state));
 }
 
 /* The detection event for a failing check. */
@@ -70,20 +59,6 @@ static int conf_path(struct control *c, const char *id, char *buf, size_t len, m
     if (snprintf(buf, len, "%s/slurm.conf", dir) >= (int)len)
         return errprintf(err, "path too long");
     return 0;
-}
-
-static void event(struct control *c, const char *id, const char *type, const char *node,
-                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void event(struct control *c, const char *id, const char *type, const char *node,
-                  const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    store_event_add(c->st, id, type, node, msg);
-    log_msg(LOG_WARNING, "cluster %s: %s %s: %s", id, type, node, msg);
 }
 
 /* Slurm holds a requeued job about two minutes (its credential lifetime)
@@ -135,7 +110,7 @@ static int drain_and_requeue(struct control *c, const char *id, const char *conf
         log_msg(LOG_ERR, "cluster %s: drain %s failed: %s", id, node, err.text);
         return -1;
     }
-    event(c, id, "VM_SLURM_DRAIN", node, "drained: %s: %s", check, reason);
+    control_event(c, id, "VM_SLURM_DRAIN", node, "drained: %s: %s", check, reason);
     if (!needs_fence(check))
         requeue_jobs(c, id, conf, node, 0);
     return 0;
@@ -164,10 +139,10 @@ static void requeue_jobs(struct control *c, const char *id, const char *conf, co
                       strcmp(st, "RUNNING") != 0 && strcmp(st, "COMPLETING") != 0;
         mtc_error_t jerr = {""};
         if (already || slurm_job_requeue(conf, job, &jerr) == 0) {
-            event(c, id, "JOB_REQUEUED", node, "job %s requeued (was running on %s)", job, node);
+            control_event(c, id, "JOB_REQUEUED", node, "job %s requeued (was running on %s)", job, node);
             release_requeued(conf, job);
         } else {
-            event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job, jerr.text);
+            control_event(c, id, "JOB_NOT_REQUEUED", node, "job %s not requeued: %s", job, jerr.text);
         }
     }
     json_decref(jobs);
@@ -252,8 +227,8 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
         schema_enum_parse(&health_mode_enum, json_string_value(json_object_get(item, "mode")), 0);
     char progress[256];
 
-    set_remediation(c, id, node, CONTROL_REM_REMEDIATING);
-    event(c, id, detect_event(check, mode < 0 ? HEALTH_MODE_HEALTH : (enum health_mode)mode), node,
+    control_set_remediation(c, id, node, CONTROL_REM_REMEDIATING);
+    control_event(c, id, detect_event(check, mode < 0 ? HEALTH_MODE_HEALTH : (enum health_mode)mode), node,
           "%s failed: %s", check, reason);
     snprintf(progress, sizeof(progress), "%s: draining and requeueing jobs", node);
     store_op_progress(c->st, op->id, progress);
@@ -284,8 +259,8 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
                      "mtc: remediation limit reached (%d actions in %d s); last failure %.200s",
                      done, REMEDIATION_WINDOW_S, check);
             provider_node_set(c->prov, id, conf, node, SLURM_NODE_DRAIN, why, NULL);
-            set_remediation(c, id, node, CONTROL_REM_FAILED);
-            event(c, id, "VM_REMEDIATION_FAILED", node,
+            control_set_remediation(c, id, node, CONTROL_REM_FAILED);
+            control_event(c, id, "VM_REMEDIATION_FAILED", node,
                   "left drained in ERROR after %d actions in %d s: %s", done, REMEDIATION_WINDOW_S,
                   check);
             return 0; /* the operation did what policy allows */
@@ -296,7 +271,7 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
         }
         snprintf(progress, sizeof(progress), "%s: %s (attempt %d)", node, actions[a].name, done);
         store_op_progress(c->st, op->id, progress);
-        event(c, id, actions[a].event, node, "%s %s after %s", actions[a].name, node, check);
+        control_event(c, id, actions[a].event, node, "%s %s after %s", actions[a].name, node, check);
         mtc_error_t aerr = {""};
         int arc = provider_node_action(c->prov, id, spec, node, actions[a].name, &aerr);
         if (fence) { /* the node's processes are gone (even when its slurmd did not come back) */
@@ -308,7 +283,7 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
             release_killed(c, id, conf, node, actions[a].name, why);
         }
         if (arc < 0) {
-            event(c, id, "VM_ACTION_FAILED", node, "%s failed: %s", actions[a].name, aerr.text);
+            control_event(c, id, "VM_ACTION_FAILED", node, "%s failed: %s", actions[a].name, aerr.text);
             continue;
         }
         /* a replace moves the node to another host */
@@ -318,15 +293,15 @@ static int remediate_node(struct control *c, struct store_op *op, const struct s
         if (ok == 1) {
             /* the event first: a job Slurm starts on the node the moment it is
              * resumed never appears to start before the node came back */
-            event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",
+            control_event(c, id, "VM_RESUMED", node, "checks pass after %s; node back in service",
                   actions[a].name);
             mtc_error_t rerr = {""};
             if (provider_node_set(c->prov, id, conf, node, SLURM_NODE_RESUME, NULL, &rerr) < 0)
                 log_msg(LOG_ERR, "cluster %s: resume %s: %s", id, node, rerr.text);
-            set_remediation(c, id, node, CONTROL_REM_NONE);
+            control_set_remediation(c, id, node, CONTROL_REM_NONE);
             return 0;
         }
-        event(c, id, "VM_HEALTH_CHECK_FAILED", node, "after %s: %s", actions[a].name,
+        control_event(c, id, "VM_HEALTH_CHECK_FAILED", node, "after %s: %s", actions[a].name,
               ok < 0 ? verr.text : verr.text);
     }
 }
@@ -351,270 +326,4 @@ int control_run_remediate(struct control *c, struct store_op *op, json_t **respo
     if (rc == 0)
         *response = json_pack("{s:O}", "nodes", nodes);
     return rc;
-}
-
-/* --- triggers ------------------------------------------------------------- */
-
-/* Start a REMEDIATE operation for the given items; EBUSY when the cluster is busy. */
-int control_start_remediation(struct control *c, const char *project, const char *location,
-                              const char *id, json_t *items, char op_id[48], mtc_error_t *err)
-{
-    struct store_op op;
-    control_op_init(&op, project, location, id,
-                    CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
-    op.request = json_pack("{s:O}", "nodes", items);
-    char busy[48] = "";
-    /* the nodes are PENDING before the worker may run; remediations of other
-     * nodes may run beside it, an UPDATE or DELETE may not */
-    int rc = store_op_begin_shared(c->st, &op, CONTROL_NAME(cluster_state_enum, CLUSTER_STATE_RUNNING),
-                                   busy);
-    json_decref(op.request);
-    if (rc < 0) {
-        if (errno == EBUSY)
-            return errprintf(err, "cluster %s has an operation in progress: %s", id, busy);
-        return errprintf(err, "cluster %s: cannot start remediation", id);
-    }
-    size_t i;
-    json_t *item;
-    json_array_foreach(items, i, item)
-    {
-        set_remediation(c, id, json_string_value(json_object_get(item, "node")),
-                        CONTROL_REM_PENDING);
-    }
-    snprintf(op_id, 48, "%s", op.id);
-    log_msg(LOG_NOTICE, "remediate cluster %s: operation %s", id, op.id);
-    return control_submit(c, op.id, err);
-}
-
-static int jobs_remediate(void *arg, const char *project, const char *location, const char *cluster,
-                          json_t *items, char op_id[48], mtc_error_t *err)
-{
-    return control_start_remediation(arg, project, location, cluster, items, op_id, err);
-}
-
-void control_jobs_ops(struct control *c, struct jobs_ops *ops)
-{
-    *ops = (struct jobs_ops){0};
-    if (!c)
-        return;
-    ops->prov = c->prov;
-    ops->trainer = control_datasets(c)->trainer;
-    ops->remediate = jobs_remediate;
-    ops->arg = c;
-}
-
-/* The queue's view of a cluster: its compute pools (size, out of service,
- * in flight) and each node's pool. */
-struct pools {
-    json_t *index; /* pool id -> index */
-    struct remq_pool p[64];
-    int n;
-};
-
-static int pool_of(struct pools *ps, const struct store_cluster *cl, const char *node)
-{
-    size_t i;
-    json_t *nd;
-    json_array_foreach(cl->nodes, i, nd)
-    {
-        const char *name = json_string_value(json_object_get(nd, "instanceName"));
-        if (name && strcmp(name, node) == 0) {
-            json_t *k = json_object_get(ps->index,
-                                        json_string_value(json_object_get(nd, "nodePoolId")) ?: "");
-            return k ? (int)json_integer_value(k) : -1;
-        }
-    }
-    return -1;
-}
-
-static const struct store_health *health_of(const struct store_health *h, int n, const char *node)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(h[i].node, node) == 0)
-            return &h[i];
-    return NULL;
-}
-
-/* Count each compute pool's nodes, those out of service (Slurm shows them
- * drained, left FAILED, or with a remediation in flight) and those in flight. */
-static void count_pools(struct pools *ps, const struct store_cluster *cl,
-                        const struct store_health *h, int nh, const json_t *active)
-{
-    ps->index = json_object();
-    ps->n = 0;
-    size_t i;
-    json_t *nd;
-    json_array_foreach(cl->nodes, i, nd)
-    {
-        const char *name = json_string_value(json_object_get(nd, "instanceName"));
-        const char *pool = json_string_value(json_object_get(nd, "nodePoolId"));
-        const char *type = json_string_value(json_object_get(nd, "nodePoolType"));
-        const char *st = json_string_value(json_object_get(nd, "slurmState"));
-        if (!name || !pool || !type || strcmp(type, "NODE_POOL_TYPE_COMPUTE") != 0)
-            continue;
-        json_t *k = json_object_get(ps->index, pool);
-        if (!k && ps->n >= (int)(sizeof(ps->p) / sizeof(ps->p[0])))
-            continue;
-        if (!k) {
-            k = json_integer(ps->n);
-            json_object_set_new(ps->index, pool, k);
-            ps->p[ps->n++] = (struct remq_pool){0, 0, 0};
-        }
-        struct remq_pool *p = &ps->p[json_integer_value(k)];
-        const struct store_health *hh = health_of(h, nh, name);
-        int flight = mtc_json_array_has(active, name);
-        int failed = hh && schema_enum_parse(&control_remediation_enum, hh->remediation, 0) ==
-                               CONTROL_REM_FAILED;
-        p->size++;
-        p->in_flight += flight;
-        p->drained += flight || failed || (st && strstr(st, "drain"));
-    }
-}
-
-/* 1 when the cluster's last observed state of node is a power state
- * (POWERED_DOWN, POWERING_UP, POWERING_DOWN): an elastic node that is not on
- * is not remediated; its next start is checked by the prolog. */
-static int node_powered_off(const struct store_cluster *cl, const char *node)
-{
-    size_t i;
-    json_t *n;
-    json_array_foreach(cl->nodes, i, n)
-    {
-        const char *name = json_string_value(json_object_get(n, "instanceName"));
-        const char *ns = json_string_value(json_object_get(n, "nodeState"));
-        if (name && strcmp(name, node) == 0)
-            return ns && strstr(ns, "POWER") != NULL;
-    }
-    return 0;
-}
-
-/* Supervisor pass: nodes whose health FAILs, or that Slurm has had down for a
- * while, get a remediation each (unless one ran out of its limit), as many at
- * once as the healthPolicy allows; the others wait QUEUED, oldest failure
- * first (remqueue.h). */
-void control_check_health(struct control *c, const struct store_cluster *cl)
-{
-    struct health_policy pol;
-    mtc_error_t perr = {""};
-    struct remq_limits lim = {32, 0.1};
-    if (health_policy_parse(json_object_get(cl->spec, "healthPolicy"), &pol, &perr) == 0)
-        lim = (struct remq_limits){pol.max_concurrent_remediations, pol.max_drained_fraction};
-    else
-        log_msg(LOG_ERR, "cluster %s: %s (default remediation limits)", cl->id, perr.text);
-    int n = 0;
-    struct store_health *h = store_health_list(c->st, cl->id, &n);
-    json_t *active =
-        store_ops_active_nodes(c->st, cl->id, CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
-    struct pools ps;
-    count_pools(&ps, cl, h, n, active);
-    struct remq_item *q = calloc((size_t)n + 1, sizeof(*q));
-    const char **running = calloc(json_array_size(active) + 1, sizeof(*running));
-    int nq = 0, nrun = 0, in_flight = (int)json_array_size(active);
-    for (size_t i = 0; running && i < json_array_size(active); i++)
-        running[nrun++] = json_string_value(json_array_get(active, i));
-    for (int i = 0; q && i < n; i++) {
-        char key[160];
-        snprintf(key, sizeof(key), "%s/%s", cl->id, h[i].node);
-        int rem = schema_enum_parse(&control_remediation_enum, h[i].remediation, 0);
-        int fail = schema_enum_parse(&health_status_enum, h[i].status, 0) == HEALTH_FAIL &&
-                   !node_powered_off(cl, h[i].node);
-        if (!fail || rem == CONTROL_REM_FAILED || rem == CONTROL_REM_REMEDIATING) {
-            pthread_mutex_lock(&c->lock);
-            json_object_del(c->failed_since, key);
-            pthread_mutex_unlock(&c->lock);
-            if (!fail && rem == CONTROL_REM_QUEUED) { /* healed while it waited */
-                set_remediation(c, cl->id, h[i].node, CONTROL_REM_NONE);
-                log_msg(LOG_NOTICE, "cluster %s: %s passes again; no longer queued", cl->id,
-                        h[i].node);
-            }
-            continue;
-        }
-        /* a dead slurmd the supervisor restarts is no reason to fence the node:
-         * its jobs' steps live on and the new slurmd takes them back */
-        if (strcmp(h[i].failing_check, "daemon.slurmd") == 0 &&
-            control_slurmd_supervised(c, cl->id, h[i].node, h[i].time_ms))
-            continue;
-        pthread_mutex_lock(&c->lock);
-        json_t *since = json_object_get(c->failed_since, key);
-        if (!since) /* the report that failed; after a restart, the last one */
-            json_object_set_new(c->failed_since, key, since = json_integer(h[i].time_ms));
-        int64_t since_ms = json_integer_value(since);
-        pthread_mutex_unlock(&c->lock);
-        const char *st = NULL;
-        size_t k;
-        json_t *nd;
-        json_array_foreach(cl->nodes, k, nd)
-        {
-            if (strcmp(json_string_value(json_object_get(nd, "instanceName")) ?: "", h[i].node) == 0)
-                st = json_string_value(json_object_get(nd, "slurmState"));
-        }
-        q[nq++] = (struct remq_item){
-            h[i].node, pool_of(&ps, cl, h[i].node), since_ms,
-            (st && strstr(st, "drain")) || mtc_json_array_has(active, h[i].node), REMQ_START};
-    }
-    if (q && running)
-        remq_admit(&lim, &in_flight, ps.p, ps.n, running, nrun, q, nq);
-    for (int i = 0; q && running && i < nq; i++) {
-        const struct store_health *hh = health_of(h, n, q[i].node);
-        int rem = schema_enum_parse(&control_remediation_enum, hh->remediation, 0);
-        if (q[i].verdict == REMQ_WAIT_CLUSTER || q[i].verdict == REMQ_WAIT_POOL) {
-            if (rem == CONTROL_REM_QUEUED)
-                continue;
-            set_remediation(c, cl->id, q[i].node, CONTROL_REM_QUEUED);
-            if (q[i].verdict == REMQ_WAIT_CLUSTER)
-                event(c, cl->id, "VM_REMEDIATION_QUEUED", q[i].node,
-                      "%s failed: queued: %d remediations in flight (maxConcurrentRemediations %d)",
-                      hh->failing_check, in_flight, lim.max_concurrent);
-            else
-                event(c, cl->id, "VM_REMEDIATION_QUEUED", q[i].node,
-                      "%s failed: queued: %d of %d nodes of node pool out of service "
-                      "(maxDrainedFraction %g)",
-                      hh->failing_check, ps.p[q[i].pool].drained, ps.p[q[i].pool].size,
-                      lim.max_drained_fraction);
-            continue;
-        }
-        if (q[i].verdict != REMQ_START)
-            continue;
-        json_t *items = json_pack("[{s:s, s:s, s:s, s:s}]", "node", hh->node, "check",
-                                  hh->failing_check, "reason", hh->reason, "severity",
-                                  hh->severity);
-        char op_id[48];
-        mtc_error_t err = {""};
-        if (control_start_remediation(c, cl->project, cl->location, cl->id, items, op_id, &err) <
-            0) {
-            if (errno != EBUSY)
-                log_msg(LOG_ERR, "cluster %s: %s", cl->id, err.text);
-        } else {
-            char key[160];
-            snprintf(key, sizeof(key), "%s/%s", cl->id, hh->node);
-            pthread_mutex_lock(&c->lock);
-            json_object_del(c->failed_since, key);
-            pthread_mutex_unlock(&c->lock);
-        }
-        json_decref(items);
-    }
-    free(q);
-    free(running);
-    json_decref(ps.index);
-    json_decref(active);
-    store_health_free(h, n);
-}
-
-/* Record that Slurm reports a node down (not responding) for too long. */
-void control_node_down(struct control *c, const char *id, const char *node, const char *state)
-{
-    /* a node being remediated goes down on purpose (reboot, reimage ...) */
-    json_t *active =
-        store_ops_active_nodes(c->st, id, CONTROL_NAME(control_op_kind_enum, CONTROL_REMEDIATE));
-    int mine = mtc_json_array_has(active, node);
-    json_decref(active);
-    if (mine)
-        return;
-    struct store_health h = {0};
-    snprintf(h.status, sizeof(h.status), "%s", health_status_name(HEALTH_FAIL));
-    snprintf(h.failing_check, sizeof(h.failing_check), "slurm.node");
-    snprintf(h.reason, sizeof(h.reason), "Slurm reports the node %s for over %d s", state,
-             NODE_DOWN_GRACE_S);
-    snprintf(h.severity, sizeof(h.severity), "%s", health_severity_name(HEALTH_SEV_REBOOT));
-    store_health_put(c->st, id, node, &h);
 }

@@ -57,26 +57,6 @@ void control_model_refs(struct store *st, const char *models, const char *projec
     store_model_versions_free(v, n);
 }
 
-int control_model_begin(struct control *c, const struct store_op *op, char busy[48],
-                        mtc_error_t *err)
-{
-    const char *name = op->target + strlen("models/");
-    if (store_model_op_begin(c->st, op, busy) < 0) {
-        int e = errno;
-        if (e == EBUSY)
-            errprintf(err, "model %s has an operation in progress: %s", name, busy);
-        else
-            errprintf(err, "model %s: cannot start %s", name, op->kind);
-        errno = e;
-        return -1;
-    }
-    log_msg(LOG_NOTICE, "%s model %s: operation %s", op->kind, name, op->id);
-    mtc_error_t e2 = {""};
-    if (control_submit(c, op->id, &e2) < 0) /* stored: it resumes when mtcd restarts */
-        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op->id, e2.text);
-    return 0;
-}
-
 /* The last value of key in a metrics.jsonl (read from fd, which stays open)
  * and the step of its line. */
 static json_t *last_metric(int fd, const char *key, json_int_t *step)
