@@ -4,7 +4,8 @@
  * file and checked against their command line, slurm.conf and gres.conf
  * written only when Slurm accepts them, the wait for nodes to register, the
  * controller's supervision and the cluster's delete; the agent's environment
- * head and its check results; elastic nodes' power marks, Slurm's
+ * head and its check results (head.c); the controller's daemons converged
+ * and supervised (head_daemons.c); elastic nodes' power marks, Slurm's
  * power-saving programs and the checks an update of them must pass
  * (head_power.c). The local provider runs its nodes beside it on this host,
  * the hosts provider on servers over ssh. Not part of the provider

@@ -1,13 +1,13 @@
 /* hosts.h: internal to the hosts provider — one Slurm cluster across real
- * servers over ssh. hosts.c: apply and delete, the cluster's files and the
- * per-host work run in parallel (the controller side is the cluster head's,
- * head.h); hosts_state.c: the cluster's state
- * file and the placement of nodes on hosts (pure); hosts_view.c: supervision and the
- * views (nodes, hosts, env, login); hosts_remote.c: what runs on a host (the
- * mtc-host script, preflight, the bundle of files, parallel runs);
+ * servers over ssh. hosts.c: apply and delete and the per-host work run in
+ * parallel (the controller side is the cluster head's, head.h);
+ * hosts_files.c: the cluster's files (the agents' configs, the bundle,
+ * slurm.conf) and a node's sizes; hosts_state.c: the cluster's state file
+ * and the placement of nodes on hosts (pure); hosts_view.c: supervision and
+ * the views (nodes, hosts, env, login); hosts_remote.c: what runs on a host
+ * (the mtc-host script, preflight, the bundle of files, parallel runs);
  * hosts_node.c: node repair actions, checks and faults injected on purpose.
- * Not part of the provider
- * interface. */
+ * Not part of the provider interface. */
 #ifndef MTC_PROVIDER_HOSTS_H
 #define MTC_PROVIDER_HOSTS_H
 
@@ -68,6 +68,11 @@ struct hstate {
 
 /* ---- hosts_state.c ---- */
 
+/* The spec's experimentRoot (borrowed), or NULL when it sets none. */
+const char *hosts_experiment_root(const json_t *spec);
+/* 1 for an elastic node that is powered down: nothing of it runs, mtc leaves
+ * its host alone (no preflight, bring-up or supervision). */
+int hosts_node_off(const struct head *c, const struct hnode *n);
 /* Load clusters/<id>/hosts.json into s (zeroed first). 0, or -1 (ENOENT: never applied). */
 int hosts_state_load(const struct head *c, struct hstate *s);
 int hosts_state_save(const struct head *c, const struct hstate *s, mtc_error_t *err);
@@ -190,7 +195,7 @@ int hosts_route_source(const char *host, char *addr, size_t len, mtc_error_t *er
 /* sha256 of a buffer as hex into out[65]. */
 void hosts_sha256(const void *data, size_t len, char out[65]);
 
-/* ---- hosts.c, shared with hosts_node.c ---- */
+/* ---- hosts_files.c ---- */
 /* mtcd's API as the hosts reach it: http(s)://<controller address>:<mtcd's
  * TCP port> (the agents report there; jobs register their checkpoints there).
  * -1 + err when mtcd has no TCP listener the hosts can reach. */
@@ -215,9 +220,6 @@ int hosts_bundle(const struct provider *p, const struct head *c, const struct hs
 /* Fill node n's sizes and hostname from its host's facts, checking the pool's
  * machine type against them ("host": what the host has). 0/-1 + err naming the host. */
 int hosts_size_node(const json_t *spec, struct hnode *n, const struct hfacts *f, mtc_error_t *err);
-/* 1 for an elastic node that is powered down: nothing of it runs, mtc leaves
- * its host alone (no preflight, bring-up or supervision). */
-int hosts_node_off(const struct head *c, const struct hnode *n);
 /* Wait until slurmctld sees every node of s registered (powered-down
  * elastic ones aside). 0/-1 + err. */
 int hosts_wait_registered(const struct head *c, const struct hstate *s, mtc_error_t *err);
@@ -226,8 +228,6 @@ void hosts_lc_socket(struct head *c, const struct hstate *s);
 
 /* ---- hosts_storage.c ---- */
 
-/* The spec's experimentRoot (borrowed), or NULL when it sets none. */
-const char *hosts_experiment_root(const json_t *spec);
 /* The marker of the cluster's experiment root: its path there
  * (<root>/.mtc/<id>-<uid>.marker) and content (32 hex, made once and kept in
  * clusters/<id>/storage.marker). path "" when the spec has no experimentRoot.

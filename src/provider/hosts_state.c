@@ -317,3 +317,15 @@ void hosts_node_names(const struct hstate *s, char *buf, size_t len)
         snprintf(buf + strlen(buf), len - strlen(buf), "%s%s%s", i ? "," : "", s->nodes[i].name,
                  s->nodes[i].cloud ? "~" : "");
 }
+
+/* The spec's experimentRoot, NULL when unset or "". */
+const char *hosts_experiment_root(const json_t *spec)
+{
+    const char *r = json_string_value(json_object_get(spec, "experimentRoot"));
+    return r && *r ? r : NULL;
+}
+
+int hosts_node_off(const struct head *c, const struct hnode *n)
+{
+    return n->cloud && !head_power_is_on(c, n->name);
+}

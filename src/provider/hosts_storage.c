@@ -17,13 +17,6 @@
 
 #define MARKER_MS 20000
 
-/* The spec's experimentRoot, NULL when unset or "". */
-const char *hosts_experiment_root(const json_t *spec)
-{
-    const char *r = json_string_value(json_object_get(spec, "experimentRoot"));
-    return r && *r ? r : NULL;
-}
-
 /* The marker's path from the spec, its content from the cluster dir (made once). */
 int hosts_storage_marker(const struct head *c, const struct hstate *s, const json_t *spec,
                          char path[PLEN], char content[33], mtc_error_t *err)

@@ -27,103 +27,6 @@
  * (provider_cluster_dir), so truncation warnings are noise here. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-/* ---- daemons by pid file, checked against their command line ---- */
-
-int local_slurmd_start(const struct head *c, const char *node, int boot, mtc_error_t *err)
-{
-    char path[PLEN], name[96];
-    mtc_mkdir_p(head_path(c, path, "spool/%s", node), 0755);
-    mtc_mkdir_p(head_path(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
-    head_path(c, path, "log/slurmd-%s.out", node);
-    /* an elastic node's slurmd starts as a machine that boots now: Slurm
-     * takes a resumed node only when it booted after the resume request */
-    pid_t pid =
-        boot ? slurm_slurmd_boot(c->conf, node, path) : slurm_slurmd_start(c->conf, node, path);
-    if (pid < 0)
-        return errprintf(err, "cannot start slurmd for %s: %s", node, strerror(errno));
-    snprintf(name, sizeof(name), "slurmd-%s", node);
-    head_record_pid(c, name, pid);
-    return 0;
-}
-
-/* ---- layout (cluster.json) ---- */
-
-int local_layout_load(const struct head *c, struct layout *l)
-{
-    char path[PLEN];
-    memset(l, 0, sizeof(*l));
-    json_t *j = json_load_file(head_path(c, path, "cluster.json"), 0, NULL);
-    if (!j)
-        return -1;
-    l->ctld_port = (int)json_integer_value(json_object_get(j, "ctldPort"));
-    l->slurmd_port = (int)json_integer_value(json_object_get(j, "slurmdPort"));
-    snprintf(l->applied.sha, sizeof(l->applied.sha), "%s",
-             json_string_value(json_object_get(j, "appliedConfSha256")) ?: "");
-    snprintf(l->applied.nodes, sizeof(l->applied.nodes), "%s",
-             json_string_value(json_object_get(j, "appliedNodes")) ?: "");
-    size_t i;
-    json_t *n;
-    json_array_foreach(json_object_get(j, "nodes"), i, n)
-    {
-        if (l->nnodes >= MAX_NODES)
-            break;
-        struct lnode *ln = &l->nodes[l->nnodes++];
-        snprintf(ln->name, sizeof(ln->name), "%s",
-                 json_string_value(json_object_get(n, "name")) ?: "");
-        snprintf(ln->pool, sizeof(ln->pool), "%s",
-                 json_string_value(json_object_get(n, "pool")) ?: "");
-        ln->port = (int)json_integer_value(json_object_get(n, "port"));
-        ln->cloud = json_is_true(json_object_get(n, "cloud"));
-    }
-    json_decref(j);
-    return l->ctld_port > 0 ? 0 : -1;
-}
-
-static int layout_save(const struct head *c, const struct layout *l, mtc_error_t *err)
-{
-    char path[PLEN];
-    json_t *nodes = json_array();
-    for (size_t i = 0; i < l->nnodes; i++) {
-        json_t *n = json_pack("{s:s,s:s,s:i}", "name", l->nodes[i].name, "pool", l->nodes[i].pool,
-                              "port", l->nodes[i].port);
-        if (n && l->nodes[i].cloud)
-            json_object_set_new(n, "cloud", json_true());
-        json_array_append_new(nodes, n);
-    }
-    json_t *j = json_pack("{s:s,s:i,s:i,s:o,s:s,s:s}", "id", c->id, "ctldPort", l->ctld_port,
-                          "slurmdPort", l->slurmd_port, "nodes", nodes, "appliedConfSha256",
-                          l->applied.sha, "appliedNodes", l->applied.nodes);
-    return head_json_save(head_path(c, path, "cluster.json"), j, 0644, err);
-}
-
-const struct lnode *local_layout_find(const struct layout *l, const char *name)
-{
-    for (size_t i = 0; i < l->nnodes; i++)
-        if (strcmp(l->nodes[i].name, name) == 0)
-            return &l->nodes[i];
-    return NULL;
-}
-
-struct layout *local_layout_node(const struct head *c, const char *node, const char *what,
-                                 const struct lnode **n, mtc_error_t *err)
-{
-    struct layout *l = calloc(1, sizeof(*l));
-    *n = NULL;
-    if (!l) {
-        errno = ENOMEM;
-        errprintf(err, "out of memory");
-    } else if (local_layout_load(c, l) < 0) {
-        errno = ENOENT;
-        errprintf(err, "cluster %s: no cluster.json (never applied?)", c->id);
-    } else if (!node || !(*n = local_layout_find(l, node))) {
-        errno = EINVAL;
-        errprintf(err, "cluster %s has no %s \"%.64s\"", c->id, what, node ? node : "");
-    } else
-        return l;
-    free(l);
-    return NULL;
-}
-
 /* "a,b,c~": an elastic node with "~" (slurmctld restarts when that changes) */
 static void node_names(const struct layout *l, char *buf, size_t len)
 {
@@ -267,18 +170,6 @@ out:
     free(he);
     free(hh);
     return rc;
-}
-
-/* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
-int local_host_gpus(void)
-{
-    int n = 0;
-    char path[64];
-    for (;; n++) {
-        snprintf(path, sizeof(path), "/dev/nvidia%d", n);
-        if (!mtc_path_exists(path))
-            return n;
-    }
 }
 
 /* ---- many nodes at once ---- */
@@ -450,7 +341,7 @@ static int write_config(struct provider *p, struct head *c, const json_t *spec, 
     if (head_power_setup(p, c, spec, LOCAL_SUSPEND_TIMEOUT, &sl, err) < 0 ||
         head_acct_setup(c, spec, NULL, &sl.acct, err) < 0)
         return -1;
-    if (head_conf_write(c, spec, &sl, sha, err) < 0 || layout_save(c, l, err) < 0)
+    if (head_conf_write(c, spec, &sl, sha, err) < 0 || local_layout_save(c, l, err) < 0)
         return -1;
     return 0;
 }
@@ -471,7 +362,7 @@ static int start_controller(struct head *c, struct layout *l, const char *sha,
 
     if (head_controller_converge(c, &l->applied, sha, names, any_slurmd, progress, arg, err) < 0)
         return -1;
-    return layout_save(c, l, err);
+    return local_layout_save(c, l, err);
 }
 
 /* 1 for an elastic node that is powered down: no daemons to start. */

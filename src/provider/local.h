@@ -1,8 +1,9 @@
 /* local.h: internal to the local provider (local.c: apply, supervise,
- * delete, the nodes' daemons on this host; local_node.c: per-node agent,
- * emulated hardware and the node repair actions; local_fault.c: faults
- * injected on purpose; local_power.c: elastic nodes). Built on the cluster
- * head (head.h). Not part of the provider interface. */
+ * delete, the nodes' daemons on this host; local_layout.c: cluster.json;
+ * local_node.c: a node's slurmd, per-node agent, emulated hardware and the
+ * node repair actions; local_fault.c: faults injected on purpose;
+ * local_power.c: elastic nodes). Built on the cluster head (head.h). Not
+ * part of the provider interface. */
 #ifndef MTC_PROVIDER_LOCAL_H
 #define MTC_PROVIDER_LOCAL_H
 
@@ -43,7 +44,11 @@ int local_slurmd_start(const struct head *c, const char *node, int boot, mtc_err
  * (SlurmdPidFile, what the agent's daemon.slurmd check reads). 0, or -1 +
  * err when its recorded slurmd exited or wrote none in time. */
 int local_slurmd_wait_up(const struct head *c, const char *node, mtc_error_t *err);
+/* ---- local_layout.c ---- */
+/* cluster.json into l: 0, or -1 (none, or no controller port). */
 int local_layout_load(const struct head *c, struct layout *l);
+/* l as cluster.json. 0, or -1 + err. */
+int local_layout_save(const struct head *c, const struct layout *l, mtc_error_t *err);
 const struct lnode *local_layout_find(const struct layout *l, const char *name);
 /* The cluster's layout (caller frees) and node's entry in it into *n; NULL
  * + err: ENOENT (never applied), EINVAL ("cluster C has no WHAT \"NODE\"":

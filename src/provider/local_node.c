@@ -611,3 +611,34 @@ int local_node_up(const struct provider *p, const struct head *c, const json_t *
         return -1;
     return 0;
 }
+
+/* A node's slurmd started (boot: as a machine that boots now), its pid
+ * recorded. */
+int local_slurmd_start(const struct head *c, const char *node, int boot, mtc_error_t *err)
+{
+    char path[PLEN], name[96];
+    mtc_mkdir_p(head_path(c, path, "spool/%s", node), 0755);
+    mtc_mkdir_p(head_path(c, path, "tmp/%s", node), 01777); /* TmpFS=<dir>/tmp/%n */
+    head_path(c, path, "log/slurmd-%s.out", node);
+    /* an elastic node's slurmd starts as a machine that boots now: Slurm
+     * takes a resumed node only when it booted after the resume request */
+    pid_t pid =
+        boot ? slurm_slurmd_boot(c->conf, node, path) : slurm_slurmd_start(c->conf, node, path);
+    if (pid < 0)
+        return errprintf(err, "cannot start slurmd for %s: %s", node, strerror(errno));
+    snprintf(name, sizeof(name), "slurmd-%s", node);
+    head_record_pid(c, name, pid);
+    return 0;
+}
+
+/* NVIDIA devices this host has (/dev/nvidia0, 1, ... in a row). */
+int local_host_gpus(void)
+{
+    int n = 0;
+    char path[64];
+    for (;; n++) {
+        snprintf(path, sizeof(path), "/dev/nvidia%d", n);
+        if (!mtc_path_exists(path))
+            return n;
+    }
+}
