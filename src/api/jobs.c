@@ -457,12 +457,11 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     jobs_refresh(r->st, &j, NULL);
     json_t *points = json_array(), *ckpts = json_array();
     char path[PATH_MAX + 32];
-    const char *logdir = mtc_json_str(j.config, "logDir");
     /* what the job wrote, read as its user (runas.c), never from /proc */
     struct mtc_fsid as;
     jobs_fs_enter(j.config, &as);
     int fd = -1;
-    if (logdir && snprintf(path, sizeof(path), "%s/metrics.jsonl", logdir) < (int)sizeof(path))
+    if (exp_metrics_path(j.config, path, sizeof(path)))
         fd = mtc_open_as_user(path, 0);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
     if (fd >= 0 && !f)

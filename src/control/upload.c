@@ -225,9 +225,8 @@ static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
     if (json_object_get(meta, "step"))
         json_object_set(l, "step", json_object_get(meta, "step"));
     json_decref(meta);
-    if (mtc_json_str(cfg, "logDir")) {
+    if (exp_metrics_path(cfg, path, sizeof(path))) {
         json_int_t step = 0;
-        snprintf(path, sizeof(path), "%s/metrics.jsonl", mtc_json_str(cfg, "logDir"));
         int mfd = mtc_reach_open(path, run_how, 0, &e);
         json_t *v = last_metric(mfd, "loss", &step);
         if (v)

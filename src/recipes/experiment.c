@@ -274,6 +274,18 @@ const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
     return buf;
 }
 
+const char *exp_metrics_path(const json_t *cfg, char *buf, size_t len)
+{
+    const char *dir = mtc_json_str(cfg, "logDir");
+    int n = dir ? snprintf(buf, len, "%s/metrics.jsonl", dir) : -1;
+    if (n < 0 || (size_t)n >= len) {
+        if (len)
+            buf[0] = '\0';
+        return NULL;
+    }
+    return buf;
+}
+
 int exp_slurm_conf(const json_t *cfg, const char **conf)
 {
     /* the run's own cluster, whatever cluster this shell points at */

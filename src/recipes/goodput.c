@@ -73,9 +73,7 @@ void exp_track_init(struct exp_track *t, const json_t *cfg)
     double b = (double)json_integer_value(json_object_get(tr, "global_batch"));
     double s = (double)json_integer_value(json_object_get(tr, "seq_length"));
     t->tok_per_step = b * s;
-    if (mtc_json_str(cfg, "logDir"))
-        snprintf(t->metrics_path, sizeof(t->metrics_path), "%s/metrics.jsonl",
-                 mtc_json_str(cfg, "logDir"));
+    exp_metrics_path(cfg, t->metrics_path, sizeof(t->metrics_path));
     exp_log_path(cfg, t->log_path, sizeof(t->log_path));
     if (recipe_is_custom(cfg) && mtc_json_str(cfg, "logDir"))
         tb_init(t, cfg);

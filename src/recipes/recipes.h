@@ -319,6 +319,10 @@ void exp_print_status(FILE *f, const json_t *cfg, const char *state);
 
 /* Path of the run's log (<task dir>/<JOB_ID>.log) into buf. */
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
+/* Path of the run's progress rows (<log dir>/metrics.jsonl, what mtc-train
+ * writes and MTC_METRICS_FILE names) into buf; NULL (buf "") when the run
+ * has no log directory or the path does not fit. */
+const char *exp_metrics_path(const json_t *cfg, char *buf, size_t len);
 
 /* ---- goodput (goodput.c) and early problem detection (detect.c) ---- */
 
