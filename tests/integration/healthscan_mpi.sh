@@ -87,8 +87,12 @@ assert r["state"] == "PASS" and r["transport"] == "mpi", r
 assert r["nccl"].startswith("not available: ") and len(r["nccl"]) > 20, r'
 diag "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["nccl"])' "$D/nccl.json")"
 
-# gpu: no NVML here, so the burn-in; then the fake NVML, one node with ECC errors
-"${MPIRUN[@]}" -np 3 mtc-scan gpu --seconds 2 --fail-fraction 0.25 >"$D/burn.json" 2>"$D/burn.err"
+# gpu: no NVML here, so the burn-in; then the fake NVML, one node with ECC errors.
+# The burn-ins here FAIL a rank below 15% of its peers' median speed: three
+# ranks share this machine's cores with the suite, and a healthy rank was
+# measured at 30-48% of a median one lucky peer had raised (the speed judge
+# is what a throttled rank, at 2-5%, must fail; at 0.5 noise failed it too)
+"${MPIRUN[@]}" -np 3 mtc-scan gpu --seconds 2 --fail-fraction 0.15 >"$D/burn.json" 2>"$D/burn.err"
 check "gpu without GPUs: the burn-in passes on 3 healthy ranks" report "$D/burn.json" '
 assert r["check"] == "gpu" and r["state"] != "FAIL" and r["burnInNodes"] == 3, r
 assert all(n["mode"] == "burn-in" and n["iterations"] >= 1 and n["gflops"] > 0 and n["memGBps"] > 0
@@ -117,8 +121,8 @@ assert r["state"] == "FAIL" and st == ["PASS", "PASS", "FAIL"], r
 assert r["nodes"][2]["reason"].startswith("gpu.dcgm: dcgmi diag -r 2 failed (exit 226)"), r
 assert "Memory | Fail" in r["nodes"][2]["reason"], r
 assert open(sys.argv[1].replace("dcgm.json", "dcgmi.args")).read().split("\n")[:3] == ["diag -r 2"] * 3'
-"${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 1 : -np 1 env LD_PRELOAD="$B/fakes/libbadfma.so" \
-    mtc-scan gpu --seconds 1 >"$D/sdc.json" 2>"$D/sdc.err"
+"${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 1 --fail-fraction 0.15 : -np 1 env LD_PRELOAD="$B/fakes/libbadfma.so" \
+    mtc-scan gpu --seconds 1 --fail-fraction 0.15 >"$D/sdc.json" 2>"$D/sdc.err"
 check "burn-in: a wrong fma() fails its node on the digest" report "$D/sdc.json" '
 n = r["nodes"][2]
 assert r["state"] == "FAIL" and n["state"] == "FAIL" and n["sdcMismatches"] >= 1, r
@@ -164,14 +168,10 @@ assert "#" in r["heatmap"][2], r'
 diag "throttled rank: $(python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"][2]; print(n["fractionOfMedian"], n.get("reason"))' "$D/slow.json")"
 check "the cgroup really throttled" awk '$1 == "nr_throttled" && $2 > 0 {f = 1} END {exit !f}' "$CG/cpu.stat"
 
-# gpu burn-in: the throttled rank (1% of a CPU) FAILs against the pool median.
-# FAIL below 15% of it: the pool is 3 ranks, and a healthy rank is judged
-# against the median of the other two, one of them the throttled rank, whose
-# single short gemm can run unpreempted at full speed while the healthy two
-# share the cores with the suite (a fresh clone's run, 2026-12-07: a healthy
-# rank at 30% of a median the throttled rank's 13.8 GFLOP/s had raised); the
-# throttled rank's memory bandwidth is 2-5% of its peers' (a 1% share
-# against a fair one)
+# gpu burn-in: the throttled rank (1% of a CPU) FAILs against the pool median
+# (below 15% of it, as above: its peers' median may hold the throttled
+# rank's own single short gemm, run unpreempted at full speed — 13.8 GFLOP/s
+# in a run where a healthy rank made 2.8; its memory bandwidth is 2-5%)
 "${MPIRUN[@]}" -np 2 mtc-scan gpu --seconds 2 --fail-fraction 0.15 : -np 1 \
     bash -c "echo \$\$ >$CG/cgroup.procs && exec mtc-scan gpu --seconds 2 --fail-fraction 0.15" >"$D/bslow.json" 2>"$D/bslow.err"
 check "throttled: the burn-in fails (exit 1)" test $? -eq 1
