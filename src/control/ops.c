@@ -342,6 +342,18 @@ int control_resume_op(struct control *c, const char *op_id, mtc_error_t *err)
     return submit(c, op_id, 0, err);
 }
 
+/* op on what name, stored: started now, or when mtcd restarts if it cannot
+ * start now. 0. */
+static int begun(struct control *c, const struct store_op *op, const char *what,
+                 const char *name)
+{
+    log_msg(LOG_NOTICE, "%s %s %s: operation %s", op->kind, what, name, op->id);
+    mtc_error_t e2 = {""};
+    if (control_submit(c, op->id, &e2) < 0)
+        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op->id, e2.text);
+    return 0;
+}
+
 int control_dataset_begin(struct control *c, const struct store_dataset *d,
                           const struct store_op *op, char busy[48], mtc_error_t *err)
 {
@@ -360,11 +372,7 @@ int control_dataset_begin(struct control *c, const struct store_dataset *d,
         errno = e;
         return -1;
     }
-    log_msg(LOG_NOTICE, "%s dataset %s: operation %s", op->kind, name, op->id);
-    mtc_error_t e2 = {""};
-    if (control_submit(c, op->id, &e2) < 0) /* stored: it resumes when mtcd restarts */
-        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op->id, e2.text);
-    return 0;
+    return begun(c, op, "dataset", name);
 }
 
 int control_model_begin(struct control *c, const struct store_op *op, char busy[48],
@@ -380,9 +388,5 @@ int control_model_begin(struct control *c, const struct store_op *op, char busy[
         errno = e;
         return -1;
     }
-    log_msg(LOG_NOTICE, "%s model %s: operation %s", op->kind, name, op->id);
-    mtc_error_t e2 = {""};
-    if (control_submit(c, op->id, &e2) < 0) /* stored: it resumes when mtcd restarts */
-        log_msg(LOG_ERR, "cannot start %s: %s (it resumes when mtcd restarts)", op->id, e2.text);
-    return 0;
+    return begun(c, op, "model", name);
 }
