@@ -78,7 +78,7 @@ static json_t *job_json(const struct store_job *j, int full)
         if (mtc_json_str(cfg, copy[i][1]))
             json_object_set_new(o, copy[i][0], json_string(mtc_json_str(cfg, copy[i][1])));
     /* the run's directory: <experiments>/<name>/<name>_<ts> */
-    snprintf(dir, sizeof(dir), "%s", mtc_json_str_or(cfg, "taskDir", ""));
+    snprintf(dir, sizeof(dir), "%s", exp_task_dir(cfg) ?: "");
     char *slash = strrchr(dir, '/');
     if (slash)
         *slash = '\0';
@@ -228,7 +228,7 @@ int api_job_create(struct api_req *r, struct api_resp *out)
     snprintf(j.project, sizeof(j.project), "%s", cl.project);
     snprintf(j.location, sizeof(j.location), "%s", cl.location);
     snprintf(j.cluster_id, sizeof(j.cluster_id), "%s", cl.id);
-    snprintf(j.slurm_job, sizeof(j.slurm_job), "%s", mtc_json_str(cfg, "jobId"));
+    snprintf(j.slurm_job, sizeof(j.slurm_job), "%s", exp_job_id(cfg));
     snprintf(j.state, sizeof(j.state), "PENDING");
     j.request = req;
     j.config = cfg;

@@ -442,7 +442,7 @@ static void runs(struct api_req *r, struct text *t)
         struct store_job *jobs = store_job_list_unfinished(r->st, after, 256, &n);
         for (int k = 0; k < n; k++) {
             after = jobs[k].seq;
-            const char *td = json_string_value(json_object_get(jobs[k].config, "taskDir"));
+            const char *td = exp_task_dir(jobs[k].config);
             char owner[33];
             /* another's run: no series of it (its metrics are its owner's) */
             int mine = api_owner_sees(&r->who, jobs_owner(jobs[k].config, owner));
@@ -457,7 +457,7 @@ static void runs(struct api_req *r, struct text *t)
                     exp_monitor_from(jobs[k].config, &w->mon);
                     snprintf(w->cluster, sizeof(w->cluster), "%s", jobs[k].cluster_id);
                     snprintf(w->job, sizeof(w->job), "%s", jobs[k].id);
-                    const char *e = json_string_value(json_object_get(jobs[k].config, "experiment"));
+                    const char *e = exp_experiment(jobs[k].config);
                     snprintf(w->experiment, sizeof(w->experiment), "%s", e ? e : jobs[k].id);
                     json_object_set_new(seen, td, json_true());
                     nrows++;
@@ -476,7 +476,7 @@ static void runs(struct api_req *r, struct text *t)
     json_t *cfg;
     json_array_foreach(all, i, cfg)
     {
-        const char *td = json_string_value(json_object_get(cfg, "taskDir"));
+        const char *td = exp_task_dir(cfg);
         char owner[33];
         if (!td || json_object_get(seen, td) || !rows ||
             !api_owner_sees(&r->who, jobs_owner(cfg, owner)))
@@ -488,9 +488,9 @@ static void runs(struct api_req *r, struct text *t)
         if (jobs_track(cfg, now, &w->t) < 0 || w->t.first_start == 0 || w->t.end > 0)
             continue;
         exp_monitor_from(cfg, &w->mon);
-        const char *e = json_string_value(json_object_get(cfg, "experiment"));
+        const char *e = exp_experiment(cfg);
         snprintf(w->experiment, sizeof(w->experiment), "%s", e ? e : "");
-        const char *run = json_string_value(json_object_get(cfg, "runId"));
+        const char *run = exp_run_id(cfg);
         snprintf(w->job, sizeof(w->job), "%s", run ? run : "");
         nrows++;
     }

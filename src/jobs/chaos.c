@@ -218,7 +218,7 @@ json_t *jobs_inject_fault(struct store *st, const struct jobs_ops *ops, const st
         json_decref(nodes);
         return NULL;
     }
-    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    const char *exp = exp_experiment(j->config);
     snprintf(msg, sizeof(msg),
              "mtc chaos: fault %d (%s, seed %d) into trainingJob %s (experiment %s, Slurm job "
              "%s) on %s: %s",

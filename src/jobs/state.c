@@ -75,7 +75,7 @@ static const json_t *slurm_says(const struct store_job *j, json_t *pass, json_t 
 static void failed_event(struct store *st, const struct store_job *j, const char *slurm)
 {
     char why[64], last[256], msg[1024], brief[512];
-    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    const char *exp = exp_experiment(j->config);
     struct mtc_fsid as;
     jobs_fs_enter(j->config, &as);
     char *rec = exp_exit_record(j->config, j->slurm_job);
@@ -103,7 +103,7 @@ static void preempted_events(struct store *st, const struct store_job *j, int r0
         free(t);
         return;
     }
-    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    const char *exp = exp_experiment(j->config);
     for (int i = 0; i < t->npreempt; i++) {
         int a = exp_track_attempt(t, t->preempt[i].time);
         if (a <= r0 || a > r1)

@@ -412,7 +412,7 @@ static int resolve_submit(const struct jobs_request *q, const struct jobs_where 
          * custom task's program wrote) only */
         const char *dir = mtc_json_str(reg, "dir");
         if (jobs_registrar_mint(q->st, q->cl->id, w->project, w->location,
-                                mtc_json_str(reg, "model"), mtc_json_str(*cfg, "taskDir"),
+                                mtc_json_str(reg, "model"), exp_task_dir(*cfg),
                                 dir ? dir : "", tok, tok_id, err) < 0) {
             json_decref(env);
             json_decref(*cfg);

@@ -62,7 +62,7 @@ static void ask_preemptions(const char *td, const json_t *cfg, double now, struc
  * last stored track at once. */
 static int track(const json_t *cfg, double now, struct exp_track *out, int force)
 {
-    const char *td = json_string_value(json_object_get(cfg, "taskDir"));
+    const char *td = exp_task_dir(cfg);
     if (!td)
         return -1;
     pthread_mutex_lock(&tracks_lock);
@@ -194,7 +194,7 @@ static void act_on_hang(struct store *st, const struct store_job *j, const struc
                         const struct exp_monitor *m, const char *why)
 {
     char last[200], msg[1024], what[160], brief[512];
-    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    const char *exp = exp_experiment(j->config);
     const char *conf = NULL;
     mtc_error_t err = {""};
     jobs_last_line(j->config, last, sizeof(last));
@@ -218,7 +218,7 @@ static void act_on_hang(struct store *st, const struct store_job *j, const struc
 
 void jobs_watch(struct store *st, const struct store_job *j, double now)
 {
-    const char *td = json_string_value(json_object_get(j->config, "taskDir"));
+    const char *td = exp_task_dir(j->config);
     struct exp_track *t = malloc(sizeof(*t));
     json_t *found = json_array();
     if (!td || !t || !found || jobs_track(j->config, now, t) < 0) {
@@ -245,7 +245,7 @@ void jobs_watch(struct store *st, const struct store_job *j, double now)
     free(t);
     size_t i;
     json_t *e;
-    const char *exp = json_string_value(json_object_get(j->config, "experiment"));
+    const char *exp = exp_experiment(j->config);
     json_array_foreach(found, i, e)
     {
         char type[64], msg[512], brief[512];

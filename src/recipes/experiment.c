@@ -267,6 +267,26 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
     return NULL;
 }
 
+const char *exp_task_dir(const json_t *cfg)
+{
+    return mtc_json_str(cfg, "taskDir");
+}
+
+const char *exp_experiment(const json_t *cfg)
+{
+    return mtc_json_str(cfg, "experiment");
+}
+
+const char *exp_run_id(const json_t *cfg)
+{
+    return mtc_json_str(cfg, "runId");
+}
+
+const char *exp_job_id(const json_t *cfg)
+{
+    return mtc_json_str(cfg, "jobId");
+}
+
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s.log", mtc_json_str(cfg, "taskDir"),

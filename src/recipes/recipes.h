@@ -317,6 +317,14 @@ int exp_state_final(const char *state);
 /* The status block `mtc run` and `mtc experiment status` print. */
 void exp_print_status(FILE *f, const json_t *cfg, const char *state);
 
+/* A run's config.json fields by name, NULL when absent: its task directory,
+ * experiment name, run id (<experiment>_<timestamp>) and Slurm job id. The
+ * rest of mtc asks these, not the keys. */
+const char *exp_task_dir(const json_t *cfg);
+const char *exp_experiment(const json_t *cfg);
+const char *exp_run_id(const json_t *cfg);
+const char *exp_job_id(const json_t *cfg);
+
 /* Path of the run's log (<task dir>/<JOB_ID>.log) into buf. */
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
 /* Path of the run's progress rows (<log dir>/metrics.jsonl, what mtc-train

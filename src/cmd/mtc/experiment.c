@@ -43,9 +43,9 @@ static int e_list(struct cli *c, int argc, char **argv)
         if (c->json)
             json_object_set_new(e, "state", json_string(state));
         else
-            printf("%-34s %-28s %-8s %-8s %s\n", mtc_json_str_or(e, "runId", "-"),
+            printf("%-34s %-28s %-8s %-8s %s\n", exp_run_id(e) ?: "-",
                    mtc_json_str_or(e, "recipe", "-"), mtc_json_str_or(e, "executor", "-"),
-                   mtc_json_str_or(e, "jobId", "-"), state);
+                   exp_job_id(e) ?: "-", state);
     }
     if (c->json)
         cli_print_json(all);
@@ -162,15 +162,15 @@ static int e_cancel(struct cli *c, int argc, char **argv)
     json_t *cfg = one(c, argc, argv, cancel_use, NULL);
     if (!cfg)
         return 1;
-    const char *job = json_string_value(json_object_get(cfg, "jobId"));
+    const char *job = exp_job_id(cfg);
     int rc = 0;
     if (!job) {
-        rc = cli_fail("%s was never submitted", mtc_json_str_or(cfg, "runId", "-"));
+        rc = cli_fail("%s was never submitted", exp_run_id(cfg) ?: "-");
     } else if (strcmp(mtc_json_str_or(cfg, "executor", "-"), "local") == 0) {
         pid_t pid = (pid_t)atoi(job);
         /* the script runs in its own session: signal the group (trainer and mpirun too) */
         char path[PATH_MAX + 64];
-        snprintf(path, sizeof(path), "%s/%s.exit", mtc_json_str_or(cfg, "taskDir", "-"), job);
+        snprintf(path, sizeof(path), "%s/%s.exit", exp_task_dir(cfg) ?: "-", job);
         if (pid > 1 && mtc_pid_alive(pid)) {
             if (kill(-pid, SIGTERM) < 0 && kill(pid, SIGTERM) < 0)
                 rc = cli_fail("cannot stop pid %d: %s", (int)pid, strerror(errno));
@@ -186,7 +186,7 @@ static int e_cancel(struct cli *c, int argc, char **argv)
             rc = cli_fail("%s", err.text);
     }
     if (rc == 0)
-        printf("cancelled %s (job %s)\n", mtc_json_str_or(cfg, "runId", "-"), job);
+        printf("cancelled %s (job %s)\n", exp_run_id(cfg) ?: "-", job);
     json_decref(cfg);
     return rc;
 }

@@ -192,7 +192,7 @@ static int submit_local(json_t *cfg, const char *script_path, mtc_error_t *err)
                     "-c",
                     "exec /bin/bash \"$0\" >>\"$1/$$.log\" 2>&1",
                     (char *)script_path,
-                    (char *)json_string_value(json_object_get(cfg, "taskDir")),
+                    (char *)exp_task_dir(cfg),
                     NULL};
     char *env[] = {"SLURM_JOB_ID=", NULL};
     pid_t pid = mtc_spawn(argv, env, NULL);
@@ -343,7 +343,7 @@ static int submit(json_t *cfg, const char *script, mtc_error_t *err)
         return -1;
     char spath[PATH_MAX + 16];
     snprintf(spath, sizeof(spath), "%s/sbatch.sh",
-             json_string_value(json_object_get(cfg, "taskDir")));
+             exp_task_dir(cfg));
     if (submit_local(cfg, spath, err) < 0) {
         exp_remove(cfg);
         return -1;
