@@ -295,6 +295,8 @@ int mtc_free_port_range(int count);
 int mtc_port_hold(int port, const char *owner);
 /* owner's hold on port ends (another owner's stays). */
 void mtc_port_release(int port, const char *owner);
+/* Every hold of owner ends (a cluster deleted); how many. */
+int mtc_port_release_owner(const char *owner);
 /* 1 when this process holds port, for any owner. */
 int mtc_port_held(int port);
 /* This host's name up to the first dot (slurmctld matches SlurmctldHost

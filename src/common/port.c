@@ -328,6 +328,22 @@ void mtc_port_release(int port, const char *owner)
     pthread_mutex_unlock(&hold_lock);
 }
 
+int mtc_port_release_owner(const char *owner)
+{
+    int n = 0;
+    pthread_mutex_lock(&hold_lock);
+    for (size_t i = 0; owner && i < nholds;)
+        if (strncmp(holds[i].owner, owner, sizeof(holds[i].owner) - 1) == 0) {
+            close(holds[i].fd);
+            holds[i] = holds[--nholds];
+            n++;
+        } else {
+            i++;
+        }
+    pthread_mutex_unlock(&hold_lock);
+    return n;
+}
+
 int mtc_port_held(int port)
 {
     pthread_mutex_lock(&hold_lock);

@@ -515,10 +515,7 @@ static int delete_stop(struct provider *p, struct head *c, mtc_error_t *err)
      * slurmd stop is waited for; the directory goes with the mounts under it */
     if (local_node_kill(c, NULL, err) < 0)
         return -1;
-    struct layout *l = calloc(1, sizeof(*l));
-    if (l && local_layout_load(c, l) == 0)
-        local_power_ports(c, NULL, l); /* the powered-down nodes' ports go */
-    free(l);
+    mtc_port_release_owner(c->id); /* the powered-down nodes' ports go */
     /* its saved state goes with the directory: a slurmctld still waiting on
      * the dead nodes' RPCs gets 2 s to stop, not 10 */
     pid_t ctld = head_ctld_running(c);

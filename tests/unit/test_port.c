@@ -230,6 +230,14 @@ static void test_daemon_ports(void)
     mtc_port_release(p, "a");
     CHECK(daemon_binds(p), "  released, the daemon binds it");
     CHECK(mtc_port_hold(0, "a") < 0 && errno == EINVAL, "port 0: EINVAL");
+    /* a cluster deleted: every hold of its own ends, another's stays */
+    CHECK(mtc_port_hold(base, "a") == 0 && mtc_port_hold(base + 1, "a") == 0 &&
+              mtc_port_hold(base + 2, "b") == 0,
+          "ports %d, %d held for a, %d for b", base, base + 1, base + 2);
+    CHECK(mtc_port_release_owner("a") == 2 && !mtc_port_held(base) && !mtc_port_held(base + 1),
+          "  a's holds released at once (2)");
+    CHECK(mtc_port_held(base + 2) && mtc_port_release_owner("a") == 0, "  b's stays");
+    mtc_port_release(base + 2, "b");
 }
 
 int main(void)
