@@ -47,12 +47,18 @@ static int port_taken(const struct layout *l, int port)
 }
 
 /* Give node k of l, new in it, port p: held from now on when the node is
- * elastic (off until Slurm resumes it; local_power_ports). 0, or -1 + errno
- * (EADDRINUSE: taken since it was found free; port left 0). */
-static int hold_new(const struct head *c, struct layout *l, size_t k, int p)
+ * elastic (off until Slurm resumes it; local_power_ports). 0, or -1 + errno:
+ * EADDRINUSE (taken since it was found free; port left 0, err untouched: try
+ * another), else err says why. */
+static int hold_new(const struct head *c, struct layout *l, size_t k, int p, mtc_error_t *err)
 {
-    if (l->nodes[k].cloud && mtc_port_hold(p, c->id) < 0)
+    if (l->nodes[k].cloud && mtc_port_hold(p, c->id) < 0) {
+        int e = errno;
+        if (e != EADDRINUSE)
+            errprintf(err, "cannot hold port %d for %s: %s", p, l->nodes[k].name, strerror(e));
+        errno = e;
         return -1;
+    }
     l->nodes[k].port = p;
     return 0;
 }
@@ -127,18 +133,16 @@ static int plan_nodes(const struct head *c, const json_t *spec, const struct lay
         l->ctld_port = base;
         l->slurmd_port = base + 1;
         for (size_t k = 0; k < l->nnodes; k++) /* (one taken meanwhile: a single port below) */
-            if (hold_new(c, l, k, base + 2 + (int)k) < 0 && errno != EADDRINUSE)
-                return errprintf(err, "cannot hold port %d for %s: %s", base + 2 + (int)k,
-                                 l->nodes[k].name, strerror(errno));
+            if (hold_new(c, l, k, base + 2 + (int)k, err) < 0 && errno != EADDRINUSE)
+                return -1;
     }
     for (size_t k = 0; k < l->nnodes; k++) {
         int tries = 0;
         while (!l->nodes[k].port && tries++ < 100) {
             int p = mtc_free_port();
-            if (p && !port_taken(l, p) && !(old && port_taken(old, p)) && hold_new(c, l, k, p) < 0 &&
-                errno != EADDRINUSE)
-                return errprintf(err, "cannot hold port %d for %s: %s", p, l->nodes[k].name,
-                                 strerror(errno));
+            if (p && !port_taken(l, p) && !(old && port_taken(old, p)) &&
+                hold_new(c, l, k, p, err) < 0 && errno != EADDRINUSE)
+                return -1;
         }
         if (!l->nodes[k].port)
             return errprintf(err, "no free port for %s", l->nodes[k].name);
