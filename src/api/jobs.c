@@ -87,7 +87,7 @@ static json_t *job_json(const struct store_job *j, int full)
     if (recipe_run_as(cfg, &as) == 0)
         json_object_set_new(o, "user", json_string(as.name));
     /* the registry model its final checkpoint registers under (docs/models.md) */
-    const char *model = mtc_json_str(json_object_get(cfg, "register"), "model");
+    const char *model = exp_register_model(cfg);
     if (model)
         json_object_set_new(o, "model", json_sprintf("projects/%s/locations/%s/models/%s",
                                                      j->project, j->location, model));
@@ -234,7 +234,7 @@ int api_job_create(struct api_req *r, struct api_resp *out)
     j.config = cfg;
     if (store_job_create(r->st, &j) < 0) {
         int e = errno;
-        slurm_job_cancel(mtc_json_str(cfg, "slurmConf"), j.slurm_job, NULL);
+        slurm_job_cancel(exp_recorded_conf(cfg), j.slurm_job, NULL);
         struct mtc_fsid as;
         jobs_fs_enter(cfg, &as);
         exp_remove(cfg);
@@ -477,7 +477,7 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
     if (f)
         fclose(f);
     json_t *tail = log_tail(j.config);
-    const char *ckdir = mtc_json_str(json_object_get(j.config, "checkpoint"), "dir");
+    const char *ckdir = exp_checkpoint_dir(j.config);
     fd = ckdir ? mtc_open_as_user(ckdir, 1) : -1;
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (fd >= 0 && !d)

@@ -194,7 +194,7 @@ static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
         if (mtc_json_str(cfg, copy[i][1]))
             json_object_set_new(l, copy[i][0], json_string(mtc_json_str(cfg, copy[i][1])));
     /* the cluster: the trainingJob's, else the slurm.conf's .../clusters/ID/ */
-    const char *conf = mtc_json_str(cfg, "slurmConf"),
+    const char *conf = exp_recorded_conf(cfg),
                *p = conf ? strstr(conf, "/clusters/") : NULL;
     if (p)
         json_object_set_new(l, "cluster", json_sprintf("%.*s", (int)strcspn(p + 10, "/"), p + 10));
@@ -213,7 +213,7 @@ static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
         if (data_fingerprint(mtc_json_str(data, "path"), how, fp) == 0)
             json_object_set_new(l, "datasetFingerprint", json_string(fp));
     }
-    const char *init = mtc_json_str(json_object_get(cfg, "checkpoint"), "init");
+    const char *init = exp_checkpoint_init(cfg);
     if (init && !json_object_get(l, "parentModel"))
         json_object_set_new(l, "parentCheckpoint", json_string(init));
     json_object_set_new(l, "checkpoint", json_string(src->path));

@@ -287,6 +287,26 @@ const char *exp_job_id(const json_t *cfg)
     return mtc_json_str(cfg, "jobId");
 }
 
+const char *exp_checkpoint_dir(const json_t *cfg)
+{
+    return mtc_json_str(json_object_get(cfg, "checkpoint"), "dir");
+}
+
+const char *exp_checkpoint_init(const json_t *cfg)
+{
+    return mtc_json_str(json_object_get(cfg, "checkpoint"), "init");
+}
+
+const char *exp_recorded_conf(const json_t *cfg)
+{
+    return mtc_json_str(cfg, "slurmConf");
+}
+
+const char *exp_register_model(const json_t *cfg)
+{
+    return mtc_json_str(json_object_get(cfg, "register"), "model");
+}
+
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s.log", mtc_json_str(cfg, "taskDir"),
@@ -309,7 +329,7 @@ const char *exp_metrics_path(const json_t *cfg, char *buf, size_t len)
 int exp_slurm_conf(const json_t *cfg, const char **conf)
 {
     /* the run's own cluster, whatever cluster this shell points at */
-    const char *c = mtc_json_str(cfg, "slurmConf");
+    const char *c = exp_recorded_conf(cfg);
     *conf = c && *c ? c : NULL;
     if (!*conf) {
         c = getenv("SLURM_CONF");

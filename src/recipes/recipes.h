@@ -324,6 +324,13 @@ const char *exp_task_dir(const json_t *cfg);
 const char *exp_experiment(const json_t *cfg);
 const char *exp_run_id(const json_t *cfg);
 const char *exp_job_id(const json_t *cfg);
+/* Its checkpoint directory and the checkpoint it started from (init), the
+ * slurm.conf of its cluster as recorded at submit, the model name it
+ * registers under; NULL when absent. */
+const char *exp_checkpoint_dir(const json_t *cfg);
+const char *exp_checkpoint_init(const json_t *cfg);
+const char *exp_recorded_conf(const json_t *cfg);
+const char *exp_register_model(const json_t *cfg);
 
 /* Path of the run's log (<task dir>/<JOB_ID>.log) into buf. */
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
