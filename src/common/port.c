@@ -272,6 +272,19 @@ static struct {
 } *holds;
 static size_t nholds, capholds;
 
+/* Hold i is owner's (holds and owner under hold_lock). */
+static int owned_by(size_t i, const char *owner)
+{
+    return owner && strncmp(holds[i].owner, owner, sizeof(holds[i].owner) - 1) == 0;
+}
+
+/* Hold i ends; the last takes its place. */
+static void drop(size_t i)
+{
+    close(holds[i].fd);
+    holds[i] = holds[--nholds];
+}
+
 int mtc_port_hold(int port, const char *owner)
 {
     if (port < 1 || port > 65535 || !owner) {
@@ -283,7 +296,7 @@ int mtc_port_hold(int port, const char *owner)
     size_t i = 0;
     while (i < nholds && holds[i].port != port)
         i++;
-    if (i < nholds && strncmp(holds[i].owner, owner, sizeof(holds[i].owner) - 1) != 0) {
+    if (i < nholds && !owned_by(i, owner)) {
         rc = -1; /* another owner's: as taken as a listener's */
         errno = EADDRINUSE;
     } else if (i == nholds) {
@@ -319,10 +332,8 @@ void mtc_port_release(int port, const char *owner)
 {
     pthread_mutex_lock(&hold_lock);
     for (size_t i = 0; i < nholds; i++)
-        if (holds[i].port == port && owner &&
-            strncmp(holds[i].owner, owner, sizeof(holds[i].owner) - 1) == 0) {
-            close(holds[i].fd);
-            holds[i] = holds[--nholds];
+        if (holds[i].port == port && owned_by(i, owner)) {
+            drop(i);
             break;
         }
     pthread_mutex_unlock(&hold_lock);
@@ -332,14 +343,11 @@ int mtc_port_release_owner(const char *owner)
 {
     int n = 0;
     pthread_mutex_lock(&hold_lock);
-    for (size_t i = 0; owner && i < nholds;)
-        if (strncmp(holds[i].owner, owner, sizeof(holds[i].owner) - 1) == 0) {
-            close(holds[i].fd);
-            holds[i] = holds[--nholds];
-            n++;
-        } else {
+    for (size_t i = 0; i < nholds;)
+        if (owned_by(i, owner))
+            drop(i), n++;
+        else
             i++;
-        }
     pthread_mutex_unlock(&hold_lock);
     return n;
 }
