@@ -109,8 +109,9 @@ int local_power_plan(const struct head *c, const struct layout *old, const struc
                      provider_progress_fn progress, void *arg, mtc_error_t *err);
 /* The ports of l's elastic nodes that are off held by this process (one
  * something else has stays unheld: its power-up says so), those of l's other
- * nodes released, and those of old's nodes that l lacks (old, l: NULL for
- * none). Supervise calls it each pass (holds are lost with mtcd). */
+ * nodes released, and those of old's nodes that l lacks (old: NULL for
+ * none; a deleted cluster's go with mtc_port_release_owner). Supervise calls
+ * it each pass (holds are lost with mtcd). */
 void local_power_ports(const struct head *c, const struct layout *l, const struct layout *old);
 /* provider_power for the local provider. */
 int local_power(struct provider *p, const char *id, const json_t *spec, const char *node, int on,

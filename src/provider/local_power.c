@@ -59,7 +59,7 @@ static int port_hold_for(const struct head *c, const struct lnode *n, mtc_error_
 
 void local_power_ports(const struct head *c, const struct layout *l, const struct layout *old)
 {
-    for (size_t i = 0; l && i < l->nnodes; i++) {
+    for (size_t i = 0; i < l->nnodes; i++) {
         const struct lnode *n = &l->nodes[i];
         if (n->cloud && !head_power_is_on(c, n->name))
             mtc_port_hold(n->port, c->id); /* (taken: power-up says so) */
@@ -67,7 +67,7 @@ void local_power_ports(const struct head *c, const struct layout *l, const struc
             mtc_port_release(n->port, c->id);
     }
     for (size_t i = 0; old && i < old->nnodes; i++) {
-        const struct lnode *o = &old->nodes[i], *n = l ? local_layout_find(l, o->name) : NULL;
+        const struct lnode *o = &old->nodes[i], *n = local_layout_find(l, o->name);
         if (!n || n->port != o->port)
             mtc_port_release(o->port, c->id);
     }
