@@ -68,28 +68,37 @@ static void bin_pick(int dir, const char *name, void *arg)
     }
 }
 
+/* fn over the entries of directory dir into k (zeroed first). 0/-1. */
+static int pick_in(const char *dir, void (*fn)(int dir, const char *name, void *arg),
+                   struct pick *k)
+{
+    *k = (struct pick){"", 0};
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0)
+        return -1;
+    each_entry(d, fn, k);
+    close(d);
+    return 0;
+}
+
 /* The newest step_ directory of root with a DONE marker and a meta.json. */
 int registry_newest_step(const char *root, char *out, size_t len)
 {
-    int d = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    struct pick k = {"", 0};
-    if (d < 0)
-        return -1;
-    each_entry(d, step_pick, &k);
-    close(d);
-    return *k.best && snprintf(out, len, "%s/%s", root, k.best) < (int)len ? 0 : -1;
+    struct pick k;
+    return pick_in(root, step_pick, &k) == 0 && *k.best &&
+                   snprintf(out, len, "%s/%s", root, k.best) < (int)len
+               ? 0
+               : -1;
 }
 
 /* The one *.bin file of dir into out. */
 int registry_one_bin(const char *dir, char *out, size_t len)
 {
-    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    struct pick k = {"", 0};
-    if (d < 0)
-        return -1;
-    each_entry(d, bin_pick, &k);
-    close(d);
-    return k.n == 1 && snprintf(out, len, "%s/%s", dir, k.best) < (int)len ? 0 : -1;
+    struct pick k;
+    return pick_in(dir, bin_pick, &k) == 0 && k.n == 1 &&
+                   snprintf(out, len, "%s/%s", dir, k.best) < (int)len
+               ? 0
+               : -1;
 }
 
 static void source_add_name(int dir, const char *name, void *arg)
