@@ -309,8 +309,7 @@ const char *exp_register_model(const json_t *cfg)
 
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%s.log", mtc_json_str(cfg, "taskDir"),
-             mtc_json_str_or(cfg, "jobId", ""));
+    snprintf(buf, len, "%s/%s.log", exp_task_dir(cfg), exp_job_id(cfg) ?: "");
     return buf;
 }
 
