@@ -8,7 +8,7 @@
 # so much higher rates end with every node in ERROR, as policy says. Reports the
 # effective training time ratio (time of the steps that were kept ÷ wall time
 # from the job's first start to its end, as `mtc experiment status` computes
-# it: src/recipes/goodput.c), the same ratio of
+# it: src/experiment/goodput.c), the same ratio of
 # an undisturbed run of the same recipe in the same session, steps lost and
 # repeated, and whether the final parameters (params.bin of the last
 # checkpoint) are bitwise equal to the undisturbed run's.
@@ -69,7 +69,7 @@ print(f"{wall:.2f} {kept:.2f} {repeated} {lost} {int(ok)} {resumes_seen}")
 PY
 }
 
-# wall and kept time of experiment $1 as mtc computes goodput (src/recipes/goodput.c,
+# wall and kept time of experiment $1 as mtc computes goodput (src/experiment/goodput.c,
 # docs/observability.md): the same formula, from the run's log and metrics.jsonl
 goodput() {
     mtc experiment status "$1" --json |

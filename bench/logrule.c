@@ -1,4 +1,4 @@
-/* logrule bench: a log rule (recipes/logrule.c: a literal prefilter, then
+/* logrule bench: a log rule (experiment/logrule.c: a literal prefilter, then
  * TRE's parallel matcher on at most EXP_LOGRULE_LINE_MAX bytes) against
  * lines built to make a matcher work — a run of the rule's own characters
  * that never completes a match, or completes it only at the end — in CPU ms:
@@ -7,6 +7,7 @@
  * (the longest lines goodput.c reads: the matcher's throughput), beside a
  * baseline pass over the same bytes (strlen) and glibc's regexec (what log
  * rules used before) on one 4 KiB line. */
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 
 #include <regex.h>

@@ -1,4 +1,4 @@
-/* Fuzz harness: log rules (recipes/logrule.c) — the input's first line is a
+/* Fuzz harness: log rules (experiment/logrule.c) — the input's first line is a
  * pattern (named groups taken out, the rest compiled as a POSIX ERE), the
  * other lines are log lines matched against it: whatever the bytes, the
  * pattern is compiled or refused with a message, never read past its end, a
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipes/recipes.h"
+#include "experiment/experiment.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -62,7 +62,7 @@ ecc-threshold @@ src/health/gpu.c @@ if (count > (unsigned long long)ctx->policy
 xid79-harmless @@ src/health/xid.c @@ {79, HEALTH_SEV_REBOOT, "GPU has fallen off the bus"}, @@ {79, HEALTH_SEV_NONE, "GPU has fallen off the bus"}, @@ test_health @@ Xid 79 (GPU fallen off the bus) asks for no reboot
 speed-never-fails @@ src/health/judge.c @@ if (*fraction < fail_fraction) @@ if (*fraction < fail_fraction - 1) @@ test_straggler @@ a node far slower than its peers' median only warns, never fails
 # --- training jobs, goodput, the trainer
-goodput-wall-from-submit @@ src/recipes/goodput.c @@ t->wall_s = t->first_start > 0 && stop > t->first_start ? stop - t->first_start : 0; @@ t->wall_s = t->submit > 0 && stop > t->submit ? stop - t->submit : t->first_start > 0 && stop > t->first_start ? stop - t->first_start : 0; @@ test_goodput @@ goodput's wall time starts at the submission instead of the job's first start
+goodput-wall-from-submit @@ src/experiment/goodput.c @@ t->wall_s = t->first_start > 0 && stop > t->first_start ? stop - t->first_start : 0; @@ t->wall_s = t->submit > 0 && stop > t->submit ? stop - t->submit : t->first_start > 0 && stop > t->first_start ? stop - t->first_start : 0; @@ test_goodput @@ goodput's wall time starts at the submission instead of the job's first start
 ckpt-resume-step-late @@ src/train/loop.c @@ r->step = r->ckpt_step = meta.step; @@ r->step = r->ckpt_step = meta.step + 1; @@ train_resume @@ a checkpoint is resumed one step late
 loader-resume-batch-late @@ src/train/loader.c @@     l->pos = *pos;\n @@     l->pos = *pos;\n    l->pos.offset += l->pos.offset + 1 < l->s[pos->shard].nb;\n @@ test_train_data @@ the data loader resumes one batch past its saved position
 # --- the registry and the store

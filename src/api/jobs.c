@@ -3,6 +3,7 @@
  * with pages and a state filter, :cancel, :metrics and :injectFault. The handlers parse
  * and answer; the jobs module (src/jobs) submits, follows and cancels. */
 #include "api/internal.h"
+#include "experiment/experiment.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 

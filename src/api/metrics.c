@@ -5,7 +5,7 @@
  * jobs waiting (by account and reason) and running (by account) and its
  * accounts' usage (node- and GPU-hours from sacct), and per running
  * training run its step, loss, tokens/s, MFU, restarts, goodput and
- * early-problem alerts (recipes/detect.c). A scrape asks Slurm nothing: the
+ * early-problem alerts (experiment/detect.c). A scrape asks Slurm nothing: the
  * queues, usage and training jobs' states are what the job monitor's last
  * pass saw (jobs/queue.c, jobs/monitor.c), the nodes what the supervisor
  * stored. Runs are followed by jobs_track (jobs/watch.c), one exp_track per
@@ -15,6 +15,7 @@
 #include "control/reports.h"
 #include "cluster/cluster.h"
 #include "endpoint/endpoint.h"
+#include "experiment/experiment.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 

@@ -6,6 +6,7 @@
 #include "control/internal.h"
 #include "control/models.h"
 #include "dataset/dataset.h"
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"
 

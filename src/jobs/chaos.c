@@ -5,6 +5,7 @@
  * slurmd killed (the provider's node_fault) — each one a CHAOS_FAULT event
  * of the cluster. The node and the rank are picked from a seed, so a run
  * of faults can be repeated. */
+#include "experiment/experiment.h"
 #include "jobs/jobs.h"
 #include "health/health.h"
 #include "provider/provider.h"

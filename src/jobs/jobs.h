@@ -17,6 +17,7 @@
 #include <limits.h>
 
 #include "common/common.h"
+#include "experiment/experiment.h"
 #include "schema/schema.h"
 
 struct store;

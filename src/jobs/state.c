@@ -4,6 +4,7 @@
  * list), a TRAINING_FAILED event when it fails, a TRAINING_PREEMPTED one
  * for each requeue that was a preemption, a requeued job released
  * from Slurm's requeue hold, and :cancel. */
+#include "experiment/experiment.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"

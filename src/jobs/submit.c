@@ -6,6 +6,7 @@
  * Everything is checked before anything is submitted, and a failed
  * submission leaves nothing behind. jobs_from_model and jobs_resolve are
  * the steps `mtc run -e local` and --dry-run take too. */
+#include "experiment/experiment.h"
 #include "jobs/jobs.h"
 #include "cluster/cluster.h"
 #include "dataset/dataset.h"

@@ -1,11 +1,12 @@
 /* watch: a running job's progress and early problems — one exp_track per
- * run (recipes/goodput.c), kept between calls so each reads only what the
+ * run (experiment/goodput.c), kept between calls so each reads only what the
  * run's metrics.jsonl and log gained since the last; the alerts of
- * recipes/detect.c that start in those rows recorded as cluster events; and
+ * experiment/detect.c that start in those rows recorded as cluster events; and
  * a hang (a rank the job's watcher saw stopped or zombie, or no progress for
  * the recipe's monitor.hang_timeout_s or stall_factor median steps) acted
  * on: TRAINING_HANG, then the job requeued to resume from its checkpoint.
  * The monitor, GETs and /metrics all read through it. */
+#include "experiment/experiment.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"

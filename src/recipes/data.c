@@ -1,6 +1,7 @@
 /* data: a run's data and where it starts from — a recipe's dataset (or --data) resolved
  * for the job to prepare as its first step, the checks before submitting (the trainer's
  * `data check`, tokenizers), and --from-experiment's final checkpoint. */
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 
 #include <dirent.h>

@@ -1,6 +1,7 @@
 /* recipe: recipe files — finding them (catalog names or a user's path), strict
  * validation against a field table (snake_case or camelCase keys, one-line
  * errors naming the field), and the catalog behind `mtc recipes list`. */
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 #include "registry/registry.h"
 #include "schema/schema.h"
@@ -220,12 +221,12 @@ static const struct schema_field f_monitor[] = {
      .hi = EXP_TRACK_RING - 1},
     {.name = "hang_timeout_s", .kind = SCHEMA_NUM, .flags = SCHEMA_RANGE, .lo = 1, .hi = 1e6},
     {.name = "max_restarts", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 0, .hi = 100},
-    /* a custom task's TensorBoard tags that are its loss (recipes/goodput.c's defaults) */
+    /* a custom task's TensorBoard tags that are its loss (experiment/goodput.c's defaults) */
     {.name = "loss_tags",
      .kind = SCHEMA_STRS,
      .flags = SCHEMA_NONEMPTY | SCHEMA_ONELINE,
      .max_items = 8},
-    /* progress from the program's log lines (recipes/logrule.c) */
+    /* progress from the program's log lines (experiment/logrule.c) */
     {.name = "log_rules", .kind = SCHEMA_OBJS, .obj = &s_log_rule, .max_items = EXP_LOG_RULES},
     {.name = NULL}};
 static const struct schema s_monitor = {f_monitor, RECIPE, NULL, NULL};

@@ -1,6 +1,7 @@
 /* render: one run of a recipe — cluster-type overrides and `mtc run` options
  * resolved into config.json, inputs checked before submitting, and the sbatch
  * script (requeue, signal before the time limit, srun --mpi=pmix ranks). */
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 
 #include <arpa/inet.h>
@@ -753,7 +754,7 @@ static void put_launch(FILE *f, const json_t *cfg, const char *image,
 }
 
 /* The log's line that ends this start of the job, why: "exit status $rc",
- * "requeued" (the breakdown's segments, recipes/breakdown.c). */
+ * "requeued" (the breakdown's segments, experiment/breakdown.c). */
 static void put_end_line(FILE *f, const char *indent, const char *why)
 {
     fprintf(f, "%secho \"mtc: job $JOB_ID end $(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ), %s\"\n", indent,

@@ -1,6 +1,7 @@
 /* request: one run of a recipe as JSON — the single field table behind both
  * `mtc run`'s flags and the API's trainingJobs body, so the two cannot drift:
  * every member of struct recipe_run has a row (checked when this compiles). */
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
 #include "dataset/dataset.h"

@@ -2,6 +2,7 @@
  * anything is submitted (inputs, the partition's nodes, the batch), the
  * experiment directory, sbatch — shared by mtcd's
  * trainingJobs and anything else that submits a recipe. */
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
 

@@ -674,7 +674,7 @@ static int run_loop(struct run *r, mtc_error_t *err)
         double mfu = train_mfu(tps * fpt / r->nranks, &peak); // <= 1: raises a low peak
         json_t *f = json_pack("{s:f,s:f,s:f,s:f,s:f}", "loss", (double)loss, "lr", (double)lr,
                               "grad_norm", gnorm, "tokens_per_s", tps, "mfu", mfu);
-        /* the wall clock and the checkpoints' stall: goodput's breakdown (recipes/breakdown.c) */
+        /* the wall clock and the checkpoints' stall: goodput's breakdown (experiment/breakdown.c) */
         json_object_set_new(f, "time", json_real((double)mtc_now_ms() / 1000.0));
         if (r->ckpt_s > 0)
             json_object_set_new(f, "checkpoint_s", json_real(r->ckpt_s));

@@ -157,7 +157,7 @@ assert steps == list(range(1, int(sys.argv[2]) + 1)), [s for s in steps if steps
 PY
 grep -E "^mtc:|resuming|signal" "$LTD/$LJ.log" | sed 's/^/# /'
 # --- the preemption as the experiment sees it: who preempted it, an event, goodput ---
-# (slurmctld's log names the preemptor: recipes/preempt.c, slurm/preempt.c)
+# (slurmctld's log names the preemptor: experiment/preempt.c, slurm/preempt.c)
 st=$(mtc experiment status low)
 check "  mtc experiment status: preempted by the high job (qos high)" \
     grep -q "^- Preempted by $HJ (qos high) at " <<<"$st"

@@ -1,4 +1,4 @@
-/* Unit tests for goodput and early problem detection (src/recipes/goodput.c):
+/* Unit tests for goodput and early problem detection (src/experiment/goodput.c):
  * kept time, wall time, restarts and steps repeated read from a run's log and
  * metrics.jsonl (and read on incrementally, and again after a resume rewrote
  * the file; rows that say only step and loss timed by when the file was
@@ -6,6 +6,7 @@
  * recipe's monitor thresholds; exp_monitor_scan raising each alert once per
  * occurrence, judging every row read (a spike between two scans included). */
 #include "check.h"
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 
 #include <fcntl.h>

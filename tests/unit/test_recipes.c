@@ -3,6 +3,7 @@
  * sbatch script (requeue, signal, srun --mpi=pmix, resume, no secrets, the
  * final checkpoint's registration). */
 #include "check.h"
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 
 #include <limits.h>

@@ -2,6 +2,7 @@
  * directories `mtc run` creates under $MTC_HOME/experiments (the cluster's
  * experiment root's experiments/ when `mtc env` names one). */
 #include "cli.h"
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 #include "slurm/slurm.h"
 

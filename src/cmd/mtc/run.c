@@ -3,6 +3,7 @@
  * recipe logic lives in src/recipes; this file is flags, checks and output. */
 #include "cli.h"
 #include "dataset/dataset.h"
+#include "experiment/experiment.h"
 #include "jobs/jobs.h"
 #include "cluster/cluster.h"
 #include "recipes/recipes.h"

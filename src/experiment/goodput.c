@@ -9,7 +9,7 @@
  * when they were read; a custom task that writes none has its log rules' rows
  * (monitor.log_rules), else its TensorBoard loss scalars read instead. Every row, start and end also goes
  * to the breakdown of the run's time (breakdown.c). */
-#include "recipes/recipes.h"
+#include "experiment/experiment.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -75,7 +75,7 @@ void exp_track_init(struct exp_track *t, const json_t *cfg)
     t->tok_per_step = b * s;
     exp_metrics_path(cfg, t->metrics_path, sizeof(t->metrics_path));
     exp_log_path(cfg, t->log_path, sizeof(t->log_path));
-    if (recipe_is_custom(cfg) && mtc_json_str(cfg, "logDir"))
+    if (exp_is_custom(cfg) && mtc_json_str(cfg, "logDir"))
         tb_init(t, cfg);
 }
 

@@ -1,7 +1,7 @@
 /* experiment: experiment directories ($MTC_HOME/experiments/<name>/<name>_<ts>/
  * <task>/ with the script, config.json, <JOB_ID>.log, checkpoints and logs) and
  * the state of their jobs from squeue, `scontrol show job`, or the exit file. */
-#include "recipes/recipes.h"
+#include "experiment/experiment.h"
 #include "slurm/slurm.h"
 
 #include <ctype.h>
@@ -265,6 +265,12 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
     errprintf(err, "no experiment \"%s\" in %s/experiments (known: %s)", ref, home,
               *list ? list : "none");
     return NULL;
+}
+
+int exp_is_custom(const json_t *cfg)
+{
+    const char *task = mtc_json_str(cfg, "task");
+    return task && !strcmp(task, "custom"); /* recipe_task_enum's name of RECIPE_CUSTOM */
 }
 
 const char *exp_task_dir(const json_t *cfg)

@@ -16,7 +16,7 @@
  * preempt[], from Slurm) is a restart like the others — its work past the
  * checkpoint is lost, its gap restart time — and is also counted apart:
  * preemptions, and preempted_s, the part of restart_s its gaps took. */
-#include "recipes/recipes.h"
+#include "experiment/experiment.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * row for stall_factor times the median step time). mtcd's job monitor and
  * every refresh judge each row once (exp_monitor_scan); `mtc experiment
  * status` and /metrics show what holds now (exp_monitor_check). */
-#include "recipes/recipes.h"
+#include "experiment/experiment.h"
 #include "health/health.h"
 
 #include <math.h>

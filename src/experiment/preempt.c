@@ -3,7 +3,7 @@
  * for `mtc experiment status`, the trainingJob's progress and mtcd's
  * TRAINING_PREEMPTED events; the breakdown (breakdown.c) tells their
  * restart gaps apart from other restarts' by these times. */
-#include "recipes/recipes.h"
+#include "experiment/experiment.h"
 #include "slurm/slurm.h"
 
 #include <stdio.h>

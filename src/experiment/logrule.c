@@ -12,7 +12,7 @@
  * ns a byte, so a line is matched on its first EXP_LOGRULE_LINE_MAX bytes
  * (all goodput.c reads) and only when it holds the literals every match
  * must (needs: grep's "must" strings), found by memmem first. */
-#include "recipes/recipes.h"
+#include "experiment/experiment.h"
 
 #include <tre/tre.h>
 
