@@ -7,13 +7,11 @@
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +31,7 @@ static int not_owner(struct api_req *r, struct api_resp *out, const struct store
                      const char *what)
 {
     struct mtc_user as;
-    if (recipe_run_as(j->config, &as) == 0)
+    if (exp_run_as(j->config, &as) == 0)
         return api_error(out, 403,
                          "trainingJob %s runs as %s: only a token bound to %s or an admin may %s",
                          j->id, as.name, as.name, what),
@@ -49,62 +47,51 @@ static int not_owner(struct api_req *r, struct api_resp *out, const struct store
  * metrics and log), for the job's owner only. */
 static json_t *job_json(const struct store_job *j, int full)
 {
-    char name[400], t[40], dir[PATH_MAX];
+    char name[400];
     snprintf(name, sizeof(name),
              "projects/%s/locations/%s/modelDevelopmentClusters/%s/trainingJobs/%s", j->project,
              j->location, j->cluster_id, j->id);
-    const json_t *cfg = j->config, *req = j->request;
+    struct exp_run runv, *run = &runv; /* its config.json's fields */
+    exp_run_of(j->config, run);
+    const json_t *req = j->request;
     json_t *o = json_pack("{s:s, s:s}", "name", name, "id", j->id);
     json_t *recipe = json_object_get(req, "recipe");
-    json_object_set_new(o, "recipe",
-                        json_string(json_is_string(recipe) ? json_string_value(recipe)
-                                                           : mtc_json_str(cfg, "recipe")));
+    json_object_set_new(o, "recipe", json_string(json_is_string(recipe) ? json_string_value(recipe)
+                                                                         : run->recipe));
     if (json_object_get(req, "overrides"))
         json_object_set(o, "overrides", json_object_get(req, "overrides"));
-    json_object_set_new(o, "nodeCount",
-                        json_integer(json_integer_value(json_object_get(cfg, "nodes"))));
-    static const char *const copy[][2] = {
-        {"partition", "partition"},
-        {"containerImage", "image"},
-        {"clusterType", "clusterType"},
-        {"time", "time"},
-        {"task", "task"},
-        {"experimentName", "experiment"},
-        {"runId", "runId"},
-        {"taskDir", "taskDir"},
-        {"logDir", "logDir"},
-        {"slurmJobId", "jobId"},
+    json_object_set_new(o, "nodeCount", json_integer(run->nodes));
+    const struct {
+        const char *field, *value;
+    } copy[] = {
+        {"partition", run->partition},   {"containerImage", run->image},
+        {"clusterType", run->cluster_type}, {"time", run->time},
+        {"task", run->task},             {"experimentName", run->experiment},
+        {"runId", run->run_id},          {"taskDir", run->task_dir},
+        {"logDir", run->log_dir},        {"slurmJobId", run->job_id},
     };
     for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
-        if (mtc_json_str(cfg, copy[i][1]))
-            json_object_set_new(o, copy[i][0], json_string(mtc_json_str(cfg, copy[i][1])));
-    /* the run's directory: <experiments>/<name>/<name>_<ts> */
-    snprintf(dir, sizeof(dir), "%s", exp_task_dir(cfg) ?: "");
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    json_object_set_new(o, "experimentDir", json_string(dir));
-    struct mtc_user as; /* whom it runs as, when mtcd acts for a user */
-    if (recipe_run_as(cfg, &as) == 0)
-        json_object_set_new(o, "user", json_string(as.name));
+        if (copy[i].value)
+            json_object_set_new(o, copy[i].field, json_string(copy[i].value));
+    json_object_set_new(o, "experimentDir", json_string(run->run_dir));
+    if (run->has_user) /* whom it runs as, when mtcd acts for a user */
+        json_object_set_new(o, "user", json_string(run->user.name));
     /* the registry model its final checkpoint registers under (docs/models.md) */
-    const char *model = exp_register_model(cfg);
-    if (model)
+    if (run->reg.model)
         json_object_set_new(o, "model", json_sprintf("projects/%s/locations/%s/models/%s",
-                                                     j->project, j->location, model));
+                                                     j->project, j->location, run->reg.model));
     json_object_set_new(o, "state", json_string(j->state));
     json_object_set_new(o, "restartCount", json_integer(j->restart_count));
     /* goodput, steps and early problem detection (docs/observability.md) */
     struct exp_track *tr = full ? malloc(sizeof(*tr)) : NULL;
     double now = (double)mtc_now_ms() / 1000.0;
-    if (tr && jobs_track(cfg, now, tr) == 0) {
+    if (tr && jobs_track(j->config, now, tr) == 0) {
         char msg[256];
-        struct exp_monitor mon;
-        exp_monitor_from(cfg, &mon);
-        int alerts = exp_monitor_check(tr, &mon, now, msg, sizeof(msg));
+        int alerts = exp_monitor_check(tr, &run->monitor, now, msg, sizeof(msg));
         json_object_set_new(o, "progress", exp_track_json(tr, alerts, msg));
     }
     free(tr);
+    char t[40];
     json_object_set_new(o, "createTime", json_string(mtc_time_rfc3339(j->create_ms, t, sizeof(t))));
     json_object_set_new(o, "updateTime", json_string(mtc_time_rfc3339(j->update_ms, t, sizeof(t))));
     return o;
@@ -410,30 +397,6 @@ int api_job_inject_fault(struct api_req *r, struct api_resp *out)
     return 0;
 }
 
-/* The last 8 KiB of a run's log, opened as the caller's thread is (the
- * job's user) and never from a kernel filesystem: a JSON string, "" when
- * it cannot be read; cut at a character, bytes that are not UTF-8 as '?'. */
-static json_t *log_tail(const json_t *cfg)
-{
-    char path[PATH_MAX + 32], buf[8193];
-    int fd = cfg && exp_log_path(cfg, path, sizeof(path)) ? mtc_open_as_user(path, 0) : -1;
-    if (fd < 0)
-        return json_string("");
-    struct stat st;
-    off_t from = fstat(fd, &st) == 0 && st.st_size > 8192 ? st.st_size - 8192 : 0;
-    ssize_t n = pread(fd, buf, 8192, from);
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
-    char *p = buf;
-    while (from > 0 && ((unsigned char)*p & 0xC0) == 0x80) /* inside a character */
-        p++;
-    json_t *t = json_string(p);
-    for (char *c = p; !t && *c; c++)
-        if ((unsigned char)*c >= 0x80)
-            *c = '?';
-    return t ? t : json_string(p);
-}
-
 /* :metrics — the run's training curve (the lines of <logDir>/metrics.jsonl
  * after step afterStep, at most 2000), the last 8 KiB of its log and its
  * checkpoint directory's entries: what the console's run page polls. */
@@ -456,39 +419,11 @@ int api_job_metrics(struct api_req *r, struct api_resp *out)
         return 0;
     }
     jobs_refresh(r->st, &j, NULL);
-    json_t *points = json_array(), *ckpts = json_array();
-    char path[PATH_MAX + 32];
     /* what the job wrote, read as its user (runas.c), never from /proc */
     struct mtc_fsid as;
     jobs_fs_enter(j.config, &as);
-    int fd = -1;
-    if (exp_metrics_path(j.config, path, sizeof(path)))
-        fd = mtc_open_as_user(path, 0);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
-    if (fd >= 0 && !f)
-        close(fd);
-    char line[4096];
-    while (f && fgets(line, sizeof(line), f) && json_array_size(points) < 2000) {
-        json_t *o = json_loads(line, 0, NULL);
-        json_int_t step = json_integer_value(json_object_get(o, "step"));
-        if (o && step > after)
-            json_array_append(points, o);
-        json_decref(o);
-    }
-    if (f)
-        fclose(f);
-    json_t *tail = log_tail(j.config);
-    const char *ckdir = exp_checkpoint_dir(j.config);
-    fd = ckdir ? mtc_open_as_user(ckdir, 1) : -1;
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
-    if (fd >= 0 && !d)
-        close(fd);
-    struct dirent *e;
-    while (d && (e = readdir(d)) && json_array_size(ckpts) < 200)
-        if (e->d_name[0] != '.')
-            json_array_append_new(ckpts, json_string(e->d_name));
-    if (d)
-        closedir(d);
+    json_t *points = exp_curve(j.config, after, 2000), *tail = exp_log_tail(j.config),
+           *ckpts = exp_checkpoints(j.config, 200);
     mtc_fsid_leave(&as);
     out->body =
         json_pack("{s:s, s:i, s:o, s:o, s:o}", "state", j.state, "restartCount", j.restart_count,

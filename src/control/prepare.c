@@ -6,6 +6,7 @@
 #include "control/internal.h"
 #include "control/datasets.h"
 #include "dataset/dataset.h"
+#include "experiment/experiment.h"
 #include "recipes/recipes.h"
 
 #include <errno.h>
@@ -45,7 +46,7 @@ static void on_line(void *arg, const char *line)
  * token, root (NULL) for an admin's. */
 static const struct mtc_user *reader(const json_t *req, int restricted, struct mtc_user *u)
 {
-    if (recipe_run_as(req, u) == 0)
+    if (exp_run_as(req, u) == 0)
         return u;
     if (restricted) {
         mtc_user_nobody(u);

@@ -177,7 +177,6 @@ static int data_fingerprint(const char *dir, const struct mtc_reach *how, char f
 static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
                            const struct registry_source *src, const struct mtc_reach *how)
 {
-    char path[PATH_MAX + 64];
     mtc_error_t e = {""};
     int rfd = mtc_reach_open(run, run_how, O_DIRECTORY, &e);
     json_t *cfg = load_at(rfd, "config.json", run_how), *l = json_object();
@@ -185,38 +184,33 @@ static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
         close(rfd);
     if (!cfg)
         return l;
-    static const char *const copy[][2] = {
-        {"experiment", "experiment"}, {"runId", "runId"},   {"slurmJobId", "jobId"},
-        {"recipe", "recipe"},         {"task", "task"},     {"taskDir", "taskDir"},
-        {"parentModel", "fromModel"}, {"executor", "executor"},
-        {"parentModel", "fromModelVersion"},
+    struct exp_run r; /* its config.json's fields */
+    exp_run_of(cfg, &r);
+    const struct {
+        const char *field, *value;
+    } copy[] = {
+        {"experiment", r.experiment}, {"runId", r.run_id},   {"slurmJobId", r.job_id},
+        {"recipe", r.recipe},         {"task", r.task},      {"taskDir", r.task_dir},
+        {"parentModel", r.from_model}, {"executor", r.executor},
+        {"parentModel", r.from_model_version}, {"trainingJob", r.training_job},
+        {"tokenizer", r.tokenizer},   {"dataset", r.data_path},
     };
     for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
-        if (mtc_json_str(cfg, copy[i][1]))
-            json_object_set_new(l, copy[i][0], json_string(mtc_json_str(cfg, copy[i][1])));
+        if (copy[i].value)
+            json_object_set_new(l, copy[i].field, json_string(copy[i].value));
     /* the cluster: the trainingJob's, else the slurm.conf's .../clusters/ID/ */
-    const char *conf = exp_recorded_conf(cfg),
-               *p = conf ? strstr(conf, "/clusters/") : NULL;
+    const char *p = r.slurm_conf ? strstr(r.slurm_conf, "/clusters/") : NULL;
     if (p)
         json_object_set_new(l, "cluster", json_sprintf("%.*s", (int)strcspn(p + 10, "/"), p + 10));
-    if (mtc_json_str(cfg, "trainingJob"))
-        json_object_set_new(l, "trainingJob", json_string(mtc_json_str(cfg, "trainingJob")));
-    if (json_object_get(cfg, "overrides"))
-        json_object_set(l, "recipeOverrides", json_object_get(cfg, "overrides"));
-    json_object_set(l, "train", json_object_get(cfg, "train"));
-    json_object_set(l, "modelConfig", json_object_get(cfg, "model"));
-    const json_t *data = json_object_get(cfg, "data");
-    if (mtc_json_str(data, "tokenizer"))
-        json_object_set_new(l, "tokenizer", json_string(mtc_json_str(data, "tokenizer")));
-    if (mtc_json_str(data, "path")) {
-        json_object_set_new(l, "dataset", json_string(mtc_json_str(data, "path")));
-        char fp[72];
-        if (data_fingerprint(mtc_json_str(data, "path"), how, fp) == 0)
-            json_object_set_new(l, "datasetFingerprint", json_string(fp));
-    }
-    const char *init = exp_checkpoint_init(cfg);
-    if (init && !json_object_get(l, "parentModel"))
-        json_object_set_new(l, "parentCheckpoint", json_string(init));
+    if (r.overrides)
+        json_object_set(l, "recipeOverrides", (json_t *)r.overrides);
+    json_object_set(l, "train", (json_t *)r.train);
+    json_object_set(l, "modelConfig", (json_t *)r.model);
+    char fp[72];
+    if (r.data_path && data_fingerprint(r.data_path, how, fp) == 0)
+        json_object_set_new(l, "datasetFingerprint", json_string(fp));
+    if (r.checkpoint_init && !json_object_get(l, "parentModel"))
+        json_object_set_new(l, "parentCheckpoint", json_string(r.checkpoint_init));
     json_object_set_new(l, "checkpoint", json_string(src->path));
     json_t *meta = load_at(src->dir, "meta.json", how);
     if (json_object_get(meta, "tokens_seen"))
@@ -226,9 +220,9 @@ static json_t *run_lineage(const char *run, const struct mtc_reach *run_how,
     if (json_object_get(meta, "step"))
         json_object_set(l, "step", json_object_get(meta, "step"));
     json_decref(meta);
-    if (exp_metrics_path(cfg, path, sizeof(path))) {
+    if (*r.metrics_path) {
         json_int_t step = 0;
-        int mfd = mtc_reach_open(path, run_how, 0, &e);
+        int mfd = mtc_reach_open(r.metrics_path, run_how, 0, &e);
         json_t *v = last_metric(mfd, "loss", &step);
         if (v)
             json_object_set_new(l, "finalTrainLoss", v);
@@ -314,7 +308,7 @@ static void reach_of(const json_t *req, int restricted, const char *const *roots
 {
     memset(how, 0, sizeof(*how));
     how->roots = restricted ? roots : NULL;
-    if (recipe_run_as(req, u) == 0)
+    if (exp_run_as(req, u) == 0)
         how->as = u;
     else if (restricted && !json_object_get(req, "roots")) {
         mtc_user_nobody(u);

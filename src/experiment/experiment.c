@@ -41,22 +41,6 @@ static int dir_and_link(const char *task_dir, const char *name, const char *targ
     return 0;
 }
 
-static int write_config(const json_t *cfg, int flags, mtc_error_t *err)
-{
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/config.json", mtc_json_str(cfg, "taskDir"));
-    char *s = json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS);
-    if (!s)
-        return errprintf(err, "out of memory");
-    size_t n = strlen(s);
-    s[n] = '\n'; /* the terminating NUL becomes the file's final newline */
-    int rc = mtc_write_file_atomic_opt(path, s, n + 1, 0644, flags);
-    free(s);
-    if (rc < 0)
-        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
-    return 0;
-}
-
 static int create(const json_t *cfg, const char *script, int submitting, mtc_error_t *err)
 {
     const char *td = mtc_json_str(cfg, "taskDir");
@@ -93,7 +77,7 @@ static int create(const json_t *cfg, const char *script, int submitting, mtc_err
     if (mtc_write_file_atomic_opt(path, script, strlen(script), 0755,
                                   submitting ? MTC_WRITE_NO_DIRSYNC : 0) < 0)
         return errprintf(err, "cannot write %s: %s", path, strerror(errno));
-    return write_config(cfg, submitting ? MTC_WRITE_NO_FSYNC : 0, err);
+    return exp_config_save(cfg, submitting ? MTC_WRITE_NO_FSYNC : 0, err);
 }
 
 int exp_create(const json_t *cfg, const char *script, mtc_error_t *err)
@@ -124,7 +108,7 @@ void exp_remove(const json_t *cfg)
 int exp_set_job(json_t *cfg, const char *job_id, mtc_error_t *err)
 {
     json_object_set_new(cfg, "jobId", json_string(job_id));
-    return write_config(cfg, 0, err);
+    return exp_config_save(cfg, 0, err);
 }
 
 /* A run's file, in a directory its user may write: opened with the
@@ -139,15 +123,6 @@ static int open_run_file(const char *dir, const char *name, const char *suffix)
         return -1;
     }
     return mtc_open_as_user(path, 0);
-}
-
-static json_t *load_cfg(const char *task_dir)
-{
-    int fd = open_run_file(task_dir, "config", ".json");
-    json_t *c = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
-    if (fd >= 0)
-        close(fd);
-    return c;
 }
 
 static int is_dir(const char *p)
@@ -172,7 +147,7 @@ static void add_runs(json_t *out, const char *exps, const char *name)
         char td[PATH_MAX * 2];
         if (snprintf(td, sizeof(td), "%s/%s/%s", dir, e->d_name, name) >= (int)sizeof(td))
             continue;
-        json_t *c = load_cfg(td);
+        json_t *c = exp_config_load(td);
         if (c)
             json_array_append_new(out, c);
     }
@@ -226,7 +201,7 @@ json_t *exp_list(const char *home, mtc_error_t *err)
 json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
 {
     if (strchr(ref, '/')) {
-        json_t *c = is_dir(ref) ? load_cfg(ref) : NULL;
+        json_t *c = is_dir(ref) ? exp_config_load(ref) : NULL;
         if (!c)
             errprintf(err, "%s: not an experiment task directory (no config.json)", ref);
         return c;
@@ -267,70 +242,6 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
     return NULL;
 }
 
-int exp_is_custom(const json_t *cfg)
-{
-    const char *task = mtc_json_str(cfg, "task");
-    return task && !strcmp(task, "custom"); /* recipe_task_enum's name of RECIPE_CUSTOM */
-}
-
-const char *exp_task_dir(const json_t *cfg)
-{
-    return mtc_json_str(cfg, "taskDir");
-}
-
-const char *exp_experiment(const json_t *cfg)
-{
-    return mtc_json_str(cfg, "experiment");
-}
-
-const char *exp_run_id(const json_t *cfg)
-{
-    return mtc_json_str(cfg, "runId");
-}
-
-const char *exp_job_id(const json_t *cfg)
-{
-    return mtc_json_str(cfg, "jobId");
-}
-
-const char *exp_checkpoint_dir(const json_t *cfg)
-{
-    return mtc_json_str(json_object_get(cfg, "checkpoint"), "dir");
-}
-
-const char *exp_checkpoint_init(const json_t *cfg)
-{
-    return mtc_json_str(json_object_get(cfg, "checkpoint"), "init");
-}
-
-const char *exp_recorded_conf(const json_t *cfg)
-{
-    return mtc_json_str(cfg, "slurmConf");
-}
-
-const char *exp_register_model(const json_t *cfg)
-{
-    return mtc_json_str(json_object_get(cfg, "register"), "model");
-}
-
-const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s/%s.log", exp_task_dir(cfg), exp_job_id(cfg) ?: "");
-    return buf;
-}
-
-const char *exp_metrics_path(const json_t *cfg, char *buf, size_t len)
-{
-    const char *dir = mtc_json_str(cfg, "logDir");
-    int n = dir ? snprintf(buf, len, "%s/metrics.jsonl", dir) : -1;
-    if (n < 0 || (size_t)n >= len) {
-        if (len)
-            buf[0] = '\0';
-        return NULL;
-    }
-    return buf;
-}
-
 int exp_slurm_conf(const json_t *cfg, const char **conf)
 {
     /* the run's own cluster, whatever cluster this shell points at */
@@ -362,6 +273,18 @@ char *exp_exit_record(const json_t *cfg, const char *job)
         return NULL;
     buf[n] = '\0';
     return strdup(buf);
+}
+
+int exp_record_cancelled(const json_t *cfg)
+{
+    const char *td = exp_task_dir(cfg), *job = exp_job_id(cfg);
+    char path[PATH_MAX + 64];
+    if (!td || !job ||
+        snprintf(path, sizeof(path), "%s/%s.exit", td, job) >= (int)sizeof(path)) {
+        errno = ENOENT;
+        return -1;
+    }
+    return mtc_write_file_atomic(path, "CANCELLED\n", 10, 0644);
 }
 
 static const char *from_exit_file(const json_t *cfg, const char *job, char *buf, size_t len)

@@ -49,6 +49,9 @@ json_t *exp_list(const char *home, mtc_error_t *err);
  * "CANCELLED", "REQUEUED", ... from squeue, then `scontrol show job`, then the
  * exit-status file the script writes, for local runs the pid. into buf. */
 const char *exp_job_state(const json_t *cfg, char *buf, size_t len);
+/* Write CANCELLED into the exit file (a local run stopped by `mtc experiment
+ * cancel`): 0/-1 + errno. */
+int exp_record_cancelled(const json_t *cfg);
 /* A Slurm run's state given what its cluster's Slurm said of its job (slurm:
  * its JobState; NULL: Slurm knows it no more, or did not answer): Slurm's,
  * else the exit-status file's, else "UNKNOWN". into buf. */
@@ -68,22 +71,30 @@ int exp_state_final(const char *state);
 /* The status block `mtc run` and `mtc experiment status` print. */
 void exp_print_status(FILE *f, const json_t *cfg, const char *state);
 
-/* 1 when the run is a custom task's (a program of the user's, not mtc-train). */
-int exp_is_custom(const json_t *cfg);
+/* ---- one run as a typed thing (run.c) ---- */
+
 /* A run's config.json fields by name, NULL when absent: its task directory,
- * experiment name, run id (<experiment>_<timestamp>) and Slurm job id. The
- * rest of mtc asks these, not the keys. */
+ * experiment name, run id (<experiment>_<timestamp>) and Slurm job id; its
+ * checkpoint directory and the checkpoint it started from (init), the
+ * slurm.conf of its cluster as recorded at submit, the model name it
+ * registers under, its log directory (metrics, TensorBoard). For callers
+ * that hold the JSON (a stored trainingJob's config); struct exp_run names
+ * them all. */
 const char *exp_task_dir(const json_t *cfg);
 const char *exp_experiment(const json_t *cfg);
 const char *exp_run_id(const json_t *cfg);
 const char *exp_job_id(const json_t *cfg);
-/* Its checkpoint directory and the checkpoint it started from (init), the
- * slurm.conf of its cluster as recorded at submit, the model name it
- * registers under; NULL when absent. */
 const char *exp_checkpoint_dir(const json_t *cfg);
 const char *exp_checkpoint_init(const json_t *cfg);
 const char *exp_recorded_conf(const json_t *cfg);
 const char *exp_register_model(const json_t *cfg);
+const char *exp_log_dir(const json_t *cfg);
+/* 1 when the run is a custom task's (a program of the user's, not mtc-train). */
+int exp_is_custom(const json_t *cfg);
+/* The user a run (or an upload's request) runs as: its runAs, set when mtcd
+ * as root submits for a user, into u (name, uid, gid); 0, or -1 when it
+ * runs as mtcd's own user. */
+int exp_run_as(const json_t *cfg, struct mtc_user *u);
 
 /* Path of the run's log (<task dir>/<JOB_ID>.log) into buf. */
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
@@ -91,6 +102,90 @@ const char *exp_log_path(const json_t *cfg, char *buf, size_t len);
  * writes and MTC_METRICS_FILE names) into buf; NULL (buf "") when the run
  * has no log directory or the path does not fit. */
 const char *exp_metrics_path(const json_t *cfg, char *buf, size_t len);
+
+/* Thresholds of early problem detection (a recipe's "monitor" section). */
+struct exp_monitor {
+    int window;           /* loss rows the spike's median/MAD look back over */
+    double spike_z;       /* robust z-score ((loss - median) / (1.4826 MAD)) above: a spike */
+    double drop_fraction; /* tokens/s below this fraction of the run's median: a drop */
+    double stall_factor;  /* no row for this many median step times: a stall */
+    int min_rows;         /* rows needed before spikes and drops are judged */
+    int stall_hangs;      /* the recipe gave stall_factor: a stall is a hang too */
+    double hang_timeout_s; /* no progress this long after a row or a start: a hang, and mtcd
+                            * requeues the job (0: no hang detection, stalls are events only) */
+    int max_restarts;      /* a hang requeues a job that restarted fewer times than this */
+};
+
+/* One run: every field of its config.json by name (strings borrowed from
+ * cfg; NULL or 0 when absent) and the paths built from them. */
+struct exp_run {
+    json_t *cfg; /* its config.json: owned after exp_run_load, borrowed after exp_run_of */
+    int owned;
+    const char *task, *recipe, *executor, *cluster_type, *partition, *image, *time;
+    int64_t nodes;
+    int64_t retry_on_error;            /* a failed job is requeued this many times */
+    const char *experiment, *run_id;   /* <experiment>_<timestamp> */
+    const char *task_dir, *log_dir;    /* <run dir>/<task>, metrics and TensorBoard */
+    const char *job_id;                /* Slurm's (or the local executor's pid) */
+    const char *slurm_conf;            /* its cluster's, as recorded at submit */
+    const char *training_job;          /* the API's trainingJob id (NULL: `mtc run`'s) */
+    const char *from_model, *from_model_version; /* --from-model, and the version it meant */
+    const char *checkpoint_dir, *checkpoint_init;
+    const char *data_path, *tokenizer; /* its data section's */
+    struct mtc_user user;              /* whom it runs as, when has_user (runAs) */
+    int has_user;
+    struct {
+        const char *model, *dir; /* the registry model its result registers under, and from */
+    } reg;
+    const json_t *train, *model, *overrides, *launch; /* sections, borrowed */
+    struct exp_monitor monitor;                        /* its thresholds (defaults filled) */
+    char run_dir[PATH_MAX];                            /* the task directory's parent */
+    char log_path[PATH_MAX + 16], metrics_path[PATH_MAX + 16]; /* "" when not known */
+};
+/* r as a view of cfg (which must outlive it). */
+void exp_run_of(const json_t *cfg, struct exp_run *r);
+/* <task_dir>/config.json read with the thread's ids (a regular file only)
+ * into r, which owns it: 0, or -1 + err naming the file. Release it. */
+int exp_run_load(const char *task_dir, struct exp_run *r, mtc_error_t *err);
+/* r's config.json written whole (temp + rename, fsync'd): 0, or -1 + err. */
+int exp_run_save(const struct exp_run *r, mtc_error_t *err);
+void exp_run_release(struct exp_run *r);
+/* The same for the JSON: NULL + errno; flags as mtc_write_file_atomic_opt's. */
+json_t *exp_config_load(const char *task_dir);
+int exp_config_save(const json_t *cfg, int flags, mtc_error_t *err);
+/* The registry a run's result registers in (its "register" section, when it
+ * has one): mtcd's home (NULL: leave it out — the job registers over TCP),
+ * project and location. */
+void exp_register_where(json_t *cfg, const char *home, const char *project, const char *location);
+/* ... and over HTTPS: mtcd's URL and its CA certificate (NULL: none). */
+void exp_register_via(json_t *cfg, const char *url, const char *ca_cert);
+/* What a client knows of a run it cannot read (mtcd on another host): the
+ * trainingJob resource's run id, experiment, Slurm job and task directory,
+ * as a config for exp_print_status. New reference. */
+json_t *exp_config_of_job(const char *run_id, const char *experiment, const char *job_id,
+                          const char *task_dir);
+/* Record whom the run runs as (mtcd as root submitting for a user). */
+void exp_set_run_as(json_t *cfg, const struct mtc_user *u);
+/* --from-model NAME@alias resolved: "NAME@<version>" recorded. */
+void exp_set_from_model_version(json_t *cfg, const char *from_model, int version);
+/* The slurm.conf of the cluster it is submitted to. */
+void exp_set_recorded_conf(json_t *cfg, const char *slurm_conf);
+/* The API's trainingJob it is (its resource name or id). */
+void exp_set_training_job(json_t *cfg, const char *name);
+
+/* ---- what a run wrote (files.c): read with the calling thread's ids ---- */
+
+/* Its training curve: metrics.jsonl's rows after step after, at most max. */
+json_t *exp_curve(const json_t *cfg, int64_t after, size_t max);
+/* The last EXP_LOG_TAIL bytes of its log as a JSON string ("" when it
+ * cannot be read), cut at a character, bytes that are not UTF-8 as '?'. */
+#define EXP_LOG_TAIL 8192
+json_t *exp_log_tail(const json_t *cfg);
+/* The last line of its log the program wrote (not mtc's, srun's or
+ * slurmstepd's), from its last 16 KiB, into buf ("" when none). */
+const char *exp_last_line(const json_t *cfg, char *buf, size_t len);
+/* The names in its checkpoint directory, at most max. */
+json_t *exp_checkpoints(const json_t *cfg, size_t max);
 
 /* ---- goodput (goodput.c) and early problem detection (detect.c) ---- */
 
@@ -252,18 +347,6 @@ void exp_logrule_release(struct exp_logrule *r);
 /* The EXP_CAP_* bits line's match gives (0: no match), their values in v. */
 int exp_logrule_match(const struct exp_logrule *r, const char *line, double v[EXP_CAP_N]);
 
-/* Thresholds of early problem detection (a recipe's "monitor" section). */
-struct exp_monitor {
-    int window;           /* loss rows the spike's median/MAD look back over */
-    double spike_z;       /* robust z-score ((loss - median) / (1.4826 MAD)) above: a spike */
-    double drop_fraction; /* tokens/s below this fraction of the run's median: a drop */
-    double stall_factor;  /* no row for this many median step times: a stall */
-    int min_rows;         /* rows needed before spikes and drops are judged */
-    int stall_hangs;      /* the recipe gave stall_factor: a stall is a hang too */
-    double hang_timeout_s; /* no progress this long after a row or a start: a hang, and mtcd
-                            * requeues the job (0: no hang detection, stalls are events only) */
-    int max_restarts;      /* a hang requeues a job that restarted fewer times than this */
-};
 extern const struct exp_monitor exp_monitor_default;
 /* The run's thresholds: the defaults with config.json's "monitor" section
  * (the recipe's, validated by recipe_normalize) over them. */

@@ -137,14 +137,14 @@ static int inject(const struct jobs_ops *ops, const struct store_cluster *cl, co
  * retry_on_error (node faults and a killed slurmd every job survives). */
 static const char *unprepared(const struct store_job *j, int fault, char *buf, size_t len)
 {
-    struct exp_monitor mon;
-    exp_monitor_from(j->config, &mon);
-    if (fault == JOBS_FAULT_HANG && mon.hang_timeout_s <= 0)
+    struct exp_run run;
+    exp_run_of(j->config, &run);
+    if (fault == JOBS_FAULT_HANG && run.monitor.hang_timeout_s <= 0)
         snprintf(buf, len, "trainingJob %s sets no monitor.hang_timeout_s: a hung rank is not "
                            "acted on, the job hangs until its time limit",
                  j->id);
     else if (fault == JOBS_FAULT_KILL_RANK &&
-             json_integer_value(json_object_get(j->config, "retryOnError")) <= 0)
+             run.retry_on_error <= 0)
         snprintf(buf, len, "trainingJob %s sets no retry_on_error: a killed rank fails the job",
                  j->id);
     else

@@ -1,6 +1,7 @@
 /* runas: root's file accesses to a training job's directories made as the
- * user it runs as (recipe_run_as: its config's runAs, set when mtcd as root
+ * user it runs as (exp_run_as: its config's runAs, set when mtcd as root
  * submitted it for a user), and whose job it is for the events about it. */
+#include "experiment/experiment.h"
 #include "jobs/jobs.h"
 #include "recipes/recipes.h"
 #include "store/store.h"
@@ -12,14 +13,14 @@ void jobs_fs_enter(const json_t *cfg, struct mtc_fsid *saved)
 {
     struct mtc_user u;
     saved->on = 0;
-    if (recipe_run_as(cfg, &u) == 0)
+    if (exp_run_as(cfg, &u) == 0)
         mtc_fsid_enter(&u, saved);
 }
 
 const char *jobs_owner(const json_t *cfg, char owner[33])
 {
     struct mtc_user u;
-    snprintf(owner, 33, "%s", recipe_run_as(cfg, &u) == 0 ? u.name : "");
+    snprintf(owner, 33, "%s", exp_run_as(cfg, &u) == 0 ? u.name : "");
     return owner;
 }
 

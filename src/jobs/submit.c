@@ -303,18 +303,10 @@ json_t *jobs_resolve(const struct jobs_where *w, const json_t *recipe, const str
     int fv = 0;
     if (run->from_model &&
         registry_resolve_version(w->home, w->project, w->location, run->from_model, &fv, NULL) == 0)
-        json_object_set_new(
-            cfg, "fromModelVersion",
-            json_sprintf("%.*s@%d", (int)strcspn(run->from_model, "@"), run->from_model, fv));
-    json_t *reg = json_object_get(cfg, "register");
-    if (reg) {
-        if (!on_hosts)
-            json_object_set_new(reg, "home", json_string(w->home));
-        json_object_set_new(reg, "project", json_string(w->project));
-        json_object_set_new(reg, "location", json_string(w->location));
-    }
+        exp_set_from_model_version(cfg, run->from_model, fv);
+    exp_register_where(cfg, on_hosts ? NULL : w->home, w->project, w->location);
     if (w->slurm_conf && *w->slurm_conf)
-        json_object_set_new(cfg, "slurmConf", json_string(w->slurm_conf));
+        exp_set_recorded_conf(cfg, w->slurm_conf);
     return cfg;
 }
 
@@ -401,29 +393,24 @@ static int resolve_submit(const struct jobs_request *q, const struct jobs_where 
     if (!*cfg)
         return -1;
     if (q->as)
-        json_object_set_new(*cfg, "runAs",
-                            json_pack("{s:s, s:I, s:I}", "user", q->as->name, "uid",
-                                      (json_int_t)q->as->uid, "gid", (json_int_t)q->as->gid));
-    json_t *reg = json_object_get(*cfg, "register");
+        exp_set_run_as(*cfg, q->as);
+    struct exp_run r; /* what it registers, if anything */
+    exp_run_of(*cfg, &r);
     json_t *env = json_deep_copy(json_object_get(q->req, "secretEnv"));
     char tok[80] = "", tok_id[24] = "";
-    if (reg && url) {
+    if (r.reg.model && url) {
         /* on hosts: mtcd's TCP listener, with a token for this run's model
          * and the one directory it registers (its checkpoints, or what a
          * custom task's program wrote) only */
-        const char *dir = mtc_json_str(reg, "dir");
-        if (jobs_registrar_mint(q->st, q->cl->id, w->project, w->location,
-                                mtc_json_str(reg, "model"), exp_task_dir(*cfg),
-                                dir ? dir : "", tok, tok_id, err) < 0) {
+        if (jobs_registrar_mint(q->st, q->cl->id, w->project, w->location, r.reg.model,
+                                r.task_dir, r.reg.dir ? r.reg.dir : "", tok, tok_id, err) < 0) {
             json_decref(env);
             json_decref(*cfg);
             *cfg = NULL;
             errno = EINVAL;
             return -1;
         }
-        json_object_set_new(reg, "url", json_string(url));
-        if (*t->hosts_ca)
-            json_object_set_new(reg, "caCert", json_string(t->hosts_ca));
+        exp_register_via(*cfg, url, *t->hosts_ca ? t->hosts_ca : NULL);
         if (!env)
             env = json_object();
         json_object_set_new(env, "MTC_REGISTER_TOKEN", json_string(tok));

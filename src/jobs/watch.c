@@ -130,30 +130,10 @@ static void collect(void *arg, int kind, const char *msg)
 
 const char *jobs_last_line(const json_t *cfg, char *buf, size_t len)
 {
-    char path[PATH_MAX + 64];
-    *buf = '\0';
     struct mtc_fsid as; /* as the job's user, never from /proc */
     jobs_fs_enter(cfg, &as);
-    int fd = exp_log_path(cfg, path, sizeof(path)) ? mtc_open_as_user(path, 0) : -1;
+    exp_last_line(cfg, buf, len);
     mtc_fsid_leave(&as);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-        return buf;
-    }
-    char line[512];
-    /* the tail: a long log's last 16 KiB */
-    off_t size = fseeko(f, 0, SEEK_END) == 0 ? ftello(f) : 0;
-    fseeko(f, size > 16384 ? size - 16384 : 0, SEEK_SET);
-    while (fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\n")] = '\0';
-        /* slurmstepd names itself slurmstepd-NODE where a host runs several */
-        if (*line && strncmp(line, "mtc: ", 5) != 0 && strncmp(line, "srun: ", 6) != 0 &&
-            strncmp(line, "slurmstepd: ", 12) != 0 && strncmp(line, "slurmstepd-", 11) != 0)
-            snprintf(buf, len, "%s", line);
-    }
-    fclose(f);
     return buf;
 }
 

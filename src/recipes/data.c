@@ -156,21 +156,6 @@ int recipe_resolve_chain(const struct recipe_run *run, json_t *ck, mtc_error_t *
     return rc;
 }
 
-int recipe_run_as(const json_t *cfg, struct mtc_user *u)
-{
-    const json_t *a = json_object_get(cfg, "runAs");
-    const char *name = json_string_value(json_object_get(a, "user"));
-    json_t *uid = json_object_get(a, "uid"), *gid = json_object_get(a, "gid");
-    if (!name || !json_is_integer(uid) || !json_is_integer(gid) || json_integer_value(uid) <= 0 ||
-        json_integer_value(gid) < 0)
-        return -1;
-    memset(u, 0, sizeof(*u));
-    snprintf(u->name, sizeof(u->name), "%s", name);
-    u->uid = (uid_t)json_integer_value(uid);
-    u->gid = (gid_t)json_integer_value(gid);
-    return 0;
-}
-
 int recipe_run_as_ids(const json_t *cfg, char *uid, char *gid, size_t len)
 {
     const json_t *a = json_object_get(cfg, "runAs");

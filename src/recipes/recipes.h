@@ -150,10 +150,6 @@ int recipe_resolve_chain(const struct recipe_run *run, json_t *ck, mtc_error_t *
  * trainer's `data check`: a bad JSONL line is named), the tokenizer exists, and an init
  * checkpoint's tokenizer is the run's. 0, or -1 + err. */
 int recipe_check_data(const json_t *resolved, mtc_error_t *err);
-/* The user a run (a stored job's config, an upload's request) runs as: its
- * runAs, set when mtcd as root submits for a user, into u (name, uid, gid);
- * 0, or -1 when it runs as mtcd's own user. */
-int recipe_run_as(const json_t *cfg, struct mtc_user *u);
 /* The resolved run's runAs ids (set when mtcd as root submits for a user)
  * as decimal strings (len bytes each): 0, or -1 when it has none. */
 int recipe_run_as_ids(const json_t *resolved, char *uid, char *gid, size_t len);

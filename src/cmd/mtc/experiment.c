@@ -164,19 +164,18 @@ static int e_cancel(struct cli *c, int argc, char **argv)
     if (!cfg)
         return 1;
     const char *job = exp_job_id(cfg);
+    struct exp_run run;
     int rc = 0;
     if (!job) {
         rc = cli_fail("%s was never submitted", exp_run_id(cfg) ?: "-");
-    } else if (strcmp(mtc_json_str_or(cfg, "executor", "-"), "local") == 0) {
+    } else if (exp_run_of(cfg, &run), run.executor && strcmp(run.executor, "local") == 0) {
         pid_t pid = (pid_t)atoi(job);
         /* the script runs in its own session: signal the group (trainer and mpirun too) */
-        char path[PATH_MAX + 64];
-        snprintf(path, sizeof(path), "%s/%s.exit", exp_task_dir(cfg) ?: "-", job);
         if (pid > 1 && mtc_pid_alive(pid)) {
             if (kill(-pid, SIGTERM) < 0 && kill(pid, SIGTERM) < 0)
                 rc = cli_fail("cannot stop pid %d: %s", (int)pid, strerror(errno));
             else
-                mtc_write_file_atomic(path, "CANCELLED\n", 10, 0644);
+                exp_record_cancelled(cfg);
         }
     } else {
         const char *conf;

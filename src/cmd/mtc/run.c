@@ -368,7 +368,9 @@ static void show_status(struct cli *c, json_t *cfg)
 static int launch(struct cli *c, json_t *cfg, const char *script)
 {
     mtc_error_t err = {""};
-    const char *image = json_string_value(json_object_get(cfg, "image"));
+    struct exp_run r;
+    exp_run_of(cfg, &r);
+    const char *image = r.image;
     if (image)
         return cli_fail("-i %s: containers run through Slurm (srun --container-image); "
                         "use -e slurm",
@@ -407,17 +409,12 @@ static int shell_cluster(char *id, size_t len)
  * on another host), what the job resource says. Caller decrefs. */
 static json_t *job_config(const json_t *job)
 {
-    char path[PATH_MAX + 16];
-    const char *dir = json_string_value(json_object_get(job, "taskDir"));
-    snprintf(path, sizeof(path), "%s/config.json", dir ? dir : "");
-    json_t *cfg = json_load_file(path, 0, NULL);
+    const char *dir = mtc_json_str(job, "taskDir");
+    json_t *cfg = dir ? exp_config_load(dir) : NULL;
     if (cfg)
         return cfg;
-    return json_pack("{s:s?, s:s?, s:s?, s:s?, s:s}", "runId",
-                     json_string_value(json_object_get(job, "runId")), "taskName",
-                     json_string_value(json_object_get(job, "experimentName")), "jobId",
-                     json_string_value(json_object_get(job, "slurmJobId")), "taskDir", dir,
-                     "executor", "slurm");
+    return exp_config_of_job(mtc_json_str(job, "runId"), mtc_json_str(job, "experimentName"),
+                             mtc_json_str(job, "slurmJobId"), dir);
 }
 
 /* -e slurm: the run as a trainingJobs request to mtcd, which checks it,
@@ -464,7 +461,8 @@ static int launch_api(struct cli *c, struct run_flags *f, json_t *req)
         return 1;
     }
     json_t *cfg = job_config(job);
-    json_object_set(cfg, "trainingJob", json_object_get(job, "name"));
+    if (mtc_json_str(job, "name"))
+        exp_set_training_job(cfg, mtc_json_str(job, "name"));
     json_decref(job);
     show_status(c, cfg);
     json_decref(cfg);
