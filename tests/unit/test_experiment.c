@@ -89,8 +89,7 @@ static void test_fields(void)
     CHECK_STR(back.from_model_version, "base@7", "from_model_version: NAME@version");
     CHECK_STR(back.training_job, "job-1", "training_job set");
     json_t *reg = json_object_get(back.cfg, "register");
-    CHECK(!json_object_get(reg, "home") && json_equal(json_object_get(reg, "project"),
-                                                       json_string("p")) &&
+    CHECK(!json_object_get(reg, "home") && !strcmp(mtc_json_str_or(reg, "project", ""), "p") &&
               mtc_json_str(reg, "url") && !json_object_get(reg, "caCert"),
           "register: no home (TCP), project, url, no CA");
     exp_run_release(&back);
