@@ -43,7 +43,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(DEBUG) -Wall -Wextra -Werror $(CC_WARN
 LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
 
 # Control plane: every module folder except train is one library.
-CP_MODULES := common nvidia schema store dataset registry endpoint jobs api control cluster slurm provider health experiment recipes image spank scan
+CP_MODULES := common nvidia schema store backup dataset registry endpoint jobs api control cluster slurm provider health experiment recipes image spank scan
 # src/spank/plugin.c holds Slurm's SPANK entry points: only in the plugin
 CP_SRCS := $(filter-out src/spank/plugin.c,$(foreach m,$(CP_MODULES),$(wildcard src/$(m)/*.c)))
 CP_OBJS := $(CP_SRCS:%.c=$(B)/%.o)

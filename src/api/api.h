@@ -33,6 +33,7 @@ struct api_config {
     struct provider *provider; /* not owned: what a handler asks of a cluster's machines */
     struct endpoint_ctl *endpoints; /* not owned; NULL: no endpoints */
     int monitor_ms; /* how often the job monitor follows unfinished jobs (0: 5000) */
+    struct backup_sched *backup; /* mtcd's periodic backups (not owned; NULL: none) */
     int bound_port; /* set by api_start: the TCP port bound (0: none) */
 };
 
@@ -89,6 +90,10 @@ struct api_resp {
     char *text;
     size_t text_len;
     const char *text_type; /* its Content-Type (static); NULL: Prometheus text */
+    /* a file instead (a backup): file_len bytes of file_fd from offset 0,
+     * Content-Type text_type; the transport closes it */
+    int has_file, file_fd;
+    uint64_t file_len;
 };
 /* Query argument (percent-decoded) or NULL. Valid until the next call on r. */
 const char *api_query(struct api_req *r, const char *key);

@@ -97,11 +97,7 @@ int api_authorize(const struct api_req *r, const struct api_route *route, struct
 void api_run(struct api_req *r, const struct api_route *route, const char *body, size_t len,
              struct api_resp *out)
 {
-    out->status = 200;
-    out->body = NULL;
-    out->text = NULL;
-    out->text_len = 0;
-    out->text_type = NULL;
+    *out = (struct api_resp){.status = 200};
     r->body = NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

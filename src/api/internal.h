@@ -29,6 +29,8 @@ int api_op_get(struct api_req *r, struct api_resp *out);
 
 /* /healthz (metrics.c): ok, and the store's schema version. */
 int api_healthz(struct api_req *r, struct api_resp *out);
+/* backup.c: POST /v1/daemon:backup, the backup file as the reply's body. */
+int api_daemon_backup(struct api_req *r, struct api_resp *out);
 
 /* Kept GET replies (viewcache.c), by key (the resource path and what
  * shapes the reply) and store_changes() taken before the reply's reads.

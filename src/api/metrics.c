@@ -12,6 +12,7 @@
  * run kept between scrapes, so a scrape reads only what the run's
  * metrics.jsonl and log gained since the last. */
 #include "api/internal.h"
+#include "backup/backup.h"
 #include "control/reports.h"
 #include "cluster/cluster.h"
 #include "endpoint/endpoint.h"
@@ -581,10 +582,36 @@ static void requests(struct text *t)
     }
 }
 
+/* mtcd --backup-dir: the periodic backups' outcome */
+static void backups(struct api_req *r, struct text *t)
+{
+    if (!r->cfg->backup)
+        return;
+    json_t *b = backup_sched_json(r->cfg->backup);
+    head(t, "mtc_backups_total", "counter",
+         "Periodic backups of mtcd's state since it started, by outcome.");
+    put(t, "mtc_backups_total{outcome=\"ok\"} %lld\n",
+        (long long)json_integer_value(json_object_get(b, "okTotal")));
+    put(t, "mtc_backups_total{outcome=\"failed\"} %lld\n",
+        (long long)json_integer_value(json_object_get(b, "failedTotal")));
+    struct backup_sched *s = r->cfg->backup;
+    pthread_mutex_lock(&s->lock);
+    int64_t ok_ms = s->last_ok_ms, bytes = s->last_bytes;
+    pthread_mutex_unlock(&s->lock);
+    head(t, "mtc_backup_last_success_timestamp_seconds", "gauge",
+         "When the last periodic backup that succeeded was taken (0: none yet).");
+    put(t, "mtc_backup_last_success_timestamp_seconds %.3f\n", (double)ok_ms / 1000.0);
+    head(t, "mtc_backup_last_bytes", "gauge", "The size of the last periodic backup written.");
+    put(t, "mtc_backup_last_bytes %lld\n", (long long)bytes);
+    json_decref(b);
+}
+
 int api_healthz(struct api_req *r, struct api_resp *out)
 {
     out->body = json_pack("{s:s, s:s, s:i}", "status", "ok", "version", mtc_version(),
                           "schemaVersion", store_schema_version(r->st));
+    if (r->cfg->backup) /* mtcd --backup-dir: the last periodic backup */
+        json_object_set_new(out->body, "backup", backup_sched_json(r->cfg->backup));
     return 0;
 }
 
@@ -600,6 +627,7 @@ int api_metrics(struct api_req *r, struct api_resp *out)
     queues(r, &t);
     runs(r, &t);
     requests(&t);
+    backups(r, &t);
     out->text = t.buf;
     out->text_len = t.len;
     return 0;

@@ -3,13 +3,14 @@
  * runs it. The handlers are in files named for their resource: clusters.c,
  * reports.c, healthscan.c, power.c, jobs.c, datasets.c, models.c,
  * endpoints.c, operations.c, tokens.c, console.c, metrics.c, accounts.c,
- * slurmjobs.c. */
+ * slurmjobs.c, backup.c. */
 #include "api/internal.h"
 #include "api/console.h"
 
 const struct api_route api_routes[] = {
     {"GET", "/healthz", ROLE_VIEWER, api_healthz, 0},
     {"GET", "/metrics", ROLE_VIEWER, api_metrics, 0},
+    {"POST", "/v1/daemon:backup", ROLE_ADMIN, api_daemon_backup, 0},
     {"POST", CLUSTERS, ROLE_EDITOR, api_cluster_create, 0},
     {"GET", CLUSTERS, ROLE_VIEWER, api_cluster_list, 0},
     {"GET", CLUSTERS "/*", ROLE_VIEWER, api_cluster_get, 0},

@@ -71,8 +71,24 @@ static enum MHD_Result reply(struct MHD_Connection *conn, int status, json_t *bo
     return rc;
 }
 
+static enum MHD_Result reply_error(struct MHD_Connection *conn, int http, const char *msg);
 static enum MHD_Result reply_resp(struct MHD_Connection *conn, struct api_resp *out)
 {
+    if (out->has_file) { /* a backup */
+        struct MHD_Response *resp = MHD_create_response_from_fd64(out->file_len, out->file_fd);
+        out->has_file = 0;
+        if (!resp) {
+            close(out->file_fd);
+            return reply_error(conn, 500, "out of memory");
+        }
+        MHD_add_response_header(resp, "Content-Type",
+                                out->text_type ? out->text_type : "application/octet-stream");
+        enum MHD_Result rc = MHD_queue_response(conn, (unsigned)out->status, resp);
+        MHD_destroy_response(resp);
+        json_decref(out->body);
+        out->body = NULL;
+        return rc;
+    }
     if (out->text) { /* /metrics, a kept view */
         struct MHD_Response *resp =
             MHD_create_response_from_buffer(out->text_len, out->text, MHD_RESPMEM_MUST_FREE);

@@ -17,7 +17,7 @@ static const struct cli_cmd commands[] = {
     {"env", cmd_env, "print the shell environment of a cluster: eval \"$(mtc env ID)\"", NULL},
     {"login", cmd_login, "open a shell on a cluster's login node", NULL},
     {"token", cmd_token, "create, list, revoke API tokens", NULL},
-    {"daemon", cmd_daemon, "start, stop, status of mtcd", NULL},
+    {"daemon", cmd_daemon, "start, stop, status, backup and restore of mtcd", NULL},
     {"run", cmd_run, "run a training recipe as a Slurm job (or -e local): mtc run -s RECIPE", NULL},
     {"recipes", cmd_recipes, "list or show the prebuilt training recipes", NULL},
     {"experiment", cmd_experiment, "list, status, logs, cancel of recipe runs", NULL},

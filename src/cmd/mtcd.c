@@ -1,6 +1,7 @@
 /* mtcd: the mtc daemon — HTTP API on $MTC_HOME/mtcd.sock or --socket (and optional TCP),
  * SQLite store, operation runner and cluster supervisor. */
 #include "api/api.h"
+#include "backup/backup.h"
 #include "control/datasets.h"
 #include "control/control.h"
 #include "endpoint/endpoint.h"
@@ -27,6 +28,7 @@ static const char usage[] =
     "            [--supervise-ms N] [--monitor-ms N] [--nvml-library PATH]...\n"
     "            [--max-connections N] [--max-per-ip N] [--idle-timeout S]\n"
     "            [--cache-dir DIR] [--data-root DIR]...\n"
+    "            [--backup-dir DIR [--backup-every DURATION] [--backup-keep N]]\n"
     "  --home DIR         state directory (default $MTC_HOME, else ~/.mtc)\n"
     "  --socket PATH      the admin socket (default HOME/mtcd.sock; the service uses\n"
     "                     /run/mtc/mtcd.sock); HOME/mtcd.sock then links to it\n"
@@ -46,6 +48,9 @@ static const char usage[] =
     "  --cache-dir DIR    where datasets are prepared (default HOME/cache)\n"
     "  --data-root DIR    a directory a non-admin's dataset source may lie in\n"
     "                     (repeatable; HOME/data always is one)\n"
+    "  --backup-dir DIR   take a backup of mtcd's state (`mtc daemon backup`'s file)\n"
+    "                     into DIR every --backup-every (default 6h; \"30m\", \"1d\"),\n"
+    "                     keeping the newest --backup-keep (default 7)\n"
     "  --version          print mtcd's version\n"
     "Stops cleanly on SIGTERM/SIGINT; clusters keep running and are adopted on restart.\n";
 
@@ -55,6 +60,8 @@ static const char usage[] =
 /* What the command line sets. */
 struct mtcd_args {
     const char *home, *socket, *listen, *tls_ca, *cache_dir;
+    const char *backup_dir, *backup_every;
+    int backup_keep;
     const char *nvml[MAX_NVML + 1]; /* NULL-terminated */
     const char *roots[MAX_ROOTS + 2]; /* HOME/data, then --data-root's; NULL-terminated */
     int nnvml, nroots, detach, supervise_ms;
@@ -91,6 +98,9 @@ static const struct mtcd_opt {
     {"tls-ca", O_STR, A(tls_ca)},
     {"cache-dir", O_STR, A(cache_dir)},
     {"data-root", O_ROOT, 0},
+    {"backup-dir", O_STR, A(backup_dir)},
+    {"backup-every", O_STR, A(backup_every)},
+    {"backup-keep", O_COUNT, A(backup_keep)},
 };
 #undef A
 #define NOPTS (sizeof(mtcd_opts) / sizeof(mtcd_opts[0]))
@@ -175,6 +185,18 @@ static int parse_args(int argc, char **argv, struct mtcd_args *a)
         return fprintf(stderr, "mtcd: --socket: want an absolute path under 100 characters\n"), -1;
     if (a->cache_dir && a->cache_dir[0] != '/')
         return fprintf(stderr, "mtcd: --cache-dir: want an absolute path\n"), -1;
+    if (a->backup_dir && (a->backup_dir[0] != '/' || strlen(a->backup_dir) >= 4000))
+        return fprintf(stderr, "mtcd: --backup-dir: want an absolute path\n"), -1;
+    if ((a->backup_every || a->backup_keep) && !a->backup_dir)
+        return fprintf(stderr, "mtcd: --backup-every and --backup-keep go with --backup-dir\n"),
+               -1;
+    int64_t ms;
+    if (a->backup_every && (mtc_duration_ms(a->backup_every, &ms) < 0 || ms < 1000))
+        return fprintf(stderr,
+                       "mtcd: --backup-every \"%s\": want a duration of at least 1s (\"30m\", "
+                       "\"6h\", \"1d\")\n",
+                       a->backup_every),
+               -1;
     return 0;
 }
 
@@ -323,6 +345,12 @@ struct mtcd {
     struct control *ctl;
     struct endpoint_ctl *ep;
     struct api *api;
+    /* --backup-dir: the periodic backups' thread, woken early to stop */
+    struct backup_sched backup;
+    pthread_t backup_thread;
+    int backup_on, backup_stop;
+    pthread_mutex_t backup_lock;
+    pthread_cond_t backup_wake;
     char sock[PATH_MAX + 32], pidfile[PATH_MAX + 32];
     char sock_link[PATH_MAX + 32]; /* --socket: HOME/mtcd.sock, a link to it; else "" */
 };
@@ -396,6 +424,54 @@ static int link_socket(struct mtcd *m, mtc_error_t *err)
     return 0;
 }
 
+/* The periodic backups: one every backup.every_ms until shut_down; a failure
+ * is logged and recorded as an event (cluster "": mtcd's own), never fatal. */
+static void *backups(void *arg)
+{
+    struct mtcd *m = arg;
+    pthread_mutex_lock(&m->backup_lock);
+    while (!m->backup_stop) {
+        struct timespec at = mtc_deadline_ms(m->backup.every_ms);
+        while (!m->backup_stop &&
+               pthread_cond_timedwait(&m->backup_wake, &m->backup_lock, &at) != ETIMEDOUT) {
+        }
+        if (m->backup_stop)
+            break;
+        pthread_mutex_unlock(&m->backup_lock);
+        mtc_error_t err = {""};
+        if (backup_sched_run(&m->backup, m->st, m->home, &err) < 0) {
+            log_msg(LOG_ERR, "periodic backup into %s failed: %s", m->backup.dir, err.text);
+            char msg[400];
+            snprintf(msg, sizeof(msg), "periodic backup into %s failed: %s", m->backup.dir,
+                     err.text);
+            store_event_add(m->st, "", "BACKUP_FAILED", NULL, msg);
+        } else {
+            log_msg(LOG_INFO, "periodic backup: %s", m->backup.last_file);
+        }
+        pthread_mutex_lock(&m->backup_lock);
+    }
+    pthread_mutex_unlock(&m->backup_lock);
+    return NULL;
+}
+
+/* --backup-dir: the directory made (owner-only) and the thread started. */
+static void start_backups(struct mtcd *m, struct mtcd_args *a)
+{
+    backup_sched_init(&m->backup);
+    pthread_mutex_init(&m->backup_lock, NULL);
+    pthread_cond_init(&m->backup_wake, NULL);
+    if (!a->backup_dir)
+        return;
+    snprintf(m->backup.dir, sizeof(m->backup.dir), "%s", a->backup_dir);
+    m->backup.keep = a->backup_keep ? a->backup_keep : 7;
+    m->backup.every_ms = 6 * 3600 * 1000LL;
+    if (a->backup_every)
+        mtc_duration_ms(a->backup_every, &m->backup.every_ms);
+    if (mtc_mkdir_p(m->backup.dir, 0700) < 0)
+        die(m->ready_fd, "--backup-dir: cannot create %s: %s", m->backup.dir, strerror(errno));
+    a->api.backup = &m->backup;
+}
+
 /* Store, provider (with the agent hooks), controller and API, started in that
  * order; any failure ends the process with the reason (to the parent with --daemon). */
 static void start_services(struct mtcd *m, struct mtcd_args *a)
@@ -411,7 +487,11 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
         die(m->ready_fd, "provider: %s", err.text);
     if (!(m->ctl = control_create(m->st, m->prov, a->supervise_ms, &err)))
         die(m->ready_fd, "%s", err.text);
+    /* a home just restored from a backup (`mtc daemon restore`): its clusters adopted */
+    if (control_adopt_restored(m->ctl, m->home, &err) < 0)
+        die(m->ready_fd, "%s", err.text);
     set_datasets(m->ctl, m->home, a);
+    start_backups(m, a);
     if (a->socket) {
         snprintf(m->sock, sizeof(m->sock), "%s", a->socket);
         char dir[PATH_MAX];
@@ -448,6 +528,11 @@ static void start_services(struct mtcd *m, struct mtcd_args *a)
         die(m->ready_fd, "%s", err.text);
     if (control_start(m->ctl, &err) < 0 || endpoint_ctl_start(m->ep, &err) < 0)
         die(m->ready_fd, "%s", err.text);
+    if (a->backup_dir) {
+        if (pthread_create(&m->backup_thread, NULL, backups, m) != 0)
+            die(m->ready_fd, "cannot start the backup thread");
+        m->backup_on = 1;
+    }
 }
 
 /* The pid file, the log line, the waiting parent released, and systemd told. */
@@ -473,6 +558,13 @@ static int shut_down(struct mtcd *m, int sig)
     log_msg(LOG_NOTICE, "signal %d: shutting down", sig);
     mtc_sd_notify("STOPPING=1");
     api_stop(m->api);
+    if (m->backup_on) { /* a backup under way ends first */
+        pthread_mutex_lock(&m->backup_lock);
+        m->backup_stop = 1;
+        pthread_cond_signal(&m->backup_wake);
+        pthread_mutex_unlock(&m->backup_lock);
+        pthread_join(m->backup_thread, NULL);
+    }
     endpoint_ctl_destroy(m->ep); /* replicas keep running: the next mtcd adopts them */
     int left = control_stop(m->ctl, 5000);
     unlink(m->pidfile);

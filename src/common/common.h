@@ -44,6 +44,10 @@ int mtc_path_clean(const char *path, int fold, char *out, size_t len);
  * mtc_read_fd: the same from fd's offset to its end (fd stays open). */
 char *mtc_read_file(const char *path, size_t *len);
 char *mtc_read_fd(int fd, size_t *len);
+/* All len bytes of data to fd (short writes and EINTR retried): 0/-1 + errno. */
+int mtc_write_all(int fd, const void *data, size_t len);
+/* fsync of the directory holding path (a rename in it is durable after): 0/-1 + errno. */
+int mtc_fsync_parent(const char *path);
 /* Write via a temp file (created with mode, never following a link) + fsync
  * + rename + fsync of the directory: the new content is on disk on return. */
 int mtc_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);

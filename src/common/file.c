@@ -117,8 +117,23 @@ char *mtc_read_file(const char *path, size_t *len)
     return buf;
 }
 
-/* The rename is durable only once the directory holding it is on disk. */
-static int fsync_parent(const char *path)
+int mtc_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int mtc_fsync_parent(const char *path)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", path);
@@ -157,19 +172,7 @@ int mtc_write_file_atomic_opt(const char *path, const void *data, size_t len, mo
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return -1;
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            goto error;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fchmod(fd, mode) < 0 ||
+    if (mtc_write_all(fd, data, len) < 0 || fchmod(fd, mode) < 0 ||
         ((flags & MTC_WRITE_NO_FSYNC) != MTC_WRITE_NO_FSYNC && fsync(fd) < 0))
         goto error;
     if (close(fd) < 0) {
@@ -179,7 +182,7 @@ int mtc_write_file_atomic_opt(const char *path, const void *data, size_t len, mo
     fd = -1;
     if (rename(tmp, path) < 0)
         goto error;
-    return flags & MTC_WRITE_NO_DIRSYNC ? 0 : fsync_parent(path);
+    return flags & MTC_WRITE_NO_DIRSYNC ? 0 : mtc_fsync_parent(path);
 error : {
     int saved = errno;
     if (fd >= 0)

@@ -7,10 +7,12 @@
 #include "cluster/cluster.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* --- supervisor ----------------------------------------------------------- */
 
@@ -216,6 +218,50 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     struct provider_identity id = {cluster_parent, mint_node_token, c};
     provider_set_identity(prov, &id);
     return c;
+}
+
+int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/restored.json", home);
+    json_t *mark = json_load_file(path, 0, NULL);
+    if (!mark)
+        return errno == ENOENT || !mtc_path_exists(path)
+                   ? 0
+                   : errprintf(err, "%s: not the record `mtc daemon restore` writes", path);
+    char when[40];
+    mtc_time_rfc3339(json_integer_value(json_object_get(mark, "created")), when, sizeof(when));
+    json_t *ids = store_cluster_ids(c->st);
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v)
+    {
+        const char *id = json_string_value(v);
+        struct store_cluster cl;
+        if (store_cluster_get(c->st, id, &cl) < 0)
+            continue;
+        char msg[400];
+        const char *kind = provider_kind(c->prov, id, cl.spec);
+        if (!strcmp(kind, "local")) {
+            /* its nodes were processes of the machine the backup came from */
+            snprintf(msg, sizeof(msg),
+                     "restored from a backup taken %s: its nodes were on the lost machine; "
+                     "delete it or create it again",
+                     when);
+            store_cluster_set_state(c->st, id, schema_enum_name(&cluster_state_enum, CLUSTER_STATE_ERROR));
+        } else {
+            snprintf(msg, sizeof(msg), "restored from a backup taken %s: adopted by this mtcd",
+                     when);
+        }
+        store_event_add(c->st, id, "RESTORED", NULL, msg);
+        log_msg(LOG_NOTICE, "cluster %s (%s): %s", id, kind, msg);
+        store_cluster_release(&cl);
+    }
+    json_decref(ids);
+    json_decref(mark);
+    if (unlink(path) < 0)
+        return errprintf(err, "cannot remove %s: %s", path, strerror(errno));
+    return 0;
 }
 
 int control_start(struct control *c, mtc_error_t *err)

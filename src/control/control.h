@@ -30,6 +30,11 @@ struct control;
 /* Neither st nor prov is owned; both must outlive the control. */
 struct control *control_create(struct store *st, struct provider *prov, int supervise_ms,
                                mtc_error_t *err);
+/* A home `mtc daemon restore` just filled (its restored.json): each cluster
+ * gets a RESTORED event; a local one, whose nodes were processes of the lost
+ * machine, is ERROR. The record is removed. 0 (nothing restored: nothing
+ * done), or -1 + err. Before control_start. */
+int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err);
 /* Resume every unfinished operation and start the supervisor. */
 int control_start(struct control *c, mtc_error_t *err);
 /* Stop the supervisor and wait up to wait_ms for running operations; returns

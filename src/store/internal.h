@@ -30,6 +30,7 @@ struct store_token_cached {
 /* One connection; every accessor holds lock for its statements (one transaction). */
 struct store {
     sqlite3 *db;
+    char *path; /* the database file (store_copy_to's second connection) */
     pthread_mutex_t lock;
     struct store_kept kept[STORE_KEPT_MAX];
     int nkept;

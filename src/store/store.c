@@ -173,6 +173,10 @@ struct store *store_open(const char *path, mtc_error_t *err)
         return NULL;
     }
     pthread_mutex_init(&st->lock, NULL);
+    if (!(st->path = strdup(path))) {
+        errprintf(err, "out of memory");
+        goto error;
+    }
     /* the database holds token hashes: owner-only whatever the umask (SQLite
      * gives its -wal and -shm files the database file's mode) */
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -216,6 +220,7 @@ void store_close(struct store *st)
         sqlite3_finalize(st->kept[i].s);
     sqlite3_close(st->db);
     pthread_mutex_destroy(&st->lock);
+    free(st->path);
     free(st);
     errno = saved;
 }
@@ -226,6 +231,70 @@ int store_schema_version(struct store *st)
     int v = user_version(st->db);
     pthread_mutex_unlock(&st->lock);
     return v;
+}
+
+int store_schema_latest(void)
+{
+    return N_MIGRATIONS;
+}
+
+int store_copy_to(struct store *st, const char *dest, mtc_error_t *err)
+{
+    /* a second connection, read-only: VACUUM INTO reads one WAL snapshot
+     * (every commit before it, none after) while mtcd's connection writes on */
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int rc = -1;
+    if (sqlite3_open_v2(st->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        errprintf(err, "cannot open %s: %s", st->path, db ? sqlite3_errmsg(db) : "out of memory");
+        goto out;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    if (sqlite3_prepare_v2(db, "VACUUM INTO ?", -1, &s, NULL) != SQLITE_OK ||
+        sqlite3_bind_text(s, 1, dest, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
+        sqlite3_step(s) != SQLITE_DONE) {
+        errprintf(err, "copying the store into %s: %s", dest, sqlite3_errmsg(db));
+        goto out;
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    if (rc < 0)
+        errno = EIO;
+    return rc;
+}
+
+int store_check(const char *path, int *schema, mtc_error_t *err)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int rc = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        errprintf(err, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        goto out;
+    }
+    if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL) != SQLITE_OK ||
+        sqlite3_step(s) != SQLITE_ROW) {
+        errprintf(err, "%s: %s", path, sqlite3_errmsg(db));
+        goto out;
+    }
+    const char *said = (const char *)sqlite3_column_text(s, 0);
+    if (!said || strcmp(said, "ok") != 0) {
+        errprintf(err, "%s: integrity check: %.200s", path, said ? said : "(nothing)");
+        goto out;
+    }
+    if (schema && (*schema = user_version(db)) < 0) {
+        errprintf(err, "%s: cannot read its schema version", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    if (rc < 0)
+        errno = EIO;
+    return rc;
 }
 
 int64_t store_changes(struct store *st)

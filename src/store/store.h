@@ -17,6 +17,15 @@ struct store;
 struct store *store_open(const char *path, mtc_error_t *err);
 void store_close(struct store *st);
 int store_schema_version(struct store *st);
+/* The schema version this build migrates to (what store_open leaves). */
+int store_schema_latest(void);
+/* A consistent copy of the whole database written to dest (a new file),
+ * taken while st serves writes: VACUUM INTO on a second, read-only
+ * connection (one snapshot of the WAL). 0, or -1 + err. */
+int store_copy_to(struct store *st, const char *dest, mtc_error_t *err);
+/* The database file path whole and sound (PRAGMA integrity_check is "ok"),
+ * opened read-only; *schema (may be NULL) its schema version. 0/-1 + err. */
+int store_check(const char *path, int *schema, mtc_error_t *err);
 /* A count that moves with every row the store inserts, updates or deletes
  * (mtcd's one connection: the only writer). What was read after taking it
  * is still current while it has not moved — the API's view cache. */

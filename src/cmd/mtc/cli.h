@@ -29,6 +29,9 @@ struct cli {
 int cli_call(struct cli *c, const char *method, const char *path, const json_t *body, json_t **out,
              mtc_error_t *err);
 /* Like cli_call but turns a non-2xx reply into -1 with the API's message in err. */
+/* A request whose 2xx reply's body is written to fd (a backup): 0, or -1 +
+ * err (mtcd's error message, or why it could not be reached or written). */
+int cli_call_to_fd(struct cli *c, const char *method, const char *path, int fd, mtc_error_t *err);
 int cli_call_ok(struct cli *c, const char *method, const char *path, const json_t *body,
                 json_t **out, mtc_error_t *err);
 
@@ -80,6 +83,10 @@ int cmd_env(struct cli *c, int argc, char **argv);
 int cmd_login(struct cli *c, int argc, char **argv);
 int cmd_token(struct cli *c, int argc, char **argv);
 int cmd_daemon(struct cli *c, int argc, char **argv);
+/* backup.c: `mtc daemon backup` and `mtc daemon restore` */
+int cli_daemon_backup(struct cli *c, int argc, char **argv);
+int cli_daemon_restore(struct cli *c, int argc, char **argv);
+extern const char cli_backup_use[], cli_restore_use[];
 /* recipes and experiments (run.c, experiment.c) */
 int cmd_run(struct cli *c, int argc, char **argv);
 int cmd_recipes(struct cli *c, int argc, char **argv);

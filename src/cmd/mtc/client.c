@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,12 +15,28 @@
 struct buf {
     char *data;
     size_t len;
+    CURL *h;
+    int fd;      /* >= 0: a 2xx reply's body goes here (cli_call_to_fd) */
+    int to_fd;   /* the reply is a 2xx: writing to fd */
+    int fd_error; /* errno of a failed write to fd */
 };
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     struct buf *b = userdata;
     size_t n = size * nmemb;
+    if (b->fd >= 0 && !b->len && !b->to_fd) {
+        long status = 0;
+        curl_easy_getinfo(b->h, CURLINFO_RESPONSE_CODE, &status);
+        b->to_fd = status >= 200 && status < 300;
+    }
+    if (b->to_fd) {
+        if (mtc_write_all(b->fd, ptr, n) < 0) {
+            b->fd_error = errno;
+            return 0;
+        }
+        return n;
+    }
     char *nd = realloc(b->data, b->len + n + 1);
     if (!nd)
         return 0;
@@ -30,11 +47,12 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
-int cli_call(struct cli *c, const char *method, const char *path, const json_t *body, json_t **out,
-             mtc_error_t *err)
+/* One request; a 2xx reply's body into fd when fd >= 0, else parsed into *out. */
+static int call(struct cli *c, const char *method, const char *path, const json_t *body,
+                json_t **out, int fd, long timeout_s, mtc_error_t *err)
 {
     CURL *h = curl_easy_init();
-    struct buf b = {NULL, 0};
+    struct buf b = {NULL, 0, h, fd, 0, 0};
     struct curl_slist *hdrs = NULL;
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     char url[8192], auth[512];
@@ -58,7 +76,7 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     if (c->ca_cert)
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_cert);
@@ -70,6 +88,8 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
         *out = b.data ? json_loads(b.data, 0, NULL) : NULL;
         if (!*out)
             *out = json_object();
+    } else if (b.fd_error) {
+        errprintf(err, "writing mtcd's reply: %s", strerror(b.fd_error));
     } else if (c->url) {
         errprintf(err, "cannot reach mtcd at %s: %s", c->url, curl_easy_strerror(rc));
     } else {
@@ -81,6 +101,28 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
     free(text);
     free(b.data);
     return (int)status;
+}
+
+int cli_call(struct cli *c, const char *method, const char *path, const json_t *body, json_t **out,
+             mtc_error_t *err)
+{
+    return call(c, method, path, body, out, -1, 60L, err);
+}
+
+int cli_call_to_fd(struct cli *c, const char *method, const char *path, int fd, mtc_error_t *err)
+{
+    json_t *out = NULL;
+    int status = call(c, method, path, NULL, &out, fd, 3600L, err);
+    if (status >= 200 && status < 300) {
+        json_decref(out);
+        return 0;
+    }
+    if (status >= 0) {
+        const char *msg = json_string_value(json_object_get(json_object_get(out, "error"), "message"));
+        errprintf(err, "%s", msg ? msg : "unexpected reply from mtcd");
+    }
+    json_decref(out);
+    return -1;
 }
 
 int cli_call_ok(struct cli *c, const char *method, const char *path, const json_t *body,

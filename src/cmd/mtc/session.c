@@ -392,7 +392,8 @@ static int start_unit(struct cli *c, char *why, size_t len)
  * --listen is given or --no-listen asks for the socket alone. */
 static const char d_start_use[] = "mtc daemon start [--no-listen] [MTCD OPTIONS] (see mtcd --help)",
                   d_stop_use[] = "mtc daemon stop   (clusters keep running)",
-                  d_status_use[] = "mtc daemon status   (exit 1 when mtcd is not running)";
+                  d_status_use[] = "mtc daemon status   (exit 1 when mtcd is not running; with "
+                                   "mtcd --backup-dir, the last backup)";
 
 static int d_start(struct cli *c, int argc, char **argv)
 {
@@ -485,6 +486,16 @@ static int d_status(struct cli *c, int argc, char **argv)
            (int)pid, c->sock,
            (int)json_integer_value(json_object_get(h, "schemaVersion")),
            *unit ? ", systemd unit " : "", unit);
+    const json_t *b = json_object_get(h, "backup");
+    if (b) /* mtcd --backup-dir */
+        printf("backups: into %s every %llds, keeping %d; last %s%s (%lld bytes)%s%s\n",
+               mtc_json_str_or(b, "dir", "-"),
+               (long long)json_integer_value(json_object_get(b, "everySeconds")),
+               (int)json_integer_value(json_object_get(b, "keep")),
+               mtc_json_str_or(b, "lastTime", "none yet"),
+               json_is_false(json_object_get(b, "lastOk")) ? " FAILED" : "",
+               (long long)json_integer_value(json_object_get(b, "lastBytes")),
+               mtc_json_str(b, "lastError") ? ": " : "", mtc_json_str_or(b, "lastError", ""));
     json_decref(h);
     return 0;
 }
@@ -493,6 +504,10 @@ static const struct cli_cmd daemon_cmds[] = {
     {"start", d_start, "start mtcd in the background (adopts running clusters)", d_start_use},
     {"stop", d_stop, "stop mtcd (clusters keep running)", d_stop_use},
     {"status", d_status, "is mtcd running?", d_status_use},
+    {"backup", cli_daemon_backup, "mtcd's state into one file, while it serves (admin)",
+     cli_backup_use},
+    {"restore", cli_daemon_restore, "a backup into an empty home (mtcd stopped)",
+     cli_restore_use},
     {NULL, NULL, NULL, NULL},
 };
 
