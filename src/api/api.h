@@ -34,6 +34,9 @@ struct api_config {
     struct endpoint_ctl *endpoints; /* not owned; NULL: no endpoints */
     int monitor_ms; /* how often the job monitor follows unfinished jobs (0: 5000) */
     struct backup_sched *backup; /* mtcd's periodic backups (not owned; NULL: none) */
+    /* files from outside the home a backup holds too (mtcd's TLS files;
+     * NULL-terminated, may be NULL) */
+    const char *const *backup_extra;
     int bound_port; /* set by api_start: the TCP port bound (0: none) */
 };
 

@@ -180,8 +180,50 @@ static json_t *header_json(const struct backup_info *info)
                      info->sha256);
 }
 
-int backup_write(struct store *st, const char *home, const char *exclude, int fd,
-                 struct backup_info *info, mtc_error_t *err)
+/* Files mtcd is given from outside its home that a head needs: extra (its
+ * TLS files), and the SSH key each cluster's spec names (ssh.keyFile). */
+static void externals(struct writer *w, struct store *st, const char *const *extra)
+{
+    json_t *paths = json_array();
+    for (; extra && *extra; extra++)
+        if (**extra == '/')
+            json_array_append_new(paths, json_string(*extra));
+    json_t *ids = store_cluster_ids(st);
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v)
+    {
+        struct store_cluster cl;
+        if (store_cluster_get(st, json_string_value(v), &cl) < 0)
+            continue;
+        const char *key = mtc_json_str(json_object_get(cl.spec, "ssh"), "keyFile");
+        if (key && *key == '/') {
+            json_array_append_new(paths, json_string(key));
+            json_array_append_new(paths, json_sprintf("%s.pub", key));
+        }
+        store_cluster_release(&cl);
+    }
+    json_decref(ids);
+    json_array_foreach(paths, i, v)
+    {
+        const char *p = json_string_value(v);
+        char rel[PATH_MAX + 16];
+        struct stat st;
+        int dup = 0;
+        for (size_t k = 0; k < i; k++)
+            dup |= !strcmp(json_string_value(json_array_get(paths, k)), p);
+        if (dup || lstat(p, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > FILE_MAX ||
+            snprintf(rel, sizeof(rel), "external%s", p) >= (int)sizeof(rel))
+            continue;
+        json_array_append_new(w->files, json_pack("{s:s, s:s, s:i, s:I, s:s}", "path", rel, "type",
+                                                  "file", "mode", (int)(st.st_mode & 07777),
+                                                  "size", (json_int_t)st.st_size, "origin", p));
+    }
+    json_decref(paths);
+}
+
+int backup_write(struct store *st, const char *home, const char *exclude,
+                 const char *const *extra, int fd, struct backup_info *info, mtc_error_t *err)
 {
     struct backup_info local;
     if (!info)
@@ -231,6 +273,7 @@ int backup_write(struct store *st, const char *home, const char *exclude, int fd
                                              (json_int_t)dst.st_size));
     if (list(&w, real_home, "", 0) < 0)
         goto out;
+    externals(&w, st, extra);
     /* where what is not copied was */
     json_t *where = json_object();
     for (size_t i = 0; i < NARTIFACTS; i++) {
@@ -269,7 +312,8 @@ int backup_write(struct store *st, const char *home, const char *exclude, int fd
         int ffd = i == 0 ? dbfd : -1;
         if (i > 0) {
             char p[PATH_MAX * 2];
-            snprintf(p, sizeof(p), "%s/%s", real_home, rel);
+            const char *origin = mtc_json_str(f, "origin"); /* outside the home */
+            snprintf(p, sizeof(p), "%s/%s", origin ? "" : real_home, origin ? origin + 1 : rel);
             ffd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         }
         /* a file changed since it was listed: its first size bytes, padded */
@@ -433,9 +477,9 @@ static int rel_ok(const char *p)
     return 1;
 }
 
-/* The directory holding rel under the home at root, opened component by
- * component without following a link (an entry restored before it may be
- * one): an fd, *base the last component. -1 + errno. */
+/* The directory holding rel under the home at root, opened (made when
+ * missing) component by component without following a link (an entry
+ * restored before it may be one): an fd, *base the last component. -1 + errno. */
 static int parent_of(int root, const char *rel, const char **base)
 {
     int d = dup(root);
@@ -454,6 +498,13 @@ static int parent_of(int root, const char *rel, const char **base)
         }
         memcpy(part, c, k);
         part[k] = '\0';
+        /* a directory the manifest does not list (external/...): made owner-only */
+        if (mkdirat(d, part, 0700) < 0 && errno != EEXIST) {
+            int e = errno;
+            close(d);
+            errno = e;
+            return -1;
+        }
         int nd = openat(d, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         close(d);
         if (nd < 0)
@@ -576,9 +627,16 @@ int backup_restore(const char *path, const char *home, struct backup_info *info,
     }
     if (rc == 0) {
         /* what mtcd does with it at its next start (control_adopt_restored) */
-        json_t *mark = json_pack("{s:s, s:I, s:O}", "from", path, "created",
+        json_t *ext = json_array(), *f;
+        size_t i;
+        json_array_foreach(json_object_get(manifest, "files"), i, f)
+        if (mtc_json_str(f, "origin"))
+            json_array_append_new(ext, json_pack("{s:s++, s:s}", "restored", home, "/",
+                                                 mtc_json_str(f, "path"), "origin",
+                                                 mtc_json_str(f, "origin")));
+        json_t *mark = json_pack("{s:s, s:I, s:O, s:o}", "from", path, "created",
                                  (json_int_t)info->created_ms, "artifacts",
-                                 json_object_get(manifest, "artifacts"));
+                                 json_object_get(manifest, "artifacts"), "external", ext);
         char *s = json_dumps(mark, JSON_COMPACT);
         json_decref(mark);
         char p[PATH_MAX + 32];
@@ -683,7 +741,7 @@ int backup_sched_run(struct backup_sched *s, struct store *st, const char *home,
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         errprintf(err, "cannot create %s: %s", tmp, strerror(errno));
-    else if (backup_write(st, home, s->dir, fd, &info, err) == 0) {
+    else if (backup_write(st, home, s->dir, s->extra, fd, &info, err) == 0) {
         if (rename(tmp, path) < 0)
             errprintf(err, "cannot rename %s: %s", tmp, strerror(errno));
         else if (mtc_fsync_parent(path) < 0)

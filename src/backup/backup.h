@@ -33,9 +33,12 @@ struct backup_info {
 /* A backup of mtcd's home (its store st, open, serving writes) written to
  * fd (a new, empty, seekable file: the header is written last). exclude
  * (may be NULL): a directory under home left out (the periodic backups').
- * 0, or -1 + err. */
-int backup_write(struct store *st, const char *home, const char *exclude, int fd,
-                 struct backup_info *info, mtc_error_t *err);
+ * extra (NULL-terminated, may be NULL): files from outside the home a head
+ * needs (mtcd's TLS files) — with the SSH key each cluster's spec names, they
+ * go in as external/<absolute path> (restored there under the new home; the
+ * restore's record says where each came from). 0, or -1 + err. */
+int backup_write(struct store *st, const char *home, const char *exclude,
+                 const char *const *extra, int fd, struct backup_info *info, mtc_error_t *err);
 
 /* Check an open backup file whole: its magic, header, size and checksum,
  * and a schema this mtc can open. 0, or -1 + err ("truncated: 1234 of 5678
@@ -57,6 +60,7 @@ int backup_restore(const char *path, const char *home, struct backup_info *info,
  * shows (/metrics, /healthz) is kept under a lock. */
 struct backup_sched {
     char dir[4096];
+    const char *const *extra; /* backup_write's */
     int64_t every_ms;
     int keep;
     pthread_mutex_t lock;

@@ -460,6 +460,15 @@ static void start_backups(struct mtcd *m, struct mtcd_args *a)
     backup_sched_init(&m->backup);
     pthread_mutex_init(&m->backup_lock, NULL);
     pthread_cond_init(&m->backup_wake, NULL);
+    /* what a backup holds from outside the home: the TLS files given here */
+    static const char *extra[4];
+    int n = 0;
+    const char *tls[] = {a->api.tls_cert, a->api.tls_key, a->tls_ca};
+    for (int i = 0; i < 3; i++)
+        if (tls[i])
+            extra[n++] = tls[i];
+    a->api.backup_extra = extra;
+    m->backup.extra = extra;
     if (!a->backup_dir)
         return;
     snprintf(m->backup.dir, sizeof(m->backup.dir), "%s", a->backup_dir);

@@ -258,6 +258,11 @@ int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err
         store_cluster_release(&cl);
     }
     json_decref(ids);
+    json_t *e;
+    json_array_foreach(json_object_get(mark, "external"), i, e)
+    log_msg(LOG_NOTICE, "restored from a backup: %s was %s (put it back where mtcd's options "
+                        "or a spec name it)",
+            mtc_json_str_or(e, "restored", "?"), mtc_json_str_or(e, "origin", "?"));
     json_decref(mark);
     if (unlink(path) < 0)
         return errprintf(err, "cannot remove %s: %s", path, strerror(errno));

@@ -32,7 +32,7 @@ static int has(const char *path)
 
 static void test_round_trip(void)
 {
-    char home[256], p[512], out[512], back[256];
+    char home[256], p[1024], out[512], back[256];
     snprintf(home, sizeof(home), "%s/home", dir);
     snprintf(p, sizeof(p), "%s/clusters/c1/munge", home);
     CHECK(mtc_mkdir_p(p, 0700) == 0, "home made");
@@ -66,10 +66,14 @@ static void test_round_trip(void)
     int fd = open(out, O_RDWR | O_CREAT | O_EXCL, 0600);
     struct backup_info info;
     snprintf(p, sizeof(p), "%s/backups", home);
-    CHECK(backup_write(st, home, p, fd, &info, &err) == 0, "backup written: %s", err.text);
+    char tls[128];
+    snprintf(tls, sizeof(tls), "%s/tls-key.pem", dir); /* a file mtcd is given, outside its home */
+    put(tls, "a tls key", 0600);
+    const char *extra[] = {tls, NULL};
+    CHECK(backup_write(st, home, p, extra, fd, &info, &err) == 0, "backup written: %s", err.text);
     store_event_add(st, "c1", "TEST", NULL, "after the backup");
-    CHECK(info.files == 3 && info.schema == store_schema_latest(),
-          "3 files (the store, the key, slurm.conf; no log): %d, schema %d", info.files,
+    CHECK(info.files == 4 && info.schema == store_schema_latest(),
+          "4 files (the store, the key, slurm.conf, the TLS key; no log): %d, schema %d", info.files,
           info.schema);
     struct backup_info again;
     CHECK(backup_check(fd, &again, &err) == 0 && again.bytes == info.bytes &&
@@ -97,8 +101,17 @@ static void test_round_trip(void)
     CHECK(!has(p), "the excluded directory left out");
     snprintf(p, sizeof(p), "%s/log", back);
     CHECK(!has(p), "mtcd's log left out");
+    snprintf(p, sizeof(p), "%s/external%s", back, tls);
+    k = mtc_read_file(p, NULL);
+    CHECK(k && !strcmp(k, "a tls key"), "a file from outside the home under external/");
+    free(k);
     snprintf(p, sizeof(p), "%s/restored.json", back);
-    CHECK(has(p), "the record for mtcd's next start");
+    json_t *mark = json_load_file(p, 0, NULL);
+    CHECK(mark && !strcmp(mtc_json_str_or(json_array_get(json_object_get(mark, "external"), 0),
+                                          "origin", ""),
+                          tls),
+          "the record for mtcd's next start names where it came from");
+    json_decref(mark);
     snprintf(p, sizeof(p), "%s/mtcd.db", back);
     int schema = 0;
     CHECK(store_check(p, &schema, &err) == 0 && schema == store_schema_latest(),

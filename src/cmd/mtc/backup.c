@@ -109,5 +109,14 @@ int cli_daemon_restore(struct cli *c, int argc, char **argv)
            "`mtcd --home %s` (its clusters are adopted; local ones come back as ERROR)\n",
            file, home, info.files, info.mtc_version, info.schema,
            when(info.created_ms, t, sizeof(t)), home);
+    /* files mtcd was given from outside its home: where to put them back */
+    char rec[PATH_MAX + 32];
+    snprintf(rec, sizeof(rec), "%s/restored.json", home);
+    json_t *mark = json_load_file(rec, 0, NULL), *e;
+    size_t i;
+    json_array_foreach(json_object_get(mark, "external"), i, e)
+    printf("put back %s: restored at %s\n", mtc_json_str_or(e, "origin", "?"),
+           mtc_json_str_or(e, "restored", "?"));
+    json_decref(mark);
     return 0;
 }
