@@ -8,7 +8,9 @@
 # directory) they fail as an event and a /healthz error, mtcd serves on, and
 # the next one after the space returns succeeds. A restore into a new home,
 # then mtcd there: the local cluster is ERROR with "its nodes were on the
-# lost machine" (a RESTORED event), the tokens work. Bad input, one line
+# lost machine" (a RESTORED event), the tokens work. The same machine with
+# its home lost: restored where the home was, the cluster ERROR, and its
+# delete stops the daemons the lost home's mtcd started. Bad input, one line
 # each and nothing written: a viewer's backup, a backup inside the home, a
 # restore into a non-empty home, of a truncated file, of one whose bytes
 # fail the checksum, of a newer schema, of a file others may read.
@@ -92,7 +94,7 @@ done
 check "every backup restores: integrity_check ok, its newest write acknowledged ($good of 10; last $last)" \
     [ "$good" = 10 ]
 
-# the head moved: mtcd on the restored home
+# the head moved: mtcd on another home restored from the backup
 R=$D/r10
 check "the restore wrote its record for mtcd" test -s "$R/restored.json"
 mtcd --home "$R" --daemon --supervise-ms 500 && PID2=$(cat "$R/mtcd.pid") && track_pid "$PID2"
@@ -106,6 +108,22 @@ check "the tokens came back (w1 listed)" bash -c "MTC_HOME=$R mtc token list | g
 kill -TERM "$PID2"
 wait_for 30 eval '! kill -0 "$PID2" 2>/dev/null'
 PID2=""
+
+# the same machine, its home lost: the backup restored where the home was;
+# deleting the cluster then stops the daemons the lost home's mtcd started
+CDIR=$MTC_HOME/clusters/bk
+pre=$(daemon_pids "$CDIR" slurmctld)
+check "the cluster's slurmctld runs (pid $pre)" [ -n "$pre" ]
+kill -TERM "$MTCD_PID" && wait_for 30 eval '! kill -0 "$MTCD_PID" 2>/dev/null'
+mv "$MTC_HOME" "$D/lost-home"
+out=$(mtc daemon restore "$D/out/b10.mtcbak" --home "$MTC_HOME" 2>&1)
+check "restored where the lost home was" [ $? -eq 0 ]
+check "mtcd starts there" start_mtcd --listen "127.0.0.1:$PORT"
+state3=$(mtc cluster list --json | jq_ '[c["clusterStatus"]["state"] for c in d["modelDevelopmentClusters"] if c["name"].endswith("/bk")][0]')
+check "the local cluster is ERROR ($state3)" [ "$state3" = ERROR ]
+check "deleting it succeeds" bash -c "mtc cluster delete bk >'$D/delete.out' 2>&1"
+check "... and stops the daemons the lost home's mtcd started" \
+    wait_for 60 eval '[ -z "$(daemon_pids "$CDIR" slurmctld)$(daemon_pids "$CDIR" slurmd)" ]'
 
 # bad input: one line each, nothing written
 VIEWER=$(mtc token create --name viewer1 --role viewer 2>/dev/null | head -1)
