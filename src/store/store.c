@@ -238,26 +238,23 @@ int store_schema_latest(void)
     return N_MIGRATIONS;
 }
 
-int store_copy_to(struct store *st, const char *dest, mtc_error_t *err)
+/* A second connection to a database file, read-only (a WAL snapshot per
+ * statement): NULL + err. */
+static sqlite3 *open_ro(const char *path, mtc_error_t *err)
 {
-    /* a second connection, read-only: VACUUM INTO reads one WAL snapshot
-     * (every commit before it, none after) while mtcd's connection writes on */
     sqlite3 *db = NULL;
-    sqlite3_stmt *s = NULL;
-    int rc = -1;
-    if (sqlite3_open_v2(st->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        errprintf(err, "cannot open %s: %s", st->path, db ? sqlite3_errmsg(db) : "out of memory");
-        goto out;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        errprintf(err, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return NULL;
     }
     sqlite3_busy_timeout(db, 5000);
-    if (sqlite3_prepare_v2(db, "VACUUM INTO ?", -1, &s, NULL) != SQLITE_OK ||
-        sqlite3_bind_text(s, 1, dest, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
-        sqlite3_step(s) != SQLITE_DONE) {
-        errprintf(err, "copying the store into %s: %s", dest, sqlite3_errmsg(db));
-        goto out;
-    }
-    rc = 0;
-out:
+    return db;
+}
+
+/* The statement and the connection closed; rc returned (errno EIO when -1). */
+static int close_ro(sqlite3 *db, sqlite3_stmt *s, int rc)
+{
     sqlite3_finalize(s);
     sqlite3_close(db);
     if (rc < 0)
@@ -265,36 +262,38 @@ out:
     return rc;
 }
 
+int store_copy_to(struct store *st, const char *dest, mtc_error_t *err)
+{
+    /* VACUUM INTO on a second connection reads one WAL snapshot (every
+     * commit before it, none after) while mtcd's connection writes on */
+    sqlite3 *db = open_ro(st->path, err);
+    sqlite3_stmt *s = NULL;
+    if (!db)
+        return close_ro(NULL, NULL, -1);
+    if (sqlite3_prepare_v2(db, "VACUUM INTO ?", -1, &s, NULL) != SQLITE_OK ||
+        sqlite3_bind_text(s, 1, dest, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
+        sqlite3_step(s) != SQLITE_DONE)
+        return close_ro(db, s,
+                        errprintf(err, "copying the store into %s: %s", dest, sqlite3_errmsg(db)));
+    return close_ro(db, s, 0);
+}
+
 int store_check(const char *path, int *schema, mtc_error_t *err)
 {
-    sqlite3 *db = NULL;
+    sqlite3 *db = open_ro(path, err);
     sqlite3_stmt *s = NULL;
-    int rc = -1;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        errprintf(err, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
-        goto out;
-    }
+    if (!db)
+        return close_ro(NULL, NULL, -1);
     if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL) != SQLITE_OK ||
-        sqlite3_step(s) != SQLITE_ROW) {
-        errprintf(err, "%s: %s", path, sqlite3_errmsg(db));
-        goto out;
-    }
+        sqlite3_step(s) != SQLITE_ROW)
+        return close_ro(db, s, errprintf(err, "%s: %s", path, sqlite3_errmsg(db)));
     const char *said = (const char *)sqlite3_column_text(s, 0);
-    if (!said || strcmp(said, "ok") != 0) {
-        errprintf(err, "%s: integrity check: %.200s", path, said ? said : "(nothing)");
-        goto out;
-    }
-    if (schema && (*schema = user_version(db)) < 0) {
-        errprintf(err, "%s: cannot read its schema version", path);
-        goto out;
-    }
-    rc = 0;
-out:
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    if (rc < 0)
-        errno = EIO;
-    return rc;
+    if (!said || strcmp(said, "ok") != 0)
+        return close_ro(db, s, errprintf(err, "%s: integrity check: %.200s", path,
+                                         said ? said : "(nothing)"));
+    if (schema && (*schema = user_version(db)) < 0)
+        return close_ro(db, s, errprintf(err, "%s: cannot read its schema version", path));
+    return close_ro(db, s, 0);
 }
 
 int64_t store_changes(struct store *st)
