@@ -40,7 +40,7 @@ static const char *when(int64_t ms, char *buf, size_t len)
 int cli_daemon_backup(struct cli *c, int argc, char **argv)
 {
     if (argc != 2 || !argv[1][0])
-        return cli_fail("usage: %s", cli_backup_use);
+        return cli_fail("usage: %s", cli_backup_use), 2;
     const char *file = argv[1];
     if (inside(file, c->home))
         return cli_fail("%s: inside mtcd's home %s, which it backs up: write it elsewhere "
@@ -91,10 +91,10 @@ int cli_daemon_restore(struct cli *c, int argc, char **argv)
         else if (argv[i][0] != '-' && !file)
             file = argv[i];
         else
-            return cli_fail("usage: %s", cli_restore_use);
+            return cli_fail("usage: %s", cli_restore_use), 2;
     }
     if (!file || !home || !*home)
-        return cli_fail("usage: %s", cli_restore_use);
+        return cli_fail("usage: %s", cli_restore_use), 2;
     char pid[PATH_MAX + 16];
     snprintf(pid, sizeof(pid), "%s/mtcd.pid", home);
     pid_t p = mtc_pid_read(pid);
