@@ -392,8 +392,8 @@ static int start_unit(struct cli *c, char *why, size_t len)
  * --listen is given or --no-listen asks for the socket alone. */
 static const char d_start_use[] = "mtc daemon start [--no-listen] [MTCD OPTIONS] (see mtcd --help)",
                   d_stop_use[] = "mtc daemon stop   (clusters keep running)",
-                  d_status_use[] = "mtc daemon status   (exit 1 when mtcd is not running; with "
-                                   "mtcd --backup-dir, the last backup)";
+                  d_status_use[] = "mtc daemon status   (exit 1 when mtcd is not running; "
+                                   "periodic backups' last outcome too)";
 
 static int d_start(struct cli *c, int argc, char **argv)
 {
