@@ -239,9 +239,12 @@ int mtc_cgroup_service(const char *cgroup, char *unit, size_t len);
  * /proc/<pid>/environ holds), or NULL. */
 const char *mtc_environ_get(const char *env, size_t len, const char *key);
 int mtc_cmdline_has(pid_t pid, const char *a, const char *b);
-/* The lowest live pid (not a zombie, not this process) whose argv holds a
- * and (if given) b as whole entries, else 0: a daemon whose pid no file
- * recorded (its starter died between the fork and the record). */
+/* The lowest live pid (not a zombie, not this process) in this process's
+ * mount namespace whose argv holds a and (if given) b as whole entries, else
+ * 0: a daemon whose pid no file recorded (its starter died between the fork
+ * and the record). A process of another mount namespace (a container, a test
+ * host) with the same argv — a cluster host's munged names the same socket
+ * path as the controller's — is never this one's daemon. */
 pid_t mtc_cmdline_find(const char *a, const char *b);
 /* The live processes (not zombies) of this host that mine(pid, arg) picks
  * and all their descendants, found through parent pids (a child with a

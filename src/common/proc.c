@@ -490,17 +490,33 @@ int mtc_cmdline_has(pid_t pid, const char *a, const char *b)
     return mtc_proc_has(pid, "cmdline", a, b);
 }
 
+/* 1 when pid runs in this process's mount namespace (its /proc/PID/ns/mnt
+ * names the same one). */
+static int same_mounts(pid_t pid, const char *mine)
+{
+    char path[64], ns[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+    ssize_t n = readlink(path, ns, sizeof(ns) - 1);
+    if (n < 0)
+        return 0;
+    ns[n] = '\0';
+    return strcmp(ns, mine) == 0;
+}
+
 pid_t mtc_cmdline_find(const char *a, const char *b)
 {
     DIR *d = opendir("/proc");
     struct dirent *e;
     pid_t self = getpid(), found = 0;
+    char mine[64] = "";
+    ssize_t n = readlink("/proc/self/ns/mnt", mine, sizeof(mine) - 1);
+    mine[n > 0 ? n : 0] = '\0';
     while (d && (e = readdir(d))) {
         if (!isdigit((unsigned char)e->d_name[0]))
             continue;
         pid_t pid = (pid_t)atoi(e->d_name);
         if (pid != self && (!found || pid < found) && mtc_cmdline_has(pid, a, b) &&
-            mtc_pid_alive(pid))
+            mtc_pid_alive(pid) && (!*mine || same_mounts(pid, mine)))
             found = pid;
     }
     if (d)
