@@ -39,13 +39,6 @@ static int clean_path(const char *s)
     return 1;
 }
 
-/* 1 when path is dir or below it. */
-static int under(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* A mount point (or experiment root): clean, and off the reserved directories. */
 int cluster_mount_path_bad(const char *s, char *why, size_t len)
 {
@@ -56,7 +49,7 @@ int cluster_mount_path_bad(const char *s, char *why, size_t len)
         return 1;
     }
     for (const char *const *r = reserved; *r; r++)
-        if (under(s, *r) || strcmp(s, "/var") == 0) {
+        if (mtc_path_under(s, *r) || strcmp(s, "/var") == 0) {
             snprintf(why, len, "\"%s\" is a system directory (or mtc's own on a host)", s);
             return 1;
         }

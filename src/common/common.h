@@ -36,6 +36,9 @@ int mtc_mkdir_p(const char *path, mode_t mode);
  * missing path is removed already. */
 int mtc_rm_rf(const char *path);
 int mtc_path_exists(const char *path);
+/* 1 when path is dir or below it, by name alone ("/a/bc" is not under "/a/b"):
+ * both as given, no folding, no filesystem access. */
+int mtc_path_under(const char *path, const char *dir);
 /* An absolute path with "//" and "." folded — and ".." when fold, else it is
  * refused (EINVAL) — by name alone, no filesystem access, into out (len
  * bytes; ENAMETOOLONG when it does not fit). "/" for nothing left. */

@@ -63,6 +63,12 @@ int mtc_path_clean(const char *path, int fold, char *out, size_t len)
     return 0;
 }
 
+int mtc_path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
 int mtc_path_exists(const char *path)
 {
     struct stat st;

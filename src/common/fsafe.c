@@ -516,8 +516,8 @@ static int root_of(const char *path, const char *const *roots, char *root, size_
     for (const char *const *r = roots; *r; r++) {
         if (mtc_path_clean(*r, 1, root, len) < 0)
             continue;
-        size_t n = strlen(root);
-        if (n == 1 || (strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0')))
+        size_t n = strlen(root); /* cleaned: "/" is the one root of length 1 */
+        if (n == 1 || mtc_path_under(path, root))
             return (int)(n == 1 ? 0 : n);
     }
     return -1;

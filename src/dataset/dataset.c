@@ -109,11 +109,10 @@ json_t *dataset_request_normalize(const json_t *body, int create, mtc_error_t *e
                             err);
 }
 
+/* 1 when path is root or below it ("/" holds every path). */
 static int under(const char *path, const char *root)
 {
-    size_t n = strlen(root);
-    return (n == 1 && root[0] == '/') ||
-           (strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0'));
+    return strcmp(root, "/") == 0 || mtc_path_under(path, root);
 }
 
 /* 1 when path (cleaned) lies under one of roots, by name. */

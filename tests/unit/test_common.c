@@ -125,6 +125,14 @@ static void test_atomic_threads(const char *dir)
 }
 
 /* Durations as `mtc chaos --every` and `--timeout` take them. */
+static void test_path_under(void)
+{
+    CHECK(mtc_path_under("/a/b", "/a/b") && mtc_path_under("/a/b/c", "/a/b"),
+          "a directory and what is below it are under it");
+    CHECK(!mtc_path_under("/a/bc", "/a/b") && !mtc_path_under("/a", "/a/b"),
+          "a sibling sharing the prefix, and the parent, are not");
+}
+
 static void test_duration(void)
 {
     static const struct {
@@ -398,6 +406,7 @@ int main(void)
     test_open_as_user();
     test_proc_tree();
     test_duration();
+    test_path_under();
     test_shell_quote();
     CHECK(mtc_name_valid("demo", 10), "plain name valid");
     CHECK(mtc_name_valid("a3m-pool-1", 20), "dashes and digits valid");

@@ -28,8 +28,7 @@ static int inside(const char *path, const char *dir)
     snprintf(parent, sizeof(parent), "%s", path);
     if (!realpath(dir, d) || !realpath(dirname(parent), p))
         return 0;
-    size_t n = strlen(d);
-    return !strncmp(p, d, n) && (p[n] == '\0' || p[n] == '/');
+    return mtc_path_under(p, d);
 }
 
 static const char *when(int64_t ms, char *buf, size_t len)

@@ -469,13 +469,6 @@ static int launch_api(struct cli *c, struct run_flags *f, json_t *req)
     return 0;
 }
 
-/* 1 when path is dir or below it. */
-static int path_under(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* The cluster's experiment root (from `mtc env`): the experiment directories
  * (with the checkpoints, without -d) go there. On a cluster on hosts it is required, -d must be in
  * it, and mtcd checks that every host sees it (:checkStorage) before anything
@@ -495,7 +488,7 @@ static int shared_storage(struct cli *c, struct run_flags *f)
                         "host must see the job's files; set experimentRoot to a directory on "
                         "storage shared by all of them (docs/hosts.md, \"Shared storage\")",
                         id ? id : "?");
-    if (f->r.work_dir && !path_under(f->r.work_dir, root))
+    if (f->r.work_dir && !mtc_path_under(f->r.work_dir, root))
         return cli_fail("-d %s is not under the cluster's experimentRoot %s, the directory every "
                         "host is checked to share",
                         f->r.work_dir, root);
