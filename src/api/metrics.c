@@ -587,23 +587,20 @@ static void backups(struct api_req *r, struct text *t)
 {
     if (!r->cfg->backup)
         return;
-    json_t *b = backup_sched_json(r->cfg->backup);
-    head(t, "mtc_backups_total", "counter",
-         "Periodic backups of mtcd's state since it started, by outcome.");
-    put(t, "mtc_backups_total{outcome=\"ok\"} %lld\n",
-        (long long)json_integer_value(json_object_get(b, "okTotal")));
-    put(t, "mtc_backups_total{outcome=\"failed\"} %lld\n",
-        (long long)json_integer_value(json_object_get(b, "failedTotal")));
     struct backup_sched *s = r->cfg->backup;
     pthread_mutex_lock(&s->lock);
-    int64_t ok_ms = s->last_ok_ms, bytes = s->last_bytes;
+    int64_t ok = s->ok_total, failed = s->failed_total, ok_ms = s->last_ok_ms,
+            bytes = s->last_bytes;
     pthread_mutex_unlock(&s->lock);
+    head(t, "mtc_backups_total", "counter",
+         "Periodic backups of mtcd's state since it started, by outcome.");
+    put(t, "mtc_backups_total{outcome=\"ok\"} %lld\n", (long long)ok);
+    put(t, "mtc_backups_total{outcome=\"failed\"} %lld\n", (long long)failed);
     head(t, "mtc_backup_last_success_timestamp_seconds", "gauge",
          "When the last periodic backup that succeeded was taken (0: none yet).");
     put(t, "mtc_backup_last_success_timestamp_seconds %.3f\n", (double)ok_ms / 1000.0);
     head(t, "mtc_backup_last_bytes", "gauge", "The size of the last periodic backup written.");
     put(t, "mtc_backup_last_bytes %lld\n", (long long)bytes);
-    json_decref(b);
 }
 
 int api_healthz(struct api_req *r, struct api_resp *out)

@@ -56,7 +56,7 @@ struct writer {
     EVP_MD_CTX *md;
     int64_t bytes; /* of the rest */
     json_t *files, *skipped;
-    const char *home, *exclude;
+    const char *exclude;
     mtc_error_t *err;
 };
 
@@ -155,13 +155,6 @@ static int list(struct writer *w, const char *dir, const char *rel, int depth)
     return rc;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void hex_of(EVP_MD_CTX *md, char out[72])
 {
     unsigned char d[EVP_MAX_MD_SIZE];
@@ -252,8 +245,8 @@ int backup_write(struct store *st, const char *home, const char *exclude,
         unlink(db);
         return -1;
     }
-    struct writer w = {.fd = fd, .md = EVP_MD_CTX_new(), .home = real_home,
-                       .exclude = *real_ex ? real_ex : NULL, .err = err};
+    struct writer w = {.fd = fd, .md = EVP_MD_CTX_new(), .exclude = *real_ex ? real_ex : NULL,
+                       .err = err};
     w.files = json_array();
     w.skipped = json_array();
     int dbfd = open(db, O_RDONLY | O_CLOEXEC);
@@ -328,7 +321,7 @@ int backup_write(struct store *st, const char *home, const char *exclude,
     /* the header */
     snprintf(info->mtc_version, sizeof(info->mtc_version), "%s", mtc_version());
     info->schema = schema;
-    info->created_ms = now_ms();
+    info->created_ms = mtc_now_ms();
     info->bytes = (int64_t)REST + w.bytes;
     hex_of(w.md, info->sha256);
     json_t *h = header_json(info);
@@ -403,18 +396,8 @@ static int read_backup(int fd, struct backup_info *info, json_t **manifest, mtc_
                          "is %s)",
                          info->schema, store_schema_latest(), info->mtc_version, mtc_version());
     /* the checksum of the rest */
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    char buf[1 << 16], got[72];
-    off_t at = REST;
-    int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL);
-    while (ok && (n = pread(fd, buf, sizeof(buf), at)) > 0) {
-        ok = EVP_DigestUpdate(md, buf, (size_t)n);
-        at += n;
-    }
-    if (ok && n == 0)
-        hex_of(md, got);
-    EVP_MD_CTX_free(md);
-    if (!ok || n < 0)
+    char got[72];
+    if (mtc_sha256_fd_from(fd, REST, got) < 0)
         return errprintf(err, "reading it: %s", strerror(errno));
     if (strcmp(got, info->sha256))
         return errprintf(err, "checksum mismatch: the header says %.19s…, its bytes are %.19s…",
@@ -756,7 +739,7 @@ int backup_sched_run(struct backup_sched *s, struct store *st, const char *home,
     else
         prune(s->dir, s->keep);
     pthread_mutex_lock(&s->lock);
-    s->last_ms = now_ms();
+    s->last_ms = mtc_now_ms();
     s->last_ok = rc == 0;
     if (rc == 0) {
         s->ok_total++;

@@ -365,8 +365,10 @@ void mtc_sha256_hex(const char *s, char out[65]);
 /* "sha256:<hex>" of a whole file's bytes into out[72] (an image's digest). 0,
  * or -1 + err "PATH: ..." when it cannot be opened, read or hashed. */
 int mtc_sha256_file(const char *path, char out[72], mtc_error_t *err);
-/* The same of an open file, read from offset 0 with pread. 0/-1 + errno. */
+/* The same of an open file, read from offset 0 with pread (_from: from byte
+ * at to its end). 0/-1 + errno. */
 int mtc_sha256_fd(int fd, char out[72]);
+int mtc_sha256_fd_from(int fd, off_t at, char out[72]);
 /* 1 when path is a regular file starting with squashfs's magic "hsqs", 0 when
  * it is anything else (a FIFO or device is not opened for reading: no wait),
  * -1 + errno when it cannot be opened. */

@@ -306,12 +306,16 @@ char *mtc_data_path(const char *name)
 
 int mtc_sha256_fd(int fd, char out[72])
 {
+    return mtc_sha256_fd_from(fd, 0, out);
+}
+
+int mtc_sha256_fd_from(int fd, off_t at, char out[72])
+{
     enum { BUF = 1 << 20 };
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char *buf = malloc(BUF), md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     ssize_t r = 0;
-    off_t at = 0;
     int ok = ctx && buf && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
     while (ok && (r = pread(fd, buf, BUF, at)) > 0) {
         ok = EVP_DigestUpdate(ctx, buf, (size_t)r);

@@ -225,10 +225,10 @@ int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/restored.json", home);
     json_t *mark = json_load_file(path, 0, NULL);
-    if (!mark)
-        return errno == ENOENT || !mtc_path_exists(path)
-                   ? 0
-                   : errprintf(err, "%s: not the record `mtc daemon restore` writes", path);
+    if (!mark) /* none: nothing was restored */
+        return mtc_path_exists(path)
+                   ? errprintf(err, "%s: not the record `mtc daemon restore` writes", path)
+                   : 0;
     char when[40];
     mtc_time_rfc3339(json_integer_value(json_object_get(mark, "created")), when, sizeof(when));
     json_t *ids = store_cluster_ids(c->st);

@@ -31,11 +31,6 @@ static int inside(const char *path, const char *dir)
     return mtc_path_under(p, d);
 }
 
-static const char *when(int64_t ms, char *buf, size_t len)
-{
-    return mtc_time_rfc3339(ms, buf, len);
-}
-
 int cli_daemon_backup(struct cli *c, int argc, char **argv)
 {
     if (argc != 2 || !argv[1][0])
@@ -74,7 +69,7 @@ int cli_daemon_backup(struct cli *c, int argc, char **argv)
     char t[40];
     printf("backup written: %s (%lld bytes, %d files, mtc %s, schema v%d, taken %s)\n", file,
            (long long)info.bytes, info.files, info.mtc_version, info.schema,
-           when(info.created_ms, t, sizeof(t)));
+           mtc_time_rfc3339(info.created_ms, t, sizeof(t)));
     return 0;
 }
 
@@ -107,7 +102,7 @@ int cli_daemon_restore(struct cli *c, int argc, char **argv)
     printf("restored %s into %s (%d files, mtc %s, schema v%d, taken %s); start it with "
            "`mtcd --home %s` (its clusters are adopted; local ones come back as ERROR)\n",
            file, home, info.files, info.mtc_version, info.schema,
-           when(info.created_ms, t, sizeof(t)), home);
+           mtc_time_rfc3339(info.created_ms, t, sizeof(t)), home);
     /* files mtcd was given from outside its home: where to put them back */
     char rec[PATH_MAX + 32];
     snprintf(rec, sizeof(rec), "%s/restored.json", home);
