@@ -51,35 +51,35 @@ static json_t *job_json(const struct store_job *j, int full)
     snprintf(name, sizeof(name),
              "projects/%s/locations/%s/modelDevelopmentClusters/%s/trainingJobs/%s", j->project,
              j->location, j->cluster_id, j->id);
-    struct exp_run runv, *run = &runv; /* its config.json's fields */
-    exp_run_of(j->config, run);
+    struct exp_run run; /* its config.json's fields */
+    exp_run_of(j->config, &run);
     const json_t *req = j->request;
     json_t *o = json_pack("{s:s, s:s}", "name", name, "id", j->id);
     json_t *recipe = json_object_get(req, "recipe");
     json_object_set_new(o, "recipe", json_string(json_is_string(recipe) ? json_string_value(recipe)
-                                                                         : run->recipe));
+                                                                         : run.recipe));
     if (json_object_get(req, "overrides"))
         json_object_set(o, "overrides", json_object_get(req, "overrides"));
-    json_object_set_new(o, "nodeCount", json_integer(run->nodes));
+    json_object_set_new(o, "nodeCount", json_integer(run.nodes));
     const struct {
         const char *field, *value;
     } copy[] = {
-        {"partition", run->partition},   {"containerImage", run->image},
-        {"clusterType", run->cluster_type}, {"time", run->time},
-        {"task", run->task},             {"experimentName", run->experiment},
-        {"runId", run->run_id},          {"taskDir", run->task_dir},
-        {"logDir", run->log_dir},        {"slurmJobId", run->job_id},
+        {"partition", run.partition},   {"containerImage", run.image},
+        {"clusterType", run.cluster_type}, {"time", run.time},
+        {"task", run.task},             {"experimentName", run.experiment},
+        {"runId", run.run_id},          {"taskDir", run.task_dir},
+        {"logDir", run.log_dir},        {"slurmJobId", run.job_id},
     };
     for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
         if (copy[i].value)
             json_object_set_new(o, copy[i].field, json_string(copy[i].value));
-    json_object_set_new(o, "experimentDir", json_string(run->run_dir));
-    if (run->has_user) /* whom it runs as, when mtcd acts for a user */
-        json_object_set_new(o, "user", json_string(run->user.name));
+    json_object_set_new(o, "experimentDir", json_string(run.run_dir));
+    if (run.has_user) /* whom it runs as, when mtcd acts for a user */
+        json_object_set_new(o, "user", json_string(run.user.name));
     /* the registry model its final checkpoint registers under (docs/models.md) */
-    if (run->reg.model)
+    if (run.reg.model)
         json_object_set_new(o, "model", json_sprintf("projects/%s/locations/%s/models/%s",
-                                                     j->project, j->location, run->reg.model));
+                                                     j->project, j->location, run.reg.model));
     json_object_set_new(o, "state", json_string(j->state));
     json_object_set_new(o, "restartCount", json_integer(j->restart_count));
     /* goodput, steps and early problem detection (docs/observability.md) */
@@ -87,7 +87,7 @@ static json_t *job_json(const struct store_job *j, int full)
     double now = (double)mtc_now_ms() / 1000.0;
     if (tr && jobs_track(j->config, now, tr) == 0) {
         char msg[256];
-        int alerts = exp_monitor_check(tr, &run->monitor, now, msg, sizeof(msg));
+        int alerts = exp_monitor_check(tr, &run.monitor, now, msg, sizeof(msg));
         json_object_set_new(o, "progress", exp_track_json(tr, alerts, msg));
     }
     free(tr);

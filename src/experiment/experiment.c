@@ -43,14 +43,11 @@ static int dir_and_link(const char *task_dir, const char *name, const char *targ
 
 static int create(const json_t *cfg, const char *script, int submitting, mtc_error_t *err)
 {
-    const char *td = mtc_json_str(cfg, "taskDir");
+    const char *td = exp_task_dir(cfg);
     /* the run directory (<exp>/<exp>_<ts>) is claimed: two runs never share one */
     char run_dir[PATH_MAX];
-    snprintf(run_dir, sizeof(run_dir), "%s", td);
+    exp_run_dir(cfg, run_dir, sizeof(run_dir));
     char *slash = strrchr(run_dir, '/');
-    if (slash)
-        *slash = '\0';
-    slash = strrchr(run_dir, '/');
     if (slash) {
         *slash = '\0';
         int rc = mtc_mkdir_p(run_dir, 0755);
@@ -68,9 +65,8 @@ static int create(const json_t *cfg, const char *script, int submitting, mtc_err
     }
     if (mtc_mkdir_p(td, 0755) < 0)
         return errprintf(err, "cannot create %s: %s", td, strerror(errno));
-    if (dir_and_link(td, "checkpoints", mtc_json_str(json_object_get(cfg, "checkpoint"), "dir"),
-                     err) < 0 ||
-        dir_and_link(td, "logs", mtc_json_str(cfg, "logDir"), err) < 0)
+    if (dir_and_link(td, "checkpoints", exp_checkpoint_dir(cfg), err) < 0 ||
+        dir_and_link(td, "logs", exp_log_dir(cfg), err) < 0)
         return -1;
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/sbatch.sh", td);
@@ -92,11 +88,8 @@ int exp_create_submitting(const json_t *cfg, const char *script, mtc_error_t *er
 
 void exp_remove(const json_t *cfg)
 {
-    char run_dir[PATH_MAX];
-    snprintf(run_dir, sizeof(run_dir), "%s", mtc_json_str(cfg, "taskDir"));
-    char *slash = strrchr(run_dir, '/');
-    if (slash)
-        *slash = '\0';
+    char run_dir[PATH_MAX], *slash;
+    exp_run_dir(cfg, run_dir, sizeof(run_dir));
     mtc_rm_rf(run_dir);
     for (int up = 0; up < 2 && (slash = strrchr(run_dir, '/')); up++) {
         *slash = '\0';
@@ -217,8 +210,8 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
     json_t *c;
     json_array_foreach(all, i, c)
     {
-        if (strcmp(mtc_json_str(c, "experiment"), ref) == 0 ||
-            strcmp(mtc_json_str(c, "runId"), ref) == 0) {
+        if (strcmp(exp_experiment(c), ref) == 0 ||
+            strcmp(exp_run_id(c), ref) == 0) {
             json_incref(c);
             json_decref(all);
             return c;
@@ -228,7 +221,7 @@ json_t *exp_find(const char *home, const char *ref, mtc_error_t *err)
     size_t used = 0;
     json_array_foreach(all, i, c)
     {
-        const char *n = mtc_json_str(c, "experiment");
+        const char *n = exp_experiment(c);
         if (strstr(list, n))
             continue;
         int w = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", n);
@@ -262,7 +255,7 @@ int exp_slurm_conf(const json_t *cfg, const char **conf)
 
 char *exp_exit_record(const json_t *cfg, const char *job)
 {
-    const char *td = mtc_json_str(cfg, "taskDir");
+    const char *td = exp_task_dir(cfg);
     int fd = td && job ? open_run_file(td, job, ".exit") : -1;
     if (fd < 0)
         return NULL;
@@ -303,12 +296,12 @@ static const char *from_exit_file(const json_t *cfg, const char *job, char *buf,
 
 const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
 {
-    const char *job = mtc_json_str(cfg, "jobId");
+    const char *job = exp_job_id(cfg);
     if (!job) {
         snprintf(buf, len, "NOT_SUBMITTED");
         return buf;
     }
-    if (strcmp(mtc_json_str(cfg, "executor"), "local") == 0) {
+    if (exp_is_local(cfg)) {
         if (from_exit_file(cfg, job, buf, len))
             return buf;
         snprintf(buf, len, "%s", mtc_pid_alive((pid_t)atoi(job)) ? "RUNNING" : "FAILED");
@@ -323,7 +316,7 @@ const char *exp_job_state(const json_t *cfg, char *buf, size_t len)
 
 const char *exp_job_state_of(const json_t *cfg, const char *slurm, char *buf, size_t len)
 {
-    const char *job = mtc_json_str(cfg, "jobId");
+    const char *job = exp_job_id(cfg);
     if (slurm)
         snprintf(buf, len, "%s", slurm);
     else if (!job || !from_exit_file(cfg, job, buf, len))
@@ -345,11 +338,11 @@ int exp_state_final(const char *s)
 
 void exp_print_status(FILE *f, const json_t *cfg, const char *state)
 {
-    int local = strcmp(mtc_json_str(cfg, "executor"), "local") == 0;
-    fprintf(f, "Experiment Status for %s\n\n", mtc_json_str(cfg, "runId"));
+    int local = exp_is_local(cfg);
+    fprintf(f, "Experiment Status for %s\n\n", exp_run_id(cfg));
     fprintf(f, "Task 0: %s\n", mtc_json_str(cfg, "taskName"));
     fprintf(f, "- Status: %s\n", state);
     fprintf(f, "- Executor: %s\n", local ? "LocalExecutor" : "SlurmExecutor on @localhost");
-    fprintf(f, "- Job id: %s\n", mtc_json_str_or(cfg, "jobId", "-"));
-    fprintf(f, "- Local Directory: %s\n", mtc_json_str(cfg, "taskDir"));
+    fprintf(f, "- Job id: %s\n", exp_job_id(cfg) ?: "-");
+    fprintf(f, "- Local Directory: %s\n", exp_task_dir(cfg));
 }

@@ -91,6 +91,12 @@ const char *exp_register_model(const json_t *cfg);
 const char *exp_log_dir(const json_t *cfg);
 /* 1 when the run is a custom task's (a program of the user's, not mtc-train). */
 int exp_is_custom(const json_t *cfg);
+/* 1 when the run is the local executor's (the script run by bash here, no
+ * Slurm: its job id is a pid). */
+int exp_is_local(const json_t *cfg);
+/* Its run directory, <experiments>/<name>/<name>_<ts> (the task directory's
+ * parent; "" without one), into buf. */
+const char *exp_run_dir(const json_t *cfg, char *buf, size_t len);
 /* The user a run (or an upload's request) runs as: its runAs, set when mtcd
  * as root submits for a user, into u (name, uid, gid); 0, or -1 when it
  * runs as mtcd's own user. */

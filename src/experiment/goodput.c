@@ -32,7 +32,7 @@ static const char *const loss_tags[] = {"loss",       "train_loss",     "reduced
 
 static void tb_init(struct exp_track *t, const json_t *cfg)
 {
-    snprintf(t->tb_dir, sizeof(t->tb_dir), "%s/tensorboard", mtc_json_str(cfg, "logDir"));
+    snprintf(t->tb_dir, sizeof(t->tb_dir), "%s/tensorboard", exp_log_dir(cfg));
     const json_t *given = json_object_get(json_object_get(cfg, "monitor"), "loss_tags");
     size_t n = given ? json_array_size(given) : sizeof(loss_tags) / sizeof(loss_tags[0]);
     for (size_t i = 0; i < n && t->tb_ntags < 8; i++)
@@ -75,7 +75,7 @@ void exp_track_init(struct exp_track *t, const json_t *cfg)
     t->tok_per_step = b * s;
     exp_metrics_path(cfg, t->metrics_path, sizeof(t->metrics_path));
     exp_log_path(cfg, t->log_path, sizeof(t->log_path));
-    if (exp_is_custom(cfg) && mtc_json_str(cfg, "logDir"))
+    if (exp_is_custom(cfg) && exp_log_dir(cfg))
         tb_init(t, cfg);
 }
 

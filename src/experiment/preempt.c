@@ -11,10 +11,8 @@
 
 int exp_track_preemptions(struct exp_track *t, const json_t *cfg, double now)
 {
-    const char *job = json_string_value(json_object_get(cfg, "jobId"));
-    const char *ex = json_string_value(json_object_get(cfg, "executor"));
-    const char *conf = NULL;
-    if (!job || (ex && strcmp(ex, "local") == 0) || exp_slurm_conf(cfg, &conf) < 0)
+    const char *job = exp_job_id(cfg), *conf = NULL;
+    if (!job || exp_is_local(cfg) || exp_slurm_conf(cfg, &conf) < 0)
         return -1;
     struct slurm_preemption p[EXP_PREEMPTS];
     int n = slurm_job_preemptions(conf, job, p, EXP_PREEMPTS, NULL);

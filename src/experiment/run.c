@@ -61,6 +61,21 @@ const char *exp_log_dir(const json_t *cfg)
     return mtc_json_str(cfg, "logDir");
 }
 
+int exp_is_local(const json_t *cfg)
+{
+    const char *e = mtc_json_str(cfg, "executor");
+    return e && !strcmp(e, "local");
+}
+
+const char *exp_run_dir(const json_t *cfg, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", exp_task_dir(cfg) ?: "");
+    char *slash = strrchr(buf, '/');
+    if (slash)
+        *slash = '\0';
+    return buf;
+}
+
 const char *exp_log_path(const json_t *cfg, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s.log", exp_task_dir(cfg), exp_job_id(cfg) ?: "");
@@ -130,12 +145,7 @@ void exp_run_of(const json_t *cfg, struct exp_run *r)
     r->overrides = json_object_get(cfg, "overrides");
     r->launch = json_object_get(cfg, "launch");
     exp_monitor_from(cfg, &r->monitor);
-    /* the run's directory: <experiments>/<name>/<name>_<ts>, the task
-     * directory's parent */
-    snprintf(r->run_dir, sizeof(r->run_dir), "%s", r->task_dir ? r->task_dir : "");
-    char *slash = strrchr(r->run_dir, '/');
-    if (slash)
-        *slash = '\0';
+    exp_run_dir(cfg, r->run_dir, sizeof(r->run_dir));
     if (r->task_dir)
         exp_log_path(cfg, r->log_path, sizeof(r->log_path));
     exp_metrics_path(cfg, r->metrics_path, sizeof(r->metrics_path));

@@ -67,6 +67,10 @@ static void test_fields(void)
     snprintf(path, sizeof(path), "%s/metrics.jsonl", logs);
     CHECK_STR(r.metrics_path, path, "metrics_path");
     CHECK(!exp_is_custom(cfg) && r.launch == NULL, "not a custom task");
+    CHECK(!exp_is_local(cfg), "no executor: not the local one");
+    json_object_set_new(cfg, "executor", json_string("local"));
+    CHECK(exp_is_local(cfg), "executor local: the local one");
+    json_object_del(cfg, "executor");
 
     /* the setters a submission uses, then saved and loaded back whole */
     struct mtc_user bob = {.uid = 1002, .gid = 1003};

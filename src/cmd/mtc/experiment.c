@@ -164,11 +164,10 @@ static int e_cancel(struct cli *c, int argc, char **argv)
     if (!cfg)
         return 1;
     const char *job = exp_job_id(cfg);
-    struct exp_run run;
     int rc = 0;
     if (!job) {
         rc = cli_fail("%s was never submitted", exp_run_id(cfg) ?: "-");
-    } else if (exp_run_of(cfg, &run), run.executor && strcmp(run.executor, "local") == 0) {
+    } else if (exp_is_local(cfg)) {
         pid_t pid = (pid_t)atoi(job);
         /* the script runs in its own session: signal the group (trainer and mpirun too) */
         if (pid > 1 && mtc_pid_alive(pid)) {
