@@ -440,10 +440,10 @@ static void *backups(void *arg)
         pthread_mutex_unlock(&m->backup_lock);
         mtc_error_t err = {""};
         if (backup_sched_run(&m->backup, m->st, m->home, &err) < 0) {
-            log_msg(LOG_ERR, "periodic backup into %s failed: %s", m->backup.dir, err.text);
             char msg[400];
             snprintf(msg, sizeof(msg), "periodic backup into %s failed: %s", m->backup.dir,
                      err.text);
+            log_msg(LOG_ERR, "%s", msg);
             store_event_add(m->st, "", "BACKUP_FAILED", NULL, msg);
         } else {
             log_msg(LOG_INFO, "periodic backup: %s", m->backup.last_file);
