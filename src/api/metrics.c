@@ -263,6 +263,43 @@ static void cluster_rows(struct api_req *r, struct text *t, const json_t *ids,
     }
 }
 
+/* Clusters with Slurm's backup controller: each slurmctld, whether it
+ * answered supervision's last ping and whether it is in control (each
+ * family's samples together, as the text format wants). */
+static void controllers(struct api_req *r, struct text *t, json_t *ids)
+{
+    static const char *const fam[][2] = {
+        {"mtc_slurmctld_up", "Slurm controllers of clusters with a backup: 1 when it answered "
+                             "supervision's last ping."},
+        {"mtc_slurmctld_in_control",
+         "Slurm controllers of clusters with a backup: 1 for the one in control."}};
+    size_t i;
+    json_t *id, *seen = json_object();
+    char c[64];
+    json_array_foreach(ids, i, id)
+    {
+        json_t *ctl = r->prov ? provider_controller(r->prov, json_string_value(id)) : NULL;
+        if (json_object_get(ctl, "inControl"))
+            json_object_set(seen, json_string_value(id), ctl);
+        json_decref(ctl);
+    }
+    for (int f = 0; f < 2 && json_object_size(seen); f++) {
+        head(t, fam[f][0], "gauge", fam[f][1]);
+        const char *cid;
+        json_t *ctl;
+        json_object_foreach(seen, cid, ctl)
+        for (int k = 0; k < 2; k++)
+        {
+            const char *role = k ? "backup" : "primary";
+            int v = f ? !strcmp(json_string_value(json_object_get(ctl, "inControl")), role)
+                      : json_is_true(json_object_get(json_object_get(ctl, role), "up"));
+            put(t, "%s{cluster=\"%s\",controller=\"%s\"} %d\n", fam[f][0],
+                esc(cid, c, sizeof(c)), role, v);
+        }
+    }
+    json_decref(seen);
+}
+
 /* Nodes and health straight from the store's rows (store_scrape_*): what
  * the supervisor and the agents' reports keep current, no JSON made. */
 static void clusters(struct api_req *r, struct text *t)
@@ -287,6 +324,7 @@ static void clusters(struct api_req *r, struct text *t)
             count[k]);
     head(t, "mtc_nodes", "gauge", "Nodes by cluster, pool and state (1 per node).");
     cluster_rows(r, t, ids, store_scrape_nodes, node_row);
+    controllers(r, t, ids);
     head(t, "mtc_health_check", "gauge",
          "Latest health check results by cluster, node, check and status (1 per result).");
     checks(r, t, ids);

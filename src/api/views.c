@@ -121,6 +121,10 @@ json_t *api_cluster_json(struct store *st, struct provider *prov, const struct s
     json_t *hosts = prov ? provider_hosts(prov, cl->id) : NULL;
     if (hosts)
         json_object_set_new(status, "hosts", hosts);
+    /* with Slurm's backup controller: which one is in control */
+    json_t *ctl = prov ? provider_controller(prov, cl->id) : NULL;
+    if (ctl)
+        json_object_set_new(status, "controller", ctl);
     json_object_set_new(j, "clusterStatus", status);
     if (events_for)
         json_object_set_new(j, "clusterEvents", api_events_json(st, cl->id, 100, events_for));

@@ -187,6 +187,51 @@ static int check_pool(const json_t *pools, size_t i, const char *login, mtc_erro
     return 0;
 }
 
+/* controller.backupHost: another host than the controller, one that runs a
+ * node of the cluster (it has the cluster's munged, storage and files; the
+ * login host is the usual choice), and a StateSaveLocation both controllers
+ * see (stateSaveLocation, else under experimentRoot). */
+static int check_controller(const json_t *spec, mtc_error_t *err)
+{
+    const json_t *ctl = json_object_get(spec, "controller");
+    const char *backup = json_string_value(json_object_get(ctl, "backupHost"));
+    const char *addr = json_string_value(json_object_get(ctl, "address"));
+    if (!backup)
+        return 0;
+    if (addr && strcasecmp(addr, backup) == 0)
+        return schema_error(err, "controller.backupHost",
+                            "\"%s\" is the controller itself; the backup controller runs on "
+                            "another host",
+                            backup);
+    const json_t *pools = json_object_get(spec, "nodePools"), *p;
+    size_t i;
+    int found = 0, elastic = 0;
+    json_array_foreach(pools, i, p)
+    {
+        const json_t *hosts = json_object_get(p, "hosts");
+        json_int_t min =
+            json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
+        for (size_t k = 0; k < json_array_size(hosts); k++)
+            if (!strcasecmp(json_string_value(json_array_get(hosts, k)), backup))
+                found = 1, elastic = (json_int_t)k >= min;
+    }
+    if (elastic)
+        return schema_error(err, "controller.backupHost",
+                            "\"%s\" runs an elastic node, powered down when idle; the backup "
+                            "controller needs a host that stays up (the login host)",
+                            backup);
+    if (!found)
+        return schema_error(err, "controller.backupHost",
+                            "\"%s\" is not a host of the cluster's node pools (the backup "
+                            "controller runs beside a node; the login host is the usual choice)",
+                            backup);
+    if (!json_object_get(ctl, "stateSaveLocation") && !json_object_get(spec, "experimentRoot"))
+        return schema_error(err, "controller.backupHost",
+                            "needs storage both controllers see: set controller.stateSaveLocation "
+                            "or experimentRoot");
+    return 0;
+}
+
 /* mtc's own top-level fields that only a cluster on hosts uses. */
 static const char *const hosts_only[] = {"ssh", "controller", "installPackages", "hostRemediation",
                                          NULL};
@@ -219,5 +264,5 @@ int cluster_spec_hosts_check(json_t *spec, mtc_error_t *err)
     }
     const char *login = cluster_spec_login_pool(spec);
     json_array_foreach(pools, i, p) if (check_pool(pools, i, login, err) < 0) return -1;
-    return 0;
+    return check_controller(spec, err);
 }

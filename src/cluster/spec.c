@@ -562,8 +562,26 @@ static const struct schema_field f_ssh[] = {
     {.name = NULL}};
 static const struct schema s_ssh = {f_ssh, SPEC, NULL, NULL};
 
+/* Hook: a directory for slurmctld's state: abs_path, and not / or a path
+ * that ends in . or .. (mtc makes it and writes a marker there as root). */
+static int state_dir(const struct schema_field *f, json_t **v, const char *path, mtc_error_t *err)
+{
+    if (abs_path(f, v, path, err) < 0)
+        return -1;
+    const char *s = json_string_value(*v), *last = strrchr(s, '/');
+    if (!strcmp(s, "/") || !strcmp(last, "/.") || !strcmp(last, "/..") || !strcmp(last, "/"))
+        return schema_error(err, path, "\"%.60s\" is not a directory of its own", s);
+    return 0;
+}
+
+/* the controller: where the hosts reach it, and Slurm's backup controller
+ * (cluster/hosts.c checks backupHost against the pools; docs/hosts.md) */
 static const struct schema_field f_controller[] = {
-    {.name = "address", .kind = SCHEMA_STR, .check = host_one}, {.name = NULL}};
+    {.name = "address", .kind = SCHEMA_STR, .check = host_one},
+    {.name = "backupHost", .kind = SCHEMA_STR, .check = host_one},
+    {.name = "failoverSeconds", .kind = SCHEMA_INT, .flags = SCHEMA_RANGE, .lo = 5, .hi = 3600},
+    {.name = "stateSaveLocation", .kind = SCHEMA_STR, .check = state_dir},
+    {.name = NULL}};
 static const struct schema s_controller = {f_controller, SPEC, NULL, NULL};
 
 /* the reboot command runs as root on a host, the reimage and power commands

@@ -92,6 +92,10 @@ int head_ctld_start(const struct head *h, mtc_error_t *err);
 int head_controller_converge(const struct head *h, struct head_applied *a, const char *sha,
                              const char *names, int slurmds, provider_progress_fn progress,
                              void *arg, mtc_error_t *err);
+/* munged started again when dead (MUNGED_RESTART through ev, may be NULL):
+ * head_supervise's first step, on its own for a caller that asks Slurm
+ * something before slurmctld is looked at. 0/-1 + err. */
+int head_supervise_munged(const struct head *h, provider_event_fn ev, void *arg, mtc_error_t *err);
 /* A supervision pass over the controller: munged and slurmctld started again
  * when dead, each reported through ev (may be NULL). 0 (*ctld_restarted: 1
  * when slurmctld was), or -1 + err. */

@@ -59,17 +59,24 @@ int head_controller_converge(const struct head *c, struct head_applied *a, const
     return 0;
 }
 
+int head_supervise_munged(const struct head *c, provider_event_fn ev, void *arg, mtc_error_t *err)
+{
+    if (head_munged_running(c))
+        return 0;
+    if (head_munged_start(c, err) < 0)
+        return -1;
+    if (ev)
+        ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
+    return 0;
+}
+
 /* The controller's part of both providers' supervise (head.h). */
 int head_supervise(const struct head *c, provider_event_fn ev, void *arg, int *ctld_restarted,
                    mtc_error_t *err)
 {
     *ctld_restarted = 0;
-    if (!head_munged_running(c)) {
-        if (head_munged_start(c, err) < 0)
-            return -1;
-        if (ev)
-            ev(arg, "MUNGED_RESTART", NULL, "munged was not running; restarted");
-    }
+    if (head_supervise_munged(c, ev, arg, err) < 0)
+        return -1;
     if (head_acct_supervise(c, ev, arg, err) < 0)
         return -1;
     if (!head_ctld_running(c)) {

@@ -117,8 +117,9 @@ out:
 
 /* ---- apply ---- */
 
-/* The spec's ssh settings and controller address into s. */
-static int settings(const json_t *spec, const struct hstate *old, struct hstate *s,
+/* The spec's ssh settings and controller (address, backup, state) into s. */
+static int settings(const struct head *c, const json_t *spec, const struct hstate *old,
+                    struct hstate *s,
                     mtc_error_t *err)
 {
     const json_t *ssh = json_object_get(spec, "ssh");
@@ -129,19 +130,37 @@ static int settings(const json_t *spec, const struct hstate *old, struct hstate 
         s->ssh_port = 22;
     snprintf(s->ssh_key, sizeof(s->ssh_key), "%s",
              json_string_value(json_object_get(ssh, "keyFile")) ?: "");
-    const char *addr =
-        json_string_value(json_object_get(json_object_get(spec, "controller"), "address"));
-    if (addr) {
+    const json_t *ctl = json_object_get(spec, "controller");
+    const char *addr = json_string_value(json_object_get(ctl, "address"));
+    const char *backup = json_string_value(json_object_get(ctl, "backupHost"));
+    const char *state = json_string_value(json_object_get(ctl, "stateSaveLocation"));
+    snprintf(s->backup_addr, sizeof(s->backup_addr), "%s", backup ?: "");
+    s->failover_s = (int)json_integer_value(json_object_get(ctl, "failoverSeconds"));
+    if (!s->failover_s)
+        s->failover_s = HOSTS_FAILOVER_S;
+    /* slurmctld's state: where the spec says, else with a backup under
+     * the experiment root (the spec's check wants one of them), else here */
+    const char *root = hosts_experiment_root(spec);
+    if (state)
+        snprintf(s->state_dir, sizeof(s->state_dir), "%s", state);
+    else if (backup && root)
+        snprintf(s->state_dir, sizeof(s->state_dir), "%s/.mtc/%s-%s.slurmctld", root, c->id, s->uid);
+    else
+        s->state_dir[0] = '\0';
+    if (addr)
         snprintf(s->ctld_addr, sizeof(s->ctld_addr), "%s", addr);
-        return 0;
-    }
-    if (old && old->ctld_addr[0]) {
+    else if (old && old->ctld_addr[0])
         snprintf(s->ctld_addr, sizeof(s->ctld_addr), "%s", old->ctld_addr);
-        return 0;
-    }
     /* the address this host uses towards the first host */
-    return hosts_route_source(s->nnodes ? s->nodes[0].host : "", s->ctld_addr, sizeof(s->ctld_addr),
-                              err);
+    else if (hosts_route_source(s->nnodes ? s->nodes[0].host : "", s->ctld_addr,
+                                sizeof(s->ctld_addr), err) < 0)
+        return -1;
+    if (backup && strcasecmp(backup, s->ctld_addr) == 0)
+        return errprintf(err,
+                         "controller.backupHost: \"%s\" is the controller itself; the backup "
+                         "controller runs on another host",
+                         backup);
+    return 0;
 }
 
 /* Controller: munged on /run/mtc/<uid>/..., slurmctld with the new conf. */
@@ -157,6 +176,81 @@ static int controller_up(const struct head *c, struct hstate *s, const char *sha
     /* slurmds that ran an earlier config fetch the new one */
     return head_controller_converge(c, &s->applied, sha, names, s->applied.sha[0] != 0, progress,
                                     arg, err);
+}
+
+/* slurmctld's state moves (a backup controller added or removed, another
+ * stateSaveLocation): the old backup's slurmctld stopped, then the
+ * controller's (a clean stop saves the queue), and its files copied to the
+ * new place, where controller_up starts it. 0/-1 + err. */
+static int state_move(struct provider *p, const struct head *c, const struct hstate *old,
+                      const struct hstate *s, provider_progress_fn progress, void *arg,
+                      mtc_error_t *err)
+{
+    char from[PLEN], to[PLEN + 2];
+    hosts_state_dir(c, old, from);
+    hosts_state_dir(c, s, to);
+    if (!old->applied.sha[0] || strcmp(from, to) == 0)
+        return 0;
+    const struct hnode *bk = hosts_backup_node(old);
+    if (bk) {
+        mtc_error_t e2;
+        struct ssh_conn *ssh = hosts_ssh(p, old, bk->host, &e2);
+        if (!ssh || hosts_remote_op(ssh, old, "noctld", bk->name, -1, NULL, 30000, &e2) != 0)
+            log_msg(LOG_WARNING, "cluster %s: could not stop the backup slurmctld on %s: %s",
+                    c->id, bk->host, e2.text);
+        ssh_free(ssh);
+    }
+    head_say(progress, arg, "moving slurmctld's state from %s to %s", from, to);
+    head_stop_pidfile(c, "slurmctld", head_ctld_running(c));
+    strcat(from, "/."); /* the contents */
+    char *out = NULL, *argv[] = {"cp", "-a", "--", from, to, NULL};
+    int rc = mtc_run(argv, NULL, &out, 120000);
+    if (rc != 0)
+        errprintf(err, "cannot copy slurmctld's state to %s: %.200s", to, out ? out : "");
+    free(out);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The backup controller, once the nodes run and its host is known to see
+ * the state directory (nonce: hosts_state_dir_prepare's marker): slurmctld
+ * started there, and waited for until `scontrol ping` shows it UP. */
+static int backup_up(struct provider *p, const struct head *c, const struct hstate *s,
+                     const char *nonce, provider_progress_fn progress, void *arg, mtc_error_t *err)
+{
+    const struct hnode *bk = hosts_backup_node(s);
+    if (!bk)
+        return 0;
+    head_say(progress, arg, "checking that %s sees slurmctld's state directory", bk->host);
+    if (hosts_state_dir_verify(p, c, s, nonce, err) < 0)
+        return -1;
+    /* A new slurmctld saves its jobs and nodes at once but its partitions,
+     * associations and TRES (part_state, assoc_mgr_state, last_tres) only
+     * at a clean stop or its 5-minute checkpoint; a backup that takes over
+     * before then has no TRES and, with accounting down too, exits
+     * ("we have no TRES from it"). One clean restart writes them all. */
+    char dir[PLEN], part[PLEN + 16];
+    hosts_state_dir(c, s, dir);
+    snprintf(part, sizeof(part), "%s/part_state", dir);
+    if (!mtc_path_exists(part)) {
+        head_say(progress, arg, "restarting slurmctld once to save its whole state for the backup");
+        head_stop_pidfile(c, "slurmctld", head_ctld_running(c));
+        if (head_ctld_start(c, err) < 0 || slurm_reconfigure(c->conf, err) < 0)
+            return -1;
+    }
+    head_say(progress, arg, "starting the backup slurmctld on %s", bk->host);
+    struct ssh_conn *ssh = hosts_ssh(p, s, bk->host, err);
+    int rc = ssh ? hosts_remote_op(ssh, s, "ctld", bk->name, -1, NULL, 60000, err) : -1;
+    ssh_free(ssh);
+    if (rc != 0)
+        return -1;
+    struct slurm_ping ping = {0};
+    for (int64_t end = mtc_now_ms() + CTLD_WAIT_MS; mtc_now_ms() < end; mtc_sleep_ms(200))
+        if (slurm_ping(c->conf, &ping) == 0 && ping.backup_up)
+            return 0;
+    return errprintf(err,
+                     "the backup slurmctld on %s does not answer within %d s (see "
+                     "/var/lib/mtc/%s/log/slurmctld.log there)",
+                     bk->host, CTLD_WAIT_MS / 1000, s->uid);
 }
 
 /* Nodes that moved host: tell slurmctld their new address (with the rewritten
@@ -192,6 +286,7 @@ static void teardown(struct provider *p, struct head *c, struct hstate *s)
     head_acct_stop(c);
     head_stop_pidfile(c, "munged", head_munged_running(c));
     hosts_storage_forget(c);
+    hosts_state_dir_forget(c, s);
     char run[64], etc[64];
     snprintf(run, sizeof(run), SLURM_HOST_RUN, s->uid);
     snprintf(etc, sizeof(etc), SLURM_HOST_ETC, s->uid);
@@ -294,7 +389,7 @@ static int apply_locked(struct provider *p, struct head *c, const json_t *spec, 
 {
     struct hcontroller ctl;
     struct hbundle b;
-    char sha[65], url[512];
+    char sha[65], url[512], nonce[33];
     mtc_error_t *errs = calloc(HOSTS_MAX, sizeof(*errs));
     struct host_work *j = calloc(1, sizeof(*j));
     int rc = -1;
@@ -303,7 +398,7 @@ static int apply_locked(struct provider *p, struct head *c, const json_t *spec, 
         goto out;
     }
     if (hosts_plan(c->id, spec, have_old ? old : NULL, s, err) < 0 ||
-        settings(spec, have_old ? old : NULL, s, err) < 0 ||
+        settings(c, spec, have_old ? old : NULL, s, err) < 0 ||
         hosts_controller_facts(&ctl, err) < 0 ||
         (p->agent && hosts_api_url(p, s, url, sizeof(url), err) < 0))
         goto out;
@@ -335,10 +430,11 @@ static int apply_locked(struct provider *p, struct head *c, const json_t *spec, 
     if (check_hosts(j, spec, errs, progress, arg, err) < 0)
         goto out;
     *touched = 1;
-    if (write_files(j, &b, sha, err) < 0)
+    if (write_files(j, &b, sha, err) < 0 || hosts_state_dir_prepare(c, s, nonce, err) < 0)
         goto out;
     clean_unused(p, c, s, 0, progress, arg); /* nodes leave old hosts before starting on new ones */
-    if (controller_up(c, s, sha, progress, arg, err) < 0)
+    if ((have_old && state_move(p, c, old, s, progress, arg, err) < 0) ||
+        controller_up(c, s, sha, progress, arg, err) < 0)
         goto out;
     move_nodes(c, have_old ? old : NULL, s);
     head_say(progress, arg, "starting %zu node(s) on their hosts", s->nnodes);
@@ -366,6 +462,8 @@ static int apply_locked(struct provider *p, struct head *c, const json_t *spec, 
         if (hosts_storage_verify(p, c, s, spec, err) < 0)
             goto out;
     }
+    if (backup_up(p, c, s, nonce, progress, arg, err) < 0)
+        goto out;
     for (size_t i = 0; i < s->nhosts;) /* hosts in use need no cleaning record */
         if (s->hosts[i].role == HOST_TOUCHED && hosts_in_use(s, s->hosts[i].host))
             hosts_host_forget(s, s->hosts[i].host);
@@ -474,6 +572,7 @@ const struct provider_ops provider_hosts_ops = {
     .node_check = hosts_node_check,
     .hosts = hosts_hosts,
     .login = hosts_login,
+    .controller = hosts_controller,
     .check_storage = hosts_check_storage,
     .power = hosts_power,
     .node_fault = hosts_node_fault,

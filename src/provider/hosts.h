@@ -24,6 +24,7 @@
 #define HOSTS_SUSPEND_TIMEOUT_S 5 /* SuspendTimeout of elastic nodes on hosts */
 #define HOSTS_REBOOT_DEFAULT "systemctl reboot"
 #define HOSTS_MIN_FREE_MB 1024 /* free disk a host needs under /var/lib/mtc */
+#define HOSTS_FAILOVER_S 30    /* controller.failoverSeconds default: SlurmctldTimeout */
 
 /* One Slurm node on one host. */
 struct hnode {
@@ -64,6 +65,12 @@ struct hstate {
     struct hhost hosts[2 * HOSTS_MAX];
     size_t nhosts;
     struct head_applied applied; /* what slurmctld last loaded */
+    /* Slurm's backup controller (spec controller.backupHost): the host of
+     * one of the nodes, "" none; StateSaveLocation both controllers share
+     * ("" : <cluster dir>/state, the controller's alone); SlurmctldTimeout */
+    char backup_addr[256];
+    char state_dir[1024];
+    int failover_s;
 };
 
 /* ---- hosts_state.c ---- */
@@ -95,6 +102,11 @@ const char *hosts_free_spare(const struct hstate *s, const char *pool);
  * 0, or -1 + err naming the host when a quarantined host has no spare left. */
 int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, struct hstate *next,
                mtc_error_t *err);
+/* The node on the backup controller's host, or NULL when there is none. */
+const struct hnode *hosts_backup_node(const struct hstate *s);
+/* Where the hosts reach slurmctld, for slurmd's --conf-server and
+ * SLURM_CONF_SERVER: "ADDR:PORT", then ",BACKUP:PORT" with a backup. */
+void hosts_conf_servers(const struct hstate *s, char *buf, size_t len);
 /* Node names, comma-separated, in order, an elastic one with "~" (for "which
  * nodes slurmctld knows": it restarts when that changes). */
 void hosts_node_names(const struct hstate *s, char *buf, size_t len);
@@ -254,6 +266,24 @@ void hosts_storage_forget(const struct head *c);
 /* provider_check_storage for a cluster on hosts. */
 int hosts_check_storage(struct provider *p, const char *id, const json_t *spec, mtc_error_t *err);
 
+/* slurmctld's StateSaveLocation (the state's stateSaveLocation, else
+ * <cluster dir>/state) into path. */
+void hosts_state_dir(const struct head *c, const struct hstate *s, char path[PLEN]);
+#define HOSTS_STATE_MARKER "mtc-cluster" /* "<id> <uid> <nonce>" in the state directory */
+/* The state directory of a state_dir set: made here (0700), refused when
+ * it holds another cluster's state or files mtc did not put there, and a
+ * fresh marker with a new nonce (33 bytes; "" when state_dir is unset)
+ * written into it. 0/-1 + err. */
+int hosts_state_dir_prepare(const struct head *c, const struct hstate *s, char nonce[33],
+                            mtc_error_t *err);
+/* The backup controller's host reads the marker prepare wrote (nonce) in
+ * the state directory: 0 (also without a backup), or -1 + err naming the
+ * host that does not see it. */
+int hosts_state_dir_verify(struct provider *p, const struct head *c, const struct hstate *s,
+                           const char *nonce, mtc_error_t *err);
+/* The cluster is going away: what it kept in a state_dir of its own removed. */
+void hosts_state_dir_forget(const struct head *c, const struct hstate *s);
+
 /* ---- hosts_view.c ---- */
 
 /* Wait until no pass over a cluster's hosts is at work (before the provider
@@ -274,6 +304,9 @@ json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_
 json_t *hosts_hosts(struct provider *p, const char *id);
 char *hosts_env(struct provider *p, const char *id, mtc_error_t *err);
 json_t *hosts_login(struct provider *p, const char *id, mtc_error_t *err);
+/* provider_controller: the controllers of a cluster with a backup, from the
+ * state and supervision's last look (no remote call); NULL without one. */
+json_t *hosts_controller(struct provider *p, const char *id);
 
 /* ---- hosts_node.c ---- */
 

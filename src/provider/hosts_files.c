@@ -353,6 +353,34 @@ static int plugstack_write(const struct head *c, const struct hstate *s,
     return 0;
 }
 
+/* The backup controller's copy of what slurmctld reads (slurm.conf and
+ * gres.conf, as the controller's) in the image's etc/mtc/<uid>/ctld: every
+ * host gets it with the bundle (configless slurmds are served the same
+ * text), the backup's host runs slurmctld -f on it. Without a backup, none. */
+static int ctld_copy(const struct head *c, const struct hstate *s, mtc_error_t *err)
+{
+    static const char *const files[] = {"slurm.conf", "gres.conf"};
+    char dir[PLEN], path[PLEN], from[PLEN];
+    head_path(c, dir, "image/etc/mtc/%s/ctld", s->uid);
+    if (!hosts_backup_node(s)) {
+        mtc_rm_rf(dir);
+        return 0;
+    }
+    if (mtc_mkdir_p(dir, 0755) < 0)
+        return errprintf(err, "mkdir %s: %s", dir, strerror(errno));
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        size_t len = 0;
+        char *text = mtc_read_file(head_path(c, from, "%s", files[i]), &len);
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        int rc = text ? mtc_write_if_changed(path, text, err)
+                      : errprintf(err, "cannot read %s: %s", from, strerror(errno));
+        free(text);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int hosts_write_conf(const struct provider *p, const struct head *c, const struct hstate *s,
                      const json_t *spec, char sha[65], mtc_error_t *err)
 {
@@ -371,7 +399,14 @@ int hosts_write_conf(const struct provider *p, const struct head *c, const struc
                               .nnodes = s->nnodes,
                               .fake_gpus = conf_nodes(spec, s, sizes),
                               .uid = s->uid,
-                              .ctld_addr = s->ctld_addr};
+                              .ctld_addr = s->ctld_addr,
+                              .state_dir = s->state_dir[0] ? s->state_dir : NULL,
+                              .ctld_timeout = s->failover_s};
+    const struct hnode *bk = hosts_backup_node(s);
+    if (bk) { /* Slurm's backup controller, on that node's host */
+        sl.backup_host = bk->hostname;
+        sl.backup_addr = bk->host;
+    }
     /* the scripts hosts_bundle wrote */
     sl.prolog = mtc_path_exists((snprintf(path, sizeof(path), "%s/prolog.sh", etc), path));
     sl.epilog = mtc_path_exists((snprintf(path, sizeof(path), "%s/epilog.sh", etc), path));
@@ -409,6 +444,8 @@ int hosts_write_conf(const struct provider *p, const struct head *c, const struc
         rc = head_conf_write(c, spec, &sl, sha, err);
     if (rc == 0)
         rc = plugstack_write(c, s, &sl, etc, err);
+    if (rc == 0)
+        rc = ctld_copy(c, s, err);
     free(sizes);
     return rc;
 }

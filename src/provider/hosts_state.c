@@ -41,6 +41,9 @@ int hosts_state_load(const struct head *c, struct hstate *s)
     str(s->ssh_key, sizeof(s->ssh_key), ssh, "keyFile");
     str(s->applied.sha, sizeof(s->applied.sha), j, "appliedConfSha256");
     str(s->applied.nodes, sizeof(s->applied.nodes), j, "appliedNodes");
+    str(s->backup_addr, sizeof(s->backup_addr), j, "backupHost");
+    str(s->state_dir, sizeof(s->state_dir), j, "stateSaveLocation");
+    s->failover_s = (int)json_integer_value(json_object_get(j, "failoverSeconds"));
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(j, "nodes"), i, e)
@@ -102,7 +105,28 @@ int hosts_state_save(const struct head *c, const struct hstate *s, mtc_error_t *
                   "ctldPort", s->ctld_port, "ctldAddr", s->ctld_addr, "ssh", "user", s->ssh_user,
                   "port", s->ssh_port, "keyFile", s->ssh_key, "nodes", nodes, "hosts", hosts,
                   "appliedConfSha256", s->applied.sha, "appliedNodes", s->applied.nodes);
+    if (j && s->backup_addr[0])
+        json_object_set_new(j, "backupHost", json_string(s->backup_addr));
+    if (j && s->state_dir[0])
+        json_object_set_new(j, "stateSaveLocation", json_string(s->state_dir));
+    if (j && s->failover_s)
+        json_object_set_new(j, "failoverSeconds", json_integer(s->failover_s));
     return head_json_save(head_path(c, path, "hosts.json"), j, 0600, err);
+}
+
+const struct hnode *hosts_backup_node(const struct hstate *s)
+{
+    for (size_t i = 0; s->backup_addr[0] && i < s->nnodes; i++)
+        if (strcasecmp(s->nodes[i].host, s->backup_addr) == 0)
+            return &s->nodes[i];
+    return NULL;
+}
+
+void hosts_conf_servers(const struct hstate *s, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s:%d", s->ctld_addr, s->ctld_port);
+    if (s->backup_addr[0] && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ",%s:%d", s->backup_addr, s->ctld_port);
 }
 
 struct hnode *hosts_node_find(struct hstate *s, const char *name)

@@ -4,6 +4,7 @@
  * at the same path; and the node's mounts file for mtc-host. */
 #include "provider/hosts.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,4 +196,127 @@ int hosts_check_storage(struct provider *p, const char *id, const json_t *spec, 
                  : hosts_storage_verify(p, &c, s, spec, err);
     free(s);
     return rc;
+}
+
+/* ---- slurmctld's StateSaveLocation, shared with the backup controller ---- */
+
+void hosts_state_dir(const struct head *c, const struct hstate *s, char path[PLEN])
+{
+    if (s->state_dir[0])
+        snprintf(path, PLEN, "%s", s->state_dir);
+    else
+        head_path(c, path, "state");
+}
+
+/* The entries of dir (not . and ..): counted, and with remove, removed.
+ * The count, or -1 when dir cannot be read (0 when it does not exist). */
+static long entries(const char *dir, int remove)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    long n = 0;
+    char path[PLEN];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        n++;
+        if (remove && snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
+            mtc_rm_rf(path);
+    }
+    closedir(d);
+    return n;
+}
+
+/* "<id> <uid>" of the cluster whose marker is in dir ("" none) into owner. */
+static void state_owner(const char *dir, char *owner, size_t len)
+{
+    char path[PLEN];
+    snprintf(path, sizeof(path), "%s/" HOSTS_STATE_MARKER, dir);
+    char *text = mtc_read_file(path, NULL);
+    const char *sp = text ? strchr(text, ' ') : NULL;
+    sp = sp ? strchr(sp + 1, ' ') : NULL;
+    snprintf(owner, len, "%.*s", text && sp ? (int)(sp - text) : 0, text ? text : "");
+    free(text);
+}
+
+int hosts_state_dir_prepare(const struct head *c, const struct hstate *s, char nonce[33],
+                            mtc_error_t *err)
+{
+    char dir[PLEN], path[PLEN], owner[128], mine[128];
+    nonce[0] = '\0';
+    if (!s->state_dir[0])
+        return 0;
+    hosts_state_dir(c, s, dir);
+    snprintf(mine, sizeof(mine), "%s %s", c->id, s->uid);
+    if (mtc_mkdir_p(dir, 0700) < 0)
+        return errprintf(err, "controller.stateSaveLocation %s: cannot make it here: %s", dir,
+                         strerror(errno));
+    state_owner(dir, owner, sizeof(owner));
+    if (owner[0] && strcmp(owner, mine) != 0)
+        return errprintf(err,
+                         "controller.stateSaveLocation %s holds the state of another cluster "
+                         "(%s); give each cluster its own",
+                         dir, owner);
+    if (!owner[0] && entries(dir, 0) != 0)
+        return errprintf(err,
+                         "controller.stateSaveLocation %s holds files mtc did not put there; "
+                         "name an empty directory",
+                         dir);
+    /* a new nonce each time: a stale copy on a host's own disk never passes */
+    char text[200];
+    if (mtc_random_hex(nonce, 16) < 0)
+        return errprintf(err, "cannot make a marker: %s", strerror(errno));
+    int n = snprintf(text, sizeof(text), "%s %s\n", mine, nonce);
+    snprintf(path, sizeof(path), "%s/" HOSTS_STATE_MARKER, dir);
+    if (mtc_write_file_atomic(path, text, (size_t)n, 0644) < 0)
+        return errprintf(err, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int hosts_state_dir_verify(struct provider *p, const struct head *c, const struct hstate *s,
+                           const char *nonce, mtc_error_t *err)
+{
+    const struct hnode *bk = hosts_backup_node(s);
+    char dir[PLEN], path[PLEN + 32], cmd[PLEN + 64];
+    if (!bk || !nonce[0])
+        return 0;
+    hosts_state_dir(c, s, dir);
+    snprintf(path, sizeof(path), "%s/" HOSTS_STATE_MARKER, dir);
+    char *q = mtc_shell_quote(path), *out = NULL;
+    snprintf(cmd, sizeof(cmd), "cat -- %s", q ? q : "/nonexistent");
+    free(q);
+    struct ssh_conn *ssh = hosts_ssh(p, s, bk->host, err);
+    int rc = ssh ? ssh_run(ssh, cmd, &out, MARKER_MS, 0, err) : -1;
+    ssh_free(ssh);
+    const char *got = out ? strrchr(out, ' ') : NULL;
+    int same = rc == 0 && got && strncmp(got + 1, nonce, 32) == 0;
+    free(out);
+    if (rc < 0)
+        return errprintf(err,
+                         "cannot check controller.stateSaveLocation %s: the backup controller's "
+                         "host %s does not answer",
+                         dir, bk->host);
+    if (!same)
+        return errprintf(err,
+                         "controller.stateSaveLocation %s is not shared storage: the backup "
+                         "controller's host %s does not see the controller's marker %s (mount "
+                         "the same filesystem there)",
+                         dir, bk->host, path);
+    return 0;
+}
+
+void hosts_state_dir_forget(const struct head *c, const struct hstate *s)
+{
+    char dir[PLEN];
+    if (!s->state_dir[0])
+        return; /* <cluster dir>/state goes with the cluster's directory */
+    hosts_state_dir(c, s, dir);
+    char owner[128], mine[128];
+    state_owner(dir, owner, sizeof(owner));
+    snprintf(mine, sizeof(mine), "%s %s", c->id, s->uid);
+    if (strcmp(owner, mine) != 0)
+        return; /* never made ours: nothing of ours there */
+    entries(dir, 1);
+    rmdir(dir); /* fails, and stays, when it is a mount point */
 }

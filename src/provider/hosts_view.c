@@ -60,6 +60,7 @@ static const struct {
     {"mtc-host: restarted munged", "MUNGED_RESTART", "munged"},
     {"mtc-host: restarted slurmd", "SLURMD_RESTART", "slurmd"},
     {"mtc-host: restarted agent", "AGENT_RESTART", "mtc-agent"},
+    {"mtc-host: restarted slurmctld", "SLURMCTLD_RESTART", "the backup slurmctld"},
 };
 
 /* ---- the hosts' pass, in a thread of its own ----
@@ -79,6 +80,7 @@ struct check_slot {
     int64_t last_ms;     /* when the last pass started */
     int64_t done_ms;     /* when the last pass that ended started */
     int64_t reported_ms; /* when the last pass whose findings were reported started */
+    int64_t ping_ms;     /* when the controllers were last pinged (controller_watch) */
     size_t nev;          /* findings not yet reported */
     struct check_event ev[CHECK_EVENTS];
 };
@@ -280,6 +282,110 @@ void hosts_checks_forget(const char *dir)
     pthread_mutex_unlock(&checks_mu);
 }
 
+/* ---- which controller is in control (a cluster with a backup) ---- */
+
+static const char *const in_control_names[] = {"none", "primary", "backup"};
+
+/* clusters/<id>/controller.json: {"inControl", "sinceMs", "primaryUp", "backupUp"}. */
+static int controller_load(const struct head *c, int *in_control, int64_t *since, int up[2])
+{
+    char path[PLEN];
+    json_t *j = json_load_file(head_path(c, path, "controller.json"), 0, NULL);
+    if (!j)
+        return -1;
+    const char *n = json_string_value(json_object_get(j, "inControl"));
+    *in_control = 0;
+    for (int k = 0; n && k < 3; k++)
+        if (!strcmp(n, in_control_names[k]))
+            *in_control = k;
+    *since = (int64_t)json_integer_value(json_object_get(j, "sinceMs"));
+    up[0] = json_is_true(json_object_get(j, "primaryUp"));
+    up[1] = json_is_true(json_object_get(j, "backupUp"));
+    json_decref(j);
+    return 0;
+}
+
+/* Ping both controllers — when the controller's slurmctld is not running
+ * (before supervision starts it again: the backup may be in control) or
+ * at most every HOSTS_CHECK_MS — and record which one is in control: the
+ * primary when it answers, else the backup when it does (Slurm hands
+ * control over after SlurmctldTimeout), else none. A change is an event. */
+static void controller_watch(const struct head *c, const struct hstate *s, provider_event_fn ev,
+                             void *arg)
+{
+    int64_t now = mtc_now_ms();
+    int due = !head_ctld_running(c);
+    pthread_mutex_lock(&checks_mu);
+    struct check_slot *slot = slot_of(c->dir);
+    if (slot && (due || now - slot->ping_ms >= HOSTS_CHECK_MS || now < slot->ping_ms)) {
+        slot->ping_ms = now;
+        due = 1;
+    }
+    pthread_mutex_unlock(&checks_mu);
+    struct slurm_ping ping;
+    if (!due || slurm_ping(c->conf, &ping) < 0)
+        return;
+    int was = -1, up[2] = {0, 0}, now_in = ping.primary_up ? 1 : ping.backup_up ? 2 : 0;
+    int64_t since = now;
+    int have = controller_load(c, &was, &since, up) == 0;
+    if (have && was == now_in && up[0] == ping.primary_up && up[1] == ping.backup_up)
+        return;
+    if (!have || was != now_in)
+        since = now;
+    char path[PLEN];
+    mtc_error_t e2;
+    json_t *j = json_pack("{s:s,s:I,s:b,s:b}", "inControl", in_control_names[now_in], "sinceMs",
+                          (json_int_t)since, "primaryUp", ping.primary_up, "backupUp",
+                          ping.backup_up);
+    if (head_json_save(head_path(c, path, "controller.json"), j, 0644, &e2) < 0)
+        log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
+    if (!have || was == now_in || !ev)
+        return;
+    const struct hnode *bk = hosts_backup_node(s);
+    char msg[400];
+    if (now_in == 2)
+        snprintf(msg, sizeof(msg),
+                 "the backup slurmctld on %s is in control: the primary on %s does not answer",
+                 bk ? bk->host : s->backup_addr, s->ctld_addr);
+    else if (now_in == 1)
+        snprintf(msg, sizeof(msg), "the primary slurmctld on %s is in control%s", s->ctld_addr,
+                 was == 2 ? ", taken back from the backup" : "");
+    else
+        snprintf(msg, sizeof(msg), "neither slurmctld answers (primary %s, backup %s)",
+                 s->ctld_addr, bk ? bk->host : s->backup_addr);
+    ev(arg, now_in == 2 ? "CONTROLLER_FAILOVER" : now_in == 1 ? "CONTROLLER_FAILBACK" : "CONTROLLER_DOWN",
+       NULL, msg);
+}
+
+json_t *hosts_controller(struct provider *p, const char *id)
+{
+    struct head c;
+    if (head_init(&c, p, id, NULL) < 0)
+        return NULL;
+    struct hstate *s = calloc(1, sizeof(*s));
+    json_t *o = NULL;
+    const struct hnode *bk;
+    if (!s || hosts_state_load(&c, s) < 0 || !(bk = hosts_backup_node(s)))
+        goto out;
+    int in = 0, up[2] = {0, 0};
+    int64_t since = 0;
+    int have = controller_load(&c, &in, &since, up) == 0;
+    char name[256], ts[40];
+    mtc_short_hostname(name, sizeof(name));
+    o = json_pack("{s:{s:s,s:s},s:{s:s,s:s},s:i}", "primary", "host", name, "address",
+                  s->ctld_addr, "backup", "host", bk->hostname, "address", bk->host,
+                  "failoverSeconds", s->failover_s);
+    if (o && have) {
+        json_object_set_new(json_object_get(o, "primary"), "up", json_boolean(up[0]));
+        json_object_set_new(json_object_get(o, "backup"), "up", json_boolean(up[1]));
+        json_object_set_new(o, "inControl", json_string(in_control_names[in]));
+        json_object_set_new(o, "since", json_string(mtc_time_rfc3339(since, ts, sizeof(ts))));
+    }
+out:
+    free(s);
+    return o;
+}
+
 int hosts_supervise(struct provider *p, const char *id, const json_t *spec, provider_event_fn ev,
                     void *arg, mtc_error_t *err)
 {
@@ -298,6 +404,13 @@ int hosts_supervise(struct provider *p, const char *id, const json_t *spec, prov
         goto out;
     }
     hosts_lc_socket(&c, s);
+    /* which controller is in control, before a dead slurmctld here is
+     * started again (it takes control back); scontrol needs munged */
+    if (s->backup_addr[0]) {
+        if (head_supervise_munged(&c, ev, arg, err) < 0)
+            goto out;
+        controller_watch(&c, s, ev, arg);
+    }
     int ctld_restarted;
     if (head_supervise(&c, ev, arg, &ctld_restarted, err) < 0)
         goto out;
@@ -512,15 +625,20 @@ json_t *hosts_login(struct provider *p, const char *id, mtc_error_t *err)
         return NULL;
     }
     const struct hnode *l = login_node(s);
-    char var[64], env[1024], kh[PLEN];
+    char var[64], env[1600], kh[PLEN], servers[600];
     snprintf(var, sizeof(var), SLURM_HOST_VAR, s->uid);
-    /* the login node's slurmd keeps the config; its controller as a fallback */
+    /* the login node's slurmd keeps the config; its controllers as a fallback */
+    const char *addrs[] = {s->ctld_addr, s->backup_addr};
+    size_t n = 0;
+    for (int k = 0; k < 2 && addrs[k][0]; k++)
+        n += (size_t)snprintf(servers + n, sizeof(servers) - n, "%s%s%s%s:%d", k ? "," : "",
+                              strchr(addrs[k], ':') ? "[" : "", addrs[k],
+                              strchr(addrs[k], ':') ? "]" : "", s->ctld_port);
     snprintf(env, sizeof(env),
              "if [ -r %s/spool/conf-cache/slurm.conf ]; then export "
-             "SLURM_CONF=%s/spool/conf-cache/slurm.conf; else export SLURM_CONF_SERVER=%s%s%s:%d; "
+             "SLURM_CONF=%s/spool/conf-cache/slurm.conf; else export SLURM_CONF_SERVER=%s; "
              "fi; export MTC_CLUSTER=%s",
-             var, var, strchr(s->ctld_addr, ':') ? "[" : "", s->ctld_addr,
-             strchr(s->ctld_addr, ':') ? "]" : "", s->ctld_port, id);
+             var, var, servers, id);
     snprintf(kh, sizeof(kh), "%s/ssh/known_hosts", p->home);
     json_t *o =
         json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s}", "node", l->name, "host", l->host, "user",

@@ -170,6 +170,12 @@ json_t *provider_hosts(struct provider *p, const char *id)
     return ops->hosts ? ops->hosts(p, id) : NULL;
 }
 
+json_t *provider_controller(struct provider *p, const char *id)
+{
+    const struct provider_ops *ops = ops_for(p, id, NULL);
+    return ops->controller ? ops->controller(p, id) : NULL;
+}
+
 json_t *provider_login(struct provider *p, const char *id, mtc_error_t *err)
 {
     const struct provider_ops *ops = ops_for(p, id, NULL);

@@ -65,6 +65,12 @@ const char *provider_kind(struct provider *p, const char *id, const json_t *spec
  * "node","role":"node"|"spare"|"quarantined","reason"?}], from the provider's
  * state (no remote call). NULL for a cluster that runs on no hosts. Caller owns. */
 json_t *provider_hosts(struct provider *p, const char *id);
+/* A cluster with Slurm's backup controller (hosts, controller.backupHost):
+ * {"primary": {"host","address","up"?}, "backup": {...}, "failoverSeconds",
+ * "inControl"?: "primary"|"backup"|"none", "since"?: RFC 3339} as the
+ * supervision last saw it (no remote call; "up", "inControl" and "since"
+ * once it has looked). NULL for a cluster without one. Caller owns. */
+json_t *provider_controller(struct provider *p, const char *id);
 /* The cluster's experiment root is shared storage: every node's host sees
  * the marker the controller writes there (hosts; nothing to check for a
  * cluster on one machine). 0, or -1 + err naming the hosts that do not. */
@@ -223,6 +229,7 @@ struct provider_ops {
                           mtc_error_t *err);
     json_t *(*hosts)(struct provider *p, const char *id);                   /* may be NULL */
     json_t *(*login)(struct provider *p, const char *id, mtc_error_t *err); /* may be NULL */
+    json_t *(*controller)(struct provider *p, const char *id);              /* may be NULL */
     int (*check_storage)(struct provider *p, const char *id, const json_t *spec,
                          mtc_error_t *err); /* may be NULL: one machine sees its own files */
     /* may be NULL: Slurm keeps the nodes' state (scontrol); set: no Slurm */

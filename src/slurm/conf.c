@@ -185,15 +185,28 @@ static void put_paths(FILE *f, const struct slurm_layout *l)
             "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=%s/munge/munge.socket.2\n",
             run);
         fprintf(f, "SlurmUser=root\nSlurmdUser=root\n");
-        fprintf(f, "StateSaveLocation=%s/state\nSlurmdSpoolDir=%s/spool\n", d, var);
-        fprintf(f, "SlurmctldPidFile=%s/run/slurm/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n", d,
-                run);
-        fprintf(f, "SlurmctldLogFile=%s/log/slurmctld.log\nSlurmdLogFile=%s/log/slurmd.log\n", d,
-                var);
+        if (l->state_dir)
+            fprintf(f, "StateSaveLocation=%s\n", l->state_dir);
+        else
+            fprintf(f, "StateSaveLocation=%s/state\n", d);
+        fprintf(f, "SlurmdSpoolDir=%s/spool\n", var);
+        /* two controllers: each keeps its pid file and log on its own host
+         * (the controller's slurmctld is started with -L <dir>/log/...) */
+        if (l->backup_addr)
+            fprintf(f, "SlurmctldPidFile=%s/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n", run, run);
+        else
+            fprintf(f, "SlurmctldPidFile=%s/run/slurm/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n",
+                    d, run);
+        if (l->backup_addr)
+            fprintf(f, "SlurmctldLogFile=%s/log/slurmctld.log\n", var);
+        else
+            fprintf(f, "SlurmctldLogFile=%s/log/slurmctld.log\n", d);
+        fprintf(f, "SlurmdLogFile=%s/log/slurmd.log\n", var);
         fprintf(f, "SlurmctldDebug=info\nSlurmdDebug=info\n");
         /* must exist on every host: the pmix plugin puts each step's directory there */
         fprintf(f, "TmpFS=%s/tmp\n", run);
-        int ipv6 = strchr(l->ctld_addr, ':') != NULL;
+        int ipv6 = strchr(l->ctld_addr, ':') != NULL ||
+                   (l->backup_addr && strchr(l->backup_addr, ':') != NULL);
         for (size_t i = 0; i < l->nnodes; i++)
             ipv6 |= strchr(l->nodes[i].addr, ':') != NULL;
         if (ipv6)
@@ -214,10 +227,10 @@ static void put_paths(FILE *f, const struct slurm_layout *l)
 }
 
 /* Timeouts and fan-out (slurm_sizing_for; zeros: the usual values). */
-static void put_sizing(FILE *f, const struct slurm_sizing *z)
+static void put_sizing(FILE *f, const struct slurm_sizing *z, int ctld_timeout)
 {
-    fprintf(f, "SlurmctldTimeout=30\nSlurmdTimeout=%d\nMessageTimeout=%d\n",
-            z->slurmd_timeout > 0 ? z->slurmd_timeout : SLURM_SLURMD_TIMEOUT,
+    fprintf(f, "SlurmctldTimeout=%d\nSlurmdTimeout=%d\nMessageTimeout=%d\n",
+            ctld_timeout > 0 ? ctld_timeout : 30, z->slurmd_timeout > 0 ? z->slurmd_timeout : SLURM_SLURMD_TIMEOUT,
             z->message_timeout > 0 ? z->message_timeout : SLURM_MSG_TIMEOUT);
     if (z->tree_width > 0)
         fprintf(f, "TreeWidth=%d\n", z->tree_width);
@@ -252,7 +265,7 @@ static void put_behaviour(FILE *f, const json_t *spec, const struct slurm_layout
                "SelectTypeParameters=CR_Core\nGresTypes=gpu\n");
     /* a node whose slurmd comes back is usable again without an admin */
     fprintf(f, "ReturnToService=2\n");
-    put_sizing(f, &l->sizing);
+    put_sizing(f, &l->sizing, l->ctld_timeout);
     fprintf(f, "KillWait=5\nInactiveLimit=0\nMinJobAge=300\n");
     char etc[128];
     if (l->uid)
@@ -329,6 +342,8 @@ char *slurm_conf_render(const json_t *spec, const struct slurm_layout *l, mtc_er
             l->cluster);
     fprintf(f, "ClusterName=%s\n", l->cluster);
     fprintf(f, "SlurmctldHost=%s(%s)\n", l->hostname, l->uid ? l->ctld_addr : "127.0.0.1");
+    if (l->uid && l->backup_addr) /* Slurm's backup: in control after SlurmctldTimeout */
+        fprintf(f, "SlurmctldHost=%s(%s)\n", l->backup_host, l->backup_addr);
     fprintf(f, "SlurmctldPort=%d\nSlurmdPort=%d\n", l->ctld_port, l->slurmd_port);
     put_paths(f, l);
     put_behaviour(f, spec, l);

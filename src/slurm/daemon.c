@@ -56,8 +56,13 @@ pid_t slurm_ctld_start(const char *conf, const char *logpath)
     snprintf(env0, sizeof(env0), "SLURM_CONF=%s", conf);
     char *env[] = {env0, NULL};
     /* -D: stay in the foreground so the pid we record is the daemon;
-     * -i: a half-written state file after a kill -9 must not stop recovery */
-    char *argv[] = {"slurmctld", "-D", "-i", "-f", (char *)conf, NULL};
+     * -i: a half-written state file after a kill -9 must not stop recovery;
+     * -L: the log beside the conf (log/slurmctld.log), where slurm.conf
+     * names the hosts' own when a backup controller shares it */
+    char log[4200], *slash = strrchr(conf, '/');
+    snprintf(log, sizeof(log), "%.*s/log/slurmctld.log", slash ? (int)(slash - conf) : 1,
+             slash ? conf : ".");
+    char *argv[] = {"slurmctld", "-D", "-i", "-f", (char *)conf, "-L", log, NULL};
     return mtc_spawn(argv, env, logpath);
 }
 
@@ -73,14 +78,37 @@ pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath
     return mtc_spawn(argv, env, logpath);
 }
 
+int slurm_ping(const char *conf, struct slurm_ping *p)
+{
+    char *out = NULL, *save = NULL;
+    char *argv[] = {"scontrol", "ping", NULL};
+    memset(p, 0, sizeof(*p));
+    slurm_cmd(conf, argv, &out, 5000); /* exits 1 when one is DOWN */
+    int seen = 0;
+    /* "Slurmctld(primary) at NAME is UP", "Slurmctld(backup) at NAME is DOWN" */
+    for (char *l = out ? strtok_r(out, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        char role[16], name[64], state[16];
+        if (sscanf(l, "Slurmctld(%15[^)]) at %63s is %15s", role, name, state) != 3)
+            continue;
+        int primary = strcmp(role, "primary") == 0;
+        if (!primary && strcmp(role, "backup") != 0)
+            continue; /* a second backup: mtc configures one */
+        snprintf(primary ? p->primary : p->backup, sizeof(p->primary), "%s", name);
+        *(primary ? &p->primary_up : &p->backup_up) = strcmp(state, "UP") == 0;
+        seen++;
+    }
+    free(out);
+    if (!seen) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
 int slurm_ctld_up(const char *conf)
 {
-    char *out = NULL;
-    char *argv[] = {"scontrol", "ping", NULL};
-    int rc = slurm_cmd(conf, argv, &out, 5000);
-    int up = rc == 0 && out && strstr(out, "is UP");
-    free(out);
-    return up;
+    struct slurm_ping p;
+    return slurm_ping(conf, &p) == 0 && p.primary_up;
 }
 
 int slurm_ctld_wait(const char *conf, int ms)

@@ -86,6 +86,13 @@ struct slurm_layout {
      * /etc/mtc/<uid> (scripts in /etc/mtc/<uid>/etc). NULL: the local layout. */
     const char *uid;
     const char *ctld_addr; /* with uid: the address hosts reach slurmctld at */
+    /* With uid: Slurm's backup controller (a second SlurmctldHost) on the
+     * host named backup_host at backup_addr; NULL: none. Both controllers
+     * then keep their pid file and log under the per-host directories and
+     * share state_dir (which must be storage both see). */
+    const char *backup_host, *backup_addr;
+    const char *state_dir; /* StateSaveLocation; NULL: <dir>/state */
+    int ctld_timeout;      /* SlurmctldTimeout= seconds; 0: 30 */
     /* The container plugin (spank_mtc.so) as slurmd, slurmstepd and srun find
      * it: PlugStackConfig=<etc>/plugstack.conf loads it. NULL: no plugin. */
     const char *spank;
@@ -163,7 +170,15 @@ pid_t slurm_slurmd_start(const char *conf, const char *node, const char *logpath
  * host's uptime). */
 pid_t slurm_slurmd_boot(const char *conf, const char *node, const char *logpath);
 
-/* 1 when slurmctld answers `scontrol ping`. */
+/* `scontrol ping` of conf's controllers: names as slurm.conf's
+ * SlurmctldHost gives them and whether each answers. */
+struct slurm_ping {
+    char primary[64], backup[64]; /* backup "": none configured */
+    int primary_up, backup_up;
+};
+/* 0, or -1 (EIO) when scontrol printed no controller's line. */
+int slurm_ping(const char *conf, struct slurm_ping *p);
+/* 1 when the primary slurmctld (the first SlurmctldHost) answers `scontrol ping`. */
 int slurm_ctld_up(const char *conf);
 /* Wait up to ms for slurmctld to answer. 0 or -1 (ETIMEDOUT). */
 int slurm_ctld_wait(const char *conf, int ms);

@@ -61,6 +61,15 @@ static int calls(const char *dir)
  * first on PATH that counts its calls and prints dir/nodes nodes (exit 1
  * when dir/fail exists): kept while slurm.conf is unchanged and young
  * enough, asked again when it changes or is older, a failure never kept. */
+/* Lines of text that start with prefix. */
+static int count_lines(const char *text, const char *prefix)
+{
+    int n = 0;
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        n += strncmp(l, prefix, strlen(prefix)) == 0;
+    return n;
+}
+
 static void test_cmd_cached(void)
 {
     char dir[] = "/tmp/mtc-slurmcache.XXXXXX", path[512], conf[512], env[4096];
@@ -414,6 +423,25 @@ int main(void)
     CHECK(conf && has_line(conf, "PartitionName=gpu Nodes=h1-gpu-0,h1-gpu-1 Default=YES State=UP"),
           "the login node is in no partition");
     CHECK(conf && !strstr(conf, "127.0.0.1") && !strstr(conf, "%n"), "nothing local left");
+    CHECK(conf && has_line(conf, "SlurmctldTimeout=30") && count_lines(conf, "SlurmctldHost=") == 1,
+          "one controller, SlurmctldTimeout 30");
+    /* Slurm's backup controller on the login host: both hosts, the shared
+     * state, each slurmctld's pid file and log on its own host */
+    struct slurm_layout lb = lh;
+    lb.backup_host = "th-2", lb.backup_addr = "10.2.0.2", lb.state_dir = "/shared/h1.state";
+    lb.ctld_timeout = 10;
+    char *bconf = s3 ? slurm_conf_render(s3, &lb, &err) : NULL;
+    CHECK(bconf && has_line(bconf, "SlurmctldHost=ctl(10.2.0.1)") &&
+              has_line(bconf, "SlurmctldHost=th-2(10.2.0.2)") &&
+              strstr(bconf, "SlurmctldHost=ctl") < strstr(bconf, "SlurmctldHost=th-2"),
+          "two SlurmctldHost lines, the controller first");
+    CHECK(bconf && has_line(bconf, "SlurmctldTimeout=10") &&
+              has_line(bconf, "StateSaveLocation=/shared/h1.state"),
+          "SlurmctldTimeout from failoverSeconds, the shared StateSaveLocation");
+    CHECK(bconf && has_line(bconf, "SlurmctldPidFile=/run/mtc/u1234/slurmctld.pid") &&
+              has_line(bconf, "SlurmctldLogFile=/var/lib/mtc/u1234/log/slurmctld.log"),
+          "each slurmctld's pid file and log under the per-host directories");
+    free(bconf);
     char check_path[] = "/tmp/mtc-hostsconf.XXXXXX";
     int fd = mkstemp(check_path);
     if (fd >= 0)

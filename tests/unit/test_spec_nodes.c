@@ -69,6 +69,35 @@ static void test_hosts(void)
         {ON_A_LAB("\"ssh\":{\"port\":0},"), "ssh.port: must be an integer from 1 to 65535"},
         {ON_A_LAB("\"controller\":{\"address\":\"a b\"},"),
          "controller.address: invalid host \"a b\" " WANT_HOST},
+        /* Slurm's backup controller: a static node's host, not the
+         * controller, with storage for the state */
+        {ON_A_LAB("\"experimentRoot\":\"/shared/x\",\"controller\":{\"address\":\"10.0.0.1\","
+                  "\"backupHost\":\"login.lab\",\"failoverSeconds\":10},"),
+         ""},
+        {ON_A_LAB("\"controller\":{\"backupHost\":\"a.lab\",\"stateSaveLocation\":\"/s/x\"},"),
+         ""},
+        {ON_A_LAB("\"controller\":{\"address\":\"login.lab\",\"backupHost\":\"LOGIN.lab\","
+                  "\"stateSaveLocation\":\"/s/x\"},"),
+         "controller.backupHost: \"LOGIN.lab\" is the controller itself; the backup controller "
+         "runs on another host"},
+        {ON_A_LAB("\"controller\":{\"backupHost\":\"z.lab\",\"stateSaveLocation\":\"/s/x\"},"),
+         "controller.backupHost: \"z.lab\" is not a host of the cluster's node pools (the backup "
+         "controller runs beside a node; the login host is the usual choice)"},
+        {ON_A_LAB("\"controller\":{\"backupHost\":\"login.lab\"},"),
+         "controller.backupHost: needs storage both controllers see: set "
+         "controller.stateSaveLocation or experimentRoot"},
+        {LOGIN_GPU("\"controller\":{\"backupHost\":\"b.lab\",\"stateSaveLocation\":\"/s/x\"},",
+                   "\"a.lab\",\"b.lab\"", "1,\"maxNodeCount\":2", ""),
+         "controller.backupHost: \"b.lab\" runs an elastic node, powered down when idle; the "
+         "backup controller needs a host that stays up (the login host)"},
+        {ON_A_LAB("\"controller\":{\"failoverSeconds\":2},"),
+         "controller.failoverSeconds: must be an integer from 5 to 3600"},
+        {ON_A_LAB("\"controller\":{\"stateSaveLocation\":\"/\"},"),
+         "controller.stateSaveLocation: \"/\" is not a directory of its own"},
+        {ON_A_LAB("\"controller\":{\"stateSaveLocation\":\"/a/..\"},"),
+         "controller.stateSaveLocation: \"/a/..\" is not a directory of its own"},
+        {ON_A_LAB("\"controller\":{\"stateSaveLocation\":\"state\"},"),
+         "controller.stateSaveLocation: must be an absolute path of up to 255 of [A-Za-z0-9/._+-]"},
         {ON_A_LAB("\"hostRemediation\":{\"rebootCommand\":\"\"},"),
          "hostRemediation.rebootCommand: must be a non-empty string"},
         {ON_A_LAB("\"hostRemediation\":{\"reimageCommand\":\"a\\nb\"},"),
