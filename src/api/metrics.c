@@ -264,18 +264,31 @@ static void cluster_rows(struct api_req *r, struct text *t, const json_t *ids,
 }
 
 /* Clusters with Slurm's backup controller: each slurmctld, whether it
- * answered supervision's last ping and whether it is in control (each
- * family's samples together, as the text format wants). */
+ * answered supervision's last ping (family 0) and whether it is in control
+ * (family 1), each family's samples together as the text format wants. */
+static const char *const ctl_family[][2] = {
+    {"mtc_slurmctld_up",
+     "Slurm controllers of clusters with a backup: 1 when it answered supervision's last ping."},
+    {"mtc_slurmctld_in_control",
+     "Slurm controllers of clusters with a backup: 1 for the one in control."}};
+
+/* Family f's two samples (primary, backup) of one cluster's controllers. */
+static void controller_rows(struct text *t, int f, const char *cluster, const json_t *ctl)
+{
+    char c[64];
+    for (int k = 0; k < 2; k++) {
+        const char *role = k ? "backup" : "primary";
+        int v = f ? !strcmp(json_string_value(json_object_get(ctl, "inControl")), role)
+                  : json_is_true(json_object_get(json_object_get(ctl, role), "up"));
+        put(t, "%s{cluster=\"%s\",controller=\"%s\"} %d\n", ctl_family[f][0],
+            esc(cluster, c, sizeof(c)), role, v);
+    }
+}
+
 static void controllers(struct api_req *r, struct text *t, json_t *ids)
 {
-    static const char *const fam[][2] = {
-        {"mtc_slurmctld_up", "Slurm controllers of clusters with a backup: 1 when it answered "
-                             "supervision's last ping."},
-        {"mtc_slurmctld_in_control",
-         "Slurm controllers of clusters with a backup: 1 for the one in control."}};
     size_t i;
     json_t *id, *seen = json_object();
-    char c[64];
     json_array_foreach(ids, i, id)
     {
         json_t *ctl = r->prov ? provider_controller(r->prov, json_string_value(id)) : NULL;
@@ -284,18 +297,10 @@ static void controllers(struct api_req *r, struct text *t, json_t *ids)
         json_decref(ctl);
     }
     for (int f = 0; f < 2 && json_object_size(seen); f++) {
-        head(t, fam[f][0], "gauge", fam[f][1]);
+        head(t, ctl_family[f][0], "gauge", ctl_family[f][1]);
         const char *cid;
         json_t *ctl;
-        json_object_foreach(seen, cid, ctl)
-        for (int k = 0; k < 2; k++)
-        {
-            const char *role = k ? "backup" : "primary";
-            int v = f ? !strcmp(json_string_value(json_object_get(ctl, "inControl")), role)
-                      : json_is_true(json_object_get(json_object_get(ctl, role), "up"));
-            put(t, "%s{cluster=\"%s\",controller=\"%s\"} %d\n", fam[f][0],
-                esc(cid, c, sizeof(c)), role, v);
-        }
+        json_object_foreach(seen, cid, ctl) controller_rows(t, f, cid, ctl);
     }
     json_decref(seen);
 }

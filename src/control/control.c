@@ -4,6 +4,8 @@
  * remediation triggers, triggers.c) — and the agents' identity for the
  * provider. The operations it resumes on start are ops.c's. */
 #include "control/internal.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "cluster/cluster.h"
 
 #include <errno.h>
@@ -220,6 +222,51 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
     return c;
 }
 
+/* A cluster whose nodes are other machines, restored from a backup taken
+ * when: adopted, and when its machines reached the lost controller at an
+ * address this machine does not hold, an UPDATE with controller.address
+ * this machine's stored to run when the control starts (the provider
+ * rewrites slurm.conf, slurmd's --conf-server and the agents' mtcd address
+ * on every host and starts slurmctld here). msg: what happened, for the
+ * RESTORED event. */
+static void adopt_elsewhere(struct control *c, const struct store_cluster *cl, const char *when,
+                            char *msg, size_t len)
+{
+    char addr[256], busy[48] = "";
+    mtc_error_t e2 = {""};
+    int moved = provider_controller_moved(c->prov, cl->id, addr, sizeof(addr), &e2);
+    if (moved <= 0) {
+        snprintf(msg, len, "restored from a backup taken %s: adopted by this mtcd%s%s", when,
+                 moved < 0 ? "; cannot tell whether its controller moved: " : "",
+                 moved < 0 ? e2.text : "");
+        return;
+    }
+    json_t *spec = json_deep_copy(cl->spec), *ctl = json_object_get(spec, "controller");
+    const char *was = json_string_value(json_object_get(ctl, "address"));
+    char old[256];
+    snprintf(old, sizeof(old), "%s", was ? was : "the default address");
+    if (!ctl)
+        json_object_set_new(spec, "controller", ctl = json_object());
+    json_object_set_new(ctl, "address", json_string(addr));
+    struct store_op op;
+    control_op_init(&op, cl->project, cl->location, cl->id,
+                    CONTROL_NAME(control_op_kind_enum, CONTROL_UPDATE));
+    op.request = spec;
+    /* stored only: control_start resumes it with the other pending ones */
+    if (store_op_begin(c->st, &op, CONTROL_NAME(cluster_state_enum, CLUSTER_STATE_UPDATING), busy) <
+        0)
+        snprintf(msg, len,
+                 "restored from a backup taken %s: its controller was %s, this machine is %s, "
+                 "and the update that moves it could not start (%s): update controller.address",
+                 when, old, addr, busy[0] ? busy : strerror(errno));
+    else
+        snprintf(msg, len,
+                 "restored from a backup taken %s: its controller was %s; operation %s moves "
+                 "it to this machine, %s",
+                 when, old, op.id, addr);
+    json_decref(spec);
+}
+
 int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err)
 {
     char path[PATH_MAX + 32];
@@ -240,7 +287,7 @@ int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err
         struct store_cluster cl;
         if (store_cluster_get(c->st, id, &cl) < 0)
             continue;
-        char msg[400];
+        char msg[600];
         const char *kind = provider_kind(c->prov, id, cl.spec);
         if (!strcmp(kind, "local")) {
             /* its nodes were processes of the machine the backup came from */
@@ -250,8 +297,7 @@ int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err
                      when);
             store_cluster_set_state(c->st, id, schema_enum_name(&cluster_state_enum, CLUSTER_STATE_ERROR));
         } else {
-            snprintf(msg, sizeof(msg), "restored from a backup taken %s: adopted by this mtcd",
-                     when);
+            adopt_elsewhere(c, &cl, when, msg, sizeof(msg));
         }
         store_event_add(c->st, id, "RESTORED", NULL, msg);
         log_msg(LOG_NOTICE, "cluster %s (%s): %s", id, kind, msg);

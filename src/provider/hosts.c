@@ -119,8 +119,7 @@ out:
 
 /* The spec's ssh settings and controller (address, backup, state) into s. */
 static int settings(const struct head *c, const json_t *spec, const struct hstate *old,
-                    struct hstate *s,
-                    mtc_error_t *err)
+                    struct hstate *s, mtc_error_t *err)
 {
     const json_t *ssh = json_object_get(spec, "ssh");
     snprintf(s->ssh_user, sizeof(s->ssh_user), "%s",
@@ -144,7 +143,8 @@ static int settings(const struct head *c, const json_t *spec, const struct hstat
     if (state)
         snprintf(s->state_dir, sizeof(s->state_dir), "%s", state);
     else if (backup && root)
-        snprintf(s->state_dir, sizeof(s->state_dir), "%s/.mtc/%s-%s.slurmctld", root, c->id, s->uid);
+        snprintf(s->state_dir, sizeof(s->state_dir), "%s/.mtc/%s-%s.slurmctld", root, c->id,
+                 s->uid);
     else
         s->state_dir[0] = '\0';
     if (addr)
@@ -178,10 +178,13 @@ static int controller_up(const struct head *c, struct hstate *s, const char *sha
                                     arg, err);
 }
 
-/* slurmctld's state moves (a backup controller added or removed, another
- * stateSaveLocation): the old backup's slurmctld stopped, then the
- * controller's (a clean stop saves the queue), and its files copied to the
- * new place, where controller_up starts it. 0/-1 + err. */
+/* The controller or slurmctld's state moves (a restored head at another
+ * address; a backup controller added or removed, another
+ * stateSaveLocation): the old backup's slurmctld stopped first (it would
+ * take control from a primary it no longer knows, or run on state that
+ * moved), then, for the state, the controller's (a clean stop saves the
+ * queue) and its files copied to the new place, where controller_up starts
+ * it. 0/-1 + err. */
 static int state_move(struct provider *p, const struct head *c, const struct hstate *old,
                       const struct hstate *s, provider_progress_fn progress, void *arg,
                       mtc_error_t *err)
@@ -189,17 +192,22 @@ static int state_move(struct provider *p, const struct head *c, const struct hst
     char from[PLEN], to[PLEN + 2];
     hosts_state_dir(c, old, from);
     hosts_state_dir(c, s, to);
-    if (!old->applied.sha[0] || strcmp(from, to) == 0)
+    int state = strcmp(from, to) != 0, moved = strcasecmp(old->ctld_addr, s->ctld_addr) != 0;
+    if (!old->applied.sha[0] || (!state && !moved))
         return 0;
     const struct hnode *bk = hosts_backup_node(old);
     if (bk) {
         mtc_error_t e2;
         struct ssh_conn *ssh = hosts_ssh(p, old, bk->host, &e2);
         if (!ssh || hosts_remote_op(ssh, old, "noctld", bk->name, -1, NULL, 30000, &e2) != 0)
-            log_msg(LOG_WARNING, "cluster %s: could not stop the backup slurmctld on %s: %s",
-                    c->id, bk->host, e2.text);
+            log_msg(LOG_WARNING, "cluster %s: could not stop the backup slurmctld on %s: %s", c->id,
+                    bk->host, e2.text);
         ssh_free(ssh);
     }
+    if (moved)
+        head_say(progress, arg, "the controller moves from %s to %s", old->ctld_addr, s->ctld_addr);
+    if (!state)
+        return 0;
     head_say(progress, arg, "moving slurmctld's state from %s to %s", from, to);
     head_stop_pidfile(c, "slurmctld", head_ctld_running(c));
     strcat(from, "/."); /* the contents */
@@ -573,6 +581,7 @@ const struct provider_ops provider_hosts_ops = {
     .hosts = hosts_hosts,
     .login = hosts_login,
     .controller = hosts_controller,
+    .controller_moved = hosts_controller_moved,
     .check_storage = hosts_check_storage,
     .power = hosts_power,
     .node_fault = hosts_node_fault,

@@ -304,6 +304,9 @@ json_t *hosts_nodes(struct provider *p, const char *id, const json_t *spec, mtc_
 json_t *hosts_hosts(struct provider *p, const char *id);
 char *hosts_env(struct provider *p, const char *id, mtc_error_t *err);
 json_t *hosts_login(struct provider *p, const char *id, mtc_error_t *err);
+/* provider_controller_moved for a cluster on hosts. */
+int hosts_controller_moved(struct provider *p, const char *id, char *addr, size_t len,
+                           mtc_error_t *err);
 /* provider_controller: the controllers of a cluster with a backup, from the
  * state and supervision's last look (no remote call); NULL without one. */
 json_t *hosts_controller(struct provider *p, const char *id);

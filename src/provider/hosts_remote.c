@@ -284,9 +284,7 @@ static const char mtc_host_sh[] =
     /* what a boot runs again (boot): this node, both controllers, its GPUs */
     "  [ $OP = up ] && echo \"$N $S $G\" >$V/boot.args\n"
     "  return 0\n"
-    "}\n"
-    CLUSTER_USERS_SH
-    "facts() {\n"
+    "}\n" CLUSTER_USERS_SH "facts() {\n"
     "  echo \"kernel=$(uname -s)\"; echo \"arch=$(uname -m)\"; echo \"hostname=$(uname -n)\"\n"
     /* the host's own name as munged and slurmd look it up: ms, or "fail";
      * and the cgroup filesystem slurmd needs */
@@ -336,9 +334,11 @@ static const char mtc_host_sh[] =
     "boot) [ -r $V/boot.args ] || die \"no $V/boot.args: mtc never brought this host up\"\n"
     "  read -r N S G <$V/boot.args; OP=up MT=$E/nodes/$N/mounts; up ;;\n"
     "booted) [ ! -e $R/boot-mark ] ;;\n"
-    "status) for d in munged slurmd agent slurmctld; do alive $d && say $d running || say $d stopped; "
+    "status) for d in munged slurmd agent slurmctld; do alive $d && say $d running || say $d "
+    "stopped; "
     "done ;;\n"
-    "mounts) lost ;;\n"    "fault) fault \"${6:-}\" \"${7:-}\" \"${8:-0}\" ;;\n"
+    "mounts) lost ;;\n"
+    "fault) fault \"${6:-}\" \"${7:-}\" \"${8:-0}\" ;;\n"
     "*) die \"unknown operation $OP\" ;;\n"
     "esac\n";
 
@@ -736,17 +736,21 @@ int hosts_remote_up(struct ssh_conn *ssh, const struct head *c, const struct hst
     len = io.out_len; /* binary: NULs inside */
     char cmd[2048], servers[600];
     hosts_conf_servers(s, servers, sizeof(servers));
-    /* claim the host (noclobber: two clusters cannot both), mirror the
-     * scripts and the node's files, unpack, then the daemons */
+    /* claim the host (noclobber: two clusters cannot both; the cluster's
+     * own line is rewritten, as a restored head in another home or on
+     * another machine writes it), mirror the scripts and the node's files,
+     * unpack, then the daemons */
     snprintf(cmd, sizeof(cmd),
              ": bring-up of %s; mkdir -p /etc/mtc && { (set -C; echo '%s' >/etc/mtc/owner) "
              "2>/dev/null || "
-             "[ \"$(cat /etc/mtc/owner)\" = '%s' ] || { echo \"mtc-host: host belongs to "
-             "another cluster (/etc/mtc/owner: $(cat /etc/mtc/owner))\" >&2; exit 3; }; } && "
-             "rm -rf /etc/mtc/%s/etc /etc/mtc/%s/nodes /etc/mtc/%s/ctld && tar -xf - -C / --no-same-owner "
+             "case $(cat /etc/mtc/owner) in 'uid=%s '*) echo '%s' >/etc/mtc/owner ;; *) echo "
+             "\"mtc-host: host belongs to another cluster (/etc/mtc/owner: $(cat "
+             "/etc/mtc/owner))\" >&2; exit 3 ;; esac; } && "
+             "rm -rf /etc/mtc/%s/etc /etc/mtc/%s/nodes /etc/mtc/%s/ctld && tar -xf - -C / "
+             "--no-same-owner "
              "--no-overwrite-dir && exec sh /var/lib/mtc/%s/bin/mtc-host up %s %s %s %d",
-             n->name, b->owner, b->owner, s->uid, s->uid, s->uid, s->uid, s->uid, n->name, servers,
-             gpus_fake);
+             n->name, b->owner, s->uid, b->owner, s->uid, s->uid, s->uid, s->uid, s->uid, n->name,
+             servers, gpus_fake);
     int rc = ssh_run_in(ssh, cmd, io.out, len, NULL, UP_MS, 0, err);
     free(io.out);
     if (rc > 0)

@@ -334,9 +334,9 @@ static void controller_watch(const struct head *c, const struct hstate *s, provi
         since = now;
     char path[PLEN];
     mtc_error_t e2;
-    json_t *j = json_pack("{s:s,s:I,s:b,s:b}", "inControl", in_control_names[now_in], "sinceMs",
-                          (json_int_t)since, "primaryUp", ping.primary_up, "backupUp",
-                          ping.backup_up);
+    json_t *j =
+        json_pack("{s:s,s:I,s:b,s:b}", "inControl", in_control_names[now_in], "sinceMs",
+                  (json_int_t)since, "primaryUp", ping.primary_up, "backupUp", ping.backup_up);
     if (head_json_save(head_path(c, path, "controller.json"), j, 0644, &e2) < 0)
         log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
     if (!have || was == now_in || !ev)
@@ -353,7 +353,10 @@ static void controller_watch(const struct head *c, const struct hstate *s, provi
     else
         snprintf(msg, sizeof(msg), "neither slurmctld answers (primary %s, backup %s)",
                  s->ctld_addr, bk ? bk->host : s->backup_addr);
-    ev(arg, now_in == 2 ? "CONTROLLER_FAILOVER" : now_in == 1 ? "CONTROLLER_FAILBACK" : "CONTROLLER_DOWN",
+    ev(arg,
+       now_in == 2   ? "CONTROLLER_FAILOVER"
+       : now_in == 1 ? "CONTROLLER_FAILBACK"
+                     : "CONTROLLER_DOWN",
        NULL, msg);
 }
 
@@ -372,9 +375,9 @@ json_t *hosts_controller(struct provider *p, const char *id)
     int have = controller_load(&c, &in, &since, up) == 0;
     char name[256], ts[40];
     mtc_short_hostname(name, sizeof(name));
-    o = json_pack("{s:{s:s,s:s},s:{s:s,s:s},s:i}", "primary", "host", name, "address",
-                  s->ctld_addr, "backup", "host", bk->hostname, "address", bk->host,
-                  "failoverSeconds", s->failover_s);
+    o = json_pack("{s:{s:s,s:s},s:{s:s,s:s},s:i}", "primary", "host", name, "address", s->ctld_addr,
+                  "backup", "host", bk->hostname, "address", bk->host, "failoverSeconds",
+                  s->failover_s);
     if (o && have) {
         json_object_set_new(json_object_get(o, "primary"), "up", json_boolean(up[0]));
         json_object_set_new(json_object_get(o, "backup"), "up", json_boolean(up[1]));
@@ -610,6 +613,48 @@ char *hosts_env(struct provider *p, const char *id, mtc_error_t *err)
     }
     free(s);
     return out;
+}
+
+int hosts_controller_moved(struct provider *p, const char *id, char *addr, size_t len,
+                           mtc_error_t *err)
+{
+    struct head c;
+    unsigned char bin[16];
+    char net[64];
+    if (head_init(&c, p, id, err) < 0)
+        return -1;
+    struct hstate *s = calloc(1, sizeof(*s));
+    if (!s)
+        return errprintf(err, "out of memory");
+    int rc = 0;
+    /* a name follows DNS */
+    if (hosts_state_load(&c, s) < 0 ||
+        (inet_pton(AF_INET, s->ctld_addr, bin) != 1 && inet_pton(AF_INET6, s->ctld_addr, bin) != 1))
+        goto out;
+    /* mtcd listening on one address of this machine says where the hosts
+     * reach it now; else (a wildcard, a name) the controller moved when
+     * this machine does not hold its address, to the address it uses
+     * towards the first host, as at a create */
+    const char *colon = p->listen ? strrchr(p->listen, ':') : NULL;
+    char host[256] = "";
+    if (colon)
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - p->listen), p->listen);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    if (addr_network(host, net, sizeof(net)) == 0)
+        snprintf(addr, len, "%s", host);
+    else if (addr_network(s->ctld_addr, net, sizeof(net)) == 0)
+        goto out;
+    else if (hosts_route_source(s->nnodes ? s->nodes[0].host : "", addr, len, err) < 0) {
+        rc = -1;
+        goto out;
+    }
+    rc = strcasecmp(addr, s->ctld_addr) != 0;
+out:
+    free(s);
+    return rc;
 }
 
 json_t *hosts_login(struct provider *p, const char *id, mtc_error_t *err)

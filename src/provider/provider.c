@@ -176,6 +176,13 @@ json_t *provider_controller(struct provider *p, const char *id)
     return ops->controller ? ops->controller(p, id) : NULL;
 }
 
+int provider_controller_moved(struct provider *p, const char *id, char *addr, size_t len,
+                              mtc_error_t *err)
+{
+    const struct provider_ops *ops = ops_for(p, id, NULL);
+    return ops->controller_moved ? ops->controller_moved(p, id, addr, len, err) : 0;
+}
+
 json_t *provider_login(struct provider *p, const char *id, mtc_error_t *err)
 {
     const struct provider_ops *ops = ops_for(p, id, NULL);

@@ -71,6 +71,15 @@ json_t *provider_hosts(struct provider *p, const char *id);
  * supervision last saw it (no remote call; "up", "inControl" and "since"
  * once it has looked). NULL for a cluster without one. Caller owns. */
 json_t *provider_controller(struct provider *p, const char *id);
+/* A cluster adopted from a restored backup: 1 when its machines must reach
+ * the controller at another address than they did, that address into addr
+ * — mtcd's --listen address when it is one address of this machine, else,
+ * when this machine does not hold the old address, its source address
+ * towards the first host; 0 when the controller has not moved (the same
+ * address, or a name: DNS moves it), or the cluster runs on this machine
+ * alone; -1 + err. */
+int provider_controller_moved(struct provider *p, const char *id, char *addr, size_t len,
+                              mtc_error_t *err);
 /* The cluster's experiment root is shared storage: every node's host sees
  * the marker the controller writes there (hosts; nothing to check for a
  * cluster on one machine). 0, or -1 + err naming the hosts that do not. */
@@ -230,6 +239,8 @@ struct provider_ops {
     json_t *(*hosts)(struct provider *p, const char *id);                   /* may be NULL */
     json_t *(*login)(struct provider *p, const char *id, mtc_error_t *err); /* may be NULL */
     json_t *(*controller)(struct provider *p, const char *id);              /* may be NULL */
+    int (*controller_moved)(struct provider *p, const char *id, char *addr, size_t len,
+                            mtc_error_t *err); /* may be NULL: the controller is this machine */
     int (*check_storage)(struct provider *p, const char *id, const json_t *spec,
                          mtc_error_t *err); /* may be NULL: one machine sees its own files */
     /* may be NULL: Slurm keeps the nodes' state (scontrol); set: no Slurm */

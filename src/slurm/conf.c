@@ -193,7 +193,8 @@ static void put_paths(FILE *f, const struct slurm_layout *l)
         /* two controllers: each keeps its pid file and log on its own host
          * (the controller's slurmctld is started with -L <dir>/log/...) */
         if (l->backup_addr)
-            fprintf(f, "SlurmctldPidFile=%s/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n", run, run);
+            fprintf(f, "SlurmctldPidFile=%s/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n", run,
+                    run);
         else
             fprintf(f, "SlurmctldPidFile=%s/run/slurm/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n",
                     d, run);
@@ -230,7 +231,8 @@ static void put_paths(FILE *f, const struct slurm_layout *l)
 static void put_sizing(FILE *f, const struct slurm_sizing *z, int ctld_timeout)
 {
     fprintf(f, "SlurmctldTimeout=%d\nSlurmdTimeout=%d\nMessageTimeout=%d\n",
-            ctld_timeout > 0 ? ctld_timeout : 30, z->slurmd_timeout > 0 ? z->slurmd_timeout : SLURM_SLURMD_TIMEOUT,
+            ctld_timeout > 0 ? ctld_timeout : 30,
+            z->slurmd_timeout > 0 ? z->slurmd_timeout : SLURM_SLURMD_TIMEOUT,
             z->message_timeout > 0 ? z->message_timeout : SLURM_MSG_TIMEOUT);
     if (z->tree_width > 0)
         fprintf(f, "TreeWidth=%d\n", z->tree_width);

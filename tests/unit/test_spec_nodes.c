@@ -74,8 +74,7 @@ static void test_hosts(void)
         {ON_A_LAB("\"experimentRoot\":\"/shared/x\",\"controller\":{\"address\":\"10.0.0.1\","
                   "\"backupHost\":\"login.lab\",\"failoverSeconds\":10},"),
          ""},
-        {ON_A_LAB("\"controller\":{\"backupHost\":\"a.lab\",\"stateSaveLocation\":\"/s/x\"},"),
-         ""},
+        {ON_A_LAB("\"controller\":{\"backupHost\":\"a.lab\",\"stateSaveLocation\":\"/s/x\"},"), ""},
         {ON_A_LAB("\"controller\":{\"address\":\"login.lab\",\"backupHost\":\"LOGIN.lab\","
                   "\"stateSaveLocation\":\"/s/x\"},"),
          "controller.backupHost: \"LOGIN.lab\" is the controller itself; the backup controller "
