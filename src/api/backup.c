@@ -28,6 +28,8 @@ int api_daemon_backup(struct api_req *r, struct api_resp *out)
         return api_error(out, 500, "backup: cannot create a file in %s: %s", tmp, strerror(errno));
     struct backup_info info;
     mtc_error_t err = {""};
+    if (r->ctl)
+        control_backup_prepare(r->ctl);
     if (backup_write(r->st, home, r->cfg->backup ? r->cfg->backup->dir : NULL,
                      r->cfg->backup_extra, fd, &info, &err) < 0) {
         close(fd);

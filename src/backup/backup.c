@@ -40,6 +40,11 @@ static const struct {
 #define NARTIFACTS (sizeof(artifacts) / sizeof(artifacts[0]))
 /* below clusters/<id>/: container images (pulled again when used) */
 static const char *const cluster_skip[] = {"images", NULL};
+/* below clusters/<id>/db/: the private accounting database's files, never
+ * consistent as a copy while it runs (its dump, dump.sql, goes instead:
+ * head_acct_dump), its socket and pid file */
+static const char *const db_skip[] = {"data", "mariadb.sock", "mariadbd.pid", "dump.sql.new",
+                                      NULL};
 
 static int in(const char *const *list, const char *name)
 {
@@ -114,6 +119,10 @@ static int list(struct writer *w, const char *dir, const char *rel, int depth)
         if (art)
             continue;
         if (depth == 2 && !strncmp(rel, "clusters/", 9) && in(cluster_skip, n))
+            continue;
+        size_t rl = strlen(rel);
+        if (depth == 3 && !strncmp(rel, "clusters/", 9) && rl > 3 && !strcmp(rel + rl - 3, "/db") &&
+            in(db_skip, n))
             continue;
         char path[PATH_MAX], r[PATH_MAX];
         if (snprintf(path, sizeof(path), "%s/%s", dir, n) >= (int)sizeof(path) ||

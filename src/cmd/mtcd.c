@@ -439,6 +439,7 @@ static void *backups(void *arg)
             break;
         pthread_mutex_unlock(&m->backup_lock);
         mtc_error_t err = {""};
+        control_backup_prepare(m->ctl);
         if (backup_sched_run(&m->backup, m->st, m->home, &err) < 0) {
             char msg[400];
             snprintf(msg, sizeof(msg), "periodic backup into %s failed: %s", m->backup.dir,

@@ -315,6 +315,20 @@ int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err
     return 0;
 }
 
+void control_backup_prepare(struct control *c)
+{
+    json_t *ids = store_cluster_ids(c->st);
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v)
+    {
+        mtc_error_t e = {""};
+        if (provider_backup_prepare(c->prov, json_string_value(v), &e) < 0)
+            log_msg(LOG_WARNING, "backup: %s (the backup holds the last dump, if any)", e.text);
+    }
+    json_decref(ids);
+}
+
 int control_start(struct control *c, mtc_error_t *err)
 {
     json_t *pending = store_ops_pending(c->st);

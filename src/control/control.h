@@ -35,6 +35,10 @@ struct control *control_create(struct store *st, struct provider *prov, int supe
  * machine, is ERROR. The record is removed. 0 (nothing restored: nothing
  * done), or -1 + err. Before control_start. */
 int control_adopt_restored(struct control *c, const char *home, mtc_error_t *err);
+/* Before a backup of mtcd: each cluster's head made copyable as files
+ * (provider_backup_prepare: private accounting databases dumped); a
+ * failure is logged, the backup goes on. */
+void control_backup_prepare(struct control *c);
 /* Resume every unfinished operation and start the supervisor. */
 int control_start(struct control *c, mtc_error_t *err);
 /* Stop the supervisor and wait up to wait_ms for running operations; returns

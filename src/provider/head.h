@@ -127,6 +127,12 @@ int head_acct_start(const struct head *h, provider_progress_fn progress, void *a
 /* A supervision pass over them: started again when dead, each an event
  * (MARIADB_RESTART, SLURMDBD_RESTART). 0/-1 + err. */
 int head_acct_supervise(const struct head *h, provider_event_fn ev, void *arg, mtc_error_t *err);
+/* The private accounting database dumped, in one transaction while
+ * slurmdbd writes on, to db/dump.sql (0600; what a backup of mtcd holds
+ * instead of the datadir's files, loaded when a restored home makes the
+ * datadir again). Accounting off, an external database or mariadbd not
+ * running: nothing (0). 0/-1 + err. */
+int head_acct_dump(const struct head *h, mtc_error_t *err);
 /* Stop slurmdbd, then the private mariadbd (delete, accounting turned off). */
 void head_acct_stop(const struct head *h);
 

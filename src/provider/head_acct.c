@@ -6,7 +6,9 @@
  * database and its user, slurmdbd.conf (0600), both daemons found by pid
  * file, started in that order before slurmctld and started again by the
  * supervisor, the cluster registered with sacctmgr. db/acct.json keeps the
- * ports and the private instance's password (0600). */
+ * ports and the private instance's password (0600). A backup of mtcd holds
+ * the private database as a dump (db/dump.sql, head_acct_dump), loaded when
+ * a restored home makes the datadir again. */
 #include "provider/head.h"
 
 #include "common/common.h"
@@ -179,6 +181,8 @@ static pid_t dbd_running(const struct head *h)
     return pid > 0 && mtc_proc_has(pid, "environ", env, NULL) ? pid : 0;
 }
 
+static int dump_load(const struct head *h, const char *sock, mtc_error_t *err);
+
 /* The private instance: its datadir made once, mariadbd started, the
  * database and slurmdbd's user made (idempotent). 0/-1 + err. */
 static int mariadb_start(const struct head *h, const struct acct *a, mtc_error_t *err)
@@ -191,7 +195,8 @@ static int mariadb_start(const struct head *h, const struct acct *a, mtc_error_t
     snprintf(a_port, sizeof(a_port), "--port=%d", a->db_port);
     snprintf(a_pid, sizeof(a_pid), "--pid-file=%s", head_path(h, pidf, "db/mariadbd.pid"));
     snprintf(a_log, sizeof(a_log), "--log-error=%s", head_path(h, log, "log/mariadbd.log"));
-    if (!mtc_path_exists(d)) {
+    int fresh = !mtc_path_exists(d);
+    if (fresh) {
         char *init[] = {"mariadb-install-db", "--no-defaults", a_dir, "--user=root",
                         "--auth-root-authentication-method=socket", "--skip-test-db",
                         INNODB_SMALL, NULL};
@@ -225,9 +230,59 @@ static int mariadb_start(const struct head *h, const struct acct *a, mtc_error_t
         if (!mtc_pid_alive(pid))
             return errprintf(err, "mariadbd exited at start (see %s)", log);
         if (mtc_path_exists(s) && mtc_run(q, NULL, NULL, 10000) == 0)
-            return 0;
+            return fresh ? dump_load(h, s, err) : 0;
     }
     return errprintf(err, "mariadbd did not answer within %d s (see %s)", ACCT_WAIT_MS / 1000, log);
+}
+
+/* A datadir just made where db/dump.sql is: a home restored from a backup
+ * (which holds the dump, never the datadir's files): the records loaded. */
+static int dump_load(const struct head *h, const char *sock, mtc_error_t *err)
+{
+    char dump[PLEN], a_sock[PLEN + 16];
+    if (!mtc_path_exists(head_path(h, dump, "db/dump.sql")))
+        return 0;
+    snprintf(a_sock, sizeof(a_sock), "--socket=%s", sock);
+    char *argv[] = {"sh", "-c", "exec mariadb --no-defaults \"$1\" -u root <\"$2\"", "sh",
+                    a_sock, dump, NULL};
+    char *out = NULL;
+    int rc = mtc_run(argv, NULL, &out, 600000);
+    if (rc != 0)
+        errprintf(err, "loading the accounting records from %s failed: %.200s", dump,
+                  out ? out : "");
+    else
+        log_msg(LOG_NOTICE, "cluster %s: accounting records loaded from %s", h->id, dump);
+    free(out);
+    return rc == 0 ? 0 : -1;
+}
+
+int head_acct_dump(const struct head *h, mtc_error_t *err)
+{
+    struct acct a;
+    if (acct_load(h, &a) < 0 || !a.enabled || a.external || !mariadb_running(h))
+        return 0; /* an external database is its site's to back up */
+    char d[PLEN], s[PLEN], dump[PLEN], tmp[PLEN + 8], a_sock[PLEN + 16];
+    db_paths(h, d, s);
+    head_path(h, dump, "db/dump.sql");
+    snprintf(tmp, sizeof(tmp), "%s.new", dump);
+    snprintf(a_sock, sizeof(a_sock), "--socket=%s", s);
+    /* one transaction: a consistent copy while slurmdbd writes on; 0600,
+     * as the datadir's files */
+    char *argv[] = {"sh", "-c",
+                    "umask 077; exec mariadb-dump --no-defaults \"$1\" -u root "
+                    "--single-transaction --databases " ACCT_DB " >\"$2\"",
+                    "sh", a_sock, tmp, NULL};
+    char *out = NULL;
+    int rc = mtc_run(argv, NULL, &out, 600000);
+    if (rc != 0 || rename(tmp, dump) < 0) {
+        errprintf(err, "cluster %s: mariadb-dump failed: %.200s", h->id,
+                  rc ? (out ? out : "") : strerror(errno));
+        unlink(tmp);
+        free(out);
+        return -1;
+    }
+    free(out);
+    return 0;
 }
 
 static int write_dbd_conf(const struct head *h, const struct acct *a, mtc_error_t *err)

@@ -176,6 +176,14 @@ json_t *provider_controller(struct provider *p, const char *id)
     return ops->controller ? ops->controller(p, id) : NULL;
 }
 
+int provider_backup_prepare(struct provider *p, const char *id, mtc_error_t *err)
+{
+    struct head h;
+    if (head_init(&h, p, id, err) < 0)
+        return -1;
+    return mtc_path_exists(h.dir) ? head_acct_dump(&h, err) : 0;
+}
+
 int provider_controller_moved(struct provider *p, const char *id, char *addr, size_t len,
                               mtc_error_t *err)
 {

@@ -71,6 +71,10 @@ json_t *provider_hosts(struct provider *p, const char *id);
  * supervision last saw it (no remote call; "up", "inControl" and "since"
  * once it has looked). NULL for a cluster without one. Caller owns. */
 json_t *provider_controller(struct provider *p, const char *id);
+/* Before a backup of mtcd: what of cluster id's head cannot be copied as
+ * files made copyable (its private accounting database dumped to
+ * db/dump.sql). 0/-1 + err. */
+int provider_backup_prepare(struct provider *p, const char *id, mtc_error_t *err);
 /* A cluster adopted from a restored backup: 1 when its machines must reach
  * the controller at another address than they did, that address into addr
  * — mtcd's --listen address when it is one address of this machine, else,

@@ -3,7 +3,8 @@
 # host, and leave nothing behind. Spec errors (mixing local and hosts pools,
 # minNodeCount != len(hosts), a host in another stored cluster) are refused by
 # the API: nothing stored. Host errors are found by the create operation
-# (unreachable, wrong key, changed host key, Slurm version mismatch, a host
+# (unreachable, wrong key, changed host key, Slurm version mismatch — slurmd,
+# and slurmctld on controller.backupHost's host — a host
 # another cluster owns, the distribution's munged on the default socket, a
 # slurmd that cannot start after others did, mtcd not listening on TCP): the
 # cluster stays in ERROR with the reason, and no process and no file is left
@@ -123,6 +124,19 @@ create_fails version "host ${H[3]}: slurmd is 21.08.8, the controller runs Slurm
 echo broken >"$T_DIR/slurmd-mode"
 spec rollback "\"${H[2]}\", \"${H[3]}\"" 2
 create_fails rollback "host ${H[3]}: .*slurmd did not start" "host 3"
+
+# the backup controller's host runs slurmctld: at the controller's version
+cat >"$T_DIR/sbin/slurmctld" <<EOF
+#!/bin/sh
+[ "\$1" = -V ] && { echo "slurm-wlm 21.08.8"; exit 0; }
+exec /usr/sbin/slurmctld "\$@"
+EOF
+chmod 0755 "$T_DIR/sbin/slurmctld"
+echo ok >"$T_DIR/slurmd-mode"
+spec ctldver "\"${H[2]}\", \"${H[3]}\"" 2 "\"controller\": {\"backupHost\": \"${H[3]}\", \"stateSaveLocation\": \"$T_DIR/ctld-state\"},"
+create_fails ctldver "host ${H[3]}: slurmctld is 21.08.8, the controller runs Slurm $(slurmctld -V | awk '{print $2}') \\(controller.backupHost needs the same version\\)" "the backup's host and both versions"
+rm -f "$T_DIR/sbin/slurmctld"
+echo broken >"$T_DIR/slurmd-mode"
 
 owner="uid=0123456789ab cluster=other controller=elsewhere home=/srv/mtc"
 testhost_exec 4 sh -c "echo '$owner' >/etc/mtc/owner"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hosts_restore: the head of a cluster on hosts lost and restored on another
 # machine (issue 43, point 3) — a cluster on 3 test hosts, its slurmctld state
-# on shared storage (controller.stateSaveLocation), runs a job of numbered
+# on shared storage (controller.stateSaveLocation), accounting on, runs a job of numbered
 # steps; mtcd's state is backed up; mtcd, slurmctld and munged of the
 # controller are killed -9 and its home moved away (the machine is lost);
 # the backup is restored into a new home and mtcd started on a second
@@ -10,8 +10,10 @@
 # SlurmctldHost, the hosts' configuration (pushed to the running slurmds)
 # and the agents' mtcd address; the cluster is RUNNING, munged and slurmctld
 # run again (a host's munged, in another mount namespace with the same argv,
-# is not taken for the controller's), `srun -N2 hostname` works, and the job
-# that ran through the loss completes with every step exactly once.
+# is not taken for the controller's), `srun -N2 hostname` works, the job
+# that ran through the loss completes with every step exactly once, and
+# sacct lists the jobs from before the backup (the accounting database came
+# in the backup as a dump, loaded into the new machine's) and that one.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"
@@ -26,11 +28,15 @@ hosts_cpu_spec "restored" 2 3 | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 s["controller"]["stateSaveLocation"] = sys.argv[1]
+s["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True}
 print(json.dumps(s))' "$D/slurm-state" >"$D/spec.json"
-check "cluster on 3 hosts created, slurmctld's state on shared storage" mtc cluster create -f "$D/spec.json" --id hz
+check "cluster on 3 hosts created, slurmctld's state on shared storage, accounting on" \
+    mtc cluster create -f "$D/spec.json" --id hz
 [ "$T_FAILED" -eq 0 ] || done_testing
 eval "$(mtc env hz)"
 check "srun -N2 hostname before the loss" bash -c "srun -N2 hostname | sort -u | wc -l | grep -qx 2"
+in_sacct() { sacct -n -X -P -j "$1" -o jobid,jobname,state 2>/dev/null | grep -qx "$1|$2|COMPLETED"; }
+check "  sacct lists it (job 1)" wait_for 60 in_sacct 1 hostname
 mkdir -p "$D/jobs" && chmod 0777 "$D/jobs"
 cat >"$D/jobs/steps.sh" <<SH
 #!/bin/sh
@@ -77,6 +83,9 @@ check "the agents report to the new address" \
 check "srun -N2 hostname after the move" wait_for 60 bash -c "srun -N2 -t 1 hostname | sort -u | wc -l | grep -qx 2"
 done_job() { scontrol show job "$job" 2>/dev/null | grep -q 'JobName=steps.sh' && scontrol show job "$job" | grep -q 'JobState=COMPLETED'; }
 check "the job that ran through the loss completed" wait_for 120 done_job
+check "sacct on the new machine lists the job from before the backup (its records from the backup's dump)" \
+    wait_for 60 in_sacct 1 hostname
+check "  and the job that ran through the loss, COMPLETED" wait_for 60 in_sacct "$job" steps.sh
 check "  every step ran exactly once" bash -c "sort '$D/jobs/steps.txt' | uniq -c | awk '\$1 != 1 { bad = 1 } END { exit bad || NR != 8 }'"
 diag "steps: $(tr '\n' ' ' <"$D/jobs/steps.txt")"
 done_testing

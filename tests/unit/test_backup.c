@@ -49,6 +49,13 @@ static void test_round_trip(void)
     put(p, "a log\n", 0644);
     snprintf(p, sizeof(p), "%s/clusters/c1/current", home);
     symlink("slurm.conf", p);
+    /* the private accounting database: its dump goes, its datadir never */
+    snprintf(p, sizeof(p), "%s/clusters/c1/db/data/slurm_acct_db", home);
+    mtc_mkdir_p(p, 0700);
+    snprintf(p, sizeof(p), "%s/clusters/c1/db/data/ibdata1", home);
+    put(p, "pages in flight", 0600);
+    snprintf(p, sizeof(p), "%s/clusters/c1/db/dump.sql", home);
+    put(p, "CREATE DATABASE slurm_acct_db;", 0600);
     snprintf(p, sizeof(p), "%s/models/m1", home);
     mtc_mkdir_p(p, 0755);
     snprintf(p, sizeof(p), "%s/models/m1/weights.bin", home);
@@ -72,9 +79,10 @@ static void test_round_trip(void)
     const char *extra[] = {tls, NULL};
     CHECK(backup_write(st, home, p, extra, fd, &info, &err) == 0, "backup written: %s", err.text);
     store_event_add(st, "c1", "TEST", NULL, "after the backup");
-    CHECK(info.files == 4 && info.schema == store_schema_latest(),
-          "4 files (the store, the key, slurm.conf, the TLS key; no log): %d, schema %d", info.files,
-          info.schema);
+    CHECK(info.files == 5 && info.schema == store_schema_latest(),
+          "5 files (the store, the key, slurm.conf, the accounting dump, the TLS key; no log, no "
+          "database files): %d, schema %d",
+          info.files, info.schema);
     struct backup_info again;
     CHECK(backup_check(fd, &again, &err) == 0 && again.bytes == info.bytes &&
               !strcmp(again.sha256, info.sha256),
@@ -95,6 +103,10 @@ static void test_round_trip(void)
     CHECK(readlink(p, to, sizeof(to) - 1) > 0 && !strcmp(to, "slurm.conf"), "a link as a link");
     snprintf(p, sizeof(p), "%s/clusters/c1/slurmctld.log", back);
     CHECK(!has(p), "logs left out");
+    snprintf(p, sizeof(p), "%s/clusters/c1/db/dump.sql", back);
+    CHECK(stat(p, &s) == 0 && (s.st_mode & 07777) == 0600, "the accounting dump, mode 0600");
+    snprintf(p, sizeof(p), "%s/clusters/c1/db/data", back);
+    CHECK(!has(p), "the accounting database's files left out (made again and loaded from the dump)");
     snprintf(p, sizeof(p), "%s/models", back);
     CHECK(!has(p), "model artifacts left out");
     snprintf(p, sizeof(p), "%s/backups", back);
