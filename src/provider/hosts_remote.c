@@ -513,6 +513,23 @@ static int install(struct ssh_conn *ssh, mtc_error_t *err)
     return 0;
 }
 
+/* Slurm's program prog on host h (its "prog=" fact: `prog -V`) at the
+ * controller's version want: 0, or -1 + err ("host H: prog is not
+ * installed<missing>", "host H: prog is X, the controller runs Slurm Y
+ * (<same>)"). */
+static int slurm_is(const char *h, const char *out, const char *prog, const char *want,
+                    const char *missing, const char *same, mtc_error_t *err)
+{
+    char v[512], w[128];
+    if (!*fact(out, prog, v, sizeof(v)))
+        return errprintf(err, "host %s: %s is not installed%s", h, prog, missing);
+    version_word(v, w, sizeof(w));
+    if (strcmp(w, want) != 0)
+        return errprintf(err, "host %s: %s is %s, the controller runs Slurm %s (%s)", h, prog, w,
+                         want, same);
+    return 0;
+}
+
 /* The checks on the facts, in order; the first that fails names the problem. */
 static int judge(const char *h, const char *out, const struct hstate *s,
                  const struct hcontroller *ctl, mtc_error_t *err)
@@ -549,29 +566,15 @@ static int judge(const char *h, const char *out, const struct hstate *s,
                          "host %s: architecture %s, the controller is %s (mtc copies its own "
                          "mtc-agent to the hosts)",
                          h, v, ctl->arch);
-    if (!*fact(out, "slurmd", v, sizeof(v)))
-        return errprintf(err,
-                         "host %s: slurmd is not installed (installPackages: true installs it)", h);
-    version_word(v, w, sizeof(w));
-    if (strcmp(w, ctl->slurm) != 0)
-        return errprintf(err,
-                         "host %s: slurmd is %s, the controller runs Slurm %s (every host needs "
-                         "the same version)",
-                         h, w, ctl->slurm);
+    if (slurm_is(h, out, "slurmd", ctl->slurm, " (installPackages: true installs it)",
+                 "every host needs the same version", err) < 0)
+        return -1;
     /* the backup controller's host runs slurmctld too, the same as ours */
-    if (strcasecmp(h, s->backup_addr) == 0) {
-        if (!*fact(out, "slurmctld", v, sizeof(v)))
-            return errprintf(err,
-                             "host %s: slurmctld is not installed, and controller.backupHost "
-                             "runs it there (installPackages: true installs it)",
-                             h);
-        version_word(v, w, sizeof(w));
-        if (strcmp(w, ctl->slurm) != 0)
-            return errprintf(err,
-                             "host %s: slurmctld is %s, the controller runs Slurm %s "
-                             "(controller.backupHost needs the same version)",
-                             h, w, ctl->slurm);
-    }
+    if (strcasecmp(h, s->backup_addr) == 0 &&
+        slurm_is(h, out, "slurmctld", ctl->slurm,
+                 ", and controller.backupHost runs it there (installPackages: true installs it)",
+                 "controller.backupHost needs the same version", err) < 0)
+        return -1;
     if (!*fact(out, "munged", v, sizeof(v)))
         return errprintf(err,
                          "host %s: munged is not installed (installPackages: true installs it)", h);
