@@ -83,6 +83,10 @@ check "slurmd on a compute host has both controllers ($argv)" \
     grep -q -- "--conf-server $TESTHOSTS_CTL_ADDR:$CTLD_PORT,$L1:$CTLD_PORT" <<<"$argv"
 ctl() { mtc cluster get fo --json | jq_ "d['clusterStatus'].get('controller', {}).get('$1')"; }
 check "the cluster's status: the primary is in control ($(ctl inControl))" wait_for 30 eval '[ "$(ctl inControl)" = primary ]'
+out=$(mtc cluster hosts fo)
+diag "$out"
+check "mtc cluster hosts: both controllers UP, the primary in control" \
+    bash -c "grep -q '^slurmctld primary .* UP\$' <<<'$out' && grep -q '^slurmctld backup .*$L1 .* UP\$' <<<'$out' && grep -q '^in control: primary since ' <<<'$out'"
 
 # a job of numbered steps on the second host; the slurm.conf the login host uses
 LCONF=/var/lib/mtc/$UID_/spool/conf-cache/slurm.conf

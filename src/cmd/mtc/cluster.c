@@ -378,6 +378,28 @@ static int c_events(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* With Slurm's backup controller: a line each, and which is in control. */
+static void print_controllers(const json_t *ctl)
+{
+    if (!ctl)
+        return;
+    const char *in = json_string_value(json_object_get(ctl, "inControl"));
+    printf("\n");
+    for (int k = 0; k < 2; k++) {
+        const char *role = k ? "backup" : "primary";
+        const json_t *o = json_object_get(ctl, role);
+        const json_t *up = json_object_get(o, "up");
+        printf("slurmctld %-8s %-20s %-24s %s\n", role,
+               json_string_value(json_object_get(o, "host")) ?: "?",
+               json_string_value(json_object_get(o, "address")) ?: "?",
+               !up ? "not looked at yet" : json_is_true(up) ? "UP" : "DOWN");
+    }
+    if (in)
+        printf("in control: %s since %s (failoverSeconds %lld)\n", in,
+               json_string_value(json_object_get(ctl, "since")) ?: "?",
+               (long long)json_integer_value(json_object_get(ctl, "failoverSeconds")));
+}
+
 static int c_hosts(struct cli *c, int argc, char **argv)
 {
     json_t *cl = get_cluster(c, argc, argv, "mtc cluster hosts ID [--json]");
@@ -399,6 +421,8 @@ static int c_hosts(struct cli *c, int argc, char **argv)
                                           {"REASON", "reason", 0, ""},
                                           {NULL, NULL, 0, NULL}};
     cli_print_list(c, hosts, hosts, cols);
+    if (!c->json)
+        print_controllers(json_object_get(json_object_get(cl, "clusterStatus"), "controller"));
     json_decref(cl);
     return 0;
 }
