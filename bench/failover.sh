@@ -37,7 +37,8 @@ print(json.dumps(s))' "${TESTHOSTS_ADDRS[1]}" "$F" >"$T_DIR/spec.json"
     t1=$(now)
     start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT" || fail "mtcd did not start again"
     eval "$(mtc env fb)"
-    wait_for 120 bash -c "scontrol ping | grep -q '(primary) at .* is UP'" || fail "the primary did not come back"
+    wait_for 120 bash -c "out=\$(scontrol ping); grep -q '(primary) at .* is UP' <<<\"\$out\"" ||
+        fail "the primary did not come back"
     t2=$(now)
     took=$(secs "$t0" "$t1")
     echo "failover ${F}s: controller lost -> first sbatch on the login host ${took} s" \

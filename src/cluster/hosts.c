@@ -187,10 +187,12 @@ static int check_pool(const json_t *pools, size_t i, const char *login, mtc_erro
     return 0;
 }
 
-/* controller.backupHost: another host than the controller, one that runs a
- * node of the cluster (it has the cluster's munged, storage and files; the
- * login host is the usual choice), and a StateSaveLocation both controllers
- * see (stateSaveLocation, else under experimentRoot). */
+/* controller.backupHost: another host than the controller — one that runs
+ * a static node of the cluster (the login host is the usual choice) or a
+ * host in no pool (mtc runs munged and slurmctld there), never a spare
+ * (a replacement may take it) or an elastic host (powered down when idle)
+ * — and a StateSaveLocation both controllers see (stateSaveLocation, else
+ * under experimentRoot). */
 static int check_controller(const json_t *spec, mtc_error_t *err)
 {
     const json_t *ctl = json_object_get(spec, "controller");
@@ -205,25 +207,27 @@ static int check_controller(const json_t *spec, mtc_error_t *err)
                             backup);
     const json_t *pools = json_object_get(spec, "nodePools"), *p;
     size_t i;
-    int found = 0, elastic = 0;
+    int elastic = 0, spare = 0;
     json_array_foreach(pools, i, p)
     {
-        const json_t *hosts = json_object_get(p, "hosts");
+        const json_t *hosts = json_object_get(p, "hosts"), *spares = json_object_get(p, "spareHosts");
         json_int_t min =
             json_integer_value(json_object_get(json_object_get(p, "scalingSpec"), "minNodeCount"));
         for (size_t k = 0; k < json_array_size(hosts); k++)
             if (!strcasecmp(json_string_value(json_array_get(hosts, k)), backup))
-                found = 1, elastic = (json_int_t)k >= min;
+                elastic = (json_int_t)k >= min;
+        for (size_t k = 0; k < json_array_size(spares); k++)
+            spare |= !strcasecmp(json_string_value(json_array_get(spares, k)), backup);
     }
+    if (spare)
+        return schema_error(err, "controller.backupHost",
+                            "\"%s\" is a spare host, which a replacement may take; the backup "
+                            "controller needs a host of its own or a static node's",
+                            backup);
     if (elastic)
         return schema_error(err, "controller.backupHost",
                             "\"%s\" runs an elastic node, powered down when idle; the backup "
                             "controller needs a host that stays up (the login host)",
-                            backup);
-    if (!found)
-        return schema_error(err, "controller.backupHost",
-                            "\"%s\" is not a host of the cluster's node pools (the backup "
-                            "controller runs beside a node; the login host is the usual choice)",
                             backup);
     if (!json_object_get(ctl, "stateSaveLocation") && !json_object_get(spec, "experimentRoot"))
         return schema_error(err, "controller.backupHost",

@@ -173,6 +173,11 @@ static int controller_up(const struct head *c, struct hstate *s, const char *sha
         return errprintf(err, "mkdir %s: %s (the controller needs /run/mtc writable)", dir,
                          strerror(errno));
     hosts_node_names(s, names, sizeof(names));
+    /* slurmctld learns of another backup controller only at start, like
+     * another node set: the backup is part of what it was started with */
+    if (s->backup_addr[0])
+        snprintf(names + strlen(names), sizeof(names) - strlen(names), " backup=%s",
+                 s->backup_addr);
     /* slurmds that ran an earlier config fetch the new one */
     return head_controller_converge(c, &s->applied, sha, names, s->applied.sha[0] != 0, progress,
                                     arg, err);
@@ -193,15 +198,16 @@ static int state_move(struct provider *p, const struct head *c, const struct hst
     hosts_state_dir(c, old, from);
     hosts_state_dir(c, s, to);
     int state = strcmp(from, to) != 0, moved = strcasecmp(old->ctld_addr, s->ctld_addr) != 0;
-    if (!old->applied.sha[0] || (!state && !moved))
+    int other = strcasecmp(old->backup_addr, s->backup_addr) != 0; /* another backup, or none */
+    if (!old->applied.sha[0] || (!state && !moved && !other))
         return 0;
-    const struct hnode *bk = hosts_backup_node(old);
-    if (bk) {
+    struct hbackup bk;
+    if (hosts_backup_of(old, &bk)) {
         mtc_error_t e2;
-        struct ssh_conn *ssh = hosts_ssh(p, old, bk->host, &e2);
-        if (!ssh || hosts_remote_op(ssh, old, "noctld", bk->name, -1, NULL, 30000, &e2) != 0)
+        struct ssh_conn *ssh = hosts_ssh(p, old, bk.host, &e2);
+        if (!ssh || hosts_remote_op(ssh, old, "noctld", "", -1, NULL, 30000, &e2) != 0)
             log_msg(LOG_WARNING, "cluster %s: could not stop the backup slurmctld on %s: %s", c->id,
-                    bk->host, e2.text);
+                    bk.host, e2.text);
         ssh_free(ssh);
     }
     if (moved)
@@ -223,12 +229,23 @@ static int state_move(struct provider *p, const struct head *c, const struct hst
  * the state directory (nonce: hosts_state_dir_prepare's marker): slurmctld
  * started there, and waited for until `scontrol ping` shows it UP. */
 static int backup_up(struct provider *p, const struct head *c, const struct hstate *s,
-                     const char *nonce, provider_progress_fn progress, void *arg, mtc_error_t *err)
+                     const struct hbundle *b, const char *nonce, provider_progress_fn progress,
+                     void *arg, mtc_error_t *err)
 {
-    const struct hnode *bk = hosts_backup_node(s);
-    if (!bk)
+    struct hbackup bk;
+    if (!hosts_backup_of(s, &bk))
         return 0;
-    head_say(progress, arg, "checking that %s sees slurmctld's state directory", bk->host);
+    /* a host in no pool: the bundle and munged first (its storage is the
+     * admin's to mount: the marker below says whether it sees the state) */
+    if (!bk.node) {
+        head_say(progress, arg, "bringing up %s (the backup controller's host)", bk.host);
+        struct ssh_conn *ssh = hosts_ssh(p, s, bk.host, err);
+        int rc = ssh ? hosts_remote_up(ssh, c, s, b, NULL, 0, -1, err) : -1;
+        ssh_free(ssh);
+        if (rc < 0)
+            return -1;
+    }
+    head_say(progress, arg, "checking that %s sees slurmctld's state directory", bk.host);
     if (hosts_state_dir_verify(p, c, s, nonce, err) < 0)
         return -1;
     /* A new slurmctld saves its jobs and nodes at once but its partitions,
@@ -245,9 +262,11 @@ static int backup_up(struct provider *p, const struct head *c, const struct hsta
         if (head_ctld_start(c, err) < 0 || slurm_reconfigure(c->conf, err) < 0)
             return -1;
     }
-    head_say(progress, arg, "starting the backup slurmctld on %s", bk->host);
-    struct ssh_conn *ssh = hosts_ssh(p, s, bk->host, err);
-    int rc = ssh ? hosts_remote_op(ssh, s, "ctld", bk->name, -1, NULL, 60000, err) : -1;
+    head_say(progress, arg, "starting the backup slurmctld on %s", bk.host);
+    struct ssh_conn *ssh = hosts_ssh(p, s, bk.host, err);
+    int rc = ssh ? hosts_remote_op(ssh, s, "ctld", bk.node ? bk.node->name : "", -1, NULL, 60000,
+                                   err)
+                 : -1;
     ssh_free(ssh);
     if (rc != 0)
         return -1;
@@ -258,7 +277,7 @@ static int backup_up(struct provider *p, const struct head *c, const struct hsta
     return errprintf(err,
                      "the backup slurmctld on %s does not answer within %d s (see "
                      "/var/lib/mtc/%s/log/slurmctld.log there)",
-                     bk->host, CTLD_WAIT_MS / 1000, s->uid);
+                     bk.host, CTLD_WAIT_MS / 1000, s->uid);
 }
 
 /* Nodes that moved host: tell slurmctld their new address (with the rewritten
@@ -304,6 +323,30 @@ static void teardown(struct provider *p, struct head *c, struct hstate *s)
     }
 }
 
+/* The backup controller's host when it runs no node: its own preflight
+ * (reachable, Slurm's versions: slurmctld too, its name), and a record
+ * (HOST_BACKUP) so that a delete, or another backup, cleans it. */
+static int backup_preflight(struct host_work *j, const json_t *spec, mtc_error_t *err)
+{
+    struct hbackup bk;
+    struct hstate *s = j->s;
+    if (!hosts_backup_of(s, &bk) || bk.node)
+        return 0;
+    struct hfacts *f = calloc(1, sizeof(*f));
+    char users[CLUSTER_USERS_MAX * 64];
+    if (cluster_users_args(spec, users, sizeof(users)) < 0)
+        *users = '\0';
+    struct ssh_conn *ssh = f ? hosts_ssh(j->p, s, bk.host, err) : NULL;
+    int rc = ssh ? hosts_preflight(ssh, s, j->ctl, j->install, users, f, err) : -1;
+    ssh_free(ssh);
+    if (rc == 0) {
+        snprintf(s->backup_hostname, sizeof(s->backup_hostname), "%s", f->hostname);
+        hosts_host_set(s, bk.host, "", HOST_BACKUP, "Slurm's backup controller");
+    }
+    free(f);
+    return rc;
+}
+
 /* Preflight every node's host in parallel, size the nodes, and record the
  * hosts before anything is written to them. 0/-1 + err. */
 static int check_hosts(struct host_work *j, const json_t *spec, mtc_error_t *errs,
@@ -328,6 +371,8 @@ static int check_hosts(struct host_work *j, const json_t *spec, mtc_error_t *err
     for (size_t i = 0; i < s->nnodes; i++)
         if (!hosts_host_find(s, s->nodes[i].host))
             hosts_host_set(s, s->nodes[i].host, s->nodes[i].pool, HOST_TOUCHED, NULL);
+    if (backup_preflight(j, spec, err) < 0)
+        return -1;
     return hosts_state_save(j->c, s, err);
 }
 
@@ -470,7 +515,7 @@ static int apply_locked(struct provider *p, struct head *c, const json_t *spec, 
         if (hosts_storage_verify(p, c, s, spec, err) < 0)
             goto out;
     }
-    if (backup_up(p, c, s, nonce, progress, arg, err) < 0)
+    if (backup_up(p, c, s, &b, nonce, progress, arg, err) < 0)
         goto out;
     for (size_t i = 0; i < s->nhosts;) /* hosts in use need no cleaning record */
         if (s->hosts[i].role == HOST_TOUCHED && hosts_in_use(s, s->hosts[i].host))

@@ -40,13 +40,14 @@ struct hnode {
     int gpus;
 };
 
-enum hrole { HOST_NODE, HOST_SPARE, HOST_QUARANTINED, HOST_TOUCHED };
+enum hrole { HOST_NODE, HOST_SPARE, HOST_QUARANTINED, HOST_TOUCHED, HOST_BACKUP };
 
 /* A host mtc knows for the cluster, other than through a node. */
 struct hhost {
     char host[256];
     char pool[32];
-    enum hrole role; /* SPARE, QUARANTINED, or TOUCHED (written to; cleaned when unused) */
+    enum hrole role; /* SPARE, QUARANTINED, TOUCHED (written to; cleaned when unused), or
+                      * BACKUP (Slurm's backup controller on a host that runs no node) */
     char reason[200];
     int64_t since_ms;
     int stop_pending; /* quarantined while unreachable: stop its daemons when it answers */
@@ -69,6 +70,7 @@ struct hstate {
      * one of the nodes, "" none; StateSaveLocation both controllers share
      * ("" : <cluster dir>/state, the controller's alone); SlurmctldTimeout */
     char backup_addr[256];
+    char backup_hostname[256]; /* its own name (SlurmctldHost), from its preflight */
     char state_dir[1024];
     int failover_s;
 };
@@ -102,8 +104,15 @@ const char *hosts_free_spare(const struct hstate *s, const char *pool);
  * 0, or -1 + err naming the host when a quarantined host has no spare left. */
 int hosts_plan(const char *id, const json_t *spec, const struct hstate *old, struct hstate *next,
                mtc_error_t *err);
-/* The node on the backup controller's host, or NULL when there is none. */
-const struct hnode *hosts_backup_node(const struct hstate *s);
+/* Slurm's backup controller of s: its host (the spec's backupHost: the
+ * ssh target and SlurmctldHost's address), its own name, and the node it
+ * runs (NULL: a host in no pool, where mtc runs munged and slurmctld only). */
+struct hbackup {
+    const char *host, *hostname;
+    const struct hnode *node;
+};
+/* 1 and b filled when s has a backup controller, else 0. */
+int hosts_backup_of(const struct hstate *s, struct hbackup *b);
 /* Where the hosts reach slurmctld, for slurmd's --conf-server and
  * SLURM_CONF_SERVER: "ADDR:PORT", then ",BACKUP:PORT" with a backup. */
 void hosts_conf_servers(const struct hstate *s, char *buf, size_t len);
@@ -178,7 +187,8 @@ unsigned hosts_bins_stale(const struct hbundle *b, const struct hfacts *f);
  * bundle and the node's own files (<dir>/nodes/<node>/image), start munged,
  * the default-socket link, slurmd --conf-server and the agent (kept when
  * running with the same config). send: the programs to copy too
- * (hosts_bins_stale).
+ * (hosts_bins_stale). n NULL: the backup controller's host in no pool —
+ * the bundle alone, then munged and slurmctld (mtc-host ctld).
  * gpus_fake: emulated GPUs to provide (-1: real hardware). 0 or -1 + err. */
 int hosts_remote_up(struct ssh_conn *ssh, const struct head *c, const struct hstate *s,
                     const struct hbundle *b, const struct hnode *n, unsigned send, int gpus_fake,

@@ -354,20 +354,27 @@ static int plugstack_write(const struct head *c, const struct hstate *s,
 }
 
 /* The backup controller's copy of what slurmctld reads (slurm.conf and
- * gres.conf, as the controller's) in the image's etc/mtc/<uid>/ctld: every
- * host gets it with the bundle (configless slurmds are served the same
- * text), the backup's host runs slurmctld -f on it. Without a backup, none. */
+ * gres.conf, as the controller's) in the image's etc/mtc/<uid>/ctld, with
+ * the backup's own name (ctld/host): every host gets it with the bundle
+ * (configless slurmds are served the same text), the host of that name
+ * runs slurmctld -f on it, any other stops one it ran. Without a backup,
+ * none. */
 static int ctld_copy(const struct head *c, const struct hstate *s, mtc_error_t *err)
 {
     static const char *const files[] = {"slurm.conf", "gres.conf"};
     char dir[PLEN], path[PLEN], from[PLEN];
     head_path(c, dir, "image/etc/mtc/%s/ctld", s->uid);
-    if (!hosts_backup_node(s)) {
+    struct hbackup bk;
+    if (!hosts_backup_of(s, &bk)) {
         mtc_rm_rf(dir);
         return 0;
     }
+    char name[300];
+    snprintf(name, sizeof(name), "%s\n", bk.hostname);
     if (mtc_mkdir_p(dir, 0755) < 0)
         return errprintf(err, "mkdir %s: %s", dir, strerror(errno));
+    if (mtc_write_if_changed((snprintf(path, sizeof(path), "%s/host", dir), path), name, err) < 0)
+        return -1;
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         size_t len = 0;
         char *text = mtc_read_file(head_path(c, from, "%s", files[i]), &len);
@@ -402,10 +409,10 @@ int hosts_write_conf(const struct provider *p, const struct head *c, const struc
                               .ctld_addr = s->ctld_addr,
                               .state_dir = s->state_dir[0] ? s->state_dir : NULL,
                               .ctld_timeout = s->failover_s};
-    const struct hnode *bk = hosts_backup_node(s);
-    if (bk) { /* Slurm's backup controller, on that node's host */
-        sl.backup_host = bk->hostname;
-        sl.backup_addr = bk->host;
+    struct hbackup bk;
+    if (hosts_backup_of(s, &bk)) { /* Slurm's backup controller */
+        sl.backup_host = bk.hostname;
+        sl.backup_addr = bk.host;
     }
     /* the scripts hosts_bundle wrote */
     sl.prolog = mtc_path_exists((snprintf(path, sizeof(path), "%s/prolog.sh", etc), path));

@@ -162,9 +162,12 @@ static const char mtc_host_sh[] =
     /* Slurm's backup controller on this host ($V/ctld.on: the ctld op ran,
      * after mtcd checked that this host sees the shared StateSaveLocation),
      * on the controller's own slurm.conf in $E/ctld */
+    /* the bundle every host gets holds the backup's config and its name */
+    "isbackup() { [ -r $E/ctld/slurm.conf ] && [ \"$(cat $E/ctld/host 2>/dev/null)\" = "
+    "\"$(uname -n)\" ]; }\n"
     "start_ctld() {\n"
-    "  [ -r $E/ctld/slurm.conf ] || die \"no $E/ctld/slurm.conf: this host is not the cluster's "
-    "backup controller\"\n"
+    "  isbackup || die \"this host is not the cluster's backup controller (no $E/ctld/slurm.conf "
+    "naming $(uname -n))\"\n"
     "  if sysd; then unit slurmctld slurmctld -D -i -f $E/ctld/slurm.conf\n"
     "  else MTC_UID=$U slurmctld -i -f $E/ctld/slurm.conf </dev/null >>$V/log/slurmctld.out 2>&1; "
     "fi\n"
@@ -278,7 +281,7 @@ static const char mtc_host_sh[] =
     "  elif [ -r $E/nodes/$N/agent.json ]; then start_agent; [ $OP = check ] && say restarted "
     "agent; fi\n"
     /* no longer the backup (its copy of the config gone with the bring-up): stopped */
-    "  if [ -e $V/ctld.on ] && [ -r $E/ctld/slurm.conf ]; then\n"
+    "  if [ -e $V/ctld.on ] && isbackup; then\n"
     "    alive slurmctld || { start_ctld; [ $OP = check ] && say restarted slurmctld; }\n"
     "  elif [ -e $V/ctld.on ]; then rm -f $V/ctld.on; stop_one slurmctld; fi\n"
     /* what a boot runs again (boot): this node, both controllers, its GPUs */
@@ -324,10 +327,12 @@ static const char mtc_host_sh[] =
     "  rmdir /etc/mtc /var/lib/mtc /run/mtc 2>/dev/null; return 0 2>/dev/null; exit 0 ;;\n"
     "mark) install -d -m 0755 $R && : >$R/boot-mark ;;\n"
     /* ctld: started, or restarted when its copy of the config changed */
+    /* a host in no pool (NODE -): munged here too, and this op is its check */
     "ctld) dirs; : >$V/ctld.on\n"
+    "  [ \"$N\" = - ] && { alive munged || { start_munged; say restarted munged; }; }\n"
     "  alive slurmctld && [ \"$(cat $E/ctld/* | cksum)\" != \"$(cat $R/ctld.sum 2>/dev/null)\" ] "
     "&& stop_one slurmctld\n"
-    "  alive slurmctld || start_ctld ;;\n"
+    "  alive slurmctld || { start_ctld; say restarted slurmctld; } ;;\n"
     "noctld) rm -f $V/ctld.on; stop_one slurmctld ;;\n"
     /* after the host restarted, with or without mtcd: its daemons as the
      * last up started them (an init system's unit, or an operator, runs it) */
@@ -693,8 +698,10 @@ static int bundle_tar(const struct head *c, const struct hstate *s, const struct
         ipdir[PLEN + 160];
     snprintf(etc, sizeof(etc), "etc/mtc/%s", s->uid);
     snprintf(host_sh, sizeof(host_sh), "var/lib/mtc/%s/bin/mtc-host", s->uid);
-    head_path(c, node_dir, "nodes/%s/image", n->name);
-    snprintf(node_etc, sizeof(node_etc), "etc/mtc/%s/nodes/%s", s->uid, n->name);
+    if (n) {
+        head_path(c, node_dir, "nodes/%s/image", n->name);
+        snprintf(node_etc, sizeof(node_etc), "etc/mtc/%s/nodes/%s", s->uid, n->name);
+    }
     /* the image's members, the programs wanted, then the node's own files */
     char *argv[16 + HOSTS_NBIN] = {
         "tar", "-cf",  "-", "--owner=0", "--group=0", "--numeric-owner", "-C", (char *)b->image,
@@ -710,14 +717,17 @@ static int bundle_tar(const struct head *c, const struct hstate *s, const struct
     snprintf(ipdir, sizeof(ipdir), "%s/%s", b->image, pdir);
     if (mtc_path_exists(ipdir))
         argv[k++] = pdir;
-    argv[k++] = "-C";
-    argv[k++] = node_dir;
-    argv[k++] = node_etc;
+    if (n) {
+        argv[k++] = "-C";
+        argv[k++] = node_dir;
+        argv[k++] = node_etc;
+    }
     argv[k] = NULL;
     io->capture = MTC_IO_OUT | MTC_IO_ERR;
     int rc = mtc_run_io(argv, NULL, io, 60000);
     if (rc != 0) {
-        errprintf(err, "tar of %s's files failed: %.150s", n->name, io->err ? io->err : "");
+        errprintf(err, "tar of %s's files failed: %.150s", n ? n->name : "the backup controller",
+                  io->err ? io->err : "");
         free(io->out);
         free(io->err);
         io->out = io->err = NULL;
@@ -751,9 +761,9 @@ int hosts_remote_up(struct ssh_conn *ssh, const struct head *c, const struct hst
              "/etc/mtc/owner))\" >&2; exit 3 ;; esac; } && "
              "rm -rf /etc/mtc/%s/etc /etc/mtc/%s/nodes /etc/mtc/%s/ctld && tar -xf - -C / "
              "--no-same-owner "
-             "--no-overwrite-dir && exec sh /var/lib/mtc/%s/bin/mtc-host up %s %s %s %d",
-             n->name, b->owner, s->uid, b->owner, s->uid, s->uid, s->uid, s->uid, s->uid, n->name,
-             servers, gpus_fake);
+             "--no-overwrite-dir && exec sh /var/lib/mtc/%s/bin/mtc-host %s %s %s %s %d",
+             n ? n->name : "the backup controller", b->owner, s->uid, b->owner, s->uid, s->uid,
+             s->uid, s->uid, n ? "up" : "ctld", s->uid, n ? n->name : "-", servers, gpus_fake);
     int rc = ssh_run_in(ssh, cmd, io.out, len, NULL, UP_MS, 0, err);
     free(io.out);
     if (rc > 0)

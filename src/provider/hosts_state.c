@@ -16,7 +16,8 @@
 static const char *const role_names[] = {[HOST_NODE] = "node",
                                          [HOST_SPARE] = "spare",
                                          [HOST_QUARANTINED] = "quarantined",
-                                         [HOST_TOUCHED] = "touched"};
+                                         [HOST_TOUCHED] = "touched",
+                                         [HOST_BACKUP] = "backup"};
 
 static void str(char *dst, size_t len, const json_t *o, const char *k)
 {
@@ -42,6 +43,7 @@ int hosts_state_load(const struct head *c, struct hstate *s)
     str(s->applied.sha, sizeof(s->applied.sha), j, "appliedConfSha256");
     str(s->applied.nodes, sizeof(s->applied.nodes), j, "appliedNodes");
     str(s->backup_addr, sizeof(s->backup_addr), j, "backupHost");
+    str(s->backup_hostname, sizeof(s->backup_hostname), j, "backupHostname");
     str(s->state_dir, sizeof(s->state_dir), j, "stateSaveLocation");
     s->failover_s = (int)json_integer_value(json_object_get(j, "failoverSeconds"));
     size_t i;
@@ -105,8 +107,10 @@ int hosts_state_save(const struct head *c, const struct hstate *s, mtc_error_t *
                   "ctldPort", s->ctld_port, "ctldAddr", s->ctld_addr, "ssh", "user", s->ssh_user,
                   "port", s->ssh_port, "keyFile", s->ssh_key, "nodes", nodes, "hosts", hosts,
                   "appliedConfSha256", s->applied.sha, "appliedNodes", s->applied.nodes);
-    if (j && s->backup_addr[0])
+    if (j && s->backup_addr[0]) {
         json_object_set_new(j, "backupHost", json_string(s->backup_addr));
+        json_object_set_new(j, "backupHostname", json_string(s->backup_hostname));
+    }
     if (j && s->state_dir[0])
         json_object_set_new(j, "stateSaveLocation", json_string(s->state_dir));
     if (j && s->failover_s)
@@ -114,12 +118,17 @@ int hosts_state_save(const struct head *c, const struct hstate *s, mtc_error_t *
     return head_json_save(head_path(c, path, "hosts.json"), j, 0600, err);
 }
 
-const struct hnode *hosts_backup_node(const struct hstate *s)
+int hosts_backup_of(const struct hstate *s, struct hbackup *b)
 {
-    for (size_t i = 0; s->backup_addr[0] && i < s->nnodes; i++)
-        if (strcasecmp(s->nodes[i].host, s->backup_addr) == 0)
-            return &s->nodes[i];
-    return NULL;
+    *b = (struct hbackup){s->backup_addr, s->backup_hostname, NULL};
+    if (!s->backup_addr[0])
+        return 0;
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (strcasecmp(s->nodes[i].host, s->backup_addr) == 0) {
+            b->node = &s->nodes[i];
+            b->hostname = s->nodes[i].hostname;
+        }
+    return 1;
 }
 
 void hosts_conf_servers(const struct hstate *s, char *buf, size_t len)

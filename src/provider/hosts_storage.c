@@ -277,16 +277,16 @@ int hosts_state_dir_prepare(const struct head *c, const struct hstate *s, char n
 int hosts_state_dir_verify(struct provider *p, const struct head *c, const struct hstate *s,
                            const char *nonce, mtc_error_t *err)
 {
-    const struct hnode *bk = hosts_backup_node(s);
+    struct hbackup bk;
     char dir[PLEN], path[PLEN + 32], cmd[PLEN + 64];
-    if (!bk || !nonce[0])
+    if (!hosts_backup_of(s, &bk) || !nonce[0])
         return 0;
     hosts_state_dir(c, s, dir);
     snprintf(path, sizeof(path), "%s/" HOSTS_STATE_MARKER, dir);
     char *q = mtc_shell_quote(path), *out = NULL;
     snprintf(cmd, sizeof(cmd), "cat -- %s", q ? q : "/nonexistent");
     free(q);
-    struct ssh_conn *ssh = hosts_ssh(p, s, bk->host, err);
+    struct ssh_conn *ssh = hosts_ssh(p, s, bk.host, err);
     int rc = ssh ? ssh_run(ssh, cmd, &out, MARKER_MS, 0, err) : -1;
     ssh_free(ssh);
     const char *got = out ? strrchr(out, ' ') : NULL;
@@ -296,13 +296,13 @@ int hosts_state_dir_verify(struct provider *p, const struct head *c, const struc
         return errprintf(err,
                          "cannot check controller.stateSaveLocation %s: the backup controller's "
                          "host %s does not answer",
-                         dir, bk->host);
+                         dir, bk.host);
     if (!same)
         return errprintf(err,
                          "controller.stateSaveLocation %s is not shared storage: the backup "
                          "controller's host %s does not see the controller's marker %s (mount "
                          "the same filesystem there)",
-                         dir, bk->host, path);
+                         dir, bk.host, path);
     return 0;
 }
 

@@ -121,6 +121,31 @@ static void keep_event(void *arg, const char *type, const char *node, const char
     pthread_mutex_unlock(&checks_mu);
 }
 
+/* The backup controller's host when it runs no node: its munged and
+ * slurmctld (mtc-host ctld restarts what is dead and says so). */
+static void check_backup(struct provider *p, const struct hstate *s, provider_event_fn ev,
+                         void *arg)
+{
+    struct hbackup bk;
+    if (!hosts_backup_of(s, &bk) || bk.node)
+        return;
+    mtc_error_t err = {""};
+    char *out = NULL, msg[400];
+    struct ssh_conn *ssh = hosts_ssh(p, s, bk.host, &err);
+    int rc = ssh ? hosts_remote_op(ssh, s, "ctld", "", -1, &out, 20000, &err) : -1;
+    ssh_free(ssh);
+    if (rc != 0 && ev)
+        ev(arg, rc < 0 ? "HOST_UNREACHABLE" : "DAEMON_START_FAILED", NULL, err.text);
+    for (size_t k = 0; rc == 0 && out && k < sizeof(restarts) / sizeof(restarts[0]); k++)
+        if (strstr(out, restarts[k].line) && ev) {
+            snprintf(msg, sizeof(msg),
+                     "%s on %s (the backup controller's host) was not running; restarted",
+                     restarts[k].what, bk.host);
+            ev(arg, restarts[k].event, NULL, msg);
+        }
+    free(out);
+}
+
 /* One pass over the hosts: each restarts what is dead and says so. */
 static void supervise_hosts(struct provider *p, const struct head *c, struct hstate *s,
                             provider_event_fn ev, void *arg)
@@ -153,6 +178,7 @@ static void supervise_hosts(struct provider *p, const struct head *c, struct hst
             }
         free(u->out[i]);
     }
+    check_backup(p, s, ev, arg);
     /* quarantined hosts that could not be stopped then: try again */
     size_t nq = 0;
     for (size_t i = 0; i < s->nhosts && nq < HOSTS_MAX; i++)
@@ -341,18 +367,17 @@ static void controller_watch(const struct head *c, const struct hstate *s, provi
         log_msg(LOG_WARNING, "cluster %s: %s", c->id, e2.text);
     if (!have || was == now_in || !ev)
         return;
-    const struct hnode *bk = hosts_backup_node(s);
     char msg[400];
     if (now_in == 2)
         snprintf(msg, sizeof(msg),
                  "the backup slurmctld on %s is in control: the primary on %s does not answer",
-                 bk ? bk->host : s->backup_addr, s->ctld_addr);
+                 s->backup_addr, s->ctld_addr);
     else if (now_in == 1)
         snprintf(msg, sizeof(msg), "the primary slurmctld on %s is in control%s", s->ctld_addr,
                  was == 2 ? ", taken back from the backup" : "");
     else
         snprintf(msg, sizeof(msg), "neither slurmctld answers (primary %s, backup %s)",
-                 s->ctld_addr, bk ? bk->host : s->backup_addr);
+                 s->ctld_addr, s->backup_addr);
     ev(arg,
        now_in == 2   ? "CONTROLLER_FAILOVER"
        : now_in == 1 ? "CONTROLLER_FAILBACK"
@@ -367,8 +392,8 @@ json_t *hosts_controller(struct provider *p, const char *id)
         return NULL;
     struct hstate *s = calloc(1, sizeof(*s));
     json_t *o = NULL;
-    const struct hnode *bk;
-    if (!s || hosts_state_load(&c, s) < 0 || !(bk = hosts_backup_node(s)))
+    struct hbackup bk;
+    if (!s || hosts_state_load(&c, s) < 0 || !hosts_backup_of(s, &bk))
         goto out;
     int in = 0, up[2] = {0, 0};
     int64_t since = 0;
@@ -376,7 +401,7 @@ json_t *hosts_controller(struct provider *p, const char *id)
     char name[256], ts[40];
     mtc_short_hostname(name, sizeof(name));
     o = json_pack("{s:{s:s,s:s},s:{s:s,s:s},s:i}", "primary", "host", name, "address", s->ctld_addr,
-                  "backup", "host", bk->hostname, "address", bk->host, "failoverSeconds",
+                  "backup", "host", bk.hostname, "address", bk.host, "failoverSeconds",
                   s->failover_s);
     if (o && have) {
         json_object_set_new(json_object_get(o, "primary"), "up", json_boolean(up[0]));
@@ -490,8 +515,14 @@ json_t *hosts_hosts(struct provider *p, const char *id)
         if (h->role == HOST_TOUCHED || hosts_in_use(s, h->host))
             continue;
         char ts[40];
-        json_t *o = json_pack("{s:s,s:s,s:s}", "host", h->host, "nodePoolId", h->pool, "role",
-                              h->role == HOST_SPARE ? "spare" : "quarantined");
+        json_t *o = json_pack("{s:s,s:s}", "host", h->host, "role",
+                              h->role == HOST_SPARE    ? "spare"
+                              : h->role == HOST_BACKUP ? "backup"
+                                                       : "quarantined");
+        if (h->pool[0]) /* the backup controller's host is in no pool */
+            json_object_set_new(o, "nodePoolId", json_string(h->pool));
+        if (h->role == HOST_BACKUP && s->backup_hostname[0])
+            json_object_set_new(o, "hostname", json_string(s->backup_hostname));
         if (h->role == HOST_QUARANTINED) {
             json_object_set_new(o, "reason", json_string(h->reason));
             json_object_set_new(o, "since",

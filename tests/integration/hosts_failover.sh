@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # hosts_failover: Slurm's backup controller on a cluster on hosts (issue 43,
-# point 1). Bad input first: a backupHost that is the controller, that runs
-# no node, or with no shared storage for the state is refused by the spec's
-# check; a stateSaveLocation the backup's host does not see (its own
+# point 1). Bad input first: a backupHost that is the controller, or with no
+# shared storage for the state, is refused by the spec's check; a
+# stateSaveLocation the backup's host does not see (its own
 # /var/lib/mtc) is refused by the create, naming the host. Then a cluster on
 # 3 test hosts with backupHost = the login host, failoverSeconds 10 and
 # accounting: `scontrol ping` shows both controllers UP, the status says the
@@ -14,7 +14,10 @@
 # backup; the running job completes with every step exactly once. mtcd
 # started again: the primary takes control back (events CONTROLLER_FAILOVER
 # and CONTROLLER_FAILBACK, status, /metrics), and sacct lists the job that
-# finished during the outage. The delete removes the state directory.
+# finished during the outage. Then the backup moves to a host in no pool
+# (host 4: munged and slurmctld only; the login host's stops) and takes
+# control when the primary is lost again. The delete removes the state
+# directory and leaves every host clean.
 # test: uses mtc-dirs (test hosts bind-mount this machine's /var/lib/mtc, /etc/mtc, /run/mtc)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
@@ -23,7 +26,7 @@ D=$T_DIR
 FAILOVER=10
 
 t_extra_cleanup() { hosts_cleanup; }
-check "3 test hosts up" testhosts_up 3
+check "4 test hosts up" testhosts_up 4
 [ "$T_FAILED" -eq 0 ] || done_testing
 PORT=$(free_port)
 check "mtcd starts, listening on the bridge for the agents" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
@@ -47,8 +50,6 @@ refused() { # WHAT SPEC-FILE PATTERN: the create fails and says PATTERN
 L1=${TESTHOSTS_ADDRS[1]}
 spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$TESTHOSTS_CTL_ADDR\"}" >"$D/bad1.json"
 refused "backupHost = the controller" "$D/bad1.json" "is the controller itself"
-spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$TESTHOSTS_UNUSED_ADDR\"}" >"$D/bad2.json"
-refused "a backupHost that runs no node of the cluster" "$D/bad2.json" "is not a host of the cluster's node pools"
 spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$L1\"}" 's.pop("experimentRoot")' >"$D/bad3.json"
 refused "a backupHost with no stateSaveLocation or experimentRoot" "$D/bad3.json" "needs storage both controllers see"
 spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$L1\", \"stateSaveLocation\": \"/var/lib/mtc/fo-state-$$\"}" >"$D/bad4.json"
@@ -134,17 +135,47 @@ diag "steps: $(tr '\n' ' ' <"$D/jobs/steps.txt")"
 # the controller machine back: mtcd and the primary
 check "mtcd starts again" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
 check "the primary slurmctld takes control back (scontrol ping)" \
-    wait_for 60 bash -c "scontrol ping | grep -q '(primary) at .* is UP'"
+    wait_for 60 bash -c "out=\$(scontrol ping); grep -q '(primary) at .* is UP' <<<\"\$out\""
 check "the status says the primary is in control again" wait_for 30 eval '[ "$(ctl inControl)" = primary ]'
 evs=$(mtc cluster get fo --json | jq_ "' '.join(e['eventType'] for e in d.get('clusterEvents', []))")
 check "events CONTROLLER_FAILOVER and CONTROLLER_FAILBACK ($evs)" \
     bash -c "grep -q CONTROLLER_FAILOVER <<<'$evs' && grep -q CONTROLLER_FAILBACK <<<'$evs'"
+# the page whole first: under pipefail, grep -q leaving early would fail curl
+metrics=$(curl -s --unix-socket "$MTC_HOME/mtcd.sock" http://localhost/metrics)
 check "/metrics: the primary in control" \
-    bash -c "curl -s --unix-socket '$MTC_HOME/mtcd.sock' http://localhost/metrics | grep -qx 'mtc_slurmctld_in_control{cluster=\"fo\",controller=\"primary\"} 1'"
+    grep -qx 'mtc_slurmctld_in_control{cluster="fo",controller="primary"} 1' <<<"$metrics"
+check "/metrics: both controllers up" \
+    test "$(grep -c '^mtc_slurmctld_up{cluster="fo",controller="\(primary\|backup\)"} 1$' <<<"$metrics")" = 2
 in_sacct() { sacct -n -X -P -j "$1" -o jobid,state 2>/dev/null | grep -qx "$1|COMPLETED"; }
 check "sacct lists the job that finished during the outage (slurmctld kept its records)" wait_for 90 in_sacct "$sb"
 check "  and the job that ran through it" wait_for 30 in_sacct "$job"
+
+# the backup controller moves to host 4, a host in no pool: mtc runs munged
+# and slurmctld there; the login host's slurmctld stops
+H4=${TESTHOSTS_ADDRS[4]}
+spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$H4\", \"failoverSeconds\": $FAILOVER}" \
+    's["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True}' >"$D/spec4.json"
+check "update: the backup controller on host 4, in no pool" mtc cluster update fo -f "$D/spec4.json"
+out=$(scontrol ping 2>&1)
+check "scontrol ping: the backup at ${TESTHOSTS_NAMES[4]} UP ($(tr '\n' ' ' <<<"$out"))" \
+    grep -q "(backup) at ${TESTHOSTS_NAMES[4]} is UP" <<<"$out"
+ctld_on() { testhost_exec "$1" sh -c "p=\$(cat /run/mtc/$UID_/slurmctld.pid 2>/dev/null) && kill -0 \$p 2>/dev/null"; }
+check "  the login host runs no slurmctld any more" wait_for 30 eval '! ctld_on 1'
+check "  host 4 runs slurmctld" ctld_on 4
+out=$(mtc cluster hosts fo)
+check "  mtc cluster hosts: host 4's role is backup" grep -qE "^$H4 +${TESTHOSTS_NAMES[4]} +- +- +backup" <<<"$out"
+diag "$out"
+kill -9 "$MTCD_PID"
+kill -9 "$(cat "$CDIR/run/slurmctld.pid")"
+sb=$(login timeout $((FAILOVER + 15)) bash -c 'until j=$(sbatch --parsable -N1 -o /dev/null --wrap "echo h4" 2>/dev/null); do sleep 0.5; done; echo $j')
+check "the primary lost: sbatch on the login host accepted (job $sb), host 4's slurmctld in control" \
+    grep -qE '^[0-9]+$' <<<"$sb"
+out=$(login scontrol ping 2>&1)
+check "  scontrol ping: the backup at ${TESTHOSTS_NAMES[4]} UP, the primary DOWN" \
+    bash -c "grep -q '(backup) at ${TESTHOSTS_NAMES[4]} is UP' <<<'$out' && grep -q '(primary) at .* is DOWN' <<<'$out'"
+check "mtcd again: the primary takes control back" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
+check "  (scontrol ping)" wait_for 60 bash -c "out=\$(scontrol ping); grep -q '(primary) at .* is UP' <<<\"\$out\""
 check "the cluster is deleted" mtc cluster delete fo
 check "  its state directory is gone" test ! -e "$STATE"
-for i in 1 2 3; do check "  host $i is clean" host_clean "$i"; done
+for i in 1 2 3 4; do check "  host $i is clean" host_clean "$i"; done
 done_testing

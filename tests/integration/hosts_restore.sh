@@ -64,7 +64,7 @@ check "a second address on the bridge ($NEW): the new machine, to the hosts" \
 check "mtcd starts on it, at the new address" start_mtcd --listen "$NEW:$PORT"
 ev() { mtc cluster events hz 2>/dev/null; }
 check "the RESTORED event names the update that moves the controller to $NEW" \
-    wait_for 30 eval 'ev | grep "RESTORED" | grep -q "moves it to this machine, $NEW"'
+    wait_for 30 eval 'grep "RESTORED" <<<"$(ev)" | grep -q "moves it to this machine, $NEW"'
 st() { mtc cluster list --json | jq_ '[c["clusterStatus"]["state"] for c in d["modelDevelopmentClusters"] if c["name"].endswith("/hz")][0]'; }
 check "the cluster is RUNNING after the update ($(st))" wait_for 120 eval '[ "$(st)" = RUNNING ]'
 diag "$(ev | tail -n 12)"
@@ -72,7 +72,7 @@ eval "$(mtc env hz)"
 UID_=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["uid"])' "$CDIR/hosts.json")
 check "slurm.conf: SlurmctldHost at $NEW" grep -q "^SlurmctldHost=.*($NEW)\$" "$CDIR/slurm.conf"
 check "the spec's controller.address is $NEW" \
-    bash -c "mtc cluster get hz --json | grep -q '\"address\": \"$NEW\"'"
+    bash -c "out=\$(mtc cluster get hz --json); grep -q '\"address\": \"$NEW\"' <<<\"\$out\""
 check "slurmctld answers again" wait_for 60 scontrol ping
 check "the controller's munged was started again, in this mount namespace" \
     bash -c "[ \"\$(readlink /proc/\$(cat '$CDIR/run/munged.pid')/ns/mnt)\" = \"\$(readlink /proc/self/ns/mnt)\" ]"

@@ -80,8 +80,11 @@ static void test_hosts(void)
          "controller.backupHost: \"LOGIN.lab\" is the controller itself; the backup controller "
          "runs on another host"},
         {ON_A_LAB("\"controller\":{\"backupHost\":\"z.lab\",\"stateSaveLocation\":\"/s/x\"},"),
-         "controller.backupHost: \"z.lab\" is not a host of the cluster's node pools (the backup "
-         "controller runs beside a node; the login host is the usual choice)"},
+         ""}, /* a host in no pool: munged and slurmctld only */
+        {LOGIN_GPU("\"controller\":{\"backupHost\":\"s.lab\",\"stateSaveLocation\":\"/s/x\"},",
+                   "\"a.lab\"", "1", ",\"spareHosts\":[\"s.lab\"]"),
+         "controller.backupHost: \"s.lab\" is a spare host, which a replacement may take; the "
+         "backup controller needs a host of its own or a static node's"},
         {ON_A_LAB("\"controller\":{\"backupHost\":\"login.lab\"},"),
          "controller.backupHost: needs storage both controllers see: set "
          "controller.stateSaveLocation or experimentRoot"},
