@@ -14,6 +14,8 @@
 # that ran through the loss completes with every step exactly once, and
 # sacct lists the jobs from before the backup (the accounting database came
 # in the backup as a dump, loaded into the new machine's) and that one.
+# test: uses mtc-dirs (its test hosts bind-mount their own dirs on this machine's
+# /var/lib/mtc, /etc/mtc and /run/mtc: deb_package's purge removing them unmounts those)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
 . "$(dirname "$0")/hosts_setup.inc"
