@@ -54,6 +54,11 @@ spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$L1\"}" 's.pop("e
 refused "a backupHost with no stateSaveLocation or experimentRoot" "$D/bad3.json" "needs storage both controllers see"
 spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$L1\", \"stateSaveLocation\": \"/var/lib/mtc/fo-state-$$\"}" >"$D/bad4.json"
 # found by the create: the cluster stays in ERROR with the reason, and is deleted
+spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$TESTHOSTS_UNUSED_ADDR\"}" >"$D/bad2.json"
+out=$(mtc cluster create -f "$D/bad2.json" --id fo 2>&1)
+check "a backupHost in no pool that does not answer is refused ($(head -c 200 <<<"$out"))" \
+    grep -q "host $TESTHOSTS_UNUSED_ADDR: unreachable" <<<"$out"
+check "  the cluster in ERROR is deleted" mtc cluster delete fo
 out=$(mtc cluster create -f "$D/bad4.json" --id fo 2>&1)
 check "a stateSaveLocation the backup's host does not see is refused ($(head -c 300 <<<"$out"))" \
     grep -q "stateSaveLocation /var/lib/mtc/fo-state-$$ is not shared storage: the backup controller's host $L1 does not see" <<<"$out"
