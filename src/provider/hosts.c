@@ -216,13 +216,26 @@ static int state_move(struct provider *p, const struct head *c, const struct hst
         return 0;
     head_say(progress, arg, "moving slurmctld's state from %s to %s", from, to);
     head_stop_pidfile(c, "slurmctld", head_ctld_running(c));
+    /* the new place's marker (this apply's nonce) is kept over the old one's */
+    char mark[PLEN + 32];
+    snprintf(mark, sizeof(mark), "%s/" HOSTS_STATE_MARKER, to);
+    size_t mlen = 0;
+    char *keep = mtc_read_file(mark, &mlen);
     strcat(from, "/."); /* the contents */
     char *out = NULL, *argv[] = {"cp", "-a", "--", from, to, NULL};
     int rc = mtc_run(argv, NULL, &out, 120000);
     if (rc != 0)
         errprintf(err, "cannot copy slurmctld's state to %s: %.200s", to, out ? out : "");
+    else if (keep && mtc_write_file_atomic(mark, keep, mlen, 0644) < 0)
+        rc = errprintf(err, "cannot write %s: %s", mark, strerror(errno));
+    else if (!keep)
+        unlink(mark); /* <cluster dir>/state: no marker */
+    free(keep);
     free(out);
-    return rc == 0 ? 0 : -1;
+    if (rc != 0)
+        return -1;
+    hosts_state_dir_forget(c, old); /* the old place, when it was the cluster's own */
+    return 0;
 }
 
 /* The backup controller, once the nodes run and its host is known to see

@@ -16,8 +16,9 @@
 # and CONTROLLER_FAILBACK, status, /metrics), and sacct lists the job that
 # finished during the outage. Then the backup moves to a host in no pool
 # (host 4: munged and slurmctld only; the login host's stops) and takes
-# control when the primary is lost again. The delete removes the state
-# directory and leaves every host clean.
+# control when the primary is lost again; the state moves to another shared
+# directory with the queue. The delete removes the state directory and
+# leaves every host clean.
 # test: uses mtc-dirs (test hosts bind-mount this machine's /var/lib/mtc, /etc/mtc, /run/mtc)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/testhosts.inc"
@@ -180,7 +181,18 @@ check "  scontrol ping: the backup at ${TESTHOSTS_NAMES[4]} UP, the primary DOWN
     bash -c "grep -q '(backup) at ${TESTHOSTS_NAMES[4]} is UP' <<<'$out' && grep -q '(primary) at .* is DOWN' <<<'$out'"
 check "mtcd again: the primary takes control back" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
 check "  (scontrol ping)" wait_for 60 bash -c "out=\$(scontrol ping); grep -q '(primary) at .* is UP' <<<\"\$out\""
+
+# slurmctld's state moves to another shared directory: the queue goes with it
+spec "{\"address\": \"$TESTHOSTS_CTL_ADDR\", \"backupHost\": \"$H4\", \"failoverSeconds\": $FAILOVER, \"stateSaveLocation\": \"$D/state2\"}" \
+    's["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True}' >"$D/spec5.json"
+check "update: stateSaveLocation $D/state2" mtc cluster update fo -f "$D/spec5.json"
+check "  slurm.conf names it, the old directory is gone" \
+    bash -c "grep -qx 'StateSaveLocation=$D/state2' '$CDIR/slurm.conf' && [ ! -e '$STATE' ] && grep -q '^fo $UID_ ' '$D/state2/mtc-cluster'"
+check "  the job that ran through the outage is still known to Slurm" \
+    bash -c "scontrol show job $job | grep -q 'JobState=COMPLETED'"
+out=$(scontrol ping 2>&1)
+check "  both controllers UP on it" test "$(grep -c 'is UP' <<<"$out")" = 2
 check "the cluster is deleted" mtc cluster delete fo
-check "  its state directory is gone" test ! -e "$STATE"
+check "  its state directory is gone" test ! -e "$D/state2"
 for i in 1 2 3 4; do check "  host $i is clean" host_clean "$i"; done
 done_testing
