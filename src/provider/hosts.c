@@ -39,18 +39,22 @@ struct host_work {
     unsigned char off[HOSTS_MAX], skip[HOSTS_MAX];
 };
 
-static int t_preflight(void *arg, size_t i, mtc_error_t *err)
+/* hosts_preflight of host with the work's settings and the spec's users. */
+static int preflight(struct host_work *j, const char *host, struct hfacts *facts, mtc_error_t *err)
 {
-    struct host_work *j = arg;
-    if (j->skip[i])
-        return 0;
-    struct ssh_conn *ssh = hosts_ssh(j->p, j->s, j->s->nodes[i].host, err);
+    struct ssh_conn *ssh = hosts_ssh(j->p, j->s, host, err);
     char users[CLUSTER_USERS_MAX * 64];
     if (cluster_users_args(j->spec, users, sizeof(users)) < 0)
         *users = '\0'; /* the spec's check keeps the list short */
-    int rc = ssh ? hosts_preflight(ssh, j->s, j->ctl, j->install, users, &j->facts[i], err) : -1;
+    int rc = ssh ? hosts_preflight(ssh, j->s, j->ctl, j->install, users, facts, err) : -1;
     ssh_free(ssh);
     return rc;
+}
+
+static int t_preflight(void *arg, size_t i, mtc_error_t *err)
+{
+    struct host_work *j = arg;
+    return j->skip[i] ? 0 : preflight(j, j->s->nodes[i].host, &j->facts[i], err);
 }
 
 static int t_up(void *arg, size_t i, mtc_error_t *err)
@@ -339,19 +343,14 @@ static void teardown(struct provider *p, struct head *c, struct hstate *s)
 /* The backup controller's host when it runs no node: its own preflight
  * (reachable, Slurm's versions: slurmctld too, its name), and a record
  * (HOST_BACKUP) so that a delete, or another backup, cleans it. */
-static int backup_preflight(struct host_work *j, const json_t *spec, mtc_error_t *err)
+static int backup_preflight(struct host_work *j, mtc_error_t *err)
 {
     struct hbackup bk;
     struct hstate *s = j->s;
     if (!hosts_backup_of(s, &bk) || bk.node)
         return 0;
     struct hfacts *f = calloc(1, sizeof(*f));
-    char users[CLUSTER_USERS_MAX * 64];
-    if (cluster_users_args(spec, users, sizeof(users)) < 0)
-        *users = '\0';
-    struct ssh_conn *ssh = f ? hosts_ssh(j->p, s, bk.host, err) : NULL;
-    int rc = ssh ? hosts_preflight(ssh, s, j->ctl, j->install, users, f, err) : -1;
-    ssh_free(ssh);
+    int rc = f ? preflight(j, bk.host, f, err) : errprintf(err, "out of memory");
     if (rc == 0) {
         snprintf(s->backup_hostname, sizeof(s->backup_hostname), "%s", f->hostname);
         hosts_host_set(s, bk.host, "", HOST_BACKUP, "Slurm's backup controller");
@@ -384,7 +383,7 @@ static int check_hosts(struct host_work *j, const json_t *spec, mtc_error_t *err
     for (size_t i = 0; i < s->nnodes; i++)
         if (!hosts_host_find(s, s->nodes[i].host))
             hosts_host_set(s, s->nodes[i].host, s->nodes[i].pool, HOST_TOUCHED, NULL);
-    if (backup_preflight(j, spec, err) < 0)
+    if (backup_preflight(j, err) < 0)
         return -1;
     return hosts_state_save(j->c, s, err);
 }

@@ -280,14 +280,16 @@ static const char mtc_host_sh[] =
     "{ stop_one agent; start_agent; }\n"
     "  elif [ -r $E/nodes/$N/agent.json ]; then start_agent; [ $OP = check ] && say restarted "
     "agent; fi\n"
-    /* no longer the backup (its copy of the config gone with the bring-up): stopped */
+    /* no longer the backup (the bundle's ctld/ names another host, or is gone): stopped */
     "  if [ -e $V/ctld.on ] && isbackup; then\n"
     "    alive slurmctld || { start_ctld; [ $OP = check ] && say restarted slurmctld; }\n"
     "  elif [ -e $V/ctld.on ]; then rm -f $V/ctld.on; stop_one slurmctld; fi\n"
     /* what a boot runs again (boot): this node, both controllers, its GPUs */
     "  [ $OP = up ] && echo \"$N $S $G\" >$V/boot.args\n"
     "  return 0\n"
-    "}\n" CLUSTER_USERS_SH "facts() {\n"
+    "}\n"
+    CLUSTER_USERS_SH
+    "facts() {\n"
     "  echo \"kernel=$(uname -s)\"; echo \"arch=$(uname -m)\"; echo \"hostname=$(uname -n)\"\n"
     /* the host's own name as munged and slurmd look it up: ms, or "fail";
      * and the cgroup filesystem slurmd needs */

@@ -121,6 +121,20 @@ static void keep_event(void *arg, const char *type, const char *node, const char
     pthread_mutex_unlock(&checks_mu);
 }
 
+/* What mtc-host's answer out says it restarted: an event each (for node,
+ * NULL: none), "<daemon> <where> was not running; restarted". */
+static void report_restarts(const char *out, const char *node, const char *where,
+                            provider_event_fn ev, void *arg)
+{
+    char msg[400];
+    for (size_t k = 0; out && ev && k < sizeof(restarts) / sizeof(restarts[0]); k++)
+        if (strstr(out, restarts[k].line)) {
+            snprintf(msg, sizeof(msg), "%s %s was not running; restarted", restarts[k].what,
+                     where);
+            ev(arg, restarts[k].event, node, msg);
+        }
+}
+
 /* The backup controller's host when it runs no node: its munged and
  * slurmctld (mtc-host ctld restarts what is dead and says so). */
 static void check_backup(struct provider *p, const struct hstate *s, provider_event_fn ev,
@@ -130,19 +144,15 @@ static void check_backup(struct provider *p, const struct hstate *s, provider_ev
     if (!hosts_backup_of(s, &bk) || bk.node)
         return;
     mtc_error_t err = {""};
-    char *out = NULL, msg[400];
+    char *out = NULL, where[320];
     struct ssh_conn *ssh = hosts_ssh(p, s, bk.host, &err);
     int rc = ssh ? hosts_remote_op(ssh, s, "ctld", "", -1, &out, 20000, &err) : -1;
     ssh_free(ssh);
     if (rc != 0 && ev)
         ev(arg, rc < 0 ? "HOST_UNREACHABLE" : "DAEMON_START_FAILED", NULL, err.text);
-    for (size_t k = 0; rc == 0 && out && k < sizeof(restarts) / sizeof(restarts[0]); k++)
-        if (strstr(out, restarts[k].line) && ev) {
-            snprintf(msg, sizeof(msg),
-                     "%s on %s (the backup controller's host) was not running; restarted",
-                     restarts[k].what, bk.host);
-            ev(arg, restarts[k].event, NULL, msg);
-        }
+    snprintf(where, sizeof(where), "on %s (the backup controller's host)", bk.host);
+    if (rc == 0)
+        report_restarts(out, NULL, where, ev, arg);
     free(out);
 }
 
@@ -170,12 +180,9 @@ static void supervise_hosts(struct provider *p, const struct head *c, struct hst
                      (int)strcspn(l, "\n"), l, n->name, n->host);
             ev(arg, "STORAGE_MOUNT_LOST", n->name, msg);
         }
-        for (size_t k = 0; u->out[i] && k < sizeof(restarts) / sizeof(restarts[0]); k++)
-            if (strstr(u->out[i], restarts[k].line) && ev) {
-                snprintf(msg, sizeof(msg), "%s of %s on %s was not running; restarted",
-                         restarts[k].what, n->name, n->host);
-                ev(arg, restarts[k].event, n->name, msg);
-            }
+        char where[400];
+        snprintf(where, sizeof(where), "of %s on %s", n->name, n->host);
+        report_restarts(u->out[i], n->name, where, ev, arg);
         free(u->out[i]);
     }
     check_backup(p, s, ev, arg);

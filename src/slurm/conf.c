@@ -193,16 +193,14 @@ static void put_paths(FILE *f, const struct slurm_layout *l)
         /* two controllers: each keeps its pid file and log on its own host
          * (the controller's slurmctld is started with -L <dir>/log/...) */
         if (l->backup_addr)
-            fprintf(f, "SlurmctldPidFile=%s/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n", run,
-                    run);
+            fprintf(f, "SlurmctldPidFile=%s/slurmctld.pid\nSlurmctldLogFile=%s/log/slurmctld.log\n",
+                    run, var);
         else
-            fprintf(f, "SlurmctldPidFile=%s/run/slurm/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n",
-                    d, run);
-        if (l->backup_addr)
-            fprintf(f, "SlurmctldLogFile=%s/log/slurmctld.log\n", var);
-        else
-            fprintf(f, "SlurmctldLogFile=%s/log/slurmctld.log\n", d);
-        fprintf(f, "SlurmdLogFile=%s/log/slurmd.log\n", var);
+            fprintf(f,
+                    "SlurmctldPidFile=%s/run/slurm/slurmctld.pid\n"
+                    "SlurmctldLogFile=%s/log/slurmctld.log\n",
+                    d, d);
+        fprintf(f, "SlurmdPidFile=%s/slurmd.pid\nSlurmdLogFile=%s/log/slurmd.log\n", run, var);
         fprintf(f, "SlurmctldDebug=info\nSlurmdDebug=info\n");
         /* must exist on every host: the pmix plugin puts each step's directory there */
         fprintf(f, "TmpFS=%s/tmp\n", run);
