@@ -18,19 +18,15 @@ start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT" || fail "mtcd did not start"
 now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.1f}')"; }
 for F in ${BENCH_FAILOVER:-10 30}; do
-    hosts_cpu_spec failover 2 | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-s["controller"].update({"backupHost": sys.argv[1], "failoverSeconds": int(sys.argv[2])})
-print(json.dumps(s))' "${TESTHOSTS_ADDRS[1]}" "$F" >"$T_DIR/spec.json"
+    hosts_cpu_spec failover 2 | hosts_spec_edit \
+        's["controller"].update({"backupHost": sys.argv[1], "failoverSeconds": int(sys.argv[2])})' \
+        "${TESTHOSTS_ADDRS[1]}" "$F" >"$T_DIR/spec.json"
     mtc cluster create -f "$T_DIR/spec.json" --id fb || fail "create (failoverSeconds $F) failed"
     CDIR=$MTC_HOME/clusters/fb
     UID_=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["uid"])' "$CDIR/hosts.json")
     LCONF=/var/lib/mtc/$UID_/spool/conf-cache/slurm.conf
     t0=$(now)
-    kill -9 "$MTCD_PID"
-    # shellcheck disable=SC2046
-    kill -9 $(cat "$CDIR"/run/*.pid)
+    hosts_lose_controller "$CDIR"
     testhost_exec 1 env SLURM_CONF="$LCONF" timeout $((F + 120)) bash -c \
         'until sbatch -o /dev/null --wrap true >/dev/null 2>&1; do sleep 0.2; done' ||
         fail "no sbatch accepted within $((F + 120)) s (failoverSeconds $F)"

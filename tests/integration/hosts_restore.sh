@@ -26,12 +26,9 @@ check "3 test hosts up" testhosts_up 3
 [ "$T_FAILED" -eq 0 ] || done_testing
 PORT=$(free_port)
 check "mtcd starts, listening on the bridge for the agents" start_mtcd --listen "$TESTHOSTS_CTL_ADDR:$PORT"
-hosts_cpu_spec "restored" 2 3 | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
+hosts_cpu_spec "restored" 2 3 | hosts_spec_edit '
 s["controller"]["stateSaveLocation"] = sys.argv[1]
-s["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True}
-print(json.dumps(s))' "$D/slurm-state" >"$D/spec.json"
+s["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": True}' "$D/slurm-state" >"$D/spec.json"
 check "cluster on 3 hosts created, slurmctld's state on shared storage, accounting on" \
     mtc cluster create -f "$D/spec.json" --id hz
 [ "$T_FAILED" -eq 0 ] || done_testing
@@ -39,12 +36,7 @@ eval "$(mtc env hz)"
 check "srun -N2 hostname before the loss" bash -c "srun -N2 hostname | sort -u | wc -l | grep -qx 2"
 in_sacct() { sacct -n -X -P -j "$1" -o jobid,jobname,state 2>/dev/null | grep -qx "$1|$2|COMPLETED"; }
 check "  sacct lists it (job 1)" wait_for 60 in_sacct 1 hostname
-mkdir -p "$D/jobs" && chmod 0777 "$D/jobs"
-cat >"$D/jobs/steps.sh" <<SH
-#!/bin/sh
-for i in 1 2 3 4 5 6 7 8; do srun -N1 -n1 sh -c "echo step \$i >>$D/jobs/steps.txt"; sleep 3; done
-SH
-chmod 0755 "$D/jobs/steps.sh"
+hosts_steps_job "$D/jobs"
 job=$(sbatch --parsable -N1 -w hz-cpu-0 -o "$D/jobs/steps-%j.out" "$D/jobs/steps.sh" 2>&1)
 check "a job of 8 steps queued ($job)" grep -qE '^[0-9]+$' <<<"$job"
 # slurmctld saves its queue a few seconds after a change: a job younger
@@ -52,12 +44,8 @@ check "a job of 8 steps queued ($job)" grep -qE '^[0-9]+$' <<<"$job"
 check "  its third step ran" wait_for 60 grep -qx "step 3" "$D/jobs/steps.txt"
 check "a backup of mtcd's state" mtc daemon backup "$D/head.mtcbak"
 CDIR=$MTC_HOME/clusters/hz
-kill -9 "$MTCD_PID"
-lost=$(cat "$CDIR"/run/*.pid | sort -un | tr '\n' ' ')
-# shellcheck disable=SC2086
-kill -9 $lost
-gone() { local p; for p in $lost $MTCD_PID; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
-check "the controller's daemons (pids $lost) and mtcd are gone" wait_for 30 gone
+hosts_lose_controller "$CDIR"
+check "the controller's daemons (pids $LOST) and mtcd are gone" wait_for 30 hosts_controller_gone
 mv "$MTC_HOME" "$D/lost-home"
 check "restored into a new home" mtc daemon restore "$D/head.mtcbak" --home "$MTC_HOME"
 NEW=$TESTHOSTS_PREFIX.200
@@ -88,6 +76,6 @@ check "the job that ran through the loss completed" wait_for 120 done_job
 check "sacct on the new machine lists the job from before the backup (its records from the backup's dump)" \
     wait_for 60 in_sacct 1 hostname
 check "  and the job that ran through the loss, COMPLETED" wait_for 60 in_sacct "$job" steps.sh
-check "  every step ran exactly once" bash -c "sort '$D/jobs/steps.txt' | uniq -c | awk '\$1 != 1 { bad = 1 } END { exit bad || NR != 8 }'"
+check "  every step ran exactly once" hosts_steps_once "$D/jobs"
 diag "steps: $(tr '\n' ' ' <"$D/jobs/steps.txt")"
 done_testing
